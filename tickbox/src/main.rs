@@ -1,0 +1,122 @@
+//! `tickbox`: the command-line edge of the pipeline. Each subcommand lives in its own module under `cmd/` and
+//! wires library crates together; this file only parses arguments, sets up logging and maps errors to exit codes.
+
+mod cmd;
+mod config;
+mod shutdown;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Exit codes shared by every subcommand. Documented here so `--help` shows them.
+pub mod exit_code {
+    /// The command ran to completion.
+    pub const OK: u8 = 0;
+    /// Bad arguments, bad config, or a runtime error (the message says which).
+    pub const ERROR: u8 = 1;
+    /// The Suicidal Snail fired: a message arrived later than `--max-lateness` (or a gap with `gap_policy = "die"`).
+    pub const SNAIL: u8 = 3;
+    /// A request got no reply in time (`tickbox call`, `tickbox ctl`).
+    pub const TIMEOUT: u8 = 4;
+    /// `tickbox journal verify` found a corrupt record.
+    pub const CORRUPT: u8 = 5;
+}
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "tickbox",
+    version,
+    about = "Market-data pub-sub on ZeroMQ: feed, Black Box subscriber, LVC proxy, recorder/replayer, control plane, bench.",
+    after_help = "Exit codes: 0 ok; 1 error; 3 Suicidal Snail fired (message later than --max-lateness, or gap with gap_policy=die); 4 request timed out; 5 journal corrupt.\nLogging: RUST_LOG=debug|info|warn (default info), written to stderr."
+)]
+struct Cli {
+    /// TOML deployment config; every field has a default, so it is optional.
+    #[arg(long, global = true, value_name = "PATH")]
+    config: Option<std::path::PathBuf>,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run sharded publishers fed by the synthetic market generator.
+    Feed(cmd::feed::Args),
+    /// Run the Black Box subscriber (SUB shards -> PUSH/PULL workers) with the Suicidal Snail guard.
+    Subscribe(cmd::subscribe::Args),
+    /// Feed, subscriber and workers in one process for --duration, then a summary table.
+    Demo(cmd::demo::Args),
+    /// Last Value Cache proxy (XSUB -> XPUB) with the Espresso tap.
+    Lvc(cmd::lvc::Args),
+    /// Live inspector of an Espresso tap (or any tickbox PUB endpoint).
+    Tap(cmd::tap::Args),
+    /// Record a stream into an mmap journal.
+    Record(cmd::record::Args),
+    /// Replay a journal onto publisher shards at 1x, Nx or max speed.
+    Replay(cmd::replay::Args),
+    /// Inspect a journal: info, verify, dump.
+    Journal(cmd::journal::Args),
+    /// Latency and throughput benchmarks beside a raw-libzmq baseline.
+    Bench(cmd::bench::Args),
+    /// Clone (CHP) key-value server, optionally as a Binary Star pair.
+    CloneServer(cmd::clone_server::Args),
+    /// Client for the Clone key-value store: get, set, del, ls, watch.
+    Ctl(cmd::ctl::Args),
+    /// Majordomo broker (MDP 0.1 + MMI), optionally as a Binary Star pair.
+    Broker(cmd::broker::Args),
+    /// Titanic durable request-reply service on a Majordomo broker.
+    Titanic(cmd::titanic::Args),
+    /// Freelance (FLP) server.
+    FreelanceServer(cmd::freelance_server::Args),
+    /// Send one request to a Majordomo service and print the reply frames.
+    Call(cmd::call::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging();
+    let config = match config::TickboxConfig::load(cli.config.as_deref()) {
+        Ok(config) => config,
+        Err(err) => {
+            tracing::error!("{err:#}");
+            return ExitCode::from(exit_code::ERROR);
+        }
+    };
+    let result = match cli.command {
+        Command::Feed(args) => cmd::feed::run(args, &config),
+        Command::Subscribe(args) => cmd::subscribe::run(args, &config),
+        Command::Demo(args) => cmd::demo::run(args, &config),
+        Command::Lvc(args) => cmd::lvc::run(args, &config),
+        Command::Tap(args) => cmd::tap::run(args, &config),
+        Command::Record(args) => cmd::record::run(args, &config),
+        Command::Replay(args) => cmd::replay::run(args, &config),
+        Command::Journal(args) => cmd::journal::run(args, &config),
+        Command::Bench(args) => cmd::bench::run(args, &config),
+        Command::CloneServer(args) => cmd::clone_server::run(args, &config),
+        Command::Ctl(args) => cmd::ctl::run(args, &config),
+        Command::Broker(args) => cmd::broker::run(args, &config),
+        Command::Titanic(args) => cmd::titanic::run(args, &config),
+        Command::FreelanceServer(args) => cmd::freelance_server::run(args, &config),
+        Command::Call(args) => cmd::call::run(args, &config),
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            tracing::error!("{err:#}");
+            eprintln!("error: {err:#}");
+            ExitCode::from(exit_code::ERROR)
+        }
+    }
+}
+
+fn init_logging() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    // Logs go to stderr so stdout stays clean for tables and machine-readable output.
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .init();
+}
