@@ -1,1 +1,48 @@
-fn main(){}
+use std::hint::black_box;
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use tickbox_wire::{Header, Kind, MessageRef, Payload, Quote, encode, encoded_len};
+
+fn quote() -> Payload {
+    Payload::Quote(Quote {
+        instrument_id: 42,
+        bid_px: 189_120_000_000,
+        ask_px: 189_130_000_000,
+        bid_size: 300,
+        ask_size: 200,
+        bid_orders: 3,
+        ask_orders: 2,
+        venue_time_ns: 1_700_000_000_000_000_000,
+    })
+}
+
+fn codec(c: &mut Criterion) {
+    let topic = "Q.XNAS.AAPL";
+    let payload = quote();
+    let mut buf = vec![0u8; encoded_len(topic, Kind::Quote)];
+    let mut group = c.benchmark_group("wire");
+    group.throughput(Throughput::Elements(1));
+    let mut seq = 0u64;
+    group.bench_function("encode_quote", |b| {
+        b.iter(|| {
+            seq += 1;
+            let header = Header::live(Kind::Quote, 1, seq, seq);
+            encode(black_box(&mut buf), topic, &header, black_box(&payload)).unwrap()
+        })
+    });
+    let frame = buf.clone();
+    group.bench_function("decode_header", |b| {
+        b.iter(|| MessageRef::decode(black_box(&frame)).unwrap().header().sequence)
+    });
+    group.bench_function("decode_full", |b| {
+        b.iter(|| MessageRef::decode(black_box(&frame)).unwrap().payload().unwrap())
+    });
+    group.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().without_plots();
+    targets = codec
+}
+criterion_main!(benches);

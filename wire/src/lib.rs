@@ -1,1 +1,29 @@
-//! placeholder
+//! The tickbox wire format: one ZeroMQ frame per market-data message.
+//!
+//! ```text
+//!  topic bytes (UTF-8, no NUL) │ 0x00 │ header (32 bytes, little-endian) │ payload (fixed size per kind)
+//! ```
+//!
+//! The topic comes first so ZeroMQ prefix subscriptions select by topic (`Q.` all quotes, `Q.XNAS.AAPL\0` exactly
+//! one symbol's quotes). Topics look like `Q.XNAS.AAPL` (kind letter, venue, symbol); heartbeats use `H.<publisher>`.
+//! The header is fixed-width so the subscriber's hot path reads it at known offsets without decoding the payload.
+//! Payloads are `bincode` with fixed-width little-endian integers, so every kind has a fixed encoded size.
+//! Prices are fixed-point `i64` in units of [`PRICE_SCALE`] (1e-9), never floats.
+//!
+//! Decoding borrows from the received frame and never allocates: [`MessageRef::decode`] checks the topic and
+//! header and keeps the payload as a slice; [`MessageRef::payload`] decodes it into a small `Copy` value.
+//! Every malformed frame is a [`DecodeError`], never a panic.
+
+mod clock;
+mod error;
+mod frame;
+mod header;
+mod payload;
+mod topic;
+
+pub use clock::{Clock, ManualClock, SystemClock, now_ns};
+pub use error::{DecodeError, EncodeError};
+pub use frame::{MessageRef, encode, encode_to_vec, encoded_len, restamp_in_place, set_flags_in_place};
+pub use header::{Flags, HEADER_LEN, Header, Kind, WIRE_VERSION};
+pub use payload::{BookLevel, Heartbeat, PRICE_SCALE, Payload, Quote, Side, Trade};
+pub use topic::{make_topic, shard_for, shard_key_of_topic, stable_hash};

@@ -1,0 +1,275 @@
+use crate::error::{DecodeError, EncodeError};
+use crate::header::{Flags, HEADER_LEN, Header, Kind};
+use crate::payload::Payload;
+
+/// Total frame size for a message of `kind` on `topic`.
+#[inline]
+pub const fn encoded_len(topic: &str, kind: Kind) -> usize {
+    topic.len() + 1 + HEADER_LEN + Payload::encoded_len(kind)
+}
+
+/// Encodes one message into `out` (which may be a reused `zmq::Message` buffer); returns the bytes written.
+pub fn encode(
+    out: &mut [u8],
+    topic: &str,
+    header: &Header,
+    payload: &Payload,
+) -> Result<usize, EncodeError> {
+    if topic.is_empty() || topic.as_bytes().contains(&0) {
+        return Err(EncodeError::InvalidTopic);
+    }
+    if header.kind != payload.kind() {
+        return Err(EncodeError::KindMismatch {
+            header: header.kind,
+            payload: payload.kind(),
+        });
+    }
+    let needed = encoded_len(topic, header.kind);
+    if out.len() < needed {
+        return Err(EncodeError::BufferTooSmall {
+            needed,
+            have: out.len(),
+        });
+    }
+    let t = topic.len();
+    out[..t].copy_from_slice(topic.as_bytes());
+    out[t] = 0;
+    let header_bytes: &mut [u8; HEADER_LEN] = (&mut out[t + 1..t + 1 + HEADER_LEN])
+        .try_into()
+        .expect("slice has HEADER_LEN bytes");
+    header.write(header_bytes);
+    let written = payload.encode_into(&mut out[t + 1 + HEADER_LEN..needed]);
+    debug_assert_eq!(t + 1 + HEADER_LEN + written, needed);
+    Ok(needed)
+}
+
+/// Convenience for tests and cold paths; the hot path encodes into reused buffers with [`encode`].
+pub fn encode_to_vec(topic: &str, header: &Header, payload: &Payload) -> Result<Vec<u8>, EncodeError> {
+    let mut out = vec![0u8; encoded_len(topic, header.kind)];
+    encode(&mut out, topic, header, payload)?;
+    Ok(out)
+}
+
+/// A decoded view of one frame, borrowing from it. Decoding the topic and header is enough for routing, the snail
+/// and gap detection; the payload is decoded only on request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MessageRef<'a> {
+    topic: &'a str,
+    header: Header,
+    payload: &'a [u8],
+}
+
+impl<'a> MessageRef<'a> {
+    /// Validates the topic and header and checks the payload length for the kind. Never allocates.
+    #[inline]
+    pub fn decode(frame: &'a [u8]) -> Result<Self, DecodeError> {
+        let (topic_len, header) = split_header(frame)?;
+        let payload = &frame[topic_len + 1 + HEADER_LEN..];
+        let expected = Payload::encoded_len(header.kind);
+        if payload.len() != expected {
+            return Err(DecodeError::PayloadLength {
+                kind: header.kind,
+                expected,
+                got: payload.len(),
+            });
+        }
+        let topic =
+            std::str::from_utf8(&frame[..topic_len]).map_err(|_| DecodeError::TopicNotUtf8)?;
+        Ok(MessageRef {
+            topic,
+            header,
+            payload,
+        })
+    }
+
+    #[inline]
+    pub fn topic(&self) -> &'a str {
+        self.topic
+    }
+    #[inline]
+    pub fn header(&self) -> &Header {
+        &self.header
+    }
+    #[inline]
+    pub fn kind(&self) -> Kind {
+        self.header.kind
+    }
+    /// The raw payload bytes (fixed size for the kind).
+    #[inline]
+    pub fn payload_bytes(&self) -> &'a [u8] {
+        self.payload
+    }
+    /// Decodes the payload; fails only on an invalid enum byte (the length was checked by `decode`).
+    #[inline]
+    pub fn payload(&self) -> Result<Payload, DecodeError> {
+        Payload::decode(self.header.kind, self.payload)
+    }
+}
+
+/// Finds the topic terminator and reads the header. Returns the topic length.
+#[inline]
+fn split_header(frame: &[u8]) -> Result<(usize, Header), DecodeError> {
+    let topic_len = frame
+        .iter()
+        .position(|&b| b == 0)
+        .ok_or(DecodeError::MissingTopicTerminator)?;
+    if topic_len == 0 {
+        return Err(DecodeError::EmptyTopic);
+    }
+    let rest = &frame[topic_len + 1..];
+    let header_bytes: &[u8; HEADER_LEN] = rest
+        .get(..HEADER_LEN)
+        .and_then(|h| h.try_into().ok())
+        .ok_or(DecodeError::TruncatedHeader {
+            needed: HEADER_LEN,
+            got: rest.len(),
+        })?;
+    Ok((topic_len, Header::read(header_bytes)?))
+}
+
+/// Rewrites who sent a frame and when, in place: the replayer uses it to re-publish recorded frames under its own
+/// publisher id and gap-free sequence without re-encoding. `origin_time_ns` is kept.
+pub fn restamp_in_place(
+    frame: &mut [u8],
+    publisher_id: u32,
+    sequence: u64,
+    send_time_ns: u64,
+    add_flags: Flags,
+) -> Result<Header, DecodeError> {
+    let (topic_len, mut header) = split_header(frame)?;
+    header.publisher_id = publisher_id;
+    header.sequence = sequence;
+    header.send_time_ns = send_time_ns;
+    header.flags = header.flags.with(add_flags);
+    write_header_at(frame, topic_len, &header);
+    Ok(header)
+}
+
+/// Replaces a frame's flags in place (the LVC marks cached values with [`Flags::CACHED`]).
+pub fn set_flags_in_place(frame: &mut [u8], flags: Flags) -> Result<Header, DecodeError> {
+    let (topic_len, mut header) = split_header(frame)?;
+    header.flags = flags;
+    write_header_at(frame, topic_len, &header);
+    Ok(header)
+}
+
+fn write_header_at(frame: &mut [u8], topic_len: usize, header: &Header) {
+    let at = topic_len + 1;
+    let bytes: &mut [u8; HEADER_LEN] = (&mut frame[at..at + HEADER_LEN])
+        .try_into()
+        .expect("split_header checked the length");
+    header.write(bytes);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::payload::{Quote, Side, Trade};
+
+    fn trade_frame() -> Vec<u8> {
+        let header = Header::live(Kind::Trade, 7, 42, 1_000);
+        let trade = Trade {
+            instrument_id: 3,
+            price: 101 * crate::PRICE_SCALE,
+            size: 500,
+            aggressor: Side::Sell,
+            trade_id: 9,
+            venue_time_ns: 999,
+        };
+        encode_to_vec("T.XNAS.MSFT", &header, &trade.into()).unwrap()
+    }
+
+    #[test]
+    fn round_trip_and_sizes() {
+        let frame = trade_frame();
+        assert_eq!(frame.len(), encoded_len("T.XNAS.MSFT", Kind::Trade));
+        let msg = MessageRef::decode(&frame).unwrap();
+        assert_eq!(msg.topic(), "T.XNAS.MSFT");
+        assert_eq!(msg.header().sequence, 42);
+        let Payload::Trade(t) = msg.payload().unwrap() else {
+            panic!("wrong kind")
+        };
+        assert_eq!(t.aggressor, Side::Sell);
+        assert_eq!(t.price, 101 * crate::PRICE_SCALE);
+    }
+
+    #[test]
+    fn topic_prefix_is_the_frame_prefix() {
+        // ZeroMQ subscriptions match raw frame prefixes; an exact-symbol subscription includes the NUL.
+        let frame = trade_frame();
+        assert!(frame.starts_with(b"T.XNAS."));
+        assert!(frame.starts_with(b"T.XNAS.MSFT\0"));
+    }
+
+    #[test]
+    fn truncation_anywhere_is_an_error_not_a_panic() {
+        let frame = trade_frame();
+        for cut in 0..frame.len() {
+            assert!(MessageRef::decode(&frame[..cut]).is_err(), "cut at {cut}");
+        }
+        let mut long = frame.clone();
+        long.push(0);
+        assert!(matches!(
+            MessageRef::decode(&long),
+            Err(DecodeError::PayloadLength { .. })
+        ));
+    }
+
+    #[test]
+    fn invalid_side_is_a_typed_error() {
+        let mut frame = trade_frame();
+        let side_at = "T.XNAS.MSFT".len() + 1 + HEADER_LEN + 4 + 8 + 4;
+        frame[side_at] = 7;
+        let msg = MessageRef::decode(&frame).unwrap();
+        assert_eq!(
+            msg.payload(),
+            Err(DecodeError::InvalidField {
+                kind: Kind::Trade,
+                field: "side",
+                value: 7
+            })
+        );
+    }
+
+    #[test]
+    fn restamp_keeps_payload_and_origin_time() {
+        let mut frame = trade_frame();
+        let before = MessageRef::decode(&frame).unwrap().payload().unwrap();
+        let header = restamp_in_place(&mut frame, 99, 5, 2_000, Flags::REPLAY).unwrap();
+        let msg = MessageRef::decode(&frame).unwrap();
+        assert_eq!(*msg.header(), header);
+        assert_eq!(header.publisher_id, 99);
+        assert_eq!(header.sequence, 5);
+        assert_eq!(header.send_time_ns, 2_000);
+        assert_eq!(header.origin_time_ns, 1_000);
+        assert!(header.flags.contains(Flags::REPLAY));
+        assert_eq!(msg.payload().unwrap(), before);
+        let header = set_flags_in_place(&mut frame, Flags::CACHED).unwrap();
+        assert_eq!(header.flags, Flags::CACHED);
+    }
+
+    #[test]
+    fn encode_rejects_bad_input() {
+        let header = Header::live(Kind::Quote, 1, 1, 1);
+        let quote: Payload = Quote::default().into();
+        let mut small = [0u8; 10];
+        assert!(matches!(
+            encode(&mut small, "Q.X.Y", &header, &quote),
+            Err(EncodeError::BufferTooSmall { .. })
+        ));
+        let mut buf = [0u8; 256];
+        assert_eq!(
+            encode(&mut buf, "", &header, &quote),
+            Err(EncodeError::InvalidTopic)
+        );
+        assert_eq!(
+            encode(&mut buf, "a\0b", &header, &quote),
+            Err(EncodeError::InvalidTopic)
+        );
+        let trade_header = Header::live(Kind::Trade, 1, 1, 1);
+        assert!(matches!(
+            encode(&mut buf, "T.X.Y", &trade_header, &quote),
+            Err(EncodeError::KindMismatch { .. })
+        ));
+    }
+}

@@ -1,0 +1,188 @@
+use crate::error::DecodeError;
+
+/// The wire version this build writes and the only one it reads.
+pub const WIRE_VERSION: u8 = 1;
+
+/// Encoded size of [`Header`].
+pub const HEADER_LEN: usize = 32;
+
+/// What the payload is. The discriminant is the byte on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum Kind {
+    Quote = 1,
+    Trade = 2,
+    Heartbeat = 3,
+    BookLevel = 4,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 4] = [Kind::Quote, Kind::Trade, Kind::Heartbeat, Kind::BookLevel];
+
+    pub fn from_u8(value: u8) -> Result<Self, DecodeError> {
+        match value {
+            1 => Ok(Kind::Quote),
+            2 => Ok(Kind::Trade),
+            3 => Ok(Kind::Heartbeat),
+            4 => Ok(Kind::BookLevel),
+            other => Err(DecodeError::UnknownKind(other)),
+        }
+    }
+
+    /// The letter that starts topics of this kind (`Q.XNAS.AAPL`).
+    pub fn topic_letter(self) -> char {
+        match self {
+            Kind::Quote => 'Q',
+            Kind::Trade => 'T',
+            Kind::Heartbeat => 'H',
+            Kind::BookLevel => 'B',
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Quote => "quote",
+            Kind::Trade => "trade",
+            Kind::Heartbeat => "heartbeat",
+            Kind::BookLevel => "book_level",
+        }
+    }
+}
+
+/// Header flags. Unknown bits are preserved, not rejected, so a newer publisher's flags pass through proxies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Flags(pub u16);
+
+impl Flags {
+    pub const NONE: Flags = Flags(0);
+    /// Sent by the LVC proxy from its cache to a late joiner: old by design. Lateness and gap checks skip it,
+    /// and a last-value book never lets it overwrite a newer value.
+    pub const CACHED: Flags = Flags(1 << 0);
+    /// Re-published from a journal: `send_time_ns` is the replay's, `origin_time_ns` the original's.
+    pub const REPLAY: Flags = Flags(1 << 1);
+
+    #[inline]
+    pub fn contains(self, other: Flags) -> bool {
+        self.0 & other.0 == other.0
+    }
+    #[inline]
+    pub fn with(self, other: Flags) -> Flags {
+        Flags(self.0 | other.0)
+    }
+    #[inline]
+    pub fn without(self, other: Flags) -> Flags {
+        Flags(self.0 & !other.0)
+    }
+}
+
+/// The fixed header every message carries, right after the topic.
+///
+/// Layout (little-endian): `version u8 | kind u8 | flags u16 | publisher_id u32 | sequence u64 |
+/// send_time_ns u64 | origin_time_ns u64`. This is exactly bincode's fixed-int little-endian encoding of the
+/// fields in order (a test proves it); it is read and written by hand so the hot path needs no codec.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Header {
+    pub kind: Kind,
+    pub flags: Flags,
+    /// Who sent it; sequences are per publisher.
+    pub publisher_id: u32,
+    /// Gap-free per publisher for data messages. A heartbeat repeats the last data sequence sent, so a
+    /// subscriber can notice a lost trailing message while the feed is quiet.
+    pub sequence: u64,
+    /// When this copy was sent (ns since the Unix epoch): the publisher's clock, or the replayer's on replay.
+    pub send_time_ns: u64,
+    /// When the event was first published (ns since the Unix epoch). Equal to `send_time_ns` on a live feed;
+    /// kept unchanged by the replayer and the LVC.
+    pub origin_time_ns: u64,
+}
+
+impl Header {
+    /// A live message's header: origin time equals send time.
+    pub fn live(kind: Kind, publisher_id: u32, sequence: u64, send_time_ns: u64) -> Self {
+        Header {
+            kind,
+            flags: Flags::NONE,
+            publisher_id,
+            sequence,
+            send_time_ns,
+            origin_time_ns: send_time_ns,
+        }
+    }
+
+    #[inline]
+    pub(crate) fn write(&self, out: &mut [u8; HEADER_LEN]) {
+        out[0] = WIRE_VERSION;
+        out[1] = self.kind as u8;
+        out[2..4].copy_from_slice(&self.flags.0.to_le_bytes());
+        out[4..8].copy_from_slice(&self.publisher_id.to_le_bytes());
+        out[8..16].copy_from_slice(&self.sequence.to_le_bytes());
+        out[16..24].copy_from_slice(&self.send_time_ns.to_le_bytes());
+        out[24..32].copy_from_slice(&self.origin_time_ns.to_le_bytes());
+    }
+
+    #[inline]
+    pub(crate) fn read(bytes: &[u8; HEADER_LEN]) -> Result<Self, DecodeError> {
+        if bytes[0] != WIRE_VERSION {
+            return Err(DecodeError::UnknownVersion(bytes[0]));
+        }
+        let kind = Kind::from_u8(bytes[1])?;
+        let u64_at = |at: usize| {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(&bytes[at..at + 8]);
+            u64::from_le_bytes(b)
+        };
+        Ok(Header {
+            kind,
+            flags: Flags(u16::from_le_bytes([bytes[2], bytes[3]])),
+            publisher_id: u32::from_le_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]),
+            sequence: u64_at(8),
+            send_time_ns: u64_at(16),
+            origin_time_ns: u64_at(24),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layout_is_bincode_fixed_int_little_endian() {
+        let header = Header {
+            kind: Kind::Trade,
+            flags: Flags::CACHED.with(Flags::REPLAY),
+            publisher_id: 0xDEAD_BEEF,
+            sequence: 0x0102_0304_0506_0708,
+            send_time_ns: 1_700_000_000_123_456_789,
+            origin_time_ns: 1_600_000_000_000_000_001,
+        };
+        let mut ours = [0u8; HEADER_LEN];
+        header.write(&mut ours);
+        let fields = (
+            WIRE_VERSION,
+            header.kind as u8,
+            header.flags.0,
+            header.publisher_id,
+            header.sequence,
+            header.send_time_ns,
+            header.origin_time_ns,
+        );
+        let config = bincode::config::standard()
+            .with_little_endian()
+            .with_fixed_int_encoding();
+        let theirs = bincode::encode_to_vec(fields, config).unwrap();
+        assert_eq!(ours.as_slice(), theirs.as_slice());
+        assert_eq!(Header::read(&ours).unwrap(), header);
+    }
+
+    #[test]
+    fn unknown_version_and_kind_are_errors() {
+        let mut bytes = [0u8; HEADER_LEN];
+        Header::live(Kind::Quote, 1, 1, 1).write(&mut bytes);
+        bytes[0] = 99;
+        assert_eq!(Header::read(&bytes), Err(DecodeError::UnknownVersion(99)));
+        bytes[0] = WIRE_VERSION;
+        bytes[1] = 200;
+        assert_eq!(Header::read(&bytes), Err(DecodeError::UnknownKind(200)));
+    }
+}

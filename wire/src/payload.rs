@@ -1,0 +1,220 @@
+use bincode::de::Decoder;
+use bincode::enc::Encoder;
+use bincode::error::{DecodeError as BincodeDecodeError, EncodeError as BincodeEncodeError};
+use bincode::{Decode, Encode};
+
+use crate::error::DecodeError;
+use crate::header::Kind;
+
+/// Prices are `i64` counts of 1e-9: `PRICE_SCALE` units make one currency unit (as in DBN).
+pub const PRICE_SCALE: i64 = 1_000_000_000;
+
+pub(crate) const CODEC: bincode::config::Configuration<
+    bincode::config::LittleEndian,
+    bincode::config::Fixint,
+> = bincode::config::standard()
+    .with_little_endian()
+    .with_fixed_int_encoding();
+
+/// Which side of the book (for trades: the aggressor).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[repr(u8)]
+pub enum Side {
+    /// Not known or not applicable (e.g. an auction print).
+    #[default]
+    None = 0,
+    Buy = 1,
+    Sell = 2,
+}
+
+// Hand-written so a side is one byte on the wire (bincode's derive spends four on an enum tag).
+impl Encode for Side {
+    fn encode<E: Encoder>(&self, encoder: &mut E) -> Result<(), BincodeEncodeError> {
+        (*self as u8).encode(encoder)
+    }
+}
+
+impl<Context> Decode<Context> for Side {
+    fn decode<D: Decoder<Context = Context>>(decoder: &mut D) -> Result<Self, BincodeDecodeError> {
+        match u8::decode(decoder)? {
+            0 => Ok(Side::None),
+            1 => Ok(Side::Buy),
+            2 => Ok(Side::Sell),
+            found => Err(BincodeDecodeError::UnexpectedVariant {
+                type_name: "Side",
+                allowed: &bincode::error::AllowedEnumVariants::Range { min: 0, max: 2 },
+                found: found as u32,
+            }),
+        }
+    }
+}
+bincode::impl_borrow_decode!(Side);
+
+/// Top of book.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Encode, Decode)]
+pub struct Quote {
+    pub instrument_id: u32,
+    pub bid_px: i64,
+    pub ask_px: i64,
+    pub bid_size: u32,
+    pub ask_size: u32,
+    pub bid_orders: u32,
+    pub ask_orders: u32,
+    /// The venue's own timestamp (ns since the Unix epoch), when known; 0 otherwise.
+    pub venue_time_ns: u64,
+}
+
+/// A print.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Encode, Decode)]
+pub struct Trade {
+    pub instrument_id: u32,
+    pub price: i64,
+    pub size: u32,
+    pub aggressor: Side,
+    pub trade_id: u64,
+    pub venue_time_ns: u64,
+}
+
+/// Sent by an idle publisher so subscribers can tell silence from death. The header's sequence repeats the last
+/// data sequence sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Encode, Decode)]
+pub struct Heartbeat {
+    /// How often the publisher promises a message (data or heartbeat) while alive.
+    pub interval_ns: u64,
+    /// Data messages this publisher has sent since it started.
+    pub messages_sent: u64,
+}
+
+/// One price level of a depth book.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Encode, Decode)]
+pub struct BookLevel {
+    pub instrument_id: u32,
+    pub side: Side,
+    /// 0 is the best level.
+    pub level: u8,
+    pub price: i64,
+    pub size: u32,
+    pub order_count: u32,
+    pub venue_time_ns: u64,
+}
+
+/// A decoded payload of any kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Payload {
+    Quote(Quote),
+    Trade(Trade),
+    Heartbeat(Heartbeat),
+    BookLevel(BookLevel),
+}
+
+impl Payload {
+    pub fn kind(&self) -> Kind {
+        match self {
+            Payload::Quote(_) => Kind::Quote,
+            Payload::Trade(_) => Kind::Trade,
+            Payload::Heartbeat(_) => Kind::Heartbeat,
+            Payload::BookLevel(_) => Kind::BookLevel,
+        }
+    }
+
+    /// Encoded size of a payload of `kind`: fixed, because every field is fixed-width.
+    pub const fn encoded_len(kind: Kind) -> usize {
+        match kind {
+            Kind::Quote => 4 + 8 + 8 + 4 + 4 + 4 + 4 + 8,
+            Kind::Trade => 4 + 8 + 4 + 1 + 8 + 8,
+            Kind::Heartbeat => 8 + 8,
+            Kind::BookLevel => 4 + 1 + 1 + 8 + 4 + 4 + 8,
+        }
+    }
+
+    /// Writes the payload at the start of `out`, which must hold at least `encoded_len(kind)` bytes.
+    pub(crate) fn encode_into(&self, out: &mut [u8]) -> usize {
+        let result = match self {
+            Payload::Quote(p) => bincode::encode_into_slice(p, out, CODEC),
+            Payload::Trade(p) => bincode::encode_into_slice(p, out, CODEC),
+            Payload::Heartbeat(p) => bincode::encode_into_slice(p, out, CODEC),
+            Payload::BookLevel(p) => bincode::encode_into_slice(p, out, CODEC),
+        };
+        // The caller sized `out` from `encoded_len`, and fixed-width fields cannot overflow it.
+        result.expect("payload buffer sized by encoded_len")
+    }
+
+    pub(crate) fn decode(kind: Kind, bytes: &[u8]) -> Result<Self, DecodeError> {
+        let expected = Self::encoded_len(kind);
+        if bytes.len() != expected {
+            return Err(DecodeError::PayloadLength {
+                kind,
+                expected,
+                got: bytes.len(),
+            });
+        }
+        let invalid = |err: BincodeDecodeError| match err {
+            BincodeDecodeError::UnexpectedVariant { found, .. } => DecodeError::InvalidField {
+                kind,
+                field: "side",
+                value: u64::from(found),
+            },
+            // Lengths were checked above, so only an invalid enum byte can fail; report anything else as such.
+            _ => DecodeError::InvalidField {
+                kind,
+                field: "payload",
+                value: 0,
+            },
+        };
+        Ok(match kind {
+            Kind::Quote => Payload::Quote(decode_exact(bytes).map_err(invalid)?),
+            Kind::Trade => Payload::Trade(decode_exact(bytes).map_err(invalid)?),
+            Kind::Heartbeat => Payload::Heartbeat(decode_exact(bytes).map_err(invalid)?),
+            Kind::BookLevel => Payload::BookLevel(decode_exact(bytes).map_err(invalid)?),
+        })
+    }
+}
+
+fn decode_exact<T: Decode<()>>(bytes: &[u8]) -> Result<T, BincodeDecodeError> {
+    bincode::decode_from_slice(bytes, CODEC).map(|(value, _)| value)
+}
+
+impl From<Quote> for Payload {
+    fn from(p: Quote) -> Self {
+        Payload::Quote(p)
+    }
+}
+impl From<Trade> for Payload {
+    fn from(p: Trade) -> Self {
+        Payload::Trade(p)
+    }
+}
+impl From<Heartbeat> for Payload {
+    fn from(p: Heartbeat) -> Self {
+        Payload::Heartbeat(p)
+    }
+}
+impl From<BookLevel> for Payload {
+    fn from(p: BookLevel) -> Self {
+        Payload::BookLevel(p)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn encoded_len_matches_bincode() {
+        let samples = [
+            Payload::Quote(Quote::default()),
+            Payload::Trade(Trade::default()),
+            Payload::Heartbeat(Heartbeat::default()),
+            Payload::BookLevel(BookLevel::default()),
+        ];
+        for payload in samples {
+            let n = match payload {
+                Payload::Quote(p) => bincode::encode_to_vec(p, CODEC).unwrap().len(),
+                Payload::Trade(p) => bincode::encode_to_vec(p, CODEC).unwrap().len(),
+                Payload::Heartbeat(p) => bincode::encode_to_vec(p, CODEC).unwrap().len(),
+                Payload::BookLevel(p) => bincode::encode_to_vec(p, CODEC).unwrap().len(),
+            };
+            assert_eq!(n, Payload::encoded_len(payload.kind()), "{:?}", payload.kind());
+        }
+    }
+}

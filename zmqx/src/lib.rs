@@ -1,0 +1,130 @@
+//! The few ZeroMQ pieces the `zmq` crate does not expose, and thread pinning, shared by every socket-owning crate.
+
+use std::os::raw::c_int;
+
+/// Errors from these helpers.
+#[derive(Debug, thiserror::Error)]
+pub enum ZmqxError {
+    #[error("zmq: {0}")]
+    Zmq(#[from] zmq::Error),
+    #[error("endpoint is not UTF-8")]
+    EndpointNotUtf8,
+    #[error("core {core} does not exist (this machine has cores {available:?})")]
+    NoSuchCore { core: usize, available: Vec<usize> },
+    #[error("could not pin thread to core {0}")]
+    PinFailed(usize),
+}
+
+/// `ZMQ_XPUB_NODROP`: when a subscriber's pipe is full, `send` on an XPUB blocks (or returns `EAGAIN` with
+/// `DONTWAIT`) instead of silently dropping. This turns a lossy PUB into a back-pressured one, which is what a
+/// replay or a benchmark that must not lose messages wants.
+pub fn set_xpub_nodrop(socket: &mut zmq::Socket, on: bool) -> Result<(), ZmqxError> {
+    set_int_option(socket, zmq_sys::ZMQ_XPUB_NODROP as c_int, c_int::from(on))
+}
+
+fn set_int_option(socket: &mut zmq::Socket, option: c_int, value: c_int) -> Result<(), ZmqxError> {
+    // SAFETY: the pointer is a live socket owned by `socket` (we hold `&mut`), and the value pointer and length
+    // describe one `c_int` on our stack for the duration of the call.
+    let rc = unsafe {
+        zmq_sys::zmq_setsockopt(
+            socket.as_mut_ptr(),
+            option,
+            (&value as *const c_int).cast(),
+            std::mem::size_of::<c_int>(),
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        // SAFETY: reading the thread-local errno set by the failed call.
+        let errno = unsafe { zmq_sys::zmq_errno() };
+        Err(ZmqxError::Zmq(zmq::Error::from_raw(errno)))
+    }
+}
+
+/// Binds and returns the endpoint actually bound (resolves `tcp://127.0.0.1:*` to the chosen port).
+pub fn bind_resolved(socket: &zmq::Socket, endpoint: &str) -> Result<String, ZmqxError> {
+    socket.bind(endpoint)?;
+    last_endpoint(socket)
+}
+
+/// The last endpoint bound, as a string.
+pub fn last_endpoint(socket: &zmq::Socket) -> Result<String, ZmqxError> {
+    socket
+        .get_last_endpoint()?
+        .map_err(|_| ZmqxError::EndpointNotUtf8)
+}
+
+/// Pins the calling thread to `core` (an OS CPU id). Threads created afterwards by this thread, including
+/// libzmq's I/O threads when this thread creates the context, inherit the mask.
+pub fn pin_current_thread(core: usize) -> Result<(), ZmqxError> {
+    let available: Vec<usize> = core_affinity::get_core_ids()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|c| c.id)
+        .collect();
+    if !available.contains(&core) {
+        return Err(ZmqxError::NoSuchCore { core, available });
+    }
+    if core_affinity::set_for_current(core_affinity::CoreId { id: core }) {
+        Ok(())
+    } else {
+        Err(ZmqxError::PinFailed(core))
+    }
+}
+
+/// Pins when a core is given; logs and carries on when pinning fails, because an unpinned thread is slower, not
+/// wrong, and a config written for a bigger box should still run on a laptop.
+pub fn pin_if_configured(core: Option<usize>, what: &str) {
+    if let Some(core) = core {
+        match pin_current_thread(core) {
+            Ok(()) => tracing::debug!(core, "{what} pinned"),
+            Err(err) => tracing::warn!("{what}: {err}; running unpinned"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nodrop_xpub_blocks_instead_of_dropping() {
+        let ctx = zmq::Context::new();
+        let mut xpub = ctx.socket(zmq::XPUB).unwrap();
+        xpub.set_linger(0).unwrap();
+        xpub.set_sndhwm(10).unwrap();
+        set_xpub_nodrop(&mut xpub, true).unwrap();
+        let endpoint = bind_resolved(&xpub, "tcp://127.0.0.1:*").unwrap();
+        assert!(endpoint.starts_with("tcp://127.0.0.1:"));
+        let sub = ctx.socket(zmq::SUB).unwrap();
+        sub.set_linger(0).unwrap();
+        sub.set_rcvhwm(10).unwrap();
+        sub.connect(&endpoint).unwrap();
+        sub.set_subscribe(b"").unwrap();
+        // Wait for the subscription to arrive so the pipe exists.
+        xpub.set_rcvtimeo(2000).unwrap();
+        assert_eq!(xpub.recv_bytes(0).unwrap(), vec![1u8]);
+        // Never read from `sub`: with NODROP the sender must eventually see EAGAIN rather than drop forever.
+        let mut blocked = false;
+        for _ in 0..1_000_000 {
+            match xpub.send(&[0u8; 64][..], zmq::DONTWAIT) {
+                Ok(()) => {}
+                Err(zmq::Error::EAGAIN) => {
+                    blocked = true;
+                    break;
+                }
+                Err(err) => panic!("unexpected {err}"),
+            }
+        }
+        assert!(blocked, "XPUB_NODROP never pushed back");
+    }
+
+    #[test]
+    fn pinning_to_a_missing_core_is_an_error() {
+        assert!(matches!(
+            pin_current_thread(100_000),
+            Err(ZmqxError::NoSuchCore { .. })
+        ));
+    }
+}
