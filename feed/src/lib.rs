@@ -1,1 +1,69 @@
-//! placeholder
+//! Where market data enters tickbox: sources and sharded publishers, the LVC proxy and its Espresso tap.
+//!
+//! # Feed API
+//!
+//! ```no_run
+//! use tickbox_feed::{Feed, FeedConfig, ShardConfig, Rate};
+//! let ctx = zmq::Context::new();
+//! let config = FeedConfig {
+//!     shards: vec![ShardConfig::default(); 2],   // two shards on tcp://127.0.0.1:*
+//!     rate: Rate::PerSecond(200_000),             // over all shards
+//!     duration_ms: Some(5_000),
+//!     ..FeedConfig::default()
+//! };
+//! let feed = Feed::start(&ctx, config)?;          // returns once every socket is bound
+//! for shard in feed.shards() {
+//!     println!("shard {} publisher {} on {}", shard.shard, shard.publisher_id, shard.endpoint);
+//! }
+//! let report = feed.join()?;                      // or feed.stop_and_join()
+//! println!("{report}");                           // per-shard summary table
+//! # Ok::<(), tickbox_feed::FeedError>(())
+//! ```
+//!
+//! * [`FeedConfig`] (the `[feed]` TOML section, every field defaulted): shards (`endpoint`, `connect`, `core`),
+//!   `venue`, `symbols`/`symbol_names`, `rate` (`100000`, `"100k"`, `"max"`), `mode` (`paced`, `bursty`,
+//!   `flat_out`), `burst_size`, `quotes_per_trade`, `zipf_exponent`, `pattern` (`synthetic`, `pathological`),
+//!   `heartbeat_interval_ms`, `seed`, `publisher_id_base`, `sndhwm`, `no_drop`, `duration_ms`,
+//!   `max_messages_per_shard`, `wait_for_subscribers`, ...
+//! * [`Feed::start`]`(&ctx, config) -> Result<`[`FeedHandle`]`, `[`FeedError`]`>`: one thread per shard, pinned
+//!   if a core is given, each with its own PUB socket (XPUB with `ZMQ_XPUB_NODROP` when `no_drop`), its own
+//!   publisher id (`publisher_id_base + shard`) and its own gap-free sequence starting at 1. Endpoints may be
+//!   any transport; `inproc://` ones are only reachable through the same context, so in-process users
+//!   (`tickbox demo`) pass their own context. `connect = true` connects instead of binding (e.g. into an LVC's
+//!   XSUB frontend).
+//! * [`FeedHandle`]: `shards()` (shard, publisher id, resolved endpoint, symbol count), `endpoints()`,
+//!   `universe()`, `stats()` (live per-shard counters), `stop()`, `is_finished()`, `join() -> FeedReport`.
+//!   Dropping the handle stops and joins.
+//! * [`FeedReport`] / [`ShardReport`]: per shard messages by kind, last sequence, duration, achieved rate;
+//!   `Display` is the summary table.
+//! * Symbol `S` on venue `V` is published by shard `tickbox_wire::shard_for(b"V.S", shards)` (see
+//!   [`shard_of_symbol`]); topics are `Q.V.S` and `T.V.S`. An idle shard heartbeats on `H.<publisher id>` with the
+//!   header sequence equal to its last data sequence.
+//! * Building blocks, usable alone: [`Pacer`] (sans-IO schedule, fake-clock testable), [`Universe`] and
+//!   [`MarketGenerator`] (the synthetic market), [`Publisher`] (stamp + encode + send on one socket) and
+//!   [`open_publisher_socket`].
+//!
+//! Send time in every header is `tickbox_wire::now_ns()` taken per message just before encoding, so
+//! feed-to-subscriber latency can be measured from it.
+
+mod config;
+mod error;
+mod generator;
+mod pacer;
+mod publisher;
+mod runner;
+
+pub mod lvc;
+pub mod tap;
+
+pub use config::{FeedConfig, PacingMode, Pattern, Rate, ShardConfig};
+pub use error::FeedError;
+pub use generator::{
+    Generated, GeneratorParams, MAX_GENERATED_SYMBOLS, MarketGenerator, SymbolSpec, Universe,
+    generated_ticker, shard_of_symbol,
+};
+pub use pacer::{Pacer, Pacing, Step};
+pub use publisher::{
+    LINGER_MS, Publisher, PublisherCounts, SEND_TIMEOUT_MS, heartbeat_topic, open_publisher_socket,
+};
+pub use runner::{Feed, FeedHandle, FeedReport, ShardInfo, ShardReport, ShardStats};

@@ -12,6 +12,14 @@ use serde::Deserialize;
 pub struct TickboxConfig {
     // Sections are added by the crates that own them, e.g.
     // pub feed: tickbox_feed::FeedConfig,
+    pub feed: tickbox_feed::FeedConfig,
+    pub lvc: tickbox_feed::lvc::LvcConfig,
+    pub subscriber: tickbox_subscriber::SubscriberConfig,
+    pub workers: tickbox_workers::WorkersConfig,
+    pub clone: tickbox_control::clone::CloneConfig,
+    pub broker: tickbox_control::mdp::BrokerConfig,
+    pub titanic: tickbox_control::titanic::TitanicConfig,
+    pub recorder: tickbox_recorder::RecorderConfig,
 }
 
 impl TickboxConfig {

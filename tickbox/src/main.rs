@@ -4,6 +4,7 @@
 mod cmd;
 mod config;
 mod shutdown;
+mod status;
 
 use std::process::ExitCode;
 

@@ -34,24 +34,78 @@ impl Topology {
         ip(&["netns", "add", &topo.feed_ns])?;
         // From here on, Drop cleans up whatever was made.
         ip(&["netns", "add", &topo.sub_ns])?;
-        for i in 0..2 {
-            ip(&["link", "add", &feed_nics[i], "type", "veth", "peer", "name", &topo.sub_nics[i]])?;
-            ip(&["link", "set", &feed_nics[i], "netns", &topo.feed_ns])?;
-            ip(&["link", "set", &topo.sub_nics[i], "netns", &topo.sub_ns])?;
+        for (i, (feed_nic, sub_nic)) in feed_nics.iter().zip(&topo.sub_nics).enumerate() {
+            ip(&[
+                "link", "add", feed_nic, "type", "veth", "peer", "name", sub_nic,
+            ])?;
+            ip(&["link", "set", feed_nic, "netns", &topo.feed_ns])?;
+            ip(&["link", "set", sub_nic, "netns", &topo.sub_ns])?;
             let subnet = i + 1;
-            ip(&["-n", &topo.feed_ns, "addr", "add", &format!("10.91.{subnet}.1/24"), "dev", &feed_nics[i]])?;
-            ip(&["-n", &topo.sub_ns, "addr", "add", &format!("10.91.{subnet}.2/24"), "dev", &topo.sub_nics[i]])?;
-            ip(&["-n", &topo.feed_ns, "link", "set", &feed_nics[i], "up"])?;
-            ip(&["-n", &topo.sub_ns, "link", "set", &topo.sub_nics[i], "up"])?;
+            ip(&[
+                "-n",
+                &topo.feed_ns,
+                "addr",
+                "add",
+                &format!("10.91.{subnet}.1/24"),
+                "dev",
+                feed_nic,
+            ])?;
+            ip(&[
+                "-n",
+                &topo.sub_ns,
+                "addr",
+                "add",
+                &format!("10.91.{subnet}.2/24"),
+                "dev",
+                sub_nic,
+            ])?;
+            ip(&["-n", &topo.feed_ns, "link", "set", feed_nic, "up"])?;
+            ip(&["-n", &topo.sub_ns, "link", "set", sub_nic, "up"])?;
         }
         ip(&["-n", &topo.feed_ns, "link", "set", "lo", "up"])?;
         ip(&["-n", &topo.sub_ns, "link", "set", "lo", "up"])?;
-        ip(&["-n", &topo.feed_ns, "addr", "add", &format!("{FEED_ADDR}/32"), "dev", "lo"])?;
-        let feed_host = format!("{FEED_ADDR}/32");
-        ip(&["-n", &topo.sub_ns, "route", "add", &feed_host, "via", "10.91.1.1", "dev", &topo.sub_nics[0]])?;
-        ip(&["-n", &topo.sub_ns, "rule", "add", "from", "10.91.2.2", "table", "102"])?;
         ip(&[
-            "-n", &topo.sub_ns, "route", "add", &feed_host, "via", "10.91.2.1", "dev", &topo.sub_nics[1], "table",
+            "-n",
+            &topo.feed_ns,
+            "addr",
+            "add",
+            &format!("{FEED_ADDR}/32"),
+            "dev",
+            "lo",
+        ])?;
+        let feed_host = format!("{FEED_ADDR}/32");
+        ip(&[
+            "-n",
+            &topo.sub_ns,
+            "route",
+            "add",
+            &feed_host,
+            "via",
+            "10.91.1.1",
+            "dev",
+            &topo.sub_nics[0],
+        ])?;
+        ip(&[
+            "-n",
+            &topo.sub_ns,
+            "rule",
+            "add",
+            "from",
+            "10.91.2.2",
+            "table",
+            "102",
+        ])?;
+        ip(&[
+            "-n",
+            &topo.sub_ns,
+            "route",
+            "add",
+            &feed_host,
+            "via",
+            "10.91.2.1",
+            "dev",
+            &topo.sub_nics[1],
+            "table",
             "102",
         ])?;
         Ok(topo)
@@ -63,7 +117,10 @@ impl Topology {
             .args(["netns", "exec", &self.sub_ns, "cat", &path])
             .output()
             .expect("read rx_bytes");
-        String::from_utf8_lossy(&out.stdout).trim().parse().expect("rx_bytes is a number")
+        String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse()
+            .expect("rx_bytes is a number")
     }
 }
 
@@ -76,11 +133,18 @@ impl Drop for Topology {
 }
 
 fn ip(args: &[&str]) -> Result<(), String> {
-    let out = Command::new("ip").args(args).output().map_err(|e| format!("ip: {e}"))?;
+    let out = Command::new("ip")
+        .args(args)
+        .output()
+        .map_err(|e| format!("ip: {e}"))?;
     if out.status.success() {
         Ok(())
     } else {
-        Err(format!("ip {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim()))
+        Err(format!(
+            "ip {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
     }
 }
 
@@ -95,7 +159,11 @@ impl Drop for Reaper {
 }
 
 fn run_with_timeout(mut cmd: Command, timeout: Duration) -> Output {
-    let child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn");
+    let child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
     let pid = child.id();
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
@@ -114,9 +182,15 @@ fn run_with_timeout(mut cmd: Command, timeout: Duration) -> Output {
 fn subscribe(topo: &Topology, endpoints: &[String], nics: Option<&str>) -> (u64, u64, String) {
     let before = [topo.rx_bytes(0), topo.rx_bytes(1)];
     let mut cmd = Command::new("ip");
-    cmd.args(["netns", "exec", &topo.sub_ns, env!("CARGO_BIN_EXE_tickbox"), "subscribe"])
-        .args(["--connect", &endpoints.join(",")])
-        .args(["--duration", "2s", "--workers", "1"]);
+    cmd.args([
+        "netns",
+        "exec",
+        &topo.sub_ns,
+        env!("CARGO_BIN_EXE_tickbox"),
+        "subscribe",
+    ])
+    .args(["--connect", &endpoints.join(",")])
+    .args(["--duration", "2s", "--workers", "1"]);
     if let Some(nics) = nics {
         cmd.args(["--nic", nics]);
     }
@@ -127,20 +201,28 @@ fn subscribe(topo: &Topology, endpoints: &[String], nics: Option<&str>) -> (u64,
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(out.status.success(), "subscribe failed: {report}");
-    (topo.rx_bytes(0) - before[0], topo.rx_bytes(1) - before[1], report)
+    (
+        topo.rx_bytes(0) - before[0],
+        topo.rx_bytes(1) - before[1],
+        report,
+    )
 }
 
 #[test]
 fn each_shard_streams_over_its_own_nic() {
     let is_root = unsafe { libc::geteuid() } == 0;
     if !is_root {
-        eprintln!("SKIPPED each_shard_streams_over_its_own_nic: needs root to create network namespaces");
+        eprintln!(
+            "SKIPPED each_shard_streams_over_its_own_nic: needs root to create network namespaces"
+        );
         return;
     }
     let topo = match Topology::create() {
         Ok(topo) => topo,
         Err(reason) => {
-            eprintln!("SKIPPED each_shard_streams_over_its_own_nic: cannot build namespaces: {reason}");
+            eprintln!(
+                "SKIPPED each_shard_streams_over_its_own_nic: cannot build namespaces: {reason}"
+            );
             return;
         }
     };
@@ -148,7 +230,13 @@ fn each_shard_streams_over_its_own_nic() {
     let bind = format!("tcp://{FEED_ADDR}:*,tcp://{FEED_ADDR}:*");
     let mut feed = Reaper(
         Command::new("ip")
-            .args(["netns", "exec", &topo.feed_ns, env!("CARGO_BIN_EXE_tickbox"), "feed"])
+            .args([
+                "netns",
+                "exec",
+                &topo.feed_ns,
+                env!("CARGO_BIN_EXE_tickbox"),
+                "feed",
+            ])
             .args(["--bind", &bind, "--rate", "20000", "--duration", "15s"])
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -159,7 +247,11 @@ fn each_shard_streams_over_its_own_nic() {
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
         for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if let Some(endpoint) = line.split_whitespace().skip_while(|w| *w != "endpoint").nth(1) {
+            if let Some(endpoint) = line
+                .split_whitespace()
+                .skip_while(|w| *w != "endpoint")
+                .nth(1)
+            {
                 let _ = tx.send(endpoint.to_owned());
             }
         }
@@ -168,21 +260,36 @@ fn each_shard_streams_over_its_own_nic() {
     let mut endpoints = Vec::new();
     while endpoints.len() < 2 {
         let left = deadline.saturating_duration_since(Instant::now());
-        endpoints.push(rx.recv_timeout(left).expect("feed printed both shard endpoints"));
+        endpoints.push(
+            rx.recv_timeout(left)
+                .expect("feed printed both shard endpoints"),
+        );
     }
 
     // Control: without --nic the route sends both shards over NIC 0.
     let (nic0, nic1, report) = subscribe(&topo, &endpoints, None);
-    assert!(nic0 > 200_000, "control run moved only {nic0} bytes over NIC 0\n{report}");
-    assert!(nic1 < nic0 / 20, "control run: NIC 1 carried {nic1} bytes vs {nic0} on NIC 0\n{report}");
+    assert!(
+        nic0 > 200_000,
+        "control run moved only {nic0} bytes over NIC 0\n{report}"
+    );
+    assert!(
+        nic1 < nic0 / 20,
+        "control run: NIC 1 carried {nic1} bytes vs {nic0} on NIC 0\n{report}"
+    );
 
     // Per-NIC: shard 0 from NIC 0, shard 1 from NIC 1.
     let nics = format!("{},{}", topo.sub_nics[0], topo.sub_nics[1]);
     let (nic0, nic1, report) = subscribe(&topo, &endpoints, Some(&nics));
     eprintln!("per-NIC run: NIC 0 received {nic0} bytes, NIC 1 received {nic1} bytes");
-    assert!(nic0 > 100_000 && nic1 > 100_000, "NIC 0 {nic0} B, NIC 1 {nic1} B\n{report}");
+    assert!(
+        nic0 > 100_000 && nic1 > 100_000,
+        "NIC 0 {nic0} B, NIC 1 {nic1} B\n{report}"
+    );
     // Shards carry a similar share of the symbols, so neither NIC may carry both streams.
     let (lo, hi) = (nic0.min(nic1), nic0.max(nic1));
-    assert!(lo * 4 > hi, "streams not split across NICs: NIC 0 {nic0} B, NIC 1 {nic1} B\n{report}");
+    assert!(
+        lo * 4 > hi,
+        "streams not split across NICs: NIC 0 {nic0} B, NIC 1 {nic1} B\n{report}"
+    );
     drop(feed);
 }

@@ -1,11 +1,238 @@
-// PLACEHOLDER: owned by the helper implementing this command; replaced before landing.
+//! `tickbox bench`: latency and throughput of the real pipeline, always beside raw libzmq measured in the same run.
+//!
+//! * `latency`: open-loop load at fixed offered rates; HdrHistogram corrected for coordinated omission (each
+//!   message is charged from its intended send time) and uncorrected (from its actual send stamp); per
+//!   configuration an `.hlog` interval log and `.hgrm` percentile files; one SVG percentile plot; a table.
+//! * `throughput`: flat-out, back-pressured (no silent drops) messages/s and MB/s per size and shard count,
+//!   beside raw PUSH/PULL and PUB/SUB pairs.
+//! * `compare`: deltas between two JSON-lines result files.
+
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use tickbox_bench::report::{compare, read_jsonl, unix_seconds};
+use tickbox_bench::sweep::{
+    run_latency_sweep, run_throughput_sweep, throughput_table, LatencySweep, ThroughputSweep,
+};
+use tickbox_bench::{
+    latency_table, parse_duration, parse_rate, LatencyConfig, Stall, ThroughputConfig, Transport,
+};
 
 use crate::config::TickboxConfig;
+use crate::exit_code;
 
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    #[command(subcommand)]
+    command: BenchCommand,
+}
 
-pub fn run(_args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("not implemented yet")
+#[derive(Debug, clap::Subcommand)]
+enum BenchCommand {
+    /// One-way latency (worker receive − publisher send) at fixed offered rates, tickbox beside raw PUB/SUB.
+    Latency(LatencyArgs),
+    /// Flat-out messages/s and MB/s per message size and shard count, tickbox beside raw PUSH/PULL and PUB/SUB.
+    Throughput(ThroughputArgs),
+    /// Print the changes between two result files (JSON lines written by `latency` or `throughput`).
+    Compare(CompareArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct LatencyArgs {
+    /// Offered rate in msg/s (e.g. 100k). Default 100k.
+    #[arg(long, conflicts_with = "rates")]
+    rate: Option<String>,
+    /// Comma-separated rates to sweep, e.g. 10k,100k,500k,1m.
+    #[arg(long, value_delimiter = ',')]
+    rates: Vec<String>,
+    /// Transports, comma-separated: tcp (loopback), ipc, inproc.
+    #[arg(long, value_delimiter = ',', default_value = "tcp")]
+    transport: Vec<String>,
+    /// Measured time per configuration (e.g. 5s, 500ms).
+    #[arg(long, default_value = "5s")]
+    duration: String,
+    /// Unrecorded traffic before the measured window.
+    #[arg(long, default_value = "1s")]
+    warmup: String,
+    /// Frame size in bytes (tickbox trades with a padded topic; at least 69). The raw baseline sends the same.
+    #[arg(long, default_value_t = 100)]
+    size: usize,
+    /// Send and receive high-water mark of every socket on the path, in messages.
+    #[arg(long, default_value_t = 100_000)]
+    hwm: i32,
+    /// Publishers block at the HWM (XPUB_NODROP) instead of dropping.
+    #[arg(long)]
+    no_drop: bool,
+    /// Route the tickbox path through the LVC proxy.
+    #[arg(long)]
+    via_lvc: bool,
+    /// Inject a consumer stall every N messages (see --stall); shows what a slow worker does to the tail.
+    #[arg(long, requires = "stall")]
+    stall_every: Option<u64>,
+    /// Length of each injected stall (e.g. 1ms).
+    #[arg(long, requires = "stall_every")]
+    stall: Option<String>,
+    /// Length of each interval in the .hlog files.
+    #[arg(long, default_value = "1s")]
+    log_interval: String,
+    /// Skip the raw-libzmq baseline (figures then have nothing to be compared with; for quick iteration only).
+    #[arg(long)]
+    no_raw: bool,
+    /// Directory for .hlog, .hgrm, .svg and .json files.
+    #[arg(long, default_value = "bench-results")]
+    out: PathBuf,
+}
+
+#[derive(Debug, clap::Args)]
+struct ThroughputArgs {
+    /// Message sizes in bytes, comma-separated (tickbox frames are at least 69 bytes; smaller sizes are raised).
+    #[arg(long, value_delimiter = ',', default_value = "64,100,256,1024")]
+    sizes: Vec<usize>,
+    /// Shard counts 1..=N are measured.
+    #[arg(long, default_value_t = 1)]
+    shards: usize,
+    /// Measured time per configuration.
+    #[arg(long, default_value = "3s")]
+    duration: String,
+    #[arg(long, default_value = "500ms")]
+    warmup: String,
+    #[arg(long, default_value = "tcp")]
+    transport: String,
+    /// Send and receive high-water mark of every socket, in messages.
+    #[arg(long, default_value_t = 10_000)]
+    hwm: i32,
+    #[arg(long, default_value = "bench-results")]
+    out: PathBuf,
+}
+
+#[derive(Debug, clap::Args)]
+struct CompareArgs {
+    /// The earlier result file.
+    before: PathBuf,
+    /// The later result file.
+    after: PathBuf,
+}
+
+pub fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCode> {
+    match args.command {
+        BenchCommand::Latency(a) => latency(a),
+        BenchCommand::Throughput(a) => throughput(a),
+        BenchCommand::Compare(a) => {
+            let before = read_jsonl(&a.before)?;
+            let after = read_jsonl(&a.after)?;
+            print!("{}", compare(&before, &after));
+            Ok(ExitCode::from(exit_code::OK))
+        }
+    }
+}
+
+fn latency(a: LatencyArgs) -> anyhow::Result<ExitCode> {
+    let rates = match (&a.rate, a.rates.is_empty()) {
+        (Some(r), _) => vec![parse_rate(r)?],
+        (None, false) => a
+            .rates
+            .iter()
+            .map(|r| parse_rate(r))
+            .collect::<Result<_, _>>()?,
+        (None, true) => vec![100_000],
+    };
+    let transports = a
+        .transport
+        .iter()
+        .map(|t| t.parse::<Transport>())
+        .collect::<Result<Vec<_>, _>>()?;
+    let stall = match (a.stall_every, &a.stall) {
+        (Some(every), Some(pause)) if every > 0 => Some(Stall {
+            every,
+            pause: parse_duration(pause)?,
+        }),
+        (Some(0), _) => anyhow::bail!("--stall-every must be positive"),
+        _ => None,
+    };
+    let duration = parse_duration(&a.duration)?;
+    anyhow::ensure!(!duration.is_zero(), "--duration must be positive");
+    let sweep = LatencySweep {
+        rates,
+        transports,
+        base: LatencyConfig {
+            warmup: parse_duration(&a.warmup)?,
+            duration,
+            size: a.size,
+            hwm: a.hwm,
+            no_drop: a.no_drop,
+            stall,
+            log_interval: parse_duration(&a.log_interval)?.max(Duration::from_millis(1)),
+            via_lvc: a.via_lvc,
+            ..LatencyConfig::default()
+        },
+        raw_baseline: !a.no_raw,
+    };
+    let stop = crate::shutdown::flag();
+    let ctx = zmq::Context::new();
+    let stamp = unix_seconds().to_string();
+    let outcome = run_latency_sweep(&ctx, &sweep, &a.out, &stamp, &stop)
+        .context("latency benchmark failed")?;
+    println!(
+        "one-way latency, open loop; corrected = from intended send time (coordinated omission), unc = from actual \
+         send stamp; HWM {} {}; warm-up {} excluded",
+        a.hwm,
+        if a.no_drop { "(no-drop: publishers block)" } else { "(PUB drops at HWM: see lost)" },
+        a.warmup
+    );
+    print!("{}", latency_table(&outcome.results));
+    println!(
+        "files: {} (results), {} (plot), {}/{stamp}-*.hlog|.hgrm",
+        outcome.json.display(),
+        outcome.plot.display(),
+        a.out.display()
+    );
+    Ok(if stop.load(Ordering::Relaxed) {
+        ExitCode::from(exit_code::ERROR)
+    } else {
+        ExitCode::from(exit_code::OK)
+    })
+}
+
+fn throughput(a: ThroughputArgs) -> anyhow::Result<ExitCode> {
+    anyhow::ensure!(!a.sizes.is_empty(), "--sizes needs at least one size");
+    anyhow::ensure!(
+        a.sizes.iter().all(|&s| s > 0 && s <= 16 << 20),
+        "sizes must be 1 B to 16 MiB"
+    );
+    anyhow::ensure!((1..=64).contains(&a.shards), "--shards must be 1 to 64");
+    let duration = parse_duration(&a.duration)?;
+    anyhow::ensure!(!duration.is_zero(), "--duration must be positive");
+    let sweep = ThroughputSweep {
+        sizes: a.sizes.clone(),
+        max_shards: a.shards,
+        base: ThroughputConfig {
+            transport: a.transport.parse()?,
+            size: 0,
+            shards: 1,
+            warmup: parse_duration(&a.warmup)?,
+            duration,
+            hwm: a.hwm,
+        },
+    };
+    let stop = crate::shutdown::flag();
+    let ctx = zmq::Context::new();
+    let stamp = unix_seconds().to_string();
+    let outcome = run_throughput_sweep(&ctx, &sweep, &a.out, &stamp, &stop)
+        .context("throughput benchmark failed")?;
+    println!(
+        "flat-out throughput over {}, {} measured per row; HWM {} send and receive on every socket; no drops: \
+         tickbox feed and raw PUB/SUB use XPUB_NODROP, PUSH/PULL blocks; tickbox = feed shards → Black Box shards \
+         → as many workers; raw = one sender/receiver thread pair per shard",
+        a.transport, a.duration, a.hwm
+    );
+    print!("{}", throughput_table(&outcome.results));
+    println!("results: {}", outcome.json.display());
+    Ok(if stop.load(Ordering::Relaxed) {
+        ExitCode::from(exit_code::ERROR)
+    } else {
+        ExitCode::from(exit_code::OK)
+    })
 }

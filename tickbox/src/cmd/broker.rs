@@ -1,11 +1,102 @@
-// PLACEHOLDER: owned by the helper implementing this command; replaced before landing.
+//! `tickbox broker`: a Majordomo broker (7/MDP 0.1 and 18/MDP 0.2 on one ROUTER, 8/MMI), alone or as one half
+//! of a Binary Star pair.
+
 use std::process::ExitCode;
+
+use anyhow::Context;
+use tickbox_control::bstar::{BstarConfig, BstarEndpoints, Role};
+use tickbox_control::mdp::{run_broker, run_broker_pair, BrokerStats, PairOptions};
 
 use crate::config::TickboxConfig;
 
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Endpoint the broker ROUTER binds; clients and workers connect here. `tcp://127.0.0.1:*` picks a port
+    /// (the bound endpoint is printed on stdout).
+    #[arg(long, default_value = "tcp://*:5555")]
+    bind: String,
+    /// Run as the primary of a Binary Star pair (needs --peer).
+    #[arg(long, conflicts_with = "backup", requires = "peer")]
+    primary: bool,
+    /// Run as the backup of a Binary Star pair (needs --peer).
+    #[arg(long, requires = "peer")]
+    backup: bool,
+    /// The peer's state endpoint (its --state-bind), e.g. `tcp://host:5004`.
+    #[arg(long)]
+    peer: Option<String>,
+    /// Where this broker publishes its Binary Star state [default: primary tcp://*:5003, backup tcp://*:5004].
+    #[arg(long)]
+    state_bind: Option<String>,
+    /// Binary Star state heartbeat in ms; the peer is presumed dead after two silent heartbeats.
+    #[arg(long, default_value_t = 1000)]
+    bstar_heartbeat_ms: u64,
+    /// Worker heartbeat interval in ms (overrides `[broker] heartbeat_interval_ms`; must match the workers).
+    #[arg(long)]
+    heartbeat_ms: Option<u64>,
+}
 
-pub fn run(_args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("not implemented yet")
+fn summary(stats: &BrokerStats) {
+    println!(
+        "requests {}  replies {}  mmi {}  malformed {}  disconnects {}  workers registered {}  expired {}  requests expired {}",
+        stats.requests,
+        stats.replies,
+        stats.mmi,
+        stats.malformed,
+        stats.disconnects_sent,
+        stats.workers_registered,
+        stats.workers_expired,
+        stats.requests_expired
+    );
+}
+
+pub fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
+    let mut cfg = config.broker.clone();
+    if let Some(ms) = args.heartbeat_ms {
+        cfg.heartbeat_interval_ms = ms;
+    }
+    let stop = crate::shutdown::flag();
+    let ctx = zmq::Context::new();
+    let (tx, rx) = std::sync::mpsc::channel();
+    // Print the bound endpoint as soon as it is known, so scripts and tests can use `:*` ports.
+    let printer = std::thread::spawn(move || {
+        if let Ok(ep) = rx.recv() {
+            println!("broker listening on {ep}");
+        }
+    });
+    let role = match (args.primary, args.backup) {
+        (true, _) => Some(Role::Primary),
+        (_, true) => Some(Role::Backup),
+        _ => None,
+    };
+    let stats = match role {
+        None => run_broker(&ctx, &args.bind, cfg, &stop, Some(tx)).context("broker")?,
+        Some(role) => {
+            let state_bind = args.state_bind.unwrap_or_else(|| {
+                if role == Role::Primary {
+                    "tcp://*:5003"
+                } else {
+                    "tcp://*:5004"
+                }
+                .to_string()
+            });
+            let pair = PairOptions {
+                role,
+                state: BstarEndpoints {
+                    state_bind,
+                    state_peer: args.peer.clone().unwrap_or_default(),
+                },
+                bstar: BstarConfig {
+                    heartbeat_ms: args.bstar_heartbeat_ms,
+                    ..Default::default()
+                },
+            };
+            let (stats, state) = run_broker_pair(&ctx, &args.bind, cfg, &pair, &stop, Some(tx))
+                .context("broker pair")?;
+            println!("final binary star state: {state:?}");
+            stats
+        }
+    };
+    let _ = printer.join();
+    summary(&stats);
+    Ok(ExitCode::SUCCESS)
 }

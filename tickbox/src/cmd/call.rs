@@ -1,11 +1,65 @@
-// PLACEHOLDER: owned by the helper implementing this command; replaced before landing.
+//! `tickbox call`: send one request to a Majordomo service and print the reply frames, one per line (UTF-8 as
+//! text, anything else as `0x…` hex). Several `--broker` endpoints form a fail-over list (Binary Star pair).
+
+use std::io::Write;
 use std::process::ExitCode;
 
+use tickbox_control::mdp::{Client, ClientConfig, MdpError};
+
 use crate::config::TickboxConfig;
+use crate::exit_code;
 
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Broker endpoint; repeat for a primary/backup pair (tried in turn after each timeout).
+    #[arg(long, required = true)]
+    broker: Vec<String>,
+    /// Per-attempt timeout in ms.
+    #[arg(long, default_value_t = 2500)]
+    timeout_ms: u64,
+    /// Attempts before giving up (each on a fresh socket).
+    #[arg(long, default_value_t = 3)]
+    attempts: u32,
+    /// Service name, e.g. `echo`, `mmi.service`, `titanic.request`, `tickbox.feed.status`.
+    service: String,
+    /// Body frames; none sends one empty frame.
+    body: Vec<String>,
+}
 
-pub fn run(_args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("not implemented yet")
+fn render(frame: &[u8]) -> String {
+    match std::str::from_utf8(frame) {
+        Ok(s) if !s.chars().any(|c| c.is_control() && c != '\t') => s.to_string(),
+        _ => {
+            let hex: String = frame.iter().map(|b| format!("{b:02x}")).collect();
+            format!("0x{hex}")
+        }
+    }
+}
+
+pub fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCode> {
+    let ctx = zmq::Context::new();
+    let cfg = ClientConfig {
+        timeout_ms: args.timeout_ms,
+        attempts: args.attempts,
+    };
+    let mut client = Client::with_failover(&ctx, &args.broker, cfg);
+    let body: Vec<Vec<u8>> = if args.body.is_empty() {
+        vec![Vec::new()]
+    } else {
+        args.body.iter().map(|b| b.as_bytes().to_vec()).collect()
+    };
+    match client.request(&args.service, &body) {
+        Ok(reply) => {
+            let mut out = std::io::stdout().lock();
+            for frame in &reply {
+                writeln!(out, "{}", render(frame))?;
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e @ MdpError::Timeout { .. }) => {
+            eprintln!("error: {e}");
+            Ok(ExitCode::from(exit_code::TIMEOUT))
+        }
+        Err(e) => Err(e.into()),
+    }
 }

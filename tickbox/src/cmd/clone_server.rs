@@ -1,11 +1,139 @@
-// PLACEHOLDER: owned by the helper implementing this command; replaced before landing.
+//! `tickbox clone-server`: a Clone (12/CHP) key-value server, stand-alone or as one half of a Binary Star pair.
+//!
+//! Sockets: ROUTER snapshots on P, PUB updates on P+1, SUB collector on P+2. In a pair the state PUB binds
+//! `--state-bind` (Guide: primary 5003, backup 5004) and the state SUB connects to `--state-peer`.
+//! Prints one line `clone-server port=P ...` on stdout once bound (with `--port 0` a free triple is chosen).
+
 use std::process::ExitCode;
+
+use anyhow::Context;
+use tickbox_control::bstar::{BstarEndpoints, Role};
+use tickbox_control::clone::server_loop::run_blocking;
+use tickbox_control::clone::{HaOptions, ServerBind, ServerEndpoints, ServerOptions};
 
 use crate::config::TickboxConfig;
 
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Base port P: snapshots on P, updates on P+1, collector on P+2. 0 picks a free triple.
+    #[arg(long, default_value_t = 5556)]
+    port: u16,
+    /// Address to bind on (`*` = all interfaces).
+    #[arg(long, default_value = "*")]
+    interface: String,
+    /// Run as the primary of a Binary Star pair (needs --peer).
+    #[arg(long, conflicts_with = "backup", requires = "peer")]
+    primary: bool,
+    /// Run as the backup of a Binary Star pair (needs --peer).
+    #[arg(long, requires = "peer")]
+    backup: bool,
+    /// The peer server's base endpoint, tcp://HOST:P.
+    #[arg(long, value_name = "tcp://HOST:P")]
+    peer: Option<String>,
+    /// Where our Binary Star state PUB binds (default tcp://*:5003 for the primary, tcp://*:5004 for the backup).
+    #[arg(long, value_name = "ENDPOINT")]
+    state_bind: Option<String>,
+    /// The peer's state PUB (default: the --peer host on 5004 for the primary, 5003 for the backup).
+    #[arg(long, value_name = "ENDPOINT")]
+    state_peer: Option<String>,
+    /// Persist the map here (snapshot + append-only log) and reload it at start.
+    #[arg(long, value_name = "DIR")]
+    data_dir: Option<std::path::PathBuf>,
+    /// HUGZ interval in ms (overrides [clone.server] hugz_ms).
+    #[arg(long)]
+    hugz_ms: Option<u64>,
+    /// Binary Star heartbeat in ms (overrides [clone.bstar] heartbeat_ms).
+    #[arg(long)]
+    heartbeat_ms: Option<u64>,
+    /// Most keys held (overrides [clone.server] max_keys).
+    #[arg(long)]
+    max_keys: Option<usize>,
+    /// Largest value in bytes (overrides [clone.server] max_value_len).
+    #[arg(long)]
+    max_value: Option<usize>,
+}
 
-pub fn run(_args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("not implemented yet")
+fn host_of(base: &str) -> Option<&str> {
+    base.strip_prefix("tcp://")?
+        .rsplit_once(':')
+        .map(|(h, _)| h)
+}
+
+pub fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
+    let mut server_config = config.clone.server.clone();
+    if let Some(v) = args.hugz_ms {
+        server_config.hugz_ms = v;
+    }
+    if let Some(v) = args.max_keys {
+        server_config.max_keys = v;
+    }
+    if let Some(v) = args.max_value {
+        server_config.max_value_len = v;
+    }
+    let mut bstar = config.clone.bstar.clone();
+    if let Some(v) = args.heartbeat_ms {
+        bstar.heartbeat_ms = v;
+    }
+    let ha = if args.primary || args.backup {
+        let role = if args.primary {
+            Role::Primary
+        } else {
+            Role::Backup
+        };
+        let peer_base = args
+            .peer
+            .as_deref()
+            .context("--peer is required with --primary/--backup")?;
+        let peer = ServerEndpoints::from_base(peer_base)?;
+        let peer_host = host_of(peer_base).context("bad --peer")?;
+        let (my_port, peer_port) = match role {
+            Role::Primary => (5003, 5004),
+            Role::Backup => (5004, 5003),
+        };
+        Some(HaOptions {
+            role,
+            state: BstarEndpoints {
+                state_bind: args
+                    .state_bind
+                    .unwrap_or_else(|| format!("tcp://*:{my_port}")),
+                state_peer: args
+                    .state_peer
+                    .unwrap_or_else(|| format!("tcp://{peer_host}:{peer_port}")),
+            },
+            peer,
+            bstar,
+        })
+    } else {
+        None
+    };
+    let options = ServerOptions {
+        bind: ServerBind::Base {
+            interface: args.interface,
+            port: args.port,
+        },
+        ha,
+        config: server_config,
+        data_dir: args.data_dir,
+    };
+    let ctx = zmq::Context::new();
+    let stop = crate::shutdown::flag();
+    let role = options
+        .ha
+        .as_ref()
+        .map(|h| format!("{:?}", h.role).to_lowercase());
+    run_blocking(&ctx, options, &stop, |eps, port| {
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(
+            out,
+            "clone-server port={} snapshot={} publisher={} collector={} role={}",
+            port.unwrap_or(0),
+            eps.snapshot,
+            eps.publisher,
+            eps.collector,
+            role.as_deref().unwrap_or("standalone")
+        );
+        let _ = out.flush();
+    })?;
+    Ok(ExitCode::from(crate::exit_code::OK))
 }

@@ -1,11 +1,213 @@
-// PLACEHOLDER: owned by the helper implementing this command; replaced before landing.
+//! `tickbox ctl`: command-line client of the Clone key-value store (one server or a Binary Star pair).
+//!
+//! `get` and `ls` only need a snapshot; `set`/`del` wait until the server has published the update (acknowledged);
+//! `watch` prints changes until Ctrl-C, `--count` changes or `--for` elapses. When no server answers within
+//! `--timeout` the exit code is 4 (`exit_code::TIMEOUT`).
+
+use std::io::Write;
 use std::process::ExitCode;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use tickbox_control::clone::{CloneClient, CloneError, ServerEndpoints};
 
 use crate::config::TickboxConfig;
+use crate::exit_code;
 
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Server base endpoint(s), comma-separated for a Binary Star pair: tcp://HOST:P[,tcp://HOST2:P2].
+    #[arg(long, default_value = "tcp://localhost:5556", value_name = "LIST")]
+    server: String,
+    /// Give up when no server answers within this long (e.g. 500ms, 5s).
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    timeout: Duration,
+    #[command(subcommand)]
+    op: Op,
+}
 
-pub fn run(_args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("not implemented yet")
+#[derive(Debug, clap::Subcommand)]
+enum Op {
+    /// Print the value of KEY (exit 1 when absent).
+    Get { key: String },
+    /// Set KEY to VALUE and wait for the server's acknowledgement.
+    Set {
+        key: String,
+        value: String,
+        /// Server deletes the key after this long (CHP `ttl` property).
+        #[arg(long, value_parser = parse_duration)]
+        ttl: Option<Duration>,
+    },
+    /// Delete KEY.
+    Del { key: String },
+    /// List keys (and values) under PREFIX.
+    Ls {
+        #[arg(default_value = "")]
+        prefix: String,
+    },
+    /// Print changes under PREFIX as they happen: `seq<TAB>key<TAB>value` (value `-` = deleted).
+    Watch {
+        #[arg(default_value = "")]
+        prefix: String,
+        /// Stop after this many changes.
+        #[arg(long)]
+        count: Option<u64>,
+        /// Stop after this long.
+        #[arg(long = "for", value_parser = parse_duration)]
+        duration: Option<Duration>,
+        /// Print the current entries first.
+        #[arg(long)]
+        existing: bool,
+    },
+}
+
+/// `250ms`, `5s`, `2m`, or a bare number of seconds.
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let (num, unit) = match s.find(|c: char| !(c.is_ascii_digit() || c == '.')) {
+        Some(i) => (&s[..i], &s[i..]),
+        None => (s, "s"),
+    };
+    let n: f64 = num.parse().map_err(|_| format!("bad duration {s:?}"))?;
+    let secs = match unit {
+        "ms" => n / 1000.0,
+        "s" => n,
+        "m" => n * 60.0,
+        _ => return Err(format!("bad duration unit in {s:?} (use ms, s or m)")),
+    };
+    if !secs.is_finite() || secs < 0.0 {
+        return Err(format!("bad duration {s:?}"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// The subtree a key lives in (its parent path), so a single-key operation only fetches a small snapshot.
+fn parent_subtree(key: &str) -> String {
+    match key.rfind('/') {
+        Some(i) if i > 0 && key.starts_with('/') => key[..=i].to_owned(),
+        _ => String::new(),
+    }
+}
+
+fn timeout_exit(err: CloneError, what: &str) -> anyhow::Result<ExitCode> {
+    match err {
+        CloneError::Timeout => {
+            eprintln!("error: {what}: no server answered in time");
+            Ok(ExitCode::from(exit_code::TIMEOUT))
+        }
+        other => Err(other).context(what.to_owned()),
+    }
+}
+
+pub fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
+    let servers = ServerEndpoints::parse_list(&args.server)?;
+    anyhow::ensure!(!servers.is_empty(), "--server needs at least one endpoint");
+    let mut client_config = config.clone.client.clone();
+    if servers.len() > 1 {
+        // Leave time to try both servers within --timeout.
+        let ttl = (args.timeout.as_millis() as u64 / 3).max(300);
+        client_config.server_ttl_ms = client_config.server_ttl_ms.min(ttl);
+    }
+    let (subtree, snapshot_only) = match &args.op {
+        Op::Get { key } => (parent_subtree(key), true),
+        Op::Set { key, .. } | Op::Del { key } => (parent_subtree(key), false),
+        Op::Ls { prefix } => (parent_subtree(prefix), true),
+        Op::Watch { prefix, .. } => (parent_subtree(prefix), false),
+    };
+    if snapshot_only {
+        // No need to wait for the update stream before asking for the snapshot.
+        client_config.subscribe_wait_ms = 0;
+    }
+    let ctx = zmq::Context::new();
+    let mut client = CloneClient::connect(&ctx, &servers, &subtree, client_config)?;
+    client.set_timeout(args.timeout);
+    let started = Instant::now();
+    if let Err(err) = client.wait_synced(args.timeout) {
+        return timeout_exit(err, "connecting");
+    }
+    let remaining = args
+        .timeout
+        .saturating_sub(started.elapsed())
+        .max(Duration::from_millis(100));
+    let mut out = std::io::stdout().lock();
+    match args.op {
+        Op::Get { key } => match client.get(&key)? {
+            Some(v) => {
+                out.write_all(&v)?;
+                writeln!(out)?;
+            }
+            None => {
+                eprintln!("{key}: not found");
+                return Ok(ExitCode::from(exit_code::ERROR));
+            }
+        },
+        Op::Set { key, value, ttl } => {
+            anyhow::ensure!(!value.is_empty(), "an empty value deletes; use `ctl del`");
+            match client.set_with_timeout(&key, value.as_bytes(), ttl, remaining) {
+                Ok(seq) => writeln!(out, "{seq}")?,
+                Err(err) => return timeout_exit(err, "set"),
+            }
+        }
+        Op::Del { key } => match client.set_with_timeout(&key, b"", None, remaining) {
+            Ok(seq) => writeln!(out, "{seq}")?,
+            Err(err) => return timeout_exit(err, "del"),
+        },
+        Op::Ls { prefix } => {
+            for (k, v) in client.list(&prefix)? {
+                writeln!(out, "{k}\t{}", String::from_utf8_lossy(&v))?;
+            }
+        }
+        Op::Watch {
+            prefix,
+            count,
+            duration,
+            existing,
+        } => {
+            let rx = client.watch(&prefix, existing)?;
+            let stop = crate::shutdown::flag();
+            let until = duration.map(|d| Instant::now() + d);
+            let mut seen = 0u64;
+            while !stop.load(Ordering::Relaxed)
+                && count.map_or(true, |c| seen < c)
+                && until.map_or(true, |u| Instant::now() < u)
+            {
+                let Ok(change) = rx.recv_timeout(Duration::from_millis(100)) else {
+                    continue;
+                };
+                seen += 1;
+                match &change.value {
+                    Some(v) => writeln!(
+                        out,
+                        "{}\t{}\t{}",
+                        change.seq,
+                        change.key,
+                        String::from_utf8_lossy(v)
+                    )?,
+                    None => writeln!(out, "{}\t{}\t-", change.seq, change.key)?,
+                }
+                out.flush()?;
+            }
+        }
+    }
+    out.flush()?;
+    Ok(ExitCode::from(exit_code::OK))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_and_subtrees() {
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("2"), Ok(Duration::from_secs(2)));
+        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+        assert!(parse_duration("5h").is_err());
+        assert!(parse_duration("x").is_err());
+        assert_eq!(parent_subtree("/a/b/c"), "/a/b/");
+        assert_eq!(parent_subtree("/a"), "");
+        assert_eq!(parent_subtree("plain"), "");
+        assert_eq!(parent_subtree("/a/"), "/a/");
+    }
 }

@@ -1,11 +1,245 @@
-// PLACEHOLDER: owned by the helper implementing this command; replaced before landing.
+//! `tickbox feed`: sharded publishers fed by the synthetic market (or the pathological LVC test pattern).
+
+use std::io::Write;
 use std::process::ExitCode;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use tickbox_feed::{Feed, FeedConfig, PacingMode, Pattern, Rate, ShardConfig};
 
 use crate::config::TickboxConfig;
+use crate::status::StatusBoard;
 
+fn feed_status(feed: &tickbox_feed::FeedHandle) -> serde_json::Value {
+    let shards: Vec<serde_json::Value> = feed
+        .shards()
+        .iter()
+        .zip(feed.stats())
+        .map(|(info, stats)| {
+            serde_json::json!({
+                "shard": info.shard,
+                "publisher_id": info.publisher_id,
+                "endpoint": info.endpoint,
+                "symbols": info.symbols,
+                "quotes": stats.counts.quotes,
+                "trades": stats.counts.trades,
+                "heartbeats": stats.counts.heartbeats,
+                "last_sequence": stats.last_sequence,
+                "finished": stats.finished,
+            })
+        })
+        .collect();
+    serde_json::json!({ "component": "feed", "state": "running", "shards": shards })
+}
+
+/// Command-line overrides of the `[feed]` config section.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Endpoints to bind, one publisher shard per endpoint (e.g. `tcp://*:5556,tcp://*:5557`).
+    /// Default: the config's shards, else one shard on `tcp://127.0.0.1:*`.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "EP[,EP…]",
+        conflicts_with = "connect"
+    )]
+    bind: Vec<String>,
+    /// Endpoints to connect to instead (e.g. an LVC proxy's frontend), one shard per endpoint.
+    #[arg(long, value_delimiter = ',', value_name = "EP[,EP…]")]
+    connect: Vec<String>,
+    /// Data rate over all shards: `50000`, `100k`, `1.5m` or `max` (flat out).
+    #[arg(long)]
+    rate: Option<Rate>,
+    /// Pacing: evenly spaced, Poisson bursts, or as fast as possible.
+    #[arg(long, value_name = "paced|bursty|flat-out")]
+    mode: Option<PacingMode>,
+    /// Mean burst size in bursty mode.
+    #[arg(long)]
+    burst_size: Option<f64>,
+    /// Number of symbols in the generated universe.
+    #[arg(long)]
+    symbols: Option<usize>,
+    /// Venue code used in topics.
+    #[arg(long)]
+    venue: Option<String>,
+    /// Stop after this long (`10s`, `500ms`, `2m`); default: run until Ctrl-C.
+    #[arg(long, value_parser = parse_duration)]
+    duration: Option<Duration>,
+    /// Stop each shard after this many data messages.
+    #[arg(long)]
+    max_messages: Option<u64>,
+    /// Pin shard i's thread to the i-th core (one core per shard).
+    #[arg(long, value_delimiter = ',', value_name = "C[,C…]")]
+    cores: Vec<usize>,
+    /// `synthetic` market or the Guide's `pathological` publisher (for testing an LVC).
+    #[arg(long, value_name = "synthetic|pathological")]
+    pattern: Option<Pattern>,
+    /// XPUB with ZMQ_XPUB_NODROP: slow subscribers back-pressure the feed instead of losing messages.
+    #[arg(long)]
+    no_drop: bool,
+    /// Send-side high-water mark per subscriber.
+    #[arg(long)]
+    sndhwm: Option<i32>,
+    /// Heartbeat after this many idle milliseconds (0 disables).
+    #[arg(long)]
+    heartbeat_ms: Option<u64>,
+    /// Random seed (equal seeds give equal streams).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Wait for this many subscriptions on each shard before sending data (at most 5 s).
+    #[arg(long)]
+    wait_for_subscribers: Option<usize>,
+    /// Majordomo broker to register `tickbox.feed.status` with.
+    #[arg(long, value_name = "EP")]
+    broker: Option<String>,
+}
 
-pub fn run(_args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("not implemented yet")
+pub fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
+    let broker = args.broker.clone();
+    let feed_config = apply(args, config.feed.clone())?;
+    feed_config.validate()?;
+    let stop = crate::shutdown::flag();
+    let ctx = zmq::Context::new();
+    let feed = Feed::start(&ctx, feed_config).context("starting the feed")?;
+    let status = StatusBoard::start(&ctx, broker.as_deref(), "feed")?;
+    let mut last_status = std::time::Instant::now() - Duration::from_secs(1);
+    {
+        // Endpoints go to stdout (and are flushed) so scripts and tests can connect to `tcp://…:*` shards.
+        let mut out = std::io::stdout().lock();
+        for shard in feed.shards() {
+            writeln!(
+                out,
+                "feed shard {} publisher {} symbols {} endpoint {}",
+                shard.shard, shard.publisher_id, shard.symbols, shard.endpoint
+            )?;
+        }
+        out.flush()?;
+    }
+    while !feed.is_finished() {
+        if last_status.elapsed() >= Duration::from_millis(500) {
+            last_status = std::time::Instant::now();
+            status.publish(feed_status(&feed));
+        }
+        if stop.load(Ordering::Relaxed) {
+            tracing::info!("stopping the feed");
+            feed.stop();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let report = feed.join().context("feed shard failed")?;
+    println!("{report}");
+    Ok(ExitCode::from(crate::exit_code::OK))
+}
+
+/// CLI flags override the config file's `[feed]` section.
+fn apply(args: Args, mut config: FeedConfig) -> anyhow::Result<FeedConfig> {
+    let (endpoints, connect) = if !args.connect.is_empty() {
+        (args.connect, true)
+    } else {
+        (args.bind, false)
+    };
+    if !endpoints.is_empty() {
+        config.shards = endpoints
+            .into_iter()
+            .map(|endpoint| ShardConfig {
+                endpoint: endpoint.trim().to_string(),
+                connect,
+                core: None,
+            })
+            .collect();
+    }
+    if !args.cores.is_empty() {
+        if args.cores.len() != config.shards.len() {
+            bail!(
+                "--cores lists {} cores for {} shards; give one core per shard",
+                args.cores.len(),
+                config.shards.len()
+            );
+        }
+        for (shard, core) in config.shards.iter_mut().zip(args.cores) {
+            shard.core = Some(core);
+        }
+    }
+    if let Some(rate) = args.rate {
+        config.rate = rate;
+        if rate == Rate::Max && args.mode.is_none() {
+            config.mode = PacingMode::FlatOut;
+        }
+    }
+    if let Some(mode) = args.mode {
+        config.mode = mode;
+    }
+    if let Some(burst_size) = args.burst_size {
+        config.burst_size = burst_size;
+    }
+    if let Some(symbols) = args.symbols {
+        config.symbols = symbols;
+        config.symbol_names.clear();
+    }
+    if let Some(venue) = args.venue {
+        config.venue = venue;
+    }
+    if let Some(duration) = args.duration {
+        config.duration_ms = Some(duration.as_millis().try_into().unwrap_or(u64::MAX));
+    }
+    if let Some(max) = args.max_messages {
+        config.max_messages_per_shard = Some(max);
+    }
+    if let Some(pattern) = args.pattern {
+        config.pattern = pattern;
+    }
+    if args.no_drop {
+        config.no_drop = true;
+    }
+    if let Some(sndhwm) = args.sndhwm {
+        config.sndhwm = sndhwm;
+    }
+    if let Some(ms) = args.heartbeat_ms {
+        config.heartbeat_interval_ms = ms;
+    }
+    if let Some(seed) = args.seed {
+        config.seed = seed;
+    }
+    if let Some(n) = args.wait_for_subscribers {
+        config.wait_for_subscribers = n;
+    }
+    Ok(config)
+}
+
+/// `10s`, `250ms`, `2m`, `1h`, `1.5s`, `30us`; a bare number is seconds.
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("invalid duration {text:?} (expected e.g. 10s, 500ms, 2m)"))?;
+    let secs = match unit {
+        "" | "s" => value,
+        "ms" => value / 1e3,
+        "us" | "µs" => value / 1e6,
+        "m" | "min" => value * 60.0,
+        "h" => value * 3_600.0,
+        _ => return Err(format!("unknown duration unit {unit:?} in {text:?}")),
+    };
+    Duration::try_from_secs_f64(secs).map_err(|_| format!("duration {text:?} out of range"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse() {
+        assert_eq!(parse_duration("10s").unwrap(), Duration::from_secs(10));
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert_eq!(parse_duration("3").unwrap(), Duration::from_secs(3));
+        assert!(parse_duration("soon").is_err());
+        assert!(parse_duration("5 parsecs").is_err());
+    }
 }

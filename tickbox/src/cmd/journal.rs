@@ -1,11 +1,467 @@
-// PLACEHOLDER: owned by the helper implementing this command; replaced before landing.
+//! `tickbox journal info|verify|dump PATH`: inspect a recorded journal (ring file or archive directory). Also home
+//! of the size/time argument parsers shared with `record` and `replay`.
+
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use anyhow::Context;
+use tickbox_journal::{summarize, JournalError, JournalSummary, Reader};
+use tickbox_wire::MessageRef;
+
 use crate::config::TickboxConfig;
+use crate::exit_code;
 
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    #[command(subcommand)]
+    action: Action,
+}
 
-pub fn run(_args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("not implemented yet")
+#[derive(Debug, clap::Subcommand)]
+enum Action {
+    /// Header, record count, sequence and capture-time range (structure checked, checksums not).
+    Info { path: PathBuf },
+    /// Check every record's checksum and the sequence chain; exit 5 naming the first bad record's offset.
+    Verify { path: PathBuf },
+    /// Print records: sequence, capture time, size, topic and wire header.
+    Dump {
+        path: PathBuf,
+        /// Start at this journal sequence.
+        #[arg(long, conflicts_with = "from")]
+        from_seq: Option<u64>,
+        /// Start at this capture time: ns since the epoch, RFC 3339 (2026-01-02T14:30:00Z) or +DURATION after the
+        /// first record (+90s, +1.5m, +250ms).
+        #[arg(long)]
+        from: Option<String>,
+        /// Print at most this many records.
+        #[arg(long, default_value_t = 20)]
+        limit: u64,
+    },
+}
+
+pub fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCode> {
+    match args.action {
+        Action::Info { path } => {
+            let s =
+                summarize(&path, false).with_context(|| format!("reading {}", path.display()))?;
+            print_summary(&path, &s);
+            if let Some(c) = &s.corruption {
+                println!(
+                    "structure     BROKEN at offset {} of {}: {}",
+                    c.offset,
+                    c.path.display(),
+                    c.reason
+                );
+                return Ok(ExitCode::from(exit_code::CORRUPT));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Action::Verify { path } => verify(&path),
+        Action::Dump {
+            path,
+            from_seq,
+            from,
+            limit,
+        } => dump(&path, from_seq, from.as_deref(), limit),
+    }
+}
+
+fn verify(path: &Path) -> anyhow::Result<ExitCode> {
+    let s = match summarize(path, true) {
+        Ok(s) => s,
+        Err(e @ (JournalError::CorruptHeader { .. } | JournalError::Truncated { .. })) => {
+            println!("CORRUPT: {e}");
+            return Ok(ExitCode::from(exit_code::CORRUPT));
+        }
+        Err(e) => return Err(e).with_context(|| format!("verifying {}", path.display())),
+    };
+    print_summary(path, &s);
+    match &s.corruption {
+        None => {
+            println!(
+                "verify        OK: {} records, every checksum and sequence valid",
+                s.records
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(c) => {
+            println!(
+                "verify        CORRUPT at offset {} of {}{}: {}",
+                c.offset,
+                c.path.display(),
+                c.seq
+                    .map(|s| format!(" (record seq {s})"))
+                    .unwrap_or_default(),
+                c.reason
+            );
+            Ok(ExitCode::from(exit_code::CORRUPT))
+        }
+    }
+}
+
+fn print_summary(path: &Path, s: &JournalSummary) {
+    let h = &s.header;
+    println!("path          {}", path.display());
+    println!("mode          {:?}, format v{}", h.mode, h.version);
+    println!("capacity      {} per file", fmt_bytes(h.capacity));
+    println!("created       {}", fmt_time(h.created_ns));
+    println!("description   {}", h.description);
+    println!("segments      {}", s.segments);
+    println!("records       {}", s.records);
+    println!("payload       {}", fmt_bytes(s.payload_bytes));
+    match (s.first_seq, s.last_seq) {
+        (Some(a), Some(b)) => println!("seq range     {a} ..= {b}"),
+        _ => println!("seq range     (empty)"),
+    }
+    if let (Some(a), Some(b)) = (s.first_time_ns, s.last_time_ns) {
+        println!(
+            "time range    {} .. {} ({:.3} s)",
+            fmt_time(a),
+            fmt_time(b),
+            b.saturating_sub(a) as f64 / 1e9
+        );
+    }
+    println!(
+        "writer        {}",
+        if s.writer_active {
+            "open (or crashed; the next writer open recovers it)"
+        } else {
+            "closed cleanly"
+        }
+    );
+    if s.unpublished_bytes > 0 {
+        println!(
+            "unpublished   {} bytes past the published end",
+            s.unpublished_bytes
+        );
+    }
+}
+
+fn dump(
+    path: &Path,
+    from_seq: Option<u64>,
+    from: Option<&str>,
+    limit: u64,
+) -> anyhow::Result<ExitCode> {
+    let mut r = Reader::open(path).with_context(|| format!("opening {}", path.display()))?;
+    if let Some(seq) = from_seq {
+        r.seek_seq(seq)?;
+    } else if let Some(t) = from {
+        let t = parse_time(t, || first_capture_ns(path))?;
+        r.seek_time(t)?;
+    }
+    println!(
+        "{:>10}  {:<30}  {:>5}  {:<20}  {:<10}  {:>10}  {:>8}  flags",
+        "seq", "capture", "bytes", "topic", "kind", "publisher", "pub_seq"
+    );
+    let mut n = 0;
+    while n < limit {
+        let rec = match r.next() {
+            Ok(Some(rec)) => rec,
+            Ok(None) => break,
+            Err(e @ JournalError::CorruptRecord { .. }) => {
+                println!("CORRUPT: {e}");
+                return Ok(ExitCode::from(exit_code::CORRUPT));
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let t = fmt_time(rec.capture_time_ns);
+        match MessageRef::decode(rec.payload) {
+            Ok(m) => {
+                let h = m.header();
+                println!(
+                    "{:>10}  {:<30}  {:>5}  {:<20}  {:<10}  {:>10}  {:>8}  {:#06x}",
+                    rec.seq,
+                    t,
+                    rec.payload.len(),
+                    m.topic(),
+                    m.kind().name(),
+                    h.publisher_id,
+                    h.sequence,
+                    h.flags.0
+                );
+            }
+            Err(e) => {
+                let hex: String = rec
+                    .payload
+                    .iter()
+                    .take(16)
+                    .map(|b| format!("{b:02x}"))
+                    .collect();
+                println!(
+                    "{:>10}  {:<30}  {:>5}  (not a tickbox frame: {e}) {hex}",
+                    rec.seq,
+                    t,
+                    rec.payload.len()
+                );
+            }
+        }
+        n += 1;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Capture time of a journal's oldest record (for `+DURATION` times).
+pub(crate) fn first_capture_ns(path: &Path) -> anyhow::Result<u64> {
+    let mut r = Reader::open(path)?;
+    match r.next()? {
+        Some(rec) => Ok(rec.capture_time_ns),
+        None => anyhow::bail!(
+            "{} is empty: a +DURATION time needs a first record",
+            path.display()
+        ),
+    }
+}
+
+/// `1073741824`, `512MiB`, `1GiB`, `64k`, `2G` (k/M/G/T and KiB/MiB/GiB/TiB are all powers of 1024).
+pub(crate) fn parse_size(s: &str) -> anyhow::Result<u64> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: u64 = num
+        .parse()
+        .with_context(|| format!("size `{s}`: expected a number with optional unit"))?;
+    let shift = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        "t" | "tb" | "tib" => 40,
+        other => anyhow::bail!("size `{s}`: unknown unit `{other}`"),
+    };
+    n.checked_mul(1u64 << shift)
+        .with_context(|| format!("size `{s}` overflows"))
+}
+
+/// `123ms`, `2s`, `1.5m`, `1h`, `500us`, `10ns` (a bare number is seconds).
+pub(crate) fn parse_duration(s: &str) -> anyhow::Result<std::time::Duration> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: f64 = num
+        .parse()
+        .with_context(|| format!("duration `{s}`: expected a number with a unit"))?;
+    let scale = match unit {
+        "ns" => 1e-9,
+        "us" => 1e-6,
+        "ms" => 1e-3,
+        "" | "s" => 1.0,
+        "m" => 60.0,
+        "h" => 3600.0,
+        other => anyhow::bail!("duration `{s}`: unknown unit `{other}` (ns, us, ms, s, m, h)"),
+    };
+    let secs = n * scale;
+    anyhow::ensure!(
+        secs.is_finite() && secs >= 0.0,
+        "duration `{s}` out of range"
+    );
+    Ok(std::time::Duration::from_secs_f64(secs))
+}
+
+/// A point in time: ns since the epoch, RFC 3339 (`2026-01-02T14:30:00.5Z`, `...+01:00`), or `+DURATION` after
+/// the journal's first record (`first` is only called in that case).
+pub(crate) fn parse_time(
+    s: &str,
+    first: impl FnOnce() -> anyhow::Result<u64>,
+) -> anyhow::Result<u64> {
+    let t = s.trim();
+    if let Some(rel) = t.strip_prefix('+') {
+        let d = parse_duration(rel)?;
+        return Ok(first()?.saturating_add(d.as_nanos() as u64));
+    }
+    if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) {
+        return t
+            .parse()
+            .with_context(|| format!("time `{s}` out of range"));
+    }
+    parse_rfc3339(t).with_context(|| {
+        format!(
+            "time `{s}`: expected ns since the epoch, RFC 3339 (2026-01-02T14:30:00Z) or +DURATION"
+        )
+    })
+}
+
+fn parse_rfc3339(s: &str) -> anyhow::Result<u64> {
+    let b = s.as_bytes();
+    anyhow::ensure!(b.len() >= 20, "too short");
+    let num = |r: std::ops::Range<usize>| -> anyhow::Result<i64> {
+        let part = s.get(r).context("bad layout")?;
+        anyhow::ensure!(
+            part.bytes().all(|c| c.is_ascii_digit()),
+            "bad digits `{part}`"
+        );
+        Ok(part.parse()?)
+    };
+    anyhow::ensure!(
+        b[4] == b'-'
+            && b[7] == b'-'
+            && matches!(b[10], b'T' | b't' | b' ')
+            && b[13] == b':'
+            && b[16] == b':',
+        "bad layout"
+    );
+    let (y, mo, d, h, mi, sec) = (
+        num(0..4)?,
+        num(5..7)?,
+        num(8..10)?,
+        num(11..13)?,
+        num(14..16)?,
+        num(17..19)?,
+    );
+    anyhow::ensure!(
+        (1..=12).contains(&mo) && (1..=31).contains(&d) && h < 24 && mi < 60 && sec < 61,
+        "field out of range"
+    );
+    let mut i = 19;
+    let mut frac_ns = 0i64;
+    if b.get(i) == Some(&b'.') {
+        i += 1;
+        let start = i;
+        while i < b.len() && b[i].is_ascii_digit() {
+            i += 1;
+        }
+        let digits = &s[start..i];
+        anyhow::ensure!(!digits.is_empty() && digits.len() <= 9, "bad fraction");
+        frac_ns = digits.parse::<i64>()? * 10i64.pow(9 - digits.len() as u32);
+    }
+    let offset_s = match &s[i..] {
+        "Z" | "z" => 0,
+        tz if tz.len() == 6
+            && (tz.starts_with('+') || tz.starts_with('-'))
+            && tz.as_bytes()[3] == b':' =>
+        {
+            let sign = if tz.starts_with('-') { -1 } else { 1 };
+            sign * (num(i + 1..i + 3)? * 3600 + num(i + 4..i + 6)? * 60)
+        }
+        other => anyhow::bail!("bad timezone `{other}` (Z or ±HH:MM)"),
+    };
+    let secs = days_from_civil(y, mo, d) * 86_400 + h * 3600 + mi * 60 + sec - offset_s;
+    anyhow::ensure!(secs >= 0, "before 1970");
+    Ok(secs as u64 * 1_000_000_000 + frac_ns as u64)
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+fn civil_from_days(z: i64) -> (i64, i64, i64) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    (
+        if m <= 2 {
+            yoe + era * 400 + 1
+        } else {
+            yoe + era * 400
+        },
+        m,
+        d,
+    )
+}
+
+/// RFC 3339 UTC with nanoseconds.
+pub(crate) fn fmt_time(ns: u64) -> String {
+    let secs = (ns / 1_000_000_000) as i64;
+    let (y, m, d) = civil_from_days(secs.div_euclid(86_400));
+    let rem = secs.rem_euclid(86_400);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:09}Z",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60,
+        ns % 1_000_000_000
+    )
+}
+
+pub(crate) fn fmt_bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u < UNITS.len() - 1 {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.2} {}", UNITS[u])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("4096").unwrap(), 4096);
+        assert_eq!(parse_size("64k").unwrap(), 65536);
+        assert_eq!(parse_size("512MiB").unwrap(), 512 << 20);
+        assert_eq!(parse_size("1G").unwrap(), 1 << 30);
+        assert!(parse_size("1X").is_err());
+        assert!(parse_size("G").is_err());
+        assert!(parse_size("99999999999T").is_err());
+    }
+
+    #[test]
+    fn times_round_trip_and_parse() {
+        let ns = 1_767_364_200_123_456_789u64;
+        let s = fmt_time(ns);
+        assert_eq!(s, "2026-01-02T14:30:00.123456789Z");
+        assert_eq!(parse_time(&s, || unreachable!()).unwrap(), ns);
+        assert_eq!(
+            parse_time("2026-01-02T15:30:00.123456789+01:00", || unreachable!()).unwrap(),
+            ns
+        );
+        assert_eq!(
+            parse_time("2026-01-02T14:30:00Z", || unreachable!()).unwrap(),
+            ns - 123_456_789
+        );
+        assert_eq!(
+            parse_time("1970-01-01T00:00:00Z", || unreachable!()).unwrap(),
+            0
+        );
+        assert_eq!(parse_time("12345", || unreachable!()).unwrap(), 12345);
+        assert_eq!(parse_time("+1.5s", || Ok(1_000)).unwrap(), 1_500_001_000);
+        for bad in [
+            "2026-13-02T14:30:00Z",
+            "2026-01-02 14:30",
+            "yesterday",
+            "+5parsecs",
+            "",
+        ] {
+            assert!(parse_time(bad, || Ok(0)).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(
+            parse_duration("250ms").unwrap(),
+            std::time::Duration::from_millis(250)
+        );
+        assert_eq!(
+            parse_duration("2").unwrap(),
+            std::time::Duration::from_secs(2)
+        );
+        assert_eq!(
+            parse_duration("1.5m").unwrap(),
+            std::time::Duration::from_secs(90)
+        );
+        assert!(parse_duration("-1s").is_err());
+    }
 }

@@ -1,11 +1,221 @@
-// PLACEHOLDER: owned by the helper implementing this command; replaced before landing.
+//! `tickbox lvc`: the Last Value Cache proxy (XSUB toward publishers, verbose XPUB toward subscribers) with the
+//! Espresso tap. See `tickbox_feed::lvc` for the rules it follows.
+
+use std::io::Write;
 use std::process::ExitCode;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use tickbox_feed::lvc::{LvcConfig, LvcStats, Overflow, SlowSubscriber};
 
 use crate::config::TickboxConfig;
 
+/// Command-line overrides of the `[lvc]` config section.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Publisher endpoints to connect to (one per shard).
+    #[arg(long, value_delimiter = ',', value_name = "EP[,EP…]")]
+    upstream: Vec<String>,
+    /// Endpoints to bind for publishers that connect (`tickbox feed --connect`).
+    #[arg(long, value_delimiter = ',', value_name = "EP[,EP…]")]
+    upstream_bind: Vec<String>,
+    /// Where subscribers connect. Default: the config's, else `tcp://*:5558`.
+    #[arg(long, value_name = "EP")]
+    bind: Option<String>,
+    /// Bind the Espresso tap here.
+    #[arg(long, value_name = "EP")]
+    tap: Option<String>,
+    /// Prefixes to cache (subscribed upstream for the proxy's life); default everything.
+    #[arg(long, value_delimiter = ',', value_name = "P[,P…]")]
+    cache_prefixes: Option<Vec<String>>,
+    /// At most this many cached topics.
+    #[arg(long)]
+    max_topics: Option<usize>,
+    /// At most this many cached bytes.
+    #[arg(long)]
+    max_bytes: Option<usize>,
+    /// When the cache is full: evict the least recently updated topic, or refuse new topics.
+    #[arg(long, value_name = "evict-lru|reject-new", value_parser = parse_overflow)]
+    overflow: Option<Overflow>,
+    /// When a subscriber is slow: drop for that subscriber (default), or back-pressure publishers.
+    #[arg(long, value_name = "drop|block", value_parser = parse_slow)]
+    slow_subscriber: Option<SlowSubscriber>,
+    /// Send high-water mark per subscriber.
+    #[arg(long)]
+    downstream_hwm: Option<i32>,
+    /// Receive high-water mark per publisher.
+    #[arg(long)]
+    upstream_hwm: Option<i32>,
+    /// Send high-water mark per tap consumer (beyond it tap copies are dropped and counted).
+    #[arg(long)]
+    tap_hwm: Option<i32>,
+    /// Stats log line period (`10s`, `500ms`; `0s` disables).
+    #[arg(long, value_parser = parse_duration)]
+    stats_interval: Option<Duration>,
+    /// Stop after this long (`10s`, `500ms`, `2m`); default: until Ctrl-C.
+    #[arg(long, value_parser = parse_duration)]
+    duration: Option<Duration>,
+    /// Pin the proxy thread to this core.
+    #[arg(long)]
+    core: Option<usize>,
+}
 
-pub fn run(_args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("not implemented yet")
+pub fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
+    let duration = args.duration;
+    let lvc_config = apply(args, config.lvc.clone());
+    let stop = crate::shutdown::flag();
+    let ctx = zmq::Context::new();
+    let lvc = tickbox_feed::lvc::spawn(&ctx, lvc_config).context("starting the LVC proxy")?;
+    {
+        // Resolved endpoints go to stdout, flushed, so scripts and tests can use `tcp://…:*`.
+        let mut out = std::io::stdout().lock();
+        let endpoints = lvc.endpoints();
+        writeln!(out, "lvc subscribers {}", endpoints.downstream)?;
+        for ep in &endpoints.upstream {
+            writeln!(out, "lvc publishers {ep}")?;
+        }
+        if let Some(tap) = &endpoints.tap {
+            writeln!(out, "lvc tap {tap}")?;
+        }
+        out.flush()?;
+    }
+    let started = Instant::now();
+    while !stop.load(Ordering::SeqCst)
+        && !lvc.is_finished()
+        && duration.is_none_or(|d| started.elapsed() < d)
+    {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let stats = lvc.join().context("LVC proxy")?;
+    print_stats(&stats)?;
+    Ok(ExitCode::from(crate::exit_code::OK))
+}
+
+fn apply(args: Args, mut config: LvcConfig) -> LvcConfig {
+    if !args.upstream.is_empty() {
+        config.upstream = args.upstream;
+    }
+    if !args.upstream_bind.is_empty() {
+        config.upstream_bind = args.upstream_bind;
+    }
+    if let Some(bind) = args.bind {
+        config.bind = bind;
+    }
+    if args.tap.is_some() {
+        config.tap = args.tap;
+    }
+    if let Some(prefixes) = args.cache_prefixes {
+        config.cache_prefixes = prefixes;
+    }
+    macro_rules! set {
+        ($($field:ident),*) => { $(if let Some(v) = args.$field { config.$field = v; })* };
+    }
+    set!(
+        max_topics,
+        max_bytes,
+        overflow,
+        slow_subscriber,
+        downstream_hwm,
+        upstream_hwm,
+        tap_hwm
+    );
+    if let Some(every) = args.stats_interval {
+        config.stats_interval_ms = every.as_millis() as u64;
+    }
+    if args.core.is_some() {
+        config.core = args.core;
+    }
+    config
+}
+
+fn print_stats(s: &LvcStats) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{:<22} {:>14}", "lvc", "count")?;
+    for (name, value) in [
+        ("messages in", s.messages_in),
+        ("messages out", s.messages_out),
+        ("cached sent", s.cached_sent),
+        ("malformed", s.malformed),
+        ("subscribes", s.subscribes),
+        ("unsubscribes", s.unsubscribes),
+        ("prefixes held", s.downstream_prefixes),
+        ("topics cached", s.topics_cached),
+        ("cache bytes", s.cache_bytes),
+        ("cache evicted", s.cache_evicted),
+        ("cache rejected", s.cache_rejected),
+        ("cache too large", s.cache_too_large),
+        ("tap sent", s.tap_sent),
+        ("tap dropped", s.tap_dropped),
+        ("downstream dropped", s.downstream_dropped),
+    ] {
+        writeln!(out, "{name:<22} {value:>14}")?;
+    }
+    out.flush()
+}
+
+fn parse_overflow(text: &str) -> Result<Overflow, String> {
+    match text {
+        "evict-lru" | "evict_lru" | "lru" => Ok(Overflow::EvictLru),
+        "reject-new" | "reject_new" | "reject" => Ok(Overflow::RejectNew),
+        other => Err(format!("`{other}`: expected evict-lru or reject-new")),
+    }
+}
+
+fn parse_slow(text: &str) -> Result<SlowSubscriber, String> {
+    match text {
+        "drop" => Ok(SlowSubscriber::Drop),
+        "block" => Ok(SlowSubscriber::Block),
+        other => Err(format!("`{other}`: expected drop or block")),
+    }
+}
+
+/// `250ms`, `10s`, `2m`, or a bare number of seconds.
+pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("`{text}`: expected a duration like 500ms, 10s or 2m"))?;
+    let seconds = match unit {
+        "" | "s" => value,
+        "ms" => value / 1e3,
+        "us" => value / 1e6,
+        "m" => value * 60.0,
+        "h" => value * 3600.0,
+        _ => return Err(format!("`{text}`: unknown unit `{unit}` (ms, s, m, h)")),
+    };
+    if !seconds.is_finite() || seconds < 0.0 {
+        return Err(format!("`{text}`: must be a finite, non-negative duration"));
+    }
+    Ok(Duration::from_secs_f64(seconds))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse() {
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("2"), Ok(Duration::from_secs(2)));
+        assert_eq!(parse_duration("1.5m"), Ok(Duration::from_secs(90)));
+        assert!(parse_duration("ten").is_err());
+        assert!(parse_duration("5y").is_err());
+    }
+
+    #[test]
+    fn config_section_parses_and_rejects_typos() {
+        let c: TickboxConfig = toml::from_str(
+            "[lvc]\nupstream = [\"tcp://a:1\"]\nmax_topics = 5\noverflow = \"reject_new\"\nslow_subscriber = \"block\"\n",
+        )
+        .unwrap();
+        assert_eq!(c.lvc.max_topics, 5);
+        assert_eq!(c.lvc.overflow, Overflow::RejectNew);
+        assert_eq!(c.lvc.slow_subscriber, SlowSubscriber::Block);
+        assert!(toml::from_str::<TickboxConfig>("[lvc]\nmax_topic = 5\n").is_err());
+    }
 }

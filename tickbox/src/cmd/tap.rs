@@ -1,11 +1,199 @@
-// PLACEHOLDER: owned by the helper implementing this command; replaced before landing.
+//! `tickbox tap`: live inspector of an Espresso tap (or any tickbox PUB/XPUB endpoint): subscription events and
+//! decoded messages, filtered and sampled, or a once-a-second table of rates per topic prefix.
+
+use std::io::Write;
 use std::process::ExitCode;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use tickbox_feed::tap::{self, RateTable, TapFilter, TapFrame};
+use tickbox_wire::{Flags, Kind, MessageRef, Payload};
 
 use crate::config::TickboxConfig;
 
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// The tap (or publisher) endpoint to connect to.
+    #[arg(long, value_name = "EP")]
+    connect: String,
+    /// Topic prefixes to subscribe to (e.g. `Q.XNAS,T.`); default everything.
+    #[arg(long, value_delimiter = ',', value_name = "P[,P…]")]
+    topics: Vec<String>,
+    /// Show only these kinds: quote, trade, heartbeat, book_level.
+    #[arg(long, value_delimiter = ',', value_name = "K[,K…]")]
+    kinds: Vec<String>,
+    /// Show one message in N (of those passing the filters).
+    #[arg(long, default_value_t = 1)]
+    sample: u64,
+    /// Instead of messages, print a table of rates per topic prefix once a second.
+    #[arg(long)]
+    top: bool,
+    /// Topic parts that make a prefix in `--top` (2: `Q.XNAS`).
+    #[arg(long, default_value_t = 2)]
+    depth: usize,
+    /// Do not show subscription events.
+    #[arg(long)]
+    no_events: bool,
+    /// Stop after this long (`10s`, `500ms`); default: until Ctrl-C.
+    #[arg(long, value_parser = super::lvc::parse_duration)]
+    duration: Option<Duration>,
+}
 
-pub fn run(_args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("not implemented yet")
+pub fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCode> {
+    let mut kinds = Vec::new();
+    for name in &args.kinds {
+        match tap::parse_kind(name) {
+            Some(kind) => kinds.push(kind),
+            None => bail!("--kinds: unknown kind `{name}` (quote, trade, heartbeat, book_level)"),
+        }
+    }
+    let mut filter = TapFilter::new(kinds, args.sample);
+    let stop = crate::shutdown::flag();
+    let ctx = zmq::Context::new();
+    let sub = ctx.socket(zmq::SUB).context("creating SUB")?;
+    sub.set_linger(0)?;
+    sub.set_rcvhwm(100_000)?;
+    sub.connect(&args.connect)
+        .with_context(|| format!("connecting to {}", args.connect))?;
+    if args.topics.is_empty() {
+        sub.set_subscribe(b"")?;
+    } else {
+        for topic in &args.topics {
+            sub.set_subscribe(topic.as_bytes())?;
+        }
+        if !args.no_events {
+            // Events start with NUL, so a data-prefix subscription never matches them.
+            sub.set_subscribe(&[tap::EVENT_MARKER])?;
+        }
+    }
+
+    let started = Instant::now();
+    let mut table = RateTable::new(args.depth, 1_000_000_000, tickbox_wire::now_ns());
+    let mut out = std::io::stdout().lock();
+    let (mut frames, mut shown, mut malformed) = (0u64, 0u64, 0u64);
+    let mut msg = zmq::Message::new();
+    while !stop.load(Ordering::SeqCst) && args.duration.is_none_or(|d| started.elapsed() < d) {
+        if sub.poll(zmq::POLLIN, 100)? > 0 {
+            while sub.recv(&mut msg, zmq::DONTWAIT).is_ok() {
+                frames += 1;
+                if args.top {
+                    table.record(&msg);
+                    continue;
+                }
+                match TapFrame::classify(&msg) {
+                    Ok(TapFrame::Subscribe(prefix)) if !args.no_events => {
+                        writeln!(out, "SUB   {:?}", String::from_utf8_lossy(prefix))?;
+                    }
+                    Ok(TapFrame::Unsubscribe(prefix)) if !args.no_events => {
+                        writeln!(out, "UNSUB {:?}", String::from_utf8_lossy(prefix))?;
+                    }
+                    Ok(TapFrame::Subscribe(_) | TapFrame::Unsubscribe(_)) => {}
+                    Ok(TapFrame::Message(m)) => {
+                        if filter.admit(&m) {
+                            shown += 1;
+                            writeln!(out, "{}", describe(&m))?;
+                        }
+                    }
+                    Err(err) => {
+                        malformed += 1;
+                        if malformed.is_power_of_two() {
+                            tracing::warn!(
+                                total = malformed,
+                                "undecodable frame ({} bytes): {err}",
+                                msg.len()
+                            );
+                        }
+                    }
+                }
+            }
+            out.flush()?;
+        }
+        if let Some(rows) = table.tick(tickbox_wire::now_ns()) {
+            if args.top {
+                writeln!(out, "{}", tap::render_rates(&rows))?;
+                out.flush()?;
+            }
+        }
+    }
+    tracing::info!(frames, shown, malformed, "tap inspector done");
+    Ok(ExitCode::from(crate::exit_code::OK))
+}
+
+/// One line per message: topic, kind, who/when, flags, then the payload's fields.
+fn describe(m: &MessageRef<'_>) -> String {
+    let h = m.header();
+    let mut flags = String::new();
+    if h.flags.contains(Flags::CACHED) {
+        flags.push_str(" CACHED");
+    }
+    if h.flags.contains(Flags::REPLAY) {
+        flags.push_str(" REPLAY");
+    }
+    let payload = match m.payload() {
+        Ok(Payload::Quote(q)) => format!(
+            "bid {}x{} ask {}x{}",
+            price(q.bid_px),
+            q.bid_size,
+            price(q.ask_px),
+            q.ask_size
+        ),
+        Ok(Payload::Trade(t)) => format!(
+            "{} @ {} {:?} id {}",
+            t.size,
+            price(t.price),
+            t.aggressor,
+            t.trade_id
+        ),
+        Ok(Payload::Heartbeat(hb)) => {
+            format!("interval {} ns, sent {}", hb.interval_ns, hb.messages_sent)
+        }
+        Ok(Payload::BookLevel(b)) => {
+            format!(
+                "{:?} L{} {}x{} ({} orders)",
+                b.side,
+                b.level,
+                price(b.price),
+                b.size,
+                b.order_count
+            )
+        }
+        Err(err) => format!("<{err}>"),
+    };
+    format!(
+        "{:<20} {:<10} pub {} seq {} sent {}{} | {}",
+        m.topic(),
+        kind_name(m.kind()),
+        h.publisher_id,
+        h.sequence,
+        h.send_time_ns,
+        flags,
+        payload
+    )
+}
+
+fn kind_name(kind: Kind) -> &'static str {
+    kind.name()
+}
+
+fn price(fixed: i64) -> String {
+    let scale = tickbox_wire::PRICE_SCALE;
+    let sign = if fixed < 0 { "-" } else { "" };
+    let abs = fixed.unsigned_abs();
+    let whole = abs / scale as u64;
+    let frac = abs % scale as u64;
+    // Four decimals is enough to read prices; the wire keeps nine.
+    format!("{sign}{whole}.{:04}", frac / 100_000)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prices_render_in_currency_units() {
+        assert_eq!(price(101_250_000_000), "101.2500");
+        assert_eq!(price(-1_500_000_000), "-1.5000");
+        assert_eq!(price(0), "0.0000");
+    }
 }

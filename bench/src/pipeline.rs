@@ -1,0 +1,507 @@
+//! The real tickbox pipeline under test: a feed publisher shard ([`tickbox_feed::Publisher`] on the socket
+//! [`tickbox_feed::open_publisher_socket`] makes) → optionally the LVC proxy → the Black Box subscriber
+//! ([`tickbox_subscriber::Subscriber`]: SUB shard, decode, snail/gap checks, inproc PUSH) → a worker
+//! ([`tickbox_workers::Worker`]) that records latency or counts.
+//!
+//! The bench drives the publisher itself instead of running the synthetic `Feed`, so it owns the open-loop
+//! schedule exactly (message `k` carries sequence `k + 1`) and can choose the frame size; the send path —
+//! stamp with `now_ns`, encode into a reused buffer, send on the shard's PUB — is the feed's own.
+//!
+//! Frames are trades on a topic padded to reach the requested size (`T.B…`); the smallest possible frame is
+//! [`min_frame_size`] bytes.
+
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::thread;
+use std::time::Duration;
+
+use tickbox_feed::{open_publisher_socket, FeedConfig, Publisher, ShardConfig as FeedShardConfig};
+use tickbox_subscriber::{HumanDuration, ShardConfig, Subscriber, SubscriberConfig};
+use tickbox_wire::{now_ns, Flags, Kind, MessageRef, Payload, Side, Trade, HEADER_LEN};
+use tickbox_workers::{Delivery, Worker, WorkersConfig};
+
+use crate::latency::{wait_connected, LatencyConfig, LatencyRun};
+use crate::pace::{prepare_pacing_thread, wait_until, RunState, Stall};
+use crate::raw::{run_phases, throughput_result, PhaseCounter, ThroughputConfig};
+use crate::recorder::{LatencyRecorder, LatencySamples, Schedule};
+use crate::report::ThroughputResult;
+use crate::BenchError;
+
+const TOPIC_PREFIX: &str = "T.B";
+
+/// The smallest tickbox frame the bench can send (a trade on a 3-byte topic).
+pub const fn min_frame_size() -> usize {
+    TOPIC_PREFIX.len() + 1 + HEADER_LEN + Payload::encoded_len(Kind::Trade)
+}
+
+/// The frame size a requested size turns into (requests below the minimum are raised to it).
+pub fn frame_size(requested: usize) -> usize {
+    requested.max(min_frame_size())
+}
+
+/// A trade topic whose frame is exactly `frame_size(requested)` bytes.
+pub fn topic_for_size(requested: usize) -> String {
+    let pad = frame_size(requested) - min_frame_size();
+    let mut topic = String::with_capacity(TOPIC_PREFIX.len() + pad);
+    topic.push_str(TOPIC_PREFIX);
+    topic.extend(std::iter::repeat_n('X', pad));
+    topic
+}
+
+fn bench_trade(k: u64) -> Payload {
+    Payload::Trade(Trade {
+        instrument_id: 1,
+        price: 100 * tickbox_wire::PRICE_SCALE + (k % 100) as i64,
+        size: 100,
+        aggressor: Side::Buy,
+        trade_id: k,
+        venue_time_ns: 0,
+    })
+}
+
+fn feed_config(hwm: i32, no_drop: bool) -> FeedConfig {
+    FeedConfig {
+        sndhwm: hwm,
+        no_drop,
+        ..FeedConfig::default()
+    }
+}
+
+fn subscriber_config(endpoints: Vec<String>, hwm: i32) -> SubscriberConfig {
+    SubscriberConfig {
+        shards: endpoints
+            .into_iter()
+            .map(|e| ShardConfig {
+                connect: vec![e],
+                ..ShardConfig::default()
+            })
+            .collect(),
+        // The bench measures lateness; it must not die of it.
+        max_lateness: HumanDuration(Duration::ZERO),
+        rcv_hwm: hwm,
+        handoff_hwm: hwm,
+        poll_ms: 20,
+        drain_timeout: HumanDuration(Duration::from_secs(2)),
+        ..SubscriberConfig::default()
+    }
+}
+
+fn workers_config(count: usize, hwm: i32) -> WorkersConfig {
+    WorkersConfig {
+        count,
+        hwm,
+        poll_ms: 20,
+        ..WorkersConfig::default()
+    }
+}
+
+fn sub_err(e: tickbox_subscriber::SubscriberError) -> BenchError {
+    BenchError::Pipeline(e.to_string())
+}
+
+// ------------------------------------------------------------------------------------------------------------
+// Latency
+
+/// Records latency at the worker: receive time is when the worker took the message off its PULL socket.
+pub struct LatencyWorker {
+    state: Arc<RunState>,
+    log_interval: Duration,
+    stall: Option<Stall>,
+    recorder: Option<LatencyRecorder>,
+    count: u64,
+}
+
+impl LatencyWorker {
+    pub fn new(state: Arc<RunState>, log_interval: Duration, stall: Option<Stall>) -> Self {
+        LatencyWorker {
+            state,
+            log_interval,
+            stall,
+            recorder: None,
+            count: 0,
+        }
+    }
+
+    pub fn finish(self) -> Option<LatencySamples> {
+        self.recorder.map(LatencyRecorder::finish)
+    }
+}
+
+impl Worker for LatencyWorker {
+    #[inline]
+    fn on_message(&mut self, msg: &MessageRef<'_>, delivery: &Delivery) {
+        let header = msg.header();
+        if header.kind == Kind::Heartbeat {
+            // The probe made it through every hop: the path is up.
+            self.state.connected.store(true, Ordering::Release);
+            return;
+        }
+        if header.flags.contains(Flags::CACHED) || header.sequence == 0 {
+            return;
+        }
+        let recorder = match self.recorder.as_mut() {
+            Some(r) => r,
+            None => match self.state.schedule.get() {
+                Some(s) => self
+                    .recorder
+                    .insert(LatencyRecorder::new(*s, self.log_interval)),
+                None => return,
+            },
+        };
+        let index = header.sequence - 1;
+        recorder.record(index, header.send_time_ns, delivery.dequeued_ns);
+        self.state.progress.store(index + 1, Ordering::Release);
+        self.count += 1;
+        if let Some(stall) = &self.stall {
+            stall.maybe_stall(self.count);
+        }
+    }
+}
+
+/// One-way latency through feed shard → [LVC] → Black Box shard → worker at the configured open-loop rate.
+pub fn tickbox_latency(
+    ctx: &zmq::Context,
+    config: &LatencyConfig,
+) -> Result<LatencyRun, BenchError> {
+    let size = frame_size(config.size);
+    let state = RunState::new();
+    let (ep_tx, ep_rx) = mpsc::channel::<Result<String, BenchError>>();
+    let publisher = {
+        let ctx = ctx.clone();
+        let state = Arc::clone(&state);
+        let config = config.clone();
+        thread::Builder::new()
+            .name("bench-feed".into())
+            .spawn(move || {
+                let result = publish_schedule(&ctx, &config, &state, ep_tx);
+                if result.is_err() {
+                    state.abort.store(true, Ordering::Relaxed);
+                }
+                result
+            })
+            .map_err(BenchError::Thread)?
+    };
+    let measured = measure_pipeline(ctx, config, &state, ep_rx);
+    if measured.is_err() {
+        state.abort.store(true, Ordering::Relaxed);
+    }
+    let published = publisher
+        .join()
+        .map_err(|_| BenchError::ThreadPanicked("bench-feed"))?;
+    let samples = measured?;
+    published?;
+    Ok(LatencyRun {
+        system: "tickbox".into(),
+        config: config.clone(),
+        size,
+        samples,
+    })
+}
+
+fn measure_pipeline(
+    ctx: &zmq::Context,
+    config: &LatencyConfig,
+    state: &Arc<RunState>,
+    ep_rx: mpsc::Receiver<Result<String, BenchError>>,
+) -> Result<LatencySamples, BenchError> {
+    let feed_endpoint = ep_rx
+        .recv_timeout(Duration::from_secs(10))
+        .map_err(|_| BenchError::Setup("feed shard did not bind".into()))??;
+    let lvc = if config.via_lvc {
+        let lvc_config = tickbox_feed::lvc::LvcConfig {
+            upstream: vec![feed_endpoint.clone()],
+            bind: config.transport.bind_endpoint("lvc"),
+            upstream_hwm: config.hwm,
+            downstream_hwm: config.hwm,
+            stats_interval_ms: 0,
+            ..Default::default()
+        };
+        Some(
+            tickbox_feed::lvc::spawn(ctx, lvc_config)
+                .map_err(|e| BenchError::Pipeline(format!("lvc: {e}")))?,
+        )
+    } else {
+        None
+    };
+    let sub_endpoint = match &lvc {
+        Some(handle) => handle.endpoints().downstream.clone(),
+        None => feed_endpoint,
+    };
+    let subscriber = Subscriber::start(
+        ctx,
+        &subscriber_config(vec![sub_endpoint], config.hwm),
+        &workers_config(1, config.hwm),
+        |_| LatencyWorker::new(Arc::clone(state), config.log_interval, config.stall),
+    )
+    .map_err(sub_err)?;
+    let connected = wait_connected(state, Duration::from_secs(10));
+    if connected.is_ok() {
+        // Wait for the publisher to finish its schedule, then for the tail to arrive.
+        while state.publisher_done_ns.load(Ordering::Acquire) == 0
+            && !state.abort.load(Ordering::Relaxed)
+        {
+            thread::sleep(Duration::from_millis(2));
+        }
+        state.wait_drained(config.drain);
+    }
+    let report = subscriber.shutdown().map_err(sub_err)?;
+    if let Some(lvc) = lvc {
+        if let Err(e) = lvc.join() {
+            tracing::warn!("lvc: {e}");
+        }
+    }
+    connected?;
+    let parts: Vec<LatencySamples> = report
+        .workers
+        .into_iter()
+        .filter_map(|w| w.worker.finish())
+        .collect();
+    LatencySamples::merge(parts).ok_or(BenchError::NoSamples("tickbox"))
+}
+
+fn publish_schedule(
+    ctx: &zmq::Context,
+    config: &LatencyConfig,
+    state: &RunState,
+    ep_tx: mpsc::Sender<Result<String, BenchError>>,
+) -> Result<(), BenchError> {
+    let feed = feed_config(config.hwm, config.no_drop);
+    let shard = FeedShardConfig {
+        endpoint: config.transport.bind_endpoint("feed"),
+        ..FeedShardConfig::default()
+    };
+    let (socket, endpoint) = match open_publisher_socket(ctx, 0, &shard, &feed) {
+        Ok(opened) => opened,
+        Err(e) => {
+            let err = BenchError::Pipeline(format!("feed shard: {e}"));
+            let _ = ep_tx.send(Err(BenchError::Pipeline(format!("feed shard: {e}"))));
+            return Err(err);
+        }
+    };
+    let _ = ep_tx.send(Ok(endpoint));
+    let mut publisher = Publisher::new(socket, 0, feed.publisher_id_base, 1_000_000);
+    let pub_err = |e: tickbox_feed::FeedError| BenchError::Pipeline(format!("publish: {e}"));
+
+    // Heartbeats probe the path; they carry sequence 0 and are not part of the schedule.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !state.connected.load(Ordering::Acquire)
+        && !state.abort.load(Ordering::Relaxed)
+        && std::time::Instant::now() < deadline
+    {
+        publisher.heartbeat().map_err(pub_err)?;
+        thread::sleep(Duration::from_millis(1));
+    }
+    wait_connected(state, Duration::ZERO)?;
+
+    let topic = topic_for_size(config.size);
+    prepare_pacing_thread();
+    let schedule = Schedule::new(
+        now_ns() + 1_000_000,
+        config.rate,
+        config.warmup,
+        config.duration,
+    )?;
+    let _ = state.schedule.set(schedule);
+    let mut k = 0u64;
+    'schedule: while schedule.in_schedule(k) {
+        wait_until(schedule.intended_ns(k));
+        let now = now_ns();
+        while schedule.in_schedule(k) && schedule.intended_ns(k) <= now {
+            let payload = bench_trade(k);
+            // `None`: a no-drop pipe stayed full for the send timeout; the sequence was not used, so retry.
+            while publisher
+                .publish(&topic, &payload)
+                .map_err(pub_err)?
+                .is_none()
+            {
+                if state.abort.load(Ordering::Relaxed) {
+                    break 'schedule;
+                }
+            }
+            k += 1;
+        }
+        if state.abort.load(Ordering::Relaxed) {
+            break;
+        }
+    }
+    state.sent.store(k, Ordering::Release);
+    state.publisher_done_ns.store(now_ns(), Ordering::Release);
+    // Closing the socket would discard what is still queued beyond its linger: keep it until the tail arrived.
+    state.wait_drained(config.drain);
+    Ok(())
+}
+
+// ------------------------------------------------------------------------------------------------------------
+// Throughput
+
+/// Counts messages taken during the measured phase.
+pub struct CountingWorker {
+    phase: Arc<AtomicU8>,
+    counter: PhaseCounter,
+}
+
+impl Worker for CountingWorker {
+    #[inline]
+    fn on_message(&mut self, msg: &MessageRef<'_>, _delivery: &Delivery) {
+        if msg.kind() != Kind::Heartbeat {
+            self.counter.tick(1, &self.phase);
+        }
+    }
+}
+
+/// Flat-out throughput: `shards` feed publishers (no-drop, so back-pressure instead of loss) → a Black Box with
+/// `shards` SUB shards → `shards` workers counting.
+pub fn tickbox_throughput(
+    ctx: &zmq::Context,
+    config: &ThroughputConfig,
+) -> Result<ThroughputResult, BenchError> {
+    let shards = config.shards.max(1);
+    let phase = Arc::new(AtomicU8::new(crate::raw::PHASE_WARMUP));
+    let mut publishers = Vec::new();
+    let mut endpoints = Vec::new();
+    for shard in 0..shards {
+        let (ep_tx, ep_rx) = mpsc::channel::<Result<String, BenchError>>();
+        let ctx = ctx.clone();
+        let thread_phase = Arc::clone(&phase);
+        let config = config.clone();
+        publishers.push(
+            thread::Builder::new()
+                .name(format!("bench-feed-{shard}"))
+                .spawn(move || flat_out_publisher(&ctx, shard, &config, &thread_phase, ep_tx))
+                .map_err(BenchError::Thread)?,
+        );
+        match ep_rx.recv_timeout(Duration::from_secs(10)) {
+            Ok(Ok(e)) => endpoints.push(e),
+            Ok(Err(e)) => {
+                phase.store(crate::raw::PHASE_STOP, Ordering::Relaxed);
+                return Err(e);
+            }
+            Err(_) => {
+                phase.store(crate::raw::PHASE_STOP, Ordering::Relaxed);
+                return Err(BenchError::Setup("feed shard did not bind".into()));
+            }
+        }
+    }
+    let subscriber = Subscriber::start(
+        ctx,
+        &subscriber_config(endpoints, config.hwm),
+        &workers_config(shards, config.hwm),
+        |_| CountingWorker {
+            phase: Arc::clone(&phase),
+            counter: PhaseCounter::new(),
+        },
+    );
+    let subscriber = match subscriber {
+        Ok(s) => s,
+        Err(e) => {
+            phase.store(crate::raw::PHASE_STOP, Ordering::Relaxed);
+            return Err(sub_err(e));
+        }
+    };
+    let elapsed = run_phases(&phase, config.warmup, config.duration);
+    let mut first_err = None;
+    for p in publishers {
+        match p.join() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                first_err.get_or_insert(e);
+            }
+            Err(_) => {
+                first_err.get_or_insert(BenchError::ThreadPanicked("bench-feed"));
+            }
+        }
+    }
+    let report = subscriber.shutdown().map_err(sub_err)?;
+    if let Some(e) = first_err {
+        return Err(e);
+    }
+    let messages: u64 = report
+        .workers
+        .iter()
+        .map(|w| w.worker.counter.measured())
+        .sum();
+    if report.gaps() > 0 {
+        tracing::warn!(
+            gaps = report.gaps(),
+            missing = report.missing(),
+            "tickbox throughput run saw sequence gaps"
+        );
+    }
+    let mut result = throughput_result("tickbox", config, messages, elapsed, true);
+    result.size = frame_size(config.size);
+    result.mb_per_s = result.msgs_per_s * result.size as f64 / 1e6;
+    Ok(result)
+}
+
+fn flat_out_publisher(
+    ctx: &zmq::Context,
+    shard: usize,
+    config: &ThroughputConfig,
+    phase: &AtomicU8,
+    ep_tx: mpsc::Sender<Result<String, BenchError>>,
+) -> Result<(), BenchError> {
+    let feed = feed_config(config.hwm, true);
+    let shard_config = FeedShardConfig {
+        endpoint: config.transport.bind_endpoint(&format!("feed{shard}")),
+        ..FeedShardConfig::default()
+    };
+    let (socket, endpoint) = match open_publisher_socket(ctx, shard, &shard_config, &feed) {
+        Ok(opened) => opened,
+        Err(e) => {
+            let _ = ep_tx.send(Err(BenchError::Pipeline(format!(
+                "feed shard {shard}: {e}"
+            ))));
+            return Ok(());
+        }
+    };
+    let _ = ep_tx.send(Ok(endpoint));
+    // A no-drop XPUB with no subscriber yet has nowhere to send: wait for the subscription to arrive.
+    socket.set_rcvtimeo(100).map_err(|e| BenchError::Zmq {
+        what: "rcvtimeo",
+        source: e,
+    })?;
+    loop {
+        match socket.recv_bytes(0) {
+            Ok(sub) if sub.first() == Some(&1) => break,
+            Ok(_) | Err(zmq::Error::EAGAIN) => {}
+            Err(e) => {
+                return Err(BenchError::Zmq {
+                    what: "recv subscription",
+                    source: e,
+                })
+            }
+        }
+        if phase.load(Ordering::Relaxed) == crate::raw::PHASE_STOP {
+            return Ok(());
+        }
+    }
+    let publisher_id = feed.publisher_id_base + shard as u32;
+    let mut publisher = Publisher::new(socket, shard, publisher_id, 1_000_000);
+    let topic = topic_for_size(config.size);
+    let mut k = 0u64;
+    while phase.load(Ordering::Relaxed) != crate::raw::PHASE_STOP {
+        publisher
+            .publish(&topic, &bench_trade(k))
+            .map_err(|e| BenchError::Pipeline(format!("publish: {e}")))?;
+        k += 1;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tickbox_wire::{encode_to_vec, Header};
+
+    #[test]
+    fn topics_pad_frames_to_the_requested_size() {
+        for requested in [1, 64, 100, 256, 1024] {
+            let topic = topic_for_size(requested);
+            let header = Header::live(Kind::Trade, 1, 1, 1);
+            let frame = encode_to_vec(&topic, &header, &bench_trade(1)).unwrap();
+            assert_eq!(frame.len(), frame_size(requested));
+            assert_eq!(frame.len(), requested.max(min_frame_size()));
+        }
+    }
+}

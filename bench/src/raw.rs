@@ -1,0 +1,559 @@
+//! Raw libzmq baselines: the same rate, size and transport as the tickbox run, with nothing of tickbox in the
+//! path (no wire codec, no sharding, no hand-off), so the table can say how much tickbox costs.
+//!
+//! Raw latency frames are `index u64 LE | send_time_ns u64 LE | padding` up to the configured size.
+
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use tickbox_wire::now_ns;
+
+use crate::latency::{wait_connected, LatencyConfig, LatencyRun};
+use crate::pace::{prepare_pacing_thread, wait_until, RunState};
+use crate::recorder::{LatencyRecorder, LatencySamples, Schedule};
+use crate::report::ThroughputResult;
+use crate::transport::Transport;
+use crate::BenchError;
+
+/// Index value marking a connection probe (not part of the schedule).
+const PROBE: u64 = u64::MAX;
+/// Smallest raw latency frame: index and timestamp.
+pub const RAW_MIN_SIZE: usize = 16;
+
+fn zerr(what: &'static str) -> impl Fn(zmq::Error) -> BenchError {
+    move |e| BenchError::Zmq { what, source: e }
+}
+
+/// Raw PUB→SUB latency at the configured rate and size. PUB binds, SUB connects, as a feed would.
+pub fn raw_pubsub_latency(
+    ctx: &zmq::Context,
+    config: &LatencyConfig,
+) -> Result<LatencyRun, BenchError> {
+    let size = config.size.max(RAW_MIN_SIZE);
+    let state = RunState::new();
+    let (ep_tx, ep_rx) = mpsc::channel::<String>();
+
+    let sub = {
+        let ctx = ctx.clone();
+        let state = Arc::clone(&state);
+        let config = config.clone();
+        thread::Builder::new()
+            .name("raw-sub".into())
+            .spawn(move || -> Result<LatencySamples, BenchError> {
+                let result = raw_sub_loop(&ctx, &config, &state, ep_rx);
+                if result.is_err() {
+                    state.abort.store(true, Ordering::Relaxed);
+                }
+                result
+            })
+            .map_err(BenchError::Thread)?
+    };
+    let publish = raw_pub_loop(ctx, config, size, &state, ep_tx);
+    if publish.is_err() {
+        state.abort.store(true, Ordering::Relaxed);
+    }
+    let samples = sub
+        .join()
+        .map_err(|_| BenchError::ThreadPanicked("raw-sub"))??;
+    publish?;
+    Ok(LatencyRun {
+        system: "raw-pubsub".into(),
+        config: config.clone(),
+        size,
+        samples,
+    })
+}
+
+fn raw_pub_loop(
+    ctx: &zmq::Context,
+    config: &LatencyConfig,
+    size: usize,
+    state: &RunState,
+    ep_tx: mpsc::Sender<String>,
+) -> Result<(), BenchError> {
+    let mut socket = ctx
+        .socket(if config.no_drop { zmq::XPUB } else { zmq::PUB })
+        .map_err(zerr("socket"))?;
+    socket.set_linger(0).map_err(zerr("linger"))?;
+    socket.set_sndhwm(config.hwm).map_err(zerr("sndhwm"))?;
+    if config.no_drop {
+        tickbox_zmqx::set_xpub_nodrop(&mut socket, true)
+            .map_err(|e| BenchError::Setup(e.to_string()))?;
+    }
+    let endpoint = tickbox_zmqx::bind_resolved(&socket, &config.transport.bind_endpoint("raw-lat"))
+        .map_err(|e| BenchError::Setup(e.to_string()))?;
+    let _ = ep_tx.send(endpoint);
+
+    let mut frame = vec![0u8; size];
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !state.connected.load(Ordering::Acquire) {
+        if Instant::now() > deadline || state.abort.load(Ordering::Relaxed) {
+            break;
+        }
+        frame[..8].copy_from_slice(&PROBE.to_le_bytes());
+        let _ = socket.send(&frame[..], zmq::DONTWAIT);
+        thread::sleep(Duration::from_millis(1));
+    }
+    wait_connected(state, Duration::ZERO)?;
+
+    prepare_pacing_thread();
+    let schedule = Schedule::new(
+        now_ns() + 1_000_000,
+        config.rate,
+        config.warmup,
+        config.duration,
+    )?;
+    let _ = state.schedule.set(schedule);
+    let mut k = 0u64;
+    while schedule.in_schedule(k) {
+        wait_until(schedule.intended_ns(k));
+        if state.abort.load(Ordering::Relaxed) {
+            break;
+        }
+        // Send every message that is due now: after a late wake-up they go back to back.
+        let now = now_ns();
+        while schedule.in_schedule(k) && schedule.intended_ns(k) <= now {
+            frame[..8].copy_from_slice(&k.to_le_bytes());
+            frame[8..16].copy_from_slice(&now_ns().to_le_bytes());
+            socket.send(&frame[..], 0).map_err(zerr("send"))?;
+            k += 1;
+        }
+    }
+    state.sent.store(k, Ordering::Release);
+    state.publisher_done_ns.store(now_ns(), Ordering::Release);
+    // Closing the socket (linger 0) would discard what is still queued: keep it until the tail has arrived.
+    state.wait_drained(config.drain);
+    Ok(())
+}
+
+fn raw_sub_loop(
+    ctx: &zmq::Context,
+    config: &LatencyConfig,
+    state: &RunState,
+    ep_rx: mpsc::Receiver<String>,
+) -> Result<LatencySamples, BenchError> {
+    let endpoint = ep_rx
+        .recv_timeout(Duration::from_secs(5))
+        .map_err(|_| BenchError::Setup("publisher did not bind".into()))?;
+    let socket = ctx.socket(zmq::SUB).map_err(zerr("socket"))?;
+    socket.set_linger(0).map_err(zerr("linger"))?;
+    socket.set_rcvhwm(config.hwm).map_err(zerr("rcvhwm"))?;
+    socket.set_rcvtimeo(50).map_err(zerr("rcvtimeo"))?;
+    socket.connect(&endpoint).map_err(zerr("connect"))?;
+    socket.set_subscribe(b"").map_err(zerr("subscribe"))?;
+
+    let mut msg = zmq::Message::new();
+    let mut recorder: Option<LatencyRecorder> = None;
+    let mut count = 0u64;
+    loop {
+        match socket.recv(&mut msg, 0) {
+            Ok(()) => {
+                let recv_ns = now_ns();
+                if msg.len() < RAW_MIN_SIZE {
+                    continue;
+                }
+                let index = u64::from_le_bytes(msg[..8].try_into().expect("8 bytes"));
+                if index == PROBE {
+                    state.connected.store(true, Ordering::Release);
+                    continue;
+                }
+                let sent = u64::from_le_bytes(msg[8..16].try_into().expect("8 bytes"));
+                let rec = match recorder.as_mut() {
+                    Some(r) => r,
+                    None => match state.schedule.get() {
+                        Some(s) => recorder.insert(LatencyRecorder::new(*s, config.log_interval)),
+                        None => continue,
+                    },
+                };
+                rec.record(index, sent, recv_ns);
+                state.progress.store(index + 1, Ordering::Release);
+                count += 1;
+                if let Some(stall) = &config.stall {
+                    stall.maybe_stall(count);
+                }
+                let sent_total = state.sent.load(Ordering::Acquire);
+                if sent_total != 0 && index + 1 >= sent_total {
+                    break;
+                }
+            }
+            Err(zmq::Error::EAGAIN) => {}
+            Err(e) => {
+                return Err(BenchError::Zmq {
+                    what: "recv",
+                    source: e,
+                })
+            }
+        }
+        if state.receiver_should_stop(config.drain) {
+            break;
+        }
+    }
+    match recorder {
+        Some(r) => Ok(r.finish()),
+        None => Err(BenchError::NoSamples("raw-pubsub")),
+    }
+}
+
+// ------------------------------------------------------------------------------------------------------------
+// Throughput
+
+/// Which raw pattern a throughput baseline uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RawPattern {
+    PushPull,
+    /// XPUB with `ZMQ_XPUB_NODROP` → SUB: back-pressured, so no silent drops inflate the rate.
+    PubSub,
+}
+
+impl RawPattern {
+    pub fn system(self) -> &'static str {
+        match self {
+            RawPattern::PushPull => "raw-pushpull",
+            RawPattern::PubSub => "raw-pubsub",
+        }
+    }
+}
+
+/// Throughput run parameters shared by raw baselines and the tickbox run.
+#[derive(Debug, Clone)]
+pub struct ThroughputConfig {
+    pub transport: Transport,
+    pub size: usize,
+    pub shards: usize,
+    pub warmup: Duration,
+    pub duration: Duration,
+    pub hwm: i32,
+}
+
+/// Phases a throughput run's threads follow; the coordinator moves them along.
+pub(crate) const PHASE_WARMUP: u8 = 0;
+pub(crate) const PHASE_MEASURE: u8 = 1;
+pub(crate) const PHASE_STOP: u8 = 2;
+
+/// Counts messages a receiver got during the measured phase. The hot loop only bumps a local counter and reads
+/// the phase (a relaxed load); the counter is published at phase changes.
+pub(crate) struct PhaseCounter {
+    phase: u8,
+    count: u64,
+    at_start: u64,
+}
+
+impl PhaseCounter {
+    pub(crate) fn new() -> Self {
+        PhaseCounter {
+            phase: PHASE_WARMUP,
+            count: 0,
+            at_start: 0,
+        }
+    }
+
+    /// Counts `n` messages unless the run is over (then returns false and stops counting).
+    #[inline]
+    pub(crate) fn tick(&mut self, n: u64, phase: &AtomicU8) -> bool {
+        if !self.observe(phase) {
+            return false;
+        }
+        self.count += n;
+        true
+    }
+
+    /// Notes a phase change; returns false when the run is over.
+    #[inline]
+    pub(crate) fn observe(&mut self, phase: &AtomicU8) -> bool {
+        let now = phase.load(Ordering::Relaxed);
+        if now != self.phase {
+            if self.phase == PHASE_WARMUP && now >= PHASE_MEASURE {
+                self.at_start = self.count;
+            }
+            self.phase = now;
+        }
+        self.phase != PHASE_STOP
+    }
+
+    pub(crate) fn measured(&self) -> u64 {
+        self.count - self.at_start
+    }
+}
+
+/// Drives the phases: warm-up, measure, stop. Returns the measured wall time.
+pub(crate) fn run_phases(phase: &AtomicU8, warmup: Duration, duration: Duration) -> Duration {
+    thread::sleep(warmup);
+    let start = Instant::now();
+    phase.store(PHASE_MEASURE, Ordering::Relaxed);
+    thread::sleep(duration);
+    phase.store(PHASE_STOP, Ordering::Relaxed);
+    start.elapsed()
+}
+
+/// Flat-out raw throughput: `shards` independent sender→receiver pairs, each a thread per end.
+pub fn raw_throughput(
+    ctx: &zmq::Context,
+    pattern: RawPattern,
+    config: &ThroughputConfig,
+) -> Result<ThroughputResult, BenchError> {
+    let phase = Arc::new(AtomicU8::new(PHASE_WARMUP));
+    let total = Arc::new(AtomicU64::new(0));
+    let mut handles = Vec::new();
+    for shard in 0..config.shards.max(1) {
+        let (ep_tx, ep_rx) = mpsc::channel::<String>();
+        let send_ctx = ctx.clone();
+        let send_phase = Arc::clone(&phase);
+        let cfg = config.clone();
+        handles.push(
+            thread::Builder::new()
+                .name(format!("raw-send-{shard}"))
+                .spawn(move || raw_sender(&send_ctx, pattern, &cfg, &send_phase, ep_tx))
+                .map_err(BenchError::Thread)?,
+        );
+        let recv_ctx = ctx.clone();
+        let recv_phase = Arc::clone(&phase);
+        let recv_total = Arc::clone(&total);
+        let cfg = config.clone();
+        handles.push(
+            thread::Builder::new()
+                .name(format!("raw-recv-{shard}"))
+                .spawn(move || {
+                    raw_receiver(&recv_ctx, pattern, &cfg, &recv_phase, &recv_total, ep_rx)
+                })
+                .map_err(BenchError::Thread)?,
+        );
+    }
+    let elapsed = run_phases(&phase, config.warmup, config.duration);
+    let mut first_err = None;
+    for h in handles {
+        match h.join() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                first_err.get_or_insert(e);
+            }
+            Err(_) => {
+                first_err.get_or_insert(BenchError::ThreadPanicked("raw throughput"));
+            }
+        }
+    }
+    if let Some(e) = first_err {
+        return Err(e);
+    }
+    let messages = total.load(Ordering::Acquire);
+    Ok(throughput_result(
+        pattern.system(),
+        config,
+        messages,
+        elapsed,
+        true,
+    ))
+}
+
+pub(crate) fn throughput_result(
+    system: &str,
+    config: &ThroughputConfig,
+    messages: u64,
+    elapsed: Duration,
+    no_drop: bool,
+) -> ThroughputResult {
+    let secs = elapsed.as_secs_f64().max(1e-9);
+    let rate = messages as f64 / secs;
+    ThroughputResult {
+        system: system.to_string(),
+        transport: config.transport.to_string(),
+        size: config.size,
+        shards: config.shards.max(1),
+        duration_s: secs,
+        messages,
+        msgs_per_s: rate,
+        mb_per_s: rate * config.size as f64 / 1e6,
+        send_hwm: config.hwm,
+        recv_hwm: config.hwm,
+        no_drop,
+    }
+}
+
+fn raw_sender(
+    ctx: &zmq::Context,
+    pattern: RawPattern,
+    config: &ThroughputConfig,
+    phase: &AtomicU8,
+    ep_tx: mpsc::Sender<String>,
+) -> Result<(), BenchError> {
+    let mut socket = ctx
+        .socket(match pattern {
+            RawPattern::PushPull => zmq::PUSH,
+            RawPattern::PubSub => zmq::XPUB,
+        })
+        .map_err(zerr("socket"))?;
+    socket.set_linger(0).map_err(zerr("linger"))?;
+    socket.set_sndhwm(config.hwm).map_err(zerr("sndhwm"))?;
+    socket.set_sndtimeo(100).map_err(zerr("sndtimeo"))?;
+    if pattern == RawPattern::PubSub {
+        tickbox_zmqx::set_xpub_nodrop(&mut socket, true)
+            .map_err(|e| BenchError::Setup(e.to_string()))?;
+        socket.set_rcvtimeo(100).map_err(zerr("rcvtimeo"))?;
+    }
+    let endpoint = tickbox_zmqx::bind_resolved(&socket, &config.transport.bind_endpoint("raw-thr"))
+        .map_err(|e| BenchError::Setup(e.to_string()))?;
+    let _ = ep_tx.send(endpoint);
+    if pattern == RawPattern::PubSub {
+        // Wait for the subscription so nothing sent before the subscriber joins is dropped.
+        loop {
+            match socket.recv_bytes(0) {
+                Ok(sub) if sub.first() == Some(&1) => break,
+                Ok(_) | Err(zmq::Error::EAGAIN) => {}
+                Err(e) => {
+                    return Err(BenchError::Zmq {
+                        what: "recv subscription",
+                        source: e,
+                    })
+                }
+            }
+            if phase.load(Ordering::Relaxed) == PHASE_STOP {
+                return Ok(());
+            }
+        }
+    }
+    let frame = vec![0x5Au8; config.size];
+    while phase.load(Ordering::Relaxed) != PHASE_STOP {
+        match socket.send(&frame[..], 0) {
+            Ok(()) | Err(zmq::Error::EAGAIN) => {}
+            Err(e) => {
+                return Err(BenchError::Zmq {
+                    what: "send",
+                    source: e,
+                })
+            }
+        }
+    }
+    Ok(())
+}
+
+fn raw_receiver(
+    ctx: &zmq::Context,
+    pattern: RawPattern,
+    config: &ThroughputConfig,
+    phase: &AtomicU8,
+    total: &AtomicU64,
+    ep_rx: mpsc::Receiver<String>,
+) -> Result<(), BenchError> {
+    let endpoint = ep_rx
+        .recv_timeout(Duration::from_secs(5))
+        .map_err(|_| BenchError::Setup("sender did not bind".into()))?;
+    let socket = ctx
+        .socket(match pattern {
+            RawPattern::PushPull => zmq::PULL,
+            RawPattern::PubSub => zmq::SUB,
+        })
+        .map_err(zerr("socket"))?;
+    socket.set_linger(0).map_err(zerr("linger"))?;
+    socket.set_rcvhwm(config.hwm).map_err(zerr("rcvhwm"))?;
+    socket.set_rcvtimeo(100).map_err(zerr("rcvtimeo"))?;
+    socket.connect(&endpoint).map_err(zerr("connect"))?;
+    if pattern == RawPattern::PubSub {
+        socket.set_subscribe(b"").map_err(zerr("subscribe"))?;
+    }
+    let mut msg = zmq::Message::new();
+    let mut counter = PhaseCounter::new();
+    loop {
+        match socket.recv(&mut msg, 0) {
+            Ok(()) => {
+                if !counter.tick(1, phase) {
+                    break;
+                }
+            }
+            Err(zmq::Error::EAGAIN) => {
+                if !counter.observe(phase) {
+                    break;
+                }
+            }
+            Err(e) => {
+                return Err(BenchError::Zmq {
+                    what: "recv",
+                    source: e,
+                })
+            }
+        }
+    }
+    total.fetch_add(counter.measured(), Ordering::AcqRel);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pace::Stall;
+
+    fn quick(transport: Transport, rate: u64) -> LatencyConfig {
+        LatencyConfig {
+            rate,
+            transport,
+            warmup: Duration::from_millis(100),
+            duration: Duration::from_millis(300),
+            log_interval: Duration::from_millis(100),
+            drain: Duration::from_millis(300),
+            ..LatencyConfig::default()
+        }
+    }
+
+    #[test]
+    fn raw_latency_measures_every_scheduled_message() {
+        let ctx = zmq::Context::new();
+        for transport in Transport::ALL {
+            let run = raw_pubsub_latency(&ctx, &quick(transport, 5_000)).unwrap();
+            let r = run.result();
+            assert_eq!(r.scheduled, 1_500, "{transport}");
+            assert_eq!(r.received, r.scheduled, "{transport}: {r:?}");
+            assert_eq!(r.lost, 0);
+            assert!(r.corrected.p50 > 0 && r.corrected.p50 < 50_000_000, "{r:?}");
+            assert!(r.corrected.max >= r.corrected.p50);
+            assert!((r.achieved_rate - 5_000.0).abs() < 100.0, "{r:?}");
+            assert!(run.samples.intervals.len() >= 2);
+        }
+    }
+
+    /// Real sockets: a consumer stall back-pressures a no-drop publisher, which then stamps late. The
+    /// uncorrected histogram hides most of the stall; the corrected one shows it.
+    #[test]
+    fn correction_raises_the_tail_when_the_consumer_stalls() {
+        let ctx = zmq::Context::new();
+        let config = LatencyConfig {
+            hwm: 10,
+            no_drop: true,
+            stall: Some(Stall {
+                every: 1_000,
+                pause: Duration::from_millis(20),
+            }),
+            duration: Duration::from_millis(600),
+            ..quick(Transport::Inproc, 10_000)
+        };
+        let r = raw_pubsub_latency(&ctx, &config).unwrap().result();
+        assert_eq!(r.lost, 0, "no-drop publisher lost messages: {r:?}");
+        // ~20 % of messages were due while the consumer slept 20 ms per 100 ms.
+        assert!(r.corrected.p90 > 2_000_000, "corrected {:?}", r.corrected);
+        assert!(
+            r.uncorrected.p90 < r.corrected.p90 / 4,
+            "uncorrected {:?} corrected {:?}",
+            r.uncorrected,
+            r.corrected
+        );
+    }
+
+    #[test]
+    fn raw_throughput_counts_messages() {
+        let ctx = zmq::Context::new();
+        for pattern in [RawPattern::PushPull, RawPattern::PubSub] {
+            let config = ThroughputConfig {
+                transport: Transport::Inproc,
+                size: 64,
+                shards: 2,
+                warmup: Duration::from_millis(50),
+                duration: Duration::from_millis(200),
+                hwm: 1_000,
+            };
+            let r = raw_throughput(&ctx, pattern, &config).unwrap();
+            assert!(r.messages > 1_000, "{r:?}");
+            assert!((r.mb_per_s - r.msgs_per_s * 64.0 / 1e6).abs() < 1e-6);
+            assert_eq!(r.shards, 2);
+        }
+    }
+}

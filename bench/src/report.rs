@@ -1,0 +1,554 @@
+//! Report files: HdrHistogram interval logs (`.hlog`), percentile distributions (`.hgrm`), JSON-lines results
+//! and the comparison of two result files.
+//!
+//! `.hlog` and `.hgrm` follow the Java HdrHistogram formats so the usual tools (HistogramLogProcessor, the online
+//! `.hgrm` plotter) read them. Values in `.hgrm` files are microseconds; `.hlog` histograms hold nanoseconds.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::Path;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use base64::Engine as _;
+use hdrhistogram::serialization::interval_log::{
+    IntervalLogIterator, IntervalLogWriterBuilder, LogEntry, Tag,
+};
+use hdrhistogram::serialization::{Deserializer, V2DeflateSerializer};
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+use crate::recorder::{IntervalSample, Percentiles};
+use crate::BenchError;
+
+/// Tag of the uncorrected histograms in an `.hlog`; the corrected ones are untagged so tools show them by default.
+pub const UNCORRECTED_TAG: &str = "uncorrected";
+
+/// `.hgrm` values are in microseconds.
+const HGRM_SCALE: f64 = 1_000.0;
+
+// ------------------------------------------------------------------------------------------------------------
+// .hlog
+
+/// Writes an interval log: per interval one untagged corrected histogram and one tagged `uncorrected`.
+pub fn write_hlog(
+    path: &Path,
+    intervals: &[IntervalSample],
+    comment: &str,
+) -> Result<(), BenchError> {
+    let base_ns = intervals.first().map(|i| i.start_ns).unwrap_or(0);
+    let mut buf = Vec::new();
+    let mut serializer = V2DeflateSerializer::new();
+    {
+        let base = UNIX_EPOCH + Duration::from_nanos(base_ns);
+        let mut writer = IntervalLogWriterBuilder::new()
+            .add_comment(comment)
+            .add_comment("values in nanoseconds; untagged = corrected for coordinated omission")
+            .with_start_time(base)
+            .with_base_time(base)
+            .with_max_value_divisor(1_000_000.0)
+            .begin_log_with(&mut buf, &mut serializer)
+            .map_err(|e| BenchError::io(path, e))?;
+        let tag = Tag::new(UNCORRECTED_TAG);
+        for interval in intervals {
+            let start = Duration::from_nanos(interval.start_ns - base_ns);
+            let length = Duration::from_nanos(interval.end_ns.saturating_sub(interval.start_ns));
+            writer
+                .write_histogram(&interval.corrected, start, length, None)
+                .map_err(|e| BenchError::Report(format!("writing {}: {e:?}", path.display())))?;
+            writer
+                .write_histogram(&interval.uncorrected, start, length, tag)
+                .map_err(|e| BenchError::Report(format!("writing {}: {e:?}", path.display())))?;
+        }
+    }
+    std::fs::write(path, buf).map_err(|e| BenchError::io(path, e))
+}
+
+/// One histogram read back from an `.hlog`.
+#[derive(Debug, Clone)]
+pub struct HlogEntry {
+    pub tag: Option<String>,
+    /// Offset from the log's base time.
+    pub start: Duration,
+    pub duration: Duration,
+    pub histogram: Histogram<u64>,
+}
+
+/// Reads every interval histogram of an `.hlog` (written by us or by Java HdrHistogram).
+pub fn read_hlog(path: &Path) -> Result<Vec<HlogEntry>, BenchError> {
+    let bytes = std::fs::read(path).map_err(|e| BenchError::io(path, e))?;
+    let mut deserializer = Deserializer::new();
+    let mut out = Vec::new();
+    for entry in IntervalLogIterator::new(&bytes) {
+        let entry =
+            entry.map_err(|e| BenchError::Report(format!("parsing {}: {e:?}", path.display())))?;
+        let LogEntry::Interval(interval) = entry else {
+            continue;
+        };
+        let raw = base64::engine::general_purpose::STANDARD
+            .decode(interval.encoded_histogram())
+            .map_err(|e| BenchError::Report(format!("{}: bad base64: {e}", path.display())))?;
+        let histogram: Histogram<u64> = deserializer
+            .deserialize(&mut std::io::Cursor::new(raw))
+            .map_err(|e| BenchError::Report(format!("{}: bad histogram: {e:?}", path.display())))?;
+        out.push(HlogEntry {
+            tag: interval.tag().map(|t| t.as_str().to_string()),
+            start: interval.start_timestamp(),
+            duration: interval.duration(),
+            histogram,
+        });
+    }
+    Ok(out)
+}
+
+// ------------------------------------------------------------------------------------------------------------
+// .hgrm
+
+/// Java HdrHistogram's sub-bucket count for a significant-digit setting (shown in the `.hgrm` footer).
+fn sub_bucket_count(sigfig: u8) -> u64 {
+    let largest = 2 * 10u64.pow(u32::from(sigfig));
+    largest.next_power_of_two()
+}
+
+/// The standard percentile distribution text (`outputPercentileDistribution` with 5 ticks per half distance),
+/// values in microseconds.
+pub fn hgrm_text(hist: &Histogram<u64>) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:>12} {:>14} {:>10} {:>14}\n",
+        "Value", "Percentile", "TotalCount", "1/(1-Percentile)"
+    );
+    let mut total = 0u64;
+    for v in hist.iter_quantiles(5) {
+        total += v.count_since_last_iteration();
+        let value = v.value_iterated_to() as f64 / HGRM_SCALE;
+        let q = v.quantile_iterated_to();
+        if q < 1.0 {
+            let _ = writeln!(
+                out,
+                "{value:12.3} {q:2.12} {total:10} {:14.2}",
+                1.0 / (1.0 - q)
+            );
+        } else {
+            let _ = writeln!(out, "{value:12.3} {q:2.12} {total:10}");
+        }
+    }
+    let _ = writeln!(
+        out,
+        "#[Mean    = {:12.3}, StdDeviation   = {:12.3}]",
+        hist.mean() / HGRM_SCALE,
+        hist.stdev() / HGRM_SCALE
+    );
+    let _ = writeln!(
+        out,
+        "#[Max     = {:12.3}, Total count    = {:12}]",
+        hist.max() as f64 / HGRM_SCALE,
+        hist.len()
+    );
+    let _ = writeln!(
+        out,
+        "#[Buckets = {:12}, SubBuckets     = {:12}]",
+        hist.buckets(),
+        sub_bucket_count(hist.sigfig())
+    );
+    out
+}
+
+pub fn write_hgrm(path: &Path, hist: &Histogram<u64>) -> Result<(), BenchError> {
+    std::fs::write(path, hgrm_text(hist)).map_err(|e| BenchError::io(path, e))
+}
+
+/// A parsed `.hgrm`: rows of (value µs, percentile, total count) and the footer's totals.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Hgrm {
+    pub rows: Vec<(f64, f64, u64)>,
+    pub mean_us: f64,
+    pub max_us: f64,
+    pub total_count: u64,
+}
+
+/// Parses `.hgrm` text and checks it is self-consistent (percentiles and counts non-decreasing, last row at
+/// 100 % equal to the footer's count).
+pub fn parse_hgrm(text: &str) -> Result<Hgrm, BenchError> {
+    let bad = |msg: String| BenchError::Report(format!("bad .hgrm: {msg}"));
+    let mut rows: Vec<(f64, f64, u64)> = Vec::new();
+    let mut footer: BTreeMap<String, f64> = BTreeMap::new();
+    let mut saw_header = false;
+    for line in text.lines() {
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        if let Some(inner) = line.strip_prefix("#[").and_then(|l| l.strip_suffix(']')) {
+            for part in inner.split(',') {
+                let (k, v) = part
+                    .split_once('=')
+                    .ok_or_else(|| bad(format!("footer field {part:?}")))?;
+                let v: f64 = v
+                    .trim()
+                    .parse()
+                    .map_err(|_| bad(format!("footer value {v:?}")))?;
+                footer.insert(k.trim().to_string(), v);
+            }
+            continue;
+        }
+        if line.starts_with("Value") {
+            saw_header = true;
+            continue;
+        }
+        let cols: Vec<&str> = line.split_whitespace().collect();
+        if cols.len() < 3 || cols.len() > 4 {
+            return Err(bad(format!("row {line:?}")));
+        }
+        let value: f64 = cols[0]
+            .parse()
+            .map_err(|_| bad(format!("value in {line:?}")))?;
+        let pct: f64 = cols[1]
+            .parse()
+            .map_err(|_| bad(format!("percentile in {line:?}")))?;
+        let count: u64 = cols[2]
+            .parse()
+            .map_err(|_| bad(format!("count in {line:?}")))?;
+        if let Some(&(pv, pp, pc)) = rows.last() {
+            if value < pv || pct < pp || count < pc {
+                return Err(bad(format!("row {line:?} goes backwards")));
+            }
+        }
+        if !(0.0..=1.0).contains(&pct) {
+            return Err(bad(format!("percentile {pct} out of range")));
+        }
+        rows.push((value, pct, count));
+    }
+    if !saw_header {
+        return Err(bad("no header line".into()));
+    }
+    let get = |k: &str| {
+        footer
+            .get(k)
+            .copied()
+            .ok_or_else(|| bad(format!("footer lacks {k}")))
+    };
+    let total_count = get("Total count")? as u64;
+    let hgrm = Hgrm {
+        mean_us: get("Mean")?,
+        max_us: get("Max")?,
+        total_count,
+        rows,
+    };
+    if let Some(&(_, pct, count)) = hgrm.rows.last() {
+        if pct != 1.0 || count != total_count {
+            return Err(bad(format!(
+                "last row at {pct} with {count}, footer says {total_count}"
+            )));
+        }
+    }
+    Ok(hgrm)
+}
+
+// ------------------------------------------------------------------------------------------------------------
+// JSON-lines results
+
+/// One latency configuration's result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LatencyResult {
+    /// `tickbox` or a raw-libzmq baseline (`raw-pubsub`).
+    pub system: String,
+    pub transport: String,
+    pub via_lvc: bool,
+    /// Offered rate, msg/s.
+    pub rate: u64,
+    /// Bytes per message on the wire (ZeroMQ frame body).
+    pub size: usize,
+    pub duration_s: f64,
+    pub warmup_s: f64,
+    /// Messages the measured window scheduled.
+    pub scheduled: u64,
+    /// Messages of the measured window that arrived.
+    pub received: u64,
+    /// `scheduled - received`: dropped (PUB at HWM) or still in flight at the drain deadline.
+    pub lost: u64,
+    /// Measured messages received per second of the measured window.
+    pub achieved_rate: f64,
+    pub corrected: Percentiles,
+    pub uncorrected: Percentiles,
+    pub send_hwm: i32,
+    pub recv_hwm: i32,
+    /// Base name of this configuration's `.hlog` / `.hgrm` files in the output directory.
+    pub files: String,
+}
+
+/// One throughput configuration's result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ThroughputResult {
+    /// `tickbox`, `raw-pushpull` or `raw-pubsub`.
+    pub system: String,
+    pub transport: String,
+    pub size: usize,
+    pub shards: usize,
+    pub duration_s: f64,
+    pub messages: u64,
+    pub msgs_per_s: f64,
+    pub mb_per_s: f64,
+    pub send_hwm: i32,
+    pub recv_hwm: i32,
+    /// Whether senders block at the HWM (true) or a PUB drops (false).
+    pub no_drop: bool,
+}
+
+/// One line of a results file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum BenchRecord {
+    Latency(LatencyResult),
+    Throughput(ThroughputResult),
+}
+
+impl BenchRecord {
+    /// What identifies "the same configuration" across two runs.
+    pub fn key(&self) -> String {
+        match self {
+            BenchRecord::Latency(r) => format!(
+                "latency {} {}{} rate={} size={}",
+                r.system,
+                r.transport,
+                if r.via_lvc { "+lvc" } else { "" },
+                r.rate,
+                r.size
+            ),
+            BenchRecord::Throughput(r) => format!(
+                "throughput {} {} size={} shards={}",
+                r.system, r.transport, r.size, r.shards
+            ),
+        }
+    }
+}
+
+/// Appends records to a JSON-lines file (one object per line).
+pub fn append_jsonl(path: &Path, records: &[BenchRecord]) -> Result<(), BenchError> {
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(|e| BenchError::io(path, e))?;
+    let mut text = String::new();
+    for r in records {
+        text.push_str(&serde_json::to_string(r).map_err(|e| BenchError::Report(e.to_string()))?);
+        text.push('\n');
+    }
+    file.write_all(text.as_bytes())
+        .map_err(|e| BenchError::io(path, e))
+}
+
+/// Reads a JSON-lines results file; a bad line is an error naming its line number.
+pub fn read_jsonl(path: &Path) -> Result<Vec<BenchRecord>, BenchError> {
+    let text = std::fs::read_to_string(path).map_err(|e| BenchError::io(path, e))?;
+    let mut out = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let record = serde_json::from_str(line)
+            .map_err(|e| BenchError::Report(format!("{}:{}: {e}", path.display(), n + 1)))?;
+        out.push(record);
+    }
+    Ok(out)
+}
+
+fn pct_change(old: f64, new: f64) -> String {
+    if old == 0.0 {
+        return "n/a".into();
+    }
+    format!("{:+.1}%", (new - old) / old * 100.0)
+}
+
+fn us(ns: u64) -> f64 {
+    ns as f64 / 1_000.0
+}
+
+/// The `compare` table: for every configuration present in both files, the figures of each and the change.
+/// Configurations present in only one file are listed at the end. When a key repeats (several runs in one
+/// file) the last record wins.
+pub fn compare(before: &[BenchRecord], after: &[BenchRecord]) -> String {
+    let index = |records: &[BenchRecord]| -> BTreeMap<String, BenchRecord> {
+        records.iter().map(|r| (r.key(), r.clone())).collect()
+    };
+    let a = index(before);
+    let b = index(after);
+    let mut out = String::new();
+    let mut only = Vec::new();
+    let mut lat_header = false;
+    let mut thr_header = false;
+    for (key, old) in &a {
+        let Some(new) = b.get(key) else {
+            only.push(format!("only in first:  {key}"));
+            continue;
+        };
+        match (old, new) {
+            (BenchRecord::Latency(o), BenchRecord::Latency(n)) => {
+                if !lat_header {
+                    let _ = writeln!(
+                        out,
+                        "{:<52} {:>22} {:>22} {:>22} {:>24}",
+                        "latency (corrected, µs)", "p50", "p99", "p99.9", "achieved msg/s"
+                    );
+                    lat_header = true;
+                }
+                let cell = |o: u64, n: u64| {
+                    format!(
+                        "{:.1}→{:.1} {}",
+                        us(o),
+                        us(n),
+                        pct_change(o as f64, n as f64)
+                    )
+                };
+                let _ = writeln!(
+                    out,
+                    "{:<52} {:>22} {:>22} {:>22} {:>24}",
+                    key,
+                    cell(o.corrected.p50, n.corrected.p50),
+                    cell(o.corrected.p99, n.corrected.p99),
+                    cell(o.corrected.p999, n.corrected.p999),
+                    format!(
+                        "{:.0}→{:.0} {}",
+                        o.achieved_rate,
+                        n.achieved_rate,
+                        pct_change(o.achieved_rate, n.achieved_rate)
+                    ),
+                );
+            }
+            (BenchRecord::Throughput(o), BenchRecord::Throughput(n)) => {
+                if !thr_header {
+                    let _ = writeln!(out, "{:<52} {:>30} {:>24}", "throughput", "msg/s", "MB/s");
+                    thr_header = true;
+                }
+                let _ = writeln!(
+                    out,
+                    "{:<52} {:>30} {:>24}",
+                    key,
+                    format!(
+                        "{:.0}→{:.0} {}",
+                        o.msgs_per_s,
+                        n.msgs_per_s,
+                        pct_change(o.msgs_per_s, n.msgs_per_s)
+                    ),
+                    format!(
+                        "{:.1}→{:.1} {}",
+                        o.mb_per_s,
+                        n.mb_per_s,
+                        pct_change(o.mb_per_s, n.mb_per_s)
+                    ),
+                );
+            }
+            _ => unreachable!("keys start with the record kind"),
+        }
+    }
+    for key in b.keys().filter(|k| !a.contains_key(*k)) {
+        only.push(format!("only in second: {key}"));
+    }
+    if a.keys().all(|k| !b.contains_key(k)) {
+        let _ = writeln!(out, "no configuration appears in both files");
+    }
+    for line in only {
+        let _ = writeln!(out, "{line}");
+    }
+    out
+}
+
+/// A timestamp for result file names.
+pub fn unix_seconds() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::recorder::new_histogram;
+
+    fn sample_hist() -> Histogram<u64> {
+        let mut h = new_histogram();
+        for v in 1..=10_000u64 {
+            h.record(v * 100).unwrap();
+        }
+        h
+    }
+
+    #[test]
+    fn hgrm_round_trips_and_matches_histogram() {
+        let h = sample_hist();
+        let text = hgrm_text(&h);
+        let parsed = parse_hgrm(&text).unwrap();
+        assert_eq!(parsed.total_count, 10_000);
+        assert!((parsed.max_us - h.max() as f64 / 1_000.0).abs() < 0.01);
+        let median = parsed
+            .rows
+            .iter()
+            .find(|(_, p, _)| *p >= 0.5)
+            .map(|(v, _, _)| *v)
+            .unwrap();
+        assert!((median - 500.0).abs() < 2.0, "median {median}");
+        assert!(parse_hgrm("garbage").is_err());
+        let truncated: String = text.lines().take(5).collect::<Vec<_>>().join("\n");
+        assert!(parse_hgrm(&truncated).is_err());
+    }
+
+    #[test]
+    fn hlog_round_trips_through_the_interval_log_reader() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.hlog");
+        let h = sample_hist();
+        let intervals = vec![
+            IntervalSample {
+                start_ns: 1_700_000_000_000_000_000,
+                end_ns: 1_700_000_001_000_000_000,
+                corrected: h.clone(),
+                uncorrected: new_histogram(),
+            },
+            IntervalSample {
+                start_ns: 1_700_000_001_000_000_000,
+                end_ns: 1_700_000_002_000_000_000,
+                corrected: h.clone(),
+                uncorrected: h.clone(),
+            },
+        ];
+        write_hlog(&path, &intervals, "test").unwrap();
+        let entries = read_hlog(&path).unwrap();
+        assert_eq!(entries.len(), 4);
+        assert_eq!(entries[0].tag, None);
+        assert_eq!(entries[1].tag.as_deref(), Some(UNCORRECTED_TAG));
+        assert_eq!(entries[0].histogram, h);
+        assert_eq!(entries[1].histogram.len(), 0);
+        assert_eq!(entries[2].start, Duration::from_secs(1));
+        assert_eq!(entries[3].duration, Duration::from_secs(1));
+    }
+
+    #[test]
+    fn jsonl_round_trip_and_bad_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.json");
+        let rec = BenchRecord::Throughput(ThroughputResult {
+            system: "raw-pushpull".into(),
+            transport: "tcp".into(),
+            size: 64,
+            shards: 1,
+            duration_s: 1.0,
+            messages: 10,
+            msgs_per_s: 10.0,
+            mb_per_s: 0.00064,
+            send_hwm: 1000,
+            recv_hwm: 1000,
+            no_drop: true,
+        });
+        append_jsonl(&path, std::slice::from_ref(&rec)).unwrap();
+        append_jsonl(&path, std::slice::from_ref(&rec)).unwrap();
+        assert_eq!(read_jsonl(&path).unwrap(), vec![rec.clone(), rec]);
+        std::fs::write(&path, "{\"kind\":\"throughput\"}\n").unwrap();
+        let err = read_jsonl(&path).unwrap_err().to_string();
+        assert!(err.contains(":1:"), "{err}");
+    }
+}

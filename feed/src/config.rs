@@ -1,0 +1,426 @@
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::error::FeedError;
+use crate::pacer::Pacing;
+
+/// Everything a feed needs; the `[feed]` section of the deployment TOML. Every field has a default, so
+/// `FeedConfig::default()` is a working feed: one shard on `tcp://127.0.0.1:*`, 1,000 symbols at 100k msg/s.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FeedConfig {
+    /// One publisher shard (socket + thread + publisher id) per entry. Symbols are spread over shards with
+    /// `tickbox_wire::shard_for`, so every process agrees which shard owns a symbol.
+    pub shards: Vec<ShardConfig>,
+    /// Venue code in every topic (`Q.<venue>.<symbol>`). Must not contain `.` or NUL.
+    pub venue: String,
+    /// Size of the generated universe when `symbol_names` is empty.
+    pub symbols: usize,
+    /// Explicit symbol names (overrides `symbols`); empty means generated 4-letter tickers.
+    pub symbol_names: Vec<String>,
+    /// Target data rate in messages per second over all shards (`100000`, `"100k"`, `"1.5m"`, `"max"`).
+    /// Each shard gets the share of its symbols' activity, so the shard owning the hot names runs faster.
+    pub rate: Rate,
+    /// How messages are spaced in time.
+    pub mode: PacingMode,
+    /// Mean burst size in `bursty` mode: bursts arrive as a Poisson process and their sizes are geometric
+    /// with this mean, so `1` is plain Poisson arrivals. The mean rate is still `rate`.
+    pub burst_size: f64,
+    /// Quotes per trade on average (the quote/trade mix); real equity feeds run around 10-20.
+    pub quotes_per_trade: f64,
+    /// Activity skew: symbol of rank `r` gets weight `1 / r^zipf_exponent` (0 = uniform).
+    pub zipf_exponent: f64,
+    /// Probability that a trade sweeps through the touch instead of printing at it.
+    pub trade_through_probability: f64,
+    /// Data pattern: the synthetic market, or the Guide's pathological publisher for LVC testing.
+    pub pattern: Pattern,
+    /// `pathological` only: after one message for every topic, one message per this interval.
+    pub pathological_interval_ms: u64,
+    /// A shard that has sent nothing for this long sends a heartbeat on `H.<publisher id>`. 0 disables.
+    pub heartbeat_interval_ms: u64,
+    /// Seed of every random choice (universe, walk, arrivals): equal seeds give equal streams.
+    pub seed: u64,
+    /// Publisher id of shard 0; shard `i` is `publisher_id_base + i`.
+    pub publisher_id_base: u32,
+    /// `ZMQ_SNDHWM` of each publisher socket (messages per subscriber pipe).
+    pub sndhwm: i32,
+    /// Use an XPUB with `ZMQ_XPUB_NODROP`: a slow subscriber back-pressures the feed instead of losing data.
+    pub no_drop: bool,
+    /// Stop after this long; `None` runs until stopped.
+    pub duration_ms: Option<u64>,
+    /// Stop each shard after it has sent this many data messages; `None` means no limit.
+    pub max_messages_per_shard: Option<u64>,
+    /// Before sending data, wait until this many subscriptions reached each shard (uses an XPUB socket).
+    /// Avoids the slow-joiner loss in tests and benchmarks; 0 starts at once.
+    pub wait_for_subscribers: usize,
+    /// Upper bound on that wait; afterwards the shard starts anyway and logs a warning.
+    pub subscriber_wait_ms: u64,
+    /// Most messages sent per pacer step: bounds how long a shard goes without checking for stop.
+    pub max_batch: usize,
+    /// The pacer sleeps until this close to a deadline and spins the rest, trading CPU for accuracy.
+    pub spin_us: u64,
+    /// A shard that falls this far behind schedule (e.g. blocked by `no_drop`) skips ahead instead of
+    /// flooding to catch up; the skipped time is reported.
+    pub max_catch_up_ms: u64,
+}
+
+impl Default for FeedConfig {
+    fn default() -> Self {
+        FeedConfig {
+            shards: vec![ShardConfig::default()],
+            venue: "XNAS".to_string(),
+            symbols: 1_000,
+            symbol_names: Vec::new(),
+            rate: Rate::PerSecond(100_000),
+            mode: PacingMode::Paced,
+            burst_size: 20.0,
+            quotes_per_trade: 10.0,
+            zipf_exponent: 1.0,
+            trade_through_probability: 0.05,
+            pattern: Pattern::Synthetic,
+            pathological_interval_ms: 1_000,
+            heartbeat_interval_ms: 100,
+            seed: seed_default(),
+            publisher_id_base: 1,
+            sndhwm: 1_000,
+            no_drop: false,
+            duration_ms: None,
+            max_messages_per_shard: None,
+            wait_for_subscribers: 0,
+            subscriber_wait_ms: 5_000,
+            max_batch: 256,
+            spin_us: 20,
+            max_catch_up_ms: 1_000,
+        }
+    }
+}
+
+/// One publisher shard.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ShardConfig {
+    /// Any ZeroMQ endpoint: `tcp://127.0.0.1:*` (port chosen by the OS, read it back from the handle),
+    /// `ipc:///path`, or `inproc://name` (only reachable through the same `zmq::Context` given to `Feed::start`).
+    pub endpoint: String,
+    /// Connect to `endpoint` instead of binding it, e.g. to push into an LVC proxy's XSUB frontend.
+    pub connect: bool,
+    /// Pin this shard's thread to this CPU; `None` leaves it to the scheduler.
+    pub core: Option<usize>,
+}
+
+impl Default for ShardConfig {
+    fn default() -> Self {
+        ShardConfig {
+            endpoint: "tcp://127.0.0.1:*".to_string(),
+            connect: false,
+            core: None,
+        }
+    }
+}
+
+/// How data messages are spaced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum PacingMode {
+    /// Evenly spaced at `rate`, by absolute deadline (no drift).
+    #[default]
+    Paced,
+    /// Poisson-arriving bursts with mean rate `rate`.
+    Bursty,
+    /// As fast as the socket takes them; `rate` is ignored.
+    FlatOut,
+}
+
+impl FromStr for PacingMode {
+    type Err = FeedError;
+    fn from_str(s: &str) -> Result<Self, FeedError> {
+        match s.to_ascii_lowercase().replace('-', "_").as_str() {
+            "paced" => Ok(PacingMode::Paced),
+            "bursty" => Ok(PacingMode::Bursty),
+            "flat_out" | "flatout" | "max" => Ok(PacingMode::FlatOut),
+            _ => Err(FeedError::InvalidConfig {
+                field: "mode",
+                reason: format!("{s:?} is not one of paced, bursty, flat-out"),
+            }),
+        }
+    }
+}
+
+/// What the feed publishes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Pattern {
+    /// The synthetic market: random-walk quotes and trades with a Zipf-skewed activity.
+    #[default]
+    Synthetic,
+    /// The Guide's pathological publisher: one message for every topic (each symbol's quote and trade), then
+    /// one message every `pathological_interval_ms` to a random topic. Late joiners see almost nothing
+    /// unless an LVC serves them the cached values.
+    Pathological,
+}
+
+impl FromStr for Pattern {
+    type Err = FeedError;
+    fn from_str(s: &str) -> Result<Self, FeedError> {
+        match s.to_ascii_lowercase().as_str() {
+            "synthetic" => Ok(Pattern::Synthetic),
+            "pathological" => Ok(Pattern::Pathological),
+            _ => Err(FeedError::InvalidConfig {
+                field: "pattern",
+                reason: format!("{s:?} is not one of synthetic, pathological"),
+            }),
+        }
+    }
+}
+
+/// A message rate: a number per second or "as fast as possible".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rate {
+    PerSecond(u64),
+    Max,
+}
+
+impl FromStr for Rate {
+    type Err = FeedError;
+    /// Accepts `50000`, `100k`, `1.5m`, `2M`, `1_000_000`, `max`.
+    fn from_str(s: &str) -> Result<Self, FeedError> {
+        let bad = || FeedError::InvalidRate(s.to_string());
+        let t = s.trim().replace('_', "").to_ascii_lowercase();
+        if t == "max" {
+            return Ok(Rate::Max);
+        }
+        let (number, scale) = match t.chars().last() {
+            Some('k') => (&t[..t.len() - 1], 1e3),
+            Some('m') => (&t[..t.len() - 1], 1e6),
+            Some('g') => (&t[..t.len() - 1], 1e9),
+            _ => (t.as_str(), 1.0),
+        };
+        let value: f64 = number.parse().map_err(|_| bad())?;
+        let per_second = value * scale;
+        if !per_second.is_finite() || !(1.0..=1e12).contains(&per_second) {
+            return Err(bad());
+        }
+        Ok(Rate::PerSecond(per_second.round() as u64))
+    }
+}
+
+impl fmt::Display for Rate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Rate::Max => f.write_str("max"),
+            Rate::PerSecond(n) => write!(f, "{n}"),
+        }
+    }
+}
+
+impl Serialize for Rate {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Rate::PerSecond(n) => serializer.serialize_u64(*n),
+            Rate::Max => serializer.serialize_str("max"),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Rate {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Repr {
+            Int(u64),
+            Float(f64),
+            Text(String),
+        }
+        let text = match Repr::deserialize(deserializer)? {
+            Repr::Int(n) => n.to_string(),
+            Repr::Float(x) => x.to_string(),
+            Repr::Text(s) => s,
+        };
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+const fn seed_default() -> u64 {
+    0x7_1c_b0_c5
+}
+
+impl FeedConfig {
+    /// Checks ranges and consistency; `Feed::start` calls it, so a bad config never reaches a thread.
+    pub fn validate(&self) -> Result<(), FeedError> {
+        let bad =
+            |field: &'static str, reason: String| Err(FeedError::InvalidConfig { field, reason });
+        if self.shards.is_empty() {
+            return bad("shards", "at least one shard is needed".into());
+        }
+        for (i, shard) in self.shards.iter().enumerate() {
+            if shard.endpoint.trim().is_empty() {
+                return bad(
+                    "shards.endpoint",
+                    format!("shard {i} has an empty endpoint"),
+                );
+            }
+        }
+        if self.venue.is_empty() || self.venue.contains(['.', '\0']) {
+            return bad(
+                "venue",
+                format!("{:?} must be non-empty without '.' or NUL", self.venue),
+            );
+        }
+        if self.symbol_names.is_empty() && self.symbols == 0 {
+            return bad("symbols", "the universe needs at least one symbol".into());
+        }
+        if self.symbol_names.is_empty() && self.symbols > crate::generator::MAX_GENERATED_SYMBOLS {
+            return bad(
+                "symbols",
+                format!(
+                    "at most {} generated symbols",
+                    crate::generator::MAX_GENERATED_SYMBOLS
+                ),
+            );
+        }
+        let mut seen = std::collections::HashSet::new();
+        for name in &self.symbol_names {
+            if name.is_empty() || name.contains('\0') {
+                return bad(
+                    "symbol_names",
+                    format!("{name:?} must be non-empty without NUL"),
+                );
+            }
+            if !seen.insert(name.as_str()) {
+                return bad("symbol_names", format!("{name:?} appears twice"));
+            }
+        }
+        if !(self.burst_size.is_finite() && self.burst_size >= 1.0) {
+            return bad("burst_size", format!("{} must be >= 1", self.burst_size));
+        }
+        if !(self.quotes_per_trade.is_finite() && self.quotes_per_trade >= 0.0) {
+            return bad(
+                "quotes_per_trade",
+                format!("{} must be >= 0", self.quotes_per_trade),
+            );
+        }
+        if !(self.zipf_exponent.is_finite() && (0.0..=10.0).contains(&self.zipf_exponent)) {
+            return bad(
+                "zipf_exponent",
+                format!("{} must be in 0..=10", self.zipf_exponent),
+            );
+        }
+        if !(0.0..=1.0).contains(&self.trade_through_probability) {
+            return bad(
+                "trade_through_probability",
+                format!("{} must be in 0..=1", self.trade_through_probability),
+            );
+        }
+        if self.pattern == Pattern::Pathological && self.pathological_interval_ms == 0 {
+            return bad("pathological_interval_ms", "must be > 0".into());
+        }
+        if self.sndhwm < 0 {
+            return bad(
+                "sndhwm",
+                format!("{} must be >= 0 (0 = unlimited)", self.sndhwm),
+            );
+        }
+        if self.max_batch == 0 {
+            return bad("max_batch", "must be > 0".into());
+        }
+        Ok(())
+    }
+
+    /// Number of symbols in the universe.
+    pub fn universe_size(&self) -> usize {
+        if self.symbol_names.is_empty() {
+            self.symbols
+        } else {
+            self.symbol_names.len()
+        }
+    }
+
+    /// The pacing of one shard that carries `share` (0..=1) of the total activity.
+    pub fn shard_pacing(&self, share: f64, topics_in_shard: u64) -> Pacing {
+        if self.pattern == Pattern::Pathological {
+            return Pacing::Pathological {
+                initial: topics_in_shard,
+                interval_ns: self.pathological_interval_ms.saturating_mul(1_000_000),
+            };
+        }
+        let total = match (self.mode, self.rate) {
+            (PacingMode::FlatOut, _) | (_, Rate::Max) => return Pacing::FlatOut,
+            (_, Rate::PerSecond(n)) => n,
+        };
+        // Every shard keeps at least 1 msg/s so a shard of cold names still shows it is alive with data.
+        let per_second = ((total as f64) * share).round().max(1.0) as u64;
+        match self.mode {
+            PacingMode::Paced => Pacing::Paced { per_second },
+            PacingMode::Bursty => Pacing::Bursty {
+                per_second,
+                mean_burst: self.burst_size,
+            },
+            PacingMode::FlatOut => Pacing::FlatOut,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates_parse() {
+        assert_eq!("100k".parse::<Rate>().unwrap(), Rate::PerSecond(100_000));
+        assert_eq!("1.5M".parse::<Rate>().unwrap(), Rate::PerSecond(1_500_000));
+        assert_eq!("2_000".parse::<Rate>().unwrap(), Rate::PerSecond(2_000));
+        assert_eq!("max".parse::<Rate>().unwrap(), Rate::Max);
+        for bad in ["", "k", "fast", "-5", "0", "1e99"] {
+            assert!(bad.parse::<Rate>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn empty_toml_is_the_default_and_typos_are_rejected() {
+        let config: FeedConfig = toml::from_str("").unwrap();
+        assert_eq!(config, FeedConfig::default());
+        config.validate().unwrap();
+        let config: FeedConfig = toml::from_str(
+            "rate = \"250k\"\nmode = \"bursty\"\n[[shards]]\nendpoint = \"ipc:///tmp/x\"\ncore = 1\n",
+        )
+        .unwrap();
+        assert_eq!(config.rate, Rate::PerSecond(250_000));
+        assert_eq!(config.mode, PacingMode::Bursty);
+        assert_eq!(config.shards[0].core, Some(1));
+        assert!(toml::from_str::<FeedConfig>("rat = 5").is_err());
+        assert!(toml::from_str::<FeedConfig>("rate = \"lots\"").is_err());
+        assert!(toml::from_str::<FeedConfig>("mode = \"warp\"").is_err());
+    }
+
+    #[test]
+    fn validation_names_the_field() {
+        let mut config = FeedConfig {
+            venue: "X.Y".into(),
+            ..FeedConfig::default()
+        };
+        assert!(matches!(
+            config.validate(),
+            Err(FeedError::InvalidConfig { field: "venue", .. })
+        ));
+        config.venue = "XNAS".into();
+        config.shards.clear();
+        assert!(matches!(
+            config.validate(),
+            Err(FeedError::InvalidConfig {
+                field: "shards",
+                ..
+            })
+        ));
+        config.shards.push(ShardConfig::default());
+        config.symbol_names = vec!["A".into(), "A".into()];
+        assert!(matches!(
+            config.validate(),
+            Err(FeedError::InvalidConfig {
+                field: "symbol_names",
+                ..
+            })
+        ));
+    }
+}

@@ -1,0 +1,550 @@
+//! The LVC's protocol logic without sockets: what to cache, what to forward, which subscriptions go upstream.
+
+use std::collections::HashSet;
+use std::fmt;
+
+use tickbox_wire::{Flags, Header, Kind, MessageRef};
+
+use super::cache::{LastValueCache, Store};
+use super::{LvcConfig, MalformedPolicy};
+
+/// Whether the proxy sends an upstream frame on to subscribers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    Forward,
+    Drop,
+}
+
+/// A frame that arrived on the XPUB (from a subscriber), interpreted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DownstreamEvent<'a> {
+    /// Some subscriber subscribed to `prefix` (with `XPUB_VERBOSE`, also a second subscriber to the same prefix).
+    /// The caller sends every cached value matching `prefix`; it sends the subscription upstream only when
+    /// `forward_upstream` (the proxy is not already subscribed upstream to exactly this prefix).
+    Subscribe {
+        prefix: &'a [u8],
+        forward_upstream: bool,
+    },
+    /// The last subscriber to `prefix` left (XPUB reports only that one).
+    Unsubscribe {
+        prefix: &'a [u8],
+        forward_upstream: bool,
+    },
+    /// Not a subscription frame; counted and not forwarded (publishers ignore upstream data anyway).
+    Other,
+}
+
+/// Counters the proxy keeps. Plain integers, updated by one thread; copied out for reporting.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LvcStats {
+    /// Upstream messages received (a multipart message counts once).
+    pub messages_in: u64,
+    /// Live messages sent to subscribers (once per send on the XPUB, however many subscribers match).
+    pub messages_out: u64,
+    /// Cached values sent because of a subscription.
+    pub cached_sent: u64,
+    /// Upstream messages that are not one valid wire frame.
+    pub malformed: u64,
+    /// Subscribe / unsubscribe events seen on the XPUB.
+    pub subscribes: u64,
+    pub unsubscribes: u64,
+    /// Distinct prefixes some subscriber currently holds.
+    pub downstream_prefixes: u64,
+    /// Non-subscription frames from subscribers (dropped).
+    pub downstream_other: u64,
+    /// Keys cached now, and the bytes they hold (frames plus keys).
+    pub topics_cached: u64,
+    pub cache_bytes: u64,
+    /// Keys evicted (LRU) or refused (reject-new) because of the caps; values larger than `max_entry_bytes`.
+    pub cache_evicted: u64,
+    pub cache_rejected: u64,
+    pub cache_too_large: u64,
+    /// Copies sent to the tap, and copies dropped because a tap consumer was slow.
+    pub tap_sent: u64,
+    pub tap_dropped: u64,
+    /// Subscribe events from tap consumers (how many have attached over time).
+    pub tap_subscriptions: u64,
+    /// Live messages a subscriber could not take within `block` mode's wait and that were therefore dropped.
+    pub downstream_dropped: u64,
+}
+
+impl LvcStats {
+    /// Every drop the proxy itself can see, summed.
+    pub fn drops(&self) -> u64 {
+        self.cache_evicted
+            + self.cache_rejected
+            + self.cache_too_large
+            + self.tap_dropped
+            + self.downstream_dropped
+            + self.malformed
+    }
+}
+
+impl fmt::Display for LvcStats {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "in={} out={} cached_sent={} malformed={} subs={} unsubs={} prefixes={} topics_cached={} \
+             cache_bytes={} evicted={} rejected={} too_large={} tap_sent={} tap_dropped={} downstream_dropped={} \
+             downstream_other={} tap_subscriptions={}",
+            self.messages_in,
+            self.messages_out,
+            self.cached_sent,
+            self.malformed,
+            self.subscribes,
+            self.unsubscribes,
+            self.downstream_prefixes,
+            self.topics_cached,
+            self.cache_bytes,
+            self.cache_evicted,
+            self.cache_rejected,
+            self.cache_too_large,
+            self.tap_sent,
+            self.tap_dropped,
+            self.downstream_dropped,
+            self.downstream_other,
+            self.tap_subscriptions,
+        )
+    }
+}
+
+/// Whether a value for one key, carrying `incoming`, should replace what a consumer already holds (`held`).
+///
+/// This is the rule for every last-value consumer of an LVC stream (and for the LVC itself when it sits behind
+/// another LVC):
+/// - a live value (no [`Flags::CACHED`]) always replaces: the live stream arrives in order, and replacing by
+///   arrival is what makes a restarted publisher (sequences back at 1) take effect;
+/// - a cached value only fills in: it applies when nothing is held, or when it is strictly newer by origin time,
+///   with the per-publisher sequence breaking a tie between two values of the same publisher. An equal or older
+///   cached value (the usual case: the proxy re-sends what a subscriber already has, because a subscribe on an
+///   XPUB reaches every matching subscriber) is ignored.
+///
+/// Origin times of different publishers are compared only through their clocks, which must be synchronised for
+/// that comparison to mean anything; when in doubt the held value is kept, since the next live update corrects it.
+pub fn supersedes(incoming: &Header, held: Option<&Header>) -> bool {
+    if !incoming.flags.contains(Flags::CACHED) {
+        return true;
+    }
+    let Some(held) = held else { return true };
+    incoming.origin_time_ns > held.origin_time_ns
+        || (incoming.origin_time_ns == held.origin_time_ns
+            && incoming.publisher_id == held.publisher_id
+            && incoming.sequence > held.sequence)
+}
+
+/// The cache key of a decoded frame, or `None` for kinds that are not cached.
+///
+/// A topic carries one value per kind, except book levels: `B.XNAS.AAPL` carries every level of both sides, so
+/// a book level's key is the topic plus `\0`, side and level (the NUL keeps it sorting with its topic and keeps
+/// prefix matching by topic exact).
+fn cache_key(msg: &MessageRef<'_>, key: &mut Vec<u8>) -> bool {
+    key.clear();
+    match msg.kind() {
+        // A stale heartbeat tells a late joiner nothing: liveness is only meaningful live.
+        Kind::Heartbeat => false,
+        Kind::Quote | Kind::Trade => {
+            key.extend_from_slice(msg.topic().as_bytes());
+            true
+        }
+        Kind::BookLevel => {
+            key.extend_from_slice(msg.topic().as_bytes());
+            // Payload layout: instrument_id u32, side u8, level u8, ...
+            let payload = msg.payload_bytes();
+            key.push(0);
+            key.extend_from_slice(&payload[4..6]);
+            true
+        }
+    }
+}
+
+/// Cache plus subscription bookkeeping; the proxy loop feeds it frames and acts on the answers.
+pub struct LvcEngine {
+    cache: LastValueCache,
+    /// Prefixes the proxy itself subscribes to upstream, for the life of the proxy, to fill the cache.
+    own: Vec<Box<[u8]>>,
+    cache_everything: bool,
+    /// `max_topics = 0` or no `cache_prefixes`: a plain verbose proxy.
+    cache_disabled: bool,
+    /// Prefixes some subscriber holds, as the XPUB reports them.
+    downstream: HashSet<Box<[u8]>>,
+    malformed: MalformedPolicy,
+    key: Vec<u8>,
+    stats: LvcStats,
+}
+
+impl LvcEngine {
+    pub fn new(config: &LvcConfig) -> Self {
+        let own: Vec<Box<[u8]>> = config
+            .cache_prefixes
+            .iter()
+            .map(|p| p.as_bytes().into())
+            .collect();
+        Self {
+            cache: LastValueCache::new(
+                config.max_topics,
+                config.max_bytes,
+                config.max_entry_bytes,
+                config.overflow,
+            ),
+            cache_everything: own.iter().any(|p| p.is_empty()),
+            cache_disabled: own.is_empty() || config.max_topics == 0,
+            own,
+            downstream: HashSet::new(),
+            malformed: config.malformed,
+            key: Vec::with_capacity(256),
+            stats: LvcStats::default(),
+        }
+    }
+
+    /// The subscriptions to send upstream at start (and that stay for the proxy's life).
+    pub fn own_subscriptions(&self) -> impl Iterator<Item = &[u8]> {
+        self.own.iter().map(|p| &p[..])
+    }
+
+    /// One upstream frame. Valid data frames update the cache (by arrival) and are forwarded; malformed ones are
+    /// counted and follow [`MalformedPolicy`].
+    #[inline]
+    pub fn on_upstream(&mut self, frame: &[u8]) -> Verdict {
+        self.stats.messages_in += 1;
+        let msg = match MessageRef::decode(frame) {
+            Ok(msg) => msg,
+            Err(err) => return self.malformed(&err),
+        };
+        if self.cache_disabled
+            || (!self.cache_everything && !self.own.iter().any(|p| frame.starts_with(p)))
+        {
+            return Verdict::Forward;
+        }
+        if !cache_key(&msg, &mut self.key) {
+            return Verdict::Forward;
+        }
+        if msg.header().flags.contains(Flags::CACHED) {
+            // From an LVC upstream of us: only fill in, never overwrite something newer.
+            let held = self
+                .cache
+                .get(&self.key)
+                .and_then(|f| MessageRef::decode(f).ok())
+                .map(|m| *m.header());
+            if !supersedes(msg.header(), held.as_ref()) {
+                return Verdict::Forward;
+            }
+        }
+        match self.cache.store(&self.key, frame) {
+            Store::Updated => {}
+            Store::Inserted { evicted } => self.stats.cache_evicted += evicted as u64,
+            Store::Rejected => self.stats.cache_rejected += 1,
+            Store::TooLarge => self.stats.cache_too_large += 1,
+        }
+        Verdict::Forward
+    }
+
+    /// An upstream message with more than one part: never a wire message. `parts` is how many parts it had.
+    pub fn on_upstream_multipart(&mut self, parts: usize) -> Verdict {
+        self.stats.messages_in += 1;
+        self.stats.malformed += 1;
+        if self.stats.malformed.is_power_of_two() {
+            tracing::warn!(
+                parts,
+                total = self.stats.malformed,
+                "malformed upstream message: a wire message is one frame"
+            );
+        }
+        match self.malformed {
+            MalformedPolicy::Drop => Verdict::Drop,
+            MalformedPolicy::Forward => Verdict::Forward,
+        }
+    }
+
+    fn malformed(&mut self, err: &tickbox_wire::DecodeError) -> Verdict {
+        self.stats.malformed += 1;
+        // Logged at 1, 2, 4, 8, ...: a broken publisher is visible without flooding the log.
+        if self.stats.malformed.is_power_of_two() {
+            tracing::warn!(
+                total = self.stats.malformed,
+                "malformed upstream frame: {err}"
+            );
+        }
+        match self.malformed {
+            MalformedPolicy::Drop => Verdict::Drop,
+            MalformedPolicy::Forward => Verdict::Forward,
+        }
+    }
+
+    /// One frame from the XPUB.
+    pub fn on_downstream<'a>(&mut self, frame: &'a [u8]) -> DownstreamEvent<'a> {
+        let Some((&first, prefix)) = frame.split_first() else {
+            self.stats.downstream_other += 1;
+            return DownstreamEvent::Other;
+        };
+        let own = self.own.iter().any(|p| &p[..] == prefix);
+        match first {
+            1 => {
+                self.stats.subscribes += 1;
+                let new = self.downstream.insert(prefix.into());
+                self.stats.downstream_prefixes = self.downstream.len() as u64;
+                DownstreamEvent::Subscribe {
+                    prefix,
+                    forward_upstream: new && !own,
+                }
+            }
+            0 => {
+                self.stats.unsubscribes += 1;
+                let removed = self.downstream.remove(prefix);
+                self.stats.downstream_prefixes = self.downstream.len() as u64;
+                DownstreamEvent::Unsubscribe {
+                    prefix,
+                    forward_upstream: removed && !own,
+                }
+            }
+            _ => {
+                self.stats.downstream_other += 1;
+                DownstreamEvent::Other
+            }
+        }
+    }
+
+    /// Every cached frame a subscription to `prefix` matches, as received (the sender marks them
+    /// [`Flags::CACHED`] on the way out).
+    pub fn cached_matching<'a>(&'a self, prefix: &'a [u8]) -> impl Iterator<Item = &'a [u8]> + 'a {
+        self.cache.matching(prefix)
+    }
+
+    pub fn cache(&self) -> &LastValueCache {
+        &self.cache
+    }
+
+    /// A snapshot of the counters, with the cache gauges filled in.
+    pub fn stats(&self) -> LvcStats {
+        let mut stats = self.stats;
+        stats.topics_cached = self.cache.len() as u64;
+        stats.cache_bytes = self.cache.bytes() as u64;
+        stats
+    }
+
+    pub(crate) fn stats_mut(&mut self) -> &mut LvcStats {
+        &mut self.stats
+    }
+}
+
+/// Builds the frame the proxy sends for a cached value: the stored frame with [`Flags::CACHED`] added.
+pub fn mark_cached(frame: &mut [u8]) -> Result<Header, tickbox_wire::DecodeError> {
+    let header = *MessageRef::decode(frame)?.header();
+    tickbox_wire::set_flags_in_place(frame, header.flags.with(Flags::CACHED))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tickbox_wire::{encode_to_vec, BookLevel, Payload, Quote, Side};
+
+    fn quote(topic: &str, publisher: u32, seq: u64, t: u64, bid: i64) -> Vec<u8> {
+        let q = Quote {
+            bid_px: bid,
+            ..Quote::default()
+        };
+        encode_to_vec(
+            topic,
+            &Header::live(Kind::Quote, publisher, seq, t),
+            &q.into(),
+        )
+        .unwrap()
+    }
+
+    fn engine() -> LvcEngine {
+        LvcEngine::new(&LvcConfig::default())
+    }
+
+    #[test]
+    fn caches_last_value_and_serves_prefix() {
+        let mut e = engine();
+        assert_eq!(
+            e.on_upstream(&quote("Q.X.A", 1, 1, 10, 1)),
+            Verdict::Forward
+        );
+        assert_eq!(
+            e.on_upstream(&quote("Q.X.A", 1, 2, 11, 2)),
+            Verdict::Forward
+        );
+        assert_eq!(
+            e.on_upstream(&quote("Q.X.B", 1, 3, 12, 3)),
+            Verdict::Forward
+        );
+        let got: Vec<_> = e.cached_matching(b"Q.X.A").map(|f| f.to_vec()).collect();
+        assert_eq!(got, vec![quote("Q.X.A", 1, 2, 11, 2)]);
+        assert_eq!(e.cached_matching(b"Q.").count(), 2);
+        assert_eq!(e.cached_matching(b"T.").count(), 0);
+        assert_eq!(e.stats().messages_in, 3);
+        assert_eq!(e.stats().topics_cached, 2);
+    }
+
+    #[test]
+    fn restarted_publisher_replaces_by_arrival() {
+        let mut e = engine();
+        e.on_upstream(&quote("Q.X.A", 1, 1000, 10, 1));
+        e.on_upstream(&quote("Q.X.A", 1, 1, 20, 2)); // restart: sequence back to 1
+        let frame = e.cached_matching(b"Q.X.A").next().unwrap();
+        assert_eq!(MessageRef::decode(frame).unwrap().header().sequence, 1);
+    }
+
+    #[test]
+    fn heartbeats_are_forwarded_not_cached_and_book_levels_keyed_by_level() {
+        let mut e = engine();
+        let hb = encode_to_vec(
+            "H.7",
+            &Header::live(Kind::Heartbeat, 7, 5, 1),
+            &Payload::Heartbeat(Default::default()),
+        )
+        .unwrap();
+        assert_eq!(e.on_upstream(&hb), Verdict::Forward);
+        assert_eq!(e.stats().topics_cached, 0);
+        for (side, level) in [
+            (Side::Buy, 0),
+            (Side::Buy, 1),
+            (Side::Sell, 0),
+            (Side::Buy, 0),
+        ] {
+            let b = BookLevel {
+                side,
+                level,
+                ..BookLevel::default()
+            };
+            let frame =
+                encode_to_vec("B.X.A", &Header::live(Kind::BookLevel, 1, 1, 1), &b.into()).unwrap();
+            e.on_upstream(&frame);
+        }
+        assert_eq!(e.cached_matching(b"B.X.A").count(), 3);
+        assert_eq!(e.cached_matching(b"B.X.A\0").count(), 3);
+    }
+
+    #[test]
+    fn malformed_is_counted_and_dropped_by_default() {
+        let mut e = engine();
+        assert_eq!(e.on_upstream(b"garbage"), Verdict::Drop);
+        assert_eq!(e.on_upstream(b""), Verdict::Drop);
+        let mut bad_version = quote("Q.X.A", 1, 1, 1, 1);
+        bad_version[6] = 99;
+        assert_eq!(e.on_upstream(&bad_version), Verdict::Drop);
+        assert_eq!(e.on_upstream_multipart(2), Verdict::Drop);
+        assert_eq!(e.stats().malformed, 4);
+        assert_eq!(e.stats().topics_cached, 0);
+        let mut fwd = LvcEngine::new(&LvcConfig {
+            malformed: MalformedPolicy::Forward,
+            ..LvcConfig::default()
+        });
+        assert_eq!(fwd.on_upstream(b"garbage"), Verdict::Forward);
+        assert_eq!(fwd.stats().topics_cached, 0);
+    }
+
+    #[test]
+    fn only_cache_prefixes_are_cached() {
+        let mut e = LvcEngine::new(&LvcConfig {
+            cache_prefixes: vec!["Q.".into()],
+            ..LvcConfig::default()
+        });
+        let t = encode_to_vec(
+            "T.X.A",
+            &Header::live(Kind::Trade, 1, 1, 1),
+            &Payload::Trade(Default::default()),
+        )
+        .unwrap();
+        assert_eq!(e.on_upstream(&t), Verdict::Forward);
+        e.on_upstream(&quote("Q.X.A", 1, 2, 1, 1));
+        assert_eq!(e.stats().topics_cached, 1);
+        assert_eq!(
+            e.own_subscriptions().collect::<Vec<_>>(),
+            vec![b"Q.".as_slice()]
+        );
+    }
+
+    #[test]
+    fn upstream_subscriptions_are_deduplicated() {
+        let mut e = LvcEngine::new(&LvcConfig {
+            cache_prefixes: vec!["Q.".into()],
+            ..LvcConfig::default()
+        });
+        // First subscriber to T.: goes upstream. Second (verbose duplicate): served from cache, not forwarded,
+        // so the XSUB's own reference count stays at one and the single final unsubscribe releases it.
+        assert_eq!(
+            e.on_downstream(b"\x01T."),
+            DownstreamEvent::Subscribe {
+                prefix: b"T.",
+                forward_upstream: true
+            }
+        );
+        assert_eq!(
+            e.on_downstream(b"\x01T."),
+            DownstreamEvent::Subscribe {
+                prefix: b"T.",
+                forward_upstream: false
+            }
+        );
+        assert_eq!(
+            e.on_downstream(b"\x00T."),
+            DownstreamEvent::Unsubscribe {
+                prefix: b"T.",
+                forward_upstream: true
+            }
+        );
+        // The proxy's own prefix is never released by a subscriber leaving.
+        assert_eq!(
+            e.on_downstream(b"\x01Q."),
+            DownstreamEvent::Subscribe {
+                prefix: b"Q.",
+                forward_upstream: false
+            }
+        );
+        assert_eq!(
+            e.on_downstream(b"\x00Q."),
+            DownstreamEvent::Unsubscribe {
+                prefix: b"Q.",
+                forward_upstream: false
+            }
+        );
+        assert_eq!(e.on_downstream(b"\x07x"), DownstreamEvent::Other);
+        assert_eq!(e.on_downstream(b""), DownstreamEvent::Other);
+        let s = e.stats();
+        assert_eq!(
+            (s.subscribes, s.unsubscribes, s.downstream_other),
+            (3, 2, 2)
+        );
+    }
+
+    #[test]
+    fn cached_value_never_overwrites_a_newer_one() {
+        let live = |p: u32, s: u64, t: u64| Header::live(Kind::Quote, p, s, t);
+        let cached = |h: Header| Header {
+            flags: h.flags.with(Flags::CACHED),
+            ..h
+        };
+        let held = live(1, 10, 1_000);
+        // Live always applies, even with a lower sequence (publisher restart).
+        assert!(supersedes(&live(1, 1, 500), Some(&held)));
+        // Nothing held: the cached value fills in.
+        assert!(supersedes(&cached(live(1, 3, 100)), None));
+        // The proxy re-sent what we already have (same publisher, same sequence): ignored.
+        assert!(!supersedes(&cached(held), Some(&held)));
+        // Older cached value, arriving after a newer live one: ignored.
+        assert!(!supersedes(&cached(live(1, 9, 900)), Some(&held)));
+        // Newer cached value (we missed an update): applies.
+        assert!(supersedes(&cached(live(1, 11, 1_100)), Some(&held)));
+        // Same origin time, same publisher: the sequence decides.
+        assert!(supersedes(&cached(live(1, 11, 1_000)), Some(&held)));
+        // Same origin time, other publisher: keep what we hold.
+        assert!(!supersedes(&cached(live(2, 99, 1_000)), Some(&held)));
+    }
+
+    #[test]
+    fn lvc_behind_lvc_does_not_let_cached_overwrite_live() {
+        let mut e = engine();
+        e.on_upstream(&quote("Q.X.A", 1, 10, 1_000, 5));
+        let mut old = quote("Q.X.A", 1, 9, 900, 4);
+        mark_cached(&mut old).unwrap();
+        assert_eq!(e.on_upstream(&old), Verdict::Forward);
+        let held = MessageRef::decode(e.cached_matching(b"Q.X.A").next().unwrap()).unwrap();
+        assert_eq!(held.header().sequence, 10);
+        let mut fresh = quote("Q.X.B", 1, 8, 800, 4);
+        mark_cached(&mut fresh).unwrap();
+        e.on_upstream(&fresh);
+        assert_eq!(e.cached_matching(b"Q.X.B").count(), 1);
+    }
+}

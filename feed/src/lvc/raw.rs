@@ -1,0 +1,112 @@
+//! A `zmq_msg_t` we own, for the hot path. The `zmq` crate's `Message` cannot be copied by reference count
+//! (`zmq_msg_copy`), so the tap copy would cost an allocation and a memcpy per message; with our own message
+//! the tap copy shares the received buffer.
+
+use std::os::raw::c_int;
+
+pub(crate) struct RawMsg(zmq_sys::zmq_msg_t);
+
+fn last_error() -> zmq::Error {
+    // SAFETY: reads the calling thread's errno as set by the failed libzmq call just made.
+    zmq::Error::from_raw(unsafe { zmq_sys::zmq_errno() })
+}
+
+impl RawMsg {
+    pub(crate) fn new() -> Self {
+        let mut msg = zmq_sys::zmq_msg_t::default();
+        // SAFETY: `msg` is a valid, writable zmq_msg_t; zmq_msg_init cannot fail.
+        unsafe { zmq_sys::zmq_msg_init(&mut msg) };
+        RawMsg(msg)
+    }
+
+    /// A message holding a copy of `bytes` (cold paths only: it allocates).
+    pub(crate) fn from_slice(bytes: &[u8]) -> Self {
+        let mut msg = zmq_sys::zmq_msg_t::default();
+        // SAFETY: `msg` is writable; on success it owns a buffer of `bytes.len()` bytes that we fill. On failure
+        // (out of memory) fall back to an empty message rather than touch an uninitialised one.
+        unsafe {
+            if zmq_sys::zmq_msg_init_size(&mut msg, bytes.len()) != 0 {
+                zmq_sys::zmq_msg_init(&mut msg);
+            } else if !bytes.is_empty() {
+                std::ptr::copy_nonoverlapping(
+                    bytes.as_ptr(),
+                    zmq_sys::zmq_msg_data(&mut msg) as *mut u8,
+                    bytes.len(),
+                );
+            }
+        }
+        RawMsg(msg)
+    }
+
+    /// Receives into this message (its previous content is released by libzmq).
+    #[inline]
+    pub(crate) fn recv(
+        &mut self,
+        socket: &mut zmq::Socket,
+        flags: c_int,
+    ) -> Result<(), zmq::Error> {
+        // SAFETY: the socket pointer is live for the call (we hold `&mut`), and `self.0` is an initialised msg.
+        let rc = unsafe { zmq_sys::zmq_msg_recv(&mut self.0, socket.as_mut_ptr(), flags) };
+        if rc < 0 {
+            Err(last_error())
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Sends this message; on success libzmq leaves it empty (re-initialised) and it can be received into again.
+    /// On failure it still holds its content.
+    #[inline]
+    pub(crate) fn send(
+        &mut self,
+        socket: &mut zmq::Socket,
+        flags: c_int,
+    ) -> Result<(), zmq::Error> {
+        // SAFETY: as in `recv`.
+        let rc = unsafe { zmq_sys::zmq_msg_send(&mut self.0, socket.as_mut_ptr(), flags) };
+        if rc < 0 {
+            Err(last_error())
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Makes this message share `src`'s content (a reference count for large messages, a small copy otherwise).
+    #[inline]
+    pub(crate) fn copy_from(&mut self, src: &mut RawMsg) -> Result<(), zmq::Error> {
+        // SAFETY: both are initialised msgs; zmq_msg_copy releases our old content first.
+        let rc = unsafe { zmq_sys::zmq_msg_copy(&mut self.0, &mut src.0) };
+        if rc < 0 {
+            Err(last_error())
+        } else {
+            Ok(())
+        }
+    }
+
+    #[inline]
+    pub(crate) fn more(&self) -> bool {
+        // SAFETY: `self.0` is initialised.
+        unsafe { zmq_sys::zmq_msg_more(&self.0) != 0 }
+    }
+
+    #[inline]
+    pub(crate) fn bytes(&mut self) -> &[u8] {
+        // SAFETY: data/size describe the message's buffer, valid while the message is not modified; the
+        // returned borrow of `self` prevents modification for its lifetime. An empty message may return a
+        // null or dangling pointer, so handle size 0 without touching it.
+        unsafe {
+            let size = zmq_sys::zmq_msg_size(&self.0);
+            if size == 0 {
+                return &[];
+            }
+            std::slice::from_raw_parts(zmq_sys::zmq_msg_data(&mut self.0) as *const u8, size)
+        }
+    }
+}
+
+impl Drop for RawMsg {
+    fn drop(&mut self) {
+        // SAFETY: `self.0` is initialised; close never fails for a valid message.
+        unsafe { zmq_sys::zmq_msg_close(&mut self.0) };
+    }
+}

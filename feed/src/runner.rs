@@ -1,0 +1,562 @@
+//! The running feed: one thread per shard, each owning its socket, generator and pacer.
+
+use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use tickbox_wire::{now_ns, Kind};
+
+use crate::config::{FeedConfig, Pattern};
+use crate::error::FeedError;
+use crate::generator::{GeneratorParams, MarketGenerator, Universe};
+use crate::pacer::{Pacer, Step};
+use crate::publisher::{open_publisher_socket, Publisher, PublisherCounts};
+
+/// How often an idle shard looks at the stop flag, at most.
+const STOP_CHECK_NS: u64 = 20_000_000;
+
+/// Starts feeds.
+pub struct Feed;
+
+impl Feed {
+    /// Validates `config`, starts one thread per shard and returns once every shard's socket is bound (or
+    /// connected), so the handle's endpoints are ready to connect to. `inproc://` endpoints are reachable only
+    /// through this same `ctx`: pass the context your subscriber uses.
+    pub fn start(ctx: &zmq::Context, config: FeedConfig) -> Result<FeedHandle, FeedError> {
+        config.validate()?;
+        let config = Arc::new(config);
+        let universe = Arc::new(Universe::from_config(&config));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (ready_tx, ready_rx) = mpsc::channel();
+        let mut threads = Vec::with_capacity(config.shards.len());
+        let mut live = Vec::with_capacity(config.shards.len());
+        for shard in 0..config.shards.len() {
+            let counters = Arc::new(LiveCounters::default());
+            live.push(Arc::clone(&counters));
+            let ctx = ctx.clone();
+            let config = Arc::clone(&config);
+            let universe = Arc::clone(&universe);
+            let shard_stop = Arc::clone(&stop);
+            let ready_tx = ready_tx.clone();
+            let spawned = std::thread::Builder::new()
+                .name(format!("feed-shard-{shard}"))
+                .spawn(move || {
+                    let shard_config = &config.shards[shard];
+                    tickbox_zmqx::pin_if_configured(
+                        shard_config.core,
+                        &format!("feed shard {shard}"),
+                    );
+                    let (socket, endpoint) =
+                        match open_publisher_socket(&ctx, shard, shard_config, &config) {
+                            Ok(opened) => opened,
+                            Err(err) => {
+                                let _ = ready_tx.send((shard, Err(err)));
+                                return None;
+                            }
+                        };
+                    let _ = ready_tx.send((shard, Ok(endpoint.clone())));
+                    drop(ready_tx);
+                    let shard_run = ShardRun {
+                        shard,
+                        endpoint,
+                        config: &config,
+                        universe: &universe,
+                        stop: &shard_stop,
+                        live: &counters,
+                    };
+                    let result = shard_run.run(socket);
+                    counters.finished.store(true, Ordering::Release);
+                    Some(result)
+                });
+            match spawned {
+                Ok(handle) => threads.push(handle),
+                Err(err) => {
+                    stop.store(true, Ordering::SeqCst);
+                    for handle in threads {
+                        let _ = handle.join();
+                    }
+                    return Err(FeedError::Spawn(err));
+                }
+            }
+        }
+        drop(ready_tx);
+        let mut endpoints = vec![String::new(); config.shards.len()];
+        let mut first_error = None;
+        for _ in 0..config.shards.len() {
+            match ready_rx.recv() {
+                Ok((shard, Ok(endpoint))) => endpoints[shard] = endpoint,
+                Ok((_, Err(err))) => {
+                    first_error.get_or_insert(err);
+                }
+                // Every sender is gone: a shard thread died before reporting.
+                Err(_) => {
+                    first_error.get_or_insert(FeedError::ShardPanicked(usize::MAX));
+                    break;
+                }
+            }
+        }
+        let shards: Vec<ShardInfo> = endpoints
+            .into_iter()
+            .enumerate()
+            .map(|(shard, endpoint)| ShardInfo {
+                shard,
+                publisher_id: config.publisher_id_base.wrapping_add(shard as u32),
+                endpoint,
+                symbols: universe.shard_symbols(shard).len(),
+            })
+            .collect();
+        let handle = FeedHandle {
+            shards,
+            universe,
+            stop,
+            live,
+            threads,
+        };
+        match first_error {
+            Some(err) => {
+                drop(handle);
+                Err(err)
+            }
+            None => {
+                for info in &handle.shards {
+                    tracing::info!(
+                        shard = info.shard,
+                        publisher_id = info.publisher_id,
+                        symbols = info.symbols,
+                        "feed shard on {}",
+                        info.endpoint
+                    );
+                }
+                Ok(handle)
+            }
+        }
+    }
+}
+
+/// What a caller needs to reach one shard.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShardInfo {
+    pub shard: usize,
+    pub publisher_id: u32,
+    /// The endpoint actually bound (`tcp://127.0.0.1:*` resolved to its port), or the one connected to.
+    pub endpoint: String,
+    /// Number of symbols this shard publishes.
+    pub symbols: usize,
+}
+
+/// A snapshot of one shard's live counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ShardStats {
+    pub counts: PublisherCounts,
+    pub last_sequence: u64,
+    /// Net subscriptions seen (XPUB sockets only: `no_drop` or `wait_for_subscribers`).
+    pub subscriptions: u64,
+    /// The shard thread has ended (limit, duration, stop or error).
+    pub finished: bool,
+}
+
+#[derive(Debug, Default)]
+struct LiveCounters {
+    quotes: AtomicU64,
+    trades: AtomicU64,
+    book_levels: AtomicU64,
+    heartbeats: AtomicU64,
+    would_block: AtomicU64,
+    last_sequence: AtomicU64,
+    subscriptions: AtomicU64,
+    finished: AtomicBool,
+}
+
+impl LiveCounters {
+    #[inline]
+    fn publish(&self, publisher: &Publisher) {
+        let c = publisher.counts();
+        self.quotes.store(c.quotes, Ordering::Relaxed);
+        self.trades.store(c.trades, Ordering::Relaxed);
+        self.book_levels.store(c.book_levels, Ordering::Relaxed);
+        self.heartbeats.store(c.heartbeats, Ordering::Relaxed);
+        self.would_block.store(c.would_block, Ordering::Relaxed);
+        self.last_sequence
+            .store(publisher.last_sequence(), Ordering::Release);
+    }
+
+    fn snapshot(&self) -> ShardStats {
+        ShardStats {
+            counts: PublisherCounts {
+                quotes: self.quotes.load(Ordering::Relaxed),
+                trades: self.trades.load(Ordering::Relaxed),
+                book_levels: self.book_levels.load(Ordering::Relaxed),
+                heartbeats: self.heartbeats.load(Ordering::Relaxed),
+                would_block: self.would_block.load(Ordering::Relaxed),
+            },
+            last_sequence: self.last_sequence.load(Ordering::Acquire),
+            subscriptions: self.subscriptions.load(Ordering::Relaxed),
+            finished: self.finished.load(Ordering::Acquire),
+        }
+    }
+}
+
+/// A running feed. Dropping it stops and joins every shard.
+pub struct FeedHandle {
+    shards: Vec<ShardInfo>,
+    universe: Arc<Universe>,
+    stop: Arc<AtomicBool>,
+    live: Vec<Arc<LiveCounters>>,
+    threads: Vec<JoinHandle<Option<Result<ShardReport, FeedError>>>>,
+}
+
+impl FeedHandle {
+    /// Shards in order: shard `i` publishes the symbols with `shard_for(key, n) == i`.
+    pub fn shards(&self) -> &[ShardInfo] {
+        &self.shards
+    }
+
+    /// The resolved endpoint of every shard, in shard order.
+    pub fn endpoints(&self) -> Vec<String> {
+        self.shards.iter().map(|s| s.endpoint.clone()).collect()
+    }
+
+    /// The symbol universe being published.
+    pub fn universe(&self) -> &Universe {
+        &self.universe
+    }
+
+    /// Live counters of every shard (updated after each batch).
+    pub fn stats(&self) -> Vec<ShardStats> {
+        self.live.iter().map(|c| c.snapshot()).collect()
+    }
+
+    /// Asks every shard to stop; they do within ~20 ms (or one blocked send timeout with `no_drop`).
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
+
+    /// The flag `stop` sets, for callers that want to share it (e.g. with a Ctrl-C handler).
+    pub fn stop_flag(&self) -> Arc<AtomicBool> {
+        Arc::clone(&self.stop)
+    }
+
+    /// True once every shard has ended by itself (duration or message limit reached, or an error).
+    pub fn is_finished(&self) -> bool {
+        self.live.iter().all(|c| c.finished.load(Ordering::Acquire))
+    }
+
+    /// Waits for every shard to end (it does not stop them: call [`stop`](Self::stop) first to end early).
+    /// Returns the first shard error, if any, after all shards have been joined.
+    pub fn join(mut self) -> Result<FeedReport, FeedError> {
+        let threads = std::mem::take(&mut self.threads);
+        let mut shards = Vec::with_capacity(threads.len());
+        let mut first_error = None;
+        for (shard, handle) in threads.into_iter().enumerate() {
+            match handle.join() {
+                Ok(Some(Ok(report))) => shards.push(report),
+                Ok(Some(Err(err))) => {
+                    self.stop();
+                    first_error.get_or_insert(err);
+                }
+                Ok(None) => {}
+                Err(_) => {
+                    self.stop();
+                    first_error.get_or_insert(FeedError::ShardPanicked(shard));
+                }
+            }
+        }
+        match first_error {
+            Some(err) => Err(err),
+            None => Ok(FeedReport { shards }),
+        }
+    }
+
+    /// `stop` then `join`.
+    pub fn stop_and_join(self) -> Result<FeedReport, FeedError> {
+        self.stop();
+        self.join()
+    }
+}
+
+impl Drop for FeedHandle {
+    fn drop(&mut self) {
+        self.stop();
+        for handle in self.threads.drain(..) {
+            let _ = handle.join();
+        }
+    }
+}
+
+/// What one shard did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ShardReport {
+    pub shard: usize,
+    pub publisher_id: u32,
+    pub endpoint: String,
+    pub symbols: usize,
+    pub counts: PublisherCounts,
+    /// Sequence of the last data message (equals the data message count: sequences start at 1, gap-free).
+    pub last_sequence: u64,
+    /// From the first scheduled message to the end of the run.
+    pub duration: Duration,
+    /// Schedule time skipped after falling more than `max_catch_up_ms` behind.
+    pub skipped: Duration,
+}
+
+impl ShardReport {
+    /// Achieved data rate, messages per second.
+    pub fn rate(&self) -> f64 {
+        let secs = self.duration.as_secs_f64();
+        if secs > 0.0 {
+            self.counts.data() as f64 / secs
+        } else {
+            0.0
+        }
+    }
+}
+
+/// What the whole feed did; `Display` prints the per-shard summary table.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct FeedReport {
+    pub shards: Vec<ShardReport>,
+}
+
+impl FeedReport {
+    /// Data messages over all shards.
+    pub fn total_data(&self) -> u64 {
+        self.shards.iter().map(|s| s.counts.data()).sum()
+    }
+
+    /// Sum of the shards' achieved rates.
+    pub fn total_rate(&self) -> f64 {
+        self.shards.iter().map(ShardReport::rate).sum()
+    }
+}
+
+impl fmt::Display for FeedReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "{:>5} {:>9} {:>7} {:>12} {:>11} {:>6} {:>12} {:>8} {:>12}  endpoint",
+            "shard", "publisher", "symbols", "quotes", "trades", "hb", "last_seq", "secs", "msg/s"
+        )?;
+        for s in &self.shards {
+            writeln!(
+                f,
+                "{:>5} {:>9} {:>7} {:>12} {:>11} {:>6} {:>12} {:>8.2} {:>12.0}  {}",
+                s.shard,
+                s.publisher_id,
+                s.symbols,
+                s.counts.quotes,
+                s.counts.trades,
+                s.counts.heartbeats,
+                s.last_sequence,
+                s.duration.as_secs_f64(),
+                s.rate(),
+                s.endpoint
+            )?;
+        }
+        write!(
+            f,
+            "total: {} data messages, {:.0} msg/s",
+            self.total_data(),
+            self.total_rate()
+        )
+    }
+}
+
+struct ShardRun<'a> {
+    shard: usize,
+    endpoint: String,
+    config: &'a FeedConfig,
+    universe: &'a Universe,
+    stop: &'a AtomicBool,
+    live: &'a LiveCounters,
+}
+
+impl ShardRun<'_> {
+    fn run(self, socket: zmq::Socket) -> Result<ShardReport, FeedError> {
+        let config = self.config;
+        let shard = self.shard;
+        let publisher_id = config.publisher_id_base.wrapping_add(shard as u32);
+        let indices = self.universe.shard_symbols(shard);
+        let seed = config
+            .seed
+            .wrapping_add((shard as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        let mut generator =
+            MarketGenerator::new(self.universe, &indices, GeneratorParams::from(config), seed);
+        let pacing =
+            config.shard_pacing(self.universe.shard_share(shard), 2 * generator.len() as u64);
+        let heartbeat_ns = config.heartbeat_interval_ms.saturating_mul(1_000_000);
+        let xpub = config.no_drop || config.wait_for_subscribers > 0;
+        let mut publisher = Publisher::new(socket, shard, publisher_id, heartbeat_ns);
+        // With fewer symbols than shards some shards own none. Such a shard only heartbeats; with a message
+        // limit it could never reach the limit, so it ends at once instead of holding up `join` forever.
+        let empty_and_bounded = generator.is_empty() && config.max_messages_per_shard.is_some();
+        if generator.is_empty() {
+            tracing::warn!(
+                shard,
+                "feed shard owns no symbols (fewer symbols than shards?)"
+            );
+        }
+
+        if config.wait_for_subscribers > 0 && !empty_and_bounded {
+            self.wait_for_subscribers(&publisher);
+        }
+
+        let clock = Instant::now();
+        let mono = || clock.elapsed().as_nanos() as u64;
+        let mut pacer = Pacer::new(
+            pacing,
+            0,
+            seed ^ 0xBAD5_EED5,
+            config.max_batch,
+            config.max_catch_up_ms.saturating_mul(1_000_000),
+        );
+        let end_ns = config.duration_ms.map(|ms| ms.saturating_mul(1_000_000));
+        let limit = config.max_messages_per_shard.unwrap_or(u64::MAX);
+        let spin_ns = config.spin_us.saturating_mul(1_000);
+        let initial_topics = 2 * generator.len();
+        let mut cursor = 0usize;
+        let mut last_send_ns = 0u64;
+        let mut sent = 0u64;
+
+        'run: loop {
+            if self.stop.load(Ordering::Relaxed) {
+                break;
+            }
+            let now = mono();
+            if end_ns.is_some_and(|end| now >= end) || sent >= limit || empty_and_bounded {
+                break;
+            }
+            let step = if generator.is_empty() {
+                Step::WaitUntil(now + STOP_CHECK_NS)
+            } else {
+                pacer.poll(now)
+            };
+            match step {
+                Step::Send(n) => {
+                    let n = (n as u64).min(limit - sent);
+                    for _ in 0..n {
+                        let venue_time = now_ns();
+                        let generated =
+                            if config.pattern == Pattern::Pathological && cursor < initial_topics {
+                                let kind = if cursor & 1 == 0 {
+                                    Kind::Quote
+                                } else {
+                                    Kind::Trade
+                                };
+                                cursor += 1;
+                                generator.next_for((cursor - 1) / 2, kind, venue_time)
+                            } else {
+                                match generator.next(venue_time) {
+                                    Some(generated) => generated,
+                                    None => break,
+                                }
+                            };
+                        let topic = generator.topic(generated.symbol, generated.payload.kind());
+                        // A full no-drop pipe returns None: retry the same message (its sequence was not used).
+                        while publisher
+                            .publish_at(topic, &generated.payload, venue_time)?
+                            .is_none()
+                        {
+                            self.live.publish(&publisher);
+                            if self.stop.load(Ordering::Relaxed) {
+                                break 'run;
+                            }
+                        }
+                        sent += 1;
+                    }
+                    last_send_ns = mono();
+                    self.live.publish(&publisher);
+                }
+                Step::WaitUntil(deadline) => {
+                    if heartbeat_ns > 0 && now.saturating_sub(last_send_ns) >= heartbeat_ns {
+                        publisher.heartbeat()?;
+                        last_send_ns = now;
+                        self.live.publish(&publisher);
+                    }
+                    if xpub {
+                        self.drain_subscriptions(&publisher);
+                    }
+                    let mut wake = deadline.min(now + STOP_CHECK_NS);
+                    if heartbeat_ns > 0 {
+                        wake = wake.min(last_send_ns + heartbeat_ns);
+                    }
+                    if let Some(end) = end_ns {
+                        wake = wake.min(end);
+                    }
+                    wait_until(&mono, wake, spin_ns);
+                }
+            }
+        }
+        let duration = clock.elapsed();
+        self.live.publish(&publisher);
+        Ok(ShardReport {
+            shard,
+            publisher_id,
+            endpoint: self.endpoint,
+            symbols: generator.len(),
+            counts: publisher.counts(),
+            last_sequence: publisher.last_sequence(),
+            duration,
+            skipped: Duration::from_nanos(pacer.skipped_ns()),
+        })
+    }
+
+    /// Counts subscribe/unsubscribe messages queued on an XPUB (first byte 1 or 0).
+    fn drain_subscriptions(&self, publisher: &Publisher) {
+        while let Ok(msg) = publisher.socket().recv_msg(zmq::DONTWAIT) {
+            match msg.first() {
+                Some(1) => {
+                    self.live.subscriptions.fetch_add(1, Ordering::Relaxed);
+                }
+                Some(0) => {
+                    let _ = self.live.subscriptions.fetch_update(
+                        Ordering::Relaxed,
+                        Ordering::Relaxed,
+                        |n| Some(n.saturating_sub(1)),
+                    );
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn wait_for_subscribers(&self, publisher: &Publisher) {
+        let want = self.config.wait_for_subscribers as u64;
+        let deadline = Instant::now() + Duration::from_millis(self.config.subscriber_wait_ms);
+        while self.live.subscriptions.load(Ordering::Relaxed) < want {
+            if self.stop.load(Ordering::Relaxed) {
+                return;
+            }
+            if Instant::now() >= deadline {
+                tracing::warn!(
+                    shard = self.shard,
+                    "only {} of {want} subscriptions after {} ms; starting anyway",
+                    self.live.subscriptions.load(Ordering::Relaxed),
+                    self.config.subscriber_wait_ms
+                );
+                return;
+            }
+            self.drain_subscriptions(publisher);
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+}
+
+/// Sleeps until `spin_ns` before `deadline`, then spins: the OS wakes us late by tens of microseconds, the
+/// spin absorbs that without burning a core between messages.
+fn wait_until(mono: &impl Fn() -> u64, deadline: u64, spin_ns: u64) {
+    loop {
+        let now = mono();
+        if now >= deadline {
+            return;
+        }
+        let left = deadline - now;
+        if left > spin_ns {
+            std::thread::sleep(Duration::from_nanos(left - spin_ns));
+        } else {
+            std::hint::spin_loop();
+        }
+    }
+}

@@ -1,0 +1,63 @@
+//! Archive layout: a directory of numbered segment files plus a lock file for the single writer.
+
+use std::fs::{File, OpenOptions};
+use std::path::{Path, PathBuf};
+
+use crate::error::{JournalError, Result};
+
+/// Extension of archive segment files.
+pub const SEGMENT_EXT: &str = "tbj";
+const LOCK_FILE: &str = "writer.lock";
+
+/// Path of segment `index` in `dir`: zero-padded so names sort in order.
+pub fn segment_path(dir: &Path, index: u64) -> PathBuf {
+    dir.join(format!("{index:010}.{SEGMENT_EXT}"))
+}
+
+/// Segments of an archive in index order. Files that are not segments (the lock, temporaries) are ignored.
+pub fn list_segments(dir: &Path) -> Result<Vec<(u64, PathBuf)>> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(|e| JournalError::io(dir, e))? {
+        let entry = entry.map_err(|e| JournalError::io(dir, e))?;
+        let path = entry.path();
+        if path.extension().and_then(|e| e.to_str()) != Some(SEGMENT_EXT) {
+            continue;
+        }
+        let Some(index) = path
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .and_then(|s| s.parse::<u64>().ok())
+        else {
+            continue;
+        };
+        out.push((index, path));
+    }
+    out.sort();
+    Ok(out)
+}
+
+pub(crate) fn lock_dir(dir: &Path) -> Result<File> {
+    let path = dir.join(LOCK_FILE);
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(|e| JournalError::io(&path, e))?;
+    // SAFETY: plain syscall on an fd we own.
+    let rc = unsafe {
+        libc::flock(
+            std::os::fd::AsRawFd::as_raw_fd(&file),
+            libc::LOCK_EX | libc::LOCK_NB,
+        )
+    };
+    if rc != 0 {
+        let err = std::io::Error::last_os_error();
+        if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
+            return Err(JournalError::Locked { path: dir.into() });
+        }
+        return Err(JournalError::io(&path, err));
+    }
+    Ok(file)
+}

@@ -1,0 +1,723 @@
+//! The single writer: append, batches, durability, ring overwrite, archive rolling, and crash recovery on open.
+
+use std::ops::RangeInclusive;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{fence, AtomicU32, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+use crate::archive;
+use crate::error::{JournalError, Result};
+use crate::segment::{
+    align8, frame_crc, Frame, HeaderInfo, Mode, Segment, PAD_FLAG, RECORD_HEADER_SIZE,
+    STATE_SEALED, STATE_WRITER_OPEN,
+};
+
+/// Where records live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layout {
+    /// One file of fixed capacity (data bytes, rounded up to 4 KiB); the oldest records are overwritten.
+    Ring { capacity: u64 },
+    /// A directory of segment files of `segment_size` data bytes each; full segments are sealed, never overwritten.
+    Archive { segment_size: u64 },
+}
+
+/// When appended bytes are forced to stable storage with `msync`. Records are visible to readers (and survive a
+/// killed process) as soon as they are published, whatever the policy; the policy only matters for power loss or
+/// a kernel crash.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// Never msync explicitly; the kernel writes pages back on its own schedule.
+    None,
+    /// A background thread msyncs the journal every interval.
+    Periodic(Duration),
+    /// msync the bytes of every `append` / batch before it returns.
+    PerBatch,
+}
+
+/// Options for [`Writer::open`].
+#[derive(Debug, Clone)]
+pub struct WriterOptions {
+    /// Used when the journal is created; an existing journal keeps its own layout (a mismatched mode is an error).
+    pub layout: Layout,
+    pub durability: Durability,
+    /// Stored in the header of files this writer creates (program, source endpoint, ...).
+    pub description: String,
+}
+
+impl WriterOptions {
+    pub fn ring(capacity: u64) -> Self {
+        WriterOptions {
+            layout: Layout::Ring { capacity },
+            durability: Durability::None,
+            description: String::new(),
+        }
+    }
+
+    pub fn archive(segment_size: u64) -> Self {
+        WriterOptions {
+            layout: Layout::Archive { segment_size },
+            durability: Durability::None,
+            description: String::new(),
+        }
+    }
+
+    pub fn durability(mut self, durability: Durability) -> Self {
+        self.durability = durability;
+        self
+    }
+
+    pub fn description(mut self, description: impl Into<String>) -> Self {
+        self.description = description.into();
+        self
+    }
+}
+
+/// What [`Writer::open`] found and did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecoveryReport {
+    /// No journal existed: a new one was created.
+    pub created: bool,
+    /// The previous writer closed the journal cleanly (false after a crash or kill).
+    pub clean_shutdown: bool,
+    /// Complete records found in the scanned file (the ring, or the last archive segment).
+    pub records: u64,
+    /// Sequence the next append gets.
+    pub next_seq: u64,
+    /// Complete records that had been written but not yet published when the previous writer died; kept.
+    pub unpublished_records_kept: u64,
+    /// Bytes of torn (incomplete) writes past the last complete record; discarded.
+    pub discarded_bytes: u64,
+    /// Bytes the previous writer had published that fail validation (media corruption, or power loss with
+    /// `Durability::None`); discarded, and logged as an error.
+    pub lost_published_bytes: u64,
+    /// Archive segments found unsealed before the last one (a crash while rolling) and sealed now.
+    pub segments_sealed: u64,
+}
+
+struct Flusher {
+    shared: Arc<FlusherShared>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+struct FlusherShared {
+    segment: Mutex<(Arc<Segment>, bool)>,
+    wake: Condvar,
+}
+
+impl Flusher {
+    fn start(segment: Arc<Segment>, every: Duration) -> Flusher {
+        let shared = Arc::new(FlusherShared {
+            segment: Mutex::new((segment, false)),
+            wake: Condvar::new(),
+        });
+        let worker = Arc::clone(&shared);
+        let thread = std::thread::Builder::new()
+            .name("journal-msync".into())
+            .spawn(move || {
+                let mut guard = match worker.segment.lock() {
+                    Ok(g) => g,
+                    Err(_) => return,
+                };
+                loop {
+                    guard = match worker.wake.wait_timeout(guard, every) {
+                        Ok((g, _)) => g,
+                        Err(_) => return,
+                    };
+                    if guard.1 {
+                        return;
+                    }
+                    let seg = Arc::clone(&guard.0);
+                    drop(guard);
+                    if let Err(err) = seg.raw().flush() {
+                        tracing::error!(path = %seg.path.display(), "periodic msync failed: {err}");
+                    }
+                    guard = match worker.segment.lock() {
+                        Ok(g) => g,
+                        Err(_) => return,
+                    };
+                }
+            })
+            .ok();
+        Flusher { shared, thread }
+    }
+
+    fn set_segment(&self, segment: Arc<Segment>) {
+        if let Ok(mut g) = self.shared.segment.lock() {
+            g.0 = segment;
+        }
+    }
+}
+
+impl Drop for Flusher {
+    fn drop(&mut self) {
+        if let Ok(mut g) = self.shared.segment.lock() {
+            g.1 = true;
+        }
+        self.shared.wake.notify_all();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The one writer of a journal (enforced with an exclusive `flock`, released by the kernel if the process dies).
+pub struct Writer {
+    root: PathBuf,
+    mode: Mode,
+    seg: Arc<Segment>,
+    /// Absolute position just past the last written record (published or not).
+    head: u64,
+    /// Absolute position of the oldest intact record (ring).
+    tail: u64,
+    /// `head % capacity` and `tail % capacity`, tracked so the hot path never divides.
+    head_off: u64,
+    tail_off: u64,
+    /// Absolute position up to which bytes have been msynced.
+    synced: u64,
+    next_seq: u64,
+    max_payload: usize,
+    segment_size: u64,
+    description: String,
+    durability: Durability,
+    flusher: Option<Flusher>,
+    recovery: RecoveryReport,
+    /// Archive mode: the directory lock file, held for the writer's life.
+    _dir_lock: Option<std::fs::File>,
+}
+
+impl Writer {
+    /// Opens the journal at `path` for appending, creating it if missing. An existing journal is recovered: every
+    /// complete record is kept, a torn tail is discarded, and [`Writer::recovery`] says what happened.
+    pub fn open(path: impl AsRef<Path>, options: &WriterOptions) -> Result<Writer> {
+        let path = path.as_ref();
+        match options.layout {
+            Layout::Ring { capacity } => Self::open_ring(path, round_capacity(capacity)?, options),
+            Layout::Archive { segment_size } => {
+                Self::open_archive(path, round_capacity(segment_size)?, options)
+            }
+        }
+    }
+
+    fn open_ring(path: &Path, capacity: u64, options: &WriterOptions) -> Result<Writer> {
+        if path.is_dir() {
+            return Err(JournalError::InvalidOptions(format!(
+                "{} is a directory (an archive journal); open it with Layout::Archive",
+                path.display()
+            )));
+        }
+        let created = !path.exists();
+        let seg = if created {
+            Segment::create(path, Mode::Ring, capacity, 1, 0, &options.description)?
+        } else {
+            Segment::open(path, true)?
+        };
+        if seg.info.mode != Mode::Ring {
+            return Err(JournalError::InvalidOptions(format!(
+                "{} is not a ring journal",
+                path.display()
+            )));
+        }
+        seg.lock_exclusive()?;
+        if !created && seg.info.capacity != capacity {
+            tracing::info!(
+                path = %path.display(),
+                "existing ring keeps its capacity of {} bytes (requested {capacity})",
+                seg.info.capacity
+            );
+        }
+        let mut recovery = recover(&seg)?;
+        recovery.created = created;
+        Ok(Self::from_segment(
+            path,
+            Mode::Ring,
+            seg,
+            capacity,
+            options,
+            recovery,
+            None,
+        ))
+    }
+
+    fn open_archive(dir: &Path, segment_size: u64, options: &WriterOptions) -> Result<Writer> {
+        if dir.is_file() {
+            return Err(JournalError::InvalidOptions(format!(
+                "{} is a file (a ring journal); open it with Layout::Ring",
+                dir.display()
+            )));
+        }
+        std::fs::create_dir_all(dir).map_err(|e| JournalError::io(dir, e))?;
+        let lock = archive::lock_dir(dir)?;
+        let segments = archive::list_segments(dir)?;
+        let mut sealed_now = 0;
+        let (seg, created) = match segments.last() {
+            None => (
+                Segment::create(
+                    &archive::segment_path(dir, 0),
+                    Mode::Archive,
+                    segment_size,
+                    1,
+                    0,
+                    &options.description,
+                )?,
+                true,
+            ),
+            Some((_, last)) => {
+                for (_, p) in &segments[..segments.len() - 1] {
+                    let s = Segment::open(p, true)?;
+                    if !s.sealed() {
+                        let _ = recover(&s)?;
+                        s.state().store(STATE_SEALED, Ordering::Release);
+                        sealed_now += 1;
+                    }
+                }
+                (Segment::open(last, true)?, false)
+            }
+        };
+        if seg.info.mode != Mode::Archive {
+            return Err(JournalError::InvalidOptions(format!(
+                "{} holds a segment that is not an archive segment",
+                dir.display()
+            )));
+        }
+        let mut recovery = recover(&seg)?;
+        recovery.created = created;
+        recovery.segments_sealed = sealed_now;
+        let mut w = Self::from_segment(
+            dir,
+            Mode::Archive,
+            seg,
+            segment_size,
+            options,
+            recovery,
+            Some(lock),
+        );
+        if w.seg.sealed() {
+            // The previous writer sealed this segment but died before creating its successor.
+            w.roll()?;
+        }
+        Ok(w)
+    }
+
+    fn from_segment(
+        root: &Path,
+        mode: Mode,
+        seg: Segment,
+        segment_size: u64,
+        options: &WriterOptions,
+        recovery: RecoveryReport,
+        dir_lock: Option<std::fs::File>,
+    ) -> Writer {
+        let seg = Arc::new(seg);
+        let head = seg.head().load(Ordering::Acquire);
+        let tail = seg.tail().load(Ordering::Acquire);
+        let cap = seg.cap;
+        let flusher = match options.durability {
+            Durability::Periodic(every) => Some(Flusher::start(
+                Arc::clone(&seg),
+                every.max(Duration::from_millis(1)),
+            )),
+            _ => None,
+        };
+        if !recovery.clean_shutdown && !recovery.created {
+            tracing::warn!(
+                path = %root.display(),
+                records = recovery.records,
+                kept_unpublished = recovery.unpublished_records_kept,
+                discarded_bytes = recovery.discarded_bytes,
+                "journal was not closed cleanly; recovered"
+            );
+        }
+        Writer {
+            root: root.into(),
+            mode,
+            max_payload: seg.max_payload(),
+            seg,
+            head,
+            tail,
+            head_off: head % cap,
+            tail_off: tail % cap,
+            synced: head,
+            next_seq: recovery.next_seq,
+            segment_size,
+            description: options.description.clone(),
+            durability: options.durability,
+            flusher,
+            recovery,
+            _dir_lock: dir_lock,
+        }
+    }
+
+    /// What opening found: created, clean, records recovered, bytes discarded.
+    pub fn recovery(&self) -> &RecoveryReport {
+        &self.recovery
+    }
+
+    /// Header of the file currently written (the ring, or the current archive segment).
+    pub fn header(&self) -> &HeaderInfo {
+        &self.seg.info
+    }
+
+    /// The journal path (ring file or archive directory).
+    pub fn path(&self) -> &Path {
+        &self.root
+    }
+
+    /// Sequence the next appended record gets. Sequences start at 1 and never repeat or skip.
+    pub fn next_seq(&self) -> u64 {
+        self.next_seq
+    }
+
+    /// Largest payload this journal accepts.
+    pub fn max_payload(&self) -> usize {
+        self.max_payload
+    }
+
+    /// Appends one record and publishes it; returns its journal sequence.
+    #[inline]
+    pub fn append(&mut self, capture_time_ns: u64, payload: &[u8]) -> Result<u64> {
+        let seq = self.write_record(capture_time_ns, payload)?;
+        self.commit()?;
+        Ok(seq)
+    }
+
+    /// Appends every record of `records`, publishing them together (one release store, one msync under
+    /// `Durability::PerBatch`). Returns the sequences given, or `None` for an empty batch. If a record fails (too
+    /// large), the records before it are still published.
+    pub fn append_batch<'a, I>(&mut self, records: I) -> Result<Option<RangeInclusive<u64>>>
+    where
+        I: IntoIterator<Item = (u64, &'a [u8])>,
+    {
+        let first = self.next_seq;
+        let mut result = Ok(());
+        for (t, payload) in records {
+            if let Err(e) = self.write_record(t, payload) {
+                result = Err(e);
+                break;
+            }
+        }
+        self.commit()?;
+        result?;
+        Ok((self.next_seq > first).then(|| first..=self.next_seq - 1))
+    }
+
+    /// Starts a batch: records appended through it become visible together when it is committed (or dropped).
+    pub fn batch(&mut self) -> Batch<'_> {
+        Batch {
+            writer: self,
+            committed: false,
+        }
+    }
+
+    /// Forces everything written so far to stable storage, whatever the durability policy.
+    pub fn flush(&mut self) -> Result<()> {
+        self.publish();
+        self.seg.sync_range(self.synced, self.head)?;
+        self.synced = self.head;
+        Ok(())
+    }
+
+    /// Publishes, syncs (unless `Durability::None`) and marks the journal cleanly closed.
+    pub fn close(mut self) -> Result<()> {
+        self.shutdown()
+    }
+
+    fn shutdown(&mut self) -> Result<()> {
+        self.publish();
+        self.flusher = None;
+        self.seg
+            .state()
+            .fetch_and(!STATE_WRITER_OPEN, Ordering::Release);
+        if self.durability != Durability::None {
+            self.seg.sync_range(self.synced, self.head)?;
+            self.synced = self.head;
+        }
+        Ok(())
+    }
+
+    fn publish(&self) {
+        self.seg.head_seq().store(self.next_seq, Ordering::Relaxed);
+        self.seg.head().store(self.head, Ordering::Release);
+    }
+
+    fn commit(&mut self) -> Result<()> {
+        self.publish();
+        if self.durability == Durability::PerBatch {
+            self.seg.sync_range(self.synced, self.head)?;
+            self.synced = self.head;
+        }
+        Ok(())
+    }
+
+    /// Writes one record without publishing it. The body is written first and the frame length last (release),
+    /// so a record is never half-visible; `head` (published by `commit`) is what readers trust.
+    #[inline]
+    fn write_record(&mut self, capture_time_ns: u64, payload: &[u8]) -> Result<u64> {
+        if payload.len() > self.max_payload {
+            return Err(JournalError::RecordTooLarge {
+                len: payload.len(),
+                max: self.max_payload,
+            });
+        }
+        let frame_len = (RECORD_HEADER_SIZE as usize + payload.len()) as u32;
+        let size = align8(frame_len as u64);
+        let start_off = match self.mode {
+            Mode::Ring => self.make_room_ring(size)?,
+            Mode::Archive => {
+                if self.head + size > self.seg.cap {
+                    self.roll()?;
+                }
+                self.seg
+                    .reserve()
+                    .store(self.head + size, Ordering::Relaxed);
+                self.head_off
+            }
+        };
+        let seq = self.next_seq;
+        let p = self.seg.data_ptr_off(start_off);
+        // SAFETY: `make_room_ring`/`roll` guarantee [start_off, start_off + size) lies inside the data region and
+        // that no reader trusts those bytes (beyond `head`, and `tail` already moved past any record they overlap).
+        unsafe {
+            if size > frame_len as u64 {
+                // Zero the padding (part of the checksummed body) before the payload lands over the rest.
+                std::ptr::write(p.add(size as usize - 8) as *mut u64, 0);
+            }
+            std::ptr::write(p.add(8) as *mut u64, seq.to_le());
+            std::ptr::write(p.add(16) as *mut u64, capture_time_ns.to_le());
+            std::ptr::copy_nonoverlapping(
+                payload.as_ptr(),
+                p.add(RECORD_HEADER_SIZE as usize),
+                payload.len(),
+            );
+            let body = std::slice::from_raw_parts(p.add(8), size as usize - 8);
+            std::ptr::write(p.add(4) as *mut u32, frame_crc(frame_len, body).to_le());
+            (*(p as *const AtomicU32)).store(frame_len, Ordering::Release);
+        }
+        let pad = if start_off < self.head_off {
+            self.seg.cap - self.head_off
+        } else {
+            0
+        };
+        self.head += pad + size;
+        self.head_off = start_off + size;
+        if self.head_off == self.seg.cap {
+            self.head_off = 0;
+        }
+        self.next_seq += 1;
+        Ok(seq)
+    }
+
+    /// Ring: returns the data offset where a frame of `size` bytes starts, padding to the next lap if it does not
+    /// fit before the end, after moving `tail` past every record the write will overwrite (and telling readers,
+    /// before writing).
+    #[inline]
+    fn make_room_ring(&mut self, size: u64) -> Result<u64> {
+        let cap = self.seg.cap;
+        let rem = cap - self.head_off;
+        let pad = if rem < size { rem } else { 0 };
+        let end = self.head + pad + size;
+        if self.tail + cap < end {
+            while self.tail + cap < end {
+                let n = self.seg.frame_at_off(self.tail_off).size();
+                if n == 0 {
+                    return Err(JournalError::CorruptRecord {
+                        path: self.seg.path.clone(),
+                        offset: crate::segment::HEADER_SIZE + self.tail_off,
+                        reason: "writer found an invalid frame in its own published region".into(),
+                    });
+                }
+                self.tail += n;
+                self.tail_off += n;
+                if self.tail_off >= cap {
+                    self.tail_off = 0;
+                }
+            }
+            self.seg.tail().store(self.tail, Ordering::Relaxed);
+            // Readers check `tail` after copying a record, so the new tail must be visible before any overwrite:
+            // a release fence keeps the stores below after it (on x86 a compiler barrier; stores stay in order).
+            fence(Ordering::Release);
+        }
+        self.seg.reserve().store(end, Ordering::Relaxed);
+        if pad == 0 {
+            return Ok(self.head_off);
+        }
+        if pad >= RECORD_HEADER_SIZE {
+            // SAFETY: the pad frame header lies in [head_off, cap), inside the data region.
+            unsafe {
+                (*(self.seg.data_ptr_off(self.head_off) as *const AtomicU32))
+                    .store(PAD_FLAG | pad as u32, Ordering::Release)
+            };
+        }
+        Ok(0)
+    }
+
+    /// Archive: publish and seal the current segment, continue in a new one whose base is the next sequence.
+    fn roll(&mut self) -> Result<()> {
+        self.publish();
+        if self.durability != Durability::None {
+            self.seg.sync_range(self.synced, self.head)?;
+        }
+        let next_index = self.seg.info.segment_index + 1;
+        let path = archive::segment_path(&self.root, next_index);
+        let next = if path.exists() {
+            // Left by a writer that died right after creating it; it is empty or was recovered as the last one.
+            Segment::open(&path, true)?
+        } else {
+            Segment::create(
+                &path,
+                Mode::Archive,
+                self.segment_size,
+                self.next_seq,
+                next_index,
+                &self.description,
+            )?
+        };
+        next.state().store(STATE_WRITER_OPEN, Ordering::Release);
+        // Seal only once the successor exists, so a reader that sees "sealed" always finds the next file.
+        self.seg.state().store(STATE_SEALED, Ordering::Release);
+        if self.durability != Durability::None {
+            self.seg.sync_range(self.head, self.head)?;
+        }
+        let next = Arc::new(next);
+        if let Some(f) = &self.flusher {
+            f.set_segment(Arc::clone(&next));
+        }
+        self.seg = next;
+        self.head = self.seg.head().load(Ordering::Acquire);
+        self.head_off = self.head;
+        self.tail = 0;
+        self.tail_off = 0;
+        self.synced = self.head;
+        Ok(())
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        if let Err(err) = self.shutdown() {
+            tracing::error!(path = %self.root.display(), "closing journal: {err}");
+        }
+    }
+}
+
+/// A group of appends made visible together. Dropping it commits.
+pub struct Batch<'w> {
+    writer: &'w mut Writer,
+    committed: bool,
+}
+
+impl Batch<'_> {
+    /// Writes one record (not yet visible to readers); returns its sequence.
+    #[inline]
+    pub fn append(&mut self, capture_time_ns: u64, payload: &[u8]) -> Result<u64> {
+        self.writer.write_record(capture_time_ns, payload)
+    }
+
+    /// Publishes the batch (and msyncs it under `Durability::PerBatch`).
+    pub fn commit(mut self) -> Result<()> {
+        self.committed = true;
+        self.writer.commit()
+    }
+}
+
+impl Drop for Batch<'_> {
+    fn drop(&mut self) {
+        if self.committed {
+            return;
+        }
+        if let Err(err) = self.writer.commit() {
+            tracing::error!("committing journal batch: {err}");
+        }
+    }
+}
+
+fn round_capacity(capacity: u64) -> Result<u64> {
+    let c = capacity.max(crate::segment::MIN_CAPACITY);
+    c.checked_add(4095)
+        .map(|c| c & !4095)
+        .ok_or_else(|| JournalError::InvalidOptions(format!("capacity {capacity} too large")))
+}
+
+/// Scans from the oldest record, keeps the longest chain of complete, checksummed, consecutive records, and resets
+/// the published head to its end.
+pub(crate) fn recover(seg: &Segment) -> Result<RecoveryReport> {
+    let cap = seg.cap;
+    let state = seg.state().load(Ordering::Acquire);
+    let tail = seg.tail().load(Ordering::Acquire);
+    let stored_head = seg.head().load(Ordering::Acquire);
+    let reserve = seg.reserve().load(Ordering::Acquire).max(stored_head);
+    let limit = if seg.info.mode == Mode::Ring {
+        tail + cap
+    } else {
+        cap
+    };
+    let mut p = tail;
+    let mut good_end = tail;
+    let mut expected = (seg.info.mode == Mode::Archive).then_some(seg.info.base_seq);
+    let mut records = 0u64;
+    let mut unpublished = 0u64;
+    let mut last_seq = None;
+    while p < limit {
+        match seg.frame_at(p) {
+            Frame::Skip(n) | Frame::Pad(n) => {
+                if seg.info.mode == Mode::Archive || p + n > limit {
+                    break;
+                }
+                p += n;
+            }
+            Frame::Record {
+                frame_len,
+                crc,
+                seq,
+                ..
+            } => {
+                let end = p + align8(frame_len as u64);
+                if end > limit
+                    || expected.is_some_and(|e| e != seq)
+                    || !seg.crc_ok(p, frame_len, crc)
+                {
+                    break;
+                }
+                records += 1;
+                if p >= stored_head {
+                    unpublished += 1;
+                }
+                expected = Some(seq + 1);
+                last_seq = Some(seq);
+                p = end;
+                good_end = end;
+            }
+            Frame::Invalid(_) => break,
+        }
+    }
+    let next_seq = match last_seq {
+        Some(s) => s + 1,
+        None => seg
+            .head_seq()
+            .load(Ordering::Acquire)
+            .max(seg.info.base_seq)
+            .max(1),
+    };
+    let lost = stored_head.saturating_sub(good_end);
+    if lost > 0 {
+        tracing::error!(
+            path = %seg.path.display(),
+            lost_bytes = lost,
+            "published records failed validation during recovery (media corruption or power loss); truncated"
+        );
+    }
+    seg.head_seq().store(next_seq, Ordering::Relaxed);
+    seg.head().store(good_end, Ordering::Release);
+    seg.reserve().store(good_end, Ordering::Relaxed);
+    seg.state().fetch_or(STATE_WRITER_OPEN, Ordering::Release);
+    Ok(RecoveryReport {
+        created: false,
+        clean_shutdown: state & STATE_WRITER_OPEN == 0,
+        records,
+        next_seq,
+        unpublished_records_kept: unpublished,
+        discarded_bytes: reserve.saturating_sub(good_end),
+        lost_published_bytes: lost,
+        segments_sealed: 0,
+    })
+}

@@ -1,0 +1,54 @@
+//! Cost of the per-message checks a shard runs: decode the header, judge lateness, track the sequence.
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use tickbox_subscriber::{GapDetector, Snail};
+use tickbox_wire::{encode_to_vec, now_ns, Header, Kind, MessageRef, Quote};
+
+fn bench(c: &mut Criterion) {
+    let snail = Snail::new(Duration::from_secs(1));
+    let base = now_ns();
+    let mut group = c.benchmark_group("snail");
+    group.throughput(Throughput::Elements(1));
+    let header = Header::live(Kind::Quote, 1, 1, base);
+    group.bench_function("check", |b| {
+        b.iter(|| snail.check(black_box(&header), black_box(base + 1_000)))
+    });
+    group.bench_function("check_with_clock", |b| {
+        b.iter(|| snail.check(black_box(&header), now_ns()))
+    });
+    let frames: Vec<Vec<u8>> = (1..=1024u64)
+        .map(|seq| {
+            encode_to_vec(
+                "Q.XNAS.AAPL",
+                &Header::live(Kind::Quote, (seq % 2) as u32, seq / 2 + 1, base),
+                &Quote::default().into(),
+            )
+            .unwrap()
+        })
+        .collect();
+    group.bench_function("decode_snail_gap", |b| {
+        let mut gaps = GapDetector::new();
+        let mut i = 0usize;
+        b.iter(|| {
+            let frame = &frames[i & 1023];
+            i += 1;
+            let msg = MessageRef::decode(black_box(frame)).unwrap();
+            let verdict = snail.check(msg.header(), base + 500);
+            black_box((verdict, gaps.on_message(msg.header())))
+        })
+    });
+    group.finish();
+}
+
+fn config() -> Criterion {
+    Criterion::default()
+        .without_plots()
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2))
+}
+
+criterion_group! { name = benches; config = config(); targets = bench }
+criterion_main!(benches);

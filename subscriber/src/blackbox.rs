@@ -1,0 +1,858 @@
+//! Shard threads, the worker-side snail hook, and the subscriber that owns both.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+use tickbox_wire::{now_ns, Header, MessageRef};
+use tickbox_workers::{Delivery, DequeueHook, Worker, WorkerOutcome, WorkerPool, WorkersConfig};
+
+use crate::duration::format_duration;
+use crate::gap::{GapDetector, GapEvent};
+use crate::snail::{Snail, Verdict};
+use crate::{GapPolicy, ShardConfig, SubscriberConfig, SubscriberError};
+
+/// Where a late message was caught.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stage {
+    /// On receipt by a shard's SUB socket.
+    Shard,
+    /// On dequeue by a worker: includes time queued behind a slow worker.
+    Worker,
+}
+
+/// The message that made the snail fire.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SnailEvent {
+    pub stage: Stage,
+    /// Shard or worker index, per `stage`.
+    pub index: usize,
+    pub publisher: u32,
+    pub topic: String,
+    pub sequence: u64,
+    pub lateness_ns: u64,
+    pub threshold_ns: u64,
+    pub send_time_ns: u64,
+    pub received_ns: u64,
+}
+
+/// A gap that tripped the subscriber under `gap_policy = "die"`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GapFatal {
+    pub shard: usize,
+    pub publisher: u32,
+    pub topic: String,
+    pub first_missing: u64,
+    pub last_missing: u64,
+}
+
+/// Why a subscriber stopped itself.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "reason", rename_all = "snake_case")]
+pub enum Fatal {
+    Snail(SnailEvent),
+    Gap(GapFatal),
+}
+
+impl Fatal {
+    /// One line of JSON for machines (`SNAIL {…}` on stderr).
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_else(|err| format!("{{\"error\":\"{err}\"}}"))
+    }
+}
+
+/// A histogram for lateness in nanoseconds: 1 ns to one hour at 3 significant digits.
+pub fn lateness_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("static histogram bounds are valid")
+}
+
+/// What one shard did.
+#[derive(Debug, Clone)]
+pub struct ShardReport {
+    pub index: usize,
+    pub endpoints: Vec<String>,
+    /// Frames received, malformed ones included.
+    pub received: u64,
+    /// Decoded messages handed to the workers.
+    pub forwarded: u64,
+    pub malformed: u64,
+    /// LVC cached values (exempt from the snail and gap checks).
+    pub cached: u64,
+    /// Messages past the snail threshold.
+    pub late: u64,
+    /// Gap events and messages missing in them.
+    pub gaps: u64,
+    pub missing: u64,
+    pub restarts: u64,
+    pub publishers: usize,
+    /// Receive lateness, ns.
+    pub lateness: Histogram<u64>,
+}
+
+/// What one worker thread did, with its worker handed back for inspection.
+#[derive(Debug)]
+pub struct WorkerReport<W> {
+    pub index: usize,
+    pub worker: W,
+    pub processed: u64,
+    pub discarded: u64,
+    pub malformed: u64,
+    pub late: u64,
+    /// Dequeue lateness, ns.
+    pub lateness: Histogram<u64>,
+}
+
+/// Everything a subscriber did, returned by [`Subscriber::shutdown`].
+#[derive(Debug)]
+pub struct Report<W> {
+    pub shards: Vec<ShardReport>,
+    pub workers: Vec<WorkerReport<W>>,
+    pub fatal: Option<Fatal>,
+    /// Forwarded by shards but never taken by a worker (only non-zero after an abort or a drain timeout).
+    pub unprocessed: u64,
+    pub elapsed: Duration,
+}
+
+impl<W> Report<W> {
+    pub fn received(&self) -> u64 {
+        self.shards.iter().map(|s| s.received).sum()
+    }
+    pub fn forwarded(&self) -> u64 {
+        self.shards.iter().map(|s| s.forwarded).sum()
+    }
+    pub fn processed(&self) -> u64 {
+        self.workers.iter().map(|w| w.processed).sum()
+    }
+    pub fn malformed(&self) -> u64 {
+        self.shards.iter().map(|s| s.malformed).sum::<u64>()
+            + self.workers.iter().map(|w| w.malformed).sum::<u64>()
+    }
+    pub fn gaps(&self) -> u64 {
+        self.shards.iter().map(|s| s.gaps).sum()
+    }
+    pub fn missing(&self) -> u64 {
+        self.shards.iter().map(|s| s.missing).sum()
+    }
+    pub fn late(&self) -> u64 {
+        self.shards.iter().map(|s| s.late).sum::<u64>()
+            + self.workers.iter().map(|w| w.late).sum::<u64>()
+    }
+    /// Receive lateness over all shards.
+    pub fn receive_lateness(&self) -> Histogram<u64> {
+        let mut h = lateness_histogram();
+        for s in &self.shards {
+            let _ = h.add(&s.lateness);
+        }
+        h
+    }
+    /// Dequeue lateness over all workers.
+    pub fn dequeue_lateness(&self) -> Histogram<u64> {
+        let mut h = lateness_histogram();
+        for w in &self.workers {
+            let _ = h.add(&w.lateness);
+        }
+        h
+    }
+}
+
+#[repr(align(64))]
+#[derive(Default)]
+struct Padded(AtomicU64);
+
+/// State shared by the shard threads, the worker hooks and the owner.
+struct Shared {
+    /// Shards may start receiving (set once the workers are connected).
+    go: AtomicBool,
+    stop: AtomicBool,
+    /// Shards may close their sockets (set once the workers are done with them).
+    release: AtomicBool,
+    tripped: AtomicBool,
+    fatal: Mutex<Option<Fatal>>,
+    forwarded: Vec<Padded>,
+    shards_done: AtomicUsize,
+}
+
+impl Shared {
+    /// Records the first fatal event and logs it once; later ones (other threads racing) are dropped.
+    fn trip(&self, fatal: Fatal) {
+        let mut slot = self.fatal.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.is_none() {
+            match &fatal {
+                Fatal::Snail(e) => tracing::error!(
+                    "Suicidal Snail: {stage} {index} got publisher {publisher} topic {topic} sequence {seq} \
+                     {late} late (threshold {threshold}); subscriber exits",
+                    stage = match e.stage {
+                        Stage::Shard => "shard",
+                        Stage::Worker => "worker",
+                    },
+                    index = e.index,
+                    publisher = e.publisher,
+                    topic = e.topic,
+                    seq = e.sequence,
+                    late = format_duration(Duration::from_nanos(e.lateness_ns)),
+                    threshold = format_duration(Duration::from_nanos(e.threshold_ns)),
+                ),
+                Fatal::Gap(g) => tracing::error!(
+                    "sequence gap with gap_policy=die: shard {} publisher {} missed {}..={} (at topic {}); \
+                     subscriber exits",
+                    g.shard,
+                    g.publisher,
+                    g.first_missing,
+                    g.last_missing,
+                    g.topic
+                ),
+            }
+            *slot = Some(fatal);
+        }
+        self.tripped.store(true, Ordering::Release);
+    }
+}
+
+/// The worker-side snail: checks dequeue lateness and records it.
+pub struct SnailHook {
+    snail: Snail,
+    shared: Arc<Shared>,
+    late: u64,
+    lateness: Histogram<u64>,
+}
+
+impl std::fmt::Debug for SnailHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SnailHook")
+            .field("snail", &self.snail)
+            .field("late", &self.late)
+            .finish()
+    }
+}
+
+impl DequeueHook for SnailHook {
+    #[inline]
+    fn on_dequeue(&mut self, msg: &MessageRef<'_>, delivery: &Delivery) -> bool {
+        if self.shared.tripped.load(Ordering::Relaxed) {
+            return false;
+        }
+        match self.snail.check(msg.header(), delivery.dequeued_ns) {
+            Verdict::OnTime { lateness_ns } => {
+                self.lateness.saturating_record(lateness_ns.max(1));
+                true
+            }
+            Verdict::Exempt => true,
+            Verdict::Late { lateness_ns } => {
+                self.late += 1;
+                self.lateness.saturating_record(lateness_ns);
+                let header = msg.header();
+                self.shared.trip(Fatal::Snail(SnailEvent {
+                    stage: Stage::Worker,
+                    index: delivery.worker,
+                    publisher: header.publisher_id,
+                    topic: msg.topic().to_owned(),
+                    sequence: header.sequence,
+                    lateness_ns,
+                    threshold_ns: self.snail.threshold_ns(),
+                    send_time_ns: header.send_time_ns,
+                    received_ns: delivery.dequeued_ns,
+                }));
+                false
+            }
+        }
+    }
+}
+
+/// Rewrites `tcp://host:port` to ZeroMQ's source-interface form `tcp://IFACE:0;host:port`, so the connection
+/// leaves through `nic`.
+pub fn endpoint_via_nic(endpoint: &str, nic: &str) -> Result<String, SubscriberError> {
+    let Some(rest) = endpoint.strip_prefix("tcp://") else {
+        return Err(SubscriberError::Config(format!(
+            "--nic needs tcp:// endpoints, got {endpoint}"
+        )));
+    };
+    if rest.contains(';') {
+        return Err(SubscriberError::Config(format!(
+            "{endpoint} already names a source; do not combine it with a NIC"
+        )));
+    }
+    if nic.is_empty() || nic.contains([':', ';', '/']) {
+        return Err(SubscriberError::Config(format!(
+            "invalid interface name {nic:?}"
+        )));
+    }
+    Ok(format!("tcp://{nic}:0;{rest}"))
+}
+
+static INSTANCE: AtomicUsize = AtomicUsize::new(0);
+
+/// A running Black Box subscriber.
+pub struct Subscriber<W: Worker> {
+    shared: Arc<Shared>,
+    shards: Vec<JoinHandle<ShardReport>>,
+    pool: Option<WorkerPool<W, SnailHook>>,
+    drain_timeout: Duration,
+    started: Instant,
+}
+
+impl<W: Worker> Subscriber<W> {
+    /// Starts the shards (one per `config.shards` entry) and the worker pool; returns once every socket is
+    /// connected. `make` builds worker `i`.
+    pub fn start(
+        ctx: &zmq::Context,
+        config: &SubscriberConfig,
+        workers: &WorkersConfig,
+        mut make: impl FnMut(usize) -> W,
+    ) -> Result<Self, SubscriberError> {
+        validate(config)?;
+        let snail = Snail::new(config.max_lateness.0);
+        let shared = Arc::new(Shared {
+            go: AtomicBool::new(false),
+            stop: AtomicBool::new(false),
+            release: AtomicBool::new(false),
+            tripped: AtomicBool::new(false),
+            fatal: Mutex::new(None),
+            forwarded: (0..config.shards.len())
+                .map(|_| Padded::default())
+                .collect(),
+            shards_done: AtomicUsize::new(0),
+        });
+        let instance = INSTANCE.fetch_add(1, Ordering::Relaxed);
+        let everything = config.topics.is_empty() || config.topics.iter().any(|t| t.is_empty());
+        let mut subscriber = Subscriber {
+            shared: Arc::clone(&shared),
+            shards: Vec::with_capacity(config.shards.len()),
+            pool: None,
+            drain_timeout: config.drain_timeout.0,
+            started: Instant::now(),
+        };
+        let (ready_tx, ready_rx) = mpsc::channel();
+        for (index, shard) in config.shards.iter().enumerate() {
+            let settings = ShardSettings {
+                index,
+                shard: shard.clone(),
+                handoff: format!("inproc://tickbox-blackbox-{instance}-{index}"),
+                topics: if everything {
+                    Vec::new()
+                } else {
+                    config.topics.clone()
+                },
+                gaps: everything,
+                gap_policy: config.gap_policy,
+                snail,
+                rcv_hwm: config.rcv_hwm,
+                handoff_hwm: config.handoff_hwm,
+                poll_ms: config.poll_ms.clamp(1, 1_000) as i64,
+            };
+            let ctx = ctx.clone();
+            let shared = Arc::clone(&shared);
+            let ready = ready_tx.clone();
+            let handle = std::thread::Builder::new()
+                .name(format!("tickbox-shard-{index}"))
+                .spawn(move || run_shard(ctx, settings, shared, ready))
+                .map_err(SubscriberError::Spawn)?;
+            subscriber.shards.push(handle);
+        }
+        drop(ready_tx);
+        let mut handoffs = vec![String::new(); config.shards.len()];
+        for _ in 0..config.shards.len() {
+            match ready_rx.recv_timeout(Duration::from_secs(10)) {
+                Ok(Ok((index, endpoint))) => handoffs[index] = endpoint,
+                Ok(Err(err)) => return Err(err),
+                Err(_) => return Err(SubscriberError::NotStarted(subscriber.shards.len())),
+            }
+        }
+        let pool = WorkerPool::spawn(ctx, &handoffs, workers, |i| {
+            let hook = SnailHook {
+                snail,
+                shared: Arc::clone(&shared),
+                late: 0,
+                lateness: lateness_histogram(),
+            };
+            (make(i), hook)
+        })?;
+        subscriber.pool = Some(pool);
+        subscriber.started = Instant::now();
+        shared.go.store(true, Ordering::Release);
+        Ok(subscriber)
+    }
+
+    /// The fatal event, once the snail (or a gap under `die`) has fired.
+    pub fn fatal(&self) -> Option<Fatal> {
+        self.shared
+            .fatal
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    pub fn is_tripped(&self) -> bool {
+        self.shared.tripped.load(Ordering::Acquire)
+    }
+
+    /// Messages forwarded to workers so far.
+    pub fn forwarded(&self) -> u64 {
+        self.shared
+            .forwarded
+            .iter()
+            .map(|c| c.0.load(Ordering::Relaxed))
+            .sum()
+    }
+
+    /// Runs until `stop` is set, `duration` has passed or the subscriber trips, then shuts down.
+    pub fn run(
+        self,
+        stop: &AtomicBool,
+        duration: Option<Duration>,
+    ) -> Result<Report<W>, SubscriberError> {
+        let deadline = duration.map(|d| Instant::now() + d);
+        while !stop.load(Ordering::Relaxed)
+            && !self.is_tripped()
+            && deadline.is_none_or(|d| Instant::now() < d)
+        {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        self.shutdown()
+    }
+
+    /// Stops the shards, lets the workers finish what was forwarded (bounded by `drain_timeout`; at once after a
+    /// trip), joins every thread and reports.
+    pub fn shutdown(mut self) -> Result<Report<W>, SubscriberError> {
+        let shared = Arc::clone(&self.shared);
+        shared.stop.store(true, Ordering::Release);
+        let pool = self.pool.take();
+        let tripped = || shared.tripped.load(Ordering::Acquire);
+        if let Some(pool) = &pool {
+            if tripped() {
+                pool.abort();
+            }
+        }
+        // Shards blocked on a full hand-off need the workers to keep consuming, so wait for the shards first.
+        let n = self.shards.len();
+        let shards_deadline = Instant::now() + self.drain_timeout + Duration::from_secs(5);
+        while shared.shards_done.load(Ordering::Acquire) < n {
+            if Instant::now() > shards_deadline {
+                if let Some(pool) = &pool {
+                    pool.abort();
+                }
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let forwarded: u64 = self.forwarded();
+        let mut outcomes = Vec::new();
+        if let Some(pool) = pool {
+            let deadline = Instant::now() + self.drain_timeout;
+            while pool.taken() < forwarded && !tripped() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            if tripped() {
+                pool.abort();
+            }
+            pool.stop();
+            let taken = pool.taken();
+            if taken < forwarded && !tripped() {
+                tracing::warn!(
+                    "workers did not drain within {}: {} forwarded messages left unprocessed",
+                    format_duration(self.drain_timeout),
+                    forwarded - taken
+                );
+            }
+            outcomes = pool.join()?;
+        }
+        shared.release.store(true, Ordering::Release);
+        let mut shards = Vec::with_capacity(n);
+        for (index, handle) in self.shards.drain(..).enumerate() {
+            shards.push(
+                handle
+                    .join()
+                    .map_err(|_| SubscriberError::ShardPanicked(index))?,
+            );
+        }
+        let taken: u64 = outcomes.iter().map(|o| o.taken).sum();
+        let workers = outcomes.into_iter().map(worker_report).collect();
+        Ok(Report {
+            shards,
+            workers,
+            fatal: self.fatal(),
+            unprocessed: forwarded.saturating_sub(taken),
+            elapsed: self.started.elapsed(),
+        })
+    }
+}
+
+impl<W: Worker> Drop for Subscriber<W> {
+    fn drop(&mut self) {
+        // Only reached with threads still running when start failed half-way or shutdown was skipped.
+        self.shared.stop.store(true, Ordering::Release);
+        if let Some(pool) = self.pool.take() {
+            pool.abort();
+            pool.stop();
+            let _ = pool.join();
+        }
+        self.shared.release.store(true, Ordering::Release);
+        for handle in self.shards.drain(..) {
+            let _ = handle.join();
+        }
+    }
+}
+
+fn worker_report<W>(o: WorkerOutcome<W, SnailHook>) -> WorkerReport<W> {
+    WorkerReport {
+        index: o.index,
+        worker: o.worker,
+        processed: o.processed,
+        discarded: o.discarded,
+        malformed: o.malformed,
+        late: o.hook.late,
+        lateness: o.hook.lateness,
+    }
+}
+
+fn validate(config: &SubscriberConfig) -> Result<(), SubscriberError> {
+    if config.shards.is_empty() {
+        return Err(SubscriberError::Config(
+            "no shards: give at least one endpoint to connect to".into(),
+        ));
+    }
+    for (i, shard) in config.shards.iter().enumerate() {
+        if shard.connect.is_empty() {
+            return Err(SubscriberError::Config(format!(
+                "shard {i} has no endpoint"
+            )));
+        }
+        if let Some(nic) = &shard.nic {
+            for ep in &shard.connect {
+                endpoint_via_nic(ep, nic)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+struct ShardSettings {
+    index: usize,
+    shard: ShardConfig,
+    handoff: String,
+    topics: Vec<String>,
+    gaps: bool,
+    gap_policy: GapPolicy,
+    snail: Snail,
+    rcv_hwm: i32,
+    handoff_hwm: i32,
+    poll_ms: i64,
+}
+
+type Ready = mpsc::Sender<Result<(usize, String), SubscriberError>>;
+
+fn open_shard_sockets(
+    ctx: &zmq::Context,
+    s: &ShardSettings,
+) -> Result<(zmq::Socket, zmq::Socket), SubscriberError> {
+    let shard = s.index;
+    let zerr = |what| {
+        move |source| SubscriberError::Zmq {
+            shard,
+            what,
+            source,
+        }
+    };
+    let push = ctx.socket(zmq::PUSH).map_err(zerr("create PUSH"))?;
+    push.set_linger(0).map_err(zerr("set linger"))?;
+    push.set_sndhwm(s.handoff_hwm).map_err(zerr("set sndhwm"))?;
+    push.bind(&s.handoff).map_err(zerr("bind hand-off"))?;
+    let sub = ctx.socket(zmq::SUB).map_err(zerr("create SUB"))?;
+    sub.set_linger(0).map_err(zerr("set linger"))?;
+    sub.set_rcvhwm(s.rcv_hwm).map_err(zerr("set rcvhwm"))?;
+    if s.topics.is_empty() {
+        sub.set_subscribe(b"").map_err(zerr("subscribe"))?;
+    } else {
+        for topic in &s.topics {
+            sub.set_subscribe(topic.as_bytes())
+                .map_err(zerr("subscribe"))?;
+        }
+        // Heartbeats tell silence from death, whatever the data filter.
+        if !s.topics.iter().any(|t| "H.".starts_with(t.as_str())) {
+            sub.set_subscribe(b"H.").map_err(zerr("subscribe"))?;
+        }
+    }
+    for endpoint in &s.shard.connect {
+        let target = match &s.shard.nic {
+            Some(nic) => endpoint_via_nic(endpoint, nic)?,
+            None => endpoint.clone(),
+        };
+        sub.connect(&target)
+            .map_err(|source| SubscriberError::Connect {
+                shard,
+                endpoint: target.clone(),
+                source,
+            })?;
+    }
+    Ok((sub, push))
+}
+
+/// Logs at most once a second, counting what it held back.
+struct RateLimited {
+    next_ns: u64,
+    suppressed: u64,
+}
+
+impl RateLimited {
+    fn new() -> Self {
+        RateLimited {
+            next_ns: 0,
+            suppressed: 0,
+        }
+    }
+    /// `Some(suppressed since last time)` when a line may be written now.
+    fn allow(&mut self, now_ns: u64) -> Option<u64> {
+        if now_ns >= self.next_ns {
+            self.next_ns = now_ns + 1_000_000_000;
+            Some(std::mem::take(&mut self.suppressed))
+        } else {
+            self.suppressed += 1;
+            None
+        }
+    }
+}
+
+fn run_shard(
+    ctx: zmq::Context,
+    s: ShardSettings,
+    shared: Arc<Shared>,
+    ready: Ready,
+) -> ShardReport {
+    let index = s.index;
+    tickbox_zmqx::pin_if_configured(s.shard.core, &format!("shard {index}"));
+    let mut report = ShardReport {
+        index,
+        endpoints: s.shard.connect.clone(),
+        received: 0,
+        forwarded: 0,
+        malformed: 0,
+        cached: 0,
+        late: 0,
+        gaps: 0,
+        missing: 0,
+        restarts: 0,
+        publishers: 0,
+        lateness: lateness_histogram(),
+    };
+    let sockets = open_shard_sockets(&ctx, &s);
+    let (sub, push) = match sockets {
+        Ok(sockets) => {
+            let _ = ready.send(Ok((index, s.handoff.clone())));
+            sockets
+        }
+        Err(err) => {
+            let _ = ready.send(Err(err));
+            shared.shards_done.fetch_add(1, Ordering::AcqRel);
+            return report;
+        }
+    };
+    drop(ready);
+    while !shared.go.load(Ordering::Acquire) && !shared.stop.load(Ordering::Acquire) {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    receive_loop(&s, &shared, &sub, &push, &mut report);
+    shared.shards_done.fetch_add(1, Ordering::AcqRel);
+    // Closing the PUSH with linger 0 would drop what the workers have not taken yet: wait for the release.
+    while !shared.release.load(Ordering::Acquire) {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    drop(sub);
+    drop(push);
+    report
+}
+
+fn receive_loop(
+    s: &ShardSettings,
+    shared: &Shared,
+    sub: &zmq::Socket,
+    push: &zmq::Socket,
+    report: &mut ShardReport,
+) {
+    let index = s.index;
+    let forwarded_counter = &shared.forwarded[index].0;
+    let mut gaps = GapDetector::new();
+    let mut malformed_log = RateLimited::new();
+    let mut gap_log = RateLimited::new();
+    let mut msg = zmq::Message::new();
+    loop {
+        if shared.stop.load(Ordering::Relaxed) || shared.tripped.load(Ordering::Relaxed) {
+            break;
+        }
+        match sub.recv(&mut msg, zmq::DONTWAIT) {
+            Ok(()) => {}
+            Err(zmq::Error::EAGAIN) => {
+                let _ = sub.poll(zmq::POLLIN, s.poll_ms);
+                continue;
+            }
+            Err(zmq::Error::EINTR) => continue,
+            Err(err) => {
+                tracing::error!(shard = index, "receive failed, shard stops: {err}");
+                break;
+            }
+        }
+        report.received += 1;
+        let now = now_ns();
+        let header: Header = match MessageRef::decode(&msg) {
+            Ok(view) => *view.header(),
+            Err(err) => {
+                report.malformed += 1;
+                if let Some(suppressed) = malformed_log.allow(now) {
+                    tracing::warn!(
+                        shard = index,
+                        malformed_total = report.malformed,
+                        suppressed,
+                        len = msg.len(),
+                        "malformed frame dropped: {err}"
+                    );
+                }
+                continue;
+            }
+        };
+        match s.snail.check(&header, now) {
+            Verdict::OnTime { lateness_ns } => {
+                report.lateness.saturating_record(lateness_ns.max(1));
+            }
+            Verdict::Exempt => report.cached += 1,
+            Verdict::Late { lateness_ns } => {
+                report.late += 1;
+                report.lateness.saturating_record(lateness_ns);
+                shared.trip(Fatal::Snail(SnailEvent {
+                    stage: Stage::Shard,
+                    index,
+                    publisher: header.publisher_id,
+                    topic: topic_of(&msg),
+                    sequence: header.sequence,
+                    lateness_ns,
+                    threshold_ns: s.snail.threshold_ns(),
+                    send_time_ns: header.send_time_ns,
+                    received_ns: now,
+                }));
+                break;
+            }
+        }
+        if s.gaps {
+            match gaps.on_message(&header) {
+                GapEvent::InOrder | GapEvent::Exempt => {}
+                GapEvent::First {
+                    publisher,
+                    sequence,
+                } => {
+                    report.publishers = gaps.publishers();
+                    tracing::debug!(
+                        shard = index,
+                        publisher,
+                        sequence,
+                        "first message from publisher"
+                    );
+                }
+                GapEvent::Restart {
+                    publisher,
+                    previous,
+                    sequence,
+                } => {
+                    report.restarts += 1;
+                    tracing::info!(
+                        shard = index,
+                        publisher,
+                        previous,
+                        sequence,
+                        "publisher restarted (sequence went back); accepted"
+                    );
+                }
+                event @ GapEvent::Gap {
+                    publisher,
+                    first_missing,
+                    last_missing,
+                } => {
+                    report.gaps += 1;
+                    report.missing += event.missing();
+                    if s.gap_policy == GapPolicy::Die {
+                        shared.trip(Fatal::Gap(GapFatal {
+                            shard: index,
+                            publisher,
+                            topic: topic_of(&msg),
+                            first_missing,
+                            last_missing,
+                        }));
+                        break;
+                    }
+                    if let Some(suppressed) = gap_log.allow(now) {
+                        tracing::warn!(
+                            shard = index,
+                            publisher,
+                            first_missing,
+                            last_missing,
+                            gaps_total = report.gaps,
+                            missing_total = report.missing,
+                            suppressed,
+                            "sequence gap"
+                        );
+                    }
+                }
+            }
+        }
+        // Hand the received message itself to a worker: zero-copy on inproc.
+        let out = std::mem::replace(&mut msg, zmq::Message::new());
+        if let Err(err) = push.send(out, 0) {
+            tracing::error!(
+                shard = index,
+                "hand-off to workers failed, shard stops: {err}"
+            );
+            break;
+        }
+        report.forwarded += 1;
+        forwarded_counter.store(report.forwarded, Ordering::Release);
+    }
+}
+
+fn topic_of(frame: &[u8]) -> String {
+    let end = frame.iter().position(|&b| b == 0).unwrap_or(frame.len());
+    String::from_utf8_lossy(&frame[..end]).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nic_endpoints_use_the_source_interface_form() {
+        assert_eq!(
+            endpoint_via_nic("tcp://10.0.0.1:5556", "eth1").unwrap(),
+            "tcp://eth1:0;10.0.0.1:5556"
+        );
+        assert!(endpoint_via_nic("ipc:///tmp/x", "eth1").is_err());
+        assert!(endpoint_via_nic("tcp://a:0;10.0.0.1:1", "eth1").is_err());
+        assert!(endpoint_via_nic("tcp://10.0.0.1:1", "").is_err());
+    }
+
+    #[test]
+    fn rate_limited_log_counts_what_it_suppresses() {
+        let mut log = RateLimited::new();
+        assert_eq!(log.allow(5), Some(0));
+        assert_eq!(log.allow(6), None);
+        assert_eq!(log.allow(7), None);
+        assert_eq!(log.allow(1_000_000_005), Some(2));
+    }
+
+    #[test]
+    fn snail_json_names_everything_a_pager_needs() {
+        let fatal = Fatal::Snail(SnailEvent {
+            stage: Stage::Worker,
+            index: 2,
+            publisher: 7,
+            topic: "Q.XNAS.AAPL".into(),
+            sequence: 42,
+            lateness_ns: 6_000_000,
+            threshold_ns: 5_000_000,
+            send_time_ns: 1,
+            received_ns: 6_000_001,
+        });
+        let v: serde_json::Value = serde_json::from_str(&fatal.to_json()).unwrap();
+        assert_eq!(v["reason"], "snail");
+        assert_eq!(v["stage"], "worker");
+        assert_eq!(v["topic"], "Q.XNAS.AAPL");
+        assert_eq!(v["lateness_ns"], 6_000_000);
+    }
+}

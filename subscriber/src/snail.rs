@@ -1,0 +1,114 @@
+//! The Suicidal Snail check as a sans-IO engine: given a header and "now", say whether the message is on time.
+//!
+//! Lateness is local receive time minus the publisher's send time, so it includes network, queueing in ZeroMQ and
+//! (when checked at a worker's dequeue) time spent waiting behind a slow worker. The Guide's rule: a subscriber
+//! that cannot keep up should die loudly rather than process stale data quietly.
+
+use std::time::Duration;
+
+use tickbox_wire::{Flags, Header};
+
+/// The outcome of one check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Within the threshold; `lateness_ns` is for the histogram.
+    OnTime { lateness_ns: u64 },
+    /// Past the threshold: the subscriber must die.
+    Late { lateness_ns: u64 },
+    /// Old by design (an LVC cached value): neither timed nor counted.
+    Exempt,
+}
+
+/// The threshold check. `Copy` and branch-light: it runs on every message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Snail {
+    threshold_ns: u64,
+}
+
+impl Snail {
+    /// A zero threshold disables the guard (every message is on time) while still measuring lateness.
+    pub fn new(threshold: Duration) -> Self {
+        let ns = u64::try_from(threshold.as_nanos()).unwrap_or(u64::MAX);
+        Snail {
+            threshold_ns: if ns == 0 { u64::MAX } else { ns },
+        }
+    }
+
+    pub fn threshold_ns(&self) -> u64 {
+        self.threshold_ns
+    }
+
+    /// Judges a message received at `now_ns`. A send time in the future (clock skew between hosts) counts as zero
+    /// lateness rather than wrapping.
+    #[inline]
+    pub fn check(&self, header: &Header, now_ns: u64) -> Verdict {
+        if header.flags.contains(Flags::CACHED) {
+            return Verdict::Exempt;
+        }
+        let lateness_ns = now_ns.saturating_sub(header.send_time_ns);
+        if lateness_ns > self.threshold_ns {
+            Verdict::Late { lateness_ns }
+        } else {
+            Verdict::OnTime { lateness_ns }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tickbox_wire::{Clock, Kind, ManualClock};
+
+    const T0: u64 = 1_700_000_000_000_000_000;
+
+    #[test]
+    fn fires_only_past_the_threshold_on_a_fake_clock() {
+        let clock = ManualClock::new(T0);
+        let snail = Snail::new(Duration::from_micros(250));
+        let header = Header::live(Kind::Quote, 1, 1, T0);
+        clock.advance(250_000);
+        assert_eq!(
+            snail.check(&header, clock.now_ns()),
+            Verdict::OnTime {
+                lateness_ns: 250_000
+            }
+        );
+        clock.advance(1);
+        assert_eq!(
+            snail.check(&header, clock.now_ns()),
+            Verdict::Late {
+                lateness_ns: 250_001
+            }
+        );
+    }
+
+    #[test]
+    fn cached_values_are_exempt_however_old() {
+        let snail = Snail::new(Duration::from_millis(1));
+        let mut header = Header::live(Kind::Trade, 1, 1, T0);
+        header.flags = Flags::CACHED;
+        assert_eq!(
+            snail.check(&header, T0 + 3_600_000_000_000),
+            Verdict::Exempt
+        );
+        // A replayed (re-stamped) message is judged on its new send time, not its origin.
+        header.flags = Flags::REPLAY;
+        header.origin_time_ns = T0 - 86_400_000_000_000;
+        assert_eq!(
+            snail.check(&header, T0 + 10),
+            Verdict::OnTime { lateness_ns: 10 }
+        );
+    }
+
+    #[test]
+    fn clock_skew_is_zero_lateness_and_zero_threshold_disables() {
+        let snail = Snail::new(Duration::from_millis(1));
+        let header = Header::live(Kind::Quote, 1, 1, T0 + 5_000);
+        assert_eq!(snail.check(&header, T0), Verdict::OnTime { lateness_ns: 0 });
+        let off = Snail::new(Duration::ZERO);
+        assert!(matches!(
+            off.check(&header, u64::MAX),
+            Verdict::OnTime { .. }
+        ));
+    }
+}

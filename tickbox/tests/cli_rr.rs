@@ -1,0 +1,248 @@
+//! The reliable request-reply commands as real processes: `broker`, `call`, `titanic` (killed with SIGKILL and
+//! restarted), `freelance-server`.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tickbox_control::mdp::{Worker, WorkerConfig};
+
+const BIN: &str = env!("CARGO_BIN_EXE_tickbox");
+
+/// A private temporary directory removed at the end of the test.
+struct TempDir(std::path::PathBuf);
+
+impl TempDir {
+    fn new() -> Self {
+        let p = std::env::temp_dir().join(format!(
+            "tickbox-cli-rr-{}-{}",
+            std::process::id(),
+            uuid_like()
+        ));
+        std::fs::create_dir_all(&p).unwrap();
+        Self(p)
+    }
+
+    fn path(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn uuid_like() -> u128 {
+    static N: AtomicU32 = AtomicU32::new(0);
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    t ^ u128::from(N.fetch_add(1, Ordering::Relaxed))
+}
+
+/// A child process killed when the test ends, whatever happens.
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn spawn(args: &[&str]) -> Proc {
+    Proc(
+        Command::new(BIN)
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn tickbox"),
+    )
+}
+
+fn first_line(p: &mut Proc) -> String {
+    let mut line = String::new();
+    BufReader::new(p.0.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    line.trim().to_string()
+}
+
+fn start_broker() -> (Proc, String) {
+    let mut b = spawn(&[
+        "broker",
+        "--bind",
+        "tcp://127.0.0.1:*",
+        "--heartbeat-ms",
+        "100",
+    ]);
+    let line = first_line(&mut b);
+    let ep = line
+        .strip_prefix("broker listening on ")
+        .unwrap_or_else(|| panic!("unexpected: {line}"))
+        .to_string();
+    (b, ep)
+}
+
+fn call(ep: &str, args: &[&str]) -> (Option<i32>, Vec<String>) {
+    let mut full = vec![
+        "call",
+        "--broker",
+        ep,
+        "--timeout-ms",
+        "500",
+        "--attempts",
+        "4",
+    ];
+    full.extend_from_slice(args);
+    let out = Command::new(BIN)
+        .args(&full)
+        .stderr(Stdio::null())
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::to_string)
+            .collect(),
+    )
+}
+
+#[test]
+fn call_prints_reply_frames_and_exits_4_on_timeout() {
+    let (_broker, ep) = start_broker();
+    assert_eq!(
+        call(&ep, &["mmi.service", "echo"]),
+        (Some(0), vec!["404".to_string()])
+    );
+    assert_eq!(
+        call(&ep, &["mmi.nope", "x"]),
+        (Some(0), vec!["501".to_string()])
+    );
+    let out = Command::new(BIN)
+        .args([
+            "call",
+            "--broker",
+            &ep,
+            "--timeout-ms",
+            "100",
+            "--attempts",
+            "2",
+            "nobody",
+            "x",
+        ])
+        .stderr(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(4), "timeout exit code");
+}
+
+#[test]
+fn titanic_process_killed_between_request_and_reply_loses_nothing() {
+    let dir = TempDir::new();
+    let jdir = dir.path().join("titanic");
+    let jdir = jdir.to_str().unwrap();
+    let (_broker, ep) = start_broker();
+    let titanic_args = [
+        "titanic",
+        "--broker",
+        ep.as_str(),
+        "--dir",
+        jdir,
+        "--heartbeat-ms",
+        "100",
+        "--scan-ms",
+        "50",
+    ];
+    let mut titanic = spawn(&titanic_args);
+    assert!(first_line(&mut titanic).starts_with("titanic ready"));
+    let (code, lines) = call(&ep, &["titanic.request", "work", "payload-1"]);
+    assert_eq!(code, Some(0));
+    assert_eq!(lines[0], "200");
+    let uuid = lines[1].clone();
+    assert_eq!(uuid.len(), 32);
+    assert_eq!(call(&ep, &["titanic.reply", &uuid]).1, vec!["300"]);
+
+    // SIGKILL: no clean shutdown of the journal, no DISCONNECT to the broker.
+    titanic.0.kill().unwrap();
+    titanic.0.wait().unwrap();
+
+    let executed = Arc::new(AtomicU32::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let (e, n, s) = (ep.clone(), Arc::clone(&executed), Arc::clone(&stop));
+    let worker = std::thread::spawn(move || {
+        let ctx = zmq::Context::new();
+        let cfg = WorkerConfig {
+            heartbeat_interval_ms: 100,
+            reconnect_ms: 100,
+            ..Default::default()
+        };
+        let mut w = Worker::connect(&ctx, &e, "work", cfg).unwrap();
+        w.serve(&s, |b| {
+            n.fetch_add(1, Ordering::SeqCst);
+            vec![[b"done:".as_slice(), &b[0]].concat()]
+        })
+        .unwrap();
+    });
+    let mut titanic = spawn(&titanic_args);
+    let ready = first_line(&mut titanic);
+    assert!(
+        ready.contains("1 open requests (1 awaiting a reply)"),
+        "{ready}"
+    );
+    let end = Instant::now() + Duration::from_secs(15);
+    let reply = loop {
+        let (_, lines) = call(&ep, &["titanic.reply", &uuid]);
+        if lines.first().map(String::as_str) == Some("200") {
+            break lines;
+        }
+        assert!(Instant::now() < end, "no reply after restart: {lines:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(reply, vec!["200", "done:payload-1"]);
+    assert_eq!(call(&ep, &["titanic.close", &uuid]).1, vec!["200"]);
+    assert_eq!(call(&ep, &["titanic.reply", &uuid]).1, vec!["400"]);
+    assert_eq!(executed.load(Ordering::SeqCst), 1);
+    stop.store(true, Ordering::Relaxed);
+    worker.join().unwrap();
+}
+
+#[test]
+fn freelance_server_process_answers_ping_and_requests() {
+    let dir = TempDir::new();
+    let ep = format!("ipc://{}/fl.sock", dir.path().display());
+    let mut server = spawn(&["freelance-server", "--bind", &ep]);
+    assert!(first_line(&mut server).starts_with("freelance server"));
+    let ctx = zmq::Context::new();
+    let r = ctx.socket(zmq::ROUTER).unwrap();
+    r.set_linger(0).unwrap();
+    r.set_router_mandatory(true).unwrap();
+    r.connect(&ep).unwrap();
+    let end = Instant::now() + Duration::from_secs(5);
+    while r.send_multipart([ep.as_bytes(), b"PING"], 0).is_err() {
+        assert!(
+            Instant::now() < end,
+            "server never reachable under its endpoint identity"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(r.poll(zmq::POLLIN, 3000).unwrap() > 0);
+    assert_eq!(
+        r.recv_multipart(0).unwrap(),
+        vec![ep.as_bytes().to_vec(), b"PONG".to_vec()]
+    );
+    r.send_multipart([ep.as_bytes(), b"1", b"hello"], 0)
+        .unwrap();
+    assert!(r.poll(zmq::POLLIN, 3000).unwrap() > 0);
+    assert_eq!(
+        r.recv_multipart(0).unwrap(),
+        vec![ep.as_bytes().to_vec(), b"1".to_vec(), b"OK".to_vec()]
+    );
+}

@@ -1,0 +1,275 @@
+//! `tickbox subscribe` as a real process against the real feed: summary table, Ctrl-C, garbage, `--nic`.
+
+use std::io::Read;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use tickbox_feed::{Feed, FeedConfig, FeedReport, PacingMode, Rate};
+
+struct Proc {
+    child: Child,
+}
+
+impl Proc {
+    fn spawn(args: &[&str]) -> Self {
+        let child = Command::new(env!("CARGO_BIN_EXE_tickbox"))
+            .args(args)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn tickbox");
+        Proc { child }
+    }
+
+    fn interrupt(&self) {
+        let status = Command::new("kill")
+            .args(["-INT", &self.child.id().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success());
+    }
+
+    fn wait(mut self, limit: Duration) -> (ExitStatus, String, String) {
+        let deadline = Instant::now() + limit;
+        let status = loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                break status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "tickbox did not exit within {limit:?}"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let mut out = String::new();
+        let mut err = String::new();
+        self.child
+            .stdout
+            .take()
+            .unwrap()
+            .read_to_string(&mut out)
+            .unwrap();
+        self.child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
+        (status, out, err)
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn feed(shards: usize, per_shard: u64) -> FeedConfig {
+    FeedConfig {
+        shards: vec![tickbox_feed::ShardConfig::default(); shards],
+        symbols: 100,
+        rate: Rate::PerSecond(100_000),
+        mode: PacingMode::Paced,
+        no_drop: true,
+        wait_for_subscribers: 1,
+        max_messages_per_shard: Some(per_shard),
+        ..FeedConfig::default()
+    }
+}
+
+/// `(name, value)` pairs from the summary's "distinct topics: N ... quotes N  trades N ..." line.
+fn counter(stdout: &str, name: &str) -> u64 {
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("distinct topics:"))
+        .expect("topics line");
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let at = words
+        .windows(2)
+        .position(|w| w[0] == name || w[0] == format!("{name}:"))
+        .expect(name);
+    words[at + 1].parse().unwrap()
+}
+
+/// Column `col` of the summary's `all` row.
+fn all_row(stdout: &str, col: usize) -> u64 {
+    let line = stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with("all "))
+        .expect("all row");
+    line.split_whitespace().nth(col).unwrap().parse().unwrap()
+}
+
+fn sent_data(report: &FeedReport) -> (u64, u64) {
+    (
+        report.shards.iter().map(|s| s.counts.quotes).sum(),
+        report.shards.iter().map(|s| s.counts.trades).sum(),
+    )
+}
+
+#[test]
+fn subscribe_to_two_feed_shards_then_ctrl_c_prints_the_summary() {
+    let ctx = zmq::Context::new();
+    let handle = Feed::start(&ctx, feed(2, 5_000)).unwrap();
+    let endpoints = handle.endpoints().join(",");
+    let proc = Proc::spawn(&[
+        "subscribe",
+        "--connect",
+        &endpoints,
+        "--workers",
+        "3",
+        "--duration",
+        "30s",
+    ]);
+    let report = handle.join().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    proc.interrupt();
+    let (status, stdout, stderr) = proc.wait(Duration::from_secs(10));
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    assert!(stdout.contains("stopped by signal"), "{stdout}");
+    let (quotes, trades) = sent_data(&report);
+    assert_eq!(counter(&stdout, "quotes"), quotes, "{stdout}");
+    assert_eq!(counter(&stdout, "trades"), trades, "{stdout}");
+    assert_eq!(all_row(&stdout, 5), 0, "no gaps:\n{stdout}");
+    assert_eq!(all_row(&stdout, 3), 0, "no malformed:\n{stdout}");
+    assert_eq!(counter(&stdout, "unprocessed:"), 0);
+    // Two shard rows, each with its own publisher's stream.
+    for (i, shard) in report.shards.iter().enumerate() {
+        let row = stdout
+            .lines()
+            .find(|l| {
+                l.split_whitespace().next() == Some(&i.to_string()) && l.contains(&shard.endpoint)
+            })
+            .unwrap_or_else(|| panic!("no row for shard {i}:\n{stdout}"));
+        let received: u64 = row.split_whitespace().nth(1).unwrap().parse().unwrap();
+        assert_eq!(
+            received,
+            shard.counts.data() + shard.counts.heartbeats,
+            "{stdout}"
+        );
+    }
+}
+
+#[test]
+fn topic_prefixes_filter_and_never_report_gaps() {
+    let ctx = zmq::Context::new();
+    let handle = Feed::start(&ctx, feed(1, 5_000)).unwrap();
+    let endpoint = handle.endpoints().join(",");
+    let proc = Proc::spawn(&[
+        "subscribe",
+        "--connect",
+        &endpoint,
+        "--topics",
+        "T.",
+        "--duration",
+        "30s",
+    ]);
+    let report = handle.join().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    proc.interrupt();
+    let (status, stdout, stderr) = proc.wait(Duration::from_secs(10));
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    let (_, trades) = sent_data(&report);
+    assert_eq!(counter(&stdout, "trades"), trades, "{stdout}");
+    assert_eq!(counter(&stdout, "quotes"), 0, "{stdout}");
+    assert_eq!(all_row(&stdout, 5), 0, "{stdout}");
+    assert!(!stderr.contains("sequence gap"), "{stderr}");
+}
+
+#[test]
+fn garbage_on_the_wire_is_counted_and_logged_and_the_subscriber_keeps_running() {
+    let ctx = zmq::Context::new();
+    let publisher = ctx.socket(zmq::XPUB).unwrap();
+    publisher.set_linger(0).unwrap();
+    let endpoint = tickbox_zmqx::bind_resolved(&publisher, "tcp://127.0.0.1:*").unwrap();
+    let proc = Proc::spawn(&["subscribe", "--connect", &endpoint, "--duration", "1500ms"]);
+    publisher.set_rcvtimeo(10_000).unwrap();
+    publisher.recv_bytes(0).expect("subscription");
+    for i in 0..50u64 {
+        publisher.send(&b"\x00\x01garbage"[..], 0).unwrap();
+        let header =
+            tickbox_wire::Header::live(tickbox_wire::Kind::Quote, 1, i + 1, tickbox_wire::now_ns());
+        let frame = tickbox_wire::encode_to_vec(
+            "Q.XNAS.AAPL",
+            &header,
+            &tickbox_wire::Quote::default().into(),
+        );
+        publisher.send(frame.unwrap(), 0).unwrap();
+    }
+    let (status, stdout, stderr) = proc.wait(Duration::from_secs(10));
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert_eq!(all_row(&stdout, 1), 100, "{stdout}");
+    assert_eq!(all_row(&stdout, 3), 50, "{stdout}");
+    assert_eq!(counter(&stdout, "quotes"), 50, "{stdout}");
+    // Logged, but rate-limited: far fewer lines than bad frames.
+    let logged = stderr
+        .lines()
+        .filter(|l| l.contains("malformed frame"))
+        .count();
+    assert!((1..=3).contains(&logged), "{logged} log lines:\n{stderr}");
+}
+
+#[test]
+fn nic_connects_through_the_named_interface() {
+    let ctx = zmq::Context::new();
+    let handle = Feed::start(&ctx, feed(1, 2_000)).unwrap();
+    let endpoint = handle.endpoints().join(",");
+    let proc = Proc::spawn(&[
+        "subscribe",
+        "--connect",
+        &endpoint,
+        "--nic",
+        "lo",
+        "--duration",
+        "30s",
+    ]);
+    let report = handle.join().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    proc.interrupt();
+    let (status, stdout, stderr) = proc.wait(Duration::from_secs(10));
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert_eq!(counter(&stdout, "quotes"), sent_data(&report).0, "{stdout}");
+}
+
+#[test]
+fn bad_arguments_are_errors_not_panics() {
+    for args in [
+        &["subscribe"][..],
+        &[
+            "subscribe",
+            "--connect",
+            "tcp://127.0.0.1:1",
+            "--max-lateness",
+            "fast",
+        ],
+        &[
+            "subscribe",
+            "--connect",
+            "tcp://127.0.0.1:1",
+            "--gap-policy",
+            "maybe",
+        ],
+        &["subscribe", "--connect", "ipc:///tmp/x", "--nic", "lo"],
+        &[
+            "subscribe",
+            "--connect",
+            "tcp://127.0.0.1:1,tcp://127.0.0.1:2",
+            "--nic",
+            "a,b,c",
+        ],
+    ] {
+        let (status, _out, err) = Proc::spawn(args).wait(Duration::from_secs(10));
+        assert!(
+            matches!(status.code(), Some(1) | Some(2)),
+            "{args:?}: {status:?}\n{err}"
+        );
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}

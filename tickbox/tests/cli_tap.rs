@@ -1,0 +1,111 @@
+//! `tickbox tap` as a real process against an in-process LVC's tap.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use tickbox_feed::lvc::{spawn, LvcConfig};
+use tickbox_wire::{encode_to_vec, Header, Kind, Payload, Quote, Trade};
+
+fn frame(kind: Kind, topic: &str, seq: u64) -> Vec<u8> {
+    let payload = match kind {
+        Kind::Quote => Payload::Quote(Quote::default()),
+        _ => Payload::Trade(Trade {
+            size: 7,
+            price: 101 * tickbox_wire::PRICE_SCALE,
+            ..Trade::default()
+        }),
+    };
+    encode_to_vec(topic, &Header::live(kind, 1, seq, seq), &payload).unwrap()
+}
+
+/// Runs `tickbox tap` with `args` on the tap of a proxy fed quotes and trades for the whole run, with one
+/// subscriber joining midway; returns stdout.
+fn tap_output(args: &[&str]) -> String {
+    let ctx = zmq::Context::new();
+    let publisher = ctx.socket(zmq::XPUB).unwrap();
+    publisher.set_linger(0).unwrap();
+    let pub_ep = tickbox_zmqx::bind_resolved(&publisher, "tcp://127.0.0.1:*").unwrap();
+    let lvc = spawn(
+        &ctx,
+        LvcConfig {
+            upstream: vec![pub_ep],
+            bind: "tcp://127.0.0.1:*".into(),
+            tap: Some("tcp://127.0.0.1:*".into()),
+            stats_interval_ms: 0,
+            ..LvcConfig::default()
+        },
+    )
+    .unwrap();
+    publisher.set_rcvtimeo(5000).unwrap();
+    assert_eq!(publisher.recv_bytes(0).unwrap(), b"\x01");
+    let tap_ep = lvc.endpoints().tap.clone().unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_tickbox"))
+        .arg("tap")
+        .args(["--connect", &tap_ep, "--duration", "2500ms"])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    let mut seq = 0;
+    let mut joiner = None;
+    while started.elapsed() < Duration::from_millis(2200) {
+        seq += 1;
+        publisher
+            .send(frame(Kind::Quote, "Q.XNAS.AAPL", seq), 0)
+            .unwrap();
+        seq += 1;
+        publisher
+            .send(frame(Kind::Trade, "T.XNAS.AAPL", seq), 0)
+            .unwrap();
+        if joiner.is_none() && started.elapsed() > Duration::from_millis(1200) {
+            let sub = ctx.socket(zmq::SUB).unwrap();
+            sub.set_linger(0).unwrap();
+            sub.connect(&lvc.endpoints().downstream).unwrap();
+            sub.set_subscribe(b"T.").unwrap();
+            joiner = Some(sub);
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{:?}", out.status);
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn tap_shows_filtered_decoded_messages_and_subscription_events() {
+    let out = tap_output(&["--kinds", "trade", "--sample", "2"]);
+    let trades = out
+        .lines()
+        .filter(|l| l.starts_with("T.XNAS.AAPL") && l.contains("trade"))
+        .count();
+    assert!(trades > 10, "{out}");
+    assert!(out.contains("7 @ 101.0000"), "{out}");
+    assert!(
+        !out.lines().any(|l| l.starts_with("Q.")),
+        "quotes must be filtered out:\n{out}"
+    );
+    assert!(
+        out.lines().any(|l| l == "SUB   \"T.\""),
+        "subscription event missing:\n{out}"
+    );
+}
+
+#[test]
+fn tap_top_prints_rates_per_prefix() {
+    let out = tap_output(&["--top"]);
+    assert!(out.contains("prefix"), "{out}");
+    assert!(out.lines().any(|l| l.starts_with("Q.XNAS")), "{out}");
+    assert!(out.lines().any(|l| l.starts_with("T.XNAS")), "{out}");
+}
+
+#[test]
+fn tap_rejects_unknown_kinds() {
+    let out = Command::new(env!("CARGO_BIN_EXE_tickbox"))
+        .args(["tap", "--connect", "tcp://127.0.0.1:1", "--kinds", "bogus"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("bogus"));
+}

@@ -1,0 +1,448 @@
+//! Built-in workers: statistics, a last-value book per instrument, and a deliberate delay (for testing the snail).
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::time::Duration;
+
+use tickbox_wire::{shard_key_of_topic, Flags, Kind, MessageRef, Payload};
+
+use crate::{Delivery, Worker};
+
+/// FNV-1a for short topic keys: several times cheaper than SipHash on 10-20 byte strings, and topics come from
+/// our own publishers, so hash flooding is not a concern worth paying for per message.
+#[derive(Default, Clone, Copy)]
+pub struct FnvHasher(u64);
+
+impl Hasher for FnvHasher {
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        let mut hash = if self.0 == 0 {
+            0xcbf2_9ce4_8422_2325
+        } else {
+            self.0
+        };
+        for &b in bytes {
+            hash ^= u64::from(b);
+            hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        self.0 = hash;
+    }
+}
+
+type FnvMap<K, V> = HashMap<K, V, BuildHasherDefault<FnvHasher>>;
+
+/// Per-topic message counts; per-prefix figures are derived from them at report time, so the hot path does one
+/// map lookup per message and allocates only the first time a topic is seen.
+pub type Topics = FnvMap<Box<str>, u64>;
+
+fn kind_index(kind: Kind) -> usize {
+    match kind {
+        Kind::Quote => 0,
+        Kind::Trade => 1,
+        Kind::Heartbeat => 2,
+        Kind::BookLevel => 3,
+    }
+}
+
+/// Counts and rates per kind and per topic.
+#[derive(Debug, Default, Clone)]
+pub struct Stats {
+    per_kind: [u64; 4],
+    topics: Topics,
+    cached: u64,
+    replayed: u64,
+    first_ns: u64,
+    last_ns: u64,
+}
+
+impl Stats {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A summary of what this worker saw.
+    pub fn report(&self) -> StatsReport {
+        StatsReport {
+            per_kind: self.per_kind,
+            topics: self.topics.clone(),
+            cached: self.cached,
+            replayed: self.replayed,
+            first_ns: self.first_ns,
+            last_ns: self.last_ns,
+        }
+    }
+}
+
+impl Worker for Stats {
+    #[inline]
+    fn on_message(&mut self, msg: &MessageRef<'_>, delivery: &Delivery) {
+        let header = msg.header();
+        self.per_kind[kind_index(header.kind)] += 1;
+        if header.flags.contains(Flags::CACHED) {
+            self.cached += 1;
+        }
+        if header.flags.contains(Flags::REPLAY) {
+            self.replayed += 1;
+        }
+        match self.topics.get_mut(msg.topic()) {
+            Some(count) => *count += 1,
+            None => {
+                self.topics.insert(msg.topic().into(), 1);
+            }
+        }
+        if self.first_ns == 0 {
+            self.first_ns = delivery.dequeued_ns;
+        }
+        self.last_ns = delivery.dequeued_ns;
+    }
+}
+
+/// What one or more [`Stats`] workers saw; reports from several workers [`merge`](StatsReport::merge).
+#[derive(Debug, Default, Clone)]
+pub struct StatsReport {
+    /// Messages per kind, indexed like [`Kind::ALL`].
+    pub per_kind: [u64; 4],
+    pub topics: Topics,
+    /// Messages flagged CACHED (LVC snapshot values).
+    pub cached: u64,
+    /// Messages flagged REPLAY.
+    pub replayed: u64,
+    pub first_ns: u64,
+    pub last_ns: u64,
+}
+
+impl StatsReport {
+    pub fn merge(&mut self, other: &StatsReport) {
+        for (a, b) in self.per_kind.iter_mut().zip(other.per_kind) {
+            *a += b;
+        }
+        for (topic, count) in &other.topics {
+            *self.topics.entry(topic.clone()).or_insert(0) += count;
+        }
+        self.cached += other.cached;
+        self.replayed += other.replayed;
+        if other.first_ns != 0 && (self.first_ns == 0 || other.first_ns < self.first_ns) {
+            self.first_ns = other.first_ns;
+        }
+        self.last_ns = self.last_ns.max(other.last_ns);
+    }
+
+    pub fn total(&self) -> u64 {
+        self.per_kind.iter().sum()
+    }
+
+    pub fn count(&self, kind: Kind) -> u64 {
+        self.per_kind[kind_index(kind)]
+    }
+
+    pub fn distinct_topics(&self) -> usize {
+        self.topics.len()
+    }
+
+    /// Time between the first and the last message seen.
+    pub fn span(&self) -> Duration {
+        Duration::from_nanos(self.last_ns.saturating_sub(self.first_ns))
+    }
+
+    /// `count` over [`span`](Self::span), in messages per second (0 when the span is empty).
+    pub fn rate(&self, count: u64) -> f64 {
+        let secs = self.span().as_secs_f64();
+        if secs > 0.0 {
+            count as f64 / secs
+        } else {
+            0.0
+        }
+    }
+
+    /// Message counts per topic prefix made of the first `segments` dot-separated parts (`Q.XNAS` for 2), sorted.
+    pub fn per_prefix(&self, segments: usize) -> Vec<(String, u64)> {
+        let mut out: FnvMap<&str, u64> = FnvMap::default();
+        for (topic, count) in &self.topics {
+            *out.entry(topic_prefix(topic, segments)).or_insert(0) += count;
+        }
+        let mut out: Vec<(String, u64)> = out.into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
+        out.sort();
+        out
+    }
+}
+
+/// The first `segments` dot-separated parts of `topic` (the whole topic if it has fewer).
+pub fn topic_prefix(topic: &str, segments: usize) -> &str {
+    let mut dots = 0;
+    for (i, b) in topic.bytes().enumerate() {
+        if b == b'.' {
+            dots += 1;
+            if dots == segments {
+                return &topic[..i];
+            }
+        }
+    }
+    topic
+}
+
+/// Where a value came from, for "is this newer?" decisions. Ordered by origin time, then sequence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub struct Stamp {
+    pub origin_time_ns: u64,
+    pub sequence: u64,
+}
+
+/// Best bid/offer and last trade of one instrument.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct BookEntry {
+    pub bid_px: i64,
+    pub bid_size: u32,
+    pub ask_px: i64,
+    pub ask_size: u32,
+    /// Stamp of the quote the bid/ask came from; `None` until a quote arrived.
+    pub quote: Option<Stamp>,
+    pub last_trade_px: i64,
+    pub last_trade_size: u32,
+    pub trade: Option<Stamp>,
+}
+
+/// The last value per instrument (keyed by topic without its kind letter, e.g. `XNAS.AAPL`).
+///
+/// A value is applied only when it is newer (origin time, then sequence) than what the book holds. That keeps a
+/// CACHED value from the LVC from overwriting a live one that overtook it, and lets books built by several
+/// workers (each seeing part of the stream) [`merge`](LastValueBook::merge) into the true last value.
+#[derive(Debug, Default, Clone)]
+pub struct LastValueBook {
+    entries: FnvMap<Box<str>, BookEntry>,
+    /// Quote/trade/book payloads that failed to decode (bad enum byte).
+    pub bad_payloads: u64,
+    /// Values ignored because the book already held a newer one.
+    pub stale_ignored: u64,
+}
+
+impl LastValueBook {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn get(&self, instrument: &str) -> Option<&BookEntry> {
+        self.entries.get(instrument)
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &BookEntry)> {
+        self.entries.iter().map(|(k, v)| (&**k, v))
+    }
+
+    /// Applies one message (quotes, trades, level-0 book levels; other kinds are ignored).
+    pub fn apply(&mut self, msg: &MessageRef<'_>) {
+        let kind = msg.kind();
+        if !matches!(kind, Kind::Quote | Kind::Trade | Kind::BookLevel) {
+            return;
+        }
+        let payload = match msg.payload() {
+            Ok(p) => p,
+            Err(_) => {
+                self.bad_payloads += 1;
+                return;
+            }
+        };
+        let header = msg.header();
+        let stamp = Stamp {
+            origin_time_ns: header.origin_time_ns,
+            sequence: header.sequence,
+        };
+        // The topic is valid UTF-8 and the key starts after an ASCII '.', so slicing needs no re-validation.
+        let topic = msg.topic();
+        let key = &topic[topic.len() - shard_key_of_topic(topic.as_bytes()).len()..];
+        let entry = match self.entries.get_mut(key) {
+            Some(e) => e,
+            None => self.entries.entry(key.into()).or_default(),
+        };
+        let newer = |held: Option<Stamp>| held.is_none_or(|h| stamp > h);
+        match payload {
+            Payload::Quote(q) => {
+                if newer(entry.quote) {
+                    entry.bid_px = q.bid_px;
+                    entry.bid_size = q.bid_size;
+                    entry.ask_px = q.ask_px;
+                    entry.ask_size = q.ask_size;
+                    entry.quote = Some(stamp);
+                } else {
+                    self.stale_ignored += 1;
+                }
+            }
+            Payload::Trade(t) => {
+                if newer(entry.trade) {
+                    entry.last_trade_px = t.price;
+                    entry.last_trade_size = t.size;
+                    entry.trade = Some(stamp);
+                } else {
+                    self.stale_ignored += 1;
+                }
+            }
+            Payload::BookLevel(level) if level.level == 0 => {
+                if newer(entry.quote) {
+                    match level.side {
+                        tickbox_wire::Side::Buy => {
+                            entry.bid_px = level.price;
+                            entry.bid_size = level.size;
+                        }
+                        tickbox_wire::Side::Sell => {
+                            entry.ask_px = level.price;
+                            entry.ask_size = level.size;
+                        }
+                        tickbox_wire::Side::None => return,
+                    }
+                    entry.quote = Some(stamp);
+                } else {
+                    self.stale_ignored += 1;
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Folds another book in, keeping the newer value of each field.
+    pub fn merge(&mut self, other: &LastValueBook) {
+        for (key, theirs) in &other.entries {
+            let ours = self.entries.entry(key.clone()).or_default();
+            if theirs.quote.is_some() && theirs.quote > ours.quote {
+                ours.bid_px = theirs.bid_px;
+                ours.bid_size = theirs.bid_size;
+                ours.ask_px = theirs.ask_px;
+                ours.ask_size = theirs.ask_size;
+                ours.quote = theirs.quote;
+            }
+            if theirs.trade.is_some() && theirs.trade > ours.trade {
+                ours.last_trade_px = theirs.last_trade_px;
+                ours.last_trade_size = theirs.last_trade_size;
+                ours.trade = theirs.trade;
+            }
+        }
+        self.bad_payloads += other.bad_payloads;
+        self.stale_ignored += other.stale_ignored;
+    }
+}
+
+impl Worker for LastValueBook {
+    #[inline]
+    fn on_message(&mut self, msg: &MessageRef<'_>, _delivery: &Delivery) {
+        self.apply(msg);
+    }
+}
+
+/// Sleeps for a fixed time per message: a stand-in for an expensive consumer, used to prove that a slow worker
+/// makes the Suicidal Snail fire.
+#[derive(Debug, Clone, Copy)]
+pub struct Delay(pub Duration);
+
+impl Worker for Delay {
+    fn on_message(&mut self, _msg: &MessageRef<'_>, _delivery: &Delivery) {
+        if !self.0.is_zero() {
+            std::thread::sleep(self.0);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tickbox_wire::{encode_to_vec, Header, Quote, Trade};
+
+    fn quote(seq: u64, origin: u64, bid: i64, flags: Flags) -> Vec<u8> {
+        let mut header = Header::live(Kind::Quote, 1, seq, origin + 5);
+        header.origin_time_ns = origin;
+        header.flags = flags;
+        let q = Quote {
+            bid_px: bid,
+            ask_px: bid + 1,
+            bid_size: 1,
+            ask_size: 2,
+            ..Quote::default()
+        };
+        encode_to_vec("Q.XNAS.AAPL", &header, &q.into()).unwrap()
+    }
+
+    const D: Delivery = Delivery {
+        worker: 0,
+        dequeued_ns: 10,
+    };
+
+    #[test]
+    fn cached_value_never_overwrites_a_newer_live_one() {
+        let mut book = LastValueBook::new();
+        let live = quote(10, 2_000, 105, Flags::NONE);
+        let cached = quote(7, 1_000, 99, Flags::CACHED);
+        book.on_message(&MessageRef::decode(&live).unwrap(), &D);
+        book.on_message(&MessageRef::decode(&cached).unwrap(), &D);
+        let e = book.get("XNAS.AAPL").unwrap();
+        assert_eq!(e.bid_px, 105);
+        assert_eq!(book.stale_ignored, 1);
+        // A cached value that is genuinely newer (late joiner: nothing live yet) is applied.
+        let mut fresh = LastValueBook::new();
+        fresh.on_message(&MessageRef::decode(&cached).unwrap(), &D);
+        assert_eq!(fresh.get("XNAS.AAPL").unwrap().bid_px, 99);
+        fresh.on_message(&MessageRef::decode(&live).unwrap(), &D);
+        assert_eq!(fresh.get("XNAS.AAPL").unwrap().bid_px, 105);
+    }
+
+    #[test]
+    fn books_from_several_workers_merge_to_the_newest_value() {
+        let mut a = LastValueBook::new();
+        let mut b = LastValueBook::new();
+        a.apply(&MessageRef::decode(&quote(2, 200, 50, Flags::NONE)).unwrap());
+        b.apply(&MessageRef::decode(&quote(1, 100, 40, Flags::NONE)).unwrap());
+        let trade = encode_to_vec(
+            "T.XNAS.AAPL",
+            &Header::live(Kind::Trade, 1, 3, 300),
+            &Trade {
+                price: 77,
+                size: 5,
+                ..Trade::default()
+            }
+            .into(),
+        )
+        .unwrap();
+        b.apply(&MessageRef::decode(&trade).unwrap());
+        b.merge(&a);
+        let e = b.get("XNAS.AAPL").unwrap();
+        assert_eq!((e.bid_px, e.last_trade_px, e.last_trade_size), (50, 77, 5));
+        assert_eq!(b.len(), 1);
+    }
+
+    #[test]
+    fn stats_count_per_kind_topic_and_prefix() {
+        let mut stats = Stats::new();
+        for (i, topic) in ["Q.XNAS.AAPL", "Q.XNAS.MSFT", "Q.XNYS.IBM"]
+            .iter()
+            .enumerate()
+        {
+            let header = Header::live(Kind::Quote, 1, i as u64 + 1, 1);
+            let frame = encode_to_vec(topic, &header, &Quote::default().into()).unwrap();
+            let d = Delivery {
+                worker: 0,
+                dequeued_ns: 1_000_000_000 * (i as u64 + 1),
+            };
+            stats.on_message(&MessageRef::decode(&frame).unwrap(), &d);
+        }
+        let mut report = Stats::new().report();
+        report.merge(&stats.report());
+        assert_eq!(report.count(Kind::Quote), 3);
+        assert_eq!(report.total(), 3);
+        assert_eq!(report.distinct_topics(), 3);
+        assert_eq!(
+            report.per_prefix(2),
+            vec![("Q.XNAS".to_owned(), 2), ("Q.XNYS".to_owned(), 1)]
+        );
+        assert_eq!(report.span(), Duration::from_secs(2));
+        assert!((report.rate(3) - 1.5).abs() < 1e-9);
+        assert_eq!(topic_prefix("H.7", 2), "H.7");
+    }
+}
