@@ -10,11 +10,23 @@
 //! and one subscribing to a data prefix (`Q.`) never sees them. A consumer subscribed to everything (`""`), such
 //! as a recorder, must skip frames that start with NUL (or use [`TapFrame::classify`]).
 //!
-//! **Never slowing the proxy.** The tap is an XPUB with `XPUB_NODROP`, its own HWM (`tap_hwm`), and every send
-//! is `DONTWAIT`: when a consumer's queue is full the copy is dropped and counted (`tap_dropped`), never waited
-//! for. The check covers all matching tap consumers at once, so one stalled consumer makes the others miss the
-//! same copies; give a recorder that must not lose data its own proxy tap, or read it fast. Live traffic to
-//! subscribers is unaffected in all cases.
+//! **Never slowing the proxy.** The tap is an XPUB with its own per-consumer HWM (`tap_hwm`), and every send is
+//! `DONTWAIT`: the proxy never waits for a tap consumer, and live traffic to subscribers is unaffected in every
+//! mode. What a slow consumer costs is chosen by `tap_drop`:
+//!
+//! - `per_consumer` (default): a plain lossy XPUB. libzmq drops a copy only for the consumer whose queue is
+//!   full, so a stalled inspector (`tickbox tap` printing to a slow terminal) costs the recorder reading the
+//!   same tap nothing. The price is that these drops are silent: the proxy cannot see them and `tap_dropped`
+//!   stays 0. Each consumer detects its own loss instead: data frames carry the publisher id and its
+//!   per-publisher sequence, which a feed numbers without gaps and the proxy forwards in order, so for a
+//!   consumer subscribed to everything a publisher sends, a jump in that publisher's sequence is loss on the
+//!   way to that consumer (at its tap queue, or upstream of the proxy, which the proxy's own counters and the
+//!   live subscribers' gap detectors tell apart). A consumer subscribed to a topic prefix sees gaps by design
+//!   and cannot use this. Subscription events carry no sequence, so a lost event cannot be detected.
+//! - `counted`: `XPUB_NODROP`, so a full queue turns the send into `EAGAIN` and the copy is dropped and
+//!   counted (`tap_dropped`). libzmq checks all matching consumers at once: one stalled consumer makes every
+//!   other consumer miss the same copies. Use it when a single consumer reads the tap and an exact drop count
+//!   at the proxy matters more than isolation.
 //!
 //! The rest of this module is the inspector's logic (filter, sampling, per-prefix rates), kept free of sockets so
 //! it is tested directly; `tickbox tap` owns the socket and the clock.

@@ -124,6 +124,10 @@ fn existing_subscribers_are_not_harmed_when_others_join() {
                 std::thread::sleep(Duration::from_millis(10));
             }
         }
+        drop(progress_tx);
+        // Keep the socket open until released: closing it (linger 100 ms) on a busy machine could discard the
+        // last messages still queued for the proxy.
+        let _ = go_rx.recv_timeout(20 * SECOND);
         truth
     });
     let endpoint = ep_rx.recv_timeout(5 * SECOND).unwrap();
@@ -144,7 +148,6 @@ fn existing_subscribers_are_not_harmed_when_others_join() {
             c = Some(subscriber(&ctx, &downstream, &[b"Q.XNAS.Q1"]));
         }
     }
-    let truth = publisher.join().unwrap();
     let (b, c) = (b.unwrap(), c.unwrap());
 
     let mut consumer_a = Consumer::default();
@@ -153,6 +156,8 @@ fn existing_subscribers_are_not_harmed_when_others_join() {
     });
     frames.iter().for_each(|f| consumer_a.apply(f));
     frames_quiet_after(&a, &mut consumer_a);
+    let _ = go_tx.send(());
+    let truth = publisher.join().unwrap();
     // The existing subscriber's live stream is exactly the publisher's: no gap, no duplicate, no cached value
     // counted as live; it did receive the others' bursts, and applied none of them.
     assert_eq!(consumer_a.live_sequences, (1..=TOTAL).collect::<Vec<_>>());

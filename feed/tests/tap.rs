@@ -1,12 +1,14 @@
-//! The Espresso tap over real sockets: a faithful, ordered copy that never slows live traffic.
+//! The Espresso tap over real sockets: a faithful, ordered copy that never slows live traffic, and (by default)
+//! never lets one slow tap consumer cost another.
 
 mod lvc_util;
 
-use std::sync::mpsc;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
 
 use lvc_util::*;
-use tickbox_feed::lvc::LvcConfig;
+use tickbox_feed::lvc::{LvcConfig, TapDrop};
 use tickbox_feed::tap::TapFrame;
 
 const SECOND: Duration = Duration::from_secs(1);
@@ -69,8 +71,8 @@ fn the_tap_carries_every_forwarded_message_in_order_plus_subscription_events() {
     assert_eq!(stats.tap_sent, 5_000 + 2);
 }
 
-/// Sends `count` messages through a lossless LVC (optionally with a tap consumer that never reads) and returns
-/// how many the subscriber received, plus the proxy's tap drop count.
+/// Sends `count` messages through a lossless LVC whose tap counts its drops (optionally with a tap consumer that
+/// never reads) and returns how many the subscriber received, plus the proxy's tap drop count.
 fn run_through_lvc(count: u64, stalled_tap: bool) -> (u64, u64) {
     let ctx = zmq::Context::new();
     let (ep_tx, ep_rx) = mpsc::channel();
@@ -84,10 +86,14 @@ fn run_through_lvc(count: u64, stalled_tap: bool) -> (u64, u64) {
         for seq in 1..=count {
             publisher.send(&quote_frame("Q.XNAS.AAPL", 1, seq, seq, 0));
         }
+        // Keep the socket open until released: closing it (linger 100 ms) on a busy machine could discard the
+        // last messages still queued for the proxy.
+        let _ = go_rx.recv_timeout(20 * SECOND);
     });
     let endpoint = ep_rx.recv_timeout(5 * SECOND).unwrap();
     let config = LvcConfig {
         tap_hwm: 10,
+        tap_drop: TapDrop::Counted,
         ..with_tap(&endpoint)
     };
     let lvc = tickbox_feed::lvc::spawn(&ctx, config).unwrap();
@@ -108,8 +114,8 @@ fn run_through_lvc(count: u64, stalled_tap: bool) -> (u64, u64) {
     go_tx.send(()).unwrap();
     let mut received = 0u64;
     let mut expected_seq = 1;
-    let deadline = std::time::Instant::now() + 15 * SECOND;
-    while received < count && std::time::Instant::now() < deadline {
+    let deadline = Instant::now() + 15 * SECOND;
+    while received < count && Instant::now() < deadline {
         if sub.poll(zmq::POLLIN, 50).unwrap() > 0 {
             while let Ok(frame) = sub.recv_bytes(zmq::DONTWAIT) {
                 assert_eq!(
@@ -122,6 +128,7 @@ fn run_through_lvc(count: u64, stalled_tap: bool) -> (u64, u64) {
             }
         }
     }
+    let _ = go_tx.send(());
     publisher.join().unwrap();
     drop(stalled);
     let stats = lvc.join().unwrap();
@@ -145,4 +152,163 @@ fn a_stalled_tap_consumer_costs_tap_copies_never_live_messages() {
         "the stalled consumer should have cost tap copies"
     );
     assert!(tap_dropped < COUNT);
+}
+
+/// What the reading tap consumer got: data-frame sequences in arrival order, and subscription events.
+struct Tapped {
+    sequences: Vec<u64>,
+    events: u64,
+}
+
+/// A tap consumer on its own thread that reads as fast as it can (as a recorder does), until it has `count`
+/// data frames or, once `done` is set, nothing more arrives for 300 ms (bounded by 20 s overall).
+fn reading_tap_consumer(
+    ctx: &zmq::Context,
+    endpoint: String,
+    count: usize,
+    done: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<Tapped> {
+    let ctx = ctx.clone();
+    std::thread::spawn(move || {
+        let sub = subscriber(&ctx, &endpoint, &[b""]);
+        let mut got = Tapped {
+            sequences: Vec::with_capacity(count),
+            events: 0,
+        };
+        let deadline = Instant::now() + 20 * SECOND;
+        let mut last = Instant::now();
+        while got.sequences.len() < count && Instant::now() < deadline {
+            if sub.poll(zmq::POLLIN, 20).unwrap() > 0 {
+                while let Ok(frame) = sub.recv_bytes(zmq::DONTWAIT) {
+                    match TapFrame::classify(&frame) {
+                        Ok(TapFrame::Message(m)) => got.sequences.push(m.header().sequence),
+                        Ok(_) => got.events += 1,
+                        Err(err) => panic!("undecodable tap frame: {err}"),
+                    }
+                }
+                last = Instant::now();
+            } else if done.load(Ordering::SeqCst) && last.elapsed() > Duration::from_millis(300) {
+                break;
+            }
+        }
+        got
+    })
+}
+
+/// Two tap consumers, one that never reads (small queues) and one that reads everything, under `mode`.
+/// Returns the reader's view, how many data frames the stalled consumer could have read, and the proxy stats.
+fn two_tap_consumers(mode: TapDrop, count: u64) -> (Tapped, u64, tickbox_feed::lvc::LvcStats) {
+    let ctx = zmq::Context::new();
+    let (ep_tx, ep_rx) = mpsc::channel();
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let publisher_ctx = ctx.clone();
+    let publisher = std::thread::spawn(move || {
+        let publisher = TestPub::bind(&publisher_ctx);
+        ep_tx.send(publisher.endpoint.clone()).unwrap();
+        assert!(publisher.next_subscription(5 * SECOND).is_some());
+        go_rx.recv_timeout(10 * SECOND).unwrap();
+        for seq in 1..=count {
+            publisher.send(&quote_frame(
+                &format!("Q.XNAS.S{:02}", seq % 20),
+                1,
+                seq,
+                seq,
+                0,
+            ));
+            // At most ~1M msg/s: the healthy reader must only keep up on average, with `tap_hwm` of slack for
+            // scheduling hiccups on a busy machine.
+            if seq % 1000 == 0 {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        let _ = go_rx.recv_timeout(20 * SECOND);
+    });
+    let endpoint = ep_rx.recv_timeout(5 * SECOND).unwrap();
+    let config = LvcConfig {
+        tap_hwm: 20_000,
+        tap_drop: mode,
+        ..with_tap(&endpoint)
+    };
+    let lvc = tickbox_feed::lvc::spawn(&ctx, config).unwrap();
+    let tap_ep = lvc.endpoints().tap.clone().unwrap();
+    // Like `tickbox tap` stuck behind a terminal: subscribed, never reading, tiny queues.
+    let stalled = ctx.socket(zmq::SUB).unwrap();
+    stalled.set_linger(0).unwrap();
+    stalled.set_rcvhwm(10).unwrap();
+    stalled.set_rcvbuf(4096).unwrap();
+    stalled.connect(&tap_ep).unwrap();
+    stalled.set_subscribe(b"").unwrap();
+    let done = Arc::new(AtomicBool::new(false));
+    let reader = reading_tap_consumer(&ctx, tap_ep, count as usize, Arc::clone(&done));
+    assert!(wait_until(5 * SECOND, || lvc.stats().tap_subscriptions == 2));
+    let sub = subscriber(&ctx, &lvc.endpoints().downstream, &[b""]);
+    assert!(wait_until(5 * SECOND, || lvc.stats().subscribes == 1));
+    go_tx.send(()).unwrap();
+
+    let mut expected_seq = 1;
+    let deadline = Instant::now() + 15 * SECOND;
+    while expected_seq <= count && Instant::now() < deadline {
+        if sub.poll(zmq::POLLIN, 50).unwrap() > 0 {
+            while let Ok(frame) = sub.recv_bytes(zmq::DONTWAIT) {
+                assert_eq!(
+                    header(&frame).sequence,
+                    expected_seq,
+                    "live stream lost or reordered a message"
+                );
+                expected_seq += 1;
+            }
+        }
+    }
+    assert_eq!(
+        expected_seq,
+        count + 1,
+        "the live subscriber missed messages"
+    );
+    let _ = go_tx.send(());
+    publisher.join().unwrap();
+    done.store(true, Ordering::SeqCst);
+    let tapped = reader.join().unwrap();
+    let stalled_got = recv_quiet(&stalled, Duration::from_millis(300), 5 * SECOND)
+        .iter()
+        .filter(|f| matches!(TapFrame::classify(f), Ok(TapFrame::Message(_))))
+        .count() as u64;
+    let stats = lvc.join().unwrap();
+    assert_eq!(stats.downstream_dropped, 0);
+    assert_eq!(stats.messages_out, count);
+    (tapped, stalled_got, stats)
+}
+
+#[test]
+fn per_consumer_tap_a_stalled_inspector_never_costs_the_recorder() {
+    const COUNT: u64 = 100_000;
+    let (reader, stalled_got, stats) = two_tap_consumers(TapDrop::PerConsumer, COUNT);
+    assert!(
+        stalled_got < COUNT,
+        "the stalled consumer was meant to overflow its queue (got {stalled_got})"
+    );
+    assert_eq!(
+        reader.sequences,
+        (1..=COUNT).collect::<Vec<_>>(),
+        "the reading consumer must get every forwarded message, in order"
+    );
+    assert_eq!(reader.events, 1, "the live subscriber's subscription event");
+    // libzmq dropped the stalled consumer's copies silently: the proxy offered every copy and saw no drop.
+    assert_eq!(stats.tap_sent, COUNT + 1);
+    assert_eq!(stats.tap_dropped, 0);
+}
+
+#[test]
+fn counted_tap_counts_drops_but_a_stalled_consumer_costs_everyone() {
+    const COUNT: u64 = 100_000;
+    let (reader, stalled_got, stats) = two_tap_consumers(TapDrop::Counted, COUNT);
+    // The trade-off this mode makes: exact drop counts at the proxy, and the healthy consumer loses exactly the
+    // copies the stalled one could not take.
+    assert!(stats.tap_dropped > 0, "{stats}");
+    assert!(stalled_got < COUNT);
+    assert_eq!(reader.sequences.len() as u64 + stats.tap_dropped, COUNT);
+    assert_eq!(stats.tap_sent, reader.sequences.len() as u64 + 1);
+    assert!(
+        reader.sequences.windows(2).all(|w| w[0] < w[1]),
+        "what the reader did get is in order"
+    );
 }

@@ -31,14 +31,20 @@ const RECORD: usize = 100;
 fn bench_append(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("bench.tbj");
+    // `cargo test --benches` runs each bench once as a smoke test: a small ring is enough there.
+    let capacity = if std::env::args().any(|a| a == "--bench") {
+        CAPACITY
+    } else {
+        16 << 20
+    };
     let mut w = Writer::open(
         &path,
-        &WriterOptions::ring(CAPACITY).durability(Durability::None),
+        &WriterOptions::ring(capacity).durability(Durability::None),
     )
     .unwrap();
     let payload = [0x5au8; RECORD];
     // Fault every page in (and wrap once) so both measurements hit resident page-cache pages.
-    for i in 0..(CAPACITY / 128 + 10) {
+    for i in 0..(capacity / 128 + 10) {
         w.append(i, &payload).unwrap();
     }
     let file = std::fs::OpenOptions::new()

@@ -426,7 +426,7 @@ impl Reader {
                     Frame::Record {
                         seq, capture_ns, ..
                     } => {
-                        if self.index.count % INDEX_EVERY == 0 {
+                        if self.index.count.is_multiple_of(INDEX_EVERY) {
                             self.index.entries.push(IndexEntry {
                                 seq,
                                 time: capture_ns,

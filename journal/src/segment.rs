@@ -158,7 +158,7 @@ impl Segment {
         segment_index: u64,
         description: &str,
     ) -> Result<Segment> {
-        if capacity < MIN_CAPACITY || capacity % 8 != 0 {
+        if capacity < MIN_CAPACITY || !capacity.is_multiple_of(8) {
             return Err(JournalError::InvalidOptions(format!(
                 "capacity {capacity} must be a multiple of 8 and at least {MIN_CAPACITY}"
             )));
@@ -317,7 +317,7 @@ impl Segment {
                 "archive segment head {head} / tail {tail} out of range"
             ));
         }
-        if tail % 8 != 0 || head % 8 != 0 {
+        if !tail.is_multiple_of(8) || !head.is_multiple_of(8) {
             return bad(format!("unaligned head {head} or tail {tail}"));
         }
         Ok(())
@@ -562,7 +562,7 @@ pub(crate) fn parse_header(path: &Path, header: &[u8]) -> Result<HeaderInfo> {
         other => return Err(corrupt(format!("unknown mode {other}"))),
     };
     let capacity = get_u64(header, OFF_CAPACITY);
-    if capacity < MIN_CAPACITY || capacity % 8 != 0 || capacity > (1u64 << 48) {
+    if capacity < MIN_CAPACITY || !capacity.is_multiple_of(8) || capacity > (1u64 << 48) {
         return Err(corrupt(format!("impossible capacity {capacity}")));
     }
     let desc_len = get_u32(header, OFF_DESC_LEN) as usize;

@@ -110,8 +110,13 @@ fn main() {
     let journal = dir.path().join("bench.tbj");
     let frames = frames();
     {
-        let mut w = Writer::open(&journal, &WriterOptions::ring(512 << 20)).unwrap();
-        for (i, f) in frames.iter().enumerate() {
+        let capacity = if quick { 1 << 20 } else { 512 << 20 };
+        let mut w = Writer::open(&journal, &WriterOptions::ring(capacity)).unwrap();
+        for (i, f) in frames
+            .iter()
+            .enumerate()
+            .take(if quick { 1000 } else { usize::MAX })
+        {
             w.append(i as u64, f).unwrap();
         }
     }

@@ -118,22 +118,29 @@ pub fn record(
             last_progress = Instant::now();
             progress(&stats);
         }
-        if sub.poll(zmq::POLLIN, 100)? == 0 {
-            continue;
+        match sub.poll(zmq::POLLIN, 100) {
+            Ok(0) => continue,
+            Ok(_) => {}
+            // A signal (Ctrl-C) interrupted the wait: loop round to look at the stop flag.
+            Err(zmq::Error::EINTR) => continue,
+            Err(e) => return Err(e.into()),
         }
         let mut batch = writer.batch();
         let mut in_batch = 0;
         while in_batch < batch_max {
             match sub.recv(&mut msg, zmq::DONTWAIT) {
                 Ok(()) => {}
-                Err(zmq::Error::EAGAIN) => break,
+                Err(zmq::Error::EAGAIN | zmq::Error::EINTR) => break,
                 Err(e) => return Err(e.into()),
             }
             let capture_ns = tickbox_wire::now_ns();
             if msg.get_more() {
                 // Drain and drop the rest of a multipart message: not a tickbox frame.
                 while msg.get_more() {
-                    sub.recv(&mut msg, 0)?;
+                    match sub.recv(&mut msg, 0) {
+                        Ok(()) | Err(zmq::Error::EINTR) => {}
+                        Err(e) => return Err(e.into()),
+                    }
                 }
                 stats.multipart_messages += 1;
                 if stats.multipart_messages <= 5 {

@@ -161,6 +161,14 @@ impl Replayer {
         &self.endpoints
     }
 
+    /// Sets speed and range for the next [`Replayer::run`]: a remote-controlled replay is started again with
+    /// other settings on the same bound shards (subscribers stay connected, shard sequences keep counting).
+    pub fn set_run(&mut self, speed: Speed, from: Option<Position>, to: Option<Position>) {
+        self.opts.speed = speed;
+        self.opts.from = from;
+        self.opts.to = to;
+    }
+
     /// Reads pending subscription messages; returns per-shard subscription counts.
     pub fn poll_subscriptions(&mut self) -> Result<&[u64], RecorderError> {
         let mut msg = zmq::Message::new();
@@ -172,7 +180,7 @@ impl Replayer {
                         Some(0) => self.subscriptions[i] = self.subscriptions[i].saturating_sub(1),
                         _ => {}
                     },
-                    Err(zmq::Error::EAGAIN) => break,
+                    Err(zmq::Error::EAGAIN | zmq::Error::EINTR) => break,
                     Err(e) => return Err(e.into()),
                 }
             }
@@ -201,7 +209,10 @@ impl Replayer {
                 .iter()
                 .map(|s| s.as_poll_item(zmq::POLLIN))
                 .collect();
-            zmq::poll(&mut items, 50)?;
+            match zmq::poll(&mut items, 50) {
+                Ok(_) | Err(zmq::Error::EINTR) => {}
+                Err(e) => return Err(e.into()),
+            }
         }
     }
 
@@ -398,7 +409,8 @@ fn send_blocking(
     loop {
         match socket.send(frame, 0) {
             Ok(()) => return Ok(true),
-            Err(zmq::Error::EAGAIN) => {
+            // High-water mark (lossless mode) or a signal: give Ctrl-C its chance, then retry.
+            Err(zmq::Error::EAGAIN | zmq::Error::EINTR) => {
                 if stop.load(Ordering::Relaxed) {
                     return Ok(false);
                 }

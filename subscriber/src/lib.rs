@@ -133,3 +133,35 @@ pub enum SubscriberError {
     #[error(transparent)]
     Workers(#[from] tickbox_workers::WorkerError),
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_reads_from_toml_with_defaults_and_rejects_typos() {
+        let config: SubscriberConfig = toml::from_str(
+            r#"
+            max_lateness = "250us"
+            gap_policy = "die"
+            topics = ["Q.XNAS."]
+            [[shards]]
+            connect = ["tcp://10.0.0.1:5556"]
+            nic = "eth1"
+            core = 2
+            "#,
+        )
+        .unwrap();
+        assert_eq!(config.max_lateness.0, Duration::from_micros(250));
+        assert_eq!(config.gap_policy, GapPolicy::Die);
+        assert_eq!(config.shards[0].nic.as_deref(), Some("eth1"));
+        assert_eq!(config.rcv_hwm, SubscriberConfig::default().rcv_hwm);
+        assert!(toml::from_str::<SubscriberConfig>("max_latenes = \"1s\"").is_err());
+        assert!(toml::from_str::<SubscriberConfig>("max_lateness = \"soon\"").is_err());
+        assert!(toml::from_str::<SubscriberConfig>("gap_policy = \"panic\"").is_err());
+        assert_eq!(
+            toml::from_str::<SubscriberConfig>("").unwrap(),
+            SubscriberConfig::default()
+        );
+    }
+}

@@ -629,6 +629,11 @@ fn agent(
                         send_icanhaz(d, a.engine.subtree())?;
                     }
                 }
+                ClientAction::Vote => {
+                    if let Some(d) = &a.dealer {
+                        send_icanhaz(d, super::engine::VOTE_SUBTREE)?;
+                    }
+                }
             }
         }
         let now = Instant::now();

@@ -8,6 +8,15 @@ use serde::Deserialize;
 
 use super::msg::{KvMsg, HUGZ, KTHXBAI};
 
+/// Subtree of the client's "vote" ICANHAZ. A passive Binary Star server stays silent on its PUB until a client
+/// request makes it active, so waiting for the first SUB message before the real ICANHAZ would always cost the full
+/// subscribe wait after a failover. The client therefore sends, shortly after connecting, an ICANHAZ for this
+/// (normally empty) subtree: it is the Binary Star vote, its tiny reply is ignored, and the promoted server's
+/// immediate HUGZ then releases the real ICANHAZ. Keys under this prefix are reserved.
+pub const VOTE_SUBTREE: &str = "/.tickbox-vote/";
+/// Delay between connecting and the vote, so our SUB is subscribed before the promoted server's first HUGZ.
+const VOTE_DELAY: Duration = Duration::from_millis(50);
+
 /// Client timing.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
@@ -74,6 +83,8 @@ pub enum ClientAction {
     Connect(usize),
     /// Send ICANHAZ with the engine's subtree on the snapshot DEALER.
     SendIcanhaz,
+    /// Send ICANHAZ for [`VOTE_SUBTREE`] on the snapshot DEALER (Binary Star client vote).
+    Vote,
 }
 
 #[derive(Debug)]
@@ -82,6 +93,7 @@ enum Phase {
     Subscribing {
         since: Instant,
         buffered: Vec<KvMsg>,
+        vote_at: Option<Instant>,
     },
     /// ICANHAZ sent; collecting KVSYNCs and buffering the stream.
     Syncing {
@@ -188,8 +200,9 @@ impl ClientEngine {
     /// When the engine next needs `on_tick`.
     pub fn next_deadline(&self) -> Instant {
         match &self.phase {
-            Phase::Subscribing { since, .. } => {
-                (*since + self.config.subscribe_wait()).min(self.expiry)
+            Phase::Subscribing { since, vote_at, .. } => {
+                let d = (*since + self.config.subscribe_wait()).min(self.expiry);
+                vote_at.map_or(d, |v| d.min(v))
             }
             _ => self.expiry,
         }
@@ -200,6 +213,7 @@ impl ClientEngine {
         self.phase = Phase::Subscribing {
             since: now,
             buffered: Vec::new(),
+            vote_at: Some(now + VOTE_DELAY),
         };
         self.expiry = now + self.config.server_ttl();
         self.actions.push(ClientAction::Connect(self.current));
@@ -231,7 +245,16 @@ impl ClientEngine {
             self.connect(next, now);
             return;
         }
-        if let Phase::Subscribing { since, buffered } = &mut self.phase {
+        if let Phase::Subscribing {
+            since,
+            buffered,
+            vote_at,
+        } = &mut self.phase
+        {
+            if vote_at.is_some_and(|v| now >= v) {
+                *vote_at = None;
+                self.actions.push(ClientAction::Vote);
+            }
             if now >= *since + self.config.subscribe_wait() {
                 let buffered = std::mem::take(buffered);
                 self.send_icanhaz(buffered);
@@ -283,6 +306,7 @@ impl ClientEngine {
         self.phase = Phase::Subscribing {
             since: now,
             buffered: Vec::new(),
+            vote_at: None,
         };
         // The SUB is already subscribed: ask at once.
         self.send_icanhaz(Vec::new());
@@ -335,8 +359,15 @@ impl ClientEngine {
             // A late reply to an ICANHAZ we have given up on.
             return;
         };
+        if msg.key == KTHXBAI && msg.value != self.subtree.as_bytes() {
+            // The reply to our vote (or to some other subtree): not the snapshot we asked for.
+            return;
+        }
         if msg.key != KTHXBAI {
-            if !msg.is_delete() && msg.key.starts_with(&self.subtree) {
+            if !msg.is_delete()
+                && msg.key.starts_with(&self.subtree)
+                && !msg.key.starts_with(VOTE_SUBTREE)
+            {
                 snapshot.insert(
                     msg.key,
                     Entry {
@@ -428,6 +459,9 @@ mod tests {
         let t = Instant::now();
         let mut e = ClientEngine::new(cfg(), 1, "", t);
         assert_eq!(e.poll_action(), Some(ClientAction::Connect(0)));
+        assert_eq!(e.next_deadline(), t + VOTE_DELAY);
+        e.on_tick(t + VOTE_DELAY);
+        assert_eq!(e.poll_action(), Some(ClientAction::Vote));
         e.on_tick(t + Duration::from_millis(1000));
         assert_eq!(e.poll_action(), None);
         e.on_tick(t + Duration::from_millis(1500));
@@ -538,6 +572,28 @@ mod tests {
         // Silence again: back to server 0.
         e.on_tick(t2 + Duration::from_secs(6));
         assert_eq!(e.poll_action(), Some(ClientAction::Connect(0)));
+    }
+
+    #[test]
+    fn vote_reply_is_not_taken_for_the_snapshot() {
+        let t = Instant::now();
+        let mut e = ClientEngine::new(cfg(), 1, "", t);
+        e.poll_action();
+        let mut ch = Vec::new();
+        e.on_update(KvMsg::new(HUGZ, 3, Vec::new()), t, &mut ch);
+        assert_eq!(e.poll_action(), Some(ClientAction::SendIcanhaz));
+        // The vote's reply arrives first on the same DEALER.
+        e.on_snapshot(upd("/.tickbox-vote/x", 1, "stale"), t, &mut ch);
+        e.on_snapshot(
+            KvMsg::new(KTHXBAI, 3, VOTE_SUBTREE.as_bytes().to_vec()),
+            t,
+            &mut ch,
+        );
+        assert!(!e.is_live());
+        e.on_snapshot(upd("/a", 2, "a"), t, &mut ch);
+        e.on_snapshot(KvMsg::new(KTHXBAI, 3, Vec::new()), t, &mut ch);
+        assert!(e.is_live());
+        assert_eq!(e.map().keys().collect::<Vec<_>>(), ["/a"]);
     }
 
     #[test]

@@ -43,6 +43,8 @@ pub struct LvcStats {
     pub messages_out: u64,
     /// Cached values sent because of a subscription.
     pub cached_sent: u64,
+    /// Cached values the XPUB refused (`block` mode, a matching subscriber's queue full); never waited for.
+    pub cached_dropped: u64,
     /// Upstream messages that are not one valid wire frame.
     pub malformed: u64,
     /// Subscribe / unsubscribe events seen on the XPUB.
@@ -59,7 +61,9 @@ pub struct LvcStats {
     pub cache_evicted: u64,
     pub cache_rejected: u64,
     pub cache_too_large: u64,
-    /// Copies sent to the tap, and copies dropped because a tap consumer was slow.
+    /// Copies handed to the tap, and copies dropped because a tap consumer was slow. Drops are seen only with
+    /// `tap_drop = "counted"`; in the default `per_consumer` mode libzmq drops per consumer without telling the
+    /// proxy, so `tap_dropped` stays 0 and `tap_sent` counts copies offered to the consumers.
     pub tap_sent: u64,
     pub tap_dropped: u64,
     /// Subscribe events from tap consumers (how many have attached over time).
@@ -76,6 +80,7 @@ impl LvcStats {
             + self.cache_too_large
             + self.tap_dropped
             + self.downstream_dropped
+            + self.cached_dropped
             + self.malformed
     }
 }
@@ -84,12 +89,13 @@ impl fmt::Display for LvcStats {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "in={} out={} cached_sent={} malformed={} subs={} unsubs={} prefixes={} topics_cached={} \
+            "in={} out={} cached_sent={} cached_dropped={} malformed={} subs={} unsubs={} prefixes={} topics_cached={} \
              cache_bytes={} evicted={} rejected={} too_large={} tap_sent={} tap_dropped={} downstream_dropped={} \
              downstream_other={} tap_subscriptions={}",
             self.messages_in,
             self.messages_out,
             self.cached_sent,
+            self.cached_dropped,
             self.malformed,
             self.subscribes,
             self.unsubscribes,

@@ -3,7 +3,7 @@
 //! ```text
 //!  publisher shards ──PUB──► XSUB ┐            ┌ XPUB (verbose) ──► subscribers
 //!                                 │ LvcEngine  │
-//!                                 └─ cache ────┘──► tap XPUB (lossy, counted) ──► recorder, `tickbox tap`
+//!                                 └─ cache ────┘──► tap XPUB (lossy per consumer) ──► recorder, `tickbox tap`
 //! ```
 //!
 //! One thread owns the three sockets ([`spawn`]); the decisions are made by [`LvcEngine`], a plain struct that
@@ -52,6 +52,8 @@
 //! queue is full; the proxy cannot see these drops, the subscriber's gap detector does. `"block"`: the XPUB
 //! pushes back (`XPUB_NODROP`) and the proxy waits up to `block_timeout_ms` for the slowest matching subscriber,
 //! then drops the message for all (counted in `downstream_dropped`); back-pressure reaches publishers' HWMs.
+//! A cached burst never waits: in `block` mode a cached value a full subscriber cannot take is dropped and
+//! counted (`cached_dropped`).
 //!
 //! **Malformed upstream frames** (anything `MessageRef::decode` rejects, and multipart messages) are counted and
 //! logged (at the 1st, 2nd, 4th, 8th... occurrence), never cached, and by default dropped (`malformed = "drop"`).
@@ -61,7 +63,12 @@
 //! **Statistics**: [`LvcHandle::stats`] in process, a log line every `stats_interval_ms`, and the final counters
 //! returned by [`LvcHandle::join`] (and logged) on exit.
 //!
-//! The tap is described in [`crate::tap`].
+//! **The tap** never slows the proxy or live subscribers. With `tap_drop = "per_consumer"` (default) each tap
+//! consumer has its own queue of `tap_hwm` copies and loses only what its own queue cannot hold, so a slow
+//! `tickbox tap` printing to a terminal never costs the recorder reading the same tap a message; those drops
+//! are invisible to the proxy, and each consumer detects its own loss from the per-publisher sequence numbers.
+//! `tap_drop = "counted"` makes the proxy count tap drops exactly, at the price that one stalled consumer makes
+//! all of them lose the same copies. Details in [`crate::tap`].
 
 mod cache;
 mod engine;
@@ -94,6 +101,20 @@ pub enum SlowSubscriber {
     Block,
 }
 
+/// How the Espresso tap behaves when a tap consumer cannot keep up (see [`crate::tap`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TapDrop {
+    /// Each consumer loses only what its own queue (`tap_hwm`) cannot hold; a stalled consumer never costs
+    /// another one anything. libzmq drops silently per consumer, so the proxy cannot count these drops
+    /// (`tap_dropped` stays 0); each consumer sees its own loss as a gap in the per-publisher sequences.
+    #[default]
+    PerConsumer,
+    /// `XPUB_NODROP`: a copy that does not fit in every matching consumer's queue is dropped for all of them and
+    /// counted in `tap_dropped`. One stalled consumer makes every other consumer lose the same copies.
+    Counted,
+}
+
 /// The `[lvc]` section of the tickbox config.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -119,8 +140,11 @@ pub struct LvcConfig {
     pub upstream_hwm: i32,
     /// Send high-water mark of the XPUB (per subscriber). Large by default so a late joiner's cached burst fits.
     pub downstream_hwm: i32,
-    /// Send high-water mark of the tap (per tap consumer); beyond it tap copies are dropped and counted.
+    /// Send high-water mark of the tap (per tap consumer); beyond it tap copies are dropped (see `tap_drop`).
     pub tap_hwm: i32,
+    /// Whether a slow tap consumer loses copies alone (`per_consumer`, default) or with all the others,
+    /// counted (`counted`).
+    pub tap_drop: TapDrop,
     pub slow_subscriber: SlowSubscriber,
     /// In `block` mode, how long one message may wait for a slow subscriber before it is dropped (counted).
     pub block_timeout_ms: u64,
@@ -151,6 +175,7 @@ impl Default for LvcConfig {
             upstream_hwm: 100_000,
             downstream_hwm: 100_000,
             tap_hwm: 100_000,
+            tap_drop: TapDrop::PerConsumer,
             slow_subscriber: SlowSubscriber::Drop,
             block_timeout_ms: 5_000,
             malformed: MalformedPolicy::Drop,

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use super::engine::{mark_cached, DownstreamEvent, LvcEngine, LvcStats, Verdict};
 use super::raw::RawMsg;
-use super::{LvcConfig, LvcError, SlowSubscriber};
+use super::{LvcConfig, LvcError, SlowSubscriber, TapDrop};
 use crate::tap;
 
 const DONTWAIT: c_int = zmq_sys::ZMQ_DONTWAIT as c_int;
@@ -198,10 +198,18 @@ impl Proxy {
                 tap.set_linger(0).map_err(LvcError::zmq("tap linger"))?;
                 tap.set_sndhwm(config.tap_hwm)
                     .map_err(LvcError::zmq("tap sndhwm"))?;
-                // NODROP + DONTWAIT: a full consumer queue shows up as EAGAIN, which we count, instead of a
-                // silent PUB drop; the proxy itself never waits on the tap.
-                tickbox_zmqx::set_xpub_nodrop(&mut tap, true)
-                    .map_err(|e| LvcError::Config(format!("tap nodrop: {e}")))?;
+                // Verbose so every consumer's subscription is seen, not only the first per prefix: a recorder and
+                // an inspector both on `""` count as two attachments in `tap_subscriptions`.
+                tap.set_xpub_verbose(true)
+                    .map_err(LvcError::zmq("tap verbose"))?;
+                // Every tap send is DONTWAIT, so the proxy never waits on the tap in either mode. Without NODROP
+                // libzmq drops per consumer pipe, so consumers are isolated from each other but the drops are
+                // silent. With NODROP a full pipe turns the whole send into EAGAIN, which we count, but then
+                // every matching consumer misses that copy.
+                if config.tap_drop == TapDrop::Counted {
+                    tickbox_zmqx::set_xpub_nodrop(&mut tap, true)
+                        .map_err(|e| LvcError::Config(format!("tap nodrop: {e}")))?;
+                }
                 let bound = resolve(&tap, ep, "tap endpoint")?;
                 (Some(tap), Some(bound))
             }
@@ -219,6 +227,7 @@ impl Proxy {
         tracing::info!(
             downstream = %downstream,
             tap = ?tap_endpoint,
+            tap_drop = ?config.tap_drop,
             upstream_connect = ?config.upstream,
             upstream_bind = ?upstream,
             "lvc proxy running"
@@ -442,6 +451,7 @@ impl Proxy {
             }
         }
         let mut cached_sent = 0;
+        let mut cached_dropped = 0;
         if subscribe {
             for cached in engine.cached_matching(prefix) {
                 scratch.clear();
@@ -455,6 +465,8 @@ impl Proxy {
                 // again).
                 if xpub.send(scratch.as_slice(), zmq::DONTWAIT).is_ok() {
                     cached_sent += 1;
+                } else {
+                    cached_dropped += 1;
                 }
                 if *tap_cached {
                     if let Some(tap) = tap.as_mut() {
@@ -468,6 +480,7 @@ impl Proxy {
         }
         let stats = engine.stats_mut();
         stats.cached_sent += cached_sent;
+        stats.cached_dropped += cached_dropped;
         stats.tap_sent += tap_sent;
         stats.tap_dropped += tap_dropped;
         Ok(())

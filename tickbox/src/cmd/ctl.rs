@@ -169,8 +169,8 @@ pub fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
             let until = duration.map(|d| Instant::now() + d);
             let mut seen = 0u64;
             while !stop.load(Ordering::Relaxed)
-                && count.map_or(true, |c| seen < c)
-                && until.map_or(true, |u| Instant::now() < u)
+                && !matches!(count, Some(c) if seen >= c)
+                && !matches!(until, Some(u) if Instant::now() >= u)
             {
                 let Ok(change) = rx.recv_timeout(Duration::from_millis(100)) else {
                     continue;

@@ -308,7 +308,7 @@ fn raw_loop(
                     Err(err) => return Err(err.into()),
                 }
                 n += 1;
-                if n % 1024 == 0 && Instant::now() >= end {
+                if n & 1023 == 0 && Instant::now() >= end {
                     break;
                 }
             }
@@ -339,7 +339,7 @@ fn raw_loop(
                             // A timed-out receive ends the run, so allow time for the start.
                             socket.set_rcvtimeo(300)?;
                         }
-                        if count % 1024 == 0 {
+                        if count & 1023 == 0 {
                             last = Instant::now();
                         }
                     }

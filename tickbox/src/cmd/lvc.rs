@@ -136,6 +136,7 @@ fn print_stats(s: &LvcStats) -> std::io::Result<()> {
         ("messages in", s.messages_in),
         ("messages out", s.messages_out),
         ("cached sent", s.cached_sent),
+        ("cached dropped", s.cached_dropped),
         ("malformed", s.malformed),
         ("subscribes", s.subscribes),
         ("unsubscribes", s.unsubscribes),

@@ -11,6 +11,7 @@ use tickbox_recorder::{record, DurabilityConfig, RecordOptions, RecordStats};
 
 use super::journal::{fmt_bytes, parse_duration, parse_size};
 use crate::config::TickboxConfig;
+use crate::status::StatusBoard;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -50,6 +51,9 @@ pub struct Args {
     /// No progress line on stderr.
     #[arg(long)]
     quiet: bool,
+    /// Majordomo broker to register `tickbox.record.status` with.
+    #[arg(long, value_name = "EP")]
+    broker: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -118,15 +122,25 @@ pub fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
         duration: args.duration,
         progress_every: Duration::from_secs(1),
     };
+    let status = StatusBoard::start(&ctx, args.broker.as_deref(), "record")?;
+    let journal = args.journal.display().to_string();
+    status.publish(record_status(
+        &journal,
+        &args.connect,
+        "recording",
+        &RecordStats::default(),
+        0.0,
+    ));
     let quiet = args.quiet;
     let mut last = (0u64, std::time::Instant::now());
     let stats = record(&ctx, &mut writer, &ropts, &stop, |s: &RecordStats| {
-        if quiet {
-            return;
-        }
         let dt = last.1.elapsed().as_secs_f64().max(1e-9);
         let rate = (s.messages - last.0) as f64 / dt;
         last = (s.messages, std::time::Instant::now());
+        status.publish(record_status(&journal, &args.connect, "recording", s, rate));
+        if quiet {
+            return;
+        }
         eprint!(
             "\rrecording: {} msgs, {}, {:.0} msg/s, invalid {}      ",
             s.messages,
@@ -135,6 +149,13 @@ pub fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
             s.invalid_frames
         );
     })?;
+    status.publish(record_status(
+        &journal,
+        &args.connect,
+        "done",
+        &stats,
+        stats.rate(),
+    ));
     if !quiet {
         eprintln!();
     }
@@ -142,6 +163,31 @@ pub fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     writer.close().context("closing journal")?;
     print_summary(&args, &stats, next_seq, stop.load(Ordering::Relaxed));
     Ok(ExitCode::SUCCESS)
+}
+
+/// The `tickbox.record.status` snapshot; `rate` is msg/s since the previous one (the whole run's when done).
+fn record_status(
+    journal: &str,
+    connect: &[String],
+    state: &str,
+    s: &RecordStats,
+    rate: f64,
+) -> serde_json::Value {
+    serde_json::json!({
+        "component": "record",
+        "state": state,
+        "journal": journal,
+        "connect": connect,
+        "messages": s.messages,
+        "bytes": s.bytes,
+        "batches": s.batches,
+        "rate": rate.round(),
+        "first_seq": s.first_seq,
+        "last_seq": s.last_seq,
+        "invalid_frames": s.invalid_frames,
+        "multipart_messages": s.multipart_messages,
+        "elapsed_s": s.elapsed.as_secs_f64(),
+    })
 }
 
 fn print_summary(args: &Args, s: &RecordStats, next_seq: u64, interrupted: bool) {
