@@ -26,7 +26,7 @@
 
 use std::time::{Duration, Instant};
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// Server state; the discriminant is the wire value (ASCII decimal in the state frame).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -127,7 +127,7 @@ pub enum BstarError {
 }
 
 /// Engine timing. The Guide uses a 1000 ms heartbeat and expires the peer after two heartbeats.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct BstarConfig {
     /// Interval between state messages, in milliseconds.

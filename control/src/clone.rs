@@ -47,7 +47,7 @@ pub enum CloneError {
 }
 
 /// The `[clone]` section of the deployment config: server limits/timing, client timing, Binary Star timing.
-#[derive(Debug, Clone, Default, serde::Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct CloneConfig {
     pub server: ServerConfig,

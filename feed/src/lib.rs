@@ -59,11 +59,11 @@ pub mod tap;
 pub use config::{FeedConfig, PacingMode, Pattern, Rate, ShardConfig};
 pub use error::FeedError;
 pub use generator::{
-    Generated, GeneratorParams, MAX_GENERATED_SYMBOLS, MarketGenerator, SymbolSpec, Universe,
-    generated_ticker, shard_of_symbol,
+    generated_ticker, shard_of_symbol, Generated, GeneratorParams, MarketGenerator, SymbolSpec,
+    Universe, MAX_GENERATED_SYMBOLS,
 };
 pub use pacer::{Pacer, Pacing, Step};
 pub use publisher::{
-    LINGER_MS, Publisher, PublisherCounts, SEND_TIMEOUT_MS, heartbeat_topic, open_publisher_socket,
+    heartbeat_topic, open_publisher_socket, Publisher, PublisherCounts, LINGER_MS, SEND_TIMEOUT_MS,
 };
 pub use runner::{Feed, FeedHandle, FeedReport, ShardInfo, ShardReport, ShardStats};

@@ -23,6 +23,7 @@
 //!   way to that consumer (at its tap queue, or upstream of the proxy, which the proxy's own counters and the
 //!   live subscribers' gap detectors tell apart). A consumer subscribed to a topic prefix sees gaps by design
 //!   and cannot use this. Subscription events carry no sequence, so a lost event cannot be detected.
+//!   `tickbox tap` does this check itself (`GAP` lines, `missed` under `--top`) when it subscribes to everything.
 //! - `counted`: `XPUB_NODROP`, so a full queue turns the send into `EAGAIN` and the copy is dropped and
 //!   counted (`tap_dropped`). libzmq checks all matching consumers at once: one stalled consumer makes every
 //!   other consumer miss the same copies. Use it when a single consumer reads the tap and an exact drop count

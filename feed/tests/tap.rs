@@ -215,9 +215,10 @@ fn two_tap_consumers(mode: TapDrop, count: u64) -> (Tapped, u64, tickbox_feed::l
                 seq,
                 0,
             ));
-            // At most ~1M msg/s: the healthy reader must only keep up on average, with `tap_hwm` of slack for
-            // scheduling hiccups on a busy machine.
-            if seq % 1000 == 0 {
+            // At most ~100k msg/s: the healthy reader must only keep up on average, and `tap_hwm` (20k) is then
+            // 200 ms of slack for a reader starved by a busy machine (the whole test suite on 2 cores). The stalled
+            // consumer overflows whatever the rate, since it never reads.
+            if seq % 100 == 0 {
                 std::thread::sleep(Duration::from_millis(1));
             }
         }

@@ -12,7 +12,7 @@ use tickbox_workers::{Delivery, DequeueHook, Worker, WorkerOutcome, WorkerPool, 
 
 use crate::duration::format_duration;
 use crate::gap::{GapDetector, GapEvent};
-use crate::snail::{Snail, Verdict};
+use crate::snail::{SharedThreshold, Verdict};
 use crate::{GapPolicy, ShardConfig, SubscriberConfig, SubscriberError};
 
 /// Where a late message was caught.
@@ -159,9 +159,26 @@ impl<W> Report<W> {
     }
 }
 
+/// One shard's live counters, written only by that shard (a relaxed store of its own running total) and read by
+/// the owner for status. One cache line per shard so shards never share a line.
 #[repr(align(64))]
 #[derive(Default)]
-struct Padded(AtomicU64);
+struct LiveShard {
+    received: AtomicU64,
+    forwarded: AtomicU64,
+    gaps: AtomicU64,
+    late: AtomicU64,
+}
+
+/// A shard's counters while the subscriber runs (see [`Subscriber::live_shards`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct LiveShardCounters {
+    pub index: usize,
+    pub received: u64,
+    pub forwarded: u64,
+    pub gaps: u64,
+    pub late: u64,
+}
 
 /// State shared by the shard threads, the worker hooks and the owner.
 struct Shared {
@@ -172,7 +189,7 @@ struct Shared {
     release: AtomicBool,
     tripped: AtomicBool,
     fatal: Mutex<Option<Fatal>>,
-    forwarded: Vec<Padded>,
+    live: Vec<LiveShard>,
     shards_done: AtomicUsize,
 }
 
@@ -214,7 +231,7 @@ impl Shared {
 
 /// The worker-side snail: checks dequeue lateness and records it.
 pub struct SnailHook {
-    snail: Snail,
+    threshold: SharedThreshold,
     shared: Arc<Shared>,
     late: u64,
     lateness: Histogram<u64>,
@@ -223,7 +240,7 @@ pub struct SnailHook {
 impl std::fmt::Debug for SnailHook {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SnailHook")
-            .field("snail", &self.snail)
+            .field("threshold", &self.threshold.get())
             .field("late", &self.late)
             .finish()
     }
@@ -235,7 +252,8 @@ impl DequeueHook for SnailHook {
         if self.shared.tripped.load(Ordering::Relaxed) {
             return false;
         }
-        match self.snail.check(msg.header(), delivery.dequeued_ns) {
+        let snail = self.threshold.snail();
+        match snail.check(msg.header(), delivery.dequeued_ns) {
             Verdict::OnTime { lateness_ns } => {
                 self.lateness.saturating_record(lateness_ns.max(1));
                 true
@@ -252,7 +270,7 @@ impl DequeueHook for SnailHook {
                     topic: msg.topic().to_owned(),
                     sequence: header.sequence,
                     lateness_ns,
-                    threshold_ns: self.snail.threshold_ns(),
+                    threshold_ns: snail.threshold_ns(),
                     send_time_ns: header.send_time_ns,
                     received_ns: delivery.dequeued_ns,
                 }));
@@ -290,6 +308,7 @@ pub struct Subscriber<W: Worker> {
     shared: Arc<Shared>,
     shards: Vec<JoinHandle<ShardReport>>,
     pool: Option<WorkerPool<W, SnailHook>>,
+    threshold: SharedThreshold,
     drain_timeout: Duration,
     started: Instant,
 }
@@ -304,15 +323,15 @@ impl<W: Worker> Subscriber<W> {
         mut make: impl FnMut(usize) -> W,
     ) -> Result<Self, SubscriberError> {
         validate(config)?;
-        let snail = Snail::new(config.max_lateness.0);
+        let threshold = SharedThreshold::new(config.max_lateness.0);
         let shared = Arc::new(Shared {
             go: AtomicBool::new(false),
             stop: AtomicBool::new(false),
             release: AtomicBool::new(false),
             tripped: AtomicBool::new(false),
             fatal: Mutex::new(None),
-            forwarded: (0..config.shards.len())
-                .map(|_| Padded::default())
+            live: (0..config.shards.len())
+                .map(|_| LiveShard::default())
                 .collect(),
             shards_done: AtomicUsize::new(0),
         });
@@ -322,6 +341,7 @@ impl<W: Worker> Subscriber<W> {
             shared: Arc::clone(&shared),
             shards: Vec::with_capacity(config.shards.len()),
             pool: None,
+            threshold: threshold.clone(),
             drain_timeout: config.drain_timeout.0,
             started: Instant::now(),
         };
@@ -338,7 +358,7 @@ impl<W: Worker> Subscriber<W> {
                 },
                 gaps: everything,
                 gap_policy: config.gap_policy,
-                snail,
+                threshold: threshold.clone(),
                 rcv_hwm: config.rcv_hwm,
                 handoff_hwm: config.handoff_hwm,
                 poll_ms: config.poll_ms.clamp(1, 1_000) as i64,
@@ -363,7 +383,7 @@ impl<W: Worker> Subscriber<W> {
         }
         let pool = WorkerPool::spawn(ctx, &handoffs, workers, |i| {
             let hook = SnailHook {
-                snail,
+                threshold: threshold.clone(),
                 shared: Arc::clone(&shared),
                 late: 0,
                 lateness: lateness_histogram(),
@@ -392,10 +412,32 @@ impl<W: Worker> Subscriber<W> {
     /// Messages forwarded to workers so far.
     pub fn forwarded(&self) -> u64 {
         self.shared
-            .forwarded
+            .live
             .iter()
-            .map(|c| c.0.load(Ordering::Relaxed))
+            .map(|c| c.forwarded.load(Ordering::Acquire))
             .sum()
+    }
+
+    /// The live snail threshold: shards and workers read it per message, so [`SharedThreshold::set`] on this
+    /// handle (e.g. from a configuration watch) changes the verdict from the next message on.
+    pub fn threshold(&self) -> SharedThreshold {
+        self.threshold.clone()
+    }
+
+    /// Per-shard counters so far, for status reporting while running.
+    pub fn live_shards(&self) -> Vec<LiveShardCounters> {
+        self.shared
+            .live
+            .iter()
+            .enumerate()
+            .map(|(index, c)| LiveShardCounters {
+                index,
+                received: c.received.load(Ordering::Relaxed),
+                forwarded: c.forwarded.load(Ordering::Relaxed),
+                gaps: c.gaps.load(Ordering::Relaxed),
+                late: c.late.load(Ordering::Relaxed),
+            })
+            .collect()
     }
 
     /// Runs until `stop` is set, `duration` has passed or the subscriber trips, then shuts down.
@@ -535,7 +577,7 @@ struct ShardSettings {
     topics: Vec<String>,
     gaps: bool,
     gap_policy: GapPolicy,
-    snail: Snail,
+    threshold: SharedThreshold,
     rcv_hwm: i32,
     handoff_hwm: i32,
     poll_ms: i64,
@@ -671,7 +713,7 @@ fn receive_loop(
     report: &mut ShardReport,
 ) {
     let index = s.index;
-    let forwarded_counter = &shared.forwarded[index].0;
+    let live = &shared.live[index];
     let mut gaps = GapDetector::new();
     let mut malformed_log = RateLimited::new();
     let mut gap_log = RateLimited::new();
@@ -693,6 +735,7 @@ fn receive_loop(
             }
         }
         report.received += 1;
+        live.received.store(report.received, Ordering::Relaxed);
         let now = now_ns();
         let header: Header = match MessageRef::decode(&msg) {
             Ok(view) => *view.header(),
@@ -710,13 +753,15 @@ fn receive_loop(
                 continue;
             }
         };
-        match s.snail.check(&header, now) {
+        let snail = s.threshold.snail();
+        match snail.check(&header, now) {
             Verdict::OnTime { lateness_ns } => {
                 report.lateness.saturating_record(lateness_ns.max(1));
             }
             Verdict::Exempt => report.cached += 1,
             Verdict::Late { lateness_ns } => {
                 report.late += 1;
+                live.late.store(report.late, Ordering::Relaxed);
                 report.lateness.saturating_record(lateness_ns);
                 shared.trip(Fatal::Snail(SnailEvent {
                     stage: Stage::Shard,
@@ -725,7 +770,7 @@ fn receive_loop(
                     topic: topic_of(&msg),
                     sequence: header.sequence,
                     lateness_ns,
-                    threshold_ns: s.snail.threshold_ns(),
+                    threshold_ns: snail.threshold_ns(),
                     send_time_ns: header.send_time_ns,
                     received_ns: now,
                 }));
@@ -767,6 +812,7 @@ fn receive_loop(
                     last_missing,
                 } => {
                     report.gaps += 1;
+                    live.gaps.store(report.gaps, Ordering::Relaxed);
                     report.missing += event.missing();
                     if s.gap_policy == GapPolicy::Die {
                         shared.trip(Fatal::Gap(GapFatal {
@@ -803,7 +849,7 @@ fn receive_loop(
             break;
         }
         report.forwarded += 1;
-        forwarded_counter.store(report.forwarded, Ordering::Release);
+        live.forwarded.store(report.forwarded, Ordering::Release);
     }
 }
 

@@ -21,14 +21,14 @@ mod gap;
 mod snail;
 
 pub use blackbox::{
-    endpoint_via_nic, lateness_histogram, Fatal, GapFatal, Report, ShardReport, SnailEvent,
-    SnailHook, Stage, Subscriber, WorkerReport,
+    endpoint_via_nic, lateness_histogram, Fatal, GapFatal, LiveShardCounters, Report, ShardReport,
+    SnailEvent, SnailHook, Stage, Subscriber, WorkerReport,
 };
 pub use duration::{format_duration, parse_duration, DurationError, HumanDuration};
 pub use gap::{GapDetector, GapEvent};
 /// Re-exported so users of [`Report`] need no direct hdrhistogram dependency.
 pub use hdrhistogram::Histogram;
-pub use snail::{Snail, Verdict};
+pub use snail::{SharedThreshold, Snail, Verdict};
 
 use std::time::Duration;
 
@@ -87,6 +87,13 @@ pub struct SubscriberConfig {
     pub poll_ms: u64,
     /// How long a clean shutdown waits for workers to finish what the shards forwarded.
     pub drain_timeout: HumanDuration,
+    /// Clone key-value servers (`tcp://host:port`; two for a Binary Star pair) for live settings, membership and
+    /// alerts; empty means none. Carried here for `tickbox subscribe`; the subscriber engine does not use them.
+    pub clone: Vec<String>,
+    /// Identity under `/members/subscribers/` and `/alerts/subscribers/`; default hostname-pid.
+    pub member_id: Option<String>,
+    /// Membership lease: the entry disappears this long after the subscriber dies.
+    pub member_ttl: HumanDuration,
 }
 
 impl Default for SubscriberConfig {
@@ -100,6 +107,9 @@ impl Default for SubscriberConfig {
             handoff_hwm: 1_000,
             poll_ms: 50,
             drain_timeout: HumanDuration(Duration::from_secs(5)),
+            clone: Vec::new(),
+            member_id: None,
+            member_ttl: HumanDuration(Duration::from_secs(3)),
         }
     }
 }
@@ -145,6 +155,8 @@ mod tests {
             max_lateness = "250us"
             gap_policy = "die"
             topics = ["Q.XNAS."]
+            clone = ["tcp://10.0.0.9:5556", "tcp://10.0.0.10:5556"]
+            member_ttl = "10s"
             [[shards]]
             connect = ["tcp://10.0.0.1:5556"]
             nic = "eth1"
@@ -156,6 +168,9 @@ mod tests {
         assert_eq!(config.gap_policy, GapPolicy::Die);
         assert_eq!(config.shards[0].nic.as_deref(), Some("eth1"));
         assert_eq!(config.rcv_hwm, SubscriberConfig::default().rcv_hwm);
+        assert_eq!(config.clone.len(), 2);
+        assert_eq!(config.member_ttl.0, Duration::from_secs(10));
+        assert_eq!(config.member_id, None);
         assert!(toml::from_str::<SubscriberConfig>("max_latenes = \"1s\"").is_err());
         assert!(toml::from_str::<SubscriberConfig>("max_lateness = \"soon\"").is_err());
         assert!(toml::from_str::<SubscriberConfig>("gap_policy = \"panic\"").is_err());

@@ -4,6 +4,8 @@
 //! (when checked at a worker's dequeue) time spent waiting behind a slow worker. The Guide's rule: a subscriber
 //! that cannot keep up should die loudly rather than process stale data quietly.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tickbox_wire::{Flags, Header};
@@ -28,9 +30,8 @@ pub struct Snail {
 impl Snail {
     /// A zero threshold disables the guard (every message is on time) while still measuring lateness.
     pub fn new(threshold: Duration) -> Self {
-        let ns = u64::try_from(threshold.as_nanos()).unwrap_or(u64::MAX);
         Snail {
-            threshold_ns: if ns == 0 { u64::MAX } else { ns },
+            threshold_ns: threshold_to_ns(threshold),
         }
     }
 
@@ -50,6 +51,49 @@ impl Snail {
             Verdict::Late { lateness_ns }
         } else {
             Verdict::OnTime { lateness_ns }
+        }
+    }
+}
+
+/// Zero means "disabled", stored as the largest threshold so the hot check stays a single comparison.
+fn threshold_to_ns(threshold: Duration) -> u64 {
+    let ns = u64::try_from(threshold.as_nanos()).unwrap_or(u64::MAX);
+    if ns == 0 {
+        u64::MAX
+    } else {
+        ns
+    }
+}
+
+/// A snail threshold that can be changed while the subscriber runs (live configuration). Clones share one value:
+/// the control loop writes it, every shard and worker reads it once per message with a relaxed atomic load (no
+/// lock), so a change takes effect from the next message on.
+#[derive(Debug, Clone)]
+pub struct SharedThreshold(Arc<AtomicU64>);
+
+impl SharedThreshold {
+    /// `Duration::ZERO` disables the guard, as in [`Snail::new`].
+    pub fn new(threshold: Duration) -> Self {
+        SharedThreshold(Arc::new(AtomicU64::new(threshold_to_ns(threshold))))
+    }
+
+    pub fn set(&self, threshold: Duration) {
+        self.0.store(threshold_to_ns(threshold), Ordering::Relaxed);
+    }
+
+    /// The current threshold; `Duration::ZERO` when the guard is disabled.
+    pub fn get(&self) -> Duration {
+        match self.0.load(Ordering::Relaxed) {
+            u64::MAX => Duration::ZERO,
+            ns => Duration::from_nanos(ns),
+        }
+    }
+
+    /// The engine with the threshold as of now.
+    #[inline]
+    pub fn snail(&self) -> Snail {
+        Snail {
+            threshold_ns: self.0.load(Ordering::Relaxed),
         }
     }
 }

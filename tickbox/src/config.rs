@@ -5,13 +5,11 @@
 use std::path::Path;
 
 use anyhow::Context;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct TickboxConfig {
-    // Sections are added by the crates that own them, e.g.
-    // pub feed: tickbox_feed::FeedConfig,
     pub feed: tickbox_feed::FeedConfig,
     pub lvc: tickbox_feed::lvc::LvcConfig,
     pub subscriber: tickbox_subscriber::SubscriberConfig,
@@ -30,5 +28,38 @@ impl TickboxConfig {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("reading config {}", path.display()))?;
         toml::from_str(&text).with_context(|| format!("parsing config {}", path.display()))
+    }
+
+    /// The config as TOML: every section, every field, defaults filled in.
+    pub fn to_toml(&self) -> anyhow::Result<String> {
+        toml::to_string_pretty(self).context("rendering config as TOML")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn printed_defaults_parse_back_to_the_defaults() {
+        let text = TickboxConfig::default().to_toml().unwrap();
+        let parsed: TickboxConfig = toml::from_str(&text).unwrap();
+        assert_eq!(parsed.to_toml().unwrap(), text);
+    }
+
+    #[test]
+    fn unknown_keys_are_errors() {
+        let err = toml::from_str::<TickboxConfig>(
+            "[feed]
+rat = 5
+",
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("rat"), "{err}");
+        assert!(toml::from_str::<TickboxConfig>(
+            "[nosuchsection]
+"
+        )
+        .is_err());
     }
 }

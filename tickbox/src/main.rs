@@ -72,6 +72,8 @@ enum Command {
     FreelanceServer(cmd::freelance_server::Args),
     /// Send one request to a Majordomo service and print the reply frames.
     Call(cmd::call::Args),
+    /// Print the effective configuration (defaults merged with --config) as TOML.
+    Config(cmd::config::Args),
 }
 
 fn main() -> ExitCode {
@@ -100,6 +102,7 @@ fn main() -> ExitCode {
         Command::Titanic(args) => cmd::titanic::run(args, &config),
         Command::FreelanceServer(args) => cmd::freelance_server::run(args, &config),
         Command::Call(args) => cmd::call::run(args, &config),
+        Command::Config(args) => cmd::config::run(args, &config),
     };
     match result {
         Ok(code) => code,

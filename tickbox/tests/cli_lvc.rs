@@ -1,5 +1,5 @@
-//! `tickbox lvc` as a real process: prints its endpoints, serves a late joiner from its cache, and prints its
-//! final counters on Ctrl-C.
+//! `tickbox lvc` as a real process: prints its endpoints, serves a late joiner from its cache, prints its final
+//! counters on Ctrl-C, and serves `tickbox.lvc.status` through a Majordomo broker.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -171,4 +171,128 @@ fn lvc_without_upstream_is_a_clear_error() {
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("upstream"), "{stderr}");
+}
+
+/// Spawns `tickbox ARGS`, forwarding its stdout lines; returns the process and the line receiver.
+fn spawn_with_lines(args: &[&str]) -> (KillOnDrop, mpsc::Receiver<String>) {
+    let mut child = KillOnDrop(
+        Command::new(env!("CARGO_BIN_EXE_tickbox"))
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let stdout = child.0.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    (child, rx)
+}
+
+/// The rest of the first line starting with `prefix`, waiting at most 10 s.
+fn line_after(lines: &mpsc::Receiver<String>, prefix: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let line = lines
+            .recv_timeout(left)
+            .unwrap_or_else(|_| panic!("no `{prefix}` line"));
+        if let Some(rest) = line.strip_prefix(prefix) {
+            return rest.trim().to_owned();
+        }
+    }
+}
+
+fn lvc_status(broker: &str) -> Option<serde_json::Value> {
+    let out = Command::new(env!("CARGO_BIN_EXE_tickbox"))
+        .args(["call", "--broker", broker, "--timeout-ms", "1000"])
+        .args(["--attempts", "1", "tickbox.lvc.status"])
+        .output()
+        .unwrap();
+    if !out.status.success() {
+        return None;
+    }
+    let body = String::from_utf8_lossy(&out.stdout);
+    Some(serde_json::from_str(body.trim()).expect("status is JSON"))
+}
+
+#[test]
+fn lvc_serves_its_counters_as_tickbox_lvc_status() {
+    let ctx = zmq::Context::new();
+    let publisher = ctx.socket(zmq::XPUB).unwrap();
+    publisher.set_linger(0).unwrap();
+    let pub_ep = tickbox_zmqx::bind_resolved(&publisher, "tcp://127.0.0.1:*").unwrap();
+    let (_broker, broker_lines) = spawn_with_lines(&["broker", "--bind", "tcp://127.0.0.1:*"]);
+    let broker = line_after(&broker_lines, "broker listening on");
+    let (_lvc, lvc_lines) = spawn_with_lines(&[
+        "lvc",
+        "--upstream",
+        &pub_ep,
+        "--bind",
+        "tcp://127.0.0.1:*",
+        "--tap",
+        "tcp://127.0.0.1:*",
+        "--tap-drop",
+        "counted",
+        "--stats-interval",
+        "0s",
+        "--duration",
+        "20s",
+        "--broker",
+        &broker,
+    ]);
+    let downstream = line_after(&lvc_lines, "lvc subscribers");
+    publisher.set_rcvtimeo(5000).unwrap();
+    assert_eq!(publisher.recv_bytes(0).unwrap(), b"\x01");
+    for i in 0..50u64 {
+        publisher
+            .send(quote(&format!("Q.XNAS.S{i:03}"), i + 1), 0)
+            .unwrap();
+    }
+    // The worker registers asynchronously and the snapshot is refreshed every 500 ms: poll, bounded.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = lvc_status(&broker) {
+            if status["stats"]["topics_cached"] == 50 {
+                break status;
+            }
+        }
+        assert!(Instant::now() < deadline, "no status with 50 topics cached");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(status["component"], "lvc");
+    assert_eq!(status["subscribers"], downstream.as_str());
+    assert_eq!(status["tap_drop"], "counted");
+    assert_eq!(status["tap_drops_counted"], true);
+    assert_eq!(status["stats"]["messages_in"], 50);
+    assert_eq!(status["stats"]["malformed"], 0);
+    assert!(status["tap"]
+        .as_str()
+        .unwrap()
+        .starts_with("tcp://127.0.0.1:"));
+
+    // The status follows the proxy: a malformed frame shows up within a refresh or two.
+    publisher.send(&b"junk"[..], 0).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let status = lvc_status(&broker);
+        if status
+            .as_ref()
+            .is_some_and(|s| s["stats"]["malformed"] == 1)
+        {
+            assert_eq!(status.unwrap()["drops"], 1);
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "malformed frame never showed in the status"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }

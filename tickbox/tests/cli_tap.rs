@@ -90,6 +90,46 @@ fn tap_shows_filtered_decoded_messages_and_subscription_events() {
         out.lines().any(|l| l == "SUB   \"T.\""),
         "subscription event missing:\n{out}"
     );
+    // The publisher's sequences are gap-free and nothing was lost on the way.
+    assert!(!out.contains("GAP"), "{out}");
+}
+
+#[test]
+fn tap_reports_its_own_loss_from_sequence_gaps() {
+    let ctx = zmq::Context::new();
+    let publisher = ctx.socket(zmq::XPUB).unwrap();
+    publisher.set_linger(100).unwrap();
+    let pub_ep = tickbox_zmqx::bind_resolved(&publisher, "tcp://127.0.0.1:*").unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_tickbox"))
+        .args(["tap", "--connect", &pub_ep, "--duration", "1500ms"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Send only once the inspector has subscribed, so nothing is lost to joining late.
+    publisher.set_rcvtimeo(5000).unwrap();
+    assert_eq!(publisher.recv_bytes(0).unwrap(), b"\x01");
+    for seq in [1, 2, 3, 5, 6, 10, 11] {
+        publisher
+            .send(frame(Kind::Quote, "Q.XNAS.AAPL", seq), 0)
+            .unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{:?}", out.status);
+    let out = String::from_utf8(out.stdout).unwrap();
+    let gaps: Vec<&str> = out.lines().filter(|l| l.starts_with("GAP")).collect();
+    assert_eq!(
+        gaps,
+        [
+            "GAP   pub 1 seq 4..=4 (1 missed)",
+            "GAP   pub 1 seq 7..=9 (3 missed)"
+        ],
+        "{out}"
+    );
+    assert_eq!(
+        out.lines().filter(|l| l.starts_with("Q.XNAS.AAPL")).count(),
+        7
+    );
 }
 
 #[test]
@@ -98,6 +138,7 @@ fn tap_top_prints_rates_per_prefix() {
     assert!(out.contains("prefix"), "{out}");
     assert!(out.lines().any(|l| l.starts_with("Q.XNAS")), "{out}");
     assert!(out.lines().any(|l| l.starts_with("T.XNAS")), "{out}");
+    assert!(out.lines().any(|l| l.starts_with("missed 0 ")), "{out}");
 }
 
 #[test]

@@ -1,7 +1,7 @@
 use std::hint::black_box;
 
-use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use tickbox_wire::{Header, Kind, MessageRef, Payload, Quote, encode, encoded_len};
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use tickbox_wire::{encode, encoded_len, Header, Kind, MessageRef, Payload, Quote};
 
 fn quote() -> Payload {
     Payload::Quote(Quote {
@@ -32,10 +32,20 @@ fn codec(c: &mut Criterion) {
     });
     let frame = buf.clone();
     group.bench_function("decode_header", |b| {
-        b.iter(|| MessageRef::decode(black_box(&frame)).unwrap().header().sequence)
+        b.iter(|| {
+            MessageRef::decode(black_box(&frame))
+                .unwrap()
+                .header()
+                .sequence
+        })
     });
     group.bench_function("decode_full", |b| {
-        b.iter(|| MessageRef::decode(black_box(&frame)).unwrap().payload().unwrap())
+        b.iter(|| {
+            MessageRef::decode(black_box(&frame))
+                .unwrap()
+                .payload()
+                .unwrap()
+        })
     });
     group.finish();
 }

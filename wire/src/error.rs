@@ -17,9 +17,17 @@ pub enum DecodeError {
     #[error("unknown message kind {0}")]
     UnknownKind(u8),
     #[error("{kind:?} payload must be {expected} bytes, got {got}")]
-    PayloadLength { kind: Kind, expected: usize, got: usize },
+    PayloadLength {
+        kind: Kind,
+        expected: usize,
+        got: usize,
+    },
     #[error("invalid {field} value {value} in {kind:?} payload")]
-    InvalidField { kind: Kind, field: &'static str, value: u64 },
+    InvalidField {
+        kind: Kind,
+        field: &'static str,
+        value: u64,
+    },
 }
 
 /// Why a message could not be encoded: these are caller mistakes (bad topic, short buffer).

@@ -1,5 +1,5 @@
 use crate::error::{DecodeError, EncodeError};
-use crate::header::{Flags, HEADER_LEN, Header, Kind};
+use crate::header::{Flags, Header, Kind, HEADER_LEN};
 use crate::payload::Payload;
 
 /// Total frame size for a message of `kind` on `topic`.
@@ -44,7 +44,11 @@ pub fn encode(
 }
 
 /// Convenience for tests and cold paths; the hot path encodes into reused buffers with [`encode`].
-pub fn encode_to_vec(topic: &str, header: &Header, payload: &Payload) -> Result<Vec<u8>, EncodeError> {
+pub fn encode_to_vec(
+    topic: &str,
+    header: &Header,
+    payload: &Payload,
+) -> Result<Vec<u8>, EncodeError> {
     let mut out = vec![0u8; encoded_len(topic, header.kind)];
     encode(&mut out, topic, header, payload)?;
     Ok(out)

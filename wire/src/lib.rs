@@ -21,9 +21,11 @@ mod header;
 mod payload;
 mod topic;
 
-pub use clock::{Clock, ManualClock, SystemClock, now_ns};
+pub use clock::{now_ns, Clock, ManualClock, SystemClock};
 pub use error::{DecodeError, EncodeError};
-pub use frame::{MessageRef, encode, encode_to_vec, encoded_len, restamp_in_place, set_flags_in_place};
-pub use header::{Flags, HEADER_LEN, Header, Kind, WIRE_VERSION};
-pub use payload::{BookLevel, Heartbeat, PRICE_SCALE, Payload, Quote, Side, Trade};
+pub use frame::{
+    encode, encode_to_vec, encoded_len, restamp_in_place, set_flags_in_place, MessageRef,
+};
+pub use header::{Flags, Header, Kind, HEADER_LEN, WIRE_VERSION};
+pub use payload::{BookLevel, Heartbeat, Payload, Quote, Side, Trade, PRICE_SCALE};
 pub use topic::{make_topic, shard_for, shard_key_of_topic, stable_hash};

@@ -214,7 +214,12 @@ mod tests {
                 Payload::Heartbeat(p) => bincode::encode_to_vec(p, CODEC).unwrap().len(),
                 Payload::BookLevel(p) => bincode::encode_to_vec(p, CODEC).unwrap().len(),
             };
-            assert_eq!(n, Payload::encoded_len(payload.kind()), "{:?}", payload.kind());
+            assert_eq!(
+                n,
+                Payload::encoded_len(payload.kind()),
+                "{:?}",
+                payload.kind()
+            );
         }
     }
 }

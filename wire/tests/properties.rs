@@ -3,8 +3,8 @@
 
 use proptest::prelude::*;
 use tickbox_wire::{
-    BookLevel, Flags, Header, Heartbeat, Kind, MessageRef, Payload, Quote, Side, Trade, encode,
-    encode_to_vec, encoded_len,
+    encode, encode_to_vec, encoded_len, BookLevel, Flags, Header, Heartbeat, Kind, MessageRef,
+    Payload, Quote, Side, Trade,
 };
 
 fn side() -> impl Strategy<Value = Side> {
@@ -13,37 +13,60 @@ fn side() -> impl Strategy<Value = Side> {
 
 fn payload() -> impl Strategy<Value = Payload> {
     prop_oneof![
-        (any::<u32>(), any::<i64>(), any::<i64>(), any::<[u32; 4]>(), any::<u64>()).prop_map(
-            |(instrument_id, bid_px, ask_px, s, venue_time_ns)| Payload::Quote(Quote {
-                instrument_id,
-                bid_px,
-                ask_px,
-                bid_size: s[0],
-                ask_size: s[1],
-                bid_orders: s[2],
-                ask_orders: s[3],
-                venue_time_ns,
-            })
-        ),
-        (any::<u32>(), any::<i64>(), any::<u32>(), side(), any::<u64>(), any::<u64>()).prop_map(
-            |(instrument_id, price, size, aggressor, trade_id, venue_time_ns)| {
-                Payload::Trade(Trade {
+        (
+            any::<u32>(),
+            any::<i64>(),
+            any::<i64>(),
+            any::<[u32; 4]>(),
+            any::<u64>()
+        )
+            .prop_map(
+                |(instrument_id, bid_px, ask_px, s, venue_time_ns)| Payload::Quote(Quote {
                     instrument_id,
-                    price,
-                    size,
-                    aggressor,
-                    trade_id,
+                    bid_px,
+                    ask_px,
+                    bid_size: s[0],
+                    ask_size: s[1],
+                    bid_orders: s[2],
+                    ask_orders: s[3],
                     venue_time_ns,
                 })
-            }
-        ),
+            ),
+        (
+            any::<u32>(),
+            any::<i64>(),
+            any::<u32>(),
+            side(),
+            any::<u64>(),
+            any::<u64>()
+        )
+            .prop_map(
+                |(instrument_id, price, size, aggressor, trade_id, venue_time_ns)| {
+                    Payload::Trade(Trade {
+                        instrument_id,
+                        price,
+                        size,
+                        aggressor,
+                        trade_id,
+                        venue_time_ns,
+                    })
+                }
+            ),
         (any::<u64>(), any::<u64>()).prop_map(|(interval_ns, messages_sent)| {
             Payload::Heartbeat(Heartbeat {
                 interval_ns,
                 messages_sent,
             })
         }),
-        (any::<u32>(), side(), any::<u8>(), any::<i64>(), any::<u32>(), any::<u32>(), any::<u64>())
+        (
+            any::<u32>(),
+            side(),
+            any::<u8>(),
+            any::<i64>(),
+            any::<u32>(),
+            any::<u32>(),
+            any::<u64>()
+        )
             .prop_map(
                 |(instrument_id, side, level, price, size, order_count, venue_time_ns)| {
                     Payload::BookLevel(BookLevel {
@@ -125,7 +148,8 @@ proptest! {
 
 #[test]
 fn every_kind_has_a_distinct_topic_letter_and_size() {
-    let letters: std::collections::HashSet<char> = Kind::ALL.iter().map(|k| k.topic_letter()).collect();
+    let letters: std::collections::HashSet<char> =
+        Kind::ALL.iter().map(|k| k.topic_letter()).collect();
     assert_eq!(letters.len(), Kind::ALL.len());
     // A typical quote frame is in the 100-byte class the performance targets are stated for.
     let n = encoded_len("Q.XNAS.AAPL", Kind::Quote);

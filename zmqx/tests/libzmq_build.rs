@@ -53,10 +53,17 @@ fn interface_names_bind_and_source_interface_connects_deliver() {
     let port = endpoint.rsplit(':').next().unwrap();
     let client = ctx.socket(zmq::PUSH).unwrap();
     client.set_linger(0).unwrap();
-    client.connect(&format!("tcp://lo:0;127.0.0.1:{port}")).unwrap();
+    client
+        .connect(&format!("tcp://lo:0;127.0.0.1:{port}"))
+        .unwrap();
     client.send("hello", 0).unwrap();
     server.set_rcvtimeo(5000).unwrap();
-    assert_eq!(server.recv_bytes(0).expect("source-interface connect delivered"), b"hello");
+    assert_eq!(
+        server
+            .recv_bytes(0)
+            .expect("source-interface connect delivered"),
+        b"hello"
+    );
 }
 
 #[test]
@@ -67,7 +74,10 @@ fn signalling_uses_cloexec_eventfds() {
     socket.set_linger(0).unwrap();
     let fd = socket.get_fd().unwrap() as c_int;
     let target = std::fs::read_link(format!("/proc/self/fd/{fd}")).unwrap();
-    assert!(target.to_string_lossy().contains("eventfd"), "signaller fd is {target:?}");
+    assert!(
+        target.to_string_lossy().contains("eventfd"),
+        "signaller fd is {target:?}"
+    );
     // SAFETY: F_GETFD on an fd that the socket keeps open while we hold it.
     let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
     assert!(flags & libc::FD_CLOEXEC != 0, "eventfd not close-on-exec");
@@ -97,7 +107,13 @@ fn tcp_keepalive_options_reach_the_kernel() {
                     let mut len = std::mem::size_of::<c_int>() as libc::socklen_t;
                     // SAFETY: getsockopt on an fd of this process into a c_int on our stack.
                     let rc = unsafe {
-                        libc::getsockopt(fd, level, name, (&mut value as *mut c_int).cast::<c_void>(), &mut len)
+                        libc::getsockopt(
+                            fd,
+                            level,
+                            name,
+                            (&mut value as *mut c_int).cast::<c_void>(),
+                            &mut len,
+                        )
                     };
                     (rc == 0).then_some(value)
                 };
@@ -110,7 +126,10 @@ fn tcp_keepalive_options_reach_the_kernel() {
         if found {
             break;
         }
-        assert!(Instant::now() < deadline, "no TCP socket carries the keepalive settings");
+        assert!(
+            Instant::now() < deadline,
+            "no TCP socket carries the keepalive settings"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -119,15 +138,27 @@ fn tcp_keepalive_options_reach_the_kernel() {
 fn io_threads_are_named_and_honour_cpu_affinity() {
     // ZMQ_HAVE_PTHREAD_SETNAME_2 names I/O threads (visible in top/perf); ZMQ_HAVE_PTHREAD_SET_AFFINITY makes
     // ZMQ_THREAD_AFFINITY_CPU_ADD pin them. Uses the raw API because the zmq crate hides context options.
-    let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let cpus = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
     let target_cpu = cpus - 1;
     // SAFETY: a fresh context used only here; every socket is closed before the context is terminated.
     unsafe {
         let ctx = zmq_sys::zmq_ctx_new();
         assert!(!ctx.is_null());
-        assert_eq!(zmq_sys::zmq_ctx_set(ctx, zmq_sys::ZMQ_THREAD_AFFINITY_CPU_ADD as c_int, target_cpu as c_int), 0);
+        assert_eq!(
+            zmq_sys::zmq_ctx_set(
+                ctx,
+                zmq_sys::ZMQ_THREAD_AFFINITY_CPU_ADD as c_int,
+                target_cpu as c_int
+            ),
+            0
+        );
         // A prefix of our own tells this context's I/O thread from those of tests running in parallel.
-        assert_eq!(zmq_sys::zmq_ctx_set(ctx, zmq_sys::ZMQ_THREAD_NAME_PREFIX as c_int, 731), 0);
+        assert_eq!(
+            zmq_sys::zmq_ctx_set(ctx, zmq_sys::ZMQ_THREAD_NAME_PREFIX as c_int, 731),
+            0
+        );
         let raw = zmq_sys::zmq_socket(ctx, zmq_sys::ZMQ_PUB as c_int);
         assert!(!raw.is_null());
         let socket = zmq::Socket::from_raw(raw);
@@ -142,19 +173,25 @@ fn io_threads_are_named_and_honour_cpu_affinity() {
             {
                 break found;
             }
-            assert!(Instant::now() < deadline, "no I/O thread named 731/ZMQbg/IO/n");
+            assert!(
+                Instant::now() < deadline,
+                "no I/O thread named 731/ZMQbg/IO/n"
+            );
             std::thread::sleep(Duration::from_millis(5));
         };
-        let allowed = io
-            .1
-            .lines()
-            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
-            .unwrap()
-            .trim()
-            .to_owned();
+        let allowed =
+            io.1.lines()
+                .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+                .unwrap()
+                .trim()
+                .to_owned();
         drop(socket);
         zmq_sys::zmq_ctx_term(ctx);
-        assert_eq!(allowed, target_cpu.to_string(), "I/O thread affinity not applied");
+        assert_eq!(
+            allowed,
+            target_cpu.to_string(),
+            "I/O thread affinity not applied"
+        );
     }
 }
 
@@ -181,7 +218,9 @@ fn bindtodevice_is_supported() {
         eprintln!("skipping the bind half: SO_BINDTODEVICE needs root (CAP_NET_RAW)");
         return;
     }
-    server.bind("tcp://127.0.0.1:*").expect("bind with BINDTODEVICE=lo");
+    server
+        .bind("tcp://127.0.0.1:*")
+        .expect("bind with BINDTODEVICE=lo");
     let endpoint = server.get_last_endpoint().unwrap().unwrap();
     let client = ctx.socket(zmq::PUSH).unwrap();
     client.set_linger(0).unwrap();

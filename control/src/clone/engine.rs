@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use super::msg::{KvMsg, HUGZ, KTHXBAI};
 
@@ -18,7 +18,7 @@ pub const VOTE_SUBTREE: &str = "/.tickbox-vote/";
 const VOTE_DELAY: Duration = Duration::from_millis(50);
 
 /// Client timing.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct ClientConfig {
     /// Silence (no HUGZ, update or snapshot message) after which the server is declared dead and the client fails

@@ -7,12 +7,12 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use super::msg::{KvMsg, HUGZ, KTHXBAI};
 
 /// Server limits and timing. Defaults follow the Guide's reference servers.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct ServerConfig {
     /// HUGZ interval in milliseconds (≈1 s in CHP).

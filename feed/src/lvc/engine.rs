@@ -34,8 +34,9 @@ pub enum DownstreamEvent<'a> {
     Other,
 }
 
-/// Counters the proxy keeps. Plain integers, updated by one thread; copied out for reporting.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// Counters the proxy keeps. Plain integers, updated by one thread; copied out for reporting (serialisable for
+/// status services).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct LvcStats {
     /// Upstream messages received (a multipart message counts once).
     pub messages_in: u64,

@@ -7,9 +7,10 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use tickbox_feed::lvc::{LvcConfig, LvcStats, Overflow, SlowSubscriber};
+use tickbox_feed::lvc::{LvcConfig, LvcEndpoints, LvcStats, Overflow, SlowSubscriber, TapDrop};
 
 use crate::config::TickboxConfig;
+use crate::status::StatusBoard;
 
 /// Command-line overrides of the `[lvc]` config section.
 #[derive(Debug, clap::Args)]
@@ -47,9 +48,13 @@ pub struct Args {
     /// Receive high-water mark per publisher.
     #[arg(long)]
     upstream_hwm: Option<i32>,
-    /// Send high-water mark per tap consumer (beyond it tap copies are dropped and counted).
+    /// Send high-water mark per tap consumer (beyond it that consumer's copies are dropped).
     #[arg(long)]
     tap_hwm: Option<i32>,
+    /// A slow tap consumer loses copies alone, silently (`per-consumer`, default: a stalled inspector never costs
+    /// the recorder), or with every other tap consumer, counted by the proxy (`counted`).
+    #[arg(long, value_name = "per-consumer|counted", value_parser = parse_tap_drop)]
+    tap_drop: Option<TapDrop>,
     /// Stats log line period (`10s`, `500ms`; `0s` disables).
     #[arg(long, value_parser = parse_duration)]
     stats_interval: Option<Duration>,
@@ -59,14 +64,38 @@ pub struct Args {
     /// Pin the proxy thread to this core.
     #[arg(long)]
     core: Option<usize>,
+    /// Majordomo broker to register `tickbox.lvc.status` with.
+    #[arg(long, value_name = "EP")]
+    broker: Option<String>,
+}
+
+/// What `tickbox.lvc.status` serves: endpoints, modes and the proxy's counters.
+fn lvc_status(endpoints: &LvcEndpoints, config: &LvcConfig, stats: &LvcStats) -> serde_json::Value {
+    serde_json::json!({
+        "component": "lvc",
+        "state": "running",
+        "subscribers": endpoints.downstream,
+        "publishers": endpoints.upstream,
+        "upstream_connect": config.upstream,
+        "tap": endpoints.tap,
+        "tap_drop": config.tap_drop,
+        // In per_consumer mode libzmq drops per tap consumer without telling the proxy.
+        "tap_drops_counted": config.tap_drop == TapDrop::Counted,
+        "slow_subscriber": config.slow_subscriber,
+        "stats": stats,
+        "drops": stats.drops(),
+    })
 }
 
 pub fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     let duration = args.duration;
+    let broker = args.broker.clone();
     let lvc_config = apply(args, config.lvc.clone());
     let stop = crate::shutdown::flag();
     let ctx = zmq::Context::new();
-    let lvc = tickbox_feed::lvc::spawn(&ctx, lvc_config).context("starting the LVC proxy")?;
+    let lvc =
+        tickbox_feed::lvc::spawn(&ctx, lvc_config.clone()).context("starting the LVC proxy")?;
+    let status = StatusBoard::start(&ctx, broker.as_deref(), "lvc")?;
     {
         // Resolved endpoints go to stdout, flushed, so scripts and tests can use `tcp://…:*`.
         let mut out = std::io::stdout().lock();
@@ -81,14 +110,20 @@ pub fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
         out.flush()?;
     }
     let started = Instant::now();
+    let mut last_status: Option<Instant> = None;
     while !stop.load(Ordering::SeqCst)
         && !lvc.is_finished()
         && duration.is_none_or(|d| started.elapsed() < d)
     {
+        // From this control loop, never per message: the proxy thread only refreshes a snapshot every 50 ms.
+        if last_status.is_none_or(|t| t.elapsed() >= Duration::from_millis(500)) {
+            last_status = Some(Instant::now());
+            status.publish(lvc_status(lvc.endpoints(), &lvc_config, &lvc.stats()));
+        }
         std::thread::sleep(Duration::from_millis(50));
     }
     let stats = lvc.join().context("LVC proxy")?;
-    print_stats(&stats)?;
+    print_stats(&stats, lvc_config.tap_drop)?;
     Ok(ExitCode::from(crate::exit_code::OK))
 }
 
@@ -118,7 +153,8 @@ fn apply(args: Args, mut config: LvcConfig) -> LvcConfig {
         slow_subscriber,
         downstream_hwm,
         upstream_hwm,
-        tap_hwm
+        tap_hwm,
+        tap_drop
     );
     if let Some(every) = args.stats_interval {
         config.stats_interval_ms = every.as_millis() as u64;
@@ -129,7 +165,7 @@ fn apply(args: Args, mut config: LvcConfig) -> LvcConfig {
     config
 }
 
-fn print_stats(s: &LvcStats) -> std::io::Result<()> {
+fn print_stats(s: &LvcStats, tap_drop: TapDrop) -> std::io::Result<()> {
     let mut out = std::io::stdout().lock();
     writeln!(out, "{:<22} {:>14}", "lvc", "count")?;
     for (name, value) in [
@@ -150,6 +186,11 @@ fn print_stats(s: &LvcStats) -> std::io::Result<()> {
         ("tap dropped", s.tap_dropped),
         ("downstream dropped", s.downstream_dropped),
     ] {
+        // A 0 here would claim no tap loss, which the proxy cannot know in per-consumer mode.
+        if name == "tap dropped" && tap_drop == TapDrop::PerConsumer {
+            writeln!(out, "{name:<22} {:>14}", "per-consumer")?;
+            continue;
+        }
         writeln!(out, "{name:<22} {value:>14}")?;
     }
     out.flush()
@@ -160,6 +201,14 @@ fn parse_overflow(text: &str) -> Result<Overflow, String> {
         "evict-lru" | "evict_lru" | "lru" => Ok(Overflow::EvictLru),
         "reject-new" | "reject_new" | "reject" => Ok(Overflow::RejectNew),
         other => Err(format!("`{other}`: expected evict-lru or reject-new")),
+    }
+}
+
+fn parse_tap_drop(text: &str) -> Result<TapDrop, String> {
+    match text {
+        "per-consumer" | "per_consumer" => Ok(TapDrop::PerConsumer),
+        "counted" => Ok(TapDrop::Counted),
+        other => Err(format!("`{other}`: expected per-consumer or counted")),
     }
 }
 
@@ -217,6 +266,12 @@ mod tests {
         assert_eq!(c.lvc.max_topics, 5);
         assert_eq!(c.lvc.overflow, Overflow::RejectNew);
         assert_eq!(c.lvc.slow_subscriber, SlowSubscriber::Block);
+        assert_eq!(c.lvc.tap_drop, TapDrop::PerConsumer);
+        let c: TickboxConfig = toml::from_str("[lvc]\ntap_drop = \"counted\"\n").unwrap();
+        assert_eq!(c.lvc.tap_drop, TapDrop::Counted);
+        assert!(toml::from_str::<TickboxConfig>("[lvc]\ntap_drop = \"sometimes\"\n").is_err());
+        assert_eq!(parse_tap_drop("per-consumer"), Ok(TapDrop::PerConsumer));
+        assert!(parse_tap_drop("all").is_err());
         assert!(toml::from_str::<TickboxConfig>("[lvc]\nmax_topic = 5\n").is_err());
     }
 }

@@ -4,6 +4,7 @@ pub mod bench;
 pub mod broker;
 pub mod call;
 pub mod clone_server;
+pub mod config;
 pub mod ctl;
 pub mod demo;
 pub mod feed;

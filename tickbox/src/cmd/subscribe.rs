@@ -6,15 +6,18 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use tickbox_control::clone::recipes::{ConfigEvent, ConfigWatch, Membership};
+use tickbox_control::clone::{CloneClient, ServerEndpoints};
 use tickbox_subscriber::{
-    format_duration, Fatal, GapPolicy, Histogram, HumanDuration, Report, ShardConfig, Subscriber,
-    SubscriberConfig,
+    format_duration, parse_duration, DurationError, Fatal, GapPolicy, Histogram, HumanDuration,
+    Report, ShardConfig, SharedThreshold, Subscriber, SubscriberConfig,
 };
 use tickbox_wire::Kind;
 use tickbox_workers::{Delay, LastValueBook, Stats, StatsReport, WorkersConfig};
 
 use crate::config::TickboxConfig;
 use crate::exit_code;
+use crate::status::StatusBoard;
 
 #[derive(Debug, clap::Args)]
 #[command(
@@ -22,7 +25,10 @@ use crate::exit_code;
     The Suicidal Snail checks lateness (receive time - publisher send time) at each shard and again when a worker \
     dequeues, so a backlog behind slow workers also counts. Past --max-lateness the subscriber logs one ERROR \
     line, prints `SNAIL {json}` on stderr and exits with code 3. LVC cached values are exempt.\n\
-    Sequence gaps are checked per publisher only when subscribed to everything (no --topics)."
+    Sequence gaps are checked per publisher only when subscribed to everything (no --topics).\n\
+    With --clone: /config/subscriber/max_lateness overrides the threshold while running (deleting it reverts to \
+    the command line/config value; an invalid value is logged and ignored), the subscriber registers under \
+    /members/subscribers/ID with a TTL, and a fatal event is also written to /alerts/subscribers/ID."
 )]
 pub struct Args {
     /// Publisher endpoints, one shard each (e.g. tcp://10.0.0.1:5556,tcp://10.0.1.1:5556). Overrides
@@ -53,6 +59,142 @@ pub struct Args {
     /// Testing aid: every worker sleeps this long per message, to show that a slow consumer trips the snail.
     #[arg(long, value_name = "D", hide = true)]
     pub debug_worker_delay: Option<HumanDuration>,
+    /// Clone key-value servers (tcp://HOST:PORT, or two for a Binary Star pair) for live configuration,
+    /// membership and alerts. Overrides `[subscriber] clone`.
+    #[arg(long, value_delimiter = ',', value_name = "EP[,EP]")]
+    pub clone: Vec<String>,
+    /// Identity under /members/subscribers/ and /alerts/subscribers/. Default: HOSTNAME-PID.
+    #[arg(long, value_name = "ID")]
+    pub member_id: Option<String>,
+    /// Membership lease: the entry disappears this long after the subscriber dies. Default 3s.
+    #[arg(long, value_name = "D")]
+    pub member_ttl: Option<HumanDuration>,
+    /// Majordomo broker to register `tickbox.subscribe.status` with.
+    #[arg(long, value_name = "EP")]
+    pub broker: Option<String>,
+}
+
+/// Group under `/members/` and `/alerts/`.
+const GROUP: &str = "subscribers";
+/// Prefix (under `/config/`) of the live settings.
+const LIVE_PREFIX: &str = "subscriber/";
+/// How often the control loop refreshes the status snapshot.
+const STATUS_EVERY: Duration = Duration::from_millis(500);
+/// How long a fatal alert may delay the exit.
+const ALERT_TIMEOUT: Duration = Duration::from_secs(1);
+
+fn default_member_id() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
+        .ok()
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "host".to_owned());
+    format!("{host}-{}", std::process::id())
+}
+
+fn check_member_id(id: &str) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        !id.is_empty() && !id.contains(['/', ' ', '\t', '\n']),
+        "--member-id {id:?}: must be non-empty without '/' or whitespace"
+    );
+    Ok(())
+}
+
+/// Live settings under `/config/subscriber/`: every one is a duration today.
+fn parse_live_value(raw: &[u8]) -> Result<Duration, DurationError> {
+    parse_duration(String::from_utf8_lossy(raw).trim())
+}
+
+/// Applies one live-configuration change to the threshold; `base` is the command-line/config value a delete
+/// reverts to.
+fn apply_live(event: ConfigEvent<Duration>, threshold: &SharedThreshold, base: Duration) {
+    match event {
+        ConfigEvent::Set { key, value } if key == "max_lateness" => {
+            if threshold.get() != value {
+                tracing::info!(
+                    max_lateness = %format_duration(value),
+                    "live config: snail threshold changed"
+                );
+            }
+            threshold.set(value);
+        }
+        ConfigEvent::Deleted { key } if key == "max_lateness" => {
+            tracing::info!(
+                max_lateness = %format_duration(base),
+                "live config: max_lateness deleted, back to the configured threshold"
+            );
+            threshold.set(base);
+        }
+        ConfigEvent::Invalid { key, error } if key == "max_lateness" => {
+            tracing::warn!(
+                current = %format_duration(threshold.get()),
+                "live config: invalid max_lateness ignored ({error}); keeping the current threshold"
+            );
+        }
+        ConfigEvent::Set { key, .. }
+        | ConfigEvent::Deleted { key }
+        | ConfigEvent::Invalid { key, .. } => {
+            tracing::debug!(
+                key,
+                "live config: not a live setting of the subscriber, ignored"
+            );
+        }
+    }
+}
+
+type ParseLive = fn(&[u8]) -> Result<Duration, DurationError>;
+
+/// The Clone side of a subscriber: the client, the live-config watch and the member id.
+struct Live {
+    client: CloneClient,
+    watch: ConfigWatch<Duration, ParseLive>,
+    id: String,
+}
+
+impl Live {
+    fn connect(
+        ctx: &zmq::Context,
+        servers: &[String],
+        id: String,
+        config: &TickboxConfig,
+    ) -> anyhow::Result<Self> {
+        let servers = servers
+            .iter()
+            .map(|s| ServerEndpoints::from_base(s.trim()))
+            .collect::<Result<Vec<_>, _>>()
+            .context("--clone / [subscriber] clone")?;
+        anyhow::ensure!(!servers.is_empty(), "--clone needs at least one endpoint");
+        let client = CloneClient::connect(ctx, &servers, "", config.clone.client.clone())
+            .context("connecting to the Clone servers")?;
+        if let Err(err) = client.wait_synced(Duration::from_secs(5)) {
+            // The data plane does not wait for the control plane: the agent keeps trying in the background.
+            tracing::warn!("Clone servers not reachable yet ({err}); running on configured values");
+        }
+        let parse: ParseLive = parse_live_value;
+        let watch = ConfigWatch::new(&client, LIVE_PREFIX, parse)
+            .context("watching /config/subscriber/")?;
+        Ok(Live { client, watch, id })
+    }
+
+    fn drain(&self, threshold: &SharedThreshold, base: Duration) {
+        while let Some(event) = self.watch.try_recv() {
+            apply_live(event, threshold, base);
+        }
+    }
+
+    /// Best effort: a pager should learn why the subscriber died, but a dead control plane must not keep it alive.
+    fn alert(&self, fatal: &Fatal) {
+        let key = format!("/alerts/{GROUP}/{}", self.id);
+        match self
+            .client
+            .set_with_timeout(&key, fatal.to_json().as_bytes(), None, ALERT_TIMEOUT)
+        {
+            Ok(_) => tracing::info!(key, "alert written"),
+            Err(err) => tracing::warn!(key, "alert not written: {err}"),
+        }
+    }
 }
 
 /// The worker every CLI subscriber runs: statistics, the last-value book, and an optional artificial delay.
@@ -116,6 +258,18 @@ fn resolve(
     if let Some(policy) = args.gap_policy {
         sub.gap_policy = policy;
     }
+    if !args.clone.is_empty() {
+        sub.clone = args.clone.clone();
+    }
+    if args.member_id.is_some() {
+        sub.member_id = args.member_id.clone();
+    }
+    if let Some(ttl) = args.member_ttl {
+        sub.member_ttl = ttl;
+    }
+    if !sub.clone.is_empty() && sub.member_ttl.0.is_zero() {
+        anyhow::bail!("--member-ttl must be more than 0");
+    }
     if sub.shards.is_empty() {
         anyhow::bail!("nothing to subscribe to: give --connect EP[,EP...] or [[subscriber.shards]] in the config");
     }
@@ -123,22 +277,110 @@ fn resolve(
 }
 
 pub fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
-    let (sub_config, workers_config) = resolve(&args, config)?;
+    let (mut sub_config, workers_config) = resolve(&args, config)?;
     let stop = crate::shutdown::flag();
     let ctx = zmq::Context::new();
     let delay = args.debug_worker_delay.map(|d| d.0);
+    let base = sub_config.max_lateness.0;
+    let id = sub_config
+        .member_id
+        .clone()
+        .unwrap_or_else(default_member_id);
+    check_member_id(&id)?;
+    let live = if sub_config.clone.is_empty() {
+        None
+    } else {
+        Some(Live::connect(&ctx, &sub_config.clone, id.clone(), config)?)
+    };
+    // Apply the stored live values before the first message, not just after.
+    if let Some(live) = &live {
+        let initial = SharedThreshold::new(base);
+        live.drain(&initial, base);
+        sub_config.max_lateness = HumanDuration(initial.get());
+    }
+    let status = StatusBoard::start(&ctx, args.broker.as_deref(), "subscribe")?;
     let subscriber = Subscriber::start(&ctx, &sub_config, &workers_config, |_| make_worker(delay))
         .context("starting the subscriber")?;
+    let threshold = subscriber.threshold();
+    let membership = match &live {
+        Some(live) => {
+            let info = serde_json::json!({
+                "pid": std::process::id(),
+                "shards": sub_config.shards.iter().map(|s| s.connect.join(",")).collect::<Vec<_>>(),
+                "workers": workers_config.count,
+                "max_lateness": sub_config.max_lateness.to_string(),
+            });
+            Some(
+                Membership::join(
+                    &live.client,
+                    GROUP,
+                    &id,
+                    info.to_string().as_bytes(),
+                    sub_config.member_ttl.0,
+                )
+                .context("registering under /members/subscribers/")?,
+            )
+        }
+        None => None,
+    };
     tracing::info!(
         shards = sub_config.shards.len(),
         workers = workers_config.count,
         max_lateness = %sub_config.max_lateness,
+        member = membership.as_ref().map(|m| m.key()),
         "subscriber running"
     );
-    let report = subscriber.run(&stop, args.duration.map(|d| d.0))?;
+    let deadline = args.duration.map(|d| std::time::Instant::now() + d.0);
+    let mut next_status = std::time::Instant::now();
+    loop {
+        let tripped = subscriber.is_tripped();
+        let now = std::time::Instant::now();
+        if now >= next_status || tripped {
+            next_status = now + STATUS_EVERY;
+            status.publish(status_json(&subscriber, &threshold, &id, tripped));
+        }
+        if tripped
+            || stop.load(Ordering::Relaxed)
+            || deadline.is_some_and(|d| std::time::Instant::now() >= d)
+        {
+            break;
+        }
+        if let Some(live) = &live {
+            live.drain(&threshold, base);
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    if let (Some(live), Some(fatal)) = (&live, subscriber.fatal()) {
+        live.alert(&fatal);
+    }
+    let report = subscriber.shutdown()?;
     let stopped_by = stopped_by(&report, stop.load(Ordering::Relaxed));
     print!("{}", summary(&report, None, stopped_by));
+    drop(membership);
     Ok(finish(&report))
+}
+
+fn status_json<W: tickbox_workers::Worker>(
+    subscriber: &Subscriber<W>,
+    threshold: &SharedThreshold,
+    id: &str,
+    tripped: bool,
+) -> serde_json::Value {
+    let state = match subscriber.fatal() {
+        Some(Fatal::Snail(_)) => "snail",
+        Some(Fatal::Gap(_)) => "gap",
+        None if tripped => "tripped",
+        None => "running",
+    };
+    let current = threshold.get();
+    serde_json::json!({
+        "component": "subscribe",
+        "id": id,
+        "state": state,
+        "max_lateness": format_duration(current),
+        "max_lateness_ns": u64::try_from(current.as_nanos()).unwrap_or(u64::MAX),
+        "shards": subscriber.live_shards(),
+    })
 }
 
 pub(crate) fn stopped_by<W>(report: &Report<W>, signalled: bool) -> &'static str {
@@ -301,4 +543,69 @@ pub(crate) fn summary(
         let _ = writeln!(out, "per prefix: {}", shown.join(", "));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(value: Duration) -> ConfigEvent<Duration> {
+        ConfigEvent::Set {
+            key: "max_lateness".into(),
+            value,
+        }
+    }
+
+    #[test]
+    fn live_max_lateness_sets_ignores_garbage_and_reverts_on_delete() {
+        let base = Duration::from_secs(1);
+        let threshold = SharedThreshold::new(base);
+        apply_live(set(Duration::from_micros(250)), &threshold, base);
+        assert_eq!(threshold.get(), Duration::from_micros(250));
+        apply_live(
+            ConfigEvent::Invalid {
+                key: "max_lateness".into(),
+                error: "bad".into(),
+            },
+            &threshold,
+            base,
+        );
+        assert_eq!(threshold.get(), Duration::from_micros(250), "invalid keeps");
+        apply_live(set(Duration::from_millis(7)), &threshold, base);
+        // Other keys under the prefix are not the threshold.
+        apply_live(
+            ConfigEvent::Set {
+                key: "other".into(),
+                value: Duration::from_nanos(1),
+            },
+            &threshold,
+            base,
+        );
+        assert_eq!(threshold.get(), Duration::from_millis(7));
+        apply_live(
+            ConfigEvent::Deleted {
+                key: "max_lateness".into(),
+            },
+            &threshold,
+            base,
+        );
+        assert_eq!(
+            threshold.get(),
+            base,
+            "delete reverts to the configured value"
+        );
+    }
+
+    #[test]
+    fn live_values_parse_with_the_subscriber_duration_syntax() {
+        assert_eq!(
+            parse_live_value(b" 250us\n").unwrap(),
+            Duration::from_micros(250)
+        );
+        assert_eq!(parse_live_value(b"5ms").unwrap(), Duration::from_millis(5));
+        assert!(parse_live_value(b"soon").is_err());
+        assert!(check_member_id("host-12").is_ok());
+        assert!(check_member_id("a/b").is_err());
+        assert!(check_member_id("").is_err());
+    }
 }

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use tickbox_feed::tap::{self, RateTable, TapFilter, TapFrame};
+use tickbox_subscriber::{GapDetector, GapEvent};
 use tickbox_wire::{Flags, Kind, MessageRef, Payload};
 
 use crate::config::TickboxConfig;
@@ -17,7 +18,9 @@ pub struct Args {
     /// The tap (or publisher) endpoint to connect to.
     #[arg(long, value_name = "EP")]
     connect: String,
-    /// Topic prefixes to subscribe to (e.g. `Q.XNAS,T.`); default everything.
+    /// Topic prefixes to subscribe to (e.g. `Q.XNAS,T.`); default everything. Without a filter the inspector
+    /// checks every publisher's sequence and prints `GAP` lines for what it lost; with one, gaps are expected
+    /// and not checked.
     #[arg(long, value_delimiter = ',', value_name = "P[,P…]")]
     topics: Vec<String>,
     /// Show only these kinds: quote, trade, heartbeat, book_level.
@@ -68,6 +71,11 @@ pub fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCode> {
         }
     }
 
+    // With the default `tap_drop = per_consumer` the proxy cannot see what this consumer loses, so the
+    // inspector checks the per-publisher sequences itself. Only when it receives everything: a topic filter
+    // makes gaps by design.
+    let mut gaps = args.topics.is_empty().then(GapDetector::new);
+    let mut missed = 0u64;
     let started = Instant::now();
     let mut table = RateTable::new(args.depth, 1_000_000_000, tickbox_wire::now_ns());
     let mut out = std::io::stdout().lock();
@@ -77,6 +85,25 @@ pub fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCode> {
         if sub.poll(zmq::POLLIN, 100)? > 0 {
             while sub.recv(&mut msg, zmq::DONTWAIT).is_ok() {
                 frames += 1;
+                if let (Some(gaps), Ok(TapFrame::Message(m))) =
+                    (gaps.as_mut(), TapFrame::classify(&msg))
+                {
+                    if let event @ GapEvent::Gap {
+                        publisher,
+                        first_missing,
+                        last_missing,
+                    } = gaps.on_message(m.header())
+                    {
+                        missed += event.missing();
+                        if !args.top {
+                            writeln!(
+                                out,
+                                "GAP   pub {publisher} seq {first_missing}..={last_missing} ({} missed)",
+                                event.missing()
+                            )?;
+                        }
+                    }
+                }
                 if args.top {
                     table.record(&msg);
                     continue;
@@ -112,11 +139,14 @@ pub fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCode> {
         if let Some(rows) = table.tick(tickbox_wire::now_ns()) {
             if args.top {
                 writeln!(out, "{}", tap::render_rates(&rows))?;
+                if gaps.is_some() {
+                    writeln!(out, "missed {missed} (per-publisher sequence gaps)\n")?;
+                }
                 out.flush()?;
             }
         }
     }
-    tracing::info!(frames, shown, malformed, "tap inspector done");
+    tracing::info!(frames, shown, malformed, missed, "tap inspector done");
     Ok(ExitCode::from(crate::exit_code::OK))
 }
 

@@ -1,0 +1,14 @@
+//! `tickbox config`: print the effective configuration (defaults merged with `--config`) as TOML, so the
+//! reference for every field is the program itself and can never drift from it.
+
+use std::process::ExitCode;
+
+use crate::config::TickboxConfig;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {}
+
+pub fn run(_args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
+    print!("{}", config.to_toml()?);
+    Ok(ExitCode::from(crate::exit_code::OK))
+}

@@ -1,0 +1,257 @@
+//! `tickbox subscribe --clone`: membership, live threshold changes and alerts through a real Clone server, and
+//! `--broker` status, all as real processes.
+
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_tickbox");
+
+/// Kills the child on drop so a failing test never leaves a process running.
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Spawns `tickbox ARGS` and returns it with the first stdout line that satisfies `pick`, mapped.
+fn spawn_reading(args: &[&str], pick: fn(&str) -> Option<String>) -> (Proc, String) {
+    let mut child = Command::new(BIN)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn tickbox");
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    // Keeps draining stdout so the child never blocks on a full pipe.
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if let Some(found) = pick(&line) {
+                let _ = tx.send(found);
+            }
+        }
+    });
+    let proc = Proc(child);
+    let found = rx
+        .recv_timeout(Duration::from_secs(10))
+        .unwrap_or_else(|_| panic!("tickbox {args:?} printed nothing usable"));
+    (proc, found)
+}
+
+fn endpoint_in(line: &str) -> Option<String> {
+    let at = line.find("tcp://")?;
+    line[at..].split_whitespace().next().map(str::to_owned)
+}
+
+fn clone_server() -> (Proc, String) {
+    let (proc, port) = spawn_reading(
+        &[
+            "clone-server",
+            "--port",
+            "0",
+            "--interface",
+            "127.0.0.1",
+            "--hugz-ms",
+            "100",
+        ],
+        |line| {
+            line.strip_prefix("clone-server ")?
+                .split_whitespace()
+                .find_map(|f| f.strip_prefix("port="))
+                .map(str::to_owned)
+        },
+    );
+    (proc, format!("tcp://127.0.0.1:{port}"))
+}
+
+fn feed() -> (Proc, String) {
+    spawn_reading(
+        &["feed", "--rate", "2000", "--duration", "30s"],
+        endpoint_in,
+    )
+}
+
+fn ctl(server: &str, args: &[&str]) -> Output {
+    Command::new(BIN)
+        .args(["ctl", "--server", server, "--timeout", "5s"])
+        .args(args)
+        .stderr(Stdio::null())
+        .output()
+        .expect("run ctl")
+}
+
+fn ls(server: &str, prefix: &str) -> String {
+    String::from_utf8_lossy(&ctl(server, &["ls", prefix]).stdout).into_owned()
+}
+
+/// Polls `cond` every 100 ms for at most `limit`.
+fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    loop {
+        if cond() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn clone_membership_live_threshold_and_alert() {
+    let (_server, server) = clone_server();
+    let (_feed, feed_ep) = feed();
+    let id = format!("test-sub-{}", std::process::id());
+    let mut child = Command::new(BIN)
+        .args([
+            "subscribe",
+            "--connect",
+            &feed_ep,
+            "--clone",
+            &server,
+            "--member-id",
+            &id,
+            "--max-lateness",
+            "1s",
+            "--duration",
+            "30s",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn subscribe");
+    let mut stderr = child.stderr.take().unwrap();
+    let mut sub = Proc(child);
+    let (err_tx, err_rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stderr.read_to_string(&mut text);
+        let _ = err_tx.send(text);
+    });
+
+    let member_key = format!("/members/subscribers/{id}");
+    assert!(
+        eventually(Duration::from_secs(10), || ls(&server, "/members/")
+            .contains(&member_key)),
+        "subscriber never registered under /members/subscribers/"
+    );
+    let info = ls(&server, "/members/subscribers/");
+    assert!(info.contains("\"pid\""), "member info: {info}");
+
+    // An invalid value is ignored: the subscriber keeps running on its current threshold.
+    assert!(ctl(
+        &server,
+        &["set", "/config/subscriber/max_lateness", "whenever"]
+    )
+    .status
+    .success());
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        sub.0.try_wait().unwrap().is_none(),
+        "an invalid live value must not stop the subscriber"
+    );
+
+    // 1 us is far below any real lateness: the next message trips the snail.
+    assert!(
+        ctl(&server, &["set", "/config/subscriber/max_lateness", "1us"])
+            .status
+            .success()
+    );
+    let mut code = None;
+    assert!(
+        eventually(Duration::from_secs(10), || {
+            code = sub.0.try_wait().unwrap().map(|s| s.code());
+            code.is_some()
+        }),
+        "subscriber did not die after max_lateness=1us"
+    );
+    assert_eq!(code.unwrap(), Some(3), "the snail's exit code");
+    let stderr = err_rx.recv_timeout(Duration::from_secs(5)).unwrap();
+    assert!(stderr.contains("SNAIL {"), "stderr: {stderr}");
+
+    let alert = ctl(&server, &["get", &format!("/alerts/subscribers/{id}")]);
+    assert!(
+        alert.status.success(),
+        "no alert under /alerts/subscribers/"
+    );
+    let alert: serde_json::Value =
+        serde_json::from_slice(&alert.stdout).expect("the alert is the squawk JSON");
+    assert_eq!(alert["reason"], "snail");
+    assert_eq!(alert["threshold_ns"], 1_000);
+
+    // A subscriber that exits removes its membership at once (the TTL covers a crash).
+    assert!(
+        eventually(Duration::from_secs(5), || !ls(&server, "/members/")
+            .contains(&member_key)),
+        "membership outlived the subscriber"
+    );
+}
+
+fn call(broker: &str, service: &str) -> (i32, String) {
+    let out = Command::new(BIN)
+        .args([
+            "call",
+            "--broker",
+            broker,
+            "--timeout-ms",
+            "1000",
+            "--attempts",
+            "1",
+            service,
+        ])
+        .stderr(Stdio::null())
+        .output()
+        .expect("run tickbox call");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+#[test]
+fn subscribe_serves_its_status_through_the_broker() {
+    let (_broker, broker_ep) =
+        spawn_reading(&["broker", "--bind", "tcp://127.0.0.1:*"], endpoint_in);
+    let (_feed, feed_ep) = feed();
+    let _sub = Proc(
+        Command::new(BIN)
+            .args([
+                "subscribe",
+                "--connect",
+                &feed_ep,
+                "--max-lateness",
+                "2s",
+                "--duration",
+                "30s",
+                "--broker",
+                &broker_ep,
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn subscribe"),
+    );
+    let mut last = String::new();
+    let ok = eventually(Duration::from_secs(10), || {
+        let (code, body) = call(&broker_ep, "tickbox.subscribe.status");
+        last = format!("exit {code}: {body}");
+        if code != 0 {
+            return false;
+        }
+        let Ok(status) = serde_json::from_str::<serde_json::Value>(body.trim()) else {
+            return false;
+        };
+        status["shards"][0]["received"].as_u64().unwrap_or(0) > 0
+            && status["state"] == "running"
+            && status["max_lateness_ns"] == 2_000_000_000u64
+            && status["component"] == "subscribe"
+            && status["shards"][0]["gaps"] == 0
+    });
+    assert!(ok, "no usable status; last answer {last}");
+}
