@@ -48,6 +48,16 @@ mod tests {
     }
 
     #[test]
+    fn readme_reference_is_the_default_config() {
+        let readme = include_str!("../../README.md");
+        let defaults = TickboxConfig::default().to_toml().unwrap();
+        assert!(
+            readme.contains(&format!("```toml\n{defaults}```")),
+            "README's config reference is stale: paste the output of `tickbox config`"
+        );
+    }
+
+    #[test]
     fn unknown_keys_are_errors() {
         let err = toml::from_str::<TickboxConfig>(
             "[feed]
