@@ -1,31 +1,16 @@
 //! `tickbox bench` end to end: the real binary, tiny durations, and every report file checked by reading it back.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use common::{TempDir, TICKBOX};
 use tickbox_bench::report::{parse_hgrm, read_hlog, read_jsonl, UNCORRECTED_TAG};
 use tickbox_bench::BenchRecord;
 
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> Self {
-        let dir =
-            std::env::temp_dir().join(format!("tickbox-cli-bench-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 fn tickbox(args: &[&str]) -> Output {
-    let out = Command::new(env!("CARGO_BIN_EXE_tickbox"))
+    let out = Command::new(TICKBOX)
         .args(args)
         .env("RUST_LOG", "warn")
         .output()
@@ -47,7 +32,7 @@ fn files_with(dir: &Path, suffix: &str) -> Vec<PathBuf> {
 
 #[test]
 fn latency_writes_table_and_report_files_that_parse() {
-    let dir = TempDir::new("latency");
+    let dir = TempDir::new("cli-bench-latency");
     let out = tickbox(&[
         "bench",
         "latency",
@@ -128,7 +113,7 @@ fn latency_writes_table_and_report_files_that_parse() {
 
 #[test]
 fn throughput_runs_tickbox_beside_both_raw_baselines() {
-    let dir = TempDir::new("throughput");
+    let dir = TempDir::new("cli-bench-throughput");
     let out = tickbox(&[
         "bench",
         "throughput",
@@ -176,7 +161,7 @@ const AFTER: &str = r#"{"kind":"throughput","system":"tickbox","transport":"tcp"
 
 #[test]
 fn compare_prints_deltas_and_unmatched_configurations() {
-    let dir = TempDir::new("compare");
+    let dir = TempDir::new("cli-bench-compare");
     let a = dir.0.join("a.json");
     let b = dir.0.join("b.json");
     std::fs::write(&a, BEFORE).unwrap();
@@ -202,7 +187,7 @@ fn compare_prints_deltas_and_unmatched_configurations() {
 
 #[test]
 fn bad_input_is_a_clear_error() {
-    let dir = TempDir::new("bad");
+    let dir = TempDir::new("cli-bench-bad");
     let bad = dir.0.join("bad.json");
     std::fs::write(&bad, "{\"kind\":\"latency\"}\n").unwrap();
     let out = tickbox(&[

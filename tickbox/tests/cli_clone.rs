@@ -1,23 +1,15 @@
 //! `tickbox clone-server` and `tickbox ctl` as real processes.
 
+mod common;
+
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_tickbox");
+use common::{KillOnDrop, TICKBOX};
 
-/// Kills the child on drop so a failing test never leaves a server running.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn spawn_server(args: &[&str]) -> (Proc, String) {
-    let mut child = Command::new(BIN)
+fn spawn_server(args: &[&str]) -> (KillOnDrop, String) {
+    let mut child = Command::new(TICKBOX)
         .arg("clone-server")
         .args(args)
         .stdout(Stdio::piped())
@@ -25,7 +17,7 @@ fn spawn_server(args: &[&str]) -> (Proc, String) {
         .spawn()
         .expect("spawn clone-server");
     let stdout = child.stdout.take().unwrap();
-    let proc = Proc(child);
+    let proc = KillOnDrop(child);
     let mut line = String::new();
     BufReader::new(stdout)
         .read_line(&mut line)
@@ -45,7 +37,7 @@ fn port_of(line: &str) -> u16 {
 }
 
 fn ctl(server: &str, args: &[&str]) -> Output {
-    Command::new(BIN)
+    Command::new(TICKBOX)
         .args(["ctl", "--server", server, "--timeout", "5s"])
         .args(args)
         .stderr(Stdio::piped())
@@ -70,7 +62,7 @@ fn ctl_set_get_ls_del_watch_against_a_real_server() {
     let server = format!("tcp://127.0.0.1:{}", port_of(&line));
 
     // A watcher process started first sees the changes that follow.
-    let watcher = Command::new(BIN)
+    let watcher = Command::new(TICKBOX)
         .args([
             "ctl", "--server", &server, "watch", "/app/", "--count", "3", "--for", "15s",
         ])
@@ -78,7 +70,7 @@ fn ctl_set_get_ls_del_watch_against_a_real_server() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let watcher = Proc(watcher);
+    let watcher = KillOnDrop(watcher);
     std::thread::sleep(Duration::from_millis(1500));
 
     let o = ctl(&server, &["set", "/app/color", "blue"]);
@@ -125,7 +117,7 @@ fn ctl_times_out_with_exit_code_4_when_no_server_answers() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let t = Instant::now();
-    let o = Command::new(BIN)
+    let o = Command::new(TICKBOX)
         .args([
             "ctl",
             "--server",

@@ -1,62 +1,11 @@
 //! `tickbox demo` as a real process: everything published arrives, the summary and the baseline are printed,
 //! and Ctrl-C stops it cleanly with the same summary.
 
-use std::io::Read;
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::time::{Duration, Instant};
+mod common;
 
-struct Proc {
-    child: Child,
-}
+use std::time::Duration;
 
-impl Proc {
-    fn spawn(args: &[&str]) -> Self {
-        let child = Command::new(env!("CARGO_BIN_EXE_tickbox"))
-            .args(args)
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn tickbox");
-        Proc { child }
-    }
-
-    fn wait(mut self, limit: Duration) -> (ExitStatus, String, String) {
-        let deadline = Instant::now() + limit;
-        let status = loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                break status;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "tickbox did not exit within {limit:?}"
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        };
-        let mut out = String::new();
-        let mut err = String::new();
-        self.child
-            .stdout
-            .take()
-            .unwrap()
-            .read_to_string(&mut out)
-            .unwrap();
-        self.child
-            .stderr
-            .take()
-            .unwrap()
-            .read_to_string(&mut err)
-            .unwrap();
-        (status, out, err)
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use common::Captured;
 
 fn sent_total(stdout: &str) -> u64 {
     let line = stdout
@@ -76,7 +25,7 @@ fn all_row(stdout: &str, col: usize) -> u64 {
 
 #[test]
 fn demo_over_tcp_delivers_everything_and_prints_the_baseline() {
-    let proc = Proc::spawn(&[
+    let proc = Captured::spawn(&[
         "demo",
         "--duration",
         "1s",
@@ -119,7 +68,7 @@ fn demo_over_tcp_delivers_everything_and_prints_the_baseline() {
 
 #[test]
 fn demo_stops_cleanly_on_ctrl_c_with_the_summary() {
-    let proc = Proc::spawn(&[
+    let proc = Captured::spawn(&[
         "demo",
         "--duration",
         "60s",
@@ -128,11 +77,7 @@ fn demo_stops_cleanly_on_ctrl_c_with_the_summary() {
         "--no-baseline",
     ]);
     std::thread::sleep(Duration::from_millis(1_500));
-    let status = Command::new("kill")
-        .args(["-INT", &proc.child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
+    proc.interrupt();
     let (status, stdout, stderr) = proc.wait(Duration::from_secs(15));
     assert_eq!(
         status.code(),
@@ -152,7 +97,7 @@ fn demo_rejects_bad_arguments() {
         &["demo", "--workers", "0"],
         &["demo", "--transport", "udp"],
     ] {
-        let (status, _out, err) = Proc::spawn(args).wait(Duration::from_secs(10));
+        let (status, _out, err) = Captured::spawn(args).wait(Duration::from_secs(10));
         assert!(
             matches!(status.code(), Some(1) | Some(2)),
             "{args:?}\n{err}"

@@ -1,40 +1,18 @@
 //! Runs the real `tickbox feed` binary and subscribes to the endpoints it prints.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+mod common;
+
+use std::process::Command;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use common::{signal, spawn_with_lines, KillOnDrop, TICKBOX};
 use tickbox_wire::{Kind, MessageRef};
 
-/// Kills the child if the test fails half-way, so no feed outlives its test.
-struct Running(Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn spawn_feed(args: &[&str]) -> (Running, mpsc::Receiver<String>) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tickbox"))
-        .arg("feed")
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn tickbox");
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    (Running(child), rx)
+fn spawn_feed(args: &[&str]) -> (KillOnDrop, mpsc::Receiver<String>) {
+    let mut feed_args = vec!["feed"];
+    feed_args.extend_from_slice(args);
+    spawn_with_lines(&feed_args)
 }
 
 /// The endpoints printed at start-up, in shard order.
@@ -53,17 +31,6 @@ fn read_endpoints(lines: &mpsc::Receiver<String>, shards: usize) -> Vec<String> 
         }
     }
     endpoints
-}
-
-fn wait_exit(child: &mut Running, within: Duration) -> std::process::ExitStatus {
-    let deadline = Instant::now() + within;
-    loop {
-        if let Some(status) = child.0.try_wait().unwrap() {
-            return status;
-        }
-        assert!(Instant::now() < deadline, "feed did not exit in time");
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 #[test]
@@ -99,7 +66,7 @@ fn feed_prints_endpoints_publishes_and_summarises() {
         }
         assert_eq!(got, 20, "shard {shard} at {endpoint} published quotes");
     }
-    let status = wait_exit(&mut child, Duration::from_secs(10));
+    let status = child.wait_exit(Duration::from_secs(10), "feed did not exit in time");
     assert!(status.success(), "{status}");
     let rest: Vec<String> = lines.try_iter().collect();
     let summary = rest.join("\n");
@@ -156,10 +123,8 @@ fn pathological_pattern_sends_every_topic_once_then_trickles() {
     }
     assert!((1..=3).contains(&later), "{later}");
     // Ctrl-C equivalent: SIGTERM stops it cleanly with a summary.
-    let pid = child.0.id().to_string();
-    let killed = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
-    assert!(killed.success());
-    let status = wait_exit(&mut child, Duration::from_secs(5));
+    signal(child.0.id(), "TERM");
+    let status = child.wait_exit(Duration::from_secs(5), "feed did not exit in time");
     assert!(status.success(), "{status}");
     let summary: Vec<String> = lines.try_iter().collect();
     assert!(
@@ -170,13 +135,13 @@ fn pathological_pattern_sends_every_topic_once_then_trickles() {
 
 #[test]
 fn bad_arguments_fail_with_a_message() {
-    let output = Command::new(env!("CARGO_BIN_EXE_tickbox"))
+    let output = Command::new(TICKBOX)
         .args(["feed", "--rate", "fast"])
         .output()
         .unwrap();
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains("invalid rate"));
-    let output = Command::new(env!("CARGO_BIN_EXE_tickbox"))
+    let output = Command::new(TICKBOX)
         .args([
             "feed",
             "--bind",

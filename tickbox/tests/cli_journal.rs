@@ -1,39 +1,17 @@
 //! `tickbox journal info|verify|dump` on real journal files.
 
+mod common;
+
 use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
+use common::{TempDir, TICKBOX};
 use tickbox_journal::{Writer, WriterOptions, HEADER_SIZE};
 use tickbox_wire::{encode_to_vec, Header, Kind, Quote, Trade};
 
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> Self {
-        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let p = std::env::temp_dir().join(format!(
-            "tickbox-cli-journal-{tag}-{}-{n}",
-            std::process::id()
-        ));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 fn tickbox(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tickbox"))
-        .args(args)
-        .output()
-        .unwrap()
+    Command::new(TICKBOX).args(args).output().unwrap()
 }
 
 fn stdout(o: &Output) -> String {
@@ -65,7 +43,7 @@ fn make_journal(path: &Path, n: u64) {
 
 #[test]
 fn info_verify_and_dump_a_good_journal() {
-    let dir = TempDir::new("good");
+    let dir = TempDir::new("cli-journal-good");
     let path = dir.0.join("j.tbj");
     make_journal(&path, 100);
     let p = path.to_str().unwrap();
@@ -129,7 +107,7 @@ fn info_verify_and_dump_a_good_journal() {
 
 #[test]
 fn verify_reports_a_flipped_byte_with_its_offset() {
-    let dir = TempDir::new("flip");
+    let dir = TempDir::new("cli-journal-flip");
     let path = dir.0.join("j.tbj");
     make_journal(&path, 100);
     // Every frame here is the same size class per kind; find record 42 by walking the frame lengths.
@@ -157,7 +135,7 @@ fn verify_reports_a_flipped_byte_with_its_offset() {
 
 #[test]
 fn bad_files_are_clear_errors() {
-    let dir = TempDir::new("bad");
+    let dir = TempDir::new("cli-journal-bad");
     let not_journal = dir.0.join("text.txt");
     std::fs::write(&not_journal, vec![b'x'; 10_000]).unwrap();
     let o = tickbox(&["journal", "info", not_journal.to_str().unwrap()]);

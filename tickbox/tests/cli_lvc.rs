@@ -1,21 +1,15 @@
 //! `tickbox lvc` as a real process: prints its endpoints, serves a late joiner from its cache, prints its final
 //! counters on Ctrl-C, and serves `tickbox.lvc.status` through a Majordomo broker.
 
+mod common;
+
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use common::{signal, spawn_with_lines, KillOnDrop, TICKBOX};
 use tickbox_wire::{encode_to_vec, Flags, Header, Kind, MessageRef, Quote};
-
-struct KillOnDrop(Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 fn quote(topic: &str, seq: u64) -> Vec<u8> {
     encode_to_vec(
@@ -46,7 +40,7 @@ fn lvc_process_serves_late_joiners_and_reports_on_ctrl_c() {
     publisher.set_linger(0).unwrap();
     let pub_ep = tickbox_zmqx::bind_resolved(&publisher, "tcp://127.0.0.1:*").unwrap();
 
-    let child = Command::new(env!("CARGO_BIN_EXE_tickbox"))
+    let child = Command::new(TICKBOX)
         .args(["lvc", "--upstream", &pub_ep, "--bind", "tcp://127.0.0.1:*"])
         .args([
             "--tap",
@@ -132,20 +126,8 @@ fn lvc_process_serves_late_joiners_and_reports_on_ctrl_c() {
     }
 
     // Ctrl-C: clean exit with the final table.
-    let pid = child.0.id().to_string();
-    assert!(Command::new("kill")
-        .args(["-INT", &pid])
-        .status()
-        .unwrap()
-        .success());
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let status = loop {
-        if let Some(status) = child.0.try_wait().unwrap() {
-            break status;
-        }
-        assert!(Instant::now() < deadline, "lvc did not stop on SIGINT");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    signal(child.0.id(), "INT");
+    let status = child.wait_exit(Duration::from_secs(10), "lvc did not stop on SIGINT");
     assert!(status.success(), "{status:?}");
     reader.join().unwrap();
     let table: Vec<String> = line_rx.try_iter().collect();
@@ -164,35 +146,13 @@ fn lvc_process_serves_late_joiners_and_reports_on_ctrl_c() {
 
 #[test]
 fn lvc_without_upstream_is_a_clear_error() {
-    let out = Command::new(env!("CARGO_BIN_EXE_tickbox"))
+    let out = Command::new(TICKBOX)
         .args(["lvc", "--bind", "tcp://127.0.0.1:*", "--duration", "1s"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("upstream"), "{stderr}");
-}
-
-/// Spawns `tickbox ARGS`, forwarding its stdout lines; returns the process and the line receiver.
-fn spawn_with_lines(args: &[&str]) -> (KillOnDrop, mpsc::Receiver<String>) {
-    let mut child = KillOnDrop(
-        Command::new(env!("CARGO_BIN_EXE_tickbox"))
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let stdout = child.0.stdout.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    (child, rx)
 }
 
 /// The rest of the first line starting with `prefix`, waiting at most 10 s.
@@ -210,7 +170,7 @@ fn line_after(lines: &mpsc::Receiver<String>, prefix: &str) -> String {
 }
 
 fn lvc_status(broker: &str) -> Option<serde_json::Value> {
-    let out = Command::new(env!("CARGO_BIN_EXE_tickbox"))
+    let out = Command::new(TICKBOX)
         .args(["call", "--broker", broker, "--timeout-ms", "1000"])
         .args(["--attempts", "1", "tickbox.lvc.status"])
         .output()

@@ -1,73 +1,27 @@
 //! `tickbox record` and `tickbox replay` as real processes: round trip through a journal, pacing, and a recorder
 //! killed with SIGKILL mid-stream.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
+use common::{KillOnDrop, TempDir, TICKBOX};
 use tickbox_journal::{Reader, Writer, WriterOptions};
 use tickbox_wire::{encode_to_vec, Flags, Header, Kind, MessageRef, Quote, Trade};
 
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> Self {
-        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-        let n = N.fetch_add(1, Ordering::Relaxed);
-        let p = std::env::temp_dir().join(format!(
-            "tickbox-cli-record-{tag}-{}-{n}",
-            std::process::id()
-        ));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// Kills the child if the test fails before waiting for it.
-struct Reaper(Option<Child>);
-
-impl Reaper {
-    fn wait_output(mut self, limit: Duration) -> Output {
-        let mut child = self.0.take().unwrap();
-        let deadline = Instant::now() + limit;
-        while child.try_wait().unwrap().is_none() {
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                panic!("child did not finish within {limit:?}");
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        child.wait_with_output().unwrap()
-    }
-}
-
-impl Drop for Reaper {
-    fn drop(&mut self) {
-        if let Some(c) = &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-fn spawn(args: &[&str]) -> Reaper {
-    Reaper(Some(
-        Command::new(env!("CARGO_BIN_EXE_tickbox"))
+fn spawn(args: &[&str]) -> KillOnDrop {
+    KillOnDrop(
+        Command::new(TICKBOX)
             .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .unwrap(),
-    ))
+    )
 }
 
 const SYMBOLS: [&str; 6] = ["AAPL", "MSFT", "NVDA", "AMZN", "META", "GOOG"];
@@ -190,7 +144,7 @@ fn replay(
 
 #[test]
 fn publisher_record_replay_subscriber_round_trip() {
-    let dir = TempDir::new("roundtrip");
+    let dir = TempDir::new("cli-record-roundtrip");
     let journal = dir.0.join("j.tbj");
     const N: u64 = 3000;
     let ctx = zmq::Context::new();
@@ -340,7 +294,7 @@ fn paced_journal(path: &Path, n: u64, span: Duration) {
 
 #[test]
 fn replay_pacing_follows_capture_times() {
-    let dir = TempDir::new("pacing");
+    let dir = TempDir::new("cli-record-pacing");
     let journal = dir.0.join("j.tbj");
     paced_journal(&journal, 400, Duration::from_secs(2));
     for (speed, lo, hi) in [("1", 1.7, 3.0), ("4", 0.4, 1.0)] {
@@ -379,7 +333,7 @@ fn replay_pacing_follows_capture_times() {
 
 #[test]
 fn recorder_killed_mid_stream_leaves_a_recoverable_prefix() {
-    let dir = TempDir::new("crash");
+    let dir = TempDir::new("cli-record-crash");
     let journal = dir.0.join("j.tbj");
     let stop = Arc::new(AtomicBool::new(false));
     let (ep_tx, ep_rx) = mpsc::channel();
@@ -430,15 +384,14 @@ fn recorder_killed_mid_stream_leaves_a_recoverable_prefix() {
             }
         }
     }
-    let mut child = recorder.0.take().unwrap();
-    child.kill().unwrap(); // SIGKILL
-    child.wait().unwrap();
+    recorder.0.kill().unwrap(); // SIGKILL
+    recorder.0.wait().unwrap();
     stop.store(true, Ordering::Relaxed);
     let sent = feeder.join().unwrap();
     assert!(seen >= 20_000, "recorder recorded {seen}");
 
     // Verify before recovery: what was published is intact.
-    let o = Command::new(env!("CARGO_BIN_EXE_tickbox"))
+    let o = Command::new(TICKBOX)
         .args(["journal", "verify", journal.to_str().unwrap()])
         .output()
         .unwrap();
@@ -490,7 +443,7 @@ fn recorder_killed_mid_stream_leaves_a_recoverable_prefix() {
         "kept {k}, saw {seen} before the kill, {sent} sent"
     );
     assert_eq!(after, (1_000_000..1_000_005).collect::<Vec<_>>());
-    let o = Command::new(env!("CARGO_BIN_EXE_tickbox"))
+    let o = Command::new(TICKBOX)
         .args(["journal", "verify", journal.to_str().unwrap()])
         .output()
         .unwrap();
@@ -500,7 +453,7 @@ fn recorder_killed_mid_stream_leaves_a_recoverable_prefix() {
 
 #[test]
 fn ctrl_c_stops_record_and_replay_cleanly() {
-    let dir = TempDir::new("sigint");
+    let dir = TempDir::new("cli-record-sigint");
     let archive = dir.0.join("arch");
     let ctx = zmq::Context::new();
     let publisher = ctx.socket(zmq::XPUB).unwrap();
@@ -509,7 +462,7 @@ fn ctrl_c_stops_record_and_replay_cleanly() {
     publisher.bind("tcp://127.0.0.1:*").unwrap();
     let ep = publisher.get_last_endpoint().unwrap().unwrap();
     // An archive with 64 KiB segments, so a few hundred KiB roll over several files.
-    let mut recorder = spawn(&[
+    let recorder = spawn(&[
         "record",
         "--connect",
         &ep,
@@ -542,10 +495,9 @@ fn ctrl_c_stops_record_and_replay_cleanly() {
         }
     }
     assert_eq!(n, 5000);
-    let child = recorder.0.as_ref().unwrap();
     // SAFETY: signalling our own child.
-    unsafe { libc_kill(child.id() as i32, 2) };
-    let out = Reaper(recorder.0.take()).wait_output(Duration::from_secs(10));
+    unsafe { libc::kill(recorder.0.id() as i32, libc::SIGINT) };
+    let out = recorder.wait_output(Duration::from_secs(10));
     assert!(out.status.success(), "{out:?}");
     assert!(
         String::from_utf8_lossy(&out.stdout).contains("(interrupted)"),
@@ -555,7 +507,7 @@ fn ctrl_c_stops_record_and_replay_cleanly() {
         std::fs::read_dir(&archive).unwrap().count() > 3,
         "segments rolled"
     );
-    let o = Command::new(env!("CARGO_BIN_EXE_tickbox"))
+    let o = Command::new(TICKBOX)
         .args(["journal", "verify", archive.to_str().unwrap()])
         .output()
         .unwrap();
@@ -582,7 +534,7 @@ fn ctrl_c_stops_record_and_replay_cleanly() {
     ]);
     std::thread::sleep(Duration::from_millis(500));
     // SAFETY: signalling our own child.
-    unsafe { libc_kill(replay.0.as_ref().unwrap().id() as i32, 2) };
+    unsafe { libc::kill(replay.0.id() as i32, libc::SIGINT) };
     let started = Instant::now();
     let out = replay.wait_output(Duration::from_secs(5));
     assert!(
@@ -594,9 +546,4 @@ fn ctrl_c_stops_record_and_replay_cleanly() {
         String::from_utf8_lossy(&out.stdout).contains("(interrupted)"),
         "{out:?}"
     );
-}
-
-extern "C" {
-    #[link_name = "kill"]
-    fn libc_kill(pid: i32, sig: i32) -> i32;
 }

@@ -1,49 +1,19 @@
 //! `tickbox replay --broker EP --await-start` driven over Majordomo (`tickbox.replay.start`/`.stop`/`.status`),
 //! and `tickbox record --broker EP` answering `tickbox.record.status`, as real processes.
 
-use std::io::{BufRead, BufReader, Read};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::{endpoint_in, spawn_and_read, KillOnDrop, TempDir, TICKBOX};
 use tickbox_journal::{Writer, WriterOptions};
 use tickbox_wire::{encode_to_vec, Flags, Header, Kind, MessageRef, Payload, Quote};
 
-const TICKBOX: &str = env!("CARGO_BIN_EXE_tickbox");
-
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> Self {
-        let p = std::env::temp_dir().join(format!(
-            "tickbox-cli-replay-control-{tag}-{}",
-            std::process::id()
-        ));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// Kills the child when the test ends, however it ends.
-struct Reaper(Child);
-
-impl Drop for Reaper {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Spawns `tickbox ARGS` and returns it with the first `tcp://` endpoint it prints on stdout or stderr.
-fn spawn_printing_endpoint(args: &[&str], on_stderr: bool) -> (Reaper, String) {
+/// Spawns `tickbox ARGS` (stdin closed) and returns it with the first `tcp://` endpoint it prints on stdout
+/// or, with `on_stderr`, stderr.
+fn spawn_printing_endpoint(args: &[&str], on_stderr: bool) -> (KillOnDrop, String) {
     let mut cmd = Command::new(TICKBOX);
     cmd.args(args).stdin(Stdio::null());
     if on_stderr {
@@ -51,27 +21,7 @@ fn spawn_printing_endpoint(args: &[&str], on_stderr: bool) -> (Reaper, String) {
     } else {
         cmd.stdout(Stdio::piped()).stderr(Stdio::null());
     }
-    let mut child = cmd.spawn().expect("spawn tickbox");
-    let out: Box<dyn Read + Send> = if on_stderr {
-        Box::new(child.stderr.take().unwrap())
-    } else {
-        Box::new(child.stdout.take().unwrap())
-    };
-    let (tx, rx) = mpsc::channel();
-    // Keeps draining after the endpoint so the child never blocks on a full pipe.
-    std::thread::spawn(move || {
-        for line in BufReader::new(out).lines().map_while(Result::ok) {
-            if let Some(at) = line.find("tcp://") {
-                let ep = line[at..].split_whitespace().next().unwrap_or("");
-                let _ = tx.send(ep.to_owned());
-            }
-        }
-    });
-    let reaper = Reaper(child);
-    let endpoint = rx
-        .recv_timeout(Duration::from_secs(10))
-        .expect("endpoint printed");
-    (reaper, endpoint)
+    spawn_and_read(&mut cmd, on_stderr, endpoint_in)
 }
 
 /// `tickbox call`: (exit code, reply text).
@@ -173,7 +123,7 @@ fn receive(sub: &zmq::Socket, n: usize, limit: Duration) -> Vec<u64> {
 
 #[test]
 fn replay_waits_for_start_and_obeys_start_stop_over_the_broker() {
-    let dir = TempDir::new("control");
+    let dir = TempDir::new("cli-replay-control-control");
     let journal = dir.0.join("j.tbj");
     write_journal(&journal, 200);
     let (_broker, broker) =
@@ -285,7 +235,7 @@ fn replay_waits_for_start_and_obeys_start_stop_over_the_broker() {
 
 #[test]
 fn record_serves_its_status_through_the_broker() {
-    let dir = TempDir::new("record");
+    let dir = TempDir::new("cli-replay-control-record");
     let journal = dir.0.join("rec.tbj");
     let (_broker, broker) =
         spawn_printing_endpoint(&["broker", "--bind", "tcp://127.0.0.1:*"], false);
@@ -301,7 +251,7 @@ fn record_serves_its_status_through_the_broker() {
         ],
         false,
     );
-    let _record = Reaper(
+    let _record = KillOnDrop(
         Command::new(TICKBOX)
             .args([
                 "record",

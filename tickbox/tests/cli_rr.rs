@@ -1,63 +1,20 @@
 //! The reliable request-reply commands as real processes: `broker`, `call`, `titanic` (killed with SIGKILL and
 //! restarted), `freelance-server`.
 
+mod common;
+
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::{KillOnDrop, TempDir, TICKBOX};
 use tickbox_control::mdp::{Worker, WorkerConfig};
 
-const BIN: &str = env!("CARGO_BIN_EXE_tickbox");
-
-/// A private temporary directory removed at the end of the test.
-struct TempDir(std::path::PathBuf);
-
-impl TempDir {
-    fn new() -> Self {
-        let p = std::env::temp_dir().join(format!(
-            "tickbox-cli-rr-{}-{}",
-            std::process::id(),
-            uuid_like()
-        ));
-        std::fs::create_dir_all(&p).unwrap();
-        Self(p)
-    }
-
-    fn path(&self) -> &std::path::Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn uuid_like() -> u128 {
-    static N: AtomicU32 = AtomicU32::new(0);
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    t ^ u128::from(N.fetch_add(1, Ordering::Relaxed))
-}
-
-/// A child process killed when the test ends, whatever happens.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn spawn(args: &[&str]) -> Proc {
-    Proc(
-        Command::new(BIN)
+fn spawn(args: &[&str]) -> KillOnDrop {
+    KillOnDrop(
+        Command::new(TICKBOX)
             .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -66,7 +23,7 @@ fn spawn(args: &[&str]) -> Proc {
     )
 }
 
-fn first_line(p: &mut Proc) -> String {
+fn first_line(p: &mut KillOnDrop) -> String {
     let mut line = String::new();
     BufReader::new(p.0.stdout.as_mut().unwrap())
         .read_line(&mut line)
@@ -74,7 +31,7 @@ fn first_line(p: &mut Proc) -> String {
     line.trim().to_string()
 }
 
-fn start_broker() -> (Proc, String) {
+fn start_broker() -> (KillOnDrop, String) {
     let mut b = spawn(&[
         "broker",
         "--bind",
@@ -101,7 +58,7 @@ fn call(ep: &str, args: &[&str]) -> (Option<i32>, Vec<String>) {
         "4",
     ];
     full.extend_from_slice(args);
-    let out = Command::new(BIN)
+    let out = Command::new(TICKBOX)
         .args(&full)
         .stderr(Stdio::null())
         .output()
@@ -126,7 +83,7 @@ fn call_prints_reply_frames_and_exits_4_on_timeout() {
         call(&ep, &["mmi.nope", "x"]),
         (Some(0), vec!["501".to_string()])
     );
-    let out = Command::new(BIN)
+    let out = Command::new(TICKBOX)
         .args([
             "call",
             "--broker",
@@ -146,7 +103,7 @@ fn call_prints_reply_frames_and_exits_4_on_timeout() {
 
 #[test]
 fn titanic_process_killed_between_request_and_reply_loses_nothing() {
-    let dir = TempDir::new();
+    let dir = TempDir::new("cli-rr");
     let jdir = dir.path().join("titanic");
     let jdir = jdir.to_str().unwrap();
     let (_broker, ep) = start_broker();
@@ -216,7 +173,7 @@ fn titanic_process_killed_between_request_and_reply_loses_nothing() {
 
 #[test]
 fn freelance_server_process_answers_ping_and_requests() {
-    let dir = TempDir::new();
+    let dir = TempDir::new("cli-rr");
     let ep = format!("ipc://{}/fl.sock", dir.path().display());
     let mut server = spawn(&["freelance-server", "--bind", &ep]);
     assert!(first_line(&mut server).starts_with("freelance server"));

@@ -1,48 +1,11 @@
 //! `--broker EP` registers a component's `tickbox.<component>.status` Majordomo service; `tickbox call` reads it.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+mod common;
+
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-const TICKBOX: &str = env!("CARGO_BIN_EXE_tickbox");
-
-struct Reaper(Child);
-
-impl Drop for Reaper {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Spawns `tickbox ARGS` and returns it with the first `tcp://` endpoint it prints on stdout.
-fn spawn_printing_endpoint(args: &[&str]) -> (Reaper, String) {
-    let mut child = Command::new(TICKBOX)
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn tickbox");
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if let Some(at) = line.find("tcp://") {
-                let endpoint = line[at..]
-                    .split_whitespace()
-                    .next()
-                    .unwrap_or("")
-                    .to_owned();
-                let _ = tx.send(endpoint);
-            }
-        }
-    });
-    let endpoint = rx
-        .recv_timeout(Duration::from_secs(10))
-        .expect("endpoint printed");
-    (Reaper(child), endpoint)
-}
+use common::{spawn_printing_endpoint, TICKBOX};
 
 fn call(broker: &str, service: &str) -> (i32, String) {
     let out = Command::new(TICKBOX)

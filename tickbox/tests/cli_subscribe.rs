@@ -1,71 +1,12 @@
 //! `tickbox subscribe` as a real process against the real feed: summary table, Ctrl-C, garbage, `--nic`.
 
-use std::io::Read;
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::time::{Duration, Instant};
+mod common;
+
+use std::time::Duration;
+
+use common::Captured;
 
 use tickbox_feed::{Feed, FeedConfig, FeedReport, PacingMode, Rate};
-
-struct Proc {
-    child: Child,
-}
-
-impl Proc {
-    fn spawn(args: &[&str]) -> Self {
-        let child = Command::new(env!("CARGO_BIN_EXE_tickbox"))
-            .args(args)
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn tickbox");
-        Proc { child }
-    }
-
-    fn interrupt(&self) {
-        let status = Command::new("kill")
-            .args(["-INT", &self.child.id().to_string()])
-            .status()
-            .expect("run kill");
-        assert!(status.success());
-    }
-
-    fn wait(mut self, limit: Duration) -> (ExitStatus, String, String) {
-        let deadline = Instant::now() + limit;
-        let status = loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                break status;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "tickbox did not exit within {limit:?}"
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        };
-        let mut out = String::new();
-        let mut err = String::new();
-        self.child
-            .stdout
-            .take()
-            .unwrap()
-            .read_to_string(&mut out)
-            .unwrap();
-        self.child
-            .stderr
-            .take()
-            .unwrap()
-            .read_to_string(&mut err)
-            .unwrap();
-        (status, out, err)
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 fn feed(shards: usize, per_shard: u64) -> FeedConfig {
     FeedConfig {
@@ -115,7 +56,7 @@ fn subscribe_to_two_feed_shards_then_ctrl_c_prints_the_summary() {
     let ctx = zmq::Context::new();
     let handle = Feed::start(&ctx, feed(2, 5_000)).unwrap();
     let endpoints = handle.endpoints().join(",");
-    let proc = Proc::spawn(&[
+    let proc = Captured::spawn(&[
         "subscribe",
         "--connect",
         &endpoints,
@@ -162,7 +103,7 @@ fn topic_prefixes_filter_and_never_report_gaps() {
     let ctx = zmq::Context::new();
     let handle = Feed::start(&ctx, feed(1, 5_000)).unwrap();
     let endpoint = handle.endpoints().join(",");
-    let proc = Proc::spawn(&[
+    let proc = Captured::spawn(&[
         "subscribe",
         "--connect",
         &endpoint,
@@ -189,7 +130,7 @@ fn garbage_on_the_wire_is_counted_and_logged_and_the_subscriber_keeps_running() 
     let publisher = ctx.socket(zmq::XPUB).unwrap();
     publisher.set_linger(0).unwrap();
     let endpoint = tickbox_zmqx::bind_resolved(&publisher, "tcp://127.0.0.1:*").unwrap();
-    let proc = Proc::spawn(&["subscribe", "--connect", &endpoint, "--duration", "1500ms"]);
+    let proc = Captured::spawn(&["subscribe", "--connect", &endpoint, "--duration", "1500ms"]);
     publisher.set_rcvtimeo(10_000).unwrap();
     publisher.recv_bytes(0).expect("subscription");
     for i in 0..50u64 {
@@ -221,7 +162,7 @@ fn nic_connects_through_the_named_interface() {
     let ctx = zmq::Context::new();
     let handle = Feed::start(&ctx, feed(1, 2_000)).unwrap();
     let endpoint = handle.endpoints().join(",");
-    let proc = Proc::spawn(&[
+    let proc = Captured::spawn(&[
         "subscribe",
         "--connect",
         &endpoint,
@@ -265,7 +206,7 @@ fn bad_arguments_are_errors_not_panics() {
             "a,b,c",
         ],
     ] {
-        let (status, _out, err) = Proc::spawn(args).wait(Duration::from_secs(10));
+        let (status, _out, err) = Captured::spawn(args).wait(Duration::from_secs(10));
         assert!(
             matches!(status.code(), Some(1) | Some(2)),
             "{args:?}: {status:?}\n{err}"

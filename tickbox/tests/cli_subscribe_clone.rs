@@ -1,55 +1,20 @@
 //! `tickbox subscribe --clone`: membership, live threshold changes and alerts through a real Clone server, and
 //! `--broker` status, all as real processes.
 
-use std::io::{BufRead, BufReader, Read};
-use std::process::{Child, Command, Output, Stdio};
+mod common;
+
+use std::io::Read;
+use std::process::{Command, Output, Stdio};
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-const BIN: &str = env!("CARGO_BIN_EXE_tickbox");
+use common::{endpoint_in, eventually, spawn_and_pick, KillOnDrop, TICKBOX};
 
-/// Kills the child on drop so a failing test never leaves a process running.
-struct Proc(Child);
+/// How often `eventually` re-checks: fast enough for these multi-second bounds, slow enough to spare the CPU.
+const POLL: Duration = Duration::from_millis(100);
 
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Spawns `tickbox ARGS` and returns it with the first stdout line that satisfies `pick`, mapped.
-fn spawn_reading(args: &[&str], pick: fn(&str) -> Option<String>) -> (Proc, String) {
-    let mut child = Command::new(BIN)
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn tickbox");
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    // Keeps draining stdout so the child never blocks on a full pipe.
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if let Some(found) = pick(&line) {
-                let _ = tx.send(found);
-            }
-        }
-    });
-    let proc = Proc(child);
-    let found = rx
-        .recv_timeout(Duration::from_secs(10))
-        .unwrap_or_else(|_| panic!("tickbox {args:?} printed nothing usable"));
-    (proc, found)
-}
-
-fn endpoint_in(line: &str) -> Option<String> {
-    let at = line.find("tcp://")?;
-    line[at..].split_whitespace().next().map(str::to_owned)
-}
-
-fn clone_server() -> (Proc, String) {
-    let (proc, port) = spawn_reading(
+fn clone_server() -> (KillOnDrop, String) {
+    let (proc, port) = spawn_and_pick(
         &[
             "clone-server",
             "--port",
@@ -69,15 +34,15 @@ fn clone_server() -> (Proc, String) {
     (proc, format!("tcp://127.0.0.1:{port}"))
 }
 
-fn feed() -> (Proc, String) {
-    spawn_reading(
+fn feed() -> (KillOnDrop, String) {
+    spawn_and_pick(
         &["feed", "--rate", "2000", "--duration", "30s"],
         endpoint_in,
     )
 }
 
 fn ctl(server: &str, args: &[&str]) -> Output {
-    Command::new(BIN)
+    Command::new(TICKBOX)
         .args(["ctl", "--server", server, "--timeout", "5s"])
         .args(args)
         .stderr(Stdio::null())
@@ -89,26 +54,12 @@ fn ls(server: &str, prefix: &str) -> String {
     String::from_utf8_lossy(&ctl(server, &["ls", prefix]).stdout).into_owned()
 }
 
-/// Polls `cond` every 100 ms for at most `limit`.
-fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + limit;
-    loop {
-        if cond() {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 #[test]
 fn clone_membership_live_threshold_and_alert() {
     let (_server, server) = clone_server();
     let (_feed, feed_ep) = feed();
     let id = format!("test-sub-{}", std::process::id());
-    let mut child = Command::new(BIN)
+    let mut child = Command::new(TICKBOX)
         .args([
             "subscribe",
             "--connect",
@@ -127,7 +78,7 @@ fn clone_membership_live_threshold_and_alert() {
         .spawn()
         .expect("spawn subscribe");
     let mut stderr = child.stderr.take().unwrap();
-    let mut sub = Proc(child);
+    let mut sub = KillOnDrop(child);
     let (err_tx, err_rx) = mpsc::channel();
     std::thread::spawn(move || {
         let mut text = String::new();
@@ -137,7 +88,7 @@ fn clone_membership_live_threshold_and_alert() {
 
     let member_key = format!("/members/subscribers/{id}");
     assert!(
-        eventually(Duration::from_secs(10), || ls(&server, "/members/")
+        eventually(Duration::from_secs(10), POLL, || ls(&server, "/members/")
             .contains(&member_key)),
         "subscriber never registered under /members/subscribers/"
     );
@@ -165,7 +116,7 @@ fn clone_membership_live_threshold_and_alert() {
     );
     let mut code = None;
     assert!(
-        eventually(Duration::from_secs(10), || {
+        eventually(Duration::from_secs(10), POLL, || {
             code = sub.0.try_wait().unwrap().map(|s| s.code());
             code.is_some()
         }),
@@ -187,14 +138,14 @@ fn clone_membership_live_threshold_and_alert() {
 
     // A subscriber that exits removes its membership at once (the TTL covers a crash).
     assert!(
-        eventually(Duration::from_secs(5), || !ls(&server, "/members/")
+        eventually(Duration::from_secs(5), POLL, || !ls(&server, "/members/")
             .contains(&member_key)),
         "membership outlived the subscriber"
     );
 }
 
 fn call(broker: &str, service: &str) -> (i32, String) {
-    let out = Command::new(BIN)
+    let out = Command::new(TICKBOX)
         .args([
             "call",
             "--broker",
@@ -217,10 +168,10 @@ fn call(broker: &str, service: &str) -> (i32, String) {
 #[test]
 fn subscribe_serves_its_status_through_the_broker() {
     let (_broker, broker_ep) =
-        spawn_reading(&["broker", "--bind", "tcp://127.0.0.1:*"], endpoint_in);
+        spawn_and_pick(&["broker", "--bind", "tcp://127.0.0.1:*"], endpoint_in);
     let (_feed, feed_ep) = feed();
-    let _sub = Proc(
-        Command::new(BIN)
+    let _sub = KillOnDrop(
+        Command::new(TICKBOX)
             .args([
                 "subscribe",
                 "--connect",
@@ -238,7 +189,7 @@ fn subscribe_serves_its_status_through_the_broker() {
             .expect("spawn subscribe"),
     );
     let mut last = String::new();
-    let ok = eventually(Duration::from_secs(10), || {
+    let ok = eventually(Duration::from_secs(10), POLL, || {
         let (code, body) = call(&broker_ep, "tickbox.subscribe.status");
         last = format!("exit {code}: {body}");
         if code != 0 {

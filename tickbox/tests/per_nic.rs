@@ -9,10 +9,14 @@
 //!
 //! Needs root and iproute2 (`.ci/run` installs it); skips with the reason printed when it cannot make a namespace.
 
+mod common;
+
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
+
+use common::{output_within, KillOnDrop, TICKBOX};
 
 const FEED_ADDR: &str = "10.91.9.1";
 
@@ -148,53 +152,16 @@ fn ip(args: &[&str]) -> Result<(), String> {
     }
 }
 
-/// Kills the child when the test ends, however it ends.
-struct Reaper(Child);
-
-impl Drop for Reaper {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn run_with_timeout(mut cmd: Command, timeout: Duration) -> Output {
-    let child = cmd
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    let pid = child.id();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    match rx.recv_timeout(timeout) {
-        Ok(out) => out.expect("wait"),
-        Err(_) => {
-            // SAFETY: signalling a child we spawned and have not reaped.
-            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
-            panic!("command did not finish within {timeout:?}");
-        }
-    }
-}
-
 fn subscribe(topo: &Topology, endpoints: &[String], nics: Option<&str>) -> (u64, u64, String) {
     let before = [topo.rx_bytes(0), topo.rx_bytes(1)];
     let mut cmd = Command::new("ip");
-    cmd.args([
-        "netns",
-        "exec",
-        &topo.sub_ns,
-        env!("CARGO_BIN_EXE_tickbox"),
-        "subscribe",
-    ])
-    .args(["--connect", &endpoints.join(",")])
-    .args(["--duration", "2s", "--workers", "1"]);
+    cmd.args(["netns", "exec", &topo.sub_ns, TICKBOX, "subscribe"])
+        .args(["--connect", &endpoints.join(",")])
+        .args(["--duration", "2s", "--workers", "1"]);
     if let Some(nics) = nics {
         cmd.args(["--nic", nics]);
     }
-    let out = run_with_timeout(cmd, Duration::from_secs(20));
+    let out = output_within(cmd, Duration::from_secs(20));
     let report = format!(
         "{}\n{}",
         String::from_utf8_lossy(&out.stdout),
@@ -228,15 +195,9 @@ fn each_shard_streams_over_its_own_nic() {
     };
 
     let bind = format!("tcp://{FEED_ADDR}:*,tcp://{FEED_ADDR}:*");
-    let mut feed = Reaper(
+    let mut feed = KillOnDrop(
         Command::new("ip")
-            .args([
-                "netns",
-                "exec",
-                &topo.feed_ns,
-                env!("CARGO_BIN_EXE_tickbox"),
-                "feed",
-            ])
+            .args(["netns", "exec", &topo.feed_ns, TICKBOX, "feed"])
             .args(["--bind", &bind, "--rate", "20000", "--duration", "15s"])
             .stdout(Stdio::piped())
             .stderr(Stdio::null())

@@ -1,72 +1,15 @@
 //! The Suicidal Snail as real processes: `tickbox subscribe` with a deliberately slow worker dies with the
 //! documented exit code and says why on stderr; a fast one never does.
 
-use std::io::Read;
-use std::process::{Child, Command, ExitStatus, Stdio};
+mod common;
+
 use std::time::{Duration, Instant};
+
+use common::Captured;
 
 use tickbox_wire::{encode_to_vec, now_ns, Header, Kind, Quote};
 
 const SNAIL_EXIT: i32 = 3;
-
-/// Kills the child if the test ends early, so no process outlives its test.
-struct Proc {
-    child: Child,
-}
-
-impl Proc {
-    fn spawn(args: &[&str]) -> Self {
-        let child = Command::new(env!("CARGO_BIN_EXE_tickbox"))
-            .args(args)
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn tickbox");
-        Proc { child }
-    }
-
-    fn exited(&mut self) -> Option<ExitStatus> {
-        self.child.try_wait().unwrap()
-    }
-
-    /// Waits (bounded) and returns status, stdout, stderr.
-    fn wait(mut self, limit: Duration) -> (ExitStatus, String, String) {
-        let deadline = Instant::now() + limit;
-        let status = loop {
-            if let Some(status) = self.exited() {
-                break status;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "tickbox did not exit within {limit:?}"
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        };
-        let mut out = String::new();
-        let mut err = String::new();
-        self.child
-            .stdout
-            .take()
-            .unwrap()
-            .read_to_string(&mut out)
-            .unwrap();
-        self.child
-            .stderr
-            .take()
-            .unwrap()
-            .read_to_string(&mut err)
-            .unwrap();
-        (status, out, err)
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 struct Publisher {
     socket: zmq::Socket,
@@ -124,7 +67,7 @@ fn json_u64(json: &str, field: &str) -> u64 {
 fn a_slow_worker_makes_the_subscriber_die_with_the_snail_exit_code() {
     let ctx = zmq::Context::new();
     let mut publisher = Publisher::new(&ctx);
-    let mut proc = Proc::spawn(&[
+    let mut proc = Captured::spawn(&[
         "subscribe",
         "--connect",
         &publisher.endpoint,
@@ -180,7 +123,7 @@ fn a_slow_worker_makes_the_subscriber_die_with_the_snail_exit_code() {
 fn a_fast_worker_never_trips_the_snail() {
     let ctx = zmq::Context::new();
     let mut publisher = Publisher::new(&ctx);
-    let proc = Proc::spawn(&[
+    let proc = Captured::spawn(&[
         "subscribe",
         "--connect",
         &publisher.endpoint,
@@ -217,7 +160,7 @@ fn a_fast_worker_never_trips_the_snail() {
 fn a_message_already_late_on_arrival_trips_the_shard_check() {
     let ctx = zmq::Context::new();
     let mut publisher = Publisher::new(&ctx);
-    let proc = Proc::spawn(&[
+    let proc = Captured::spawn(&[
         "subscribe",
         "--connect",
         &publisher.endpoint,

@@ -1,0 +1,328 @@
+//! Scaffolding shared by the integration tests that drive the real `tickbox` binary as a child process.
+//!
+//! Each test binary compiles this module separately and uses only a subset of it, hence the
+//! `#[allow(dead_code)]` on every item.
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// The `tickbox` binary Cargo built for these tests.
+#[allow(dead_code)]
+pub const TICKBOX: &str = env!("CARGO_BIN_EXE_tickbox");
+
+/// A private scratch directory, removed when the test ends however it ends.
+///
+/// The name carries the test process id and a per-process counter, so tests running in parallel (threads of
+/// one binary, or several binaries) never share or delete each other's files.
+#[allow(dead_code)]
+pub struct TempDir(pub PathBuf);
+
+#[allow(dead_code)]
+impl TempDir {
+    /// Creates an empty `tickbox-{tag}-{pid}-{n}` in the system temp directory, clearing any leftover.
+    pub fn new(tag: &str) -> Self {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let n = N.fetch_add(1, Ordering::Relaxed);
+        let p = std::env::temp_dir().join(format!("tickbox-{tag}-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Owns a spawned process and kills it on drop.
+///
+/// A failing assertion unwinds past the test's own clean-up, and a `tickbox` left running would hold its
+/// sockets and keep burning CPU on a two-core machine long after the test binary exits. Killing (then
+/// reaping, so no zombie remains) in `Drop` makes "processes started by a test are killed by the test" hold
+/// on every path, including panics.
+#[allow(dead_code)]
+pub struct KillOnDrop(pub Child);
+
+#[allow(dead_code)]
+impl KillOnDrop {
+    /// Polls (every 20 ms) for the process to exit, panicking with `failure` if it has not within `within`:
+    /// a process that ignores a stop request must fail the test, not hang it.
+    pub fn wait_exit(&mut self, within: Duration, failure: &str) -> ExitStatus {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(status) = self.0.try_wait().unwrap() {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "{failure}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Polls (every 10 ms) for the process to exit, then returns its status and whatever it wrote to its piped
+    /// stdout and stderr; panics (the guard then kills it) if it has not finished within `limit`.
+    ///
+    /// The pipes are read only after exit, so this suits commands whose output fits in a pipe buffer.
+    pub fn wait_output(mut self, limit: Duration) -> Output {
+        let deadline = Instant::now() + limit;
+        let status = loop {
+            if let Some(status) = self.0.try_wait().unwrap() {
+                break status;
+            }
+            if Instant::now() > deadline {
+                panic!("child did not finish within {limit:?}");
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let mut stdout = Vec::new();
+        if let Some(mut out) = self.0.stdout.take() {
+            out.read_to_end(&mut stdout).unwrap();
+        }
+        let mut stderr = Vec::new();
+        if let Some(mut err) = self.0.stderr.take() {
+            err.read_to_end(&mut stderr).unwrap();
+        }
+        Output {
+            status,
+            stdout,
+            stderr,
+        }
+    }
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A `tickbox` process with stdout and stderr both captured, for tests that judge its final output.
+///
+/// Killed on drop for the same reason as [`KillOnDrop`].
+#[allow(dead_code)]
+pub struct Captured {
+    pub child: Child,
+}
+
+#[allow(dead_code)]
+impl Captured {
+    /// Spawns `tickbox ARGS` with `RUST_LOG=info`, so the log lines tests look for on stderr are emitted.
+    pub fn spawn(args: &[&str]) -> Self {
+        let child = Command::new(TICKBOX)
+            .args(args)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn tickbox");
+        Captured { child }
+    }
+
+    /// Sends SIGINT, as Ctrl-C in a terminal would, to exercise the graceful-shutdown path.
+    pub fn interrupt(&self) {
+        signal(self.child.id(), "INT");
+    }
+
+    /// The exit status if the process has already exited; never blocks.
+    pub fn exited(&mut self) -> Option<ExitStatus> {
+        self.child.try_wait().unwrap()
+    }
+
+    /// Waits at most `limit` for the process to exit (panicking past it, so a hung process fails the test
+    /// instead of hanging it) and returns its status, stdout and stderr.
+    ///
+    /// The pipes are read only after exit, so this suits commands whose output fits in a pipe buffer.
+    pub fn wait(mut self, limit: Duration) -> (ExitStatus, String, String) {
+        let deadline = Instant::now() + limit;
+        let status = loop {
+            if let Some(status) = self.exited() {
+                break status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "tickbox did not exit within {limit:?}"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let mut out = String::new();
+        let mut err = String::new();
+        self.child
+            .stdout
+            .take()
+            .unwrap()
+            .read_to_string(&mut out)
+            .unwrap();
+        self.child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
+        (status, out, err)
+    }
+}
+
+impl Drop for Captured {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Sends signal `name` (e.g. `"INT"`, `"TERM"`) to process `pid` with `kill(1)`, as an operator would, and
+/// asserts it was delivered.
+#[allow(dead_code)]
+pub fn signal(pid: u32, name: &str) {
+    let status = Command::new("kill")
+        .args([&format!("-{name}"), &pid.to_string()])
+        .status()
+        .expect("run kill");
+    assert!(status.success());
+}
+
+/// Forwards every line of `out` to the returned channel from a background thread.
+///
+/// Stops reading once the receiver is gone.
+#[allow(dead_code)]
+pub fn forward_lines(out: impl Read + Send + 'static) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// Spawns `tickbox ARGS` (stdout piped, stderr discarded) and returns it with its stdout lines.
+#[allow(dead_code)]
+pub fn spawn_with_lines(args: &[&str]) -> (KillOnDrop, mpsc::Receiver<String>) {
+    let mut child = KillOnDrop(
+        Command::new(TICKBOX)
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn tickbox"),
+    );
+    let stdout = child.0.stdout.take().unwrap();
+    (child, forward_lines(stdout))
+}
+
+/// Spawns `cmd` (whose stdout or, with `on_stderr`, stderr must be piped) and returns it with the first line
+/// of that stream that `pick` maps to `Some`, waiting at most 10 s: the bound keeps a process that never
+/// becomes ready from hanging the test.
+///
+/// The stream keeps being drained afterwards, so the child never blocks on a full pipe.
+#[allow(dead_code)]
+pub fn spawn_and_read(
+    cmd: &mut Command,
+    on_stderr: bool,
+    pick: fn(&str) -> Option<String>,
+) -> (KillOnDrop, String) {
+    let mut child = cmd.spawn().expect("spawn tickbox");
+    let out: Box<dyn Read + Send> = if on_stderr {
+        Box::new(child.stderr.take().unwrap())
+    } else {
+        Box::new(child.stdout.take().unwrap())
+    };
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            if let Some(found) = pick(&line) {
+                let _ = tx.send(found);
+            }
+        }
+    });
+    let child = KillOnDrop(child);
+    let found = rx
+        .recv_timeout(Duration::from_secs(10))
+        .unwrap_or_else(|_| panic!("{cmd:?} printed nothing usable"));
+    (child, found)
+}
+
+/// Spawns `tickbox ARGS` (stderr discarded) and returns it with the first stdout line that `pick` maps to
+/// `Some`, mapped; see [`spawn_and_read`].
+#[allow(dead_code)]
+pub fn spawn_and_pick(args: &[&str], pick: fn(&str) -> Option<String>) -> (KillOnDrop, String) {
+    let mut cmd = Command::new(TICKBOX);
+    cmd.args(args).stdout(Stdio::piped()).stderr(Stdio::null());
+    spawn_and_read(&mut cmd, false, pick)
+}
+
+/// Spawns `tickbox ARGS` and returns it with the first `tcp://` endpoint it prints on stdout, waiting at
+/// most 10 s.
+#[allow(dead_code)]
+pub fn spawn_printing_endpoint(args: &[&str]) -> (KillOnDrop, String) {
+    spawn_and_pick(args, endpoint_in)
+}
+
+/// The first `tcp://…` token in `line`.
+#[allow(dead_code)]
+pub fn endpoint_in(line: &str) -> Option<String> {
+    let at = line.find("tcp://")?;
+    Some(
+        line[at..]
+            .split_whitespace()
+            .next()
+            .unwrap_or("")
+            .to_owned(),
+    )
+}
+
+/// Polls `cond` every `every` until it holds (true) or `limit` has passed (false).
+///
+/// Components start, register and converge asynchronously, so tests wait for a state instead of sleeping
+/// a guessed time; the bound keeps a state that never arrives from hanging the test.
+#[allow(dead_code)]
+pub fn eventually(limit: Duration, every: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    loop {
+        if cond() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(every);
+    }
+}
+
+/// Runs `cmd` to completion with stdout and stderr captured, SIGKILLing it and panicking if it has not
+/// finished within `timeout`, so a wedged command fails the test instead of hanging it.
+///
+/// Unlike [`KillOnDrop::wait_output`], the pipes are drained while the command runs, so it may write any
+/// amount of output.
+#[allow(dead_code)]
+pub fn output_within(mut cmd: Command, timeout: Duration) -> Output {
+    let child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let pid = child.id();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(timeout) {
+        Ok(out) => out.expect("wait"),
+        Err(_) => {
+            // SAFETY: signalling a child we spawned and have not reaped.
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            panic!("command did not finish within {timeout:?}");
+        }
+    }
+}
