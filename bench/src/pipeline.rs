@@ -400,22 +400,9 @@ pub fn tickbox_throughput(
         }
     };
     let elapsed = run_phases(&phase, config.warmup, config.duration);
-    let mut first_err = None;
-    for p in publishers {
-        match p.join() {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => {
-                first_err.get_or_insert(e);
-            }
-            Err(_) => {
-                first_err.get_or_insert(BenchError::ThreadPanicked("bench-feed"));
-            }
-        }
-    }
+    let joined = crate::raw::join_all(publishers, "bench-feed");
     let report = subscriber.shutdown().map_err(sub_err)?;
-    if let Some(e) = first_err {
-        return Err(e);
-    }
+    joined?;
     let messages: u64 = report
         .workers
         .iter()

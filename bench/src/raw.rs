@@ -322,21 +322,7 @@ pub fn raw_throughput(
         );
     }
     let elapsed = run_phases(&phase, config.warmup, config.duration);
-    let mut first_err = None;
-    for h in handles {
-        match h.join() {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => {
-                first_err.get_or_insert(e);
-            }
-            Err(_) => {
-                first_err.get_or_insert(BenchError::ThreadPanicked("raw throughput"));
-            }
-        }
-    }
-    if let Some(e) = first_err {
-        return Err(e);
-    }
+    join_all(handles, "raw throughput")?;
     let messages = total.load(Ordering::Acquire);
     Ok(throughput_result(
         pattern.system(),
@@ -476,6 +462,26 @@ fn raw_receiver(
     }
     total.fetch_add(counter.measured(), Ordering::AcqRel);
     Ok(())
+}
+
+/// Joins every sender thread (so none outlives the run) and reports the first failure, a panic included.
+pub(crate) fn join_all(
+    handles: Vec<thread::JoinHandle<Result<(), BenchError>>>,
+    what: &'static str,
+) -> Result<(), BenchError> {
+    let mut first_err = None;
+    for handle in handles {
+        match handle.join() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                first_err.get_or_insert(e);
+            }
+            Err(_) => {
+                first_err.get_or_insert(BenchError::ThreadPanicked(what));
+            }
+        }
+    }
+    first_err.map_or(Ok(()), Err)
 }
 
 #[cfg(test)]
