@@ -1,7 +1,11 @@
 //! `tickbox tap` as a real process against an in-process LVC's tap.
 
-use std::process::{Command, Stdio};
+mod common;
+
+use std::process::Command;
 use std::time::{Duration, Instant};
+
+use common::Background;
 
 use tickbox_feed::lvc::{spawn, LvcConfig};
 use tickbox_wire::{encode_to_vec, Header, Kind, Payload, Quote, Trade};
@@ -39,14 +43,11 @@ fn tap_output(args: &[&str]) -> String {
     publisher.set_rcvtimeo(5000).unwrap();
     assert_eq!(publisher.recv_bytes(0).unwrap(), b"\x01");
     let tap_ep = lvc.endpoints().tap.clone().unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_tickbox"))
-        .arg("tap")
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_tickbox"));
+    cmd.arg("tap")
         .args(["--connect", &tap_ep, "--duration", "2500ms"])
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+        .args(args);
+    let child = Background::spawn(cmd);
     let started = Instant::now();
     let mut seq = 0;
     let mut joiner = None;
@@ -68,7 +69,7 @@ fn tap_output(args: &[&str]) -> String {
         }
         std::thread::sleep(Duration::from_millis(5));
     }
-    let out = child.wait_with_output().unwrap();
+    let out = child.finish(Duration::from_secs(15));
     assert!(out.status.success(), "{:?}", out.status);
     String::from_utf8(out.stdout).unwrap()
 }
@@ -100,12 +101,9 @@ fn tap_reports_its_own_loss_from_sequence_gaps() {
     let publisher = ctx.socket(zmq::XPUB).unwrap();
     publisher.set_linger(100).unwrap();
     let pub_ep = tickbox_zmqx::bind_resolved(&publisher, "tcp://127.0.0.1:*").unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_tickbox"))
-        .args(["tap", "--connect", &pub_ep, "--duration", "1500ms"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_tickbox"));
+    cmd.args(["tap", "--connect", &pub_ep, "--duration", "1500ms"]);
+    let child = Background::spawn(cmd);
     // Send only once the inspector has subscribed, so nothing is lost to joining late.
     publisher.set_rcvtimeo(5000).unwrap();
     assert_eq!(publisher.recv_bytes(0).unwrap(), b"\x01");
@@ -114,7 +112,7 @@ fn tap_reports_its_own_loss_from_sequence_gaps() {
             .send(frame(Kind::Quote, "Q.XNAS.AAPL", seq), 0)
             .unwrap();
     }
-    let out = child.wait_with_output().unwrap();
+    let out = child.finish(Duration::from_secs(15));
     assert!(out.status.success(), "{:?}", out.status);
     let out = String::from_utf8(out.stdout).unwrap();
     let gaps: Vec<&str> = out.lines().filter(|l| l.starts_with("GAP")).collect();

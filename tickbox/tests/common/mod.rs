@@ -326,3 +326,57 @@ pub fn output_within(mut cmd: Command, timeout: Duration) -> Output {
         }
     }
 }
+
+/// A command started now and collected later, its output drained meanwhile: for tests that drive a process
+/// while it runs. Collecting is bounded, and a process not collected (the test panicked first) is SIGKILLed on
+/// drop, so a wedged child can neither hang the suite nor outlive it.
+#[allow(dead_code)]
+pub struct Background {
+    pid: u32,
+    output: Option<mpsc::Receiver<std::io::Result<Output>>>,
+}
+
+#[allow(dead_code)]
+impl Background {
+    pub fn spawn(mut cmd: Command) -> Self {
+        let child = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        let pid = child.id();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(child.wait_with_output());
+        });
+        Background {
+            pid,
+            output: Some(rx),
+        }
+    }
+
+    /// Waits for the process to exit by itself within `limit`; kills it and panics otherwise.
+    pub fn finish(mut self, limit: Duration) -> Output {
+        let rx = self.output.take().expect("collected once");
+        match rx.recv_timeout(limit) {
+            Ok(out) => out.expect("wait"),
+            Err(_) => {
+                self.kill();
+                panic!("process {} did not finish within {limit:?}", self.pid);
+            }
+        }
+    }
+
+    fn kill(&self) {
+        // SAFETY: signalling a child we spawned; its waiter thread reaps it.
+        unsafe { libc::kill(self.pid as i32, libc::SIGKILL) };
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        if self.output.is_some() {
+            self.kill();
+        }
+    }
+}
