@@ -26,24 +26,8 @@ fn spawn_printing_endpoint(args: &[&str], on_stderr: bool) -> (KillOnDrop, Strin
 
 /// `tickbox call`: (exit code, reply text).
 fn call(broker: &str, service: &str, body: &[&str]) -> (i32, String) {
-    let out = Command::new(TICKBOX)
-        .args([
-            "call",
-            "--broker",
-            broker,
-            "--timeout-ms",
-            "2000",
-            "--attempts",
-            "1",
-            service,
-        ])
-        .args(body)
-        .output()
-        .expect("run tickbox call");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).trim().to_owned(),
-    )
+    let (code, reply) = common::call_service(broker, service, body, 2000);
+    (code, reply.trim().to_owned())
 }
 
 /// Calls `service` until `ok(reply)` holds (workers register asynchronously); returns that reply.

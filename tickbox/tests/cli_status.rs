@@ -2,30 +2,9 @@
 
 mod common;
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{spawn_printing_endpoint, TICKBOX};
-
-fn call(broker: &str, service: &str) -> (i32, String) {
-    let out = Command::new(TICKBOX)
-        .args([
-            "call",
-            "--broker",
-            broker,
-            "--timeout-ms",
-            "1000",
-            "--attempts",
-            "1",
-            service,
-        ])
-        .output()
-        .expect("run tickbox call");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-    )
-}
+use common::{call_service, spawn_printing_endpoint};
 
 #[test]
 fn feed_serves_its_status_through_the_broker() {
@@ -42,7 +21,7 @@ fn feed_serves_its_status_through_the_broker() {
     // The worker registers asynchronously and the snapshot refreshes every 500 ms: poll, bounded.
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let (code, body) = call(&broker_ep, "tickbox.feed.status");
+        let (code, body) = call_service(&broker_ep, "tickbox.feed.status", &[], 1000);
         if code == 0 && body.contains("\"last_sequence\"") && !body.contains("\"last_sequence\":0")
         {
             let status: serde_json::Value =
@@ -61,6 +40,6 @@ fn feed_serves_its_status_through_the_broker() {
         std::thread::sleep(Duration::from_millis(200));
     }
     // An unknown service times out with the documented exit code.
-    let (code, _) = call(&broker_ep, "tickbox.nothing.status");
+    let (code, _) = call_service(&broker_ep, "tickbox.nothing.status", &[], 1000);
     assert_eq!(code, 4);
 }

@@ -8,7 +8,7 @@ use std::process::{Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use common::{endpoint_in, eventually, spawn_and_pick, KillOnDrop, TICKBOX};
+use common::{call_service, endpoint_in, eventually, spawn_and_pick, KillOnDrop, TICKBOX};
 
 /// How often `eventually` re-checks: fast enough for these multi-second bounds, slow enough to spare the CPU.
 const POLL: Duration = Duration::from_millis(100);
@@ -144,27 +144,6 @@ fn clone_membership_live_threshold_and_alert() {
     );
 }
 
-fn call(broker: &str, service: &str) -> (i32, String) {
-    let out = Command::new(TICKBOX)
-        .args([
-            "call",
-            "--broker",
-            broker,
-            "--timeout-ms",
-            "1000",
-            "--attempts",
-            "1",
-            service,
-        ])
-        .stderr(Stdio::null())
-        .output()
-        .expect("run tickbox call");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-    )
-}
-
 #[test]
 fn subscribe_serves_its_status_through_the_broker() {
     let (_broker, broker_ep) =
@@ -190,7 +169,7 @@ fn subscribe_serves_its_status_through_the_broker() {
     );
     let mut last = String::new();
     let ok = eventually(Duration::from_secs(10), POLL, || {
-        let (code, body) = call(&broker_ep, "tickbox.subscribe.status");
+        let (code, body) = call_service(&broker_ep, "tickbox.subscribe.status", &[], 1000);
         last = format!("exit {code}: {body}");
         if code != 0 {
             return false;

@@ -380,3 +380,29 @@ impl Drop for Background {
         }
     }
 }
+
+/// Runs `tickbox call` once (one attempt, `timeout_ms` to answer) and returns its exit code and stdout, which
+/// holds the reply frames.
+#[allow(dead_code)]
+pub fn call_service(broker: &str, service: &str, body: &[&str], timeout_ms: u64) -> (i32, String) {
+    let timeout = timeout_ms.to_string();
+    let out = Command::new(TICKBOX)
+        .args([
+            "call",
+            "--broker",
+            broker,
+            "--timeout-ms",
+            &timeout,
+            "--attempts",
+            "1",
+            service,
+        ])
+        .args(body)
+        .stderr(Stdio::null())
+        .output()
+        .expect("run tickbox call");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
