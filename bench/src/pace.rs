@@ -104,6 +104,44 @@ impl RunState {
     }
 }
 
+/// Drives the open-loop schedule from a publisher thread: waits for each message's intended send time, sends
+/// every message that is due (back to back after a late wake-up, so a stall shows as delay, not as a lower
+/// rate), then records what was sent and keeps the socket open until the tail has arrived. `send(k)` sends
+/// message `k`; it returns `Ok(false)` to stop early (the run was aborted).
+pub fn drive_schedule(
+    state: &RunState,
+    config: &crate::latency::LatencyConfig,
+    mut send: impl FnMut(u64) -> Result<bool, crate::BenchError>,
+) -> Result<(), crate::BenchError> {
+    prepare_pacing_thread();
+    let schedule = Schedule::new(
+        now_ns() + 1_000_000,
+        config.rate,
+        config.warmup,
+        config.duration,
+    )?;
+    let _ = state.schedule.set(schedule);
+    let mut k = 0u64;
+    'schedule: while schedule.in_schedule(k) {
+        wait_until(schedule.intended_ns(k));
+        if state.abort.load(Ordering::Relaxed) {
+            break;
+        }
+        let now = now_ns();
+        while schedule.in_schedule(k) && schedule.intended_ns(k) <= now {
+            if !send(k)? {
+                break 'schedule;
+            }
+            k += 1;
+        }
+    }
+    state.sent.store(k, Ordering::Release);
+    state.publisher_done_ns.store(now_ns(), Ordering::Release);
+    // Closing the socket would discard what is still queued beyond its linger: keep it until the tail arrived.
+    state.wait_drained(config.drain);
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

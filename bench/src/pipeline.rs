@@ -18,13 +18,13 @@ use std::time::Duration;
 
 use tickbox_feed::{open_publisher_socket, FeedConfig, Publisher, ShardConfig as FeedShardConfig};
 use tickbox_subscriber::{HumanDuration, ShardConfig, Subscriber, SubscriberConfig};
-use tickbox_wire::{now_ns, Flags, Kind, MessageRef, Payload, Side, Trade, HEADER_LEN};
+use tickbox_wire::{Flags, Kind, MessageRef, Payload, Side, Trade, HEADER_LEN};
 use tickbox_workers::{Delivery, Worker, WorkersConfig};
 
 use crate::latency::{wait_connected, LatencyConfig, LatencyRun};
-use crate::pace::{prepare_pacing_thread, wait_until, RunState, Stall};
+use crate::pace::{drive_schedule, RunState, Stall};
 use crate::raw::{run_phases, throughput_result, PhaseCounter, ThroughputConfig};
-use crate::recorder::{LatencyRecorder, LatencySamples, Schedule};
+use crate::recorder::{LatencyRecorder, LatencySamples};
 use crate::report::ThroughputResult;
 use crate::BenchError;
 
@@ -295,41 +295,20 @@ fn publish_schedule(
     wait_connected(state, Duration::ZERO)?;
 
     let topic = topic_for_size(config.size);
-    prepare_pacing_thread();
-    let schedule = Schedule::new(
-        now_ns() + 1_000_000,
-        config.rate,
-        config.warmup,
-        config.duration,
-    )?;
-    let _ = state.schedule.set(schedule);
-    let mut k = 0u64;
-    'schedule: while schedule.in_schedule(k) {
-        wait_until(schedule.intended_ns(k));
-        let now = now_ns();
-        while schedule.in_schedule(k) && schedule.intended_ns(k) <= now {
-            let payload = bench_trade(k);
-            // `None`: a no-drop pipe stayed full for the send timeout; the sequence was not used, so retry.
-            while publisher
-                .publish(&topic, &payload)
-                .map_err(pub_err)?
-                .is_none()
-            {
-                if state.abort.load(Ordering::Relaxed) {
-                    break 'schedule;
-                }
+    drive_schedule(state, config, |k| {
+        let payload = bench_trade(k);
+        // `None`: a no-drop pipe stayed full for the send timeout; the sequence was not used, so retry.
+        while publisher
+            .publish(&topic, &payload)
+            .map_err(pub_err)?
+            .is_none()
+        {
+            if state.abort.load(Ordering::Relaxed) {
+                return Ok(false);
             }
-            k += 1;
         }
-        if state.abort.load(Ordering::Relaxed) {
-            break;
-        }
-    }
-    state.sent.store(k, Ordering::Release);
-    state.publisher_done_ns.store(now_ns(), Ordering::Release);
-    // Closing the socket would discard what is still queued beyond its linger: keep it until the tail arrived.
-    state.wait_drained(config.drain);
-    Ok(())
+        Ok(true)
+    })
 }
 
 // ------------------------------------------------------------------------------------------------------------

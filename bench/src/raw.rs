@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 use tickbox_wire::now_ns;
 
 use crate::latency::{wait_connected, LatencyConfig, LatencyRun};
-use crate::pace::{prepare_pacing_thread, wait_until, RunState};
-use crate::recorder::{LatencyRecorder, LatencySamples, Schedule};
+use crate::pace::{drive_schedule, RunState};
+use crate::recorder::{LatencyRecorder, LatencySamples};
 use crate::report::ThroughputResult;
 use crate::transport::Transport;
 use crate::BenchError;
@@ -99,34 +99,12 @@ fn raw_pub_loop(
     }
     wait_connected(state, Duration::ZERO)?;
 
-    prepare_pacing_thread();
-    let schedule = Schedule::new(
-        now_ns() + 1_000_000,
-        config.rate,
-        config.warmup,
-        config.duration,
-    )?;
-    let _ = state.schedule.set(schedule);
-    let mut k = 0u64;
-    while schedule.in_schedule(k) {
-        wait_until(schedule.intended_ns(k));
-        if state.abort.load(Ordering::Relaxed) {
-            break;
-        }
-        // Send every message that is due now: after a late wake-up they go back to back.
-        let now = now_ns();
-        while schedule.in_schedule(k) && schedule.intended_ns(k) <= now {
-            frame[..8].copy_from_slice(&k.to_le_bytes());
-            frame[8..16].copy_from_slice(&now_ns().to_le_bytes());
-            socket.send(&frame[..], 0).map_err(zerr("send"))?;
-            k += 1;
-        }
-    }
-    state.sent.store(k, Ordering::Release);
-    state.publisher_done_ns.store(now_ns(), Ordering::Release);
-    // Closing the socket (linger 0) would discard what is still queued: keep it until the tail has arrived.
-    state.wait_drained(config.drain);
-    Ok(())
+    drive_schedule(state, config, |k| {
+        frame[..8].copy_from_slice(&k.to_le_bytes());
+        frame[8..16].copy_from_slice(&now_ns().to_le_bytes());
+        socket.send(&frame[..], 0).map_err(zerr("send"))?;
+        Ok(true)
+    })
 }
 
 fn raw_sub_loop(
