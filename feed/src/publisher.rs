@@ -76,6 +76,8 @@ pub struct Publisher {
     socket: zmq::Socket,
     shard: usize,
     publisher_id: u32,
+    /// This run's identity (its start time, ns): a subscriber tells a restart from a gap by a change of session.
+    session: u64,
     sequence: u64,
     heartbeat_topic: String,
     heartbeat_interval_ns: u64,
@@ -95,6 +97,7 @@ impl Publisher {
             socket,
             shard,
             publisher_id,
+            session: now_ns().max(1),
             sequence: 0,
             heartbeat_topic: heartbeat_topic(publisher_id),
             heartbeat_interval_ns,
@@ -109,6 +112,11 @@ impl Publisher {
 
     pub fn publisher_id(&self) -> u32 {
         self.publisher_id
+    }
+
+    /// This run's session identity, carried in every header.
+    pub fn session(&self) -> u64 {
+        self.session
     }
 
     /// Sequence of the last data message sent (0 before the first; the first is 1).
@@ -138,7 +146,8 @@ impl Publisher {
         send_time_ns: u64,
     ) -> Result<Option<u64>, FeedError> {
         let sequence = self.sequence + 1;
-        let header = Header::live(payload.kind(), self.publisher_id, sequence, send_time_ns);
+        let header = Header::live(payload.kind(), self.publisher_id, sequence, send_time_ns)
+            .with_session(self.session);
         if !self.send(topic, &header, payload)? {
             return Ok(None);
         }
@@ -147,7 +156,7 @@ impl Publisher {
             Kind::Quote => self.counts.quotes += 1,
             Kind::Trade => self.counts.trades += 1,
             Kind::BookLevel => self.counts.book_levels += 1,
-            Kind::Heartbeat => {}
+            Kind::Heartbeat | Kind::Gap => {}
         }
         Ok(Some(sequence))
     }
@@ -155,7 +164,8 @@ impl Publisher {
     /// Sends a heartbeat on `H.<publisher id>` carrying the last data sequence. Returns false if the pipe was
     /// full (a heartbeat is not worth waiting for: the data in front of it already proves we are alive).
     pub fn heartbeat(&mut self) -> Result<bool, FeedError> {
-        let header = Header::live(Kind::Heartbeat, self.publisher_id, self.sequence, now_ns());
+        let header = Header::live(Kind::Heartbeat, self.publisher_id, self.sequence, now_ns())
+            .with_session(self.session);
         let payload = Payload::Heartbeat(Heartbeat {
             interval_ns: self.heartbeat_interval_ns,
             messages_sent: self.counts.data(),

@@ -239,6 +239,7 @@ mod tests {
             Kind::Trade => Payload::Trade(Default::default()),
             Kind::Heartbeat => Payload::Heartbeat(Default::default()),
             Kind::BookLevel => Payload::BookLevel(Default::default()),
+            Kind::Gap => Payload::Gap(Default::default()),
         };
         encode_to_vec(topic, &Header::live(kind, 1, 1, 1), &payload).unwrap()
     }

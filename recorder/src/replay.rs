@@ -384,6 +384,7 @@ impl Replayer {
                 sequence: self.shard_seq[shard],
                 send_time_ns: now,
                 origin_time_ns: now,
+                session: 0,
             };
             let hb = Heartbeat {
                 interval_ns: interval.as_nanos() as u64,

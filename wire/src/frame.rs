@@ -67,8 +67,8 @@ impl<'a> MessageRef<'a> {
     /// Validates the topic and header and checks the payload length for the kind. Never allocates.
     #[inline]
     pub fn decode(frame: &'a [u8]) -> Result<Self, DecodeError> {
-        let (topic_len, header) = split_header(frame)?;
-        let payload = &frame[topic_len + 1 + HEADER_LEN..];
+        let (topic_len, header_len, header) = split_header(frame)?;
+        let payload = &frame[topic_len + 1 + header_len..];
         let expected = Payload::encoded_len(header.kind);
         if payload.len() != expected {
             return Err(DecodeError::PayloadLength {
@@ -110,9 +110,10 @@ impl<'a> MessageRef<'a> {
     }
 }
 
-/// Finds the topic terminator and reads the header. Returns the topic length.
+/// Finds the topic terminator and reads the header (either wire version). Returns the topic length and the
+/// header's encoded length.
 #[inline]
-fn split_header(frame: &[u8]) -> Result<(usize, Header), DecodeError> {
+fn split_header(frame: &[u8]) -> Result<(usize, usize, Header), DecodeError> {
     let topic_len = frame
         .iter()
         .position(|&b| b == 0)
@@ -121,18 +122,19 @@ fn split_header(frame: &[u8]) -> Result<(usize, Header), DecodeError> {
         return Err(DecodeError::EmptyTopic);
     }
     let rest = &frame[topic_len + 1..];
-    let header_bytes: &[u8; HEADER_LEN] = rest
-        .get(..HEADER_LEN)
-        .and_then(|h| h.try_into().ok())
-        .ok_or(DecodeError::TruncatedHeader {
-            needed: HEADER_LEN,
-            got: rest.len(),
-        })?;
-    Ok((topic_len, Header::read(header_bytes)?))
+    let version = *rest.first().ok_or(DecodeError::TruncatedHeader {
+        needed: HEADER_LEN,
+        got: 0,
+    })?;
+    let header_len = Header::len_for_version(version)?;
+    let header_bytes = rest.get(..header_len).ok_or(DecodeError::TruncatedHeader {
+        needed: header_len,
+        got: rest.len(),
+    })?;
+    Ok((topic_len, header_len, Header::read(header_bytes)?))
 }
 
-/// Rewrites who sent a frame and when, in place: the replayer uses it to re-publish recorded frames under its own
-/// publisher id and gap-free sequence without re-encoding. `origin_time_ns` is kept.
+/// Rewrites who sent a frame and when, in place, without re-encoding. `origin_time_ns` is kept.
 pub fn restamp_in_place(
     frame: &mut [u8],
     publisher_id: u32,
@@ -140,29 +142,45 @@ pub fn restamp_in_place(
     send_time_ns: u64,
     add_flags: Flags,
 ) -> Result<Header, DecodeError> {
-    let (topic_len, mut header) = split_header(frame)?;
+    let (topic_len, header_len, mut header) = split_header(frame)?;
     header.publisher_id = publisher_id;
     header.sequence = sequence;
     header.send_time_ns = send_time_ns;
     header.flags = header.flags.with(add_flags);
-    write_header_at(frame, topic_len, &header);
+    write_header_at(frame, topic_len, header_len, &header);
+    Ok(header)
+}
+
+/// Rewrites only the send time and adds `add_flags`, in place: the replayer re-publishes a recorded frame under
+/// its original publisher id, session and sequence, stamped with its own send time. `origin_time_ns` is kept.
+pub fn stamp_send_time_in_place(
+    frame: &mut [u8],
+    send_time_ns: u64,
+    add_flags: Flags,
+) -> Result<Header, DecodeError> {
+    let (topic_len, header_len, mut header) = split_header(frame)?;
+    header.send_time_ns = send_time_ns;
+    header.flags = header.flags.with(add_flags);
+    write_header_at(frame, topic_len, header_len, &header);
     Ok(header)
 }
 
 /// Replaces a frame's flags in place (the LVC marks cached values with [`Flags::CACHED`]).
 pub fn set_flags_in_place(frame: &mut [u8], flags: Flags) -> Result<Header, DecodeError> {
-    let (topic_len, mut header) = split_header(frame)?;
+    let (topic_len, header_len, mut header) = split_header(frame)?;
     header.flags = flags;
-    write_header_at(frame, topic_len, &header);
+    write_header_at(frame, topic_len, header_len, &header);
     Ok(header)
 }
 
-fn write_header_at(frame: &mut [u8], topic_len: usize, header: &Header) {
+/// Writes `header` over a frame's existing header of `header_len` bytes, keeping that header's wire version (a
+/// version 1 frame stays version 1 and keeps its length).
+fn write_header_at(frame: &mut [u8], topic_len: usize, header_len: usize, header: &Header) {
     let at = topic_len + 1;
-    let bytes: &mut [u8; HEADER_LEN] = (&mut frame[at..at + HEADER_LEN])
-        .try_into()
-        .expect("split_header checked the length");
-    header.write(bytes);
+    let mut bytes = [0u8; HEADER_LEN];
+    header.write(&mut bytes);
+    bytes[0] = frame[at];
+    frame[at..at + header_len].copy_from_slice(&bytes[..header_len]);
 }
 
 #[cfg(test)]
@@ -250,6 +268,30 @@ mod tests {
         assert_eq!(msg.payload().unwrap(), before);
         let header = set_flags_in_place(&mut frame, Flags::CACHED).unwrap();
         assert_eq!(header.flags, Flags::CACHED);
+    }
+
+    #[test]
+    fn version_1_frames_decode_and_restamp_in_their_own_layout() {
+        let v2 = trade_frame();
+        let topic_len = "T.XNAS.MSFT".len();
+        // A version 1 frame is the version 2 one without the 8 session bytes.
+        let mut v1 = v2[..topic_len + 1 + crate::HEADER_LEN_V1].to_vec();
+        v1[topic_len + 1] = 1;
+        v1.extend_from_slice(&v2[topic_len + 1 + HEADER_LEN..]);
+        let old = MessageRef::decode(&v1).unwrap();
+        assert_eq!(old.header().session, 0);
+        assert_eq!(old.header().sequence, 42);
+        assert_eq!(
+            old.payload().unwrap(),
+            MessageRef::decode(&v2).unwrap().payload().unwrap()
+        );
+        let len = v1.len();
+        stamp_send_time_in_place(&mut v1, 5_000, Flags::REPLAY).unwrap();
+        assert_eq!(v1.len(), len);
+        let msg = MessageRef::decode(&v1).unwrap();
+        assert_eq!(msg.header().send_time_ns, 5_000);
+        assert_eq!(msg.header().origin_time_ns, 1_000);
+        assert_eq!(msg.header().sequence, 42);
     }
 
     #[test]

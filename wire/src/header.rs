@@ -1,10 +1,13 @@
 use crate::error::DecodeError;
 
-/// The wire version this build writes and the only one it reads.
-pub const WIRE_VERSION: u8 = 1;
+/// The wire version this build writes. Version 1 frames (no session field) are still read, with session 0.
+pub const WIRE_VERSION: u8 = 2;
 
-/// Encoded size of [`Header`].
-pub const HEADER_LEN: usize = 32;
+/// Encoded size of [`Header`] as this build writes it (version 2).
+pub const HEADER_LEN: usize = 40;
+
+/// Encoded size of a version 1 header: the version 2 layout without the trailing `session`.
+pub const HEADER_LEN_V1: usize = 32;
 
 /// What the payload is. The discriminant is the byte on the wire.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -14,10 +17,18 @@ pub enum Kind {
     Trade = 2,
     Heartbeat = 3,
     BookLevel = 4,
+    /// A journal's statement that it lacks a publisher's sequences (see [`crate::GapNotice`]).
+    Gap = 5,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 4] = [Kind::Quote, Kind::Trade, Kind::Heartbeat, Kind::BookLevel];
+    pub const ALL: [Kind; 5] = [
+        Kind::Quote,
+        Kind::Trade,
+        Kind::Heartbeat,
+        Kind::BookLevel,
+        Kind::Gap,
+    ];
 
     pub fn from_u8(value: u8) -> Result<Self, DecodeError> {
         match value {
@@ -25,6 +36,7 @@ impl Kind {
             2 => Ok(Kind::Trade),
             3 => Ok(Kind::Heartbeat),
             4 => Ok(Kind::BookLevel),
+            5 => Ok(Kind::Gap),
             other => Err(DecodeError::UnknownKind(other)),
         }
     }
@@ -36,6 +48,7 @@ impl Kind {
             Kind::Trade => 'T',
             Kind::Heartbeat => 'H',
             Kind::BookLevel => 'B',
+            Kind::Gap => 'G',
         }
     }
 
@@ -45,6 +58,7 @@ impl Kind {
             Kind::Trade => "trade",
             Kind::Heartbeat => "heartbeat",
             Kind::BookLevel => "book_level",
+            Kind::Gap => "gap",
         }
     }
 }
@@ -78,8 +92,9 @@ impl Flags {
 /// The fixed header every message carries, right after the topic.
 ///
 /// Layout (little-endian): `version u8 | kind u8 | flags u16 | publisher_id u32 | sequence u64 |
-/// send_time_ns u64 | origin_time_ns u64`. This is exactly bincode's fixed-int little-endian encoding of the
-/// fields in order (a test proves it); it is read and written by hand so the hot path needs no codec.
+/// send_time_ns u64 | origin_time_ns u64 | session u64`. This is exactly bincode's fixed-int little-endian encoding
+/// of the fields in order (a test proves it); it is read and written by hand so the hot path needs no codec.
+/// Version 1 headers are the same without `session`: the new field was appended so every older offset holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Header {
     pub kind: Kind,
@@ -94,6 +109,10 @@ pub struct Header {
     /// When the event was first published (ns since the Unix epoch). Equal to `send_time_ns` on a live feed;
     /// kept unchanged by the replayer and the LVC.
     pub origin_time_ns: u64,
+    /// Which run of the publisher this is (its start time in ns since the Unix epoch; 0 when unknown, as in
+    /// version 1 frames). Sequences are gap-free within one session, so a change of session is a restart, never a
+    /// gap, whatever the new first sequence.
+    pub session: u64,
 }
 
 impl Header {
@@ -106,7 +125,15 @@ impl Header {
             sequence,
             send_time_ns,
             origin_time_ns: send_time_ns,
+            session: 0,
         }
+    }
+
+    /// The same header in publisher session `session`.
+    #[inline]
+    pub fn with_session(mut self, session: u64) -> Self {
+        self.session = session;
+        self
     }
 
     #[inline]
@@ -118,12 +145,31 @@ impl Header {
         out[8..16].copy_from_slice(&self.sequence.to_le_bytes());
         out[16..24].copy_from_slice(&self.send_time_ns.to_le_bytes());
         out[24..32].copy_from_slice(&self.origin_time_ns.to_le_bytes());
+        out[32..40].copy_from_slice(&self.session.to_le_bytes());
     }
 
+    /// Encoded length of a header that starts with version byte `version`.
     #[inline]
-    pub(crate) fn read(bytes: &[u8; HEADER_LEN]) -> Result<Self, DecodeError> {
-        if bytes[0] != WIRE_VERSION {
-            return Err(DecodeError::UnknownVersion(bytes[0]));
+    pub(crate) fn len_for_version(version: u8) -> Result<usize, DecodeError> {
+        match version {
+            WIRE_VERSION => Ok(HEADER_LEN),
+            1 => Ok(HEADER_LEN_V1),
+            other => Err(DecodeError::UnknownVersion(other)),
+        }
+    }
+
+    /// Reads a header of either version; `bytes` must hold at least [`Header::len_for_version`] bytes.
+    #[inline]
+    pub(crate) fn read(bytes: &[u8]) -> Result<Self, DecodeError> {
+        let len = Self::len_for_version(*bytes.first().ok_or(DecodeError::TruncatedHeader {
+            needed: HEADER_LEN,
+            got: 0,
+        })?)?;
+        if bytes.len() < len {
+            return Err(DecodeError::TruncatedHeader {
+                needed: len,
+                got: bytes.len(),
+            });
         }
         let kind = Kind::from_u8(bytes[1])?;
         let u64_at = |at: usize| {
@@ -138,6 +184,7 @@ impl Header {
             sequence: u64_at(8),
             send_time_ns: u64_at(16),
             origin_time_ns: u64_at(24),
+            session: if len == HEADER_LEN { u64_at(32) } else { 0 },
         })
     }
 }
@@ -155,6 +202,7 @@ mod tests {
             sequence: 0x0102_0304_0506_0708,
             send_time_ns: 1_700_000_000_123_456_789,
             origin_time_ns: 1_600_000_000_000_000_001,
+            session: 1_650_000_000_000_000_002,
         };
         let mut ours = [0u8; HEADER_LEN];
         header.write(&mut ours);
@@ -166,6 +214,7 @@ mod tests {
             header.sequence,
             header.send_time_ns,
             header.origin_time_ns,
+            header.session,
         );
         let config = bincode::config::standard()
             .with_little_endian()
@@ -173,6 +222,16 @@ mod tests {
         let theirs = bincode::encode_to_vec(fields, config).unwrap();
         assert_eq!(ours.as_slice(), theirs.as_slice());
         assert_eq!(Header::read(&ours).unwrap(), header);
+    }
+
+    #[test]
+    fn version_1_headers_read_with_session_zero() {
+        let header = Header::live(Kind::Quote, 3, 9, 77).with_session(5);
+        let mut bytes = [0u8; HEADER_LEN];
+        header.write(&mut bytes);
+        bytes[0] = 1;
+        let old = Header::read(&bytes[..HEADER_LEN_V1]).unwrap();
+        assert_eq!(old, header.with_session(0));
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! The tickbox wire format: one ZeroMQ frame per market-data message.
 //!
 //! ```text
-//!  topic bytes (UTF-8, no NUL) │ 0x00 │ header (32 bytes, little-endian) │ payload (fixed size per kind)
+//!  topic bytes (UTF-8, no NUL) │ 0x00 │ header (40 bytes, little-endian) │ payload (fixed size per kind)
 //! ```
 //!
 //! The topic comes first so ZeroMQ prefix subscriptions select by topic (`Q.` all quotes, `Q.XNAS.AAPL\0` exactly
@@ -19,13 +19,18 @@ mod error;
 mod frame;
 mod header;
 mod payload;
+pub mod sequence;
 mod topic;
 
 pub use clock::{now_ns, Clock, ManualClock, SystemClock};
 pub use error::{DecodeError, EncodeError};
 pub use frame::{
-    encode, encode_to_vec, encoded_len, restamp_in_place, set_flags_in_place, MessageRef,
+    encode, encode_to_vec, encoded_len, restamp_in_place, set_flags_in_place,
+    stamp_send_time_in_place, MessageRef,
 };
-pub use header::{Flags, Header, Kind, HEADER_LEN, WIRE_VERSION};
-pub use payload::{BookLevel, Heartbeat, Payload, Quote, Side, Trade, PRICE_SCALE};
+pub use header::{Flags, Header, Kind, HEADER_LEN, HEADER_LEN_V1, WIRE_VERSION};
+pub use payload::{
+    BookLevel, GapCause, GapNotice, Heartbeat, Payload, Quote, Side, Trade, PRICE_SCALE,
+};
+pub use sequence::{PublisherLedger, SequenceEvent, SequenceTotals, SequenceTracker};
 pub use topic::{make_topic, shard_for, shard_key_of_topic, stable_hash};

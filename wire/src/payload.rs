@@ -98,6 +98,57 @@ pub struct BookLevel {
     pub venue_time_ns: u64,
 }
 
+/// Why a journal lacks some of a publisher's sequences.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[repr(u8)]
+pub enum GapCause {
+    /// Never reached the recorder (lost upstream: a full high-water mark, a slow tap consumer, a dead link).
+    #[default]
+    NotReceived = 1,
+}
+
+impl Encode for GapCause {
+    fn encode<E: Encoder>(&self, encoder: &mut E) -> Result<(), BincodeEncodeError> {
+        (*self as u8).encode(encoder)
+    }
+}
+
+impl<Context> Decode<Context> for GapCause {
+    fn decode<D: Decoder<Context = Context>>(decoder: &mut D) -> Result<Self, BincodeDecodeError> {
+        match u8::decode(decoder)? {
+            1 => Ok(GapCause::NotReceived),
+            found => Err(BincodeDecodeError::UnexpectedVariant {
+                type_name: "GapCause",
+                allowed: &bincode::error::AllowedEnumVariants::Range { min: 1, max: 1 },
+                found: found as u32,
+            }),
+        }
+    }
+}
+bincode::impl_borrow_decode!(GapCause);
+
+/// A recorder's statement, written into the journal where it noticed it, that sequences
+/// `first_missing..=last_missing` of the header's publisher (and session) never reached it. The header's
+/// `sequence` is `last_missing`, so a gap detector reading a replay treats the notice like a heartbeat naming the
+/// last sequence accounted for, and counts the range as a *recorded* gap, apart from its own transport loss.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Encode, Decode)]
+pub struct GapNotice {
+    pub first_missing: u64,
+    pub last_missing: u64,
+    /// When the recorder noticed (ns since the Unix epoch).
+    pub detected_ns: u64,
+    pub cause: GapCause,
+}
+
+impl GapNotice {
+    /// Sequences the notice accounts for (saturating: a forged notice cannot wrap).
+    pub fn missing(&self) -> u64 {
+        self.last_missing
+            .saturating_sub(self.first_missing)
+            .saturating_add(1)
+    }
+}
+
 /// A decoded payload of any kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Payload {
@@ -105,6 +156,7 @@ pub enum Payload {
     Trade(Trade),
     Heartbeat(Heartbeat),
     BookLevel(BookLevel),
+    Gap(GapNotice),
 }
 
 impl Payload {
@@ -114,6 +166,7 @@ impl Payload {
             Payload::Trade(_) => Kind::Trade,
             Payload::Heartbeat(_) => Kind::Heartbeat,
             Payload::BookLevel(_) => Kind::BookLevel,
+            Payload::Gap(_) => Kind::Gap,
         }
     }
 
@@ -124,6 +177,7 @@ impl Payload {
             Kind::Trade => 4 + 8 + 4 + 1 + 8 + 8,
             Kind::Heartbeat => 8 + 8,
             Kind::BookLevel => 4 + 1 + 1 + 8 + 4 + 4 + 8,
+            Kind::Gap => 8 + 8 + 8 + 1,
         }
     }
 
@@ -134,6 +188,7 @@ impl Payload {
             Payload::Trade(p) => bincode::encode_into_slice(p, out, CODEC),
             Payload::Heartbeat(p) => bincode::encode_into_slice(p, out, CODEC),
             Payload::BookLevel(p) => bincode::encode_into_slice(p, out, CODEC),
+            Payload::Gap(p) => bincode::encode_into_slice(p, out, CODEC),
         };
         // The caller sized `out` from `encoded_len`, and fixed-width fields cannot overflow it.
         result.expect("payload buffer sized by encoded_len")
@@ -149,9 +204,15 @@ impl Payload {
             });
         }
         let invalid = |err: BincodeDecodeError| match err {
-            BincodeDecodeError::UnexpectedVariant { found, .. } => DecodeError::InvalidField {
+            BincodeDecodeError::UnexpectedVariant {
+                found, type_name, ..
+            } => DecodeError::InvalidField {
                 kind,
-                field: "side",
+                field: if type_name == "GapCause" {
+                    "cause"
+                } else {
+                    "side"
+                },
                 value: u64::from(found),
             },
             // Lengths were checked above, so only an invalid enum byte can fail; report anything else as such.
@@ -166,6 +227,7 @@ impl Payload {
             Kind::Trade => Payload::Trade(decode_exact(bytes).map_err(invalid)?),
             Kind::Heartbeat => Payload::Heartbeat(decode_exact(bytes).map_err(invalid)?),
             Kind::BookLevel => Payload::BookLevel(decode_exact(bytes).map_err(invalid)?),
+            Kind::Gap => Payload::Gap(decode_exact(bytes).map_err(invalid)?),
         })
     }
 }
@@ -189,6 +251,11 @@ impl From<Heartbeat> for Payload {
         Payload::Heartbeat(p)
     }
 }
+impl From<GapNotice> for Payload {
+    fn from(p: GapNotice) -> Self {
+        Payload::Gap(p)
+    }
+}
 impl From<BookLevel> for Payload {
     fn from(p: BookLevel) -> Self {
         Payload::BookLevel(p)
@@ -200,12 +267,35 @@ mod tests {
     use super::*;
 
     #[test]
+    fn gap_notice_with_unknown_cause_is_a_typed_error() {
+        let notice = GapNotice {
+            first_missing: 3,
+            last_missing: 9,
+            detected_ns: 1,
+            cause: GapCause::NotReceived,
+        };
+        assert_eq!(notice.missing(), 7);
+        let mut bytes = bincode::encode_to_vec(notice, CODEC).unwrap();
+        assert_eq!(Payload::decode(Kind::Gap, &bytes), Ok(Payload::Gap(notice)));
+        *bytes.last_mut().unwrap() = 9;
+        assert_eq!(
+            Payload::decode(Kind::Gap, &bytes),
+            Err(DecodeError::InvalidField {
+                kind: Kind::Gap,
+                field: "cause",
+                value: 9
+            })
+        );
+    }
+
+    #[test]
     fn encoded_len_matches_bincode() {
         let samples = [
             Payload::Quote(Quote::default()),
             Payload::Trade(Trade::default()),
             Payload::Heartbeat(Heartbeat::default()),
             Payload::BookLevel(BookLevel::default()),
+            Payload::Gap(GapNotice::default()),
         ];
         for payload in samples {
             let n = match payload {
@@ -213,6 +303,7 @@ mod tests {
                 Payload::Trade(p) => bincode::encode_to_vec(p, CODEC).unwrap().len(),
                 Payload::Heartbeat(p) => bincode::encode_to_vec(p, CODEC).unwrap().len(),
                 Payload::BookLevel(p) => bincode::encode_to_vec(p, CODEC).unwrap().len(),
+                Payload::Gap(p) => bincode::encode_to_vec(p, CODEC).unwrap().len(),
             };
             assert_eq!(
                 n,

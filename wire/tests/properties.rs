@@ -3,8 +3,8 @@
 
 use proptest::prelude::*;
 use tickbox_wire::{
-    encode, encode_to_vec, encoded_len, BookLevel, Flags, Header, Heartbeat, Kind, MessageRef,
-    Payload, Quote, Side, Trade,
+    encode, encode_to_vec, encoded_len, BookLevel, Flags, GapCause, GapNotice, Header, Heartbeat,
+    Kind, MessageRef, Payload, Quote, Side, Trade,
 };
 
 fn side() -> impl Strategy<Value = Side> {
@@ -52,6 +52,16 @@ fn payload() -> impl Strategy<Value = Payload> {
                     })
                 }
             ),
+        (any::<u64>(), any::<u64>(), any::<u64>()).prop_map(
+            |(first_missing, last_missing, detected_ns)| {
+                Payload::Gap(GapNotice {
+                    first_missing,
+                    last_missing,
+                    detected_ns,
+                    cause: GapCause::NotReceived,
+                })
+            }
+        ),
         (any::<u64>(), any::<u64>()).prop_map(|(interval_ns, messages_sent)| {
             Payload::Heartbeat(Heartbeat {
                 interval_ns,
@@ -97,6 +107,7 @@ proptest! {
         sequence in any::<u64>(),
         send_time_ns in any::<u64>(),
         origin_time_ns in any::<u64>(),
+        session in any::<u64>(),
     ) {
         let header = Header {
             kind: payload.kind(),
@@ -105,6 +116,7 @@ proptest! {
             sequence,
             send_time_ns,
             origin_time_ns,
+            session,
         };
         let frame = encode_to_vec(&topic, &header, &payload).unwrap();
         prop_assert_eq!(frame.len(), encoded_len(&topic, header.kind));

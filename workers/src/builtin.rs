@@ -45,13 +45,14 @@ fn kind_index(kind: Kind) -> usize {
         Kind::Trade => 1,
         Kind::Heartbeat => 2,
         Kind::BookLevel => 3,
+        Kind::Gap => 4,
     }
 }
 
 /// Counts and rates per kind and per topic.
 #[derive(Debug, Default, Clone)]
 pub struct Stats {
-    per_kind: [u64; 4],
+    per_kind: [u64; 5],
     topics: Topics,
     cached: u64,
     replayed: u64,
@@ -105,7 +106,7 @@ impl Worker for Stats {
 #[derive(Debug, Default, Clone)]
 pub struct StatsReport {
     /// Messages per kind, indexed like [`Kind::ALL`].
-    pub per_kind: [u64; 4],
+    pub per_kind: [u64; 5],
     pub topics: Topics,
     /// Messages flagged CACHED (LVC snapshot values).
     pub cached: u64,

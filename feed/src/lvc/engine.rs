@@ -148,7 +148,8 @@ fn cache_key(msg: &MessageRef<'_>, key: &mut Vec<u8>) -> bool {
     key.clear();
     match msg.kind() {
         // A stale heartbeat tells a late joiner nothing: liveness is only meaningful live.
-        Kind::Heartbeat => false,
+        // Nor does a journal's gap notice: it belongs to a replayed timeline, not to a topic's last value.
+        Kind::Heartbeat | Kind::Gap => false,
         Kind::Quote | Kind::Trade => {
             key.extend_from_slice(msg.topic().as_bytes());
             true

@@ -188,6 +188,12 @@ fn describe(m: &MessageRef<'_>) -> String {
                 b.order_count
             )
         }
+        Ok(Payload::Gap(g)) => format!(
+            "missing {}..={} ({} messages)",
+            g.first_missing,
+            g.last_missing,
+            g.missing()
+        ),
         Err(err) => format!("<{err}>"),
     };
     format!(
