@@ -1,6 +1,6 @@
 //! The real tickbox pipeline under test: a feed publisher shard ([`tickbox_feed::Publisher`] on the socket
 //! [`tickbox_feed::open_publisher_socket`] makes) → optionally the LVC proxy → the Black Box subscriber
-//! ([`tickbox_subscriber::Subscriber`]: SUB shard, decode, snail/gap checks, inproc PUSH) → a worker
+//! ([`tickbox_subscriber::Subscriber`]: SUB shard, decode, snail/gap checks, per-worker queues) → a worker
 //! ([`tickbox_workers::Worker`]) that records latency or counts.
 //!
 //! The bench drives the publisher itself instead of running the synthetic `Feed`, so it owns the open-loop
@@ -83,6 +83,8 @@ fn subscriber_config(endpoints: Vec<String>, hwm: i32) -> SubscriberConfig {
         handoff_hwm: hwm,
         poll_ms: 20,
         drain_timeout: HumanDuration(Duration::from_secs(2)),
+        // The bench sends one topic: by-topic dispatch would hand everything to one worker.
+        dispatch: tickbox_subscriber::Dispatch::RoundRobin,
         ..SubscriberConfig::default()
     }
 }
@@ -209,7 +211,7 @@ fn measure_pipeline(
         .recv_timeout(Duration::from_secs(10))
         .map_err(|_| BenchError::Setup("feed shard did not bind".into()))??;
     let lvc = if config.via_lvc {
-        let lvc_config = tickbox_feed::lvc::LvcConfig {
+        let lvc_config = tickbox_lvc::LvcConfig {
             upstream: vec![feed_endpoint.clone()],
             bind: config.transport.bind_endpoint("lvc"),
             upstream_hwm: config.hwm,
@@ -218,7 +220,7 @@ fn measure_pipeline(
             ..Default::default()
         };
         Some(
-            tickbox_feed::lvc::spawn(ctx, lvc_config)
+            tickbox_lvc::spawn(ctx, lvc_config)
                 .map_err(|e| BenchError::Pipeline(format!("lvc: {e}")))?,
         )
     } else {

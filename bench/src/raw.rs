@@ -181,9 +181,12 @@ fn raw_sub_loop(
 /// Which raw pattern a throughput baseline uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RawPattern {
+    /// PUSH → PULL: back-pressured.
     PushPull,
     /// XPUB with `ZMQ_XPUB_NODROP` → SUB: back-pressured, so no silent drops inflate the rate.
     PubSub,
+    /// XPUB without NODROP → SUB: drops at the HWM like a plain PUB; the rate counts what arrived.
+    LossyPubSub,
 }
 
 impl RawPattern {
@@ -191,7 +194,17 @@ impl RawPattern {
         match self {
             RawPattern::PushPull => "raw-pushpull",
             RawPattern::PubSub => "raw-pubsub",
+            RawPattern::LossyPubSub => "raw-pubsub-lossy",
         }
+    }
+
+    /// Whether the sender waits at the HWM instead of dropping.
+    pub fn no_drop(self) -> bool {
+        self != RawPattern::LossyPubSub
+    }
+
+    fn is_pubsub(self) -> bool {
+        matches!(self, RawPattern::PubSub | RawPattern::LossyPubSub)
     }
 }
 
@@ -307,7 +320,7 @@ pub fn raw_throughput(
         config,
         messages,
         elapsed,
-        true,
+        pattern.no_drop(),
     ))
 }
 
@@ -345,21 +358,21 @@ fn raw_sender(
     let mut socket = ctx
         .socket(match pattern {
             RawPattern::PushPull => zmq::PUSH,
-            RawPattern::PubSub => zmq::XPUB,
+            RawPattern::PubSub | RawPattern::LossyPubSub => zmq::XPUB,
         })
         .map_err(zerr("socket"))?;
     socket.set_linger(0).map_err(zerr("linger"))?;
     socket.set_sndhwm(config.hwm).map_err(zerr("sndhwm"))?;
     socket.set_sndtimeo(100).map_err(zerr("sndtimeo"))?;
-    if pattern == RawPattern::PubSub {
-        tickbox_zmqx::set_xpub_nodrop(&mut socket, true)
+    if pattern.is_pubsub() {
+        tickbox_zmqx::set_xpub_nodrop(&mut socket, pattern.no_drop())
             .map_err(|e| BenchError::Setup(e.to_string()))?;
         socket.set_rcvtimeo(100).map_err(zerr("rcvtimeo"))?;
     }
     let endpoint = tickbox_zmqx::bind_resolved(&socket, &config.transport.bind_endpoint("raw-thr"))
         .map_err(|e| BenchError::Setup(e.to_string()))?;
     let _ = ep_tx.send(endpoint);
-    if pattern == RawPattern::PubSub {
+    if pattern.is_pubsub() {
         // Wait for the subscription so nothing sent before the subscriber joins is dropped.
         loop {
             match socket.recv_bytes(0) {
@@ -406,14 +419,14 @@ fn raw_receiver(
     let socket = ctx
         .socket(match pattern {
             RawPattern::PushPull => zmq::PULL,
-            RawPattern::PubSub => zmq::SUB,
+            RawPattern::PubSub | RawPattern::LossyPubSub => zmq::SUB,
         })
         .map_err(zerr("socket"))?;
     socket.set_linger(0).map_err(zerr("linger"))?;
     socket.set_rcvhwm(config.hwm).map_err(zerr("rcvhwm"))?;
     socket.set_rcvtimeo(100).map_err(zerr("rcvtimeo"))?;
     socket.connect(&endpoint).map_err(zerr("connect"))?;
-    if pattern == RawPattern::PubSub {
+    if pattern.is_pubsub() {
         socket.set_subscribe(b"").map_err(zerr("subscribe"))?;
     }
     let mut msg = zmq::Message::new();

@@ -1,4 +1,5 @@
-//! Where market data enters tickbox: sources and sharded publishers, the LVC proxy and its Espresso tap.
+//! Where market data enters tickbox: sources (the synthetic market) and sharded publishers. The LVC proxy and its
+//! Espresso tap live in `tickbox-lvc`.
 //!
 //! # Feed API
 //!
@@ -53,9 +54,6 @@ mod pacer;
 mod publisher;
 mod runner;
 
-pub mod lvc;
-pub mod tap;
-
 pub use config::{FeedConfig, PacingMode, Pattern, Rate, ShardConfig};
 pub use error::FeedError;
 pub use generator::{
@@ -66,4 +64,6 @@ pub use pacer::{Pacer, Pacing, Step};
 pub use publisher::{
     heartbeat_topic, open_publisher_socket, Publisher, PublisherCounts, LINGER_MS, SEND_TIMEOUT_MS,
 };
-pub use runner::{Feed, FeedHandle, FeedReport, ShardInfo, ShardReport, ShardStats};
+pub use runner::{
+    Feed, FeedHandle, FeedReport, ShardInfo, ShardReport, ShardStats, RATE_SHORTFALL_RATIO,
+};

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use tickbox_wire::{now_ns, Kind};
 
-use crate::config::{FeedConfig, Pattern};
+use crate::config::{FeedConfig, PacingMode, Pattern, Rate};
 use crate::error::FeedError;
 use crate::generator::{GeneratorParams, MarketGenerator, Universe};
 use crate::pacer::{Pacer, Step};
@@ -108,12 +108,20 @@ impl Feed {
                 symbols: universe.shard_symbols(shard).len(),
             })
             .collect();
+        // A target is only promised by the paced synthetic market; `max` and the pathological pattern have none.
+        let target_rate = match (config.pattern, config.rate, config.mode) {
+            (Pattern::Synthetic, Rate::PerSecond(rate), PacingMode::Paced | PacingMode::Bursty) => {
+                Some(rate)
+            }
+            _ => None,
+        };
         let handle = FeedHandle {
             shards,
             universe,
             stop,
             live,
             threads,
+            target_rate,
         };
         match first_error {
             Some(err) => {
@@ -206,6 +214,7 @@ pub struct FeedHandle {
     stop: Arc<AtomicBool>,
     live: Vec<Arc<LiveCounters>>,
     threads: Vec<JoinHandle<Option<Result<ShardReport, FeedError>>>>,
+    target_rate: Option<u64>,
 }
 
 impl FeedHandle {
@@ -266,7 +275,10 @@ impl FeedHandle {
         }
         match first_error {
             Some(err) => Err(err),
-            None => Ok(FeedReport { shards }),
+            None => Ok(FeedReport {
+                shards,
+                target_rate: self.target_rate,
+            }),
         }
     }
 
@@ -314,10 +326,15 @@ impl ShardReport {
     }
 }
 
+/// Below this share of its target rate a feed reports a shortfall: the run did not deliver what was asked.
+pub const RATE_SHORTFALL_RATIO: f64 = 0.95;
+
 /// What the whole feed did; `Display` prints the per-shard summary table.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct FeedReport {
     pub shards: Vec<ShardReport>,
+    /// The data rate asked for over all shards (msg/s); `None` when there was none (`max`, pathological).
+    pub target_rate: Option<u64>,
 }
 
 impl FeedReport {
@@ -329,6 +346,13 @@ impl FeedReport {
     /// Sum of the shards' achieved rates.
     pub fn total_rate(&self) -> f64 {
         self.shards.iter().map(ShardReport::rate).sum()
+    }
+
+    /// `Some((target, achieved))` when the feed achieved less than [`RATE_SHORTFALL_RATIO`] of its target.
+    pub fn rate_shortfall(&self) -> Option<(u64, f64)> {
+        let target = self.target_rate?;
+        let achieved = self.total_rate();
+        (achieved < target as f64 * RATE_SHORTFALL_RATIO).then_some((target, achieved))
     }
 }
 
@@ -360,9 +384,30 @@ impl fmt::Display for FeedReport {
             "total: {} data messages, {:.0} msg/s",
             self.total_data(),
             self.total_rate()
-        )
+        )?;
+        if let Some(target) = self.target_rate {
+            write!(
+                f,
+                " of {target} msg/s asked ({:.0} %)",
+                100.0 * self.total_rate() / target.max(1) as f64
+            )?;
+        }
+        if let Some((target, achieved)) = self.rate_shortfall() {
+            write!(
+                f,
+                "\nWARNING: the feed achieved {achieved:.0} of the {target} msg/s asked: the host could not keep up \
+                 (fewer symbols, a lower --rate, or pinned cores on a larger host)"
+            )?;
+        }
+        Ok(())
     }
 }
+
+/// Heartbeats a shard sends as it ends, so downstream accounting sees its last sequence even when the last data
+/// messages were dropped.
+const CLOSING_HEARTBEATS: u32 = 4;
+/// Spacing of the closing heartbeats (or the heartbeat interval, if shorter).
+const CLOSING_HEARTBEAT_GAP: Duration = Duration::from_millis(50);
 
 struct ShardRun<'a> {
     shard: usize,
@@ -490,6 +535,15 @@ impl ShardRun<'_> {
             }
         }
         let duration = clock.elapsed();
+        if heartbeat_ns > 0 && publisher.last_sequence() > 0 {
+            // A lost trailing message is only noticed by a later message naming its sequence. A publisher that
+            // ends says its last sequence a few times, spaced so a briefly full pipe has drained in between.
+            let gap = Duration::from_nanos(heartbeat_ns).min(CLOSING_HEARTBEAT_GAP);
+            for _ in 0..CLOSING_HEARTBEATS {
+                std::thread::sleep(gap);
+                publisher.heartbeat()?;
+            }
+        }
         self.live.publish(&publisher);
         Ok(ShardReport {
             shard,
@@ -558,5 +612,45 @@ fn wait_until(mono: &impl Fn() -> u64, deadline: u64, spin_ns: u64) {
         } else {
             std::hint::spin_loop();
         }
+    }
+}
+
+#[cfg(test)]
+mod report_tests {
+    use super::*;
+
+    fn report(target_rate: Option<u64>, sent: u64, secs: u64) -> FeedReport {
+        FeedReport {
+            shards: vec![ShardReport {
+                shard: 0,
+                publisher_id: 1,
+                endpoint: "tcp://127.0.0.1:1".into(),
+                symbols: 1,
+                counts: PublisherCounts {
+                    quotes: sent,
+                    ..PublisherCounts::default()
+                },
+                last_sequence: sent,
+                duration: Duration::from_secs(secs),
+                skipped: Duration::ZERO,
+            }],
+            target_rate,
+        }
+    }
+
+    #[test]
+    fn shortfall_is_reported_below_95_percent_of_the_target_only() {
+        assert_eq!(
+            report(Some(1_000), 9_400, 10).rate_shortfall(),
+            Some((1_000, 940.0))
+        );
+        assert_eq!(report(Some(1_000), 9_500, 10).rate_shortfall(), None);
+        assert_eq!(report(None, 1, 10).rate_shortfall(), None);
+        let text = report(Some(200_000), 880_000, 10).to_string();
+        assert!(text.contains("of 200000 msg/s asked (44 %)"), "{text}");
+        assert!(
+            text.contains("WARNING: the feed achieved 88000 of the 200000 msg/s asked"),
+            "{text}"
+        );
     }
 }

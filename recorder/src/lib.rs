@@ -1,22 +1,31 @@
 //! `tickbox-recorder`: records a tickbox stream into a [`tickbox_journal`] journal and replays it onto publisher
 //! shards at 1x, Nx or maximum speed.
 //!
-//! * [`record`] — SUB on a tap or any tickbox PUB endpoint; every valid frame is appended with its capture time
-//!   (ns since the Unix epoch, taken on receipt), in batches of up to `batch_max` frames.
-//! * [`Replayer`] — one XPUB per endpoint; frames are sharded by [`tickbox_wire::shard_for`] of the topic's
-//!   symbol key, re-stamped in place (publisher id `base + shard`, gap-free per-shard sequence, replay send time,
-//!   [`tickbox_wire::Flags::REPLAY`]; origin time and payload kept) and paced by the sans-IO [`Pacer`] on the
-//!   recorded capture times. Recorded heartbeats are dropped; each idle shard sends its own, like a live publisher.
+//! * [`record`] / [`Recorder`] — SUB on a tap or any tickbox PUB endpoint; every valid frame is appended with its
+//!   capture time (ns since the Unix epoch, taken on receipt), in batches of up to `batch_max` frames. Every
+//!   publisher sequence is accounted for: each loss becomes a gap-notice record ([`tickbox_wire::GapNotice`],
+//!   topic `G.<publisher>`) written where it was noticed, and the per-publisher [`Ledger`] (recorded, missing,
+//!   overwritten) is kept in the journal's application metadata. Tap subscription events are skipped and counted.
+//! * [`Replayer`] — one XPUB per endpoint. By default every record keeps its original publisher id, session and
+//!   sequence (only the send time is re-stamped, and [`tickbox_wire::Flags::REPLAY`] set; origin time and payload
+//!   kept), each publisher stays on one shard, gap notices are re-published as they are and cached values keep
+//!   theirs, so a subscriber of the replay tells the journal's holes apart from its own transport loss. Recorded
+//!   heartbeats are dropped; the replay sends its own per original publisher while idle and at the end.
+//!   [`Identity::Restamp`] gives the old behaviour (per-shard publishers with fresh gap-free sequences).
 //!   `wait_subscribers` counts XPUB subscriptions before starting, so nobody misses the first messages.
 
 mod config;
 mod error;
+mod journal_ext;
+mod ledger;
 mod pacer;
 mod record;
 mod replay;
 
-pub use config::{DurabilityConfig, RecorderConfig};
+pub use config::{DurabilityConfig, JournalModeConfig, RecorderConfig};
 pub use error::RecorderError;
+pub use journal_ext::{overwritten, overwritten_at, read_app_meta, OverwriteStats, APP_META_MAX};
+pub use ledger::{Ledger, LedgerError, LedgerOverflow, LedgerRow, MAX_LEDGER_PUBLISHERS};
 pub use pacer::{Pace, Pacer, Speed};
-pub use record::{record, RecordOptions, RecordStats};
-pub use replay::{Position, ReplayOptions, ReplayStats, Replayer};
+pub use record::{record, RecordOptions, RecordStats, Recorder, TAP_EVENT_MARKER};
+pub use replay::{Identity, Position, ReplayOptions, ReplayStats, Replayer};

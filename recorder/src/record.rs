@@ -1,13 +1,28 @@
 //! The recorder: a SUB socket on a tap (or any tickbox PUB endpoint) appending every frame, with its capture time,
-//! to a journal in batches.
+//! to a journal in batches, and accounting for every publisher sequence on the way.
+//!
+//! [`Recorder`] is the socket-free part: frames in, journal records out. Each frame goes through the wire crate's
+//! [`SequenceTracker`] (restarts, heartbeats, duplicates, cached values, anomalies handled there), and every loss
+//! it detects becomes a gap-notice record written right before the frame that revealed it, so the journal says
+//! what it lacks, in stream order. The per-publisher [`Ledger`] (recorded, missing, overwritten) is persisted in the
+//! journal's application metadata at every batch commit. [`record`] is the thin loop that owns the SUB socket.
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tickbox_journal::Writer;
-use tickbox_wire::MessageRef;
+use tickbox_journal::{Batch, Writer};
+use tickbox_wire::{
+    Flags, GapCause, GapNotice, Header, Kind, MessageRef, Payload, SequenceEvent, SequenceTracker,
+};
 
 use crate::error::RecorderError;
+use crate::journal_ext::{self, OverwriteStats, APP_META_MAX};
+use crate::ledger::{Ledger, LedgerOverflow, LedgerRow, MAX_LEDGER_PUBLISHERS};
+
+/// First byte of an Espresso tap subscription-event frame (`tickbox_wire::tap::EVENT_MARKER`): no wire frame
+/// starts with NUL, because a topic is never empty. Repeated here so the recorder does not depend on the feed.
+pub const TAP_EVENT_MARKER: u8 = 0x00;
 
 /// What to record and how.
 #[derive(Debug, Clone)]
@@ -19,7 +34,7 @@ pub struct RecordOptions {
     /// Most frames appended per journal batch (one publish, one msync under per-batch durability).
     pub batch_max: usize,
     pub rcvhwm: i32,
-    /// Stop after this many recorded messages.
+    /// Stop after this many messages from the stream were appended (gap notices the recorder writes not counted).
     pub max_messages: Option<u64>,
     /// Stop after this long.
     pub duration: Option<Duration>,
@@ -41,19 +56,48 @@ impl Default for RecordOptions {
     }
 }
 
-/// Counters of a recording.
+/// Counters of a recording (this run; the journal's cumulative ledger is [`Recorder::journal_ledger`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RecordStats {
-    /// Frames appended to the journal.
+    /// Frames from the stream appended to the journal (data, heartbeats, cached values, upstream gap notices).
     pub messages: u64,
-    /// Payload bytes appended.
+    /// Data records appended (quotes, trades, book levels; not heartbeats, notices or cached values).
+    pub recorded: u64,
+    /// Publisher sequences the journal lacks: named by the gap notices written (own and upstream ones).
+    pub missing: u64,
+    /// Gap notices the recorder wrote (losses it detected).
+    pub gap_events: u64,
+    /// Gap notices received from upstream (recording a replay) and recorded as they came.
+    pub upstream_gap_notices: u64,
+    pub heartbeats: u64,
+    /// LVC cached values recorded (out of sequence by design; not counted as recorded).
+    pub cached: u64,
+    /// Payload bytes appended (gap notices included).
     pub bytes: u64,
     pub batches: u64,
     /// Frames that are not tickbox wire messages (not recorded; the first few are logged).
     pub invalid_frames: u64,
+    /// Espresso tap subscription events (not recorded, not invalid).
+    pub tap_events: u64,
     /// Multipart messages (the wire format is single-frame; not recorded).
     pub multipart_messages: u64,
-    /// Journal sequences of the first and last recorded message.
+    /// Sequences received twice (not recorded again).
+    pub duplicates: u64,
+    /// Late arrivals inside a gap already noticed (recorded; the notice stays).
+    pub reordered: u64,
+    pub restarts: u64,
+    /// Implausible sequence jumps (recorded as received, not believed).
+    pub anomalies: u64,
+    /// Messages of publishers beyond the tracker's bound (recorded, not tracked).
+    pub untracked: u64,
+    /// What ring laps overwrote (journal-wide, since the journal was created).
+    pub overwritten: OverwriteStats,
+    /// Publisher sequences were checked (false when recording a topic subset).
+    pub sequences_checked: bool,
+    /// Per publisher, this run: recorded, missing, gap events, overwritten; plus the overflow row.
+    pub publishers: Vec<LedgerRow>,
+    pub publishers_overflow: LedgerOverflow,
+    /// Journal sequences of the first and last record appended.
     pub first_seq: Option<u64>,
     pub last_seq: Option<u64>,
     pub elapsed: Duration,
@@ -67,6 +111,427 @@ impl RecordStats {
         } else {
             0.0
         }
+    }
+}
+
+/// Data records the ring overwrote since the last drain, per publisher (filled by the journal's overwrite hook,
+/// which runs inside an append on the recording thread; the mutex is never contended).
+#[derive(Debug, Default)]
+struct Tally {
+    per_publisher: Vec<(u32, u64)>,
+    other: u64,
+}
+
+impl Tally {
+    fn on_evicted(&mut self, payload: &[u8]) {
+        let data_of = MessageRef::decode(payload).ok().and_then(|m| {
+            let h = m.header();
+            let data =
+                !matches!(h.kind, Kind::Heartbeat | Kind::Gap) && !h.flags.contains(Flags::CACHED);
+            data.then_some(h.publisher_id)
+        });
+        let Some(publisher) = data_of else {
+            self.other += 1;
+            return;
+        };
+        if let Some((_, n)) = self.per_publisher.iter_mut().find(|(p, _)| *p == publisher) {
+            *n += 1;
+        } else if self.per_publisher.len() < MAX_LEDGER_PUBLISHERS {
+            self.per_publisher.push((publisher, 1));
+        } else {
+            // Bounded like the ledger: counted, unattributed.
+            self.other += 1;
+        }
+    }
+}
+
+/// Most records [`Recorder::new`] reads to bring a stale (or missing) ledger up to date with the journal.
+const CATCH_UP_MAX: u64 = 10_000_000;
+
+/// Accounts in `ledger` for the journal's records `from..end` (data recorded, gap notices), as if recorded now.
+fn catch_up(ledger: &mut Ledger, path: &std::path::Path, from: u64, end: u64) {
+    let mut reader = match tickbox_journal::Reader::open(path) {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::warn!("cannot read the journal to bring its ledger up to date: {e}");
+            return;
+        }
+    };
+    if let Err(e) = reader.seek_seq(from) {
+        tracing::warn!("cannot read the journal to bring its ledger up to date: {e}");
+        return;
+    }
+    let mut n = 0u64;
+    loop {
+        let rec = match reader.next() {
+            Ok(Some(rec)) if rec.seq < end => rec,
+            Ok(_) => break,
+            Err(tickbox_journal::JournalError::Lapped { .. }) => continue,
+            Err(e) => {
+                tracing::warn!("ledger catch-up stopped: {e}");
+                break;
+            }
+        };
+        n += 1;
+        let Ok(m) = MessageRef::decode(rec.payload) else {
+            continue;
+        };
+        let h = m.header();
+        if h.flags.contains(Flags::CACHED) {
+            continue;
+        }
+        match (h.kind, m.payload()) {
+            (Kind::Heartbeat, _) => {}
+            (Kind::Gap, Ok(Payload::Gap(g))) => {
+                ledger.on_gap(h.publisher_id, h.session, g.first_missing, g.last_missing)
+            }
+            (Kind::Gap, _) => {}
+            _ => ledger.on_recorded(h.publisher_id, h.session, h.sequence, true),
+        }
+    }
+    if n > 0 {
+        tracing::info!(
+            records = n,
+            from,
+            "brought the journal's ledger up to date from its records"
+        );
+    }
+}
+
+/// The socket-free recorder: account for and append frames, persist the ledger at commits.
+pub struct Recorder {
+    tracker: SequenceTracker,
+    /// Off when recording a topic subset: a publisher's sequence then has holes by design.
+    track: bool,
+    /// This run's ledger.
+    run: Ledger,
+    /// The journal's ledger, continued from its app metadata.
+    journal: Ledger,
+    stats: RecordStats,
+    tally: Arc<Mutex<Tally>>,
+    max_payload: usize,
+    scratch: Vec<u8>,
+    last_overwrite: OverwriteStats,
+    ring_capacity: Option<u64>,
+    /// Ring only: a reader for the oldest record, to count what laps overwrote while the journal does not.
+    ring_reader: Option<tickbox_journal::Reader>,
+    /// Ring only: bytes appended since the last lap warning (records are 8-aligned with a 24-byte header).
+    since_lap_bytes: u64,
+    laps: u64,
+}
+
+impl Recorder {
+    /// Prepares to record into `writer`: continues the ledger stored in the journal (resuming each publisher's
+    /// session and last sequence, so a loss while no recorder ran is noticed), and installs the overwrite hook.
+    pub fn new(writer: &mut Writer) -> Result<Recorder, RecorderError> {
+        let mut journal = match journal_ext::read_app_meta(writer.path()) {
+            Ok(meta) if meta.is_empty() => Ledger::new(),
+            Ok(meta) => Ledger::decode(&meta).unwrap_or_else(|e| {
+                tracing::warn!(
+                    "journal metadata is not a recorder ledger ({e}); starting a new one"
+                );
+                Ledger::new()
+            }),
+            Err(e) => {
+                tracing::warn!("cannot read the journal's metadata ({e}); starting a new ledger");
+                Ledger::new()
+            }
+        };
+        journal.runs = journal.runs.saturating_add(1);
+        // The ledger is stored after each commit, so a recorder killed in between leaves up to a batch of records
+        // it does not count yet (and a journal from before ledgers has none): catch up from the records.
+        let end = writer.next_seq();
+        if journal.journal_next_seq < end {
+            let from = journal
+                .journal_next_seq
+                .max(end.saturating_sub(CATCH_UP_MAX))
+                .max(1);
+            catch_up(&mut journal, writer.path(), from, end);
+        }
+        let mut tracker = SequenceTracker::new();
+        for row in journal.rows() {
+            if row.last_sequence == 0 {
+                continue;
+            }
+            // A heartbeat naming the last sequence accounted for: the tracker takes it as where the publisher is,
+            // without counting a received message.
+            let seed = Header::live(Kind::Heartbeat, row.publisher, row.last_sequence, 0)
+                .with_session(row.session);
+            tracker.on_header(&seed, None);
+        }
+        let tally = Arc::new(Mutex::new(Tally::default()));
+        let hook = Arc::clone(&tally);
+        journal_ext::on_overwrite(writer, move |payload| {
+            if let Ok(mut t) = hook.lock() {
+                t.on_evicted(payload);
+            }
+        });
+        let last_overwrite = journal_ext::overwritten(writer);
+        let ring_capacity = (writer.header().mode == tickbox_journal::Mode::Ring)
+            .then_some(writer.header().capacity);
+        let mut r = Recorder {
+            tracker,
+            track: true,
+            run: Ledger::new(),
+            journal,
+            stats: RecordStats {
+                overwritten: last_overwrite,
+                ..RecordStats::default()
+            },
+            tally,
+            max_payload: writer.max_payload(),
+            scratch: Vec::with_capacity(256),
+            last_overwrite,
+            ring_capacity,
+            ring_reader: ring_capacity
+                .and_then(|_| tickbox_journal::Reader::open(writer.path()).ok()),
+            since_lap_bytes: 0,
+            laps: 0,
+        };
+        r.persist(writer)?;
+        Ok(r)
+    }
+
+    /// Turns publisher sequence checking off (or on). Off is for recording a topic subset, where every publisher's
+    /// sequence has holes by design: no gap notices, no duplicate detection; data is still counted per publisher.
+    pub fn set_sequence_tracking(&mut self, on: bool) {
+        self.track = on;
+    }
+
+    /// The journal's cumulative ledger (every run that appended to it).
+    pub fn journal_ledger(&self) -> &Ledger {
+        &self.journal
+    }
+
+    /// This run's counters, with the per-publisher breakdown.
+    pub fn stats(&self) -> RecordStats {
+        let mut s = self.stats.clone();
+        s.sequences_checked = self.track;
+        s.publishers = self.run.rows().to_vec();
+        s.publishers_overflow = self.run.overflow;
+        s
+    }
+
+    /// Accounts for one received frame and appends what belongs in the journal to `batch`: a gap notice first if
+    /// the frame reveals a loss, then the frame itself (unless it is a duplicate, a tap event or not a frame).
+    pub fn on_frame(
+        &mut self,
+        batch: &mut Batch<'_>,
+        capture_ns: u64,
+        frame: &[u8],
+    ) -> Result<(), RecorderError> {
+        if frame.first() == Some(&TAP_EVENT_MARKER) {
+            self.stats.tap_events += 1;
+            return Ok(());
+        }
+        let msg = match MessageRef::decode(frame) {
+            Ok(m) => m,
+            Err(err) => {
+                self.stats.invalid_frames += 1;
+                if self.stats.invalid_frames <= 5 {
+                    tracing::warn!(len = frame.len(), "not recording an invalid frame: {err}");
+                }
+                return Ok(());
+            }
+        };
+        if frame.len() > self.max_payload {
+            self.stats.invalid_frames += 1;
+            tracing::warn!(
+                len = frame.len(),
+                max_payload = self.max_payload,
+                "frame larger than the journal accepts; dropped"
+            );
+            return Ok(());
+        }
+        let h = *msg.header();
+        let event = if self.track {
+            self.tracker.on_message(&msg)
+        } else {
+            SequenceEvent::InOrder
+        };
+        let mut believed = true;
+        match event {
+            SequenceEvent::Duplicate { .. } => {
+                self.stats.duplicates += 1;
+                return Ok(());
+            }
+            SequenceEvent::Gap {
+                publisher,
+                session,
+                first_missing,
+                last_missing,
+            } => {
+                self.write_notice(
+                    batch,
+                    capture_ns,
+                    publisher,
+                    session,
+                    first_missing,
+                    last_missing,
+                )?;
+            }
+            SequenceEvent::Restart { .. } => self.stats.restarts += 1,
+            SequenceEvent::Reordered { .. } => self.stats.reordered += 1,
+            SequenceEvent::Anomaly { .. } => {
+                self.stats.anomalies += 1;
+                believed = false;
+            }
+            SequenceEvent::Untracked { .. } => self.stats.untracked += 1,
+            SequenceEvent::Exempt
+            | SequenceEvent::InOrder
+            | SequenceEvent::First { .. }
+            | SequenceEvent::RecordedGap { .. } => {}
+        }
+        self.append(batch, capture_ns, frame)?;
+        self.stats.messages += 1;
+        if h.flags.contains(Flags::CACHED) {
+            self.stats.cached += 1;
+            return Ok(());
+        }
+        match h.kind {
+            Kind::Heartbeat => self.stats.heartbeats += 1,
+            Kind::Gap => {
+                // An upstream notice (we are recording a replay): the journal lacks what it names too.
+                self.stats.upstream_gap_notices += 1;
+                if let (true, Ok(Payload::Gap(n))) = (believed, msg.payload()) {
+                    // Only the part not already covered by what this publisher's sequence had reached.
+                    let first = match event {
+                        SequenceEvent::RecordedGap { first_missing, .. } => first_missing,
+                        _ => n.first_missing,
+                    };
+                    if first <= h.sequence {
+                        self.stats.missing += h.sequence - first + 1;
+                        for l in [&mut self.run, &mut self.journal] {
+                            l.on_gap(h.publisher_id, h.session, first, h.sequence);
+                        }
+                    }
+                }
+            }
+            _ => {
+                self.stats.recorded += 1;
+                for l in [&mut self.run, &mut self.journal] {
+                    l.on_recorded(h.publisher_id, h.session, h.sequence, believed);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn append(
+        &mut self,
+        batch: &mut Batch<'_>,
+        capture_ns: u64,
+        frame: &[u8],
+    ) -> Result<u64, RecorderError> {
+        let seq = batch.append(capture_ns, frame)?;
+        self.since_lap_bytes += (24 + frame.len() as u64).next_multiple_of(8);
+        self.stats.first_seq.get_or_insert(seq);
+        self.stats.last_seq = Some(seq);
+        self.stats.bytes += frame.len() as u64;
+        Ok(seq)
+    }
+
+    /// Writes a gap notice for `first..=last` of a publisher: topic `G.<publisher>`, the publisher's id and
+    /// session, sequence `last` (so a downstream tracker takes it as the last sequence accounted for).
+    fn write_notice(
+        &mut self,
+        batch: &mut Batch<'_>,
+        capture_ns: u64,
+        publisher: u32,
+        session: u64,
+        first: u64,
+        last: u64,
+    ) -> Result<(), RecorderError> {
+        let now = tickbox_wire::now_ns();
+        let header = Header::live(Kind::Gap, publisher, last, now).with_session(session);
+        let notice = GapNotice {
+            first_missing: first,
+            last_missing: last,
+            detected_ns: now,
+            cause: GapCause::NotReceived,
+        };
+        let topic = format!("G.{publisher}");
+        self.scratch.clear();
+        self.scratch
+            .resize(tickbox_wire::encoded_len(&topic, Kind::Gap), 0);
+        tickbox_wire::encode(&mut self.scratch, &topic, &header, &notice.into())
+            .map_err(|e| RecorderError::InvalidOption(format!("encoding a gap notice: {e}")))?;
+        let frame = std::mem::take(&mut self.scratch);
+        let result = self.append(batch, capture_ns, &frame);
+        self.scratch = frame;
+        result?;
+        let n = notice.missing();
+        self.stats.gap_events += 1;
+        self.stats.missing += n;
+        for l in [&mut self.run, &mut self.journal] {
+            l.on_gap(publisher, session, first, last);
+        }
+        if self.stats.gap_events <= 20 {
+            tracing::warn!(
+                publisher,
+                first_missing = first,
+                last_missing = last,
+                "recorder lost {n} message(s) before they reached it; gap notice written"
+            );
+        } else if self.stats.gap_events == 21 {
+            tracing::warn!("more gaps: further gap notices are written without a log line");
+        }
+        Ok(())
+    }
+
+    /// After a batch commit: attribute what the ring overwrote, warn once per lap, persist the ledger.
+    pub fn after_commit(&mut self, writer: &mut Writer) -> Result<(), RecorderError> {
+        let drained = match self.tally.lock() {
+            Ok(mut t) => std::mem::take(&mut *t),
+            Err(_) => Tally::default(),
+        };
+        for (publisher, n) in &drained.per_publisher {
+            for l in [&mut self.run, &mut self.journal] {
+                l.on_overwritten(*publisher, *n);
+            }
+        }
+        self.run.other_overwritten += drained.other;
+        self.journal.other_overwritten += drained.other;
+        let mut o = journal_ext::overwritten(writer);
+        if o == OverwriteStats::default() {
+            if let Some(r) = self.ring_reader.as_mut() {
+                // The journal does not count overwrites: derive the count from its oldest record; a lap is a
+                // capacity's worth of appends once overwriting has begun.
+                o.records = journal_ext::records_before_oldest(r).unwrap_or(0);
+                if o.records > 0 {
+                    let cap = self.ring_capacity.unwrap_or(u64::MAX).max(1);
+                    if self.laps == 0 || self.since_lap_bytes >= cap {
+                        self.laps += 1;
+                        self.since_lap_bytes = 0;
+                    }
+                }
+                o.laps = self.laps;
+            }
+        }
+        if o.laps > self.last_overwrite.laps || (o.records > 0 && self.last_overwrite.records == 0)
+        {
+            tracing::warn!(
+                lap = o.laps,
+                overwritten_records = o.records,
+                overwritten_bytes = o.bytes,
+                capacity = self.ring_capacity.unwrap_or(0),
+                "journal ring lapped: it is overwriting unread history (a ring keeps only its capacity; record \
+                 into an archive, the default, to keep everything)"
+            );
+        }
+        self.last_overwrite = o;
+        self.stats.overwritten = o;
+        self.persist(writer)
+    }
+
+    fn persist(&mut self, writer: &mut Writer) -> Result<(), RecorderError> {
+        self.journal.journal_next_seq = writer.next_seq();
+        journal_ext::set_app_meta(writer, &self.journal.encode(APP_META_MAX))?;
+        Ok(())
+    }
+
+    fn on_elapsed(&mut self, elapsed: Duration) {
+        self.stats.elapsed = elapsed;
     }
 }
 
@@ -100,23 +565,28 @@ pub fn record(
             source,
         })?;
     }
+    let mut rec = Recorder::new(writer)?;
+    if !opts.topics.is_empty() {
+        tracing::info!(
+            "recording a topic subset: publisher sequences have holes by design and are not checked (no gap notices)"
+        );
+        rec.set_sequence_tracking(false);
+    }
     let batch_max = opts.batch_max.max(1);
     let started = Instant::now();
-    let mut stats = RecordStats::default();
     let mut last_progress = started;
     let mut msg = zmq::Message::new();
-    let max_payload = writer.max_payload();
     loop {
-        stats.elapsed = started.elapsed();
+        rec.on_elapsed(started.elapsed());
         if stop.load(Ordering::Relaxed)
-            || opts.duration.is_some_and(|d| stats.elapsed >= d)
-            || opts.max_messages.is_some_and(|m| stats.messages >= m)
+            || opts.duration.is_some_and(|d| rec.stats.elapsed >= d)
+            || opts.max_messages.is_some_and(|m| rec.stats.messages >= m)
         {
             break;
         }
         if last_progress.elapsed() >= opts.progress_every {
             last_progress = Instant::now();
-            progress(&stats);
+            progress(&rec.stats());
         }
         match sub.poll(zmq::POLLIN, 100) {
             Ok(0) => continue,
@@ -142,43 +612,25 @@ pub fn record(
                         Err(e) => return Err(e.into()),
                     }
                 }
-                stats.multipart_messages += 1;
-                if stats.multipart_messages <= 5 {
+                rec.stats.multipart_messages += 1;
+                if rec.stats.multipart_messages <= 5 {
                     tracing::warn!("dropped a multipart message (tickbox frames are single-part)");
                 }
                 continue;
             }
-            if let Err(err) = MessageRef::decode(&msg) {
-                stats.invalid_frames += 1;
-                if stats.invalid_frames <= 5 {
-                    tracing::warn!(len = msg.len(), "not recording an invalid frame: {err}");
-                }
-                continue;
-            }
-            if msg.len() > max_payload {
-                stats.invalid_frames += 1;
-                tracing::warn!(
-                    len = msg.len(),
-                    max_payload,
-                    "frame larger than the journal accepts; dropped"
-                );
-                continue;
-            }
-            let seq = batch.append(capture_ns, &msg)?;
-            stats.first_seq.get_or_insert(seq);
-            stats.last_seq = Some(seq);
-            stats.messages += 1;
-            stats.bytes += msg.len() as u64;
+            rec.on_frame(&mut batch, capture_ns, &msg)?;
             in_batch += 1;
-            if opts.max_messages.is_some_and(|m| stats.messages >= m) {
+            if opts.max_messages.is_some_and(|m| rec.stats.messages >= m) {
                 break;
             }
         }
         batch.commit()?;
         if in_batch > 0 {
-            stats.batches += 1;
+            rec.stats.batches += 1;
+            rec.after_commit(writer)?;
         }
     }
-    stats.elapsed = started.elapsed();
-    Ok(stats)
+    rec.on_elapsed(started.elapsed());
+    rec.after_commit(writer)?;
+    Ok(rec.stats())
 }

@@ -1,13 +1,37 @@
-//! The replayer: reads a journal and re-publishes its frames onto publisher shards (one XPUB per endpoint, shard
-//! chosen by the wire crate's stable symbol hash), paced by [`Pacer`]. Each shard is its own publisher: frames are
-//! re-stamped in place with the shard's publisher id, a gap-free sequence and the replay send time, and flagged
-//! [`Flags::REPLAY`]; their origin time and payload are untouched.
+//! The replayer: reads a journal and re-publishes its frames onto publisher shards (one XPUB per endpoint), paced
+//! by [`Pacer`].
+//!
+//! By default ([`Identity::Preserve`]) a replay is the recorded publishers speaking again: every record keeps its
+//! publisher id, session and sequence; only `send_time_ns` is re-stamped (the replay's clock) and
+//! [`Flags::REPLAY`] set, `origin_time_ns` and the payload stay. Each original publisher is carried whole by one
+//! shard (`publisher_id % shards`), so its sequence reaches a subscriber in order on one connection. Gap notices
+//! are re-published as they are (that is how a subscriber learns what the journal lacks, apart from its own loss)
+//! and LVC cached values keep their sequence and flag (exempt from accounting, they consume nothing). Recorded
+//! heartbeats are dropped; the replay sends its own for each original publisher (its id and session, the last
+//! sequence accounted for) while it is idle and once at the end of a run, so a lost trailing message is noticed.
+//!
+//! [`Identity::Restamp`] is the older mode: frames spread over shards by symbol, each shard its own publisher
+//! (`publisher_id_base + shard`) with a fresh gap-free sequence; gap notices are dropped there (they name
+//! identities the restamped stream does not have) and cached values repeat the shard's last sequence.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use tickbox_journal::{JournalError, Reader};
 use tickbox_wire::{Clock, Flags, Header, Heartbeat, Kind, MessageRef};
+
+/// Bound on original publishers the replay keeps heartbeat state for (beyond it, they get no heartbeats).
+const MAX_OUT_PUBLISHERS: usize = tickbox_wire::sequence::DEFAULT_MAX_PUBLISHERS;
+
+/// Whose identity replayed frames carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Identity {
+    /// The original publisher id, session and sequence (only the send time and the REPLAY flag change).
+    #[default]
+    Preserve,
+    /// Shard `i` publishes as `publisher_id_base + i` with its own gap-free sequence; symbols spread by hash.
+    Restamp,
+}
 
 use crate::error::RecorderError;
 use crate::pacer::{Pace, Pacer, Speed};
@@ -31,14 +55,16 @@ pub struct ReplayOptions {
     pub from: Option<Position>,
     /// Stop before the first record at or past this position (exclusive); `None` = the end of the journal.
     pub to: Option<Position>,
-    /// Shard `i` publishes as `publisher_id_base + i`.
+    pub identity: Identity,
+    /// With [`Identity::Restamp`], shard `i` publishes as `publisher_id_base + i`.
     pub publisher_id_base: u32,
     pub sndhwm: i32,
     /// Block when a subscriber is slow (XPUB_NODROP) instead of dropping like a live PUB would.
     pub lossless: bool,
     /// Pacing burst window.
     pub window: Duration,
-    /// A shard idle this long sends a heartbeat (as a live publisher does).
+    /// A publisher (shard, when restamping) idle this long gets a heartbeat, as a live publisher sends; one more
+    /// goes out for each at the end of a run. Zero: none.
     pub heartbeat_interval: Duration,
     /// At the end of the journal keep waiting for new records (tail a journal being recorded).
     pub follow: bool,
@@ -52,6 +78,7 @@ impl Default for ReplayOptions {
             speed: Speed::Times(1.0),
             from: None,
             to: None,
+            identity: Identity::Preserve,
             publisher_id_base: 9000,
             sndhwm: 100_000,
             lossless: true,
@@ -66,14 +93,22 @@ impl Default for ReplayOptions {
 /// Counters and position of a replay.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ReplayStats {
-    /// Data messages published.
+    /// Records published (data, gap notices and cached values; not heartbeats).
     pub sent: u64,
     pub bytes: u64,
-    /// Per shard, data messages published.
+    /// Gap notices re-published (sequences the journal lacks, for the subscriber to count as recorded gaps).
+    pub gap_notices: u64,
+    /// LVC cached values re-published (no sequence consumed).
+    pub cached: u64,
+    /// Original publishers replayed (identity mode).
+    pub publishers: u64,
+    /// Per shard, records published.
     pub per_shard: Vec<u64>,
     pub heartbeats_sent: u64,
-    /// Recorded heartbeats of the original publishers (not replayed: each shard sends its own).
+    /// Recorded heartbeats of the original publishers (not replayed: the replay sends its own).
     pub skipped_heartbeats: u64,
+    /// Gap notices not re-published because the frames were restamped (their identities are gone).
+    pub skipped_gap_notices: u64,
     /// Records that are not valid tickbox frames (skipped, first few logged).
     pub skipped_invalid: u64,
     /// Times the journal writer overwrote records before the replay read them (ring being recorded meanwhile).
@@ -87,8 +122,11 @@ pub struct ReplayStats {
     /// Worst lateness against the paced schedule.
     pub max_late_ns: u64,
     pub elapsed: Duration,
-    /// Subscriptions seen on each shard (XPUB).
+    /// Subscriptions seen on each shard (XPUB), at the end.
     pub subscriptions: Vec<u64>,
+    /// Most subscriptions any shard had at any point of the run (0: the replay published to nobody). A subscriber
+    /// with several topic prefixes counts once per prefix.
+    pub subscribers: u64,
 }
 
 impl ReplayStats {
@@ -108,11 +146,33 @@ pub struct Replayer {
     endpoints: Vec<String>,
     opts: ReplayOptions,
     subscriptions: Vec<u64>,
+    /// Most subscriptions any shard has had since the current run (or wait) began.
+    peak_subscriptions: u64,
+    /// Restamp mode: each shard's last sequence.
     shard_seq: Vec<u64>,
-    /// When each shard last sent anything, replay clock ns (for idle heartbeats).
+    /// Restamp mode: when each shard last sent anything, replay clock ns (for idle heartbeats).
     last_send_ns: Vec<u64>,
+    /// Identity mode: what each original publisher last said (for its heartbeats).
+    out: Vec<OutPublisher>,
+    out_last_hit: usize,
     scratch: Vec<u8>,
     hb_topics: Vec<String>,
+}
+
+/// An original publisher as the replay has re-published it so far.
+#[derive(Debug, Clone)]
+struct OutPublisher {
+    publisher: u32,
+    session: u64,
+    /// Last sequence accounted for: the last data sequence sent, or a gap notice's last missing one.
+    last_seq: u64,
+    shard: usize,
+    last_send_ns: u64,
+    /// Data messages sent for it (heartbeat payload), this replayer's life.
+    sent: u64,
+    /// Sent anything in the current run (gets a final heartbeat).
+    active: bool,
+    hb_topic: String,
 }
 
 impl Replayer {
@@ -148,6 +208,9 @@ impl Replayer {
             sockets,
             endpoints,
             subscriptions: vec![0; n],
+            peak_subscriptions: 0,
+            out: Vec::new(),
+            out_last_hit: 0,
             shard_seq: vec![0; n],
             last_send_ns: vec![0; n],
             scratch: Vec::with_capacity(4096),
@@ -184,6 +247,7 @@ impl Replayer {
                     Err(e) => return Err(e.into()),
                 }
             }
+            self.peak_subscriptions = self.peak_subscriptions.max(self.subscriptions[i]);
         }
         Ok(&self.subscriptions)
     }
@@ -230,6 +294,9 @@ impl Replayer {
             None => reader.seek_oldest(),
         }
         let shards = self.sockets.len();
+        // Subscribers already connected (a wait before the run, or an earlier run) count for this run.
+        self.poll_subscriptions()?;
+        self.peak_subscriptions = self.subscriptions.iter().copied().max().unwrap_or(0);
         let mut stats = ReplayStats {
             per_shard: vec![0; shards],
             end_seq: reader.end_seq(),
@@ -243,6 +310,10 @@ impl Replayer {
         for t in &mut self.last_send_ns {
             *t = start_ns;
         }
+        for p in &mut self.out {
+            p.last_send_ns = start_ns;
+            p.active = false;
+        }
         let mut invalid_logged = 0;
         let mut since_check = 0u32;
         'records: loop {
@@ -250,15 +321,18 @@ impl Replayer {
                 break;
             }
             since_check += 1;
-            if since_check >= 256 && last_progress.elapsed() >= self.opts.progress_every {
-                last_progress = Instant::now();
-                stats.elapsed = started.elapsed();
-                stats.end_seq = reader.end_seq();
-                stats.subscriptions = self.poll_subscriptions()?.to_vec();
-                progress(&stats);
-            }
             if since_check >= 256 {
                 since_check = 0;
+                // Cheap (one non-blocking recv per shard) and keeps the subscriber count honest.
+                self.poll_subscriptions()?;
+                if last_progress.elapsed() >= self.opts.progress_every {
+                    last_progress = Instant::now();
+                    stats.elapsed = started.elapsed();
+                    stats.end_seq = reader.end_seq();
+                    stats.subscriptions = self.subscriptions.clone();
+                    stats.subscribers = self.peak_subscriptions;
+                    progress(&stats);
+                }
             }
             let rec = match reader.next() {
                 Ok(Some(rec)) => rec,
@@ -288,8 +362,8 @@ impl Replayer {
             }
             self.scratch.clear();
             self.scratch.extend_from_slice(rec.payload);
-            let kind = match MessageRef::decode(&self.scratch) {
-                Ok(m) => m.kind(),
+            let header = match MessageRef::decode(&self.scratch) {
+                Ok(m) => *m.header(),
                 Err(err) => {
                     stats.skipped_invalid += 1;
                     if invalid_logged < 5 {
@@ -299,9 +373,17 @@ impl Replayer {
                     continue;
                 }
             };
-            if kind == Kind::Heartbeat {
-                stats.skipped_heartbeats += 1;
-                continue;
+            let cached = header.flags.contains(Flags::CACHED);
+            match header.kind {
+                Kind::Heartbeat => {
+                    stats.skipped_heartbeats += 1;
+                    continue;
+                }
+                Kind::Gap if self.opts.identity == Identity::Restamp => {
+                    stats.skipped_gap_notices += 1;
+                    continue;
+                }
+                _ => {}
             }
             let mut now = clock.now_ns();
             loop {
@@ -318,27 +400,51 @@ impl Replayer {
                     }
                 }
             }
-            let topic_len = self.scratch.iter().position(|&b| b == 0).unwrap_or(0);
-            let shard = tickbox_wire::shard_for(
-                tickbox_wire::shard_key_of_topic(&self.scratch[..topic_len]),
-                shards,
-            );
-            self.shard_seq[shard] += 1;
             stats.max_late_ns = stats.max_late_ns.max(pacer.lateness_ns(capture_ns, now));
-            tickbox_wire::restamp_in_place(
-                &mut self.scratch,
-                self.opts.publisher_id_base + shard as u32,
-                self.shard_seq[shard],
-                now,
-                Flags::REPLAY,
-            )
-            .map_err(|e| RecorderError::InvalidOption(format!("restamp: {e}")))?;
+            let shard = match self.opts.identity {
+                Identity::Preserve => {
+                    tickbox_wire::stamp_send_time_in_place(&mut self.scratch, now, Flags::REPLAY)
+                        .map_err(|e| RecorderError::InvalidOption(format!("stamp: {e}")))?;
+                    header.publisher_id as usize % shards
+                }
+                Identity::Restamp => {
+                    let topic_len = self.scratch.iter().position(|&b| b == 0).unwrap_or(0);
+                    let shard = tickbox_wire::shard_for(
+                        tickbox_wire::shard_key_of_topic(&self.scratch[..topic_len]),
+                        shards,
+                    );
+                    // A cached value repeats the shard's last sequence: it must not consume one.
+                    let sequence = self.shard_seq[shard] + u64::from(!cached);
+                    tickbox_wire::restamp_in_place(
+                        &mut self.scratch,
+                        self.opts.publisher_id_base + shard as u32,
+                        sequence,
+                        now,
+                        Flags::REPLAY,
+                    )
+                    .map_err(|e| RecorderError::InvalidOption(format!("restamp: {e}")))?;
+                    shard
+                }
+            };
             if !send_blocking(&self.sockets[shard], &self.scratch, stop)? {
-                self.shard_seq[shard] -= 1;
                 break;
             }
-            self.last_send_ns[shard] = now;
+            match self.opts.identity {
+                Identity::Restamp => {
+                    if !cached {
+                        self.shard_seq[shard] += 1;
+                    }
+                    self.last_send_ns[shard] = now;
+                }
+                Identity::Preserve if !cached => self.on_sent(&header, shard, now),
+                Identity::Preserve => {}
+            }
             stats.sent += 1;
+            if cached {
+                stats.cached += 1;
+            } else if header.kind == Kind::Gap {
+                stats.gap_notices += 1;
+            }
             stats.bytes += self.scratch.len() as u64;
             stats.per_shard[shard] += 1;
             stats.first_seq.get_or_insert(seq);
@@ -346,13 +452,58 @@ impl Replayer {
             stats.last_seq = Some(seq);
             stats.last_capture_ns = Some(capture_ns);
         }
+        if !stop.load(Ordering::Relaxed) {
+            // One last heartbeat each: a subscriber that lost the final message learns it now.
+            self.heartbeats(clock, stop, &mut stats, true)?;
+        }
         stats.elapsed = started.elapsed();
         stats.end_seq = reader.end_seq();
         stats.subscriptions = self.poll_subscriptions()?.to_vec();
+        stats.subscribers = self.peak_subscriptions;
+        stats.publishers = self.out.iter().filter(|p| p.active).count() as u64;
         Ok(stats)
     }
 
-    /// Sleeps up to `wait` (in slices, watching `stop`) and sends heartbeats on shards idle past the interval.
+    /// Identity mode: remembers what an original publisher has now said (for its heartbeats).
+    fn on_sent(&mut self, h: &Header, shard: usize, now: u64) {
+        let i = match self.out.get(self.out_last_hit) {
+            Some(p) if p.publisher == h.publisher_id => self.out_last_hit,
+            _ => match self.out.iter().position(|p| p.publisher == h.publisher_id) {
+                Some(i) => i,
+                None if self.out.len() < MAX_OUT_PUBLISHERS => {
+                    self.out.push(OutPublisher {
+                        publisher: h.publisher_id,
+                        session: h.session,
+                        last_seq: h.sequence,
+                        shard,
+                        last_send_ns: now,
+                        sent: 0,
+                        active: true,
+                        hb_topic: format!("H.{}", h.publisher_id),
+                    });
+                    self.out.len() - 1
+                }
+                None => return,
+            },
+        };
+        self.out_last_hit = i;
+        let p = &mut self.out[i];
+        if p.session != h.session {
+            // The recording holds a restart of this publisher: follow it.
+            p.session = h.session;
+            p.last_seq = h.sequence;
+        } else {
+            p.last_seq = p.last_seq.max(h.sequence);
+        }
+        if h.kind != Kind::Gap {
+            p.sent += 1;
+        }
+        p.shard = shard;
+        p.last_send_ns = now;
+        p.active = true;
+    }
+
+    /// Sleeps up to `wait` (in slices, watching `stop`) and sends heartbeats for publishers idle past the interval.
     fn idle(
         &mut self,
         wait: Duration,
@@ -365,37 +516,84 @@ impl Replayer {
         if wait > slack {
             std::thread::sleep(wait - slack);
         }
+        self.poll_subscriptions()?;
+        self.heartbeats(clock, stop, stats, false)
+    }
+
+    /// Sends a heartbeat for every publisher (identity mode) or shard (restamp mode) idle past the interval, or,
+    /// with `all`, for every one active in this run.
+    fn heartbeats(
+        &mut self,
+        clock: &dyn Clock,
+        stop: &AtomicBool,
+        stats: &mut ReplayStats,
+        all: bool,
+    ) -> Result<(), RecorderError> {
         let interval = self.opts.heartbeat_interval;
         if interval.is_zero() {
             return Ok(());
         }
-        for shard in 0..self.sockets.len() {
-            let now = clock.now_ns();
-            if now.saturating_sub(self.last_send_ns[shard]) < interval.as_nanos() as u64
-                || stop.load(Ordering::Relaxed)
-            {
-                continue;
+        let interval_ns = interval.as_nanos() as u64;
+        let due = |last: u64, now: u64| all || now.saturating_sub(last) >= interval_ns;
+        match self.opts.identity {
+            Identity::Preserve => {
+                for i in 0..self.out.len() {
+                    let now = clock.now_ns();
+                    let p = &self.out[i];
+                    if !p.active || !due(p.last_send_ns, now) || stop.load(Ordering::Relaxed) {
+                        continue;
+                    }
+                    let header = Header {
+                        kind: Kind::Heartbeat,
+                        flags: Flags::REPLAY,
+                        publisher_id: p.publisher,
+                        // A heartbeat names the last sequence accounted for.
+                        sequence: p.last_seq,
+                        send_time_ns: now,
+                        origin_time_ns: now,
+                        session: p.session,
+                    };
+                    let hb = Heartbeat {
+                        interval_ns,
+                        messages_sent: p.sent,
+                    };
+                    let frame = tickbox_wire::encode_to_vec(&p.hb_topic, &header, &hb.into())
+                        .map_err(|e| RecorderError::InvalidOption(format!("heartbeat: {e}")))?;
+                    if send_blocking(&self.sockets[p.shard], &frame, stop)? {
+                        stats.heartbeats_sent += 1;
+                    }
+                    self.out[i].last_send_ns = now;
+                }
             }
-            let header = Header {
-                kind: Kind::Heartbeat,
-                flags: Flags::REPLAY,
-                publisher_id: self.opts.publisher_id_base + shard as u32,
-                // A heartbeat repeats the last data sequence sent.
-                sequence: self.shard_seq[shard],
-                send_time_ns: now,
-                origin_time_ns: now,
-                session: 0,
-            };
-            let hb = Heartbeat {
-                interval_ns: interval.as_nanos() as u64,
-                messages_sent: stats.per_shard.get(shard).copied().unwrap_or(0),
-            };
-            let frame = tickbox_wire::encode_to_vec(&self.hb_topics[shard], &header, &hb.into())
-                .map_err(|e| RecorderError::InvalidOption(format!("heartbeat: {e}")))?;
-            if send_blocking(&self.sockets[shard], &frame, stop)? {
-                stats.heartbeats_sent += 1;
+            Identity::Restamp => {
+                for shard in 0..self.sockets.len() {
+                    let now = clock.now_ns();
+                    if !due(self.last_send_ns[shard], now) || stop.load(Ordering::Relaxed) {
+                        continue;
+                    }
+                    let header = Header {
+                        kind: Kind::Heartbeat,
+                        flags: Flags::REPLAY,
+                        publisher_id: self.opts.publisher_id_base + shard as u32,
+                        // A heartbeat repeats the last data sequence sent.
+                        sequence: self.shard_seq[shard],
+                        send_time_ns: now,
+                        origin_time_ns: now,
+                        session: 0,
+                    };
+                    let hb = Heartbeat {
+                        interval_ns,
+                        messages_sent: stats.per_shard.get(shard).copied().unwrap_or(0),
+                    };
+                    let frame =
+                        tickbox_wire::encode_to_vec(&self.hb_topics[shard], &header, &hb.into())
+                            .map_err(|e| RecorderError::InvalidOption(format!("heartbeat: {e}")))?;
+                    if send_blocking(&self.sockets[shard], &frame, stop)? {
+                        stats.heartbeats_sent += 1;
+                    }
+                    self.last_send_ns[shard] = now;
+                }
             }
-            self.last_send_ns[shard] = now;
         }
         Ok(())
     }

@@ -111,7 +111,7 @@ fn follow_replay_tails_a_recording_in_progress() {
 
     assert_eq!(rec.messages, N);
     assert_eq!(stats.sent, N, "{stats:?}");
-    // Gap-free renumbering, original order (origin time = the source's sequence here).
+    // The original sequences, in order (origin time = the source's sequence here).
     assert_eq!(got.len() as u64, N);
     for (k, (seq, origin)) in got.iter().enumerate() {
         assert_eq!((*seq, *origin), (k as u64 + 1, k as u64 + 1));
@@ -119,7 +119,7 @@ fn follow_replay_tails_a_recording_in_progress() {
 }
 
 #[test]
-fn idle_shards_send_their_own_heartbeats_and_recorded_ones_are_dropped() {
+fn idle_publishers_get_heartbeats_in_their_own_name_and_recorded_ones_are_dropped() {
     let dir = tempfile::tempdir().unwrap();
     let journal = dir.path().join("gap.tbj");
     {
@@ -160,6 +160,7 @@ fn idle_shards_send_their_own_heartbeats_and_recorded_ones_are_dropped() {
         .run(&mut reader, &SystemClock, &stop, |_| {})
         .unwrap();
     assert_eq!((stats.sent, stats.skipped_heartbeats), (2, 1));
+    assert_eq!((stats.subscribers, stats.publishers), (1, 1));
     let mut seen = Vec::new();
     while sub.poll(zmq::POLLIN, 200).unwrap() > 0 {
         let f = sub.recv_bytes(0).unwrap();
@@ -171,21 +172,18 @@ fn idle_shards_send_their_own_heartbeats_and_recorded_ones_are_dropped() {
             m.header().sequence,
         ));
     }
-    // data 1, then the shard's own heartbeats repeating sequence 1 during the 600 ms gap, then data 2.
-    assert_eq!(
-        seen.first().unwrap(),
-        &(Kind::Trade, "T.XNAS.S1".to_string(), 9000, 1)
-    );
-    assert_eq!(
-        seen.last().unwrap(),
-        &(Kind::Trade, "T.XNAS.S2".to_string(), 9000, 2)
-    );
-    let hbs = &seen[1..seen.len() - 1];
+    // data 1, then heartbeats of publisher 3 repeating sequence 1 during the 600 ms gap, then data 2 and a final
+    // heartbeat naming 2 (so a lost last message would be noticed).
+    assert_eq!(seen[0], (Kind::Trade, "T.XNAS.S1".to_string(), 3, 1));
+    let n = seen.len();
+    assert_eq!(seen[n - 2], (Kind::Trade, "T.XNAS.S2".to_string(), 3, 2));
+    assert_eq!(seen[n - 1], (Kind::Heartbeat, "H.3".to_string(), 3, 2));
+    let hbs = &seen[1..n - 2];
     assert!((3..=7).contains(&hbs.len()), "{seen:?}");
     assert!(
         hbs.iter()
-            .all(|h| *h == (Kind::Heartbeat, "H.9000".to_string(), 9000, 1)),
+            .all(|h| *h == (Kind::Heartbeat, "H.3".to_string(), 3, 1)),
         "{seen:?}"
     );
-    assert_eq!(stats.heartbeats_sent as usize, hbs.len());
+    assert_eq!(stats.heartbeats_sent as usize, hbs.len() + 1);
 }

@@ -1,11 +1,13 @@
-//! Cost of the per-message checks a shard runs: decode the header, judge lateness, track the sequence.
+//! Cost of the per-message checks a shard runs: decode the header, learn the publisher's clock offset, judge
+//! lateness, track the sequence, choose the worker.
 
 use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use tickbox_subscriber::{GapDetector, Snail};
+use tickbox_subscriber::{delay_ns, lateness_ns, ClockTable, SequenceTracker, Snail, SnailMode};
 use tickbox_wire::{encode_to_vec, now_ns, Header, Kind, MessageRef, Quote};
+use tickbox_workers::worker_for_topic;
 
 fn bench(c: &mut Criterion) {
     let snail = Snail::new(Duration::from_secs(1));
@@ -30,14 +32,32 @@ fn bench(c: &mut Criterion) {
         })
         .collect();
     group.bench_function("decode_snail_gap", |b| {
-        let mut gaps = GapDetector::new();
+        let mut gaps = SequenceTracker::new();
         let mut i = 0usize;
         b.iter(|| {
             let frame = &frames[i & 1023];
             i += 1;
             let msg = MessageRef::decode(black_box(frame)).unwrap();
             let verdict = snail.check(msg.header(), base + 500);
-            black_box((verdict, gaps.on_message(msg.header())))
+            black_box((verdict, gaps.on_message(&msg)))
+        })
+    });
+    // What the shard does per message today: the above plus the clock table and the worker choice.
+    group.bench_function("decode_clock_snail_gap_dispatch", |b| {
+        let mut gaps = SequenceTracker::new();
+        let clocks = ClockTable::new(100_000_000);
+        let mut i = 0usize;
+        b.iter(|| {
+            let frame = &frames[i & 1023];
+            i += 1;
+            let msg = MessageRef::decode(black_box(frame)).unwrap();
+            let h = msg.header();
+            let now = base + 500;
+            let (min, _) = clocks.observe(h.publisher_id, delay_ns(now, h.send_time_ns));
+            let lateness = lateness_ns(SnailMode::SkewTolerant, now, h.send_time_ns, min);
+            let verdict = snail.judge(lateness);
+            let worker = worker_for_topic(msg.topic().as_bytes(), 3);
+            black_box((verdict, gaps.on_message(&msg), worker))
         })
     });
     group.finish();

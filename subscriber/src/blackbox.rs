@@ -7,13 +7,20 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 use serde::Serialize;
-use tickbox_wire::{now_ns, Header, MessageRef};
-use tickbox_workers::{Delivery, DequeueHook, Worker, WorkerOutcome, WorkerPool, WorkersConfig};
+use tickbox_wire::{
+    now_ns, Flags, Header, Kind, MessageRef, PublisherLedger, SequenceEvent, SequenceTotals,
+    SequenceTracker,
+};
+use tickbox_workers::{
+    worker_for_topic, Delivery, DequeueHook, Dispatch, Inbox, Worker, WorkerOutcome, WorkerPool,
+    WorkersConfig,
+};
 
+use crate::clock::{delay_ns, ClockOffset, ClockTable};
 use crate::duration::format_duration;
-use crate::gap::{GapDetector, GapEvent};
-use crate::snail::{SharedThreshold, Verdict};
-use crate::{GapPolicy, ShardConfig, SubscriberConfig, SubscriberError};
+use crate::nic::check_nic;
+use crate::snail::{lateness_ns, SharedThreshold, Verdict};
+use crate::{GapPolicy, ShardConfig, SnailMode, SubscriberConfig, SubscriberError};
 
 /// Where a late message was caught.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -82,13 +89,23 @@ pub struct ShardReport {
     pub malformed: u64,
     /// LVC cached values (exempt from the snail and gap checks).
     pub cached: u64,
+    /// Gap notices (`Kind::Gap`: sequences a replayed journal lacks). Accounted for by the sequence tracker, exempt
+    /// from the snail, and not forwarded to workers.
+    pub gap_notices: u64,
     /// Messages past the snail threshold.
     pub late: u64,
-    /// Gap events and messages missing in them.
+    /// Gap events (this hop's own losses) and sequences missing in them.
     pub gaps: u64,
     pub missing: u64,
     pub restarts: u64,
     pub publishers: usize,
+    /// The sequence tracker's totals (all zero when a topic filter makes gaps expected and tracking is off).
+    pub sequence: SequenceTotals,
+    /// Per-publisher accounts, in order of first appearance.
+    pub ledgers: Vec<PublisherLedger>,
+    /// Messages forwarded to each worker's queue (`by_topic`); with `round_robin` all go to the one shared queue
+    /// (index 0) and the workers' `processed` counts say who took them.
+    pub forwarded_per_worker: Vec<u64>,
     /// Receive lateness, ns.
     pub lateness: Histogram<u64>,
 }
@@ -115,6 +132,12 @@ pub struct Report<W> {
     /// Forwarded by shards but never taken by a worker (only non-zero after an abort or a drain timeout).
     pub unprocessed: u64,
     pub elapsed: Duration,
+    pub dispatch: Dispatch,
+    pub snail_mode: SnailMode,
+    /// Estimated clock offset per publisher (minimum observed one-way delay), by publisher id.
+    pub clock_offsets: Vec<ClockOffset>,
+    /// Messages from publishers beyond the clock table's bound (judged strictly).
+    pub clock_untracked: u64,
 }
 
 impl<W> Report<W> {
@@ -140,6 +163,53 @@ impl<W> Report<W> {
     pub fn late(&self) -> u64 {
         self.shards.iter().map(|s| s.late).sum::<u64>()
             + self.workers.iter().map(|w| w.late).sum::<u64>()
+    }
+    /// Sequence totals over all shards.
+    pub fn sequence_totals(&self) -> SequenceTotals {
+        let mut t = SequenceTotals::default();
+        for s in &self.shards {
+            let q = &s.sequence;
+            t.publishers += q.publishers;
+            t.received += q.received;
+            t.missing += q.missing;
+            t.recorded_missing += q.recorded_missing;
+            t.duplicates += q.duplicates;
+            t.reordered += q.reordered;
+            t.restarts += q.restarts;
+            t.anomalies += q.anomalies;
+            t.gap_events += q.gap_events;
+            t.recorded_gap_events += q.recorded_gap_events;
+            t.untracked += q.untracked;
+            t.cached += q.cached;
+        }
+        t
+    }
+    /// Gap notices received over all shards.
+    pub fn gap_notices(&self) -> u64 {
+        self.shards.iter().map(|s| s.gap_notices).sum()
+    }
+    /// Per-publisher accounts over all shards (a publisher seen by two shards is summed), by publisher id.
+    pub fn ledgers(&self) -> Vec<PublisherLedger> {
+        let mut out: Vec<PublisherLedger> = Vec::new();
+        for l in self.shards.iter().flat_map(|s| &s.ledgers) {
+            match out.iter_mut().find(|m| m.publisher == l.publisher) {
+                None => out.push(*l),
+                Some(m) => {
+                    m.last_sequence = m.last_sequence.max(l.last_sequence);
+                    m.received += l.received;
+                    m.missing += l.missing;
+                    m.recorded_missing += l.recorded_missing;
+                    m.duplicates += l.duplicates;
+                    m.reordered += l.reordered;
+                    m.restarts += l.restarts;
+                    m.anomalies += l.anomalies;
+                    m.gap_events += l.gap_events;
+                    m.recorded_gap_events += l.recorded_gap_events;
+                }
+            }
+        }
+        out.sort_by_key(|l| l.publisher);
+        out
     }
     /// Receive lateness over all shards.
     pub fn receive_lateness(&self) -> Histogram<u64> {
@@ -232,6 +302,8 @@ impl Shared {
 /// The worker-side snail: checks dequeue lateness and records it.
 pub struct SnailHook {
     threshold: SharedThreshold,
+    mode: SnailMode,
+    clocks: Arc<ClockTable>,
     shared: Arc<Shared>,
     late: u64,
     lateness: Histogram<u64>,
@@ -252,8 +324,22 @@ impl DequeueHook for SnailHook {
         if self.shared.tripped.load(Ordering::Relaxed) {
             return false;
         }
+        let header = msg.header();
+        if header.flags.contains(Flags::CACHED) || header.kind == Kind::Gap {
+            return true;
+        }
         let snail = self.threshold.snail();
-        match snail.check(msg.header(), delivery.dequeued_ns) {
+        let min_delay = match self.mode {
+            SnailMode::Strict => None,
+            SnailMode::SkewTolerant => self.clocks.min_delay(header.publisher_id),
+        };
+        let lateness = lateness_ns(
+            self.mode,
+            delivery.dequeued_ns,
+            header.send_time_ns,
+            min_delay,
+        );
+        match snail.judge(lateness) {
             Verdict::OnTime { lateness_ns } => {
                 self.lateness.saturating_record(lateness_ns.max(1));
                 true
@@ -262,7 +348,6 @@ impl DequeueHook for SnailHook {
             Verdict::Late { lateness_ns } => {
                 self.late += 1;
                 self.lateness.saturating_record(lateness_ns);
-                let header = msg.header();
                 self.shared.trip(Fatal::Snail(SnailEvent {
                     stage: Stage::Worker,
                     index: delivery.worker,
@@ -301,14 +386,15 @@ pub fn endpoint_via_nic(endpoint: &str, nic: &str) -> Result<String, SubscriberE
     Ok(format!("tcp://{nic}:0;{rest}"))
 }
 
-static INSTANCE: AtomicUsize = AtomicUsize::new(0);
-
 /// A running Black Box subscriber.
 pub struct Subscriber<W: Worker> {
     shared: Arc<Shared>,
     shards: Vec<JoinHandle<ShardReport>>,
     pool: Option<WorkerPool<W, SnailHook>>,
     threshold: SharedThreshold,
+    clocks: Arc<ClockTable>,
+    dispatch: Dispatch,
+    snail_mode: SnailMode,
     drain_timeout: Duration,
     started: Instant,
 }
@@ -323,7 +409,15 @@ impl<W: Worker> Subscriber<W> {
         mut make: impl FnMut(usize) -> W,
     ) -> Result<Self, SubscriberError> {
         validate(config)?;
+        if workers.count == 0 {
+            return Err(SubscriberError::Workers(
+                tickbox_workers::WorkerError::NoWorkers,
+            ));
+        }
         let threshold = SharedThreshold::new(config.max_lateness.0);
+        let clocks = Arc::new(ClockTable::new(
+            u64::try_from(config.clock_skew_warn.0.as_nanos()).unwrap_or(u64::MAX),
+        ));
         let shared = Arc::new(Shared {
             go: AtomicBool::new(false),
             stop: AtomicBool::new(false),
@@ -335,13 +429,36 @@ impl<W: Worker> Subscriber<W> {
                 .collect(),
             shards_done: AtomicUsize::new(0),
         });
-        let instance = INSTANCE.fetch_add(1, Ordering::Relaxed);
+        // The hand-off: both ends are in this process, so a bounded channel moves the received `zmq::Message`
+        // itself (measured 2-2.8x the messages/s of an inproc PUSH per worker: benches/handoff.rs). by_topic: one
+        // FIFO per worker that every shard feeds; round_robin: one queue all workers take from.
+        let hwm = usize::try_from(config.handoff_hwm).unwrap_or(0).max(1);
+        let (senders, inboxes) = match config.dispatch {
+            Dispatch::ByTopic => {
+                let (tx, rx): (Vec<_>, Vec<_>) = (0..workers.count)
+                    .map(|_| crossbeam_channel::bounded::<zmq::Message>(hwm))
+                    .unzip();
+                (tx, rx.into_iter().map(Inbox::Channel).collect::<Vec<_>>())
+            }
+            Dispatch::RoundRobin => {
+                let (tx, rx) = crossbeam_channel::bounded::<zmq::Message>(hwm * workers.count);
+                (
+                    vec![tx],
+                    (0..workers.count)
+                        .map(|_| Inbox::Channel(rx.clone()))
+                        .collect(),
+                )
+            }
+        };
         let everything = config.topics.is_empty() || config.topics.iter().any(|t| t.is_empty());
         let mut subscriber = Subscriber {
             shared: Arc::clone(&shared),
             shards: Vec::with_capacity(config.shards.len()),
             pool: None,
             threshold: threshold.clone(),
+            clocks: Arc::clone(&clocks),
+            dispatch: config.dispatch,
+            snail_mode: config.snail_mode,
             drain_timeout: config.drain_timeout.0,
             started: Instant::now(),
         };
@@ -350,7 +467,7 @@ impl<W: Worker> Subscriber<W> {
             let settings = ShardSettings {
                 index,
                 shard: shard.clone(),
-                handoff: format!("inproc://tickbox-blackbox-{instance}-{index}"),
+                handoff: senders.clone(),
                 topics: if everything {
                     Vec::new()
                 } else {
@@ -359,8 +476,11 @@ impl<W: Worker> Subscriber<W> {
                 gaps: everything,
                 gap_policy: config.gap_policy,
                 threshold: threshold.clone(),
+                snail_mode: config.snail_mode,
+                clocks: Arc::clone(&clocks),
+                dispatch: config.dispatch,
+                workers: workers.count,
                 rcv_hwm: config.rcv_hwm,
-                handoff_hwm: config.handoff_hwm,
                 poll_ms: config.poll_ms.clamp(1, 1_000) as i64,
             };
             let ctx = ctx.clone();
@@ -373,17 +493,20 @@ impl<W: Worker> Subscriber<W> {
             subscriber.shards.push(handle);
         }
         drop(ready_tx);
-        let mut handoffs = vec![String::new(); config.shards.len()];
+        // Only the shards hold senders from now on: when they are all gone, the workers see the end.
+        drop(senders);
         for _ in 0..config.shards.len() {
             match ready_rx.recv_timeout(Duration::from_secs(10)) {
-                Ok(Ok((index, endpoint))) => handoffs[index] = endpoint,
+                Ok(Ok(_index)) => {}
                 Ok(Err(err)) => return Err(err),
                 Err(_) => return Err(SubscriberError::NotStarted(subscriber.shards.len())),
             }
         }
-        let pool = WorkerPool::spawn(ctx, &handoffs, workers, |i| {
+        let pool = WorkerPool::spawn_with_inboxes(ctx, inboxes, workers, |i| {
             let hook = SnailHook {
                 threshold: threshold.clone(),
+                mode: config.snail_mode,
+                clocks: Arc::clone(&clocks),
                 shared: Arc::clone(&shared),
                 late: 0,
                 lateness: lateness_histogram(),
@@ -422,6 +545,20 @@ impl<W: Worker> Subscriber<W> {
     /// handle (e.g. from a configuration watch) changes the verdict from the next message on.
     pub fn threshold(&self) -> SharedThreshold {
         self.threshold.clone()
+    }
+
+    /// How shards hand messages to workers.
+    pub fn dispatch(&self) -> Dispatch {
+        self.dispatch
+    }
+
+    pub fn snail_mode(&self) -> SnailMode {
+        self.snail_mode
+    }
+
+    /// Estimated clock offsets so far, by publisher.
+    pub fn clock_offsets(&self) -> Vec<ClockOffset> {
+        self.clocks.offsets()
     }
 
     /// Per-shard counters so far, for status reporting while running.
@@ -517,6 +654,10 @@ impl<W: Worker> Subscriber<W> {
             fatal: self.fatal(),
             unprocessed: forwarded.saturating_sub(taken),
             elapsed: self.started.elapsed(),
+            dispatch: self.dispatch,
+            snail_mode: self.snail_mode,
+            clock_offsets: self.clocks.offsets(),
+            clock_untracked: self.clocks.untracked(),
         })
     }
 }
@@ -565,6 +706,8 @@ fn validate(config: &SubscriberConfig) -> Result<(), SubscriberError> {
             for ep in &shard.connect {
                 endpoint_via_nic(ep, nic)?;
             }
+            // Before any socket exists: a missing NIC would otherwise connect to nothing, silently.
+            check_nic(nic)?;
         }
     }
     Ok(())
@@ -573,22 +716,26 @@ fn validate(config: &SubscriberConfig) -> Result<(), SubscriberError> {
 struct ShardSettings {
     index: usize,
     shard: ShardConfig,
-    handoff: String,
+    /// One sender per worker (by_topic) or one shared queue (round_robin).
+    handoff: Vec<crossbeam_channel::Sender<zmq::Message>>,
     topics: Vec<String>,
     gaps: bool,
     gap_policy: GapPolicy,
     threshold: SharedThreshold,
+    snail_mode: SnailMode,
+    clocks: Arc<ClockTable>,
+    dispatch: Dispatch,
+    workers: usize,
     rcv_hwm: i32,
-    handoff_hwm: i32,
     poll_ms: i64,
 }
 
-type Ready = mpsc::Sender<Result<(usize, String), SubscriberError>>;
+type Ready = mpsc::Sender<Result<usize, SubscriberError>>;
 
-fn open_shard_sockets(
+fn open_shard_socket(
     ctx: &zmq::Context,
     s: &ShardSettings,
-) -> Result<(zmq::Socket, zmq::Socket), SubscriberError> {
+) -> Result<zmq::Socket, SubscriberError> {
     let shard = s.index;
     let zerr = |what| {
         move |source| SubscriberError::Zmq {
@@ -597,10 +744,6 @@ fn open_shard_sockets(
             source,
         }
     };
-    let push = ctx.socket(zmq::PUSH).map_err(zerr("create PUSH"))?;
-    push.set_linger(0).map_err(zerr("set linger"))?;
-    push.set_sndhwm(s.handoff_hwm).map_err(zerr("set sndhwm"))?;
-    push.bind(&s.handoff).map_err(zerr("bind hand-off"))?;
     let sub = ctx.socket(zmq::SUB).map_err(zerr("create SUB"))?;
     sub.set_linger(0).map_err(zerr("set linger"))?;
     sub.set_rcvhwm(s.rcv_hwm).map_err(zerr("set rcvhwm"))?;
@@ -628,7 +771,7 @@ fn open_shard_sockets(
                 source,
             })?;
     }
-    Ok((sub, push))
+    Ok(sub)
 }
 
 /// Logs at most once a second, counting what it held back.
@@ -671,18 +814,21 @@ fn run_shard(
         forwarded: 0,
         malformed: 0,
         cached: 0,
+        gap_notices: 0,
         late: 0,
         gaps: 0,
         missing: 0,
         restarts: 0,
         publishers: 0,
+        sequence: SequenceTotals::default(),
+        ledgers: Vec::new(),
+        forwarded_per_worker: vec![0; s.workers.max(1)],
         lateness: lateness_histogram(),
     };
-    let sockets = open_shard_sockets(&ctx, &s);
-    let (sub, push) = match sockets {
-        Ok(sockets) => {
-            let _ = ready.send(Ok((index, s.handoff.clone())));
-            sockets
+    let sub = match open_shard_socket(&ctx, &s) {
+        Ok(sub) => {
+            let _ = ready.send(Ok(index));
+            sub
         }
         Err(err) => {
             let _ = ready.send(Err(err));
@@ -694,29 +840,170 @@ fn run_shard(
     while !shared.go.load(Ordering::Acquire) && !shared.stop.load(Ordering::Acquire) {
         std::thread::sleep(Duration::from_millis(1));
     }
-    receive_loop(&s, &shared, &sub, &push, &mut report);
+    receive_loop(&s, &shared, &sub, &mut report);
     shared.shards_done.fetch_add(1, Ordering::AcqRel);
     // Closing the PUSH with linger 0 would drop what the workers have not taken yet: wait for the release.
     while !shared.release.load(Ordering::Acquire) {
         std::thread::sleep(Duration::from_millis(1));
     }
     drop(sub);
-    drop(push);
     report
 }
 
-fn receive_loop(
-    s: &ShardSettings,
-    shared: &Shared,
-    sub: &zmq::Socket,
-    push: &zmq::Socket,
-    report: &mut ShardReport,
-) {
+/// Rate-limited logs of the sequence events that are counted, not fatal.
+struct SequenceLogs {
+    gap: RateLimited,
+    recorded: RateLimited,
+    restart: RateLimited,
+    duplicate: RateLimited,
+    reordered: RateLimited,
+    anomaly: RateLimited,
+    untracked: RateLimited,
+}
+
+impl SequenceLogs {
+    fn new() -> Self {
+        SequenceLogs {
+            gap: RateLimited::new(),
+            recorded: RateLimited::new(),
+            restart: RateLimited::new(),
+            duplicate: RateLimited::new(),
+            reordered: RateLimited::new(),
+            anomaly: RateLimited::new(),
+            untracked: RateLimited::new(),
+        }
+    }
+}
+
+/// Logs one non-fatal sequence event (at most one line per kind of event per second).
+fn log_sequence_event(shard: usize, event: &SequenceEvent, logs: &mut SequenceLogs, now: u64) {
+    match *event {
+        SequenceEvent::InOrder | SequenceEvent::Exempt => {}
+        SequenceEvent::First {
+            publisher,
+            session,
+            sequence,
+        } => tracing::debug!(
+            shard,
+            publisher,
+            session,
+            sequence,
+            "first message from publisher"
+        ),
+        SequenceEvent::Gap {
+            publisher,
+            first_missing,
+            last_missing,
+            ..
+        } => {
+            if let Some(suppressed) = logs.gap.allow(now) {
+                tracing::warn!(
+                    shard,
+                    publisher,
+                    first_missing,
+                    last_missing,
+                    suppressed,
+                    "sequence gap: messages lost before this subscriber"
+                );
+            }
+        }
+        SequenceEvent::RecordedGap {
+            publisher,
+            first_missing,
+            last_missing,
+            ..
+        } => {
+            if let Some(suppressed) = logs.recorded.allow(now) {
+                tracing::info!(
+                    shard,
+                    publisher,
+                    first_missing,
+                    last_missing,
+                    suppressed,
+                    "recorded gap: the journal this stream is replayed from lacks these sequences"
+                );
+            }
+        }
+        SequenceEvent::Restart {
+            publisher,
+            previous_session,
+            previous,
+            session,
+            sequence,
+        } => {
+            if let Some(suppressed) = logs.restart.allow(now) {
+                tracing::info!(
+                    shard,
+                    publisher,
+                    previous_session,
+                    previous,
+                    session,
+                    sequence,
+                    suppressed,
+                    "publisher restarted; counting starts again"
+                );
+            }
+        }
+        SequenceEvent::Duplicate {
+            publisher,
+            sequence,
+        } => {
+            if let Some(suppressed) = logs.duplicate.allow(now) {
+                tracing::warn!(shard, publisher, sequence, suppressed, "duplicate sequence");
+            }
+        }
+        SequenceEvent::Reordered {
+            publisher,
+            sequence,
+        } => {
+            if let Some(suppressed) = logs.reordered.allow(now) {
+                tracing::info!(
+                    shard,
+                    publisher,
+                    sequence,
+                    suppressed,
+                    "late arrival inside an earlier gap: no longer missing"
+                );
+            }
+        }
+        SequenceEvent::Anomaly {
+            publisher,
+            last,
+            sequence,
+        } => {
+            if let Some(suppressed) = logs.anomaly.allow(now) {
+                tracing::warn!(
+                    shard,
+                    publisher,
+                    last,
+                    sequence,
+                    suppressed,
+                    "implausible sequence jump (forged or corrupt header): counted as an anomaly, ignored"
+                );
+            }
+        }
+        SequenceEvent::Untracked { publisher } => {
+            if let Some(suppressed) = logs.untracked.allow(now) {
+                tracing::warn!(
+                    shard,
+                    publisher,
+                    suppressed,
+                    "too many publishers: this one's sequences are not tracked"
+                );
+            }
+        }
+    }
+}
+
+fn receive_loop(s: &ShardSettings, shared: &Shared, sub: &zmq::Socket, report: &mut ShardReport) {
+    let pushes = &s.handoff;
     let index = s.index;
     let live = &shared.live[index];
-    let mut gaps = GapDetector::new();
+    let mut tracker = SequenceTracker::new();
     let mut malformed_log = RateLimited::new();
-    let mut gap_log = RateLimited::new();
+    let mut logs = SequenceLogs::new();
+    let by_topic = s.dispatch == Dispatch::ByTopic && pushes.len() > 1;
+    let skew_tolerant = s.snail_mode == SnailMode::SkewTolerant;
     let mut msg = zmq::Message::new();
     loop {
         if shared.stop.load(Ordering::Relaxed) || shared.tripped.load(Ordering::Relaxed) {
@@ -737,8 +1024,8 @@ fn receive_loop(
         report.received += 1;
         live.received.store(report.received, Ordering::Relaxed);
         let now = now_ns();
-        let header: Header = match MessageRef::decode(&msg) {
-            Ok(view) => *view.header(),
+        let view = match MessageRef::decode(&msg) {
+            Ok(view) => view,
             Err(err) => {
                 report.malformed += 1;
                 if let Some(suppressed) = malformed_log.allow(now) {
@@ -753,109 +1040,118 @@ fn receive_loop(
                 continue;
             }
         };
-        let snail = s.threshold.snail();
-        match snail.check(&header, now) {
-            Verdict::OnTime { lateness_ns } => {
-                report.lateness.saturating_record(lateness_ns.max(1));
+        let header: Header = *view.header();
+        let notice = header.kind == Kind::Gap;
+        // Cached values are old by design; a gap notice's send time says when a journal was replayed, not how
+        // late market data is. Neither is timed, nor teaches the clock table anything.
+        if header.flags.contains(Flags::CACHED) {
+            report.cached += 1;
+        } else if notice {
+            report.gap_notices += 1;
+        } else {
+            let (min_delay, warning) = s
+                .clocks
+                .observe(header.publisher_id, delay_ns(now, header.send_time_ns));
+            if let Some(w) = warning {
+                tracing::warn!(
+                    shard = index,
+                    publisher = w.publisher,
+                    offset = %format_signed(w.offset_ns),
+                    "publisher clock offset beyond clock_skew_warn (minimum observed delay; positive: its clock \
+                     is behind ours){}",
+                    if skew_tolerant { "" } else { "; snail_mode = \"skew_tolerant\" judges lateness relative to it" }
+                );
             }
-            Verdict::Exempt => report.cached += 1,
-            Verdict::Late { lateness_ns } => {
-                report.late += 1;
-                live.late.store(report.late, Ordering::Relaxed);
-                report.lateness.saturating_record(lateness_ns);
-                shared.trip(Fatal::Snail(SnailEvent {
-                    stage: Stage::Shard,
-                    index,
-                    publisher: header.publisher_id,
-                    topic: topic_of(&msg),
-                    sequence: header.sequence,
-                    lateness_ns,
-                    threshold_ns: snail.threshold_ns(),
-                    send_time_ns: header.send_time_ns,
-                    received_ns: now,
-                }));
-                break;
+            let lateness = lateness_ns(
+                s.snail_mode,
+                now,
+                header.send_time_ns,
+                if skew_tolerant { min_delay } else { None },
+            );
+            let snail = s.threshold.snail();
+            match snail.judge(lateness) {
+                Verdict::OnTime { lateness_ns } => {
+                    report.lateness.saturating_record(lateness_ns.max(1));
+                }
+                Verdict::Exempt => {}
+                Verdict::Late { lateness_ns } => {
+                    report.late += 1;
+                    live.late.store(report.late, Ordering::Relaxed);
+                    report.lateness.saturating_record(lateness_ns);
+                    shared.trip(Fatal::Snail(SnailEvent {
+                        stage: Stage::Shard,
+                        index,
+                        publisher: header.publisher_id,
+                        topic: view.topic().to_owned(),
+                        sequence: header.sequence,
+                        lateness_ns,
+                        threshold_ns: snail.threshold_ns(),
+                        send_time_ns: header.send_time_ns,
+                        received_ns: now,
+                    }));
+                    break;
+                }
             }
         }
         if s.gaps {
-            match gaps.on_message(&header) {
-                GapEvent::InOrder | GapEvent::Exempt => {}
-                GapEvent::First {
-                    publisher,
-                    sequence,
-                } => {
-                    report.publishers = gaps.publishers();
-                    tracing::debug!(
-                        shard = index,
+            let event = tracker.on_message(&view);
+            if let SequenceEvent::Gap {
+                publisher,
+                first_missing,
+                last_missing,
+                ..
+            } = event
+            {
+                report.gaps += 1;
+                live.gaps.store(report.gaps, Ordering::Relaxed);
+                if s.gap_policy == GapPolicy::Die {
+                    shared.trip(Fatal::Gap(GapFatal {
+                        shard: index,
                         publisher,
-                        sequence,
-                        "first message from publisher"
-                    );
-                }
-                GapEvent::Restart {
-                    publisher,
-                    previous,
-                    sequence,
-                } => {
-                    report.restarts += 1;
-                    tracing::info!(
-                        shard = index,
-                        publisher,
-                        previous,
-                        sequence,
-                        "publisher restarted (sequence went back); accepted"
-                    );
-                }
-                event @ GapEvent::Gap {
-                    publisher,
-                    first_missing,
-                    last_missing,
-                } => {
-                    report.gaps += 1;
-                    live.gaps.store(report.gaps, Ordering::Relaxed);
-                    report.missing += event.missing();
-                    if s.gap_policy == GapPolicy::Die {
-                        shared.trip(Fatal::Gap(GapFatal {
-                            shard: index,
-                            publisher,
-                            topic: topic_of(&msg),
-                            first_missing,
-                            last_missing,
-                        }));
-                        break;
-                    }
-                    if let Some(suppressed) = gap_log.allow(now) {
-                        tracing::warn!(
-                            shard = index,
-                            publisher,
-                            first_missing,
-                            last_missing,
-                            gaps_total = report.gaps,
-                            missing_total = report.missing,
-                            suppressed,
-                            "sequence gap"
-                        );
-                    }
+                        topic: view.topic().to_owned(),
+                        first_missing,
+                        last_missing,
+                    }));
+                    break;
                 }
             }
+            log_sequence_event(index, &event, &mut logs, now);
         }
-        // Hand the received message itself to a worker: zero-copy on inproc.
+        if notice {
+            // Accounted for above; workers get market data only (see `tickbox_workers::Worker`).
+            continue;
+        }
+        let target = if by_topic {
+            worker_for_topic(view.topic().as_bytes(), pushes.len())
+        } else {
+            0
+        };
+        // Hand the received message itself to a worker: no copy. A full queue blocks (back-pressure); workers
+        // that are gone (an abort) end the shard.
         let out = std::mem::replace(&mut msg, zmq::Message::new());
-        if let Err(err) = push.send(out, 0) {
-            tracing::error!(
-                shard = index,
-                "hand-off to workers failed, shard stops: {err}"
-            );
+        if pushes[target].send(out).is_err() {
+            tracing::error!(shard = index, "workers are gone, shard stops");
             break;
         }
         report.forwarded += 1;
+        report.forwarded_per_worker[target] += 1;
         live.forwarded.store(report.forwarded, Ordering::Release);
     }
+    report.sequence = tracker.totals();
+    report.ledgers = tracker.ledgers().copied().collect();
+    report.missing = report.sequence.missing;
+    report.restarts = report.sequence.restarts;
+    report.publishers = tracker.publisher_count();
 }
 
-fn topic_of(frame: &[u8]) -> String {
-    let end = frame.iter().position(|&b| b == 0).unwrap_or(frame.len());
-    String::from_utf8_lossy(&frame[..end]).into_owned()
+/// A signed duration for logs: `+1.5s` (publisher behind) or `-10s` (ahead).
+fn format_signed(ns: i64) -> String {
+    let d = format_duration(Duration::from_nanos(ns.unsigned_abs()));
+    if ns < 0 {
+        format!("-{d}")
+    } else {
+        format!("+{d}")
+    }
 }
 
 #[cfg(test)]

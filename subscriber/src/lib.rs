@@ -1,34 +1,48 @@
 //! The Black Box subscriber: pinned SUB shard threads that decode each frame's header, run the Suicidal Snail and
-//! gap checks, and hand the very same `zmq::Message` to a pool of worker threads over `inproc` PUSH/PULL.
+//! sequence checks, and hand the very same `zmq::Message` to a pool of worker threads over bounded in-process
+//! channels (no socket, no copy).
 //!
 //! ```text
-//!  publisher endpoints ──► shard 0 (SUB, pinned, NIC) ── PUSH inproc ──┬──► worker 0 (PULL, pinned)
-//!                      ──► shard 1 (SUB, pinned, NIC) ── PUSH inproc ──┼──► worker 1
-//!                                                                      └──► worker 2   (every worker pulls from
-//!                                                                                       every shard)
+//!  publisher endpoints ──► shard 0 (SUB, pinned, NIC) ──┬──► queue 0 ──► worker 0 (pinned)
+//!                      ──► shard 1 (SUB, pinned, NIC) ──┼──► queue 1 ──► worker 1
+//!                                                       └──► queue 2 ──► worker 2
+//!        dispatch = "by_topic": a shard sends each symbol to its worker's queue (stable hash of the symbol key)
+//!        dispatch = "round_robin": one queue for all; whichever worker is free takes the next message
 //! ```
 //!
 //! Lateness is checked twice: at the shard on receipt (network and publisher-side queueing) and at each worker on
 //! dequeue (time spent waiting behind a slow worker). Either one past the threshold trips the subscriber; the
-//! owner sees [`Subscriber::fatal`] and exits with the snail's exit code.
+//! owner sees [`Subscriber::fatal`] and exits with the snail's exit code. In [`SnailMode::SkewTolerant`] lateness
+//! is measured relative to the publisher's best observed delay ([`ClockTable`]), so a publisher clock that runs
+//! behind or ahead of ours neither fires the snail on on-time messages nor hides real lateness.
 //!
-//! The protocol logic is sans-IO: [`Snail`] and [`GapDetector`] take a header and a time and return a verdict;
-//! the shard loop owns the sockets and the clock.
+//! Sequences are accounted for by [`tickbox_wire::SequenceTracker`], the engine every hop shares: only this hop's
+//! own loss (a `Gap`) can trip `gap_policy = "die"`; recorded gaps (gap notices from a replayed journal),
+//! restarts, duplicates, reordered arrivals and anomalies are counted and logged at a limited rate.
+//!
+//! The protocol logic is sans-IO: [`Snail`], the tracker and the clock table take a header and a time and
+//! return a verdict; the shard loop owns the sockets and the clock.
 
 mod blackbox;
+mod clock;
 mod duration;
-mod gap;
+mod nic;
 mod snail;
 
 pub use blackbox::{
     endpoint_via_nic, lateness_histogram, Fatal, GapFatal, LiveShardCounters, Report, ShardReport,
     SnailEvent, SnailHook, Stage, Subscriber, WorkerReport,
 };
+pub use clock::{
+    delay_ns, ClockOffset, ClockTable, SkewWarning, MAX_CLOCK_PUBLISHERS, MAX_PLAUSIBLE_OFFSET_NS,
+};
 pub use duration::{format_duration, parse_duration, DurationError, HumanDuration};
-pub use gap::{GapDetector, GapEvent};
 /// Re-exported so users of [`Report`] need no direct hdrhistogram dependency.
 pub use hdrhistogram::Histogram;
-pub use snail::{SharedThreshold, Snail, Verdict};
+pub use nic::check_nic;
+pub use snail::{lateness_ns, SharedThreshold, Snail, Verdict};
+pub use tickbox_wire::{PublisherLedger, SequenceEvent, SequenceTotals, SequenceTracker};
+pub use tickbox_workers::Dispatch;
 
 use std::time::Duration;
 
@@ -56,6 +70,41 @@ impl std::str::FromStr for GapPolicy {
     }
 }
 
+/// How the Suicidal Snail measures lateness.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SnailMode {
+    /// Receive time minus the publisher's send time, as the clocks say: exact when clocks are synchronised, but a
+    /// publisher whose clock is behind ours looks late on every message and one ahead hides real lateness.
+    #[default]
+    Strict,
+    /// Delay minus the publisher's minimum observed delay (its estimated clock offset plus the best network
+    /// delay): only lateness beyond the publisher's best is judged, whatever its clock says.
+    SkewTolerant,
+}
+
+impl SnailMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SnailMode::Strict => "strict",
+            SnailMode::SkewTolerant => "skew_tolerant",
+        }
+    }
+}
+
+impl std::str::FromStr for SnailMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "strict" => Ok(SnailMode::Strict),
+            "skew_tolerant" => Ok(SnailMode::SkewTolerant),
+            other => Err(format!(
+                "snail mode must be strict or skew_tolerant, not {other:?}"
+            )),
+        }
+    }
+}
+
 /// One shard: one SUB socket connected to `connect`, optionally from a NIC, optionally pinned.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -77,11 +126,21 @@ pub struct SubscriberConfig {
     pub topics: Vec<String>,
     /// Suicidal Snail threshold: receive time minus send time. `0` disables the guard.
     pub max_lateness: HumanDuration,
+    /// How lateness is measured: `strict` (against the publisher's clock) or `skew_tolerant` (relative to the
+    /// publisher's best observed delay).
+    pub snail_mode: SnailMode,
+    /// Warn (once per publisher each time it crosses) when a publisher's estimated clock offset exceeds this
+    /// either way; `0` never warns.
+    pub clock_skew_warn: HumanDuration,
+    /// Only this hop's own losses trip `die`; recorded gaps, restarts, duplicates and anomalies never do.
     pub gap_policy: GapPolicy,
+    /// How shards hand messages to workers: `by_topic` (one worker per symbol, in order) or `round_robin`.
+    pub dispatch: Dispatch,
     /// Receive high-water mark of each SUB socket, in messages. Every buffered message adds 1/rate of
     /// lateness when the subscriber is the bottleneck, so deep buffers turn a busy subscriber into a snail.
     pub rcv_hwm: i32,
-    /// Send high-water mark of each shard's inproc PUSH, in messages.
+    /// Capacity of each worker's hand-off queue, in messages (`round_robin`: of the one shared queue, times the
+    /// worker count). A full queue blocks the shards (back-pressure to the SUB sockets, then the publishers).
     pub handoff_hwm: i32,
     /// How often idle threads check for shutdown, in milliseconds.
     pub poll_ms: u64,
@@ -102,7 +161,10 @@ impl Default for SubscriberConfig {
             shards: Vec::new(),
             topics: Vec::new(),
             max_lateness: HumanDuration(Duration::from_secs(1)),
+            snail_mode: SnailMode::Strict,
+            clock_skew_warn: HumanDuration(Duration::from_millis(100)),
             gap_policy: GapPolicy::Warn,
+            dispatch: Dispatch::ByTopic,
             rcv_hwm: 10_000,
             handoff_hwm: 1_000,
             poll_ms: 50,
@@ -120,6 +182,8 @@ impl Default for SubscriberConfig {
 pub enum SubscriberError {
     #[error("invalid subscriber config: {0}")]
     Config(String),
+    #[error("interface {nic:?}: {reason}")]
+    Nic { nic: String, reason: String },
     #[error("shard {shard}: {what}: {source}")]
     Zmq {
         shard: usize,
@@ -171,6 +235,23 @@ mod tests {
         assert_eq!(config.clone.len(), 2);
         assert_eq!(config.member_ttl.0, Duration::from_secs(10));
         assert_eq!(config.member_id, None);
+        assert_eq!(config.dispatch, Dispatch::ByTopic);
+        assert_eq!(config.snail_mode, SnailMode::Strict);
+        assert_eq!(config.clock_skew_warn.0, Duration::from_millis(100));
+        let config: SubscriberConfig = toml::from_str(
+            "dispatch = \"round_robin\"\nsnail_mode = \"skew_tolerant\"\nclock_skew_warn = \"2s\"",
+        )
+        .unwrap();
+        assert_eq!(
+            (config.dispatch, config.snail_mode, config.clock_skew_warn.0),
+            (
+                Dispatch::RoundRobin,
+                SnailMode::SkewTolerant,
+                Duration::from_secs(2)
+            )
+        );
+        assert!(toml::from_str::<SubscriberConfig>("dispatch = \"random\"").is_err());
+        assert!(toml::from_str::<SubscriberConfig>("snail_mode = \"lax\"").is_err());
         assert!(toml::from_str::<SubscriberConfig>("max_latenes = \"1s\"").is_err());
         assert!(toml::from_str::<SubscriberConfig>("max_lateness = \"soon\"").is_err());
         assert!(toml::from_str::<SubscriberConfig>("gap_policy = \"panic\"").is_err());

@@ -10,6 +10,9 @@ use std::time::Duration;
 
 use tickbox_wire::{Flags, Header};
 
+use crate::clock::delay_ns;
+use crate::SnailMode;
+
 /// The outcome of one check.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
@@ -52,6 +55,33 @@ impl Snail {
         } else {
             Verdict::OnTime { lateness_ns }
         }
+    }
+
+    /// Judges a lateness measured by the caller ([`lateness_ns`]); the caller decides what is exempt.
+    #[inline]
+    pub fn judge(&self, lateness_ns: u64) -> Verdict {
+        if lateness_ns > self.threshold_ns {
+            Verdict::Late { lateness_ns }
+        } else {
+            Verdict::OnTime { lateness_ns }
+        }
+    }
+}
+
+/// A message's lateness at `now_ns` under `mode`. `min_delay_ns` is the publisher's minimum observed delay
+/// ([`crate::ClockTable`]); without one (an untracked publisher) the skew-tolerant mode falls back to strict.
+#[inline]
+pub fn lateness_ns(
+    mode: SnailMode,
+    now_ns: u64,
+    send_time_ns: u64,
+    min_delay_ns: Option<i64>,
+) -> u64 {
+    match (mode, min_delay_ns) {
+        (SnailMode::SkewTolerant, Some(min)) => {
+            delay_ns(now_ns, send_time_ns).saturating_sub(min).max(0) as u64
+        }
+        _ => now_ns.saturating_sub(send_time_ns),
     }
 }
 
@@ -142,6 +172,31 @@ mod tests {
             snail.check(&header, T0 + 10),
             Verdict::OnTime { lateness_ns: 10 }
         );
+    }
+
+    #[test]
+    fn skew_tolerant_lateness_is_relative_to_the_best_delay() {
+        const S: u64 = 1_000_000_000;
+        let send = T0;
+        // Publisher 1.5 s behind: strict sees 1.5 s, skew-tolerant only what exceeds the best delay.
+        let now = T0 + 3 * S / 2 + 2_000;
+        let min = Some(3 * S as i64 / 2 + 1_000);
+        assert_eq!(
+            lateness_ns(SnailMode::Strict, now, send, min),
+            3 * S / 2 + 2_000
+        );
+        assert_eq!(lateness_ns(SnailMode::SkewTolerant, now, send, min), 1_000);
+        // Publisher 10 s ahead: strict sees nothing, skew-tolerant sees the 2 s of real lateness.
+        let min = Some(-10 * S as i64);
+        let now = T0 - 8 * S;
+        assert_eq!(lateness_ns(SnailMode::Strict, now, send, min), 0);
+        assert_eq!(lateness_ns(SnailMode::SkewTolerant, now, send, min), 2 * S);
+        // Better than the best (the minimum is updated by the caller first, but never negative).
+        assert_eq!(lateness_ns(SnailMode::SkewTolerant, T0, send, Some(5)), 0);
+        assert_eq!(lateness_ns(SnailMode::SkewTolerant, T0 + 7, send, None), 7);
+        let snail = Snail::new(Duration::from_nanos(10));
+        assert_eq!(snail.judge(10), Verdict::OnTime { lateness_ns: 10 });
+        assert_eq!(snail.judge(11), Verdict::Late { lateness_ns: 11 });
     }
 
     #[test]

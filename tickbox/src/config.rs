@@ -11,13 +11,15 @@ use serde::{Deserialize, Serialize};
 #[serde(default, deny_unknown_fields)]
 pub struct TickboxConfig {
     pub feed: tickbox_feed::FeedConfig,
-    pub lvc: tickbox_feed::lvc::LvcConfig,
+    pub lvc: tickbox_lvc::LvcConfig,
     pub subscriber: tickbox_subscriber::SubscriberConfig,
     pub workers: tickbox_workers::WorkersConfig,
-    pub clone: tickbox_control::clone::CloneConfig,
-    pub broker: tickbox_control::mdp::BrokerConfig,
-    pub titanic: tickbox_control::titanic::TitanicConfig,
+    pub clone: tickbox_clone::CloneConfig,
+    pub broker: tickbox_majordomo::BrokerConfig,
+    pub titanic: tickbox_majordomo::titanic::TitanicConfig,
     pub recorder: tickbox_recorder::RecorderConfig,
+    /// libzmq context tuning (`io_threads`, I/O-thread CPUs, names, scheduling); see `tickbox_zmqx::context`.
+    pub context: tickbox_zmqx::context::ContextConfig,
 }
 
 impl TickboxConfig {

@@ -22,6 +22,8 @@ pub mod exit_code {
     pub const TIMEOUT: u8 = 4;
     /// `tickbox journal verify` found a corrupt record.
     pub const CORRUPT: u8 = 5;
+    /// `tickbox journal verify --strict`: intact, but incomplete (gap records, or records a ring overwrote).
+    pub const GAPPY: u8 = 6;
 }
 
 #[derive(Debug, Parser)]
@@ -29,7 +31,7 @@ pub mod exit_code {
     name = "tickbox",
     version,
     about = "Market-data pub-sub on ZeroMQ: feed, Black Box subscriber, LVC proxy, recorder/replayer, control plane, bench.",
-    after_help = "Exit codes: 0 ok; 1 error; 3 Suicidal Snail fired (message later than --max-lateness, or gap with gap_policy=die); 4 request timed out; 5 journal corrupt.\nLogging: RUST_LOG=debug|info|warn (default info), written to stderr."
+    after_help = "Exit codes: 0 ok; 1 error; 3 Suicidal Snail fired (message later than --max-lateness, or gap with gap_policy=die); 4 request timed out; 5 journal corrupt; 6 journal intact but incomplete (verify --strict).\nLogging: RUST_LOG=debug|info|warn (default info), written to stderr."
 )]
 struct Cli {
     /// TOML deployment config; every field has a default, so it is optional.
@@ -64,6 +66,8 @@ enum Command {
     CloneServer(cmd::clone_server::Args),
     /// Client for the Clone key-value store: get, set, del, ls, watch.
     Ctl(cmd::ctl::Args),
+    /// ZooKeeper recipes: ls, get, watch, state (locks, leaders, barriers, queues), lock, elect.
+    Coord(cmd::coord::Args),
     /// Majordomo broker (MDP 0.1 + MMI), optionally as a Binary Star pair.
     Broker(cmd::broker::Args),
     /// Titanic durable request-reply service on a Majordomo broker.
@@ -74,6 +78,8 @@ enum Command {
     Call(cmd::call::Args),
     /// Print the effective configuration (defaults merged with --config) as TOML.
     Config(cmd::config::Args),
+    /// See the host, check it, plan the pinning per NIC, and sweep to the best configuration.
+    Tune(cmd::tune::Args),
 }
 
 fn main() -> ExitCode {
@@ -98,11 +104,13 @@ fn main() -> ExitCode {
         Command::Bench(args) => cmd::bench::run(args, &config),
         Command::CloneServer(args) => cmd::clone_server::run(args, &config),
         Command::Ctl(args) => cmd::ctl::run(args, &config),
+        Command::Coord(args) => cmd::coord::run(args, &config),
         Command::Broker(args) => cmd::broker::run(args, &config),
         Command::Titanic(args) => cmd::titanic::run(args, &config),
         Command::FreelanceServer(args) => cmd::freelance_server::run(args, &config),
         Command::Call(args) => cmd::call::run(args, &config),
         Command::Config(args) => cmd::config::run(args, &config),
+        Command::Tune(args) => cmd::tune::run(args, &config),
     };
     match result {
         Ok(code) => code,
@@ -116,7 +124,8 @@ fn main() -> ExitCode {
 
 fn init_logging() {
     use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new("info,zookeeper_client=warn"));
     // Logs go to stderr so stdout stays clean for tables and machine-readable output.
     tracing_subscriber::fmt()
         .with_env_filter(filter)

@@ -7,8 +7,8 @@
 use std::sync::{Arc, Mutex};
 
 use anyhow::Context;
-use tickbox_control::mdp::status::{spawn_status_worker, StatusWorker};
-use tickbox_control::mdp::worker::WorkerConfig;
+use tickbox_majordomo::status::{spawn_status_worker, StatusWorker};
+use tickbox_majordomo::worker::WorkerConfig;
 
 pub struct StatusBoard {
     latest: Arc<Mutex<Vec<u8>>>,

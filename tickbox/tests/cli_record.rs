@@ -216,8 +216,8 @@ fn publisher_record_replay_subscriber_round_trip() {
         let h = m.header();
         assert_eq!(
             (h.publisher_id, h.sequence),
-            (9000, k as u64 + 1),
-            "renumbered gap-free"
+            (7, k as u64 + 1),
+            "the original publisher and sequence"
         );
         assert!(h.flags.contains(Flags::REPLAY));
         assert_eq!(
@@ -231,15 +231,21 @@ fn publisher_record_replay_subscriber_round_trip() {
         );
     }
 
-    // Three shards: each symbol stays on one shard, each shard is its own gap-free publisher, and per shard the
-    // original order is kept.
+    // Three shards, identities kept: the one publisher is carried whole by shard 7 % 3.
+    let (out, got) = replay(&dir.0, &journal, 3, "max", N as usize, &[]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(got.len(), N as usize);
+    assert!(got.iter().all(|(shard, _, _)| *shard == 1), "one shard");
+
+    // Three shards restamped: each symbol stays on one shard, each shard is its own gap-free publisher, and per
+    // shard the original order is kept.
     let (out, got) = replay(
         &dir.0,
         &journal,
         3,
         "max",
         N as usize,
-        &["--publisher-id", "500"],
+        &["--restamp", "--publisher-id", "500"],
     );
     assert!(out.status.success(), "{out:?}");
     assert_eq!(got.len(), N as usize);
@@ -421,18 +427,23 @@ fn recorder_killed_mid_stream_leaves_a_recoverable_prefix() {
     let out = again.wait_output(Duration::from_secs(10));
     assert!(out.status.success(), "{out:?}");
 
-    // The journal: a gap-free prefix of the feed (publisher sequences 1..=k), then the 5 new frames.
+    // The journal: a gap-free prefix of the feed (publisher sequences 1..=k), then a gap notice for what
+    // publisher 7 sent while no recorder ran (the second recorder resumed its sequence from the journal's
+    // ledger), then the 5 new frames.
     let mut r = Reader::open(&journal).unwrap();
     let mut k = 0u64;
     let mut after = Vec::new();
+    let mut notices = Vec::new();
+    let mut n = 0u64;
     while let Some(rec) = r.next().unwrap() {
-        assert_eq!(
-            rec.seq,
-            k + after.len() as u64 + 1,
-            "journal sequence gap-free"
-        );
-        let seq = MessageRef::decode(rec.payload).unwrap().header().sequence;
-        if after.is_empty() && seq == k + 1 {
+        n += 1;
+        assert_eq!(rec.seq, n, "journal sequence gap-free");
+        let m = MessageRef::decode(rec.payload).unwrap();
+        let seq = m.header().sequence;
+        if let Ok(tickbox_wire::Payload::Gap(g)) = m.payload() {
+            assert!(after.is_empty(), "the notice comes before the new frames");
+            notices.push((g.first_missing, g.last_missing));
+        } else if after.is_empty() && notices.is_empty() && seq == k + 1 {
             k += 1;
         } else {
             after.push(instrument(rec.payload));
@@ -441,6 +452,11 @@ fn recorder_killed_mid_stream_leaves_a_recoverable_prefix() {
     assert!(
         k >= seen && k <= sent,
         "kept {k}, saw {seen} before the kill, {sent} sent"
+    );
+    assert_eq!(
+        notices,
+        vec![(k + 1, 999_999)],
+        "the downtime is a recorded gap"
     );
     assert_eq!(after, (1_000_000..1_000_005).collect::<Vec<_>>());
     let o = Command::new(TICKBOX)
@@ -518,7 +534,7 @@ fn ctrl_c_stops_record_and_replay_cleanly() {
         "{s}"
     );
 
-    // A real-time replay of 5 s of capture, interrupted after a moment, stops early and still reports.
+    // A real-time replay of 5 s of capture, interrupted once it is under way, stops early and still reports.
     let paced = dir.0.join("paced.tbj");
     paced_journal(&paced, 500, Duration::from_secs(5));
     let ep = format!("ipc://{}/sigint.sock", dir.0.display());
@@ -532,7 +548,16 @@ fn ctrl_c_stops_record_and_replay_cleanly() {
         "1",
         "--quiet",
     ]);
-    std::thread::sleep(Duration::from_millis(500));
+    // The replay waits for a subscriber by default: be one, and interrupt once the first messages arrived.
+    let (tx, _rx) = mpsc::channel();
+    let got = receive(
+        &ctx,
+        std::slice::from_ref(&ep),
+        3,
+        Duration::from_secs(10),
+        tx,
+    );
+    assert_eq!(got.len(), 3);
     // SAFETY: signalling our own child.
     unsafe { libc::kill(replay.0.id() as i32, libc::SIGINT) };
     let started = Instant::now();

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{KillOnDrop, TempDir, TICKBOX};
-use tickbox_control::mdp::{Worker, WorkerConfig};
+use tickbox_majordomo::{Worker, WorkerConfig};
 
 fn spawn(args: &[&str]) -> KillOnDrop {
     KillOnDrop(

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use common::Background;
 
-use tickbox_feed::lvc::{spawn, LvcConfig};
+use tickbox_lvc::{spawn, LvcConfig};
 use tickbox_wire::{encode_to_vec, Header, Kind, Payload, Quote, Trade};
 
 fn frame(kind: Kind, topic: &str, seq: u64) -> Vec<u8> {

@@ -20,6 +20,7 @@ mod frame;
 mod header;
 mod payload;
 pub mod sequence;
+pub mod tap;
 mod topic;
 
 pub use clock::{now_ns, Clock, ManualClock, SystemClock};

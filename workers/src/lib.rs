@@ -1,5 +1,6 @@
-//! Worker pools of the Black Box: pinned PULL threads that each connect to every subscriber shard's inproc PUSH
-//! socket, and the [`Worker`] trait they drive, with built-in workers (last-value book, statistics).
+//! Worker pools of the Black Box: pinned threads fed by the subscriber shards (through in-process channels, or PULL
+//! sockets for producers elsewhere), the [`Worker`] trait they drive, the [`Dispatch`] rule that decides which
+//! worker gets a message, and built-in workers (last-value book, statistics).
 //!
 //! A worker thread owns its PULL socket; it receives into one reused `zmq::Message`, decodes the topic and header
 //! without copying ([`tickbox_wire::MessageRef`]) and hands the borrowed view to its [`Worker`]. When the socket
@@ -9,10 +10,12 @@
 //! owner can wait until the workers have taken everything the shards forwarded before telling them to stop.
 
 mod builtin;
+mod dispatch;
 mod pool;
 
 pub use builtin::{BookEntry, Delay, LastValueBook, Stats, StatsReport, Topics};
-pub use pool::{DequeueHook, NoHook, WorkerError, WorkerOutcome, WorkerPool, WorkersConfig};
+pub use dispatch::{worker_for_key, worker_for_topic, Dispatch};
+pub use pool::{DequeueHook, Inbox, NoHook, WorkerError, WorkerOutcome, WorkerPool, WorkersConfig};
 
 use tickbox_wire::MessageRef;
 
@@ -29,6 +32,26 @@ pub struct Delivery {
 ///
 /// `on_message` sees a view borrowing the received frame; it must copy out whatever it keeps. `flush` is called
 /// whenever the worker's queue runs dry or a batch ends, and once more before the thread exits.
+///
+/// # Which messages a worker sees, and in which order
+///
+/// With the default [`Dispatch::ByTopic`] (`dispatch = "by_topic"` in `[subscriber]`):
+/// - Every message of a symbol goes to one worker, chosen by a stable hash of the topic's symbol key
+///   ([`tickbox_wire::shard_key_of_topic`]: `Q.XNAS.AAPL` and `T.XNAS.AAPL` share the key `XNAS.AAPL`), the same
+///   worker for every shard and every run with the same worker count ([`worker_for_topic`]). A publisher's
+///   heartbeats (`H.<publisher>`) likewise all go to one worker.
+/// - A worker sees one publisher's messages of one symbol in the order that publisher sent them, as far as they
+///   arrived (a shard forwards what it received, in receive order, into the worker's FIFO queue). A `Worker` can
+///   therefore keep per-symbol state (a book) without re-ordering by timestamp.
+/// - Messages of different symbols, and of one symbol from publishers on different shards, interleave in no
+///   particular order.
+/// - Gap notices (`Kind::Gap`, re-published from a journal) are accounted for by the subscriber and are not
+///   dispatched to workers; lost and recorded-missing sequences show in the subscriber's report instead.
+/// - A message is given to one worker exactly once. After the Suicidal Snail fires, workers stop processing.
+///
+/// With [`Dispatch::RoundRobin`] all workers take from one shared queue (whichever is free takes the next message)
+/// for an even load, and **none of the ordering guarantees above hold**: two updates of one symbol can reach two
+/// workers and be processed in either order.
 pub trait Worker: Send + 'static {
     fn on_message(&mut self, msg: &MessageRef<'_>, delivery: &Delivery);
 

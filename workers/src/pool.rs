@@ -15,13 +15,14 @@ use crate::{Delivery, Worker};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct WorkersConfig {
-    /// Worker threads; each pulls from every shard.
+    /// Worker threads; every shard feeds them (which messages each gets: `dispatch` in `[subscriber]`).
     pub count: usize,
     /// OS CPU ids for the worker threads in order; threads beyond the list run unpinned.
     pub cores: Vec<usize>,
     /// Messages handled before `Worker::flush` is forced even if more are queued.
     pub batch: usize,
-    /// Receive high-water mark of each worker's PULL socket, in messages.
+    /// Receive high-water mark of each worker's PULL socket, in messages (pools fed through endpoints; the Black Box
+    /// hands over through in-process queues sized by `[subscriber] handoff_hwm`).
     pub hwm: i32,
     /// How often an idle worker checks for shutdown, in milliseconds.
     pub poll_ms: u64,
@@ -64,6 +65,8 @@ pub enum WorkerError {
     Panicked(usize),
     #[error("a pool needs at least one worker")]
     NoWorkers,
+    #[error("{workers} workers but {lists} endpoint lists")]
+    Sources { workers: usize, lists: usize },
 }
 
 /// Runs on the worker thread before the worker sees a message: the subscriber's Suicidal Snail check at dequeue
@@ -119,16 +122,49 @@ pub struct WorkerPool<W, H> {
 }
 
 impl<W: Worker, H: DequeueHook> WorkerPool<W, H> {
-    /// Starts `config.count` threads; each connects a PULL socket to every endpoint in `sources`. `make` builds
-    /// thread `i`'s worker and hook. Returns once every thread is connected, or with the first start-up error.
+    /// Starts `config.count` threads; each connects a PULL socket to every endpoint in `sources` (libzmq then
+    /// round-robins each PUSH over the workers). `make` builds thread `i`'s worker and hook. Returns once every
+    /// thread is connected, or with the first start-up error.
     pub fn spawn(
         ctx: &zmq::Context,
         sources: &[String],
+        config: &WorkersConfig,
+        make: impl FnMut(usize) -> (W, H),
+    ) -> Result<Self, WorkerError> {
+        let per_worker = vec![sources.to_vec(); config.count];
+        Self::spawn_routed(ctx, &per_worker, config, make)
+    }
+
+    /// Like [`spawn`](Self::spawn), but thread `i` connects only to the endpoints in `per_worker[i]`: for
+    /// producers that choose the worker themselves (one PUSH per worker). `per_worker` must have `config.count`
+    /// entries.
+    pub fn spawn_routed(
+        ctx: &zmq::Context,
+        per_worker: &[Vec<String>],
+        config: &WorkersConfig,
+        make: impl FnMut(usize) -> (W, H),
+    ) -> Result<Self, WorkerError> {
+        let inboxes = per_worker.iter().cloned().map(Inbox::Endpoints).collect();
+        Self::spawn_with_inboxes(ctx, inboxes, config, make)
+    }
+
+    /// Starts one thread per entry of `inboxes` (which must have `config.count` entries): thread `i` takes its
+    /// messages from `inboxes[i]`. Producers in the same process hand over through channels (no socket, no
+    /// copy: the received `zmq::Message` itself moves), others through endpoints.
+    pub fn spawn_with_inboxes(
+        ctx: &zmq::Context,
+        inboxes: Vec<Inbox>,
         config: &WorkersConfig,
         mut make: impl FnMut(usize) -> (W, H),
     ) -> Result<Self, WorkerError> {
         if config.count == 0 {
             return Err(WorkerError::NoWorkers);
+        }
+        if inboxes.len() != config.count {
+            return Err(WorkerError::Sources {
+                workers: config.count,
+                lists: inboxes.len(),
+            });
         }
         let shared = Arc::new(Shared {
             stop: AtomicBool::new(false),
@@ -140,10 +176,9 @@ impl<W: Worker, H: DequeueHook> WorkerPool<W, H> {
             handles: Vec::with_capacity(config.count),
         };
         let (ready_tx, ready_rx) = mpsc::channel();
-        for index in 0..config.count {
+        for (index, sources) in inboxes.into_iter().enumerate() {
             let (worker, hook) = make(index);
             let ctx = ctx.clone();
-            let sources = sources.to_vec();
             let shared = Arc::clone(&shared);
             let ready = ready_tx.clone();
             let settings = ThreadSettings {
@@ -228,9 +263,74 @@ struct ThreadSettings {
     poll_ms: i64,
 }
 
+/// Where a worker thread takes its messages from.
+#[derive(Debug)]
+pub enum Inbox {
+    /// A PULL socket connected to each endpoint (libzmq fair-queues between them).
+    Endpoints(Vec<String>),
+    /// A channel fed by producers in this process; each producer's messages stay in its sending order.
+    Channel(crossbeam_channel::Receiver<zmq::Message>),
+}
+
+enum Source {
+    Pull(zmq::Socket),
+    Channel(crossbeam_channel::Receiver<zmq::Message>),
+}
+
+enum Next {
+    Got,
+    Empty,
+    /// Every producer is gone and nothing is left.
+    Closed,
+    Failed(String),
+}
+
+impl Source {
+    #[inline]
+    fn try_next(&self, msg: &mut zmq::Message) -> Next {
+        match self {
+            Source::Pull(pull) => match pull.recv(msg, zmq::DONTWAIT) {
+                Ok(()) => Next::Got,
+                // EINTR (a signal) just means "look again".
+                Err(zmq::Error::EAGAIN | zmq::Error::EINTR) => Next::Empty,
+                Err(err) => Next::Failed(err.to_string()),
+            },
+            Source::Channel(rx) => match rx.try_recv() {
+                Ok(m) => {
+                    *msg = m;
+                    Next::Got
+                }
+                Err(crossbeam_channel::TryRecvError::Empty) => Next::Empty,
+                Err(crossbeam_channel::TryRecvError::Disconnected) => Next::Closed,
+            },
+        }
+    }
+
+    /// Waits up to `poll_ms` for a message; the socket only waits, the channel hands the message over at once.
+    fn wait(&self, msg: &mut zmq::Message, poll_ms: i64) -> Next {
+        match self {
+            Source::Pull(pull) => {
+                // A failed poll (EINTR on a signal) just means "look again".
+                let _ = pull.poll(zmq::POLLIN, poll_ms);
+                Next::Empty
+            }
+            Source::Channel(rx) => {
+                match rx.recv_timeout(Duration::from_millis(poll_ms.max(1) as u64)) {
+                    Ok(m) => {
+                        *msg = m;
+                        Next::Got
+                    }
+                    Err(crossbeam_channel::RecvTimeoutError::Timeout) => Next::Empty,
+                    Err(crossbeam_channel::RecvTimeoutError::Disconnected) => Next::Closed,
+                }
+            }
+        }
+    }
+}
+
 fn run_thread<W: Worker, H: DequeueHook>(
     ctx: zmq::Context,
-    sources: Vec<String>,
+    sources: Inbox,
     settings: ThreadSettings,
     shared: Arc<Shared>,
     mut worker: W,
@@ -240,10 +340,14 @@ fn run_thread<W: Worker, H: DequeueHook>(
     let index = settings.index;
     tickbox_zmqx::pin_if_configured(settings.core, &format!("worker {index}"));
     let mut outcome_counts = Counts::default();
-    let pull = match open_pull(&ctx, &sources, &settings) {
-        Ok(pull) => {
+    let opened = match sources {
+        Inbox::Endpoints(endpoints) => open_pull(&ctx, &endpoints, &settings).map(Source::Pull),
+        Inbox::Channel(rx) => Ok(Source::Channel(rx)),
+    };
+    let source = match opened {
+        Ok(source) => {
             let _ = ready.send(Ok(()));
-            pull
+            source
         }
         Err(err) => {
             let _ = ready.send(Err(err));
@@ -256,36 +360,8 @@ fn run_thread<W: Worker, H: DequeueHook>(
     let mut discarding = false;
     let mut in_batch = 0usize;
     loop {
-        match pull.recv(&mut msg, zmq::DONTWAIT) {
-            Ok(()) => {
-                outcome_counts.taken += 1;
-                taken_counter.store(outcome_counts.taken, Ordering::Release);
-                if discarding || shared.abort.load(Ordering::Relaxed) {
-                    outcome_counts.discarded += 1;
-                    continue;
-                }
-                let Ok(view) = MessageRef::decode(&msg) else {
-                    outcome_counts.malformed += 1;
-                    continue;
-                };
-                let delivery = Delivery {
-                    worker: index,
-                    dequeued_ns: now_ns(),
-                };
-                if !hook.on_dequeue(&view, &delivery) {
-                    discarding = true;
-                    outcome_counts.discarded += 1;
-                    continue;
-                }
-                worker.on_message(&view, &delivery);
-                outcome_counts.processed += 1;
-                in_batch += 1;
-                if in_batch >= settings.batch {
-                    worker.flush();
-                    in_batch = 0;
-                }
-            }
-            Err(zmq::Error::EAGAIN) => {
+        let next = match source.try_next(&mut msg) {
+            Next::Empty => {
                 if in_batch > 0 {
                     worker.flush();
                     in_batch = 0;
@@ -293,18 +369,48 @@ fn run_thread<W: Worker, H: DequeueHook>(
                 if shared.stop.load(Ordering::Acquire) || shared.abort.load(Ordering::Acquire) {
                     break;
                 }
-                // A failed poll (EINTR on a signal) just means "look again".
-                let _ = pull.poll(zmq::POLLIN, settings.poll_ms);
+                source.wait(&mut msg, settings.poll_ms)
             }
-            Err(zmq::Error::EINTR) => {}
-            Err(err) => {
+            other => other,
+        };
+        match next {
+            Next::Got => {}
+            Next::Empty => continue,
+            Next::Closed => break,
+            Next::Failed(err) => {
                 tracing::error!(worker = index, "receive failed, worker stops: {err}");
                 break;
             }
         }
+        outcome_counts.taken += 1;
+        taken_counter.store(outcome_counts.taken, Ordering::Release);
+        if discarding || shared.abort.load(Ordering::Relaxed) {
+            outcome_counts.discarded += 1;
+            continue;
+        }
+        let Ok(view) = MessageRef::decode(&msg) else {
+            outcome_counts.malformed += 1;
+            continue;
+        };
+        let delivery = Delivery {
+            worker: index,
+            dequeued_ns: now_ns(),
+        };
+        if !hook.on_dequeue(&view, &delivery) {
+            discarding = true;
+            outcome_counts.discarded += 1;
+            continue;
+        }
+        worker.on_message(&view, &delivery);
+        outcome_counts.processed += 1;
+        in_batch += 1;
+        if in_batch >= settings.batch {
+            worker.flush();
+            in_batch = 0;
+        }
     }
     worker.flush();
-    drop(pull);
+    drop(source);
     finish(index, worker, hook, outcome_counts)
 }
 
@@ -403,6 +509,54 @@ mod tests {
         }
         assert_eq!(merged.count(Kind::Quote), N);
         assert_eq!(merged.distinct_topics(), 17);
+    }
+
+    #[test]
+    fn channel_inboxes_keep_each_producers_order_and_end_when_producers_are_gone() {
+        let ctx = zmq::Context::new();
+        let config = WorkersConfig {
+            count: 2,
+            ..WorkersConfig::default()
+        };
+        let (txs, rxs): (Vec<_>, Vec<_>) = (0..2)
+            .map(|_| crossbeam_channel::bounded::<zmq::Message>(16))
+            .unzip();
+        let pool = WorkerPool::spawn_with_inboxes(
+            &ctx,
+            rxs.into_iter().map(Inbox::Channel).collect(),
+            &config,
+            |_| (Order::default(), NoHook),
+        )
+        .unwrap();
+        const N: u64 = 1_000;
+        for seq in 1..=N {
+            let frame = encode_to_vec(
+                "Q.XNAS.S",
+                &Header::live(Kind::Quote, 1, seq, 1),
+                &Quote::default().into(),
+            )
+            .unwrap();
+            txs[(seq % 2) as usize]
+                .send(zmq::Message::from(&frame[..]))
+                .unwrap();
+        }
+        // No stop: the workers finish because every producer is gone and the queues are empty.
+        drop(txs);
+        let outcomes = pool.join().unwrap();
+        assert_eq!(outcomes.iter().map(|o| o.processed).sum::<u64>(), N);
+        for o in &outcomes {
+            assert!(o.worker.0.windows(2).all(|w| w[0] < w[1]), "out of order");
+            assert_eq!(o.worker.0.len() as u64, N / 2);
+        }
+    }
+
+    #[derive(Default)]
+    struct Order(Vec<u64>);
+
+    impl Worker for Order {
+        fn on_message(&mut self, msg: &MessageRef<'_>, _d: &Delivery) {
+            self.0.push(msg.header().sequence);
+        }
     }
 
     #[test]

@@ -2,6 +2,9 @@
 
 use std::os::raw::c_int;
 
+pub mod context;
+pub mod socket;
+
 /// Errors from these helpers.
 #[derive(Debug, thiserror::Error)]
 pub enum ZmqxError {

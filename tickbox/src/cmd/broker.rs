@@ -4,8 +4,8 @@
 use std::process::ExitCode;
 
 use anyhow::Context;
-use tickbox_control::bstar::{BstarConfig, BstarEndpoints, Role};
-use tickbox_control::mdp::{run_broker, run_broker_pair, BrokerStats, PairOptions};
+use tickbox_bstar::{BstarConfig, BstarEndpoints, Role};
+use tickbox_majordomo::{run_broker, run_broker_pair, BrokerStats, PairOptions};
 
 use crate::config::TickboxConfig;
 

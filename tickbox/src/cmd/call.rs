@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use tickbox_control::mdp::{Client, ClientConfig, MdpError};
+use tickbox_majordomo::{Client, ClientConfig, MdpError};
 
 use crate::config::TickboxConfig;
 use crate::exit_code;

@@ -7,9 +7,9 @@
 use std::process::ExitCode;
 
 use anyhow::Context;
-use tickbox_control::bstar::{BstarEndpoints, Role};
-use tickbox_control::clone::server_loop::run_blocking;
-use tickbox_control::clone::{HaOptions, ServerBind, ServerEndpoints, ServerOptions};
+use tickbox_bstar::{BstarEndpoints, Role};
+use tickbox_clone::server_loop::run_blocking;
+use tickbox_clone::{HaOptions, ServerBind, ServerEndpoints, ServerOptions};
 
 use crate::config::TickboxConfig;
 

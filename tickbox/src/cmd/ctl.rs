@@ -10,7 +10,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use tickbox_control::clone::{CloneClient, CloneError, ServerEndpoints};
+use tickbox_clone::{CloneClient, CloneError, ServerEndpoints};
 
 use crate::config::TickboxConfig;
 use crate::exit_code;

@@ -3,13 +3,12 @@
 
 use std::fmt::Write as _;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use tickbox_feed::{Feed, FeedConfig, PacingMode, Rate};
-use tickbox_subscriber::{HumanDuration, ShardConfig, Subscriber};
+use tickbox_subscriber::{Dispatch, HumanDuration, ShardConfig, SnailMode, Subscriber};
 use tickbox_wire::{encode_to_vec, make_topic, now_ns, Header, Kind, Quote};
 
 use super::subscribe::{finish, make_worker, merged_stats, stopped_by, summary};
@@ -47,6 +46,13 @@ pub struct Args {
     /// Suicidal Snail threshold (default from the config, 1s).
     #[arg(long, value_name = "D")]
     pub max_lateness: Option<HumanDuration>,
+    /// How shards hand messages to workers: by_topic (one worker per symbol, in order) or round_robin. Default
+    /// from the config (by_topic).
+    #[arg(long, value_name = "by_topic|round_robin")]
+    pub dispatch: Option<Dispatch>,
+    /// How the snail measures lateness: strict or skew_tolerant. Default from the config (strict).
+    #[arg(long, value_name = "strict|skew_tolerant")]
+    pub snail_mode: Option<SnailMode>,
     /// Skip the raw libzmq baseline loop.
     #[arg(long)]
     pub no_baseline: bool,
@@ -65,11 +71,18 @@ pub fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
         Transport::Tcp => "tcp",
     };
     let stop = crate::shutdown::flag();
-    let ctx = zmq::Context::new();
+    // Built (and its I/O threads placed) before any of our threads is pinned, so they never inherit a shard's core.
+    let ctx = tickbox_zmqx::context::build(&config.context)?;
     let feed_sndhwm = FeedConfig::default().sndhwm;
     let mut sub_config = config.subscriber.clone();
     if let Some(d) = args.max_lateness {
         sub_config.max_lateness = d;
+    }
+    if let Some(dispatch) = args.dispatch {
+        sub_config.dispatch = dispatch;
+    }
+    if let Some(mode) = args.snail_mode {
+        sub_config.snail_mode = mode;
     }
     let frame = sample_frame();
     let baseline = if args.no_baseline {
@@ -80,15 +93,26 @@ pub fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
             if stop.load(Ordering::Relaxed) {
                 break;
             }
-            let params = LoopParams {
-                pairs: args.shards,
-                transport: args.transport,
-                no_drop,
-                sndhwm: feed_sndhwm,
-                rcvhwm: sub_config.rcv_hwm,
+            // The one raw baseline, shared with `tickbox bench`: same frame size, same shard count, same HWM.
+            let baseline_config = tickbox_bench::ThroughputConfig {
+                transport: match args.transport {
+                    Transport::Inproc => tickbox_bench::Transport::Inproc,
+                    Transport::Tcp => tickbox_bench::Transport::Tcp,
+                },
+                size: frame.len(),
+                shards: args.shards,
+                warmup: BASELINE_WARMUP,
                 duration: args.baseline_duration.0,
+                hwm: feed_sndhwm,
             };
-            let rate = raw_loop(&ctx, &params, &frame, &stop).context("raw baseline loop")?;
+            let pattern = if no_drop {
+                tickbox_bench::RawPattern::PubSub
+            } else {
+                tickbox_bench::RawPattern::LossyPubSub
+            };
+            let rate = tickbox_bench::raw_throughput(&ctx, pattern, &baseline_config)
+                .context("raw baseline")?
+                .msgs_per_s;
             tracing::info!(
                 no_drop,
                 rate = format!("{rate:.0}"),
@@ -183,11 +207,12 @@ pub fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     let pipeline_rate = stats.rate(report.processed());
     let _ = writeln!(
         out,
-        "\npipeline: feed ({} shards) -> subscriber ({} shards) -> {} workers over {}, {}, frame {} bytes, \
-         feed sndhwm {feed_sndhwm}, sub rcvhwm {}, hand-off hwm {} / worker hwm {}",
+        "\npipeline: feed ({} shards) -> subscriber ({} shards) -> {} workers ({} dispatch) over {}, {}, frame {} \
+         bytes, feed sndhwm {feed_sndhwm}, sub rcvhwm {}, hand-off hwm {} / worker hwm {}",
         args.shards,
         args.shards,
         args.workers,
+        sub_config.dispatch,
         transport,
         if args.lossy { "lossy PUB" } else { "XPUB_NODROP" },
         frame.len(),
@@ -219,8 +244,8 @@ pub fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
         }
         let _ = writeln!(
             out,
-            "raw libzmq baseline ({} PUB->SUB pairs over {}, same frame, sndhwm {feed_sndhwm}, rcvhwm {}, {} each):",
-            args.shards, transport, sub_config.rcv_hwm, args.baseline_duration
+            "raw libzmq baseline ({} PUB->SUB pairs over {}, same frame size, hwm {feed_sndhwm}, {} each):",
+            args.shards, transport, args.baseline_duration
         );
         let flat_out = rate == Rate::Max;
         for (no_drop, rate) in &baseline {
@@ -256,120 +281,5 @@ fn sample_frame() -> Vec<u8> {
     .expect("static frame encodes")
 }
 
-struct LoopParams {
-    pairs: usize,
-    transport: Transport,
-    no_drop: bool,
-    sndhwm: i32,
-    rcvhwm: i32,
-    duration: Duration,
-}
-
-/// `pairs` PUB->SUB pairs sending `frame` flat out for `duration`; returns messages received per second over
-/// all pairs (each SUB's count over its first-to-last receive span, summed).
-fn raw_loop(
-    ctx: &zmq::Context,
-    p: &LoopParams,
-    frame: &[u8],
-    stop: &Arc<AtomicBool>,
-) -> anyhow::Result<f64> {
-    static RUN: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let run = RUN.fetch_add(1, Ordering::Relaxed);
-    let mut threads = Vec::new();
-    for pair in 0..p.pairs {
-        let (ep_tx, ep_rx) = std::sync::mpsc::channel::<anyhow::Result<String>>();
-        let pub_ctx = ctx.clone();
-        let frame = frame.to_vec();
-        let (transport, no_drop, sndhwm, duration) = (p.transport, p.no_drop, p.sndhwm, p.duration);
-        let stop_pub = Arc::clone(stop);
-        let publisher = std::thread::spawn(move || -> anyhow::Result<()> {
-            let mut socket = pub_ctx.socket(zmq::XPUB)?;
-            socket.set_linger(0)?;
-            socket.set_sndhwm(sndhwm)?;
-            socket.set_sndtimeo(100)?;
-            tickbox_zmqx::set_xpub_nodrop(&mut socket, no_drop)?;
-            let endpoint = match transport {
-                Transport::Inproc => format!(
-                    "inproc://tickbox-baseline-{}-{run}-{pair}",
-                    std::process::id()
-                ),
-                Transport::Tcp => "tcp://127.0.0.1:*".into(),
-            };
-            let endpoint = tickbox_zmqx::bind_resolved(&socket, &endpoint)?;
-            let _ = ep_tx.send(Ok(endpoint));
-            // XPUB only to see the subscription arrive (no slow-joiner loss); without NODROP it drops like a PUB.
-            socket.set_rcvtimeo(5_000)?;
-            socket.recv_bytes(0).context("no subscriber within 5 s")?;
-            let end = Instant::now() + duration;
-            let mut n = 0u64;
-            while !stop_pub.load(Ordering::Relaxed) {
-                match socket.send(&frame[..], 0) {
-                    Ok(()) | Err(zmq::Error::EAGAIN) => {}
-                    Err(err) => return Err(err.into()),
-                }
-                n += 1;
-                if n & 1023 == 0 && Instant::now() >= end {
-                    break;
-                }
-            }
-            Ok(())
-        });
-        let endpoint = ep_rx
-            .recv_timeout(Duration::from_secs(5))
-            .context("baseline publisher did not start")??;
-        let sub_ctx = ctx.clone();
-        let rcvhwm = p.rcvhwm;
-        let subscriber = std::thread::spawn(move || -> anyhow::Result<(u64, Duration)> {
-            let socket = sub_ctx.socket(zmq::SUB)?;
-            socket.set_linger(0)?;
-            socket.set_rcvhwm(rcvhwm)?;
-            socket.set_rcvtimeo(300)?;
-            socket.connect(&endpoint)?;
-            socket.set_subscribe(b"")?;
-            let mut msg = zmq::Message::new();
-            let mut count = 0u64;
-            let mut first = None;
-            let mut last = Instant::now();
-            loop {
-                match socket.recv(&mut msg, 0) {
-                    Ok(()) => {
-                        count += 1;
-                        if first.is_none() {
-                            first = Some(Instant::now());
-                            // A timed-out receive ends the run, so allow time for the start.
-                            socket.set_rcvtimeo(300)?;
-                        }
-                        if count & 1023 == 0 {
-                            last = Instant::now();
-                        }
-                    }
-                    Err(zmq::Error::EAGAIN) if first.is_none() && count == 0 => {
-                        if last.elapsed() > Duration::from_secs(5) {
-                            break;
-                        }
-                    }
-                    Err(zmq::Error::EAGAIN) => break,
-                    Err(err) => return Err(err.into()),
-                }
-            }
-            let span = first
-                .map(|f| last.saturating_duration_since(f))
-                .unwrap_or_default();
-            Ok((count, span))
-        });
-        threads.push((publisher, subscriber));
-    }
-    let mut total = 0.0;
-    for (publisher, subscriber) in threads {
-        publisher
-            .join()
-            .map_err(|_| anyhow::anyhow!("baseline publisher panicked"))??;
-        let (count, span) = subscriber
-            .join()
-            .map_err(|_| anyhow::anyhow!("baseline subscriber panicked"))??;
-        if !span.is_zero() {
-            total += count as f64 / span.as_secs_f64();
-        }
-    }
-    Ok(total)
-}
+/// Warm-up before each raw baseline is measured (connections up, caches warm).
+const BASELINE_WARMUP: Duration = Duration::from_millis(200);

@@ -93,20 +93,65 @@ pub struct Args {
     /// Majordomo broker to register `tickbox.feed.status` with.
     #[arg(long, value_name = "EP")]
     broker: Option<String>,
+    /// Print the summary as one JSON object on stdout (the shard endpoint lines then go to stderr).
+    #[arg(long)]
+    json: bool,
+}
+
+/// The summary as one JSON object: every count an integer; `target_rate` is null when none was asked (`max`).
+fn report_json(report: &tickbox_feed::FeedReport) -> serde_json::Value {
+    let shards: Vec<serde_json::Value> = report
+        .shards
+        .iter()
+        .map(|s| {
+            serde_json::json!({
+                "shard": s.shard,
+                "publisher_id": s.publisher_id,
+                "endpoint": s.endpoint,
+                "symbols": s.symbols,
+                "sent": s.counts.data(),
+                "quotes": s.counts.quotes,
+                "trades": s.counts.trades,
+                "book_levels": s.counts.book_levels,
+                "heartbeats": s.counts.heartbeats,
+                "would_block": s.counts.would_block,
+                "last_sequence": s.last_sequence,
+                "duration_ns": u64::try_from(s.duration.as_nanos()).unwrap_or(u64::MAX),
+                "skipped_ns": u64::try_from(s.skipped.as_nanos()).unwrap_or(u64::MAX),
+                "achieved_rate": s.rate().round() as u64,
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "sent": report.total_data(),
+        "target_rate": report.target_rate,
+        "achieved_rate": report.total_rate().round() as u64,
+        "rate_shortfall": report.rate_shortfall().is_some(),
+        "heartbeats": report.shards.iter().map(|s| s.counts.heartbeats).sum::<u64>(),
+        "would_block": report.shards.iter().map(|s| s.counts.would_block).sum::<u64>(),
+        "shards": shards,
+    })
 }
 
 pub fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     let broker = args.broker.clone();
+    let json = args.json;
     let feed_config = apply(args, config.feed.clone())?;
     feed_config.validate()?;
     let stop = crate::shutdown::flag();
-    let ctx = zmq::Context::new();
+    // Built (and its I/O threads placed) before any of our threads is pinned, so they never inherit a shard's core.
+    let ctx = tickbox_zmqx::context::build(&config.context)?;
     let feed = Feed::start(&ctx, feed_config).context("starting the feed")?;
     let status = StatusBoard::start(&ctx, broker.as_deref(), "feed")?;
     let mut last_status = std::time::Instant::now() - Duration::from_secs(1);
     {
-        // Endpoints go to stdout (and are flushed) so scripts and tests can connect to `tcp://…:*` shards.
-        let mut out = std::io::stdout().lock();
+        // Endpoints go to stdout (and are flushed) so scripts and tests can connect to `tcp://…:*` shards; with
+        // `--json` stdout carries only the summary object, so they go to stderr.
+        let mut out: Box<dyn Write> = if json {
+            Box::new(std::io::stderr().lock())
+        } else {
+            Box::new(std::io::stdout().lock())
+        };
         for shard in feed.shards() {
             writeln!(
                 out,
@@ -129,7 +174,19 @@ pub fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
         std::thread::sleep(Duration::from_millis(20));
     }
     let report = feed.join().context("feed shard failed")?;
-    println!("{report}");
+    if let Some((target, achieved)) = report.rate_shortfall() {
+        tracing::warn!(
+            target_rate = target,
+            achieved_rate = achieved.round() as u64,
+            "the feed achieved {:.0} % of the rate asked",
+            100.0 * achieved / target.max(1) as f64
+        );
+    }
+    if json {
+        println!("{}", report_json(&report));
+    } else {
+        println!("{report}");
+    }
     Ok(ExitCode::from(crate::exit_code::OK))
 }
 

@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use anyhow::Context;
-use tickbox_control::freelance::run_freelance_server;
+use tickbox_pirates::freelance::run_freelance_server;
 
 use crate::config::TickboxConfig;
 

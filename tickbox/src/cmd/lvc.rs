@@ -1,5 +1,5 @@
 //! `tickbox lvc`: the Last Value Cache proxy (XSUB toward publishers, verbose XPUB toward subscribers) with the
-//! Espresso tap. See `tickbox_feed::lvc` for the rules it follows.
+//! Espresso tap. See `tickbox_lvc` for the rules it follows.
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use tickbox_feed::lvc::{LvcConfig, LvcEndpoints, LvcStats, Overflow, SlowSubscriber, TapDrop};
+use tickbox_lvc::{LvcConfig, LvcEndpoints, LvcStats, Overflow, SlowSubscriber, TapDrop};
 
 use crate::config::TickboxConfig;
 use crate::status::StatusBoard;
@@ -92,9 +92,9 @@ pub fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     let broker = args.broker.clone();
     let lvc_config = apply(args, config.lvc.clone());
     let stop = crate::shutdown::flag();
-    let ctx = zmq::Context::new();
-    let lvc =
-        tickbox_feed::lvc::spawn(&ctx, lvc_config.clone()).context("starting the LVC proxy")?;
+    // Built (and its I/O threads placed) before any of our threads is pinned, so they never inherit a shard's core.
+    let ctx = tickbox_zmqx::context::build(&config.context)?;
+    let lvc = tickbox_lvc::spawn(&ctx, lvc_config.clone()).context("starting the LVC proxy")?;
     let status = StatusBoard::start(&ctx, broker.as_deref(), "lvc")?;
     {
         // Resolved endpoints go to stdout, flushed, so scripts and tests can use `tcp://…:*`.

@@ -1,4 +1,8 @@
-//! `tickbox record`: subscribe to a tap (or any tickbox PUB endpoint) and append every frame to a journal.
+//! `tickbox record`: subscribe to a tap (or any tickbox PUB endpoint) and append every frame to a journal,
+//! accounting for every publisher sequence (gap notices for losses, a per-publisher ledger in the journal).
+//!
+//! The journal is an archive (a directory of rolled segments, never overwritten) unless asked for a ring
+//! (`--ring`, or `--capacity`, or `[recorder] mode = "ring"`), or unless the path already holds a ring file.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -7,28 +11,43 @@ use std::time::Duration;
 
 use anyhow::Context;
 use tickbox_journal::{Durability, Writer, WriterOptions};
-use tickbox_recorder::{record, DurabilityConfig, RecordOptions, RecordStats};
+use tickbox_recorder::{
+    record, DurabilityConfig, JournalModeConfig, RecordOptions, RecordStats, RecorderConfig,
+};
 
 use super::journal::{fmt_bytes, parse_duration, parse_size};
 use crate::config::TickboxConfig;
 use crate::status::StatusBoard;
 
 #[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Every publisher sequence is accounted for: a loss (a jump in a publisher's sequence, or a heartbeat \
+    naming a sequence never received) is written into the journal as a gap record (topic G.<publisher>) where it was \
+    noticed, and the per-publisher ledger (recorded, missing, overwritten) is kept in the journal's metadata; \
+    `tickbox journal info` reports it. Espresso tap subscription events are skipped and counted, never invalid. \
+    With --topics, sequences are not checked (a topic subset has holes by design).\n\
+    An archive (the default) records a whole day; a ring keeps only its capacity and logs a warning each lap."
+)]
 pub struct Args {
     /// Endpoint(s) to subscribe to, comma-separated (an Espresso tap, a publisher shard, an LVC).
     #[arg(long, value_delimiter = ',', required = true)]
     connect: Vec<String>,
-    /// Journal to append to: a ring file, or a directory with --archive. Created if missing, recovered if it exists.
+    /// Journal to append to: an archive directory (default) or, with --ring, a ring file. Created if missing,
+    /// recovered and appended to if it exists (an existing journal keeps its own layout).
     #[arg(long)]
     journal: PathBuf,
-    /// Ring capacity (e.g. 512MiB, 4G); the oldest records are overwritten when full. Default from config (1 GiB).
+    /// Archive journal (the default): a directory of segments, rolled when full, never overwritten.
+    #[arg(long, conflicts_with = "ring")]
+    archive: bool,
+    /// Ring journal: one file of --capacity bytes; the oldest records are overwritten when full (a warning is
+    /// logged once per lap and every summary counts what was overwritten).
+    #[arg(long)]
+    ring: bool,
+    /// Ring capacity (e.g. 512MiB, 4G); implies --ring. Default from config (1 GiB).
     #[arg(long, conflicts_with = "archive", value_parser = parse_size_arg)]
     capacity: Option<u64>,
-    /// Archive journal: a directory of segments, rolled when full, never overwritten.
-    #[arg(long)]
-    archive: bool,
     /// Archive segment size (default from config, 1 GiB).
-    #[arg(long, requires = "archive", value_parser = parse_size_arg)]
+    #[arg(long, conflicts_with = "ring", value_parser = parse_size_arg)]
     segment_size: Option<u64>,
     /// Topic prefixes to record, comma-separated (default: everything).
     #[arg(long, value_delimiter = ',')]
@@ -51,6 +70,9 @@ pub struct Args {
     /// No progress line on stderr.
     #[arg(long)]
     quiet: bool,
+    /// Print the summary as one JSON object on stdout (integer counts) instead of the table.
+    #[arg(long)]
+    json: bool,
     /// Majordomo broker to register `tickbox.record.status` with.
     #[arg(long, value_name = "EP")]
     broker: Option<String>,
@@ -89,15 +111,20 @@ pub fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
         .description
         .clone()
         .unwrap_or_else(|| format!("tickbox record {}", args.connect.join(",")));
-    let opts = if args.archive {
-        WriterOptions::archive(args.segment_size.unwrap_or(cfg.segment_size))
-    } else {
+    let opts = if ring_mode(&args, cfg) {
         WriterOptions::ring(args.capacity.unwrap_or(cfg.capacity))
+    } else {
+        WriterOptions::archive(args.segment_size.unwrap_or(cfg.segment_size))
     }
     .durability(durability)
     .description(description);
     let mut writer = Writer::open(&args.journal, &opts)
         .with_context(|| format!("opening {}", args.journal.display()))?;
+    let mode = if writer.header().mode == tickbox_journal::Mode::Ring {
+        "ring"
+    } else {
+        "archive"
+    };
     let rec = writer.recovery().clone();
     if rec.created {
         tracing::info!(journal = %args.journal.display(), "created journal ({} per file)", fmt_bytes(writer.header().capacity));
@@ -142,10 +169,12 @@ pub fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
             return;
         }
         eprint!(
-            "\rrecording: {} msgs, {}, {:.0} msg/s, invalid {}      ",
+            "\rrecording: {} msgs, {}, {:.0} msg/s, missing {}, overwritten {}, invalid {}      ",
             s.messages,
             fmt_bytes(s.bytes),
             rate,
+            s.missing,
+            s.overwritten.records,
             s.invalid_frames
         );
     })?;
@@ -161,8 +190,92 @@ pub fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     }
     let next_seq = writer.next_seq();
     writer.close().context("closing journal")?;
-    print_summary(&args, &stats, next_seq, stop.load(Ordering::Relaxed));
+    let interrupted = stop.load(Ordering::Relaxed);
+    if args.json {
+        println!("{}", summary_json(&args, mode, &stats, interrupted));
+    } else {
+        print_summary(&args, mode, &stats, next_seq, interrupted);
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Ring or archive: an explicit flag wins, then what already exists at the path, then the config (archive).
+fn ring_mode(args: &Args, cfg: &RecorderConfig) -> bool {
+    if args.ring || args.capacity.is_some() {
+        return true;
+    }
+    if args.archive || args.segment_size.is_some() {
+        return false;
+    }
+    if args.journal.is_file() {
+        return true;
+    }
+    if args.journal.is_dir() {
+        return false;
+    }
+    cfg.mode == JournalModeConfig::Ring
+}
+
+fn publishers_json(s: &RecordStats) -> serde_json::Value {
+    let rows: Vec<serde_json::Value> = s
+        .publishers
+        .iter()
+        .map(|r| {
+            serde_json::json!({
+                "publisher": r.publisher,
+                "session": r.session,
+                "last_sequence": r.last_sequence,
+                "recorded": r.recorded,
+                "missing": r.missing,
+                "gap_events": r.gap_events,
+                "overwritten": r.overwritten,
+            })
+        })
+        .collect();
+    serde_json::Value::Array(rows)
+}
+
+/// `record --json`: one object, every count an integer.
+fn summary_json(args: &Args, mode: &str, s: &RecordStats, interrupted: bool) -> serde_json::Value {
+    let o = &s.publishers_overflow;
+    serde_json::json!({
+        "journal": args.journal.display().to_string(),
+        "mode": mode,
+        "recorded": s.recorded,
+        "missing": s.missing,
+        "overwritten": s.overwritten.records,
+        "overwritten_bytes": s.overwritten.bytes,
+        "laps": s.overwritten.laps,
+        "gap_events": s.gap_events,
+        "upstream_gap_notices": s.upstream_gap_notices,
+        "invalid": s.invalid_frames,
+        "tap_events": s.tap_events,
+        "duplicates": s.duplicates,
+        "restarts": s.restarts,
+        "anomalies": s.anomalies,
+        "reordered": s.reordered,
+        "untracked": s.untracked,
+        "cached": s.cached,
+        "heartbeats": s.heartbeats,
+        "multipart": s.multipart_messages,
+        "messages": s.messages,
+        "bytes": s.bytes,
+        "batches": s.batches,
+        "first_seq": s.first_seq,
+        "last_seq": s.last_seq,
+        "duration_ns": s.elapsed.as_nanos() as u64,
+        "rate": s.rate().round() as u64,
+        "interrupted": interrupted,
+        "sequences_checked": s.sequences_checked,
+        "publishers": publishers_json(s),
+        "publishers_overflow": {
+            "publishers": o.publishers,
+            "recorded": o.recorded,
+            "missing": o.missing,
+            "gap_events": o.gap_events,
+            "overwritten": o.overwritten,
+        },
+    })
 }
 
 /// The `tickbox.record.status` snapshot; `rate` is msg/s since the previous one (the whole run's when done).
@@ -179,6 +292,9 @@ fn record_status(
         "journal": journal,
         "connect": connect,
         "messages": s.messages,
+        "recorded": s.recorded,
+        "missing": s.missing,
+        "overwritten": s.overwritten.records,
         "bytes": s.bytes,
         "batches": s.batches,
         "rate": rate.round(),
@@ -190,9 +306,13 @@ fn record_status(
     })
 }
 
-fn print_summary(args: &Args, s: &RecordStats, next_seq: u64, interrupted: bool) {
-    println!("journal       {}", args.journal.display());
+fn print_summary(args: &Args, mode: &str, s: &RecordStats, next_seq: u64, interrupted: bool) {
+    println!("journal       {} ({mode})", args.journal.display());
     println!("messages      {}", s.messages);
+    println!(
+        "recorded      {} data records, missing {} (in {} gap notices written), overwritten {}",
+        s.recorded, s.missing, s.gap_events, s.overwritten.records
+    );
     println!("bytes         {}", fmt_bytes(s.bytes));
     println!("batches       {}", s.batches);
     println!(
@@ -205,6 +325,54 @@ fn print_summary(args: &Args, s: &RecordStats, next_seq: u64, interrupted: bool)
         (Some(a), Some(b)) => println!("journal seqs  {a} ..= {b}"),
         _ => println!("journal seqs  (none recorded; next is {next_seq})"),
     }
+    if mode == "ring" || s.overwritten.records > 0 {
+        println!(
+            "overwritten   {} records ({}) in {} ring lap(s){}",
+            s.overwritten.records,
+            fmt_bytes(s.overwritten.bytes),
+            s.overwritten.laps,
+            if s.overwritten.records > 0 {
+                ": the ring no longer holds them"
+            } else {
+                ""
+            }
+        );
+    }
+    if s.sequences_checked {
+        println!(
+            "sequences     duplicates {}, restarts {}, anomalies {}, reordered {}, upstream gap notices {}",
+            s.duplicates, s.restarts, s.anomalies, s.reordered, s.upstream_gap_notices
+        );
+    } else {
+        println!("sequences     not checked (a topic subset has holes by design)");
+    }
+    println!(
+        "other         heartbeats {}, cached {}, tap events {}",
+        s.heartbeats, s.cached, s.tap_events
+    );
     println!("invalid       {}", s.invalid_frames);
     println!("multipart     {}", s.multipart_messages);
+    if !s.publishers.is_empty() {
+        println!(
+            "{:>12}  {:>12}  {:>10}  {:>6}  {:>11}",
+            "publisher", "recorded", "missing", "gaps", "overwritten"
+        );
+        for r in &s.publishers {
+            println!(
+                "{:>12}  {:>12}  {:>10}  {:>6}  {:>11}",
+                r.publisher, r.recorded, r.missing, r.gap_events, r.overwritten
+            );
+        }
+        let o = &s.publishers_overflow;
+        if o.publishers > 0 || o.recorded > 0 {
+            println!(
+                "{:>12}  {:>12}  {:>10}  {:>6}  {:>11}",
+                format!("+{} more", o.publishers),
+                o.recorded,
+                o.missing,
+                o.gap_events,
+                o.overwritten
+            );
+        }
+    }
 }

@@ -1,5 +1,11 @@
 //! `tickbox replay`: publish a journal onto publisher shards at original pacing, a multiple of it, or flat out.
 //!
+//! Every record goes out under its original publisher id, session and sequence (send time re-stamped, REPLAY
+//! flag set), gap notices included, so a subscriber tells what the journal lacks from what it lost itself;
+//! `--restamp` gives each shard its own publisher identity instead. The replay waits for one subscriber per shard
+//! by default (`--wait-subscribers`, bounded by `--wait-timeout`), and a replay that published to no subscriber at
+//! all says so and exits 1.
+//!
 //! With `--broker EP` the replay is remote-controlled over Majordomo: `tickbox.replay.status` reports progress,
 //! `tickbox.replay.start` (re)starts it with optional `speed=`, `from=`, `to=` body frames and
 //! `tickbox.replay.stop` interrupts it. The MDP workers live on their own thread and talk to the replay loop only
@@ -14,9 +20,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use tickbox_control::mdp::worker::{Worker, WorkerConfig};
 use tickbox_journal::Reader;
-use tickbox_recorder::{Position, ReplayOptions, ReplayStats, Replayer, Speed};
+use tickbox_majordomo::worker::{Worker, WorkerConfig};
+use tickbox_recorder::{Identity, Position, ReplayOptions, ReplayStats, Replayer, Speed};
 use tickbox_wire::SystemClock;
 
 use super::journal::{first_capture_ns, fmt_bytes, fmt_time, parse_duration, parse_time};
@@ -24,11 +30,16 @@ use crate::config::TickboxConfig;
 use crate::status::StatusBoard;
 
 #[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Records go out under their original publisher id, session and sequence (send time re-stamped, REPLAY flag set, origin time kept); gap notices are re-published so a subscriber counts the journal's holes as recorded gaps, apart from its own loss; LVC cached values consume no sequence. Recorded heartbeats are dropped: the replay sends its own per original publisher while idle and once at the end.\n\
+    Exit codes: 0 done; 1 error, including: no subscriber within --wait-timeout, or a run that published messages while no subscriber was subscribed on any shard (`delivered to no subscriber`)."
+)]
 pub struct Args {
     /// Journal to replay (ring file or archive directory).
     #[arg(long)]
     journal: PathBuf,
-    /// Publisher shard endpoints to bind, comma-separated; symbols are spread over them by stable hash.
+    /// Publisher shard endpoints to bind, comma-separated. Each original publisher is carried whole by shard
+    /// `publisher_id % N` (with --restamp, symbols are spread over them by stable hash).
     #[arg(long, value_delimiter = ',', required = true)]
     bind: Vec<String>,
     /// 1 = original pacing, N = N times faster (0.5 = half speed), max = as fast as subscribers take it.
@@ -46,10 +57,11 @@ pub struct Args {
     /// Stop before this journal sequence.
     #[arg(long)]
     to_seq: Option<u64>,
-    /// Before starting, wait until every shard has N subscriptions (counted on XPUB).
-    #[arg(long, default_value_t = 0)]
-    wait_subscribers: u64,
-    /// Give up waiting for subscribers after this long (default: wait until Ctrl-C).
+    /// Before starting, wait until every shard has N subscriptions (counted on XPUB; 0 = start at once). Default
+    /// from config (1).
+    #[arg(long)]
+    wait_subscribers: Option<u64>,
+    /// Give up waiting for subscribers after this long: exit 1 saying so (default from config, 60s).
     #[arg(long, value_parser = parse_duration_arg)]
     wait_timeout: Option<Duration>,
     /// At the end of the journal keep tailing it (replay a recording in progress).
@@ -58,9 +70,16 @@ pub struct Args {
     /// Drop messages for slow subscribers like a live PUB, instead of waiting for them.
     #[arg(long)]
     allow_drop: bool,
-    /// Publisher id of shard 0 (shard i is base + i). Default from config (9000).
+    /// Re-publish under per-shard identities (shard i is --publisher-id + i, fresh gap-free sequences, symbols
+    /// spread over shards by hash) instead of the original publishers'. Gap notices are not re-published then.
     #[arg(long)]
+    restamp: bool,
+    /// With --restamp: publisher id of shard 0. Default from config (9000).
+    #[arg(long, requires = "restamp")]
     publisher_id: Option<u32>,
+    /// Print each run's summary as one JSON object on stdout (integer counts) instead of the table.
+    #[arg(long)]
+    json: bool,
     /// No progress line on stderr.
     #[arg(long)]
     quiet: bool,
@@ -401,6 +420,9 @@ fn replay_status(
         "heartbeats_sent": s.heartbeats_sent,
         "skipped_invalid": s.skipped_invalid,
         "lapped": s.lapped,
+        "gap_notices": s.gap_notices,
+        "cached": s.cached,
+        "subscribers": s.subscribers,
     })
 }
 
@@ -432,6 +454,11 @@ pub fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
         speed: args.speed,
         from,
         to,
+        identity: if args.restamp {
+            Identity::Restamp
+        } else {
+            Identity::Preserve
+        },
         publisher_id_base: args.publisher_id.unwrap_or(cfg.publisher_id_base),
         sndhwm: cfg.sndhwm,
         lossless: cfg.lossless && !args.allow_drop,
@@ -482,19 +509,25 @@ pub fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
         }
     };
     status.publish(replay_status(&status_cx, &shared.lock(), None, 0.0));
-    if args.wait_subscribers > 0 {
+    let wait_n = args.wait_subscribers.unwrap_or(cfg.wait_subscribers);
+    let wait_timeout = args
+        .wait_timeout
+        .unwrap_or(Duration::from_millis(cfg.wait_timeout_ms));
+    if wait_n > 0 && !args.await_start {
         eprintln!(
-            "replay: waiting for {} subscriber(s) per shard",
-            args.wait_subscribers
+            "replay: waiting for {wait_n} subscriber(s) per shard (up to {:?}; --wait-subscribers 0 starts at once)",
+            wait_timeout
         );
-        if !replayer.wait_subscribers(args.wait_subscribers, args.wait_timeout, &stop)? {
+        if !replayer.wait_subscribers(wait_n, Some(wait_timeout), &stop)? {
             if stop.load(Ordering::Relaxed) {
-                eprintln!("replay: interrupted while waiting for subscribers");
+                eprintln!("replay: interrupted while waiting for subscribers; nothing sent");
                 return Ok(ExitCode::SUCCESS);
             }
             anyhow::bail!(
-                "timed out waiting for {} subscriber(s) per shard (have {:?})",
-                args.wait_subscribers,
+                "no subscriber within {:?}: waited for {wait_n} subscription(s) on every shard ({}), have {:?}; \
+                 start the subscriber first, or raise --wait-timeout",
+                wait_timeout,
+                endpoints.join(", "),
                 replayer.poll_subscriptions()?
             );
         }
@@ -509,6 +542,7 @@ pub fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
         &stop
     };
     let quiet = args.quiet;
+    let mut exit = ExitCode::SUCCESS;
     loop {
         let spec = match runs_rx.recv_timeout(Duration::from_millis(100)) {
             Ok(spec) => spec,
@@ -522,6 +556,21 @@ pub fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
         };
         replayer.set_run(spec.speed, spec.from, spec.to);
         status.publish(replay_status(&status_cx, &shared.lock(), None, 0.0));
+        if args.await_start
+            && wait_n > 0
+            && !replayer.wait_subscribers(wait_n, Some(wait_timeout), run_stop)?
+        {
+            // A remote-controlled replay stays up: this run is refused, the next start may find subscribers.
+            shared.lock().on_finished();
+            tracing::error!(
+                "no subscriber within {wait_timeout:?} ({wait_n} subscription(s) per shard wanted, have {:?}); run not started",
+                replayer.poll_subscriptions()?
+            );
+            if stop.load(Ordering::Relaxed) {
+                break;
+            }
+            continue;
+        }
         let start_seq = reader.position_seq();
         let mut last = (0u64, Instant::now());
         let stats = replayer.run(&mut reader, &SystemClock, run_stop, |s: &ReplayStats| {
@@ -567,17 +616,77 @@ pub fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
         if !quiet {
             eprintln!();
         }
-        print_summary(&stats, spec.speed, interrupted);
+        let identity = if args.restamp { "restamp" } else { "preserve" };
+        if args.json {
+            println!(
+                "{}",
+                summary_json(&stats, spec.speed, identity, interrupted)
+            );
+        } else {
+            print_summary(&stats, spec.speed, interrupted);
+        }
+        let nobody = stats.sent > 0 && stats.subscribers == 0;
+        if nobody {
+            eprintln!(
+                "replay: delivered to no subscriber: {} message(s) went nowhere (no subscription on any shard during the run)",
+                stats.sent
+            );
+        }
+        // The exit code reflects the last run (the only one without --await-start).
+        exit = if nobody {
+            ExitCode::from(crate::exit_code::ERROR)
+        } else {
+            ExitCode::SUCCESS
+        };
         if !args.await_start || stop.load(Ordering::Relaxed) {
             break;
         }
         eprintln!("replay: done, waiting for tickbox.replay.start");
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(exit)
 }
+
+/// `replay --json`: one object per run, every count an integer.
+fn summary_json(
+    s: &ReplayStats,
+    speed: Speed,
+    identity: &str,
+    interrupted: bool,
+) -> serde_json::Value {
+    serde_json::json!({
+        "sent": s.sent,
+        "subscribers": s.subscribers,
+        "delivered": s.subscribers > 0 || s.sent == 0,
+        "rate": s.rate().round() as u64,
+        "gap_notices": s.gap_notices,
+        "cached": s.cached,
+        "duration_ns": s.elapsed.as_nanos() as u64,
+        "speed": speed.to_string(),
+        "identity": identity,
+        "publishers": s.publishers,
+        "bytes": s.bytes,
+        "per_shard": s.per_shard,
+        "subscriptions": s.subscriptions,
+        "heartbeats_sent": s.heartbeats_sent,
+        "skipped_heartbeats": s.skipped_heartbeats,
+        "skipped_gap_notices": s.skipped_gap_notices,
+        "skipped_invalid": s.skipped_invalid,
+        "lapped": s.lapped,
+        "first_seq": s.first_seq,
+        "last_seq": s.last_seq,
+        "first_capture_ns": s.first_capture_ns,
+        "last_capture_ns": s.last_capture_ns,
+        "max_late_ns": s.max_late_ns,
+        "interrupted": interrupted,
+    })
+}
+
 fn print_summary(s: &ReplayStats, speed: Speed, interrupted: bool) {
     println!("speed         {speed}");
-    println!("sent          {}", s.sent);
+    println!(
+        "sent          {} (gap notices {}, cached values {}) for {} publisher(s)",
+        s.sent, s.gap_notices, s.cached, s.publishers
+    );
     println!("bytes         {}", fmt_bytes(s.bytes));
     println!("per shard     {:?}", s.per_shard);
     println!(
@@ -609,7 +718,10 @@ fn print_summary(s: &ReplayStats, speed: Speed, interrupted: bool) {
             s.lapped
         );
     }
-    println!("subscriptions {:?}", s.subscriptions);
+    println!(
+        "subscribers   {} at most (subscriptions per shard at the end {:?})",
+        s.subscribers, s.subscriptions
+    );
 }
 
 #[cfg(test)]

@@ -6,11 +6,10 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use tickbox_control::clone::recipes::{ConfigEvent, ConfigWatch, Membership};
-use tickbox_control::clone::{CloneClient, ServerEndpoints};
+use tickbox_fleet::{check_member_id, default_member_id, SubscriberLive};
 use tickbox_subscriber::{
-    format_duration, parse_duration, DurationError, Fatal, GapPolicy, Histogram, HumanDuration,
-    Report, ShardConfig, SharedThreshold, Subscriber, SubscriberConfig,
+    check_nic, format_duration, Dispatch, Fatal, GapPolicy, Histogram, HumanDuration, Report,
+    ShardConfig, SharedThreshold, SnailMode, Subscriber, SubscriberConfig,
 };
 use tickbox_wire::Kind;
 use tickbox_workers::{Delay, LastValueBook, Stats, StatsReport, WorkersConfig};
@@ -21,11 +20,18 @@ use crate::status::StatusBoard;
 
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "One shard (SUB socket + thread) per --connect endpoint. Every worker pulls from every shard.\n\
+    after_help = "One shard (SUB socket + thread) per --connect endpoint. With --dispatch by_topic (the default) each \
+    shard sends every message of a symbol (Q.V.S and T.V.S alike) to one worker, chosen by a stable hash, so a \
+    worker sees each symbol's updates in order; round_robin spreads messages evenly with no order per symbol.\n\
     The Suicidal Snail checks lateness (receive time - publisher send time) at each shard and again when a worker \
     dequeues, so a backlog behind slow workers also counts. Past --max-lateness the subscriber logs one ERROR \
-    line, prints `SNAIL {json}` on stderr and exits with code 3. LVC cached values are exempt.\n\
-    Sequence gaps are checked per publisher only when subscribed to everything (no --topics).\n\
+    line, prints `SNAIL {json}` on stderr and exits with code 3. LVC cached values and gap notices are exempt. \
+    Each publisher's clock offset is estimated as its minimum observed delay and reported; --snail-mode \
+    skew_tolerant judges lateness relative to it instead of the publisher's clock.\n\
+    Sequences are checked per publisher only when subscribed to everything (no --topics): only this hop's own \
+    losses count as gaps (and trip --gap-policy die); restarts, duplicates, reordered arrivals, recorded gaps \
+    (gap notices from a replayed journal) and implausible jumps (anomalies) are counted apart.\n\
+    Exits 1 when it received nothing at all, or when a --nic does not exist or has no IPv4 address.\n\
     With --clone: /config/subscriber/max_lateness overrides the threshold while running (deleting it reverts to \
     the command line/config value; an invalid value is logged and ignored), the subscriber registers under \
     /members/subscribers/ID with a TTL, and a fatal event is also written to /alerts/subscribers/ID."
@@ -35,7 +41,8 @@ pub struct Args {
     /// `[[subscriber.shards]]` from the config.
     #[arg(long, value_delimiter = ',', value_name = "EP")]
     pub connect: Vec<String>,
-    /// Network interface per shard (one name applies to all shards); connects as tcp://IFACE:0;HOST:PORT.
+    /// Network interface per shard (one name applies to all shards); connects as tcp://IFACE:0;HOST:PORT. An
+    /// interface that does not exist or has no IPv4 address is an error at start.
     #[arg(long, value_delimiter = ',', value_name = "IFACE")]
     pub nic: Vec<String>,
     /// Worker threads (each pulls from every shard).
@@ -44,6 +51,10 @@ pub struct Args {
     /// Stop after this long (250ms, 10s, 5m); runs until Ctrl-C otherwise.
     #[arg(long, value_name = "D")]
     pub duration: Option<HumanDuration>,
+    /// Stop once frames have stopped arriving for this long (after the first one): subscribe to a replay until it
+    /// ends. A publisher's heartbeats count as arriving, so point it at a stream that goes quiet when done.
+    #[arg(long, value_name = "D")]
+    pub idle_exit: Option<HumanDuration>,
     /// Suicidal Snail threshold (250us, 5ms, 1s); 0 disables. Default 1s.
     #[arg(long, value_name = "D")]
     pub max_lateness: Option<HumanDuration>,
@@ -53,9 +64,22 @@ pub struct Args {
     /// CPU ids: the first one per shard pins the shards, the rest pin the workers in order.
     #[arg(long, value_delimiter = ',', value_name = "C")]
     pub cores: Vec<usize>,
-    /// What a sequence gap does: warn (log and count) or die (exit like the snail).
+    /// What a sequence gap (this hop's own loss) does: warn (log and count) or die (exit like the snail).
     #[arg(long, value_name = "warn|die")]
     pub gap_policy: Option<GapPolicy>,
+    /// How shards hand messages to workers: by_topic (one worker per symbol, in order; default) or round_robin.
+    #[arg(long, value_name = "by_topic|round_robin")]
+    pub dispatch: Option<Dispatch>,
+    /// How the snail measures lateness: strict (against the publisher's clock; default) or skew_tolerant
+    /// (relative to the publisher's best observed delay).
+    #[arg(long, value_name = "strict|skew_tolerant")]
+    pub snail_mode: Option<SnailMode>,
+    /// Warn when a publisher's estimated clock offset exceeds this either way (0 never). Default 100ms.
+    #[arg(long, value_name = "D")]
+    pub clock_skew_warn: Option<HumanDuration>,
+    /// Print the summary as one JSON object on stdout instead of the table.
+    #[arg(long)]
+    pub json: bool,
     /// Testing aid: every worker sleeps this long per message, to show that a slow consumer trips the snail.
     #[arg(long, value_name = "D", hide = true)]
     pub debug_worker_delay: Option<HumanDuration>,
@@ -74,128 +98,8 @@ pub struct Args {
     pub broker: Option<String>,
 }
 
-/// Group under `/members/` and `/alerts/`.
-const GROUP: &str = "subscribers";
-/// Prefix (under `/config/`) of the live settings.
-const LIVE_PREFIX: &str = "subscriber/";
 /// How often the control loop refreshes the status snapshot.
 const STATUS_EVERY: Duration = Duration::from_millis(500);
-/// How long a fatal alert may delay the exit.
-const ALERT_TIMEOUT: Duration = Duration::from_secs(1);
-
-fn default_member_id() -> String {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
-        .ok()
-        .map(|h| h.trim().to_owned())
-        .filter(|h| !h.is_empty())
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .unwrap_or_else(|| "host".to_owned());
-    format!("{host}-{}", std::process::id())
-}
-
-fn check_member_id(id: &str) -> anyhow::Result<()> {
-    anyhow::ensure!(
-        !id.is_empty() && !id.contains(['/', ' ', '\t', '\n']),
-        "--member-id {id:?}: must be non-empty without '/' or whitespace"
-    );
-    Ok(())
-}
-
-/// Live settings under `/config/subscriber/`: every one is a duration today.
-fn parse_live_value(raw: &[u8]) -> Result<Duration, DurationError> {
-    parse_duration(String::from_utf8_lossy(raw).trim())
-}
-
-/// Applies one live-configuration change to the threshold; `base` is the command-line/config value a delete
-/// reverts to.
-fn apply_live(event: ConfigEvent<Duration>, threshold: &SharedThreshold, base: Duration) {
-    match event {
-        ConfigEvent::Set { key, value } if key == "max_lateness" => {
-            if threshold.get() != value {
-                tracing::info!(
-                    max_lateness = %format_duration(value),
-                    "live config: snail threshold changed"
-                );
-            }
-            threshold.set(value);
-        }
-        ConfigEvent::Deleted { key } if key == "max_lateness" => {
-            tracing::info!(
-                max_lateness = %format_duration(base),
-                "live config: max_lateness deleted, back to the configured threshold"
-            );
-            threshold.set(base);
-        }
-        ConfigEvent::Invalid { key, error } if key == "max_lateness" => {
-            tracing::warn!(
-                current = %format_duration(threshold.get()),
-                "live config: invalid max_lateness ignored ({error}); keeping the current threshold"
-            );
-        }
-        ConfigEvent::Set { key, .. }
-        | ConfigEvent::Deleted { key }
-        | ConfigEvent::Invalid { key, .. } => {
-            tracing::debug!(
-                key,
-                "live config: not a live setting of the subscriber, ignored"
-            );
-        }
-    }
-}
-
-type ParseLive = fn(&[u8]) -> Result<Duration, DurationError>;
-
-/// The Clone side of a subscriber: the client, the live-config watch and the member id.
-struct Live {
-    client: CloneClient,
-    watch: ConfigWatch<Duration, ParseLive>,
-    id: String,
-}
-
-impl Live {
-    fn connect(
-        ctx: &zmq::Context,
-        servers: &[String],
-        id: String,
-        config: &TickboxConfig,
-    ) -> anyhow::Result<Self> {
-        let servers = servers
-            .iter()
-            .map(|s| ServerEndpoints::from_base(s.trim()))
-            .collect::<Result<Vec<_>, _>>()
-            .context("--clone / [subscriber] clone")?;
-        anyhow::ensure!(!servers.is_empty(), "--clone needs at least one endpoint");
-        let client = CloneClient::connect(ctx, &servers, "", config.clone.client.clone())
-            .context("connecting to the Clone servers")?;
-        if let Err(err) = client.wait_synced(Duration::from_secs(5)) {
-            // The data plane does not wait for the control plane: the agent keeps trying in the background.
-            tracing::warn!("Clone servers not reachable yet ({err}); running on configured values");
-        }
-        let parse: ParseLive = parse_live_value;
-        let watch = ConfigWatch::new(&client, LIVE_PREFIX, parse)
-            .context("watching /config/subscriber/")?;
-        Ok(Live { client, watch, id })
-    }
-
-    fn drain(&self, threshold: &SharedThreshold, base: Duration) {
-        while let Some(event) = self.watch.try_recv() {
-            apply_live(event, threshold, base);
-        }
-    }
-
-    /// Best effort: a pager should learn why the subscriber died, but a dead control plane must not keep it alive.
-    fn alert(&self, fatal: &Fatal) {
-        let key = format!("/alerts/{GROUP}/{}", self.id);
-        match self
-            .client
-            .set_with_timeout(&key, fatal.to_json().as_bytes(), None, ALERT_TIMEOUT)
-        {
-            Ok(_) => tracing::info!(key, "alert written"),
-            Err(err) => tracing::warn!(key, "alert not written: {err}"),
-        }
-    }
-}
 
 /// The worker every CLI subscriber runs: statistics, the last-value book, and an optional artificial delay.
 pub(crate) type CliWorker = (Stats, (LastValueBook, Option<Delay>));
@@ -258,6 +162,15 @@ fn resolve(
     if let Some(policy) = args.gap_policy {
         sub.gap_policy = policy;
     }
+    if let Some(dispatch) = args.dispatch {
+        sub.dispatch = dispatch;
+    }
+    if let Some(mode) = args.snail_mode {
+        sub.snail_mode = mode;
+    }
+    if let Some(d) = args.clock_skew_warn {
+        sub.clock_skew_warn = d;
+    }
     if !args.clone.is_empty() {
         sub.clone = args.clone.clone();
     }
@@ -273,24 +186,37 @@ fn resolve(
     if sub.shards.is_empty() {
         anyhow::bail!("nothing to subscribe to: give --connect EP[,EP...] or [[subscriber.shards]] in the config");
     }
+    // Before any socket (Clone, status, data): a missing interface would otherwise receive nothing, silently.
+    for nic in sub.shards.iter().filter_map(|s| s.nic.as_deref()) {
+        check_nic(nic).map_err(|err| anyhow::anyhow!("--nic: {err}"))?;
+    }
     Ok((sub, workers))
 }
 
 pub fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     let (mut sub_config, workers_config) = resolve(&args, config)?;
     let stop = crate::shutdown::flag();
-    let ctx = zmq::Context::new();
+    // Built (and its I/O threads placed) before any of our threads is pinned, so they never inherit a shard's core.
+    let ctx = tickbox_zmqx::context::build(&config.context)?;
     let delay = args.debug_worker_delay.map(|d| d.0);
     let base = sub_config.max_lateness.0;
     let id = sub_config
         .member_id
         .clone()
         .unwrap_or_else(default_member_id);
-    check_member_id(&id)?;
+    check_member_id(&id).context("--member-id")?;
     let live = if sub_config.clone.is_empty() {
         None
     } else {
-        Some(Live::connect(&ctx, &sub_config.clone, id.clone(), config)?)
+        Some(
+            SubscriberLive::connect(
+                &ctx,
+                &sub_config.clone,
+                id.clone(),
+                config.clone.client.clone(),
+            )
+            .context("--clone / [subscriber] clone")?,
+        )
     };
     // Apply the stored live values before the first message, not just after.
     if let Some(live) = &live {
@@ -311,14 +237,8 @@ pub fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
                 "max_lateness": sub_config.max_lateness.to_string(),
             });
             Some(
-                Membership::join(
-                    &live.client,
-                    GROUP,
-                    &id,
-                    info.to_string().as_bytes(),
-                    sub_config.member_ttl.0,
-                )
-                .context("registering under /members/subscribers/")?,
+                live.join(info.to_string().as_bytes(), sub_config.member_ttl.0)
+                    .context("registering under /members/subscribers/")?,
             )
         }
         None => None,
@@ -332,9 +252,20 @@ pub fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     );
     let deadline = args.duration.map(|d| std::time::Instant::now() + d.0);
     let mut next_status = std::time::Instant::now();
+    // (frames received so far, when that count last changed): the idle clock starts at the first frame.
+    let mut idle = (0u64, std::time::Instant::now());
     loop {
         let tripped = subscriber.is_tripped();
         let now = std::time::Instant::now();
+        if let Some(limit) = args.idle_exit {
+            let received: u64 = subscriber.live_shards().iter().map(|s| s.received).sum();
+            if received != idle.0 {
+                idle = (received, now);
+            } else if received > 0 && now.duration_since(idle.1) >= limit.0 {
+                tracing::info!(idle = %limit, "no frame for the idle limit: stopping");
+                break;
+            }
+        }
         if now >= next_status || tripped {
             next_status = now + STATUS_EVERY;
             status.publish(status_json(&subscriber, &threshold, &id, tripped));
@@ -355,9 +286,169 @@ pub fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     }
     let report = subscriber.shutdown()?;
     let stopped_by = stopped_by(&report, stop.load(Ordering::Relaxed));
-    print!("{}", summary(&report, None, stopped_by));
+    if args.json {
+        println!("{}", summary_json(&report, &sub_config, stopped_by));
+    } else {
+        print!("{}", summary(&report, None, stopped_by));
+    }
     drop(membership);
+    if report.fatal.is_none() && report.received() == 0 {
+        let endpoints: Vec<String> = sub_config
+            .shards
+            .iter()
+            .flat_map(|s| s.connect.iter().cloned())
+            .collect();
+        tracing::error!(
+            "received nothing at all from {} in {:.1} s: check the endpoints, --nic and --topics, and that the \
+             publishers are running",
+            endpoints.join(","),
+            report.elapsed.as_secs_f64()
+        );
+        return Ok(ExitCode::from(exit_code::ERROR));
+    }
     Ok(finish(&report))
+}
+
+fn lateness_json(h: &Histogram<u64>) -> serde_json::Value {
+    if h.is_empty() {
+        return serde_json::Value::Null;
+    }
+    serde_json::json!({
+        "p50": h.value_at_quantile(0.5),
+        "p99": h.value_at_quantile(0.99),
+        "max": h.max(),
+    })
+}
+
+/// The end-of-run summary as one JSON object (`--json`). Every count is an integer.
+pub(crate) fn summary_json(
+    report: &Report<CliWorker>,
+    config: &SubscriberConfig,
+    stopped_by: &str,
+) -> serde_json::Value {
+    let totals = report.sequence_totals();
+    let offsets = &report.clock_offsets;
+    let offset_of = |p: u32| {
+        offsets
+            .iter()
+            .find(|o| o.publisher == p)
+            .map(|o| o.offset_ns)
+    };
+    let mut publishers: Vec<serde_json::Value> = report
+        .ledgers()
+        .iter()
+        .map(|l| {
+            serde_json::json!({
+                "publisher": l.publisher,
+                "session": l.session,
+                "first_sequence": l.first_sequence,
+                "last_sequence": l.last_sequence,
+                "received": l.received,
+                "missing": l.missing,
+                "recorded_gaps": l.recorded_missing,
+                "duplicates": l.duplicates,
+                "reordered": l.reordered,
+                "restarts": l.restarts,
+                "anomalies": l.anomalies,
+                "clock_offset_ns": offset_of(l.publisher),
+            })
+        })
+        .collect();
+    // Publishers timed but not sequence-tracked (a topic filter is on): still show their clocks.
+    for o in offsets {
+        if !report.ledgers().iter().any(|l| l.publisher == o.publisher) {
+            publishers.push(serde_json::json!({
+                "publisher": o.publisher,
+                "clock_offset_ns": o.offset_ns,
+            }));
+        }
+    }
+    let per_worker_forwarded = |w: usize| -> u64 {
+        report
+            .shards
+            .iter()
+            .filter_map(|s| s.forwarded_per_worker.get(w))
+            .sum()
+    };
+    let workers: Vec<serde_json::Value> = report
+        .workers
+        .iter()
+        .map(|w| {
+            let mut v = serde_json::json!({
+                "index": w.index,
+                "processed": w.processed,
+                "discarded": w.discarded,
+                "late": w.late,
+                "lateness_ns": lateness_json(&w.lateness),
+            });
+            if report.dispatch == Dispatch::ByTopic {
+                v["forwarded"] = per_worker_forwarded(w.index).into();
+            }
+            v
+        })
+        .collect();
+    let shards: Vec<serde_json::Value> = report
+        .shards
+        .iter()
+        .map(|s| {
+            serde_json::json!({
+                "index": s.index,
+                "endpoints": s.endpoints,
+                "received": s.received,
+                "forwarded": s.forwarded,
+                "malformed": s.malformed,
+                "cached": s.cached,
+                "gap_notices": s.gap_notices,
+                "late": s.late,
+                "gaps": s.gaps,
+                "missing": s.missing,
+                "lateness_ns": lateness_json(&s.lateness),
+            })
+        })
+        .collect();
+    let stats = merged_stats(report);
+    serde_json::json!({
+        "component": "subscribe",
+        "stopped_by": stopped_by,
+        "fatal": report.fatal,
+        "elapsed_ms": u64::try_from(report.elapsed.as_millis()).unwrap_or(u64::MAX),
+        "received": report.received(),
+        "forwarded": report.forwarded(),
+        "processed": report.processed(),
+        "unprocessed": report.unprocessed,
+        "malformed": report.malformed(),
+        "cached": report.shards.iter().map(|s| s.cached).sum::<u64>(),
+        "gap_notices": report.gap_notices(),
+        "late": report.late(),
+        "sequence_tracking": config.topics.is_empty() || config.topics.iter().any(|t| t.is_empty()),
+        "data_received": totals.received,
+        "missing": totals.missing,
+        "gaps": totals.gap_events,
+        "recorded_gaps": totals.recorded_missing,
+        "recorded_gap_events": totals.recorded_gap_events,
+        "duplicates": totals.duplicates,
+        "reordered": totals.reordered,
+        "restarts": totals.restarts,
+        "anomalies": totals.anomalies,
+        "untracked": totals.untracked,
+        "quotes": stats.count(Kind::Quote),
+        "trades": stats.count(Kind::Trade),
+        "heartbeats": stats.count(Kind::Heartbeat),
+        "distinct_topics": stats.distinct_topics(),
+        "dispatch": report.dispatch.as_str(),
+        "snail_mode": report.snail_mode.as_str(),
+        "max_lateness_ns": u64::try_from(config.max_lateness.0.as_nanos()).unwrap_or(u64::MAX),
+        "clock_skew_warn_ns": u64::try_from(config.clock_skew_warn.0.as_nanos()).unwrap_or(u64::MAX),
+        "clock_offsets": offsets,
+        "clock_untracked": report.clock_untracked,
+        "publishers": publishers,
+        "workers": workers,
+        "shards": shards,
+        "lateness_ns": {
+            "receive": lateness_json(&report.receive_lateness()),
+            "dequeue": lateness_json(&report.dequeue_lateness()),
+        },
+    })
 }
 
 fn status_json<W: tickbox_workers::Worker>(
@@ -380,6 +471,9 @@ fn status_json<W: tickbox_workers::Worker>(
         "max_lateness": format_duration(current),
         "max_lateness_ns": u64::try_from(current.as_nanos()).unwrap_or(u64::MAX),
         "shards": subscriber.live_shards(),
+        "dispatch": subscriber.dispatch().as_str(),
+        "snail_mode": subscriber.snail_mode().as_str(),
+        "clock_offsets": subscriber.clock_offsets(),
     })
 }
 
@@ -542,70 +636,57 @@ pub(crate) fn summary(
             .collect();
         let _ = writeln!(out, "per prefix: {}", shown.join(", "));
     }
+    let t = report.sequence_totals();
+    let _ = writeln!(
+        out,
+        "sequences: publishers {}  data received {}  missing {}  recorded gaps {}  duplicates {}  reordered {}  \
+         restarts {}  anomalies {}  gap notices {}",
+        t.publishers,
+        t.received,
+        t.missing,
+        t.recorded_missing,
+        t.duplicates,
+        t.reordered,
+        t.restarts,
+        t.anomalies,
+        report.gap_notices()
+    );
+    let per_worker: Vec<String> = report
+        .workers
+        .iter()
+        .map(|w| format!("{} {}", w.index, w.processed))
+        .collect();
+    let _ = writeln!(
+        out,
+        "dispatch: {}   snail mode: {}   processed per worker: {}",
+        report.dispatch,
+        report.snail_mode.as_str(),
+        per_worker.join(", ")
+    );
+    if !report.clock_offsets.is_empty() {
+        let shown: Vec<String> = report
+            .clock_offsets
+            .iter()
+            .take(16)
+            .map(|o| {
+                let d = format_duration(Duration::from_nanos(o.offset_ns.unsigned_abs()));
+                format!(
+                    "publisher {} {}{d}",
+                    o.publisher,
+                    if o.offset_ns < 0 { "-" } else { "+" }
+                )
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            "clock offsets (min delay; + publisher behind, - ahead): {}{}",
+            shown.join(", "),
+            if report.clock_offsets.len() > 16 {
+                format!(" and {} more", report.clock_offsets.len() - 16)
+            } else {
+                String::new()
+            }
+        );
+    }
     out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn set(value: Duration) -> ConfigEvent<Duration> {
-        ConfigEvent::Set {
-            key: "max_lateness".into(),
-            value,
-        }
-    }
-
-    #[test]
-    fn live_max_lateness_sets_ignores_garbage_and_reverts_on_delete() {
-        let base = Duration::from_secs(1);
-        let threshold = SharedThreshold::new(base);
-        apply_live(set(Duration::from_micros(250)), &threshold, base);
-        assert_eq!(threshold.get(), Duration::from_micros(250));
-        apply_live(
-            ConfigEvent::Invalid {
-                key: "max_lateness".into(),
-                error: "bad".into(),
-            },
-            &threshold,
-            base,
-        );
-        assert_eq!(threshold.get(), Duration::from_micros(250), "invalid keeps");
-        apply_live(set(Duration::from_millis(7)), &threshold, base);
-        // Other keys under the prefix are not the threshold.
-        apply_live(
-            ConfigEvent::Set {
-                key: "other".into(),
-                value: Duration::from_nanos(1),
-            },
-            &threshold,
-            base,
-        );
-        assert_eq!(threshold.get(), Duration::from_millis(7));
-        apply_live(
-            ConfigEvent::Deleted {
-                key: "max_lateness".into(),
-            },
-            &threshold,
-            base,
-        );
-        assert_eq!(
-            threshold.get(),
-            base,
-            "delete reverts to the configured value"
-        );
-    }
-
-    #[test]
-    fn live_values_parse_with_the_subscriber_duration_syntax() {
-        assert_eq!(
-            parse_live_value(b" 250us\n").unwrap(),
-            Duration::from_micros(250)
-        );
-        assert_eq!(parse_live_value(b"5ms").unwrap(), Duration::from_millis(5));
-        assert!(parse_live_value(b"soon").is_err());
-        assert!(check_member_id("host-12").is_ok());
-        assert!(check_member_id("a/b").is_err());
-        assert!(check_member_id("").is_err());
-    }
 }

@@ -7,9 +7,10 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use tickbox_feed::tap::{self, RateTable, TapFilter, TapFrame};
-use tickbox_subscriber::{GapDetector, GapEvent};
+use tickbox_lvc::tap::{self, RateTable, TapFilter};
+use tickbox_wire::tap::TapFrame;
 use tickbox_wire::{Flags, Kind, MessageRef, Payload};
+use tickbox_wire::{SequenceEvent, SequenceTracker};
 
 use crate::config::TickboxConfig;
 
@@ -67,14 +68,14 @@ pub fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCode> {
         }
         if !args.no_events {
             // Events start with NUL, so a data-prefix subscription never matches them.
-            sub.set_subscribe(&[tap::EVENT_MARKER])?;
+            sub.set_subscribe(&[tickbox_wire::tap::EVENT_MARKER])?;
         }
     }
 
     // With the default `tap_drop = per_consumer` the proxy cannot see what this consumer loses, so the
     // inspector checks the per-publisher sequences itself. Only when it receives everything: a topic filter
     // makes gaps by design.
-    let mut gaps = args.topics.is_empty().then(GapDetector::new);
+    let mut gaps = args.topics.is_empty().then(SequenceTracker::new);
     let mut missed = 0u64;
     let started = Instant::now();
     let mut table = RateTable::new(args.depth, 1_000_000_000, tickbox_wire::now_ns());
@@ -88,11 +89,12 @@ pub fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCode> {
                 if let (Some(gaps), Ok(TapFrame::Message(m))) =
                     (gaps.as_mut(), TapFrame::classify(&msg))
                 {
-                    if let event @ GapEvent::Gap {
+                    if let event @ SequenceEvent::Gap {
                         publisher,
                         first_missing,
                         last_missing,
-                    } = gaps.on_message(m.header())
+                        ..
+                    } = gaps.on_message(&m)
                     {
                         missed += event.missing();
                         if !args.top {

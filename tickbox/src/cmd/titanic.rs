@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use tickbox_control::titanic::{FsyncPolicy, Titanic};
+use tickbox_majordomo::titanic::{FsyncPolicy, Titanic};
 
 use crate::config::TickboxConfig;
 

@@ -1,0 +1,608 @@
+//! The Clone client engine (sans-IO): snapshot synchronisation, update stream, silence detection and failover.
+//! The agent thread in [`crate::client`] owns the sockets and drives this engine.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::msg::{KvMsg, HUGZ, KTHXBAI};
+
+/// Subtree of the client's "vote" ICANHAZ. A passive Binary Star server stays silent on its PUB until a client
+/// request makes it active, so waiting for the first SUB message before the real ICANHAZ would always cost the full
+/// subscribe wait after a failover. The client therefore sends, shortly after connecting, an ICANHAZ for this
+/// (normally empty) subtree: it is the Binary Star vote, its tiny reply is ignored, and the promoted server's
+/// immediate HUGZ then releases the real ICANHAZ. Keys under this prefix are reserved.
+pub const VOTE_SUBTREE: &str = "/.tickbox-vote/";
+/// Delay between connecting and the vote, so our SUB is subscribed before the promoted server's first HUGZ.
+const VOTE_DELAY: Duration = Duration::from_millis(50);
+
+/// Client timing.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct ClientConfig {
+    /// Silence (no HUGZ, update or snapshot message) after which the server is declared dead and the client fails
+    /// over to the next server (CHP reference: 5000 ms). Must exceed the server HUGZ interval and, in a Binary Star
+    /// pair, the peer expiry.
+    pub server_ttl_ms: u64,
+    /// Before sending ICANHAZ the client waits for its SUB to deliver one message (proof that its subscription
+    /// reached the server, so nothing published after the snapshot can be missed), at most this long.
+    pub subscribe_wait_ms: u64,
+    /// Resend interval for unacknowledged updates (same UUID; the server de-duplicates).
+    pub resend_ms: u64,
+    /// Receive/send high-water marks of the client sockets, in messages.
+    pub hwm: i32,
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        ClientConfig {
+            server_ttl_ms: 5000,
+            subscribe_wait_ms: 1500,
+            resend_ms: 1000,
+            hwm: 1_000_000,
+        }
+    }
+}
+
+impl ClientConfig {
+    pub fn server_ttl(&self) -> Duration {
+        Duration::from_millis(self.server_ttl_ms.max(1))
+    }
+    pub fn subscribe_wait(&self) -> Duration {
+        Duration::from_millis(self.subscribe_wait_ms)
+    }
+}
+
+/// A stored entry on the client.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub value: Vec<u8>,
+    pub seq: u64,
+    pub uuid: Option<[u8; 16]>,
+}
+
+/// A change to the client's map. `value == None` means the key was deleted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    pub key: String,
+    pub value: Option<Vec<u8>>,
+    /// Server sequence of the update (0 for changes found by diffing a re-synchronisation snapshot whose entry had
+    /// been deleted).
+    pub seq: u64,
+    pub uuid: Option<[u8; 16]>,
+    /// True when the change comes from loading a snapshot (first sync, or re-sync after failover/gap) rather than
+    /// from the live update stream.
+    pub from_snapshot: bool,
+}
+
+/// What the loop must do next with the sockets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientAction {
+    /// (Re)create SUB and snapshot DEALER connected to server `index` (the update PUB stays connected to all).
+    Connect(usize),
+    /// Send ICANHAZ with the engine's subtree on the snapshot DEALER.
+    SendIcanhaz,
+    /// Send ICANHAZ for [`VOTE_SUBTREE`] on the snapshot DEALER (Binary Star client vote).
+    Vote,
+}
+
+#[derive(Debug)]
+enum Phase {
+    /// Sockets connected at `since`; waiting for the first SUB message before asking for the snapshot.
+    Subscribing {
+        since: Instant,
+        buffered: Vec<KvMsg>,
+        vote_at: Option<Instant>,
+    },
+    /// ICANHAZ sent; collecting KVSYNCs and buffering the stream.
+    Syncing {
+        snapshot: BTreeMap<String, Entry>,
+        buffered: Vec<KvMsg>,
+    },
+    Live,
+}
+
+/// Counters.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClientStats {
+    pub syncs: u64,
+    pub failovers: u64,
+    pub gaps: u64,
+    pub stale_updates: u64,
+    pub malformed: u64,
+}
+
+#[derive(Debug)]
+pub struct ClientEngine {
+    config: ClientConfig,
+    servers: usize,
+    current: usize,
+    subtree: String,
+    phase: Phase,
+    map: BTreeMap<String, Entry>,
+    last_seq: u64,
+    snapshot_seq: u64,
+    expiry: Instant,
+    actions: Vec<ClientAction>,
+    stats: ClientStats,
+}
+
+impl ClientEngine {
+    /// `servers` is the number of server endpoints (1 or 2 for a Binary Star pair). The first action is
+    /// `Connect(0)`.
+    pub fn new(config: ClientConfig, servers: usize, subtree: &str, now: Instant) -> Self {
+        let mut e = ClientEngine {
+            expiry: now + config.server_ttl(),
+            config,
+            servers: servers.max(1),
+            current: 0,
+            subtree: subtree.to_owned(),
+            phase: Phase::Live,
+            map: BTreeMap::new(),
+            last_seq: 0,
+            snapshot_seq: 0,
+            actions: Vec::new(),
+            stats: ClientStats::default(),
+        };
+        e.connect(0, now);
+        e
+    }
+
+    pub fn subtree(&self) -> &str {
+        &self.subtree
+    }
+    pub fn current_server(&self) -> usize {
+        self.current
+    }
+    pub fn is_live(&self) -> bool {
+        matches!(self.phase, Phase::Live)
+    }
+    pub fn last_seq(&self) -> u64 {
+        self.last_seq
+    }
+    /// Sequence of the last snapshot's KTHXBAI.
+    pub fn snapshot_seq(&self) -> u64 {
+        self.snapshot_seq
+    }
+    pub fn stats(&self) -> &ClientStats {
+        &self.stats
+    }
+    pub fn map(&self) -> &BTreeMap<String, Entry> {
+        &self.map
+    }
+    pub fn get(&self, key: &str) -> Option<&Entry> {
+        self.map.get(key)
+    }
+
+    /// Entries whose key starts with `prefix`, in key order.
+    pub fn range<'a>(
+        &'a self,
+        prefix: &'a str,
+    ) -> impl Iterator<Item = (&'a String, &'a Entry)> + 'a {
+        self.map
+            .range::<str, _>((
+                std::ops::Bound::Included(prefix),
+                std::ops::Bound::Unbounded,
+            ))
+            .take_while(move |(k, _)| k.starts_with(prefix))
+    }
+
+    /// Next socket action for the loop, if any.
+    pub fn poll_action(&mut self) -> Option<ClientAction> {
+        if self.actions.is_empty() {
+            None
+        } else {
+            Some(self.actions.remove(0))
+        }
+    }
+
+    /// When the engine next needs `on_tick`.
+    pub fn next_deadline(&self) -> Instant {
+        match &self.phase {
+            Phase::Subscribing { since, vote_at, .. } => {
+                let d = (*since + self.config.subscribe_wait()).min(self.expiry);
+                vote_at.map_or(d, |v| d.min(v))
+            }
+            _ => self.expiry,
+        }
+    }
+
+    fn connect(&mut self, index: usize, now: Instant) {
+        self.current = index % self.servers;
+        self.phase = Phase::Subscribing {
+            since: now,
+            buffered: Vec::new(),
+            vote_at: Some(now + VOTE_DELAY),
+        };
+        self.expiry = now + self.config.server_ttl();
+        self.actions.push(ClientAction::Connect(self.current));
+    }
+
+    fn send_icanhaz(&mut self, buffered: Vec<KvMsg>) {
+        self.phase = Phase::Syncing {
+            snapshot: BTreeMap::new(),
+            buffered,
+        };
+        self.actions.push(ClientAction::SendIcanhaz);
+    }
+
+    fn in_subtree(&self, key: &str) -> bool {
+        key.starts_with(&self.subtree)
+    }
+
+    /// Timers: the subscribe wait and server silence.
+    pub fn on_tick(&mut self, now: Instant) {
+        if now >= self.expiry {
+            self.stats.failovers += 1;
+            let next = self.current + 1;
+            tracing::warn!(
+                server = self.current,
+                next = next % self.servers,
+                "clone server silent for {:?}; failing over",
+                self.config.server_ttl()
+            );
+            self.connect(next, now);
+            return;
+        }
+        if let Phase::Subscribing {
+            since,
+            buffered,
+            vote_at,
+        } = &mut self.phase
+        {
+            if vote_at.is_some_and(|v| now >= v) {
+                *vote_at = None;
+                self.actions.push(ClientAction::Vote);
+            }
+            if now >= *since + self.config.subscribe_wait() {
+                let buffered = std::mem::take(buffered);
+                self.send_icanhaz(buffered);
+            }
+        }
+    }
+
+    /// A message on the SUB socket of the current server. Changes to the map are appended to `changes`.
+    pub fn on_update(&mut self, msg: KvMsg, now: Instant, changes: &mut Vec<Change>) {
+        self.expiry = now + self.config.server_ttl();
+        match &mut self.phase {
+            Phase::Subscribing { buffered, .. } => {
+                if msg.key != HUGZ {
+                    buffered.push(msg);
+                }
+                let buffered = std::mem::take(buffered);
+                self.send_icanhaz(buffered);
+            }
+            Phase::Syncing { buffered, .. } => {
+                if msg.key != HUGZ {
+                    buffered.push(msg);
+                }
+            }
+            Phase::Live => {
+                if msg.key == HUGZ {
+                    // HUGZ carries the server's current sequence: with the whole map subscribed, a larger one means
+                    // we lost updates (HWM overflow).
+                    if self.subtree.is_empty() && msg.seq > self.last_seq {
+                        self.gap(now, msg.seq);
+                    }
+                    return;
+                }
+                if self.subtree.is_empty() && msg.seq > self.last_seq + 1 {
+                    self.gap(now, msg.seq);
+                    return;
+                }
+                self.apply(msg, changes);
+            }
+        }
+    }
+
+    fn gap(&mut self, now: Instant, seen: u64) {
+        self.stats.gaps += 1;
+        tracing::warn!(
+            expected = self.last_seq + 1,
+            seen,
+            "clone update stream gap; re-synchronising"
+        );
+        self.phase = Phase::Subscribing {
+            since: now,
+            buffered: Vec::new(),
+            vote_at: None,
+        };
+        // The SUB is already subscribed: ask at once.
+        self.send_icanhaz(Vec::new());
+    }
+
+    fn apply(&mut self, msg: KvMsg, changes: &mut Vec<Change>) {
+        if msg.seq <= self.last_seq {
+            self.stats.stale_updates += 1;
+            return;
+        }
+        self.last_seq = msg.seq;
+        if !self.in_subtree(&msg.key) {
+            return;
+        }
+        let change = if msg.is_delete() {
+            if self.map.remove(&msg.key).is_none() {
+                // Deleting an absent key changes nothing visible, but report it so watchers see every update.
+            }
+            Change {
+                key: msg.key,
+                value: None,
+                seq: msg.seq,
+                uuid: msg.uuid,
+                from_snapshot: false,
+            }
+        } else {
+            self.map.insert(
+                msg.key.clone(),
+                Entry {
+                    value: msg.value.clone(),
+                    seq: msg.seq,
+                    uuid: msg.uuid,
+                },
+            );
+            Change {
+                key: msg.key,
+                value: Some(msg.value),
+                seq: msg.seq,
+                uuid: msg.uuid,
+                from_snapshot: false,
+            }
+        };
+        changes.push(change);
+    }
+
+    /// A message on the snapshot DEALER (KVSYNC or KTHXBAI).
+    pub fn on_snapshot(&mut self, msg: KvMsg, now: Instant, changes: &mut Vec<Change>) {
+        self.expiry = now + self.config.server_ttl();
+        let Phase::Syncing { snapshot, buffered } = &mut self.phase else {
+            // A late reply to an ICANHAZ we have given up on.
+            return;
+        };
+        if msg.key == KTHXBAI && msg.value != self.subtree.as_bytes() {
+            // The reply to our vote (or to some other subtree): not the snapshot we asked for.
+            return;
+        }
+        if msg.key != KTHXBAI {
+            if !msg.is_delete()
+                && msg.key.starts_with(&self.subtree)
+                && !msg.key.starts_with(VOTE_SUBTREE)
+            {
+                snapshot.insert(
+                    msg.key,
+                    Entry {
+                        value: msg.value,
+                        seq: msg.seq,
+                        uuid: msg.uuid,
+                    },
+                );
+            }
+            return;
+        }
+        let snapshot = std::mem::take(snapshot);
+        let buffered = std::mem::take(buffered);
+        self.stats.syncs += 1;
+        // Report the difference between what we had and the new snapshot, so watchers of a re-synchronised client
+        // see each real change once.
+        let old = std::mem::replace(&mut self.map, snapshot);
+        for (key, entry) in &self.map {
+            if old.get(key).map(|e| &e.value) != Some(&entry.value) {
+                changes.push(Change {
+                    key: key.clone(),
+                    value: Some(entry.value.clone()),
+                    seq: entry.seq,
+                    uuid: entry.uuid,
+                    from_snapshot: true,
+                });
+            }
+        }
+        for (key, entry) in old {
+            if !self.map.contains_key(&key) {
+                changes.push(Change {
+                    key,
+                    value: None,
+                    seq: 0,
+                    uuid: entry.uuid,
+                    from_snapshot: true,
+                });
+            }
+        }
+        // KTHXBAI's sequence is authoritative even when lower than before (a new server after failover).
+        self.last_seq = msg.seq;
+        self.snapshot_seq = msg.seq;
+        self.phase = Phase::Live;
+        tracing::debug!(
+            keys = self.map.len(),
+            seq = self.last_seq,
+            server = self.current,
+            "clone snapshot loaded"
+        );
+        for update in buffered {
+            self.apply(update, changes);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg() -> ClientConfig {
+        ClientConfig {
+            server_ttl_ms: 5000,
+            subscribe_wait_ms: 1500,
+            ..ClientConfig::default()
+        }
+    }
+
+    fn upd(key: &str, seq: u64, value: &str) -> KvMsg {
+        KvMsg::new(key, seq, value.as_bytes().to_vec())
+    }
+
+    fn live(subtree: &str, t: Instant) -> ClientEngine {
+        let mut e = ClientEngine::new(cfg(), 2, subtree, t);
+        assert_eq!(e.poll_action(), Some(ClientAction::Connect(0)));
+        let mut ch = Vec::new();
+        e.on_update(KvMsg::new(HUGZ, 0, Vec::new()), t, &mut ch);
+        assert_eq!(e.poll_action(), Some(ClientAction::SendIcanhaz));
+        e.on_snapshot(
+            KvMsg::new(KTHXBAI, 0, subtree.as_bytes().to_vec()),
+            t,
+            &mut ch,
+        );
+        assert!(e.is_live());
+        e
+    }
+
+    #[test]
+    fn icanhaz_waits_for_first_sub_message_or_timeout() {
+        let t = Instant::now();
+        let mut e = ClientEngine::new(cfg(), 1, "", t);
+        assert_eq!(e.poll_action(), Some(ClientAction::Connect(0)));
+        assert_eq!(e.next_deadline(), t + VOTE_DELAY);
+        e.on_tick(t + VOTE_DELAY);
+        assert_eq!(e.poll_action(), Some(ClientAction::Vote));
+        e.on_tick(t + Duration::from_millis(1000));
+        assert_eq!(e.poll_action(), None);
+        e.on_tick(t + Duration::from_millis(1500));
+        assert_eq!(e.poll_action(), Some(ClientAction::SendIcanhaz));
+    }
+
+    #[test]
+    fn snapshot_then_buffered_updates_above_kthxbai_exactly_once() {
+        let t = Instant::now();
+        let mut e = ClientEngine::new(cfg(), 1, "", t);
+        e.poll_action();
+        let mut ch = Vec::new();
+        e.on_update(upd("/a", 10, "a10"), t, &mut ch);
+        assert_eq!(e.poll_action(), Some(ClientAction::SendIcanhaz));
+        e.on_update(upd("/b", 11, "b11"), t, &mut ch);
+        e.on_update(upd("/a", 12, "a12"), t, &mut ch);
+        assert!(ch.is_empty(), "nothing applied before KTHXBAI");
+        e.on_snapshot(upd("/a", 10, "a10"), t, &mut ch);
+        e.on_snapshot(upd("/b", 11, "b11"), t, &mut ch);
+        e.on_snapshot(KvMsg::new(KTHXBAI, 11, Vec::new()), t, &mut ch);
+        let seqs: Vec<u64> = ch.iter().map(|c| c.seq).collect();
+        // Snapshot entries (10, 11) then only the buffered update above 11.
+        assert_eq!(seqs, [10, 11, 12]);
+        assert_eq!(e.get("/a").unwrap().value, b"a12");
+        assert_eq!(e.last_seq(), 12);
+        ch.clear();
+        e.on_update(upd("/a", 12, "dup"), t, &mut ch);
+        assert!(ch.is_empty());
+        // Buffered 10 and 11 (covered by the snapshot) plus this duplicate.
+        assert_eq!(e.stats().stale_updates, 3);
+        e.on_update(upd("/a", 13, ""), t, &mut ch);
+        assert_eq!(
+            ch,
+            [Change {
+                key: "/a".into(),
+                value: None,
+                seq: 13,
+                uuid: None,
+                from_snapshot: false
+            }]
+        );
+        assert!(e.get("/a").is_none());
+    }
+
+    #[test]
+    fn hugz_is_never_stored_even_with_subtree() {
+        let t = Instant::now();
+        let mut e = live("/x/", t);
+        let mut ch = Vec::new();
+        e.on_update(KvMsg::new(HUGZ, 999, Vec::new()), t, &mut ch);
+        assert!(ch.is_empty());
+        assert!(e.map().is_empty());
+        assert_eq!(
+            e.stats().gaps,
+            0,
+            "with a subtree a larger HUGZ sequence is normal"
+        );
+        // Sequences jump with a subtree: no gap.
+        e.on_update(upd("/x/a", 50, "v"), t, &mut ch);
+        assert_eq!(ch.len(), 1);
+        // Keys outside the subtree that slip through the prefix filter are ignored.
+        e.on_update(upd("HUGZzz", 51, "v"), t, &mut ch);
+        assert_eq!(ch.len(), 1);
+    }
+
+    #[test]
+    fn gap_in_whole_map_stream_triggers_resync() {
+        let t = Instant::now();
+        let mut e = live("", t);
+        let mut ch = Vec::new();
+        e.on_update(upd("/a", 1, "1"), t, &mut ch);
+        e.on_update(upd("/a", 3, "3"), t, &mut ch);
+        assert_eq!(e.stats().gaps, 1);
+        assert_eq!(e.poll_action(), Some(ClientAction::SendIcanhaz));
+        assert!(!e.is_live());
+    }
+
+    #[test]
+    fn silence_fails_over_to_the_other_server_and_resync_reports_only_differences() {
+        let t = Instant::now();
+        let mut e = live("", t);
+        let mut ch = Vec::new();
+        e.on_update(upd("/a", 1, "1"), t, &mut ch);
+        e.on_update(upd("/b", 2, "2"), t, &mut ch);
+        ch.clear();
+        e.on_tick(t + Duration::from_millis(4999));
+        assert_eq!(e.poll_action(), None);
+        let t2 = t + Duration::from_millis(5000);
+        e.on_tick(t2);
+        assert_eq!(e.poll_action(), Some(ClientAction::Connect(1)));
+        assert_eq!(e.current_server(), 1);
+        assert_eq!(e.stats().failovers, 1);
+        // The backup's snapshot: /a unchanged, /b deleted, /c new; its sequence is lower than ours was.
+        e.on_update(KvMsg::new(HUGZ, 1, Vec::new()), t2, &mut ch);
+        assert_eq!(e.poll_action(), Some(ClientAction::SendIcanhaz));
+        e.on_snapshot(upd("/a", 1, "1"), t2, &mut ch);
+        e.on_snapshot(upd("/c", 1, "c"), t2, &mut ch);
+        e.on_snapshot(KvMsg::new(KTHXBAI, 1, Vec::new()), t2, &mut ch);
+        assert_eq!(ch.len(), 2);
+        assert_eq!(ch[0].key, "/c");
+        assert_eq!((ch[1].key.as_str(), ch[1].value.as_ref()), ("/b", None));
+        assert_eq!(e.last_seq(), 1);
+        e.on_update(upd("/d", 2, "d"), t2, &mut ch);
+        assert!(
+            e.get("/d").is_some(),
+            "updates after the new server's KTHXBAI apply"
+        );
+        // Silence again: back to server 0.
+        e.on_tick(t2 + Duration::from_secs(6));
+        assert_eq!(e.poll_action(), Some(ClientAction::Connect(0)));
+    }
+
+    #[test]
+    fn vote_reply_is_not_taken_for_the_snapshot() {
+        let t = Instant::now();
+        let mut e = ClientEngine::new(cfg(), 1, "", t);
+        e.poll_action();
+        let mut ch = Vec::new();
+        e.on_update(KvMsg::new(HUGZ, 3, Vec::new()), t, &mut ch);
+        assert_eq!(e.poll_action(), Some(ClientAction::SendIcanhaz));
+        // The vote's reply arrives first on the same DEALER.
+        e.on_snapshot(upd("/.tickbox-vote/x", 1, "stale"), t, &mut ch);
+        e.on_snapshot(
+            KvMsg::new(KTHXBAI, 3, VOTE_SUBTREE.as_bytes().to_vec()),
+            t,
+            &mut ch,
+        );
+        assert!(!e.is_live());
+        e.on_snapshot(upd("/a", 2, "a"), t, &mut ch);
+        e.on_snapshot(KvMsg::new(KTHXBAI, 3, Vec::new()), t, &mut ch);
+        assert!(e.is_live());
+        assert_eq!(e.map().keys().collect::<Vec<_>>(), ["/a"]);
+    }
+
+    #[test]
+    fn late_snapshot_reply_is_ignored() {
+        let t = Instant::now();
+        let mut e = live("", t);
+        let mut ch = Vec::new();
+        e.on_snapshot(upd("/z", 5, "z"), t, &mut ch);
+        assert!(ch.is_empty());
+        assert!(e.get("/z").is_none());
+    }
+}

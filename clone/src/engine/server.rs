@@ -1,0 +1,771 @@
+//! The Clone server engine (sans-IO). The socket loop lives in [`crate::server_loop`].
+//!
+//! The engine owns the map, the sequence counter, TTL expiries, the Binary Star pending list and the passive
+//! mirror. It never touches sockets or clocks: events go in (`on_kvset`, `on_peer_kvpub`, `on_tick`, ...) and
+//! messages to publish come out.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::msg::{KvMsg, HUGZ, KTHXBAI};
+
+/// Server limits and timing. Defaults follow the Guide's reference servers.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServerConfig {
+    /// HUGZ interval in milliseconds (≈1 s in CHP).
+    pub hugz_ms: u64,
+    /// How often expired TTL keys are swept, in milliseconds.
+    pub ttl_sweep_ms: u64,
+    /// Longest accepted key, in bytes.
+    pub max_key_len: usize,
+    /// Largest accepted value, in bytes.
+    pub max_value_len: usize,
+    /// Most keys the map may hold; a KVSET that would add one more is dropped.
+    pub max_keys: usize,
+    /// Most client updates a passive server holds while waiting for the active's copy.
+    pub max_pending: usize,
+    /// How many recently applied update UUIDs are remembered for de-duplication.
+    pub recent_uuids: usize,
+    /// Send high-water mark of the update PUB socket (per subscriber), in messages.
+    pub pub_hwm: i32,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            hugz_ms: 1000,
+            ttl_sweep_ms: 1000,
+            max_key_len: 1024,
+            max_value_len: 1 << 20,
+            max_keys: 10_000_000,
+            max_pending: 100_000,
+            recent_uuids: 100_000,
+            pub_hwm: 1_000_000,
+        }
+    }
+}
+
+impl ServerConfig {
+    pub fn hugz(&self) -> Duration {
+        Duration::from_millis(self.hugz_ms.max(1))
+    }
+    pub fn ttl_sweep(&self) -> Duration {
+        Duration::from_millis(self.ttl_sweep_ms.max(1))
+    }
+}
+
+/// Why a KVSET was not applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DropReason {
+    KeyTooLong,
+    ValueTooLarge,
+    TooManyKeys,
+    /// A reserved key (`HUGZ`, `KTHXBAI`) or an empty key.
+    ReservedKey,
+    /// A non-serving server cannot match an update without UUID against the active's copy.
+    NoUuidWhilePassive,
+}
+
+/// Result of a client KVSET.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KvsetOutcome {
+    /// Applied; publish this KVPUB.
+    Published(KvMsg),
+    /// Held on the pending list (not serving).
+    Pending,
+    /// Same UUID already applied (client resend, or the active's copy already mirrored).
+    Duplicate,
+    Dropped(DropReason),
+}
+
+/// Counters, all monotonic.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ServerStats {
+    pub published: u64,
+    pub duplicates: u64,
+    pub dropped_key_too_long: u64,
+    pub dropped_value_too_large: u64,
+    pub dropped_too_many_keys: u64,
+    pub dropped_reserved_key: u64,
+    pub dropped_no_uuid_passive: u64,
+    pub pending_overflow: u64,
+    pub ttl_expired: u64,
+    pub pending_applied: u64,
+    pub mirrored: u64,
+}
+
+#[derive(Debug, Clone)]
+struct Stored {
+    msg: KvMsg,
+    expires: Option<Instant>,
+}
+
+/// Insertion-ordered set with a capacity: the oldest entry falls out first.
+#[derive(Debug, Default)]
+struct RecentSet {
+    set: HashSet<[u8; 16]>,
+    order: VecDeque<[u8; 16]>,
+    cap: usize,
+}
+
+impl RecentSet {
+    fn new(cap: usize) -> Self {
+        RecentSet {
+            set: HashSet::new(),
+            order: VecDeque::new(),
+            cap: cap.max(1),
+        }
+    }
+    fn contains(&self, u: &[u8; 16]) -> bool {
+        self.set.contains(u)
+    }
+    fn insert(&mut self, u: [u8; 16]) {
+        if self.set.insert(u) {
+            self.order.push_back(u);
+            while self.order.len() > self.cap {
+                if let Some(old) = self.order.pop_front() {
+                    self.set.remove(&old);
+                }
+            }
+        }
+    }
+}
+
+/// Client updates a non-serving server holds, by UUID, in arrival order.
+#[derive(Debug, Default)]
+struct Pending {
+    by_order: BTreeMap<u64, KvMsg>,
+    by_uuid: HashMap<[u8; 16], u64>,
+    next: u64,
+}
+
+impl Pending {
+    fn len(&self) -> usize {
+        self.by_order.len()
+    }
+    fn push(&mut self, uuid: [u8; 16], msg: KvMsg) {
+        self.next += 1;
+        self.by_order.insert(self.next, msg);
+        self.by_uuid.insert(uuid, self.next);
+    }
+    fn remove(&mut self, uuid: &[u8; 16]) -> bool {
+        match self.by_uuid.remove(uuid) {
+            Some(order) => self.by_order.remove(&order).is_some(),
+            None => false,
+        }
+    }
+    fn pop_oldest(&mut self) -> Option<KvMsg> {
+        let (_, msg) = self.by_order.pop_first()?;
+        if let Some(u) = msg.uuid {
+            self.by_uuid.remove(&u);
+        }
+        Some(msg)
+    }
+}
+
+/// Whether (and how) the engine follows an active peer's stream.
+#[derive(Debug)]
+enum Mirror {
+    Off,
+    Syncing {
+        snapshot: Vec<KvMsg>,
+        buffered: Vec<KvMsg>,
+    },
+    Live,
+}
+
+/// The Clone server state machine.
+#[derive(Debug)]
+pub struct ServerEngine {
+    config: ServerConfig,
+    map: BTreeMap<String, Stored>,
+    seq: u64,
+    expiries: BTreeSet<(Instant, String)>,
+    serving: bool,
+    pending: Pending,
+    recent: RecentSet,
+    mirror: Mirror,
+    next_hugz: Instant,
+    next_sweep: Instant,
+    stats: ServerStats,
+}
+
+impl ServerEngine {
+    /// `serving` is true for a stand-alone server; a Binary Star server starts not serving.
+    pub fn new(config: ServerConfig, serving: bool, now: Instant) -> Self {
+        let recent = RecentSet::new(config.recent_uuids);
+        ServerEngine {
+            next_hugz: now + config.hugz(),
+            next_sweep: now + config.ttl_sweep(),
+            config,
+            map: BTreeMap::new(),
+            seq: 0,
+            expiries: BTreeSet::new(),
+            serving,
+            pending: Pending::default(),
+            recent,
+            mirror: Mirror::Off,
+            stats: ServerStats::default(),
+        }
+    }
+
+    pub fn config(&self) -> &ServerConfig {
+        &self.config
+    }
+    pub fn stats(&self) -> &ServerStats {
+        &self.stats
+    }
+    pub fn sequence(&self) -> u64 {
+        self.seq
+    }
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+    pub fn is_serving(&self) -> bool {
+        self.serving
+    }
+    pub fn pending_len(&self) -> usize {
+        self.pending.len()
+    }
+    pub fn get(&self, key: &str) -> Option<&KvMsg> {
+        self.map.get(key).map(|s| &s.msg)
+    }
+    /// True while a passive server is still loading the active's snapshot.
+    pub fn is_mirror_syncing(&self) -> bool {
+        matches!(self.mirror, Mirror::Syncing { .. })
+    }
+
+    fn validate(&self, msg: &KvMsg) -> Result<(), DropReason> {
+        if msg.key.is_empty() || msg.key == HUGZ || msg.key == KTHXBAI {
+            return Err(DropReason::ReservedKey);
+        }
+        if msg.key.len() > self.config.max_key_len {
+            return Err(DropReason::KeyTooLong);
+        }
+        if msg.value.len() > self.config.max_value_len {
+            return Err(DropReason::ValueTooLarge);
+        }
+        if !msg.value.is_empty()
+            && self.map.len() >= self.config.max_keys
+            && !self.map.contains_key(&msg.key)
+        {
+            return Err(DropReason::TooManyKeys);
+        }
+        Ok(())
+    }
+
+    fn count_drop(&mut self, reason: DropReason) {
+        let s = &mut self.stats;
+        match reason {
+            DropReason::KeyTooLong => s.dropped_key_too_long += 1,
+            DropReason::ValueTooLarge => s.dropped_value_too_large += 1,
+            DropReason::TooManyKeys => s.dropped_too_many_keys += 1,
+            DropReason::ReservedKey => s.dropped_reserved_key += 1,
+            DropReason::NoUuidWhilePassive => s.dropped_no_uuid_passive += 1,
+        }
+    }
+
+    /// Stores `msg` (already sequenced) and maintains the expiry index.
+    fn store(&mut self, msg: KvMsg, now: Instant) {
+        if let Some(old) = self.map.remove(&msg.key) {
+            if let Some(at) = old.expires {
+                self.expiries.remove(&(at, old.msg.key));
+            }
+        }
+        if msg.is_delete() {
+            return;
+        }
+        let expires = msg.ttl().map(|ttl| now + ttl);
+        if let Some(at) = expires {
+            self.expiries.insert((at, msg.key.clone()));
+        }
+        self.map.insert(msg.key.clone(), Stored { msg, expires });
+    }
+
+    /// Applies a client update while serving: sequence it, store it, return the KVPUB.
+    fn apply(&mut self, mut msg: KvMsg, now: Instant) -> KvMsg {
+        self.seq += 1;
+        msg.seq = self.seq;
+        if let Some(u) = msg.uuid {
+            self.recent.insert(u);
+        }
+        self.stats.published += 1;
+        self.store(msg.clone(), now);
+        msg
+    }
+
+    /// A KVSET arrived on the collector.
+    pub fn on_kvset(&mut self, msg: KvMsg, now: Instant) -> KvsetOutcome {
+        if let Err(reason) = self.validate(&msg) {
+            self.count_drop(reason);
+            return KvsetOutcome::Dropped(reason);
+        }
+        if let Some(u) = &msg.uuid {
+            if self.recent.contains(u) {
+                self.stats.duplicates += 1;
+                return KvsetOutcome::Duplicate;
+            }
+        }
+        if self.serving {
+            return KvsetOutcome::Published(self.apply(msg, now));
+        }
+        let Some(u) = msg.uuid else {
+            self.count_drop(DropReason::NoUuidWhilePassive);
+            return KvsetOutcome::Dropped(DropReason::NoUuidWhilePassive);
+        };
+        if self.pending.by_uuid.contains_key(&u) {
+            self.stats.duplicates += 1;
+            return KvsetOutcome::Duplicate;
+        }
+        self.pending.push(u, msg);
+        while self.pending.len() > self.config.max_pending {
+            self.pending.pop_oldest();
+            self.stats.pending_overflow += 1;
+        }
+        KvsetOutcome::Pending
+    }
+
+    /// Keys under `subtree` in key order (what KVSYNC replays).
+    pub fn snapshot<'a>(&'a self, subtree: &'a str) -> impl Iterator<Item = &'a KvMsg> + 'a {
+        self.map
+            .range::<str, _>((
+                std::ops::Bound::Included(subtree),
+                std::ops::Bound::Unbounded,
+            ))
+            .take_while(move |(k, _)| k.starts_with(subtree))
+            .map(|(_, s)| &s.msg)
+    }
+
+    /// The message that ends a snapshot: `["KTHXBAI"][seq][""][""][subtree]`.
+    pub fn kthxbai(&self, subtree: &str) -> KvMsg {
+        KvMsg::new(KTHXBAI, self.seq, subtree.as_bytes().to_vec())
+    }
+
+    /// Timers: HUGZ and TTL expiry, both only while serving. Messages to publish are appended to `out`.
+    pub fn on_tick(&mut self, now: Instant, out: &mut Vec<KvMsg>) {
+        if now >= self.next_sweep {
+            self.next_sweep = now + self.config.ttl_sweep();
+            if self.serving {
+                self.expire(now, out);
+            }
+        }
+        if now >= self.next_hugz {
+            self.next_hugz = now + self.config.hugz();
+            if self.serving {
+                out.push(KvMsg::new(HUGZ, self.seq, Vec::new()));
+            }
+        }
+    }
+
+    fn expire(&mut self, now: Instant, out: &mut Vec<KvMsg>) {
+        while let Some((at, _)) = self.expiries.first() {
+            if *at > now {
+                break;
+            }
+            let Some((_, key)) = self.expiries.pop_first() else {
+                break;
+            };
+            if self.map.remove(&key).is_some() {
+                self.seq += 1;
+                self.stats.ttl_expired += 1;
+                self.stats.published += 1;
+                out.push(KvMsg::new(key, self.seq, Vec::new()));
+            }
+        }
+    }
+
+    /// Earliest instant `on_tick` has work.
+    pub fn next_deadline(&self) -> Instant {
+        self.next_hugz.min(self.next_sweep)
+    }
+
+    /// Binary Star made us active: stop mirroring, apply the pending list (each published with a new sequence,
+    /// keeping the client's UUID so the client sees its acknowledgement).
+    pub fn become_active(&mut self, now: Instant, out: &mut Vec<KvMsg>) {
+        if self.is_mirror_syncing() {
+            tracing::warn!(
+                "became active before the peer snapshot completed; serving what we have"
+            );
+        }
+        self.mirror = Mirror::Off;
+        self.serving = true;
+        while let Some(msg) = self.pending.pop_oldest() {
+            if let Err(reason) = self.validate(&msg) {
+                self.count_drop(reason);
+                continue;
+            }
+            self.stats.pending_applied += 1;
+            out.push(self.apply(msg, now));
+        }
+        // Expired keys the old active would have deleted are deleted now.
+        self.next_sweep = now;
+        self.next_hugz = now;
+    }
+
+    /// Binary Star made us passive: drop our own map and start mirroring the active peer. The loop must then
+    /// send ICANHAZ with an empty subtree to the peer and feed the reply to [`Self::on_peer_snapshot`].
+    pub fn become_passive(&mut self) {
+        self.serving = false;
+        self.map.clear();
+        self.expiries.clear();
+        self.seq = 0;
+        self.mirror = Mirror::Syncing {
+            snapshot: Vec::new(),
+            buffered: Vec::new(),
+        };
+    }
+
+    /// Restart the mirror sync (e.g. the peer did not answer in time).
+    pub fn restart_mirror_sync(&mut self) {
+        if !self.serving {
+            self.become_passive();
+        }
+    }
+
+    /// One message of the active peer's snapshot (KVSYNC or KTHXBAI).
+    pub fn on_peer_snapshot(&mut self, msg: KvMsg, now: Instant) {
+        let Mirror::Syncing { snapshot, buffered } = &mut self.mirror else {
+            return;
+        };
+        if msg.key != KTHXBAI {
+            snapshot.push(msg);
+            return;
+        }
+        let snapshot = std::mem::take(snapshot);
+        let buffered = std::mem::take(buffered);
+        self.mirror = Mirror::Live;
+        self.seq = msg.seq;
+        for entry in snapshot {
+            self.store(entry, now);
+        }
+        for update in buffered {
+            self.mirror_apply(update, now);
+        }
+        tracing::info!(
+            keys = self.map.len(),
+            seq = self.seq,
+            "passive mirror synchronised with active peer"
+        );
+    }
+
+    /// A KVPUB (or HUGZ) from the active peer's publisher.
+    pub fn on_peer_kvpub(&mut self, msg: KvMsg, now: Instant) {
+        if msg.key == HUGZ {
+            return;
+        }
+        // Pending reconciliation works in both orders: the client's copy first (remove it now), or the active's
+        // copy first (remember the UUID so the late client copy is recognised as a duplicate).
+        if let Some(u) = msg.uuid {
+            self.pending.remove(&u);
+            self.recent.insert(u);
+        }
+        match &mut self.mirror {
+            Mirror::Off => {}
+            Mirror::Syncing { buffered, .. } => buffered.push(msg),
+            Mirror::Live => self.mirror_apply(msg, now),
+        }
+    }
+
+    fn mirror_apply(&mut self, msg: KvMsg, now: Instant) {
+        if msg.seq <= self.seq {
+            return;
+        }
+        self.seq = msg.seq;
+        self.stats.mirrored += 1;
+        self.store(msg, now);
+    }
+
+    /// Restores state loaded from disk (before serving).
+    pub fn restore(&mut self, entries: impl IntoIterator<Item = KvMsg>, seq: u64, now: Instant) {
+        for e in entries {
+            self.store(e, now);
+        }
+        self.seq = self.seq.max(seq);
+    }
+
+    /// Every stored entry (persistence compaction).
+    pub fn entries(&self) -> impl Iterator<Item = &KvMsg> {
+        self.map.values().map(|s| &s.msg)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(key: &str, value: &str, uuid: u8) -> KvMsg {
+        let mut m = KvMsg::new(key, 0, value.as_bytes().to_vec());
+        m.uuid = Some([uuid; 16]);
+        m
+    }
+
+    fn published(o: KvsetOutcome) -> KvMsg {
+        match o {
+            KvsetOutcome::Published(m) => m,
+            other => panic!("expected Published, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn sequences_strictly_increase_and_empty_value_deletes() {
+        let t = Instant::now();
+        let mut e = ServerEngine::new(ServerConfig::default(), true, t);
+        let a = published(e.on_kvset(set("/a", "1", 1), t));
+        let b = published(e.on_kvset(set("/b", "2", 2), t));
+        let d = published(e.on_kvset(set("/a", "", 3), t));
+        assert_eq!((a.seq, b.seq, d.seq), (1, 2, 3));
+        assert!(d.is_delete());
+        assert!(e.get("/a").is_none());
+        assert_eq!(e.get("/b").unwrap().value, b"2");
+        assert_eq!(e.kthxbai("").seq, 3);
+    }
+
+    #[test]
+    fn snapshot_is_filtered_by_subtree() {
+        let t = Instant::now();
+        let mut e = ServerEngine::new(ServerConfig::default(), true, t);
+        for (i, k) in ["/x/1", "/x/2", "/xy/1", "/y/1", "/x/"].iter().enumerate() {
+            e.on_kvset(set(k, "v", i as u8 + 1), t);
+        }
+        let keys: Vec<_> = e.snapshot("/x/").map(|m| m.key.as_str()).collect();
+        assert_eq!(keys, ["/x/", "/x/1", "/x/2"]);
+        assert_eq!(e.snapshot("").count(), 5);
+        let k = e.kthxbai("/x/");
+        assert_eq!(
+            (k.key.as_str(), k.seq, k.value.as_slice()),
+            ("KTHXBAI", 5, &b"/x/"[..])
+        );
+    }
+
+    #[test]
+    fn ttl_expiry_publishes_delete_and_refresh_extends() {
+        let t = Instant::now();
+        let cfg = ServerConfig {
+            ttl_sweep_ms: 100,
+            ..ServerConfig::default()
+        };
+        let mut e = ServerEngine::new(cfg, true, t);
+        let mut m = set("/m/a", "up", 1);
+        m.set_prop("ttl", "1");
+        e.on_kvset(m, t);
+        let mut m = set("/m/b", "up", 2);
+        m.set_prop("ttl", "1");
+        e.on_kvset(m, t);
+        // Refresh b at 0.5 s.
+        let mut m = set("/m/b", "up", 3);
+        m.set_prop("ttl", "1");
+        e.on_kvset(m, t + Duration::from_millis(500));
+        let mut out = Vec::new();
+        e.on_tick(t + Duration::from_millis(900), &mut out);
+        assert!(out.iter().all(|m| m.key == HUGZ));
+        out.clear();
+        e.on_tick(t + Duration::from_millis(1100), &mut out);
+        let deletes: Vec<_> = out.iter().filter(|m| m.key != HUGZ).collect();
+        assert_eq!(deletes.len(), 1);
+        assert_eq!(deletes[0].key, "/m/a");
+        assert!(deletes[0].is_delete());
+        assert_eq!(deletes[0].seq, 4);
+        out.clear();
+        e.on_tick(t + Duration::from_millis(1600), &mut out);
+        assert!(out.iter().any(|m| m.key == "/m/b" && m.is_delete()));
+        assert_eq!(e.stats().ttl_expired, 2);
+        assert!(e.is_empty());
+    }
+
+    #[test]
+    fn deleting_a_ttl_key_cancels_its_expiry() {
+        let t = Instant::now();
+        let mut e = ServerEngine::new(ServerConfig::default(), true, t);
+        let mut m = set("/k", "v", 1);
+        m.set_prop("ttl", "1");
+        e.on_kvset(m, t);
+        e.on_kvset(set("/k", "", 2), t);
+        let mut out = Vec::new();
+        e.on_tick(t + Duration::from_secs(5), &mut out);
+        assert!(out.iter().all(|m| m.key == HUGZ));
+        assert_eq!(e.stats().ttl_expired, 0);
+    }
+
+    #[test]
+    fn hugz_every_interval_with_current_sequence_only_while_serving() {
+        let t = Instant::now();
+        let mut e = ServerEngine::new(ServerConfig::default(), false, t);
+        let mut out = Vec::new();
+        e.on_tick(t + Duration::from_secs(1), &mut out);
+        assert!(out.is_empty(), "a non-serving server must stay silent");
+        let mut e = ServerEngine::new(ServerConfig::default(), true, t);
+        e.on_kvset(set("/a", "1", 1), t);
+        e.on_tick(t + Duration::from_millis(999), &mut out);
+        assert!(out.is_empty());
+        e.on_tick(t + Duration::from_secs(1), &mut out);
+        assert_eq!(out.len(), 1);
+        assert_eq!((out[0].key.as_str(), out[0].seq), (HUGZ, 1));
+        assert_eq!(
+            e.next_deadline(),
+            t + Duration::from_secs(1) + Duration::from_secs(1)
+        );
+    }
+
+    #[test]
+    fn limits_drop_and_count() {
+        let t = Instant::now();
+        let cfg = ServerConfig {
+            max_key_len: 8,
+            max_value_len: 4,
+            max_keys: 2,
+            ..ServerConfig::default()
+        };
+        let mut e = ServerEngine::new(cfg, true, t);
+        assert_eq!(
+            e.on_kvset(set("/toolongkey", "v", 1), t),
+            KvsetOutcome::Dropped(DropReason::KeyTooLong)
+        );
+        assert_eq!(
+            e.on_kvset(set("/k", "12345", 2), t),
+            KvsetOutcome::Dropped(DropReason::ValueTooLarge)
+        );
+        assert_eq!(
+            e.on_kvset(set("HUGZ", "x", 3), t),
+            KvsetOutcome::Dropped(DropReason::ReservedKey)
+        );
+        assert_eq!(
+            e.on_kvset(set("", "x", 4), t),
+            KvsetOutcome::Dropped(DropReason::ReservedKey)
+        );
+        published(e.on_kvset(set("/a", "1", 5), t));
+        published(e.on_kvset(set("/b", "1", 6), t));
+        assert_eq!(
+            e.on_kvset(set("/c", "1", 7), t),
+            KvsetOutcome::Dropped(DropReason::TooManyKeys)
+        );
+        // Overwriting and deleting still work at the limit.
+        published(e.on_kvset(set("/a", "2", 8), t));
+        published(e.on_kvset(set("/a", "", 9), t));
+        published(e.on_kvset(set("/c", "1", 10), t));
+        let s = e.stats();
+        assert_eq!(
+            (
+                s.dropped_key_too_long,
+                s.dropped_value_too_large,
+                s.dropped_reserved_key,
+                s.dropped_too_many_keys
+            ),
+            (1, 1, 2, 1)
+        );
+        assert_eq!(e.sequence(), 5);
+    }
+
+    #[test]
+    fn resent_uuid_is_applied_once() {
+        let t = Instant::now();
+        let mut e = ServerEngine::new(ServerConfig::default(), true, t);
+        published(e.on_kvset(set("/a", "1", 1), t));
+        assert_eq!(e.on_kvset(set("/a", "1", 1), t), KvsetOutcome::Duplicate);
+        assert_eq!(e.sequence(), 1);
+    }
+
+    #[test]
+    fn passive_pending_list_reconciles_in_both_orders_and_applies_on_takeover() {
+        let t = Instant::now();
+        let mut active = ServerEngine::new(ServerConfig::default(), true, t);
+        let mut passive = ServerEngine::new(ServerConfig::default(), false, t);
+        passive.become_passive();
+        passive.on_peer_snapshot(active.kthxbai(""), t);
+
+        // u1: client copy reaches passive first, then the active's.
+        assert_eq!(
+            passive.on_kvset(set("/a", "1", 1), t),
+            KvsetOutcome::Pending
+        );
+        let p1 = published(active.on_kvset(set("/a", "1", 1), t));
+        passive.on_peer_kvpub(p1, t);
+        assert_eq!(passive.pending_len(), 0);
+        // u2: active's copy first, then the client's (must not re-enter pending).
+        let p2 = published(active.on_kvset(set("/b", "2", 2), t));
+        passive.on_peer_kvpub(p2, t);
+        assert_eq!(
+            passive.on_kvset(set("/b", "2", 2), t),
+            KvsetOutcome::Duplicate
+        );
+        assert_eq!(passive.pending_len(), 0);
+        // u3, u4: the active dies before publishing them; only the passive got them.
+        assert_eq!(
+            passive.on_kvset(set("/c", "3", 3), t),
+            KvsetOutcome::Pending
+        );
+        assert_eq!(
+            passive.on_kvset(set("/d", "4", 4), t),
+            KvsetOutcome::Pending
+        );
+        assert_eq!(
+            passive.on_kvset(set("/d", "4", 4), t),
+            KvsetOutcome::Duplicate
+        );
+        // Updates without UUID cannot be reconciled: dropped and counted.
+        let mut anon = set("/e", "5", 0);
+        anon.uuid = None;
+        assert_eq!(
+            passive.on_kvset(anon, t),
+            KvsetOutcome::Dropped(DropReason::NoUuidWhilePassive)
+        );
+
+        let mut out = Vec::new();
+        passive.become_active(t, &mut out);
+        let applied: Vec<_> = out
+            .iter()
+            .map(|m| (m.key.as_str(), m.seq, m.uuid))
+            .collect();
+        assert_eq!(
+            applied,
+            [("/c", 3, Some([3; 16])), ("/d", 4, Some([4; 16]))]
+        );
+        let keys: Vec<_> = passive.snapshot("").map(|m| m.key.clone()).collect();
+        assert_eq!(keys, ["/a", "/b", "/c", "/d"]);
+        assert_eq!(passive.stats().pending_applied, 2);
+    }
+
+    #[test]
+    fn mirror_buffers_during_sync_and_skips_old_sequences() {
+        let t = Instant::now();
+        let mut active = ServerEngine::new(ServerConfig::default(), true, t);
+        for i in 0..5u8 {
+            active.on_kvset(set(&format!("/k{i}"), "v", i + 1), t);
+        }
+        let mut passive = ServerEngine::new(ServerConfig::default(), false, t);
+        passive.become_passive();
+        // Stream arrives before the snapshot finishes: one old (seq 5) and one new update.
+        let old = KvMsg {
+            seq: 5,
+            ..set("/k4", "v", 5)
+        };
+        passive.on_peer_kvpub(old, t);
+        let new = published(active.on_kvset(set("/k9", "v", 9), t));
+        let snap: Vec<KvMsg> = active.snapshot("").cloned().collect();
+        let kthx = KvMsg::new(KTHXBAI, 5, Vec::new());
+        passive.on_peer_kvpub(new, t);
+        for m in snap.into_iter().filter(|m| m.key != "/k9") {
+            passive.on_peer_snapshot(m, t);
+        }
+        assert!(passive.is_mirror_syncing());
+        passive.on_peer_snapshot(kthx, t);
+        assert_eq!(passive.sequence(), 6);
+        assert_eq!(passive.len(), 6);
+        assert!(!passive.is_mirror_syncing());
+    }
+
+    #[test]
+    fn become_passive_discards_local_state() {
+        let t = Instant::now();
+        let mut e = ServerEngine::new(ServerConfig::default(), false, t);
+        e.restore(vec![KvMsg::new("/stale", 7, b"x".to_vec())], 7, t);
+        e.become_passive();
+        assert!(e.is_empty());
+        assert!(e.is_mirror_syncing());
+    }
+}

@@ -1,0 +1,699 @@
+//! The Clone server's socket loop: one thread owning the ROUTER (snapshot, P), PUB (updates, P+1), SUB
+//! (collector, P+2), and in a Binary Star pair the state sockets plus a SUB/DEALER towards the peer.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use tickbox_bstar::{
+    BstarConfig, BstarEndpoints, BstarError, BstarNode, BstarNodeError, Role, State, Transition,
+    Vote,
+};
+
+use crate::engine::server::{KvsetOutcome, ServerConfig, ServerEngine};
+use crate::io::send_icanhaz;
+use crate::msg::{decode_icanhaz, KvMsg, KTHXBAI};
+use crate::store::Store;
+use crate::CloneError;
+use tickbox_zmqx::socket::{last_endpoint, poll_ms_until};
+
+/// The three server endpoints. For a server these are bind addresses, for a client connect addresses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerEndpoints {
+    pub snapshot: String,
+    pub publisher: String,
+    pub collector: String,
+}
+
+impl ServerEndpoints {
+    /// `tcp://HOST:P` → P, P+1, P+2 as CHP prescribes.
+    pub fn from_base(base: &str) -> Result<Self, CloneError> {
+        let bad = || CloneError::BadEndpoint(base.to_owned());
+        let rest = base.strip_prefix("tcp://").ok_or_else(bad)?;
+        let (host, port) = rest.rsplit_once(':').ok_or_else(bad)?;
+        let port: u16 = port.parse().map_err(|_| bad())?;
+        if host.is_empty() || port == 0 || port > u16::MAX - 2 {
+            return Err(bad());
+        }
+        Ok(Self::from_host_port(host, port))
+    }
+
+    pub fn from_host_port(host: &str, port: u16) -> Self {
+        ServerEndpoints {
+            snapshot: format!("tcp://{host}:{port}"),
+            publisher: format!("tcp://{host}:{}", port + 1),
+            collector: format!("tcp://{host}:{}", port + 2),
+        }
+    }
+
+    /// Parses a comma-separated list of `tcp://HOST:P` bases.
+    pub fn parse_list(list: &str) -> Result<Vec<Self>, CloneError> {
+        list.split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(Self::from_base)
+            .collect()
+    }
+}
+
+/// How the server binds its three sockets.
+#[derive(Debug, Clone)]
+pub enum ServerBind {
+    /// Base port P on an interface address (`*` = all); port 0 picks a free consecutive triple.
+    Base {
+        interface: String,
+        port: u16,
+    },
+    Explicit(ServerEndpoints),
+}
+
+/// Binary Star settings of one server of the pair.
+#[derive(Debug, Clone)]
+pub struct HaOptions {
+    pub role: Role,
+    pub state: BstarEndpoints,
+    /// The peer server's endpoints (connect side): its snapshot ROUTER and update PUB.
+    pub peer: ServerEndpoints,
+    pub bstar: BstarConfig,
+}
+
+#[derive(Debug, Clone)]
+pub struct ServerOptions {
+    pub bind: ServerBind,
+    pub ha: Option<HaOptions>,
+    pub config: ServerConfig,
+    /// Persist the map (snapshot + append-only update log) here.
+    pub data_dir: Option<PathBuf>,
+}
+
+/// Counters shared with the handle (read from any thread).
+#[derive(Debug, Default)]
+pub struct SharedStats {
+    state: AtomicU8,
+    pub sequence: AtomicU64,
+    pub keys: AtomicU64,
+    pub published: AtomicU64,
+    pub dropped: AtomicU64,
+    pub malformed: AtomicU64,
+    pub rejected_votes: AtomicU64,
+    pub snapshots_served: AtomicU64,
+    pub pending: AtomicU64,
+}
+
+/// A running Clone server (one thread). Dropping it stops the thread.
+pub struct CloneServer {
+    thread: Option<JoinHandle<Result<(), CloneError>>>,
+    stop: Arc<AtomicBool>,
+    endpoints: ServerEndpoints,
+    base_port: Option<u16>,
+    stats: Arc<SharedStats>,
+}
+
+impl CloneServer {
+    /// Binds the sockets on a new thread and returns once they are bound (or binding failed).
+    pub fn start(ctx: &zmq::Context, options: ServerOptions) -> Result<Self, CloneError> {
+        let ctx = ctx.clone();
+        let stop = Arc::new(AtomicBool::new(false));
+        let stats = Arc::new(SharedStats::default());
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let thread = {
+            let stop = stop.clone();
+            let stats = stats.clone();
+            std::thread::Builder::new()
+                .name("clone-server".into())
+                .spawn(move || run(&ctx, options, &stop, &stats, ready_tx))
+                .map_err(CloneError::Io)?
+        };
+        match ready_rx.recv() {
+            Ok(Ok((endpoints, base_port))) => Ok(CloneServer {
+                thread: Some(thread),
+                stop,
+                endpoints,
+                base_port,
+                stats,
+            }),
+            Ok(Err(err)) => {
+                let _ = thread.join();
+                Err(err)
+            }
+            Err(_) => match thread.join() {
+                Ok(Err(err)) => Err(err),
+                _ => Err(CloneError::AgentGone),
+            },
+        }
+    }
+
+    /// The bound endpoints (as reported by the sockets).
+    pub fn endpoints(&self) -> &ServerEndpoints {
+        &self.endpoints
+    }
+
+    /// The base port P when bound with [`ServerBind::Base`].
+    pub fn base_port(&self) -> Option<u16> {
+        self.base_port
+    }
+
+    /// Binary Star state (`Active` for a stand-alone server).
+    pub fn state(&self) -> State {
+        match self.stats.state.load(Ordering::Relaxed) {
+            1 => State::Primary,
+            2 => State::Backup,
+            4 => State::Passive,
+            _ => State::Active,
+        }
+    }
+
+    pub fn stats(&self) -> &SharedStats {
+        &self.stats
+    }
+
+    /// True while the server thread runs.
+    pub fn is_running(&self) -> bool {
+        self.thread.as_ref().is_some_and(|t| !t.is_finished())
+    }
+
+    /// Stops the thread (sockets closed with zero linger, like a crash as far as peers can tell) and returns the
+    /// loop's result, e.g. [`BstarError::DualActive`].
+    pub fn stop(mut self) -> Result<(), CloneError> {
+        self.shutdown()
+    }
+
+    fn shutdown(&mut self) -> Result<(), CloneError> {
+        self.stop.store(true, Ordering::SeqCst);
+        match self.thread.take() {
+            Some(t) => t.join().map_err(|_| CloneError::AgentGone)?,
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for CloneServer {
+    fn drop(&mut self) {
+        let _ = self.shutdown();
+    }
+}
+
+/// Runs the server on the calling thread until `stop` is set (the CLI uses this).
+pub fn run_blocking(
+    ctx: &zmq::Context,
+    options: ServerOptions,
+    stop: &AtomicBool,
+    on_ready: impl FnOnce(&ServerEndpoints, Option<u16>) + Send,
+) -> Result<(), CloneError> {
+    let stats = SharedStats::default();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::scope(|scope| {
+        let waiter = scope.spawn(move || {
+            if let Ok(Ok((eps, port))) = rx.recv() {
+                on_ready(&eps, port);
+            }
+        });
+        let result = run(ctx, options, stop, &stats, tx);
+        let _ = waiter.join();
+        result
+    })
+}
+
+fn socket(ctx: &zmq::Context, kind: zmq::SocketType) -> Result<zmq::Socket, CloneError> {
+    let s = ctx.socket(kind)?;
+    s.set_linger(0)?;
+    Ok(s)
+}
+
+struct Bound {
+    router: zmq::Socket,
+    publisher: zmq::Socket,
+    collector: zmq::Socket,
+    endpoints: ServerEndpoints,
+    port: Option<u16>,
+}
+
+fn bind(ctx: &zmq::Context, bind: &ServerBind, config: &ServerConfig) -> Result<Bound, CloneError> {
+    let make = || -> Result<(zmq::Socket, zmq::Socket, zmq::Socket), CloneError> {
+        let router = socket(ctx, zmq::ROUTER)?;
+        // Snapshots are sent in one go; an unlimited queue means none is silently truncated at the HWM.
+        router.set_sndhwm(0)?;
+        let publisher = socket(ctx, zmq::PUB)?;
+        publisher.set_sndhwm(config.pub_hwm)?;
+        let collector = socket(ctx, zmq::SUB)?;
+        collector.set_rcvhwm(config.pub_hwm)?;
+        collector.set_subscribe(b"")?;
+        Ok((router, publisher, collector))
+    };
+    match bind {
+        ServerBind::Explicit(eps) => {
+            let (router, publisher, collector) = make()?;
+            router.bind(&eps.snapshot)?;
+            publisher.bind(&eps.publisher)?;
+            collector.bind(&eps.collector)?;
+            let endpoints = ServerEndpoints {
+                snapshot: last_endpoint(&router)?,
+                publisher: last_endpoint(&publisher)?,
+                collector: last_endpoint(&collector)?,
+            };
+            Ok(Bound {
+                router,
+                publisher,
+                collector,
+                endpoints,
+                port: None,
+            })
+        }
+        ServerBind::Base { interface, port } => {
+            let iface = if interface.is_empty() {
+                "*"
+            } else {
+                interface.as_str()
+            };
+            for _attempt in 0..64 {
+                let (router, publisher, collector) = make()?;
+                let p = if *port == 0 {
+                    router.bind(&format!("tcp://{iface}:*"))?;
+                    let ep = last_endpoint(&router)?;
+                    match ep.rsplit_once(':').and_then(|(_, p)| p.parse::<u16>().ok()) {
+                        Some(p) if p < u16::MAX - 2 => p,
+                        _ => continue,
+                    }
+                } else {
+                    router.bind(&format!("tcp://{iface}:{port}"))?;
+                    *port
+                };
+                let up = publisher.bind(&format!("tcp://{iface}:{}", p + 1));
+                let col = up.and_then(|_| collector.bind(&format!("tcp://{iface}:{}", p + 2)));
+                match col {
+                    Ok(()) => {
+                        let endpoints = ServerEndpoints {
+                            snapshot: last_endpoint(&router)?,
+                            publisher: last_endpoint(&publisher)?,
+                            collector: last_endpoint(&collector)?,
+                        };
+                        return Ok(Bound {
+                            router,
+                            publisher,
+                            collector,
+                            endpoints,
+                            port: Some(p),
+                        });
+                    }
+                    Err(err) if *port != 0 => return Err(err.into()),
+                    Err(_) => continue,
+                }
+            }
+            Err(CloneError::BadEndpoint(
+                "no free consecutive port triple found".into(),
+            ))
+        }
+    }
+}
+
+fn drain<F: FnMut(Vec<Vec<u8>>)>(
+    socket: &zmq::Socket,
+    max: usize,
+    mut f: F,
+) -> Result<(), CloneError> {
+    for _ in 0..max {
+        match socket.recv_multipart(zmq::DONTWAIT) {
+            Ok(parts) => f(parts),
+            Err(zmq::Error::EAGAIN) => break,
+            Err(err) => return Err(err.into()),
+        }
+    }
+    Ok(())
+}
+
+const BATCH: usize = 4096;
+
+struct PeerSync {
+    dealer: Option<zmq::Socket>,
+    /// When we decided we need the peer's snapshot.
+    since: Instant,
+    /// When ICANHAZ was sent on `dealer`.
+    sent: Option<Instant>,
+}
+
+fn publish(
+    publisher: &zmq::Socket,
+    store: &mut Option<Store>,
+    msg: &KvMsg,
+) -> Result<(), CloneError> {
+    if let Some(store) = store {
+        if msg.key != crate::msg::HUGZ {
+            store.append(msg)?;
+        }
+    }
+    match msg.send(publisher, None) {
+        Ok(()) | Err(zmq::Error::EAGAIN) => Ok(()),
+        Err(err) => Err(err.into()),
+    }
+}
+
+/// A server that mirrored its peer holds state its own log never saw: write it out as a snapshot.
+fn compact_after_takeover(store: &mut Option<Store>, engine: &ServerEngine) {
+    if let Some(s) = store {
+        if let Err(err) = s.compact(engine.entries(), engine.sequence()) {
+            tracing::error!("clone store compaction after takeover failed: {err}");
+        }
+    }
+}
+
+type Ready = std::sync::mpsc::Sender<Result<(ServerEndpoints, Option<u16>), CloneError>>;
+
+fn run(
+    ctx: &zmq::Context,
+    options: ServerOptions,
+    stop: &AtomicBool,
+    stats: &SharedStats,
+    ready: Ready,
+) -> Result<(), CloneError> {
+    let setup = || -> Result<_, CloneError> {
+        let bound = bind(ctx, &options.bind, &options.config)?;
+        let now = Instant::now();
+        let mut engine = ServerEngine::new(options.config.clone(), options.ha.is_none(), now);
+        let store = match &options.data_dir {
+            Some(dir) => {
+                let (store, entries, seq) = Store::open(dir)?;
+                engine.restore(entries, seq, now);
+                tracing::info!(dir = %dir.display(), keys = engine.len(), seq, "clone store loaded");
+                Some(store)
+            }
+            None => None,
+        };
+        let ha = match &options.ha {
+            Some(ha) => {
+                let node = BstarNode::new(ctx, ha.role, &ha.state, &ha.bstar, now)?;
+                let peer_sub = socket(ctx, zmq::SUB)?;
+                peer_sub.set_rcvhwm(options.config.pub_hwm)?;
+                peer_sub.set_subscribe(b"")?;
+                peer_sub.connect(&ha.peer.publisher)?;
+                Some((node, peer_sub, ha.peer.snapshot.clone()))
+            }
+            None => None,
+        };
+        Ok((bound, engine, store, ha))
+    };
+    let (bound, mut engine, mut store, mut ha) = match setup() {
+        Ok(v) => v,
+        Err(err) => {
+            let _ = ready.send(Err(CloneError::Setup(err.to_string())));
+            return Err(err);
+        }
+    };
+    let _ = ready.send(Ok((bound.endpoints.clone(), bound.port)));
+    tracing::info!(
+        snapshot = %bound.endpoints.snapshot,
+        publisher = %bound.endpoints.publisher,
+        collector = %bound.endpoints.collector,
+        ha = ?options.ha.as_ref().map(|h| h.role),
+        "clone server listening"
+    );
+
+    let Bound {
+        router,
+        publisher,
+        collector,
+        ..
+    } = bound;
+    let hugz = options.config.hugz();
+    let mut out: Vec<KvMsg> = Vec::with_capacity(BATCH);
+    let mut peer_sync: Option<PeerSync> = None;
+    let mut peer_seen = false;
+    let mut malformed = 0u64;
+    let mut snapshots = 0u64;
+    let mut rejected = 0u64;
+
+    let result = loop {
+        if stop.load(Ordering::Relaxed) {
+            break Ok(());
+        }
+        let now = Instant::now();
+        let mut deadline = engine.next_deadline().min(now + Duration::from_millis(100));
+        if let Some((node, _, _)) = &ha {
+            deadline = deadline.min(node.engine().next_deadline());
+        }
+        let timeout = poll_ms_until(deadline, now);
+
+        let (r_router, r_collector, r_bstar, r_peer, r_dealer) = {
+            let mut items = vec![
+                router.as_poll_item(zmq::POLLIN),
+                collector.as_poll_item(zmq::POLLIN),
+            ];
+            if let Some((node, peer_sub, _)) = &ha {
+                items.push(node.socket().as_poll_item(zmq::POLLIN));
+                items.push(peer_sub.as_poll_item(zmq::POLLIN));
+            }
+            let dealer = peer_sync.as_ref().and_then(|p| p.dealer.as_ref());
+            if let Some(d) = dealer {
+                items.push(d.as_poll_item(zmq::POLLIN));
+            }
+            if let Err(err) = zmq::poll(&mut items, timeout) {
+                break Err(err.into());
+            }
+            let r = |i: usize| items.get(i).is_some_and(|it| it.is_readable());
+            let has_ha = ha.is_some();
+            (
+                r(0),
+                r(1),
+                has_ha && r(2),
+                has_ha && r(3),
+                dealer.is_some() && r(if has_ha { 4 } else { 2 }),
+            )
+        };
+        let now = Instant::now();
+
+        // Binary Star state messages first: a transition decides how the rest is handled.
+        if r_bstar {
+            if let Some((node, _, _)) = &mut ha {
+                match node.on_readable(now) {
+                    Ok(Transition::BecameActive) => {
+                        peer_sync = None;
+                        engine.become_active(now, &mut out);
+                        compact_after_takeover(&mut store, &engine);
+                    }
+                    Ok(Transition::BecamePassive) => {
+                        engine.become_passive();
+                        peer_sync = Some(PeerSync {
+                            dealer: None,
+                            since: now,
+                            sent: None,
+                        });
+                    }
+                    Ok(Transition::None) => {}
+                    Err(
+                        err @ BstarNodeError::Protocol(
+                            BstarError::DualActive | BstarError::DualPassive,
+                        ),
+                    ) => {
+                        tracing::error!("{err}; stopping this server as the Guide's bstar does");
+                        break Err(CloneError::Bstar(err));
+                    }
+                    Err(err) => break Err(CloneError::Bstar(err)),
+                }
+            }
+        }
+
+        if r_router {
+            let mut requests = Vec::new();
+            if let Err(err) = drain(&router, BATCH, |parts| requests.push(parts)) {
+                break Err(err);
+            }
+            for parts in requests {
+                let Some((identity, rest)) = parts.split_first() else {
+                    continue;
+                };
+                let subtree = match decode_icanhaz(rest) {
+                    Ok(s) => s,
+                    Err(err) => {
+                        malformed += 1;
+                        tracing::warn!("dropped malformed snapshot request: {err}");
+                        continue;
+                    }
+                };
+                if let Some((node, _, _)) = &mut ha {
+                    let (vote, transition) = node.vote(now);
+                    if transition == Transition::BecameActive {
+                        peer_sync = None;
+                        engine.become_active(now, &mut out);
+                        compact_after_takeover(&mut store, &engine);
+                    }
+                    if vote == Vote::Reject {
+                        rejected += 1;
+                        tracing::debug!(state = ?node.state(), "rejected client request (not active)");
+                        continue;
+                    }
+                }
+                // Publish anything the takeover produced before the snapshot, so KTHXBAI covers it.
+                for m in out.drain(..) {
+                    if let Err(err) = publish(&publisher, &mut store, &m) {
+                        tracing::error!("publish failed: {err}");
+                    }
+                }
+                // A large snapshot takes seconds: keep HUGZ and Binary Star heartbeats going meanwhile, or clients
+                // and the passive peer would declare us dead and vote the peer active (split brain).
+                let mut last_beat = Instant::now();
+                let mut send = || -> zmq::Result<()> {
+                    for (i, m) in engine.snapshot(&subtree).enumerate() {
+                        m.send(&router, Some(identity))?;
+                        if i % 4096 == 4095 {
+                            let now = Instant::now();
+                            if now >= last_beat + hugz {
+                                last_beat = now;
+                                let _ = KvMsg::new(crate::msg::HUGZ, engine.sequence(), Vec::new())
+                                    .send(&publisher, None);
+                            }
+                            if let Some((node, _, _)) = &mut ha {
+                                let _ = node.tick(now);
+                            }
+                        }
+                    }
+                    engine.kthxbai(&subtree).send(&router, Some(identity))
+                };
+                match send() {
+                    Ok(()) | Err(zmq::Error::EHOSTUNREACH) => snapshots += 1,
+                    Err(err) => tracing::warn!("snapshot send failed: {err}"),
+                }
+            }
+        }
+
+        if r_collector {
+            let res = drain(&collector, BATCH, |parts| match KvMsg::decode(&parts) {
+                Ok(msg) => match engine.on_kvset(msg, now) {
+                    KvsetOutcome::Published(m) => out.push(m),
+                    KvsetOutcome::Dropped(reason) => {
+                        tracing::debug!(?reason, "dropped client update");
+                    }
+                    KvsetOutcome::Pending | KvsetOutcome::Duplicate => {}
+                },
+                Err(err) => {
+                    malformed += 1;
+                    tracing::warn!("dropped malformed KVSET: {err}");
+                }
+            });
+            if let Err(err) = res {
+                break Err(err);
+            }
+        }
+
+        if r_peer {
+            if let Some((_, peer_sub, _)) = &ha {
+                peer_seen = true;
+                let res = drain(peer_sub, BATCH, |parts| match KvMsg::decode(&parts) {
+                    Ok(msg) => engine.on_peer_kvpub(msg, now),
+                    Err(err) => {
+                        malformed += 1;
+                        tracing::warn!("dropped malformed peer update: {err}");
+                    }
+                });
+                if let Err(err) = res {
+                    break Err(err);
+                }
+            }
+        }
+
+        if r_dealer {
+            let mut done = false;
+            if let Some(PeerSync {
+                dealer: Some(dealer),
+                ..
+            }) = &peer_sync
+            {
+                let res = drain(dealer, BATCH, |parts| match KvMsg::decode(&parts) {
+                    Ok(msg) => {
+                        done |= msg.key == KTHXBAI;
+                        engine.on_peer_snapshot(msg, now);
+                    }
+                    Err(err) => {
+                        malformed += 1;
+                        tracing::warn!("dropped malformed peer snapshot message: {err}");
+                    }
+                });
+                if let Err(err) = res {
+                    break Err(err);
+                }
+            }
+            if done && !engine.is_mirror_syncing() {
+                peer_sync = None;
+            }
+        }
+
+        // Passive mirror: ask the active peer for its snapshot once our SUB to it is known to be live.
+        if let (Some(sync), Some((_, _, peer_snapshot))) = (&mut peer_sync, &ha) {
+            let retry_after = (hugz * 5).max(Duration::from_secs(2));
+            let stale = sync.sent.is_some_and(|t| now >= t + retry_after);
+            if stale {
+                tracing::warn!("peer snapshot timed out; retrying");
+                engine.restart_mirror_sync();
+                sync.dealer = None;
+                sync.sent = None;
+                sync.since = now;
+            }
+            if sync.sent.is_none() && (peer_seen || now >= sync.since + hugz) {
+                let dealer = match socket(ctx, zmq::DEALER).and_then(|d| {
+                    d.set_rcvhwm(0)?;
+                    d.connect(peer_snapshot)?;
+                    send_icanhaz(&d, "")?;
+                    Ok(d)
+                }) {
+                    Ok(d) => d,
+                    Err(err) => break Err(err),
+                };
+                sync.dealer = Some(dealer);
+                sync.sent = Some(now);
+            }
+        }
+
+        engine.on_tick(now, &mut out);
+        let mut failed = None;
+        for m in out.drain(..) {
+            if let Err(err) = publish(&publisher, &mut store, &m) {
+                failed = Some(err);
+                break;
+            }
+        }
+        if let Some(err) = failed {
+            break Err(err);
+        }
+        if let Some(s) = &mut store {
+            if let Err(err) = s.maybe_compact(engine.entries(), engine.len(), engine.sequence()) {
+                tracing::error!("clone store compaction failed: {err}");
+            }
+        }
+        if let Some((node, _, _)) = &mut ha {
+            if let Err(err) = node.tick(now) {
+                break Err(CloneError::Bstar(err));
+            }
+            stats.state.store(node.state() as u8, Ordering::Relaxed);
+        } else {
+            stats.state.store(State::Active as u8, Ordering::Relaxed);
+        }
+        let s = engine.stats();
+        stats.sequence.store(engine.sequence(), Ordering::Relaxed);
+        stats.keys.store(engine.len() as u64, Ordering::Relaxed);
+        stats.published.store(s.published, Ordering::Relaxed);
+        stats.dropped.store(
+            s.dropped_key_too_long
+                + s.dropped_value_too_large
+                + s.dropped_too_many_keys
+                + s.dropped_reserved_key
+                + s.dropped_no_uuid_passive
+                + s.pending_overflow,
+            Ordering::Relaxed,
+        );
+        stats.malformed.store(malformed, Ordering::Relaxed);
+        stats.rejected_votes.store(rejected, Ordering::Relaxed);
+        stats.snapshots_served.store(snapshots, Ordering::Relaxed);
+        stats
+            .pending
+            .store(engine.pending_len() as u64, Ordering::Relaxed);
+    };
+    if let Some(s) = &mut store {
+        let _ = s.sync();
+    }
+    tracing::info!(
+        seq = engine.sequence(),
+        keys = engine.len(),
+        "clone server stopped"
+    );
+    result
+}

@@ -1,0 +1,21 @@
+//! The Clone engines and the CHP codec are sans-IO: none of their source files may mention `zmq`. The socket
+//! layers (`server_loop`, `client`, `io`) live beside them.
+
+use std::path::Path;
+
+#[test]
+fn engine_modules_never_mention_zmq() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = vec![root.join("msg.rs")];
+    for entry in std::fs::read_dir(root.join("engine")).unwrap() {
+        files.push(entry.unwrap().path());
+    }
+    assert!(
+        files.len() >= 4,
+        "expected msg.rs and engine/{{mod,client,server}}.rs; found {files:?}"
+    );
+    for file in files {
+        let text = std::fs::read_to_string(&file).unwrap();
+        assert!(!text.contains("zmq"), "{} mentions zmq", file.display());
+    }
+}

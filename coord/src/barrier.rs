@@ -1,0 +1,249 @@
+//! Barriers (ZooKeeper "Recipes and Solutions"): a simple barrier (a node that holds everyone back while it
+//! exists) and the double barrier (enter when `parties` have joined, leave when all have left, the lowest node
+//! being the exit flag).
+
+use std::time::{Duration, Instant};
+
+use zookeeper_client as zk;
+
+use crate::client::{self, check, create_guid_node, delete_quietly, retry_read};
+use crate::logic::{self, LeaveStep};
+use crate::{Coord, CoordError, Result};
+
+/// Waits until `path` does not exist (or, with `want_exists`, until it does), or the deadline.
+async fn wait_exists(
+    zk: &zk::Client,
+    path: &str,
+    want_exists: bool,
+    deadline: Option<Instant>,
+    timeout: Option<Duration>,
+) -> Result<()> {
+    loop {
+        let watcher = match zk.check_and_watch_stat(path).await {
+            Ok((stat, w)) => {
+                if stat.is_some() == want_exists {
+                    return Ok(());
+                }
+                w
+            }
+            Err(e) if client::transient(&e) => {
+                client::await_connected(zk).await?;
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let ev = match deadline {
+            Some(d) => tokio::time::timeout_at(d.into(), watcher.changed())
+                .await
+                .map_err(|_| CoordError::Timeout(timeout.unwrap_or_default()))?,
+            None => watcher.changed().await,
+        };
+        if ev.event_type == zk::EventType::Session && ev.session_state.is_terminated() {
+            return Err(CoordError::SessionExpired);
+        }
+    }
+}
+
+/// A simple barrier: while its node exists, [`Barrier::wait`] blocks.
+#[derive(Debug, Clone)]
+pub struct Barrier {
+    coord: Coord,
+    path: String,
+}
+
+impl Barrier {
+    /// A barrier at `path` (the node itself is the barrier).
+    pub fn new(coord: &Coord, path: &str) -> Result<Barrier> {
+        check(path)?;
+        Ok(Barrier {
+            coord: coord.clone(),
+            path: path.to_owned(),
+        })
+    }
+
+    /// Sets the barrier (creates the node, and its parents).
+    pub fn raise(&self) -> Result<()> {
+        self.coord.ensure_path(&self.path)
+    }
+
+    /// Removes the barrier: every waiter proceeds.
+    pub fn lower(&self) -> Result<()> {
+        self.coord.delete(&self.path).map(|_| ())
+    }
+
+    /// Blocks while the barrier stands (returns at once when it is not raised).
+    pub fn wait(&self, timeout: Option<Duration>) -> Result<()> {
+        let zk = self.coord.client().clone();
+        let deadline = timeout.map(|t| Instant::now() + t);
+        self.coord
+            .block_on(wait_exists(&zk, &self.path, false, deadline, timeout))
+    }
+}
+
+/// A double barrier for `parties` processes at a directory path.
+#[derive(Debug, Clone)]
+pub struct DoubleBarrier {
+    coord: Coord,
+    dir: String,
+    parties: usize,
+}
+
+/// Counts of a double barrier, for `tickbox coord state`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DoubleBarrierState {
+    /// Party nodes present.
+    pub present: usize,
+    /// Whether the `ready` flag is set (everyone may proceed).
+    pub ready: bool,
+}
+
+impl DoubleBarrier {
+    /// A double barrier at `dir` for `parties` processes (created when missing).
+    pub fn new(coord: &Coord, dir: &str, parties: usize) -> Result<DoubleBarrier> {
+        check(dir)?;
+        coord.ensure_path(dir)?;
+        Ok(DoubleBarrier {
+            coord: coord.clone(),
+            dir: dir.to_owned(),
+            parties: parties.max(1),
+        })
+    }
+
+    fn ready_path(&self) -> String {
+        logic::join(&self.dir, "ready")
+    }
+
+    /// Enters: joins, and blocks until `parties` have joined (the one completing the count sets `ready`).
+    pub fn enter(&self, id: &[u8], timeout: Option<Duration>) -> Result<Entered> {
+        let zk = self.coord.client().clone();
+        let deadline = timeout.map(|t| Instant::now() + t);
+        let guid = client::new_guid();
+        let (dir, ready, parties) = (self.dir.clone(), self.ready_path(), self.parties);
+        let own = self.coord.block_on(async {
+            let own = create_guid_node(
+                &zk,
+                &dir,
+                "p",
+                &guid,
+                id,
+                zk::CreateMode::EphemeralSequential,
+            )
+            .await?;
+            let res: Result<()> = async {
+                loop {
+                    // Watch the ready flag first, then count: a party completing the count in between still
+                    // fires the watch.
+                    let watcher = match zk.check_and_watch_stat(&ready).await {
+                        Ok((Some(_), _)) => return Ok(()),
+                        Ok((None, w)) => w,
+                        Err(e) if client::transient(&e) => {
+                            client::await_connected(&zk).await?;
+                            continue;
+                        }
+                        Err(e) => return Err(e.into()),
+                    };
+                    let children = retry_read(&zk, || zk.list_children(&dir)).await?;
+                    if logic::sorted_nodes(&children, &["p"]).len() >= parties {
+                        let opts = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+                        match zk.create(&ready, b"", &opts).await {
+                            Ok(_) | Err(zk::Error::NodeExists) => return Ok(()),
+                            Err(e) if client::transient(&e) => continue,
+                            Err(e) => return Err(e.into()),
+                        }
+                    }
+                    match deadline {
+                        Some(d) => {
+                            tokio::time::timeout_at(d.into(), watcher.changed())
+                                .await
+                                .map_err(|_| CoordError::Timeout(timeout.unwrap_or_default()))?;
+                        }
+                        None => {
+                            watcher.changed().await;
+                        }
+                    }
+                }
+            }
+            .await;
+            match res {
+                Ok(()) => Ok(own),
+                Err(e) => {
+                    let _ = delete_quietly(&zk, &logic::join(&dir, &own)).await;
+                    Err(e)
+                }
+            }
+        })?;
+        Ok(Entered {
+            barrier: self.clone(),
+            own,
+            left: false,
+        })
+    }
+
+    /// The barrier's current counts.
+    pub fn state(&self) -> Result<DoubleBarrierState> {
+        let children = self.coord.children(&self.dir)?;
+        Ok(DoubleBarrierState {
+            present: logic::sorted_nodes(&children, &["p"]).len(),
+            ready: children.iter().any(|c| c == "ready"),
+        })
+    }
+}
+
+/// A party inside a double barrier. Dropping it without [`Entered::leave`] deletes its node without waiting.
+#[derive(Debug)]
+pub struct Entered {
+    barrier: DoubleBarrier,
+    own: String,
+    left: bool,
+}
+
+impl Entered {
+    /// This party's node name.
+    pub fn node(&self) -> &str {
+        &self.own
+    }
+
+    /// Leaves: blocks until every party has left (the recipe's leave protocol, herd-free).
+    pub fn leave(mut self, timeout: Option<Duration>) -> Result<()> {
+        self.left = true;
+        let b = &self.barrier;
+        let zk = b.coord.client().clone();
+        let deadline = timeout.map(|t| Instant::now() + t);
+        let (dir, ready, own) = (b.dir.clone(), b.ready_path(), self.own.clone());
+        b.coord.block_on(async move {
+            loop {
+                let children = retry_read(&zk, || zk.list_children(&dir)).await?;
+                let parties = logic::sorted_nodes(&children, &["p"]);
+                match logic::leave_step(&parties, &own) {
+                    LeaveStep::Done => return Ok(()),
+                    LeaveStep::DeleteOwnAndGo => {
+                        delete_quietly(&zk, &logic::join(&dir, &own)).await?;
+                        // The run is over: clear the flag so the directory can host the next run.
+                        delete_quietly(&zk, &ready).await?;
+                        return Ok(());
+                    }
+                    LeaveStep::WaitFor(other) => {
+                        wait_exists(&zk, &logic::join(&dir, &other), false, deadline, timeout)
+                            .await?;
+                    }
+                    LeaveStep::DeleteOwnThenWaitFor(lowest) => {
+                        delete_quietly(&zk, &logic::join(&dir, &own)).await?;
+                        wait_exists(&zk, &logic::join(&dir, &lowest), false, deadline, timeout)
+                            .await?;
+                    }
+                }
+            }
+        })
+    }
+}
+
+impl Drop for Entered {
+    fn drop(&mut self) {
+        if !self.left {
+            let _ = self
+                .barrier
+                .coord
+                .delete(&logic::join(&self.barrier.dir, &self.own));
+        }
+    }
+}

@@ -1,0 +1,213 @@
+//! The Last Value Cache proxy, with its Espresso tap.
+//!
+//! ```text
+//!  publisher shards ──PUB──► XSUB ┐            ┌ XPUB (verbose) ──► subscribers
+//!                                 │ LvcEngine  │
+//!                                 └─ cache ────┘──► tap XPUB (lossy per consumer) ──► recorder, `tickbox tap`
+//! ```
+//!
+//! One thread owns the three sockets ([`spawn`]); the decisions are made by [`LvcEngine`], a plain struct that
+//! is tested without sockets.
+//!
+//! **Filling the cache.** The proxy subscribes upstream to `cache_prefixes` (default: everything) for its whole
+//! life, so it knows every topic's last value before anyone asks. Subscribers' own subscriptions are forwarded
+//! upstream too (once per distinct prefix, see below); they matter only when `cache_prefixes` is narrower.
+//!
+//! **Serving a late joiner.** The XPUB is verbose, so every subscribe reaches the proxy, including a second
+//! subscriber's identical one. For each, the proxy sends the cached last value of every key matching the prefix
+//! (ZeroMQ's raw prefix rule: `Q.` gets every cached quote, `Q.XNAS.AAPL\0` exactly one topic), marked with
+//! [`Flags::CACHED`](tickbox_wire::Flags::CACHED), then the live stream continues. Heartbeats are not cached;
+//! book levels are cached per (topic, side, level).
+//!
+//! **Why existing subscribers are not harmed.** A message sent on an XPUB reaches every subscriber whose
+//! subscription matches, so existing subscribers also receive the burst meant for the newcomer. We accept that
+//! instead of a separate snapshot channel, because it keeps the subscriber side a plain SUB socket, and the burst
+//! is harmless by construction: every copy carries `CACHED` and its original publisher id, sequence and origin
+//! time. The gap detector and the Suicidal Snail skip `CACHED` frames (they are old by design and their
+//! sequences are not part of the live stream), so no false gap and no false lateness; statistics count them
+//! apart from live messages; and a last-value consumer applies a cached value only under [`supersedes`], which
+//! never lets it replace a value that is as new or newer. The cost is bandwidth: a subscribe to `""` sends the
+//! whole cache to every subscriber matching each key.
+//!
+//! **A late joiner never applies a cached value over a newer live one.** The proxy is one thread: it updates the
+//! cache before forwarding, so a cached value is the newest the proxy had when it sent it, and every live message
+//! after it on the same connection is newer. A subscriber can still see a live value and then the same value
+//! again as cached (libzmq attaches the subscription before the proxy reads it), or get cached values from a
+//! second path (two proxies, a proxy behind a proxy). [`supersedes`] covers all of these: cached values apply only
+//! when strictly newer by origin time (per-publisher sequence breaks ties); live values always apply.
+//!
+//! **Upstream subscriptions.** With `XPUB_VERBOSE`, duplicate subscribes are reported but an unsubscribe only
+//! when the last subscriber of a prefix leaves. The XSUB reference-counts what we send it, so forwarding every
+//! duplicate would leave the count above zero forever. The engine forwards a prefix upstream only when it first
+//! appears, and the unsubscribe when it goes; the proxy's own `cache_prefixes` are never released. Subscriptions
+//! are replayed by the XSUB to publishers that (re)connect, and the cache replaces values by arrival, not by
+//! sequence, so a restarted publisher's new sequences are accepted.
+//!
+//! **Bounds.** At most `max_topics` keys and `max_bytes` bytes (frames plus keys); a new key beyond that evicts
+//! the least recently updated key or is refused ([`Overflow`]), counted either way; live forwarding is never
+//! affected. `upstream_hwm`, `downstream_hwm`, `tap_hwm` bound the queues. Updating an existing key copies into
+//! its existing buffer, so the steady state does not allocate.
+//!
+//! **Slow subscribers.** `slow_subscriber = "drop"` (default): libzmq drops for that subscriber alone when its
+//! queue is full; the proxy cannot see these drops, the subscriber's gap detector does. `"block"`: the XPUB
+//! pushes back (`XPUB_NODROP`) and the proxy waits up to `block_timeout_ms` for the slowest matching subscriber,
+//! then drops the message for all (counted in `downstream_dropped`); back-pressure reaches publishers' HWMs.
+//! A cached burst never waits: in `block` mode a cached value a full subscriber cannot take is dropped and
+//! counted (`cached_dropped`).
+//!
+//! **Malformed upstream frames** (anything `MessageRef::decode` rejects, and multipart messages) are counted and
+//! logged (at the 1st, 2nd, 4th, 8th... occurrence), never cached, and by default dropped (`malformed = "drop"`).
+//! `malformed = "forward"` passes them unchanged to subscribers and the tap, for a mixed deployment where a newer
+//! wire version must cross an older proxy.
+//!
+//! **Statistics**: [`LvcHandle::stats`] in process, a log line every `stats_interval_ms`, and the final counters
+//! returned by [`LvcHandle::join`] (and logged) on exit.
+//!
+//! **The tap** never slows the proxy or live subscribers. With `tap_drop = "per_consumer"` (default) each tap
+//! consumer has its own queue of `tap_hwm` copies and loses only what its own queue cannot hold, so a slow
+//! `tickbox tap` printing to a terminal never costs the recorder reading the same tap a message; those drops
+//! are invisible to the proxy, and each consumer detects its own loss from the per-publisher sequence numbers.
+//! `tap_drop = "counted"` makes the proxy count tap drops exactly, at the price that one stalled consumer makes
+//! all of them lose the same copies. Framing details in [`tickbox_wire::tap`].
+
+mod cache;
+mod engine;
+mod proxy;
+mod raw;
+pub mod tap;
+
+use serde::{Deserialize, Serialize};
+
+pub use cache::{LastValueCache, Overflow, Store};
+pub use engine::{mark_cached, supersedes, DownstreamEvent, LvcEngine, LvcStats, Verdict};
+pub use proxy::{spawn, LvcEndpoints, LvcHandle};
+
+/// What happens to upstream messages that are not valid wire frames.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MalformedPolicy {
+    #[default]
+    Drop,
+    Forward,
+}
+
+/// What the proxy does when a subscriber cannot keep up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SlowSubscriber {
+    /// libzmq drops for that subscriber only (lossy XPUB); other subscribers are unaffected.
+    #[default]
+    Drop,
+    /// Back-pressure (XPUB_NODROP), waiting up to `block_timeout_ms` per message.
+    Block,
+}
+
+/// How the Espresso tap behaves when a tap consumer cannot keep up (see [`crate::tap`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TapDrop {
+    /// Each consumer loses only what its own queue (`tap_hwm`) cannot hold; a stalled consumer never costs
+    /// another one anything. libzmq drops silently per consumer, so the proxy cannot count these drops
+    /// (`tap_dropped` stays 0); each consumer sees its own loss as a gap in the per-publisher sequences.
+    #[default]
+    PerConsumer,
+    /// `XPUB_NODROP`: a copy that does not fit in every matching consumer's queue is dropped for all of them and
+    /// counted in `tap_dropped`. One stalled consumer makes every other consumer lose the same copies.
+    Counted,
+}
+
+/// The `[lvc]` section of the tickbox config.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LvcConfig {
+    /// Publisher endpoints the XSUB connects to.
+    pub upstream: Vec<String>,
+    /// Endpoints the XSUB binds for publishers to connect to.
+    pub upstream_bind: Vec<String>,
+    /// Where subscribers connect (the XPUB).
+    pub bind: String,
+    /// Where the Espresso tap is bound; none disables it.
+    pub tap: Option<String>,
+    /// Prefixes the proxy subscribes to upstream for its whole life and caches. `[""]`: everything.
+    pub cache_prefixes: Vec<String>,
+    /// At most this many cached keys.
+    pub max_topics: usize,
+    /// At most this many cached bytes (frames plus keys).
+    pub max_bytes: usize,
+    /// A single value larger than this is forwarded but not cached.
+    pub max_entry_bytes: usize,
+    pub overflow: Overflow,
+    /// Receive high-water mark of the XSUB (per publisher connection).
+    pub upstream_hwm: i32,
+    /// Send high-water mark of the XPUB (per subscriber). Large by default so a late joiner's cached burst fits.
+    pub downstream_hwm: i32,
+    /// Send high-water mark of the tap (per tap consumer); beyond it tap copies are dropped (see `tap_drop`).
+    pub tap_hwm: i32,
+    /// Whether a slow tap consumer loses copies alone (`per_consumer`, default) or with all the others,
+    /// counted (`counted`).
+    pub tap_drop: TapDrop,
+    pub slow_subscriber: SlowSubscriber,
+    /// In `block` mode, how long one message may wait for a slow subscriber before it is dropped (counted).
+    pub block_timeout_ms: u64,
+    pub malformed: MalformedPolicy,
+    /// Also copy cached values to the tap. Off by default: a recorder wants the live stream, and a cached burst
+    /// is implied by the subscription event the tap does carry.
+    pub tap_cached: bool,
+    /// Period of the stats log line; 0 disables it (stats are still logged on exit).
+    pub stats_interval_ms: u64,
+    /// Upstream messages handled per poll wake-up before subscription events are looked at again.
+    pub batch: usize,
+    /// Pin the proxy thread to this core.
+    pub core: Option<usize>,
+}
+
+impl Default for LvcConfig {
+    fn default() -> Self {
+        Self {
+            upstream: Vec::new(),
+            upstream_bind: Vec::new(),
+            bind: "tcp://*:5558".into(),
+            tap: None,
+            cache_prefixes: vec![String::new()],
+            max_topics: 1_000_000,
+            max_bytes: 256 << 20,
+            max_entry_bytes: 4096,
+            overflow: Overflow::EvictLru,
+            upstream_hwm: 100_000,
+            downstream_hwm: 100_000,
+            tap_hwm: 100_000,
+            tap_drop: TapDrop::PerConsumer,
+            slow_subscriber: SlowSubscriber::Drop,
+            block_timeout_ms: 5_000,
+            malformed: MalformedPolicy::Drop,
+            tap_cached: false,
+            stats_interval_ms: 10_000,
+            batch: 1024,
+            core: None,
+        }
+    }
+}
+
+/// Why the proxy could not start or stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum LvcError {
+    #[error("{what}: {source}")]
+    Zmq {
+        what: String,
+        #[source]
+        source: zmq::Error,
+    },
+    #[error("invalid LVC config: {0}")]
+    Config(String),
+    #[error("the LVC proxy thread panicked")]
+    Panicked,
+    #[error("the LVC proxy thread stopped before reporting its endpoints")]
+    StartFailed,
+}
+
+impl LvcError {
+    pub(crate) fn zmq(what: impl Into<String>) -> impl FnOnce(zmq::Error) -> LvcError {
+        let what = what.into();
+        move |source| LvcError::Zmq { what, source }
+    }
+}

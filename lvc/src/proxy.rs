@@ -1,0 +1,575 @@
+//! The thin loop that owns the proxy's sockets and the clock, and does what [`LvcEngine`] decides.
+
+use std::os::raw::c_int;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use super::engine::{mark_cached, DownstreamEvent, LvcEngine, LvcStats, Verdict};
+use super::raw::RawMsg;
+use super::{LvcConfig, LvcError, SlowSubscriber, TapDrop};
+use tickbox_wire::tap;
+
+const DONTWAIT: c_int = zmq_sys::ZMQ_DONTWAIT as c_int;
+const SNDMORE: c_int = zmq_sys::ZMQ_SNDMORE as c_int;
+/// The stop flag is checked at least this often.
+const POLL_MS: i64 = 100;
+/// How often the in-process stats snapshot is refreshed.
+const PUBLISH_EVERY: Duration = Duration::from_millis(50);
+
+/// The endpoints the proxy actually bound (wildcards resolved).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LvcEndpoints {
+    /// For publishers to connect to (from `upstream_bind`).
+    pub upstream: Vec<String>,
+    /// For subscribers.
+    pub downstream: String,
+    /// For tap consumers.
+    pub tap: Option<String>,
+}
+
+/// A running proxy. Dropping it stops the proxy and waits for its thread.
+pub struct LvcHandle {
+    endpoints: LvcEndpoints,
+    stop: Arc<AtomicBool>,
+    shared: Arc<Mutex<LvcStats>>,
+    thread: Option<JoinHandle<Result<LvcStats, LvcError>>>,
+}
+
+impl LvcHandle {
+    pub fn endpoints(&self) -> &LvcEndpoints {
+        &self.endpoints
+    }
+
+    /// The counters as of at most ~50 ms ago.
+    pub fn stats(&self) -> LvcStats {
+        *self.shared.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Asks the proxy to stop (it notices within 100 ms).
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
+
+    /// True once the proxy thread has ended (stopped, or failed).
+    pub fn is_finished(&self) -> bool {
+        self.thread.as_ref().is_none_or(|t| t.is_finished())
+    }
+
+    /// Stops the proxy and returns its final counters.
+    pub fn join(mut self) -> Result<LvcStats, LvcError> {
+        self.stop();
+        match self.thread.take() {
+            Some(thread) => thread.join().map_err(|_| LvcError::Panicked)?,
+            None => Ok(self.stats()),
+        }
+    }
+}
+
+impl Drop for LvcHandle {
+    fn drop(&mut self) {
+        self.stop();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Starts the proxy on its own thread; returns once its sockets are bound and connected.
+pub fn spawn(ctx: &zmq::Context, config: LvcConfig) -> Result<LvcHandle, LvcError> {
+    if config.bind.is_empty() {
+        return Err(LvcError::Config(
+            "`bind` (the subscriber endpoint) is required".into(),
+        ));
+    }
+    if config.upstream.is_empty() && config.upstream_bind.is_empty() {
+        return Err(LvcError::Config(
+            "give at least one upstream endpoint to connect to or to bind".into(),
+        ));
+    }
+    let ctx = ctx.clone();
+    let stop = Arc::new(AtomicBool::new(false));
+    let shared = Arc::new(Mutex::new(LvcStats::default()));
+    let (ready_tx, ready_rx) = mpsc::channel();
+    let thread = {
+        let stop = Arc::clone(&stop);
+        let shared = Arc::clone(&shared);
+        std::thread::Builder::new()
+            .name("lvc-proxy".into())
+            .spawn(move || {
+                tickbox_zmqx::pin_if_configured(config.core, "lvc proxy");
+                let mut proxy = match Proxy::open(&ctx, config) {
+                    Ok((proxy, endpoints)) => {
+                        let _ = ready_tx.send(Ok(endpoints));
+                        proxy
+                    }
+                    Err(err) => {
+                        let _ = ready_tx.send(Err(err));
+                        return Err(LvcError::StartFailed);
+                    }
+                };
+                let result = proxy.run(&stop, &shared);
+                let stats = proxy.engine.stats();
+                *shared.lock().unwrap_or_else(|e| e.into_inner()) = stats;
+                tracing::info!("lvc final: {stats}");
+                result.map(|()| stats)
+            })
+            .map_err(|_| LvcError::StartFailed)?
+    };
+    match ready_rx.recv() {
+        Ok(Ok(endpoints)) => Ok(LvcHandle {
+            endpoints,
+            stop,
+            shared,
+            thread: Some(thread),
+        }),
+        Ok(Err(err)) => {
+            let _ = thread.join();
+            Err(err)
+        }
+        Err(_) => {
+            let _ = thread.join();
+            Err(LvcError::StartFailed)
+        }
+    }
+}
+
+struct Proxy {
+    xsub: zmq::Socket,
+    xpub: zmq::Socket,
+    tap: Option<zmq::Socket>,
+    engine: LvcEngine,
+    msg: RawMsg,
+    tap_msg: RawMsg,
+    scratch: Vec<u8>,
+    slow: SlowSubscriber,
+    block_timeout: Duration,
+    tap_cached: bool,
+    batch: usize,
+    stats_interval: Option<Duration>,
+}
+
+impl Proxy {
+    fn open(ctx: &zmq::Context, config: LvcConfig) -> Result<(Self, LvcEndpoints), LvcError> {
+        let xsub = ctx
+            .socket(zmq::XSUB)
+            .map_err(LvcError::zmq("creating XSUB"))?;
+        xsub.set_linger(0).map_err(LvcError::zmq("XSUB linger"))?;
+        xsub.set_rcvhwm(config.upstream_hwm)
+            .map_err(LvcError::zmq("XSUB rcvhwm"))?;
+        let mut upstream = Vec::new();
+        for ep in &config.upstream_bind {
+            let bound = tickbox_zmqx::bind_resolved(&xsub, ep).map_err(|e| match e {
+                tickbox_zmqx::ZmqxError::Zmq(source) => LvcError::Zmq {
+                    what: format!("binding upstream {ep}"),
+                    source,
+                },
+                other => LvcError::Config(format!("binding upstream {ep}: {other}")),
+            })?;
+            upstream.push(bound);
+        }
+        for ep in &config.upstream {
+            xsub.connect(ep)
+                .map_err(LvcError::zmq(format!("connecting upstream {ep}")))?;
+        }
+
+        let mut xpub = ctx
+            .socket(zmq::XPUB)
+            .map_err(LvcError::zmq("creating XPUB"))?;
+        xpub.set_linger(100).map_err(LvcError::zmq("XPUB linger"))?;
+        xpub.set_sndhwm(config.downstream_hwm)
+            .map_err(LvcError::zmq("XPUB sndhwm"))?;
+        xpub.set_xpub_verbose(true)
+            .map_err(LvcError::zmq("XPUB verbose"))?;
+        if config.slow_subscriber == SlowSubscriber::Block {
+            tickbox_zmqx::set_xpub_nodrop(&mut xpub, true)
+                .map_err(|e| LvcError::Config(format!("XPUB nodrop: {e}")))?;
+            xpub.set_sndtimeo(POLL_MS as i32)
+                .map_err(LvcError::zmq("XPUB sndtimeo"))?;
+        }
+        let downstream = resolve(&xpub, &config.bind, "subscriber endpoint")?;
+
+        let (tap, tap_endpoint) = match &config.tap {
+            Some(ep) => {
+                let mut tap = ctx
+                    .socket(zmq::XPUB)
+                    .map_err(LvcError::zmq("creating tap"))?;
+                tap.set_linger(0).map_err(LvcError::zmq("tap linger"))?;
+                tap.set_sndhwm(config.tap_hwm)
+                    .map_err(LvcError::zmq("tap sndhwm"))?;
+                // Verbose so every consumer's subscription is seen, not only the first per prefix: a recorder and
+                // an inspector both on `""` count as two attachments in `tap_subscriptions`.
+                tap.set_xpub_verbose(true)
+                    .map_err(LvcError::zmq("tap verbose"))?;
+                // Every tap send is DONTWAIT, so the proxy never waits on the tap in either mode. Without NODROP
+                // libzmq drops per consumer pipe, so consumers are isolated from each other but the drops are
+                // silent. With NODROP a full pipe turns the whole send into EAGAIN, which we count, but then
+                // every matching consumer misses that copy.
+                if config.tap_drop == TapDrop::Counted {
+                    tickbox_zmqx::set_xpub_nodrop(&mut tap, true)
+                        .map_err(|e| LvcError::Config(format!("tap nodrop: {e}")))?;
+                }
+                let bound = resolve(&tap, ep, "tap endpoint")?;
+                (Some(tap), Some(bound))
+            }
+            None => (None, None),
+        };
+
+        let engine = LvcEngine::new(&config);
+        for prefix in engine.own_subscriptions() {
+            let mut frame = Vec::with_capacity(prefix.len() + 1);
+            frame.push(1);
+            frame.extend_from_slice(prefix);
+            xsub.send(frame, 0)
+                .map_err(LvcError::zmq("subscribing upstream"))?;
+        }
+        tracing::info!(
+            downstream = %downstream,
+            tap = ?tap_endpoint,
+            tap_drop = ?config.tap_drop,
+            upstream_connect = ?config.upstream,
+            upstream_bind = ?upstream,
+            "lvc proxy running"
+        );
+        let endpoints = LvcEndpoints {
+            upstream,
+            downstream,
+            tap: tap_endpoint,
+        };
+        Ok((
+            Proxy {
+                xsub,
+                xpub,
+                tap,
+                engine,
+                msg: RawMsg::new(),
+                tap_msg: RawMsg::new(),
+                scratch: Vec::with_capacity(256),
+                slow: config.slow_subscriber,
+                block_timeout: Duration::from_millis(config.block_timeout_ms),
+                tap_cached: config.tap_cached,
+                batch: config.batch.max(1),
+                stats_interval: (config.stats_interval_ms > 0)
+                    .then(|| Duration::from_millis(config.stats_interval_ms)),
+            },
+            endpoints,
+        ))
+    }
+
+    fn run(&mut self, stop: &AtomicBool, shared: &Mutex<LvcStats>) -> Result<(), LvcError> {
+        let mut last_publish = Instant::now();
+        let mut last_log = Instant::now();
+        while !stop.load(Ordering::Relaxed) {
+            let (up, down, tap_in) = {
+                let mut items = [
+                    self.xsub.as_poll_item(zmq::POLLIN),
+                    self.xpub.as_poll_item(zmq::POLLIN),
+                    match &self.tap {
+                        Some(tap) => tap.as_poll_item(zmq::POLLIN),
+                        // Polling the XSUB twice is harmless and keeps the array fixed-size.
+                        None => self.xsub.as_poll_item(zmq::POLLIN),
+                    },
+                ];
+                zmq::poll(&mut items, POLL_MS).map_err(LvcError::zmq("poll"))?;
+                (
+                    items[0].is_readable(),
+                    items[1].is_readable(),
+                    self.tap.is_some() && items[2].is_readable(),
+                )
+            };
+            // Subscriptions first, so a late joiner's cached values go out before more live traffic.
+            if down {
+                self.drain_downstream()?;
+            }
+            if up {
+                self.forward_batch(stop)?;
+            }
+            if tap_in {
+                self.drain_tap_subscriptions();
+            }
+            let now = Instant::now();
+            if now.duration_since(last_publish) >= PUBLISH_EVERY {
+                *shared.lock().unwrap_or_else(|e| e.into_inner()) = self.engine.stats();
+                last_publish = now;
+            }
+            if let Some(every) = self.stats_interval {
+                if now.duration_since(last_log) >= every {
+                    tracing::info!("lvc stats: {}", self.engine.stats());
+                    last_log = now;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Up to `batch` upstream messages: cache, tap copy, forward.
+    fn forward_batch(&mut self, stop: &AtomicBool) -> Result<(), LvcError> {
+        for _ in 0..self.batch {
+            match self.msg.recv(&mut self.xsub, DONTWAIT) {
+                Ok(()) => {}
+                Err(zmq::Error::EAGAIN) => return Ok(()),
+                Err(zmq::Error::EINTR) => return Ok(()),
+                Err(err) => {
+                    return Err(LvcError::Zmq {
+                        what: "receiving upstream".into(),
+                        source: err,
+                    })
+                }
+            }
+            if self.msg.more() {
+                self.forward_multipart(stop)?;
+                continue;
+            }
+            if self.engine.on_upstream(self.msg.bytes()) == Verdict::Drop {
+                continue;
+            }
+            if let Some(tap) = self.tap.as_mut() {
+                let stats = self.engine.stats_mut();
+                // Shares the buffer (reference count) rather than copying it.
+                if self.tap_msg.copy_from(&mut self.msg).is_ok() {
+                    match self.tap_msg.send(tap, DONTWAIT) {
+                        Ok(()) => stats.tap_sent += 1,
+                        Err(_) => stats.tap_dropped += 1,
+                    }
+                } else {
+                    stats.tap_dropped += 1;
+                }
+            }
+            self.send_live(stop, 0)?;
+        }
+        Ok(())
+    }
+
+    /// Sends `self.msg` downstream under the slow-subscriber policy and counts it.
+    fn send_live(&mut self, stop: &AtomicBool, flags: c_int) -> Result<(), LvcError> {
+        let sent = send_downstream(
+            &mut self.xpub,
+            &mut self.msg,
+            flags,
+            self.slow,
+            self.block_timeout,
+            stop,
+        )?;
+        let stats = self.engine.stats_mut();
+        if sent {
+            stats.messages_out += 1;
+        } else {
+            stats.downstream_dropped += 1;
+        }
+        Ok(())
+    }
+
+    /// The rest of a multipart message (malformed by definition): read all parts, then forward or drop them.
+    fn forward_multipart(&mut self, stop: &AtomicBool) -> Result<(), LvcError> {
+        let mut parts = vec![self.msg.bytes().to_vec()];
+        let mut more = true;
+        while more {
+            // The remaining parts of a message are already queued: libzmq delivers a message atomically.
+            self.msg
+                .recv(&mut self.xsub, 0)
+                .map_err(LvcError::zmq("receiving upstream part"))?;
+            parts.push(self.msg.bytes().to_vec());
+            more = self.msg.more();
+        }
+        if self.engine.on_upstream_multipart(parts.len()) == Verdict::Drop {
+            return Ok(());
+        }
+        let last = parts.len() - 1;
+        for (i, part) in parts.iter().enumerate() {
+            let flags = if i < last { SNDMORE } else { 0 };
+            if let Some(tap) = self.tap.as_mut() {
+                // A dropped tap part would leave a half message, so the tap gets these parts blocking-free but
+                // in order; an EAGAIN mid-message is counted like any tap drop.
+                if tap.send(part.as_slice(), flags | DONTWAIT).is_err() {
+                    self.engine.stats_mut().tap_dropped += 1;
+                }
+            }
+            self.msg = RawMsg::from_slice(part);
+            self.send_live(stop, flags)?;
+        }
+        Ok(())
+    }
+
+    fn drain_downstream(&mut self) -> Result<(), LvcError> {
+        let mut event = zmq::Message::new();
+        loop {
+            match self.xpub.recv(&mut event, zmq::DONTWAIT) {
+                Ok(()) => {}
+                Err(zmq::Error::EAGAIN) | Err(zmq::Error::EINTR) => return Ok(()),
+                Err(err) => {
+                    return Err(LvcError::Zmq {
+                        what: "receiving subscriptions".into(),
+                        source: err,
+                    })
+                }
+            }
+            self.on_downstream(&event)?;
+        }
+    }
+
+    fn on_downstream(&mut self, frame: &[u8]) -> Result<(), LvcError> {
+        let Proxy {
+            engine,
+            xsub,
+            xpub,
+            tap,
+            scratch,
+            tap_cached,
+            ..
+        } = self;
+        let (prefix, forward, subscribe) = match engine.on_downstream(frame) {
+            DownstreamEvent::Subscribe {
+                prefix,
+                forward_upstream,
+            } => (prefix, forward_upstream, true),
+            DownstreamEvent::Unsubscribe {
+                prefix,
+                forward_upstream,
+            } => (prefix, forward_upstream, false),
+            DownstreamEvent::Other => return Ok(()),
+        };
+        let events = engine.stats().subscribes;
+        if subscribe && events <= ATTACH_LOG_LIMIT {
+            // Operators (and tests) wait for "subscriber attached" to know a consumer is in place; past the
+            // limit a flood of subscriptions costs no log volume.
+            tracing::info!(
+                prefix = %String::from_utf8_lossy(prefix),
+                forward,
+                "subscriber attached"
+            );
+        } else {
+            tracing::debug!(
+                prefix = %String::from_utf8_lossy(prefix),
+                subscribe,
+                forward,
+                "subscription event"
+            );
+        }
+        if forward {
+            // XSUB takes the same `\x01prefix` / `\x00prefix` frame as XPUB produced.
+            xsub.send(frame, 0)
+                .map_err(LvcError::zmq("forwarding subscription upstream"))?;
+        }
+        let mut tap_sent = 0;
+        let mut tap_dropped = 0;
+        if let Some(tap) = tap.as_mut() {
+            scratch.clear();
+            tap::encode_event(scratch, frame);
+            match tap.send(scratch.as_slice(), zmq::DONTWAIT) {
+                Ok(()) => tap_sent += 1,
+                Err(_) => tap_dropped += 1,
+            }
+        }
+        let mut cached_sent = 0;
+        let mut cached_dropped = 0;
+        if subscribe {
+            for cached in engine.cached_matching(prefix) {
+                scratch.clear();
+                scratch.extend_from_slice(cached);
+                if mark_cached(scratch).is_err() {
+                    // Only valid frames are cached, so this cannot happen; skip rather than send garbage.
+                    continue;
+                }
+                // The cached burst is never worth blocking live traffic for: in `block` mode the XPUB has
+                // NODROP, and a full subscriber queue just misses cached values (a plain SUB reconnect gets them
+                // again).
+                if xpub.send(scratch.as_slice(), zmq::DONTWAIT).is_ok() {
+                    cached_sent += 1;
+                } else {
+                    cached_dropped += 1;
+                }
+                if *tap_cached {
+                    if let Some(tap) = tap.as_mut() {
+                        match tap.send(scratch.as_slice(), zmq::DONTWAIT) {
+                            Ok(()) => tap_sent += 1,
+                            Err(_) => tap_dropped += 1,
+                        }
+                    }
+                }
+            }
+        }
+        let stats = engine.stats_mut();
+        stats.cached_sent += cached_sent;
+        stats.cached_dropped += cached_dropped;
+        stats.tap_sent += tap_sent;
+        stats.tap_dropped += tap_dropped;
+        Ok(())
+    }
+
+    /// Tap consumers' subscriptions: read so they do not pile up; the tap XPUB filters by them itself.
+    fn drain_tap_subscriptions(&mut self) {
+        let Some(tap) = self.tap.as_ref() else { return };
+        while let Ok(frame) = tap.recv_bytes(zmq::DONTWAIT) {
+            if let Some((&kind, prefix)) = frame.split_first() {
+                if kind == 1 {
+                    self.engine.stats_mut().tap_subscriptions += 1;
+                }
+                if kind == 1 && self.engine.stats().tap_subscriptions <= ATTACH_LOG_LIMIT {
+                    tracing::info!(
+                        prefix = %String::from_utf8_lossy(prefix),
+                        "tap consumer attached"
+                    );
+                } else {
+                    tracing::debug!(
+                        subscribe = kind == 1,
+                        prefix = %String::from_utf8_lossy(prefix),
+                        "tap consumer subscription"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Attach events logged at info level before they drop to debug (a subscription flood must not flood the log).
+const ATTACH_LOG_LIMIT: u64 = 64;
+
+/// Returns whether the message went out. In `drop` mode the lossy XPUB never refuses. In `block` mode the send
+/// blocks in libzmq (woken as soon as the slowest matching subscriber has room, which a sleep-and-retry loop
+/// measurably is not) for at most `SNDTIMEO` = the poll period at a time, so the stop flag and the overall
+/// `block_timeout_ms` are still checked.
+fn send_downstream(
+    xpub: &mut zmq::Socket,
+    msg: &mut RawMsg,
+    flags: c_int,
+    slow: SlowSubscriber,
+    timeout: Duration,
+    stop: &AtomicBool,
+) -> Result<bool, LvcError> {
+    let flags = match slow {
+        SlowSubscriber::Drop => flags | DONTWAIT,
+        SlowSubscriber::Block => flags,
+    };
+    let mut deadline = None;
+    loop {
+        match msg.send(xpub, flags) {
+            Ok(()) => return Ok(true),
+            Err(zmq::Error::EAGAIN) if slow == SlowSubscriber::Block => {
+                let now = Instant::now();
+                let deadline = *deadline.get_or_insert(now + timeout);
+                if now >= deadline || stop.load(Ordering::Relaxed) {
+                    return Ok(false);
+                }
+            }
+            Err(zmq::Error::EAGAIN) => return Ok(false),
+            Err(zmq::Error::EINTR) => continue,
+            Err(err) => {
+                return Err(LvcError::Zmq {
+                    what: "sending downstream".into(),
+                    source: err,
+                });
+            }
+        }
+    }
+}
+
+fn resolve(socket: &zmq::Socket, endpoint: &str, what: &str) -> Result<String, LvcError> {
+    tickbox_zmqx::bind_resolved(socket, endpoint).map_err(|e| match e {
+        tickbox_zmqx::ZmqxError::Zmq(source) => LvcError::Zmq {
+            what: format!("binding {what} {endpoint}"),
+            source,
+        },
+        other => LvcError::Config(format!("binding {what} {endpoint}: {other}")),
+    })
+}

@@ -1,0 +1,238 @@
+//! The Espresso tap inspector's logic (filter, sampling, per-prefix rates), kept free of sockets so it is tested
+//! directly; `tickbox tap` owns the socket and the clock. The tap's framing and its drop modes are described in
+//! [`tickbox_wire::tap`].
+
+use std::collections::BTreeMap;
+
+use tickbox_wire::tap::TapFrame;
+use tickbox_wire::{Kind, MessageRef};
+
+/// Which decoded messages the inspector shows: kinds (empty: all) and 1-in-`sample` of what passes.
+/// Topic prefixes are applied by the SUB socket's subscriptions, before any byte reaches us.
+#[derive(Debug, Clone)]
+pub struct TapFilter {
+    kinds: Vec<Kind>,
+    sample: u64,
+    seen: u64,
+}
+
+impl TapFilter {
+    /// `sample` of 0 or 1 shows everything.
+    pub fn new(kinds: Vec<Kind>, sample: u64) -> Self {
+        Self {
+            kinds,
+            sample: sample.max(1),
+            seen: 0,
+        }
+    }
+
+    /// Whether to show this message. Sampling counts only messages of the selected kinds, so `--sample 10`
+    /// shows every tenth trade, not every tenth message that happens to be a trade.
+    pub fn admit(&mut self, msg: &MessageRef<'_>) -> bool {
+        if !self.kinds.is_empty() && !self.kinds.contains(&msg.kind()) {
+            return false;
+        }
+        self.seen += 1;
+        (self.seen - 1).is_multiple_of(self.sample)
+    }
+}
+
+/// Parses a kind name as `--kinds` takes it (`quote`, `trade`, `heartbeat`, `book_level`; also `book`, and the
+/// topic letters `Q`, `T`, `H`, `B`).
+pub fn parse_kind(name: &str) -> Option<Kind> {
+    let name = name.trim();
+    Kind::ALL.into_iter().find(|k| {
+        k.name().eq_ignore_ascii_case(name)
+            || (name.len() == 1 && name.starts_with(k.topic_letter()))
+            || (*k == Kind::BookLevel && name.eq_ignore_ascii_case("book"))
+    })
+}
+
+/// One row of the `--top` table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RateRow {
+    pub prefix: String,
+    pub messages: u64,
+    pub bytes: u64,
+    pub per_second: f64,
+    pub total: u64,
+}
+
+/// Per-prefix message rates over fixed windows, for `tickbox tap --top`.
+///
+/// The prefix of a topic is its first `depth` dot-separated parts (`Q.XNAS` at depth 2). Subscription events
+/// count under `<sub>` / `<unsub>`, undecodable frames under `<malformed>`.
+#[derive(Debug)]
+pub struct RateTable {
+    depth: usize,
+    window_ns: u64,
+    window_start_ns: u64,
+    rows: BTreeMap<String, (u64, u64, u64)>,
+}
+
+impl RateTable {
+    pub fn new(depth: usize, window_ns: u64, now_ns: u64) -> Self {
+        Self {
+            depth: depth.max(1),
+            window_ns: window_ns.max(1),
+            window_start_ns: now_ns,
+            rows: BTreeMap::new(),
+        }
+    }
+
+    /// Counts one tap frame.
+    pub fn record(&mut self, frame: &[u8]) {
+        let key = match TapFrame::classify(frame) {
+            Ok(TapFrame::Subscribe(_)) => "<sub>",
+            Ok(TapFrame::Unsubscribe(_)) => "<unsub>",
+            Ok(TapFrame::Message(msg)) => {
+                let topic = msg.topic();
+                let end = topic
+                    .match_indices('.')
+                    .nth(self.depth - 1)
+                    .map_or(topic.len(), |(i, _)| i);
+                &topic[..end]
+            }
+            Err(_) => "<malformed>",
+        };
+        // Allocates only the first time a prefix is seen.
+        let row = match self.rows.get_mut(key) {
+            Some(row) => row,
+            None => self.rows.entry(key.to_owned()).or_default(),
+        };
+        row.0 += 1;
+        row.1 += frame.len() as u64;
+        row.2 += 1;
+    }
+
+    /// When a window has ended by `now_ns`, returns its rows (busiest first) and starts the next window.
+    pub fn tick(&mut self, now_ns: u64) -> Option<Vec<RateRow>> {
+        let elapsed = now_ns.saturating_sub(self.window_start_ns);
+        if elapsed < self.window_ns {
+            return None;
+        }
+        let seconds = elapsed as f64 / 1e9;
+        let mut rows: Vec<RateRow> = self
+            .rows
+            .iter_mut()
+            .map(|(prefix, (messages, bytes, total))| {
+                let row = RateRow {
+                    prefix: prefix.clone(),
+                    messages: *messages,
+                    bytes: *bytes,
+                    per_second: *messages as f64 / seconds,
+                    total: *total,
+                };
+                *messages = 0;
+                *bytes = 0;
+                row
+            })
+            .collect();
+        rows.sort_by(|a, b| {
+            b.messages
+                .cmp(&a.messages)
+                .then_with(|| a.prefix.cmp(&b.prefix))
+        });
+        self.window_start_ns = now_ns;
+        Some(rows)
+    }
+}
+
+/// Renders `--top` rows as a fixed-width table.
+pub fn render_rates(rows: &[RateRow]) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:<24} {:>12} {:>14} {:>14}",
+        "prefix", "msg/s", "bytes/s", "total"
+    );
+    for row in rows {
+        let bytes_per_second = if row.messages == 0 {
+            0.0
+        } else {
+            row.per_second * row.bytes as f64 / row.messages as f64
+        };
+        let _ = writeln!(
+            out,
+            "{:<24} {:>12.0} {:>14.0} {:>14}",
+            row.prefix, row.per_second, bytes_per_second, row.total
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tickbox_wire::tap::encode_event;
+    use tickbox_wire::{encode_to_vec, Header, Payload, Quote};
+
+    fn frame(topic: &str, kind: Kind) -> Vec<u8> {
+        let payload = match kind {
+            Kind::Quote => Payload::Quote(Quote::default()),
+            Kind::Trade => Payload::Trade(Default::default()),
+            Kind::Heartbeat => Payload::Heartbeat(Default::default()),
+            Kind::BookLevel => Payload::BookLevel(Default::default()),
+            Kind::Gap => Payload::Gap(Default::default()),
+        };
+        encode_to_vec(topic, &Header::live(kind, 1, 1, 1), &payload).unwrap()
+    }
+
+    #[test]
+    fn filter_by_kind_then_sample() {
+        let q = frame("Q.X.A", Kind::Quote);
+        let t = frame("T.X.A", Kind::Trade);
+        let (q, t) = (
+            MessageRef::decode(&q).unwrap(),
+            MessageRef::decode(&t).unwrap(),
+        );
+        let mut f = TapFilter::new(vec![Kind::Trade], 3);
+        let shown: Vec<bool> = (0..7)
+            .map(|i| f.admit(if i % 2 == 0 { &q } else { &t }))
+            .collect();
+        // Trades at i = 1, 3, 5: the 1st and 4th trade are shown; quotes never.
+        assert_eq!(shown, [false, true, false, false, false, false, false]);
+        let mut all = TapFilter::new(vec![], 0);
+        assert!(all.admit(&q) && all.admit(&t));
+    }
+
+    #[test]
+    fn kind_names() {
+        assert_eq!(parse_kind("quote"), Some(Kind::Quote));
+        assert_eq!(parse_kind("T"), Some(Kind::Trade));
+        assert_eq!(parse_kind("book"), Some(Kind::BookLevel));
+        assert_eq!(parse_kind("book_level"), Some(Kind::BookLevel));
+        assert_eq!(parse_kind("nope"), None);
+    }
+
+    #[test]
+    fn rates_per_prefix_per_window() {
+        let mut table = RateTable::new(2, 1_000_000_000, 0);
+        for _ in 0..30 {
+            table.record(&frame("Q.XNAS.AAPL", Kind::Quote));
+        }
+        for _ in 0..10 {
+            table.record(&frame("T.XNYS.IBM", Kind::Trade));
+        }
+        let mut ev = Vec::new();
+        encode_event(&mut ev, b"\x01Q.");
+        table.record(&ev);
+        table.record(b"junk");
+        assert_eq!(table.tick(999_999_999), None);
+        let rows = table.tick(2_000_000_000).unwrap();
+        let names: Vec<&str> = rows.iter().map(|r| r.prefix.as_str()).collect();
+        assert_eq!(names, ["Q.XNAS", "T.XNYS", "<malformed>", "<sub>"]);
+        assert_eq!(rows[0].messages, 30);
+        assert!((rows[0].per_second - 15.0).abs() < 1e-9);
+        let text = render_rates(&rows);
+        assert!(text.contains("Q.XNAS") && text.lines().count() == 5);
+        // The next window starts empty but keeps totals.
+        let rows = table.tick(3_000_000_000).unwrap();
+        assert!(rows.iter().all(|r| r.messages == 0));
+        assert_eq!(
+            rows.iter().find(|r| r.prefix == "Q.XNAS").unwrap().total,
+            30
+        );
+    }
+}

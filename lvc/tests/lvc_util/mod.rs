@@ -1,0 +1,164 @@
+//! Shared helpers for the LVC and tap integration tests: a test publisher, subscribers, bounded waits.
+#![allow(dead_code)]
+
+use std::time::{Duration, Instant};
+
+use tickbox_lvc::{LvcConfig, LvcHandle, SlowSubscriber};
+use tickbox_wire::{encode_to_vec, Flags, Header, Kind, MessageRef, Quote};
+
+pub fn quote_frame(topic: &str, publisher: u32, seq: u64, origin_ns: u64, bid: i64) -> Vec<u8> {
+    let q = Quote {
+        bid_px: bid,
+        ..Quote::default()
+    };
+    encode_to_vec(
+        topic,
+        &Header::live(Kind::Quote, publisher, seq, origin_ns),
+        &q.into(),
+    )
+    .unwrap()
+}
+
+pub fn header(frame: &[u8]) -> Header {
+    *MessageRef::decode(frame).unwrap().header()
+}
+
+pub fn topic(frame: &[u8]) -> String {
+    MessageRef::decode(frame).unwrap().topic().to_owned()
+}
+
+pub fn bid(frame: &[u8]) -> i64 {
+    match MessageRef::decode(frame).unwrap().payload().unwrap() {
+        tickbox_wire::Payload::Quote(q) => q.bid_px,
+        other => panic!("not a quote: {other:?}"),
+    }
+}
+
+pub fn is_cached(frame: &[u8]) -> bool {
+    header(frame).flags.contains(Flags::CACHED)
+}
+
+/// A publisher that sees subscriptions (XPUB, verbose) and never drops (NODROP, blocking sends), so tests can
+/// wait for the proxy's subscription and count on every message reaching the proxy.
+pub struct TestPub {
+    pub socket: zmq::Socket,
+    pub endpoint: String,
+}
+
+impl TestPub {
+    pub fn bind(ctx: &zmq::Context) -> Self {
+        Self::bind_at(ctx, "tcp://127.0.0.1:*")
+    }
+
+    pub fn bind_at(ctx: &zmq::Context, endpoint: &str) -> Self {
+        Self::try_bind_at(ctx, endpoint).unwrap()
+    }
+
+    pub fn try_bind_at(
+        ctx: &zmq::Context,
+        endpoint: &str,
+    ) -> Result<Self, tickbox_zmqx::ZmqxError> {
+        let mut socket = ctx.socket(zmq::XPUB).unwrap();
+        socket.set_linger(100).unwrap();
+        socket.set_xpub_verbose(true).unwrap();
+        socket.set_sndhwm(1_000_000).unwrap();
+        tickbox_zmqx::set_xpub_nodrop(&mut socket, true).unwrap();
+        let endpoint = tickbox_zmqx::bind_resolved(&socket, endpoint)?;
+        Ok(TestPub { socket, endpoint })
+    }
+
+    /// The next subscription frame, or `None` after `timeout`.
+    pub fn next_subscription(&self, timeout: Duration) -> Option<Vec<u8>> {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if self.socket.poll(zmq::POLLIN, 50).unwrap() > 0 {
+                return Some(self.socket.recv_bytes(0).unwrap());
+            }
+        }
+        None
+    }
+
+    pub fn send(&self, frame: &[u8]) {
+        self.socket.send(frame, 0).unwrap();
+    }
+}
+
+pub fn lvc_config(upstream: &str) -> LvcConfig {
+    LvcConfig {
+        upstream: vec![upstream.to_owned()],
+        bind: "tcp://127.0.0.1:*".into(),
+        stats_interval_ms: 0,
+        ..LvcConfig::default()
+    }
+}
+
+pub fn lossless(mut config: LvcConfig) -> LvcConfig {
+    config.slow_subscriber = SlowSubscriber::Block;
+    config
+}
+
+/// Starts the proxy and waits until `publisher` has its upstream subscription (so nothing sent is filtered out).
+pub fn start(ctx: &zmq::Context, config: LvcConfig, publisher: &TestPub) -> LvcHandle {
+    let lvc = tickbox_lvc::spawn(ctx, config).unwrap();
+    let sub = publisher
+        .next_subscription(Duration::from_secs(5))
+        .expect("the proxy never subscribed upstream");
+    assert_eq!(sub[0], 1);
+    lvc
+}
+
+pub fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    cond()
+}
+
+pub fn subscriber(ctx: &zmq::Context, endpoint: &str, prefixes: &[&[u8]]) -> zmq::Socket {
+    let sub = ctx.socket(zmq::SUB).unwrap();
+    sub.set_linger(0).unwrap();
+    sub.set_rcvhwm(1_000_000).unwrap();
+    sub.connect(endpoint).unwrap();
+    for p in prefixes {
+        sub.set_subscribe(p).unwrap();
+    }
+    sub
+}
+
+/// Receives until `done(received)` or `timeout`.
+pub fn recv_until(
+    sock: &zmq::Socket,
+    timeout: Duration,
+    mut done: impl FnMut(&[Vec<u8>]) -> bool,
+) -> Vec<Vec<u8>> {
+    let deadline = Instant::now() + timeout;
+    let mut got = Vec::new();
+    while !done(&got) && Instant::now() < deadline {
+        if sock.poll(zmq::POLLIN, 20).unwrap() > 0 {
+            while let Ok(frame) = sock.recv_bytes(zmq::DONTWAIT) {
+                got.push(frame);
+            }
+        }
+    }
+    got
+}
+
+/// Receives for `quiet` after the last message (to prove nothing more comes), bounded by `timeout`.
+pub fn recv_quiet(sock: &zmq::Socket, quiet: Duration, timeout: Duration) -> Vec<Vec<u8>> {
+    let deadline = Instant::now() + timeout;
+    let mut got = Vec::new();
+    let mut last = Instant::now();
+    while Instant::now() < deadline && last.elapsed() < quiet {
+        if sock.poll(zmq::POLLIN, 10).unwrap() > 0 {
+            while let Ok(frame) = sock.recv_bytes(zmq::DONTWAIT) {
+                got.push(frame);
+            }
+            last = Instant::now();
+        }
+    }
+    got
+}

@@ -1,0 +1,96 @@
+//! The Majordomo broker's socket loop: one ROUTER, polled until the stop flag, feeding the sans-IO
+//! [`Broker`] and sending what it asks for.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::engine::broker::{Broker, BrokerConfig, BrokerStats, OpenGate, RequestGate};
+use crate::proto::Frames;
+use crate::MdpError;
+use tickbox_zmqx::socket::{last_endpoint, poll_ms_until};
+
+/// Bind a ROUTER on `endpoint` and run the broker until `stop` is set. Returns the final statistics.
+/// `bound` receives the resolved endpoint (useful with `tcp://127.0.0.1:*`).
+pub fn run_broker(
+    ctx: &zmq::Context,
+    endpoint: &str,
+    cfg: BrokerConfig,
+    stop: &AtomicBool,
+    bound: Option<std::sync::mpsc::Sender<String>>,
+) -> Result<BrokerStats, MdpError> {
+    run_broker_gated(ctx, endpoint, cfg, stop, bound, &mut OpenGate)
+}
+
+fn is_client_request(frames: &Frames) -> bool {
+    matches!(
+        (
+            frames.get(1).map(Vec::as_slice),
+            frames.get(2).map(Vec::as_slice)
+        ),
+        (Some(b""), Some(crate::proto::MDPC01)) | (Some(crate::proto::MDPC02), _)
+    )
+}
+
+/// [`run_broker`] with a [`RequestGate`] deciding whether client requests are served.
+pub fn run_broker_gated(
+    ctx: &zmq::Context,
+    endpoint: &str,
+    cfg: BrokerConfig,
+    stop: &AtomicBool,
+    bound: Option<std::sync::mpsc::Sender<String>>,
+    gate: &mut dyn RequestGate,
+) -> Result<BrokerStats, MdpError> {
+    let socket = ctx.socket(zmq::ROUTER)?;
+    socket.set_linger(100)?;
+    socket.set_sndhwm(0)?;
+    socket.set_rcvhwm(0)?;
+    socket.bind(endpoint)?;
+    let last = last_endpoint(&socket)?;
+    tracing::info!(endpoint = %last, "majordomo broker listening");
+    if let Some(tx) = bound {
+        let _ = tx.send(last);
+    }
+    let mut broker = Broker::new(cfg, Instant::now());
+    let mut dropped_by_gate = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        let now = Instant::now();
+        let mut deadline = broker.next_deadline().min(now + Duration::from_millis(100));
+        if let Some(d) = gate.next_deadline() {
+            deadline = deadline.min(d);
+        }
+        let timeout = poll_ms_until(deadline, now);
+        let ready = socket.poll(zmq::POLLIN, timeout)?;
+        if ready > 0 {
+            // Drain everything queued so one wake-up handles a burst.
+            loop {
+                match socket.recv_multipart(zmq::DONTWAIT) {
+                    Ok(frames) => {
+                        let now = Instant::now();
+                        if is_client_request(&frames) && !gate.allow(now) {
+                            dropped_by_gate += 1;
+                            continue;
+                        }
+                        broker.handle(now, frames);
+                    }
+                    Err(zmq::Error::EAGAIN) => break,
+                    Err(e) => return Err(e.into()),
+                }
+                while let Some(out) = broker.poll_transmit() {
+                    socket.send_multipart(out, 0)?;
+                }
+            }
+        }
+        let now = Instant::now();
+        if !gate.service(now) {
+            break;
+        }
+        broker.tick(now);
+        while let Some(out) = broker.poll_transmit() {
+            socket.send_multipart(out, 0)?;
+        }
+    }
+    if dropped_by_gate > 0 {
+        tracing::info!(dropped_by_gate, "requests dropped while not active");
+    }
+    Ok(broker.stats().clone())
+}

@@ -1,0 +1,719 @@
+//! The Majordomo broker: one ROUTER for clients and workers, one queue per service, LRU worker dispatch,
+//! heartbeating of idle workers, MMI answered in-house, request expiry for services nobody serves.
+//!
+//! [`Broker`] is a sans-IO state machine: feed it received messages ([`Broker::handle`]) and the time
+//! ([`Broker::tick`]), drain the messages it wants sent ([`Broker::poll_transmit`]) and sleep until
+//! [`Broker::next_deadline`]. `crate::broker::run_broker` is the thin socket loop around it.
+
+use std::collections::{HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::proto::{
+    classify, client_reply, worker_msg, Frames, Inbound, Version, WorkerCmd, MMI_PREFIX,
+};
+use tickbox_reliable::{ms, PeerClock};
+
+/// Broker settings. Heartbeat interval and liveness must match the workers' (the RFC's known weakness).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct BrokerConfig {
+    /// Heartbeat interval towards idle workers, ms (reference 2500).
+    pub heartbeat_interval_ms: u64,
+    /// Missed intervals after which a silent idle worker is forgotten (reference 3).
+    pub heartbeat_liveness: u32,
+    /// A request queued for a service with no free worker is dropped after this long, ms (the RFC's
+    /// "SHOULD expire"); the client's own retry then decides what to do.
+    pub request_expiry_ms: u64,
+    /// A worker busy for longer than this is presumed dead, ms: it cannot heartbeat while it works, so this
+    /// bounds how long a crashed busy worker keeps counting as "present" for MMI.
+    pub busy_timeout_ms: u64,
+}
+
+impl Default for BrokerConfig {
+    fn default() -> Self {
+        Self {
+            heartbeat_interval_ms: 2500,
+            heartbeat_liveness: 3,
+            request_expiry_ms: 30_000,
+            busy_timeout_ms: 60_000,
+        }
+    }
+}
+
+impl BrokerConfig {
+    fn interval(&self) -> Duration {
+        ms(self.heartbeat_interval_ms.max(1))
+    }
+}
+
+/// Counters a user can read to see what the broker did and what it refused.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BrokerStats {
+    pub requests: u64,
+    pub replies: u64,
+    pub partials: u64,
+    pub mmi: u64,
+    pub malformed: u64,
+    pub disconnects_sent: u64,
+    pub workers_registered: u64,
+    pub workers_expired: u64,
+    pub requests_expired: u64,
+}
+
+struct WorkerState {
+    service: Vec<u8>,
+    version: Version,
+    clock: PeerClock,
+    busy: Option<Busy>,
+}
+
+struct Busy {
+    client: Vec<u8>,
+    client_version: Version,
+    since: Instant,
+}
+
+struct Queued {
+    client: Vec<u8>,
+    version: Version,
+    body: Frames,
+    expires: Instant,
+}
+
+#[derive(Default)]
+struct Service {
+    requests: VecDeque<Queued>,
+    /// Idle workers, least recently used first.
+    waiting: VecDeque<Vec<u8>>,
+    workers: usize,
+}
+
+/// Sans-IO Majordomo broker engine.
+pub struct Broker {
+    cfg: BrokerConfig,
+    services: HashMap<Vec<u8>, Service>,
+    workers: HashMap<Vec<u8>, WorkerState>,
+    out: VecDeque<Frames>,
+    next_tick: Instant,
+    stats: BrokerStats,
+}
+
+fn with_identity(identity: Vec<u8>, mut frames: Frames) -> Frames {
+    frames.insert(0, identity);
+    frames
+}
+
+impl Broker {
+    pub fn new(cfg: BrokerConfig, now: Instant) -> Self {
+        let next_tick = now + cfg.interval();
+        Self {
+            cfg,
+            services: HashMap::new(),
+            workers: HashMap::new(),
+            out: VecDeque::new(),
+            next_tick,
+            stats: BrokerStats::default(),
+        }
+    }
+
+    pub fn stats(&self) -> &BrokerStats {
+        &self.stats
+    }
+
+    pub fn config(&self) -> &BrokerConfig {
+        &self.cfg
+    }
+
+    /// Number of workers (idle or busy) currently registered for `service`.
+    pub fn workers_for(&self, service: &[u8]) -> usize {
+        self.services.get(service).map_or(0, |s| s.workers)
+    }
+
+    /// Requests waiting for a worker of `service`.
+    pub fn queued_for(&self, service: &[u8]) -> usize {
+        self.services.get(service).map_or(0, |s| s.requests.len())
+    }
+
+    /// Next message to send on the ROUTER; frame 0 is the destination identity.
+    pub fn poll_transmit(&mut self) -> Option<Frames> {
+        self.out.pop_front()
+    }
+
+    /// When [`Broker::tick`] must next run.
+    pub fn next_deadline(&self) -> Instant {
+        self.next_tick
+    }
+
+    /// Handle one message received on the ROUTER (frame 0 is the sender identity). Malformed input is counted
+    /// and dropped; nothing here can panic on bad bytes.
+    pub fn handle(&mut self, now: Instant, mut frames: Frames) {
+        if frames.len() < 2 {
+            self.stats.malformed += 1;
+            return;
+        }
+        let identity = frames.remove(0);
+        match classify(frames) {
+            Ok(Inbound::ClientRequest {
+                version,
+                service,
+                body,
+            }) => self.client_request(now, identity, version, service, body),
+            Ok(Inbound::Worker { version, cmd, rest }) => {
+                self.worker_command(now, identity, version, cmd, rest)
+            }
+            Err(why) => {
+                self.stats.malformed += 1;
+                tracing::debug!(%why, "dropping malformed message");
+                // A registered worker that talks garbage is no longer trusted (RFC: "considered invalid").
+                if self.workers.contains_key(&identity) {
+                    self.delete_worker(&identity, false);
+                }
+            }
+        }
+    }
+
+    fn client_request(
+        &mut self,
+        now: Instant,
+        client: Vec<u8>,
+        version: Version,
+        service: Vec<u8>,
+        body: Frames,
+    ) {
+        self.stats.requests += 1;
+        if service.starts_with(MMI_PREFIX) {
+            self.stats.mmi += 1;
+            let code: &[u8] = if service.as_slice() == b"mmi.service" {
+                let target = body.first().map(Vec::as_slice).unwrap_or_default();
+                if self.workers_for(target) > 0 {
+                    b"200"
+                } else {
+                    b"404"
+                }
+            } else {
+                b"501"
+            };
+            let reply = client_reply(version, false, service, vec![code.to_vec()]);
+            self.out.push_back(with_identity(client, reply));
+            return;
+        }
+        let expires = now + ms(self.cfg.request_expiry_ms);
+        self.services
+            .entry(service.clone())
+            .or_default()
+            .requests
+            .push_back(Queued {
+                client,
+                version,
+                body,
+                expires,
+            });
+        self.dispatch(now, &service);
+    }
+
+    fn worker_command(
+        &mut self,
+        now: Instant,
+        id: Vec<u8>,
+        version: Version,
+        cmd: WorkerCmd,
+        mut rest: Frames,
+    ) {
+        let known = self.workers.get(&id).map(|w| w.version);
+        if let Some(v) = known {
+            if v != version {
+                // Switching protocol revision mid-conversation is a protocol violation.
+                self.delete_worker(&id, true);
+                return;
+            }
+        }
+        match (cmd, known.is_some()) {
+            (WorkerCmd::Ready, false) => {
+                let service = rest.pop().unwrap_or_default();
+                if service.starts_with(MMI_PREFIX) {
+                    self.send_disconnect(id, version);
+                    return;
+                }
+                self.stats.workers_registered += 1;
+                self.workers.insert(
+                    id.clone(),
+                    WorkerState {
+                        service: service.clone(),
+                        version,
+                        clock: PeerClock::new(
+                            self.cfg.interval(),
+                            self.cfg.heartbeat_liveness,
+                            now,
+                        ),
+                        busy: None,
+                    },
+                );
+                let svc = self.services.entry(service.clone()).or_default();
+                svc.workers += 1;
+                svc.waiting.push_back(id);
+                self.dispatch(now, &service);
+            }
+            (WorkerCmd::Disconnect, true) => self.delete_worker(&id, false),
+            (WorkerCmd::Disconnect, false) => {}
+            (WorkerCmd::Heartbeat, true) => {
+                if let Some(w) = self.workers.get_mut(&id) {
+                    w.clock.heard(now);
+                }
+            }
+            (WorkerCmd::Final | WorkerCmd::Partial, true) => {
+                let Some(w) = self.workers.get_mut(&id) else {
+                    return;
+                };
+                w.clock.heard(now);
+                let service = w.service.clone();
+                let client = std::mem::take(&mut rest[0]);
+                let client_version = match &w.busy {
+                    Some(b) if b.client == client => b.client_version,
+                    _ => Version::V01,
+                };
+                let body: Frames = rest.into_iter().skip(2).collect();
+                let partial = cmd == WorkerCmd::Partial;
+                if partial {
+                    self.stats.partials += 1;
+                    // 0.1 clients have no way to receive partial replies; they only get the final one.
+                    if client_version == Version::V02 {
+                        self.out.push_back(with_identity(
+                            client,
+                            client_reply(client_version, true, service, body),
+                        ));
+                    }
+                    return;
+                }
+                self.stats.replies += 1;
+                self.out.push_back(with_identity(
+                    client,
+                    client_reply(client_version, false, service.clone(), body),
+                ));
+                if w.busy.take().is_some() {
+                    w.clock.sent(now);
+                    self.services
+                        .entry(service.clone())
+                        .or_default()
+                        .waiting
+                        .push_back(id);
+                    self.dispatch(now, &service);
+                }
+            }
+            // Valid but unexpected: a second READY, HEARTBEAT or REPLY before READY, REQUEST from a worker.
+            (_, registered) => {
+                if registered {
+                    self.delete_worker(&id, true);
+                } else {
+                    self.send_disconnect(id, version);
+                }
+            }
+        }
+    }
+
+    fn send_disconnect(&mut self, id: Vec<u8>, version: Version) {
+        self.stats.disconnects_sent += 1;
+        self.out.push_back(with_identity(
+            id,
+            worker_msg(version, WorkerCmd::Disconnect, vec![]),
+        ));
+    }
+
+    fn delete_worker(&mut self, id: &[u8], disconnect: bool) {
+        let Some(w) = self.workers.remove(id) else {
+            return;
+        };
+        if disconnect {
+            self.send_disconnect(id.to_vec(), w.version);
+        }
+        if let Some(svc) = self.services.get_mut(&w.service) {
+            svc.workers = svc.workers.saturating_sub(1);
+            svc.waiting.retain(|x| x.as_slice() != id);
+        }
+    }
+
+    fn dispatch(&mut self, now: Instant, service: &[u8]) {
+        let Some(svc) = self.services.get_mut(service) else {
+            return;
+        };
+        while !svc.requests.is_empty() {
+            let Some(wid) = svc.waiting.pop_front() else {
+                break;
+            };
+            let Some(w) = self.workers.get_mut(&wid) else {
+                continue;
+            };
+            let Some(req) = svc.requests.pop_front() else {
+                break;
+            };
+            let mut rest = Vec::with_capacity(req.body.len() + 2);
+            rest.push(req.client.clone());
+            rest.push(Vec::new());
+            rest.extend(req.body);
+            w.busy = Some(Busy {
+                client: req.client,
+                client_version: req.version,
+                since: now,
+            });
+            w.clock.sent(now);
+            self.out.push_back(with_identity(
+                wid,
+                worker_msg(w.version, WorkerCmd::Request, rest),
+            ));
+        }
+    }
+
+    /// Time-driven work: heartbeat idle workers, forget silent ones, give up on stuck busy ones, expire
+    /// requests nobody served. Cheap to call early; it only acts on what is due.
+    pub fn tick(&mut self, now: Instant) {
+        if now < self.next_tick {
+            return;
+        }
+        self.next_tick = now + self.cfg.interval();
+        let busy_timeout = ms(self.cfg.busy_timeout_ms);
+        let mut dead = Vec::new();
+        let mut stuck = Vec::new();
+        for (id, w) in &mut self.workers {
+            match &w.busy {
+                None if w.clock.is_expired(now) => dead.push(id.clone()),
+                None if w.clock.heartbeat_due(now) => {
+                    w.clock.sent(now);
+                    self.out.push_back(with_identity(
+                        id.clone(),
+                        worker_msg(w.version, WorkerCmd::Heartbeat, vec![]),
+                    ));
+                }
+                Some(b) if b.since + busy_timeout <= now => stuck.push(id.clone()),
+                _ => {}
+            }
+        }
+        for id in dead {
+            self.stats.workers_expired += 1;
+            tracing::info!(worker = ?String::from_utf8_lossy(&id), "worker expired");
+            self.delete_worker(&id, false);
+        }
+        for id in stuck {
+            self.stats.workers_expired += 1;
+            self.delete_worker(&id, true);
+        }
+        let mut expired = 0;
+        self.services.retain(|_, svc| {
+            let before = svc.requests.len();
+            svc.requests.retain(|r| r.expires > now);
+            expired += (before - svc.requests.len()) as u64;
+            svc.workers > 0 || !svc.requests.is_empty()
+        });
+        self.stats.requests_expired += expired;
+    }
+}
+
+/// Receives client requests before the broker sees them; returning `false` silently drops the request.
+/// Binary Star uses this to let only the active broker serve.
+pub trait RequestGate {
+    fn allow(&mut self, now: Instant) -> bool;
+    /// Called every loop turn (at least once per poll timeout) to drive the gate's own sockets/timers.
+    /// Returns `false` when the broker must stop (for instance a fatal split-brain).
+    fn service(&mut self, _now: Instant) -> bool {
+        true
+    }
+    /// The longest the loop may sleep before calling [`RequestGate::service`] again.
+    fn next_deadline(&self) -> Option<Instant> {
+        None
+    }
+}
+
+/// The gate of a stand-alone broker: every request is served.
+pub struct OpenGate;
+impl RequestGate for OpenGate {
+    fn allow(&mut self, _now: Instant) -> bool {
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn f(parts: &[&[u8]]) -> Frames {
+        parts.iter().map(|p| p.to_vec()).collect()
+    }
+
+    fn cfg() -> BrokerConfig {
+        BrokerConfig {
+            heartbeat_interval_ms: 100,
+            heartbeat_liveness: 3,
+            request_expiry_ms: 250,
+            busy_timeout_ms: 1000,
+        }
+    }
+
+    fn drain(b: &mut Broker) -> Vec<Frames> {
+        std::iter::from_fn(|| b.poll_transmit()).collect()
+    }
+
+    const DISC01: &[&[u8]] = &[b"", b"MDPW01", &[5]];
+
+    fn with_id(id: &[u8], rest: &[&[u8]]) -> Frames {
+        let mut v = vec![id.to_vec()];
+        v.extend(rest.iter().map(|p| p.to_vec()));
+        v
+    }
+
+    #[test]
+    fn queues_until_worker_then_routes_reply_with_service_name() {
+        let t = Instant::now();
+        let mut b = Broker::new(cfg(), t);
+        b.handle(t, f(&[b"C", b"", b"MDPC01", b"echo", b"a", b"b"]));
+        assert!(drain(&mut b).is_empty());
+        assert_eq!(b.queued_for(b"echo"), 1);
+        b.handle(t, f(&[b"W", b"", b"MDPW01", &[1], b"echo"]));
+        assert_eq!(
+            drain(&mut b),
+            vec![f(&[b"W", b"", b"MDPW01", &[2], b"C", b"", b"a", b"b"])]
+        );
+        b.handle(t, f(&[b"W", b"", b"MDPW01", &[3], b"C", b"", b"A", b"B"]));
+        assert_eq!(
+            drain(&mut b),
+            vec![f(&[b"C", b"", b"MDPC01", b"echo", b"A", b"B"])]
+        );
+        assert_eq!(b.stats().replies, 1);
+    }
+
+    #[test]
+    fn lru_dispatch_across_workers() {
+        let t = Instant::now();
+        let mut b = Broker::new(cfg(), t);
+        for w in [b"W1", b"W2"] {
+            b.handle(t, f(&[w, b"", b"MDPW01", &[1], b"s"]));
+        }
+        b.handle(t, f(&[b"C1", b"", b"MDPC01", b"s", b"x"]));
+        b.handle(t, f(&[b"C2", b"", b"MDPC01", b"s", b"y"]));
+        b.handle(t, f(&[b"C3", b"", b"MDPC01", b"s", b"z"]));
+        let out = drain(&mut b);
+        assert_eq!(out.len(), 2);
+        assert_eq!(out[0][0], b"W1");
+        assert_eq!(out[1][0], b"W2");
+        b.handle(t, f(&[b"W2", b"", b"MDPW01", &[3], b"C2", b"", b"Y"]));
+        let out = drain(&mut b);
+        assert_eq!(
+            out[1],
+            f(&[b"W2", b"", b"MDPW01", &[2], b"C3", b"", b"z"]),
+            "freed worker takes the next request"
+        );
+    }
+
+    #[test]
+    fn mmi_service_and_unknown_mmi() {
+        let t = Instant::now();
+        let mut b = Broker::new(cfg(), t);
+        b.handle(t, f(&[b"C", b"", b"MDPC01", b"mmi.service", b"echo"]));
+        assert_eq!(
+            drain(&mut b),
+            vec![f(&[b"C", b"", b"MDPC01", b"mmi.service", b"404"])]
+        );
+        b.handle(t, f(&[b"W", b"", b"MDPW01", &[1], b"echo"]));
+        b.handle(t, f(&[b"C", b"", b"MDPC01", b"mmi.service", b"echo"]));
+        assert_eq!(
+            drain(&mut b),
+            vec![f(&[b"C", b"", b"MDPC01", b"mmi.service", b"200"])]
+        );
+        b.handle(t, f(&[b"C", b"", b"MDPC01", b"mmi.foo", b"x"]));
+        assert_eq!(
+            drain(&mut b),
+            vec![f(&[b"C", b"", b"MDPC01", b"mmi.foo", b"501"])]
+        );
+        // A service that was merely requested is not "present" (ref-C semantics, not ref-Py's).
+        b.handle(t, f(&[b"C", b"", b"MDPC01", b"ghost", b"x"]));
+        b.handle(t, f(&[b"C", b"", b"MDPC01", b"mmi.service", b"ghost"]));
+        assert_eq!(
+            drain(&mut b),
+            vec![f(&[b"C", b"", b"MDPC01", b"mmi.service", b"404"])]
+        );
+        b.handle(t, f(&[b"C", b"MDPC02", &[1], b"mmi.service", b"echo"]));
+        assert_eq!(
+            drain(&mut b),
+            vec![f(&[b"C", b"MDPC02", &[3], b"mmi.service", b"200"])]
+        );
+    }
+
+    #[test]
+    fn protocol_violations_get_disconnect() {
+        let t = Instant::now();
+        let mut b = Broker::new(cfg(), t);
+        b.handle(t, f(&[b"W", b"", b"MDPW01", &[4]]));
+        assert_eq!(
+            drain(&mut b),
+            vec![with_id(b"W", DISC01)],
+            "HEARTBEAT before READY"
+        );
+        b.handle(t, f(&[b"W", b"", b"MDPW01", &[3], b"C", b"", b"r"]));
+        assert_eq!(
+            drain(&mut b),
+            vec![with_id(b"W", DISC01)],
+            "REPLY from unknown worker"
+        );
+        b.handle(t, f(&[b"M", b"", b"MDPW01", &[1], b"mmi.service"]));
+        assert_eq!(
+            drain(&mut b),
+            vec![with_id(b"M", DISC01)],
+            "READY for mmi.*"
+        );
+        assert_eq!(b.workers_for(b"mmi.service"), 0);
+        b.handle(t, f(&[b"W", b"", b"MDPW01", &[1], b"echo"]));
+        b.handle(t, f(&[b"W", b"", b"MDPW01", &[1], b"echo"]));
+        assert_eq!(drain(&mut b), vec![with_id(b"W", DISC01)], "second READY");
+        assert_eq!(b.workers_for(b"echo"), 0, "and the worker is forgotten");
+        b.handle(t, f(&[b"X", b"MDPW02", &[5]]));
+        assert_eq!(
+            drain(&mut b),
+            vec![f(&[b"X", b"MDPW02", &[6]])],
+            "0.2 violation answered in 0.2"
+        );
+        // Nothing is ever sent to a worker after it DISCONNECTs.
+        b.handle(t, f(&[b"Y", b"", b"MDPW01", &[1], b"echo"]));
+        b.handle(t, f(&[b"Y", b"", b"MDPW01", &[5]]));
+        b.handle(t, f(&[b"C", b"", b"MDPC01", b"echo", b"x"]));
+        b.tick(t + ms(100));
+        assert!(drain(&mut b).is_empty());
+        assert_eq!(b.stats().disconnects_sent, 5);
+    }
+
+    #[test]
+    fn malformed_is_counted_never_fatal() {
+        let t = Instant::now();
+        let mut b = Broker::new(cfg(), t);
+        b.handle(t, f(&[b"W", b"", b"MDPW01", &[1], b"echo"]));
+        let junk: Vec<Frames> = vec![
+            vec![],
+            f(&[b"X"]),
+            f(&[b"X", b""]),
+            f(&[b"X", b"", b"MDPC01"]),
+            f(&[b"X", b"", b"MDPC01", b"svc"]),
+            f(&[b"X", b"", b"NOPE", b"svc", b"x"]),
+            f(&[b"X", b"", b"MDPW01"]),
+            f(&[b"X", b"", b"MDPW01", &[]]),
+            f(&[b"X", b"", b"MDPW01", &[0x42]]),
+            f(&[b"X", b"MDPC02", &[9], b"svc", b"x"]),
+            f(&[b"W", b"", b"MDPW01", &[3], b"C", b"notempty", b"r"]),
+        ];
+        let n = junk.len() as u64;
+        for j in junk {
+            b.handle(t, j);
+        }
+        assert_eq!(b.stats().malformed, n);
+        assert_eq!(
+            b.workers_for(b"echo"),
+            0,
+            "a worker sending garbage is dropped"
+        );
+    }
+
+    #[test]
+    fn heartbeats_idle_workers_and_expires_silent_ones() {
+        let t = Instant::now();
+        let mut b = Broker::new(cfg(), t);
+        b.handle(t, f(&[b"A", b"", b"MDPW01", &[1], b"s"]));
+        b.handle(t, f(&[b"B", b"", b"MDPW01", &[1], b"s"]));
+        b.tick(t + ms(100));
+        let mut out = drain(&mut b);
+        out.sort();
+        assert_eq!(
+            out,
+            vec![
+                f(&[b"A", b"", b"MDPW01", &[4]]),
+                f(&[b"B", b"", b"MDPW01", &[4]])
+            ]
+        );
+        b.handle(t + ms(250), f(&[b"B", b"", b"MDPW01", &[4]]));
+        b.tick(t + ms(300));
+        drain(&mut b);
+        assert_eq!(
+            b.workers_for(b"s"),
+            1,
+            "A expired after liveness x interval, B alive"
+        );
+        assert_eq!(b.stats().workers_expired, 1);
+        b.handle(t + ms(300), f(&[b"C", b"", b"MDPC01", b"s", b"x"]));
+        assert_eq!(drain(&mut b)[0][0], b"B");
+    }
+
+    #[test]
+    fn busy_workers_are_not_heartbeated_but_bounded() {
+        let t = Instant::now();
+        let mut b = Broker::new(cfg(), t);
+        b.handle(t, f(&[b"A", b"", b"MDPW01", &[1], b"s"]));
+        b.handle(t, f(&[b"C", b"", b"MDPC01", b"s", b"x"]));
+        drain(&mut b);
+        for i in 1..10 {
+            b.tick(t + ms(100 * i));
+        }
+        assert!(drain(&mut b).is_empty());
+        assert_eq!(b.workers_for(b"s"), 1);
+        b.tick(t + ms(1000));
+        assert_eq!(drain(&mut b), vec![with_id(b"A", DISC01)]);
+        assert_eq!(b.workers_for(b"s"), 0);
+    }
+
+    #[test]
+    fn requests_for_absent_services_expire() {
+        let t = Instant::now();
+        let mut b = Broker::new(cfg(), t);
+        b.handle(t, f(&[b"C", b"", b"MDPC01", b"nobody", b"x"]));
+        b.tick(t + ms(200));
+        assert_eq!(b.queued_for(b"nobody"), 1);
+        b.tick(t + ms(300));
+        assert_eq!(b.queued_for(b"nobody"), 0);
+        assert_eq!(b.stats().requests_expired, 1);
+        b.handle(t + ms(300), f(&[b"W", b"", b"MDPW01", &[1], b"nobody"]));
+        assert!(
+            drain(&mut b).is_empty(),
+            "expired request is never delivered"
+        );
+    }
+
+    #[test]
+    fn v02_partials_and_version_mixing() {
+        let t = Instant::now();
+        let mut b = Broker::new(cfg(), t);
+        b.handle(t, f(&[b"W2", b"MDPW02", &[1], b"s"]));
+        b.handle(t, f(&[b"C2", b"MDPC02", &[1], b"s", b"q"]));
+        assert_eq!(
+            drain(&mut b),
+            vec![f(&[b"W2", b"MDPW02", &[2], b"C2", b"", b"q"])]
+        );
+        b.handle(t, f(&[b"W2", b"MDPW02", &[3], b"C2", b"", b"p1"]));
+        b.handle(t, f(&[b"W2", b"MDPW02", &[4], b"C2", b"", b"fin"]));
+        assert_eq!(
+            drain(&mut b),
+            vec![
+                f(&[b"C2", b"MDPC02", &[2], b"s", b"p1"]),
+                f(&[b"C2", b"MDPC02", &[3], b"s", b"fin"])
+            ]
+        );
+        // A 0.1 client served by a 0.2 worker sees only the final reply, as a 0.1 REPLY.
+        b.handle(t, f(&[b"C1", b"", b"MDPC01", b"s", b"q"]));
+        assert_eq!(
+            drain(&mut b),
+            vec![f(&[b"W2", b"MDPW02", &[2], b"C1", b"", b"q"])]
+        );
+        b.handle(t, f(&[b"W2", b"MDPW02", &[3], b"C1", b"", b"p1"]));
+        b.handle(t, f(&[b"W2", b"MDPW02", &[4], b"C1", b"", b"fin"]));
+        assert_eq!(
+            drain(&mut b),
+            vec![f(&[b"C1", b"", b"MDPC01", b"s", b"fin"])]
+        );
+        // A 0.2 client served by a 0.1 worker gets a FINAL.
+        b.handle(t, f(&[b"W1", b"", b"MDPW01", &[1], b"t"]));
+        b.handle(t, f(&[b"C2", b"MDPC02", &[1], b"t", b"q"]));
+        drain(&mut b);
+        b.handle(t, f(&[b"W1", b"", b"MDPW01", &[3], b"C2", b"", b"r"]));
+        assert_eq!(
+            drain(&mut b),
+            vec![f(&[b"C2", b"MDPC02", &[3], b"t", b"r"])]
+        );
+        // Switching revision mid-conversation is a violation.
+        b.handle(t, f(&[b"W1", b"MDPW02", &[5]]));
+        assert_eq!(drain(&mut b), vec![with_id(b"W1", DISC01)]);
+    }
+}

@@ -1,0 +1,332 @@
+//! The Majordomo worker engine (sans-IO): the protocol rules (READY first, heartbeat cadence, broker liveness,
+//! reconnect with back-off, DISCONNECT handling). `crate::worker::Worker` is the thin socket layer a service
+//! author uses.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::proto::{classify, worker_msg, Frames, Inbound, Version, WorkerCmd};
+use tickbox_reliable::{ms, Liveness, LivenessEvent};
+
+/// Worker settings; heartbeat interval and liveness must match the broker's.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct WorkerConfig {
+    pub heartbeat_interval_ms: u64,
+    pub heartbeat_liveness: u32,
+    /// First reconnect delay after the broker is presumed dead, ms; doubles up to `reconnect_max_ms`.
+    pub reconnect_ms: u64,
+    pub reconnect_max_ms: u64,
+    /// Speak 18/MDP 0.2 instead of 7/MDP 0.1.
+    pub v02: bool,
+}
+
+impl Default for WorkerConfig {
+    fn default() -> Self {
+        Self {
+            heartbeat_interval_ms: 2500,
+            heartbeat_liveness: 3,
+            reconnect_ms: 2500,
+            reconnect_max_ms: 32_000,
+            v02: false,
+        }
+    }
+}
+
+impl WorkerConfig {
+    fn version(&self) -> Version {
+        if self.v02 {
+            Version::V02
+        } else {
+            Version::V01
+        }
+    }
+}
+
+/// A request handed to the application: reply with [`Worker::reply`](crate::worker::Worker::reply).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Request {
+    /// The client address frame, echoed unchanged in the reply.
+    pub client: Vec<u8>,
+    pub body: Frames,
+}
+
+/// What the engine wants the socket layer to do.
+#[derive(Debug, PartialEq, Eq)]
+pub enum WorkerAction {
+    Send(Frames),
+    /// Close the socket now, open a new one after `after`, then call [`WorkerEngine::connected`].
+    Reconnect {
+        after: Duration,
+    },
+    Deliver(Request),
+}
+
+/// Sans-IO Majordomo worker.
+pub struct WorkerEngine {
+    version: Version,
+    service: Vec<u8>,
+    live: Liveness,
+    connected: bool,
+    out: VecDeque<WorkerAction>,
+    pub malformed: u64,
+    pub reconnects: u64,
+}
+
+impl WorkerEngine {
+    /// The MDP version this worker speaks.
+    pub fn version(&self) -> Version {
+        self.version
+    }
+
+    pub fn new(cfg: &WorkerConfig, service: &[u8], now: Instant) -> Self {
+        Self {
+            version: cfg.version(),
+            service: service.to_vec(),
+            live: Liveness::new(
+                ms(cfg.heartbeat_interval_ms.max(1)),
+                cfg.heartbeat_liveness.max(1),
+                ms(cfg.reconnect_ms.max(1)),
+                ms(cfg.reconnect_max_ms.max(cfg.reconnect_ms).max(1)),
+                now,
+            ),
+            connected: false,
+            out: VecDeque::new(),
+            malformed: 0,
+            reconnects: 0,
+        }
+    }
+
+    /// A fresh socket is connected: announce the service. READY is the first and only READY on a socket.
+    pub fn connected(&mut self, now: Instant) {
+        self.connected = true;
+        self.live.restart(now);
+        self.live.sent(now);
+        self.out.push_back(WorkerAction::Send(worker_msg(
+            self.version,
+            WorkerCmd::Ready,
+            vec![self.service.clone()],
+        )));
+    }
+
+    fn reconnect(&mut self, after: Duration) {
+        self.connected = false;
+        self.reconnects += 1;
+        self.out.push_back(WorkerAction::Reconnect { after });
+    }
+
+    /// A message arrived from the broker.
+    pub fn on_message(&mut self, now: Instant, frames: Frames) {
+        if !self.connected {
+            return;
+        }
+        match classify(frames) {
+            Ok(Inbound::Worker {
+                version,
+                cmd,
+                mut rest,
+            }) if version == self.version => match cmd {
+                WorkerCmd::Request => {
+                    self.live.heard(now);
+                    let client = std::mem::take(&mut rest[0]);
+                    let body = rest.split_off(2);
+                    self.out
+                        .push_back(WorkerAction::Deliver(Request { client, body }));
+                }
+                WorkerCmd::Heartbeat => self.live.heard(now),
+                WorkerCmd::Disconnect => {
+                    // The broker forgot us (restart, violation): start a new conversation right away.
+                    self.reconnect(Duration::ZERO);
+                }
+                _ => self.malformed += 1,
+            },
+            _ => self.malformed += 1,
+        }
+    }
+
+    /// Frames of a reply (or a 0.2 partial reply) to `req`.
+    pub fn reply(&mut self, now: Instant, client: Vec<u8>, body: Frames, partial: bool) -> Frames {
+        self.live.sent(now);
+        let mut rest = Vec::with_capacity(body.len() + 2);
+        rest.push(client);
+        rest.push(Vec::new());
+        rest.extend(body);
+        let cmd = if partial && self.version == Version::V02 {
+            WorkerCmd::Partial
+        } else {
+            WorkerCmd::Final
+        };
+        worker_msg(self.version, cmd, rest)
+    }
+
+    /// Frames of a DISCONNECT, for a polite exit.
+    pub fn disconnect(&mut self) -> Frames {
+        self.connected = false;
+        worker_msg(self.version, WorkerCmd::Disconnect, vec![])
+    }
+
+    /// Time passes: heartbeat when due, declare the broker dead after `liveness` silent intervals.
+    pub fn tick(&mut self, now: Instant) {
+        if !self.connected {
+            return;
+        }
+        match self.live.poll(now) {
+            LivenessEvent::Idle => {}
+            LivenessEvent::SendHeartbeat => self.out.push_back(WorkerAction::Send(worker_msg(
+                self.version,
+                WorkerCmd::Heartbeat,
+                vec![],
+            ))),
+            LivenessEvent::PeerDead { reconnect_after } => {
+                tracing::warn!(service = %String::from_utf8_lossy(&self.service), "broker silent, reconnecting");
+                self.reconnect(reconnect_after)
+            }
+        }
+    }
+
+    pub fn next_deadline(&self) -> Instant {
+        self.live.next_deadline()
+    }
+
+    pub fn poll_action(&mut self) -> Option<WorkerAction> {
+        self.out.pop_front()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg() -> WorkerConfig {
+        WorkerConfig {
+            heartbeat_interval_ms: 100,
+            heartbeat_liveness: 3,
+            reconnect_ms: 50,
+            reconnect_max_ms: 400,
+            v02: false,
+        }
+    }
+
+    fn f(parts: &[&[u8]]) -> Frames {
+        parts.iter().map(|p| p.to_vec()).collect()
+    }
+
+    fn drain(e: &mut WorkerEngine) -> Vec<WorkerAction> {
+        std::iter::from_fn(|| e.poll_action()).collect()
+    }
+
+    #[test]
+    fn ready_is_exactly_four_frames_then_heartbeats_on_cadence() {
+        let t0 = Instant::now();
+        let mut e = WorkerEngine::new(&cfg(), b"echo", t0);
+        e.connected(t0);
+        assert_eq!(
+            drain(&mut e),
+            vec![WorkerAction::Send(f(&[b"", b"MDPW01", &[1], b"echo"]))]
+        );
+        e.tick(t0 + ms(99));
+        assert!(drain(&mut e).is_empty());
+        e.on_message(t0 + ms(90), f(&[b"", b"MDPW01", &[4]]));
+        e.tick(t0 + ms(100));
+        assert_eq!(
+            drain(&mut e),
+            vec![WorkerAction::Send(f(&[b"", b"MDPW01", &[4]]))]
+        );
+    }
+
+    #[test]
+    fn silent_broker_triggers_reconnect_with_growing_backoff() {
+        let t0 = Instant::now();
+        let mut e = WorkerEngine::new(&cfg(), b"echo", t0);
+        e.connected(t0);
+        drain(&mut e);
+        let mut t = t0;
+        let mut delays = Vec::new();
+        for _ in 0..5 {
+            let mut reconnect = None;
+            for _ in 0..10 {
+                t += ms(50);
+                e.tick(t);
+                for a in drain(&mut e) {
+                    if let WorkerAction::Reconnect { after } = a {
+                        reconnect = Some(after);
+                    }
+                }
+                if reconnect.is_some() {
+                    break;
+                }
+            }
+            let after = reconnect.expect("broker declared dead within liveness x interval");
+            delays.push(after);
+            t += after;
+            e.connected(t);
+            drain(&mut e);
+        }
+        assert_eq!(delays, vec![ms(50), ms(100), ms(200), ms(400), ms(400)]);
+        // Any traffic from the broker resets the back-off.
+        e.on_message(t, f(&[b"", b"MDPW01", &[4]]));
+        t += ms(299);
+        e.tick(t);
+        assert!(!drain(&mut e)
+            .iter()
+            .any(|a| matches!(a, WorkerAction::Reconnect { .. })));
+        t += ms(1);
+        e.tick(t);
+        assert!(drain(&mut e).contains(&WorkerAction::Reconnect { after: ms(50) }));
+    }
+
+    #[test]
+    fn request_delivered_and_reply_echoes_address() {
+        let t0 = Instant::now();
+        let mut e = WorkerEngine::new(&cfg(), b"echo", t0);
+        e.connected(t0);
+        drain(&mut e);
+        e.on_message(t0, f(&[b"", b"MDPW01", &[2], b"\x00abcd", b"", b"a", b"b"]));
+        let req = Request {
+            client: b"\x00abcd".to_vec(),
+            body: f(&[b"a", b"b"]),
+        };
+        assert_eq!(drain(&mut e), vec![WorkerAction::Deliver(req.clone())]);
+        assert_eq!(
+            e.reply(t0, req.client, f(&[b"r"]), false),
+            f(&[b"", b"MDPW01", &[3], b"\x00abcd", b"", b"r"])
+        );
+        e.on_message(t0, f(&[b"", b"MDPW01", &[5]]));
+        assert_eq!(
+            drain(&mut e),
+            vec![WorkerAction::Reconnect {
+                after: Duration::ZERO
+            }]
+        );
+        e.on_message(t0, f(&[b"junk"]));
+        assert_eq!(e.malformed, 0, "ignored while disconnected");
+    }
+
+    #[test]
+    fn v02_layouts() {
+        let t0 = Instant::now();
+        let mut c = cfg();
+        c.v02 = true;
+        let mut e = WorkerEngine::new(&c, b"echo", t0);
+        e.connected(t0);
+        assert_eq!(
+            drain(&mut e),
+            vec![WorkerAction::Send(f(&[b"MDPW02", &[1], b"echo"]))]
+        );
+        assert_eq!(
+            e.reply(t0, b"c".to_vec(), f(&[b"p"]), true),
+            f(&[b"MDPW02", &[3], b"c", b"", b"p"])
+        );
+        assert_eq!(
+            e.reply(t0, b"c".to_vec(), f(&[b"r"]), false),
+            f(&[b"MDPW02", &[4], b"c", b"", b"r"])
+        );
+        e.on_message(t0, f(&[b"", b"MDPW01", &[4]]));
+        assert_eq!(
+            e.malformed, 1,
+            "0.1 traffic on a 0.2 conversation is refused"
+        );
+    }
+}

@@ -1,0 +1,46 @@
+//! Majordomo (7/MDP 0.1, 18/MDP 0.2 draft) with the management interface (8/MMI), the broker as a Binary Star
+//! pair, and Titanic (9/TSP) durable request-reply on top. The protocol engines ([`proto`], [`engine`]) never
+//! touch a socket (`tests/sans_io.rs` enforces it); the socket layers sit beside them. May depend on
+//! `tickbox-reliable` (timers, Binary Star engine), `tickbox-bstar` (the pair's state sockets),
+//! `tickbox-journal` (Titanic's durable store), `tickbox-zmqx` and `zmq`; never on the data plane.
+//!
+//! * [`engine::broker`]: the sans-IO broker ([`Broker`]); [`broker::run_broker`] is its socket loop.
+//! * [`client`]: synchronous ([`client::Client`]) and asynchronous ([`client::AsyncClient`]) client APIs.
+//! * [`engine::worker`]: the worker's liveness engine; [`worker::Worker`] is the API a service author uses.
+//! * [`pair`]: the broker as one half of a Binary Star pair ([`pair::run_broker_pair`]).
+//! * [`status`]: a tiny `tickbox.<component>.status` worker for data-plane components.
+//! * [`engine::titanic`]: the Titanic index and rules; [`titanic`] couples them to the journal and the broker.
+//!
+//! Frame layouts follow PROTOCOLS.md §2–§4 byte for byte; [`proto`] holds the constants and the parsers.
+
+pub mod broker;
+pub mod client;
+pub mod engine;
+pub mod pair;
+pub mod proto;
+pub mod status;
+pub mod titanic;
+pub mod worker;
+
+pub use broker::{run_broker, run_broker_gated};
+pub use client::{AsyncClient, Client, ClientConfig};
+pub use engine::broker::{Broker, BrokerConfig, BrokerStats, OpenGate, RequestGate};
+pub use pair::{run_broker_pair, PairError, PairOptions};
+pub use proto::{Frames, Version};
+pub use status::{spawn_status_worker, StatusWorker};
+pub use worker::{Request, Worker, WorkerConfig};
+
+/// Errors of the Majordomo client and worker APIs.
+#[derive(Debug, thiserror::Error)]
+pub enum MdpError {
+    #[error("zmq: {0}")]
+    Zmq(#[from] zmq::Error),
+    #[error("no reply from {service:?} after {attempts} attempt(s)")]
+    Timeout { service: String, attempts: u32 },
+    #[error("malformed reply: {0}")]
+    Malformed(&'static str),
+    #[error("invalid argument: {0}")]
+    Invalid(&'static str),
+    #[error("interrupted by the stop flag")]
+    Interrupted,
+}

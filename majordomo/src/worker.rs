@@ -1,0 +1,179 @@
+//! The Majordomo worker API: [`Worker`], the thin socket layer over the sans-IO
+//! [`WorkerEngine`].
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::engine::worker::{WorkerAction, WorkerEngine};
+use crate::proto::{Frames, Version};
+use crate::MdpError;
+use tickbox_zmqx::socket::poll_ms_until;
+
+pub use crate::engine::worker::{Request, WorkerConfig};
+
+/// A Majordomo worker bound to one service on one broker.
+pub struct Worker {
+    ctx: zmq::Context,
+    endpoint: String,
+    socket: Option<zmq::Socket>,
+    engine: WorkerEngine,
+    reconnect_at: Option<Instant>,
+    pending: VecDeque<Request>,
+}
+
+impl Worker {
+    /// Connect to the broker at `endpoint` and register `service`.
+    pub fn connect(
+        ctx: &zmq::Context,
+        endpoint: &str,
+        service: &str,
+        cfg: WorkerConfig,
+    ) -> Result<Self, MdpError> {
+        if service.as_bytes().starts_with(crate::proto::MMI_PREFIX) {
+            return Err(MdpError::Invalid(
+                "mmi.* services are reserved for the broker",
+            ));
+        }
+        let now = Instant::now();
+        let mut w = Self {
+            ctx: ctx.clone(),
+            endpoint: endpoint.to_string(),
+            socket: None,
+            engine: WorkerEngine::new(&cfg, service.as_bytes(), now),
+            reconnect_at: Some(now),
+            pending: VecDeque::new(),
+        };
+        w.open_if_due(now)?;
+        Ok(w)
+    }
+
+    /// Reconnections so far (after broker loss or DISCONNECT).
+    pub fn reconnects(&self) -> u64 {
+        self.engine.reconnects
+    }
+
+    fn open_if_due(&mut self, now: Instant) -> Result<(), MdpError> {
+        match self.reconnect_at {
+            Some(at) if at <= now => {}
+            _ => return Ok(()),
+        }
+        self.reconnect_at = None;
+        let s = self.ctx.socket(zmq::DEALER)?;
+        s.set_linger(0)?;
+        s.connect(&self.endpoint)?;
+        self.socket = Some(s);
+        self.engine.connected(now);
+        self.flush()
+    }
+
+    fn flush(&mut self) -> Result<(), MdpError> {
+        while let Some(action) = self.engine.poll_action() {
+            match action {
+                WorkerAction::Send(frames) => {
+                    if let Some(s) = &self.socket {
+                        s.send_multipart(frames, 0)?;
+                    }
+                }
+                WorkerAction::Reconnect { after } => {
+                    // Dropping the socket (linger 0) discards anything queued for the dead conversation.
+                    self.socket = None;
+                    self.reconnect_at = Some(Instant::now() + after);
+                }
+                WorkerAction::Deliver(req) => self.pending.push_back(req),
+            }
+        }
+        Ok(())
+    }
+
+    /// Wait up to `timeout` for the next request, keeping the broker conversation alive meanwhile.
+    pub fn recv(&mut self, timeout: Duration) -> Result<Option<Request>, MdpError> {
+        let end = Instant::now() + timeout;
+        loop {
+            if let Some(r) = self.pending.pop_front() {
+                return Ok(Some(r));
+            }
+            let now = Instant::now();
+            self.open_if_due(now)?;
+            if now >= end {
+                return Ok(None);
+            }
+            let mut wake = end.min(self.engine.next_deadline());
+            if let Some(at) = self.reconnect_at {
+                wake = wake.min(at);
+            }
+            let wait = poll_ms_until(wake, now);
+            match &self.socket {
+                Some(s) if s.poll(zmq::POLLIN, wait)? > 0 => loop {
+                    match s.recv_multipart(zmq::DONTWAIT) {
+                        Ok(frames) => self.engine.on_message(Instant::now(), frames),
+                        Err(zmq::Error::EAGAIN) => break,
+                        Err(e) => return Err(e.into()),
+                    }
+                },
+                Some(_) => {}
+                None => std::thread::sleep(Duration::from_millis(wait.max(0) as u64)),
+            }
+            self.engine.tick(Instant::now());
+            self.flush()?;
+        }
+    }
+
+    /// Send the reply to `req`. If the conversation was lost meanwhile the reply is dropped (the client retries).
+    pub fn reply(&mut self, req: Request, body: Frames) -> Result<(), MdpError> {
+        self.send_reply(req.client, body, false)
+    }
+
+    /// Send a partial reply (18/MDP 0.2 only; with 0.1 it would end the request, so it is refused).
+    pub fn partial(&mut self, req: &Request, body: Frames) -> Result<(), MdpError> {
+        if self.engine.version() != Version::V02 {
+            return Err(MdpError::Invalid("partial replies need MDP 0.2"));
+        }
+        self.send_reply(req.client.clone(), body, true)
+    }
+
+    fn send_reply(&mut self, client: Vec<u8>, body: Frames, partial: bool) -> Result<(), MdpError> {
+        if body.is_empty() {
+            return Err(MdpError::Invalid("a reply needs at least one body frame"));
+        }
+        let frames = self.engine.reply(Instant::now(), client, body, partial);
+        if let Some(s) = &self.socket {
+            s.send_multipart(frames, 0)?;
+        }
+        Ok(())
+    }
+
+    /// Serve requests with `handler` until `stop` is set.
+    pub fn serve(
+        &mut self,
+        stop: &AtomicBool,
+        mut handler: impl FnMut(&Frames) -> Frames,
+    ) -> Result<(), MdpError> {
+        while !stop.load(Ordering::Relaxed) {
+            if let Some(req) = self.recv(Duration::from_millis(100))? {
+                let reply = handler(&req.body);
+                let reply = if reply.is_empty() {
+                    vec![Vec::new()]
+                } else {
+                    reply
+                };
+                self.reply(req, reply)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Leave without a DISCONNECT, as a crashed worker would (for fault tests and abrupt shutdown).
+    pub fn abandon(mut self) {
+        self.socket = None;
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        if let Some(s) = self.socket.take() {
+            let frames = self.engine.disconnect();
+            let _ = s.send_multipart(frames, zmq::DONTWAIT);
+        }
+    }
+}

@@ -1,0 +1,15 @@
+//! The messenger engine is sans-IO: its source file may not mention `zmq`. The I/O thread (`io`) lives beside
+//! it.
+
+use std::path::Path;
+
+#[test]
+fn engine_module_never_mentions_zmq() {
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/engine.rs");
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(
+        text.contains("pub struct MessengerEngine"),
+        "the engine moved: update this test"
+    );
+    assert!(!text.contains("zmq"), "{} mentions zmq", file.display());
+}

@@ -1,0 +1,6 @@
+//! The sans-IO halves of the Pirates and Freelance: state machines fed with received frames and "now is t",
+//! returning the frames to send and the next deadline. No module under `engine` may use sockets
+//! (`tests/sans_io.rs`).
+
+pub mod freelance;
+pub mod ppp;

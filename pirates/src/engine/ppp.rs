@@ -1,0 +1,454 @@
+//! The 6/PPP engines (sans-IO): the Paranoid Pirate queue ([`PppQueue`]) and worker ([`PppWorkerEngine`]).
+//! They take received frames and "now is t" and hand back frames to send and the next deadline; the socket
+//! layers are in `crate::ppp`. The worker's heartbeat and back-off rules are `tickbox_reliable`'s
+//! [`Liveness`], shared with the Majordomo worker.
+
+use std::collections::{HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use tickbox_reliable::{ms, Liveness, LivenessEvent, PeerClock};
+
+pub use tickbox_reliable::Frames;
+
+/// 6/PPP READY: exactly one frame holding this one byte.
+pub const PPP_READY: u8 = 0x01;
+/// 6/PPP HEARTBEAT: exactly one frame holding this one byte.
+pub const PPP_HEARTBEAT: u8 = 0x02;
+
+/// 6/PPP timing (reference: 1000 ms interval, liveness 3, back-off 1000 → 32000 ms).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PppConfig {
+    pub heartbeat_interval_ms: u64,
+    pub heartbeat_liveness: u32,
+    pub reconnect_ms: u64,
+    pub reconnect_max_ms: u64,
+    /// Client requests held while no worker is free; beyond this they are dropped (clients retry).
+    pub max_queued: usize,
+}
+
+impl Default for PppConfig {
+    fn default() -> Self {
+        Self {
+            heartbeat_interval_ms: 1000,
+            heartbeat_liveness: 3,
+            reconnect_ms: 1000,
+            reconnect_max_ms: 32_000,
+            max_queued: 10_000,
+        }
+    }
+}
+
+/// Where a queue output goes.
+#[derive(Debug, PartialEq, Eq)]
+pub enum QueueOut {
+    Frontend(Frames),
+    Backend(Frames),
+}
+
+struct PppWorkerState {
+    clock: PeerClock,
+    busy: bool,
+}
+
+/// Counters of the Paranoid Pirate queue.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PppQueueStats {
+    pub requests: u64,
+    pub replies: u64,
+    pub malformed: u64,
+    pub dropped: u64,
+    pub workers_expired: u64,
+}
+
+/// Sans-IO Paranoid Pirate queue. Unlike the Guide's queue, a HEARTBEAT from a busy worker only proves it
+/// alive; it does not make the worker eligible for a second request.
+pub struct PppQueue {
+    cfg: PppConfig,
+    workers: HashMap<Vec<u8>, PppWorkerState>,
+    idle: VecDeque<Vec<u8>>,
+    requests: VecDeque<Frames>,
+    out: VecDeque<QueueOut>,
+    next_tick: Instant,
+    stats: PppQueueStats,
+}
+
+impl PppQueue {
+    pub fn new(cfg: PppConfig, now: Instant) -> Self {
+        let next_tick = now + ms(cfg.heartbeat_interval_ms.max(1));
+        Self {
+            cfg,
+            workers: HashMap::new(),
+            idle: VecDeque::new(),
+            requests: VecDeque::new(),
+            out: VecDeque::new(),
+            next_tick,
+            stats: PppQueueStats::default(),
+        }
+    }
+
+    fn interval(&self) -> Duration {
+        ms(self.cfg.heartbeat_interval_ms.max(1))
+    }
+
+    pub fn stats(&self) -> &PppQueueStats {
+        &self.stats
+    }
+
+    pub fn idle_workers(&self) -> usize {
+        self.idle.len()
+    }
+
+    pub fn poll_transmit(&mut self) -> Option<QueueOut> {
+        self.out.pop_front()
+    }
+
+    pub fn next_deadline(&self) -> Instant {
+        self.next_tick
+    }
+
+    /// A client message from the front-end ROUTER: `[client-id]…[""][body…]`, forwarded whole to a worker.
+    pub fn on_frontend(&mut self, now: Instant, frames: Frames) {
+        if frames.len() < 2 {
+            self.stats.malformed += 1;
+            return;
+        }
+        self.stats.requests += 1;
+        if self.requests.len() >= self.cfg.max_queued {
+            self.stats.dropped += 1;
+            return;
+        }
+        self.requests.push_back(frames);
+        self.dispatch(now);
+    }
+
+    /// A worker message from the back-end ROUTER: `[worker-id][0x01]`, `[worker-id][0x02]` or a reply.
+    pub fn on_backend(&mut self, now: Instant, mut frames: Frames) {
+        if frames.len() < 2 {
+            self.stats.malformed += 1;
+            return;
+        }
+        let id = frames.remove(0);
+        if frames.len() == 1 {
+            match frames[0].as_slice() {
+                [PPP_READY] => {
+                    // A READY always starts a fresh conversation for that identity.
+                    self.idle.retain(|x| *x != id);
+                    let clock = PeerClock::new(self.interval(), self.cfg.heartbeat_liveness, now);
+                    self.workers
+                        .insert(id.clone(), PppWorkerState { clock, busy: false });
+                    self.idle.push_back(id);
+                    self.dispatch(now);
+                }
+                [PPP_HEARTBEAT] => {
+                    if let Some(w) = self.workers.get_mut(&id) {
+                        w.clock.heard(now);
+                    }
+                }
+                _ => self.stats.malformed += 1,
+            }
+            return;
+        }
+        let Some(w) = self.workers.get_mut(&id) else {
+            // A reply from a worker we expired: still deliver it, the client may be waiting for exactly this.
+            self.stats.replies += 1;
+            self.out.push_back(QueueOut::Frontend(frames));
+            return;
+        };
+        w.clock.heard(now);
+        self.stats.replies += 1;
+        self.out.push_back(QueueOut::Frontend(frames));
+        if w.busy {
+            w.busy = false;
+            w.clock.sent(now);
+            self.idle.push_back(id);
+            self.dispatch(now);
+        }
+    }
+
+    fn dispatch(&mut self, now: Instant) {
+        while !self.requests.is_empty() {
+            let Some(id) = self.idle.pop_front() else {
+                break;
+            };
+            let Some(w) = self.workers.get_mut(&id) else {
+                continue;
+            };
+            let Some(mut req) = self.requests.pop_front() else {
+                break;
+            };
+            w.busy = true;
+            w.clock.sent(now);
+            req.insert(0, id);
+            self.out.push_back(QueueOut::Backend(req));
+        }
+    }
+
+    /// Heartbeat idle workers; forget idle workers that went silent.
+    pub fn tick(&mut self, now: Instant) {
+        if now < self.next_tick {
+            return;
+        }
+        let interval = self.interval();
+        self.next_tick = now + interval;
+        let mut dead = Vec::new();
+        for id in &self.idle {
+            let Some(w) = self.workers.get_mut(id) else {
+                continue;
+            };
+            if w.clock.is_expired(now) {
+                dead.push(id.clone());
+            } else if w.clock.heartbeat_due(now) {
+                w.clock.sent(now);
+                self.out
+                    .push_back(QueueOut::Backend(vec![id.clone(), vec![PPP_HEARTBEAT]]));
+            }
+        }
+        for id in dead {
+            self.stats.workers_expired += 1;
+            self.workers.remove(&id);
+            self.idle.retain(|x| *x != id);
+        }
+    }
+}
+
+/// What the Paranoid Pirate worker engine wants done.
+#[derive(Debug, PartialEq, Eq)]
+pub enum PppWorkerAction {
+    Send(Frames),
+    Reconnect {
+        after: Duration,
+    },
+    /// A request: reply with exactly this envelope (everything up to and including the empty frame) followed
+    /// by the reply body.
+    Deliver {
+        envelope: Frames,
+        body: Frames,
+    },
+}
+
+/// Sans-IO Paranoid Pirate worker: READY on every new connection, heartbeats, queue liveness, back-off.
+pub struct PppWorkerEngine {
+    live: Liveness,
+    connected: bool,
+    out: VecDeque<PppWorkerAction>,
+    pub malformed: u64,
+    pub reconnects: u64,
+}
+
+impl PppWorkerEngine {
+    pub fn new(cfg: &PppConfig, now: Instant) -> Self {
+        Self {
+            live: Liveness::new(
+                ms(cfg.heartbeat_interval_ms),
+                cfg.heartbeat_liveness,
+                ms(cfg.reconnect_ms.max(1)),
+                ms(cfg.reconnect_max_ms.max(1)),
+                now,
+            ),
+            connected: false,
+            out: VecDeque::new(),
+            malformed: 0,
+            reconnects: 0,
+        }
+    }
+
+    pub fn connected(&mut self, now: Instant) {
+        self.connected = true;
+        self.live.restart(now);
+        self.live.sent(now);
+        self.out
+            .push_back(PppWorkerAction::Send(vec![vec![PPP_READY]]));
+    }
+
+    pub fn on_message(&mut self, now: Instant, mut frames: Frames) {
+        if !self.connected {
+            return;
+        }
+        if frames.len() == 1 {
+            if frames[0].as_slice() == [PPP_HEARTBEAT] {
+                self.live.heard(now);
+            } else {
+                self.malformed += 1;
+            }
+            return;
+        }
+        let Some(delim) = frames.iter().position(Vec::is_empty) else {
+            self.malformed += 1;
+            return;
+        };
+        if delim + 1 >= frames.len() {
+            self.malformed += 1;
+            return;
+        }
+        self.live.heard(now);
+        let body = frames.split_off(delim + 1);
+        self.out.push_back(PppWorkerAction::Deliver {
+            envelope: frames,
+            body,
+        });
+    }
+
+    /// Frames of the reply to a request with `envelope`.
+    pub fn reply(&mut self, now: Instant, mut envelope: Frames, body: Frames) -> Frames {
+        self.live.sent(now);
+        envelope.extend(body);
+        envelope
+    }
+
+    pub fn tick(&mut self, now: Instant) {
+        if !self.connected {
+            return;
+        }
+        match self.live.poll(now) {
+            LivenessEvent::Idle => {}
+            LivenessEvent::SendHeartbeat => self
+                .out
+                .push_back(PppWorkerAction::Send(vec![vec![PPP_HEARTBEAT]])),
+            LivenessEvent::PeerDead { reconnect_after } => {
+                self.connected = false;
+                self.reconnects += 1;
+                self.out.push_back(PppWorkerAction::Reconnect {
+                    after: reconnect_after,
+                });
+            }
+        }
+    }
+
+    pub fn next_deadline(&self) -> Instant {
+        self.live.next_deadline()
+    }
+
+    pub fn poll_action(&mut self) -> Option<PppWorkerAction> {
+        self.out.pop_front()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tickbox_reliable::ms;
+
+    fn cfg() -> PppConfig {
+        PppConfig {
+            heartbeat_interval_ms: 100,
+            heartbeat_liveness: 3,
+            reconnect_ms: 100,
+            reconnect_max_ms: 800,
+            max_queued: 2,
+        }
+    }
+
+    fn f(parts: &[&[u8]]) -> Frames {
+        parts.iter().map(|p| p.to_vec()).collect()
+    }
+
+    fn drain(q: &mut PppQueue) -> Vec<QueueOut> {
+        std::iter::from_fn(|| q.poll_transmit()).collect()
+    }
+
+    #[test]
+    fn queue_routes_lru_and_never_forwards_control_frames() {
+        let t0 = Instant::now();
+        let mut q = PppQueue::new(cfg(), t0);
+        q.on_backend(t0, f(&[b"w1", &[1]]));
+        q.on_backend(t0, f(&[b"w2", &[1]]));
+        q.on_backend(t0, f(&[b"w1", &[2]]));
+        assert!(
+            drain(&mut q).is_empty(),
+            "READY/HEARTBEAT never reach clients"
+        );
+        q.on_frontend(t0, f(&[b"c1", b"", b"hello"]));
+        assert_eq!(
+            drain(&mut q),
+            vec![QueueOut::Backend(f(&[b"w1", b"c1", b"", b"hello"]))]
+        );
+        // A heartbeat from busy w1 must not make it eligible again.
+        q.on_backend(t0, f(&[b"w1", &[2]]));
+        q.on_frontend(t0, f(&[b"c2", b"", b"x"]));
+        assert_eq!(
+            drain(&mut q),
+            vec![QueueOut::Backend(f(&[b"w2", b"c2", b"", b"x"]))]
+        );
+        q.on_frontend(t0, f(&[b"c3", b"", b"y"]));
+        assert!(drain(&mut q).is_empty(), "held until a worker frees up");
+        q.on_backend(t0, f(&[b"w1", b"c1", b"", b"HELLO"]));
+        assert_eq!(
+            drain(&mut q),
+            vec![
+                QueueOut::Frontend(f(&[b"c1", b"", b"HELLO"])),
+                QueueOut::Backend(f(&[b"w1", b"c3", b"", b"y"]))
+            ]
+        );
+        q.on_backend(t0, f(&[b"w9", &[7]]));
+        q.on_backend(t0, f(&[b"w9"]));
+        assert_eq!(q.stats().malformed, 2);
+    }
+
+    #[test]
+    fn queue_heartbeats_idle_workers_and_expires_silent_ones() {
+        let t0 = Instant::now();
+        let mut q = PppQueue::new(cfg(), t0);
+        q.on_backend(t0, f(&[b"w1", &[1]]));
+        q.on_backend(t0, f(&[b"w2", &[1]]));
+        q.tick(t0 + ms(100));
+        assert_eq!(drain(&mut q).len(), 2);
+        q.on_backend(t0 + ms(250), f(&[b"w2", &[2]]));
+        q.tick(t0 + ms(300));
+        let out = drain(&mut q);
+        assert_eq!(
+            out,
+            vec![QueueOut::Backend(f(&[b"w2", &[2]]))],
+            "w1 expired after 3 silent intervals"
+        );
+        assert_eq!(q.idle_workers(), 1);
+        assert_eq!(q.stats().workers_expired, 1);
+    }
+
+    #[test]
+    fn queue_bounds_its_backlog() {
+        let t0 = Instant::now();
+        let mut q = PppQueue::new(cfg(), t0);
+        for c in [b"c1", b"c2", b"c3"] {
+            q.on_frontend(t0, f(&[c, b"", b"x"]));
+        }
+        assert_eq!(q.stats().dropped, 1);
+    }
+
+    #[test]
+    fn worker_ready_heartbeat_echo_and_reconnect() {
+        let t0 = Instant::now();
+        let mut w = PppWorkerEngine::new(&cfg(), t0);
+        w.connected(t0);
+        assert_eq!(w.poll_action(), Some(PppWorkerAction::Send(f(&[&[1]]))));
+        w.tick(t0 + ms(100));
+        assert_eq!(w.poll_action(), Some(PppWorkerAction::Send(f(&[&[2]]))));
+        w.on_message(t0 + ms(150), f(&[b"c1", b"", b"a", b"b"]));
+        let Some(PppWorkerAction::Deliver { envelope, body }) = w.poll_action() else {
+            panic!("no request")
+        };
+        assert_eq!(body, f(&[b"a", b"b"]));
+        assert_eq!(w.reply(t0, envelope, f(&[b"r"])), f(&[b"c1", b"", b"r"]));
+        w.on_message(t0, f(&[b"c1", b"x"]));
+        assert_eq!(w.malformed, 1);
+        let mut delays = Vec::new();
+        let mut t = t0 + ms(150);
+        for _ in 0..4 {
+            loop {
+                t += ms(10);
+                w.tick(t);
+                if let Some(PppWorkerAction::Reconnect { after }) =
+                    std::iter::from_fn(|| w.poll_action())
+                        .find(|a| matches!(a, PppWorkerAction::Reconnect { .. }))
+                {
+                    delays.push(after);
+                    break;
+                }
+            }
+            t += delays[delays.len() - 1];
+            w.connected(t);
+        }
+        assert_eq!(delays, vec![ms(100), ms(200), ms(400), ms(800)]);
+    }
+}

@@ -1,0 +1,174 @@
+//! The Paranoid Pirate (6/PPP) socket layers: [`run_ppp_queue`] (front-end and back-end ROUTERs) and
+//! [`PppWorker`] (a DEALER, new identity on every reconnect), thin loops around the engines in
+//! [`crate::engine::ppp`].
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use tickbox_reliable::ms;
+use tickbox_zmqx::socket::{last_endpoint, poll_ms};
+
+use crate::engine::ppp::{
+    PppConfig, PppQueue, PppQueueStats, PppWorkerAction, PppWorkerEngine, QueueOut,
+};
+use crate::{Frames, PirateError};
+
+/// Run a Paranoid Pirate queue: front-end ROUTER for clients, back-end ROUTER for workers, until `stop`.
+/// `bound` receives the resolved `(frontend, backend)` endpoints.
+pub fn run_ppp_queue(
+    ctx: &zmq::Context,
+    frontend: &str,
+    backend: &str,
+    cfg: PppConfig,
+    stop: &AtomicBool,
+    bound: Option<std::sync::mpsc::Sender<(String, String)>>,
+) -> Result<PppQueueStats, PirateError> {
+    let fe = ctx.socket(zmq::ROUTER)?;
+    let be = ctx.socket(zmq::ROUTER)?;
+    for s in [&fe, &be] {
+        s.set_linger(100)?;
+    }
+    fe.bind(frontend)?;
+    be.bind(backend)?;
+    if let Some(tx) = bound {
+        let f = last_endpoint(&fe)?;
+        let b = last_endpoint(&be)?;
+        let _ = tx.send((f, b));
+    }
+    let mut q = PppQueue::new(cfg, Instant::now());
+    while !stop.load(Ordering::Relaxed) {
+        let now = Instant::now();
+        let timeout = poll_ms(
+            q.next_deadline()
+                .saturating_duration_since(now)
+                .min(ms(100)),
+        );
+        let mut items = [fe.as_poll_item(zmq::POLLIN), be.as_poll_item(zmq::POLLIN)];
+        zmq::poll(&mut items, timeout)?;
+        let (fe_ready, be_ready) = (items[0].is_readable(), items[1].is_readable());
+        if be_ready {
+            while let Ok(frames) = be.recv_multipart(zmq::DONTWAIT) {
+                q.on_backend(Instant::now(), frames);
+            }
+        }
+        if fe_ready {
+            while let Ok(frames) = fe.recv_multipart(zmq::DONTWAIT) {
+                q.on_frontend(Instant::now(), frames);
+            }
+        }
+        q.tick(Instant::now());
+        while let Some(out) = q.poll_transmit() {
+            match out {
+                QueueOut::Frontend(f) => fe.send_multipart(f, 0)?,
+                QueueOut::Backend(f) => be.send_multipart(f, 0)?,
+            }
+        }
+    }
+    Ok(q.stats().clone())
+}
+
+/// A Paranoid Pirate worker over a DEALER; a new socket (new identity) on every reconnect.
+pub struct PppWorker {
+    ctx: zmq::Context,
+    endpoint: String,
+    socket: Option<zmq::Socket>,
+    engine: PppWorkerEngine,
+    reconnect_at: Option<Instant>,
+}
+
+impl PppWorker {
+    pub fn connect(
+        ctx: &zmq::Context,
+        endpoint: &str,
+        cfg: PppConfig,
+    ) -> Result<Self, PirateError> {
+        let now = Instant::now();
+        let mut w = Self {
+            ctx: ctx.clone(),
+            endpoint: endpoint.to_string(),
+            socket: None,
+            engine: PppWorkerEngine::new(&cfg, now),
+            reconnect_at: Some(now),
+        };
+        w.step(now, None)?;
+        Ok(w)
+    }
+
+    pub fn reconnects(&self) -> u64 {
+        self.engine.reconnects
+    }
+
+    fn step(
+        &mut self,
+        now: Instant,
+        deliver: Option<&mut VecDeque<(Frames, Frames)>>,
+    ) -> Result<(), PirateError> {
+        if self.reconnect_at.is_some_and(|at| at <= now) {
+            self.reconnect_at = None;
+            let s = self.ctx.socket(zmq::DEALER)?;
+            s.set_linger(0)?;
+            s.connect(&self.endpoint)?;
+            self.socket = Some(s);
+            self.engine.connected(now);
+        }
+        let mut sink = deliver;
+        while let Some(a) = self.engine.poll_action() {
+            match a {
+                PppWorkerAction::Send(f) => {
+                    if let Some(s) = &self.socket {
+                        s.send_multipart(f, 0)?;
+                    }
+                }
+                PppWorkerAction::Reconnect { after } => {
+                    self.socket = None;
+                    self.reconnect_at = Some(now + after);
+                }
+                PppWorkerAction::Deliver { envelope, body } => {
+                    if let Some(q) = sink.as_deref_mut() {
+                        q.push_back((envelope, body));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Serve until `stop`: `handler` maps a request body to a reply body.
+    pub fn serve(
+        &mut self,
+        stop: &AtomicBool,
+        mut handler: impl FnMut(&Frames) -> Frames,
+    ) -> Result<(), PirateError> {
+        let mut inbox = VecDeque::new();
+        while !stop.load(Ordering::Relaxed) {
+            while let Some((envelope, body)) = inbox.pop_front() {
+                let reply = handler(&body);
+                let frames = self.engine.reply(Instant::now(), envelope, reply);
+                if let Some(s) = &self.socket {
+                    s.send_multipart(frames, 0)?;
+                }
+            }
+            let now = Instant::now();
+            let mut wake = self.engine.next_deadline().min(now + ms(100));
+            if let Some(at) = self.reconnect_at {
+                wake = wake.min(at);
+            }
+            let wait = wake.saturating_duration_since(now);
+            match &self.socket {
+                Some(s) => {
+                    if s.poll(zmq::POLLIN, poll_ms(wait))? > 0 {
+                        while let Ok(f) = s.recv_multipart(zmq::DONTWAIT) {
+                            self.engine.on_message(Instant::now(), f);
+                        }
+                    }
+                }
+                None => std::thread::sleep(wait),
+            }
+            let now = Instant::now();
+            self.engine.tick(now);
+            self.step(now, Some(&mut inbox))?;
+        }
+        Ok(())
+    }
+}

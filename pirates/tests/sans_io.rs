@@ -1,0 +1,21 @@
+//! The Paranoid Pirate and Freelance engines are sans-IO: none of their source files may mention `zmq`. The
+//! socket layers (`lazy`, `ppp`, `freelance`) live beside them.
+
+use std::path::Path;
+
+#[test]
+fn engine_modules_never_mention_zmq() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(root.join("engine")).unwrap() {
+        files.push(entry.unwrap().path());
+    }
+    assert!(
+        files.len() >= 3,
+        "expected engine/{{mod,ppp,freelance}}.rs; found {files:?}"
+    );
+    for file in files {
+        let text = std::fs::read_to_string(&file).unwrap();
+        assert!(!text.contains("zmq"), "{} mentions zmq", file.display());
+    }
+}

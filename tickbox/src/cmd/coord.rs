@@ -1,0 +1,350 @@
+//! `tickbox coord`: look at (and take part in) the ZooKeeper recipes of a tickbox fleet.
+//!
+//! `ls`, `get`, `watch` are plain ZooKeeper views; `state` recognises the recipes under a path (locks and their
+//! holders and tokens, elections and their leaders, double barriers, queues, groups, transactions); `lock` and
+//! `elect` take part (a lock held until Ctrl-C or loss, a candidacy that prints its leadership changes), which is
+//! also how the kill -9 tests hold a lock or a leadership in another process.
+//!
+//! Output lines meant for scripts: `HELD <token>`, `LEADER <token>`, `SUSPENDED`, `RESUMED`, `LOST <reason>`.
+
+use std::io::Write;
+use std::process::ExitCode;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use tickbox_coord::{
+    Coord, CoordOptions, Election, ElectionEvent, HoldState, Lock, RecipeState, SessionStatus,
+};
+
+use crate::cmd::lvc::parse_duration;
+use crate::config::TickboxConfig;
+use crate::exit_code;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// ZooKeeper ensemble: HOST:PORT[,HOST:PORT…].
+    #[arg(long, value_name = "HOSTS", default_value = "127.0.0.1:2181")]
+    zk: String,
+    /// Session timeout asked of the server: a lock or leadership of a dead process moves after this long.
+    #[arg(long, default_value = "6s", value_parser = parse_duration)]
+    session_timeout: Duration,
+    /// Give up connecting after this long (exit 4).
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    connect_timeout: Duration,
+    #[command(subcommand)]
+    op: Op,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum Op {
+    /// List the children of PATH.
+    Ls { path: String },
+    /// Print the data of PATH (exit 1 when absent); `--stat` adds its metadata on stderr.
+    Get {
+        path: String,
+        #[arg(long)]
+        stat: bool,
+    },
+    /// Print every change under PATH (`KIND<TAB>PATH`), until Ctrl-C, `--count` events or `--for` elapses.
+    Watch {
+        path: String,
+        #[arg(long)]
+        count: Option<u64>,
+        #[arg(long = "for", value_parser = parse_duration)]
+        duration: Option<Duration>,
+    },
+    /// Show the recipes under PATH: lock holders and tokens, leaders, barriers, queues, groups, transactions.
+    State {
+        #[arg(default_value = "/")]
+        path: String,
+        /// One JSON array instead of lines.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Take the exclusive lock at PATH and print `HELD <token>`; with `--hold` keep it until Ctrl-C (or its loss:
+    /// `LOST <reason>`, exit 1), else release at once.
+    Lock {
+        path: String,
+        #[arg(long)]
+        hold: bool,
+        /// Give up waiting after this long (exit 4).
+        #[arg(long, value_parser = parse_duration)]
+        timeout: Option<Duration>,
+    },
+    /// Stand in the election at PATH and print leadership changes until Ctrl-C or the candidacy is lost.
+    Elect {
+        path: String,
+        /// Stored in the candidate's node (default: host name and pid).
+        #[arg(long)]
+        id: Option<String>,
+    },
+}
+
+pub fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCode> {
+    let opts = CoordOptions {
+        session_timeout: args.session_timeout,
+        connect_timeout: args.connect_timeout,
+    };
+    let coord = match Coord::connect_with(&args.zk, &opts) {
+        Ok(c) => c,
+        Err(tickbox_coord::CoordError::Timeout(t)) => {
+            tracing::error!(
+                "no ZooKeeper session with {} within {t:?} (is the ensemble up? --zk)",
+                args.zk
+            );
+            return Ok(ExitCode::from(exit_code::TIMEOUT));
+        }
+        Err(e) => return Err(e).with_context(|| format!("connecting to ZooKeeper at {}", args.zk)),
+    };
+    let mut out = std::io::stdout().lock();
+    match args.op {
+        Op::Ls { path } => {
+            for c in coord
+                .children(&path)
+                .with_context(|| format!("listing {path}"))?
+            {
+                writeln!(out, "{c}")?;
+            }
+        }
+        Op::Get { path, stat } => match coord.get(&path)? {
+            None => {
+                tracing::error!("{path}: no such node");
+                return Ok(ExitCode::from(exit_code::ERROR));
+            }
+            Some((data, st)) => {
+                out.write_all(&data)?;
+                if !data.ends_with(b"\n") && !data.is_empty() {
+                    writeln!(out)?;
+                }
+                if stat {
+                    eprintln!(
+                        "version={} children={} ephemeral_owner={:#x} czxid={:#x} mtime_ms={}",
+                        st.version, st.num_children, st.ephemeral_owner, st.czxid, st.mtime_ms
+                    );
+                }
+            }
+        },
+        Op::Watch {
+            path,
+            count,
+            duration,
+        } => {
+            let stop = crate::shutdown::flag();
+            let until = duration.map(|d| Instant::now() + d);
+            let mut seen = 0u64;
+            let mut watch = coord
+                .watch_tree(&path)
+                .with_context(|| format!("watching {path}"))?;
+            while count.is_none_or(|c| seen < c)
+                && until.is_none_or(|u| Instant::now() < u)
+                && !stop.load(Ordering::SeqCst)
+            {
+                // Wake at least every 200 ms to honour Ctrl-C and --for; the watch keeps events meanwhile.
+                if let Some(ev) = watch.next(Duration::from_millis(200)) {
+                    if ev.kind == "Session" {
+                        tracing::warn!("session event: {:?}", ev.session);
+                        if matches!(ev.session, SessionStatus::Expired | SessionStatus::Closed) {
+                            return Ok(ExitCode::from(exit_code::ERROR));
+                        }
+                        continue;
+                    }
+                    writeln!(out, "{}\t{}", ev.kind, ev.path)?;
+                    out.flush()?;
+                    seen += 1;
+                }
+            }
+        }
+        Op::State { path, json } => {
+            let states = tickbox_coord::inspect(&coord, &path)?;
+            if json {
+                let arr: Vec<serde_json::Value> = states.iter().map(state_json).collect();
+                writeln!(out, "{}", serde_json::Value::Array(arr))?;
+            } else {
+                for s in &states {
+                    writeln!(out, "{}", state_line(s))?;
+                }
+            }
+        }
+        Op::Lock {
+            path,
+            hold,
+            timeout,
+        } => {
+            let lock = Lock::new(&coord, &path)?;
+            let g = match lock.acquire(timeout) {
+                Ok(g) => g,
+                Err(tickbox_coord::CoordError::Timeout(t)) => {
+                    tracing::error!("{path}: not acquired within {t:?}");
+                    return Ok(ExitCode::from(exit_code::TIMEOUT));
+                }
+                Err(e) => return Err(e.into()),
+            };
+            writeln!(out, "HELD {}", g.token())?;
+            out.flush()?;
+            if hold {
+                let stop = crate::shutdown::flag();
+                let mut state = g.state();
+                while !stop.load(Ordering::SeqCst) {
+                    let now = g.wait_change(state, Duration::from_millis(200));
+                    if now != state {
+                        match now {
+                            HoldState::Suspended => writeln!(out, "SUSPENDED")?,
+                            HoldState::Held => writeln!(out, "RESUMED")?,
+                            HoldState::RevokeRequested => writeln!(out, "REVOKE_REQUESTED")?,
+                            HoldState::Lost(r) => {
+                                writeln!(out, "LOST {r:?}")?;
+                                return Ok(ExitCode::from(exit_code::ERROR));
+                            }
+                        }
+                        out.flush()?;
+                        state = now;
+                    }
+                }
+            }
+            g.release()?;
+        }
+        Op::Elect { path, id } => {
+            let id = id.unwrap_or_else(|| format!("pid-{}", std::process::id()));
+            let cand = Election::new(&coord, &path)?.campaign(id.as_bytes())?;
+            let stop = crate::shutdown::flag();
+            while !stop.load(Ordering::SeqCst) {
+                match cand.events().recv_timeout(Duration::from_millis(200)) {
+                    Ok(ElectionEvent::Elected { token }) => writeln!(out, "LEADER {token}")?,
+                    Ok(ElectionEvent::Suspended) => writeln!(out, "SUSPENDED")?,
+                    Ok(ElectionEvent::Resumed) => writeln!(out, "RESUMED")?,
+                    Ok(ElectionEvent::Lost(r)) => {
+                        writeln!(out, "LOST {r:?}")?;
+                        return Ok(ExitCode::from(exit_code::ERROR));
+                    }
+                    Err(_) => continue,
+                }
+                out.flush()?;
+            }
+            cand.resign()?;
+        }
+    }
+    Ok(ExitCode::from(exit_code::OK))
+}
+
+fn text(d: &[u8]) -> String {
+    String::from_utf8_lossy(d).into_owned()
+}
+
+fn state_line(s: &RecipeState) -> String {
+    match s {
+        RecipeState::Lock {
+            path,
+            holder,
+            waiting,
+        } => match holder {
+            Some((n, d)) => format!(
+                "{path}\tlock\tholder={} token={} data={:?} waiting={waiting}",
+                n.name,
+                n.seq,
+                text(d)
+            ),
+            None => format!("{path}\tlock\tfree"),
+        },
+        RecipeState::SharedLock {
+            path,
+            holders,
+            waiting,
+        } => {
+            let hs: Vec<String> = holders
+                .iter()
+                .map(|h| format!("{}:{}", h.kind, h.seq))
+                .collect();
+            format!(
+                "{path}\tshared-lock\tholders={} waiting={waiting}",
+                hs.join(",")
+            )
+        }
+        RecipeState::Election {
+            path,
+            leader,
+            candidates,
+        } => match leader {
+            Some((n, d)) => format!(
+                "{path}\telection\tleader={:?} token={} candidates={candidates}",
+                text(d),
+                n.seq
+            ),
+            None => format!("{path}\telection\tno-leader"),
+        },
+        RecipeState::DoubleBarrier {
+            path,
+            present,
+            ready,
+        } => {
+            format!("{path}\tdouble-barrier\tpresent={present} ready={ready}")
+        }
+        RecipeState::Queue { path, items } => format!("{path}\tqueue\titems={items}"),
+        RecipeState::Group { path, members } => {
+            format!("{path}\tgroup\tmembers={}", members.join(","))
+        }
+        RecipeState::Transaction {
+            path,
+            votes,
+            decision,
+        } => {
+            let vs: Vec<String> = votes.iter().map(|(n, v)| format!("{n}:{v:?}")).collect();
+            format!(
+                "{path}\ttransaction\tdecision={decision:?} votes={}",
+                vs.join(",")
+            )
+        }
+    }
+}
+
+fn state_json(s: &RecipeState) -> serde_json::Value {
+    use serde_json::json;
+    match s {
+        RecipeState::Lock {
+            path,
+            holder,
+            waiting,
+        } => json!({
+            "path": path, "recipe": "lock", "waiting": waiting,
+            "holder": holder.as_ref().map(|(n, d)| json!({"node": n.name, "token": n.seq, "data": text(d)})),
+        }),
+        RecipeState::SharedLock {
+            path,
+            holders,
+            waiting,
+        } => json!({
+            "path": path, "recipe": "shared-lock", "waiting": waiting,
+            "holders": holders.iter().map(|h| json!({"node": h.name, "kind": h.kind, "token": h.seq})).collect::<Vec<_>>(),
+        }),
+        RecipeState::Election {
+            path,
+            leader,
+            candidates,
+        } => json!({
+            "path": path, "recipe": "election", "candidates": candidates,
+            "leader": leader.as_ref().map(|(n, d)| json!({"node": n.name, "token": n.seq, "id": text(d)})),
+        }),
+        RecipeState::DoubleBarrier {
+            path,
+            present,
+            ready,
+        } => {
+            json!({"path": path, "recipe": "double-barrier", "present": present, "ready": ready})
+        }
+        RecipeState::Queue { path, items } => {
+            json!({"path": path, "recipe": "queue", "items": items})
+        }
+        RecipeState::Group { path, members } => {
+            json!({"path": path, "recipe": "group", "members": members})
+        }
+        RecipeState::Transaction {
+            path,
+            votes,
+            decision,
+        } => json!({
+            "path": path, "recipe": "transaction",
+            "decision": decision.map(|d| format!("{d:?}").to_lowercase()),
+            "votes": votes.iter().map(|(n, v)| json!({"participant": n, "vote": v.map(|v| format!("{v:?}").to_lowercase())})).collect::<Vec<_>>(),
+        }),
+    }
+}

@@ -1,0 +1,427 @@
+//! `tickbox tune`: see the host (`show`), check it (`check`), plan the pinning (`plan`), and sweep the bench
+//! pipeline to the best configuration (`sweep`). Parsing and wiring only: the work is in `tickbox-tuning`,
+//! `tickbox-bench` and `tickbox_zmqx::context`.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use tickbox_bench::{parse_duration, parse_rate, LatencyConfig, ThroughputConfig, Transport};
+use tickbox_tuning::check::HotThread;
+use tickbox_tuning::sweep::{self, Grid, PointResult, Sample, SweepPoint};
+use tickbox_tuning::{topology, CheckInput, PlanRequest, Role, Severity};
+use tickbox_zmqx::context::ContextConfig;
+
+use crate::config::TickboxConfig;
+use crate::exit_code;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    command: TuneCommand,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum TuneCommand {
+    /// CPUs, cores, SMT, NUMA nodes, caches, isolation, governors, THP, NICs with their queues and IRQs, sysctls.
+    Show(ShowArgs),
+    /// Host findings with a severity and the command that fixes each; checks the cores pinned in --config.
+    #[command(
+        after_help = "Exit codes: 0 no warning (or warnings without --strict); 1 a warning stands under --strict, or an error."
+    )]
+    Check(CheckArgs),
+    /// Place shards, libzmq I/O threads and workers per NIC; writes a config that --config takes.
+    Plan(PlanArgs),
+    /// Run the bench pipeline over a grid with repeats, rank by median, write the winning config.
+    Sweep(SweepArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct RootArg {
+    /// Read sysfs and procfs under this directory instead of `/` (a fixture tree, or a copy from another host).
+    #[arg(long, default_value = "/", value_name = "PATH")]
+    root: PathBuf,
+}
+
+#[derive(Debug, clap::Args)]
+struct ShowArgs {
+    #[command(flatten)]
+    root: RootArg,
+    /// Print the topology as one JSON object instead of tables.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+struct CheckArgs {
+    #[command(flatten)]
+    root: RootArg,
+    /// Exit 1 when any warning stands.
+    #[arg(long)]
+    strict: bool,
+    /// Receive buffer (SO_RCVBUF) the deployment asks for, in bytes; checked against net.core.rmem_max.
+    /// Default: the largest `rcvbuf` of `[context.sockets.*]` in --config.
+    #[arg(long, value_name = "BYTES")]
+    rcvbuf: Option<u64>,
+    /// Send buffer (SO_SNDBUF) the deployment asks for, in bytes; checked against net.core.wmem_max.
+    /// Default: the largest `sndbuf` of `[context.sockets.*]` in --config.
+    #[arg(long, value_name = "BYTES")]
+    sndbuf: Option<u64>,
+    /// Print the findings as a JSON array.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+struct PlanArgs {
+    #[command(flatten)]
+    root: RootArg,
+    /// NICs, one subscriber shard group each, e.g. eth1,eth2.
+    #[arg(long, value_delimiter = ',', required = true)]
+    nics: Vec<String>,
+    /// Subscriber shards per NIC.
+    #[arg(long, default_value_t = 1)]
+    shards_per_nic: usize,
+    /// Worker threads per NIC, placed on that NIC's node.
+    #[arg(long, default_value_t = 2)]
+    workers: usize,
+    /// Publisher endpoint of each shard, NIC by NIC (one per shard); omitted leaves `connect = []` to fill in.
+    #[arg(long, value_delimiter = ',')]
+    connect: Vec<String>,
+    /// Write the config here instead of stdout.
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
+    /// Print the plan (placements, reasons, compromises) as JSON on stdout; the config still goes to --out.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+struct SweepArgs {
+    /// Shard counts (publisher shards = SUB shards = workers in the bench pipeline).
+    #[arg(long, value_delimiter = ',', default_value = "1,2")]
+    shards: Vec<usize>,
+    /// High-water marks (every socket of the pipeline).
+    #[arg(long, value_delimiter = ',', default_value = "1000,100000")]
+    hwm: Vec<i32>,
+    /// libzmq I/O thread counts.
+    #[arg(long, value_delimiter = ',', default_value = "1,2")]
+    io_threads: Vec<usize>,
+    /// I/O thread pinning to try: no, yes (pinned from the highest CPU down, away from CPU 0).
+    #[arg(long, value_delimiter = ',', default_value = "no,yes")]
+    pin: Vec<String>,
+    /// Rounds over the grid; each point is ranked by its median over the rounds.
+    #[arg(long, default_value_t = 3)]
+    repeats: usize,
+    /// Measured time of each throughput and each latency run.
+    #[arg(long, default_value = "300ms")]
+    duration: String,
+    /// Unmeasured time before each run.
+    #[arg(long, default_value = "100ms")]
+    warmup: String,
+    /// Offered rate of the latency runs (p99 lateness is measured at this rate).
+    #[arg(long, default_value = "20k")]
+    rate: String,
+    /// Skip the latency runs (rank by throughput only; halves the time).
+    #[arg(long)]
+    no_latency: bool,
+    /// Transport: tcp (loopback), ipc, inproc.
+    #[arg(long, default_value = "tcp")]
+    transport: String,
+    /// Frame size in bytes.
+    #[arg(long, default_value_t = 100)]
+    size: usize,
+    /// Write the winning config here.
+    #[arg(long, value_name = "FILE", default_value = "tickbox-tuned.toml")]
+    out: PathBuf,
+    /// Print the ranked results as JSON on stdout instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
+    match args.command {
+        TuneCommand::Show(a) => show(a),
+        TuneCommand::Check(a) => check(a, config),
+        TuneCommand::Plan(a) => plan(a),
+        TuneCommand::Sweep(a) => sweep_cmd(a),
+    }
+}
+
+fn read_topology(root: &Path) -> anyhow::Result<topology::Topology> {
+    topology::read(root).with_context(|| format!("reading the host under {}", root.display()))
+}
+
+fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
+    let t = read_topology(&args.root.root)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&t)?);
+    } else {
+        print!("{}", t.render_tables());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The hot threads a config pins: shards (with their NIC), workers, and libzmq I/O threads.
+fn hot_threads(config: &TickboxConfig) -> Vec<HotThread> {
+    let mut hot = Vec::new();
+    for (index, shard) in config.subscriber.shards.iter().enumerate() {
+        if let Some(cpu) = shard.core {
+            hot.push(HotThread {
+                role: Role::Shard,
+                index,
+                nic: shard.nic.clone(),
+                cpu,
+            });
+        }
+    }
+    for (index, &cpu) in config.context.io_thread_cpus.iter().enumerate() {
+        hot.push(HotThread {
+            role: Role::IoThread,
+            index,
+            nic: None,
+            cpu,
+        });
+    }
+    for (index, &cpu) in config.workers.cores.iter().enumerate() {
+        hot.push(HotThread {
+            role: Role::Worker,
+            index,
+            nic: None,
+            cpu,
+        });
+    }
+    hot
+}
+
+fn check(args: CheckArgs, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
+    let t = read_topology(&args.root.root)?;
+    let input = CheckInput {
+        hot: hot_threads(config),
+        rcvbuf: args.rcvbuf.or(config.context.sockets.max_rcvbuf()),
+        sndbuf: args.sndbuf.or(config.context.sockets.max_sndbuf()),
+    };
+    let findings = tickbox_tuning::check(&t, &input);
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&findings)?);
+    } else if findings.is_empty() {
+        println!("no findings");
+    } else {
+        for f in &findings {
+            let severity = match f.severity {
+                Severity::Warning => "WARNING",
+                Severity::Info => "info",
+            };
+            println!("{severity:<8} {:<18} {}", f.check, f.message);
+            if let Some(fix) = &f.fix {
+                println!("{:<8} {:<18} fix: {fix}", "", "");
+            }
+        }
+    }
+    let warnings = findings
+        .iter()
+        .filter(|f| f.severity == Severity::Warning)
+        .count();
+    if args.strict && warnings > 0 {
+        eprintln!("tune check --strict: {warnings} warning(s) stand");
+        return Ok(ExitCode::from(exit_code::ERROR));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn plan(args: PlanArgs) -> anyhow::Result<ExitCode> {
+    let t = read_topology(&args.root.root)?;
+    let request = PlanRequest {
+        nics: args.nics,
+        shards_per_nic: args.shards_per_nic,
+        workers_per_nic: args.workers,
+        connect: args.connect,
+    };
+    let plan = tickbox_tuning::plan(&t, &request)?;
+    let text = plan.to_toml();
+    for c in plan.compromises() {
+        tracing::warn!("compromise: {c}");
+    }
+    match &args.out {
+        Some(path) => {
+            std::fs::write(path, &text).with_context(|| format!("writing {}", path.display()))?;
+            eprintln!("plan written to {}", path.display());
+        }
+        None if !args.json => print!("{text}"),
+        None => {}
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&plan)?);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn sweep_cmd(args: SweepArgs) -> anyhow::Result<ExitCode> {
+    anyhow::ensure!(args.repeats >= 1, "--repeats must be at least 1");
+    let transport: Transport = args.transport.parse()?;
+    let duration = parse_duration(&args.duration)?;
+    let warmup = parse_duration(&args.warmup)?;
+    let rate = parse_rate(&args.rate)?;
+    let pin_io = args
+        .pin
+        .iter()
+        .map(|p| match p.as_str() {
+            "no" => Ok(false),
+            "yes" => Ok(true),
+            other => anyhow::bail!("--pin takes no and/or yes, not {other:?}"),
+        })
+        .collect::<anyhow::Result<Vec<bool>>>()?;
+    // Pinned I/O threads go to the highest CPUs first, away from CPU 0 and its housekeeping.
+    let mut cpus: Vec<usize> = tickbox_zmqx::context::allowed_cpus()?.into_iter().collect();
+    cpus.reverse();
+    let grid = Grid {
+        shards: args.shards.clone(),
+        hwms: args.hwm.clone(),
+        io_threads: args.io_threads.clone(),
+        pin_io,
+        cpus,
+    };
+    let mut points = grid.points();
+    // The defaults are always measured, so the winner can be stated against them.
+    let defaults = SweepPoint {
+        shards: 1,
+        hwm: tickbox_workers::WorkersConfig::default().hwm,
+        io_threads: ContextConfig::default().io_threads,
+        io_cpus: Vec::new(),
+    };
+    if !points.contains(&defaults) {
+        points.push(defaults.clone());
+    }
+    let per_run = warmup + duration;
+    let runs = points.len() * args.repeats * if args.no_latency { 1 } else { 2 };
+    tracing::info!(
+        "sweep: {} points x {} repeats, about {:.0} s",
+        points.len(),
+        args.repeats,
+        runs as f64 * (per_run.as_secs_f64() + 0.25)
+    );
+    let results = sweep::run(&points, args.repeats, |point, round| {
+        let sample = measure(point, &args, transport, warmup, duration, rate)?;
+        tracing::info!(
+            "round {}/{}: {} -> {:.0} msg/s{}",
+            round + 1,
+            args.repeats,
+            point.label(),
+            sample.msgs_per_s,
+            sample
+                .p99_us
+                .map_or(String::new(), |p| format!(", p99 {p:.1} us"))
+        );
+        Ok::<Sample, anyhow::Error>(sample)
+    })?;
+    let best = &results[0];
+    let baseline = results.iter().find(|r| r.point == defaults);
+    let text = sweep::winner_toml(best, baseline, args.repeats);
+    std::fs::write(&args.out, &text).with_context(|| format!("writing {}", args.out.display()))?;
+    if args.json {
+        let (t, l) = baseline.map_or((None, None), |b| sweep::ratios(best, b));
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({
+                "results": results,
+                "winner": best.point,
+                "defaults": defaults,
+                "throughput_ratio": t,
+                "p99_ratio": l,
+                "clearly_better": baseline.is_some_and(|b| sweep::clearly_better(best, b)),
+                "out": args.out,
+            }))?
+        );
+    } else {
+        print!("{}", sweep_table(&results, &defaults));
+        eprintln!("winning config written to {}", args.out.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn measure(
+    point: &SweepPoint,
+    args: &SweepArgs,
+    transport: Transport,
+    warmup: std::time::Duration,
+    duration: std::time::Duration,
+    rate: u64,
+) -> anyhow::Result<Sample> {
+    let ctx_config = ContextConfig {
+        io_threads: point.io_threads,
+        io_thread_cpus: point.io_cpus.clone(),
+        ..ContextConfig::default()
+    };
+    let ctx = tickbox_zmqx::context::build(&ctx_config)?;
+    let throughput = tickbox_bench::tickbox_throughput(
+        &ctx,
+        &ThroughputConfig {
+            transport,
+            size: args.size,
+            shards: point.shards,
+            warmup,
+            duration,
+            hwm: point.hwm,
+        },
+    )?;
+    let p99_us = if args.no_latency {
+        None
+    } else {
+        let run = tickbox_bench::tickbox_latency(
+            &ctx,
+            &LatencyConfig {
+                rate,
+                transport,
+                warmup,
+                duration,
+                size: args.size,
+                hwm: point.hwm,
+                drain: std::time::Duration::from_millis(100),
+                ..LatencyConfig::default()
+            },
+        )?;
+        Some(run.result().corrected.p99 as f64 / 1_000.0)
+    };
+    Ok(Sample {
+        msgs_per_s: throughput.msgs_per_s,
+        p99_us,
+    })
+}
+
+fn sweep_table(results: &[PointResult], defaults: &SweepPoint) -> String {
+    let mut out = format!(
+        "{:<4} {:<46} {:>12} {:>8} {:>10} {:>14}\n",
+        "rank", "point", "msg/s", "spread", "p99 us", "p99 range"
+    );
+    for (i, r) in results.iter().enumerate() {
+        let marker = if &r.point == defaults {
+            " (defaults)"
+        } else {
+            ""
+        };
+        out.push_str(&format!(
+            "{:<4} {:<46} {:>12} {:>8} {:>10} {:>14}\n",
+            i + 1,
+            format!("{}{marker}", r.point.label()),
+            r.throughput
+                .map_or("-".into(), |t| format!("{:.0}", t.median)),
+            r.throughput
+                .map_or("-".into(), |t| format!("{:.1}%", 100.0 * t.spread())),
+            r.p99_us.map_or("-".into(), |l| format!("{:.1}", l.median)),
+            r.p99_us
+                .map_or("-".into(), |l| format!("{:.1}-{:.1}", l.min, l.max)),
+        ));
+    }
+    if let Some(base) = results.iter().find(|r| &r.point == defaults) {
+        let (t, l) = sweep::ratios(&results[0], base);
+        out.push_str(&format!(
+            "\nbest vs defaults: throughput x{}, p99 lateness x{}\n",
+            t.map_or("-".into(), |x| format!("{x:.2}")),
+            l.map_or("-".into(), |x| format!("{x:.2}"))
+        ));
+        if !sweep::clearly_better(&results[0], base) {
+            out.push_str("the throughput ranges of the repeats overlap: the win is within this machine's noise\n");
+        }
+    }
+    out
+}

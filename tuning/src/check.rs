@@ -1,0 +1,303 @@
+//! Host checks: a pure function from a [`Topology`] and where the hot threads are planned to run to findings,
+//! each with a severity and the exact command that fixes it.
+
+use serde::Serialize;
+
+use crate::cpulist::format_cpulist;
+use crate::plan::{Plan, Role};
+use crate::topology::Topology;
+
+/// How much a finding matters. `tickbox tune check --strict` fails on any [`Severity::Warning`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Severity {
+    /// Worth knowing; costs little or nothing measurable.
+    Info,
+    /// Costs latency or throughput on the planned threads; fix before measuring or deploying.
+    Warning,
+}
+
+/// One finding.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    /// How much it matters.
+    pub severity: Severity,
+    /// A stable short name (`governor`, `irqbalance`, `nic_irq_on_hot_cpu`, `smt_shared`, `smt_sibling`,
+    /// `rmem_max`, `wmem_max`, `thp`, `hot_cpu_offline`).
+    pub check: &'static str,
+    /// What is wrong and why it matters.
+    pub message: String,
+    /// The exact command that fixes it, when there is one.
+    pub fix: Option<String>,
+}
+
+/// One planned hot thread.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HotThread {
+    /// What it is.
+    pub role: Role,
+    /// Its index among its role.
+    pub index: usize,
+    /// The NIC it serves, when known.
+    pub nic: Option<String>,
+    /// Its CPU.
+    pub cpu: usize,
+}
+
+/// What the checks look at besides the host.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct CheckInput {
+    /// The planned hot threads; empty checks every CPU as if it could be hot.
+    pub hot: Vec<HotThread>,
+    /// The largest `SO_RCVBUF` the configuration asks for, in bytes.
+    pub rcvbuf: Option<u64>,
+    /// The largest `SO_SNDBUF` the configuration asks for, in bytes.
+    pub sndbuf: Option<u64>,
+}
+
+impl CheckInput {
+    /// The hot threads of a plan.
+    pub fn from_plan(plan: &Plan) -> Self {
+        Self {
+            hot: plan
+                .placements
+                .iter()
+                .map(|p| HotThread {
+                    role: p.role,
+                    index: p.index,
+                    nic: Some(p.nic.clone()),
+                    cpu: p.cpu,
+                })
+                .collect(),
+            ..Self::default()
+        }
+    }
+}
+
+fn label(t: &HotThread) -> String {
+    let role = match t.role {
+        Role::Shard => "shard",
+        Role::IoThread => "I/O thread",
+        Role::Worker => "worker",
+    };
+    match &t.nic {
+        Some(nic) => format!("{role} {} ({nic})", t.index),
+        None => format!("{role} {}", t.index),
+    }
+}
+
+/// Runs every check. Findings come warnings first, in a stable order.
+pub fn check(topology: &Topology, input: &CheckInput) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    let online = topology.cpu_ids();
+    let mut hot_cpus: Vec<usize> = input.hot.iter().map(|h| h.cpu).collect();
+    hot_cpus.sort_unstable();
+    hot_cpus.dedup();
+
+    let offline: Vec<usize> = hot_cpus
+        .iter()
+        .copied()
+        .filter(|c| !online.contains(c))
+        .collect();
+    if !offline.is_empty() {
+        findings.push(Finding {
+            severity: Severity::Warning,
+            check: "hot_cpu_offline",
+            message: format!(
+                "planned CPUs {} are not online here (online: {}): the config was made for another host",
+                format_cpulist(&offline),
+                format_cpulist(&online)
+            ),
+            fix: Some("tickbox tune plan --nics <NICS> --out tickbox.toml   # re-plan on this host".into()),
+        });
+    }
+
+    // Governor: on the planned CPUs, or everywhere when nothing is planned.
+    let considered: Vec<usize> = if hot_cpus.is_empty() {
+        online.clone()
+    } else {
+        hot_cpus.clone()
+    };
+    let mut by_governor: std::collections::BTreeMap<&str, Vec<usize>> = Default::default();
+    let mut no_cpufreq = Vec::new();
+    for &id in &considered {
+        match topology.cpu(id).and_then(|c| c.governor.as_deref()) {
+            Some("performance") => {}
+            Some(g) => by_governor.entry(g).or_default().push(id),
+            None => no_cpufreq.push(id),
+        }
+    }
+    for (governor, cpus) in by_governor {
+        let list = format_cpulist(&cpus);
+        findings.push(Finding {
+            severity: Severity::Warning,
+            check: "governor",
+            message: format!(
+                "CPUs {list} run the {governor} governor: clocks drop while idle and ramp up after a burst starts, adding latency"
+            ),
+            fix: Some(format!("sudo cpupower -c {list} frequency-set -g performance")),
+        });
+    }
+    if !no_cpufreq.is_empty() && no_cpufreq.len() == considered.len() {
+        findings.push(Finding {
+            severity: Severity::Info,
+            check: "governor",
+            message: "no cpufreq governor is exposed (a VM, or frequency is managed elsewhere)"
+                .into(),
+            fix: None,
+        });
+    }
+
+    if topology.irqbalance {
+        findings.push(Finding {
+            severity: Severity::Warning,
+            check: "irqbalance",
+            message: "irqbalance is running: it moves NIC IRQs every few seconds, possibly onto the cores planned for shards".into(),
+            fix: Some("sudo systemctl disable --now irqbalance".into()),
+        });
+    }
+
+    // A NIC's IRQs on the CPU of a thread that serves that NIC.
+    for nic in &topology.nics {
+        let on_hot: Vec<(&HotThread, u32)> = input
+            .hot
+            .iter()
+            .filter(|h| h.nic.as_deref() == Some(nic.name.as_str()) && h.role != Role::Worker)
+            .flat_map(|h| {
+                nic.irqs
+                    .iter()
+                    .filter(move |irq| irq.affinity.contains(&h.cpu))
+                    .map(move |irq| (h, irq.number))
+            })
+            .collect();
+        if on_hot.is_empty() {
+            continue;
+        }
+        let mut target: Vec<usize> = topology
+            .nic_cpus(nic)
+            .into_iter()
+            .filter(|c| !hot_cpus.contains(c))
+            .collect();
+        if target.is_empty() {
+            target = online
+                .iter()
+                .copied()
+                .filter(|c| !hot_cpus.contains(c))
+                .collect();
+        }
+        let mut irqs: Vec<u32> = on_hot.iter().map(|(_, n)| *n).collect();
+        irqs.sort_unstable();
+        irqs.dedup();
+        let mut threads: Vec<String> = on_hot
+            .iter()
+            .map(|(h, _)| format!("{} on CPU {}", label(h), h.cpu))
+            .collect();
+        threads.dedup();
+        let fix = if target.is_empty() {
+            None
+        } else {
+            let list = format_cpulist(&target);
+            Some(
+                irqs.iter()
+                    .map(|n| format!("echo {list} | sudo tee /proc/irq/{n}/smp_affinity_list"))
+                    .collect::<Vec<_>>()
+                    .join(" && "),
+            )
+        };
+        findings.push(Finding {
+            severity: Severity::Warning,
+            check: "nic_irq_on_hot_cpu",
+            message: format!(
+                "{}'s IRQs {} may fire on the CPU of {}: its softirq work preempts the thread that reads the data",
+                nic.name,
+                irqs.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(","),
+                threads.join(", ")
+            ),
+            fix,
+        });
+    }
+
+    // SMT: two hot threads on one physical core, or a hot thread's sibling left to other work.
+    let mut reported_cores = Vec::new();
+    for h in &input.hot {
+        let Some(cpu) = topology.cpu(h.cpu) else {
+            continue;
+        };
+        let core = topology.core_of(h.cpu);
+        let mates: Vec<&HotThread> = input
+            .hot
+            .iter()
+            .filter(|o| !std::ptr::eq(*o, h) && cpu.siblings.contains(&o.cpu))
+            .collect();
+        if !mates.is_empty() && !reported_cores.contains(&core) {
+            reported_cores.push(core);
+            let names: Vec<String> = std::iter::once(h)
+                .chain(mates.iter().copied())
+                .map(|t| format!("{} on CPU {}", label(t), t.cpu))
+                .collect();
+            findings.push(Finding {
+                severity: Severity::Warning,
+                check: "smt_shared",
+                message: format!(
+                    "{} share physical core {core}: they split its execution units and caches",
+                    names.join(" and ")
+                ),
+                fix: Some("echo off | sudo tee /sys/devices/system/cpu/smt/control   # or re-plan on a host with more cores".into()),
+            });
+        }
+        for &sib in &cpu.siblings {
+            if sib != h.cpu && !hot_cpus.contains(&sib) && !topology.isolated.contains(&sib) {
+                findings.push(Finding {
+                    severity: Severity::Info,
+                    check: "smt_sibling",
+                    message: format!(
+                        "CPU {sib}, SMT sibling of {} on CPU {}, can run any other work and slow it down",
+                        label(h),
+                        h.cpu
+                    ),
+                    fix: Some(format!("echo 0 | sudo tee /sys/devices/system/cpu/cpu{sib}/online")),
+                });
+            }
+        }
+    }
+
+    for (check, asked, limit, sysctl) in [
+        (
+            "rmem_max",
+            input.rcvbuf,
+            topology.net.rmem_max,
+            "net.core.rmem_max",
+        ),
+        (
+            "wmem_max",
+            input.sndbuf,
+            topology.net.wmem_max,
+            "net.core.wmem_max",
+        ),
+    ] {
+        if let (Some(asked), Some(limit)) = (asked, limit) {
+            if asked > limit {
+                findings.push(Finding {
+                    severity: Severity::Warning,
+                    check,
+                    message: format!(
+                        "the configuration asks for {asked}-byte socket buffers but {sysctl} is {limit}: the kernel silently caps them"
+                    ),
+                    fix: Some(format!("sudo sysctl -w {sysctl}={asked}")),
+                });
+            }
+        }
+    }
+
+    if topology.thp.as_deref() == Some("always") {
+        findings.push(Finding {
+            severity: Severity::Warning,
+            check: "thp",
+            message: "transparent huge pages are `always`: khugepaged compaction stalls hit the hot threads at random".into(),
+            fix: Some("echo madvise | sudo tee /sys/kernel/mm/transparent_hugepage/enabled".into()),
+        });
+    }
+
+    findings.sort_by_key(|f| std::cmp::Reverse(f.severity));
+    findings
+}
