@@ -67,51 +67,21 @@ impl std::str::FromStr for Transport {
     }
 }
 
-/// Parses a rate such as `100000`, `100k`, `1.5m`, `1M`.
+/// Parses a rate in the one grammar every flag uses (`tickbox-units`: `100000`, `100k`, `1.5m`); `max` is not a
+/// rate a bench can schedule.
 pub fn parse_rate(s: &str) -> Result<u64, BenchError> {
-    let t = s.trim().to_ascii_lowercase();
-    let (num, mult) = match t.strip_suffix('k') {
-        Some(n) => (n, 1_000.0),
-        None => match t.strip_suffix('m') {
-            Some(n) => (n, 1_000_000.0),
-            None => (t.as_str(), 1.0),
-        },
-    };
-    let value: f64 = num.parse().map_err(|_| {
-        BenchError::InvalidArgument(format!("bad rate {s:?} (e.g. 100000, 100k, 1m)"))
-    })?;
-    let rate = (value * mult).round();
-    if !(1.0..=1e9).contains(&rate) {
-        return Err(BenchError::InvalidArgument(format!(
-            "rate {s:?} out of range (1 to 1e9 msg/s)"
-        )));
+    match s.parse::<tickbox_units::Rate>() {
+        Ok(tickbox_units::Rate::PerSecond(n)) => Ok(n),
+        Ok(tickbox_units::Rate::Max) => Err(BenchError::InvalidArgument(format!(
+            "rate {s:?}: a bench schedules a finite rate (e.g. 100k)"
+        ))),
+        Err(e) => Err(BenchError::InvalidArgument(e.to_string())),
     }
-    Ok(rate as u64)
 }
 
-/// Parses a duration such as `2s`, `500ms`, `1.5s`, `100us`, `1m`. A bare number is seconds.
+/// Parses a duration in the one grammar every flag uses (`tickbox-units`: `2s`, `500ms`, `1.5s`, `100us`, `1m`).
 pub fn parse_duration(s: &str) -> Result<Duration, BenchError> {
-    let t = s.trim().to_ascii_lowercase();
-    let bad = || BenchError::InvalidArgument(format!("bad duration {s:?} (e.g. 2s, 500ms, 1m)"));
-    let (num, unit_ns) = if let Some(n) = t.strip_suffix("ms") {
-        (n, 1e6)
-    } else if let Some(n) = t.strip_suffix("us") {
-        (n, 1e3)
-    } else if let Some(n) = t.strip_suffix("ns") {
-        (n, 1.0)
-    } else if let Some(n) = t.strip_suffix('s') {
-        (n, 1e9)
-    } else if let Some(n) = t.strip_suffix('m') {
-        (n, 60e9)
-    } else {
-        (t.as_str(), 1e9)
-    };
-    let value: f64 = num.trim().parse().map_err(|_| bad())?;
-    let ns = value * unit_ns;
-    if !(0.0..=86_400e9).contains(&ns) {
-        return Err(bad());
-    }
-    Ok(Duration::from_nanos(ns as u64))
+    tickbox_units::parse_duration(s).map_err(|e| BenchError::InvalidArgument(e.to_string()))
 }
 
 #[cfg(test)]
@@ -128,7 +98,13 @@ mod tests {
         assert!(parse_rate("fast").is_err());
         assert_eq!(parse_duration("2s").unwrap(), Duration::from_secs(2));
         assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
-        assert_eq!(parse_duration("1.5").unwrap(), Duration::from_millis(1_500));
+        assert_eq!(
+            parse_duration("1.5s").unwrap(),
+            Duration::from_millis(1_500)
+        );
+        // One grammar for every flag: a bare number is refused with a hint rather than guessed.
+        assert!(parse_duration("1.5").is_err());
+        assert!(parse_rate("max").is_err(), "a bench needs a finite rate");
         assert_eq!(parse_duration("1m").unwrap(), Duration::from_secs(60));
         assert!(parse_duration("-1s").is_err());
         assert!(parse_duration("soon").is_err());

@@ -1,10 +1,10 @@
-use std::fmt;
 use std::str::FromStr;
 
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde::{Deserialize, Serialize};
 
 use crate::error::FeedError;
 use crate::pacer::Pacing;
+pub use tickbox_units::Rate;
 
 /// Everything a feed needs; the `[feed]` section of the deployment TOML. Every field has a default, so
 /// `FeedConfig::default()` is a working feed: one shard on `tcp://127.0.0.1:*`, 1,000 symbols at 100k msg/s.
@@ -172,73 +172,6 @@ impl FromStr for Pattern {
                 reason: format!("{s:?} is not one of synthetic, pathological"),
             }),
         }
-    }
-}
-
-/// A message rate: a number per second or "as fast as possible".
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Rate {
-    PerSecond(u64),
-    Max,
-}
-
-impl FromStr for Rate {
-    type Err = FeedError;
-    /// Accepts `50000`, `100k`, `1.5m`, `2M`, `1_000_000`, `max`.
-    fn from_str(s: &str) -> Result<Self, FeedError> {
-        let bad = || FeedError::InvalidRate(s.to_string());
-        let t = s.trim().replace('_', "").to_ascii_lowercase();
-        if t == "max" {
-            return Ok(Rate::Max);
-        }
-        let (number, scale) = match t.chars().last() {
-            Some('k') => (&t[..t.len() - 1], 1e3),
-            Some('m') => (&t[..t.len() - 1], 1e6),
-            Some('g') => (&t[..t.len() - 1], 1e9),
-            _ => (t.as_str(), 1.0),
-        };
-        let value: f64 = number.parse().map_err(|_| bad())?;
-        let per_second = value * scale;
-        if !per_second.is_finite() || !(1.0..=1e12).contains(&per_second) {
-            return Err(bad());
-        }
-        Ok(Rate::PerSecond(per_second.round() as u64))
-    }
-}
-
-impl fmt::Display for Rate {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Rate::Max => f.write_str("max"),
-            Rate::PerSecond(n) => write!(f, "{n}"),
-        }
-    }
-}
-
-impl Serialize for Rate {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        match self {
-            Rate::PerSecond(n) => serializer.serialize_u64(*n),
-            Rate::Max => serializer.serialize_str("max"),
-        }
-    }
-}
-
-impl<'de> Deserialize<'de> for Rate {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Repr {
-            Int(u64),
-            Float(f64),
-            Text(String),
-        }
-        let text = match Repr::deserialize(deserializer)? {
-            Repr::Int(n) => n.to_string(),
-            Repr::Float(x) => x.to_string(),
-            Repr::Text(s) => s,
-        };
-        text.parse().map_err(serde::de::Error::custom)
     }
 }
 

@@ -6,9 +6,6 @@ pub enum FeedError {
     /// A config value is out of range or inconsistent; the message names the field.
     #[error("invalid feed config: {field}: {reason}")]
     InvalidConfig { field: &'static str, reason: String },
-    /// A rate string such as `100k`, `1m` or `max` could not be parsed.
-    #[error("invalid rate {0:?} (expected e.g. 50000, 100k, 1.5m or max)")]
-    InvalidRate(String),
     #[error("shard {shard}: cannot create or configure its socket: {source}")]
     Socket {
         shard: usize,

@@ -7,12 +7,17 @@
 //! - **live configuration**: `/config/subscriber/max_lateness` applied to a running subscriber's snail threshold
 //!   without a restart (a delete reverts to the configured value, an invalid value is ignored and logged);
 //! - **membership**: a TTL lease under `/members/subscribers/<id>` while it runs;
-//! - **alerts**: the snail's squawk written under `/alerts/subscribers/<id>` before the process dies.
+//! - **alerts**: the snail's squawk written under `/alerts/subscribers/<id>` before the process dies;
+//!
+//! and the replay's remote control over Majordomo ([`replay_control`]), driving `tickbox-recorder`'s sans-IO
+//! controller.
 //!
 //! The decisions ([`apply_live`], [`parse_live_value`], [`check_member_id`]) are plain functions tested without
 //! sockets; [`SubscriberLive`] owns the Clone client.
 
 #![deny(missing_docs)]
+
+pub mod replay_control;
 
 use std::time::Duration;
 

@@ -15,6 +15,7 @@
 //!   `wait_subscribers` counts XPUB subscriptions before starting, so nobody misses the first messages.
 
 mod config;
+mod control;
 mod error;
 mod journal_ext;
 mod ledger;
@@ -23,6 +24,9 @@ mod record;
 mod replay;
 
 pub use config::{DurabilityConfig, JournalModeConfig, RecorderConfig};
+pub use control::{
+    fmt_position, parse_position, parse_start, Effect, ReplayController, RunSpec, RunState,
+};
 pub use error::RecorderError;
 pub use journal_ext::{overwritten, overwritten_at, read_app_meta, OverwriteStats, APP_META_MAX};
 pub use ledger::{Ledger, LedgerError, LedgerOverflow, LedgerRow, MAX_LEDGER_PUBLISHERS};

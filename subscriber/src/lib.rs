@@ -25,22 +25,23 @@
 
 mod blackbox;
 mod clock;
-mod duration;
 mod nic;
 mod snail;
 
 pub use blackbox::{
-    endpoint_via_nic, lateness_histogram, Fatal, GapFatal, LiveShardCounters, Report, ShardReport,
-    SnailEvent, SnailHook, Stage, Subscriber, WorkerReport,
+    lateness_histogram, Fatal, GapFatal, LiveShardCounters, Report, ShardReport, SnailEvent,
+    SnailHook, Stage, Subscriber, WorkerReport,
 };
 pub use clock::{
     delay_ns, ClockOffset, ClockTable, SkewWarning, MAX_CLOCK_PUBLISHERS, MAX_PLAUSIBLE_OFFSET_NS,
 };
-pub use duration::{format_duration, parse_duration, DurationError, HumanDuration};
 /// Re-exported so users of [`Report`] need no direct hdrhistogram dependency.
 pub use hdrhistogram::Histogram;
 pub use nic::check_nic;
 pub use snail::{lateness_ns, SharedThreshold, Snail, Verdict};
+pub use tickbox_units::{
+    format_duration, parse_duration, HumanDuration, UnitsError as DurationError,
+};
 pub use tickbox_wire::{PublisherLedger, SequenceEvent, SequenceTotals, SequenceTracker};
 pub use tickbox_workers::Dispatch;
 

@@ -212,5 +212,5 @@ fn bad_input_is_a_clear_error() {
 
     let out = tickbox(&["bench", "latency", "--rate", "lots"]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("bad rate"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("invalid rate \"lots\""));
 }

@@ -10,12 +10,30 @@ pub mod socket;
 pub enum ZmqxError {
     #[error("zmq: {0}")]
     Zmq(#[from] zmq::Error),
-    #[error("endpoint is not UTF-8")]
-    EndpointNotUtf8,
     #[error("core {core} does not exist (this machine has cores {available:?})")]
     NoSuchCore { core: usize, available: Vec<usize> },
     #[error("could not pin thread to core {0}")]
     PinFailed(usize),
+    #[error("{0}")]
+    NicEndpoint(String),
+}
+
+/// Rewrites `tcp://host:port` to ZeroMQ's source-interface form `tcp://IFACE:0;host:port`, so the connection
+/// leaves through `nic` (the bundled libzmq needs the Linux defines `.cargo/config.toml` restores for this to work).
+pub fn endpoint_via_nic(endpoint: &str, nic: &str) -> Result<String, ZmqxError> {
+    let bad = |reason: String| Err(ZmqxError::NicEndpoint(reason));
+    let Some(rest) = endpoint.strip_prefix("tcp://") else {
+        return bad(format!("--nic needs tcp:// endpoints, got {endpoint}"));
+    };
+    if rest.contains(';') {
+        return bad(format!(
+            "{endpoint} already names a source; do not combine it with a NIC"
+        ));
+    }
+    if nic.is_empty() || nic.contains([':', ';', '/']) {
+        return bad(format!("invalid interface name {nic:?}"));
+    }
+    Ok(format!("tcp://{nic}:0;{rest}"))
 }
 
 /// `ZMQ_XPUB_NODROP`: when a subscriber's pipe is full, `send` on an XPUB blocks (or returns `EAGAIN` with
@@ -48,15 +66,10 @@ fn set_int_option(socket: &mut zmq::Socket, option: c_int, value: c_int) -> Resu
 /// Binds and returns the endpoint actually bound (resolves `tcp://127.0.0.1:*` to the chosen port).
 pub fn bind_resolved(socket: &zmq::Socket, endpoint: &str) -> Result<String, ZmqxError> {
     socket.bind(endpoint)?;
-    last_endpoint(socket)
+    Ok(last_endpoint(socket)?)
 }
 
-/// The last endpoint bound, as a string.
-pub fn last_endpoint(socket: &zmq::Socket) -> Result<String, ZmqxError> {
-    socket
-        .get_last_endpoint()?
-        .map_err(|_| ZmqxError::EndpointNotUtf8)
-}
+pub use socket::last_endpoint;
 
 /// Pins the calling thread to `core` (an OS CPU id). Threads created afterwards by this thread, including
 /// libzmq's I/O threads when this thread creates the context, inherit the mask.
@@ -89,6 +102,17 @@ pub fn pin_if_configured(core: Option<usize>, what: &str) {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn nic_endpoints() {
+        assert_eq!(
+            super::endpoint_via_nic("tcp://10.0.0.1:5556", "eth1").unwrap(),
+            "tcp://eth1:0;10.0.0.1:5556"
+        );
+        assert!(super::endpoint_via_nic("ipc:///tmp/x", "eth1").is_err());
+        assert!(super::endpoint_via_nic("tcp://a:0;10.0.0.1:1", "eth1").is_err());
+        assert!(super::endpoint_via_nic("tcp://10.0.0.1:1", "").is_err());
+    }
+
     use super::*;
 
     #[test]

@@ -17,7 +17,6 @@ use tickbox_coord::{
     Coord, CoordOptions, Election, ElectionEvent, HoldState, Lock, RecipeState, SessionStatus,
 };
 
-use crate::cmd::lvc::parse_duration;
 use crate::config::TickboxConfig;
 use crate::exit_code;
 
@@ -27,10 +26,10 @@ pub struct Args {
     #[arg(long, value_name = "HOSTS", default_value = "127.0.0.1:2181")]
     zk: String,
     /// Session timeout asked of the server: a lock or leadership of a dead process moves after this long.
-    #[arg(long, default_value = "6s", value_parser = parse_duration)]
+    #[arg(long, default_value = "6s", value_parser = tickbox_units::parse_duration)]
     session_timeout: Duration,
     /// Give up connecting after this long (exit 4).
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    #[arg(long, default_value = "10s", value_parser = tickbox_units::parse_duration)]
     connect_timeout: Duration,
     #[command(subcommand)]
     op: Op,
@@ -51,7 +50,7 @@ enum Op {
         path: String,
         #[arg(long)]
         count: Option<u64>,
-        #[arg(long = "for", value_parser = parse_duration)]
+        #[arg(long = "for", value_parser = tickbox_units::parse_duration)]
         duration: Option<Duration>,
     },
     /// Show the recipes under PATH: lock holders and tokens, leaders, barriers, queues, groups, transactions.
@@ -69,7 +68,7 @@ enum Op {
         #[arg(long)]
         hold: bool,
         /// Give up waiting after this long (exit 4).
-        #[arg(long, value_parser = parse_duration)]
+        #[arg(long, value_parser = tickbox_units::parse_duration)]
         timeout: Option<Duration>,
     },
     /// Stand in the election at PATH and print leadership changes until Ctrl-C or the candidacy is lost.

@@ -21,7 +21,7 @@ pub struct Args {
     #[arg(long, default_value = "tcp://localhost:5556", value_name = "LIST")]
     server: String,
     /// Give up when no server answers within this long (e.g. 500ms, 5s).
-    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    #[arg(long, default_value = "5s", value_parser = tickbox_units::parse_duration)]
     timeout: Duration,
     #[command(subcommand)]
     op: Op,
@@ -36,7 +36,7 @@ enum Op {
         key: String,
         value: String,
         /// Server deletes the key after this long (CHP `ttl` property).
-        #[arg(long, value_parser = parse_duration)]
+        #[arg(long, value_parser = tickbox_units::parse_duration)]
         ttl: Option<Duration>,
     },
     /// Delete KEY.
@@ -54,32 +54,12 @@ enum Op {
         #[arg(long)]
         count: Option<u64>,
         /// Stop after this long.
-        #[arg(long = "for", value_parser = parse_duration)]
+        #[arg(long = "for", value_parser = tickbox_units::parse_duration)]
         duration: Option<Duration>,
         /// Print the current entries first.
         #[arg(long)]
         existing: bool,
     },
-}
-
-/// `250ms`, `5s`, `2m`, or a bare number of seconds.
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let (num, unit) = match s.find(|c: char| !(c.is_ascii_digit() || c == '.')) {
-        Some(i) => (&s[..i], &s[i..]),
-        None => (s, "s"),
-    };
-    let n: f64 = num.parse().map_err(|_| format!("bad duration {s:?}"))?;
-    let secs = match unit {
-        "ms" => n / 1000.0,
-        "s" => n,
-        "m" => n * 60.0,
-        _ => return Err(format!("bad duration unit in {s:?} (use ms, s or m)")),
-    };
-    if !secs.is_finite() || secs < 0.0 {
-        return Err(format!("bad duration {s:?}"));
-    }
-    Ok(Duration::from_secs_f64(secs))
 }
 
 /// The subtree a key lives in (its parent path), so a single-key operation only fetches a small snapshot.
@@ -192,22 +172,4 @@ pub fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     }
     out.flush()?;
     Ok(ExitCode::from(exit_code::OK))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations_and_subtrees() {
-        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
-        assert_eq!(parse_duration("2"), Ok(Duration::from_secs(2)));
-        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
-        assert!(parse_duration("5h").is_err());
-        assert!(parse_duration("x").is_err());
-        assert_eq!(parent_subtree("/a/b/c"), "/a/b/");
-        assert_eq!(parent_subtree("/a"), "");
-        assert_eq!(parent_subtree("plain"), "");
-        assert_eq!(parent_subtree("/a/"), "/a/");
-    }
 }

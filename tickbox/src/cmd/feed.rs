@@ -64,7 +64,7 @@ pub struct Args {
     #[arg(long)]
     venue: Option<String>,
     /// Stop after this long (`10s`, `500ms`, `2m`); default: run until Ctrl-C.
-    #[arg(long, value_parser = parse_duration)]
+    #[arg(long, value_parser = tickbox_units::parse_duration)]
     duration: Option<Duration>,
     /// Stop each shard after this many data messages.
     #[arg(long)]
@@ -263,40 +263,4 @@ fn apply(args: Args, mut config: FeedConfig) -> anyhow::Result<FeedConfig> {
         config.wait_for_subscribers = n;
     }
     Ok(config)
-}
-
-/// `10s`, `250ms`, `2m`, `1h`, `1.5s`, `30us`; a bare number is seconds.
-fn parse_duration(text: &str) -> Result<Duration, String> {
-    let t = text.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (number, unit) = t.split_at(split);
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("invalid duration {text:?} (expected e.g. 10s, 500ms, 2m)"))?;
-    let secs = match unit {
-        "" | "s" => value,
-        "ms" => value / 1e3,
-        "us" | "µs" => value / 1e6,
-        "m" | "min" => value * 60.0,
-        "h" => value * 3_600.0,
-        _ => return Err(format!("unknown duration unit {unit:?} in {text:?}")),
-    };
-    Duration::try_from_secs_f64(secs).map_err(|_| format!("duration {text:?} out of range"))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations_parse() {
-        assert_eq!(parse_duration("10s").unwrap(), Duration::from_secs(10));
-        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
-        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
-        assert_eq!(parse_duration("3").unwrap(), Duration::from_secs(3));
-        assert!(parse_duration("soon").is_err());
-        assert!(parse_duration("5 parsecs").is_err());
-    }
 }

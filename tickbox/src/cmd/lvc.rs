@@ -56,10 +56,10 @@ pub struct Args {
     #[arg(long, value_name = "per-consumer|counted", value_parser = parse_tap_drop)]
     tap_drop: Option<TapDrop>,
     /// Stats log line period (`10s`, `500ms`; `0s` disables).
-    #[arg(long, value_parser = parse_duration)]
+    #[arg(long, value_parser = tickbox_units::parse_duration)]
     stats_interval: Option<Duration>,
     /// Stop after this long (`10s`, `500ms`, `2m`); default: until Ctrl-C.
-    #[arg(long, value_parser = parse_duration)]
+    #[arg(long, value_parser = tickbox_units::parse_duration)]
     duration: Option<Duration>,
     /// Pin the proxy thread to this core.
     #[arg(long)]
@@ -220,42 +220,9 @@ fn parse_slow(text: &str) -> Result<SlowSubscriber, String> {
     }
 }
 
-/// `250ms`, `10s`, `2m`, or a bare number of seconds.
-pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("`{text}`: expected a duration like 500ms, 10s or 2m"))?;
-    let seconds = match unit {
-        "" | "s" => value,
-        "ms" => value / 1e3,
-        "us" => value / 1e6,
-        "m" => value * 60.0,
-        "h" => value * 3600.0,
-        _ => return Err(format!("`{text}`: unknown unit `{unit}` (ms, s, m, h)")),
-    };
-    if !seconds.is_finite() || seconds < 0.0 {
-        return Err(format!("`{text}`: must be a finite, non-negative duration"));
-    }
-    Ok(Duration::from_secs_f64(seconds))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn durations_parse() {
-        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
-        assert_eq!(parse_duration("2"), Ok(Duration::from_secs(2)));
-        assert_eq!(parse_duration("1.5m"), Ok(Duration::from_secs(90)));
-        assert!(parse_duration("ten").is_err());
-        assert!(parse_duration("5y").is_err());
-    }
 
     #[test]
     fn config_section_parses_and_rejects_typos() {

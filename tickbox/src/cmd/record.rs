@@ -15,7 +15,7 @@ use tickbox_recorder::{
     record, DurabilityConfig, JournalModeConfig, RecordOptions, RecordStats, RecorderConfig,
 };
 
-use super::journal::{fmt_bytes, parse_duration, parse_size};
+use super::journal::fmt_bytes;
 use crate::config::TickboxConfig;
 use crate::status::StatusBoard;
 
@@ -44,10 +44,10 @@ pub struct Args {
     #[arg(long)]
     ring: bool,
     /// Ring capacity (e.g. 512MiB, 4G); implies --ring. Default from config (1 GiB).
-    #[arg(long, conflicts_with = "archive", value_parser = parse_size_arg)]
+    #[arg(long, conflicts_with = "archive", value_parser = tickbox_units::parse_size)]
     capacity: Option<u64>,
     /// Archive segment size (default from config, 1 GiB).
-    #[arg(long, conflicts_with = "ring", value_parser = parse_size_arg)]
+    #[arg(long, conflicts_with = "ring", value_parser = tickbox_units::parse_size)]
     segment_size: Option<u64>,
     /// Topic prefixes to record, comma-separated (default: everything).
     #[arg(long, value_delimiter = ',')]
@@ -56,10 +56,10 @@ pub struct Args {
     #[arg(long, value_enum)]
     durability: Option<DurabilityArg>,
     /// Interval for --durability periodic (e.g. 100ms).
-    #[arg(long, value_parser = parse_duration_arg)]
+    #[arg(long, value_parser = tickbox_units::parse_duration)]
     sync_interval: Option<Duration>,
     /// Stop after this long (e.g. 30s, 8h). Default: until Ctrl-C.
-    #[arg(long, value_parser = parse_duration_arg)]
+    #[arg(long, value_parser = tickbox_units::parse_duration)]
     duration: Option<Duration>,
     /// Stop after this many messages.
     #[arg(long)]
@@ -83,14 +83,6 @@ enum DurabilityArg {
     None,
     Batch,
     Periodic,
-}
-
-fn parse_size_arg(s: &str) -> Result<u64, String> {
-    parse_size(s).map_err(|e| format!("{e:#}"))
-}
-
-fn parse_duration_arg(s: &str) -> Result<Duration, String> {
-    parse_duration(s).map_err(|e| format!("{e:#}"))
 }
 
 pub fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {

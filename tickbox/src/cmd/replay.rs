@@ -9,23 +9,25 @@
 //! With `--broker EP` the replay is remote-controlled over Majordomo: `tickbox.replay.status` reports progress,
 //! `tickbox.replay.start` (re)starts it with optional `speed=`, `from=`, `to=` body frames and
 //! `tickbox.replay.stop` interrupts it. The MDP workers live on their own thread and talk to the replay loop only
-//! through [`Control`] (behind a mutex, touched per command, never per message), an atomic stop flag and a
+//! through `tickbox_recorder::ReplayController` (behind a mutex, touched per command, never per message), an atomic stop flag and a
 //! channel of accepted runs, so a slow or absent broker never stalls publishing.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
-use std::thread::JoinHandle;
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use tickbox_fleet::replay_control::{ReplayControlService, ReplayShared};
 use tickbox_journal::Reader;
-use tickbox_majordomo::worker::{Worker, WorkerConfig};
-use tickbox_recorder::{Identity, Position, ReplayOptions, ReplayStats, Replayer, Speed};
+use tickbox_recorder::{
+    fmt_position, Identity, Position, ReplayController, ReplayOptions, ReplayStats, Replayer,
+    RunSpec, Speed,
+};
 use tickbox_wire::SystemClock;
 
-use super::journal::{first_capture_ns, fmt_bytes, fmt_time, parse_duration, parse_time};
+use super::journal::{first_capture_ns, fmt_bytes, fmt_time, parse_time};
 use crate::config::TickboxConfig;
 use crate::status::StatusBoard;
 
@@ -62,7 +64,7 @@ pub struct Args {
     #[arg(long)]
     wait_subscribers: Option<u64>,
     /// Give up waiting for subscribers after this long: exit 1 saying so (default from config, 60s).
-    #[arg(long, value_parser = parse_duration_arg)]
+    #[arg(long, value_parser = tickbox_units::parse_duration)]
     wait_timeout: Option<Duration>,
     /// At the end of the journal keep tailing it (replay a recording in progress).
     #[arg(long)]
@@ -95,297 +97,6 @@ fn parse_speed(s: &str) -> Result<Speed, String> {
     s.parse()
 }
 
-fn parse_duration_arg(s: &str) -> Result<Duration, String> {
-    parse_duration(s).map_err(|e| format!("{e:#}"))
-}
-
-/// What one replay run covers; a start request's unset fields take the command line's values.
-#[derive(Debug, Clone, Copy, PartialEq)]
-struct RunSpec {
-    speed: Speed,
-    from: Option<Position>,
-    to: Option<Position>,
-}
-
-impl std::fmt::Display for RunSpec {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "speed {} from {} to {}",
-            self.speed,
-            fmt_position(self.from, "start"),
-            fmt_position(self.to, "end")
-        )
-    }
-}
-
-fn fmt_position(p: Option<Position>, none: &str) -> String {
-    match p {
-        None => none.to_string(),
-        Some(Position::Seq(s)) => format!("seq:{s}"),
-        Some(Position::Time(t)) => fmt_time(t),
-    }
-}
-
-/// `seq:N`, or a time as the CLI flags take it (ns, RFC 3339, `+DURATION`).
-fn parse_position(
-    value: &str,
-    first: impl FnOnce() -> anyhow::Result<u64>,
-) -> Result<Position, String> {
-    if let Some(seq) = value.strip_prefix("seq:") {
-        return seq
-            .trim()
-            .parse()
-            .map(Position::Seq)
-            .map_err(|_| format!("`seq:{seq}` needs a journal sequence number"));
-    }
-    parse_time(value, first)
-        .map(Position::Time)
-        .map_err(|e| format!("{e:#}"))
-}
-
-/// A `tickbox.replay.start` body: frames of `key=value` words (`speed=20`, `from=+5s`, `to=seq:1000`); several
-/// words may share a frame, empty frames are ignored. Errors are the text of the 400 reply.
-fn parse_start(
-    body: &[Vec<u8>],
-    defaults: RunSpec,
-    first: impl Fn() -> anyhow::Result<u64>,
-) -> Result<RunSpec, String> {
-    let mut spec = defaults;
-    for frame in body {
-        let text =
-            std::str::from_utf8(frame).map_err(|_| "body frames must be UTF-8 text".to_string())?;
-        for word in text.split_whitespace() {
-            let (key, value) = word
-                .split_once('=')
-                .ok_or_else(|| format!("`{word}` is not key=value (keys: speed, from, to)"))?;
-            match key {
-                "speed" => spec.speed = value.parse()?,
-                "from" => spec.from = Some(parse_position(value, &first)?),
-                "to" => spec.to = Some(parse_position(value, &first)?),
-                _ => return Err(format!("unknown key `{key}` (keys: speed, from, to)")),
-            }
-        }
-    }
-    match (spec.from, spec.to) {
-        (Some(Position::Seq(a)), Some(Position::Seq(b)))
-        | (Some(Position::Time(a)), Some(Position::Time(b)))
-            if a >= b =>
-        {
-            Err(format!(
-                "empty range: from {} is not before to {}",
-                fmt_position(spec.from, ""),
-                fmt_position(spec.to, "")
-            ))
-        }
-        _ => Ok(spec),
-    }
-}
-
-/// Where a controlled replay is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum RunState {
-    /// Bound, never started.
-    Idle,
-    Running,
-    /// Asked to stop, the loop has not noticed yet.
-    Stopping,
-    /// A run ended (to the end, the range's end, or stopped); startable again.
-    Done,
-}
-
-impl RunState {
-    fn name(self) -> &'static str {
-        match self {
-            RunState::Idle => "idle",
-            RunState::Running => "running",
-            RunState::Stopping => "stopping",
-            RunState::Done => "done",
-        }
-    }
-}
-
-/// The command logic, free of sockets and threads: requests in, reply text and effects out.
-#[derive(Debug)]
-struct Control {
-    state: RunState,
-    /// Runs accepted so far.
-    runs: u64,
-    current: Option<RunSpec>,
-    /// The last run ended because of a stop request.
-    stopped: bool,
-}
-
-/// What the caller must do after a command.
-#[derive(Debug, PartialEq)]
-enum Effect {
-    None,
-    /// Clear the stop flag and hand this run to the replay loop.
-    Run(RunSpec),
-    /// Raise the stop flag.
-    Stop,
-}
-
-impl Control {
-    fn new() -> Self {
-        Control {
-            state: RunState::Idle,
-            runs: 0,
-            current: None,
-            stopped: false,
-        }
-    }
-
-    fn on_start(&mut self, request: Result<RunSpec, String>) -> (String, Effect) {
-        let spec = match request {
-            Ok(spec) => spec,
-            Err(reason) => return (format!("400 {reason}"), Effect::None),
-        };
-        match self.state {
-            RunState::Running | RunState::Stopping => ("409 already running".into(), Effect::None),
-            RunState::Idle | RunState::Done => {
-                self.state = RunState::Running;
-                self.runs += 1;
-                self.current = Some(spec);
-                self.stopped = false;
-                (format!("200 started {spec}"), Effect::Run(spec))
-            }
-        }
-    }
-
-    fn on_stop(&mut self) -> (String, Effect) {
-        match self.state {
-            RunState::Running => {
-                self.state = RunState::Stopping;
-                self.stopped = true;
-                ("200 stopped".into(), Effect::Stop)
-            }
-            // Already on its way down; a repeated stop is not an error.
-            RunState::Stopping => ("200 stopped".into(), Effect::None),
-            RunState::Idle | RunState::Done => ("409 not running".into(), Effect::None),
-        }
-    }
-
-    fn on_finished(&mut self) {
-        self.state = RunState::Done;
-    }
-}
-
-/// State shared by the replay loop and the control thread.
-struct Shared {
-    control: Mutex<Control>,
-    /// The running replay's stop flag: a stop request or Ctrl-C.
-    run_stop: AtomicBool,
-}
-
-impl Shared {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Control> {
-        // A panic elsewhere cannot leave Control half-updated (every method is a few plain assignments).
-        self.control.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Applies a command under the lock, so a start and a stop can never interleave with the effects.
-    fn command(
-        &self,
-        runs: &mpsc::Sender<RunSpec>,
-        f: impl FnOnce(&mut Control) -> (String, Effect),
-    ) -> String {
-        let mut control = self.lock();
-        let (reply, effect) = f(&mut control);
-        match effect {
-            Effect::None => {}
-            Effect::Stop => self.run_stop.store(true, Ordering::Relaxed),
-            Effect::Run(spec) => {
-                self.run_stop.store(false, Ordering::Relaxed);
-                if runs.send(spec).is_err() {
-                    control.on_finished();
-                    return "503 the replay loop has exited".into();
-                }
-            }
-        }
-        reply
-    }
-}
-
-/// The MDP workers for `tickbox.replay.start` and `tickbox.replay.stop`; stops (sending DISCONNECT) when dropped.
-struct ControlThread {
-    quit: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl Drop for ControlThread {
-    fn drop(&mut self) {
-        self.quit.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-fn spawn_control(
-    ctx: &zmq::Context,
-    broker: &str,
-    shared: Arc<Shared>,
-    runs: mpsc::Sender<RunSpec>,
-    defaults: RunSpec,
-    journal: PathBuf,
-    shutdown: Arc<AtomicBool>,
-) -> anyhow::Result<ControlThread> {
-    let quit = Arc::new(AtomicBool::new(false));
-    let (ctx, broker, flag) = (ctx.clone(), broker.to_string(), Arc::clone(&quit));
-    let thread = std::thread::Builder::new()
-        .name("replay-control".into())
-        .spawn(move || {
-            if let Err(e) = serve_control(
-                &ctx, &broker, &shared, &runs, defaults, &journal, &shutdown, &flag,
-            ) {
-                tracing::error!("replay control services failed: {e}");
-            }
-        })
-        .context("spawning the replay control thread")?;
-    Ok(ControlThread {
-        quit,
-        thread: Some(thread),
-    })
-}
-
-#[allow(clippy::too_many_arguments)]
-fn serve_control(
-    ctx: &zmq::Context,
-    broker: &str,
-    shared: &Shared,
-    runs: &mpsc::Sender<RunSpec>,
-    defaults: RunSpec,
-    journal: &Path,
-    shutdown: &AtomicBool,
-    quit: &AtomicBool,
-) -> anyhow::Result<()> {
-    let mut start = Worker::connect(ctx, broker, "tickbox.replay.start", WorkerConfig::default())?;
-    let mut stop = Worker::connect(ctx, broker, "tickbox.replay.stop", WorkerConfig::default())?;
-    tracing::info!(
-        broker,
-        "registered tickbox.replay.start and tickbox.replay.stop"
-    );
-    while !quit.load(Ordering::Relaxed) {
-        if shutdown.load(Ordering::Relaxed) {
-            shared.run_stop.store(true, Ordering::Relaxed);
-        }
-        // Two workers on one thread: short alternating waits keep both answering within ~25 ms.
-        if let Some(req) = start.recv(Duration::from_millis(25))? {
-            let request = parse_start(&req.body, defaults, || first_capture_ns(journal));
-            let reply = shared.command(runs, |c| c.on_start(request));
-            tracing::info!(%reply, "tickbox.replay.start");
-            start.reply(req, vec![reply.into_bytes()])?;
-        }
-        if let Some(req) = stop.recv(Duration::from_millis(25))? {
-            let reply = shared.command(runs, Control::on_stop);
-            tracing::info!(%reply, "tickbox.replay.stop");
-            stop.reply(req, vec![reply.into_bytes()])?;
-        }
-    }
-    Ok(())
-}
-
 /// Everything the status snapshot shows besides the live counters.
 struct StatusContext<'a> {
     journal: &'a Path,
@@ -394,19 +105,19 @@ struct StatusContext<'a> {
 
 fn replay_status(
     cx: &StatusContext<'_>,
-    control: &Control,
+    control: &ReplayController,
     stats: Option<&ReplayStats>,
     rate: f64,
 ) -> serde_json::Value {
-    let spec = control.current;
+    let spec = control.current();
     let s = stats.cloned().unwrap_or_default();
     serde_json::json!({
         "component": "replay",
-        "state": control.state.name(),
+        "state": control.state().name(),
         "journal": cx.journal.display().to_string(),
         "endpoints": cx.endpoints,
-        "runs": control.runs,
-        "stopped": control.stopped,
+        "runs": control.runs(),
+        "stopped": control.stopped(),
         "speed": spec.map(|s| s.speed.to_string()),
         "from": spec.map(|s| fmt_position(s.from, "start")),
         "to": spec.map(|s| fmt_position(s.to, "end")),
@@ -484,25 +195,28 @@ pub fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
         endpoints: &endpoints,
     };
     let status = StatusBoard::start(&ctx, args.broker.as_deref(), "replay")?;
-    let shared = Arc::new(Shared {
-        control: Mutex::new(Control::new()),
-        run_stop: AtomicBool::new(false),
-    });
+    let shared = Arc::new(ReplayShared::new());
     let (runs_tx, runs_rx) = mpsc::channel();
     if !args.await_start {
         let reply = shared.command(&runs_tx, |c| c.on_start(Ok(defaults)));
         tracing::debug!(%reply, "starting at once");
     }
     let _control = match &args.broker {
-        Some(broker) => Some(spawn_control(
-            &ctx,
-            broker,
-            Arc::clone(&shared),
-            runs_tx,
-            defaults,
-            args.journal.clone(),
-            Arc::clone(&stop),
-        )?),
+        Some(broker) => {
+            let journal = args.journal.clone();
+            Some(
+                ReplayControlService::spawn(
+                    &ctx,
+                    broker,
+                    Arc::clone(&shared),
+                    runs_tx,
+                    defaults,
+                    Box::new(move || first_capture_ns(&journal).map_err(|e| format!("{e:#}"))),
+                    Arc::clone(&stop),
+                )
+                .context("spawning the replay control thread")?,
+            )
+        }
         None => {
             drop(runs_tx);
             None
@@ -611,7 +325,7 @@ pub fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
                 Some(&stats),
                 stats.rate(),
             ));
-            control.stopped || stop.load(Ordering::Relaxed)
+            control.stopped() || stop.load(Ordering::Relaxed)
         };
         if !quiet {
             eprintln!();
@@ -722,139 +436,4 @@ fn print_summary(s: &ReplayStats, speed: Speed, interrupted: bool) {
         "subscribers   {} at most (subscriptions per shard at the end {:?})",
         s.subscribers, s.subscriptions
     );
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    const T0: u64 = 1_767_364_200_000_000_000;
-
-    fn defaults() -> RunSpec {
-        RunSpec {
-            speed: Speed::Times(1.0),
-            from: None,
-            to: None,
-        }
-    }
-
-    fn body(frames: &[&str]) -> Vec<Vec<u8>> {
-        frames.iter().map(|f| f.as_bytes().to_vec()).collect()
-    }
-
-    fn parse(frames: &[&str]) -> Result<RunSpec, String> {
-        parse_start(&body(frames), defaults(), || Ok(T0))
-    }
-
-    #[test]
-    fn start_bodies_parse_like_the_cli_flags() {
-        // `tickbox call` sends one empty frame when given no body: the command line's settings.
-        assert_eq!(parse(&[""]), Ok(defaults()));
-        assert_eq!(parse(&[]), Ok(defaults()));
-        let spec = parse(&["speed=max", "from=seq:10", "to=seq:20"]).unwrap();
-        assert_eq!(spec.speed, Speed::Max);
-        assert_eq!(spec.from, Some(Position::Seq(10)));
-        assert_eq!(spec.to, Some(Position::Seq(20)));
-        let spec = parse(&["speed=20 from=+1s to=+1500ms"]).unwrap();
-        assert_eq!(spec.speed, Speed::Times(20.0));
-        assert_eq!(spec.from, Some(Position::Time(T0 + 1_000_000_000)));
-        assert_eq!(spec.to, Some(Position::Time(T0 + 1_500_000_000)));
-        let spec = parse(&["from=2026-01-02T14:30:00Z"]).unwrap();
-        assert_eq!(spec.from, Some(Position::Time(T0)));
-        assert_eq!(
-            parse(&["to=42"]).unwrap().to,
-            Some(Position::Time(42)),
-            "bare digits are ns since the epoch"
-        );
-    }
-
-    #[test]
-    fn bad_start_bodies_say_why() {
-        for (frames, needle) in [
-            (&["speed=fast"][..], "speed"),
-            (&["speed=0"][..], "speed"),
-            (&["velocity=2"][..], "unknown key `velocity`"),
-            (&["max"][..], "not key=value"),
-            (&["from=seq:x"][..], "seq:x"),
-            (&["from=yesterday"][..], "yesterday"),
-            (&["from=seq:20", "to=seq:10"][..], "empty range"),
-            (&["from=+2s", "to=+1s"][..], "empty range"),
-        ] {
-            let err = parse(frames).unwrap_err();
-            assert!(err.contains(needle), "{frames:?}: {err}");
-        }
-        let err = parse_start(&[vec![0xff, 0xfe]], defaults(), || Ok(T0)).unwrap_err();
-        assert!(err.contains("UTF-8"), "{err}");
-        // +DURATION on an empty journal: the reason comes through.
-        let err = parse_start(&body(&["from=+1s"]), defaults(), || {
-            anyhow::bail!("j.tbj is empty")
-        })
-        .unwrap_err();
-        assert!(err.contains("empty"), "{err}");
-    }
-
-    #[test]
-    fn control_runs_idle_running_stopping_done_and_again() {
-        let mut c = Control::new();
-        assert_eq!(c.state, RunState::Idle);
-        assert_eq!(c.on_stop(), ("409 not running".into(), Effect::None));
-        let (reply, effect) = c.on_start(Err("bad speed".into()));
-        assert_eq!(reply, "400 bad speed");
-        assert_eq!(effect, Effect::None);
-        assert_eq!(c.state, RunState::Idle, "a rejected start changes nothing");
-
-        let (reply, effect) = c.on_start(Ok(defaults()));
-        assert!(reply.starts_with("200 started speed 1x"), "{reply}");
-        assert_eq!(effect, Effect::Run(defaults()));
-        assert_eq!((c.state, c.runs), (RunState::Running, 1));
-        assert_eq!(
-            c.on_start(Ok(defaults())),
-            ("409 already running".into(), Effect::None)
-        );
-        assert_eq!(c.on_stop(), ("200 stopped".into(), Effect::Stop));
-        assert_eq!(c.state, RunState::Stopping);
-        assert_eq!(c.on_stop(), ("200 stopped".into(), Effect::None));
-        assert_eq!(
-            c.on_start(Ok(defaults())).0,
-            "409 already running",
-            "not before the loop has wound down"
-        );
-        c.on_finished();
-        assert_eq!(c.state, RunState::Done);
-        assert!(c.stopped);
-        assert_eq!(c.on_stop().0, "409 not running");
-
-        let fast = RunSpec {
-            speed: Speed::Max,
-            ..defaults()
-        };
-        assert_eq!(c.on_start(Ok(fast)).1, Effect::Run(fast));
-        assert!(!c.stopped);
-        c.on_finished();
-        assert_eq!((c.state, c.runs, c.stopped), (RunState::Done, 2, false));
-    }
-
-    #[test]
-    fn shared_commands_drive_the_stop_flag_and_the_run_channel() {
-        let shared = Shared {
-            control: Mutex::new(Control::new()),
-            run_stop: AtomicBool::new(true),
-        };
-        let (tx, rx) = mpsc::channel();
-        let reply = shared.command(&tx, |c| c.on_start(Ok(defaults())));
-        assert!(reply.starts_with("200"), "{reply}");
-        assert!(
-            !shared.run_stop.load(Ordering::Relaxed),
-            "a new run starts unstopped"
-        );
-        assert_eq!(rx.try_recv(), Ok(defaults()));
-        assert_eq!(shared.command(&tx, Control::on_stop), "200 stopped");
-        assert!(shared.run_stop.load(Ordering::Relaxed));
-        shared.lock().on_finished();
-        drop(rx);
-        // The loop is gone: a start must not claim to be running.
-        let reply = shared.command(&tx, |c| c.on_start(Ok(defaults())));
-        assert!(reply.starts_with("503"), "{reply}");
-        assert_eq!(shared.lock().state, RunState::Done);
-    }
 }

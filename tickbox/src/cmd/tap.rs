@@ -40,7 +40,7 @@ pub struct Args {
     #[arg(long)]
     no_events: bool,
     /// Stop after this long (`10s`, `500ms`); default: until Ctrl-C.
-    #[arg(long, value_parser = super::lvc::parse_duration)]
+    #[arg(long, value_parser = tickbox_units::parse_duration)]
     duration: Option<Duration>,
 }
 

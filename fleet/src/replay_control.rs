@@ -1,0 +1,196 @@
+//! The replay's remote control over Majordomo: `tickbox.replay.start` (`speed=`, `from=`, `to=`; 200/400/409) and
+//! `tickbox.replay.stop`, served from their own thread and driving the sans-IO [`ReplayController`].
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use tickbox_majordomo::worker::{Worker, WorkerConfig};
+use tickbox_recorder::{parse_start, Effect, ReplayController, RunSpec};
+
+/// State shared by the replay loop and the control thread.
+pub struct ReplayShared {
+    control: Mutex<ReplayController>,
+    /// The running replay's stop flag: a stop request or Ctrl-C.
+    pub run_stop: AtomicBool,
+}
+
+impl Default for ReplayShared {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ReplayShared {
+    /// An idle controller with the stop flag down.
+    pub fn new() -> Self {
+        ReplayShared {
+            control: Mutex::new(ReplayController::new()),
+            run_stop: AtomicBool::new(false),
+        }
+    }
+
+    /// The controller, for status snapshots and `on_finished`.
+    pub fn lock(&self) -> MutexGuard<'_, ReplayController> {
+        // A panic elsewhere cannot leave the controller half-updated (every method is a few plain assignments).
+        self.control.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Applies a command under the lock, so a start and a stop can never interleave with the effects; a run goes
+    /// to the replay loop through `runs`.
+    pub fn command(
+        &self,
+        runs: &mpsc::Sender<RunSpec>,
+        f: impl FnOnce(&mut ReplayController) -> (String, Effect),
+    ) -> String {
+        let mut control = self.lock();
+        let (reply, effect) = f(&mut control);
+        match effect {
+            Effect::None => {}
+            Effect::Stop => self.run_stop.store(true, Ordering::Relaxed),
+            Effect::Run(spec) => {
+                self.run_stop.store(false, Ordering::Relaxed);
+                if runs.send(spec).is_err() {
+                    control.on_finished();
+                    return "503 the replay loop has exited".into();
+                }
+            }
+        }
+        reply
+    }
+}
+
+/// The journal's first capture time, for `+DURATION` positions (an `Err` explains, e.g. an empty journal).
+pub type FirstCapture = Box<dyn Fn() -> Result<u64, String> + Send>;
+
+/// The MDP workers for `tickbox.replay.start` and `tickbox.replay.stop`; stops (sending DISCONNECT) when dropped.
+pub struct ReplayControlService {
+    quit: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Drop for ReplayControlService {
+    fn drop(&mut self) {
+        self.quit.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl ReplayControlService {
+    /// Registers both services with `broker` from a thread of their own. `defaults` fill a start request's unset
+    /// fields; `shutdown` (Ctrl-C) raises the run's stop flag too.
+    pub fn spawn(
+        ctx: &zmq::Context,
+        broker: &str,
+        shared: Arc<ReplayShared>,
+        runs: mpsc::Sender<RunSpec>,
+        defaults: RunSpec,
+        first: FirstCapture,
+        shutdown: Arc<AtomicBool>,
+    ) -> std::io::Result<Self> {
+        let quit = Arc::new(AtomicBool::new(false));
+        let (ctx, broker, flag) = (ctx.clone(), broker.to_string(), Arc::clone(&quit));
+        let thread = std::thread::Builder::new()
+            .name("replay-control".into())
+            .spawn(move || {
+                let serve = Serve {
+                    shared: &shared,
+                    runs: &runs,
+                    defaults,
+                    first: &first,
+                    shutdown: &shutdown,
+                    quit: &flag,
+                };
+                if let Err(e) = serve.run(&ctx, &broker) {
+                    tracing::error!("replay control services failed: {e}");
+                }
+            })?;
+        Ok(ReplayControlService {
+            quit,
+            thread: Some(thread),
+        })
+    }
+}
+
+struct Serve<'a> {
+    shared: &'a ReplayShared,
+    runs: &'a mpsc::Sender<RunSpec>,
+    defaults: RunSpec,
+    first: &'a FirstCapture,
+    shutdown: &'a AtomicBool,
+    quit: &'a AtomicBool,
+}
+
+impl Serve<'_> {
+    fn run(&self, ctx: &zmq::Context, broker: &str) -> Result<(), tickbox_majordomo::MdpError> {
+        let mut start =
+            Worker::connect(ctx, broker, "tickbox.replay.start", WorkerConfig::default())?;
+        let mut stop =
+            Worker::connect(ctx, broker, "tickbox.replay.stop", WorkerConfig::default())?;
+        tracing::info!(
+            broker,
+            "registered tickbox.replay.start and tickbox.replay.stop"
+        );
+        while !self.quit.load(Ordering::Relaxed) {
+            if self.shutdown.load(Ordering::Relaxed) {
+                self.shared.run_stop.store(true, Ordering::Relaxed);
+            }
+            // Two workers on one thread: short alternating waits keep both answering within ~25 ms.
+            if let Some(req) = start.recv(Duration::from_millis(25))? {
+                let request = parse_start(&req.body, self.defaults, self.first);
+                let reply = self.shared.command(self.runs, |c| c.on_start(request));
+                tracing::info!(%reply, "tickbox.replay.start");
+                start.reply(req, vec![reply.into_bytes()])?;
+            }
+            if let Some(req) = stop.recv(Duration::from_millis(25))? {
+                let reply = self.shared.command(self.runs, ReplayController::on_stop);
+                tracing::info!(%reply, "tickbox.replay.stop");
+                stop.reply(req, vec![reply.into_bytes()])?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tickbox_recorder::{RunState, Speed};
+
+    fn defaults() -> RunSpec {
+        RunSpec {
+            speed: Speed::Times(1.0),
+            from: None,
+            to: None,
+        }
+    }
+
+    #[test]
+    fn shared_commands_drive_the_stop_flag_and_the_run_channel() {
+        let shared = ReplayShared::new();
+        shared.run_stop.store(true, Ordering::Relaxed);
+        let (tx, rx) = mpsc::channel();
+        let reply = shared.command(&tx, |c| c.on_start(Ok(defaults())));
+        assert!(reply.starts_with("200"), "{reply}");
+        assert!(
+            !shared.run_stop.load(Ordering::Relaxed),
+            "a new run starts unstopped"
+        );
+        assert_eq!(rx.try_recv(), Ok(defaults()));
+        assert_eq!(
+            shared.command(&tx, ReplayController::on_stop),
+            "200 stopped"
+        );
+        assert!(shared.run_stop.load(Ordering::Relaxed));
+        shared.lock().on_finished();
+        drop(rx);
+        // The loop is gone: a start must not claim to be running.
+        let reply = shared.command(&tx, |c| c.on_start(Ok(defaults())));
+        assert!(reply.starts_with("503"), "{reply}");
+        assert_eq!(shared.lock().state(), RunState::Done);
+    }
+}
