@@ -67,6 +67,12 @@
 //! | 576 | `tail`: start of the oldest intact record; raised *before* the writer overwrites anything |
 //! | 640 | `reserve`: end of the bytes the writer may have touched (for recovery reports) |
 //! | 704 | state bits: 1 writer open (left set by a crash), 2 segment sealed (successor exists) |
+//! | 768, 776, 784 | ring laps: records and bytes overwritten, laps completed (zero in files from before they existed) |
+//! | 1024, 2560 | two application-metadata slots: `generation u64, len u32, crc32c u32, data` (the newest valid wins) |
+//!
+//! Damaged `head`/`tail` pointers are recovered from the records themselves (checksums and consecutive sequences)
+//! when no writer is live, and `summarize` reports what it recovered; a truncated file is refused by readers and
+//! writers, and `summarize` reads what precedes the cut and says where it is.
 //!
 //! Records, 8-byte aligned, never split across the end of a ring:
 //!
@@ -101,8 +107,11 @@ pub use archive::{list_segments, segment_path, SEGMENT_EXT};
 pub use error::{JournalError, Result};
 pub use reader::{Reader, Record};
 pub use segment::{
-    HeaderInfo, Mode, FORMAT_VERSION, HEADER_SIZE, MAGIC, MAX_DESCRIPTION, MIN_CAPACITY,
-    RECORD_HEADER_SIZE,
+    HeaderInfo, Mode, APP_META_MAX, FORMAT_VERSION, HEADER_SIZE, MAGIC, MAX_DESCRIPTION,
+    MIN_CAPACITY, RECORD_HEADER_SIZE,
 };
-pub use verify::{summarize, Corruption, JournalSummary};
-pub use writer::{Batch, Durability, Layout, RecoveryReport, Writer, WriterOptions};
+pub use verify::{read_app_meta, summarize, Corruption, JournalSummary};
+pub use writer::{
+    Batch, Durability, Layout, OverwriteHook, OverwriteStats, OverwrittenRecord, RecoveryReport,
+    Writer, WriterOptions,
+};

@@ -23,6 +23,9 @@ pub const MIN_CAPACITY: u64 = 64 * 1024;
 /// Largest accepted description (UTF-8 bytes); longer ones are truncated at a char boundary.
 pub const MAX_DESCRIPTION: usize = 256;
 
+/// Why a frame of a truncated file cannot be read.
+pub(crate) const TRUNCATED: &str = "the file is truncated here";
+
 /// High bit of a frame length: this frame is padding up to the end of the ring lap, not a record.
 pub(crate) const PAD_FLAG: u32 = 1 << 31;
 
@@ -44,6 +47,19 @@ const OFF_HEAD_SEQ: usize = 520;
 const OFF_TAIL: usize = 576;
 const OFF_RESERVE: usize = 640;
 const OFF_STATE: usize = 704;
+
+// Ring-lap accounting (in reserved header space that older files hold as zeros): records and bytes the ring
+// overwrote, and laps completed. Written by the writer at each publish.
+const OFF_OVERWRITTEN_RECORDS: usize = 768;
+const OFF_OVERWRITTEN_BYTES: usize = 776;
+const OFF_LAPS: usize = 784;
+/// Two application-metadata slots, each `generation u64 | len u32 | crc32c u32 | data`; readers take the valid slot
+/// with the higher generation, so a torn write of one slot leaves the other.
+const OFF_APP_META: usize = 1024;
+const APP_META_SLOT: usize = 1536;
+const APP_META_HEADER: usize = 16;
+/// Largest application-metadata block a journal stores (the recorder keeps its per-publisher ledger there).
+pub const APP_META_MAX: usize = APP_META_SLOT - APP_META_HEADER;
 
 /// State bit: a writer has the journal open (still set after a crash: the next open runs recovery).
 pub(crate) const STATE_WRITER_OPEN: u32 = 1;
@@ -82,6 +98,10 @@ pub struct HeaderInfo {
     pub segment_index: u64,
     /// Free text set by the creating writer (program, endpoint, ...).
     pub description: String,
+}
+
+fn app_meta_crc(generation: u64, data: &[u8]) -> u32 {
+    crc32c::crc32c_append(crc32c::crc32c(&generation.to_le_bytes()), data)
 }
 
 pub(crate) fn align8(n: u64) -> u64 {
@@ -140,6 +160,15 @@ pub(crate) struct Segment {
     pub(crate) file: File,
     pub(crate) info: HeaderInfo,
     pub(crate) cap: u64,
+    /// Data bytes actually mapped: `cap`, or less for a truncated file opened for inspection.
+    avail: u64,
+    /// `(actual, expected)` file lengths of a truncated file opened for inspection.
+    pub(crate) truncated: Option<(u64, u64)>,
+    /// Head and tail recovered by scanning, for a read-only open of a journal whose stored ones are damaged (a
+    /// writable open writes the recovered values back instead).
+    fixed: Option<(AtomicU64, AtomicU64)>,
+    /// What was wrong with the stored head/tail and how it was recovered, for `verify`.
+    pub(crate) metadata_repair: Option<String>,
 }
 
 // SAFETY: every shared mutable field of the mapping is accessed through atomics; record bytes are written only by
@@ -231,6 +260,16 @@ impl Segment {
 
     /// Opens and validates an existing journal file. Never maps bytes the file does not have.
     pub(crate) fn open(path: &Path, writable: bool) -> Result<Segment> {
+        Self::open_with(path, writable, false)
+    }
+
+    /// Opens a possibly truncated file read-only, for inspection: only the bytes it has are mapped, and frames past
+    /// them read as invalid, so `verify` can say where the data stops and what it could read before.
+    pub(crate) fn open_for_inspection(path: &Path) -> Result<Segment> {
+        Self::open_with(path, false, true)
+    }
+
+    fn open_with(path: &Path, writable: bool, allow_truncated: bool) -> Result<Segment> {
         let mut file = OpenOptions::new()
             .read(true)
             .write(writable)
@@ -264,15 +303,20 @@ impl Segment {
             .map_err(|e| JournalError::io(path, e))?;
         let info = parse_header(path, &header)?;
         let total = HEADER_SIZE + info.capacity;
+        let mut truncated = None;
         if len < total {
-            return Err(JournalError::Truncated {
-                path: path.into(),
-                actual: len,
-                expected: total,
-            });
+            if !allow_truncated || writable {
+                return Err(JournalError::Truncated {
+                    path: path.into(),
+                    actual: len,
+                    expected: total,
+                });
+            }
+            truncated = Some((len, total));
         }
+        let mapped = total.min(len);
         let mut opts = MmapOptions::new();
-        opts.len(total as usize);
+        opts.len(mapped as usize);
         // The file is at least `total` bytes long (checked above), so no access through the map faults. Shared
         // mutation is through atomics and the single-writer protocol described in lib.rs.
         let map = if writable {
@@ -282,15 +326,193 @@ impl Segment {
         }
         .map_err(|e| JournalError::io(path, e))?;
         let cap = info.capacity;
-        let seg = Segment {
+        let mut seg = Segment {
             path: path.into(),
             map,
             file,
             info,
             cap,
+            avail: mapped - HEADER_SIZE,
+            truncated,
+            fixed: None,
+            metadata_repair: None,
         };
-        seg.check_dynamic()?;
+        let damage = seg.check_dynamic().err();
+        // Records carry checksums and consecutive sequences, so damaged head/tail pointers can be recovered from the
+        // data itself. Only when no writer is live: a running writer moves both, and a reader must not freeze them.
+        let quiet = writable || !seg.writer_live();
+        if quiet && (damage.is_some() || !seg.tail_is_a_record()) {
+            let (stored_tail, stored_head) = (
+                seg.tail().load(Ordering::Acquire),
+                seg.head().load(Ordering::Acquire),
+            );
+            match seg.rescan_extent() {
+                Some((tail, head, how)) => {
+                    let note = format!(
+                        "stored tail {stored_tail} / head {stored_head} are damaged; {how}: tail {tail}, head {head}"
+                    );
+                    tracing::warn!(path = %seg.path.display(), "{note}");
+                    if writable {
+                        seg.tail().store(tail, Ordering::Release);
+                        seg.head().store(head, Ordering::Release);
+                        let reserve = seg.reserve().load(Ordering::Acquire);
+                        seg.reserve().store(reserve.max(head), Ordering::Release);
+                    } else {
+                        seg.fixed = Some((AtomicU64::new(head), AtomicU64::new(tail)));
+                    }
+                    seg.metadata_repair = Some(note);
+                }
+                None => {
+                    if let Some(err) = damage {
+                        return Err(err);
+                    }
+                }
+            }
+        } else if let Some(err) = damage {
+            return Err(err);
+        }
         Ok(seg)
+    }
+
+    /// Whether a writer holds this file's lock right now (the state bit alone stays set after a crash).
+    pub(crate) fn writer_live(&self) -> bool {
+        if !self.writer_open() {
+            return false;
+        }
+        if self.info.mode == Mode::Archive {
+            // The archive's lock lives on its directory's lock file: trust the state bit.
+            return true;
+        }
+        // SAFETY: plain syscalls on an fd we own; a lock we obtain is released at once.
+        unsafe {
+            let fd = std::os::fd::AsRawFd::as_raw_fd(&self.file);
+            if libc::flock(fd, libc::LOCK_SH | libc::LOCK_NB) == 0 {
+                libc::flock(fd, libc::LOCK_UN);
+                false
+            } else {
+                true
+            }
+        }
+    }
+
+    /// Whether the stored tail starts a checksummed record (or the journal is empty there).
+    fn tail_is_a_record(&self) -> bool {
+        let tail = self.tail().load(Ordering::Acquire);
+        let head = self.head().load(Ordering::Acquire);
+        if tail >= head {
+            return true;
+        }
+        match self.frame_at(tail) {
+            Frame::Record { frame_len, crc, .. } => self.crc_ok(tail, frame_len, crc),
+            Frame::Skip(_) | Frame::Pad(_) => true,
+            Frame::Invalid(_) => false,
+        }
+    }
+
+    /// Follows the chain of checksummed records with consecutive sequences from absolute position `from`, at most to
+    /// `limit`; returns where it ends and how many records it holds (`None` if `from` does not start a record).
+    fn chain_from(&self, from: u64, limit: u64) -> Option<(u64, u64)> {
+        let mut p = from;
+        let mut records = 0u64;
+        let mut expected: Option<u64> = None;
+        while p < limit {
+            match self.frame_at(p) {
+                Frame::Skip(n) | Frame::Pad(n) if self.info.mode == Mode::Ring && records > 0 => {
+                    if p + n > limit {
+                        break;
+                    }
+                    p += n;
+                }
+                Frame::Record {
+                    frame_len,
+                    crc,
+                    seq,
+                    ..
+                } => {
+                    let end = p + align8(frame_len as u64);
+                    if end > limit
+                        || expected.is_some_and(|e| e != seq)
+                        || !self.crc_ok(p, frame_len, crc)
+                    {
+                        break;
+                    }
+                    records += 1;
+                    expected = Some(seq + 1);
+                    p = end;
+                }
+                _ => break,
+            }
+        }
+        (records > 0).then_some((p, records))
+    }
+
+    /// The chain of records continuing sequence `expected` right at `head` (`None` if there is none): what a
+    /// damaged (too low) head pointer would hide.
+    pub(crate) fn chain_after(&self, head: u64, expected: Option<u64>) -> Option<(u64, u64)> {
+        let limit = if self.info.mode == Mode::Ring {
+            self.tail().load(Ordering::Acquire).saturating_add(self.cap)
+        } else {
+            self.cap
+        };
+        match self.frame_at(head) {
+            Frame::Record { seq, .. } if expected.is_none_or(|e| e == seq) => {
+                self.chain_from(head, limit)
+            }
+            _ => None,
+        }
+    }
+
+    /// Recovers (tail, head) from the records themselves. Two readings of the damage: the tail is right (the head is
+    /// the end of its chain), or the head is right (the tail is the earliest record whose chain ends exactly there).
+    /// Absolute positions are only known modulo the capacity from the data, so both readings can look consistent;
+    /// the writer's `reserve`, which tracks the head, picks the one whose head lies nearest it.
+    fn rescan_extent(&self) -> Option<(u64, u64, String)> {
+        let tail = self.tail().load(Ordering::Acquire);
+        let head = self.head().load(Ordering::Acquire);
+        let reserve = self.reserve().load(Ordering::Acquire);
+        let ring = self.info.mode == Mode::Ring;
+        let mut from_tail = None;
+        if tail.is_multiple_of(8) && (ring || tail == 0) {
+            let limit = if ring {
+                tail.saturating_add(self.cap)
+            } else {
+                self.cap
+            };
+            if let Some((end, n)) = self.chain_from(tail, limit) {
+                if end != head {
+                    from_tail = Some((
+                        tail,
+                        end,
+                        format!("head recovered from {n} intact records after the tail"),
+                    ));
+                }
+            }
+        }
+        let mut from_head = None;
+        if head.is_multiple_of(8) && (ring || head <= self.cap) {
+            let mut p = head.saturating_sub(self.cap);
+            while p < head {
+                if let Some((end, n)) = self.chain_from(p, head) {
+                    if end == head {
+                        from_head = Some((
+                            p,
+                            head,
+                            format!("tail recovered as the first of {n} intact records ending at the head"),
+                        ));
+                        break;
+                    }
+                }
+                p += 8;
+            }
+        }
+        match (from_tail, from_head) {
+            (Some(a), Some(b)) => Some(if a.1.abs_diff(reserve) <= b.1.abs_diff(reserve) {
+                a
+            } else {
+                b
+            }),
+            (a, b) => a.or(b),
+        }
     }
 
     /// Sanity of the writer-maintained fields, so walking from them can never leave the data region.
@@ -334,7 +556,10 @@ impl Segment {
 
     /// Absolute byte position just past the last published record.
     pub(crate) fn head(&self) -> &AtomicU64 {
-        self.atomic_u64(OFF_HEAD)
+        match &self.fixed {
+            Some((head, _)) => head,
+            None => self.atomic_u64(OFF_HEAD),
+        }
     }
     /// Sequence the next record will get (published with `head`; informational).
     pub(crate) fn head_seq(&self) -> &AtomicU64 {
@@ -342,7 +567,10 @@ impl Segment {
     }
     /// Absolute position of the oldest intact record; raised before the writer overwrites.
     pub(crate) fn tail(&self) -> &AtomicU64 {
-        self.atomic_u64(OFF_TAIL)
+        match &self.fixed {
+            Some((_, tail)) => tail,
+            None => self.atomic_u64(OFF_TAIL),
+        }
     }
     /// Highest absolute position the writer may have touched; bytes in (head, reserve] are in flight.
     pub(crate) fn reserve(&self) -> &AtomicU64 {
@@ -351,6 +579,78 @@ impl Segment {
     pub(crate) fn state(&self) -> &AtomicU32 {
         // SAFETY: as `atomic_u64`, 4-byte aligned.
         unsafe { &*(self.map.as_ptr().add(OFF_STATE) as *const AtomicU32) }
+    }
+
+    /// Ring-lap accounting as stored: (records, bytes, laps).
+    pub(crate) fn overwritten_counters(&self) -> (&AtomicU64, &AtomicU64, &AtomicU64) {
+        (
+            self.atomic_u64(OFF_OVERWRITTEN_RECORDS),
+            self.atomic_u64(OFF_OVERWRITTEN_BYTES),
+            self.atomic_u64(OFF_LAPS),
+        )
+    }
+
+    /// The newest valid application-metadata block, if any.
+    pub(crate) fn app_meta(&self) -> Option<Vec<u8>> {
+        let mut best: Option<(u64, Vec<u8>)> = None;
+        for slot in 0..2 {
+            let at = OFF_APP_META + slot * APP_META_SLOT;
+            // SAFETY: both slots lie inside the 4096-byte header page, which is always mapped.
+            let bytes =
+                unsafe { std::slice::from_raw_parts(self.map.as_ptr().add(at), APP_META_SLOT) };
+            let generation = u64::from_le_bytes(bytes[0..8].try_into().expect("8 bytes"));
+            let len = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes")) as usize;
+            let crc = u32::from_le_bytes(bytes[12..16].try_into().expect("4 bytes"));
+            if generation == 0 || len > APP_META_MAX {
+                continue;
+            }
+            let data = &bytes[APP_META_HEADER..APP_META_HEADER + len];
+            if app_meta_crc(generation, data) != crc {
+                continue;
+            }
+            if best.as_ref().is_none_or(|(g, _)| generation > *g) {
+                best = Some((generation, data.to_vec()));
+            }
+        }
+        best.map(|(_, data)| data)
+    }
+
+    /// Writes `data` into the slot not holding the newest block, checksum last, so a crash mid-write leaves the
+    /// previous block readable. Only the writer calls it.
+    pub(crate) fn write_app_meta(&self, data: &[u8]) -> Result<()> {
+        if data.len() > APP_META_MAX {
+            return Err(JournalError::InvalidOptions(format!(
+                "application metadata of {} bytes exceeds {APP_META_MAX}",
+                data.len()
+            )));
+        }
+        let mut newest = (0u64, 0usize);
+        for slot in 0..2 {
+            let at = OFF_APP_META + slot * APP_META_SLOT;
+            // SAFETY: inside the always-mapped header page.
+            let generation =
+                unsafe { std::ptr::read_volatile(self.map.as_ptr().add(at) as *const u64) };
+            let generation = u64::from_le(generation);
+            if generation >= newest.0 {
+                newest = (generation, slot);
+            }
+        }
+        let slot = 1 - newest.1;
+        let generation = newest.0 + 1;
+        let at = OFF_APP_META + slot * APP_META_SLOT;
+        let crc = app_meta_crc(generation, data);
+        // SAFETY: the slot lies inside the header page of a writable mapping held by the single writer; readers
+        // validate a slot by its checksum, written last, so they never trust a half-written block.
+        unsafe {
+            let p = self.map.as_mut_ptr().add(at);
+            std::ptr::write_volatile(p.add(12) as *mut u32, 0);
+            std::ptr::copy_nonoverlapping(data.as_ptr(), p.add(APP_META_HEADER), data.len());
+            std::ptr::write_volatile(p as *mut u64, generation.to_le());
+            std::ptr::write_volatile(p.add(8) as *mut u32, (data.len() as u32).to_le());
+            std::sync::atomic::fence(Ordering::Release);
+            std::ptr::write_volatile(p.add(12) as *mut u32, crc.to_le());
+        }
+        Ok(())
     }
 
     /// Pointer to data-region offset `off` (< capacity). Hot paths track offsets to avoid a division per record.
@@ -383,6 +683,9 @@ impl Segment {
         if rem < RECORD_HEADER_SIZE {
             return Frame::Skip(rem);
         }
+        if off + RECORD_HEADER_SIZE > self.avail {
+            return Frame::Invalid(TRUNCATED);
+        }
         let p = self.data_ptr_off(off);
         // SAFETY: p..p+24 is inside the data region (rem >= 24) and 8-byte aligned.
         let frame_len = unsafe { (*(p as *const AtomicU32)).load(Ordering::Acquire) };
@@ -405,6 +708,9 @@ impl Segment {
             || frame_len as u64 - RECORD_HEADER_SIZE > self.max_payload() as u64
         {
             return Frame::Invalid("frame length runs past the end of the data region");
+        }
+        if off + align8(frame_len as u64) > self.avail {
+            return Frame::Invalid(TRUNCATED);
         }
         // SAFETY: inside the data region as above.
         unsafe {

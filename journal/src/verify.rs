@@ -39,6 +39,18 @@ pub struct JournalSummary {
     /// Whether checksums were checked (`verify`) or only the frame structure (`info`).
     pub checksums_checked: bool,
     pub corruption: Option<Corruption>,
+    /// Damaged head/tail pointers found and recovered by scanning the records (what was wrong, what was kept).
+    pub metadata_repairs: Vec<String>,
+    /// Intact records (checksummed, consecutive) past the stored head and past the writer's reserved range: a
+    /// damaged head pointer. Not counted in `records`; a writer opening the journal keeps them.
+    pub records_beyond_head: u64,
+    /// Intact records past the head but within the reserved range: a batch not yet published (a writer crashed
+    /// before publishing it, or is about to). A writer opening the journal keeps them.
+    pub unpublished_records: u64,
+    /// What ring laps overwrote over the journal's life (from the header; zero for an archive).
+    pub overwritten: crate::OverwriteStats,
+    /// The newest application-metadata block (the last archive segment's), if one was stored.
+    pub app_meta: Option<Vec<u8>>,
 }
 
 /// Walks every published record of the journal at `path`. With `check_checksums`, each record's CRC32C is
@@ -60,7 +72,7 @@ pub fn summarize(path: impl AsRef<Path>, check_checksums: bool) -> Result<Journa
             reason: "archive directory holds no segment".into(),
         });
     };
-    let header = Segment::open(first, false)?.info;
+    let header = Segment::open_for_inspection(first)?.info;
     let mut s = JournalSummary {
         header,
         segments: files.len() as u64,
@@ -74,9 +86,25 @@ pub fn summarize(path: impl AsRef<Path>, check_checksums: bool) -> Result<Journa
         unpublished_bytes: 0,
         checksums_checked: check_checksums,
         corruption: None,
+        metadata_repairs: Vec::new(),
+        records_beyond_head: 0,
+        unpublished_records: 0,
+        overwritten: crate::OverwriteStats::default(),
+        app_meta: None,
     };
     for file in &files {
-        let seg = Segment::open(file, false)?;
+        let seg = Segment::open_for_inspection(file)?;
+        if seg.info.mode == Mode::Ring {
+            let (records, bytes, laps) = seg.overwritten_counters();
+            s.overwritten = crate::OverwriteStats {
+                records: records.load(Ordering::Acquire),
+                bytes: bytes.load(Ordering::Acquire),
+                laps: laps.load(Ordering::Acquire),
+            };
+        }
+        if let Some(meta) = seg.app_meta() {
+            s.app_meta = Some(meta);
+        }
         walk(&seg, check_checksums, &mut s)?;
         if s.corruption.is_some() {
             break;
@@ -87,6 +115,17 @@ pub fn summarize(path: impl AsRef<Path>, check_checksums: bool) -> Result<Journa
 
 fn walk(seg: &Segment, check: bool, s: &mut JournalSummary) -> Result<()> {
     s.writer_active |= seg.writer_open();
+    if let Some((actual, expected)) = seg.truncated {
+        s.metadata_repairs.push(format!(
+            "{}: truncated: the file has {actual} of its {expected} bytes (readers and writers refuse it until it is \
+             extended; what lies before the cut is reported here)",
+            seg.path.display()
+        ));
+    }
+    if let Some(note) = &seg.metadata_repair {
+        s.metadata_repairs
+            .push(format!("{}: {note}", seg.path.display()));
+    }
     let tail = seg.tail().load(Ordering::Acquire);
     let head = seg.head().load(Ordering::Acquire);
     s.unpublished_bytes += seg.reserve().load(Ordering::Acquire).saturating_sub(head);
@@ -114,7 +153,15 @@ fn walk(seg: &Segment, check: bool, s: &mut JournalSummary) -> Result<()> {
         match frame {
             Frame::Skip(n) | Frame::Pad(n) => p += n,
             Frame::Invalid(reason) => {
-                s.corruption = Some(bad(None, reason.to_string()));
+                let reason = match seg.truncated {
+                    Some((actual, expected)) => format!(
+                        "{reason}: the file has {actual} of its {expected} bytes; {} records were readable before \
+                         offset {actual}",
+                        s.records
+                    ),
+                    None => reason.to_string(),
+                };
+                s.corruption = Some(bad(None, reason));
                 return Ok(());
             }
             Frame::Record {
@@ -150,5 +197,38 @@ fn walk(seg: &Segment, check: bool, s: &mut JournalSummary) -> Result<()> {
             }
         }
     }
+    // Nothing intact is dropped silently: records chained after the stored head are counted. Within the reserved
+    // range they are a batch a writer had not published yet (in flight, or cut short by a crash); past it, the head
+    // pointer itself is damaged.
+    if !seg.writer_live() {
+        if let Some((end, n)) = seg.chain_after(head, expected) {
+            let reserve = seg.reserve().load(Ordering::Acquire).max(head);
+            if end > reserve {
+                s.records_beyond_head += n;
+                s.metadata_repairs.push(format!(
+                    "{}: the stored head {head} hides {n} intact records (up to {end}): the head pointer is \
+                     damaged; a writer opening the journal keeps them",
+                    seg.path.display()
+                ));
+            } else {
+                s.unpublished_records += n;
+            }
+        }
+    }
     Ok(())
+}
+
+/// The newest application-metadata block of the journal at `path` (ring file or archive directory), without
+/// walking its records.
+pub fn read_app_meta(path: impl AsRef<Path>) -> Result<Option<Vec<u8>>> {
+    let path = path.as_ref();
+    let file = if path.is_dir() {
+        match archive::list_segments(path)?.into_iter().last() {
+            Some((_, p)) => p,
+            None => return Ok(None),
+        }
+    } else {
+        path.to_path_buf()
+    };
+    Ok(Segment::open_for_inspection(&file)?.app_meta())
 }

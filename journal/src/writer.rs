@@ -161,6 +161,15 @@ impl Drop for Flusher {
     }
 }
 
+fn seg_counters(seg: &Segment) -> (u64, u64, u64) {
+    let (records, bytes, laps) = seg.overwritten_counters();
+    (
+        records.load(Ordering::Acquire),
+        bytes.load(Ordering::Acquire),
+        laps.load(Ordering::Acquire),
+    )
+}
+
 /// The one writer of a journal (enforced with an exclusive `flock`, released by the kernel if the process dies).
 pub struct Writer {
     root: PathBuf,
@@ -184,7 +193,37 @@ pub struct Writer {
     recovery: RecoveryReport,
     /// Archive mode: the directory lock file, held for the writer's life.
     _dir_lock: Option<std::fs::File>,
+    /// What ring laps have overwritten (persisted in the header at every publish).
+    overwritten: OverwriteStats,
+    /// Told about each record just before a ring lap overwrites it.
+    on_overwrite: Option<OverwriteHook>,
 }
+
+/// What ring laps have overwritten so far (all zero for an archive). Persisted in the journal header, so it
+/// survives reopening and is reported by [`crate::summarize`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OverwriteStats {
+    /// Records overwritten.
+    pub records: u64,
+    /// Bytes of those records (frames, 8-aligned, padding excluded).
+    pub bytes: u64,
+    /// Times the oldest record position wrapped past the end of the ring.
+    pub laps: u64,
+}
+
+/// A record a ring lap is about to overwrite, borrowed from the map just before its bytes are reused.
+#[derive(Debug, Clone, Copy)]
+pub struct OverwrittenRecord<'a> {
+    /// Its journal sequence.
+    pub seq: u64,
+    /// Its capture time.
+    pub capture_time_ns: u64,
+    /// Its payload (as written by this journal's writer; the checksum is not re-checked on this path).
+    pub payload: &'a [u8],
+}
+
+/// Called for each record a ring lap overwrites (see [`Writer::set_on_overwrite`]).
+pub type OverwriteHook = Box<dyn FnMut(OverwrittenRecord<'_>) + Send>;
 
 impl Writer {
     /// Opens the journal at `path` for appending, creating it if missing. An existing journal is recovered: every
@@ -309,6 +348,7 @@ impl Writer {
         dir_lock: Option<std::fs::File>,
     ) -> Writer {
         let seg = Arc::new(seg);
+        let seg_for_counters = Arc::clone(&seg);
         let head = seg.head().load(Ordering::Acquire);
         let tail = seg.tail().load(Ordering::Acquire);
         let cap = seg.cap;
@@ -345,7 +385,34 @@ impl Writer {
             flusher,
             recovery,
             _dir_lock: dir_lock,
+            overwritten: {
+                let (records, bytes, laps) = seg_counters(&seg_for_counters);
+                OverwriteStats {
+                    records,
+                    bytes,
+                    laps,
+                }
+            },
+            on_overwrite: None,
         }
+    }
+
+    /// What ring laps have overwritten so far, over the journal's life (all zero for an archive).
+    pub fn overwritten(&self) -> OverwriteStats {
+        self.overwritten
+    }
+
+    /// Calls `hook` for every record just before a ring lap overwrites it, so the layer above can attribute what
+    /// was lost (the recorder counts it per publisher). It runs inside `append`, on the writer's thread, and must
+    /// not block.
+    pub fn set_on_overwrite(&mut self, hook: OverwriteHook) {
+        self.on_overwrite = Some(hook);
+    }
+
+    /// Stores `data` (at most [`crate::APP_META_MAX`] bytes) in the journal header, crash-safe: a reader sees the
+    /// previous block or this one, never a torn mix. In an archive it goes to the current segment.
+    pub fn set_app_meta(&mut self, data: &[u8]) -> Result<()> {
+        self.seg.write_app_meta(data)
     }
 
     /// What opening found: created, clean, records recovered, bytes discarded.
@@ -437,6 +504,12 @@ impl Writer {
 
     fn publish(&self) {
         self.seg.head_seq().store(self.next_seq, Ordering::Relaxed);
+        if self.mode == Mode::Ring {
+            let (records, bytes, laps) = self.seg.overwritten_counters();
+            records.store(self.overwritten.records, Ordering::Relaxed);
+            bytes.store(self.overwritten.bytes, Ordering::Relaxed);
+            laps.store(self.overwritten.laps, Ordering::Relaxed);
+        }
         self.seg.head().store(self.head, Ordering::Release);
     }
 
@@ -518,7 +591,8 @@ impl Writer {
         let end = self.head + pad + size;
         if self.tail + cap < end {
             while self.tail + cap < end {
-                let n = self.seg.frame_at_off(self.tail_off).size();
+                let frame = self.seg.frame_at_off(self.tail_off);
+                let n = frame.size();
                 if n == 0 {
                     return Err(JournalError::CorruptRecord {
                         path: self.seg.path.clone(),
@@ -526,10 +600,28 @@ impl Writer {
                         reason: "writer found an invalid frame in its own published region".into(),
                     });
                 }
+                if let Frame::Record {
+                    frame_len,
+                    seq,
+                    capture_ns,
+                    ..
+                } = frame
+                {
+                    self.overwritten.records += 1;
+                    self.overwritten.bytes += n;
+                    if let Some(hook) = self.on_overwrite.as_mut() {
+                        hook(OverwrittenRecord {
+                            seq,
+                            capture_time_ns: capture_ns,
+                            payload: self.seg.payload_off(self.tail_off, frame_len),
+                        });
+                    }
+                }
                 self.tail += n;
                 self.tail_off += n;
                 if self.tail_off >= cap {
                     self.tail_off = 0;
+                    self.overwritten.laps += 1;
                 }
             }
             self.seg.tail().store(self.tail, Ordering::Relaxed);

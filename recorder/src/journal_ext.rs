@@ -1,43 +1,43 @@
 //! The few journal features the recorder builds on beyond plain appends: the ring's overwrite accounting and hook,
 //! and the application metadata slot the ledger is persisted in. Gathered here so the rest of the crate (and the
 //! CLI) reads them through one narrow seam.
-//!
-//! STUB until the journal crate exposes `Writer::overwritten`, `set_on_overwrite`, `set_app_meta` and an app-meta
-//! read path.
 
 use std::path::Path;
 
 use tickbox_journal::{JournalError, Writer};
 
+pub use tickbox_journal::{OverwriteStats, APP_META_MAX};
+
 /// What ring laps have overwritten so far (all zero for an archive).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct OverwriteStats {
-    pub records: u64,
-    pub bytes: u64,
-    pub laps: u64,
+pub fn overwritten(writer: &Writer) -> OverwriteStats {
+    writer.overwritten()
 }
 
-/// Most bytes of application metadata a journal stores.
-pub const APP_META_MAX: usize = 2048;
-
-pub fn overwritten(_writer: &Writer) -> OverwriteStats {
-    OverwriteStats::default()
+/// Stores `meta` (at most [`APP_META_MAX`] bytes) in the journal header, crash-safe.
+pub fn set_app_meta(writer: &mut Writer, meta: &[u8]) -> Result<(), JournalError> {
+    writer.set_app_meta(meta)
 }
 
-pub fn set_app_meta(_writer: &mut Writer, _meta: &[u8]) -> Result<(), JournalError> {
-    Ok(())
+/// Calls `f(payload)` for every record just before a ring lap overwrites it.
+pub fn on_overwrite(writer: &mut Writer, mut f: impl FnMut(&[u8]) + Send + 'static) {
+    writer.set_on_overwrite(Box::new(
+        move |rec: tickbox_journal::OverwrittenRecord<'_>| f(rec.payload),
+    ));
 }
 
-pub fn on_overwrite(_writer: &mut Writer, _f: impl FnMut(&[u8]) + Send + 'static) {}
-
-pub fn read_app_meta(_path: &Path) -> Result<Vec<u8>, JournalError> {
-    Ok(Vec::new())
+/// The application metadata stored in the journal at `path` (empty when none was stored).
+pub fn read_app_meta(path: &Path) -> Result<Vec<u8>, JournalError> {
+    Ok(tickbox_journal::read_app_meta(path)?.unwrap_or_default())
 }
 
-/// What ring laps have overwritten in the journal at `path`. Until the journal counts it itself: a ring's
-/// sequences start at 1 and never skip, so everything before its oldest record was overwritten (bytes and laps
-/// are not known this way and stay 0).
+/// What ring laps have overwritten in the journal at `path`, as its header counts it. A ring written before the
+/// journal counted laps has zero there: then everything before its oldest record was overwritten (a ring's
+/// sequences start at 1 and never skip), and bytes and laps are not known.
 pub fn overwritten_at(path: &Path) -> Result<OverwriteStats, JournalError> {
+    let counted = tickbox_journal::summarize(path, false)?.overwritten;
+    if counted != OverwriteStats::default() {
+        return Ok(counted);
+    }
     let mut r = tickbox_journal::Reader::open(path)?;
     Ok(OverwriteStats {
         records: records_before_oldest(&mut r)?,

@@ -251,3 +251,59 @@ fn replay_keeps_identities_resends_gap_notices_and_cached_values_consume_nothing
         "{t:?}"
     );
 }
+
+#[test]
+fn a_ring_lap_is_counted_and_attributed_to_the_publishers_it_evicted() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ring.tbj");
+    let mut w = Writer::open(&path, &WriterOptions::ring(64 << 10)).unwrap();
+    let mut rec = Recorder::new(&mut w).unwrap();
+    let n = 3_000u64;
+    for chunk in (1..=n).collect::<Vec<_>>().chunks(100) {
+        let mut batch = w.batch();
+        for &seq in chunk {
+            rec.on_frame(
+                &mut batch,
+                seq,
+                &quote(1 + (seq % 2) as u32, seq.div_ceil(2)),
+            )
+            .unwrap();
+            if seq % 500 == 0 {
+                rec.on_frame(&mut batch, seq, &heartbeat(1, seq / 2))
+                    .unwrap();
+            }
+        }
+        batch.commit().unwrap();
+        rec.after_commit(&mut w).unwrap();
+    }
+    let s = rec.stats();
+    assert_eq!(s.recorded, n);
+    assert!(s.overwritten.records > n / 2, "{s:?}");
+    assert!(s.overwritten.laps >= 1, "{s:?}");
+    let per: u64 = s.publishers.iter().map(|r| r.overwritten).sum();
+    let ledger = rec.journal_ledger().clone();
+    assert_eq!(
+        per + ledger.other_overwritten,
+        s.overwritten.records,
+        "every overwritten record attributed: data to its publisher, heartbeats apart"
+    );
+    assert!(ledger.other_overwritten >= 1, "heartbeats are not data");
+    drop(rec);
+    w.close().unwrap();
+    // The ledger survives in the journal and agrees with what is left in it.
+    let stored =
+        tickbox_recorder::Ledger::decode(&tickbox_recorder::read_app_meta(&path).unwrap()).unwrap();
+    assert_eq!(stored.rows(), ledger.rows());
+    let mut r = Reader::open(&path).unwrap();
+    let mut kept = 0u64;
+    while let Some(rec) = r.next().unwrap() {
+        if MessageRef::decode(rec.payload).unwrap().kind() == Kind::Quote {
+            kept += 1;
+        }
+    }
+    assert_eq!(
+        kept + per,
+        n,
+        "data kept + data overwritten = data recorded"
+    );
+}

@@ -245,6 +245,11 @@ fn a_lapped_ring_counts_what_it_overwrote_and_replay_starts_at_the_oldest_kept()
     assert!(o.status.success(), "{o:?}");
     let info = json_of(&o);
     assert_eq!(info["overwritten"], overwritten, "{info}");
+    // The recorder's ledger is stored in the journal and attributes every overwritten record to its publisher.
+    assert_eq!(info["ledger"], "recorder", "{info}");
+    assert_eq!(info["publishers"][0]["publisher"], 1, "{info}");
+    assert_eq!(info["publishers"][0]["overwritten"], overwritten, "{info}");
+    assert!(info["laps"].as_u64().unwrap() >= 1, "{info}");
     let kept = info["records"].as_u64().unwrap();
     assert_eq!(
         kept + overwritten,

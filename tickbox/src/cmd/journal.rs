@@ -116,17 +116,24 @@ fn verify(path: &Path, strict: bool, json: bool) -> anyhow::Result<ExitCode> {
         Err(e) => return Err(e).with_context(|| format!("verifying {}", path.display())),
     };
     let acct = Accounting::of(path);
-    let verdict = match (&s.corruption, acct.gappy()) {
-        (Some(_), _) => "corrupt",
-        (None, true) => "gappy",
-        (None, false) => "ok",
+    // Damaged head/tail pointers are corruption even when every record was recovered from the data.
+    let verdict = match (&s.corruption, s.metadata_repairs.is_empty(), acct.gappy()) {
+        (Some(_), _, _) | (None, false, _) => "corrupt",
+        (None, true, true) => "gappy",
+        (None, true, false) => "ok",
     };
     if json {
         println!("{}", report_json(path, &s, &acct, Some(verdict)));
     } else {
         print_summary(path, &s);
         print_accounting(&acct);
+        print_metadata(&s);
         match &s.corruption {
+            None if verdict == "corrupt" => println!(
+                "verify        CORRUPT: the header's head/tail pointers are damaged; {} records recovered from the \
+                 data ({} more past the stored head), see above",
+                s.records, s.records_beyond_head
+            ),
             None if verdict == "ok" => println!(
                 "verify        OK: {} records, every checksum and sequence valid, no publisher sequence missing",
                 s.records
@@ -155,6 +162,20 @@ fn verify(path: &Path, strict: bool, json: bool) -> anyhow::Result<ExitCode> {
         "gappy" if strict => ExitCode::from(crate::exit_code::GAPPY),
         _ => ExitCode::SUCCESS,
     })
+}
+
+/// What `summarize` had to recover from the data, and intact records it found past the stored head.
+fn print_metadata(s: &JournalSummary) {
+    for repair in &s.metadata_repairs {
+        println!("metadata      DAMAGED {repair}");
+    }
+    if s.unpublished_records > 0 {
+        println!(
+            "unpublished   {} intact record(s) past the published head (a batch a writer had not published; a \
+             writer opening the journal keeps them)",
+            s.unpublished_records
+        );
+    }
 }
 
 /// One publisher as a scan of the records sees it.
@@ -461,6 +482,9 @@ fn report_json(
         "cached": a.scan.cached,
         "foreign_records": a.scan.foreign,
         "publishers": publishers,
+        "metadata_repairs": s.metadata_repairs,
+        "records_beyond_head": s.records_beyond_head,
+        "unpublished_records": s.unpublished_records,
         "corruption": s.corruption.as_ref().map(|c| serde_json::json!({
             "path": c.path.display().to_string(),
             "offset": c.offset,
