@@ -504,12 +504,6 @@ impl Writer {
 
     fn publish(&self) {
         self.seg.head_seq().store(self.next_seq, Ordering::Relaxed);
-        if self.mode == Mode::Ring {
-            let (records, bytes, laps) = self.seg.overwritten_counters();
-            records.store(self.overwritten.records, Ordering::Relaxed);
-            bytes.store(self.overwritten.bytes, Ordering::Relaxed);
-            laps.store(self.overwritten.laps, Ordering::Relaxed);
-        }
         self.seg.head().store(self.head, Ordering::Release);
     }
 
@@ -625,6 +619,11 @@ impl Writer {
                 }
             }
             self.seg.tail().store(self.tail, Ordering::Relaxed);
+            // Stored where the tail moves (not at every publish), so a ring that has not lapped pays nothing.
+            let (records, bytes, laps) = self.seg.overwritten_counters();
+            records.store(self.overwritten.records, Ordering::Relaxed);
+            bytes.store(self.overwritten.bytes, Ordering::Relaxed);
+            laps.store(self.overwritten.laps, Ordering::Relaxed);
             // Readers check `tail` after copying a record, so the new tail must be visible before any overwrite:
             // a release fence keeps the stores below after it (on x86 a compiler barrier; stores stay in order).
             fence(Ordering::Release);
