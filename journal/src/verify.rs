@@ -219,16 +219,17 @@ fn walk(seg: &Segment, check: bool, s: &mut JournalSummary) -> Result<()> {
 }
 
 /// The newest application-metadata block of the journal at `path` (ring file or archive directory), without
-/// walking its records.
+/// walking its records. In an archive, a segment just rolled to may not hold a block yet: the newest segment that
+/// does is used.
 pub fn read_app_meta(path: impl AsRef<Path>) -> Result<Option<Vec<u8>>> {
     let path = path.as_ref();
-    let file = if path.is_dir() {
-        match archive::list_segments(path)?.into_iter().last() {
-            Some((_, p)) => p,
-            None => return Ok(None),
+    if !path.is_dir() {
+        return Ok(Segment::open_for_inspection(path)?.app_meta());
+    }
+    for (_, file) in archive::list_segments(path)?.into_iter().rev() {
+        if let Some(meta) = Segment::open_for_inspection(&file)?.app_meta() {
+            return Ok(Some(meta));
         }
-    } else {
-        path.to_path_buf()
-    };
-    Ok(Segment::open_for_inspection(&file)?.app_meta())
+    }
+    Ok(None)
 }

@@ -193,7 +193,7 @@ pub struct Writer {
     recovery: RecoveryReport,
     /// Archive mode: the directory lock file, held for the writer's life.
     _dir_lock: Option<std::fs::File>,
-    /// What ring laps have overwritten (persisted in the header at every publish).
+    /// What ring laps have overwritten (persisted in the header whenever the tail moves).
     overwritten: OverwriteStats,
     /// Told about each record just before a ring lap overwrites it.
     on_overwrite: Option<OverwriteHook>,

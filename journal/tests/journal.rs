@@ -803,3 +803,24 @@ fn app_meta_round_trips_and_survives_a_torn_slot() {
         Some(&b"first"[..])
     );
 }
+
+#[test]
+fn app_meta_of_an_archive_is_the_newest_stored_even_right_after_a_roll() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("arch");
+    let mut w = Writer::open(&root, &WriterOptions::archive(MIN_CAPACITY)).unwrap();
+    w.set_app_meta(b"ledger-1").unwrap();
+    // Fill past the first segment: the writer rolls, and the new segment holds no block yet.
+    write_n(&mut w, 2_000);
+    assert!(tickbox_journal::list_segments(&root).unwrap().len() > 1);
+    assert_eq!(
+        tickbox_journal::read_app_meta(&root).unwrap().as_deref(),
+        Some(&b"ledger-1"[..])
+    );
+    w.set_app_meta(b"ledger-2").unwrap();
+    drop(w);
+    assert_eq!(
+        tickbox_journal::read_app_meta(&root).unwrap().as_deref(),
+        Some(&b"ledger-2"[..])
+    );
+}
