@@ -213,11 +213,6 @@ pub struct Recorder {
     scratch: Vec<u8>,
     last_overwrite: OverwriteStats,
     ring_capacity: Option<u64>,
-    /// Ring only: a reader for the oldest record, to count what laps overwrote while the journal does not.
-    ring_reader: Option<tickbox_journal::Reader>,
-    /// Ring only: bytes appended since the last lap warning (records are 8-aligned with a 24-byte header).
-    since_lap_bytes: u64,
-    laps: u64,
 }
 
 impl Recorder {
@@ -283,10 +278,6 @@ impl Recorder {
             scratch: Vec::with_capacity(256),
             last_overwrite,
             ring_capacity,
-            ring_reader: ring_capacity
-                .and_then(|_| tickbox_journal::Reader::open(writer.path()).ok()),
-            since_lap_bytes: 0,
-            laps: 0,
         };
         r.persist(writer)?;
         Ok(r)
@@ -424,7 +415,6 @@ impl Recorder {
         frame: &[u8],
     ) -> Result<u64, RecorderError> {
         let seq = batch.append(capture_ns, frame)?;
-        self.since_lap_bytes += (24 + frame.len() as u64).next_multiple_of(8);
         self.stats.first_seq.get_or_insert(seq);
         self.stats.last_seq = Some(seq);
         self.stats.bytes += frame.len() as u64;
@@ -492,22 +482,8 @@ impl Recorder {
         }
         self.run.other_overwritten += drained.other;
         self.journal.other_overwritten += drained.other;
-        let mut o = journal_ext::overwritten(writer);
-        if o == OverwriteStats::default() {
-            if let Some(r) = self.ring_reader.as_mut() {
-                // The journal does not count overwrites: derive the count from its oldest record; a lap is a
-                // capacity's worth of appends once overwriting has begun.
-                o.records = journal_ext::records_before_oldest(r).unwrap_or(0);
-                if o.records > 0 {
-                    let cap = self.ring_capacity.unwrap_or(u64::MAX).max(1);
-                    if self.laps == 0 || self.since_lap_bytes >= cap {
-                        self.laps += 1;
-                        self.since_lap_bytes = 0;
-                    }
-                }
-                o.laps = self.laps;
-            }
-        }
+        // The journal counts laps itself (records, bytes, laps in its header).
+        let o = journal_ext::overwritten(writer);
         if o.laps > self.last_overwrite.laps || (o.records > 0 && self.last_overwrite.records == 0)
         {
             tracing::warn!(
