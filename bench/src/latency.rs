@@ -4,8 +4,8 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use crate::measure::{LatencySamples, Percentiles};
 use crate::pace::{RunState, Stall};
-use crate::recorder::{LatencySamples, Percentiles};
 use crate::report::{self, LatencyResult};
 use crate::transport::Transport;
 use crate::BenchError;

@@ -2,7 +2,7 @@
 //! baseline measured in the same run at the same rate, size and transport.
 //!
 //! * Latency is **open-loop**: messages are scheduled at a fixed offered rate and each is charged from its
-//!   *intended* send time ([`recorder`]), so a stall anywhere cannot hide its delay (coordinated omission).
+//!   *intended* send time ([`measure`]), so a stall anywhere cannot hide its delay (coordinated omission).
 //!   Both the corrected and the uncorrected (from the publisher's actual stamp) distributions are kept.
 //! * One-way latency is the receive time at the worker minus the publisher's send time, both on the
 //!   [`tickbox_wire::now_ns`] clock, through the real pipeline (feed shard → [LVC] → Black Box shard → worker).
@@ -12,20 +12,20 @@
 //!   PUSH/PULL and PUB/SUB pairs with the same parallelism.
 
 pub mod latency;
+pub mod measure;
 pub mod pace;
 pub mod pipeline;
 pub mod plot;
 pub mod raw;
-pub mod recorder;
 pub mod report;
 pub mod sweep;
 pub mod transport;
 
 pub use latency::{latency_table, LatencyConfig, LatencyRun};
+pub use measure::{LatencyRecorder, LatencySamples, Percentiles, Schedule};
 pub use pace::Stall;
 pub use pipeline::{tickbox_latency, tickbox_throughput};
 pub use raw::{raw_pubsub_latency, raw_throughput, RawPattern, ThroughputConfig};
-pub use recorder::{LatencyRecorder, LatencySamples, Percentiles, Schedule};
 pub use report::{BenchRecord, LatencyResult, ThroughputResult};
 pub use transport::{parse_duration, parse_rate, Transport};
 

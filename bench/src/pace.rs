@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tickbox_wire::now_ns;
 
-use crate::recorder::Schedule;
+use crate::measure::Schedule;
 
 /// Below this gap the pacer spins instead of sleeping: even with a 1 ns timer slack a sleep overshoots by a few
 /// µs to tens of µs, which would show up as publisher lateness in the corrected histogram.

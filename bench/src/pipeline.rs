@@ -16,15 +16,15 @@ use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
-use tickbox_feed::{open_publisher_socket, FeedConfig, Publisher, ShardConfig as FeedShardConfig};
-use tickbox_subscriber::{HumanDuration, ShardConfig, Subscriber, SubscriberConfig};
+use tickbox_feed::{open_publisher_socket, FeedConfig, Publisher, PublisherShardConfig};
+use tickbox_subscriber::{HumanDuration, Subscriber, SubscriberConfig, SubscriberShardConfig};
 use tickbox_wire::{Flags, Kind, MessageRef, Payload, Side, Trade, HEADER_LEN};
-use tickbox_workers::{Delivery, Worker, WorkersConfig};
+use tickbox_workers::{Delivery, Worker, WorkerPoolConfig};
 
 use crate::latency::{wait_connected, LatencyConfig, LatencyRun};
+use crate::measure::{LatencyRecorder, LatencySamples};
 use crate::pace::{drive_schedule, RunState, Stall};
 use crate::raw::{run_phases, throughput_result, PhaseCounter, ThroughputConfig};
-use crate::recorder::{LatencyRecorder, LatencySamples};
 use crate::report::ThroughputResult;
 use crate::BenchError;
 
@@ -72,9 +72,9 @@ fn subscriber_config(endpoints: Vec<String>, hwm: i32) -> SubscriberConfig {
     SubscriberConfig {
         shards: endpoints
             .into_iter()
-            .map(|e| ShardConfig {
+            .map(|e| SubscriberShardConfig {
                 connect: vec![e],
-                ..ShardConfig::default()
+                ..SubscriberShardConfig::default()
             })
             .collect(),
         // The bench measures lateness; it must not die of it.
@@ -89,12 +89,12 @@ fn subscriber_config(endpoints: Vec<String>, hwm: i32) -> SubscriberConfig {
     }
 }
 
-fn workers_config(count: usize, hwm: i32) -> WorkersConfig {
-    WorkersConfig {
+fn workers_config(count: usize, hwm: i32) -> WorkerPoolConfig {
+    WorkerPoolConfig {
         count,
         hwm,
         poll_ms: 20,
-        ..WorkersConfig::default()
+        ..WorkerPoolConfig::default()
     }
 }
 
@@ -269,9 +269,9 @@ fn publish_schedule(
     ep_tx: mpsc::Sender<Result<String, BenchError>>,
 ) -> Result<(), BenchError> {
     let feed = feed_config(config.hwm, config.no_drop);
-    let shard = FeedShardConfig {
+    let shard = PublisherShardConfig {
         endpoint: config.transport.bind_endpoint("feed"),
-        ..FeedShardConfig::default()
+        ..PublisherShardConfig::default()
     };
     let (socket, endpoint) = match open_publisher_socket(ctx, 0, &shard, &feed) {
         Ok(opened) => opened,
@@ -410,9 +410,9 @@ fn flat_out_publisher(
     ep_tx: mpsc::Sender<Result<String, BenchError>>,
 ) -> Result<(), BenchError> {
     let feed = feed_config(config.hwm, true);
-    let shard_config = FeedShardConfig {
+    let shard_config = PublisherShardConfig {
         endpoint: config.transport.bind_endpoint(&format!("feed{shard}")),
-        ..FeedShardConfig::default()
+        ..PublisherShardConfig::default()
     };
     let (socket, endpoint) = match open_publisher_socket(ctx, shard, &shard_config, &feed) {
         Ok(opened) => opened,

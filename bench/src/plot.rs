@@ -180,7 +180,7 @@ fn draw<DB: DrawingBackend>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::recorder::new_histogram;
+    use crate::measure::new_histogram;
 
     #[test]
     fn writes_a_valid_svg_with_labels() {

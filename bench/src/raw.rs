@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 use tickbox_wire::now_ns;
 
 use crate::latency::{wait_connected, LatencyConfig, LatencyRun};
+use crate::measure::{LatencyRecorder, LatencySamples};
 use crate::pace::{drive_schedule, RunState};
-use crate::recorder::{LatencyRecorder, LatencySamples};
 use crate::report::ThroughputResult;
 use crate::transport::Transport;
 use crate::BenchError;

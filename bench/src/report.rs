@@ -18,7 +18,7 @@ use hdrhistogram::serialization::{Deserializer, V2DeflateSerializer};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
-use crate::recorder::{IntervalSample, Percentiles};
+use crate::measure::{IntervalSample, Percentiles};
 use crate::BenchError;
 
 /// Tag of the uncorrected histograms in an `.hlog`; the corrected ones are untagged so tools show them by default.
@@ -468,7 +468,7 @@ pub fn unix_seconds() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::recorder::new_histogram;
+    use crate::measure::new_histogram;
 
     fn sample_hist() -> Histogram<u64> {
         let mut h = new_histogram();

@@ -9,7 +9,7 @@
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use tickbox_feed::{Feed, FeedConfig, PacingMode, ShardConfig};
+use tickbox_feed::{Feed, FeedConfig, PacingMode, PublisherShardConfig};
 use tickbox_wire::{encode_to_vec, Header, Kind, Quote};
 
 /// Counts frames until `expect` arrived or the stream went quiet.
@@ -80,7 +80,7 @@ fn feed(no_drop: bool, n: u64) -> (f64, u64) {
     let handle = Feed::start(
         &ctx,
         FeedConfig {
-            shards: vec![ShardConfig::default()],
+            shards: vec![PublisherShardConfig::default()],
             mode: PacingMode::FlatOut,
             max_messages_per_shard: Some(n),
             no_drop,

@@ -13,7 +13,7 @@ pub use tickbox_units::Rate;
 pub struct FeedConfig {
     /// One publisher shard (socket + thread + publisher id) per entry. Symbols are spread over shards with
     /// `tickbox_wire::shard_for`, so every process agrees which shard owns a symbol.
-    pub shards: Vec<ShardConfig>,
+    pub shards: Vec<PublisherShardConfig>,
     /// Venue code in every topic (`Q.<venue>.<symbol>`). Must not contain `.` or NUL.
     pub venue: String,
     /// Size of the generated universe when `symbol_names` is empty.
@@ -69,7 +69,7 @@ pub struct FeedConfig {
 impl Default for FeedConfig {
     fn default() -> Self {
         FeedConfig {
-            shards: vec![ShardConfig::default()],
+            shards: vec![PublisherShardConfig::default()],
             venue: "XNAS".to_string(),
             symbols: 1_000,
             symbol_names: Vec::new(),
@@ -100,7 +100,7 @@ impl Default for FeedConfig {
 /// One publisher shard.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
-pub struct ShardConfig {
+pub struct PublisherShardConfig {
     /// Any ZeroMQ endpoint: `tcp://127.0.0.1:*` (port chosen by the OS, read it back from the handle),
     /// `ipc:///path`, or `inproc://name` (only reachable through the same `zmq::Context` given to `Feed::start`).
     pub endpoint: String,
@@ -110,9 +110,9 @@ pub struct ShardConfig {
     pub core: Option<usize>,
 }
 
-impl Default for ShardConfig {
+impl Default for PublisherShardConfig {
     fn default() -> Self {
-        ShardConfig {
+        PublisherShardConfig {
             endpoint: "tcp://127.0.0.1:*".to_string(),
             connect: false,
             core: None,
@@ -346,7 +346,7 @@ mod tests {
                 ..
             })
         ));
-        config.shards.push(ShardConfig::default());
+        config.shards.push(PublisherShardConfig::default());
         config.symbol_names = vec!["A".into(), "A".into()];
         assert!(matches!(
             config.validate(),

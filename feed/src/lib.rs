@@ -4,10 +4,10 @@
 //! # Feed API
 //!
 //! ```no_run
-//! use tickbox_feed::{Feed, FeedConfig, ShardConfig, Rate};
+//! use tickbox_feed::{Feed, FeedConfig, PublisherShardConfig, Rate};
 //! let ctx = zmq::Context::new();
 //! let config = FeedConfig {
-//!     shards: vec![ShardConfig::default(); 2],   // two shards on tcp://127.0.0.1:*
+//!     shards: vec![PublisherShardConfig::default(); 2],   // two shards on tcp://127.0.0.1:*
 //!     rate: Rate::PerSecond(200_000),             // over all shards
 //!     duration_ms: Some(5_000),
 //!     ..FeedConfig::default()
@@ -35,12 +35,12 @@
 //! * [`FeedHandle`]: `shards()` (shard, publisher id, resolved endpoint, symbol count), `endpoints()`,
 //!   `universe()`, `stats()` (live per-shard counters), `stop()`, `is_finished()`, `join() -> FeedReport`.
 //!   Dropping the handle stops and joins.
-//! * [`FeedReport`] / [`ShardReport`]: per shard messages by kind, last sequence, duration, achieved rate;
+//! * [`FeedReport`] / [`PublisherShardReport`]: per shard messages by kind, last sequence, duration, achieved rate;
 //!   `Display` is the summary table.
 //! * Symbol `S` on venue `V` is published by shard `tickbox_wire::shard_for(b"V.S", shards)` (see
 //!   [`shard_of_symbol`]); topics are `Q.V.S` and `T.V.S`. An idle shard heartbeats on `H.<publisher id>` with the
 //!   header sequence equal to its last data sequence.
-//! * Building blocks, usable alone: [`Pacer`] (sans-IO schedule, fake-clock testable), [`Universe`] and
+//! * Building blocks, usable alone: [`SendPacer`] (sans-IO schedule, fake-clock testable), [`Universe`] and
 //!   [`MarketGenerator`] (the synthetic market), [`Publisher`] (stamp + encode + send on one socket) and
 //!   [`open_publisher_socket`].
 //!
@@ -54,16 +54,16 @@ mod pacer;
 mod publisher;
 mod runner;
 
-pub use config::{FeedConfig, PacingMode, Pattern, Rate, ShardConfig};
+pub use config::{FeedConfig, PacingMode, Pattern, PublisherShardConfig, Rate};
 pub use error::FeedError;
 pub use generator::{
     generated_ticker, shard_of_symbol, Generated, GeneratorParams, MarketGenerator, SymbolSpec,
     Universe, MAX_GENERATED_SYMBOLS,
 };
-pub use pacer::{Pacer, Pacing, Step};
+pub use pacer::{Pacing, SendPacer, Step};
 pub use publisher::{
     heartbeat_topic, open_publisher_socket, Publisher, PublisherCounts, LINGER_MS, SEND_TIMEOUT_MS,
 };
 pub use runner::{
-    Feed, FeedHandle, FeedReport, ShardInfo, ShardReport, ShardStats, RATE_SHORTFALL_RATIO,
+    Feed, FeedHandle, FeedReport, PublisherShardReport, ShardInfo, ShardStats, RATE_SHORTFALL_RATIO,
 };

@@ -34,7 +34,7 @@ pub enum Step {
 
 /// The pacing state machine. Time is any monotonic nanosecond count chosen by the caller.
 #[derive(Debug, Clone)]
-pub struct Pacer {
+pub struct SendPacer {
     pacing: Pacing,
     max_batch: usize,
     max_lag_ns: u64,
@@ -50,7 +50,7 @@ pub struct Pacer {
     rng: SmallRng,
 }
 
-impl Pacer {
+impl SendPacer {
     /// A schedule starting at `start_ns`. `max_batch` caps one `Send`; `max_lag_ns` is how far behind the
     /// pacer may fall before it skips ahead instead of catching up (0 = always catch up).
     pub fn new(
@@ -60,7 +60,7 @@ impl Pacer {
         max_batch: usize,
         max_lag_ns: u64,
     ) -> Self {
-        let mut pacer = Pacer {
+        let mut pacer = SendPacer {
             pacing,
             max_batch: max_batch.max(1),
             max_lag_ns,
@@ -197,7 +197,7 @@ mod tests {
     const SEC: u64 = 1_000_000_000;
 
     /// Drives a pacer the way the shard loop does: jump to each deadline, then poll until it says wait.
-    fn run_until(pacer: &mut Pacer, end_ns: u64, late_by_ns: u64) -> Vec<(u64, usize)> {
+    fn run_until(pacer: &mut SendPacer, end_ns: u64, late_by_ns: u64) -> Vec<(u64, usize)> {
         let mut now = 0;
         let mut sends = Vec::new();
         while now < end_ns {
@@ -214,7 +214,7 @@ mod tests {
 
     #[test]
     fn paced_sends_exactly_on_schedule() {
-        let mut pacer = Pacer::new(Pacing::Paced { per_second: 1_000 }, 0, 1, 64, 0);
+        let mut pacer = SendPacer::new(Pacing::Paced { per_second: 1_000 }, 0, 1, 64, 0);
         let sends = run_until(&mut pacer, SEC, 0);
         assert_eq!(sends.len(), 1_000);
         for (k, &(t, n)) in sends.iter().enumerate() {
@@ -226,7 +226,7 @@ mod tests {
     #[test]
     fn late_wakeups_batch_without_drift() {
         // Waking 3.7 ms late every time (a sleepy OS) still sends exactly the scheduled count, in batches.
-        let mut pacer = Pacer::new(Pacing::Paced { per_second: 10_000 }, 0, 1, 1_000, 0);
+        let mut pacer = SendPacer::new(Pacing::Paced { per_second: 10_000 }, 0, 1, 1_000, 0);
         let sends = run_until(&mut pacer, 10 * SEC, 3_700_000);
         let total: usize = sends.iter().map(|s| s.1).sum();
         let end = sends.last().unwrap().0;
@@ -239,7 +239,7 @@ mod tests {
     #[test]
     fn odd_rates_do_not_drift() {
         // 3 msg/s does not divide 1e9; over an hour the count is still exact.
-        let mut pacer = Pacer::new(Pacing::Paced { per_second: 3 }, 5, 1, 8, 0);
+        let mut pacer = SendPacer::new(Pacing::Paced { per_second: 3 }, 5, 1, 8, 0);
         let mut sent = 0usize;
         let mut now = 5;
         while now < 5 + 3_600 * SEC {
@@ -253,7 +253,7 @@ mod tests {
 
     #[test]
     fn batches_are_capped() {
-        let mut pacer = Pacer::new(
+        let mut pacer = SendPacer::new(
             Pacing::Paced {
                 per_second: 1_000_000,
             },
@@ -270,7 +270,7 @@ mod tests {
 
     #[test]
     fn long_stall_skips_ahead_instead_of_flooding() {
-        let mut pacer = Pacer::new(
+        let mut pacer = SendPacer::new(
             Pacing::Paced { per_second: 1_000 },
             0,
             1,
@@ -291,7 +291,7 @@ mod tests {
 
     #[test]
     fn flat_out_always_sends_a_full_batch() {
-        let mut pacer = Pacer::new(Pacing::FlatOut, 0, 1, 64, 0);
+        let mut pacer = SendPacer::new(Pacing::FlatOut, 0, 1, 64, 0);
         for t in [0, 0, 1, 1_000] {
             assert_eq!(pacer.poll(t), Step::Send(64));
         }
@@ -299,7 +299,7 @@ mod tests {
 
     #[test]
     fn bursty_holds_the_mean_rate_and_is_overdispersed() {
-        let mut pacer = Pacer::new(
+        let mut pacer = SendPacer::new(
             Pacing::Bursty {
                 per_second: 50_000,
                 mean_burst: 20.0,
@@ -330,7 +330,7 @@ mod tests {
 
     #[test]
     fn bursty_with_unit_bursts_is_poisson() {
-        let mut pacer = Pacer::new(
+        let mut pacer = SendPacer::new(
             Pacing::Bursty {
                 per_second: 10_000,
                 mean_burst: 1.0,
@@ -361,16 +361,16 @@ mod tests {
             per_second: 10_000,
             mean_burst: 5.0,
         };
-        let a = run_until(&mut Pacer::new(pacing, 0, 9, 100, 0), SEC, 0);
-        let b = run_until(&mut Pacer::new(pacing, 0, 9, 100, 0), SEC, 0);
-        let c = run_until(&mut Pacer::new(pacing, 0, 10, 100, 0), SEC, 0);
+        let a = run_until(&mut SendPacer::new(pacing, 0, 9, 100, 0), SEC, 0);
+        let b = run_until(&mut SendPacer::new(pacing, 0, 9, 100, 0), SEC, 0);
+        let c = run_until(&mut SendPacer::new(pacing, 0, 10, 100, 0), SEC, 0);
         assert_eq!(a, b);
         assert_ne!(a, c);
     }
 
     #[test]
     fn pathological_sends_every_topic_then_one_per_interval() {
-        let mut pacer = Pacer::new(
+        let mut pacer = SendPacer::new(
             Pacing::Pathological {
                 initial: 500,
                 interval_ns: SEC,

@@ -2,7 +2,7 @@
 
 use tickbox_wire::{encode, encoded_len, now_ns, Header, Heartbeat, Kind, Payload};
 
-use crate::config::{FeedConfig, ShardConfig};
+use crate::config::{FeedConfig, PublisherShardConfig};
 use crate::error::FeedError;
 
 /// How long one blocking `send` may wait on a full no-drop pipe before the caller gets control back (to check
@@ -35,7 +35,7 @@ impl PublisherCounts {
 pub fn open_publisher_socket(
     ctx: &zmq::Context,
     shard: usize,
-    shard_config: &ShardConfig,
+    shard_config: &PublisherShardConfig,
     config: &FeedConfig,
 ) -> Result<(zmq::Socket, String), FeedError> {
     let xpub = config.no_drop || config.wait_for_subscribers > 0;

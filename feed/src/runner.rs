@@ -12,7 +12,7 @@ use tickbox_wire::{now_ns, Kind};
 use crate::config::{FeedConfig, PacingMode, Pattern, Rate};
 use crate::error::FeedError;
 use crate::generator::{GeneratorParams, MarketGenerator, Universe};
-use crate::pacer::{Pacer, Step};
+use crate::pacer::{SendPacer, Step};
 use crate::publisher::{open_publisher_socket, Publisher, PublisherCounts};
 
 /// How often an idle shard looks at the stop flag, at most.
@@ -213,7 +213,7 @@ pub struct FeedHandle {
     universe: Arc<Universe>,
     stop: Arc<AtomicBool>,
     live: Vec<Arc<LiveCounters>>,
-    threads: Vec<JoinHandle<Option<Result<ShardReport, FeedError>>>>,
+    threads: Vec<JoinHandle<Option<Result<PublisherShardReport, FeedError>>>>,
     target_rate: Option<u64>,
 }
 
@@ -300,7 +300,7 @@ impl Drop for FeedHandle {
 
 /// What one shard did.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ShardReport {
+pub struct PublisherShardReport {
     pub shard: usize,
     pub publisher_id: u32,
     pub endpoint: String,
@@ -314,7 +314,7 @@ pub struct ShardReport {
     pub skipped: Duration,
 }
 
-impl ShardReport {
+impl PublisherShardReport {
     /// Achieved data rate, messages per second.
     pub fn rate(&self) -> f64 {
         let secs = self.duration.as_secs_f64();
@@ -332,7 +332,7 @@ pub const RATE_SHORTFALL_RATIO: f64 = 0.95;
 /// What the whole feed did; `Display` prints the per-shard summary table.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct FeedReport {
-    pub shards: Vec<ShardReport>,
+    pub shards: Vec<PublisherShardReport>,
     /// The data rate asked for over all shards (msg/s); `None` when there was none (`max`, pathological).
     pub target_rate: Option<u64>,
 }
@@ -345,7 +345,7 @@ impl FeedReport {
 
     /// Sum of the shards' achieved rates.
     pub fn total_rate(&self) -> f64 {
-        self.shards.iter().map(ShardReport::rate).sum()
+        self.shards.iter().map(PublisherShardReport::rate).sum()
     }
 
     /// `Some((target, achieved))` when the feed achieved less than [`RATE_SHORTFALL_RATIO`] of its target.
@@ -419,7 +419,7 @@ struct ShardRun<'a> {
 }
 
 impl ShardRun<'_> {
-    fn run(self, socket: zmq::Socket) -> Result<ShardReport, FeedError> {
+    fn run(self, socket: zmq::Socket) -> Result<PublisherShardReport, FeedError> {
         let config = self.config;
         let shard = self.shard;
         let publisher_id = config.publisher_id_base.wrapping_add(shard as u32);
@@ -450,7 +450,7 @@ impl ShardRun<'_> {
 
         let clock = Instant::now();
         let mono = || clock.elapsed().as_nanos() as u64;
-        let mut pacer = Pacer::new(
+        let mut pacer = SendPacer::new(
             pacing,
             0,
             seed ^ 0xBAD5_EED5,
@@ -545,7 +545,7 @@ impl ShardRun<'_> {
             }
         }
         self.live.publish(&publisher);
-        Ok(ShardReport {
+        Ok(PublisherShardReport {
             shard,
             publisher_id,
             endpoint: self.endpoint,
@@ -621,7 +621,7 @@ mod report_tests {
 
     fn report(target_rate: Option<u64>, sent: u64, secs: u64) -> FeedReport {
         FeedReport {
-            shards: vec![ShardReport {
+            shards: vec![PublisherShardReport {
                 shard: 0,
                 publisher_id: 1,
                 endpoint: "tcp://127.0.0.1:1".into(),

@@ -3,14 +3,14 @@
 use std::collections::{HashMap, HashSet};
 
 use tickbox_feed::{
-    generated_ticker, FeedConfig, GeneratorParams, MarketGenerator, ShardConfig, Universe,
+    generated_ticker, FeedConfig, GeneratorParams, MarketGenerator, PublisherShardConfig, Universe,
 };
 use tickbox_wire::{shard_for, shard_key_of_topic, Kind, Payload, Quote, Side};
 
 fn config(symbols: usize, shards: usize) -> FeedConfig {
     FeedConfig {
         symbols,
-        shards: vec![ShardConfig::default(); shards],
+        shards: vec![PublisherShardConfig::default(); shards],
         ..FeedConfig::default()
     }
 }

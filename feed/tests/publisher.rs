@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use tickbox_feed::{Feed, FeedConfig, FeedError, PacingMode, Pattern, Rate, ShardConfig};
+use tickbox_feed::{Feed, FeedConfig, FeedError, PacingMode, Pattern, PublisherShardConfig, Rate};
 use tickbox_wire::{shard_for, shard_key_of_topic, Kind, MessageRef, Payload};
 
 fn sub(ctx: &zmq::Context, endpoint: &str, prefix: &[u8]) -> zmq::Socket {
@@ -38,7 +38,7 @@ fn a_shard_subscriber_gets_gap_free_sequences_of_only_its_symbols() {
     let feed = Feed::start(
         &ctx,
         FeedConfig {
-            shards: vec![ShardConfig::default(); 3],
+            shards: vec![PublisherShardConfig::default(); 3],
             symbols: 300,
             rate: Rate::PerSecond(30_000),
             no_drop: true,
@@ -195,7 +195,7 @@ fn flat_out_stops_at_the_message_limit() {
     let feed = Feed::start(
         &ctx,
         FeedConfig {
-            shards: vec![ShardConfig::default(); 2],
+            shards: vec![PublisherShardConfig::default(); 2],
             mode: PacingMode::FlatOut,
             max_messages_per_shard: Some(20_000),
             ..FeedConfig::default()
@@ -217,9 +217,9 @@ fn inproc_works_through_the_shared_context_and_connect_mode_reaches_a_bound_sub(
     let feed = Feed::start(
         &ctx,
         FeedConfig {
-            shards: vec![ShardConfig {
+            shards: vec![PublisherShardConfig {
                 endpoint: "inproc://feed-test".into(),
-                ..ShardConfig::default()
+                ..PublisherShardConfig::default()
             }],
             rate: Rate::PerSecond(2_000),
             ..FeedConfig::default()
@@ -242,7 +242,7 @@ fn inproc_works_through_the_shared_context_and_connect_mode_reaches_a_bound_sub(
     let feed = Feed::start(
         &ctx,
         FeedConfig {
-            shards: vec![ShardConfig {
+            shards: vec![PublisherShardConfig {
                 endpoint: endpoint.clone(),
                 connect: true,
                 core: None,
@@ -265,10 +265,10 @@ fn bad_endpoints_and_configs_are_typed_errors() {
         &ctx,
         FeedConfig {
             shards: vec![
-                ShardConfig::default(),
-                ShardConfig {
+                PublisherShardConfig::default(),
+                PublisherShardConfig {
                     endpoint: "bogus://nowhere".into(),
-                    ..ShardConfig::default()
+                    ..PublisherShardConfig::default()
                 },
             ],
             ..FeedConfig::default()
@@ -324,7 +324,7 @@ fn shards_without_symbols_do_not_hold_up_a_bounded_run() {
     let feed = Feed::start(
         &ctx,
         FeedConfig {
-            shards: vec![ShardConfig::default(); 4],
+            shards: vec![PublisherShardConfig::default(); 4],
             symbol_names: vec!["ONLY".into()],
             mode: PacingMode::FlatOut,
             max_messages_per_shard: Some(500),

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use tickbox_majordomo::worker::{Worker, WorkerConfig};
+use tickbox_majordomo::worker::{MdpWorker, MdpWorkerConfig};
 use tickbox_recorder::{parse_start, Effect, ReplayController, RunSpec};
 
 /// State shared by the replay loop and the control thread.
@@ -127,10 +127,18 @@ struct Serve<'a> {
 
 impl Serve<'_> {
     fn run(&self, ctx: &zmq::Context, broker: &str) -> Result<(), tickbox_majordomo::MdpError> {
-        let mut start =
-            Worker::connect(ctx, broker, "tickbox.replay.start", WorkerConfig::default())?;
-        let mut stop =
-            Worker::connect(ctx, broker, "tickbox.replay.stop", WorkerConfig::default())?;
+        let mut start = MdpWorker::connect(
+            ctx,
+            broker,
+            "tickbox.replay.start",
+            MdpWorkerConfig::default(),
+        )?;
+        let mut stop = MdpWorker::connect(
+            ctx,
+            broker,
+            "tickbox.replay.stop",
+            MdpWorkerConfig::default(),
+        )?;
         tracing::info!(
             broker,
             "registered tickbox.replay.start and tickbox.replay.stop"

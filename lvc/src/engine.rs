@@ -10,7 +10,7 @@ use super::{LvcConfig, MalformedPolicy};
 
 /// Whether the proxy sends an upstream frame on to subscribers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
+pub enum Forwarding {
     Forward,
     Drop,
 }
@@ -212,7 +212,7 @@ impl LvcEngine {
     /// One upstream frame. Valid data frames update the cache (by arrival) and are forwarded; malformed ones are
     /// counted and follow [`MalformedPolicy`].
     #[inline]
-    pub fn on_upstream(&mut self, frame: &[u8]) -> Verdict {
+    pub fn on_upstream(&mut self, frame: &[u8]) -> Forwarding {
         self.stats.messages_in += 1;
         let msg = match MessageRef::decode(frame) {
             Ok(msg) => msg,
@@ -221,10 +221,10 @@ impl LvcEngine {
         if self.cache_disabled
             || (!self.cache_everything && !self.own.iter().any(|p| frame.starts_with(p)))
         {
-            return Verdict::Forward;
+            return Forwarding::Forward;
         }
         if !cache_key(&msg, &mut self.key) {
-            return Verdict::Forward;
+            return Forwarding::Forward;
         }
         if msg.header().flags.contains(Flags::CACHED) {
             // From an LVC upstream of us: only fill in, never overwrite something newer.
@@ -234,7 +234,7 @@ impl LvcEngine {
                 .and_then(|f| MessageRef::decode(f).ok())
                 .map(|m| *m.header());
             if !supersedes(msg.header(), held.as_ref()) {
-                return Verdict::Forward;
+                return Forwarding::Forward;
             }
         }
         match self.cache.store(&self.key, frame) {
@@ -243,11 +243,11 @@ impl LvcEngine {
             Store::Rejected => self.stats.cache_rejected += 1,
             Store::TooLarge => self.stats.cache_too_large += 1,
         }
-        Verdict::Forward
+        Forwarding::Forward
     }
 
     /// An upstream message with more than one part: never a wire message. `parts` is how many parts it had.
-    pub fn on_upstream_multipart(&mut self, parts: usize) -> Verdict {
+    pub fn on_upstream_multipart(&mut self, parts: usize) -> Forwarding {
         self.stats.messages_in += 1;
         self.stats.malformed += 1;
         if self.stats.malformed.is_power_of_two() {
@@ -258,12 +258,12 @@ impl LvcEngine {
             );
         }
         match self.malformed {
-            MalformedPolicy::Drop => Verdict::Drop,
-            MalformedPolicy::Forward => Verdict::Forward,
+            MalformedPolicy::Drop => Forwarding::Drop,
+            MalformedPolicy::Forward => Forwarding::Forward,
         }
     }
 
-    fn malformed(&mut self, err: &tickbox_wire::DecodeError) -> Verdict {
+    fn malformed(&mut self, err: &tickbox_wire::DecodeError) -> Forwarding {
         self.stats.malformed += 1;
         // Logged at 1, 2, 4, 8, ...: a broken publisher is visible without flooding the log.
         if self.stats.malformed.is_power_of_two() {
@@ -273,8 +273,8 @@ impl LvcEngine {
             );
         }
         match self.malformed {
-            MalformedPolicy::Drop => Verdict::Drop,
-            MalformedPolicy::Forward => Verdict::Forward,
+            MalformedPolicy::Drop => Forwarding::Drop,
+            MalformedPolicy::Forward => Forwarding::Forward,
         }
     }
 
@@ -367,15 +367,15 @@ mod tests {
         let mut e = engine();
         assert_eq!(
             e.on_upstream(&quote("Q.X.A", 1, 1, 10, 1)),
-            Verdict::Forward
+            Forwarding::Forward
         );
         assert_eq!(
             e.on_upstream(&quote("Q.X.A", 1, 2, 11, 2)),
-            Verdict::Forward
+            Forwarding::Forward
         );
         assert_eq!(
             e.on_upstream(&quote("Q.X.B", 1, 3, 12, 3)),
-            Verdict::Forward
+            Forwarding::Forward
         );
         let got: Vec<_> = e.cached_matching(b"Q.X.A").map(|f| f.to_vec()).collect();
         assert_eq!(got, vec![quote("Q.X.A", 1, 2, 11, 2)]);
@@ -403,7 +403,7 @@ mod tests {
             &Payload::Heartbeat(Default::default()),
         )
         .unwrap();
-        assert_eq!(e.on_upstream(&hb), Verdict::Forward);
+        assert_eq!(e.on_upstream(&hb), Forwarding::Forward);
         assert_eq!(e.stats().topics_cached, 0);
         for (side, level) in [
             (Side::Buy, 0),
@@ -427,19 +427,19 @@ mod tests {
     #[test]
     fn malformed_is_counted_and_dropped_by_default() {
         let mut e = engine();
-        assert_eq!(e.on_upstream(b"garbage"), Verdict::Drop);
-        assert_eq!(e.on_upstream(b""), Verdict::Drop);
+        assert_eq!(e.on_upstream(b"garbage"), Forwarding::Drop);
+        assert_eq!(e.on_upstream(b""), Forwarding::Drop);
         let mut bad_version = quote("Q.X.A", 1, 1, 1, 1);
         bad_version[6] = 99;
-        assert_eq!(e.on_upstream(&bad_version), Verdict::Drop);
-        assert_eq!(e.on_upstream_multipart(2), Verdict::Drop);
+        assert_eq!(e.on_upstream(&bad_version), Forwarding::Drop);
+        assert_eq!(e.on_upstream_multipart(2), Forwarding::Drop);
         assert_eq!(e.stats().malformed, 4);
         assert_eq!(e.stats().topics_cached, 0);
         let mut fwd = LvcEngine::new(&LvcConfig {
             malformed: MalformedPolicy::Forward,
             ..LvcConfig::default()
         });
-        assert_eq!(fwd.on_upstream(b"garbage"), Verdict::Forward);
+        assert_eq!(fwd.on_upstream(b"garbage"), Forwarding::Forward);
         assert_eq!(fwd.stats().topics_cached, 0);
     }
 
@@ -455,7 +455,7 @@ mod tests {
             &Payload::Trade(Default::default()),
         )
         .unwrap();
-        assert_eq!(e.on_upstream(&t), Verdict::Forward);
+        assert_eq!(e.on_upstream(&t), Forwarding::Forward);
         e.on_upstream(&quote("Q.X.A", 1, 2, 1, 1));
         assert_eq!(e.stats().topics_cached, 1);
         assert_eq!(
@@ -547,7 +547,7 @@ mod tests {
         e.on_upstream(&quote("Q.X.A", 1, 10, 1_000, 5));
         let mut old = quote("Q.X.A", 1, 9, 900, 4);
         mark_cached(&mut old).unwrap();
-        assert_eq!(e.on_upstream(&old), Verdict::Forward);
+        assert_eq!(e.on_upstream(&old), Forwarding::Forward);
         let held = MessageRef::decode(e.cached_matching(b"Q.X.A").next().unwrap()).unwrap();
         assert_eq!(held.header().sequence, 10);
         let mut fresh = quote("Q.X.B", 1, 8, 800, 4);

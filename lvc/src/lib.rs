@@ -79,7 +79,7 @@ pub mod tap;
 use serde::{Deserialize, Serialize};
 
 pub use cache::{LastValueCache, Overflow, Store};
-pub use engine::{mark_cached, supersedes, DownstreamEvent, LvcEngine, LvcStats, Verdict};
+pub use engine::{mark_cached, supersedes, DownstreamEvent, Forwarding, LvcEngine, LvcStats};
 pub use proxy::{spawn, LvcEndpoints, LvcHandle};
 
 /// What happens to upstream messages that are not valid wire frames.

@@ -6,7 +6,7 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::engine::{mark_cached, DownstreamEvent, LvcEngine, LvcStats, Verdict};
+use super::engine::{mark_cached, DownstreamEvent, Forwarding, LvcEngine, LvcStats};
 use super::raw::RawMsg;
 use super::{LvcConfig, LvcError, SlowSubscriber, TapDrop};
 use tickbox_wire::tap;
@@ -321,7 +321,7 @@ impl Proxy {
                 self.forward_multipart(stop)?;
                 continue;
             }
-            if self.engine.on_upstream(self.msg.bytes()) == Verdict::Drop {
+            if self.engine.on_upstream(self.msg.bytes()) == Forwarding::Drop {
                 continue;
             }
             if let Some(tap) = self.tap.as_mut() {
@@ -372,7 +372,7 @@ impl Proxy {
             parts.push(self.msg.bytes().to_vec());
             more = self.msg.more();
         }
-        if self.engine.on_upstream_multipart(parts.len()) == Verdict::Drop {
+        if self.engine.on_upstream_multipart(parts.len()) == Forwarding::Drop {
             return Ok(());
         }
         let last = parts.len() - 1;

@@ -416,7 +416,7 @@ fn malformed_upstream_frames_are_counted_and_dropped_or_forwarded() {
 
 #[test]
 fn sharded_feed_connecting_into_the_proxy_is_cached_for_late_joiners() {
-    use tickbox_feed::{Feed, FeedConfig, Pattern, ShardConfig};
+    use tickbox_feed::{Feed, FeedConfig, Pattern, PublisherShardConfig};
     let ctx = zmq::Context::new();
     let lvc = tickbox_lvc::spawn(
         &ctx,
@@ -429,7 +429,7 @@ fn sharded_feed_connecting_into_the_proxy_is_cached_for_late_joiners() {
     )
     .unwrap();
     let upstream = lvc.endpoints().upstream[0].clone();
-    let shard = ShardConfig {
+    let shard = PublisherShardConfig {
         endpoint: upstream,
         connect: true,
         core: None,

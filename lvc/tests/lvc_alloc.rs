@@ -4,7 +4,7 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
-use tickbox_lvc::{LvcConfig, LvcEngine, Verdict};
+use tickbox_lvc::{Forwarding, LvcConfig, LvcEngine};
 use tickbox_wire::{encode_to_vec, BookLevel, Header, Kind, Payload, Quote, Side};
 
 struct Counting;
@@ -65,7 +65,7 @@ fn steady_state_updates_do_not_allocate() {
     }
     let mut engine = LvcEngine::new(&LvcConfig::default());
     for frame in &frames {
-        assert_eq!(engine.on_upstream(frame), Verdict::Forward);
+        assert_eq!(engine.on_upstream(frame), Forwarding::Forward);
     }
     let before = allocations();
     for _ in 0..50 {

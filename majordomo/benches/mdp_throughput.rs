@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tickbox_majordomo::{
-    run_broker, AsyncClient, BrokerConfig, Client, ClientConfig, Worker, WorkerConfig,
+    run_broker, AsyncClient, BrokerConfig, Client, ClientConfig, MdpWorker, MdpWorkerConfig,
 };
 
 const PAYLOAD: &[u8] = b"Hello world";
@@ -95,7 +95,7 @@ fn broker_case(ctx: &zmq::Context, clients: usize, n: usize, asynchronous: bool)
     let ep = rx.recv().unwrap();
     let (c, e, s) = (ctx.clone(), ep.clone(), Arc::clone(&stop));
     let worker = std::thread::spawn(move || {
-        let mut w = Worker::connect(&c, &e, "echo", WorkerConfig::default()).unwrap();
+        let mut w = MdpWorker::connect(&c, &e, "echo", MdpWorkerConfig::default()).unwrap();
         w.serve(&s, |b| b.clone()).unwrap();
     });
     // Wait for the worker to register.

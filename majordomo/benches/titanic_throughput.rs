@@ -9,7 +9,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tickbox_majordomo::titanic::{FsyncPolicy, Titanic, TitanicConfig};
-use tickbox_majordomo::{run_broker, BrokerConfig, Client, ClientConfig, Worker, WorkerConfig};
+use tickbox_majordomo::{
+    run_broker, BrokerConfig, Client, ClientConfig, MdpWorker, MdpWorkerConfig,
+};
 
 fn env(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -51,7 +53,7 @@ fn main() {
     let ep = rx.recv().unwrap();
     let (c, e, s) = (ctx.clone(), ep.clone(), Arc::clone(&stop));
     let echo = std::thread::spawn(move || {
-        let mut w = Worker::connect(&c, &e, "echo", WorkerConfig::default()).unwrap();
+        let mut w = MdpWorker::connect(&c, &e, "echo", MdpWorkerConfig::default()).unwrap();
         w.serve(&s, |b| b.clone()).unwrap();
     });
     let mut client = Client::new(

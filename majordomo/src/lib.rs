@@ -6,7 +6,7 @@
 //!
 //! * [`engine::broker`]: the sans-IO broker ([`Broker`]); [`broker::run_broker`] is its socket loop.
 //! * [`client`]: synchronous ([`client::Client`]) and asynchronous ([`client::AsyncClient`]) client APIs.
-//! * [`engine::worker`]: the worker's liveness engine; [`worker::Worker`] is the API a service author uses.
+//! * [`engine::worker`]: the worker's liveness engine; [`worker::MdpWorker`] is the API a service author uses.
 //! * [`pair`]: the broker as one half of a Binary Star pair ([`pair::run_broker_pair`]).
 //! * [`status`]: a tiny `tickbox.<component>.status` worker for data-plane components.
 //! * [`engine::titanic`]: the Titanic index and rules; [`titanic`] couples them to the journal and the broker.
@@ -28,7 +28,7 @@ pub use engine::broker::{Broker, BrokerConfig, BrokerStats, OpenGate, RequestGat
 pub use pair::{run_broker_pair, PairError, PairOptions};
 pub use proto::{Frames, Version};
 pub use status::{spawn_status_worker, StatusWorker};
-pub use worker::{Request, Worker, WorkerConfig};
+pub use worker::{MdpWorker, MdpWorkerConfig, Request};
 
 /// Errors of the Majordomo client and worker APIs.
 #[derive(Debug, thiserror::Error)]

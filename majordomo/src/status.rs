@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use crate::worker::{Worker, WorkerConfig};
+use crate::worker::{MdpWorker, MdpWorkerConfig};
 use crate::MdpError;
 
 /// The running status worker; stops (and sends DISCONNECT) when dropped or on [`StatusWorker::stop`].
@@ -49,7 +49,7 @@ pub fn spawn_status_worker<F>(
     ctx: &zmq::Context,
     broker: &str,
     component: &str,
-    cfg: WorkerConfig,
+    cfg: MdpWorkerConfig,
     status: F,
 ) -> Result<StatusWorker, MdpError>
 where
@@ -71,7 +71,7 @@ where
     let thread = std::thread::Builder::new()
         .name(format!("status-{component}"))
         .spawn(move || {
-            let mut worker = Worker::connect(&ctx, &broker, &svc, cfg)?;
+            let mut worker = MdpWorker::connect(&ctx, &broker, &svc, cfg)?;
             worker.serve(&flag, |_| vec![status()])
         })
         .map_err(|_| MdpError::Invalid("cannot spawn status worker thread"))?;

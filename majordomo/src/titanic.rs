@@ -23,7 +23,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 use tickbox_journal::{Durability, Reader, Writer, WriterOptions};
 
-use crate::{Client, ClientConfig, Frames, MdpError, Worker, WorkerConfig};
+use crate::{Client, ClientConfig, Frames, MdpError, MdpWorker, MdpWorkerConfig};
 
 pub use crate::engine::titanic::{
     normalize_uuid, Event, TitanicState, ERROR, OK, PENDING, UNKNOWN,
@@ -67,7 +67,7 @@ pub struct TitanicConfig {
     /// How long the dispatcher waits for a service's reply before trying again later, ms.
     pub dispatch_timeout_ms: u64,
     /// Worker heartbeat settings toward the broker.
-    pub worker: WorkerConfig,
+    pub worker: MdpWorkerConfig,
 }
 
 impl Default for TitanicConfig {
@@ -78,7 +78,7 @@ impl Default for TitanicConfig {
             segment_bytes: 64 << 20,
             scan_ms: 1000,
             dispatch_timeout_ms: 5000,
-            worker: WorkerConfig::default(),
+            worker: MdpWorkerConfig::default(),
         }
     }
 }
@@ -252,7 +252,7 @@ impl Titanic {
                 std::thread::Builder::new()
                     .name(service.into())
                     .spawn(move || {
-                        let mut w = Worker::connect(&ctx, &broker, service, wcfg)?;
+                        let mut w = MdpWorker::connect(&ctx, &broker, service, wcfg)?;
                         w.serve(&stop, |body| {
                             let Ok(mut s) = store.lock() else {
                                 return vec![ERROR.to_vec()];

@@ -10,10 +10,10 @@ use crate::proto::{Frames, Version};
 use crate::MdpError;
 use tickbox_zmqx::socket::poll_ms_until;
 
-pub use crate::engine::worker::{Request, WorkerConfig};
+pub use crate::engine::worker::{MdpWorkerConfig, Request};
 
 /// A Majordomo worker bound to one service on one broker.
-pub struct Worker {
+pub struct MdpWorker {
     ctx: zmq::Context,
     endpoint: String,
     socket: Option<zmq::Socket>,
@@ -22,13 +22,13 @@ pub struct Worker {
     pending: VecDeque<Request>,
 }
 
-impl Worker {
+impl MdpWorker {
     /// Connect to the broker at `endpoint` and register `service`.
     pub fn connect(
         ctx: &zmq::Context,
         endpoint: &str,
         service: &str,
-        cfg: WorkerConfig,
+        cfg: MdpWorkerConfig,
     ) -> Result<Self, MdpError> {
         if service.as_bytes().starts_with(crate::proto::MMI_PREFIX) {
             return Err(MdpError::Invalid(
@@ -169,7 +169,7 @@ impl Worker {
     }
 }
 
-impl Drop for Worker {
+impl Drop for MdpWorker {
     fn drop(&mut self) {
         if let Some(s) = self.socket.take() {
             let frames = self.engine.disconnect();

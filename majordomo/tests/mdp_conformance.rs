@@ -7,8 +7,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use tickbox_majordomo::{
-    run_broker, AsyncClient, BrokerConfig, BrokerStats, Client, ClientConfig, Version, Worker,
-    WorkerConfig,
+    run_broker, AsyncClient, BrokerConfig, BrokerStats, Client, ClientConfig, MdpWorker,
+    MdpWorkerConfig, Version,
 };
 
 type Frames = Vec<Vec<u8>>;
@@ -338,8 +338,8 @@ fn raw_broker(ctx: &zmq::Context) -> (zmq::Socket, String) {
     (r, ep)
 }
 
-fn wcfg() -> WorkerConfig {
-    WorkerConfig {
+fn wcfg() -> MdpWorkerConfig {
+    MdpWorkerConfig {
         heartbeat_interval_ms: 100,
         heartbeat_liveness: 3,
         reconnect_ms: 100,
@@ -357,7 +357,7 @@ fn worker_api_ready_heartbeat_echo_and_reconnect_on_disconnect() {
     // Every lower bound below is measured from before the worker exists, so scheduling delays cannot shrink it.
     let spawned = Instant::now();
     let t = std::thread::spawn(move || {
-        let mut w = Worker::connect(&c2, &ep2, "echo", wcfg()).unwrap();
+        let mut w = MdpWorker::connect(&c2, &ep2, "echo", wcfg()).unwrap();
         w.serve(&s2, |body| {
             body.iter().map(|b| b.to_ascii_uppercase()).collect()
         })
@@ -422,7 +422,7 @@ fn worker_api_reconnects_after_broker_silence() {
     let (c2, s2) = (ctx.clone(), Arc::clone(&stop));
     let t0 = Instant::now();
     let t = std::thread::spawn(move || {
-        let mut w = Worker::connect(&c2, &ep, "quiet", wcfg()).unwrap();
+        let mut w = MdpWorker::connect(&c2, &ep, "quiet", wcfg()).unwrap();
         w.serve(&s2, |b| b.clone()).unwrap();
         w.reconnects()
     });
@@ -527,7 +527,7 @@ fn async_client_keeps_many_requests_in_flight() {
     for _ in 0..3 {
         let (c2, ep, s2) = (ctx.clone(), b.endpoint.clone(), Arc::clone(&stop));
         workers.push(std::thread::spawn(move || {
-            let mut w = Worker::connect(&c2, &ep, "echo", wcfg()).unwrap();
+            let mut w = MdpWorker::connect(&c2, &ep, "echo", wcfg()).unwrap();
             w.serve(&s2, |b| b.clone()).unwrap();
         }));
     }

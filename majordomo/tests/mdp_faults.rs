@@ -6,8 +6,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use tickbox_majordomo::{
-    run_broker, spawn_status_worker, BrokerConfig, BrokerStats, Client, ClientConfig, Worker,
-    WorkerConfig,
+    run_broker, spawn_status_worker, BrokerConfig, BrokerStats, Client, ClientConfig, MdpWorker,
+    MdpWorkerConfig,
 };
 
 fn bcfg() -> BrokerConfig {
@@ -19,8 +19,8 @@ fn bcfg() -> BrokerConfig {
     }
 }
 
-fn wcfg() -> WorkerConfig {
-    WorkerConfig {
+fn wcfg() -> MdpWorkerConfig {
+    MdpWorkerConfig {
         heartbeat_interval_ms: 100,
         heartbeat_liveness: 3,
         reconnect_ms: 100,
@@ -49,7 +49,7 @@ fn worker_killed_mid_request_client_gets_exactly_one_reply_after_retry() {
     let (c, e) = (ctx.clone(), ep.clone());
     let (got_tx, got_rx) = std::sync::mpsc::channel();
     let doomed = std::thread::spawn(move || {
-        let mut w = Worker::connect(&c, &e, "work", wcfg()).unwrap();
+        let mut w = MdpWorker::connect(&c, &e, "work", wcfg()).unwrap();
         let req = loop {
             if let Some(r) = w.recv(Duration::from_millis(100)).unwrap() {
                 break r;
@@ -82,7 +82,7 @@ fn worker_killed_mid_request_client_gets_exactly_one_reply_after_retry() {
     doomed.join().unwrap();
     // A healthy worker appears; the client's retry lands on it.
     let healthy = std::thread::spawn(move || {
-        let mut w = Worker::connect(&c, &e, "work", wcfg()).unwrap();
+        let mut w = MdpWorker::connect(&c, &e, "work", wcfg()).unwrap();
         w.serve(&ws, |b| {
             ex.fetch_add(1, Ordering::SeqCst);
             vec![[b"done:".as_slice(), &b[0]].concat()]
@@ -108,7 +108,7 @@ fn broker_restart_workers_reregister_and_clients_recover() {
     let wstop = Arc::new(AtomicBool::new(false));
     let (c, e, ws) = (ctx.clone(), ep.clone(), Arc::clone(&wstop));
     let worker = std::thread::spawn(move || {
-        let mut w = Worker::connect(&c, &e, "echo", wcfg()).unwrap();
+        let mut w = MdpWorker::connect(&c, &e, "echo", wcfg()).unwrap();
         w.serve(&ws, |b| b.clone()).unwrap();
         w.reconnects()
     });

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tickbox_bstar::{BstarConfig, BstarEndpoints, Role, State};
 use tickbox_majordomo::{
-    run_broker_pair, BrokerConfig, Client, ClientConfig, PairOptions, Worker, WorkerConfig,
+    run_broker_pair, BrokerConfig, Client, ClientConfig, MdpWorker, MdpWorkerConfig, PairOptions,
 };
 
 type Member = (Arc<AtomicBool>, JoinHandle<State>);
@@ -45,13 +45,13 @@ fn worker(
     stop: &Arc<AtomicBool>,
 ) -> JoinHandle<()> {
     let (c, e, s) = (ctx.clone(), ep.to_string(), Arc::clone(stop));
-    let cfg = WorkerConfig {
+    let cfg = MdpWorkerConfig {
         heartbeat_interval_ms: 100,
         reconnect_ms: 100,
         ..Default::default()
     };
     std::thread::spawn(move || {
-        let mut w = Worker::connect(&c, &e, "echo", cfg).unwrap();
+        let mut w = MdpWorker::connect(&c, &e, "echo", cfg).unwrap();
         w.serve(&s, |b| vec![tag.as_bytes().to_vec(), b[0].clone()])
             .unwrap();
     })

@@ -7,7 +7,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use tickbox_majordomo::titanic::{FsyncPolicy, Titanic, TitanicConfig};
-use tickbox_majordomo::{run_broker, BrokerConfig, BrokerStats, Worker, WorkerConfig};
+use tickbox_majordomo::{run_broker, BrokerConfig, BrokerStats, MdpWorker, MdpWorkerConfig};
 
 type Frames = Vec<Vec<u8>>;
 
@@ -15,8 +15,8 @@ fn f(parts: &[&[u8]]) -> Frames {
     parts.iter().map(|p| p.to_vec()).collect()
 }
 
-fn wcfg() -> WorkerConfig {
-    WorkerConfig {
+fn wcfg() -> MdpWorkerConfig {
+    MdpWorkerConfig {
         heartbeat_interval_ms: 100,
         heartbeat_liveness: 3,
         reconnect_ms: 100,
@@ -121,7 +121,7 @@ fn counting_worker(
         Arc::clone(stop),
     );
     std::thread::spawn(move || {
-        let mut w = Worker::connect(&c, &e, service, wcfg()).unwrap();
+        let mut w = MdpWorker::connect(&c, &e, service, wcfg()).unwrap();
         w.serve(&s, |b| {
             n.fetch_add(1, Ordering::SeqCst);
             b.clone()

@@ -30,6 +30,6 @@ pub use control::{
 pub use error::RecorderError;
 pub use journal_ext::{overwritten, overwritten_at, read_app_meta, OverwriteStats, APP_META_MAX};
 pub use ledger::{Ledger, LedgerError, LedgerOverflow, LedgerRow, MAX_LEDGER_PUBLISHERS};
-pub use pacer::{Pace, Pacer, Speed};
+pub use pacer::{Pace, ReplayPacer, Speed};
 pub use record::{record, RecordOptions, RecordStats, Recorder, TAP_EVENT_MARKER};
 pub use replay::{Identity, Position, ReplayOptions, ReplayStats, Replayer};

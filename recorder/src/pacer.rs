@@ -51,16 +51,16 @@ pub enum Pace {
 
 /// Maps capture time to wall time at a given speed.
 #[derive(Debug, Clone)]
-pub struct Pacer {
+pub struct ReplayPacer {
     speed: Speed,
     window_ns: u64,
     anchor: Option<(u64, u64)>,
 }
 
-impl Pacer {
+impl ReplayPacer {
     /// `window_ns`: records due within this much of now are sent now (the burst granularity).
     pub fn new(speed: Speed, window_ns: u64) -> Self {
-        Pacer {
+        ReplayPacer {
             speed,
             window_ns,
             anchor: None,
@@ -116,7 +116,7 @@ mod tests {
     /// Drives a pacer the way the replay loop does, with a fake clock that jumps to each deadline (plus a fixed
     /// oversleep). Returns (total wall time, number of waits, worst |send - due|).
     fn simulate(speed: Speed, captures: &[u64], window: u64, oversleep: u64) -> (u64, usize, u64) {
-        let mut p = Pacer::new(speed, window);
+        let mut p = ReplayPacer::new(speed, window);
         let mut now = 5_000 * MS;
         let start = now;
         let (mut waits, mut worst) = (0, 0u64);
@@ -186,7 +186,7 @@ mod tests {
 
     #[test]
     fn backwards_capture_time_is_sent_immediately() {
-        let mut p = Pacer::new(Speed::Times(1.0), 0);
+        let mut p = ReplayPacer::new(Speed::Times(1.0), 0);
         assert_eq!(p.on_record(10 * MS, 100 * MS), Pace::Now);
         assert_eq!(p.on_record(20 * MS, 100 * MS), Pace::WaitUntil(110 * MS));
         assert_eq!(p.on_record(5 * MS, 111 * MS), Pace::Now);

@@ -1,5 +1,5 @@
 //! The replayer: reads a journal and re-publishes its frames onto publisher shards (one XPUB per endpoint), paced
-//! by [`Pacer`].
+//! by [`ReplayPacer`].
 //!
 //! By default ([`Identity::Preserve`]) a replay is the recorded publishers speaking again: every record keeps its
 //! publisher id, session and sequence; only `send_time_ns` is re-stamped (the replay's clock) and
@@ -34,7 +34,7 @@ pub enum Identity {
 }
 
 use crate::error::RecorderError;
-use crate::pacer::{Pace, Pacer, Speed};
+use crate::pacer::{Pace, ReplayPacer, Speed};
 
 /// Where a replay starts or stops.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -303,7 +303,7 @@ impl Replayer {
             ..ReplayStats::default()
         };
         let window_ns = self.opts.window.as_nanos() as u64;
-        let mut pacer = Pacer::new(self.opts.speed, window_ns);
+        let mut pacer = ReplayPacer::new(self.opts.speed, window_ns);
         let started = Instant::now();
         let mut last_progress = started;
         let start_ns = clock.now_ns();

@@ -13,13 +13,13 @@ use tickbox_wire::{
 };
 use tickbox_workers::{
     worker_for_topic, Delivery, DequeueHook, Dispatch, Inbox, Worker, WorkerOutcome, WorkerPool,
-    WorkersConfig,
+    WorkerPoolConfig,
 };
 
 use crate::clock::{delay_ns, ClockOffset, ClockTable};
 use crate::nic::check_nic;
-use crate::snail::{lateness_ns, SharedThreshold, Verdict};
-use crate::{GapPolicy, ShardConfig, SnailMode, SubscriberConfig, SubscriberError};
+use crate::snail::{lateness_ns, SharedThreshold, SnailVerdict};
+use crate::{GapPolicy, SnailMode, SubscriberConfig, SubscriberError, SubscriberShardConfig};
 use tickbox_units::format_duration;
 
 /// Where a late message was caught.
@@ -79,7 +79,7 @@ pub fn lateness_histogram() -> Histogram<u64> {
 
 /// What one shard did.
 #[derive(Debug, Clone)]
-pub struct ShardReport {
+pub struct SubscriberShardReport {
     pub index: usize,
     pub endpoints: Vec<String>,
     /// Frames received, malformed ones included.
@@ -126,7 +126,7 @@ pub struct WorkerReport<W> {
 /// Everything a subscriber did, returned by [`Subscriber::shutdown`].
 #[derive(Debug)]
 pub struct Report<W> {
-    pub shards: Vec<ShardReport>,
+    pub shards: Vec<SubscriberShardReport>,
     pub workers: Vec<WorkerReport<W>>,
     pub fatal: Option<Fatal>,
     /// Forwarded by shards but never taken by a worker (only non-zero after an abort or a drain timeout).
@@ -340,12 +340,12 @@ impl DequeueHook for SnailHook {
             min_delay,
         );
         match snail.judge(lateness) {
-            Verdict::OnTime { lateness_ns } => {
+            SnailVerdict::OnTime { lateness_ns } => {
                 self.lateness.saturating_record(lateness_ns.max(1));
                 true
             }
-            Verdict::Exempt => true,
-            Verdict::Late { lateness_ns } => {
+            SnailVerdict::Exempt => true,
+            SnailVerdict::Late { lateness_ns } => {
                 self.late += 1;
                 self.lateness.saturating_record(lateness_ns);
                 self.shared.trip(Fatal::Snail(SnailEvent {
@@ -374,7 +374,7 @@ fn endpoint_via_nic(endpoint: &str, nic: &str) -> Result<String, SubscriberError
 /// A running Black Box subscriber.
 pub struct Subscriber<W: Worker> {
     shared: Arc<Shared>,
-    shards: Vec<JoinHandle<ShardReport>>,
+    shards: Vec<JoinHandle<SubscriberShardReport>>,
     pool: Option<WorkerPool<W, SnailHook>>,
     threshold: SharedThreshold,
     clocks: Arc<ClockTable>,
@@ -390,7 +390,7 @@ impl<W: Worker> Subscriber<W> {
     pub fn start(
         ctx: &zmq::Context,
         config: &SubscriberConfig,
-        workers: &WorkersConfig,
+        workers: &WorkerPoolConfig,
         mut make: impl FnMut(usize) -> W,
     ) -> Result<Self, SubscriberError> {
         validate(config)?;
@@ -700,7 +700,7 @@ fn validate(config: &SubscriberConfig) -> Result<(), SubscriberError> {
 
 struct ShardSettings {
     index: usize,
-    shard: ShardConfig,
+    shard: SubscriberShardConfig,
     /// One sender per worker (by_topic) or one shared queue (round_robin).
     handoff: Vec<crossbeam_channel::Sender<zmq::Message>>,
     topics: Vec<String>,
@@ -789,10 +789,10 @@ fn run_shard(
     s: ShardSettings,
     shared: Arc<Shared>,
     ready: Ready,
-) -> ShardReport {
+) -> SubscriberShardReport {
     let index = s.index;
     tickbox_zmqx::pin_if_configured(s.shard.core, &format!("shard {index}"));
-    let mut report = ShardReport {
+    let mut report = SubscriberShardReport {
         index,
         endpoints: s.shard.connect.clone(),
         received: 0,
@@ -980,7 +980,12 @@ fn log_sequence_event(shard: usize, event: &SequenceEvent, logs: &mut SequenceLo
     }
 }
 
-fn receive_loop(s: &ShardSettings, shared: &Shared, sub: &zmq::Socket, report: &mut ShardReport) {
+fn receive_loop(
+    s: &ShardSettings,
+    shared: &Shared,
+    sub: &zmq::Socket,
+    report: &mut SubscriberShardReport,
+) {
     let pushes = &s.handoff;
     let index = s.index;
     let live = &shared.live[index];
@@ -1055,11 +1060,11 @@ fn receive_loop(s: &ShardSettings, shared: &Shared, sub: &zmq::Socket, report: &
             );
             let snail = s.threshold.snail();
             match snail.judge(lateness) {
-                Verdict::OnTime { lateness_ns } => {
+                SnailVerdict::OnTime { lateness_ns } => {
                     report.lateness.saturating_record(lateness_ns.max(1));
                 }
-                Verdict::Exempt => {}
-                Verdict::Late { lateness_ns } => {
+                SnailVerdict::Exempt => {}
+                SnailVerdict::Late { lateness_ns } => {
                     report.late += 1;
                     live.late.store(report.late, Ordering::Relaxed);
                     report.lateness.saturating_record(lateness_ns);

@@ -29,8 +29,8 @@ mod nic;
 mod snail;
 
 pub use blackbox::{
-    lateness_histogram, Fatal, GapFatal, LiveShardCounters, Report, ShardReport, SnailEvent,
-    SnailHook, Stage, Subscriber, WorkerReport,
+    lateness_histogram, Fatal, GapFatal, LiveShardCounters, Report, SnailEvent, SnailHook, Stage,
+    Subscriber, SubscriberShardReport, WorkerReport,
 };
 pub use clock::{
     delay_ns, ClockOffset, ClockTable, SkewWarning, MAX_CLOCK_PUBLISHERS, MAX_PLAUSIBLE_OFFSET_NS,
@@ -38,7 +38,7 @@ pub use clock::{
 /// Re-exported so users of [`Report`] need no direct hdrhistogram dependency.
 pub use hdrhistogram::Histogram;
 pub use nic::check_nic;
-pub use snail::{lateness_ns, SharedThreshold, Snail, Verdict};
+pub use snail::{lateness_ns, SharedThreshold, Snail, SnailVerdict};
 pub use tickbox_units::{
     format_duration, parse_duration, HumanDuration, UnitsError as DurationError,
 };
@@ -109,7 +109,7 @@ impl std::str::FromStr for SnailMode {
 /// One shard: one SUB socket connected to `connect`, optionally from a NIC, optionally pinned.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
-pub struct ShardConfig {
+pub struct SubscriberShardConfig {
     /// Publisher endpoints (`tcp://host:port`, `ipc://…`, `inproc://…`).
     pub connect: Vec<String>,
     /// Connect from this network interface (`tcp://IFACE:0;host:port`); tcp endpoints only.
@@ -122,7 +122,7 @@ pub struct ShardConfig {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SubscriberConfig {
-    pub shards: Vec<ShardConfig>,
+    pub shards: Vec<SubscriberShardConfig>,
     /// Topic prefixes to subscribe to; empty means everything (and only then are gaps detected).
     pub topics: Vec<String>,
     /// Suicidal Snail threshold: receive time minus send time. `0` disables the guard.

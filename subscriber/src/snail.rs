@@ -15,7 +15,7 @@ use crate::SnailMode;
 
 /// The outcome of one check.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
+pub enum SnailVerdict {
     /// Within the threshold; `lateness_ns` is for the histogram.
     OnTime { lateness_ns: u64 },
     /// Past the threshold: the subscriber must die.
@@ -45,25 +45,25 @@ impl Snail {
     /// Judges a message received at `now_ns`. A send time in the future (clock skew between hosts) counts as zero
     /// lateness rather than wrapping.
     #[inline]
-    pub fn check(&self, header: &Header, now_ns: u64) -> Verdict {
+    pub fn check(&self, header: &Header, now_ns: u64) -> SnailVerdict {
         if header.flags.contains(Flags::CACHED) {
-            return Verdict::Exempt;
+            return SnailVerdict::Exempt;
         }
         let lateness_ns = now_ns.saturating_sub(header.send_time_ns);
         if lateness_ns > self.threshold_ns {
-            Verdict::Late { lateness_ns }
+            SnailVerdict::Late { lateness_ns }
         } else {
-            Verdict::OnTime { lateness_ns }
+            SnailVerdict::OnTime { lateness_ns }
         }
     }
 
     /// Judges a lateness measured by the caller ([`lateness_ns`]); the caller decides what is exempt.
     #[inline]
-    pub fn judge(&self, lateness_ns: u64) -> Verdict {
+    pub fn judge(&self, lateness_ns: u64) -> SnailVerdict {
         if lateness_ns > self.threshold_ns {
-            Verdict::Late { lateness_ns }
+            SnailVerdict::Late { lateness_ns }
         } else {
-            Verdict::OnTime { lateness_ns }
+            SnailVerdict::OnTime { lateness_ns }
         }
     }
 }
@@ -143,14 +143,14 @@ mod tests {
         clock.advance(250_000);
         assert_eq!(
             snail.check(&header, clock.now_ns()),
-            Verdict::OnTime {
+            SnailVerdict::OnTime {
                 lateness_ns: 250_000
             }
         );
         clock.advance(1);
         assert_eq!(
             snail.check(&header, clock.now_ns()),
-            Verdict::Late {
+            SnailVerdict::Late {
                 lateness_ns: 250_001
             }
         );
@@ -163,14 +163,14 @@ mod tests {
         header.flags = Flags::CACHED;
         assert_eq!(
             snail.check(&header, T0 + 3_600_000_000_000),
-            Verdict::Exempt
+            SnailVerdict::Exempt
         );
         // A replayed (re-stamped) message is judged on its new send time, not its origin.
         header.flags = Flags::REPLAY;
         header.origin_time_ns = T0 - 86_400_000_000_000;
         assert_eq!(
             snail.check(&header, T0 + 10),
-            Verdict::OnTime { lateness_ns: 10 }
+            SnailVerdict::OnTime { lateness_ns: 10 }
         );
     }
 
@@ -195,19 +195,22 @@ mod tests {
         assert_eq!(lateness_ns(SnailMode::SkewTolerant, T0, send, Some(5)), 0);
         assert_eq!(lateness_ns(SnailMode::SkewTolerant, T0 + 7, send, None), 7);
         let snail = Snail::new(Duration::from_nanos(10));
-        assert_eq!(snail.judge(10), Verdict::OnTime { lateness_ns: 10 });
-        assert_eq!(snail.judge(11), Verdict::Late { lateness_ns: 11 });
+        assert_eq!(snail.judge(10), SnailVerdict::OnTime { lateness_ns: 10 });
+        assert_eq!(snail.judge(11), SnailVerdict::Late { lateness_ns: 11 });
     }
 
     #[test]
     fn clock_skew_is_zero_lateness_and_zero_threshold_disables() {
         let snail = Snail::new(Duration::from_millis(1));
         let header = Header::live(Kind::Quote, 1, 1, T0 + 5_000);
-        assert_eq!(snail.check(&header, T0), Verdict::OnTime { lateness_ns: 0 });
+        assert_eq!(
+            snail.check(&header, T0),
+            SnailVerdict::OnTime { lateness_ns: 0 }
+        );
         let off = Snail::new(Duration::ZERO);
         assert!(matches!(
             off.check(&header, u64::MAX),
-            Verdict::OnTime { .. }
+            SnailVerdict::OnTime { .. }
         ));
     }
 }

@@ -4,10 +4,11 @@
 use std::time::{Duration, Instant};
 
 use tickbox_subscriber::{
-    Fatal, GapPolicy, HumanDuration, Report, ShardConfig, Stage, Subscriber, SubscriberConfig,
+    Fatal, GapPolicy, HumanDuration, Report, Stage, Subscriber, SubscriberConfig,
+    SubscriberShardConfig,
 };
 use tickbox_wire::{encode_to_vec, now_ns, Flags, Header, Heartbeat, Kind, MessageRef, Quote};
-use tickbox_workers::{Delay, Delivery, Worker, WorkersConfig};
+use tickbox_workers::{Delay, Delivery, Worker, WorkerPoolConfig};
 
 /// Records what it saw so the test can check exactly-once delivery.
 #[derive(Default)]
@@ -72,19 +73,19 @@ fn config(endpoints: &[&str]) -> SubscriberConfig {
     SubscriberConfig {
         shards: endpoints
             .iter()
-            .map(|e| ShardConfig {
+            .map(|e| SubscriberShardConfig {
                 connect: vec![(*e).to_owned()],
-                ..ShardConfig::default()
+                ..SubscriberShardConfig::default()
             })
             .collect(),
         ..SubscriberConfig::default()
     }
 }
 
-fn workers(n: usize) -> WorkersConfig {
-    WorkersConfig {
+fn workers(n: usize) -> WorkerPoolConfig {
+    WorkerPoolConfig {
         count: n,
-        ..WorkersConfig::default()
+        ..WorkerPoolConfig::default()
     }
 }
 

@@ -7,9 +7,9 @@ use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use tickbox_feed::{FeedConfig, PacingMode, Rate};
-use tickbox_subscriber::{Dispatch, Report, ShardConfig, Subscriber, SubscriberConfig};
+use tickbox_subscriber::{Dispatch, Report, Subscriber, SubscriberConfig, SubscriberShardConfig};
 use tickbox_wire::{shard_for, shard_key_of_topic, Kind, MessageRef};
-use tickbox_workers::{worker_for_topic, Delivery, Worker, WorkersConfig};
+use tickbox_workers::{worker_for_topic, Delivery, Worker, WorkerPoolConfig};
 
 const SYMBOLS: usize = 1_000;
 const WORKERS: usize = 3;
@@ -37,12 +37,12 @@ fn run(transport: &str, dispatch: Dispatch) -> (Report<Recorder>, u64) {
     let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let feed_config = FeedConfig {
         shards: (0..2)
-            .map(|i| tickbox_feed::ShardConfig {
+            .map(|i| tickbox_feed::PublisherShardConfig {
                 endpoint: match transport {
                     "tcp" => "tcp://127.0.0.1:*".to_owned(),
                     _ => format!("inproc://dispatch-test-{n}-{i}"),
                 },
-                ..tickbox_feed::ShardConfig::default()
+                ..tickbox_feed::PublisherShardConfig::default()
             })
             .collect(),
         symbols: SYMBOLS,
@@ -58,17 +58,17 @@ fn run(transport: &str, dispatch: Dispatch) -> (Report<Recorder>, u64) {
         shards: feed
             .endpoints()
             .into_iter()
-            .map(|e| ShardConfig {
+            .map(|e| SubscriberShardConfig {
                 connect: vec![e],
-                ..ShardConfig::default()
+                ..SubscriberShardConfig::default()
             })
             .collect(),
         dispatch,
         ..SubscriberConfig::default()
     };
-    let workers = WorkersConfig {
+    let workers = WorkerPoolConfig {
         count: WORKERS,
-        ..WorkersConfig::default()
+        ..WorkerPoolConfig::default()
     };
     let sub = Subscriber::start(&ctx, &config, &workers, |_| Recorder::default()).unwrap();
     let sent = feed.join().unwrap();

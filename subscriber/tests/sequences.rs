@@ -5,12 +5,12 @@
 use std::time::{Duration, Instant};
 
 use tickbox_subscriber::{
-    Fatal, GapPolicy, HumanDuration, ShardConfig, Subscriber, SubscriberConfig,
+    Fatal, GapPolicy, HumanDuration, Subscriber, SubscriberConfig, SubscriberShardConfig,
 };
 use tickbox_wire::{
     encode_to_vec, now_ns, GapCause, GapNotice, Header, Heartbeat, Kind, MessageRef, Payload, Quote,
 };
-use tickbox_workers::{Delivery, Worker, WorkersConfig};
+use tickbox_workers::{Delivery, Worker, WorkerPoolConfig};
 
 #[derive(Default)]
 struct Kinds {
@@ -57,17 +57,17 @@ impl Publisher {
 
 fn start(p: &Publisher) -> Subscriber<Kinds> {
     let config = SubscriberConfig {
-        shards: vec![ShardConfig {
+        shards: vec![SubscriberShardConfig {
             connect: vec![p.endpoint.clone()],
-            ..ShardConfig::default()
+            ..SubscriberShardConfig::default()
         }],
         gap_policy: GapPolicy::Die,
         max_lateness: "50ms".parse::<HumanDuration>().unwrap(),
         ..SubscriberConfig::default()
     };
-    let workers = WorkersConfig {
+    let workers = WorkerPoolConfig {
         count: 2,
-        ..WorkersConfig::default()
+        ..WorkerPoolConfig::default()
     };
     Subscriber::start(&zmq::Context::new(), &config, &workers, |_| {
         Kinds::default()

@@ -4,10 +4,11 @@
 use std::time::{Duration, Instant};
 
 use tickbox_subscriber::{
-    Fatal, HumanDuration, ShardConfig, SharedThreshold, Subscriber, SubscriberConfig, Verdict,
+    Fatal, HumanDuration, SharedThreshold, SnailVerdict, Subscriber, SubscriberConfig,
+    SubscriberShardConfig,
 };
 use tickbox_wire::{encode_to_vec, now_ns, Header, Kind, Quote};
-use tickbox_workers::{Delivery, Worker, WorkersConfig};
+use tickbox_workers::{Delivery, Worker, WorkerPoolConfig};
 
 #[test]
 fn engine_verdict_follows_the_shared_threshold() {
@@ -16,7 +17,7 @@ fn engine_verdict_follows_the_shared_threshold() {
     let now = 1_000_000 + 2_000_000; // 2 ms late
     assert!(matches!(
         threshold.snail().check(&header, now),
-        Verdict::OnTime { .. }
+        SnailVerdict::OnTime { .. }
     ));
     // A clone is the same value: the writer's change is what every reader sees next.
     let writer = threshold.clone();
@@ -24,7 +25,7 @@ fn engine_verdict_follows_the_shared_threshold() {
     assert_eq!(threshold.get(), Duration::from_millis(1));
     assert_eq!(
         threshold.snail().check(&header, now),
-        Verdict::Late {
+        SnailVerdict::Late {
             lateness_ns: 2_000_000
         }
     );
@@ -36,7 +37,7 @@ fn engine_verdict_follows_the_shared_threshold() {
     );
     assert!(matches!(
         threshold.snail().check(&header, u64::MAX),
-        Verdict::OnTime { .. }
+        SnailVerdict::OnTime { .. }
     ));
 }
 
@@ -57,16 +58,16 @@ fn lowering_the_threshold_while_running_trips_the_snail() {
     tickbox_zmqx::set_xpub_nodrop(&mut publisher, true).unwrap();
     let endpoint = tickbox_zmqx::bind_resolved(&publisher, "tcp://127.0.0.1:*").unwrap();
     let config = SubscriberConfig {
-        shards: vec![ShardConfig {
+        shards: vec![SubscriberShardConfig {
             connect: vec![endpoint],
-            ..ShardConfig::default()
+            ..SubscriberShardConfig::default()
         }],
         max_lateness: HumanDuration(Duration::from_secs(1)),
         ..SubscriberConfig::default()
     };
-    let workers = WorkersConfig {
+    let workers = WorkerPoolConfig {
         count: 1,
-        ..WorkersConfig::default()
+        ..WorkerPoolConfig::default()
     };
     let sub = Subscriber::start(&ctx, &config, &workers, |_| Count(0)).unwrap();
     publisher.set_rcvtimeo(5_000).unwrap();

@@ -4,9 +4,9 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use tickbox_feed::{FeedConfig, PacingMode, Rate};
-use tickbox_subscriber::{ShardConfig, Subscriber, SubscriberConfig};
+use tickbox_subscriber::{Subscriber, SubscriberConfig, SubscriberShardConfig};
 use tickbox_wire::{Kind, MessageRef};
-use tickbox_workers::{Delivery, Worker, WorkersConfig};
+use tickbox_workers::{Delivery, Worker, WorkerPoolConfig};
 
 #[derive(Default)]
 struct Recorder {
@@ -26,7 +26,7 @@ impl Worker for Recorder {
 
 fn feed_config(per_shard: u64) -> FeedConfig {
     FeedConfig {
-        shards: vec![tickbox_feed::ShardConfig::default(); 2],
+        shards: vec![tickbox_feed::PublisherShardConfig::default(); 2],
         symbols: 200,
         rate: Rate::PerSecond(200_000),
         mode: PacingMode::Paced,
@@ -41,9 +41,9 @@ fn subscriber_config(endpoints: &[String], topics: Vec<String>) -> SubscriberCon
     SubscriberConfig {
         shards: endpoints
             .iter()
-            .map(|e| ShardConfig {
+            .map(|e| SubscriberShardConfig {
                 connect: vec![e.clone()],
-                ..ShardConfig::default()
+                ..SubscriberShardConfig::default()
             })
             .collect(),
         topics,
@@ -57,9 +57,9 @@ fn two_feed_shards_to_two_subscriber_shards_and_three_workers_exactly_once() {
     const PER_SHARD: u64 = 25_000;
     let feed = tickbox_feed::Feed::start(&ctx, feed_config(PER_SHARD)).unwrap();
     let endpoints = feed.endpoints();
-    let workers = WorkersConfig {
+    let workers = WorkerPoolConfig {
         count: 3,
-        ..WorkersConfig::default()
+        ..WorkerPoolConfig::default()
     };
     let sub = Subscriber::start(
         &ctx,
@@ -108,9 +108,9 @@ fn prefix_subscription_on_a_real_feed_only_matching_topics_and_no_gaps() {
     let ctx = zmq::Context::new();
     let feed = tickbox_feed::Feed::start(&ctx, feed_config(10_000)).unwrap();
     let endpoints = feed.endpoints();
-    let workers = WorkersConfig {
+    let workers = WorkerPoolConfig {
         count: 2,
-        ..WorkersConfig::default()
+        ..WorkerPoolConfig::default()
     };
     let sub = Subscriber::start(
         &ctx,

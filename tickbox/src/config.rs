@@ -13,7 +13,7 @@ pub struct TickboxConfig {
     pub feed: tickbox_feed::FeedConfig,
     pub lvc: tickbox_lvc::LvcConfig,
     pub subscriber: tickbox_subscriber::SubscriberConfig,
-    pub workers: tickbox_workers::WorkersConfig,
+    pub workers: tickbox_workers::WorkerPoolConfig,
     pub clone: tickbox_clone::CloneConfig,
     pub broker: tickbox_majordomo::BrokerConfig,
     pub titanic: tickbox_majordomo::titanic::TitanicConfig,

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use anyhow::Context;
 use tickbox_majordomo::status::{spawn_status_worker, StatusWorker};
-use tickbox_majordomo::worker::WorkerConfig;
+use tickbox_majordomo::worker::MdpWorkerConfig;
 
 pub struct StatusBoard {
     latest: Arc<Mutex<Vec<u8>>>,
@@ -32,7 +32,7 @@ impl StatusBoard {
                     ctx,
                     broker,
                     component,
-                    WorkerConfig::default(),
+                    MdpWorkerConfig::default(),
                     move || source.lock().map(|s| s.clone()).unwrap_or_default(),
                 )
                 .with_context(|| format!("registering tickbox.{component}.status on {broker}"))?;

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{KillOnDrop, TempDir, TICKBOX};
-use tickbox_majordomo::{Worker, WorkerConfig};
+use tickbox_majordomo::{MdpWorker, MdpWorkerConfig};
 
 fn spawn(args: &[&str]) -> KillOnDrop {
     KillOnDrop(
@@ -136,12 +136,12 @@ fn titanic_process_killed_between_request_and_reply_loses_nothing() {
     let (e, n, s) = (ep.clone(), Arc::clone(&executed), Arc::clone(&stop));
     let worker = std::thread::spawn(move || {
         let ctx = zmq::Context::new();
-        let cfg = WorkerConfig {
+        let cfg = MdpWorkerConfig {
             heartbeat_interval_ms: 100,
             reconnect_ms: 100,
             ..Default::default()
         };
-        let mut w = Worker::connect(&ctx, &e, "work", cfg).unwrap();
+        let mut w = MdpWorker::connect(&ctx, &e, "work", cfg).unwrap();
         w.serve(&s, |b| {
             n.fetch_add(1, Ordering::SeqCst);
             vec![[b"done:".as_slice(), &b[0]].concat()]

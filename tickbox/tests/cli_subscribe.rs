@@ -10,7 +10,7 @@ use tickbox_feed::{Feed, FeedConfig, FeedReport, PacingMode, Rate};
 
 fn feed(shards: usize, per_shard: u64) -> FeedConfig {
     FeedConfig {
-        shards: vec![tickbox_feed::ShardConfig::default(); shards],
+        shards: vec![tickbox_feed::PublisherShardConfig::default(); shards],
         symbols: 100,
         rate: Rate::PerSecond(100_000),
         mode: PacingMode::Paced,

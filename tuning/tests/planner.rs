@@ -96,7 +96,7 @@ fn the_plan_file_loads_into_the_crates_config_types() {
     struct Planned {
         context: tickbox_zmqx::context::ContextConfig,
         subscriber: tickbox_subscriber::SubscriberConfig,
-        workers: tickbox_workers::WorkersConfig,
+        workers: tickbox_workers::WorkerPoolConfig,
     }
     let t = common::read("two_socket_smt");
     let mut req = request(&["eth1", "eth2"], 2, 1);

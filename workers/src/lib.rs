@@ -15,7 +15,9 @@ mod pool;
 
 pub use builtin::{BookEntry, Delay, LastValueBook, Stats, StatsReport, Topics};
 pub use dispatch::{worker_for_key, worker_for_topic, Dispatch};
-pub use pool::{DequeueHook, Inbox, NoHook, WorkerError, WorkerOutcome, WorkerPool, WorkersConfig};
+pub use pool::{
+    DequeueHook, Inbox, NoHook, WorkerError, WorkerOutcome, WorkerPool, WorkerPoolConfig,
+};
 
 use tickbox_wire::MessageRef;
 

@@ -14,7 +14,7 @@ use crate::{Delivery, Worker};
 /// The `[workers]` section of the deployment config.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
-pub struct WorkersConfig {
+pub struct WorkerPoolConfig {
     /// Worker threads; every shard feeds them (which messages each gets: `dispatch` in `[subscriber]`).
     pub count: usize,
     /// OS CPU ids for the worker threads in order; threads beyond the list run unpinned.
@@ -28,7 +28,7 @@ pub struct WorkersConfig {
     pub poll_ms: u64,
 }
 
-impl Default for WorkersConfig {
+impl Default for WorkerPoolConfig {
     fn default() -> Self {
         Self {
             count: 2,
@@ -128,7 +128,7 @@ impl<W: Worker, H: DequeueHook> WorkerPool<W, H> {
     pub fn spawn(
         ctx: &zmq::Context,
         sources: &[String],
-        config: &WorkersConfig,
+        config: &WorkerPoolConfig,
         make: impl FnMut(usize) -> (W, H),
     ) -> Result<Self, WorkerError> {
         let per_worker = vec![sources.to_vec(); config.count];
@@ -141,7 +141,7 @@ impl<W: Worker, H: DequeueHook> WorkerPool<W, H> {
     pub fn spawn_routed(
         ctx: &zmq::Context,
         per_worker: &[Vec<String>],
-        config: &WorkersConfig,
+        config: &WorkerPoolConfig,
         make: impl FnMut(usize) -> (W, H),
     ) -> Result<Self, WorkerError> {
         let inboxes = per_worker.iter().cloned().map(Inbox::Endpoints).collect();
@@ -154,7 +154,7 @@ impl<W: Worker, H: DequeueHook> WorkerPool<W, H> {
     pub fn spawn_with_inboxes(
         ctx: &zmq::Context,
         inboxes: Vec<Inbox>,
-        config: &WorkersConfig,
+        config: &WorkerPoolConfig,
         mut make: impl FnMut(usize) -> (W, H),
     ) -> Result<Self, WorkerError> {
         if config.count == 0 {
@@ -474,9 +474,9 @@ mod tests {
         let push = ctx.socket(zmq::PUSH).unwrap();
         push.set_linger(0).unwrap();
         push.bind("inproc://workers-test").unwrap();
-        let config = WorkersConfig {
+        let config = WorkerPoolConfig {
             count: 3,
-            ..WorkersConfig::default()
+            ..WorkerPoolConfig::default()
         };
         let pool = WorkerPool::spawn(&ctx, &["inproc://workers-test".to_owned()], &config, |_| {
             (Stats::new(), NoHook)
@@ -514,9 +514,9 @@ mod tests {
     #[test]
     fn channel_inboxes_keep_each_producers_order_and_end_when_producers_are_gone() {
         let ctx = zmq::Context::new();
-        let config = WorkersConfig {
+        let config = WorkerPoolConfig {
             count: 2,
-            ..WorkersConfig::default()
+            ..WorkerPoolConfig::default()
         };
         let (txs, rxs): (Vec<_>, Vec<_>) = (0..2)
             .map(|_| crossbeam_channel::bounded::<zmq::Message>(16))
@@ -562,9 +562,9 @@ mod tests {
     #[test]
     fn zero_workers_is_an_error() {
         let ctx = zmq::Context::new();
-        let config = WorkersConfig {
+        let config = WorkerPoolConfig {
             count: 0,
-            ..WorkersConfig::default()
+            ..WorkerPoolConfig::default()
         };
         assert!(matches!(
             WorkerPool::spawn(&ctx, &[], &config, |_| (Stats::new(), NoHook)),

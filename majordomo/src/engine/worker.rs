@@ -1,5 +1,5 @@
 //! The Majordomo worker engine (sans-IO): the protocol rules (READY first, heartbeat cadence, broker liveness,
-//! reconnect with back-off, DISCONNECT handling). `crate::worker::Worker` is the thin socket layer a service
+//! reconnect with back-off, DISCONNECT handling). `crate::worker::MdpWorker` is the thin socket layer a service
 //! author uses.
 
 use std::collections::VecDeque;
@@ -13,7 +13,7 @@ use tickbox_reliable::{ms, Liveness, LivenessEvent};
 /// Worker settings; heartbeat interval and liveness must match the broker's.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
-pub struct WorkerConfig {
+pub struct MdpWorkerConfig {
     pub heartbeat_interval_ms: u64,
     pub heartbeat_liveness: u32,
     /// First reconnect delay after the broker is presumed dead, ms; doubles up to `reconnect_max_ms`.
@@ -23,7 +23,7 @@ pub struct WorkerConfig {
     pub v02: bool,
 }
 
-impl Default for WorkerConfig {
+impl Default for MdpWorkerConfig {
     fn default() -> Self {
         Self {
             heartbeat_interval_ms: 2500,
@@ -35,7 +35,7 @@ impl Default for WorkerConfig {
     }
 }
 
-impl WorkerConfig {
+impl MdpWorkerConfig {
     fn version(&self) -> Version {
         if self.v02 {
             Version::V02
@@ -45,7 +45,7 @@ impl WorkerConfig {
     }
 }
 
-/// A request handed to the application: reply with [`Worker::reply`](crate::worker::Worker::reply).
+/// A request handed to the application: reply with [`MdpWorker::reply`](crate::worker::MdpWorker::reply).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Request {
     /// The client address frame, echoed unchanged in the reply.
@@ -81,7 +81,7 @@ impl WorkerEngine {
         self.version
     }
 
-    pub fn new(cfg: &WorkerConfig, service: &[u8], now: Instant) -> Self {
+    pub fn new(cfg: &MdpWorkerConfig, service: &[u8], now: Instant) -> Self {
         Self {
             version: cfg.version(),
             service: service.to_vec(),
@@ -199,8 +199,8 @@ impl WorkerEngine {
 mod tests {
     use super::*;
 
-    fn cfg() -> WorkerConfig {
-        WorkerConfig {
+    fn cfg() -> MdpWorkerConfig {
+        MdpWorkerConfig {
             heartbeat_interval_ms: 100,
             heartbeat_liveness: 3,
             reconnect_ms: 50,

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use tickbox_feed::{Feed, FeedConfig, PacingMode, Rate};
-use tickbox_subscriber::{Dispatch, HumanDuration, ShardConfig, SnailMode, Subscriber};
+use tickbox_subscriber::{Dispatch, HumanDuration, SnailMode, Subscriber, SubscriberShardConfig};
 use tickbox_wire::{encode_to_vec, make_topic, now_ns, Header, Kind, Quote};
 
 use super::subscribe::{finish, make_worker, merged_stats, stopped_by, summary};
@@ -126,12 +126,12 @@ pub fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     let instance = std::process::id();
     let feed_config = FeedConfig {
         shards: (0..args.shards)
-            .map(|i| tickbox_feed::ShardConfig {
+            .map(|i| tickbox_feed::PublisherShardConfig {
                 endpoint: match args.transport {
                     Transport::Inproc => format!("inproc://tickbox-demo-{instance}-{i}"),
                     Transport::Tcp => "tcp://127.0.0.1:*".into(),
                 },
-                ..tickbox_feed::ShardConfig::default()
+                ..tickbox_feed::PublisherShardConfig::default()
             })
             .collect(),
         symbols: args.symbols,
@@ -150,9 +150,9 @@ pub fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     sub_config.shards = feed
         .endpoints()
         .into_iter()
-        .map(|endpoint| ShardConfig {
+        .map(|endpoint| SubscriberShardConfig {
             connect: vec![endpoint],
-            ..ShardConfig::default()
+            ..SubscriberShardConfig::default()
         })
         .collect();
     sub_config.topics.clear();

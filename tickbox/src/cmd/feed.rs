@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use tickbox_feed::{Feed, FeedConfig, PacingMode, Pattern, Rate, ShardConfig};
+use tickbox_feed::{Feed, FeedConfig, PacingMode, Pattern, PublisherShardConfig, Rate};
 
 use crate::config::TickboxConfig;
 use crate::status::StatusBoard;
@@ -200,7 +200,7 @@ fn apply(args: Args, mut config: FeedConfig) -> anyhow::Result<FeedConfig> {
     if !endpoints.is_empty() {
         config.shards = endpoints
             .into_iter()
-            .map(|endpoint| ShardConfig {
+            .map(|endpoint| PublisherShardConfig {
                 endpoint: endpoint.trim().to_string(),
                 connect,
                 core: None,

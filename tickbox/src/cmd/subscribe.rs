@@ -9,10 +9,10 @@ use anyhow::Context as _;
 use tickbox_fleet::{check_member_id, default_member_id, SubscriberLive};
 use tickbox_subscriber::{
     check_nic, format_duration, Dispatch, Fatal, GapPolicy, Histogram, HumanDuration, Report,
-    ShardConfig, SharedThreshold, SnailMode, Subscriber, SubscriberConfig,
+    SharedThreshold, SnailMode, Subscriber, SubscriberConfig, SubscriberShardConfig,
 };
 use tickbox_wire::Kind;
-use tickbox_workers::{Delay, LastValueBook, Stats, StatsReport, WorkersConfig};
+use tickbox_workers::{Delay, LastValueBook, Stats, StatsReport, WorkerPoolConfig};
 
 use crate::config::TickboxConfig;
 use crate::exit_code;
@@ -118,16 +118,16 @@ pub(crate) fn make_worker(delay: Option<Duration>) -> CliWorker {
 fn resolve(
     args: &Args,
     config: &TickboxConfig,
-) -> anyhow::Result<(SubscriberConfig, WorkersConfig)> {
+) -> anyhow::Result<(SubscriberConfig, WorkerPoolConfig)> {
     let mut sub = config.subscriber.clone();
     let mut workers = config.workers.clone();
     if !args.connect.is_empty() {
         sub.shards = args
             .connect
             .iter()
-            .map(|endpoint| ShardConfig {
+            .map(|endpoint| SubscriberShardConfig {
                 connect: vec![endpoint.clone()],
-                ..ShardConfig::default()
+                ..SubscriberShardConfig::default()
             })
             .collect();
     }

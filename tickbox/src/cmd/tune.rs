@@ -285,7 +285,7 @@ fn sweep_cmd(args: SweepArgs) -> anyhow::Result<ExitCode> {
     // The defaults are always measured, so the winner can be stated against them.
     let defaults = SweepPoint {
         shards: 1,
-        hwm: tickbox_workers::WorkersConfig::default().hwm,
+        hwm: tickbox_workers::WorkerPoolConfig::default().hwm,
         io_threads: ContextConfig::default().io_threads,
         io_cpus: Vec::new(),
     };
