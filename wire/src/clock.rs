@@ -17,6 +17,7 @@ pub fn now_ns() -> u64 {
 
 /// A source of "now" so time-driven logic (pacers, snail, heartbeats) can be tested with a fake clock.
 pub trait Clock: Send + Sync {
+    /// Nanoseconds since the Unix epoch, as [`now_ns`] reports them for the real clock.
     fn now_ns(&self) -> u64;
 }
 
@@ -36,12 +37,15 @@ impl Clock for SystemClock {
 pub struct ManualClock(Arc<AtomicU64>);
 
 impl ManualClock {
+    /// A clock stopped at `start_ns` (ns since the Unix epoch).
     pub fn new(start_ns: u64) -> Self {
         Self(Arc::new(AtomicU64::new(start_ns)))
     }
+    /// Moves every clone to `now_ns`; it may go backwards, as a real-time clock can when stepped.
     pub fn set(&self, now_ns: u64) {
         self.0.store(now_ns, Ordering::SeqCst);
     }
+    /// Moves every clone forward by `by_ns` nanoseconds.
     pub fn advance(&self, by_ns: u64) {
         self.0.fetch_add(by_ns, Ordering::SeqCst);
     }

@@ -4,28 +4,48 @@ use crate::header::Kind;
 /// countable event, not a bug.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DecodeError {
+    /// No NUL byte ends the topic, so the frame has no header at all (not a tickbox frame, or cut inside the topic).
     #[error("frame has no topic terminator (no NUL byte)")]
     MissingTopicTerminator,
+    /// The frame starts with NUL: a zero-length topic, which no encoder writes (tap events look like this).
     #[error("topic is empty")]
     EmptyTopic,
+    /// The topic bytes before the NUL are not UTF-8.
     #[error("topic is not valid UTF-8")]
     TopicNotUtf8,
+    /// Fewer bytes follow the topic than the header of its wire version needs.
     #[error("frame truncated: header needs {needed} bytes after the topic, got {got}")]
-    TruncatedHeader { needed: usize, got: usize },
-    #[error("unknown wire version {0} (this build speaks {ver})", ver = crate::WIRE_VERSION)]
-    UnknownVersion(u8),
-    #[error("unknown message kind {0}")]
-    UnknownKind(u8),
-    #[error("{kind:?} payload must be {expected} bytes, got {got}")]
-    PayloadLength {
-        kind: Kind,
-        expected: usize,
+    TruncatedHeader {
+        /// Header length of the frame's wire version, in bytes ([`crate::HEADER_LEN`] or
+        /// [`crate::HEADER_LEN_V1`]).
+        needed: usize,
+        /// Bytes actually present after the topic terminator.
         got: usize,
     },
+    /// The header's version byte is neither 1 nor [`crate::WIRE_VERSION`]: a newer (or corrupt) publisher.
+    #[error("unknown wire version {0} (this build speaks {ver})", ver = crate::WIRE_VERSION)]
+    UnknownVersion(u8),
+    /// The header's kind byte names no [`Kind`] this build knows.
+    #[error("unknown message kind {0}")]
+    UnknownKind(u8),
+    /// The payload is not exactly the fixed size of its kind (truncated, padded, or mislabelled).
+    #[error("{kind:?} payload must be {expected} bytes, got {got}")]
+    PayloadLength {
+        /// The kind named by the header.
+        kind: Kind,
+        /// [`crate::Payload::encoded_len`] of that kind, in bytes.
+        expected: usize,
+        /// Payload bytes actually present after the header.
+        got: usize,
+    },
+    /// A payload enum byte (a [`crate::Side`] or [`crate::GapCause`]) holds no known variant.
     #[error("invalid {field} value {value} in {kind:?} payload")]
     InvalidField {
+        /// The kind of the payload that failed.
         kind: Kind,
+        /// Which field: `"side"`, `"cause"`, or `"payload"` when bincode failed some other way.
         field: &'static str,
+        /// The offending raw value (0 for `"payload"`).
         value: u64,
     },
 }
@@ -33,10 +53,23 @@ pub enum DecodeError {
 /// Why a message could not be encoded: these are caller mistakes (bad topic, short buffer).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum EncodeError {
+    /// The topic is empty or contains NUL, which would make the frame's topic terminator ambiguous.
     #[error("topic must be non-empty and must not contain NUL")]
     InvalidTopic,
+    /// The output buffer is shorter than [`crate::encoded_len`] for this topic and kind.
     #[error("buffer too small: need {needed} bytes, have {have}")]
-    BufferTooSmall { needed: usize, have: usize },
+    BufferTooSmall {
+        /// Bytes the frame needs.
+        needed: usize,
+        /// Bytes the buffer holds.
+        have: usize,
+    },
+    /// The header says one kind and the payload is another; the frame would not decode.
     #[error("payload kind {payload:?} does not match header kind {header:?}")]
-    KindMismatch { header: Kind, payload: Kind },
+    KindMismatch {
+        /// The kind in the [`crate::Header`].
+        header: Kind,
+        /// The kind of the [`crate::Payload`] given.
+        payload: Kind,
+    },
 }

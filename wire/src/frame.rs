@@ -86,14 +86,17 @@ impl<'a> MessageRef<'a> {
         })
     }
 
+    /// The topic, without its NUL terminator (`Q.XNAS.AAPL`).
     #[inline]
     pub fn topic(&self) -> &'a str {
         self.topic
     }
+    /// The decoded header (a version 1 frame reads with session 0).
     #[inline]
     pub fn header(&self) -> &Header {
         &self.header
     }
+    /// The header's kind: which [`Payload`] variant [`MessageRef::payload`] returns.
     #[inline]
     pub fn kind(&self) -> Kind {
         self.header.kind

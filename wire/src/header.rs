@@ -13,15 +13,20 @@ pub const HEADER_LEN_V1: usize = 32;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[repr(u8)]
 pub enum Kind {
+    /// Top of book: a [`crate::Quote`].
     Quote = 1,
+    /// A print: a [`crate::Trade`].
     Trade = 2,
+    /// Liveness from an idle publisher: a [`crate::Heartbeat`].
     Heartbeat = 3,
+    /// One depth level: a [`crate::BookLevel`].
     BookLevel = 4,
     /// A journal's statement that it lacks a publisher's sequences (see [`crate::GapNotice`]).
     Gap = 5,
 }
 
 impl Kind {
+    /// Every kind, in wire-byte order (for per-kind tables and exhaustive tests).
     pub const ALL: [Kind; 5] = [
         Kind::Quote,
         Kind::Trade,
@@ -30,6 +35,7 @@ impl Kind {
         Kind::Gap,
     ];
 
+    /// The kind whose wire byte is `value`; [`DecodeError::UnknownKind`] for any other byte.
     pub fn from_u8(value: u8) -> Result<Self, DecodeError> {
         match value {
             1 => Ok(Kind::Quote),
@@ -52,6 +58,7 @@ impl Kind {
         }
     }
 
+    /// Lower-case `snake_case` name for human-readable output (journal dumps, `tickbox tap`).
     pub fn name(self) -> &'static str {
         match self {
             Kind::Quote => "quote",
@@ -68,6 +75,7 @@ impl Kind {
 pub struct Flags(pub u16);
 
 impl Flags {
+    /// No flag set: a live message.
     pub const NONE: Flags = Flags(0);
     /// Sent by the LVC proxy from its cache to a late joiner: old by design. Lateness and gap checks skip it,
     /// and a last-value book never lets it overwrite a newer value.
@@ -75,14 +83,17 @@ impl Flags {
     /// Re-published from a journal: `send_time_ns` is the replay's, `origin_time_ns` the original's.
     pub const REPLAY: Flags = Flags(1 << 1);
 
+    /// True when every bit of `other` is set here.
     #[inline]
     pub fn contains(self, other: Flags) -> bool {
         self.0 & other.0 == other.0
     }
+    /// These flags plus those of `other`.
     #[inline]
     pub fn with(self, other: Flags) -> Flags {
         Flags(self.0 | other.0)
     }
+    /// These flags minus those of `other`.
     #[inline]
     pub fn without(self, other: Flags) -> Flags {
         Flags(self.0 & !other.0)
@@ -97,7 +108,9 @@ impl Flags {
 /// Version 1 headers are the same without `session`: the new field was appended so every older offset holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Header {
+    /// What the payload is; decides the payload's fixed length.
     pub kind: Kind,
+    /// Provenance marks ([`Flags::CACHED`], [`Flags::REPLAY`]); unknown bits are carried through.
     pub flags: Flags,
     /// Who sent it; sequences are per publisher.
     pub publisher_id: u32,

@@ -23,7 +23,9 @@ pub enum Side {
     /// Not known or not applicable (e.g. an auction print).
     #[default]
     None = 0,
+    /// The bid side (for a trade: a buyer lifted the offer).
     Buy = 1,
+    /// The ask side (for a trade: a seller hit the bid).
     Sell = 2,
 }
 
@@ -53,12 +55,19 @@ bincode::impl_borrow_decode!(Side);
 /// Top of book.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Encode, Decode)]
 pub struct Quote {
+    /// The venue's numeric id for the instrument (the topic names it by symbol).
     pub instrument_id: u32,
+    /// Best bid price, in units of [`PRICE_SCALE`].
     pub bid_px: i64,
+    /// Best ask price, in units of [`PRICE_SCALE`].
     pub ask_px: i64,
+    /// Quantity bid at `bid_px` (shares or contracts).
     pub bid_size: u32,
+    /// Quantity offered at `ask_px` (shares or contracts).
     pub ask_size: u32,
+    /// Orders resting at the best bid (0 when the venue does not say).
     pub bid_orders: u32,
+    /// Orders resting at the best ask (0 when the venue does not say).
     pub ask_orders: u32,
     /// The venue's own timestamp (ns since the Unix epoch), when known; 0 otherwise.
     pub venue_time_ns: u64,
@@ -67,11 +76,17 @@ pub struct Quote {
 /// A print.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Encode, Decode)]
 pub struct Trade {
+    /// The venue's numeric id for the instrument (the topic names it by symbol).
     pub instrument_id: u32,
+    /// Execution price, in units of [`PRICE_SCALE`].
     pub price: i64,
+    /// Quantity traded (shares or contracts).
     pub size: u32,
+    /// The side that crossed the spread; [`Side::None`] when unknown (auctions, off-book prints).
     pub aggressor: Side,
+    /// The venue's trade id, for matching corrections and busts.
     pub trade_id: u64,
+    /// The venue's own timestamp (ns since the Unix epoch), when known; 0 otherwise.
     pub venue_time_ns: u64,
 }
 
@@ -88,13 +103,19 @@ pub struct Heartbeat {
 /// One price level of a depth book.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Encode, Decode)]
 pub struct BookLevel {
+    /// The venue's numeric id for the instrument (the topic names it by symbol).
     pub instrument_id: u32,
+    /// Which side of the book this level is on.
     pub side: Side,
     /// 0 is the best level.
     pub level: u8,
+    /// The level's price, in units of [`PRICE_SCALE`].
     pub price: i64,
+    /// Total quantity resting at this level; 0 means the level was removed.
     pub size: u32,
+    /// Orders resting at this level (0 when the venue does not say).
     pub order_count: u32,
+    /// The venue's own timestamp (ns since the Unix epoch), when known; 0 otherwise.
     pub venue_time_ns: u64,
 }
 
@@ -133,10 +154,13 @@ bincode::impl_borrow_decode!(GapCause);
 /// last sequence accounted for, and counts the range as a *recorded* gap, apart from its own transport loss.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Encode, Decode)]
 pub struct GapNotice {
+    /// First sequence the journal lacks (inclusive).
     pub first_missing: u64,
+    /// Last sequence the journal lacks (inclusive); equal to the header's `sequence`.
     pub last_missing: u64,
     /// When the recorder noticed (ns since the Unix epoch).
     pub detected_ns: u64,
+    /// Why the sequences are missing.
     pub cause: GapCause,
 }
 
@@ -152,14 +176,20 @@ impl GapNotice {
 /// A decoded payload of any kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Payload {
+    /// [`Kind::Quote`].
     Quote(Quote),
+    /// [`Kind::Trade`].
     Trade(Trade),
+    /// [`Kind::Heartbeat`].
     Heartbeat(Heartbeat),
+    /// [`Kind::BookLevel`].
     BookLevel(BookLevel),
+    /// [`Kind::Gap`].
     Gap(GapNotice),
 }
 
 impl Payload {
+    /// The kind a header carrying this payload must name.
     pub fn kind(&self) -> Kind {
         match self {
             Payload::Quote(_) => Kind::Quote,

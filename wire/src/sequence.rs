@@ -34,46 +34,78 @@ pub enum SequenceEvent {
     InOrder,
     /// First message from this publisher: nothing to compare with (we may have joined late).
     First {
+        /// The publisher id from the header.
         publisher: u32,
+        /// Its session (0 for version 1 frames).
         session: u64,
+        /// The sequence it arrived with; accounting continues from here.
         sequence: u64,
     },
     /// Sequences `first_missing..=last_missing` never reached this hop.
     Gap {
+        /// The publisher id from the header.
         publisher: u32,
+        /// The session the gap is in.
         session: u64,
+        /// First lost sequence (inclusive).
         first_missing: u64,
+        /// Last lost sequence (inclusive).
         last_missing: u64,
     },
     /// A gap notice: the journal this stream was replayed from lacks `first_missing..=last_missing`.
     RecordedGap {
+        /// The publisher id from the header.
         publisher: u32,
+        /// The session the gap is in.
         session: u64,
+        /// First sequence the journal lacks that this hop had not already accounted for (inclusive).
         first_missing: u64,
+        /// Last sequence the journal lacks (inclusive): the notice's header sequence.
         last_missing: u64,
     },
     /// The publisher restarted (new session, or a version 1 sequence going backwards). Counting starts again.
     Restart {
+        /// The publisher id from the header.
         publisher: u32,
+        /// The session that ended.
         previous_session: u64,
+        /// The last sequence accounted for in that session.
         previous: u64,
+        /// The new session.
         session: u64,
+        /// The sequence the new session arrived with.
         sequence: u64,
     },
     /// A sequence already received (or already accounted for) in this session.
-    Duplicate { publisher: u32, sequence: u64 },
+    Duplicate {
+        /// The publisher id from the header.
+        publisher: u32,
+        /// The repeated sequence.
+        sequence: u64,
+    },
     /// A late arrival inside the most recent gap: it is received after all, so it no longer counts as missing.
-    Reordered { publisher: u32, sequence: u64 },
+    Reordered {
+        /// The publisher id from the header.
+        publisher: u32,
+        /// The late sequence, which was counted missing until now.
+        sequence: u64,
+    },
     /// An implausible jump (forged or corrupt header): counted, not believed; the sequence does not move.
     Anomaly {
+        /// The publisher id from the header.
         publisher: u32,
+        /// The last sequence accounted for, which stays as it was.
         last: u64,
+        /// The implausible sequence received.
         sequence: u64,
     },
     /// An LVC cached value: out of sequence by design, ignored.
     Exempt,
     /// The publisher table is full; this publisher is not tracked.
-    Untracked { publisher: u32 },
+    Untracked {
+        /// The publisher id from the header.
+        publisher: u32,
+    },
 }
 
 impl SequenceEvent {
@@ -102,6 +134,7 @@ fn span(first: u64, last: u64) -> u64 {
 /// One publisher's account at this hop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 pub struct PublisherLedger {
+    /// The publisher id this account is for.
     pub publisher: u32,
     /// The current session (0: unknown, version 1 frames).
     pub session: u64,
@@ -115,26 +148,42 @@ pub struct PublisherLedger {
     pub missing: u64,
     /// Sequences named by gap notices: lost before the journal this stream came from.
     pub recorded_missing: u64,
+    /// Data messages received again (or behind what was already accounted for), in every session.
     pub duplicates: u64,
+    /// Late arrivals that filled the most recent gap; each one was subtracted from `missing`.
     pub reordered: u64,
+    /// Session changes (and version 1 sequences going backwards) seen after the first message.
     pub restarts: u64,
+    /// Implausible jumps and malformed gap notices: counted, not believed.
     pub anomalies: u64,
+    /// Gaps this hop detected ([`SequenceEvent::Gap`] events), however many sequences each spanned.
     pub gap_events: u64,
+    /// Gap notices that counted toward `recorded_missing`.
     pub recorded_gap_events: u64,
 }
 
 /// Totals over every publisher, plus what could not be attributed to one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 pub struct SequenceTotals {
+    /// Publishers tracked (at most the tracker's bound).
     pub publishers: u64,
+    /// Sum of [`PublisherLedger::received`].
     pub received: u64,
+    /// Sum of [`PublisherLedger::missing`]: sequences this hop lost.
     pub missing: u64,
+    /// Sum of [`PublisherLedger::recorded_missing`]: sequences lost before the journal replayed here.
     pub recorded_missing: u64,
+    /// Sum of [`PublisherLedger::duplicates`].
     pub duplicates: u64,
+    /// Sum of [`PublisherLedger::reordered`].
     pub reordered: u64,
+    /// Sum of [`PublisherLedger::restarts`].
     pub restarts: u64,
+    /// Sum of [`PublisherLedger::anomalies`].
     pub anomalies: u64,
+    /// Sum of [`PublisherLedger::gap_events`].
     pub gap_events: u64,
+    /// Sum of [`PublisherLedger::recorded_gap_events`].
     pub recorded_gap_events: u64,
     /// Messages from publishers beyond the table's bound.
     pub untracked: u64,
@@ -168,6 +217,7 @@ impl Default for SequenceTracker {
 }
 
 impl SequenceTracker {
+    /// A tracker with [`DEFAULT_MAX_PUBLISHERS`] and [`DEFAULT_MAX_PLAUSIBLE_JUMP`].
     pub fn new() -> Self {
         Self::with_bounds(DEFAULT_MAX_PUBLISHERS, DEFAULT_MAX_PLAUSIBLE_JUMP)
     }
@@ -184,6 +234,7 @@ impl SequenceTracker {
         }
     }
 
+    /// The largest forward jump believed; a bigger one is a [`SequenceEvent::Anomaly`].
     pub fn max_plausible_jump(&self) -> u64 {
         self.max_plausible_jump
     }
@@ -208,6 +259,7 @@ impl SequenceTracker {
         self.ledger(publisher).map(|l| l.last_sequence)
     }
 
+    /// Every ledger summed, plus the untracked and cached counts that belong to no ledger.
     pub fn totals(&self) -> SequenceTotals {
         let mut t = SequenceTotals {
             publishers: self.publishers.len() as u64,
