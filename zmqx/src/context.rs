@@ -457,6 +457,8 @@ fn task_ids() -> Result<BTreeSet<i32>, ContextError> {
 
 /// The CPUs this process may run on: its main thread's affinity mask, which respects cgroups and `taskset` but
 /// not the pinning of whichever thread asks (a pinned shard must not shrink the I/O threads' mask).
+// Calls into libc's CPU-set and scheduler API; each block below says why it is sound.
+#[allow(unsafe_code)]
 pub fn allowed_cpus() -> Result<BTreeSet<usize>, ContextError> {
     // SAFETY: `cpu_set_t` is plain data for which all-zero is a valid (empty) value.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
@@ -482,6 +484,8 @@ pub fn allowed_cpus() -> Result<BTreeSet<usize>, ContextError> {
 }
 
 /// Pins thread `tid` (0: the calling thread) to `cpus`.
+// Calls into libc's CPU-set and scheduler API; each block below says why it is sound.
+#[allow(unsafe_code)]
 fn set_affinity(tid: i32, cpus: &BTreeSet<usize>) -> Result<(), ContextError> {
     // SAFETY: all-zero is a valid empty `cpu_set_t`.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
@@ -506,6 +510,8 @@ fn set_affinity(tid: i32, cpus: &BTreeSet<usize>) -> Result<(), ContextError> {
 }
 
 /// Sets thread `tid`'s (0: the caller's) scheduling policy; `Inherit` leaves it alone.
+// Calls into libc's CPU-set and scheduler API; each block below says why it is sound.
+#[allow(unsafe_code)]
 fn set_policy(tid: i32, policy: SchedPolicy, priority: i32) -> Result<(), ContextError> {
     let Some(raw) = policy.raw() else {
         return Ok(());

@@ -8,12 +8,21 @@ pub mod socket;
 /// Errors from these helpers.
 #[derive(Debug, thiserror::Error)]
 pub enum ZmqxError {
+    /// libzmq refused the call (bad option, closed socket, endpoint in use, ...).
     #[error("zmq: {0}")]
     Zmq(#[from] zmq::Error),
+    /// [`pin_current_thread`] was asked for a core the OS does not report.
     #[error("core {core} does not exist (this machine has cores {available:?})")]
-    NoSuchCore { core: usize, available: Vec<usize> },
+    NoSuchCore {
+        /// The OS CPU id asked for.
+        core: usize,
+        /// The CPU ids the OS reports, for the error message.
+        available: Vec<usize>,
+    },
+    /// The core exists but the OS refused the affinity change (cgroup or `taskset` limits).
     #[error("could not pin thread to core {0}")]
     PinFailed(usize),
+    /// [`endpoint_via_nic`] cannot route this endpoint through a NIC; the text says why.
     #[error("{0}")]
     NicEndpoint(String),
 }
@@ -43,6 +52,8 @@ pub fn set_xpub_nodrop(socket: &mut zmq::Socket, on: bool) -> Result<(), ZmqxErr
     set_int_option(socket, zmq_sys::ZMQ_XPUB_NODROP as c_int, c_int::from(on))
 }
 
+// `zmq` has no setter for these options; the call goes to libzmq directly.
+#[allow(unsafe_code)]
 fn set_int_option(socket: &mut zmq::Socket, option: c_int, value: c_int) -> Result<(), ZmqxError> {
     // SAFETY: the pointer is a live socket owned by `socket` (we hold `&mut`), and the value pointer and length
     // describe one `c_int` on our stack for the duration of the call.

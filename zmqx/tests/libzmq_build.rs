@@ -67,6 +67,7 @@ fn interface_names_bind_and_source_interface_connects_deliver() {
 }
 
 #[test]
+#[allow(unsafe_code)] // fcntl: the zmq crate does not expose the fd's flags.
 fn signalling_uses_cloexec_eventfds() {
     // ZMQ_HAVE_EVENTFD(+_CLOEXEC): one eventfd per mailbox instead of a socketpair, and not leaked across exec.
     let ctx = zmq::Context::new();
@@ -84,6 +85,7 @@ fn signalling_uses_cloexec_eventfds() {
 }
 
 #[test]
+#[allow(unsafe_code)] // getsockopt: only the kernel can say whether the options arrived.
 fn tcp_keepalive_options_reach_the_kernel() {
     // ZMQ_HAVE_SO_KEEPALIVE + ZMQ_HAVE_TCP_KEEP{IDLE,INTVL,CNT}: otherwise ZMQ_TCP_KEEPALIVE* are accepted and
     // ignored, and a dead peer behind a NAT or firewall is never noticed.
@@ -135,6 +137,7 @@ fn tcp_keepalive_options_reach_the_kernel() {
 }
 
 #[test]
+#[allow(unsafe_code)] // the raw context API: the zmq crate hides context options.
 fn io_threads_are_named_and_honour_cpu_affinity() {
     // ZMQ_HAVE_PTHREAD_SETNAME_2 names I/O threads (visible in top/perf); ZMQ_HAVE_PTHREAD_SET_AFFINITY makes
     // ZMQ_THREAD_AFFINITY_CPU_ADD pin them. Uses the raw API because the zmq crate hides context options.
@@ -142,60 +145,64 @@ fn io_threads_are_named_and_honour_cpu_affinity() {
         .map(|n| n.get())
         .unwrap_or(1);
     let target_cpu = cpus - 1;
-    // SAFETY: a fresh context used only here; every socket is closed before the context is terminated.
-    unsafe {
-        let ctx = zmq_sys::zmq_ctx_new();
-        assert!(!ctx.is_null());
-        assert_eq!(
-            zmq_sys::zmq_ctx_set(
-                ctx,
-                zmq_sys::ZMQ_THREAD_AFFINITY_CPU_ADD as c_int,
-                target_cpu as c_int
-            ),
-            0
+    // A fresh context used only here; its one socket is closed before the context is terminated.
+    // SAFETY: zmq_ctx_new has no preconditions; a null result is checked below.
+    let ctx = unsafe { zmq_sys::zmq_ctx_new() };
+    assert!(!ctx.is_null());
+    // SAFETY: `ctx` is a live context (non-null, not yet terminated); the option takes an int value.
+    let rc = unsafe {
+        zmq_sys::zmq_ctx_set(
+            ctx,
+            zmq_sys::ZMQ_THREAD_AFFINITY_CPU_ADD as c_int,
+            target_cpu as c_int,
+        )
+    };
+    assert_eq!(rc, 0);
+    // A prefix of our own tells this context's I/O thread from those of tests running in parallel.
+    // SAFETY: as above.
+    let rc = unsafe { zmq_sys::zmq_ctx_set(ctx, zmq_sys::ZMQ_THREAD_NAME_PREFIX as c_int, 731) };
+    assert_eq!(rc, 0);
+    // SAFETY: `ctx` is a live context; a null result is checked below.
+    let raw = unsafe { zmq_sys::zmq_socket(ctx, zmq_sys::ZMQ_PUB as c_int) };
+    assert!(!raw.is_null());
+    // SAFETY: `raw` is a fresh, non-null socket owned by nothing else; the `Socket` closes it on drop, which
+    // happens before `ctx` is terminated.
+    let socket = unsafe { zmq::Socket::from_raw(raw) };
+    socket.set_linger(0).unwrap();
+    socket.bind("tcp://127.0.0.1:*").unwrap();
+    // The I/O thread names itself after it starts, so look for it for a bounded time.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let io = loop {
+        if let Some(found) = thread_comms()
+            .into_iter()
+            .find(|(comm, _)| comm.starts_with("731/ZMQbg/IO"))
+        {
+            break found;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no I/O thread named 731/ZMQbg/IO/n"
         );
-        // A prefix of our own tells this context's I/O thread from those of tests running in parallel.
-        assert_eq!(
-            zmq_sys::zmq_ctx_set(ctx, zmq_sys::ZMQ_THREAD_NAME_PREFIX as c_int, 731),
-            0
-        );
-        let raw = zmq_sys::zmq_socket(ctx, zmq_sys::ZMQ_PUB as c_int);
-        assert!(!raw.is_null());
-        let socket = zmq::Socket::from_raw(raw);
-        socket.set_linger(0).unwrap();
-        socket.bind("tcp://127.0.0.1:*").unwrap();
-        // The I/O thread names itself after it starts, so look for it for a bounded time.
-        let deadline = Instant::now() + Duration::from_secs(5);
-        let io = loop {
-            if let Some(found) = thread_comms()
-                .into_iter()
-                .find(|(comm, _)| comm.starts_with("731/ZMQbg/IO"))
-            {
-                break found;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "no I/O thread named 731/ZMQbg/IO/n"
-            );
-            std::thread::sleep(Duration::from_millis(5));
-        };
-        let allowed =
-            io.1.lines()
-                .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
-                .unwrap()
-                .trim()
-                .to_owned();
-        drop(socket);
-        zmq_sys::zmq_ctx_term(ctx);
-        assert_eq!(
-            allowed,
-            target_cpu.to_string(),
-            "I/O thread affinity not applied"
-        );
-    }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let allowed =
+        io.1.lines()
+            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+            .unwrap()
+            .trim()
+            .to_owned();
+    drop(socket);
+    // SAFETY: `ctx` is live and its only socket was closed just above; it is not used afterwards.
+    unsafe { zmq_sys::zmq_ctx_term(ctx) };
+    assert_eq!(
+        allowed,
+        target_cpu.to_string(),
+        "I/O thread affinity not applied"
+    );
 }
 
 #[test]
+#[allow(unsafe_code)] // ZMQ_BINDTODEVICE has no setter in the zmq crate; geteuid to skip when unprivileged.
 fn bindtodevice_is_supported() {
     // ZMQ_HAVE_SO_BINDTODEVICE: needed where two NICs share a subnet. Setting it needs CAP_NET_RAW.
     let ctx = zmq::Context::new();
