@@ -61,6 +61,7 @@ pub struct Stats {
 }
 
 impl Stats {
+    /// A worker that has seen nothing yet.
     pub fn new() -> Self {
         Self::default()
     }
@@ -107,16 +108,20 @@ impl Worker for Stats {
 pub struct StatsReport {
     /// Messages per kind, indexed like [`Kind::ALL`].
     pub per_kind: [u64; 5],
+    /// Messages per exact topic; [`StatsReport::per_prefix`] folds them by prefix.
     pub topics: Topics,
     /// Messages flagged CACHED (LVC snapshot values).
     pub cached: u64,
     /// Messages flagged REPLAY.
     pub replayed: u64,
+    /// When the first message was dequeued (ns since the Unix epoch); 0 before any.
     pub first_ns: u64,
+    /// When the last message was dequeued (ns since the Unix epoch); 0 before any.
     pub last_ns: u64,
 }
 
 impl StatsReport {
+    /// Adds `other`'s counts to these and widens the time span to cover both.
     pub fn merge(&mut self, other: &StatsReport) {
         for (a, b) in self.per_kind.iter_mut().zip(other.per_kind) {
             *a += b;
@@ -132,14 +137,17 @@ impl StatsReport {
         self.last_ns = self.last_ns.max(other.last_ns);
     }
 
+    /// Messages of every kind.
     pub fn total(&self) -> u64 {
         self.per_kind.iter().sum()
     }
 
+    /// Messages of `kind`.
     pub fn count(&self, kind: Kind) -> u64 {
         self.per_kind[kind_index(kind)]
     }
 
+    /// Different topics seen.
     pub fn distinct_topics(&self) -> usize {
         self.topics.len()
     }
@@ -172,7 +180,7 @@ impl StatsReport {
 }
 
 /// The first `segments` dot-separated parts of `topic` (the whole topic if it has fewer).
-pub fn topic_prefix(topic: &str, segments: usize) -> &str {
+pub(crate) fn topic_prefix(topic: &str, segments: usize) -> &str {
     let mut dots = 0;
     for (i, b) in topic.bytes().enumerate() {
         if b == b'.' {
@@ -188,21 +196,31 @@ pub fn topic_prefix(topic: &str, segments: usize) -> &str {
 /// Where a value came from, for "is this newer?" decisions. Ordered by origin time, then sequence.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
 pub struct Stamp {
+    /// The header's `origin_time_ns`: when the value was first published (ns since the Unix epoch), kept by replays
+    /// and the LVC, so a cached or replayed value sorts where it was born.
     pub origin_time_ns: u64,
+    /// The header's sequence, which breaks ties between values published in the same nanosecond.
     pub sequence: u64,
 }
 
 /// Best bid/offer and last trade of one instrument.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct BookEntry {
+    /// Best bid, in units of [`tickbox_wire::PRICE_SCALE`]; 0 until a quote arrived.
     pub bid_px: i64,
+    /// Quantity at the best bid.
     pub bid_size: u32,
+    /// Best ask, in units of [`tickbox_wire::PRICE_SCALE`]; 0 until a quote arrived.
     pub ask_px: i64,
+    /// Quantity at the best ask.
     pub ask_size: u32,
     /// Stamp of the quote the bid/ask came from; `None` until a quote arrived.
     pub quote: Option<Stamp>,
+    /// Price of the newest trade, in units of [`tickbox_wire::PRICE_SCALE`]; 0 until a trade arrived.
     pub last_trade_px: i64,
+    /// Quantity of the newest trade.
     pub last_trade_size: u32,
+    /// Stamp of the newest trade; `None` until a trade arrived.
     pub trade: Option<Stamp>,
 }
 
@@ -221,22 +239,27 @@ pub struct LastValueBook {
 }
 
 impl LastValueBook {
+    /// An empty book.
     pub fn new() -> Self {
         Self::default()
     }
 
+    /// The entry for `instrument`, keyed without the kind letter (`XNAS.AAPL`).
     pub fn get(&self, instrument: &str) -> Option<&BookEntry> {
         self.entries.get(instrument)
     }
 
+    /// Instruments in the book.
     pub fn len(&self) -> usize {
         self.entries.len()
     }
 
+    /// True before any quote, trade or level-0 book level was applied.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
 
+    /// Every instrument and its entry, in no particular order.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &BookEntry)> {
         self.entries.iter().map(|(k, v)| (&**k, v))
     }

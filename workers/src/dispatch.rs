@@ -15,6 +15,7 @@ pub enum Dispatch {
 }
 
 impl Dispatch {
+    /// The config spelling (`by_topic`, `round_robin`), which [`str::parse`] reads back.
     pub fn as_str(self) -> &'static str {
         match self {
             Dispatch::ByTopic => "by_topic",

@@ -55,8 +55,12 @@ pub struct Delivery {
 /// for an even load, and **none of the ordering guarantees above hold**: two updates of one symbol can reach two
 /// workers and be processed in either order.
 pub trait Worker: Send + 'static {
+    /// Handles one message. `msg` borrows the received frame and is gone when this returns; it is called on the
+    /// worker's own thread, so it may block, at the cost of the messages queued behind it.
     fn on_message(&mut self, msg: &MessageRef<'_>, delivery: &Delivery);
 
+    /// Called when the queue runs dry, after a full batch, and once before the thread exits: the place for
+    /// batched side effects. Does nothing by default.
     fn flush(&mut self) {}
 }
 

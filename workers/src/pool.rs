@@ -43,30 +43,49 @@ impl Default for WorkerPoolConfig {
 /// Errors starting or running a pool.
 #[derive(Debug, thiserror::Error)]
 pub enum WorkerError {
+    /// A worker thread's socket set-up failed.
     #[error("worker {worker}: {what}: {source}")]
     Zmq {
+        /// Index of the worker thread.
         worker: usize,
+        /// The step that failed (creating the socket, setting an option, ...).
         what: &'static str,
+        /// libzmq's error.
         #[source]
         source: zmq::Error,
     },
+    /// A worker's PULL socket could not connect to one of its endpoints.
     #[error("worker {worker}: cannot connect to {endpoint}: {source}")]
     Connect {
+        /// Index of the worker thread.
         worker: usize,
+        /// The endpoint refused.
         endpoint: String,
+        /// libzmq's error.
         #[source]
         source: zmq::Error,
     },
+    /// The OS refused to create a worker thread.
     #[error("cannot spawn worker thread: {0}")]
     Spawn(#[source] std::io::Error),
+    /// A worker thread neither reported ready nor failed within the 10 s start-up wait. The number is the pool's
+    /// thread count, not the stalled thread's index, which is not known.
     #[error("worker {0} did not start")]
     NotStarted(usize),
+    /// Worker thread `n` panicked; its outcome (and its worker's state) is lost.
     #[error("worker thread {0} panicked")]
     Panicked(usize),
+    /// `count` was 0.
     #[error("a pool needs at least one worker")]
     NoWorkers,
+    /// The number of inboxes (or endpoint lists) given differs from `count`.
     #[error("{workers} workers but {lists} endpoint lists")]
-    Sources { workers: usize, lists: usize },
+    Sources {
+        /// `count` from the config.
+        workers: usize,
+        /// Inboxes or endpoint lists given.
+        lists: usize,
+    },
 }
 
 /// Runs on the worker thread before the worker sees a message: the subscriber's Suicidal Snail check at dequeue
@@ -90,8 +109,11 @@ impl DequeueHook for NoHook {
 /// What a worker thread hands back when it exits.
 #[derive(Debug)]
 pub struct WorkerOutcome<W, H> {
+    /// Index of the thread in its pool (the [`Delivery::worker`] it stamped).
     pub index: usize,
+    /// The worker, with whatever state it built (a book, statistics).
     pub worker: W,
+    /// The dequeue hook, with whatever it counted.
     pub hook: H,
     /// Messages taken off the socket.
     pub taken: u64,
