@@ -17,6 +17,7 @@
 mod config;
 mod control;
 mod error;
+mod inspect;
 mod journal_ext;
 mod ledger;
 mod pacer;
@@ -28,6 +29,11 @@ pub use control::{
     fmt_position, parse_position, parse_start, Effect, ReplayController, RunSpec, RunState,
 };
 pub use error::RecorderError;
+pub use inspect::{
+    dump_header, first_capture_ns, format_dump_line, format_metadata_repairs, format_summary,
+    format_verdict, JournalAccounting, JournalVerdict, PublisherAccount, RecordScan, ScanRow,
+    MAX_SCAN_PUBLISHERS,
+};
 pub use journal_ext::{overwritten, overwritten_at, read_app_meta, OverwriteStats, APP_META_MAX};
 pub use ledger::{Ledger, LedgerError, LedgerOverflow, LedgerRow, MAX_LEDGER_PUBLISHERS};
 pub use pacer::{Pace, ReplayPacer, Speed};

@@ -25,20 +25,29 @@
 
 mod blackbox;
 mod clock;
+mod hook;
 mod nic;
+mod report;
+mod shard;
+mod shared;
 mod snail;
+mod summary;
 
-pub use blackbox::{
-    lateness_histogram, Fatal, GapFatal, LiveShardCounters, Report, SnailEvent, SnailHook, Stage,
-    Subscriber, SubscriberShardReport, WorkerReport,
-};
+pub use blackbox::Subscriber;
 pub use clock::{
     delay_ns, ClockOffset, ClockTable, SkewWarning, MAX_CLOCK_PUBLISHERS, MAX_PLAUSIBLE_OFFSET_NS,
 };
 /// Re-exported so users of [`Report`] need no direct hdrhistogram dependency.
 pub use hdrhistogram::Histogram;
+pub use hook::SnailHook;
 pub use nic::check_nic;
+pub use report::{
+    lateness_histogram, Fatal, GapFatal, Report, SnailEvent, Stage, SubscriberShardReport,
+    WorkerReport,
+};
+pub use shared::LiveShardCounters;
 pub use snail::{lateness_ns, SharedThreshold, Snail, SnailVerdict};
+pub use summary::{standard_worker, StandardWorker};
 pub use tickbox_units::{
     format_duration, parse_duration, HumanDuration, UnitsError as DurationError,
 };

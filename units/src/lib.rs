@@ -20,7 +20,7 @@ mod time;
 
 pub use duration::{format_duration, parse_duration, HumanDuration};
 pub use rate::Rate;
-pub use size::{format_size, parse_size, ByteSize};
+pub use size::{format_size, format_size_approx, parse_size, ByteSize};
 pub use time::{days_from_civil, format_rfc3339, parse_rfc3339, parse_time};
 
 /// Why a quantity was rejected. Each message names the input and shows what would have been accepted.

@@ -41,6 +41,23 @@ pub fn format_size(bytes: u64) -> String {
     bytes.to_string()
 }
 
+/// Formats for people, rounded to two decimals in the largest binary unit not above it: `1536` → `1.50 KiB`,
+/// `512` → `512 B`. Lossy; use [`format_size`] where the text must parse back.
+pub fn format_size_approx(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = bytes as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u < UNITS.len() - 1 {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{v:.2} {}", UNITS[u])
+    }
+}
+
 /// A byte count that reads as an integer or a [`parse_size`] string and writes as an integer (TOML-friendly).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct ByteSize(pub u64);

@@ -11,7 +11,8 @@ use tickbox_feed::{Feed, FeedConfig, PacingMode, Rate};
 use tickbox_subscriber::{Dispatch, HumanDuration, SnailMode, Subscriber, SubscriberShardConfig};
 use tickbox_wire::{encode_to_vec, make_topic, now_ns, Header, Kind, Quote};
 
-use super::subscribe::{finish, make_worker, merged_stats, stopped_by, summary};
+use super::subscribe::finish;
+use tickbox_subscriber::standard_worker;
 use crate::config::TickboxConfig;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -158,8 +159,10 @@ pub fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     sub_config.topics.clear();
     let mut workers_config = config.workers.clone();
     workers_config.count = args.workers;
-    let subscriber = Subscriber::start(&ctx, &sub_config, &workers_config, |_| make_worker(None))
-        .context("starting the subscriber")?;
+    let subscriber = Subscriber::start(&ctx, &sub_config, &workers_config, |_| {
+        standard_worker(None)
+    })
+    .context("starting the subscriber")?;
     tracing::info!(
         shards = args.shards,
         workers = args.workers,
@@ -186,7 +189,7 @@ pub fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
         }
     }
     let report = subscriber.shutdown()?;
-    let stopped = stopped_by(&report, stop.load(Ordering::Relaxed));
+    let stopped = report.stopped_by(stop.load(Ordering::Relaxed));
     let per_publisher: Vec<(u32, u64)> = sent
         .shards
         .iter()
@@ -202,8 +205,8 @@ pub fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
             "XPUB_NODROP"
         }
     );
-    out.push_str(&summary(&report, Some(&per_publisher), stopped));
-    let stats = merged_stats(&report);
+    out.push_str(&report.summary_table(Some(&per_publisher), stopped));
+    let stats = report.merged_stats();
     let pipeline_rate = stats.rate(report.processed());
     let _ = writeln!(
         out,

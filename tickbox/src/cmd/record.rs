@@ -15,9 +15,9 @@ use tickbox_recorder::{
     record, DurabilityConfig, JournalModeConfig, RecordOptions, RecordStats, RecorderConfig,
 };
 
-use super::journal::fmt_bytes;
 use crate::config::TickboxConfig;
 use crate::status::StatusBoard;
+use tickbox_units::format_size_approx as fmt_bytes;
 
 #[derive(Debug, clap::Args)]
 #[command(

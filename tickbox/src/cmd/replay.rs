@@ -27,9 +27,10 @@ use tickbox_recorder::{
 };
 use tickbox_wire::SystemClock;
 
-use super::journal::{first_capture_ns, fmt_bytes, fmt_time, parse_time};
+use super::journal::{first_capture_ns, parse_time};
 use crate::config::TickboxConfig;
 use crate::status::StatusBoard;
+use tickbox_units::{format_rfc3339 as fmt_time, format_size_approx as fmt_bytes};
 
 #[derive(Debug, clap::Args)]
 #[command(

@@ -1,6 +1,5 @@
 //! `tickbox subscribe`: the Black Box subscriber (SUB shards -> PUSH/PULL workers) with the Suicidal Snail.
 
-use std::fmt::Write as _;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -8,11 +7,10 @@ use std::time::Duration;
 use anyhow::Context as _;
 use tickbox_fleet::{check_member_id, default_member_id, SubscriberLive};
 use tickbox_subscriber::{
-    check_nic, format_duration, Dispatch, Fatal, GapPolicy, Histogram, HumanDuration, Report,
-    SharedThreshold, SnailMode, Subscriber, SubscriberConfig, SubscriberShardConfig,
+    check_nic, standard_worker, Dispatch, GapPolicy, HumanDuration, Report, SharedThreshold,
+    SnailMode, Subscriber, SubscriberConfig, SubscriberShardConfig,
 };
-use tickbox_wire::Kind;
-use tickbox_workers::{Delay, LastValueBook, Stats, StatsReport, WorkerPoolConfig};
+use tickbox_workers::WorkerPoolConfig;
 
 use crate::config::TickboxConfig;
 use crate::exit_code;
@@ -100,19 +98,6 @@ pub struct Args {
 
 /// How often the control loop refreshes the status snapshot.
 const STATUS_EVERY: Duration = Duration::from_millis(500);
-
-/// The worker every CLI subscriber runs: statistics, the last-value book, and an optional artificial delay.
-pub(crate) type CliWorker = (Stats, (LastValueBook, Option<Delay>));
-
-pub(crate) fn make_worker(delay: Option<Duration>) -> CliWorker {
-    (
-        Stats::new(),
-        (
-            LastValueBook::new(),
-            delay.filter(|d| !d.is_zero()).map(Delay),
-        ),
-    )
-}
 
 /// Merges the config file's sections with the command line (the command line wins).
 fn resolve(
@@ -225,8 +210,10 @@ pub fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
         sub_config.max_lateness = HumanDuration(initial.get());
     }
     let status = StatusBoard::start(&ctx, args.broker.as_deref(), "subscribe")?;
-    let subscriber = Subscriber::start(&ctx, &sub_config, &workers_config, |_| make_worker(delay))
-        .context("starting the subscriber")?;
+    let subscriber = Subscriber::start(&ctx, &sub_config, &workers_config, |_| {
+        standard_worker(delay)
+    })
+    .context("starting the subscriber")?;
     let threshold = subscriber.threshold();
     let membership = match &live {
         Some(live) => {
@@ -268,7 +255,7 @@ pub fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
         }
         if now >= next_status || tripped {
             next_status = now + STATUS_EVERY;
-            status.publish(status_json(&subscriber, &threshold, &id, tripped));
+            status.publish(subscriber.status_json(&threshold, &id, tripped));
         }
         if tripped
             || stop.load(Ordering::Relaxed)
@@ -285,11 +272,11 @@ pub fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
         live.alert(&fatal);
     }
     let report = subscriber.shutdown()?;
-    let stopped_by = stopped_by(&report, stop.load(Ordering::Relaxed));
+    let stopped_by = report.stopped_by(stop.load(Ordering::Relaxed));
     if args.json {
-        println!("{}", summary_json(&report, &sub_config, stopped_by));
+        println!("{}", report.summary_json(&sub_config, stopped_by));
     } else {
-        print!("{}", summary(&report, None, stopped_by));
+        print!("{}", report.summary_table(None, stopped_by));
     }
     drop(membership);
     if report.fatal.is_none() && report.received() == 0 {
@@ -309,183 +296,6 @@ pub fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     Ok(finish(&report))
 }
 
-fn lateness_json(h: &Histogram<u64>) -> serde_json::Value {
-    if h.is_empty() {
-        return serde_json::Value::Null;
-    }
-    serde_json::json!({
-        "p50": h.value_at_quantile(0.5),
-        "p99": h.value_at_quantile(0.99),
-        "max": h.max(),
-    })
-}
-
-/// The end-of-run summary as one JSON object (`--json`). Every count is an integer.
-pub(crate) fn summary_json(
-    report: &Report<CliWorker>,
-    config: &SubscriberConfig,
-    stopped_by: &str,
-) -> serde_json::Value {
-    let totals = report.sequence_totals();
-    let offsets = &report.clock_offsets;
-    let offset_of = |p: u32| {
-        offsets
-            .iter()
-            .find(|o| o.publisher == p)
-            .map(|o| o.offset_ns)
-    };
-    let mut publishers: Vec<serde_json::Value> = report
-        .ledgers()
-        .iter()
-        .map(|l| {
-            serde_json::json!({
-                "publisher": l.publisher,
-                "session": l.session,
-                "first_sequence": l.first_sequence,
-                "last_sequence": l.last_sequence,
-                "received": l.received,
-                "missing": l.missing,
-                "recorded_gaps": l.recorded_missing,
-                "duplicates": l.duplicates,
-                "reordered": l.reordered,
-                "restarts": l.restarts,
-                "anomalies": l.anomalies,
-                "clock_offset_ns": offset_of(l.publisher),
-            })
-        })
-        .collect();
-    // Publishers timed but not sequence-tracked (a topic filter is on): still show their clocks.
-    for o in offsets {
-        if !report.ledgers().iter().any(|l| l.publisher == o.publisher) {
-            publishers.push(serde_json::json!({
-                "publisher": o.publisher,
-                "clock_offset_ns": o.offset_ns,
-            }));
-        }
-    }
-    let per_worker_forwarded = |w: usize| -> u64 {
-        report
-            .shards
-            .iter()
-            .filter_map(|s| s.forwarded_per_worker.get(w))
-            .sum()
-    };
-    let workers: Vec<serde_json::Value> = report
-        .workers
-        .iter()
-        .map(|w| {
-            let mut v = serde_json::json!({
-                "index": w.index,
-                "processed": w.processed,
-                "discarded": w.discarded,
-                "late": w.late,
-                "lateness_ns": lateness_json(&w.lateness),
-            });
-            if report.dispatch == Dispatch::ByTopic {
-                v["forwarded"] = per_worker_forwarded(w.index).into();
-            }
-            v
-        })
-        .collect();
-    let shards: Vec<serde_json::Value> = report
-        .shards
-        .iter()
-        .map(|s| {
-            serde_json::json!({
-                "index": s.index,
-                "endpoints": s.endpoints,
-                "received": s.received,
-                "forwarded": s.forwarded,
-                "malformed": s.malformed,
-                "cached": s.cached,
-                "gap_notices": s.gap_notices,
-                "late": s.late,
-                "gaps": s.gaps,
-                "missing": s.missing,
-                "lateness_ns": lateness_json(&s.lateness),
-            })
-        })
-        .collect();
-    let stats = merged_stats(report);
-    serde_json::json!({
-        "component": "subscribe",
-        "stopped_by": stopped_by,
-        "fatal": report.fatal,
-        "elapsed_ms": u64::try_from(report.elapsed.as_millis()).unwrap_or(u64::MAX),
-        "received": report.received(),
-        "forwarded": report.forwarded(),
-        "processed": report.processed(),
-        "unprocessed": report.unprocessed,
-        "malformed": report.malformed(),
-        "cached": report.shards.iter().map(|s| s.cached).sum::<u64>(),
-        "gap_notices": report.gap_notices(),
-        "late": report.late(),
-        "sequence_tracking": config.topics.is_empty() || config.topics.iter().any(|t| t.is_empty()),
-        "data_received": totals.received,
-        "missing": totals.missing,
-        "gaps": totals.gap_events,
-        "recorded_gaps": totals.recorded_missing,
-        "recorded_gap_events": totals.recorded_gap_events,
-        "duplicates": totals.duplicates,
-        "reordered": totals.reordered,
-        "restarts": totals.restarts,
-        "anomalies": totals.anomalies,
-        "untracked": totals.untracked,
-        "quotes": stats.count(Kind::Quote),
-        "trades": stats.count(Kind::Trade),
-        "heartbeats": stats.count(Kind::Heartbeat),
-        "distinct_topics": stats.distinct_topics(),
-        "dispatch": report.dispatch.as_str(),
-        "snail_mode": report.snail_mode.as_str(),
-        "max_lateness_ns": u64::try_from(config.max_lateness.0.as_nanos()).unwrap_or(u64::MAX),
-        "clock_skew_warn_ns": u64::try_from(config.clock_skew_warn.0.as_nanos()).unwrap_or(u64::MAX),
-        "clock_offsets": offsets,
-        "clock_untracked": report.clock_untracked,
-        "publishers": publishers,
-        "workers": workers,
-        "shards": shards,
-        "lateness_ns": {
-            "receive": lateness_json(&report.receive_lateness()),
-            "dequeue": lateness_json(&report.dequeue_lateness()),
-        },
-    })
-}
-
-fn status_json<W: tickbox_workers::Worker>(
-    subscriber: &Subscriber<W>,
-    threshold: &SharedThreshold,
-    id: &str,
-    tripped: bool,
-) -> serde_json::Value {
-    let state = match subscriber.fatal() {
-        Some(Fatal::Snail(_)) => "snail",
-        Some(Fatal::Gap(_)) => "gap",
-        None if tripped => "tripped",
-        None => "running",
-    };
-    let current = threshold.get();
-    serde_json::json!({
-        "component": "subscribe",
-        "id": id,
-        "state": state,
-        "max_lateness": format_duration(current),
-        "max_lateness_ns": u64::try_from(current.as_nanos()).unwrap_or(u64::MAX),
-        "shards": subscriber.live_shards(),
-        "dispatch": subscriber.dispatch().as_str(),
-        "snail_mode": subscriber.snail_mode().as_str(),
-        "clock_offsets": subscriber.clock_offsets(),
-    })
-}
-
-pub(crate) fn stopped_by<W>(report: &Report<W>, signalled: bool) -> &'static str {
-    match (&report.fatal, signalled) {
-        (Some(Fatal::Snail(_)), _) => "Suicidal Snail",
-        (Some(Fatal::Gap(_)), _) => "sequence gap (gap_policy=die)",
-        (None, true) => "signal",
-        (None, false) => "end of run",
-    }
-}
-
 /// Maps the outcome to the exit code, printing the machine-readable line for a fatal event.
 pub(crate) fn finish<W>(report: &Report<W>) -> ExitCode {
     match &report.fatal {
@@ -495,198 +305,4 @@ pub(crate) fn finish<W>(report: &Report<W>) -> ExitCode {
         }
         None => ExitCode::from(exit_code::OK),
     }
-}
-
-/// Worker statistics merged over the pool.
-pub(crate) fn merged_stats(report: &Report<CliWorker>) -> StatsReport {
-    let mut stats = StatsReport::default();
-    for w in &report.workers {
-        stats.merge(&w.worker.0.report());
-    }
-    stats
-}
-
-fn lat(h: &Histogram<u64>) -> [String; 3] {
-    if h.is_empty() {
-        return ["-".into(), "-".into(), "-".into()];
-    }
-    let f = |ns: u64| format_duration(Duration::from_nanos(ns));
-    [
-        f(h.value_at_quantile(0.5)),
-        f(h.value_at_quantile(0.99)),
-        f(h.max()),
-    ]
-}
-
-/// The end-of-run table. `sent` is what the feed published per publisher shard, when known (demo).
-pub(crate) fn summary(
-    report: &Report<CliWorker>,
-    sent: Option<&[(u32, u64)]>,
-    stopped_by: &str,
-) -> String {
-    let mut out = String::new();
-    let stats = merged_stats(report);
-    let mut book = LastValueBook::new();
-    for w in &report.workers {
-        book.merge(&w.worker.1 .0);
-    }
-    // Rates are over the span from the first to the last message a worker saw, so waiting for a feed to
-    // start (or for Ctrl-C after it ended) does not dilute them.
-    let span = stats.span();
-    let secs = if span.is_zero() { report.elapsed } else { span }
-        .as_secs_f64()
-        .max(1e-9);
-    let _ = writeln!(
-        out,
-        "subscriber: {} shards, {} workers, ran {:.2} s, messages over {:.2} s, stopped by {stopped_by}",
-        report.shards.len(),
-        report.workers.len(),
-        report.elapsed.as_secs_f64(),
-        secs
-    );
-    if let Some(sent) = sent {
-        let total: u64 = sent.iter().map(|(_, n)| n).sum();
-        let per: Vec<String> = sent
-            .iter()
-            .map(|(p, n)| format!("publisher {p}: {n}"))
-            .collect();
-        let _ = writeln!(out, "sent: {total} messages ({})", per.join(", "));
-    }
-    let _ = writeln!(
-        out,
-        "{:>5} {:>12} {:>12} {:>9} {:>6} {:>5} {:>8} {:>5} {:>9} {:>9} {:>9}  endpoints",
-        "shard",
-        "received",
-        "msg/s",
-        "malformed",
-        "cached",
-        "gaps",
-        "missing",
-        "late",
-        "lat p50",
-        "lat p99",
-        "lat max"
-    );
-    for s in &report.shards {
-        let [p50, p99, max] = lat(&s.lateness);
-        let _ = writeln!(
-            out,
-            "{:>5} {:>12} {:>12.0} {:>9} {:>6} {:>5} {:>8} {:>5} {:>9} {:>9} {:>9}  {}",
-            s.index,
-            s.received,
-            s.received as f64 / secs,
-            s.malformed,
-            s.cached,
-            s.gaps,
-            s.missing,
-            s.late,
-            p50,
-            p99,
-            max,
-            s.endpoints.join(",")
-        );
-    }
-    let [p50, p99, max] = lat(&report.receive_lateness());
-    let _ = writeln!(
-        out,
-        "{:>5} {:>12} {:>12.0} {:>9} {:>6} {:>5} {:>8} {:>5} {:>9} {:>9} {:>9}",
-        "all",
-        report.received(),
-        report.received() as f64 / secs,
-        report.malformed(),
-        report.shards.iter().map(|s| s.cached).sum::<u64>(),
-        report.gaps(),
-        report.missing(),
-        report.shards.iter().map(|s| s.late).sum::<u64>(),
-        p50,
-        p99,
-        max
-    );
-    let _ = writeln!(
-        out,
-        "{:>6} {:>12} {:>10} {:>5} {:>9} {:>9} {:>9}   (lateness at dequeue: includes hand-off queueing)",
-        "worker", "processed", "discarded", "late", "lat p50", "lat p99", "lat max"
-    );
-    for w in &report.workers {
-        let [p50, p99, max] = lat(&w.lateness);
-        let _ = writeln!(
-            out,
-            "{:>6} {:>12} {:>10} {:>5} {:>9} {:>9} {:>9}",
-            w.index, w.processed, w.discarded, w.late, p50, p99, max
-        );
-    }
-    let _ = writeln!(
-        out,
-        "distinct topics: {}   instruments in book: {}   quotes {}  trades {}  book levels {}  heartbeats {}   \
-         unprocessed: {}",
-        stats.distinct_topics(),
-        book.len(),
-        stats.count(Kind::Quote),
-        stats.count(Kind::Trade),
-        stats.count(Kind::BookLevel),
-        stats.count(Kind::Heartbeat),
-        report.unprocessed
-    );
-    let prefixes = stats.per_prefix(2);
-    if !prefixes.is_empty() {
-        let shown: Vec<String> = prefixes
-            .iter()
-            .take(8)
-            .map(|(p, n)| format!("{p} {n} ({:.0}/s)", stats.rate(*n)))
-            .collect();
-        let _ = writeln!(out, "per prefix: {}", shown.join(", "));
-    }
-    let t = report.sequence_totals();
-    let _ = writeln!(
-        out,
-        "sequences: publishers {}  data received {}  missing {}  recorded gaps {}  duplicates {}  reordered {}  \
-         restarts {}  anomalies {}  gap notices {}",
-        t.publishers,
-        t.received,
-        t.missing,
-        t.recorded_missing,
-        t.duplicates,
-        t.reordered,
-        t.restarts,
-        t.anomalies,
-        report.gap_notices()
-    );
-    let per_worker: Vec<String> = report
-        .workers
-        .iter()
-        .map(|w| format!("{} {}", w.index, w.processed))
-        .collect();
-    let _ = writeln!(
-        out,
-        "dispatch: {}   snail mode: {}   processed per worker: {}",
-        report.dispatch,
-        report.snail_mode.as_str(),
-        per_worker.join(", ")
-    );
-    if !report.clock_offsets.is_empty() {
-        let shown: Vec<String> = report
-            .clock_offsets
-            .iter()
-            .take(16)
-            .map(|o| {
-                let d = format_duration(Duration::from_nanos(o.offset_ns.unsigned_abs()));
-                format!(
-                    "publisher {} {}{d}",
-                    o.publisher,
-                    if o.offset_ns < 0 { "-" } else { "+" }
-                )
-            })
-            .collect();
-        let _ = writeln!(
-            out,
-            "clock offsets (min delay; + publisher behind, - ahead): {}{}",
-            shown.join(", "),
-            if report.clock_offsets.len() > 16 {
-                format!(" and {} more", report.clock_offsets.len() - 16)
-            } else {
-                String::new()
-            }
-        );
-    }
-    out
 }

@@ -1,0 +1,80 @@
+//! State shared by the shard threads, the worker hooks and the owning [`Subscriber`](crate::Subscriber).
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::report::{Fatal, Stage};
+use tickbox_units::format_duration;
+
+/// One shard's live counters, written only by that shard (a relaxed store of its own running total) and read by
+/// the owner for status. One cache line per shard so shards never share a line.
+#[repr(align(64))]
+#[derive(Default)]
+pub(crate) struct LiveShard {
+    pub(crate) received: AtomicU64,
+    pub(crate) forwarded: AtomicU64,
+    pub(crate) gaps: AtomicU64,
+    pub(crate) late: AtomicU64,
+}
+
+/// A shard's counters while the subscriber runs (see [`Subscriber::live_shards`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct LiveShardCounters {
+    pub index: usize,
+    pub received: u64,
+    pub forwarded: u64,
+    pub gaps: u64,
+    pub late: u64,
+}
+
+/// State shared by the shard threads, the worker hooks and the owner.
+pub(crate) struct Shared {
+    /// Shards may start receiving (set once the workers are connected).
+    pub(crate) go: AtomicBool,
+    pub(crate) stop: AtomicBool,
+    /// Shards may close their sockets (set once the workers are done with them).
+    pub(crate) release: AtomicBool,
+    pub(crate) tripped: AtomicBool,
+    pub(crate) fatal: Mutex<Option<Fatal>>,
+    pub(crate) live: Vec<LiveShard>,
+    pub(crate) shards_done: AtomicUsize,
+}
+
+impl Shared {
+    /// Records the first fatal event and logs it once; later ones (other threads racing) are dropped.
+    pub(crate) fn trip(&self, fatal: Fatal) {
+        let mut slot = self.fatal.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.is_none() {
+            match &fatal {
+                Fatal::Snail(e) => tracing::error!(
+                    "Suicidal Snail: {stage} {index} got publisher {publisher} topic {topic} sequence {seq} \
+                     {late} late (threshold {threshold}); subscriber exits",
+                    stage = match e.stage {
+                        Stage::Shard => "shard",
+                        Stage::Worker => "worker",
+                    },
+                    index = e.index,
+                    publisher = e.publisher,
+                    topic = e.topic,
+                    seq = e.sequence,
+                    late = format_duration(Duration::from_nanos(e.lateness_ns)),
+                    threshold = format_duration(Duration::from_nanos(e.threshold_ns)),
+                ),
+                Fatal::Gap(g) => tracing::error!(
+                    "sequence gap with gap_policy=die: shard {} publisher {} missed {}..={} (at topic {}); \
+                     subscriber exits",
+                    g.shard,
+                    g.publisher,
+                    g.first_missing,
+                    g.last_missing,
+                    g.topic
+                ),
+            }
+            *slot = Some(fatal);
+        }
+        self.tripped.store(true, Ordering::Release);
+    }
+}

@@ -1,0 +1,405 @@
+//! The end-of-run summary of the standard worker pool the CLI runs, as a table and as JSON, and the live status
+//! snapshot. Kept here rather than in the binary so a program embedding the Black Box prints the same figures.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+use tickbox_units::format_duration;
+use tickbox_wire::Kind;
+use tickbox_workers::{Delay, Dispatch, LastValueBook, Stats, StatsReport, Worker};
+
+use crate::{Fatal, Report, SharedThreshold, Subscriber, SubscriberConfig};
+
+/// The worker `tickbox subscribe` and `tickbox demo` run on every pool thread: per-kind and per-topic statistics,
+/// the last-value book, and an optional artificial per-message delay (to exercise the snail).
+pub type StandardWorker = (Stats, (LastValueBook, Option<Delay>));
+
+/// A [`StandardWorker`]; a zero or absent `delay` adds none.
+pub fn standard_worker(delay: Option<Duration>) -> StandardWorker {
+    (
+        Stats::new(),
+        (
+            LastValueBook::new(),
+            delay.filter(|d| !d.is_zero()).map(Delay),
+        ),
+    )
+}
+
+fn lateness_json(h: &Histogram<u64>) -> serde_json::Value {
+    if h.is_empty() {
+        return serde_json::Value::Null;
+    }
+    serde_json::json!({
+        "p50": h.value_at_quantile(0.5),
+        "p99": h.value_at_quantile(0.99),
+        "max": h.max(),
+    })
+}
+
+impl Report<StandardWorker> {
+    /// The end-of-run summary as one JSON object (`subscribe --json`). Every count is an integer.
+    pub fn summary_json(&self, config: &SubscriberConfig, stopped_by: &str) -> serde_json::Value {
+        let report = self;
+        let totals = report.sequence_totals();
+        let offsets = &report.clock_offsets;
+        let offset_of = |p: u32| {
+            offsets
+                .iter()
+                .find(|o| o.publisher == p)
+                .map(|o| o.offset_ns)
+        };
+        let mut publishers: Vec<serde_json::Value> = report
+            .ledgers()
+            .iter()
+            .map(|l| {
+                serde_json::json!({
+                    "publisher": l.publisher,
+                    "session": l.session,
+                    "first_sequence": l.first_sequence,
+                    "last_sequence": l.last_sequence,
+                    "received": l.received,
+                    "missing": l.missing,
+                    "recorded_gaps": l.recorded_missing,
+                    "duplicates": l.duplicates,
+                    "reordered": l.reordered,
+                    "restarts": l.restarts,
+                    "anomalies": l.anomalies,
+                    "clock_offset_ns": offset_of(l.publisher),
+                })
+            })
+            .collect();
+        // Publishers timed but not sequence-tracked (a topic filter is on): still show their clocks.
+        for o in offsets {
+            if !report.ledgers().iter().any(|l| l.publisher == o.publisher) {
+                publishers.push(serde_json::json!({
+                    "publisher": o.publisher,
+                    "clock_offset_ns": o.offset_ns,
+                }));
+            }
+        }
+        let per_worker_forwarded = |w: usize| -> u64 {
+            report
+                .shards
+                .iter()
+                .filter_map(|s| s.forwarded_per_worker.get(w))
+                .sum()
+        };
+        let workers: Vec<serde_json::Value> = report
+            .workers
+            .iter()
+            .map(|w| {
+                let mut v = serde_json::json!({
+                    "index": w.index,
+                    "processed": w.processed,
+                    "discarded": w.discarded,
+                    "late": w.late,
+                    "lateness_ns": lateness_json(&w.lateness),
+                });
+                if report.dispatch == Dispatch::ByTopic {
+                    v["forwarded"] = per_worker_forwarded(w.index).into();
+                }
+                v
+            })
+            .collect();
+        let shards: Vec<serde_json::Value> = report
+            .shards
+            .iter()
+            .map(|s| {
+                serde_json::json!({
+                    "index": s.index,
+                    "endpoints": s.endpoints,
+                    "received": s.received,
+                    "forwarded": s.forwarded,
+                    "malformed": s.malformed,
+                    "cached": s.cached,
+                    "gap_notices": s.gap_notices,
+                    "late": s.late,
+                    "gaps": s.gaps,
+                    "missing": s.missing,
+                    "lateness_ns": lateness_json(&s.lateness),
+                })
+            })
+            .collect();
+        let stats = report.merged_stats();
+        serde_json::json!({
+            "component": "subscribe",
+            "stopped_by": stopped_by,
+            "fatal": report.fatal,
+            "elapsed_ms": u64::try_from(report.elapsed.as_millis()).unwrap_or(u64::MAX),
+            "received": report.received(),
+            "forwarded": report.forwarded(),
+            "processed": report.processed(),
+            "unprocessed": report.unprocessed,
+            "malformed": report.malformed(),
+            "cached": report.shards.iter().map(|s| s.cached).sum::<u64>(),
+            "gap_notices": report.gap_notices(),
+            "late": report.late(),
+            "sequence_tracking": config.topics.is_empty() || config.topics.iter().any(|t| t.is_empty()),
+            "data_received": totals.received,
+            "missing": totals.missing,
+            "gaps": totals.gap_events,
+            "recorded_gaps": totals.recorded_missing,
+            "recorded_gap_events": totals.recorded_gap_events,
+            "duplicates": totals.duplicates,
+            "reordered": totals.reordered,
+            "restarts": totals.restarts,
+            "anomalies": totals.anomalies,
+            "untracked": totals.untracked,
+            "quotes": stats.count(Kind::Quote),
+            "trades": stats.count(Kind::Trade),
+            "heartbeats": stats.count(Kind::Heartbeat),
+            "distinct_topics": stats.distinct_topics(),
+            "dispatch": report.dispatch.as_str(),
+            "snail_mode": report.snail_mode.as_str(),
+            "max_lateness_ns": u64::try_from(config.max_lateness.0.as_nanos()).unwrap_or(u64::MAX),
+            "clock_skew_warn_ns": u64::try_from(config.clock_skew_warn.0.as_nanos()).unwrap_or(u64::MAX),
+            "clock_offsets": offsets,
+            "clock_untracked": report.clock_untracked,
+            "publishers": publishers,
+            "workers": workers,
+            "shards": shards,
+            "lateness_ns": {
+                "receive": lateness_json(&report.receive_lateness()),
+                "dequeue": lateness_json(&report.dequeue_lateness()),
+            },
+        })
+    }
+}
+
+impl<W: Worker> Subscriber<W> {
+    /// A snapshot of the running subscriber for status requests: state, live threshold, live shard counters, clocks.
+    /// `id` names this member; `tripped` is what the owner last read from [`Subscriber::is_tripped`].
+    pub fn status_json(
+        &self,
+        threshold: &SharedThreshold,
+        id: &str,
+        tripped: bool,
+    ) -> serde_json::Value {
+        let subscriber = self;
+        let state = match subscriber.fatal() {
+            Some(Fatal::Snail(_)) => "snail",
+            Some(Fatal::Gap(_)) => "gap",
+            None if tripped => "tripped",
+            None => "running",
+        };
+        let current = threshold.get();
+        serde_json::json!({
+            "component": "subscribe",
+            "id": id,
+            "state": state,
+            "max_lateness": format_duration(current),
+            "max_lateness_ns": u64::try_from(current.as_nanos()).unwrap_or(u64::MAX),
+            "shards": subscriber.live_shards(),
+            "dispatch": subscriber.dispatch().as_str(),
+            "snail_mode": subscriber.snail_mode().as_str(),
+            "clock_offsets": subscriber.clock_offsets(),
+        })
+    }
+}
+
+impl<W> Report<W> {
+    /// Why the run ended, for the summary: the fatal event if any, else a signal, else the end of the run.
+    pub fn stopped_by(&self, signalled: bool) -> &'static str {
+        match (&self.fatal, signalled) {
+            (Some(Fatal::Snail(_)), _) => "Suicidal Snail",
+            (Some(Fatal::Gap(_)), _) => "sequence gap (gap_policy=die)",
+            (None, true) => "signal",
+            (None, false) => "end of run",
+        }
+    }
+}
+
+impl Report<StandardWorker> {
+    /// Worker statistics merged over the pool.
+    pub fn merged_stats(&self) -> StatsReport {
+        let report = self;
+        let mut stats = StatsReport::default();
+        for w in &report.workers {
+            stats.merge(&w.worker.0.report());
+        }
+        stats
+    }
+
+    /// The end-of-run table. `sent` is what the feed published per publisher shard, when known (demo).
+    pub fn summary_table(&self, sent: Option<&[(u32, u64)]>, stopped_by: &str) -> String {
+        let report = self;
+        let mut out = String::new();
+        let stats = report.merged_stats();
+        let mut book = LastValueBook::new();
+        for w in &report.workers {
+            book.merge(&w.worker.1 .0);
+        }
+        // Rates are over the span from the first to the last message a worker saw, so waiting for a feed to
+        // start (or for Ctrl-C after it ended) does not dilute them.
+        let span = stats.span();
+        let secs = if span.is_zero() { report.elapsed } else { span }
+            .as_secs_f64()
+            .max(1e-9);
+        let _ = writeln!(
+        out,
+        "subscriber: {} shards, {} workers, ran {:.2} s, messages over {:.2} s, stopped by {stopped_by}",
+        report.shards.len(),
+        report.workers.len(),
+        report.elapsed.as_secs_f64(),
+        secs
+    );
+        if let Some(sent) = sent {
+            let total: u64 = sent.iter().map(|(_, n)| n).sum();
+            let per: Vec<String> = sent
+                .iter()
+                .map(|(p, n)| format!("publisher {p}: {n}"))
+                .collect();
+            let _ = writeln!(out, "sent: {total} messages ({})", per.join(", "));
+        }
+        let _ = writeln!(
+            out,
+            "{:>5} {:>12} {:>12} {:>9} {:>6} {:>5} {:>8} {:>5} {:>9} {:>9} {:>9}  endpoints",
+            "shard",
+            "received",
+            "msg/s",
+            "malformed",
+            "cached",
+            "gaps",
+            "missing",
+            "late",
+            "lat p50",
+            "lat p99",
+            "lat max"
+        );
+        for s in &report.shards {
+            let [p50, p99, max] = lat(&s.lateness);
+            let _ = writeln!(
+                out,
+                "{:>5} {:>12} {:>12.0} {:>9} {:>6} {:>5} {:>8} {:>5} {:>9} {:>9} {:>9}  {}",
+                s.index,
+                s.received,
+                s.received as f64 / secs,
+                s.malformed,
+                s.cached,
+                s.gaps,
+                s.missing,
+                s.late,
+                p50,
+                p99,
+                max,
+                s.endpoints.join(",")
+            );
+        }
+        let [p50, p99, max] = lat(&report.receive_lateness());
+        let _ = writeln!(
+            out,
+            "{:>5} {:>12} {:>12.0} {:>9} {:>6} {:>5} {:>8} {:>5} {:>9} {:>9} {:>9}",
+            "all",
+            report.received(),
+            report.received() as f64 / secs,
+            report.malformed(),
+            report.shards.iter().map(|s| s.cached).sum::<u64>(),
+            report.gaps(),
+            report.missing(),
+            report.shards.iter().map(|s| s.late).sum::<u64>(),
+            p50,
+            p99,
+            max
+        );
+        let _ = writeln!(
+        out,
+        "{:>6} {:>12} {:>10} {:>5} {:>9} {:>9} {:>9}   (lateness at dequeue: includes hand-off queueing)",
+        "worker", "processed", "discarded", "late", "lat p50", "lat p99", "lat max"
+    );
+        for w in &report.workers {
+            let [p50, p99, max] = lat(&w.lateness);
+            let _ = writeln!(
+                out,
+                "{:>6} {:>12} {:>10} {:>5} {:>9} {:>9} {:>9}",
+                w.index, w.processed, w.discarded, w.late, p50, p99, max
+            );
+        }
+        let _ = writeln!(
+        out,
+        "distinct topics: {}   instruments in book: {}   quotes {}  trades {}  book levels {}  heartbeats {}   \
+         unprocessed: {}",
+        stats.distinct_topics(),
+        book.len(),
+        stats.count(Kind::Quote),
+        stats.count(Kind::Trade),
+        stats.count(Kind::BookLevel),
+        stats.count(Kind::Heartbeat),
+        report.unprocessed
+    );
+        let prefixes = stats.per_prefix(2);
+        if !prefixes.is_empty() {
+            let shown: Vec<String> = prefixes
+                .iter()
+                .take(8)
+                .map(|(p, n)| format!("{p} {n} ({:.0}/s)", stats.rate(*n)))
+                .collect();
+            let _ = writeln!(out, "per prefix: {}", shown.join(", "));
+        }
+        let t = report.sequence_totals();
+        let _ = writeln!(
+        out,
+        "sequences: publishers {}  data received {}  missing {}  recorded gaps {}  duplicates {}  reordered {}  \
+         restarts {}  anomalies {}  gap notices {}",
+        t.publishers,
+        t.received,
+        t.missing,
+        t.recorded_missing,
+        t.duplicates,
+        t.reordered,
+        t.restarts,
+        t.anomalies,
+        report.gap_notices()
+    );
+        let per_worker: Vec<String> = report
+            .workers
+            .iter()
+            .map(|w| format!("{} {}", w.index, w.processed))
+            .collect();
+        let _ = writeln!(
+            out,
+            "dispatch: {}   snail mode: {}   processed per worker: {}",
+            report.dispatch,
+            report.snail_mode.as_str(),
+            per_worker.join(", ")
+        );
+        if !report.clock_offsets.is_empty() {
+            let shown: Vec<String> = report
+                .clock_offsets
+                .iter()
+                .take(16)
+                .map(|o| {
+                    let d = format_duration(Duration::from_nanos(o.offset_ns.unsigned_abs()));
+                    format!(
+                        "publisher {} {}{d}",
+                        o.publisher,
+                        if o.offset_ns < 0 { "-" } else { "+" }
+                    )
+                })
+                .collect();
+            let _ = writeln!(
+                out,
+                "clock offsets (min delay; + publisher behind, - ahead): {}{}",
+                shown.join(", "),
+                if report.clock_offsets.len() > 16 {
+                    format!(" and {} more", report.clock_offsets.len() - 16)
+                } else {
+                    String::new()
+                }
+            );
+        }
+        out
+    }
+}
+
+fn lat(h: &Histogram<u64>) -> [String; 3] {
+    if h.is_empty() {
+        return ["-".into(), "-".into(), "-".into()];
+    }
+    let f = |ns: u64| format_duration(Duration::from_nanos(ns));
+    [
+        f(h.value_at_quantile(0.5)),
+        f(h.value_at_quantile(0.99)),
+        f(h.max()),
+    ]
+}
