@@ -81,7 +81,7 @@ fn subscriber_config(endpoints: Vec<String>, hwm: i32) -> SubscriberConfig {
         max_lateness: HumanDuration(Duration::ZERO),
         rcv_hwm: hwm,
         handoff_hwm: hwm,
-        poll_ms: 20,
+        poll_interval: HumanDuration(Duration::from_millis(20)),
         drain_timeout: HumanDuration(Duration::from_secs(2)),
         // The bench sends one topic: by-topic dispatch would hand everything to one worker.
         dispatch: tickbox_subscriber::Dispatch::RoundRobin,
@@ -93,7 +93,7 @@ fn workers_config(count: usize, hwm: i32) -> WorkerPoolConfig {
     WorkerPoolConfig {
         count,
         hwm,
-        poll_ms: 20,
+        poll_interval: HumanDuration(Duration::from_millis(20)),
         ..WorkerPoolConfig::default()
     }
 }
@@ -216,7 +216,7 @@ fn measure_pipeline(
             bind: config.transport.bind_endpoint("lvc"),
             upstream_hwm: config.hwm,
             downstream_hwm: config.hwm,
-            stats_interval_ms: 0,
+            stats_interval: tickbox_units::HumanDuration(std::time::Duration::ZERO),
             ..Default::default()
         };
         Some(

@@ -180,7 +180,7 @@ fn measure(setup: Setup, n: u64) -> (f64, f64) {
                 bind: "tcp://127.0.0.1:*".into(),
                 tap: (setup == Setup::LvcTap).then(|| "tcp://127.0.0.1:*".into()),
                 slow_subscriber: SlowSubscriber::Block,
-                stats_interval_ms: 0,
+                stats_interval: tickbox_units::HumanDuration(std::time::Duration::ZERO),
                 ..LvcConfig::default()
             };
             let handle = lvc::spawn(&proxy_ctx, config).unwrap();

@@ -50,7 +50,7 @@
 //!
 //! **Slow subscribers.** `slow_subscriber = "drop"` (default): libzmq drops for that subscriber alone when its
 //! queue is full; the proxy cannot see these drops, the subscriber's gap detector does. `"block"`: the XPUB
-//! pushes back (`XPUB_NODROP`) and the proxy waits up to `block_timeout_ms` for the slowest matching subscriber,
+//! pushes back (`XPUB_NODROP`) and the proxy waits up to `block_timeout` for the slowest matching subscriber,
 //! then drops the message for all (counted in `downstream_dropped`); back-pressure reaches publishers' HWMs.
 //! A cached burst never waits: in `block` mode a cached value a full subscriber cannot take is dropped and
 //! counted (`cached_dropped`).
@@ -60,7 +60,7 @@
 //! `malformed = "forward"` passes them unchanged to subscribers and the tap, for a mixed deployment where a newer
 //! wire version must cross an older proxy.
 //!
-//! **Statistics**: [`LvcHandle::stats`] in process, a log line every `stats_interval_ms`, and the final counters
+//! **Statistics**: [`LvcHandle::stats`] in process, a log line every `stats_interval`, and the final counters
 //! returned by [`LvcHandle::join`] (and logged) on exit.
 //!
 //! **The tap** never slows the proxy or live subscribers. With `tap_drop = "per_consumer"` (default) each tap
@@ -76,7 +76,10 @@ mod proxy;
 mod raw;
 pub mod tap;
 
+use std::time::Duration;
+
 use serde::{Deserialize, Serialize};
+use tickbox_units::HumanDuration;
 
 pub use cache::{LastValueCache, Overflow, Store};
 pub use engine::{mark_cached, supersedes, DownstreamEvent, Forwarding, LvcEngine, LvcStats};
@@ -98,7 +101,7 @@ pub enum SlowSubscriber {
     /// libzmq drops for that subscriber only (lossy XPUB); other subscribers are unaffected.
     #[default]
     Drop,
-    /// Back-pressure (XPUB_NODROP), waiting up to `block_timeout_ms` per message.
+    /// Back-pressure (XPUB_NODROP), waiting up to `block_timeout` per message.
     Block,
 }
 
@@ -148,13 +151,13 @@ pub struct LvcConfig {
     pub tap_drop: TapDrop,
     pub slow_subscriber: SlowSubscriber,
     /// In `block` mode, how long one message may wait for a slow subscriber before it is dropped (counted).
-    pub block_timeout_ms: u64,
+    pub block_timeout: HumanDuration,
     pub malformed: MalformedPolicy,
     /// Also copy cached values to the tap. Off by default: a recorder wants the live stream, and a cached burst
     /// is implied by the subscription event the tap does carry.
     pub tap_cached: bool,
-    /// Period of the stats log line; 0 disables it (stats are still logged on exit).
-    pub stats_interval_ms: u64,
+    /// Period of the stats log line; `0s` disables it (stats are still logged on exit).
+    pub stats_interval: HumanDuration,
     /// Upstream messages handled per poll wake-up before subscription events are looked at again.
     pub batch: usize,
     /// Pin the proxy thread to this core.
@@ -178,10 +181,10 @@ impl Default for LvcConfig {
             tap_hwm: 100_000,
             tap_drop: TapDrop::PerConsumer,
             slow_subscriber: SlowSubscriber::Drop,
-            block_timeout_ms: 5_000,
+            block_timeout: HumanDuration(Duration::from_secs(5)),
             malformed: MalformedPolicy::Drop,
             tap_cached: false,
-            stats_interval_ms: 10_000,
+            stats_interval: HumanDuration(Duration::from_secs(10)),
             batch: 1024,
             core: None,
         }

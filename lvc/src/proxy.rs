@@ -247,11 +247,11 @@ impl Proxy {
                 tap_msg: RawMsg::new(),
                 scratch: Vec::with_capacity(256),
                 slow: config.slow_subscriber,
-                block_timeout: Duration::from_millis(config.block_timeout_ms),
+                block_timeout: config.block_timeout.0,
                 tap_cached: config.tap_cached,
                 batch: config.batch.max(1),
-                stats_interval: (config.stats_interval_ms > 0)
-                    .then(|| Duration::from_millis(config.stats_interval_ms)),
+                stats_interval: (!config.stats_interval.0.is_zero())
+                    .then_some(config.stats_interval.0),
             },
             endpoints,
         ))
@@ -528,7 +528,7 @@ const ATTACH_LOG_LIMIT: u64 = 64;
 /// Returns whether the message went out. In `drop` mode the lossy XPUB never refuses. In `block` mode the send
 /// blocks in libzmq (woken as soon as the slowest matching subscriber has room, which a sleep-and-retry loop
 /// measurably is not) for at most `SNDTIMEO` = the poll period at a time, so the stop flag and the overall
-/// `block_timeout_ms` are still checked.
+/// `block_timeout` are still checked.
 fn send_downstream(
     xpub: &mut zmq::Socket,
     msg: &mut RawMsg,

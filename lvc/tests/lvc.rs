@@ -423,7 +423,7 @@ fn sharded_feed_connecting_into_the_proxy_is_cached_for_late_joiners() {
         LvcConfig {
             upstream_bind: vec!["tcp://127.0.0.1:*".into()],
             bind: "tcp://127.0.0.1:*".into(),
-            stats_interval_ms: 0,
+            stats_interval: tickbox_units::HumanDuration(std::time::Duration::ZERO),
             ..LvcConfig::default()
         },
     )
@@ -441,8 +441,8 @@ fn sharded_feed_connecting_into_the_proxy_is_cached_for_late_joiners() {
             shards: vec![shard.clone(), shard],
             symbols: 500,
             pattern: Pattern::Pathological,
-            pathological_interval_ms: 60_000,
-            heartbeat_interval_ms: 0,
+            pathological_interval: tickbox_units::HumanDuration(Duration::from_secs(60)),
+            heartbeat_interval: tickbox_units::HumanDuration(Duration::ZERO),
             wait_for_subscribers: 1,
             ..FeedConfig::default()
         },

@@ -1,6 +1,9 @@
 //! The `[recorder]` section of the deployment TOML: defaults for `tickbox record` and `tickbox replay`.
 
+use std::time::Duration;
+
 use serde::{Deserialize, Serialize};
+use tickbox_units::{ByteSize, HumanDuration};
 
 /// Durability policy of recorded journals.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -9,7 +12,7 @@ pub enum DurabilityConfig {
     /// Kernel writeback only (a killed recorder loses nothing; a power cut may lose the last seconds).
     #[default]
     None,
-    /// msync every `sync_interval_ms` from a background thread.
+    /// msync every `sync_interval` from a background thread.
     Periodic,
     /// msync every batch before taking the next one.
     Batch,
@@ -32,12 +35,13 @@ pub enum JournalModeConfig {
 pub struct RecorderConfig {
     /// Journal layout `tickbox record` creates: `archive` (default) or `ring`.
     pub mode: JournalModeConfig,
-    /// Ring capacity in bytes (data region) when `tickbox record` creates a ring.
-    pub capacity: u64,
-    /// Segment size in bytes for archive journals.
-    pub segment_size: u64,
+    /// Ring capacity (data region) when `tickbox record` creates a ring: bytes, or a size such as `"4GiB"`.
+    pub capacity: ByteSize,
+    /// Segment size of archive journals: bytes, or a size such as `"1GiB"`.
+    pub segment_size: ByteSize,
     pub durability: DurabilityConfig,
-    pub sync_interval_ms: u64,
+    /// With `durability = "periodic"`, how often the journal is flushed to disk.
+    pub sync_interval: HumanDuration,
     /// Most frames per journal batch.
     pub batch_max: usize,
     /// SUB receive high-water mark of the recorder.
@@ -46,35 +50,35 @@ pub struct RecorderConfig {
     pub sndhwm: i32,
     /// With `replay --restamp`, shard `i` publishes as `publisher_id_base + i`.
     pub publisher_id_base: u32,
-    /// Replay pacing burst window, microseconds.
-    pub pacing_window_us: u64,
-    /// Idle replay shards send a heartbeat this often, milliseconds (0 = never).
-    pub heartbeat_interval_ms: u64,
+    /// Replay pacing burst window: records due within it are sent together.
+    pub pacing_window: HumanDuration,
+    /// Idle replay shards send a heartbeat this often (`0s` = never).
+    pub heartbeat_interval: HumanDuration,
     /// Replay blocks on slow subscribers instead of dropping (XPUB_NODROP).
     pub lossless: bool,
     /// Replay waits for this many subscriptions per shard before sending (0 = start at once).
     pub wait_subscribers: u64,
-    /// ... for at most this long, milliseconds; then it fails (exit 1).
-    pub wait_timeout_ms: u64,
+    /// ... for at most this long; then it fails (exit 1).
+    pub wait_timeout: HumanDuration,
 }
 
 impl Default for RecorderConfig {
     fn default() -> Self {
         RecorderConfig {
             mode: JournalModeConfig::Archive,
-            capacity: 1 << 30,
-            segment_size: 1 << 30,
+            capacity: ByteSize(1 << 30),
+            segment_size: ByteSize(1 << 30),
             durability: DurabilityConfig::None,
-            sync_interval_ms: 100,
+            sync_interval: HumanDuration(Duration::from_millis(100)),
             batch_max: 1024,
             rcvhwm: 1_000_000,
             sndhwm: 100_000,
             publisher_id_base: 9000,
-            pacing_window_us: 200,
-            heartbeat_interval_ms: 1000,
+            pacing_window: HumanDuration(Duration::from_micros(200)),
+            heartbeat_interval: HumanDuration(Duration::from_secs(1)),
             lossless: true,
             wait_subscribers: 1,
-            wait_timeout_ms: 60_000,
+            wait_timeout: HumanDuration(Duration::from_secs(60)),
         }
     }
 }
@@ -85,7 +89,7 @@ impl RecorderConfig {
             DurabilityConfig::None => tickbox_journal::Durability::None,
             DurabilityConfig::Batch => tickbox_journal::Durability::PerBatch,
             DurabilityConfig::Periodic => tickbox_journal::Durability::Periodic(
-                std::time::Duration::from_millis(self.sync_interval_ms.max(1)),
+                self.sync_interval.0.max(Duration::from_millis(1)),
             ),
         }
     }

@@ -118,7 +118,7 @@ impl<W: Worker> Subscriber<W> {
                 dispatch: config.dispatch,
                 workers: workers.count,
                 rcv_hwm: config.rcv_hwm,
-                poll_ms: config.poll_ms.clamp(1, 1_000) as i64,
+                poll_ms: config.poll_interval.0.as_millis().clamp(1, 1_000) as i64,
             };
             let ctx = ctx.clone();
             let shared = Arc::clone(&shared);

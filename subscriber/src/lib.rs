@@ -152,8 +152,8 @@ pub struct SubscriberConfig {
     /// Capacity of each worker's hand-off queue, in messages (`round_robin`: of the one shared queue, times the
     /// worker count). A full queue blocks the shards (back-pressure to the SUB sockets, then the publishers).
     pub handoff_hwm: i32,
-    /// How often idle threads check for shutdown, in milliseconds.
-    pub poll_ms: u64,
+    /// How often idle threads check for shutdown (clamped to 1 ms ..= 1 s).
+    pub poll_interval: HumanDuration,
     /// How long a clean shutdown waits for workers to finish what the shards forwarded.
     pub drain_timeout: HumanDuration,
     /// Clone key-value servers (`tcp://host:port`; two for a Binary Star pair) for live settings, membership and
@@ -177,7 +177,7 @@ impl Default for SubscriberConfig {
             dispatch: Dispatch::ByTopic,
             rcv_hwm: 10_000,
             handoff_hwm: 1_000,
-            poll_ms: 50,
+            poll_interval: HumanDuration(Duration::from_millis(50)),
             drain_timeout: HumanDuration(Duration::from_secs(5)),
             clone: Vec::new(),
             member_id: None,

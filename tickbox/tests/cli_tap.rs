@@ -35,7 +35,7 @@ fn tap_output(args: &[&str]) -> String {
             upstream: vec![pub_ep],
             bind: "tcp://127.0.0.1:*".into(),
             tap: Some("tcp://127.0.0.1:*".into()),
-            stats_interval_ms: 0,
+            stats_interval: tickbox_units::HumanDuration(std::time::Duration::ZERO),
             ..LvcConfig::default()
         },
     )

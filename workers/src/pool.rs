@@ -7,6 +7,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use tickbox_units::HumanDuration;
 use tickbox_wire::{now_ns, MessageRef};
 
 use crate::{Delivery, Worker};
@@ -24,8 +25,8 @@ pub struct WorkerPoolConfig {
     /// Receive high-water mark of each worker's PULL socket, in messages (pools fed through endpoints; the Black Box
     /// hands over through in-process queues sized by `[subscriber] handoff_hwm`).
     pub hwm: i32,
-    /// How often an idle worker checks for shutdown, in milliseconds.
-    pub poll_ms: u64,
+    /// How often an idle worker checks for shutdown (clamped to 1 ms ..= 1 s).
+    pub poll_interval: HumanDuration,
 }
 
 impl Default for WorkerPoolConfig {
@@ -35,7 +36,7 @@ impl Default for WorkerPoolConfig {
             cores: Vec::new(),
             batch: 256,
             hwm: 1_000,
-            poll_ms: 50,
+            poll_interval: HumanDuration(Duration::from_millis(50)),
         }
     }
 }
@@ -208,7 +209,7 @@ impl<W: Worker, H: DequeueHook> WorkerPool<W, H> {
                 core: config.cores.get(index).copied(),
                 batch: config.batch.max(1),
                 hwm: config.hwm,
-                poll_ms: config.poll_ms.clamp(1, 1_000) as i64,
+                poll_ms: config.poll_interval.0.as_millis().clamp(1, 1_000) as i64,
             };
             let handle = std::thread::Builder::new()
                 .name(format!("tickbox-worker-{index}"))

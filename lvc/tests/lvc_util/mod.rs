@@ -87,7 +87,7 @@ pub fn lvc_config(upstream: &str) -> LvcConfig {
     LvcConfig {
         upstream: vec![upstream.to_owned()],
         bind: "tcp://127.0.0.1:*".into(),
-        stats_interval_ms: 0,
+        stats_interval: tickbox_units::HumanDuration(std::time::Duration::ZERO),
         ..LvcConfig::default()
     }
 }

@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use tickbox_lvc::{LvcConfig, LvcEndpoints, LvcStats, Overflow, SlowSubscriber, TapDrop};
 
+use tickbox_units::HumanDuration;
+
 use crate::config::TickboxConfig;
 use crate::status::StatusBoard;
 
@@ -157,7 +159,7 @@ fn apply(args: Args, mut config: LvcConfig) -> LvcConfig {
         tap_drop
     );
     if let Some(every) = args.stats_interval {
-        config.stats_interval_ms = every.as_millis() as u64;
+        config.stats_interval = HumanDuration(every);
     }
     if args.core.is_some() {
         config.core = args.core;

@@ -96,7 +96,7 @@ pub fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
         Some(DurabilityArg::Batch) => Durability::PerBatch,
         Some(DurabilityArg::Periodic) => Durability::Periodic(
             args.sync_interval
-                .unwrap_or(Duration::from_millis(cfg.sync_interval_ms.max(1))),
+                .unwrap_or(cfg.sync_interval.0.max(Duration::from_millis(1)))),
         ),
     };
     let description = args
@@ -104,9 +104,9 @@ pub fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
         .clone()
         .unwrap_or_else(|| format!("tickbox record {}", args.connect.join(",")));
     let opts = if ring_mode(&args, cfg) {
-        WriterOptions::ring(args.capacity.unwrap_or(cfg.capacity))
+        WriterOptions::ring(args.capacity.unwrap_or(cfg.capacity.0))
     } else {
-        WriterOptions::archive(args.segment_size.unwrap_or(cfg.segment_size))
+        WriterOptions::archive(args.segment_size.unwrap_or(cfg.segment_size.0))
     }
     .durability(durability)
     .description(description);

@@ -174,8 +174,8 @@ pub fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
         publisher_id_base: args.publisher_id.unwrap_or(cfg.publisher_id_base),
         sndhwm: cfg.sndhwm,
         lossless: cfg.lossless && !args.allow_drop,
-        window: Duration::from_micros(cfg.pacing_window_us),
-        heartbeat_interval: Duration::from_millis(cfg.heartbeat_interval_ms),
+        window: cfg.pacing_window.0,
+        heartbeat_interval: cfg.heartbeat_interval.0,
         follow: args.follow,
         // Remote status wants fresher numbers than the terminal does.
         progress_every: if args.broker.is_some() {
@@ -227,7 +227,7 @@ pub fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     let wait_n = args.wait_subscribers.unwrap_or(cfg.wait_subscribers);
     let wait_timeout = args
         .wait_timeout
-        .unwrap_or(Duration::from_millis(cfg.wait_timeout_ms));
+        .unwrap_or(cfg.wait_timeout.0);
     if wait_n > 0 && !args.await_start {
         eprintln!(
             "replay: waiting for {wait_n} subscriber(s) per shard (up to {:?}; --wait-subscribers 0 starts at once)",
