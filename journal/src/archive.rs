@@ -36,6 +36,10 @@ pub fn list_segments(dir: &Path) -> Result<Vec<(u64, PathBuf)>> {
     Ok(out)
 }
 
+/// Opens (creating if needed) the archive's lock file and takes its exclusive `flock` without waiting; the kernel
+/// drops the lock when the returned file is closed or the process dies. [`JournalError::Locked`] if held.
+// `flock` through libc: std has no file locking on this Rust version.
+#[allow(unsafe_code)]
 pub(crate) fn lock_dir(dir: &Path) -> Result<File> {
     let path = dir.join(LOCK_FILE);
     let file = OpenOptions::new()
@@ -45,7 +49,7 @@ pub(crate) fn lock_dir(dir: &Path) -> Result<File> {
         .truncate(false)
         .open(&path)
         .map_err(|e| JournalError::io(&path, e))?;
-    // SAFETY: plain syscall on an fd we own.
+    // SAFETY: flock takes no pointers; the fd is open for the duration of the call because `file` owns it.
     let rc = unsafe {
         libc::flock(
             std::os::fd::AsRawFd::as_raw_fd(&file),

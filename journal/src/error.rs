@@ -9,15 +9,20 @@ pub enum JournalError {
     /// An operating-system call on a journal file failed.
     #[error("{path}: {source}")]
     Io {
+        /// The file concerned.
         path: PathBuf,
+        /// The OS error.
         #[source]
         source: std::io::Error,
     },
     /// The file does not start with the journal magic: it is not a tickbox journal.
     #[error("{path}: not a tickbox journal (magic {found:02x?}, expected {expected:02x?})")]
     BadMagic {
+        /// The file concerned.
         path: PathBuf,
+        /// The file's first 8 bytes.
         found: [u8; 8],
+        /// [`MAGIC`](crate::MAGIC).
         expected: [u8; 8],
     },
     /// The file is a tickbox journal written in a format version this build cannot read.
@@ -25,25 +30,39 @@ pub enum JournalError {
         "{path}: unsupported journal format version {found} (this build reads version {supported})"
     )]
     UnsupportedVersion {
+        /// The file concerned.
         path: PathBuf,
+        /// The version in the file's header.
         found: u32,
+        /// [`FORMAT_VERSION`](crate::FORMAT_VERSION).
         supported: u32,
     },
     /// The file is shorter than its header says it must be.
     #[error("{path}: truncated journal: {actual} bytes, expected {expected}")]
     Truncated {
+        /// The file concerned.
         path: PathBuf,
+        /// The file's length in bytes.
         actual: u64,
+        /// The length its header implies: header size plus capacity.
         expected: u64,
     },
     /// The header fails its checksum or holds impossible values.
     #[error("{path}: corrupt journal header: {reason}")]
-    CorruptHeader { path: PathBuf, reason: String },
+    CorruptHeader {
+        /// The file concerned.
+        path: PathBuf,
+        /// Which check failed, with the values found.
+        reason: String,
+    },
     /// A published record fails its checksum, has an impossible length or breaks the sequence.
     #[error("{path}: corrupt record at file offset {offset}: {reason}")]
     CorruptRecord {
+        /// The file concerned.
         path: PathBuf,
+        /// Byte offset of the record's frame in that file.
         offset: u64,
+        /// Which check failed, with the values found.
         reason: String,
     },
     /// A ring reader fell more than one capacity behind the writer: the records it wanted were overwritten.
@@ -55,16 +74,29 @@ pub enum JournalError {
     },
     /// A payload larger than this journal accepts (half the ring capacity or segment size).
     #[error("record payload of {len} bytes exceeds this journal's maximum of {max}")]
-    RecordTooLarge { len: usize, max: usize },
+    RecordTooLarge {
+        /// The payload's length in bytes.
+        len: usize,
+        /// The largest payload this journal takes, in bytes.
+        max: usize,
+    },
     /// Another process (or another `Writer` in this one) holds the journal's writer lock.
     #[error("{path}: journal is locked by another writer")]
-    Locked { path: PathBuf },
+    Locked {
+        /// The ring file, or the archive directory.
+        path: PathBuf,
+    },
     /// Options that cannot describe a journal (capacity too small, mode mismatch, ...).
     #[error("invalid journal options: {0}")]
     InvalidOptions(String),
     /// A journal path that exists but is neither a ring file nor an archive directory, or does not exist.
     #[error("{path}: {reason}")]
-    NotAJournal { path: PathBuf, reason: String },
+    NotAJournal {
+        /// The path given.
+        path: PathBuf,
+        /// What was found there instead.
+        reason: String,
+    },
 }
 
 impl JournalError {

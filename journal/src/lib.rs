@@ -99,6 +99,8 @@
 mod archive;
 mod error;
 mod reader;
+// The memory map itself: atomics and raw reads and writes at offsets into the mapped file.
+#[allow(unsafe_code)]
 mod segment;
 mod verify;
 mod writer;

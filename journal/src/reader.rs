@@ -16,6 +16,8 @@ pub struct Record<'a> {
     pub seq: u64,
     /// Capture time given to `append`, ns since the Unix epoch.
     pub capture_time_ns: u64,
+    /// The bytes given to `append`. Borrowed from the reader (a ring copy) or the mapping (an archive) until the
+    /// next call on the reader.
     pub payload: &'a [u8],
 }
 

@@ -70,7 +70,9 @@ pub(crate) const STATE_SEALED: u32 = 2;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
+    /// One file of fixed capacity; the oldest records are overwritten once it is full.
     Ring,
+    /// A directory of segment files; nothing is overwritten, a full segment rolls to the next.
     Archive,
 }
 
@@ -86,7 +88,9 @@ impl Mode {
 /// The static part of a journal file's header.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HeaderInfo {
+    /// Format version of the file (always [`FORMAT_VERSION`] once opened: other versions are refused).
     pub version: u32,
+    /// Whether this file is a ring or an archive segment.
     pub mode: Mode,
     /// Bytes of the data region (ring capacity or segment size).
     pub capacity: u64,
@@ -162,6 +166,8 @@ pub(crate) struct Segment {
     pub(crate) cap: u64,
     /// Data bytes actually mapped: `cap`, or less for a truncated file opened for inspection.
     avail: u64,
+    /// Whether the mapping may be written (only a writer's is); `write_app_meta` refuses otherwise.
+    writable: bool,
     /// `(actual, expected)` file lengths of a truncated file opened for inspection.
     pub(crate) truncated: Option<(u64, u64)>,
     /// Head and tail recovered by scanning, for a read-only open of a journal whose stored ones are damaged (a
@@ -171,10 +177,13 @@ pub(crate) struct Segment {
     pub(crate) metadata_repair: Option<String>,
 }
 
-// SAFETY: every shared mutable field of the mapping is accessed through atomics; record bytes are written only by
-// the single writer in ranges readers are told (via `head`/`tail`) not to trust yet.
-unsafe impl Send for Segment {}
-unsafe impl Sync for Segment {}
+// `Segment` is `Send + Sync` because every field is (memmap2 makes `MmapRaw` both). Shared mutation through the
+// mapping goes through atomics, and record bytes are written only by the single writer in ranges readers are told
+// (via `head`/`tail`) not to trust yet. Checked here so a field that is neither fails to compile.
+const _: fn() = || {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<Segment>();
+};
 
 impl Segment {
     /// Creates a new journal file: written under a temporary name, space reserved, then renamed into place, so a
@@ -333,6 +342,7 @@ impl Segment {
             info,
             cap,
             avail: mapped - HEADER_SIZE,
+            writable,
             truncated,
             fixed: None,
             metadata_repair: None,
@@ -549,8 +559,12 @@ impl Segment {
         &self.map
     }
 
+    /// The header word at byte `off`. Callers pass the `OFF_*` constants, so the check folds away.
     fn atomic_u64(&self, off: usize) -> &AtomicU64 {
-        // SAFETY: offsets are constants inside the header page, 8-byte aligned in a page-aligned mapping.
+        assert!(off.is_multiple_of(8) && off + 8 <= HEADER_SIZE as usize);
+        // SAFETY: `off` is 8-byte aligned and inside the header page (checked above), which every mapping holds
+        // (files shorter than the header are refused), and the mapping is page aligned. The kernel keeps the page
+        // alive while `self.map` lives, which outlives the returned borrow; all access to it is atomic.
         unsafe { &*(self.map.as_ptr().add(off) as *const AtomicU64) }
     }
 
@@ -576,8 +590,9 @@ impl Segment {
     pub(crate) fn reserve(&self) -> &AtomicU64 {
         self.atomic_u64(OFF_RESERVE)
     }
+    /// The state bits ([`STATE_WRITER_OPEN`], [`STATE_SEALED`]).
     pub(crate) fn state(&self) -> &AtomicU32 {
-        // SAFETY: as `atomic_u64`, 4-byte aligned.
+        // SAFETY: as in `atomic_u64`: `OFF_STATE` is a 4-byte-aligned constant inside the always-mapped header page.
         unsafe { &*(self.map.as_ptr().add(OFF_STATE) as *const AtomicU32) }
     }
 
@@ -624,6 +639,11 @@ impl Segment {
                 data.len()
             )));
         }
+        if !self.writable {
+            return Err(JournalError::InvalidOptions(
+                "application metadata can only be written through a writer".into(),
+            ));
+        }
         let mut newest = (0u64, 0usize);
         for slot in 0..2 {
             let at = OFF_APP_META + slot * APP_META_SLOT;
@@ -639,8 +659,10 @@ impl Segment {
         let generation = newest.0 + 1;
         let at = OFF_APP_META + slot * APP_META_SLOT;
         let crc = app_meta_crc(generation, data);
-        // SAFETY: the slot lies inside the header page of a writable mapping held by the single writer; readers
-        // validate a slot by its checksum, written last, so they never trust a half-written block.
+        // SAFETY: the slot (at most `APP_META_SLOT` bytes, `data` at most `APP_META_MAX` of them after the 16-byte
+        // slot header) lies inside the header page of a writable mapping (checked above) held by the single writer;
+        // `data` is our caller's memory, not the mapping, so the copy does not overlap. Readers validate a slot by
+        // its checksum, written last, so they never trust a half-written block.
         unsafe {
             let p = self.map.as_mut_ptr().add(at);
             std::ptr::write_volatile(p.add(12) as *mut u32, 0);
@@ -653,11 +675,17 @@ impl Segment {
         Ok(())
     }
 
-    /// Pointer to data-region offset `off` (< capacity). Hot paths track offsets to avoid a division per record.
+    /// Pointer to data-region offset `off`. Hot paths track offsets to avoid a division per record.
+    ///
+    /// # Safety
+    ///
+    /// `off` must lie inside the mapped data region: `off < cap`, and for a truncated file opened for inspection
+    /// `off <= avail` as well (`frame_at_off` checks both before it reads).
     #[inline]
-    pub(crate) fn data_ptr_off(&self, off: u64) -> *mut u8 {
-        debug_assert!(off < self.cap);
-        // SAFETY: off < cap, inside the mapping.
+    pub(crate) unsafe fn data_ptr_off(&self, off: u64) -> *mut u8 {
+        debug_assert!(off < self.cap && off <= self.avail);
+        // SAFETY: the caller guarantees `HEADER_SIZE + off` is inside the mapping, so the offset pointer stays in
+        // the same allocation.
         unsafe { self.map.as_mut_ptr().add((HEADER_SIZE + off) as usize) }
     }
 
@@ -686,8 +714,11 @@ impl Segment {
         if off + RECORD_HEADER_SIZE > self.avail {
             return Frame::Invalid(TRUNCATED);
         }
-        let p = self.data_ptr_off(off);
-        // SAFETY: p..p+24 is inside the data region (rem >= 24) and 8-byte aligned.
+        // SAFETY: off + 24 <= avail <= cap (checked above), so `off` is inside the mapped data region.
+        let p = unsafe { self.data_ptr_off(off) };
+        // SAFETY: p..p+24 is mapped (checked above) and 8-byte aligned (offsets are multiples of 8 in a
+        // page-aligned region). The load pairs with the writer's release store that publishes the frame; a word
+        // the writer is overwriting in a ring reads as some value the caller discards after checking `tail`.
         let frame_len = unsafe { (*(p as *const AtomicU32)).load(Ordering::Acquire) };
         if frame_len & PAD_FLAG != 0 {
             let n = (frame_len & !PAD_FLAG) as u64;
@@ -712,7 +743,8 @@ impl Segment {
         if off + align8(frame_len as u64) > self.avail {
             return Frame::Invalid(TRUNCATED);
         }
-        // SAFETY: inside the data region as above.
+        // SAFETY: p..p+24 is mapped and aligned, as above. Volatile reads because the writer may be rewriting these
+        // words in a ring; the caller decides from `head`/`tail` whether the values can be trusted.
         unsafe {
             Frame::Record {
                 frame_len,
@@ -723,11 +755,29 @@ impl Segment {
         }
     }
 
+    /// Panics unless a record frame of `frame_len` bytes at data offset `off` lies inside the mapped data region.
+    /// `frame_at_off` only returns frames that do, so this never fires; it keeps the two slice constructors below
+    /// sound whatever their arguments.
+    #[inline]
+    fn check_frame_bounds(&self, off: u64, frame_len: u32) {
+        let len = frame_len as u64;
+        assert!(
+            len >= RECORD_HEADER_SIZE && off + align8(len) <= self.avail,
+            "frame of {len} bytes at data offset {off} is outside the mapped data region"
+        );
+    }
+
     /// The payload bytes of the record frame at data-region offset `off`, borrowed from the mapping. The caller must
     /// know they are not being overwritten (archive, or checked against `tail` afterwards).
+    ///
+    /// # Panics
+    ///
+    /// If the frame does not lie inside the mapped data region (never for a frame `frame_at_off` returned).
     #[inline]
     pub(crate) fn payload_off(&self, off: u64, frame_len: u32) -> &[u8] {
-        // SAFETY: `frame_at_off` checked the frame fits in the data region.
+        self.check_frame_bounds(off, frame_len);
+        // SAFETY: the whole frame lies inside the mapped data region (checked above), so the payload range after
+        // its 24-byte header does too; the mapping lives as long as `self`.
         unsafe {
             std::slice::from_raw_parts(
                 self.data_ptr_off(off).add(RECORD_HEADER_SIZE as usize),
@@ -737,9 +787,15 @@ impl Segment {
     }
 
     /// Checksum of the frame at data offset `off`, computed over the mapped bytes.
+    ///
+    /// # Panics
+    ///
+    /// If the frame does not lie inside the mapped data region (never for a frame `frame_at_off` returned).
     #[inline]
     pub(crate) fn crc_at_off(&self, off: u64, frame_len: u32) -> u32 {
-        // SAFETY: `frame_at_off` checked that align8(frame_len) bytes from `off` lie inside the data region.
+        self.check_frame_bounds(off, frame_len);
+        // SAFETY: the frame's `align8(frame_len)` bytes from `off` lie inside the mapped data region (checked
+        // above), so its body from byte 8 does too; the mapping lives as long as `self`.
         let body = unsafe {
             std::slice::from_raw_parts(
                 self.data_ptr_off(off).add(8),

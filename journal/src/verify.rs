@@ -16,6 +16,7 @@ pub struct Corruption {
     pub offset: u64,
     /// Its sequence, if the header was readable.
     pub seq: Option<u64>,
+    /// What is wrong (bad checksum, impossible length, broken sequence, truncation).
     pub reason: String,
 }
 
@@ -24,13 +25,19 @@ pub struct Corruption {
 pub struct JournalSummary {
     /// Header of the first file (ring, or first archive segment).
     pub header: HeaderInfo,
+    /// Files walked: 1 for a ring, the segment count for an archive.
     pub segments: u64,
     /// Records walked (up to the first corruption, if any).
     pub records: u64,
+    /// Payload bytes of those records (record headers and padding not included).
     pub payload_bytes: u64,
+    /// Sequence of the oldest record walked; `None` for an empty journal.
     pub first_seq: Option<u64>,
+    /// Sequence of the newest record walked; `None` for an empty journal.
     pub last_seq: Option<u64>,
+    /// Capture time of the oldest record walked (ns since the Unix epoch).
     pub first_time_ns: Option<u64>,
+    /// Capture time of the newest record walked (ns since the Unix epoch).
     pub last_time_ns: Option<u64>,
     /// A writer has it open, or died without anyone recovering it since.
     pub writer_active: bool,
@@ -38,6 +45,7 @@ pub struct JournalSummary {
     pub unpublished_bytes: u64,
     /// Whether checksums were checked (`verify`) or only the frame structure (`info`).
     pub checksums_checked: bool,
+    /// The first record that failed validation, where the walk stopped; `None` when everything checked out.
     pub corruption: Option<Corruption>,
     /// Damaged head/tail pointers found and recovered by scanning the records (what was wrong, what was kept).
     pub metadata_repairs: Vec<String>,

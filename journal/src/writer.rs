@@ -17,9 +17,15 @@ use crate::segment::{
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Layout {
     /// One file of fixed capacity (data bytes, rounded up to 4 KiB); the oldest records are overwritten.
-    Ring { capacity: u64 },
+    Ring {
+        /// Data bytes of the ring; the file is this plus the 4096-byte header.
+        capacity: u64,
+    },
     /// A directory of segment files of `segment_size` data bytes each; full segments are sealed, never overwritten.
-    Archive { segment_size: u64 },
+    Archive {
+        /// Data bytes of each segment file. A payload may be at most half of it, less the 24-byte record header.
+        segment_size: u64,
+    },
 }
 
 /// When appended bytes are forced to stable storage with `msync`. Records are visible to readers (and survive a
@@ -40,12 +46,14 @@ pub enum Durability {
 pub struct WriterOptions {
     /// Used when the journal is created; an existing journal keeps its own layout (a mismatched mode is an error).
     pub layout: Layout,
+    /// When appended bytes are msynced; [`Durability::None`] unless set.
     pub durability: Durability,
     /// Stored in the header of files this writer creates (program, source endpoint, ...).
     pub description: String,
 }
 
 impl WriterOptions {
+    /// A ring of `capacity` data bytes, no explicit msync, no description.
     pub fn ring(capacity: u64) -> Self {
         WriterOptions {
             layout: Layout::Ring { capacity },
@@ -54,6 +62,7 @@ impl WriterOptions {
         }
     }
 
+    /// An archive of `segment_size`-byte segments, no explicit msync, no description.
     pub fn archive(segment_size: u64) -> Self {
         WriterOptions {
             layout: Layout::Archive { segment_size },
@@ -62,11 +71,14 @@ impl WriterOptions {
         }
     }
 
+    /// Sets when appended bytes are forced to disk.
     pub fn durability(mut self, durability: Durability) -> Self {
         self.durability = durability;
         self
     }
 
+    /// Sets the free text stored in the header of files this writer creates (at most
+    /// [`MAX_DESCRIPTION`](crate::MAX_DESCRIPTION) bytes; longer text is cut at a character boundary).
     pub fn description(mut self, description: impl Into<String>) -> Self {
         self.description = description.into();
         self
@@ -519,6 +531,8 @@ impl Writer {
     /// Writes one record without publishing it. The body is written first and the frame length last (release),
     /// so a record is never half-visible; `head` (published by `commit`) is what readers trust.
     #[inline]
+    // Writes the record through raw pointers into the mapping; the blocks below say why that is sound.
+    #[allow(unsafe_code)]
     fn write_record(&mut self, capture_time_ns: u64, payload: &[u8]) -> Result<u64> {
         if payload.len() > self.max_payload {
             return Err(JournalError::RecordTooLarge {
@@ -541,9 +555,13 @@ impl Writer {
             }
         };
         let seq = self.next_seq;
-        let p = self.seg.data_ptr_off(start_off);
-        // SAFETY: `make_room_ring`/`roll` guarantee [start_off, start_off + size) lies inside the data region and
-        // that no reader trusts those bytes (beyond `head`, and `tail` already moved past any record they overlap).
+        // SAFETY: `make_room_ring`/`roll` return an offset with `start_off + size <= cap` in the writer's own
+        // full-length mapping, so `start_off` is inside the data region.
+        let p = unsafe { self.seg.data_ptr_off(start_off) };
+        // SAFETY: [start_off, start_off + size) lies inside the writable data region (as above); every offset
+        // written is aligned for its type (`p` is 8-byte aligned: 8-aligned offset, page-aligned region), and
+        // `payload` is caller memory, not the mapping, so the copy does not overlap. No reader trusts these bytes while we write them:
+        // they are beyond `head`, and in a ring `tail` already moved past any record they overlap.
         unsafe {
             if size > frame_len as u64 {
                 // Zero the padding (part of the checksummed body) before the payload lands over the rest.
@@ -578,6 +596,8 @@ impl Writer {
     /// fit before the end, after moving `tail` past every record the write will overwrite (and telling readers,
     /// before writing).
     #[inline]
+    // Writes the padding frame's length word through the mapping.
+    #[allow(unsafe_code)]
     fn make_room_ring(&mut self, size: u64) -> Result<u64> {
         let cap = self.seg.cap;
         let rem = cap - self.head_off;
@@ -633,11 +653,11 @@ impl Writer {
             return Ok(self.head_off);
         }
         if pad >= RECORD_HEADER_SIZE {
-            // SAFETY: the pad frame header lies in [head_off, cap), inside the data region.
-            unsafe {
-                (*(self.seg.data_ptr_off(self.head_off) as *const AtomicU32))
-                    .store(PAD_FLAG | pad as u32, Ordering::Release)
-            };
+            // SAFETY: `head_off + pad == cap` and `pad >= 24`, so `head_off` is inside the data region.
+            let p = unsafe { self.seg.data_ptr_off(self.head_off) };
+            // SAFETY: `p` is 8-byte aligned with at least 24 bytes after it in the writable mapping; readers load
+            // frame length words atomically, and this store is atomic too.
+            unsafe { (*(p as *const AtomicU32)).store(PAD_FLAG | pad as u32, Ordering::Release) };
         }
         Ok(0)
     }
