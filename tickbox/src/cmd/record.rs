@@ -96,7 +96,7 @@ pub fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
         Some(DurabilityArg::Batch) => Durability::PerBatch,
         Some(DurabilityArg::Periodic) => Durability::Periodic(
             args.sync_interval
-                .unwrap_or(cfg.sync_interval.0.max(Duration::from_millis(1)))),
+                .unwrap_or(cfg.sync_interval.0.max(Duration::from_millis(1))),
         ),
     };
     let description = args
