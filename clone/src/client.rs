@@ -458,7 +458,7 @@ impl Agent<'_> {
                             id,
                             msg,
                             deadline: now + timeout,
-                            next_resend: now + Duration::from_millis(self.config.resend_ms.max(1)),
+                            next_resend: now + self.config.resend(),
                         },
                     );
                 } else {
@@ -543,7 +543,7 @@ impl Agent<'_> {
     }
 
     fn timers(&mut self, now: Instant, pipe: &zmq::Socket) {
-        let resend = Duration::from_millis(self.config.resend_ms.max(1));
+        let resend = self.config.resend();
         let mut expired = Vec::new();
         for (uuid, a) in self.awaiting.iter_mut() {
             if now >= a.deadline {

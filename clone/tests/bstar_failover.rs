@@ -59,8 +59,8 @@ fn options(pair: &Pair, role: Role) -> ServerOptions {
             },
         }),
         config: ServerConfig {
-            hugz_ms: 100,
-            ttl_sweep_ms: 50,
+            hugz: Duration::from_millis(100).into(),
+            ttl_sweep: Duration::from_millis(50).into(),
             ..ServerConfig::default()
         },
         data_dir: None,
@@ -70,9 +70,9 @@ fn options(pair: &Pair, role: Role) -> ServerOptions {
 fn client_config() -> ClientConfig {
     ClientConfig {
         // Must exceed the Binary Star peer expiry (200 ms) so the backup accepts the vote.
-        server_ttl_ms: 600,
-        subscribe_wait_ms: 200,
-        resend_ms: 200,
+        server_ttl: Duration::from_millis(600).into(),
+        subscribe_wait: Duration::from_millis(200).into(),
+        resend: Duration::from_millis(200).into(),
         ..ClientConfig::default()
     }
 }

@@ -10,17 +10,17 @@ use tickbox_clone::{
 
 fn server_config() -> ServerConfig {
     ServerConfig {
-        hugz_ms: 100,
-        ttl_sweep_ms: 50,
+        hugz: Duration::from_millis(100).into(),
+        ttl_sweep: Duration::from_millis(50).into(),
         ..ServerConfig::default()
     }
 }
 
 fn client_config() -> ClientConfig {
     ClientConfig {
-        server_ttl_ms: 2000,
-        subscribe_wait_ms: 300,
-        resend_ms: 300,
+        server_ttl: Duration::from_millis(2000).into(),
+        subscribe_wait: Duration::from_millis(300).into(),
+        resend: Duration::from_millis(300).into(),
         ..ClientConfig::default()
     }
 }

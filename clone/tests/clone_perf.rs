@@ -24,7 +24,7 @@ fn start(ctx: &zmq::Context) -> (CloneServer, ServerEndpoints) {
             },
             ha: None,
             config: ServerConfig {
-                hugz_ms: 100,
+                hugz: Duration::from_millis(100).into(),
                 ..ServerConfig::default()
             },
             data_dir: None,
@@ -37,7 +37,7 @@ fn start(ctx: &zmq::Context) -> (CloneServer, ServerEndpoints) {
 
 fn client_config() -> ClientConfig {
     ClientConfig {
-        subscribe_wait_ms: 200,
+        subscribe_wait: Duration::from_millis(200).into(),
         ..ClientConfig::default()
     }
 }
@@ -271,7 +271,7 @@ fn perf_snapshot_1m_keys_to_late_joiner() {
         println!("raw snapshot done in {raw:?}");
         // Clone late joiner (snapshot only: no subscribe wait).
         let config = ClientConfig {
-            subscribe_wait_ms: 0,
+            subscribe_wait: Duration::from_millis(0).into(),
             ..ClientConfig::default()
         };
         let t = Instant::now();
@@ -333,8 +333,8 @@ fn perf_failover_time() {
         // Guide defaults: heartbeat 1 s (peer expiry 2 s), HUGZ 1 s; the client's server TTL is 3 s here (must exceed
         // the peer expiry so the backup accepts the vote).
         let config = ClientConfig {
-            server_ttl_ms: 3000,
-            subscribe_wait_ms: 1500,
+            server_ttl: Duration::from_millis(3000).into(),
+            subscribe_wait: Duration::from_millis(1500).into(),
             ..ClientConfig::default()
         };
         let c = CloneClient::connect(&ctx, &[p_eps.clone(), b_eps.clone()], "", config).unwrap();

@@ -16,8 +16,8 @@ fn start(ctx: &zmq::Context) -> (CloneServer, u16) {
             },
             ha: None,
             config: ServerConfig {
-                hugz_ms: 100,
-                ttl_sweep_ms: 50,
+                hugz: Duration::from_millis(100).into(),
+                ttl_sweep: Duration::from_millis(50).into(),
                 max_value_len: 64,
                 ..ServerConfig::default()
             },
@@ -212,7 +212,7 @@ fn tickbox_client_reads_state_written_by_a_raw_client() {
         .unwrap();
     next_kvpub(&sub);
     let config = ClientConfig {
-        subscribe_wait_ms: 300,
+        subscribe_wait: Duration::from_millis(300).into(),
         ..ClientConfig::default()
     };
     let c = CloneClient::connect(

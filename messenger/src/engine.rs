@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
+use tickbox_units::HumanDuration;
 
 pub use tickbox_reliable::Frames;
 
@@ -107,8 +108,8 @@ pub enum MsgAction {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct MessengerConfig {
-    /// Resend an unacknowledged message after this long, ms.
-    pub retry_ms: u64,
+    /// Resend an unacknowledged message after this long without its ACK (anything under 1 ms counts as 1 ms).
+    pub retry: HumanDuration,
     /// Give up after this many sends (0 = retry forever).
     pub max_attempts: u32,
     /// Unseen ids remembered per sender (see [`SeenSet`]).
@@ -122,7 +123,7 @@ pub struct MessengerConfig {
 impl Default for MessengerConfig {
     fn default() -> Self {
         Self {
-            retry_ms: 250,
+            retry: HumanDuration(Duration::from_millis(250)),
             max_attempts: 0,
             dedup_window: 65_536,
             drop_probability: 0.0,
@@ -217,7 +218,7 @@ impl MessengerEngine {
             route: route.clone(),
             frames: frames.clone(),
         });
-        let next_retry = now + Duration::from_millis(self.cfg.retry_ms.max(1));
+        let next_retry = now + self.cfg.retry.0.max(Duration::from_millis(1));
         self.pending.insert(
             id,
             PendingMsg {
@@ -287,7 +288,7 @@ impl MessengerEngine {
 
     /// Resend what is due.
     pub fn tick(&mut self, now: Instant) {
-        let retry = Duration::from_millis(self.cfg.retry_ms.max(1));
+        let retry = self.cfg.retry.0.max(Duration::from_millis(1));
         let mut gave_up = Vec::new();
         for (&id, p) in &mut self.pending {
             if p.next_retry > now {
@@ -371,7 +372,7 @@ mod tests {
     fn engine_acks_every_copy_delivers_once_and_retries_until_acked() {
         let t = Instant::now();
         let cfg = MessengerConfig {
-            retry_ms: 100,
+            retry: Duration::from_millis(100).into(),
             ..Default::default()
         };
         let mut a = MessengerEngine::new([1; 16], cfg.clone());
@@ -404,7 +405,7 @@ mod tests {
         assert_eq!(delivers, 1);
         assert_eq!(acks.len(), 2, "every copy is acknowledged");
         assert_eq!(b.stats.duplicates, 1);
-        // No ACK yet at A: retried after retry_ms, not before.
+        // No ACK yet at A: retried after `retry`, not before.
         a.tick(t + Duration::from_millis(99));
         assert!(a.poll_action().is_none());
         a.tick(t + Duration::from_millis(100));

@@ -38,7 +38,7 @@ proptest! {
         faults in prop::collection::vec((0u8..10, 0u8..10, 0usize..4), 64..256),
     ) {
         let t0 = Instant::now();
-        let cfg = MessengerConfig { retry_ms: 10, ..Default::default() };
+        let cfg = MessengerConfig { retry: Duration::from_millis(10).into(), ..Default::default() };
         let mut a = MessengerEngine::new([1; 16], cfg.clone());
         let mut b = MessengerEngine::new([2; 16], cfg);
         let to_b = Route::Dest("b".into());

@@ -9,7 +9,7 @@ use tickbox_messenger::{Messenger, MessengerConfig};
 
 fn lossy(seed: u64) -> MessengerConfig {
     MessengerConfig {
-        retry_ms: 20,
+        retry: Duration::from_millis(20).into(),
         drop_probability: 0.3,
         duplicate_probability: 0.3,
         fault_seed: seed,
@@ -74,7 +74,7 @@ fn one_way_messages_to_a_listener_that_starts_late_are_delivered_once() {
     let client = Messenger::new(
         &ctx,
         MessengerConfig {
-            retry_ms: 30,
+            retry: Duration::from_millis(30).into(),
             ..Default::default()
         },
     )

@@ -111,7 +111,7 @@ impl FreelanceClient {
         let pipe = ctx.socket(zmq::PAIR)?;
         pipe.set_linger(0)?;
         pipe.bind(&addr)?;
-        let timeout = ms(cfg.request_timeout_ms + 1000);
+        let timeout = cfg.request_timeout.0 + ms(1000);
         let c = ctx.clone();
         let thread = std::thread::Builder::new()
             .name("freelance-agent".into())

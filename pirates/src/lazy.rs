@@ -7,22 +7,25 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 use tickbox_reliable::ms;
+use tickbox_units::HumanDuration;
 use tickbox_zmqx::socket::poll_ms;
 
 use crate::{Frames, PirateError};
 
-/// Lazy Pirate settings (reference: 2500 ms, 3 attempts).
+/// Lazy Pirate settings (reference: 2.5 s, 3 attempts).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct LazyPirateConfig {
-    pub timeout_ms: u64,
+    /// How long one attempt waits for the reply before the socket is reopened and the request resent.
+    pub timeout: HumanDuration,
+    /// Total attempts per request (at least 1; 1 = no retry).
     pub attempts: u32,
 }
 
 impl Default for LazyPirateConfig {
     fn default() -> Self {
         Self {
-            timeout_ms: 2500,
+            timeout: HumanDuration(ms(2500)),
             attempts: 3,
         }
     }
@@ -76,7 +79,7 @@ impl LazyPirate {
         }
         let attempts = self.cfg.attempts.max(1);
         for attempt in 1..=attempts {
-            let timeout = ms(self.cfg.timeout_ms);
+            let timeout = self.cfg.timeout.0;
             let s = self.socket()?;
             s.send_multipart(request.iter(), 0)?;
             let end = Instant::now() + timeout;

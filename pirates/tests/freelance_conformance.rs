@@ -98,10 +98,10 @@ fn client_agent_fails_over_when_a_server_dies() {
     let (stop_a, ha) = serve(&ctx, &ea, "A");
     let (stop_b, hb) = serve(&ctx, &eb, "B");
     let cfg = AgentConfig {
-        ping_interval_ms: 100,
-        server_ttl_ms: 300,
-        request_timeout_ms: 2000,
-        resend_ms: 300,
+        ping_interval: Duration::from_millis(100).into(),
+        server_ttl: Duration::from_millis(300).into(),
+        request_timeout: Duration::from_millis(2000).into(),
+        resend: Duration::from_millis(300).into(),
     };
     let client = FreelanceClient::new(&ctx, cfg).unwrap();
     client.connect(&ea).unwrap();

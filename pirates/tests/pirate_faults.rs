@@ -32,7 +32,7 @@ fn lazy_pirate_resends_on_a_new_socket_and_gives_up_after_n() {
         &ctx,
         &ep,
         LazyPirateConfig {
-            timeout_ms: 200,
+            timeout: Duration::from_millis(200).into(),
             attempts: 3,
         },
     );
@@ -79,10 +79,10 @@ fn start_queue(
 
 fn cfg() -> PppConfig {
     PppConfig {
-        heartbeat_interval_ms: 100,
+        heartbeat_interval: Duration::from_millis(100).into(),
         heartbeat_liveness: 3,
-        reconnect_ms: 100,
-        reconnect_max_ms: 400,
+        reconnect: Duration::from_millis(100).into(),
+        reconnect_max: Duration::from_millis(400).into(),
         max_queued: 100,
     }
 }
@@ -139,7 +139,7 @@ fn ppp_workers_survive_queue_restart_and_clients_retry_through_crashes() {
         &ctx,
         &fe,
         LazyPirateConfig {
-            timeout_ms: 500,
+            timeout: Duration::from_millis(500).into(),
             attempts: 5,
         },
     );

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
+use tickbox_units::HumanDuration;
 
 use crate::msg::{KvMsg, HUGZ, KTHXBAI};
 
@@ -22,14 +23,16 @@ const VOTE_DELAY: Duration = Duration::from_millis(50);
 #[serde(default, deny_unknown_fields)]
 pub struct ClientConfig {
     /// Silence (no HUGZ, update or snapshot message) after which the server is declared dead and the client fails
-    /// over to the next server (CHP reference: 5000 ms). Must exceed the server HUGZ interval and, in a Binary Star
-    /// pair, the peer expiry.
-    pub server_ttl_ms: u64,
+    /// over to the next server (CHP reference: 5 s). Must exceed the server HUGZ interval and, in a Binary Star
+    /// pair, the peer expiry. Read through [`ClientConfig::server_ttl`] (at least 1 ms).
+    pub server_ttl: HumanDuration,
     /// Before sending ICANHAZ the client waits for its SUB to deliver one message (proof that its subscription
-    /// reached the server, so nothing published after the snapshot can be missed), at most this long.
-    pub subscribe_wait_ms: u64,
-    /// Resend interval for unacknowledged updates (same UUID; the server de-duplicates).
-    pub resend_ms: u64,
+    /// reached the server, so nothing published after the snapshot can be missed), at most this long. Zero asks
+    /// at once, for callers that only want the snapshot.
+    pub subscribe_wait: HumanDuration,
+    /// Resend interval for unacknowledged updates (same UUID; the server de-duplicates). Read through
+    /// [`ClientConfig::resend`] (at least 1 ms).
+    pub resend: HumanDuration,
     /// Receive/send high-water marks of the client sockets, in messages.
     pub hwm: i32,
 }
@@ -37,9 +40,9 @@ pub struct ClientConfig {
 impl Default for ClientConfig {
     fn default() -> Self {
         ClientConfig {
-            server_ttl_ms: 5000,
-            subscribe_wait_ms: 1500,
-            resend_ms: 1000,
+            server_ttl: HumanDuration(Duration::from_millis(5000)),
+            subscribe_wait: HumanDuration(Duration::from_millis(1500)),
+            resend: HumanDuration(Duration::from_millis(1000)),
             hwm: 1_000_000,
         }
     }
@@ -47,10 +50,14 @@ impl Default for ClientConfig {
 
 impl ClientConfig {
     pub fn server_ttl(&self) -> Duration {
-        Duration::from_millis(self.server_ttl_ms.max(1))
+        self.server_ttl.0.max(Duration::from_millis(1))
     }
     pub fn subscribe_wait(&self) -> Duration {
-        Duration::from_millis(self.subscribe_wait_ms)
+        self.subscribe_wait.0
+    }
+    /// The resend interval for unacknowledged updates, at least 1 ms.
+    pub fn resend(&self) -> Duration {
+        self.resend.0.max(Duration::from_millis(1))
     }
 }
 
@@ -429,8 +436,8 @@ mod tests {
 
     fn cfg() -> ClientConfig {
         ClientConfig {
-            server_ttl_ms: 5000,
-            subscribe_wait_ms: 1500,
+            server_ttl: Duration::from_millis(5000).into(),
+            subscribe_wait: Duration::from_millis(1500).into(),
             ..ClientConfig::default()
         }
     }

@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
+use tickbox_units::HumanDuration;
 
 use crate::msg::{KvMsg, HUGZ, KTHXBAI};
 
@@ -15,10 +16,13 @@ use crate::msg::{KvMsg, HUGZ, KTHXBAI};
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct ServerConfig {
-    /// HUGZ interval in milliseconds (≈1 s in CHP).
-    pub hugz_ms: u64,
-    /// How often expired TTL keys are swept, in milliseconds.
-    pub ttl_sweep_ms: u64,
+    /// Interval between HUGZ heartbeats on the update PUB (≈1 s in CHP); clients fail over after
+    /// [`ClientConfig::server_ttl`](crate::ClientConfig::server_ttl) of silence, so keep it well below that.
+    /// Read through [`ServerConfig::hugz`], which treats anything under 1 ms as 1 ms.
+    pub hugz: HumanDuration,
+    /// How often keys whose CHP `ttl` has passed are deleted (and the deletes published); a key may outlive its
+    /// TTL by up to this long. Read through [`ServerConfig::ttl_sweep`] (at least 1 ms).
+    pub ttl_sweep: HumanDuration,
     /// Longest accepted key, in bytes.
     pub max_key_len: usize,
     /// Largest accepted value, in bytes.
@@ -36,8 +40,8 @@ pub struct ServerConfig {
 impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {
-            hugz_ms: 1000,
-            ttl_sweep_ms: 1000,
+            hugz: HumanDuration(Duration::from_secs(1)),
+            ttl_sweep: HumanDuration(Duration::from_secs(1)),
             max_key_len: 1024,
             max_value_len: 1 << 20,
             max_keys: 10_000_000,
@@ -50,10 +54,10 @@ impl Default for ServerConfig {
 
 impl ServerConfig {
     pub fn hugz(&self) -> Duration {
-        Duration::from_millis(self.hugz_ms.max(1))
+        self.hugz.0.max(Duration::from_millis(1))
     }
     pub fn ttl_sweep(&self) -> Duration {
-        Duration::from_millis(self.ttl_sweep_ms.max(1))
+        self.ttl_sweep.0.max(Duration::from_millis(1))
     }
 }
 
@@ -547,7 +551,7 @@ mod tests {
     fn ttl_expiry_publishes_delete_and_refresh_extends() {
         let t = Instant::now();
         let cfg = ServerConfig {
-            ttl_sweep_ms: 100,
+            ttl_sweep: Duration::from_millis(100).into(),
             ..ServerConfig::default()
         };
         let mut e = ServerEngine::new(cfg, true, t);

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use tickbox_reliable::ms;
+use tickbox_units::HumanDuration;
 
 pub use tickbox_reliable::Frames;
 
@@ -51,22 +52,24 @@ pub fn server_reply(
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AgentConfig {
-    pub ping_interval_ms: u64,
-    pub server_ttl_ms: u64,
+    /// How often each server is pinged (its first ping goes out within 100 ms of being added).
+    pub ping_interval: HumanDuration,
+    /// A server that has sent nothing (PONG or reply) for this long is presumed dead and skipped.
+    pub server_ttl: HumanDuration,
     /// Global time a request may take across all servers.
-    pub request_timeout_ms: u64,
+    pub request_timeout: HumanDuration,
     /// Resend to the next live server when the current one has not answered in this long; a server that died a
     /// moment ago is still "alive" until its TTL runs out, and the request should not wait for that.
-    pub resend_ms: u64,
+    pub resend: HumanDuration,
 }
 
 impl Default for AgentConfig {
     fn default() -> Self {
         Self {
-            ping_interval_ms: 2000,
-            server_ttl_ms: 6000,
-            request_timeout_ms: 3000,
-            resend_ms: 1000,
+            ping_interval: HumanDuration(Duration::from_millis(2000)),
+            server_ttl: HumanDuration(Duration::from_millis(6000)),
+            request_timeout: HumanDuration(Duration::from_millis(3000)),
+            resend: HumanDuration(Duration::from_millis(1000)),
         }
     }
 }
@@ -135,8 +138,8 @@ impl FreelanceAgent {
         self.servers.push(Server {
             endpoint: endpoint.as_bytes().to_vec(),
             alive: false,
-            ping_at: now + ms(self.cfg.ping_interval_ms.min(100)),
-            expires: now + ms(self.cfg.server_ttl_ms),
+            ping_at: now + self.cfg.ping_interval.0.min(ms(100)),
+            expires: now + self.cfg.server_ttl.0,
         });
         self.out
             .push_back(AgentAction::Connect(endpoint.to_string()));
@@ -161,7 +164,7 @@ impl FreelanceAgent {
         self.pending = Some(Pending {
             seq: self.seq,
             body,
-            deadline: now + ms(self.cfg.request_timeout_ms),
+            deadline: now + self.cfg.request_timeout.0,
             target: None,
             resend_at: now,
         });
@@ -184,7 +187,7 @@ impl FreelanceAgent {
         }
         let server = &mut self.servers[idx];
         server.alive = true;
-        server.expires = now + ms(self.cfg.server_ttl_ms);
+        server.expires = now + self.cfg.server_ttl.0;
         if frames.len() == 2 && frames[1].as_slice() == b"PONG" {
             self.pump(now);
             return;
@@ -208,7 +211,7 @@ impl FreelanceAgent {
                 s.alive = false;
             }
             if now >= s.ping_at {
-                s.ping_at = now + ms(self.cfg.ping_interval_ms);
+                s.ping_at = now + self.cfg.ping_interval.0;
                 self.out.push_back(AgentAction::Send(vec![
                     s.endpoint.clone(),
                     b"PING".to_vec(),
@@ -239,7 +242,7 @@ impl FreelanceAgent {
             return;
         };
         p.target = Some(next);
-        p.resend_at = now + ms(self.cfg.resend_ms);
+        p.resend_at = now + self.cfg.resend.0;
         let mut m = Vec::with_capacity(p.body.len() + 2);
         m.push(self.servers[next].endpoint.clone());
         m.push(p.seq.to_string().into_bytes());
@@ -276,10 +279,10 @@ mod tests {
 
     fn cfg() -> AgentConfig {
         AgentConfig {
-            ping_interval_ms: 100,
-            server_ttl_ms: 300,
-            request_timeout_ms: 1000,
-            resend_ms: 200,
+            ping_interval: ms(100).into(),
+            server_ttl: ms(300).into(),
+            request_timeout: ms(1000).into(),
+            resend: ms(200).into(),
         }
     }
 
@@ -358,7 +361,7 @@ mod tests {
             drain(&mut a),
             vec![AgentAction::Send(f(&[b"A", b"1", b"q"]))]
         );
-        // B keeps answering pings, A does not: after resend_ms the request goes to B.
+        // B keeps answering pings, A does not: after `resend` the request goes to B.
         a.on_message(t + ms(150), f(&[b"B", b"PONG"]));
         a.tick(t + ms(199));
         assert!(!drain(&mut a)

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use tickbox_reliable::{ms, Liveness, LivenessEvent, PeerClock};
+use tickbox_units::HumanDuration;
 
 pub use tickbox_reliable::Frames;
 
@@ -16,14 +17,19 @@ pub const PPP_READY: u8 = 0x01;
 /// 6/PPP HEARTBEAT: exactly one frame holding this one byte.
 pub const PPP_HEARTBEAT: u8 = 0x02;
 
-/// 6/PPP timing (reference: 1000 ms interval, liveness 3, back-off 1000 → 32000 ms).
+/// 6/PPP timing (reference: 1 s interval, liveness 3, back-off 1 s → 32 s).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct PppConfig {
-    pub heartbeat_interval_ms: u64,
+    /// Interval between heartbeats in both directions (anything under 1 ms counts as 1 ms); queue and worker
+    /// must agree on it.
+    pub heartbeat_interval: HumanDuration,
+    /// A peer silent for this many heartbeat intervals is presumed dead (at least 1).
     pub heartbeat_liveness: u32,
-    pub reconnect_ms: u64,
-    pub reconnect_max_ms: u64,
+    /// The worker's first reconnect delay after the queue is presumed dead; doubles on each further death.
+    pub reconnect: HumanDuration,
+    /// The longest reconnect delay the doubling reaches.
+    pub reconnect_max: HumanDuration,
     /// Client requests held while no worker is free; beyond this they are dropped (clients retry).
     pub max_queued: usize,
 }
@@ -31,10 +37,10 @@ pub struct PppConfig {
 impl Default for PppConfig {
     fn default() -> Self {
         Self {
-            heartbeat_interval_ms: 1000,
+            heartbeat_interval: HumanDuration(Duration::from_millis(1000)),
             heartbeat_liveness: 3,
-            reconnect_ms: 1000,
-            reconnect_max_ms: 32_000,
+            reconnect: HumanDuration(Duration::from_millis(1000)),
+            reconnect_max: HumanDuration(Duration::from_millis(32_000)),
             max_queued: 10_000,
         }
     }
@@ -76,7 +82,7 @@ pub struct PppQueue {
 
 impl PppQueue {
     pub fn new(cfg: PppConfig, now: Instant) -> Self {
-        let next_tick = now + ms(cfg.heartbeat_interval_ms.max(1));
+        let next_tick = now + cfg.heartbeat_interval.0.max(ms(1));
         Self {
             cfg,
             workers: HashMap::new(),
@@ -89,7 +95,7 @@ impl PppQueue {
     }
 
     fn interval(&self) -> Duration {
-        ms(self.cfg.heartbeat_interval_ms.max(1))
+        self.cfg.heartbeat_interval.0.max(ms(1))
     }
 
     pub fn stats(&self) -> &PppQueueStats {
@@ -241,10 +247,10 @@ impl PppWorkerEngine {
     pub fn new(cfg: &PppConfig, now: Instant) -> Self {
         Self {
             live: Liveness::new(
-                ms(cfg.heartbeat_interval_ms),
+                cfg.heartbeat_interval.0,
                 cfg.heartbeat_liveness,
-                ms(cfg.reconnect_ms.max(1)),
-                ms(cfg.reconnect_max_ms.max(1)),
+                cfg.reconnect.0.max(ms(1)),
+                cfg.reconnect_max.0.max(ms(1)),
                 now,
             ),
             connected: false,
@@ -332,10 +338,10 @@ mod tests {
 
     fn cfg() -> PppConfig {
         PppConfig {
-            heartbeat_interval_ms: 100,
+            heartbeat_interval: ms(100).into(),
             heartbeat_liveness: 3,
-            reconnect_ms: 100,
-            reconnect_max_ms: 800,
+            reconnect: ms(100).into(),
+            reconnect_max: ms(800).into(),
             max_queued: 2,
         }
     }

@@ -39,7 +39,7 @@ pub struct Args {
     /// Persist the map here (snapshot + append-only log) and reload it at start.
     #[arg(long, value_name = "DIR")]
     data_dir: Option<std::path::PathBuf>,
-    /// HUGZ interval in ms (overrides [clone.server] hugz_ms).
+    /// HUGZ interval in ms (overrides [clone.server] hugz).
     #[arg(long)]
     hugz_ms: Option<u64>,
     /// Binary Star heartbeat in ms (overrides [clone.bstar] heartbeat_ms).
@@ -62,7 +62,7 @@ fn host_of(base: &str) -> Option<&str> {
 pub fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     let mut server_config = config.clone.server.clone();
     if let Some(v) = args.hugz_ms {
-        server_config.hugz_ms = v;
+        server_config.hugz = std::time::Duration::from_millis(v).into();
     }
     if let Some(v) = args.max_keys {
         server_config.max_keys = v;

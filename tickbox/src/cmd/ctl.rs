@@ -86,8 +86,8 @@ pub fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     let mut client_config = config.clone.client.clone();
     if servers.len() > 1 {
         // Leave time to try both servers within --timeout.
-        let ttl = (args.timeout.as_millis() as u64 / 3).max(300);
-        client_config.server_ttl_ms = client_config.server_ttl_ms.min(ttl);
+        let ttl = Duration::from_millis((args.timeout.as_millis() as u64 / 3).max(300));
+        client_config.server_ttl = client_config.server_ttl.min(ttl.into());
     }
     let (subtree, snapshot_only) = match &args.op {
         Op::Get { key } => (parent_subtree(key), true),
@@ -97,7 +97,7 @@ pub fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     };
     if snapshot_only {
         // No need to wait for the update stream before asking for the snapshot.
-        client_config.subscribe_wait_ms = 0;
+        client_config.subscribe_wait = Duration::ZERO.into();
     }
     let ctx = zmq::Context::new();
     let mut client = CloneClient::connect(&ctx, &servers, &subtree, client_config)?;
