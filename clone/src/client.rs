@@ -26,9 +26,13 @@ pub struct ClientStatus {
     pub live: bool,
     /// Index (into the endpoints given to `connect`) of the server in use.
     pub server: usize,
+    /// Sequence of the last update applied.
     pub last_seq: u64,
+    /// Keys in the local copy (only those under the subtree).
     pub keys: u64,
+    /// Failovers to another server after silence, since the client started.
     pub failovers: u64,
+    /// Snapshots loaded, since the client started (more than one means re-syncs after failover or a gap).
     pub syncs: u64,
     /// Sequence of the last snapshot's KTHXBAI (updates above it came from the stream).
     pub snapshot_seq: u64,
@@ -150,6 +154,7 @@ impl CloneClient {
         }
     }
 
+    /// Asks the agent for its state. Fails with [`CloneError::Timeout`] if the agent does not answer in 5 s.
     pub fn status(&self) -> Result<ClientStatus, CloneError> {
         let r = self.request(b"STATUS", &[], self.local_timeout())?;
         let num = |i: usize| {
@@ -194,6 +199,8 @@ impl CloneClient {
         self.set_with_timeout(key, value, ttl, self.timeout)
     }
 
+    /// [`Self::set`] with its own acknowledgement timeout instead of the one from [`Self::set_timeout`]; fails
+    /// with [`CloneError::Timeout`] when no server publishes the update in time (it may still be applied later).
     pub fn set_with_timeout(
         &self,
         key: &str,

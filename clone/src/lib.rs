@@ -31,22 +31,31 @@ pub use server_loop::{CloneServer, HaOptions, ServerBind, ServerEndpoints, Serve
 /// Errors of the Clone client and server.
 #[derive(Debug, thiserror::Error)]
 pub enum CloneError {
+    /// A socket call failed.
     #[error("zmq: {0}")]
     Zmq(#[from] zmq::Error),
+    /// Reading or writing the persistence files (or spawning a thread) failed.
     #[error("I/O: {0}")]
     Io(#[from] std::io::Error),
+    /// The Binary Star pair failed: dual actives/passives, or a state socket error.
     #[error("binary star: {0}")]
     Bstar(#[from] tickbox_bstar::BstarNodeError),
+    /// An endpoint that is not `tcp://HOST:PORT` (or a port too high for the P..P+2 triple), or an empty list.
     #[error("bad endpoint {0:?} (expected tcp://HOST:PORT)")]
     BadEndpoint(String),
+    /// The server thread could not bind its sockets or load its store; the text is the underlying error.
     #[error("server setup failed: {0}")]
     Setup(String),
+    /// The client agent, or the server behind it, did not answer within the caller's timeout.
     #[error("no answer in time")]
     Timeout,
+    /// The agent (or server) thread has exited, so the request can never be answered.
     #[error("the client agent thread is gone")]
     AgentGone,
+    /// An acknowledged set of a key the client does not subscribe to: the echo that acknowledges it never arrives.
     #[error("key {0:?} is outside this client's subtree, so its update cannot be acknowledged")]
     OutsideSubtree(String),
+    /// The snapshot file is damaged (short header, bad magic or a bad record); a torn log tail is cut off instead.
     #[error("store corrupt: {0}")]
     Corrupt(String),
 }
@@ -55,7 +64,10 @@ pub enum CloneError {
 #[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct CloneConfig {
+    /// `[clone.server]`: limits and timers of `tickbox clone-server`.
     pub server: ServerConfig,
+    /// `[clone.client]`: timing of every Clone client the binary starts (`tickbox ctl`, subscribers' config watch).
     pub client: ClientConfig,
+    /// `[clone.bstar]`: Binary Star heartbeat of a server pair; both servers must use the same values.
     pub bstar: tickbox_reliable::bstar::BstarConfig,
 }

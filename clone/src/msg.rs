@@ -12,16 +12,22 @@ pub const HUGZ: &str = "HUGZ";
 /// A frame or field that could not be decoded. Every one of these is counted and logged by the caller.
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
 pub enum MsgError {
+    /// A key-value message must have exactly five frames; the count seen.
     #[error("expected 5 frames, got {0}")]
     FrameCount(usize),
+    /// The sequence frame is not 8 bytes; its length.
     #[error("sequence frame must be 8 bytes, got {0}")]
     SeqLength(usize),
+    /// The UUID frame is neither empty nor 16 bytes; its length.
     #[error("uuid frame must be 16 bytes or empty, got {0}")]
     UuidLength(usize),
+    /// The key frame is not valid UTF-8.
     #[error("key is not UTF-8")]
     KeyNotUtf8,
+    /// Not `["ICANHAZ?"][subtree]` (wrong command or frame count).
     #[error("malformed ICANHAZ request")]
     BadIcanhaz,
+    /// A subtree that is neither empty nor `/…/`.
     #[error("subtree {0:?} must be empty or start and end with '/'")]
     BadSubtree(String),
 }
@@ -29,9 +35,12 @@ pub enum MsgError {
 /// One CHP key-value message.
 #[derive(Clone, PartialEq, Eq, Default)]
 pub struct KvMsg {
+    /// Frame 0: the key (`/`-separated path by convention), or `HUGZ` / `KTHXBAI` for control messages.
     pub key: String,
     /// Frame 1, 8-byte big-endian. The reference code treats it as int64; we never produce values above i64::MAX.
     pub seq: u64,
+    /// Frame 2: the update's UUID, set by the client so resends and failover copies are recognised; empty on the
+    /// wire when `None`.
     pub uuid: Option<[u8; 16]>,
     /// Raw `name=value\n` lines.
     pub props: Vec<u8>,
@@ -55,6 +64,7 @@ impl fmt::Debug for KvMsg {
 }
 
 impl KvMsg {
+    /// A message without UUID or properties.
     pub fn new(key: impl Into<String>, seq: u64, value: impl Into<Vec<u8>>) -> Self {
         KvMsg {
             key: key.into(),
@@ -107,6 +117,7 @@ impl KvMsg {
         ]
     }
 
+    /// An empty value deletes the key.
     pub fn is_delete(&self) -> bool {
         self.value.is_empty()
     }

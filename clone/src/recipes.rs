@@ -16,8 +16,11 @@ pub const CONFIG: &str = "/config/";
 /// A member entry: `/members/{group}/{id}` = `info`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Member {
+    /// The group the member joined (one path segment).
     pub group: String,
+    /// The member's id within its group.
     pub id: String,
+    /// Whatever the member advertises (the recipes never parse it).
     pub info: Vec<u8>,
 }
 
@@ -33,6 +36,8 @@ pub struct Membership<'a> {
 }
 
 impl<'a> Membership<'a> {
+    /// Registers `/members/{group}/{id}` = `info` with a server-side `ttl`. Returns once the agent has the lease;
+    /// the first write is not acknowledged, so a reader may see the member a moment later.
     pub fn join(
         client: &'a CloneClient,
         group: &str,
@@ -45,6 +50,7 @@ impl<'a> Membership<'a> {
         Ok(Membership { client, key })
     }
 
+    /// The full key of the registration.
     pub fn key(&self) -> &str {
         &self.key
     }
@@ -54,6 +60,7 @@ impl<'a> Membership<'a> {
         self.client.lease(&self.key, info, ttl)
     }
 
+    /// Stops refreshing and deletes the key now (dropping the handle does the same, ignoring errors).
     pub fn leave(self) -> Result<(), CloneError> {
         let r = self.client.unlease(&self.key);
         std::mem::forget(self);
@@ -85,11 +92,24 @@ pub fn members(client: &CloneClient, group: &str) -> Result<Vec<Member>, CloneEr
 #[derive(Debug, Clone, PartialEq)]
 pub enum ConfigEvent<T> {
     /// Key (relative to the watched prefix) set to a value that parsed.
-    Set { key: String, value: T },
+    Set {
+        /// The key below the watched prefix.
+        key: String,
+        /// The parsed value.
+        value: T,
+    },
     /// Key deleted.
-    Deleted { key: String },
+    Deleted {
+        /// The key below the watched prefix.
+        key: String,
+    },
     /// Key set to a value that did not parse; the previous value stays in force.
-    Invalid { key: String, error: String },
+    Invalid {
+        /// The key below the watched prefix.
+        key: String,
+        /// The parser's error message.
+        error: String,
+    },
 }
 
 /// Watches `/config/{prefix}` keys and parses each value with `parse`. Current values are delivered first.
@@ -101,6 +121,7 @@ pub struct ConfigWatch<T, F> {
 }
 
 impl<T, E: std::fmt::Display, F: Fn(&[u8]) -> Result<T, E>> ConfigWatch<T, F> {
+    /// Watches keys under `/config/{prefix}`; the current entries arrive first, as `Set` or `Invalid` events.
     pub fn new(client: &CloneClient, prefix: &str, parse: F) -> Result<Self, CloneError> {
         let base = format!("{CONFIG}{prefix}");
         let rx = client.watch(&base, true)?;

@@ -22,8 +22,11 @@ use tickbox_zmqx::socket::{last_endpoint, poll_ms_until};
 /// The three server endpoints. For a server these are bind addresses, for a client connect addresses.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerEndpoints {
+    /// Port P: the ROUTER that answers ICANHAZ with a snapshot (also the Binary Star voter socket).
     pub snapshot: String,
+    /// Port P+1: the PUB that carries every published update and HUGZ.
     pub publisher: String,
+    /// Port P+2: the SUB where clients' KVSETs arrive.
     pub collector: String,
 }
 
@@ -40,6 +43,7 @@ impl ServerEndpoints {
         Ok(Self::from_host_port(host, port))
     }
 
+    /// The triple `tcp://host:port`, `port + 1`, `port + 2`; `port` must be at most `u16::MAX - 2`.
     pub fn from_host_port(host: &str, port: u16) -> Self {
         ServerEndpoints {
             snapshot: format!("tcp://{host}:{port}"),
@@ -63,26 +67,36 @@ impl ServerEndpoints {
 pub enum ServerBind {
     /// Base port P on an interface address (`*` = all); port 0 picks a free consecutive triple.
     Base {
+        /// Address to bind on; `*` or empty binds all interfaces.
         interface: String,
+        /// The base port P, or 0 for the first free P..P+2 triple.
         port: u16,
     },
+    /// Three arbitrary endpoints (any transport), bound as given.
     Explicit(ServerEndpoints),
 }
 
 /// Binary Star settings of one server of the pair.
 #[derive(Debug, Clone)]
 pub struct HaOptions {
+    /// Primary or backup; only the primary may become active before it has heard its peer.
     pub role: Role,
+    /// Where our Binary Star state PUB binds and where the peer's is.
     pub state: BstarEndpoints,
     /// The peer server's endpoints (connect side): its snapshot ROUTER and update PUB.
     pub peer: ServerEndpoints,
+    /// Heartbeat timing of the pair; must match the peer's.
     pub bstar: BstarConfig,
 }
 
+/// Everything [`CloneServer::start`] needs.
 #[derive(Debug, Clone)]
 pub struct ServerOptions {
+    /// Where the three sockets bind.
     pub bind: ServerBind,
+    /// Binary Star settings, or `None` for a stand-alone server that serves at once.
     pub ha: Option<HaOptions>,
+    /// Limits and timers of the engine.
     pub config: ServerConfig,
     /// Persist the map (snapshot + append-only update log) here.
     pub data_dir: Option<PathBuf>,
@@ -92,13 +106,21 @@ pub struct ServerOptions {
 #[derive(Debug, Default)]
 pub struct SharedStats {
     state: AtomicU8,
+    /// The server's current sequence number.
     pub sequence: AtomicU64,
+    /// Keys in the map now.
     pub keys: AtomicU64,
+    /// Updates published so far (see [`ServerStats::published`](crate::engine::server::ServerStats)).
     pub published: AtomicU64,
+    /// Client updates dropped so far, all reasons together, including pending-list overflow.
     pub dropped: AtomicU64,
+    /// Undecodable messages dropped so far, from clients and from the peer.
     pub malformed: AtomicU64,
+    /// Client requests the Binary Star voter rejected (we were not active) and left unanswered.
     pub rejected_votes: AtomicU64,
+    /// Snapshots (KTHXBAI-terminated replies to ICANHAZ) sent so far.
     pub snapshots_served: AtomicU64,
+    /// Client updates held on the pending list now.
     pub pending: AtomicU64,
 }
 
@@ -165,6 +187,7 @@ impl CloneServer {
         }
     }
 
+    /// Live counters, updated by the server thread on every loop turn.
     pub fn stats(&self) -> &SharedStats {
         &self.stats
     }

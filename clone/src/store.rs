@@ -18,6 +18,7 @@ use crate::CloneError;
 const MAGIC: &[u8; 8] = b"TBCLONE1";
 const MAX_RECORD: usize = 64 << 20;
 
+/// An open store directory (`clone.snap` + `clone.log`), owned by the server thread.
 pub struct Store {
     dir: PathBuf,
     log: BufWriter<File>,

@@ -49,9 +49,11 @@ impl Default for ClientConfig {
 }
 
 impl ClientConfig {
+    /// The silence after which the server is declared dead, at least 1 ms.
     pub fn server_ttl(&self) -> Duration {
         self.server_ttl.0.max(Duration::from_millis(1))
     }
+    /// The longest wait for the first SUB message before ICANHAZ goes out anyway.
     pub fn subscribe_wait(&self) -> Duration {
         self.subscribe_wait.0
     }
@@ -64,19 +66,25 @@ impl ClientConfig {
 /// A stored entry on the client.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {
+    /// The current value (never empty: a delete removes the entry).
     pub value: Vec<u8>,
+    /// The server sequence of the update that set it.
     pub seq: u64,
+    /// The UUID of that update, if its writer gave one.
     pub uuid: Option<[u8; 16]>,
 }
 
 /// A change to the client's map. `value == None` means the key was deleted.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Change {
+    /// The full key.
     pub key: String,
+    /// The new value, or `None` when the key was deleted.
     pub value: Option<Vec<u8>>,
     /// Server sequence of the update (0 for changes found by diffing a re-synchronisation snapshot whose entry had
     /// been deleted).
     pub seq: u64,
+    /// The UUID of the update, which lets its writer recognise the acknowledgement of its own set.
     pub uuid: Option<[u8; 16]>,
     /// True when the change comes from loading a snapshot (first sync, or re-sync after failover/gap) rather than
     /// from the live update stream.
@@ -110,16 +118,24 @@ enum Phase {
     Live,
 }
 
-/// Counters.
+/// Counters, all monotonic.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ClientStats {
+    /// Snapshots loaded (first sync and every re-sync).
     pub syncs: u64,
+    /// Times the current server was declared dead after `server_ttl` of silence and the next one tried.
     pub failovers: u64,
+    /// Sequence gaps seen on the whole-map stream (lost updates), each answered with a re-sync.
     pub gaps: u64,
+    /// Updates ignored because their sequence was not above the last applied one.
     pub stale_updates: u64,
+    /// Undecodable messages. The engine only ever sees decoded ones, so nothing here increments it; the agent
+    /// thread in [`crate::client`] keeps its own count.
     pub malformed: u64,
 }
 
+/// The Clone client state machine: which server to use, the snapshot/stream handshake, the local copy of the map
+/// (or of one subtree) and failover on silence. The socket loop executes its [`ClientAction`]s.
 #[derive(Debug)]
 pub struct ClientEngine {
     config: ClientConfig,
@@ -156,15 +172,19 @@ impl ClientEngine {
         e
     }
 
+    /// The subtree this client follows (`""` = the whole map).
     pub fn subtree(&self) -> &str {
         &self.subtree
     }
+    /// Index of the server in use, into the endpoint list the client was given.
     pub fn current_server(&self) -> usize {
         self.current
     }
+    /// True once a snapshot is loaded and the update stream is being applied.
     pub fn is_live(&self) -> bool {
         matches!(self.phase, Phase::Live)
     }
+    /// Sequence of the last update applied (from the snapshot or the stream).
     pub fn last_seq(&self) -> u64 {
         self.last_seq
     }
@@ -172,12 +192,15 @@ impl ClientEngine {
     pub fn snapshot_seq(&self) -> u64 {
         self.snapshot_seq
     }
+    /// Counters since the engine was created.
     pub fn stats(&self) -> &ClientStats {
         &self.stats
     }
+    /// The local copy of the map (only keys under the subtree).
     pub fn map(&self) -> &BTreeMap<String, Entry> {
         &self.map
     }
+    /// The local entry for `key`, if present.
     pub fn get(&self, key: &str) -> Option<&Entry> {
         self.map.get(key)
     }

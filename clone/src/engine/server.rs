@@ -53,9 +53,11 @@ impl Default for ServerConfig {
 }
 
 impl ServerConfig {
+    /// The HUGZ interval, at least 1 ms so the timer always advances.
     pub fn hugz(&self) -> Duration {
         self.hugz.0.max(Duration::from_millis(1))
     }
+    /// The TTL sweep interval, at least 1 ms so the timer always advances.
     pub fn ttl_sweep(&self) -> Duration {
         self.ttl_sweep.0.max(Duration::from_millis(1))
     }
@@ -64,8 +66,11 @@ impl ServerConfig {
 /// Why a KVSET was not applied.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DropReason {
+    /// The key is longer than [`ServerConfig::max_key_len`].
     KeyTooLong,
+    /// The value is larger than [`ServerConfig::max_value_len`].
     ValueTooLarge,
+    /// The map already holds [`ServerConfig::max_keys`] keys and this update would add one.
     TooManyKeys,
     /// A reserved key (`HUGZ`, `KTHXBAI`) or an empty key.
     ReservedKey,
@@ -82,22 +87,34 @@ pub enum KvsetOutcome {
     Pending,
     /// Same UUID already applied (client resend, or the active's copy already mirrored).
     Duplicate,
+    /// Rejected and counted in [`ServerStats`]; nothing is published.
     Dropped(DropReason),
 }
 
 /// Counters, all monotonic.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ServerStats {
+    /// Updates given a sequence number and published: client sets and deletes, TTL deletes, applied pending.
     pub published: u64,
+    /// Updates recognised by UUID as already applied or already pending, and not applied again.
     pub duplicates: u64,
+    /// Updates dropped for [`DropReason::KeyTooLong`].
     pub dropped_key_too_long: u64,
+    /// Updates dropped for [`DropReason::ValueTooLarge`].
     pub dropped_value_too_large: u64,
+    /// Updates dropped for [`DropReason::TooManyKeys`].
     pub dropped_too_many_keys: u64,
+    /// Updates dropped for [`DropReason::ReservedKey`].
     pub dropped_reserved_key: u64,
+    /// Updates dropped for [`DropReason::NoUuidWhilePassive`].
     pub dropped_no_uuid_passive: u64,
+    /// Oldest pending updates discarded because the list exceeded [`ServerConfig::max_pending`].
     pub pending_overflow: u64,
+    /// Keys deleted because their CHP `ttl` ran out.
     pub ttl_expired: u64,
+    /// Pending updates applied on becoming active (also counted in `published`).
     pub pending_applied: u64,
+    /// Updates copied from the active peer's stream while passive.
     pub mirrored: u64,
 }
 
@@ -216,27 +233,35 @@ impl ServerEngine {
         }
     }
 
+    /// The configuration the engine was built with.
     pub fn config(&self) -> &ServerConfig {
         &self.config
     }
+    /// Counters since the engine was created.
     pub fn stats(&self) -> &ServerStats {
         &self.stats
     }
+    /// The sequence of the last update applied (published, mirrored or restored); 0 before any.
     pub fn sequence(&self) -> u64 {
         self.seq
     }
+    /// Keys in the map.
     pub fn len(&self) -> usize {
         self.map.len()
     }
+    /// True when the map holds no key.
     pub fn is_empty(&self) -> bool {
         self.map.is_empty()
     }
+    /// True while the server applies client updates and sends HUGZ (stand-alone, or Binary Star active).
     pub fn is_serving(&self) -> bool {
         self.serving
     }
+    /// Client updates held while not serving, waiting for the active's copy or a takeover.
     pub fn pending_len(&self) -> usize {
         self.pending.len()
     }
+    /// The stored message for `key` (as published, with its sequence), if present.
     pub fn get(&self, key: &str) -> Option<&KvMsg> {
         self.map.get(key).map(|s| &s.msg)
     }
