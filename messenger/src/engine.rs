@@ -29,6 +29,7 @@ pub struct SeenSet {
 }
 
 impl SeenSet {
+    /// An empty set remembering at most `cap` (at least 1) unseen ids.
     pub fn new(cap: usize) -> Self {
         Self {
             max: 0,
@@ -66,6 +67,7 @@ impl SeenSet {
         self.unseen.len()
     }
 
+    /// The highest id recorded so far (0 before any).
     pub fn max_seen(&self) -> u64 {
         self.max
     }
@@ -79,27 +81,41 @@ pub enum Route {
     /// Our DEALER connected to this endpoint.
     Dest(String),
     /// A peer on our listener number `listener`, addressed by its routing identity.
-    Peer { listener: usize, identity: Vec<u8> },
+    Peer {
+        /// Index of the listener, in the order they were opened.
+        listener: usize,
+        /// The peer's ROUTER routing identity (`'M'` + its sender UUID for another messenger).
+        identity: Vec<u8>,
+    },
 }
 
 /// What the engine wants done.
 #[derive(Debug, PartialEq, Eq)]
 pub enum MsgAction {
+    /// Send `frames` (a MSG or an ACK) along `route`.
     Transmit {
+        /// Where to send.
         route: Route,
+        /// The complete message, header included.
         frames: Frames,
     },
     /// Run callback `callback` (0: the handler of `route`'s listener) with `body`; if `reply_callback` is not 0
     /// the handler's answer goes back to `route` addressed to that callback.
     Deliver {
+        /// The way back to the sender, for the reply.
         route: Route,
+        /// The local callback id (0: the listener's handler).
         callback: u64,
+        /// The sender's callback id for a reply, or 0 when none is wanted.
         reply_callback: u64,
+        /// The message body.
         body: Frames,
     },
     /// A message was retried `attempts` times without ACK and dropped (only with a finite attempt limit).
     GaveUp {
+        /// The id of the abandoned message.
         msg_id: u64,
+        /// The local callback that was waiting for its reply (0 if none), so it can be dropped.
         callback: u64,
     },
 }
@@ -114,9 +130,12 @@ pub struct MessengerConfig {
     pub max_attempts: u32,
     /// Unseen ids remembered per sender (see [`SeenSet`]).
     pub dedup_window: usize,
-    /// Fault injection for tests and drills: probability of dropping / duplicating each outgoing message.
+    /// Fault injection for tests and drills: probability (0..=1) that the I/O thread silently drops each
+    /// outgoing message or ACK. Keep 0 in production.
     pub drop_probability: f64,
+    /// Fault injection: probability (0..=1) that an outgoing message or ACK is sent twice.
     pub duplicate_probability: f64,
+    /// Seed of the fault-injection random generator, so a faulty run can be replayed.
     pub fault_seed: u64,
 }
 
@@ -141,15 +160,22 @@ struct PendingMsg {
     from_cb: u64,
 }
 
-/// Counters.
+/// Counters, all monotonic.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct MessengerStats {
+    /// Messages sent for the first time (each gets a new id).
     pub sent: u64,
+    /// Resends of unacknowledged messages.
     pub retries: u64,
+    /// Messages whose ACK arrived (later ACKs for the same id are not counted).
     pub acked: u64,
+    /// Messages handed to a handler or reply callback, each id once.
     pub delivered: u64,
+    /// Copies received again (already delivered); acknowledged but not delivered.
     pub duplicates: u64,
+    /// Received messages without our header or with bad id frames, dropped.
     pub malformed: u64,
+    /// Messages abandoned after `max_attempts` sends without ACK.
     pub gave_up: u64,
 }
 
@@ -161,6 +187,7 @@ pub struct MessengerEngine {
     pending: BTreeMap<u64, PendingMsg>,
     seen: HashMap<[u8; 16], SeenSet>,
     out: VecDeque<MsgAction>,
+    /// Counters since the engine was created.
     pub stats: MessengerStats,
 }
 
@@ -173,6 +200,7 @@ fn frame_u64(f: &[u8]) -> Option<u64> {
 }
 
 impl MessengerEngine {
+    /// An engine for sender `me` (a UUID, unique per messenger: receivers de-duplicate per sender).
     pub fn new(me: [u8; 16], cfg: MessengerConfig) -> Self {
         Self {
             me,
@@ -185,6 +213,7 @@ impl MessengerEngine {
         }
     }
 
+    /// This sender's UUID, as carried in every MSG.
     pub fn id(&self) -> [u8; 16] {
         self.me
     }
@@ -317,10 +346,12 @@ impl MessengerEngine {
         }
     }
 
+    /// The earliest resend due, or `None` when nothing awaits an ACK.
     pub fn next_deadline(&self) -> Option<Instant> {
         self.pending.values().map(|p| p.next_retry).min()
     }
 
+    /// The next action, in order; call until `None` after every input.
     pub fn poll_action(&mut self) -> Option<MsgAction> {
         self.out.pop_front()
     }

@@ -67,6 +67,7 @@ pub struct Messenger {
 }
 
 impl Messenger {
+    /// Starts the I/O thread; the messenger gets a fresh sender UUID.
     pub fn new(ctx: &zmq::Context, cfg: MessengerConfig) -> Result<Self, MessengerError> {
         let me = *uuid::Uuid::new_v4().as_bytes();
         let addr = format!("inproc://messenger-{}", uuid::Uuid::from_bytes(me).simple());

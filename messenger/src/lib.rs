@@ -30,13 +30,18 @@ pub use io::Messenger;
 /// Errors of the threaded messenger.
 #[derive(Debug, thiserror::Error)]
 pub enum MessengerError {
+    /// A socket call failed.
     #[error("zmq: {0}")]
     Zmq(#[from] zmq::Error),
+    /// The I/O thread has exited (or could not start), so the command cannot run.
     #[error("the messenger I/O thread is gone")]
     Gone,
+    /// Opening or binding a listener socket failed.
     #[error("listen on {endpoint}: {source}")]
     Listen {
+        /// The endpoint as given to [`Messenger::listen`].
         endpoint: String,
+        /// Why the bind failed.
         source: zmq::Error,
     },
 }
