@@ -17,14 +17,19 @@ pub use crate::engine::freelance::{
     server_reply, AgentAction, AgentConfig, Frames, FreelanceAgent, RequestRefused, ServerDrop,
 };
 
+/// Errors of the Freelance server loop and client.
 #[derive(Debug, thiserror::Error)]
 pub enum FreelanceError {
+    /// A socket call failed.
     #[error("zmq: {0}")]
     Zmq(#[from] zmq::Error),
+    /// No live server answered within [`AgentConfig::request_timeout`].
     #[error("no live server answered within the request timeout")]
     Failed,
+    /// A caller error: an empty request body, or a server identity that is not a concrete endpoint.
     #[error("invalid argument: {0}")]
     Invalid(&'static str),
+    /// The agent thread could not be started, has exited, or did not answer a second after the request timeout.
     #[error("the client agent thread is gone")]
     AgentGone,
 }
@@ -43,8 +48,11 @@ impl From<RequestRefused> for FreelanceError {
 /// Counters of a Freelance server.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ServerStats {
+    /// PINGs answered with PONG.
     pub pings: u64,
+    /// Requests answered.
     pub requests: u64,
+    /// Messages dropped as neither a PING nor `[CCF][body…]`.
     pub malformed: u64,
 }
 
@@ -106,6 +114,7 @@ pub struct FreelanceClient {
 }
 
 impl FreelanceClient {
+    /// Starts the agent thread with no server; add servers with [`FreelanceClient::connect`].
     pub fn new(ctx: &zmq::Context, cfg: AgentConfig) -> Result<Self, FreelanceError> {
         let addr = format!("inproc://freelance-{}", uuid::Uuid::new_v4().simple());
         let pipe = ctx.socket(zmq::PAIR)?;
@@ -124,6 +133,7 @@ impl FreelanceClient {
         })
     }
 
+    /// Adds a server; `endpoint` must be the exact string the server uses as its identity.
     pub fn connect(&self, endpoint: &str) -> Result<(), FreelanceError> {
         self.pipe
             .send_multipart([b"CONNECT".as_slice(), endpoint.as_bytes()], 0)?;

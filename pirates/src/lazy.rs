@@ -43,6 +43,7 @@ pub struct LazyPirate {
 }
 
 impl LazyPirate {
+    /// A client for `endpoint`; the socket is opened on the first request.
     pub fn new(ctx: &zmq::Context, endpoint: &str, cfg: LazyPirateConfig) -> Self {
         Self {
             ctx: ctx.clone(),

@@ -19,12 +19,16 @@ pub use ppp::{run_ppp_queue, PppWorker};
 /// Errors of the Pirate socket layers.
 #[derive(Debug, thiserror::Error)]
 pub enum PirateError {
+    /// A socket call failed.
     #[error("zmq: {0}")]
     Zmq(#[from] zmq::Error),
+    /// Every attempt timed out; the number of attempts made.
     #[error("no reply after {0} attempt(s); giving up")]
     Exhausted(u32),
+    /// The request had no frame.
     #[error("a request needs at least one frame")]
     EmptyRequest,
+    /// The caller's stop flag was set while waiting.
     #[error("interrupted by the stop flag")]
     Interrupted,
 }

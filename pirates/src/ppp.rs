@@ -78,6 +78,7 @@ pub struct PppWorker {
 }
 
 impl PppWorker {
+    /// Connects a DEALER to the queue's back-end at `endpoint` and sends READY.
     pub fn connect(
         ctx: &zmq::Context,
         endpoint: &str,
@@ -95,6 +96,7 @@ impl PppWorker {
         Ok(w)
     }
 
+    /// Times the queue was presumed dead and the socket reopened.
     pub fn reconnects(&self) -> u64 {
         self.engine.reconnects
     }

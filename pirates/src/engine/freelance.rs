@@ -14,8 +14,10 @@ pub use tickbox_reliable::Frames;
 /// Why [`FreelanceAgent::request`] refused a request (the agent answers one request at a time).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum RequestRefused {
+    /// Another request is still waiting for its reply or timeout.
     #[error("a request is already pending")]
     Busy,
+    /// The body has no frame; FLP needs at least one.
     #[error("a request needs at least one body frame")]
     EmptyBody,
 }
@@ -48,7 +50,7 @@ pub fn server_reply(
     }
 }
 
-/// Client agent timing (reference flcliapi: ping 2000 ms, server TTL 6000 ms, request timeout 3000 ms).
+/// Client agent timing (reference flcliapi: ping 2 s, server TTL 6 s, request timeout 3 s).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AgentConfig {
@@ -114,6 +116,7 @@ pub struct FreelanceAgent {
 }
 
 impl FreelanceAgent {
+    /// An agent with no server yet; add them with [`FreelanceAgent::connect`].
     pub fn new(cfg: AgentConfig) -> Self {
         Self {
             cfg,
@@ -250,6 +253,8 @@ impl FreelanceAgent {
         self.out.push_back(AgentAction::Send(m));
     }
 
+    /// When [`FreelanceAgent::tick`] is next due (a ping, an expiry, a resend or the request deadline); one
+    /// second ahead when there is nothing to wait for.
     pub fn next_deadline(&self) -> Instant {
         let mut d = self
             .servers
@@ -263,6 +268,7 @@ impl FreelanceAgent {
         d.unwrap_or_else(|| Instant::now() + Duration::from_secs(1))
     }
 
+    /// The next action, in order; call until `None` after every input.
     pub fn poll_action(&mut self) -> Option<AgentAction> {
         self.out.pop_front()
     }

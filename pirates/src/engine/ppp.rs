@@ -49,7 +49,9 @@ impl Default for PppConfig {
 /// Where a queue output goes.
 #[derive(Debug, PartialEq, Eq)]
 pub enum QueueOut {
+    /// Send on the front-end ROUTER: frame 0 is the client's routing id (a reply).
     Frontend(Frames),
+    /// Send on the back-end ROUTER: frame 0 is the worker's routing id (a request or a HEARTBEAT).
     Backend(Frames),
 }
 
@@ -61,10 +63,15 @@ struct PppWorkerState {
 /// Counters of the Paranoid Pirate queue.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PppQueueStats {
+    /// Well-formed client requests received (including those then dropped).
     pub requests: u64,
+    /// Worker replies forwarded to clients (also those from workers already expired).
     pub replies: u64,
+    /// Messages from either side too short or with an unknown one-frame command, dropped.
     pub malformed: u64,
+    /// Client requests dropped because [`PppConfig::max_queued`] were already waiting.
     pub dropped: u64,
+    /// Workers removed after `heartbeat_liveness` silent intervals.
     pub workers_expired: u64,
 }
 
@@ -81,6 +88,7 @@ pub struct PppQueue {
 }
 
 impl PppQueue {
+    /// An empty queue (no workers); its first heartbeat round is one interval after `now`.
     pub fn new(cfg: PppConfig, now: Instant) -> Self {
         let next_tick = now + cfg.heartbeat_interval.0.max(ms(1));
         Self {
@@ -98,18 +106,22 @@ impl PppQueue {
         self.cfg.heartbeat_interval.0.max(ms(1))
     }
 
+    /// Counters since the queue was created.
     pub fn stats(&self) -> &PppQueueStats {
         &self.stats
     }
 
+    /// Workers ready for a request now.
     pub fn idle_workers(&self) -> usize {
         self.idle.len()
     }
 
+    /// The next message to send, in order; call until `None` after every input.
     pub fn poll_transmit(&mut self) -> Option<QueueOut> {
         self.out.pop_front()
     }
 
+    /// When [`PppQueue::tick`] is next due (the next heartbeat round).
     pub fn next_deadline(&self) -> Instant {
         self.next_tick
     }
@@ -222,14 +234,20 @@ impl PppQueue {
 /// What the Paranoid Pirate worker engine wants done.
 #[derive(Debug, PartialEq, Eq)]
 pub enum PppWorkerAction {
+    /// Send these frames on the DEALER (READY, HEARTBEAT).
     Send(Frames),
+    /// The queue is presumed dead: close the socket, wait `after`, open a new one and call
+    /// [`PppWorkerEngine::connected`].
     Reconnect {
+        /// The back-off delay, doubling on each consecutive death up to [`PppConfig::reconnect_max`].
         after: Duration,
     },
     /// A request: reply with exactly this envelope (everything up to and including the empty frame) followed
     /// by the reply body.
     Deliver {
+        /// The routing envelope, to be passed back to [`PppWorkerEngine::reply`].
         envelope: Frames,
+        /// The request body (at least one frame).
         body: Frames,
     },
 }
@@ -239,11 +257,14 @@ pub struct PppWorkerEngine {
     live: Liveness,
     connected: bool,
     out: VecDeque<PppWorkerAction>,
+    /// Messages from the queue that were neither HEARTBEAT nor an enveloped request, dropped.
     pub malformed: u64,
+    /// Times the queue was presumed dead and a reconnect asked for.
     pub reconnects: u64,
 }
 
 impl PppWorkerEngine {
+    /// A worker not yet connected; call [`PppWorkerEngine::connected`] once the socket is.
     pub fn new(cfg: &PppConfig, now: Instant) -> Self {
         Self {
             live: Liveness::new(
@@ -260,6 +281,7 @@ impl PppWorkerEngine {
         }
     }
 
+    /// A new connection to the queue is up: queues READY and gives the queue a full liveness allowance.
     pub fn connected(&mut self, now: Instant) {
         self.connected = true;
         self.live.restart(now);
@@ -268,6 +290,7 @@ impl PppWorkerEngine {
             .push_back(PppWorkerAction::Send(vec![vec![PPP_READY]]));
     }
 
+    /// A message from the queue: a HEARTBEAT or `[envelope…][""][body…]`. Ignored while disconnected.
     pub fn on_message(&mut self, now: Instant, mut frames: Frames) {
         if !self.connected {
             return;
@@ -303,6 +326,7 @@ impl PppWorkerEngine {
         envelope
     }
 
+    /// Heartbeats and queue liveness; may queue a HEARTBEAT or a [`PppWorkerAction::Reconnect`].
     pub fn tick(&mut self, now: Instant) {
         if !self.connected {
             return;
@@ -322,10 +346,12 @@ impl PppWorkerEngine {
         }
     }
 
+    /// When [`PppWorkerEngine::tick`] is next due.
     pub fn next_deadline(&self) -> Instant {
         self.live.next_deadline()
     }
 
+    /// The next action, in order; call until `None` after every input.
     pub fn poll_action(&mut self) -> Option<PppWorkerAction> {
         self.out.pop_front()
     }
