@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Default, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
-pub struct TickboxConfig {
+pub(crate) struct TickboxConfig {
     pub feed: tickbox_feed::FeedConfig,
     pub lvc: tickbox_lvc::LvcConfig,
     pub subscriber: tickbox_subscriber::SubscriberConfig,
@@ -23,7 +23,7 @@ pub struct TickboxConfig {
 }
 
 impl TickboxConfig {
-    pub fn load(path: Option<&Path>) -> anyhow::Result<Self> {
+    pub(crate) fn load(path: Option<&Path>) -> anyhow::Result<Self> {
         let Some(path) = path else {
             return Ok(Self::default());
         };
@@ -33,7 +33,7 @@ impl TickboxConfig {
     }
 
     /// The config as TOML: every section, every field, defaults filled in.
-    pub fn to_toml(&self) -> anyhow::Result<String> {
+    pub(crate) fn to_toml(&self) -> anyhow::Result<String> {
         toml::to_string_pretty(self).context("rendering config as TOML")
     }
 }

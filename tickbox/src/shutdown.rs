@@ -7,7 +7,7 @@ use std::sync::{Arc, OnceLock};
 static FLAG: OnceLock<Arc<AtomicBool>> = OnceLock::new();
 
 /// The shared stop flag; the first call installs the signal handler.
-pub fn flag() -> Arc<AtomicBool> {
+pub(crate) fn flag() -> Arc<AtomicBool> {
     FLAG.get_or_init(|| {
         let flag = Arc::new(AtomicBool::new(false));
         let handler_flag = Arc::clone(&flag);

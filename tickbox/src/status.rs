@@ -10,7 +10,7 @@ use anyhow::Context;
 use tickbox_majordomo::status::{spawn_status_worker, StatusWorker};
 use tickbox_majordomo::worker::MdpWorkerConfig;
 
-pub struct StatusBoard {
+pub(crate) struct StatusBoard {
     latest: Arc<Mutex<Vec<u8>>>,
     // Dropping the worker sends DISCONNECT to the broker.
     _worker: Option<StatusWorker>,
@@ -18,7 +18,7 @@ pub struct StatusBoard {
 
 impl StatusBoard {
     /// Registers `tickbox.<component>.status` on `broker` when one is given; otherwise publishing is a no-op.
-    pub fn start(
+    pub(crate) fn start(
         ctx: &zmq::Context,
         broker: Option<&str>,
         component: &str,
@@ -51,7 +51,7 @@ impl StatusBoard {
     }
 
     /// Replaces the status served to callers (a JSON object). Called from control loops, never per message.
-    pub fn publish(&self, status: serde_json::Value) {
+    pub(crate) fn publish(&self, status: serde_json::Value) {
         if self._worker.is_none() {
             return;
         }

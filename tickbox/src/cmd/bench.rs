@@ -25,7 +25,7 @@ use crate::config::TickboxConfig;
 use crate::exit_code;
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     #[command(subcommand)]
     command: BenchCommand,
 }
@@ -116,7 +116,7 @@ struct CompareArgs {
     after: PathBuf,
 }
 
-pub fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     match args.command {
         BenchCommand::Latency(a) => latency(a),
         BenchCommand::Throughput(a) => throughput(a),

@@ -14,7 +14,7 @@ use tickbox_clone::{HaOptions, ServerBind, ServerEndpoints, ServerOptions};
 use crate::config::TickboxConfig;
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// Base port P: snapshots on P, updates on P+1, collector on P+2. 0 picks a free triple.
     #[arg(long, default_value_t = 5556)]
     port: u16,
@@ -59,7 +59,7 @@ fn host_of(base: &str) -> Option<&str> {
         .map(|(h, _)| h)
 }
 
-pub fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     let mut server_config = config.clone.server.clone();
     if let Some(v) = args.hugz_ms {
         server_config.hugz = std::time::Duration::from_millis(v).into();

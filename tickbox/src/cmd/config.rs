@@ -6,9 +6,9 @@ use std::process::ExitCode;
 use crate::config::TickboxConfig;
 
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub(crate) struct Args {}
 
-pub fn run(_args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(_args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     print!("{}", config.to_toml()?);
     Ok(ExitCode::from(crate::exit_code::OK))
 }

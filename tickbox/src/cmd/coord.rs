@@ -21,7 +21,7 @@ use crate::config::TickboxConfig;
 use crate::exit_code;
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// ZooKeeper ensemble: HOST:PORT[,HOST:PORT…].
     #[arg(long, value_name = "HOSTS", default_value = "127.0.0.1:2181")]
     zk: String,
@@ -80,7 +80,7 @@ enum Op {
     },
 }
 
-pub fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     let opts = CoordOptions {
         session_timeout: args.session_timeout,
         connect_timeout: args.connect_timeout,

@@ -16,7 +16,7 @@ use crate::config::TickboxConfig;
 use crate::exit_code;
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// Server base endpoint(s), comma-separated for a Binary Star pair: tcp://HOST:P[,tcp://HOST2:P2].
     #[arg(long, default_value = "tcp://localhost:5556", value_name = "LIST")]
     server: String,
@@ -80,7 +80,7 @@ fn timeout_exit(err: CloneError, what: &str) -> anyhow::Result<ExitCode> {
     }
 }
 
-pub fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     let servers = ServerEndpoints::parse_list(&args.server)?;
     anyhow::ensure!(!servers.is_empty(), "--server needs at least one endpoint");
     let mut client_config = config.clone.client.clone();

@@ -8,7 +8,7 @@ use tickbox_pirates::freelance::run_freelance_server;
 use crate::config::TickboxConfig;
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// Endpoint to bind, e.g. `tcp://*:5555` or `ipc:///tmp/fl.sock`.
     #[arg(long)]
     bind: String,
@@ -20,7 +20,7 @@ pub struct Args {
     echo: bool,
 }
 
-pub fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     let public = args.endpoint.clone().unwrap_or_else(|| args.bind.clone());
     let stop = crate::shutdown::flag();
     let ctx = zmq::Context::new();

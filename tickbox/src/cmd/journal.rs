@@ -24,7 +24,7 @@ use crate::exit_code;
 #[command(
     after_help = "Exit codes: 0 ok; 1 error (not a journal, unreadable); 5 corrupt record or header (verify, info); 6 `verify --strict` on an intact journal that is incomplete: it holds gap records (publisher sequences the recorder never received) or records overwritten by ring laps."
 )]
-pub struct Args {
+pub(crate) struct Args {
     #[command(subcommand)]
     action: Action,
 }
@@ -66,7 +66,7 @@ enum Action {
     },
 }
 
-pub fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     match args.action {
         Action::Info { path, json } => {
             let s =

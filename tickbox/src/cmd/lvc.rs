@@ -16,7 +16,7 @@ use crate::status::StatusBoard;
 
 /// Command-line overrides of the `[lvc]` config section.
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// Publisher endpoints to connect to (one per shard).
     #[arg(long, value_delimiter = ',', value_name = "EP[,EP…]")]
     upstream: Vec<String>,
@@ -89,7 +89,7 @@ fn lvc_status(endpoints: &LvcEndpoints, config: &LvcConfig, stats: &LvcStats) ->
     })
 }
 
-pub fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     let duration = args.duration;
     let broker = args.broker.clone();
     let lvc_config = apply(args, config.lvc.clone());

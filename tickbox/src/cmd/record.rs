@@ -28,7 +28,7 @@ use tickbox_units::format_size_approx as fmt_bytes;
     With --topics, sequences are not checked (a topic subset has holes by design).\n\
     An archive (the default) records a whole day; a ring keeps only its capacity and logs a warning each lap."
 )]
-pub struct Args {
+pub(crate) struct Args {
     /// Endpoint(s) to subscribe to, comma-separated (an Espresso tap, a publisher shard, an LVC).
     #[arg(long, value_delimiter = ',', required = true)]
     connect: Vec<String>,
@@ -85,7 +85,7 @@ enum DurabilityArg {
     Periodic,
 }
 
-pub fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     let cfg = &config.recorder;
     let durability = match args.durability {
         None => match (cfg.durability, args.sync_interval) {

@@ -37,7 +37,7 @@ use tickbox_units::{format_rfc3339 as fmt_time, format_size_approx as fmt_bytes}
     after_help = "Records go out under their original publisher id, session and sequence (send time re-stamped, REPLAY flag set, origin time kept); gap notices are re-published so a subscriber counts the journal's holes as recorded gaps, apart from its own loss; LVC cached values consume no sequence. Recorded heartbeats are dropped: the replay sends its own per original publisher while idle and once at the end.\n\
     Exit codes: 0 done; 1 error, including: no subscriber within --wait-timeout, or a run that published messages while no subscriber was subscribed on any shard (`delivered to no subscriber`)."
 )]
-pub struct Args {
+pub(crate) struct Args {
     /// Journal to replay (ring file or archive directory).
     #[arg(long)]
     journal: PathBuf,
@@ -138,7 +138,7 @@ fn replay_status(
     })
 }
 
-pub fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     let cfg = &config.recorder;
     let journal = args.journal.clone();
     let first = || first_capture_ns(&journal);

@@ -34,7 +34,7 @@ use crate::status::StatusBoard;
     the command line/config value; an invalid value is logged and ignored), the subscriber registers under \
     /members/subscribers/ID with a TTL, and a fatal event is also written to /alerts/subscribers/ID."
 )]
-pub struct Args {
+pub(crate) struct Args {
     /// Publisher endpoints, one shard each (e.g. tcp://10.0.0.1:5556,tcp://10.0.1.1:5556). Overrides
     /// `[[subscriber.shards]]` from the config.
     #[arg(long, value_delimiter = ',', value_name = "EP")]
@@ -178,7 +178,7 @@ fn resolve(
     Ok((sub, workers))
 }
 
-pub fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     let (mut sub_config, workers_config) = resolve(&args, config)?;
     let stop = crate::shutdown::flag();
     // Built (and its I/O threads placed) before any of our threads is pinned, so they never inherit a shard's core.

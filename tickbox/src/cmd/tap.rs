@@ -15,7 +15,7 @@ use tickbox_wire::{SequenceEvent, SequenceTracker};
 use crate::config::TickboxConfig;
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// The tap (or publisher) endpoint to connect to.
     #[arg(long, value_name = "EP")]
     connect: String,
@@ -44,7 +44,7 @@ pub struct Args {
     duration: Option<Duration>,
 }
 
-pub fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     let mut kinds = Vec::new();
     for name in &args.kinds {
         match tap::parse_kind(name) {

@@ -16,7 +16,7 @@ use crate::config::TickboxConfig;
 use crate::exit_code;
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     #[command(subcommand)]
     command: TuneCommand,
 }
@@ -139,7 +139,7 @@ struct SweepArgs {
     json: bool,
 }
 
-pub fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     match args.command {
         TuneCommand::Show(a) => show(a),
         TuneCommand::Check(a) => check(a, config),

@@ -12,19 +12,19 @@ use std::time::{Duration, Instant};
 
 /// The `tickbox` binary Cargo built for these tests.
 #[allow(dead_code)]
-pub const TICKBOX: &str = env!("CARGO_BIN_EXE_tickbox");
+pub(crate) const TICKBOX: &str = env!("CARGO_BIN_EXE_tickbox");
 
 /// A private scratch directory, removed when the test ends however it ends.
 ///
 /// The name carries the test process id and a per-process counter, so tests running in parallel (threads of
 /// one binary, or several binaries) never share or delete each other's files.
 #[allow(dead_code)]
-pub struct TempDir(pub PathBuf);
+pub(crate) struct TempDir(pub PathBuf);
 
 #[allow(dead_code)]
 impl TempDir {
     /// Creates an empty `tickbox-{tag}-{pid}-{n}` in the system temp directory, clearing any leftover.
-    pub fn new(tag: &str) -> Self {
+    pub(crate) fn new(tag: &str) -> Self {
         static N: AtomicU32 = AtomicU32::new(0);
         let n = N.fetch_add(1, Ordering::Relaxed);
         let p = std::env::temp_dir().join(format!("tickbox-{tag}-{}-{n}", std::process::id()));
@@ -33,7 +33,7 @@ impl TempDir {
         TempDir(p)
     }
 
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.0
     }
 }
@@ -51,13 +51,13 @@ impl Drop for TempDir {
 /// reaping, so no zombie remains) in `Drop` makes "processes started by a test are killed by the test" hold
 /// on every path, including panics.
 #[allow(dead_code)]
-pub struct KillOnDrop(pub Child);
+pub(crate) struct KillOnDrop(pub Child);
 
 #[allow(dead_code)]
 impl KillOnDrop {
     /// Polls (every 20 ms) for the process to exit, panicking with `failure` if it has not within `within`:
     /// a process that ignores a stop request must fail the test, not hang it.
-    pub fn wait_exit(&mut self, within: Duration, failure: &str) -> ExitStatus {
+    pub(crate) fn wait_exit(&mut self, within: Duration, failure: &str) -> ExitStatus {
         let deadline = Instant::now() + within;
         loop {
             if let Some(status) = self.0.try_wait().unwrap() {
@@ -72,7 +72,7 @@ impl KillOnDrop {
     /// stdout and stderr; panics (the guard then kills it) if it has not finished within `limit`.
     ///
     /// The pipes are read only after exit, so this suits commands whose output fits in a pipe buffer.
-    pub fn wait_output(mut self, limit: Duration) -> Output {
+    pub(crate) fn wait_output(mut self, limit: Duration) -> Output {
         let deadline = Instant::now() + limit;
         let status = loop {
             if let Some(status) = self.0.try_wait().unwrap() {
@@ -110,14 +110,14 @@ impl Drop for KillOnDrop {
 ///
 /// Killed on drop for the same reason as [`KillOnDrop`].
 #[allow(dead_code)]
-pub struct Captured {
+pub(crate) struct Captured {
     pub child: Child,
 }
 
 #[allow(dead_code)]
 impl Captured {
     /// Spawns `tickbox ARGS` with `RUST_LOG=info`, so the log lines tests look for on stderr are emitted.
-    pub fn spawn(args: &[&str]) -> Self {
+    pub(crate) fn spawn(args: &[&str]) -> Self {
         let child = Command::new(TICKBOX)
             .args(args)
             .env("RUST_LOG", "info")
@@ -129,12 +129,12 @@ impl Captured {
     }
 
     /// Sends SIGINT, as Ctrl-C in a terminal would, to exercise the graceful-shutdown path.
-    pub fn interrupt(&self) {
+    pub(crate) fn interrupt(&self) {
         signal(self.child.id(), "INT");
     }
 
     /// The exit status if the process has already exited; never blocks.
-    pub fn exited(&mut self) -> Option<ExitStatus> {
+    pub(crate) fn exited(&mut self) -> Option<ExitStatus> {
         self.child.try_wait().unwrap()
     }
 
@@ -142,7 +142,7 @@ impl Captured {
     /// instead of hanging it) and returns its status, stdout and stderr.
     ///
     /// The pipes are read only after exit, so this suits commands whose output fits in a pipe buffer.
-    pub fn wait(mut self, limit: Duration) -> (ExitStatus, String, String) {
+    pub(crate) fn wait(mut self, limit: Duration) -> (ExitStatus, String, String) {
         let deadline = Instant::now() + limit;
         let status = loop {
             if let Some(status) = self.exited() {
@@ -182,7 +182,7 @@ impl Drop for Captured {
 /// Sends signal `name` (e.g. `"INT"`, `"TERM"`) to process `pid` with `kill(1)`, as an operator would, and
 /// asserts it was delivered.
 #[allow(dead_code)]
-pub fn signal(pid: u32, name: &str) {
+pub(crate) fn signal(pid: u32, name: &str) {
     let status = Command::new("kill")
         .args([&format!("-{name}"), &pid.to_string()])
         .status()
@@ -194,7 +194,7 @@ pub fn signal(pid: u32, name: &str) {
 ///
 /// Stops reading once the receiver is gone.
 #[allow(dead_code)]
-pub fn forward_lines(out: impl Read + Send + 'static) -> mpsc::Receiver<String> {
+pub(crate) fn forward_lines(out: impl Read + Send + 'static) -> mpsc::Receiver<String> {
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
         for line in BufReader::new(out).lines().map_while(Result::ok) {
@@ -208,7 +208,7 @@ pub fn forward_lines(out: impl Read + Send + 'static) -> mpsc::Receiver<String> 
 
 /// Spawns `tickbox ARGS` (stdout piped, stderr discarded) and returns it with its stdout lines.
 #[allow(dead_code)]
-pub fn spawn_with_lines(args: &[&str]) -> (KillOnDrop, mpsc::Receiver<String>) {
+pub(crate) fn spawn_with_lines(args: &[&str]) -> (KillOnDrop, mpsc::Receiver<String>) {
     let mut child = KillOnDrop(
         Command::new(TICKBOX)
             .args(args)
@@ -227,7 +227,7 @@ pub fn spawn_with_lines(args: &[&str]) -> (KillOnDrop, mpsc::Receiver<String>) {
 ///
 /// The stream keeps being drained afterwards, so the child never blocks on a full pipe.
 #[allow(dead_code)]
-pub fn spawn_and_read(
+pub(crate) fn spawn_and_read(
     cmd: &mut Command,
     on_stderr: bool,
     pick: fn(&str) -> Option<String>,
@@ -256,7 +256,7 @@ pub fn spawn_and_read(
 /// Spawns `tickbox ARGS` (stderr discarded) and returns it with the first stdout line that `pick` maps to
 /// `Some`, mapped; see [`spawn_and_read`].
 #[allow(dead_code)]
-pub fn spawn_and_pick(args: &[&str], pick: fn(&str) -> Option<String>) -> (KillOnDrop, String) {
+pub(crate) fn spawn_and_pick(args: &[&str], pick: fn(&str) -> Option<String>) -> (KillOnDrop, String) {
     let mut cmd = Command::new(TICKBOX);
     cmd.args(args).stdout(Stdio::piped()).stderr(Stdio::null());
     spawn_and_read(&mut cmd, false, pick)
@@ -265,13 +265,13 @@ pub fn spawn_and_pick(args: &[&str], pick: fn(&str) -> Option<String>) -> (KillO
 /// Spawns `tickbox ARGS` and returns it with the first `tcp://` endpoint it prints on stdout, waiting at
 /// most 10 s.
 #[allow(dead_code)]
-pub fn spawn_printing_endpoint(args: &[&str]) -> (KillOnDrop, String) {
+pub(crate) fn spawn_printing_endpoint(args: &[&str]) -> (KillOnDrop, String) {
     spawn_and_pick(args, endpoint_in)
 }
 
 /// The first `tcp://…` token in `line`.
 #[allow(dead_code)]
-pub fn endpoint_in(line: &str) -> Option<String> {
+pub(crate) fn endpoint_in(line: &str) -> Option<String> {
     let at = line.find("tcp://")?;
     Some(
         line[at..]
@@ -287,7 +287,7 @@ pub fn endpoint_in(line: &str) -> Option<String> {
 /// Components start, register and converge asynchronously, so tests wait for a state instead of sleeping
 /// a guessed time; the bound keeps a state that never arrives from hanging the test.
 #[allow(dead_code)]
-pub fn eventually(limit: Duration, every: Duration, mut cond: impl FnMut() -> bool) -> bool {
+pub(crate) fn eventually(limit: Duration, every: Duration, mut cond: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + limit;
     loop {
         if cond() {
@@ -306,7 +306,7 @@ pub fn eventually(limit: Duration, every: Duration, mut cond: impl FnMut() -> bo
 /// Unlike [`KillOnDrop::wait_output`], the pipes are drained while the command runs, so it may write any
 /// amount of output.
 #[allow(dead_code)]
-pub fn output_within(mut cmd: Command, timeout: Duration) -> Output {
+pub(crate) fn output_within(mut cmd: Command, timeout: Duration) -> Output {
     let child = cmd
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -331,14 +331,14 @@ pub fn output_within(mut cmd: Command, timeout: Duration) -> Output {
 /// while it runs. Collecting is bounded, and a process not collected (the test panicked first) is SIGKILLed on
 /// drop, so a wedged child can neither hang the suite nor outlive it.
 #[allow(dead_code)]
-pub struct Background {
+pub(crate) struct Background {
     pid: u32,
     output: Option<mpsc::Receiver<std::io::Result<Output>>>,
 }
 
 #[allow(dead_code)]
 impl Background {
-    pub fn spawn(mut cmd: Command) -> Self {
+    pub(crate) fn spawn(mut cmd: Command) -> Self {
         let child = cmd
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -356,7 +356,7 @@ impl Background {
     }
 
     /// Waits for the process to exit by itself within `limit`; kills it and panics otherwise.
-    pub fn finish(mut self, limit: Duration) -> Output {
+    pub(crate) fn finish(mut self, limit: Duration) -> Output {
         let rx = self.output.take().expect("collected once");
         match rx.recv_timeout(limit) {
             Ok(out) => out.expect("wait"),
@@ -384,7 +384,7 @@ impl Drop for Background {
 /// Runs `tickbox call` once (one attempt, `timeout_ms` to answer) and returns its exit code and stdout, which
 /// holds the reply frames.
 #[allow(dead_code)]
-pub fn call_service(broker: &str, service: &str, body: &[&str], timeout_ms: u64) -> (i32, String) {
+pub(crate) fn call_service(broker: &str, service: &str, body: &[&str], timeout_ms: u64) -> (i32, String) {
     let timeout = timeout_ms.to_string();
     let out = Command::new(TICKBOX)
         .args([
