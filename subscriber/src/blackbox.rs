@@ -165,6 +165,8 @@ impl<W: Worker> Subscriber<W> {
             .clone()
     }
 
+    /// Whether the snail (or a gap under `die`) has fired; shards and workers are stopping and the owner should
+    /// shut down. Cheaper than [`Subscriber::fatal`] for polling.
     pub fn is_tripped(&self) -> bool {
         self.shared.tripped.load(Ordering::Acquire)
     }
@@ -189,6 +191,7 @@ impl<W: Worker> Subscriber<W> {
         self.dispatch
     }
 
+    /// How lateness is measured in this run.
     pub fn snail_mode(&self) -> SnailMode {
         self.snail_mode
     }

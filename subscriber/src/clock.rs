@@ -39,6 +39,7 @@ struct Slot {
 /// One publisher's estimated clock offset, for reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct ClockOffset {
+    /// The publisher's id.
     pub publisher: u32,
     /// Minimum observed `receive − send` in ns: about our clock minus the publisher's (plus the network's best
     /// one-way delay). Positive: the publisher's clock is behind ours; negative: ahead.
@@ -48,7 +49,9 @@ pub struct ClockOffset {
 /// A bound crossed by a publisher's offset, to be logged once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SkewWarning {
+    /// The publisher's id.
     pub publisher: u32,
+    /// Its estimated offset, ns, as in [`ClockOffset::offset_ns`]: positive when its clock is behind ours.
     pub offset_ns: i64,
 }
 

@@ -94,6 +94,7 @@ pub enum SnailMode {
 }
 
 impl SnailMode {
+    /// The config spelling (`strict` or `skew_tolerant`), the inverse of [`FromStr`](std::str::FromStr).
     pub fn as_str(self) -> &'static str {
         match self {
             SnailMode::Strict => "strict",
@@ -131,6 +132,7 @@ pub struct SubscriberShardConfig {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SubscriberConfig {
+    /// One SUB socket and thread per entry; at least one is required.
     pub shards: Vec<SubscriberShardConfig>,
     /// Topic prefixes to subscribe to; empty means everything (and only then are gaps detected).
     pub topics: Vec<String>,
@@ -190,30 +192,51 @@ impl Default for SubscriberConfig {
 /// errors: they are counted in the [`Report`] and, when fatal, returned as [`Fatal`].
 #[derive(Debug, thiserror::Error)]
 pub enum SubscriberError {
+    /// The config cannot run (no shards, a shard without endpoints, an endpoint a NIC cannot be applied to); the
+    /// text says which setting.
     #[error("invalid subscriber config: {0}")]
     Config(String),
+    /// A shard's `nic` cannot be used (see [`check_nic`]).
     #[error("interface {nic:?}: {reason}")]
-    Nic { nic: String, reason: String },
+    Nic {
+        /// The interface name as configured.
+        nic: String,
+        /// Why it was rejected: malformed, absent, or without an IPv4 address.
+        reason: String,
+    },
+    /// Creating or configuring a shard's SUB socket failed.
     #[error("shard {shard}: {what}: {source}")]
     Zmq {
+        /// Index of the shard in `SubscriberConfig::shards`.
         shard: usize,
+        /// The step that failed (`create SUB`, `set rcvhwm`, `subscribe`, …).
         what: &'static str,
+        /// libzmq's error.
         #[source]
         source: zmq::Error,
     },
+    /// A shard's SUB socket rejected an endpoint (malformed address or unsupported transport).
     #[error("shard {shard}: cannot connect to {endpoint}: {source}")]
     Connect {
+        /// Index of the shard in `SubscriberConfig::shards`.
         shard: usize,
+        /// The endpoint as connected, after any NIC rewrite.
         endpoint: String,
+        /// libzmq's error.
         #[source]
         source: zmq::Error,
     },
+    /// The OS refused a shard thread.
     #[error("cannot spawn shard thread: {0}")]
     Spawn(#[source] std::io::Error),
+    /// Not every shard reported its socket ready within 10 s; the number is how many shard threads were spawned,
+    /// not which one stalled.
     #[error("shard {0} did not start")]
     NotStarted(usize),
+    /// The shard thread with this index panicked, so its report is lost.
     #[error("shard thread {0} panicked")]
     ShardPanicked(usize),
+    /// The worker pool could not start or stop.
     #[error(transparent)]
     Workers(#[from] tickbox_workers::WorkerError),
 }

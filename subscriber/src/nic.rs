@@ -15,6 +15,13 @@ fn nic_error(nic: &str, reason: &str) -> SubscriberError {
 
 /// Checks that network interface `nic` exists and has an IPv4 address (ZeroMQ's source-interface connect,
 /// `tcp://IFACE:0;host:port`, binds the connection to that address).
+///
+/// # Errors
+///
+/// [`SubscriberError::Nic`] naming the interface and the reason: a malformed name, no such interface, no IPv4
+/// address, or the address list could not be read.
+// Unsafe allowed here only: libc's if_nametoindex/getifaddrs are the sole way to ask the kernel about interfaces.
+#[allow(unsafe_code)]
 pub fn check_nic(nic: &str) -> Result<(), SubscriberError> {
     if nic.is_empty() || nic.len() >= libc::IFNAMSIZ || nic.contains([':', ';', '/', ' ']) {
         return Err(nic_error(nic, "is not a valid interface name"));
@@ -41,8 +48,9 @@ pub fn check_nic(nic: &str) -> Result<(), SubscriberError> {
         // SAFETY: `cur` is a node of the list getifaddrs returned, not yet freed.
         let ifa = unsafe { &*cur };
         if !ifa.ifa_name.is_null() && !ifa.ifa_addr.is_null() {
-            // SAFETY: both pointers are non-null and point into the same live list.
+            // SAFETY: `ifa_name` is non-null and points to a NUL-terminated name inside the live list.
             let same = unsafe { CStr::from_ptr(ifa.ifa_name) }.to_bytes() == nic.as_bytes();
+            // SAFETY: `ifa_addr` is non-null and points to a sockaddr inside the live list.
             let family = i32::from(unsafe { (*ifa.ifa_addr).sa_family });
             if same && family == libc::AF_INET {
                 has_v4 = true;

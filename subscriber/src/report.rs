@@ -23,25 +23,38 @@ pub enum Stage {
 /// The message that made the snail fire.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct SnailEvent {
+    /// Whether a shard (on receipt) or a worker (on dequeue) caught it.
     pub stage: Stage,
     /// Shard or worker index, per `stage`.
     pub index: usize,
+    /// The sending publisher's id, from the message header.
     pub publisher: u32,
+    /// The message's topic, e.g. `Q.XNAS.AAPL`.
     pub topic: String,
+    /// The message's sequence number in its publisher's stream.
     pub sequence: u64,
+    /// How late it was, ns, as measured under the run's [`SnailMode`].
     pub lateness_ns: u64,
+    /// The threshold it exceeded, ns.
     pub threshold_ns: u64,
+    /// The publisher's send time, ns since the Unix epoch on the publisher's clock.
     pub send_time_ns: u64,
+    /// When the shard received it or the worker dequeued it (per `stage`), ns since the Unix epoch on our clock.
     pub received_ns: u64,
 }
 
 /// A gap that tripped the subscriber under `gap_policy = "die"`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct GapFatal {
+    /// Index of the shard that saw the gap.
     pub shard: usize,
+    /// The publisher whose messages are missing.
     pub publisher: u32,
+    /// Topic of the message that revealed the gap (the first one after it).
     pub topic: String,
+    /// First sequence number missing, inclusive.
     pub first_missing: u64,
+    /// Last sequence number missing, inclusive.
     pub last_missing: u64,
 }
 
@@ -49,7 +62,9 @@ pub struct GapFatal {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "reason", rename_all = "snake_case")]
 pub enum Fatal {
+    /// A message past the lateness threshold (`"reason": "snail"` in JSON).
     Snail(SnailEvent),
+    /// This hop lost messages under `gap_policy = "die"` (`"reason": "gap"` in JSON).
     Gap(GapFatal),
 }
 
@@ -68,12 +83,15 @@ pub fn lateness_histogram() -> Histogram<u64> {
 /// What one shard did.
 #[derive(Debug, Clone)]
 pub struct SubscriberShardReport {
+    /// Index of the shard in `SubscriberConfig::shards`.
     pub index: usize,
+    /// The publisher endpoints it connected to, as configured (before any NIC rewrite).
     pub endpoints: Vec<String>,
     /// Frames received, malformed ones included.
     pub received: u64,
     /// Decoded messages handed to the workers.
     pub forwarded: u64,
+    /// Frames that did not decode as a tickbox message; dropped.
     pub malformed: u64,
     /// LVC cached values (exempt from the snail and gap checks).
     pub cached: u64,
@@ -84,8 +102,11 @@ pub struct SubscriberShardReport {
     pub late: u64,
     /// Gap events (this hop's own losses) and sequences missing in them.
     pub gaps: u64,
+    /// Sequences missing in those gap events (and not since filled by a reordered arrival).
     pub missing: u64,
+    /// Publisher restarts seen (a new session; counting starts again).
     pub restarts: u64,
+    /// Distinct publishers this shard tracked sequences for.
     pub publishers: usize,
     /// The sequence tracker's totals (all zero when a topic filter makes gaps expected and tracking is off).
     pub sequence: SequenceTotals,
@@ -101,11 +122,17 @@ pub struct SubscriberShardReport {
 /// What one worker thread did, with its worker handed back for inspection.
 #[derive(Debug)]
 pub struct WorkerReport<W> {
+    /// Index of the worker thread (the `index` of a worker-stage [`SnailEvent`]).
     pub index: usize,
+    /// The worker, with whatever state it built (a book, statistics).
     pub worker: W,
+    /// Messages given to the worker.
     pub processed: u64,
+    /// Messages dequeued but dropped unprocessed: after an abort, or from the moment the subscriber tripped.
     pub discarded: u64,
+    /// Frames that did not decode (0 unless something other than a shard feeds the queue).
     pub malformed: u64,
+    /// Messages past the snail threshold on dequeue (at most 1: the first one trips the subscriber).
     pub late: u64,
     /// Dequeue lateness, ns.
     pub lateness: Histogram<u64>,
@@ -114,13 +141,19 @@ pub struct WorkerReport<W> {
 /// Everything a subscriber did, returned by [`Subscriber::shutdown`].
 #[derive(Debug)]
 pub struct Report<W> {
+    /// One report per shard, in config order.
     pub shards: Vec<SubscriberShardReport>,
+    /// One report per worker thread, by index.
     pub workers: Vec<WorkerReport<W>>,
+    /// The event that stopped the run, if the subscriber tripped; `None` after a clean shutdown.
     pub fatal: Option<Fatal>,
     /// Forwarded by shards but never taken by a worker (only non-zero after an abort or a drain timeout).
     pub unprocessed: u64,
+    /// Wall time from start (workers connected) to shutdown.
     pub elapsed: Duration,
+    /// How shards handed messages to workers in this run.
     pub dispatch: Dispatch,
+    /// How lateness was measured in this run.
     pub snail_mode: SnailMode,
     /// Estimated clock offset per publisher (minimum observed one-way delay), by publisher id.
     pub clock_offsets: Vec<ClockOffset>,
@@ -129,25 +162,32 @@ pub struct Report<W> {
 }
 
 impl<W> Report<W> {
+    /// Frames received over all shards, malformed ones included.
     pub fn received(&self) -> u64 {
         self.shards.iter().map(|s| s.received).sum()
     }
+    /// Decoded messages handed to workers over all shards.
     pub fn forwarded(&self) -> u64 {
         self.shards.iter().map(|s| s.forwarded).sum()
     }
+    /// Messages processed over all workers.
     pub fn processed(&self) -> u64 {
         self.workers.iter().map(|w| w.processed).sum()
     }
+    /// Undecodable frames, shards and workers together.
     pub fn malformed(&self) -> u64 {
         self.shards.iter().map(|s| s.malformed).sum::<u64>()
             + self.workers.iter().map(|w| w.malformed).sum::<u64>()
     }
+    /// Gap events (this hop's own losses) over all shards.
     pub fn gaps(&self) -> u64 {
         self.shards.iter().map(|s| s.gaps).sum()
     }
+    /// Sequences missing in gap events over all shards.
     pub fn missing(&self) -> u64 {
         self.shards.iter().map(|s| s.missing).sum()
     }
+    /// Messages past the snail threshold, on receipt and on dequeue together.
     pub fn late(&self) -> u64 {
         self.shards.iter().map(|s| s.late).sum::<u64>()
             + self.workers.iter().map(|w| w.late).sum::<u64>()

@@ -23,10 +23,15 @@ pub(crate) struct LiveShard {
 /// A shard's counters while the subscriber runs (see [`Subscriber::live_shards`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct LiveShardCounters {
+    /// Index of the shard in `SubscriberConfig::shards`.
     pub index: usize,
+    /// Frames received so far, malformed ones included.
     pub received: u64,
+    /// Decoded messages handed to workers so far.
     pub forwarded: u64,
+    /// Gap events (this hop's own losses) so far.
     pub gaps: u64,
+    /// Messages past the snail threshold on receipt so far.
     pub late: u64,
 }
 

@@ -17,9 +17,15 @@ use crate::SnailMode;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SnailVerdict {
     /// Within the threshold; `lateness_ns` is for the histogram.
-    OnTime { lateness_ns: u64 },
+    OnTime {
+        /// Lateness in ns (0 for a send time in the future).
+        lateness_ns: u64,
+    },
     /// Past the threshold: the subscriber must die.
-    Late { lateness_ns: u64 },
+    Late {
+        /// Lateness in ns, above the threshold.
+        lateness_ns: u64,
+    },
     /// Old by design (an LVC cached value): neither timed nor counted.
     Exempt,
 }
@@ -38,6 +44,7 @@ impl Snail {
         }
     }
 
+    /// The threshold in ns; `u64::MAX` when the guard is disabled (nothing can be later than that).
     pub fn threshold_ns(&self) -> u64 {
         self.threshold_ns
     }
@@ -107,6 +114,8 @@ impl SharedThreshold {
         SharedThreshold(Arc::new(AtomicU64::new(threshold_to_ns(threshold))))
     }
 
+    /// Changes the threshold for every clone, from each reader's next message on; `Duration::ZERO` disables the
+    /// guard.
     pub fn set(&self, threshold: Duration) {
         self.0.store(threshold_to_ns(threshold), Ordering::Relaxed);
     }
