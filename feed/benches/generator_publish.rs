@@ -85,7 +85,7 @@ fn feed(no_drop: bool, n: u64) -> (f64, u64) {
             max_messages_per_shard: Some(n),
             no_drop,
             wait_for_subscribers: 1,
-            heartbeat_interval_ms: 0,
+            heartbeat_interval: Duration::from_millis(0).into(),
             ..FeedConfig::default()
         },
     )
@@ -102,7 +102,7 @@ fn paced(target: u64, secs: u64) -> (f64, u64, std::time::Duration) {
         &ctx,
         FeedConfig {
             rate: tickbox_feed::Rate::PerSecond(target),
-            duration_ms: Some(secs * 1_000),
+            duration: Some(Duration::from_secs(secs).into()),
             wait_for_subscribers: 1,
             ..FeedConfig::default()
         },

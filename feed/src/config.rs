@@ -1,9 +1,11 @@
 use std::str::FromStr;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 use crate::error::FeedError;
 use crate::pacer::Pacing;
+use tickbox_units::HumanDuration;
 pub use tickbox_units::Rate;
 
 /// Everything a feed needs; the `[feed]` section of the deployment TOML. Every field has a default, so
@@ -37,9 +39,9 @@ pub struct FeedConfig {
     /// Data pattern: the synthetic market, or the Guide's pathological publisher for LVC testing.
     pub pattern: Pattern,
     /// `pathological` only: after one message for every topic, one message per this interval.
-    pub pathological_interval_ms: u64,
-    /// A shard that has sent nothing for this long sends a heartbeat on `H.<publisher id>`. 0 disables.
-    pub heartbeat_interval_ms: u64,
+    pub pathological_interval: HumanDuration,
+    /// A shard that has sent nothing for this long sends a heartbeat on `H.<publisher id>`. `0` disables.
+    pub heartbeat_interval: HumanDuration,
     /// Seed of every random choice (universe, walk, arrivals): equal seeds give equal streams.
     pub seed: u64,
     /// Publisher id of shard 0; shard `i` is `publisher_id_base + i`.
@@ -49,21 +51,21 @@ pub struct FeedConfig {
     /// Use an XPUB with `ZMQ_XPUB_NODROP`: a slow subscriber back-pressures the feed instead of losing data.
     pub no_drop: bool,
     /// Stop after this long; `None` runs until stopped.
-    pub duration_ms: Option<u64>,
+    pub duration: Option<HumanDuration>,
     /// Stop each shard after it has sent this many data messages; `None` means no limit.
     pub max_messages_per_shard: Option<u64>,
     /// Before sending data, wait until this many subscriptions reached each shard (uses an XPUB socket).
     /// Avoids the slow-joiner loss in tests and benchmarks; 0 starts at once.
     pub wait_for_subscribers: usize,
     /// Upper bound on that wait; afterwards the shard starts anyway and logs a warning.
-    pub subscriber_wait_ms: u64,
+    pub subscriber_wait: HumanDuration,
     /// Most messages sent per pacer step: bounds how long a shard goes without checking for stop.
     pub max_batch: usize,
     /// The pacer sleeps until this close to a deadline and spins the rest, trading CPU for accuracy.
     pub spin_us: u64,
     /// A shard that falls this far behind schedule (e.g. blocked by `no_drop`) skips ahead instead of
     /// flooding to catch up; the skipped time is reported.
-    pub max_catch_up_ms: u64,
+    pub max_catch_up: HumanDuration,
 }
 
 impl Default for FeedConfig {
@@ -80,19 +82,19 @@ impl Default for FeedConfig {
             zipf_exponent: 1.0,
             trade_through_probability: 0.05,
             pattern: Pattern::Synthetic,
-            pathological_interval_ms: 1_000,
-            heartbeat_interval_ms: 100,
+            pathological_interval: HumanDuration(Duration::from_millis(1_000)),
+            heartbeat_interval: HumanDuration(Duration::from_millis(100)),
             seed: seed_default(),
             publisher_id_base: 1,
             sndhwm: 1_000,
             no_drop: false,
-            duration_ms: None,
+            duration: None,
             max_messages_per_shard: None,
             wait_for_subscribers: 0,
-            subscriber_wait_ms: 5_000,
+            subscriber_wait: HumanDuration(Duration::from_millis(5_000)),
             max_batch: 256,
             spin_us: 20,
-            max_catch_up_ms: 1_000,
+            max_catch_up: HumanDuration(Duration::from_millis(1_000)),
         }
     }
 }
@@ -156,7 +158,7 @@ pub enum Pattern {
     #[default]
     Synthetic,
     /// The Guide's pathological publisher: one message for every topic (each symbol's quote and trade), then
-    /// one message every `pathological_interval_ms` to a random topic. Late joiners see almost nothing
+    /// one message every `pathological_interval` to a random topic. Late joiners see almost nothing
     /// unless an LVC serves them the cached values.
     Pathological,
 }
@@ -173,6 +175,11 @@ impl FromStr for Pattern {
             }),
         }
     }
+}
+
+/// `d` in nanoseconds, saturating at `u64::MAX` (about 584 years), as the pacer and publisher count time.
+pub(crate) fn saturating_nanos(d: HumanDuration) -> u64 {
+    u64::try_from(d.0.as_nanos()).unwrap_or(u64::MAX)
 }
 
 const fn seed_default() -> u64 {
@@ -246,8 +253,8 @@ impl FeedConfig {
                 format!("{} must be in 0..=1", self.trade_through_probability),
             );
         }
-        if self.pattern == Pattern::Pathological && self.pathological_interval_ms == 0 {
-            return bad("pathological_interval_ms", "must be > 0".into());
+        if self.pattern == Pattern::Pathological && self.pathological_interval.0.is_zero() {
+            return bad("pathological_interval", "must be > 0".into());
         }
         if self.sndhwm < 0 {
             return bad(
@@ -275,7 +282,7 @@ impl FeedConfig {
         if self.pattern == Pattern::Pathological {
             return Pacing::Pathological {
                 initial: topics_in_shard,
-                interval_ns: self.pathological_interval_ms.saturating_mul(1_000_000),
+                interval_ns: saturating_nanos(self.pathological_interval),
             };
         }
         let total = match (self.mode, self.rate) {

@@ -9,7 +9,7 @@
 //! let config = FeedConfig {
 //!     shards: vec![PublisherShardConfig::default(); 2],   // two shards on tcp://127.0.0.1:*
 //!     rate: Rate::PerSecond(200_000),             // over all shards
-//!     duration_ms: Some(5_000),
+//!     duration: Some(std::time::Duration::from_secs(5).into()),
 //!     ..FeedConfig::default()
 //! };
 //! let feed = Feed::start(&ctx, config)?;          // returns once every socket is bound
@@ -24,7 +24,7 @@
 //! * [`FeedConfig`] (the `[feed]` TOML section, every field defaulted): shards (`endpoint`, `connect`, `core`),
 //!   `venue`, `symbols`/`symbol_names`, `rate` (`100000`, `"100k"`, `"max"`), `mode` (`paced`, `bursty`,
 //!   `flat_out`), `burst_size`, `quotes_per_trade`, `zipf_exponent`, `pattern` (`synthetic`, `pathological`),
-//!   `heartbeat_interval_ms`, `seed`, `publisher_id_base`, `sndhwm`, `no_drop`, `duration_ms`,
+//!   `heartbeat_interval`, `seed`, `publisher_id_base`, `sndhwm`, `no_drop`, `duration` (`"5s"`),
 //!   `max_messages_per_shard`, `wait_for_subscribers`, ...
 //! * [`Feed::start`]`(&ctx, config) -> Result<`[`FeedHandle`]`, `[`FeedError`]`>`: one thread per shard, pinned
 //!   if a core is given, each with its own PUB socket (XPUB with `ZMQ_XPUB_NODROP` when `no_drop`), its own

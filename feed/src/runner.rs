@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use tickbox_wire::{now_ns, Kind};
 
-use crate::config::{FeedConfig, PacingMode, Pattern, Rate};
+use crate::config::{saturating_nanos, FeedConfig, PacingMode, Pattern, Rate};
 use crate::error::FeedError;
 use crate::generator::{GeneratorParams, MarketGenerator, Universe};
 use crate::pacer::{SendPacer, Step};
@@ -310,7 +310,7 @@ pub struct PublisherShardReport {
     pub last_sequence: u64,
     /// From the first scheduled message to the end of the run.
     pub duration: Duration,
-    /// Schedule time skipped after falling more than `max_catch_up_ms` behind.
+    /// Schedule time skipped after falling more than `max_catch_up` behind.
     pub skipped: Duration,
 }
 
@@ -431,7 +431,7 @@ impl ShardRun<'_> {
             MarketGenerator::new(self.universe, &indices, GeneratorParams::from(config), seed);
         let pacing =
             config.shard_pacing(self.universe.shard_share(shard), 2 * generator.len() as u64);
-        let heartbeat_ns = config.heartbeat_interval_ms.saturating_mul(1_000_000);
+        let heartbeat_ns = saturating_nanos(config.heartbeat_interval);
         let xpub = config.no_drop || config.wait_for_subscribers > 0;
         let mut publisher = Publisher::new(socket, shard, publisher_id, heartbeat_ns);
         // With fewer symbols than shards some shards own none. Such a shard only heartbeats; with a message
@@ -455,9 +455,9 @@ impl ShardRun<'_> {
             0,
             seed ^ 0xBAD5_EED5,
             config.max_batch,
-            config.max_catch_up_ms.saturating_mul(1_000_000),
+            saturating_nanos(config.max_catch_up),
         );
-        let end_ns = config.duration_ms.map(|ms| ms.saturating_mul(1_000_000));
+        let end_ns = config.duration.map(saturating_nanos);
         let limit = config.max_messages_per_shard.unwrap_or(u64::MAX);
         let spin_ns = config.spin_us.saturating_mul(1_000);
         let initial_topics = 2 * generator.len();
@@ -578,7 +578,7 @@ impl ShardRun<'_> {
 
     fn wait_for_subscribers(&self, publisher: &Publisher) {
         let want = self.config.wait_for_subscribers as u64;
-        let deadline = Instant::now() + Duration::from_millis(self.config.subscriber_wait_ms);
+        let deadline = Instant::now() + self.config.subscriber_wait.0;
         while self.live.subscriptions.load(Ordering::Relaxed) < want {
             if self.stop.load(Ordering::Relaxed) {
                 return;
@@ -586,9 +586,9 @@ impl ShardRun<'_> {
             if Instant::now() >= deadline {
                 tracing::warn!(
                     shard = self.shard,
-                    "only {} of {want} subscriptions after {} ms; starting anyway",
+                    "only {} of {want} subscriptions after {}; starting anyway",
                     self.live.subscriptions.load(Ordering::Relaxed),
-                    self.config.subscriber_wait_ms
+                    self.config.subscriber_wait
                 );
                 return;
             }

@@ -45,7 +45,7 @@ fn a_shard_subscriber_gets_gap_free_sequences_of_only_its_symbols() {
             wait_for_subscribers: 1,
             max_messages_per_shard: Some(limit),
             // Only shard 1 gets a subscriber; the others start after this wait.
-            subscriber_wait_ms: 500,
+            subscriber_wait: Duration::from_millis(500).into(),
             publisher_id_base: 70,
             ..FeedConfig::default()
         },
@@ -112,8 +112,8 @@ fn an_idle_publisher_heartbeats_with_its_last_sequence() {
         FeedConfig {
             symbols: 10,
             pattern: Pattern::Pathological,
-            pathological_interval_ms: 60_000,
-            heartbeat_interval_ms: 20,
+            pathological_interval: Duration::from_millis(60_000).into(),
+            heartbeat_interval: Duration::from_millis(20).into(),
             wait_for_subscribers: 1,
             ..FeedConfig::default()
         },
@@ -167,7 +167,7 @@ fn paced_feed_never_runs_ahead_of_its_rate() {
         &ctx,
         FeedConfig {
             rate: Rate::PerSecond(5_000),
-            duration_ms: Some(400),
+            duration: Some(Duration::from_millis(400).into()),
             ..FeedConfig::default()
         },
     )
@@ -353,7 +353,7 @@ fn no_drop_back_pressure_loses_nothing_to_a_slow_subscriber() {
             sndhwm: 100,
             wait_for_subscribers: 1,
             max_messages_per_shard: Some(n),
-            heartbeat_interval_ms: 0,
+            heartbeat_interval: Duration::from_millis(0).into(),
             ..FeedConfig::default()
         },
     )

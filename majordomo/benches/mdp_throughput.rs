@@ -103,7 +103,7 @@ fn broker_case(ctx: &zmq::Context, clients: usize, n: usize, asynchronous: bool)
         ctx,
         &ep,
         ClientConfig {
-            timeout_ms: 1000,
+            timeout: Duration::from_millis(1000).into(),
             attempts: 5,
         },
     );
@@ -130,7 +130,7 @@ fn broker_case(ctx: &zmq::Context, clients: usize, n: usize, asynchronous: bool)
                         &c,
                         &ep,
                         ClientConfig {
-                            timeout_ms: 30_000,
+                            timeout: Duration::from_millis(30_000).into(),
                             attempts: 1,
                         },
                     );

@@ -60,7 +60,7 @@ fn main() {
         &ctx,
         &ep,
         ClientConfig {
-            timeout_ms: 30_000,
+            timeout: Duration::from_millis(30_000).into(),
             attempts: 1,
         },
     );
@@ -107,8 +107,8 @@ fn main() {
             // A long scan interval keeps the dispatcher out of the measurement (no "work" worker exists anyway).
             let cfg = TitanicConfig {
                 fsync: policy,
-                fsync_interval_ms: 10,
-                scan_ms: 3_600_000,
+                fsync_interval: Duration::from_millis(10).into(),
+                scan: Duration::from_millis(3_600_000).into(),
                 ..Default::default()
             };
             let titanic = Titanic::start(&ctx, &ep, dir.path(), cfg).unwrap();

@@ -7,14 +7,15 @@ use serde::{Deserialize, Serialize};
 
 use crate::proto::{c02, Frames, Version, MDPC01, MDPC02};
 use crate::MdpError;
-use tickbox_reliable::ms;
+use tickbox_units::HumanDuration;
 use tickbox_zmqx::socket::poll_ms;
 
 /// Client settings (reference mdcliapi: 2500 ms timeout, 3 retries).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ClientConfig {
-    pub timeout_ms: u64,
+    /// How long one attempt waits for the reply before the socket is reopened and the request resent.
+    pub timeout: HumanDuration,
     /// Total attempts per request (1 = no retry).
     pub attempts: u32,
 }
@@ -22,7 +23,7 @@ pub struct ClientConfig {
 impl Default for ClientConfig {
     fn default() -> Self {
         Self {
-            timeout_ms: 2500,
+            timeout: HumanDuration(Duration::from_millis(2500)),
             attempts: 3,
         }
     }
@@ -84,7 +85,7 @@ impl Client {
             return Err(MdpError::Invalid("no broker endpoint"));
         }
         let attempts = self.cfg.attempts.max(1);
-        let timeout = ms(self.cfg.timeout_ms);
+        let timeout = self.cfg.timeout.0;
         for attempt in 1..=attempts {
             let s = self.socket()?;
             let head = [MDPC01, service.as_bytes()];

@@ -22,6 +22,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 use tickbox_journal::{Durability, Reader, Writer, WriterOptions};
+use tickbox_units::HumanDuration;
 
 use crate::{Client, ClientConfig, Frames, MdpError, MdpWorker, MdpWorkerConfig};
 
@@ -47,7 +48,7 @@ pub enum TitanicError {
 pub enum FsyncPolicy {
     /// msync before every acknowledgement (slowest, survives power loss).
     PerRequest,
-    /// A background msync every `fsync_interval_ms` (acknowledged requests survive a process crash at once,
+    /// A background msync every `fsync_interval` (acknowledged requests survive a process crash at once,
     /// power loss after at most one interval).
     Periodic,
     /// Leave it to the kernel (survives a process crash, not power loss).
@@ -59,13 +60,14 @@ pub enum FsyncPolicy {
 #[serde(default, deny_unknown_fields)]
 pub struct TitanicConfig {
     pub fsync: FsyncPolicy,
-    pub fsync_interval_ms: u64,
+    /// Period of the background msync under [`FsyncPolicy::Periodic`] (at least 1 ms); unused otherwise.
+    pub fsync_interval: HumanDuration,
     /// Journal segment size in bytes (requests and replies must each fit in half of it).
     pub segment_bytes: u64,
-    /// How often the dispatcher rescans pending requests, ms (reference: 1000).
-    pub scan_ms: u64,
-    /// How long the dispatcher waits for a service's reply before trying again later, ms.
-    pub dispatch_timeout_ms: u64,
+    /// How often the dispatcher rescans pending requests (reference: 1s; at least 1 ms is used).
+    pub scan: HumanDuration,
+    /// How long the dispatcher waits for a service's reply before trying again later.
+    pub dispatch_timeout: HumanDuration,
     /// Worker heartbeat settings toward the broker.
     pub worker: MdpWorkerConfig,
 }
@@ -74,10 +76,10 @@ impl Default for TitanicConfig {
     fn default() -> Self {
         Self {
             fsync: FsyncPolicy::PerRequest,
-            fsync_interval_ms: 10,
+            fsync_interval: HumanDuration(Duration::from_millis(10)),
             segment_bytes: 64 << 20,
-            scan_ms: 1000,
-            dispatch_timeout_ms: 5000,
+            scan: HumanDuration(Duration::from_millis(1000)),
+            dispatch_timeout: HumanDuration(Duration::from_millis(5000)),
             worker: MdpWorkerConfig::default(),
         }
     }
@@ -114,7 +116,7 @@ impl TitanicStore {
         let durability = match cfg.fsync {
             FsyncPolicy::PerRequest => Durability::PerBatch,
             FsyncPolicy::Periodic => {
-                Durability::Periodic(Duration::from_millis(cfg.fsync_interval_ms.max(1)))
+                Durability::Periodic(cfg.fsync_interval.0.max(Duration::from_millis(1)))
             }
             FsyncPolicy::None => Durability::None,
         };
@@ -350,7 +352,7 @@ fn dispatcher(
         ctx,
         broker,
         ClientConfig {
-            timeout_ms: 1000,
+            timeout: HumanDuration(Duration::from_millis(1000)),
             attempts: 1,
         },
     );
@@ -358,11 +360,11 @@ fn dispatcher(
         ctx,
         broker,
         ClientConfig {
-            timeout_ms: cfg.dispatch_timeout_ms,
+            timeout: cfg.dispatch_timeout,
             attempts: 1,
         },
     );
-    let scan = Duration::from_millis(cfg.scan_ms.max(1));
+    let scan = cfg.scan.0.max(Duration::from_millis(1));
     let mut next_scan = Instant::now();
     while !stop.load(Ordering::Relaxed) {
         let now = Instant::now();

@@ -54,10 +54,10 @@ impl Drop for BrokerThread {
 
 fn fast() -> BrokerConfig {
     BrokerConfig {
-        heartbeat_interval_ms: 100,
+        heartbeat_interval: Duration::from_millis(100).into(),
         heartbeat_liveness: 3,
-        request_expiry_ms: 5000,
-        busy_timeout_ms: 5000,
+        request_expiry: Duration::from_millis(5000).into(),
+        busy_timeout: Duration::from_millis(5000).into(),
     }
 }
 
@@ -340,10 +340,10 @@ fn raw_broker(ctx: &zmq::Context) -> (zmq::Socket, String) {
 
 fn wcfg() -> MdpWorkerConfig {
     MdpWorkerConfig {
-        heartbeat_interval_ms: 100,
+        heartbeat_interval: Duration::from_millis(100).into(),
         heartbeat_liveness: 3,
-        reconnect_ms: 100,
-        reconnect_max_ms: 400,
+        reconnect: Duration::from_millis(100).into(),
+        reconnect_max: Duration::from_millis(400).into(),
         v02: false,
     }
 }
@@ -456,7 +456,7 @@ fn sync_client_sends_exact_prefix_validates_reply_and_retries_with_new_socket() 
             &c2,
             &ep2,
             ClientConfig {
-                timeout_ms: 300,
+                timeout: Duration::from_millis(300).into(),
                 attempts: 3,
             },
         );
@@ -499,7 +499,7 @@ fn sync_client_gives_up_after_n_attempts() {
         &ctx,
         &ep,
         ClientConfig {
-            timeout_ms: 100,
+            timeout: Duration::from_millis(100).into(),
             attempts: 3,
         },
     );

@@ -12,19 +12,19 @@ use tickbox_majordomo::{
 
 fn bcfg() -> BrokerConfig {
     BrokerConfig {
-        heartbeat_interval_ms: 100,
+        heartbeat_interval: Duration::from_millis(100).into(),
         heartbeat_liveness: 3,
-        request_expiry_ms: 5000,
-        busy_timeout_ms: 5000,
+        request_expiry: Duration::from_millis(5000).into(),
+        busy_timeout: Duration::from_millis(5000).into(),
     }
 }
 
 fn wcfg() -> MdpWorkerConfig {
     MdpWorkerConfig {
-        heartbeat_interval_ms: 100,
+        heartbeat_interval: Duration::from_millis(100).into(),
         heartbeat_liveness: 3,
-        reconnect_ms: 100,
-        reconnect_max_ms: 400,
+        reconnect: Duration::from_millis(100).into(),
+        reconnect_max: Duration::from_millis(400).into(),
         v02: false,
     }
 }
@@ -62,7 +62,7 @@ fn worker_killed_mid_request_client_gets_exactly_one_reply_after_retry() {
         &ctx,
         &ep,
         ClientConfig {
-            timeout_ms: 500,
+            timeout: Duration::from_millis(500).into(),
             attempts: 3,
         },
     );
@@ -116,7 +116,7 @@ fn broker_restart_workers_reregister_and_clients_recover() {
         &ctx,
         &ep,
         ClientConfig {
-            timeout_ms: 500,
+            timeout: Duration::from_millis(500).into(),
             attempts: 10,
         },
     );
@@ -160,7 +160,7 @@ fn status_worker_answers_with_the_closure_body() {
         &ctx,
         &ep,
         ClientConfig {
-            timeout_ms: 1000,
+            timeout: Duration::from_millis(1000).into(),
             attempts: 3,
         },
     );

@@ -27,7 +27,7 @@ fn member(ctx: &zmq::Context, ep: &str, role: Role, state_bind: &str, state_peer
         },
     };
     let cfg = BrokerConfig {
-        heartbeat_interval_ms: 100,
+        heartbeat_interval: Duration::from_millis(100).into(),
         ..Default::default()
     };
     let (c, e, s) = (ctx.clone(), ep.to_string(), Arc::clone(&stop));
@@ -46,8 +46,8 @@ fn worker(
 ) -> JoinHandle<()> {
     let (c, e, s) = (ctx.clone(), ep.to_string(), Arc::clone(stop));
     let cfg = MdpWorkerConfig {
-        heartbeat_interval_ms: 100,
-        reconnect_ms: 100,
+        heartbeat_interval: Duration::from_millis(100).into(),
+        reconnect: Duration::from_millis(100).into(),
         ..Default::default()
     };
     std::thread::spawn(move || {
@@ -83,7 +83,7 @@ fn backup_takes_over_after_primary_dies_on_client_vote() {
         &ctx,
         &backup_ep,
         ClientConfig {
-            timeout_ms: 300,
+            timeout: Duration::from_millis(300).into(),
             attempts: 1,
         },
     );
@@ -97,7 +97,7 @@ fn backup_takes_over_after_primary_dies_on_client_vote() {
         &ctx,
         &eps,
         ClientConfig {
-            timeout_ms: 500,
+            timeout: Duration::from_millis(500).into(),
             attempts: 4,
         },
     );

@@ -25,7 +25,7 @@ fn mmi_answers_200_404_501_with_exact_frames() {
     let (tx, rx) = std::sync::mpsc::channel();
     let (c, s) = (ctx.clone(), Arc::clone(&stop));
     let cfg = BrokerConfig {
-        heartbeat_interval_ms: 100,
+        heartbeat_interval: Duration::from_millis(100).into(),
         ..Default::default()
     };
     let broker =

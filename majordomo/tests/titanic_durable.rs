@@ -17,10 +17,10 @@ fn f(parts: &[&[u8]]) -> Frames {
 
 fn wcfg() -> MdpWorkerConfig {
     MdpWorkerConfig {
-        heartbeat_interval_ms: 100,
+        heartbeat_interval: Duration::from_millis(100).into(),
         heartbeat_liveness: 3,
-        reconnect_ms: 100,
-        reconnect_max_ms: 400,
+        reconnect: Duration::from_millis(100).into(),
+        reconnect_max: Duration::from_millis(400).into(),
         v02: false,
     }
 }
@@ -29,8 +29,8 @@ fn tcfg() -> TitanicConfig {
     TitanicConfig {
         fsync: FsyncPolicy::PerRequest,
         segment_bytes: 1 << 20,
-        scan_ms: 50,
-        dispatch_timeout_ms: 1000,
+        scan: Duration::from_millis(50).into(),
+        dispatch_timeout: Duration::from_millis(1000).into(),
         worker: wcfg(),
         ..Default::default()
     }
@@ -47,7 +47,7 @@ impl Broker {
         let (tx, rx) = std::sync::mpsc::channel();
         let (c, s, e) = (ctx.clone(), Arc::clone(&stop), ep.to_string());
         let cfg = BrokerConfig {
-            heartbeat_interval_ms: 100,
+            heartbeat_interval: Duration::from_millis(100).into(),
             ..Default::default()
         };
         let handle = Some(std::thread::spawn(move || {

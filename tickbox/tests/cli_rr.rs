@@ -137,8 +137,8 @@ fn titanic_process_killed_between_request_and_reply_loses_nothing() {
     let worker = std::thread::spawn(move || {
         let ctx = zmq::Context::new();
         let cfg = MdpWorkerConfig {
-            heartbeat_interval_ms: 100,
-            reconnect_ms: 100,
+            heartbeat_interval: Duration::from_millis(100).into(),
+            reconnect: Duration::from_millis(100).into(),
             ..Default::default()
         };
         let mut w = MdpWorker::connect(&ctx, &e, "work", cfg).unwrap();

@@ -13,38 +13,39 @@ use serde::{Deserialize, Serialize};
 use crate::proto::{
     classify, client_reply, worker_msg, Frames, Inbound, Version, WorkerCmd, MMI_PREFIX,
 };
-use tickbox_reliable::{ms, PeerClock};
+use tickbox_reliable::PeerClock;
+use tickbox_units::HumanDuration;
 
 /// Broker settings. Heartbeat interval and liveness must match the workers' (the RFC's known weakness).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct BrokerConfig {
-    /// Heartbeat interval towards idle workers, ms (reference 2500).
-    pub heartbeat_interval_ms: u64,
+    /// Heartbeat interval towards idle workers (reference 2500 ms); at least 1 ms is used.
+    pub heartbeat_interval: HumanDuration,
     /// Missed intervals after which a silent idle worker is forgotten (reference 3).
     pub heartbeat_liveness: u32,
-    /// A request queued for a service with no free worker is dropped after this long, ms (the RFC's
+    /// A request queued for a service with no free worker is dropped after this long (the RFC's
     /// "SHOULD expire"); the client's own retry then decides what to do.
-    pub request_expiry_ms: u64,
-    /// A worker busy for longer than this is presumed dead, ms: it cannot heartbeat while it works, so this
+    pub request_expiry: HumanDuration,
+    /// A worker busy for longer than this is presumed dead: it cannot heartbeat while it works, so this
     /// bounds how long a crashed busy worker keeps counting as "present" for MMI.
-    pub busy_timeout_ms: u64,
+    pub busy_timeout: HumanDuration,
 }
 
 impl Default for BrokerConfig {
     fn default() -> Self {
         Self {
-            heartbeat_interval_ms: 2500,
+            heartbeat_interval: HumanDuration(Duration::from_millis(2500)),
             heartbeat_liveness: 3,
-            request_expiry_ms: 30_000,
-            busy_timeout_ms: 60_000,
+            request_expiry: HumanDuration(Duration::from_millis(30_000)),
+            busy_timeout: HumanDuration(Duration::from_millis(60_000)),
         }
     }
 }
 
 impl BrokerConfig {
     fn interval(&self) -> Duration {
-        ms(self.heartbeat_interval_ms.max(1))
+        self.heartbeat_interval.0.max(Duration::from_millis(1))
     }
 }
 
@@ -199,7 +200,7 @@ impl Broker {
             self.out.push_back(with_identity(client, reply));
             return;
         }
-        let expires = now + ms(self.cfg.request_expiry_ms);
+        let expires = now + self.cfg.request_expiry.0;
         self.services
             .entry(service.clone())
             .or_default()
@@ -371,7 +372,7 @@ impl Broker {
             return;
         }
         self.next_tick = now + self.cfg.interval();
-        let busy_timeout = ms(self.cfg.busy_timeout_ms);
+        let busy_timeout = self.cfg.busy_timeout.0;
         let mut dead = Vec::new();
         let mut stuck = Vec::new();
         for (id, w) in &mut self.workers {
@@ -434,6 +435,7 @@ impl RequestGate for OpenGate {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tickbox_reliable::ms;
 
     fn f(parts: &[&[u8]]) -> Frames {
         parts.iter().map(|p| p.to_vec()).collect()
@@ -441,10 +443,10 @@ mod tests {
 
     fn cfg() -> BrokerConfig {
         BrokerConfig {
-            heartbeat_interval_ms: 100,
+            heartbeat_interval: HumanDuration(Duration::from_millis(100)),
             heartbeat_liveness: 3,
-            request_expiry_ms: 250,
-            busy_timeout_ms: 1000,
+            request_expiry: HumanDuration(Duration::from_millis(250)),
+            busy_timeout: HumanDuration(Duration::from_millis(1000)),
         }
     }
 

@@ -8,17 +8,21 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use crate::proto::{classify, worker_msg, Frames, Inbound, Version, WorkerCmd};
-use tickbox_reliable::{ms, Liveness, LivenessEvent};
+use tickbox_reliable::{Liveness, LivenessEvent};
+use tickbox_units::HumanDuration;
 
 /// Worker settings; heartbeat interval and liveness must match the broker's.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct MdpWorkerConfig {
-    pub heartbeat_interval_ms: u64,
+    /// How often the worker heartbeats the broker when idle (reference 2500 ms); at least 1 ms is used.
+    pub heartbeat_interval: HumanDuration,
+    /// Missed heartbeat intervals after which the broker is presumed dead (reference 3).
     pub heartbeat_liveness: u32,
-    /// First reconnect delay after the broker is presumed dead, ms; doubles up to `reconnect_max_ms`.
-    pub reconnect_ms: u64,
-    pub reconnect_max_ms: u64,
+    /// First reconnect delay after the broker is presumed dead; doubles up to `reconnect_max`.
+    pub reconnect: HumanDuration,
+    /// Ceiling of the doubling reconnect delay (never below `reconnect`).
+    pub reconnect_max: HumanDuration,
     /// Speak 18/MDP 0.2 instead of 7/MDP 0.1.
     pub v02: bool,
 }
@@ -26,14 +30,17 @@ pub struct MdpWorkerConfig {
 impl Default for MdpWorkerConfig {
     fn default() -> Self {
         Self {
-            heartbeat_interval_ms: 2500,
+            heartbeat_interval: HumanDuration(Duration::from_millis(2500)),
             heartbeat_liveness: 3,
-            reconnect_ms: 2500,
-            reconnect_max_ms: 32_000,
+            reconnect: HumanDuration(Duration::from_millis(2500)),
+            reconnect_max: HumanDuration(Duration::from_millis(32_000)),
             v02: false,
         }
     }
 }
+
+/// Floor of every configured interval: a zero would make the engine spin.
+const MIN_INTERVAL: Duration = Duration::from_millis(1);
 
 impl MdpWorkerConfig {
     fn version(&self) -> Version {
@@ -86,10 +93,10 @@ impl WorkerEngine {
             version: cfg.version(),
             service: service.to_vec(),
             live: Liveness::new(
-                ms(cfg.heartbeat_interval_ms.max(1)),
+                cfg.heartbeat_interval.0.max(MIN_INTERVAL),
                 cfg.heartbeat_liveness.max(1),
-                ms(cfg.reconnect_ms.max(1)),
-                ms(cfg.reconnect_max_ms.max(cfg.reconnect_ms).max(1)),
+                cfg.reconnect.0.max(MIN_INTERVAL),
+                cfg.reconnect_max.0.max(cfg.reconnect.0).max(MIN_INTERVAL),
                 now,
             ),
             connected: false,
@@ -198,13 +205,14 @@ impl WorkerEngine {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tickbox_reliable::ms;
 
     fn cfg() -> MdpWorkerConfig {
         MdpWorkerConfig {
-            heartbeat_interval_ms: 100,
+            heartbeat_interval: HumanDuration(Duration::from_millis(100)),
             heartbeat_liveness: 3,
-            reconnect_ms: 50,
-            reconnect_max_ms: 400,
+            reconnect: HumanDuration(Duration::from_millis(50)),
+            reconnect_max: HumanDuration(Duration::from_millis(400)),
             v02: false,
         }
     }

@@ -30,7 +30,7 @@ pub struct Args {
     /// Binary Star state heartbeat in ms; the peer is presumed dead after two silent heartbeats.
     #[arg(long, default_value_t = 1000)]
     bstar_heartbeat_ms: u64,
-    /// Worker heartbeat interval in ms (overrides `[broker] heartbeat_interval_ms`; must match the workers).
+    /// Worker heartbeat interval in ms (overrides `[broker] heartbeat_interval`; must match the workers).
     #[arg(long)]
     heartbeat_ms: Option<u64>,
 }
@@ -52,7 +52,7 @@ fn summary(stats: &BrokerStats) {
 pub fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     let mut cfg = config.broker.clone();
     if let Some(ms) = args.heartbeat_ms {
-        cfg.heartbeat_interval_ms = ms;
+        cfg.heartbeat_interval = std::time::Duration::from_millis(ms).into();
     }
     let stop = crate::shutdown::flag();
     let ctx = zmq::Context::new();

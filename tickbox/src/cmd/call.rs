@@ -39,7 +39,7 @@ fn render(frame: &[u8]) -> String {
 pub fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     let ctx = zmq::Context::new();
     let cfg = ClientConfig {
-        timeout_ms: args.timeout_ms,
+        timeout: std::time::Duration::from_millis(args.timeout_ms).into(),
         attempts: args.attempts,
     };
     let mut client = Client::with_failover(&ctx, &args.broker, cfg);

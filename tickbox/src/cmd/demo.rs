@@ -12,8 +12,8 @@ use tickbox_subscriber::{Dispatch, HumanDuration, SnailMode, Subscriber, Subscri
 use tickbox_wire::{encode_to_vec, make_topic, now_ns, Header, Kind, Quote};
 
 use super::subscribe::finish;
-use tickbox_subscriber::standard_worker;
 use crate::config::TickboxConfig;
+use tickbox_subscriber::standard_worker;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Transport {
@@ -144,7 +144,7 @@ pub fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
         },
         no_drop: !args.lossy,
         wait_for_subscribers: 1,
-        duration_ms: Some(args.duration.0.as_millis() as u64),
+        duration: Some(args.duration),
         ..FeedConfig::default()
     };
     let feed = Feed::start(&ctx, feed_config).context("starting the feed")?;

@@ -239,7 +239,7 @@ fn apply(args: Args, mut config: FeedConfig) -> anyhow::Result<FeedConfig> {
         config.venue = venue;
     }
     if let Some(duration) = args.duration {
-        config.duration_ms = Some(duration.as_millis().try_into().unwrap_or(u64::MAX));
+        config.duration = Some(duration.into());
     }
     if let Some(max) = args.max_messages {
         config.max_messages_per_shard = Some(max);
@@ -254,7 +254,7 @@ fn apply(args: Args, mut config: FeedConfig) -> anyhow::Result<FeedConfig> {
         config.sndhwm = sndhwm;
     }
     if let Some(ms) = args.heartbeat_ms {
-        config.heartbeat_interval_ms = ms;
+        config.heartbeat_interval = Duration::from_millis(ms).into();
     }
     if let Some(seed) = args.seed {
         config.seed = seed;

@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::Context;
 use tickbox_majordomo::titanic::{FsyncPolicy, Titanic};
@@ -45,10 +46,10 @@ pub fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
         };
     }
     if let Some(ms) = args.heartbeat_ms {
-        cfg.worker.heartbeat_interval_ms = ms;
+        cfg.worker.heartbeat_interval = Duration::from_millis(ms).into();
     }
     if let Some(ms) = args.scan_ms {
-        cfg.scan_ms = ms;
+        cfg.scan = Duration::from_millis(ms).into();
     }
     let stop = crate::shutdown::flag();
     let ctx = zmq::Context::new();
