@@ -39,10 +39,12 @@ pub struct Client {
     socket: Option<zmq::Socket>,
     /// Replies discarded because their header or service did not match.
     pub malformed: u64,
+    /// Requests sent again after a timeout (each on a fresh socket, to the next endpoint).
     pub resends: u64,
 }
 
 impl Client {
+    /// A client of the one broker at `broker`; the socket is opened by the first request.
     pub fn new(ctx: &zmq::Context, broker: &str, cfg: ClientConfig) -> Self {
         Self::with_failover(ctx, &[broker.to_string()], cfg)
     }
@@ -122,7 +124,9 @@ impl Client {
 /// One reply received by [`AsyncClient`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Reply {
+    /// The service that answered (the reply does not name the request: match on body content).
     pub service: Vec<u8>,
+    /// The reply body, at least one frame.
     pub body: Frames,
     /// An 18/MDP 0.2 PARTIAL: more replies to the same request follow.
     pub partial: bool,
@@ -133,6 +137,7 @@ pub struct Reply {
 pub struct AsyncClient {
     socket: zmq::Socket,
     version: Version,
+    /// Replies skipped because they did not parse as the client's MDP revision.
     pub malformed: u64,
 }
 
@@ -142,6 +147,7 @@ impl AsyncClient {
         Self::connect_version(ctx, broker, Version::V01)
     }
 
+    /// Connect to the broker speaking `version` (18/MDP 0.2 brings partial replies).
     pub fn connect_version(
         ctx: &zmq::Context,
         broker: &str,

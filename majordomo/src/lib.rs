@@ -33,14 +33,24 @@ pub use worker::{MdpWorker, MdpWorkerConfig, Request};
 /// Errors of the Majordomo client and worker APIs.
 #[derive(Debug, thiserror::Error)]
 pub enum MdpError {
+    /// A socket operation failed.
     #[error("zmq: {0}")]
     Zmq(#[from] zmq::Error),
+    /// Every attempt timed out: broker or service absent, or too slow for the configured timeout.
     #[error("no reply from {service:?} after {attempts} attempt(s)")]
-    Timeout { service: String, attempts: u32 },
+    Timeout {
+        /// The service asked.
+        service: String,
+        /// Attempts made, each waiting the full timeout.
+        attempts: u32,
+    },
+    /// The reply did not parse as MDP or answered another service; the socket is reset.
     #[error("malformed reply: {0}")]
     Malformed(&'static str),
+    /// The call itself was wrong (empty body, no endpoint, reserved service name, …); nothing was sent.
     #[error("invalid argument: {0}")]
     Invalid(&'static str),
+    /// The stop flag was raised while waiting.
     #[error("interrupted by the stop flag")]
     Interrupted,
 }

@@ -62,8 +62,10 @@ impl RequestGate for BstarGate {
 /// Errors of a broker pair member.
 #[derive(Debug, thiserror::Error)]
 pub enum PairError {
+    /// The broker's own socket loop failed.
     #[error(transparent)]
     Mdp(#[from] MdpError),
+    /// The Binary Star state exchange failed or hit a fatal dual-active / dual-passive condition.
     #[error("binary star: {0}")]
     Bstar(#[from] BstarNodeError),
 }
@@ -71,8 +73,11 @@ pub enum PairError {
 /// Which half of the pair this broker is and where the state sockets live.
 #[derive(Clone, Debug)]
 pub struct PairOptions {
+    /// Primary or backup: the primary is active first when both start together.
     pub role: Role,
+    /// Where this broker publishes its state and where the peer's state is read.
     pub state: BstarEndpoints,
+    /// State heartbeat and peer expiry.
     pub bstar: BstarConfig,
 }
 

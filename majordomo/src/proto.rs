@@ -3,34 +3,52 @@
 /// One multipart message, one `Vec<u8>` per frame.
 pub use tickbox_reliable::Frames;
 
+/// Protocol frame of a 7/MDP 0.1 client message (after the empty delimiter).
 pub const MDPC01: &[u8] = b"MDPC01";
+/// Protocol frame of a 7/MDP 0.1 worker message (after the empty delimiter).
 pub const MDPW01: &[u8] = b"MDPW01";
+/// Protocol frame of an 18/MDP 0.2 client message (first frame, no delimiter).
 pub const MDPC02: &[u8] = b"MDPC02";
+/// Protocol frame of an 18/MDP 0.2 worker message (first frame, no delimiter).
 pub const MDPW02: &[u8] = b"MDPW02";
 
 /// 7/MDP 0.1 worker command bytes.
 pub mod w01 {
+    /// Worker → broker: `[service]`, the first message on a connection.
     pub const READY: u8 = 0x01;
+    /// Broker → worker: `[client][""][body…]`.
     pub const REQUEST: u8 = 0x02;
+    /// Worker → broker: `[client][""][body…]`, the one and only reply.
     pub const REPLY: u8 = 0x03;
+    /// Either way, no frames: proof of life while idle.
     pub const HEARTBEAT: u8 = 0x04;
+    /// Either way, no frames: the sender is leaving (or tells the worker to reconnect).
     pub const DISCONNECT: u8 = 0x05;
 }
 
 /// 18/MDP 0.2 worker command bytes (shifted against 0.1).
 pub mod w02 {
+    /// Worker → broker: `[service]`, the first message on a connection.
     pub const READY: u8 = 0x01;
+    /// Broker → worker: `[client][""][body…]`.
     pub const REQUEST: u8 = 0x02;
+    /// Worker → broker: `[client][""][body…]`, more replies to the same request follow.
     pub const PARTIAL: u8 = 0x03;
+    /// Worker → broker: `[client][""][body…]`, the last reply to the request.
     pub const FINAL: u8 = 0x04;
+    /// Either way, no frames: proof of life while idle.
     pub const HEARTBEAT: u8 = 0x05;
+    /// Either way, no frames: the sender is leaving (or tells the worker to reconnect).
     pub const DISCONNECT: u8 = 0x06;
 }
 
 /// 18/MDP 0.2 client command bytes.
 pub mod c02 {
+    /// Client → broker: `[service][body…]`.
     pub const REQUEST: u8 = 0x01;
+    /// Broker → client: `[service][body…]`, more replies to the same request follow.
     pub const PARTIAL: u8 = 0x02;
+    /// Broker → client: `[service][body…]`, the last reply to the request.
     pub const FINAL: u8 = 0x03;
 }
 
@@ -49,17 +67,22 @@ pub enum Version {
 /// A worker-side command independent of the revision.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WorkerCmd {
+    /// The worker announces its service; the first message on every connection.
     Ready,
+    /// A client request handed to the worker.
     Request,
     /// 0.1 REPLY and 0.2 FINAL.
     Final,
     /// 0.2 only.
     Partial,
+    /// Proof of life while idle, sent both ways.
     Heartbeat,
+    /// The sender is leaving; from the broker it tells the worker to reconnect.
     Disconnect,
 }
 
 impl WorkerCmd {
+    /// The command byte on the wire in revision `v` (0.1 has no partials: `Partial` maps to REPLY there).
     pub fn byte(self, v: Version) -> u8 {
         match (v, self) {
             (_, WorkerCmd::Ready) => 0x01,
@@ -75,6 +98,7 @@ impl WorkerCmd {
         }
     }
 
+    /// Parses a command byte of revision `v`; `None` for a byte that revision does not define.
     pub fn from_byte(v: Version, b: u8) -> Option<WorkerCmd> {
         Some(match (v, b) {
             (_, 0x01) => WorkerCmd::Ready,
@@ -94,16 +118,22 @@ impl WorkerCmd {
 /// Why a message was dropped. Counted by the broker, never fatal.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum Malformed {
+    /// The message ends before its header, command or service frame.
     #[error("too few frames")]
     TooShort,
+    /// The protocol frame is none of `MDPC01`/`MDPW01` (after an empty frame) or `MDPC02`/`MDPW02`.
     #[error("unknown protocol header")]
     UnknownHeader,
+    /// The command frame is not a single byte the revision defines.
     #[error("command frame is not one known byte")]
     BadCommand,
+    /// READY without exactly one service frame, or HEARTBEAT/DISCONNECT with frames.
     #[error("wrong frame count for the command")]
     FrameCount,
+    /// A worker REQUEST/REPLY whose client address is not followed by an empty frame.
     #[error("missing empty delimiter after the client address")]
     NoDelimiter,
+    /// A request or reply with no body frame (MDP requires at least one).
     #[error("request or reply without a body frame")]
     NoBody,
 }
@@ -111,14 +141,23 @@ pub enum Malformed {
 /// A message as the broker sees it, with the identity frame removed.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Inbound {
+    /// A client asks `service` for something.
     ClientRequest {
+        /// The revision the client speaks; the reply uses the same.
         version: Version,
+        /// Service name; `mmi.*` is answered by the broker itself.
         service: Vec<u8>,
+        /// Request body, at least one frame.
         body: Frames,
     },
+    /// A worker command whose frame count has been checked.
     Worker {
+        /// The revision the worker speaks.
         version: Version,
+        /// What the worker says.
         cmd: WorkerCmd,
+        /// The frames after the command: `[service]` for READY, `[client][""][body…]` for replies, none for
+        /// HEARTBEAT and DISCONNECT.
         rest: Frames,
     },
 }

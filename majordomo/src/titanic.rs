@@ -30,14 +30,24 @@ pub use crate::engine::titanic::{
     normalize_uuid, Event, TitanicState, ERROR, OK, PENDING, UNKNOWN,
 };
 
+/// Why Titanic could not start or stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum TitanicError {
+    /// The journal directory could not be opened, read or appended to.
     #[error("journal: {0}")]
     Journal(#[from] tickbox_journal::JournalError),
+    /// A worker or the dispatcher lost its broker conversation for good.
     #[error("majordomo: {0}")]
     Mdp(#[from] MdpError),
+    /// A journal record that does not decode as a Titanic event.
     #[error("corrupt titanic event at journal seq {seq}: {reason}")]
-    BadEvent { seq: u64, reason: &'static str },
+    BadEvent {
+        /// Journal sequence number of the record.
+        seq: u64,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// A thread could not be spawned, panicked, or found the store lock poisoned.
     #[error("titanic thread failed: {0}")]
     Thread(String),
 }
@@ -59,6 +69,7 @@ pub enum FsyncPolicy {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct TitanicConfig {
+    /// When an acknowledged request is forced to disk (default: before every acknowledgement).
     pub fsync: FsyncPolicy,
     /// Period of the background msync under [`FsyncPolicy::Periodic`] (at least 1 ms); unused otherwise.
     pub fsync_interval: HumanDuration,
@@ -90,10 +101,15 @@ impl Default for TitanicConfig {
 /// What start-up recovery found.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct StoreRecovery {
+    /// Journal records replayed.
     pub events: u64,
+    /// Records skipped because they did not decode (logged, never fatal).
     pub bad_events: u64,
+    /// Requests known after replay (answered or not, not closed).
     pub open_requests: usize,
+    /// Of those, requests still waiting for a reply; the dispatcher resumes them.
     pub pending_requests: usize,
+    /// Bytes of a torn tail the journal dropped on opening (a crash mid-append).
     pub discarded_bytes: u64,
 }
 
@@ -152,10 +168,12 @@ impl TitanicStore {
         })
     }
 
+    /// What opening the store found.
     pub fn recovery(&self) -> &StoreRecovery {
         &self.recovery
     }
 
+    /// The index as of the last committed event.
     pub fn state(&self) -> &TitanicState {
         &self.state
     }
@@ -187,10 +205,13 @@ impl TitanicStore {
         }
     }
 
+    /// Handle a `titanic.reply` (`[uuid]`): `[200][reply…]`, `[300]` while pending, `[400]` if unknown.
     pub fn reply(&self, body: &[Vec<u8>]) -> Frames {
         self.state.reply_status(body)
     }
 
+    /// Handle a `titanic.close` (`[uuid]`): journal the close of a known request; `[200]` either way, `[500]`
+    /// if the journal refused the append.
     pub fn close(&mut self, body: &[Vec<u8>]) -> Frames {
         if let Some(ev) = self.state.close_event(body) {
             if let Err(e) = self.commit(ev) {
@@ -218,7 +239,9 @@ impl TitanicStore {
 /// Counters of a running Titanic.
 #[derive(Debug, Default)]
 pub struct TitanicCounters {
+    /// Requests forwarded to their (present) service, retries included.
     pub dispatched: AtomicU64,
+    /// Service replies journaled.
     pub replies_stored: AtomicU64,
 }
 
@@ -227,6 +250,7 @@ pub struct Titanic {
     stop: Arc<AtomicBool>,
     threads: Vec<JoinHandle<Result<(), TitanicError>>>,
     store: Arc<Mutex<TitanicStore>>,
+    /// Live counters; clone the `Arc` to read them after [`Titanic::wait`] consumed the handle.
     pub counters: Arc<TitanicCounters>,
 }
 

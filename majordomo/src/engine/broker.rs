@@ -52,14 +52,23 @@ impl BrokerConfig {
 /// Counters a user can read to see what the broker did and what it refused.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct BrokerStats {
+    /// Client requests received, MMI queries included.
     pub requests: u64,
+    /// Final replies forwarded to clients.
     pub replies: u64,
+    /// Partial replies received from 0.2 workers (forwarded only to 0.2 clients; 0.1 clients get the final).
     pub partials: u64,
+    /// `mmi.*` queries answered by the broker itself.
     pub mmi: u64,
+    /// Messages dropped as malformed (see [`crate::proto::Malformed`]).
     pub malformed: u64,
+    /// DISCONNECTs sent: protocol violations, `mmi.*` READYs, workers presumed dead while busy.
     pub disconnects_sent: u64,
+    /// Workers that sent READY.
     pub workers_registered: u64,
+    /// Workers forgotten: silent while idle, or busy for longer than `busy_timeout`.
     pub workers_expired: u64,
+    /// Queued requests dropped after `request_expiry` without a worker.
     pub requests_expired: u64,
 }
 
@@ -107,6 +116,7 @@ fn with_identity(identity: Vec<u8>, mut frames: Frames) -> Frames {
 }
 
 impl Broker {
+    /// An empty broker (no services, no workers); the first heartbeat tick is one interval after `now`.
     pub fn new(cfg: BrokerConfig, now: Instant) -> Self {
         let next_tick = now + cfg.interval();
         Self {
@@ -119,10 +129,12 @@ impl Broker {
         }
     }
 
+    /// What the broker has done so far.
     pub fn stats(&self) -> &BrokerStats {
         &self.stats
     }
 
+    /// The settings the broker was created with.
     pub fn config(&self) -> &BrokerConfig {
         &self.cfg
     }
@@ -412,6 +424,7 @@ impl Broker {
 /// Receives client requests before the broker sees them; returning `false` silently drops the request.
 /// Binary Star uses this to let only the active broker serve.
 pub trait RequestGate {
+    /// Whether the client request arriving at `now` may be served; `false` drops it (the client retries).
     fn allow(&mut self, now: Instant) -> bool;
     /// Called every loop turn (at least once per poll timeout) to drive the gate's own sockets/timers.
     /// Returns `false` when the broker must stop (for instance a fatal split-brain).

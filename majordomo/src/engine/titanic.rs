@@ -19,16 +19,25 @@ pub const ERROR: &[u8] = b"500";
 /// One journal record.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Event {
+    /// A client's request was accepted (kind 1); it stays pending until a [`Event::Reply`].
     Request {
+        /// The TSP UUID handed back to the client (32 uppercase hex digits).
         uuid: String,
+        /// The Majordomo service the request is for.
         service: Vec<u8>,
+        /// The request body, forwarded to the service unchanged.
         body: Frames,
     },
+    /// The service answered (kind 2); a later reply for the same UUID is ignored.
     Reply {
+        /// The request this answers.
         uuid: String,
+        /// The service's reply body, handed to `titanic.reply` callers.
         body: Frames,
     },
+    /// The client closed the request (kind 3); its request and reply are forgotten.
     Close {
+        /// The request to forget.
         uuid: String,
     },
 }
@@ -63,6 +72,8 @@ fn get_frames(mut b: &[u8]) -> Option<Frames> {
 }
 
 impl Event {
+    /// The journal record: `kind u8`, the 32-byte UUID, then the frames (see the module docs of
+    /// `crate::titanic`).
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::new();
         match self {
@@ -91,6 +102,7 @@ impl Event {
         out
     }
 
+    /// Parses a journal record written by [`Event::encode`]; the error says what is wrong with it.
     pub fn decode(b: &[u8]) -> Result<Event, &'static str> {
         if b.len() < 33 {
             return Err("too short");
@@ -245,14 +257,17 @@ impl TitanicState {
         self.pending.len()
     }
 
+    /// Whether `uuid` (canonical form) is known and still waiting for its reply.
     pub fn is_pending(&self, uuid: &str) -> bool {
         self.entries.get(uuid).is_some_and(|e| e.reply.is_none())
     }
 
+    /// Requests known (pending or answered, not yet closed).
     pub fn len(&self) -> usize {
         self.entries.len()
     }
 
+    /// Whether no request is known.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }

@@ -57,17 +57,21 @@ impl MdpWorkerConfig {
 pub struct Request {
     /// The client address frame, echoed unchanged in the reply.
     pub client: Vec<u8>,
+    /// The request body as the client sent it (at least one frame).
     pub body: Frames,
 }
 
 /// What the engine wants the socket layer to do.
 #[derive(Debug, PartialEq, Eq)]
 pub enum WorkerAction {
+    /// Send these frames to the broker on the current socket.
     Send(Frames),
     /// Close the socket now, open a new one after `after`, then call [`WorkerEngine::connected`].
     Reconnect {
+        /// Back-off before the new socket: zero after a DISCONNECT, growing after a silent broker.
         after: Duration,
     },
+    /// Hand this request to the application.
     Deliver(Request),
 }
 
@@ -78,7 +82,9 @@ pub struct WorkerEngine {
     live: Liveness,
     connected: bool,
     out: VecDeque<WorkerAction>,
+    /// Broker messages dropped because they were malformed, of the other revision, or not for a worker.
     pub malformed: u64,
+    /// Reconnections asked for so far (broker silent or DISCONNECT).
     pub reconnects: u64,
 }
 
@@ -88,6 +94,8 @@ impl WorkerEngine {
         self.version
     }
 
+    /// A worker for `service`, not yet connected: the socket layer opens a socket and calls
+    /// [`WorkerEngine::connected`].
     pub fn new(cfg: &MdpWorkerConfig, service: &[u8], now: Instant) -> Self {
         Self {
             version: cfg.version(),
@@ -193,10 +201,12 @@ impl WorkerEngine {
         }
     }
 
+    /// When [`WorkerEngine::tick`] must next run (heartbeat or liveness deadline).
     pub fn next_deadline(&self) -> Instant {
         self.live.next_deadline()
     }
 
+    /// Next thing the socket layer must do, oldest first; `None` when there is nothing left.
     pub fn poll_action(&mut self) -> Option<WorkerAction> {
         self.out.pop_front()
     }
