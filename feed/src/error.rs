@@ -5,37 +5,59 @@ use tickbox_wire::EncodeError;
 pub enum FeedError {
     /// A config value is out of range or inconsistent; the message names the field.
     #[error("invalid feed config: {field}: {reason}")]
-    InvalidConfig { field: &'static str, reason: String },
+    InvalidConfig {
+        /// The `FeedConfig` field at fault, as spelled in TOML.
+        field: &'static str,
+        /// What is wrong and what would be accepted.
+        reason: String,
+    },
+    /// A shard's socket could not be created or configured.
     #[error("shard {shard}: cannot create or configure its socket: {source}")]
     Socket {
+        /// Index of the shard in `FeedConfig::shards`.
         shard: usize,
+        /// The libzmq error.
         #[source]
         source: zmq::Error,
     },
+    /// A shard's socket option (high-water mark, no-drop, …) was refused.
     #[error("shard {shard}: cannot set a socket option: {source}")]
     SocketOption {
+        /// Index of the shard in `FeedConfig::shards`.
         shard: usize,
+        /// The underlying error.
         #[source]
         source: tickbox_zmqx::ZmqxError,
     },
+    /// A shard could not bind or connect its endpoint (in use, malformed, unknown interface).
     #[error("shard {shard}: cannot {verb} {endpoint}: {source}")]
     Endpoint {
+        /// Index of the shard in `FeedConfig::shards`.
         shard: usize,
+        /// `"bind"` or `"connect"`.
         verb: &'static str,
+        /// The endpoint as configured.
         endpoint: String,
+        /// The underlying error.
         #[source]
         source: tickbox_zmqx::ZmqxError,
     },
+    /// A shard's send failed for a reason other than back-pressure; the shard stops.
     #[error("shard {shard}: send failed: {source}")]
     Send {
+        /// Index of the shard in `FeedConfig::shards`.
         shard: usize,
+        /// The libzmq error.
         #[source]
         source: zmq::Error,
     },
+    /// A generated message could not be encoded (a bug: generated values are always in range).
     #[error("encoding a message: {0}")]
     Encode(#[from] EncodeError),
+    /// The thread of this shard (its index) panicked; the other shards' reports are lost with it.
     #[error("shard {0} thread panicked")]
     ShardPanicked(usize),
+    /// The OS refused a new thread.
     #[error("cannot spawn shard thread: {0}")]
     Spawn(#[source] std::io::Error),
 }

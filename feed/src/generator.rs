@@ -19,6 +19,7 @@ const CENT: i64 = PRICE_SCALE / 100;
 /// One instrument of the universe, fixed at start-up.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SymbolSpec {
+    /// Ticker as it appears in topics (`Q.<venue>.<name>`).
     pub name: String,
     /// 1-based position in the universe; the `instrument_id` of every payload for this symbol.
     pub instrument_id: u32,
@@ -92,14 +93,17 @@ impl Universe {
         }
     }
 
+    /// Venue code of every topic.
     pub fn venue(&self) -> &str {
         &self.venue
     }
 
+    /// Every symbol, in `instrument_id` order (index `i` has id `i + 1`).
     pub fn symbols(&self) -> &[SymbolSpec] {
         &self.symbols
     }
 
+    /// Number of publisher shards the symbols are spread over (at least 1).
     pub fn shard_count(&self) -> usize {
         self.shards
     }
@@ -159,7 +163,10 @@ pub fn generated_ticker(i: usize) -> String {
 /// Knobs of the generator, taken from [`FeedConfig`].
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct GeneratorParams {
+    /// Mean quotes between two trades (see [`FeedConfig::quotes_per_trade`]).
     pub quotes_per_trade: f64,
+    /// Probability, 0..=1, that a trade prints through the touch (see
+    /// [`FeedConfig::trade_through_probability`]).
     pub trade_through_probability: f64,
 }
 
@@ -177,6 +184,7 @@ impl From<&FeedConfig> for GeneratorParams {
 pub struct Generated {
     /// Index into the generator's own symbols (see [`MarketGenerator::topic`]).
     pub symbol: usize,
+    /// The quote or trade, ready to encode.
     pub payload: Payload,
 }
 
@@ -255,6 +263,7 @@ impl MarketGenerator {
         self.symbols.len()
     }
 
+    /// Whether this generator covers no symbol (its shard owns none); it then generates nothing.
     pub fn is_empty(&self) -> bool {
         self.symbols.is_empty()
     }

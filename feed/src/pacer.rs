@@ -13,14 +13,27 @@ const NS_PER_SEC: u128 = 1_000_000_000;
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Pacing {
     /// Message `k` is due at `start + k / per_second`.
-    Paced { per_second: u64 },
+    Paced {
+        /// Messages per second, at least 1.
+        per_second: u64,
+    },
     /// Bursts arrive as a Poisson process at `per_second / mean_burst`; burst sizes are geometric with mean
     /// `mean_burst` (so `1.0` is plain Poisson arrivals). The long-run rate is `per_second`.
-    Bursty { per_second: u64, mean_burst: f64 },
+    Bursty {
+        /// Long-run messages per second, at least 1.
+        per_second: u64,
+        /// Mean burst size, at least 1.
+        mean_burst: f64,
+    },
     /// Always due: as fast as the caller can send.
     FlatOut,
     /// `initial` messages due at once, then one every `interval_ns` (the Guide's pathological publisher).
-    Pathological { initial: u64, interval_ns: u64 },
+    Pathological {
+        /// Messages due at the start (one per topic).
+        initial: u64,
+        /// Gap between the later messages, nanoseconds.
+        interval_ns: u64,
+    },
 }
 
 /// What the caller should do now.
@@ -78,6 +91,7 @@ impl SendPacer {
         pacer
     }
 
+    /// The schedule this pacer follows.
     pub fn pacing(&self) -> Pacing {
         self.pacing
     }

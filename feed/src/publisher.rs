@@ -15,9 +15,13 @@ pub const LINGER_MS: i32 = 100;
 /// Messages sent by one publisher, by kind.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PublisherCounts {
+    /// Quotes sent (`Q.` topics).
     pub quotes: u64,
+    /// Trades sent (`T.` topics).
     pub trades: u64,
+    /// Book-level updates sent.
     pub book_levels: u64,
+    /// Heartbeats sent on `H.<publisher id>` (not data: they repeat the last sequence, never advance it).
     pub heartbeats: u64,
     /// Sends that found the pipe full (no-drop back-pressure) and had to be retried.
     pub would_block: u64,
@@ -106,10 +110,12 @@ impl Publisher {
         }
     }
 
+    /// The publisher's socket, e.g. to read subscriptions from an XPUB.
     pub fn socket(&self) -> &zmq::Socket {
         &self.socket
     }
 
+    /// The publisher id carried in every header and in the heartbeat topic.
     pub fn publisher_id(&self) -> u32 {
         self.publisher_id
     }
@@ -124,6 +130,7 @@ impl Publisher {
         self.sequence
     }
 
+    /// What has been sent so far, by kind.
     pub fn counts(&self) -> PublisherCounts {
         self.counts
     }

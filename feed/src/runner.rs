@@ -147,7 +147,9 @@ impl Feed {
 /// What a caller needs to reach one shard.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ShardInfo {
+    /// Index of the shard in `FeedConfig::shards`.
     pub shard: usize,
+    /// Publisher id in every header of this shard (`publisher_id_base + shard`).
     pub publisher_id: u32,
     /// The endpoint actually bound (`tcp://127.0.0.1:*` resolved to its port), or the one connected to.
     pub endpoint: String,
@@ -158,7 +160,9 @@ pub struct ShardInfo {
 /// A snapshot of one shard's live counters.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ShardStats {
+    /// Messages sent so far, by kind.
     pub counts: PublisherCounts,
+    /// Sequence of the last data message sent (0 before the first).
     pub last_sequence: u64,
     /// Net subscriptions seen (XPUB sockets only: `no_drop` or `wait_for_subscribers`).
     pub subscriptions: u64,
@@ -301,10 +305,15 @@ impl Drop for FeedHandle {
 /// What one shard did.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PublisherShardReport {
+    /// Index of the shard in `FeedConfig::shards`.
     pub shard: usize,
+    /// Publisher id in every header of this shard.
     pub publisher_id: u32,
+    /// The endpoint bound (port resolved) or connected to.
     pub endpoint: String,
+    /// Number of symbols this shard published.
     pub symbols: usize,
+    /// Messages sent, by kind.
     pub counts: PublisherCounts,
     /// Sequence of the last data message (equals the data message count: sequences start at 1, gap-free).
     pub last_sequence: u64,
@@ -332,6 +341,7 @@ pub const RATE_SHORTFALL_RATIO: f64 = 0.95;
 /// What the whole feed did; `Display` prints the per-shard summary table.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct FeedReport {
+    /// One report per shard, in shard order.
     pub shards: Vec<PublisherShardReport>,
     /// The data rate asked for over all shards (msg/s); `None` when there was none (`max`, pathological).
     pub target_rate: Option<u64>,
