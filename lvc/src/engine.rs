@@ -2,6 +2,7 @@
 
 use std::collections::HashSet;
 use std::fmt;
+use std::time::Instant;
 
 use tickbox_wire::{Flags, Header, Kind, MessageRef};
 
@@ -30,8 +31,21 @@ pub enum DownstreamEvent<'a> {
         prefix: &'a [u8],
         forward_upstream: bool,
     },
+    /// A subscription the proxy will not act on (counted): nothing goes upstream and no cached value is sent.
+    /// The subscriber still receives whatever live traffic its prefix matches.
+    Refused { prefix: &'a [u8], reason: Refusal },
     /// Not a subscription frame; counted and not forwarded (publishers ignore upstream data anyway).
     Other,
+}
+
+/// Why a subscription was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// Longer than `max_subscription_bytes`.
+    TooLong,
+    /// A new prefix to forward upstream, but `max_downstream_prefixes` or `max_downstream_prefix_bytes` is
+    /// reached.
+    PrefixSetFull,
 }
 
 /// Counters the proxy keeps. Plain integers, updated by one thread; copied out for reporting (serialisable for
@@ -51,8 +65,16 @@ pub struct LvcStats {
     /// Subscribe / unsubscribe events seen on the XPUB.
     pub subscribes: u64,
     pub unsubscribes: u64,
-    /// Distinct prefixes some subscriber currently holds.
+    /// Distinct prefixes some subscriber currently holds that the proxy forwards upstream (those not covered by
+    /// `cache_prefixes`), bounded by `max_downstream_prefixes` and `max_downstream_prefix_bytes`.
     pub downstream_prefixes: u64,
+    /// Subscriptions longer than `max_subscription_bytes`, refused (not forwarded, no cached values).
+    pub subscriptions_refused: u64,
+    /// New prefixes refused because the forwarded prefix set was full.
+    pub prefixes_refused: u64,
+    /// Subscription events whose cached burst was cut short (or skipped) by `max_cached_per_subscription` or
+    /// `cached_per_second`.
+    pub cached_bursts_capped: u64,
     /// Non-subscription frames from subscribers (dropped).
     pub downstream_other: u64,
     /// Keys cached now, and the bytes they hold (frames plus keys).
@@ -83,6 +105,7 @@ impl LvcStats {
             + self.downstream_dropped
             + self.cached_dropped
             + self.malformed
+            + self.cached_bursts_capped
     }
 }
 
@@ -92,7 +115,7 @@ impl fmt::Display for LvcStats {
             f,
             "in={} out={} cached_sent={} cached_dropped={} malformed={} subs={} unsubs={} prefixes={} topics_cached={} \
              cache_bytes={} evicted={} rejected={} too_large={} tap_sent={} tap_dropped={} downstream_dropped={} \
-             downstream_other={} tap_subscriptions={}",
+             downstream_other={} tap_subscriptions={} subs_refused={} prefixes_refused={} bursts_capped={}",
             self.messages_in,
             self.messages_out,
             self.cached_sent,
@@ -111,6 +134,9 @@ impl fmt::Display for LvcStats {
             self.downstream_dropped,
             self.downstream_other,
             self.tap_subscriptions,
+            self.subscriptions_refused,
+            self.prefixes_refused,
+            self.cached_bursts_capped,
         )
     }
 }
@@ -173,8 +199,14 @@ pub struct LvcEngine {
     cache_everything: bool,
     /// `max_topics = 0` or no `cache_prefixes`: a plain verbose proxy.
     cache_disabled: bool,
-    /// Prefixes some subscriber holds, as the XPUB reports them.
+    /// Prefixes some subscriber holds that are forwarded upstream, as the XPUB reports them; `downstream_bytes`
+    /// is their total length. Bounded, because each one also lives in the XSUB's trie and every publisher's.
     downstream: HashSet<Box<[u8]>>,
+    downstream_bytes: usize,
+    max_subscription_bytes: usize,
+    max_downstream_prefixes: usize,
+    max_downstream_prefix_bytes: usize,
+    budget: CachedBudget,
     malformed: MalformedPolicy,
     key: Vec<u8>,
     stats: LvcStats,
@@ -198,6 +230,11 @@ impl LvcEngine {
             cache_disabled: own.is_empty() || config.max_topics == 0,
             own,
             downstream: HashSet::new(),
+            downstream_bytes: 0,
+            max_subscription_bytes: config.max_subscription_bytes,
+            max_downstream_prefixes: config.max_downstream_prefixes,
+            max_downstream_prefix_bytes: config.max_downstream_prefix_bytes,
+            budget: CachedBudget::new(config.max_cached_per_subscription, config.cached_per_second),
             malformed: config.malformed,
             key: Vec::with_capacity(256),
             stats: LvcStats::default(),
@@ -279,34 +316,105 @@ impl LvcEngine {
     }
 
     /// One frame from the XPUB.
+    ///
+    /// Prefixes covered by one of the proxy's own `cache_prefixes` are never forwarded (the proxy already gets
+    /// everything they match) and are not tracked, so with the default `[""]` subscribers cannot grow the
+    /// upstream subscription set at all.
     pub fn on_downstream<'a>(&mut self, frame: &'a [u8]) -> DownstreamEvent<'a> {
         let Some((&first, prefix)) = frame.split_first() else {
             self.stats.downstream_other += 1;
             return DownstreamEvent::Other;
         };
-        let own = self.own.iter().any(|p| &p[..] == prefix);
+        let covered = self.own.iter().any(|p| prefix.starts_with(p));
         match first {
             1 => {
                 self.stats.subscribes += 1;
-                let new = self.downstream.insert(prefix.into());
+                if prefix.len() > self.max_subscription_bytes {
+                    self.stats.subscriptions_refused += 1;
+                    // A peer can repeat this at will: 1st, 2nd, 4th, 8th... occurrence only.
+                    if self.stats.subscriptions_refused.is_power_of_two() {
+                        tracing::warn!(
+                            bytes = prefix.len(),
+                            max = self.max_subscription_bytes,
+                            total = self.stats.subscriptions_refused,
+                            "subscription refused: longer than max_subscription_bytes"
+                        );
+                    }
+                    return DownstreamEvent::Refused {
+                        prefix,
+                        reason: Refusal::TooLong,
+                    };
+                }
+                if covered || self.downstream.contains(prefix) {
+                    return DownstreamEvent::Subscribe {
+                        prefix,
+                        forward_upstream: false,
+                    };
+                }
+                if self.downstream.len() >= self.max_downstream_prefixes
+                    || self.downstream_bytes + prefix.len() > self.max_downstream_prefix_bytes
+                {
+                    self.stats.prefixes_refused += 1;
+                    if self.stats.prefixes_refused.is_power_of_two() {
+                        tracing::warn!(
+                            prefixes = self.downstream.len(),
+                            bytes = self.downstream_bytes,
+                            total = self.stats.prefixes_refused,
+                            "subscription refused: the forwarded prefix set is full"
+                        );
+                    }
+                    return DownstreamEvent::Refused {
+                        prefix,
+                        reason: Refusal::PrefixSetFull,
+                    };
+                }
+                self.downstream.insert(prefix.into());
+                self.downstream_bytes += prefix.len();
                 self.stats.downstream_prefixes = self.downstream.len() as u64;
                 DownstreamEvent::Subscribe {
                     prefix,
-                    forward_upstream: new && !own,
+                    forward_upstream: true,
                 }
             }
             0 => {
                 self.stats.unsubscribes += 1;
-                let removed = self.downstream.remove(prefix);
+                // A refused (too long) prefix was never inserted; skip even hashing it.
+                let removed = !covered
+                    && prefix.len() <= self.max_subscription_bytes
+                    && self.downstream.remove(prefix);
+                if removed {
+                    self.downstream_bytes -= prefix.len();
+                }
                 self.stats.downstream_prefixes = self.downstream.len() as u64;
                 DownstreamEvent::Unsubscribe {
                     prefix,
-                    forward_upstream: removed && !own,
+                    forward_upstream: removed,
                 }
             }
             _ => {
                 self.stats.downstream_other += 1;
                 DownstreamEvent::Other
+            }
+        }
+    }
+
+    /// How many cached values the burst for one subscription event may send now: the per-subscription cap,
+    /// further limited by what is left of this second's budget. Report what was sent with [`Self::end_burst`].
+    pub fn begin_burst(&mut self, now: Instant) -> usize {
+        self.budget.allowance(now)
+    }
+
+    /// Charges `sent` cached values to the budget; `cut_short` means the burst had more to send than its
+    /// allowance (counted in `cached_bursts_capped`, logged at a limited rate).
+    pub fn end_burst(&mut self, sent: usize, cut_short: bool) {
+        self.budget.spend(sent);
+        if cut_short {
+            self.stats.cached_bursts_capped += 1;
+            if self.stats.cached_bursts_capped.is_power_of_two() {
+                tracing::warn!(
+                    total = self.stats.cached_bursts_capped,
+                    "cached burst cut short by max_cached_per_subscription or cached_per_second"
+                );
             }
         }
     }
@@ -331,6 +439,40 @@ impl LvcEngine {
 
     pub(crate) fn stats_mut(&mut self) -> &mut LvcStats {
         &mut self.stats
+    }
+}
+
+/// A token bucket of cached values: refills at `per_second`, holds at most one second's worth, and never grants
+/// more than `per_subscription` to one burst.
+#[derive(Debug)]
+struct CachedBudget {
+    per_subscription: usize,
+    per_second: usize,
+    tokens: f64,
+    last: Option<Instant>,
+}
+
+impl CachedBudget {
+    fn new(per_subscription: usize, per_second: usize) -> Self {
+        Self {
+            per_subscription,
+            per_second,
+            tokens: per_second as f64,
+            last: None,
+        }
+    }
+
+    fn allowance(&mut self, now: Instant) -> usize {
+        if let Some(last) = self.last {
+            let refill = now.saturating_duration_since(last).as_secs_f64() * self.per_second as f64;
+            self.tokens = (self.tokens + refill).min(self.per_second as f64);
+        }
+        self.last = Some(now);
+        (self.tokens as usize).min(self.per_subscription)
+    }
+
+    fn spend(&mut self, sent: usize) {
+        self.tokens = (self.tokens - sent as f64).max(0.0);
     }
 }
 
@@ -554,5 +696,121 @@ mod tests {
         mark_cached(&mut fresh).unwrap();
         e.on_upstream(&fresh);
         assert_eq!(e.cached_matching(b"Q.X.B").count(), 1);
+    }
+
+    #[test]
+    fn long_subscriptions_are_refused_and_never_forwarded() {
+        let mut e = LvcEngine::new(&LvcConfig {
+            cache_prefixes: vec!["Q.".into()],
+            max_subscription_bytes: 8,
+            ..LvcConfig::default()
+        });
+        let long = b"\x01T.123456789";
+        assert_eq!(
+            e.on_downstream(long),
+            DownstreamEvent::Refused {
+                prefix: &long[1..],
+                reason: Refusal::TooLong
+            }
+        );
+        assert_eq!(
+            e.on_downstream(b"\x00T.123456789"),
+            DownstreamEvent::Unsubscribe {
+                prefix: b"T.123456789",
+                forward_upstream: false
+            }
+        );
+        // Exactly at the bound is fine.
+        assert_eq!(
+            e.on_downstream(b"\x01T.345678"),
+            DownstreamEvent::Subscribe {
+                prefix: b"T.345678",
+                forward_upstream: true
+            }
+        );
+        let s = e.stats();
+        assert_eq!((s.subscriptions_refused, s.downstream_prefixes), (1, 1));
+    }
+
+    #[test]
+    fn the_forwarded_prefix_set_is_bounded_in_count_and_bytes() {
+        let mut e = LvcEngine::new(&LvcConfig {
+            cache_prefixes: vec!["Q.".into()],
+            max_downstream_prefixes: 3,
+            max_downstream_prefix_bytes: 9,
+            ..LvcConfig::default()
+        });
+        for p in [&b"\x01T.a"[..], b"\x01T.b", b"\x01T.c"] {
+            assert!(matches!(
+                e.on_downstream(p),
+                DownstreamEvent::Subscribe {
+                    forward_upstream: true,
+                    ..
+                }
+            ));
+        }
+        assert!(matches!(
+            e.on_downstream(b"\x01T.d"),
+            DownstreamEvent::Refused {
+                reason: Refusal::PrefixSetFull,
+                ..
+            }
+        ));
+        // Covered by an own prefix: never forwarded, never tracked, so never refused.
+        assert!(matches!(
+            e.on_downstream(b"\x01Q.XNAS"),
+            DownstreamEvent::Subscribe {
+                forward_upstream: false,
+                ..
+            }
+        ));
+        // A duplicate of a held prefix is served, not refused.
+        assert!(matches!(
+            e.on_downstream(b"\x01T.a"),
+            DownstreamEvent::Subscribe {
+                forward_upstream: false,
+                ..
+            }
+        ));
+        e.on_downstream(b"\x00T.a");
+        // Room for one more by count, but 6 held bytes + 4 exceed the 9-byte cap.
+        assert!(matches!(
+            e.on_downstream(b"\x01T.dd"),
+            DownstreamEvent::Refused {
+                reason: Refusal::PrefixSetFull,
+                ..
+            }
+        ));
+        assert!(matches!(
+            e.on_downstream(b"\x01T.d"),
+            DownstreamEvent::Subscribe {
+                forward_upstream: true,
+                ..
+            }
+        ));
+        let s = e.stats();
+        assert_eq!((s.prefixes_refused, s.downstream_prefixes), (2, 3));
+    }
+
+    #[test]
+    fn cached_bursts_are_capped_per_subscription_and_per_second() {
+        let mut e = LvcEngine::new(&LvcConfig {
+            max_cached_per_subscription: 10,
+            cached_per_second: 25,
+            ..LvcConfig::default()
+        });
+        let t0 = Instant::now();
+        assert_eq!(e.begin_burst(t0), 10);
+        e.end_burst(10, true);
+        assert_eq!(e.begin_burst(t0), 10);
+        e.end_burst(10, false);
+        assert_eq!(e.begin_burst(t0), 5);
+        e.end_burst(5, true);
+        assert_eq!(e.begin_burst(t0), 0);
+        e.end_burst(0, true);
+        // 200 ms refill 5 values; a full second refills the bucket, never beyond one second's worth.
+        assert_eq!(e.begin_burst(t0 + std::time::Duration::from_millis(200)), 5);
+        assert_eq!(e.begin_burst(t0 + std::time::Duration::from_secs(10)), 10);
+        assert_eq!(e.stats().cached_bursts_capped, 3);
     }
 }

@@ -82,7 +82,9 @@ use serde::{Deserialize, Serialize};
 use tickbox_units::HumanDuration;
 
 pub use cache::{LastValueCache, Overflow, Store};
-pub use engine::{mark_cached, supersedes, DownstreamEvent, Forwarding, LvcEngine, LvcStats};
+pub use engine::{
+    mark_cached, supersedes, DownstreamEvent, Forwarding, LvcEngine, LvcStats, Refusal,
+};
 pub use proxy::{spawn, LvcEndpoints, LvcHandle};
 
 /// What happens to upstream messages that are not valid wire frames.
@@ -162,6 +164,30 @@ pub struct LvcConfig {
     pub batch: usize,
     /// Pin the proxy thread to this core.
     pub core: Option<usize>,
+    /// Longest subscription prefix (bytes) a subscriber may hold. A longer one is refused: not forwarded upstream
+    /// (libzmq's XSUB trie recurses once per byte, so a 32 KiB prefix overflows the proxy's stack), no cached
+    /// values, counted in `subscriptions_refused`. The XPUB and the tap also refuse, at the protocol level
+    /// (`ZMQ_MAXMSGSIZE`, the peer is disconnected), any inbound frame longer than twice this plus 64 bytes, so
+    /// libzmq never stores a subscription much larger than the bound.
+    pub max_subscription_bytes: usize,
+    /// Largest frame (bytes) accepted from a publisher (`ZMQ_MAXMSGSIZE` on the XSUB): a publisher sending a
+    /// larger one is disconnected by libzmq before the frame is buffered. Wire frames are a few hundred bytes.
+    pub max_message_bytes: usize,
+    /// At most this many distinct subscriber prefixes are forwarded upstream at once (prefixes covered by
+    /// `cache_prefixes` are never forwarded and do not count). Beyond it a new prefix is refused (no upstream
+    /// subscription, no cached values), counted in `prefixes_refused`.
+    pub max_downstream_prefixes: usize,
+    /// At most this many bytes of such forwarded prefixes at once; beyond it as `max_downstream_prefixes`.
+    /// Bounds the XSUB's trie and every publisher's (roughly 32 bytes of trie per prefix byte).
+    pub max_downstream_prefix_bytes: usize,
+    /// At most this many cached values sent for one subscription event; the rest of that burst is skipped,
+    /// counted in `cached_bursts_capped`.
+    pub max_cached_per_subscription: usize,
+    /// At most this many cached values sent per second over all subscription events (a token bucket holding one
+    /// second's worth). A cached burst goes to every matching subscriber, not only to the one that asked (see
+    /// the module docs), so this bounds what a flood of subscriptions can make the proxy send to bystanders.
+    /// A burst cut short is counted in `cached_bursts_capped`.
+    pub cached_per_second: usize,
 }
 
 impl Default for LvcConfig {
@@ -187,6 +213,12 @@ impl Default for LvcConfig {
             stats_interval: HumanDuration(Duration::from_secs(10)),
             batch: 1024,
             core: None,
+            max_subscription_bytes: 1024,
+            max_message_bytes: 1 << 20,
+            max_downstream_prefixes: 10_000,
+            max_downstream_prefix_bytes: 1 << 20,
+            max_cached_per_subscription: 100_000,
+            cached_per_second: 200_000,
         }
     }
 }

@@ -158,6 +158,8 @@ impl Proxy {
         xsub.set_linger(0).map_err(LvcError::zmq("XSUB linger"))?;
         xsub.set_rcvhwm(config.upstream_hwm)
             .map_err(LvcError::zmq("XSUB rcvhwm"))?;
+        xsub.set_maxmsgsize(clamp_i64(config.max_message_bytes))
+            .map_err(LvcError::zmq("XSUB maxmsgsize"))?;
         let mut upstream = Vec::new();
         for ep in &config.upstream_bind {
             let bound = tickbox_zmqx::bind_resolved(&xsub, ep).map_err(|e| match e {
@@ -182,6 +184,11 @@ impl Proxy {
             .map_err(LvcError::zmq("XPUB sndhwm"))?;
         xpub.set_xpub_verbose(true)
             .map_err(LvcError::zmq("XPUB verbose"))?;
+        // libzmq stores a subscription in the XPUB's trie before we see it, so the app-level refusal cannot
+        // bound that memory; this does, and disconnects a peer sending anything much longer.
+        let max_inbound = subscription_frame_limit(config.max_subscription_bytes);
+        xpub.set_maxmsgsize(max_inbound)
+            .map_err(LvcError::zmq("XPUB maxmsgsize"))?;
         if config.slow_subscriber == SlowSubscriber::Block {
             tickbox_zmqx::set_xpub_nodrop(&mut xpub, true)
                 .map_err(|e| LvcError::Config(format!("XPUB nodrop: {e}")))?;
@@ -202,6 +209,8 @@ impl Proxy {
                 // an inspector both on `""` count as two attachments in `tap_subscriptions`.
                 tap.set_xpub_verbose(true)
                     .map_err(LvcError::zmq("tap verbose"))?;
+                tap.set_maxmsgsize(max_inbound)
+                    .map_err(LvcError::zmq("tap maxmsgsize"))?;
                 // Every tap send is DONTWAIT, so the proxy never waits on the tap in either mode. Without NODROP
                 // libzmq drops per consumer pipe, so consumers are isolated from each other but the drops are
                 // silent. With NODROP a full pipe turns the whole send into EAGAIN, which we count, but then
@@ -391,9 +400,11 @@ impl Proxy {
         Ok(())
     }
 
+    /// Up to `batch` subscription events, so a subscription flood cannot starve live traffic (the XPUB stays
+    /// readable and the rest is taken on the next wake-up).
     fn drain_downstream(&mut self) -> Result<(), LvcError> {
         let mut event = zmq::Message::new();
-        loop {
+        for _ in 0..self.batch {
             match self.xpub.recv(&mut event, zmq::DONTWAIT) {
                 Ok(()) => {}
                 Err(zmq::Error::EAGAIN) | Err(zmq::Error::EINTR) => return Ok(()),
@@ -406,6 +417,7 @@ impl Proxy {
             }
             self.on_downstream(&event)?;
         }
+        Ok(())
     }
 
     fn on_downstream(&mut self, frame: &[u8]) -> Result<(), LvcError> {
@@ -427,7 +439,8 @@ impl Proxy {
                 prefix,
                 forward_upstream,
             } => (prefix, forward_upstream, false),
-            DownstreamEvent::Other => return Ok(()),
+            // Already counted and logged (rate-limited) by the engine; nothing reaches upstream or the tap.
+            DownstreamEvent::Other | DownstreamEvent::Refused { .. } => return Ok(()),
         };
         let events = engine.stats().subscribes;
         if subscribe && events <= ATTACH_LOG_LIMIT {
@@ -464,7 +477,9 @@ impl Proxy {
         let mut cached_sent = 0;
         let mut cached_dropped = 0;
         if subscribe {
-            for cached in engine.cached_matching(prefix) {
+            let allowance = engine.begin_burst(Instant::now());
+            let mut matching = engine.cached_matching(prefix);
+            for cached in matching.by_ref().take(allowance) {
                 scratch.clear();
                 scratch.extend_from_slice(cached);
                 if mark_cached(scratch).is_err() {
@@ -488,6 +503,10 @@ impl Proxy {
                     }
                 }
             }
+            let cut_short = matching.next().is_some();
+            drop(matching);
+            // Refused sends are charged too: the budget bounds the proxy's work, not only what got through.
+            engine.end_burst((cached_sent + cached_dropped) as usize, cut_short);
         }
         let stats = engine.stats_mut();
         stats.cached_sent += cached_sent;
@@ -500,7 +519,10 @@ impl Proxy {
     /// Tap consumers' subscriptions: read so they do not pile up; the tap XPUB filters by them itself.
     fn drain_tap_subscriptions(&mut self) {
         let Some(tap) = self.tap.as_ref() else { return };
-        while let Ok(frame) = tap.recv_bytes(zmq::DONTWAIT) {
+        for _ in 0..self.batch {
+            let Ok(frame) = tap.recv_bytes(zmq::DONTWAIT) else {
+                return;
+            };
             if let Some((&kind, prefix)) = frame.split_first() {
                 if kind == 1 {
                     self.engine.stats_mut().tap_subscriptions += 1;
@@ -520,6 +542,17 @@ impl Proxy {
             }
         }
     }
+}
+
+/// The XPUB's and tap's `ZMQ_MAXMSGSIZE`: twice the app-level bound plus room for the ZMTP 3.1 `SUBSCRIBE`
+/// command name, so a subscription slightly too long reaches the proxy and is counted as refused, while a
+/// hostile megabyte is cut off by libzmq before it is buffered or stored.
+fn subscription_frame_limit(max_subscription_bytes: usize) -> i64 {
+    clamp_i64(max_subscription_bytes.saturating_mul(2).saturating_add(64))
+}
+
+fn clamp_i64(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
 }
 
 /// Attach events logged at info level before they drop to debug (a subscription flood must not flood the log).
