@@ -15,8 +15,11 @@ use crate::BenchError;
 pub struct LatencyConfig {
     /// Offered rate, msg/s (open loop).
     pub rate: u64,
+    /// How publisher and receivers are connected.
     pub transport: Transport,
+    /// Sent at the offered rate before measuring, so connections and caches are warm; not recorded.
     pub warmup: Duration,
+    /// The measured window after the warm-up.
     pub duration: Duration,
     /// Frame size for the raw baseline; the tickbox run uses its own frame size and reports it.
     pub size: usize,
@@ -57,9 +60,11 @@ impl Default for LatencyConfig {
 pub struct LatencyRun {
     /// `tickbox` or `raw-pubsub`.
     pub system: String,
+    /// The configuration it ran with.
     pub config: LatencyConfig,
     /// Frame size actually sent.
     pub size: usize,
+    /// Every recorded latency, corrected and uncorrected.
     pub samples: LatencySamples,
 }
 
@@ -86,6 +91,7 @@ impl LatencyRun {
         r
     }
 
+    /// The result line (percentiles, drops, achieved rate) without file names.
     pub fn result(&self) -> LatencyResult {
         let scheduled = self.samples.schedule.measured_messages();
         let secs = self.samples.schedule.measured_duration().as_secs_f64();

@@ -35,32 +35,46 @@ use std::time::Duration;
 /// Everything that can go wrong in a bench run.
 #[derive(Debug, thiserror::Error)]
 pub enum BenchError {
+    /// A rate, size, duration or option is out of range; nothing was run.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+    /// A libzmq call failed.
     #[error("zmq {what}: {source}")]
     Zmq {
+        /// The operation, e.g. `"bind"` or `"send"`.
         what: &'static str,
+        /// The libzmq error.
         #[source]
         source: zmq::Error,
     },
+    /// A socket, thread or component of the measured path could not be set up.
     #[error("setup failed: {0}")]
     Setup(String),
+    /// No probe crossed the path end to end within this time (slow joiner, wrong endpoint).
     #[error("the path never connected within {0:?}")]
     NotConnected(Duration),
+    /// The named system recorded nothing in the measured window (all dropped or all late).
     #[error("{0}: no message of the measured window arrived")]
     NoSamples(&'static str),
+    /// The OS refused a new thread.
     #[error("could not start a thread: {0}")]
     Thread(#[source] std::io::Error),
+    /// The named thread (publisher, receiver, …) panicked.
     #[error("{0} thread panicked")]
     ThreadPanicked(&'static str),
+    /// Reading or writing a result file failed.
     #[error("{path}: {source}")]
     Io {
+        /// The file.
         path: PathBuf,
+        /// The I/O error.
         #[source]
         source: std::io::Error,
     },
+    /// A report could not be read, compared or plotted.
     #[error("report: {0}")]
     Report(String),
+    /// A tickbox component (feed, LVC, subscriber) failed during the run.
     #[error("pipeline: {0}")]
     Pipeline(String),
 }

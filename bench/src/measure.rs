@@ -111,8 +111,11 @@ impl Schedule {
 pub struct IntervalSample {
     /// Start of the interval, ns since the Unix epoch (receive clock).
     pub start_ns: u64,
+    /// End of the interval (exclusive), same clock.
     pub end_ns: u64,
+    /// Latencies from the intended send time (coordinated omission corrected), ns.
     pub corrected: Histogram<u64>,
+    /// Latencies from the publisher's actual send stamp, ns.
     pub uncorrected: Histogram<u64>,
 }
 
@@ -153,6 +156,7 @@ impl LatencyRecorder {
         }
     }
 
+    /// The schedule the latencies are charged against.
     pub fn schedule(&self) -> &Schedule {
         &self.schedule
     }
@@ -254,9 +258,13 @@ impl LatencyRecorder {
 /// Everything one receiving thread measured.
 #[derive(Debug, Clone)]
 pub struct LatencySamples {
+    /// The schedule the latencies were charged against.
     pub schedule: Schedule,
+    /// Measured-window latencies from the intended send time (coordinated omission corrected), ns.
     pub corrected: Histogram<u64>,
+    /// Measured-window latencies from the publisher's actual send stamp, ns.
     pub uncorrected: Histogram<u64>,
+    /// Per-interval histograms for the `.hlog`, in start order.
     pub intervals: Vec<IntervalSample>,
     /// Messages received, warm-up included.
     pub received: u64,
@@ -266,7 +274,9 @@ pub struct LatencySamples {
     pub clamped: u64,
     /// Receipts stamped before they were sent (clock disagreement).
     pub negative: u64,
+    /// Receive time of the first measured message, ns since the Unix epoch (0 if none).
     pub first_measured_recv_ns: u64,
+    /// Receive time of the last measured message, ns since the Unix epoch (0 if none).
     pub last_measured_recv_ns: u64,
 }
 
@@ -317,17 +327,26 @@ fn merge_intervals(into: &mut Vec<IntervalSample>, from: Vec<IntervalSample>) {
 /// The percentiles every report shows, in ns.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Percentiles {
+    /// Median.
     pub p50: u64,
+    /// 90th percentile.
     pub p90: u64,
+    /// 99th percentile.
     pub p99: u64,
+    /// 99.9th percentile.
     pub p999: u64,
+    /// 99.99th percentile.
     pub p9999: u64,
+    /// Largest value recorded (histogram precision).
     pub max: u64,
+    /// Arithmetic mean.
     pub mean: f64,
+    /// Values recorded.
     pub count: u64,
 }
 
 impl Percentiles {
+    /// Reads the report percentiles, mean and count of `hist`.
     pub fn of(hist: &Histogram<u64>) -> Self {
         Percentiles {
             p50: hist.value_at_quantile(0.50),

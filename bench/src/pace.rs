@@ -15,6 +15,7 @@ const SPIN_BELOW_NS: u64 = 40_000;
 
 /// Makes `sleep` on the calling thread precise (timer slack 1 ns instead of Linux's default 50 µs), so the
 /// pacer can sleep between messages at moderate rates instead of burning a core the receiver needs.
+#[allow(unsafe_code)] // prctl is a libc call
 pub fn prepare_pacing_thread() {
     // SAFETY: PR_SET_TIMERSLACK takes one integer argument and only affects the calling thread.
     let rc = unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) };
@@ -46,7 +47,9 @@ pub fn wait_until(deadline_ns: u64) -> u64 {
 /// delays (tests) and to show what a slow worker does to the tail (`--stall-every`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Stall {
+    /// Stall on every `every`-th message; 0 never stalls.
     pub every: u64,
+    /// How long each stall sleeps.
     pub pause: Duration,
 }
 
@@ -78,6 +81,7 @@ pub struct RunState {
 }
 
 impl RunState {
+    /// A fresh run state, shared by every thread of one run.
     pub fn new() -> Arc<Self> {
         Arc::new(RunState::default())
     }

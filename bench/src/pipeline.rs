@@ -115,6 +115,7 @@ pub struct LatencyWorker {
 }
 
 impl LatencyWorker {
+    /// A worker of the run sharing `state`; its recorder is built once the publisher has set the schedule.
     pub fn new(state: Arc<RunState>, log_interval: Duration, stall: Option<Stall>) -> Self {
         LatencyWorker {
             state,
@@ -125,6 +126,7 @@ impl LatencyWorker {
         }
     }
 
+    /// What this worker recorded; `None` if no message reached it after the schedule was set.
     pub fn finish(self) -> Option<LatencySamples> {
         self.recorder.map(LatencyRecorder::finish)
     }

@@ -32,7 +32,9 @@ fn ensure_font() -> Result<(), BenchError> {
 
 /// One line of a percentile plot.
 pub struct Series<'a> {
+    /// Legend text, e.g. a run's label.
     pub label: String,
+    /// Latencies in ns.
     pub histogram: &'a Histogram<u64>,
 }
 

@@ -190,6 +190,7 @@ pub enum RawPattern {
 }
 
 impl RawPattern {
+    /// The `system` name in reports, e.g. `raw-pushpull`.
     pub fn system(self) -> &'static str {
         match self {
             RawPattern::PushPull => "raw-pushpull",
@@ -211,11 +212,17 @@ impl RawPattern {
 /// Throughput run parameters shared by raw baselines and the tickbox run.
 #[derive(Debug, Clone)]
 pub struct ThroughputConfig {
+    /// How senders and receivers are connected.
     pub transport: Transport,
+    /// Message size in bytes.
     pub size: usize,
+    /// Independent sender → receiver pairs (raw) or feed shards (tickbox), at least 1.
     pub shards: usize,
+    /// Sent flat out before counting starts.
     pub warmup: Duration,
+    /// The counted window.
     pub duration: Duration,
+    /// Send and receive high-water marks (messages).
     pub hwm: i32,
 }
 

@@ -67,10 +67,13 @@ pub fn write_hlog(
 /// One histogram read back from an `.hlog`.
 #[derive(Debug, Clone)]
 pub struct HlogEntry {
+    /// The interval's tag (we write `corrected` / `uncorrected`); `None` if untagged.
     pub tag: Option<String>,
     /// Offset from the log's base time.
     pub start: Duration,
+    /// Length of the interval.
     pub duration: Duration,
+    /// The interval's latencies, ns.
     pub histogram: Histogram<u64>,
 }
 
@@ -155,6 +158,7 @@ pub fn hgrm_text(hist: &Histogram<u64>) -> String {
     out
 }
 
+/// Writes [`hgrm_text`] of `hist` to `path`, replacing the file.
 pub fn write_hgrm(path: &Path, hist: &Histogram<u64>) -> Result<(), BenchError> {
     std::fs::write(path, hgrm_text(hist)).map_err(|e| BenchError::io(path, e))
 }
@@ -162,9 +166,13 @@ pub fn write_hgrm(path: &Path, hist: &Histogram<u64>) -> Result<(), BenchError> 
 /// A parsed `.hgrm`: rows of (value µs, percentile, total count) and the footer's totals.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Hgrm {
+    /// `(value µs, percentile 0..=1, cumulative count)` per line, in file order.
     pub rows: Vec<(f64, f64, u64)>,
+    /// The footer's mean, µs.
     pub mean_us: f64,
+    /// The footer's max, µs.
     pub max_us: f64,
+    /// The footer's total count.
     pub total_count: u64,
 }
 
@@ -255,13 +263,17 @@ pub fn parse_hgrm(text: &str) -> Result<Hgrm, BenchError> {
 pub struct LatencyResult {
     /// `tickbox` or a raw-libzmq baseline (`raw-pubsub`).
     pub system: String,
+    /// `tcp`, `ipc` or `inproc`.
     pub transport: String,
+    /// The tickbox run went through the LVC proxy (always false for baselines).
     pub via_lvc: bool,
     /// Offered rate, msg/s.
     pub rate: u64,
     /// Bytes per message on the wire (ZeroMQ frame body).
     pub size: usize,
+    /// Length of the measured window, seconds.
     pub duration_s: f64,
+    /// Length of the unrecorded warm-up, seconds.
     pub warmup_s: f64,
     /// Messages the measured window scheduled.
     pub scheduled: u64,
@@ -271,9 +283,13 @@ pub struct LatencyResult {
     pub lost: u64,
     /// Measured messages received per second of the measured window.
     pub achieved_rate: f64,
+    /// Latency from the intended send time (coordinated omission corrected), ns.
     pub corrected: Percentiles,
+    /// Latency from the publisher's actual send stamp, ns.
     pub uncorrected: Percentiles,
+    /// Send high-water mark, messages.
     pub send_hwm: i32,
+    /// Receive high-water mark, messages.
     pub recv_hwm: i32,
     /// Base name of this configuration's `.hlog` / `.hgrm` files in the output directory.
     pub files: String,
@@ -285,14 +301,23 @@ pub struct LatencyResult {
 pub struct ThroughputResult {
     /// `tickbox`, `raw-pushpull` or `raw-pubsub`.
     pub system: String,
+    /// `tcp`, `ipc` or `inproc`.
     pub transport: String,
+    /// Bytes per message.
     pub size: usize,
+    /// Parallel sender → receiver pairs or feed shards.
     pub shards: usize,
+    /// Length of the counted window, seconds.
     pub duration_s: f64,
+    /// Messages received in the counted window, all receivers together.
     pub messages: u64,
+    /// `messages / duration_s`.
     pub msgs_per_s: f64,
+    /// Payload throughput, 10^6 bytes per second.
     pub mb_per_s: f64,
+    /// Send high-water mark, messages.
     pub send_hwm: i32,
+    /// Receive high-water mark, messages.
     pub recv_hwm: i32,
     /// Whether senders block at the HWM (true) or a PUB drops (false).
     pub no_drop: bool,
@@ -302,7 +327,9 @@ pub struct ThroughputResult {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum BenchRecord {
+    /// A latency configuration (`"kind": "latency"`).
     Latency(LatencyResult),
+    /// A throughput configuration (`"kind": "throughput"`).
     Throughput(ThroughputResult),
 }
 

@@ -15,7 +15,9 @@ use crate::BenchError;
 /// A latency session: every (transport, rate) pair, tickbox and the raw PUB/SUB baseline.
 #[derive(Debug, Clone)]
 pub struct LatencySweep {
+    /// Offered rates to run, msg/s, in order.
     pub rates: Vec<u64>,
+    /// Transports to run each rate over.
     pub transports: Vec<Transport>,
     /// Everything else (rate and transport are overwritten per configuration).
     pub base: LatencyConfig,
@@ -26,8 +28,11 @@ pub struct LatencySweep {
 /// What a session wrote.
 #[derive(Debug, Clone)]
 pub struct LatencyOutcome {
+    /// One result per configuration that finished, in run order.
     pub results: Vec<LatencyResult>,
+    /// The JSON-lines results file.
     pub json: PathBuf,
+    /// The percentile plot (SVG).
     pub plot: PathBuf,
 }
 
@@ -116,17 +121,24 @@ pub fn run_latency_sweep(
 /// A throughput session: for each size and each shard count 1..=max, tickbox, raw PUSH/PULL and raw PUB/SUB.
 #[derive(Debug, Clone)]
 pub struct ThroughputSweep {
+    /// Message sizes to run, bytes (raised to the tickbox frame size where smaller).
     pub sizes: Vec<usize>,
+    /// Shard counts 1..=this are run for each size.
     pub max_shards: usize,
     /// Size and shards are overwritten per configuration.
     pub base: ThroughputConfig,
 }
 
+/// What a throughput session wrote.
 pub struct ThroughputOutcome {
+    /// One result per configuration that finished, in run order.
     pub results: Vec<ThroughputResult>,
+    /// The JSON-lines results file.
     pub json: PathBuf,
 }
 
+/// Runs the throughput sweep, appending one JSON line per configuration to `<out>/<stamp>-throughput.json`.
+/// Stops between configurations when `stop` is set and returns what finished.
 pub fn run_throughput_sweep(
     ctx: &zmq::Context,
     sweep: &ThroughputSweep,

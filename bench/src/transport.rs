@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use crate::BenchError;
 
+/// The libzmq transport a benchmark runs over; serialised and displayed as `tcp`, `ipc`, `inproc`.
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
 )]
@@ -20,8 +21,10 @@ pub enum Transport {
 }
 
 impl Transport {
+    /// Every transport, in the order sweeps run them.
     pub const ALL: [Transport; 3] = [Transport::Tcp, Transport::Ipc, Transport::Inproc];
 
+    /// The lowercase name used in labels, file names and reports.
     pub fn name(self) -> &'static str {
         match self {
             Transport::Tcp => "tcp",
