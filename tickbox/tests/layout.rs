@@ -96,3 +96,90 @@ fn the_data_plane_does_not_depend_on_control_plane_crates() {
         }
     }
 }
+
+/// Every file the workspace's sources and documents name as a document (`*.md`) exists inside the repository, so
+/// a reader never meets a reference to something only the authors' machines had.
+#[test]
+fn referenced_documents_exist_in_the_repository() {
+    let root = workspace();
+    let mut files = Vec::new();
+    collect_sources(&root, &mut files);
+    assert!(
+        files.len() > 50,
+        "found only {} files to check",
+        files.len()
+    );
+    let mut missing = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap_or_default();
+        for reference in markdown_references(&text) {
+            let dir = file.parent().unwrap();
+            let candidates = [dir.join(&reference), root.join(&reference)];
+            let found = candidates.iter().any(|c| {
+                c.canonicalize()
+                    .is_ok_and(|c| c.starts_with(&root) && c.is_file())
+            });
+            if !found {
+                missing.push(format!(
+                    "{} names {reference}",
+                    file.strip_prefix(&root).unwrap().display()
+                ));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "references to documents that are not in the repository:\n{}",
+        missing.join("\n")
+    );
+}
+
+fn collect_sources(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if path.is_dir() {
+            if !(name.starts_with('.')
+                || name == "target"
+                || name == "corpus"
+                || name == "artifacts")
+            {
+                collect_sources(&path, out);
+            }
+        } else if [".rs", ".md", ".toml"]
+            .iter()
+            .any(|ext| name.ends_with(ext))
+        {
+            out.push(path);
+        }
+    }
+}
+
+/// Tokens that look like a path to a Markdown file: `docs/PROTOCOLS.md`, `../../README.md`.
+fn markdown_references(text: &str) -> Vec<String> {
+    let is_path_char = |c: char| c.is_ascii_alphanumeric() || "_-./".contains(c);
+    let mut refs = Vec::new();
+    for (at, _) in text.match_indices(".md") {
+        let after = text[at + 3..].chars().next();
+        if after.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_') {
+            continue;
+        }
+        let start = text[..at]
+            .char_indices()
+            .rev()
+            .find(|&(_, c)| !is_path_char(c))
+            .map_or(0, |(i, c)| i + c.len_utf8());
+        let token = &text[start..at + 3];
+        if token.len() > 3 && !token.starts_with('.')
+            || token.starts_with("../")
+            || token.starts_with("./")
+        {
+            refs.push(token.to_string());
+        }
+    }
+    refs
+}
