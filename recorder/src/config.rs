@@ -39,6 +39,7 @@ pub struct RecorderConfig {
     pub capacity: ByteSize,
     /// Segment size of archive journals: bytes, or a size such as `"1GiB"`.
     pub segment_size: ByteSize,
+    /// When recorded data is forced to disk: `none` (default), `periodic` or `batch`.
     pub durability: DurabilityConfig,
     /// With `durability = "periodic"`, how often the journal is flushed to disk.
     pub sync_interval: HumanDuration,
@@ -84,6 +85,7 @@ impl Default for RecorderConfig {
 }
 
 impl RecorderConfig {
+    /// The journal durability these settings ask for; a periodic `sync_interval` under 1 ms is raised to 1 ms.
     pub fn durability(&self) -> tickbox_journal::Durability {
         match self.durability {
             DurabilityConfig::None => tickbox_journal::Durability::None,

@@ -14,12 +14,12 @@ pub fn overwritten(writer: &Writer) -> OverwriteStats {
 }
 
 /// Stores `meta` (at most [`APP_META_MAX`] bytes) in the journal header, crash-safe.
-pub fn set_app_meta(writer: &mut Writer, meta: &[u8]) -> Result<(), JournalError> {
+pub(crate) fn set_app_meta(writer: &mut Writer, meta: &[u8]) -> Result<(), JournalError> {
     writer.set_app_meta(meta)
 }
 
 /// Calls `f(payload)` for every record just before a ring lap overwrites it.
-pub fn on_overwrite(writer: &mut Writer, mut f: impl FnMut(&[u8]) + Send + 'static) {
+pub(crate) fn on_overwrite(writer: &mut Writer, mut f: impl FnMut(&[u8]) + Send + 'static) {
     writer.set_on_overwrite(Box::new(
         move |rec: tickbox_journal::OverwrittenRecord<'_>| f(rec.payload),
     ));
@@ -46,7 +46,7 @@ pub fn overwritten_at(path: &Path) -> Result<OverwriteStats, JournalError> {
 }
 
 /// For a ring: how many records precede the oldest one still held (0 for an archive or an empty ring).
-pub fn records_before_oldest(r: &mut tickbox_journal::Reader) -> Result<u64, JournalError> {
+pub(crate) fn records_before_oldest(r: &mut tickbox_journal::Reader) -> Result<u64, JournalError> {
     if r.header().mode != tickbox_journal::Mode::Ring {
         return Ok(0);
     }

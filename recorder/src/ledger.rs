@@ -35,6 +35,7 @@ pub const MAX_LEDGER_PUBLISHERS: usize = tickbox_wire::sequence::DEFAULT_MAX_PUB
 /// One publisher's account in a journal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 pub struct LedgerRow {
+    /// The publisher's id, from its messages' headers.
     pub publisher: u32,
     /// Session of the publisher's last recorded message (0: unknown).
     pub session: u64,
@@ -55,9 +56,13 @@ pub struct LedgerRow {
 pub struct LedgerOverflow {
     /// How many publishers are folded in here.
     pub publishers: u64,
+    /// Data records written, as in [`LedgerRow::recorded`].
     pub recorded: u64,
+    /// Sequences named by gap notices, as in [`LedgerRow::missing`].
     pub missing: u64,
+    /// Gap notices written, as in [`LedgerRow::gap_events`].
     pub gap_events: u64,
+    /// Data records a ring lap overwrote, as in [`LedgerRow::overwritten`].
     pub overwritten: u64,
 }
 
@@ -75,16 +80,23 @@ impl LedgerOverflow {
 /// Why stored ledger bytes could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LedgerError {
+    /// Shorter than a ledger header or not starting with `TBRL`: the metadata is someone else's (or empty).
     #[error("not a recorder ledger (bad magic)")]
     BadMagic,
+    /// A ledger encoding this build does not read (the number is the stored version).
     #[error("ledger version {0} is not supported (this build reads version {VERSION})")]
     Version(u16),
+    /// The header names more rows than the bytes hold.
     #[error("ledger truncated: {rows} rows need {needed} bytes, have {have}")]
     Truncated {
+        /// Row count in the header.
         rows: u16,
+        /// Bytes those rows need, header included.
         needed: usize,
+        /// Bytes given.
         have: usize,
     },
+    /// The overflow row is only ever written last; one elsewhere means corrupt bytes.
     #[error("ledger overflow row is not the last row")]
     MisplacedOverflow,
 }
@@ -93,6 +105,7 @@ pub enum LedgerError {
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
 pub struct Ledger {
     rows: Vec<LedgerRow>,
+    /// Publishers beyond the bound on rows, summed (all zero while every publisher has a row).
     pub overflow: LedgerOverflow,
     /// Records overwritten that belong to no publisher's data (heartbeats, notices, foreign frames).
     pub other_overwritten: u64,
@@ -107,10 +120,13 @@ pub struct Ledger {
 }
 
 impl Ledger {
+    /// An empty ledger with rows for up to [`MAX_LEDGER_PUBLISHERS`] publishers.
     pub fn new() -> Self {
         Self::with_max_publishers(MAX_LEDGER_PUBLISHERS)
     }
 
+    /// An empty ledger with rows for up to `max` publishers (at least 1); later ones are summed in
+    /// [`Ledger::overflow`].
     pub fn with_max_publishers(max: usize) -> Self {
         Ledger {
             max_rows: max.max(1),
@@ -123,6 +139,7 @@ impl Ledger {
         &self.rows
     }
 
+    /// The row of `publisher`; `None` when it was never seen or is counted in the overflow.
     pub fn row(&self, publisher: u32) -> Option<&LedgerRow> {
         self.rows.iter().find(|r| r.publisher == publisher)
     }

@@ -67,6 +67,7 @@ impl ReplayPacer {
         }
     }
 
+    /// The speed this pacer was built with.
     pub fn speed(&self) -> Speed {
         self.speed
     }

@@ -33,6 +33,8 @@ pub struct RecordOptions {
     pub topics: Vec<String>,
     /// Most frames appended per journal batch (one publish, one msync under per-batch durability).
     pub batch_max: usize,
+    /// Receive high-water mark of the SUB socket, in messages: how much libzmq buffers while the recorder is busy
+    /// writing; beyond it the publisher drops.
     pub rcvhwm: i32,
     /// Stop after this many messages from the stream were appended (gap notices the recorder writes not counted).
     pub max_messages: Option<u64>,
@@ -69,11 +71,13 @@ pub struct RecordStats {
     pub gap_events: u64,
     /// Gap notices received from upstream (recording a replay) and recorded as they came.
     pub upstream_gap_notices: u64,
+    /// Publisher heartbeats appended (counted in `messages`, not in `recorded`).
     pub heartbeats: u64,
     /// LVC cached values recorded (out of sequence by design; not counted as recorded).
     pub cached: u64,
     /// Payload bytes appended (gap notices included).
     pub bytes: u64,
+    /// Journal batches committed with at least one received frame (empty polls not counted).
     pub batches: u64,
     /// Frames that are not tickbox wire messages (not recorded; the first few are logged).
     pub invalid_frames: u64,
@@ -85,6 +89,7 @@ pub struct RecordStats {
     pub duplicates: u64,
     /// Late arrivals inside a gap already noticed (recorded; the notice stays).
     pub reordered: u64,
+    /// Publisher restarts seen (a new session: counting starts again, nothing is missing).
     pub restarts: u64,
     /// Implausible sequence jumps (recorded as received, not believed).
     pub anomalies: u64,
@@ -96,14 +101,18 @@ pub struct RecordStats {
     pub sequences_checked: bool,
     /// Per publisher, this run: recorded, missing, gap events, overwritten; plus the overflow row.
     pub publishers: Vec<LedgerRow>,
+    /// Publishers beyond the ledger's bound, summed.
     pub publishers_overflow: LedgerOverflow,
-    /// Journal sequences of the first and last record appended.
+    /// Journal sequence of the first record appended (`None`: nothing appended yet).
     pub first_seq: Option<u64>,
+    /// Journal sequence of the last record appended.
     pub last_seq: Option<u64>,
+    /// Time since recording started.
     pub elapsed: Duration,
 }
 
 impl RecordStats {
+    /// Stream frames appended per second of `elapsed` (0 before any time has passed).
     pub fn rate(&self) -> f64 {
         let s = self.elapsed.as_secs_f64();
         if s > 0.0 {

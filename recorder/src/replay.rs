@@ -50,14 +50,17 @@ pub enum Position {
 pub struct ReplayOptions {
     /// One publisher shard per endpoint, bound here.
     pub bind: Vec<String>,
+    /// How fast to replay: `Max`, or a multiple of the recorded pacing.
     pub speed: Speed,
     /// First record replayed (inclusive); `None` = the oldest.
     pub from: Option<Position>,
     /// Stop before the first record at or past this position (exclusive); `None` = the end of the journal.
     pub to: Option<Position>,
+    /// Whether frames keep their original publisher identity (default) or are restamped per shard.
     pub identity: Identity,
     /// With [`Identity::Restamp`], shard `i` publishes as `publisher_id_base + i`.
     pub publisher_id_base: u32,
+    /// Send high-water mark of each shard's XPUB, in messages per subscriber.
     pub sndhwm: i32,
     /// Block when a subscriber is slow (XPUB_NODROP) instead of dropping like a live PUB would.
     pub lossless: bool,
@@ -68,6 +71,7 @@ pub struct ReplayOptions {
     pub heartbeat_interval: Duration,
     /// At the end of the journal keep waiting for new records (tail a journal being recorded).
     pub follow: bool,
+    /// How often the progress callback runs (checked every 256 records and while idle).
     pub progress_every: Duration,
 }
 
@@ -95,6 +99,7 @@ impl Default for ReplayOptions {
 pub struct ReplayStats {
     /// Records published (data, gap notices and cached values; not heartbeats).
     pub sent: u64,
+    /// Frame bytes published (heartbeats not included).
     pub bytes: u64,
     /// Gap notices re-published (sequences the journal lacks, for the subscriber to count as recorded gaps).
     pub gap_notices: u64,
@@ -104,6 +109,7 @@ pub struct ReplayStats {
     pub publishers: u64,
     /// Per shard, records published.
     pub per_shard: Vec<u64>,
+    /// Heartbeats the replay sent itself (while idle and at the end of a run).
     pub heartbeats_sent: u64,
     /// Recorded heartbeats of the original publishers (not replayed: the replay sends its own).
     pub skipped_heartbeats: u64,
@@ -113,14 +119,19 @@ pub struct ReplayStats {
     pub skipped_invalid: u64,
     /// Times the journal writer overwrote records before the replay read them (ring being recorded meanwhile).
     pub lapped: u64,
+    /// Journal sequence of the first record published (`None`: nothing published).
     pub first_seq: Option<u64>,
+    /// Journal sequence of the last record published.
     pub last_seq: Option<u64>,
+    /// Capture time of the first record published, ns since the Unix epoch.
     pub first_capture_ns: Option<u64>,
+    /// Capture time of the last record published, ns since the Unix epoch.
     pub last_capture_ns: Option<u64>,
     /// Sequence the journal writer will assign next (progress denominator), as of the last progress call.
     pub end_seq: u64,
     /// Worst lateness against the paced schedule.
     pub max_late_ns: u64,
+    /// Time since the run started.
     pub elapsed: Duration,
     /// Subscriptions seen on each shard (XPUB), at the end.
     pub subscriptions: Vec<u64>,
@@ -130,6 +141,7 @@ pub struct ReplayStats {
 }
 
 impl ReplayStats {
+    /// Records published per second of `elapsed` (0 before any time has passed).
     pub fn rate(&self) -> f64 {
         let s = self.elapsed.as_secs_f64();
         if s > 0.0 {
