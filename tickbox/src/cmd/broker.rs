@@ -10,7 +10,7 @@ use tickbox_majordomo::{run_broker, run_broker_pair, BrokerStats, PairOptions};
 use crate::config::TickboxConfig;
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// Endpoint the broker ROUTER binds; clients and workers connect here. `tcp://127.0.0.1:*` picks a port
     /// (the bound endpoint is printed on stdout).
     #[arg(long, default_value = "tcp://*:5555")]
@@ -49,7 +49,7 @@ fn summary(stats: &BrokerStats) {
     );
 }
 
-pub fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     let mut cfg = config.broker.clone();
     if let Some(ms) = args.heartbeat_ms {
         cfg.heartbeat_interval = std::time::Duration::from_millis(ms).into();

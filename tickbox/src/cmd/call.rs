@@ -10,7 +10,7 @@ use crate::config::TickboxConfig;
 use crate::exit_code;
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// Broker endpoint; repeat for a primary/backup pair (tried in turn after each timeout).
     #[arg(long, required = true)]
     broker: Vec<String>,
@@ -36,7 +36,7 @@ fn render(frame: &[u8]) -> String {
     }
 }
 
-pub fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     let ctx = zmq::Context::new();
     let cfg = ClientConfig {
         timeout: std::time::Duration::from_millis(args.timeout_ms).into(),

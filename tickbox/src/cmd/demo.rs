@@ -16,13 +16,13 @@ use crate::config::TickboxConfig;
 use tickbox_subscriber::standard_worker;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Transport {
+pub(crate) enum Transport {
     Inproc,
     Tcp,
 }
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// How long the feed publishes.
     #[arg(long, default_value = "10s", value_name = "D")]
     pub duration: HumanDuration,
@@ -62,7 +62,7 @@ pub struct Args {
     pub baseline_duration: HumanDuration,
 }
 
-pub fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     if args.shards == 0 || args.workers == 0 {
         anyhow::bail!("--shards and --workers must be at least 1");
     }

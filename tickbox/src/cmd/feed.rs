@@ -35,7 +35,7 @@ fn feed_status(feed: &tickbox_feed::FeedHandle) -> serde_json::Value {
 
 /// Command-line overrides of the `[feed]` config section.
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// Endpoints to bind, one publisher shard per endpoint (e.g. `tcp://*:5556,tcp://*:5557`).
     /// Default: the config's shards, else one shard on `tcp://127.0.0.1:*`.
     #[arg(
@@ -133,7 +133,7 @@ fn report_json(report: &tickbox_feed::FeedReport) -> serde_json::Value {
     })
 }
 
-pub fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     let broker = args.broker.clone();
     let json = args.json;
     let feed_config = apply(args, config.feed.clone())?;

@@ -18,7 +18,7 @@ enum Fsync {
 }
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// Majordomo broker endpoint to register with.
     #[arg(long)]
     broker: String,
@@ -36,7 +36,7 @@ pub struct Args {
     scan_ms: Option<u64>,
 }
 
-pub fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     let mut cfg = config.titanic.clone();
     if let Some(f) = args.fsync {
         cfg.fsync = match f {
