@@ -22,12 +22,22 @@
 //! **Why existing subscribers are not harmed.** A message sent on an XPUB reaches every subscriber whose
 //! subscription matches, so existing subscribers also receive the burst meant for the newcomer. We accept that
 //! instead of a separate snapshot channel, because it keeps the subscriber side a plain SUB socket, and the burst
-//! is harmless by construction: every copy carries `CACHED` and its original publisher id, sequence and origin
-//! time. The gap detector and the Suicidal Snail skip `CACHED` frames (they are old by design and their
+//! is harmless to their state by construction: every copy carries `CACHED` and its original publisher id,
+//! sequence and origin time. The gap detector and the Suicidal Snail skip `CACHED` frames (they are old by design and their
 //! sequences are not part of the live stream), so no false gap and no false lateness; statistics count them
 //! apart from live messages; and a last-value consumer applies a cached value only under [`supersedes`], which
 //! never lets it replace a value that is as new or newer. The cost is bandwidth: a subscribe to `""` sends the
-//! whole cache to every subscriber matching each key.
+//! whole cache to every subscriber matching each key, and a peer repeating a short subscription could make the
+//! proxy send the cache again and again to everyone. That is bounded (see **Hostile peers**), not prevented.
+//!
+//! **Why the burst cannot go to the newcomer alone.** libzmq 4.3.4 (bundled) accepts `ZMQ_XPUB_MANUAL_LAST_VALUE`
+//! (option 98) even though it is a DRAFT option, but it restricts only the *first* send after a received
+//! subscription to the subscriber that sent it (libzmq clears its "last pipe" on that send); every later send
+//! goes to all matching subscribers again (`tests/hostile.rs` shows it). That serves one exact topic, not a
+//! prefix's burst. Manual mode also makes the proxy apply every subscription itself, pairing each one with the
+//! pipe libzmq queued for it, and libzmq queues a pipe only for subscription frames: a peer that sends a plain
+//! data frame shifts that pairing, so another subscriber's subscription would be applied to the attacker's
+//! connection and the victim would receive nothing. We therefore keep the plain verbose XPUB and bound the damage.
 //!
 //! **A late joiner never applies a cached value over a newer live one.** The proxy is one thread: it updates the
 //! cache before forwarding, so a cached value is the newest the proxy had when it sent it, and every live message
@@ -47,6 +57,30 @@
 //! the least recently updated key or is refused ([`Overflow`]), counted either way; live forwarding is never
 //! affected. `upstream_hwm`, `downstream_hwm`, `tap_hwm` bound the queues. Updating an existing key copies into
 //! its existing buffer, so the steady state does not allocate.
+//!
+//! **Hostile peers.** Nothing a subscriber, tap consumer or publisher sends can crash the proxy or grow it without
+//! bound:
+//! - a subscription longer than `max_subscription_bytes` (default 1 KiB) is refused before it reaches libzmq's
+//!   XSUB trie (which recurses once per byte: a 32 KiB prefix overflowed the stack), gets no cached values and is
+//!   counted (`subscriptions_refused`); anything more than twice as long is cut off by libzmq itself
+//!   (`ZMQ_MAXMSGSIZE` on the XPUB and the tap disconnects the peer), so libzmq stores no long subscription;
+//! - publishers' frames are bounded by `max_message_bytes` (`ZMQ_MAXMSGSIZE` on the XSUB);
+//! - prefixes forwarded upstream are bounded by `max_downstream_prefixes` and `max_downstream_prefix_bytes`
+//!   (`prefixes_refused`); prefixes covered by `cache_prefixes` are never forwarded, so with the default `[""]`
+//!   nothing is;
+//! - cached bursts are bounded per subscription event (`max_cached_per_subscription`) and per second over all
+//!   events (`cached_per_second`), counted in `cached_bursts_capped`; a flood of subscriptions therefore costs
+//!   bystanders at most `cached_per_second` extra cached copies a second, at the price that a late joiner arriving
+//!   during such a flood (or asking for more than the cap) gets a partial snapshot and fills in from live traffic;
+//! - the cache's hash is keyed per process (SipHash), so topics cannot be crafted to collide; the cache itself is
+//!   bounded as below;
+//! - each poll wake-up handles at most `batch` subscription events, so a subscription flood delays live traffic by
+//!   one batch at most.
+//!
+//! Not bounded by the proxy: how many subscriptions one connection holds inside libzmq. The XPUB stores every
+//! subscription (each at most ~2 × `max_subscription_bytes`, around 32 bytes of trie per byte) before the proxy
+//! sees it, and a bound XPUB cannot disconnect one peer. Deployments exposed to untrusted subscribers should
+//! authenticate them (ZAP/CURVE) or keep `max_subscription_bytes` small.
 //!
 //! **Slow subscribers.** `slow_subscriber = "drop"` (default): libzmq drops for that subscriber alone when its
 //! queue is full; the proxy cannot see these drops, the subscriber's gap detector does. `"block"`: the XPUB
