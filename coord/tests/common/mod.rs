@@ -7,13 +7,13 @@ use tickbox_coord::testing::ZkServer;
 use tickbox_coord::{Coord, CoordOptions};
 
 /// Session timeout used by tests (the test server allows 0.5 s to 5 s).
-pub const SESSION: Duration = Duration::from_secs(2);
+pub(crate) const SESSION: Duration = Duration::from_secs(2);
 
 /// The longest session the test server allows (20 ticks): for tests that restart the server.
-pub const LONG_SESSION: Duration = Duration::from_secs(5);
+pub(crate) const LONG_SESSION: Duration = Duration::from_secs(5);
 
 /// Starts a server for `test`, or prints why it cannot and returns `None`.
-pub fn server(test: &str) -> Option<ZkServer> {
+pub(crate) fn server(test: &str) -> Option<ZkServer> {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_test_writer()
@@ -22,12 +22,12 @@ pub fn server(test: &str) -> Option<ZkServer> {
 }
 
 /// A new session (each call is a distinct client).
-pub fn connect(zk: &ZkServer) -> Coord {
+pub(crate) fn connect(zk: &ZkServer) -> Coord {
     connect_timeout(zk, SESSION)
 }
 
 /// A new session with an explicit timeout.
-pub fn connect_timeout(zk: &ZkServer, session_timeout: Duration) -> Coord {
+pub(crate) fn connect_timeout(zk: &ZkServer, session_timeout: Duration) -> Coord {
     Coord::connect_with(
         &zk.connect_string(),
         &CoordOptions {
@@ -40,12 +40,12 @@ pub fn connect_timeout(zk: &ZkServer, session_timeout: Duration) -> Coord {
 
 /// Makes sure every notification the server sent this session before now has been delivered: ZooKeeper
 /// delivers a session's watch events before the reply to a later request on that session.
-pub fn drain_notifications(c: &Coord) {
+pub(crate) fn drain_notifications(c: &Coord) {
     c.block_on(c.client().sync("/")).expect("sync");
 }
 
 /// Median and 99th percentile of samples (sorted in place), in microseconds.
-pub fn median_p99(samples: &mut [Duration]) -> (f64, f64) {
+pub(crate) fn median_p99(samples: &mut [Duration]) -> (f64, f64) {
     samples.sort();
     let at =
         |q: f64| samples[((samples.len() as f64 - 1.0) * q).round() as usize].as_secs_f64() * 1e6;
