@@ -14,7 +14,7 @@ use crossbeam_channel::{Receiver, Sender};
 
 use crate::engine::client::{Change, ClientAction, ClientConfig, ClientEngine};
 use crate::io::send_icanhaz;
-use crate::msg::{check_subtree, KvMsg, HUGZ};
+use crate::msg::{check_subtree, KvMsg, HUGZ, NOPE};
 use crate::server_loop::ServerEndpoints;
 use crate::CloneError;
 use tickbox_zmqx::socket::poll_ms;
@@ -192,7 +192,8 @@ impl CloneClient {
             .collect())
     }
 
-    /// Sets `key` and waits until the server has published it (the update is then acknowledged: it is in the
+    /// Sets `key` and waits until the server has published it. Fails with [`CloneError::Refused`] when the
+    /// server answers with a `NOPE` notice (key, value or budget limits; see the crate docs) (the update is then acknowledged: it is in the
     /// active server's map and survives a failover). Returns the server sequence. `ttl` makes the server delete
     /// the key when it is not refreshed in time.
     pub fn set(&self, key: &str, value: &[u8], ttl: Option<Duration>) -> Result<u64, CloneError> {
@@ -231,6 +232,11 @@ impl CloneClient {
                 .and_then(|f| <[u8; 8]>::try_from(f.as_slice()).ok())
                 .map(u64::from_be_bytes)
                 .unwrap_or(0)),
+            Some(b"REFUSED") => Err(CloneError::Refused(
+                r.get(2)
+                    .map(|f| String::from_utf8_lossy(f).into_owned())
+                    .unwrap_or_default(),
+            )),
             _ => Err(CloneError::Timeout),
         }
     }
@@ -309,6 +315,11 @@ impl Drop for CloneClient {
     }
 }
 
+/// Linger of the agent's network sockets. Never 0: libzmq 4.3.4 aborts when a pipe is dropped at once while its
+/// session is part-way through a multipart message and the connection fails (see `server_loop`'s module docs).
+/// Short, so dropping a client stays prompt.
+const CLOSE_LINGER_MS: i32 = 100;
+
 struct Awaiting {
     id: [u8; 8],
     msg: KvMsg,
@@ -356,16 +367,18 @@ impl Agent<'_> {
         self.dealer = None;
         let eps = &self.servers[index];
         let sub = self.ctx.socket(zmq::SUB)?;
-        sub.set_linger(0)?;
+        sub.set_linger(CLOSE_LINGER_MS)?;
         sub.set_rcvhwm(self.config.hwm)?;
         let subtree = self.engine.subtree();
         sub.set_subscribe(subtree.as_bytes())?;
         if !subtree.is_empty() {
             sub.set_subscribe(HUGZ.as_bytes())?;
+            sub.set_subscribe(NOPE.as_bytes())?;
         }
         sub.connect(&eps.publisher)?;
         let dealer = self.ctx.socket(zmq::DEALER)?;
-        dealer.set_linger(0)?;
+        // ICANHAZ is two frames: see CLOSE_LINGER_MS.
+        dealer.set_linger(CLOSE_LINGER_MS)?;
         dealer.set_rcvhwm(0)?;
         dealer.connect(&eps.snapshot)?;
         self.sub = Some(sub);
@@ -592,6 +605,15 @@ impl Agent<'_> {
     }
 }
 
+/// A `NOPE` notice: fail the waiting set it names (others' notices match nothing here).
+fn refused(awaiting: &mut HashMap<[u8; 16], Awaiting>, notice: &KvMsg, pipe: &zmq::Socket) {
+    let Some(uuid) = notice.uuid else { return };
+    if let Some(a) = awaiting.remove(&uuid) {
+        let reason = notice.prop("reason").unwrap_or("unspecified").to_owned();
+        let _ = pipe.send_multipart([&b"REFUSED"[..], &a.id, reason.as_bytes()], zmq::DONTWAIT);
+    }
+}
+
 fn agent(
     ctx: &zmq::Context,
     pipe_addr: &str,
@@ -684,7 +706,12 @@ fn agent(
                 for _ in 0..4096 {
                     match s.recv_multipart(zmq::DONTWAIT) {
                         Ok(parts) => match KvMsg::decode(&parts) {
-                            Ok(msg) => a.engine.on_update(msg, now, &mut changes),
+                            Ok(msg) => {
+                                if msg.key == NOPE {
+                                    refused(&mut a.awaiting, &msg, &pipe);
+                                }
+                                a.engine.on_update(msg, now, &mut changes)
+                            }
                             Err(err) => {
                                 a.malformed += 1;
                                 tracing::warn!("clone agent: dropped malformed update: {err}");

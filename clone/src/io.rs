@@ -6,10 +6,25 @@ use crate::msg::{KvMsg, ICANHAZ};
 impl KvMsg {
     /// Sends the five frames, optionally after a routing identity.
     pub fn send(&self, socket: &zmq::Socket, identity: Option<&[u8]>) -> zmq::Result<()> {
-        if let Some(id) = identity {
-            socket.send(id, zmq::SNDMORE)?;
+        self.send_with(socket, identity, 0)
+    }
+
+    /// [`Self::send`] with extra flags on the first frame only (e.g. `DONTWAIT`). On a ROUTER with
+    /// `ZMQ_ROUTER_MANDATORY` a full or vanished peer is reported on that first frame, so a message is either sent
+    /// whole or not started: never left half-written.
+    pub fn send_with(
+        &self,
+        socket: &zmq::Socket,
+        identity: Option<&[u8]>,
+        first_flags: i32,
+    ) -> zmq::Result<()> {
+        match identity {
+            Some(id) => {
+                socket.send(id, zmq::SNDMORE | first_flags)?;
+                socket.send(self.key.as_bytes(), zmq::SNDMORE)?;
+            }
+            None => socket.send(self.key.as_bytes(), zmq::SNDMORE | first_flags)?,
         }
-        socket.send(self.key.as_bytes(), zmq::SNDMORE)?;
         socket.send(&self.seq.to_be_bytes()[..], zmq::SNDMORE)?;
         match &self.uuid {
             Some(u) => socket.send(&u[..], zmq::SNDMORE)?,

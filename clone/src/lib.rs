@@ -13,6 +13,29 @@
 //!   pipe.
 //! * [`recipes`] — membership leases under `/members/...` and config watching under `/config/...`.
 //! * [`store`] — optional persistence (snapshot + CRC-checked append-only log).
+//!
+//! ## Refusals (a tickbox extension of CHP)
+//!
+//! CHP has no way for the server to reject a KVSET: a refused update simply never appears on the stream, which
+//! a writer cannot tell from a dead server. When the tickbox server refuses a KVSET that carries a UUID (key or
+//! value or properties too long, reserved key, key or byte budget full), it publishes a **`NOPE` notice** on the
+//! update publisher: `["NOPE"][current seq][uuid of the refused update][reason=CODE\n][CODE]`, with the reason
+//! codes of [`engine::server::DropReason::code`] (`key-too-long`, `value-too-large`, `props-too-long`,
+//! `too-many-keys`, `too-many-bytes`, `reserved-key`). The sequence is the server's current one and is not
+//! incremented, as for HUGZ, so a Guide client (which only applies sequences above its own, and which with a
+//! subtree does not even receive the key) ignores it; the tickbox client subscribes to `NOPE` and fails the
+//! waiting [`CloneClient::set`] with [`CloneError::Refused`]. Notices are rate-limited
+//! ([`ServerConfig::refusal_notices_per_sec`]); a suppressed one is normally answered when the client resends.
+//! See [`ServerConfig`] for the budget policy that decides which sets are refused.
+//!
+//! ## Bounds on what peers can make the server hold
+//!
+//! * the map: two budgets of keys and bytes ([`ServerConfig`]), refusals answered as above;
+//! * snapshots: per-requester send queue (`snapshot_hwm`, with `ZMQ_ROUTER_MANDATORY`), snapshots in flight
+//!   (`max_snapshots_in_flight`, `max_snapshots_per_peer`) and a stall timeout; refusals counted;
+//! * frames: `ZMQ_MAXMSGSIZE` on every bound socket — ROUTER and XPUB get `control_max_frame`, the collector the
+//!   largest accepted key/value/properties frame; subscriptions above `max_subscription_len` are refused;
+//! * logs: warnings a peer can trigger repeatedly are rate-limited, with the suppressed count in the next line.
 
 pub mod client;
 pub mod engine;
@@ -55,6 +78,9 @@ pub enum CloneError {
     /// An acknowledged set of a key the client does not subscribe to: the echo that acknowledges it never arrives.
     #[error("key {0:?} is outside this client's subtree, so its update cannot be acknowledged")]
     OutsideSubtree(String),
+    /// The server refused the update and said why; the text is the reason code (see the crate docs on `NOPE`).
+    #[error("refused by the server: {0}")]
+    Refused(String),
     /// The snapshot file is damaged (short header, bad magic or a bad record); a torn log tail is cut off instead.
     #[error("store corrupt: {0}")]
     Corrupt(String),

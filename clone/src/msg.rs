@@ -8,6 +8,14 @@ pub const ICANHAZ: &[u8] = b"ICANHAZ?";
 pub const KTHXBAI: &str = "KTHXBAI";
 /// Key of the server heartbeat.
 pub const HUGZ: &str = "HUGZ";
+/// Key of a refusal notice: the server publishes `["NOPE"][seq][uuid][reason=CODE\n][CODE]` on its update
+/// publisher when it refuses a KVSET, where `uuid` is the refused update's UUID, `seq` the server's *current*
+/// sequence (not incremented, exactly like HUGZ) and `CODE` one of
+/// [`DropReason::code`](crate::engine::server::DropReason::code). A Guide client either does not subscribe to it
+/// (subtree clients) or ignores it because its sequence is not above what it already has, so the notice is
+/// invisible to plain CHP clients; the tickbox client subscribes to it and fails the matching `set` with
+/// [`CloneError::Refused`](crate::CloneError::Refused). The key is reserved: a KVSET of `NOPE` is refused.
+pub const NOPE: &str = "NOPE";
 
 /// A frame or field that could not be decoded. Every one of these is counted and logged by the caller.
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]

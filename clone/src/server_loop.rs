@@ -1,5 +1,15 @@
 //! The Clone server's socket loop: one thread owning the ROUTER (snapshot, P), PUB (updates, P+1), SUB
 //! (collector, P+2), and in a Binary Star pair the state sockets plus a SUB/DEALER towards the peer.
+//!
+//! **Why the sockets never close with zero linger.** libzmq 4.3.4 aborts the process
+//! (`Resource temporarily unavailable (session_base.cpp:260)`) when a session that has handed part of a
+//! multipart message to its TCP engine is told to drop its pipe at once (linger 0, or linger expiry) and the
+//! connection then fails before the pipe is gone: `clean_pipes` expects the rest of the message to be readable
+//! and asserts. CHP messages are five frames and a teardown with many watchers is exactly "many sessions mid
+//! message while peers hang up". With a positive linger the pipe is terminated *with delay*, stays readable,
+//! and the rest of the message is discarded cleanly; so every socket here is closed with
+//! [`ServerConfig::close_linger`] (bounded, so a stop stays prompt). Snapshots are sent with `DONTWAIT` on
+//! the identity frame of a `ZMQ_ROUTER_MANDATORY` ROUTER, so a message is never abandoned half-written either.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
@@ -15,6 +25,7 @@ use tickbox_bstar::{
 use crate::engine::server::{KvsetOutcome, ServerConfig, ServerEngine};
 use crate::io::send_icanhaz;
 use crate::msg::{decode_icanhaz, KvMsg, KTHXBAI};
+use crate::msg::{HUGZ, NOPE};
 use crate::store::Store;
 use crate::CloneError;
 use tickbox_zmqx::socket::{last_endpoint, poll_ms_until};
@@ -37,18 +48,20 @@ impl ServerEndpoints {
         let rest = base.strip_prefix("tcp://").ok_or_else(bad)?;
         let (host, port) = rest.rsplit_once(':').ok_or_else(bad)?;
         let port: u16 = port.parse().map_err(|_| bad())?;
-        if host.is_empty() || port == 0 || port > u16::MAX - 2 {
+        if host.is_empty() || port == 0 {
             return Err(bad());
         }
+        check_base_port(port)?;
         Ok(Self::from_host_port(host, port))
     }
 
-    /// The triple `tcp://host:port`, `port + 1`, `port + 2`; `port` must be at most `u16::MAX - 2`.
+    /// The triple `tcp://host:port`, `port + 1`, `port + 2`; `port` must be at most [`MAX_BASE_PORT`] (checked
+    /// by [`check_base_port`]); a larger one saturates rather than wrapping round to a low port.
     pub fn from_host_port(host: &str, port: u16) -> Self {
         ServerEndpoints {
             snapshot: format!("tcp://{host}:{port}"),
-            publisher: format!("tcp://{host}:{}", port + 1),
-            collector: format!("tcp://{host}:{}", port + 2),
+            publisher: format!("tcp://{host}:{}", port.saturating_add(1)),
+            collector: format!("tcp://{host}:{}", port.saturating_add(2)),
         }
     }
 
@@ -60,6 +73,20 @@ impl ServerEndpoints {
             .map(Self::from_base)
             .collect()
     }
+}
+
+/// The highest base port: the server also uses P+1 and P+2, which must be valid ports too.
+pub const MAX_BASE_PORT: u16 = u16::MAX - 2;
+
+/// Fails with a clear [`CloneError::BadEndpoint`] when `port + 2` would not be a port (it would wrap round to a
+/// low port, or overflow).
+pub fn check_base_port(port: u16) -> Result<(), CloneError> {
+    if port > MAX_BASE_PORT {
+        return Err(CloneError::BadEndpoint(format!(
+            "base port {port}: the server uses P, P+1 and P+2, so P must be at most {MAX_BASE_PORT}"
+        )));
+    }
+    Ok(())
 }
 
 /// How the server binds its three sockets.
@@ -120,6 +147,25 @@ pub struct SharedStats {
     pub rejected_votes: AtomicU64,
     /// Snapshots (KTHXBAI-terminated replies to ICANHAZ) sent so far.
     pub snapshots_served: AtomicU64,
+    /// ICANHAZ refused because too many snapshots were in flight (overall or for that requester).
+    pub snapshots_refused: AtomicU64,
+    /// Snapshots abandoned before KTHXBAI: the requester vanished, stalled past `snapshot_stall`, or the server
+    /// stopped serving.
+    pub snapshots_truncated: AtomicU64,
+    /// Snapshots being streamed now.
+    pub snapshots_in_flight: AtomicU64,
+    /// `NOPE` refusal notices published.
+    pub refusal_notices: AtomicU64,
+    /// Refusals not answered because of `refusal_notices_per_sec`.
+    pub refusal_notices_suppressed: AtomicU64,
+    /// Warning lines not logged because of rate limiting (all kinds together).
+    pub log_suppressed: AtomicU64,
+    /// Bytes charged to the general budget now (see [`ServerConfig::max_bytes`]).
+    pub bytes: AtomicU64,
+    /// Keys under the reserved prefixes now.
+    pub reserved_keys: AtomicU64,
+    /// Bytes charged to the reserved-prefix budget now.
+    pub reserved_bytes: AtomicU64,
     /// Client updates held on the pending list now.
     pub pending: AtomicU64,
 }
@@ -197,8 +243,9 @@ impl CloneServer {
         self.thread.as_ref().is_some_and(|t| !t.is_finished())
     }
 
-    /// Stops the thread (sockets closed with zero linger, like a crash as far as peers can tell) and returns the
-    /// loop's result, e.g. [`BstarError::DualActive`].
+    /// Stops the thread (sockets closed with the short [`ServerConfig::close_linger`]: nothing new is sent,
+    /// only messages already being written finish) and returns the loop's result, e.g.
+    /// [`BstarError::DualActive`].
     pub fn stop(mut self) -> Result<(), CloneError> {
         self.shutdown()
     }
@@ -239,9 +286,15 @@ pub fn run_blocking(
     })
 }
 
-fn socket(ctx: &zmq::Context, kind: zmq::SocketType) -> Result<zmq::Socket, CloneError> {
+fn socket(
+    ctx: &zmq::Context,
+    kind: zmq::SocketType,
+    config: &ServerConfig,
+) -> Result<zmq::Socket, CloneError> {
     let s = ctx.socket(kind)?;
-    s.set_linger(0)?;
+    // Never 0: see the module docs (libzmq's clean_pipes abort).
+    let linger = i32::try_from(config.close_linger().as_millis()).unwrap_or(i32::MAX);
+    s.set_linger(linger)?;
     Ok(s)
 }
 
@@ -255,13 +308,18 @@ struct Bound {
 
 fn bind(ctx: &zmq::Context, bind: &ServerBind, config: &ServerConfig) -> Result<Bound, CloneError> {
     let make = || -> Result<(zmq::Socket, zmq::Socket, zmq::Socket), CloneError> {
-        let router = socket(ctx, zmq::ROUTER)?;
-        // Snapshots are sent in one go; an unlimited queue means none is silently truncated at the HWM.
-        router.set_sndhwm(0)?;
-        let publisher = socket(ctx, zmq::PUB)?;
+        let router = socket(ctx, zmq::ROUTER, config)?;
+        // A bounded queue per requester, and EAGAIN/EHOSTUNREACH instead of silent drops: a snapshot to a
+        // slow reader pauses (see SnapshotJob) rather than queueing the whole map in memory.
+        router.set_sndhwm(config.snapshot_hwm.max(1))?;
+        router.set_router_mandatory(true)?;
+        router.set_maxmsgsize(config.router_max_frame())?;
+        let publisher = socket(ctx, zmq::PUB, config)?;
         publisher.set_sndhwm(config.pub_hwm)?;
-        let collector = socket(ctx, zmq::SUB)?;
+        publisher.set_maxmsgsize(config.publisher_max_frame())?;
+        let collector = socket(ctx, zmq::SUB, config)?;
         collector.set_rcvhwm(config.pub_hwm)?;
+        collector.set_maxmsgsize(config.collector_max_frame())?;
         collector.set_subscribe(b"")?;
         Ok((router, publisher, collector))
     };
@@ -290,13 +348,14 @@ fn bind(ctx: &zmq::Context, bind: &ServerBind, config: &ServerConfig) -> Result<
             } else {
                 interface.as_str()
             };
+            check_base_port(*port)?;
             for _attempt in 0..64 {
                 let (router, publisher, collector) = make()?;
                 let p = if *port == 0 {
                     router.bind(&format!("tcp://{iface}:*"))?;
                     let ep = last_endpoint(&router)?;
                     match ep.rsplit_once(':').and_then(|(_, p)| p.parse::<u16>().ok()) {
-                        Some(p) if p < u16::MAX - 2 => p,
+                        Some(p) if p <= MAX_BASE_PORT => p,
                         _ => continue,
                     }
                 } else {
@@ -327,6 +386,157 @@ fn bind(ctx: &zmq::Context, bind: &ServerBind, config: &ServerConfig) -> Result<
             Err(CloneError::BadEndpoint(
                 "no free consecutive port triple found".into(),
             ))
+        }
+    }
+}
+
+/// A warning a peer can trigger at will: at most one line per second, the next line says how many were skipped.
+#[derive(Debug)]
+struct RateLog {
+    next: Option<Instant>,
+    suppressed: u64,
+}
+
+impl RateLog {
+    const fn new() -> Self {
+        RateLog {
+            next: None,
+            suppressed: 0,
+        }
+    }
+
+    /// `Some(skipped since the last line)` when a line may be logged now; counts it in `total` otherwise.
+    fn allow(&mut self, now: Instant, total: &mut u64) -> Option<u64> {
+        if self.next.is_some_and(|n| now < n) {
+            self.suppressed += 1;
+            *total += 1;
+            return None;
+        }
+        self.next = Some(now + Duration::from_secs(1));
+        Some(std::mem::take(&mut self.suppressed))
+    }
+}
+
+/// The rate-limited warnings of the loop, and their common suppressed count.
+#[derive(Debug)]
+struct Logs {
+    malformed_request: RateLog,
+    malformed_kvset: RateLog,
+    malformed_peer: RateLog,
+    snapshot: RateLog,
+    refused: RateLog,
+    suppressed: u64,
+}
+
+impl Logs {
+    fn new() -> Self {
+        Logs {
+            malformed_request: RateLog::new(),
+            malformed_kvset: RateLog::new(),
+            malformed_peer: RateLog::new(),
+            snapshot: RateLog::new(),
+            refused: RateLog::new(),
+            suppressed: 0,
+        }
+    }
+}
+
+macro_rules! warn_limited {
+    ($logs:expr, $which:ident, $now:expr, $($arg:tt)+) => {{
+        let logs: &mut Logs = $logs;
+        if let Some(skipped) = logs.$which.allow($now, &mut logs.suppressed) {
+            tracing::warn!(suppressed_since_last = skipped, $($arg)+);
+        }
+    }};
+}
+
+/// One snapshot being streamed to one requester, a slice per loop turn, so a slow reader only ever holds its
+/// bounded ROUTER queue. KTHXBAI carries the sequence at the *start*: every update after it is on the stream the
+/// client buffered before asking, and applying those over the later-read entries converges to the same map.
+#[derive(Debug)]
+struct SnapshotJob {
+    identity: Vec<u8>,
+    subtree: String,
+    /// Last key sent; the next slice starts after it.
+    after: Option<String>,
+    seq: u64,
+    last_progress: Instant,
+}
+
+/// Messages per job per loop turn: keeps HUGZ, Binary Star and the collector going during a huge snapshot.
+const SNAPSHOT_SLICE: usize = 1024;
+
+enum JobStep {
+    /// Sent a slice; more to come.
+    Progress,
+    /// The requester's queue is full: try again next turn.
+    Blocked,
+    /// KTHXBAI sent.
+    Done,
+    /// The requester is gone (or sending failed): abandon.
+    Gone,
+}
+
+fn step_snapshot(
+    router: &zmq::Socket,
+    engine: &ServerEngine,
+    job: &mut SnapshotJob,
+    now: Instant,
+) -> JobStep {
+    let slice: Vec<KvMsg> = engine
+        .snapshot_after(&job.subtree, job.after.as_deref())
+        .take(SNAPSHOT_SLICE)
+        .cloned()
+        .collect();
+    let complete = slice.len() < SNAPSHOT_SLICE;
+    let mut sent_any = false;
+    for m in slice {
+        match m.send_with(router, Some(&job.identity), zmq::DONTWAIT) {
+            Ok(()) => {
+                sent_any = true;
+                job.last_progress = now;
+                job.after = Some(m.key);
+            }
+            Err(zmq::Error::EAGAIN) => {
+                return if sent_any {
+                    JobStep::Progress
+                } else {
+                    JobStep::Blocked
+                }
+            }
+            Err(_) => return JobStep::Gone,
+        }
+    }
+    if !complete {
+        return JobStep::Progress;
+    }
+    let kthxbai = KvMsg::new(KTHXBAI, job.seq, job.subtree.as_bytes().to_vec());
+    match kthxbai.send_with(router, Some(&job.identity), zmq::DONTWAIT) {
+        Ok(()) => JobStep::Done,
+        Err(zmq::Error::EAGAIN) if sent_any => JobStep::Progress,
+        Err(zmq::Error::EAGAIN) => JobStep::Blocked,
+        Err(_) => JobStep::Gone,
+    }
+}
+
+/// Allows at most `per_sec` refusal notices in each one-second window.
+#[derive(Debug)]
+struct NoticeBudget {
+    window: Instant,
+    used: u32,
+}
+
+impl NoticeBudget {
+    fn take(&mut self, now: Instant, per_sec: u32) -> bool {
+        if now >= self.window + Duration::from_secs(1) {
+            self.window = now;
+            self.used = 0;
+        }
+        if self.used < per_sec {
+            self.used += 1;
+            true
+        } else {
+            false
         }
     }
 }
@@ -362,7 +572,7 @@ fn publish(
     msg: &KvMsg,
 ) -> Result<(), CloneError> {
     if let Some(store) = store {
-        if msg.key != crate::msg::HUGZ {
+        if msg.key != HUGZ && msg.key != NOPE {
             store.append(msg)?;
         }
     }
@@ -406,7 +616,7 @@ fn run(
         let ha = match &options.ha {
             Some(ha) => {
                 let node = BstarNode::new(ctx, ha.role, &ha.state, &ha.bstar, now)?;
-                let peer_sub = socket(ctx, zmq::SUB)?;
+                let peer_sub = socket(ctx, zmq::SUB, &options.config)?;
                 peer_sub.set_rcvhwm(options.config.pub_hwm)?;
                 peer_sub.set_subscribe(b"")?;
                 peer_sub.connect(&ha.peer.publisher)?;
@@ -442,9 +652,22 @@ fn run(
     let mut out: Vec<KvMsg> = Vec::with_capacity(BATCH);
     let mut peer_sync: Option<PeerSync> = None;
     let mut peer_seen = false;
+    let config = &options.config;
     let mut malformed = 0u64;
     let mut snapshots = 0u64;
     let mut rejected = 0u64;
+    let mut snapshots_refused = 0u64;
+    let mut snapshots_truncated = 0u64;
+    let mut notices = 0u64;
+    let mut notices_suppressed = 0u64;
+    let mut notice_budget = NoticeBudget {
+        window: Instant::now(),
+        used: 0,
+    };
+    let mut logs = Logs::new();
+    let mut jobs: Vec<SnapshotJob> = Vec::new();
+    // Whether the last pass over the snapshot jobs sent anything: if so, poll without sleeping.
+    let mut jobs_moving = false;
 
     let result = loop {
         if stop.load(Ordering::Relaxed) {
@@ -454,6 +677,15 @@ fn run(
         let mut deadline = engine.next_deadline().min(now + Duration::from_millis(100));
         if let Some((node, _, _)) = &ha {
             deadline = deadline.min(node.engine().next_deadline());
+        }
+        if !jobs.is_empty() {
+            // Blocked jobs wait for their requesters to read; a short poll retries them without spinning.
+            let retry = if jobs_moving {
+                Duration::ZERO
+            } else {
+                Duration::from_millis(5)
+            };
+            deadline = deadline.min(now + retry);
         }
         let timeout = poll_ms_until(deadline, now);
 
@@ -496,6 +728,8 @@ fn run(
                     }
                     Ok(Transition::BecamePassive) => {
                         engine.become_passive();
+                        snapshots_truncated += jobs.len() as u64;
+                        jobs.clear();
                         peer_sync = Some(PeerSync {
                             dealer: None,
                             since: now,
@@ -529,7 +763,12 @@ fn run(
                     Ok(s) => s,
                     Err(err) => {
                         malformed += 1;
-                        tracing::warn!("dropped malformed snapshot request: {err}");
+                        warn_limited!(
+                            &mut logs,
+                            malformed_request,
+                            now,
+                            "dropped malformed snapshot request: {err}"
+                        );
                         continue;
                     }
                 };
@@ -546,51 +785,118 @@ fn run(
                         continue;
                     }
                 }
-                // Publish anything the takeover produced before the snapshot, so KTHXBAI covers it.
+                let mine = jobs
+                    .iter()
+                    .filter(|j| j.identity == identity.as_slice())
+                    .count();
+                if jobs.len() >= config.max_snapshots_in_flight.max(1)
+                    || mine >= config.max_snapshots_per_peer.max(1)
+                {
+                    snapshots_refused += 1;
+                    warn_limited!(
+                        &mut logs,
+                        snapshot,
+                        now,
+                        in_flight = jobs.len(),
+                        for_this_peer = mine,
+                        "refused snapshot request: too many snapshots in flight"
+                    );
+                    continue;
+                }
+                // Publish anything the takeover produced before the snapshot starts, so KTHXBAI covers it.
                 for m in out.drain(..) {
                     if let Err(err) = publish(&publisher, &mut store, &m) {
                         tracing::error!("publish failed: {err}");
                     }
                 }
-                // A large snapshot takes seconds: keep HUGZ and Binary Star heartbeats going meanwhile, or clients
-                // and the passive peer would declare us dead and vote the peer active (split brain).
-                let mut last_beat = Instant::now();
-                let mut send = || -> zmq::Result<()> {
-                    for (i, m) in engine.snapshot(&subtree).enumerate() {
-                        m.send(&router, Some(identity))?;
-                        if i % 4096 == 4095 {
-                            let now = Instant::now();
-                            if now >= last_beat + hugz {
-                                last_beat = now;
-                                let _ = KvMsg::new(crate::msg::HUGZ, engine.sequence(), Vec::new())
-                                    .send(&publisher, None);
-                            }
-                            if let Some((node, _, _)) = &mut ha {
-                                let _ = node.tick(now);
-                            }
+                jobs.push(SnapshotJob {
+                    identity: identity.clone(),
+                    subtree,
+                    after: None,
+                    seq: engine.sequence(),
+                    last_progress: now,
+                });
+            }
+        }
+
+        jobs_moving = false;
+        if !jobs.is_empty() {
+            let stall = config.snapshot_stall.0;
+            let mut i = 0;
+            while i < jobs.len() {
+                let step = step_snapshot(&router, &engine, &mut jobs[i], now);
+                let finished = match step {
+                    JobStep::Progress => {
+                        jobs_moving = true;
+                        false
+                    }
+                    JobStep::Blocked => {
+                        if now.saturating_duration_since(jobs[i].last_progress) >= stall {
+                            snapshots_truncated += 1;
+                            warn_limited!(
+                                &mut logs,
+                                snapshot,
+                                now,
+                                "abandoned a snapshot: requester stopped reading"
+                            );
+                            true
+                        } else {
+                            false
                         }
                     }
-                    engine.kthxbai(&subtree).send(&router, Some(identity))
+                    JobStep::Done => {
+                        snapshots += 1;
+                        true
+                    }
+                    JobStep::Gone => {
+                        snapshots_truncated += 1;
+                        true
+                    }
                 };
-                match send() {
-                    Ok(()) | Err(zmq::Error::EHOSTUNREACH) => snapshots += 1,
-                    Err(err) => tracing::warn!("snapshot send failed: {err}"),
+                if finished {
+                    jobs.swap_remove(i);
+                } else {
+                    i += 1;
                 }
             }
         }
 
         if r_collector {
             let res = drain(&collector, BATCH, |parts| match KvMsg::decode(&parts) {
-                Ok(msg) => match engine.on_kvset(msg, now) {
-                    KvsetOutcome::Published(m) => out.push(m),
-                    KvsetOutcome::Dropped(reason) => {
-                        tracing::debug!(?reason, "dropped client update");
+                Ok(msg) => {
+                    let uuid = msg.uuid;
+                    match engine.on_kvset(msg, now) {
+                        KvsetOutcome::Published(m) => out.push(m),
+                        KvsetOutcome::Dropped(reason) => {
+                            warn_limited!(
+                                &mut logs,
+                                refused,
+                                now,
+                                reason = reason.code(),
+                                "refused client update"
+                            );
+                            if engine.is_serving() {
+                                if let Some(notice) = engine.refusal(uuid, reason) {
+                                    if notice_budget.take(now, config.refusal_notices_per_sec) {
+                                        notices += 1;
+                                        out.push(notice);
+                                    } else {
+                                        notices_suppressed += 1;
+                                    }
+                                }
+                            }
+                        }
+                        KvsetOutcome::Pending | KvsetOutcome::Duplicate => {}
                     }
-                    KvsetOutcome::Pending | KvsetOutcome::Duplicate => {}
-                },
+                }
                 Err(err) => {
                     malformed += 1;
-                    tracing::warn!("dropped malformed KVSET: {err}");
+                    warn_limited!(
+                        &mut logs,
+                        malformed_kvset,
+                        now,
+                        "dropped malformed KVSET: {err}"
+                    );
                 }
             });
             if let Err(err) = res {
@@ -605,7 +911,12 @@ fn run(
                     Ok(msg) => engine.on_peer_kvpub(msg, now),
                     Err(err) => {
                         malformed += 1;
-                        tracing::warn!("dropped malformed peer update: {err}");
+                        warn_limited!(
+                            &mut logs,
+                            malformed_peer,
+                            now,
+                            "dropped malformed peer update: {err}"
+                        );
                     }
                 });
                 if let Err(err) = res {
@@ -628,7 +939,12 @@ fn run(
                     }
                     Err(err) => {
                         malformed += 1;
-                        tracing::warn!("dropped malformed peer snapshot message: {err}");
+                        warn_limited!(
+                            &mut logs,
+                            malformed_peer,
+                            now,
+                            "dropped malformed peer snapshot message: {err}"
+                        );
                     }
                 });
                 if let Err(err) = res {
@@ -652,7 +968,7 @@ fn run(
                 sync.since = now;
             }
             if sync.sent.is_none() && (peer_seen || now >= sync.since + hugz) {
-                let dealer = match socket(ctx, zmq::DEALER).and_then(|d| {
+                let dealer = match socket(ctx, zmq::DEALER, config).and_then(|d| {
                     d.set_rcvhwm(0)?;
                     d.connect(peer_snapshot)?;
                     send_icanhaz(&d, "")?;
@@ -694,15 +1010,29 @@ fn run(
         stats.sequence.store(engine.sequence(), Ordering::Relaxed);
         stats.keys.store(engine.len() as u64, Ordering::Relaxed);
         stats.published.store(s.published, Ordering::Relaxed);
-        stats.dropped.store(
-            s.dropped_key_too_long
-                + s.dropped_value_too_large
-                + s.dropped_too_many_keys
-                + s.dropped_reserved_key
-                + s.dropped_no_uuid_passive
-                + s.pending_overflow,
-            Ordering::Relaxed,
-        );
+        stats
+            .dropped
+            .store(engine.dropped_total(), Ordering::Relaxed);
+        stats
+            .snapshots_refused
+            .store(snapshots_refused, Ordering::Relaxed);
+        stats
+            .snapshots_truncated
+            .store(snapshots_truncated, Ordering::Relaxed);
+        stats
+            .snapshots_in_flight
+            .store(jobs.len() as u64, Ordering::Relaxed);
+        stats.refusal_notices.store(notices, Ordering::Relaxed);
+        stats
+            .refusal_notices_suppressed
+            .store(notices_suppressed, Ordering::Relaxed);
+        stats
+            .log_suppressed
+            .store(logs.suppressed, Ordering::Relaxed);
+        stats.bytes.store(engine.usage().bytes, Ordering::Relaxed);
+        let r = engine.reserved_usage();
+        stats.reserved_keys.store(r.keys, Ordering::Relaxed);
+        stats.reserved_bytes.store(r.bytes, Ordering::Relaxed);
         stats.malformed.store(malformed, Ordering::Relaxed);
         stats.rejected_votes.store(rejected, Ordering::Relaxed);
         stats.snapshots_served.store(snapshots, Ordering::Relaxed);
@@ -716,6 +1046,8 @@ fn run(
     tracing::info!(
         seq = engine.sequence(),
         keys = engine.len(),
+        snapshots_truncated = snapshots_truncated + jobs.len() as u64,
+        log_suppressed = logs.suppressed,
         "clone server stopped"
     );
     result

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use tickbox_units::HumanDuration;
 
-use crate::msg::{KvMsg, HUGZ, KTHXBAI};
+use crate::msg::{KvMsg, HUGZ, KTHXBAI, NOPE};
 
 /// Subtree of the client's "vote" ICANHAZ. A passive Binary Star server stays silent on its PUB until a client
 /// request makes it active, so waiting for the first SUB message before the real ICANHAZ would always cost the full
@@ -293,21 +293,25 @@ impl ClientEngine {
     }
 
     /// A message on the SUB socket of the current server. Changes to the map are appended to `changes`.
+    /// A `NOPE` refusal notice proves the server alive and the subscription live, but is never an update (its
+    /// sequence is the server's current one, and the agent matches it to the refused set by UUID).
     pub fn on_update(&mut self, msg: KvMsg, now: Instant, changes: &mut Vec<Change>) {
         self.expiry = now + self.config.server_ttl();
+        let control = msg.key == HUGZ || msg.key == NOPE;
         match &mut self.phase {
             Phase::Subscribing { buffered, .. } => {
-                if msg.key != HUGZ {
+                if !control {
                     buffered.push(msg);
                 }
                 let buffered = std::mem::take(buffered);
                 self.send_icanhaz(buffered);
             }
             Phase::Syncing { buffered, .. } => {
-                if msg.key != HUGZ {
+                if !control {
                     buffered.push(msg);
                 }
             }
+            Phase::Live if msg.key == NOPE => {}
             Phase::Live => {
                 if msg.key == HUGZ {
                     // HUGZ carries the server's current sequence: with the whole map subscribed, a larger one means
@@ -448,6 +452,16 @@ impl ClientEngine {
             "clone snapshot loaded"
         );
         for update in buffered {
+            // The server streams a snapshot over several turns, so an entry may be newer than buffered updates
+            // of the same key: applying those would show watchers the key going back in time.
+            if self
+                .map
+                .get(&update.key)
+                .is_some_and(|e| e.seq >= update.seq)
+            {
+                self.stats.stale_updates += 1;
+                continue;
+            }
             self.apply(update, changes);
         }
     }

@@ -8,11 +8,25 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use tickbox_units::HumanDuration;
+use tickbox_units::{ByteSize, HumanDuration};
 
-use crate::msg::{KvMsg, HUGZ, KTHXBAI};
+use crate::msg::{KvMsg, HUGZ, KTHXBAI, NOPE};
 
-/// Server limits and timing. Defaults follow the Guide's reference servers.
+/// Bytes charged per stored entry on top of its key, value and properties: the map node, the `String` and `Vec`
+/// headers and the expiry index entry. Keeps a flood of tiny keys from costing far more than `max_bytes` says.
+pub const ENTRY_OVERHEAD: u64 = 96;
+
+/// Server limits and timing. Defaults follow the Guide's reference servers, except the bounds, which are sized so a
+/// default server stays within a few hundred MB whatever its peers send.
+///
+/// **Store budget policy.** Keys under one of [`ServerConfig::reserved_prefixes`] (by default the recipes'
+/// `/config/` and `/members/`) are charged to a separate, smaller budget (`reserved_max_keys`,
+/// `reserved_max_bytes`); every other key is charged to the general budget (`max_keys`, `max_bytes`). A flood of
+/// distinct garbage keys can therefore fill the general budget, but never locks out configuration and membership,
+/// and the flood's keys can still be overwritten with smaller values or deleted (deletes are always accepted). A
+/// set that would overflow its budget is refused, counted and answered with a `NOPE` notice (see [`crate::msg`]);
+/// nothing already stored is evicted, so a refusal never silently destroys someone else's data. Keys with a CHP
+/// `ttl` free their budget when they expire.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct ServerConfig {
@@ -27,8 +41,45 @@ pub struct ServerConfig {
     pub max_key_len: usize,
     /// Largest accepted value, in bytes.
     pub max_value_len: usize,
-    /// Most keys the map may hold; a KVSET that would add one more is dropped.
+    /// Largest accepted `name=value` properties frame, in bytes.
+    pub max_props_len: usize,
+    /// Most keys outside the reserved prefixes; a KVSET that would add one more is refused.
     pub max_keys: usize,
+    /// Most bytes (key + value + properties + [`ENTRY_OVERHEAD`] per entry) outside the reserved prefixes.
+    pub max_bytes: ByteSize,
+    /// Key prefixes with their own budget, so a flood elsewhere cannot lock them out (see the policy above).
+    pub reserved_prefixes: Vec<String>,
+    /// Most keys under the reserved prefixes, all together.
+    pub reserved_max_keys: usize,
+    /// Most bytes under the reserved prefixes, all together (counted like `max_bytes`).
+    pub reserved_max_bytes: ByteSize,
+    /// `ZMQ_MAXMSGSIZE` of the snapshot ROUTER, whose peers only send ICANHAZ (and Binary Star votes): a peer
+    /// that sends a larger frame is disconnected by the ZeroMQ library. The update PUB's limit is derived from
+    /// `max_subscription_len` and the collector's from the largest accepted key, value or properties frame.
+    pub control_max_frame: ByteSize,
+    /// Longest subscription the update PUB accepts, in bytes: its `ZMQ_MAXMSGSIZE` is this plus room for the
+    /// subscribe command, so a subscriber sending a longer one is disconnected by the ZeroMQ library before the subscription
+    /// is stored. No key is longer than `max_key_len`, so a longer prefix could never match anything anyway.
+    pub max_subscription_len: usize,
+    /// Send high-water mark of the snapshot ROUTER, per requester, in messages. With `ZMQ_ROUTER_MANDATORY` a full
+    /// queue pauses that snapshot instead of queueing without bound; worst-case snapshot memory is about
+    /// `max_snapshots_in_flight × snapshot_hwm × (largest entry)`.
+    pub snapshot_hwm: i32,
+    /// Snapshots being streamed at once (all requesters); further ICANHAZ are refused and counted. A client
+    /// whose request is refused fails over after its `server_ttl` and asks again.
+    pub max_snapshots_in_flight: usize,
+    /// Snapshots in flight for one requester (the Clone client's Binary Star vote plus its real request).
+    pub max_snapshots_per_peer: usize,
+    /// A snapshot whose requester reads nothing for this long is abandoned (counted as truncated), freeing its
+    /// slot; what is already queued stays in that requester's bounded queue until it reads or disconnects.
+    pub snapshot_stall: HumanDuration,
+    /// Most `NOPE` refusal notices published per second; more refusals are counted as suppressed (the client
+    /// resends unacknowledged sets, so a suppressed notice is usually answered on the resend).
+    pub refusal_notices_per_sec: u32,
+    /// Linger of the server's sockets when it stops: long enough for a message already being written to a peer to
+    /// finish, so the ZeroMQ library never tears a pipe down mid-multipart (see `server_loop`), short enough that a stop
+    /// is prompt. At least 1 ms.
+    pub close_linger: HumanDuration,
     /// Most client updates a passive server holds while waiting for the active's copy.
     pub max_pending: usize,
     /// How many recently applied update UUIDs are remembered for de-duplication.
@@ -44,7 +95,20 @@ impl Default for ServerConfig {
             ttl_sweep: HumanDuration(Duration::from_secs(1)),
             max_key_len: 1024,
             max_value_len: 1 << 20,
-            max_keys: 10_000_000,
+            max_props_len: 4096,
+            max_keys: 1_000_000,
+            max_bytes: ByteSize(256 << 20),
+            reserved_prefixes: vec!["/config/".into(), "/members/".into()],
+            reserved_max_keys: 100_000,
+            reserved_max_bytes: ByteSize(64 << 20),
+            control_max_frame: ByteSize(4096),
+            max_subscription_len: 1024,
+            snapshot_hwm: 10_000,
+            max_snapshots_in_flight: 16,
+            max_snapshots_per_peer: 2,
+            snapshot_stall: HumanDuration(Duration::from_secs(10)),
+            refusal_notices_per_sec: 1000,
+            close_linger: HumanDuration(Duration::from_millis(200)),
             max_pending: 100_000,
             recent_uuids: 100_000,
             pub_hwm: 1_000_000,
@@ -61,6 +125,47 @@ impl ServerConfig {
     pub fn ttl_sweep(&self) -> Duration {
         self.ttl_sweep.0.max(Duration::from_millis(1))
     }
+    /// The close linger, at least 1 ms: zero is exactly what lets the ZeroMQ library abort (see the field).
+    pub fn close_linger(&self) -> Duration {
+        self.close_linger.0.max(Duration::from_millis(1))
+    }
+    /// `ZMQ_MAXMSGSIZE` of the collector: the largest frame an accepted KVSET can carry.
+    pub fn collector_max_frame(&self) -> i64 {
+        let largest = self
+            .max_value_len
+            .max(self.max_key_len)
+            .max(self.max_props_len)
+            .max(16);
+        i64::try_from(largest).unwrap_or(i64::MAX)
+    }
+    /// `ZMQ_MAXMSGSIZE` of the update PUB: a subscription of `max_subscription_len` plus the ZMTP subscribe
+    /// command's header.
+    pub fn publisher_max_frame(&self) -> i64 {
+        i64::try_from(self.max_subscription_len.saturating_add(16)).unwrap_or(i64::MAX)
+    }
+    /// `ZMQ_MAXMSGSIZE` of the snapshot ROUTER.
+    pub fn router_max_frame(&self) -> i64 {
+        i64::try_from(self.control_max_frame.0.max(64)).unwrap_or(i64::MAX)
+    }
+    fn is_reserved(&self, key: &str) -> bool {
+        self.reserved_prefixes
+            .iter()
+            .any(|p| !p.is_empty() && key.starts_with(p.as_str()))
+    }
+}
+
+/// What one stored entry costs its budget.
+fn entry_cost(msg: &KvMsg) -> u64 {
+    (msg.key.len() + msg.value.len() + msg.props.len()) as u64 + ENTRY_OVERHEAD
+}
+
+/// Keys and bytes charged to one budget.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Usage {
+    /// Keys held.
+    pub keys: u64,
+    /// Bytes held, counted as for [`ServerConfig::max_bytes`].
+    pub bytes: u64,
 }
 
 /// Why a KVSET was not applied.
@@ -70,12 +175,32 @@ pub enum DropReason {
     KeyTooLong,
     /// The value is larger than [`ServerConfig::max_value_len`].
     ValueTooLarge,
-    /// The map already holds [`ServerConfig::max_keys`] keys and this update would add one.
+    /// The properties frame is larger than [`ServerConfig::max_props_len`].
+    PropsTooLong,
+    /// The key's budget already holds its most keys ([`ServerConfig::max_keys`] or `reserved_max_keys`) and this
+    /// update would add one.
     TooManyKeys,
+    /// The key's budget would exceed its bytes ([`ServerConfig::max_bytes`] or `reserved_max_bytes`).
+    TooManyBytes,
     /// A reserved key (`HUGZ`, `KTHXBAI`) or an empty key.
     ReservedKey,
     /// A non-serving server cannot match an update without UUID against the active's copy.
     NoUuidWhilePassive,
+}
+
+impl DropReason {
+    /// The stable code carried in a `NOPE` notice's `reason` property and printed by `tickbox ctl`.
+    pub fn code(self) -> &'static str {
+        match self {
+            DropReason::KeyTooLong => "key-too-long",
+            DropReason::ValueTooLarge => "value-too-large",
+            DropReason::PropsTooLong => "props-too-long",
+            DropReason::TooManyKeys => "too-many-keys",
+            DropReason::TooManyBytes => "too-many-bytes",
+            DropReason::ReservedKey => "reserved-key",
+            DropReason::NoUuidWhilePassive => "no-uuid-while-passive",
+        }
+    }
 }
 
 /// Result of a client KVSET.
@@ -102,8 +227,12 @@ pub struct ServerStats {
     pub dropped_key_too_long: u64,
     /// Updates dropped for [`DropReason::ValueTooLarge`].
     pub dropped_value_too_large: u64,
+    /// Updates dropped for [`DropReason::PropsTooLong`].
+    pub dropped_props_too_long: u64,
     /// Updates dropped for [`DropReason::TooManyKeys`].
     pub dropped_too_many_keys: u64,
+    /// Updates dropped for [`DropReason::TooManyBytes`].
+    pub dropped_too_many_bytes: u64,
     /// Updates dropped for [`DropReason::ReservedKey`].
     pub dropped_reserved_key: u64,
     /// Updates dropped for [`DropReason::NoUuidWhilePassive`].
@@ -212,6 +341,8 @@ pub struct ServerEngine {
     next_hugz: Instant,
     next_sweep: Instant,
     stats: ServerStats,
+    general: Usage,
+    reserved: Usage,
 }
 
 impl ServerEngine {
@@ -230,6 +361,37 @@ impl ServerEngine {
             recent,
             mirror: Mirror::Off,
             stats: ServerStats::default(),
+            general: Usage::default(),
+            reserved: Usage::default(),
+        }
+    }
+
+    /// What the general budget holds now.
+    pub fn usage(&self) -> Usage {
+        self.general
+    }
+    /// What the reserved-prefix budget holds now.
+    pub fn reserved_usage(&self) -> Usage {
+        self.reserved
+    }
+    /// Total dropped client updates, all reasons, plus pending-list overflow.
+    pub fn dropped_total(&self) -> u64 {
+        let s = &self.stats;
+        s.dropped_key_too_long
+            + s.dropped_value_too_large
+            + s.dropped_props_too_long
+            + s.dropped_too_many_keys
+            + s.dropped_too_many_bytes
+            + s.dropped_reserved_key
+            + s.dropped_no_uuid_passive
+            + s.pending_overflow
+    }
+
+    fn budget_mut(&mut self, key: &str) -> &mut Usage {
+        if self.config.is_reserved(key) {
+            &mut self.reserved
+        } else {
+            &mut self.general
         }
     }
 
@@ -271,7 +433,7 @@ impl ServerEngine {
     }
 
     fn validate(&self, msg: &KvMsg) -> Result<(), DropReason> {
-        if msg.key.is_empty() || msg.key == HUGZ || msg.key == KTHXBAI {
+        if msg.key.is_empty() || msg.key == HUGZ || msg.key == KTHXBAI || msg.key == NOPE {
             return Err(DropReason::ReservedKey);
         }
         if msg.key.len() > self.config.max_key_len {
@@ -280,11 +442,29 @@ impl ServerEngine {
         if msg.value.len() > self.config.max_value_len {
             return Err(DropReason::ValueTooLarge);
         }
-        if !msg.value.is_empty()
-            && self.map.len() >= self.config.max_keys
-            && !self.map.contains_key(&msg.key)
-        {
+        if msg.props.len() > self.config.max_props_len {
+            return Err(DropReason::PropsTooLong);
+        }
+        if msg.value.is_empty() {
+            // Deletes only ever free budget.
+            return Ok(());
+        }
+        let (usage, max_keys, max_bytes) = if self.config.is_reserved(&msg.key) {
+            (
+                self.reserved,
+                self.config.reserved_max_keys,
+                self.config.reserved_max_bytes.0,
+            )
+        } else {
+            (self.general, self.config.max_keys, self.config.max_bytes.0)
+        };
+        let old = self.map.get(&msg.key).map(|s| entry_cost(&s.msg));
+        if old.is_none() && usage.keys >= max_keys as u64 {
             return Err(DropReason::TooManyKeys);
+        }
+        let after = usage.bytes - old.unwrap_or(0) + entry_cost(msg);
+        if after > max_bytes {
+            return Err(DropReason::TooManyBytes);
         }
         Ok(())
     }
@@ -294,7 +474,9 @@ impl ServerEngine {
         match reason {
             DropReason::KeyTooLong => s.dropped_key_too_long += 1,
             DropReason::ValueTooLarge => s.dropped_value_too_large += 1,
+            DropReason::PropsTooLong => s.dropped_props_too_long += 1,
             DropReason::TooManyKeys => s.dropped_too_many_keys += 1,
+            DropReason::TooManyBytes => s.dropped_too_many_bytes += 1,
             DropReason::ReservedKey => s.dropped_reserved_key += 1,
             DropReason::NoUuidWhilePassive => s.dropped_no_uuid_passive += 1,
         }
@@ -302,11 +484,7 @@ impl ServerEngine {
 
     /// Stores `msg` (already sequenced) and maintains the expiry index.
     fn store(&mut self, msg: KvMsg, now: Instant) {
-        if let Some(old) = self.map.remove(&msg.key) {
-            if let Some(at) = old.expires {
-                self.expiries.remove(&(at, old.msg.key));
-            }
-        }
+        self.remove(&msg.key);
         if msg.is_delete() {
             return;
         }
@@ -314,7 +492,26 @@ impl ServerEngine {
         if let Some(at) = expires {
             self.expiries.insert((at, msg.key.clone()));
         }
+        let cost = entry_cost(&msg);
+        let budget = self.budget_mut(&msg.key);
+        budget.keys += 1;
+        budget.bytes += cost;
         self.map.insert(msg.key.clone(), Stored { msg, expires });
+    }
+
+    /// Removes `key` with its expiry and gives its cost back to its budget.
+    fn remove(&mut self, key: &str) -> bool {
+        let Some(old) = self.map.remove(key) else {
+            return false;
+        };
+        if let Some(at) = old.expires {
+            self.expiries.remove(&(at, old.msg.key.clone()));
+        }
+        let cost = entry_cost(&old.msg);
+        let budget = self.budget_mut(key);
+        budget.keys = budget.keys.saturating_sub(1);
+        budget.bytes = budget.bytes.saturating_sub(cost);
+        true
     }
 
     /// Applies a client update while serving: sequence it, store it, return the KVPUB.
@@ -371,6 +568,33 @@ impl ServerEngine {
             .map(|(_, s)| &s.msg)
     }
 
+    /// Up to `max` keys under `subtree` strictly after `after` (or from the start), in key order: one slice of a
+    /// snapshot streamed over several loop turns.
+    pub fn snapshot_after<'a>(
+        &'a self,
+        subtree: &'a str,
+        after: Option<&'a str>,
+    ) -> impl Iterator<Item = &'a KvMsg> + 'a {
+        let lower = match after {
+            Some(k) => std::ops::Bound::Excluded(k),
+            None => std::ops::Bound::Included(subtree),
+        };
+        self.map
+            .range::<str, _>((lower, std::ops::Bound::Unbounded))
+            .take_while(move |(k, _)| k.starts_with(subtree))
+            .map(|(_, s)| &s.msg)
+    }
+
+    /// A `NOPE` notice answering a refused KVSET (see [`crate::msg::NOPE`]); `None` when the update carries no
+    /// UUID, since nobody could match the notice to it.
+    pub fn refusal(&self, uuid: Option<[u8; 16]>, reason: DropReason) -> Option<KvMsg> {
+        let uuid = uuid?;
+        let mut m = KvMsg::new(NOPE, self.seq, reason.code().as_bytes().to_vec());
+        m.uuid = Some(uuid);
+        m.set_prop("reason", reason.code());
+        Some(m)
+    }
+
     /// The message that ends a snapshot: `["KTHXBAI"][seq][""][""][subtree]`.
     pub fn kthxbai(&self, subtree: &str) -> KvMsg {
         KvMsg::new(KTHXBAI, self.seq, subtree.as_bytes().to_vec())
@@ -400,7 +624,7 @@ impl ServerEngine {
             let Some((_, key)) = self.expiries.pop_first() else {
                 break;
             };
-            if self.map.remove(&key).is_some() {
+            if self.remove(&key) {
                 self.seq += 1;
                 self.stats.ttl_expired += 1;
                 self.stats.published += 1;
@@ -443,6 +667,8 @@ impl ServerEngine {
         self.serving = false;
         self.map.clear();
         self.expiries.clear();
+        self.general = Usage::default();
+        self.reserved = Usage::default();
         self.seq = 0;
         self.mirror = Mirror::Syncing {
             snapshot: Vec::new(),

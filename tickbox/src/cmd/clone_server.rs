@@ -15,8 +15,9 @@ use crate::config::TickboxConfig;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
-    /// Base port P: snapshots on P, updates on P+1, collector on P+2. 0 picks a free triple.
-    #[arg(long, default_value_t = 5556)]
+    /// Base port P: snapshots on P, updates on P+1, collector on P+2, so P is at most 65533. 0 picks a free
+    /// triple.
+    #[arg(long, default_value_t = 5556, value_parser = parse_base_port)]
     port: u16,
     /// Address to bind on (`*` = all interfaces).
     #[arg(long, default_value = "*")]
@@ -51,6 +52,17 @@ pub(crate) struct Args {
     /// Largest value in bytes (overrides [clone.server] max_value_len).
     #[arg(long)]
     max_value: Option<usize>,
+    /// Most bytes held outside the reserved prefixes, e.g. 256MiB (overrides [clone.server] max_bytes).
+    #[arg(long, value_parser = tickbox_units::parse_size)]
+    max_bytes: Option<u64>,
+}
+
+fn parse_base_port(s: &str) -> Result<u16, String> {
+    let port: u16 = s
+        .parse()
+        .map_err(|_| format!("{s:?} is not a port number (0-65533)"))?;
+    tickbox_clone::server_loop::check_base_port(port).map_err(|e| e.to_string())?;
+    Ok(port)
 }
 
 fn host_of(base: &str) -> Option<&str> {
@@ -69,6 +81,9 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     }
     if let Some(v) = args.max_value {
         server_config.max_value_len = v;
+    }
+    if let Some(v) = args.max_bytes {
+        server_config.max_bytes = tickbox_units::ByteSize(v);
     }
     let mut bstar = config.clone.bstar.clone();
     if let Some(v) = args.heartbeat_ms {

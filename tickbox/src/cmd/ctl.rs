@@ -2,7 +2,9 @@
 //!
 //! `get` and `ls` only need a snapshot; `set`/`del` wait until the server has published the update (acknowledged);
 //! `watch` prints changes until Ctrl-C, `--count` changes or `--for` elapses. When no server answers within
-//! `--timeout` the exit code is 4 (`exit_code::TIMEOUT`).
+//! `--timeout` the exit code is 4 (`exit_code::TIMEOUT`); when the server refuses a `set`/`del` (its `NOPE` notice:
+//! key or value too long, key or byte budget full, reserved key) the reason is printed and the exit code is 7
+//! ([`REFUSED`]).
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -15,7 +17,17 @@ use tickbox_clone::{CloneClient, CloneError, ServerEndpoints};
 use crate::config::TickboxConfig;
 use crate::exit_code;
 
+/// Exit code of `ctl set`/`del` when the server refused the update and said why.
+pub(crate) const REFUSED: u8 = 7;
+
+/// Exit codes: 0 done; 1 error, or `get` of an absent key; 4 no server answered within --timeout; 7 the server
+/// refused the update (`set`/`del`) and the printed reason says why (key or value too long, store full, reserved
+/// key).
 #[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Exit codes: 0 done; 1 error (or `get`: key absent); 4 no server answered within \
+--timeout; 7 refused by the server (set/del): the reason is printed, e.g. too-many-keys, value-too-large."
+)]
 pub(crate) struct Args {
     /// Server base endpoint(s), comma-separated for a Binary Star pair: tcp://HOST:P[,tcp://HOST2:P2].
     #[arg(long, default_value = "tcp://localhost:5556", value_name = "LIST")]
@@ -31,7 +43,7 @@ pub(crate) struct Args {
 enum Op {
     /// Print the value of KEY (exit 1 when absent).
     Get { key: String },
-    /// Set KEY to VALUE and wait for the server's acknowledgement.
+    /// Set KEY to VALUE and wait for the server's acknowledgement (exit 7 with the reason if the server refuses it).
     Set {
         key: String,
         value: String,
@@ -75,6 +87,10 @@ fn timeout_exit(err: CloneError, what: &str) -> anyhow::Result<ExitCode> {
         CloneError::Timeout => {
             eprintln!("error: {what}: no server answered in time");
             Ok(ExitCode::from(exit_code::TIMEOUT))
+        }
+        CloneError::Refused(reason) => {
+            eprintln!("error: {what}: refused by the server: {reason}");
+            Ok(ExitCode::from(REFUSED))
         }
         other => Err(other).context(what.to_owned()),
     }
