@@ -3,6 +3,7 @@
 use std::os::raw::c_int;
 
 pub mod context;
+pub mod endpoint;
 pub mod socket;
 
 /// Errors from these helpers.
@@ -25,6 +26,14 @@ pub enum ZmqxError {
     /// [`endpoint_via_nic`] cannot route this endpoint through a NIC; the text says why.
     #[error("{0}")]
     NicEndpoint(String),
+    /// [`endpoint::check`] rejected an endpoint before any socket saw it.
+    #[error("invalid endpoint `{endpoint}`: {reason}")]
+    Endpoint {
+        /// The endpoint as given.
+        endpoint: String,
+        /// What is wrong with it.
+        reason: String,
+    },
 }
 
 /// Rewrites `tcp://host:port` to ZeroMQ's source-interface form `tcp://IFACE:0;host:port`, so the connection
