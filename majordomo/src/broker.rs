@@ -59,7 +59,11 @@ pub fn run_broker_gated(
             deadline = deadline.min(d);
         }
         let timeout = poll_ms_until(deadline, now);
-        let ready = socket.poll(zmq::POLLIN, timeout)?;
+        // A signal (Ctrl-C, SIGTERM) interrupts the poll: that is a wake-up to check `stop`, not a failure.
+        let ready = match socket.poll(zmq::POLLIN, timeout) {
+            Err(zmq::Error::EINTR) => 0,
+            other => other?,
+        };
         if ready > 0 {
             // Drain everything queued so one wake-up handles a burst.
             loop {
@@ -72,7 +76,7 @@ pub fn run_broker_gated(
                         }
                         broker.handle(now, frames);
                     }
-                    Err(zmq::Error::EAGAIN) => break,
+                    Err(zmq::Error::EAGAIN | zmq::Error::EINTR) => break,
                     Err(e) => return Err(e.into()),
                 }
                 while let Some(out) = broker.poll_transmit() {

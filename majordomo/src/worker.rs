@@ -103,11 +103,16 @@ impl MdpWorker {
                 wake = wake.min(at);
             }
             let wait = poll_ms_until(wake, now);
+            // A signal interrupting the poll is a wake-up (the caller checks its stop flag), not a failure.
+            let readable = |s: &zmq::Socket| match s.poll(zmq::POLLIN, wait) {
+                Err(zmq::Error::EINTR) => Ok(false),
+                other => other.map(|n| n > 0),
+            };
             match &self.socket {
-                Some(s) if s.poll(zmq::POLLIN, wait)? > 0 => loop {
+                Some(s) if readable(s)? => loop {
                     match s.recv_multipart(zmq::DONTWAIT) {
                         Ok(frames) => self.engine.on_message(Instant::now(), frames),
-                        Err(zmq::Error::EAGAIN) => break,
+                        Err(zmq::Error::EAGAIN | zmq::Error::EINTR) => break,
                         Err(e) => return Err(e.into()),
                     }
                 },
