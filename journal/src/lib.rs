@@ -78,26 +78,64 @@
 //!
 //! | offset | size | field |
 //! |---|---|---|
-//! | 0 | 4 | frame length = 24 + payload length (written last, release). High bit set: padding to the ring's end |
+//! | 0 | 4 | frame length = 24 + payload length. High bit set: padding to the ring's end |
 //! | 4 | 4 | CRC32C seeded with the frame length, over bytes 8..end of padding (sequence, time, payload, zeros) |
 //! | 8 | 8 | journal sequence |
 //! | 16 | 8 | capture time, ns |
 //! | 24 | n | payload, then 0 to 7 zero bytes to the next multiple of 8 |
 //!
-//! If fewer than 24 bytes remain before the ring's end, readers skip them implicitly. Payloads are at most half the
-//! capacity.
+//! Length and checksum form the frame's first 8-byte word, which the writer stores last (release). If fewer than 24
+//! bytes remain before the ring's end, readers skip them implicitly. Payloads are at most half the capacity.
 //!
 //! # Concurrency and crash safety
 //!
 //! One writer per journal (exclusive `flock`, dropped by the kernel when the process dies). Readers trust only
-//! bytes below `head`. Ring readers copy a record and then re-read `tail`: if it moved past the record, the copy
-//! may be torn and the reader reports `Lapped` (seqlock pattern). On open, the writer walks from `tail`, keeping
+//! bytes below `head`.
+//!
+//! **No data races on mapped bytes.** A ring writer overwrites bytes a lapped reader may be reading at that very
+//! moment, and the writer rewrites application-metadata slots readers may be copying; plain loads and stores there
+//! would be data races (undefined behaviour), however well the checksums catch the torn values. So:
+//!
+//! - Every access to the data region and to the application-metadata slots is an 8-byte atomic at an 8-aligned
+//!   offset (records are 8-aligned and padded, slots are 8-aligned): the writer stores records word by word
+//!   (relaxed), then the frame's first word (length + checksum) with release; `head` is published with release.
+//!   Because every access has the same size and alignment, racing accesses never overlap partially, as the memory
+//!   model requires of atomics. Header fields (`head`, `tail`, ...) are atomics as before.
+//! - Readers *copy* a record out of the map with relaxed word loads into their own buffer, then validate the
+//!   copy: checksum on the copy, then (ring) an acquire fence and a re-read of `tail`. The writer raises `tail`
+//!   and issues a release fence before overwriting anything, so if any loaded word came from an overwrite, the
+//!   reader's fence synchronises with the writer's and it sees the raised `tail`: it reports `Lapped` and discards
+//!   the copy (seqlock). Records returned point into the reader's buffer.
+//! - Zero-copy only where nothing can write: a **sealed** archive segment (the writer sealed it after its last
+//!   record, with release; readers see the seal with acquire; no writer, recovery included, ever writes a sealed
+//!   segment's records) is borrowed straight from the map. The archive segment being written, whose published
+//!   records a recovering writer could in principle rewrite after finding them corrupt, is copied like a ring.
+//! - The writer's own reads (the overwrite hook, recovery) may borrow: the writer is the only process storing into
+//!   the file, and readers only load.
+//! - Application metadata: the writer fills the slot that is not the newest word by word, then the generation,
+//!   then the (length, checksum) word with release. Readers copy both slots word by word and keep the newest that
+//!   validates; if neither validates while a generation changed under them, they retry (bounded).
+//!
+//! **Truncation under a live mapping.** A process that shrinks a journal file under a reader or writer would make
+//! the next access to a vanished page raise SIGBUS. Every mapping is registered with a process-wide SIGBUS handler
+//! (installed on first use, chaining to any previous one) that maps a zero page over the faulting page and counts
+//! the fault; readers check the count after every record, `summarize` after every frame, the writer at every
+//! commit, and report [`JournalError::Truncated`] (sticky: reopen to continue). Files are also checked against
+//! their header's size when opened.
+//!
+//! **Full disk.** Every file is created at its full size and its blocks reserved with `posix_fallocate` (one zero
+//! byte per block where the file system lacks it) under a temporary name before it is mapped, so a full disk (or a
+//! file size limit) is an I/O error from `append` when it rolls to a new segment, never a SIGBUS later; the
+//! half-made file is removed, and the journal holds every record appended before the error. On open, the writer walks from `tail`, keeping
 //! the longest chain of records with valid lengths, checksums and consecutive sequences, and discards the rest: a
 //! crash at any instant loses at most the records not yet fully written, and [`RecoveryReport`] says how many
 //! bytes were discarded. Corrupt or truncated files produce typed [`JournalError`]s, never a panic.
 
 mod archive;
 mod error;
+// The SIGBUS guard: a signal handler and `mmap` over faulting pages.
+#[allow(unsafe_code)]
+mod guard;
 mod reader;
 // The memory map itself: atomics and raw reads and writes at offsets into the mapped file.
 #[allow(unsafe_code)]

@@ -7,7 +7,7 @@ use std::sync::atomic::{fence, Ordering};
 
 use crate::archive;
 use crate::error::{JournalError, Result};
-use crate::segment::{align8, Frame, HeaderInfo, Mode, Segment};
+use crate::segment::{align8, frame_crc, Frame, HeaderInfo, Mode, Segment, RECORD_HEADER_SIZE};
 
 /// One record as read back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -167,6 +167,8 @@ impl Reader {
     /// writer overwrote the records this reader wanted (the reader has moved to the oldest record; call again),
     /// [`JournalError::CorruptRecord`] for a published record that fails validation.
     #[allow(clippy::should_implement_trait)]
+    // Borrows records of sealed archive segments straight from the map; the blocks below say why that is sound.
+    #[allow(unsafe_code)]
     pub fn next(&mut self) -> Result<Option<Record<'_>>> {
         loop {
             if self.pos >= self.cached_head {
@@ -197,6 +199,9 @@ impl Reader {
                     self.advance(n);
                 }
                 Frame::Invalid(reason) => {
+                    if self.seg.faults() != 0 {
+                        return Err(self.seg.truncated_under_us());
+                    }
                     if ring && self.lapped_at(pos) {
                         return Err(self.lapped());
                     }
@@ -205,21 +210,35 @@ impl Reader {
                 Frame::Record {
                     frame_len,
                     crc,
-                    seq,
-                    capture_ns,
+                    seq: _,
+                    capture_ns: _,
                 } => {
-                    // Checksum the mapped bytes; in a ring, copy them too, then check the writer did not overwrite
-                    // them meanwhile (if it did, both the checksum and the copy are discarded as `Lapped`).
-                    let crc_ok = !self.verify || self.seg.crc_at_off(off, frame_len) == crc;
-                    if ring {
-                        let payload = self.seg.payload_off(off, frame_len);
-                        self.scratch.clear();
-                        self.scratch.extend_from_slice(payload);
-                        if self.lapped_at(pos) {
+                    let plen = frame_len as usize - RECORD_HEADER_SIZE as usize;
+                    // A sealed archive segment is never written again: its records are borrowed from the map.
+                    // Anything else (a ring, the segment being written) is copied out with atomic word loads and
+                    // validated on the copy; in a ring, the copy is then checked against `tail` (seqlock).
+                    let borrow = !ring && self.seg.sealed();
+                    let body: &[u8] = if borrow {
+                        // SAFETY: the segment is sealed (acquire load of its state, stored by the writer after its
+                        // last record): no writer ever writes its records again.
+                        unsafe { self.seg.body_borrowed(off, frame_len) }
+                    } else {
+                        self.seg.copy_body(off, frame_len, &mut self.scratch);
+                        if ring && self.lapped_at(pos) {
                             return Err(self.lapped());
                         }
+                        &self.scratch
+                    };
+                    if self.seg.faults() != 0 {
+                        return Err(self.seg.truncated_under_us());
                     }
-                    if !crc_ok {
+                    let word = |i: usize| {
+                        let mut w = [0u8; 8];
+                        w.copy_from_slice(&body[i..i + 8]);
+                        u64::from_le_bytes(w)
+                    };
+                    let (seq, capture_ns) = (word(0), word(8));
+                    if self.verify && frame_crc(frame_len, body) != crc {
                         return Err(
                             self.corrupt(pos, format!("checksum mismatch in record seq {seq}"))
                         );
@@ -233,10 +252,12 @@ impl Reader {
                     }
                     self.expected = Some(seq + 1);
                     self.advance(align8(frame_len as u64));
-                    let payload: &[u8] = if ring {
-                        &self.scratch
+                    let payload: &[u8] = if borrow {
+                        // SAFETY: as above, a sealed segment's records are never written again.
+                        let body = unsafe { self.seg.body_borrowed(off, frame_len) };
+                        &body[16..16 + plen]
                     } else {
-                        self.seg.payload_off(off, frame_len)
+                        &self.scratch[16..16 + plen]
                     };
                     return Ok(Some(Record {
                         seq,

@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use memmap2::{MmapOptions, MmapRaw};
 
 use crate::error::{JournalError, Result};
+use crate::guard::Guard;
 
 /// First 8 bytes of every journal file.
 pub const MAGIC: [u8; 8] = *b"TBXJRNL\0";
@@ -159,6 +160,8 @@ impl Frame {
 /// A mapped journal file.
 pub(crate) struct Segment {
     pub(crate) path: PathBuf,
+    /// SIGBUS registration of `map`. Declared before it so it is dropped (unregistered) before the unmap.
+    guard: Guard,
     map: MmapRaw,
     /// Kept open: the writer's `flock` lives on it.
     pub(crate) file: File,
@@ -177,9 +180,10 @@ pub(crate) struct Segment {
     pub(crate) metadata_repair: Option<String>,
 }
 
-// `Segment` is `Send + Sync` because every field is (memmap2 makes `MmapRaw` both). Shared mutation through the
-// mapping goes through atomics, and record bytes are written only by the single writer in ranges readers are told
-// (via `head`/`tail`) not to trust yet. Checked here so a field that is neither fails to compile.
+// `Segment` is `Send + Sync` because every field is (memmap2 makes `MmapRaw` both). Every access to mapped bytes
+// that can race is an atomic of one size per location (the scheme is in the crate docs); plain borrows of mapped
+// bytes exist only where nothing writes them (`body_borrowed`). Checked here so a field that is neither fails to
+// compile.
 const _: fn() = || {
     fn send_sync<T: Send + Sync>() {}
     send_sync::<Segment>();
@@ -210,7 +214,13 @@ impl Segment {
             .open(&tmp)
             .map_err(|e| JournalError::io(&tmp, e))?;
         let total = HEADER_SIZE + capacity;
-        file.set_len(total).map_err(|e| JournalError::io(&tmp, e))?;
+        // Nothing half-made is left under the temporary name either: a failed creation (a full disk, a file size
+        // limit) removes it, so the journal directory holds only what `verify` can read.
+        let fail = |e: std::io::Error| {
+            let _ = std::fs::remove_file(&tmp);
+            JournalError::io(&tmp, e)
+        };
+        file.set_len(total).map_err(fail)?;
         // Reserve the blocks now so a full disk is an error here, not a SIGBUS in the middle of a recording.
         // SAFETY: plain syscall on an fd we own.
         let rc = unsafe {
@@ -220,12 +230,16 @@ impl Segment {
                 total as libc::off_t,
             )
         };
-        if rc != 0 && rc != libc::EOPNOTSUPP && rc != libc::EINVAL {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(JournalError::io(
-                &tmp,
-                std::io::Error::from_raw_os_error(rc),
-            ));
+        if rc == libc::EOPNOTSUPP || rc == libc::EINVAL {
+            // No fallocate on this file system (glibc emulates it, other libcs may not): reserve the blocks by
+            // writing one zero byte per 4 KiB block, which is what the emulation does.
+            let mut at = 0;
+            while at < total {
+                std::os::unix::fs::FileExt::write_all_at(&file, &[0], at).map_err(fail)?;
+                at += 4096;
+            }
+        } else if rc != 0 {
+            return Err(fail(std::io::Error::from_raw_os_error(rc)));
         }
         let mut header = vec![0u8; HEADER_SIZE as usize];
         let mut desc = description;
@@ -249,9 +263,8 @@ impl Segment {
         let crc = crc32c::crc32c(&header[..OFF_STATIC_CRC]);
         put_u32(&mut header, OFF_STATIC_CRC, crc);
         put_u64(&mut header, OFF_HEAD_SEQ, base_seq);
-        std::os::unix::fs::FileExt::write_all_at(&file, &header, 0)
-            .map_err(|e| JournalError::io(&tmp, e))?;
-        file.sync_all().map_err(|e| JournalError::io(&tmp, e))?;
+        std::os::unix::fs::FileExt::write_all_at(&file, &header, 0).map_err(fail)?;
+        file.sync_all().map_err(fail)?;
         drop(file);
         std::fs::rename(&tmp, path).map_err(|e| JournalError::io(path, e))?;
         if let Some(dir) = path.parent() {
@@ -335,8 +348,10 @@ impl Segment {
         }
         .map_err(|e| JournalError::io(path, e))?;
         let cap = info.capacity;
+        let guard = Guard::register(map.as_ptr(), map.len());
         let mut seg = Segment {
             path: path.into(),
+            guard,
             map,
             file,
             info,
@@ -605,33 +620,92 @@ impl Segment {
         )
     }
 
-    /// The newest valid application-metadata block, if any.
+    /// The 8-byte word at byte `at` of the mapping (header or data region).
+    ///
+    /// # Safety
+    ///
+    /// `at` must be a multiple of 8 with `at + 8` inside the mapping (the header page, or `HEADER_SIZE + off` with
+    /// `off + 8 <= avail`). Every access to the mapped bytes anywhere in this crate is an 8-byte atomic at an
+    /// 8-aligned offset (or a 4-byte atomic at the state word, which nothing else overlaps), so the access sizes
+    /// never overlap partially, as the memory model requires of racing atomics.
+    #[inline]
+    unsafe fn word_at(&self, at: usize) -> &AtomicU64 {
+        debug_assert!(at.is_multiple_of(8) && at + 8 <= self.map.len());
+        // SAFETY: the caller guarantees an aligned word inside the mapping, which lives as long as `self`; the
+        // word is only ever accessed atomically (see above).
+        unsafe { AtomicU64::from_ptr(self.map.as_mut_ptr().add(at) as *mut u64) }
+    }
+
+    /// Faults the SIGBUS guard redirected in this mapping: non-zero once the file shrank under it.
+    #[inline]
+    pub(crate) fn faults(&self) -> u32 {
+        self.guard.faults()
+    }
+
+    /// The error for a mapping the guard caught touching pages past the end of the file.
+    pub(crate) fn truncated_under_us(&self) -> JournalError {
+        let actual = self.file.metadata().map(|m| m.len()).unwrap_or(0);
+        JournalError::Truncated {
+            path: self.path.clone(),
+            actual,
+            expected: HEADER_SIZE + self.cap,
+        }
+    }
+
+    /// The newest valid application-metadata block, if any. The slots are copied out with word loads (the writer
+    /// may be rewriting one) and validated on the copy. If neither slot validates and a generation changed while
+    /// they were read (the writer rewrote both meanwhile), the read is retried, a bounded number of times.
     pub(crate) fn app_meta(&self) -> Option<Vec<u8>> {
+        for _ in 0..64 {
+            let (best, generations) = self.read_app_meta_slots();
+            if best.is_some() || generations == self.app_meta_generations() {
+                return best;
+            }
+            std::thread::yield_now();
+        }
+        None
+    }
+
+    fn app_meta_generations(&self) -> [u64; 2] {
+        // SAFETY: both slots' first words are 8-aligned and inside the always-mapped header page.
+        let generation = |slot: usize| unsafe { self.word_at(OFF_APP_META + slot * APP_META_SLOT) };
+        [0, 1].map(|slot| u64::from_le(generation(slot).load(Ordering::Acquire)))
+    }
+
+    fn read_app_meta_slots(&self) -> (Option<Vec<u8>>, [u64; 2]) {
+        let generations = self.app_meta_generations();
         let mut best: Option<(u64, Vec<u8>)> = None;
         for slot in 0..2 {
             let at = OFF_APP_META + slot * APP_META_SLOT;
-            // SAFETY: both slots lie inside the 4096-byte header page, which is always mapped.
-            let bytes =
-                unsafe { std::slice::from_raw_parts(self.map.as_ptr().add(at), APP_META_SLOT) };
-            let generation = u64::from_le_bytes(bytes[0..8].try_into().expect("8 bytes"));
-            let len = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes")) as usize;
-            let crc = u32::from_le_bytes(bytes[12..16].try_into().expect("4 bytes"));
+            // SAFETY: both slots are 8-aligned and lie inside the 4096-byte header page, which is always mapped.
+            let word =
+                |i: usize| u64::from_le(unsafe { self.word_at(at + i) }.load(Ordering::Acquire));
+            let len_crc = word(8);
+            let generation = word(0);
+            let (len, crc) = ((len_crc as u32) as usize, (len_crc >> 32) as u32);
             if generation == 0 || len > APP_META_MAX {
                 continue;
             }
-            let data = &bytes[APP_META_HEADER..APP_META_HEADER + len];
-            if app_meta_crc(generation, data) != crc {
+            let mut data = Vec::with_capacity(len.next_multiple_of(8));
+            let mut i = APP_META_HEADER;
+            while data.len() < len {
+                data.extend_from_slice(&word(i).to_le_bytes());
+                i += 8;
+            }
+            data.truncate(len);
+            if app_meta_crc(generation, &data) != crc {
                 continue;
             }
             if best.as_ref().is_none_or(|(g, _)| generation > *g) {
-                best = Some((generation, data.to_vec()));
+                best = Some((generation, data));
             }
         }
-        best.map(|(_, data)| data)
+        (best.map(|(_, data)| data), generations)
     }
 
-    /// Writes `data` into the slot not holding the newest block, checksum last, so a crash mid-write leaves the
-    /// previous block readable. Only the writer calls it.
+    /// Writes `data` into the slot not holding the newest block, length and checksum last (one word), so a crash
+    /// mid-write leaves the previous block readable. Only the writer calls it. Every store is an 8-byte atomic, so
+    /// a reader copying the slot at the same time reads some mix of old and new words, which the checksum rejects.
     pub(crate) fn write_app_meta(&self, data: &[u8]) -> Result<()> {
         if data.len() > APP_META_MAX {
             return Err(JournalError::InvalidOptions(format!(
@@ -644,13 +718,13 @@ impl Segment {
                 "application metadata can only be written through a writer".into(),
             ));
         }
+        // SAFETY: for each `word_at` below, slot offsets are 8-aligned and inside the header page, and the whole
+        // slot (16-byte header plus at most `APP_META_MAX` data bytes) fits in `APP_META_SLOT`.
+        let word = |at: usize| unsafe { self.word_at(at) };
         let mut newest = (0u64, 0usize);
         for slot in 0..2 {
-            let at = OFF_APP_META + slot * APP_META_SLOT;
-            // SAFETY: inside the always-mapped header page.
             let generation =
-                unsafe { std::ptr::read_volatile(self.map.as_ptr().add(at) as *const u64) };
-            let generation = u64::from_le(generation);
+                u64::from_le(word(OFF_APP_META + slot * APP_META_SLOT).load(Ordering::Acquire));
             if generation >= newest.0 {
                 newest = (generation, slot);
             }
@@ -659,20 +733,31 @@ impl Segment {
         let generation = newest.0 + 1;
         let at = OFF_APP_META + slot * APP_META_SLOT;
         let crc = app_meta_crc(generation, data);
-        // SAFETY: the slot (at most `APP_META_SLOT` bytes, `data` at most `APP_META_MAX` of them after the 16-byte
-        // slot header) lies inside the header page of a writable mapping (checked above) held by the single writer;
-        // `data` is our caller's memory, not the mapping, so the copy does not overlap. Readers validate a slot by
-        // its checksum, written last, so they never trust a half-written block.
-        unsafe {
-            let p = self.map.as_mut_ptr().add(at);
-            std::ptr::write_volatile(p.add(12) as *mut u32, 0);
-            std::ptr::copy_nonoverlapping(data.as_ptr(), p.add(APP_META_HEADER), data.len());
-            std::ptr::write_volatile(p as *mut u64, generation.to_le());
-            std::ptr::write_volatile(p.add(8) as *mut u32, (data.len() as u32).to_le());
-            std::sync::atomic::fence(Ordering::Release);
-            std::ptr::write_volatile(p.add(12) as *mut u32, crc.to_le());
+        word(at + 8).store(0, Ordering::Relaxed);
+        for (i, chunk) in data.chunks(8).enumerate() {
+            let mut w = [0u8; 8];
+            w[..chunk.len()].copy_from_slice(chunk);
+            word(at + APP_META_HEADER + 8 * i)
+                .store(u64::from_le_bytes(w).to_le(), Ordering::Relaxed);
         }
+        word(at).store(generation.to_le(), Ordering::Relaxed);
+        word(at + 8).store(
+            (data.len() as u64 | (crc as u64) << 32).to_le(),
+            Ordering::Release,
+        );
         Ok(())
+    }
+
+    /// The data-region word at offset `off` (a multiple of 8), for the writer's stores.
+    ///
+    /// # Safety
+    ///
+    /// `off + 8 <= cap` and `off` a multiple of 8, in a full-length mapping (the writer's always is).
+    #[inline]
+    pub(crate) unsafe fn data_word(&self, off: u64) -> &AtomicU64 {
+        debug_assert!(off + 8 <= self.avail);
+        // SAFETY: the caller guarantees the word is inside the mapped data region and aligned.
+        unsafe { self.word_at((HEADER_SIZE + off) as usize) }
     }
 
     /// Pointer to data-region offset `off`. Hot paths track offsets to avoid a division per record.
@@ -714,12 +799,13 @@ impl Segment {
         if off + RECORD_HEADER_SIZE > self.avail {
             return Frame::Invalid(TRUNCATED);
         }
-        // SAFETY: off + 24 <= avail <= cap (checked above), so `off` is inside the mapped data region.
-        let p = unsafe { self.data_ptr_off(off) };
-        // SAFETY: p..p+24 is mapped (checked above) and 8-byte aligned (offsets are multiples of 8 in a
-        // page-aligned region). The load pairs with the writer's release store that publishes the frame; a word
-        // the writer is overwriting in a ring reads as some value the caller discards after checking `tail`.
-        let frame_len = unsafe { (*(p as *const AtomicU32)).load(Ordering::Acquire) };
+        // SAFETY: off + 24 <= avail (checked above) and `off` is a multiple of 8 (frames are 8-aligned).
+        let word = |i: u64| unsafe { self.word_at((HEADER_SIZE + off + i) as usize) };
+        // Frame length and checksum share the first word, stored last by the writer (release): this acquire load
+        // pairs with it. A word the writer is overwriting in a ring reads as some value the caller discards after
+        // checking `tail`.
+        let w0 = u64::from_le(word(0).load(Ordering::Acquire));
+        let frame_len = w0 as u32;
         if frame_len & PAD_FLAG != 0 {
             let n = (frame_len & !PAD_FLAG) as u64;
             return if n == rem && self.info.mode == Mode::Ring {
@@ -743,15 +829,11 @@ impl Segment {
         if off + align8(frame_len as u64) > self.avail {
             return Frame::Invalid(TRUNCATED);
         }
-        // SAFETY: p..p+24 is mapped and aligned, as above. Volatile reads because the writer may be rewriting these
-        // words in a ring; the caller decides from `head`/`tail` whether the values can be trusted.
-        unsafe {
-            Frame::Record {
-                frame_len,
-                crc: u32::from_le(std::ptr::read_volatile(p.add(4) as *const u32)),
-                seq: u64::from_le(std::ptr::read_volatile(p.add(8) as *const u64)),
-                capture_ns: u64::from_le(std::ptr::read_volatile(p.add(16) as *const u64)),
-            }
+        Frame::Record {
+            frame_len,
+            crc: (w0 >> 32) as u32,
+            seq: u64::from_le(word(8).load(Ordering::Relaxed)),
+            capture_ns: u64::from_le(word(16).load(Ordering::Relaxed)),
         }
     }
 
@@ -767,42 +849,77 @@ impl Segment {
         );
     }
 
-    /// The payload bytes of the record frame at data-region offset `off`, borrowed from the mapping. The caller must
-    /// know they are not being overwritten (archive, or checked against `tail` afterwards).
+    /// Copies the body of the record frame at data-region offset `off` (bytes 8..align8(frame_len): sequence,
+    /// capture time, payload, zero padding) into `dst` with relaxed 8-byte atomic loads. The copy may be torn if the
+    /// writer is overwriting the frame (a lapped ring reader): callers validate it afterwards (checksum on the
+    /// copy, then `tail`), never the mapped bytes.
     ///
     /// # Panics
     ///
     /// If the frame does not lie inside the mapped data region (never for a frame `frame_at_off` returned).
     #[inline]
-    pub(crate) fn payload_off(&self, off: u64, frame_len: u32) -> &[u8] {
+    pub(crate) fn copy_body(&self, off: u64, frame_len: u32, dst: &mut Vec<u8>) {
         self.check_frame_bounds(off, frame_len);
-        // SAFETY: the whole frame lies inside the mapped data region (checked above), so the payload range after
-        // its 24-byte header does too; the mapping lives as long as `self`.
-        unsafe {
-            std::slice::from_raw_parts(
-                self.data_ptr_off(off).add(RECORD_HEADER_SIZE as usize),
-                (frame_len as u64 - RECORD_HEADER_SIZE) as usize,
-            )
+        let n = (align8(frame_len as u64) - 8) as usize;
+        dst.clear();
+        dst.resize(n, 0);
+        let base = (HEADER_SIZE + off + 8) as usize;
+        for (i, chunk) in dst.chunks_exact_mut(8).enumerate() {
+            // SAFETY: the frame lies inside the mapped data region (checked above), so every 8-aligned word of its
+            // body does too.
+            let w = unsafe { self.word_at(base + 8 * i) }.load(Ordering::Relaxed);
+            chunk.copy_from_slice(&w.to_ne_bytes());
         }
     }
 
-    /// Checksum of the frame at data offset `off`, computed over the mapped bytes.
+    /// The body of the record frame at data offset `off` (bytes 8..align8(frame_len)), borrowed from the mapping.
+    ///
+    /// # Safety
+    ///
+    /// Nothing may write these bytes while the borrow lives: the segment is a sealed archive segment (its writer
+    /// finished it and no writer ever rewrites a sealed segment's records), or the caller is the journal's single
+    /// writer reading bytes it wrote itself (readers only load).
     ///
     /// # Panics
     ///
     /// If the frame does not lie inside the mapped data region (never for a frame `frame_at_off` returned).
     #[inline]
-    pub(crate) fn crc_at_off(&self, off: u64, frame_len: u32) -> u32 {
+    pub(crate) unsafe fn body_borrowed(&self, off: u64, frame_len: u32) -> &[u8] {
         self.check_frame_bounds(off, frame_len);
-        // SAFETY: the frame's `align8(frame_len)` bytes from `off` lie inside the mapped data region (checked
-        // above), so its body from byte 8 does too; the mapping lives as long as `self`.
-        let body = unsafe {
+        // SAFETY: the whole frame lies inside the mapped data region (checked above), the mapping lives as long as
+        // `self`, and the caller guarantees no concurrent writes, so a shared slice over it is sound.
+        unsafe {
             std::slice::from_raw_parts(
                 self.data_ptr_off(off).add(8),
                 (align8(frame_len as u64) - 8) as usize,
             )
-        };
-        frame_crc(frame_len, body)
+        }
+    }
+
+    /// Checksum of the frame at data offset `off`, computed with word loads from the map (so it may run while the
+    /// writer overwrites the frame; the caller checks `tail` afterwards).
+    ///
+    /// # Panics
+    ///
+    /// If the frame does not lie inside the mapped data region (never for a frame `frame_at_off` returned).
+    pub(crate) fn crc_at_off(&self, off: u64, frame_len: u32) -> u32 {
+        self.check_frame_bounds(off, frame_len);
+        let n = (align8(frame_len as u64) - 8) as usize;
+        let base = (HEADER_SIZE + off + 8) as usize;
+        let mut crc = frame_len;
+        let mut buf = [0u8; 512];
+        let mut done = 0;
+        while done < n {
+            let take = (n - done).min(buf.len());
+            for (i, chunk) in buf[..take].chunks_exact_mut(8).enumerate() {
+                // SAFETY: as in `copy_body`: an aligned word of a frame inside the mapped data region.
+                let w = unsafe { self.word_at(base + done + 8 * i) }.load(Ordering::Relaxed);
+                chunk.copy_from_slice(&w.to_ne_bytes());
+            }
+            crc = crc32c::crc32c_append(crc, &buf[..take]);
+            done += take;
+        }
+        crc
     }
 
     /// Whether the record frame at absolute position `pos` matches its checksum.

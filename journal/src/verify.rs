@@ -161,6 +161,9 @@ fn walk(seg: &Segment, check: bool, s: &mut JournalSummary) -> Result<()> {
         match frame {
             Frame::Skip(n) | Frame::Pad(n) => p += n,
             Frame::Invalid(reason) => {
+                if seg.faults() != 0 {
+                    return Err(seg.truncated_under_us());
+                }
                 let reason = match seg.truncated {
                     Some((actual, expected)) => format!(
                         "{reason}: the file has {actual} of its {expected} bytes; {} records were readable before \
@@ -178,7 +181,19 @@ fn walk(seg: &Segment, check: bool, s: &mut JournalSummary) -> Result<()> {
                 seq,
                 capture_ns,
             } => {
-                if check && !seg.crc_ok(p, frame_len, crc) {
+                let crc_bad = check && !seg.crc_ok(p, frame_len, crc);
+                // The checksum was computed from the map while a live ring writer may have been overwriting the
+                // record: only trust it if the tail is still behind it (seqlock re-check), and only if every page
+                // read was still backed by the file.
+                if seg.faults() != 0 {
+                    return Err(seg.truncated_under_us());
+                }
+                if ring && seg.tail().load(Ordering::Acquire) > p {
+                    return Err(JournalError::Lapped {
+                        wanted_seq: expected.unwrap_or(0),
+                    });
+                }
+                if crc_bad {
                     s.corruption = Some(bad(
                         Some(seq),
                         format!("checksum mismatch in record seq {seq}"),

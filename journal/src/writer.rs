@@ -2,7 +2,7 @@
 
 use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{fence, AtomicU32, Ordering};
+use std::sync::atomic::{fence, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
@@ -520,6 +520,10 @@ impl Writer {
     }
 
     fn commit(&mut self) -> Result<()> {
+        if self.seg.faults() != 0 {
+            // The file shrank under the mapping: what was just written landed in zero pages, not the file.
+            return Err(self.seg.truncated_under_us());
+        }
         self.publish();
         if self.durability == Durability::PerBatch {
             self.seg.sync_range(self.synced, self.head)?;
@@ -531,7 +535,7 @@ impl Writer {
     /// Writes one record without publishing it. The body is written first and the frame length last (release),
     /// so a record is never half-visible; `head` (published by `commit`) is what readers trust.
     #[inline]
-    // Writes the record through raw pointers into the mapping; the blocks below say why that is sound.
+    // Stores the record into the mapping through atomic words; the block below says why the offsets are sound.
     #[allow(unsafe_code)]
     fn write_record(&mut self, capture_time_ns: u64, payload: &[u8]) -> Result<u64> {
         if payload.len() > self.max_payload {
@@ -555,29 +559,42 @@ impl Writer {
             }
         };
         let seq = self.next_seq;
-        // SAFETY: `make_room_ring`/`roll` return an offset with `start_off + size <= cap` in the writer's own
-        // full-length mapping, so `start_off` is inside the data region.
-        let p = unsafe { self.seg.data_ptr_off(start_off) };
-        // SAFETY: [start_off, start_off + size) lies inside the writable data region (as above); every offset
-        // written is aligned for its type (`p` is 8-byte aligned: 8-aligned offset, page-aligned region), and
-        // `payload` is caller memory, not the mapping, so the copy does not overlap. No reader trusts these bytes while we write them:
-        // they are beyond `head`, and in a ring `tail` already moved past any record they overlap.
-        unsafe {
-            if size > frame_len as u64 {
-                // Zero the padding (part of the checksummed body) before the payload lands over the rest.
-                std::ptr::write(p.add(size as usize - 8) as *mut u64, 0);
-            }
-            std::ptr::write(p.add(8) as *mut u64, seq.to_le());
-            std::ptr::write(p.add(16) as *mut u64, capture_time_ns.to_le());
-            std::ptr::copy_nonoverlapping(
-                payload.as_ptr(),
-                p.add(RECORD_HEADER_SIZE as usize),
-                payload.len(),
-            );
-            let body = std::slice::from_raw_parts(p.add(8), size as usize - 8);
-            std::ptr::write(p.add(4) as *mut u32, frame_crc(frame_len, body).to_le());
-            (*(p as *const AtomicU32)).store(frame_len, Ordering::Release);
+        // Every store is an 8-byte atomic at an 8-aligned offset, the same size and alignment readers load with:
+        // a lapped ring reader may be copying these bytes right now, and the seqlock protocol (`tail` moved before
+        // this write, re-checked by the reader after its copy) only makes that safe if neither side's access is a
+        // data race.
+        // SAFETY: for each `data_word` below, `make_room_ring`/`roll` return an offset with
+        // `start_off + size <= cap` in the writer's own full-length mapping, and every offset used is 8-aligned and
+        // below `start_off + size`.
+        let word = |i: u64| unsafe { self.seg.data_word(start_off + i) };
+        word(8).store(seq.to_le(), Ordering::Relaxed);
+        word(16).store(capture_time_ns.to_le(), Ordering::Relaxed);
+        let mut at = RECORD_HEADER_SIZE;
+        let mut chunks = payload.chunks_exact(8);
+        for chunk in &mut chunks {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(chunk);
+            word(at).store(u64::from_ne_bytes(w), Ordering::Relaxed);
+            at += 8;
         }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            // The zero padding to the next multiple of 8 is part of the checksummed body.
+            let mut w = [0u8; 8];
+            w[..rest.len()].copy_from_slice(rest);
+            word(at).store(u64::from_ne_bytes(w), Ordering::Relaxed);
+        }
+        // The checksum is computed from the caller's bytes, the same bytes that were just stored, so the writer
+        // never reads the map back.
+        let mut crc = frame_crc(frame_len, &seq.to_le_bytes());
+        crc = crc32c::crc32c_append(crc, &capture_time_ns.to_le_bytes());
+        crc = crc32c::crc32c_append(crc, payload);
+        crc = crc32c::crc32c_append(crc, &[0u8; 8][..(size - frame_len as u64) as usize]);
+        // Length and checksum share the frame's first word, published last (release).
+        word(0).store(
+            (frame_len as u64 | (crc as u64) << 32).to_le(),
+            Ordering::Release,
+        );
         let pad = if start_off < self.head_off {
             self.seg.cap - self.head_off
         } else {
@@ -624,10 +641,15 @@ impl Writer {
                     self.overwritten.records += 1;
                     self.overwritten.bytes += n;
                     if let Some(hook) = self.on_overwrite.as_mut() {
+                        // SAFETY: this is the journal's single writer (exclusive flock) reading a record it wrote
+                        // itself, before it overwrites it below; readers only ever load, so nothing writes these
+                        // bytes while the borrow (which ends with the hook call) lives.
+                        let body = unsafe { self.seg.body_borrowed(self.tail_off, frame_len) };
+                        let len = frame_len as usize - RECORD_HEADER_SIZE as usize;
                         hook(OverwrittenRecord {
                             seq,
                             capture_time_ns: capture_ns,
-                            payload: self.seg.payload_off(self.tail_off, frame_len),
+                            payload: &body[16..16 + len],
                         });
                     }
                 }
@@ -653,11 +675,10 @@ impl Writer {
             return Ok(self.head_off);
         }
         if pad >= RECORD_HEADER_SIZE {
-            // SAFETY: `head_off + pad == cap` and `pad >= 24`, so `head_off` is inside the data region.
-            let p = unsafe { self.seg.data_ptr_off(self.head_off) };
-            // SAFETY: `p` is 8-byte aligned with at least 24 bytes after it in the writable mapping; readers load
-            // frame length words atomically, and this store is atomic too.
-            unsafe { (*(p as *const AtomicU32)).store(PAD_FLAG | pad as u32, Ordering::Release) };
+            // SAFETY: `head_off + pad == cap` with `pad >= 24` and `head_off` 8-aligned, so the word is inside the
+            // writer's full-length data region. Readers load frame words with the same 8-byte atomics.
+            let word = unsafe { self.seg.data_word(self.head_off) };
+            word.store(((PAD_FLAG | pad as u32) as u64).to_le(), Ordering::Release);
         }
         Ok(0)
     }
