@@ -77,9 +77,11 @@ pub fn run_freelance_server(
     tracing::info!(bind, public, "freelance server listening");
     let mut stats = ServerStats::default();
     while !stop.load(Ordering::Relaxed) {
-        if s.poll(zmq::POLLIN, 100)? == 0 {
-            continue;
-        }
+        // A signal interrupting the poll is a wake-up to check `stop`, not a failure.
+        match s.poll(zmq::POLLIN, 100) {
+            Ok(0) | Err(zmq::Error::EINTR) => continue,
+            other => other?,
+        };
         while let Ok(mut frames) = s.recv_multipart(zmq::DONTWAIT) {
             if frames.len() < 2 {
                 stats.malformed += 1;
