@@ -42,8 +42,15 @@ pub fn run_broker_gated(
 ) -> Result<BrokerStats, MdpError> {
     let socket = ctx.socket(zmq::ROUTER)?;
     socket.set_linger(100)?;
+    // Replies are never dropped by libzmq (sndhwm 0); inbound is bounded per peer so a flood waits in the
+    // sender's TCP buffers rather than in ours.
     socket.set_sndhwm(0)?;
-    socket.set_rcvhwm(0)?;
+    socket.set_rcvhwm(cfg.receive_hwm.max(0))?;
+    let max_msg = match cfg.max_message_size.0 {
+        0 => -1,
+        n => i64::try_from(n).unwrap_or(i64::MAX),
+    };
+    socket.set_maxmsgsize(max_msg)?;
     socket.bind(endpoint)?;
     let last = last_endpoint(&socket)?;
     tracing::info!(endpoint = %last, "majordomo broker listening");

@@ -58,6 +58,7 @@ fn fast() -> BrokerConfig {
         heartbeat_liveness: 3,
         request_expiry: Duration::from_millis(5000).into(),
         busy_timeout: Duration::from_millis(5000).into(),
+        ..Default::default()
     }
 }
 

@@ -4,6 +4,13 @@
 //! [`Broker`] is a sans-IO state machine: feed it received messages ([`Broker::handle`]) and the time
 //! ([`Broker::tick`]), drain the messages it wants sent ([`Broker::poll_transmit`]) and sleep until
 //! [`Broker::next_deadline`]. `crate::broker::run_broker` is the thin socket loop around it.
+//!
+//! Everything a peer can make the broker hold is bounded: queued requests per service
+//! ([`BrokerConfig::max_queued_per_service`]), bytes queued across all services
+//! ([`BrokerConfig::max_queued_bytes`], frame and bookkeeping overhead included), and registered workers
+//! ([`BrokerConfig::max_workers`]). MDP has no "busy" answer for clients, so a request beyond a bound is
+//! dropped and counted in [`BrokerStats::requests_refused`]; the client's own timeout and retry are the
+//! back-pressure, exactly as for a request that expires.
 
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
@@ -14,7 +21,7 @@ use crate::proto::{
     classify, client_reply, worker_msg, Frames, Inbound, Version, WorkerCmd, MMI_PREFIX,
 };
 use tickbox_reliable::PeerClock;
-use tickbox_units::HumanDuration;
+use tickbox_units::{ByteSize, HumanDuration};
 
 /// Broker settings. Heartbeat interval and liveness must match the workers' (the RFC's known weakness).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -30,6 +37,19 @@ pub struct BrokerConfig {
     /// A worker busy for longer than this is presumed dead: it cannot heartbeat while it works, so this
     /// bounds how long a crashed busy worker keeps counting as "present" for MMI.
     pub busy_timeout: HumanDuration,
+    /// Requests queued per service waiting for a worker (default 10 000); more are refused (dropped, counted).
+    pub max_queued_per_service: usize,
+    /// Bytes of queued requests across all services (default 64 MiB), counting every body frame plus a
+    /// fixed per-request and per-frame overhead; a request that would cross it is refused.
+    pub max_queued_bytes: ByteSize,
+    /// Registered workers (default 10 000); a READY beyond it is answered with DISCONNECT.
+    pub max_workers: usize,
+    /// `ZMQ_MAXMSGSIZE` of the broker ROUTER (default 16 MiB; 0 = unlimited): a peer sending a bigger
+    /// message is disconnected by libzmq before the message is buffered.
+    pub max_message_size: ByteSize,
+    /// `ZMQ_RCVHWM` of the broker ROUTER, in messages per peer (default 1000; 0 = unlimited): a flooding
+    /// peer is throttled by TCP back-pressure instead of growing libzmq's receive pipe.
+    pub receive_hwm: i32,
 }
 
 impl Default for BrokerConfig {
@@ -39,8 +59,25 @@ impl Default for BrokerConfig {
             heartbeat_liveness: 3,
             request_expiry: HumanDuration(Duration::from_millis(30_000)),
             busy_timeout: HumanDuration(Duration::from_millis(60_000)),
+            max_queued_per_service: 10_000,
+            max_queued_bytes: ByteSize(64 << 20),
+            max_workers: 10_000,
+            max_message_size: ByteSize(16 << 20),
+            receive_hwm: 1000,
         }
     }
+}
+
+/// What a queued request is charged beyond its body bytes: the `Queued` record and the client identity
+/// (per request), the `Vec` header (per frame). Without it a flood of empty frames would be "free".
+const REQUEST_OVERHEAD: usize = 128;
+const FRAME_OVERHEAD: usize = 32;
+
+fn queued_cost(client: &[u8], service: &[u8], body: &Frames) -> usize {
+    REQUEST_OVERHEAD
+        + client.len()
+        + service.len()
+        + body.iter().map(|f| f.len() + FRAME_OVERHEAD).sum::<usize>()
 }
 
 impl BrokerConfig {
@@ -70,6 +107,14 @@ pub struct BrokerStats {
     pub workers_expired: u64,
     /// Queued requests dropped after `request_expiry` without a worker.
     pub requests_expired: u64,
+    /// Client requests dropped because a queue bound (`max_queued_per_service`, `max_queued_bytes`) was reached.
+    pub requests_refused: u64,
+    /// READYs answered with DISCONNECT because `max_workers` workers were registered.
+    pub workers_refused: u64,
+    /// Bytes currently charged to queued requests (see [`BrokerConfig::max_queued_bytes`]).
+    pub queued_bytes: u64,
+    /// Highest value `queued_bytes` reached.
+    pub queued_bytes_peak: u64,
 }
 
 struct WorkerState {
@@ -90,6 +135,7 @@ struct Queued {
     version: Version,
     body: Frames,
     expires: Instant,
+    cost: usize,
 }
 
 #[derive(Default)]
@@ -108,6 +154,10 @@ pub struct Broker {
     out: VecDeque<Frames>,
     next_tick: Instant,
     stats: BrokerStats,
+    queued_bytes: usize,
+    /// Refusals not yet logged; the warning is rate-limited because any client can trigger it at will.
+    refused_unlogged: u64,
+    next_refusal_log: Instant,
 }
 
 fn with_identity(identity: Vec<u8>, mut frames: Frames) -> Frames {
@@ -126,6 +176,9 @@ impl Broker {
             out: VecDeque::new(),
             next_tick,
             stats: BrokerStats::default(),
+            queued_bytes: 0,
+            refused_unlogged: 0,
+            next_refusal_log: now,
         }
     }
 
@@ -212,7 +265,24 @@ impl Broker {
             self.out.push_back(with_identity(client, reply));
             return;
         }
+        let cost = queued_cost(&client, &service, &body);
+        let queued = self.services.get(&service).map_or(0, |s| s.requests.len());
+        // A request that can go straight to an idle worker is never refused: the bounds are about waiting.
+        let idle = self
+            .services
+            .get(&service)
+            .is_some_and(|s| !s.waiting.is_empty());
+        if !idle
+            && (queued >= self.cfg.max_queued_per_service
+                || (self.queued_bytes + cost) as u64 > self.cfg.max_queued_bytes.0)
+        {
+            self.refuse(now);
+            return;
+        }
         let expires = now + self.cfg.request_expiry.0;
+        self.queued_bytes += cost;
+        self.stats.queued_bytes = self.queued_bytes as u64;
+        self.stats.queued_bytes_peak = self.stats.queued_bytes_peak.max(self.stats.queued_bytes);
         self.services
             .entry(service.clone())
             .or_default()
@@ -222,8 +292,23 @@ impl Broker {
                 version,
                 body,
                 expires,
+                cost,
             });
         self.dispatch(now, &service);
+    }
+
+    fn refuse(&mut self, now: Instant) {
+        self.stats.requests_refused += 1;
+        self.refused_unlogged += 1;
+        if now >= self.next_refusal_log {
+            tracing::warn!(
+                refused = self.refused_unlogged,
+                queued_bytes = self.queued_bytes,
+                "request queue full, dropping client requests"
+            );
+            self.refused_unlogged = 0;
+            self.next_refusal_log = now + Duration::from_secs(5);
+        }
     }
 
     fn worker_command(
@@ -246,6 +331,11 @@ impl Broker {
             (WorkerCmd::Ready, false) => {
                 let service = rest.pop().unwrap_or_default();
                 if service.starts_with(MMI_PREFIX) {
+                    self.send_disconnect(id, version);
+                    return;
+                }
+                if self.workers.len() >= self.cfg.max_workers {
+                    self.stats.workers_refused += 1;
                     self.send_disconnect(id, version);
                     return;
                 }
@@ -360,6 +450,8 @@ impl Broker {
             let Some(req) = svc.requests.pop_front() else {
                 break;
             };
+            self.queued_bytes = self.queued_bytes.saturating_sub(req.cost);
+            self.stats.queued_bytes = self.queued_bytes as u64;
             let mut rest = Vec::with_capacity(req.body.len() + 2);
             rest.push(req.client.clone());
             rest.push(Vec::new());
@@ -411,12 +503,25 @@ impl Broker {
             self.delete_worker(&id, true);
         }
         let mut expired = 0;
+        let mut freed = 0;
         self.services.retain(|_, svc| {
             let before = svc.requests.len();
-            svc.requests.retain(|r| r.expires > now);
+            svc.requests.retain(|r| {
+                let keep = r.expires > now;
+                if !keep {
+                    freed += r.cost;
+                }
+                keep
+            });
             expired += (before - svc.requests.len()) as u64;
+            // `retain` keeps the ring's capacity: after a flood the empty slots would pin memory for good.
+            if svc.requests.capacity() > 64 && svc.requests.len() < svc.requests.capacity() / 4 {
+                svc.requests.shrink_to(svc.requests.len() * 2);
+            }
             svc.workers > 0 || !svc.requests.is_empty()
         });
+        self.queued_bytes = self.queued_bytes.saturating_sub(freed);
+        self.stats.queued_bytes = self.queued_bytes as u64;
         self.stats.requests_expired += expired;
     }
 }
@@ -460,6 +565,7 @@ mod tests {
             heartbeat_liveness: 3,
             request_expiry: HumanDuration(Duration::from_millis(250)),
             busy_timeout: HumanDuration(Duration::from_millis(1000)),
+            ..Default::default()
         }
     }
 
@@ -730,5 +836,62 @@ mod tests {
         // Switching revision mid-conversation is a violation.
         b.handle(t, f(&[b"W1", b"MDPW02", &[5]]));
         assert_eq!(drain(&mut b), vec![with_id(b"W1", DISC01)]);
+    }
+
+    #[test]
+    fn queues_are_bounded_in_count_and_bytes_and_expiry_frees_them() {
+        let t = Instant::now();
+        let mut b = Broker::new(
+            BrokerConfig {
+                max_queued_per_service: 3,
+                max_queued_bytes: ByteSize(4096),
+                ..cfg()
+            },
+            t,
+        );
+        for _ in 0..5 {
+            b.handle(t, f(&[b"C", b"", b"MDPC01", b"a", b"x"]));
+        }
+        assert_eq!(b.queued_for(b"a"), 3, "count bound per service");
+        assert_eq!(b.stats().requests_refused, 2);
+        let big = vec![7u8; 3000];
+        b.handle(t, f(&[b"C", b"", b"MDPC01", b"b", &big]));
+        assert_eq!(b.queued_for(b"b"), 1);
+        b.handle(t, f(&[b"C", b"", b"MDPC01", b"c", &big]));
+        assert_eq!(b.queued_for(b"c"), 0, "byte bound across services");
+        assert_eq!(b.stats().requests_refused, 3);
+        assert!(b.stats().queued_bytes <= 4096);
+        assert_eq!(b.stats().queued_bytes, b.stats().queued_bytes_peak);
+        // An idle worker takes a request even when the queues are full: bounds only limit waiting.
+        b.handle(t, f(&[b"W", b"", b"MDPW01", &[1], b"d"]));
+        b.handle(t, f(&[b"C", b"", b"MDPC01", b"d", &big]));
+        assert_eq!(drain(&mut b).len(), 1);
+        assert_eq!(b.stats().requests_refused, 3);
+        b.tick(t + ms(300));
+        assert_eq!(b.stats().requests_expired, 4);
+        assert_eq!(b.stats().queued_bytes, 0, "expiry releases the charge");
+        b.handle(t + ms(300), f(&[b"C", b"", b"MDPC01", b"c", &big]));
+        assert_eq!(b.queued_for(b"c"), 1, "room again after expiry");
+    }
+
+    #[test]
+    fn dispatch_releases_the_charge_and_worker_count_is_bounded() {
+        let t = Instant::now();
+        let mut b = Broker::new(
+            BrokerConfig {
+                max_workers: 1,
+                ..cfg()
+            },
+            t,
+        );
+        b.handle(t, f(&[b"C", b"", b"MDPC01", b"s", b"x"]));
+        assert!(b.stats().queued_bytes > 0);
+        b.handle(t, f(&[b"W", b"", b"MDPW01", &[1], b"s"]));
+        assert_eq!(b.stats().queued_bytes, 0);
+        b.handle(t, f(&[b"V", b"", b"MDPW01", &[1], b"s"]));
+        let out = drain(&mut b);
+        assert_eq!(out.last().unwrap(), &with_id(b"V", DISC01));
+        assert_eq!(b.stats().workers_refused, 1);
+        assert_eq!(b.workers_for(b"s"), 1);
     }
 }

@@ -37,7 +37,7 @@ pub(crate) struct Args {
 
 fn summary(stats: &BrokerStats) {
     println!(
-        "requests {}  replies {}  mmi {}  malformed {}  disconnects {}  workers registered {}  expired {}  requests expired {}",
+        "requests {}  replies {}  mmi {}  malformed {}  disconnects {}  workers registered {}  expired {}  requests expired {}  refused {}  workers refused {}  peak queued bytes {}",
         stats.requests,
         stats.replies,
         stats.mmi,
@@ -45,7 +45,10 @@ fn summary(stats: &BrokerStats) {
         stats.disconnects_sent,
         stats.workers_registered,
         stats.workers_expired,
-        stats.requests_expired
+        stats.requests_expired,
+        stats.requests_refused,
+        stats.workers_refused,
+        stats.queued_bytes_peak
     );
 }
 
