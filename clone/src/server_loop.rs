@@ -702,8 +702,10 @@ fn run(
             if let Some(d) = dealer {
                 items.push(d.as_poll_item(zmq::POLLIN));
             }
-            if let Err(err) = zmq::poll(&mut items, timeout) {
-                break Err(err.into());
+            // A signal (Ctrl-C, SIGTERM) interrupting the poll is a wake-up to check `stop`, not a failure.
+            match zmq::poll(&mut items, timeout) {
+                Ok(_) | Err(zmq::Error::EINTR) => {}
+                Err(err) => break Err(err.into()),
             }
             let r = |i: usize| items.get(i).is_some_and(|it| it.is_readable());
             let has_ha = ha.is_some();
