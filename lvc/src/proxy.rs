@@ -280,7 +280,11 @@ impl Proxy {
                         None => self.xsub.as_poll_item(zmq::POLLIN),
                     },
                 ];
-                zmq::poll(&mut items, POLL_MS).map_err(LvcError::zmq("poll"))?;
+                // A signal interrupting the poll is a wake-up to check `stop`, not a failure.
+                match zmq::poll(&mut items, POLL_MS) {
+                    Ok(_) | Err(zmq::Error::EINTR) => {}
+                    Err(err) => return Err(LvcError::zmq("poll")(err)),
+                }
                 (
                     items[0].is_readable(),
                     items[1].is_readable(),
