@@ -103,7 +103,7 @@ impl Default for ServerConfig {
             reserved_max_bytes: ByteSize(64 << 20),
             control_max_frame: ByteSize(4096),
             max_subscription_len: 1024,
-            snapshot_hwm: 10_000,
+            snapshot_hwm: 1_000,
             max_snapshots_in_flight: 16,
             max_snapshots_per_peer: 2,
             snapshot_stall: HumanDuration(Duration::from_secs(10)),
