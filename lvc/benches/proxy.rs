@@ -56,6 +56,7 @@ fn frames() -> Vec<Vec<u8>> {
 
 /// CPU time used by the whole process (all threads, user + system), in seconds. Unlike wall time it does not
 /// count time spent waiting for a core, so it stays meaningful on a machine shared with other work.
+#[allow(unsafe_code)] // libc's getrusage has no safe wrapper in our dependencies.
 fn process_cpu_seconds() -> f64 {
     // SAFETY: getrusage writes one rusage struct we own.
     let usage = unsafe {
@@ -68,6 +69,7 @@ fn process_cpu_seconds() -> f64 {
 }
 
 /// Thread CPU time of the calling thread, in seconds.
+#[allow(unsafe_code)] // as above, for clock_gettime.
 fn thread_cpu_seconds() -> f64 {
     // SAFETY: clock_gettime writes one timespec we own.
     let ts = unsafe {

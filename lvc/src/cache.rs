@@ -26,7 +26,10 @@ pub enum Store {
     /// An existing key's value was replaced in place.
     Updated,
     /// A new key was added; `evicted` keys were dropped to make room.
-    Inserted { evicted: usize },
+    Inserted {
+        /// How many least recently updated keys were evicted (0 unless the cache was full).
+        evicted: usize,
+    },
     /// The cache is full and the policy is [`Overflow::RejectNew`].
     Rejected,
     /// The frame alone is larger than `max_entry_bytes`.
@@ -69,6 +72,8 @@ pub struct LastValueCache {
 }
 
 impl LastValueCache {
+    /// An empty cache holding at most `max_topics` keys and `max_bytes` bytes (frames plus keys, each key
+    /// counted twice); a key whose frame plus keys exceeds `max_entry_bytes` is never cached.
     pub fn new(
         max_topics: usize,
         max_bytes: usize,
@@ -91,10 +96,12 @@ impl LastValueCache {
         }
     }
 
+    /// Keys cached now.
     pub fn len(&self) -> usize {
         self.by_key.len()
     }
 
+    /// Whether nothing is cached.
     pub fn is_empty(&self) -> bool {
         self.by_key.is_empty()
     }

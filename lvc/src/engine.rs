@@ -12,7 +12,9 @@ use super::{LvcConfig, MalformedPolicy};
 /// Whether the proxy sends an upstream frame on to subscribers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Forwarding {
+    /// Send it to subscribers (and the tap).
     Forward,
+    /// Malformed under `malformed = "drop"`: counted, sent nowhere.
     Drop,
 }
 
@@ -23,17 +25,26 @@ pub enum DownstreamEvent<'a> {
     /// The caller sends every cached value matching `prefix`; it sends the subscription upstream only when
     /// `forward_upstream` (the proxy is not already subscribed upstream to exactly this prefix).
     Subscribe {
+        /// The subscribed prefix, without the leading `\x01`.
         prefix: &'a [u8],
+        /// Whether the caller must send the subscription to the XSUB.
         forward_upstream: bool,
     },
     /// The last subscriber to `prefix` left (XPUB reports only that one).
     Unsubscribe {
+        /// The released prefix, without the leading `\x00`.
         prefix: &'a [u8],
+        /// Whether the caller must send the unsubscription to the XSUB (it was forwarded when subscribed).
         forward_upstream: bool,
     },
     /// A subscription the proxy will not act on (counted): nothing goes upstream and no cached value is sent.
     /// The subscriber still receives whatever live traffic its prefix matches.
-    Refused { prefix: &'a [u8], reason: Refusal },
+    Refused {
+        /// The refused prefix (possibly up to twice `max_subscription_bytes` long).
+        prefix: &'a [u8],
+        /// Which bound refused it.
+        reason: Refusal,
+    },
     /// Not a subscription frame; counted and not forwarded (publishers ignore upstream data anyway).
     Other,
 }
@@ -64,6 +75,7 @@ pub struct LvcStats {
     pub malformed: u64,
     /// Subscribe / unsubscribe events seen on the XPUB.
     pub subscribes: u64,
+    /// Unsubscribe events (the XPUB reports only the last subscriber of a prefix leaving).
     pub unsubscribes: u64,
     /// Distinct prefixes some subscriber currently holds that the proxy forwards upstream (those not covered by
     /// `cache_prefixes`), bounded by `max_downstream_prefixes` and `max_downstream_prefix_bytes`.
@@ -79,15 +91,19 @@ pub struct LvcStats {
     pub downstream_other: u64,
     /// Keys cached now, and the bytes they hold (frames plus keys).
     pub topics_cached: u64,
+    /// Bytes the cache holds (the quantity bounded by `max_bytes`).
     pub cache_bytes: u64,
     /// Keys evicted (LRU) or refused (reject-new) because of the caps; values larger than `max_entry_bytes`.
     pub cache_evicted: u64,
+    /// New keys refused because the cache was full under `overflow = "reject_new"`.
     pub cache_rejected: u64,
+    /// Values larger than `max_entry_bytes` (forwarded, not cached).
     pub cache_too_large: u64,
     /// Copies handed to the tap, and copies dropped because a tap consumer was slow. Drops are seen only with
     /// `tap_drop = "counted"`; in the default `per_consumer` mode libzmq drops per consumer without telling the
     /// proxy, so `tap_dropped` stays 0 and `tap_sent` counts copies offered to the consumers.
     pub tap_sent: u64,
+    /// Tap copies dropped and seen by the proxy (only with `tap_drop = "counted"`).
     pub tap_dropped: u64,
     /// Subscribe events from tap consumers (how many have attached over time).
     pub tap_subscriptions: u64,
@@ -213,6 +229,7 @@ pub struct LvcEngine {
 }
 
 impl LvcEngine {
+    /// An engine with an empty cache and the bounds of `config`.
     pub fn new(config: &LvcConfig) -> Self {
         let own: Vec<Box<[u8]>> = config
             .cache_prefixes
@@ -425,6 +442,7 @@ impl LvcEngine {
         self.cache.matching(prefix)
     }
 
+    /// The cache, read-only (for benches and diagnostics).
     pub fn cache(&self) -> &LastValueCache {
         &self.cache
     }

@@ -107,6 +107,7 @@
 mod cache;
 mod engine;
 mod proxy;
+#[allow(unsafe_code)] // FFI to libzmq's zmq_msg_t; each block states its invariant.
 mod raw;
 pub mod tap;
 
@@ -125,8 +126,10 @@ pub use proxy::{spawn, LvcEndpoints, LvcHandle};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum MalformedPolicy {
+    /// Count, log (rate-limited) and drop them.
     #[default]
     Drop,
+    /// Count, log and pass them on unchanged (never cached), for a newer wire version crossing this proxy.
     Forward,
 }
 
@@ -175,6 +178,7 @@ pub struct LvcConfig {
     pub max_bytes: usize,
     /// A single value larger than this is forwarded but not cached.
     pub max_entry_bytes: usize,
+    /// What a new key does when the cache is full: evict the least recently updated key, or be refused.
     pub overflow: Overflow,
     /// Receive high-water mark of the XSUB (per publisher connection).
     pub upstream_hwm: i32,
@@ -185,9 +189,11 @@ pub struct LvcConfig {
     /// Whether a slow tap consumer loses copies alone (`per_consumer`, default) or with all the others,
     /// counted (`counted`).
     pub tap_drop: TapDrop,
+    /// Drop for a slow subscriber alone (default), or push back on publishers up to `block_timeout`.
     pub slow_subscriber: SlowSubscriber,
     /// In `block` mode, how long one message may wait for a slow subscriber before it is dropped (counted).
     pub block_timeout: HumanDuration,
+    /// What happens to upstream frames that are not one valid wire frame.
     pub malformed: MalformedPolicy,
     /// Also copy cached values to the tap. Off by default: a recorder wants the live stream, and a cached burst
     /// is implied by the subscription event the tap does carry.
@@ -260,16 +266,22 @@ impl Default for LvcConfig {
 /// Why the proxy could not start or stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum LvcError {
+    /// A libzmq call failed.
     #[error("{what}: {source}")]
     Zmq {
+        /// What the proxy was doing (names the socket or endpoint).
         what: String,
+        /// libzmq's error.
         #[source]
         source: zmq::Error,
     },
+    /// The configuration cannot work (missing endpoint, unresolvable bind).
     #[error("invalid LVC config: {0}")]
     Config(String),
+    /// The proxy thread panicked; its counters are lost.
     #[error("the LVC proxy thread panicked")]
     Panicked,
+    /// The proxy thread ended before binding (the reason was reported by [`spawn`] or logged).
     #[error("the LVC proxy thread stopped before reporting its endpoints")]
     StartFailed,
 }

@@ -38,6 +38,7 @@ pub struct LvcHandle {
 }
 
 impl LvcHandle {
+    /// Where the proxy is bound, wildcards resolved.
     pub fn endpoints(&self) -> &LvcEndpoints {
         &self.endpoints
     }

@@ -51,10 +51,15 @@ pub fn parse_kind(name: &str) -> Option<Kind> {
 /// One row of the `--top` table.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RateRow {
+    /// The topic prefix (first `depth` parts), or `<sub>`, `<unsub>`, `<malformed>`.
     pub prefix: String,
+    /// Messages in the last complete window.
     pub messages: u64,
+    /// Bytes in the last complete window.
     pub bytes: u64,
+    /// `messages` divided by the window length in seconds.
     pub per_second: f64,
+    /// Messages since the table was created.
     pub total: u64,
 }
 
@@ -71,6 +76,7 @@ pub struct RateTable {
 }
 
 impl RateTable {
+    /// A table grouping by the first `depth` topic parts over windows of `window_ns`, starting at `now_ns`.
     pub fn new(depth: usize, window_ns: u64, now_ns: u64) -> Self {
         Self {
             depth: depth.max(1),

@@ -11,13 +11,8 @@ use tickbox_lvc::LvcConfig;
 
 const SECOND: Duration = Duration::from_secs(1);
 
-/// Waits until `socket`'s monitor reports that the proxy dropped its connection.
-fn wait_disconnected(
-    ctx: &zmq::Context,
-    socket: &zmq::Socket,
-    name: &str,
-    timeout: Duration,
-) -> bool {
+/// Watches `socket` for disconnections; attach before connecting, or a fast cut-off is missed.
+fn watch_disconnects(ctx: &zmq::Context, socket: &zmq::Socket, name: &str) -> zmq::Socket {
     let addr = format!("inproc://monitor-{name}");
     socket
         .monitor(&addr, zmq::SocketEvent::DISCONNECTED as i32)
@@ -25,6 +20,11 @@ fn wait_disconnected(
     let monitor = ctx.socket(zmq::PAIR).unwrap();
     monitor.set_linger(0).unwrap();
     monitor.connect(&addr).unwrap();
+    monitor
+}
+
+/// Waits until the monitor reports that the proxy dropped the connection.
+fn disconnected(monitor: &zmq::Socket, timeout: Duration) -> bool {
     let deadline = Instant::now() + timeout;
     while Instant::now() < deadline {
         if monitor.poll(zmq::POLLIN, 50).unwrap() > 0 {
@@ -72,8 +72,12 @@ fn a_32_kib_subscription_cannot_crash_the_proxy_and_a_long_one_is_refused() {
             .stack_size(256 << 20)
             .spawn(move || {
                 let huge = [b"T.".as_slice(), &vec![b'x'; 32 << 10]].concat();
-                let attacker = subscriber(&ctx, &endpoint, &[&huge]);
-                let cut = wait_disconnected(&ctx, &attacker, "huge", 10 * SECOND);
+                let attacker = ctx.socket(zmq::SUB).unwrap();
+                attacker.set_linger(0).unwrap();
+                let monitor = watch_disconnects(&ctx, &attacker, "huge");
+                attacker.connect(&endpoint).unwrap();
+                attacker.set_subscribe(&huge).unwrap();
+                let cut = disconnected(&monitor, 10 * SECOND);
                 attacker.set_unsubscribe(&huge).unwrap();
                 cut
             })

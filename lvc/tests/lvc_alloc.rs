@@ -13,17 +13,21 @@ thread_local! {
     static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
 }
 
-// SAFETY: forwards to the system allocator; the thread-local counter never allocates.
+#[allow(unsafe_code)] // A counting allocator is the only way to observe allocations.
+                      // SAFETY: forwards to the system allocator; the thread-local counter never allocates.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         let _ = ALLOCATIONS.try_with(|c| c.set(c.get() + 1));
+        // SAFETY: the caller's contract for `alloc` is passed on unchanged.
         unsafe { System.alloc(layout) }
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: `ptr` came from `System` through this allocator with this `layout`.
         unsafe { System.dealloc(ptr, layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         let _ = ALLOCATIONS.try_with(|c| c.set(c.get() + 1));
+        // SAFETY: as in `dealloc`; `new_size` is the caller's, under `realloc`'s contract.
         unsafe { System.realloc(ptr, layout, new_size) }
     }
 }

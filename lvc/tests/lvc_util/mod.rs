@@ -6,7 +6,13 @@ use std::time::{Duration, Instant};
 use tickbox_lvc::{LvcConfig, LvcHandle, SlowSubscriber};
 use tickbox_wire::{encode_to_vec, Flags, Header, Kind, MessageRef, Quote};
 
-pub fn quote_frame(topic: &str, publisher: u32, seq: u64, origin_ns: u64, bid: i64) -> Vec<u8> {
+pub(crate) fn quote_frame(
+    topic: &str,
+    publisher: u32,
+    seq: u64,
+    origin_ns: u64,
+    bid: i64,
+) -> Vec<u8> {
     let q = Quote {
         bid_px: bid,
         ..Quote::default()
@@ -19,42 +25,42 @@ pub fn quote_frame(topic: &str, publisher: u32, seq: u64, origin_ns: u64, bid: i
     .unwrap()
 }
 
-pub fn header(frame: &[u8]) -> Header {
+pub(crate) fn header(frame: &[u8]) -> Header {
     *MessageRef::decode(frame).unwrap().header()
 }
 
-pub fn topic(frame: &[u8]) -> String {
+pub(crate) fn topic(frame: &[u8]) -> String {
     MessageRef::decode(frame).unwrap().topic().to_owned()
 }
 
-pub fn bid(frame: &[u8]) -> i64 {
+pub(crate) fn bid(frame: &[u8]) -> i64 {
     match MessageRef::decode(frame).unwrap().payload().unwrap() {
         tickbox_wire::Payload::Quote(q) => q.bid_px,
         other => panic!("not a quote: {other:?}"),
     }
 }
 
-pub fn is_cached(frame: &[u8]) -> bool {
+pub(crate) fn is_cached(frame: &[u8]) -> bool {
     header(frame).flags.contains(Flags::CACHED)
 }
 
 /// A publisher that sees subscriptions (XPUB, verbose) and never drops (NODROP, blocking sends), so tests can
 /// wait for the proxy's subscription and count on every message reaching the proxy.
-pub struct TestPub {
-    pub socket: zmq::Socket,
-    pub endpoint: String,
+pub(crate) struct TestPub {
+    pub(crate) socket: zmq::Socket,
+    pub(crate) endpoint: String,
 }
 
 impl TestPub {
-    pub fn bind(ctx: &zmq::Context) -> Self {
+    pub(crate) fn bind(ctx: &zmq::Context) -> Self {
         Self::bind_at(ctx, "tcp://127.0.0.1:*")
     }
 
-    pub fn bind_at(ctx: &zmq::Context, endpoint: &str) -> Self {
+    pub(crate) fn bind_at(ctx: &zmq::Context, endpoint: &str) -> Self {
         Self::try_bind_at(ctx, endpoint).unwrap()
     }
 
-    pub fn try_bind_at(
+    pub(crate) fn try_bind_at(
         ctx: &zmq::Context,
         endpoint: &str,
     ) -> Result<Self, tickbox_zmqx::ZmqxError> {
@@ -68,7 +74,7 @@ impl TestPub {
     }
 
     /// The next subscription frame, or `None` after `timeout`.
-    pub fn next_subscription(&self, timeout: Duration) -> Option<Vec<u8>> {
+    pub(crate) fn next_subscription(&self, timeout: Duration) -> Option<Vec<u8>> {
         let deadline = Instant::now() + timeout;
         while Instant::now() < deadline {
             if self.socket.poll(zmq::POLLIN, 50).unwrap() > 0 {
@@ -78,12 +84,12 @@ impl TestPub {
         None
     }
 
-    pub fn send(&self, frame: &[u8]) {
+    pub(crate) fn send(&self, frame: &[u8]) {
         self.socket.send(frame, 0).unwrap();
     }
 }
 
-pub fn lvc_config(upstream: &str) -> LvcConfig {
+pub(crate) fn lvc_config(upstream: &str) -> LvcConfig {
     LvcConfig {
         upstream: vec![upstream.to_owned()],
         bind: "tcp://127.0.0.1:*".into(),
@@ -92,13 +98,13 @@ pub fn lvc_config(upstream: &str) -> LvcConfig {
     }
 }
 
-pub fn lossless(mut config: LvcConfig) -> LvcConfig {
+pub(crate) fn lossless(mut config: LvcConfig) -> LvcConfig {
     config.slow_subscriber = SlowSubscriber::Block;
     config
 }
 
 /// Starts the proxy and waits until `publisher` has its upstream subscription (so nothing sent is filtered out).
-pub fn start(ctx: &zmq::Context, config: LvcConfig, publisher: &TestPub) -> LvcHandle {
+pub(crate) fn start(ctx: &zmq::Context, config: LvcConfig, publisher: &TestPub) -> LvcHandle {
     let lvc = tickbox_lvc::spawn(ctx, config).unwrap();
     let sub = publisher
         .next_subscription(Duration::from_secs(5))
@@ -107,7 +113,7 @@ pub fn start(ctx: &zmq::Context, config: LvcConfig, publisher: &TestPub) -> LvcH
     lvc
 }
 
-pub fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
+pub(crate) fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + timeout;
     while Instant::now() < deadline {
         if cond() {
@@ -118,7 +124,7 @@ pub fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
     cond()
 }
 
-pub fn subscriber(ctx: &zmq::Context, endpoint: &str, prefixes: &[&[u8]]) -> zmq::Socket {
+pub(crate) fn subscriber(ctx: &zmq::Context, endpoint: &str, prefixes: &[&[u8]]) -> zmq::Socket {
     let sub = ctx.socket(zmq::SUB).unwrap();
     sub.set_linger(0).unwrap();
     sub.set_rcvhwm(1_000_000).unwrap();
@@ -130,7 +136,7 @@ pub fn subscriber(ctx: &zmq::Context, endpoint: &str, prefixes: &[&[u8]]) -> zmq
 }
 
 /// Receives until `done(received)` or `timeout`.
-pub fn recv_until(
+pub(crate) fn recv_until(
     sock: &zmq::Socket,
     timeout: Duration,
     mut done: impl FnMut(&[Vec<u8>]) -> bool,
@@ -148,7 +154,7 @@ pub fn recv_until(
 }
 
 /// Receives for `quiet` after the last message (to prove nothing more comes), bounded by `timeout`.
-pub fn recv_quiet(sock: &zmq::Socket, quiet: Duration, timeout: Duration) -> Vec<Vec<u8>> {
+pub(crate) fn recv_quiet(sock: &zmq::Socket, quiet: Duration, timeout: Duration) -> Vec<Vec<u8>> {
     let deadline = Instant::now() + timeout;
     let mut got = Vec::new();
     let mut last = Instant::now();
