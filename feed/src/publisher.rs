@@ -198,7 +198,8 @@ impl Publisher {
         // a fresh `zmq::Message` (which zeroes its storage first), and lets a blocked send retry the same bytes.
         match self.socket.send(&self.buf[..n], 0) {
             Ok(()) => Ok(true),
-            Err(zmq::Error::EAGAIN) => {
+            // EINTR: a signal (Ctrl-C) cut the blocked send short; like a timeout, the caller retries or stops.
+            Err(zmq::Error::EAGAIN | zmq::Error::EINTR) => {
                 self.counts.would_block += 1;
                 Ok(false)
             }

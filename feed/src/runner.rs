@@ -321,6 +321,9 @@ pub struct PublisherShardReport {
     pub duration: Duration,
     /// Schedule time skipped after falling more than `max_catch_up` behind.
     pub skipped: Duration,
+    /// Messages of the last batch abandoned because the run ended (duration or stop) while a no-drop pipe was
+    /// full: generated, never sent, no sequence used.
+    pub unsent: u64,
 }
 
 impl PublisherShardReport {
@@ -351,6 +354,11 @@ impl FeedReport {
     /// Data messages over all shards.
     pub fn total_data(&self) -> u64 {
         self.shards.iter().map(|s| s.counts.data()).sum()
+    }
+
+    /// Messages abandoned on full no-drop pipes when the run ended, over all shards.
+    pub fn total_unsent(&self) -> u64 {
+        self.shards.iter().map(|s| s.unsent).sum()
     }
 
     /// Sum of the shards' achieved rates.
@@ -400,6 +408,13 @@ impl fmt::Display for FeedReport {
                 f,
                 " of {target} msg/s asked ({:.0} %)",
                 100.0 * self.total_rate() / target.max(1) as f64
+            )?;
+        }
+        let unsent = self.total_unsent();
+        if unsent > 0 {
+            write!(
+                f,
+                "\nunsent: {unsent} messages abandoned on a full no-drop pipe when the run ended (a subscriber stopped reading)"
             )?;
         }
         if let Some((target, achieved)) = self.rate_shortfall() {
@@ -474,6 +489,11 @@ impl ShardRun<'_> {
         let mut cursor = 0usize;
         let mut last_send_ns = 0u64;
         let mut sent = 0u64;
+        let mut unsent = 0u64;
+        // A stalled subscriber on a no-drop pipe must not stretch the run past `--duration` or past a stop: each
+        // blocked send returns after SEND_TIMEOUT_MS and re-checks both.
+        let over =
+            |now: u64| self.stop.load(Ordering::Relaxed) || end_ns.is_some_and(|end| now >= end);
 
         'run: loop {
             if self.stop.load(Ordering::Relaxed) {
@@ -491,7 +511,7 @@ impl ShardRun<'_> {
             match step {
                 Step::Send(n) => {
                     let n = (n as u64).min(limit - sent);
-                    for _ in 0..n {
+                    for i in 0..n {
                         let venue_time = now_ns();
                         let generated =
                             if config.pattern == Pattern::Pathological && cursor < initial_topics {
@@ -515,7 +535,8 @@ impl ShardRun<'_> {
                             .is_none()
                         {
                             self.live.publish(&publisher);
-                            if self.stop.load(Ordering::Relaxed) {
+                            if over(mono()) {
+                                unsent = n - i;
                                 break 'run;
                             }
                         }
@@ -545,7 +566,16 @@ impl ShardRun<'_> {
             }
         }
         let duration = clock.elapsed();
-        if heartbeat_ns > 0 && publisher.last_sequence() > 0 {
+        if unsent > 0 {
+            tracing::warn!(
+                shard,
+                unsent,
+                "feed shard ended while blocked on a full no-drop pipe (a subscriber stopped reading)"
+            );
+        }
+        // Blocked at the end, the pipe is still full: the closing heartbeats would only wait out their send
+        // timeouts, so they are skipped to keep the run within its bound.
+        if heartbeat_ns > 0 && publisher.last_sequence() > 0 && unsent == 0 {
             // A lost trailing message is only noticed by a later message naming its sequence. A publisher that
             // ends says its last sequence a few times, spaced so a briefly full pipe has drained in between.
             let gap = Duration::from_nanos(heartbeat_ns).min(CLOSING_HEARTBEAT_GAP);
@@ -564,6 +594,7 @@ impl ShardRun<'_> {
             last_sequence: publisher.last_sequence(),
             duration,
             skipped: Duration::from_nanos(pacer.skipped_ns()),
+            unsent,
         })
     }
 
@@ -643,6 +674,7 @@ mod report_tests {
                 last_sequence: sent,
                 duration: Duration::from_secs(secs),
                 skipped: Duration::ZERO,
+                unsent: 0,
             }],
             target_rate,
         }

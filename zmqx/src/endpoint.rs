@@ -9,12 +9,17 @@
 //!   where the source port may be `0`/`*` or omitted). HOST is a name, an IPv4 address, `[IPv6]` or, for a bind,
 //!   `*`.
 //! - `udp://`, `pgm://`, `epgm://` with the same `[SOURCE;]HOST:PORT` shape.
-//! - `ipc://PATH`, `inproc://NAME`, `tipc://…`, `vmci://…`: passed through (only required to be non-empty).
+//! - `ipc://PATH` (at most 107 bytes, what a Unix socket address holds), `inproc://NAME`, `tipc://…`, `vmci://…`:
+//!   otherwise passed through (only required to be non-empty).
 //!
 //! A PORT must be `1..=65535`; `*` or `0` (an ephemeral port) only where binding to one is meant
 //! ([`Direction::Bind`]).
 
 use crate::ZmqxError;
+
+/// `sun_path` holds 108 bytes on Linux, one of them the terminating NUL; libzmq fails a longer path only once
+/// the socket is bound or connected.
+const IPC_PATH_MAX: usize = 107;
 
 /// What the endpoint will be used for: a bind may ask for an ephemeral port, a connect may not.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,6 +42,10 @@ pub fn check(endpoint: &str, direction: Direction) -> Result<(), ZmqxError> {
         return bad("expected TRANSPORT://ADDRESS, e.g. tcp://127.0.0.1:5556".into());
     };
     match transport {
+        "ipc" if rest.len() > IPC_PATH_MAX => bad(format!(
+            "the ipc path is {} bytes; a Unix socket path holds at most {IPC_PATH_MAX}",
+            rest.len()
+        )),
         "ipc" | "inproc" | "tipc" | "vmci" => {
             if rest.is_empty() {
                 bad(format!("{transport}:// needs an address"))
@@ -212,6 +221,7 @@ mod tests {
             "http://127.0.0.1:80",
             "ipc://",
             "inproc://",
+            &format!("ipc:///tmp/{}", "a".repeat(200)),
         ] {
             assert!(check_bind(ep).is_err(), "{ep} accepted for bind");
             assert!(check_connect(ep).is_err(), "{ep} accepted for connect");

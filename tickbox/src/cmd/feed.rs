@@ -118,6 +118,7 @@ fn report_json(report: &tickbox_feed::FeedReport) -> serde_json::Value {
                 "last_sequence": s.last_sequence,
                 "duration_ns": u64::try_from(s.duration.as_nanos()).unwrap_or(u64::MAX),
                 "skipped_ns": u64::try_from(s.skipped.as_nanos()).unwrap_or(u64::MAX),
+                "unsent": s.unsent,
                 "achieved_rate": s.rate().round() as u64,
             })
         })
@@ -129,11 +130,17 @@ fn report_json(report: &tickbox_feed::FeedReport) -> serde_json::Value {
         "rate_shortfall": report.rate_shortfall().is_some(),
         "heartbeats": report.shards.iter().map(|s| s.counts.heartbeats).sum::<u64>(),
         "would_block": report.shards.iter().map(|s| s.counts.would_block).sum::<u64>(),
+        "unsent": report.total_unsent(),
         "shards": shards,
     })
 }
 
 pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
+    crate::flags::check_bind_all("--bind", &args.bind)?;
+    crate::flags::check_connect_all("--connect", &args.connect)?;
+    if let Some(broker) = &args.broker {
+        crate::flags::check_connect("--broker", broker)?;
+    }
     let broker = args.broker.clone();
     let json = args.json;
     let feed_config = apply(args, config.feed.clone())?;

@@ -86,6 +86,19 @@ enum DurabilityArg {
 }
 
 pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
+    // Every input is checked before the journal (up to a GiB preallocated) exists, so a typo leaves nothing behind.
+    crate::flags::check_connect_all("--connect", &args.connect)?;
+    if let Some(broker) = &args.broker {
+        crate::flags::check_connect("--broker", broker)?;
+    }
+    if args.max_messages == Some(0) {
+        anyhow::bail!(
+            "--max-messages 0 would record nothing; leave it out to record until stopped"
+        );
+    }
+    if args.capacity == Some(0) || args.segment_size == Some(0) {
+        anyhow::bail!("--capacity and --segment-size must be more than 0 bytes");
+    }
     let cfg = &config.recorder;
     let durability = match args.durability {
         None => match (cfg.durability, args.sync_interval) {
@@ -110,6 +123,10 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     }
     .durability(durability)
     .description(description);
+    let stop = crate::shutdown::flag();
+    let ctx = zmq::Context::new();
+    let status = StatusBoard::start(&ctx, args.broker.as_deref(), "record")?;
+    let existed = args.journal.exists();
     let mut writer = Writer::open(&args.journal, &opts)
         .with_context(|| format!("opening {}", args.journal.display()))?;
     let mode = if writer.header().mode == tickbox_journal::Mode::Ring {
@@ -130,8 +147,6 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
             "appending to existing journal"
         );
     }
-    let stop = crate::shutdown::flag();
-    let ctx = zmq::Context::new();
     let ropts = RecordOptions {
         connect: args.connect.clone(),
         topics: args.topics.clone(),
@@ -141,7 +156,6 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         duration: args.duration,
         progress_every: Duration::from_secs(1),
     };
-    let status = StatusBoard::start(&ctx, args.broker.as_deref(), "record")?;
     let journal = args.journal.display().to_string();
     status.publish(record_status(
         &journal,
@@ -152,7 +166,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     ));
     let quiet = args.quiet;
     let mut last = (0u64, std::time::Instant::now());
-    let stats = record(&ctx, &mut writer, &ropts, &stop, |s: &RecordStats| {
+    let recorded = record(&ctx, &mut writer, &ropts, &stop, |s: &RecordStats| {
         let dt = last.1.elapsed().as_secs_f64().max(1e-9);
         let rate = (s.messages - last.0) as f64 / dt;
         last = (s.messages, std::time::Instant::now());
@@ -169,7 +183,18 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
             s.overwritten.records,
             s.invalid_frames
         );
-    })?;
+    });
+    let stats = match recorded {
+        Ok(stats) => stats,
+        Err(err) => {
+            // A journal this run created and never wrote to is start-up debris, not data: remove it.
+            if !existed && writer.next_seq() == rec.next_seq {
+                drop(writer);
+                remove_journal(&args.journal);
+            }
+            return Err(err.into());
+        }
+    };
     status.publish(record_status(
         &journal,
         &args.connect,
@@ -189,6 +214,23 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         print_summary(&args, mode, &stats, next_seq, interrupted);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Removes a journal (ring file or archive directory) this run created and never wrote to.
+fn remove_journal(path: &std::path::Path) {
+    let removed = if path.is_dir() {
+        std::fs::remove_dir_all(path)
+    } else {
+        std::fs::remove_file(path)
+    };
+    match removed {
+        Ok(()) => {
+            tracing::info!(journal = %path.display(), "removed the journal created for this failed run")
+        }
+        Err(err) => {
+            tracing::warn!(journal = %path.display(), "could not remove the journal created for this failed run: {err}")
+        }
+    }
 }
 
 /// Ring or archive: an explicit flag wins, then what already exists at the path, then the config (archive).

@@ -52,6 +52,7 @@ pub(crate) fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCod
             None => bail!("--kinds: unknown kind `{name}` (quote, trade, heartbeat, book_level)"),
         }
     }
+    crate::flags::check_connect("--connect", &args.connect)?;
     let mut filter = TapFilter::new(kinds, args.sample);
     let stop = crate::shutdown::flag();
     let ctx = zmq::Context::new();
@@ -83,7 +84,12 @@ pub(crate) fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCod
     let (mut frames, mut shown, mut malformed) = (0u64, 0u64, 0u64);
     let mut msg = zmq::Message::new();
     while !stop.load(Ordering::SeqCst) && args.duration.is_none_or(|d| started.elapsed() < d) {
-        if sub.poll(zmq::POLLIN, 100)? > 0 {
+        // Ctrl-C or SIGTERM interrupting the poll is a wake-up to check `stop`, not a failure.
+        let ready = match sub.poll(zmq::POLLIN, 100) {
+            Err(zmq::Error::EINTR) => 0,
+            other => other?,
+        };
+        if ready > 0 {
             while sub.recv(&mut msg, zmq::DONTWAIT).is_ok() {
                 frames += 1;
                 if let (Some(gaps), Ok(TapFrame::Message(m))) =
