@@ -256,3 +256,167 @@ fn lvc_serves_its_counters_as_tickbox_lvc_status() {
         std::thread::sleep(Duration::from_millis(200));
     }
 }
+
+/// A kernel-reported figure (`VmRSS`, `VmHWM`) of process `pid`, in KiB.
+fn proc_kib(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {field} for {pid}"))
+}
+
+/// A hostile ZMTP 3.0 peer that speaks just enough of the protocol to send one subscription frame of
+/// `prefix_len` bytes, without keeping the prefix in a trie of its own as a real SUB would (1 MiB prefixes would
+/// cost the test gigabytes). Returns whether the proxy closed the connection within `timeout`.
+fn raw_subscribe(endpoint: &str, prefix_len: usize, timeout: Duration) -> bool {
+    use std::io::{Read, Write};
+    let addr = endpoint.trim_start_matches("tcp://");
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    let mut greeting = vec![0xFF, 0, 0, 0, 0, 0, 0, 0, 0, 0x7F, 3, 0];
+    greeting.extend_from_slice(b"NULL");
+    greeting.resize(64, 0);
+    let mut ready = vec![0x04, 0];
+    ready.extend_from_slice(b"\x05READY\x0bSocket-Type\x00\x00\x00\x03SUB");
+    ready[1] = (ready.len() - 2) as u8;
+    let mut frame = vec![0x02];
+    frame.extend_from_slice(&(prefix_len as u64 + 1).to_be_bytes());
+    frame.push(1);
+    frame.resize(frame.len() + prefix_len, b'T');
+    // The proxy may close while the frame is still being written: that is the expected outcome.
+    let _ = stream
+        .write_all(&greeting)
+        .and_then(|()| stream.write_all(&ready))
+        .and_then(|()| stream.write_all(&frame));
+    let deadline = Instant::now() + timeout;
+    let mut buf = [0u8; 4096];
+    while Instant::now() < deadline {
+        match stream.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) => {}
+            Err(e)
+                if e.kind() == std::io::ErrorKind::WouldBlock
+                    || e.kind() == std::io::ErrorKind::TimedOut => {}
+            Err(_) => return true,
+        }
+    }
+    false
+}
+
+#[test]
+fn hostile_subscriptions_neither_kill_nor_bloat_the_lvc_process() {
+    let ctx = zmq::Context::new();
+    let publisher = ctx.socket(zmq::XPUB).unwrap();
+    publisher.set_linger(0).unwrap();
+    let pub_ep = tickbox_zmqx::bind_resolved(&publisher, "tcp://127.0.0.1:*").unwrap();
+    // A narrow cache prefix, so other prefixes would be forwarded to the XSUB (where 32 KiB killed the process).
+    let (mut lvc, lines) = spawn_with_lines(&[
+        "lvc",
+        "--upstream",
+        &pub_ep,
+        "--bind",
+        "tcp://127.0.0.1:*",
+        "--cache-prefixes",
+        "Q.",
+        "--stats-interval",
+        "0s",
+        "--duration",
+        "20s",
+    ]);
+    let pid = lvc.0.id();
+    let downstream = line_after(&lines, "lvc subscribers");
+    publisher.set_rcvtimeo(5000).unwrap();
+    assert_eq!(publisher.recv_bytes(0).unwrap(), b"\x01Q.");
+    publisher.send(quote("Q.XNAS.AAPL", 1), 0).unwrap();
+    let baseline = proc_kib(pid, "VmRSS");
+    // Just over the 1 KiB bound: reaches the proxy, which refuses and counts it (checked in the final counters,
+    // long after the attacks below have given it time to arrive).
+    let long = ctx.socket(zmq::SUB).unwrap();
+    long.set_linger(0).unwrap();
+    long.connect(&downstream).unwrap();
+    long.set_subscribe(&[b'T'; 1100]).unwrap();
+
+    // The reported crash: a plain SUB subscribing to a 32 KiB prefix, then unsubscribing. The SUB keeps the
+    // prefix in libzmq's recursive trie too, hence a thread with room for that.
+    let plain = {
+        let (ctx, downstream) = (ctx.clone(), downstream.clone());
+        std::thread::Builder::new()
+            .stack_size(256 << 20)
+            .spawn(move || {
+                let huge = [b"T.".as_slice(), &vec![b'x'; 32 << 10]].concat();
+                let sub = ctx.socket(zmq::SUB).unwrap();
+                sub.set_linger(0).unwrap();
+                sub.connect(&downstream).unwrap();
+                sub.set_subscribe(&huge).unwrap();
+                // Until the proxy has had it (the connection is cut) or long enough to have crashed it.
+                let _ = recv_for(&sub, Duration::from_millis(500), 1);
+                sub.set_unsubscribe(&huge).unwrap();
+                let _ = recv_for(&sub, Duration::from_millis(200), 1);
+            })
+            .unwrap()
+    };
+    plain.join().unwrap();
+    // The reported bloat: 50 subscriptions of 1 MiB (3.7 GB and a 40 s stall before).
+    let started = Instant::now();
+    for _ in 0..50 {
+        assert!(
+            raw_subscribe(&downstream, 1 << 20, Duration::from_secs(5)),
+            "the proxy must cut off a 1 MiB subscription"
+        );
+    }
+    let attack_time = started.elapsed();
+
+    // Still alive, still serving: a late joiner gets the last value, then live traffic.
+    assert!(lvc.0.try_wait().unwrap().is_none(), "the lvc process died");
+    let normal = ctx.socket(zmq::SUB).unwrap();
+    normal.set_linger(0).unwrap();
+    normal.connect(&downstream).unwrap();
+    normal.set_subscribe(b"Q.XNAS.").unwrap();
+    let got = recv_for(&normal, Duration::from_secs(5), 1);
+    assert_eq!(got.len(), 1, "no cached value");
+    assert!(MessageRef::decode(&got[0])
+        .unwrap()
+        .header()
+        .flags
+        .contains(Flags::CACHED));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut seq = 1;
+    let live = loop {
+        // Until the subscription is in place, a live message may not match yet: resend, bounded.
+        seq += 1;
+        publisher.send(quote("Q.XNAS.AAPL", seq), 0).unwrap();
+        if let Some(f) = recv_for(&normal, Duration::from_millis(100), 1).pop() {
+            break f;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no live traffic after the attack"
+        );
+    };
+    assert!(!MessageRef::decode(&live)
+        .unwrap()
+        .header()
+        .flags
+        .contains(Flags::CACHED));
+
+    let (rss, peak) = (proc_kib(pid, "VmRSS"), proc_kib(pid, "VmHWM"));
+    println!(
+        "lvc RSS {baseline} KiB before the attack, {rss} KiB after, peak {peak} KiB; 50 x 1 MiB cut off in {attack_time:?}"
+    );
+    // The proxy never buffers more than a ~2 KiB subscription frame per connection, so the attack must not
+    // cost more than connection buffers and allocator slack: 32 MiB is an order of magnitude above that and
+    // two below the 3.7 GB reported.
+    assert!(
+        peak < baseline + 32 * 1024,
+        "peak {peak} KiB vs {baseline} KiB"
+    );
+
+    signal(pid, "INT");
+    let refused = line_after(&lines, "subs refused");
+    assert_eq!(refused, "1");
+    drop(long);
+}

@@ -57,6 +57,19 @@ pub(crate) struct Args {
     /// the recorder), or with every other tap consumer, counted by the proxy (`counted`).
     #[arg(long, value_name = "per-consumer|counted", value_parser = parse_tap_drop)]
     tap_drop: Option<TapDrop>,
+    /// Longest subscription prefix (bytes) acted on; longer ones are refused and counted, and much longer ones
+    /// make libzmq drop the subscriber's connection.
+    #[arg(long, value_name = "BYTES")]
+    max_subscription_bytes: Option<usize>,
+    /// Largest frame accepted from a publisher; a publisher sending a larger one is disconnected.
+    #[arg(long, value_name = "BYTES")]
+    max_message_bytes: Option<usize>,
+    /// At most this many distinct subscriber prefixes forwarded upstream at once.
+    #[arg(long)]
+    max_downstream_prefixes: Option<usize>,
+    /// At most this many cached values sent per second for subscriptions, over all subscribers.
+    #[arg(long)]
+    cached_per_second: Option<usize>,
     /// Stats log line period (`10s`, `500ms`; `0s` disables).
     #[arg(long, value_parser = tickbox_units::parse_duration)]
     stats_interval: Option<Duration>,
@@ -156,7 +169,11 @@ fn apply(args: Args, mut config: LvcConfig) -> LvcConfig {
         downstream_hwm,
         upstream_hwm,
         tap_hwm,
-        tap_drop
+        tap_drop,
+        max_subscription_bytes,
+        max_message_bytes,
+        max_downstream_prefixes,
+        cached_per_second
     );
     if let Some(every) = args.stats_interval {
         config.stats_interval = HumanDuration(every);
@@ -187,6 +204,9 @@ fn print_stats(s: &LvcStats, tap_drop: TapDrop) -> std::io::Result<()> {
         ("tap sent", s.tap_sent),
         ("tap dropped", s.tap_dropped),
         ("downstream dropped", s.downstream_dropped),
+        ("subs refused", s.subscriptions_refused),
+        ("prefixes refused", s.prefixes_refused),
+        ("bursts capped", s.cached_bursts_capped),
     ] {
         // A 0 here would claim no tap loss, which the proxy cannot know in per-consumer mode.
         if name == "tap dropped" && tap_drop == TapDrop::PerConsumer {
