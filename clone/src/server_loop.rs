@@ -318,7 +318,7 @@ fn bind(ctx: &zmq::Context, bind: &ServerBind, config: &ServerConfig) -> Result<
         publisher.set_sndhwm(config.pub_hwm)?;
         publisher.set_maxmsgsize(config.publisher_max_frame())?;
         let collector = socket(ctx, zmq::SUB, config)?;
-        collector.set_rcvhwm(config.pub_hwm)?;
+        collector.set_rcvhwm(config.collector_hwm.max(1))?;
         collector.set_maxmsgsize(config.collector_max_frame())?;
         collector.set_subscribe(b"")?;
         Ok((router, publisher, collector))
@@ -785,6 +785,21 @@ fn run(
                         rejected += 1;
                         tracing::debug!(state = ?node.state(), "rejected client request (not active)");
                         continue;
+                    }
+                }
+                // A requester that has read nothing for a while yields its slot to a newcomer, so readers that
+                // never read cannot lock everybody else out of snapshots.
+                if jobs.len() >= config.max_snapshots_in_flight.max(1) {
+                    let grace = config.snapshot_stall.0.min(Duration::from_secs(1));
+                    let stalled = jobs
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, j)| now.saturating_duration_since(j.last_progress) >= grace)
+                        .min_by_key(|(_, j)| j.last_progress)
+                        .map(|(i, _)| i);
+                    if let Some(i) = stalled {
+                        jobs.swap_remove(i);
+                        snapshots_truncated += 1;
                     }
                 }
                 let mine = jobs

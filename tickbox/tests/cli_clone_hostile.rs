@@ -72,8 +72,10 @@ fn kvset(s: &zmq::Socket, key: &[u8], value: &[u8]) {
 /// Loads `n` keys of `size` bytes through a raw collector PUB and waits (bounded) until `ctl` sees the last one.
 fn load(ctx: &zmq::Context, port: u16, n: usize, size: usize) {
     let w = raw(ctx, zmq::PUB, format!("tcp://127.0.0.1:{}", port + 2));
+    // PUB drops above its HWM instead of blocking: no limit, so the whole load arrives.
+    w.set_sndhwm(0).unwrap();
     let value = vec![b'v'; size];
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + Duration::from_secs(25);
     // PUB drops until connected: resend a probe until it lands.
     loop {
         kvset(&w, b"/load/probe", b"1");
@@ -96,8 +98,8 @@ fn load(ctx: &zmq::Context, port: u16, n: usize, size: usize) {
 fn snapshot_requests_from_readers_that_never_read_stay_bounded() {
     let (server, port) = spawn_server(&["--max-value", "4096"], None);
     let ctx = zmq::Context::new();
-    // 20 000 keys of 2 KiB: each whole snapshot is ~40 MB, 40 of them would be 1.6 GB.
-    load(&ctx, port, 20_000, 2048);
+    // 10 000 keys of 4000 bytes: each whole snapshot is ~40 MB, 40 of them would be 1.6 GB.
+    load(&ctx, port, 10_000, 4000);
     let before = rss_kib(server.0.id());
     let mut dealers = Vec::new();
     for _ in 0..40 {

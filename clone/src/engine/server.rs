@@ -72,6 +72,8 @@ pub struct ServerConfig {
     pub max_snapshots_per_peer: usize,
     /// A snapshot whose requester reads nothing for this long is abandoned (counted as truncated), freeing its
     /// slot; what is already queued stays in that requester's bounded queue until it reads or disconnects.
+    /// When every slot is taken, a snapshot whose requester has read nothing for `min(snapshot_stall, 1 s)` is
+    /// abandoned in favour of the new request, so non-readers cannot lock others out.
     pub snapshot_stall: HumanDuration,
     /// Most `NOPE` refusal notices published per second; more refusals are counted as suppressed (the client
     /// resends unacknowledged sets, so a suppressed notice is usually answered on the resend).
@@ -86,6 +88,10 @@ pub struct ServerConfig {
     pub recent_uuids: usize,
     /// Send high-water mark of the update PUB socket (per subscriber), in messages.
     pub pub_hwm: i32,
+    /// Receive high-water mark of the collector (per writer), in messages: bounds what a flooding writer can queue
+    /// inside the server before the loop reads it (about `collector_hwm × (largest KVSET)` per writer); beyond
+    /// it TCP pushes back and the writer's PUB drops (tickbox clients resend unacknowledged sets).
+    pub collector_hwm: i32,
 }
 
 impl Default for ServerConfig {
@@ -112,6 +118,7 @@ impl Default for ServerConfig {
             max_pending: 100_000,
             recent_uuids: 100_000,
             pub_hwm: 1_000_000,
+            collector_hwm: 100_000,
         }
     }
 }
