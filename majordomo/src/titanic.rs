@@ -10,9 +10,39 @@
 //!   configured durability, so an acknowledged request survives a crash of Titanic, broker or worker.
 //! * [`Titanic::start`] runs the three workers and the dispatcher as threads.
 //!
-//! Journal events (one record each; integers little-endian): `kind u8` (1 REQUEST, 2 REPLY, 3 CLOSE),
-//! `uuid` (32 ASCII hex, uppercase), then for REQUEST `[service][body…]` and for REPLY `[body…]` as
-//! `count u32` + (`len u32` + bytes) per frame.
+//! Journal events (one record each; integers little-endian): `kind u8` (1 REQUEST, 2 REPLY, 3 CLOSE,
+//! 4 DISPATCH, 5 FAILED), `uuid` (32 ASCII hex, uppercase), then for REQUEST `[service][body…]` and for REPLY
+//! `[body…]` as `count u32` + (`len u32` + bytes) per frame; for DISPATCH `attempt u32` + `at_ns u64` (wall
+//! clock); for FAILED the reason as UTF-8.
+//!
+//! # Delivery guarantee
+//!
+//! Each request moves through a write-ahead life cycle in the journal: *queued* (REQUEST) → *dispatched*
+//! (DISPATCH, attempt *n*, journaled **before** the request is sent) → *replied* (REPLY) or *failed*
+//! (FAILED). From this:
+//!
+//! * **Acknowledged means durable.** `titanic.request` answers `200` only after the REQUEST is appended
+//!   (under [`TitanicConfig::fsync`]); the request survives crashes of Titanic, broker and workers.
+//! * **No duplicate while an attempt may be running.** Once sent, an attempt is waited for until its reply or
+//!   [`TitanicConfig::job_timeout`] (default 60 s), however long that is. [`TitanicConfig::dispatch_timeout`]
+//!   only logs a slow service; it never causes a re-send. Each attempt is sent from its own socket whose
+//!   routing identity is the request id (`TSP:<uuid>:<attempt>`), so replies are matched exactly.
+//! * **Across a Titanic crash** a request found *dispatched* is never sent again blindly: the restarted
+//!   Titanic listens again under the same identity until that attempt's `job_timeout` (counted from the
+//!   journaled send time), so a service still working on it delivers its reply to the new process.
+//! * **At most once** ([`Redispatch::Never`], the default): a request is sent at most once. If no reply comes
+//!   within `job_timeout` (the service crashed, the broker dropped or expired it, or the reply arrived while
+//!   Titanic was down) the request is marked failed and `titanic.reply` answers `500 failed: …` (one status
+//!   frame) instead of `300` forever. The service may or may not have executed it; nothing else runs it again.
+//! * **Exactly once with a deduping service** ([`Redispatch::AfterTimeout`]): after each `job_timeout`
+//!   without a reply the request is sent again with the *same* request id and the next attempt number, at most
+//!   [`TitanicConfig::max_attempts`] sends, then marked failed. The service must treat the request id
+//!   (`Request::titanic_id`, the UUID in the client address frame) as an idempotency key: run once, answer
+//!   duplicates with the stored reply. [`MdpWorker::dedupe`] does this for a single worker process; a service
+//!   with several workers, or whose workers restart, needs a shared durable store keyed by the id. A service
+//!   that does not dedupe gets at-least-once under this policy.
+//! * A reply that arrives after the request was marked failed still replaces the failure (`500` is "retry
+//!   later" in TSP, and the real outcome is better than a guess).
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -27,7 +57,8 @@ use tickbox_units::HumanDuration;
 use crate::{Client, ClientConfig, Frames, MdpError, MdpWorker, MdpWorkerConfig};
 
 pub use crate::engine::titanic::{
-    normalize_uuid, Event, TitanicState, ERROR, OK, PENDING, UNKNOWN,
+    dispatch_identity, normalize_uuid, request_id_of, DispatchPolicy, Event, Redispatch, Step,
+    TitanicState, ERROR, OK, PENDING, UNKNOWN,
 };
 
 /// Why Titanic could not start or stopped.
@@ -77,8 +108,24 @@ pub struct TitanicConfig {
     pub segment_bytes: u64,
     /// How often the dispatcher rescans pending requests (reference: 1s; at least 1 ms is used).
     pub scan: HumanDuration,
-    /// How long the dispatcher waits for a service's reply before trying again later.
+    /// A dispatched request without a reply after this long is logged as slow. It is **not** re-sent: the
+    /// attempt keeps waiting up to `job_timeout` (see the module docs).
     pub dispatch_timeout: HumanDuration,
+    /// How long one attempt may run before it counts as lost (default 60 s); then `redispatch` decides.
+    /// Counted from the journaled send time, so it spans Titanic restarts.
+    pub job_timeout: HumanDuration,
+    /// What happens after an attempt timed out: `"never"` (default: at most once, the request is marked
+    /// failed) or `"after_timeout"` (re-sent with the same request id, up to `max_attempts`).
+    pub redispatch: Redispatch,
+    /// Sends per request in all under `redispatch = "after_timeout"` (default 3, at least 1).
+    pub max_attempts: u32,
+    /// Requests waiting for a reply at once, all services together (default 64, at least 1); each holds one
+    /// socket.
+    pub max_in_flight: usize,
+    /// Requests waiting for a reply at once per service (default 1, at least 1). `job_timeout` runs from the
+    /// send, time queued in the broker included, so raise this only up to the number of workers the service
+    /// has.
+    pub max_in_flight_per_service: usize,
     /// Worker heartbeat settings toward the broker.
     pub worker: MdpWorkerConfig,
 }
@@ -91,6 +138,11 @@ impl Default for TitanicConfig {
             segment_bytes: 64 << 20,
             scan: HumanDuration(Duration::from_millis(1000)),
             dispatch_timeout: HumanDuration(Duration::from_millis(5000)),
+            job_timeout: HumanDuration(Duration::from_secs(60)),
+            redispatch: Redispatch::Never,
+            max_attempts: 3,
+            max_in_flight: 64,
+            max_in_flight_per_service: 1,
             worker: MdpWorkerConfig::default(),
         }
     }
@@ -109,6 +161,8 @@ pub struct StoreRecovery {
     pub open_requests: usize,
     /// Of those, requests still waiting for a reply; the dispatcher resumes them.
     pub pending_requests: usize,
+    /// Of the pending, requests already sent before the restart (listened for again, never blindly re-sent).
+    pub dispatched_requests: usize,
     /// Bytes of a torn tail the journal dropped on opening (a crash mid-append).
     pub discarded_bytes: u64,
 }
@@ -160,6 +214,7 @@ impl TitanicStore {
         }
         recovery.open_requests = state.len();
         recovery.pending_requests = state.pending_len();
+        recovery.dispatched_requests = state.dispatched_len();
         tracing::info!(?recovery, dir = %dir.display(), "titanic store recovered");
         Ok(Self {
             writer,
@@ -222,6 +277,26 @@ impl TitanicStore {
         vec![OK.to_vec()]
     }
 
+    /// Journal that attempt `attempt` of `uuid` is about to be sent (write-ahead: before the send).
+    pub fn dispatch(&mut self, uuid: &str, attempt: u32) -> Result<(), TitanicError> {
+        self.commit(Event::Dispatch {
+            uuid: uuid.to_string(),
+            attempt,
+            at_ns: now_ns(),
+        })
+    }
+
+    /// Give up on `uuid`: `titanic.reply` answers `500 <reason>` from then on.
+    pub fn fail(&mut self, uuid: &str, reason: String) -> Result<(), TitanicError> {
+        if !self.state.is_pending(uuid) || self.state.is_failed(uuid) {
+            return Ok(());
+        }
+        self.commit(Event::Failed {
+            uuid: uuid.to_string(),
+            reason,
+        })
+    }
+
     /// Store the reply the dispatcher got for `uuid` (ignored if the request was closed meanwhile).
     pub fn store_reply(&mut self, uuid: &str, body: Frames) -> Result<(), TitanicError> {
         if !self.state.is_pending(uuid) {
@@ -239,10 +314,18 @@ impl TitanicStore {
 /// Counters of a running Titanic.
 #[derive(Debug, Default)]
 pub struct TitanicCounters {
-    /// Requests forwarded to their (present) service, retries included.
+    /// Requests forwarded to their (present) service, re-sends included.
     pub dispatched: AtomicU64,
+    /// Of those, re-sends (attempt 2 and later, `redispatch = "after_timeout"`).
+    pub redispatched: AtomicU64,
+    /// Attempts found in flight at start-up and listened for again.
+    pub resumed: AtomicU64,
+    /// Requests marked failed (no reply within `job_timeout`, attempts exhausted).
+    pub failed: AtomicU64,
     /// Service replies journaled.
     pub replies_stored: AtomicU64,
+    /// Replies discarded because they did not parse as MDP or named another service.
+    pub malformed_replies: AtomicU64,
 }
 
 /// A running Titanic: three worker threads and a dispatcher sharing one store.
@@ -364,6 +447,36 @@ impl Drop for Titanic {
     }
 }
 
+/// One attempt this process is waiting for, on its own socket.
+struct InFlight {
+    uuid: String,
+    service: Vec<u8>,
+    socket: zmq::Socket,
+    deadline: Instant,
+    slow_at: Instant,
+}
+
+fn open_attempt(
+    ctx: &zmq::Context,
+    broker: &str,
+    uuid: &str,
+    attempt: u32,
+) -> Result<zmq::Socket, zmq::Error> {
+    let s = ctx.socket(zmq::DEALER)?;
+    s.set_linger(0)?;
+    s.set_identity(&dispatch_identity(uuid, attempt))?;
+    s.connect(broker)?;
+    Ok(s)
+}
+
+fn lock(
+    store: &Mutex<TitanicStore>,
+) -> Result<std::sync::MutexGuard<'_, TitanicStore>, TitanicError> {
+    store
+        .lock()
+        .map_err(|_| TitanicError::Thread("store poisoned".into()))
+}
+
 fn dispatcher(
     ctx: &zmq::Context,
     broker: &str,
@@ -380,61 +493,158 @@ fn dispatcher(
             attempts: 1,
         },
     );
-    let mut client = Client::new(
-        ctx,
-        broker,
-        ClientConfig {
-            timeout: cfg.dispatch_timeout,
-            attempts: 1,
-        },
-    );
+    let policy = DispatchPolicy {
+        redispatch: cfg.redispatch,
+        job_timeout_ns: u64::try_from(cfg.job_timeout.0.as_nanos()).unwrap_or(u64::MAX),
+        max_attempts: cfg.max_attempts.max(1),
+    };
+    let max_in_flight = cfg.max_in_flight.max(1);
+    let per_service = cfg.max_in_flight_per_service.max(1);
     let scan = cfg.scan.0.max(Duration::from_millis(1));
     let mut next_scan = Instant::now();
+    let mut in_flight: Vec<InFlight> = Vec::new();
     while !stop.load(Ordering::Relaxed) {
         let now = Instant::now();
-        if now < next_scan {
-            std::thread::sleep((next_scan - now).min(Duration::from_millis(50)));
+        if now >= next_scan && in_flight.len() < max_in_flight {
+            next_scan = now + scan;
+            let wall = now_ns();
+            let steps = lock(store)?
+                .state()
+                .plan(wall, &policy, |u| in_flight.iter().any(|f| f.uuid == u));
+            let mut absent: Vec<Vec<u8>> = Vec::new();
+            let mut present_now: Vec<Vec<u8>> = Vec::new();
+            for step in steps {
+                if stop.load(Ordering::Relaxed) || in_flight.len() >= max_in_flight {
+                    break;
+                }
+                match step {
+                    Step::Fail { uuid, reason } => {
+                        tracing::warn!(%uuid, %reason, "titanic request failed");
+                        lock(store)?.fail(&uuid, reason)?;
+                        counters.failed.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Step::Resume {
+                        uuid,
+                        service,
+                        attempt,
+                        deadline_ns,
+                    } => {
+                        let left = Duration::from_nanos(deadline_ns.saturating_sub(wall));
+                        tracing::info!(%uuid, attempt, ?left, "listening again for a request sent before the restart");
+                        let socket =
+                            open_attempt(ctx, broker, &uuid, attempt).map_err(MdpError::from)?;
+                        let now = Instant::now();
+                        in_flight.push(InFlight {
+                            uuid,
+                            service,
+                            socket,
+                            deadline: now + left,
+                            slow_at: now + left,
+                        });
+                        counters.resumed.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Step::Send {
+                        uuid,
+                        service,
+                        body,
+                        attempt,
+                    } => {
+                        let busy = in_flight.iter().filter(|f| f.service == service).count();
+                        if absent.contains(&service) || busy >= per_service {
+                            continue;
+                        }
+                        // Ask the broker first so a request for an absent service does not sit in the
+                        // broker queue, where it would expire unexecuted yet count as an attempt.
+                        let present = present_now.contains(&service)
+                            || match std::str::from_utf8(&service) {
+                                Ok(name) => {
+                                    match mmi.request("mmi.service", &[name.as_bytes().to_vec()]) {
+                                        Ok(r) => r.first().map(Vec::as_slice) == Some(OK),
+                                        Err(_) => false,
+                                    }
+                                }
+                                Err(_) => false,
+                            };
+                        if !present {
+                            absent.push(service);
+                            continue;
+                        }
+                        if !present_now.contains(&service) {
+                            present_now.push(service.clone());
+                        }
+                        let socket =
+                            open_attempt(ctx, broker, &uuid, attempt).map_err(MdpError::from)?;
+                        // Write-ahead: once this is durable a restart knows the service may be running it.
+                        lock(store)?.dispatch(&uuid, attempt)?;
+                        let head: [&[u8]; 3] = [b"", crate::proto::MDPC01, &service];
+                        socket
+                            .send_multipart(
+                                head.into_iter().chain(body.iter().map(Vec::as_slice)),
+                                0,
+                            )
+                            .map_err(MdpError::from)?;
+                        counters.dispatched.fetch_add(1, Ordering::Relaxed);
+                        if attempt > 1 {
+                            counters.redispatched.fetch_add(1, Ordering::Relaxed);
+                        }
+                        let now = Instant::now();
+                        in_flight.push(InFlight {
+                            uuid,
+                            service,
+                            socket,
+                            deadline: now + cfg.job_timeout.0,
+                            slow_at: now + cfg.dispatch_timeout.0,
+                        });
+                    }
+                }
+            }
+        }
+        // Wait for replies on every attempt in flight, at most until the next scan or 50 ms (the stop flag).
+        let now = Instant::now();
+        let wake = next_scan.max(now).min(now + Duration::from_millis(50));
+        if in_flight.is_empty() {
+            std::thread::sleep(wake - now);
             continue;
         }
-        next_scan = now + scan;
-        let pending = store
-            .lock()
-            .map_err(|_| TitanicError::Thread("store poisoned".into()))?
-            .state()
-            .pending();
-        let mut absent: Vec<Vec<u8>> = Vec::new();
-        for (uuid, service, body) in pending {
-            if stop.load(Ordering::Relaxed) {
-                break;
-            }
-            if absent.contains(&service) {
-                continue;
-            }
-            // Ask the broker first so a request for an absent service does not sit in the broker queue.
-            let present = match std::str::from_utf8(&service) {
-                Ok(name) => match mmi.request("mmi.service", &[name.as_bytes().to_vec()]) {
-                    Ok(r) => r.first().map(Vec::as_slice) == Some(OK),
-                    Err(_) => false,
-                },
-                Err(_) => false,
-            };
-            if !present {
-                absent.push(service);
-                continue;
-            }
-            counters.dispatched.fetch_add(1, Ordering::Relaxed);
-            let name = String::from_utf8_lossy(&service).into_owned();
-            match client.request(&name, &body) {
-                Ok(reply) => {
-                    store
-                        .lock()
-                        .map_err(|_| TitanicError::Thread("store poisoned".into()))?
-                        .store_reply(&uuid, reply)?;
-                    counters.replies_stored.fetch_add(1, Ordering::Relaxed);
-                    // More may be waiting: come back at once rather than after a full scan interval.
-                    next_scan = Instant::now();
+        let ready: Vec<bool> = {
+            let mut items: Vec<zmq::PollItem<'_>> = in_flight
+                .iter()
+                .map(|f| f.socket.as_poll_item(zmq::POLLIN))
+                .collect();
+            zmq::poll(&mut items, tickbox_zmqx::socket::poll_ms_until(wake, now))
+                .map_err(MdpError::from)?;
+            items.iter().map(zmq::PollItem::is_readable).collect()
+        };
+        let now = Instant::now();
+        // Backwards, so `swap_remove` only ever moves an entry already handled.
+        for i in (0..in_flight.len()).rev() {
+            let f = &mut in_flight[i];
+            if ready.get(i).copied().unwrap_or(false) {
+                if let Ok(mut reply) = f.socket.recv_multipart(zmq::DONTWAIT) {
+                    let ok = reply.len() >= 4
+                        && reply[0].is_empty()
+                        && reply[1] == crate::proto::MDPC01
+                        && reply[2] == f.service;
+                    if ok {
+                        let body = reply.split_off(3);
+                        lock(store)?.store_reply(&f.uuid, body)?;
+                        counters.replies_stored.fetch_add(1, Ordering::Relaxed);
+                        in_flight.swap_remove(i);
+                        // Capacity freed and more may be waiting: scan at once.
+                        next_scan = now;
+                        continue;
+                    }
+                    counters.malformed_replies.fetch_add(1, Ordering::Relaxed);
                 }
-                Err(e) => tracing::debug!(%uuid, "dispatch failed, retrying later: {e}"),
+            }
+            if now >= f.deadline {
+                // The plan decides what a lost attempt means (fail, or re-send under the same id).
+                tracing::debug!(uuid = %f.uuid, "attempt reached job_timeout");
+                in_flight.swap_remove(i);
+                next_scan = now;
+            } else if now >= f.slow_at {
+                tracing::info!(uuid = %f.uuid, "service slower than dispatch_timeout; still waiting, not re-sending");
+                f.slow_at = f.deadline;
             }
         }
     }

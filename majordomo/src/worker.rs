@@ -10,7 +10,7 @@ use crate::proto::{Frames, Version};
 use crate::MdpError;
 use tickbox_zmqx::socket::poll_ms_until;
 
-pub use crate::engine::worker::{MdpWorkerConfig, Request};
+pub use crate::engine::worker::{DedupeCache, MdpWorkerConfig, Request};
 
 /// A Majordomo worker bound to one service on one broker.
 pub struct MdpWorker {
@@ -20,6 +20,7 @@ pub struct MdpWorker {
     engine: WorkerEngine,
     reconnect_at: Option<Instant>,
     pending: VecDeque<Request>,
+    dedupe: Option<DedupeCache>,
 }
 
 impl MdpWorker {
@@ -43,9 +44,25 @@ impl MdpWorker {
             engine: WorkerEngine::new(&cfg, service.as_bytes(), now),
             reconnect_at: Some(now),
             pending: VecDeque::new(),
+            dedupe: None,
         };
         w.open_if_due(now)?;
         Ok(w)
+    }
+
+    /// Opt in to exactly-once execution of requests Titanic re-sends (`redispatch = "after_timeout"`):
+    /// [`MdpWorker::serve`] remembers the reply of every request carrying a Titanic request id
+    /// ([`Request::titanic_id`]) and answers a later request with the same id from memory instead of running
+    /// the handler again. At most `max_entries` replies and `max_bytes` bytes are kept (oldest dropped first),
+    /// in this worker's memory only: a duplicate that reaches another worker, or arrives after this worker
+    /// restarted or evicted the entry, runs again.
+    pub fn dedupe(&mut self, max_entries: usize, max_bytes: usize) {
+        self.dedupe = Some(DedupeCache::new(max_entries, max_bytes));
+    }
+
+    /// The dedupe cache, if [`MdpWorker::dedupe`] enabled it (for its counters).
+    pub fn dedupe_cache(&self) -> Option<&DedupeCache> {
+        self.dedupe.as_ref()
     }
 
     /// Reconnections so far (after broker loss or DISCONNECT).
@@ -156,11 +173,32 @@ impl MdpWorker {
     ) -> Result<(), MdpError> {
         while !stop.load(Ordering::Relaxed) {
             if let Some(req) = self.recv(Duration::from_millis(100))? {
-                let reply = handler(&req.body);
-                let reply = if reply.is_empty() {
-                    vec![Vec::new()]
-                } else {
-                    reply
+                let id = self
+                    .dedupe
+                    .as_ref()
+                    .and(req.titanic_id())
+                    .map(<[u8]>::to_vec);
+                let cached = match (&id, self.dedupe.as_mut()) {
+                    (Some(id), Some(cache)) => cache.get(id),
+                    _ => None,
+                };
+                let reply = match cached {
+                    Some(r) => {
+                        tracing::debug!("re-sent titanic request answered from the dedupe cache");
+                        r
+                    }
+                    None => {
+                        let reply = handler(&req.body);
+                        let reply = if reply.is_empty() {
+                            vec![Vec::new()]
+                        } else {
+                            reply
+                        };
+                        if let (Some(id), Some(cache)) = (&id, self.dedupe.as_mut()) {
+                            cache.insert(id, &reply);
+                        }
+                        reply
+                    }
                 };
                 self.reply(req, reply)?;
             }

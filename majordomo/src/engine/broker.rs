@@ -45,10 +45,10 @@ pub struct BrokerConfig {
     /// Registered workers (default 10 000); a READY beyond it is answered with DISCONNECT.
     pub max_workers: usize,
     /// `ZMQ_MAXMSGSIZE` of the broker ROUTER (default 16 MiB; 0 = unlimited): a peer sending a bigger
-    /// message is disconnected by libzmq before the message is buffered.
+    /// message is disconnected by the socket library before the message is buffered.
     pub max_message_size: ByteSize,
     /// `ZMQ_RCVHWM` of the broker ROUTER, in messages per peer (default 1000; 0 = unlimited): a flooding
-    /// peer is throttled by TCP back-pressure instead of growing libzmq's receive pipe.
+    /// peer is throttled by TCP back-pressure instead of growing the socket library's receive pipe.
     pub receive_hwm: i32,
 }
 

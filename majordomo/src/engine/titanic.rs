@@ -1,5 +1,6 @@
 //! The Titanic (9/TSP) core, sans-IO: the journal event codec, the in-memory index and every TSP rule (status
-//! codes, idempotence). `crate::titanic` couples it to the journal and to Majordomo sockets.
+//! codes, idempotence) and the dispatch policy ([`TitanicState::plan`]). `crate::titanic` couples it to the
+//! journal and to Majordomo sockets; its module docs state the delivery guarantee.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -39,6 +40,84 @@ pub enum Event {
     Close {
         /// The request to forget.
         uuid: String,
+    },
+    /// Attempt `attempt` (1-based) is about to be sent to the service (kind 4). Journaled *before* the send,
+    /// so a restart knows the service may have started executing it.
+    Dispatch {
+        /// The request sent.
+        uuid: String,
+        /// Which attempt this is (1 for the first send).
+        attempt: u32,
+        /// Wall-clock time of the send, nanoseconds since the Unix epoch (survives a restart, unlike `Instant`).
+        at_ns: u64,
+    },
+    /// Titanic gave up on the request (kind 5): `titanic.reply` answers `500 <reason>` from then on.
+    Failed {
+        /// The request given up.
+        uuid: String,
+        /// Why, in words (becomes the status text).
+        reason: String,
+    },
+}
+
+/// What the dispatcher does with a request that was sent and got no reply within `job_timeout`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Redispatch {
+    /// Never send a request twice: at most once. A request whose attempt got no reply within `job_timeout`
+    /// (service crashed, reply lost while Titanic was down, broker dropped it) is marked failed. The safe
+    /// default for services that are not idempotent.
+    #[default]
+    Never,
+    /// Send it again (same request id, next attempt number) after each `job_timeout` without a reply, up to
+    /// `max_attempts` sends in all, then mark it failed. Exactly-once only if the service dedupes by
+    /// request id (see `MdpWorker::dedupe`); otherwise at-least-once.
+    AfterTimeout,
+}
+
+/// The dispatch rules [`TitanicState::plan`] applies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DispatchPolicy {
+    /// Behaviour after an attempt timed out.
+    pub redispatch: Redispatch,
+    /// How long one attempt may take before it counts as lost, in nanoseconds.
+    pub job_timeout_ns: u64,
+    /// Sends per request in all, under [`Redispatch::AfterTimeout`] (at least 1 is used).
+    pub max_attempts: u32,
+}
+
+/// One thing the dispatcher should do for a pending request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// Journal [`Event::Dispatch`] for `attempt`, then send the request to `service`.
+    Send {
+        /// The request.
+        uuid: String,
+        /// Target service.
+        service: Vec<u8>,
+        /// Body to send.
+        body: Frames,
+        /// The attempt number to journal and to put in the request id.
+        attempt: u32,
+    },
+    /// The request was sent by an earlier Titanic process and may still be executing: listen again under
+    /// the same request id until `deadline_ns`, without sending anything.
+    Resume {
+        /// The request.
+        uuid: String,
+        /// Target service (to check the reply's header).
+        service: Vec<u8>,
+        /// The attempt that was sent.
+        attempt: u32,
+        /// When that attempt times out (wall clock, ns since the epoch).
+        deadline_ns: u64,
+    },
+    /// Journal [`Event::Failed`] with `reason`.
+    Fail {
+        /// The request.
+        uuid: String,
+        /// Status text for `titanic.reply`.
+        reason: String,
     },
 }
 
@@ -98,6 +177,21 @@ impl Event {
                 out.push(3);
                 out.extend_from_slice(uuid.as_bytes());
             }
+            Event::Dispatch {
+                uuid,
+                attempt,
+                at_ns,
+            } => {
+                out.push(4);
+                out.extend_from_slice(uuid.as_bytes());
+                out.extend_from_slice(&attempt.to_le_bytes());
+                out.extend_from_slice(&at_ns.to_le_bytes());
+            }
+            Event::Failed { uuid, reason } => {
+                out.push(5);
+                out.extend_from_slice(uuid.as_bytes());
+                out.extend_from_slice(reason.as_bytes());
+            }
         }
         out
     }
@@ -128,9 +222,39 @@ impl Event {
                 body: get_frames(rest).ok_or("bad frames")?,
             }),
             3 if rest.is_empty() => Ok(Event::Close { uuid }),
+            4 if rest.len() == 12 => Ok(Event::Dispatch {
+                uuid,
+                attempt: u32::from_le_bytes(rest[..4].try_into().map_err(|_| "bad attempt")?),
+                at_ns: u64::from_le_bytes(rest[4..].try_into().map_err(|_| "bad time")?),
+            }),
+            5 => Ok(Event::Failed {
+                uuid,
+                reason: String::from_utf8(rest.to_vec()).map_err(|_| "reason not UTF-8")?,
+            }),
             _ => Err("unknown event kind"),
         }
     }
+}
+
+/// Prefix of the client identity Titanic's dispatcher uses: `TSP:` + UUID + `:` + attempt (decimal).
+pub const REQUEST_ID_PREFIX: &[u8] = b"TSP:";
+
+/// The routing identity of the dispatcher socket for `attempt` of request `uuid`. Services see it as the
+/// client address frame of the REQUEST; [`request_id_of`] recovers the UUID, the same on every attempt.
+pub fn dispatch_identity(uuid: &str, attempt: u32) -> Vec<u8> {
+    format!("TSP:{uuid}:{attempt}").into_bytes()
+}
+
+/// The Titanic request id (the 32-character UUID) carried in a client address frame made by
+/// [`dispatch_identity`], or `None` for any other client.
+pub fn request_id_of(client: &[u8]) -> Option<&[u8]> {
+    let rest = client.strip_prefix(REQUEST_ID_PREFIX)?;
+    let (uuid, attempt) = (rest.get(..32)?, rest.get(32..)?);
+    let digits = attempt.strip_prefix(b":")?;
+    (uuid.iter().all(u8::is_ascii_hexdigit)
+        && !digits.is_empty()
+        && digits.iter().all(u8::is_ascii_digit))
+    .then_some(uuid)
 }
 
 /// A TSP UUID in canonical form (32 uppercase hex digits), or `None` if `raw` is not one (either case accepted).
@@ -146,6 +270,11 @@ struct Entry {
     body: Frames,
     reply: Option<Frames>,
     order: u64,
+    /// Attempts journaled so far (0: never sent).
+    attempts: u32,
+    /// Wall-clock time of the last attempt.
+    dispatched_at_ns: u64,
+    failed: Option<String>,
 }
 
 /// The Titanic index and rules, without I/O.
@@ -176,14 +305,37 @@ impl TitanicState {
                         body,
                         reply: None,
                         order,
+                        attempts: 0,
+                        dispatched_at_ns: 0,
+                        failed: None,
                     },
                 );
             }
             Event::Reply { uuid, body } => {
                 if let Some(e) = self.entries.get_mut(&uuid) {
+                    // A late reply still wins over a failure: the client gets the real outcome.
                     if e.reply.is_none() {
                         self.pending.remove(&e.order);
                         e.reply = Some(body);
+                        e.failed = None;
+                    }
+                }
+            }
+            Event::Dispatch {
+                uuid,
+                attempt,
+                at_ns,
+            } => {
+                if let Some(e) = self.entries.get_mut(&uuid) {
+                    e.attempts = e.attempts.max(attempt);
+                    e.dispatched_at_ns = at_ns;
+                }
+            }
+            Event::Failed { uuid, reason } => {
+                if let Some(e) = self.entries.get_mut(&uuid) {
+                    if e.reply.is_none() && e.failed.is_none() {
+                        self.pending.remove(&e.order);
+                        e.failed = Some(reason);
                     }
                 }
             }
@@ -226,6 +378,9 @@ impl TitanicState {
                 out.extend(r.iter().cloned());
                 out
             }
+            Some(Entry {
+                failed: Some(why), ..
+            }) => vec![format!("500 {why}").into_bytes()],
             Some(_) => vec![PENDING.to_vec()],
             None => vec![UNKNOWN.to_vec()],
         }
@@ -252,12 +407,84 @@ impl TitanicState {
             .collect()
     }
 
+    /// What the dispatcher should do now (`now_ns`: wall clock) for each pending request, in arrival order.
+    /// `in_flight` says which requests this process is already waiting for; they get no step, so a slow
+    /// service is never sent a second copy while its attempt may still be running.
+    pub fn plan(
+        &self,
+        now_ns: u64,
+        policy: &DispatchPolicy,
+        in_flight: impl Fn(&str) -> bool,
+    ) -> Vec<Step> {
+        let max_attempts = policy.max_attempts.max(1);
+        self.pending
+            .values()
+            .filter(|u| !in_flight(u))
+            .filter_map(|u| {
+                let e = self.entries.get(u)?;
+                if e.attempts == 0 {
+                    return Some(Step::Send {
+                        uuid: u.clone(),
+                        service: e.service.clone(),
+                        body: e.body.clone(),
+                        attempt: 1,
+                    });
+                }
+                let deadline_ns = e.dispatched_at_ns.saturating_add(policy.job_timeout_ns);
+                // A wall clock stepped back by more than a job_timeout would otherwise stall the request for
+                // as long; treat it as timed out instead.
+                let clock_went_back =
+                    now_ns.saturating_add(policy.job_timeout_ns) < e.dispatched_at_ns;
+                if now_ns < deadline_ns && !clock_went_back {
+                    return Some(Step::Resume {
+                        uuid: u.clone(),
+                        service: e.service.clone(),
+                        attempt: e.attempts,
+                        deadline_ns,
+                    });
+                }
+                Some(match policy.redispatch {
+                    Redispatch::AfterTimeout if e.attempts < max_attempts => Step::Send {
+                        uuid: u.clone(),
+                        service: e.service.clone(),
+                        body: e.body.clone(),
+                        attempt: e.attempts + 1,
+                    },
+                    Redispatch::AfterTimeout => Step::Fail {
+                        uuid: u.clone(),
+                        reason: format!("failed: no reply after {} attempt(s)", e.attempts),
+                    },
+                    Redispatch::Never => Step::Fail {
+                        uuid: u.clone(),
+                        reason: "failed: sent once, no reply within job_timeout; outcome unknown, \
+                                 not re-sent (redispatch = never)"
+                            .to_string(),
+                    },
+                })
+            })
+            .collect()
+    }
+
+    /// Pending requests that were already sent at least once (after a restart: possibly executing).
+    pub fn dispatched_len(&self) -> usize {
+        self.pending
+            .values()
+            .filter(|u| self.entries.get(*u).is_some_and(|e| e.attempts > 0))
+            .count()
+    }
+
+    /// Whether `uuid` was given up ([`Event::Failed`]) and has no reply.
+    pub fn is_failed(&self, uuid: &str) -> bool {
+        self.entries.get(uuid).is_some_and(|e| e.failed.is_some())
+    }
+
     /// Requests still waiting for a reply (cheap; [`TitanicState::pending`] clones them).
     pub fn pending_len(&self) -> usize {
         self.pending.len()
     }
 
-    /// Whether `uuid` (canonical form) is known and still waiting for its reply.
+    /// Whether `uuid` (canonical form) is known and still without a reply (a failed request still accepts a
+    /// late reply).
     pub fn is_pending(&self, uuid: &str) -> bool {
         self.entries.get(uuid).is_some_and(|e| e.reply.is_none())
     }
@@ -295,6 +522,15 @@ mod tests {
                 body: f(&[b"r"]),
             },
             Event::Close { uuid: u.clone() },
+            Event::Dispatch {
+                uuid: u.clone(),
+                attempt: 3,
+                at_ns: 1_700_000_000_123_456_789,
+            },
+            Event::Failed {
+                uuid: u.clone(),
+                reason: "failed: why".into(),
+            },
         ] {
             assert_eq!(Event::decode(&ev.encode()).unwrap(), ev);
         }
@@ -384,5 +620,90 @@ mod tests {
             s.close_event(&[u]).is_none(),
             "closing again needs no event (and answers 200)"
         );
+    }
+
+    #[test]
+    fn plan_never_sends_twice_under_never_and_bounds_attempts_under_after_timeout() {
+        const S: u64 = 1_000_000_000;
+        let mut s = TitanicState::default();
+        let ev = s.request_event(f(&[b"svc", b"job"])).unwrap();
+        let Event::Request { uuid, .. } = &ev else {
+            panic!()
+        };
+        let uuid = uuid.clone();
+        s.apply(ev);
+        let never = DispatchPolicy {
+            redispatch: Redispatch::Never,
+            job_timeout_ns: 60 * S,
+            max_attempts: 3,
+        };
+        let send1 = Step::Send {
+            uuid: uuid.clone(),
+            service: b"svc".to_vec(),
+            body: f(&[b"job"]),
+            attempt: 1,
+        };
+        assert_eq!(s.plan(100 * S, &never, |_| false), vec![send1.clone()]);
+        s.apply(Event::Dispatch {
+            uuid: uuid.clone(),
+            attempt: 1,
+            at_ns: 100 * S,
+        });
+        assert_eq!(s.dispatched_len(), 1);
+        assert!(
+            s.plan(105 * S, &never, |u| u == uuid).is_empty(),
+            "in flight here: nothing to do however slow"
+        );
+        assert_eq!(
+            s.plan(105 * S, &never, |_| false),
+            vec![Step::Resume {
+                uuid: uuid.clone(),
+                service: b"svc".to_vec(),
+                attempt: 1,
+                deadline_ns: 160 * S
+            }],
+            "after a restart within job_timeout: listen again, send nothing"
+        );
+        let steps = s.plan(160 * S, &never, |_| false);
+        assert!(matches!(&steps[..], [Step::Fail { .. }]), "{steps:?}");
+        let again = DispatchPolicy {
+            redispatch: Redispatch::AfterTimeout,
+            max_attempts: 2,
+            ..never
+        };
+        assert_eq!(
+            s.plan(160 * S, &again, |_| false),
+            vec![Step::Send {
+                uuid: uuid.clone(),
+                service: b"svc".to_vec(),
+                body: f(&[b"job"]),
+                attempt: 2,
+            }]
+        );
+        s.apply(Event::Dispatch {
+            uuid: uuid.clone(),
+            attempt: 2,
+            at_ns: 160 * S,
+        });
+        let steps = s.plan(220 * S, &again, |_| false);
+        let [Step::Fail { reason, .. }] = &steps[..] else {
+            panic!("{steps:?}")
+        };
+        s.apply(Event::Failed {
+            uuid: uuid.clone(),
+            reason: reason.clone(),
+        });
+        let u = uuid.as_bytes().to_vec();
+        let status = s.reply_status(std::slice::from_ref(&u));
+        assert_eq!(status.len(), 1);
+        assert!(status[0].starts_with(b"500 failed: no reply after 2 attempt(s)"));
+        assert!(s.plan(300 * S, &again, |_| false).is_empty());
+        assert!(s.is_failed(&uuid));
+        // A reply that turns up after all is the real outcome and replaces the failure.
+        s.apply(Event::Reply {
+            uuid: uuid.clone(),
+            body: f(&[b"late"]),
+        });
+        assert_eq!(s.reply_status(&[u]), f(&[b"200", b"late"]));
     }
 }

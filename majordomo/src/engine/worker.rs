@@ -61,6 +61,88 @@ pub struct Request {
     pub body: Frames,
 }
 
+impl Request {
+    /// The Titanic request id if this request was forwarded by Titanic's dispatcher: the same on every
+    /// attempt of one Titanic request, so a service can recognise a re-sent request (see
+    /// `crate::titanic` for when Titanic re-sends).
+    pub fn titanic_id(&self) -> Option<&[u8]> {
+        crate::engine::titanic::request_id_of(&self.client)
+    }
+}
+
+/// Replies remembered by Titanic request id, so a re-sent request is answered without running again.
+/// Bounded in entries and bytes; the oldest entries go first. One cache serves one worker: services with
+/// several workers need a store they share, keyed by [`Request::titanic_id`].
+pub struct DedupeCache {
+    map: std::collections::HashMap<Vec<u8>, Frames>,
+    order: VecDeque<Vec<u8>>,
+    bytes: usize,
+    max_entries: usize,
+    max_bytes: usize,
+    /// Requests answered from the cache instead of running the handler.
+    pub hits: u64,
+    /// Entries dropped to stay within the bounds (a duplicate of one of these would run again).
+    pub evicted: u64,
+}
+
+fn reply_bytes(id: &[u8], body: &Frames) -> usize {
+    id.len() + body.iter().map(|f| f.len() + 32).sum::<usize>()
+}
+
+impl DedupeCache {
+    /// An empty cache holding at most `max_entries` replies and `max_bytes` bytes of them.
+    pub fn new(max_entries: usize, max_bytes: usize) -> Self {
+        Self {
+            map: std::collections::HashMap::new(),
+            order: VecDeque::new(),
+            bytes: 0,
+            max_entries,
+            max_bytes,
+            hits: 0,
+            evicted: 0,
+        }
+    }
+
+    /// The remembered reply for request id `id`, counting a hit.
+    pub fn get(&mut self, id: &[u8]) -> Option<Frames> {
+        let r = self.map.get(id).cloned();
+        if r.is_some() {
+            self.hits += 1;
+        }
+        r
+    }
+
+    /// Remember `reply` for `id` (a reply bigger than the whole cache is not kept).
+    pub fn insert(&mut self, id: &[u8], reply: &Frames) {
+        let cost = reply_bytes(id, reply);
+        if cost > self.max_bytes || self.max_entries == 0 || self.map.contains_key(id) {
+            return;
+        }
+        while self.map.len() >= self.max_entries || self.bytes + cost > self.max_bytes {
+            let Some(old) = self.order.pop_front() else {
+                break;
+            };
+            if let Some(body) = self.map.remove(&old) {
+                self.bytes -= reply_bytes(&old, &body);
+                self.evicted += 1;
+            }
+        }
+        self.bytes += cost;
+        self.order.push_back(id.to_vec());
+        self.map.insert(id.to_vec(), reply.clone());
+    }
+
+    /// Replies remembered.
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// Whether nothing is remembered.
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+}
+
 /// What the engine wants the socket layer to do.
 #[derive(Debug, PartialEq, Eq)]
 pub enum WorkerAction {
@@ -164,6 +246,10 @@ impl WorkerEngine {
     /// Frames of a reply (or a 0.2 partial reply) to `req`.
     pub fn reply(&mut self, now: Instant, client: Vec<u8>, body: Frames, partial: bool) -> Frames {
         self.live.sent(now);
+        // The broker does not heartbeat a busy worker, so silence while the job ran says nothing about the
+        // broker: restart the liveness window, or a job longer than liveness x interval would make the next
+        // tick drop the socket (linger 0) with this reply still queued in it.
+        self.live.heard(now);
         let mut rest = Vec::with_capacity(body.len() + 2);
         rest.push(client);
         rest.push(Vec::new());

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
-use tickbox_majordomo::titanic::{FsyncPolicy, Titanic};
+use tickbox_majordomo::titanic::{FsyncPolicy, Redispatch, Titanic};
 
 use crate::config::TickboxConfig;
 
@@ -15,6 +15,14 @@ enum Fsync {
     PerRequest,
     Periodic,
     None,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum RedispatchArg {
+    /// At most once: a request without a reply within the job timeout is marked failed.
+    Never,
+    /// Re-send with the same request id after each job timeout (exactly once if the service dedupes).
+    AfterTimeout,
 }
 
 #[derive(Debug, clap::Args)]
@@ -34,6 +42,18 @@ pub(crate) struct Args {
     /// Dispatcher rescan interval in ms.
     #[arg(long)]
     scan_ms: Option<u64>,
+    /// After this many ms without a reply a dispatched request is logged as slow (never re-sent for it).
+    #[arg(long)]
+    dispatch_timeout_ms: Option<u64>,
+    /// How long one attempt may run, in ms, before it counts as lost (overrides `[titanic] job_timeout`).
+    #[arg(long)]
+    job_timeout_ms: Option<u64>,
+    /// What a lost attempt leads to (overrides `[titanic] redispatch`).
+    #[arg(long, value_enum)]
+    redispatch: Option<RedispatchArg>,
+    /// Sends per request in all under `--redispatch after-timeout`.
+    #[arg(long)]
+    max_attempts: Option<u32>,
 }
 
 pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
@@ -51,26 +71,43 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     if let Some(ms) = args.scan_ms {
         cfg.scan = Duration::from_millis(ms).into();
     }
+    if let Some(ms) = args.dispatch_timeout_ms {
+        cfg.dispatch_timeout = Duration::from_millis(ms).into();
+    }
+    if let Some(ms) = args.job_timeout_ms {
+        cfg.job_timeout = Duration::from_millis(ms).into();
+    }
+    if let Some(r) = args.redispatch {
+        cfg.redispatch = match r {
+            RedispatchArg::Never => Redispatch::Never,
+            RedispatchArg::AfterTimeout => Redispatch::AfterTimeout,
+        };
+    }
+    if let Some(n) = args.max_attempts {
+        cfg.max_attempts = n;
+    }
     let stop = crate::shutdown::flag();
     let ctx = zmq::Context::new();
     let titanic = Titanic::start(&ctx, &args.broker, &args.dir, cfg).context("starting titanic")?;
     let rec = titanic.recovery();
     println!(
-        "titanic ready: {} open requests ({} awaiting a reply) recovered from {}",
+        "titanic ready: {} open requests ({} awaiting a reply) recovered from {}; {} of them were dispatched before the restart",
         rec.open_requests,
         rec.pending_requests,
-        args.dir.display()
+        args.dir.display(),
+        rec.dispatched_requests
     );
     let counters = std::sync::Arc::clone(&titanic.counters);
     titanic.wait(&stop).context("titanic")?;
+    let get = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
     println!(
-        "dispatched {}  replies stored {}",
-        counters
-            .dispatched
-            .load(std::sync::atomic::Ordering::Relaxed),
-        counters
-            .replies_stored
-            .load(std::sync::atomic::Ordering::Relaxed)
+        "dispatched {}  redispatched {}  resumed {}  failed {}  replies stored {}  malformed replies {}",
+        get(&counters.dispatched),
+        get(&counters.redispatched),
+        get(&counters.resumed),
+        get(&counters.failed),
+        get(&counters.replies_stored),
+        get(&counters.malformed_replies)
     );
     Ok(ExitCode::SUCCESS)
 }
