@@ -34,6 +34,8 @@ pub struct Subscriber<W: Worker> {
     snail_mode: SnailMode,
     drain_timeout: Duration,
     started: Instant,
+    /// Set by the pool when a worker panics; shards watch it so none stays blocked on a dead worker's queue.
+    workers_failed: Arc<AtomicBool>,
 }
 
 impl<W: Worker> Subscriber<W> {
@@ -98,6 +100,7 @@ impl<W: Worker> Subscriber<W> {
             snail_mode: config.snail_mode,
             drain_timeout: config.drain_timeout.0,
             started: Instant::now(),
+            workers_failed: Arc::new(AtomicBool::new(false)),
         };
         let (ready_tx, ready_rx) = mpsc::channel();
         for (index, shard) in config.shards.iter().enumerate() {
@@ -119,6 +122,7 @@ impl<W: Worker> Subscriber<W> {
                 workers: workers.count,
                 rcv_hwm: config.rcv_hwm,
                 poll_ms: config.poll_interval.0.as_millis().clamp(1, 1_000) as i64,
+                workers_failed: Arc::clone(&subscriber.workers_failed),
             };
             let ctx = ctx.clone();
             let shared = Arc::clone(&shared);
@@ -139,7 +143,8 @@ impl<W: Worker> Subscriber<W> {
                 Err(_) => return Err(SubscriberError::NotStarted(subscriber.shards.len())),
             }
         }
-        let pool = WorkerPool::spawn_with_inboxes(ctx, inboxes, workers, |i| {
+        let failed = Arc::clone(&subscriber.workers_failed);
+        let pool = WorkerPool::spawn_with_inboxes_flagged(ctx, inboxes, workers, failed, |i| {
             let hook = SnailHook {
                 threshold: threshold.clone(),
                 mode: config.snail_mode,
@@ -169,6 +174,12 @@ impl<W: Worker> Subscriber<W> {
     /// shut down. Cheaper than [`Subscriber::fatal`] for polling.
     pub fn is_tripped(&self) -> bool {
         self.shared.tripped.load(Ordering::Acquire)
+    }
+
+    /// Whether a worker thread has panicked: the run is incomplete and the owner should shut down (the shards
+    /// already stop). [`Subscriber::shutdown_partial`] reports which.
+    pub fn workers_failed(&self) -> bool {
+        self.workers_failed.load(Ordering::Acquire)
     }
 
     /// Messages forwarded to workers so far.
@@ -226,6 +237,7 @@ impl<W: Worker> Subscriber<W> {
         let deadline = duration.map(|d| Instant::now() + d);
         while !stop.load(Ordering::Relaxed)
             && !self.is_tripped()
+            && !self.workers_failed()
             && deadline.is_none_or(|d| Instant::now() < d)
         {
             std::thread::sleep(Duration::from_millis(5));
@@ -234,8 +246,22 @@ impl<W: Worker> Subscriber<W> {
     }
 
     /// Stops the shards, lets the workers finish what was forwarded (bounded by `drain_timeout`; at once after a
-    /// trip), joins every thread and reports.
-    pub fn shutdown(mut self) -> Result<Report<W>, SubscriberError> {
+    /// trip), joins every thread and reports. A panicked worker is an error
+    /// ([`WorkerError::Panicked`](tickbox_workers::WorkerError::Panicked)) and the report is lost: use
+    /// [`shutdown_partial`](Self::shutdown_partial) to keep it.
+    pub fn shutdown(self) -> Result<Report<W>, SubscriberError> {
+        match self.shutdown_partial()? {
+            (_, Some(err)) => Err(SubscriberError::Workers(err)),
+            (report, None) => Ok(report),
+        }
+    }
+
+    /// [`shutdown`](Self::shutdown) that keeps the report when workers panicked: it then covers the shards and
+    /// the surviving workers, and the error names the first worker that panicked (the others are logged).
+    /// Returns within `drain_timeout` plus a few seconds however the workers ended.
+    pub fn shutdown_partial(
+        mut self,
+    ) -> Result<(Report<W>, Option<tickbox_workers::WorkerError>), SubscriberError> {
         let shared = Arc::clone(&self.shared);
         shared.stop.store(true, Ordering::Release);
         let pool = self.pool.take();
@@ -249,7 +275,7 @@ impl<W: Worker> Subscriber<W> {
         let n = self.shards.len();
         let shards_deadline = Instant::now() + self.drain_timeout + Duration::from_secs(5);
         while shared.shards_done.load(Ordering::Acquire) < n {
-            if Instant::now() > shards_deadline {
+            if Instant::now() > shards_deadline || self.workers_failed() {
                 if let Some(pool) = &pool {
                     pool.abort();
                 }
@@ -258,9 +284,15 @@ impl<W: Worker> Subscriber<W> {
         }
         let forwarded: u64 = self.forwarded();
         let mut outcomes = Vec::new();
+        let mut panicked = Vec::new();
         if let Some(pool) = pool {
             let deadline = Instant::now() + self.drain_timeout;
-            while pool.taken() < forwarded && !tripped() && Instant::now() < deadline {
+            // A panicked worker never takes the rest of its queue: waiting for it would only run out the clock.
+            while pool.taken() < forwarded
+                && !tripped()
+                && !pool.failed()
+                && Instant::now() < deadline
+            {
                 std::thread::sleep(Duration::from_millis(1));
             }
             if tripped() {
@@ -268,14 +300,16 @@ impl<W: Worker> Subscriber<W> {
             }
             pool.stop();
             let taken = pool.taken();
-            if taken < forwarded && !tripped() {
+            if taken < forwarded && !tripped() && !pool.failed() {
                 tracing::warn!(
                     "workers did not drain within {}: {} forwarded messages left unprocessed",
                     format_duration(self.drain_timeout),
                     forwarded - taken
                 );
             }
-            outcomes = pool.join()?;
+            let (joined, dead) = pool.join_partial();
+            outcomes = joined;
+            panicked = dead;
         }
         shared.release.store(true, Ordering::Release);
         let mut shards = Vec::with_capacity(n);
@@ -288,7 +322,16 @@ impl<W: Worker> Subscriber<W> {
         }
         let taken: u64 = outcomes.iter().map(|o| o.taken).sum();
         let workers = outcomes.into_iter().map(worker_report).collect();
-        Ok(Report {
+        if !panicked.is_empty() {
+            tracing::error!(
+                ?panicked,
+                "worker thread(s) panicked: their messages and results are missing from the report"
+            );
+        }
+        let failure = panicked
+            .first()
+            .map(|&i| tickbox_workers::WorkerError::Panicked(i));
+        let report = Report {
             shards,
             workers,
             fatal: self.fatal(),
@@ -298,7 +341,8 @@ impl<W: Worker> Subscriber<W> {
             snail_mode: self.snail_mode,
             clock_offsets: self.clocks.offsets(),
             clock_untracked: self.clocks.untracked(),
-        })
+        };
+        Ok((report, failure))
     }
 }
 

@@ -1,7 +1,7 @@
 //! The shard thread: one pinned SUB socket that decodes each frame's header once, runs the snail and the sequence
 //! accounting, and hands the frame to its worker's queue.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
@@ -35,7 +35,12 @@ pub(crate) struct ShardSettings {
     pub(crate) workers: usize,
     pub(crate) rcv_hwm: i32,
     pub(crate) poll_ms: i64,
+    /// Set by the worker pool when a worker panics: its queue may never drain again, so the shard stops.
+    pub(crate) workers_failed: Arc<AtomicBool>,
 }
+
+/// How long a hand-off waits on a full queue before looking at the stop conditions again.
+const HANDOFF_CHECK: Duration = Duration::from_millis(50);
 
 pub(crate) type Ready = mpsc::Sender<Result<usize, SubscriberError>>;
 
@@ -318,7 +323,10 @@ fn receive_loop(
     let skew_tolerant = s.snail_mode == SnailMode::SkewTolerant;
     let mut msg = zmq::Message::new();
     loop {
-        if shared.stop.load(Ordering::Relaxed) || shared.tripped.load(Ordering::Relaxed) {
+        if shared.stop.load(Ordering::Relaxed)
+            || shared.tripped.load(Ordering::Relaxed)
+            || s.workers_failed.load(Ordering::Relaxed)
+        {
             break;
         }
         match sub.recv(&mut msg, zmq::DONTWAIT) {
@@ -438,11 +446,30 @@ fn receive_loop(
         } else {
             0
         };
-        // Hand the received message itself to a worker: no copy. A full queue blocks (back-pressure); workers
-        // that are gone (an abort) end the shard.
-        let out = std::mem::replace(&mut msg, zmq::Message::new());
-        if pushes[target].send(out).is_err() {
-            tracing::error!(shard = index, "workers are gone, shard stops");
+        // Hand the received message itself to a worker: no copy. A full queue blocks (back-pressure), but only
+        // while its worker can still drain it: workers that are gone (an abort), a panicked worker or a trip end
+        // the shard instead of leaving it blocked for good.
+        let mut out = std::mem::replace(&mut msg, zmq::Message::new());
+        let handed = loop {
+            match pushes[target].send_timeout(out, HANDOFF_CHECK) {
+                Ok(()) => break true,
+                Err(crossbeam_channel::SendTimeoutError::Disconnected(_)) => break false,
+                Err(crossbeam_channel::SendTimeoutError::Timeout(back)) => {
+                    if s.workers_failed.load(Ordering::Acquire)
+                        || shared.tripped.load(Ordering::Acquire)
+                    {
+                        break false;
+                    }
+                    out = back;
+                }
+            }
+        };
+        if !handed {
+            if s.workers_failed.load(Ordering::Acquire) {
+                tracing::error!(shard = index, "a worker panicked, shard stops");
+            } else if !shared.tripped.load(Ordering::Acquire) {
+                tracing::error!(shard = index, "workers are gone, shard stops");
+            }
             break;
         }
         report.forwarded += 1;

@@ -24,6 +24,8 @@ pub mod exit_code {
     pub const CORRUPT: u8 = 5;
     /// `tickbox journal verify --strict`: intact, but incomplete (gap records, or records a ring overwrote).
     pub const GAPPY: u8 = 6;
+    /// A worker thread failed (panicked): the summary covers what the others did, but the run is incomplete.
+    pub const WORKER_FAILED: u8 = 8;
 }
 
 /// Endpoint flags are validated before anything is bound, connected or created, so a typo such as
@@ -59,7 +61,7 @@ pub(crate) mod flags {
     name = "tickbox",
     version,
     about = "Market-data pub-sub on ZeroMQ: feed, Black Box subscriber, LVC proxy, recorder/replayer, control plane, bench.",
-    after_help = "Exit codes: 0 ok; 1 error; 3 Suicidal Snail fired (message later than --max-lateness, or gap with gap_policy=die); 4 request timed out; 5 journal corrupt; 6 journal intact but incomplete (verify --strict).\nLogging: RUST_LOG=debug|info|warn (default info), written to stderr."
+    after_help = "Exit codes: 0 ok; 1 error; 3 Suicidal Snail fired (message later than --max-lateness, or gap with gap_policy=die); 4 request timed out; 5 journal corrupt; 6 journal intact but incomplete (verify --strict); 8 a worker failed (panicked).\nLogging: RUST_LOG=debug|info|warn (default info), written to stderr."
 )]
 struct Cli {
     /// TOML deployment config; every field has a default, so it is optional.

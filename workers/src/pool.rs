@@ -136,6 +136,27 @@ struct Shared {
     stop: AtomicBool,
     abort: AtomicBool,
     taken: Vec<Padded>,
+    /// Per thread: it panicked (set while unwinding, before its inbox is dropped).
+    panicked: Vec<AtomicBool>,
+    /// Any thread panicked; shared with producers so one blocked on a hand-off can give up.
+    failed: Arc<AtomicBool>,
+}
+
+/// Marks its thread as panicked when dropped during unwinding. Declared after the thread's inbox, so it drops
+/// first: a producer that sees the inbox disconnect already finds the flag set.
+struct PanicMark<'a> {
+    index: usize,
+    shared: &'a Shared,
+}
+
+impl Drop for PanicMark<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            tracing::error!(worker = self.index, "worker thread panicked");
+            self.shared.panicked[self.index].store(true, Ordering::Release);
+            self.shared.failed.store(true, Ordering::Release);
+        }
+    }
 }
 
 /// A running pool. Dropping it without [`join`](WorkerPool::join) aborts the threads and waits for them.
@@ -178,6 +199,19 @@ impl<W: Worker, H: DequeueHook> WorkerPool<W, H> {
         ctx: &zmq::Context,
         inboxes: Vec<Inbox>,
         config: &WorkerPoolConfig,
+        make: impl FnMut(usize) -> (W, H),
+    ) -> Result<Self, WorkerError> {
+        let failed = Arc::new(AtomicBool::new(false));
+        Self::spawn_with_inboxes_flagged(ctx, inboxes, config, failed, make)
+    }
+
+    /// [`spawn_with_inboxes`](Self::spawn_with_inboxes), setting `failed` as soon as any thread panics: producers
+    /// that started before the pool (and may be blocked handing over to a dead worker) watch it to give up.
+    pub fn spawn_with_inboxes_flagged(
+        ctx: &zmq::Context,
+        inboxes: Vec<Inbox>,
+        config: &WorkerPoolConfig,
+        failed: Arc<AtomicBool>,
         mut make: impl FnMut(usize) -> (W, H),
     ) -> Result<Self, WorkerError> {
         if config.count == 0 {
@@ -193,6 +227,8 @@ impl<W: Worker, H: DequeueHook> WorkerPool<W, H> {
             stop: AtomicBool::new(false),
             abort: AtomicBool::new(false),
             taken: (0..config.count).map(|_| Padded::default()).collect(),
+            panicked: (0..config.count).map(|_| AtomicBool::new(false)).collect(),
+            failed,
         });
         let mut pool = WorkerPool {
             shared: Arc::clone(&shared),
@@ -237,6 +273,22 @@ impl<W: Worker, H: DequeueHook> WorkerPool<W, H> {
             .sum()
     }
 
+    /// Indices of the threads that have panicked so far (their messages and state are lost).
+    pub fn panicked(&self) -> Vec<usize> {
+        self.shared
+            .panicked
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.load(Ordering::Acquire))
+            .map(|(i, _)| i)
+            .collect()
+    }
+
+    /// Whether any thread has panicked.
+    pub fn failed(&self) -> bool {
+        self.shared.failed.load(Ordering::Acquire)
+    }
+
     /// Asks the threads to exit once their sockets are empty. Call it after the producers have stopped and
     /// [`taken`](Self::taken) has reached what they sent, or the rest is left unprocessed (and counted).
     pub fn stop(&self) {
@@ -265,6 +317,22 @@ impl<W: Worker, H: DequeueHook> WorkerPool<W, H> {
             Some(index) => Err(WorkerError::Panicked(index)),
             None => Ok(out),
         }
+    }
+
+    /// Like [`join`](Self::join), but a panicked thread does not cost the others' outcomes: returns the outcomes
+    /// of the threads that ended normally and the indices of those that panicked.
+    pub fn join_partial(mut self) -> (Vec<WorkerOutcome<W, H>>, Vec<usize>) {
+        let mut out = Vec::with_capacity(self.handles.len());
+        let mut panicked = Vec::new();
+        for (index, handle) in self.handles.iter_mut().enumerate() {
+            if let Some(handle) = handle.take() {
+                match handle.join() {
+                    Ok(outcome) => out.push(outcome),
+                    Err(_) => panicked.push(index),
+                }
+            }
+        }
+        (out, panicked)
     }
 }
 
@@ -378,6 +446,10 @@ fn run_thread<W: Worker, H: DequeueHook>(
         }
     };
     drop(ready);
+    let _mark = PanicMark {
+        index,
+        shared: &shared,
+    };
     let taken_counter = &shared.taken[index].0;
     let mut msg = zmq::Message::new();
     let mut discarding = false;

@@ -258,6 +258,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
             status.publish(subscriber.status_json(&threshold, &id, tripped));
         }
         if tripped
+            || subscriber.workers_failed()
             || stop.load(Ordering::Relaxed)
             || deadline.is_some_and(|d| std::time::Instant::now() >= d)
         {
@@ -271,7 +272,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     if let (Some(live), Some(fatal)) = (&live, subscriber.fatal()) {
         live.alert(&fatal);
     }
-    let report = subscriber.shutdown()?;
+    let (report, worker_failure) = subscriber.shutdown_partial()?;
     let stopped_by = report.stopped_by(stop.load(Ordering::Relaxed));
     if args.json {
         println!("{}", report.summary_json(&sub_config, stopped_by));
@@ -279,6 +280,12 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         print!("{}", report.summary_table(None, stopped_by));
     }
     drop(membership);
+    if let Some(err) = worker_failure {
+        // After the summary, so what the surviving workers did is still reported.
+        tracing::error!("{err}: the run is incomplete");
+        eprintln!("error: {err}");
+        return Ok(ExitCode::from(exit_code::WORKER_FAILED));
+    }
     if report.fatal.is_none() && report.received() == 0 {
         let endpoints: Vec<String> = sub_config
             .shards
