@@ -13,7 +13,13 @@
 //! - LVC cached values are out of sequence by design and never consume or move a sequence.
 //! - A jump beyond [`SequenceTracker::max_plausible_jump`] (a forged or corrupt header) is an anomaly: counted,
 //!   not believed, and the tracked sequence does not move.
-//! - The publisher table is bounded; messages from publishers beyond it are counted as untracked.
+//! - The publisher table is bounded ([`SequenceTracker::with_bounds`]); messages from publishers beyond it are
+//!   counted as untracked. Lookup is O(1) whatever the table holds, so a flood of forged publisher ids costs a
+//!   hash probe per message, not a scan of the table.
+
+use std::collections::hash_map::RandomState;
+use std::collections::HashMap;
+use std::hash::{BuildHasher, Hasher};
 
 use serde::Serialize;
 
@@ -198,11 +204,74 @@ struct State {
     last_gap: Option<(u64, u64)>,
 }
 
-/// Last sequence per publisher and session, with the counts above. A deployment has a handful of publishers, so a
-/// small vector with a remembered last hit beats a hash map and never allocates after a publisher's first message.
+/// Hashes publisher ids for the slot index. Ids come off the network, so the hash is keyed per tracker: a
+/// sender who cannot learn the keys cannot pick ids that collide, which keeps every probe short. A folded
+/// 64×64→128 multiply mixes both halves, so the bucket bits and the tag bits of the table are both well spread,
+/// at a fraction of SipHash's cost.
+#[derive(Debug, Clone, Copy)]
+struct KeyedIds {
+    k0: u64,
+    k1: u64,
+}
+
+impl KeyedIds {
+    fn random() -> Self {
+        let state = RandomState::new();
+        let mut a = state.build_hasher();
+        a.write_u8(0);
+        let mut b = state.build_hasher();
+        b.write_u8(1);
+        KeyedIds {
+            k0: a.finish(),
+            k1: b.finish() | 1,
+        }
+    }
+}
+
+impl BuildHasher for KeyedIds {
+    type Hasher = IdHasher;
+    #[inline]
+    fn build_hasher(&self) -> IdHasher {
+        IdHasher { keys: *self, h: 0 }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct IdHasher {
+    keys: KeyedIds,
+    h: u64,
+}
+
+impl Hasher for IdHasher {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        // Only `u32` keys are hashed; this keeps the hasher correct for anything else.
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+    #[inline]
+    fn write_u32(&mut self, x: u32) {
+        self.write_u64(u64::from(x));
+    }
+    #[inline]
+    fn write_u64(&mut self, x: u64) {
+        let m = u128::from(x ^ self.h ^ self.keys.k0) * u128::from(self.keys.k1);
+        self.h = (m as u64) ^ ((m >> 64) as u64);
+    }
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.h
+    }
+}
+
+/// Last sequence per publisher and session, with the counts above. Ledgers live in a vector in order of first
+/// appearance; a keyed hash index maps a publisher id to its slot, behind a remembered last hit (the usual case is
+/// a run of messages from one publisher). After a publisher's first message nothing allocates.
 #[derive(Debug, Clone)]
 pub struct SequenceTracker {
     publishers: Vec<State>,
+    index: HashMap<u32, u32, KeyedIds>,
     last_hit: usize,
     max_publishers: usize,
     max_plausible_jump: u64,
@@ -222,12 +291,14 @@ impl SequenceTracker {
         Self::with_bounds(DEFAULT_MAX_PUBLISHERS, DEFAULT_MAX_PLAUSIBLE_JUMP)
     }
 
-    /// A tracker of at most `max_publishers` publishers that believes jumps of at most `max_plausible_jump`.
+    /// A tracker of at most `max_publishers` publishers (at least 1, at most `u32::MAX`) that believes jumps of
+    /// at most `max_plausible_jump`.
     pub fn with_bounds(max_publishers: usize, max_plausible_jump: u64) -> Self {
         SequenceTracker {
             publishers: Vec::new(),
+            index: HashMap::with_hasher(KeyedIds::random()),
             last_hit: 0,
-            max_publishers: max_publishers.max(1),
+            max_publishers: max_publishers.clamp(1, u32::MAX as usize),
             max_plausible_jump: max_plausible_jump.max(1),
             untracked: 0,
             cached: 0,
@@ -237,6 +308,11 @@ impl SequenceTracker {
     /// The largest forward jump believed; a bigger one is a [`SequenceEvent::Anomaly`].
     pub fn max_plausible_jump(&self) -> u64 {
         self.max_plausible_jump
+    }
+
+    /// The most publishers tracked; messages from others are [`SequenceEvent::Untracked`].
+    pub fn max_publishers(&self) -> usize {
+        self.max_publishers
     }
 
     /// Publishers tracked so far.
@@ -251,7 +327,9 @@ impl SequenceTracker {
 
     /// One publisher's account.
     pub fn ledger(&self, publisher: u32) -> Option<&PublisherLedger> {
-        self.ledgers().find(|l| l.publisher == publisher)
+        self.index
+            .get(&publisher)
+            .map(|&i| &self.publishers[i as usize].ledger)
     }
 
     /// The last sequence accounted for from `publisher`.
@@ -309,12 +387,8 @@ impl SequenceTracker {
         let data = !matches!(header.kind, Kind::Heartbeat | Kind::Gap);
         let slot = match self.publishers.get(self.last_hit) {
             Some(s) if s.ledger.publisher == publisher => self.last_hit,
-            _ => match self
-                .publishers
-                .iter()
-                .position(|s| s.ledger.publisher == publisher)
-            {
-                Some(i) => i,
+            _ => match self.index.get(&publisher) {
+                Some(&i) => i as usize,
                 None => return self.first(header, notice_first, data),
             },
         };
@@ -486,11 +560,12 @@ impl SequenceTracker {
                 ledger.anomalies = 1;
             }
         }
+        self.last_hit = self.publishers.len();
+        self.index.insert(publisher, self.last_hit as u32);
         self.publishers.push(State {
             ledger,
             last_gap: None,
         });
-        self.last_hit = self.publishers.len() - 1;
         SequenceEvent::First {
             publisher,
             session: header.session,
