@@ -2,11 +2,11 @@
 //! [`SeenSet`]. It takes received frames and "now is t" and hands back [`MsgAction`]s (frames to transmit,
 //! bodies to deliver, give-ups); `crate::io` owns the sockets and runs it.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use tickbox_units::HumanDuration;
+use tickbox_units::{ByteSize, HumanDuration};
 
 pub use tickbox_reliable::Frames;
 
@@ -16,60 +16,127 @@ const ACK: u8 = 0x02;
 
 // ---- duplicate detection ------------------------------------------------------------------------------------
 
-/// Set of message ids seen from one sender, for ids ≥ 1. Keeps the highest id seen and the ids below it that
-/// have not been seen yet, so memory is constant while ids arrive mostly in order. At most `cap` unseen ids are
-/// remembered: when a jump exceeds that, the oldest unseen ids are given up (treated as seen), so a message
-/// delayed by more than `cap` newer ones would be dropped as a duplicate.
+/// What [`SeenSet::check`] found out about an id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Seen {
+    /// Not seen before: deliver it.
+    New,
+    /// Inside the window and already seen: a duplicate.
+    Duplicate,
+    /// At or below the low-water mark (or 0): treated as seen, whether it is a duplicate or a first copy delayed
+    /// past the window; the two cannot be told apart once the window has moved on.
+    Stale,
+}
+
+/// The message ids seen from one sender (ids ≥ 1), in fixed memory: a bitmap of the last `window` ids up to the
+/// highest one seen, above a low-water mark.
+///
+/// Guarantee: an id is reported [`Seen::New`] at most once. Every id above `max_seen() - window` is answered
+/// exactly (new the first time, duplicate after); every id at or below that low-water mark is [`Seen::Stale`],
+/// so a first copy delayed behind more than `window` newer ids is never delivered. A huge id (a forged header, or
+/// a sender that sent many messages elsewhere) slides the window up to it instead of filling memory: the memory
+/// is `window` bits whatever ids arrive.
 #[derive(Clone, Debug)]
 pub struct SeenSet {
+    /// Highest id seen (0 before any).
     max: u64,
+    /// Ids at or below this are stale: `max - window`, never lower than 0.
     floor: u64,
-    unseen: BTreeSet<u64>,
-    cap: usize,
+    /// Unseen ids in `floor + 1..=max`.
+    unseen: u64,
+    /// Bit `id % bits` is set when `id` (in `floor + 1..=max`) was seen.
+    bits: Box<[u64]>,
+    window: u64,
 }
 
 impl SeenSet {
-    /// An empty set remembering at most `cap` (at least 1) unseen ids.
-    pub fn new(cap: usize) -> Self {
+    /// An empty set with a window of `window` ids (at least 1); it holds `window` bits rounded up to 64.
+    pub fn new(window: usize) -> Self {
+        let window = window.max(1) as u64;
+        let words = window.div_ceil(64) as usize;
         Self {
             max: 0,
             floor: 0,
-            unseen: BTreeSet::new(),
-            cap: cap.max(1),
+            unseen: 0,
+            bits: vec![0u64; words].into_boxed_slice(),
+            window,
         }
     }
 
-    /// Record `id`; `true` if it had not been seen before.
-    pub fn insert(&mut self, id: u64) -> bool {
+    fn slot(&self, id: u64) -> (usize, u64) {
+        let bit = id % (self.bits.len() as u64 * 64);
+        ((bit / 64) as usize, 1u64 << (bit % 64))
+    }
+
+    fn get(&self, id: u64) -> bool {
+        let (w, m) = self.slot(id);
+        self.bits[w] & m != 0
+    }
+
+    fn put(&mut self, id: u64, on: bool) {
+        let (w, m) = self.slot(id);
+        if on {
+            self.bits[w] |= m;
+        } else {
+            self.bits[w] &= !m;
+        }
+    }
+
+    /// Record `id` and say whether it was new.
+    pub fn check(&mut self, id: u64) -> Seen {
         if id <= self.floor {
-            return false;
+            return Seen::Stale;
         }
-        if id > self.max {
-            let lowest_kept = (self.max + 1).max(id.saturating_sub(self.cap as u64));
-            if lowest_kept > self.max + 1 {
-                self.floor = self.floor.max(lowest_kept - 1);
-                let floor = self.floor;
-                self.unseen.retain(|&x| x > floor);
+        if id <= self.max {
+            if self.get(id) {
+                return Seen::Duplicate;
             }
-            self.unseen.extend(lowest_kept..id);
-            self.max = id;
-            while self.unseen.len() > self.cap {
-                let lowest = self.unseen.pop_first().expect("non-empty");
-                self.floor = self.floor.max(lowest);
-            }
-            return true;
+            self.put(id, true);
+            self.unseen -= 1;
+            return Seen::New;
         }
-        self.unseen.remove(&id)
+        let new_floor = id.saturating_sub(self.window);
+        if new_floor >= self.max {
+            // Everything remembered falls below the new low-water mark.
+            self.bits.fill(0);
+            self.unseen = id - 1 - new_floor;
+        } else {
+            // Ids leaving the window (all ≤ max) stop counting as unseen; then the slots of the ids skipped
+            // between the old max and `id` are cleared (they may hold bits of ids one ring-length lower).
+            for gone in self.floor + 1..=new_floor {
+                if !self.get(gone) {
+                    self.unseen -= 1;
+                }
+            }
+            for skipped in self.max + 1..id {
+                self.put(skipped, false);
+            }
+            self.unseen += id - 1 - self.max;
+        }
+        self.put(id, true);
+        self.floor = self.floor.max(new_floor);
+        self.max = id;
+        Seen::New
     }
 
-    /// Ids currently remembered as unseen (the memory in use beyond two integers).
+    /// Record `id`; `true` if it had not been seen before (see [`SeenSet::check`]).
+    pub fn insert(&mut self, id: u64) -> bool {
+        self.check(id) == Seen::New
+    }
+
+    /// Ids inside the window, below the highest one, not seen yet.
     pub fn unseen_len(&self) -> usize {
-        self.unseen.len()
+        self.unseen as usize
     }
 
     /// The highest id recorded so far (0 before any).
     pub fn max_seen(&self) -> u64 {
         self.max
+    }
+
+    /// Heap bytes this set holds (constant: the bitmap).
+    pub fn heap_bytes(&self) -> usize {
+        self.bits.len() * 8
     }
 }
 
@@ -128,8 +195,22 @@ pub struct MessengerConfig {
     pub retry: HumanDuration,
     /// Give up after this many sends (0 = retry forever).
     pub max_attempts: u32,
-    /// Unseen ids remembered per sender (see [`SeenSet`]).
+    /// Duplicate-suppression window per sender, in ids (see [`SeenSet`]): `dedup_window / 8` bytes per sender.
+    /// A message delayed behind more than this many newer ids from its sender is acknowledged but not delivered
+    /// (counted as `stale`).
     pub dedup_window: usize,
+    /// Senders remembered for duplicate suppression. A new sender beyond this evicts the least recently heard
+    /// one, if that one has been silent for `sender_idle`; otherwise the newcomer's messages are refused
+    /// unacknowledged (counted), so it retries later and nothing is delivered twice.
+    pub max_senders: usize,
+    /// How long a sender must have been silent before its duplicate-suppression state may be evicted. Keep it well
+    /// above the longest time a sender keeps retrying one message: a sender evicted while it still retries would
+    /// have that message delivered again.
+    pub sender_idle: HumanDuration,
+    /// Unacknowledged messages kept for retry; a send beyond it is refused (reported as a give-up).
+    pub max_pending: usize,
+    /// Bytes (frames, header included) of unacknowledged messages kept for retry; a send beyond it is refused.
+    pub max_pending_bytes: ByteSize,
     /// Fault injection for tests and drills: probability (0..=1) that the I/O thread silently drops each
     /// outgoing message or ACK. Keep 0 in production.
     pub drop_probability: f64,
@@ -145,6 +226,10 @@ impl Default for MessengerConfig {
             retry: HumanDuration(Duration::from_millis(250)),
             max_attempts: 0,
             dedup_window: 65_536,
+            max_senders: 1024,
+            sender_idle: HumanDuration(Duration::from_secs(60)),
+            max_pending: 65_536,
+            max_pending_bytes: ByteSize(64 << 20),
             drop_probability: 0.0,
             duplicate_probability: 0.0,
             fault_seed: 0,
@@ -158,6 +243,13 @@ struct PendingMsg {
     next_retry: Instant,
     attempts: u32,
     from_cb: u64,
+    bytes: usize,
+}
+
+struct Sender {
+    seen: SeenSet,
+    /// `None`: heard only before the engine was given any time.
+    last_heard: Option<Instant>,
 }
 
 /// Counters, all monotonic.
@@ -177,6 +269,16 @@ pub struct MessengerStats {
     pub malformed: u64,
     /// Messages abandoned after `max_attempts` sends without ACK.
     pub gave_up: u64,
+    /// Copies at or below their sender's window (see [`SeenSet`]): acknowledged, not delivered. Either duplicates
+    /// or first copies delayed past the window; only the sender's give-ups could tell.
+    pub stale: u64,
+    /// Messages from a new sender refused (not acknowledged, not delivered) because the sender table was full of
+    /// senders heard within `sender_idle`.
+    pub senders_refused: u64,
+    /// Senders whose duplicate-suppression state was evicted to make room for a new one.
+    pub senders_evicted: u64,
+    /// Sends refused because `max_pending` or `max_pending_bytes` was reached (each also reported as a give-up).
+    pub pending_refused: u64,
 }
 
 /// Sans-IO messenger: message ids, retries until ACK, duplicate suppression.
@@ -185,7 +287,11 @@ pub struct MessengerEngine {
     cfg: MessengerConfig,
     next_id: u64,
     pending: BTreeMap<u64, PendingMsg>,
-    seen: HashMap<[u8; 16], SeenSet>,
+    pending_bytes: usize,
+    seen: HashMap<[u8; 16], Sender>,
+    /// The latest time given to `send` or `tick`: how recently a sender was heard is measured against it, so the
+    /// engine never reads a clock itself.
+    now: Option<Instant>,
     out: VecDeque<MsgAction>,
     /// Counters since the engine was created.
     pub stats: MessengerStats,
@@ -207,7 +313,9 @@ impl MessengerEngine {
             cfg,
             next_id: 1,
             pending: BTreeMap::new(),
+            pending_bytes: 0,
             seen: HashMap::new(),
+            now: None,
             out: VecDeque::new(),
             stats: MessengerStats::default(),
         }
@@ -223,7 +331,32 @@ impl MessengerEngine {
         self.pending.len()
     }
 
+    /// Bytes of the messages not yet acknowledged.
+    pub fn pending_bytes(&self) -> usize {
+        self.pending_bytes
+    }
+
+    /// Senders whose duplicate-suppression state is kept (at most `max_senders`).
+    pub fn senders(&self) -> usize {
+        self.seen.len()
+    }
+
+    /// Heap bytes of the duplicate-suppression state (at most `max_senders` windows).
+    pub fn dedup_bytes(&self) -> usize {
+        self.seen
+            .values()
+            .map(|s| s.seen.heap_bytes())
+            .sum::<usize>()
+            + self.seen.capacity() * std::mem::size_of::<([u8; 16], Sender)>()
+    }
+
+    fn advance(&mut self, now: Instant) {
+        self.now = Some(self.now.map_or(now, |t| t.max(now)));
+    }
+
     /// Queue `body` for `route`, addressed to callback `to_cb` there, asking for replies to `from_cb` here.
+    /// Returns the message id. When `max_pending` or `max_pending_bytes` would be exceeded the message is not
+    /// sent: a [`MsgAction::GaveUp`] for it follows at once.
     pub fn send(
         &mut self,
         now: Instant,
@@ -232,8 +365,20 @@ impl MessengerEngine {
         from_cb: u64,
         body: Frames,
     ) -> u64 {
+        self.advance(now);
         let id = self.next_id;
         self.next_id += 1;
+        let bytes = HEADER.len() + 1 + 16 + 3 * 8 + body.iter().map(Vec::len).sum::<usize>();
+        if self.pending.len() >= self.cfg.max_pending
+            || self.pending_bytes.saturating_add(bytes) as u64 > self.cfg.max_pending_bytes.0
+        {
+            self.stats.pending_refused += 1;
+            self.out.push_back(MsgAction::GaveUp {
+                msg_id: id,
+                callback: from_cb,
+            });
+            return id;
+        }
         let mut frames = Vec::with_capacity(body.len() + 6);
         frames.push(HEADER.to_vec());
         frames.push(vec![MSG]);
@@ -248,6 +393,7 @@ impl MessengerEngine {
             frames: frames.clone(),
         });
         let next_retry = now + self.cfg.retry.0.max(Duration::from_millis(1));
+        self.pending_bytes += bytes;
         self.pending.insert(
             id,
             PendingMsg {
@@ -256,6 +402,7 @@ impl MessengerEngine {
                 next_retry,
                 attempts: 1,
                 from_cb,
+                bytes,
             },
         );
         id
@@ -270,7 +417,8 @@ impl MessengerEngine {
         match frames[1][0] {
             ACK if frames.len() == 3 => match frame_u64(&frames[2]) {
                 Some(id) => {
-                    if self.pending.remove(&id).is_some() {
+                    if let Some(p) = self.pending.remove(&id) {
+                        self.pending_bytes -= p.bytes;
                         self.stats.acked += 1;
                     }
                 }
@@ -287,20 +435,27 @@ impl MessengerEngine {
                     self.stats.malformed += 1;
                     return;
                 };
+                let Some(seen) = self.sender(sender) else {
+                    // No room to remember this sender: without an ACK it retries, and is heard once room frees.
+                    self.stats.senders_refused += 1;
+                    return;
+                };
+                let outcome = seen.check(id);
                 // Acknowledge every copy: the first ACK may have been the one that was lost.
                 self.out.push_back(MsgAction::Transmit {
                     route: route.clone(),
                     frames: vec![HEADER.to_vec(), vec![ACK], u64_frame(id)],
                 });
-                let window = self.cfg.dedup_window;
-                if !self
-                    .seen
-                    .entry(sender)
-                    .or_insert_with(|| SeenSet::new(window))
-                    .insert(id)
-                {
-                    self.stats.duplicates += 1;
-                    return;
+                match outcome {
+                    Seen::New => {}
+                    Seen::Duplicate => {
+                        self.stats.duplicates += 1;
+                        return;
+                    }
+                    Seen::Stale => {
+                        self.stats.stale += 1;
+                        return;
+                    }
                 }
                 self.stats.delivered += 1;
                 let body = frames.split_off(6);
@@ -315,8 +470,44 @@ impl MessengerEngine {
         }
     }
 
+    /// The duplicate-suppression state of `sender`, made room for if new; `None` when the table is full of
+    /// senders heard within `sender_idle`.
+    fn sender(&mut self, sender: [u8; 16]) -> Option<&mut SeenSet> {
+        let now = self.now;
+        if !self.seen.contains_key(&sender) {
+            if self.seen.len() >= self.cfg.max_senders.max(1) {
+                // Only a new sender pays for this scan, and only while the table is full.
+                let (&oldest, s) = self.seen.iter().min_by_key(|(_, s)| s.last_heard)?;
+                let idle = match (now, s.last_heard) {
+                    (Some(n), Some(l)) => n.saturating_duration_since(l),
+                    // Before any `send` or `tick` no one can be shown to be idle.
+                    (None, _) => Duration::ZERO,
+                    (Some(_), None) => Duration::MAX,
+                };
+                if idle < self.cfg.sender_idle.0 {
+                    return None;
+                }
+                self.seen.remove(&oldest);
+                self.stats.senders_evicted += 1;
+            }
+            self.seen.insert(
+                sender,
+                Sender {
+                    seen: SeenSet::new(self.cfg.dedup_window),
+                    last_heard: now,
+                },
+            );
+        }
+        let s = self.seen.get_mut(&sender)?;
+        if now.is_some() {
+            s.last_heard = s.last_heard.max(now);
+        }
+        Some(&mut s.seen)
+    }
+
     /// Resend what is due.
     pub fn tick(&mut self, now: Instant) {
+        self.advance(now);
         let retry = self.cfg.retry.0.max(Duration::from_millis(1));
         let mut gave_up = Vec::new();
         for (&id, p) in &mut self.pending {
@@ -337,6 +528,7 @@ impl MessengerEngine {
         }
         for id in gave_up {
             if let Some(p) = self.pending.remove(&id) {
+                self.pending_bytes -= p.bytes;
                 self.stats.gave_up += 1;
                 self.out.push_back(MsgAction::GaveUp {
                     msg_id: id,

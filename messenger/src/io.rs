@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use rand::{Rng, SeedableRng};
 use tickbox_zmqx::socket::{last_endpoint, poll_ms};
 
-use crate::engine::{Frames, MessengerConfig, MessengerEngine, MsgAction, Route};
+use crate::engine::{Frames, MessengerConfig, MessengerEngine, MessengerStats, MsgAction, Route};
 use crate::MessengerError;
 
 // ---- the threaded messenger ---------------------------------------------------------------------------------
@@ -38,6 +38,8 @@ struct SharedStats {
     handled: AtomicU64,
     duplicates: AtomicU64,
     retries: AtomicU64,
+    /// The engine's counters, copied once per loop turn (not per message).
+    snapshot: Mutex<MessengerStats>,
 }
 
 struct Inner {
@@ -149,6 +151,16 @@ impl Messenger {
         self.inner.stats.pending.load(Ordering::Relaxed)
     }
 
+    /// Every engine counter (refusals and evictions included), as of the I/O thread's latest loop turn.
+    pub fn stats(&self) -> MessengerStats {
+        self.inner
+            .stats
+            .snapshot
+            .lock()
+            .map(|s| s.clone())
+            .unwrap_or_default()
+    }
+
     /// Handler invocations, duplicates dropped, and retries so far.
     pub fn counters(&self) -> (u64, u64, u64) {
         let s = &self.inner.stats;
@@ -170,6 +182,8 @@ fn io_thread(
 ) -> Result<(), MessengerError> {
     let mut rng = rand::rngs::SmallRng::seed_from_u64(cfg.fault_seed);
     let (drop_p, dup_p) = (cfg.drop_probability, cfg.duplicate_probability);
+    // Reply callbacks outlive their message's ACK (they wait for the reply), so they are bounded apart.
+    let max_callbacks = cfg.max_pending.max(1);
     let mut engine = MessengerEngine::new(me, cfg);
     let mut identity = vec![b'M'];
     identity.extend_from_slice(&me);
@@ -188,6 +202,11 @@ fn io_thread(
                     body,
                     on_reply,
                 } => {
+                    if on_reply.is_some() && callbacks.len() >= max_callbacks {
+                        // Peers that acknowledge but never answer would otherwise grow this map forever.
+                        engine.stats.pending_refused += 1;
+                        continue;
+                    }
                     let from_cb = match on_reply {
                         Some(f) => {
                             let id = next_cb;
@@ -301,6 +320,9 @@ fn io_thread(
         shared
             .retries
             .store(engine.stats.retries, Ordering::Relaxed);
+        if let Ok(mut s) = shared.snapshot.lock() {
+            s.clone_from(&engine.stats);
+        }
 
         let now = Instant::now();
         let timeout = engine

@@ -3,8 +3,8 @@
 //! One I/O thread owns every socket; callers only enqueue commands (a channel plus a one-byte wake-up on an
 //! `inproc` PUSH). Every message carries a message id, the receiver-side callback id and the sender-side callback
 //! id. A message is retried until the receiver acknowledges it with an explicit ACK message (never "it was
-//! sent"); receivers drop duplicates with [`SeenSet`] (highest id seen + the set of unseen ids below it), which
-//! needs constant memory while delivery is mostly in order. Replies are messages too, retried and deduplicated
+//! sent"); receivers drop duplicates with [`SeenSet`] (a fixed-size bitmap window below the highest id seen, per
+//! sender, for a bounded number of senders), whose memory does not depend on the ids received. Replies are messages too, retried and deduplicated
 //! the same way, so under loss and duplication every handler and every reply callback runs exactly once.
 //!
 //! Wire (our own, `"TBM1"` header; ids are u64 big-endian):
@@ -23,7 +23,7 @@ pub mod engine;
 pub mod io;
 
 pub use engine::{
-    Frames, MessengerConfig, MessengerEngine, MessengerStats, MsgAction, Route, SeenSet,
+    Frames, MessengerConfig, MessengerEngine, MessengerStats, MsgAction, Route, Seen, SeenSet,
 };
 pub use io::Messenger;
 
