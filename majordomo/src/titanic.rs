@@ -119,6 +119,9 @@ pub struct TitanicConfig {
     pub redispatch: Redispatch,
     /// Sends per request in all under `redispatch = "after_timeout"` (default 3, at least 1).
     pub max_attempts: u32,
+    /// Requests stored and not yet closed (default 100 000); a `titanic.request` beyond it is answered
+    /// `500 too many open requests` and counted ([`TitanicStore::refused`]). Clients bound it by closing.
+    pub max_open_requests: usize,
     /// Requests waiting for a reply at once, all services together (default 64, at least 1); each holds one
     /// socket.
     pub max_in_flight: usize,
@@ -141,6 +144,7 @@ impl Default for TitanicConfig {
             job_timeout: HumanDuration(Duration::from_secs(60)),
             redispatch: Redispatch::Never,
             max_attempts: 3,
+            max_open_requests: 100_000,
             max_in_flight: 64,
             max_in_flight_per_service: 1,
             worker: MdpWorkerConfig::default(),
@@ -172,6 +176,8 @@ pub struct TitanicStore {
     writer: Writer,
     state: TitanicState,
     recovery: StoreRecovery,
+    max_open: usize,
+    refused: u64,
 }
 
 fn now_ns() -> u64 {
@@ -220,6 +226,8 @@ impl TitanicStore {
             writer,
             state,
             recovery,
+            max_open: cfg.max_open_requests,
+            refused: 0,
         })
     }
 
@@ -240,8 +248,21 @@ impl TitanicStore {
         Ok(())
     }
 
+    /// `titanic.request`s refused because `max_open_requests` were open.
+    pub fn refused(&self) -> u64 {
+        self.refused
+    }
+
     /// Handle a `titanic.request`: journal it and return `[200][uuid]`, or the error status.
     pub fn request(&mut self, body: Frames) -> Frames {
+        if self.state.len() >= self.max_open {
+            self.refused += 1;
+            // Rate-limited: any client can trigger this at will.
+            if self.refused.is_power_of_two() {
+                tracing::warn!(refused = self.refused, "titanic full, refusing requests");
+            }
+            return vec![b"500 too many open requests".to_vec()];
+        }
         match self.state.request_event(body) {
             Ok(ev) => {
                 let Event::Request { uuid, .. } = &ev else {
@@ -403,6 +424,11 @@ impl Titanic {
         self.store
             .lock()
             .map_or((0, 0), |s| (s.state().len(), s.state().pending_len()))
+    }
+
+    /// `titanic.request`s refused so far because `max_open_requests` were open.
+    pub fn refused(&self) -> u64 {
+        self.store.lock().map_or(0, |s| s.refused())
     }
 
     /// What start-up recovery found.

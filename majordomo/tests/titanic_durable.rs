@@ -240,3 +240,47 @@ fn acknowledged_requests_survive_titanic_and_broker_restarts_and_run_once() {
     titanic.stop().unwrap();
     drop(broker);
 }
+
+#[test]
+fn open_requests_are_bounded_and_dispatch_is_journaled_ahead() {
+    use tickbox_majordomo::titanic::{DispatchPolicy, Redispatch, Step, TitanicStore};
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = TitanicConfig {
+        max_open_requests: 2,
+        ..tcfg()
+    };
+    let mut store = TitanicStore::open(dir.path(), &cfg).unwrap();
+    let a = store.request(f(&[b"svc", b"a"]));
+    assert_eq!(a[0], b"200");
+    assert_eq!(store.request(f(&[b"svc", b"b"]))[0], b"200");
+    assert_eq!(
+        store.request(f(&[b"svc", b"c"])),
+        f(&[b"500 too many open requests"])
+    );
+    assert_eq!(store.refused(), 1);
+    let uuid = String::from_utf8(a[1].clone()).unwrap();
+    store.dispatch(&uuid, 1).unwrap();
+    drop(store);
+    // Reopened (as after a crash): the first request is known to be dispatched and is not sent again.
+    let store = TitanicStore::open(dir.path(), &cfg).unwrap();
+    assert_eq!(store.recovery().pending_requests, 2);
+    assert_eq!(store.recovery().dispatched_requests, 1);
+    let now_ns = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
+    let policy = DispatchPolicy {
+        redispatch: Redispatch::Never,
+        job_timeout_ns: 60_000_000_000,
+        max_attempts: 3,
+    };
+    let steps = store.state().plan(now_ns, &policy, |_| false);
+    assert!(
+        matches!(&steps[0], Step::Resume { uuid: u, attempt: 1, .. } if *u == uuid),
+        "{steps:?}"
+    );
+    assert!(
+        matches!(&steps[1], Step::Send { attempt: 1, .. }),
+        "{steps:?}"
+    );
+}
