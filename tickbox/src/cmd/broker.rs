@@ -53,6 +53,13 @@ fn summary(stats: &BrokerStats) {
 }
 
 pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
+    crate::flags::check_bind("--bind", &args.bind)?;
+    if let Some(peer) = &args.peer {
+        crate::flags::check_connect("--peer", peer)?;
+    }
+    if let Some(state_bind) = &args.state_bind {
+        crate::flags::check_bind("--state-bind", state_bind)?;
+    }
     let mut cfg = config.broker.clone();
     if let Some(ms) = args.heartbeat_ms {
         cfg.heartbeat_interval = std::time::Duration::from_millis(ms).into();

@@ -37,6 +37,7 @@ fn render(frame: &[u8]) -> String {
 }
 
 pub(crate) fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCode> {
+    crate::flags::check_connect_all("--broker", &args.broker)?;
     let ctx = zmq::Context::new();
     let cfg = ClientConfig {
         timeout: std::time::Duration::from_millis(args.timeout_ms).into(),

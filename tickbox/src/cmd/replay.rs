@@ -139,6 +139,10 @@ fn replay_status(
 }
 
 pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
+    crate::flags::check_bind_all("--bind", &args.bind)?;
+    if let Some(broker) = &args.broker {
+        crate::flags::check_connect("--broker", broker)?;
+    }
     let cfg = &config.recorder;
     let journal = args.journal.clone();
     let first = || first_capture_ns(&journal);
@@ -225,9 +229,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     };
     status.publish(replay_status(&status_cx, &shared.lock(), None, 0.0));
     let wait_n = args.wait_subscribers.unwrap_or(cfg.wait_subscribers);
-    let wait_timeout = args
-        .wait_timeout
-        .unwrap_or(cfg.wait_timeout.0);
+    let wait_timeout = args.wait_timeout.unwrap_or(cfg.wait_timeout.0);
     if wait_n > 0 && !args.await_start {
         eprintln!(
             "replay: waiting for {wait_n} subscriber(s) per shard (up to {:?}; --wait-subscribers 0 starts at once)",
@@ -258,6 +260,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     };
     let quiet = args.quiet;
     let mut exit = ExitCode::SUCCESS;
+    let mut runs = 0u64;
     loop {
         let spec = match runs_rx.recv_timeout(Duration::from_millis(100)) {
             Ok(spec) => spec,
@@ -269,6 +272,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
             }
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
         };
+        runs += 1;
         replayer.set_run(spec.speed, spec.from, spec.to);
         status.publish(replay_status(&status_cx, &shared.lock(), None, 0.0));
         if args.await_start
@@ -357,6 +361,10 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
             break;
         }
         eprintln!("replay: done, waiting for tickbox.replay.start");
+    }
+    if args.await_start {
+        // Stopped while idle there is no run summary; say that it ended, and after how many runs.
+        eprintln!("replay: stopped after {runs} run(s)");
     }
     Ok(exit)
 }

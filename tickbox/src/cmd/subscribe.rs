@@ -179,6 +179,11 @@ fn resolve(
 }
 
 pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
+    crate::flags::check_connect_all("--connect", &args.connect)?;
+    crate::flags::check_connect_all("--clone", &args.clone)?;
+    if let Some(broker) = &args.broker {
+        crate::flags::check_connect("--broker", broker)?;
+    }
     let (mut sub_config, workers_config) = resolve(&args, config)?;
     let stop = crate::shutdown::flag();
     // Built (and its I/O threads placed) before any of our threads is pinned, so they never inherit a shard's core.

@@ -57,6 +57,7 @@ pub(crate) struct Args {
 }
 
 pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
+    crate::flags::check_connect("--broker", &args.broker)?;
     let mut cfg = config.titanic.clone();
     if let Some(f) = args.fsync {
         cfg.fsync = match f {

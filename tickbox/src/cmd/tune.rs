@@ -230,6 +230,7 @@ fn check(args: CheckArgs, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
 }
 
 fn plan(args: PlanArgs) -> anyhow::Result<ExitCode> {
+    crate::flags::check_connect_all("--connect", &args.connect)?;
     let t = read_topology(&args.root.root)?;
     let request = PlanRequest {
         nics: args.nics,
