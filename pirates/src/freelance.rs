@@ -10,7 +10,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use serde::{Deserialize, Serialize};
 use tickbox_reliable::ms;
+use tickbox_units::ByteSize;
 use tickbox_zmqx::socket::poll_ms;
 
 pub use crate::engine::freelance::{
@@ -46,23 +48,90 @@ impl From<RequestRefused> for FreelanceError {
 }
 
 /// Counters of a Freelance server.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct ServerStats {
     /// PINGs answered with PONG.
     pub pings: u64,
-    /// Requests answered.
+    /// Requests answered (handed to the socket; a reply dropped afterwards is counted below as well).
     pub requests: u64,
     /// Messages dropped as neither a PING nor `[CCF][body…]`.
     pub malformed: u64,
+    /// Requests (or replies) above `max_message_size` in total, dropped unanswered. Single frames above it never
+    /// get this far: libzmq drops the connection that sends one.
+    pub oversize: u64,
+    /// Replies dropped because the peer's outgoing queue was full (it does not read its replies).
+    pub dropped_full: u64,
+    /// Replies dropped because the peer had disconnected.
+    pub dropped_unroutable: u64,
+}
+
+/// Freelance server limits. Memory held for one peer that sends requests and never reads its replies is at most
+/// about `queued_replies() × max_message_size` (plus one reply being written and the kernel's socket buffer);
+/// requests are read and answered (or refused) as they come, so the inbound side holds at most a few.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FreelanceServerConfig {
+    /// Largest request or reply, all frames together. Also set as `ZMQ_MAXMSGSIZE` on the peer-facing socket,
+    /// where libzmq applies it per frame and disconnects a peer that sends a bigger frame.
+    pub max_message_size: ByteSize,
+    /// Replies queued for one peer, at most (the socket's send high-water mark).
+    pub max_queued_replies: u32,
+    /// Bytes of replies queued for one peer, at most: the send high-water mark is lowered to
+    /// `max_queued_bytes / max_message_size` (at least 1) when that is below `max_queued_replies`. Replies beyond
+    /// it are dropped and counted in [`ServerStats::dropped_full`].
+    pub max_queued_bytes: ByteSize,
+}
+
+impl Default for FreelanceServerConfig {
+    fn default() -> Self {
+        Self {
+            max_message_size: ByteSize(1 << 20),
+            max_queued_replies: 1000,
+            max_queued_bytes: ByteSize(16 << 20),
+        }
+    }
+}
+
+impl FreelanceServerConfig {
+    /// The per-peer queue length in replies that keeps both bounds: the send (and receive) high-water mark.
+    pub fn queued_replies(&self) -> i32 {
+        let by_bytes = self.max_queued_bytes.0 / self.max_message_size.0.max(1);
+        by_bytes
+            .min(u64::from(self.max_queued_replies))
+            .clamp(1, i32::MAX as u64) as i32
+    }
+}
+
+fn frames_bytes(frames: &[Vec<u8>]) -> u64 {
+    frames.iter().map(|f| f.len() as u64).sum()
 }
 
 /// Bind a ROUTER at `bind` with routing identity `public` (the exact string clients connect to) and serve until
-/// `stop`. `handler` maps a request body to a reply body.
+/// `stop`, with the default [`FreelanceServerConfig`]. `handler` maps a request body to a reply body.
 pub fn run_freelance_server(
     ctx: &zmq::Context,
     bind: &str,
     public: &str,
     stop: &AtomicBool,
+    handler: impl FnMut(&[Vec<u8>]) -> Frames,
+) -> Result<ServerStats, FreelanceError> {
+    run_freelance_server_with(
+        ctx,
+        bind,
+        public,
+        stop,
+        &FreelanceServerConfig::default(),
+        handler,
+    )
+}
+
+/// [`run_freelance_server`] with explicit limits.
+pub fn run_freelance_server_with(
+    ctx: &zmq::Context,
+    bind: &str,
+    public: &str,
+    stop: &AtomicBool,
+    cfg: &FreelanceServerConfig,
     mut handler: impl FnMut(&[Vec<u8>]) -> Frames,
 ) -> Result<ServerStats, FreelanceError> {
     if public.is_empty() || public.contains('*') {
@@ -73,10 +142,36 @@ pub fn run_freelance_server(
     let s = ctx.socket(zmq::ROUTER)?;
     s.set_linger(100)?;
     s.set_identity(public.as_bytes())?;
+    let max_size = cfg.max_message_size.0.clamp(1, i64::MAX as u64);
+    s.set_maxmsgsize(max_size as i64)?;
+    let hwm = cfg.queued_replies();
+    s.set_sndhwm(hwm)?;
+    s.set_rcvhwm(hwm)?;
+    // Mandatory routing turns a full peer queue into EAGAIN (with DONTWAIT) instead of a silent drop, so drops are
+    // counted; DONTWAIT keeps one slow peer from blocking everyone else.
+    s.set_router_mandatory(true)?;
     s.bind(bind)?;
-    tracing::info!(bind, public, "freelance server listening");
+    tracing::info!(
+        bind,
+        public,
+        queued_replies = hwm,
+        max_message_size = max_size,
+        "freelance server listening"
+    );
     let mut stats = ServerStats::default();
+    // Drops are peer-triggered: logged at most every 5 s, with the counts so far.
+    let mut warned = (Instant::now(), 0u64);
     while !stop.load(Ordering::Relaxed) {
+        let refused = stats.oversize + stats.dropped_full + stats.dropped_unroutable;
+        if refused > warned.1 && warned.0.elapsed() >= Duration::from_secs(5) {
+            tracing::warn!(
+                oversize = stats.oversize,
+                dropped_full = stats.dropped_full,
+                dropped_unroutable = stats.dropped_unroutable,
+                "freelance server refusing requests or dropping replies"
+            );
+            warned = (Instant::now(), refused);
+        }
         // A signal interrupting the poll is a wake-up to check `stop`, not a failure.
         match s.poll(zmq::POLLIN, 100) {
             Ok(0) | Err(zmq::Error::EINTR) => continue,
@@ -88,16 +183,29 @@ pub fn run_freelance_server(
                 continue;
             }
             let rest = frames.split_off(1);
+            if frames_bytes(&rest) > max_size {
+                stats.oversize += 1;
+                continue;
+            }
             let ping = rest.len() == 1;
             match server_reply(rest, &mut handler) {
                 Ok(reply) => {
+                    if frames_bytes(&reply) > max_size {
+                        stats.oversize += 1;
+                        continue;
+                    }
                     if ping {
                         stats.pings += 1;
                     } else {
                         stats.requests += 1;
                     }
                     frames.extend(reply);
-                    s.send_multipart(frames, 0)?;
+                    match s.send_multipart(frames, zmq::DONTWAIT) {
+                        Ok(()) => {}
+                        Err(zmq::Error::EAGAIN) => stats.dropped_full += 1,
+                        Err(zmq::Error::EHOSTUNREACH) => stats.dropped_unroutable += 1,
+                        Err(e) => return Err(e.into()),
+                    }
                 }
                 Err(ServerDrop::Malformed) => stats.malformed += 1,
             }

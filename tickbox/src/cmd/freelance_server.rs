@@ -3,7 +3,8 @@
 use std::process::ExitCode;
 
 use anyhow::Context;
-use tickbox_pirates::freelance::run_freelance_server;
+use tickbox_pirates::freelance::{run_freelance_server_with, FreelanceServerConfig};
+use tickbox_units::ByteSize;
 
 use crate::config::TickboxConfig;
 
@@ -18,15 +19,45 @@ pub(crate) struct Args {
     /// Echo the request body instead of answering `OK` (the Guide's flserver3 answers `OK`).
     #[arg(long)]
     echo: bool,
+    /// Largest request or reply, all frames together, e.g. 1MiB; also the socket's ZMQ_MAXMSGSIZE (per frame:
+    /// libzmq disconnects a peer sending a bigger frame) [default: 1MiB].
+    #[arg(long, value_parser = tickbox_units::parse_size)]
+    max_message_size: Option<u64>,
+    /// Replies queued for one peer that does not read them, at most [default: 1000].
+    #[arg(long)]
+    max_queued_replies: Option<u32>,
+    /// Bytes of replies queued for one peer, at most, e.g. 16MiB: lowers the queue length to
+    /// max-queued-bytes / max-message-size when that is smaller [default: 16MiB].
+    #[arg(long, value_parser = tickbox_units::parse_size)]
+    max_queued_bytes: Option<u64>,
+    /// Print the final counters as one JSON object instead of a text line.
+    #[arg(long)]
+    json: bool,
 }
 
 pub(crate) fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     let public = args.endpoint.clone().unwrap_or_else(|| args.bind.clone());
+    let mut limits = FreelanceServerConfig::default();
+    if let Some(v) = args.max_message_size {
+        anyhow::ensure!(v > 0, "--max-message-size must be above 0");
+        limits.max_message_size = ByteSize(v);
+    }
+    if let Some(v) = args.max_queued_replies {
+        limits.max_queued_replies = v;
+    }
+    if let Some(v) = args.max_queued_bytes {
+        limits.max_queued_bytes = ByteSize(v);
+    }
     let stop = crate::shutdown::flag();
     let ctx = zmq::Context::new();
-    println!("freelance server {public} listening on {}", args.bind);
+    println!(
+        "freelance server {public} listening on {} (at most {} replies of at most {} queued per peer)",
+        args.bind,
+        limits.queued_replies(),
+        limits.max_message_size
+    );
     let echo = args.echo;
-    let stats = run_freelance_server(&ctx, &args.bind, &public, &stop, |body| {
+    let stats = run_freelance_server_with(&ctx, &args.bind, &public, &stop, &limits, |body| {
         if echo {
             body.to_vec()
         } else {
@@ -34,9 +65,18 @@ pub(crate) fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCod
         }
     })
     .context("freelance server")?;
-    println!(
-        "pings {}  requests {}  malformed {}",
-        stats.pings, stats.requests, stats.malformed
-    );
+    if args.json {
+        println!("{}", serde_json::to_string(&stats)?);
+    } else {
+        println!(
+            "pings {}  requests {}  malformed {}  oversize {}  dropped_full {}  dropped_unroutable {}",
+            stats.pings,
+            stats.requests,
+            stats.malformed,
+            stats.oversize,
+            stats.dropped_full,
+            stats.dropped_unroutable
+        );
+    }
     Ok(ExitCode::SUCCESS)
 }
