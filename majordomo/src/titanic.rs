@@ -347,6 +347,8 @@ pub struct TitanicCounters {
     pub replies_stored: AtomicU64,
     /// Replies discarded because they did not parse as MDP or named another service.
     pub malformed_replies: AtomicU64,
+    /// `titanic.request`s refused because `max_open_requests` were open.
+    pub requests_refused: AtomicU64,
 }
 
 /// A running Titanic: three worker threads and a dispatcher sharing one store.
@@ -371,12 +373,13 @@ impl Titanic {
         let counters = Arc::new(TitanicCounters::default());
         let mut threads = Vec::new();
         for service in ["titanic.request", "titanic.reply", "titanic.close"] {
-            let (ctx, broker, store, stop, wcfg) = (
+            let (ctx, broker, store, stop, wcfg, cn) = (
                 ctx.clone(),
                 broker.to_string(),
                 Arc::clone(&store),
                 Arc::clone(&stop),
                 cfg.worker.clone(),
+                Arc::clone(&counters),
             );
             threads.push(
                 std::thread::Builder::new()
@@ -388,7 +391,14 @@ impl Titanic {
                                 return vec![ERROR.to_vec()];
                             };
                             match service {
-                                "titanic.request" => s.request(body.clone()),
+                                "titanic.request" => {
+                                    let before = s.refused();
+                                    let r = s.request(body.clone());
+                                    if s.refused() > before {
+                                        cn.requests_refused.fetch_add(1, Ordering::Relaxed);
+                                    }
+                                    r
+                                }
                                 "titanic.reply" => s.reply(body),
                                 _ => s.close(body),
                             }

@@ -102,13 +102,14 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     titanic.wait(&stop).context("titanic")?;
     let get = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
     println!(
-        "dispatched {}  redispatched {}  resumed {}  failed {}  replies stored {}  malformed replies {}",
+        "dispatched {}  redispatched {}  resumed {}  failed {}  replies stored {}  malformed replies {}  requests refused {}",
         get(&counters.dispatched),
         get(&counters.redispatched),
         get(&counters.resumed),
         get(&counters.failed),
         get(&counters.replies_stored),
-        get(&counters.malformed_replies)
+        get(&counters.malformed_replies),
+        get(&counters.requests_refused)
     );
     Ok(ExitCode::SUCCESS)
 }
