@@ -82,6 +82,26 @@ impl SeenSet {
         }
     }
 
+    /// Applies `op` to the bits of ids `lo..=hi` (at most one ring length), a word at a time: a forged id just
+    /// inside the window costs `window / 64` word operations, not `window` bit operations.
+    fn range_words(&mut self, lo: u64, hi: u64, mut op: impl FnMut(&mut u64, u64)) {
+        let ring = self.bits.len() as u64 * 64;
+        let mut pos = lo % ring;
+        let mut left = hi - lo + 1;
+        while left > 0 {
+            let bit = pos % 64;
+            let take = (64 - bit).min(left);
+            let mask = if take == 64 {
+                u64::MAX
+            } else {
+                ((1u64 << take) - 1) << bit
+            };
+            op(&mut self.bits[(pos / 64) as usize], mask);
+            pos = (pos + take) % ring;
+            left -= take;
+        }
+    }
+
     /// Record `id` and say whether it was new.
     pub fn check(&mut self, id: u64) -> Seen {
         if id <= self.floor {
@@ -103,13 +123,15 @@ impl SeenSet {
         } else {
             // Ids leaving the window (all ≤ max) stop counting as unseen; then the slots of the ids skipped
             // between the old max and `id` are cleared (they may hold bits of ids one ring-length lower).
-            for gone in self.floor + 1..=new_floor {
-                if !self.get(gone) {
-                    self.unseen -= 1;
-                }
+            if new_floor > self.floor {
+                let mut seen_gone = 0u64;
+                self.range_words(self.floor + 1, new_floor, |w, m| {
+                    seen_gone += u64::from((*w & m).count_ones())
+                });
+                self.unseen -= (new_floor - self.floor) - seen_gone;
             }
-            for skipped in self.max + 1..id {
-                self.put(skipped, false);
+            if id > self.max + 1 {
+                self.range_words(self.max + 1, id - 1, |w, m| *w &= !m);
             }
             self.unseen += id - 1 - self.max;
         }
