@@ -40,8 +40,8 @@ impl Setup {
 fn frames() -> Vec<Vec<u8>> {
     (0..TOPICS)
         .map(|i| {
-            // 23-byte topic + NUL + 32-byte header + 44-byte quote = 100 bytes.
-            let topic = format!("Q.XNAS.{i:0>16}");
+            // 15-byte topic + NUL + 40-byte header + 44-byte quote = 100 bytes.
+            let topic = format!("Q.XNAS.{i:0>8}");
             let frame = encode_to_vec(
                 &topic,
                 &Header::live(Kind::Quote, 1, 1, 1),

@@ -79,7 +79,8 @@
 //!
 //! Not bounded by the proxy: how many subscriptions one connection holds inside libzmq. The XPUB stores every
 //! subscription (each at most ~2 × `max_subscription_bytes`, around 32 bytes of trie per byte) before the proxy
-//! sees it, and a bound XPUB cannot disconnect one peer. Deployments exposed to untrusted subscribers should
+//! sees it, and a bound XPUB cannot disconnect one peer: measured, one connection holding 10,000 distinct
+//! 1,000-byte subscriptions costs the proxy about 320 MB. Deployments exposed to untrusted subscribers should
 //! authenticate them (ZAP/CURVE) or keep `max_subscription_bytes` small.
 //!
 //! **Slow subscribers.** `slow_subscriber = "drop"` (default): libzmq drops for that subscriber alone when its
