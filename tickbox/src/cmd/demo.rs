@@ -170,7 +170,11 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         duration = %args.duration,
         "demo running"
     );
-    while !feed.is_finished() && !stop.load(Ordering::Relaxed) && !subscriber.is_tripped() {
+    while !feed.is_finished()
+        && !stop.load(Ordering::Relaxed)
+        && !subscriber.is_tripped()
+        && !subscriber.workers_failed()
+    {
         std::thread::sleep(Duration::from_millis(10));
     }
     feed.stop();
@@ -179,7 +183,10 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     let settle_deadline = Instant::now() + Duration::from_secs(5);
     let mut last = (subscriber.forwarded(), Instant::now());
     // Also after Ctrl-C: the feed has stopped, so what is in flight is bounded and a clean stop accounts for it.
-    while Instant::now() < settle_deadline && !subscriber.is_tripped() {
+    while Instant::now() < settle_deadline
+        && !subscriber.is_tripped()
+        && !subscriber.workers_failed()
+    {
         std::thread::sleep(Duration::from_millis(20));
         let now = subscriber.forwarded();
         if now != last.0 {
@@ -188,7 +195,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
             break;
         }
     }
-    let report = subscriber.shutdown()?;
+    let (report, worker_failure) = subscriber.shutdown_partial()?;
     let stopped = report.stopped_by(stop.load(Ordering::Relaxed));
     let per_publisher: Vec<(u32, u64)> = sent
         .shards
@@ -270,6 +277,11 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         }
     }
     print!("{out}");
+    if let Some(err) = worker_failure {
+        // After the summary, so what the surviving workers did is still shown.
+        eprintln!("error: {err}: the run is incomplete");
+        return Ok(ExitCode::from(crate::exit_code::WORKER_FAILED));
+    }
     Ok(finish(&report))
 }
 
