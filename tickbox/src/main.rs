@@ -90,6 +90,8 @@ enum Command {
     Replay(cmd::replay::Args),
     /// Inspect a journal: info, verify, dump.
     Journal(cmd::journal::Args),
+    /// Import DBN files (Databento Binary Encoding) into a new journal.
+    Import(cmd::import::Args),
     /// Latency and throughput benchmarks beside a raw-libzmq baseline.
     Bench(cmd::bench::Args),
     /// Clone (CHP) key-value server, optionally as a Binary Star pair.
@@ -131,6 +133,7 @@ fn main() -> ExitCode {
         Command::Record(args) => cmd::record::run(args, &config),
         Command::Replay(args) => cmd::replay::run(args, &config),
         Command::Journal(args) => cmd::journal::run(args, &config),
+        Command::Import(args) => cmd::import::run(args, &config),
         Command::Bench(args) => cmd::bench::run(args, &config),
         Command::CloneServer(args) => cmd::clone_server::run(args, &config),
         Command::Ctl(args) => cmd::ctl::run(args, &config),

@@ -1,4 +1,4 @@
-//! `tickbox journal info|verify|dump PATH`: inspect a recorded journal (ring file or archive directory). The
+//! `tickbox journal info|verify|dump|export PATH`: inspect a recorded journal (ring file or archive directory). The
 //! accounting and formatting live in `tickbox_recorder` (its `inspect` module); this file parses arguments and picks exit codes.
 //!
 //! `info` and `verify` account for publisher sequences: per publisher, data records recorded, sequences missing
@@ -7,6 +7,7 @@
 //! a journal intact but with gap records or overwritten records is reported as GAPPY, and exits 6 under
 //! `--strict`.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -50,7 +51,8 @@ enum Action {
         #[arg(long)]
         json: bool,
     },
-    /// Print records: sequence, capture time, size, topic and wire header.
+    /// Print records: sequence, capture time, size, topic, wire header and the decoded fields (prices as
+    /// decimals, times RFC 3339). Exits quietly when its output pipe closes (`| head`).
     Dump {
         path: PathBuf,
         /// Start at this journal sequence.
@@ -60,10 +62,43 @@ enum Action {
         /// first record (+90s, +1.5m, +250ms).
         #[arg(long)]
         from: Option<String>,
-        /// Print at most this many records.
+        /// Stop after this capture time (same forms as --from); records past it are skipped.
+        #[arg(long)]
+        to: Option<String>,
+        /// Print at most this many records (0 = all).
         #[arg(long, default_value_t = 20)]
         limit: u64,
+        /// Only records whose topic starts with one of these prefixes (comma-separated: `Q.,V.GLBX.`).
+        #[arg(long, value_delimiter = ',')]
+        topics: Vec<String>,
+        /// Only records of these kinds (comma-separated: quote, trade, heartbeat, book_level, gap, vendor).
+        #[arg(long, value_delimiter = ',')]
+        kind: Vec<String>,
+        /// Show only the header columns, not the decoded fields.
+        #[arg(long)]
+        no_fields: bool,
     },
+    /// Write the records: `dbn` rebuilds an imported DBN file byte for byte (metadata, then records); `json`
+    /// (one object per line) and `csv` give every record's decoded fields.
+    Export {
+        path: PathBuf,
+        /// Output format.
+        #[arg(long, value_enum)]
+        format: ExportFormat,
+        /// Output file (default: stdout). For `dbn`, a name ending in `.zst` is zstd-compressed.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// For `dbn`: which imported file (0-based, as `tickbox import` listed them); needed when there are several.
+        #[arg(long)]
+        source: Option<u32>,
+    },
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum ExportFormat {
+    Dbn,
+    Json,
+    Csv,
 }
 
 pub(crate) fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCode> {
@@ -95,9 +130,78 @@ pub(crate) fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCod
             path,
             from_seq,
             from,
+            to,
             limit,
-        } => dump(&path, from_seq, from.as_deref(), limit),
+            topics,
+            kind,
+            no_fields,
+        } => {
+            let filter = DumpFilter {
+                to: to
+                    .as_deref()
+                    .map(|t| parse_time(t, || first_capture_ns(&path)))
+                    .transpose()?,
+                topics,
+                kinds: kind,
+                fields: !no_fields,
+            };
+            for k in &filter.kinds {
+                anyhow::ensure!(
+                    KIND_NAMES.contains(&k.as_str()),
+                    "--kind {k}: not one of {}",
+                    KIND_NAMES.join(", ")
+                );
+            }
+            dump(&path, from_seq, from.as_deref(), limit, &filter)
+        }
+        Action::Export {
+            path,
+            format,
+            out,
+            source,
+        } => export(&path, format, out.as_deref(), source),
     }
+}
+
+const KIND_NAMES: [&str; 6] = ["quote", "trade", "heartbeat", "book_level", "gap", "vendor"];
+
+fn export(
+    path: &Path,
+    format: ExportFormat,
+    out: Option<&Path>,
+    source: Option<u32>,
+) -> anyhow::Result<ExitCode> {
+    let sink: Box<dyn Write> = match out {
+        Some(p) => Box::new(std::io::BufWriter::new(
+            std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?,
+        )),
+        None => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
+    };
+    let result = match format {
+        ExportFormat::Dbn => {
+            let zstd = out.is_some_and(|p| p.extension().is_some_and(|e| e == "zst"));
+            tickbox_dbn::export_dbn(path, source, sink, zstd)
+        }
+        ExportFormat::Json => tickbox_dbn::export_text(path, tickbox_dbn::TextFormat::Json, sink),
+        ExportFormat::Csv => tickbox_dbn::export_text(path, tickbox_dbn::TextFormat::Csv, sink),
+    };
+    match result {
+        Ok(rep) => {
+            if out.is_some() {
+                println!("exported {} records ({} skipped)", rep.records, rep.skipped);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) if e.is_broken_pipe() => Ok(ExitCode::SUCCESS),
+        Err(e) => Err(e).with_context(|| format!("exporting {}", path.display())),
+    }
+}
+
+struct DumpFilter {
+    to: Option<u64>,
+    topics: Vec<String>,
+    kinds: Vec<String>,
+    fields: bool,
 }
 
 fn verify(path: &Path, strict: bool, json: bool) -> anyhow::Result<ExitCode> {
@@ -140,29 +244,92 @@ fn dump(
     from_seq: Option<u64>,
     from: Option<&str>,
     limit: u64,
+    filter: &DumpFilter,
+) -> anyhow::Result<ExitCode> {
+    match dump_to(path, from_seq, from, limit, filter) {
+        // The reader of our output went away (`| head`): nothing more to say, and nothing went wrong.
+        Err(e)
+            if e.downcast_ref::<std::io::Error>()
+                .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe) =>
+        {
+            Ok(ExitCode::SUCCESS)
+        }
+        other => other,
+    }
+}
+
+fn dump_to(
+    path: &Path,
+    from_seq: Option<u64>,
+    from: Option<&str>,
+    limit: u64,
+    filter: &DumpFilter,
 ) -> anyhow::Result<ExitCode> {
     let mut r = Reader::open(path).with_context(|| format!("opening {}", path.display()))?;
+    let mut from_ns = None;
     if let Some(seq) = from_seq {
         r.seek_seq(seq)?;
     } else if let Some(t) = from {
         let t = parse_time(t, || first_capture_ns(path))?;
         r.seek_time(t)?;
+        from_ns = Some(t);
     }
-    println!("{}", dump_header());
+    let manifest = tickbox_dbn::Manifest::read(path).unwrap_or(None);
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    writeln!(out, "{}", dump_header())?;
     let mut n = 0;
-    while n < limit {
+    while limit == 0 || n < limit {
         let rec = match r.next() {
             Ok(Some(rec)) => rec,
             Ok(None) => break,
             Err(e @ JournalError::CorruptRecord { .. }) => {
-                println!("CORRUPT: {e}");
+                writeln!(out, "CORRUPT: {e}")?;
+                out.flush()?;
                 return Ok(ExitCode::from(exit_code::CORRUPT));
             }
             Err(e) => return Err(e.into()),
         };
-        println!("{}", format_dump_line(&rec));
+        if from_ns.is_some_and(|t| rec.capture_time_ns < t)
+            || filter.to.is_some_and(|t| rec.capture_time_ns > t)
+        {
+            continue;
+        }
+        let decoded = tickbox_dbn::decode_frame(rec.payload, manifest.as_ref());
+        if !filter.topics.is_empty() || !filter.kinds.is_empty() {
+            let Some(d) = &decoded else { continue };
+            if !filter.topics.is_empty()
+                && !filter
+                    .topics
+                    .iter()
+                    .any(|p| d.topic.starts_with(p.as_str()))
+            {
+                continue;
+            }
+            if !filter.kinds.is_empty() && !filter.kinds.iter().any(|k| k == d.kind) {
+                continue;
+            }
+        }
+        let line = match &decoded {
+            Some(d) => {
+                let cols = tickbox_dbn::format_dump_columns(
+                    rec.seq,
+                    rec.capture_time_ns,
+                    rec.payload.len(),
+                    d,
+                );
+                if filter.fields {
+                    let fields = tickbox_dbn::format_fields(&tickbox_dbn::flatten(&d.fields));
+                    format!("{cols}  {fields}")
+                } else {
+                    cols
+                }
+            }
+            None => format_dump_line(&rec),
+        };
+        writeln!(out, "{line}")?;
         n += 1;
     }
+    out.flush()?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -10,6 +10,7 @@ pub(crate) mod ctl;
 pub(crate) mod demo;
 pub(crate) mod feed;
 pub(crate) mod freelance_server;
+pub(crate) mod import;
 pub(crate) mod journal;
 pub(crate) mod lvc;
 pub(crate) mod record;

@@ -1,0 +1,434 @@
+//! Reading DBN files (plain or zstd, versions 1 to 3, legacy DBZ, headerless fragments) and writing them into a
+//! tickbox journal as vendor frames.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::fs::File;
+use std::io::{BufReader, Chain, Cursor, Read};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use dbn::decode::dbn::{MetadataDecoder, RecordDecoder};
+use dbn::decode::{dbz, DbnMetadata, DecodeRecordRef, DynReader};
+use dbn::encode::dbn::MetadataEncoder;
+use dbn::{Metadata, Record, RecordRef, SymbolIndex, TsSymbolMap, VersionUpgradePolicy};
+use tickbox_journal::{Durability, Writer, WriterOptions};
+
+use crate::error::DbnError;
+use crate::frame::{encode_vendor_frame, VendorHeader, VENDOR_TOPIC_LETTER};
+use crate::manifest::{Manifest, Source, SourceForm, MANIFEST_FORMAT};
+
+/// Options of [`import_files`].
+#[derive(Debug, Clone)]
+pub struct ImportOptions {
+    /// Bytes per archive segment.
+    pub segment_size: u64,
+    /// DBN version of headerless fragments. `None`: taken from a `.v1.`/`.v2.`/`.v3.` in the file name, else
+    /// left unknown (0); the record bytes are kept exactly either way.
+    pub fragment_version: Option<u8>,
+    /// Records appended per journal batch.
+    pub batch: usize,
+}
+
+impl Default for ImportOptions {
+    fn default() -> Self {
+        ImportOptions {
+            segment_size: 64 << 20,
+            fragment_version: None,
+            batch: 4096,
+        }
+    }
+}
+
+/// What [`import_files`] did.
+#[derive(Debug, Clone)]
+pub struct ImportReport {
+    /// One entry per file, as written to the manifest.
+    pub manifest: Manifest,
+    /// Records written in all.
+    pub records: u64,
+    /// Time spent.
+    pub elapsed: Duration,
+}
+
+type Stream = Chain<Cursor<Vec<u8>>, DynReader<'static, BufReader<File>>>;
+
+enum Records {
+    Dbn(Box<RecordDecoder<Stream>>),
+    Dbz(Box<dbz::Decoder<BufReader<File>>>),
+}
+
+impl Records {
+    fn next(&mut self) -> dbn::Result<Option<RecordRef<'_>>> {
+        match self {
+            Records::Dbn(d) => d.decode_ref(),
+            Records::Dbz(d) => d.decode_record_ref(),
+        }
+    }
+}
+
+/// A DBN source opened for reading: its description and its records.
+pub struct OpenedSource {
+    /// The manifest entry (with `records` 0 until read).
+    pub source: Source,
+    /// The decoded metadata (none for fragments).
+    pub metadata: Option<Metadata>,
+    records: Records,
+    path: PathBuf,
+    count: u64,
+}
+
+impl OpenedSource {
+    /// The next record exactly as the file holds it; `Ok(None)` at the end.
+    pub fn next_record(&mut self) -> Result<Option<RecordRef<'_>>, DbnError> {
+        let n = self.count;
+        match self.records.next() {
+            Ok(Some(r)) => {
+                self.count += 1;
+                Ok(Some(r))
+            }
+            Ok(None) => Ok(None),
+            Err(e) => Err(DbnError::refused(
+                &self.path,
+                format!("record {}: {e}", n + 1),
+            )),
+        }
+    }
+}
+
+fn fill(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match r.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
+fn version_from_name(path: &Path) -> Option<u8> {
+    let name = path.file_name()?.to_str()?;
+    name.split('.').find_map(|part| match part {
+        "v1" => Some(1),
+        "v2" => Some(2),
+        "v3" => Some(3),
+        _ => None,
+    })
+}
+
+/// Opens one file: detects DBZ, DBN (plain or zstd) or a headerless fragment, and reads the metadata. Refuses a
+/// file it cannot decode with an error naming the file and why.
+pub fn open_source(path: &Path, fragment_version: Option<u8>) -> Result<OpenedSource, DbnError> {
+    let file_name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut head = [0u8; 16];
+    let mut f = File::open(path).map_err(|e| DbnError::io(path, e))?;
+    let got = fill(&mut f, &mut head).map_err(|e| DbnError::io(path, e))?;
+    drop(f);
+    if got == 0 {
+        return Err(DbnError::refused(
+            path,
+            "empty file: no DBN metadata and no records",
+        ));
+    }
+    if dbz::starts_with_prefix(&head[..got]) {
+        let file = File::open(path).map_err(|e| DbnError::io(path, e))?;
+        let d = dbz::Decoder::with_upgrade_policy(BufReader::new(file), VersionUpgradePolicy::AsIs)
+            .map_err(|e| {
+                DbnError::refused(
+                    path,
+                    format!("legacy DBZ file the dbn crate cannot decode: {e}"),
+                )
+            })?;
+        let metadata = d.metadata().clone();
+        let mut raw = Vec::new();
+        MetadataEncoder::new(&mut raw)
+            .encode(&metadata)
+            .map_err(|e| {
+                DbnError::refused(
+                    path,
+                    format!("DBZ metadata cannot be re-encoded as DBN: {e}"),
+                )
+            })?;
+        let source = source_entry(
+            file_name,
+            SourceForm::Dbz,
+            true,
+            &metadata,
+            Some(&raw),
+            false,
+        );
+        return Ok(OpenedSource {
+            source,
+            metadata: Some(metadata),
+            records: Records::Dbz(Box::new(d)),
+            path: path.to_path_buf(),
+            count: 0,
+        });
+    }
+    let mut reader = DynReader::from_file(path)
+        .map_err(|e| DbnError::refused(path, format!("neither DBN nor zstd: {e}")))?;
+    let compressed = reader.is_compressed();
+    let mut prefix = [0u8; 8];
+    let got = fill(&mut reader, &mut prefix)
+        .map_err(|e| DbnError::refused(path, format!("unreadable (bad zstd stream?): {e}")))?;
+    if got == 8 && &prefix[..3] == b"DBN" {
+        let version = prefix[3];
+        if !(1..=3).contains(&version) {
+            return Err(DbnError::refused(
+                path,
+                format!("DBN version {version}: this importer reads versions 1 to 3"),
+            ));
+        }
+        let len = u32::from_le_bytes([prefix[4], prefix[5], prefix[6], prefix[7]]) as usize;
+        if len > 1 << 30 {
+            return Err(DbnError::refused(
+                path,
+                format!("metadata length {len} is implausible"),
+            ));
+        }
+        let mut raw = prefix.to_vec();
+        raw.resize(8 + len, 0);
+        let n = fill(&mut reader, &mut raw[8..]).map_err(|e| DbnError::io(path, e))?;
+        if n != len {
+            return Err(DbnError::refused(
+                path,
+                format!("truncated DBN metadata: {n} of {len} bytes"),
+            ));
+        }
+        let metadata =
+            MetadataDecoder::with_upgrade_policy(Cursor::new(&raw), VersionUpgradePolicy::AsIs)
+                .decode()
+                .map_err(|e| {
+                    DbnError::refused(
+                        path,
+                        format!("DBN metadata the dbn crate cannot decode: {e}"),
+                    )
+                })?;
+        let d = RecordDecoder::with_version(
+            Cursor::new(Vec::new()).chain(reader),
+            version,
+            VersionUpgradePolicy::AsIs,
+            metadata.ts_out,
+        )
+        .map_err(|e| DbnError::dbn(path, e))?;
+        let source = source_entry(
+            file_name,
+            SourceForm::Dbn,
+            compressed,
+            &metadata,
+            Some(&raw),
+            true,
+        );
+        return Ok(OpenedSource {
+            source,
+            metadata: Some(metadata),
+            records: Records::Dbn(Box::new(d)),
+            path: path.to_path_buf(),
+            count: 0,
+        });
+    }
+    // No metadata header: a fragment, records only. Its version is not in the file.
+    let version = fragment_version
+        .or_else(|| version_from_name(path))
+        .unwrap_or(0);
+    if version > 3 {
+        return Err(DbnError::refused(
+            path,
+            format!("fragment version {version}: this importer reads versions 1 to 3"),
+        ));
+    }
+    // A record is at least a 16-byte header whose length byte covers it and whose rtype is known; anything else
+    // is not DBN.
+    if got < 2 || (prefix[0] as usize) * 4 < 16 || dbn::RType::try_from(prefix[1]).is_err() {
+        return Err(DbnError::refused(
+            path,
+            "not DBN: no DBN or DBZ header, and the first bytes are not a DBN record (a headerless fragment)",
+        ));
+    }
+    let d = RecordDecoder::with_version(
+        Cursor::new(prefix[..got].to_vec()).chain(reader),
+        if version == 0 {
+            dbn::DBN_VERSION
+        } else {
+            version
+        },
+        VersionUpgradePolicy::AsIs,
+        false,
+    )
+    .map_err(|e| DbnError::dbn(path, e))?;
+    Ok(OpenedSource {
+        source: Source {
+            file: file_name,
+            form: SourceForm::Fragment,
+            compressed,
+            version,
+            ts_out: false,
+            metadata: None,
+            metadata_exact: false,
+            dataset: None,
+            schema: None,
+            stype_in: None,
+            stype_out: None,
+            mappings: 0,
+            records: 0,
+        },
+        metadata: None,
+        records: Records::Dbn(Box::new(d)),
+        path: path.to_path_buf(),
+        count: 0,
+    })
+}
+
+fn source_entry(
+    file: String,
+    form: SourceForm,
+    compressed: bool,
+    m: &Metadata,
+    raw: Option<&[u8]>,
+    exact: bool,
+) -> Source {
+    Source {
+        file,
+        form,
+        compressed,
+        version: m.version,
+        ts_out: m.ts_out,
+        metadata: raw.map(Source::encode_metadata),
+        metadata_exact: exact,
+        dataset: Some(m.dataset.clone()),
+        schema: m.schema.map(|s| s.as_str().to_owned()),
+        stype_in: m.stype_in.map(|s| s.as_str().to_owned()),
+        stype_out: Some(m.stype_out.as_str().to_owned()),
+        mappings: m.mappings.len(),
+        records: 0,
+    }
+}
+
+/// The venue part of topics: the dataset's first component (`GLBX` of `GLBX.MDP3`), `DBN` when unknown.
+fn venue_of(m: Option<&Metadata>) -> String {
+    let v: String = m
+        .and_then(|m| m.dataset.split('.').next())
+        .unwrap_or("")
+        .chars()
+        .filter(|c| *c != '\0' && *c != '.')
+        .collect();
+    if v.is_empty() {
+        "DBN".to_owned()
+    } else {
+        v
+    }
+}
+
+/// Imports `files`, in order, into a new archive journal at `journal` (which must not exist), and writes the
+/// manifest. Every file is opened (and refused, naming it and why) before the journal is created.
+pub fn import_files(
+    journal: &Path,
+    files: &[PathBuf],
+    opts: &ImportOptions,
+) -> Result<ImportReport, DbnError> {
+    let started = Instant::now();
+    if journal.exists() {
+        return Err(DbnError::refused(
+            journal,
+            "already exists: import writes a new journal",
+        ));
+    }
+    for f in files {
+        open_source(f, opts.fragment_version)?;
+    }
+    let session = tickbox_wire::now_ns();
+    let wopts = WriterOptions::archive(opts.segment_size)
+        .durability(Durability::None)
+        .description(format!("tickbox import of {} DBN file(s)", files.len()));
+    let mut writer = Writer::open(journal, &wopts)?;
+    let mut manifest = Manifest {
+        format: MANIFEST_FORMAT,
+        session,
+        sources: Vec::new(),
+    };
+    let mut seqs: HashMap<u16, u64> = HashMap::new();
+    let mut frames: Vec<Vec<u8>> = Vec::new();
+    let mut times: Vec<u64> = Vec::new();
+    let mut topic = String::new();
+    let mut total = 0u64;
+    for (index, f) in files.iter().enumerate() {
+        let mut src = open_source(f, opts.fragment_version)?;
+        let symbols = src
+            .metadata
+            .as_ref()
+            .and_then(|m| TsSymbolMap::from_metadata(m).ok())
+            .unwrap_or_default();
+        let venue = venue_of(src.metadata.as_ref());
+        let version = src.source.version;
+        let mut n = 0u64;
+        let mut used = 0usize;
+        while let Some(rec) = src.next_record()? {
+            topic.clear();
+            let _ = write!(topic, "{VENDOR_TOPIC_LETTER}.{venue}.");
+            match symbols.get_for_rec(&rec) {
+                Some(s) if !s.is_empty() => topic.extend(s.chars().filter(|c| *c != '\0')),
+                _ => {
+                    let _ = write!(topic, "{}", rec.instrument_id());
+                }
+            }
+            let seq = seqs.entry(rec.publisher_id()).or_insert(0);
+            *seq += 1;
+            let header = VendorHeader {
+                flags: 0,
+                publisher_id: u32::from(rec.publisher_id()),
+                sequence: *seq,
+                send_time_ns: rec.raw_index_ts(),
+                origin_time_ns: rec.raw_ts_event(),
+                session,
+            };
+            if frames.len() <= used {
+                frames.push(Vec::with_capacity(256));
+                times.push(0);
+            }
+            encode_vendor_frame(
+                &mut frames[used],
+                &topic,
+                &header,
+                version,
+                index as u32,
+                rec.as_ref(),
+            );
+            times[used] = header.send_time_ns;
+            used += 1;
+            n += 1;
+            if used == opts.batch.max(1) {
+                writer.append_batch(
+                    times
+                        .iter()
+                        .copied()
+                        .zip(frames.iter().map(|v| v.as_slice())),
+                )?;
+                used = 0;
+            }
+        }
+        if used > 0 {
+            writer.append_batch(
+                times[..used]
+                    .iter()
+                    .copied()
+                    .zip(frames[..used].iter().map(|v| v.as_slice())),
+            )?;
+        }
+        src.source.records = n;
+        total += n;
+        manifest.sources.push(src.source);
+    }
+    writer.close()?;
+    manifest.write(journal)?;
+    Ok(ImportReport {
+        manifest,
+        records: total,
+        elapsed: started.elapsed(),
+    })
+}

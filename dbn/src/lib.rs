@@ -1,0 +1,41 @@
+//! `tickbox-dbn`: Databento Binary Encoding (DBN) in and out of tickbox journals, through the `dbn` crate.
+//!
+//! **Import** ([`import_files`]) reads DBN files (versions 1 to 3, plain or zstd), legacy DBZ files and
+//! headerless record fragments, and writes an archive journal whose records are tickbox frames of kind 6,
+//! `vendor` (docs/WIRE.md section 6): topic `V.<venue>.<symbol>` (venue: the dataset's first component; symbol:
+//! from the file's symbology, else the instrument id), the 40-byte wire header (publisher id = the record's,
+//! per-publisher sequence from 1, `send_time_ns` = `ts_recv`, `origin_time_ns` = `ts_event`, session = the
+//! import run), then an 8-byte prefix (vendor, DBN version, rtype, source index) and the DBN record exactly as
+//! the file held it. Journal capture time is `ts_recv`. One DBN record gives exactly one journal record: nothing
+//! is dropped and nothing is added. The file's metadata (its own bytes) goes to the import manifest,
+//! `dbn-sources.json`, beside the segments ([`Manifest`]).
+//!
+//! Natural tickbox equivalents (a trade print → `trade`, a top of book → `quote`) are **derived on read**, not
+//! stored twice: [`derive_wire`] turns a vendor frame into the tickbox payload a publisher would send.
+//!
+//! **Export** ([`export_dbn`]) writes one imported file back: metadata bytes then records, so DBN → journal →
+//! DBN is byte-identical to the original's decompressed stream. [`export_text`] writes JSON lines or CSV with
+//! decoded fields.
+
+mod derive;
+mod describe;
+mod error;
+mod export;
+mod frame;
+// Legacy DBZ files are read through the dbn crate's deprecated DBZ decoder on purpose.
+#[allow(deprecated)]
+mod import;
+mod manifest;
+
+pub use derive::derive_wire;
+pub use describe::{
+    decode_frame, flatten, format_dump_columns, format_fields, format_price, record_json, Decoded,
+};
+pub use error::{DbnError, FrameError};
+pub use export::{export_dbn, export_text, pick_source, row_fields, ExportReport, TextFormat};
+pub use frame::{
+    encode_vendor_frame, VendorFrame, VendorHeader, PREFIX_LEN, VENDOR_DBN, VENDOR_KIND,
+    VENDOR_TOPIC_LETTER,
+};
+pub use import::{import_files, open_source, ImportOptions, ImportReport, OpenedSource};
+pub use manifest::{Manifest, Source, SourceForm, MANIFEST_FILE, MANIFEST_FORMAT};
