@@ -138,6 +138,8 @@ fn args(list: &[&str]) -> Vec<String> {
 enum Line {
     Out(&'static str),
     Err(&'static str),
+    /// No ready line: readiness is established by the `ready_extra` step alone.
+    Nothing,
 }
 
 /// A publisher to subscribe to (1000 msg/s), and its endpoint.
@@ -168,7 +170,7 @@ fn stops_cleanly(
     name: &str,
     argv: impl Fn(usize) -> Vec<String> + Sync,
     ready: Line,
-    ready_extra: impl Fn(usize) + Sync,
+    ready_extra: impl Fn(usize, &mut Proc) + Sync,
     summary: Line,
 ) {
     std::thread::scope(|scope| {
@@ -182,10 +184,11 @@ fn stops_cleanly(
                     let label = format!("{name} ({signame})");
                     let mut proc = Proc::spawn(&label, &argv(i));
                     match ready {
-                        Line::Out(needle) => proc.wait_line(false, needle),
-                        Line::Err(needle) => proc.wait_line(true, needle),
-                    };
-                    ready_extra(i);
+                        Line::Out(needle) => drop(proc.wait_line(false, needle)),
+                        Line::Err(needle) => drop(proc.wait_line(true, needle)),
+                        Line::Nothing => {}
+                    }
+                    ready_extra(i, &mut proc);
                     let started = Instant::now();
                     let (code, out, err) = proc.stop_with(signal);
                     let took = started.elapsed();
@@ -197,6 +200,9 @@ fn stops_cleanly(
                     let (stream, needle) = match summary {
                         Line::Out(needle) => (&out, needle),
                         Line::Err(needle) => (&err, needle),
+                        Line::Nothing => {
+                            unreachable!("every command prints a summary or a last line")
+                        }
                     };
                     assert!(
                         stream.contains(needle),
@@ -216,7 +222,7 @@ fn stops_cleanly(
     });
 }
 
-fn nothing(_: usize) {}
+fn nothing(_: usize, _: &mut Proc) {}
 
 #[test]
 fn feed_stops_cleanly() {
@@ -241,7 +247,7 @@ fn subscribe_stops_cleanly() {
         |i| args(&["subscribe", "--connect", &ep, "--broker", &brokers[i]]),
         Line::Err("subscriber running"),
         // A run that received nothing exits 1 by design: wait until its status shows traffic.
-        |i| {
+        |i, _| {
             let deadline = Instant::now() + READY_WITHIN;
             loop {
                 let (code, out) = call_service(&brokers[i], "tickbox.subscribe.status", &[], 1_000);
@@ -449,5 +455,115 @@ fn demo_stops_cleanly() {
         Line::Err("demo running"),
         nothing,
         Line::Out("pipeline received"),
+    );
+}
+
+#[test]
+fn ctl_watch_stops_cleanly() {
+    let mut server = Proc::spawn(
+        "clone-server fixture",
+        &args(&["clone-server", "--port", "0", "--interface", "127.0.0.1"]),
+    );
+    let line = server.wait_line(false, "clone-server port=");
+    let snapshot = line
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("snapshot="))
+        .expect("snapshot endpoint")
+        .to_owned();
+    let set = common::output_within(
+        {
+            let mut cmd = Command::new(TICKBOX);
+            cmd.args(["ctl", "--server", &snapshot, "set", "signals/k1", "v1"]);
+            cmd
+        },
+        READY_WITHIN,
+    );
+    assert_eq!(set.status.code(), Some(0), "{set:?}");
+    stops_cleanly(
+        "ctl watch",
+        |_| {
+            args(&[
+                "ctl",
+                "--server",
+                &snapshot,
+                "watch",
+                "signals/",
+                "--existing",
+            ])
+        },
+        // The existing entry, printed once the watch is live; it stays the last line.
+        Line::Out("signals/k1\tv1"),
+        nothing,
+        Line::Out("signals/k1\tv1"),
+    );
+}
+
+#[test]
+fn coord_watch_lock_and_elect_stop_cleanly() {
+    let Some(zk) =
+        tickbox_coord::testing::ZkServer::start_or_skip("coord_watch_lock_and_elect_stop_cleanly")
+    else {
+        return;
+    };
+    let hosts = zk.connect_string();
+    let coord = tickbox_coord::Coord::connect_with(&hosts, &tickbox_coord::CoordOptions::default())
+        .unwrap();
+    coord.create_persistent("/signals", b"").unwrap();
+    for i in 0..2 {
+        coord
+            .create_persistent(&format!("/signals/w{i}"), b"")
+            .unwrap();
+    }
+    let base = |i: usize, op: &str| -> Vec<String> {
+        let mut v = args(&["coord", "--zk", &hosts, "--session-timeout", "2s"]);
+        v.push(op.to_owned());
+        v.push(format!("/signals/{op}{i}"));
+        v
+    };
+    stops_cleanly(
+        "coord lock --hold",
+        |i| {
+            let mut v = base(i, "lock");
+            v.push("--hold".into());
+            v
+        },
+        Line::Out("HELD "),
+        nothing,
+        Line::Err("released (token"),
+    );
+    stops_cleanly(
+        "coord elect",
+        |i| base(i, "elect"),
+        Line::Out("LEADER "),
+        nothing,
+        Line::Err("resigned"),
+    );
+    stops_cleanly(
+        "coord watch",
+        |i| {
+            let mut v = args(&["coord", "--zk", &hosts, "--session-timeout", "2s", "watch"]);
+            v.push(format!("/signals/w{i}"));
+            v
+        },
+        Line::Nothing,
+        // The watch has no ready line: change its tree until it reports a change (bounded).
+        |i, proc| {
+            let deadline = Instant::now() + READY_WITHIN;
+            for n in 0.. {
+                coord
+                    .create_persistent(&format!("/signals/w{i}/n{n}"), b"")
+                    .unwrap();
+                if !proc.out.lock().unwrap().is_empty() {
+                    break;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "watch saw nothing: {}",
+                    proc.dump()
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        },
+        Line::Err("event(s)"),
     );
 }

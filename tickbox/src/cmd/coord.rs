@@ -153,6 +153,8 @@ pub(crate) fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCod
                     seen += 1;
                 }
             }
+            // On stderr: stdout carries only the events, for scripts.
+            eprintln!("coord watch {path}: {seen} event(s)");
         }
         Op::State { path, json } => {
             let states = tickbox_coord::inspect(&coord, &path)?;
@@ -201,7 +203,11 @@ pub(crate) fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCod
                     }
                 }
             }
+            let token = g.token();
             g.release()?;
+            if hold {
+                eprintln!("coord lock {path}: released (token {token})");
+            }
         }
         Op::Elect { path, id } => {
             let id = id.unwrap_or_else(|| format!("pid-{}", std::process::id()));
@@ -221,6 +227,7 @@ pub(crate) fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCod
                 out.flush()?;
             }
             cand.resign()?;
+            eprintln!("coord elect {path}: resigned");
         }
     }
     Ok(ExitCode::from(exit_code::OK))
