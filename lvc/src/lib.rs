@@ -11,7 +11,7 @@
 //!
 //! **Filling the cache.** The proxy subscribes upstream to `cache_prefixes` (default: everything) for its whole
 //! life, so it knows every topic's last value before anyone asks. Subscribers' own subscriptions are forwarded
-//! upstream too (once per distinct prefix, see below); they matter only when `cache_prefixes` is narrower.
+//! upstream too (once per distinct prefix, see below), unless a `cache_prefixes` entry already covers them.
 //!
 //! **Serving a late joiner.** The XPUB is verbose, so every subscribe reaches the proxy, including a second
 //! subscriber's identical one. For each, the proxy sends the cached last value of every key matching the prefix
@@ -49,7 +49,8 @@
 //! **Upstream subscriptions.** With `XPUB_VERBOSE`, duplicate subscribes are reported but an unsubscribe only
 //! when the last subscriber of a prefix leaves. The XSUB reference-counts what we send it, so forwarding every
 //! duplicate would leave the count above zero forever. The engine forwards a prefix upstream only when it first
-//! appears, and the unsubscribe when it goes; the proxy's own `cache_prefixes` are never released. Subscriptions
+//! appears, and the unsubscribe when it goes; the proxy's own `cache_prefixes` are never released, and a prefix
+//! they cover (`Q.XNAS` under `Q.`) is never forwarded at all. Subscriptions
 //! are replayed by the XSUB to publishers that (re)connect, and the cache replaces values by arrival, not by
 //! sequence, so a restarted publisher's new sequences are accepted.
 //!
@@ -64,7 +65,8 @@
 //!   XSUB trie (which recurses once per byte: a 32 KiB prefix overflowed the stack), gets no cached values and is
 //!   counted (`subscriptions_refused`); anything more than twice as long is cut off by libzmq itself
 //!   (`ZMQ_MAXMSGSIZE` on the XPUB and the tap disconnects the peer), so libzmq stores no long subscription;
-//! - publishers' frames are bounded by `max_message_bytes` (`ZMQ_MAXMSGSIZE` on the XSUB);
+//! - publishers' frames are bounded by `max_message_bytes` (`ZMQ_MAXMSGSIZE` on the XSUB; a publisher we connect
+//!   to is not reconnected after such a cut-off, see the field's docs);
 //! - prefixes forwarded upstream are bounded by `max_downstream_prefixes` and `max_downstream_prefix_bytes`
 //!   (`prefixes_refused`); prefixes covered by `cache_prefixes` are never forwarded, so with the default `[""]`
 //!   nothing is;
@@ -212,7 +214,11 @@ pub struct LvcConfig {
     /// libzmq never stores a subscription much larger than the bound.
     pub max_subscription_bytes: usize,
     /// Largest frame (bytes) accepted from a publisher (`ZMQ_MAXMSGSIZE` on the XSUB): a publisher sending a
-    /// larger one is disconnected by libzmq before the frame is buffered. Wire frames are a few hundred bytes.
+    /// larger one is disconnected by libzmq before the frame is buffered (without a bound, a frame header
+    /// claiming a huge size makes libzmq try to allocate it). Wire frames are a few hundred bytes. A publisher
+    /// that connects to us (`upstream_bind`) reconnects by itself; one we connect to (`upstream`) is not
+    /// reconnected, because libzmq treats the cut-off as a protocol error: that upstream stays silent until the
+    /// proxy restarts.
     pub max_message_bytes: usize,
     /// At most this many distinct subscriber prefixes are forwarded upstream at once (prefixes covered by
     /// `cache_prefixes` are never forwarded and do not count). Beyond it a new prefix is refused (no upstream

@@ -340,3 +340,98 @@ fn manual_last_value_targets_only_the_first_send_after_a_subscription() {
         "the first send went to the newcomer alone, the second to everyone"
     );
 }
+
+#[test]
+fn an_oversized_publisher_frame_is_cut_off_and_traffic_resumes() {
+    let ctx = zmq::Context::new();
+    // Publishers connect to the proxy here (`upstream_bind`): a publisher the proxy cuts off reconnects by itself.
+    // (With `upstream`, where the proxy connects, libzmq treats the cut-off as a protocol error and does not
+    // reconnect; see `LvcConfig::max_message_bytes`.)
+    let config = LvcConfig {
+        upstream: Vec::new(),
+        upstream_bind: vec!["tcp://127.0.0.1:*".into()],
+        max_message_bytes: 64 << 10,
+        ..lvc_config("unused")
+    };
+    let lvc = tickbox_lvc::spawn(&ctx, config).unwrap();
+    let mut publisher = ctx.socket(zmq::XPUB).unwrap();
+    publisher.set_linger(0).unwrap();
+    publisher.set_xpub_verbose(true).unwrap();
+    tickbox_zmqx::set_xpub_nodrop(&mut publisher, true).unwrap();
+    publisher.connect(&lvc.endpoints().upstream[0]).unwrap();
+    let next_subscription = |publisher: &zmq::Socket| {
+        (publisher.poll(zmq::POLLIN, 10_000).unwrap() > 0).then(|| publisher.recv_bytes(0).unwrap())
+    };
+    assert_eq!(next_subscription(&publisher).as_deref(), Some(&b"\x01"[..]));
+    let endpoint = lvc.endpoints().downstream.clone();
+    let sub = subscriber(&ctx, &endpoint, &[b"Q."]);
+    assert!(wait_until(5 * SECOND, || lvc.stats().subscribes == 1));
+    // 100 KiB: libzmq drops the connection at the frame header, before buffering it. The proxy subscribes once
+    // per connection, so a second subscription proves the publisher was cut off and came back (its XPUB may
+    // also report the old connection's unsubscribe, before or after, depending on which is processed first).
+    let mut big = vec![b'Q'; 100 << 10];
+    big[1] = b'.';
+    publisher.send(&big, 0).unwrap();
+    let deadline = Instant::now() + 10 * SECOND;
+    loop {
+        let event = next_subscription(&publisher);
+        if event.as_deref() == Some(&b"\x01"[..]) {
+            break;
+        }
+        assert!(
+            event.is_some() && Instant::now() < deadline,
+            "the publisher must be cut off and subscribed again"
+        );
+    }
+    publisher
+        .send(quote_frame("Q.XNAS.AAPL", 1, 1, 1, 5), 0)
+        .unwrap();
+    let got = recv_until(&sub, 5 * SECOND, |got| !got.is_empty());
+    assert_eq!(got.len(), 1, "traffic must resume after the cut-off");
+    assert_eq!(bid(&got[0]), 5);
+    let stats = lvc.join().unwrap();
+    assert_eq!(
+        stats.messages_in, 1,
+        "the oversized frame never reached the proxy"
+    );
+}
+
+#[test]
+fn a_32_kib_tap_subscription_is_cut_off_and_the_tap_keeps_serving() {
+    let ctx = zmq::Context::new();
+    let publisher = TestPub::bind(&ctx);
+    let config = LvcConfig {
+        tap: Some("tcp://127.0.0.1:*".into()),
+        ..lvc_config(&publisher.endpoint)
+    };
+    let lvc = start(&ctx, config, &publisher);
+    let tap = lvc.endpoints().tap.clone().unwrap();
+    let attack = {
+        let (ctx, tap) = (ctx.clone(), tap.clone());
+        // The attacker's SUB keeps the prefix in libzmq's recursive trie: give that recursion room.
+        std::thread::Builder::new()
+            .stack_size(256 << 20)
+            .spawn(move || {
+                let huge = vec![b'x'; 32 << 10];
+                let attacker = ctx.socket(zmq::SUB).unwrap();
+                attacker.set_linger(0).unwrap();
+                let monitor = watch_disconnects(&ctx, &attacker, "tap-huge");
+                attacker.connect(&tap).unwrap();
+                attacker.set_subscribe(&huge).unwrap();
+                let cut = disconnected(&monitor, 10 * SECOND);
+                attacker.set_unsubscribe(&huge).unwrap();
+                cut
+            })
+            .unwrap()
+    };
+    assert!(
+        attack.join().unwrap(),
+        "the tap must drop a 32 KiB subscription"
+    );
+    let consumer = subscriber(&ctx, &tap, &[b""]);
+    assert!(wait_until(5 * SECOND, || lvc.stats().tap_subscriptions == 1));
+    publisher.send(&quote_frame("Q.XNAS.AAPL", 1, 1, 1, 5));
+    let got = recv_until(&consumer, 5 * SECOND, |got| !got.is_empty());
+    assert_eq!(got.len(), 1, "the tap must keep serving");
+    lvc.join().unwrap();
+}
