@@ -16,8 +16,8 @@ pub struct Record<'a> {
     pub seq: u64,
     /// Capture time given to `append`, ns since the Unix epoch.
     pub capture_time_ns: u64,
-    /// The bytes given to `append`. Borrowed from the reader (a ring copy) or the mapping (an archive) until the
-    /// next call on the reader.
+    /// The bytes given to `append`. Borrowed until the next call on the reader: from the reader's own copy (a ring,
+    /// or the archive segment being written), or from the mapping (a sealed archive segment, never written again).
     pub payload: &'a [u8],
 }
 
@@ -297,6 +297,10 @@ impl Reader {
     }
 
     fn corrupt(&self, pos: u64, reason: String) -> JournalError {
+        if self.seg.faults() != 0 {
+            // What looks corrupt is the zero page the SIGBUS guard put where the file was cut.
+            return self.seg.truncated_under_us();
+        }
         JournalError::CorruptRecord {
             path: self.seg.path.clone(),
             offset: self.seg.file_offset(pos),

@@ -861,7 +861,8 @@ impl Segment {
     pub(crate) fn copy_body(&self, off: u64, frame_len: u32, dst: &mut Vec<u8>) {
         self.check_frame_bounds(off, frame_len);
         let n = (align8(frame_len as u64) - 8) as usize;
-        dst.clear();
+        // Every byte is overwritten below: only growth is zero-filled (never, for records of one size).
+        dst.truncate(n);
         dst.resize(n, 0);
         let base = (HEADER_SIZE + off + 8) as usize;
         for (i, chunk) in dst.chunks_exact_mut(8).enumerate() {
