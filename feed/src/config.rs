@@ -201,6 +201,20 @@ impl FeedConfig {
                     format!("shard {i} has an empty endpoint"),
                 );
             }
+            // libzmq would truncate an out-of-range port into some other one; refuse it before any socket exists.
+            let direction = if shard.connect {
+                tickbox_zmqx::endpoint::Direction::Connect
+            } else {
+                tickbox_zmqx::endpoint::Direction::Bind
+            };
+            if let Err(source) = tickbox_zmqx::endpoint::check(shard.endpoint.trim(), direction) {
+                return Err(FeedError::Endpoint {
+                    shard: i,
+                    verb: if shard.connect { "connect to" } else { "bind" },
+                    endpoint: shard.endpoint.clone(),
+                    source,
+                });
+            }
         }
         if self.venue.is_empty() || self.venue.contains(['.', '\0']) {
             return bad(
@@ -314,6 +328,31 @@ mod tests {
         assert_eq!("max".parse::<Rate>().unwrap(), Rate::Max);
         for bad in ["", "k", "fast", "-5", "0", "1e99"] {
             assert!(bad.parse::<Rate>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn shard_ports_are_checked_before_any_socket() {
+        let with = |endpoint: &str, connect: bool| FeedConfig {
+            shards: vec![PublisherShardConfig {
+                endpoint: endpoint.into(),
+                connect,
+                core: None,
+            }],
+            ..FeedConfig::default()
+        };
+        with("tcp://127.0.0.1:*", false).validate().unwrap();
+        with("tcp://127.0.0.1:5556", true).validate().unwrap();
+        for (endpoint, connect) in [
+            ("tcp://127.0.0.1:70000", false),
+            ("tcp://127.0.0.1:*", true),
+            ("tcp://127.0.0.1:0", true),
+        ] {
+            let err = with(endpoint, connect).validate().unwrap_err();
+            assert!(
+                matches!(&err, FeedError::Endpoint { shard: 0, endpoint: e, .. } if e == endpoint),
+                "{endpoint}: {err}"
+            );
         }
     }
 
