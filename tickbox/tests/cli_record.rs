@@ -511,8 +511,7 @@ fn ctrl_c_stops_record_and_replay_cleanly() {
         }
     }
     assert_eq!(n, 5000);
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(recorder.0.id() as i32, libc::SIGINT) };
+    common::send_signal(recorder.0.id(), libc::SIGINT);
     let out = recorder.wait_output(Duration::from_secs(10));
     assert!(out.status.success(), "{out:?}");
     assert!(
@@ -558,8 +557,7 @@ fn ctrl_c_stops_record_and_replay_cleanly() {
         tx,
     );
     assert_eq!(got.len(), 3);
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(replay.0.id() as i32, libc::SIGINT) };
+    common::send_signal(replay.0.id(), libc::SIGINT);
     let started = Instant::now();
     let out = replay.wait_output(Duration::from_secs(5));
     assert!(

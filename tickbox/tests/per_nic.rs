@@ -177,6 +177,8 @@ fn subscribe(topo: &Topology, endpoints: &[String], nics: Option<&str>) -> (u64,
 
 #[test]
 fn each_shard_streams_over_its_own_nic() {
+    // SAFETY: geteuid(2) takes no arguments and cannot fail.
+    #[allow(unsafe_code)]
     let is_root = unsafe { libc::geteuid() } == 0;
     if !is_root {
         eprintln!(

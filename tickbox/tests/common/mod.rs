@@ -256,7 +256,10 @@ pub(crate) fn spawn_and_read(
 /// Spawns `tickbox ARGS` (stderr discarded) and returns it with the first stdout line that `pick` maps to
 /// `Some`, mapped; see [`spawn_and_read`].
 #[allow(dead_code)]
-pub(crate) fn spawn_and_pick(args: &[&str], pick: fn(&str) -> Option<String>) -> (KillOnDrop, String) {
+pub(crate) fn spawn_and_pick(
+    args: &[&str],
+    pick: fn(&str) -> Option<String>,
+) -> (KillOnDrop, String) {
     let mut cmd = Command::new(TICKBOX);
     cmd.args(args).stdout(Stdio::piped()).stderr(Stdio::null());
     spawn_and_read(&mut cmd, false, pick)
@@ -320,8 +323,7 @@ pub(crate) fn output_within(mut cmd: Command, timeout: Duration) -> Output {
     match rx.recv_timeout(timeout) {
         Ok(out) => out.expect("wait"),
         Err(_) => {
-            // SAFETY: signalling a child we spawned and have not reaped.
-            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            send_signal(pid, libc::SIGKILL);
             panic!("command did not finish within {timeout:?}");
         }
     }
@@ -368,8 +370,7 @@ impl Background {
     }
 
     fn kill(&self) {
-        // SAFETY: signalling a child we spawned; its waiter thread reaps it.
-        unsafe { libc::kill(self.pid as i32, libc::SIGKILL) };
+        send_signal(self.pid, libc::SIGKILL);
     }
 }
 
@@ -384,7 +385,12 @@ impl Drop for Background {
 /// Runs `tickbox call` once (one attempt, `timeout_ms` to answer) and returns its exit code and stdout, which
 /// holds the reply frames.
 #[allow(dead_code)]
-pub(crate) fn call_service(broker: &str, service: &str, body: &[&str], timeout_ms: u64) -> (i32, String) {
+pub(crate) fn call_service(
+    broker: &str,
+    service: &str,
+    body: &[&str],
+    timeout_ms: u64,
+) -> (i32, String) {
     let timeout = timeout_ms.to_string();
     let out = Command::new(TICKBOX)
         .args([
@@ -405,4 +411,13 @@ pub(crate) fn call_service(broker: &str, service: &str, body: &[&str], timeout_m
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),
     )
+}
+
+/// Sends `signal` to the process `pid` the test started (and has not reaped, so the pid cannot have been reused).
+#[allow(dead_code)]
+#[allow(unsafe_code)] // libc::kill has no safe wrapper in std
+pub(crate) fn send_signal(pid: u32, signal: libc::c_int) {
+    let pid = libc::pid_t::try_from(pid).expect("pid fits pid_t");
+    // SAFETY: kill(2) takes plain integers and touches no memory of ours.
+    unsafe { libc::kill(pid, signal) };
 }
