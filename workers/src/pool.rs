@@ -645,6 +645,58 @@ mod tests {
         }
     }
 
+    /// Panics on its first message.
+    struct Doomed;
+
+    impl Worker for Doomed {
+        fn on_message(&mut self, _msg: &MessageRef<'_>, _d: &Delivery) {
+            panic!("doomed worker");
+        }
+    }
+
+    #[test]
+    fn a_panicked_thread_is_flagged_before_its_inbox_closes_and_join_partial_keeps_the_rest() {
+        let ctx = zmq::Context::new();
+        let config = WorkerPoolConfig {
+            count: 2,
+            ..WorkerPoolConfig::default()
+        };
+        let (txs, rxs): (Vec<_>, Vec<_>) = (0..2)
+            .map(|_| crossbeam_channel::bounded::<zmq::Message>(4))
+            .unzip();
+        let failed = Arc::new(AtomicBool::new(false));
+        let pool = WorkerPool::spawn_with_inboxes_flagged(
+            &ctx,
+            rxs.into_iter().map(Inbox::Channel).collect(),
+            &config,
+            Arc::clone(&failed),
+            |i| (if i == 1 { Some(Doomed) } else { None }, NoHook),
+        )
+        .unwrap();
+        let frame = encode_to_vec(
+            "Q.XNAS.S",
+            &Header::live(Kind::Quote, 1, 1, 1),
+            &Quote::default().into(),
+        )
+        .unwrap();
+        txs[1].send(zmq::Message::from(&frame[..])).unwrap();
+        // The dead worker's inbox disconnects; a producer then finds the flag already set.
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while txs[1].send(zmq::Message::from(&frame[..])).is_ok() {
+            assert!(std::time::Instant::now() < deadline, "inbox never closed");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(failed.load(Ordering::Acquire));
+        assert!(pool.failed());
+        assert_eq!(pool.panicked(), vec![1]);
+        pool.stop();
+        drop(txs);
+        let (outcomes, panicked) = pool.join_partial();
+        assert_eq!(panicked, vec![1]);
+        assert_eq!(outcomes.len(), 1);
+        assert_eq!(outcomes[0].index, 0);
+    }
+
     #[derive(Default)]
     struct Order(Vec<u64>);
 
