@@ -275,7 +275,9 @@ impl<W: Worker> Subscriber<W> {
         let n = self.shards.len();
         let shards_deadline = Instant::now() + self.drain_timeout + Duration::from_secs(5);
         while shared.shards_done.load(Ordering::Acquire) < n {
-            if Instant::now() > shards_deadline || self.workers_failed() {
+            // No abort for a panicked worker: a shard hands off with a timeout and gives up once `workers_failed`
+            // is set, so the survivors can still process what they were given.
+            if Instant::now() > shards_deadline {
                 if let Some(pool) = &pool {
                     pool.abort();
                 }

@@ -146,5 +146,8 @@ fn one_worker_panicking_keeps_the_survivors_report() {
     );
     assert_eq!(report.workers.len(), 1, "the survivor reports");
     assert_eq!(report.workers[0].index, 0);
+    // Not aborted: the survivor processed what it was given instead of discarding it.
+    assert_eq!(report.workers[0].discarded, 0);
+    assert_eq!(report.workers[0].processed, report.workers[0].worker.seen);
     drop(feed);
 }
