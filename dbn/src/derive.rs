@@ -36,6 +36,9 @@ fn quote(iid: u32, px: [i64; 2], qty: [u32; 4], t: u64) -> Payload {
 /// header (same publisher, sequence, times and session) and payload. `None` for records with no tickbox
 /// equivalent or that do not decode. TBBO records give their trade.
 pub fn derive_wire(f: &VendorFrame<'_>) -> Option<(String, Header, Payload)> {
+    if !crate::frame::record_fits(f.record) {
+        return None;
+    }
     let version = if (1..=3).contains(&f.version) {
         f.version
     } else {

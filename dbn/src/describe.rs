@@ -60,6 +60,19 @@ pub fn record_json(version: u8, ts_out: bool, record: &[u8]) -> Result<Value, Db
         bytes.truncate(at);
         bytes[0] = bytes[0].saturating_sub(2);
     }
+    if bytes.first().map(|&l| usize::from(l) * 4) != Some(bytes.len()) {
+        return Err(bad(format!(
+            "length byte disagrees with its {} bytes",
+            bytes.len()
+        )));
+    }
+    if !crate::frame::record_fits(&bytes) {
+        return Err(bad(format!(
+            "rtype {:#04x} unknown, or {} bytes too short for it",
+            bytes.get(1).copied().unwrap_or(0),
+            bytes.len()
+        )));
+    }
     let version = if (1..=3).contains(&version) {
         version
     } else {

@@ -151,6 +151,58 @@ pub fn encode_vendor_frame(
     out.extend_from_slice(record);
 }
 
+/// The fewest bytes a record of `rtype` can have (its smallest version's struct), or `None` for an rtype the
+/// `dbn` crate does not know. The `dbn` crate panics when asked to view a record shorter than its rtype's struct,
+/// so every record from a file or a journal is checked with [`record_fits`] before the crate looks inside it.
+pub fn min_record_len(rtype: u8) -> Option<usize> {
+    use dbn::rtype as r;
+    use std::mem::size_of;
+    let table: [(u8, usize); 23] = [
+        (r::MBP_0, size_of::<dbn::TradeMsg>()),
+        (r::MBP_1, size_of::<dbn::Mbp1Msg>()),
+        (r::TBBO, size_of::<dbn::Mbp1Msg>()),
+        (r::MBP_10, size_of::<dbn::Mbp10Msg>()),
+        (r::OHLCV_DEPRECATED, size_of::<dbn::OhlcvMsg>()),
+        (r::OHLCV_1S, size_of::<dbn::OhlcvMsg>()),
+        (r::OHLCV_1M, size_of::<dbn::OhlcvMsg>()),
+        (r::OHLCV_1H, size_of::<dbn::OhlcvMsg>()),
+        (r::OHLCV_1D, size_of::<dbn::OhlcvMsg>()),
+        (r::OHLCV_EOD, size_of::<dbn::OhlcvMsg>()),
+        (r::STATUS, size_of::<dbn::StatusMsg>()),
+        (r::INSTRUMENT_DEF, size_of::<dbn::v1::InstrumentDefMsg>()),
+        (r::IMBALANCE, size_of::<dbn::ImbalanceMsg>()),
+        (r::ERROR, size_of::<dbn::v1::ErrorMsg>()),
+        (r::SYMBOL_MAPPING, size_of::<dbn::v1::SymbolMappingMsg>()),
+        (r::SYSTEM, size_of::<dbn::v1::SystemMsg>()),
+        (r::STATISTICS, size_of::<dbn::v1::StatMsg>()),
+        (r::MBO, size_of::<dbn::MboMsg>()),
+        (r::CMBP_1, size_of::<dbn::Cmbp1Msg>()),
+        (r::TCBBO, size_of::<dbn::Cmbp1Msg>()),
+        (r::CBBO_1S, size_of::<dbn::CbboMsg>()),
+        (r::CBBO_1M, size_of::<dbn::CbboMsg>()),
+        (r::BBO_1S, size_of::<dbn::BboMsg>()),
+    ];
+    table
+        .iter()
+        .find(|(t, _)| *t == rtype)
+        .map(|(_, n)| *n)
+        .or(if rtype == r::BBO_1M {
+            Some(size_of::<dbn::BboMsg>())
+        } else {
+            None
+        })
+}
+
+/// Whether `record` (its bytes, header included) is long enough for its rtype and of a known rtype, so the `dbn`
+/// crate can view it without panicking.
+pub fn record_fits(record: &[u8]) -> bool {
+    record.len() >= 16
+        && record
+            .get(1)
+            .and_then(|&t| min_record_len(t))
+            .is_some_and(|n| record.len() >= n)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -155,7 +155,7 @@ pub fn open_source(path: &Path, fragment_version: Option<u8>) -> Result<OpenedSo
                     format!("DBZ metadata cannot be re-encoded as DBN: {e}"),
                 )
             })?;
-        let source = source_entry(
+        let mut source = source_entry(
             file_name,
             SourceForm::Dbz,
             true,
@@ -163,6 +163,8 @@ pub fn open_source(path: &Path, fragment_version: Option<u8>) -> Result<OpenedSo
             Some(&raw),
             false,
         );
+        // DBZ is DBN's "version 0"; its records have the version 1 layout, which DBN metadata states as 1.
+        source.version = 1;
         return Ok(OpenedSource {
             source,
             metadata: Some(metadata),
@@ -369,6 +371,17 @@ pub fn import_files(
         let mut n = 0u64;
         let mut used = 0usize;
         while let Some(rec) = src.next_record()? {
+            if !crate::frame::record_fits(rec.as_ref()) {
+                return Err(DbnError::refused(
+                    f,
+                    format!(
+                        "record {}: rtype {:#04x} unknown to the dbn crate, or its {} bytes too short for it",
+                        n + 1,
+                        rec.as_ref()[1],
+                        rec.as_ref().len()
+                    ),
+                ));
+            }
             topic.clear();
             let _ = write!(topic, "{VENDOR_TOPIC_LETTER}.{venue}.");
             match symbols.get_for_rec(&rec) {

@@ -17,6 +17,9 @@
 //! DBN is byte-identical to the original's decompressed stream. [`export_text`] writes JSON lines or CSV with
 //! decoded fields.
 
+/// The `dbn` crate this one is built on, for callers that construct or decode DBN themselves (tests, tools).
+pub use dbn;
+
 mod derive;
 mod describe;
 mod error;
@@ -34,8 +37,8 @@ pub use describe::{
 pub use error::{DbnError, FrameError};
 pub use export::{export_dbn, export_text, pick_source, row_fields, ExportReport, TextFormat};
 pub use frame::{
-    encode_vendor_frame, VendorFrame, VendorHeader, PREFIX_LEN, VENDOR_DBN, VENDOR_KIND,
-    VENDOR_TOPIC_LETTER,
+    encode_vendor_frame, min_record_len, record_fits, VendorFrame, VendorHeader, PREFIX_LEN,
+    VENDOR_DBN, VENDOR_KIND, VENDOR_TOPIC_LETTER,
 };
 pub use import::{import_files, open_source, ImportOptions, ImportReport, OpenedSource};
 pub use manifest::{Manifest, Source, SourceForm, MANIFEST_FILE, MANIFEST_FORMAT};
