@@ -67,14 +67,14 @@ fn bench_read(c: &mut Criterion) {
     }
     drop(w);
 
-    // Two segments' worth, so the first is sealed (never rewritten) when it is read.
+    // More than a segment's worth, so the first rolls and is sealed (never rewritten) when it is read.
     let archive = dir.path().join("archive");
     let mut w = Writer::open(
         &archive,
         &WriterOptions::archive(size).durability(Durability::None),
     )
     .unwrap();
-    for i in 0..records + 64 {
+    for i in 0..size / 128 + 1_000 {
         w.append(i, &payload).unwrap();
     }
     drop(w);
