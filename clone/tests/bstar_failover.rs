@@ -54,7 +54,7 @@ fn options(pair: &Pair, role: Role) -> ServerOptions {
             },
             peer: peer.clone(),
             bstar: BstarConfig {
-                heartbeat_ms: 100,
+                heartbeat: std::time::Duration::from_millis(100).into(),
                 expiry_heartbeats: 2,
             },
         }),

@@ -22,7 +22,7 @@ fn member(ctx: &zmq::Context, ep: &str, role: Role, state_bind: &str, state_peer
             state_peer: state_peer.into(),
         },
         bstar: BstarConfig {
-            heartbeat_ms: 100,
+            heartbeat: std::time::Duration::from_millis(100).into(),
             expiry_heartbeats: 2,
         },
     };

@@ -25,6 +25,7 @@
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
+use tickbox_units::HumanDuration;
 
 /// Server state; the discriminant is the wire value (ASCII decimal in the state frame).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -137,8 +138,8 @@ pub enum BstarError {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct BstarConfig {
-    /// Interval between state messages, in milliseconds.
-    pub heartbeat_ms: u64,
+    /// Interval between state messages (`1s` in the Guide).
+    pub heartbeat: HumanDuration,
     /// The peer is considered gone after this many heartbeat intervals of silence.
     pub expiry_heartbeats: u32,
 }
@@ -146,7 +147,7 @@ pub struct BstarConfig {
 impl Default for BstarConfig {
     fn default() -> Self {
         BstarConfig {
-            heartbeat_ms: 1000,
+            heartbeat: HumanDuration(Duration::from_secs(1)),
             expiry_heartbeats: 2,
         }
     }
@@ -155,7 +156,7 @@ impl Default for BstarConfig {
 impl BstarConfig {
     /// The heartbeat interval (at least 1 ms).
     pub fn heartbeat(&self) -> Duration {
-        Duration::from_millis(self.heartbeat_ms.max(1))
+        self.heartbeat.0.max(Duration::from_millis(1))
     }
 
     /// How long the peer may be silent before it is considered gone.

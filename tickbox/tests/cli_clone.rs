@@ -56,8 +56,8 @@ fn ctl_set_get_ls_del_watch_against_a_real_server() {
         "0",
         "--interface",
         "127.0.0.1",
-        "--hugz-ms",
-        "100",
+        "--hugz",
+        "100ms",
     ]);
     let server = format!("tcp://127.0.0.1:{}", port_of(&line));
 
@@ -174,10 +174,10 @@ fn killing_the_primary_process_fails_over_to_the_backup() {
     let common = [
         "--interface",
         "127.0.0.1",
-        "--hugz-ms",
-        "100",
-        "--heartbeat-ms",
-        "100",
+        "--hugz",
+        "100ms",
+        "--heartbeat",
+        "100ms",
     ];
     let pp_s = pp.to_string();
     let bp_s = bp.to_string();

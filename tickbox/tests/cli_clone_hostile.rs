@@ -17,7 +17,7 @@ fn spawn_server(args: &[&str], log: Option<&std::path::Path>) -> (KillOnDrop, u1
     };
     let mut child = Command::new(TICKBOX)
         .args(["clone-server", "--port", "0", "--interface", "127.0.0.1"])
-        .args(["--hugz-ms", "200"])
+        .args(["--hugz", "200ms"])
         .args(args)
         .env("RUST_LOG", "warn")
         .stdout(Stdio::piped())

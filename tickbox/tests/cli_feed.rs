@@ -90,8 +90,8 @@ fn pathological_pattern_sends_every_topic_once_then_trickles() {
         "50",
         "--wait-for-subscribers",
         "1",
-        "--heartbeat-ms",
-        "0",
+        "--heartbeat",
+        "0ms",
     ]);
     let endpoints = read_endpoints(&lines, 1);
     let ctx = zmq::Context::new();

@@ -171,7 +171,7 @@ fn line_after(lines: &mpsc::Receiver<String>, prefix: &str) -> String {
 
 fn lvc_status(broker: &str) -> Option<serde_json::Value> {
     let out = Command::new(TICKBOX)
-        .args(["call", "--broker", broker, "--timeout-ms", "1000"])
+        .args(["call", "--broker", broker, "--timeout", "1000ms"])
         .args(["--attempts", "1", "tickbox.lvc.status"])
         .output()
         .unwrap();

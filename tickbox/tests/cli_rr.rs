@@ -36,8 +36,8 @@ fn start_broker() -> (KillOnDrop, String) {
         "broker",
         "--bind",
         "tcp://127.0.0.1:*",
-        "--heartbeat-ms",
-        "100",
+        "--heartbeat",
+        "100ms",
     ]);
     let line = first_line(&mut b);
     let ep = line
@@ -52,8 +52,8 @@ fn call(ep: &str, args: &[&str]) -> (Option<i32>, Vec<String>) {
         "call",
         "--broker",
         ep,
-        "--timeout-ms",
-        "500",
+        "--timeout",
+        "500ms",
         "--attempts",
         "4",
     ];
@@ -88,8 +88,8 @@ fn call_prints_reply_frames_and_exits_4_on_timeout() {
             "call",
             "--broker",
             &ep,
-            "--timeout-ms",
-            "100",
+            "--timeout",
+            "100ms",
             "--attempts",
             "2",
             "nobody",
@@ -113,10 +113,10 @@ fn titanic_process_killed_between_request_and_reply_loses_nothing() {
         ep.as_str(),
         "--dir",
         jdir,
-        "--heartbeat-ms",
-        "100",
-        "--scan-ms",
-        "50",
+        "--heartbeat",
+        "100ms",
+        "--scan",
+        "50ms",
     ];
     let mut titanic = spawn(&titanic_args);
     assert!(first_line(&mut titanic).starts_with("titanic ready"));

@@ -21,8 +21,8 @@ fn clone_server() -> (KillOnDrop, String) {
             "0",
             "--interface",
             "127.0.0.1",
-            "--hugz-ms",
-            "100",
+            "--hugz",
+            "100ms",
         ],
         |line| {
             line.strip_prefix("clone-server ")?

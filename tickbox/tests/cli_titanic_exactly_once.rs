@@ -48,8 +48,8 @@ fn start_broker() -> (KillOnDrop, String) {
         "broker",
         "--bind",
         "tcp://127.0.0.1:*",
-        "--heartbeat-ms",
-        "100",
+        "--heartbeat",
+        "100ms",
     ]);
     let line = first_line(&rx);
     let ep = line
@@ -66,10 +66,10 @@ fn start_titanic(ep: &str, dir: &str, extra: &[&str]) -> (KillOnDrop, String) {
         ep,
         "--dir",
         dir,
-        "--heartbeat-ms",
-        "100",
-        "--scan-ms",
-        "50",
+        "--heartbeat",
+        "100ms",
+        "--scan",
+        "50ms",
     ];
     args.extend_from_slice(extra);
     let (p, rx) = spawn(&args);
@@ -252,7 +252,7 @@ fn reply_lost_while_titanic_was_down_is_reported_failed_never_rerun() {
     // The job finishes while no Titanic exists: the broker drops the reply.
     std::thread::sleep(Duration::from_millis(2000));
     // Default policy (redispatch = never): listen until the attempt's job_timeout, then report the failure.
-    let (_titanic, _) = start_titanic(&ep, jdir, &["--job-timeout-ms", "3000"]);
+    let (_titanic, _) = start_titanic(&ep, jdir, &["--job-timeout", "3000ms"]);
     let outcome = tsp.outcome(&uuid, Duration::from_secs(15));
     assert_eq!(outcome.len(), 1, "{outcome:?}");
     assert!(
@@ -283,7 +283,7 @@ fn reply_lost_while_titanic_was_down_is_recovered_from_a_deduping_service() {
     let (_titanic, _) = start_titanic(
         &ep,
         jdir,
-        &["--job-timeout-ms", "3000", "--redispatch", "after-timeout"],
+        &["--job-timeout", "3000ms", "--redispatch", "after-timeout"],
     );
     assert_eq!(
         tsp.outcome(&uuid, Duration::from_secs(15)),

@@ -27,12 +27,12 @@ pub(crate) struct Args {
     /// Where this broker publishes its Binary Star state [default: primary tcp://*:5003, backup tcp://*:5004].
     #[arg(long)]
     state_bind: Option<String>,
-    /// Binary Star state heartbeat in ms; the peer is presumed dead after two silent heartbeats.
-    #[arg(long, default_value_t = 1000)]
-    bstar_heartbeat_ms: u64,
-    /// Worker heartbeat interval in ms (overrides `[broker] heartbeat_interval`; must match the workers).
+    /// Binary Star state heartbeat (e.g. `1s`); the peer is presumed dead after two silent heartbeats.
+    #[arg(long, default_value = "1s")]
+    bstar_heartbeat: tickbox_units::HumanDuration,
+    /// Worker heartbeat interval, e.g. `2500ms` (overrides `[broker] heartbeat_interval`; must match the workers).
     #[arg(long)]
-    heartbeat_ms: Option<u64>,
+    heartbeat: Option<tickbox_units::HumanDuration>,
 }
 
 fn summary(stats: &BrokerStats) {
@@ -61,8 +61,8 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         crate::flags::check_bind("--state-bind", state_bind)?;
     }
     let mut cfg = config.broker.clone();
-    if let Some(ms) = args.heartbeat_ms {
-        cfg.heartbeat_interval = std::time::Duration::from_millis(ms).into();
+    if let Some(d) = args.heartbeat {
+        cfg.heartbeat_interval = d;
     }
     let stop = crate::shutdown::flag();
     let ctx = zmq::Context::new();
@@ -96,7 +96,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
                     state_peer: args.peer.clone().unwrap_or_default(),
                 },
                 bstar: BstarConfig {
-                    heartbeat_ms: args.bstar_heartbeat_ms,
+                    heartbeat: args.bstar_heartbeat,
                     ..Default::default()
                 },
             };

@@ -14,9 +14,9 @@ pub(crate) struct Args {
     /// Broker endpoint; repeat for a primary/backup pair (tried in turn after each timeout).
     #[arg(long, required = true)]
     broker: Vec<String>,
-    /// Per-attempt timeout in ms.
-    #[arg(long, default_value_t = 2500)]
-    timeout_ms: u64,
+    /// Per-attempt timeout, e.g. `2500ms`.
+    #[arg(long, default_value = "2500ms")]
+    timeout: tickbox_units::HumanDuration,
     /// Attempts before giving up (each on a fresh socket).
     #[arg(long, default_value_t = 3)]
     attempts: u32,
@@ -40,7 +40,7 @@ pub(crate) fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCod
     crate::flags::check_connect_all("--broker", &args.broker)?;
     let ctx = zmq::Context::new();
     let cfg = ClientConfig {
-        timeout: std::time::Duration::from_millis(args.timeout_ms).into(),
+        timeout: args.timeout,
         attempts: args.attempts,
     };
     let mut client = Client::with_failover(&ctx, &args.broker, cfg);

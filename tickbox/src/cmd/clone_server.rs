@@ -40,12 +40,12 @@ pub(crate) struct Args {
     /// Persist the map here (snapshot + append-only log) and reload it at start.
     #[arg(long, value_name = "DIR")]
     data_dir: Option<std::path::PathBuf>,
-    /// HUGZ interval in ms (overrides [clone.server] hugz).
+    /// HUGZ interval, e.g. `1s` (overrides `[clone.server] hugz`).
     #[arg(long)]
-    hugz_ms: Option<u64>,
-    /// Binary Star heartbeat in ms (overrides [clone.bstar] heartbeat_ms).
+    hugz: Option<tickbox_units::HumanDuration>,
+    /// Binary Star heartbeat, e.g. `1s` (overrides `[clone.bstar] heartbeat`).
     #[arg(long)]
-    heartbeat_ms: Option<u64>,
+    heartbeat: Option<tickbox_units::HumanDuration>,
     /// Most keys held (overrides [clone.server] max_keys).
     #[arg(long)]
     max_keys: Option<usize>,
@@ -73,8 +73,8 @@ fn host_of(base: &str) -> Option<&str> {
 
 pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     let mut server_config = config.clone.server.clone();
-    if let Some(v) = args.hugz_ms {
-        server_config.hugz = std::time::Duration::from_millis(v).into();
+    if let Some(d) = args.hugz {
+        server_config.hugz = d;
     }
     if let Some(v) = args.max_keys {
         server_config.max_keys = v;
@@ -86,8 +86,8 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         server_config.max_bytes = tickbox_units::ByteSize(v);
     }
     let mut bstar = config.clone.bstar.clone();
-    if let Some(v) = args.heartbeat_ms {
-        bstar.heartbeat_ms = v;
+    if let Some(d) = args.heartbeat {
+        bstar.heartbeat = d;
     }
     let ha = if args.primary || args.backup {
         let role = if args.primary {

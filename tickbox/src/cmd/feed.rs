@@ -81,9 +81,9 @@ pub(crate) struct Args {
     /// Send-side high-water mark per subscriber.
     #[arg(long)]
     sndhwm: Option<i32>,
-    /// Heartbeat after this many idle milliseconds (0 disables).
+    /// Heartbeat after this long idle, e.g. `100ms` (`0s` disables).
     #[arg(long)]
-    heartbeat_ms: Option<u64>,
+    heartbeat: Option<tickbox_units::HumanDuration>,
     /// Random seed (equal seeds give equal streams).
     #[arg(long)]
     seed: Option<u64>,
@@ -260,8 +260,8 @@ fn apply(args: Args, mut config: FeedConfig) -> anyhow::Result<FeedConfig> {
     if let Some(sndhwm) = args.sndhwm {
         config.sndhwm = sndhwm;
     }
-    if let Some(ms) = args.heartbeat_ms {
-        config.heartbeat_interval = Duration::from_millis(ms).into();
+    if let Some(d) = args.heartbeat {
+        config.heartbeat_interval = d;
     }
     if let Some(seed) = args.seed {
         config.seed = seed;

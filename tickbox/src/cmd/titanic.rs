@@ -3,7 +3,6 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
 use anyhow::Context;
 use tickbox_majordomo::titanic::{FsyncPolicy, Redispatch, Titanic};
@@ -36,18 +35,18 @@ pub(crate) struct Args {
     /// When to force the journal to disk (overrides `[titanic] fsync`).
     #[arg(long, value_enum)]
     fsync: Option<Fsync>,
-    /// Worker heartbeat interval in ms (must match the broker).
+    /// Worker heartbeat interval, e.g. `2500ms` (must match the broker).
     #[arg(long)]
-    heartbeat_ms: Option<u64>,
-    /// Dispatcher rescan interval in ms.
+    heartbeat: Option<tickbox_units::HumanDuration>,
+    /// Dispatcher rescan interval, e.g. `1s`.
     #[arg(long)]
-    scan_ms: Option<u64>,
-    /// After this many ms without a reply a dispatched request is logged as slow (never re-sent for it).
+    scan: Option<tickbox_units::HumanDuration>,
+    /// After this long without a reply a dispatched request is logged as slow (never re-sent for it).
     #[arg(long)]
-    dispatch_timeout_ms: Option<u64>,
-    /// How long one attempt may run, in ms, before it counts as lost (overrides `[titanic] job_timeout`).
+    dispatch_timeout: Option<tickbox_units::HumanDuration>,
+    /// How long one attempt may run before it counts as lost (overrides `[titanic] job_timeout`).
     #[arg(long)]
-    job_timeout_ms: Option<u64>,
+    job_timeout: Option<tickbox_units::HumanDuration>,
     /// What a lost attempt leads to (overrides `[titanic] redispatch`).
     #[arg(long, value_enum)]
     redispatch: Option<RedispatchArg>,
@@ -66,17 +65,17 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
             Fsync::None => FsyncPolicy::None,
         };
     }
-    if let Some(ms) = args.heartbeat_ms {
-        cfg.worker.heartbeat_interval = Duration::from_millis(ms).into();
+    if let Some(d) = args.heartbeat {
+        cfg.worker.heartbeat_interval = d;
     }
-    if let Some(ms) = args.scan_ms {
-        cfg.scan = Duration::from_millis(ms).into();
+    if let Some(d) = args.scan {
+        cfg.scan = d;
     }
-    if let Some(ms) = args.dispatch_timeout_ms {
-        cfg.dispatch_timeout = Duration::from_millis(ms).into();
+    if let Some(d) = args.dispatch_timeout {
+        cfg.dispatch_timeout = d;
     }
-    if let Some(ms) = args.job_timeout_ms {
-        cfg.job_timeout = Duration::from_millis(ms).into();
+    if let Some(d) = args.job_timeout {
+        cfg.job_timeout = d;
     }
     if let Some(r) = args.redispatch {
         cfg.redispatch = match r {

@@ -391,13 +391,13 @@ pub(crate) fn call_service(
     body: &[&str],
     timeout_ms: u64,
 ) -> (i32, String) {
-    let timeout = timeout_ms.to_string();
+    let timeout = format!("{timeout_ms}ms");
     let out = Command::new(TICKBOX)
         .args([
             "call",
             "--broker",
             broker,
-            "--timeout-ms",
+            "--timeout",
             &timeout,
             "--attempts",
             "1",
