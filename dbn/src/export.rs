@@ -115,15 +115,17 @@ pub fn export_text(
             rep.skipped += 1;
             continue;
         };
-        let row = json!({
-            "journal_seq": rec.seq,
-            "capture_time": format_rfc3339(rec.capture_time_ns),
-            "topic": d.topic,
-            "kind": d.kind,
-            "publisher_id": d.publisher_id,
-            "sequence": d.sequence,
-            "origin_time": format_rfc3339(d.origin_time_ns),
-            "fields": d.fields,
+        let row = (format == TextFormat::Json).then(|| {
+            json!({
+                "journal_seq": rec.seq,
+                "capture_time": format_rfc3339(rec.capture_time_ns),
+                "topic": d.topic,
+                "kind": d.kind,
+                "publisher_id": d.publisher_id,
+                "sequence": d.sequence,
+                "origin_time": format_rfc3339(d.origin_time_ns),
+                "fields": d.fields,
+            })
         });
         match format {
             TextFormat::Json => {
@@ -131,12 +133,17 @@ pub fn export_text(
                 out.write_all(b"\n").map_err(out_err)?;
             }
             TextFormat::Csv => {
-                let mut flat = flatten(&row);
-                for (k, _) in &mut flat {
-                    if let Some(rest) = k.strip_prefix("fields.") {
-                        *k = rest.to_owned();
-                    }
-                }
+                // Header columns first (named apart from the record's own fields), then the record's fields.
+                let mut flat: Vec<(String, String)> = vec![
+                    ("journal_seq".into(), rec.seq.to_string()),
+                    ("capture_time".into(), format_rfc3339(rec.capture_time_ns)),
+                    ("topic".into(), d.topic.clone()),
+                    ("kind".into(), d.kind.to_owned()),
+                    ("publisher_id".into(), d.publisher_id.to_string()),
+                    ("pub_seq".into(), d.sequence.to_string()),
+                    ("origin_time".into(), format_rfc3339(d.origin_time_ns)),
+                ];
+                flat.extend(flatten(&d.fields));
                 let keys: Vec<String> = flat.iter().map(|(k, _)| k.clone()).collect();
                 match &columns {
                     None => {
