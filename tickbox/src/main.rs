@@ -24,6 +24,8 @@ pub mod exit_code {
     pub const CORRUPT: u8 = 5;
     /// `tickbox journal verify --strict`: intact, but incomplete (gap records, or records a ring overwrote).
     pub const GAPPY: u8 = 6;
+    /// The Clone server refused a `ctl set`/`del` and said why (key or value too long, store full, reserved key).
+    pub const REFUSED: u8 = 7;
     /// A worker thread failed (panicked): the summary covers what the others did, but the run is incomplete.
     pub const WORKER_FAILED: u8 = 8;
 }

@@ -4,7 +4,7 @@
 //! `watch` prints changes until Ctrl-C, `--count` changes or `--for` elapses. When no server answers within
 //! `--timeout` the exit code is 4 (`exit_code::TIMEOUT`); when the server refuses a `set`/`del` (its `NOPE` notice:
 //! key or value too long, key or byte budget full, reserved key) the reason is printed and the exit code is 7
-//! ([`REFUSED`]).
+//! (`exit_code::REFUSED`).
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -17,8 +17,7 @@ use tickbox_clone::{CloneClient, CloneError, ServerEndpoints};
 use crate::config::TickboxConfig;
 use crate::exit_code;
 
-/// Exit code of `ctl set`/`del` when the server refused the update and said why.
-pub(crate) const REFUSED: u8 = 7;
+use crate::exit_code::REFUSED;
 
 /// Exit codes: 0 done; 1 error, or `get` of an absent key; 4 no server answered within --timeout; 7 the server
 /// refused the update (`set`/`del`) and the printed reason says why (key or value too long, store full, reserved
