@@ -48,6 +48,9 @@ pub struct FeedConfig {
     pub publisher_id_base: u32,
     /// `ZMQ_SNDHWM` of each publisher socket (messages per subscriber pipe).
     pub sndhwm: i32,
+    /// Longest subscription prefix a shard accepts, in bytes; a subscriber sending a longer one is disconnected
+    /// by libzmq (`ZMQ_MAXMSGSIZE`) before the prefix reaches its subscription trie.
+    pub max_subscription_bytes: usize,
     /// Use an XPUB with `ZMQ_XPUB_NODROP`: a slow subscriber back-pressures the feed instead of losing data.
     pub no_drop: bool,
     /// Stop after this long; `None` runs until stopped.
@@ -87,6 +90,7 @@ impl Default for FeedConfig {
             seed: seed_default(),
             publisher_id_base: 1,
             sndhwm: 1_000,
+            max_subscription_bytes: tickbox_zmqx::DEFAULT_MAX_SUBSCRIPTION_BYTES,
             no_drop: false,
             duration: None,
             max_messages_per_shard: None,

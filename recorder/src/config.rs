@@ -61,6 +61,9 @@ pub struct RecorderConfig {
     pub wait_subscribers: u64,
     /// ... for at most this long; then it fails (exit 1).
     pub wait_timeout: HumanDuration,
+    /// Longest subscription prefix a replay shard accepts, in bytes; a subscriber sending a longer one is
+    /// disconnected by libzmq (`ZMQ_MAXMSGSIZE`) before the prefix reaches its subscription trie.
+    pub max_subscription_bytes: usize,
 }
 
 impl Default for RecorderConfig {
@@ -80,6 +83,7 @@ impl Default for RecorderConfig {
             lossless: true,
             wait_subscribers: 1,
             wait_timeout: HumanDuration(Duration::from_secs(60)),
+            max_subscription_bytes: 1024,
         }
     }
 }

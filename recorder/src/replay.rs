@@ -73,6 +73,8 @@ pub struct ReplayOptions {
     pub follow: bool,
     /// How often the progress callback runs (checked every 256 records and while idle).
     pub progress_every: Duration,
+    /// Longest subscription prefix a shard accepts (see [`tickbox_zmqx::limit_subscriptions`]).
+    pub max_subscription_bytes: usize,
 }
 
 impl Default for ReplayOptions {
@@ -90,6 +92,7 @@ impl Default for ReplayOptions {
             heartbeat_interval: Duration::from_secs(1),
             follow: false,
             progress_every: Duration::from_secs(1),
+            max_subscription_bytes: tickbox_zmqx::DEFAULT_MAX_SUBSCRIPTION_BYTES,
         }
     }
 }
@@ -200,6 +203,7 @@ impl Replayer {
             s.set_linger(100)?;
             s.set_sndhwm(opts.sndhwm)?;
             s.set_xpub_verbose(true)?;
+            tickbox_zmqx::limit_subscriptions(&s, opts.max_subscription_bytes)?;
             // Bounded blocking so a stuck subscriber never stops Ctrl-C from being noticed.
             s.set_sndtimeo(100)?;
             if opts.lossless {

@@ -396,5 +396,19 @@ fn validate(config: &SubscriberConfig) -> Result<(), SubscriberError> {
             check_nic(nic)?;
         }
     }
+    // Publishers drop a subscriber whose prefix is longer than this (libzmq's tries recurse per byte), so a
+    // longer local filter would only ever receive nothing: refuse it up front, saying why.
+    if let Some(long) = config
+        .topics
+        .iter()
+        .find(|t| t.len() > tickbox_zmqx::DEFAULT_MAX_SUBSCRIPTION_BYTES)
+    {
+        return Err(SubscriberError::Config(format!(
+            "topic filter of {} bytes (starting {:?}) is longer than the {} bytes publishers accept",
+            long.len(),
+            long.chars().take(16).collect::<String>(),
+            tickbox_zmqx::DEFAULT_MAX_SUBSCRIPTION_BYTES
+        )));
+    }
     Ok(())
 }

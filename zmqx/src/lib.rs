@@ -54,6 +54,19 @@ pub fn endpoint_via_nic(endpoint: &str, nic: &str) -> Result<String, ZmqxError> 
     Ok(format!("tcp://{nic}:0;{rest}"))
 }
 
+/// Longest subscription prefix a publisher socket accepts by default. Topics are short (`Q.XNAS.AAPL`); the bound
+/// exists because libzmq's subscription tries recurse once per prefix byte, so a peer's 32 KiB prefix can overflow
+/// a stack, and because every distinct prefix costs memory.
+pub const DEFAULT_MAX_SUBSCRIPTION_BYTES: usize = 1024;
+
+/// Bounds what subscribers can send a PUB/XPUB: its peers send only (un)subscriptions, one flag byte plus the
+/// prefix, so `ZMQ_MAXMSGSIZE` of `max_prefix + 1` makes libzmq drop a peer that sends a longer one before the
+/// prefix reaches any trie or buffer. The dropped peer may reconnect; it never gets the oversized subscription in.
+pub fn limit_subscriptions(socket: &zmq::Socket, max_prefix: usize) -> Result<(), ZmqxError> {
+    let bound = i64::try_from(max_prefix.saturating_add(1)).unwrap_or(i64::MAX);
+    socket.set_maxmsgsize(bound).map_err(ZmqxError::Zmq)
+}
+
 /// `ZMQ_XPUB_NODROP`: when a subscriber's pipe is full, `send` on an XPUB blocks (or returns `EAGAIN` with
 /// `DONTWAIT`) instead of silently dropping. This turns a lossy PUB into a back-pressured one, which is what a
 /// replay or a benchmark that must not lose messages wants.

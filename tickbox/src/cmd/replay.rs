@@ -181,6 +181,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         window: cfg.pacing_window.0,
         heartbeat_interval: cfg.heartbeat_interval.0,
         follow: args.follow,
+        max_subscription_bytes: cfg.max_subscription_bytes,
         // Remote status wants fresher numbers than the terminal does.
         progress_every: if args.broker.is_some() {
             Duration::from_millis(250)
