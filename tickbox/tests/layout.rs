@@ -113,11 +113,13 @@ fn referenced_documents_exist_in_the_repository() {
     for file in &files {
         let text = std::fs::read_to_string(file).unwrap_or_default();
         for reference in markdown_references(&text) {
-            let dir = file.parent().unwrap();
-            let candidates = [dir.join(&reference), root.join(&reference)];
-            let found = candidates.iter().any(|c| {
-                c.canonicalize()
-                    .is_ok_and(|c| c.starts_with(&root) && c.is_file())
+            // Relative to the file, to any folder above it (a crate root, which `CARGO_MANIFEST_DIR` paths start at), or
+            // to the workspace root.
+            let found = file.ancestors().skip(1).any(|dir| {
+                let c = dir.join(&reference);
+                dir.starts_with(&root)
+                    && c.canonicalize()
+                        .is_ok_and(|c| c.starts_with(&root) && c.is_file())
             });
             if !found {
                 missing.push(format!(
