@@ -51,6 +51,9 @@ pub struct ImportReport {
     pub elapsed: Duration,
 }
 
+/// Bound on the topic cache of one import (cleared when full).
+const MAX_CACHED_TOPICS: usize = 1 << 16;
+
 type Stream = Chain<Cursor<Vec<u8>>, DynReader<'static, BufReader<File>>>;
 
 enum Records {
@@ -357,7 +360,6 @@ pub fn import_files(
     let mut seqs: HashMap<u16, u64> = HashMap::new();
     let mut frames: Vec<Vec<u8>> = Vec::new();
     let mut times: Vec<u64> = Vec::new();
-    let mut topic = String::new();
     let mut total = 0u64;
     for (index, f) in files.iter().enumerate() {
         let mut src = open_source(f, opts.fragment_version)?;
@@ -368,6 +370,7 @@ pub fn import_files(
             .unwrap_or_default();
         let venue = venue_of(src.metadata.as_ref());
         let version = src.source.version;
+        let mut topics: HashMap<(u32, u64), String> = HashMap::new();
         let mut n = 0u64;
         let mut used = 0usize;
         while let Some(rec) = src.next_record()? {
@@ -382,21 +385,32 @@ pub fn import_files(
                     ),
                 ));
             }
-            topic.clear();
-            let _ = write!(topic, "{VENDOR_TOPIC_LETTER}.{venue}.");
-            match symbols.get_for_rec(&rec) {
-                Some(s) if !s.is_empty() => topic.extend(s.chars().filter(|c| *c != '\0')),
-                _ => {
-                    let _ = write!(topic, "{}", rec.instrument_id());
+            // Symbology is by UTC day: one topic per (instrument, day of the index time), built once.
+            let index_ts = rec.raw_index_ts();
+            let key = (rec.header().instrument_id, index_ts / 86_400_000_000_000);
+            let topic = match topics.get(&key) {
+                Some(t) => t,
+                None => {
+                    let mut t = format!("{VENDOR_TOPIC_LETTER}.{venue}.");
+                    match symbols.get_for_rec(&rec) {
+                        Some(s) if !s.is_empty() => t.extend(s.chars().filter(|c| *c != '\0')),
+                        _ => {
+                            let _ = write!(t, "{}", rec.instrument_id());
+                        }
+                    }
+                    if topics.len() >= MAX_CACHED_TOPICS {
+                        topics.clear();
+                    }
+                    topics.entry(key).or_insert(t)
                 }
-            }
+            };
             let seq = seqs.entry(rec.publisher_id()).or_insert(0);
             *seq += 1;
             let header = VendorHeader {
                 flags: 0,
                 publisher_id: u32::from(rec.publisher_id()),
                 sequence: *seq,
-                send_time_ns: rec.raw_index_ts(),
+                send_time_ns: index_ts,
                 origin_time_ns: rec.raw_ts_event(),
                 session,
             };
@@ -406,7 +420,7 @@ pub fn import_files(
             }
             encode_vendor_frame(
                 &mut frames[used],
-                &topic,
+                topic,
                 &header,
                 version,
                 index as u32,
