@@ -36,7 +36,7 @@ fn mbo(i: u64) -> MboMsg {
         flags: Default::default(),
         channel_id: 0,
         action: b'A' as _,
-        side: if i % 2 == 0 { b'B' } else { b'A' } as _,
+        side: if i.is_multiple_of(2) { b'B' } else { b'A' } as _,
         ts_recv: T0 + i * 1_000 + 400,
         ts_in_delta: 0,
         sequence: i as u32,
