@@ -253,7 +253,7 @@ impl Writer {
     fn open_ring(path: &Path, capacity: u64, options: &WriterOptions) -> Result<Writer> {
         if path.is_dir() {
             return Err(JournalError::InvalidOptions(format!(
-                "{} is a directory (an archive journal); open it with Layout::Archive",
+                "{} is a directory (an archive journal), not a ring file: open it as an archive",
                 path.display()
             )));
         }
@@ -293,7 +293,7 @@ impl Writer {
     fn open_archive(dir: &Path, segment_size: u64, options: &WriterOptions) -> Result<Writer> {
         if dir.is_file() {
             return Err(JournalError::InvalidOptions(format!(
-                "{} is a file (a ring journal); open it with Layout::Ring",
+                "{} is a file (a ring journal), not an archive directory: open it as a ring",
                 dir.display()
             )));
         }

@@ -63,12 +63,24 @@ pub(crate) mod flags {
     name = "tickbox",
     version,
     about = "Market-data pub-sub on ZeroMQ: feed, Black Box subscriber, LVC proxy, recorder/replayer, control plane, bench.",
-    after_help = "Exit codes: 0 ok; 1 error; 3 Suicidal Snail fired (message later than --max-lateness, or gap with gap_policy=die); 4 request timed out; 5 journal corrupt; 6 journal intact but incomplete (verify --strict); 8 a worker failed (panicked).\nLogging: RUST_LOG=debug|info|warn (default info), written to stderr."
+    after_help = "Exit codes: 0 ok; 1 error; 2 usage error (unknown flag, bad value); 3 Suicidal Snail fired (message later than --max-lateness, or gap with gap_policy=die); 4 request timed out; 5 journal corrupt; 6 journal intact but incomplete (verify --strict); 7 refused by the Clone server (ctl set/del); 8 a worker failed (panicked).\nLogging: to stderr; -q for warnings and errors only, -v for debug, -vv for trace; RUST_LOG overrides both (e.g. RUST_LOG=tickbox=debug)."
 )]
 struct Cli {
     /// TOML deployment config; every field has a default, so it is optional.
     #[arg(long, global = true, value_name = "PATH")]
     config: Option<std::path::PathBuf>,
+
+    /// Only warnings and errors on stderr, and no progress lines.
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    quiet: bool,
+
+    /// More log detail on stderr: -v debug, -vv trace.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
+
+    /// Log line format on stderr: `text` for people, `json` (one object per line) for log shippers.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
 
     #[command(subcommand)]
     command: Command,
@@ -116,13 +128,31 @@ enum Command {
     Tune(cmd::tune::Args),
 }
 
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    /// Human-readable lines; coloured only when stderr is a terminal.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Set once from `-q`: commands that draw progress lines on stderr leave them out.
+static QUIET: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+
+/// Whether `-q` was given.
+pub(crate) fn quiet() -> bool {
+    QUIET.get().copied().unwrap_or(false)
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging();
+    let _ = QUIET.set(cli.quiet);
+    init_logging(cli.quiet, cli.verbose, cli.log_format);
     let config = match config::TickboxConfig::load(cli.config.as_deref()) {
         Ok(config) => config,
         Err(err) => {
-            tracing::error!("{err:#}");
+            report_error(&err);
             return ExitCode::from(exit_code::ERROR);
         }
     };
@@ -150,21 +180,76 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(err) => {
-            tracing::error!("{err:#}");
-            eprintln!("error: {err:#}");
+            report_error(&err);
             ExitCode::from(exit_code::ERROR)
         }
     }
 }
 
-fn init_logging() {
+/// Prints a failure once, as one line: what went wrong, then each underlying cause that adds something.
+fn report_error(err: &anyhow::Error) {
+    eprintln!("error: {}", error_line(err));
+}
+
+/// `err` and its causes joined by `: `, leaving out a cause whose text the line already holds (libraries often
+/// repeat their source in their own message: `zmq: Invalid argument: Invalid argument`).
+fn error_line(err: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in err.chain() {
+        let text = cause.to_string();
+        if text.is_empty() || line.contains(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
+}
+
+fn init_logging(quiet: bool, verbose: u8, format: LogFormat) {
+    use std::io::IsTerminal;
     use tracing_subscriber::EnvFilter;
+    let level = match (quiet, verbose) {
+        (true, _) => "warn",
+        (false, 0) => "info",
+        (false, 1) => "debug",
+        (false, _) => "trace",
+    };
+    // RUST_LOG, when set, is the operator's explicit choice and wins over -q/-v.
     let filter = EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| EnvFilter::new("info,zookeeper_client=warn"));
+        .unwrap_or_else(|_| EnvFilter::new(format!("{level},zookeeper_client=warn")));
     // Logs go to stderr so stdout stays clean for tables and machine-readable output.
-    tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
-        .with_target(false)
-        .init();
+        .with_target(false);
+    match format {
+        LogFormat::Json => builder.json().init(),
+        LogFormat::Text => builder.with_ansi(std::io::stderr().is_terminal()).init(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_command_line_definition_is_consistent() {
+        // clap checks every subcommand: no two flags share a name or a short letter, globals included.
+        <Cli as clap::CommandFactory>::command().debug_assert();
+    }
+
+    #[test]
+    fn an_error_line_names_each_cause_once() {
+        let inner = anyhow::anyhow!("Invalid argument");
+        let err = inner
+            .context("zmq: Invalid argument")
+            .context("--connect tcp://x:1");
+        assert_eq!(
+            error_line(&err),
+            "--connect tcp://x:1: zmq: Invalid argument"
+        );
+    }
 }

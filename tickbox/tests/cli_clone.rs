@@ -51,14 +51,8 @@ fn stdout(o: &Output) -> String {
 
 #[test]
 fn ctl_set_get_ls_del_watch_against_a_real_server() {
-    let (_server, line) = spawn_server(&[
-        "--port",
-        "0",
-        "--interface",
-        "127.0.0.1",
-        "--hugz",
-        "100ms",
-    ]);
+    let (_server, line) =
+        spawn_server(&["--port", "0", "--interface", "127.0.0.1", "--hugz", "100ms"]);
     let server = format!("tcp://127.0.0.1:{}", port_of(&line));
 
     // A watcher process started first sees the changes that follow.

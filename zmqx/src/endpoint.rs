@@ -39,7 +39,13 @@ pub fn check(endpoint: &str, direction: Direction) -> Result<(), ZmqxError> {
         })
     };
     let Some((transport, rest)) = endpoint.split_once("://") else {
-        return bad("expected TRANSPORT://ADDRESS, e.g. tcp://127.0.0.1:5556".into());
+        return bad(match endpoint.rsplit_once(':') {
+            // `localhost:5556`: almost certainly TCP with the transport left out.
+            Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => {
+                format!("no transport: did you mean tcp://{endpoint}?")
+            }
+            _ => "expected TRANSPORT://ADDRESS, e.g. tcp://127.0.0.1:5556".into(),
+        });
     };
     match transport {
         "ipc" if rest.len() > IPC_PATH_MAX => bad(format!(

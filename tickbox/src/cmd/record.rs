@@ -67,9 +67,6 @@ pub(crate) struct Args {
     /// Free text stored in the journal header (default: the endpoints).
     #[arg(long)]
     description: Option<String>,
-    /// No progress line on stderr.
-    #[arg(long)]
-    quiet: bool,
     /// Print the summary as one JSON object on stdout (integer counts) instead of the table.
     #[arg(long)]
     json: bool,
@@ -164,7 +161,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         &RecordStats::default(),
         0.0,
     ));
-    let quiet = args.quiet;
+    let quiet = crate::quiet();
     let mut last = (0u64, std::time::Instant::now());
     let recorded = record(&ctx, &mut writer, &ropts, &stop, |s: &RecordStats| {
         let dt = last.1.elapsed().as_secs_f64().max(1e-9);

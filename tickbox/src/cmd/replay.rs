@@ -83,9 +83,6 @@ pub(crate) struct Args {
     /// Print each run's summary as one JSON object on stdout (integer counts) instead of the table.
     #[arg(long)]
     json: bool,
-    /// No progress line on stderr.
-    #[arg(long)]
-    quiet: bool,
     /// Majordomo broker to register `tickbox.replay.status`, `tickbox.replay.start` and `tickbox.replay.stop` with.
     #[arg(long, value_name = "EP")]
     broker: Option<String>,
@@ -259,7 +256,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     } else {
         &stop
     };
-    let quiet = args.quiet;
+    let quiet = crate::quiet();
     let mut exit = ExitCode::SUCCESS;
     let mut runs = 0u64;
     loop {

@@ -1,0 +1,224 @@
+//! What an operator sees when something is wrong, and what scripts rely on: one error line with a hint, exit codes
+//! exactly as README's table documents them, logs without colour codes when stderr is not a terminal (and with
+//! them when it is), `-q`, and JSON log lines for log shippers.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use common::{output_within, TempDir, TICKBOX};
+
+fn run(args: &[&str]) -> Output {
+    let mut cmd = Command::new(TICKBOX);
+    cmd.args(args)
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    output_within(cmd, Duration::from_secs(20))
+}
+
+fn stderr_of(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn an_endpoint_without_transport_is_one_error_line_with_the_fix() {
+    let out = run(&["subscribe", "--connect", "localhost:5556"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr_of(&out);
+    let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "one line expected, got:\n{err}");
+    assert_eq!(
+        lines[0],
+        "error: --connect: invalid endpoint `localhost:5556`: no transport: did you mean tcp://localhost:5556?"
+    );
+}
+
+#[test]
+fn a_port_out_of_range_is_an_error_not_a_random_port() {
+    let out = run(&[
+        "feed",
+        "--bind",
+        "tcp://127.0.0.1:99999",
+        "--duration",
+        "1s",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr_of(&out);
+    assert!(err.contains("--bind"), "{err}");
+    assert!(err.contains("99999"), "{err}");
+    assert_eq!(err.matches("error:").count(), 1, "{err}");
+}
+
+#[test]
+fn a_bad_config_file_is_one_error_naming_the_key() {
+    let dir = TempDir::new("cli-errors-config");
+    let path = dir.0.join("bad.toml");
+    std::fs::write(&path, "[feed]\nrat = 5\n").unwrap();
+    let out = run(&["--config", path.to_str().unwrap(), "config"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr_of(&out);
+    assert!(err.starts_with("error: "), "{err}");
+    assert!(err.contains("rat"), "{err}");
+    assert!(!err.contains("ERROR"), "the error is printed twice:\n{err}");
+}
+
+/// README's exit-code table is the program's: every documented code is one the program defines (or clap's usage
+/// code 2), every defined code is documented, and the cheap ones are produced for real here.
+#[test]
+fn readme_exit_codes_are_the_programs() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let table = readme
+        .split("### Exit codes")
+        .nth(1)
+        .expect("README has an exit-code table");
+    let documented: BTreeSet<u8> = table
+        .lines()
+        .skip_while(|l| !l.starts_with('|'))
+        .take_while(|l| l.starts_with('|'))
+        .filter_map(|l| {
+            l.trim_start_matches('|')
+                .split('|')
+                .next()?
+                .trim()
+                .parse()
+                .ok()
+        })
+        .collect();
+    let main = std::fs::read_to_string(root.join("tickbox/src/main.rs")).unwrap();
+    let mut defined: BTreeSet<u8> = main
+        .lines()
+        .filter_map(|l| {
+            let l = l.trim();
+            let rest = l.strip_prefix("pub const ")?;
+            let (_, value) = rest.split_once(": u8 = ")?;
+            value.trim_end_matches(';').parse().ok()
+        })
+        .collect();
+    defined.insert(2); // clap's usage error
+    assert_eq!(
+        documented, defined,
+        "README's exit codes differ from tickbox's"
+    );
+
+    assert_eq!(run(&["config"]).status.code(), Some(0));
+    assert_eq!(
+        run(&["feed", "--no-such-flag"]).status.code(),
+        Some(2),
+        "usage error"
+    );
+    assert_eq!(
+        run(&["feed", "--rate", "fast"]).status.code(),
+        Some(2),
+        "bad value"
+    );
+    assert_eq!(
+        run(&["subscribe", "--connect", "tcp://127.0.0.1:0"])
+            .status
+            .code(),
+        Some(1)
+    );
+    assert_eq!(
+        run(&[
+            "call",
+            "--broker",
+            "tcp://127.0.0.1:1",
+            "--timeout",
+            "200ms",
+            "--attempts",
+            "1",
+            "nobody"
+        ])
+        .status
+        .code(),
+        Some(4),
+        "a request nobody answered"
+    );
+}
+
+/// A short feed logs at info level: enough to see what the log writer does.
+fn feed_args() -> Vec<&'static str> {
+    vec![
+        "feed",
+        "--bind",
+        "tcp://127.0.0.1:*",
+        "--rate",
+        "1k",
+        "--duration",
+        "300ms",
+    ]
+}
+
+#[test]
+fn logs_to_a_pipe_carry_no_colour_codes_and_q_silences_info() {
+    let out = run(&feed_args());
+    assert_eq!(out.status.code(), Some(0));
+    let err = stderr_of(&out);
+    assert!(err.contains("INFO"), "expected info logs:\n{err}");
+    assert!(
+        !err.contains('\u{1b}'),
+        "ANSI codes in piped logs:\n{err:?}"
+    );
+
+    let mut quiet = feed_args();
+    quiet.push("-q");
+    let out = run(&quiet);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(!stderr_of(&out).contains("INFO"), "{}", stderr_of(&out));
+}
+
+#[test]
+fn json_log_lines_parse_as_json() {
+    let mut args = feed_args();
+    args.extend(["--log-format", "json"]);
+    let out = run(&args);
+    assert_eq!(out.status.code(), Some(0));
+    let err = stderr_of(&out);
+    let lines: Vec<&str> = err.lines().filter(|l| l.starts_with('{')).collect();
+    assert!(!lines.is_empty(), "no JSON log lines:\n{err}");
+    for line in lines {
+        let v: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        assert!(v.get("level").is_some(), "{line}");
+    }
+}
+
+/// On a terminal the same logs are coloured (run under `script`, which gives the command a pseudo-terminal).
+#[test]
+fn logs_on_a_terminal_are_coloured() {
+    let Ok(script) = which("script") else {
+        eprintln!("SKIPPED logs_on_a_terminal_are_coloured: no `script` (util-linux) to provide a terminal");
+        return;
+    };
+    let command = format!("{TICKBOX} {}", feed_args().join(" ").replace('*', "'*'"));
+    let mut cmd = Command::new(script);
+    cmd.args(["-qec", &command, "/dev/null"])
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let out = output_within(cmd, Duration::from_secs(20));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("INFO"),
+        "no logs seen through the terminal:\n{text}"
+    );
+    assert!(
+        text.contains('\u{1b}'),
+        "no colour on a terminal:\n{text:?}"
+    );
+}
+
+fn which(name: &str) -> Result<std::path::PathBuf, ()> {
+    std::env::var_os("PATH")
+        .and_then(|paths| {
+            std::env::split_paths(&paths)
+                .map(|p| p.join(name))
+                .find(|p| p.is_file())
+        })
+        .ok_or(())
+}
