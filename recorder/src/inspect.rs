@@ -45,6 +45,9 @@ pub struct RecordScan {
     pub missing: u64,
     /// LVC cached values (replays of an earlier value, outside the publisher's sequence).
     pub cached: u64,
+    /// Vendor records (kind 6 in `docs/WIRE.md`: an imported DBN record kept byte for byte); also counted in
+    /// [`RecordScan::data`] and attributed to their publisher.
+    pub vendor: u64,
     /// Records that are not tickbox frames.
     pub foreign: u64,
     /// Bytes the records occupy in the journal (record headers and alignment included).
@@ -84,7 +87,15 @@ impl RecordScan {
             scan.stored_bytes += (tickbox_journal::RECORD_HEADER_SIZE + rec.payload.len() as u64)
                 .next_multiple_of(8);
             let Ok(m) = MessageRef::decode(rec.payload) else {
-                scan.foreign += 1;
+                match vendor_publisher(rec.payload) {
+                    Some(publisher) => {
+                        scan.vendor += 1;
+                        scan.data += 1;
+                        let row = scan.row_of(publisher, &mut last_hit, true);
+                        row.data += 1;
+                    }
+                    None => scan.foreign += 1,
+                }
                 continue;
             };
             let h = m.header();
@@ -92,52 +103,71 @@ impl RecordScan {
                 scan.cached += 1;
                 continue;
             }
-            let publisher = h.publisher_id;
-            // Consecutive records mostly come from the same publisher: try the last row first.
-            let row = match scan.publishers.get(last_hit) {
-                Some(r) if r.publisher == publisher => Some(last_hit),
-                _ => match scan
-                    .publishers
-                    .iter()
-                    .position(|r| r.publisher == publisher)
-                {
-                    Some(i) => Some(i),
-                    None if scan.publishers.len() < MAX_SCAN_PUBLISHERS
-                        && h.kind != Kind::Heartbeat =>
-                    {
-                        scan.publishers.push(ScanRow {
-                            publisher,
-                            ..ScanRow::default()
-                        });
-                        Some(scan.publishers.len() - 1)
-                    }
-                    None => None,
-                },
-            };
-            if let Some(i) = row {
-                last_hit = i;
-            }
-            let row = match row {
-                Some(i) => &mut scan.publishers[i],
-                None => &mut scan.overflow,
-            };
             match (h.kind, m.payload()) {
-                (Kind::Heartbeat, _) => scan.heartbeats += 1,
+                (Kind::Heartbeat, _) => {
+                    scan.heartbeats += 1;
+                    scan.row_of(h.publisher_id, &mut last_hit, false);
+                }
                 (Kind::Gap, Ok(Payload::Gap(n))) => {
                     scan.gap_records += 1;
                     scan.missing = scan.missing.saturating_add(n.missing());
+                    let row = scan.row_of(h.publisher_id, &mut last_hit, true);
                     row.gap_records += 1;
                     row.missing = row.missing.saturating_add(n.missing());
                 }
                 (Kind::Gap, _) => scan.foreign += 1,
                 _ => {
                     scan.data += 1;
-                    row.data += 1;
+                    scan.row_of(h.publisher_id, &mut last_hit, true).data += 1;
                 }
             }
         }
         scan
     }
+
+    /// The row of `publisher`, created when `create` and the bound allows, else the overflow row. Consecutive
+    /// records mostly come from the same publisher, so the last row found (`last_hit`) is tried first.
+    fn row_of(&mut self, publisher: u32, last_hit: &mut usize, create: bool) -> &mut ScanRow {
+        let found = match self.publishers.get(*last_hit) {
+            Some(r) if r.publisher == publisher => Some(*last_hit),
+            _ => self
+                .publishers
+                .iter()
+                .position(|r| r.publisher == publisher),
+        };
+        let index = match found {
+            Some(i) => Some(i),
+            None if create && self.publishers.len() < MAX_SCAN_PUBLISHERS => {
+                self.publishers.push(ScanRow {
+                    publisher,
+                    ..ScanRow::default()
+                });
+                Some(self.publishers.len() - 1)
+            }
+            None => None,
+        };
+        match index {
+            Some(i) => {
+                *last_hit = i;
+                &mut self.publishers[i]
+            }
+            None => &mut self.overflow,
+        }
+    }
+}
+
+/// Kind number of a vendor record (an imported record kept byte for byte, `docs/WIRE.md`). `tickbox_wire` does
+/// not decode it (its payload has no fixed size), so the scan reads the fixed header itself.
+const VENDOR_KIND: u8 = 6;
+
+/// The publisher id of a version-2 vendor frame, or `None` for anything else.
+fn vendor_publisher(frame: &[u8]) -> Option<u32> {
+    let nul = frame.iter().position(|&b| b == 0)?;
+    let header = frame.get(nul + 1..nul + 1 + 40)?;
+    if header[0] != 2 || header[1] != VENDOR_KIND {
+        return None;
+    }
+    Some(u32::from_le_bytes(header[4..8].try_into().ok()?))
 }
 
 /// One publisher's line in the accounting table.
@@ -356,6 +386,7 @@ impl JournalAccounting {
             "gap_records": self.scan.gap_records,
             "heartbeats": self.scan.heartbeats,
             "cached": self.scan.cached,
+            "vendor_records": self.scan.vendor,
             "foreign_records": self.scan.foreign,
             "publishers": publishers,
             "metadata_repairs": s.metadata_repairs,
@@ -409,8 +440,9 @@ impl fmt::Display for JournalAccounting {
         )?;
         writeln!(
             out,
-            "records by kind data {}, gap {}, heartbeat {}, cached {}, foreign {}; stored {}",
+            "records by kind data {} (vendor {}), gap {}, heartbeat {}, cached {}, foreign {}; stored {}",
             self.scan.data,
+            self.scan.vendor,
             self.scan.gap_records,
             self.scan.heartbeats,
             self.scan.cached,

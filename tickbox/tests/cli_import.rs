@@ -124,6 +124,15 @@ fn import_counts_every_record_and_exports_each_file_back_byte_for_byte() {
         "journal info counts one record per DBN record"
     );
     assert_eq!(info["first_time_ns"], T0 + 400, "capture time is ts_recv");
+    assert_eq!(
+        info["vendor_records"], 420,
+        "imported records are counted as vendor data"
+    );
+    assert_eq!(info["data_records"], 420);
+    assert_eq!(
+        info["foreign_records"], 0,
+        "imported records are not foreign"
+    );
     let verify = run(&["journal", "verify", &js(&j)]);
     assert!(
         verify.status.success(),
