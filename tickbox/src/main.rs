@@ -65,7 +65,7 @@ pub(crate) mod flags {
     about = "Market-data pub-sub on ZeroMQ: feed, Black Box subscriber, LVC proxy, recorder/replayer, control plane, bench.",
     after_help = "Exit codes: 0 ok; 1 error; 2 usage error (unknown flag, bad value); 3 Suicidal Snail fired (message later than --max-lateness, or gap with gap_policy=die); 4 request timed out; 5 journal corrupt; 6 journal intact but incomplete (verify --strict); 7 refused by the Clone server (ctl set/del); 8 a worker failed (panicked).\nLogging: to stderr; -q for warnings and errors only, -v for debug, -vv for trace; RUST_LOG overrides both (e.g. RUST_LOG=tickbox=debug)."
 )]
-struct Cli {
+pub(crate) struct Cli {
     /// TOML deployment config; every field has a default, so it is optional.
     #[arg(long, global = true, value_name = "PATH")]
     config: Option<std::path::PathBuf>,
@@ -124,6 +124,10 @@ enum Command {
     Call(cmd::call::Args),
     /// Print the effective configuration (defaults merged with --config) as TOML.
     Config(cmd::config::Args),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(cmd::docs::CompletionsArgs),
+    /// Print the man page (roff): `tickbox man > tickbox.1`.
+    Man(cmd::docs::ManArgs),
     /// See the host, check it, plan the pinning per NIC, and sweep to the best configuration.
     Tune(cmd::tune::Args),
 }
@@ -175,6 +179,8 @@ fn main() -> ExitCode {
         Command::FreelanceServer(args) => cmd::freelance_server::run(args, &config),
         Command::Call(args) => cmd::call::run(args, &config),
         Command::Config(args) => cmd::config::run(args, &config),
+        Command::Completions(args) => cmd::docs::completions(args, &config),
+        Command::Man(args) => cmd::docs::man(args, &config),
         Command::Tune(args) => cmd::tune::run(args, &config),
     };
     match result {
