@@ -1,4 +1,4 @@
-//! The bounded last-value store: one frame per key, found by exact key on the hot path (hash map) and by prefix
+//! The bounded last-value store: one value per key (a tickbox frame, or a plain publisher's multipart message), found by exact key on the hot path (hash map) and by prefix
 //! when a subscription arrives (ordered map), with an intrusive LRU list so eviction is O(1).
 
 use std::collections::hash_map::RandomState;
@@ -40,7 +40,10 @@ const NIL: u32 = u32::MAX;
 
 struct Slot {
     key: Box<[u8]>,
+    /// The frame, or every part of a multipart value back to back.
     frame: Vec<u8>,
+    /// Empty for a single frame; for a multipart value, where each part ends in `frame`.
+    ends: Vec<u32>,
     /// Towards the most recently updated end.
     newer: u32,
     /// Towards the least recently updated end.
@@ -54,10 +57,53 @@ struct Slot {
 /// ns per message with it against 80 ns with the unkeyed word hash it replaced.
 type KeyHashBuild = RandomState;
 
+/// Bytes a multipart value's part boundary is charged (its offset), so a value of many empty parts still costs.
+const PART_COST: usize = 4;
+
+/// One cached value, as handed to the sender of a cached burst.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CachedValue<'a> {
+    /// A tickbox wire frame (single-frame message).
+    Frame(&'a [u8]),
+    /// A plain publisher's multipart message, first part the topic, to be sent again part by part.
+    Multipart(Parts<'a>),
+}
+
+/// The parts of a cached multipart value, in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Parts<'a> {
+    data: &'a [u8],
+    ends: &'a [u32],
+}
+
+impl<'a> Parts<'a> {
+    /// How many parts (at least one: the topic).
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// Never true for a stored value; present for API symmetry.
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    /// The parts, first the topic.
+    pub fn iter(&self) -> impl Iterator<Item = &'a [u8]> + 'a {
+        let data = self.data;
+        let mut start = 0usize;
+        self.ends.iter().map(move |&end| {
+            let part = &data[start..end as usize];
+            start = end as usize;
+            part
+        })
+    }
+}
+
 /// Last value per key, bounded by key count and bytes.
 ///
-/// Memory accounting counts the bytes we choose to keep (each frame's length plus its key, stored twice),
-/// not allocator or map overhead, so the real footprint is that plus roughly 100 bytes per key.
+/// Memory accounting counts the bytes we choose to keep (each frame's length plus its key, stored twice; for a
+/// multipart value every part's bytes plus 4 bytes per part), not allocator or map overhead, so the real
+/// footprint is that plus roughly 100 bytes per key.
 pub struct LastValueCache {
     by_key: HashMap<Box<[u8]>, u32, KeyHashBuild>,
     ordered: BTreeMap<Box<[u8]>, u32>,
@@ -112,23 +158,72 @@ impl LastValueCache {
         self.bytes
     }
 
-    /// The cached frame for exactly `key`.
+    /// The cached single frame for exactly `key` (`None` if absent or a multipart value).
     pub fn get(&self, key: &[u8]) -> Option<&[u8]> {
-        self.by_key
-            .get(key)
-            .map(|&i| self.slots[i as usize].frame.as_slice())
+        match self.get_value(key)? {
+            CachedValue::Frame(frame) => Some(frame),
+            CachedValue::Multipart(_) => None,
+        }
+    }
+
+    /// The cached value for exactly `key`.
+    pub fn get_value(&self, key: &[u8]) -> Option<CachedValue<'_>> {
+        self.by_key.get(key).map(|&i| self.value(i))
+    }
+
+    fn value(&self, index: u32) -> CachedValue<'_> {
+        let slot = &self.slots[index as usize];
+        if slot.ends.is_empty() {
+            CachedValue::Frame(&slot.frame)
+        } else {
+            CachedValue::Multipart(Parts {
+                data: &slot.frame,
+                ends: &slot.ends,
+            })
+        }
     }
 
     /// Stores `frame` as the last value of `key`. Replaces by arrival (never compares sequences), so a restarted
     /// publisher's new, lower sequences are accepted. Replacing an existing key copies into its existing buffer:
     /// no allocation when the frame is no larger than before, which is the steady state (fixed-size kinds).
+    /// A value over `max_entry_bytes` is never cached; if it replaces a cached one, that stale value is removed
+    /// too (a late joiner must not get a value older than the last one published).
     pub fn store(&mut self, key: &[u8], frame: &[u8]) -> Store {
+        self.store_value(key, frame, &[])
+    }
+
+    /// Stores a multipart value: `data` is every part back to back and `ends` where each part ends in it (the
+    /// last end is `data.len()`). Charged `data.len()` plus 4 bytes per part plus the key twice.
+    pub fn store_parts(&mut self, key: &[u8], data: &[u8], ends: &[u32]) -> Store {
+        debug_assert!(!ends.is_empty() && ends.last().is_some_and(|&e| e as usize == data.len()));
+        self.store_value(key, data, ends)
+    }
+
+    /// Removes `key` if cached; returns whether it was.
+    pub fn remove(&mut self, key: &[u8]) -> bool {
+        match self.by_key.get(key) {
+            Some(&index) => {
+                self.remove_index(index);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn store_value(&mut self, key: &[u8], frame: &[u8], ends: &[u32]) -> Store {
+        let cost = frame.len() + PART_COST * ends.len() + 2 * key.len();
         if let Some(&index) = self.by_key.get(key) {
+            if cost > self.max_entry_bytes || cost > self.max_bytes {
+                self.remove_index(index);
+                return Store::TooLarge;
+            }
             let slot = &mut self.slots[index as usize];
-            let before = slot.frame.len();
+            let before = slot.frame.len() + PART_COST * slot.ends.len();
             slot.frame.clear();
             slot.frame.extend_from_slice(frame);
-            self.bytes = self.bytes - before + frame.len();
+            slot.ends.clear();
+            slot.ends.extend_from_slice(ends);
+            self.bytes = self.bytes - before + frame.len() + PART_COST * ends.len();
             self.touch(index);
             if self.bytes > self.max_bytes && self.overflow == Overflow::EvictLru {
                 // A key whose frame grew (a kind change on the same topic) can push us over; trim the oldest
@@ -137,7 +232,6 @@ impl LastValueCache {
             }
             return Store::Updated;
         }
-        let cost = frame.len() + 2 * key.len();
         if cost > self.max_entry_bytes || cost > self.max_bytes || self.max_topics == 0 {
             return Store::TooLarge;
         }
@@ -170,6 +264,7 @@ impl LastValueCache {
         let slot = Slot {
             key: key.into(),
             frame: buffer,
+            ends: ends.to_vec(),
             newer: NIL,
             older: NIL,
         };
@@ -189,11 +284,25 @@ impl LastValueCache {
         Store::Inserted { evicted }
     }
 
-    /// Every cached frame that a ZeroMQ subscription to `prefix` would deliver (raw frame prefix match), in key
-    /// order. Keys start with the topic, so only keys starting with the part of `prefix` before its first NUL
-    /// are visited; with a NUL (a frame's topic ends there) only that one topic's keys are, so a subscription
-    /// like `\0x` matching nothing costs nothing, however large the cache.
+    /// Every cached single frame that a ZeroMQ subscription to `prefix` would deliver, in key order (multipart
+    /// values are left out; [`Self::values_matching`] has both).
     pub fn matching<'a>(&'a self, prefix: &'a [u8]) -> impl Iterator<Item = &'a [u8]> + 'a {
+        self.values_matching(prefix)
+            .filter_map(|value| match value {
+                CachedValue::Frame(frame) => Some(frame),
+                CachedValue::Multipart(_) => None,
+            })
+    }
+
+    /// Every cached value that a ZeroMQ subscription to `prefix` would deliver (raw prefix match on the frame,
+    /// or on a multipart value's first part, its topic), in key order. Keys start with the topic, so only keys
+    /// starting with the part of `prefix` before its first NUL are visited; with a NUL (a frame's topic ends
+    /// there) only that one topic's keys are, so a subscription like `\0x` matching nothing costs nothing,
+    /// however large the cache.
+    pub fn values_matching<'a>(
+        &'a self,
+        prefix: &'a [u8],
+    ) -> impl Iterator<Item = CachedValue<'a>> + 'a {
         let (topic_part, exact) = match prefix.iter().position(|&b| b == 0) {
             Some(nul) => (&prefix[..nul], true),
             None => (prefix, false),
@@ -204,8 +313,15 @@ impl LastValueCache {
                 key.starts_with(topic_part)
                     && (!exact || key.len() == topic_part.len() || key[topic_part.len()] == 0)
             })
-            .map(move |(_, &i)| self.slots[i as usize].frame.as_slice())
-            .filter(move |frame| frame.starts_with(prefix))
+            .filter_map(move |(key, &i)| {
+                let value = self.value(i);
+                let matches = match value {
+                    CachedValue::Frame(frame) => frame.starts_with(prefix),
+                    // The key of a multipart value is its first part.
+                    CachedValue::Multipart(_) => key.starts_with(prefix),
+                };
+                matches.then_some(value)
+            })
     }
 
     fn evict_until_fits(&mut self, extra: usize, keep: u32) {
@@ -220,15 +336,21 @@ impl LastValueCache {
         if index == NIL {
             return None;
         }
+        Some(self.remove_index(index))
+    }
+
+    /// Removes the key in slot `index`; returns its frame buffer for reuse.
+    fn remove_index(&mut self, index: u32) -> Vec<u8> {
         self.unlink(index);
         let slot = &mut self.slots[index as usize];
         let key = std::mem::take(&mut slot.key);
         let frame = std::mem::take(&mut slot.frame);
+        let parts = std::mem::take(&mut slot.ends).len();
         self.by_key.remove(&key);
         self.ordered.remove(&key);
-        self.bytes -= frame.len() + 2 * key.len();
+        self.bytes -= frame.len() + PART_COST * parts + 2 * key.len();
         self.free.push(index);
-        Some(frame)
+        frame
     }
 
     fn touch(&mut self, index: u32) {
@@ -337,6 +459,29 @@ mod tests {
         let mut big = vec![b'X'; 2000];
         big[1] = 0;
         assert_eq!(c.store(b"X", &big), Store::TooLarge);
+    }
+
+    #[test]
+    fn multipart_values_are_charged_every_part_and_updates_keep_the_accounting() {
+        let mut c = LastValueCache::new(10, 1000, 64, Overflow::EvictLru);
+        // "T" + "ab" + "c": 4 bytes, 3 parts (12), key twice (2).
+        assert_eq!(
+            c.store_parts(b"T", b"Tabc", &[1, 3, 4]),
+            Store::Inserted { evicted: 0 }
+        );
+        assert_eq!(c.bytes(), 4 + 12 + 2);
+        let parts = match c.get_value(b"T") {
+            Some(CachedValue::Multipart(p)) => p.iter().map(<[u8]>::to_vec).collect::<Vec<_>>(),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(parts, vec![b"T".to_vec(), b"ab".to_vec(), b"c".to_vec()]);
+        assert_eq!(c.get(b"T"), None);
+        // Replaced by a single frame on the same key, then by a value too large: removed, not left stale.
+        assert_eq!(c.store(b"T", b"T\0x"), Store::Updated);
+        assert_eq!(c.bytes(), 3 + 2);
+        assert_eq!(c.store(b"T", &[0; 63]), Store::TooLarge);
+        assert!(c.is_empty());
+        assert_eq!(c.bytes(), 0);
     }
 
     #[test]

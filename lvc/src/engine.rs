@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use tickbox_wire::{Flags, Header, Kind, MessageRef};
 
-use super::cache::{LastValueCache, Store};
+use super::cache::{CachedValue, LastValueCache, Store};
 use super::{LvcConfig, MalformedPolicy};
 
 /// Whether the proxy sends an upstream frame on to subscribers.
@@ -71,7 +71,7 @@ pub struct LvcStats {
     pub cached_sent: u64,
     /// Cached values the XPUB refused (`block` mode, a matching subscriber's queue full); never waited for.
     pub cached_dropped: u64,
-    /// Upstream messages that are not one valid wire frame.
+    /// Upstream messages that are neither one valid wire frame nor a plain multipart message.
     pub malformed: u64,
     /// Subscribe / unsubscribe events seen on the XPUB.
     pub subscribes: u64,
@@ -109,6 +109,12 @@ pub struct LvcStats {
     pub tap_subscriptions: u64,
     /// Live messages a subscriber could not take within `block` mode's wait and that were therefore dropped.
     pub downstream_dropped: u64,
+    /// Plain multipart messages (first part the topic, then the value parts, from any ZeroMQ publisher) sent to
+    /// subscribers live; also counted in `messages_out`.
+    pub multipart_forwarded: u64,
+    /// Plain multipart messages stored as their topic's last value (a value over `max_entry_bytes` is not, and is
+    /// counted in `cache_too_large`).
+    pub multipart_cached: u64,
 }
 
 impl LvcStats {
@@ -131,7 +137,8 @@ impl fmt::Display for LvcStats {
             f,
             "in={} out={} cached_sent={} cached_dropped={} malformed={} subs={} unsubs={} prefixes={} topics_cached={} \
              cache_bytes={} evicted={} rejected={} too_large={} tap_sent={} tap_dropped={} downstream_dropped={} \
-             downstream_other={} tap_subscriptions={} subs_refused={} prefixes_refused={} bursts_capped={}",
+             downstream_other={} tap_subscriptions={} subs_refused={} prefixes_refused={} bursts_capped={} \
+             multipart_forwarded={} multipart_cached={}",
             self.messages_in,
             self.messages_out,
             self.cached_sent,
@@ -153,6 +160,8 @@ impl fmt::Display for LvcStats {
             self.subscriptions_refused,
             self.prefixes_refused,
             self.cached_bursts_capped,
+            self.multipart_forwarded,
+            self.multipart_cached,
         )
     }
 }
@@ -225,7 +234,23 @@ pub struct LvcEngine {
     budget: CachedBudget,
     malformed: MalformedPolicy,
     key: Vec<u8>,
+    /// The multipart message being received, when it is to be cached.
+    pending: PendingMultipart,
+    max_entry_bytes: usize,
     stats: LvcStats,
+}
+
+/// A plain multipart value being assembled part by part, never beyond `max_entry_bytes`.
+#[derive(Debug, Default)]
+struct PendingMultipart {
+    /// Whether the message in progress is a plain multipart message (not a malformed tickbox one).
+    plain: bool,
+    /// Whether the message in progress is to be cached (a plain multipart message under a cache prefix).
+    active: bool,
+    /// It outgrew `max_entry_bytes`: no more parts are kept and it will not be cached.
+    too_large: bool,
+    data: Vec<u8>,
+    ends: Vec<u32>,
 }
 
 impl LvcEngine {
@@ -254,6 +279,8 @@ impl LvcEngine {
             budget: CachedBudget::new(config.max_cached_per_subscription, config.cached_per_second),
             malformed: config.malformed,
             key: Vec::with_capacity(256),
+            pending: PendingMultipart::default(),
+            max_entry_bytes: config.max_entry_bytes,
             stats: LvcStats::default(),
         }
     }
@@ -300,7 +327,10 @@ impl LvcEngine {
         Forwarding::Forward
     }
 
-    /// An upstream message with more than one part: never a wire message. `parts` is how many parts it had.
+    /// An upstream message with more than one part whose first part is a tickbox wire frame: a tickbox message
+    /// is one frame, so this is a broken tickbox publisher, counted as malformed and handled under
+    /// [`MalformedPolicy`]. `parts` is how many parts it had. (A plain multipart message goes through
+    /// [`Self::begin_multipart`] instead.)
     pub fn on_upstream_multipart(&mut self, parts: usize) -> Forwarding {
         self.stats.messages_in += 1;
         self.stats.malformed += 1;
@@ -315,6 +345,108 @@ impl LvcEngine {
             MalformedPolicy::Drop => Forwarding::Drop,
             MalformedPolicy::Forward => Forwarding::Forward,
         }
+    }
+
+    /// The first part of an upstream multipart message. A plain ZeroMQ publisher's message (first part the
+    /// topic, then the value parts) is forwarded and, under a cache prefix, cached by its topic: feed every
+    /// further part to [`Self::multipart_part`], then call [`Self::end_multipart`]. A first part that is itself a
+    /// tickbox wire frame makes the message malformed ([`Self::on_upstream_multipart`]); then the answer is
+    /// final and the other two calls do nothing.
+    pub fn begin_multipart(&mut self, first: &[u8]) -> Forwarding {
+        self.pending.active = false;
+        self.pending.plain = false;
+        if MessageRef::decode(first).is_ok() {
+            return self.on_upstream_multipart(2);
+        }
+        self.pending.plain = true;
+        self.stats.messages_in += 1;
+        if self.cache_disabled
+            || (!self.cache_everything && !self.own.iter().any(|p| first.starts_with(p)))
+        {
+            return Forwarding::Forward;
+        }
+        let pending = &mut self.pending;
+        pending.active = true;
+        pending.too_large = false;
+        pending.data.clear();
+        pending.ends.clear();
+        self.key.clear();
+        self.key.extend_from_slice(first);
+        self.push_part(first);
+        Forwarding::Forward
+    }
+
+    /// Whether the multipart message last begun is a plain one (forwarded, cacheable), not a malformed tickbox one.
+    pub fn multipart_is_plain(&self) -> bool {
+        self.pending.plain
+    }
+
+    /// The next part of the multipart message begun by [`Self::begin_multipart`]. Kept only while the value
+    /// (every part, 4 bytes per part, the topic twice as key) stays within `max_entry_bytes`, so a message of
+    /// any size or part count costs the engine at most that much.
+    pub fn multipart_part(&mut self, part: &[u8]) {
+        if self.pending.active && !self.pending.too_large {
+            self.push_part(part);
+        }
+    }
+
+    fn push_part(&mut self, part: &[u8]) {
+        let pending = &mut self.pending;
+        let data = pending.data.len() + part.len();
+        let cost = data + 4 * (pending.ends.len() + 1) + 2 * self.key.len();
+        match u32::try_from(data) {
+            Ok(end) if cost <= self.max_entry_bytes => {
+                pending.data.extend_from_slice(part);
+                pending.ends.push(end);
+            }
+            _ => {
+                pending.too_large = true;
+                pending.data.clear();
+                pending.ends.clear();
+            }
+        }
+    }
+
+    /// The multipart message begun by [`Self::begin_multipart`] is complete: cache it as its topic's last value,
+    /// or, if it outgrew `max_entry_bytes`, count it (`cache_too_large`) and drop the topic's older cached value,
+    /// which is no longer the last one.
+    pub fn end_multipart(&mut self) {
+        if !std::mem::take(&mut self.pending.active) {
+            return;
+        }
+        let stored = if self.pending.too_large {
+            self.cache.remove(&self.key);
+            Store::TooLarge
+        } else {
+            self.cache
+                .store_parts(&self.key, &self.pending.data, &self.pending.ends)
+        };
+        match stored {
+            Store::Updated => self.stats.multipart_cached += 1,
+            Store::Inserted { evicted } => {
+                self.stats.multipart_cached += 1;
+                self.stats.cache_evicted += evicted as u64;
+            }
+            Store::Rejected => self.stats.cache_rejected += 1,
+            Store::TooLarge => self.stats.cache_too_large += 1,
+        }
+    }
+
+    /// A whole upstream multipart message at once (for tests and tools; the proxy streams it through
+    /// [`Self::begin_multipart`]).
+    pub fn on_upstream_parts(&mut self, parts: &[&[u8]]) -> Forwarding {
+        let Some((first, rest)) = parts.split_first() else {
+            return self.on_upstream(&[]);
+        };
+        if rest.is_empty() {
+            return self.on_upstream(first);
+        }
+        let forwarding = self.begin_multipart(first);
+        for part in rest {
+            self.multipart_part(part);
+        }
+        self.end_multipart();
+        forwarding
     }
 
     fn malformed(&mut self, err: &tickbox_wire::DecodeError) -> Forwarding {
@@ -436,10 +568,19 @@ impl LvcEngine {
         }
     }
 
-    /// Every cached frame a subscription to `prefix` matches, as received (the sender marks them
-    /// [`Flags::CACHED`] on the way out).
+    /// Every cached tickbox frame a subscription to `prefix` matches, as received (the sender marks them
+    /// [`Flags::CACHED`] on the way out). Multipart values are left out; [`Self::cached_values`] has both.
     pub fn cached_matching<'a>(&'a self, prefix: &'a [u8]) -> impl Iterator<Item = &'a [u8]> + 'a {
         self.cache.matching(prefix)
+    }
+
+    /// Every cached value a subscription to `prefix` matches, tickbox frames and plain multipart messages, in
+    /// key order: what a cached burst sends.
+    pub fn cached_values<'a>(
+        &'a self,
+        prefix: &'a [u8],
+    ) -> impl Iterator<Item = CachedValue<'a>> + 'a {
+        self.cache.values_matching(prefix)
     }
 
     /// The cache, read-only (for benches and diagnostics).
@@ -601,6 +742,74 @@ mod tests {
         });
         assert_eq!(fwd.on_upstream(b"garbage"), Forwarding::Forward);
         assert_eq!(fwd.stats().topics_cached, 0);
+    }
+
+    #[test]
+    fn plain_multipart_messages_are_cached_by_topic_within_the_bounds() {
+        let mut e = LvcEngine::new(&LvcConfig {
+            cache_prefixes: vec!["Q.".into()],
+            max_entry_bytes: 64,
+            ..LvcConfig::default()
+        });
+        let parts = |value: Option<CachedValue<'_>>| -> Vec<Vec<u8>> {
+            match value {
+                Some(CachedValue::Multipart(p)) => p.iter().map(<[u8]>::to_vec).collect(),
+                other => panic!("not a multipart value: {other:?}"),
+            }
+        };
+        assert_eq!(e.on_upstream_parts(&[b"Q.A", b"1"]), Forwarding::Forward);
+        assert_eq!(
+            e.on_upstream_parts(&[b"Q.A", b"2", b"x"]),
+            Forwarding::Forward
+        );
+        assert_eq!(e.on_upstream_parts(&[b"T.A", b"1"]), Forwarding::Forward);
+        assert_eq!(
+            parts(e.cached_values(b"Q.").next()),
+            vec![b"Q.A".to_vec(), b"2".to_vec(), b"x".to_vec()]
+        );
+        // Tickbox-only views leave multipart values out.
+        assert_eq!(e.cached_matching(b"Q.").count(), 0);
+        // The subscription matches the topic part, as a SUB would.
+        assert_eq!(e.cached_values(b"Q.A").count(), 1);
+        assert_eq!(e.cached_values(b"Q.AB").count(), 0);
+        // Over max_entry_bytes by bytes, or by part count (4 bytes each): forwarded, not cached, and the stale
+        // value is gone.
+        assert_eq!(
+            e.on_upstream_parts(&[b"Q.A", &[7; 64]]),
+            Forwarding::Forward
+        );
+        assert_eq!(e.cached_values(b"Q.A").count(), 0);
+        let empty: Vec<&[u8]> = std::iter::once(&b"Q.B"[..])
+            .chain(std::iter::repeat_n(&b""[..], 16))
+            .collect();
+        assert_eq!(e.on_upstream_parts(&empty), Forwarding::Forward);
+        assert_eq!(e.cached_values(b"Q.B").count(), 0);
+        let s = e.stats();
+        assert_eq!(
+            (
+                s.messages_in,
+                s.malformed,
+                s.multipart_cached,
+                s.cache_too_large
+            ),
+            (5, 0, 2, 2)
+        );
+        assert_eq!((s.topics_cached, s.cache_bytes), (0, 0));
+    }
+
+    #[test]
+    fn a_multipart_tickbox_frame_and_a_single_plain_frame_stay_malformed() {
+        let mut e = engine();
+        let frame = quote("Q.X.A", 1, 1, 1, 1);
+        assert_eq!(e.on_upstream_parts(&[&frame, &frame]), Forwarding::Drop);
+        assert!(!e.multipart_is_plain());
+        // The Guide's LVC has no single-frame form either: a lone frame has no topic/value boundary.
+        assert_eq!(e.on_upstream_parts(&[b"Q.X.A 101.5"]), Forwarding::Drop);
+        let s = e.stats();
+        assert_eq!(
+            (s.malformed, s.topics_cached, s.multipart_cached),
+            (2, 0, 0)
+        );
     }
 
     #[test]

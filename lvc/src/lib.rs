@@ -54,7 +54,7 @@
 //! are replayed by the XSUB to publishers that (re)connect, and the cache replaces values by arrival, not by
 //! sequence, so a restarted publisher's new sequences are accepted.
 //!
-//! **Bounds.** At most `max_topics` keys and `max_bytes` bytes (frames plus keys); a new key beyond that evicts
+//! **Bounds.** At most `max_topics` keys and `max_bytes` bytes (frames plus keys; multipart values as above); a new key beyond that evicts
 //! the least recently updated key or is refused ([`Overflow`]), counted either way; live forwarding is never
 //! affected. `upstream_hwm`, `downstream_hwm`, `tap_hwm` bound the queues. Updating an existing key copies into
 //! its existing buffer, so the steady state does not allocate.
@@ -92,10 +92,29 @@
 //! A cached burst never waits: in `block` mode a cached value a full subscriber cannot take is dropped and
 //! counted (`cached_dropped`).
 //!
-//! **Malformed upstream frames** (anything `MessageRef::decode` rejects, and multipart messages) are counted and
-//! logged (at the 1st, 2nd, 4th, 8th... occurrence), never cached, and by default dropped (`malformed = "drop"`).
-//! `malformed = "forward"` passes them unchanged to subscribers and the tap, for a mixed deployment where a newer
-//! wire version must cross an older proxy.
+//! **Any ZeroMQ publisher.** Besides tickbox frames, the proxy serves the usual ZeroMQ convention, as the Guide's
+//! LVC does: a multipart message whose first frame is the topic and whose other frames are the value. It is
+//! forwarded unchanged, cached by its first frame (under the same `cache_prefixes`, matched against that frame),
+//! and a late joiner's subscription gets the last such message of every matching topic, sent again as the same
+//! multipart message (`cached_sent`; live ones are counted in `multipart_forwarded`, stored ones in
+//! `multipart_cached`). Such a value carries no sequence or `CACHED` mark, so it replaces by arrival and a
+//! subscriber cannot tell a cached copy from a repeated live one (the Guide's LVC behaves the same); tickbox
+//! frames keep `CACHED` and [`supersedes`]. A multipart value counts against the cache's bounds with every
+//! frame's bytes plus 4 bytes per frame plus its topic as key, so a message of many tiny frames is bounded too; one
+//! over `max_entry_bytes` is forwarded, not cached (`cache_too_large`), and removes its topic's older cached value,
+//! which is no longer the last. The proxy streams a multipart message frame by frame and keeps at most
+//! `max_entry_bytes` of it. A topic frame that is itself a tickbox frame and a key shared by both forms follow
+//! arrival order: the last message on the key is its value.
+//!
+//! **Malformed upstream frames** (a single frame `MessageRef::decode` rejects, and a multipart message whose first
+//! frame is a tickbox frame: a tickbox message is one frame) are counted and logged (at the 1st, 2nd, 4th, 8th...
+//! occurrence), never cached, and by default dropped (`malformed = "drop"`). `malformed = "forward"` passes them
+//! unchanged to subscribers and the tap, for a mixed deployment where a newer wire version must cross an older
+//! proxy. A single frame that is not a tickbox frame is deliberately not cached by its whole content as topic: a
+//! lone frame has no topic/value boundary, so every distinct value (`Q.AAPL 101.5`, `Q.AAPL 101.6`) would be a new
+//! key that is never replaced, filling the cache with stale values and evicting live topics; the Guide's LVC too
+//! reads a topic frame and a value frame. Such a publisher's messages therefore cross the proxy only under
+//! `malformed = "forward"`, uncached.
 //!
 //! **Statistics**: [`LvcHandle::stats`] in process, a log line every `stats_interval`, and the final counters
 //! returned by [`LvcHandle::join`] (and logged) on exit.
@@ -119,13 +138,14 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use tickbox_units::HumanDuration;
 
-pub use cache::{LastValueCache, Overflow, Store};
+pub use cache::{CachedValue, LastValueCache, Overflow, Parts, Store};
 pub use engine::{
     mark_cached, supersedes, DownstreamEvent, Forwarding, LvcEngine, LvcStats, Refusal,
 };
 pub use proxy::{spawn, LvcEndpoints, LvcHandle};
 
-/// What happens to upstream messages that are not valid wire frames.
+/// What happens to upstream messages that are neither valid wire frames nor plain `[topic][value...]` multipart
+/// messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum MalformedPolicy {
@@ -179,7 +199,8 @@ pub struct LvcConfig {
     pub max_topics: usize,
     /// At most this many cached bytes (frames plus keys).
     pub max_bytes: usize,
-    /// A single value larger than this is forwarded but not cached.
+    /// A single value larger than this (frame plus key twice; for a multipart message every frame plus 4 bytes
+    /// per frame plus key twice) is forwarded but not cached, and removes the key's older cached value.
     pub max_entry_bytes: usize,
     /// What a new key does when the cache is full: evict the least recently updated key, or be refused.
     pub overflow: Overflow,
@@ -196,7 +217,8 @@ pub struct LvcConfig {
     pub slow_subscriber: SlowSubscriber,
     /// In `block` mode, how long one message may wait for a slow subscriber before it is dropped (counted).
     pub block_timeout: HumanDuration,
-    /// What happens to upstream frames that are not one valid wire frame.
+    /// What happens to upstream messages that are neither one valid wire frame nor a plain multipart message
+    /// (first frame the topic, not itself a wire frame).
     pub malformed: MalformedPolicy,
     /// Also copy cached values to the tap. Off by default: a recorder wants the live stream, and a cached burst
     /// is implied by the subscription event the tap does carry.

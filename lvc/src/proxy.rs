@@ -6,6 +6,7 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use super::cache::{CachedValue, Parts};
 use super::engine::{mark_cached, DownstreamEvent, Forwarding, LvcEngine, LvcStats};
 use super::raw::RawMsg;
 use super::{LvcConfig, LvcError, SlowSubscriber, TapDrop};
@@ -374,34 +375,65 @@ impl Proxy {
         Ok(())
     }
 
-    /// The rest of a multipart message (malformed by definition): read all parts, then forward or drop them.
+    /// A multipart message, its first part in `self.msg`: streamed part by part (the rest is already queued:
+    /// libzmq delivers a message atomically) to the engine, the tap and subscribers, so a message of any size
+    /// or part count costs the proxy one part at a time plus at most `max_entry_bytes` for the cache.
+    ///
+    /// Whether a message goes out is decided on its first part (libzmq applies the high-water mark to a
+    /// message's first part and then takes the rest), so a refused first part means the rest is skipped for
+    /// that socket, never sent as a message of its own.
     fn forward_multipart(&mut self, stop: &AtomicBool) -> Result<(), LvcError> {
-        let mut parts = vec![self.msg.bytes().to_vec()];
-        let mut more = true;
-        while more {
-            // The remaining parts of a message are already queued: libzmq delivers a message atomically.
+        let forward = self.engine.begin_multipart(self.msg.bytes()) == Forwarding::Forward;
+        let plain = forward && self.engine.multipart_is_plain();
+        let mut down = forward;
+        let mut to_tap = forward && self.tap.is_some();
+        let mut first = true;
+        loop {
+            let more = self.msg.more();
+            if !first {
+                self.engine.multipart_part(self.msg.bytes());
+            }
+            let flags = if more { SNDMORE } else { 0 };
+            if to_tap {
+                let tap = self.tap.as_mut().expect("to_tap implies a tap");
+                let sent = self.tap_msg.copy_from(&mut self.msg).is_ok()
+                    && self.tap_msg.send(tap, flags | DONTWAIT).is_ok();
+                if !sent {
+                    to_tap = false;
+                    self.engine.stats_mut().tap_dropped += 1;
+                } else if !more {
+                    self.engine.stats_mut().tap_sent += 1;
+                }
+            }
+            if down {
+                let sent = send_downstream(
+                    &mut self.xpub,
+                    &mut self.msg,
+                    flags,
+                    self.slow,
+                    self.block_timeout,
+                    stop,
+                )?;
+                let stats = self.engine.stats_mut();
+                if !sent {
+                    down = false;
+                    stats.downstream_dropped += 1;
+                } else if !more {
+                    stats.messages_out += 1;
+                    if plain {
+                        stats.multipart_forwarded += 1;
+                    }
+                }
+            }
+            first = false;
+            if !more {
+                break;
+            }
             self.msg
                 .recv(&mut self.xsub, 0)
                 .map_err(LvcError::zmq("receiving upstream part"))?;
-            parts.push(self.msg.bytes().to_vec());
-            more = self.msg.more();
         }
-        if self.engine.on_upstream_multipart(parts.len()) == Forwarding::Drop {
-            return Ok(());
-        }
-        let last = parts.len() - 1;
-        for (i, part) in parts.iter().enumerate() {
-            let flags = if i < last { SNDMORE } else { 0 };
-            if let Some(tap) = self.tap.as_mut() {
-                // A dropped tap part would leave a half message, so the tap gets these parts blocking-free but
-                // in order; an EAGAIN mid-message is counted like any tap drop.
-                if tap.send(part.as_slice(), flags | DONTWAIT).is_err() {
-                    self.engine.stats_mut().tap_dropped += 1;
-                }
-            }
-            self.msg = RawMsg::from_slice(part);
-            self.send_live(stop, flags)?;
-        }
+        self.engine.end_multipart();
         Ok(())
     }
 
@@ -483,27 +515,51 @@ impl Proxy {
         let mut cached_dropped = 0;
         if subscribe {
             let allowance = engine.begin_burst(Instant::now());
-            let mut matching = engine.cached_matching(prefix);
+            let mut matching = engine.cached_values(prefix);
             for cached in matching.by_ref().take(allowance) {
-                scratch.clear();
-                scratch.extend_from_slice(cached);
-                if mark_cached(scratch).is_err() {
-                    // Only valid frames are cached, so this cannot happen; skip rather than send garbage.
-                    continue;
-                }
-                // The cached burst is never worth blocking live traffic for: in `block` mode the XPUB has
-                // NODROP, and a full subscriber queue just misses cached values (a plain SUB reconnect gets them
-                // again).
-                if xpub.send(scratch.as_slice(), zmq::DONTWAIT).is_ok() {
-                    cached_sent += 1;
-                } else {
-                    cached_dropped += 1;
-                }
-                if *tap_cached {
-                    if let Some(tap) = tap.as_mut() {
-                        match tap.send(scratch.as_slice(), zmq::DONTWAIT) {
-                            Ok(()) => tap_sent += 1,
-                            Err(_) => tap_dropped += 1,
+                match cached {
+                    CachedValue::Frame(cached) => {
+                        scratch.clear();
+                        scratch.extend_from_slice(cached);
+                        if mark_cached(scratch).is_err() {
+                            // Only valid frames are cached as frames, so this cannot happen; skip rather than
+                            // send garbage.
+                            continue;
+                        }
+                        // The cached burst is never worth blocking live traffic for: in `block` mode the XPUB
+                        // has NODROP, and a full subscriber queue just misses cached values (a plain SUB
+                        // reconnect gets them again).
+                        if xpub.send(scratch.as_slice(), zmq::DONTWAIT).is_ok() {
+                            cached_sent += 1;
+                        } else {
+                            cached_dropped += 1;
+                        }
+                        if *tap_cached {
+                            if let Some(tap) = tap.as_mut() {
+                                match tap.send(scratch.as_slice(), zmq::DONTWAIT) {
+                                    Ok(()) => tap_sent += 1,
+                                    Err(_) => tap_dropped += 1,
+                                }
+                            }
+                        }
+                    }
+                    // A plain publisher's message is sent again exactly as received: its format has no room for a
+                    // CACHED mark, so to its subscribers a cached value looks like a repeated live one (as with
+                    // the Guide's LVC).
+                    CachedValue::Multipart(parts) => {
+                        if send_parts(xpub, parts) {
+                            cached_sent += 1;
+                        } else {
+                            cached_dropped += 1;
+                        }
+                        if *tap_cached {
+                            if let Some(tap) = tap.as_mut() {
+                                if send_parts(tap, parts) {
+                                    tap_sent += 1;
+                                } else {
+                                    tap_dropped += 1;
+                                }
+                            }
                         }
                     }
                 }
@@ -547,6 +603,20 @@ impl Proxy {
             }
         }
     }
+}
+
+/// Sends a cached multipart value without waiting; returns whether it went out. Only the first part can be
+/// refused (libzmq applies the high-water mark per message, on its first part), and then nothing is sent.
+fn send_parts(socket: &zmq::Socket, parts: Parts<'_>) -> bool {
+    let last = parts.len().saturating_sub(1);
+    for (i, part) in parts.iter().enumerate() {
+        let flags = if i < last { zmq::SNDMORE } else { 0 };
+        if socket.send(part, flags | zmq::DONTWAIT).is_err() {
+            debug_assert_eq!(i, 0, "a later part of a message cannot be refused");
+            return false;
+        }
+    }
+    true
 }
 
 /// The XPUB's and tap's `ZMQ_MAXMSGSIZE`: twice the app-level bound plus room for the ZMTP 3.1 `SUBSCRIBE`

@@ -19,25 +19,6 @@ impl RawMsg {
         RawMsg(msg)
     }
 
-    /// A message holding a copy of `bytes` (cold paths only: it allocates).
-    pub(crate) fn from_slice(bytes: &[u8]) -> Self {
-        let mut msg = zmq_sys::zmq_msg_t::default();
-        // SAFETY: `msg` is writable; on success it owns a buffer of `bytes.len()` bytes that we fill. On failure
-        // (out of memory) fall back to an empty message rather than touch an uninitialised one.
-        unsafe {
-            if zmq_sys::zmq_msg_init_size(&mut msg, bytes.len()) != 0 {
-                zmq_sys::zmq_msg_init(&mut msg);
-            } else if !bytes.is_empty() {
-                std::ptr::copy_nonoverlapping(
-                    bytes.as_ptr(),
-                    zmq_sys::zmq_msg_data(&mut msg) as *mut u8,
-                    bytes.len(),
-                );
-            }
-        }
-        RawMsg(msg)
-    }
-
     /// Receives into this message (its previous content is released by libzmq).
     #[inline]
     pub(crate) fn recv(
