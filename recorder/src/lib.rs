@@ -23,6 +23,7 @@ mod ledger;
 mod pacer;
 mod record;
 mod replay;
+mod summary;
 
 pub use config::{DurabilityConfig, JournalModeConfig, RecorderConfig};
 pub use control::{

@@ -154,20 +154,14 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         progress_every: Duration::from_secs(1),
     };
     let journal = args.journal.display().to_string();
-    status.publish(record_status(
-        &journal,
-        &args.connect,
-        "recording",
-        &RecordStats::default(),
-        0.0,
-    ));
+    status.publish(RecordStats::default().status_json(&journal, &args.connect, "recording", 0.0));
     let quiet = crate::quiet();
     let mut last = (0u64, std::time::Instant::now());
     let recorded = record(&ctx, &mut writer, &ropts, &stop, |s: &RecordStats| {
         let dt = last.1.elapsed().as_secs_f64().max(1e-9);
         let rate = (s.messages - last.0) as f64 / dt;
         last = (s.messages, std::time::Instant::now());
-        status.publish(record_status(&journal, &args.connect, "recording", s, rate));
+        status.publish(s.status_json(&journal, &args.connect, "recording", rate));
         if quiet {
             return;
         }
@@ -192,13 +186,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
             return Err(err.into());
         }
     };
-    status.publish(record_status(
-        &journal,
-        &args.connect,
-        "done",
-        &stats,
-        stats.rate(),
-    ));
+    status.publish(stats.status_json(&journal, &args.connect, "done", stats.rate()));
     if !quiet {
         eprintln!();
     }
@@ -206,9 +194,12 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     writer.close().context("closing journal")?;
     let interrupted = stop.load(Ordering::Relaxed);
     if args.json {
-        println!("{}", summary_json(&args, mode, &stats, interrupted));
+        println!("{}", stats.summary_json(&args.journal, mode, interrupted));
     } else {
-        print_summary(&args, mode, &stats, next_seq, interrupted);
+        print!(
+            "{}",
+            stats.summary_table(&args.journal, mode, next_seq, interrupted)
+        );
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -245,165 +236,4 @@ fn ring_mode(args: &Args, cfg: &RecorderConfig) -> bool {
         return false;
     }
     cfg.mode == JournalModeConfig::Ring
-}
-
-fn publishers_json(s: &RecordStats) -> serde_json::Value {
-    let rows: Vec<serde_json::Value> = s
-        .publishers
-        .iter()
-        .map(|r| {
-            serde_json::json!({
-                "publisher": r.publisher,
-                "session": r.session,
-                "last_sequence": r.last_sequence,
-                "recorded": r.recorded,
-                "missing": r.missing,
-                "gap_events": r.gap_events,
-                "overwritten": r.overwritten,
-            })
-        })
-        .collect();
-    serde_json::Value::Array(rows)
-}
-
-/// `record --json`: one object, every count an integer.
-fn summary_json(args: &Args, mode: &str, s: &RecordStats, interrupted: bool) -> serde_json::Value {
-    let o = &s.publishers_overflow;
-    serde_json::json!({
-        "journal": args.journal.display().to_string(),
-        "mode": mode,
-        "recorded": s.recorded,
-        "missing": s.missing,
-        "overwritten": s.overwritten.records,
-        "overwritten_bytes": s.overwritten.bytes,
-        "laps": s.overwritten.laps,
-        "gap_events": s.gap_events,
-        "upstream_gap_notices": s.upstream_gap_notices,
-        "invalid": s.invalid_frames,
-        "tap_events": s.tap_events,
-        "duplicates": s.duplicates,
-        "restarts": s.restarts,
-        "anomalies": s.anomalies,
-        "reordered": s.reordered,
-        "untracked": s.untracked,
-        "cached": s.cached,
-        "heartbeats": s.heartbeats,
-        "multipart": s.multipart_messages,
-        "messages": s.messages,
-        "bytes": s.bytes,
-        "batches": s.batches,
-        "first_seq": s.first_seq,
-        "last_seq": s.last_seq,
-        "duration_ns": s.elapsed.as_nanos() as u64,
-        "rate": s.rate().round() as u64,
-        "interrupted": interrupted,
-        "sequences_checked": s.sequences_checked,
-        "publishers": publishers_json(s),
-        "publishers_overflow": {
-            "publishers": o.publishers,
-            "recorded": o.recorded,
-            "missing": o.missing,
-            "gap_events": o.gap_events,
-            "overwritten": o.overwritten,
-        },
-    })
-}
-
-/// The `tickbox.record.status` snapshot; `rate` is msg/s since the previous one (the whole run's when done).
-fn record_status(
-    journal: &str,
-    connect: &[String],
-    state: &str,
-    s: &RecordStats,
-    rate: f64,
-) -> serde_json::Value {
-    serde_json::json!({
-        "component": "record",
-        "state": state,
-        "journal": journal,
-        "connect": connect,
-        "messages": s.messages,
-        "recorded": s.recorded,
-        "missing": s.missing,
-        "overwritten": s.overwritten.records,
-        "bytes": s.bytes,
-        "batches": s.batches,
-        "rate": rate.round(),
-        "first_seq": s.first_seq,
-        "last_seq": s.last_seq,
-        "invalid_frames": s.invalid_frames,
-        "multipart_messages": s.multipart_messages,
-        "elapsed_s": s.elapsed.as_secs_f64(),
-    })
-}
-
-fn print_summary(args: &Args, mode: &str, s: &RecordStats, next_seq: u64, interrupted: bool) {
-    println!("journal       {} ({mode})", args.journal.display());
-    println!("messages      {}", s.messages);
-    println!(
-        "recorded      {} data records, missing {} (in {} gap notices written), overwritten {}",
-        s.recorded, s.missing, s.gap_events, s.overwritten.records
-    );
-    println!("bytes         {}", fmt_bytes(s.bytes));
-    println!("batches       {}", s.batches);
-    println!(
-        "duration      {:.3} s{}",
-        s.elapsed.as_secs_f64(),
-        if interrupted { " (interrupted)" } else { "" }
-    );
-    println!("rate          {:.0} msg/s", s.rate());
-    match (s.first_seq, s.last_seq) {
-        (Some(a), Some(b)) => println!("journal seqs  {a} ..= {b}"),
-        _ => println!("journal seqs  (none recorded; next is {next_seq})"),
-    }
-    if mode == "ring" || s.overwritten.records > 0 {
-        println!(
-            "overwritten   {} records ({}) in {} ring lap(s){}",
-            s.overwritten.records,
-            fmt_bytes(s.overwritten.bytes),
-            s.overwritten.laps,
-            if s.overwritten.records > 0 {
-                ": the ring no longer holds them"
-            } else {
-                ""
-            }
-        );
-    }
-    if s.sequences_checked {
-        println!(
-            "sequences     duplicates {}, restarts {}, anomalies {}, reordered {}, upstream gap notices {}",
-            s.duplicates, s.restarts, s.anomalies, s.reordered, s.upstream_gap_notices
-        );
-    } else {
-        println!("sequences     not checked (a topic subset has holes by design)");
-    }
-    println!(
-        "other         heartbeats {}, cached {}, tap events {}",
-        s.heartbeats, s.cached, s.tap_events
-    );
-    println!("invalid       {}", s.invalid_frames);
-    println!("multipart     {}", s.multipart_messages);
-    if !s.publishers.is_empty() {
-        println!(
-            "{:>12}  {:>12}  {:>10}  {:>6}  {:>11}",
-            "publisher", "recorded", "missing", "gaps", "overwritten"
-        );
-        for r in &s.publishers {
-            println!(
-                "{:>12}  {:>12}  {:>10}  {:>6}  {:>11}",
-                r.publisher, r.recorded, r.missing, r.gap_events, r.overwritten
-            );
-        }
-        let o = &s.publishers_overflow;
-        if o.publishers > 0 || o.recorded > 0 {
-            println!(
-                "{:>12}  {:>12}  {:>10}  {:>6}  {:>11}",
-                format!("+{} more", o.publishers),
-                o.recorded,
-                o.missing,
-                o.gap_events,
-                o.overwritten
-            );
-        }
-    }
 }

@@ -12,7 +12,7 @@
 //! through `tickbox_recorder::ReplayController` (behind a mutex, touched per command, never per message), an atomic stop flag and a
 //! channel of accepted runs, so a slow or absent broker never stalls publishing.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
@@ -22,15 +22,14 @@ use anyhow::Context;
 use tickbox_fleet::replay_control::{ReplayControlService, ReplayShared};
 use tickbox_journal::Reader;
 use tickbox_recorder::{
-    fmt_position, Identity, Position, ReplayController, ReplayOptions, ReplayStats, Replayer,
-    RunSpec, Speed,
+    Identity, Position, ReplayController, ReplayOptions, ReplayStats, Replayer, RunSpec, Speed,
 };
 use tickbox_wire::SystemClock;
 
 use super::journal::{first_capture_ns, parse_time};
 use crate::config::TickboxConfig;
 use crate::status::StatusBoard;
-use tickbox_units::{format_rfc3339 as fmt_time, format_size_approx as fmt_bytes};
+use tickbox_units::format_rfc3339 as fmt_time;
 
 #[derive(Debug, clap::Args)]
 #[command(
@@ -95,46 +94,6 @@ fn parse_speed(s: &str) -> Result<Speed, String> {
     s.parse()
 }
 
-/// Everything the status snapshot shows besides the live counters.
-struct StatusContext<'a> {
-    journal: &'a Path,
-    endpoints: &'a [String],
-}
-
-fn replay_status(
-    cx: &StatusContext<'_>,
-    control: &ReplayController,
-    stats: Option<&ReplayStats>,
-    rate: f64,
-) -> serde_json::Value {
-    let spec = control.current();
-    let s = stats.cloned().unwrap_or_default();
-    serde_json::json!({
-        "component": "replay",
-        "state": control.state().name(),
-        "journal": cx.journal.display().to_string(),
-        "endpoints": cx.endpoints,
-        "runs": control.runs(),
-        "stopped": control.stopped(),
-        "speed": spec.map(|s| s.speed.to_string()),
-        "from": spec.map(|s| fmt_position(s.from, "start")),
-        "to": spec.map(|s| fmt_position(s.to, "end")),
-        "sent": s.sent,
-        "bytes": s.bytes,
-        "position_seq": s.last_seq,
-        "position_time": s.last_capture_ns.map(fmt_time),
-        "end_seq": s.end_seq,
-        "rate": rate.round(),
-        "elapsed_s": s.elapsed.as_secs_f64(),
-        "heartbeats_sent": s.heartbeats_sent,
-        "skipped_invalid": s.skipped_invalid,
-        "lapped": s.lapped,
-        "gap_notices": s.gap_notices,
-        "cached": s.cached,
-        "subscribers": s.subscribers,
-    })
-}
-
 pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     crate::flags::check_bind_all("--bind", &args.bind)?;
     if let Some(broker) = &args.broker {
@@ -193,9 +152,11 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         eprintln!("replay: shard {i} publishing on {ep}");
     }
     let endpoints = replayer.endpoints().to_vec();
-    let status_cx = StatusContext {
-        journal: &args.journal,
-        endpoints: &endpoints,
+    let replay_status = |control: &ReplayController, stats: Option<&ReplayStats>, rate: f64| {
+        stats
+            .cloned()
+            .unwrap_or_default()
+            .status_json(&args.journal, &endpoints, control, rate)
     };
     let status = StatusBoard::start(&ctx, args.broker.as_deref(), "replay")?;
     let shared = Arc::new(ReplayShared::new());
@@ -225,7 +186,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
             None
         }
     };
-    status.publish(replay_status(&status_cx, &shared.lock(), None, 0.0));
+    status.publish(replay_status(&shared.lock(), None, 0.0));
     let wait_n = args.wait_subscribers.unwrap_or(cfg.wait_subscribers);
     let wait_timeout = args.wait_timeout.unwrap_or(cfg.wait_timeout.0);
     if wait_n > 0 && !args.await_start {
@@ -272,7 +233,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         };
         runs += 1;
         replayer.set_run(spec.speed, spec.from, spec.to);
-        status.publish(replay_status(&status_cx, &shared.lock(), None, 0.0));
+        status.publish(replay_status(&shared.lock(), None, 0.0));
         if args.await_start
             && wait_n > 0
             && !replayer.wait_subscribers(wait_n, Some(wait_timeout), run_stop)?
@@ -298,7 +259,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
             let dt = last.1.elapsed().as_secs_f64().max(1e-9);
             let rate = (s.sent - last.0) as f64 / dt;
             last = (s.sent, Instant::now());
-            status.publish(replay_status(&status_cx, &shared.lock(), Some(s), rate));
+            status.publish(replay_status(&shared.lock(), Some(s), rate));
             if quiet {
                 return;
             }
@@ -322,12 +283,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         let interrupted = {
             let mut control = shared.lock();
             control.on_finished();
-            status.publish(replay_status(
-                &status_cx,
-                &control,
-                Some(&stats),
-                stats.rate(),
-            ));
+            status.publish(replay_status(&control, Some(&stats), stats.rate()));
             control.stopped() || stop.load(Ordering::Relaxed)
         };
         if !quiet {
@@ -335,12 +291,9 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         }
         let identity = if args.restamp { "restamp" } else { "preserve" };
         if args.json {
-            println!(
-                "{}",
-                summary_json(&stats, spec.speed, identity, interrupted)
-            );
+            println!("{}", stats.summary_json(spec.speed, identity, interrupted));
         } else {
-            print_summary(&stats, spec.speed, interrupted);
+            print!("{}", stats.summary_table(spec.speed, interrupted));
         }
         let nobody = stats.sent > 0 && stats.subscribers == 0;
         if nobody {
@@ -365,82 +318,4 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         eprintln!("replay: stopped after {runs} run(s)");
     }
     Ok(exit)
-}
-
-/// `replay --json`: one object per run, every count an integer.
-fn summary_json(
-    s: &ReplayStats,
-    speed: Speed,
-    identity: &str,
-    interrupted: bool,
-) -> serde_json::Value {
-    serde_json::json!({
-        "sent": s.sent,
-        "subscribers": s.subscribers,
-        "delivered": s.subscribers > 0 || s.sent == 0,
-        "rate": s.rate().round() as u64,
-        "gap_notices": s.gap_notices,
-        "cached": s.cached,
-        "duration_ns": s.elapsed.as_nanos() as u64,
-        "speed": speed.to_string(),
-        "identity": identity,
-        "publishers": s.publishers,
-        "bytes": s.bytes,
-        "per_shard": s.per_shard,
-        "subscriptions": s.subscriptions,
-        "heartbeats_sent": s.heartbeats_sent,
-        "skipped_heartbeats": s.skipped_heartbeats,
-        "skipped_gap_notices": s.skipped_gap_notices,
-        "skipped_invalid": s.skipped_invalid,
-        "lapped": s.lapped,
-        "first_seq": s.first_seq,
-        "last_seq": s.last_seq,
-        "first_capture_ns": s.first_capture_ns,
-        "last_capture_ns": s.last_capture_ns,
-        "max_late_ns": s.max_late_ns,
-        "interrupted": interrupted,
-    })
-}
-
-fn print_summary(s: &ReplayStats, speed: Speed, interrupted: bool) {
-    println!("speed         {speed}");
-    println!(
-        "sent          {} (gap notices {}, cached values {}) for {} publisher(s)",
-        s.sent, s.gap_notices, s.cached, s.publishers
-    );
-    println!("bytes         {}", fmt_bytes(s.bytes));
-    println!("per shard     {:?}", s.per_shard);
-    println!(
-        "duration      {:.3} s{}",
-        s.elapsed.as_secs_f64(),
-        if interrupted { " (interrupted)" } else { "" }
-    );
-    println!("rate          {:.0} msg/s", s.rate());
-    if let (Some(a), Some(b)) = (s.first_seq, s.last_seq) {
-        println!("journal seqs  {a} ..= {b}");
-    }
-    if let (Some(a), Some(b)) = (s.first_capture_ns, s.last_capture_ns) {
-        println!(
-            "captured      {} .. {} ({:.3} s)",
-            fmt_time(a),
-            fmt_time(b),
-            b.saturating_sub(a) as f64 / 1e9
-        );
-    }
-    println!("max late      {:.3} ms", s.max_late_ns as f64 / 1e6);
-    println!(
-        "heartbeats    {} sent, {} recorded ones skipped",
-        s.heartbeats_sent, s.skipped_heartbeats
-    );
-    println!("invalid       {}", s.skipped_invalid);
-    if s.lapped > 0 {
-        println!(
-            "lapped        {} (the recorder overwrote records before they were replayed)",
-            s.lapped
-        );
-    }
-    println!(
-        "subscribers   {} at most (subscriptions per shard at the end {:?})",
-        s.subscribers, s.subscriptions
-    );
 }
