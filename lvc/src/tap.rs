@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use tickbox_wire::tap::TapFrame;
-use tickbox_wire::{Kind, MessageRef};
+use tickbox_wire::{Flags, Kind, MessageRef, Payload};
 
 /// Which decoded messages the inspector shows: kinds (empty: all) and 1-in-`sample` of what passes.
 /// Topic prefixes are applied by the SUB socket's subscriptions, before any byte reaches us.
@@ -168,6 +168,75 @@ pub fn render_rates(rows: &[RateRow]) -> String {
     out
 }
 
+/// One inspector line per message: topic, kind, who/when, flags (`CACHED`, `REPLAY`), then the payload's fields.
+pub fn describe(m: &MessageRef<'_>) -> String {
+    let h = m.header();
+    let mut flags = String::new();
+    if h.flags.contains(Flags::CACHED) {
+        flags.push_str(" CACHED");
+    }
+    if h.flags.contains(Flags::REPLAY) {
+        flags.push_str(" REPLAY");
+    }
+    let payload = match m.payload() {
+        Ok(Payload::Quote(q)) => format!(
+            "bid {}x{} ask {}x{}",
+            format_price(q.bid_px),
+            q.bid_size,
+            format_price(q.ask_px),
+            q.ask_size
+        ),
+        Ok(Payload::Trade(t)) => format!(
+            "{} @ {} {:?} id {}",
+            t.size,
+            format_price(t.price),
+            t.aggressor,
+            t.trade_id
+        ),
+        Ok(Payload::Heartbeat(hb)) => {
+            format!("interval {} ns, sent {}", hb.interval_ns, hb.messages_sent)
+        }
+        Ok(Payload::BookLevel(b)) => {
+            format!(
+                "{:?} L{} {}x{} ({} orders)",
+                b.side,
+                b.level,
+                format_price(b.price),
+                b.size,
+                b.order_count
+            )
+        }
+        Ok(Payload::Gap(g)) => format!(
+            "missing {}..={} ({} messages)",
+            g.first_missing,
+            g.last_missing,
+            g.missing()
+        ),
+        Err(err) => format!("<{err}>"),
+    };
+    format!(
+        "{:<20} {:<10} pub {} seq {} sent {}{} | {}",
+        m.topic(),
+        m.kind().name(),
+        h.publisher_id,
+        h.sequence,
+        h.send_time_ns,
+        flags,
+        payload
+    )
+}
+
+/// A wire fixed-point price ([`tickbox_wire::PRICE_SCALE`] per unit) in currency units with four decimals
+/// (enough to read prices; the wire keeps nine), truncated.
+pub fn format_price(fixed: i64) -> String {
+    let scale = tickbox_wire::PRICE_SCALE;
+    let sign = if fixed < 0 { "-" } else { "" };
+    let abs = fixed.unsigned_abs();
+    let whole = abs / scale as u64;
+    let frac = abs % scale as u64;
+    format!("{sign}{whole}.{:04}", frac / 100_000)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -240,5 +309,33 @@ mod tests {
             rows.iter().find(|r| r.prefix == "Q.XNAS").unwrap().total,
             30
         );
+    }
+
+    #[test]
+    fn prices_render_in_currency_units() {
+        assert_eq!(format_price(101_250_000_000), "101.2500");
+        assert_eq!(format_price(-1_500_000_000), "-1.5000");
+        assert_eq!(format_price(0), "0.0000");
+    }
+
+    #[test]
+    fn describe_shows_topic_kind_identity_and_fields() {
+        let q = Quote {
+            bid_px: 101_250_000_000,
+            bid_size: 3,
+            ask_px: 101_500_000_000,
+            ask_size: 4,
+            ..Quote::default()
+        };
+        let bytes = encode_to_vec(
+            "Q.X.A",
+            &Header::live(Kind::Quote, 7, 42, 1_000),
+            &Payload::Quote(q),
+        )
+        .unwrap();
+        let line = describe(&MessageRef::decode(&bytes).unwrap());
+        assert!(line.starts_with("Q.X.A"), "{line}");
+        assert!(line.contains("pub 7 seq 42"), "{line}");
+        assert!(line.ends_with("| bid 101.2500x3 ask 101.5000x4"), "{line}");
     }
 }

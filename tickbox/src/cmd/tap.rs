@@ -9,7 +9,6 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use tickbox_lvc::tap::{self, RateTable, TapFilter};
 use tickbox_wire::tap::TapFrame;
-use tickbox_wire::{Flags, Kind, MessageRef, Payload};
 use tickbox_wire::{SequenceEvent, SequenceTracker};
 
 use crate::config::TickboxConfig;
@@ -127,7 +126,7 @@ pub(crate) fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCod
                     Ok(TapFrame::Message(m)) => {
                         if filter.admit(&m) {
                             shown += 1;
-                            writeln!(out, "{}", describe(&m))?;
+                            writeln!(out, "{}", tap::describe(&m))?;
                         }
                     }
                     Err(err) => {
@@ -156,88 +155,4 @@ pub(crate) fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCod
     }
     tracing::info!(frames, shown, malformed, missed, "tap inspector done");
     Ok(ExitCode::from(crate::exit_code::OK))
-}
-
-/// One line per message: topic, kind, who/when, flags, then the payload's fields.
-fn describe(m: &MessageRef<'_>) -> String {
-    let h = m.header();
-    let mut flags = String::new();
-    if h.flags.contains(Flags::CACHED) {
-        flags.push_str(" CACHED");
-    }
-    if h.flags.contains(Flags::REPLAY) {
-        flags.push_str(" REPLAY");
-    }
-    let payload = match m.payload() {
-        Ok(Payload::Quote(q)) => format!(
-            "bid {}x{} ask {}x{}",
-            price(q.bid_px),
-            q.bid_size,
-            price(q.ask_px),
-            q.ask_size
-        ),
-        Ok(Payload::Trade(t)) => format!(
-            "{} @ {} {:?} id {}",
-            t.size,
-            price(t.price),
-            t.aggressor,
-            t.trade_id
-        ),
-        Ok(Payload::Heartbeat(hb)) => {
-            format!("interval {} ns, sent {}", hb.interval_ns, hb.messages_sent)
-        }
-        Ok(Payload::BookLevel(b)) => {
-            format!(
-                "{:?} L{} {}x{} ({} orders)",
-                b.side,
-                b.level,
-                price(b.price),
-                b.size,
-                b.order_count
-            )
-        }
-        Ok(Payload::Gap(g)) => format!(
-            "missing {}..={} ({} messages)",
-            g.first_missing,
-            g.last_missing,
-            g.missing()
-        ),
-        Err(err) => format!("<{err}>"),
-    };
-    format!(
-        "{:<20} {:<10} pub {} seq {} sent {}{} | {}",
-        m.topic(),
-        kind_name(m.kind()),
-        h.publisher_id,
-        h.sequence,
-        h.send_time_ns,
-        flags,
-        payload
-    )
-}
-
-fn kind_name(kind: Kind) -> &'static str {
-    kind.name()
-}
-
-fn price(fixed: i64) -> String {
-    let scale = tickbox_wire::PRICE_SCALE;
-    let sign = if fixed < 0 { "-" } else { "" };
-    let abs = fixed.unsigned_abs();
-    let whole = abs / scale as u64;
-    let frac = abs % scale as u64;
-    // Four decimals is enough to read prices; the wire keeps nine.
-    format!("{sign}{whole}.{:04}", frac / 100_000)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn prices_render_in_currency_units() {
-        assert_eq!(price(101_250_000_000), "101.2500");
-        assert_eq!(price(-1_500_000_000), "-1.5000");
-        assert_eq!(price(0), "0.0000");
-    }
 }
