@@ -234,3 +234,89 @@ pub fn throughput_table(results: &[ThroughputResult]) -> String {
     }
     out
 }
+
+/// What every measurement of a `tickbox tune sweep` point runs besides the point itself.
+#[derive(Debug, Clone, Copy)]
+pub struct PointRun {
+    /// How the pipeline's stages are connected.
+    pub transport: Transport,
+    /// Frame size in bytes.
+    pub size: usize,
+    /// Unmeasured time before each run.
+    pub warmup: std::time::Duration,
+    /// Measured time of the throughput run and of the latency run.
+    pub duration: std::time::Duration,
+    /// Offered rate of the latency run, msg/s.
+    pub rate: u64,
+    /// Run the latency run too (p99 lateness); `false` measures throughput only.
+    pub latency: bool,
+}
+
+/// Why one sweep point could not be measured (the underlying error, unchanged).
+#[derive(Debug, thiserror::Error)]
+pub enum PointError {
+    /// The point's libzmq context could not be built (e.g. an I/O-thread CPU not allowed).
+    #[error(transparent)]
+    Context(#[from] tickbox_zmqx::context::ContextError),
+    /// A bench run failed.
+    #[error(transparent)]
+    Bench(#[from] BenchError),
+}
+
+/// The pipeline's default configuration as a sweep point (one shard, the worker pool's HWM, libzmq's default
+/// I/O threads, unpinned), so a sweep always states its winner against it.
+pub fn pipeline_defaults() -> tickbox_tuning::SweepPoint {
+    tickbox_tuning::SweepPoint {
+        shards: 1,
+        hwm: tickbox_workers::WorkerPoolConfig::default().hwm,
+        io_threads: tickbox_zmqx::context::ContextConfig::default().io_threads,
+        io_cpus: Vec::new(),
+    }
+}
+
+/// Measures one sweep point once: the bench pipeline's flat-out throughput and, with `run.latency`, its p99
+/// lateness (µs, corrected for coordinated omission) at `run.rate`, on a libzmq context built for the point.
+pub fn measure_point(
+    point: &tickbox_tuning::SweepPoint,
+    run: &PointRun,
+) -> Result<tickbox_tuning::Sample, PointError> {
+    let ctx_config = tickbox_zmqx::context::ContextConfig {
+        io_threads: point.io_threads,
+        io_thread_cpus: point.io_cpus.clone(),
+        ..tickbox_zmqx::context::ContextConfig::default()
+    };
+    let ctx = tickbox_zmqx::context::build(&ctx_config)?;
+    let throughput = tickbox_throughput(
+        &ctx,
+        &ThroughputConfig {
+            transport: run.transport,
+            size: run.size,
+            shards: point.shards,
+            warmup: run.warmup,
+            duration: run.duration,
+            hwm: point.hwm,
+        },
+    )?;
+    let p99_us = if run.latency {
+        let latency = tickbox_latency(
+            &ctx,
+            &LatencyConfig {
+                rate: run.rate,
+                transport: run.transport,
+                warmup: run.warmup,
+                duration: run.duration,
+                size: run.size,
+                hwm: point.hwm,
+                drain: std::time::Duration::from_millis(100),
+                ..LatencyConfig::default()
+            },
+        )?;
+        Some(latency.result().corrected.p99 as f64 / 1_000.0)
+    } else {
+        None
+    };
+    Ok(tickbox_tuning::Sample {
+        msgs_per_s: throughput.msgs_per_s,
+        p99_us,
+    })
+}

@@ -86,6 +86,64 @@ fn label(t: &HotThread) -> String {
     }
 }
 
+/// The hot threads a deployment config pins, indexed within their role: subscriber shards (`(core, nic)` for
+/// every shard in order; unpinned ones are skipped but keep their index), libzmq I/O threads, then workers.
+pub fn hot_threads<'a>(
+    shards: impl IntoIterator<Item = (Option<usize>, Option<&'a str>)>,
+    io_thread_cpus: &[usize],
+    worker_cpus: &[usize],
+) -> Vec<HotThread> {
+    let mut hot = Vec::new();
+    for (index, (core, nic)) in shards.into_iter().enumerate() {
+        if let Some(cpu) = core {
+            hot.push(HotThread {
+                role: Role::Shard,
+                index,
+                nic: nic.map(str::to_owned),
+                cpu,
+            });
+        }
+    }
+    for (index, &cpu) in io_thread_cpus.iter().enumerate() {
+        hot.push(HotThread {
+            role: Role::IoThread,
+            index,
+            nic: None,
+            cpu,
+        });
+    }
+    for (index, &cpu) in worker_cpus.iter().enumerate() {
+        hot.push(HotThread {
+            role: Role::Worker,
+            index,
+            nic: None,
+            cpu,
+        });
+    }
+    hot
+}
+
+/// Findings as the lines `tickbox tune check` prints: severity, check name, message, and an indented `fix:` line
+/// when there is one; `no findings` when there are none.
+pub fn render_findings(findings: &[Finding]) -> String {
+    use std::fmt::Write as _;
+    if findings.is_empty() {
+        return "no findings\n".to_owned();
+    }
+    let mut out = String::new();
+    for f in findings {
+        let severity = match f.severity {
+            Severity::Warning => "WARNING",
+            Severity::Info => "info",
+        };
+        let _ = writeln!(out, "{severity:<8} {:<18} {}", f.check, f.message);
+        if let Some(fix) = &f.fix {
+            let _ = writeln!(out, "{:<8} {:<18} fix: {fix}", "", "");
+        }
+    }
+    out
+}
+
 /// Runs every check. Findings come warnings first, in a stable order.
 pub fn check(topology: &Topology, input: &CheckInput) -> Vec<Finding> {
     let mut findings = Vec::new();
@@ -300,4 +358,49 @@ pub fn check(topology: &Topology, input: &CheckInput) -> Vec<Finding> {
 
     findings.sort_by_key(|f| std::cmp::Reverse(f.severity));
     findings
+}
+
+#[cfg(test)]
+mod render_tests {
+    use super::*;
+
+    #[test]
+    fn hot_threads_keep_each_role_index() {
+        let hot = hot_threads(
+            [(None, Some("eth0")), (Some(5), Some("eth1"))],
+            &[7],
+            &[2, 3],
+        );
+        let got: Vec<(Role, usize, Option<&str>, usize)> = hot
+            .iter()
+            .map(|h| (h.role, h.index, h.nic.as_deref(), h.cpu))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (Role::Shard, 1, Some("eth1"), 5),
+                (Role::IoThread, 0, None, 7),
+                (Role::Worker, 0, None, 2),
+                (Role::Worker, 1, None, 3),
+            ]
+        );
+    }
+
+    #[test]
+    fn findings_render_one_line_each_with_fix_below() {
+        assert_eq!(render_findings(&[]), "no findings\n");
+        let f = Finding {
+            severity: Severity::Warning,
+            check: "thp",
+            message: "THP is always".into(),
+            fix: Some("echo never".into()),
+        };
+        assert_eq!(
+            render_findings(&[f]),
+            format!(
+                "WARNING  {:<18} THP is always\n{:<8} {:<18} fix: echo never\n",
+                "thp", "", ""
+            )
+        );
+    }
 }

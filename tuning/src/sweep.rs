@@ -286,6 +286,68 @@ pub fn winner_toml(best: &PointResult, baseline: Option<&PointResult>, repeats: 
     out
 }
 
+/// The ranked results as the table `tickbox tune sweep` prints (best first, `defaults` marked), followed by how
+/// the best compares with the defaults when they were measured.
+pub fn table(results: &[PointResult], defaults: &SweepPoint) -> String {
+    let mut out = format!(
+        "{:<4} {:<46} {:>12} {:>8} {:>10} {:>14}\n",
+        "rank", "point", "msg/s", "spread", "p99 us", "p99 range"
+    );
+    for (i, r) in results.iter().enumerate() {
+        let marker = if &r.point == defaults {
+            " (defaults)"
+        } else {
+            ""
+        };
+        out.push_str(&format!(
+            "{:<4} {:<46} {:>12} {:>8} {:>10} {:>14}\n",
+            i + 1,
+            format!("{}{marker}", r.point.label()),
+            r.throughput
+                .map_or("-".into(), |t| format!("{:.0}", t.median)),
+            r.throughput
+                .map_or("-".into(), |t| format!("{:.1}%", 100.0 * t.spread())),
+            r.p99_us.map_or("-".into(), |l| format!("{:.1}", l.median)),
+            r.p99_us
+                .map_or("-".into(), |l| format!("{:.1}-{:.1}", l.min, l.max)),
+        ));
+    }
+    if let Some(base) = results.iter().find(|r| &r.point == defaults) {
+        let (t, l) = ratios(&results[0], base);
+        out.push_str(&format!(
+            "\nbest vs defaults: throughput x{}, p99 lateness x{}\n",
+            t.map_or("-".into(), |x| format!("{x:.2}")),
+            l.map_or("-".into(), |x| format!("{x:.2}"))
+        ));
+        if !clearly_better(&results[0], base) {
+            out.push_str("the throughput ranges of the repeats overlap: the win is within this machine's noise\n");
+        }
+    }
+    out
+}
+
+/// The ranked results as one JSON object (`tickbox tune sweep --json`): every result, the winner (the first),
+/// the defaults with the winner's ratios against them (when measured), and where the winning config was written.
+/// `results` must not be empty.
+pub fn summary_json(
+    results: &[PointResult],
+    defaults: &SweepPoint,
+    out: &std::path::Path,
+) -> serde_json::Value {
+    let best = &results[0];
+    let baseline = results.iter().find(|r| &r.point == defaults);
+    let (t, l) = baseline.map_or((None, None), |b| ratios(best, b));
+    serde_json::json!({
+        "results": results,
+        "winner": best.point,
+        "defaults": defaults,
+        "throughput_ratio": t,
+        "p99_ratio": l,
+        "clearly_better": baseline.is_some_and(|b| clearly_better(best, b)),
+        "out": out,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -391,5 +453,32 @@ mod tests {
                 "shards=1 hwm=1000 io=2 pin=1,0",
             ]
         );
+    }
+
+    #[test]
+    fn table_marks_the_defaults_and_states_the_win_against_them() {
+        let sample = |v: f64| Sample {
+            msgs_per_s: v,
+            p99_us: None,
+        };
+        let results = vec![
+            PointResult::of(point(2), vec![sample(200.0), sample(210.0)]),
+            PointResult::of(point(1), vec![sample(100.0), sample(110.0)]),
+        ];
+        let text = table(&results, &point(1));
+        assert!(text.starts_with("rank "), "{text}");
+        assert!(
+            text.contains("shards=1 hwm=1000 io=1 pin=no (defaults)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("best vs defaults: throughput x1.95, p99 lateness x-"),
+            "{text}"
+        );
+        assert!(!text.contains("overlap"), "{text}");
+        let json = summary_json(&results, &point(1), std::path::Path::new("t.toml"));
+        assert_eq!(json["winner"]["shards"], 2);
+        assert_eq!(json["clearly_better"], true);
+        assert_eq!(json["out"], "t.toml");
     }
 }

@@ -6,11 +6,10 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context as _;
-use tickbox_bench::{parse_duration, parse_rate, LatencyConfig, ThroughputConfig, Transport};
-use tickbox_tuning::check::HotThread;
-use tickbox_tuning::sweep::{self, Grid, PointResult, Sample, SweepPoint};
-use tickbox_tuning::{topology, CheckInput, PlanRequest, Role, Severity};
-use tickbox_zmqx::context::ContextConfig;
+use tickbox_bench::sweep::PointRun;
+use tickbox_bench::{parse_duration, parse_rate, Transport};
+use tickbox_tuning::sweep::{self, Grid, Sample};
+use tickbox_tuning::{topology, CheckInput, PlanRequest, Severity};
 
 use crate::config::TickboxConfig;
 use crate::exit_code;
@@ -162,61 +161,26 @@ fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The hot threads a config pins: shards (with their NIC), workers, and libzmq I/O threads.
-fn hot_threads(config: &TickboxConfig) -> Vec<HotThread> {
-    let mut hot = Vec::new();
-    for (index, shard) in config.subscriber.shards.iter().enumerate() {
-        if let Some(cpu) = shard.core {
-            hot.push(HotThread {
-                role: Role::Shard,
-                index,
-                nic: shard.nic.clone(),
-                cpu,
-            });
-        }
-    }
-    for (index, &cpu) in config.context.io_thread_cpus.iter().enumerate() {
-        hot.push(HotThread {
-            role: Role::IoThread,
-            index,
-            nic: None,
-            cpu,
-        });
-    }
-    for (index, &cpu) in config.workers.cores.iter().enumerate() {
-        hot.push(HotThread {
-            role: Role::Worker,
-            index,
-            nic: None,
-            cpu,
-        });
-    }
-    hot
-}
-
 fn check(args: CheckArgs, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     let t = read_topology(&args.root.root)?;
     let input = CheckInput {
-        hot: hot_threads(config),
+        hot: tickbox_tuning::hot_threads(
+            config
+                .subscriber
+                .shards
+                .iter()
+                .map(|s| (s.core, s.nic.as_deref())),
+            &config.context.io_thread_cpus,
+            &config.workers.cores,
+        ),
         rcvbuf: args.rcvbuf.or(config.context.sockets.max_rcvbuf()),
         sndbuf: args.sndbuf.or(config.context.sockets.max_sndbuf()),
     };
     let findings = tickbox_tuning::check(&t, &input);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&findings)?);
-    } else if findings.is_empty() {
-        println!("no findings");
     } else {
-        for f in &findings {
-            let severity = match f.severity {
-                Severity::Warning => "WARNING",
-                Severity::Info => "info",
-            };
-            println!("{severity:<8} {:<18} {}", f.check, f.message);
-            if let Some(fix) = &f.fix {
-                println!("{:<8} {:<18} fix: {fix}", "", "");
-            }
-        }
+        print!("{}", tickbox_tuning::render_findings(&findings));
     }
     let warnings = findings
         .iter()
@@ -284,12 +248,7 @@ fn sweep_cmd(args: SweepArgs) -> anyhow::Result<ExitCode> {
     };
     let mut points = grid.points();
     // The defaults are always measured, so the winner can be stated against them.
-    let defaults = SweepPoint {
-        shards: 1,
-        hwm: tickbox_workers::WorkerPoolConfig::default().hwm,
-        io_threads: ContextConfig::default().io_threads,
-        io_cpus: Vec::new(),
-    };
+    let defaults = tickbox_bench::sweep::pipeline_defaults();
     if !points.contains(&defaults) {
         points.push(defaults.clone());
     }
@@ -301,8 +260,16 @@ fn sweep_cmd(args: SweepArgs) -> anyhow::Result<ExitCode> {
         args.repeats,
         runs as f64 * (per_run.as_secs_f64() + 0.25)
     );
+    let run = PointRun {
+        transport,
+        size: args.size,
+        warmup,
+        duration,
+        rate,
+        latency: !args.no_latency,
+    };
     let results = sweep::run(&points, args.repeats, |point, round| {
-        let sample = measure(point, &args, transport, warmup, duration, rate)?;
+        let sample = tickbox_bench::sweep::measure_point(point, &run)?;
         tracing::info!(
             "round {}/{}: {} -> {:.0} msg/s{}",
             round + 1,
@@ -320,109 +287,13 @@ fn sweep_cmd(args: SweepArgs) -> anyhow::Result<ExitCode> {
     let text = sweep::winner_toml(best, baseline, args.repeats);
     std::fs::write(&args.out, &text).with_context(|| format!("writing {}", args.out.display()))?;
     if args.json {
-        let (t, l) = baseline.map_or((None, None), |b| sweep::ratios(best, b));
         println!(
             "{}",
-            serde_json::to_string_pretty(&serde_json::json!({
-                "results": results,
-                "winner": best.point,
-                "defaults": defaults,
-                "throughput_ratio": t,
-                "p99_ratio": l,
-                "clearly_better": baseline.is_some_and(|b| sweep::clearly_better(best, b)),
-                "out": args.out,
-            }))?
+            serde_json::to_string_pretty(&sweep::summary_json(&results, &defaults, &args.out))?
         );
     } else {
-        print!("{}", sweep_table(&results, &defaults));
+        print!("{}", sweep::table(&results, &defaults));
         eprintln!("winning config written to {}", args.out.display());
     }
     Ok(ExitCode::SUCCESS)
-}
-
-fn measure(
-    point: &SweepPoint,
-    args: &SweepArgs,
-    transport: Transport,
-    warmup: std::time::Duration,
-    duration: std::time::Duration,
-    rate: u64,
-) -> anyhow::Result<Sample> {
-    let ctx_config = ContextConfig {
-        io_threads: point.io_threads,
-        io_thread_cpus: point.io_cpus.clone(),
-        ..ContextConfig::default()
-    };
-    let ctx = tickbox_zmqx::context::build(&ctx_config)?;
-    let throughput = tickbox_bench::tickbox_throughput(
-        &ctx,
-        &ThroughputConfig {
-            transport,
-            size: args.size,
-            shards: point.shards,
-            warmup,
-            duration,
-            hwm: point.hwm,
-        },
-    )?;
-    let p99_us = if args.no_latency {
-        None
-    } else {
-        let run = tickbox_bench::tickbox_latency(
-            &ctx,
-            &LatencyConfig {
-                rate,
-                transport,
-                warmup,
-                duration,
-                size: args.size,
-                hwm: point.hwm,
-                drain: std::time::Duration::from_millis(100),
-                ..LatencyConfig::default()
-            },
-        )?;
-        Some(run.result().corrected.p99 as f64 / 1_000.0)
-    };
-    Ok(Sample {
-        msgs_per_s: throughput.msgs_per_s,
-        p99_us,
-    })
-}
-
-fn sweep_table(results: &[PointResult], defaults: &SweepPoint) -> String {
-    let mut out = format!(
-        "{:<4} {:<46} {:>12} {:>8} {:>10} {:>14}\n",
-        "rank", "point", "msg/s", "spread", "p99 us", "p99 range"
-    );
-    for (i, r) in results.iter().enumerate() {
-        let marker = if &r.point == defaults {
-            " (defaults)"
-        } else {
-            ""
-        };
-        out.push_str(&format!(
-            "{:<4} {:<46} {:>12} {:>8} {:>10} {:>14}\n",
-            i + 1,
-            format!("{}{marker}", r.point.label()),
-            r.throughput
-                .map_or("-".into(), |t| format!("{:.0}", t.median)),
-            r.throughput
-                .map_or("-".into(), |t| format!("{:.1}%", 100.0 * t.spread())),
-            r.p99_us.map_or("-".into(), |l| format!("{:.1}", l.median)),
-            r.p99_us
-                .map_or("-".into(), |l| format!("{:.1}-{:.1}", l.min, l.max)),
-        ));
-    }
-    if let Some(base) = results.iter().find(|r| &r.point == defaults) {
-        let (t, l) = sweep::ratios(&results[0], base);
-        out.push_str(&format!(
-            "\nbest vs defaults: throughput x{}, p99 lateness x{}\n",
-            t.map_or("-".into(), |x| format!("{x:.2}")),
-            l.map_or("-".into(), |x| format!("{x:.2}"))
-        ));
-        if !sweep::clearly_better(&results[0], base) {
-            out.push_str("the throughput ranges of the repeats overlap: the win is within this machine's noise\n");
-        }
-    }
-    out
 }
