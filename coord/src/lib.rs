@@ -21,6 +21,7 @@ mod lock;
 pub mod logic;
 mod membership;
 mod queue;
+mod render;
 mod shards;
 #[cfg(feature = "testing")]
 pub mod testing;

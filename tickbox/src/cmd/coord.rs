@@ -117,10 +117,7 @@ pub(crate) fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCod
                     writeln!(out)?;
                 }
                 if stat {
-                    eprintln!(
-                        "version={} children={} ephemeral_owner={:#x} czxid={:#x} mtime_ms={}",
-                        st.version, st.num_children, st.ephemeral_owner, st.czxid, st.mtime_ms
-                    );
+                    eprintln!("{}", st.summary_line());
                 }
             }
         },
@@ -159,11 +156,11 @@ pub(crate) fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCod
         Op::State { path, json } => {
             let states = tickbox_coord::inspect(&coord, &path)?;
             if json {
-                let arr: Vec<serde_json::Value> = states.iter().map(state_json).collect();
+                let arr: Vec<serde_json::Value> = states.iter().map(RecipeState::to_json).collect();
                 writeln!(out, "{}", serde_json::Value::Array(arr))?;
             } else {
                 for s in &states {
-                    writeln!(out, "{}", state_line(s))?;
+                    writeln!(out, "{}", s.line())?;
                 }
             }
         }
@@ -231,126 +228,4 @@ pub(crate) fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCod
         }
     }
     Ok(ExitCode::from(exit_code::OK))
-}
-
-fn text(d: &[u8]) -> String {
-    String::from_utf8_lossy(d).into_owned()
-}
-
-fn state_line(s: &RecipeState) -> String {
-    match s {
-        RecipeState::Lock {
-            path,
-            holder,
-            waiting,
-        } => match holder {
-            Some((n, d)) => format!(
-                "{path}\tlock\tholder={} token={} data={:?} waiting={waiting}",
-                n.name,
-                n.seq,
-                text(d)
-            ),
-            None => format!("{path}\tlock\tfree"),
-        },
-        RecipeState::SharedLock {
-            path,
-            holders,
-            waiting,
-        } => {
-            let hs: Vec<String> = holders
-                .iter()
-                .map(|h| format!("{}:{}", h.kind, h.seq))
-                .collect();
-            format!(
-                "{path}\tshared-lock\tholders={} waiting={waiting}",
-                hs.join(",")
-            )
-        }
-        RecipeState::Election {
-            path,
-            leader,
-            candidates,
-        } => match leader {
-            Some((n, d)) => format!(
-                "{path}\telection\tleader={:?} token={} candidates={candidates}",
-                text(d),
-                n.seq
-            ),
-            None => format!("{path}\telection\tno-leader"),
-        },
-        RecipeState::DoubleBarrier {
-            path,
-            present,
-            ready,
-        } => {
-            format!("{path}\tdouble-barrier\tpresent={present} ready={ready}")
-        }
-        RecipeState::Queue { path, items } => format!("{path}\tqueue\titems={items}"),
-        RecipeState::Group { path, members } => {
-            format!("{path}\tgroup\tmembers={}", members.join(","))
-        }
-        RecipeState::Transaction {
-            path,
-            votes,
-            decision,
-        } => {
-            let vs: Vec<String> = votes.iter().map(|(n, v)| format!("{n}:{v:?}")).collect();
-            format!(
-                "{path}\ttransaction\tdecision={decision:?} votes={}",
-                vs.join(",")
-            )
-        }
-    }
-}
-
-fn state_json(s: &RecipeState) -> serde_json::Value {
-    use serde_json::json;
-    match s {
-        RecipeState::Lock {
-            path,
-            holder,
-            waiting,
-        } => json!({
-            "path": path, "recipe": "lock", "waiting": waiting,
-            "holder": holder.as_ref().map(|(n, d)| json!({"node": n.name, "token": n.seq, "data": text(d)})),
-        }),
-        RecipeState::SharedLock {
-            path,
-            holders,
-            waiting,
-        } => json!({
-            "path": path, "recipe": "shared-lock", "waiting": waiting,
-            "holders": holders.iter().map(|h| json!({"node": h.name, "kind": h.kind, "token": h.seq})).collect::<Vec<_>>(),
-        }),
-        RecipeState::Election {
-            path,
-            leader,
-            candidates,
-        } => json!({
-            "path": path, "recipe": "election", "candidates": candidates,
-            "leader": leader.as_ref().map(|(n, d)| json!({"node": n.name, "token": n.seq, "id": text(d)})),
-        }),
-        RecipeState::DoubleBarrier {
-            path,
-            present,
-            ready,
-        } => {
-            json!({"path": path, "recipe": "double-barrier", "present": present, "ready": ready})
-        }
-        RecipeState::Queue { path, items } => {
-            json!({"path": path, "recipe": "queue", "items": items})
-        }
-        RecipeState::Group { path, members } => {
-            json!({"path": path, "recipe": "group", "members": members})
-        }
-        RecipeState::Transaction {
-            path,
-            votes,
-            decision,
-        } => json!({
-            "path": path, "recipe": "transaction",
-            "decision": decision.map(|d| format!("{d:?}").to_lowercase()),
-            "votes": votes.iter().map(|(n, v)| json!({"participant": n, "vote": v.map(|v| format!("{v:?}").to_lowercase())})).collect::<Vec<_>>(),
-        }),
-    }
 }
