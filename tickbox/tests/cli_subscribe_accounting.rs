@@ -65,7 +65,7 @@ fn a_missing_nic_is_an_error_at_start_naming_the_interface() {
     ])
     .wait(Duration::from_secs(10));
     assert_eq!(status.code(), Some(1), "{stdout}\n{stderr}");
-    let errors: Vec<&str> = stderr.lines().filter(|l| l.contains("ERROR")).collect();
+    let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
     assert_eq!(errors.len(), 1, "{stderr}");
     assert!(errors[0].contains("nosuch0"), "{stderr}");
     assert!(errors[0].contains("no such network interface"), "{stderr}");

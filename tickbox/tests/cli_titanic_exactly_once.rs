@@ -6,37 +6,14 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use common::{KillOnDrop, TempDir, TICKBOX};
+use common::{spawn_with_lines as spawn, KillOnDrop, TempDir};
 use tickbox_majordomo::{Client, ClientConfig, MdpWorker, MdpWorkerConfig};
-
-fn spawn(args: &[&str]) -> (KillOnDrop, Receiver<String>) {
-    let mut p = KillOnDrop(
-        Command::new(TICKBOX)
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn tickbox"),
-    );
-    let out = p.0.stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for l in BufReader::new(out).lines().map_while(Result::ok) {
-            if tx.send(l).is_err() {
-                break;
-            }
-        }
-    });
-    (p, rx)
-}
 
 fn first_line(rx: &Receiver<String>) -> String {
     rx.recv_timeout(Duration::from_secs(10))
