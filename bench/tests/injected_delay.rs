@@ -30,8 +30,11 @@ fn run(ctx: &zmq::Context, stall: Option<Stall>) -> Percentiles {
 /// intended send time, and those are 1 % of the samples, so a p99.9 under 0.9 ms means the harness lost the
 /// delay. "Roughly 1 ms, median unmoved" needs a quiet machine: when another process steals the CPUs the
 /// baseline's own p99.9 is milliseconds and the shift cannot be read. So: up to three attempts; pass on the first
-/// attempt with a quiet baseline (p99.9 < 0.5 ms) that shows the expected shift; fail if a quiet attempt never
+/// attempt with a quiet baseline (p99.9 < 0.35 ms) that shows the expected shift; fail if a quiet attempt never
 /// shows it, or if the lower bound ever fails.
+/// Baseline p99.9 below which the machine counts as quiet enough to read the shift.
+const QUIET_BASELINE_P999_NS: u64 = 350_000;
+
 #[test]
 fn injected_worker_delay_moves_the_tail_not_the_median() {
     let ctx = zmq::Context::new();
@@ -55,7 +58,9 @@ fn injected_worker_delay_moves_the_tail_not_the_median() {
             stalled.p99 >= 100_000,
             "the harness lost the injected delay:\n{log}"
         );
-        if base.p999 >= 500_000 {
+        // Quiet means the baseline tail leaves room to read a 1 ms stall as a >= 0.6 ms shift: a baseline p99.9
+        // above 0.4 ms cannot show it even when the stall is measured exactly (seen: base 451 µs, stalled 1,023 µs).
+        if base.p999 >= QUIET_BASELINE_P999_NS {
             eprintln!(
                 "  baseline p99.9 {} µs: machine too busy to read the shift",
                 base.p999 / 1_000
