@@ -23,6 +23,9 @@ fn run(ctx: &zmq::Context, stall: Option<Stall>) -> Percentiles {
     result.corrected
 }
 
+/// Baseline p99.9 below which the machine counts as quiet enough to read the shift.
+const QUIET_BASELINE_P999_NS: u64 = 350_000;
+
 /// At 10k msg/s a 1 ms sleep every 100 messages delays the next ~9 messages by 0.9, 0.8, … 0.1 ms: 1 % of
 /// messages wait ≥ 0.9 ms, so p99.9 rises to ~1 ms while p50 stays at the pipeline's normal latency.
 ///
@@ -32,8 +35,6 @@ fn run(ctx: &zmq::Context, stall: Option<Stall>) -> Percentiles {
 /// baseline's own p99.9 is milliseconds and the shift cannot be read. So: up to three attempts; pass on the first
 /// attempt with a quiet baseline (p99.9 < 0.35 ms) that shows the expected shift; fail if a quiet attempt never
 /// shows it, or if the lower bound ever fails.
-/// Baseline p99.9 below which the machine counts as quiet enough to read the shift.
-const QUIET_BASELINE_P999_NS: u64 = 350_000;
 
 #[test]
 fn injected_worker_delay_moves_the_tail_not_the_median() {
