@@ -35,7 +35,6 @@ const QUIET_BASELINE_P999_NS: u64 = 350_000;
 /// baseline's own p99.9 is milliseconds and the shift cannot be read. So: up to three attempts; pass on the first
 /// attempt with a quiet baseline (p99.9 < 0.35 ms) that shows the expected shift; fail if a quiet attempt never
 /// shows it, or if the lower bound ever fails.
-
 #[test]
 fn injected_worker_delay_moves_the_tail_not_the_median() {
     let ctx = zmq::Context::new();
