@@ -222,3 +222,29 @@ fn which(name: &str) -> Result<std::path::PathBuf, ()> {
         })
         .ok_or(())
 }
+
+/// The proxy, the Clone client and the Freelance server check their endpoint flags like every other command.
+#[test]
+fn lvc_ctl_and_freelance_server_refuse_bad_endpoints_naming_the_flag() {
+    for (args, flag) in [
+        (vec!["lvc", "--bind", "tcp://127.0.0.1:99999"], "--bind"),
+        (vec!["lvc", "--upstream", "localhost:5557"], "--upstream"),
+        (
+            vec!["ctl", "--server", "localhost:5556", "get", "/x"],
+            "--server",
+        ),
+        (
+            vec!["freelance-server", "--bind", "tcp://127.0.0.1:70000"],
+            "--bind",
+        ),
+    ] {
+        let out = run(&args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let err = stderr_of(&out);
+        assert!(
+            err.starts_with(&format!("error: {flag}: invalid endpoint")),
+            "{args:?}: {err}"
+        );
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+    }
+}

@@ -96,6 +96,9 @@ fn timeout_exit(err: CloneError, what: &str) -> anyhow::Result<ExitCode> {
 }
 
 pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
+    for server in args.server.split(',').filter(|s| !s.trim().is_empty()) {
+        crate::flags::check_connect("--server", server)?;
+    }
     let servers = ServerEndpoints::parse_list(&args.server)?;
     anyhow::ensure!(!servers.is_empty(), "--server needs at least one endpoint");
     let mut client_config = config.clone.client.clone();

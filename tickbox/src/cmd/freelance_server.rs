@@ -36,6 +36,7 @@ pub(crate) struct Args {
 }
 
 pub(crate) fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCode> {
+    crate::flags::check_bind("--bind", &args.bind)?;
     let public = args.endpoint.clone().unwrap_or_else(|| args.bind.clone());
     let mut limits = FreelanceServerConfig::default();
     if let Some(v) = args.max_message_size {

@@ -103,6 +103,17 @@ fn lvc_status(endpoints: &LvcEndpoints, config: &LvcConfig, stats: &LvcStats) ->
 }
 
 pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
+    crate::flags::check_connect_all("--upstream", &args.upstream)?;
+    crate::flags::check_bind_all("--upstream-bind", &args.upstream_bind)?;
+    if let Some(bind) = &args.bind {
+        crate::flags::check_bind("--bind", bind)?;
+    }
+    if let Some(tap) = &args.tap {
+        crate::flags::check_bind("--tap", tap)?;
+    }
+    if let Some(broker) = &args.broker {
+        crate::flags::check_connect("--broker", broker)?;
+    }
     let duration = args.duration;
     let broker = args.broker.clone();
     let lvc_config = apply(args, config.lvc.clone());
