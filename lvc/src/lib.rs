@@ -282,7 +282,7 @@ impl Default for LvcConfig {
             stats_interval: HumanDuration(Duration::from_secs(10)),
             batch: 1024,
             core: None,
-            max_subscription_bytes: 1024,
+            max_subscription_bytes: tickbox_zmqx::DEFAULT_MAX_SUBSCRIPTION_BYTES,
             max_message_bytes: 1 << 20,
             max_downstream_prefixes: 10_000,
             max_downstream_prefix_bytes: 1 << 20,

@@ -83,7 +83,7 @@ impl Default for RecorderConfig {
             lossless: true,
             wait_subscribers: 1,
             wait_timeout: HumanDuration(Duration::from_secs(60)),
-            max_subscription_bytes: 1024,
+            max_subscription_bytes: tickbox_zmqx::DEFAULT_MAX_SUBSCRIPTION_BYTES,
         }
     }
 }
