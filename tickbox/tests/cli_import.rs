@@ -3,45 +3,19 @@
 //! unreadable files are refused with an error naming them.
 
 mod common;
+mod dbn_fixtures;
 
 use std::path::Path;
 use std::process::{Command, Output};
 
 use common::{TempDir, TICKBOX};
+use dbn_fixtures::{mbo, meta, T0};
 use tickbox_dbn::dbn::decode::{DbnMetadata, DecodeRecord, DynDecoder};
 use tickbox_dbn::dbn::encode::dbn::Encoder;
 use tickbox_dbn::dbn::encode::EncodeRecord;
 use tickbox_dbn::dbn::{
-    rtype, MboMsg, Metadata, RecordHeader, SType, Schema, TradeMsg, VersionUpgradePolicy,
+    rtype, MboMsg, Metadata, RecordHeader, Schema, TradeMsg, VersionUpgradePolicy,
 };
-
-const T0: u64 = 1_700_000_000_000_000_000;
-
-fn meta(schema: Schema) -> Metadata {
-    Metadata::builder()
-        .dataset("XNAS.ITCH".to_owned())
-        .schema(Some(schema))
-        .start(T0)
-        .stype_in(Some(SType::InstrumentId))
-        .stype_out(SType::InstrumentId)
-        .build()
-}
-
-fn mbo(i: u64) -> MboMsg {
-    MboMsg {
-        hd: RecordHeader::new::<MboMsg>(rtype::MBO, 2, 7 + (i % 3) as u32, T0 + i * 1_000),
-        order_id: 10_000 + i,
-        price: 189_250_000_000 + (i as i64 % 10) * 10_000_000,
-        size: 100 + i as u32,
-        flags: Default::default(),
-        channel_id: 0,
-        action: b'A' as _,
-        side: if i.is_multiple_of(2) { b'B' } else { b'A' } as _,
-        ts_recv: T0 + i * 1_000 + 400,
-        ts_in_delta: 0,
-        sequence: i as u32,
-    }
-}
 
 fn trade(i: u64) -> TradeMsg {
     TradeMsg {

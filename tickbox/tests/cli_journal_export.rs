@@ -3,6 +3,7 @@
 //! `--limit 0`, `--topics`, `--kind`, and a quiet exit when the reader of the output goes away.
 
 mod common;
+mod dbn_fixtures;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -10,41 +11,19 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{TempDir, TICKBOX};
+use dbn_fixtures::{mbo, meta, T0};
 use tickbox_dbn::dbn::encode::dbn::Encoder;
 use tickbox_dbn::dbn::encode::EncodeRecord;
-use tickbox_dbn::dbn::{rtype, MboMsg, Metadata, RecordHeader, SType, Schema};
+use tickbox_dbn::dbn::Schema;
 use tickbox_journal::{Writer, WriterOptions};
 use tickbox_wire::{encode_to_vec, Header, Kind, Quote};
 
-const T0: u64 = 1_700_000_000_000_000_000; // 2023-11-14T22:13:20Z
 const N: u64 = 3_000;
-
-fn mbo(i: u64) -> MboMsg {
-    MboMsg {
-        hd: RecordHeader::new::<MboMsg>(rtype::MBO, 2, 7 + (i % 3) as u32, T0 + i * 1_000),
-        order_id: 10_000 + i,
-        price: 189_250_000_000 + (i as i64 % 10) * 10_000_000,
-        size: 100 + i as u32,
-        flags: Default::default(),
-        channel_id: 0,
-        action: b'A' as _,
-        side: if i.is_multiple_of(2) { b'B' } else { b'A' } as _,
-        ts_recv: T0 + i * 1_000 + 400,
-        ts_in_delta: 0,
-        sequence: i as u32,
-    }
-}
 
 /// An imported journal of `N` MBO records over instruments 7, 8, 9 (topics `V.XNAS.7` …), with `quotes` tickbox
 /// quotes appended after them.
 fn journal(dir: &TempDir, quotes: u64) -> PathBuf {
-    let m = Metadata::builder()
-        .dataset("XNAS.ITCH".to_owned())
-        .schema(Some(Schema::Mbo))
-        .start(T0)
-        .stype_in(Some(SType::InstrumentId))
-        .stype_out(SType::InstrumentId)
-        .build();
+    let m = meta(Schema::Mbo);
     let file = dir.path().join("mbo.dbn");
     let mut bytes = Vec::new();
     let mut enc = Encoder::new(&mut bytes, &m).unwrap();
