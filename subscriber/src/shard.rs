@@ -450,7 +450,13 @@ fn receive_loop(
         // while its worker can still drain it: workers that are gone (an abort), a panicked worker or a trip end
         // the shard instead of leaving it blocked for good.
         let mut out = std::mem::replace(&mut msg, zmq::Message::new());
+        // The common case first: room in the queue, no deadline computed (`send_timeout` reads the clock).
         let handed = loop {
+            out = match pushes[target].try_send(out) {
+                Ok(()) => break true,
+                Err(crossbeam_channel::TrySendError::Disconnected(_)) => break false,
+                Err(crossbeam_channel::TrySendError::Full(back)) => back,
+            };
             match pushes[target].send_timeout(out, HANDOFF_CHECK) {
                 Ok(()) => break true,
                 Err(crossbeam_channel::SendTimeoutError::Disconnected(_)) => break false,
