@@ -48,13 +48,52 @@ pub enum DecodeError {
         /// The offending raw value (0 for `"payload"`).
         value: u64,
     },
+    /// The frame does not start with the batch topic `#B` and its NUL (see [`crate::batch_records`]).
+    #[error("not a batch frame (does not start with \"#B\\0\")")]
+    NotABatch,
+    /// A batch frame shorter than its 7-byte header.
+    #[error("batch truncated: header needs 7 bytes, got {got}")]
+    TruncatedBatchHeader {
+        /// Bytes present.
+        got: usize,
+    },
+    /// The batch version byte is not [`crate::BATCH_VERSION`]: the record layout is unknown.
+    #[error("unknown batch version {0} (this build speaks {ver})", ver = crate::BATCH_VERSION)]
+    UnknownBatchVersion(u8),
+    /// A batch's record (its length prefix, or the bytes the prefix promises) runs past the end of the frame:
+    /// the header's count says more records than the bytes hold, or a length is corrupt.
+    #[error("batch record {index} truncated: needs {needed} bytes, got {got}")]
+    TruncatedBatchRecord {
+        /// Zero-based position of the record in the batch.
+        index: u16,
+        /// Bytes the record (or its 2-byte length prefix) needs.
+        needed: usize,
+        /// Bytes left in the frame.
+        got: usize,
+    },
+    /// A batch record of length 0, which no writer produces.
+    #[error("batch record {index} is empty")]
+    EmptyBatchRecord {
+        /// Zero-based position of the record in the batch.
+        index: u16,
+    },
+    /// Bytes follow the last record the batch header counts.
+    #[error("batch of {count} records has {extra} trailing bytes")]
+    BatchTrailingBytes {
+        /// The header's record count.
+        count: u16,
+        /// Bytes after the last counted record.
+        extra: usize,
+    },
 }
 
 /// Why a message could not be encoded: these are caller mistakes (bad topic, short buffer).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum EncodeError {
-    /// The topic is empty or contains NUL, which would make the frame's topic terminator ambiguous.
-    #[error("topic must be non-empty and must not contain NUL")]
+    /// The topic is empty, contains NUL (which would make the frame's topic terminator ambiguous), or starts
+    /// with `#`, which is reserved for frames that are not data (`#B`, a batch), so prefix subscriptions never
+    /// match them.
+    #[error("topic must be non-empty, must not contain NUL and must not start with '#'")]
     InvalidTopic,
     /// The output buffer is shorter than [`crate::encoded_len`] for this topic and kind.
     #[error("buffer too small: need {needed} bytes, have {have}")]

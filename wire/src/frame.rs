@@ -15,7 +15,8 @@ pub fn encode(
     header: &Header,
     payload: &Payload,
 ) -> Result<usize, EncodeError> {
-    if topic.is_empty() || topic.as_bytes().contains(&0) {
+    // '#' first is reserved for non-data frames (batches), so no data topic can collide with them.
+    if topic.is_empty() || topic.as_bytes()[0] == b'#' || topic.as_bytes().contains(&0) {
         return Err(EncodeError::InvalidTopic);
     }
     if header.kind != payload.kind() {
@@ -315,6 +316,12 @@ mod tests {
             encode(&mut buf, "a\0b", &header, &quote),
             Err(EncodeError::InvalidTopic)
         );
+        // '#' leads only reserved frames (a batch is "#B\0..."); a data topic may still contain it later.
+        assert_eq!(
+            encode(&mut buf, "#B", &header, &quote),
+            Err(EncodeError::InvalidTopic)
+        );
+        assert!(encode(&mut buf, "Q.X.#1", &header, &quote).is_ok());
         let trade_header = Header::live(Kind::Trade, 1, 1, 1);
         assert!(matches!(
             encode(&mut buf, "T.X.Y", &trade_header, &quote),

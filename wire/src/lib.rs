@@ -14,6 +14,7 @@
 //! header and keeps the payload as a slice; [`MessageRef::payload`] decodes it into a small `Copy` value.
 //! Every malformed frame is a [`DecodeError`], never a panic.
 
+mod batch;
 mod clock;
 mod error;
 mod frame;
@@ -23,6 +24,10 @@ pub mod sequence;
 pub mod tap;
 mod topic;
 
+pub use batch::{
+    batch_frame_len, batch_records, is_batch, BatchBuilder, BatchRecords, BatchWriter,
+    BATCH_HEADER_LEN, BATCH_RECORD_PREFIX, BATCH_TOPIC, BATCH_VERSION, MAX_BATCHED_RECORD,
+};
 pub use clock::{now_ns, Clock, ManualClock, SystemClock};
 pub use error::{DecodeError, EncodeError};
 pub use frame::{

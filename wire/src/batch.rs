@@ -1,0 +1,477 @@
+//! Batch frames: many tickbox frames in one ZeroMQ message, for streams where every subscriber takes everything
+//! (a replay at `--speed max`, a feed whose only subscriber subscribed to ""). One message per record costs one
+//! allocation, one queue slot and one wake-up per record on both ends; a batch pays those once per batch.
+//!
+//! ```text
+//!  "#B" 0x00 │ batch version u8 (1) │ reserved u8 (0) │ count u16 LE │ count × ( length u16 LE │ record bytes )
+//! ```
+//!
+//! Each record is one complete tickbox frame (topic, NUL, header, payload), unchanged, so a reader hands it to
+//! [`crate::MessageRef::decode`] as if it had arrived alone. The batch topic `#B` is matched by the empty
+//! subscription only: no data topic starts with `#` (the encoder refuses one), so a prefix subscription such as
+//! `Q.` never receives a batch, and a publisher only batches when every subscriber subscribed to "".
+
+use crate::error::DecodeError;
+
+/// Topic of every batch frame. A SUB subscribed to "" receives batches; prefix subscriptions ("Q.", "T.XNAS") never do.
+pub const BATCH_TOPIC: &str = "#B";
+
+/// Largest record a batch can carry (per-record length is u16).
+pub const MAX_BATCHED_RECORD: usize = u16::MAX as usize;
+
+/// The batch layout version this build writes and reads.
+pub const BATCH_VERSION: u8 = 1;
+
+/// Bytes before the first record: topic, NUL, version, reserved, count.
+pub const BATCH_HEADER_LEN: usize = 7;
+
+/// Bytes of each record's length prefix.
+pub const BATCH_RECORD_PREFIX: usize = 2;
+
+/// The frame's first bytes, which say "this is a batch".
+const MAGIC: &[u8; 3] = b"#B\0";
+/// Offset of the little-endian record count.
+const COUNT_AT: usize = 5;
+
+/// Writes one batch into a caller's buffer, which may be the body of a `zmq::Message` allocated at the batch's
+/// exact size, so each record is copied once, from wherever it lives straight into the message that is sent.
+/// [`BatchBuilder`] is the same writer over a buffer it owns.
+#[derive(Debug)]
+pub struct BatchWriter<'a> {
+    buf: &'a mut [u8],
+    used: usize,
+    count: u16,
+    max_records: u16,
+}
+
+impl<'a> BatchWriter<'a> {
+    /// Starts an empty batch at the front of `buf` (the header is written now, the count by [`Self::finish`]).
+    /// A buffer shorter than [`BATCH_HEADER_LEN`] takes no record.
+    pub fn new(buf: &'a mut [u8], max_records: u16) -> Self {
+        let used = if buf.len() >= BATCH_HEADER_LEN {
+            write_header(buf);
+            BATCH_HEADER_LEN
+        } else {
+            // Too small for even the header: every push fails, and `finish` returns nothing.
+            buf.len()
+        };
+        BatchWriter {
+            buf,
+            used,
+            count: 0,
+            max_records,
+        }
+    }
+
+    /// Reserves room for one record of `len` bytes and returns it to fill in place; `None` when it does not fit.
+    #[inline]
+    pub fn push_with(&mut self, len: usize) -> Option<&mut [u8]> {
+        let at = reserve(self.buf.len(), self.used, self.count, self.max_records, len)?;
+        self.buf[self.used..at].copy_from_slice(&(len as u16).to_le_bytes());
+        self.used = at + len;
+        self.count += 1;
+        Some(&mut self.buf[at..at + len])
+    }
+
+    /// Records pushed so far.
+    pub fn len(&self) -> usize {
+        usize::from(self.count)
+    }
+
+    /// True when no record was pushed.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Writes the count and returns how many bytes of the buffer the batch takes.
+    pub fn finish(self) -> usize {
+        if self.buf.len() >= BATCH_HEADER_LEN {
+            self.buf[COUNT_AT..COUNT_AT + 2].copy_from_slice(&self.count.to_le_bytes());
+            self.used
+        } else {
+            0
+        }
+    }
+}
+
+/// Bytes a batch of records of these lengths takes, to size its buffer exactly before filling it.
+#[inline]
+pub fn batch_frame_len(record_bytes: usize, records: usize) -> usize {
+    BATCH_HEADER_LEN + records * BATCH_RECORD_PREFIX + record_bytes
+}
+
+/// Reusable builder: owns one buffer, never reallocates after construction.
+#[derive(Debug, Clone)]
+pub struct BatchBuilder {
+    buf: Box<[u8]>,
+    used: usize,
+    count: u16,
+    max_records: u16,
+}
+
+impl BatchBuilder {
+    /// A builder whose batches are at most `max_frame_bytes` long (header included) and hold at most
+    /// `max_records` records. The buffer is allocated here, once.
+    pub fn new(max_frame_bytes: usize, max_records: u16) -> Self {
+        let mut buf = vec![0u8; max_frame_bytes.max(BATCH_HEADER_LEN)].into_boxed_slice();
+        write_header(&mut buf);
+        BatchBuilder {
+            buf,
+            used: BATCH_HEADER_LEN,
+            count: 0,
+            max_records,
+        }
+    }
+
+    /// Appends one complete tickbox frame (topic\0header payload). Returns false, appending nothing, when it does not fit (caller sends the batch, clears, pushes again). Records larger than MAX_BATCHED_RECORD or than an empty batch's room must be sent as single frames (returns false on an empty builder too; callers check `is_empty`).
+    #[inline]
+    pub fn try_push(&mut self, frame: &[u8]) -> bool {
+        match self.push_with(frame.len()) {
+            Some(slot) => {
+                slot.copy_from_slice(frame);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Reserves room for one record of `len` bytes and returns it for the caller to fill in place (so a replayer can copy straight from the journal map into the batch, or restamp in place); None when it does not fit.
+    #[inline]
+    pub fn push_with(&mut self, len: usize) -> Option<&mut [u8]> {
+        let at = reserve(self.buf.len(), self.used, self.count, self.max_records, len)?;
+        self.buf[self.used..at].copy_from_slice(&(len as u16).to_le_bytes());
+        self.used = at + len;
+        self.count += 1;
+        Some(&mut self.buf[at..at + len])
+    }
+
+    /// Records in the batch.
+    pub fn len(&self) -> usize {
+        usize::from(self.count)
+    }
+
+    /// True when the batch holds no record.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Bytes the finished frame takes so far (header included).
+    pub fn frame_len(&self) -> usize {
+        self.used
+    }
+
+    /// The finished batch frame (writes the count).
+    pub fn frame(&mut self) -> &[u8] {
+        self.buf[COUNT_AT..COUNT_AT + 2].copy_from_slice(&self.count.to_le_bytes());
+        &self.buf[..self.used]
+    }
+
+    /// Empties the batch, keeping the buffer.
+    pub fn clear(&mut self) {
+        self.used = BATCH_HEADER_LEN;
+        self.count = 0;
+    }
+}
+
+/// Where a record of `len` bytes would start, or `None` when it may not be pushed: empty, longer than a u16
+/// length can say, over the record limit, or past the end of the buffer.
+#[inline]
+fn reserve(cap: usize, used: usize, count: u16, max_records: u16, len: usize) -> Option<usize> {
+    if len == 0 || len > MAX_BATCHED_RECORD || count >= max_records || used < BATCH_HEADER_LEN {
+        return None;
+    }
+    let at = used + BATCH_RECORD_PREFIX;
+    if at + len > cap {
+        return None;
+    }
+    Some(at)
+}
+
+fn write_header(buf: &mut [u8]) {
+    buf[..3].copy_from_slice(MAGIC);
+    buf[3] = BATCH_VERSION;
+    buf[4] = 0;
+    buf[COUNT_AT..COUNT_AT + 2].copy_from_slice(&0u16.to_le_bytes());
+}
+
+/// True when `frame` starts with the batch topic and its NUL ("#B\0").
+#[inline]
+pub fn is_batch(frame: &[u8]) -> bool {
+    frame.starts_with(MAGIC)
+}
+
+/// Iterates the records of a batch frame without copying; each item is one complete frame to hand to MessageRef::decode. Err on a malformed batch header; the iterator yields Err(DecodeError) for a truncated record and then stops.
+pub fn batch_records(frame: &[u8]) -> Result<BatchRecords<'_>, DecodeError> {
+    if !is_batch(frame) {
+        return Err(DecodeError::NotABatch);
+    }
+    if frame.len() < BATCH_HEADER_LEN {
+        return Err(DecodeError::TruncatedBatchHeader { got: frame.len() });
+    }
+    let version = frame[3];
+    if version != BATCH_VERSION {
+        return Err(DecodeError::UnknownBatchVersion(version));
+    }
+    // frame[4] is reserved: written as 0, ignored on read so a later use of it need not break old readers.
+    let count = u16::from_le_bytes([frame[COUNT_AT], frame[COUNT_AT + 1]]);
+    Ok(BatchRecords {
+        rest: &frame[BATCH_HEADER_LEN..],
+        declared: count,
+        index: 0,
+        done: false,
+    })
+}
+
+/// The records of one batch frame, in order, borrowed from it (see [`batch_records`]).
+#[derive(Debug, Clone)]
+pub struct BatchRecords<'a> {
+    rest: &'a [u8],
+    declared: u16,
+    index: u16,
+    done: bool,
+}
+
+impl BatchRecords<'_> {
+    /// The record count the batch header states (what a reader that stops at an error did not receive).
+    pub fn declared_count(&self) -> u16 {
+        self.declared
+    }
+}
+
+impl<'a> Iterator for BatchRecords<'a> {
+    type Item = Result<&'a [u8], DecodeError>;
+
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        if self.index == self.declared {
+            self.done = true;
+            return if self.rest.is_empty() {
+                None
+            } else {
+                Some(Err(DecodeError::BatchTrailingBytes {
+                    count: self.declared,
+                    extra: self.rest.len(),
+                }))
+            };
+        }
+        let index = self.index;
+        let fail = |this: &mut Self, err| {
+            this.done = true;
+            Some(Err(err))
+        };
+        let Some((len_bytes, body)) = self.rest.split_first_chunk::<BATCH_RECORD_PREFIX>() else {
+            return fail(
+                self,
+                DecodeError::TruncatedBatchRecord {
+                    index,
+                    needed: BATCH_RECORD_PREFIX,
+                    got: self.rest.len(),
+                },
+            );
+        };
+        let len = usize::from(u16::from_le_bytes(*len_bytes));
+        if len == 0 {
+            return fail(self, DecodeError::EmptyBatchRecord { index });
+        }
+        if body.len() < len {
+            return fail(
+                self,
+                DecodeError::TruncatedBatchRecord {
+                    index,
+                    needed: len,
+                    got: body.len(),
+                },
+            );
+        }
+        let (record, rest) = body.split_at(len);
+        self.rest = rest;
+        self.index += 1;
+        Some(Ok(record))
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        if self.done {
+            (0, Some(0))
+        } else {
+            // Up to one error item after the declared records.
+            let left = usize::from(self.declared - self.index);
+            (0, Some(left + 1))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{encode_to_vec, Header, Kind, MessageRef, Quote, Trade};
+
+    fn frames(n: u64) -> Vec<Vec<u8>> {
+        (1..=n)
+            .map(|seq| {
+                if seq % 2 == 0 {
+                    let header = Header::live(Kind::Trade, 3, seq, 1_000 + seq);
+                    encode_to_vec("T.XNAS.MSFT", &header, &Trade::default().into()).unwrap()
+                } else {
+                    let header = Header::live(Kind::Quote, 3, seq, 1_000 + seq);
+                    encode_to_vec("Q.XNAS.AAPL", &header, &Quote::default().into()).unwrap()
+                }
+            })
+            .collect()
+    }
+
+    fn collect(frame: &[u8]) -> Result<Vec<Vec<u8>>, DecodeError> {
+        batch_records(frame)?
+            .map(|r| r.map(<[u8]>::to_vec))
+            .collect()
+    }
+
+    #[test]
+    fn round_trip_keeps_records_and_order() {
+        let input = frames(10);
+        let mut builder = BatchBuilder::new(8192, 64);
+        for f in &input {
+            assert!(builder.try_push(f));
+        }
+        assert_eq!(builder.len(), 10);
+        let frame = builder.frame().to_vec();
+        assert!(is_batch(&frame));
+        assert_eq!(batch_records(&frame).unwrap().declared_count(), 10);
+        let out = collect(&frame).unwrap();
+        assert_eq!(out, input);
+        for (i, r) in out.iter().enumerate() {
+            assert_eq!(
+                MessageRef::decode(r).unwrap().header().sequence,
+                i as u64 + 1
+            );
+        }
+        builder.clear();
+        assert!(builder.is_empty());
+        assert_eq!(collect(builder.frame()).unwrap(), Vec::<Vec<u8>>::new());
+    }
+
+    #[test]
+    fn builder_refuses_what_does_not_fit_and_appends_nothing() {
+        let input = frames(3);
+        let one = input[0].len();
+        // Room for exactly two records of this size.
+        let mut builder = BatchBuilder::new(BATCH_HEADER_LEN + 2 * (2 + one), 64);
+        assert!(builder.try_push(&input[0]));
+        assert!(builder.try_push(&input[0]));
+        let before = builder.frame().to_vec();
+        assert!(!builder.try_push(&input[0]));
+        assert_eq!(builder.frame(), &before[..]);
+        // The record limit binds too.
+        let mut two = BatchBuilder::new(1 << 16, 2);
+        assert!(two.try_push(&input[1]));
+        assert!(two.try_push(&input[1]));
+        assert!(!two.try_push(&input[1]));
+        // Too large even for an empty batch, or empty: refused on an empty builder.
+        let mut small = BatchBuilder::new(BATCH_HEADER_LEN + 10, 64);
+        assert!(!small.try_push(&input[0]));
+        assert!(small.is_empty());
+        let mut big = BatchBuilder::new(1 << 20, 64);
+        assert!(!big.try_push(&vec![1u8; MAX_BATCHED_RECORD + 1]));
+        assert!(big.try_push(&vec![1u8; MAX_BATCHED_RECORD]));
+        assert!(!big.try_push(&[]));
+        assert!(big.push_with(0).is_none());
+    }
+
+    #[test]
+    fn push_with_fills_in_place() {
+        let input = frames(2);
+        let mut builder = BatchBuilder::new(4096, 8);
+        for f in &input {
+            builder.push_with(f.len()).unwrap().copy_from_slice(f);
+        }
+        assert_eq!(collect(builder.frame()).unwrap(), input);
+    }
+
+    #[test]
+    fn writer_over_a_caller_buffer_matches_the_builder() {
+        let input = frames(5);
+        let total: usize = input.iter().map(Vec::len).sum();
+        let mut buf = vec![0u8; batch_frame_len(total, input.len())];
+        let mut writer = BatchWriter::new(&mut buf, 64);
+        for f in &input {
+            writer.push_with(f.len()).unwrap().copy_from_slice(f);
+        }
+        assert!(writer.push_with(1).is_none(), "exactly full");
+        assert_eq!(writer.finish(), buf.len());
+        let mut builder = BatchBuilder::new(8192, 64);
+        for f in &input {
+            assert!(builder.try_push(f));
+        }
+        assert_eq!(builder.frame(), &buf[..]);
+        let mut tiny = [0u8; 3];
+        let mut writer = BatchWriter::new(&mut tiny, 64);
+        assert!(writer.push_with(1).is_none());
+        assert_eq!(writer.finish(), 0);
+    }
+
+    #[test]
+    fn malformed_batches_are_typed_errors() {
+        let input = frames(3);
+        let mut builder = BatchBuilder::new(4096, 8);
+        for f in &input {
+            assert!(builder.try_push(f));
+        }
+        let good = builder.frame().to_vec();
+
+        assert_eq!(batch_records(&input[0]).err(), Some(DecodeError::NotABatch));
+        assert_eq!(
+            batch_records(b"#B\0\x01").err(),
+            Some(DecodeError::TruncatedBatchHeader { got: 4 })
+        );
+        let mut bad_version = good.clone();
+        bad_version[3] = 2;
+        assert_eq!(
+            batch_records(&bad_version).err(),
+            Some(DecodeError::UnknownBatchVersion(2))
+        );
+
+        // Count says more than the bytes hold: the records present, then a truncation error, then nothing.
+        let mut more = good.clone();
+        more[COUNT_AT] = 4;
+        let mut it = batch_records(&more).unwrap();
+        assert_eq!(it.by_ref().take(3).filter(|r| r.is_ok()).count(), 3);
+        assert!(matches!(
+            it.next(),
+            Some(Err(DecodeError::TruncatedBatchRecord { index: 3, .. }))
+        ));
+        assert_eq!(it.next(), None);
+
+        // Count says fewer: trailing bytes.
+        let mut fewer = good.clone();
+        fewer[COUNT_AT] = 2;
+        assert!(matches!(
+            collect(&fewer),
+            Err(DecodeError::BatchTrailingBytes { count: 2, .. })
+        ));
+
+        // A zero-length record.
+        let mut zero = good[..BATCH_HEADER_LEN].to_vec();
+        zero[COUNT_AT] = 1;
+        zero.extend_from_slice(&[0, 0]);
+        assert_eq!(
+            collect(&zero),
+            Err(DecodeError::EmptyBatchRecord { index: 0 })
+        );
+    }
+
+    #[test]
+    fn truncation_at_every_offset_never_panics_and_is_detected() {
+        let input = frames(4);
+        let mut builder = BatchBuilder::new(4096, 8);
+        for f in &input {
+            assert!(builder.try_push(f));
+        }
+        let good = builder.frame().to_vec();
+        for cut in 0..good.len() {
+            assert!(collect(&good[..cut]).is_err(), "cut at {cut}");
+        }
+        assert!(collect(&good).is_ok());
+    }
+}
