@@ -4,8 +4,9 @@
 
 use tickbox_wire::tap::{encode_event, TapFrame};
 use tickbox_wire::{
-    encode_to_vec, encoded_len, BookLevel, Flags, GapCause, GapNotice, Header, Heartbeat, Kind,
-    MessageRef, Payload, Quote, Side, Trade, HEADER_LEN, HEADER_LEN_V1, WIRE_VERSION,
+    batch_records, encode_to_vec, encoded_len, is_batch, BatchBuilder, BookLevel, DecodeError,
+    Flags, GapCause, GapNotice, Header, Heartbeat, Kind, MessageRef, Payload, Quote, Side, Trade,
+    HEADER_LEN, HEADER_LEN_V1, WIRE_VERSION,
 };
 
 /// The session every golden frame of publisher 1 carries (a publisher's start time, ns since the epoch).
@@ -144,6 +145,13 @@ const QUOTE_V1_HEX: &str =
     "512e584e41532e4141504c0001010000010000002a0000000000000000002a36fe9c971700002a36fe9c97170700000080d42d102c\
      000000006bc6102c0000002c010000c80000000300000002000000f0d82936fe9c9717";
 
+/// A batch of two records: the golden heartbeat then the golden gap notice (`"#B"`, NUL, version 1, reserved 0,
+/// count 2, then each record's u16 length and bytes).
+const BATCH_HEX: &str =
+    "234200010002003c00482e310002030000010000002a0000000000000000e11f3cfe9c971700e11f3cfe9c971700f08461159c97170\
+     0e1f505000000002a000000000000004500472e31000205000001000000290000000000000000a30b48fe9c971700a30b48fe9c9717\
+     00f08461159c97172600000000000000290000000000000000a30b48fe9c971701";
+
 /// A tap subscription event: a subscriber subscribed to `Q.` (marker 0x00, XPUB event byte 0x01, the prefix).
 const TAP_SUBSCRIBE_HEX: &str = "0001512e";
 
@@ -239,6 +247,40 @@ fn golden_tap_event_is_an_event() {
 }
 
 #[test]
+fn golden_batch_builds_byte_for_byte_and_reads_back_its_records() {
+    let heartbeat = unhex(goldens()[2].hex);
+    let gap = unhex(goldens()[4].hex);
+    assert_eq!(goldens()[2].name, "heartbeat");
+    assert_eq!(goldens()[4].name, "gap");
+    let mut builder = BatchBuilder::new(1024, 16);
+    assert!(builder.try_push(&heartbeat));
+    assert!(builder.try_push(&gap));
+    assert_eq!(hex(builder.frame()), compact(BATCH_HEX));
+
+    let bytes = unhex(BATCH_HEX);
+    assert!(is_batch(&bytes));
+    let records = batch_records(&bytes).unwrap();
+    assert_eq!(records.declared_count(), 2);
+    let records: Vec<&[u8]> = records.map(Result::unwrap).collect();
+    assert_eq!(records, vec![&heartbeat[..], &gap[..]]);
+    assert_eq!(
+        MessageRef::decode(records[1]).unwrap().header(),
+        &goldens()[4].header
+    );
+    // A batch is not a frame: a reader that does not know batches rejects it (the byte after "#B\0" is read as
+    // a wire version, and 1 means a 32-byte header whose kind 0 is unknown).
+    assert!(MessageRef::decode(&bytes).is_err());
+    // And no golden frame is a batch.
+    for g in goldens() {
+        assert!(!is_batch(&unhex(g.hex)), "{}", g.name);
+        assert_eq!(
+            batch_records(&unhex(g.hex)).err(),
+            Some(DecodeError::NotABatch)
+        );
+    }
+}
+
+#[test]
 fn goldens_are_rejected_once_mangled() {
     // The rules the spec states for a reader, exercised on the golden frames.
     let quote = unhex(goldens()[0].hex);
@@ -315,6 +357,7 @@ fn the_spec_shows_every_golden_frame() {
     let spec = spec();
     let mut all: Vec<(&str, String)> = goldens().iter().map(|g| (g.name, compact(g.hex))).collect();
     all.push(("quote_v1", compact(QUOTE_V1_HEX)));
+    all.push(("batch", compact(BATCH_HEX)));
     all.push(("tap_subscribe", TAP_SUBSCRIBE_HEX.to_string()));
     for (name, hex_text) in all {
         assert!(
