@@ -2,6 +2,7 @@
 //! exists) and the double barrier (enter when `parties` have joined, leave when all have left, the lowest node
 //! being the exit flag).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use zookeeper_client as zk;
@@ -41,6 +42,17 @@ async fn wait_exists(
         if ev.event_type == zk::EventType::Session && ev.session_state.is_terminated() {
             return Err(CoordError::SessionExpired);
         }
+    }
+}
+
+/// Resolves once `stop` is set, never without one. The flag is a plain atomic (set by a signal handler), so it
+/// is looked at every 50 ms.
+async fn stopped(stop: Option<&AtomicBool>) {
+    let Some(stop) = stop else {
+        return std::future::pending().await;
+    };
+    while !stop.load(Ordering::Relaxed) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 
@@ -115,6 +127,26 @@ impl DoubleBarrier {
 
     /// Enters: joins, and blocks until `parties` have joined (the one completing the count sets `ready`).
     pub fn enter(&self, id: &[u8], timeout: Option<Duration>) -> Result<Entered> {
+        self.enter_inner(id, timeout, None)
+    }
+
+    /// [`DoubleBarrier::enter`] that also gives up (with [`CoordError::Interrupted`], own node deleted) once
+    /// `stop` is set: a command waiting for its parties still honours Ctrl-C.
+    pub fn enter_until(
+        &self,
+        id: &[u8],
+        timeout: Option<Duration>,
+        stop: &AtomicBool,
+    ) -> Result<Entered> {
+        self.enter_inner(id, timeout, Some(stop))
+    }
+
+    fn enter_inner(
+        &self,
+        id: &[u8],
+        timeout: Option<Duration>,
+        stop: Option<&AtomicBool>,
+    ) -> Result<Entered> {
         let zk = self.coord.client().clone();
         let deadline = timeout.map(|t| Instant::now() + t);
         let guid = client::new_guid();
@@ -129,7 +161,7 @@ impl DoubleBarrier {
                 zk::CreateMode::EphemeralSequential,
             )
             .await?;
-            let res: Result<()> = async {
+            let waiting = async {
                 loop {
                     // Watch the ready flag first, then count: a party completing the count in between still
                     // fires the watch.
@@ -162,8 +194,11 @@ impl DoubleBarrier {
                         }
                     }
                 }
-            }
-            .await;
+            };
+            let res: Result<()> = tokio::select! {
+                r = waiting => r,
+                _ = stopped(stop) => Err(CoordError::Interrupted),
+            };
             match res {
                 Ok(()) => Ok(own),
                 Err(e) => {
@@ -204,13 +239,23 @@ impl Entered {
     }
 
     /// Leaves: blocks until every party has left (the recipe's leave protocol, herd-free).
-    pub fn leave(mut self, timeout: Option<Duration>) -> Result<()> {
+    pub fn leave(self, timeout: Option<Duration>) -> Result<()> {
+        self.leave_inner(timeout, None)
+    }
+
+    /// [`Entered::leave`] that stops waiting for the others (with [`CoordError::Interrupted`]) once `stop` is
+    /// set; its own node is deleted all the same, so the others are not held back by it.
+    pub fn leave_until(self, timeout: Option<Duration>, stop: &AtomicBool) -> Result<()> {
+        self.leave_inner(timeout, Some(stop))
+    }
+
+    fn leave_inner(mut self, timeout: Option<Duration>, stop: Option<&AtomicBool>) -> Result<()> {
         self.left = true;
         let b = &self.barrier;
         let zk = b.coord.client().clone();
         let deadline = timeout.map(|t| Instant::now() + t);
         let (dir, ready, own) = (b.dir.clone(), b.ready_path(), self.own.clone());
-        b.coord.block_on(async move {
+        let waiting = async move {
             loop {
                 let children = retry_read(&zk, || zk.list_children(&dir)).await?;
                 let parties = logic::sorted_nodes(&children, &["p"]);
@@ -233,7 +278,18 @@ impl Entered {
                     }
                 }
             }
-        })
+        };
+        let res = b.coord.block_on(async {
+            tokio::select! {
+                r = waiting => r,
+                _ = stopped(stop) => Err(CoordError::Interrupted),
+            }
+        });
+        // Given up (timeout, interrupted): a lowest node left behind would hold every other party back.
+        if res.is_err() {
+            let _ = b.coord.delete(&logic::join(&b.dir, &self.own));
+        }
+        res
     }
 }
 

@@ -1,5 +1,6 @@
 //! Recognises the recipes under a path from their node names, for `tickbox coord state`: locks and their
-//! holders, elections and their leaders, double barriers, queues, groups, transactions.
+//! holders, elections and their leaders, double barriers, queues, groups, sharded groups and their owners,
+//! transactions.
 
 use crate::logic::{self, Decision, SeqNode, Vote};
 use crate::{Coord, Result};
@@ -57,6 +58,15 @@ pub enum RecipeState {
         /// Member names.
         members: Vec<String>,
     },
+    /// A sharded group ([`crate::Shards`]): its members and each shard's owner.
+    Shards {
+        /// Its directory (holding `members` and `shards`).
+        path: String,
+        /// Member names.
+        members: Vec<String>,
+        /// Per shard, in index order: the owner's member name and fencing token, `None` while unowned.
+        owners: Vec<(u32, Option<(String, u64)>)>,
+    },
     /// A two-phase-commit transaction (recognised once its `decision` node exists).
     Transaction {
         /// The transaction node.
@@ -100,7 +110,24 @@ pub fn inspect(coord: &Coord, path: &str) -> Result<Vec<RecipeState>> {
                 .unwrap_or_default())
         };
         let mut recurse = true;
-        if has("lock") {
+        let named = |n: &str| children.iter().any(|c| c == n);
+        if named("members") && named("shards") {
+            let shard_dir = logic::join(&p, "shards");
+            let mut indices: Vec<u32> = coord
+                .children(&shard_dir)?
+                .iter()
+                .filter_map(|c| c.parse().ok())
+                .collect();
+            indices.sort_unstable();
+            let count = indices.last().map_or(0, |l| l + 1);
+            let owners = crate::Shards::new(coord, &p, count)?.owners()?;
+            out.push(RecipeState::Shards {
+                path: p.clone(),
+                members: coord.children(&logic::join(&p, "members"))?,
+                owners: owners.into_iter().collect(),
+            });
+            recurse = false;
+        } else if has("lock") {
             let locks = logic::sorted_nodes(&children, &["lock"]);
             let holder = match locks.first() {
                 Some(h) => Some((h.clone(), data_of(h)?)),

@@ -23,6 +23,7 @@ mod membership;
 mod queue;
 mod render;
 mod shards;
+mod standing;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod twopc;
@@ -39,6 +40,9 @@ pub use logic::{Access, Decision, SeqNode, Vote};
 pub use membership::Group;
 pub use queue::{Queue, DEFAULT_PRIORITY};
 pub use shards::{ShardEvent, ShardMember, Shards};
+pub use standing::{
+    last_progress, Handover, PreviousLeader, Standing, StandingEvent, PROGRESS_NODE,
+};
 pub use twopc::{TxCoordinator, TxOutcome, TxParticipant};
 pub use zookeeper_client;
 
@@ -82,6 +86,9 @@ pub enum CoordError {
         /// What is wrong.
         reason: &'static str,
     },
+    /// The caller's stop flag was set while waiting (e.g. Ctrl-C).
+    #[error("interrupted")]
+    Interrupted,
     /// The runtime driving the session could not start.
     #[error("cannot start the coordination runtime: {0}")]
     Runtime(std::io::Error),

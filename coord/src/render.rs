@@ -66,6 +66,24 @@ impl RecipeState {
             RecipeState::Group { path, members } => {
                 format!("{path}\tgroup\tmembers={}", members.join(","))
             }
+            RecipeState::Shards {
+                path,
+                members,
+                owners,
+            } => {
+                let os: Vec<String> = owners
+                    .iter()
+                    .map(|(i, o)| match o {
+                        Some((m, t)) => format!("{i}:{m}/{t}"),
+                        None => format!("{i}:-"),
+                    })
+                    .collect();
+                format!(
+                    "{path}\tshards\tmembers={} owners={}",
+                    members.join(","),
+                    os.join(",")
+                )
+            }
             RecipeState::Transaction {
                 path,
                 votes,
@@ -121,6 +139,18 @@ impl RecipeState {
             RecipeState::Group { path, members } => {
                 json!({"path": path, "recipe": "group", "members": members})
             }
+            RecipeState::Shards {
+                path,
+                members,
+                owners,
+            } => json!({
+                "path": path, "recipe": "shards", "members": members,
+                "owners": owners.iter().map(|(i, o)| json!({
+                    "shard": i,
+                    "owner": o.as_ref().map(|(m, _)| m),
+                    "token": o.as_ref().map(|(_, t)| t),
+                })).collect::<Vec<_>>(),
+            }),
             RecipeState::Transaction {
                 path,
                 votes,
@@ -175,5 +205,13 @@ mod tests {
             "/l\tlock\tholder=lock-g-0000000007 token=7 data=\"me\" waiting=2"
         );
         assert_eq!(held.to_json()["holder"]["token"], 7);
+        let shards = RecipeState::Shards {
+            path: "/g".into(),
+            members: vec!["a".into(), "b".into()],
+            owners: vec![(0, Some(("a".into(), 3))), (1, None)],
+        };
+        assert_eq!(shards.line(), "/g\tshards\tmembers=a,b owners=0:a/3,1:-");
+        assert_eq!(shards.to_json()["owners"][0]["owner"], "a");
+        assert_eq!(shards.to_json()["owners"][1]["token"], serde_json::Value::Null);
     }
 }
