@@ -169,6 +169,23 @@ pub fn stamp_send_time_in_place(
     Ok(header)
 }
 
+/// Writes a re-publisher's header fields (flags, publisher id, sequence, send time) into a copy of a frame that
+/// was already decoded, at `header_at` (its topic length + 1, e.g. `MessageRef::topic().len() + 1`): no second
+/// scan for the topic terminator and no second header parse. These four fields sit at the same offsets in both
+/// header versions; `kind`, `origin_time_ns` and `session` are left as they are. False, writing nothing, when the
+/// frame is too short to hold them there.
+#[inline]
+pub fn write_send_fields_at(frame: &mut [u8], header_at: usize, header: &Header) -> bool {
+    let Some(h) = frame.get_mut(header_at..header_at + 24) else {
+        return false;
+    };
+    h[2..4].copy_from_slice(&header.flags.0.to_le_bytes());
+    h[4..8].copy_from_slice(&header.publisher_id.to_le_bytes());
+    h[8..16].copy_from_slice(&header.sequence.to_le_bytes());
+    h[16..24].copy_from_slice(&header.send_time_ns.to_le_bytes());
+    true
+}
+
 /// Replaces a frame's flags in place (the LVC marks cached values with [`Flags::CACHED`]).
 pub fn set_flags_in_place(frame: &mut [u8], flags: Flags) -> Result<Header, DecodeError> {
     let (topic_len, header_len, mut header) = split_header(frame)?;
@@ -272,6 +289,36 @@ mod tests {
         assert_eq!(msg.payload().unwrap(), before);
         let header = set_flags_in_place(&mut frame, Flags::CACHED).unwrap();
         assert_eq!(header.flags, Flags::CACHED);
+    }
+
+    #[test]
+    fn write_send_fields_at_matches_restamp_in_place_in_both_versions() {
+        let v2 = trade_frame();
+        let topic_len = "T.XNAS.MSFT".len();
+        let mut v1 = v2[..topic_len + 1 + crate::HEADER_LEN_V1].to_vec();
+        v1[topic_len + 1] = 1;
+        v1.extend_from_slice(&v2[topic_len + 1 + HEADER_LEN..]);
+        for frame in [v2, v1] {
+            let mut expected = frame.clone();
+            let header = restamp_in_place(&mut expected, 77, 88, 99_000, Flags::REPLAY).unwrap();
+            let mut got = frame.clone();
+            let msg = MessageRef::decode(&frame).unwrap();
+            let mut h = *msg.header();
+            h.publisher_id = 77;
+            h.sequence = 88;
+            h.send_time_ns = 99_000;
+            h.flags = h.flags.with(Flags::REPLAY);
+            assert_eq!(h, header);
+            assert!(write_send_fields_at(&mut got, msg.topic().len() + 1, &h));
+            assert_eq!(got, expected);
+        }
+        let mut short = [0u8; 20];
+        assert!(!write_send_fields_at(
+            &mut short,
+            1,
+            &Header::live(Kind::Quote, 1, 1, 1)
+        ));
+        assert_eq!(short, [0u8; 20]);
     }
 
     #[test]
