@@ -6,6 +6,8 @@ use std::fmt::Write as _;
 use std::fs::File;
 use std::io::{BufReader, Chain, Cursor, Read};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use dbn::decode::dbn::{MetadataDecoder, RecordDecoder};
@@ -54,7 +56,22 @@ pub struct ImportReport {
 /// Bound on the topic cache of one import (cleared when full).
 const MAX_CACHED_TOPICS: usize = 1 << 16;
 
-type Stream = Chain<Cursor<Vec<u8>>, DynReader<'static, BufReader<File>>>;
+type Stream = Counted<Chain<Cursor<Vec<u8>>, DynReader<'static, BufReader<File>>>>;
+
+/// A reader that counts the bytes it hands out. The `dbn` crate's decoder ends cleanly at EOF even when the last
+/// record is cut short; comparing what it read with what it decoded is how a truncated file is told apart.
+pub(crate) struct Counted<R> {
+    inner: R,
+    read: Arc<AtomicU64>,
+}
+
+impl<R: Read> Read for Counted<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.read.fetch_add(n as u64, Ordering::Relaxed);
+        Ok(n)
+    }
+}
 
 enum Records {
     Dbn(Box<RecordDecoder<Stream>>),
@@ -79,6 +96,10 @@ pub struct OpenedSource {
     records: Records,
     path: PathBuf,
     count: u64,
+    /// Bytes the record decoder has read from the stream (DBN and fragments; `None` for DBZ).
+    stream_read: Option<Arc<AtomicU64>>,
+    /// Bytes of the records decoded so far.
+    decoded: u64,
 }
 
 impl OpenedSource {
@@ -88,9 +109,19 @@ impl OpenedSource {
         match self.records.next() {
             Ok(Some(r)) => {
                 self.count += 1;
+                self.decoded += r.record_size() as u64;
                 Ok(Some(r))
             }
-            Ok(None) => Ok(None),
+            Ok(None) => match &self.stream_read {
+                Some(read) if read.load(Ordering::Relaxed) > self.decoded => Err(DbnError::refused(
+                    &self.path,
+                    format!(
+                        "truncated: {} bytes after record {n} are not a whole record",
+                        read.load(Ordering::Relaxed) - self.decoded
+                    ),
+                )),
+                _ => Ok(None),
+            },
             Err(e) => Err(DbnError::refused(
                 &self.path,
                 format!("record {}: {e}", n + 1),
@@ -174,6 +205,8 @@ pub fn open_source(path: &Path, fragment_version: Option<u8>) -> Result<OpenedSo
             records: Records::Dbz(Box::new(d)),
             path: path.to_path_buf(),
             count: 0,
+            stream_read: None,
+            decoded: 0,
         });
     }
     let mut reader = DynReader::from_file(path)
@@ -215,8 +248,12 @@ pub fn open_source(path: &Path, fragment_version: Option<u8>) -> Result<OpenedSo
                         format!("DBN metadata the dbn crate cannot decode: {e}"),
                     )
                 })?;
+        let read = Arc::new(AtomicU64::new(0));
         let d = RecordDecoder::with_version(
-            Cursor::new(Vec::new()).chain(reader),
+            Counted {
+                inner: Cursor::new(Vec::new()).chain(reader),
+                read: Arc::clone(&read),
+            },
             version,
             VersionUpgradePolicy::AsIs,
             metadata.ts_out,
@@ -236,6 +273,8 @@ pub fn open_source(path: &Path, fragment_version: Option<u8>) -> Result<OpenedSo
             records: Records::Dbn(Box::new(d)),
             path: path.to_path_buf(),
             count: 0,
+            stream_read: Some(read),
+            decoded: 0,
         });
     }
     // No metadata header: a fragment, records only. Its version is not in the file.
@@ -256,8 +295,12 @@ pub fn open_source(path: &Path, fragment_version: Option<u8>) -> Result<OpenedSo
             "not DBN: no DBN or DBZ header, and the first bytes are not a DBN record (a headerless fragment)",
         ));
     }
+    let read = Arc::new(AtomicU64::new(0));
     let d = RecordDecoder::with_version(
-        Cursor::new(prefix[..got].to_vec()).chain(reader),
+        Counted {
+            inner: Cursor::new(prefix[..got].to_vec()).chain(reader),
+            read: Arc::clone(&read),
+        },
         if version == 0 {
             dbn::DBN_VERSION
         } else {
@@ -287,6 +330,8 @@ pub fn open_source(path: &Path, fragment_version: Option<u8>) -> Result<OpenedSo
         records: Records::Dbn(Box::new(d)),
         path: path.to_path_buf(),
         count: 0,
+        stream_read: Some(read),
+        decoded: 0,
     })
 }
 
@@ -330,6 +375,48 @@ fn venue_of(m: Option<&Metadata>) -> String {
     }
 }
 
+/// The vendor topic of each record (`V.<venue>.<symbol>`), from a file's symbology.
+pub(crate) struct Topics {
+    symbols: TsSymbolMap,
+    venue: String,
+    cache: HashMap<(u32, u64), String>,
+}
+
+impl Topics {
+    pub(crate) fn new(metadata: Option<&Metadata>) -> Self {
+        Topics {
+            symbols: metadata
+                .and_then(|m| TsSymbolMap::from_metadata(m).ok())
+                .unwrap_or_default(),
+            venue: venue_of(metadata),
+            cache: HashMap::new(),
+        }
+    }
+
+    /// The topic of `rec`: its symbol where the symbology names one, else its instrument id.
+    pub(crate) fn topic(&mut self, rec: &RecordRef<'_>) -> &str {
+        // Symbology is by UTC day: one topic per (instrument, day of the index time), built once.
+        let key = (
+            rec.header().instrument_id,
+            rec.raw_index_ts() / 86_400_000_000_000,
+        );
+        if !self.cache.contains_key(&key) {
+            let mut t = format!("{VENDOR_TOPIC_LETTER}.{}.", self.venue);
+            match self.symbols.get_for_rec(rec) {
+                Some(s) if !s.is_empty() => t.extend(s.chars().filter(|c| *c != '\0')),
+                _ => {
+                    let _ = write!(t, "{}", rec.instrument_id());
+                }
+            }
+            if self.cache.len() >= MAX_CACHED_TOPICS {
+                self.cache.clear();
+            }
+            self.cache.insert(key, t);
+        }
+        self.cache.get(&key).map_or("", String::as_str)
+    }
+}
+
 /// Imports `files`, in order, into a new archive journal at `journal` (which must not exist), and writes the
 /// manifest. Every file is opened (and refused, naming it and why) before the journal is created.
 pub fn import_files(
@@ -363,14 +450,8 @@ pub fn import_files(
     let mut total = 0u64;
     for (index, f) in files.iter().enumerate() {
         let mut src = open_source(f, opts.fragment_version)?;
-        let symbols = src
-            .metadata
-            .as_ref()
-            .and_then(|m| TsSymbolMap::from_metadata(m).ok())
-            .unwrap_or_default();
-        let venue = venue_of(src.metadata.as_ref());
+        let mut topics = Topics::new(src.metadata.as_ref());
         let version = src.source.version;
-        let mut topics: HashMap<(u32, u64), String> = HashMap::new();
         let mut n = 0u64;
         let mut used = 0usize;
         while let Some(rec) = src.next_record()? {
@@ -385,25 +466,8 @@ pub fn import_files(
                     ),
                 ));
             }
-            // Symbology is by UTC day: one topic per (instrument, day of the index time), built once.
             let index_ts = rec.raw_index_ts();
-            let key = (rec.header().instrument_id, index_ts / 86_400_000_000_000);
-            let topic = match topics.get(&key) {
-                Some(t) => t,
-                None => {
-                    let mut t = format!("{VENDOR_TOPIC_LETTER}.{venue}.");
-                    match symbols.get_for_rec(&rec) {
-                        Some(s) if !s.is_empty() => t.extend(s.chars().filter(|c| *c != '\0')),
-                        _ => {
-                            let _ = write!(t, "{}", rec.instrument_id());
-                        }
-                    }
-                    if topics.len() >= MAX_CACHED_TOPICS {
-                        topics.clear();
-                    }
-                    topics.entry(key).or_insert(t)
-                }
-            };
+            let topic = topics.topic(&rec);
             let seq = seqs.entry(rec.publisher_id()).or_insert(0);
             *seq += 1;
             let header = VendorHeader {

@@ -16,6 +16,10 @@
 //! **Export** ([`export_dbn`]) writes one imported file back: metadata bytes then records, so DBN → journal →
 //! DBN is byte-identical to the original's decompressed stream. [`export_text`] writes JSON lines or CSV with
 //! decoded fields.
+//!
+//! **Replay** ([`ReplaySource`]) reads a DBN file or a journal as the tickbox messages a publisher would send
+//! (`tickbox feed --source`), each with its receive time (pacing) and event time; records with no tickbox
+//! equivalent are skipped with a reason.
 
 /// The `dbn` crate this one is built on, for callers that construct or decode DBN themselves (tests, tools).
 pub use dbn;
@@ -29,6 +33,7 @@ mod frame;
 #[allow(deprecated)]
 mod import;
 mod manifest;
+mod replay;
 
 pub use derive::derive_wire;
 pub use describe::{
@@ -41,4 +46,5 @@ pub use frame::{
     VENDOR_DBN, VENDOR_KIND, VENDOR_TOPIC_LETTER,
 };
 pub use import::{import_files, open_source, ImportOptions, ImportReport, OpenedSource};
+pub use replay::{ReplayForm, ReplayItem, ReplaySource};
 pub use manifest::{Manifest, Source, SourceForm, MANIFEST_FILE, MANIFEST_FORMAT};

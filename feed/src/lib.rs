@@ -44,6 +44,11 @@
 //!   [`MarketGenerator`] (the synthetic market), [`Publisher`] (stamp + encode + send on one socket) and
 //!   [`open_publisher_socket`].
 //!
+//! * [`SourceFeed::start`]`(&ctx, config, source, speed)`: the same shards publishing a recording (any
+//!   [`RecordSource`]: `tickbox-dbn` reads DBN files and journals) in source order at [`SourceSpeed`] (`1x`,
+//!   `Nx`, `max`), each record under the shard's own identity and sequence with its event time as origin time;
+//!   [`SourceReport`] counts read, published and skipped (by reason).
+//!
 //! Send time in every header is `tickbox_wire::now_ns()` taken per message just before encoding, so
 //! feed-to-subscriber latency can be measured from it.
 
@@ -53,6 +58,7 @@ mod generator;
 mod pacer;
 mod publisher;
 mod runner;
+mod source;
 
 pub use config::{FeedConfig, PacingMode, Pattern, PublisherShardConfig, Rate};
 pub use error::FeedError;
@@ -63,6 +69,10 @@ pub use generator::{
 pub use pacer::{Pacing, SendPacer, Step};
 pub use publisher::{
     heartbeat_topic, open_publisher_socket, Publisher, PublisherCounts, LINGER_MS, SEND_TIMEOUT_MS,
+};
+pub use source::{
+    RecordSource, SourceError, SourceFeed, SourceFeedHandle, SourceItem, SourceRecord, SourceReport,
+    SourceSpeed, SourceStats,
 };
 pub use runner::{
     Feed, FeedHandle, FeedReport, PublisherShardReport, ShardInfo, ShardStats, RATE_SHORTFALL_RATIO,

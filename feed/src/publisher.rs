@@ -52,6 +52,7 @@ pub fn open_publisher_socket(
     socket.set_sndtimeo(SEND_TIMEOUT_MS).map_err(socket_err)?;
     tickbox_zmqx::limit_subscriptions(&socket, config.max_subscription_bytes)
         .map_err(|source| FeedError::SocketOption { shard, source })?;
+    tickbox_zmqx::profile::apply(&socket, &config.socket_profile).map_err(socket_err)?;
     if config.no_drop {
         tickbox_zmqx::set_xpub_nodrop(&mut socket, true)
             .map_err(|source| FeedError::SocketOption { shard, source })?;
@@ -154,9 +155,23 @@ impl Publisher {
         payload: &Payload,
         send_time_ns: u64,
     ) -> Result<Option<u64>, FeedError> {
+        self.publish_origin(topic, payload, send_time_ns, send_time_ns)
+    }
+
+    /// [`publish_at`](Self::publish_at) of a message that happened earlier (a recording's event time in
+    /// `origin_time_ns`, ns since the epoch): the header carries both times.
+    #[inline]
+    pub fn publish_origin(
+        &mut self,
+        topic: &str,
+        payload: &Payload,
+        send_time_ns: u64,
+        origin_time_ns: u64,
+    ) -> Result<Option<u64>, FeedError> {
         let sequence = self.sequence + 1;
-        let header = Header::live(payload.kind(), self.publisher_id, sequence, send_time_ns)
+        let mut header = Header::live(payload.kind(), self.publisher_id, sequence, send_time_ns)
             .with_session(self.session);
+        header.origin_time_ns = origin_time_ns;
         if !self.send(topic, &header, payload)? {
             return Ok(None);
         }

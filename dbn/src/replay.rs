@@ -1,0 +1,244 @@
+//! Reading a recording for `tickbox feed --source`: a DBN file (anything [`open_source`] opens) or a tickbox
+//! journal (a ring file, an archive directory or segment, imported or recorded), as the tickbox messages a
+//! publisher would send, in file order. DBN records take the same road as an import followed by [`derive_wire`],
+//! so a record published straight from its file and one published from its import are the same message.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use dbn::{RType, Record as _};
+use tickbox_journal::Reader;
+use tickbox_wire::{Kind, MessageRef, Payload};
+
+use crate::derive::derive_wire;
+use crate::error::DbnError;
+use crate::frame::{encode_vendor_frame, record_fits, VendorFrame, VendorHeader, VENDOR_KIND};
+use crate::import::{open_source, OpenedSource, Topics};
+
+/// One item of a recording.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ReplayItem {
+    /// A message to publish.
+    Record {
+        /// When it was received (DBN `ts_recv`, a journal's capture time), ns since the epoch: paces a replay.
+        time_ns: u64,
+        /// When it happened (DBN `ts_event`, the header's origin time of a recorded frame).
+        origin_time_ns: u64,
+        /// The tickbox topic (`Q.XNAS.AAPL`, `T.GLBX.ESM3`).
+        topic: String,
+        /// A quote, trade or book level.
+        payload: Payload,
+    },
+    /// A record read but not publishable as a tickbox message; the reason is one line shared by every record of
+    /// its sort (`DBN mbo: no tickbox equivalent`), so callers can count by it.
+    Skipped(String),
+}
+
+/// What a recording is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplayForm {
+    /// A DBN file (plain or zstd, DBZ, fragment).
+    Dbn,
+    /// A tickbox journal.
+    Journal,
+}
+
+enum Inner {
+    Dbn {
+        source: Box<OpenedSource>,
+        topics: Topics,
+        version: u8,
+    },
+    Journal(Box<Reader>),
+}
+
+/// A recording opened for replay.
+pub struct ReplaySource {
+    inner: Inner,
+    path: PathBuf,
+    scratch: Vec<u8>,
+    /// Skip reasons already built, so a file of skipped records does not format one string per record.
+    reasons: HashMap<(u8, u8), String>,
+}
+
+/// True when `path` is a journal: an archive directory, or a file that starts with the journal's magic.
+fn is_journal(path: &Path) -> Result<bool, DbnError> {
+    if path.is_dir() {
+        return Ok(true);
+    }
+    let mut file = File::open(path).map_err(|e| DbnError::Io {
+        path: path.to_path_buf(),
+        source: e,
+    })?;
+    let mut magic = [0u8; 8];
+    let mut got = 0;
+    while got < magic.len() {
+        match file.read(&mut magic[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                return Err(DbnError::Io {
+                    path: path.to_path_buf(),
+                    source: e,
+                })
+            }
+        }
+    }
+    Ok(got == magic.len() && magic == tickbox_journal::MAGIC)
+}
+
+impl ReplaySource {
+    /// Opens `path`: a journal if it is a directory or starts with the journal's magic, else a DBN file. A file
+    /// that is neither, or whose header is damaged, is refused with an error naming it and why.
+    pub fn open(path: &Path) -> Result<Self, DbnError> {
+        let inner = if is_journal(path)? {
+            let reader = Reader::open(path).map_err(|e| DbnError::Refused {
+                path: path.to_path_buf(),
+                why: format!("journal cannot be read: {e}"),
+            })?;
+            Inner::Journal(Box::new(reader))
+        } else {
+            let source = open_source(path, None)?;
+            let topics = Topics::new(source.metadata.as_ref());
+            let version = source.source.version;
+            Inner::Dbn {
+                source: Box::new(source),
+                topics,
+                version,
+            }
+        };
+        Ok(ReplaySource {
+            inner,
+            path: path.to_path_buf(),
+            scratch: Vec::with_capacity(256),
+            reasons: HashMap::new(),
+        })
+    }
+
+    /// What was opened.
+    pub fn form(&self) -> ReplayForm {
+        match self.inner {
+            Inner::Dbn { .. } => ReplayForm::Dbn,
+            Inner::Journal(_) => ReplayForm::Journal,
+        }
+    }
+
+    fn reason(&mut self, key: (u8, u8)) -> String {
+        self.reasons
+            .entry(key)
+            .or_insert_with(|| match key {
+                (0, rtype) => match RType::try_from(rtype) {
+                    Ok(r) => format!("DBN {}: no tickbox equivalent", r.as_str()),
+                    Err(_) => format!("DBN rtype {rtype:#04x}: no tickbox equivalent"),
+                },
+                (1, kind) if kind == Kind::Heartbeat as u8 => {
+                    "heartbeat: the feed sends its own".to_owned()
+                }
+                (1, kind) if kind == Kind::Gap as u8 => {
+                    "gap notice: a recorded loss, not data".to_owned()
+                }
+                (1, kind) => format!("kind {kind}: not a publishable tickbox message"),
+                _ => "frame that does not decode as a tickbox message".to_owned(),
+            })
+            .clone()
+    }
+
+    /// The next item in file order; `Ok(None)` at the end. A damaged record (a truncated or corrupt file, a
+    /// failed checksum) is an error naming the file and the record: a replay must not silently publish a prefix.
+    pub fn next_item(&mut self) -> Result<Option<ReplayItem>, DbnError> {
+        match &mut self.inner {
+            Inner::Dbn {
+                source,
+                topics,
+                version,
+            } => {
+                let Some(rec) = source.next_record()? else {
+                    return Ok(None);
+                };
+                let bytes = rec.as_ref();
+                if !record_fits(bytes) {
+                    let (rtype, len) = (bytes.get(1).copied().unwrap_or(0), bytes.len());
+                    return Err(DbnError::Refused {
+                        path: self.path.clone(),
+                        why: format!(
+                            "a record of rtype {rtype:#04x} unknown to the dbn crate, or its {len} bytes too \
+                             short for it"
+                        ),
+                    });
+                }
+                let header = VendorHeader {
+                    flags: 0,
+                    publisher_id: u32::from(rec.publisher_id()),
+                    sequence: 0,
+                    send_time_ns: rec.raw_index_ts(),
+                    origin_time_ns: rec.raw_ts_event(),
+                    session: 0,
+                };
+                let rtype = bytes[1];
+                let topic = topics.topic(&rec);
+                encode_vendor_frame(&mut self.scratch, topic, &header, *version, 0, bytes);
+                let derived = VendorFrame::decode(&self.scratch)
+                    .ok()
+                    .and_then(|f| derive_wire(&f));
+                Ok(Some(match derived {
+                    Some((topic, h, payload)) => ReplayItem::Record {
+                        time_ns: h.send_time_ns,
+                        origin_time_ns: h.origin_time_ns,
+                        topic,
+                        payload,
+                    },
+                    None => ReplayItem::Skipped(self.reason((0, rtype))),
+                }))
+            }
+            Inner::Journal(reader) => {
+                let record = reader.next().map_err(|e| DbnError::Refused {
+                    path: self.path.clone(),
+                    why: format!("journal cannot be read on: {e}"),
+                })?;
+                let Some(record) = record else {
+                    return Ok(None);
+                };
+                let frame = record.payload;
+                let time_ns = record.capture_time_ns;
+                if let Ok(msg) = MessageRef::decode(frame) {
+                    let kind = msg.kind();
+                    return Ok(Some(match (kind, msg.payload()) {
+                        (Kind::Quote | Kind::Trade | Kind::BookLevel, Ok(payload)) => {
+                            ReplayItem::Record {
+                                time_ns,
+                                origin_time_ns: msg.header().origin_time_ns,
+                                topic: msg.topic().to_owned(),
+                                payload,
+                            }
+                        }
+                        (Kind::Quote | Kind::Trade | Kind::BookLevel, Err(_)) => {
+                            ReplayItem::Skipped(self.reason((2, 0)))
+                        }
+                        (kind, _) => ReplayItem::Skipped(self.reason((1, kind as u8))),
+                    }));
+                }
+                match VendorFrame::decode(frame) {
+                    Ok(f) => match derive_wire(&f) {
+                        Some((topic, h, payload)) => Ok(Some(ReplayItem::Record {
+                            time_ns,
+                            origin_time_ns: h.origin_time_ns,
+                            topic,
+                            payload,
+                        })),
+                        None => {
+                            let rtype = f.rtype;
+                            Ok(Some(ReplayItem::Skipped(self.reason((0, rtype)))))
+                        }
+                    },
+                    Err(crate::error::FrameError::OtherKind(kind)) if kind != VENDOR_KIND => {
+                        Ok(Some(ReplayItem::Skipped(self.reason((1, kind)))))
+                    }
+                    Err(_) => Ok(Some(ReplayItem::Skipped(self.reason((2, 0))))),
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,582 @@
+//! Publishing recorded market data (a vendor file, a journal) on the feed's sharded publishers instead of the
+//! synthetic market. Reading the recording is the caller's: anything that implements [`RecordSource`] (the
+//! `tickbox-dbn` crate reads DBN files and journals) hands records over in order, each with the time it happened
+//! (which paces the replay) and its origin time (kept in the header's `origin_time_ns`). Every record goes out
+//! under the shard's own publisher id, session and gap-free sequence, stamped with the send time, exactly like a
+//! synthetic message, so every downstream hop accounts for it the same way.
+//!
+//! One thread owns every shard socket and publishes in source order: the order of a recording is the one thing
+//! that must survive (per symbol, a book only makes sense in order), and one reader fanning out to shard threads
+//! would need a re-ordering stage for nothing on the rates a single decoder reaches.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{mpsc, Arc};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use tickbox_wire::{now_ns, shard_for, Payload};
+
+use crate::config::{saturating_nanos, FeedConfig};
+use crate::error::FeedError;
+use crate::publisher::{open_publisher_socket, Publisher};
+use crate::runner::{PublisherShardReport, ShardInfo};
+
+/// One recorded message to publish.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SourceRecord {
+    /// When it happened in the recording (ns since the epoch): paces the replay. Times that go backwards are
+    /// sent at once, never waited for.
+    pub time_ns: u64,
+    /// The original event time, carried in the header's `origin_time_ns`.
+    pub origin_time_ns: u64,
+    /// Topic as a tickbox publisher spells it (`Q.XNAS.AAPL`); the part after the first `.` picks the shard.
+    pub topic: String,
+    /// The payload (a quote, trade or book level).
+    pub payload: Payload,
+}
+
+/// What a source yields: a record to publish, or one it read and cannot publish, with the reason (counted in
+/// the report under that reason).
+#[derive(Debug, Clone, PartialEq)]
+pub enum SourceItem {
+    /// Publish this.
+    Record(SourceRecord),
+    /// Read but not publishable; the reason groups the count (keep it short and free of per-record detail).
+    Skipped(String),
+}
+
+/// Why a source could not be read on (a damaged or truncated file): the feed stops with this error.
+pub type SourceError = Box<dyn std::error::Error + Send + Sync>;
+
+/// A recording read in order.
+pub trait RecordSource: Send {
+    /// The next item, `Ok(None)` at the end, `Err` when the recording is damaged and cannot be read on.
+    fn next_item(&mut self) -> Result<Option<SourceItem>, SourceError>;
+}
+
+/// How fast a recording is replayed.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum SourceSpeed {
+    /// As fast as the sockets take it.
+    Max,
+    /// The recording's own spacing divided by this factor (1 = as recorded, 10 = ten times faster).
+    Times(f64),
+}
+
+impl FromStr for SourceSpeed {
+    type Err = FeedError;
+    fn from_str(s: &str) -> Result<Self, FeedError> {
+        let t = s.trim();
+        if t.eq_ignore_ascii_case("max") {
+            return Ok(SourceSpeed::Max);
+        }
+        let number = t.strip_suffix(['x', 'X']).unwrap_or(t);
+        match number.parse::<f64>() {
+            Ok(k) if k.is_finite() && k > 0.0 => Ok(SourceSpeed::Times(k)),
+            _ => Err(FeedError::InvalidConfig {
+                field: "speed",
+                reason: format!("{s:?} is not `max` or a positive factor like 1x, 10x, 0.5"),
+            }),
+        }
+    }
+}
+
+impl fmt::Display for SourceSpeed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SourceSpeed::Max => write!(f, "max"),
+            SourceSpeed::Times(k) => write!(f, "{k}x"),
+        }
+    }
+}
+
+/// Maps recording time to wall time: one anchor (the first record's time and the moment it went out), so
+/// errors never accumulate over a long replay.
+#[derive(Debug, Clone)]
+struct Schedule {
+    speed: SourceSpeed,
+    anchor: Option<(u64, Instant)>,
+}
+
+impl Schedule {
+    /// How long to wait before sending a record of `time_ns` (zero: now).
+    fn wait_for(&mut self, time_ns: u64, now: Instant) -> Duration {
+        let SourceSpeed::Times(k) = self.speed else {
+            return Duration::ZERO;
+        };
+        let (t0, w0) = *self.anchor.get_or_insert((time_ns, now));
+        let offset = Duration::from_secs_f64(time_ns.saturating_sub(t0) as f64 / 1e9 / k);
+        (w0 + offset).saturating_duration_since(now)
+    }
+}
+
+/// Starts a feed that publishes a recording.
+pub struct SourceFeed;
+
+/// How often a waiting replay looks at the stop flag and the heartbeat clocks, at most.
+const WAKE_EVERY: Duration = Duration::from_millis(20);
+/// Heartbeats sent as the replay ends, so a lost trailing message is still noticed (as the synthetic feed does).
+const CLOSING_HEARTBEATS: u32 = 4;
+/// Spacing of the closing heartbeats.
+const CLOSING_HEARTBEAT_GAP: Duration = Duration::from_millis(50);
+
+impl SourceFeed {
+    /// Opens every shard socket of `config` (bound or connected, as for the synthetic feed) and starts
+    /// publishing `source` at `speed`; returns once every socket is ready. The generator fields of `config`
+    /// (symbols, rate, mode, pattern) do not apply; `duration`, `wait_for_subscribers`, `no_drop`, `sndhwm`,
+    /// `heartbeat_interval` and `publisher_id_base` do.
+    pub fn start(
+        ctx: &zmq::Context,
+        config: FeedConfig,
+        source: Box<dyn RecordSource>,
+        speed: SourceSpeed,
+    ) -> Result<SourceFeedHandle, FeedError> {
+        config.validate()?;
+        let publisher_id_base = config.publisher_id_base;
+        let stop = Arc::new(AtomicBool::new(false));
+        let live = Arc::new(SourceLive::default());
+        let (ready_tx, ready_rx) = mpsc::channel();
+        let thread = {
+            let ctx = ctx.clone();
+            let stop = Arc::clone(&stop);
+            let live = Arc::clone(&live);
+            std::thread::Builder::new()
+                .name("feed-source".into())
+                .spawn(move || {
+                    let mut publishers = Vec::with_capacity(config.shards.len());
+                    let mut endpoints = Vec::with_capacity(config.shards.len());
+                    for (shard, shard_config) in config.shards.iter().enumerate() {
+                        match open_publisher_socket(&ctx, shard, shard_config, &config) {
+                            Ok((socket, endpoint)) => {
+                                let id = config.publisher_id_base.wrapping_add(shard as u32);
+                                let hb = saturating_nanos(config.heartbeat_interval);
+                                publishers.push(Publisher::new(socket, shard, id, hb));
+                                endpoints.push(endpoint);
+                            }
+                            Err(err) => {
+                                let _ = ready_tx.send(Err(err));
+                                live.finished.store(true, Ordering::Release);
+                                return None;
+                            }
+                        }
+                    }
+                    let _ = ready_tx.send(Ok(endpoints.clone()));
+                    let run = SourceRun {
+                        config: &config,
+                        stop: &stop,
+                        live: &live,
+                        speed,
+                    };
+                    let result = run.run(publishers, endpoints, source);
+                    live.finished.store(true, Ordering::Release);
+                    Some(result)
+                })
+                .map_err(FeedError::Spawn)?
+        };
+        let endpoints = match ready_rx.recv() {
+            Ok(Ok(endpoints)) => endpoints,
+            Ok(Err(err)) => {
+                let _ = thread.join();
+                return Err(err);
+            }
+            Err(_) => {
+                let _ = thread.join();
+                return Err(FeedError::ShardPanicked(0));
+            }
+        };
+        let shards = endpoints
+            .into_iter()
+            .enumerate()
+            .map(|(shard, endpoint)| ShardInfo {
+                shard,
+                publisher_id: publisher_id_base.wrapping_add(shard as u32),
+                endpoint,
+                symbols: 0,
+            })
+            .collect();
+        Ok(SourceFeedHandle {
+            shards,
+            stop,
+            live,
+            thread: Some(thread),
+        })
+    }
+}
+
+#[derive(Debug, Default)]
+struct SourceLive {
+    read: AtomicU64,
+    published: AtomicU64,
+    skipped: AtomicU64,
+    finished: AtomicBool,
+}
+
+/// A snapshot of a running replay.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SourceStats {
+    /// Items read from the source so far.
+    pub read: u64,
+    /// Records published so far.
+    pub published: u64,
+    /// Items skipped so far.
+    pub skipped: u64,
+    /// The replay has ended (end of the source, duration, stop or error).
+    pub finished: bool,
+}
+
+/// A running replay of a recording. Dropping it stops and joins.
+pub struct SourceFeedHandle {
+    shards: Vec<ShardInfo>,
+    stop: Arc<AtomicBool>,
+    live: Arc<SourceLive>,
+    thread: Option<JoinHandle<Option<Result<SourceReport, FeedError>>>>,
+}
+
+impl SourceFeedHandle {
+    /// Shards in order (the symbol count is 0: a recording's symbols are known only as they are read).
+    pub fn shards(&self) -> &[ShardInfo] {
+        &self.shards
+    }
+
+    /// Live counters.
+    pub fn stats(&self) -> SourceStats {
+        SourceStats {
+            read: self.live.read.load(Ordering::Relaxed),
+            published: self.live.published.load(Ordering::Relaxed),
+            skipped: self.live.skipped.load(Ordering::Relaxed),
+            finished: self.live.finished.load(Ordering::Acquire),
+        }
+    }
+
+    /// Asks the replay to stop; it does within ~20 ms (or one blocked send timeout with `no_drop`).
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
+
+    /// True once the replay has ended by itself.
+    pub fn is_finished(&self) -> bool {
+        self.live.finished.load(Ordering::Acquire)
+    }
+
+    /// Waits for the replay to end (call [`stop`](Self::stop) first to end it early).
+    pub fn join(mut self) -> Result<SourceReport, FeedError> {
+        match self.thread.take().map(JoinHandle::join) {
+            Some(Ok(Some(result))) => result,
+            Some(Ok(None)) | None => Err(FeedError::ShardPanicked(0)),
+            Some(Err(_)) => Err(FeedError::ShardPanicked(0)),
+        }
+    }
+}
+
+impl Drop for SourceFeedHandle {
+    fn drop(&mut self) {
+        self.stop();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// What a replay of a recording did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SourceReport {
+    /// The speed asked for.
+    pub speed: SourceSpeed,
+    /// Items read from the source (published + skipped).
+    pub read: u64,
+    /// Records published (over all shards).
+    pub published: u64,
+    /// Items not published, by reason.
+    pub skipped: BTreeMap<String, u64>,
+    /// From the first record sent to the last.
+    pub elapsed: Duration,
+    /// The source was read to its end (false: stopped early or by `duration`).
+    pub complete: bool,
+    /// Per shard: messages by kind, last sequence.
+    pub shards: Vec<PublisherShardReport>,
+}
+
+impl SourceReport {
+    /// Items skipped, all reasons together.
+    pub fn total_skipped(&self) -> u64 {
+        self.skipped.values().sum()
+    }
+
+    /// Records published per second of `elapsed`.
+    pub fn rate(&self) -> f64 {
+        let secs = self.elapsed.as_secs_f64();
+        if secs > 0.0 {
+            self.published as f64 / secs
+        } else {
+            0.0
+        }
+    }
+}
+
+impl fmt::Display for SourceReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "{:>5} {:>9} {:>12} {:>11} {:>11} {:>6} {:>12}  endpoint",
+            "shard", "publisher", "quotes", "trades", "book", "hb", "last_seq"
+        )?;
+        for s in &self.shards {
+            writeln!(
+                f,
+                "{:>5} {:>9} {:>12} {:>11} {:>11} {:>6} {:>12}  {}",
+                s.shard,
+                s.publisher_id,
+                s.counts.quotes,
+                s.counts.trades,
+                s.counts.book_levels,
+                s.counts.heartbeats,
+                s.last_sequence,
+                s.endpoint
+            )?;
+        }
+        write!(
+            f,
+            "source: {} read, {} published, {} skipped in {:.3} s at speed {}: {:.0} records/s{}",
+            self.read,
+            self.published,
+            self.total_skipped(),
+            self.elapsed.as_secs_f64(),
+            self.speed,
+            self.rate(),
+            if self.complete {
+                ""
+            } else {
+                " (stopped before the end of the source)"
+            }
+        )?;
+        for (reason, n) in &self.skipped {
+            write!(f, "\nskipped {n}: {reason}")?;
+        }
+        Ok(())
+    }
+}
+
+struct SourceRun<'a> {
+    config: &'a FeedConfig,
+    stop: &'a AtomicBool,
+    live: &'a SourceLive,
+    speed: SourceSpeed,
+}
+
+impl SourceRun<'_> {
+    fn run(
+        self,
+        mut publishers: Vec<Publisher>,
+        endpoints: Vec<String>,
+        mut source: Box<dyn RecordSource>,
+    ) -> Result<SourceReport, FeedError> {
+        let config = self.config;
+        if config.wait_for_subscribers > 0 {
+            self.wait_for_subscribers(&publishers);
+        }
+        let heartbeat = config.heartbeat_interval.0;
+        let started = Instant::now();
+        let end = config.duration.map(|d| started + d.0);
+        let mut schedule = Schedule {
+            speed: self.speed,
+            anchor: None,
+        };
+        let mut last_sent = vec![started; publishers.len()];
+        let mut first_sent: Option<Instant> = None;
+        let mut last_data = started;
+        let mut read = 0u64;
+        let mut published = 0u64;
+        let mut skipped: BTreeMap<String, u64> = BTreeMap::new();
+        let mut complete = false;
+        let over =
+            |now: Instant| self.stop.load(Ordering::Relaxed) || end.is_some_and(|e| now >= e);
+        'run: loop {
+            if over(Instant::now()) {
+                break;
+            }
+            let item = source
+                .next_item()
+                .map_err(|source| FeedError::Source { source })?;
+            let record = match item {
+                None => {
+                    complete = true;
+                    break;
+                }
+                Some(SourceItem::Skipped(reason)) => {
+                    read += 1;
+                    *skipped.entry(reason).or_insert(0) += 1;
+                    self.live.read.store(read, Ordering::Relaxed);
+                    self.live.skipped.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                }
+                Some(SourceItem::Record(record)) => {
+                    read += 1;
+                    self.live.read.store(read, Ordering::Relaxed);
+                    record
+                }
+            };
+            // Wait for the record's time, heartbeating the shards that stay quiet meanwhile.
+            loop {
+                let now = Instant::now();
+                let wait = schedule.wait_for(record.time_ns, now);
+                if wait.is_zero() {
+                    break;
+                }
+                if over(now) {
+                    break 'run;
+                }
+                if !heartbeat.is_zero() {
+                    for (p, last) in publishers.iter_mut().zip(last_sent.iter_mut()) {
+                        if now.duration_since(*last) >= heartbeat && p.heartbeat()? {
+                            *last = now;
+                        }
+                    }
+                }
+                std::thread::sleep(wait.min(WAKE_EVERY));
+            }
+            let key = record
+                .topic
+                .split_once('.')
+                .map_or(record.topic.as_str(), |(_, rest)| rest);
+            let shard = shard_for(key.as_bytes(), publishers.len());
+            let publisher = &mut publishers[shard];
+            // A full no-drop pipe returns None: retry the same record (its sequence was not used).
+            loop {
+                let sent = publisher.publish_origin(
+                    &record.topic,
+                    &record.payload,
+                    now_ns(),
+                    record.origin_time_ns,
+                )?;
+                if sent.is_some() {
+                    break;
+                }
+                if over(Instant::now()) {
+                    break 'run;
+                }
+            }
+            published += 1;
+            self.live.published.store(published, Ordering::Relaxed);
+            last_data = Instant::now();
+            first_sent.get_or_insert(last_data);
+            last_sent[shard] = last_data;
+        }
+        let elapsed = first_sent.map_or(Duration::ZERO, |first| last_data.duration_since(first));
+        if !heartbeat.is_zero() {
+            // A lost trailing message is only noticed by a later message naming its sequence: say the last one a
+            // few times, spaced so a briefly full pipe drains in between.
+            for _ in 0..CLOSING_HEARTBEATS {
+                std::thread::sleep(heartbeat.min(CLOSING_HEARTBEAT_GAP));
+                for p in publishers.iter_mut().filter(|p| p.last_sequence() > 0) {
+                    p.heartbeat()?;
+                }
+            }
+        }
+        let shards = publishers
+            .iter()
+            .zip(endpoints)
+            .enumerate()
+            .map(|(shard, (p, endpoint))| PublisherShardReport {
+                shard,
+                publisher_id: p.publisher_id(),
+                endpoint,
+                symbols: 0,
+                counts: p.counts(),
+                last_sequence: p.last_sequence(),
+                duration: elapsed,
+                skipped: Duration::ZERO,
+                unsent: 0,
+            })
+            .collect();
+        Ok(SourceReport {
+            speed: self.speed,
+            read,
+            published,
+            skipped,
+            elapsed,
+            complete,
+            shards,
+        })
+    }
+
+    /// Waits until every shard's XPUB has seen `wait_for_subscribers` subscriptions, or `subscriber_wait`.
+    fn wait_for_subscribers(&self, publishers: &[Publisher]) {
+        let want = self.config.wait_for_subscribers as u64;
+        let deadline = Instant::now() + self.config.subscriber_wait.0;
+        let mut seen = vec![0u64; publishers.len()];
+        while seen.iter().any(|&n| n < want) {
+            if self.stop.load(Ordering::Relaxed) {
+                return;
+            }
+            if Instant::now() >= deadline {
+                tracing::warn!(
+                    "only {seen:?} of {want} subscriptions per shard after {}; starting anyway",
+                    self.config.subscriber_wait
+                );
+                return;
+            }
+            for (p, n) in publishers.iter().zip(seen.iter_mut()) {
+                while let Ok(msg) = p.socket().recv_msg(zmq::DONTWAIT) {
+                    match msg.first() {
+                        Some(1) => *n += 1,
+                        Some(0) => *n = n.saturating_sub(1),
+                        _ => {}
+                    }
+                }
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn speed_parses() {
+        assert_eq!("max".parse::<SourceSpeed>().unwrap(), SourceSpeed::Max);
+        assert_eq!(
+            "1x".parse::<SourceSpeed>().unwrap(),
+            SourceSpeed::Times(1.0)
+        );
+        assert_eq!(
+            "10X".parse::<SourceSpeed>().unwrap(),
+            SourceSpeed::Times(10.0)
+        );
+        assert_eq!(
+            "0.5".parse::<SourceSpeed>().unwrap(),
+            SourceSpeed::Times(0.5)
+        );
+        for bad in ["", "0x", "-2", "fast", "infx", "NaN"] {
+            assert!(bad.parse::<SourceSpeed>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn schedule_keeps_spacing_divided_by_speed_and_never_waits_for_the_past() {
+        let w0 = Instant::now();
+        let mut s = Schedule {
+            speed: SourceSpeed::Times(10.0),
+            anchor: None,
+        };
+        assert_eq!(s.wait_for(1_000_000_000, w0), Duration::ZERO);
+        // One second of recording later is 100 ms of wall time at 10x.
+        assert_eq!(s.wait_for(2_000_000_000, w0), Duration::from_millis(100));
+        assert_eq!(
+            s.wait_for(2_000_000_000, w0 + Duration::from_millis(40)),
+            Duration::from_millis(60)
+        );
+        // Earlier than the anchor (an out-of-order recording): now.
+        assert_eq!(s.wait_for(5, w0), Duration::ZERO);
+        let mut max = Schedule {
+            speed: SourceSpeed::Max,
+            anchor: None,
+        };
+        assert_eq!(max.wait_for(1, w0), Duration::ZERO);
+        assert_eq!(max.wait_for(u64::MAX, w0), Duration::ZERO);
+    }
+}
