@@ -68,8 +68,10 @@ impl SchedPolicy {
 
 /// Socket options for one role's sockets; every field unset leaves libzmq's (or the role's own) setting.
 ///
-/// A role applies its profile right after creating a socket and after its own section's settings, so a value
-/// here wins over, for example, `[subscriber] rcv_hwm`.
+/// A role applies its profile right after creating a socket, after its own section's settings and before any
+/// bind or connect (kernel buffers, keepalive and affinity only reach connections made afterwards), so a value
+/// here wins over, for example, `[subscriber] rcv_hwm`. A command-line flag for the same option wins over both:
+/// the command clears the profile's field (see [`crate::profile`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SocketProfile {
@@ -100,6 +102,10 @@ pub struct SocketProfile {
     /// `ZMQ_MAXMSGSIZE`: larger inbound messages drop the connection, bytes.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub maxmsgsize: Option<i64>,
+    /// `ZMQ_AFFINITY`: bit `n` lets the socket's connections run on I/O thread `n` (`ZMQbg/IO/n`); 0 or unset
+    /// lets libzmq pick the least loaded. A subscriber shard's `io_thread` wins over this for its own SUB.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub affinity: Option<u64>,
 }
 
 impl SocketProfile {
@@ -108,8 +114,12 @@ impl SocketProfile {
         self == &SocketProfile::default()
     }
 
-    /// Applies every set option to `socket`.
+    /// Applies every set option to `socket` (see [`crate::profile::apply`], which this is).
     pub fn apply(&self, socket: &zmq::Socket) -> Result<(), zmq::Error> {
+        crate::profile::apply(socket, self)
+    }
+
+    pub(crate) fn apply_options(&self, socket: &zmq::Socket) -> Result<(), zmq::Error> {
         if let Some(v) = self.sndhwm {
             socket.set_sndhwm(v)?;
         }
@@ -136,6 +146,9 @@ impl SocketProfile {
         }
         if let Some(v) = self.maxmsgsize {
             socket.set_maxmsgsize(v)?;
+        }
+        if let Some(v) = self.affinity {
+            socket.set_affinity(v)?;
         }
         Ok(())
     }
@@ -606,6 +619,7 @@ mod tests {
             tcp_keepalive_intvl_s: Some(5),
             tcp_keepalive_cnt: Some(4),
             maxmsgsize: Some(4096),
+            affinity: Some(0b10),
         };
         profile.apply(&socket).unwrap();
         assert_eq!(socket.get_sndhwm().unwrap(), 11);
@@ -617,6 +631,7 @@ mod tests {
         assert_eq!(socket.get_tcp_keepalive_intvl().unwrap(), 5);
         assert_eq!(socket.get_tcp_keepalive_cnt().unwrap(), 4);
         assert_eq!(socket.get_maxmsgsize().unwrap(), 4096);
+        assert_eq!(socket.get_affinity().unwrap(), 0b10);
         let profiles = SocketProfiles {
             subscriber: profile.clone(),
             feed: SocketProfile {

@@ -4,6 +4,7 @@ use std::os::raw::c_int;
 
 pub mod context;
 pub mod endpoint;
+pub mod profile;
 pub mod socket;
 
 /// Errors from these helpers.
