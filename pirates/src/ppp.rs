@@ -26,8 +26,10 @@ pub fn run_ppp_queue(
 ) -> Result<PppQueueStats, PirateError> {
     let fe = ctx.socket(zmq::ROUTER)?;
     let be = ctx.socket(zmq::ROUTER)?;
+    let max_message = i64::try_from(cfg.max_message_bytes).unwrap_or(i64::MAX);
     for s in [&fe, &be] {
         s.set_linger(100)?;
+        s.set_maxmsgsize(max_message)?;
     }
     fe.bind(frontend)?;
     be.bind(backend)?;

@@ -84,6 +84,7 @@ fn cfg() -> PppConfig {
         reconnect: Duration::from_millis(100).into(),
         reconnect_max: Duration::from_millis(400).into(),
         max_queued: 100,
+        ..PppConfig::default()
     }
 }
 

@@ -32,6 +32,12 @@ pub struct PppConfig {
     pub reconnect_max: HumanDuration,
     /// Client requests held while no worker is free; beyond this they are dropped (clients retry).
     pub max_queued: usize,
+    /// Workers the queue keeps track of; a READY from one more identity is refused (counted, not answered), so
+    /// a flood of fresh identities cannot grow the queue without bound.
+    pub max_workers: usize,
+    /// Largest frame the queue's sockets accept (their maximum message size option): a peer sending a bigger one
+    /// is disconnected, so one client cannot make the queue hold an arbitrarily large request.
+    pub max_message_bytes: u64,
 }
 
 impl Default for PppConfig {
@@ -42,6 +48,8 @@ impl Default for PppConfig {
             reconnect: HumanDuration(Duration::from_millis(1000)),
             reconnect_max: HumanDuration(Duration::from_millis(32_000)),
             max_queued: 10_000,
+            max_workers: 10_000,
+            max_message_bytes: 1 << 20,
         }
     }
 }
@@ -71,12 +79,22 @@ pub struct PppQueueStats {
     pub malformed: u64,
     /// Client requests dropped because [`PppConfig::max_queued`] were already waiting.
     pub dropped: u64,
-    /// Workers removed after `heartbeat_liveness` silent intervals.
+    /// Workers removed after `heartbeat_liveness` silent intervals (idle or busy).
     pub workers_expired: u64,
+    /// READY messages accepted: workers (identities) seen, counting a reconnected worker again.
+    pub workers_seen: u64,
+    /// READY messages refused because [`PppConfig::max_workers`] workers were already known.
+    pub workers_refused: u64,
+    /// Requests handed to a worker.
+    pub routed: u64,
+    /// Requests lost with a busy worker that expired before replying (the client's retry is its recovery).
+    pub lost_with_worker: u64,
 }
 
-/// Sans-IO Paranoid Pirate queue. Unlike the Guide's queue, a HEARTBEAT from a busy worker only proves it
-/// alive; it does not make the worker eligible for a second request.
+/// Sans-IO Paranoid Pirate queue: an LRU queue of ready workers. Unlike the Guide's queue, a HEARTBEAT from a busy
+/// worker only proves it alive; it does not make the worker eligible for a second request. Heartbeats go to every
+/// worker, busy or idle, and a worker of either state silent for `heartbeat_liveness` intervals is forgotten: a
+/// worker killed mid-request would otherwise stay "busy" forever.
 pub struct PppQueue {
     cfg: PppConfig,
     workers: HashMap<Vec<u8>, PppWorkerState>,
@@ -151,6 +169,11 @@ impl PppQueue {
         if frames.len() == 1 {
             match frames[0].as_slice() {
                 [PPP_READY] => {
+                    if !self.workers.contains_key(&id) && self.workers.len() >= self.cfg.max_workers {
+                        self.stats.workers_refused += 1;
+                        return;
+                    }
+                    self.stats.workers_seen += 1;
                     // A READY always starts a fresh conversation for that identity.
                     self.idle.retain(|x| *x != id);
                     let clock = PeerClock::new(self.interval(), self.cfg.heartbeat_liveness, now);
@@ -198,12 +221,23 @@ impl PppQueue {
             };
             w.busy = true;
             w.clock.sent(now);
+            self.stats.routed += 1;
             req.insert(0, id);
             self.out.push_back(QueueOut::Backend(req));
         }
     }
 
-    /// Heartbeat idle workers; forget idle workers that went silent.
+    /// Workers known (idle or busy).
+    pub fn workers(&self) -> usize {
+        self.workers.len()
+    }
+
+    /// Requests waiting for a free worker.
+    pub fn queued(&self) -> usize {
+        self.requests.len()
+    }
+
+    /// Heartbeat every worker; forget workers that went silent, idle or busy.
     pub fn tick(&mut self, now: Instant) {
         if now < self.next_tick {
             return;
@@ -211,16 +245,26 @@ impl PppQueue {
         let interval = self.interval();
         self.next_tick = now + interval;
         let mut dead = Vec::new();
-        for id in &self.idle {
-            let Some(w) = self.workers.get_mut(id) else {
+        // Idle workers in LRU order first, so heartbeats go out in a stable order; busy ones after.
+        let busy = self
+            .workers
+            .iter()
+            .filter(|(_, w)| w.busy)
+            .map(|(id, _)| id.clone());
+        let order: Vec<Vec<u8>> = self.idle.iter().cloned().chain(busy).collect();
+        for id in order {
+            let Some(w) = self.workers.get_mut(&id) else {
                 continue;
             };
             if w.clock.is_expired(now) {
-                dead.push(id.clone());
+                if w.busy {
+                    self.stats.lost_with_worker += 1;
+                }
+                dead.push(id);
             } else if w.clock.heartbeat_due(now) {
                 w.clock.sent(now);
                 self.out
-                    .push_back(QueueOut::Backend(vec![id.clone(), vec![PPP_HEARTBEAT]]));
+                    .push_back(QueueOut::Backend(vec![id, vec![PPP_HEARTBEAT]]));
             }
         }
         for id in dead {
@@ -369,6 +413,8 @@ mod tests {
             reconnect: ms(100).into(),
             reconnect_max: ms(800).into(),
             max_queued: 2,
+            max_workers: 3,
+            max_message_bytes: 1 << 20,
         }
     }
 
@@ -436,6 +482,49 @@ mod tests {
         );
         assert_eq!(q.idle_workers(), 1);
         assert_eq!(q.stats().workers_expired, 1);
+    }
+
+    #[test]
+    fn a_busy_worker_that_goes_silent_expires_and_its_request_is_counted_lost() {
+        let t0 = Instant::now();
+        let mut q = PppQueue::new(cfg(), t0);
+        q.on_backend(t0, f(&[b"w1", &[1]]));
+        q.on_backend(t0, f(&[b"w2", &[1]]));
+        q.on_frontend(t0, f(&[b"c1", b"", b"x"]));
+        assert_eq!(
+            drain(&mut q),
+            vec![QueueOut::Backend(f(&[b"w1", b"c1", b"", b"x"]))]
+        );
+        // w1 dies holding the request; w2 keeps heartbeating.
+        for k in 1..=3u64 {
+            q.on_backend(t0 + ms(100 * k - 50), f(&[b"w2", &[2]]));
+            q.tick(t0 + ms(100 * k));
+        }
+        assert_eq!(q.stats().workers_expired, 1);
+        assert_eq!(q.stats().lost_with_worker, 1);
+        assert_eq!((q.workers(), q.idle_workers()), (1, 1));
+        // The client's retry goes to the survivor.
+        drain(&mut q);
+        q.on_frontend(t0 + ms(310), f(&[b"c1", b"", b"x"]));
+        assert_eq!(
+            drain(&mut q),
+            vec![QueueOut::Backend(f(&[b"w2", b"c1", b"", b"x"]))]
+        );
+        assert_eq!((q.stats().routed, q.stats().workers_seen), (2, 2));
+    }
+
+    #[test]
+    fn queue_bounds_its_workers() {
+        let t0 = Instant::now();
+        let mut q = PppQueue::new(cfg(), t0);
+        for w in [b"w1", b"w2", b"w3", b"w4"] {
+            q.on_backend(t0, f(&[w, &[1]]));
+        }
+        // A known identity saying READY again is not a new worker.
+        q.on_backend(t0, f(&[b"w1", &[1]]));
+        assert_eq!(q.workers(), 3);
+        assert_eq!(q.stats().workers_refused, 1);
+        assert_eq!(q.stats().workers_seen, 4);
     }
 
     #[test]
