@@ -52,7 +52,6 @@ pub fn open_publisher_socket(
     socket.set_sndtimeo(SEND_TIMEOUT_MS).map_err(socket_err)?;
     tickbox_zmqx::limit_subscriptions(&socket, config.max_subscription_bytes)
         .map_err(|source| FeedError::SocketOption { shard, source })?;
-    tickbox_zmqx::profile::apply(&socket, &config.socket_profile).map_err(socket_err)?;
     if config.no_drop {
         tickbox_zmqx::set_xpub_nodrop(&mut socket, true)
             .map_err(|source| FeedError::SocketOption { shard, source })?;
