@@ -64,6 +64,11 @@ pub struct RecorderConfig {
     /// Longest subscription prefix a replay shard accepts, in bytes; a subscriber sending a longer one is
     /// disconnected by libzmq (`ZMQ_MAXMSGSIZE`) before the prefix reaches its subscription trie.
     pub max_subscription_bytes: usize,
+    /// Most records per replay batch frame (several records in one ZeroMQ message, sent only while every
+    /// subscriber of a shard takes everything); 0 or 1 sends each record alone.
+    pub replay_batch_records: u16,
+    /// Largest replay batch frame: bytes, or a size such as `"8KiB"` (at most 64 KiB is useful per record).
+    pub replay_batch_bytes: ByteSize,
 }
 
 impl Default for RecorderConfig {
@@ -84,6 +89,8 @@ impl Default for RecorderConfig {
             wait_subscribers: 1,
             wait_timeout: HumanDuration(Duration::from_secs(60)),
             max_subscription_bytes: tickbox_zmqx::DEFAULT_MAX_SUBSCRIPTION_BYTES,
+            replay_batch_records: crate::replay::DEFAULT_BATCH_RECORDS,
+            replay_batch_bytes: ByteSize(crate::replay::DEFAULT_BATCH_BYTES as u64),
         }
     }
 }

@@ -18,10 +18,18 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use tickbox_journal::{JournalError, Reader};
-use tickbox_wire::{Clock, Flags, Header, Heartbeat, Kind, MessageRef};
+use tickbox_wire::{
+    BatchBuilder, Clock, Flags, Header, Heartbeat, Kind, MessageRef, BATCH_HEADER_LEN,
+    BATCH_RECORD_PREFIX, BATCH_TOPIC,
+};
 
 /// Bound on original publishers the replay keeps heartbeat state for (beyond it, they get no heartbeats).
 const MAX_OUT_PUBLISHERS: usize = tickbox_wire::sequence::DEFAULT_MAX_PUBLISHERS;
+
+/// Records per batch frame by default: 64 quotes (~6.3 KB) fill most of [`DEFAULT_BATCH_BYTES`].
+pub(crate) const DEFAULT_BATCH_RECORDS: u16 = 64;
+/// Largest batch frame by default: 8 KiB, one allocation of libzmq's and still one TCP write at a time.
+pub(crate) const DEFAULT_BATCH_BYTES: usize = 8192;
 
 /// Whose identity replayed frames carry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -75,6 +83,12 @@ pub struct ReplayOptions {
     pub progress_every: Duration,
     /// Longest subscription prefix a shard accepts (see [`tickbox_zmqx::limit_subscriptions`]).
     pub max_subscription_bytes: usize,
+    /// Most records per batch frame (`tickbox_wire::BatchBuilder`); 0 or 1 sends every record as its own
+    /// message (the old behaviour). A shard batches only while every subscription it has is the empty prefix,
+    /// and only records due at the same pacer tick.
+    pub batch_max_records: u16,
+    /// Largest batch frame, in bytes (header included). Records too large for it go alone.
+    pub batch_max_bytes: usize,
 }
 
 impl Default for ReplayOptions {
@@ -93,6 +107,8 @@ impl Default for ReplayOptions {
             follow: false,
             progress_every: Duration::from_secs(1),
             max_subscription_bytes: tickbox_zmqx::DEFAULT_MAX_SUBSCRIPTION_BYTES,
+            batch_max_records: DEFAULT_BATCH_RECORDS,
+            batch_max_bytes: DEFAULT_BATCH_BYTES,
         }
     }
 }
@@ -100,8 +116,12 @@ impl Default for ReplayOptions {
 /// Counters and position of a replay.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ReplayStats {
-    /// Records published (data, gap notices and cached values; not heartbeats).
+    /// Records published (data, gap notices and cached values; not heartbeats), whether alone or in batches.
     pub sent: u64,
+    /// ZeroMQ messages that carried records: single frames plus batch frames (heartbeats not included).
+    pub frames_sent: u64,
+    /// Of `frames_sent`, batch frames (each carrying two or more records).
+    pub batches_sent: u64,
     /// Frame bytes published (heartbeats not included).
     pub bytes: u64,
     /// Gap notices re-published (sequences the journal lacks, for the subscriber to count as recorded gaps).
@@ -170,8 +190,19 @@ pub struct Replayer {
     /// Identity mode: what each original publisher last said (for its heartbeats).
     out: Vec<OutPublisher>,
     out_last_hit: usize,
-    scratch: Vec<u8>,
     hb_topics: Vec<String>,
+    /// Per shard: subscriptions to the empty prefix, to the batch topic (a subscriber's statement that it reads
+    /// batches), and to any other prefix (XPUB verbose, so every subscription is seen). A shard batches only
+    /// while every empty-prefix subscriber also took the batch topic and nobody holds another prefix.
+    all_subs: Vec<u64>,
+    batch_subs: Vec<u64>,
+    prefix_subs: Vec<u64>,
+    /// Per shard: whether records currently go out in batches.
+    batching: Vec<bool>,
+    /// Per shard: the batch being filled (records copied from the journal straight into it, restamped there).
+    batches: Vec<BatchBuilder>,
+    /// Replay clock of the current pacer tick while batching: one clock read per batch, not per record.
+    tick_ns: Option<u64>,
 }
 
 /// An original publisher as the replay has re-published it so far.
@@ -229,8 +260,15 @@ impl Replayer {
             out_last_hit: 0,
             shard_seq: vec![0; n],
             last_send_ns: vec![0; n],
-            scratch: Vec::with_capacity(4096),
             hb_topics,
+            all_subs: vec![0; n],
+            batch_subs: vec![0; n],
+            prefix_subs: vec![0; n],
+            batching: vec![false; n],
+            batches: (0..n)
+                .map(|_| BatchBuilder::new(opts.batch_max_bytes, opts.batch_max_records.max(1)))
+                .collect(),
+            tick_ns: None,
             opts,
         })
     }
@@ -254,11 +292,25 @@ impl Replayer {
         for (i, s) in self.sockets.iter().enumerate() {
             loop {
                 match s.recv(&mut msg, zmq::DONTWAIT) {
-                    Ok(()) => match msg.first() {
-                        Some(1) => self.subscriptions[i] += 1,
-                        Some(0) => self.subscriptions[i] = self.subscriptions[i].saturating_sub(1),
-                        _ => {}
-                    },
+                    Ok(()) => {
+                        // Byte 0: 1 subscribe, 0 unsubscribe; the rest is the prefix ("" takes everything).
+                        let kind = match msg.get(1..) {
+                            Some([]) => &mut self.all_subs[i],
+                            Some(p) if p == BATCH_TOPIC.as_bytes() => &mut self.batch_subs[i],
+                            _ => &mut self.prefix_subs[i],
+                        };
+                        match msg.first() {
+                            Some(1) => {
+                                self.subscriptions[i] += 1;
+                                *kind += 1;
+                            }
+                            Some(0) => {
+                                self.subscriptions[i] = self.subscriptions[i].saturating_sub(1);
+                                *kind = kind.saturating_sub(1);
+                            }
+                            _ => {}
+                        }
+                    }
                     Err(zmq::Error::EAGAIN | zmq::Error::EINTR) => break,
                     Err(e) => return Err(e.into()),
                 }
@@ -332,6 +384,8 @@ impl Replayer {
         }
         let mut invalid_logged = 0;
         let mut since_check = 0u32;
+        self.tick_ns = None;
+        self.update_batching(stop, &mut stats)?;
         'records: loop {
             if stop.load(Ordering::Relaxed) {
                 break;
@@ -341,6 +395,9 @@ impl Replayer {
                 since_check = 0;
                 // Cheap (one non-blocking recv per shard) and keeps the subscriber count honest.
                 self.poll_subscriptions()?;
+                if !self.update_batching(stop, &mut stats)? {
+                    break;
+                }
                 if last_progress.elapsed() >= self.opts.progress_every {
                     last_progress = Instant::now();
                     stats.elapsed = started.elapsed();
@@ -376,10 +433,11 @@ impl Replayer {
                 Some(Position::Time(t)) if capture_ns >= t => break,
                 _ => {}
             }
-            self.scratch.clear();
-            self.scratch.extend_from_slice(rec.payload);
-            let header = match MessageRef::decode(&self.scratch) {
-                Ok(m) => *m.header(),
+            // Decoded once, from the journal's bytes: the copy that is sent is made (and restamped) just once,
+            // at the end, straight into its batch or message.
+            let frame = rec.payload;
+            let (header, header_at) = match MessageRef::decode(frame) {
+                Ok(m) => (*m.header(), m.topic().len() + 1),
                 Err(err) => {
                     stats.skipped_invalid += 1;
                     if invalid_logged < 5 {
@@ -401,48 +459,43 @@ impl Replayer {
                 }
                 _ => {}
             }
-            let mut now = clock.now_ns();
+            let mut now = match self.tick_ns {
+                Some(t) => t,
+                None => self.tick(clock),
+            };
             loop {
                 match pacer.on_record(capture_ns, now) {
                     Pace::Now => break,
                     Pace::WaitUntil(due) => {
+                        // The tick is over: what it batched goes out before the wait (idle flushes).
                         let wait = Duration::from_nanos(due.saturating_sub(now));
                         self.idle(wait.min(Duration::from_millis(50)), clock, stop, &mut stats)?;
                         if stop.load(Ordering::Relaxed) {
                             break 'records;
                         }
-                        now = clock.now_ns();
+                        now = self.tick(clock);
                         since_check = 256;
                     }
                 }
             }
             stats.max_late_ns = stats.max_late_ns.max(pacer.lateness_ns(capture_ns, now));
+            let mut out = header;
+            out.send_time_ns = now;
+            out.flags = out.flags.with(Flags::REPLAY);
             let shard = match self.opts.identity {
-                Identity::Preserve => {
-                    tickbox_wire::stamp_send_time_in_place(&mut self.scratch, now, Flags::REPLAY)
-                        .map_err(|e| RecorderError::InvalidOption(format!("stamp: {e}")))?;
-                    header.publisher_id as usize % shards
-                }
+                Identity::Preserve => header.publisher_id as usize % shards,
                 Identity::Restamp => {
-                    let topic_len = self.scratch.iter().position(|&b| b == 0).unwrap_or(0);
                     let shard = tickbox_wire::shard_for(
-                        tickbox_wire::shard_key_of_topic(&self.scratch[..topic_len]),
+                        tickbox_wire::shard_key_of_topic(&frame[..header_at - 1]),
                         shards,
                     );
+                    out.publisher_id = self.opts.publisher_id_base + shard as u32;
                     // A cached value repeats the shard's last sequence: it must not consume one.
-                    let sequence = self.shard_seq[shard] + u64::from(!cached);
-                    tickbox_wire::restamp_in_place(
-                        &mut self.scratch,
-                        self.opts.publisher_id_base + shard as u32,
-                        sequence,
-                        now,
-                        Flags::REPLAY,
-                    )
-                    .map_err(|e| RecorderError::InvalidOption(format!("restamp: {e}")))?;
+                    out.sequence = self.shard_seq[shard] + u64::from(!cached);
                     shard
                 }
             };
-            if !send_blocking(&self.sockets[shard], &self.scratch, stop)? {
+            if !self.send_record(shard, frame, header_at, &out, stop, &mut stats)? {
                 break;
             }
             match self.opts.identity {
@@ -455,19 +508,19 @@ impl Replayer {
                 Identity::Preserve if !cached => self.on_sent(&header, shard, now),
                 Identity::Preserve => {}
             }
-            stats.sent += 1;
+            // `sent`, `bytes` and `per_shard` are counted when the message carrying the record is sent.
             if cached {
                 stats.cached += 1;
             } else if header.kind == Kind::Gap {
                 stats.gap_notices += 1;
             }
-            stats.bytes += self.scratch.len() as u64;
-            stats.per_shard[shard] += 1;
             stats.first_seq.get_or_insert(seq);
             stats.first_capture_ns.get_or_insert(capture_ns);
             stats.last_seq = Some(seq);
             stats.last_capture_ns = Some(capture_ns);
         }
+        // Batches still filling go out (a stop in the middle of one is counted by `flush_all` as not sent).
+        self.flush_all(stop, &mut stats)?;
         if !stop.load(Ordering::Relaxed) {
             // One last heartbeat each: a subscriber that lost the final message learns it now.
             self.heartbeats(clock, stop, &mut stats, true)?;
@@ -478,6 +531,131 @@ impl Replayer {
         stats.subscribers = self.peak_subscriptions;
         stats.publishers = self.out.iter().filter(|p| p.active).count() as u64;
         Ok(stats)
+    }
+
+    /// Reads the replay clock for a new tick; while any shard batches, records reuse it until the next flush.
+    fn tick(&mut self, clock: &dyn Clock) -> u64 {
+        let now = clock.now_ns();
+        if self.batching.iter().any(|&b| b) {
+            self.tick_ns = Some(now);
+        }
+        now
+    }
+
+    /// Decides per shard whether records go out in batches: only when batching is configured, every
+    /// subscription the shard has is the empty prefix (a batch's topic `#B` matches no other prefix, so a
+    /// prefix subscriber would receive nothing), and each of those subscribers said it reads batches by also
+    /// subscribing to [`BATCH_TOPIC`] (a reader that does not know batches would count them as invalid). A
+    /// shard leaving batch mode sends what it batched first, so order is kept. False if stopped while doing so.
+    fn update_batching(
+        &mut self,
+        stop: &AtomicBool,
+        stats: &mut ReplayStats,
+    ) -> Result<bool, RecorderError> {
+        let configured = self.opts.batch_max_records > 1;
+        for shard in 0..self.sockets.len() {
+            let want = configured
+                && self.prefix_subs[shard] == 0
+                && self.all_subs[shard] > 0
+                && self.batch_subs[shard] >= self.all_subs[shard];
+            if self.batching[shard] && !want && !self.flush_shard(shard, stop, stats)? {
+                return Ok(false);
+            }
+            self.batching[shard] = want;
+        }
+        if !self.batching.iter().any(|&b| b) {
+            self.tick_ns = None;
+        }
+        Ok(true)
+    }
+
+    /// Sends one journal record on `shard`, restamped with `out`'s send fields: copied once, from the journal
+    /// into the shard's batch (sent when full, or at the end of the pacer tick) or into the message sent alone.
+    /// False if stopped first.
+    fn send_record(
+        &mut self,
+        shard: usize,
+        frame: &[u8],
+        header_at: usize,
+        out: &Header,
+        stop: &AtomicBool,
+        stats: &mut ReplayStats,
+    ) -> Result<bool, RecorderError> {
+        if self.batching[shard] {
+            for attempt in 0..2 {
+                if let Some(slot) = self.batches[shard].push_with(frame.len()) {
+                    slot.copy_from_slice(frame);
+                    tickbox_wire::write_send_fields_at(slot, header_at, out);
+                    return Ok(true);
+                }
+                if attempt == 1 || self.batches[shard].is_empty() {
+                    // Too large even for an empty batch: it goes alone, after what is batched.
+                    break;
+                }
+                if !self.flush_shard(shard, stop, stats)? {
+                    return Ok(false);
+                }
+            }
+            if !self.flush_shard(shard, stop, stats)? {
+                return Ok(false);
+            }
+        }
+        if !send_single(&self.sockets[shard], frame, header_at, out, stop)? {
+            return Ok(false);
+        }
+        stats.sent += 1;
+        stats.frames_sent += 1;
+        stats.per_shard[shard] += 1;
+        stats.bytes += frame.len() as u64;
+        Ok(true)
+    }
+
+    /// Sends `shard`'s batch (a lone record as a plain frame) and empties it. False if stopped first; the
+    /// records it held are then not counted as sent.
+    fn flush_shard(
+        &mut self,
+        shard: usize,
+        stop: &AtomicBool,
+        stats: &mut ReplayStats,
+    ) -> Result<bool, RecorderError> {
+        let batch = &mut self.batches[shard];
+        let n = batch.len();
+        if n == 0 {
+            return Ok(true);
+        }
+        // The next record starts a new tick: its send time is read afresh.
+        self.tick_ns = None;
+        let frame = batch.frame();
+        let body = frame.len() - BATCH_HEADER_LEN - n * BATCH_RECORD_PREFIX;
+        let message = if n == 1 {
+            &frame[BATCH_HEADER_LEN + BATCH_RECORD_PREFIX..]
+        } else {
+            frame
+        };
+        let sent = send_blocking(&self.sockets[shard], message, stop)?;
+        batch.clear();
+        if sent {
+            stats.sent += n as u64;
+            stats.frames_sent += 1;
+            stats.batches_sent += u64::from(n > 1);
+            stats.per_shard[shard] += n as u64;
+            stats.bytes += body as u64;
+        }
+        Ok(sent)
+    }
+
+    /// Sends every shard's batch. False if stopped first.
+    fn flush_all(
+        &mut self,
+        stop: &AtomicBool,
+        stats: &mut ReplayStats,
+    ) -> Result<bool, RecorderError> {
+        for shard in 0..self.batches.len() {
+            if !self.flush_shard(shard, stop, stats)? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
     }
 
     /// Identity mode: remembers what an original publisher has now said (for its heartbeats).
@@ -527,6 +705,8 @@ impl Replayer {
         stop: &AtomicBool,
         stats: &mut ReplayStats,
     ) -> Result<(), RecorderError> {
+        // What the ending tick batched goes out before the sleep (and before any heartbeat naming it).
+        self.flush_all(stop, stats)?;
         // Sleep short of the deadline; the pacer's window absorbs the remainder and the scheduler's overshoot.
         let slack = self.opts.window / 2;
         if wait > slack {
@@ -612,6 +792,32 @@ impl Replayer {
             }
         }
         Ok(())
+    }
+}
+
+/// Sends one journal record alone: copied once, into a message of its exact size, and restamped there. A send
+/// refused at the high-water mark drops that message, so the retry builds it again from the journal's bytes.
+/// False if stopped meanwhile.
+fn send_single(
+    socket: &zmq::Socket,
+    frame: &[u8],
+    header_at: usize,
+    out: &Header,
+    stop: &AtomicBool,
+) -> Result<bool, RecorderError> {
+    loop {
+        let mut msg = zmq::Message::with_size(frame.len());
+        msg.copy_from_slice(frame);
+        tickbox_wire::write_send_fields_at(&mut msg, header_at, out);
+        match socket.send(msg, 0) {
+            Ok(()) => return Ok(true),
+            Err(zmq::Error::EAGAIN | zmq::Error::EINTR) => {
+                if stop.load(Ordering::Relaxed) {
+                    return Ok(false);
+                }
+            }
+            Err(e) => return Err(e.into()),
+        }
     }
 }
 

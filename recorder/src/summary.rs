@@ -228,6 +228,8 @@ impl ReplayStats {
             "from": spec.map(|s| fmt_position(s.from, "start")),
             "to": spec.map(|s| fmt_position(s.to, "end")),
             "sent": s.sent,
+            "frames_sent": s.frames_sent,
+            "batches_sent": s.batches_sent,
             "bytes": s.bytes,
             "position_seq": s.last_seq,
             "position_time": s.last_capture_ns.map(format_rfc3339),
@@ -254,6 +256,8 @@ impl ReplayStats {
         let s = self;
         serde_json::json!({
             "sent": s.sent,
+            "frames_sent": s.frames_sent,
+            "batches_sent": s.batches_sent,
             "subscribers": s.subscribers,
             "delivered": s.subscribers > 0 || s.sent == 0,
             "rate": s.rate().round() as u64,
@@ -289,6 +293,11 @@ impl ReplayStats {
             out,
             "sent          {} (gap notices {}, cached values {}) for {} publisher(s)",
             s.sent, s.gap_notices, s.cached, s.publishers
+        );
+        let _ = writeln!(
+            out,
+            "messages      {} ({} of them batches)",
+            s.frames_sent, s.batches_sent
         );
         let _ = writeln!(out, "bytes         {}", format_size_approx(s.bytes));
         let _ = writeln!(out, "per shard     {:?}", s.per_shard);
@@ -365,7 +374,13 @@ mod tests {
         let json = s.summary_json(Speed::Max, "preserve", false);
         assert_eq!(json["delivered"], true);
         assert_eq!(json["identity"], "preserve");
+        assert_eq!(json["frames_sent"], 0);
+        assert_eq!(json["batches_sent"], 0);
         let table = s.summary_table(Speed::Max, false);
+        assert!(
+            table.contains("\nmessages      0 (0 of them batches)\n"),
+            "{table}"
+        );
         assert!(
             table.ends_with("subscribers   0 at most (subscriptions per shard at the end [])\n")
         );

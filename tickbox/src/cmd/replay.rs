@@ -59,6 +59,11 @@ pub(crate) struct Args {
     /// Stop before this journal sequence.
     #[arg(long)]
     to_seq: Option<u64>,
+    /// Most records per batch frame (one ZeroMQ message carrying several records), used on a shard only while
+    /// every subscriber of it reads batches (subscribed to "" and to "#B"; see docs/WIRE.md); 0 or 1 sends one
+    /// record per message. Default from config (`replay_batch_records`, 64).
+    #[arg(long, value_name = "N")]
+    batch: Option<u16>,
     /// Before starting, wait until every shard has N subscriptions (counted on XPUB; 0 = start at once). Default
     /// from config (1).
     #[arg(long)]
@@ -137,6 +142,8 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         window: cfg.pacing_window.0,
         heartbeat_interval: cfg.heartbeat_interval.0,
         follow: args.follow,
+        batch_max_records: args.batch.unwrap_or(cfg.replay_batch_records),
+        batch_max_bytes: usize::try_from(cfg.replay_batch_bytes.0).unwrap_or(usize::MAX),
         max_subscription_bytes: cfg.max_subscription_bytes,
         // Remote status wants fresher numbers than the terminal does.
         progress_every: if args.broker.is_some() {
