@@ -62,6 +62,15 @@ pub struct FeedConfig {
     pub wait_for_subscribers: usize,
     /// Upper bound on that wait; afterwards the shard starts anyway and logs a warning.
     pub subscriber_wait: HumanDuration,
+    /// `auto`: a shard packs up to `batch_max_records` messages into one batch frame (`#B`, docs/WIRE.md) while
+    /// every subscriber of it reads batches (subscribed to "" and to "#B") and none holds another prefix; a
+    /// batch is sent at the end of each pacer step, so no message waits longer than one step. `off` (default):
+    /// one message per ZeroMQ message. `auto` makes the shard's socket a verbose XPUB, to see subscriptions.
+    pub batch: BatchMode,
+    /// Most messages per batch frame with `batch = "auto"`.
+    pub batch_max_records: u16,
+    /// Largest batch frame with `batch = "auto"`, in bytes.
+    pub batch_max_bytes: usize,
     /// Most messages sent per pacer step: bounds how long a shard goes without checking for stop.
     pub max_batch: usize,
     /// The pacer sleeps until this close to a deadline and spins the rest, trading CPU for accuracy.
@@ -96,6 +105,9 @@ impl Default for FeedConfig {
             max_messages_per_shard: None,
             wait_for_subscribers: 0,
             subscriber_wait: HumanDuration(Duration::from_millis(5_000)),
+            batch: BatchMode::Off,
+            batch_max_records: 64,
+            batch_max_bytes: 8192,
             max_batch: 256,
             spin_us: 20,
             max_catch_up: HumanDuration(Duration::from_millis(1_000)),
@@ -176,6 +188,31 @@ impl FromStr for Pattern {
             _ => Err(FeedError::InvalidConfig {
                 field: "pattern",
                 reason: format!("{s:?} is not one of synthetic, pathological"),
+            }),
+        }
+    }
+}
+
+/// Whether feed shards pack messages into batch frames.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum BatchMode {
+    /// One message per ZeroMQ message, whoever subscribes.
+    #[default]
+    Off,
+    /// Batch frames while every subscriber of a shard reads them and takes everything; single frames otherwise.
+    Auto,
+}
+
+impl FromStr for BatchMode {
+    type Err = FeedError;
+    fn from_str(s: &str) -> Result<Self, FeedError> {
+        match s.to_ascii_lowercase().as_str() {
+            "off" => Ok(BatchMode::Off),
+            "auto" => Ok(BatchMode::Auto),
+            _ => Err(FeedError::InvalidConfig {
+                field: "batch",
+                reason: format!("{s:?} is not one of off, auto"),
             }),
         }
     }
@@ -293,6 +330,12 @@ impl FeedConfig {
         } else {
             self.symbol_names.len()
         }
+    }
+
+    /// Whether shard sockets are XPUBs (which see subscriptions): for `no_drop`, `wait_for_subscribers` and
+    /// `batch = "auto"`.
+    pub fn uses_xpub(&self) -> bool {
+        self.no_drop || self.wait_for_subscribers > 0 || self.batch == BatchMode::Auto
     }
 
     /// The pacing of one shard that carries `share` (0..=1) of the total activity.

@@ -60,7 +60,8 @@ mod publisher;
 mod runner;
 mod source;
 
-pub use config::{FeedConfig, PacingMode, Pattern, PublisherShardConfig, Rate};
+pub use config::{BatchMode, FeedConfig, PacingMode, Pattern, PublisherShardConfig, Rate};
+pub use config::Framing;
 pub use error::FeedError;
 pub use generator::{
     generated_ticker, shard_of_symbol, Generated, GeneratorParams, MarketGenerator, SymbolSpec,
@@ -70,10 +71,10 @@ pub use pacer::{Pacing, SendPacer, Step};
 pub use publisher::{
     heartbeat_topic, open_publisher_socket, Publisher, PublisherCounts, LINGER_MS, SEND_TIMEOUT_MS,
 };
-pub use source::{
-    RecordSource, SourceError, SourceFeed, SourceFeedHandle, SourceItem, SourceRecord, SourceReport,
-    SourceSpeed, SourceStats,
-};
 pub use runner::{
     Feed, FeedHandle, FeedReport, PublisherShardReport, ShardInfo, ShardStats, RATE_SHORTFALL_RATIO,
+};
+pub use source::{
+    RecordSource, SourceError, SourceFeed, SourceFeedHandle, SourceItem, SourceRecord,
+    SourceReport, SourceSpeed, SourceStats,
 };

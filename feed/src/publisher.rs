@@ -1,8 +1,11 @@
 //! One publisher: a PUB (or no-drop XPUB) socket with its own publisher id and gap-free sequence.
 
-use tickbox_wire::{encode, encoded_len, now_ns, Header, Heartbeat, Kind, Payload};
+use tickbox_wire::{
+    encode, encoded_len, now_ns, BatchBuilder, Header, Heartbeat, Kind, Payload, BATCH_HEADER_LEN,
+    BATCH_RECORD_PREFIX,
+};
 
-use crate::config::{FeedConfig, PublisherShardConfig};
+use crate::config::{BatchMode, FeedConfig, PublisherShardConfig};
 use crate::error::FeedError;
 
 /// How long one blocking `send` may wait on a full no-drop pipe before the caller gets control back (to check
@@ -25,6 +28,10 @@ pub struct PublisherCounts {
     pub heartbeats: u64,
     /// Sends that found the pipe full (no-drop back-pressure) and had to be retried.
     pub would_block: u64,
+    /// ZeroMQ messages that carried data: single frames plus batch frames (heartbeats not included).
+    pub frames: u64,
+    /// Of `frames`, batch frames (each carrying two or more data messages).
+    pub batches: u64,
 }
 
 impl PublisherCounts {
@@ -42,7 +49,7 @@ pub fn open_publisher_socket(
     shard_config: &PublisherShardConfig,
     config: &FeedConfig,
 ) -> Result<(zmq::Socket, String), FeedError> {
-    let xpub = config.no_drop || config.wait_for_subscribers > 0;
+    let xpub = config.uses_xpub();
     let socket_err = |source| FeedError::Socket { shard, source };
     let mut socket = ctx
         .socket(if xpub { zmq::XPUB } else { zmq::PUB })
@@ -52,6 +59,10 @@ pub fn open_publisher_socket(
     socket.set_sndtimeo(SEND_TIMEOUT_MS).map_err(socket_err)?;
     tickbox_zmqx::limit_subscriptions(&socket, config.max_subscription_bytes)
         .map_err(|source| FeedError::SocketOption { shard, source })?;
+    if config.batch == BatchMode::Auto {
+        // Every subscription must be seen, duplicates included, to know whether all subscribers read batches.
+        socket.set_xpub_verbose(true).map_err(socket_err)?;
+    }
     if config.no_drop {
         tickbox_zmqx::set_xpub_nodrop(&mut socket, true)
             .map_err(|source| FeedError::SocketOption { shard, source })?;
@@ -89,6 +100,9 @@ pub struct Publisher {
     heartbeat_interval_ns: u64,
     buf: Vec<u8>,
     counts: PublisherCounts,
+    /// Messages waiting to go out as one batch frame (see [`Publisher::set_batching`]); encoded in place.
+    batch: Option<BatchBuilder>,
+    batching: bool,
 }
 
 impl Publisher {
@@ -109,7 +123,64 @@ impl Publisher {
             heartbeat_interval_ns,
             buf: vec![0u8; 256],
             counts: PublisherCounts::default(),
+            batch: None,
+            batching: false,
         }
+    }
+
+    /// Gives the publisher a batch buffer (`max_records` messages, `max_bytes` per frame, allocated once), used
+    /// while [`set_batching`](Self::set_batching) says so.
+    pub fn with_batch(mut self, max_bytes: usize, max_records: u16) -> Self {
+        self.batch = Some(BatchBuilder::new(max_bytes, max_records.max(1)));
+        self
+    }
+
+    /// Turns batching on or off (on only if a batch buffer was given). Turning it off first sends what is
+    /// batched, so order is kept; false, with batching still on, if that send found the pipe full.
+    pub fn set_batching(&mut self, on: bool) -> Result<bool, FeedError> {
+        let on = on && self.batch.is_some();
+        if self.batching && !on && !self.flush()? {
+            return Ok(false);
+        }
+        self.batching = on;
+        Ok(true)
+    }
+
+    /// Whether data messages currently go into batch frames.
+    pub fn batching(&self) -> bool {
+        self.batching
+    }
+
+    /// Data messages batched and not sent yet (they have their sequences; [`flush`](Self::flush) sends them).
+    pub fn pending(&self) -> usize {
+        self.batch.as_ref().map_or(0, BatchBuilder::len)
+    }
+
+    /// Sends the batched messages (one alone as a plain frame). False if the no-drop pipe stayed full for
+    /// [`SEND_TIMEOUT_MS`]: the batch is kept, and calling again retries it.
+    pub fn flush(&mut self) -> Result<bool, FeedError> {
+        let Some(batch) = self.batch.as_mut() else {
+            return Ok(true);
+        };
+        let n = batch.len();
+        if n == 0 {
+            return Ok(true);
+        }
+        let frame = batch.frame();
+        let message = if n == 1 {
+            &frame[BATCH_HEADER_LEN + BATCH_RECORD_PREFIX..]
+        } else {
+            frame
+        };
+        // The builder keeps its bytes until cleared, so a send refused at the high-water mark retries the same
+        // batch; libzmq copies it once into its own message.
+        if !send_slice(&self.socket, message, self.shard, &mut self.counts)? {
+            return Ok(false);
+        }
+        batch.clear();
+        self.counts.frames += 1;
+        self.counts.batches += u64::from(n > 1);
+        Ok(true)
     }
 
     /// The publisher's socket, e.g. to read subscriptions from an XPUB.
@@ -187,6 +258,10 @@ impl Publisher {
     /// Sends a heartbeat on `H.<publisher id>` carrying the last data sequence. Returns false if the pipe was
     /// full (a heartbeat is not worth waiting for: the data in front of it already proves we are alive).
     pub fn heartbeat(&mut self) -> Result<bool, FeedError> {
+        // A heartbeat names the last sequence: what is batched must be out first.
+        if !self.flush()? {
+            return Ok(false);
+        }
         let header = Header::live(Kind::Heartbeat, self.publisher_id, self.sequence, now_ns())
             .with_session(self.session);
         let payload = Payload::Heartbeat(Heartbeat {
@@ -194,7 +269,7 @@ impl Publisher {
             messages_sent: self.counts.data(),
         });
         let topic = std::mem::take(&mut self.heartbeat_topic);
-        let sent = self.send(&topic, &header, &payload);
+        let sent = self.send_single(&topic, &header, &payload);
         self.heartbeat_topic = topic;
         let sent = sent?;
         if sent {
@@ -203,8 +278,47 @@ impl Publisher {
         Ok(sent)
     }
 
+    /// Sends one data message: encoded straight into the batch while batching (sending the batch first when
+    /// it is full), or alone. False if a send found the no-drop pipe full: the message was not taken.
     #[inline]
     fn send(&mut self, topic: &str, header: &Header, payload: &Payload) -> Result<bool, FeedError> {
+        if self.batching {
+            let needed = encoded_len(topic, header.kind);
+            for attempt in 0..2 {
+                let batch = self
+                    .batch
+                    .as_mut()
+                    .expect("batching implies a batch buffer");
+                if let Some(slot) = batch.push_with(needed) {
+                    encode(slot, topic, header, payload)?;
+                    return Ok(true);
+                }
+                if attempt == 1 || batch.is_empty() {
+                    break;
+                }
+                if !self.flush()? {
+                    return Ok(false);
+                }
+            }
+            // Too large for an empty batch: alone, after what is batched.
+            if !self.flush()? {
+                return Ok(false);
+            }
+        }
+        let sent = self.send_single(topic, header, payload)?;
+        if sent {
+            self.counts.frames += 1;
+        }
+        Ok(sent)
+    }
+
+    #[inline]
+    fn send_single(
+        &mut self,
+        topic: &str,
+        header: &Header,
+        payload: &Payload,
+    ) -> Result<bool, FeedError> {
         let needed = encoded_len(topic, header.kind);
         if self.buf.len() < needed {
             self.buf.resize(needed.next_power_of_two(), 0);
@@ -212,18 +326,27 @@ impl Publisher {
         let n = encode(&mut self.buf, topic, header, payload)?;
         // Sending the borrowed slice (libzmq allocates and copies once) measured no slower than encoding into
         // a fresh `zmq::Message` (which zeroes its storage first), and lets a blocked send retry the same bytes.
-        match self.socket.send(&self.buf[..n], 0) {
-            Ok(()) => Ok(true),
-            // EINTR: a signal (Ctrl-C) cut the blocked send short; like a timeout, the caller retries or stops.
-            Err(zmq::Error::EAGAIN | zmq::Error::EINTR) => {
-                self.counts.would_block += 1;
-                Ok(false)
-            }
-            Err(source) => Err(FeedError::Send {
-                shard: self.shard,
-                source,
-            }),
+        // Batching (`batch = "auto"`) is what removes that allocation per message.
+        send_slice(&self.socket, &self.buf[..n], self.shard, &mut self.counts)
+    }
+}
+
+/// One send of `bytes`; false (counted in `would_block`) when the no-drop pipe stayed full or a signal cut it.
+#[inline]
+fn send_slice(
+    socket: &zmq::Socket,
+    bytes: &[u8],
+    shard: usize,
+    counts: &mut PublisherCounts,
+) -> Result<bool, FeedError> {
+    match socket.send(bytes, 0) {
+        Ok(()) => Ok(true),
+        // EINTR: a signal (Ctrl-C) cut the blocked send short; like a timeout, the caller retries or stops.
+        Err(zmq::Error::EAGAIN | zmq::Error::EINTR) => {
+            counts.would_block += 1;
+            Ok(false)
         }
+        Err(source) => Err(FeedError::Send { shard, source }),
     }
 }
 

@@ -7,9 +7,9 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use tickbox_wire::{now_ns, Kind};
+use tickbox_wire::{now_ns, Kind, BATCH_TOPIC};
 
-use crate::config::{saturating_nanos, FeedConfig, PacingMode, Pattern, Rate};
+use crate::config::{saturating_nanos, BatchMode, FeedConfig, PacingMode, Pattern, Rate};
 use crate::error::FeedError;
 use crate::generator::{GeneratorParams, MarketGenerator, Universe};
 use crate::pacer::{SendPacer, Step};
@@ -177,6 +177,8 @@ struct LiveCounters {
     book_levels: AtomicU64,
     heartbeats: AtomicU64,
     would_block: AtomicU64,
+    frames: AtomicU64,
+    batches: AtomicU64,
     last_sequence: AtomicU64,
     subscriptions: AtomicU64,
     finished: AtomicBool,
@@ -191,6 +193,8 @@ impl LiveCounters {
         self.book_levels.store(c.book_levels, Ordering::Relaxed);
         self.heartbeats.store(c.heartbeats, Ordering::Relaxed);
         self.would_block.store(c.would_block, Ordering::Relaxed);
+        self.frames.store(c.frames, Ordering::Relaxed);
+        self.batches.store(c.batches, Ordering::Relaxed);
         self.last_sequence
             .store(publisher.last_sequence(), Ordering::Release);
     }
@@ -203,6 +207,8 @@ impl LiveCounters {
                 book_levels: self.book_levels.load(Ordering::Relaxed),
                 heartbeats: self.heartbeats.load(Ordering::Relaxed),
                 would_block: self.would_block.load(Ordering::Relaxed),
+                frames: self.frames.load(Ordering::Relaxed),
+                batches: self.batches.load(Ordering::Relaxed),
             },
             last_sequence: self.last_sequence.load(Ordering::Acquire),
             subscriptions: self.subscriptions.load(Ordering::Relaxed),
@@ -403,6 +409,15 @@ impl fmt::Display for FeedReport {
             self.total_data(),
             self.total_rate()
         )?;
+        let (frames, batches) = self.shards.iter().fold((0, 0), |(f, b), s| {
+            (f + s.counts.frames, b + s.counts.batches)
+        });
+        if batches > 0 {
+            write!(
+                f,
+                ", in {frames} ZeroMQ messages ({batches} of them batches)"
+            )?;
+        }
         if let Some(target) = self.target_rate {
             write!(
                 f,
@@ -457,8 +472,14 @@ impl ShardRun<'_> {
         let pacing =
             config.shard_pacing(self.universe.shard_share(shard), 2 * generator.len() as u64);
         let heartbeat_ns = saturating_nanos(config.heartbeat_interval);
-        let xpub = config.no_drop || config.wait_for_subscribers > 0;
+        let xpub = config.uses_xpub();
+        let auto_batch = config.batch == BatchMode::Auto;
         let mut publisher = Publisher::new(socket, shard, publisher_id, heartbeat_ns);
+        publisher.set_guide_framing(config.framing == crate::config::Framing::Guide);
+        if auto_batch {
+            publisher = publisher.with_batch(config.batch_max_bytes, config.batch_max_records);
+        }
+        let mut tally = SubTally::default();
         // With fewer symbols than shards some shards own none. Such a shard only heartbeats; with a message
         // limit it could never reach the limit, so it ends at once instead of holding up `join` forever.
         let empty_and_bounded = generator.is_empty() && config.max_messages_per_shard.is_some();
@@ -470,7 +491,11 @@ impl ShardRun<'_> {
         }
 
         if config.wait_for_subscribers > 0 && !empty_and_bounded {
-            self.wait_for_subscribers(&publisher);
+            self.wait_for_subscribers(&publisher, &mut tally);
+        }
+        if auto_batch {
+            self.drain_subscriptions(&publisher, &mut tally);
+            publisher.set_batching(tally.all_read_batches())?;
         }
 
         let clock = Instant::now();
@@ -536,11 +561,25 @@ impl ShardRun<'_> {
                         {
                             self.live.publish(&publisher);
                             if over(mono()) {
-                                unsent = n - i;
+                                // Batched messages not sent yet are abandoned with the rest.
+                                unsent = n - i + publisher.pending() as u64;
                                 break 'run;
                             }
                         }
                         sent += 1;
+                    }
+                    // The end of the step sends the batch: no message waits longer than one pacer step.
+                    while !publisher.flush()? {
+                        self.live.publish(&publisher);
+                        if over(mono()) {
+                            unsent = publisher.pending() as u64;
+                            break 'run;
+                        }
+                    }
+                    if auto_batch {
+                        // Between steps, with nothing batched: a new prefix subscriber is seen within one step.
+                        self.drain_subscriptions(&publisher, &mut tally);
+                        publisher.set_batching(tally.all_read_batches())?;
                     }
                     last_send_ns = mono();
                     self.live.publish(&publisher);
@@ -552,7 +591,10 @@ impl ShardRun<'_> {
                         self.live.publish(&publisher);
                     }
                     if xpub {
-                        self.drain_subscriptions(&publisher);
+                        self.drain_subscriptions(&publisher, &mut tally);
+                        if auto_batch {
+                            publisher.set_batching(tally.all_read_batches())?;
+                        }
                     }
                     let mut wake = deadline.min(now + STOP_CHECK_NS);
                     if heartbeat_ns > 0 {
@@ -598,9 +640,12 @@ impl ShardRun<'_> {
         })
     }
 
-    /// Counts subscribe/unsubscribe messages queued on an XPUB (first byte 1 or 0).
-    fn drain_subscriptions(&self, publisher: &Publisher) {
+    /// Counts subscribe/unsubscribe messages queued on an XPUB (first byte 1 or 0), in total and by prefix.
+    fn drain_subscriptions(&self, publisher: &Publisher, tally: &mut SubTally) {
         while let Ok(msg) = publisher.socket().recv_msg(zmq::DONTWAIT) {
+            if let Some((&op, prefix)) = msg.split_first() {
+                tally.on_message(op, prefix);
+            }
             match msg.first() {
                 Some(1) => {
                     self.live.subscriptions.fetch_add(1, Ordering::Relaxed);
@@ -617,7 +662,7 @@ impl ShardRun<'_> {
         }
     }
 
-    fn wait_for_subscribers(&self, publisher: &Publisher) {
+    fn wait_for_subscribers(&self, publisher: &Publisher, tally: &mut SubTally) {
         let want = self.config.wait_for_subscribers as u64;
         let deadline = Instant::now() + self.config.subscriber_wait.0;
         while self.live.subscriptions.load(Ordering::Relaxed) < want {
@@ -633,9 +678,42 @@ impl ShardRun<'_> {
                 );
                 return;
             }
-            self.drain_subscriptions(publisher);
+            self.drain_subscriptions(publisher, tally);
             std::thread::sleep(Duration::from_millis(1));
         }
+    }
+}
+
+/// One shard's subscriptions by prefix, as its XPUB reports them: the empty prefix, the batch topic (a
+/// subscriber's statement that it reads batch frames), and every other prefix.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct SubTally {
+    all: u64,
+    batch: u64,
+    prefix: u64,
+}
+
+impl SubTally {
+    fn on_message(&mut self, op: u8, prefix: &[u8]) {
+        let slot = if prefix.is_empty() {
+            &mut self.all
+        } else if prefix == BATCH_TOPIC.as_bytes() {
+            &mut self.batch
+        } else {
+            &mut self.prefix
+        };
+        match op {
+            1 => *slot += 1,
+            0 => *slot = slot.saturating_sub(1),
+            _ => {}
+        }
+    }
+
+    /// Batch frames reach every subscriber and each of them reads them: someone takes everything, every
+    /// empty-prefix subscription is matched by a batch-topic one, and no other prefix is held (a batch's topic
+    /// matches no other prefix, so its holder would receive nothing).
+    fn all_read_batches(&self) -> bool {
+        self.all > 0 && self.prefix == 0 && self.batch >= self.all
     }
 }
 

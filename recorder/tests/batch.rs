@@ -96,7 +96,10 @@ fn sub(ctx: &zmq::Context, ep: &str, prefixes: &[&[u8]]) -> zmq::Socket {
 
 /// Receives until `want` records (heartbeats aside) arrived or 10 s passed. Returns the records, and per message
 /// received, whether it was a batch and the records it carried.
-fn receive(s: &zmq::Socket, want: usize) -> (Vec<Row>, Vec<Vec<Received>>) {
+/// One subscriber's haul: every record in order, and the records of each message it received.
+type Haul = (Vec<Row>, Vec<Vec<Received>>);
+
+fn receive(s: &zmq::Socket, want: usize) -> Haul {
     let (mut rows, mut messages) = (Vec::new(), Vec::new());
     let deadline = Instant::now() + Duration::from_secs(10);
     while rows.len() < want && Instant::now() < deadline {
@@ -127,7 +130,7 @@ fn replay(
     subscriptions: &[&[&[u8]]],
     expect: usize,
     wants: &[usize],
-) -> (ReplayStats, Vec<(Vec<Row>, Vec<Vec<Received>>)>) {
+) -> (ReplayStats, Vec<Haul>) {
     let mut replayer = Replayer::bind(
         ctx,
         ReplayOptions {

@@ -78,6 +78,11 @@ pub(crate) struct Args {
     /// XPUB with ZMQ_XPUB_NODROP: slow subscribers back-pressure the feed instead of losing messages.
     #[arg(long)]
     no_drop: bool,
+    /// `auto`: pack up to 64 messages per ZeroMQ message (a `#B` batch frame, docs/WIRE.md) while every
+    /// subscriber of a shard reads batches (subscribed to "" and "#B") and none holds another prefix; each
+    /// pacer step's batch goes out at its end. `off` (the default, or `[feed] batch`): one message each.
+    #[arg(long, value_name = "off|auto")]
+    batch: Option<tickbox_feed::BatchMode>,
     /// Send-side high-water mark per subscriber.
     #[arg(long)]
     sndhwm: Option<i32>,
@@ -115,6 +120,8 @@ fn report_json(report: &tickbox_feed::FeedReport) -> serde_json::Value {
                 "book_levels": s.counts.book_levels,
                 "heartbeats": s.counts.heartbeats,
                 "would_block": s.counts.would_block,
+                "frames_sent": s.counts.frames,
+                "batches_sent": s.counts.batches,
                 "last_sequence": s.last_sequence,
                 "duration_ns": u64::try_from(s.duration.as_nanos()).unwrap_or(u64::MAX),
                 "skipped_ns": u64::try_from(s.skipped.as_nanos()).unwrap_or(u64::MAX),
@@ -130,6 +137,8 @@ fn report_json(report: &tickbox_feed::FeedReport) -> serde_json::Value {
         "rate_shortfall": report.rate_shortfall().is_some(),
         "heartbeats": report.shards.iter().map(|s| s.counts.heartbeats).sum::<u64>(),
         "would_block": report.shards.iter().map(|s| s.counts.would_block).sum::<u64>(),
+        "frames_sent": report.shards.iter().map(|s| s.counts.frames).sum::<u64>(),
+        "batches_sent": report.shards.iter().map(|s| s.counts.batches).sum::<u64>(),
         "unsent": report.total_unsent(),
         "shards": shards,
     })
@@ -256,6 +265,9 @@ fn apply(args: Args, mut config: FeedConfig) -> anyhow::Result<FeedConfig> {
     }
     if args.no_drop {
         config.no_drop = true;
+    }
+    if let Some(batch) = args.batch {
+        config.batch = batch;
     }
     if let Some(sndhwm) = args.sndhwm {
         config.sndhwm = sndhwm;
