@@ -40,6 +40,9 @@ pub struct FeedConfig {
     pub pattern: Pattern,
     /// `pathological` only: after one message for every topic, one message per this interval.
     pub pathological_interval: HumanDuration,
+    /// `pathological` only: `tickbox` frames, or the Guide's two-frame envelope (`guide`: frame 1 the topic,
+    /// frame 2 the tickbox frame as an opaque body), to exercise an LVC exactly as the Guide's publisher does.
+    pub framing: Framing,
     /// A shard that has sent nothing for this long sends a heartbeat on `H.<publisher id>`. `0` disables.
     pub heartbeat_interval: HumanDuration,
     /// Seed of every random choice (universe, walk, arrivals): equal seeds give equal streams.
@@ -95,6 +98,7 @@ impl Default for FeedConfig {
             trade_through_probability: 0.05,
             pattern: Pattern::Synthetic,
             pathological_interval: HumanDuration(Duration::from_millis(1_000)),
+            framing: Framing::Tickbox,
             heartbeat_interval: HumanDuration(Duration::from_millis(100)),
             seed: seed_default(),
             publisher_id_base: 1,
@@ -218,6 +222,32 @@ impl FromStr for BatchMode {
     }
 }
 
+/// How each message goes out on the socket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Framing {
+    /// One ZeroMQ frame per message: the tickbox frame (topic, NUL, header, payload).
+    #[default]
+    Tickbox,
+    /// The Guide's envelope: the topic alone in a first frame, the tickbox frame in a second. Plain ZeroMQ
+    /// subscribers and proxies key on the first frame; the body stays decodable by tickbox-aware readers.
+    Guide,
+}
+
+impl FromStr for Framing {
+    type Err = FeedError;
+    fn from_str(s: &str) -> Result<Self, FeedError> {
+        match s.to_ascii_lowercase().as_str() {
+            "tickbox" => Ok(Framing::Tickbox),
+            "guide" => Ok(Framing::Guide),
+            _ => Err(FeedError::InvalidConfig {
+                field: "framing",
+                reason: format!("{s:?} is not one of tickbox, guide"),
+            }),
+        }
+    }
+}
+
 /// `d` in nanoseconds, saturating at `u64::MAX` (about 584 years), as the pacer and publisher count time.
 pub(crate) fn saturating_nanos(d: HumanDuration) -> u64 {
     u64::try_from(d.0.as_nanos()).unwrap_or(u64::MAX)
@@ -310,6 +340,13 @@ impl FeedConfig {
         }
         if self.pattern == Pattern::Pathological && self.pathological_interval.0.is_zero() {
             return bad("pathological_interval", "must be > 0".into());
+        }
+        // Only the LVC test pattern speaks the Guide's envelope: tickbox subscribers read one frame per message.
+        if self.framing == Framing::Guide && self.pattern != Pattern::Pathological {
+            return bad(
+                "framing",
+                "`guide` is for the pathological pattern (pattern = \"pathological\")".into(),
+            );
         }
         if self.sndhwm < 0 {
             return bad(

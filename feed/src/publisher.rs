@@ -100,6 +100,8 @@ pub struct Publisher {
     heartbeat_interval_ns: u64,
     buf: Vec<u8>,
     counts: PublisherCounts,
+    /// Send the topic alone first (the Guide's envelope), see [`Publisher::set_guide_framing`].
+    guide_framing: bool,
     /// Messages waiting to go out as one batch frame (see [`Publisher::set_batching`]); encoded in place.
     batch: Option<BatchBuilder>,
     batching: bool,
@@ -123,6 +125,7 @@ impl Publisher {
             heartbeat_interval_ns,
             buf: vec![0u8; 256],
             counts: PublisherCounts::default(),
+            guide_framing: false,
             batch: None,
             batching: false,
         }
@@ -181,6 +184,12 @@ impl Publisher {
         self.counts.frames += 1;
         self.counts.batches += u64::from(n > 1);
         Ok(true)
+    }
+
+    /// Sends every message as the Guide's two-frame envelope, `[topic][tickbox frame]`, so plain ZeroMQ proxies
+    /// (an LVC keyed on the first frame) see the topic alone. Off by default.
+    pub fn set_guide_framing(&mut self, on: bool) {
+        self.guide_framing = on;
     }
 
     /// The publisher's socket, e.g. to read subscriptions from an XPUB.
@@ -324,6 +333,23 @@ impl Publisher {
             self.buf.resize(needed.next_power_of_two(), 0);
         }
         let n = encode(&mut self.buf, topic, header, payload)?;
+        if self.guide_framing {
+            // libzmq applies the high-water mark to a message's first frame and then takes the rest whole, so a
+            // full pipe refuses the envelope here, before any of it is queued.
+            match self.socket.send(topic.as_bytes(), zmq::SNDMORE) {
+                Ok(()) => {}
+                Err(zmq::Error::EAGAIN | zmq::Error::EINTR) => {
+                    self.counts.would_block += 1;
+                    return Ok(false);
+                }
+                Err(source) => {
+                    return Err(FeedError::Send {
+                        shard: self.shard,
+                        source,
+                    })
+                }
+            }
+        }
         // Sending the borrowed slice (libzmq allocates and copies once) measured no slower than encoding into
         // a fresh `zmq::Message` (which zeroes its storage first), and lets a blocked send retry the same bytes.
         // Batching (`batch = "auto"`) is what removes that allocation per message.
