@@ -26,6 +26,16 @@ impl TapFilter {
         }
     }
 
+    /// Whether to show a message that has no tickbox kind (a Guide envelope): never when kinds are selected,
+    /// else sampled like the rest.
+    pub fn admit_other(&mut self) -> bool {
+        if !self.kinds.is_empty() {
+            return false;
+        }
+        self.seen += 1;
+        (self.seen - 1).is_multiple_of(self.sample)
+    }
+
     /// Whether to show this message. Sampling counts only messages of the selected kinds, so `--sample 10`
     /// shows every tenth trade, not every tenth message that happens to be a trade.
     pub fn admit(&mut self, msg: &MessageRef<'_>) -> bool {
@@ -35,6 +45,73 @@ impl TapFilter {
         self.seen += 1;
         (self.seen - 1).is_multiple_of(self.sample)
     }
+}
+
+/// How the inspector reads a ZeroMQ message off the tap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Framing {
+    /// Every frame is a tickbox frame (topic, NUL, header, payload) or a tap event.
+    Tickbox,
+    /// The Guide's envelope: frame 1 is the topic (key), the rest is the body, as plain ZeroMQ publishers send.
+    Guide,
+    /// Per message: a multipart message whose first frame is not a tickbox frame is a Guide envelope; anything
+    /// else is read as tickbox frames.
+    #[default]
+    Auto,
+}
+
+impl std::str::FromStr for Framing {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "tickbox" => Ok(Framing::Tickbox),
+            "guide" => Ok(Framing::Guide),
+            "auto" => Ok(Framing::Auto),
+            _ => Err(format!("{s:?} is not one of tickbox, guide, auto")),
+        }
+    }
+}
+
+impl Framing {
+    /// Whether the message starting with frame `first` (`more`: further frames follow) is a Guide envelope.
+    /// Tap events (a single frame starting with the event marker) are the tap's own and never are.
+    pub fn reads_as_guide(self, first: &[u8], more: bool) -> bool {
+        let event = !more && first.first() == Some(&tickbox_wire::tap::EVENT_MARKER);
+        match self {
+            Framing::Tickbox => false,
+            Framing::Guide => !event,
+            Framing::Auto => {
+                more && !matches!(TapFrame::classify(first), Ok(TapFrame::Message(_)))
+            }
+        }
+    }
+}
+
+/// One inspector line for a Guide envelope: the topic (text, or hex if it is not printable), the body's frame
+/// count and size, and the start of the body (text if printable, else hex).
+pub fn describe_guide(parts: &[Vec<u8>]) -> String {
+    const PREVIEW: usize = 48;
+    fn show(bytes: &[u8], limit: usize) -> String {
+        let cut = &bytes[..bytes.len().min(limit)];
+        let more = if bytes.len() > limit { "…" } else { "" };
+        match std::str::from_utf8(cut) {
+            Ok(text) if !text.chars().any(char::is_control) => format!("{text}{more}"),
+            _ => {
+                let hex: String = cut.iter().map(|b| format!("{b:02x}")).collect();
+                format!("0x{hex}{more}")
+            }
+        }
+    }
+    let topic = parts.first().map_or(String::new(), |t| show(t, 64));
+    let body = parts.get(1..).unwrap_or(&[]);
+    let bytes: usize = body.iter().map(Vec::len).sum();
+    let preview: Vec<String> = body.iter().map(|f| show(f, PREVIEW)).collect();
+    format!(
+        "{topic:<20} {:<10} {} frame(s) {bytes} bytes | {}",
+        "guide",
+        body.len(),
+        preview.join(" | ")
+    )
 }
 
 /// Parses a kind name as `--kinds` takes it (`quote`, `trade`, `heartbeat`, `book_level`; also `book`, and the
@@ -108,6 +185,26 @@ impl RateTable {
         };
         row.0 += 1;
         row.1 += frame.len() as u64;
+        row.2 += 1;
+    }
+
+    /// Counts one Guide envelope under its topic frame's prefix (all its frames' bytes).
+    pub fn record_guide(&mut self, parts: &[Vec<u8>]) {
+        let topic = parts
+            .first()
+            .and_then(|t| std::str::from_utf8(t).ok())
+            .unwrap_or("<binary>");
+        let end = topic
+            .match_indices('.')
+            .nth(self.depth - 1)
+            .map_or(topic.len(), |(i, _)| i);
+        let key = &topic[..end];
+        let row = match self.rows.get_mut(key) {
+            Some(row) => row,
+            None => self.rows.entry(key.to_owned()).or_default(),
+        };
+        row.0 += 1;
+        row.1 += parts.iter().map(|p| p.len() as u64).sum::<u64>();
         row.2 += 1;
     }
 
@@ -270,6 +367,36 @@ mod tests {
         assert_eq!(shown, [false, true, false, false, false, false, false]);
         let mut all = TapFilter::new(vec![], 0);
         assert!(all.admit(&q) && all.admit(&t));
+    }
+
+    #[test]
+    fn framing_per_message() {
+        let q = frame("Q.X.A", Kind::Quote);
+        let mut ev = Vec::new();
+        encode_event(&mut ev, b"\x01Q.");
+        // Auto: only a multipart message led by something other than a tickbox frame is a Guide envelope.
+        assert!(Framing::Auto.reads_as_guide(b"A", true));
+        assert!(!Framing::Auto.reads_as_guide(b"A", false));
+        assert!(!Framing::Auto.reads_as_guide(&q, true));
+        assert!(!Framing::Auto.reads_as_guide(&q, false));
+        // Guide: everything but the tap's own events; Tickbox: nothing.
+        assert!(Framing::Guide.reads_as_guide(b"A", false));
+        assert!(Framing::Guide.reads_as_guide(&q, true));
+        assert!(!Framing::Guide.reads_as_guide(&ev, false));
+        assert!(!Framing::Tickbox.reads_as_guide(b"A", true));
+        assert_eq!("GUIDE".parse::<Framing>(), Ok(Framing::Guide));
+        assert!("espresso".parse::<Framing>().is_err());
+        let line = describe_guide(&[b"A.7".to_vec(), b"price=101".to_vec(), vec![0, 1, 255]]);
+        assert!(line.starts_with("A.7 "), "{line}");
+        assert!(line.contains("2 frame(s) 12 bytes | price=101 | 0x0001ff"), "{line}");
+        let mut table = RateTable::new(1, 1, 0);
+        table.record_guide(&[b"A.7".to_vec(), b"xy".to_vec()]);
+        let rows = table.tick(10).unwrap();
+        assert_eq!((rows[0].prefix.as_str(), rows[0].bytes), ("A", 5));
+        let mut f = TapFilter::new(vec![Kind::Trade], 1);
+        assert!(!f.admit_other());
+        let mut f = TapFilter::new(vec![], 2);
+        assert_eq!([f.admit_other(), f.admit_other(), f.admit_other()], [true, false, true]);
     }
 
     #[test]
