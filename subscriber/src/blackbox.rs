@@ -5,16 +5,19 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use tickbox_workers::{Dispatch, Inbox, Worker, WorkerOutcome, WorkerPool, WorkerPoolConfig};
+use tickbox_workers::{
+    Dispatch, Inbox, Parcel, Recycler, Worker, WorkerOutcome, WorkerPool, WorkerPoolConfig,
+    PARCEL_RECORDS,
+};
 
 use crate::clock::{ClockOffset, ClockTable};
 use crate::hook::SnailHook;
 use crate::nic::check_nic;
 use crate::report::{lateness_histogram, Fatal, Report, SubscriberShardReport, WorkerReport};
-use crate::shard::{run_shard, ShardSettings};
+use crate::shard::{run_shard, HandoffPlan, ShardSettings};
 use crate::shared::{LiveShard, LiveShardCounters, Shared};
 use crate::snail::SharedThreshold;
-use crate::{SnailMode, SubscriberConfig, SubscriberError};
+use crate::{Handoff, SnailMode, SubscriberConfig, SubscriberError};
 use tickbox_units::format_duration;
 
 /// The NIC endpoint rewrite, with its error in this crate's terms.
@@ -68,27 +71,7 @@ impl<W: Worker> Subscriber<W> {
                 .collect(),
             shards_done: AtomicUsize::new(0),
         });
-        // The hand-off: both ends are in this process, so a bounded channel moves the received `zmq::Message`
-        // itself (measured 2-2.8x the messages/s of an inproc PUSH per worker: benches/handoff.rs). by_topic: one
-        // FIFO per worker that every shard feeds; round_robin: one queue all workers take from.
-        let hwm = usize::try_from(config.handoff_hwm).unwrap_or(0).max(1);
-        let (senders, inboxes) = match config.dispatch {
-            Dispatch::ByTopic => {
-                let (tx, rx): (Vec<_>, Vec<_>) = (0..workers.count)
-                    .map(|_| crossbeam_channel::bounded::<zmq::Message>(hwm))
-                    .unzip();
-                (tx, rx.into_iter().map(Inbox::Channel).collect::<Vec<_>>())
-            }
-            Dispatch::RoundRobin => {
-                let (tx, rx) = crossbeam_channel::bounded::<zmq::Message>(hwm * workers.count);
-                (
-                    vec![tx],
-                    (0..workers.count)
-                        .map(|_| Inbox::Channel(rx.clone()))
-                        .collect(),
-                )
-            }
-        };
+        let (mut plans, inboxes) = handoff_plan(config, workers.count);
         let everything = config.topics.is_empty() || config.topics.iter().any(|t| t.is_empty());
         let mut subscriber = Subscriber {
             shared: Arc::clone(&shared),
@@ -107,7 +90,7 @@ impl<W: Worker> Subscriber<W> {
             let settings = ShardSettings {
                 index,
                 shard: shard.clone(),
-                handoff: senders.clone(),
+                handoff: Some(plans.remove(0)),
                 topics: if everything {
                     Vec::new()
                 } else {
@@ -121,6 +104,7 @@ impl<W: Worker> Subscriber<W> {
                 dispatch: config.dispatch,
                 workers: workers.count,
                 rcv_hwm: config.rcv_hwm,
+                profile: tickbox_zmqx::profile::with_io_thread(&config.socket_profile, shard.io_thread),
                 poll_ms: config.poll_interval.0.as_millis().clamp(1, 1_000) as i64,
                 workers_failed: Arc::clone(&subscriber.workers_failed),
             };
@@ -134,8 +118,6 @@ impl<W: Worker> Subscriber<W> {
             subscriber.shards.push(handle);
         }
         drop(ready_tx);
-        // Only the shards hold senders from now on: when they are all gone, the workers see the end.
-        drop(senders);
         for _ in 0..config.shards.len() {
             match ready_rx.recv_timeout(Duration::from_secs(10)) {
                 Ok(Ok(_index)) => {}
@@ -360,6 +342,88 @@ impl<W: Worker> Drop for Subscriber<W> {
         self.shared.release.store(true, Ordering::Release);
         for handle in self.shards.drain(..) {
             let _ = handle.join();
+        }
+    }
+}
+
+/// Tells apart the inproc endpoints of subscribers started in one process.
+static INSTANCE: AtomicUsize = AtomicUsize::new(0);
+
+/// The hand-off of every shard (in config order) and the inbox of every worker.
+///
+/// `ring`: both ends are in this process, so bounded channels carry parcels of decoded records (the received
+/// frames themselves, no copy; measured against inproc PUSH/PULL in benches/handoff.rs). `by_topic` gets one FIFO
+/// per worker that every shard feeds, `round_robin` one queue all workers take from. A channel holds
+/// `handoff_hwm / PARCEL_RECORDS` parcels (at least 4), so a loaded queue holds about `handoff_hwm` records.
+///
+/// `zmq`: each shard binds one inproc PUSH per worker (`by_topic`) or one the workers share (`round_robin`), each
+/// with `handoff_hwm` as its high-water mark, and the workers connect PULL sockets: the Guide's pattern, for
+/// comparison and for code that expects sockets.
+pub(crate) fn handoff_plan(config: &SubscriberConfig, workers: usize) -> (Vec<HandoffPlan>, Vec<Inbox>) {
+    let shards = config.shards.len().max(1);
+    let hwm = usize::try_from(config.handoff_hwm).unwrap_or(0).max(1);
+    match config.handoff {
+        Handoff::Ring => {
+            let depth = (hwm / PARCEL_RECORDS).max(4);
+            let recycler = Recycler::new(depth * workers.max(1) + 4 * shards * workers.max(1));
+            let (senders, inboxes): (Vec<_>, Vec<_>) = match config.dispatch {
+                Dispatch::ByTopic => {
+                    let (tx, rx): (Vec<_>, Vec<_>) = (0..workers)
+                        .map(|_| crossbeam_channel::bounded::<Parcel>(depth))
+                        .unzip();
+                    let inboxes = rx
+                        .into_iter()
+                        .map(|rx| Inbox::Parcels {
+                            rx,
+                            recycler: recycler.clone(),
+                        })
+                        .collect();
+                    (tx, inboxes)
+                }
+                Dispatch::RoundRobin => {
+                    let (tx, rx) = crossbeam_channel::bounded::<Parcel>(depth * workers.max(1));
+                    let inboxes = (0..workers)
+                        .map(|_| Inbox::Parcels {
+                            rx: rx.clone(),
+                            recycler: recycler.clone(),
+                        })
+                        .collect();
+                    (vec![tx], inboxes)
+                }
+            };
+            // Only the shards hold senders: when they are all gone, the workers see the end.
+            let plans = (0..shards)
+                .map(|_| HandoffPlan::Ring {
+                    senders: senders.clone(),
+                    recycler: recycler.clone(),
+                })
+                .collect();
+            (plans, inboxes)
+        }
+        Handoff::Zmq => {
+            let tag = format!(
+                "{}-{}",
+                std::process::id(),
+                INSTANCE.fetch_add(1, Ordering::Relaxed)
+            );
+            let queues = match config.dispatch {
+                Dispatch::ByTopic => workers,
+                Dispatch::RoundRobin => 1,
+            };
+            let endpoint = |shard: usize, queue: usize| format!("inproc://tickbox-handoff-{tag}-{shard}-{queue}");
+            let plans = (0..shards)
+                .map(|shard| HandoffPlan::Zmq {
+                    endpoints: (0..queues).map(|q| endpoint(shard, q)).collect(),
+                    hwm: config.handoff_hwm.max(1),
+                })
+                .collect();
+            let inboxes = (0..workers)
+                .map(|w| {
+                    let queue = if queues == 1 { 0 } else { w };
+                    Inbox::Endpoints((0..shards).map(|shard| endpoint(shard, queue)).collect())
+                })
+                .collect();
+            (plans, inboxes)
         }
     }
 }

@@ -4,8 +4,8 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use hdrhistogram::Histogram;
-use tickbox_wire::{Flags, Kind, MessageRef};
-use tickbox_workers::{Delivery, DequeueHook};
+use tickbox_wire::{Flags, Kind};
+use tickbox_workers::{Delivery, DequeueHook, Record};
 
 use crate::clock::ClockTable;
 use crate::report::{Fatal, SnailEvent, Stage};
@@ -34,11 +34,11 @@ impl std::fmt::Debug for SnailHook {
 
 impl DequeueHook for SnailHook {
     #[inline]
-    fn on_dequeue(&mut self, msg: &MessageRef<'_>, delivery: &Delivery) -> bool {
+    fn on_dequeue(&mut self, rec: &Record<'_>, delivery: &Delivery) -> bool {
         if self.shared.tripped.load(Ordering::Relaxed) {
             return false;
         }
-        let header = msg.header();
+        let header = rec.header();
         if header.flags.contains(Flags::CACHED) || header.kind == Kind::Gap {
             return true;
         }
@@ -66,7 +66,7 @@ impl DequeueHook for SnailHook {
                     stage: Stage::Worker,
                     index: delivery.worker,
                     publisher: header.publisher_id,
-                    topic: msg.topic().to_owned(),
+                    topic: String::from_utf8_lossy(rec.topic_bytes()).into_owned(),
                     sequence: header.sequence,
                     lateness_ns,
                     threshold_ns: snail.threshold_ns(),

@@ -25,6 +25,7 @@
 
 mod blackbox;
 mod clock;
+mod core;
 mod hook;
 mod nic;
 mod report;
@@ -116,6 +117,46 @@ impl std::str::FromStr for SnailMode {
     }
 }
 
+/// How shards hand records to workers (`handoff` in `[subscriber]`, `--handoff`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Handoff {
+    /// Bounded lock-free channels carrying parcels of decoded records, no copy and no second decode (both ends in
+    /// this process). Measured faster than `zmq` (benches/handoff.rs), so the default.
+    #[default]
+    Ring,
+    /// One inproc PUSH per worker (or one shared, `round_robin`) and a PULL per worker, as in the ZeroMQ Guide;
+    /// workers decode each frame again, and batched records are copied into messages of their own.
+    Zmq,
+}
+
+impl Handoff {
+    /// The config spelling (`ring`, `zmq`), which [`str::parse`] reads back.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Handoff::Ring => "ring",
+            Handoff::Zmq => "zmq",
+        }
+    }
+}
+
+impl std::fmt::Display for Handoff {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Handoff {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "ring" => Ok(Handoff::Ring),
+            "zmq" => Ok(Handoff::Zmq),
+            other => Err(format!("handoff must be ring or zmq, not {other:?}")),
+        }
+    }
+}
+
 /// One shard: one SUB socket connected to `connect`, optionally from a NIC, optionally pinned.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -126,6 +167,11 @@ pub struct SubscriberShardConfig {
     pub nic: Option<String>,
     /// OS CPU id for the shard thread (and thus the libzmq I/O work it triggers is close by).
     pub core: Option<usize>,
+    /// libzmq I/O thread `n` (`ZMQbg/IO/n`) this shard's SUB uses (`ZMQ_AFFINITY` bit `n`): the one
+    /// `tickbox tune plan` pinned near this shard's NIC. Unset lets libzmq choose (and the `affinity` of
+    /// `[context.sockets.subscriber]`, if any, apply).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub io_thread: Option<usize>,
 }
 
 /// The `[subscriber]` section of the deployment config.
@@ -151,8 +197,12 @@ pub struct SubscriberConfig {
     /// Receive high-water mark of each SUB socket, in messages. Every buffered message adds 1/rate of
     /// lateness when the subscriber is the bottleneck, so deep buffers turn a busy subscriber into a snail.
     pub rcv_hwm: i32,
-    /// Capacity of each worker's hand-off queue, in messages (`round_robin`: of the one shared queue, times the
-    /// worker count). A full queue blocks the shards (back-pressure to the SUB sockets, then the publishers).
+    /// How shards hand records to workers: `ring` (in-process channels of parcels; default) or `zmq` (inproc
+    /// PUSH/PULL).
+    pub handoff: Handoff,
+    /// Capacity of each worker's hand-off queue, in records (`round_robin`: of the one shared queue, times the
+    /// worker count); the ring holds it as `handoff_hwm / 64` parcels of up to 64 records (at least 4 parcels). A
+    /// full queue blocks the shards (back-pressure to the SUB sockets, then the publishers): nothing is dropped.
     pub handoff_hwm: i32,
     /// How often idle threads check for shutdown (clamped to 1 ms ..= 1 s).
     pub poll_interval: HumanDuration,
@@ -165,6 +215,9 @@ pub struct SubscriberConfig {
     pub member_id: Option<String>,
     /// Membership lease: the entry disappears this long after the subscriber dies.
     pub member_ttl: HumanDuration,
+    /// `[context.sockets.subscriber]`, copied here by the binary; applied to every shard's SUB (see `tickbox_zmqx::profile`).
+    #[serde(skip)]
+    pub socket_profile: tickbox_zmqx::profile::SocketProfile,
 }
 
 impl Default for SubscriberConfig {
@@ -178,12 +231,14 @@ impl Default for SubscriberConfig {
             gap_policy: GapPolicy::Warn,
             dispatch: Dispatch::ByTopic,
             rcv_hwm: 10_000,
+            handoff: Handoff::Ring,
             handoff_hwm: 1_000,
             poll_interval: HumanDuration(Duration::from_millis(50)),
             drain_timeout: HumanDuration(Duration::from_secs(5)),
             clone: Vec::new(),
             member_id: None,
             member_ttl: HumanDuration(Duration::from_secs(3)),
+            socket_profile: tickbox_zmqx::profile::SocketProfile::default(),
         }
     }
 }

@@ -87,8 +87,16 @@ pub struct SubscriberShardReport {
     pub index: usize,
     /// The publisher endpoints it connected to, as configured (before any NIC rewrite).
     pub endpoints: Vec<String>,
-    /// Frames received, malformed ones included.
+    /// Records received, malformed ones included: a single frame is one record, a batch frame counts each record
+    /// it carries (its records that could not be framed are counted in `batch_malformed` instead).
     pub received: u64,
+    /// Batch frames received (`#B`: several records in one message).
+    pub batches: u64,
+    /// Batch frames whose header is damaged, records inside a batch that could not be framed or decoded, and
+    /// trailing bytes after a batch's last record; each dropped and counted once.
+    pub batch_malformed: u64,
+    /// Messages a full-then-refusing `handoff = "zmq"` socket did not take (the ring never drops: it waits).
+    pub handoff_dropped: u64,
     /// Decoded messages handed to the workers.
     pub forwarded: u64,
     /// Frames that did not decode as a tickbox message; dropped.
@@ -173,6 +181,18 @@ impl<W> Report<W> {
     /// Messages processed over all workers.
     pub fn processed(&self) -> u64 {
         self.workers.iter().map(|w| w.processed).sum()
+    }
+    /// Batch frames received over all shards.
+    pub fn batches(&self) -> u64 {
+        self.shards.iter().map(|s| s.batches).sum()
+    }
+    /// Malformed batches and batched records over all shards.
+    pub fn batch_malformed(&self) -> u64 {
+        self.shards.iter().map(|s| s.batch_malformed).sum()
+    }
+    /// Messages the zmq hand-off refused over all shards.
+    pub fn handoff_dropped(&self) -> u64 {
+        self.shards.iter().map(|s| s.handoff_dropped).sum()
     }
     /// Undecodable frames, shards and workers together.
     pub fn malformed(&self) -> u64 {

@@ -1,30 +1,49 @@
-//! The shard thread: one pinned SUB socket that decodes each frame's header once, runs the snail and the sequence
-//! accounting, and hands the frame to its worker's queue.
+//! The shard thread: one pinned SUB socket, read in bursts. A burst is what the socket holds when the shard
+//! looks (at most [`BURST_RECORDS`] records): the clock is read once at its start, every record of it is judged by
+//! [`ShardCore`] against that time, and at its end the workers' parcels are handed over and the live counters
+//! published, once.
+//!
+//! Precision of the snail: a record is judged against its burst's receive time, which is when the burst's first
+//! frame was taken off the socket. Later records of the burst were taken off up to the burst's processing time
+//! later (at most [`BURST_RECORDS`] records, some tens of microseconds), so their lateness reads low by at most
+//! that; a batch frame's records all arrive at once, so within one batch nothing is lost. The dequeue check at the
+//! worker reads its own clock, so a backlog behind a slow worker is measured there in full.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
-use tickbox_wire::{
-    now_ns, Flags, Header, Kind, MessageRef, SequenceEvent, SequenceTotals, SequenceTracker,
-};
-use tickbox_workers::{worker_for_topic, Dispatch};
+use tickbox_wire::{now_ns, SequenceEvent, SequenceTotals, BATCH_TOPIC};
+use tickbox_workers::{Dispatch, Parcel, Recycler};
 
 use crate::blackbox::endpoint_via_nic;
-use crate::clock::{delay_ns, ClockTable};
-use crate::report::{
-    lateness_histogram, Fatal, GapFatal, SnailEvent, Stage, SubscriberShardReport,
-};
+use crate::clock::ClockTable;
+use crate::core::{Out, ShardCore};
+use crate::report::{lateness_histogram, SubscriberShardReport};
 use crate::shared::Shared;
-use crate::snail::{lateness_ns, SharedThreshold, SnailVerdict};
+use crate::snail::SharedThreshold;
 use crate::{GapPolicy, SnailMode, SubscriberError, SubscriberShardConfig};
 use tickbox_units::format_duration;
+
+/// Records taken off the socket before a burst ends (parcels handed over, counters published, clock read again).
+pub(crate) const BURST_RECORDS: u64 = 256;
+
+/// How a shard reaches the workers (built by the owner; the zmq variant's sockets are bound by the shard).
+pub(crate) enum HandoffPlan {
+    /// Parcels over bounded channels.
+    Ring {
+        senders: Vec<crossbeam_channel::Sender<Parcel>>,
+        recycler: Recycler,
+    },
+    /// One PUSH bound at each endpoint, high-water mark `hwm`.
+    Zmq { endpoints: Vec<String>, hwm: i32 },
+}
 
 pub(crate) struct ShardSettings {
     pub(crate) index: usize,
     pub(crate) shard: SubscriberShardConfig,
-    /// One sender per worker (by_topic) or one shared queue (round_robin).
-    pub(crate) handoff: Vec<crossbeam_channel::Sender<zmq::Message>>,
+    /// One queue per worker (by_topic) or one shared queue (round_robin).
+    pub(crate) handoff: Option<HandoffPlan>,
     pub(crate) topics: Vec<String>,
     pub(crate) gaps: bool,
     pub(crate) gap_policy: GapPolicy,
@@ -34,13 +53,12 @@ pub(crate) struct ShardSettings {
     pub(crate) dispatch: Dispatch,
     pub(crate) workers: usize,
     pub(crate) rcv_hwm: i32,
+    /// The subscriber's socket profile with this shard's `io_thread` folded in as its affinity.
+    pub(crate) profile: tickbox_zmqx::profile::SocketProfile,
     pub(crate) poll_ms: i64,
     /// Set by the worker pool when a worker panics: its queue may never drain again, so the shard stops.
     pub(crate) workers_failed: Arc<AtomicBool>,
 }
-
-/// How long a hand-off waits on a full queue before looking at the stop conditions again.
-const HANDOFF_CHECK: Duration = Duration::from_millis(50);
 
 pub(crate) type Ready = mpsc::Sender<Result<usize, SubscriberError>>;
 
@@ -59,8 +77,13 @@ fn open_shard_socket(
     let sub = ctx.socket(zmq::SUB).map_err(zerr("create SUB"))?;
     sub.set_linger(0).map_err(zerr("set linger"))?;
     sub.set_rcvhwm(s.rcv_hwm).map_err(zerr("set rcvhwm"))?;
+    tickbox_zmqx::profile::apply(&sub, &s.profile).map_err(zerr("apply socket profile"))?;
     if s.topics.is_empty() {
         sub.set_subscribe(b"").map_err(zerr("subscribe"))?;
+        // Redundant for matching (the empty prefix takes everything) but tells a publisher that this reader
+        // unpacks batch frames, so it may send them.
+        sub.set_subscribe(BATCH_TOPIC.as_bytes())
+            .map_err(zerr("subscribe"))?;
     } else {
         for topic in &s.topics {
             sub.set_subscribe(topic.as_bytes())
@@ -86,21 +109,47 @@ fn open_shard_socket(
     Ok(sub)
 }
 
+/// Binds the zmq hand-off's PUSH sockets (before the workers connect).
+fn open_pushes(
+    ctx: &zmq::Context,
+    index: usize,
+    endpoints: &[String],
+    hwm: i32,
+) -> Result<Vec<zmq::Socket>, SubscriberError> {
+    let zerr = |what| {
+        move |source| SubscriberError::Zmq {
+            shard: index,
+            what,
+            source,
+        }
+    };
+    let mut pushes = Vec::with_capacity(endpoints.len());
+    for endpoint in endpoints {
+        let push = ctx.socket(zmq::PUSH).map_err(zerr("create PUSH"))?;
+        // Closed only once the workers have taken everything (see `run_shard`), so nothing is left to linger.
+        push.set_linger(0).map_err(zerr("set linger"))?;
+        push.set_sndhwm(hwm).map_err(zerr("set sndhwm"))?;
+        push.bind(endpoint).map_err(zerr("bind hand-off"))?;
+        pushes.push(push);
+    }
+    Ok(pushes)
+}
+
 /// Logs at most once a second, counting what it held back.
-struct RateLimited {
+pub(crate) struct RateLimited {
     next_ns: u64,
     suppressed: u64,
 }
 
 impl RateLimited {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         RateLimited {
             next_ns: 0,
             suppressed: 0,
         }
     }
     /// `Some(suppressed since last time)` when a line may be written now.
-    fn allow(&mut self, now_ns: u64) -> Option<u64> {
+    pub(crate) fn allow(&mut self, now_ns: u64) -> Option<u64> {
         if now_ns >= self.next_ns {
             self.next_ns = now_ns + 1_000_000_000;
             Some(std::mem::take(&mut self.suppressed))
@@ -111,18 +160,15 @@ impl RateLimited {
     }
 }
 
-pub(crate) fn run_shard(
-    ctx: zmq::Context,
-    s: ShardSettings,
-    shared: Arc<Shared>,
-    ready: Ready,
-) -> SubscriberShardReport {
-    let index = s.index;
-    tickbox_zmqx::pin_if_configured(s.shard.core, &format!("shard {index}"));
-    let mut report = SubscriberShardReport {
-        index,
+/// An empty report for shard `index` of `s`.
+pub(crate) fn empty_report(s: &ShardSettings) -> SubscriberShardReport {
+    SubscriberShardReport {
+        index: s.index,
         endpoints: s.shard.connect.clone(),
         received: 0,
+        batches: 0,
+        batch_malformed: 0,
+        handoff_dropped: 0,
         forwarded: 0,
         malformed: 0,
         cached: 0,
@@ -136,11 +182,32 @@ pub(crate) fn run_shard(
         ledgers: Vec::new(),
         forwarded_per_worker: vec![0; s.workers.max(1)],
         lateness: lateness_histogram(),
-    };
-    let sub = match open_shard_socket(&ctx, &s) {
-        Ok(sub) => {
+    }
+}
+
+pub(crate) fn run_shard(
+    ctx: zmq::Context,
+    mut s: ShardSettings,
+    shared: Arc<Shared>,
+    ready: Ready,
+) -> SubscriberShardReport {
+    let index = s.index;
+    tickbox_zmqx::pin_if_configured(s.shard.core, &format!("shard {index}"));
+    let report = empty_report(&s);
+    let opened = open_shard_socket(&ctx, &s).and_then(|sub| {
+        let out = match s.handoff.take() {
+            Some(HandoffPlan::Ring { senders, recycler }) => Out::ring(senders, recycler),
+            Some(HandoffPlan::Zmq { endpoints, hwm }) => Out::Zmq {
+                pushes: open_pushes(&ctx, index, &endpoints, hwm)?,
+            },
+            None => return Err(SubscriberError::Config("shard without a hand-off".into())),
+        };
+        Ok((sub, out))
+    });
+    let (sub, out) = match opened {
+        Ok(opened) => {
             let _ = ready.send(Ok(index));
-            sub
+            opened
         }
         Err(err) => {
             let _ = ready.send(Err(err));
@@ -152,18 +219,26 @@ pub(crate) fn run_shard(
     while !shared.go.load(Ordering::Acquire) && !shared.stop.load(Ordering::Acquire) {
         std::thread::sleep(Duration::from_millis(1));
     }
-    receive_loop(&s, &shared, &sub, &mut report);
+    let mut core = ShardCore::new(&s, &shared, report, out);
+    receive_loop(&s, &shared, &sub, &mut core);
+    let (report, out) = core.finish();
     shared.shards_done.fetch_add(1, Ordering::AcqRel);
-    // Closing the PUSH with linger 0 would drop what the workers have not taken yet: wait for the release.
-    while !shared.release.load(Ordering::Acquire) {
-        std::thread::sleep(Duration::from_millis(1));
+    // Closing a PUSH with linger 0 would drop what the workers have not taken yet: wait for the release. (The
+    // ring's senders may go at once: their parcels stay queued for the workers.)
+    if matches!(out, Out::Ring { .. }) {
+        drop(out);
+    } else {
+        while !shared.release.load(Ordering::Acquire) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        drop(out);
     }
     drop(sub);
     report
 }
 
 /// Rate-limited logs of the sequence events that are counted, not fatal.
-struct SequenceLogs {
+pub(crate) struct SequenceLogs {
     gap: RateLimited,
     recorded: RateLimited,
     restart: RateLimited,
@@ -174,7 +249,7 @@ struct SequenceLogs {
 }
 
 impl SequenceLogs {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         SequenceLogs {
             gap: RateLimited::new(),
             recorded: RateLimited::new(),
@@ -188,7 +263,7 @@ impl SequenceLogs {
 }
 
 /// Logs one non-fatal sequence event (at most one line per kind of event per second).
-fn log_sequence_event(shard: usize, event: &SequenceEvent, logs: &mut SequenceLogs, now: u64) {
+pub(crate) fn log_sequence_event(shard: usize, event: &SequenceEvent, logs: &mut SequenceLogs, now: u64) {
     match *event {
         SequenceEvent::InOrder | SequenceEvent::Exempt => {}
         SequenceEvent::First {
@@ -307,20 +382,8 @@ fn log_sequence_event(shard: usize, event: &SequenceEvent, logs: &mut SequenceLo
     }
 }
 
-fn receive_loop(
-    s: &ShardSettings,
-    shared: &Shared,
-    sub: &zmq::Socket,
-    report: &mut SubscriberShardReport,
-) {
-    let pushes = &s.handoff;
+fn receive_loop(s: &ShardSettings, shared: &Shared, sub: &zmq::Socket, core: &mut ShardCore<'_>) {
     let index = s.index;
-    let live = &shared.live[index];
-    let mut tracker = SequenceTracker::new();
-    let mut malformed_log = RateLimited::new();
-    let mut logs = SequenceLogs::new();
-    let by_topic = s.dispatch == Dispatch::ByTopic && pushes.len() > 1;
-    let skew_tolerant = s.snail_mode == SnailMode::SkewTolerant;
     let mut msg = zmq::Message::new();
     loop {
         if shared.stop.load(Ordering::Relaxed)
@@ -341,156 +404,32 @@ fn receive_loop(
                 break;
             }
         }
-        report.received += 1;
-        live.received.store(report.received, Ordering::Relaxed);
+        // One clock read for the whole burst (see the module documentation).
         let now = now_ns();
-        let view = match MessageRef::decode(&msg) {
-            Ok(view) => view,
-            Err(err) => {
-                report.malformed += 1;
-                if let Some(suppressed) = malformed_log.allow(now) {
-                    tracing::warn!(
-                        shard = index,
-                        malformed_total = report.malformed,
-                        suppressed,
-                        len = msg.len(),
-                        "malformed frame dropped: {err}"
-                    );
-                }
-                continue;
+        let start = core.report.received;
+        let mut going = true;
+        loop {
+            let frame = std::mem::replace(&mut msg, zmq::Message::new());
+            if !core.on_message(frame, now) {
+                going = false;
+                break;
             }
-        };
-        let header: Header = *view.header();
-        let notice = header.kind == Kind::Gap;
-        // Cached values are old by design; a gap notice's send time says when a journal was replayed, not how
-        // late market data is. Neither is timed, nor teaches the clock table anything.
-        if header.flags.contains(Flags::CACHED) {
-            report.cached += 1;
-        } else if notice {
-            report.gap_notices += 1;
-        } else {
-            let (min_delay, warning) = s
-                .clocks
-                .observe(header.publisher_id, delay_ns(now, header.send_time_ns));
-            if let Some(w) = warning {
-                tracing::warn!(
-                    shard = index,
-                    publisher = w.publisher,
-                    offset = %format_signed(w.offset_ns),
-                    "publisher clock offset beyond clock_skew_warn (minimum observed delay; positive: its clock \
-                     is behind ours){}",
-                    if skew_tolerant { "" } else { "; snail_mode = \"skew_tolerant\" judges lateness relative to it" }
-                );
+            if core.report.received - start >= BURST_RECORDS {
+                break;
             }
-            let lateness = lateness_ns(
-                s.snail_mode,
-                now,
-                header.send_time_ns,
-                if skew_tolerant { min_delay } else { None },
-            );
-            let snail = s.threshold.snail();
-            match snail.judge(lateness) {
-                SnailVerdict::OnTime { lateness_ns } => {
-                    report.lateness.saturating_record(lateness_ns.max(1));
-                }
-                SnailVerdict::Exempt => {}
-                SnailVerdict::Late { lateness_ns } => {
-                    report.late += 1;
-                    live.late.store(report.late, Ordering::Relaxed);
-                    report.lateness.saturating_record(lateness_ns);
-                    shared.trip(Fatal::Snail(SnailEvent {
-                        stage: Stage::Shard,
-                        index,
-                        publisher: header.publisher_id,
-                        topic: view.topic().to_owned(),
-                        sequence: header.sequence,
-                        lateness_ns,
-                        threshold_ns: snail.threshold_ns(),
-                        send_time_ns: header.send_time_ns,
-                        received_ns: now,
-                    }));
-                    break;
-                }
+            // EAGAIN ends the burst; any other error is seen again by the next burst's receive.
+            if sub.recv(&mut msg, zmq::DONTWAIT).is_err() {
+                break;
             }
         }
-        if s.gaps {
-            let event = tracker.on_message(&view);
-            if let SequenceEvent::Gap {
-                publisher,
-                first_missing,
-                last_missing,
-                ..
-            } = event
-            {
-                report.gaps += 1;
-                live.gaps.store(report.gaps, Ordering::Relaxed);
-                if s.gap_policy == GapPolicy::Die {
-                    shared.trip(Fatal::Gap(GapFatal {
-                        shard: index,
-                        publisher,
-                        topic: view.topic().to_owned(),
-                        first_missing,
-                        last_missing,
-                    }));
-                    break;
-                }
-            }
-            log_sequence_event(index, &event, &mut logs, now);
-        }
-        if notice {
-            // Accounted for above; workers get market data only (see `tickbox_workers::Worker`).
-            continue;
-        }
-        let target = if by_topic {
-            worker_for_topic(view.topic().as_bytes(), pushes.len())
-        } else {
-            0
-        };
-        // Hand the received message itself to a worker: no copy. A full queue blocks (back-pressure), but only
-        // while its worker can still drain it: workers that are gone (an abort), a panicked worker or a trip end
-        // the shard instead of leaving it blocked for good.
-        let mut out = std::mem::replace(&mut msg, zmq::Message::new());
-        // The common case first: room in the queue, no deadline computed (`send_timeout` reads the clock).
-        let handed = loop {
-            out = match pushes[target].try_send(out) {
-                Ok(()) => break true,
-                Err(crossbeam_channel::TrySendError::Disconnected(_)) => break false,
-                Err(crossbeam_channel::TrySendError::Full(back)) => back,
-            };
-            match pushes[target].send_timeout(out, HANDOFF_CHECK) {
-                Ok(()) => break true,
-                Err(crossbeam_channel::SendTimeoutError::Disconnected(_)) => break false,
-                Err(crossbeam_channel::SendTimeoutError::Timeout(back)) => {
-                    if s.workers_failed.load(Ordering::Acquire)
-                        || shared.tripped.load(Ordering::Acquire)
-                    {
-                        break false;
-                    }
-                    out = back;
-                }
-            }
-        };
-        if !handed {
-            if s.workers_failed.load(Ordering::Acquire) {
-                tracing::error!(shard = index, "a worker panicked, shard stops");
-            } else if !shared.tripped.load(Ordering::Acquire) {
-                tracing::error!(shard = index, "workers are gone, shard stops");
-            }
+        if !core.end_burst() || !going {
             break;
         }
-        report.forwarded += 1;
-        report.forwarded_per_worker[target] += 1;
-        live.forwarded.store(report.forwarded, Ordering::Release);
     }
-    report.sequence = tracker.totals();
-    report.ledgers = tracker.ledgers().copied().collect();
-    report.missing = report.sequence.missing;
-    report.restarts = report.sequence.restarts;
-    report.publishers = tracker.publisher_count();
 }
 
 /// A signed duration for logs: `+1.5s` (publisher behind) or `-10s` (ahead).
-fn format_signed(ns: i64) -> String {
+pub(crate) fn format_signed(ns: i64) -> String {
     let d = format_duration(Duration::from_nanos(ns.unsigned_abs()));
     if ns < 0 {
         format!("-{d}")

@@ -4,9 +4,9 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::time::Duration;
 
-use tickbox_wire::{shard_key_of_topic, Flags, Kind, MessageRef, Payload};
+use tickbox_wire::{shard_key_of_topic, DecodeError, Flags, Kind, MessageRef, Payload};
 
-use crate::{Delivery, Worker};
+use crate::{Delivery, Record, Worker};
 
 /// FNV-1a for short topic keys: several times cheaper than SipHash on 10-20 byte strings, and topics come from
 /// our own publishers, so hash flooding is not a concern worth paying for per message.
@@ -79,10 +79,9 @@ impl Stats {
     }
 }
 
-impl Worker for Stats {
+impl Stats {
     #[inline]
-    fn on_message(&mut self, msg: &MessageRef<'_>, delivery: &Delivery) {
-        let header = msg.header();
+    fn count(&mut self, topic: &str, header: &tickbox_wire::Header, delivery: &Delivery) {
         self.per_kind[kind_index(header.kind)] += 1;
         if header.flags.contains(Flags::CACHED) {
             self.cached += 1;
@@ -90,16 +89,30 @@ impl Worker for Stats {
         if header.flags.contains(Flags::REPLAY) {
             self.replayed += 1;
         }
-        match self.topics.get_mut(msg.topic()) {
+        match self.topics.get_mut(topic) {
             Some(count) => *count += 1,
             None => {
-                self.topics.insert(msg.topic().into(), 1);
+                self.topics.insert(topic.into(), 1);
             }
         }
         if self.first_ns == 0 {
             self.first_ns = delivery.dequeued_ns;
         }
         self.last_ns = delivery.dequeued_ns;
+    }
+}
+
+impl Worker for Stats {
+    #[inline]
+    fn on_message(&mut self, msg: &MessageRef<'_>, delivery: &Delivery) {
+        self.count(msg.topic(), msg.header(), delivery);
+    }
+
+    /// Per-topic counts are reported by name, so the topic is checked for UTF-8 here (and only here).
+    #[inline]
+    fn on_record(&mut self, rec: &Record<'_>, delivery: &Delivery) -> Result<(), DecodeError> {
+        self.count(rec.topic()?, rec.header(), delivery);
+        Ok(())
     }
 }
 
@@ -266,24 +279,32 @@ impl LastValueBook {
 
     /// Applies one message (quotes, trades, level-0 book levels; other kinds are ignored).
     pub fn apply(&mut self, msg: &MessageRef<'_>) {
-        let kind = msg.kind();
+        self.apply_parts(msg.topic(), msg.header(), msg.payload());
+    }
+
+    #[inline]
+    fn apply_parts(
+        &mut self,
+        topic: &str,
+        header: &tickbox_wire::Header,
+        payload: Result<Payload, DecodeError>,
+    ) {
+        let kind = header.kind;
         if !matches!(kind, Kind::Quote | Kind::Trade | Kind::BookLevel) {
             return;
         }
-        let payload = match msg.payload() {
+        let payload = match payload {
             Ok(p) => p,
             Err(_) => {
                 self.bad_payloads += 1;
                 return;
             }
         };
-        let header = msg.header();
         let stamp = Stamp {
             origin_time_ns: header.origin_time_ns,
             sequence: header.sequence,
         };
         // The topic is valid UTF-8 and the key starts after an ASCII '.', so slicing needs no re-validation.
-        let topic = msg.topic();
         let key = &topic[topic.len() - shard_key_of_topic(topic.as_bytes()).len()..];
         let entry = match self.entries.get_mut(key) {
             Some(e) => e,
@@ -360,6 +381,15 @@ impl Worker for LastValueBook {
     fn on_message(&mut self, msg: &MessageRef<'_>, _delivery: &Delivery) {
         self.apply(msg);
     }
+
+    /// Instruments are keyed by name, so the topic is checked for UTF-8 (only for kinds the book keeps).
+    #[inline]
+    fn on_record(&mut self, rec: &Record<'_>, _delivery: &Delivery) -> Result<(), DecodeError> {
+        if matches!(rec.kind(), Kind::Quote | Kind::Trade | Kind::BookLevel) {
+            self.apply_parts(rec.topic()?, rec.header(), rec.payload());
+        }
+        Ok(())
+    }
 }
 
 /// Sleeps for a fixed time per message: a stand-in for an expensive consumer, used to prove that a slow worker
@@ -372,6 +402,13 @@ impl Worker for Delay {
         if !self.0.is_zero() {
             std::thread::sleep(self.0);
         }
+    }
+
+    fn on_record(&mut self, _rec: &Record<'_>, _delivery: &Delivery) -> Result<(), DecodeError> {
+        if !self.0.is_zero() {
+            std::thread::sleep(self.0);
+        }
+        Ok(())
     }
 }
 

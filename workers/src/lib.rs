@@ -2,24 +2,29 @@
 //! sockets for producers elsewhere), the [`Worker`] trait they drive, the [`Dispatch`] rule that decides which
 //! worker gets a message, and built-in workers (last-value book, statistics).
 //!
-//! A worker thread owns its PULL socket; it receives into one reused `zmq::Message`, decodes the topic and header
-//! without copying ([`tickbox_wire::MessageRef`]) and hands the borrowed view to its [`Worker`]. When the socket
-//! runs dry (or after `batch` messages) it calls [`Worker::flush`], so a worker can batch expensive side effects.
+//! A worker thread takes [`Parcel`]s of records its producers already decoded (in-process) or frames off its
+//! PULL socket (producers elsewhere, decoded here), and hands each record to its [`Worker`] as a borrowed
+//! [`Record`] without copying or decoding it again. When its inbox runs dry (or after `batch` messages) it calls
+//! [`Worker::flush`], so a worker can batch expensive side effects.
 //!
 //! Shutdown is counted, not guessed: every thread publishes how many messages it has taken off its socket, so the
 //! owner can wait until the workers have taken everything the shards forwarded before telling them to stop.
 
 mod builtin;
 mod dispatch;
+mod parcel;
 mod pool;
+mod record;
 
 pub use builtin::{BookEntry, Delay, LastValueBook, Stats, StatsReport, Topics};
 pub use dispatch::{worker_for_key, worker_for_topic, Dispatch};
+pub use parcel::{Parcel, Recycler, PARCEL_RECORDS};
 pub use pool::{
     DequeueHook, Inbox, NoHook, WorkerError, WorkerOutcome, WorkerPool, WorkerPoolConfig,
 };
+pub use record::{Meta, Record};
 
-use tickbox_wire::MessageRef;
+use tickbox_wire::{DecodeError, MessageRef};
 
 /// Where and when a message reached a worker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,6 +64,16 @@ pub trait Worker: Send + 'static {
     /// worker's own thread, so it may block, at the cost of the messages queued behind it.
     fn on_message(&mut self, msg: &MessageRef<'_>, delivery: &Delivery);
 
+    /// Handles one record as the pool delivers it: header decoded, topic not yet checked for UTF-8. The default
+    /// builds the [`MessageRef`] (checking the topic) and calls [`on_message`](Worker::on_message); a worker that
+    /// does not need the topic as a string overrides this to skip that work. An `Err` means the record was
+    /// refused (its topic is not UTF-8): the pool counts it as malformed.
+    #[inline]
+    fn on_record(&mut self, rec: &Record<'_>, delivery: &Delivery) -> Result<(), DecodeError> {
+        self.on_message(&rec.message()?, delivery);
+        Ok(())
+    }
+
     /// Called when the queue runs dry, after a full batch, and once before the thread exits: the place for
     /// batched side effects. Does nothing by default.
     fn flush(&mut self) {}
@@ -72,6 +87,12 @@ impl<A: Worker, B: Worker> Worker for (A, B) {
         self.1.on_message(msg, delivery);
     }
 
+    #[inline]
+    fn on_record(&mut self, rec: &Record<'_>, delivery: &Delivery) -> Result<(), DecodeError> {
+        self.0.on_record(rec, delivery)?;
+        self.1.on_record(rec, delivery)
+    }
+
     fn flush(&mut self) {
         self.0.flush();
         self.1.flush();
@@ -83,6 +104,14 @@ impl<W: Worker> Worker for Option<W> {
     fn on_message(&mut self, msg: &MessageRef<'_>, delivery: &Delivery) {
         if let Some(w) = self {
             w.on_message(msg, delivery);
+        }
+    }
+
+    #[inline]
+    fn on_record(&mut self, rec: &Record<'_>, delivery: &Delivery) -> Result<(), DecodeError> {
+        match self {
+            Some(w) => w.on_record(rec, delivery),
+            None => Ok(()),
         }
     }
 

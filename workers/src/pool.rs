@@ -8,8 +8,10 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use tickbox_units::HumanDuration;
-use tickbox_wire::{now_ns, MessageRef};
+use tickbox_wire::now_ns;
 
+use crate::parcel::{Parcel, Recycler};
+use crate::record::Record;
 use crate::{Delivery, Worker};
 
 /// The `[workers]` section of the deployment config.
@@ -93,7 +95,7 @@ pub enum WorkerError {
 /// time, which is the only place that can see how long a message waited behind a slow worker.
 pub trait DequeueHook: Send + 'static {
     /// Returns `false` to stop processing: the thread then only discards (and counts) until told to stop.
-    fn on_dequeue(&mut self, msg: &MessageRef<'_>, delivery: &Delivery) -> bool;
+    fn on_dequeue(&mut self, rec: &Record<'_>, delivery: &Delivery) -> bool;
 }
 
 /// A hook that admits everything.
@@ -102,7 +104,7 @@ pub struct NoHook;
 
 impl DequeueHook for NoHook {
     #[inline]
-    fn on_dequeue(&mut self, _msg: &MessageRef<'_>, _delivery: &Delivery) -> bool {
+    fn on_dequeue(&mut self, _rec: &Record<'_>, _delivery: &Delivery) -> bool {
         true
     }
 }
@@ -122,8 +124,8 @@ pub struct WorkerOutcome<W, H> {
     pub processed: u64,
     /// Messages dropped unprocessed after an abort or a hook refusal.
     pub discarded: u64,
-    /// Frames that did not decode (shards forward only decoded frames, so this stays 0 unless something else
-    /// connects to a shard's endpoint).
+    /// Records refused here: frames off a socket that did not decode, and records whose topic is not UTF-8 where
+    /// the worker needed it as a string (shards dispatch by bytes and leave that check to where it is needed).
     pub malformed: u64,
 }
 
@@ -193,8 +195,8 @@ impl<W: Worker, H: DequeueHook> WorkerPool<W, H> {
     }
 
     /// Starts one thread per entry of `inboxes` (which must have `config.count` entries): thread `i` takes its
-    /// messages from `inboxes[i]`. Producers in the same process hand over through channels (no socket, no
-    /// copy: the received `zmq::Message` itself moves), others through endpoints.
+    /// messages from `inboxes[i]`. Producers in the same process hand over [`Parcel`]s of decoded records (no
+    /// socket, no copy of a received frame, no second decode), others through endpoints.
     pub fn spawn_with_inboxes(
         ctx: &zmq::Context,
         inboxes: Vec<Inbox>,
@@ -357,19 +359,30 @@ struct ThreadSettings {
 /// Where a worker thread takes its messages from.
 #[derive(Debug)]
 pub enum Inbox {
-    /// A PULL socket connected to each endpoint (libzmq fair-queues between them).
+    /// A PULL socket connected to each endpoint (libzmq fair-queues between them); each frame is decoded here.
     Endpoints(Vec<String>),
-    /// A channel fed by producers in this process; each producer's messages stay in its sending order.
-    Channel(crossbeam_channel::Receiver<zmq::Message>),
+    /// Parcels from producers in this process, records already decoded ([`Parcel`]); each producer's records stay
+    /// in its sending order. Emptied parcels go back through `recycler`.
+    Parcels {
+        /// Where parcels arrive.
+        rx: crossbeam_channel::Receiver<Parcel>,
+        /// Where emptied parcels go.
+        recycler: Recycler,
+    },
 }
 
 enum Source {
     Pull(zmq::Socket),
-    Channel(crossbeam_channel::Receiver<zmq::Message>),
+    Parcels {
+        rx: crossbeam_channel::Receiver<Parcel>,
+        recycler: Recycler,
+    },
 }
 
+/// What one look at the source found.
 enum Next {
-    Got,
+    Frame,
+    Parcel(Parcel),
     Empty,
     /// Every producer is gone and nothing is left.
     Closed,
@@ -381,40 +394,79 @@ impl Source {
     fn try_next(&self, msg: &mut zmq::Message) -> Next {
         match self {
             Source::Pull(pull) => match pull.recv(msg, zmq::DONTWAIT) {
-                Ok(()) => Next::Got,
+                Ok(()) => Next::Frame,
                 // EINTR (a signal) just means "look again".
                 Err(zmq::Error::EAGAIN | zmq::Error::EINTR) => Next::Empty,
                 Err(err) => Next::Failed(err.to_string()),
             },
-            Source::Channel(rx) => match rx.try_recv() {
-                Ok(m) => {
-                    *msg = m;
-                    Next::Got
-                }
+            Source::Parcels { rx, .. } => match rx.try_recv() {
+                Ok(p) => Next::Parcel(p),
                 Err(crossbeam_channel::TryRecvError::Empty) => Next::Empty,
                 Err(crossbeam_channel::TryRecvError::Disconnected) => Next::Closed,
             },
         }
     }
 
-    /// Waits up to `poll_ms` for a message; the socket only waits, the channel hands the message over at once.
-    fn wait(&self, msg: &mut zmq::Message, poll_ms: i64) -> Next {
+    /// Waits up to `poll_ms` for something; the socket only waits, the channel hands the parcel over at once.
+    fn wait(&self, poll_ms: i64) -> Next {
         match self {
             Source::Pull(pull) => {
                 // A failed poll (EINTR on a signal) just means "look again".
                 let _ = pull.poll(zmq::POLLIN, poll_ms);
                 Next::Empty
             }
-            Source::Channel(rx) => {
+            Source::Parcels { rx, .. } => {
                 match rx.recv_timeout(Duration::from_millis(poll_ms.max(1) as u64)) {
-                    Ok(m) => {
-                        *msg = m;
-                        Next::Got
-                    }
+                    Ok(p) => Next::Parcel(p),
                     Err(crossbeam_channel::RecvTimeoutError::Timeout) => Next::Empty,
                     Err(crossbeam_channel::RecvTimeoutError::Disconnected) => Next::Closed,
                 }
             }
+        }
+    }
+}
+
+/// The per-record half of a worker thread: the hook, the worker, the counts and the flush rhythm. Shared by the
+/// socket and parcel paths so they cannot treat a record differently.
+struct Deliverer<W, H> {
+    worker: W,
+    hook: H,
+    counts: Counts,
+    discarding: bool,
+    in_batch: usize,
+    batch: usize,
+}
+
+impl<W: Worker, H: DequeueHook> Deliverer<W, H> {
+    #[inline]
+    fn deliver(&mut self, rec: &Record<'_>, delivery: &Delivery, abort: bool) {
+        if self.discarding || abort {
+            self.counts.discarded += 1;
+            return;
+        }
+        if !self.hook.on_dequeue(rec, delivery) {
+            self.discarding = true;
+            self.counts.discarded += 1;
+            return;
+        }
+        if self.worker.on_record(rec, delivery).is_err() {
+            // Structurally sound but refused by the worker (a topic that is not UTF-8): counted, never fatal.
+            self.counts.malformed += 1;
+            return;
+        }
+        self.counts.processed += 1;
+        self.in_batch += 1;
+        if self.in_batch >= self.batch {
+            self.worker.flush();
+            self.in_batch = 0;
+        }
+    }
+
+    #[inline]
+    fn idle(&mut self) {
+        if self.in_batch > 0 {
+            self.worker.flush();
+            self.in_batch = 0;
         }
     }
 }
@@ -424,16 +476,15 @@ fn run_thread<W: Worker, H: DequeueHook>(
     sources: Inbox,
     settings: ThreadSettings,
     shared: Arc<Shared>,
-    mut worker: W,
-    mut hook: H,
+    worker: W,
+    hook: H,
     ready: mpsc::Sender<Result<(), WorkerError>>,
 ) -> WorkerOutcome<W, H> {
     let index = settings.index;
     tickbox_zmqx::pin_if_configured(settings.core, &format!("worker {index}"));
-    let mut outcome_counts = Counts::default();
     let opened = match sources {
         Inbox::Endpoints(endpoints) => open_pull(&ctx, &endpoints, &settings).map(Source::Pull),
-        Inbox::Channel(rx) => Ok(Source::Channel(rx)),
+        Inbox::Parcels { rx, recycler } => Ok(Source::Parcels { rx, recycler }),
     };
     let source = match opened {
         Ok(source) => {
@@ -442,7 +493,7 @@ fn run_thread<W: Worker, H: DequeueHook>(
         }
         Err(err) => {
             let _ = ready.send(Err(err));
-            return finish(index, worker, hook, outcome_counts);
+            return finish(index, worker, hook, Counts::default());
         }
     };
     drop(ready);
@@ -451,25 +502,60 @@ fn run_thread<W: Worker, H: DequeueHook>(
         shared: &shared,
     };
     let taken_counter = &shared.taken[index].0;
+    let mut d = Deliverer {
+        worker,
+        hook,
+        counts: Counts::default(),
+        discarding: false,
+        in_batch: 0,
+        batch: settings.batch,
+    };
     let mut msg = zmq::Message::new();
-    let mut discarding = false;
-    let mut in_batch = 0usize;
     loop {
         let next = match source.try_next(&mut msg) {
             Next::Empty => {
-                if in_batch > 0 {
-                    worker.flush();
-                    in_batch = 0;
-                }
+                d.idle();
                 if shared.stop.load(Ordering::Acquire) || shared.abort.load(Ordering::Acquire) {
                     break;
                 }
-                source.wait(&mut msg, settings.poll_ms)
+                source.wait(settings.poll_ms)
             }
             other => other,
         };
         match next {
-            Next::Got => {}
+            Next::Frame => {
+                d.counts.taken += 1;
+                taken_counter.store(d.counts.taken, Ordering::Release);
+                let abort = shared.abort.load(Ordering::Relaxed);
+                match Record::decode(&msg) {
+                    Ok(rec) => {
+                        let delivery = Delivery {
+                            worker: index,
+                            dequeued_ns: now_ns(),
+                        };
+                        d.deliver(&rec, &delivery, abort);
+                    }
+                    Err(_) if abort || d.discarding => d.counts.discarded += 1,
+                    Err(_) => d.counts.malformed += 1,
+                }
+            }
+            Next::Parcel(parcel) => {
+                // One clock read and one counter store per parcel: every record in it reached the worker at the
+                // same moment, and the owner only needs the count to be exact once the parcel is done.
+                let abort = shared.abort.load(Ordering::Relaxed);
+                let delivery = Delivery {
+                    worker: index,
+                    dequeued_ns: now_ns(),
+                };
+                for rec in parcel.records() {
+                    d.deliver(&rec, &delivery, abort);
+                }
+                d.counts.taken += parcel.len() as u64;
+                if let Source::Parcels { recycler, .. } = &source {
+                    recycler.give(parcel);
+                }
+                taken_counter.store(d.counts.taken, Ordering::Release);
+            }
             Next::Empty => continue,
             Next::Closed => break,
             Next::Failed(err) => {
@@ -477,36 +563,10 @@ fn run_thread<W: Worker, H: DequeueHook>(
                 break;
             }
         }
-        outcome_counts.taken += 1;
-        taken_counter.store(outcome_counts.taken, Ordering::Release);
-        if discarding || shared.abort.load(Ordering::Relaxed) {
-            outcome_counts.discarded += 1;
-            continue;
-        }
-        let Ok(view) = MessageRef::decode(&msg) else {
-            outcome_counts.malformed += 1;
-            continue;
-        };
-        let delivery = Delivery {
-            worker: index,
-            dequeued_ns: now_ns(),
-        };
-        if !hook.on_dequeue(&view, &delivery) {
-            discarding = true;
-            outcome_counts.discarded += 1;
-            continue;
-        }
-        worker.on_message(&view, &delivery);
-        outcome_counts.processed += 1;
-        in_batch += 1;
-        if in_batch >= settings.batch {
-            worker.flush();
-            in_batch = 0;
-        }
     }
-    worker.flush();
+    d.worker.flush();
     drop(source);
-    finish(index, worker, hook, outcome_counts)
+    finish(index, d.worker, d.hook, d.counts)
 }
 
 #[derive(Default)]
@@ -561,7 +621,7 @@ fn open_pull(
 mod tests {
     use super::*;
     use crate::Stats;
-    use tickbox_wire::{encode_to_vec, Header, Kind, Quote};
+    use tickbox_wire::{encode_to_vec, Header, Kind, MessageRef, Quote};
 
     #[test]
     fn every_message_reaches_exactly_one_worker_and_drains_on_stop() {
@@ -614,26 +674,31 @@ mod tests {
             ..WorkerPoolConfig::default()
         };
         let (txs, rxs): (Vec<_>, Vec<_>) = (0..2)
-            .map(|_| crossbeam_channel::bounded::<zmq::Message>(16))
+            .map(|_| crossbeam_channel::bounded::<Parcel>(16))
             .unzip();
-        let pool = WorkerPool::spawn_with_inboxes(
-            &ctx,
-            rxs.into_iter().map(Inbox::Channel).collect(),
-            &config,
-            |_| (Order::default(), NoHook),
-        )
-        .unwrap();
-        const N: u64 = 1_000;
-        for seq in 1..=N {
-            let frame = encode_to_vec(
-                "Q.XNAS.S",
-                &Header::live(Kind::Quote, 1, seq, 1),
-                &Quote::default().into(),
-            )
+        let recycler = Recycler::new(8);
+        let pool =
+            WorkerPool::spawn_with_inboxes(&ctx, parcel_inboxes(rxs, &recycler), &config, |_| {
+                (Order::default(), NoHook)
+            })
             .unwrap();
-            txs[(seq % 2) as usize]
-                .send(zmq::Message::from(&frame[..]))
-                .unwrap();
+        const N: u64 = 1_000;
+        let mut parcels = [recycler.take(), recycler.take()];
+        for seq in 1..=N {
+            let frame = quote_frame(seq);
+            let w = (seq % 2) as usize;
+            parcels[w].push_message(
+                zmq::Message::from(&frame[..]),
+                Record::decode(&frame).unwrap().meta(),
+            );
+            // Parcels of varying size, some full, some not.
+            if parcels[w].is_full() || seq % 7 == 0 {
+                let full = std::mem::replace(&mut parcels[w], recycler.take());
+                txs[w].send(full).unwrap();
+            }
+        }
+        for (w, p) in parcels.into_iter().enumerate() {
+            txs[w].send(p).unwrap();
         }
         // No stop: the workers finish because every producer is gone and the queues are empty.
         drop(txs);
@@ -662,27 +727,28 @@ mod tests {
             ..WorkerPoolConfig::default()
         };
         let (txs, rxs): (Vec<_>, Vec<_>) = (0..2)
-            .map(|_| crossbeam_channel::bounded::<zmq::Message>(4))
+            .map(|_| crossbeam_channel::bounded::<Parcel>(4))
             .unzip();
+        let recycler = Recycler::new(8);
         let failed = Arc::new(AtomicBool::new(false));
         let pool = WorkerPool::spawn_with_inboxes_flagged(
             &ctx,
-            rxs.into_iter().map(Inbox::Channel).collect(),
+            parcel_inboxes(rxs, &recycler),
             &config,
             Arc::clone(&failed),
             |i| (if i == 1 { Some(Doomed) } else { None }, NoHook),
         )
         .unwrap();
-        let frame = encode_to_vec(
-            "Q.XNAS.S",
-            &Header::live(Kind::Quote, 1, 1, 1),
-            &Quote::default().into(),
-        )
-        .unwrap();
-        txs[1].send(zmq::Message::from(&frame[..])).unwrap();
+        let frame = quote_frame(1);
+        let parcel = || {
+            let mut p = Parcel::new();
+            p.push_copy(&frame, Record::decode(&frame).unwrap().meta());
+            p
+        };
+        txs[1].send(parcel()).unwrap();
         // The dead worker's inbox disconnects; a producer then finds the flag already set.
         let deadline = std::time::Instant::now() + Duration::from_secs(5);
-        while txs[1].send(zmq::Message::from(&frame[..])).is_ok() {
+        while txs[1].send(parcel()).is_ok() {
             assert!(std::time::Instant::now() < deadline, "inbox never closed");
             std::thread::sleep(Duration::from_millis(1));
         }
@@ -695,6 +761,27 @@ mod tests {
         assert_eq!(panicked, vec![1]);
         assert_eq!(outcomes.len(), 1);
         assert_eq!(outcomes[0].index, 0);
+    }
+
+    fn quote_frame(seq: u64) -> Vec<u8> {
+        encode_to_vec(
+            "Q.XNAS.S",
+            &Header::live(Kind::Quote, 1, seq, 1),
+            &Quote::default().into(),
+        )
+        .unwrap()
+    }
+
+    fn parcel_inboxes(
+        rxs: Vec<crossbeam_channel::Receiver<Parcel>>,
+        recycler: &Recycler,
+    ) -> Vec<Inbox> {
+        rxs.into_iter()
+            .map(|rx| Inbox::Parcels {
+                rx,
+                recycler: recycler.clone(),
+            })
+            .collect()
     }
 
     #[derive(Default)]

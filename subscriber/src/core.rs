@@ -1,0 +1,516 @@
+//! The shard's per-record logic, shared by the socket receive loop ([`crate::shard`]) and the in-process replay
+//! ([`crate::local`]) so the two cannot judge a record differently: decode the header once (no UTF-8 check: dispatch
+//! hashes bytes), the Suicidal Snail, sequence accounting, per-symbol dispatch, and the hand-off to the workers.
+//!
+//! Batch frames (`#B`, [`tickbox_wire::batch_records`]) are unpacked here without copying: each record is judged,
+//! accounted and dispatched exactly as if it had arrived alone, in batch order, and the parcels of the workers that
+//! get records from one batch share the received message. A malformed batch, or a malformed record inside one, is
+//! counted (`batch_malformed`) and skipped.
+//!
+//! Time is read once per burst by the caller and passed in: every record of a burst is judged against the burst's
+//! receive time (see [`crate::shard`] for the bound on what that costs in precision).
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tickbox_wire::{
+    batch_records, is_batch, DecodeError, Flags, Kind, Payload, SequenceEvent, SequenceTracker,
+};
+use tickbox_workers::{worker_for_topic, Dispatch, Meta, Parcel, Record, Recycler};
+
+use crate::clock::delay_ns;
+use crate::report::{Fatal, GapFatal, SnailEvent, Stage, SubscriberShardReport};
+use crate::shard::{format_signed, log_sequence_event, RateLimited, SequenceLogs, ShardSettings};
+use crate::shared::Shared;
+use crate::snail::{lateness_ns, SnailVerdict};
+use crate::{GapPolicy, SnailMode};
+
+/// How long a hand-off waits on a full queue before looking at the stop conditions again.
+pub(crate) const HANDOFF_CHECK: Duration = Duration::from_millis(50);
+
+/// Where a record's bytes come from, which decides how the hand-off carries them.
+pub(crate) enum Bytes<'a> {
+    /// A single frame received whole: moved to the worker.
+    Message(zmq::Message),
+    /// `len` bytes at `start` of a received batch frame: shared with the worker.
+    Shared {
+        frame: &'a Arc<zmq::Message>,
+        start: usize,
+        len: usize,
+    },
+    /// Bytes lent by a journal reader until the next record: copied.
+    Borrowed(&'a [u8]),
+}
+
+/// The shard → worker hand-off.
+pub(crate) enum Out {
+    /// In-process parcels over bounded crossbeam channels: one per worker (`by_topic`) or one shared.
+    Ring {
+        senders: Vec<crossbeam_channel::Sender<Parcel>>,
+        recycler: Recycler,
+        pending: Vec<Parcel>,
+    },
+    /// The Guide's PUSH/PULL: one PUSH per worker (`by_topic`) or one the workers share; the worker decodes.
+    Zmq { pushes: Vec<zmq::Socket> },
+}
+
+impl Out {
+    pub(crate) fn ring(senders: Vec<crossbeam_channel::Sender<Parcel>>, recycler: Recycler) -> Out {
+        let pending = senders.iter().map(|_| recycler.take()).collect();
+        Out::Ring {
+            senders,
+            recycler,
+            pending,
+        }
+    }
+
+    /// Queues (one per worker or one shared).
+    pub(crate) fn targets(&self) -> usize {
+        match self {
+            Out::Ring { senders, .. } => senders.len(),
+            Out::Zmq { pushes } => pushes.len(),
+        }
+    }
+}
+
+/// What the checks decided for one record.
+enum Admit {
+    Forward(usize),
+    Skip,
+    Stop,
+}
+
+/// One shard's state and per-record logic (see the module documentation).
+pub(crate) struct ShardCore<'s> {
+    s: &'s ShardSettings,
+    shared: &'s Shared,
+    pub(crate) report: SubscriberShardReport,
+    tracker: SequenceTracker,
+    logs: SequenceLogs,
+    malformed_log: RateLimited,
+    batch_log: RateLimited,
+    drop_log: RateLimited,
+    by_topic: bool,
+    skew_tolerant: bool,
+    out: Out,
+    stopped: bool,
+}
+
+impl<'s> ShardCore<'s> {
+    pub(crate) fn new(
+        s: &'s ShardSettings,
+        shared: &'s Shared,
+        report: SubscriberShardReport,
+        out: Out,
+    ) -> Self {
+        ShardCore {
+            s,
+            shared,
+            report,
+            tracker: SequenceTracker::new(),
+            logs: SequenceLogs::new(),
+            malformed_log: RateLimited::new(),
+            batch_log: RateLimited::new(),
+            drop_log: RateLimited::new(),
+            by_topic: s.dispatch == Dispatch::ByTopic && out.targets() > 1,
+            skew_tolerant: s.snail_mode == SnailMode::SkewTolerant,
+            out,
+            stopped: false,
+        }
+    }
+
+    /// Whether the shard must stop (a trip, a failed pool, workers gone).
+    pub(crate) fn stopped(&self) -> bool {
+        self.stopped
+    }
+
+    /// One received message: a single frame or a batch. Returns `false` when the shard must stop.
+    #[inline]
+    pub(crate) fn on_message(&mut self, msg: zmq::Message, now: u64) -> bool {
+        if is_batch(&msg) {
+            let frame = Arc::new(msg);
+            return self.on_batch(&frame[..], now, Some(&frame));
+        }
+        self.report.received += 1;
+        let (target, meta) = match Record::decode(&msg) {
+            Ok(rec) => match self.admit(&rec, now) {
+                Admit::Forward(t) => (t, rec.meta()),
+                Admit::Skip => return true,
+                Admit::Stop => return false,
+            },
+            Err(err) => {
+                self.malformed(&err, msg.len(), now);
+                return true;
+            }
+        };
+        self.forward(target, Bytes::Message(msg), meta, now)
+    }
+
+    /// One frame lent by a reader (a journal record): a single frame or a batch, copied to the workers.
+    #[inline]
+    pub(crate) fn on_bytes(&mut self, frame: &[u8], now: u64) -> bool {
+        if is_batch(frame) {
+            return self.on_batch(frame, now, None);
+        }
+        self.report.received += 1;
+        match Record::decode(frame) {
+            Ok(rec) => match self.admit(&rec, now) {
+                Admit::Forward(t) => self.forward(t, Bytes::Borrowed(frame), rec.meta(), now),
+                Admit::Skip => true,
+                Admit::Stop => false,
+            },
+            Err(err) => {
+                self.malformed(&err, frame.len(), now);
+                true
+            }
+        }
+    }
+
+    fn on_batch(&mut self, frame: &[u8], now: u64, shared: Option<&Arc<zmq::Message>>) -> bool {
+        self.report.batches += 1;
+        let records = match batch_records(frame) {
+            Ok(records) => records,
+            Err(err) => {
+                self.batch_malformed(&err, now);
+                return true;
+            }
+        };
+        let base = frame.as_ptr() as usize;
+        for item in records {
+            let bytes = match item {
+                Ok(bytes) => bytes,
+                Err(err) => {
+                    // The iterator stops after a damaged record: the rest of the batch cannot be framed.
+                    self.batch_malformed(&err, now);
+                    continue;
+                }
+            };
+            self.report.received += 1;
+            let rec = match Record::decode(bytes) {
+                Ok(rec) => rec,
+                Err(err) => {
+                    self.batch_malformed(&err, now);
+                    continue;
+                }
+            };
+            let target = match self.admit(&rec, now) {
+                Admit::Forward(t) => t,
+                Admit::Skip => continue,
+                Admit::Stop => return false,
+            };
+            let carried = match shared {
+                Some(frame) => Bytes::Shared {
+                    frame,
+                    start: bytes.as_ptr() as usize - base,
+                    len: bytes.len(),
+                },
+                None => Bytes::Borrowed(bytes),
+            };
+            if !self.forward(target, carried, rec.meta(), now) {
+                return false;
+            }
+        }
+        true
+    }
+
+    fn malformed(&mut self, err: &DecodeError, len: usize, now: u64) {
+        self.report.malformed += 1;
+        if let Some(suppressed) = self.malformed_log.allow(now) {
+            tracing::warn!(
+                shard = self.s.index,
+                malformed_total = self.report.malformed,
+                suppressed,
+                len,
+                "malformed frame dropped: {err}"
+            );
+        }
+    }
+
+    fn batch_malformed(&mut self, err: &DecodeError, now: u64) {
+        self.report.batch_malformed += 1;
+        if let Some(suppressed) = self.batch_log.allow(now) {
+            tracing::warn!(
+                shard = self.s.index,
+                batch_malformed_total = self.report.batch_malformed,
+                suppressed,
+                "malformed batch or batched record dropped: {err}"
+            );
+        }
+    }
+
+    /// The snail, sequence accounting and dispatch for one decoded record.
+    #[inline]
+    fn admit(&mut self, rec: &Record<'_>, now: u64) -> Admit {
+        let s = self.s;
+        let index = s.index;
+        let header = *rec.header();
+        let notice = header.kind == Kind::Gap;
+        // Cached values are old by design; a gap notice's send time says when a journal was replayed, not how
+        // late market data is. Neither is timed, nor teaches the clock table anything.
+        if header.flags.contains(Flags::CACHED) {
+            self.report.cached += 1;
+        } else if notice {
+            self.report.gap_notices += 1;
+        } else {
+            let (min_delay, warning) = s
+                .clocks
+                .observe(header.publisher_id, delay_ns(now, header.send_time_ns));
+            if let Some(w) = warning {
+                tracing::warn!(
+                    shard = index,
+                    publisher = w.publisher,
+                    offset = %format_signed(w.offset_ns),
+                    "publisher clock offset beyond clock_skew_warn (minimum observed delay; positive: its clock \
+                     is behind ours){}",
+                    if self.skew_tolerant { "" } else { "; snail_mode = \"skew_tolerant\" judges lateness relative to it" }
+                );
+            }
+            let lateness = lateness_ns(
+                s.snail_mode,
+                now,
+                header.send_time_ns,
+                if self.skew_tolerant { min_delay } else { None },
+            );
+            let snail = s.threshold.snail();
+            match snail.judge(lateness) {
+                SnailVerdict::OnTime { lateness_ns } => {
+                    self.report.lateness.saturating_record(lateness_ns.max(1));
+                }
+                SnailVerdict::Exempt => {}
+                SnailVerdict::Late { lateness_ns } => {
+                    self.report.late += 1;
+                    self.report.lateness.saturating_record(lateness_ns);
+                    self.shared.trip(Fatal::Snail(SnailEvent {
+                        stage: Stage::Shard,
+                        index,
+                        publisher: header.publisher_id,
+                        topic: String::from_utf8_lossy(rec.topic_bytes()).into_owned(),
+                        sequence: header.sequence,
+                        lateness_ns,
+                        threshold_ns: snail.threshold_ns(),
+                        send_time_ns: header.send_time_ns,
+                        received_ns: now,
+                    }));
+                    self.stopped = true;
+                    return Admit::Stop;
+                }
+            }
+        }
+        if s.gaps {
+            let notice_first = if notice {
+                // As the tracker reads a notice: one whose payload does not decode is an anomaly.
+                match rec.payload() {
+                    Ok(Payload::Gap(n)) => Some(n.first_missing),
+                    _ => Some(u64::MAX),
+                }
+            } else {
+                None
+            };
+            let event = self.tracker.on_header(&header, notice_first);
+            if let SequenceEvent::Gap {
+                publisher,
+                first_missing,
+                last_missing,
+                ..
+            } = event
+            {
+                self.report.gaps += 1;
+                if s.gap_policy == GapPolicy::Die {
+                    self.shared.trip(Fatal::Gap(GapFatal {
+                        shard: index,
+                        publisher,
+                        topic: String::from_utf8_lossy(rec.topic_bytes()).into_owned(),
+                        first_missing,
+                        last_missing,
+                    }));
+                    self.stopped = true;
+                    return Admit::Stop;
+                }
+            }
+            log_sequence_event(index, &event, &mut self.logs, now);
+        }
+        if notice {
+            // Accounted for above; workers get market data only (see `tickbox_workers::Worker`).
+            return Admit::Skip;
+        }
+        Admit::Forward(if self.by_topic {
+            worker_for_topic(rec.topic_bytes(), self.out.targets())
+        } else {
+            0
+        })
+    }
+
+    /// Hands one admitted record to queue `target`. Returns `false` when the shard must stop.
+    #[inline]
+    fn forward(&mut self, target: usize, bytes: Bytes<'_>, meta: Meta, now: u64) -> bool {
+        let full = match &mut self.out {
+            Out::Ring { pending, .. } => {
+                let parcel = &mut pending[target];
+                match bytes {
+                    Bytes::Message(msg) => parcel.push_message(msg, meta),
+                    Bytes::Shared { frame, start, len } => {
+                        parcel.push_shared(frame, start, len, meta)
+                    }
+                    Bytes::Borrowed(b) => parcel.push_copy(b, meta),
+                }
+                parcel.is_full()
+            }
+            Out::Zmq { .. } => {
+                let msg = match bytes {
+                    Bytes::Message(msg) => msg,
+                    // A socket takes a message of its own: a batched or borrowed record is copied into one.
+                    Bytes::Shared { frame, start, len } => {
+                        zmq::Message::from(&frame[start..start + len])
+                    }
+                    Bytes::Borrowed(b) => zmq::Message::from(b),
+                };
+                if !self.push(target, msg, now) {
+                    return false;
+                }
+                false
+            }
+        };
+        self.report.forwarded += 1;
+        if let Some(n) = self.report.forwarded_per_worker.get_mut(target) {
+            *n += 1;
+        }
+        if full {
+            return self.send_parcel(target);
+        }
+        true
+    }
+
+    /// Sends queue `target`'s parcel, waiting while the queue is full (back-pressure), but only while its worker
+    /// can still drain it: workers that are gone, a panicked worker or a trip stop the shard instead.
+    fn send_parcel(&mut self, target: usize) -> bool {
+        let Out::Ring {
+            senders,
+            recycler,
+            pending,
+        } = &mut self.out
+        else {
+            return true;
+        };
+        let mut out = std::mem::replace(&mut pending[target], recycler.take());
+        // The common case first: room in the queue, no deadline computed (`send_timeout` reads the clock).
+        let handed = loop {
+            out = match senders[target].try_send(out) {
+                Ok(()) => break true,
+                Err(crossbeam_channel::TrySendError::Disconnected(_)) => break false,
+                Err(crossbeam_channel::TrySendError::Full(back)) => back,
+            };
+            match senders[target].send_timeout(out, HANDOFF_CHECK) {
+                Ok(()) => break true,
+                Err(crossbeam_channel::SendTimeoutError::Disconnected(_)) => break false,
+                Err(crossbeam_channel::SendTimeoutError::Timeout(back)) => {
+                    if self.s.workers_failed.load(Ordering::Acquire)
+                        || self.shared.tripped.load(Ordering::Acquire)
+                    {
+                        break false;
+                    }
+                    out = back;
+                }
+            }
+        };
+        if !handed {
+            self.gave_up();
+        }
+        handed
+    }
+
+    /// Sends one message on a PUSH, waiting (bounded, re-checking the stop conditions) while it is at its
+    /// high-water mark. A send that fails even so is counted in `handoff_dropped`.
+    fn push(&mut self, target: usize, msg: zmq::Message, now: u64) -> bool {
+        let Out::Zmq { pushes } = &self.out else {
+            return true;
+        };
+        let push = &pushes[target];
+        // Wait for room first: a refused send would consume the message.
+        loop {
+            match push.get_events() {
+                Ok(ev) if ev.contains(zmq::POLLOUT) => break,
+                Ok(_) | Err(zmq::Error::EINTR) => {}
+                Err(err) => {
+                    tracing::error!(shard = self.s.index, "hand-off socket failed: {err}");
+                    self.stopped = true;
+                    return false;
+                }
+            }
+            let _ = push.poll(zmq::POLLOUT, HANDOFF_CHECK.as_millis() as i64);
+            if self.s.workers_failed.load(Ordering::Acquire)
+                || self.shared.tripped.load(Ordering::Acquire)
+            {
+                self.gave_up();
+                return false;
+            }
+        }
+        if let Err(err) = push.send(msg, zmq::DONTWAIT) {
+            self.report.handoff_dropped += 1;
+            if let Some(suppressed) = self.drop_log.allow(now) {
+                tracing::warn!(
+                    shard = self.s.index,
+                    dropped_total = self.report.handoff_dropped,
+                    suppressed,
+                    "hand-off refused a message: {err}"
+                );
+            }
+        }
+        true
+    }
+
+    fn gave_up(&mut self) {
+        self.stopped = true;
+        if self.s.workers_failed.load(Ordering::Acquire) {
+            tracing::error!(shard = self.s.index, "a worker panicked, shard stops");
+        } else if !self.shared.tripped.load(Ordering::Acquire) {
+            tracing::error!(shard = self.s.index, "workers are gone, shard stops");
+        }
+    }
+
+    /// Ends a burst: hands over every parcel that holds records and publishes the live counters (one store each
+    /// per burst, not per record). Returns `false` when the shard must stop.
+    pub(crate) fn end_burst(&mut self) -> bool {
+        let queues = match &self.out {
+            Out::Ring { pending, .. } => pending.len(),
+            Out::Zmq { .. } => 0,
+        };
+        let mut ok = true;
+        for target in 0..queues {
+            let has = matches!(&self.out, Out::Ring { pending, .. } if !pending[target].is_empty());
+            if has && !self.send_parcel(target) {
+                ok = false;
+                break;
+            }
+        }
+        self.publish();
+        ok && !self.stopped
+    }
+
+    /// Stores the running totals where the owner reads them.
+    pub(crate) fn publish(&self) {
+        let live = &self.shared.live[self.s.index];
+        live.received.store(self.report.received, Ordering::Relaxed);
+        live.gaps.store(self.report.gaps, Ordering::Relaxed);
+        live.late.store(self.report.late, Ordering::Relaxed);
+        live.forwarded
+            .store(self.report.forwarded, Ordering::Release);
+    }
+
+    /// Hands over what is pending and fills in the sequence figures; returns the report and the hand-off (whose
+    /// sockets the caller keeps open until the workers are done).
+    pub(crate) fn finish(mut self) -> (SubscriberShardReport, Out) {
+        if !self.stopped {
+            self.end_burst();
+        } else {
+            self.publish();
+        }
+        let mut report = self.report;
+        report.sequence = self.tracker.totals();
+        report.ledgers = self.tracker.ledgers().copied().collect();
+        report.missing = report.sequence.missing;
+        report.restarts = report.sequence.restarts;
+        report.publishers = self.tracker.publisher_count();
+        (report, self.out)
+    }
+}
