@@ -132,6 +132,9 @@
 //! bytes were discarded. Corrupt or truncated files produce typed [`JournalError`]s, never a panic.
 
 mod archive;
+// Record checksums: the SSE4.2 `crc32` instruction behind a run-time CPU check.
+#[allow(unsafe_code)]
+mod crc;
 mod error;
 // The SIGBUS guard: a signal handler and `mmap` over faulting pages.
 #[allow(unsafe_code)]

@@ -575,6 +575,7 @@ impl Segment {
     }
 
     /// The header word at byte `off`. Callers pass the `OFF_*` constants, so the check folds away.
+    #[inline]
     fn atomic_u64(&self, off: usize) -> &AtomicU64 {
         assert!(off.is_multiple_of(8) && off + 8 <= HEADER_SIZE as usize);
         // SAFETY: `off` is 8-byte aligned and inside the header page (checked above), which every mapping holds
@@ -584,6 +585,7 @@ impl Segment {
     }
 
     /// Absolute byte position just past the last published record.
+    #[inline]
     pub(crate) fn head(&self) -> &AtomicU64 {
         match &self.fixed {
             Some((head, _)) => head,
@@ -591,10 +593,12 @@ impl Segment {
         }
     }
     /// Sequence the next record will get (published with `head`; informational).
+    #[inline]
     pub(crate) fn head_seq(&self) -> &AtomicU64 {
         self.atomic_u64(OFF_HEAD_SEQ)
     }
     /// Absolute position of the oldest intact record; raised before the writer overwrites.
+    #[inline]
     pub(crate) fn tail(&self) -> &AtomicU64 {
         match &self.fixed {
             Some((_, tail)) => tail,
@@ -602,16 +606,19 @@ impl Segment {
         }
     }
     /// Highest absolute position the writer may have touched; bytes in (head, reserve] are in flight.
+    #[inline]
     pub(crate) fn reserve(&self) -> &AtomicU64 {
         self.atomic_u64(OFF_RESERVE)
     }
     /// The state bits ([`STATE_WRITER_OPEN`], [`STATE_SEALED`]).
+    #[inline]
     pub(crate) fn state(&self) -> &AtomicU32 {
         // SAFETY: as in `atomic_u64`: `OFF_STATE` is a 4-byte-aligned constant inside the always-mapped header page.
         unsafe { &*(self.map.as_ptr().add(OFF_STATE) as *const AtomicU32) }
     }
 
     /// Ring-lap accounting as stored: (records, bytes, laps).
+    #[inline]
     pub(crate) fn overwritten_counters(&self) -> (&AtomicU64, &AtomicU64, &AtomicU64) {
         (
             self.atomic_u64(OFF_OVERWRITTEN_RECORDS),
@@ -760,6 +767,30 @@ impl Segment {
         unsafe { self.word_at((HEADER_SIZE + off) as usize) }
     }
 
+    /// The `n` data-region words from offset `off` (a multiple of 8), for the writer's stores of a whole frame.
+    /// One bounds check and one pointer load per frame instead of one per word.
+    ///
+    /// # Panics
+    ///
+    /// If the words do not lie inside the mapped data region, or `off` is not 8-aligned.
+    #[inline]
+    pub(crate) fn data_words(&self, off: u64, n: usize) -> &[AtomicU64] {
+        assert!(
+            off.is_multiple_of(8) && off + 8 * n as u64 <= self.avail,
+            "{n} words at data offset {off} are outside the mapped data region"
+        );
+        // SAFETY: the words lie inside the mapping (checked above), which lives as long as `self`; the mapping is
+        // page aligned and `HEADER_SIZE + off` a multiple of 8, so each word is aligned for `AtomicU64` (same size
+        // and layout as `u64`). Every access to mapped data bytes is an 8-byte atomic (see `word_at`), so handing
+        // out shared atomics is sound.
+        unsafe {
+            std::slice::from_raw_parts(
+                self.map.as_ptr().add((HEADER_SIZE + off) as usize) as *const AtomicU64,
+                n,
+            )
+        }
+    }
+
     /// Pointer to data-region offset `off`. Hot paths track offsets to avoid a division per record.
     ///
     /// # Safety
@@ -779,6 +810,7 @@ impl Segment {
         HEADER_SIZE + pos % self.cap
     }
 
+    #[inline]
     pub(crate) fn max_payload(&self) -> usize {
         (self.cap / 2 - RECORD_HEADER_SIZE).min(i32::MAX as u64 - RECORD_HEADER_SIZE) as usize
     }

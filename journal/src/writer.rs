@@ -7,10 +7,11 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use crate::archive;
+use crate::crc;
 use crate::error::{JournalError, Result};
 use crate::segment::{
-    align8, frame_crc, Frame, HeaderInfo, Mode, Segment, PAD_FLAG, RECORD_HEADER_SIZE,
-    STATE_SEALED, STATE_WRITER_OPEN,
+    align8, Frame, HeaderInfo, Mode, Segment, PAD_FLAG, RECORD_HEADER_SIZE, STATE_SEALED,
+    STATE_WRITER_OPEN,
 };
 
 /// Where records live.
@@ -535,8 +536,6 @@ impl Writer {
     /// Writes one record without publishing it. The body is written first and the frame length last (release),
     /// so a record is never half-visible; `head` (published by `commit`) is what readers trust.
     #[inline]
-    // Stores the record into the mapping through atomic words; the block below says why the offsets are sound.
-    #[allow(unsafe_code)]
     fn write_record(&mut self, capture_time_ns: u64, payload: &[u8]) -> Result<u64> {
         if payload.len() > self.max_payload {
             return Err(JournalError::RecordTooLarge {
@@ -562,36 +561,28 @@ impl Writer {
         // Every store is an 8-byte atomic at an 8-aligned offset, the same size and alignment readers load with:
         // a lapped ring reader may be copying these bytes right now, and the seqlock protocol (`tail` moved before
         // this write, re-checked by the reader after its copy) only makes that safe if neither side's access is a
-        // data race.
-        // SAFETY: for each `data_word` below, `make_room_ring`/`roll` return an offset with
-        // `start_off + size <= cap` in the writer's own full-length mapping, and every offset used is 8-aligned and
-        // below `start_off + size`.
-        let word = |i: u64| unsafe { self.seg.data_word(start_off + i) };
-        word(8).store(seq.to_le(), Ordering::Relaxed);
-        word(16).store(capture_time_ns.to_le(), Ordering::Relaxed);
-        let mut at = RECORD_HEADER_SIZE;
+        // data race. `make_room_ring`/`roll` return an offset with `start_off + size <= cap`, so the frame's words
+        // lie in the writer's full-length mapping (`data_words` checks it once per frame).
+        let words = self.seg.data_words(start_off, (size / 8) as usize);
+        words[1].store(seq.to_le(), Ordering::Relaxed);
+        words[2].store(capture_time_ns.to_le(), Ordering::Relaxed);
         let mut chunks = payload.chunks_exact(8);
-        for chunk in &mut chunks {
+        for (dst, chunk) in words[3..].iter().zip(&mut chunks) {
             let mut w = [0u8; 8];
             w.copy_from_slice(chunk);
-            word(at).store(u64::from_ne_bytes(w), Ordering::Relaxed);
-            at += 8;
+            dst.store(u64::from_ne_bytes(w), Ordering::Relaxed);
         }
-        let rest = chunks.remainder();
-        if !rest.is_empty() {
-            // The zero padding to the next multiple of 8 is part of the checksummed body.
-            let mut w = [0u8; 8];
-            w[..rest.len()].copy_from_slice(rest);
-            word(at).store(u64::from_ne_bytes(w), Ordering::Relaxed);
+        let rest = chunks.remainder().len();
+        if rest != 0 {
+            // The last word holds the payload's last bytes and the zero padding to the next multiple of 8, which is
+            // part of the checksummed body.
+            words[words.len() - 1].store(last_word(payload).to_le(), Ordering::Relaxed);
         }
-        // The checksum is computed from the caller's bytes, the same bytes that were just stored, so the writer
-        // never reads the map back.
-        let mut crc = frame_crc(frame_len, &seq.to_le_bytes());
-        crc = crc32c::crc32c_append(crc, &capture_time_ns.to_le_bytes());
-        crc = crc32c::crc32c_append(crc, payload);
-        crc = crc32c::crc32c_append(crc, &[0u8; 8][..(size - frame_len as u64) as usize]);
+        // Computed from the caller's bytes, the same bytes that were just stored, so the writer never reads the map
+        // back.
+        let crc = crc::record_crc(frame_len, seq, capture_time_ns, payload);
         // Length and checksum share the frame's first word, published last (release).
-        word(0).store(
+        words[0].store(
             (frame_len as u64 | (crc as u64) << 32).to_le(),
             Ordering::Release,
         );
@@ -760,6 +751,23 @@ impl Drop for Batch<'_> {
         if let Err(err) = self.writer.commit() {
             tracing::error!("committing journal batch: {err}");
         }
+    }
+}
+
+/// The payload's last `len % 8` bytes as a little-endian word, zero above them (`len % 8 != 0`). With at least 8
+/// bytes it is one load of the last 8 bytes, shifted: assembling the word byte by byte in a stack buffer and loading
+/// it back stalls the load until those narrow stores complete, and they queue behind the stores into the map.
+#[inline]
+fn last_word(payload: &[u8]) -> u64 {
+    let len = payload.len();
+    let rest = len % 8;
+    let mut w = [0u8; 8];
+    if len >= 8 {
+        w.copy_from_slice(&payload[len - 8..]);
+        u64::from_le_bytes(w) >> (8 * (8 - rest))
+    } else {
+        w[..rest].copy_from_slice(&payload[len - rest..]);
+        u64::from_le_bytes(w)
     }
 }
 
