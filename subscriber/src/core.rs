@@ -120,11 +120,6 @@ impl<'s> ShardCore<'s> {
         }
     }
 
-    /// Whether the shard must stop (a trip, a failed pool, workers gone).
-    pub(crate) fn stopped(&self) -> bool {
-        self.stopped
-    }
-
     /// One received message: a single frame or a batch. Returns `false` when the shard must stop.
     #[inline]
     pub(crate) fn on_message(&mut self, msg: zmq::Message, now: u64) -> bool {

@@ -27,6 +27,7 @@ mod blackbox;
 mod clock;
 mod core;
 mod hook;
+mod local;
 mod nic;
 mod report;
 mod shard;
@@ -41,6 +42,7 @@ pub use clock::{
 /// Re-exported so users of [`Report`] need no direct hdrhistogram dependency.
 pub use hdrhistogram::Histogram;
 pub use hook::SnailHook;
+pub use local::{replay_local, LocalHook, LocalReplayReport, LocalSink};
 pub use nic::check_nic;
 pub use report::{
     lateness_histogram, Fatal, GapFatal, Report, SnailEvent, Stage, SubscriberShardReport,

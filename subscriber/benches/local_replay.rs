@@ -1,0 +1,114 @@
+//! Records per second of a local replay (`tickbox_subscriber::replay_local`) into one worker that touches every
+//! record (its sequence and the last byte of its payload), and into two: the shard logic (decode, snail, sequence
+//! accounting, per-symbol dispatch) and the ring hand-off, without sockets. Frames come from memory, as a journal's
+//! mapping would lend them.
+//!
+//! `cargo bench -p tickbox-subscriber --bench local_replay` prints five rounds of each, then the median.
+
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use tickbox_subscriber::{replay_local, SubscriberConfig};
+use tickbox_wire::{encode_to_vec, Header, Kind, Quote, Trade};
+use tickbox_workers::{Delivery, Record, Worker, WorkerPoolConfig};
+
+const RECORDS: u64 = 4_000_000;
+const SYMBOLS: u64 = 2_000;
+
+/// Touches each record: reads its header and its payload's last byte.
+#[derive(Default)]
+struct Touch(u64);
+
+impl Worker for Touch {
+    fn on_message(&mut self, msg: &tickbox_wire::MessageRef<'_>, _d: &Delivery) {
+        self.0 = self.0.wrapping_add(msg.header().sequence);
+    }
+
+    #[inline]
+    fn on_record(
+        &mut self,
+        rec: &Record<'_>,
+        _d: &Delivery,
+    ) -> Result<(), tickbox_wire::DecodeError> {
+        let last = rec.payload_bytes().last().copied().unwrap_or(0);
+        self.0 = self.0.wrapping_add(rec.header().sequence ^ u64::from(last));
+        Ok(())
+    }
+}
+
+fn frames() -> Vec<Vec<u8>> {
+    let t0 = 1_700_000_000_000_000_000u64;
+    (1..=RECORDS)
+        .map(|seq| {
+            let sym = seq % SYMBOLS;
+            // One record per microsecond of market time.
+            let h = |kind| Header::live(kind, 1, seq, t0 + seq * 1_000).with_session(1);
+            if seq % 8 == 0 {
+                encode_to_vec(
+                    &format!("T.XNAS.S{sym}"),
+                    &h(Kind::Trade),
+                    &Trade::default().into(),
+                )
+                .unwrap()
+            } else {
+                encode_to_vec(
+                    &format!("Q.XNAS.S{sym}"),
+                    &h(Kind::Quote),
+                    &Quote::default().into(),
+                )
+                .unwrap()
+            }
+        })
+        .collect()
+}
+
+fn round(ctx: &zmq::Context, frames: &[Vec<u8>], workers: usize) -> (f64, f64) {
+    let stop = AtomicBool::new(false);
+    let pool = WorkerPoolConfig {
+        count: workers,
+        ..WorkerPoolConfig::default()
+    };
+    let out = replay_local(
+        ctx,
+        &SubscriberConfig::default(),
+        &pool,
+        |_| Touch::default(),
+        &stop,
+        |sink| {
+            let t0 = 1_700_000_000_000_000_000u64;
+            for (i, f) in frames.iter().enumerate() {
+                // Received as recorded: one microsecond after it was sent.
+                sink.push(f, t0 + (i as u64 + 1) * 1_000 + 1_000);
+            }
+        },
+    )
+    .unwrap();
+    let processed: u64 = out.report.workers.iter().map(|w| w.processed).sum();
+    assert_eq!(processed, RECORDS);
+    (
+        out.records_per_sec(),
+        out.real_time_multiple().unwrap_or(0.0),
+    )
+}
+
+fn main() {
+    let frames = frames();
+    let ctx = zmq::Context::new();
+    for workers in [1, 2] {
+        let mut rates = Vec::new();
+        for r in 0..5 {
+            let (rate, multiple) = round(&ctx, &frames, workers);
+            println!(
+                "workers {workers} round {r}: {:>12.0} records/s  ({multiple:.0}x real time)",
+                rate
+            );
+            rates.push(rate);
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        rates.sort_by(f64::total_cmp);
+        println!(
+            "workers {workers}: median {:.0} records/s, range {:.0} .. {:.0}",
+            rates[2], rates[0], rates[4]
+        );
+    }
+}

@@ -1,0 +1,280 @@
+//! In-process replay for backtests: frames from a journal (or any reader) go straight into the Black Box's shard
+//! logic and worker pool, with no socket in between, at memory speed.
+//!
+//! The shard side is [`ShardCore`], the very code the socket receive loop runs: the same decode, snail, sequence
+//! accounting, per-symbol dispatch and batch unpacking, so a local replay and a replay over sockets give every
+//! worker the same records in the same per-symbol order. What differs, and why:
+//!
+//! - **Time** is the journal's, not the wall clock's: the caller passes each record's receive time (a journal's
+//!   capture time, when the recorder took it off the wire). The shard-side snail therefore judges each record by
+//!   how late it was when it was recorded, and the clock-offset table learns the recorded delays; a backtest of a
+//!   day recorded on time never trips, whatever the replay speed.
+//! - **No dequeue check**: there is no queue between publisher and worker to be late in, so workers are not timed
+//!   (worker lateness histograms stay empty); after a trip they stop processing, as in a live run.
+//! - **Everything is taken**: there is no subscription, so no topic filter applies and sequences are always
+//!   accounted for.
+//! - **The hand-off is the ring** (parcels of records copied from the reader, which lends each record only until
+//!   the next one), whatever `handoff` says.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tickbox_workers::{
+    Delivery, DequeueHook, Record, Worker, WorkerOutcome, WorkerPool, WorkerPoolConfig,
+};
+
+use crate::blackbox::handoff_plan;
+use crate::clock::ClockTable;
+use crate::core::{Out, ShardCore};
+use crate::report::{lateness_histogram, Report, WorkerReport};
+use crate::shard::{empty_report, HandoffPlan, ShardSettings, BURST_RECORDS};
+use crate::shared::{LiveShard, Shared};
+use crate::snail::SharedThreshold;
+use crate::{Handoff, SubscriberConfig, SubscriberError, SubscriberShardConfig};
+
+/// The worker-side hook of a local replay: no timing (see the module documentation), only the stop after a trip.
+pub struct LocalHook {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for LocalHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalHook")
+            .field("tripped", &self.shared.tripped.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+impl DequeueHook for LocalHook {
+    #[inline]
+    fn on_dequeue(&mut self, _rec: &Record<'_>, _delivery: &Delivery) -> bool {
+        !self.shared.tripped.load(Ordering::Relaxed)
+    }
+}
+
+/// Where the caller feeds frames (see [`replay_local`]).
+pub struct LocalSink<'c, 's> {
+    core: &'c mut ShardCore<'s>,
+    stop: &'c AtomicBool,
+    since_check: u64,
+    origin: Option<(u64, u64)>,
+    going: bool,
+}
+
+impl LocalSink<'_, '_> {
+    /// Feeds one frame (a single tickbox frame or a batch) received at `received_ns` (a journal's capture time).
+    /// Returns `false` once the replay must end: the snail or a gap under `die` fired, a worker failed, or the
+    /// stop flag was raised; the caller then stops feeding.
+    #[inline]
+    pub fn push(&mut self, frame: &[u8], received_ns: u64) -> bool {
+        if !self.going {
+            return false;
+        }
+        if let Some(origin) = origin_time(frame) {
+            self.origin = Some(match self.origin {
+                None => (origin, origin),
+                Some((lo, hi)) => (lo.min(origin), hi.max(origin)),
+            });
+        }
+        if !self.core.on_bytes(frame, received_ns) {
+            self.going = false;
+            return false;
+        }
+        self.since_check += 1;
+        if self.since_check >= BURST_RECORDS {
+            self.since_check = 0;
+            // Only the flags: parcels go when full, so a local replay hands over full parcels only.
+            self.core.publish();
+            if self.stop.load(Ordering::Relaxed) {
+                self.going = false;
+            }
+        }
+        self.going
+    }
+}
+
+/// A single frame's header `origin_time_ns`, read at its fixed offset (for the achieved multiple of real time;
+/// batches and malformed frames are skipped here, the shard counts them).
+#[inline]
+fn origin_time(frame: &[u8]) -> Option<u64> {
+    let nul = frame.iter().position(|&b| b == 0)?;
+    let at = nul + 1 + 24;
+    let bytes: [u8; 8] = frame.get(at..at + 8)?.try_into().ok()?;
+    matches!(frame.get(nul + 1), Some(1 | 2)).then(|| u64::from_le_bytes(bytes))
+}
+
+/// What a local replay did: the subscriber [`Report`] (shard 0 is the replay's one shard) and the span of the
+/// records' origin times, for the multiple of real time achieved.
+#[derive(Debug)]
+pub struct LocalReplayReport<W> {
+    /// Records, gaps, snail, per-worker counts, exactly as a subscriber reports them; `elapsed` is the replay's.
+    pub report: Report<W>,
+    /// Smallest and largest header `origin_time_ns` fed (single frames), when any.
+    pub origin_span_ns: Option<(u64, u64)>,
+    /// Indices of worker threads that panicked (their outcomes are missing from `report`).
+    pub panicked: Vec<usize>,
+}
+
+impl<W> LocalReplayReport<W> {
+    /// Records fed per second of wall time.
+    pub fn records_per_sec(&self) -> f64 {
+        self.report.received() as f64 / self.report.elapsed.as_secs_f64().max(1e-9)
+    }
+
+    /// The stretch of market time the records cover, over the wall time it took: 48.0 replays a day in half an
+    /// hour. `None` when fewer than two distinct origin times were fed.
+    pub fn real_time_multiple(&self) -> Option<f64> {
+        let (lo, hi) = self.origin_span_ns?;
+        (hi > lo).then(|| (hi - lo) as f64 / 1e9 / self.report.elapsed.as_secs_f64().max(1e-9))
+    }
+}
+
+/// Tells apart local replays in one process (for nothing but thread names in logs).
+static LOCAL_RUNS: AtomicUsize = AtomicUsize::new(0);
+
+/// Runs a local replay: starts `workers.count` workers built by `make`, calls `feed` with a [`LocalSink`] to push
+/// every frame through the shard logic, waits until the workers have processed everything, and reports.
+///
+/// From `config` it uses the snail (`max_lateness`, `snail_mode`, `clock_skew_warn`), `gap_policy`, `dispatch`
+/// and `handoff_hwm`; shards, topics and `handoff` do not apply (see the module documentation). `stop` ends the
+/// replay early (Ctrl-C); what was fed is still processed and reported.
+pub fn replay_local<W: Worker>(
+    ctx: &zmq::Context,
+    config: &SubscriberConfig,
+    workers: &WorkerPoolConfig,
+    make: impl FnMut(usize) -> W,
+    stop: &AtomicBool,
+    feed: impl FnOnce(&mut LocalSink<'_, '_>),
+) -> Result<LocalReplayReport<W>, SubscriberError> {
+    if workers.count == 0 {
+        return Err(SubscriberError::Workers(
+            tickbox_workers::WorkerError::NoWorkers,
+        ));
+    }
+    let _run = LOCAL_RUNS.fetch_add(1, Ordering::Relaxed);
+    let one_shard = SubscriberConfig {
+        shards: vec![SubscriberShardConfig::default()],
+        handoff: Handoff::Ring,
+        ..config.clone()
+    };
+    let (mut plans, inboxes) = handoff_plan(&one_shard, workers.count);
+    let Some(HandoffPlan::Ring { senders, recycler }) = plans.pop() else {
+        return Err(SubscriberError::Config(
+            "local replay needs the ring hand-off".into(),
+        ));
+    };
+    let shared = Arc::new(Shared {
+        go: AtomicBool::new(true),
+        stop: AtomicBool::new(false),
+        release: AtomicBool::new(false),
+        tripped: AtomicBool::new(false),
+        fatal: Mutex::new(None),
+        live: vec![LiveShard::default()],
+        shards_done: AtomicUsize::new(0),
+    });
+    let clocks = Arc::new(ClockTable::new(
+        u64::try_from(config.clock_skew_warn.0.as_nanos()).unwrap_or(u64::MAX),
+    ));
+    let workers_failed = Arc::new(AtomicBool::new(false));
+    let settings = ShardSettings {
+        index: 0,
+        shard: SubscriberShardConfig::default(),
+        handoff: None,
+        topics: Vec::new(),
+        gaps: true,
+        gap_policy: config.gap_policy,
+        threshold: SharedThreshold::new(config.max_lateness.0),
+        snail_mode: config.snail_mode,
+        clocks: Arc::clone(&clocks),
+        dispatch: config.dispatch,
+        workers: workers.count,
+        rcv_hwm: config.rcv_hwm,
+        profile: Default::default(),
+        poll_ms: config.poll_interval.0.as_millis().clamp(1, 1_000) as i64,
+        workers_failed: Arc::clone(&workers_failed),
+    };
+    let mut make = make;
+    let pool = WorkerPool::spawn_with_inboxes_flagged(
+        ctx,
+        inboxes,
+        workers,
+        Arc::clone(&workers_failed),
+        |i| {
+            (
+                make(i),
+                LocalHook {
+                    shared: Arc::clone(&shared),
+                },
+            )
+        },
+    )?;
+    let started = Instant::now();
+    let mut core = ShardCore::new(
+        &settings,
+        &shared,
+        empty_report(&settings),
+        Out::ring(senders, recycler),
+    );
+    let origin_span_ns = {
+        let mut sink = LocalSink {
+            core: &mut core,
+            stop,
+            since_check: 0,
+            origin: None,
+            going: true,
+        };
+        feed(&mut sink);
+        sink.origin
+    };
+    // Handing over the last parcels and dropping the senders lets each worker end once it has drained its queue.
+    let (shard_report, out) = core.finish();
+    drop(out);
+    if shared.tripped.load(Ordering::Acquire) {
+        pool.abort();
+    }
+    // Workers end by themselves when their queues are drained and closed; `stop` is the backstop for a
+    // round-robin queue that other workers still hold.
+    let forwarded = shard_report.forwarded;
+    let deadline = Instant::now() + config.drain_timeout.0 + Duration::from_secs(5);
+    while pool.taken() < forwarded && !pool.failed() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    pool.stop();
+    let (outcomes, panicked) = pool.join_partial();
+    let elapsed = started.elapsed();
+    let taken: u64 = outcomes.iter().map(|o| o.taken).sum();
+    let fatal = shared
+        .fatal
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
+    let report = Report {
+        shards: vec![shard_report],
+        workers: outcomes.into_iter().map(local_worker_report).collect(),
+        fatal,
+        unprocessed: forwarded.saturating_sub(taken),
+        elapsed,
+        dispatch: config.dispatch,
+        snail_mode: config.snail_mode,
+        clock_offsets: clocks.offsets(),
+        clock_untracked: clocks.untracked(),
+    };
+    Ok(LocalReplayReport {
+        report,
+        origin_span_ns,
+        panicked,
+    })
+}
+
+fn local_worker_report<W>(o: WorkerOutcome<W, LocalHook>) -> WorkerReport<W> {
+    WorkerReport {
+        index: o.index,
+        worker: o.worker,
+        processed: o.processed,
+        discarded: o.discarded,
+        malformed: o.malformed,
+        late: 0,
+        lateness: lateness_histogram(),
+    }
+}
