@@ -122,6 +122,8 @@ enum Command {
     FreelanceServer(cmd::freelance_server::Args),
     /// Send one request to a Majordomo service and print the reply frames.
     Call(cmd::call::Args),
+    /// Paranoid Pirate queue (6/PPP): Lazy Pirate clients to heartbeating workers, LRU.
+    Queue(cmd::queue::Args),
     /// Print the effective configuration (defaults merged with --config) as TOML.
     Config(cmd::config::Args),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
@@ -178,6 +180,7 @@ fn main() -> ExitCode {
         Command::Titanic(args) => cmd::titanic::run(args, &config),
         Command::FreelanceServer(args) => cmd::freelance_server::run(args, &config),
         Command::Call(args) => cmd::call::run(args, &config),
+        Command::Queue(args) => cmd::queue::run(args, &config),
         Command::Config(args) => cmd::config::run(args, &config),
         Command::Completions(args) => cmd::docs::completions(args, &config),
         Command::Man(args) => cmd::docs::man(args, &config),

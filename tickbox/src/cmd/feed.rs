@@ -75,6 +75,23 @@ pub(crate) struct Args {
     /// `synthetic` market or the Guide's `pathological` publisher (for testing an LVC).
     #[arg(long, value_name = "synthetic|pathological")]
     pattern: Option<Pattern>,
+    /// With `--pattern pathological`: `guide` sends each message as the Guide's two frames, [topic][body] (the
+    /// body is the tickbox frame), as the Guide's pathological publisher does for its LVC.
+    #[arg(long, value_name = "tickbox|guide")]
+    framing: Option<tickbox_feed::Framing>,
+    /// Publish a recording instead of the synthetic market: a DBN file (plain or zstd) or a tickbox journal.
+    /// Records go out in file order under this feed's publisher ids and sequences, their event time kept in
+    /// the header's origin time; records with no tickbox equivalent are skipped and counted.
+    #[arg(long, value_name = "PATH", conflicts_with_all = ["pattern", "rate", "mode", "burst_size", "symbols"])]
+    source: Option<std::path::PathBuf>,
+    /// Pacing of `--source`: `1x` (as recorded), `10x`, `0.5x` or `max` (as fast as the sockets take it).
+    #[arg(
+        long,
+        value_name = "1x|Nx|max",
+        default_value = "1x",
+        requires = "source"
+    )]
+    speed: tickbox_feed::SourceSpeed,
     /// XPUB with ZMQ_XPUB_NODROP: slow subscribers back-pressure the feed instead of losing messages.
     #[arg(long)]
     no_drop: bool,
@@ -152,7 +169,12 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     }
     let broker = args.broker.clone();
     let json = args.json;
+    let source = args.source.clone();
+    let speed = args.speed;
     let feed_config = apply(args, config.feed.clone())?;
+    if let Some(path) = source {
+        return run_source(&path, speed, feed_config, config, broker.as_deref(), json);
+    }
     feed_config.validate()?;
     let stop = crate::shutdown::flag();
     // Built (and its I/O threads placed) before any of our threads is pinned, so they never inherit a shard's core.
@@ -200,6 +222,127 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     }
     if json {
         println!("{}", report_json(&report));
+    } else {
+        println!("{report}");
+    }
+    Ok(ExitCode::from(crate::exit_code::OK))
+}
+
+/// `RecordSource` over a DBN file or journal: the dbn crate reads, the feed publishes.
+struct Recording(tickbox_dbn::ReplaySource);
+
+impl tickbox_feed::RecordSource for Recording {
+    fn next_item(&mut self) -> Result<Option<tickbox_feed::SourceItem>, tickbox_feed::SourceError> {
+        use tickbox_dbn::ReplayItem;
+        use tickbox_feed::{SourceItem, SourceRecord};
+        Ok(self.0.next_item()?.map(|item| match item {
+            ReplayItem::Record {
+                time_ns,
+                origin_time_ns,
+                topic,
+                payload,
+            } => SourceItem::Record(SourceRecord {
+                time_ns,
+                origin_time_ns,
+                topic,
+                payload,
+            }),
+            ReplayItem::Skipped(reason) => SourceItem::Skipped(reason),
+        }))
+    }
+}
+
+/// `feed --source`: the recording on the feed's shards, then its summary.
+fn run_source(
+    path: &std::path::Path,
+    speed: tickbox_feed::SourceSpeed,
+    feed_config: FeedConfig,
+    config: &TickboxConfig,
+    broker: Option<&str>,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let recording = tickbox_dbn::ReplaySource::open(path)
+        .with_context(|| format!("opening --source {}", path.display()))?;
+    let form = match recording.form() {
+        tickbox_dbn::ReplayForm::Dbn => "dbn",
+        tickbox_dbn::ReplayForm::Journal => "journal",
+    };
+    let stop = crate::shutdown::flag();
+    let ctx = tickbox_zmqx::context::build(&config.context)?;
+    let feed =
+        tickbox_feed::SourceFeed::start(&ctx, feed_config, Box::new(Recording(recording)), speed)
+            .context("starting the feed")?;
+    let status = StatusBoard::start(&ctx, broker, "feed")?;
+    {
+        let mut out: Box<dyn Write> = if json {
+            Box::new(std::io::stderr().lock())
+        } else {
+            Box::new(std::io::stdout().lock())
+        };
+        for shard in feed.shards() {
+            writeln!(
+                out,
+                "feed shard {} publisher {} source {form} endpoint {}",
+                shard.shard, shard.publisher_id, shard.endpoint
+            )?;
+        }
+        out.flush()?;
+    }
+    let mut last_status = std::time::Instant::now() - Duration::from_secs(1);
+    while !feed.is_finished() {
+        if last_status.elapsed() >= Duration::from_millis(500) {
+            last_status = std::time::Instant::now();
+            let s = feed.stats();
+            status.publish(serde_json::json!({
+                "component": "feed", "state": "running", "source": path.display().to_string(),
+                "read": s.read, "published": s.published, "skipped": s.skipped,
+            }));
+        }
+        if stop.load(Ordering::Relaxed) {
+            tracing::info!("stopping the feed");
+            feed.stop();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let report = feed
+        .join()
+        .with_context(|| format!("feed --source {}", path.display()))?;
+    if json {
+        let shards: Vec<serde_json::Value> = report
+            .shards
+            .iter()
+            .map(|s| {
+                serde_json::json!({
+                    "shard": s.shard,
+                    "publisher_id": s.publisher_id,
+                    "endpoint": s.endpoint,
+                    "sent": s.counts.data(),
+                    "quotes": s.counts.quotes,
+                    "trades": s.counts.trades,
+                    "book_levels": s.counts.book_levels,
+                    "heartbeats": s.counts.heartbeats,
+                    "would_block": s.counts.would_block,
+                    "last_sequence": s.last_sequence,
+                })
+            })
+            .collect();
+        println!(
+            "{}",
+            serde_json::json!({
+                "source": path.display().to_string(),
+                "form": form,
+                "speed": report.speed.to_string(),
+                "read": report.read,
+                "published": report.published,
+                "skipped": report.total_skipped(),
+                "skipped_by_reason": report.skipped,
+                "complete": report.complete,
+                "elapsed_ns": u64::try_from(report.elapsed.as_nanos()).unwrap_or(u64::MAX),
+                "achieved_rate": report.rate().round() as u64,
+                "shards": shards,
+            })
+        );
     } else {
         println!("{report}");
     }
@@ -262,6 +405,9 @@ fn apply(args: Args, mut config: FeedConfig) -> anyhow::Result<FeedConfig> {
     }
     if let Some(pattern) = args.pattern {
         config.pattern = pattern;
+    }
+    if let Some(framing) = args.framing {
+        config.framing = framing;
     }
     if args.no_drop {
         config.no_drop = true;

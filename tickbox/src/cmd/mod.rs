@@ -14,6 +14,7 @@ pub(crate) mod freelance_server;
 pub(crate) mod import;
 pub(crate) mod journal;
 pub(crate) mod lvc;
+pub(crate) mod queue;
 pub(crate) mod record;
 pub(crate) mod replay;
 pub(crate) mod subscribe;

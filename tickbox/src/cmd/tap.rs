@@ -38,6 +38,11 @@ pub(crate) struct Args {
     /// Do not show subscription events.
     #[arg(long)]
     no_events: bool,
+    /// How messages are framed: `tickbox` frames, the Guide's `guide` envelope ([topic][body…], as plain
+    /// ZeroMQ publishers send through the LVC), or `auto`: a multipart message not led by a tickbox frame is
+    /// a Guide envelope.
+    #[arg(long, value_name = "tickbox|guide|auto", default_value = "auto")]
+    framing: tap::Framing,
     /// Stop after this long (`10s`, `500ms`); default: until Ctrl-C.
     #[arg(long, value_parser = tickbox_units::parse_duration)]
     duration: Option<Duration>,
@@ -91,6 +96,21 @@ pub(crate) fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCod
         if ready > 0 {
             while sub.recv(&mut msg, zmq::DONTWAIT).is_ok() {
                 frames += 1;
+                if args.framing.reads_as_guide(&msg, msg.get_more()) {
+                    // The rest of a multipart message is already here: libzmq delivers it whole.
+                    let mut parts = vec![msg.to_vec()];
+                    while msg.get_more() {
+                        sub.recv(&mut msg, 0)?;
+                        parts.push(msg.to_vec());
+                    }
+                    if args.top {
+                        table.record_guide(&parts);
+                    } else if filter.admit_other() {
+                        shown += 1;
+                        writeln!(out, "{}", tap::describe_guide(&parts))?;
+                    }
+                    continue;
+                }
                 if let (Some(gaps), Ok(TapFrame::Message(m))) =
                     (gaps.as_mut(), TapFrame::classify(&msg))
                 {

@@ -1,0 +1,129 @@
+//! `tickbox queue`: the Paranoid Pirate queue (6/PPP) between Lazy Pirate clients (front-end ROUTER) and
+//! Paranoid Pirate workers (back-end ROUTER): LRU worker queue, heartbeats both ways, expiry of silent workers,
+//! bounded backlog and worker table. Runs until Ctrl-C/SIGTERM, then prints what it routed.
+
+use std::process::ExitCode;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use anyhow::Context;
+use tickbox_pirates::{run_ppp_queue, PppConfig, PppQueueStats};
+
+use crate::config::TickboxConfig;
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// Endpoint clients connect to (front-end ROUTER), e.g. `tcp://*:5555`; `tcp://127.0.0.1:*` picks a port.
+    #[arg(long, default_value = "tcp://*:5555")]
+    frontend: String,
+    /// Endpoint workers connect to (back-end ROUTER), e.g. `tcp://*:5556`.
+    #[arg(long, default_value = "tcp://*:5556")]
+    backend: String,
+    /// Heartbeat interval, both ways; workers must use the same (6/PPP reference: 1 s).
+    #[arg(long, default_value = "1s")]
+    heartbeat: tickbox_units::HumanDuration,
+    /// A worker silent for this many heartbeat intervals is expired, idle or busy.
+    #[arg(long, default_value_t = 3)]
+    liveness: u32,
+    /// Client requests held while no worker is free; more are dropped (the client's retry recovers).
+    #[arg(long, default_value_t = 10_000)]
+    max_queued: usize,
+    /// Workers tracked at once; a READY from one more is refused.
+    #[arg(long, default_value_t = 10_000)]
+    max_workers: usize,
+    /// Largest frame accepted from a client or worker (a bigger one disconnects the peer), e.g. `1MiB`.
+    #[arg(long, default_value = "1MiB", value_parser = tickbox_units::parse_size)]
+    max_message_size: u64,
+    /// Print the summary as one JSON object.
+    #[arg(long)]
+    json: bool,
+}
+
+fn summary_json(s: &PppQueueStats) -> serde_json::Value {
+    serde_json::json!({
+        "requests": s.requests,
+        "routed": s.routed,
+        "replies": s.replies,
+        "refused": s.dropped,
+        "lost_with_worker": s.lost_with_worker,
+        "malformed": s.malformed,
+        "workers_seen": s.workers_seen,
+        "workers_expired": s.workers_expired,
+        "workers_refused": s.workers_refused,
+    })
+}
+
+pub(crate) fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCode> {
+    crate::flags::check_bind("--frontend", &args.frontend)?;
+    crate::flags::check_bind("--backend", &args.backend)?;
+    anyhow::ensure!(args.liveness > 0, "--liveness must be at least 1");
+    anyhow::ensure!(args.max_queued > 0, "--max-queued must be at least 1");
+    anyhow::ensure!(args.max_workers > 0, "--max-workers must be at least 1");
+    anyhow::ensure!(
+        args.max_message_size > 0,
+        "--max-message-size must be above 0"
+    );
+    anyhow::ensure!(
+        args.heartbeat.0 >= Duration::from_millis(1),
+        "--heartbeat must be at least 1ms"
+    );
+    let cfg = PppConfig {
+        heartbeat_interval: args.heartbeat,
+        heartbeat_liveness: args.liveness,
+        max_queued: args.max_queued,
+        max_workers: args.max_workers,
+        max_message_bytes: args.max_message_size,
+        ..PppConfig::default()
+    };
+    let stop = crate::shutdown::flag();
+    let ctx = zmq::Context::new();
+    let (bound_tx, bound_rx) = mpsc::channel();
+    let (frontend, backend) = (args.frontend.clone(), args.backend.clone());
+    // The queue loop runs on its own thread so the resolved endpoints can be printed as soon as they are bound.
+    let queue = std::thread::Builder::new()
+        .name("ppp-queue".into())
+        .spawn({
+            let ctx = ctx.clone();
+            let stop = stop.clone();
+            move || run_ppp_queue(&ctx, &frontend, &backend, cfg, &stop, Some(bound_tx))
+        })
+        .context("starting the queue thread")?;
+    if let Ok((fe, be)) = bound_rx.recv() {
+        let line = format!(
+            "queue frontend {fe} backend {be} heartbeat {} liveness {}",
+            args.heartbeat, args.liveness
+        );
+        if args.json {
+            eprintln!("{line}");
+        } else {
+            println!("{line}");
+        }
+    }
+    let stats = match queue.join() {
+        Ok(result) => result.with_context(|| {
+            format!(
+                "Paranoid Pirate queue on {} / {}",
+                args.frontend, args.backend
+            )
+        })?,
+        Err(_) => anyhow::bail!("the queue thread panicked"),
+    };
+    if args.json {
+        println!("{}", summary_json(&stats));
+    } else {
+        println!(
+            "requests {}  routed {}  replies {}  refused {}  lost_with_worker {}  malformed {}  workers_seen {}  \
+             workers_expired {}  workers_refused {}",
+            stats.requests,
+            stats.routed,
+            stats.replies,
+            stats.dropped,
+            stats.lost_with_worker,
+            stats.malformed,
+            stats.workers_seen,
+            stats.workers_expired,
+            stats.workers_refused
+        );
+    }
+    Ok(ExitCode::from(crate::exit_code::OK))
+}
