@@ -148,17 +148,24 @@ impl<'s> ShardCore<'s> {
         if is_batch(frame) {
             return self.on_batch(frame, now, None);
         }
-        self.report.received += 1;
         match Record::decode(frame) {
-            Ok(rec) => match self.admit(&rec, now) {
-                Admit::Forward(t) => self.forward(t, Bytes::Borrowed(frame), rec.meta(), now),
-                Admit::Skip => true,
-                Admit::Stop => false,
-            },
+            Ok(rec) => self.on_decoded(&rec, now),
             Err(err) => {
+                self.report.received += 1;
                 self.malformed(&err, frame.len(), now);
                 true
             }
+        }
+    }
+
+    /// One single frame lent by a reader, already decoded by the caller: copied to the workers.
+    #[inline]
+    pub(crate) fn on_decoded(&mut self, rec: &Record<'_>, now: u64) -> bool {
+        self.report.received += 1;
+        match self.admit(rec, now) {
+            Admit::Forward(t) => self.forward(t, Bytes::Borrowed(rec.frame()), rec.meta(), now),
+            Admit::Skip => true,
+            Admit::Stop => false,
         }
     }
 
@@ -323,7 +330,9 @@ impl<'s> ShardCore<'s> {
                     return Admit::Stop;
                 }
             }
-            log_sequence_event(index, &event, &mut self.logs, now);
+            if !matches!(event, SequenceEvent::InOrder | SequenceEvent::Exempt) {
+                log_sequence_event(index, &event, &mut self.logs, now);
+            }
         }
         if notice {
             // Accounted for above; workers get market data only (see `tickbox_workers::Worker`).

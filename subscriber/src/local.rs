@@ -13,6 +13,8 @@
 //!   (worker lateness histograms stay empty); after a trip they stop processing, as in a live run.
 //! - **Everything is taken**: there is no subscription, so no topic filter applies and sequences are always
 //!   accounted for.
+//! - **Recorded heartbeats are skipped** (and counted), as a replay over sockets skips them: they said when the
+//!   recording was quiet, which a replay at another speed does not repeat.
 //! - **The hand-off is the ring** (parcels of records copied from the reader, which lends each record only until
 //!   the next one), whatever `handoff` says.
 
@@ -20,6 +22,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use tickbox_wire::{is_batch, Kind};
 use tickbox_workers::{
     Delivery, DequeueHook, Record, Worker, WorkerOutcome, WorkerPool, WorkerPoolConfig,
 };
@@ -59,6 +62,7 @@ pub struct LocalSink<'c, 's> {
     stop: &'c AtomicBool,
     since_check: u64,
     origin: Option<(u64, u64)>,
+    skipped_heartbeats: u64,
     going: bool,
 }
 
@@ -71,13 +75,28 @@ impl LocalSink<'_, '_> {
         if !self.going {
             return false;
         }
-        if let Some(origin) = origin_time(frame) {
-            self.origin = Some(match self.origin {
-                None => (origin, origin),
-                Some((lo, hi)) => (lo.min(origin), hi.max(origin)),
-            });
-        }
-        if !self.core.on_bytes(frame, received_ns) {
+        let going = if is_batch(frame) {
+            self.core.on_bytes(frame, received_ns)
+        } else {
+            match Record::decode(frame) {
+                Ok(rec) => {
+                    let header = rec.header();
+                    if header.kind == Kind::Heartbeat {
+                        self.skipped_heartbeats += 1;
+                        return true;
+                    }
+                    let origin = header.origin_time_ns;
+                    self.origin = Some(match self.origin {
+                        None => (origin, origin),
+                        Some((lo, hi)) => (lo.min(origin), hi.max(origin)),
+                    });
+                    self.core.on_decoded(&rec, received_ns)
+                }
+                // The shard counts it.
+                Err(_) => self.core.on_bytes(frame, received_ns),
+            }
+        };
+        if !going {
             self.going = false;
             return false;
         }
@@ -94,16 +113,6 @@ impl LocalSink<'_, '_> {
     }
 }
 
-/// A single frame's header `origin_time_ns`, read at its fixed offset (for the achieved multiple of real time;
-/// batches and malformed frames are skipped here, the shard counts them).
-#[inline]
-fn origin_time(frame: &[u8]) -> Option<u64> {
-    let nul = frame.iter().position(|&b| b == 0)?;
-    let at = nul + 1 + 24;
-    let bytes: [u8; 8] = frame.get(at..at + 8)?.try_into().ok()?;
-    matches!(frame.get(nul + 1), Some(1 | 2)).then(|| u64::from_le_bytes(bytes))
-}
-
 /// What a local replay did: the subscriber [`Report`] (shard 0 is the replay's one shard) and the span of the
 /// records' origin times, for the multiple of real time achieved.
 #[derive(Debug)]
@@ -112,6 +121,8 @@ pub struct LocalReplayReport<W> {
     pub report: Report<W>,
     /// Smallest and largest header `origin_time_ns` fed (single frames), when any.
     pub origin_span_ns: Option<(u64, u64)>,
+    /// Recorded heartbeats left out (see the module documentation).
+    pub skipped_heartbeats: u64,
     /// Indices of worker threads that panicked (their outcomes are missing from `report`).
     pub panicked: Vec<usize>,
 }
@@ -216,16 +227,17 @@ pub fn replay_local<W: Worker>(
         empty_report(&settings),
         Out::ring(senders, recycler),
     );
-    let origin_span_ns = {
+    let (origin_span_ns, skipped_heartbeats) = {
         let mut sink = LocalSink {
             core: &mut core,
             stop,
             since_check: 0,
             origin: None,
+            skipped_heartbeats: 0,
             going: true,
         };
         feed(&mut sink);
-        sink.origin
+        (sink.origin, sink.skipped_heartbeats)
     };
     // Handing over the last parcels and dropping the senders lets each worker end once it has drained its queue.
     let (shard_report, out) = core.finish();
@@ -263,6 +275,7 @@ pub fn replay_local<W: Worker>(
     Ok(LocalReplayReport {
         report,
         origin_span_ns,
+        skipped_heartbeats,
         panicked,
     })
 }

@@ -112,6 +112,9 @@ impl Report<StandardWorker> {
                     "received": s.received,
                     "forwarded": s.forwarded,
                     "malformed": s.malformed,
+                    "batches": s.batches,
+                    "batch_malformed": s.batch_malformed,
+                    "handoff_dropped": s.handoff_dropped,
                     "cached": s.cached,
                     "gap_notices": s.gap_notices,
                     "late": s.late,
@@ -122,7 +125,7 @@ impl Report<StandardWorker> {
             })
             .collect();
         let stats = report.merged_stats();
-        serde_json::json!({
+        let mut summary = serde_json::json!({
             "component": "subscribe",
             "stopped_by": stopped_by,
             "fatal": report.fatal,
@@ -163,7 +166,13 @@ impl Report<StandardWorker> {
                 "receive": lateness_json(&report.receive_lateness()),
                 "dequeue": lateness_json(&report.dequeue_lateness()),
             },
-        })
+        });
+        // Set apart: one more field inside `json!` exceeds its macro recursion limit.
+        summary["batches"] = report.batches().into();
+        summary["batch_malformed"] = report.batch_malformed().into();
+        summary["handoff"] = config.handoff.as_str().into();
+        summary["handoff_dropped"] = report.handoff_dropped().into();
+        summary
     }
 }
 
@@ -301,6 +310,13 @@ impl Report<StandardWorker> {
             p50,
             p99,
             max
+        );
+        let _ = writeln!(
+            out,
+            "batch frames: {}   malformed batches/batched records: {}   hand-off dropped: {}",
+            report.batches(),
+            report.batch_malformed(),
+            report.handoff_dropped()
         );
         let _ = writeln!(
         out,

@@ -34,6 +34,28 @@ pub struct Record<'a> {
     meta: Meta,
 }
 
+/// Index of the first NUL byte, eight bytes at a time: topics are 10 to 20 bytes, where a byte loop costs more
+/// than the rest of the header decode together.
+#[inline]
+fn find_nul(frame: &[u8]) -> Option<usize> {
+    const LO: u64 = 0x0101_0101_0101_0101;
+    const HI: u64 = 0x8080_8080_8080_8080;
+    let mut at = 0;
+    while let Some(chunk) = frame.get(at..at + 8) {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        let v = u64::from_le_bytes(word);
+        // Sets the high bit of every zero byte (and possibly of bytes above one, which the lowest set bit
+        // never is): the lowest one marks the first NUL.
+        let zero = v.wrapping_sub(LO) & !v & HI;
+        if zero != 0 {
+            return Some(at + (zero.trailing_zeros() / 8) as usize);
+        }
+        at += 8;
+    }
+    frame[at..].iter().position(|&b| b == 0).map(|i| at + i)
+}
+
 #[inline]
 fn u64_at(b: &[u8], at: usize) -> u64 {
     let mut v = [0u8; 8];
@@ -47,10 +69,7 @@ impl<'a> Record<'a> {
     /// [`Record::topic`]. Never allocates.
     #[inline]
     pub fn decode(frame: &'a [u8]) -> Result<Self, DecodeError> {
-        let topic_len = frame
-            .iter()
-            .position(|&b| b == 0)
-            .ok_or(DecodeError::MissingTopicTerminator)?;
+        let topic_len = find_nul(frame).ok_or(DecodeError::MissingTopicTerminator)?;
         if topic_len == 0 {
             return Err(DecodeError::EmptyTopic);
         }
@@ -234,6 +253,24 @@ mod tests {
         let r = Record::decode(&bad).unwrap();
         assert_eq!(r.topic(), Err(DecodeError::TopicNotUtf8));
         assert_eq!(r.header().sequence, 42);
+    }
+
+    #[test]
+    fn finds_the_first_nul_wherever_it_is() {
+        for len in 0..40 {
+            for nul in 0..=len {
+                let mut bytes: Vec<u8> = (0..len).map(|i| [1u8, 0x80, 0xff, b'Q'][i % 4]).collect();
+                if nul < len {
+                    bytes[nul] = 0;
+                    // A second NUL later must not be the answer.
+                    if nul + 3 < len {
+                        bytes[nul + 3] = 0;
+                    }
+                }
+                let want = bytes.iter().position(|&b| b == 0);
+                assert_eq!(find_nul(&bytes), want, "len {len} nul {nul}");
+            }
+        }
     }
 
     #[test]

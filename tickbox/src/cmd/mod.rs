@@ -17,6 +17,7 @@ pub(crate) mod lvc;
 pub(crate) mod queue;
 pub(crate) mod record;
 pub(crate) mod replay;
+pub(crate) mod replay_local;
 pub(crate) mod subscribe;
 pub(crate) mod tap;
 pub(crate) mod titanic;

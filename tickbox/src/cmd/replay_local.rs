@@ -1,0 +1,113 @@
+//! `tickbox replay --local`: a backtest. The journal is fed straight into the Black Box's shard logic and worker
+//! pool (`tickbox_subscriber::replay_local`), with no socket, as fast as the workers take it; the summary is
+//! `subscribe`'s plus records/s and the multiple of real time achieved.
+
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::atomic::Ordering;
+
+use anyhow::Context as _;
+use tickbox_journal::{JournalError, Reader};
+use tickbox_subscriber::{replay_local, standard_worker};
+
+use crate::config::TickboxConfig;
+use crate::exit_code;
+
+/// Runs the whole journal through `[subscriber]` (snail, gap policy, dispatch) and `[workers]` (`workers`
+/// overrides the count) and prints the summary (`json`: one object).
+pub(crate) fn run(
+    journal: &Path,
+    json: bool,
+    workers: Option<usize>,
+    config: &TickboxConfig,
+) -> anyhow::Result<ExitCode> {
+    let mut reader =
+        Reader::open(journal).with_context(|| format!("opening {}", journal.display()))?;
+    let sub = config.subscriber.clone();
+    let mut pool = config.workers.clone();
+    if let Some(n) = workers {
+        pool.count = n;
+    }
+    let stop = crate::shutdown::flag();
+    // Workers take parcels from channels; the context is only what the pool's API asks for.
+    let ctx = zmq::Context::new();
+    let mut read_error = None;
+    let mut lapped = 0u64;
+    let out = replay_local(
+        &ctx,
+        &sub,
+        &pool,
+        |_| standard_worker(None),
+        &stop,
+        |sink| loop {
+            match reader.next() {
+                Ok(Some(rec)) => {
+                    if !sink.push(rec.payload, rec.capture_time_ns) {
+                        break;
+                    }
+                }
+                Ok(None) => break,
+                // A ring being written may overtake the reader: count it and carry on from the oldest record.
+                Err(JournalError::Lapped { .. }) => lapped += 1,
+                Err(err) => {
+                    read_error = Some(err);
+                    break;
+                }
+            }
+        },
+    )
+    .context("local replay")?;
+    let read_error = read_error.map(|err| err.to_string());
+    if let Some(err) = &read_error {
+        tracing::error!("reading {} stopped early: {err}", journal.display());
+    }
+    let report = &out.report;
+    let stopped_by = if report.fatal.is_some() {
+        "fatal"
+    } else if stop.load(Ordering::Relaxed) {
+        "signal"
+    } else {
+        "end of journal"
+    };
+    let rate = out.records_per_sec();
+    let multiple = out.real_time_multiple();
+    if json {
+        let mut v = report.summary_json(&sub, stopped_by);
+        v["component"] = "replay-local".into();
+        v["records_per_sec"] = (rate.round() as u64).into();
+        v["real_time_multiple"] = multiple.map(|m| (m * 100.0).round() / 100.0).into();
+        v["origin_first_ns"] = out.origin_span_ns.map(|s| s.0).into();
+        v["origin_last_ns"] = out.origin_span_ns.map(|s| s.1).into();
+        v["skipped_heartbeats"] = out.skipped_heartbeats.into();
+        v["lapped"] = lapped.into();
+        v["read_error"] = read_error.clone().into();
+        println!("{v}");
+    } else {
+        print!("{}", report.summary_table(None, stopped_by));
+        println!(
+            "local replay: {} records in {:.3} s = {:.0} records/s, {} of market time ({}), {} recorded heartbeats skipped",
+            report.received(),
+            report.elapsed.as_secs_f64(),
+            rate,
+            out.origin_span_ns
+                .map(|(lo, hi)| format!("{:.3} s", (hi - lo) as f64 / 1e9))
+                .unwrap_or_else(|| "-".into()),
+            multiple
+                .map(|m| format!("{m:.1}x real time"))
+                .unwrap_or_else(|| "multiple unknown".into()),
+            out.skipped_heartbeats
+        );
+    }
+    if !out.panicked.is_empty() {
+        eprintln!(
+            "error: worker thread(s) {:?} panicked: the run is incomplete",
+            out.panicked
+        );
+        return Ok(ExitCode::from(exit_code::WORKER_FAILED));
+    }
+    let code = super::subscribe::finish(report);
+    if report.fatal.is_none() && read_error.is_some() {
+        return Ok(ExitCode::from(exit_code::ERROR));
+    }
+    Ok(code)
+}
