@@ -303,3 +303,62 @@ impl Drop for Entered {
         }
     }
 }
+
+/// A run's start barrier: one producer (e.g. `tickbox replay`) and `consumers` consumers (subscribers) meet in a
+/// double barrier at a path; the run starts once all `consumers + 1` have entered, and each side returns from
+/// [`StartBarrier::leave`] once every party has left, so nobody exits while another still runs.
+#[derive(Debug)]
+pub struct StartBarrier {
+    entered: Entered,
+    path: String,
+}
+
+impl StartBarrier {
+    /// Enters the barrier at `path` for `consumers` consumers plus the producer, as `id` (stored in the party
+    /// node), blocking until all are in, `timeout` passes ([`CoordError::Timeout`]) or `stop` is set
+    /// ([`CoordError::Interrupted`]). Either way out, this party's node is gone.
+    pub fn enter(
+        coord: &Coord,
+        path: &str,
+        consumers: u32,
+        id: &str,
+        timeout: Duration,
+        stop: &AtomicBool,
+    ) -> Result<StartBarrier> {
+        let parties = consumers as usize + 1;
+        let barrier = DoubleBarrier::new(coord, path, parties)?;
+        let started = Instant::now();
+        let entered = barrier.enter_until(id.as_bytes(), Some(timeout), stop)?;
+        tracing::info!(
+            barrier = path,
+            parties,
+            waited_ms = started.elapsed().as_millis() as u64,
+            "every party entered the start barrier"
+        );
+        Ok(StartBarrier {
+            entered,
+            path: path.to_owned(),
+        })
+    }
+
+    /// Leaves and blocks until every party has left: `Ok(true)`. `Ok(false)` when `stop` is (or gets) set
+    /// first: this party is out without waiting for the others (a Ctrl-C'd process should not hang).
+    pub fn leave(self, timeout: Duration, stop: &AtomicBool) -> Result<bool> {
+        let started = Instant::now();
+        match self.entered.leave_until(Some(timeout), stop) {
+            Ok(()) => {
+                tracing::info!(
+                    barrier = %self.path,
+                    waited_ms = started.elapsed().as_millis() as u64,
+                    "every party left the start barrier"
+                );
+                Ok(true)
+            }
+            Err(CoordError::Interrupted) => {
+                tracing::info!(barrier = %self.path, "left the start barrier without waiting for the others (stopped)");
+                Ok(false)
+            }
+            Err(e) => Err(e),
+        }
+    }
+}

@@ -30,7 +30,7 @@ mod twopc;
 
 use std::time::Duration;
 
-pub use barrier::{Barrier, DoubleBarrier, DoubleBarrierState, Entered};
+pub use barrier::{Barrier, DoubleBarrier, DoubleBarrierState, Entered, StartBarrier};
 pub use client::{Coord, CoordOptions, NodeStat, SessionStatus, TreeEvent, TreeWatch};
 pub use election::{Candidate, Election, ElectionEvent, Leadership};
 pub use hold::{HoldState, Holding, LostReason};
@@ -41,7 +41,7 @@ pub use membership::Group;
 pub use queue::{Queue, DEFAULT_PRIORITY};
 pub use shards::{ShardEvent, ShardMember, Shards};
 pub use standing::{
-    last_progress, Handover, PreviousLeader, Standing, StandingEvent, PROGRESS_NODE,
+    last_progress, Handover, HandoverLog, PreviousLeader, Standing, StandingEvent, PROGRESS_NODE,
 };
 pub use twopc::{TxCoordinator, TxOutcome, TxParticipant};
 pub use zookeeper_client;

@@ -212,6 +212,9 @@ mod tests {
         };
         assert_eq!(shards.line(), "/g\tshards\tmembers=a,b owners=0:a/3,1:-");
         assert_eq!(shards.to_json()["owners"][0]["owner"], "a");
-        assert_eq!(shards.to_json()["owners"][1]["token"], serde_json::Value::Null);
+        assert_eq!(
+            shards.to_json()["owners"][1]["token"],
+            serde_json::Value::Null
+        );
     }
 }

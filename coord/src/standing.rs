@@ -270,7 +270,9 @@ fn parse_progress(path: &str, data: &[u8]) -> Result<(u64, String, Value)> {
         reason,
     };
     let v: Value = serde_json::from_slice(data).map_err(|_| bad("progress is not JSON"))?;
-    let token = v["token"].as_u64().ok_or_else(|| bad("progress lacks a token"))?;
+    let token = v["token"]
+        .as_u64()
+        .ok_or_else(|| bad("progress lacks a token"))?;
     let id = v["id"].as_str().unwrap_or_default().to_owned();
     Ok((token, id, v["progress"].clone()))
 }
@@ -281,5 +283,52 @@ pub fn last_progress(coord: &Coord, dir: &str) -> Result<Option<(u64, String, Va
     match coord.get(&path)? {
         None => Ok(None),
         Some((data, _)) => parse_progress(&path, &data).map(Some),
+    }
+}
+
+/// The handovers of a role's output kept beside it: one JSON object per line in `<output>.leadership.jsonl`
+/// (for a journal: beside the ring file or archive directory), appended when this process becomes leader, so
+/// whoever reads the output knows from which point it is canonical and where the previous leader's ended.
+#[derive(Debug, Clone)]
+pub struct HandoverLog {
+    path: std::path::PathBuf,
+}
+
+impl HandoverLog {
+    /// The log beside `output`.
+    pub fn beside(output: &std::path::Path) -> HandoverLog {
+        let mut name = output.as_os_str().to_owned();
+        name.push(".leadership.jsonl");
+        HandoverLog { path: name.into() }
+    }
+
+    /// Its path.
+    pub fn path(&self) -> &std::path::Path {
+        &self.path
+    }
+
+    /// Appends one entry (one line, flushed and synced: it is written once per leadership, and it must survive
+    /// this process being killed right after).
+    pub fn append(&self, entry: &Value) -> std::io::Result<()> {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.path)?;
+        writeln!(f, "{entry}")?;
+        f.sync_data()
+    }
+
+    /// Every entry, oldest first (none when the log does not exist; a line that is not JSON is an error).
+    pub fn read(&self) -> std::io::Result<Vec<Value>> {
+        let text = match std::fs::read_to_string(&self.path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(e),
+        };
+        text.lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| serde_json::from_str(l).map_err(std::io::Error::other))
+            .collect()
     }
 }

@@ -18,8 +18,37 @@ pub(crate) struct TickboxConfig {
     pub broker: tickbox_majordomo::BrokerConfig,
     pub titanic: tickbox_majordomo::titanic::TitanicConfig,
     pub recorder: tickbox_recorder::RecorderConfig,
+    /// ZooKeeper ensemble and timings for the coordinating flags (`--start-barrier`, `--elect`, `--group`) and
+    /// `tickbox coord`.
+    pub coord: CoordConfig,
     /// libzmq context tuning (`io_threads`, I/O-thread CPUs, names, scheduling); see `tickbox_zmqx::context`.
     pub context: tickbox_zmqx::context::ContextConfig,
+}
+
+/// `[coord]`: where ZooKeeper is and how long to wait for it. Every coordinating command takes `--zk` instead.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct CoordConfig {
+    /// Ensemble `HOST:PORT[,HOST:PORT...]`; empty means none configured (then `--zk` must say).
+    pub zk: String,
+    /// Session timeout asked of the server: a dead process's barrier place, leadership or shards move after it.
+    pub session_timeout: tickbox_units::HumanDuration,
+    /// Give up establishing the first session after this long.
+    pub connect_timeout: tickbox_units::HumanDuration,
+    /// Longest wait for the other parties of a `--start-barrier`, entering and again leaving.
+    pub barrier_timeout: tickbox_units::HumanDuration,
+}
+
+impl Default for CoordConfig {
+    fn default() -> Self {
+        use std::time::Duration;
+        CoordConfig {
+            zk: String::new(),
+            session_timeout: tickbox_units::HumanDuration(Duration::from_secs(6)),
+            connect_timeout: tickbox_units::HumanDuration(Duration::from_secs(10)),
+            barrier_timeout: tickbox_units::HumanDuration(Duration::from_secs(60)),
+        }
+    }
 }
 
 impl TickboxConfig {

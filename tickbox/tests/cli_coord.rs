@@ -84,10 +84,21 @@ fn cli_coord_ls_get_and_state() {
         || db.state().unwrap().present == 1
     ));
 
+    let ls = run_ok(&zk, &["ls", "/fleet"]);
     assert_eq!(
-        run_ok(&zk, &["ls", "/fleet"]).lines().collect::<Vec<_>>(),
+        ls.lines()
+            .map(|l| l.split('\t').next().unwrap())
+            .collect::<Vec<_>>(),
         ["jobs", "lock", "members", "note", "recorders", "start"]
     );
+    // Each recipe child carries its state; a plain node only its name.
+    assert!(ls.contains("members\tgroup\tmembers=sub-1\n"), "{ls}");
+    assert!(ls.contains("recorders\telection\tleader=\"rec-a\""), "{ls}");
+    assert!(
+        ls.contains("start\tdouble-barrier\tpresent=1 ready=false\n"),
+        "{ls}"
+    );
+    assert!(ls.contains("\nnote\n"), "{ls}");
     assert_eq!(run_ok(&zk, &["get", "/fleet/note"]), "hello\n");
     let missing = output_within(
         coord_cmd(&zk, &["get", "/fleet/nope"]),

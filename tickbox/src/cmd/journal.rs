@@ -107,10 +107,27 @@ pub(crate) fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCod
             let s =
                 summarize(&path, false).with_context(|| format!("reading {}", path.display()))?;
             let acct = JournalAccounting::of(&path);
+            // Handovers of an elected recording (`record --elect`), kept beside the journal.
+            let handovers = tickbox_coord::HandoverLog::beside(&path)
+                .read()
+                .with_context(|| format!("reading the leadership log of {}", path.display()))?;
             if json {
-                println!("{}", acct.to_json(&path, &s, None));
+                let mut v = acct.to_json(&path, &s, None);
+                if !handovers.is_empty() {
+                    v["leadership"] = handovers.into();
+                }
+                println!("{v}");
             } else {
                 print!("{}{acct}", format_summary(&path, &s));
+                for h in &handovers {
+                    println!(
+                        "leader        token {} from journal seq {} (publishers {}); previous: {}",
+                        h["token"],
+                        h["from"]["next_journal_seq"],
+                        h["from"]["publishers"],
+                        h["previous"]
+                    );
+                }
             }
             if let Some(c) = &s.corruption {
                 if !json {

@@ -73,6 +73,16 @@ pub(crate) struct Args {
     /// Majordomo broker to register `tickbox.record.status` with.
     #[arg(long, value_name = "EP")]
     broker: Option<String>,
+    /// ZooKeeper ensemble for --elect: HOST:PORT[,HOST:PORT…]. Default: `[coord] zk` from the config.
+    #[arg(long, value_name = "HOSTS")]
+    zk: Option<String>,
+    /// Stand in the election at PATH (ZooKeeper) with the other recorders of this feed. Every recorder records
+    /// into its own --journal; the leader's is the canonical one. On becoming leader a recorder logs one line
+    /// `became leader …` with the handover point (the previous leader's last reported journal sequence and
+    /// publisher sequences, its own next journal sequence and publisher sequences) and appends it to
+    /// `JOURNAL.leadership.jsonl`, which `tickbox journal info` shows.
+    #[arg(long, value_name = "PATH")]
+    elect: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -154,6 +164,31 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         progress_every: Duration::from_secs(1),
     };
     let journal = args.journal.display().to_string();
+    let mut elected = match &args.elect {
+        Some(path) => {
+            let coord = super::coord::connect(args.zk.as_deref(), config, "--elect")?;
+            let id = format!("{} {journal}", tickbox_fleet::default_member_id());
+            let standing = tickbox_coord::Standing::campaign(&coord, path, &id)
+                .with_context(|| format!("--elect {path}"))?;
+            tracing::info!(election = %path, id, "standing for leadership of the recording");
+            Some(Elected {
+                standing,
+                log: tickbox_coord::HandoverLog::beside(&args.journal),
+                start_seq: rec.next_seq,
+            })
+        }
+        None => None,
+    };
+    // Leadership changes and progress reports ride on the progress callback: the successor's view of where this
+    // leader got is at most this old.
+    let ropts = RecordOptions {
+        progress_every: if elected.is_some() {
+            ELECTED_PROGRESS_EVERY
+        } else {
+            ropts.progress_every
+        },
+        ..ropts
+    };
     status.publish(RecordStats::default().status_json(&journal, &args.connect, "recording", 0.0));
     let quiet = crate::quiet();
     let mut last = (0u64, std::time::Instant::now());
@@ -162,6 +197,9 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         let rate = (s.messages - last.0) as f64 / dt;
         last = (s.messages, std::time::Instant::now());
         status.publish(s.status_json(&journal, &args.connect, "recording", rate));
+        if let Some(e) = elected.as_mut() {
+            e.tick(s, &journal);
+        }
         if quiet {
             return;
         }
@@ -186,6 +224,10 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
             return Err(err.into());
         }
     };
+    if let Some(e) = elected.as_mut() {
+        // The final position, so a successor starts from exactly where this leader stopped.
+        e.tick(&stats, &journal);
+    }
     status.publish(stats.status_json(&journal, &args.connect, "done", stats.rate()));
     if !quiet {
         eprintln!();
@@ -236,4 +278,71 @@ fn ring_mode(args: &Args, cfg: &RecorderConfig) -> bool {
         return false;
     }
     cfg.mode == JournalModeConfig::Ring
+}
+
+/// How often an elected recorder reports its progress (and looks at its leadership).
+const ELECTED_PROGRESS_EVERY: Duration = Duration::from_millis(200);
+
+/// A recorder standing in `--elect`: follows its leadership and, while leader, reports how far it recorded.
+struct Elected {
+    standing: tickbox_coord::Standing,
+    log: tickbox_coord::HandoverLog,
+    /// The journal's next sequence when this run started (before anything was recorded).
+    start_seq: u64,
+}
+
+impl Elected {
+    /// Where this recorder is: its journal's last sequence, and each publisher's last sequence it recorded.
+    fn progress(&self, s: &RecordStats, journal: &str) -> serde_json::Value {
+        let publishers: serde_json::Map<String, serde_json::Value> = s
+            .publishers
+            .iter()
+            .map(|r| (r.publisher.to_string(), r.last_sequence.into()))
+            .collect();
+        serde_json::json!({
+            "journal": journal,
+            "last_journal_seq": s.last_seq,
+            "next_journal_seq": s.last_seq.map_or(self.start_seq, |l| l + 1),
+            "publishers": publishers,
+        })
+    }
+
+    fn tick(&mut self, s: &RecordStats, journal: &str) {
+        use tickbox_coord::StandingEvent;
+        loop {
+            match self.standing.poll() {
+                Ok(None) => break,
+                Ok(Some(StandingEvent::Elected(h))) => {
+                    let here = self.progress(s, journal);
+                    let mut entry = h.to_json();
+                    entry["at_ns"] = tickbox_wire::now_ns().into();
+                    entry["from"] = here.clone();
+                    tracing::info!("{}; canonical from here: {here}", h.line());
+                    if let Err(e) = self.log.append(&entry) {
+                        tracing::error!("cannot append the handover to {}: {e}", self.log.path().display());
+                    }
+                }
+                Ok(Some(StandingEvent::Suspended)) => {
+                    tracing::warn!("ZooKeeper connection lost: leadership uncertain until it comes back")
+                }
+                Ok(Some(StandingEvent::Resumed)) => tracing::info!("ZooKeeper connection back: still leader"),
+                Ok(Some(StandingEvent::Lost(r))) => tracing::error!(
+                    "out of the recorder election ({r:?}): recording on into this journal, which is no longer canonical"
+                ),
+                Err(e) => {
+                    tracing::warn!("reading the leadership: {e}");
+                    break;
+                }
+            }
+        }
+        if self.standing.is_leader() {
+            match self.standing.report(&self.progress(s, journal)) {
+                Ok(true) => {}
+                Ok(false) => {
+                    tracing::warn!("a newer leader has reported: this recorder is deposed")
+                }
+                Err(e) => tracing::warn!("reporting progress to ZooKeeper: {e}"),
+            }
+        }
+    }
 }

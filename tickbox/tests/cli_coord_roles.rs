@@ -1,0 +1,469 @@
+//! The coordinating flags of tickbox's own commands, as real processes against a real ZooKeeper:
+//! `replay --start-barrier` with two `subscribe --start-barrier` started at different times, `record --elect`
+//! with the leader killed -9 mid-feed, and `subscribe --group` sharing four feed shards with a member killed -9.
+
+mod common;
+
+use std::io::Read;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use common::{endpoint_in, forward_lines, signal, KillOnDrop, TempDir, TICKBOX};
+use tickbox_coord::testing::ZkServer;
+use tickbox_coord::{Coord, CoordOptions, DoubleBarrier, Shards};
+use tickbox_journal::{Writer, WriterOptions};
+use tickbox_wire::{encode_to_vec, Header, Kind, Quote};
+
+/// Session timeout of every process in these tests (the test server allows 0.5 s to 5 s).
+const SESSION: Duration = Duration::from_secs(2);
+
+/// A `tickbox` child with its stdout and stderr lines.
+struct Proc {
+    child: KillOnDrop,
+    out: mpsc::Receiver<String>,
+    err: mpsc::Receiver<String>,
+}
+
+impl Proc {
+    fn spawn(args: &[&str]) -> Proc {
+        let mut child = KillOnDrop(
+            Command::new(TICKBOX)
+                .args(args)
+                .env("RUST_LOG", "info")
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("spawn tickbox"),
+        );
+        let out = forward_lines(child.0.stdout.take().unwrap());
+        let err = forward_lines(child.0.stderr.take().unwrap());
+        Proc { child, out, err }
+    }
+
+    /// The first stderr line `pick` maps to `Some`, within `limit` (panics past it, with what was seen).
+    fn stderr_until<T>(&self, limit: Duration, what: &str, pick: impl Fn(&str) -> Option<T>) -> T {
+        let deadline = Instant::now() + limit;
+        let mut seen = Vec::new();
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.err.recv_timeout(left) {
+                Ok(line) => {
+                    if let Some(v) = pick(&line) {
+                        return v;
+                    }
+                    seen.push(line);
+                }
+                Err(_) => panic!(
+                    "no {what} within {limit:?}; stderr so far:\n{}",
+                    seen.join("\n")
+                ),
+            }
+        }
+    }
+
+    /// Waits for exit (bounded) and returns the exit code and all of stdout.
+    fn finish(mut self, limit: Duration, what: &str) -> (Option<i32>, String) {
+        let status = self.child.wait_exit(limit, what);
+        let mut out = String::new();
+        while let Ok(l) = self.out.recv_timeout(Duration::from_secs(2)) {
+            out.push_str(&l);
+            out.push('\n');
+        }
+        (status.code(), out)
+    }
+}
+
+fn session(zk: &ZkServer) -> Coord {
+    Coord::connect_with(
+        &zk.connect_string(),
+        &CoordOptions {
+            session_timeout: SESSION,
+            connect_timeout: Duration::from_secs(10),
+        },
+    )
+    .expect("connect to the test server")
+}
+
+/// A config file naming the test ensemble and the short session timeout, as `[coord]` in the TOML.
+fn config(dir: &Path, zk: &ZkServer) -> String {
+    let path = dir.join("tickbox.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[coord]\nzk = \"{}\"\nsession_timeout = \"2s\"\nbarrier_timeout = \"15s\"\n",
+            zk.connect_string()
+        ),
+    )
+    .unwrap();
+    path.to_str().unwrap().to_owned()
+}
+
+/// Polls `cond` every 20 ms for at most `limit`.
+fn wait_for(limit: Duration, what: &str, mut cond: impl FnMut() -> bool) {
+    assert!(
+        common::eventually(limit, Duration::from_millis(20), &mut cond),
+        "{what} within {limit:?}"
+    );
+}
+
+/// A journal of `n` quotes of publisher 7, sequences 1..=n, capture times 1 ms apart.
+fn write_journal(path: &Path, n: u64) {
+    let mut w = Writer::open(path, &WriterOptions::ring(4 << 20)).unwrap();
+    let t0 = 1_767_364_200_000_000_000u64;
+    for i in 1..=n {
+        let t = t0 + i * 1_000_000;
+        let q = Quote {
+            instrument_id: i as u32,
+            bid_px: i as i64,
+            ..Quote::default()
+        };
+        let frame = encode_to_vec(
+            &format!("Q.XNAS.S{}", i % 5),
+            &Header::live(Kind::Quote, 7, i, t),
+            &q.into(),
+        )
+        .unwrap();
+        w.append(t, &frame).unwrap();
+    }
+}
+
+/// The replay waits at the barrier for both subscribers (started one after the other), sends nothing before
+/// both are in (each receives sequence 1 and all 300 records, none missing), and all three exit once all left.
+#[test]
+fn replay_start_barrier_waits_for_every_subscriber_and_all_exit() {
+    let Some(zk) = ZkServer::start_or_skip("replay_start_barrier") else {
+        return;
+    };
+    let dir = TempDir::new("coord-barrier");
+    let journal = dir.path().join("j.tbj");
+    write_journal(&journal, 300);
+    let hosts = zk.connect_string();
+    let c = session(&zk);
+    let barrier = DoubleBarrier::new(&c, "/tb/start", 3).unwrap();
+
+    let replay = Proc::spawn(&[
+        "replay",
+        "--journal",
+        journal.to_str().unwrap(),
+        "--bind",
+        "tcp://127.0.0.1:*",
+        "--speed",
+        "max",
+        "--zk",
+        &hosts,
+        "--start-barrier",
+        "/tb/start",
+        "--parties",
+        "2",
+        "--quiet",
+    ]);
+    let endpoint = replay.stderr_until(Duration::from_secs(10), "replay endpoint", endpoint_in);
+    wait_for(Duration::from_secs(10), "replay in the barrier", || {
+        barrier.state().unwrap().present == 1
+    });
+    let subscriber = |id: &str| {
+        Proc::spawn(&[
+            "subscribe",
+            "--connect",
+            &endpoint,
+            "--zk",
+            &hosts,
+            "--start-barrier",
+            "/tb/start",
+            "--parties",
+            "2",
+            "--idle-exit",
+            "1s",
+            "--max-lateness",
+            "0",
+            "--member-id",
+            id,
+            "--json",
+        ])
+    };
+    let a = subscriber("sub-a");
+    wait_for(
+        Duration::from_secs(10),
+        "first subscriber in the barrier",
+        || barrier.state().unwrap().present == 2,
+    );
+    // The second subscriber comes later: the barrier stays closed meanwhile.
+    std::thread::sleep(Duration::from_millis(500));
+    let st = barrier.state().unwrap();
+    assert!(!st.ready, "barrier opened with one subscriber: {st:?}");
+    let b = subscriber("sub-b");
+
+    let (code, out) = replay.finish(Duration::from_secs(15), "replay exits once all left");
+    assert_eq!(code, Some(0), "replay: {out}");
+    for (name, p) in [("sub-a", a), ("sub-b", b)] {
+        let (code, out) = p.finish(Duration::from_secs(10), "subscriber exits once all left");
+        assert_eq!(code, Some(0), "{name}: {out}");
+        let v: serde_json::Value =
+            serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{name}: {e}: {out}"));
+        let p7 = v["publishers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["publisher"] == 7)
+            .unwrap_or_else(|| panic!("{name}: no publisher 7 in {v}"))
+            .clone();
+        assert_eq!(p7["first_sequence"], 1, "{name} missed the start: {p7}");
+        assert_eq!(p7["last_sequence"], 300, "{name}: {p7}");
+        assert_eq!(p7["received"], 300, "{name}: {p7}");
+        assert_eq!(p7["missing"], 0, "{name}: {p7}");
+    }
+    let st = barrier.state().unwrap();
+    assert_eq!(st.present, 0, "every party left: {st:?}");
+    assert!(!st.ready, "the flag is cleared for the next run: {st:?}");
+}
+
+/// `became leader of PATH (token T, …` → T.
+fn leader_token(line: &str) -> Option<u64> {
+    let at = line.find("became leader of ")?;
+    let rest = &line[at..];
+    let t = rest.split("(token ").nth(1)?;
+    t.split(',').next()?.trim().parse().ok()
+}
+
+/// Two recorders on one feed under `--elect` (ensemble from `[coord]`): the leader is killed -9 mid-feed, the
+/// follower becomes leader within the session timeout with a greater token, and the handover point (the old
+/// leader's last reported sequences, the new leader's first) is in its journal's leadership log, shown by
+/// `journal info`.
+#[test]
+fn record_elect_follower_takes_over_after_kill_9_and_records_the_handover() {
+    let Some(zk) = ZkServer::start_or_skip("record_elect") else {
+        return;
+    };
+    let dir = TempDir::new("coord-elect");
+    let cfg = config(dir.path(), &zk);
+    let feed = Proc::spawn(&[
+        "feed",
+        "--bind",
+        "tcp://127.0.0.1:*",
+        "--rate",
+        "2000",
+        "--symbols",
+        "4",
+    ]);
+    let endpoint = {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let line = feed
+                .out
+                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+                .expect("feed endpoint");
+            if let Some(ep) = endpoint_in(&line) {
+                break ep;
+            }
+        }
+    };
+    let journal_a = dir.path().join("a");
+    let journal_b = dir.path().join("b");
+    let recorder = |journal: &Path| {
+        Proc::spawn(&[
+            "--config",
+            &cfg,
+            "record",
+            "--connect",
+            &endpoint,
+            "--journal",
+            journal.to_str().unwrap(),
+            "--segment-size",
+            "4MiB",
+            "--elect",
+            "/tb/recorders",
+        ])
+    };
+    let mut a = recorder(&journal_a);
+    let token_a = a.stderr_until(Duration::from_secs(10), "first leader", leader_token);
+    let b = recorder(&journal_b);
+    let c = session(&zk);
+    wait_for(Duration::from_secs(10), "two candidates", || {
+        c.children("/tb/recorders")
+            .unwrap()
+            .iter()
+            .filter(|n| n.starts_with("n-"))
+            .count()
+            == 2
+    });
+    // Mid-feed: the leader has reported progress, i.e. recorded.
+    wait_for(Duration::from_secs(10), "leader progress", || {
+        tickbox_coord::last_progress(&c, "/tb/recorders")
+            .unwrap()
+            .is_some_and(|(_, _, p)| p["last_journal_seq"].as_u64().unwrap_or(0) > 100)
+    });
+    let killed = Instant::now();
+    a.child.0.kill().unwrap();
+    let _ = a.child.0.wait();
+    let token_b = b.stderr_until(SESSION + Duration::from_secs(3), "takeover", leader_token);
+    let took = killed.elapsed();
+    eprintln!("recorder takeover {took:?} after kill -9 (session {SESSION:?})");
+    assert!(
+        took <= SESSION + Duration::from_millis(1500),
+        "took {took:?}"
+    );
+    assert!(token_b > token_a, "fencing token {token_b} after {token_a}");
+
+    signal(b.child.0.id(), "INT");
+    let (code, _) = b.finish(Duration::from_secs(10), "recorder b stops on SIGINT");
+    assert_eq!(code, Some(0));
+    drop(feed);
+
+    let log_b = tickbox_coord::HandoverLog::beside(&journal_b)
+        .read()
+        .unwrap();
+    assert_eq!(log_b.len(), 1, "{log_b:?}");
+    let h = &log_b[0];
+    assert_eq!(h["token"], token_b);
+    assert_eq!(h["previous"]["token"], token_a, "{h}");
+    let old_last = h["previous"]["progress"]["last_journal_seq"]
+        .as_u64()
+        .unwrap();
+    assert!(old_last > 100, "{h}");
+    assert!(h["from"]["next_journal_seq"].as_u64().unwrap() > 1, "{h}");
+    assert!(
+        h["previous"]["progress"]["publishers"]
+            .as_object()
+            .is_some_and(|m| !m.is_empty()),
+        "old leader's publisher sequences: {h}"
+    );
+    let log_a = tickbox_coord::HandoverLog::beside(&journal_a)
+        .read()
+        .unwrap();
+    assert_eq!(log_a.len(), 1);
+    assert_eq!(
+        log_a[0]["previous"],
+        serde_json::Value::Null,
+        "a was the first leader"
+    );
+
+    let mut info = Command::new(TICKBOX)
+        .args(["journal", "info", journal_b.to_str().unwrap(), "--json"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut text = String::new();
+    info.stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut text)
+        .unwrap();
+    assert!(info.wait().unwrap().success());
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["leadership"][0]["token"], token_b, "{v}");
+}
+
+/// Two `subscribe --group` members share a four-shard feed two and two; after kill -9 of one, the other owns
+/// all four within the session timeout, and `coord ls` shows it as the only member and every shard's owner.
+#[test]
+fn subscribe_group_shards_move_to_the_survivor_after_kill_9() {
+    let Some(zk) = ZkServer::start_or_skip("subscribe_group") else {
+        return;
+    };
+    let dir = TempDir::new("coord-group");
+    let cfg = config(dir.path(), &zk);
+    let feed = Proc::spawn(&[
+        "feed",
+        "--bind",
+        "tcp://127.0.0.1:*,tcp://127.0.0.1:*,tcp://127.0.0.1:*,tcp://127.0.0.1:*",
+        "--rate",
+        "400",
+        "--symbols",
+        "8",
+    ]);
+    let mut endpoints = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while endpoints.len() < 4 {
+        let line = feed
+            .out
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            .expect("four feed endpoints");
+        if let Some(ep) = endpoint_in(&line) {
+            endpoints.push(ep);
+        }
+    }
+    let connect = endpoints.join(",");
+    let member = |id: &str| {
+        Proc::spawn(&[
+            "--config",
+            &cfg,
+            "subscribe",
+            "--connect",
+            &connect,
+            "--group",
+            "/tb/group",
+            "--member-id",
+            id,
+            "--max-lateness",
+            "0",
+            "--workers",
+            "1",
+        ])
+    };
+    let mut a = member("sub-a");
+    let b = member("sub-b");
+    let c = session(&zk);
+    let shards = Shards::new(&c, "/tb/group", 4).unwrap();
+    let owned_by = |who: &str| {
+        shards
+            .owners()
+            .unwrap()
+            .values()
+            .filter(|o| o.as_ref().is_some_and(|(m, _)| m == who))
+            .count()
+    };
+    wait_for(Duration::from_secs(10), "two shards each", || {
+        owned_by("sub-a") == 2 && owned_by("sub-b") == 2
+    });
+    // Consume the survivor's log up to its two-shard line, so that only a line after the kill can match below
+    // (it may have owned all four for a moment before the other joined).
+    b.stderr_until(Duration::from_secs(5), "survivor owning two", |l| {
+        let owned = l.split("sub-b owns shards [").nth(1)?;
+        (owned.split(',').count() == 2).then_some(())
+    });
+    let killed = Instant::now();
+    a.child.0.kill().unwrap();
+    let _ = a.child.0.wait();
+    b.stderr_until(
+        SESSION + Duration::from_secs(3),
+        "survivor owning all four",
+        |l| l.contains("sub-b owns shards [0, 1, 2, 3]").then_some(()),
+    );
+    let took = killed.elapsed();
+    eprintln!("shards moved {took:?} after kill -9 (session {SESSION:?})");
+    assert!(
+        took <= SESSION + Duration::from_millis(1500),
+        "took {took:?}"
+    );
+    assert_eq!(owned_by("sub-b"), 4);
+
+    let mut ls = Command::new(TICKBOX);
+    ls.args(["--config", &cfg, "coord", "ls", "/tb/group"]);
+    let out = common::output_within(ls, Duration::from_secs(15));
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let first = text.lines().next().unwrap_or_default();
+    assert!(
+        first.starts_with(".\tshards\tmembers=sub-b owners=0:sub-b/"),
+        "{text}"
+    );
+    for i in 1..4 {
+        assert!(first.contains(&format!(",{i}:sub-b/")), "{text}");
+    }
+    assert!(
+        text.lines().any(|l| l == "members\tgroup\tmembers=sub-b"),
+        "{text}"
+    );
+
+    signal(b.child.0.id(), "INT");
+    let (code, out) = b.finish(Duration::from_secs(10), "survivor stops on SIGINT");
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        out.contains("group shard 3:"),
+        "one summary per shard owned: {out}"
+    );
+    drop(feed);
+}
