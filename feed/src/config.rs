@@ -81,6 +81,9 @@ pub struct FeedConfig {
     /// A shard that falls this far behind schedule (e.g. blocked by `no_drop`) skips ahead instead of
     /// flooding to catch up; the skipped time is reported.
     pub max_catch_up: HumanDuration,
+    /// `[context.sockets.feed]`, copied here by the binary; applied to every shard's socket (see `tickbox_zmqx::profile`).
+    #[serde(skip)]
+    pub socket_profile: tickbox_zmqx::profile::SocketProfile,
 }
 
 impl Default for FeedConfig {
@@ -115,6 +118,7 @@ impl Default for FeedConfig {
             max_batch: 256,
             spin_us: 20,
             max_catch_up: HumanDuration(Duration::from_millis(1_000)),
+            socket_profile: tickbox_zmqx::profile::SocketProfile::default(),
         }
     }
 }

@@ -63,6 +63,7 @@ pub fn open_publisher_socket(
         // Every subscription must be seen, duplicates included, to know whether all subscribers read batches.
         socket.set_xpub_verbose(true).map_err(socket_err)?;
     }
+    tickbox_zmqx::profile::apply(&socket, &config.socket_profile).map_err(socket_err)?;
     if config.no_drop {
         tickbox_zmqx::set_xpub_nodrop(&mut socket, true)
             .map_err(|source| FeedError::SocketOption { shard, source })?;

@@ -257,6 +257,9 @@ pub struct LvcConfig {
     /// the module docs), so this bounds what a flood of subscriptions can make the proxy send to bystanders.
     /// A burst cut short is counted in `cached_bursts_capped`.
     pub cached_per_second: usize,
+    /// `[context.sockets.lvc]`, copied here by the binary; applied to the XSUB, the XPUB and the tap (see `tickbox_zmqx::profile`).
+    #[serde(skip)]
+    pub socket_profile: tickbox_zmqx::profile::SocketProfile,
 }
 
 impl Default for LvcConfig {
@@ -288,6 +291,7 @@ impl Default for LvcConfig {
             max_downstream_prefix_bytes: 1 << 20,
             max_cached_per_subscription: 100_000,
             cached_per_second: 200_000,
+            socket_profile: tickbox_zmqx::profile::SocketProfile::default(),
         }
     }
 }

@@ -42,6 +42,8 @@ pub struct RecordOptions {
     pub duration: Option<Duration>,
     /// How often the progress callback runs.
     pub progress_every: Duration,
+    /// `[context.sockets.recorder]`: applied to the SUB socket (see `tickbox_zmqx::profile`).
+    pub socket_profile: tickbox_zmqx::profile::SocketProfile,
 }
 
 impl Default for RecordOptions {
@@ -54,6 +56,7 @@ impl Default for RecordOptions {
             max_messages: None,
             duration: None,
             progress_every: Duration::from_secs(1),
+            socket_profile: tickbox_zmqx::profile::SocketProfile::default(),
         }
     }
 }
@@ -537,6 +540,7 @@ pub fn record(
     let sub = ctx.socket(zmq::SUB)?;
     sub.set_linger(0)?;
     sub.set_rcvhwm(opts.rcvhwm)?;
+    tickbox_zmqx::profile::apply(&sub, &opts.socket_profile)?;
     if opts.topics.is_empty() {
         sub.set_subscribe(b"")?;
     } else {

@@ -89,6 +89,8 @@ pub struct ReplayOptions {
     pub batch_max_records: u16,
     /// Largest batch frame, in bytes (header included). Records too large for it go alone.
     pub batch_max_bytes: usize,
+    /// `[context.sockets.replay]`: applied to every shard's XPUB (see `tickbox_zmqx::profile`).
+    pub socket_profile: tickbox_zmqx::profile::SocketProfile,
 }
 
 impl Default for ReplayOptions {
@@ -109,6 +111,7 @@ impl Default for ReplayOptions {
             max_subscription_bytes: tickbox_zmqx::DEFAULT_MAX_SUBSCRIPTION_BYTES,
             batch_max_records: DEFAULT_BATCH_RECORDS,
             batch_max_bytes: DEFAULT_BATCH_BYTES,
+            socket_profile: tickbox_zmqx::profile::SocketProfile::default(),
         }
     }
 }
@@ -235,6 +238,7 @@ impl Replayer {
             s.set_sndhwm(opts.sndhwm)?;
             s.set_xpub_verbose(true)?;
             tickbox_zmqx::limit_subscriptions(&s, opts.max_subscription_bytes)?;
+            tickbox_zmqx::profile::apply(&s, &opts.socket_profile)?;
             // Bounded blocking so a stuck subscriber never stops Ctrl-C from being noticed.
             s.set_sndtimeo(100)?;
             if opts.lossless {

@@ -105,6 +105,7 @@ impl<W: Worker> Subscriber<W> {
                 workers: workers.count,
                 rcv_hwm: config.rcv_hwm,
                 profile: tickbox_zmqx::profile::with_io_thread(&config.socket_profile, shard.io_thread),
+                profile: tickbox_zmqx::profile::with_io_thread(&config.socket_profile, shard.io_thread),
                 poll_ms: config.poll_interval.0.as_millis().clamp(1, 1_000) as i64,
                 workers_failed: Arc::clone(&subscriber.workers_failed),
             };

@@ -78,6 +78,7 @@ fn open_shard_socket(
     sub.set_linger(0).map_err(zerr("set linger"))?;
     sub.set_rcvhwm(s.rcv_hwm).map_err(zerr("set rcvhwm"))?;
     tickbox_zmqx::profile::apply(&sub, &s.profile).map_err(zerr("apply socket profile"))?;
+    tickbox_zmqx::profile::apply(&sub, &s.profile).map_err(zerr("apply socket profile"))?;
     if s.topics.is_empty() {
         sub.set_subscribe(b"").map_err(zerr("subscribe"))?;
         // Redundant for matching (the empty prefix takes everything) but tells a publisher that this reader

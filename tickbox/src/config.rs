@@ -58,7 +58,30 @@ impl TickboxConfig {
         };
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("reading config {}", path.display()))?;
-        toml::from_str(&text).with_context(|| format!("parsing config {}", path.display()))
+        let mut config: Self =
+            toml::from_str(&text).with_context(|| format!("parsing config {}", path.display()))?;
+        config.share_socket_profiles()?;
+        Ok(config)
+    }
+
+    /// Hands each role its `[context.sockets.<role>]` profile (the role crates apply it to every socket they open;
+    /// record and replay take theirs from here too), and refuses a shard `io_thread` the context does not have
+    /// (libzmq would fail the connect with a bare EMTHREAD).
+    fn share_socket_profiles(&mut self) -> anyhow::Result<()> {
+        let sockets = &self.context.sockets;
+        self.feed.socket_profile = sockets.feed.clone();
+        self.lvc.socket_profile = sockets.lvc.clone();
+        self.subscriber.socket_profile = sockets.subscriber.clone();
+        let io_threads = self.context.io_threads;
+        for (i, shard) in self.subscriber.shards.iter().enumerate() {
+            if let Some(n) = shard.io_thread {
+                anyhow::ensure!(
+                    n < io_threads.min(tickbox_zmqx::profile::MAX_AFFINITY_IO_THREADS),
+                    "[[subscriber.shards]] {i}: io_thread = {n}, but [context] io_threads = {io_threads} (threads 0..{io_threads})"
+                );
+            }
+        }
+        Ok(())
     }
 
     /// The config as TOML: every section, every field, defaults filled in.

@@ -140,3 +140,115 @@ fn subscribe_pins_its_io_threads_where_the_config_says() {
         ]
     );
 }
+
+/// `(name, Cpus_allowed_list)` of `pid`'s threads named `tbx/ZMQbg/IO/*`, once both appear (bounded wait).
+fn named_io_threads(pid: u32) -> Vec<(String, String)> {
+    let mut seen = Vec::new();
+    let ready = eventually(Duration::from_secs(10), Duration::from_millis(20), || {
+        seen = tasks(pid);
+        seen.iter()
+            .filter(|t| t.1.starts_with("tbx/ZMQbg/IO/"))
+            .count()
+            == 2
+    });
+    assert!(ready, "no tbx/ZMQbg/IO threads: {seen:?}");
+    let mut io: Vec<(String, String)> = seen
+        .iter()
+        .filter(|t| t.1.starts_with("tbx/ZMQbg/IO/"))
+        .map(|t| (t.1.clone(), t.2.clone()))
+        .collect();
+    io.sort();
+    io
+}
+
+/// A `[context]` with two named I/O threads pinned the other way round from the CPU order.
+fn context_section(dir: &TempDir) -> (std::path::PathBuf, Vec<(String, String)>) {
+    let all = cpus();
+    let (first, last) = (all[0], all[all.len() - 1]);
+    let path = dir.path().join("context.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[context]\nio_threads = 2\nio_thread_cpus = [{last}, {first}]\nthread_name_prefix = \"tbx\"\n"
+        ),
+    )
+    .unwrap();
+    let want = vec![
+        ("tbx/ZMQbg/IO/0".to_owned(), last.to_string()),
+        ("tbx/ZMQbg/IO/1".to_owned(), first.to_string()),
+    ];
+    (path, want)
+}
+
+fn spawn_quiet(args: &[&str]) -> KillOnDrop {
+    KillOnDrop(
+        Command::new(TICKBOX)
+            .args(args)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    )
+}
+
+/// `record` builds its context from `[context]` too (it used a plain `zmq::Context` before): its I/O threads
+/// carry the configured names and each sits on its configured CPU.
+#[test]
+fn record_puts_its_io_threads_where_the_config_says() {
+    let dir = TempDir::new("tune-pin-record");
+    let (config, want) = context_section(&dir);
+    let ctx = zmq::Context::new();
+    let publisher = ctx.socket(zmq::PUB).unwrap();
+    publisher.set_linger(0).unwrap();
+    publisher.bind("tcp://127.0.0.1:*").unwrap();
+    let endpoint = publisher.get_last_endpoint().unwrap().unwrap();
+    let journal = dir.path().join("j");
+    let child = spawn_quiet(&[
+        "--config",
+        config.to_str().unwrap(),
+        "record",
+        "--connect",
+        &endpoint,
+        "--journal",
+        journal.to_str().unwrap(),
+        "--duration",
+        "30s",
+    ]);
+    assert_eq!(named_io_threads(child.0.id()), want);
+}
+
+/// `replay` likewise, on a journal a short `record` run leaves behind.
+#[test]
+fn replay_puts_its_io_threads_where_the_config_says() {
+    let dir = TempDir::new("tune-pin-replay");
+    let (config, want) = context_section(&dir);
+    let ctx = zmq::Context::new();
+    let publisher = ctx.socket(zmq::PUB).unwrap();
+    publisher.set_linger(0).unwrap();
+    publisher.bind("tcp://127.0.0.1:*").unwrap();
+    let endpoint = publisher.get_last_endpoint().unwrap().unwrap();
+    let journal = dir.path().join("j");
+    let mut recorder = spawn_quiet(&[
+        "record",
+        "--connect",
+        &endpoint,
+        "--journal",
+        journal.to_str().unwrap(),
+        "--duration",
+        "100ms",
+    ]);
+    let status = recorder.wait_exit(Duration::from_secs(10), "record did not stop");
+    assert!(status.success(), "record failed: {status}");
+    let child = spawn_quiet(&[
+        "--config",
+        config.to_str().unwrap(),
+        "replay",
+        "--journal",
+        journal.to_str().unwrap(),
+        "--bind",
+        "tcp://127.0.0.1:*",
+        "--follow",
+    ]);
+    assert_eq!(named_io_threads(child.0.id()), want);
+}

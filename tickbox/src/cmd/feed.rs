@@ -417,6 +417,7 @@ fn apply(args: Args, mut config: FeedConfig) -> anyhow::Result<FeedConfig> {
     }
     if let Some(sndhwm) = args.sndhwm {
         config.sndhwm = sndhwm;
+        config.socket_profile.sndhwm = None; // the flag wins over [context.sockets.feed]
     }
     if let Some(d) = args.heartbeat {
         config.heartbeat_interval = d;

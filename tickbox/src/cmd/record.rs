@@ -131,7 +131,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     .durability(durability)
     .description(description);
     let stop = crate::shutdown::flag();
-    let ctx = zmq::Context::new();
+    let ctx = tickbox_zmqx::context::build(&config.context)?;
     let status = StatusBoard::start(&ctx, args.broker.as_deref(), "record")?;
     let existed = args.journal.exists();
     let mut writer = Writer::open(&args.journal, &opts)
@@ -162,6 +162,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         max_messages: args.max_messages,
         duration: args.duration,
         progress_every: Duration::from_secs(1),
+        socket_profile: config.context.sockets.recorder.clone(),
     };
     let journal = args.journal.display().to_string();
     let mut elected = match &args.elect {

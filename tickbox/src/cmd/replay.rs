@@ -157,6 +157,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         batch_max_records: args.batch.unwrap_or(cfg.replay_batch_records),
         batch_max_bytes: usize::try_from(cfg.replay_batch_bytes.0).unwrap_or(usize::MAX),
         max_subscription_bytes: cfg.max_subscription_bytes,
+        socket_profile: config.context.sockets.replay.clone(),
         // Remote status wants fresher numbers than the terminal does.
         progress_every: if args.broker.is_some() {
             Duration::from_millis(250)
@@ -165,7 +166,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         },
     };
     let stop = crate::shutdown::flag();
-    let ctx = zmq::Context::new();
+    let ctx = tickbox_zmqx::context::build(&config.context)?;
     let mut replayer = Replayer::bind(&ctx, opts)?;
     for (i, ep) in replayer.endpoints().iter().enumerate() {
         eprintln!("replay: shard {i} publishing on {ep}");
