@@ -168,6 +168,18 @@ pub fn tickbox_latency(
     ctx: &zmq::Context,
     config: &LatencyConfig,
 ) -> Result<LatencyRun, BenchError> {
+    tickbox_latency_with(ctx, config, &|_, _| {})
+}
+
+/// How `tickbox tune sweep` adjusts the pipeline's subscriber and worker pool for one of its points.
+pub type Tune<'a> = &'a dyn Fn(&mut SubscriberConfig, &mut WorkerPoolConfig);
+
+/// [`tickbox_latency`] with the subscriber and worker configs adjusted by `tune`.
+pub fn tickbox_latency_with(
+    ctx: &zmq::Context,
+    config: &LatencyConfig,
+    tune: Tune<'_>,
+) -> Result<LatencyRun, BenchError> {
     let size = frame_size(config.size);
     let state = RunState::new();
     let (ep_tx, ep_rx) = mpsc::channel::<Result<String, BenchError>>();
@@ -186,7 +198,7 @@ pub fn tickbox_latency(
             })
             .map_err(BenchError::Thread)?
     };
-    let measured = measure_pipeline(ctx, config, &state, ep_rx);
+    let measured = measure_pipeline(ctx, config, &state, ep_rx, tune);
     if measured.is_err() {
         state.abort.store(true, Ordering::Relaxed);
     }
@@ -208,6 +220,7 @@ fn measure_pipeline(
     config: &LatencyConfig,
     state: &Arc<RunState>,
     ep_rx: mpsc::Receiver<Result<String, BenchError>>,
+    tune: Tune<'_>,
 ) -> Result<LatencySamples, BenchError> {
     let feed_endpoint = ep_rx
         .recv_timeout(Duration::from_secs(10))
@@ -232,10 +245,15 @@ fn measure_pipeline(
         Some(handle) => handle.endpoints().downstream.clone(),
         None => feed_endpoint,
     };
+    let (mut sub_config, mut pool) = (
+        subscriber_config(vec![sub_endpoint], config.hwm),
+        workers_config(1, config.hwm),
+    );
+    tune(&mut sub_config, &mut pool);
     let subscriber = Subscriber::start(
         ctx,
-        &subscriber_config(vec![sub_endpoint], config.hwm),
-        &workers_config(1, config.hwm),
+        &sub_config,
+        &pool,
         |_| LatencyWorker::new(Arc::clone(state), config.log_interval, config.stall),
     )
     .map_err(sub_err)?;
@@ -339,6 +357,16 @@ pub fn tickbox_throughput(
     ctx: &zmq::Context,
     config: &ThroughputConfig,
 ) -> Result<ThroughputResult, BenchError> {
+    tickbox_throughput_with(ctx, config, &|_, _| {})
+}
+
+/// [`tickbox_throughput`] with the subscriber and worker configs adjusted by `tune` (its worker count wins over
+/// one per shard).
+pub fn tickbox_throughput_with(
+    ctx: &zmq::Context,
+    config: &ThroughputConfig,
+    tune: Tune<'_>,
+) -> Result<ThroughputResult, BenchError> {
     let shards = config.shards.max(1);
     let phase = Arc::new(AtomicU8::new(crate::raw::PHASE_WARMUP));
     let mut publishers = Vec::new();
@@ -366,10 +394,15 @@ pub fn tickbox_throughput(
             }
         }
     }
+    let (mut sub_config, mut pool) = (
+        subscriber_config(endpoints, config.hwm),
+        workers_config(shards, config.hwm),
+    );
+    tune(&mut sub_config, &mut pool);
     let subscriber = Subscriber::start(
         ctx,
-        &subscriber_config(endpoints, config.hwm),
-        &workers_config(shards, config.hwm),
+        &sub_config,
+        &pool,
         |_| CountingWorker {
             phase: Arc::clone(&phase),
             counter: PhaseCounter::new(),

@@ -263,19 +263,52 @@ pub enum PointError {
     Bench(#[from] BenchError),
 }
 
-/// The pipeline's default configuration as a sweep point (one shard, the worker pool's HWM, libzmq's default
-/// I/O threads, unpinned), so a sweep always states its winner against it.
+/// The pipeline's default configuration as a sweep point (one shard, one worker, the worker pool's HWM and
+/// batch, the subscriber's dispatch, libzmq's default I/O threads, unpinned), so a sweep always states its
+/// winner against it.
 pub fn pipeline_defaults() -> tickbox_tuning::SweepPoint {
+    let pool = tickbox_workers::WorkerPoolConfig::default();
     tickbox_tuning::SweepPoint {
         shards: 1,
-        hwm: tickbox_workers::WorkerPoolConfig::default().hwm,
+        workers: 1,
+        hwm: pool.hwm,
+        batch: pool.batch,
+        dispatch: match tickbox_subscriber::SubscriberConfig::default().dispatch {
+            tickbox_workers::Dispatch::ByTopic => tickbox_tuning::DispatchMode::ByTopic,
+            tickbox_workers::Dispatch::RoundRobin => tickbox_tuning::DispatchMode::RoundRobin,
+        },
         io_threads: tickbox_zmqx::context::ContextConfig::default().io_threads,
+        pinning: tickbox_tuning::Pinning::No,
         io_cpus: Vec::new(),
+        shard_cores: Vec::new(),
+        worker_cores: Vec::new(),
+        shard_io_thread: None,
+    }
+}
+
+/// Puts `point`'s worker count, batch, dispatch and pinning into the pipeline's subscriber and worker pool.
+fn tune_for(
+    point: &tickbox_tuning::SweepPoint,
+    sub: &mut tickbox_subscriber::SubscriberConfig,
+    pool: &mut tickbox_workers::WorkerPoolConfig,
+) {
+    pool.count = point.workers.max(1);
+    pool.batch = point.batch.max(1);
+    pool.cores.clone_from(&point.worker_cores);
+    sub.dispatch = match point.dispatch {
+        tickbox_tuning::DispatchMode::ByTopic => tickbox_workers::Dispatch::ByTopic,
+        tickbox_tuning::DispatchMode::RoundRobin => tickbox_workers::Dispatch::RoundRobin,
+    };
+    for (i, shard) in sub.shards.iter_mut().enumerate() {
+        shard.core = point.shard_cores.get(i).copied();
+        shard.io_thread = point.shard_io_thread;
     }
 }
 
 /// Measures one sweep point once: the bench pipeline's flat-out throughput and, with `run.latency`, its p99
-/// lateness (µs, corrected for coordinated omission) at `run.rate`, on a libzmq context built for the point.
+/// lateness (µs, corrected for coordinated omission) at `run.rate`, on a libzmq context built for the point and
+/// with the point's shards, workers, batch, dispatch and pinning. The latency run has one publisher and one SUB
+/// shard whatever the point's shard count (an open-loop schedule is one stream); everything else applies.
 pub fn measure_point(
     point: &tickbox_tuning::SweepPoint,
     run: &PointRun,
@@ -286,7 +319,11 @@ pub fn measure_point(
         ..tickbox_zmqx::context::ContextConfig::default()
     };
     let ctx = tickbox_zmqx::context::build(&ctx_config)?;
-    let throughput = tickbox_throughput(
+    let tune = |sub: &mut tickbox_subscriber::SubscriberConfig,
+                pool: &mut tickbox_workers::WorkerPoolConfig| {
+        tune_for(point, sub, pool)
+    };
+    let throughput = crate::pipeline::tickbox_throughput_with(
         &ctx,
         &ThroughputConfig {
             transport: run.transport,
@@ -296,9 +333,10 @@ pub fn measure_point(
             duration: run.duration,
             hwm: point.hwm,
         },
+        &tune,
     )?;
     let p99_us = if run.latency {
-        let latency = tickbox_latency(
+        let latency = crate::pipeline::tickbox_latency_with(
             &ctx,
             &LatencyConfig {
                 rate: run.rate,
@@ -310,6 +348,7 @@ pub fn measure_point(
                 drain: std::time::Duration::from_millis(100),
                 ..LatencyConfig::default()
             },
+            &tune,
         )?;
         Some(latency.result().corrected.p99 as f64 / 1_000.0)
     } else {

@@ -145,6 +145,31 @@ fn a_plan_is_a_config_the_other_commands_accept_and_passes_its_own_check() {
     assert!((18..32).contains(&core), "eth2's shard on CPU {core}");
     assert_eq!(effective["context"]["io_threads"].as_integer(), Some(2));
     assert_eq!(effective["workers"]["count"].as_integer(), Some(2));
+    // Each NIC's shards use that NIC's I/O thread (ZMQ_AFFINITY bit), and the two NICs' bits differ; the
+    // thread behind each bit is pinned on its NIC's node.
+    let io_cpus = effective["context"]["io_thread_cpus"].as_array().unwrap();
+    let io: Vec<(String, i64, i64)> = shards
+        .iter()
+        .map(|s| {
+            let n = s["io_thread"].as_integer().unwrap();
+            (
+                s["nic"].as_str().unwrap().to_owned(),
+                n,
+                io_cpus[n as usize].as_integer().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(io[0].1, io[1].1, "{io:?}");
+    assert_eq!(io[2].1, io[3].1, "{io:?}");
+    assert_ne!(io[0].1, io[2].1, "{io:?}");
+    assert!(
+        (0..16).contains(&io[0].2) || (32..48).contains(&io[0].2),
+        "{io:?}"
+    );
+    assert!(
+        (16..32).contains(&io[2].2) || (48..64).contains(&io[2].2),
+        "{io:?}"
+    );
 
     // The plan's own placement has no warning on the host it was made for.
     let out = tickbox(&[
@@ -187,8 +212,14 @@ fn a_tiny_sweep_ranks_its_points_and_writes_a_loadable_winner() {
         "sweep",
         "--shards",
         "1",
+        "--workers",
+        "1",
         "--hwm",
         "1000",
+        "--batch",
+        "256",
+        "--dispatch",
+        "by_topic",
         "--io-threads",
         "1,2",
         "--pin",
@@ -257,4 +288,155 @@ fn check_holds_configured_socket_buffers_against_the_kernel_limits() {
         "{}",
         stdout(&out)
     );
+}
+
+/// Every new dimension reaches the points and the winner: two worker counts, two batches, both dispatch modes
+/// (one I/O thread, unpinned, one repeat, throughput only, to stay well under the 20 s a test may take).
+#[test]
+fn a_sweep_crosses_workers_batch_and_dispatch_and_the_winner_carries_them() {
+    let dir = TempDir::new("tune-sweep-dims");
+    let file = dir.path().join("best.toml");
+    let file_s = file.to_string_lossy().into_owned();
+    let started = std::time::Instant::now();
+    let out = tickbox(&[
+        "tune",
+        "sweep",
+        "--workers",
+        "1,2",
+        "--batch",
+        "16,256",
+        "--dispatch",
+        "round_robin,by_topic",
+        "--io-threads",
+        "1",
+        "--pin",
+        "no",
+        "--repeats",
+        "1",
+        "--duration",
+        "60ms",
+        "--warmup",
+        "20ms",
+        "--no-latency",
+        "--out",
+        &file_s,
+        "--json",
+    ]);
+    assert!(out.status.success());
+    assert!(started.elapsed() < Duration::from_secs(20));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let points: Vec<(i64, i64, String)> = json["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let p = &r["point"];
+            (
+                p["workers"].as_i64().unwrap(),
+                p["batch"].as_i64().unwrap(),
+                p["dispatch"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    for workers in [1, 2] {
+        for batch in [16, 256] {
+            for dispatch in ["round_robin", "by_topic"] {
+                assert!(
+                    points.contains(&(workers, batch, dispatch.to_owned())),
+                    "{workers} {batch} {dispatch} missing from {points:?}"
+                );
+            }
+        }
+    }
+    let out = tickbox(&["config", "--config", &file_s]);
+    assert!(out.status.success(), "the loader refused the winner");
+    let effective: toml::Value = toml::from_str(&stdout(&out)).unwrap();
+    let w = &json["winner"];
+    assert_eq!(
+        effective["workers"]["count"].as_integer(),
+        w["workers"].as_i64()
+    );
+    assert_eq!(
+        effective["workers"]["batch"].as_integer(),
+        w["batch"].as_i64()
+    );
+    assert_eq!(
+        effective["subscriber"]["dispatch"].as_str(),
+        w["dispatch"].as_str()
+    );
+}
+
+/// `--pin plan` plans on this machine's first NIC: plan points pin shards, workers and the NIC's I/O thread and
+/// point the shards' SUB at it; a host without any NIC gets the plan points skipped, and says so.
+#[test]
+fn plan_points_run_with_the_planners_placement() {
+    let dir = TempDir::new("tune-sweep-plan");
+    let file = dir.path().join("best.toml");
+    let file_s = file.to_string_lossy().into_owned();
+    let out = tickbox(&[
+        "tune",
+        "sweep",
+        "--workers",
+        "1",
+        "--io-threads",
+        "1",
+        "--pin",
+        "no,plan",
+        "--repeats",
+        "1",
+        "--duration",
+        "60ms",
+        "--warmup",
+        "20ms",
+        "--no-latency",
+        "--out",
+        &file_s,
+        "--json",
+    ]);
+    assert!(out.status.success());
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let plans: Vec<&serde_json::Value> = json["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| &r["point"])
+        .filter(|p| p["pinning"] == "plan")
+        .collect();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if plans.is_empty() {
+        assert!(stderr.contains("plan points skipped"), "{stderr}");
+        return;
+    }
+    for p in plans {
+        assert_eq!(p["shard_cores"].as_array().unwrap().len(), 1, "{p}");
+        assert_eq!(p["worker_cores"].as_array().unwrap().len(), 1, "{p}");
+        assert_eq!(p["io_cpus"].as_array().unwrap().len(), 1, "{p}");
+        assert_eq!(p["shard_io_thread"], 0, "{p}");
+    }
+}
+
+#[test]
+fn a_grid_over_the_point_budget_is_refused_before_anything_runs() {
+    let started = std::time::Instant::now();
+    let out = tickbox(&[
+        "tune",
+        "sweep",
+        "--workers",
+        "1,2,3",
+        "--batch",
+        "1,2,3",
+        "--io-threads",
+        "1,2",
+        "--pin",
+        "no",
+        "--max-points",
+        "10",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("18 points") && err.contains("--max-points 10"),
+        "{err}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(5));
 }

@@ -85,6 +85,9 @@ pub struct Placement {
     pub why: String,
     /// What this choice gave up, if anything.
     pub compromise: Option<String>,
+    /// For a shard: the index `n` of the I/O thread planned for its NIC (`ZMQbg/IO/n`), whose bit its SUB sets
+    /// in `ZMQ_AFFINITY` so its connection is served near the NIC; `None` for the other roles.
+    pub io_thread: Option<usize>,
 }
 
 /// A complete placement.
@@ -110,6 +113,14 @@ impl Plan {
         self.placements.iter().filter(|p| p.role == role).collect()
     }
 
+    /// Index of the I/O thread planned for `nic` (`ZMQbg/IO/<n>`), if that NIC is in the plan.
+    pub fn io_thread_of(&self, nic: &str) -> Option<usize> {
+        self.placements
+            .iter()
+            .find(|p| p.role == Role::IoThread && p.nic == nic)
+            .map(|p| p.index)
+    }
+
     /// Everything the plan had to give up.
     pub fn compromises(&self) -> Vec<String> {
         self.placements
@@ -129,6 +140,7 @@ impl Plan {
     /// The plan as a tickbox configuration (`--config`), a comment line explaining each choice.
     pub fn to_toml(&self) -> String {
         let mut out = String::new();
+        let io_of = |nic: &str| self.io_thread_of(nic);
         out.push_str(&format!(
             "# tickbox tune plan --nics {} --shards-per-nic {} --workers {}\n",
             self.nics.join(","),
@@ -182,6 +194,13 @@ impl Plan {
             }
             out.push_str(&format!("nic = {}\n", quote(&p.nic)));
             out.push_str(&format!("core = {}\n", p.cpu));
+            if let Some(n) = io_of(&p.nic) {
+                out.push_str(&format!(
+                    "# Its SUB sets ZMQ_AFFINITY bit {n} (mask {:#x}), so libzmq serves it on ZMQbg/IO/{n}, the I/O thread pinned near {}.\nio_thread = {n}\n",
+                    1u64 << n.min(63),
+                    p.nic
+                ));
+            }
         }
 
         let workers = self.of(Role::Worker);
@@ -416,7 +435,20 @@ pub fn plan(topology: &Topology, request: &PlanRequest) -> Result<Plan, PlanErro
             cpu,
             why: why.join(", "),
             compromise: (!gave_up.is_empty()).then(|| format!("{who}: {}", gave_up.join("; "))),
+            io_thread: None,
         });
+    }
+    // I/O thread `i` serves NIC `i` (they are placed in NIC order); each shard names its NIC's.
+    let io_index: Vec<(String, usize)> = placements
+        .iter()
+        .filter(|p| p.role == Role::IoThread)
+        .map(|p| (p.nic.clone(), p.index))
+        .collect();
+    for p in placements.iter_mut().filter(|p| p.role == Role::Shard) {
+        p.io_thread = io_index
+            .iter()
+            .find(|(nic, _)| *nic == p.nic)
+            .map(|&(_, n)| n);
     }
     Ok(Plan {
         placements,

@@ -3,38 +3,141 @@
 
 use serde::Serialize;
 
+use crate::plan::{plan, PlanRequest, Role};
+use crate::topology::Topology;
+
+/// How the subscriber's shards hand messages to workers (`[subscriber] dispatch`; same names).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DispatchMode {
+    /// One worker per topic, in order.
+    ByTopic,
+    /// Messages spread over the workers regardless of topic.
+    RoundRobin,
+}
+
+impl DispatchMode {
+    /// The config spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DispatchMode::ByTopic => "by_topic",
+            DispatchMode::RoundRobin => "round_robin",
+        }
+    }
+
+    /// Parses the config spelling.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "by_topic" => Some(DispatchMode::ByTopic),
+            "round_robin" => Some(DispatchMode::RoundRobin),
+            _ => None,
+        }
+    }
+}
+
+/// What a point pins.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Pinning {
+    /// Nothing pinned: the kernel places every thread.
+    No,
+    /// Only libzmq's I/O threads, on the grid's CPUs (highest first).
+    Io,
+    /// The pinning plan (`tickbox tune plan`) for the grid's NIC: shards, workers and the NIC's I/O thread each
+    /// where the planner puts them, every shard's SUB on that I/O thread.
+    Plan,
+}
+
+impl Pinning {
+    /// The CLI spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Pinning::No => "no",
+            Pinning::Io => "io",
+            Pinning::Plan => "plan",
+        }
+    }
+
+    /// Parses the CLI spelling (`yes` is the older name of `io`).
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "no" => Some(Pinning::No),
+            "io" | "yes" => Some(Pinning::Io),
+            "plan" => Some(Pinning::Plan),
+            _ => None,
+        }
+    }
+}
+
 /// One configuration of the bench pipeline.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct SweepPoint {
-    /// Publisher shards, SUB shards and workers of the bench pipeline (it runs one of each per shard).
+    /// Publisher shards and SUB shards of the bench pipeline (one SUB shard per publisher shard).
     pub shards: usize,
+    /// Worker threads behind the shards.
+    pub workers: usize,
     /// Every HWM of the pipeline (feed `sndhwm`, subscriber `rcv_hwm` and `handoff_hwm`, workers `hwm`).
     pub hwm: i32,
+    /// Messages a worker handles before its flush is forced (`[workers] batch`).
+    pub batch: usize,
+    /// How shards hand messages to workers.
+    pub dispatch: DispatchMode,
     /// libzmq I/O threads.
     pub io_threads: usize,
+    /// What is pinned.
+    pub pinning: Pinning,
     /// CPU of each I/O thread; empty leaves them unpinned.
     pub io_cpus: Vec<usize>,
+    /// CPU of each SUB shard thread (plan points); empty leaves them unpinned.
+    pub shard_cores: Vec<usize>,
+    /// CPU of each worker thread (plan points); empty leaves them unpinned.
+    pub worker_cores: Vec<usize>,
+    /// I/O thread each SUB shard uses (`ZMQ_AFFINITY`, plan points); `None` lets libzmq choose.
+    pub shard_io_thread: Option<usize>,
+}
+
+fn cpus_label(cpus: &[usize]) -> String {
+    cpus.iter()
+        .map(|c| c.to_string())
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 impl SweepPoint {
-    /// A short label: `shards=2 hwm=1000 io=2 pin=1,0`.
+    /// A short label: `shards=1 workers=2 hwm=1000 batch=256 rr io=2 pin=io:1,0`.
     pub fn label(&self) -> String {
+        let pin = match self.pinning {
+            Pinning::No => "no".to_owned(),
+            Pinning::Io => format!("io:{}", cpus_label(&self.io_cpus)),
+            Pinning::Plan => format!(
+                "plan:io{}/s{}/w{}",
+                cpus_label(&self.io_cpus),
+                cpus_label(&self.shard_cores),
+                cpus_label(&self.worker_cores)
+            ),
+        };
         format!(
-            "shards={} hwm={} io={} pin={}",
+            "shards={} workers={} hwm={} batch={} {} io={} pin={pin}",
             self.shards,
+            self.workers,
             self.hwm,
+            self.batch,
+            match self.dispatch {
+                DispatchMode::ByTopic => "by_topic",
+                DispatchMode::RoundRobin => "rr",
+            },
             self.io_threads,
-            if self.io_cpus.is_empty() {
-                "no".to_owned()
-            } else {
-                self.io_cpus
-                    .iter()
-                    .map(|c| c.to_string())
-                    .collect::<Vec<_>>()
-                    .join(",")
-            }
         )
     }
+}
+
+/// What `Pinning::Plan` points are planned on: the host and the NIC the shards read through.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlanBasis {
+    /// The host.
+    pub topology: Topology,
+    /// The NIC (one shard group).
+    pub nic: String,
 }
 
 /// The grid: every combination of these.
@@ -42,45 +145,155 @@ impl SweepPoint {
 pub struct Grid {
     /// Shard counts.
     pub shards: Vec<usize>,
+    /// Worker counts.
+    pub workers: Vec<usize>,
     /// HWMs.
     pub hwms: Vec<i32>,
+    /// Worker batch sizes.
+    pub batches: Vec<usize>,
+    /// Dispatch modes.
+    pub dispatch: Vec<DispatchMode>,
     /// I/O thread counts.
     pub io_threads: Vec<usize>,
-    /// Whether to pin the I/O threads (`true`) or leave them unpinned (`false`).
-    pub pin_io: Vec<bool>,
-    /// CPUs pinned I/O threads go to, in order (thread `n` gets `cpus[n % len]`).
+    /// Pinnings to try.
+    pub pinning: Vec<Pinning>,
+    /// CPUs pinned I/O threads go to, in order (thread `n` gets `cpus[n % len]`); a plan's extra I/O threads
+    /// (beyond its one per NIC) too.
     pub cpus: Vec<usize>,
+    /// Where plan points are planned; without it `Pinning::Plan` yields no point.
+    pub plan: Option<PlanBasis>,
 }
 
 impl Grid {
-    /// Every point, in a stable order; points that pinning cannot tell apart are listed once.
+    /// Every point, in a stable order; points that pinning cannot tell apart are listed once, and plan points
+    /// the planner refuses are left out (see [`Grid::plan_problems`]).
     pub fn points(&self) -> Vec<SweepPoint> {
         let mut points = Vec::new();
         for &shards in &self.shards {
-            for &hwm in &self.hwms {
-                for &io_threads in &self.io_threads {
-                    for &pin in &self.pin_io {
-                        let io_cpus = if pin && !self.cpus.is_empty() {
-                            (0..io_threads)
-                                .map(|n| self.cpus[n % self.cpus.len()])
-                                .collect()
-                        } else {
-                            Vec::new()
-                        };
-                        let p = SweepPoint {
-                            shards,
-                            hwm,
-                            io_threads,
-                            io_cpus,
-                        };
-                        if !points.contains(&p) {
-                            points.push(p);
+            for &workers in &self.workers {
+                for &hwm in &self.hwms {
+                    for &batch in &self.batches {
+                        for &dispatch in &self.dispatch {
+                            for &io_threads in &self.io_threads {
+                                for &pinning in &self.pinning {
+                                    let base = SweepPoint {
+                                        shards,
+                                        workers,
+                                        hwm,
+                                        batch,
+                                        dispatch,
+                                        io_threads,
+                                        pinning,
+                                        io_cpus: Vec::new(),
+                                        shard_cores: Vec::new(),
+                                        worker_cores: Vec::new(),
+                                        shard_io_thread: None,
+                                    };
+                                    let Ok(Some(p)) = self.pin(base) else {
+                                        continue;
+                                    };
+                                    if !points.contains(&p) {
+                                        points.push(p);
+                                    }
+                                }
+                            }
                         }
                     }
                 }
             }
         }
         points
+    }
+
+    /// How many points [`Grid::points`] would list at most (before duplicates are dropped): what a budget checks
+    /// before anything is planned or run.
+    pub fn size(&self) -> usize {
+        [
+            self.shards.len(),
+            self.workers.len(),
+            self.hwms.len(),
+            self.batches.len(),
+            self.dispatch.len(),
+            self.io_threads.len(),
+            self.pinning.len(),
+        ]
+        .iter()
+        .product()
+    }
+
+    /// Why plan points were left out, one line per distinct reason (no basis, or the planner's error).
+    pub fn plan_problems(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if !self.pinning.contains(&Pinning::Plan) {
+            return out;
+        }
+        for &shards in &self.shards {
+            for &workers in &self.workers {
+                let base = SweepPoint {
+                    shards,
+                    workers,
+                    hwm: 0,
+                    batch: 1,
+                    dispatch: DispatchMode::RoundRobin,
+                    io_threads: 1,
+                    pinning: Pinning::Plan,
+                    io_cpus: Vec::new(),
+                    shard_cores: Vec::new(),
+                    worker_cores: Vec::new(),
+                    shard_io_thread: None,
+                };
+                let problem = match self.pin(base) {
+                    Ok(Some(_)) => continue,
+                    Ok(None) => "no NIC to plan for: plan points skipped".to_owned(),
+                    Err(e) => format!("plan for {shards} shard(s), {workers} worker(s): {e}"),
+                };
+                if !out.contains(&problem) {
+                    out.push(problem);
+                }
+            }
+        }
+        out
+    }
+
+    /// Fills in the CPUs of `p` per its pinning; `Ok(None)` when a plan point has no basis.
+    fn pin(&self, mut p: SweepPoint) -> Result<Option<SweepPoint>, crate::PlanError> {
+        let spare = |n: usize| -> Option<usize> {
+            (!self.cpus.is_empty()).then(|| self.cpus[n % self.cpus.len()])
+        };
+        match p.pinning {
+            Pinning::No => {}
+            Pinning::Io => {
+                p.io_cpus = (0..p.io_threads).filter_map(spare).collect();
+                if p.io_cpus.is_empty() {
+                    p.pinning = Pinning::No;
+                }
+            }
+            Pinning::Plan => {
+                let Some(basis) = &self.plan else {
+                    return Ok(None);
+                };
+                let planned = plan(
+                    &basis.topology,
+                    &PlanRequest {
+                        nics: vec![basis.nic.clone()],
+                        shards_per_nic: p.shards,
+                        workers_per_nic: p.workers,
+                        connect: Vec::new(),
+                    },
+                )?;
+                let cpus =
+                    |role| -> Vec<usize> { planned.of(role).iter().map(|x| x.cpu).collect() };
+                // The plan's own I/O thread is thread 0; any further ones go where `Io` points put them.
+                let io = cpus(Role::IoThread);
+                p.io_cpus = (0..p.io_threads)
+                    .map(|n| io.get(n).copied().or_else(|| spare(n)).unwrap_or(io[0]))
+                    .collect();
+                p.shard_cores = cpus(Role::Shard);
+                p.worker_cores = cpus(Role::Worker);
+                p.shard_io_thread = planned.io_thread_of(&basis.nic);
+            }
+        }
+        Ok(Some(p))
     }
 }
 
@@ -262,10 +475,10 @@ pub fn winner_toml(best: &PointResult, baseline: Option<&PointResult>, repeats: 
     out.push_str("\n[context]\n");
     out.push_str("# I/O threads of the best point.\n");
     out.push_str(&format!("io_threads = {}\n", p.io_threads));
-    out.push_str(if p.io_cpus.is_empty() {
-        "# Unpinned I/O threads measured best (or pinning was not swept).\n"
-    } else {
-        "# Pinned I/O threads measured best.\n"
+    out.push_str(match p.pinning {
+        Pinning::No => "# Unpinned I/O threads measured best (or pinning was not swept).\n",
+        Pinning::Io => "# Pinned I/O threads measured best.\n",
+        Pinning::Plan => "# The pinning plan measured best: its I/O thread first.\n",
     });
     out.push_str(&format!(
         "io_thread_cpus = [{}]\n",
@@ -278,11 +491,42 @@ pub fn winner_toml(best: &PointResult, baseline: Option<&PointResult>, repeats: 
     out.push_str("\n[feed]\n# The swept HWM, on the publisher side.\n");
     out.push_str(&format!("sndhwm = {}\n", p.hwm));
     out.push_str(
-        "\n[subscriber]\n# The swept HWM, on the SUB sockets and the shard-to-worker hand-off.\n",
+        "\n[subscriber]\n# The swept HWM, on the SUB sockets and the shard-to-worker hand-off, and the swept dispatch.\n",
     );
-    out.push_str(&format!("rcv_hwm = {}\nhandoff_hwm = {}\n", p.hwm, p.hwm));
-    out.push_str("\n[workers]\n# One worker per shard, as the bench pipeline ran it; the swept HWM on their PULL sockets.\n");
-    out.push_str(&format!("count = {}\nhwm = {}\n", p.shards, p.hwm));
+    out.push_str(&format!(
+        "rcv_hwm = {}\nhandoff_hwm = {}\ndispatch = \"{}\"\n",
+        p.hwm,
+        p.hwm,
+        p.dispatch.as_str()
+    ));
+    for (i, core) in p.shard_cores.iter().enumerate() {
+        out.push_str("\n[[subscriber.shards]]\n");
+        out.push_str(&format!(
+            "# Shard {i} where the plan put it; fill in the publisher endpoint it reads (tcp://HOST:PORT).\nconnect = []\ncore = {core}\n"
+        ));
+        if let Some(n) = p.shard_io_thread {
+            out.push_str(&format!("io_thread = {n}\n"));
+        }
+    }
+    if p.shard_cores.is_empty() && p.shards > 1 {
+        out.push_str(&format!(
+            "# {} SUB shards measured best: give [[subscriber.shards]] one entry per publisher shard.\n",
+            p.shards
+        ));
+    }
+    out.push_str("\n[workers]\n# The swept worker count, batch and HWM.\n");
+    out.push_str(&format!(
+        "count = {}\nbatch = {}\nhwm = {}\n",
+        p.workers, p.batch, p.hwm
+    ));
+    out.push_str(&format!(
+        "cores = [{}]\n",
+        p.worker_cores
+            .iter()
+            .map(|c| c.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    ));
     out
 }
 
@@ -290,7 +534,7 @@ pub fn winner_toml(best: &PointResult, baseline: Option<&PointResult>, repeats: 
 /// the best compares with the defaults when they were measured.
 pub fn table(results: &[PointResult], defaults: &SweepPoint) -> String {
     let mut out = format!(
-        "{:<4} {:<46} {:>12} {:>8} {:>10} {:>14}\n",
+        "{:<4} {:<72} {:>12} {:>8} {:>10} {:>14}\n",
         "rank", "point", "msg/s", "spread", "p99 us", "p99 range"
     );
     for (i, r) in results.iter().enumerate() {
@@ -300,7 +544,7 @@ pub fn table(results: &[PointResult], defaults: &SweepPoint) -> String {
             ""
         };
         out.push_str(&format!(
-            "{:<4} {:<46} {:>12} {:>8} {:>10} {:>14}\n",
+            "{:<4} {:<72} {:>12} {:>8} {:>10} {:>14}\n",
             i + 1,
             format!("{}{marker}", r.point.label()),
             r.throughput
@@ -355,9 +599,30 @@ mod tests {
     fn point(shards: usize) -> SweepPoint {
         SweepPoint {
             shards,
+            workers: 1,
             hwm: 1000,
+            batch: 256,
+            dispatch: DispatchMode::RoundRobin,
             io_threads: 1,
+            pinning: Pinning::No,
             io_cpus: Vec::new(),
+            shard_cores: Vec::new(),
+            worker_cores: Vec::new(),
+            shard_io_thread: None,
+        }
+    }
+
+    fn grid() -> Grid {
+        Grid {
+            shards: vec![1],
+            workers: vec![1],
+            hwms: vec![1000],
+            batches: vec![256],
+            dispatch: vec![DispatchMode::RoundRobin],
+            io_threads: vec![1],
+            pinning: vec![Pinning::No],
+            cpus: vec![1, 0],
+            plan: None,
         }
     }
 
@@ -437,22 +702,57 @@ mod tests {
     #[test]
     fn grid_lists_each_distinct_point_once() {
         let grid = Grid {
-            shards: vec![1],
-            hwms: vec![1000],
             io_threads: vec![1, 2],
-            pin_io: vec![false, true],
-            cpus: vec![1, 0],
+            pinning: vec![Pinning::No, Pinning::Io],
+            ..grid()
         };
         let labels: Vec<String> = grid.points().iter().map(|p| p.label()).collect();
         assert_eq!(
             labels,
             vec![
-                "shards=1 hwm=1000 io=1 pin=no",
-                "shards=1 hwm=1000 io=1 pin=1",
-                "shards=1 hwm=1000 io=2 pin=no",
-                "shards=1 hwm=1000 io=2 pin=1,0",
+                "shards=1 workers=1 hwm=1000 batch=256 rr io=1 pin=no",
+                "shards=1 workers=1 hwm=1000 batch=256 rr io=1 pin=io:1",
+                "shards=1 workers=1 hwm=1000 batch=256 rr io=2 pin=no",
+                "shards=1 workers=1 hwm=1000 batch=256 rr io=2 pin=io:1,0",
             ]
         );
+        assert_eq!(grid.size(), 4);
+    }
+
+    #[test]
+    fn every_dimension_multiplies_the_grid() {
+        let grid = Grid {
+            shards: vec![1, 2],
+            workers: vec![1, 2, 3],
+            hwms: vec![10, 20],
+            batches: vec![1, 64],
+            dispatch: vec![DispatchMode::RoundRobin, DispatchMode::ByTopic],
+            io_threads: vec![1, 2],
+            pinning: vec![Pinning::No],
+            ..grid()
+        };
+        let points = grid.points();
+        assert_eq!(points.len(), 2 * 3 * 2 * 2 * 2 * 2);
+        assert_eq!(grid.size(), points.len());
+        assert!(points
+            .iter()
+            .any(|p| p.workers == 3 && p.batch == 64 && p.dispatch == DispatchMode::ByTopic));
+    }
+
+    #[test]
+    fn plan_points_need_a_basis_and_say_so() {
+        let grid = Grid {
+            pinning: vec![Pinning::No, Pinning::Plan],
+            ..grid()
+        };
+        assert_eq!(grid.points().len(), 1);
+        assert_eq!(
+            grid.plan_problems(),
+            vec!["no NIC to plan for: plan points skipped".to_owned()]
+        );
+        assert_eq!(Pinning::parse("yes"), Some(Pinning::Io));
+        assert_eq!(DispatchMode::parse("by_topic"), Some(DispatchMode::ByTopic));
+        assert_eq!(DispatchMode::parse("x"), None);
     }
 
     #[test]
@@ -468,7 +768,7 @@ mod tests {
         let text = table(&results, &point(1));
         assert!(text.starts_with("rank "), "{text}");
         assert!(
-            text.contains("shards=1 hwm=1000 io=1 pin=no (defaults)"),
+            text.contains("shards=1 workers=1 hwm=1000 batch=256 rr io=1 pin=no (defaults)"),
             "{text}"
         );
         assert!(

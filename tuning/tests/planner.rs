@@ -139,6 +139,47 @@ fn the_plan_file_loads_into_the_crates_config_types() {
     );
 }
 
+/// Each shard's SUB is told (`io_thread`, hence its `ZMQ_AFFINITY` bit) to use the I/O thread pinned near its own
+/// NIC: on the two-NIC fixture the two NICs' shards get different bits, and the bit's thread is the one whose
+/// `io_thread_cpus` entry is on that NIC's node.
+#[test]
+fn each_shard_gets_the_affinity_bit_of_its_nics_io_thread() {
+    #[derive(serde::Deserialize)]
+    struct Planned {
+        context: tickbox_zmqx::context::ContextConfig,
+        subscriber: tickbox_subscriber::SubscriberConfig,
+    }
+    let t = common::read("two_socket_smt");
+    let p = plan(&t, &request(&["eth1", "eth2"], 2, 1)).unwrap();
+    let parsed: Planned = toml::from_str(&p.to_toml()).unwrap();
+    let mut bits_by_nic: Vec<(String, u64)> = Vec::new();
+    for shard in &parsed.subscriber.shards {
+        let nic = shard.nic.clone().unwrap();
+        let n = shard.io_thread.expect("every planned shard names an I/O thread");
+        let bit = tickbox_zmqx::profile::io_thread_affinity(n).unwrap();
+        assert_eq!(bit.count_ones(), 1);
+        // The thread behind that bit is pinned on this NIC's node, to the CPU the plan chose for this NIC.
+        let cpu = parsed.context.io_thread_cpus[n];
+        assert_eq!(t.node_of(cpu), t.nic(&nic).unwrap().numa_node, "{nic}");
+        let io = p.of(Role::IoThread);
+        assert_eq!((io[n].nic.as_str(), io[n].cpu), (nic.as_str(), cpu));
+        bits_by_nic.push((nic, bit));
+    }
+    bits_by_nic.dedup();
+    assert_eq!(
+        bits_by_nic,
+        vec![("eth1".to_owned(), 0b01), ("eth2".to_owned(), 0b10)],
+        "shards of one NIC share its bit, the two NICs differ"
+    );
+    // The JSON plan says the same per shard, and nothing for the other roles.
+    for pl in &p.placements {
+        match pl.role {
+            Role::Shard => assert_eq!(pl.io_thread, p.io_thread_of(&pl.nic)),
+            _ => assert_eq!(pl.io_thread, None),
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // Properties over generated hosts.
 

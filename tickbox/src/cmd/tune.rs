@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use tickbox_bench::sweep::PointRun;
 use tickbox_bench::{parse_duration, parse_rate, Transport};
-use tickbox_tuning::sweep::{self, Grid, Sample};
+use tickbox_tuning::sweep::{self, DispatchMode, Grid, Pinning, PlanBasis, Sample};
 use tickbox_tuning::{topology, CheckInput, PlanRequest, Severity};
 
 use crate::config::TickboxConfig;
@@ -96,19 +96,40 @@ struct PlanArgs {
 }
 
 #[derive(Debug, clap::Args)]
+#[command(
+    after_help = "The grid is every combination of --shards, --workers, --hwm, --batch, --dispatch, --io-threads and \
+    --pin; the defaults' point is always added. A grid over --max-points is refused before anything runs. The bench \
+    stream is one topic, so by_topic dispatch hands it all to one worker whatever --workers says."
+)]
 struct SweepArgs {
-    /// Shard counts (publisher shards = SUB shards = workers in the bench pipeline).
-    #[arg(long, value_delimiter = ',', default_value = "1,2")]
+    /// Shard counts (publisher shards = SUB shards in the bench pipeline).
+    #[arg(long, value_delimiter = ',', default_value = "1")]
     shards: Vec<usize>,
+    /// Worker counts behind the shards.
+    #[arg(long, value_delimiter = ',', default_value = "1,2")]
+    workers: Vec<usize>,
     /// High-water marks (every socket of the pipeline).
-    #[arg(long, value_delimiter = ',', default_value = "1000,100000")]
+    #[arg(long, value_delimiter = ',', default_value = "1000")]
     hwm: Vec<i32>,
+    /// Worker batch sizes (`[workers] batch`: messages handled before a flush is forced).
+    #[arg(long, value_delimiter = ',', default_value = "256")]
+    batch: Vec<usize>,
+    /// Dispatch modes: round_robin, by_topic.
+    #[arg(long, value_delimiter = ',', default_value = "round_robin")]
+    dispatch: Vec<String>,
     /// libzmq I/O thread counts.
     #[arg(long, value_delimiter = ',', default_value = "1,2")]
     io_threads: Vec<usize>,
-    /// I/O thread pinning to try: no, yes (pinned from the highest CPU down, away from CPU 0).
-    #[arg(long, value_delimiter = ',', default_value = "no,yes")]
+    /// Pinning to try: no; io (I/O threads only, from the highest CPU down, away from CPU 0); plan (the pinning
+    /// plan for --nic: shards, workers and I/O thread where `tune plan` puts them).
+    #[arg(long, value_delimiter = ',', default_value = "no,plan")]
     pin: Vec<String>,
+    /// NIC the plan points are planned for (default: the first physical NIC, else the first non-loopback one).
+    #[arg(long)]
+    nic: Option<String>,
+    /// Refuse a grid with more points than this (each costs repeats x runs x (warmup + duration)).
+    #[arg(long, default_value_t = 32)]
+    max_points: usize,
     /// Rounds over the grid; each point is ranked by its median over the rounds.
     #[arg(long, default_value_t = 3)]
     repeats: usize,
@@ -221,31 +242,89 @@ fn plan(args: PlanArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The host and NIC plan points are planned for: `nic`, else the first physical NIC, else the first one listed
+/// (`lo` is never listed); `None` (plan points skipped, with a warning) when the host shows no NIC at all.
+fn plan_basis(nic: Option<&str>) -> anyhow::Result<Option<PlanBasis>> {
+    let topology = read_topology(Path::new("/"))?;
+    let chosen = match nic {
+        Some(n) => {
+            anyhow::ensure!(
+                topology.nic(n).is_some(),
+                "--nic {n}: no such interface on this host"
+            );
+            Some(n.to_owned())
+        }
+        None => topology
+            .nics
+            .iter()
+            .find(|n| !n.is_virtual)
+            .or_else(|| topology.nics.first())
+            .map(|n| n.name.clone()),
+    };
+    Ok(chosen.map(|nic| PlanBasis { topology, nic }))
+}
+
 fn sweep_cmd(args: SweepArgs) -> anyhow::Result<ExitCode> {
     anyhow::ensure!(args.repeats >= 1, "--repeats must be at least 1");
     let transport: Transport = args.transport.parse()?;
     let duration = parse_duration(&args.duration)?;
     let warmup = parse_duration(&args.warmup)?;
     let rate = parse_rate(&args.rate)?;
-    let pin_io = args
+    let pinning = args
         .pin
         .iter()
-        .map(|p| match p.as_str() {
-            "no" => Ok(false),
-            "yes" => Ok(true),
-            other => anyhow::bail!("--pin takes no and/or yes, not {other:?}"),
+        .map(|p| {
+            Pinning::parse(p)
+                .ok_or_else(|| anyhow::anyhow!("--pin takes no, io and/or plan, not {p:?}"))
         })
-        .collect::<anyhow::Result<Vec<bool>>>()?;
+        .collect::<anyhow::Result<Vec<Pinning>>>()?;
+    let dispatch = args
+        .dispatch
+        .iter()
+        .map(|d| {
+            DispatchMode::parse(d).ok_or_else(|| {
+                anyhow::anyhow!("--dispatch takes round_robin and/or by_topic, not {d:?}")
+            })
+        })
+        .collect::<anyhow::Result<Vec<DispatchMode>>>()?;
+    anyhow::ensure!(
+        args.shards
+            .iter()
+            .chain(&args.workers)
+            .chain(&args.batch)
+            .chain(&args.io_threads)
+            .all(|&n| n >= 1),
+        "--shards, --workers, --batch and --io-threads take values of at least 1"
+    );
     // Pinned I/O threads go to the highest CPUs first, away from CPU 0 and its housekeeping.
     let mut cpus: Vec<usize> = tickbox_zmqx::context::allowed_cpus()?.into_iter().collect();
     cpus.reverse();
+    let plan = if pinning.contains(&Pinning::Plan) {
+        plan_basis(args.nic.as_deref())?
+    } else {
+        None
+    };
     let grid = Grid {
         shards: args.shards.clone(),
+        workers: args.workers.clone(),
         hwms: args.hwm.clone(),
+        batches: args.batch.clone(),
+        dispatch,
         io_threads: args.io_threads.clone(),
-        pin_io,
+        pinning,
         cpus,
+        plan,
     };
+    anyhow::ensure!(
+        grid.size() <= args.max_points,
+        "the grid has {} points, over --max-points {}: narrow a dimension or raise the bound",
+        grid.size(),
+        args.max_points
+    );
+    for problem in grid.plan_problems() {
+        tracing::warn!("sweep: {problem}");
+        eprintln!("sweep: {problem}");
+    }
     let mut points = grid.points();
     // The defaults are always measured, so the winner can be stated against them.
     let defaults = tickbox_bench::sweep::pipeline_defaults();
