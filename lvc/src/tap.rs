@@ -265,6 +265,50 @@ pub fn render_rates(rows: &[RateRow]) -> String {
     out
 }
 
+/// How `--top` tables follow each other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TopOutput {
+    /// One table after another, plain text (a pipe or a file keeps every one).
+    Append,
+    /// Each table replaces the previous one on a terminal.
+    InPlace,
+}
+
+/// Cursor to the top-left corner of the terminal.
+const CURSOR_HOME: &str = "\x1b[H";
+/// Erase from the cursor to the end of its line.
+const ERASE_LINE: &str = "\x1b[K";
+/// Erase from the cursor to the end of the screen.
+const ERASE_BELOW: &str = "\x1b[J";
+
+/// One `--top` frame: the rate table and, when sequences are checked, the gap count. In place, the cursor goes
+/// home first and every line erases what the previous frame left to its right, and the screen below the table is
+/// erased last: the table is overwritten, never cleared first, so it does not flicker.
+pub fn render_top(rows: &[RateRow], missed: Option<u64>, output: TopOutput) -> String {
+    use std::fmt::Write;
+    let mut text = render_rates(rows);
+    if let Some(missed) = missed {
+        let _ = writeln!(text, "missed {missed} (per-publisher sequence gaps)");
+    }
+    match output {
+        TopOutput::Append => {
+            text.push('\n');
+            text
+        }
+        TopOutput::InPlace => {
+            let mut out = String::with_capacity(text.len() + 64);
+            out.push_str(CURSOR_HOME);
+            for line in text.lines() {
+                out.push_str(line);
+                out.push_str(ERASE_LINE);
+                out.push('\n');
+            }
+            out.push_str(ERASE_BELOW);
+            out
+        }
+    }
+}
+
 /// One inspector line per message: topic, kind, who/when, flags (`CACHED`, `REPLAY`), then the payload's fields.
 pub fn describe(m: &MessageRef<'_>) -> String {
     let h = m.header();
@@ -436,6 +480,32 @@ mod tests {
             rows.iter().find(|r| r.prefix == "Q.XNAS").unwrap().total,
             30
         );
+    }
+
+    #[test]
+    fn top_frames_append_plainly_or_overwrite_in_place() {
+        let rows = vec![RateRow {
+            prefix: "Q.XNAS".into(),
+            messages: 10,
+            bytes: 1000,
+            per_second: 10.0,
+            total: 10,
+        }];
+        let plain = render_top(&rows, Some(2), TopOutput::Append);
+        assert!(!plain.contains('\x1b'), "{plain:?}");
+        assert!(
+            plain.ends_with("missed 2 (per-publisher sequence gaps)\n\n"),
+            "{plain:?}"
+        );
+        let framed = render_top(&rows, None, TopOutput::InPlace);
+        assert!(framed.starts_with("\x1b[Hprefix "), "{framed:?}");
+        assert!(framed.ends_with("\x1b[K\n\x1b[J"), "{framed:?}");
+        assert_eq!(
+            framed.matches("\x1b[K\n").count(),
+            2,
+            "every line erases its tail"
+        );
+        assert!(!framed.contains("missed"));
     }
 
     #[test]

@@ -23,6 +23,7 @@ mod ledger;
 mod pacer;
 mod record;
 mod replay;
+mod selection;
 mod summary;
 
 pub use config::{DurabilityConfig, JournalModeConfig, RecorderConfig};
@@ -40,3 +41,7 @@ pub use ledger::{Ledger, LedgerError, LedgerOverflow, LedgerRow, MAX_LEDGER_PUBL
 pub use pacer::{Pace, ReplayPacer, Speed};
 pub use record::{record, RecordOptions, RecordStats, Recorder, TAP_EVENT_MARKER};
 pub use replay::{Identity, Position, ReplayOptions, ReplayStats, Replayer};
+pub use selection::{
+    format_in_zone, parse_zone, JournalOverview, ReplaySelection, SelectionError, TimeZone, When,
+    CLOCK_SLACK,
+};

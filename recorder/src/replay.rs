@@ -43,6 +43,7 @@ pub enum Identity {
 
 use crate::error::RecorderError;
 use crate::pacer::{Pace, ReplayPacer, Speed};
+use crate::selection::ReplaySelection;
 
 /// Where a replay starts or stops.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -83,6 +84,9 @@ pub struct ReplayOptions {
     pub progress_every: Duration,
     /// Longest subscription prefix a shard accepts (see [`tickbox_zmqx::limit_subscriptions`]).
     pub max_subscription_bytes: usize,
+    /// Which records go out (topic prefixes, origin-time window); `None` = all. Records it leaves out are
+    /// skipped before pacing and counted in [`ReplayStats::not_selected`].
+    pub selection: Option<ReplaySelection>,
     /// Most records per batch frame (`tickbox_wire::BatchBuilder`); 0 or 1 sends every record as its own
     /// message (the old behaviour). A shard batches only while every subscription it has is the empty prefix,
     /// and only records due at the same pacer tick.
@@ -109,6 +113,7 @@ impl Default for ReplayOptions {
             follow: false,
             progress_every: Duration::from_secs(1),
             max_subscription_bytes: tickbox_zmqx::DEFAULT_MAX_SUBSCRIPTION_BYTES,
+            selection: None,
             batch_max_records: DEFAULT_BATCH_RECORDS,
             batch_max_bytes: DEFAULT_BATCH_BYTES,
             socket_profile: tickbox_zmqx::profile::SocketProfile::default(),
@@ -143,6 +148,8 @@ pub struct ReplayStats {
     pub skipped_gap_notices: u64,
     /// Records that are not valid tickbox frames (skipped, first few logged).
     pub skipped_invalid: u64,
+    /// Records read but left out by [`ReplayOptions::selection`] (not drops: never meant to be sent).
+    pub not_selected: u64,
     /// Times the journal writer overwrote records before the replay read them (ring being recorded meanwhile).
     pub lapped: u64,
     /// Journal sequence of the first record published (`None`: nothing published).
@@ -441,6 +448,18 @@ impl Replayer {
             // at the end, straight into its batch or message.
             let frame = rec.payload;
             let (header, header_at) = match MessageRef::decode(frame) {
+                // Selection hook: one check per record, before pacing, so unselected records cost no wait.
+                Ok(m)
+                    if m.kind() != Kind::Heartbeat
+                        && self
+                            .opts
+                            .selection
+                            .as_ref()
+                            .is_some_and(|sel| !sel.selects(m.topic(), m.header())) =>
+                {
+                    stats.not_selected += 1;
+                    continue;
+                }
                 Ok(m) => (*m.header(), m.topic().len() + 1),
                 Err(err) => {
                     stats.skipped_invalid += 1;

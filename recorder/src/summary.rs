@@ -238,6 +238,7 @@ impl ReplayStats {
             "elapsed_s": s.elapsed.as_secs_f64(),
             "heartbeats_sent": s.heartbeats_sent,
             "skipped_invalid": s.skipped_invalid,
+            "not_selected": s.not_selected,
             "lapped": s.lapped,
             "gap_notices": s.gap_notices,
             "cached": s.cached,
@@ -274,6 +275,7 @@ impl ReplayStats {
             "skipped_heartbeats": s.skipped_heartbeats,
             "skipped_gap_notices": s.skipped_gap_notices,
             "skipped_invalid": s.skipped_invalid,
+            "not_selected": s.not_selected,
             "lapped": s.lapped,
             "first_seq": s.first_seq,
             "last_seq": s.last_seq,
@@ -327,6 +329,13 @@ impl ReplayStats {
             s.heartbeats_sent, s.skipped_heartbeats
         );
         let _ = writeln!(out, "invalid       {}", s.skipped_invalid);
+        if s.not_selected > 0 {
+            let _ = writeln!(
+                out,
+                "not selected  {} (read, outside --topics/--from/--to; not drops)",
+                s.not_selected
+            );
+        }
         if s.lapped > 0 {
             let _ = writeln!(
                 out,

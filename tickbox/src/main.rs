@@ -3,6 +3,7 @@
 
 mod cmd;
 mod config;
+mod live;
 mod shutdown;
 mod status;
 
@@ -28,6 +29,9 @@ pub mod exit_code {
     pub const REFUSED: u8 = 7;
     /// A worker thread failed (panicked): the summary covers what the others did, but the run is incomplete.
     pub const WORKER_FAILED: u8 = 8;
+    /// `tickbox replay` selected no record (`--topics`, `--from`/`--to`, `--from-seq`/`--to-seq`); the error
+    /// says what the journal holds.
+    pub const EMPTY_SELECTION: u8 = 9;
 }
 
 /// Endpoint flags are validated before anything is bound, connected or created, so a typo such as

@@ -9,6 +9,7 @@ use anyhow::{bail, Context};
 use tickbox_feed::{Feed, FeedConfig, PacingMode, Pattern, PublisherShardConfig, Rate};
 
 use crate::config::TickboxConfig;
+use crate::live::{fmt_rate, LiveArgs, LiveView, Rate as LiveRate};
 use crate::status::StatusBoard;
 
 fn feed_status(feed: &tickbox_feed::FeedHandle) -> serde_json::Value {
@@ -118,6 +119,8 @@ pub(crate) struct Args {
     /// Print the summary as one JSON object on stdout (the shard endpoint lines then go to stderr).
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    live: LiveArgs,
 }
 
 /// The summary as one JSON object: every count an integer; `target_rate` is null when none was asked (`max`).
@@ -169,6 +172,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     }
     let broker = args.broker.clone();
     let json = args.json;
+    let live_args = args.live.clone();
     let source = args.source.clone();
     let speed = args.speed;
     let feed_config = apply(args, config.feed.clone())?;
@@ -181,6 +185,8 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     let ctx = tickbox_zmqx::context::build(&config.context)?;
     let feed = Feed::start(&ctx, feed_config).context("starting the feed")?;
     let status = StatusBoard::start(&ctx, broker.as_deref(), "feed")?;
+    let mut view = LiveView::new("feed", &live_args, None);
+    let mut view_rate = LiveRate::default();
     let mut last_status = std::time::Instant::now() - Duration::from_secs(1);
     {
         // Endpoints go to stdout (and are flushed) so scripts and tests can connect to `tcp://…:*` shards; with
@@ -204,6 +210,26 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
             last_status = std::time::Instant::now();
             status.publish(feed_status(&feed));
         }
+        if view.due() {
+            // The shards' published counters, summed here, never on their threads.
+            let stats = feed.stats();
+            let (quotes, trades, heartbeats) = stats.iter().fold((0, 0, 0), |(q, t, h), s| {
+                (
+                    q + s.counts.quotes,
+                    t + s.counts.trades,
+                    h + s.counts.heartbeats,
+                )
+            });
+            let sent = quotes + trades;
+            view.show(
+                &format!(
+                    "sent {sent} ({}), quotes {quotes}, trades {trades}, heartbeats {heartbeats}, {} shard(s)",
+                    fmt_rate(view_rate.per_sec(sent)),
+                    stats.len()
+                ),
+                None,
+            );
+        }
         if stop.load(Ordering::Relaxed) {
             tracing::info!("stopping the feed");
             feed.stop();
@@ -211,6 +237,8 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+    // The status line goes before the summary, never under it.
+    view.finish();
     let report = feed.join().context("feed shard failed")?;
     if let Some((target, achieved)) = report.rate_shortfall() {
         tracing::warn!(

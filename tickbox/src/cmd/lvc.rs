@@ -12,6 +12,7 @@ use tickbox_lvc::{LvcConfig, LvcEndpoints, LvcStats, Overflow, SlowSubscriber, T
 use tickbox_units::HumanDuration;
 
 use crate::config::TickboxConfig;
+use crate::live::{fmt_rate, LiveView, Rate};
 use crate::status::StatusBoard;
 
 /// Command-line overrides of the `[lvc]` config section.
@@ -70,7 +71,8 @@ pub(crate) struct Args {
     /// At most this many cached values sent per second for subscriptions, over all subscribers.
     #[arg(long)]
     cached_per_second: Option<usize>,
-    /// Stats log line period (`10s`, `500ms`; `0s` disables).
+    /// Print a stats line this often on stderr (`10s`, `500ms`; `0s` disables; default from config, 10s): redrawn
+    /// in place on a terminal, plain lines otherwise.
     #[arg(long, value_parser = tickbox_units::parse_duration)]
     stats_interval: Option<Duration>,
     /// Stop after this long (`10s`, `500ms`, `2m`); default: until Ctrl-C.
@@ -120,7 +122,13 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     let stop = crate::shutdown::flag();
     // Built (and its I/O threads placed) before any of our threads is pinned, so they never inherit a shard's core.
     let ctx = tickbox_zmqx::context::build(&config.context)?;
-    let lvc = tickbox_lvc::spawn(&ctx, lvc_config.clone()).context("starting the LVC proxy")?;
+    // The live view below reports every stats_interval (redrawn in place on a terminal), so the proxy thread's
+    // own stats log line is turned off rather than printed twice.
+    let proxy_config = LvcConfig {
+        stats_interval: HumanDuration(Duration::ZERO),
+        ..lvc_config.clone()
+    };
+    let lvc = tickbox_lvc::spawn(&ctx, proxy_config).context("starting the LVC proxy")?;
     let status = StatusBoard::start(&ctx, broker.as_deref(), "lvc")?;
     {
         // Resolved endpoints go to stdout, flushed, so scripts and tests can use `tcp://…:*`.
@@ -137,6 +145,8 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     }
     let started = Instant::now();
     let mut last_status: Option<Instant> = None;
+    let mut view = LiveView::with_interval("lvc", Some(lvc_config.stats_interval.0), None);
+    let (mut rate_in, mut rate_out) = (Rate::default(), Rate::default());
     while !stop.load(Ordering::SeqCst)
         && !lvc.is_finished()
         && duration.is_none_or(|d| started.elapsed() < d)
@@ -146,8 +156,28 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
             last_status = Some(Instant::now());
             status.publish(lvc_status(lvc.endpoints(), &lvc_config, &lvc.stats()));
         }
+        if view.due() {
+            let s = lvc.stats();
+            view.show(
+                &format!(
+                    "in {} ({}), out {} ({}), cache {} topics / {}, cached values sent {}, drops {}, malformed {}",
+                    s.messages_in,
+                    fmt_rate(rate_in.per_sec(s.messages_in)),
+                    s.messages_out,
+                    fmt_rate(rate_out.per_sec(s.messages_out)),
+                    s.topics_cached,
+                    tickbox_units::format_size_approx(s.cache_bytes),
+                    s.cached_sent,
+                    s.drops(),
+                    s.malformed
+                ),
+                None,
+            );
+        }
         std::thread::sleep(Duration::from_millis(50));
     }
+    // The status line goes before the final counters, never under them.
+    view.finish();
     let stats = lvc.join().context("LVC proxy")?;
     print_stats(&stats, lvc_config.tap_drop)?;
     Ok(ExitCode::from(crate::exit_code::OK))

@@ -16,6 +16,7 @@ use tickbox_recorder::{
 };
 
 use crate::config::TickboxConfig;
+use crate::live::{fmt_rate, LiveArgs, LiveView};
 use crate::status::StatusBoard;
 use tickbox_units::format_size_approx as fmt_bytes;
 
@@ -70,6 +71,8 @@ pub(crate) struct Args {
     /// Print the summary as one JSON object on stdout (integer counts) instead of the table.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    live: LiveArgs,
     /// Majordomo broker to register `tickbox.record.status` with.
     #[arg(long, value_name = "EP")]
     broker: Option<String>,
@@ -191,7 +194,14 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         ..ropts
     };
     status.publish(RecordStats::default().status_json(&journal, &args.connect, "recording", 0.0));
-    let quiet = crate::quiet();
+    let mut live = LiveView::new("record", &args.live, None);
+    // The live view reads the progress callback's counters: ask for them at least as often as it reports.
+    let ropts = RecordOptions {
+        progress_every: live.every().map_or(ropts.progress_every, |every| {
+            every.min(ropts.progress_every)
+        }),
+        ..ropts
+    };
     let mut last = (0u64, std::time::Instant::now());
     let recorded = record(&ctx, &mut writer, &ropts, &stop, |s: &RecordStats| {
         let dt = last.1.elapsed().as_secs_f64().max(1e-9);
@@ -201,17 +211,21 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         if let Some(e) = elected.as_mut() {
             e.tick(s, &journal);
         }
-        if quiet {
+        if !live.due() {
             return;
         }
-        eprint!(
-            "\rrecording: {} msgs, {}, {:.0} msg/s, missing {}, overwritten {}, invalid {}      ",
-            s.messages,
-            fmt_bytes(s.bytes),
-            rate,
-            s.missing,
-            s.overwritten.records,
-            s.invalid_frames
+        live.show(
+            &format!(
+                "{} msgs, {}, {}, missing {} in {} gap(s), overwritten {}, invalid {}",
+                s.messages,
+                fmt_bytes(s.bytes),
+                fmt_rate(rate),
+                s.missing,
+                s.gap_events,
+                s.overwritten.records,
+                s.invalid_frames
+            ),
+            None,
         );
     });
     let stats = match recorded {
@@ -230,9 +244,8 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         e.tick(&stats, &journal);
     }
     status.publish(stats.status_json(&journal, &args.connect, "done", stats.rate()));
-    if !quiet {
-        eprintln!();
-    }
+    // The status line goes before the summary, never under it.
+    live.finish();
     let next_seq = writer.next_seq();
     writer.close().context("closing journal")?;
     let interrupted = stop.load(Ordering::Relaxed);

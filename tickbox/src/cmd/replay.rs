@@ -22,14 +22,16 @@ use anyhow::Context;
 use tickbox_fleet::replay_control::{ReplayControlService, ReplayShared};
 use tickbox_journal::Reader;
 use tickbox_recorder::{
-    Identity, Position, ReplayController, ReplayOptions, ReplayStats, Replayer, RunSpec, Speed,
+    format_in_zone, parse_zone, Identity, JournalOverview, Position, ReplayController,
+    ReplayOptions, ReplaySelection, ReplayStats, Replayer, RunSpec, Speed, TimeZone, When,
+    CLOCK_SLACK,
 };
 use tickbox_wire::SystemClock;
 
-use super::journal::{first_capture_ns, parse_time};
+use super::journal::first_capture_ns;
 use crate::config::TickboxConfig;
+use crate::live::{fmt_rate, LiveArgs, LiveView};
 use crate::status::StatusBoard;
-use tickbox_units::format_rfc3339 as fmt_time;
 
 #[derive(Debug, clap::Args)]
 #[command(
@@ -56,18 +58,29 @@ pub(crate) struct Args {
     /// 1 = original pacing, N = N times faster (0.5 = half speed), max = as fast as subscribers take it.
     #[arg(long, default_value = "1", value_parser = parse_speed)]
     speed: Speed,
-    /// Start at this capture time: ns since the epoch, RFC 3339, or +DURATION after the first record.
-    #[arg(long, conflicts_with = "from_seq")]
-    from: Option<String>,
+    /// Replay the records whose origin time is at or after this: RFC 3339 (2026-11-24T14:30:00Z,
+    /// 2026-11-24T09:30:00-05:00), a local date-time (2026-11-24 09:30:00) or a time of day (09:30, 09:30:00.5)
+    /// in --tz (a time of day falls on the journal's first day there), ns since the epoch, or +DURATION after
+    /// the first record.
+    #[arg(long, conflicts_with = "from_seq", value_parser = parse_when)]
+    from: Option<When>,
     /// Start at this journal sequence.
     #[arg(long)]
     from_seq: Option<u64>,
-    /// Stop before this capture time (same forms as --from).
-    #[arg(long, conflicts_with = "to_seq")]
-    to: Option<String>,
+    /// Replay the records whose origin time is before this (same forms as --from).
+    #[arg(long, conflicts_with = "to_seq", value_parser = parse_when)]
+    to: Option<When>,
     /// Stop before this journal sequence.
     #[arg(long)]
     to_seq: Option<u64>,
+    /// Replay only records whose topic starts with one of these prefixes, comma-separated (`Q.XNAS.,T.`). Gap
+    /// notices go out only if a prefix selects them (`G.`); recorded heartbeats never do (the replay sends its
+    /// own). A topic subset has holes in each publisher's sequence: subscribe with the same --topics, or --restamp.
+    #[arg(long, value_delimiter = ',', value_name = "PREFIX,...")]
+    topics: Vec<String>,
+    /// Time zone of local --from/--to times and of the times in messages: an IANA name (America/New_York).
+    #[arg(long, default_value = "UTC", value_parser = parse_tz, value_name = "ZONE")]
+    tz: TimeZone,
     /// Most records per batch frame (one ZeroMQ message carrying several records), used on a shard only while
     /// every subscriber of it reads batches (subscribed to "" and to "#B"; see docs/WIRE.md); 0 or 1 sends one
     /// record per message. Default from config (`replay_batch_records`, 64).
@@ -96,6 +109,8 @@ pub(crate) struct Args {
     /// Print each run's summary as one JSON object on stdout (integer counts) instead of the table.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    live: LiveArgs,
     /// Majordomo broker to register `tickbox.replay.status`, `tickbox.replay.start` and `tickbox.replay.stop` with.
     #[arg(long, value_name = "EP")]
     broker: Option<String>,
@@ -108,6 +123,22 @@ fn parse_speed(s: &str) -> Result<Speed, String> {
     s.parse()
 }
 
+fn parse_when(s: &str) -> Result<When, String> {
+    When::parse(s).map_err(|e| e.to_string())
+}
+
+fn parse_tz(s: &str) -> Result<TimeZone, String> {
+    parse_zone(s).map_err(|e| e.to_string())
+}
+
+/// The one error line of a selection that matched nothing: what was asked and what the journal holds.
+fn empty_selection(asked: &str, overview: &JournalOverview, tz: &TimeZone) -> String {
+    format!(
+        "error: replay selected no record ({asked}): {}",
+        overview.describe(tz)
+    )
+}
+
 pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     if args.local {
         return super::replay_local::run(&args.journal, args.json, args.workers, config);
@@ -117,19 +148,61 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         crate::flags::check_connect("--broker", broker)?;
     }
     let cfg = &config.recorder;
-    let journal = args.journal.clone();
-    let first = || first_capture_ns(&journal);
-    let from = match (&args.from, args.from_seq) {
-        (Some(t), _) => Some(Position::Time(parse_time(t, first)?)),
+    let tz = args.tz.clone();
+    // A selection by topic or origin time reads the journal's start and end (bounded work): times of day and
+    // +DURATION are anchored on its first origin time, and an empty selection says what the journal holds.
+    let selecting = args.from.is_some() || args.to.is_some() || !args.topics.is_empty();
+    let overview = if selecting {
+        Some(
+            JournalOverview::scan(&args.journal)
+                .with_context(|| format!("reading {}", args.journal.display()))?,
+        )
+    } else {
+        None
+    };
+    let first = overview.as_ref().and_then(|o| o.first_origin_ns);
+    let resolve = |when: &Option<When>, flag: &str| -> anyhow::Result<Option<u64>> {
+        when.as_ref()
+            .map(|w| w.resolve(&tz, first))
+            .transpose()
+            .with_context(|| flag.to_owned())
+    };
+    let selection = ReplaySelection::new(
+        args.topics.clone(),
+        resolve(&args.from, "--from")?,
+        resolve(&args.to, "--to")?,
+        &tz,
+    )?;
+    if let Some(o) = &overview {
+        // A window wholly outside the journal is known before binding or waiting for subscribers.
+        let slack = CLOCK_SLACK.as_nanos() as u64;
+        let (from_ns, to_ns) = selection.window();
+        let after = matches!((from_ns, o.last_origin_ns), (Some(f), Some(l)) if f > l.saturating_add(slack));
+        let before = matches!((to_ns, o.first_origin_ns), (Some(t), Some(f)) if t <= f.saturating_sub(slack));
+        if o.records == 0 || after || before {
+            eprintln!("{}", empty_selection(&selection.describe(&tz), o, &tz));
+            return Ok(ExitCode::from(crate::exit_code::EMPTY_SELECTION));
+        }
+    }
+    // The journal is in capture order: seek a clock slack before `from`, read a slack past `to`.
+    let from = match (selection.seek_capture_ns(), args.from_seq) {
+        (Some(t), _) => Some(Position::Time(t)),
         (None, Some(s)) => Some(Position::Seq(s)),
         _ => None,
     };
-    let to = match (&args.to, args.to_seq) {
-        (Some(t), _) => Some(Position::Time(parse_time(t, || {
-            first_capture_ns(&journal)
-        })?)),
+    let to = match (selection.stop_capture_ns(), args.to_seq) {
+        (Some(t), _) => Some(Position::Time(t)),
         (None, Some(s)) => Some(Position::Seq(s)),
         _ => None,
+    };
+    let asked = match (args.from_seq, args.to_seq) {
+        _ if selecting => selection.describe(&tz),
+        (None, None) => String::new(),
+        (a, b) => format!(
+            "journal seqs {} .. {}",
+            a.map_or("start".into(), |s| s.to_string()),
+            b.map_or("end".into(), |s| format!("before {s}"))
+        ),
     };
     let mut reader = Reader::open(&args.journal)
         .with_context(|| format!("opening {}", args.journal.display()))?;
@@ -154,15 +227,21 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         window: cfg.pacing_window.0,
         heartbeat_interval: cfg.heartbeat_interval.0,
         follow: args.follow,
+        selection: (!selection.is_all()).then(|| selection.clone()),
         batch_max_records: args.batch.unwrap_or(cfg.replay_batch_records),
         batch_max_bytes: usize::try_from(cfg.replay_batch_bytes.0).unwrap_or(usize::MAX),
         max_subscription_bytes: cfg.max_subscription_bytes,
         socket_profile: config.context.sockets.replay.clone(),
-        // Remote status wants fresher numbers than the terminal does.
-        progress_every: if args.broker.is_some() {
-            Duration::from_millis(250)
-        } else {
-            Duration::from_secs(1)
+        // Remote status wants fresher numbers than the terminal does; the live view may want them sooner still.
+        progress_every: {
+            let base = if args.broker.is_some() {
+                Duration::from_millis(250)
+            } else {
+                Duration::from_secs(1)
+            };
+            LiveView::new("replay", &args.live, None)
+                .every()
+                .map_or(base, |every| every.min(base))
         },
     };
     let stop = crate::shutdown::flag();
@@ -237,7 +316,6 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     } else {
         &stop
     };
-    let quiet = crate::quiet();
     let mut exit = ExitCode::SUCCESS;
     let mut runs = 0u64;
     loop {
@@ -270,6 +348,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
             continue;
         }
         let start_seq = reader.position_seq();
+        let mut live = LiveView::new("replay", &args.live, Some(0));
         let mut last = (0u64, Instant::now());
         let stats = replayer.run(&mut reader, &SystemClock, run_stop, |s: &ReplayStats| {
             if stop.load(Ordering::Relaxed) {
@@ -280,24 +359,36 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
             let rate = (s.sent - last.0) as f64 / dt;
             last = (s.sent, Instant::now());
             status.publish(replay_status(&shared.lock(), Some(s), rate));
-            if quiet {
+            if !live.due() {
                 return;
             }
+            // Progress in journal records from where the run started to the journal's end (selected or not).
             let pos = s.last_seq.unwrap_or(0);
             let begin = s.first_seq.or(start_seq).unwrap_or(1);
             let end = s.end_seq.max(pos + 1);
-            let done = (pos + 1).saturating_sub(begin) as f64 / (end - begin).max(1) as f64;
             let eta = if rate > 0.0 {
                 format!("{:.1}s", end.saturating_sub(pos + 1) as f64 / rate)
             } else {
                 "-".into()
             };
-            eprint!(
-                "\rreplay: seq {pos} of {} ({:.1}%), at {}, {:.0} msg/s, ETA {eta}      ",
-                end - 1,
-                done * 100.0,
-                s.last_capture_ns.map(fmt_time).unwrap_or_default(),
-                rate
+            // Recorded time covered per wall-clock time spent: 1.0x is the original pace.
+            let span = match (s.first_capture_ns, s.last_capture_ns) {
+                (Some(a), Some(b)) => b.saturating_sub(a),
+                _ => 0,
+            };
+            let multiple = span as f64 / s.elapsed.as_nanos().max(1) as f64;
+            let line = format!(
+                "{}, {multiple:.1}x real time, sent {}, not selected {}, at {}, ETA {eta}",
+                fmt_rate(rate),
+                s.sent,
+                s.not_selected,
+                s.last_capture_ns
+                    .map(|t| format_in_zone(t, &tz))
+                    .unwrap_or_else(|| "-".into()),
+            );
+            live.show(
+                &line,
+                Some(((pos + 1).saturating_sub(begin), end.saturating_sub(begin))),
             );
         })?;
         let interrupted = {
@@ -306,9 +397,8 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
             status.publish(replay_status(&control, Some(&stats), stats.rate()));
             control.stopped() || stop.load(Ordering::Relaxed)
         };
-        if !quiet {
-            eprintln!();
-        }
+        // The bar goes before the summary, never under it.
+        live.finish();
         let identity = if args.restamp { "restamp" } else { "preserve" };
         if args.json {
             println!("{}", stats.summary_json(spec.speed, identity, interrupted));
@@ -328,6 +418,14 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         } else {
             ExitCode::SUCCESS
         };
+        if !asked.is_empty() && stats.sent == 0 && !interrupted && !args.await_start {
+            let o = match &overview {
+                Some(o) => o.clone(),
+                None => JournalOverview::scan(&args.journal)?,
+            };
+            eprintln!("{}", empty_selection(&asked, &o, &tz));
+            exit = ExitCode::from(crate::exit_code::EMPTY_SELECTION);
+        }
         if !args.await_start || stop.load(Ordering::Relaxed) {
             break;
         }

@@ -15,6 +15,7 @@ use tickbox_workers::WorkerPoolConfig;
 
 use crate::config::TickboxConfig;
 use crate::exit_code;
+use crate::live::{fmt_rate, LiveArgs, LiveView, Rate};
 use crate::status::StatusBoard;
 
 #[derive(Debug, clap::Args)]
@@ -83,6 +84,8 @@ pub(crate) struct Args {
     /// Print the summary as one JSON object on stdout instead of the table.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub(crate) live_view: LiveArgs,
     /// Testing aid: every worker sleeps this long per message, to show that a slow consumer trips the snail.
     #[arg(long, value_name = "D", hide = true)]
     pub debug_worker_delay: Option<HumanDuration>,
@@ -252,6 +255,8 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     );
     let deadline = args.duration.map(|d| std::time::Instant::now() + d.0);
     let mut next_status = std::time::Instant::now();
+    let mut view = LiveView::new("subscribe", &args.live_view, None);
+    let mut view_rate = Rate::default();
     // (frames received so far, when that count last changed): the idle clock starts at the first frame.
     let mut idle = (0u64, std::time::Instant::now());
     loop {
@@ -270,6 +275,25 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
             next_status = now + STATUS_EVERY;
             status.publish(subscriber.status_json(&threshold, &id, tripped));
         }
+        if view.due() {
+            // The shards' own counters (relaxed atomics they already keep), summed here, off the hot path.
+            let shards = subscriber.live_shards();
+            let sum = |f: fn(&tickbox_subscriber::LiveShardCounters) -> u64| {
+                shards.iter().map(f).sum::<u64>()
+            };
+            let received = sum(|s| s.received);
+            view.show(
+                &format!(
+                    "received {received} ({}), to workers {}, gaps {}, late {} (past {})",
+                    fmt_rate(view_rate.per_sec(received)),
+                    sum(|s| s.forwarded),
+                    sum(|s| s.gaps),
+                    sum(|s| s.late),
+                    tickbox_units::format_duration(threshold.get()),
+                ),
+                None,
+            );
+        }
         if tripped
             || subscriber.workers_failed()
             || stop.load(Ordering::Relaxed)
@@ -285,6 +309,8 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     if let (Some(live), Some(fatal)) = (&live, subscriber.fatal()) {
         live.alert(&fatal);
     }
+    // The status line goes before the summary, never under it.
+    view.finish();
     let (report, worker_failure) = subscriber.shutdown_partial()?;
     let stopped_by = report.stopped_by(stop.load(Ordering::Relaxed));
     if args.json {

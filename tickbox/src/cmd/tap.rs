@@ -1,7 +1,8 @@
 //! `tickbox tap`: live inspector of an Espresso tap (or any tickbox PUB/XPUB endpoint): subscription events and
-//! decoded messages, filtered and sampled, or a once-a-second table of rates per topic prefix.
+//! decoded messages, filtered and sampled, or a once-a-second table of rates per topic prefix (`--top`, redrawn
+//! in place on a terminal).
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -29,7 +30,8 @@ pub(crate) struct Args {
     /// Show one message in N (of those passing the filters).
     #[arg(long, default_value_t = 1)]
     sample: u64,
-    /// Instead of messages, print a table of rates per topic prefix once a second.
+    /// Instead of messages, print a table of rates per topic prefix once a second: redrawn in place on a
+    /// terminal, appended as plain tables otherwise.
     #[arg(long)]
     top: bool,
     /// Topic parts that make a prefix in `--top` (2: `Q.XNAS`).
@@ -83,6 +85,12 @@ pub(crate) fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCod
     let mut gaps = args.topics.is_empty().then(SequenceTracker::new);
     let mut missed = 0u64;
     let started = Instant::now();
+    // On a terminal the table is redrawn in place; a pipe or a file gets every table, plain.
+    let top_output = if std::io::stdout().is_terminal() {
+        tap::TopOutput::InPlace
+    } else {
+        tap::TopOutput::Append
+    };
     let mut table = RateTable::new(args.depth, 1_000_000_000, tickbox_wire::now_ns());
     let mut out = std::io::stdout().lock();
     let (mut frames, mut shown, mut malformed) = (0u64, 0u64, 0u64);
@@ -165,10 +173,8 @@ pub(crate) fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCod
         }
         if let Some(rows) = table.tick(tickbox_wire::now_ns()) {
             if args.top {
-                writeln!(out, "{}", tap::render_rates(&rows))?;
-                if gaps.is_some() {
-                    writeln!(out, "missed {missed} (per-publisher sequence gaps)\n")?;
-                }
+                let missed = gaps.is_some().then_some(missed);
+                write!(out, "{}", tap::render_top(&rows, missed, top_output))?;
                 out.flush()?;
             }
         }

@@ -1,0 +1,530 @@
+//! What a replay selects: topic prefixes and an origin-time window, and the time grammar of `replay --from/--to`.
+//!
+//! Times are origin times (the publisher's `origin_time_ns`, kept by the recorder and by replays), not capture
+//! times: "the 09:30 open" means what the exchange stamped, however late it was recorded. A time is one of
+//!
+//! * RFC 3339 with `Z` or an offset (`2026-11-24T14:30:00Z`, `2026-11-24T09:30:00-05:00`);
+//! * a local date-time without a zone (`2026-11-24 09:30:00`, `2026-11-24T09:30`), in the `--tz` zone;
+//! * a time of day (`09:30`, `09:30:00.5`), in the `--tz` zone on the journal's first day there;
+//! * ns since the Unix epoch, or `+DURATION` after the journal's first record.
+//!
+//! A local time that a DST change skips is moved forward past the gap and one it repeats is the earlier of the
+//! two (the "compatible" rule of RFC 5545 and Temporal).
+//!
+//! The journal is ordered by capture time, so a replay seeks by capture time to a little before `from`
+//! ([`CLOCK_SLACK`] earlier, for publisher clocks ahead of the recorder's) and stops a little after `to`; records
+//! read in between that fall outside the selection are skipped before pacing and counted, never sent.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::Path;
+use std::time::Duration;
+
+use jiff::civil;
+/// Re-exported so the CLI names zones without its own jiff dependency.
+pub use jiff::tz::TimeZone;
+use jiff::Timestamp;
+use tickbox_journal::{JournalError, Reader};
+use tickbox_wire::{Header, Kind, MessageRef};
+
+/// How far a record's origin time may lie ahead of its capture time (a publisher clock ahead of the recorder's)
+/// and still be found: the replay seeks this much before `from` by capture time and reads this much past `to`.
+pub const CLOCK_SLACK: Duration = Duration::from_secs(5);
+
+/// What the time and selection flags can get wrong.
+#[derive(Debug, thiserror::Error)]
+pub enum SelectionError {
+    /// The text is none of the time forms.
+    #[error("{input:?} is not a time: {reason}")]
+    Time {
+        /// The text as given.
+        input: String,
+        /// Why it does not parse, or what it lacks.
+        reason: String,
+    },
+    /// `--tz` names no zone of the time-zone database.
+    #[error("{name:?} is not a time zone: use an IANA name such as America/New_York, Europe/London or UTC")]
+    Zone {
+        /// The name as given.
+        name: String,
+    },
+    /// `from` is not before `to`.
+    #[error("empty range: --from {from} is not before --to {to}")]
+    EmptyRange {
+        /// `from`, in the chosen zone.
+        from: String,
+        /// `to`, in the chosen zone.
+        to: String,
+    },
+    /// An empty string among the topic prefixes (it would select everything, which is what leaving
+    /// `--topics` out does).
+    #[error("an empty topic prefix in --topics selects everything; leave --topics out for that")]
+    EmptyPrefix,
+    /// Reading the journal for its first day or its overview failed.
+    #[error("journal: {0}")]
+    Journal(#[from] JournalError),
+}
+
+const FORMS: &str = "use RFC 3339 (2026-11-24T14:30:00Z, 2026-11-24T09:30:00-05:00), a local date-time \
+                     (2026-11-24 09:30:00) or a time of day (09:30, 09:30:00.5) in --tz, ns since the epoch, \
+                     or +DURATION after the first record";
+
+/// A time zone by IANA name (`America/New_York`), or `UTC`.
+pub fn parse_zone(name: &str) -> Result<TimeZone, SelectionError> {
+    let name = name.trim();
+    if name.eq_ignore_ascii_case("utc") || name == "Z" {
+        return Ok(TimeZone::UTC);
+    }
+    TimeZone::get(name).map_err(|_| SelectionError::Zone {
+        name: name.to_owned(),
+    })
+}
+
+/// A parsed `--from`/`--to` value; [`When::resolve`] turns it into ns since the epoch.
+#[derive(Debug, Clone, PartialEq)]
+pub enum When {
+    /// Already absolute (RFC 3339 with an offset, or ns since the epoch).
+    At(u64),
+    /// This long after the journal's first record (origin time).
+    AfterFirst(Duration),
+    /// A wall-clock date-time in the chosen zone.
+    Local(civil::DateTime),
+    /// A time of day in the chosen zone, on the journal's first day there.
+    TimeOfDay(civil::Time),
+}
+
+impl When {
+    /// Parses every form in the module documentation; the error lists them.
+    pub fn parse(input: &str) -> Result<When, SelectionError> {
+        let t = input.trim();
+        let err = |reason: String| SelectionError::Time {
+            input: input.to_owned(),
+            reason,
+        };
+        if let Some(rest) = t.strip_prefix('+') {
+            return tickbox_units::parse_duration(rest)
+                .map(When::AfterFirst)
+                .map_err(|e| err(e.to_string()));
+        }
+        if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) {
+            return t
+                .parse()
+                .map(When::At)
+                .map_err(|_| err("out of range".into()));
+        }
+        if let Ok(ts) = t.parse::<Timestamp>() {
+            return ns_of(ts).map(When::At).map_err(err);
+        }
+        // A date-time with a zone name but no offset (`...[America/New_York]`) is not accepted silently in UTC.
+        if t.contains('[') {
+            return Err(err(format!(
+                "give the zone with --tz, not in brackets; {FORMS}"
+            )));
+        }
+        if t.len() > 8 && t.as_bytes().get(4) == Some(&b'-') {
+            return t
+                .parse::<civil::DateTime>()
+                .map(When::Local)
+                .map_err(|e| err(format!("{e}; {FORMS}")));
+        }
+        if t.contains(':') {
+            return t
+                .parse::<civil::Time>()
+                .map(When::TimeOfDay)
+                .map_err(|e| err(format!("{e}; {FORMS}")));
+        }
+        Err(err(FORMS.to_owned()))
+    }
+
+    /// Whether resolving needs the journal's first origin time.
+    pub fn needs_first(&self) -> bool {
+        matches!(self, When::AfterFirst(_) | When::TimeOfDay(_))
+    }
+
+    /// ns since the epoch: local forms in `tz`; `first` (the journal's first origin time, `None` for an empty
+    /// journal) anchors `+DURATION` and times of day.
+    pub fn resolve(&self, tz: &TimeZone, first: Option<u64>) -> Result<u64, SelectionError> {
+        let no_first = |what: &str| SelectionError::Time {
+            input: self.to_string(),
+            reason: format!("{what} needs the journal's first record, and the journal is empty"),
+        };
+        match self {
+            When::At(ns) => Ok(*ns),
+            When::AfterFirst(d) => {
+                let first = first.ok_or_else(|| no_first("a +DURATION time"))?;
+                Ok(first.saturating_add(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)))
+            }
+            When::Local(dt) => self.local(tz, *dt),
+            When::TimeOfDay(time) => {
+                let first = first.ok_or_else(|| no_first("a time of day"))?;
+                let day = timestamp_of(first).to_zoned(tz.clone()).date();
+                self.local(tz, day.to_datetime(*time))
+            }
+        }
+    }
+
+    fn local(&self, tz: &TimeZone, dt: civil::DateTime) -> Result<u64, SelectionError> {
+        let err = |reason: String| SelectionError::Time {
+            input: self.to_string(),
+            reason,
+        };
+        let zoned = tz
+            .to_ambiguous_zoned(dt)
+            .compatible()
+            .map_err(|e| err(e.to_string()))?;
+        ns_of(zoned.timestamp()).map_err(err)
+    }
+}
+
+impl fmt::Display for When {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            When::At(ns) => write!(f, "{ns}"),
+            When::AfterFirst(d) => write!(f, "+{d:?}"),
+            When::Local(dt) => write!(f, "{dt}"),
+            When::TimeOfDay(t) => write!(f, "{t}"),
+        }
+    }
+}
+
+fn ns_of(ts: Timestamp) -> Result<u64, String> {
+    u64::try_from(ts.as_nanosecond()).map_err(|_| "before 1970 or after 2554".to_owned())
+}
+
+fn timestamp_of(ns: u64) -> Timestamp {
+    // Every u64 of ns (up to 2554) is inside jiff's range, so this never falls back.
+    Timestamp::from_nanosecond(i128::from(ns)).unwrap_or(Timestamp::UNIX_EPOCH)
+}
+
+/// `ns` as a readable time in `tz`, to the millisecond, with the zone's abbreviation (`2026-11-24 09:30:00.000
+/// EST`).
+pub fn format_in_zone(ns: u64, tz: &TimeZone) -> String {
+    timestamp_of(ns)
+        .to_zoned(tz.clone())
+        .strftime("%Y-%m-%d %H:%M:%S%.3f %Z")
+        .to_string()
+}
+
+/// Which records a replay sends: by topic prefix and by origin time. Checked once per record, allocation-free.
+///
+/// * **Topics**: a data record or cached value is selected when its topic starts with one of the prefixes. A gap
+///   notice (`G.<publisher>`) is selected only when a prefix names it (`G.`): a topic subset has holes in every
+///   publisher's sequence that no notice describes, so its subscriber should subscribe to the same prefixes
+///   (which turns its gap tracking off) or the replay should `--restamp` (gap-free per shard).
+/// * **Time**: origin time in `[from, to)`, gap notices included (their origin time is when the loss was noticed).
+/// * Recorded heartbeats are never replayed whatever the selection; the replay's own heartbeats go to the
+///   publishers it replayed records of.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReplaySelection {
+    topics: Vec<String>,
+    from_ns: Option<u64>,
+    to_ns: Option<u64>,
+}
+
+impl ReplaySelection {
+    /// A selection of topic prefixes (empty: every topic) and an origin-time window (`to` exclusive).
+    pub fn new(
+        topics: Vec<String>,
+        from_ns: Option<u64>,
+        to_ns: Option<u64>,
+        tz: &TimeZone,
+    ) -> Result<ReplaySelection, SelectionError> {
+        if topics.iter().any(|t| t.is_empty()) {
+            return Err(SelectionError::EmptyPrefix);
+        }
+        if let (Some(a), Some(b)) = (from_ns, to_ns) {
+            if a >= b {
+                return Err(SelectionError::EmptyRange {
+                    from: format_in_zone(a, tz),
+                    to: format_in_zone(b, tz),
+                });
+            }
+        }
+        Ok(ReplaySelection {
+            topics,
+            from_ns,
+            to_ns,
+        })
+    }
+
+    /// True when it selects every record (no prefix, no window).
+    pub fn is_all(&self) -> bool {
+        self.topics.is_empty() && self.from_ns.is_none() && self.to_ns.is_none()
+    }
+
+    /// The topic prefixes (empty: every topic).
+    pub fn topics(&self) -> &[String] {
+        &self.topics
+    }
+
+    /// Origin-time window, ns since the epoch (`to` exclusive).
+    pub fn window(&self) -> (Option<u64>, Option<u64>) {
+        (self.from_ns, self.to_ns)
+    }
+
+    /// Capture time to seek to: [`CLOCK_SLACK`] before `from`.
+    pub fn seek_capture_ns(&self) -> Option<u64> {
+        self.from_ns
+            .map(|t| t.saturating_sub(CLOCK_SLACK.as_nanos() as u64))
+    }
+
+    /// Capture time at which reading can stop: [`CLOCK_SLACK`] after `to`.
+    pub fn stop_capture_ns(&self) -> Option<u64> {
+        self.to_ns
+            .map(|t| t.saturating_add(CLOCK_SLACK.as_nanos() as u64))
+    }
+
+    /// Whether the record with this topic and header is selected.
+    #[inline]
+    pub fn selects(&self, topic: &str, header: &Header) -> bool {
+        let t = header.origin_time_ns;
+        if self.from_ns.is_some_and(|from| t < from) || self.to_ns.is_some_and(|to| t >= to) {
+            return false;
+        }
+        self.topics.is_empty() || self.topics.iter().any(|p| topic.starts_with(p.as_str()))
+    }
+
+    /// The selection as a phrase for messages, times in `tz`.
+    pub fn describe(&self, tz: &TimeZone) -> String {
+        let mut parts = Vec::new();
+        if !self.topics.is_empty() {
+            parts.push(format!("topics {}", self.topics.join(",")));
+        }
+        if let Some(a) = self.from_ns {
+            parts.push(format!("from {}", format_in_zone(a, tz)));
+        }
+        if let Some(b) = self.to_ns {
+            parts.push(format!("to {}", format_in_zone(b, tz)));
+        }
+        if parts.is_empty() {
+            "everything".to_owned()
+        } else {
+            parts.join(" ")
+        }
+    }
+}
+
+/// What a journal holds, for resolving times of day and for saying why a selection came out empty: bounded work
+/// (the first [`JournalOverview::SAMPLE`] records and the last one), whatever the journal's size.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct JournalOverview {
+    /// Records in the journal (its sequence range).
+    pub records: u64,
+    /// Origin time of the first tickbox frame.
+    pub first_origin_ns: Option<u64>,
+    /// Origin time of the last record, when it is a tickbox frame.
+    pub last_origin_ns: Option<u64>,
+    /// Topic prefixes up to the first `.` (`Q.`, `T.`, `G.`) among the sampled records, with their counts.
+    pub prefixes: BTreeMap<String, u64>,
+    /// The first few distinct topics sampled.
+    pub examples: Vec<String>,
+    /// Records sampled for `prefixes` (all of them for a small journal).
+    pub sampled: u64,
+}
+
+impl JournalOverview {
+    /// Records read from the start for topic prefixes.
+    pub const SAMPLE: u64 = 100_000;
+    const EXAMPLES: usize = 5;
+
+    /// Reads the start and the end of the journal at `path`.
+    pub fn scan(path: &Path) -> Result<JournalOverview, SelectionError> {
+        let mut reader = Reader::open(path)?;
+        let mut o = JournalOverview::default();
+        reader.seek_oldest();
+        let mut first_seq = None;
+        while o.sampled < Self::SAMPLE {
+            let rec = match reader.next() {
+                Ok(Some(rec)) => rec,
+                Ok(None) => break,
+                // A ring overwritten under us: the reader moved to the oldest record, go on from there.
+                Err(JournalError::Lapped { .. }) => continue,
+                Err(e) => return Err(e.into()),
+            };
+            first_seq.get_or_insert(rec.seq);
+            o.sampled += 1;
+            let Ok(m) = MessageRef::decode(rec.payload) else {
+                continue;
+            };
+            if m.kind() == Kind::Heartbeat {
+                continue;
+            }
+            o.first_origin_ns.get_or_insert(m.header().origin_time_ns);
+            let topic = m.topic();
+            let prefix = topic.find('.').map_or(topic, |i| &topic[..=i]);
+            if let Some(n) = o.prefixes.get_mut(prefix) {
+                *n += 1;
+            } else {
+                o.prefixes.insert(prefix.to_owned(), 1);
+            }
+            if o.examples.len() < Self::EXAMPLES && !o.examples.iter().any(|e| e == topic) {
+                o.examples.push(topic.to_owned());
+            }
+        }
+        let Some(first_seq) = first_seq else {
+            return Ok(o);
+        };
+        // The end of the last segment (an archive's head is in its newest file).
+        reader.seek_end()?;
+        let end = reader.end_seq();
+        o.records = end.saturating_sub(first_seq);
+        if end > first_seq {
+            reader.seek_seq(end - 1)?;
+            if let Ok(Some(rec)) = reader.next() {
+                if let Ok(m) = MessageRef::decode(rec.payload) {
+                    o.last_origin_ns = Some(m.header().origin_time_ns);
+                }
+            }
+        }
+        Ok(o)
+    }
+
+    /// One phrase: how many records, from when to when in `tz`, which topics.
+    pub fn describe(&self, tz: &TimeZone) -> String {
+        if self.records == 0 {
+            return "the journal holds no records".to_owned();
+        }
+        let when = |t: Option<u64>| t.map_or_else(|| "?".to_owned(), |t| format_in_zone(t, tz));
+        let prefixes: Vec<String> = self
+            .prefixes
+            .iter()
+            .map(|(p, n)| format!("{p} ({n})"))
+            .collect();
+        let sampled = if self.sampled < self.records {
+            format!(" in its first {} records", self.sampled)
+        } else {
+            String::new()
+        };
+        format!(
+            "the journal holds {} records with origin times {} .. {}; topic prefixes{sampled}: {}; e.g. {}",
+            self.records,
+            when(self.first_origin_ns),
+            when(self.last_origin_ns),
+            if prefixes.is_empty() {
+                "none".to_owned()
+            } else {
+                prefixes.join(", ")
+            },
+            if self.examples.is_empty() {
+                "-".to_owned()
+            } else {
+                self.examples.join(", ")
+            }
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NY: &str = "America/New_York";
+    /// 2026-11-24T14:30:00Z (09:30 in New York, EST).
+    const OPEN_UTC: u64 = 1_795_530_600_000_000_000;
+
+    fn resolve(s: &str, tz: &str, first: Option<u64>) -> Result<u64, SelectionError> {
+        When::parse(s)?.resolve(&parse_zone(tz)?, first)
+    }
+
+    #[test]
+    fn every_form_resolves() {
+        assert_eq!(
+            resolve("2026-11-24T14:30:00Z", "UTC", None).unwrap(),
+            OPEN_UTC
+        );
+        assert_eq!(
+            resolve("2026-11-24T09:30:00-05:00", "UTC", None).unwrap(),
+            OPEN_UTC
+        );
+        assert_eq!(resolve("2026-11-24 09:30:00", NY, None).unwrap(), OPEN_UTC);
+        assert_eq!(resolve("2026-11-24T09:30", NY, None).unwrap(), OPEN_UTC);
+        assert_eq!(
+            resolve("2026-11-24 14:30:00", "UTC", None).unwrap(),
+            OPEN_UTC
+        );
+        // The journal's first record at 08:00 New York time: 09:30 is that day's open.
+        let first = OPEN_UTC - 90 * 60 * 1_000_000_000;
+        assert_eq!(resolve("09:30", NY, Some(first)).unwrap(), OPEN_UTC);
+        assert_eq!(
+            resolve("09:30:00.5", NY, Some(first)).unwrap(),
+            OPEN_UTC + 500_000_000
+        );
+        assert_eq!(resolve("+90m", NY, Some(first)).unwrap(), OPEN_UTC);
+        assert_eq!(resolve("1795530600000000000", NY, None).unwrap(), OPEN_UTC);
+    }
+
+    #[test]
+    fn a_time_of_day_takes_the_first_day_in_the_zone_not_in_utc() {
+        // 2026-11-25T02:00Z is still the 24th in New York (21:00 EST).
+        let first = OPEN_UTC + (11 * 60 + 30) * 60 * 1_000_000_000;
+        assert_eq!(resolve("09:30", NY, Some(first)).unwrap(), OPEN_UTC);
+        assert_eq!(
+            resolve("09:30", "UTC", Some(first)).unwrap(),
+            OPEN_UTC + (19 * 60) * 60 * 1_000_000_000,
+            "in UTC the first day is the 25th"
+        );
+    }
+
+    #[test]
+    fn bad_input_says_what_is_accepted() {
+        for bad in [
+            "09:3x",
+            "tomorrow",
+            "2026-11-24 25:00",
+            "",
+            "2026-11-24T09:30[America/New_York]",
+        ] {
+            let e = When::parse(bad).unwrap_err().to_string();
+            assert!(e.contains("is not a time"), "{bad}: {e}");
+        }
+        let e = When::parse("noon").unwrap_err().to_string();
+        assert!(e.contains("a time of day (09:30, 09:30:00.5)"), "{e}");
+        let e = parse_zone("Mars/Olympus").unwrap_err().to_string();
+        assert!(e.contains("\"Mars/Olympus\" is not a time zone"), "{e}");
+        let e = resolve("09:30", NY, None).unwrap_err().to_string();
+        assert!(e.contains("the journal is empty"), "{e}");
+    }
+
+    #[test]
+    fn selection_by_prefix_and_origin_time() {
+        let tz = TimeZone::UTC;
+        let sel = ReplaySelection::new(
+            vec!["Q.XNAS.".into(), "T.".into()],
+            Some(100),
+            Some(200),
+            &tz,
+        )
+        .unwrap();
+        let h = |origin: u64| Header {
+            origin_time_ns: origin,
+            ..Header::live(Kind::Quote, 1, 1, origin)
+        };
+        assert!(sel.selects("Q.XNAS.AAPL", &h(100)));
+        assert!(sel.selects("T.XNYS.IBM", &h(199)));
+        assert!(!sel.selects("Q.XNYS.IBM", &h(150)), "prefix not selected");
+        assert!(!sel.selects("Q.XNAS.AAPL", &h(99)), "before from");
+        assert!(!sel.selects("Q.XNAS.AAPL", &h(200)), "to is exclusive");
+        assert!(!sel.selects("G.7", &h(150)), "gap notices need G.");
+        assert!(!sel.is_all());
+        assert!(ReplaySelection::default().is_all());
+        assert!(ReplaySelection::default().selects("anything", &h(0)));
+        assert!(matches!(
+            ReplaySelection::new(vec![], Some(5), Some(5), &tz),
+            Err(SelectionError::EmptyRange { .. })
+        ));
+        assert!(matches!(
+            ReplaySelection::new(vec![String::new()], None, None, &tz),
+            Err(SelectionError::EmptyPrefix)
+        ));
+    }
+
+    #[test]
+    fn formats_in_the_zone() {
+        let ny = parse_zone(NY).unwrap();
+        assert_eq!(format_in_zone(OPEN_UTC, &ny), "2026-11-24 09:30:00.000 EST");
+        assert_eq!(
+            format_in_zone(OPEN_UTC + 5_000_000, &TimeZone::UTC),
+            "2026-11-24 14:30:00.005 UTC"
+        );
+    }
+}
