@@ -5,7 +5,7 @@
 use std::io::Cursor;
 
 use dbn::decode::dbn::RecordDecoder;
-use dbn::{rtype, BboMsg, CbboMsg, Cmbp1Msg, Mbp1Msg, TradeMsg, VersionUpgradePolicy};
+use dbn::{rtype, BboMsg, CbboMsg, Cmbp1Msg, Mbp1Msg, RecordRef, TradeMsg, VersionUpgradePolicy};
 use tickbox_wire::{Flags, Header, Kind, Payload, Quote, Side, Trade};
 
 use crate::frame::VendorFrame;
@@ -52,7 +52,28 @@ pub fn derive_wire(f: &VendorFrame<'_>) -> Option<(String, Header, Payload)> {
     )
     .ok()?;
     let rec = dec.decode_ref().ok()??;
-    let payload = match f.rtype {
+    let payload = derive_payload(f.rtype, &rec)?;
+    let kind = payload.kind();
+    let letter = kind.topic_letter();
+    let rest = f.topic.split_once('.').map_or(f.topic, |(_, r)| r);
+    let header = Header {
+        kind,
+        flags: Flags(f.header.flags),
+        publisher_id: f.header.publisher_id,
+        sequence: f.header.sequence,
+        send_time_ns: f.header.send_time_ns,
+        origin_time_ns: f.header.origin_time_ns,
+        session: f.header.session,
+    };
+    debug_assert!(matches!(kind, Kind::Quote | Kind::Trade));
+    Some((format!("{letter}.{rest}"), header, payload))
+}
+
+/// The tickbox payload of one decoded DBN record of `rtype`; `None` when it has no tickbox equivalent. Shared by
+/// [`derive_wire`] (a stored vendor frame) and the replay of a DBN file (a record straight from the decoder), so
+/// both publish the same message.
+pub(crate) fn derive_payload(rtype: u8, rec: &RecordRef<'_>) -> Option<Payload> {
+    let payload = match rtype {
         rtype::MBP_0 => {
             let t = rec.get::<TradeMsg>()?;
             Payload::Trade(Trade {
@@ -117,18 +138,5 @@ pub fn derive_wire(f: &VendorFrame<'_>) -> Option<(String, Header, Payload)> {
         }
         _ => return None,
     };
-    let kind = payload.kind();
-    let letter = kind.topic_letter();
-    let rest = f.topic.split_once('.').map_or(f.topic, |(_, r)| r);
-    let header = Header {
-        kind,
-        flags: Flags(f.header.flags),
-        publisher_id: f.header.publisher_id,
-        sequence: f.header.sequence,
-        send_time_ns: f.header.send_time_ns,
-        origin_time_ns: f.header.origin_time_ns,
-        session: f.header.session,
-    };
-    debug_assert!(matches!(kind, Kind::Quote | Kind::Trade));
-    Some((format!("{letter}.{rest}"), header, payload))
+    Some(payload)
 }

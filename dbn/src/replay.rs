@@ -12,9 +12,9 @@ use dbn::{RType, Record as _};
 use tickbox_journal::Reader;
 use tickbox_wire::{Kind, MessageRef, Payload};
 
-use crate::derive::derive_wire;
+use crate::derive::{derive_payload, derive_wire};
 use crate::error::DbnError;
-use crate::frame::{encode_vendor_frame, record_fits, VendorFrame, VendorHeader, VENDOR_KIND};
+use crate::frame::{record_fits, VendorFrame, VENDOR_KIND};
 use crate::import::{open_source, OpenedSource, Topics};
 
 /// One item of a recording.
@@ -49,7 +49,6 @@ enum Inner {
     Dbn {
         source: Box<OpenedSource>,
         topics: Topics,
-        version: u8,
     },
     Journal(Box<Reader>),
 }
@@ -58,7 +57,6 @@ enum Inner {
 pub struct ReplaySource {
     inner: Inner,
     path: PathBuf,
-    scratch: Vec<u8>,
     /// Skip reasons already built, so a file of skipped records does not format one string per record.
     reasons: HashMap<(u8, u8), String>,
 }
@@ -103,17 +101,14 @@ impl ReplaySource {
         } else {
             let source = open_source(path, None)?;
             let topics = Topics::new(source.metadata.as_ref());
-            let version = source.source.version;
             Inner::Dbn {
                 source: Box::new(source),
                 topics,
-                version,
             }
         };
         Ok(ReplaySource {
             inner,
             path: path.to_path_buf(),
-            scratch: Vec::with_capacity(256),
             reasons: HashMap::new(),
         })
     }
@@ -150,11 +145,7 @@ impl ReplaySource {
     /// failed checksum) is an error naming the file and the record: a replay must not silently publish a prefix.
     pub fn next_item(&mut self) -> Result<Option<ReplayItem>, DbnError> {
         match &mut self.inner {
-            Inner::Dbn {
-                source,
-                topics,
-                version,
-            } => {
+            Inner::Dbn { source, topics } => {
                 let Some(rec) = source.next_record()? else {
                     return Ok(None);
                 };
@@ -169,28 +160,23 @@ impl ReplaySource {
                         ),
                     });
                 }
-                let header = VendorHeader {
-                    flags: 0,
-                    publisher_id: u32::from(rec.publisher_id()),
-                    sequence: 0,
-                    send_time_ns: rec.raw_index_ts(),
-                    origin_time_ns: rec.raw_ts_event(),
-                    session: 0,
-                };
                 let rtype = bytes[1];
-                let topic = topics.topic(&rec);
-                encode_vendor_frame(&mut self.scratch, topic, &header, *version, 0, bytes);
-                let derived = VendorFrame::decode(&self.scratch)
-                    .ok()
-                    .and_then(|f| derive_wire(&f));
-                Ok(Some(match derived {
-                    Some((topic, h, payload)) => ReplayItem::Record {
-                        time_ns: h.send_time_ns,
-                        origin_time_ns: h.origin_time_ns,
-                        topic,
-                        payload,
-                    },
-                    None => ReplayItem::Skipped(self.reason((0, rtype))),
+                // Straight from the decoded record (no vendor frame in between): the same payload an import
+                // followed by `derive_wire` gives.
+                let Some(payload) = derive_payload(rtype, &rec) else {
+                    return Ok(Some(ReplayItem::Skipped(self.reason((0, rtype)))));
+                };
+                let (time_ns, origin_time_ns) = (rec.raw_index_ts(), rec.raw_ts_event());
+                let vendor_topic = topics.topic(&rec);
+                let rest = vendor_topic
+                    .split_once('.')
+                    .map_or(vendor_topic, |(_, r)| r);
+                let topic = format!("{}.{rest}", payload.kind().topic_letter());
+                Ok(Some(ReplayItem::Record {
+                    time_ns,
+                    origin_time_ns,
+                    topic,
+                    payload,
                 }))
             }
             Inner::Journal(reader) => {

@@ -6,7 +6,7 @@ use std::path::Path;
 use tickbox_dbn::dbn::encode::dbn::Encoder;
 use tickbox_dbn::dbn::encode::EncodeRecordRef;
 use tickbox_dbn::dbn::{
-    rtype, MboMsg, Mbp1Msg, Metadata, RecordHeader, RecordRef, SType, Schema, TradeMsg,
+    rtype, MboMsg, Mbp1Msg, Metadata, RecordHeader, RecordRef, SType, TradeMsg,
 };
 use tickbox_dbn::{import_files, ImportOptions, ReplayForm, ReplayItem, ReplaySource};
 use tickbox_wire::Payload;

@@ -442,3 +442,108 @@ fn damaged_sources_exit_1_with_one_error_line_naming_the_file() {
         assert!(!err.contains("panicked"), "{err}");
     }
 }
+
+/// Runs `tickbox ARGS --json` with one raw SUB draining its only shard, and returns its JSON summary.
+fn run_with_drain(args: &[&str]) -> serde_json::Value {
+    let mut cmd = Command::new(TICKBOX);
+    cmd.args(args)
+        .args(["--wait-for-subscribers", "1", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut feed = KillOnDrop(cmd.spawn().unwrap());
+    let lines = common::forward_lines(feed.0.stderr.take().unwrap());
+    let endpoint = loop {
+        let line = lines
+            .recv_timeout(Duration::from_secs(10))
+            .expect("no endpoint");
+        if line.starts_with("feed shard 0 ") {
+            break common::endpoint_in(&line).unwrap();
+        }
+    };
+    let ctx = zmq::Context::new();
+    let sub = ctx.socket(zmq::SUB).unwrap();
+    sub.set_linger(0).unwrap();
+    sub.set_subscribe(b"").unwrap();
+    sub.connect(&endpoint).unwrap();
+    let mut drained = 0u64;
+    while feed.0.try_wait().unwrap().is_none() {
+        while sub.recv_bytes(zmq::DONTWAIT).is_ok() {
+            drained += 1;
+        }
+        let _ = sub.poll(zmq::POLLIN, 10);
+    }
+    std::hint::black_box(drained);
+    let out = feed.wait_output(Duration::from_secs(120));
+    assert!(out.status.success());
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn median_spread(mut v: Vec<f64>) -> String {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    format!(
+        "median {:.0}, range {:.0}-{:.0}",
+        v[v.len() / 2],
+        v[0],
+        v[v.len() - 1]
+    )
+}
+
+/// `feed --source --speed max` records/s beside the `dbn` crate decoding the same file alone and the synthetic
+/// feed at `--rate max`, one shard each, three repeats in one run. Ignored by default; run with
+/// `cargo test --release -p tickbox --test cli_feed_source -- --ignored --nocapture` (`TICKBOX_RATE_RECORDS` sets
+/// the record count, default 1 000 000).
+#[test]
+#[ignore = "measurement: run explicitly in release"]
+fn feed_source_rate_beside_dbn_alone_and_the_synthetic_feed() {
+    use tickbox_dbn::dbn::decode::{DecodeRecordRef, DynDecoder};
+    use tickbox_dbn::dbn::{Record, VersionUpgradePolicy};
+    let n: u64 = std::env::var("TICKBOX_RATE_RECORDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1_000_000);
+    let dir = TempDir::new("feed-source-rate");
+    let file = dir.path().join("rate.dbn");
+    // Three records in four publish (trades and top-of-book updates); one in four is an MBO event, skipped.
+    write_dbn(&file, n, 100);
+    let published = expected_dbn(n, 100).len() as f64;
+    println!(
+        "file: {n} records ({published} publishable), {} bytes",
+        std::fs::metadata(&file).unwrap().len()
+    );
+    let (mut alone, mut source, mut synthetic) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..3 {
+        let start = Instant::now();
+        let mut d = DynDecoder::from_file(&file, VersionUpgradePolicy::AsIs).unwrap();
+        let mut sum = 0u64;
+        let mut count = 0u64;
+        while let Some(r) = d.decode_record_ref().unwrap() {
+            count += 1;
+            sum = sum.wrapping_add(r.raw_index_ts());
+        }
+        std::hint::black_box(sum);
+        assert_eq!(count, n);
+        alone.push(n as f64 / start.elapsed().as_secs_f64());
+
+        let s = run_with_drain(&["feed", "--source", file.to_str().unwrap(), "--speed", "max"]);
+        assert_eq!(s["read"], n, "{s}");
+        // Records read per second of the replay (published and skipped alike), as the dbn figure counts them.
+        let secs = s["elapsed_ns"].as_u64().unwrap() as f64 / 1e9;
+        source.push(n as f64 / secs);
+
+        let max = (published as u64).to_string();
+        let s = run_with_drain(&["feed", "--rate", "max", "--max-messages", &max]);
+        synthetic.push(s["achieved_rate"].as_u64().unwrap() as f64);
+    }
+    println!(
+        "dbn crate alone (decode):       {} records/s",
+        median_spread(alone)
+    );
+    println!(
+        "feed --source --speed max:      {} records/s read",
+        median_spread(source)
+    );
+    println!(
+        "synthetic feed --rate max:      {} msg/s",
+        median_spread(synthetic)
+    );
+}
