@@ -117,6 +117,22 @@ pub(crate) struct Args {
     /// Bind the shards, then wait idle for `tickbox.replay.start` (and again after each replay ends) until Ctrl-C.
     #[arg(long, requires = "broker")]
     await_start: bool,
+    /// ZooKeeper ensemble for --start-barrier: HOST:PORT[,HOST:PORT…]. Default: `[coord] zk` from the config.
+    #[arg(long, value_name = "HOSTS")]
+    zk: Option<String>,
+    /// Double barrier (ZooKeeper path) shared with --parties subscribers started with the same
+    /// `--start-barrier PATH --parties N`: the replay sends nothing until all have entered and every shard has N
+    /// subscriptions (`--wait-subscribers` overrides N), and exits only once all have left.
+    #[arg(
+        long,
+        value_name = "PATH",
+        requires = "parties",
+        conflicts_with = "await_start"
+    )]
+    start_barrier: Option<String>,
+    /// Subscribers in --start-barrier (the replay is one more party).
+    #[arg(long, value_name = "N", requires = "start_barrier", value_parser = clap::value_parser!(u32).range(1..))]
+    parties: Option<u32>,
 }
 
 fn parse_speed(s: &str) -> Result<Speed, String> {
@@ -286,7 +302,33 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         }
     };
     status.publish(replay_status(&shared.lock(), None, 0.0));
-    let wait_n = args.wait_subscribers.unwrap_or(cfg.wait_subscribers);
+    let barrier = match (&args.start_barrier, args.parties) {
+        (Some(path), Some(parties)) => {
+            let coord = super::coord::connect(args.zk.as_deref(), config, "--start-barrier")?;
+            let id = format!("replay pid {} {}", std::process::id(), endpoints.join(","));
+            eprintln!("replay: waiting at start barrier {path} for {parties} subscriber(s)");
+            match tickbox_coord::StartBarrier::enter(
+                &coord,
+                path,
+                parties,
+                &id,
+                config.coord.barrier_timeout.0,
+                &stop,
+            ) {
+                Ok(entered) => Some(entered),
+                Err(tickbox_coord::CoordError::Interrupted) => {
+                    eprintln!("replay: interrupted at the start barrier; nothing sent");
+                    return Ok(ExitCode::SUCCESS);
+                }
+                Err(e) => return Err(e).with_context(|| format!("--start-barrier {path}")),
+            }
+        }
+        _ => None,
+    };
+    let wait_n = args
+        .wait_subscribers
+        .or(args.parties.map(u64::from))
+        .unwrap_or(cfg.wait_subscribers);
     let wait_timeout = args.wait_timeout.unwrap_or(cfg.wait_timeout.0);
     if wait_n > 0 && !args.await_start {
         eprintln!(
@@ -434,6 +476,16 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     if args.await_start {
         // Stopped while idle there is no run summary; say that it ended, and after how many runs.
         eprintln!("replay: stopped after {runs} run(s)");
+    }
+    if let Some(entered) = barrier {
+        let all_left = entered
+            .leave(config.coord.barrier_timeout.0, &stop)
+            .context(
+            "leaving --start-barrier (a subscriber did not leave in time: [coord] barrier_timeout)",
+        )?;
+        if all_left {
+            eprintln!("replay: every party left the start barrier");
+        }
     }
     Ok(exit)
 }

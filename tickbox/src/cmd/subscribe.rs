@@ -102,6 +102,22 @@ pub(crate) struct Args {
     /// Majordomo broker to register `tickbox.subscribe.status` with.
     #[arg(long, value_name = "EP")]
     pub broker: Option<String>,
+    /// ZooKeeper ensemble for --start-barrier and --group: HOST:PORT[,HOST:PORT…]. Default: `[coord] zk`.
+    #[arg(long, value_name = "HOSTS")]
+    pub zk: Option<String>,
+    /// Double barrier (ZooKeeper path) shared with a `tickbox replay --start-barrier PATH --parties N` and the
+    /// other subscribers: enter once connected and subscribed (the replay sends nothing before all are in),
+    /// leave once stopped (--idle-exit, --duration, Ctrl-C) and exit when every party has left.
+    #[arg(long, value_name = "PATH", requires = "parties")]
+    pub start_barrier: Option<String>,
+    /// Subscribers in --start-barrier, this one included (the replay is one more party).
+    #[arg(long, value_name = "N", requires = "start_barrier", value_parser = clap::value_parser!(u32).range(1..))]
+    pub parties: Option<u32>,
+    /// Share the --connect shards with the other subscribers of the group at PATH (ZooKeeper): each shard is
+    /// consumed by one member, its lock holder; a dead member's shards move to the others within the session
+    /// timeout, and a joining member takes over its fair share. One summary per shard owned.
+    #[arg(long, value_name = "PATH", conflicts_with_all = ["start_barrier", "clone", "broker"])]
+    pub group: Option<String>,
 }
 
 /// How often the control loop refreshes the status snapshot.
@@ -196,6 +212,21 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         crate::flags::check_connect("--broker", broker)?;
     }
     let (mut sub_config, workers_config) = resolve(&args, config)?;
+    if let Some(group) = &args.group {
+        let id = sub_config
+            .member_id
+            .clone()
+            .unwrap_or_else(default_member_id);
+        check_member_id(&id).context("--member-id")?;
+        return super::coord::subscribe_group(
+            &args,
+            config,
+            group,
+            &id,
+            &sub_config,
+            &workers_config,
+        );
+    }
     let stop = crate::shutdown::flag();
     // Built (and its I/O threads placed) before any of our threads is pinned, so they never inherit a shard's core.
     let ctx = tickbox_zmqx::context::build(&config.context)?;
@@ -253,6 +284,26 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         member = membership.as_ref().map(|m| m.key()),
         "subscriber running"
     );
+    let barrier = match (&args.start_barrier, args.parties) {
+        (Some(path), Some(parties)) => {
+            let coord = super::coord::connect(args.zk.as_deref(), config, "--start-barrier")?;
+            tracing::info!(barrier = %path, parties, "connected and subscribed; entering the start barrier");
+            match tickbox_coord::StartBarrier::enter(
+                &coord,
+                path,
+                parties,
+                &id,
+                config.coord.barrier_timeout.0,
+                &stop,
+            ) {
+                Ok(entered) => Some(entered),
+                // Ctrl-C while waiting: shut down below like any stop, with an empty summary.
+                Err(tickbox_coord::CoordError::Interrupted) => None,
+                Err(e) => return Err(e).with_context(|| format!("--start-barrier {path}")),
+            }
+        }
+        _ => None,
+    };
     let deadline = args.duration.map(|d| std::time::Instant::now() + d.0);
     let mut next_status = std::time::Instant::now();
     let mut view = LiveView::new("subscribe", &args.live_view, None);
@@ -319,6 +370,12 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         print!("{}", report.summary_table(None, stopped_by));
     }
     drop(membership);
+    if let Some(entered) = barrier {
+        // Whether the others left too or this one stopped waiting (Ctrl-C), the summary is already out.
+        let _all_left = entered
+            .leave(config.coord.barrier_timeout.0, &stop)
+            .context("leaving --start-barrier (another party did not leave in time: [coord] barrier_timeout)")?;
+    }
     if let Some(err) = worker_failure {
         // After the summary, so what the surviving workers did is still reported.
         tracing::error!("{err}: the run is incomplete");
