@@ -72,17 +72,20 @@ impl LiveView {
                     ProgressDrawTarget::stderr_with_hz(4),
                 )
                 .with_style(
-                    ProgressStyle::with_template("{prefix}: [{bar:20}] {percent:>3}% {wide_msg}")
-                        .unwrap_or_else(|_| ProgressStyle::default_bar())
-                        .progress_chars("=> "),
+                    ProgressStyle::with_template(&format!(
+                        "{label}: [{{bar:20}}] {{percent:>3}}% {{wide_msg}}"
+                    ))
+                    .unwrap_or_else(|_| ProgressStyle::default_bar())
+                    .progress_chars("=> "),
                 ),
                 None => ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr_with_hz(4))
                     .with_style(
-                        ProgressStyle::with_template("{spinner} {prefix}: {wide_msg}")
+                        ProgressStyle::with_template(&format!("{{spinner}} {label}: {{wide_msg}}"))
                             .unwrap_or_else(|_| ProgressStyle::default_spinner()),
                     ),
             };
-            bar.set_prefix(label);
+            // The label is in the template, not set as a prefix: setting one would draw the bar at once, before
+            // the command has printed its endpoints.
             Draw::Terminal(bar)
         } else {
             Draw::Plain
@@ -162,23 +165,27 @@ pub(crate) fn progress_text(done: u64, total: u64) -> String {
 }
 
 /// A per-second rate from a counter sampled at each report.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Rate {
-    last: Option<(Instant, u64)>,
+    last: (Instant, u64),
+}
+
+impl Default for Rate {
+    /// Counting from zero now, so the first report is the rate since the start.
+    fn default() -> Self {
+        Rate {
+            last: (Instant::now(), 0),
+        }
+    }
 }
 
 impl Rate {
-    /// Counts per second since the previous call (0 on the first).
+    /// Counts per second since the previous call (since creation for the first).
     pub(crate) fn per_sec(&mut self, count: u64) -> f64 {
         let now = Instant::now();
-        let rate = match self.last {
-            Some((t, c)) => {
-                count.saturating_sub(c) as f64 / now.duration_since(t).as_secs_f64().max(1e-9)
-            }
-            None => 0.0,
-        };
-        self.last = Some((now, count));
-        rate
+        let (t, c) = self.last;
+        self.last = (now, count);
+        count.saturating_sub(c) as f64 / now.duration_since(t).as_secs_f64().max(1e-9)
     }
 }
 
