@@ -246,3 +246,81 @@ fn tap_top_redraws_its_table_in_place_on_a_terminal() {
     );
     drop(feed);
 }
+
+/// `subscribe`, `record` and `lvc` on one feed, each with a 200 ms interval into a pipe: several plain lines each.
+#[test]
+fn subscribe_record_and_lvc_report_plain_lines_through_a_pipe() {
+    let dir = TempDir::new("live-others");
+    let mut feed = KillOnDrop(
+        Command::new(TICKBOX)
+            .args(["feed", "--bind", "tcp://127.0.0.1:*", "--rate", "1k"])
+            .args(["--duration", "10s", "-q"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let lines = common::forward_lines(feed.0.stdout.take().unwrap());
+    let endpoint = loop {
+        let line = lines
+            .recv_timeout(Duration::from_secs(10))
+            .expect("feed endpoint");
+        if let Some(ep) = common::endpoint_in(&line) {
+            break ep;
+        }
+    };
+    let journal = dir.0.join("j.tbj");
+    let runs: Vec<(&str, Vec<String>)> = vec![
+        (
+            "subscribe: received ",
+            vec!["subscribe".into(), "--connect".into(), endpoint.clone()],
+        ),
+        (
+            "record: ",
+            vec![
+                "record".into(),
+                "--connect".into(),
+                endpoint.clone(),
+                "--journal".into(),
+                journal.to_str().unwrap().into(),
+                "--ring".into(),
+                "--capacity".into(),
+                "8MiB".into(),
+            ],
+        ),
+        (
+            "lvc: in ",
+            vec![
+                "lvc".into(),
+                "--upstream".into(),
+                endpoint.clone(),
+                "--bind".into(),
+                "tcp://127.0.0.1:*".into(),
+            ],
+        ),
+    ];
+    // All three at once, each for 1.5 s: at least two reports each.
+    let handles: Vec<_> = runs
+        .into_iter()
+        .map(|(want, args)| {
+            let mut cmd = Command::new(TICKBOX);
+            cmd.args(&args)
+                .args(["--duration", "1500ms", "--stats-interval", "200ms", "-q"])
+                .env_remove("RUST_LOG")
+                .stdin(Stdio::null());
+            thread::spawn(move || (want, output_within(cmd, Duration::from_secs(15))))
+        })
+        .collect();
+    for handle in handles {
+        let (want, out) = handle.join().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{want}: {:?}\n{err}", out.status);
+        let reports = err.lines().filter(|l| l.starts_with(want)).count();
+        assert!(reports >= 2, "expected at least two `{want}` lines:\n{err}");
+        assert!(
+            !err.contains('\u{1b}') && !err.contains('\r'),
+            "escape codes in a pipe:\n{err:?}"
+        );
+    }
+    drop(feed);
+}

@@ -36,7 +36,7 @@ use crate::status::StatusBoard;
 #[derive(Debug, clap::Args)]
 #[command(
     after_help = "Records go out under their original publisher id, session and sequence (send time re-stamped, REPLAY flag set, origin time kept); gap notices are re-published so a subscriber counts the journal's holes as recorded gaps, apart from its own loss; LVC cached values consume no sequence. Recorded heartbeats are dropped: the replay sends its own per original publisher while idle and once at the end.\n\
-    Exit codes: 0 done; 1 error, including: no subscriber within --wait-timeout, or a run that published messages while no subscriber was subscribed on any shard (`delivered to no subscriber`)."
+    Exit codes: 0 done; 1 error, including: no subscriber within --wait-timeout, or a run that published messages while no subscriber was subscribed on any shard (`delivered to no subscriber`); 9 --topics/--from/--to (or --from-seq/--to-seq) selected no record (the error line says what the journal holds)."
 )]
 pub(crate) struct Args {
     /// Journal to replay (ring file or archive directory).
