@@ -147,6 +147,20 @@ fn parse_tz(s: &str) -> Result<TimeZone, String> {
     parse_zone(s).map_err(|e| e.to_string())
 }
 
+/// The journal sequence a run stopping at `to` stops before, for the progress bar (`None`: the journal's end).
+/// A time is found by the journal's own seek; a journal that cannot be read here leaves the bar open-ended.
+fn stop_seq_of(journal: &std::path::Path, to: Option<Position>) -> Option<u64> {
+    match to? {
+        Position::Seq(s) => Some(s),
+        Position::Time(t) => {
+            let mut reader = Reader::open(journal).ok()?;
+            reader.seek_time(t).ok()?;
+            let seq = reader.next().ok()??.seq;
+            Some(seq)
+        }
+    }
+}
+
 /// The one error line of a selection that matched nothing: what was asked and what the journal holds.
 fn empty_selection(asked: &str, overview: &JournalOverview, tz: &TimeZone) -> String {
     format!(
@@ -390,6 +404,12 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
             continue;
         }
         let start_seq = reader.position_seq();
+        // A time selection's bar ends at `--to` itself, not at the clock slack read past it.
+        let bar_to = match selection.window().1 {
+            Some(t) if spec.to == to => Some(Position::Time(t)),
+            _ => spec.to,
+        };
+        let stop_seq = stop_seq_of(&args.journal, bar_to);
         let mut live = LiveView::new("replay", &args.live, Some(0));
         let mut last = (0u64, Instant::now());
         let stats = replayer.run(&mut reader, &SystemClock, run_stop, |s: &ReplayStats| {
@@ -407,7 +427,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
             // Progress in journal records from where the run started to the journal's end (selected or not).
             let pos = s.last_seq.unwrap_or(0);
             let begin = s.first_seq.or(start_seq).unwrap_or(1);
-            let end = s.end_seq.max(pos + 1);
+            let end = stop_seq.unwrap_or(s.end_seq).max(pos + 1);
             let eta = if rate > 0.0 {
                 format!("{:.1}s", end.saturating_sub(pos + 1) as f64 / rate)
             } else {
@@ -420,10 +440,11 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
             };
             let multiple = span as f64 / s.elapsed.as_nanos().max(1) as f64;
             let line = format!(
-                "{}, {multiple:.1}x real time, sent {}, not selected {}, at {}, ETA {eta}",
+                "{}, {multiple:.1}x real time, sent {}, not selected {}, max late {:.1}ms, at {}, ETA {eta}",
                 fmt_rate(rate),
                 s.sent,
                 s.not_selected,
+                s.max_late_ns as f64 / 1e6,
                 s.last_capture_ns
                     .map(|t| format_in_zone(t, &tz))
                     .unwrap_or_else(|| "-".into()),
