@@ -1,10 +1,23 @@
 //! Append rate of 100-byte records into a ring, beside the ceiling: a plain `memcpy` of the same records into the
 //! same mapped file pages, measured in the same run. Run: `cargo bench -p tickbox-journal --bench append`.
 //!
+//! Two measurements:
+//!
+//! - criterion's, one function after the other: `append` (one publish per record), `append_batch_64` (one publish
+//!   per 64 records, as the recorder appends), `memcpy_baseline`. At the end the bench prints each append's speed
+//!   as a fraction of the baseline's, from the medians of criterion's own samples (ns per record).
+//! - a paired one, printed last: rounds of `memcpy` / `append` / `append_batch_64` blocks of the same records,
+//!   interleaved, so a noisy neighbour slows the three alike; it prints the median ratio over the rounds and its
+//!   range. On a shared machine this is the figure to quote.
+//!
 //! Times are the benchmark thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`), not wall time, so a machine shared with
 //! builds does not inflate them with time spent waiting for a core. `TICKBOX_BENCH_WALL=1` measures wall time.
+//! `TICKBOX_BENCH_RING=BYTES` sets the ring size (default 256 MiB: far larger than the caches, like a real
+//! journal; a ring that fits in the caches measures the CPU work alone).
 
+use std::cell::RefCell;
 use std::hint::black_box;
+use std::rc::Rc;
 use std::time::Duration;
 
 use criterion::{criterion_main, Criterion, Throughput};
@@ -28,16 +41,94 @@ fn now() -> Duration {
     Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 const RECORD: usize = 100;
+/// Bytes a 100-byte record takes in the journal: 24-byte header + payload, 8-aligned.
+const FRAME: usize = 128;
+const SAMPLES: usize = 100;
+
+/// The three workloads, each run for `iters` records and timed.
+struct Work {
+    w: Writer,
+    map: memmap2::MmapMut,
+    slot: usize,
+    payload: [u8; RECORD],
+}
+
+impl Work {
+    fn append(&mut self, iters: u64) -> Duration {
+        let t = now();
+        for i in 0..iters {
+            black_box(self.w.append(i, black_box(&self.payload)).unwrap());
+        }
+        now() - t
+    }
+
+    fn append_batch_64(&mut self, iters: u64) -> Duration {
+        let t = now();
+        let mut left = iters;
+        while left > 0 {
+            let n = left.min(64);
+            let mut batch = self.w.batch();
+            for i in 0..n {
+                black_box(batch.append(i, black_box(&self.payload)).unwrap());
+            }
+            batch.commit().unwrap();
+            left -= n;
+        }
+        now() - t
+    }
+
+    /// The ceiling: the same bytes copied into the same mapped file, one record after another, with the journal's
+    /// footprint (one 128-byte frame per record), wrapping at the end of the data region. Each copy lands where a
+    /// frame's payload sits (24 bytes into the frame; 100-byte records fill the ring in whole 128-byte frames), so
+    /// frame headers stay intact and the interleaved rounds can go on appending to the same ring.
+    fn memcpy(&mut self, iters: u64) -> Duration {
+        let data = &mut self.map[HEADER_SIZE as usize..];
+        let slots = data.len() / FRAME;
+        let t = now();
+        for _ in 0..iters {
+            let at = self.slot * FRAME + 24;
+            let dst = &mut data[at..at + RECORD];
+            dst.copy_from_slice(black_box(&self.payload));
+            black_box(&dst[0]);
+            self.slot += 1;
+            if self.slot == slots {
+                self.slot = 0;
+            }
+        }
+        now() - t
+    }
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// ns per record of each of criterion's measurement samples (the last `SAMPLES` calls: warm-up calls come first).
+fn per_record(calls: &[(u64, Duration)]) -> Vec<f64> {
+    calls[calls.len().saturating_sub(SAMPLES)..]
+        .iter()
+        .map(|(iters, d)| d.as_nanos() as f64 / *iters as f64)
+        .collect()
+}
 
 #[allow(unsafe_code)] // maps the journal file itself for the memcpy baseline.
 fn bench_append(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("bench.tbj");
-    // `cargo test --benches` runs each bench once as a smoke test: a small ring is enough there.
-    let capacity = if std::env::args().any(|a| a == "--bench") {
-        CAPACITY
-    } else {
-        16 << 20
+    let bench_mode = std::env::args().any(|a| a == "--bench");
+    let capacity = match std::env::var("TICKBOX_BENCH_RING") {
+        Ok(v) => v
+            .parse()
+            .expect("TICKBOX_BENCH_RING is a size in bytes, e.g. 1048576"),
+        // `cargo test --benches` runs each bench once as a smoke test: a small ring is enough there.
+        Err(_) if bench_mode => CAPACITY,
+        Err(_) => 16 << 20,
     };
     let mut w = Writer::open(
         &path,
@@ -46,7 +137,7 @@ fn bench_append(c: &mut Criterion) {
     .unwrap();
     let payload = [0x5au8; RECORD];
     // Fault every page in (and wrap once) so both measurements hit resident page-cache pages.
-    for i in 0..(capacity / 128 + 10) {
+    for i in 0..(capacity / FRAME as u64 + 10) {
         w.append(i, &payload).unwrap();
     }
     let file = std::fs::OpenOptions::new()
@@ -55,56 +146,74 @@ fn bench_append(c: &mut Criterion) {
         .open(&path)
         .unwrap();
     // SAFETY: the bench owns the file; the baseline only writes bytes the writer is not using at the same time.
-    let mut map = unsafe { memmap2::MmapMut::map_mut(&file).unwrap() };
+    let map = unsafe { memmap2::MmapMut::map_mut(&file).unwrap() };
+    let work = Rc::new(RefCell::new(Work {
+        w,
+        map,
+        slot: 0,
+        payload,
+    }));
 
+    type Run = fn(&mut Work, u64) -> Duration;
+    let runs: [(&str, Run); 3] = [
+        ("append", Work::append),
+        ("append_batch_64", Work::append_batch_64),
+        ("memcpy_baseline", Work::memcpy),
+    ];
+    let mut calls: Vec<Vec<(u64, Duration)>> = vec![Vec::new(); runs.len()];
     let mut g = c.benchmark_group("journal_append_100B");
     g.throughput(Throughput::Bytes(RECORD as u64));
+    g.sample_size(SAMPLES);
     g.measurement_time(Duration::from_secs(4));
-    g.bench_function("append", |b| {
-        b.iter_custom(|iters| {
-            let t = now();
-            for i in 0..iters {
-                black_box(w.append(i, black_box(&payload)).unwrap());
-            }
-            now() - t
-        })
-    });
-    g.bench_function("append_batch_64", |b| {
-        b.iter_custom(|iters| {
-            let t = now();
-            let mut left = iters;
-            while left > 0 {
-                let n = left.min(64);
-                let mut batch = w.batch();
-                for i in 0..n {
-                    black_box(batch.append(i, black_box(&payload)).unwrap());
-                }
-                batch.commit().unwrap();
-                left -= n;
-            }
-            now() - t
-        })
-    });
-    let data = &mut map[HEADER_SIZE as usize..];
-    let slots = data.len() / 128;
-    let mut slot = 0usize;
-    g.bench_function("memcpy_baseline", |b| {
-        b.iter_custom(|iters| {
-            let t = now();
-            for _ in 0..iters {
-                // Same footprint as a journal frame: 24-byte header + 100 bytes, 8-byte aligned = 128 bytes.
-                let dst = &mut data[slot * 128..slot * 128 + RECORD];
-                dst.copy_from_slice(black_box(&payload));
-                black_box(&dst[0]);
-                slot += 1;
-                if slot == slots {
-                    slot = 0;
-                }
-            }
-            now() - t
-        })
-    });
+    for ((name, run), calls) in runs.iter().zip(calls.iter_mut()) {
+        let work = Rc::clone(&work);
+        g.bench_function(*name, |b| {
+            b.iter_custom(|iters| {
+                let d = run(&mut work.borrow_mut(), iters);
+                calls.push((iters, d));
+                d
+            })
+        });
+    }
     g.finish();
+    if !bench_mode {
+        return;
+    }
+
+    let mut medians: Vec<f64> = calls.iter().map(|c| median(&mut per_record(c))).collect();
+    let base = medians[2];
+    println!("\nratio to memcpy into the same map (criterion samples, median ns/record; speed = memcpy / append):");
+    for (i, (name, _)) in runs.iter().enumerate().take(2) {
+        println!(
+            "  {name:<16} {:>7.2} ns  memcpy {:>6.2} ns  speed {:.3}x memcpy",
+            medians[i],
+            base,
+            base / medians[i]
+        );
+    }
+    medians.clear();
+
+    // Paired rounds: each round times a block of every workload back to back.
+    let rounds = 31;
+    let block = 200_000u64;
+    let mut ratios = [Vec::new(), Vec::new()];
+    let mut w = work.borrow_mut();
+    for _ in 0..rounds {
+        let m = w.memcpy(block).as_nanos() as f64;
+        let a = w.append(block).as_nanos() as f64;
+        let b = w.append_batch_64(block).as_nanos() as f64;
+        ratios[0].push(m / a);
+        ratios[1].push(m / b);
+    }
+    println!("paired rounds ({rounds} x {block} records each, interleaved; speed = memcpy time / append time):");
+    for (name, r) in ["append", "append_batch_64"].iter().zip(ratios.iter_mut()) {
+        let med = median(r);
+        println!(
+            "  {name:<16} speed {med:.3}x memcpy (min {:.3}, max {:.3})",
+            r[0],
+            r[r.len() - 1]
+        );
+    }
 }
 
 // What `criterion_group!` would generate, written out because the macro's `pub fn` cannot carry a doc comment.

@@ -6,11 +6,14 @@
 //! walking unaligned heads and tails a byte at a time) and was half an append. Here the body is fed as whole words
 //! built in registers: the two header words, the payload's full words, and its last partial word read as the
 //! payload's last 8 bytes shifted down over the padding (one load instead of a byte loop). The value is bit for bit
-//! the crate's (tests compare every length), so the on-disk format is unchanged.
+//! the crate's (tests compare every length), so the on-disk format is unchanged. The writer's path,
+//! [`store_body`], stores each word into the map in the same pass.
 //!
 //! One serial chain is deliberate: splitting the body into three chains folded with carry-less multiplies measured
 //! slower on the target machine for bodies this short, and the chains of consecutive records already overlap in
 //! the CPU because they are independent.
+
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A record's checksum: `frame_crc(frame_len, body)` where `body` = `seq` and `capture_ns` as little-endian words,
 /// `payload`, and zeros to the next multiple of 8. The writer stores those same words into the map and never
@@ -33,10 +36,55 @@ pub(crate) fn record_crc(frame_len: u32, seq: u64, capture_ns: u64, payload: &[u
     )
 }
 
+/// Stores a record's body (`words[1..]`: sequence, capture time, payload, zero padding) into the map with relaxed
+/// 8-byte atomic stores, and returns its checksum ([`record_crc`]). One pass: each payload word is loaded once,
+/// stored, and fed to `crc32`, which halves the instructions of storing and then checksumming separately. The
+/// caller stores `words[0]` (length and checksum) last, with release.
+///
+/// # Panics
+///
+/// Unless `words.len() == 3 + payload.len().div_ceil(8)`: the frame's words, the header's first word included.
+#[inline]
+pub(crate) fn store_body(
+    words: &[AtomicU64],
+    frame_len: u32,
+    seq: u64,
+    capture_ns: u64,
+    payload: &[u8],
+) -> u32 {
+    assert_eq!(
+        words.len(),
+        3 + payload.len().div_ceil(8),
+        "frame words for the payload"
+    );
+    #[cfg(target_arch = "x86_64")]
+    {
+        if payload.len() >= 8 && hw::available() {
+            // SAFETY: `available` confirmed at run time that this CPU has SSE4.2, the function's one requirement.
+            return unsafe { hw::store_body(words, frame_len, seq, capture_ns, payload) };
+        }
+    }
+    words[1].store(seq.to_le(), Ordering::Relaxed);
+    words[2].store(capture_ns.to_le(), Ordering::Relaxed);
+    let mut chunks = payload.chunks_exact(8);
+    for (dst, chunk) in words[3..].iter().zip(&mut chunks) {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(chunk);
+        dst.store(u64::from_le_bytes(w).to_le(), Ordering::Relaxed);
+    }
+    let rest = chunks.remainder();
+    if !rest.is_empty() {
+        let mut w = [0u8; 8];
+        w[..rest.len()].copy_from_slice(rest);
+        words[words.len() - 1].store(u64::from_le_bytes(w).to_le(), Ordering::Relaxed);
+    }
+    record_crc(frame_len, seq, capture_ns, payload)
+}
+
 #[cfg(target_arch = "x86_64")]
 mod hw {
     use std::arch::x86_64::_mm_crc32_u64;
-    use std::sync::atomic::{AtomicU8, Ordering};
+    use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 
     /// 0 unknown, 1 absent, 2 present: one relaxed load per record instead of the feature-detection macro's
     /// lookup.
@@ -76,6 +124,41 @@ mod hw {
             let mut w = [0u8; 8];
             w.copy_from_slice(&payload[payload.len() - 8..]);
             r = _mm_crc32_u64(r, u64::from_le_bytes(w) >> (8 * (8 - rest)));
+        }
+        !(r as u32)
+    }
+    /// `super::store_body` on a CPU with SSE4.2.
+    ///
+    /// # Safety
+    ///
+    /// The CPU must have SSE4.2 ([`available`]); `payload.len() >= 8` and `words.len() == 3 +
+    /// payload.len().div_ceil(8)` (indexing panics otherwise, it never writes out of bounds).
+    #[target_feature(enable = "sse4.2")]
+    pub(super) unsafe fn store_body(
+        words: &[AtomicU64],
+        frame_len: u32,
+        seq: u64,
+        capture_ns: u64,
+        payload: &[u8],
+    ) -> u32 {
+        words[1].store(seq.to_le(), Ordering::Relaxed);
+        words[2].store(capture_ns.to_le(), Ordering::Relaxed);
+        let mut r = _mm_crc32_u64(u64::from(!frame_len), seq);
+        r = _mm_crc32_u64(r, capture_ns);
+        let chunks = payload.chunks_exact(8);
+        let rest = chunks.remainder().len();
+        for (dst, chunk) in words[3..].iter().zip(chunks) {
+            // `chunks_exact(8)` yields 8-byte slices, so the conversion cannot fail (and compiles to one load).
+            let v = u64::from_le_bytes(chunk.try_into().unwrap_or([0; 8]));
+            dst.store(v.to_le(), Ordering::Relaxed);
+            r = _mm_crc32_u64(r, v);
+        }
+        if rest != 0 {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&payload[payload.len() - 8..]);
+            let v = u64::from_le_bytes(w) >> (8 * (8 - rest));
+            words[words.len() - 1].store(v.to_le(), Ordering::Relaxed);
+            r = _mm_crc32_u64(r, v);
         }
         !(r as u32)
     }

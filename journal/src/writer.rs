@@ -210,6 +210,8 @@ pub struct Writer {
     overwritten: OverwriteStats,
     /// Told about each record just before a ring lap overwrites it.
     on_overwrite: Option<OverwriteHook>,
+    /// `overwritten` changed since it was last stored in the header (stored at the next publish).
+    counters_dirty: bool,
 }
 
 /// What ring laps have overwritten so far (all zero for an archive). Persisted in the journal header, so it
@@ -407,6 +409,7 @@ impl Writer {
                 }
             },
             on_overwrite: None,
+            counters_dirty: false,
         }
     }
 
@@ -515,7 +518,14 @@ impl Writer {
         Ok(())
     }
 
-    fn publish(&self) {
+    fn publish(&mut self) {
+        if self.counters_dirty {
+            self.counters_dirty = false;
+            let (records, bytes, laps) = self.seg.overwritten_counters();
+            records.store(self.overwritten.records, Ordering::Relaxed);
+            bytes.store(self.overwritten.bytes, Ordering::Relaxed);
+            laps.store(self.overwritten.laps, Ordering::Relaxed);
+        }
         self.seg.head_seq().store(self.next_seq, Ordering::Relaxed);
         self.seg.head().store(self.head, Ordering::Release);
     }
@@ -558,29 +568,16 @@ impl Writer {
             }
         };
         let seq = self.next_seq;
+        let ahead = start_off + PREFETCH_AHEAD;
+        self.seg.prefetch_for_write(ahead);
+        self.seg.prefetch_for_write(ahead + size - 1);
         // Every store is an 8-byte atomic at an 8-aligned offset, the same size and alignment readers load with:
         // a lapped ring reader may be copying these bytes right now, and the seqlock protocol (`tail` moved before
         // this write, re-checked by the reader after its copy) only makes that safe if neither side's access is a
         // data race. `make_room_ring`/`roll` return an offset with `start_off + size <= cap`, so the frame's words
         // lie in the writer's full-length mapping (`data_words` checks it once per frame).
         let words = self.seg.data_words(start_off, (size / 8) as usize);
-        words[1].store(seq.to_le(), Ordering::Relaxed);
-        words[2].store(capture_time_ns.to_le(), Ordering::Relaxed);
-        let mut chunks = payload.chunks_exact(8);
-        for (dst, chunk) in words[3..].iter().zip(&mut chunks) {
-            let mut w = [0u8; 8];
-            w.copy_from_slice(chunk);
-            dst.store(u64::from_ne_bytes(w), Ordering::Relaxed);
-        }
-        let rest = chunks.remainder().len();
-        if rest != 0 {
-            // The last word holds the payload's last bytes and the zero padding to the next multiple of 8, which is
-            // part of the checksummed body.
-            words[words.len() - 1].store(last_word(payload).to_le(), Ordering::Relaxed);
-        }
-        // Computed from the caller's bytes, the same bytes that were just stored, so the writer never reads the map
-        // back.
-        let crc = crc::record_crc(frame_len, seq, capture_time_ns, payload);
+        let crc = crc::store_body(words, frame_len, seq, capture_time_ns, payload);
         // Length and checksum share the frame's first word, published last (release).
         words[0].store(
             (frame_len as u64 | (crc as u64) << 32).to_le(),
@@ -652,11 +649,9 @@ impl Writer {
                 }
             }
             self.seg.tail().store(self.tail, Ordering::Relaxed);
-            // Stored where the tail moves (not at every publish), so a ring that has not lapped pays nothing.
-            let (records, bytes, laps) = self.seg.overwritten_counters();
-            records.store(self.overwritten.records, Ordering::Relaxed);
-            bytes.store(self.overwritten.bytes, Ordering::Relaxed);
-            laps.store(self.overwritten.laps, Ordering::Relaxed);
+            // The counters reach the header at the next publish (a lapped ring moves its tail at every append, and
+            // three stores per record were a tenth of an append); a ring that has not lapped pays nothing.
+            self.counters_dirty = true;
             // Readers check `tail` after copying a record, so the new tail must be visible before any overwrite:
             // a release fence keeps the stores below after it (on x86 a compiler barrier; stores stay in order).
             fence(Ordering::Release);
@@ -754,22 +749,11 @@ impl Drop for Batch<'_> {
     }
 }
 
-/// The payload's last `len % 8` bytes as a little-endian word, zero above them (`len % 8 != 0`). With at least 8
-/// bytes it is one load of the last 8 bytes, shifted: assembling the word byte by byte in a stack buffer and loading
-/// it back stalls the load until those narrow stores complete, and they queue behind the stores into the map.
-#[inline]
-fn last_word(payload: &[u8]) -> u64 {
-    let len = payload.len();
-    let rest = len % 8;
-    let mut w = [0u8; 8];
-    if len >= 8 {
-        w.copy_from_slice(&payload[len - 8..]);
-        u64::from_le_bytes(w) >> (8 * (8 - rest))
-    } else {
-        w[..rest].copy_from_slice(&payload[len - rest..]);
-        u64::from_le_bytes(w)
-    }
-}
+/// How far ahead of the frame being written the writer asks for its cache lines (`Segment::prefetch_for_write`):
+/// a lapped ring reads the old frame there (to count and report what it overwrites) and then stores over it, and
+/// a line requested a few frames early has arrived by then. Measured on the append bench: about a tenth faster
+/// than no hint with a ring far larger than the caches; 8 KiB ahead was no better than none.
+const PREFETCH_AHEAD: u64 = 2048;
 
 fn round_capacity(capacity: u64) -> Result<u64> {
     let c = capacity.max(crate::segment::MIN_CAPACITY);
