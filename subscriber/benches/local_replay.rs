@@ -3,7 +3,8 @@
 //! accounting, per-symbol dispatch) and the ring hand-off, without sockets. Frames come from memory, as a journal's
 //! mapping would lend them.
 //!
-//! `cargo bench -p tickbox-subscriber --bench local_replay` prints five rounds of each, then the median.
+//! `cargo bench -p tickbox-subscriber --bench local_replay` prints five rounds of each, then the median, with the
+//! CPU time the process spent per record (all threads together; on a shared machine the stable figure).
 
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
@@ -62,7 +63,34 @@ fn frames() -> Vec<Vec<u8>> {
         .collect()
 }
 
-fn round(ctx: &zmq::Context, frames: &[Vec<u8>], workers: usize) -> (f64, f64) {
+/// CPU time this process has used (user + system), from /proc/self/stat in clock ticks (10 ms on Linux): the
+/// machine these run on is shared, so wall-clock rates swing with the load while CPU per record does not.
+fn cpu_seconds() -> f64 {
+    cpu_seconds_of("/proc/self/stat")
+}
+
+/// CPU time of the calling thread: the shard side of `replay_local`, which runs the feed on its caller's thread.
+fn thread_cpu_seconds() -> f64 {
+    cpu_seconds_of("/proc/thread-self/stat")
+}
+
+fn cpu_seconds_of(path: &str) -> f64 {
+    let stat = std::fs::read_to_string(path).unwrap_or_default();
+    // Fields after the command name (which is in parentheses and may hold spaces): utime is the 12th, stime 13th.
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+fn round(ctx: &zmq::Context, frames: &[Vec<u8>], workers: usize) -> (f64, f64, f64, f64) {
+    let cpu0 = cpu_seconds();
+    let shard0 = thread_cpu_seconds();
     let stop = AtomicBool::new(false);
     let pool = WorkerPoolConfig {
         count: workers,
@@ -85,9 +113,13 @@ fn round(ctx: &zmq::Context, frames: &[Vec<u8>], workers: usize) -> (f64, f64) {
     .unwrap();
     let processed: u64 = out.report.workers.iter().map(|w| w.processed).sum();
     assert_eq!(processed, RECORDS);
+    let shard_ns_per_record = (thread_cpu_seconds() - shard0) * 1e9 / RECORDS as f64;
+    let cpu_ns_per_record = (cpu_seconds() - cpu0) * 1e9 / RECORDS as f64;
     (
         out.records_per_sec(),
         out.real_time_multiple().unwrap_or(0.0),
+        cpu_ns_per_record,
+        shard_ns_per_record,
     )
 }
 
@@ -97,10 +129,12 @@ fn main() {
     for workers in [1, 2] {
         let mut rates = Vec::new();
         for r in 0..5 {
-            let (rate, multiple) = round(&ctx, &frames, workers);
+            let (rate, multiple, cpu, shard) = round(&ctx, &frames, workers);
             println!(
-                "workers {workers} round {r}: {:>12.0} records/s  ({multiple:.0}x real time)",
-                rate
+                "workers {workers} round {r}: {:>12.0} records/s  ({multiple:.0}x real time)  CPU {cpu:.0} ns/record \
+                 (all threads), shard thread {shard:.0} ns/record (bound with its own core: {:.1} M records/s)",
+                rate,
+                1e3 / shard.max(1e-3)
             );
             rates.push(rate);
             std::thread::sleep(Duration::from_millis(100));

@@ -1,6 +1,8 @@
-//! The Black Box subscriber: pinned SUB shard threads that decode each frame's header, run the Suicidal Snail and
-//! sequence checks, and hand the very same `zmq::Message` to a pool of worker threads over bounded in-process
-//! channels (no socket, no copy).
+//! The Black Box subscriber: pinned SUB shard threads that decode each frame's header once, run the Suicidal Snail
+//! and sequence checks, and hand the received frames (moved, or shared for the records of a batch frame) with their
+//! decoded headers to a pool of worker threads, in parcels over bounded in-process channels (`handoff = "ring"`)
+//! or over inproc PUSH/PULL (`handoff = "zmq"`). [`replay_local`] runs the same shard logic and workers on frames
+//! read from a journal, with no socket at all (backtests).
 //!
 //! ```text
 //!  publisher endpoints ──► shard 0 (SUB, pinned, NIC) ──┬──► queue 0 ──► worker 0 (pinned)

@@ -170,7 +170,7 @@ pub struct Report<W> {
 }
 
 impl<W> Report<W> {
-    /// Frames received over all shards, malformed ones included.
+    /// Records received over all shards, malformed ones included (see [`SubscriberShardReport::received`]).
     pub fn received(&self) -> u64 {
         self.shards.iter().map(|s| s.received).sum()
     }
