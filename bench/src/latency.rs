@@ -7,6 +7,7 @@ use std::time::Duration;
 use crate::measure::{LatencySamples, Percentiles};
 use crate::pace::{RunState, Stall};
 use crate::report::{self, LatencyResult};
+use crate::stats::FigureSummary;
 use crate::transport::Transport;
 use crate::BenchError;
 
@@ -66,6 +67,8 @@ pub struct LatencyRun {
     pub size: usize,
     /// Every recorded latency, corrected and uncorrected.
     pub samples: LatencySamples,
+    /// Which repeat of its configuration this run is (1-based).
+    pub repeat: u32,
 }
 
 impl LatencyRun {
@@ -87,8 +90,13 @@ impl LatencyRun {
     /// The result line; `file_prefix` is what [`LatencyRun::write_files`] was given.
     pub fn result_with_files(&self, file_prefix: &str) -> LatencyResult {
         let mut r = self.result();
-        r.files = format!("{file_prefix}{}", self.label());
+        r.files = format!("{file_prefix}{}", self.file_label());
         r
+    }
+
+    /// [`LatencyRun::label`] with the repeat, e.g. `tickbox-tcp-100k-r2`: one set of files per repeat.
+    pub fn file_label(&self) -> String {
+        format!("{}-r{}", self.label(), self.repeat)
     }
 
     /// The result line (percentiles, drops, achieved rate) without file names.
@@ -111,20 +119,21 @@ impl LatencyRun {
             uncorrected: Percentiles::of(&self.samples.uncorrected),
             send_hwm: self.config.hwm,
             recv_hwm: self.config.hwm,
-            files: self.label(),
+            files: self.file_label(),
+            repeat: self.repeat,
         }
     }
 
     /// Writes `<prefix><label>.hlog`, `<prefix><label>.hgrm` (corrected) and `<prefix><label>.uncorrected.hgrm`
     /// into `dir`.
     pub fn write_files(&self, dir: &Path, file_prefix: &str) -> Result<(), BenchError> {
-        let stem = format!("{file_prefix}{}", self.label());
+        let stem = format!("{file_prefix}{}", self.file_label());
         report::write_hlog(
             &dir.join(format!("{stem}.hlog")),
             &self.samples.intervals,
             &format!(
                 "tickbox bench latency: {}, {} msg/s offered, {} B frames, warm-up {:?} excluded",
-                self.label(),
+                self.file_label(),
                 self.config.rate,
                 self.size,
                 self.config.warmup
@@ -161,63 +170,122 @@ pub(crate) fn wait_connected(state: &RunState, timeout: Duration) -> Result<(), 
     Ok(())
 }
 
-/// The stdout table of a latency sweep: corrected percentiles (µs), uncorrected p99.9 and max, rates, losses,
-/// and the ratio of tickbox's corrected p50/p99.9 to the raw baseline's in the same run.
-pub fn latency_table(results: &[LatencyResult]) -> String {
-    use std::fmt::Write as _;
-    let us = |ns: u64| ns as f64 / 1_000.0;
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "{:<26} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10} | {:>9} {:>10} | {:>11} {:>8} | {:>9}",
-        "configuration (µs)",
-        "p50",
-        "p90",
-        "p99",
-        "p99.9",
-        "p99.99",
-        "max",
-        "mean",
-        "unc p99.9",
-        "unc max",
-        "achieved/s",
-        "lost",
-        "p50 ×raw"
-    );
-    for r in results {
-        let raw = results.iter().find(|b| {
-            b.system.starts_with("raw") && b.transport == r.transport && b.rate == r.rate
-        });
-        let ratio = match raw {
-            Some(b) if r.system == "tickbox" && b.corrected.p50 > 0 => {
-                format!("{:.2}", r.corrected.p50 as f64 / b.corrected.p50 as f64)
-            }
-            _ => "-".into(),
-        };
-        let c = &r.corrected;
-        let _ = writeln!(
-            out,
-            "{:<26} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>10.1} | {:>9.1} {:>10.1} | {:>11.0} {:>8} | {:>9}",
-            format!(
-                "{}-{}{}-{}",
-                r.system,
-                r.transport,
-                if r.via_lvc { "-lvc" } else { "" },
-                rate_label(r.rate)
-            ),
-            us(c.p50),
-            us(c.p90),
-            us(c.p99),
-            us(c.p999),
-            us(c.p9999),
-            us(c.max),
-            c.mean / 1_000.0,
-            us(r.uncorrected.p999),
-            us(r.uncorrected.max),
-            r.achieved_rate,
-            r.lost,
-            ratio
+/// A configuration's name, tickbox's repeats and its raw baseline's repeats, each in repeat order.
+type LatencyGroup<'a> = (String, Vec<&'a LatencyResult>, Vec<&'a LatencyResult>);
+
+/// The configurations of a latency sweep, in run order.
+fn latency_groups(results: &[LatencyResult]) -> Vec<LatencyGroup<'_>> {
+    let mut groups: Vec<LatencyGroup<'_>> = Vec::new();
+    for r in results.iter().filter(|r| r.system == "tickbox") {
+        let name = format!(
+            "{} {} msg/s, {} B frames{}",
+            r.transport,
+            rate_label(r.rate),
+            r.size,
+            if r.via_lvc { ", via LVC" } else { "" }
         );
+        match groups.iter_mut().find(|g| g.0 == name) {
+            Some(g) => g.1.push(r),
+            None => {
+                let raws = results
+                    .iter()
+                    .filter(|b| {
+                        b.system.starts_with("raw")
+                            && b.transport == r.transport
+                            && b.rate == r.rate
+                    })
+                    .collect();
+                groups.push((name, vec![r], raws));
+            }
+        }
+    }
+    for g in &mut groups {
+        g.1.sort_by_key(|r| r.repeat);
+        g.2.sort_by_key(|r| r.repeat);
+    }
+    groups
+}
+
+/// Every figure of every configuration of a latency sweep over its repeats: corrected p50 … max and mean,
+/// uncorrected p99.9 and max (µs), achieved rate and lost messages, each beside the raw baseline's.
+pub fn latency_summaries(results: &[LatencyResult]) -> Vec<FigureSummary> {
+    type Get = fn(&LatencyResult) -> f64;
+    fn us(ns: u64) -> f64 {
+        ns as f64 / 1_000.0
+    }
+    let figures: [(&str, Get, bool); 11] = [
+        ("p50 µs", |r| us(r.corrected.p50), true),
+        ("p90 µs", |r| us(r.corrected.p90), true),
+        ("p99 µs", |r| us(r.corrected.p99), true),
+        ("p99.9 µs", |r| us(r.corrected.p999), true),
+        ("p99.99 µs", |r| us(r.corrected.p9999), true),
+        ("max µs", |r| us(r.corrected.max), true),
+        ("mean µs", |r| r.corrected.mean / 1_000.0, true),
+        ("unc p99.9 µs", |r| us(r.uncorrected.p999), true),
+        ("unc max µs", |r| us(r.uncorrected.max), true),
+        ("achieved msg/s", |r| r.achieved_rate, true),
+        ("lost", |r| r.lost as f64, false),
+    ];
+    let mut out = Vec::new();
+    for (name, tickbox, raws) in latency_groups(results) {
+        let baseline = raws
+            .first()
+            .map_or("raw-pubsub".to_string(), |r| r.system.clone());
+        let config = format!(
+            "{name}, {} repeat(s), order {}",
+            tickbox.len().max(raws.len()),
+            crate::stats::order_label(tickbox.len().max(raws.len()))
+        );
+        for (figure, get, ratio) in figures {
+            let t: Vec<f64> = tickbox.iter().map(|r| get(r)).collect();
+            let r: Vec<f64> = raws.iter().map(|r| get(r)).collect();
+            out.push(FigureSummary::new(
+                &config, figure, &t, &baseline, &r, ratio,
+            ));
+        }
+    }
+    out
+}
+
+/// Formats a latency figure: µs with one decimal, rates and counts whole.
+pub fn format_latency_figure(figure: &str, v: f64) -> String {
+    if figure.ends_with("µs") {
+        format!("{v:.1}")
+    } else if figure == "lost" {
+        format!("{v:.0}")
+    } else {
+        crate::stats::fmt_sig(v)
+    }
+}
+
+/// The stdout table of a latency sweep: per configuration, each figure as tickbox's median (min–max over the
+/// repeats), the raw baseline's, and tickbox/raw as the ratio of the medians (per-repeat ratio range).
+pub fn latency_table(results: &[LatencyResult]) -> String {
+    crate::stats::summary_table(&latency_summaries(results), format_latency_figure)
+}
+
+/// The warnings a latency sweep's figures raise: a repeat short of 95 % of its offered rate, and a raw baseline
+/// whose p50 moved more than 20 % between repeats.
+pub fn latency_warnings(results: &[LatencyResult]) -> Vec<crate::env::Warning> {
+    let mut out: Vec<crate::env::Warning> = results
+        .iter()
+        .filter_map(|r| {
+            crate::env::rate_warning(
+                &format!(
+                    "{}-{}-{} repeat {}",
+                    r.system,
+                    r.transport,
+                    rate_label(r.rate),
+                    r.repeat
+                ),
+                r.rate as f64,
+                r.achieved_rate,
+            )
+        })
+        .collect();
+    for (name, _, raws) in latency_groups(results) {
+        let p50: Vec<f64> = raws.iter().map(|r| r.corrected.p50 as f64).collect();
+        out.extend(crate::env::drift_warning(&format!("{name}: raw p50"), &p50));
     }
     out
 }

@@ -10,14 +10,21 @@
 //!   configuration, a percentile plot (SVG), and JSON-lines results that `compare` diffs.
 //! * Throughput is flat-out with back-pressure (no silent drops), per message size and shard count, beside raw
 //!   PUSH/PULL and PUB/SUB pairs with the same parallelism.
+//! * Replay ([`replay`]): a journal of generated market data replayed at `--speed max` into a Black Box, beside a
+//!   raw XPUB → SUB sending the same frames.
+//! * Every figure is measured `repeats` times, tickbox and raw alternating ([`stats`]), and reported as the median
+//!   with its min–max; result files carry the machine's [`env::Environment`] and the run's [`env::Warning`]s.
 
+pub mod env;
 pub mod latency;
 pub mod measure;
 pub mod pace;
 pub mod pipeline;
 pub mod plot;
 pub mod raw;
+pub mod replay;
 pub mod report;
+pub mod stats;
 pub mod sweep;
 pub mod transport;
 
@@ -26,7 +33,7 @@ pub use measure::{LatencyRecorder, LatencySamples, Percentiles, Schedule};
 pub use pace::Stall;
 pub use pipeline::{tickbox_latency, tickbox_throughput};
 pub use raw::{raw_pubsub_latency, raw_throughput, RawPattern, ThroughputConfig};
-pub use report::{BenchRecord, LatencyResult, ThroughputResult};
+pub use report::{BenchRecord, LatencyResult, ReplayResult, RunDocument, ThroughputResult};
 pub use transport::{parse_duration, parse_rate, Transport};
 
 use std::path::{Path, PathBuf};

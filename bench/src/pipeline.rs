@@ -212,6 +212,7 @@ pub fn tickbox_latency_with(
         config: config.clone(),
         size,
         samples,
+        repeat: 1,
     })
 }
 

@@ -1,5 +1,13 @@
-//! Percentile plots: latency against percentile on a "nines" axis (50 %, 90 %, 99 %, 99.9 % … equally spaced),
-//! one line per configuration, as SVG.
+//! Plots, PNG or SVG:
+//!
+//! * percentile plots: latency against percentile on a "nines" axis (50 %, 90 %, 99 %, 99.9 % … equally
+//!   spaced), one line per (configuration, system);
+//! * repeat plots: a figure (throughput, records/s) per repeat for tickbox and its raw baselines, with medians.
+//!
+//! Readability rules every plot follows: both axes labelled with their unit and at least four tick labels; a
+//! configuration's tickbox and raw series share a colour (tickbox solid or filled, raw dashed or hollow); lost
+//! messages are written next to the series and in the legend; the legend has its own panel right of the plot,
+//! so it never hides a curve.
 //!
 //! plotters is built without system-font support (machines may have no fonts), so the plot registers an
 //! embedded DejaVu Sans Mono (Bitstream Vera licence, `assets/DejaVuSansMono-LICENSE.txt`) with its ab_glyph
@@ -10,6 +18,7 @@ use std::sync::OnceLock;
 
 use hdrhistogram::Histogram;
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 use plotters::style::FontStyle;
 
 use crate::BenchError;
@@ -30,12 +39,57 @@ fn ensure_font() -> Result<(), BenchError> {
     }
 }
 
+/// Pixel size of every plot (PNG and SVG).
+pub const PLOT_SIZE: (u32, u32) = (1200, 680);
+/// Width of the legend panel on the right, outside the plot area, so it never covers a curve.
+const LEGEND_WIDTH: u32 = 300;
+
 /// One line of a percentile plot.
-pub struct Series<'a> {
+#[derive(Debug, Clone)]
+pub struct Series {
     /// Legend text, e.g. a run's label.
     pub label: String,
     /// Latencies in ns.
-    pub histogram: &'a Histogram<u64>,
+    pub histogram: Histogram<u64>,
+    /// Configuration index: series with the same group share a colour (a configuration's tickbox and raw runs).
+    pub group: usize,
+    /// A raw-libzmq baseline: drawn dashed beside its tickbox series' solid line.
+    pub baseline: bool,
+    /// Messages of the measured window that never arrived (marked on the curve and in the legend when non-zero).
+    pub lost: u64,
+    /// Messages the measured window scheduled (the denominator of the lost percentage).
+    pub scheduled: u64,
+}
+
+impl Series {
+    /// `lost 12 (0.40 %)`, or `None` when nothing was lost.
+    pub fn lost_note(&self) -> Option<String> {
+        lost_note(self.lost, self.scheduled)
+    }
+}
+
+fn lost_note(lost: u64, total: u64) -> Option<String> {
+    (lost > 0).then(|| {
+        format!(
+            "lost {lost} ({:.2} %)",
+            100.0 * lost as f64 / total.max(1) as f64
+        )
+    })
+}
+
+/// The colour of configuration `group`; a few strong, distinguishable colours before the palette repeats.
+fn group_colour(group: usize) -> RGBColor {
+    const COLOURS: [RGBColor; 8] = [
+        RGBColor(31, 119, 180),
+        RGBColor(214, 39, 40),
+        RGBColor(44, 160, 44),
+        RGBColor(148, 103, 189),
+        RGBColor(255, 127, 14),
+        RGBColor(23, 190, 207),
+        RGBColor(140, 86, 75),
+        RGBColor(227, 119, 194),
+    ];
+    COLOURS[group % COLOURS.len()]
 }
 
 /// Points (nines, latency µs) of a histogram: nines = log10(1 / (1 − percentile)), so 90 % is 1, 99 % is 2.
@@ -67,17 +121,55 @@ fn nines_label(x: &f64) -> String {
     format!("{pct:.digits$}%")
 }
 
+/// A µs value for an axis label: three significant digits, no exponent.
+fn us_label(us: f64) -> String {
+    if us >= 100.0 {
+        format!("{us:.0}")
+    } else if us >= 10.0 {
+        format!("{us:.1}")
+    } else if us >= 1.0 {
+        format!("{us:.2}")
+    } else {
+        format!("{us:.3}")
+    }
+}
+
+fn backend_error(path: &Path) -> impl Fn(String) -> BenchError + '_ {
+    move |e| BenchError::Report(format!("plotting {}: {e}", path.display()))
+}
+
+/// Runs `draw` on an SVG or PNG backend of [`PLOT_SIZE`] as `path`'s extension says.
+fn render(
+    path: &Path,
+    draw: impl Fn(&DrawingArea<SVGBackend<'_>, plotters::coord::Shift>) -> Result<(), String>,
+    draw_png: impl Fn(&DrawingArea<BitMapBackend<'_>, plotters::coord::Shift>) -> Result<(), String>,
+) -> Result<(), BenchError> {
+    ensure_font()?;
+    match path.extension().and_then(|e| e.to_str()) {
+        Some("svg") => draw(&SVGBackend::new(path, PLOT_SIZE).into_drawing_area()),
+        Some("png") => draw_png(&BitMapBackend::new(path, PLOT_SIZE).into_drawing_area()),
+        _ => {
+            return Err(BenchError::InvalidArgument(format!(
+                "plot file {} must end in .svg or .png",
+                path.display()
+            )));
+        }
+    }
+    .map_err(backend_error(path))
+}
+
 /// Writes a percentile plot; the format follows the extension: `.svg`, or `.png` (rasterised with the embedded
-/// font). The latency axis is logarithmic (µs) so a 20 µs median and a 5 ms tail both stay readable.
+/// font). The latency axis is logarithmic (µs) so a 20 µs median and a 5 ms tail both stay readable; a
+/// configuration's tickbox and raw series share a colour (tickbox solid, raw dashed); lost messages are written on
+/// the curve and in the legend, which sits outside the plot area.
 pub fn write_percentile_plot(
     path: &Path,
     title: &str,
-    series: &[Series<'_>],
+    series: &[Series],
 ) -> Result<(), BenchError> {
-    ensure_font()?;
-    let lines: Vec<(String, Vec<(f64, f64)>)> = series
+    let lines: Vec<(&Series, Vec<(f64, f64)>)> = series
         .iter()
-        .map(|s| (s.label.clone(), percentile_points(s.histogram)))
+        .map(|s| (s, percentile_points(&s.histogram)))
         .filter(|(_, p)| !p.is_empty())
         .collect();
     if lines.is_empty() {
@@ -85,34 +177,15 @@ pub fn write_percentile_plot(
             "nothing to plot: every histogram is empty".into(),
         ));
     }
-    let size = (1000, 640);
-    let drawn = match path.extension().and_then(|e| e.to_str()) {
-        Some("svg") => draw(
-            SVGBackend::new(path, size).into_drawing_area(),
-            title,
-            lines,
-        ),
-        Some("png") => draw(
-            BitMapBackend::new(path, size).into_drawing_area(),
-            title,
-            lines,
-        ),
-        _ => {
-            return Err(BenchError::InvalidArgument(format!(
-                "plot file {} must end in .svg or .png",
-                path.display()
-            )));
-        }
-    };
-    drawn.map_err(|e| BenchError::Report(format!("plotting {}: {e}", path.display())))
+    render(
+        path,
+        |root| draw_percentiles(root, title, &lines),
+        |root| draw_percentiles(root, title, &lines),
+    )
 }
 
 /// Kept for callers that want SVG whatever the name.
-pub fn write_percentile_svg(
-    path: &Path,
-    title: &str,
-    series: &[Series<'_>],
-) -> Result<(), BenchError> {
+pub fn write_percentile_svg(path: &Path, title: &str, series: &[Series]) -> Result<(), BenchError> {
     if path.extension().and_then(|e| e.to_str()) == Some("svg") {
         write_percentile_plot(path, title, series)
     } else {
@@ -120,61 +193,429 @@ pub fn write_percentile_svg(
     }
 }
 
-fn draw<DB: DrawingBackend>(
-    root: DrawingArea<DB, plotters::coord::Shift>,
-    title: &str,
-    lines: Vec<(String, Vec<(f64, f64)>)>,
+/// One legend entry: a line sample (solid or dashed, optionally with a marker) and its text.
+struct LegendEntry {
+    text: String,
+    colour: RGBColor,
+    dashed: bool,
+    /// `Some(filled)`: draw a circle marker instead of a line.
+    marker: Option<bool>,
+    /// Draw the line or marker sample; false for a continuation line (e.g. a series' loss under its name).
+    sample: bool,
+}
+
+/// Draws the legend in its own panel (right of the plot), one entry per line; long labels are cut to fit.
+fn draw_legend<DB: DrawingBackend>(
+    area: &DrawingArea<DB, plotters::coord::Shift>,
+    entries: &[LegendEntry],
 ) -> Result<(), String> {
     let e = |err: &dyn std::fmt::Display| err.to_string();
+    let font = (FAMILY, 13).into_font().color(&BLACK);
+    let top = 60;
+    let step = 20;
+    area.draw(&Text::new(
+        "legend",
+        (10, top - 24),
+        (FAMILY, 14).into_font(),
+    ))
+    .map_err(|x| e(&x))?;
+    for (i, entry) in entries.iter().enumerate() {
+        let y = top + step * i as i32;
+        let style = entry.colour.stroke_width(2);
+        match entry.marker {
+            _ if !entry.sample => {}
+            Some(filled) => {
+                let circle = Circle::new((22, y), 4, if filled { style.filled() } else { style });
+                area.draw(&circle).map_err(|x| e(&x))?;
+            }
+            None if entry.dashed => {
+                for x in [6, 18, 30] {
+                    area.draw(&PathElement::new(vec![(x, y), (x + 7, y)], style))
+                        .map_err(|x| e(&x))?;
+                }
+            }
+            None => {
+                area.draw(&PathElement::new(vec![(6, y), (37, y)], style))
+                    .map_err(|x| e(&x))?;
+            }
+        }
+        let max_chars = (LEGEND_WIDTH as usize - 56) / 8;
+        let text: String = if entry.text.chars().count() > max_chars {
+            entry
+                .text
+                .chars()
+                .take(max_chars - 1)
+                .chain(['…'])
+                .collect()
+        } else {
+            entry.text.clone()
+        };
+        let font = if entry.sample {
+            font.clone()
+        } else {
+            (FAMILY, 13).into_font().color(&entry.colour)
+        };
+        area.draw(&Text::new(text, (46, y - 7), font))
+            .map_err(|x| e(&x))?;
+    }
+    Ok(())
+}
+
+fn draw_percentiles<DB: DrawingBackend>(
+    root: &DrawingArea<DB, plotters::coord::Shift>,
+    title: &str,
+    lines: &[(&Series, Vec<(f64, f64)>)],
+) -> Result<(), String> {
+    let e = |err: &dyn std::fmt::Display| err.to_string();
+    // At least two nines, so the percentile axis always has ≥ 4 labels (every half nine is labelled).
     let max_x = lines
         .iter()
         .flat_map(|(_, p)| p.iter().map(|(x, _)| *x))
-        .fold(1.0f64, f64::max)
+        .fold(2.0f64, f64::max)
         .ceil();
     let (min_y, max_y) = lines
         .iter()
         .flat_map(|(_, p)| p.iter().map(|(_, y)| *y))
         .fold((f64::MAX, 0.0f64), |(lo, hi), y| (lo.min(y), hi.max(y)));
-    let min_y = (min_y / 1.5).max(0.01);
-    let max_y = (max_y * 1.5).max(min_y * 10.0);
+    // The latency axis is log10(µs) on a linear scale: plotters' own log axis labels only powers of ten, which
+    // leaves two or three labels on a typical 20 µs–2 ms plot; a linear axis of exponents gets nice steps.
+    let lo = (min_y.max(0.001) / 1.5).log10();
+    let hi = (max_y.max(0.001) * 1.5).log10().max(lo + 1.0);
     root.fill(&WHITE).map_err(|x| e(&x))?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, (FAMILY, 20))
+    let (plot_area, legend_area) = root.split_horizontally(PLOT_SIZE.0 - LEGEND_WIDTH);
+    let mut chart = ChartBuilder::on(&plot_area)
+        .caption(title, (FAMILY, 17))
         .margin(16)
-        .margin_right(48)
-        .x_label_area_size(48)
-        .y_label_area_size(72)
-        .build_cartesian_2d(0f64..max_x, (min_y..max_y).log_scale())
+        .margin_right(24)
+        .x_label_area_size(52)
+        .y_label_area_size(80)
+        .build_cartesian_2d(0f64..max_x, lo..hi)
         .map_err(|x| e(&x))?;
     chart
         .configure_mesh()
-        .x_labels(max_x as usize + 1)
+        .x_labels(2 * max_x as usize + 1)
+        .y_labels(10)
         .x_label_formatter(&nines_label)
-        .y_label_formatter(&|y| format!("{y}"))
-        .x_desc("percentile")
-        .y_desc("one-way latency (µs)")
+        .y_label_formatter(&|y| us_label(10f64.powf(*y)))
+        .x_desc("percentile (log scale of 1/(1 − p): 90 %, 99 %, 99.9 % equally spaced)")
+        .y_desc("one-way latency (µs, log scale)")
         .label_style((FAMILY, 13))
-        .axis_desc_style((FAMILY, 15))
+        .axis_desc_style((FAMILY, 14))
         .draw()
         .map_err(|x| e(&x))?;
-    for (i, (label, points)) in lines.into_iter().enumerate() {
-        let color = Palette99::pick(i).to_rgba();
-        chart
-            .draw_series(LineSeries::new(points, color.stroke_width(2)))
-            .map_err(|x| e(&x))?
-            .label(label)
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+    let mut legend = Vec::new();
+    for (series, points) in lines {
+        let colour = group_colour(series.group);
+        let style = colour.stroke_width(2);
+        let logged: Vec<(f64, f64)> = points
+            .iter()
+            .map(|&(x, y)| (x, y.max(0.001).log10()))
+            .collect();
+        if series.baseline {
+            chart
+                .draw_series(DashedLineSeries::new(logged.clone(), 9, 6, style))
+                .map_err(|x| e(&x))?;
+        } else {
+            chart
+                .draw_series(LineSeries::new(logged.clone(), style))
+                .map_err(|x| e(&x))?;
+        }
+        let mut note_entry = None;
+        if let Some(note) = series.lost_note() {
+            // On the curve, at its end (the max), where a reader looking at the tail will see it.
+            let &(x, y) = logged.last().expect("non-empty points");
+            let label_style = TextStyle::from((FAMILY, 13).into_font())
+                .color(&colour)
+                .pos(Pos::new(HPos::Right, VPos::Bottom));
+            chart
+                .draw_series(std::iter::once(Text::new(
+                    format!("{note} ▸"),
+                    (x, y),
+                    label_style,
+                )))
+                .map_err(|x| e(&x))?;
+            // Its own legend line under the series' name: the panel is too narrow for both on one line.
+            note_entry = Some(LegendEntry {
+                text: format!("  {note}"),
+                colour,
+                dashed: false,
+                marker: None,
+                sample: false,
             });
+        }
+        legend.push(LegendEntry {
+            text: series.label.clone(),
+            colour,
+            dashed: series.baseline,
+            marker: None,
+            sample: true,
+        });
+        legend.extend(note_entry);
     }
+    legend.push(LegendEntry {
+        text: "solid = tickbox".into(),
+        colour: RGBColor(90, 90, 90),
+        dashed: false,
+        marker: None,
+        sample: true,
+    });
+    legend.push(LegendEntry {
+        text: "dashed = raw libzmq".into(),
+        colour: RGBColor(90, 90, 90),
+        dashed: true,
+        marker: None,
+        sample: true,
+    });
+    draw_legend(&legend_area, &legend)?;
+    root.present().map_err(|x| e(&x))?;
+    Ok(())
+}
+
+/// One column of a repeat plot: one system's figure in each repeat of one configuration.
+#[derive(Debug, Clone)]
+pub struct RepeatColumn {
+    /// Label under the column, e.g. `tickbox` or `push/pull`.
+    pub label: String,
+    /// A raw baseline: hollow markers and a dashed median.
+    pub baseline: bool,
+    /// The figure in each repeat (index = repeat).
+    pub values: Vec<f64>,
+    /// Messages lost over all repeats (marked above the column and in the legend when non-zero).
+    pub lost: u64,
+    /// Messages sent over all repeats (the denominator of the lost percentage).
+    pub sent: u64,
+}
+
+/// A configuration of a repeat plot: its columns share a colour.
+#[derive(Debug, Clone)]
+pub struct RepeatGroup {
+    /// Label under the group, e.g. `100 B ×1`.
+    pub label: String,
+    /// Tickbox first, then its baselines.
+    pub columns: Vec<RepeatColumn>,
+}
+
+/// Writes a repeat plot (`.png` or `.svg`): per configuration a column per system with a marker for every repeat
+/// (tickbox filled, raw hollow) and the median as a bar (tickbox solid, raw dashed), in the configuration's
+/// colour; tickbox/raw ratios of the medians above the raw columns; lost messages marked.
+pub fn write_repeat_plot(
+    path: &Path,
+    title: &str,
+    y_desc: &str,
+    groups: &[RepeatGroup],
+) -> Result<(), BenchError> {
+    if groups
+        .iter()
+        .all(|g| g.columns.iter().all(|c| c.values.is_empty()))
+    {
+        return Err(BenchError::Report(
+            "nothing to plot: no repeat has a value".into(),
+        ));
+    }
+    render(
+        path,
+        |root| draw_repeats(root, title, y_desc, groups),
+        |root| draw_repeats(root, title, y_desc, groups),
+    )
+}
+
+fn median_of(values: &[f64]) -> Option<f64> {
+    crate::stats::Spread::of(values).map(|s| s.median)
+}
+
+fn draw_repeats<DB: DrawingBackend>(
+    root: &DrawingArea<DB, plotters::coord::Shift>,
+    title: &str,
+    y_desc: &str,
+    groups: &[RepeatGroup],
+) -> Result<(), String> {
+    let e = |err: &dyn std::fmt::Display| err.to_string();
+    // Column centres: one unit per column, half a unit between groups.
+    let mut centres: Vec<(usize, usize, f64)> = Vec::new();
+    let mut x = 0.0;
+    for (g, group) in groups.iter().enumerate() {
+        for c in 0..group.columns.len() {
+            x += 1.0;
+            centres.push((g, c, x));
+        }
+        x += 0.5;
+    }
+    let max_x = x + 0.5;
+    let max_y = groups
+        .iter()
+        .flat_map(|g| g.columns.iter().flat_map(|c| c.values.iter().copied()))
+        .fold(0.0f64, f64::max)
+        .max(1.0)
+        * 1.2;
+    root.fill(&WHITE).map_err(|x| e(&x))?;
+    let (plot_area, legend_area) = root.split_horizontally(PLOT_SIZE.0 - LEGEND_WIDTH);
+    let mut chart = ChartBuilder::on(&plot_area)
+        .caption(title, (FAMILY, 17))
+        .margin(16)
+        .margin_right(24)
+        .x_label_area_size(64)
+        .y_label_area_size(80)
+        .build_cartesian_2d(0f64..max_x, 0f64..max_y)
+        .map_err(|x| e(&x))?;
+    // Throughput starts at zero: a bar chart that does not would exaggerate a 5 % difference.
     chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .label_font((FAMILY, 13))
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(0)
+        .y_labels(10)
+        .y_label_formatter(&|y| crate::stats::fmt_sig(*y))
+        .x_desc("configuration and system (one marker per repeat; bar = median)")
+        .y_desc(y_desc)
+        .label_style((FAMILY, 13))
+        .axis_desc_style((FAMILY, 14))
         .draw()
         .map_err(|x| e(&x))?;
+    let label_font = (FAMILY, 12).into_font().color(&BLACK);
+    let mut legend: Vec<LegendEntry> = Vec::new();
+    for (g, c, centre) in &centres {
+        let group = &groups[*g];
+        let column = &group.columns[*c];
+        let colour = group_colour(*g);
+        let style = colour.stroke_width(2);
+        let n = column.values.len();
+        let points: Vec<(f64, f64)> = column
+            .values
+            .iter()
+            .enumerate()
+            .map(|(i, v)| (centre + (i as f64 - (n as f64 - 1.0) / 2.0) * 0.1, *v))
+            .collect();
+        chart
+            .draw_series(points.iter().map(|&p| {
+                Circle::new(
+                    p,
+                    4,
+                    if column.baseline {
+                        style
+                    } else {
+                        style.filled()
+                    },
+                )
+            }))
+            .map_err(|x| e(&x))?;
+        if let Some(m) = median_of(&column.values) {
+            let bar = vec![(centre - 0.35, m), (centre + 0.35, m)];
+            if column.baseline {
+                chart
+                    .draw_series(DashedLineSeries::new(bar, 6, 4, colour.stroke_width(3)))
+                    .map_err(|x| e(&x))?;
+            } else {
+                chart
+                    .draw_series(LineSeries::new(bar, colour.stroke_width(3)))
+                    .map_err(|x| e(&x))?;
+            }
+            // Above a raw column: tickbox's median over this baseline's median.
+            let tickbox = group.columns.iter().find(|c| !c.baseline);
+            if let (true, Some(t)) = (column.baseline, tickbox.and_then(|t| median_of(&t.values))) {
+                if m > 0.0 {
+                    let style = TextStyle::from((FAMILY, 12).into_font())
+                        .color(&colour)
+                        .pos(Pos::new(HPos::Center, VPos::Bottom));
+                    chart
+                        .draw_series(std::iter::once(Text::new(
+                            format!("×{:.2}", t / m),
+                            (*centre, m + max_y * 0.03),
+                            style,
+                        )))
+                        .map_err(|x| e(&x))?;
+                }
+            }
+        }
+        if let Some(note) = lost_note(column.lost, column.sent) {
+            let top = column.values.iter().copied().fold(0.0f64, f64::max);
+            let style = TextStyle::from((FAMILY, 12).into_font())
+                .color(&colour)
+                .pos(Pos::new(HPos::Center, VPos::Bottom));
+            chart
+                .draw_series(std::iter::once(Text::new(
+                    note.clone(),
+                    (*centre, top + max_y * 0.07),
+                    style,
+                )))
+                .map_err(|x| e(&x))?;
+            legend.push(LegendEntry {
+                text: format!("{} {}:", group.label, column.label),
+                colour,
+                dashed: column.baseline,
+                marker: None,
+                sample: true,
+            });
+            legend.push(LegendEntry {
+                text: format!("  {note}"),
+                colour,
+                dashed: false,
+                marker: None,
+                sample: false,
+            });
+        }
+        // Column and group names under the axis, drawn on the root in pixels (the plot area clips).
+        let (px, py) = chart.backend_coord(&(*centre, 0.0));
+        root.draw(&Text::new(
+            column.label.clone(),
+            (px - 4 * column.label.chars().count() as i32, py + 8),
+            label_font.clone(),
+        ))
+        .map_err(|x| e(&x))?;
+        if *c == 0 {
+            let last = centre + group.columns.len() as f64 - 1.0;
+            let (lx, _) = chart.backend_coord(&((centre + last) / 2.0, 0.0));
+            let text = group.label.clone();
+            root.draw(&Text::new(
+                text.clone(),
+                (lx - 4 * text.chars().count() as i32, py + 26),
+                (FAMILY, 13).into_font().color(&colour),
+            ))
+            .map_err(|x| e(&x))?;
+        }
+    }
+    let mut entries: Vec<LegendEntry> = groups
+        .iter()
+        .enumerate()
+        .map(|(g, group)| LegendEntry {
+            text: group.label.clone(),
+            colour: group_colour(g),
+            dashed: false,
+            marker: None,
+            sample: true,
+        })
+        .collect();
+    let grey = RGBColor(90, 90, 90);
+    entries.extend([
+        LegendEntry {
+            text: "tickbox, one per repeat".into(),
+            colour: grey,
+            dashed: false,
+            marker: Some(true),
+            sample: true,
+        },
+        LegendEntry {
+            text: "raw libzmq, one per repeat".into(),
+            colour: grey,
+            dashed: false,
+            marker: Some(false),
+            sample: true,
+        },
+        LegendEntry {
+            text: "tickbox median".into(),
+            colour: grey,
+            dashed: false,
+            marker: None,
+            sample: true,
+        },
+        LegendEntry {
+            text: "raw median (×: tickbox/raw)".into(),
+            colour: grey,
+            dashed: true,
+            marker: None,
+            sample: true,
+        },
+    ]);
+    entries.extend(legend);
+    draw_legend(&legend_area, &entries)?;
     root.present().map_err(|x| e(&x))?;
     Ok(())
 }
@@ -183,6 +624,17 @@ fn draw<DB: DrawingBackend>(
 mod tests {
     use super::*;
     use crate::measure::new_histogram;
+
+    fn series(label: &str, hist: &Histogram<u64>, group: usize, baseline: bool) -> Series {
+        Series {
+            label: label.into(),
+            histogram: hist.clone(),
+            group,
+            baseline,
+            lost: 0,
+            scheduled: hist.len(),
+        }
+    }
 
     #[test]
     fn writes_a_valid_svg_with_labels() {
@@ -195,40 +647,27 @@ mod tests {
         b.record(5_000_000).unwrap();
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("p.svg");
-        write_percentile_svg(
-            &path,
-            "test",
-            &[
-                Series {
-                    label: "tickbox tcp".into(),
-                    histogram: &a,
-                },
-                Series {
-                    label: "raw tcp".into(),
-                    histogram: &b,
-                },
-            ],
-        )
-        .unwrap();
+        let mut raw = series("raw tcp", &b, 0, true);
+        raw.lost = 30;
+        raw.scheduled = 100_030;
+        write_percentile_svg(&path, "test", &[series("tickbox tcp", &a, 0, false), raw]).unwrap();
         let svg = std::fs::read_to_string(&path).unwrap();
         assert!(svg.starts_with("<svg"), "{}", &svg[..80.min(svg.len())]);
         assert!(svg.trim_end().ends_with("</svg>"));
         assert!(svg.contains("tickbox tcp") && svg.contains("raw tcp"));
         assert!(svg.contains("99.9%"), "nines axis labels missing");
-        assert!(svg.matches("<polyline").count() >= 2);
-
-        let png = dir.path().join("p.png");
-        write_percentile_plot(
-            &png,
-            "test",
-            &[Series {
-                label: "a".into(),
-                histogram: &a,
-            }],
-        )
-        .unwrap();
-        let bytes = std::fs::read(&png).unwrap();
-        assert!(bytes.starts_with(b"\x89PNG\r\n\x1a\n"), "not a PNG");
+        assert!(
+            svg.contains("µs") && svg.contains("percentile"),
+            "axis units missing"
+        );
+        // The loss is on the curve and in the legend.
+        assert_eq!(
+            svg.matches("lost 30 (0.03 %)").count(),
+            2,
+            "lost annotation"
+        );
+        // The raw series is dashed: many short segments instead of one polyline.
+        assert!(svg.matches("<polyline").count() >= 3);
         assert!(write_percentile_plot(&dir.path().join("p.gif"), "t", &[]).is_err());
     }
 
@@ -245,5 +684,7 @@ mod tests {
         assert_eq!(nines_label(&2.0), "99%");
         assert_eq!(nines_label(&3.0), "99.9%");
         assert!(percentile_points(&new_histogram()).is_empty());
+        assert_eq!(us_label(1234.6), "1235");
+        assert_eq!(us_label(31.62), "31.6");
     }
 }

@@ -64,6 +64,7 @@ pub fn raw_pubsub_latency(
         config: config.clone(),
         size,
         samples,
+        repeat: 1,
     })
 }
 
@@ -352,6 +353,7 @@ pub(crate) fn throughput_result(
         send_hwm: config.hwm,
         recv_hwm: config.hwm,
         no_drop,
+        repeat: 1,
     }
 }
 

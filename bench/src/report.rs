@@ -117,6 +117,13 @@ fn sub_bucket_count(sigfig: u8) -> u64 {
 /// values in microseconds.
 pub fn hgrm_text(hist: &Histogram<u64>) -> String {
     let mut out = String::new();
+    // The Java format has no unit anywhere; a reader of a bare file could take these for ms or ns. Comment lines
+    // (`#` not followed by `[`) are skipped by HdrHistogram's plotter and by `parse_hgrm`.
+    let _ = writeln!(
+        out,
+        "# tickbox bench percentile distribution; Value column in microseconds (µs), 1/(1-Percentile) is the \
+         \"nines\" axis"
+    );
     let _ = writeln!(
         out,
         "{:>12} {:>14} {:>10} {:>14}\n",
@@ -199,6 +206,9 @@ pub fn parse_hgrm(text: &str) -> Result<Hgrm, BenchError> {
                     .map_err(|_| bad(format!("footer value {v:?}")))?;
                 footer.insert(k.trim().to_string(), v);
             }
+            continue;
+        }
+        if line.starts_with('#') {
             continue;
         }
         if line.starts_with("Value") {
@@ -293,6 +303,9 @@ pub struct LatencyResult {
     pub recv_hwm: i32,
     /// Base name of this configuration's `.hlog` / `.hgrm` files in the output directory.
     pub files: String,
+    /// Which repeat of the configuration this is (1-based; 0 in files from before repeats).
+    #[serde(default)]
+    pub repeat: u32,
 }
 
 /// One throughput configuration's result.
@@ -321,6 +334,52 @@ pub struct ThroughputResult {
     pub recv_hwm: i32,
     /// Whether senders block at the HWM (true) or a PUB drops (false).
     pub no_drop: bool,
+    /// Which repeat of the configuration this is (1-based; 0 in files from before repeats).
+    #[serde(default)]
+    pub repeat: u32,
+}
+
+/// One repeat of `bench replay`: a journal replayed flat out into a subscriber, by tickbox or the raw baseline.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReplayResult {
+    /// `tickbox` (Replayer → Black Box) or `raw-pubsub` (XPUB_NODROP → SUB, one frame per message).
+    pub system: String,
+    /// `tcp` (loopback).
+    pub transport: String,
+    /// Records in the journal, all of them sent.
+    pub records: u64,
+    /// Frame bytes of those records.
+    pub bytes: u64,
+    /// Data records that reached the receiving end (tickbox: touched by a worker; raw: received by the SUB).
+    pub delivered: u64,
+    /// Records lost: `records − delivered`, or the subscriber's sequence accounting if it counted more missing.
+    pub lost: u64,
+    /// Sequences the Black Box's gap accounting found missing (tickbox only; raw frames are not accounted).
+    pub gap_missing: Option<u64>,
+    /// Most records per frame the replayer was allowed to batch (1 = unbatched; the raw baseline always sends one
+    /// per message).
+    pub batch: u64,
+    /// ZeroMQ messages that carried the records (tickbox: single frames plus batch frames; raw: one per record).
+    pub frames: Option<u64>,
+    /// From the first send to the last record's arrival at the receiving end, seconds.
+    pub elapsed_s: f64,
+    /// `delivered / elapsed_s`.
+    pub records_per_s: f64,
+    /// Frame bytes per second delivered, 10^6 bytes.
+    pub mb_per_s: f64,
+    /// Tickbox only: lateness on receipt at the subscriber's shard (receive − replay send stamp), ns.
+    pub lateness_receive: Option<Percentiles>,
+    /// Tickbox only: lateness when a worker dequeued the record, ns.
+    pub lateness_dequeue: Option<Percentiles>,
+    /// Workers touching the records (tickbox; 0 for raw).
+    pub workers: usize,
+    /// Send high-water mark, messages.
+    pub send_hwm: i32,
+    /// Receive high-water mark, messages.
+    pub recv_hwm: i32,
+    /// Which repeat this is (1-based).
+    pub repeat: u32,
 }
 
 /// One line of a results file.
@@ -331,6 +390,8 @@ pub enum BenchRecord {
     Latency(LatencyResult),
     /// A throughput configuration (`"kind": "throughput"`).
     Throughput(ThroughputResult),
+    /// A replay repeat (`"kind": "replay"`).
+    Replay(ReplayResult),
 }
 
 impl BenchRecord {
@@ -349,8 +410,104 @@ impl BenchRecord {
                 "throughput {} {} size={} shards={}",
                 r.system, r.transport, r.size, r.shards
             ),
+            BenchRecord::Replay(r) => {
+                format!("replay {} {} records={}", r.system, r.transport, r.records)
+            }
         }
     }
+}
+
+/// A whole bench's result file: where it ran, every repeat's figures, their summary and the warnings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunDocument {
+    /// `latency`, `throughput` or `replay`.
+    pub bench: String,
+    /// The machine and build.
+    pub environment: crate::env::Environment,
+    /// Repeats per configuration.
+    pub repeats: usize,
+    /// Run order within each configuration, e.g. `T R R T T R` (T = tickbox, R = the raw baseline(s)).
+    pub order: String,
+    /// Every repeat's figures, in run order.
+    pub records: Vec<BenchRecord>,
+    /// Median, min–max and tickbox/raw ratio of each figure.
+    pub summary: Vec<crate::stats::FigureSummary>,
+    /// Reasons to doubt the figures (also printed to stderr).
+    pub warnings: Vec<crate::env::Warning>,
+}
+
+impl RunDocument {
+    /// Writes the document as pretty JSON to `path`, replacing it.
+    pub fn write(&self, path: &Path) -> Result<(), BenchError> {
+        let text =
+            serde_json::to_string_pretty(self).map_err(|e| BenchError::Report(e.to_string()))?;
+        std::fs::write(path, text + "\n").map_err(|e| BenchError::io(path, e))
+    }
+
+    /// Reads a document written by [`RunDocument::write`].
+    pub fn read(path: &Path) -> Result<RunDocument, BenchError> {
+        let text = std::fs::read_to_string(path).map_err(|e| BenchError::io(path, e))?;
+        serde_json::from_str(&text)
+            .map_err(|e| BenchError::Report(format!("{}: {e}", path.display())))
+    }
+}
+
+/// The records of a result file: a [`RunDocument`] (what benches write now) or JSON lines (older files).
+pub fn read_results(path: &Path) -> Result<Vec<BenchRecord>, BenchError> {
+    let text = std::fs::read_to_string(path).map_err(|e| BenchError::io(path, e))?;
+    if let Ok(doc) = serde_json::from_str::<RunDocument>(&text) {
+        return Ok(doc.records);
+    }
+    read_jsonl(path)
+}
+
+fn median(values: &[f64]) -> f64 {
+    crate::stats::Spread::of(values).map_or(0.0, |s| s.median)
+}
+
+/// One record per configuration: the first repeat's record with its headline figures replaced by the median over
+/// all repeats of that configuration (a single run stays as it is).
+pub fn median_records(records: &[BenchRecord]) -> BTreeMap<String, BenchRecord> {
+    let mut groups: BTreeMap<String, Vec<&BenchRecord>> = BTreeMap::new();
+    for r in records {
+        groups.entry(r.key()).or_default().push(r);
+    }
+    groups
+        .into_iter()
+        .map(|(key, group)| {
+            let mut out = group[0].clone();
+            let pick = |f: &dyn Fn(&BenchRecord) -> Option<f64>| {
+                median(&group.iter().filter_map(|r| f(r)).collect::<Vec<_>>())
+            };
+            match &mut out {
+                BenchRecord::Latency(o) => {
+                    let lat = |r: &BenchRecord| match r {
+                        BenchRecord::Latency(l) => Some(l.clone()),
+                        _ => None,
+                    };
+                    o.corrected.p50 = pick(&|r| lat(r).map(|l| l.corrected.p50 as f64)) as u64;
+                    o.corrected.p99 = pick(&|r| lat(r).map(|l| l.corrected.p99 as f64)) as u64;
+                    o.corrected.p999 = pick(&|r| lat(r).map(|l| l.corrected.p999 as f64)) as u64;
+                    o.achieved_rate = pick(&|r| lat(r).map(|l| l.achieved_rate));
+                }
+                BenchRecord::Throughput(o) => {
+                    let thr = |r: &BenchRecord| match r {
+                        BenchRecord::Throughput(t) => Some((t.msgs_per_s, t.mb_per_s)),
+                        _ => None,
+                    };
+                    o.msgs_per_s = pick(&|r| thr(r).map(|t| t.0));
+                    o.mb_per_s = pick(&|r| thr(r).map(|t| t.1));
+                }
+                BenchRecord::Replay(o) => {
+                    o.records_per_s = pick(&|r| match r {
+                        BenchRecord::Replay(p) => Some(p.records_per_s),
+                        _ => None,
+                    });
+                }
+            }
+            (key, out)
+        })
+        .collect()
 }
 
 /// Appends records to a JSON-lines file (one object per line).
@@ -396,18 +553,16 @@ fn us(ns: u64) -> f64 {
 }
 
 /// The `compare` table: for every configuration present in both files, the figures of each and the change.
-/// Configurations present in only one file are listed at the end. When a key repeats (several runs in one
-/// file) the last record wins.
+/// Configurations present in only one file are listed at the end. When a key repeats (the repeats of one bench,
+/// or several runs appended to one file) the median of its repeats is compared.
 pub fn compare(before: &[BenchRecord], after: &[BenchRecord]) -> String {
-    let index = |records: &[BenchRecord]| -> BTreeMap<String, BenchRecord> {
-        records.iter().map(|r| (r.key(), r.clone())).collect()
-    };
-    let a = index(before);
-    let b = index(after);
+    let a = median_records(before);
+    let b = median_records(after);
     let mut out = String::new();
     let mut only = Vec::new();
     let mut lat_header = false;
     let mut thr_header = false;
+    let mut rep_header = false;
     for (key, old) in &a {
         let Some(new) = b.get(key) else {
             only.push(format!("only in first:  {key}"));
@@ -466,6 +621,23 @@ pub fn compare(before: &[BenchRecord], after: &[BenchRecord]) -> String {
                         o.mb_per_s,
                         n.mb_per_s,
                         pct_change(o.mb_per_s, n.mb_per_s)
+                    ),
+                );
+            }
+            (BenchRecord::Replay(o), BenchRecord::Replay(n)) => {
+                if !rep_header {
+                    let _ = writeln!(out, "{:<52} {:>30}", "replay", "records/s");
+                    rep_header = true;
+                }
+                let _ = writeln!(
+                    out,
+                    "{:<52} {:>30}",
+                    key,
+                    format!(
+                        "{:.0}→{:.0} {}",
+                        o.records_per_s,
+                        n.records_per_s,
+                        pct_change(o.records_per_s, n.records_per_s)
                     ),
                 );
             }
@@ -570,6 +742,7 @@ mod tests {
             send_hwm: 1000,
             recv_hwm: 1000,
             no_drop: true,
+            repeat: 1,
         });
         append_jsonl(&path, std::slice::from_ref(&rec)).unwrap();
         append_jsonl(&path, std::slice::from_ref(&rec)).unwrap();
@@ -577,5 +750,67 @@ mod tests {
         std::fs::write(&path, "{\"kind\":\"throughput\"}\n").unwrap();
         let err = read_jsonl(&path).unwrap_err().to_string();
         assert!(err.contains(":1:"), "{err}");
+    }
+
+    fn throughput(system: &str, msgs_per_s: f64, repeat: u32) -> BenchRecord {
+        BenchRecord::Throughput(ThroughputResult {
+            system: system.into(),
+            transport: "tcp".into(),
+            size: 100,
+            shards: 1,
+            duration_s: 1.0,
+            messages: msgs_per_s as u64,
+            msgs_per_s,
+            mb_per_s: msgs_per_s * 100.0 / 1e6,
+            send_hwm: 1000,
+            recv_hwm: 1000,
+            no_drop: true,
+            repeat,
+        })
+    }
+
+    #[test]
+    fn compare_uses_the_median_of_the_repeats() {
+        // The outlier repeat (10 M) would win if the last record won; the median is 2 M.
+        let before = vec![throughput("tickbox", 1e6, 1), throughput("tickbox", 1e6, 2)];
+        let after = vec![
+            throughput("tickbox", 2e6, 1),
+            throughput("tickbox", 1.9e6, 2),
+            throughput("tickbox", 10e6, 3),
+        ];
+        let text = compare(&before, &after);
+        assert!(text.contains("1000000→2000000 +100.0%"), "{text}");
+    }
+
+    #[test]
+    fn result_documents_and_json_lines_both_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let doc = RunDocument {
+            bench: "throughput".into(),
+            environment: crate::env::Environment::capture(),
+            repeats: 1,
+            order: crate::stats::order_label(1),
+            records: vec![throughput("tickbox", 5.0, 1)],
+            summary: Vec::new(),
+            warnings: Vec::new(),
+        };
+        let path = dir.path().join("doc.json");
+        doc.write(&path).unwrap();
+        assert_eq!(RunDocument::read(&path).unwrap(), doc);
+        assert_eq!(read_results(&path).unwrap(), doc.records);
+        let lines = dir.path().join("lines.json");
+        append_jsonl(&lines, &doc.records).unwrap();
+        assert_eq!(read_results(&lines).unwrap(), doc.records);
+    }
+
+    #[test]
+    fn hgrm_states_its_unit() {
+        let text = hgrm_text(&sample_hist());
+        let first = text.lines().next().unwrap();
+        assert!(
+            first.starts_with('#') && first.contains("microseconds"),
+            "{first}"
+        );
+        assert!(parse_hgrm(&text).is_ok());
     }
 }

@@ -4,15 +4,17 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::latency::{rate_label, LatencyConfig, LatencyRun};
+use crate::env::{drift_warning, Environment, Warning};
+use crate::latency::{latency_summaries, latency_warnings, rate_label, LatencyConfig, LatencyRun};
 use crate::pipeline::{frame_size, tickbox_latency, tickbox_throughput};
-use crate::plot::{write_percentile_plot, Series};
+use crate::plot::{write_percentile_plot, write_repeat_plot, RepeatColumn, RepeatGroup, Series};
 use crate::raw::{raw_pubsub_latency, raw_throughput, RawPattern, ThroughputConfig};
-use crate::report::{append_jsonl, BenchRecord, LatencyResult, ThroughputResult};
+use crate::report::{BenchRecord, LatencyResult, RunDocument, ThroughputResult};
+use crate::stats::{order_label, summary_table, tickbox_first, FigureSummary};
 use crate::transport::Transport;
 use crate::BenchError;
 
-/// A latency session: every (transport, rate) pair, tickbox and the raw PUB/SUB baseline.
+/// A latency session: every (transport, rate) pair, tickbox and the raw PUB/SUB baseline, each `repeats` times.
 #[derive(Debug, Clone)]
 pub struct LatencySweep {
     /// Offered rates to run, msg/s, in order.
@@ -23,21 +25,26 @@ pub struct LatencySweep {
     pub base: LatencyConfig,
     /// Also run the raw-libzmq baseline (on by default; off only to save time when iterating).
     pub raw_baseline: bool,
+    /// Runs of each system per configuration, alternating with the baseline (at least 1).
+    pub repeats: usize,
 }
 
 /// What a session wrote.
 #[derive(Debug, Clone)]
 pub struct LatencyOutcome {
-    /// One result per configuration that finished, in run order.
+    /// One result per run that finished (every repeat), in run order.
     pub results: Vec<LatencyResult>,
-    /// The JSON-lines results file.
+    /// The result document (JSON): environment, every repeat, summary, warnings.
     pub json: PathBuf,
-    /// The percentile plot (SVG).
+    /// The percentile plot (SVG; a PNG of the same name sits beside it).
     pub plot: PathBuf,
+    /// The document's contents.
+    pub document: RunDocument,
 }
 
-/// Runs the sweep, writes `<out>/<stamp>-*.{hlog,hgrm}`, `<out>/<stamp>-latency.svg` and one JSON line per
-/// configuration to `<out>/<stamp>-latency.json`. Stops between configurations when `stop` is set.
+/// Runs the sweep, writes `<out>/<stamp>-*-r<N>.{hlog,hgrm}` per repeat, `<out>/<stamp>-latency.{svg,png}` and
+/// the result document `<out>/<stamp>-latency.json`. Stops between runs when `stop` is set and reports what
+/// finished.
 pub fn run_latency_sweep(
     ctx: &zmq::Context,
     sweep: &LatencySweep,
@@ -46,6 +53,8 @@ pub fn run_latency_sweep(
     stop: &AtomicBool,
 ) -> Result<LatencyOutcome, BenchError> {
     std::fs::create_dir_all(out).map_err(|e| BenchError::io(out, e))?;
+    let mut environment = Environment::capture();
+    let repeats = sweep.repeats.max(1);
     let prefix = format!("{stamp}-");
     let mut runs: Vec<LatencyRun> = Vec::new();
     'outer: for &transport in &sweep.transports {
@@ -58,55 +67,67 @@ pub fn run_latency_sweep(
                 ..sweep.base.clone()
             };
             let secs = (config.warmup + config.duration).as_secs_f64();
-            let mut systems: Vec<&str> = Vec::new();
-            if sweep.raw_baseline {
-                systems.push("raw");
-            }
-            systems.push("tickbox");
-            for system in systems {
-                if stop.load(Ordering::Relaxed) {
-                    tracing::warn!("interrupted: reporting the configurations finished so far");
-                    break 'outer;
-                }
-                tracing::info!(
-                    "latency: {system} over {transport} at {} msg/s, {} B, {:.1} s{}",
-                    rate_label(rate),
-                    config.size,
-                    secs,
-                    if config.via_lvc && system == "tickbox" {
-                        " via LVC"
+            for repeat in 0..repeats {
+                let mut systems: Vec<&str> = vec!["tickbox"];
+                if sweep.raw_baseline {
+                    if tickbox_first(repeat) {
+                        systems.push("raw");
                     } else {
-                        ""
+                        systems.insert(0, "raw");
                     }
-                );
-                let run = if system == "raw" {
-                    raw_pubsub_latency(ctx, &config)?
-                } else {
-                    tickbox_latency(ctx, &config)?
-                };
-                run.write_files(out, &prefix)?;
-                runs.push(run);
+                }
+                for system in systems {
+                    if stop.load(Ordering::Relaxed) {
+                        tracing::warn!("interrupted: reporting the runs finished so far");
+                        break 'outer;
+                    }
+                    tracing::info!(
+                        "latency: {system} over {transport} at {} msg/s, {} B, {:.1} s{}, repeat {}/{repeats}",
+                        rate_label(rate),
+                        config.size,
+                        secs,
+                        if config.via_lvc && system == "tickbox" {
+                            " via LVC"
+                        } else {
+                            ""
+                        },
+                        repeat + 1
+                    );
+                    let mut run = if system == "raw" {
+                        raw_pubsub_latency(ctx, &config)?
+                    } else {
+                        tickbox_latency(ctx, &config)?
+                    };
+                    run.repeat = repeat as u32 + 1;
+                    run.write_files(out, &prefix)?;
+                    runs.push(run);
+                }
             }
         }
     }
     if runs.is_empty() {
         return Err(BenchError::NoSamples("latency sweep"));
     }
+    environment.finish();
     let results: Vec<LatencyResult> = runs.iter().map(|r| r.result_with_files(&prefix)).collect();
+    let mut warnings = latency_warnings(&results);
+    warnings.extend(environment.warnings());
+    let document = RunDocument {
+        bench: "latency".into(),
+        environment,
+        repeats,
+        order: order_label(repeats),
+        records: results.iter().cloned().map(BenchRecord::Latency).collect(),
+        summary: latency_summaries(&results),
+        warnings,
+    };
     let json = out.join(format!("{stamp}-latency.json"));
-    let records: Vec<BenchRecord> = results.iter().cloned().map(BenchRecord::Latency).collect();
-    append_jsonl(&json, &records)?;
+    document.write(&json)?;
     let plot = out.join(format!("{stamp}-latency.svg"));
-    let series: Vec<Series<'_>> = runs
-        .iter()
-        .map(|r| Series {
-            label: r.label(),
-            histogram: &r.samples.corrected,
-        })
-        .collect();
+    let series = latency_series(&runs);
     let title = format!(
-        "one-way latency, corrected for coordinated omission ({} B frames)",
-        runs[0].size
+        "one-way latency, corrected for coordinated omission ({} B frames, {} repeat(s) merged)",
+        runs[0].size, repeats
     );
     write_percentile_plot(&plot, &title, &series)?;
     // A PNG beside the SVG for viewers that do not render SVG.
@@ -115,10 +136,52 @@ pub fn run_latency_sweep(
         results,
         json,
         plot,
+        document,
     })
 }
 
-/// A throughput session: for each size and each shard count 1..=max, tickbox, raw PUSH/PULL and raw PUB/SUB.
+/// One plot series per (configuration, system): the corrected histograms of all its repeats merged, its losses
+/// summed; a configuration's tickbox and raw series share a colour (`group`), raw dashed.
+pub fn latency_series(runs: &[LatencyRun]) -> Vec<Series> {
+    let mut series: Vec<Series> = Vec::new();
+    let mut groups: Vec<String> = Vec::new();
+    for run in runs {
+        let config = format!(
+            "{}-{}{}",
+            run.config.transport,
+            if run.config.via_lvc { "lvc-" } else { "" },
+            rate_label(run.config.rate)
+        );
+        let group = match groups.iter().position(|g| *g == config) {
+            Some(i) => i,
+            None => {
+                groups.push(config);
+                groups.len() - 1
+            }
+        };
+        let label = run.label();
+        let r = run.result();
+        match series.iter_mut().find(|s| s.label == label) {
+            Some(s) => {
+                let _ = s.histogram.add(&run.samples.corrected);
+                s.lost += r.lost;
+                s.scheduled += r.scheduled;
+            }
+            None => series.push(Series {
+                label,
+                histogram: run.samples.corrected.clone(),
+                group,
+                baseline: run.system != "tickbox",
+                lost: r.lost,
+                scheduled: r.scheduled,
+            }),
+        }
+    }
+    series
+}
+
+/// A throughput session: for each size and each shard count 1..=max, tickbox, raw PUSH/PULL and raw PUB/SUB, each
+/// `repeats` times.
 #[derive(Debug, Clone)]
 pub struct ThroughputSweep {
     /// Message sizes to run, bytes (raised to the tickbox frame size where smaller).
@@ -127,18 +190,24 @@ pub struct ThroughputSweep {
     pub max_shards: usize,
     /// Size and shards are overwritten per configuration.
     pub base: ThroughputConfig,
+    /// Runs of each system per configuration, alternating with the baselines (at least 1).
+    pub repeats: usize,
 }
 
 /// What a throughput session wrote.
 pub struct ThroughputOutcome {
-    /// One result per configuration that finished, in run order.
+    /// One result per run that finished (every repeat), in run order.
     pub results: Vec<ThroughputResult>,
-    /// The JSON-lines results file.
+    /// The result document (JSON).
     pub json: PathBuf,
+    /// The per-repeat plot (PNG; an SVG of the same name sits beside it).
+    pub plot: PathBuf,
+    /// The document's contents.
+    pub document: RunDocument,
 }
 
-/// Runs the throughput sweep, appending one JSON line per configuration to `<out>/<stamp>-throughput.json`.
-/// Stops between configurations when `stop` is set and returns what finished.
+/// Runs the throughput sweep; writes the result document `<out>/<stamp>-throughput.json` and the plot
+/// `<out>/<stamp>-throughput.{png,svg}`. Stops between runs when `stop` is set and returns what finished.
 pub fn run_throughput_sweep(
     ctx: &zmq::Context,
     sweep: &ThroughputSweep,
@@ -147,6 +216,8 @@ pub fn run_throughput_sweep(
     stop: &AtomicBool,
 ) -> Result<ThroughputOutcome, BenchError> {
     std::fs::create_dir_all(out).map_err(|e| BenchError::io(out, e))?;
+    let mut environment = Environment::capture();
+    let repeats = sweep.repeats.max(1);
     let mut results = Vec::new();
     'outer: for &size in &sweep.sizes {
         for shards in 1..=sweep.max_shards.max(1) {
@@ -155,84 +226,187 @@ pub fn run_throughput_sweep(
                 shards,
                 ..sweep.base.clone()
             };
-            for system in ["tickbox", "raw-pushpull", "raw-pubsub"] {
-                if stop.load(Ordering::Relaxed) {
-                    tracing::warn!("interrupted: reporting the configurations finished so far");
-                    break 'outer;
+            for repeat in 0..repeats {
+                let systems: &[&str] = if tickbox_first(repeat) {
+                    &["tickbox", "raw-pushpull", "raw-pubsub"]
+                } else {
+                    &["raw-pushpull", "raw-pubsub", "tickbox"]
+                };
+                for &system in systems {
+                    if stop.load(Ordering::Relaxed) {
+                        tracing::warn!("interrupted: reporting the runs finished so far");
+                        break 'outer;
+                    }
+                    tracing::info!(
+                        "throughput: {system} over {}, {} B, {shards} shard(s), {:.1} s, repeat {}/{repeats}",
+                        config.transport,
+                        config.size,
+                        (config.warmup + config.duration).as_secs_f64(),
+                        repeat + 1
+                    );
+                    let mut result = match system {
+                        "tickbox" => tickbox_throughput(ctx, &config)?,
+                        "raw-pushpull" => raw_throughput(ctx, RawPattern::PushPull, &config)?,
+                        _ => raw_throughput(ctx, RawPattern::PubSub, &config)?,
+                    };
+                    result.repeat = repeat as u32 + 1;
+                    results.push(result);
                 }
-                tracing::info!(
-                    "throughput: {system} over {}, {} B, {shards} shard(s), {:.1} s",
-                    config.transport,
-                    config.size,
-                    (config.warmup + config.duration).as_secs_f64()
-                );
-                results.push(match system {
-                    "tickbox" => tickbox_throughput(ctx, &config)?,
-                    "raw-pushpull" => raw_throughput(ctx, RawPattern::PushPull, &config)?,
-                    _ => raw_throughput(ctx, RawPattern::PubSub, &config)?,
-                });
             }
         }
     }
     if results.is_empty() {
         return Err(BenchError::NoSamples("throughput sweep"));
     }
+    environment.finish();
+    let mut warnings = throughput_warnings(&results);
+    warnings.extend(environment.warnings());
+    let document = RunDocument {
+        bench: "throughput".into(),
+        environment,
+        repeats,
+        order: order_label(repeats),
+        records: results
+            .iter()
+            .cloned()
+            .map(BenchRecord::Throughput)
+            .collect(),
+        summary: throughput_summaries(&results),
+        warnings,
+    };
     let json = out.join(format!("{stamp}-throughput.json"));
-    let records: Vec<BenchRecord> = results
-        .iter()
-        .cloned()
-        .map(BenchRecord::Throughput)
-        .collect();
-    append_jsonl(&json, &records)?;
-    Ok(ThroughputOutcome { results, json })
+    document.write(&json)?;
+    let plot = out.join(format!("{stamp}-throughput.png"));
+    let groups = throughput_groups_for_plot(&results);
+    let title = format!(
+        "flat-out throughput over {}, {} repeat(s): tickbox beside raw libzmq",
+        sweep.base.transport, repeats
+    );
+    write_repeat_plot(&plot, &title, "throughput (msg/s)", &groups)?;
+    write_repeat_plot(
+        &plot.with_extension("svg"),
+        &title,
+        "throughput (msg/s)",
+        &groups,
+    )?;
+    Ok(ThroughputOutcome {
+        results,
+        json,
+        plot,
+        document,
+    })
 }
 
-/// The stdout table of a throughput session: one row per (size, shards) with the ratio of tickbox to each raw
-/// baseline measured in the same run.
-pub fn throughput_table(results: &[ThroughputResult]) -> String {
-    use std::fmt::Write as _;
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "{:>6} {:>6} | {:>12} {:>9} | {:>14} {:>14} | {:>9} {:>9}",
-        "size",
-        "shards",
-        "tickbox/s",
-        "MB/s",
-        "raw push/pull",
-        "raw pub/sub",
-        "×pushpull",
-        "×pubsub"
-    );
-    let find = |system: &str, size: usize, shards: usize| {
-        results
-            .iter()
-            .find(|r| r.system == system && r.size == size && r.shards == shards)
-    };
-    for r in results.iter().filter(|r| r.system == "tickbox") {
-        let pp = find("raw-pushpull", r.size, r.shards);
-        let ps = find("raw-pubsub", r.size, r.shards);
-        let rate = |x: Option<&ThroughputResult>| {
-            x.map_or("-".to_string(), |x| format!("{:.0}", x.msgs_per_s))
-        };
-        let ratio = |x: Option<&ThroughputResult>| match x {
-            Some(x) if x.msgs_per_s > 0.0 => format!("{:.2}", r.msgs_per_s / x.msgs_per_s),
-            _ => "-".to_string(),
-        };
-        let _ = writeln!(
-            out,
-            "{:>6} {:>6} | {:>12.0} {:>9.1} | {:>14} {:>14} | {:>9} {:>9}",
-            r.size,
-            r.shards,
-            r.msgs_per_s,
-            r.mb_per_s,
-            rate(pp),
-            rate(ps),
-            ratio(pp),
-            ratio(ps)
+/// The configurations (size, shards) of a throughput session in run order.
+fn throughput_configs(results: &[ThroughputResult]) -> Vec<(usize, usize)> {
+    let mut configs: Vec<(usize, usize)> = Vec::new();
+    for r in results {
+        if !configs.contains(&(r.size, r.shards)) {
+            configs.push((r.size, r.shards));
+        }
+    }
+    configs
+}
+
+/// `system`'s values of `figure` for one configuration, in repeat order.
+fn throughput_values(
+    results: &[ThroughputResult],
+    system: &str,
+    config: (usize, usize),
+    figure: fn(&ThroughputResult) -> f64,
+) -> Vec<f64> {
+    let mut rows: Vec<&ThroughputResult> = results
+        .iter()
+        .filter(|r| r.system == system && (r.size, r.shards) == config)
+        .collect();
+    rows.sort_by_key(|r| r.repeat);
+    rows.into_iter().map(figure).collect()
+}
+
+const BASELINES: [(&str, &str); 2] = [("raw-pushpull", "×pushpull"), ("raw-pubsub", "×pubsub")];
+
+/// Every figure of a throughput session over its repeats: tickbox msg/s and MB/s against each raw baseline.
+pub fn throughput_summaries(results: &[ThroughputResult]) -> Vec<FigureSummary> {
+    let mut out = Vec::new();
+    let repeats = results.iter().map(|r| r.repeat).max().unwrap_or(1) as usize;
+    for config in throughput_configs(results) {
+        let name = format!(
+            "{} B, {} shard(s), {}, {repeats} repeat(s), order {}",
+            config.0,
+            config.1,
+            results[0].transport,
+            order_label(repeats)
         );
+        type Get = fn(&ThroughputResult) -> f64;
+        let figures: [(&str, Get); 2] = [("msg/s", |r| r.msgs_per_s), ("MB/s", |r| r.mb_per_s)];
+        for (figure, get) in figures {
+            let t = throughput_values(results, "tickbox", config, get);
+            for (baseline, tag) in BASELINES {
+                let r = throughput_values(results, baseline, config, get);
+                out.push(FigureSummary::new(
+                    &name,
+                    &format!("{figure} {tag}"),
+                    &t,
+                    baseline,
+                    &r,
+                    true,
+                ));
+            }
+        }
     }
     out
+}
+
+/// The warnings of a throughput session: a raw baseline that moved more than 20 % between repeats.
+pub fn throughput_warnings(results: &[ThroughputResult]) -> Vec<Warning> {
+    let mut out = Vec::new();
+    for config in throughput_configs(results) {
+        for (baseline, _) in BASELINES {
+            let values = throughput_values(results, baseline, config, |r| r.msgs_per_s);
+            out.extend(drift_warning(
+                &format!("{} B, {} shard(s): {baseline} msg/s", config.0, config.1),
+                &values,
+            ));
+        }
+    }
+    out
+}
+
+/// The plot groups of a throughput session: per configuration, tickbox and each baseline's per-repeat msg/s.
+pub fn throughput_groups_for_plot(results: &[ThroughputResult]) -> Vec<RepeatGroup> {
+    throughput_configs(results)
+        .into_iter()
+        .map(|config| RepeatGroup {
+            label: format!("{} B ×{}", config.0, config.1),
+            columns: [
+                ("tickbox", "tickbox", false),
+                ("raw-pushpull", "push/pull", true),
+                ("raw-pubsub", "pub/sub", true),
+            ]
+            .into_iter()
+            .map(|(system, label, baseline)| RepeatColumn {
+                label: label.to_string(),
+                baseline,
+                values: throughput_values(results, system, config, |r| r.msgs_per_s),
+                // Back-pressured (no-drop) runs count what arrived; nothing is dropped to count as lost.
+                lost: 0,
+                sent: 0,
+            })
+            .collect(),
+        })
+        .collect()
+}
+
+/// The stdout table of a throughput session: per configuration, tickbox's msg/s and MB/s as the median (min–max)
+/// of its repeats beside each raw baseline's, and the ratio of the medians (per-repeat ratio range).
+pub fn throughput_table(results: &[ThroughputResult]) -> String {
+    summary_table(&throughput_summaries(results), |figure, v| {
+        if figure.starts_with("MB/s") {
+            format!("{v:.1}")
+        } else {
+            crate::stats::fmt_sig(v)
+        }
+    })
 }
 
 /// What every measurement of a `tickbox tune sweep` point runs besides the point itself.

@@ -5,7 +5,12 @@
 //!   configuration an `.hlog` interval log and `.hgrm` percentile files; one SVG percentile plot; a table.
 //! * `throughput`: flat-out, back-pressured (no silent drops) messages/s and MB/s per size and shard count,
 //!   beside raw PUSH/PULL and PUB/SUB pairs.
-//! * `compare`: deltas between two JSON-lines result files.
+//! * `replay`: a generated journal replayed at `--speed max` into a Black Box, beside raw XPUB → SUB.
+//! * `compare`: deltas between two result files (medians of their repeats).
+//!
+//! Every figure is measured `--repeat` times (default 3), tickbox and raw alternating, and printed as the median
+//! with the min–max of the repeats; the result file stores every repeat, the machine's environment and the
+//! warnings (also printed to stderr; they never change the exit code).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -13,7 +18,9 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use tickbox_bench::report::{compare, read_jsonl, unix_seconds};
+use tickbox_bench::env::Warning;
+use tickbox_bench::replay::{replay_table, run_replay_bench, ReplayBenchConfig};
+use tickbox_bench::report::{compare, read_results, unix_seconds, RunDocument};
 use tickbox_bench::sweep::{
     run_latency_sweep, run_throughput_sweep, throughput_table, LatencySweep, ThroughputSweep,
 };
@@ -36,8 +43,20 @@ enum BenchCommand {
     Latency(LatencyArgs),
     /// Flat-out messages/s and MB/s per message size and shard count, tickbox beside raw PUSH/PULL and PUB/SUB.
     Throughput(ThroughputArgs),
-    /// Print the changes between two result files (JSON lines written by `latency` or `throughput`).
+    /// Records/s of a journal replayed at --speed max into a Black Box, beside raw XPUB_NODROP → SUB.
+    Replay(ReplayArgs),
+    /// Print the changes between two result files (written by `latency`, `throughput` or `replay`).
     Compare(CompareArgs),
+}
+
+/// Parses `--repeat`: a whole number, at least 1.
+fn parse_repeat(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!(
+            "{s:?} is not a repeat count (a whole number, at least 1)"
+        )),
+    }
 }
 
 #[derive(Debug, clap::Args)]
@@ -81,6 +100,9 @@ struct LatencyArgs {
     /// Skip the raw-libzmq baseline (figures then have nothing to be compared with; for quick iteration only).
     #[arg(long)]
     no_raw: bool,
+    /// Runs of each system per configuration, tickbox and raw alternating; figures are medians (min–max).
+    #[arg(long, default_value = "3", value_parser = parse_repeat)]
+    repeat: usize,
     /// Directory for .hlog, .hgrm, .svg and .json files.
     #[arg(long, default_value = "bench-results")]
     out: PathBuf,
@@ -104,6 +126,32 @@ struct ThroughputArgs {
     /// Send and receive high-water mark of every socket, in messages.
     #[arg(long, default_value_t = 10_000)]
     hwm: i32,
+    /// Runs of each system per configuration, tickbox and raw alternating; figures are medians (min–max).
+    #[arg(long, default_value = "3", value_parser = parse_repeat)]
+    repeat: usize,
+    #[arg(long, default_value = "bench-results")]
+    out: PathBuf,
+}
+
+#[derive(Debug, clap::Args)]
+struct ReplayArgs {
+    /// Records of generated market data (quotes and trades, ~90 B frames) written to a temporary journal.
+    #[arg(long, default_value_t = 1_000_000)]
+    records: u64,
+    /// Black Box workers that decode every record.
+    #[arg(long, default_value_t = 1)]
+    workers: usize,
+    /// Runs of each system, tickbox and raw alternating; figures are medians (min–max).
+    #[arg(long, default_value = "3", value_parser = parse_repeat)]
+    repeat: usize,
+    /// After the sender finishes, how long the receiver may take for the rest before it counts as lost.
+    #[arg(long, default_value = "10s")]
+    drain: String,
+    /// Most records per replayed batch frame, as `replay --batch` (0 or 1: one record per message). Default from
+    /// the `[recorder]` config (`replay_batch_records`).
+    #[arg(long)]
+    batch: Option<u16>,
+    /// Directory for the .json result document and the .png/.svg plot.
     #[arg(long, default_value = "bench-results")]
     out: PathBuf,
 }
@@ -120,9 +168,10 @@ pub(crate) fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCod
     match args.command {
         BenchCommand::Latency(a) => latency(a),
         BenchCommand::Throughput(a) => throughput(a),
+        BenchCommand::Replay(a) => replay(a),
         BenchCommand::Compare(a) => {
-            let before = read_jsonl(&a.before)?;
-            let after = read_jsonl(&a.after)?;
+            let before = read_results(&a.before)?;
+            let after = read_results(&a.after)?;
             print!("{}", compare(&before, &after));
             Ok(ExitCode::from(exit_code::OK))
         }
@@ -169,12 +218,14 @@ fn latency(a: LatencyArgs) -> anyhow::Result<ExitCode> {
             ..LatencyConfig::default()
         },
         raw_baseline: !a.no_raw,
+        repeats: a.repeat,
     };
     let stop = crate::shutdown::flag();
     let ctx = zmq::Context::new();
     let stamp = unix_seconds().to_string();
     let outcome = run_latency_sweep(&ctx, &sweep, &a.out, &stamp, &stop)
         .context("latency benchmark failed")?;
+    print_environment(&outcome.document);
     println!(
         "one-way latency, open loop; corrected = from intended send time (coordinated omission), unc = from actual \
          send stamp; HWM {} {}; warm-up {} excluded",
@@ -184,11 +235,12 @@ fn latency(a: LatencyArgs) -> anyhow::Result<ExitCode> {
     );
     print!("{}", latency_table(&outcome.results));
     println!(
-        "files: {} (results), {} (plot), {}/{stamp}-*.hlog|.hgrm",
+        "files: {} (results), {} and .png (plot), {}/{stamp}-*-r<repeat>.hlog|.hgrm",
         outcome.json.display(),
         outcome.plot.display(),
         a.out.display()
     );
+    print_warnings(&outcome.document.warnings);
     Ok(if stop.load(Ordering::Relaxed) {
         ExitCode::from(exit_code::ERROR)
     } else {
@@ -216,12 +268,14 @@ fn throughput(a: ThroughputArgs) -> anyhow::Result<ExitCode> {
             duration,
             hwm: a.hwm,
         },
+        repeats: a.repeat,
     };
     let stop = crate::shutdown::flag();
     let ctx = zmq::Context::new();
     let stamp = unix_seconds().to_string();
     let outcome = run_throughput_sweep(&ctx, &sweep, &a.out, &stamp, &stop)
         .context("throughput benchmark failed")?;
+    print_environment(&outcome.document);
     println!(
         "flat-out throughput over {}, {} measured per row; HWM {} send and receive on every socket; no drops: \
          tickbox feed and raw PUB/SUB use XPUB_NODROP, PUSH/PULL blocks; tickbox = feed shards → Black Box shards \
@@ -229,10 +283,63 @@ fn throughput(a: ThroughputArgs) -> anyhow::Result<ExitCode> {
         a.transport, a.duration, a.hwm
     );
     print!("{}", throughput_table(&outcome.results));
-    println!("results: {}", outcome.json.display());
+    println!(
+        "files: {} (results), {} and .svg (plot)",
+        outcome.json.display(),
+        outcome.plot.display()
+    );
+    print_warnings(&outcome.document.warnings);
     Ok(if stop.load(Ordering::Relaxed) {
         ExitCode::from(exit_code::ERROR)
     } else {
         ExitCode::from(exit_code::OK)
     })
+}
+
+fn replay(a: ReplayArgs) -> anyhow::Result<ExitCode> {
+    anyhow::ensure!(a.records > 0, "--records must be positive");
+    anyhow::ensure!((1..=64).contains(&a.workers), "--workers must be 1 to 64");
+    let config = ReplayBenchConfig {
+        records: a.records,
+        workers: a.workers,
+        repeats: a.repeat,
+        drain: parse_duration(&a.drain)?,
+        batch: a.batch,
+        ..ReplayBenchConfig::default()
+    };
+    let stop = crate::shutdown::flag();
+    let ctx = zmq::Context::new();
+    let stamp = unix_seconds().to_string();
+    let outcome = run_replay_bench(&ctx, &config, &a.out, &stamp, &stop)
+        .context("replay benchmark failed")?;
+    print_environment(&outcome.document);
+    println!(
+        "journal replayed flat out (--speed max, lossless XPUB_NODROP) over tcp loopback; tickbox = Replayer (batch \
+         frames as configured) → Black Box (gap accounting, workers decode every record), raw = the same frames one \
+         per message, XPUB_NODROP → SUB; lost is counted by the receiver (tickbox: the subscriber's accounting); lateness = receive − replay \
+         send stamp"
+    );
+    print!("{}", replay_table(&outcome.document.summary));
+    println!(
+        "files: {} (results), {} and .svg (plot)",
+        outcome.json.display(),
+        outcome.plot.display()
+    );
+    print_warnings(&outcome.document.warnings);
+    Ok(if stop.load(Ordering::Relaxed) {
+        ExitCode::from(exit_code::ERROR)
+    } else {
+        ExitCode::from(exit_code::OK)
+    })
+}
+
+fn print_environment(document: &RunDocument) {
+    println!("{}", document.environment.summary_line());
+}
+
+/// Warnings go to stderr (and are in the result file); they never change the exit code.
+fn print_warnings(warnings: &[Warning]) {
+    for w in warnings {
+        eprintln!("warning: {w}");
+    }
 }
