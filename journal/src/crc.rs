@@ -202,6 +202,37 @@ mod tests {
     }
 
     #[test]
+    fn store_body_stores_exactly_the_body_and_returns_its_checksum() {
+        let payload: Vec<u8> = (0..600u32).map(|i| (i * 7 + 3) as u8).collect();
+        for len in 0..payload.len() {
+            let p = &payload[..len];
+            let frame_len = 24 + len as u32;
+            let (seq, t) = (len as u64 * 1_000_003, 42u64 << 40 | len as u64);
+            // Garbage first, as in a ring's previous lap: every body word must be overwritten, word 0 left alone.
+            let words: Vec<AtomicU64> = (0..3 + len.div_ceil(8))
+                .map(|i| AtomicU64::new(0xDEAD_BEEF_0000_0000 | i as u64))
+                .collect();
+            let crc = store_body(&words, frame_len, seq, t, p);
+            let mut body = Vec::new();
+            body.extend_from_slice(&seq.to_le_bytes());
+            body.extend_from_slice(&t.to_le_bytes());
+            body.extend_from_slice(p);
+            body.resize(body.len().next_multiple_of(8), 0);
+            let stored: Vec<u8> = words[1..]
+                .iter()
+                .flat_map(|w| w.load(Ordering::Relaxed).to_ne_bytes())
+                .collect();
+            assert_eq!(stored, body, "payload of {len} bytes");
+            assert_eq!(
+                crc,
+                crc32c::crc32c_append(frame_len, &body),
+                "payload of {len} bytes"
+            );
+            assert_eq!(words[0].load(Ordering::Relaxed), 0xDEAD_BEEF_0000_0000);
+        }
+    }
+
+    #[test]
     fn every_single_bit_flip_changes_the_checksum() {
         let mut payload = vec![0x5au8; 100];
         let good = record_crc(124, 7, 9, &payload);

@@ -888,6 +888,35 @@ impl Segment {
         }
     }
 
+    /// The writer's decode of a frame it wrote itself, at data offset `off`, as it walks the tail of a ring: the
+    /// bytes the frame takes and, for a record, its frame length (0 for padding or a too-short end of the lap).
+    /// `None` if the frame is impossible. Only the length word is read and only what keeps the walk inside the data
+    /// region is checked, since every append of a lapped ring walks one frame (`frame_at_off` decodes and checks
+    /// everything, for readers of untrusted files).
+    #[inline]
+    pub(crate) fn own_frame_at_off(&self, off: u64) -> Option<(u64, u32)> {
+        let rem = self.cap - off;
+        if rem < RECORD_HEADER_SIZE {
+            return Some((rem, 0));
+        }
+        if off + RECORD_HEADER_SIZE > self.avail {
+            return None;
+        }
+        // SAFETY: `off + 24 <= avail` (checked above) and `off` is a multiple of 8 (frames are 8-aligned). Relaxed:
+        // the writer reads back its own stores (readers never store).
+        let w0 = u64::from_le(
+            unsafe { self.word_at((HEADER_SIZE + off) as usize) }.load(Ordering::Relaxed),
+        );
+        let frame_len = w0 as u32;
+        if frame_len & PAD_FLAG != 0 {
+            let n = (frame_len & !PAD_FLAG) as u64;
+            return (n == rem && self.info.mode == Mode::Ring).then_some((n, 0));
+        }
+        let size = align8(frame_len as u64);
+        (frame_len as u64 >= RECORD_HEADER_SIZE && size <= rem && off + size <= self.avail)
+            .then_some((size, frame_len))
+    }
+
     /// Panics unless a record frame of `frame_len` bytes at data offset `off` lies inside the mapped data region.
     /// `frame_at_off` only returns frames that do, so this never fires; it keeps the two slice constructors below
     /// sound whatever their arguments.

@@ -610,22 +610,14 @@ impl Writer {
         let end = self.head + pad + size;
         if self.tail + cap < end {
             while self.tail + cap < end {
-                let frame = self.seg.frame_at_off(self.tail_off);
-                let n = frame.size();
-                if n == 0 {
+                let Some((n, frame_len)) = self.seg.own_frame_at_off(self.tail_off) else {
                     return Err(JournalError::CorruptRecord {
                         path: self.seg.path.clone(),
                         offset: crate::segment::HEADER_SIZE + self.tail_off,
                         reason: "writer found an invalid frame in its own published region".into(),
                     });
-                }
-                if let Frame::Record {
-                    frame_len,
-                    seq,
-                    capture_ns,
-                    ..
-                } = frame
-                {
+                };
+                if frame_len != 0 {
                     self.overwritten.records += 1;
                     self.overwritten.bytes += n;
                     if let Some(hook) = self.on_overwrite.as_mut() {
@@ -633,10 +625,15 @@ impl Writer {
                         // itself, before it overwrites it below; readers only ever load, so nothing writes these
                         // bytes while the borrow (which ends with the hook call) lives.
                         let body = unsafe { self.seg.body_borrowed(self.tail_off, frame_len) };
+                        let word = |i: usize| {
+                            let mut w = [0u8; 8];
+                            w.copy_from_slice(&body[i..i + 8]);
+                            u64::from_le_bytes(w)
+                        };
                         let len = frame_len as usize - RECORD_HEADER_SIZE as usize;
                         hook(OverwrittenRecord {
-                            seq,
-                            capture_time_ns: capture_ns,
+                            seq: word(0),
+                            capture_time_ns: word(8),
                             payload: &body[16..16 + len],
                         });
                     }
