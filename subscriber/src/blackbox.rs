@@ -207,8 +207,19 @@ impl<W: Worker> Subscriber<W> {
                 forwarded: c.forwarded.load(Ordering::Relaxed),
                 gaps: c.gaps.load(Ordering::Relaxed),
                 late: c.late.load(Ordering::Relaxed),
+                lateness_p50_ns: c.lateness_p50_ns.load(Ordering::Relaxed),
+                lateness_p99_ns: c.lateness_p99_ns.load(Ordering::Relaxed),
+                lateness_max_ns: c.lateness_max_ns.load(Ordering::Relaxed),
             })
             .collect()
+    }
+
+    /// Asks every shard for fresh lateness percentiles in [`Subscriber::live_shards`]; each answers at its next
+    /// burst boundary, so a periodic reporter calls this after each read and sees the answer next time.
+    pub fn request_lateness(&self) {
+        for c in self.shared.live.iter() {
+            c.lateness_wanted.store(true, Ordering::Relaxed);
+        }
     }
 
     /// Runs until `stop` is set, `duration` has passed or the subscriber trips, then shuts down.

@@ -497,6 +497,19 @@ impl<'s> ShardCore<'s> {
         live.received.store(self.report.received, Ordering::Relaxed);
         live.gaps.store(self.report.gaps, Ordering::Relaxed);
         live.late.store(self.report.late, Ordering::Relaxed);
+        if live.lateness_wanted.load(Ordering::Relaxed) {
+            // Asked for by the owner's reporter (once per its interval), never per record.
+            live.lateness_wanted.store(false, Ordering::Relaxed);
+            let h = &self.report.lateness;
+            let (p50, p99) = if h.is_empty() {
+                (0, 0)
+            } else {
+                (h.value_at_quantile(0.5), h.value_at_quantile(0.99))
+            };
+            live.lateness_p50_ns.store(p50, Ordering::Relaxed);
+            live.lateness_p99_ns.store(p99, Ordering::Relaxed);
+            live.lateness_max_ns.store(h.max(), Ordering::Relaxed);
+        }
         live.forwarded
             .store(self.report.forwarded, Ordering::Release);
     }

@@ -18,6 +18,12 @@ pub(crate) struct LiveShard {
     pub(crate) forwarded: AtomicU64,
     pub(crate) gaps: AtomicU64,
     pub(crate) late: AtomicU64,
+    /// Set by the owner to ask for fresh lateness percentiles; the shard answers at its next burst boundary
+    /// (one relaxed load per burst; the histogram is read only when asked).
+    pub(crate) lateness_wanted: AtomicBool,
+    pub(crate) lateness_p50_ns: AtomicU64,
+    pub(crate) lateness_p99_ns: AtomicU64,
+    pub(crate) lateness_max_ns: AtomicU64,
 }
 
 /// A shard's counters while the subscriber runs (see [`Subscriber::live_shards`]).
@@ -33,6 +39,15 @@ pub struct LiveShardCounters {
     pub gaps: u64,
     /// Messages past the snail threshold on receipt so far.
     pub late: u64,
+    /// Lateness on receipt since the start, median, as of the last [`Subscriber::request_lateness`] answered
+    /// (0 before).
+    ///
+    /// [`Subscriber::request_lateness`]: crate::Subscriber::request_lateness
+    pub lateness_p50_ns: u64,
+    /// Lateness on receipt since the start, 99th percentile (same snapshot as `lateness_p50_ns`).
+    pub lateness_p99_ns: u64,
+    /// Worst lateness on receipt since the start (same snapshot as `lateness_p50_ns`).
+    pub lateness_max_ns: u64,
 }
 
 /// State shared by the shard threads, the worker hooks and the owner.

@@ -200,6 +200,17 @@ pub(crate) fn fmt_rate(per_sec: f64) -> String {
     }
 }
 
+/// A duration in ns as `850us`, `12.3ms`, `1.20s`.
+pub(crate) fn fmt_ns(ns: u64) -> String {
+    if ns >= 1_000_000_000 {
+        format!("{:.2}s", ns as f64 / 1e9)
+    } else if ns >= 1_000_000 {
+        format!("{:.1}ms", ns as f64 / 1e6)
+    } else {
+        format!("{}us", ns / 1_000)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -211,6 +222,9 @@ mod tests {
         assert_eq!(fmt_rate(2_500_000.0), "2.50M/s");
         assert_eq!(progress_text(25, 200), "25/200 (12.5%)");
         assert_eq!(progress_text(0, 0), "0/0 (0.0%)");
+        assert_eq!(fmt_ns(850_000), "850us");
+        assert_eq!(fmt_ns(12_345_678), "12.3ms");
+        assert_eq!(fmt_ns(1_200_000_000), "1.20s");
     }
 
     #[test]

@@ -317,6 +317,12 @@ fn subscribe_record_and_lvc_report_plain_lines_through_a_pipe() {
         assert!(out.status.success(), "{want}: {:?}\n{err}", out.status);
         let reports = err.lines().filter(|l| l.starts_with(want)).count();
         assert!(reports >= 2, "expected at least two `{want}` lines:\n{err}");
+        if want.starts_with("subscribe") {
+            // Percentiles are asked for at each report and answered by the shard by the next one.
+            let last = err.lines().rfind(|l| l.starts_with(want)).unwrap();
+            assert!(last.contains(", lateness p50 "), "{last}");
+            assert!(!last.contains(" max 0us"), "no lateness measured: {last}");
+        }
         assert!(
             !err.contains('\u{1b}') && !err.contains('\r'),
             "escape codes in a pipe:\n{err:?}"

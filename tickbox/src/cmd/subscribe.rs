@@ -15,7 +15,7 @@ use tickbox_workers::WorkerPoolConfig;
 
 use crate::config::TickboxConfig;
 use crate::exit_code;
-use crate::live::{fmt_rate, LiveArgs, LiveView, Rate};
+use crate::live::{fmt_ns, fmt_rate, LiveArgs, LiveView, Rate};
 use crate::status::StatusBoard;
 
 #[derive(Debug, clap::Args)]
@@ -308,6 +308,8 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     let mut next_status = std::time::Instant::now();
     let mut view = LiveView::new("subscribe", &args.live_view, None);
     let mut view_rate = Rate::default();
+    // Answered by the shards at their next burst, so the first report already has percentiles.
+    subscriber.request_lateness();
     // (frames received so far, when that count last changed): the idle clock starts at the first frame.
     let mut idle = (0u64, std::time::Instant::now());
     loop {
@@ -333,9 +335,21 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
                 shards.iter().map(f).sum::<u64>()
             };
             let received = sum(|s| s.received);
+            // Percentiles of the busiest shard (histograms are per shard; merging them is end-of-run work).
+            let busiest = shards.iter().max_by_key(|s| s.received).copied();
+            // Shown once a shard has answered (all zero before it has measured anything).
+            let busiest = busiest.filter(|s| s.lateness_max_ns > 0);
+            let lateness = busiest.map_or_else(String::new, |s| {
+                format!(
+                    ", lateness p50 {} p99 {} max {}",
+                    fmt_ns(s.lateness_p50_ns),
+                    fmt_ns(s.lateness_p99_ns),
+                    fmt_ns(s.lateness_max_ns)
+                )
+            });
             view.show(
                 &format!(
-                    "received {received} ({}), to workers {}, gaps {}, late {} (past {})",
+                    "received {received} ({}), to workers {}, gaps {}, late {} (past {}){lateness}",
                     fmt_rate(view_rate.per_sec(received)),
                     sum(|s| s.forwarded),
                     sum(|s| s.gaps),
@@ -344,6 +358,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
                 ),
                 None,
             );
+            subscriber.request_lateness();
         }
         if tripped
             || subscriber.workers_failed()
