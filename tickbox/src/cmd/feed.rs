@@ -83,7 +83,15 @@ pub(crate) struct Args {
     /// Publish a recording instead of the synthetic market: a DBN file (plain or zstd) or a tickbox journal.
     /// Records go out in file order under this feed's publisher ids and sequences, their event time kept in
     /// the header's origin time; records with no tickbox equivalent are skipped and counted.
-    #[arg(long, value_name = "PATH", conflicts_with_all = ["pattern", "rate", "mode", "burst_size", "symbols"])]
+    // The generator's flags mean nothing for a recording; refusing them beats ignoring them.
+    #[arg(
+        long,
+        value_name = "PATH",
+        conflicts_with_all = [
+            "pattern", "framing", "rate", "mode", "burst_size", "symbols", "venue", "seed", "max_messages",
+            "cores",
+        ]
+    )]
     source: Option<std::path::PathBuf>,
     /// Pacing of `--source`: `1x` (as recorded), `10x`, `0.5x` or `max` (as fast as the sockets take it).
     #[arg(
