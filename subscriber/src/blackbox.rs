@@ -104,8 +104,10 @@ impl<W: Worker> Subscriber<W> {
                 dispatch: config.dispatch,
                 workers: workers.count,
                 rcv_hwm: config.rcv_hwm,
-                profile: tickbox_zmqx::profile::with_io_thread(&config.socket_profile, shard.io_thread),
-                profile: tickbox_zmqx::profile::with_io_thread(&config.socket_profile, shard.io_thread),
+                profile: tickbox_zmqx::profile::with_io_thread(
+                    &config.socket_profile,
+                    shard.io_thread,
+                ),
                 poll_ms: config.poll_interval.0.as_millis().clamp(1, 1_000) as i64,
                 workers_failed: Arc::clone(&subscriber.workers_failed),
             };
@@ -371,7 +373,10 @@ static INSTANCE: AtomicUsize = AtomicUsize::new(0);
 /// `zmq`: each shard binds one inproc PUSH per worker (`by_topic`) or one the workers share (`round_robin`), each
 /// with `handoff_hwm` as its high-water mark, and the workers connect PULL sockets: the Guide's pattern, for
 /// comparison and for code that expects sockets.
-pub(crate) fn handoff_plan(config: &SubscriberConfig, workers: usize) -> (Vec<HandoffPlan>, Vec<Inbox>) {
+pub(crate) fn handoff_plan(
+    config: &SubscriberConfig,
+    workers: usize,
+) -> (Vec<HandoffPlan>, Vec<Inbox>) {
     let shards = config.shards.len().max(1);
     let hwm = usize::try_from(config.handoff_hwm).unwrap_or(0).max(1);
     match config.handoff {
@@ -422,7 +427,9 @@ pub(crate) fn handoff_plan(config: &SubscriberConfig, workers: usize) -> (Vec<Ha
                 Dispatch::ByTopic => workers,
                 Dispatch::RoundRobin => 1,
             };
-            let endpoint = |shard: usize, queue: usize| format!("inproc://tickbox-handoff-{tag}-{shard}-{queue}");
+            let endpoint = |shard: usize, queue: usize| {
+                format!("inproc://tickbox-handoff-{tag}-{shard}-{queue}")
+            };
             let plans = (0..shards)
                 .map(|shard| HandoffPlan::Zmq {
                     endpoints: (0..queues).map(|q| endpoint(shard, q)).collect(),

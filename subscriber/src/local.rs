@@ -141,9 +141,6 @@ impl<W> LocalReplayReport<W> {
     }
 }
 
-/// Tells apart local replays in one process (for nothing but thread names in logs).
-static LOCAL_RUNS: AtomicUsize = AtomicUsize::new(0);
-
 /// Runs a local replay: starts `workers.count` workers built by `make`, calls `feed` with a [`LocalSink`] to push
 /// every frame through the shard logic, waits until the workers have processed everything, and reports.
 ///
@@ -163,7 +160,6 @@ pub fn replay_local<W: Worker>(
             tickbox_workers::WorkerError::NoWorkers,
         ));
     }
-    let _run = LOCAL_RUNS.fetch_add(1, Ordering::Relaxed);
     let one_shard = SubscriberConfig {
         shards: vec![SubscriberShardConfig::default()],
         handoff: Handoff::Ring,

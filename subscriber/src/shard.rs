@@ -78,7 +78,6 @@ fn open_shard_socket(
     sub.set_linger(0).map_err(zerr("set linger"))?;
     sub.set_rcvhwm(s.rcv_hwm).map_err(zerr("set rcvhwm"))?;
     tickbox_zmqx::profile::apply(&sub, &s.profile).map_err(zerr("apply socket profile"))?;
-    tickbox_zmqx::profile::apply(&sub, &s.profile).map_err(zerr("apply socket profile"))?;
     if s.topics.is_empty() {
         sub.set_subscribe(b"").map_err(zerr("subscribe"))?;
         // Redundant for matching (the empty prefix takes everything) but tells a publisher that this reader
@@ -264,7 +263,12 @@ impl SequenceLogs {
 }
 
 /// Logs one non-fatal sequence event (at most one line per kind of event per second).
-pub(crate) fn log_sequence_event(shard: usize, event: &SequenceEvent, logs: &mut SequenceLogs, now: u64) {
+pub(crate) fn log_sequence_event(
+    shard: usize,
+    event: &SequenceEvent,
+    logs: &mut SequenceLogs,
+    now: u64,
+) {
     match *event {
         SequenceEvent::InOrder | SequenceEvent::Exempt => {}
         SequenceEvent::First {
