@@ -282,3 +282,64 @@ fn a_paced_replay_batches_only_records_due_at_the_same_tick() {
     let (_, got_single) = replay(&ctx, &path, Speed::Times(4.0), 1, &[AWARE], n, &[n]);
     assert_eq!(rows, &got_single[0].0);
 }
+
+#[test]
+fn heartbeats_follow_the_batched_records_they_name() {
+    // Idle heartbeats and the final one name the last sequence sent: what is batched must be out before them,
+    // or a subscriber would count the batched records as missing. Paced, so heartbeats fall between ticks.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("j.tbj");
+    let n = journal(&path, 60) as usize;
+    let ctx = zmq::Context::new();
+    let mut replayer = Replayer::bind(
+        &ctx,
+        ReplayOptions {
+            bind: vec!["tcp://127.0.0.1:*".into()],
+            speed: Speed::Times(1.0),
+            heartbeat_interval: Duration::from_millis(2),
+            batch_max_records: 64,
+            ..ReplayOptions::default()
+        },
+    )
+    .unwrap();
+    let s = sub(&ctx, &replayer.endpoints()[0], AWARE);
+    let stop = AtomicBool::new(false);
+    assert!(replayer
+        .wait_subscribers(2, Some(Duration::from_secs(10)), &stop)
+        .unwrap());
+    let mut reader = Reader::open(&path).unwrap();
+    let stats = replayer
+        .run(&mut reader, &SystemClock, &stop, |_| {})
+        .unwrap();
+    assert!(
+        stats.batches_sent > 0 && stats.heartbeats_sent > 2,
+        "{stats:?}"
+    );
+    let mut tracker = tickbox_wire::SequenceTracker::new();
+    let (mut data, mut final_hbs) = (0usize, 0usize);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    // Every record, then the final heartbeat of each of the two publishers.
+    while (data < n || final_hbs < 2) && Instant::now() < deadline {
+        if s.poll(zmq::POLLIN, 100).unwrap() == 0 {
+            continue;
+        }
+        let f = s.recv_bytes(0).unwrap();
+        let frames: Vec<&[u8]> = if is_batch(&f) {
+            batch_records(&f).unwrap().map(Result::unwrap).collect()
+        } else {
+            vec![&f[..]]
+        };
+        for frame in frames {
+            let m = MessageRef::decode(frame).unwrap();
+            let ev = tracker.on_message(&m);
+            assert!(!ev.is_loss(), "false gap: {ev:?}");
+            if m.kind() == Kind::Heartbeat {
+                final_hbs += usize::from(data == n && m.header().sequence == n as u64 / 2);
+            } else {
+                data += 1;
+            }
+        }
+    }
+    assert_eq!((data, final_hbs), (n, 2));
+    assert_eq!(tracker.totals().missing, 0);
+}
