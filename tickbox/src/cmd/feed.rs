@@ -185,7 +185,16 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     let speed = args.speed;
     let feed_config = apply(args, config.feed.clone())?;
     if let Some(path) = source {
-        return run_source(&path, speed, feed_config, config, broker.as_deref(), json);
+        let view = LiveView::new("feed", &live_args, None);
+        return run_source(
+            &path,
+            speed,
+            feed_config,
+            config,
+            broker.as_deref(),
+            json,
+            view,
+        );
     }
     feed_config.validate()?;
     let stop = crate::shutdown::flag();
@@ -296,6 +305,7 @@ fn run_source(
     config: &TickboxConfig,
     broker: Option<&str>,
     json: bool,
+    mut view: LiveView,
 ) -> anyhow::Result<ExitCode> {
     let recording = tickbox_dbn::ReplaySource::open(path)
         .with_context(|| format!("opening --source {}", path.display()))?;
@@ -325,6 +335,7 @@ fn run_source(
         out.flush()?;
     }
     let mut last_status = std::time::Instant::now() - Duration::from_secs(1);
+    let mut view_rate = LiveRate::default();
     while !feed.is_finished() {
         if last_status.elapsed() >= Duration::from_millis(500) {
             last_status = std::time::Instant::now();
@@ -334,6 +345,19 @@ fn run_source(
                 "read": s.read, "published": s.published, "skipped": s.skipped,
             }));
         }
+        if view.due() {
+            let s = feed.stats();
+            view.show(
+                &format!(
+                    "read {}, published {} ({}), skipped {}",
+                    s.read,
+                    s.published,
+                    fmt_rate(view_rate.per_sec(s.published)),
+                    s.skipped
+                ),
+                None,
+            );
+        }
         if stop.load(Ordering::Relaxed) {
             tracing::info!("stopping the feed");
             feed.stop();
@@ -341,6 +365,8 @@ fn run_source(
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+    // The status line goes before the summary, never under it.
+    view.finish();
     let report = feed
         .join()
         .with_context(|| format!("feed --source {}", path.display()))?;
