@@ -80,9 +80,7 @@ impl Framing {
         match self {
             Framing::Tickbox => false,
             Framing::Guide => !event,
-            Framing::Auto => {
-                more && !matches!(TapFrame::classify(first), Ok(TapFrame::Message(_)))
-            }
+            Framing::Auto => more && !matches!(TapFrame::classify(first), Ok(TapFrame::Message(_))),
         }
     }
 }
@@ -432,7 +430,10 @@ mod tests {
         assert!("espresso".parse::<Framing>().is_err());
         let line = describe_guide(&[b"A.7".to_vec(), b"price=101".to_vec(), vec![0, 1, 255]]);
         assert!(line.starts_with("A.7 "), "{line}");
-        assert!(line.contains("2 frame(s) 12 bytes | price=101 | 0x0001ff"), "{line}");
+        assert!(
+            line.contains("2 frame(s) 12 bytes | price=101 | 0x0001ff"),
+            "{line}"
+        );
         let mut table = RateTable::new(1, 1, 0);
         table.record_guide(&[b"A.7".to_vec(), b"xy".to_vec()]);
         let rows = table.tick(10).unwrap();
@@ -440,7 +441,10 @@ mod tests {
         let mut f = TapFilter::new(vec![Kind::Trade], 1);
         assert!(!f.admit_other());
         let mut f = TapFilter::new(vec![], 2);
-        assert_eq!([f.admit_other(), f.admit_other(), f.admit_other()], [true, false, true]);
+        assert_eq!(
+            [f.admit_other(), f.admit_other(), f.admit_other()],
+            [true, false, true]
+        );
     }
 
     #[test]
