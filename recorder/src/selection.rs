@@ -466,6 +466,15 @@ mod tests {
     }
 
     #[test]
+    fn dst_gaps_move_forward_and_repeated_times_take_the_earlier() {
+        let s = |t: &str| resolve(t, NY, None).unwrap() / 1_000_000_000;
+        // 2026-03-08 02:30 does not exist in New York (02:00 EST -> 03:00 EDT): it is read as 03:30 EDT.
+        assert_eq!(s("2026-03-08 02:30"), s("2026-03-08T07:30:00Z"));
+        // 2026-11-01 01:30 happens twice (EDT, then EST): the first one.
+        assert_eq!(s("2026-11-01 01:30"), s("2026-11-01T05:30:00Z"));
+    }
+
+    #[test]
     fn bad_input_says_what_is_accepted() {
         for bad in [
             "09:3x",
