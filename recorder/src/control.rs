@@ -4,10 +4,11 @@
 
 use std::fmt;
 
-use tickbox_units::{format_rfc3339, parse_time, UnitsError};
+use tickbox_units::format_rfc3339;
 
 use crate::pacer::Speed;
 use crate::replay::Position;
+use crate::selection::{TimeZone, When};
 
 /// What one replay run covers; a start request's unset fields take the command line's values.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -41,8 +42,9 @@ pub fn fmt_position(p: Option<Position>, none: &str) -> String {
     }
 }
 
-/// `seq:N`, or a time as the CLI flags take it (ns, RFC 3339, `+DURATION` after the journal's first record, which
-/// `first` supplies and may fail to, e.g. for an empty journal).
+/// `seq:N`, or a capture time in any form `replay --from` takes ([`When`]: ns, RFC 3339, a local date-time or a
+/// time of day, both in UTC here, or `+DURATION`); times of day and `+DURATION` are anchored on the journal's
+/// first capture time, which `first` supplies and may fail to, e.g. for an empty journal.
 pub fn parse_position(
     value: &str,
     first: impl FnOnce() -> Result<u64, String>,
@@ -54,14 +56,15 @@ pub fn parse_position(
             .map(Position::Seq)
             .map_err(|_| format!("`seq:{seq}` needs a journal sequence number"));
     }
-    parse_time(value, || {
-        first().map_err(|reason| UnitsError::Time {
-            input: value.to_owned(),
-            reason,
-        })
-    })
-    .map(Position::Time)
-    .map_err(|e| e.to_string())
+    let when = When::parse(value).map_err(|e| e.to_string())?;
+    let first = if when.needs_first() {
+        Some(first().map_err(|reason| format!("{value:?}: {reason}"))?)
+    } else {
+        None
+    };
+    when.resolve(&TimeZone::UTC, first)
+        .map(Position::Time)
+        .map_err(|e| e.to_string())
 }
 
 /// A `tickbox.replay.start` body: frames of `key=value` words (`speed=20`, `from=+5s`, `to=seq:1000`); several
@@ -253,6 +256,10 @@ mod tests {
         assert_eq!(spec.speed, Speed::Max);
         assert_eq!(spec.from, Some(Position::Seq(10)));
         assert_eq!(spec.to, Some(Position::Seq(20)));
+        // A time of day falls on the journal's first day (UTC here): T0 is 2026-01-02T14:30:00Z.
+        let spec = parse(&["from=14:30:01", "to=2026-01-02T14:30:02"]).unwrap();
+        assert_eq!(spec.from, Some(Position::Time(T0 + 1_000_000_000)));
+        assert_eq!(spec.to, Some(Position::Time(T0 + 2_000_000_000)));
         let spec = parse(&["speed=20 from=+1s to=+1500ms"]).unwrap();
         assert_eq!(spec.speed, Speed::Times(20.0));
         assert_eq!(spec.from, Some(Position::Time(T0 + 1_000_000_000)));
