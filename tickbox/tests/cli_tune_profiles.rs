@@ -251,7 +251,7 @@ fn recorder_sub_carries_the_recorder_profile() {
     publisher.set_linger(0).unwrap();
     let endpoint = tickbox_zmqx::bind_resolved(&publisher, "tcp://127.0.0.1:*").unwrap();
     let mut writer = tickbox_journal::Writer::open(
-        &dir.path().join("p.tbj"),
+        dir.path().join("p.tbj"),
         &tickbox_journal::WriterOptions::ring(1 << 20),
     )
     .unwrap();

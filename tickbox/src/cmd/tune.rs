@@ -32,7 +32,8 @@ enum TuneCommand {
     /// Place shards, libzmq I/O threads and workers per NIC; writes a config that --config takes.
     Plan(PlanArgs),
     /// Run the bench pipeline over a grid with repeats, rank by median, write the winning config.
-    Sweep(SweepArgs),
+    // Boxed: its many grid flags make it far larger than the other variants.
+    Sweep(Box<SweepArgs>),
 }
 
 #[derive(Debug, clap::Args)]
@@ -164,7 +165,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         TuneCommand::Show(a) => show(a),
         TuneCommand::Check(a) => check(a, config),
         TuneCommand::Plan(a) => plan(a),
-        TuneCommand::Sweep(a) => sweep_cmd(a),
+        TuneCommand::Sweep(a) => sweep_cmd(*a),
     }
 }
 
