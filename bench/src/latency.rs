@@ -284,8 +284,14 @@ pub fn latency_warnings(results: &[LatencyResult]) -> Vec<crate::env::Warning> {
         })
         .collect();
     for (name, _, raws) in latency_groups(results) {
-        let p50: Vec<f64> = raws.iter().map(|r| r.corrected.p50 as f64).collect();
-        out.extend(crate::env::drift_warning(&format!("{name}: raw p50"), &p50));
+        let p50_us: Vec<f64> = raws
+            .iter()
+            .map(|r| r.corrected.p50 as f64 / 1_000.0)
+            .collect();
+        out.extend(crate::env::drift_warning(
+            &format!("{name}: raw p50 µs"),
+            &p50_us,
+        ));
     }
     out
 }

@@ -293,7 +293,12 @@ fn draw_percentiles<DB: DrawingBackend>(
         .map_err(|x| e(&x))?;
     chart
         .configure_mesh()
-        .x_labels(2 * max_x as usize + 1)
+        // Every half nine while that keeps at least 4 labels; past three nines the half steps crowd together.
+        .x_labels(if max_x <= 3.0 {
+            2 * max_x as usize + 1
+        } else {
+            max_x as usize + 1
+        })
         .y_labels(10)
         .x_label_formatter(&nines_label)
         .y_label_formatter(&|y| us_label(10f64.powf(*y)))
