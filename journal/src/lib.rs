@@ -87,6 +87,11 @@
 //! Length and checksum form the frame's first 8-byte word, which the writer stores last (release). If fewer than 24
 //! bytes remain before the ring's end, readers skip them implicitly. Payloads are at most half the capacity.
 //!
+//! The writer computes the checksum in the same pass that stores the body's words (with the CPU's `crc32`
+//! instruction when it has SSE4.2, else the `crc32c` crate); the value is the same CRC32C either way, so files are
+//! unchanged and still version 1. The ring-lap counters at 768..792 are stored at each publish (commit), not at
+//! every record a lap overwrites.
+//!
 //! # Concurrency and crash safety
 //!
 //! One writer per journal (exclusive `flock`, dropped by the kernel when the process dies). Readers trust only
