@@ -251,12 +251,9 @@ fn measure_pipeline(
         workers_config(1, config.hwm),
     );
     tune(&mut sub_config, &mut pool);
-    let subscriber = Subscriber::start(
-        ctx,
-        &sub_config,
-        &pool,
-        |_| LatencyWorker::new(Arc::clone(state), config.log_interval, config.stall),
-    )
+    let subscriber = Subscriber::start(ctx, &sub_config, &pool, |_| {
+        LatencyWorker::new(Arc::clone(state), config.log_interval, config.stall)
+    })
     .map_err(sub_err)?;
     let connected = wait_connected(state, Duration::from_secs(10));
     if connected.is_ok() {
@@ -400,15 +397,10 @@ pub fn tickbox_throughput_with(
         workers_config(shards, config.hwm),
     );
     tune(&mut sub_config, &mut pool);
-    let subscriber = Subscriber::start(
-        ctx,
-        &sub_config,
-        &pool,
-        |_| CountingWorker {
-            phase: Arc::clone(&phase),
-            counter: PhaseCounter::new(),
-        },
-    );
+    let subscriber = Subscriber::start(ctx, &sub_config, &pool, |_| CountingWorker {
+        phase: Arc::clone(&phase),
+        counter: PhaseCounter::new(),
+    });
     let subscriber = match subscriber {
         Ok(s) => s,
         Err(e) => {

@@ -493,10 +493,9 @@ pub fn measure_point(
         ..tickbox_zmqx::context::ContextConfig::default()
     };
     let ctx = tickbox_zmqx::context::build(&ctx_config)?;
-    let tune = |sub: &mut tickbox_subscriber::SubscriberConfig,
-                pool: &mut tickbox_workers::WorkerPoolConfig| {
-        tune_for(point, sub, pool)
-    };
+    let tune =
+        |sub: &mut tickbox_subscriber::SubscriberConfig,
+         pool: &mut tickbox_workers::WorkerPoolConfig| { tune_for(point, sub, pool) };
     let throughput = crate::pipeline::tickbox_throughput_with(
         &ctx,
         &ThroughputConfig {
