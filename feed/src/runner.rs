@@ -645,6 +645,10 @@ impl ShardRun<'_> {
         while let Ok(msg) = publisher.socket().recv_msg(zmq::DONTWAIT) {
             if let Some((&op, prefix)) = msg.split_first() {
                 tally.on_message(op, prefix);
+                // "#B" is a batch-aware reader's opt-in beside its "", not another subscriber.
+                if prefix == BATCH_TOPIC.as_bytes() {
+                    continue;
+                }
             }
             match msg.first() {
                 Some(1) => {

@@ -84,15 +84,15 @@ pub struct ReplayOptions {
     pub progress_every: Duration,
     /// Longest subscription prefix a shard accepts (see [`tickbox_zmqx::limit_subscriptions`]).
     pub max_subscription_bytes: usize,
-    /// Which records go out (topic prefixes, origin-time window); `None` = all. Records it leaves out are
-    /// skipped before pacing and counted in [`ReplayStats::not_selected`].
-    pub selection: Option<ReplaySelection>,
     /// Most records per batch frame (`tickbox_wire::BatchBuilder`); 0 or 1 sends every record as its own
     /// message (the old behaviour). A shard batches only while every subscription it has is the empty prefix,
     /// and only records due at the same pacer tick.
     pub batch_max_records: u16,
     /// Largest batch frame, in bytes (header included). Records too large for it go alone.
     pub batch_max_bytes: usize,
+    /// Which records go out (topic prefixes, origin-time window); `None` = all. Records it leaves out are
+    /// skipped before pacing and counted in [`ReplayStats::not_selected`].
+    pub selection: Option<ReplaySelection>,
     /// `[context.sockets.replay]`: applied to every shard's XPUB (see `tickbox_zmqx::profile`).
     pub socket_profile: tickbox_zmqx::profile::SocketProfile,
 }
@@ -113,9 +113,9 @@ impl Default for ReplayOptions {
             follow: false,
             progress_every: Duration::from_secs(1),
             max_subscription_bytes: tickbox_zmqx::DEFAULT_MAX_SUBSCRIPTION_BYTES,
-            selection: None,
             batch_max_records: DEFAULT_BATCH_RECORDS,
             batch_max_bytes: DEFAULT_BATCH_BYTES,
+            selection: None,
             socket_profile: tickbox_zmqx::profile::SocketProfile::default(),
         }
     }
@@ -243,7 +243,9 @@ impl Replayer {
             let mut s = ctx.socket(zmq::XPUB)?;
             s.set_linger(100)?;
             s.set_sndhwm(opts.sndhwm)?;
-            s.set_xpub_verbose(true)?;
+            // Verboser, not verbose: a subscriber that disconnects must be seen leaving, so the end of a replay can
+            // wait for its readers (`wait_subscribers_gone`) and the batching decision never counts a ghost.
+            tickbox_zmqx::set_xpub_verboser(&mut s, true)?;
             tickbox_zmqx::limit_subscriptions(&s, opts.max_subscription_bytes)?;
             tickbox_zmqx::profile::apply(&s, &opts.socket_profile)?;
             // Bounded blocking so a stuck subscriber never stops Ctrl-C from being noticed.
@@ -289,6 +291,61 @@ impl Replayer {
         &self.endpoints
     }
 
+    /// How long closing the shards may wait for what is still queued for subscribers (their ZMQ_LINGER). A
+    /// replay at `--speed max` ends with up to a high-water mark of frames (batches of records) per subscriber
+    /// in the pipes; closing with a short linger would drop them while the summary counted them as sent. The
+    /// wait ends as soon as everything is handed to the kernel, so a reading subscriber costs nothing extra.
+    pub fn set_drain_timeout(&self, drain: Duration) -> Result<(), RecorderError> {
+        let ms = i32::try_from(drain.as_millis()).unwrap_or(i32::MAX);
+        for s in &self.sockets {
+            s.set_linger(ms)?;
+        }
+        Ok(())
+    }
+
+    /// Waits until every subscriber has left every shard (their subscriptions withdrawn, which libzmq does when
+    /// a SUB disconnects). Returns false if `timeout` passed or `stop` was raised first.
+    ///
+    /// Why wait at all: libzmq's linger flushes a socket's queue into its connection, but on close it discards
+    /// what that connection still buffers while the kernel's socket buffer is full, so a subscriber that is
+    /// behind when the replay closes loses its unread tail without anyone counting it. A subscriber that has
+    /// left has read all it wanted.
+    pub fn wait_subscribers_gone(
+        &mut self,
+        timeout: Duration,
+        stop: &AtomicBool,
+    ) -> Result<bool, RecorderError> {
+        let started = Instant::now();
+        loop {
+            self.poll_subscriptions()?;
+            let present = self
+                .subscriptions
+                .iter()
+                .zip(&self.batch_subs)
+                .any(|(&subs, &batch)| subs > 0 || batch > 0);
+            if !present {
+                return Ok(true);
+            }
+            if stop.load(Ordering::Relaxed) || started.elapsed() >= timeout {
+                return Ok(false);
+            }
+            let mut items: Vec<zmq::PollItem> = self
+                .sockets
+                .iter()
+                .map(|s| s.as_poll_item(zmq::POLLIN))
+                .collect();
+            match zmq::poll(&mut items, 20) {
+                Ok(_) | Err(zmq::Error::EINTR) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// Subscribers (subscriptions other than the batch opt-in) still present, summed over the shards.
+    pub fn subscriptions_now(&self) -> u64 {
+        self.subscriptions.iter().sum()
+    }
+
     /// Sets speed and range for the next [`Replayer::run`]: a remote-controlled replay is started again with
     /// other settings on the same bound shards (subscribers stay connected, shard sequences keep counting).
     pub fn set_run(&mut self, speed: Speed, from: Option<Position>, to: Option<Position>) {
@@ -305,18 +362,24 @@ impl Replayer {
                 match s.recv(&mut msg, zmq::DONTWAIT) {
                     Ok(()) => {
                         // Byte 0: 1 subscribe, 0 unsubscribe; the rest is the prefix ("" takes everything).
-                        let kind = match msg.get(1..) {
-                            Some([]) => &mut self.all_subs[i],
-                            Some(p) if p == BATCH_TOPIC.as_bytes() => &mut self.batch_subs[i],
-                            _ => &mut self.prefix_subs[i],
+                        // A batch-aware reader's "#B" is an opt-in beside its "", not another subscriber:
+                        // it is left out of the subscription count that --wait-subscribers, the start
+                        // barrier and the summary's `subscribers` read.
+                        let (kind, counts) = match msg.get(1..) {
+                            Some([]) => (&mut self.all_subs[i], true),
+                            Some(p) if p == BATCH_TOPIC.as_bytes() => {
+                                (&mut self.batch_subs[i], false)
+                            }
+                            _ => (&mut self.prefix_subs[i], true),
                         };
                         match msg.first() {
                             Some(1) => {
-                                self.subscriptions[i] += 1;
+                                self.subscriptions[i] += u64::from(counts);
                                 *kind += 1;
                             }
                             Some(0) => {
-                                self.subscriptions[i] = self.subscriptions[i].saturating_sub(1);
+                                self.subscriptions[i] =
+                                    self.subscriptions[i].saturating_sub(u64::from(counts));
                                 *kind = kind.saturating_sub(1);
                             }
                             _ => {}

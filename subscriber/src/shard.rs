@@ -79,11 +79,12 @@ fn open_shard_socket(
     sub.set_rcvhwm(s.rcv_hwm).map_err(zerr("set rcvhwm"))?;
     tickbox_zmqx::profile::apply(&sub, &s.profile).map_err(zerr("apply socket profile"))?;
     if s.topics.is_empty() {
-        sub.set_subscribe(b"").map_err(zerr("subscribe"))?;
         // Redundant for matching (the empty prefix takes everything) but tells a publisher that this reader
-        // unpacks batch frames, so it may send them.
+        // unpacks batch frames, so it may send them. Sent before "", which is what a publisher counts as a
+        // subscriber: by the time it sees this reader, it already knows the reader takes batches.
         sub.set_subscribe(BATCH_TOPIC.as_bytes())
             .map_err(zerr("subscribe"))?;
+        sub.set_subscribe(b"").map_err(zerr("subscribe"))?;
     } else {
         for topic in &s.topics {
             sub.set_subscribe(topic.as_bytes())

@@ -75,6 +75,13 @@ pub fn set_xpub_nodrop(socket: &mut zmq::Socket, on: bool) -> Result<(), ZmqxErr
     set_int_option(socket, zmq_sys::ZMQ_XPUB_NODROP as c_int, c_int::from(on))
 }
 
+/// Sets `ZMQ_XPUB_VERBOSER` on an XPUB: every subscribe *and* unsubscribe reaches the application, including the
+/// unsubscriptions libzmq makes for a subscriber that disconnects, so a publisher can count who is still there
+/// (plain verbose mode passes only the last unsubscription of a prefix).
+pub fn set_xpub_verboser(socket: &mut zmq::Socket, on: bool) -> Result<(), ZmqxError> {
+    set_int_option(socket, zmq_sys::ZMQ_XPUB_VERBOSER as c_int, c_int::from(on))
+}
+
 // `zmq` has no setter for these options; the call goes to libzmq directly.
 #[allow(unsafe_code)]
 fn set_int_option(socket: &mut zmq::Socket, option: c_int, value: c_int) -> Result<(), ZmqxError> {

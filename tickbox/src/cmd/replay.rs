@@ -73,6 +73,11 @@ pub(crate) struct Args {
     /// Stop before this journal sequence.
     #[arg(long)]
     to_seq: Option<u64>,
+    /// Most records per batch frame (one ZeroMQ message carrying several records), used on a shard only while
+    /// every subscriber of it reads batches (subscribed to "" and to "#B"; see docs/WIRE.md); 0 or 1 sends one
+    /// record per message. Default from config (`replay_batch_records`, 64).
+    #[arg(long, value_name = "N")]
+    batch: Option<u16>,
     /// Replay only records whose topic starts with one of these prefixes, comma-separated (`Q.XNAS.,T.`). Gap
     /// notices go out only if a prefix selects them (`G.`); recorded heartbeats never do (the replay sends its
     /// own). A topic subset has holes in each publisher's sequence: subscribe with the same --topics, or --restamp.
@@ -81,15 +86,15 @@ pub(crate) struct Args {
     /// Time zone of local --from/--to times and of the times in messages: an IANA name (America/New_York).
     #[arg(long, default_value = "UTC", value_parser = parse_tz, value_name = "ZONE")]
     tz: TimeZone,
-    /// Most records per batch frame (one ZeroMQ message carrying several records), used on a shard only while
-    /// every subscriber of it reads batches (subscribed to "" and to "#B"; see docs/WIRE.md); 0 or 1 sends one
-    /// record per message. Default from config (`replay_batch_records`, 64).
-    #[arg(long, value_name = "N")]
-    batch: Option<u16>,
     /// Before starting, wait until every shard has N subscriptions (counted on XPUB; 0 = start at once). Default
     /// from config (1).
     #[arg(long)]
     wait_subscribers: Option<u64>,
+    /// At the end, wait up to this long for subscribers to leave (having read everything), then as long again
+    /// for what is still queued to reach the network. Subscribers still connected are named in a warning; a
+    /// queue that did not drain means records were dropped, and the replay exits 1 saying so. Ctrl-C skips it.
+    #[arg(long, default_value = "2s", value_parser = tickbox_units::parse_duration)]
+    drain_timeout: Duration,
     /// Give up waiting for subscribers after this long: exit 1 saying so (default from config, 60s).
     #[arg(long, value_parser = tickbox_units::parse_duration)]
     wait_timeout: Option<Duration>,
@@ -257,9 +262,9 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         window: cfg.pacing_window.0,
         heartbeat_interval: cfg.heartbeat_interval.0,
         follow: args.follow,
-        selection: (!selection.is_all()).then(|| selection.clone()),
         batch_max_records: args.batch.unwrap_or(cfg.replay_batch_records),
         batch_max_bytes: usize::try_from(cfg.replay_batch_bytes.0).unwrap_or(usize::MAX),
+        selection: (!selection.is_all()).then(|| selection.clone()),
         max_subscription_bytes: cfg.max_subscription_bytes,
         socket_profile: config.context.sockets.replay.clone(),
         // Remote status wants fresher numbers than the terminal does; the live view may want them sooner still.
@@ -277,6 +282,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     let stop = crate::shutdown::flag();
     let ctx = tickbox_zmqx::context::build(&config.context)?;
     let mut replayer = Replayer::bind(&ctx, opts)?;
+    replayer.set_drain_timeout(args.drain_timeout)?;
     for (i, ep) in replayer.endpoints().iter().enumerate() {
         eprintln!("replay: shard {i} publishing on {ep}");
     }
@@ -497,6 +503,42 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     if args.await_start {
         // Stopped while idle there is no run summary; say that it ended, and after how many runs.
         eprintln!("replay: stopped after {runs} run(s)");
+    }
+    if stop.load(Ordering::Relaxed) {
+        // Interrupted: the operator asked to stop now, not to wait on a subscriber (the summary says interrupted).
+        replayer.set_drain_timeout(Duration::ZERO)?;
+    } else if !replayer.wait_subscribers_gone(args.drain_timeout, &stop)? {
+        // Still connected (a long-lived reader such as an LVC, or one that is behind): closing is safe for a
+        // reader that has caught up, and the tail of one that has not may be lost, so say so.
+        eprintln!(
+            "replay: {} subscription(s) still open after --drain-timeout {:?}; closing now: a subscriber that had \
+             not read everything by then may lose its unread tail (raise --drain-timeout, or let subscribers exit \
+             when the stream ends, e.g. subscribe --idle-exit)",
+            replayer.subscriptions_now(),
+            args.drain_timeout
+        );
+    }
+    // Close everything on the context, then terminate it: that blocks until the shards' queues are flushed to
+    // the kernel or the drain timeout (their linger) runs out, which is the only way to know nothing queued was
+    // dropped at the end.
+    drop(_control);
+    drop(status);
+    drop(replayer);
+    let draining = Instant::now();
+    drop(ctx);
+    let drained_in = draining.elapsed();
+    if !stop.load(Ordering::Relaxed)
+        && !args.drain_timeout.is_zero()
+        && drained_in + Duration::from_millis(20) >= args.drain_timeout
+    {
+        eprintln!(
+            "replay: records were still queued for a subscriber after --drain-timeout {:?} and were dropped \
+             (a subscriber stopped reading); the summary's sent count includes them",
+            args.drain_timeout
+        );
+        exit = ExitCode::from(crate::exit_code::ERROR);
+    } else {
+        tracing::debug!(?drained_in, "queued records flushed");
     }
     if let Some(entered) = barrier {
         let all_left = entered
