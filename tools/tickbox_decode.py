@@ -120,9 +120,44 @@ class DecodeError(ValueError):
     """A frame that is not a valid tickbox frame (docs/WIRE.md, section 10)."""
 
 
+# Section 2, "Batch frames": several frames in one message, each prefixed by its u16 length.
+BATCH_PREFIX = b"#B\x00"
+BATCH_VERSION = 1
+BATCH_HEADER = struct.Struct("<BBH")
+
+
+def decode_batch(frame: bytes) -> dict:
+    """Decodes a batch frame: its version and count, and each record as decode_frame would alone."""
+    body = frame[len(BATCH_PREFIX) :]
+    if len(body) < BATCH_HEADER.size:
+        raise DecodeError(f"truncated batch header: needs {BATCH_HEADER.size} bytes, got {len(body)}")
+    version, _reserved, count = BATCH_HEADER.unpack_from(body, 0)
+    if version != BATCH_VERSION:
+        raise DecodeError(f"unknown batch version {version}")
+    offset = BATCH_HEADER.size
+    records = []
+    for index in range(count):
+        if offset + 2 > len(body):
+            raise DecodeError(f"batch record {index} of {count}: length cut short")
+        (length,) = struct.unpack_from("<H", body, offset)
+        offset += 2
+        if length == 0:
+            raise DecodeError(f"batch record {index} of {count}: zero length")
+        if offset + length > len(body):
+            raise DecodeError(f"batch record {index} of {count}: {length} bytes declared, {len(body) - offset} left")
+        records.append(decode_frame(body[offset : offset + length]))
+        offset += length
+    if offset != len(body):
+        raise DecodeError(f"{len(body) - offset} bytes after the batch's last record")
+    return {"batch_version": version, "count": count, "records": records}
+
+
 def decode_frame(frame: bytes) -> dict:
-    """Decodes one wire frame into a dict: topic, every header field, and the payload's fields by kind."""
+    """Decodes one wire frame into a dict: topic, every header field, and the payload's fields by kind. A batch
+    frame decodes to its records (decode_batch)."""
     frame = bytes(frame)
+    if frame.startswith(BATCH_PREFIX):
+        return decode_batch(frame)
     nul = frame.find(b"\x00")
     if nul < 0:
         raise DecodeError("no topic terminator (no NUL byte)")

@@ -157,6 +157,14 @@ fn price_text(units: i64) -> String {
 
 /// What the decoder must print for `frame`, from the Rust decoder.
 fn expected(frame: &[u8]) -> Value {
+    if tickbox_wire::is_batch(frame) {
+        let records = tickbox_wire::batch_records(frame).expect("a valid batch");
+        let count = records.declared_count();
+        let records: Vec<Value> = records
+            .map(|record| expected(record.expect("a valid batch record")))
+            .collect();
+        return json!({ "batch_version": 1, "count": count, "records": records });
+    }
     let msg = match TapFrame::classify(frame).expect("a valid frame") {
         TapFrame::Subscribe(prefix) | TapFrame::Unsubscribe(prefix) => {
             let subscribe = frame[1] == 1;
@@ -309,8 +317,8 @@ fn python_decoder_reads_the_golden_and_edge_frames_as_rust_does() {
     let goldens = spec_goldens();
     assert_eq!(
         goldens.len(),
-        7,
-        "five kinds, a version 1 quote and a tap event"
+        8,
+        "five kinds, a version 1 quote, a batch and a tap event"
     );
     let mut frames = goldens;
     frames.extend(edge_frames());
