@@ -113,13 +113,15 @@ impl OpenedSource {
                 Ok(Some(r))
             }
             Ok(None) => match &self.stream_read {
-                Some(read) if read.load(Ordering::Relaxed) > self.decoded => Err(DbnError::refused(
-                    &self.path,
-                    format!(
-                        "truncated: {} bytes after record {n} are not a whole record",
-                        read.load(Ordering::Relaxed) - self.decoded
-                    ),
-                )),
+                Some(read) if read.load(Ordering::Relaxed) > self.decoded => {
+                    Err(DbnError::refused(
+                        &self.path,
+                        format!(
+                            "truncated: {} bytes after record {n} are not a whole record",
+                            read.load(Ordering::Relaxed) - self.decoded
+                        ),
+                    ))
+                }
                 _ => Ok(None),
             },
             Err(e) => Err(DbnError::refused(

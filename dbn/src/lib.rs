@@ -46,5 +46,5 @@ pub use frame::{
     VENDOR_DBN, VENDOR_KIND, VENDOR_TOPIC_LETTER,
 };
 pub use import::{import_files, open_source, ImportOptions, ImportReport, OpenedSource};
-pub use replay::{ReplayForm, ReplayItem, ReplaySource};
 pub use manifest::{Manifest, Source, SourceForm, MANIFEST_FILE, MANIFEST_FORMAT};
+pub use replay::{ReplayForm, ReplayItem, ReplaySource};

@@ -60,8 +60,8 @@ mod publisher;
 mod runner;
 mod source;
 
-pub use config::{BatchMode, FeedConfig, PacingMode, Pattern, PublisherShardConfig, Rate};
 pub use config::Framing;
+pub use config::{BatchMode, FeedConfig, PacingMode, Pattern, PublisherShardConfig, Rate};
 pub use error::FeedError;
 pub use generator::{
     generated_ticker, shard_of_symbol, Generated, GeneratorParams, MarketGenerator, SymbolSpec,

@@ -59,11 +59,11 @@ pub fn open_publisher_socket(
     socket.set_sndtimeo(SEND_TIMEOUT_MS).map_err(socket_err)?;
     tickbox_zmqx::limit_subscriptions(&socket, config.max_subscription_bytes)
         .map_err(|source| FeedError::SocketOption { shard, source })?;
+    tickbox_zmqx::profile::apply(&socket, &config.socket_profile).map_err(socket_err)?;
     if config.batch == BatchMode::Auto {
         // Every subscription must be seen, duplicates included, to know whether all subscribers read batches.
         socket.set_xpub_verbose(true).map_err(socket_err)?;
     }
-    tickbox_zmqx::profile::apply(&socket, &config.socket_profile).map_err(socket_err)?;
     if config.no_drop {
         tickbox_zmqx::set_xpub_nodrop(&mut socket, true)
             .map_err(|source| FeedError::SocketOption { shard, source })?;

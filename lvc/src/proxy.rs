@@ -162,7 +162,8 @@ impl Proxy {
             .map_err(LvcError::zmq("XSUB rcvhwm"))?;
         xsub.set_maxmsgsize(clamp_i64(config.max_message_bytes))
             .map_err(LvcError::zmq("XSUB maxmsgsize"))?;
-        tickbox_zmqx::profile::apply(&xsub, &config.socket_profile).map_err(LvcError::zmq("XSUB profile"))?;
+        tickbox_zmqx::profile::apply(&xsub, &config.socket_profile)
+            .map_err(LvcError::zmq("XSUB profile"))?;
         let mut upstream = Vec::new();
         for ep in &config.upstream_bind {
             let bound = tickbox_zmqx::bind_resolved(&xsub, ep).map_err(|e| match e {
@@ -198,7 +199,8 @@ impl Proxy {
             xpub.set_sndtimeo(POLL_MS as i32)
                 .map_err(LvcError::zmq("XPUB sndtimeo"))?;
         }
-        tickbox_zmqx::profile::apply(&xpub, &config.socket_profile).map_err(LvcError::zmq("XPUB profile"))?;
+        tickbox_zmqx::profile::apply(&xpub, &config.socket_profile)
+            .map_err(LvcError::zmq("XPUB profile"))?;
         let downstream = resolve(&xpub, &config.bind, "subscriber endpoint")?;
 
         let (tap, tap_endpoint) = match &config.tap {
@@ -223,7 +225,8 @@ impl Proxy {
                     tickbox_zmqx::set_xpub_nodrop(&mut tap, true)
                         .map_err(|e| LvcError::Config(format!("tap nodrop: {e}")))?;
                 }
-                tickbox_zmqx::profile::apply(&tap, &config.socket_profile).map_err(LvcError::zmq("tap profile"))?;
+                tickbox_zmqx::profile::apply(&tap, &config.socket_profile)
+                    .map_err(LvcError::zmq("tap profile"))?;
                 let bound = resolve(&tap, ep, "tap endpoint")?;
                 (Some(tap), Some(bound))
             }

@@ -155,7 +155,9 @@ fn each_shard_gets_the_affinity_bit_of_its_nics_io_thread() {
     let mut bits_by_nic: Vec<(String, u64)> = Vec::new();
     for shard in &parsed.subscriber.shards {
         let nic = shard.nic.clone().unwrap();
-        let n = shard.io_thread.expect("every planned shard names an I/O thread");
+        let n = shard
+            .io_thread
+            .expect("every planned shard names an I/O thread");
         let bit = tickbox_zmqx::profile::io_thread_affinity(n).unwrap();
         assert_eq!(bit.count_ones(), 1);
         // The thread behind that bit is pinned on this NIC's node, to the CPU the plan chose for this NIC.

@@ -169,7 +169,8 @@ impl PppQueue {
         if frames.len() == 1 {
             match frames[0].as_slice() {
                 [PPP_READY] => {
-                    if !self.workers.contains_key(&id) && self.workers.len() >= self.cfg.max_workers {
+                    if !self.workers.contains_key(&id) && self.workers.len() >= self.cfg.max_workers
+                    {
                         self.stats.workers_refused += 1;
                         return;
                     }

@@ -202,8 +202,12 @@ fn apply(args: Args, mut config: LvcConfig) -> LvcConfig {
     // A flag wins over [context.sockets.lvc] for the option it sets (see tickbox_zmqx::profile).
     let p = &mut config.socket_profile;
     p.rcvhwm = p.rcvhwm.filter(|_| args.upstream_hwm.is_none());
-    p.sndhwm = p.sndhwm.filter(|_| args.downstream_hwm.is_none() && args.tap_hwm.is_none());
-    p.maxmsgsize = p.maxmsgsize.filter(|_| args.max_subscription_bytes.is_none() && args.max_message_bytes.is_none());
+    p.sndhwm = p
+        .sndhwm
+        .filter(|_| args.downstream_hwm.is_none() && args.tap_hwm.is_none());
+    p.maxmsgsize = p
+        .maxmsgsize
+        .filter(|_| args.max_subscription_bytes.is_none() && args.max_message_bytes.is_none());
     macro_rules! set {
         ($($field:ident),*) => { $(if let Some(v) = args.$field { config.$field = v; })* };
     }

@@ -8,8 +8,7 @@ use anyhow::Context as _;
 use tickbox_fleet::{check_member_id, default_member_id, SubscriberLive};
 use tickbox_subscriber::{
     check_nic, standard_worker, Dispatch, GapPolicy, Handoff, HumanDuration, Report,
-    SharedThreshold,
-    SnailMode, Subscriber, SubscriberConfig, SubscriberShardConfig,
+    SharedThreshold, SnailMode, Subscriber, SubscriberConfig, SubscriberShardConfig,
 };
 use tickbox_workers::WorkerPoolConfig;
 
