@@ -93,7 +93,7 @@ pub(crate) struct Args {
     /// At the end, wait up to this long for subscribers to leave (having read everything), then as long again
     /// for what is still queued to reach the network. Subscribers still connected are named in a warning; a
     /// queue that did not drain means records were dropped, and the replay exits 1 saying so. Ctrl-C skips it.
-    #[arg(long, default_value = "2s", value_parser = tickbox_units::parse_duration)]
+    #[arg(long, default_value = "5s", value_parser = tickbox_units::parse_duration)]
     drain_timeout: Duration,
     /// Give up waiting for subscribers after this long: exit 1 saying so (default from config, 60s).
     #[arg(long, value_parser = tickbox_units::parse_duration)]
