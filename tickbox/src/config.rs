@@ -72,6 +72,7 @@ impl TickboxConfig {
         self.feed.socket_profile = sockets.feed.clone();
         self.lvc.socket_profile = sockets.lvc.clone();
         self.subscriber.socket_profile = sockets.subscriber.clone();
+        self.workers.socket_profile = sockets.workers.clone();
         let io_threads = self.context.io_threads;
         for (i, shard) in self.subscriber.shards.iter().enumerate() {
             if let Some(n) = shard.io_thread {

@@ -294,3 +294,40 @@ fn replay_xpubs_carry_the_replay_profile() {
         assert_carries(s, &p);
     }
 }
+
+#[test]
+fn worker_pulls_carry_the_workers_profile() {
+    let inspecting = Inspecting::start();
+    let ctx = context(1);
+    let push = ctx.socket(zmq::PUSH).unwrap();
+    push.set_linger(0).unwrap();
+    push.bind("inproc://profile-workers").unwrap();
+    let p = full_profile(None);
+    let config = tickbox_workers::WorkerPoolConfig {
+        count: 2,
+        socket_profile: p.clone(),
+        ..tickbox_workers::WorkerPoolConfig::default()
+    };
+    let pool = tickbox_workers::WorkerPool::spawn(
+        &ctx,
+        &["inproc://profile-workers".to_owned()],
+        &config,
+        |_| (tickbox_workers::Stats::new(), tickbox_workers::NoHook),
+    )
+    .unwrap();
+    // Each worker opens its PULL on its own thread; both are up once spawn returns, but wait rather than assume.
+    assert!(eventually(
+        Duration::from_secs(5),
+        Duration::from_millis(10),
+        || inspecting.seen().len() >= 2
+    ));
+    pool.stop();
+    pool.join().unwrap();
+    let seen = inspecting.seen();
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    for s in &seen {
+        assert_eq!(s.kind, zmq::PULL);
+        assert!(s.thread.starts_with("tickbox-worker-"), "{s:?}");
+        assert_carries(s, &p);
+    }
+}

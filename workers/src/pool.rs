@@ -29,6 +29,11 @@ pub struct WorkerPoolConfig {
     pub hwm: i32,
     /// How often an idle worker checks for shutdown (clamped to 1 ms ..= 1 s).
     pub poll_interval: HumanDuration,
+    /// `[context.sockets.workers]`, copied here by the binary; applied to each worker's PULL socket (pools fed
+    /// through endpoints) before it connects, `hwm` above winning over the profile's `rcvhwm` only when the
+    /// profile leaves it unset (see `tickbox_zmqx::profile`).
+    #[serde(skip)]
+    pub socket_profile: tickbox_zmqx::profile::SocketProfile,
 }
 
 impl Default for WorkerPoolConfig {
@@ -39,6 +44,7 @@ impl Default for WorkerPoolConfig {
             batch: 256,
             hwm: 1_000,
             poll_interval: HumanDuration(Duration::from_millis(50)),
+            socket_profile: tickbox_zmqx::profile::SocketProfile::default(),
         }
     }
 }
@@ -248,6 +254,7 @@ impl<W: Worker, H: DequeueHook> WorkerPool<W, H> {
                 batch: config.batch.max(1),
                 hwm: config.hwm,
                 poll_ms: config.poll_interval.0.as_millis().clamp(1, 1_000) as i64,
+                profile: config.socket_profile.clone(),
             };
             let handle = std::thread::Builder::new()
                 .name(format!("tickbox-worker-{index}"))
@@ -354,6 +361,7 @@ struct ThreadSettings {
     batch: usize,
     hwm: i32,
     poll_ms: i64,
+    profile: tickbox_zmqx::profile::SocketProfile,
 }
 
 /// Where a worker thread takes its messages from.
@@ -606,6 +614,8 @@ fn open_pull(
     pull.set_linger(0).map_err(zmq_err("set linger"))?;
     pull.set_rcvhwm(settings.hwm)
         .map_err(zmq_err("set rcvhwm"))?;
+    tickbox_zmqx::profile::apply(&pull, &settings.profile)
+        .map_err(zmq_err("apply socket profile"))?;
     for endpoint in sources {
         pull.connect(endpoint)
             .map_err(|source| WorkerError::Connect {
