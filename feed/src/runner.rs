@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use tickbox_wire::{now_ns, Kind, BATCH_TOPIC};
+use tickbox_wire::{now_ns, Kind, SubscriptionTally};
 
 use crate::config::{saturating_nanos, BatchMode, FeedConfig, PacingMode, Pattern, Rate};
 use crate::error::FeedError;
@@ -479,7 +479,7 @@ impl ShardRun<'_> {
         if auto_batch {
             publisher = publisher.with_batch(config.batch_max_bytes, config.batch_max_records);
         }
-        let mut tally = SubTally::default();
+        let mut tally = SubscriptionTally::default();
         // With fewer symbols than shards some shards own none. Such a shard only heartbeats; with a message
         // limit it could never reach the limit, so it ends at once instead of holding up `join` forever.
         let empty_and_bounded = generator.is_empty() && config.max_messages_per_shard.is_some();
@@ -640,33 +640,18 @@ impl ShardRun<'_> {
         })
     }
 
-    /// Counts subscribe/unsubscribe messages queued on an XPUB (first byte 1 or 0), in total and by prefix.
-    fn drain_subscriptions(&self, publisher: &Publisher, tally: &mut SubTally) {
+    /// Counts subscribe/unsubscribe messages queued on an XPUB (first byte 1 or 0) by kind of prefix, and
+    /// publishes the subscriber count (the batch opt-in left out) for the live view and the start wait.
+    fn drain_subscriptions(&self, publisher: &Publisher, tally: &mut SubscriptionTally) {
         while let Ok(msg) = publisher.socket().recv_msg(zmq::DONTWAIT) {
-            if let Some((&op, prefix)) = msg.split_first() {
-                tally.on_message(op, prefix);
-                // "#B" is a batch-aware reader's opt-in beside its "", not another subscriber.
-                if prefix == BATCH_TOPIC.as_bytes() {
-                    continue;
-                }
-            }
-            match msg.first() {
-                Some(1) => {
-                    self.live.subscriptions.fetch_add(1, Ordering::Relaxed);
-                }
-                Some(0) => {
-                    let _ = self.live.subscriptions.fetch_update(
-                        Ordering::Relaxed,
-                        Ordering::Relaxed,
-                        |n| Some(n.saturating_sub(1)),
-                    );
-                }
-                _ => {}
-            }
+            tally.on_message(&msg);
         }
+        self.live
+            .subscriptions
+            .store(tally.subscribers(), Ordering::Relaxed);
     }
 
-    fn wait_for_subscribers(&self, publisher: &Publisher, tally: &mut SubTally) {
+    fn wait_for_subscribers(&self, publisher: &Publisher, tally: &mut SubscriptionTally) {
         let want = self.config.wait_for_subscribers as u64;
         let deadline = Instant::now() + self.config.subscriber_wait.0;
         while self.live.subscriptions.load(Ordering::Relaxed) < want {
@@ -685,39 +670,6 @@ impl ShardRun<'_> {
             self.drain_subscriptions(publisher, tally);
             std::thread::sleep(Duration::from_millis(1));
         }
-    }
-}
-
-/// One shard's subscriptions by prefix, as its XPUB reports them: the empty prefix, the batch topic (a
-/// subscriber's statement that it reads batch frames), and every other prefix.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-struct SubTally {
-    all: u64,
-    batch: u64,
-    prefix: u64,
-}
-
-impl SubTally {
-    fn on_message(&mut self, op: u8, prefix: &[u8]) {
-        let slot = if prefix.is_empty() {
-            &mut self.all
-        } else if prefix == BATCH_TOPIC.as_bytes() {
-            &mut self.batch
-        } else {
-            &mut self.prefix
-        };
-        match op {
-            1 => *slot += 1,
-            0 => *slot = slot.saturating_sub(1),
-            _ => {}
-        }
-    }
-
-    /// Batch frames reach every subscriber and each of them reads them: someone takes everything, every
-    /// empty-prefix subscription is matched by a batch-topic one, and no other prefix is held (a batch's topic
-    /// matches no other prefix, so its holder would receive nothing).
-    fn all_read_batches(&self) -> bool {
-        self.all > 0 && self.prefix == 0 && self.batch >= self.all
     }
 }
 

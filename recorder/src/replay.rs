@@ -19,8 +19,8 @@ use std::time::{Duration, Instant};
 
 use tickbox_journal::{JournalError, Reader};
 use tickbox_wire::{
-    BatchBuilder, Clock, Flags, Header, Heartbeat, Kind, MessageRef, BATCH_HEADER_LEN,
-    BATCH_RECORD_PREFIX, BATCH_TOPIC,
+    BatchBuilder, Clock, Flags, Header, Heartbeat, Kind, MessageRef, SubscriptionTally,
+    BATCH_HEADER_LEN, BATCH_RECORD_PREFIX,
 };
 
 /// Bound on original publishers the replay keeps heartbeat state for (beyond it, they get no heartbeats).
@@ -201,12 +201,10 @@ pub struct Replayer {
     out: Vec<OutPublisher>,
     out_last_hit: usize,
     hb_topics: Vec<String>,
-    /// Per shard: subscriptions to the empty prefix, to the batch topic (a subscriber's statement that it reads
-    /// batches), and to any other prefix (XPUB verbose, so every subscription is seen). A shard batches only
-    /// while every empty-prefix subscriber also took the batch topic and nobody holds another prefix.
-    all_subs: Vec<u64>,
-    batch_subs: Vec<u64>,
-    prefix_subs: Vec<u64>,
+    /// Per shard: its subscriptions by kind (XPUB verboser, so every subscription and unsubscription is seen).
+    /// A shard batches only while every empty-prefix subscriber also took the batch topic and nobody holds
+    /// another prefix.
+    tallies: Vec<SubscriptionTally>,
     /// Per shard: whether records currently go out in batches.
     batching: Vec<bool>,
     /// Per shard: the batch being filled (records copied from the journal straight into it, restamped there).
@@ -274,9 +272,7 @@ impl Replayer {
             shard_seq: vec![0; n],
             last_send_ns: vec![0; n],
             hb_topics,
-            all_subs: vec![0; n],
-            batch_subs: vec![0; n],
-            prefix_subs: vec![0; n],
+            tallies: vec![SubscriptionTally::default(); n],
             batching: vec![false; n],
             batches: (0..n)
                 .map(|_| BatchBuilder::new(opts.batch_max_bytes, opts.batch_max_records.max(1)))
@@ -315,30 +311,9 @@ impl Replayer {
         timeout: Duration,
         stop: &AtomicBool,
     ) -> Result<bool, RecorderError> {
-        let started = Instant::now();
-        loop {
-            self.poll_subscriptions()?;
-            let present = self
-                .subscriptions
-                .iter()
-                .zip(&self.batch_subs)
-                .any(|(&subs, &batch)| subs > 0 || batch > 0);
-            if !present {
-                return Ok(true);
-            }
-            if stop.load(Ordering::Relaxed) || started.elapsed() >= timeout {
-                return Ok(false);
-            }
-            let mut items: Vec<zmq::PollItem> = self
-                .sockets
-                .iter()
-                .map(|s| s.as_poll_item(zmq::POLLIN))
-                .collect();
-            match zmq::poll(&mut items, 20) {
-                Ok(_) | Err(zmq::Error::EINTR) => {}
-                Err(e) => return Err(e.into()),
-            }
-        }
+        self.wait_on_subscriptions(Some(timeout), stop, |r| {
+            !r.tallies.iter().any(SubscriptionTally::any)
+        })
     }
 
     /// Subscribers (subscriptions other than the batch opt-in) still present, summed over the shards.
@@ -360,35 +335,15 @@ impl Replayer {
         for (i, s) in self.sockets.iter().enumerate() {
             loop {
                 match s.recv(&mut msg, zmq::DONTWAIT) {
-                    Ok(()) => {
-                        // Byte 0: 1 subscribe, 0 unsubscribe; the rest is the prefix ("" takes everything).
-                        // A batch-aware reader's "#B" is an opt-in beside its "", not another subscriber:
-                        // it is left out of the subscription count that --wait-subscribers, the start
-                        // barrier and the summary's `subscribers` read.
-                        let (kind, counts) = match msg.get(1..) {
-                            Some([]) => (&mut self.all_subs[i], true),
-                            Some(p) if p == BATCH_TOPIC.as_bytes() => {
-                                (&mut self.batch_subs[i], false)
-                            }
-                            _ => (&mut self.prefix_subs[i], true),
-                        };
-                        match msg.first() {
-                            Some(1) => {
-                                self.subscriptions[i] += u64::from(counts);
-                                *kind += 1;
-                            }
-                            Some(0) => {
-                                self.subscriptions[i] =
-                                    self.subscriptions[i].saturating_sub(u64::from(counts));
-                                *kind = kind.saturating_sub(1);
-                            }
-                            _ => {}
-                        }
-                    }
+                    // A batch-aware reader's "#B" is an opt-in beside its "", not another subscriber: the
+                    // tally leaves it out of the count that --wait-subscribers, the start barrier and the
+                    // summary's `subscribers` read.
+                    Ok(()) => self.tallies[i].on_message(&msg),
                     Err(zmq::Error::EAGAIN | zmq::Error::EINTR) => break,
                     Err(e) => return Err(e.into()),
                 }
             }
+            self.subscriptions[i] = self.tallies[i].subscribers();
             self.peak_subscriptions = self.peak_subscriptions.max(self.subscriptions[i]);
         }
         Ok(&self.subscriptions)
@@ -402,9 +357,22 @@ impl Replayer {
         timeout: Option<Duration>,
         stop: &AtomicBool,
     ) -> Result<bool, RecorderError> {
+        self.wait_on_subscriptions(timeout, stop, |r| r.subscriptions.iter().all(|&c| c >= n))
+    }
+
+    /// Reads subscription messages as they come until `done` holds (true), or until `stop` is raised or
+    /// `timeout` passes (false). Polls the shards, so it wakes on a subscription, and at least every 50 ms to
+    /// look at `stop`.
+    fn wait_on_subscriptions(
+        &mut self,
+        timeout: Option<Duration>,
+        stop: &AtomicBool,
+        done: impl Fn(&Self) -> bool,
+    ) -> Result<bool, RecorderError> {
         let started = Instant::now();
         loop {
-            if self.poll_subscriptions()?.iter().all(|&c| c >= n) {
+            self.poll_subscriptions()?;
+            if done(self) {
                 return Ok(true);
             }
             if stop.load(Ordering::Relaxed) || timeout.is_some_and(|t| started.elapsed() >= t) {
@@ -631,7 +599,7 @@ impl Replayer {
     /// Decides per shard whether records go out in batches: only when batching is configured, every
     /// subscription the shard has is the empty prefix (a batch's topic `#B` matches no other prefix, so a
     /// prefix subscriber would receive nothing), and each of those subscribers said it reads batches by also
-    /// subscribing to [`BATCH_TOPIC`] (a reader that does not know batches would count them as invalid). A
+    /// subscribing to [`tickbox_wire::BATCH_TOPIC`] (a reader that does not know batches would count them as invalid). A
     /// shard leaving batch mode sends what it batched first, so order is kept. False if stopped while doing so.
     fn update_batching(
         &mut self,
@@ -640,10 +608,7 @@ impl Replayer {
     ) -> Result<bool, RecorderError> {
         let configured = self.opts.batch_max_records > 1;
         for shard in 0..self.sockets.len() {
-            let want = configured
-                && self.prefix_subs[shard] == 0
-                && self.all_subs[shard] > 0
-                && self.batch_subs[shard] >= self.all_subs[shard];
+            let want = configured && self.tallies[shard].all_read_batches();
             if self.batching[shard] && !want && !self.flush_shard(shard, stop, stats)? {
                 return Ok(false);
             }

@@ -39,9 +39,7 @@ const COUNT_AT: usize = 5;
 #[derive(Debug)]
 pub struct BatchWriter<'a> {
     buf: &'a mut [u8],
-    used: usize,
-    count: u16,
-    max_records: u16,
+    fill: Fill,
 }
 
 impl<'a> BatchWriter<'a> {
@@ -57,37 +55,30 @@ impl<'a> BatchWriter<'a> {
         };
         BatchWriter {
             buf,
-            used,
-            count: 0,
-            max_records,
+            fill: Fill::new(used, max_records),
         }
     }
 
     /// Reserves room for one record of `len` bytes and returns it to fill in place; `None` when it does not fit.
     #[inline]
     pub fn push_with(&mut self, len: usize) -> Option<&mut [u8]> {
-        let at = reserve(self.buf.len(), self.used, self.count, self.max_records, len)?;
-        self.buf[self.used..at].copy_from_slice(&(len as u16).to_le_bytes());
-        self.used = at + len;
-        self.count += 1;
-        Some(&mut self.buf[at..at + len])
+        self.fill.push_with(self.buf, len)
     }
 
     /// Records pushed so far.
     pub fn len(&self) -> usize {
-        usize::from(self.count)
+        usize::from(self.fill.count)
     }
 
     /// True when no record was pushed.
     pub fn is_empty(&self) -> bool {
-        self.count == 0
+        self.fill.count == 0
     }
 
     /// Writes the count and returns how many bytes of the buffer the batch takes.
     pub fn finish(self) -> usize {
         if self.buf.len() >= BATCH_HEADER_LEN {
-            self.buf[COUNT_AT..COUNT_AT + 2].copy_from_slice(&self.count.to_le_bytes());
-            self.used
+            self.fill.write_count(self.buf)
         } else {
             0
         }
@@ -104,9 +95,7 @@ pub fn batch_frame_len(record_bytes: usize, records: usize) -> usize {
 #[derive(Debug, Clone)]
 pub struct BatchBuilder {
     buf: Box<[u8]>,
-    used: usize,
-    count: u16,
-    max_records: u16,
+    fill: Fill,
 }
 
 impl BatchBuilder {
@@ -117,9 +106,7 @@ impl BatchBuilder {
         write_header(&mut buf);
         BatchBuilder {
             buf,
-            used: BATCH_HEADER_LEN,
-            count: 0,
-            max_records,
+            fill: Fill::new(BATCH_HEADER_LEN, max_records),
         }
     }
 
@@ -138,53 +125,81 @@ impl BatchBuilder {
     /// Reserves room for one record of `len` bytes and returns it for the caller to fill in place (so a replayer can copy straight from the journal map into the batch, or restamp in place); None when it does not fit.
     #[inline]
     pub fn push_with(&mut self, len: usize) -> Option<&mut [u8]> {
-        let at = reserve(self.buf.len(), self.used, self.count, self.max_records, len)?;
-        self.buf[self.used..at].copy_from_slice(&(len as u16).to_le_bytes());
-        self.used = at + len;
-        self.count += 1;
-        Some(&mut self.buf[at..at + len])
+        self.fill.push_with(&mut self.buf, len)
     }
 
     /// Records in the batch.
     pub fn len(&self) -> usize {
-        usize::from(self.count)
+        usize::from(self.fill.count)
     }
 
     /// True when the batch holds no record.
     pub fn is_empty(&self) -> bool {
-        self.count == 0
+        self.fill.count == 0
     }
 
     /// Bytes the finished frame takes so far (header included).
     pub fn frame_len(&self) -> usize {
-        self.used
+        self.fill.used
     }
 
     /// The finished batch frame (writes the count).
     pub fn frame(&mut self) -> &[u8] {
-        self.buf[COUNT_AT..COUNT_AT + 2].copy_from_slice(&self.count.to_le_bytes());
-        &self.buf[..self.used]
+        let used = self.fill.write_count(&mut self.buf);
+        &self.buf[..used]
     }
 
     /// Empties the batch, keeping the buffer.
     pub fn clear(&mut self) {
-        self.used = BATCH_HEADER_LEN;
-        self.count = 0;
+        self.fill = Fill::new(BATCH_HEADER_LEN, self.fill.max_records);
     }
 }
 
-/// Where a record of `len` bytes would start, or `None` when it may not be pushed: empty, longer than a u16
-/// length can say, over the record limit, or past the end of the buffer.
-#[inline]
-fn reserve(cap: usize, used: usize, count: u16, max_records: u16, len: usize) -> Option<usize> {
-    if len == 0 || len > MAX_BATCHED_RECORD || count >= max_records || used < BATCH_HEADER_LEN {
-        return None;
+/// How far a batch has been filled, over whichever buffer holds it: the one piece of bookkeeping both
+/// [`BatchWriter`] (a caller's buffer) and [`BatchBuilder`] (its own) use.
+#[derive(Debug, Clone, Copy)]
+struct Fill {
+    used: usize,
+    count: u16,
+    max_records: u16,
+}
+
+impl Fill {
+    fn new(used: usize, max_records: u16) -> Self {
+        Fill {
+            used,
+            count: 0,
+            max_records,
+        }
     }
-    let at = used + BATCH_RECORD_PREFIX;
-    if at + len > cap {
-        return None;
+
+    /// Writes the length prefix of a record of `len` bytes and returns its room, or `None` when it may not be
+    /// pushed: empty, longer than a u16 length can say, over the record limit, past the end of the buffer, or
+    /// the buffer too short for a header.
+    #[inline]
+    fn push_with<'b>(&mut self, buf: &'b mut [u8], len: usize) -> Option<&'b mut [u8]> {
+        if len == 0
+            || len > MAX_BATCHED_RECORD
+            || self.count >= self.max_records
+            || self.used < BATCH_HEADER_LEN
+        {
+            return None;
+        }
+        let at = self.used + BATCH_RECORD_PREFIX;
+        if at + len > buf.len() {
+            return None;
+        }
+        buf[self.used..at].copy_from_slice(&(len as u16).to_le_bytes());
+        self.used = at + len;
+        self.count += 1;
+        Some(&mut buf[at..at + len])
     }
-    Some(at)
+
+    /// Writes the record count into the header and returns the batch's length.
+    fn write_count(&self, buf: &mut [u8]) -> usize {
+        buf[COUNT_AT..COUNT_AT + 2].copy_from_slice(&self.count.to_le_bytes());
+        self.used
+    }
 }
 
 fn write_header(buf: &mut [u8]) {
@@ -192,6 +207,56 @@ fn write_header(buf: &mut [u8]) {
     buf[3] = BATCH_VERSION;
     buf[4] = 0;
     buf[COUNT_AT..COUNT_AT + 2].copy_from_slice(&0u16.to_le_bytes());
+}
+
+/// One publishing socket's subscriptions by kind, as a verbose XPUB reports them: the empty prefix, the batch
+/// topic (a reader's statement that it unpacks batches, sent beside its "") and every other prefix. Publishers
+/// decide from it whether to batch and how many subscribers they have; it does no I/O.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct SubscriptionTally {
+    all: u64,
+    batch: u64,
+    prefix: u64,
+}
+
+impl SubscriptionTally {
+    /// Counts one XPUB subscription message: byte 0 is 1 (subscribe) or 0 (unsubscribe), the rest the prefix.
+    /// Any other message is ignored; an unsubscription never takes a count below zero.
+    pub fn on_message(&mut self, msg: &[u8]) {
+        let Some((&op, prefix)) = msg.split_first() else {
+            return;
+        };
+        let slot = if prefix.is_empty() {
+            &mut self.all
+        } else if prefix == BATCH_TOPIC.as_bytes() {
+            &mut self.batch
+        } else {
+            &mut self.prefix
+        };
+        match op {
+            1 => *slot += 1,
+            0 => *slot = slot.saturating_sub(1),
+            _ => {}
+        }
+    }
+
+    /// Subscriptions that stand for a subscriber: all but the batch opt-in, which only qualifies a reader's ""
+    /// (a reader with several prefixes counts once per prefix).
+    pub fn subscribers(&self) -> u64 {
+        self.all + self.prefix
+    }
+
+    /// True while any subscription is held, the batch opt-in included.
+    pub fn any(&self) -> bool {
+        self.all + self.batch + self.prefix > 0
+    }
+
+    /// Batch frames reach every subscriber and each of them reads them: someone takes everything, every
+    /// empty-prefix subscription is matched by a batch-topic one, and no other prefix is held (a batch's topic
+    /// matches no other prefix, so its holder would receive nothing).
+    pub fn all_read_batches(&self) -> bool {
+        self.all > 0 && self.prefix == 0 && self.batch >= self.all
+    }
 }
 
 /// True when `frame` starts with the batch topic and its NUL ("#B\0").
@@ -473,5 +538,39 @@ mod tests {
             assert!(collect(&good[..cut]).is_err(), "cut at {cut}");
         }
         assert!(collect(&good).is_ok());
+    }
+
+    #[test]
+    fn a_tally_counts_subscribers_without_the_opt_in_and_allows_batches_only_when_every_reader_opted_in(
+    ) {
+        let sub = |p: &[u8]| [&[1u8][..], p].concat();
+        let unsub = |p: &[u8]| [&[0u8][..], p].concat();
+        let mut t = SubscriptionTally::default();
+        assert!(!t.any() && !t.all_read_batches());
+        t.on_message(&sub(BATCH_TOPIC.as_bytes()));
+        t.on_message(&sub(b""));
+        assert_eq!(t.subscribers(), 1, "the opt-in is not a subscriber");
+        assert!(t.all_read_batches());
+        // A reader of "" alone, and then a prefix holder, each stop batching.
+        t.on_message(&sub(b""));
+        assert!(!t.all_read_batches());
+        t.on_message(&unsub(b""));
+        t.on_message(&sub(b"Q."));
+        assert_eq!(t.subscribers(), 2);
+        assert!(!t.all_read_batches());
+        t.on_message(&unsub(b"Q."));
+        assert!(t.all_read_batches());
+        // Everyone leaves; extra unsubscriptions and other messages change nothing.
+        for m in [
+            unsub(b""),
+            unsub(BATCH_TOPIC.as_bytes()),
+            unsub(b""),
+            vec![7, b'x'],
+            vec![],
+        ] {
+            t.on_message(&m);
+        }
+        assert!(!t.any());
+        assert_eq!(t.subscribers(), 0);
     }
 }

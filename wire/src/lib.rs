@@ -26,7 +26,8 @@ mod topic;
 
 pub use batch::{
     batch_frame_len, batch_records, is_batch, BatchBuilder, BatchRecords, BatchWriter,
-    BATCH_HEADER_LEN, BATCH_RECORD_PREFIX, BATCH_TOPIC, BATCH_VERSION, MAX_BATCHED_RECORD,
+    SubscriptionTally, BATCH_HEADER_LEN, BATCH_RECORD_PREFIX, BATCH_TOPIC, BATCH_VERSION,
+    MAX_BATCHED_RECORD,
 };
 pub use clock::{now_ns, Clock, ManualClock, SystemClock};
 pub use error::{DecodeError, EncodeError};
