@@ -14,7 +14,7 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -240,12 +240,7 @@ fn latency(a: LatencyArgs) -> anyhow::Result<ExitCode> {
         outcome.plot.display(),
         a.out.display()
     );
-    print_warnings(&outcome.document.warnings);
-    Ok(if stop.load(Ordering::Relaxed) {
-        ExitCode::from(exit_code::ERROR)
-    } else {
-        ExitCode::from(exit_code::OK)
-    })
+    Ok(finish(&outcome.document.warnings, &stop))
 }
 
 fn throughput(a: ThroughputArgs) -> anyhow::Result<ExitCode> {
@@ -288,12 +283,7 @@ fn throughput(a: ThroughputArgs) -> anyhow::Result<ExitCode> {
         outcome.json.display(),
         outcome.plot.display()
     );
-    print_warnings(&outcome.document.warnings);
-    Ok(if stop.load(Ordering::Relaxed) {
-        ExitCode::from(exit_code::ERROR)
-    } else {
-        ExitCode::from(exit_code::OK)
-    })
+    Ok(finish(&outcome.document.warnings, &stop))
 }
 
 fn replay(a: ReplayArgs) -> anyhow::Result<ExitCode> {
@@ -325,21 +315,22 @@ fn replay(a: ReplayArgs) -> anyhow::Result<ExitCode> {
         outcome.json.display(),
         outcome.plot.display()
     );
-    print_warnings(&outcome.document.warnings);
-    Ok(if stop.load(Ordering::Relaxed) {
-        ExitCode::from(exit_code::ERROR)
-    } else {
-        ExitCode::from(exit_code::OK)
-    })
+    Ok(finish(&outcome.document.warnings, &stop))
 }
 
 fn print_environment(document: &RunDocument) {
     println!("{}", document.environment.summary_line());
 }
 
-/// Warnings go to stderr (and are in the result file); they never change the exit code.
-fn print_warnings(warnings: &[Warning]) {
+/// Prints the warnings to stderr (they are in the result file too) and gives the exit code: warnings never change
+/// it, an interrupted run does.
+fn finish(warnings: &[Warning], stop: &AtomicBool) -> ExitCode {
     for w in warnings {
         eprintln!("warning: {w}");
+    }
+    if stop.load(Ordering::Relaxed) {
+        ExitCode::from(exit_code::ERROR)
+    } else {
+        ExitCode::from(exit_code::OK)
     }
 }
