@@ -224,7 +224,9 @@ impl Payload {
         result.expect("payload buffer sized by encoded_len")
     }
 
-    pub(crate) fn decode(kind: Kind, bytes: &[u8]) -> Result<Self, DecodeError> {
+    /// Decodes a payload of `kind` from its bytes: for readers that already split a frame themselves (a worker's
+    /// record carries its decoded header and payload offset) and need not decode the frame again.
+    pub fn decode(kind: Kind, bytes: &[u8]) -> Result<Self, DecodeError> {
         let expected = Self::encoded_len(kind);
         if bytes.len() != expected {
             return Err(DecodeError::PayloadLength {

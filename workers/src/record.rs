@@ -168,12 +168,13 @@ impl<'a> Record<'a> {
         &self.frame[self.meta.payload_at as usize..]
     }
 
-    /// Decodes the payload; fails on an invalid enum byte, or on a topic that is not UTF-8 (the wire crate's
-    /// payload decoder is reached through [`MessageRef`], which checks the whole frame first; that cost is paid
-    /// only by workers that ask for the payload).
+    /// Decodes the payload; fails on an invalid enum byte, or on a topic that is not UTF-8 (as
+    /// [`MessageRef::decode`] would). The header and payload offset decoded at the shard are used as they are:
+    /// the frame is not decoded a second time.
     #[inline]
     pub fn payload(&self) -> Result<Payload, DecodeError> {
-        MessageRef::decode(self.frame)?.payload()
+        self.topic()?;
+        Payload::decode(self.kind(), self.payload_bytes())
     }
 
     /// The full [`MessageRef`] view (this checks the topic's UTF-8 and re-reads the header), for code written
