@@ -316,8 +316,8 @@ impl Drop for CloneClient {
 }
 
 /// Linger of the agent's network sockets. Never 0: libzmq 4.3.4 aborts when a pipe is dropped at once while its
-/// session is part-way through a multipart message and the connection fails (see `server_loop`'s module docs).
-/// Short, so dropping a client stays prompt.
+/// session is part-way through a multipart message and the connection fails, and linger 0 drops it at the close
+/// (see `server_loop`'s module docs). Short, so dropping a client stays prompt.
 const CLOSE_LINGER_MS: i32 = 100;
 
 struct Awaiting {

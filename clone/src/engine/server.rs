@@ -78,9 +78,9 @@ pub struct ServerConfig {
     /// Most `NOPE` refusal notices published per second; more refusals are counted as suppressed (the client
     /// resends unacknowledged sets, so a suppressed notice is usually answered on the resend).
     pub refusal_notices_per_sec: u32,
-    /// Linger of the server's sockets when it stops: long enough for a message already being written to a peer to
-    /// finish, so the ZeroMQ library never tears a pipe down mid-multipart (see `server_loop`), short enough that a stop
-    /// is prompt. At least 1 ms.
+    /// Linger of the server's sockets when it stops: a peer that hangs up during it is cleaned up normally, where
+    /// linger 0 lets a peer hanging up at the stop abort the process mid-multipart (see `server_loop`; a stalled
+    /// peer hanging up right at the linger's end still can), short enough that a stop is prompt. At least 1 ms.
     pub close_linger: HumanDuration,
     /// Most client updates a passive server holds while waiting for the active's copy.
     pub max_pending: usize,
@@ -132,7 +132,7 @@ impl ServerConfig {
     pub fn ttl_sweep(&self) -> Duration {
         self.ttl_sweep.0.max(Duration::from_millis(1))
     }
-    /// The close linger, at least 1 ms: zero is exactly what lets the ZeroMQ library abort (see the field).
+    /// The close linger, at least 1 ms: zero opens the ZeroMQ library's abort window at the stop itself (see the field).
     pub fn close_linger(&self) -> Duration {
         self.close_linger.0.max(Duration::from_millis(1))
     }
