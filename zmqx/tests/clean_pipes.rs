@@ -250,10 +250,13 @@ fn run_child(sc: Scenario) {
     // The session's pipe-termination command reaching this socket is the moment its half-sent message can no
     // longer be read back (at once with linger 0, when the linger timer fires otherwise). Wait for it without
     // calling into the socket, since a call would process the command and close the window.
-    // zmq_poll on the raw fd is a plain poll(2): it does not touch the socket's mailbox.
-    let mut items = [zmq::PollItem::from_fd(push.get_fd().unwrap(), zmq::POLLIN)];
-    let n = zmq::poll(&mut items, STEP.as_millis() as i64).unwrap();
-    assert_eq!(n, 1, "the session never answered the teardown");
+    // zmq_poll on the raw fd is a plain poll(2): it does not touch the socket's mailbox. With an infinite linger
+    // a disconnected session keeps its pipe readable and never answers while the engine lives: nothing to wait for.
+    if sc.linger_ms >= 0 || sc.teardown == Teardown::Unbind {
+        let mut items = [zmq::PollItem::from_fd(push.get_fd().unwrap(), zmq::POLLIN)];
+        let n = zmq::poll(&mut items, STEP.as_millis() as i64).unwrap();
+        assert_eq!(n, 1, "the session never answered the teardown");
+    }
 
     hang_tx.send(()).unwrap();
     peer.join().unwrap();
@@ -387,6 +390,35 @@ fn raw_multipart_unbind_with_positive_linger_aborts() {
     }
 }
 
+/// An infinite linger keeps a disconnected session's pipe readable until its engine drains or fails, so the rest
+/// of the message can always be pulled: the one teardown of a multipart sender that cannot abort (at the price of
+/// waiting for the peer). `unbind()` is not saved by it: it terminates the still-active pipe whatever the linger.
+#[test]
+fn raw_multipart_disconnect_with_infinite_linger_never_aborts_but_unbind_does() {
+    let name = "raw_multipart_disconnect_with_infinite_linger_never_aborts_but_unbind_does";
+    let n = std::env::var("CLEAN_PIPES_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20);
+    let disconnect = Scenario {
+        teardown: Teardown::Disconnect,
+        framing: Framing::Multipart,
+        linger_ms: -1,
+        hang_up_us: 0,
+    };
+    let Some((aborted, n)) = rounds(name, disconnect, n) else {
+        return;
+    };
+    assert_eq!(aborted, 0, "{disconnect:?}: {aborted}/{n} aborted");
+    let unbind = Scenario {
+        teardown: Teardown::Unbind,
+        ..disconnect
+    };
+    if let Some((aborted, n)) = rounds(name, unbind, 3) {
+        assert_eq!(aborted, n, "{unbind:?}: only {aborted}/{n} aborted");
+    }
+}
+
 /// The same sequence with the message as one frame: the engine is never part-way through a multipart message,
 /// so `clean_pipes` has nothing to pull. `CLEAN_PIPES_RUNS` sets the rounds per teardown (default 100).
 #[test]
@@ -417,8 +449,8 @@ fn raw_single_frame_same_sequence_never_aborts() {
 fn raw_multipart_close_race_census() {
     let spec =
         std::env::var("CLEAN_PIPES_CLOSE").unwrap_or_else(|_| "20:19000:23000:250:10".into());
-    let v: Vec<u64> = spec.split(':').filter_map(|x| x.parse().ok()).collect();
-    let (linger, from, to, step, n) = (v[0], v[1], v[2], v[3], v[4] as u32);
+    let v: Vec<i64> = spec.split(':').filter_map(|x| x.parse().ok()).collect();
+    let (linger, from, to, step, n) = (v[0], v[1] as u64, v[2] as u64, v[3] as u64, v[4] as u32);
     let mut at = from;
     while at <= to {
         let sc = Scenario {
@@ -434,5 +466,74 @@ fn raw_multipart_close_race_census() {
             None => return,
         }
         at += step;
+    }
+}
+
+/// Sets `ZMQ_TCP_MAXRT` (libzmq maps it to `TCP_USER_TIMEOUT` on Linux); the `zmq` crate has no setter.
+#[allow(unsafe_code)]
+fn set_tcp_maxrt(socket: &mut zmq::Socket, ms: i32) {
+    // SAFETY: the socket pointer is live (we hold `&mut`), and the value pointer and length describe one `c_int`
+    // on our stack for the duration of the call.
+    let rc = unsafe {
+        zmq_sys::zmq_setsockopt(
+            socket.as_mut_ptr(),
+            zmq_sys::ZMQ_TCP_MAXRT as std::os::raw::c_int,
+            (&ms as *const i32).cast(),
+            std::mem::size_of::<i32>(),
+        )
+    };
+    assert_eq!(rc, 0, "ZMQ_TCP_MAXRT refused");
+}
+
+/// Measurement: with an infinite linger nothing aborts, but terminating the context waits for the stalled peer.
+/// `ZMQ_TCP_MAXRT` bounds that wait for a peer whose window stays shut (the kernel gives the connection up; the
+/// engine then fails while the pipe is still readable). Prints how long the context took to terminate.
+#[test]
+#[ignore]
+fn infinite_linger_context_term_is_bounded_by_tcp_maxrt() {
+    for maxrt_ms in [500, 0] {
+        let ctx = zmq::Context::new();
+        let mut push = ctx.socket(zmq::PUSH).unwrap();
+        push.set_linger(-1).unwrap();
+        push.set_sndbuf(64 * 1024).unwrap();
+        if maxrt_ms > 0 {
+            set_tcp_maxrt(&mut push, maxrt_ms);
+        }
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let endpoint = format!("tcp://{}", listener.local_addr().unwrap());
+        let (mid_tx, mid_rx) = mpsc::channel();
+        let (hang_tx, hang_rx) = mpsc::channel();
+        let peer = std::thread::spawn(move || {
+            let (s, _) = listener.accept().unwrap();
+            stalled_peer(s, mid_tx, hang_rx);
+        });
+        push.connect(&endpoint).unwrap();
+        push.send(vec![b'x'; BIG], zmq::SNDMORE).unwrap();
+        push.send(&b"tail"[..], 0).unwrap();
+        mid_rx.recv_timeout(STEP).unwrap();
+        drop(push);
+        let t = Instant::now();
+        let (done_tx, done_rx) = mpsc::channel();
+        let term = std::thread::spawn(move || {
+            drop(ctx);
+            done_tx.send(()).unwrap();
+        });
+        let finished = done_rx.recv_timeout(Duration::from_secs(5)).is_ok();
+        println!(
+            "TCP_MAXRT {maxrt_ms} ms: context {} after {:?}",
+            if finished {
+                "terminated"
+            } else {
+                "still terminating"
+            },
+            t.elapsed()
+        );
+        hang_tx.send(()).unwrap();
+        peer.join().unwrap();
+        term.join().unwrap();
+        println!(
+            "  (terminated {:?} after the close once the peer hung up)",
+            t.elapsed()
+        );
     }
 }
