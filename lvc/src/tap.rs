@@ -47,6 +47,72 @@ impl TapFilter {
     }
 }
 
+/// How the proxy frames what it emits on the tap (`[lvc] tap_framing`, `tickbox lvc --tap-framing`).
+///
+/// With [`Guide`](TapFraming::Guide) every tapped message is the Guide's two-frame capture, `[topic][value]`,
+/// so a plain ZeroMQ SUB reads the tap as it would read a Guide publisher, and its prefix subscriptions filter on
+/// the topic frame alone:
+///
+/// - a tickbox frame: the topic frame is its topic (the bytes before its first NUL); the value frame is the
+///   whole tickbox frame, unchanged (topic, header, payload: nothing is lost, and the value alone is exactly
+///   what the tickbox framing would have sent);
+/// - a subscription event: the topic frame is the single byte `0x00` (the event marker), the value frame the
+///   event frame of the tickbox framing (`0x00 0x01 prefix` / `0x00 0x00 prefix`), so subscribing to `"\0"`
+///   still selects only events and a data prefix never matches them;
+/// - a multipart message from a plain ZeroMQ publisher already is `[topic][value…]` and passes as it came;
+/// - a lone frame that is not a tickbox frame (forwarded only under `malformed = "forward"`): topic frame as for
+///   a tickbox frame (the bytes before its first NUL, the whole frame if it has none), value the frame itself.
+///
+/// Cost: one extra small frame per message (a topic of up to 33 bytes is copied into libzmq's message, no
+/// allocation); the value frame shares the received buffer as in the tickbox framing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TapFraming {
+    /// One frame per message (a tickbox frame, or a `0x00` event frame); multipart messages as they came.
+    #[default]
+    Tickbox,
+    /// The Guide's two-frame capture: `[topic][value]` for every message and event.
+    Guide,
+}
+
+impl std::str::FromStr for TapFraming {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "tickbox" => Ok(TapFraming::Tickbox),
+            "guide" => Ok(TapFraming::Guide),
+            _ => Err(format!("{s:?} is not one of tickbox, guide")),
+        }
+    }
+}
+
+/// The topic frame [`TapFraming::Guide`] puts before a tickbox tap frame: the event marker alone for an event,
+/// else the bytes before the first NUL (a tickbox frame's topic), or the whole frame when it has no NUL.
+pub fn guide_topic(frame: &[u8]) -> &[u8] {
+    match frame.first() {
+        Some(&tickbox_wire::tap::EVENT_MARKER) => &frame[..1],
+        _ => match frame.iter().position(|&b| b == 0) {
+            Some(end) => &frame[..end],
+            None => frame,
+        },
+    }
+}
+
+/// The tickbox tap frame inside a `[topic][value]` capture written by [`TapFraming::Guide`], when it is one: the
+/// value is a tap event under the topic `0x00`, or a tickbox frame whose own topic is the topic frame. `None` for
+/// anything else (a plain publisher's envelope, whose value is opaque).
+pub fn unwrap_guide<'a>(topic: &[u8], value: &'a [u8]) -> Option<&'a [u8]> {
+    match TapFrame::classify(value) {
+        Ok(TapFrame::Subscribe(_) | TapFrame::Unsubscribe(_))
+            if topic == [tickbox_wire::tap::EVENT_MARKER] =>
+        {
+            Some(value)
+        }
+        Ok(TapFrame::Message(m)) if m.topic().as_bytes() == topic => Some(value),
+        _ => None,
+    }
+}
+
 /// How the inspector reads a ZeroMQ message off the tap.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Framing {
@@ -445,6 +511,24 @@ mod tests {
             [f.admit_other(), f.admit_other(), f.admit_other()],
             [true, false, true]
         );
+    }
+
+    #[test]
+    fn guide_capture_round_trips_frames_and_events() {
+        let q = frame("Q.X.A", Kind::Quote);
+        assert_eq!(guide_topic(&q), b"Q.X.A");
+        assert_eq!(unwrap_guide(b"Q.X.A", &q), Some(q.as_slice()));
+        // A topic frame that is not the frame's own topic is a plain envelope, not a capture.
+        assert_eq!(unwrap_guide(b"Q.X", &q), None);
+        let mut ev = Vec::new();
+        encode_event(&mut ev, b"\x01Q.");
+        assert_eq!(guide_topic(&ev), b"\0");
+        assert_eq!(unwrap_guide(b"\0", &ev), Some(ev.as_slice()));
+        assert_eq!(unwrap_guide(b"", &ev), None);
+        assert_eq!(unwrap_guide(b"A.7", b"price=101"), None);
+        assert_eq!(guide_topic(b"no-nul"), b"no-nul");
+        assert_eq!("Guide".parse::<TapFraming>(), Ok(TapFraming::Guide));
+        assert!("auto".parse::<TapFraming>().is_err());
     }
 
     #[test]

@@ -10,6 +10,11 @@
 //! and one subscribing to a data prefix (`Q.`) never sees them. A consumer subscribed to everything (`""`), such
 //! as a recorder, must skip frames that start with NUL (or use [`TapFrame::classify`]).
 //!
+//! **Guide capture framing.** With `[lvc] tap_framing = "guide"` every tap message is instead two frames,
+//! `[topic][value]`: a wire frame under its topic, an event under the topic `0x00`, each with the frame described
+//! here as the value; plain multipart messages pass as they came (`tickbox_lvc::tap::TapFraming`, docs/WIRE.md
+//! section 9).
+//!
 //! **Never slowing the proxy.** The tap is an XPUB with its own per-consumer HWM (`tap_hwm`), and every send is
 //! `DONTWAIT`: the proxy never waits for a tap consumer, and live traffic to subscribers is unaffected in every
 //! mode. What a slow consumer costs is chosen by `tap_drop`:

@@ -42,7 +42,8 @@ pub(crate) struct Args {
     no_events: bool,
     /// How messages are framed: `tickbox` frames, the Guide's `guide` envelope ([topic][body…], as plain
     /// ZeroMQ publishers send through the LVC), or `auto`: a multipart message not led by a tickbox frame is
-    /// a Guide envelope.
+    /// a Guide envelope. A two-frame envelope whose value is a tickbox frame under its own topic (or a tap event
+    /// under the topic `\0`), as `tickbox lvc --tap-framing guide` emits, is shown as that frame.
     #[arg(long, value_name = "tickbox|guide|auto", default_value = "auto")]
     framing: tap::Framing,
     /// Stop after this long (`10s`, `500ms`); default: until Ctrl-C.
@@ -95,6 +96,16 @@ pub(crate) fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCod
     let mut out = std::io::stdout().lock();
     let (mut frames, mut shown, mut malformed) = (0u64, 0u64, 0u64);
     let mut msg = zmq::Message::new();
+    let mut inspector = Inspector {
+        filter: &mut filter,
+        gaps: gaps.as_mut(),
+        missed: &mut missed,
+        table: &mut table,
+        shown: &mut shown,
+        malformed: &mut malformed,
+        top: args.top,
+        no_events: args.no_events,
+    };
     while !stop.load(Ordering::SeqCst) && args.duration.is_none_or(|d| started.elapsed() < d) {
         // Ctrl-C or SIGTERM interrupting the poll is a wake-up to check `stop`, not a failure.
         let ready = match sub.poll(zmq::POLLIN, 100) {
@@ -111,69 +122,29 @@ pub(crate) fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCod
                         sub.recv(&mut msg, 0)?;
                         parts.push(msg.to_vec());
                     }
-                    if args.top {
-                        table.record_guide(&parts);
-                    } else if filter.admit_other() {
-                        shown += 1;
+                    // An LVC tapping with `tap_framing = "guide"` wraps each tickbox frame and event as
+                    // [topic][frame]: shown, checked and counted as the frame it carries.
+                    if let [topic, value] = parts.as_slice() {
+                        if let Some(inner) = tap::unwrap_guide(topic, value) {
+                            inspector.frame(&mut out, inner)?;
+                            continue;
+                        }
+                    }
+                    if inspector.top {
+                        inspector.table.record_guide(&parts);
+                    } else if inspector.filter.admit_other() {
+                        *inspector.shown += 1;
                         writeln!(out, "{}", tap::describe_guide(&parts))?;
                     }
                     continue;
                 }
-                if let (Some(gaps), Ok(TapFrame::Message(m))) =
-                    (gaps.as_mut(), TapFrame::classify(&msg))
-                {
-                    if let event @ SequenceEvent::Gap {
-                        publisher,
-                        first_missing,
-                        last_missing,
-                        ..
-                    } = gaps.on_message(&m)
-                    {
-                        missed += event.missing();
-                        if !args.top {
-                            writeln!(
-                                out,
-                                "GAP   pub {publisher} seq {first_missing}..={last_missing} ({} missed)",
-                                event.missing()
-                            )?;
-                        }
-                    }
-                }
-                if args.top {
-                    table.record(&msg);
-                    continue;
-                }
-                match TapFrame::classify(&msg) {
-                    Ok(TapFrame::Subscribe(prefix)) if !args.no_events => {
-                        writeln!(out, "SUB   {:?}", String::from_utf8_lossy(prefix))?;
-                    }
-                    Ok(TapFrame::Unsubscribe(prefix)) if !args.no_events => {
-                        writeln!(out, "UNSUB {:?}", String::from_utf8_lossy(prefix))?;
-                    }
-                    Ok(TapFrame::Subscribe(_) | TapFrame::Unsubscribe(_)) => {}
-                    Ok(TapFrame::Message(m)) => {
-                        if filter.admit(&m) {
-                            shown += 1;
-                            writeln!(out, "{}", tap::describe(&m))?;
-                        }
-                    }
-                    Err(err) => {
-                        malformed += 1;
-                        if malformed.is_power_of_two() {
-                            tracing::warn!(
-                                total = malformed,
-                                "undecodable frame ({} bytes): {err}",
-                                msg.len()
-                            );
-                        }
-                    }
-                }
+                inspector.frame(&mut out, &msg)?;
             }
             out.flush()?;
         }
-        if let Some(rows) = table.tick(tickbox_wire::now_ns()) {
+        if let Some(rows) = inspector.table.tick(tickbox_wire::now_ns()) {
             if args.top {
-                let missed = gaps.is_some().then_some(missed);
+                let missed = inspector.gaps.is_some().then_some(*inspector.missed);
                 write!(out, "{}", tap::render_top(&rows, missed, top_output))?;
                 out.flush()?;
             }
@@ -181,4 +152,71 @@ pub(crate) fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCod
     }
     tracing::info!(frames, shown, malformed, missed, "tap inspector done");
     Ok(ExitCode::from(crate::exit_code::OK))
+}
+
+/// What the inspector does with one tickbox tap frame (a message or an event), however it was framed.
+struct Inspector<'a> {
+    filter: &'a mut TapFilter,
+    gaps: Option<&'a mut SequenceTracker>,
+    missed: &'a mut u64,
+    table: &'a mut RateTable,
+    shown: &'a mut u64,
+    malformed: &'a mut u64,
+    top: bool,
+    no_events: bool,
+}
+
+impl Inspector<'_> {
+    fn frame(&mut self, out: &mut impl Write, frame: &[u8]) -> std::io::Result<()> {
+        if let (Some(gaps), Ok(TapFrame::Message(m))) =
+            (self.gaps.as_mut(), TapFrame::classify(frame))
+        {
+            if let event @ SequenceEvent::Gap {
+                publisher,
+                first_missing,
+                last_missing,
+                ..
+            } = gaps.on_message(&m)
+            {
+                *self.missed += event.missing();
+                if !self.top {
+                    writeln!(
+                        out,
+                        "GAP   pub {publisher} seq {first_missing}..={last_missing} ({} missed)",
+                        event.missing()
+                    )?;
+                }
+            }
+        }
+        if self.top {
+            self.table.record(frame);
+            return Ok(());
+        }
+        match TapFrame::classify(frame) {
+            Ok(TapFrame::Subscribe(prefix)) if !self.no_events => {
+                writeln!(out, "SUB   {:?}", String::from_utf8_lossy(prefix))?;
+            }
+            Ok(TapFrame::Unsubscribe(prefix)) if !self.no_events => {
+                writeln!(out, "UNSUB {:?}", String::from_utf8_lossy(prefix))?;
+            }
+            Ok(TapFrame::Subscribe(_) | TapFrame::Unsubscribe(_)) => {}
+            Ok(TapFrame::Message(m)) => {
+                if self.filter.admit(&m) {
+                    *self.shown += 1;
+                    writeln!(out, "{}", tap::describe(&m))?;
+                }
+            }
+            Err(err) => {
+                *self.malformed += 1;
+                if self.malformed.is_power_of_two() {
+                    tracing::warn!(
+                        total = *self.malformed,
+                        "undecodable frame ({} bytes): {err}",
+                        frame.len()
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
 }
