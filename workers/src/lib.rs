@@ -1,6 +1,6 @@
 //! Worker pools of the Black Box: pinned threads fed by the subscriber shards (through in-process channels, or PULL
 //! sockets for producers elsewhere), the [`Worker`] trait they drive, the [`Dispatch`] rule that decides which
-//! worker gets a message, and built-in workers (last-value book, statistics).
+//! worker gets a message, and built-in workers (last-value book, statistics, the NDJSON [`Tape`]).
 //!
 //! A worker thread takes [`Parcel`]s of records its producers already decoded (in-process) or frames off its
 //! PULL socket (producers elsewhere, decoded here), and hands each record to its [`Worker`] as a borrowed
@@ -15,6 +15,7 @@ mod dispatch;
 mod parcel;
 mod pool;
 mod record;
+mod tape;
 
 pub use builtin::{BookEntry, Delay, LastValueBook, Stats, StatsReport, Topics};
 pub use dispatch::{worker_for_key, worker_for_topic, Dispatch};
@@ -23,6 +24,7 @@ pub use pool::{
     DequeueHook, Inbox, NoHook, WorkerError, WorkerOutcome, WorkerPool, WorkerPoolConfig,
 };
 pub use record::{Meta, Record};
+pub use tape::{Tape, TapeSink, TAPE_CHUNK};
 
 use tickbox_wire::{DecodeError, MessageRef};
 
