@@ -303,12 +303,30 @@ impl LastValueCache {
         &'a self,
         prefix: &'a [u8],
     ) -> impl Iterator<Item = CachedValue<'a>> + 'a {
+        self.keyed_values_matching(prefix, None)
+            .map(|(_, value)| value)
+    }
+
+    /// As [`Self::values_matching`], with each value's key, starting strictly after the key `after` (none: from
+    /// the first). A snapshot served in slices resumes here from the last key it sent, so a key inserted or
+    /// evicted between two slices neither repeats nor shifts what is left.
+    pub fn keyed_values_matching<'a, 'p>(
+        &'a self,
+        prefix: &'p [u8],
+        after: Option<&'p [u8]>,
+    ) -> impl Iterator<Item = (&'a [u8], CachedValue<'a>)> + use<'a, 'p> {
         let (topic_part, exact) = match prefix.iter().position(|&b| b == 0) {
             Some(nul) => (&prefix[..nul], true),
             None => (prefix, false),
         };
+        // A resume key sorts at or after `topic_part` when it came from this same iteration; anything else
+        // (a caller's mistake) starts from the beginning rather than skipping matching keys.
+        let start = match after {
+            Some(key) if key >= topic_part => Bound::Excluded(key),
+            _ => Bound::Included(topic_part),
+        };
         self.ordered
-            .range::<[u8], _>((Bound::Included(topic_part), Bound::Unbounded))
+            .range::<[u8], _>((start, Bound::Unbounded))
             .take_while(move |(key, _)| {
                 key.starts_with(topic_part)
                     && (!exact || key.len() == topic_part.len() || key[topic_part.len()] == 0)
@@ -320,7 +338,7 @@ impl LastValueCache {
                     // The key of a multipart value is its first part.
                     CachedValue::Multipart(_) => key.starts_with(prefix),
                 };
-                matches.then_some(value)
+                matches.then_some((&key[..], value))
             })
     }
 

@@ -115,6 +115,23 @@ pub struct LvcStats {
     /// Plain multipart messages stored as their topic's last value (a value over `max_entry_bytes` is not, and is
     /// counted in `cache_too_large`).
     pub multipart_cached: u64,
+    /// Well-formed requests on the snapshot socket.
+    pub snapshot_requests: u64,
+    /// Cached values sent on the snapshot socket (each to one client only).
+    pub snapshot_values: u64,
+    /// Snapshot replies that ended complete.
+    pub snapshot_completed: u64,
+    /// Snapshot replies cut short by `snapshot_max_values` (the end marker says so).
+    pub snapshot_truncated: u64,
+    /// Snapshot requests refused as busy (the client already had a reply in progress, or `snapshot_max_clients`
+    /// replies were).
+    pub snapshot_refused: u64,
+    /// Snapshot replies abandoned: the client stopped reading for `snapshot_stall_timeout`, or disconnected.
+    pub snapshot_abandoned: u64,
+    /// Malformed snapshot requests (answered with status malformed).
+    pub snapshot_malformed: u64,
+    /// Snapshot replies in progress now.
+    pub snapshot_active: u64,
 }
 
 impl LvcStats {
@@ -128,6 +145,22 @@ impl LvcStats {
             + self.cached_dropped
             + self.malformed
             + self.cached_bursts_capped
+            + self.snapshot_truncated
+            + self.snapshot_refused
+            + self.snapshot_abandoned
+            + self.snapshot_malformed
+    }
+
+    /// Fills in the snapshot channel's counters.
+    pub(crate) fn merge_snapshot(&mut self, c: &crate::snapshot::SnapshotCounters) {
+        self.snapshot_requests = c.requests;
+        self.snapshot_values = c.values;
+        self.snapshot_completed = c.completed;
+        self.snapshot_truncated = c.truncated;
+        self.snapshot_refused = c.refused;
+        self.snapshot_abandoned = c.abandoned;
+        self.snapshot_malformed = c.malformed;
+        self.snapshot_active = c.active;
     }
 }
 
@@ -138,7 +171,9 @@ impl fmt::Display for LvcStats {
             "in={} out={} cached_sent={} cached_dropped={} malformed={} subs={} unsubs={} prefixes={} topics_cached={} \
              cache_bytes={} evicted={} rejected={} too_large={} tap_sent={} tap_dropped={} downstream_dropped={} \
              downstream_other={} tap_subscriptions={} subs_refused={} prefixes_refused={} bursts_capped={} \
-             multipart_forwarded={} multipart_cached={}",
+             multipart_forwarded={} multipart_cached={} snapshot_requests={} snapshot_values={} \
+             snapshot_completed={} snapshot_truncated={} snapshot_refused={} snapshot_abandoned={} \
+             snapshot_malformed={}",
             self.messages_in,
             self.messages_out,
             self.cached_sent,
@@ -162,6 +197,13 @@ impl fmt::Display for LvcStats {
             self.cached_bursts_capped,
             self.multipart_forwarded,
             self.multipart_cached,
+            self.snapshot_requests,
+            self.snapshot_values,
+            self.snapshot_completed,
+            self.snapshot_truncated,
+            self.snapshot_refused,
+            self.snapshot_abandoned,
+            self.snapshot_malformed,
         )
     }
 }

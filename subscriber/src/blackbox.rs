@@ -14,7 +14,7 @@ use crate::clock::{ClockOffset, ClockTable};
 use crate::hook::SnailHook;
 use crate::nic::check_nic;
 use crate::report::{lateness_histogram, Fatal, Report, SubscriberShardReport, WorkerReport};
-use crate::shard::{run_shard, HandoffPlan, ShardSettings};
+use crate::shard::{run_shard, HandoffPlan, LvcSnapshot, ShardSettings};
 use crate::shared::{LiveShard, LiveShardCounters, Shared};
 use crate::snail::SharedThreshold;
 use crate::{Handoff, SnailMode, SubscriberConfig, SubscriberError};
@@ -39,6 +39,8 @@ pub struct Subscriber<W: Worker> {
     started: Instant,
     /// Set by the pool when a worker panics; shards watch it so none stays blocked on a dead worker's queue.
     workers_failed: Arc<AtomicBool>,
+    /// The LVC snapshot the first shard fetches (`lvc_snapshot`).
+    snapshot: Option<LvcSnapshot>,
 }
 
 impl<W: Worker> Subscriber<W> {
@@ -84,6 +86,10 @@ impl<W: Worker> Subscriber<W> {
             drain_timeout: config.drain_timeout.0,
             started: Instant::now(),
             workers_failed: Arc::new(AtomicBool::new(false)),
+            snapshot: config
+                .lvc_snapshot
+                .clone()
+                .map(|ep| LvcSnapshot::new(ep, config.lvc_snapshot_timeout.0)),
         };
         let (ready_tx, ready_rx) = mpsc::channel();
         for (index, shard) in config.shards.iter().enumerate() {
@@ -111,12 +117,18 @@ impl<W: Worker> Subscriber<W> {
                 poll_ms: config.poll_interval.0.as_millis().clamp(1, 1_000) as i64,
                 workers_failed: Arc::clone(&subscriber.workers_failed),
             };
+            // The first shard fetches the LVC snapshot (one request for the whole subscriber).
+            let snapshot = if index == 0 {
+                subscriber.snapshot.clone()
+            } else {
+                None
+            };
             let ctx = ctx.clone();
             let shared = Arc::clone(&shared);
             let ready = ready_tx.clone();
             let handle = std::thread::Builder::new()
                 .name(format!("tickbox-shard-{index}"))
-                .spawn(move || run_shard(ctx, settings, shared, ready))
+                .spawn(move || run_shard(ctx, settings, shared, ready, snapshot))
                 .map_err(SubscriberError::Spawn)?;
             subscriber.shards.push(handle);
         }
@@ -165,6 +177,12 @@ impl<W: Worker> Subscriber<W> {
     /// already stop). [`Subscriber::shutdown_partial`] reports which.
     pub fn workers_failed(&self) -> bool {
         self.workers_failed.load(Ordering::Acquire)
+    }
+
+    /// The LVC snapshot (`lvc_snapshot`), if one is configured: a handle whose report stays readable after
+    /// shutdown.
+    pub fn lvc_snapshot(&self) -> Option<LvcSnapshot> {
+        self.snapshot.clone()
     }
 
     /// Messages forwarded to workers so far.

@@ -9,9 +9,11 @@
 //! that; a batch frame's records all arrive at once, so within one batch nothing is lost. The dequeue check at the
 //! worker reads its own clock, so a backlog behind a slow worker is measured there in full.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tickbox_lvc::snapshot::{FetchStatus, SnapshotOutcome, SnapshotRequester};
 
 use tickbox_wire::{now_ns, SequenceEvent, SequenceTotals, BATCH_TOPIC};
 use tickbox_workers::{Dispatch, Parcel, Recycler};
@@ -60,12 +62,186 @@ pub(crate) struct ShardSettings {
     pub(crate) workers_failed: Arc<AtomicBool>,
 }
 
+/// An LVC snapshot requested by a subscriber: where from, and how it ended (shared with the owner).
+#[derive(Debug, Clone)]
+pub struct LvcSnapshot {
+    endpoint: String,
+    timeout: Duration,
+    outcome: Arc<Mutex<Option<SnapshotOutcome>>>,
+}
+
+/// What a subscriber's LVC snapshot did, for its summaries.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct LvcSnapshotReport {
+    /// The snapshot endpoint asked.
+    pub endpoint: String,
+    /// How the reply ended; `None`: the subscriber stopped before it did.
+    pub outcome: Option<SnapshotOutcome>,
+}
+
+impl LvcSnapshotReport {
+    /// Whether every value asked for arrived.
+    pub fn is_complete(&self) -> bool {
+        self.outcome.is_some_and(|o| o.is_complete())
+    }
+}
+
+impl LvcSnapshot {
+    pub(crate) fn new(endpoint: String, timeout: Duration) -> Self {
+        Self {
+            endpoint,
+            timeout,
+            outcome: Arc::new(Mutex::new(None)),
+        }
+    }
+
+    /// The outcome so far.
+    pub fn report(&self) -> LvcSnapshotReport {
+        LvcSnapshotReport {
+            endpoint: self.endpoint.clone(),
+            outcome: *self.outcome.lock().unwrap_or_else(|p| p.into_inner()),
+        }
+    }
+}
+
+/// The shard's side of an LVC snapshot: wait until the SUB's handshakes are done (its subscriptions are then on
+/// their way ahead of anything published later), send the request, feed the reply to the shard core between live
+/// bursts, and record the outcome.
+struct SnapshotPhase {
+    snapshot: LvcSnapshot,
+    prefixes: Vec<String>,
+    /// Reports the SUB's handshakes until the request is sent.
+    monitor: Option<zmq::Socket>,
+    handshakes_needed: usize,
+    handshakes: usize,
+    wait_until: Instant,
+    requester: Option<SnapshotRequester>,
+}
+
+/// Distinct monitor addresses for several subscribers in one process.
+static MONITORS: AtomicU64 = AtomicU64::new(0);
+
+impl SnapshotPhase {
+    /// The socket to poll beside the SUB.
+    fn socket(&self) -> Option<&zmq::Socket> {
+        match (&self.requester, &self.monitor) {
+            (Some(r), _) => Some(r.socket()),
+            (None, Some(m)) => Some(m),
+            (None, None) => None,
+        }
+    }
+
+    /// Advances the snapshot; returns `Some(going)` once it is over (`going`: the core wants more input), `None`
+    /// while it runs.
+    fn step(&mut self, ctx: &zmq::Context, index: usize, core: &mut ShardCore<'_>) -> Option<bool> {
+        if self.requester.is_none() {
+            if let Some(monitor) = &self.monitor {
+                while let Ok(event) = monitor.recv_multipart(zmq::DONTWAIT) {
+                    let id = event
+                        .first()
+                        .filter(|e| e.len() >= 2)
+                        .map(|e| u16::from_le_bytes([e[0], e[1]]));
+                    if id == Some(zmq::SocketEvent::HANDSHAKE_SUCCEEDED as u16) {
+                        self.handshakes += 1;
+                    }
+                }
+            }
+            let now = Instant::now();
+            if self.handshakes < self.handshakes_needed && now < self.wait_until {
+                return None;
+            }
+            if self.handshakes < self.handshakes_needed {
+                tracing::warn!(
+                    shard = index,
+                    handshakes = self.handshakes,
+                    endpoints = self.handshakes_needed,
+                    "LVC snapshot: not every SUB connection is up yet; asking anyway (values published before                      the connection completes may be missed until their next update)"
+                );
+            }
+            self.monitor = None;
+            let started = SnapshotRequester::start(
+                ctx,
+                &self.snapshot.endpoint,
+                &self.prefixes,
+                self.snapshot.timeout,
+            );
+            match started {
+                Ok(r) => self.requester = Some(r),
+                Err(err) => {
+                    tracing::error!(shard = index, endpoint = %self.snapshot.endpoint, "LVC snapshot: {err}");
+                    self.finish(index, failed_outcome());
+                    return Some(true);
+                }
+            }
+        }
+        let requester = self.requester.as_mut()?;
+        let mut going = true;
+        let outcome = requester.poll_reply(BURST_RECORDS as usize, |parts| {
+            // The same path as a CACHED frame from the SUB: the snail and the gap detector skip it, workers apply
+            // it under the last-value rule.
+            let now = now_ns();
+            for part in parts {
+                if going && !core.on_message(part, now) {
+                    going = false;
+                }
+            }
+        });
+        if !core.end_burst() {
+            going = false;
+        }
+        match outcome {
+            Some(outcome) => {
+                self.finish(index, outcome);
+                Some(going)
+            }
+            None if going => None,
+            None => Some(false),
+        }
+    }
+
+    fn finish(&mut self, index: usize, outcome: SnapshotOutcome) {
+        self.requester = None;
+        self.monitor = None;
+        *self
+            .snapshot
+            .outcome
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Some(outcome);
+        if outcome.is_complete() {
+            tracing::info!(
+                shard = index,
+                values = outcome.received,
+                ms = outcome.elapsed_ns / 1_000_000,
+                "LVC snapshot complete"
+            );
+        } else {
+            tracing::warn!(
+                shard = index,
+                status = ?outcome.status,
+                received = outcome.received,
+                sent = ?outcome.sent,
+                "LVC snapshot incomplete: the last values of some topics arrive only with their next update"
+            );
+        }
+    }
+}
+
+fn failed_outcome() -> SnapshotOutcome {
+    SnapshotOutcome {
+        status: FetchStatus::Failed,
+        received: 0,
+        sent: None,
+        elapsed_ns: 0,
+    }
+}
+
 pub(crate) type Ready = mpsc::Sender<Result<usize, SubscriberError>>;
 
 fn open_shard_socket(
     ctx: &zmq::Context,
     s: &ShardSettings,
-) -> Result<zmq::Socket, SubscriberError> {
+    watch_handshakes: bool,
+) -> Result<(zmq::Socket, Option<zmq::Socket>), SubscriberError> {
     let shard = s.index;
     let zerr = |what| {
         move |source| SubscriberError::Zmq {
@@ -95,6 +271,23 @@ fn open_shard_socket(
             sub.set_subscribe(b"H.").map_err(zerr("subscribe"))?;
         }
     }
+    // Watched before connecting, so no handshake is missed: the snapshot is asked for once they are done.
+    let monitor = match watch_handshakes {
+        true => {
+            let addr = format!(
+                "inproc://tickbox-shard-snapshot-{}-{}",
+                std::process::id(),
+                MONITORS.fetch_add(1, Ordering::Relaxed)
+            );
+            sub.monitor(&addr, zmq::SocketEvent::HANDSHAKE_SUCCEEDED as i32)
+                .map_err(zerr("monitor"))?;
+            let monitor = ctx.socket(zmq::PAIR).map_err(zerr("monitor socket"))?;
+            monitor.set_linger(0).map_err(zerr("set linger"))?;
+            monitor.connect(&addr).map_err(zerr("monitor connect"))?;
+            Some(monitor)
+        }
+        false => None,
+    };
     for endpoint in &s.shard.connect {
         let target = match &s.shard.nic {
             Some(nic) => endpoint_via_nic(endpoint, nic)?,
@@ -107,7 +300,7 @@ fn open_shard_socket(
                 source,
             })?;
     }
-    Ok(sub)
+    Ok((sub, monitor))
 }
 
 /// Binds the zmq hand-off's PUSH sockets (before the workers connect).
@@ -186,16 +379,18 @@ pub(crate) fn empty_report(s: &ShardSettings) -> SubscriberShardReport {
     }
 }
 
+/// Runs shard `s` until stopped; with `snapshot`, it also fetches that LVC snapshot once subscribed.
 pub(crate) fn run_shard(
     ctx: zmq::Context,
     mut s: ShardSettings,
     shared: Arc<Shared>,
     ready: Ready,
+    snapshot: Option<LvcSnapshot>,
 ) -> SubscriberShardReport {
     let index = s.index;
     tickbox_zmqx::pin_if_configured(s.shard.core, &format!("shard {index}"));
     let report = empty_report(&s);
-    let opened = open_shard_socket(&ctx, &s).and_then(|sub| {
+    let opened = open_shard_socket(&ctx, &s, snapshot.is_some()).and_then(|(sub, monitor)| {
         let out = match s.handoff.take() {
             Some(HandoffPlan::Ring { senders, recycler }) => Out::ring(senders, recycler),
             Some(HandoffPlan::Zmq { endpoints, hwm }) => Out::Zmq {
@@ -203,9 +398,9 @@ pub(crate) fn run_shard(
             },
             None => return Err(SubscriberError::Config("shard without a hand-off".into())),
         };
-        Ok((sub, out))
+        Ok((sub, monitor, out))
     });
-    let (sub, out) = match opened {
+    let (sub, monitor, out) = match opened {
         Ok(opened) => {
             let _ = ready.send(Ok(index));
             opened
@@ -220,8 +415,21 @@ pub(crate) fn run_shard(
     while !shared.go.load(Ordering::Acquire) && !shared.stop.load(Ordering::Acquire) {
         std::thread::sleep(Duration::from_millis(1));
     }
+    let mut snapshot = snapshot.map(|snapshot| SnapshotPhase {
+        wait_until: Instant::now() + snapshot.timeout,
+        snapshot,
+        prefixes: if s.topics.is_empty() {
+            vec![String::new()]
+        } else {
+            s.topics.clone()
+        },
+        monitor,
+        handshakes_needed: s.shard.connect.len(),
+        handshakes: 0,
+        requester: None,
+    });
     let mut core = ShardCore::new(&s, &shared, report, out);
-    receive_loop(&s, &shared, &sub, &mut core);
+    receive_loop(&ctx, &s, &shared, &sub, &mut core, &mut snapshot);
     let (report, out) = core.finish();
     shared.shards_done.fetch_add(1, Ordering::AcqRel);
     // Closing a PUSH with linger 0 would drop what the workers have not taken yet: wait for the release. (The
@@ -388,7 +596,14 @@ pub(crate) fn log_sequence_event(
     }
 }
 
-fn receive_loop(s: &ShardSettings, shared: &Shared, sub: &zmq::Socket, core: &mut ShardCore<'_>) {
+fn receive_loop(
+    ctx: &zmq::Context,
+    s: &ShardSettings,
+    shared: &Shared,
+    sub: &zmq::Socket,
+    core: &mut ShardCore<'_>,
+    snapshot: &mut Option<SnapshotPhase>,
+) {
     let index = s.index;
     let mut msg = zmq::Message::new();
     loop {
@@ -398,10 +613,31 @@ fn receive_loop(s: &ShardSettings, shared: &Shared, sub: &zmq::Socket, core: &mu
         {
             break;
         }
+        // The snapshot advances between live bursts, so live traffic never waits behind it for more than one
+        // burst of cached values (and the snail keeps judging live frames on time).
+        if let Some(phase) = snapshot.as_mut() {
+            match phase.step(ctx, index, core) {
+                None => {}
+                Some(true) => *snapshot = None,
+                Some(false) => break,
+            }
+        }
         match sub.recv(&mut msg, zmq::DONTWAIT) {
             Ok(()) => {}
             Err(zmq::Error::EAGAIN) => {
-                let _ = sub.poll(zmq::POLLIN, s.poll_ms);
+                match snapshot.as_ref().and_then(|p| p.socket()) {
+                    Some(other) => {
+                        let mut items = [
+                            sub.as_poll_item(zmq::POLLIN),
+                            other.as_poll_item(zmq::POLLIN),
+                        ];
+                        // The handshake wait has its own deadline: wake at least every 10 ms to look at it.
+                        let _ = zmq::poll(&mut items, s.poll_ms.min(10));
+                    }
+                    None => {
+                        let _ = sub.poll(zmq::POLLIN, s.poll_ms);
+                    }
+                }
                 continue;
             }
             Err(zmq::Error::EINTR) => continue,
