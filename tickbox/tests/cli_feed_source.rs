@@ -2,7 +2,8 @@
 //! journal of tickbox frames each go out on two publisher shards into plain SUB sockets. Every publishable record
 //! arrives, in file order per symbol, with its event time as the header's origin time, under gap-free per-publisher
 //! sequences; what has no tickbox equivalent is skipped and counted by reason; pacing follows `--speed`; damaged
-//! sources end with one error line and exit 1, never a panic.
+//! sources end with one error line and exit 1, never a panic. The DBN file also goes into the real `tickbox
+//! subscribe --tape`, whose tape is checked against what the `dbn` crate decodes from the file.
 
 mod common;
 mod dbn_fixtures;
@@ -338,6 +339,163 @@ fn a_dbn_file_arrives_whole_in_order_per_symbol_with_origin_times() {
     assert_eq!(summary["complete"], true, "{summary}");
 }
 
+/// The real `tickbox feed --source FILE.dbn` into the real `tickbox subscribe --tape`: the tape, the subscriber's
+/// own record of what its workers handled, holds every publishable record the `dbn` crate decodes from the same
+/// file, per symbol in file order, with its event time as origin time, under gap-free per-publisher sequences.
+#[test]
+fn a_dbn_file_fed_into_subscribe_reaches_its_workers_whole_in_order_with_origin_times() {
+    use tickbox_dbn::dbn::decode::{DecodeRecordRef, DynDecoder};
+    use tickbox_dbn::dbn::VersionUpgradePolicy;
+    let dir = TempDir::new("feed-source-subscribe");
+    let file = dir.path().join("mixed.dbn");
+    write_dbn(&file, 400, 1_000);
+    let tape = dir.path().join("tape.ndjson");
+
+    // What the dbn crate reads from the file: per topic, the event times in file order.
+    let mut want: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    let mut d = DynDecoder::from_file(&file, VersionUpgradePolicy::AsIs).unwrap();
+    while let Some(r) = d.decode_record_ref().unwrap() {
+        let hd = r.header();
+        let letter = match hd.rtype {
+            rtype::MBP_0 => "T",
+            rtype::MBP_1 => "Q",
+            // MBO has no tickbox equivalent: the feed skips it (and counts it).
+            _ => continue,
+        };
+        want.entry(format!("{letter}.XNAS.{}", hd.instrument_id))
+            .or_default()
+            .push(hd.ts_event);
+    }
+    assert_eq!(want.values().map(Vec::len).sum::<usize>(), 300);
+
+    let mut feed = KillOnDrop(
+        Command::new(TICKBOX)
+            .args([
+                "feed",
+                "--source",
+                file.to_str().unwrap(),
+                "--speed",
+                "max",
+                "--bind",
+                "tcp://127.0.0.1:*,tcp://127.0.0.1:*",
+                "--wait-for-subscribers",
+                "1",
+                "--heartbeat",
+                "20ms",
+                "--json",
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let lines = common::forward_lines(feed.0.stderr.take().unwrap());
+    let mut endpoints = [String::new(), String::new()];
+    while endpoints.iter().any(String::is_empty) {
+        let line = lines
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the feed printed no endpoints");
+        for (shard, ep) in endpoints.iter_mut().enumerate() {
+            if line.starts_with(&format!("feed shard {shard} ")) {
+                *ep = common::endpoint_in(&line).unwrap();
+            }
+        }
+    }
+    let subscribe = KillOnDrop(
+        Command::new(TICKBOX)
+            .args([
+                "subscribe",
+                "--connect",
+                &endpoints.join(","),
+                "--workers",
+                "2",
+                "--idle-exit",
+                "500ms",
+                "--duration",
+                "15s",
+                "--max-lateness",
+                "0",
+                "--tape",
+                tape.to_str().unwrap(),
+                "--json",
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let fed = feed.wait_output(Duration::from_secs(15));
+    assert!(fed.status.success(), "feed: {:?}", fed.status);
+    let out = subscribe.wait_output(Duration::from_secs(15));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "subscribe: {:?} {err}", out.status);
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+
+    // The tape: per topic, the origin times in the order the topic's worker handled them.
+    let text = std::fs::read_to_string(&tape).unwrap();
+    let mut got: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    let mut worker_of: BTreeMap<String, u64> = BTreeMap::new();
+    let mut sequences: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
+    let mut heartbeats = 0;
+    for line in text.lines() {
+        let v: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        assert_eq!(v["cached"], false, "{line}");
+        let topic = v["topic"].as_str().unwrap().to_owned();
+        if v["kind"] == "heartbeat" {
+            heartbeats += 1;
+            continue;
+        }
+        let kind = if topic.starts_with("T.") {
+            "trade"
+        } else {
+            "quote"
+        };
+        assert_eq!(v["kind"], kind, "{line}");
+        let origin = v["origin_ns"].as_u64().unwrap();
+        // The RFC 3339 form is the same instant: the fixture's times are T0 + whole microseconds.
+        let micros = (origin - T0) / 1_000;
+        let rfc = format!(
+            "2023-11-14T22:13:{:02}.{:06}000Z",
+            20 + micros / 1_000_000,
+            micros % 1_000_000
+        );
+        assert_eq!(v["origin"], rfc.as_str(), "{line}");
+        let worker = v["worker"].as_u64().unwrap();
+        assert_eq!(
+            *worker_of.entry(topic.clone()).or_insert(worker),
+            worker,
+            "one worker per symbol"
+        );
+        sequences
+            .entry(v["publisher"].as_u64().unwrap())
+            .or_default()
+            .push(v["sequence"].as_u64().unwrap());
+        got.entry(topic).or_default().push(origin);
+    }
+    assert_eq!(
+        got, want,
+        "every record, per symbol in file order, origin times intact"
+    );
+    assert!(heartbeats > 0, "heartbeats are handled (and taped) too");
+    assert_eq!(sequences.len(), 2, "two publisher shards");
+    for (publisher, mut seqs) in sequences {
+        seqs.sort_unstable();
+        let n = seqs.len() as u64;
+        assert_eq!(seqs, (1..=n).collect::<Vec<_>>(), "publisher {publisher}");
+    }
+    assert!(
+        err.contains(&format!(
+            "tape {}: {} records written",
+            tape.display(),
+            text.lines().count()
+        )),
+        "{err}"
+    );
+    assert_eq!(summary["gaps"], 0, "{summary}");
+}
+
 #[test]
 fn a_journal_arrives_whole_in_order_per_symbol_imported_or_recorded() {
     let dir = TempDir::new("feed-source-journal");
@@ -489,7 +647,8 @@ fn median_spread(mut v: Vec<f64>) -> String {
 }
 
 /// `feed --source --speed max` records/s beside the `dbn` crate decoding the same file alone and the synthetic
-/// feed at `--rate max`, one shard each, three repeats in one run. Ignored by default; run with
+/// feed at `--rate max`, and `feed --source` of the file's import (a journal) beside the journal reader alone
+/// reading it, one shard each, three repeats alternating in one run. Ignored by default; run with
 /// `cargo test --release -p tickbox --test cli_feed_source -- --ignored --nocapture` (`TICKBOX_RATE_RECORDS` sets
 /// the record count, default 1 000 000).
 #[test]
@@ -510,8 +669,48 @@ fn feed_source_rate_beside_dbn_alone_and_the_synthetic_feed() {
         "file: {n} records ({published} publishable), {} bytes",
         std::fs::metadata(&file).unwrap().len()
     );
+    // The same records imported into a journal, for `feed --source JOURNAL` beside the journal reader alone.
+    let journal = dir.path().join("rate-journal");
+    let out = Command::new(TICKBOX)
+        .args([
+            "import",
+            file.to_str().unwrap(),
+            "--journal",
+            journal.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let (mut alone, mut source, mut synthetic) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut journal_alone, mut journal_source) = (Vec::new(), Vec::new());
     for _ in 0..3 {
+        // The journal reader alone: every record, CRC-checked as the feed's journal source reads them.
+        let start = Instant::now();
+        let mut r = tickbox_journal::Reader::open(&journal).unwrap();
+        let (mut count, mut sum) = (0u64, 0u64);
+        while let Some(rec) = r.next().unwrap() {
+            count += 1;
+            sum = sum.wrapping_add(rec.capture_time_ns ^ rec.payload.len() as u64);
+        }
+        std::hint::black_box(sum);
+        assert_eq!(count, n);
+        journal_alone.push(n as f64 / start.elapsed().as_secs_f64());
+
+        let s = run_with_drain(&[
+            "feed",
+            "--source",
+            journal.to_str().unwrap(),
+            "--speed",
+            "max",
+        ]);
+        assert_eq!(s["read"], n, "{s}");
+        let secs = s["elapsed_ns"].as_u64().unwrap() as f64 / 1e9;
+        journal_source.push(n as f64 / secs);
+
         let start = Instant::now();
         let mut d = DynDecoder::from_file(&file, VersionUpgradePolicy::AsIs).unwrap();
         let mut sum = 0u64;
@@ -545,5 +744,13 @@ fn feed_source_rate_beside_dbn_alone_and_the_synthetic_feed() {
     println!(
         "synthetic feed --rate max:      {} msg/s",
         median_spread(synthetic)
+    );
+    println!(
+        "journal reader alone:           {} records/s",
+        median_spread(journal_alone)
+    );
+    println!(
+        "feed --source JOURNAL max:      {} records/s read",
+        median_spread(journal_source)
     );
 }
