@@ -19,7 +19,19 @@
 //! [`Flags::CACHED`](tickbox_wire::Flags::CACHED), then the live stream continues. Heartbeats are not cached;
 //! book levels are cached per (topic, side, level).
 //!
-//! **Why existing subscribers are not harmed.** A message sent on an XPUB reaches every subscriber whose
+//! **Late joiners, two ways (`late_joiners`).** The burst above is `late_joiners = "broadcast"`: it works with any
+//! plain SUB client, at the cost described next (bystanders receive copies). `"snapshot"` sends no burst at all on
+//! the XPUB, so bystanders receive zero cached copies; a late joiner subscribes, then asks the snapshot ROUTER
+//! (`snapshot`, `tickbox lvc --snapshot`) for the cached values of its prefixes and gets them, sent to it alone,
+//! followed by an end marker carrying how many were sent and whether the reply was complete (the protocol is in
+//! [`snapshot`] and `docs/LVC_SNAPSHOT.md`). The default, `"auto"`, is `snapshot` when a snapshot endpoint is
+//! configured and `broadcast` otherwise, so a proxy without one serves plain Guide SUB clients exactly as before.
+//! Snapshot replies are served a slice (`snapshot_slice`) per poll wake-up after live traffic, never block on a
+//! client that does not read (`ROUTER_MANDATORY`, `snapshot_hwm`; such a reply is abandoned after
+//! `snapshot_stall_timeout`), are one per client and at most `snapshot_max_clients` at once, and every refusal,
+//! abandonment and malformed request is counted in [`LvcStats`].
+//!
+//! **Why existing subscribers are not harmed (broadcast).** A message sent on an XPUB reaches every subscriber whose
 //! subscription matches, so existing subscribers also receive the burst meant for the newcomer. We accept that
 //! instead of a separate snapshot channel, because it keeps the subscriber side a plain SUB socket, and the burst
 //! is harmless to their state by construction: every copy carries `CACHED` and its original publisher id,
@@ -30,7 +42,7 @@
 //! whole cache to every subscriber matching each key, and a peer repeating a short subscription could make the
 //! proxy send the cache again and again to everyone. That is bounded (see **Hostile peers**), not prevented.
 //!
-//! **Why the burst cannot go to the newcomer alone.** libzmq 4.3.4 (bundled) accepts `ZMQ_XPUB_MANUAL_LAST_VALUE`
+//! **Why the XPUB burst cannot go to the newcomer alone** (hence the separate snapshot socket). libzmq 4.3.4 (bundled) accepts `ZMQ_XPUB_MANUAL_LAST_VALUE`
 //! (option 98) even though it is a DRAFT option, but it restricts only the *first* send after a received
 //! subscription to the subscriber that sent it (libzmq clears its "last pipe" on that send); every later send
 //! goes to all matching subscribers again (`tests/hostile.rs` shows it). That serves one exact topic, not a
@@ -131,6 +143,7 @@ mod engine;
 mod proxy;
 #[allow(unsafe_code)] // FFI to libzmq's zmq_msg_t; each block states its invariant.
 mod raw;
+pub mod snapshot;
 pub mod tap;
 
 use std::time::Duration;
@@ -165,6 +178,23 @@ pub enum SlowSubscriber {
     Drop,
     /// Back-pressure (XPUB_NODROP), waiting up to `block_timeout` per message.
     Block,
+}
+
+/// How a late joiner gets the cached values of its subscription (`late_joiners` in `[lvc]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LateJoiners {
+    /// `snapshot` when a snapshot endpoint is configured, else `broadcast`: a proxy without one serves plain
+    /// Guide SUB clients exactly as before, and configuring one says its clients fetch snapshots.
+    #[default]
+    Auto,
+    /// Every subscription on the XPUB triggers a cached burst on the XPUB, which every matching subscriber
+    /// receives (marked CACHED; bounded by `max_cached_per_subscription` and `cached_per_second`). Works with any
+    /// plain SUB client.
+    Broadcast,
+    /// Subscriptions trigger no cached burst: bystanders receive zero cached copies. Late joiners ask the
+    /// snapshot socket (`snapshot`, required) and get the values sent to them alone.
+    Snapshot,
 }
 
 /// How the Espresso tap behaves when a tap consumer cannot keep up (see [`crate::tap`]).
@@ -223,6 +253,10 @@ pub struct LvcConfig {
     /// Also copy cached values to the tap. Off by default: a recorder wants the live stream, and a cached burst
     /// is implied by the subscription event the tap does carry.
     pub tap_cached: bool,
+    /// How the tap frames what it emits: `tickbox` (default: one frame per message, events as `0x00` frames) or
+    /// `guide`: the Guide's two-frame capture `[topic][value]` for every message and event, readable by a plain
+    /// ZeroMQ SUB (see [`tap::TapFraming`]).
+    pub tap_framing: tap::TapFraming,
     /// Period of the stats log line; `0s` disables it (stats are still logged on exit).
     pub stats_interval: HumanDuration,
     /// Upstream messages handled per poll wake-up before subscription events are looked at again.
@@ -257,6 +291,29 @@ pub struct LvcConfig {
     /// the module docs), so this bounds what a flood of subscriptions can make the proxy send to bystanders.
     /// A burst cut short is counted in `cached_bursts_capped`.
     pub cached_per_second: usize,
+    /// Where the snapshot ROUTER is bound (late joiners ask it for the cached values of their prefixes and get
+    /// them alone, see [`snapshot`]); none disables it.
+    pub snapshot: Option<String>,
+    /// How late joiners get cached values: `broadcast` (a burst on the XPUB, to every matching subscriber),
+    /// `snapshot` (no burst; clients ask the snapshot socket), or `auto` (default: `snapshot` when `snapshot` is
+    /// set, else `broadcast`).
+    pub late_joiners: LateJoiners,
+    /// At most this many prefixes in one snapshot request (each at most `max_subscription_bytes`); a longer
+    /// request is answered malformed and counted.
+    pub snapshot_max_prefixes: usize,
+    /// At most this many snapshot replies in progress at once, one per client; another request is answered busy
+    /// and counted (`snapshot_refused`).
+    pub snapshot_max_clients: usize,
+    /// At most this many values in one snapshot reply; beyond it the reply ends `truncated` (counted).
+    pub snapshot_max_values: u64,
+    /// Send high-water mark of the snapshot socket, per client, in messages.
+    pub snapshot_hwm: i32,
+    /// Snapshot messages sent per poll wake-up over all replies in progress, so a reply delays live forwarding
+    /// by at most one slice.
+    pub snapshot_slice: usize,
+    /// A reply whose client has taken nothing for this long (its queue stays full) is abandoned and counted
+    /// (`snapshot_abandoned`): a client that does not read never holds the proxy.
+    pub snapshot_stall_timeout: HumanDuration,
     /// `[context.sockets.lvc]`, copied here by the binary; applied to the XSUB, the XPUB and the tap (see `tickbox_zmqx::profile`).
     #[serde(skip)]
     pub socket_profile: tickbox_zmqx::profile::SocketProfile,
@@ -282,6 +339,7 @@ impl Default for LvcConfig {
             block_timeout: HumanDuration(Duration::from_secs(5)),
             malformed: MalformedPolicy::Drop,
             tap_cached: false,
+            tap_framing: tap::TapFraming::Tickbox,
             stats_interval: HumanDuration(Duration::from_secs(10)),
             batch: 1024,
             core: None,
@@ -291,6 +349,14 @@ impl Default for LvcConfig {
             max_downstream_prefix_bytes: 1 << 20,
             max_cached_per_subscription: 100_000,
             cached_per_second: 200_000,
+            snapshot: None,
+            late_joiners: LateJoiners::Auto,
+            snapshot_max_prefixes: 64,
+            snapshot_max_clients: 64,
+            snapshot_max_values: 1_000_000,
+            snapshot_hwm: 10_000,
+            snapshot_slice: 1024,
+            snapshot_stall_timeout: HumanDuration(Duration::from_secs(5)),
             socket_profile: tickbox_zmqx::profile::SocketProfile::default(),
         }
     }
@@ -317,6 +383,17 @@ pub enum LvcError {
     /// The proxy thread ended before binding (the reason was reported by [`spawn`] or logged).
     #[error("the LVC proxy thread stopped before reporting its endpoints")]
     StartFailed,
+}
+
+impl LvcConfig {
+    /// Whether subscriptions on the XPUB trigger a cached burst ([`LateJoiners::Auto`] resolved).
+    pub fn broadcasts_cached(&self) -> bool {
+        match self.late_joiners {
+            LateJoiners::Broadcast => true,
+            LateJoiners::Snapshot => false,
+            LateJoiners::Auto => self.snapshot.is_none(),
+        }
+    }
 }
 
 impl LvcError {

@@ -9,7 +9,10 @@ use std::time::{Duration, Instant};
 use super::cache::{CachedValue, Parts};
 use super::engine::{mark_cached, DownstreamEvent, Forwarding, LvcEngine, LvcStats};
 use super::raw::RawMsg;
-use super::{LvcConfig, LvcError, SlowSubscriber, TapDrop};
+use super::snapshot::{
+    ReplyItem, RequestParser, SendOutcome, ServerLimits, SnapshotServer, REQUEST_HEAD_LEN,
+};
+use super::{LateJoiners, LvcConfig, LvcError, SlowSubscriber, TapDrop};
 use tickbox_wire::tap;
 
 const DONTWAIT: c_int = zmq_sys::ZMQ_DONTWAIT as c_int;
@@ -28,6 +31,8 @@ pub struct LvcEndpoints {
     pub downstream: String,
     /// For tap consumers.
     pub tap: Option<String>,
+    /// For snapshot requests (late joiners).
+    pub snapshot: Option<String>,
 }
 
 /// A running proxy. Dropping it stops the proxy and waits for its thread.
@@ -112,7 +117,7 @@ pub fn spawn(ctx: &zmq::Context, config: LvcConfig) -> Result<LvcHandle, LvcErro
                     }
                 };
                 let result = proxy.run(&stop, &shared);
-                let stats = proxy.engine.stats();
+                let stats = proxy.stats();
                 *shared.lock().unwrap_or_else(|e| e.into_inner()) = stats;
                 tracing::info!("lvc final: {stats}");
                 result.map(|()| stats)
@@ -148,8 +153,28 @@ struct Proxy {
     slow: SlowSubscriber,
     block_timeout: Duration,
     tap_cached: bool,
+    /// `[lvc] tap_framing = "guide"`: every tap copy goes out as `[topic][value]`.
+    tap_guide: bool,
     batch: usize,
     stats_interval: Option<Duration>,
+    /// Whether a subscription on the XPUB triggers a cached burst there (`late_joiners`).
+    broadcast: bool,
+    snapshot: Option<SnapshotSide>,
+}
+
+/// The snapshot ROUTER and the replies in progress.
+struct SnapshotSide {
+    router: zmq::Socket,
+    parser: RequestParser,
+    server: SnapshotServer,
+    /// The routing id of the request being read; `in_message` while its parts are still coming.
+    peer: Vec<u8>,
+    in_message: bool,
+    part: zmq::Message,
+    scratch: Vec<u8>,
+    slice: usize,
+    /// Whether the last slice sent anything (then the loop polls without waiting, to send the next one).
+    progress: bool,
 }
 
 impl Proxy {
@@ -233,6 +258,64 @@ impl Proxy {
             None => (None, None),
         };
 
+        if config.late_joiners == LateJoiners::Snapshot && config.snapshot.is_none() {
+            return Err(LvcError::Config(
+                "late_joiners = \"snapshot\" needs a snapshot endpoint (`snapshot`, --snapshot)"
+                    .into(),
+            ));
+        }
+        let (snapshot, snapshot_endpoint) = match &config.snapshot {
+            Some(ep) => {
+                let router = ctx
+                    .socket(zmq::ROUTER)
+                    .map_err(LvcError::zmq("creating snapshot ROUTER"))?;
+                router
+                    .set_linger(0)
+                    .map_err(LvcError::zmq("snapshot linger"))?;
+                // EAGAIN for a full client and EHOSTUNREACH for a gone one, instead of a silent drop: a reply is
+                // then paused or abandoned, and counted, never cut without the client's count showing it.
+                router
+                    .set_router_mandatory(true)
+                    .map_err(LvcError::zmq("snapshot router_mandatory"))?;
+                // 0 would be libzmq's "no limit": at least one message, so a client that does not read is bounded.
+                router
+                    .set_sndhwm(config.snapshot_hwm.max(1))
+                    .map_err(LvcError::zmq("snapshot sndhwm"))?;
+                // Requests are small and answered in turn; a flood waits in a short queue (and in TCP) rather
+                // than in the proxy's memory.
+                router
+                    .set_rcvhwm(1000)
+                    .map_err(LvcError::zmq("snapshot rcvhwm"))?;
+                let max_part = config.max_subscription_bytes.max(REQUEST_HEAD_LEN);
+                router
+                    .set_maxmsgsize(clamp_i64(max_part.saturating_add(64)))
+                    .map_err(LvcError::zmq("snapshot maxmsgsize"))?;
+                tickbox_zmqx::profile::apply(&router, &config.socket_profile)
+                    .map_err(LvcError::zmq("snapshot profile"))?;
+                let bound = resolve(&router, ep, "snapshot endpoint")?;
+                let side = SnapshotSide {
+                    router,
+                    parser: RequestParser::new(
+                        config.snapshot_max_prefixes,
+                        config.max_subscription_bytes,
+                    ),
+                    server: SnapshotServer::new(ServerLimits {
+                        max_clients: config.snapshot_max_clients.max(1),
+                        max_values: config.snapshot_max_values,
+                        stall_timeout: config.snapshot_stall_timeout.0,
+                    }),
+                    peer: Vec::new(),
+                    in_message: false,
+                    part: zmq::Message::new(),
+                    scratch: Vec::with_capacity(256),
+                    slice: config.snapshot_slice.max(1),
+                    progress: false,
+                };
+                (Some(side), Some(bound))
+            }
+            None => (None, None),
+        };
+
         let engine = LvcEngine::new(&config);
         for prefix in engine.own_subscriptions() {
             let mut frame = Vec::with_capacity(prefix.len() + 1);
@@ -244,6 +327,8 @@ impl Proxy {
         tracing::info!(
             downstream = %downstream,
             tap = ?tap_endpoint,
+            snapshot = ?snapshot_endpoint,
+            broadcast_cached = config.broadcasts_cached(),
             tap_drop = ?config.tap_drop,
             upstream_connect = ?config.upstream,
             upstream_bind = ?upstream,
@@ -253,6 +338,7 @@ impl Proxy {
             upstream,
             downstream,
             tap: tap_endpoint,
+            snapshot: snapshot_endpoint,
         };
         Ok((
             Proxy {
@@ -266,19 +352,43 @@ impl Proxy {
                 slow: config.slow_subscriber,
                 block_timeout: config.block_timeout.0,
                 tap_cached: config.tap_cached,
+                tap_guide: config.tap_framing == crate::tap::TapFraming::Guide,
                 batch: config.batch.max(1),
                 stats_interval: (!config.stats_interval.0.is_zero())
                     .then_some(config.stats_interval.0),
+                broadcast: config.broadcasts_cached(),
+                snapshot,
             },
             endpoints,
         ))
+    }
+
+    /// The engine's counters with the snapshot channel's.
+    fn stats(&self) -> LvcStats {
+        let mut stats = self.engine.stats();
+        if let Some(side) = &self.snapshot {
+            stats.merge_snapshot(&side.server.counters());
+        }
+        stats
     }
 
     fn run(&mut self, stop: &AtomicBool, shared: &Mutex<LvcStats>) -> Result<(), LvcError> {
         let mut last_publish = Instant::now();
         let mut last_log = Instant::now();
         while !stop.load(Ordering::Relaxed) {
-            let (up, down, tap_in) = {
+            // A reply that made progress sends its next slice right after this wake-up's live traffic; one whose
+            // client is full is retried every 10 ms until it drains or is abandoned.
+            let wait = match &self.snapshot {
+                Some(side) if side.server.is_busy() => {
+                    if side.progress {
+                        0
+                    } else {
+                        10
+                    }
+                }
+                _ => POLL_MS,
+            };
+            let (up, down, tap_in, snap_in) = {
                 let mut items = [
                     self.xsub.as_poll_item(zmq::POLLIN),
                     self.xpub.as_poll_item(zmq::POLLIN),
@@ -287,9 +397,13 @@ impl Proxy {
                         // Polling the XSUB twice is harmless and keeps the array fixed-size.
                         None => self.xsub.as_poll_item(zmq::POLLIN),
                     },
+                    match &self.snapshot {
+                        Some(side) => side.router.as_poll_item(zmq::POLLIN),
+                        None => self.xsub.as_poll_item(zmq::POLLIN),
+                    },
                 ];
                 // A signal interrupting the poll is a wake-up to check `stop`, not a failure.
-                match zmq::poll(&mut items, POLL_MS) {
+                match zmq::poll(&mut items, wait) {
                     Ok(_) | Err(zmq::Error::EINTR) => {}
                     Err(err) => return Err(LvcError::zmq("poll")(err)),
                 }
@@ -297,6 +411,7 @@ impl Proxy {
                     items[0].is_readable(),
                     items[1].is_readable(),
                     self.tap.is_some() && items[2].is_readable(),
+                    self.snapshot.is_some() && items[3].is_readable(),
                 )
             };
             // Subscriptions first, so a late joiner's cached values go out before more live traffic.
@@ -309,14 +424,20 @@ impl Proxy {
             if tap_in {
                 self.drain_tap_subscriptions();
             }
+            // Requests after live traffic, and at most one slice of replies per wake-up: a snapshot never holds
+            // live forwarding for more than `snapshot_slice` sends.
+            if snap_in {
+                self.drain_snapshot_requests();
+            }
+            self.serve_snapshots();
             let now = Instant::now();
             if now.duration_since(last_publish) >= PUBLISH_EVERY {
-                *shared.lock().unwrap_or_else(|e| e.into_inner()) = self.engine.stats();
+                *shared.lock().unwrap_or_else(|e| e.into_inner()) = self.stats();
                 last_publish = now;
             }
             if let Some(every) = self.stats_interval {
                 if now.duration_since(last_log) >= every {
-                    tracing::info!("lvc stats: {}", self.engine.stats());
+                    tracing::info!("lvc stats: {}", self.stats());
                     last_log = now;
                 }
             }
@@ -346,13 +467,20 @@ impl Proxy {
                 continue;
             }
             if let Some(tap) = self.tap.as_mut() {
+                // Shares the buffer (reference count) rather than copying it. Copied before a Guide topic frame
+                // goes out, so a failed copy never leaves a topic frame waiting for its value.
+                let sent = self.tap_msg.copy_from(&mut self.msg).is_ok()
+                    && (!self.tap_guide
+                        || tap
+                            .send(
+                                crate::tap::guide_topic(self.msg.bytes()),
+                                zmq::SNDMORE | zmq::DONTWAIT,
+                            )
+                            .is_ok())
+                    && self.tap_msg.send(tap, DONTWAIT).is_ok();
                 let stats = self.engine.stats_mut();
-                // Shares the buffer (reference count) rather than copying it.
-                if self.tap_msg.copy_from(&mut self.msg).is_ok() {
-                    match self.tap_msg.send(tap, DONTWAIT) {
-                        Ok(()) => stats.tap_sent += 1,
-                        Err(_) => stats.tap_dropped += 1,
-                    }
+                if sent {
+                    stats.tap_sent += 1;
                 } else {
                     stats.tap_dropped += 1;
                 }
@@ -471,6 +599,8 @@ impl Proxy {
             tap,
             scratch,
             tap_cached,
+            tap_guide,
+            broadcast,
             ..
         } = self;
         let (prefix, forward, subscribe) = match engine.on_downstream(frame) {
@@ -512,14 +642,17 @@ impl Proxy {
         if let Some(tap) = tap.as_mut() {
             scratch.clear();
             tap::encode_event(scratch, frame);
-            match tap.send(scratch.as_slice(), zmq::DONTWAIT) {
-                Ok(()) => tap_sent += 1,
-                Err(_) => tap_dropped += 1,
+            if send_tap_frame(tap, *tap_guide, scratch) {
+                tap_sent += 1;
+            } else {
+                tap_dropped += 1;
             }
         }
         let mut cached_sent = 0;
         let mut cached_dropped = 0;
-        if subscribe {
+        // Under `late_joiners = "snapshot"` late joiners ask the snapshot socket: nothing cached goes on the XPUB,
+        // so bystanders get no copies at all.
+        if subscribe && *broadcast {
             let allowance = engine.begin_burst(Instant::now());
             let mut matching = engine.cached_values(prefix);
             for cached in matching.by_ref().take(allowance) {
@@ -542,9 +675,10 @@ impl Proxy {
                         }
                         if *tap_cached {
                             if let Some(tap) = tap.as_mut() {
-                                match tap.send(scratch.as_slice(), zmq::DONTWAIT) {
-                                    Ok(()) => tap_sent += 1,
-                                    Err(_) => tap_dropped += 1,
+                                if send_tap_frame(tap, *tap_guide, scratch) {
+                                    tap_sent += 1;
+                                } else {
+                                    tap_dropped += 1;
                                 }
                             }
                         }
@@ -583,6 +717,67 @@ impl Proxy {
         Ok(())
     }
 
+    /// Up to `batch` parts of snapshot requests (a request's parts may span wake-ups: the parser keeps its place
+    /// and keeps only the bounded prefixes). Each complete request starts a reply or is answered at once (busy,
+    /// malformed).
+    fn drain_snapshot_requests(&mut self) {
+        let Some(side) = self.snapshot.as_mut() else {
+            return;
+        };
+        for _ in 0..self.batch {
+            if side.router.recv(&mut side.part, zmq::DONTWAIT).is_err() {
+                return;
+            }
+            let more = side.part.get_more();
+            if !side.in_message {
+                // The routing frame libzmq adds; the request's own parts follow.
+                side.peer.clear();
+                side.peer.extend_from_slice(&side.part);
+                side.in_message = more;
+                continue;
+            }
+            let Some(parsed) = side.parser.part(&side.part, more) else {
+                continue;
+            };
+            side.in_message = false;
+            let answer = match parsed {
+                Ok(request) => side.server.admit(&side.peer, request),
+                Err(err) => Some(side.server.malformed(side.parser.request_id(), err)),
+            };
+            if let Some(end) = answer {
+                // Best effort: a client that does not read misses its refusal, which is counted anyway.
+                let _ = send_reply(
+                    &side.router,
+                    &mut side.scratch,
+                    &side.peer,
+                    ReplyItem::End(end),
+                );
+            }
+        }
+    }
+
+    /// One slice of the snapshot replies in progress.
+    fn serve_snapshots(&mut self) {
+        let Some(side) = self.snapshot.as_mut() else {
+            return;
+        };
+        if !side.server.is_busy() {
+            side.progress = false;
+            return;
+        }
+        let SnapshotSide {
+            router,
+            server,
+            scratch,
+            slice,
+            ..
+        } = side;
+        let sent = server.serve(self.engine.cache(), Instant::now(), *slice, |peer, item| {
+            send_reply(router, scratch, peer, item)
+        });
+        side.progress = sent > 0;
+    }
+
     /// Tap consumers' subscriptions: read so they do not pile up; the tap XPUB filters by them itself.
     fn drain_tap_subscriptions(&mut self) {
         let Some(tap) = self.tap.as_ref() else { return };
@@ -608,6 +803,71 @@ impl Proxy {
                 }
             }
         }
+    }
+}
+
+/// Sends one tickbox tap frame (an event, a cached value) without waiting, in the tap's framing: alone, or under
+/// its Guide topic frame. Only the first frame can be refused, so a refused topic frame means nothing went out.
+fn send_tap_frame(tap: &zmq::Socket, guide: bool, frame: &[u8]) -> bool {
+    if guide
+        && tap
+            .send(
+                crate::tap::guide_topic(frame),
+                zmq::SNDMORE | zmq::DONTWAIT,
+            )
+            .is_err()
+    {
+        return false;
+    }
+    tap.send(frame, zmq::DONTWAIT).is_ok()
+}
+
+/// Sends one reply message to `peer` on the snapshot ROUTER without waiting. A tickbox frame goes out marked
+/// CACHED, exactly as in the XPUB's burst; a multipart value as it was published.
+fn send_reply(
+    router: &zmq::Socket,
+    scratch: &mut Vec<u8>,
+    peer: &[u8],
+    item: ReplyItem<'_>,
+) -> SendOutcome {
+    let end: [u8; super::snapshot::END_LEN];
+    let single: Option<&[u8]> = match item {
+        ReplyItem::End(e) => {
+            end = e.encode();
+            Some(&end)
+        }
+        ReplyItem::Value(CachedValue::Frame(frame)) => {
+            scratch.clear();
+            scratch.extend_from_slice(frame);
+            // Only valid frames are cached as frames, so marking cannot fail.
+            let _ = mark_cached(scratch);
+            Some(scratch.as_slice())
+        }
+        ReplyItem::Value(CachedValue::Multipart(_)) => None,
+    };
+    // The routing frame decides: libzmq checks the client's queue (EAGAIN) and presence (EHOSTUNREACH) on it,
+    // and then takes the rest of the message.
+    match router.send(peer, zmq::SNDMORE | zmq::DONTWAIT) {
+        Ok(()) => {}
+        Err(zmq::Error::EHOSTUNREACH) => return SendOutcome::Gone,
+        Err(_) => return SendOutcome::Full,
+    }
+    let ok = match (single, item) {
+        (Some(frame), _) => router.send(frame, zmq::DONTWAIT).is_ok(),
+        (None, ReplyItem::Value(CachedValue::Multipart(parts))) => {
+            let last = parts.len().saturating_sub(1);
+            parts.iter().enumerate().all(|(i, part)| {
+                let flags = if i < last { zmq::SNDMORE } else { 0 };
+                router.send(part, flags | zmq::DONTWAIT).is_ok()
+            })
+        }
+        (None, _) => false,
+    };
+    if ok {
+        SendOutcome::Sent
+    } else {
+        // After the routing frame libzmq does not refuse the rest; if it ever did, the reply is broken: end it.
+        SendOutcome::Gone
     }
 }
 

@@ -7,7 +7,9 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use tickbox_lvc::{LvcConfig, LvcEndpoints, LvcStats, Overflow, SlowSubscriber, TapDrop};
+use tickbox_lvc::{
+    LateJoiners, LvcConfig, LvcEndpoints, LvcStats, Overflow, SlowSubscriber, TapDrop,
+};
 
 use tickbox_units::HumanDuration;
 
@@ -30,6 +32,15 @@ pub(crate) struct Args {
     /// Bind the Espresso tap here.
     #[arg(long, value_name = "EP")]
     tap: Option<String>,
+    /// Bind the snapshot ROUTER here: a late joiner (`tickbox subscribe --lvc-snapshot`) asks it for the cached
+    /// values of its prefixes and gets them alone, followed by an end marker with their count.
+    #[arg(long, value_name = "EP")]
+    snapshot: Option<String>,
+    /// How late joiners get cached values: `broadcast` (a burst on the subscriber socket, which every matching
+    /// subscriber receives; for plain SUB clients), `snapshot` (no burst; clients ask --snapshot), or `auto`
+    /// (default: snapshot when --snapshot is given, else broadcast).
+    #[arg(long, value_name = "auto|broadcast|snapshot", value_parser = parse_late_joiners)]
+    late_joiners: Option<LateJoiners>,
     /// Prefixes to cache (subscribed upstream for the proxy's life); default everything.
     #[arg(long, value_delimiter = ',', value_name = "P[,P…]")]
     cache_prefixes: Option<Vec<String>>,
@@ -58,6 +69,10 @@ pub(crate) struct Args {
     /// the recorder), or with every other tap consumer, counted by the proxy (`counted`).
     #[arg(long, value_name = "per-consumer|counted", value_parser = parse_tap_drop)]
     tap_drop: Option<TapDrop>,
+    /// How the tap frames what it emits: `tickbox` (default) or `guide`, the Guide's two-frame capture
+    /// `[topic][value]` (value: the whole tickbox frame; events under the topic `\0`) for plain ZeroMQ SUBs.
+    #[arg(long, value_name = "tickbox|guide")]
+    tap_framing: Option<tickbox_lvc::tap::TapFraming>,
     /// Longest subscription prefix (bytes) acted on; longer ones are refused and counted, and much longer ones
     /// make libzmq drop the subscriber's connection.
     #[arg(long, value_name = "BYTES")]
@@ -90,6 +105,8 @@ pub(crate) struct Args {
 fn lvc_status(endpoints: &LvcEndpoints, config: &LvcConfig, stats: &LvcStats) -> serde_json::Value {
     serde_json::json!({
         "component": "lvc",
+        "snapshot": endpoints.snapshot,
+        "late_joiners": if config.broadcasts_cached() { "broadcast" } else { "snapshot" },
         "state": "running",
         "subscribers": endpoints.downstream,
         "publishers": endpoints.upstream,
@@ -98,6 +115,7 @@ fn lvc_status(endpoints: &LvcEndpoints, config: &LvcConfig, stats: &LvcStats) ->
         "tap_drop": config.tap_drop,
         // In per_consumer mode libzmq drops per tap consumer without telling the proxy.
         "tap_drops_counted": config.tap_drop == TapDrop::Counted,
+        "tap_framing": config.tap_framing,
         "slow_subscriber": config.slow_subscriber,
         "stats": stats,
         "drops": stats.drops(),
@@ -112,6 +130,9 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     }
     if let Some(tap) = &args.tap {
         crate::flags::check_bind("--tap", tap)?;
+    }
+    if let Some(snapshot) = &args.snapshot {
+        crate::flags::check_bind("--snapshot", snapshot)?;
     }
     if let Some(broker) = &args.broker {
         crate::flags::check_connect("--broker", broker)?;
@@ -140,6 +161,9 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         }
         if let Some(tap) = &endpoints.tap {
             writeln!(out, "lvc tap {tap}")?;
+        }
+        if let Some(snapshot) = &endpoints.snapshot {
+            writeln!(out, "lvc snapshot {snapshot}")?;
         }
         out.flush()?;
     }
@@ -196,6 +220,12 @@ fn apply(args: Args, mut config: LvcConfig) -> LvcConfig {
     if args.tap.is_some() {
         config.tap = args.tap;
     }
+    if args.snapshot.is_some() {
+        config.snapshot = args.snapshot;
+    }
+    if let Some(late_joiners) = args.late_joiners {
+        config.late_joiners = late_joiners;
+    }
     if let Some(prefixes) = args.cache_prefixes {
         config.cache_prefixes = prefixes;
     }
@@ -220,6 +250,7 @@ fn apply(args: Args, mut config: LvcConfig) -> LvcConfig {
         upstream_hwm,
         tap_hwm,
         tap_drop,
+        tap_framing,
         max_subscription_bytes,
         max_message_bytes,
         max_downstream_prefixes,
@@ -257,6 +288,13 @@ fn print_stats(s: &LvcStats, tap_drop: TapDrop) -> std::io::Result<()> {
         ("subs refused", s.subscriptions_refused),
         ("prefixes refused", s.prefixes_refused),
         ("bursts capped", s.cached_bursts_capped),
+        ("snapshot requests", s.snapshot_requests),
+        ("snapshot values", s.snapshot_values),
+        ("snapshot completed", s.snapshot_completed),
+        ("snapshot truncated", s.snapshot_truncated),
+        ("snapshot refused", s.snapshot_refused),
+        ("snapshot abandoned", s.snapshot_abandoned),
+        ("snapshot malformed", s.snapshot_malformed),
     ] {
         // A 0 here would claim no tap loss, which the proxy cannot know in per-consumer mode.
         if name == "tap dropped" && tap_drop == TapDrop::PerConsumer {
@@ -281,6 +319,15 @@ fn parse_tap_drop(text: &str) -> Result<TapDrop, String> {
         "per-consumer" | "per_consumer" => Ok(TapDrop::PerConsumer),
         "counted" => Ok(TapDrop::Counted),
         other => Err(format!("`{other}`: expected per-consumer or counted")),
+    }
+}
+
+fn parse_late_joiners(text: &str) -> Result<LateJoiners, String> {
+    match text {
+        "auto" => Ok(LateJoiners::Auto),
+        "broadcast" => Ok(LateJoiners::Broadcast),
+        "snapshot" => Ok(LateJoiners::Snapshot),
+        other => Err(format!("`{other}`: expected auto, broadcast or snapshot")),
     }
 }
 
