@@ -1,9 +1,10 @@
 //! One publisher: a PUB (or no-drop XPUB) socket with its own publisher id and gap-free sequence.
 
 use tickbox_wire::{
-    encode, encoded_len, now_ns, BatchBuilder, Header, Heartbeat, Kind, Payload, BATCH_HEADER_LEN,
+    encode, encoded_len, now_ns, BatchCursor, Header, Heartbeat, Kind, Payload, BATCH_HEADER_LEN,
     BATCH_RECORD_PREFIX,
 };
+use tickbox_zmqx::zero_copy::{PoolBuf, WhenExhausted, ZeroCopySender};
 
 use crate::config::{BatchMode, FeedConfig, PublisherShardConfig};
 use crate::error::FeedError;
@@ -32,6 +33,9 @@ pub struct PublisherCounts {
     pub frames: u64,
     /// Of `frames`, batch frames (each carrying two or more data messages).
     pub batches: u64,
+    /// Batch buffers allocated because every recycled one was still queued in libzmq (a slow subscriber's
+    /// queue holds them); the batch went out all the same.
+    pub batch_buffers_allocated: u64,
 }
 
 impl PublisherCounts {
@@ -88,6 +92,40 @@ pub fn open_publisher_socket(
     Ok((socket, resolved))
 }
 
+/// Recycled buffers for batch frames (at most this many queued in libzmq before a batch allocates its own).
+const BATCH_BUFFERS: usize = 64;
+/// Memory bound of one publisher's batch buffers when `batch_max_bytes` is large: fewer buffers, at least 4.
+const BATCH_POOL_BYTES: usize = 4 << 20;
+
+/// A publisher's batching: messages are encoded straight into a recycled buffer, which libzmq then sends as it
+/// is (no second copy); a send refused by a full pipe keeps that message for the next flush.
+struct FeedBatch {
+    sender: ZeroCopySender,
+    max_records: u16,
+    /// The batch being filled.
+    open: Option<(PoolBuf, BatchCursor)>,
+    /// Messages in the frame a full pipe refused (the sender's pending message), 0 when none.
+    pending_records: usize,
+}
+
+impl FeedBatch {
+    fn new(max_bytes: usize, max_records: u16) -> Self {
+        let buffers = (BATCH_POOL_BYTES / max_bytes.max(1)).clamp(4, BATCH_BUFFERS);
+        FeedBatch {
+            // Never wait for a buffer: on a plain PUB a slow subscriber's queue may hold them all, and a live
+            // feed must not stall the others on it.
+            sender: ZeroCopySender::new(buffers, max_bytes, WhenExhausted::Allocate),
+            max_records,
+            open: None,
+            pending_records: 0,
+        }
+    }
+
+    fn open_len(&self) -> usize {
+        self.open.as_ref().map_or(0, |(_, c)| c.len())
+    }
+}
+
 /// Stamps, encodes and sends messages for one publisher id. Encoding reuses one buffer, so publishing never
 /// allocates on our side (libzmq still allocates its own message for frames over 33 bytes).
 pub struct Publisher {
@@ -104,7 +142,7 @@ pub struct Publisher {
     /// Send the topic alone first (the Guide's envelope), see [`Publisher::set_guide_framing`].
     guide_framing: bool,
     /// Messages waiting to go out as one batch frame (see [`Publisher::set_batching`]); encoded in place.
-    batch: Option<BatchBuilder>,
+    batch: Option<FeedBatch>,
     batching: bool,
 }
 
@@ -135,7 +173,7 @@ impl Publisher {
     /// Gives the publisher a batch buffer (`max_records` messages, `max_bytes` per frame, allocated once), used
     /// while [`set_batching`](Self::set_batching) says so.
     pub fn with_batch(mut self, max_bytes: usize, max_records: u16) -> Self {
-        self.batch = Some(BatchBuilder::new(max_bytes, max_records.max(1)));
+        self.batch = Some(FeedBatch::new(max_bytes, max_records.max(1)));
         self
     }
 
@@ -157,7 +195,9 @@ impl Publisher {
 
     /// Data messages batched and not sent yet (they have their sequences; [`flush`](Self::flush) sends them).
     pub fn pending(&self) -> usize {
-        self.batch.as_ref().map_or(0, BatchBuilder::len)
+        self.batch
+            .as_ref()
+            .map_or(0, |b| b.pending_records + b.open_len())
     }
 
     /// Sends the batched messages (one alone as a plain frame). False if the no-drop pipe stayed full for
@@ -166,22 +206,55 @@ impl Publisher {
         let Some(batch) = self.batch.as_mut() else {
             return Ok(true);
         };
-        let n = batch.len();
+        let shard = self.shard;
+        let send_err = |e: tickbox_zmqx::ZmqxError| match e {
+            tickbox_zmqx::ZmqxError::Zmq(source) => FeedError::Send { shard, source },
+            // Only a send while another is pending, which the order below rules out.
+            _ => FeedError::Send {
+                shard,
+                source: zmq::Error::EFSM,
+            },
+        };
+        // A frame refused earlier goes first: it is the very message libzmq refused, kept, not rebuilt.
+        if batch.pending_records > 0 {
+            if !batch
+                .sender
+                .send_pending(&mut self.socket, 0)
+                .map_err(send_err)?
+            {
+                self.counts.would_block += 1;
+                return Ok(false);
+            }
+            let n = std::mem::take(&mut batch.pending_records);
+            self.counts.frames += 1;
+            self.counts.batches += u64::from(n > 1);
+        }
+        let n = batch.open_len();
         if n == 0 {
             return Ok(true);
         }
-        let frame = batch.frame();
-        let message = if n == 1 {
-            &frame[BATCH_HEADER_LEN + BATCH_RECORD_PREFIX..]
-        } else {
-            frame
+        let Some((mut buf, cursor)) = batch.open.take() else {
+            return Ok(true);
         };
-        // The builder keeps its bytes until cleared, so a send refused at the high-water mark retries the same
-        // batch; libzmq copies it once into its own message.
-        if !send_slice(&self.socket, message, self.shard, &mut self.counts)? {
+        let used = cursor.finish(&mut buf);
+        // A lone message goes as a plain frame: the same buffer, past the batch header and length prefix.
+        let range = if n == 1 {
+            BATCH_HEADER_LEN + BATCH_RECORD_PREFIX..used
+        } else {
+            0..used
+        };
+        let allocated = batch.sender.stats().allocated;
+        self.counts.batch_buffers_allocated = allocated;
+        // The buffer itself is the message (no copy); a full pipe leaves it pending for the next flush.
+        if !batch
+            .sender
+            .send(&mut self.socket, buf, range, 0)
+            .map_err(send_err)?
+        {
+            batch.pending_records = n;
+            self.counts.would_block += 1;
             return Ok(false);
         }
-        batch.clear();
         self.counts.frames += 1;
         self.counts.batches += u64::from(n > 1);
         Ok(true)
@@ -299,11 +372,19 @@ impl Publisher {
                     .batch
                     .as_mut()
                     .expect("batching implies a batch buffer");
-                if let Some(slot) = batch.push_with(needed) {
+                let (buf, cursor) = match &mut batch.open {
+                    Some(open) => open,
+                    open @ None => {
+                        let mut buf = batch.sender.buffer(&NEVER_STOP);
+                        let cursor = BatchCursor::start(&mut buf, batch.max_records);
+                        open.insert((buf, cursor))
+                    }
+                };
+                if let Some(slot) = cursor.push_with(buf, needed) {
                     encode(slot, topic, header, payload)?;
                     return Ok(true);
                 }
-                if attempt == 1 || batch.is_empty() {
+                if attempt == 1 || cursor.is_empty() {
                     break;
                 }
                 if !self.flush()? {
@@ -358,6 +439,9 @@ impl Publisher {
     }
 }
 
+/// [`ZeroCopySender::buffer`] never waits here ([`WhenExhausted::Allocate`]), so it is never stopped.
+static NEVER_STOP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// One send of `bytes`; false (counted in `would_block`) when the no-drop pipe stayed full or a signal cut it.
 #[inline]
 fn send_slice(
@@ -380,4 +464,98 @@ fn send_slice(
 /// The heartbeat topic of a publisher: `H.<publisher id>`.
 pub fn heartbeat_topic(publisher_id: u32) -> String {
     format!("{}.{publisher_id}", Kind::Heartbeat.topic_letter())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use tickbox_wire::{batch_records, is_batch, Kind, MessageRef, Quote, BATCH_TOPIC};
+
+    use super::*;
+
+    /// A no-drop publisher with tiny queues and a reader that keeps stopping: batches are refused at the
+    /// high-water mark again and again, and every message still arrives once, in sequence order.
+    #[test]
+    fn refused_batches_are_retried_not_lost_or_repeated() {
+        const N: u64 = 30_000;
+        let ctx = zmq::Context::new();
+        let mut xpub = ctx.socket(zmq::XPUB).unwrap();
+        xpub.set_linger(2000).unwrap();
+        xpub.set_sndhwm(2).unwrap();
+        xpub.set_sndbuf(4096).unwrap();
+        xpub.set_sndtimeo(5).unwrap();
+        tickbox_zmqx::set_xpub_nodrop(&mut xpub, true).unwrap();
+        let ep = tickbox_zmqx::bind_resolved(&xpub, "tcp://127.0.0.1:*").unwrap();
+        let reader_ctx = ctx.clone();
+        let reader = std::thread::spawn(move || {
+            let sub = reader_ctx.socket(zmq::SUB).unwrap();
+            sub.set_linger(0).unwrap();
+            sub.set_rcvhwm(2).unwrap();
+            sub.set_rcvbuf(4096).unwrap();
+            sub.connect(&ep).unwrap();
+            sub.set_subscribe(BATCH_TOPIC.as_bytes()).unwrap();
+            sub.set_subscribe(b"").unwrap();
+            let mut seqs = Vec::new();
+            let deadline = Instant::now() + Duration::from_secs(15);
+            let mut frames = 0u64;
+            while (seqs.len() as u64) < N && Instant::now() < deadline {
+                if sub.poll(zmq::POLLIN, 100).unwrap() == 0 {
+                    continue;
+                }
+                let f = sub.recv_bytes(0).unwrap();
+                let mut take = |frame: &[u8]| {
+                    let m = MessageRef::decode(frame).unwrap();
+                    if m.kind() != Kind::Heartbeat {
+                        seqs.push(m.header().sequence);
+                    }
+                };
+                if is_batch(&f) {
+                    for record in batch_records(&f).unwrap() {
+                        take(record.unwrap());
+                    }
+                } else {
+                    take(&f);
+                }
+                frames += 1;
+                if frames.is_multiple_of(64) {
+                    // A reader that keeps falling behind.
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+            seqs
+        });
+        // Both subscriptions ("#B" and "") seen before anything is sent.
+        xpub.set_rcvtimeo(5000).unwrap();
+        for _ in 0..2 {
+            xpub.recv_bytes(0).unwrap();
+        }
+        let mut publisher = Publisher::new(xpub, 0, 7, 0).with_batch(2048, 16);
+        assert!(publisher.set_batching(true).unwrap());
+        let payload = Payload::Quote(Quote::default());
+        let started = Instant::now();
+        let mut sent = 0;
+        while sent < N {
+            assert!(started.elapsed() < Duration::from_secs(15), "stuck");
+            if publisher
+                .publish("Q.XNAS.AAPL", &payload)
+                .unwrap()
+                .is_some()
+            {
+                sent += 1;
+            }
+        }
+        while !publisher.flush().unwrap() {
+            assert!(
+                started.elapsed() < Duration::from_secs(15),
+                "stuck flushing"
+            );
+        }
+        assert_eq!(publisher.pending(), 0);
+        let seqs = reader.join().unwrap();
+        assert_eq!(seqs, (1..=N).collect::<Vec<_>>());
+        let counts = publisher.counts();
+        assert!(counts.would_block > 0, "never back-pressured: {counts:?}");
+        assert!(counts.batches > 0);
+    }
 }

@@ -179,6 +179,7 @@ struct LiveCounters {
     would_block: AtomicU64,
     frames: AtomicU64,
     batches: AtomicU64,
+    batch_buffers_allocated: AtomicU64,
     last_sequence: AtomicU64,
     subscriptions: AtomicU64,
     finished: AtomicBool,
@@ -195,6 +196,8 @@ impl LiveCounters {
         self.would_block.store(c.would_block, Ordering::Relaxed);
         self.frames.store(c.frames, Ordering::Relaxed);
         self.batches.store(c.batches, Ordering::Relaxed);
+        self.batch_buffers_allocated
+            .store(c.batch_buffers_allocated, Ordering::Relaxed);
         self.last_sequence
             .store(publisher.last_sequence(), Ordering::Release);
     }
@@ -209,6 +212,7 @@ impl LiveCounters {
                 would_block: self.would_block.load(Ordering::Relaxed),
                 frames: self.frames.load(Ordering::Relaxed),
                 batches: self.batches.load(Ordering::Relaxed),
+                batch_buffers_allocated: self.batch_buffers_allocated.load(Ordering::Relaxed),
             },
             last_sequence: self.last_sequence.load(Ordering::Acquire),
             subscriptions: self.subscriptions.load(Ordering::Relaxed),

@@ -155,6 +155,57 @@ impl BatchBuilder {
     }
 }
 
+/// A batch written into a buffer the caller keeps between calls, e.g. a pooled buffer that is later handed to
+/// libzmq as it is (zero-copy send), where neither [`BatchWriter`] (borrows the buffer for its whole life) nor
+/// [`BatchBuilder`] (owns it) fits. Give every call the same buffer; a different one is not unsafe, only wrong.
+#[derive(Debug, Clone, Copy)]
+pub struct BatchCursor {
+    fill: Fill,
+}
+
+impl BatchCursor {
+    /// Starts an empty batch at the front of `buf` (the header is written now, the count by [`Self::finish`]).
+    /// A buffer shorter than [`BATCH_HEADER_LEN`] takes no record.
+    pub fn start(buf: &mut [u8], max_records: u16) -> Self {
+        let used = if buf.len() >= BATCH_HEADER_LEN {
+            write_header(buf);
+            BATCH_HEADER_LEN
+        } else {
+            buf.len()
+        };
+        BatchCursor {
+            fill: Fill::new(used, max_records),
+        }
+    }
+
+    /// Reserves room in `buf` for one record of `len` bytes and returns it to fill in place; `None` when it does
+    /// not fit.
+    #[inline]
+    pub fn push_with<'b>(&mut self, buf: &'b mut [u8], len: usize) -> Option<&'b mut [u8]> {
+        self.fill.push_with(buf, len)
+    }
+
+    /// Records pushed so far.
+    pub fn len(&self) -> usize {
+        usize::from(self.fill.count)
+    }
+
+    /// True when no record was pushed.
+    pub fn is_empty(&self) -> bool {
+        self.fill.count == 0
+    }
+
+    /// Writes the count into `buf` and returns how many of its bytes the batch takes (0 for a buffer too short
+    /// for the header).
+    pub fn finish(&self, buf: &mut [u8]) -> usize {
+        if self.fill.used >= BATCH_HEADER_LEN && buf.len() >= BATCH_HEADER_LEN {
+            self.fill.write_count(buf)
+        } else {
+            0
+        }
+    }
+}
+
 /// How far a batch has been filled, over whichever buffer holds it: the one piece of bookkeeping both
 /// [`BatchWriter`] (a caller's buffer) and [`BatchBuilder`] (its own) use.
 #[derive(Debug, Clone, Copy)]
@@ -415,6 +466,36 @@ mod tests {
         builder.clear();
         assert!(builder.is_empty());
         assert_eq!(collect(builder.frame()).unwrap(), Vec::<Vec<u8>>::new());
+    }
+
+    #[test]
+    fn cursor_over_a_kept_buffer_writes_what_the_builder_writes() {
+        let input = frames(7);
+        let mut builder = BatchBuilder::new(1024, 5);
+        let mut buf = vec![0xAAu8; 1024];
+        let mut cursor = BatchCursor::start(&mut buf, 5);
+        assert!(cursor.is_empty());
+        for f in &input {
+            let by_builder = builder.try_push(f);
+            let by_cursor = match cursor.push_with(&mut buf, f.len()) {
+                Some(slot) => {
+                    slot.copy_from_slice(f);
+                    true
+                }
+                None => false,
+            };
+            assert_eq!(by_builder, by_cursor);
+        }
+        // The record limit (5) stops both.
+        assert_eq!(cursor.len(), 5);
+        let used = cursor.finish(&mut buf);
+        assert_eq!(&buf[..used], builder.frame());
+        assert_eq!(collect(&buf[..used]).unwrap(), input[..5].to_vec());
+        // Too short for a header: takes nothing, finishes empty.
+        let mut tiny = [0u8; 3];
+        let mut cursor = BatchCursor::start(&mut tiny, 5);
+        assert!(cursor.push_with(&mut tiny, 1).is_none());
+        assert_eq!(cursor.finish(&mut tiny), 0);
     }
 
     #[test]

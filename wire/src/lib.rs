@@ -25,7 +25,7 @@ pub mod tap;
 mod topic;
 
 pub use batch::{
-    batch_frame_len, batch_records, is_batch, BatchBuilder, BatchRecords, BatchWriter,
+    batch_frame_len, batch_records, is_batch, BatchBuilder, BatchCursor, BatchRecords, BatchWriter,
     SubscriptionTally, BATCH_HEADER_LEN, BATCH_RECORD_PREFIX, BATCH_TOPIC, BATCH_VERSION,
     MAX_BATCHED_RECORD,
 };

@@ -6,6 +6,7 @@ pub mod context;
 pub mod endpoint;
 pub mod profile;
 pub mod socket;
+pub mod zero_copy;
 
 /// Errors from these helpers.
 #[derive(Debug, thiserror::Error)]
@@ -35,6 +36,10 @@ pub enum ZmqxError {
         /// What is wrong with it.
         reason: String,
     },
+    /// [`zero_copy::ZeroCopySender::send`] was given a new message while one a full pipe refused is still
+    /// pending (it must go first, or order would change).
+    #[error("a refused message is still pending; send it first")]
+    SendPending,
 }
 
 /// Rewrites `tcp://host:port` to ZeroMQ's source-interface form `tcp://IFACE:0;host:port`, so the connection

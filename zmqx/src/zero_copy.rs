@@ -1,0 +1,681 @@
+//! Zero-copy sends from recycled buffers: a batch is written once into a pooled buffer, and libzmq sends that
+//! buffer itself (`zmq_msg_init_data`) instead of allocating a message and copying the batch into it. When
+//! libzmq is done with the message (written to every connection, dropped, or closed), its release callback
+//! hands the buffer back to the pool, so a steady stream allocates nothing per message on our side (libzmq
+//! still allocates its small reference-counted descriptor per message).
+//!
+//! Ownership: the buffers live in a reference-counted [`Shared`] block. Every message in flight holds one
+//! strong count of it, passed to libzmq through the callback's hint and given back by the callback, so the
+//! buffers outlive the [`ZeroCopySender`], the socket and even the context for as long as libzmq can read them.
+//! The callback runs on whichever thread releases the message (libzmq's I/O thread, or ours when a send drops
+//! or a message is closed) and only pushes an index onto a lock-free stack: it never blocks or allocates.
+//!
+//! A send refused with `EAGAIN` (high-water mark of a no-drop XPUB, or a send timeout) or `EINTR` keeps the
+//! message, not the bytes' copy: [`ZeroCopySender::send_pending`] tries the very same message again, so nothing
+//! is lost and nothing is copied twice.
+
+// This module hands raw buffers to libzmq and takes them back in a C callback; every unsafe operation is in
+// its own block with the argument for it.
+#![allow(unsafe_code)]
+
+use std::cell::UnsafeCell;
+use std::ffi::c_void;
+use std::ops::{Deref, DerefMut, Range};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::ZmqxError;
+
+/// What [`ZeroCopySender::buffer`] does when every pooled buffer is in flight.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WhenExhausted {
+    /// Allocate a one-off buffer (counted in [`ZeroCopyStats::allocated`]), sent the same zero-copy way and
+    /// freed by libzmq's release. Right for a publisher that must never block on a slow subscriber (a PUB
+    /// that drops: a slow reader's queue holds its messages, and waiting for them would stall everyone).
+    Allocate,
+    /// Wait (sleeping in short slices) until libzmq releases a buffer, for at most this long, then allocate.
+    /// Right for a back-pressured (no-drop) sender: the pool then bounds what is queued, and the recycled
+    /// buffers stay warm in cache.
+    Wait(Duration),
+}
+
+/// Counters of a [`ZeroCopySender`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ZeroCopyStats {
+    /// Messages libzmq accepted.
+    pub sent: u64,
+    /// Sends refused with `EAGAIN`/`EINTR` (the message was kept for [`ZeroCopySender::send_pending`]).
+    pub would_block: u64,
+    /// Buffers taken from the pool.
+    pub pooled: u64,
+    /// One-off buffers allocated because every pooled buffer was in flight.
+    pub allocated: u64,
+    /// Times [`WhenExhausted::Wait`] had to wait for a buffer to come back.
+    pub waited: u64,
+}
+
+/// One pooled buffer and its place in the free stack.
+struct Slot {
+    /// The block this slot lives in (a raw pointer because the slot is inside it; valid while the block lives).
+    shared: *const Shared,
+    index: u32,
+    /// Next free slot below this one in the free stack, as index + 1 (0: none). Written only by whoever pushes
+    /// this slot, before the push publishes it.
+    next: AtomicU32,
+    bytes: UnsafeCell<Box<[u8]>>,
+}
+
+/// The pool's buffers, shared between the sender and the messages in flight.
+struct Shared {
+    slots: Box<[Slot]>,
+    /// Top of the stack of buffers released by libzmq (or by a dropped [`PoolBuf`]), as index + 1 (0: empty).
+    /// Many threads push; only the owning sender takes, and it takes the whole stack at once (`swap`), so there
+    /// is no ABA hazard.
+    returned: AtomicU32,
+    /// Buffers handed back so far (tests and diagnostics).
+    releases: AtomicU64,
+}
+
+// SAFETY: a slot's bytes are only touched by the one party that owns the slot at a time: the sender (or the
+// `PoolBuf` it handed out) while the slot is neither free nor in flight, libzmq (reads only) while in flight. The
+// hand-offs go through libzmq's pipes (send) and the `returned` stack (acquire/release atomics). `shared` is a
+// pointer to the block itself, only dereferenced while a strong count is held.
+unsafe impl Sync for Shared {}
+// SAFETY: as above; nothing in the block is tied to the thread that created it.
+unsafe impl Send for Shared {}
+
+impl Shared {
+    /// Puts slot `index` on the returned stack. Lock-free; called from libzmq's release callback.
+    fn push(&self, index: u32) {
+        let slot = &self.slots[index as usize];
+        let mut head = self.returned.load(Ordering::Relaxed);
+        loop {
+            slot.next.store(head, Ordering::Relaxed);
+            // Release: the next link (and the end of libzmq's reads of the buffer) happen before the taker's
+            // acquire swap sees this slot.
+            match self.returned.compare_exchange_weak(
+                head,
+                index + 1,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => break,
+                Err(now) => head = now,
+            }
+        }
+        self.releases.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// libzmq's release callback for a pooled buffer: `hint` is the slot, and the message held one strong count of
+/// the block, which is given back here after the slot is free again.
+unsafe extern "C" fn release_pooled(_data: *mut c_void, hint: *mut c_void) {
+    // SAFETY: `hint` is the address of a slot inside a `Shared` that this message keeps alive with the strong
+    // count it holds (taken in `OutMessage::new`), so the slot is valid here.
+    let slot = unsafe { &*(hint as *const Slot) };
+    let (shared, index) = (slot.shared, slot.index);
+    // SAFETY: same block, alive for the same reason; after the push the slot may be reused at once, so it is
+    // not touched again below.
+    unsafe { (*shared).push(index) };
+    // SAFETY: gives back the strong count `Arc::into_raw` handed to this message; the block is freed here if the
+    // sender is already gone.
+    drop(unsafe { Arc::from_raw(shared) });
+}
+
+/// libzmq's release callback for a one-off buffer: `hint` is the `Box<Box<[u8]>>` made for it.
+unsafe extern "C" fn release_owned(_data: *mut c_void, hint: *mut c_void) {
+    // SAFETY: `hint` came from `Box::into_raw` in `OutMessage::new` and libzmq calls this exactly once.
+    drop(unsafe { Box::from_raw(hint as *mut Box<[u8]>) });
+}
+
+/// A buffer to fill before sending: a pooled one (exclusively ours until sent or dropped) or a one-off
+/// allocation. Dropping it unsent returns a pooled buffer to the pool.
+pub struct PoolBuf {
+    inner: BufInner,
+}
+
+enum BufInner {
+    Pooled {
+        shared: Arc<Shared>,
+        index: u32,
+    },
+    Owned(Box<[u8]>),
+    /// Moved out into a message (only seen by `Drop`).
+    Gone,
+}
+
+impl PoolBuf {
+    /// Whether this buffer came from the pool (false: a one-off allocation).
+    pub fn is_pooled(&self) -> bool {
+        matches!(self.inner, BufInner::Pooled { .. })
+    }
+}
+
+impl std::fmt::Debug for PoolBuf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PoolBuf")
+            .field("pooled", &self.is_pooled())
+            .field("len", &self.len())
+            .finish()
+    }
+}
+
+impl Deref for PoolBuf {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match &self.inner {
+            BufInner::Pooled { shared, index } => {
+                // SAFETY: while this `PoolBuf` exists the slot is neither free nor in flight: nobody else reads
+                // or writes its bytes.
+                unsafe { &*shared.slots[*index as usize].bytes.get() }
+            }
+            BufInner::Owned(b) => b,
+            BufInner::Gone => &[],
+        }
+    }
+}
+
+impl DerefMut for PoolBuf {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        match &mut self.inner {
+            BufInner::Pooled { shared, index } => {
+                // SAFETY: as in `deref`, and `&mut self` makes this the only borrow.
+                unsafe { &mut *shared.slots[*index as usize].bytes.get() }
+            }
+            BufInner::Owned(b) => b,
+            BufInner::Gone => &mut [],
+        }
+    }
+}
+
+impl Drop for PoolBuf {
+    fn drop(&mut self) {
+        if let BufInner::Pooled { shared, index } = &self.inner {
+            shared.push(*index);
+        }
+    }
+}
+
+/// A message ready to send, made from (part of) a [`PoolBuf`]. Dropping it unsent closes it, which runs the
+/// release callback and so returns the buffer.
+pub struct OutMessage {
+    raw: zmq_sys::zmq_msg_t,
+}
+
+impl std::fmt::Debug for OutMessage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OutMessage")
+            .field("len", &self.len())
+            .finish()
+    }
+}
+
+impl OutMessage {
+    /// Wraps `buf[range]` (no copy). A range outside the buffer is clamped to it.
+    pub fn new(mut buf: PoolBuf, range: Range<usize>) -> Result<OutMessage, ZmqxError> {
+        let len = buf.len();
+        let start = range.start.min(len);
+        let end = range.end.clamp(start, len);
+        // SAFETY: an all-zero `zmq_msg_t` is a valid value to hand to `zmq_msg_init_data`, which overwrites it.
+        let mut raw: zmq_sys::zmq_msg_t = unsafe { std::mem::zeroed() };
+        let inner = std::mem::replace(&mut buf.inner, BufInner::Gone);
+        let (data, ffn, hint): (*mut u8, zmq_sys::zmq_free_fn, *mut c_void) = match inner {
+            BufInner::Pooled { shared, index } => {
+                let slot = &shared.slots[index as usize];
+                // SAFETY: the slot is ours (see `PoolBuf`); the pointer stays valid while the block lives, which
+                // the strong count given to the message below guarantees.
+                let data = unsafe { (*slot.bytes.get()).as_mut_ptr() };
+                let hint = slot as *const Slot as *mut c_void;
+                // The message now holds this strong count; `release_pooled` gives it back.
+                let _ = Arc::into_raw(shared);
+                (data, Some(release_pooled), hint)
+            }
+            BufInner::Owned(bytes) => {
+                let mut boxed = Box::new(bytes);
+                let data = boxed.as_mut_ptr();
+                (data, Some(release_owned), Box::into_raw(boxed).cast())
+            }
+            BufInner::Gone => (
+                std::ptr::NonNull::dangling().as_ptr(),
+                None,
+                std::ptr::null_mut(),
+            ),
+        };
+        // SAFETY: `data + start .. data + end` lies inside the buffer (clamped above) and stays valid and
+        // unwritten until libzmq calls `ffn` with `hint`, which is what `ffn` expects. An empty range on a gone
+        // buffer has no callback and reads nothing.
+        let rc = unsafe {
+            zmq_sys::zmq_msg_init_data(&mut raw, data.add(start).cast(), end - start, ffn, hint)
+        };
+        if rc != 0 {
+            // libzmq 4.3 only fails here on out-of-memory, before taking the buffer: it was not consumed, and
+            // this leaks one buffer (and a count of the block) rather than risk a double release.
+            return Err(last_error());
+        }
+        Ok(OutMessage { raw })
+    }
+
+    /// Bytes in the message.
+    pub fn len(&self) -> usize {
+        // SAFETY: `raw` is an initialised message; zmq_msg_size only reads it (the cast drops a const libzmq
+        // does not declare).
+        unsafe { zmq_sys::zmq_msg_size(&self.raw as *const _ as *mut _) }
+    }
+
+    /// True for an empty message.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The message's bytes (they are the buffer's: no copy was made).
+    pub fn bytes(&self) -> &[u8] {
+        let len = self.len();
+        if len == 0 {
+            return &[];
+        }
+        // SAFETY: `raw` is an initialised, non-empty message whose data stays valid while we own it.
+        unsafe {
+            let data = zmq_sys::zmq_msg_data(&self.raw as *const _ as *mut _);
+            std::slice::from_raw_parts(data as *const u8, len)
+        }
+    }
+}
+
+impl Drop for OutMessage {
+    fn drop(&mut self) {
+        // SAFETY: `raw` is an initialised message we still own (a successful send moved it into libzmq and left
+        // an empty one here, whose close is a no-op).
+        unsafe { zmq_sys::zmq_msg_close(&mut self.raw) };
+    }
+}
+
+fn last_error() -> ZmqxError {
+    // SAFETY: reads the calling thread's errno as libzmq set it.
+    ZmqxError::Zmq(zmq::Error::from_raw(unsafe { zmq_sys::zmq_errno() }))
+}
+
+/// Sends batches from a bounded pool of recycled buffers without copying them again (see the module docs). One
+/// per socket: it holds at most one message a full pipe refused, which must go before anything else.
+pub struct ZeroCopySender {
+    shared: Arc<Shared>,
+    /// Free slots already taken off the returned stack (only this sender pops them).
+    free: Vec<u32>,
+    buffer_len: usize,
+    when_exhausted: WhenExhausted,
+    pending: Option<OutMessage>,
+    stats: ZeroCopyStats,
+}
+
+impl std::fmt::Debug for ZeroCopySender {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ZeroCopySender")
+            .field("buffers", &self.shared.slots.len())
+            .field("buffer_len", &self.buffer_len)
+            .field("free", &self.free.len())
+            .field("pending", &self.pending.is_some())
+            .field("stats", &self.stats)
+            .finish()
+    }
+}
+
+/// Most buffers a pool may hold (the free stack stores index + 1 in a u32).
+pub const MAX_POOL_BUFFERS: usize = 1 << 20;
+
+impl ZeroCopySender {
+    /// A sender with `buffers` buffers of `buffer_len` bytes each, allocated now (at least one; at most
+    /// [`MAX_POOL_BUFFERS`]).
+    pub fn new(buffers: usize, buffer_len: usize, when_exhausted: WhenExhausted) -> Self {
+        let buffers = buffers.clamp(1, MAX_POOL_BUFFERS);
+        let shared = Arc::new_cyclic(|weak| Shared {
+            slots: (0..buffers)
+                .map(|i| Slot {
+                    // The block's address, valid once `new_cyclic` returns; only used by messages, which
+                    // exist after that.
+                    shared: weak.as_ptr(),
+                    index: i as u32,
+                    next: AtomicU32::new(0),
+                    bytes: UnsafeCell::new(vec![0u8; buffer_len].into_boxed_slice()),
+                })
+                .collect(),
+            returned: AtomicU32::new(0),
+            releases: AtomicU64::new(0),
+        });
+        ZeroCopySender {
+            shared,
+            // Popped from the back: lowest index first.
+            free: (0..buffers as u32).rev().collect(),
+            buffer_len,
+            when_exhausted,
+            pending: None,
+            stats: ZeroCopyStats::default(),
+        }
+    }
+
+    /// Size of every buffer (one-off ones included).
+    pub fn buffer_len(&self) -> usize {
+        self.buffer_len
+    }
+
+    /// Buffers in the pool.
+    pub fn capacity(&self) -> usize {
+        self.shared.slots.len()
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> ZeroCopyStats {
+        self.stats
+    }
+
+    /// Buffers handed back so far (by libzmq's release, a close, or a dropped [`PoolBuf`]).
+    pub fn releases(&self) -> u64 {
+        self.shared.releases.load(Ordering::Relaxed)
+    }
+
+    /// Pooled buffers free right now (neither handed out nor in flight).
+    pub fn available(&mut self) -> usize {
+        self.take_returned();
+        self.free.len()
+    }
+
+    /// Moves everything released since the last look onto the local free list.
+    fn take_returned(&mut self) {
+        // Acquire: pairs with the pushes' release, so libzmq's last reads of these buffers and their `next`
+        // links are visible before we write into them again.
+        let mut top = self.shared.returned.swap(0, Ordering::Acquire);
+        while top != 0 {
+            let index = top - 1;
+            self.free.push(index);
+            top = self.shared.slots[index as usize]
+                .next
+                .load(Ordering::Relaxed);
+        }
+    }
+
+    /// A pooled buffer if one is free right now.
+    pub fn try_buffer(&mut self) -> Option<PoolBuf> {
+        if self.free.is_empty() {
+            self.take_returned();
+        }
+        let index = self.free.pop()?;
+        self.stats.pooled += 1;
+        Some(PoolBuf {
+            inner: BufInner::Pooled {
+                shared: Arc::clone(&self.shared),
+                index,
+            },
+        })
+    }
+
+    /// A buffer to fill: pooled when one is free, otherwise as [`WhenExhausted`] says (a wait ends early when
+    /// `stop` is raised).
+    pub fn buffer(&mut self, stop: &AtomicBool) -> PoolBuf {
+        if let Some(buf) = self.try_buffer() {
+            return buf;
+        }
+        if let WhenExhausted::Wait(limit) = self.when_exhausted {
+            self.stats.waited += 1;
+            let deadline = Instant::now() + limit;
+            while Instant::now() < deadline && !stop.load(Ordering::Relaxed) {
+                // libzmq's I/O thread frees a buffer once a connection has taken its message; a short sleep
+                // leaves it the core (a spin would compete with it on a small machine).
+                std::thread::sleep(Duration::from_micros(20));
+                if let Some(buf) = self.try_buffer() {
+                    return buf;
+                }
+            }
+        }
+        self.stats.allocated += 1;
+        PoolBuf {
+            inner: BufInner::Owned(vec![0u8; self.buffer_len].into_boxed_slice()),
+        }
+    }
+
+    /// True while a message refused by a full pipe waits for [`Self::send_pending`].
+    pub fn has_pending(&self) -> bool {
+        self.pending.is_some()
+    }
+
+    /// Sends `buf[range]` without copying it. `Ok(true)`: libzmq took it. `Ok(false)`: the pipe was full
+    /// (`EAGAIN`, e.g. a no-drop XPUB past its send timeout) or a signal cut the send short; the message is kept
+    /// and [`Self::send_pending`] retries it. Any other error closes the message (its buffer comes back).
+    /// Refused with [`ZmqxError::SendPending`] (the buffer returned to the pool) while an earlier message is
+    /// still pending: it must go first.
+    pub fn send(
+        &mut self,
+        socket: &mut zmq::Socket,
+        buf: PoolBuf,
+        range: Range<usize>,
+        flags: i32,
+    ) -> Result<bool, ZmqxError> {
+        if self.pending.is_some() {
+            return Err(ZmqxError::SendPending);
+        }
+        self.pending = Some(OutMessage::new(buf, range)?);
+        self.send_pending(socket, flags)
+    }
+
+    /// Retries the message a full pipe refused; `Ok(true)` also when nothing is pending.
+    pub fn send_pending(
+        &mut self,
+        socket: &mut zmq::Socket,
+        flags: i32,
+    ) -> Result<bool, ZmqxError> {
+        let Some(msg) = self.pending.as_mut() else {
+            return Ok(true);
+        };
+        // SAFETY: `socket` is a live socket we hold `&mut` to and `msg.raw` an initialised message we own. On
+        // success libzmq takes the content and leaves an empty message; on failure the message is unchanged.
+        let rc = unsafe { zmq_sys::zmq_msg_send(&mut msg.raw, socket.as_mut_ptr(), flags) };
+        if rc >= 0 {
+            self.pending = None;
+            self.stats.sent += 1;
+            return Ok(true);
+        }
+        match last_error() {
+            ZmqxError::Zmq(zmq::Error::EAGAIN | zmq::Error::EINTR) => {
+                self.stats.would_block += 1;
+                Ok(false)
+            }
+            err => {
+                // Closing returns the buffer.
+                self.pending = None;
+                Err(err)
+            }
+        }
+    }
+
+    /// Gives up the pending message (closing it returns its buffer). Returns whether there was one.
+    pub fn discard_pending(&mut self) -> bool {
+        self.pending.take().is_some()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn never() -> AtomicBool {
+        AtomicBool::new(false)
+    }
+
+    /// Waits (bounded) until `sender` has `n` free buffers.
+    fn wait_available(sender: &mut ZeroCopySender, n: usize) -> bool {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if sender.available() == n {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        false
+    }
+
+    fn pair(ctx: &zmq::Context) -> (zmq::Socket, zmq::Socket) {
+        let push = ctx.socket(zmq::PUSH).unwrap();
+        push.set_linger(0).unwrap();
+        let pull = ctx.socket(zmq::PULL).unwrap();
+        pull.set_linger(0).unwrap();
+        pull.set_rcvtimeo(5000).unwrap();
+        let ep = crate::bind_resolved(&pull, "tcp://127.0.0.1:*").unwrap();
+        push.connect(&ep).unwrap();
+        (push, pull)
+    }
+
+    #[test]
+    fn buffers_come_back_after_send_and_after_close() {
+        let ctx = zmq::Context::new();
+        let (mut push, pull) = pair(&ctx);
+        let mut sender = ZeroCopySender::new(2, 64, WhenExhausted::Allocate);
+        let stop = never();
+        let mut a = sender.buffer(&stop);
+        let b = sender.buffer(&stop);
+        assert!(a.is_pooled() && b.is_pooled());
+        assert_eq!(sender.available(), 0);
+        assert!(
+            sender.try_buffer().is_none(),
+            "pool of two handed out a third"
+        );
+        // Dropped unsent: straight back.
+        drop(b);
+        assert_eq!(sender.available(), 1);
+        a[..5].copy_from_slice(b"hello");
+        assert!(sender.send(&mut push, a, 1..5, 0).unwrap());
+        assert_eq!(pull.recv_bytes(0).unwrap(), b"ello");
+        assert!(wait_available(&mut sender, 2), "sent buffer never returned");
+        // Closed without sending: the callback runs on close.
+        let mut c = sender.buffer(&stop);
+        c[0] = 7;
+        let msg = OutMessage::new(c, 0..1).unwrap();
+        assert_eq!(msg.bytes(), &[7]);
+        assert_eq!(sender.available(), 1);
+        drop(msg);
+        assert_eq!(sender.available(), 2);
+        assert_eq!(sender.releases(), 3);
+        // Exhausted with `Allocate`: a counted one-off buffer, sent the same way.
+        let _x = sender.buffer(&stop);
+        let _y = sender.buffer(&stop);
+        let mut z = sender.buffer(&stop);
+        assert!(!z.is_pooled());
+        assert_eq!(sender.stats().allocated, 1);
+        z[..3].copy_from_slice(b"abc");
+        assert!(sender.send(&mut push, z, 0..3, 0).unwrap());
+        assert_eq!(pull.recv_bytes(0).unwrap(), b"abc");
+    }
+
+    #[test]
+    fn eagain_keeps_the_message_and_its_bytes() {
+        let ctx = zmq::Context::new();
+        let mut push = ctx.socket(zmq::PUSH).unwrap();
+        push.set_linger(0).unwrap();
+        // Not connected yet: a PUSH with no peer refuses at once.
+        let pull = ctx.socket(zmq::PULL).unwrap();
+        pull.set_linger(0).unwrap();
+        pull.set_rcvtimeo(5000).unwrap();
+        let ep = crate::bind_resolved(&pull, "tcp://127.0.0.1:*").unwrap();
+        let mut sender = ZeroCopySender::new(1, 32, WhenExhausted::Allocate);
+        let mut buf = sender.buffer(&never());
+        buf[..7].copy_from_slice(b"payload");
+        assert!(!sender.send(&mut push, buf, 0..7, zmq::DONTWAIT).unwrap());
+        assert!(sender.has_pending());
+        assert_eq!(sender.stats().would_block, 1);
+        // The refused message still owns the only buffer.
+        assert_eq!(sender.available(), 0);
+        // Anything else must wait behind it.
+        let other = sender.buffer(&never());
+        assert!(matches!(
+            sender.send(&mut push, other, 0..1, zmq::DONTWAIT),
+            Err(ZmqxError::SendPending)
+        ));
+        push.connect(&ep).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !sender.send_pending(&mut push, zmq::DONTWAIT).unwrap() {
+            assert!(Instant::now() < deadline, "pending send never went out");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(!sender.has_pending());
+        assert_eq!(pull.recv_bytes(0).unwrap(), b"payload");
+        assert!(wait_available(&mut sender, 1));
+        assert_eq!(sender.stats().sent, 1);
+    }
+
+    #[test]
+    fn messages_in_flight_outlive_the_sender() {
+        let ctx = zmq::Context::new();
+        let (mut push, pull) = pair(&ctx);
+        let mut sender = ZeroCopySender::new(4, 16, WhenExhausted::Allocate);
+        let stop = never();
+        for i in 0..4u8 {
+            let mut buf = sender.buffer(&stop);
+            buf.fill(i);
+            assert!(sender.send(&mut push, buf, 0..16, 0).unwrap());
+        }
+        // The pool's owner goes away while libzmq may still hold the buffers: they stay valid.
+        drop(sender);
+        for i in 0..4u8 {
+            assert_eq!(pull.recv_bytes(0).unwrap(), vec![i; 16]);
+        }
+    }
+
+    #[test]
+    fn slow_subscriber_sees_every_batch_once_in_order() {
+        const BATCHES: u32 = 20_000;
+        let ctx = zmq::Context::new();
+        let mut xpub = ctx.socket(zmq::XPUB).unwrap();
+        xpub.set_linger(2000).unwrap();
+        xpub.set_sndhwm(16).unwrap();
+        xpub.set_sndtimeo(50).unwrap();
+        crate::set_xpub_nodrop(&mut xpub, true).unwrap();
+        let ep = crate::bind_resolved(&xpub, "tcp://127.0.0.1:*").unwrap();
+        let reader_ctx = ctx.clone();
+        let reader = std::thread::spawn(move || {
+            let ctx = reader_ctx;
+            let sub = ctx.socket(zmq::SUB).unwrap();
+            sub.set_linger(0).unwrap();
+            sub.set_rcvhwm(16).unwrap();
+            sub.set_rcvtimeo(5000).unwrap();
+            sub.connect(&ep).unwrap();
+            sub.set_subscribe(b"").unwrap();
+            let mut seen = Vec::with_capacity(BATCHES as usize);
+            while seen.len() < BATCHES as usize {
+                let Ok(msg) = sub.recv_bytes(0) else { break };
+                let n = u32::from_le_bytes(msg[..4].try_into().unwrap());
+                // Every byte of the batch is its number's low byte: a reused buffer overwritten while still
+                // in flight would show up here.
+                assert!(
+                    msg[4..].iter().all(|&b| b == n as u8),
+                    "batch {n} corrupted"
+                );
+                seen.push(n);
+                if seen.len() % 512 == 0 {
+                    // Slow reader: the sender hits the high-water mark again and again.
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+            }
+            seen
+        });
+        xpub.set_rcvtimeo(5000).unwrap();
+        assert_eq!(xpub.recv_bytes(0).unwrap(), vec![1u8]);
+        let mut sender = ZeroCopySender::new(8, 4096, WhenExhausted::Wait(Duration::from_secs(5)));
+        let stop = never();
+        let started = Instant::now();
+        for n in 0..BATCHES {
+            let mut buf = sender.buffer(&stop);
+            let len = 64 + (n as usize * 37) % 4000;
+            buf[..4].copy_from_slice(&n.to_le_bytes());
+            buf[4..len].fill(n as u8);
+            let mut sent = sender.send(&mut xpub, buf, 0..len, 0).unwrap();
+            while !sent {
+                assert!(started.elapsed() < Duration::from_secs(15), "stuck");
+                sent = sender.send_pending(&mut xpub, 0).unwrap();
+            }
+        }
+        let seen = reader.join().unwrap();
+        assert_eq!(seen.len(), BATCHES as usize);
+        assert!(seen.iter().enumerate().all(|(i, &n)| n == i as u32));
+        let stats = sender.stats();
+        assert_eq!(stats.sent, u64::from(BATCHES));
+        assert_eq!(stats.allocated, 0, "{stats:?}");
+        assert!(wait_available(&mut sender, 8));
+    }
+}
