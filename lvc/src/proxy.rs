@@ -811,10 +811,7 @@ impl Proxy {
 fn send_tap_frame(tap: &zmq::Socket, guide: bool, frame: &[u8]) -> bool {
     if guide
         && tap
-            .send(
-                crate::tap::guide_topic(frame),
-                zmq::SNDMORE | zmq::DONTWAIT,
-            )
+            .send(crate::tap::guide_topic(frame), zmq::SNDMORE | zmq::DONTWAIT)
             .is_err()
     {
         return false;

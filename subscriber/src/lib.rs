@@ -50,9 +50,10 @@ pub use report::{
     lateness_histogram, Fatal, GapFatal, Report, SnailEvent, Stage, SubscriberShardReport,
     WorkerReport,
 };
+pub use shard::{LvcSnapshot, LvcSnapshotReport};
 pub use shared::LiveShardCounters;
 pub use snail::{lateness_ns, SharedThreshold, Snail, SnailVerdict};
-pub use summary::{standard_worker, StandardWorker};
+pub use summary::{standard_worker, standard_worker_with_tape, StandardWorker};
 pub use tickbox_units::{
     format_duration, parse_duration, HumanDuration, UnitsError as DurationError,
 };
@@ -219,6 +220,14 @@ pub struct SubscriberConfig {
     pub member_id: Option<String>,
     /// Membership lease: the entry disappears this long after the subscriber dies.
     pub member_ttl: HumanDuration,
+    /// An LVC's snapshot endpoint (`tickbox lvc --snapshot`). Once the first shard's SUB has completed its
+    /// handshake with each of its endpoints (so its subscriptions are in place and nothing published after the
+    /// snapshot is missed), that shard asks it for the cached values of `topics` and feeds them through the same
+    /// path as CACHED frames. Its outcome is in [`Subscriber::lvc_snapshot`] and the summaries.
+    pub lvc_snapshot: Option<String>,
+    /// How long the snapshot may take, from the request to its end marker; past it the snapshot is reported as
+    /// timed out (the values received so far are kept).
+    pub lvc_snapshot_timeout: HumanDuration,
     /// `[context.sockets.subscriber]`, copied here by the binary; applied to every shard's SUB (see `tickbox_zmqx::profile`).
     #[serde(skip)]
     pub socket_profile: tickbox_zmqx::profile::SocketProfile,
@@ -242,6 +251,8 @@ impl Default for SubscriberConfig {
             clone: Vec::new(),
             member_id: None,
             member_ttl: HumanDuration(Duration::from_secs(3)),
+            lvc_snapshot: None,
+            lvc_snapshot_timeout: HumanDuration(Duration::from_secs(5)),
             socket_profile: tickbox_zmqx::profile::SocketProfile::default(),
         }
     }

@@ -2,28 +2,53 @@
 //! snapshot. Kept here rather than in the binary so a program embedding the Black Box prints the same figures.
 
 use std::fmt::Write as _;
+use std::sync::Arc;
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
 use tickbox_units::format_duration;
 use tickbox_wire::Kind;
-use tickbox_workers::{Delay, Dispatch, LastValueBook, Stats, StatsReport, Worker};
+use tickbox_workers::{Delay, Dispatch, LastValueBook, Stats, StatsReport, Tape, TapeSink, Worker};
 
 use crate::{Fatal, Report, SharedThreshold, Subscriber, SubscriberConfig};
 
 /// The worker `tickbox subscribe` and `tickbox demo` run on every pool thread: per-kind and per-topic statistics,
-/// the last-value book, and an optional artificial per-message delay (to exercise the snail).
-pub type StandardWorker = (Stats, (LastValueBook, Option<Delay>));
+/// the last-value book, an optional artificial per-message delay (to exercise the snail), and an optional
+/// [`Tape`] (`subscribe --tape`), after the delay so a line is written when its record has been handled.
+pub type StandardWorker = (Stats, (LastValueBook, (Option<Delay>, Option<Tape>)));
 
 /// A [`StandardWorker`]; a zero or absent `delay` adds none.
 pub fn standard_worker(delay: Option<Duration>) -> StandardWorker {
+    standard_worker_with_tape(delay, None)
+}
+
+/// A [`StandardWorker`] that also writes every record it handled to `tape` (none: no tape, no cost).
+pub fn standard_worker_with_tape(
+    delay: Option<Duration>,
+    tape: Option<&Arc<TapeSink>>,
+) -> StandardWorker {
     (
         Stats::new(),
         (
             LastValueBook::new(),
-            delay.filter(|d| !d.is_zero()).map(Delay),
+            (
+                delay.filter(|d| !d.is_zero()).map(Delay),
+                tape.map(|sink| Tape::new(Arc::clone(sink))),
+            ),
         ),
     )
+}
+
+impl Report<StandardWorker> {
+    /// Writes what every worker's tape still buffers (a no-op without a tape): call before reading the
+    /// [`TapeSink`]'s counts.
+    pub fn finish_tapes(&mut self) {
+        for w in &mut self.workers {
+            if let Some(tape) = w.worker.1 .1 .1.as_mut() {
+                tape.finish();
+            }
+        }
+    }
 }
 
 fn lateness_json(h: &Histogram<u64>) -> serde_json::Value {
@@ -418,4 +443,52 @@ fn lat(h: &Histogram<u64>) -> [String; 3] {
         f(h.value_at_quantile(0.99)),
         f(h.max()),
     ]
+}
+
+impl crate::LvcSnapshotReport {
+    /// The `lvc_snapshot` object of the JSON summary: `status` is `complete`, `truncated`, `busy`, `malformed`,
+    /// `count_mismatch`, `timed_out`, `failed`, or `pending` (the subscriber stopped before the reply ended).
+    pub fn to_json(&self) -> serde_json::Value {
+        match &self.outcome {
+            Some(o) => serde_json::json!({
+                "endpoint": self.endpoint,
+                "status": o.status,
+                "complete": o.is_complete(),
+                "received": o.received,
+                "sent": o.sent,
+                "elapsed_ms": o.elapsed_ns / 1_000_000,
+            }),
+            None => serde_json::json!({
+                "endpoint": self.endpoint,
+                "status": "pending",
+                "complete": false,
+                "received": serde_json::Value::Null,
+                "sent": serde_json::Value::Null,
+                "elapsed_ms": serde_json::Value::Null,
+            }),
+        }
+    }
+
+    /// One line for the summary table.
+    pub fn summary_line(&self) -> String {
+        match &self.outcome {
+            Some(o) if o.is_complete() => format!(
+                "lvc snapshot: complete, {} values in {} ms from {}",
+                o.received,
+                o.elapsed_ns / 1_000_000,
+                self.endpoint
+            ),
+            Some(o) => format!(
+                "lvc snapshot: INCOMPLETE ({:?}), {} values received{} from {}",
+                o.status,
+                o.received,
+                o.sent.map_or_else(String::new, |s| format!(" of {s} sent")),
+                self.endpoint
+            ),
+            None => format!(
+                "lvc snapshot: INCOMPLETE (stopped before the reply ended) from {}",
+                self.endpoint
+            ),
+        }
+    }
 }

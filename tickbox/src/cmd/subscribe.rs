@@ -6,11 +6,12 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use tickbox_fleet::{check_member_id, default_member_id, SubscriberLive};
+use tickbox_subscriber::standard_worker_with_tape;
 use tickbox_subscriber::{
-    check_nic, standard_worker, Dispatch, GapPolicy, Handoff, HumanDuration, Report,
-    SharedThreshold, SnailMode, Subscriber, SubscriberConfig, SubscriberShardConfig,
+    check_nic, Dispatch, GapPolicy, Handoff, HumanDuration, Report, SharedThreshold, SnailMode,
+    Subscriber, SubscriberConfig, SubscriberShardConfig,
 };
-use tickbox_workers::WorkerPoolConfig;
+use tickbox_workers::{TapeSink, WorkerPoolConfig};
 
 use crate::config::TickboxConfig;
 use crate::exit_code;
@@ -80,9 +81,22 @@ pub(crate) struct Args {
     /// Warn when a publisher's estimated clock offset exceeds this either way (0 never). Default 100ms.
     #[arg(long, value_name = "D")]
     pub clock_skew_warn: Option<HumanDuration>,
+    /// An LVC's snapshot endpoint (`tickbox lvc --snapshot`): once subscribed, ask it for the last value of every
+    /// topic under --topics, sent to this subscriber alone, and process them as CACHED values. The summary says
+    /// how many arrived and whether the snapshot was complete. Overrides `[subscriber] lvc_snapshot`.
+    #[arg(long, value_name = "EP")]
+    pub lvc_snapshot: Option<String>,
+    /// How long the LVC snapshot may take before it is reported as timed out. Default 5s.
+    #[arg(long, value_name = "D")]
+    pub lvc_snapshot_timeout: Option<HumanDuration>,
     /// Print the summary as one JSON object on stdout instead of the table.
     #[arg(long)]
     pub json: bool,
+    /// Write one NDJSON line per record a worker handled to PATH (topic, kind, publisher, sequence, origin time,
+    /// cached, worker; each worker's lines in its handling order), written in 64 KiB chunks and at exit. The
+    /// lines written are reported on stderr; a write error is exit 1. See README "The tape".
+    #[arg(long, value_name = "PATH", conflicts_with = "group")]
+    pub tape: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub(crate) live_view: LiveArgs,
     /// Testing aid: every worker sleeps this long per message, to show that a slow consumer trips the snail.
@@ -185,6 +199,12 @@ fn resolve(
     if !args.clone.is_empty() {
         sub.clone = args.clone.clone();
     }
+    if args.lvc_snapshot.is_some() {
+        sub.lvc_snapshot = args.lvc_snapshot.clone();
+    }
+    if let Some(d) = args.lvc_snapshot_timeout {
+        sub.lvc_snapshot_timeout = d;
+    }
     if args.member_id.is_some() {
         sub.member_id = args.member_id.clone();
     }
@@ -207,6 +227,9 @@ fn resolve(
 pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     crate::flags::check_connect_all("--connect", &args.connect)?;
     crate::flags::check_connect_all("--clone", &args.clone)?;
+    if let Some(ep) = &args.lvc_snapshot {
+        crate::flags::check_connect("--lvc-snapshot", ep)?;
+    }
     if let Some(broker) = &args.broker {
         crate::flags::check_connect("--broker", broker)?;
     }
@@ -256,11 +279,18 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         sub_config.max_lateness = HumanDuration(initial.get());
     }
     let status = StatusBoard::start(&ctx, args.broker.as_deref(), "subscribe")?;
+    let tape = match &args.tape {
+        Some(path) => {
+            Some(TapeSink::create(path).with_context(|| format!("--tape {}", path.display()))?)
+        }
+        None => None,
+    };
     let subscriber = Subscriber::start(&ctx, &sub_config, &workers_config, |_| {
-        standard_worker(delay)
+        standard_worker_with_tape(delay, tape.as_ref())
     })
     .context("starting the subscriber")?;
     let threshold = subscriber.threshold();
+    let lvc_snapshot = subscriber.lvc_snapshot();
     let membership = match &live {
         Some(live) => {
             let info = serde_json::json!({
@@ -376,13 +406,23 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     }
     // The status line goes before the summary, never under it.
     view.finish();
-    let (report, worker_failure) = subscriber.shutdown_partial()?;
+    let (mut report, worker_failure) = subscriber.shutdown_partial()?;
+    report.finish_tapes();
     let stopped_by = report.stopped_by(stop.load(Ordering::Relaxed));
+    let snapshot = lvc_snapshot.map(|s| s.report());
     if args.json {
-        println!("{}", report.summary_json(&sub_config, stopped_by));
+        let mut summary = report.summary_json(&sub_config, stopped_by);
+        if let Some(snapshot) = &snapshot {
+            summary["lvc_snapshot"] = snapshot.to_json();
+        }
+        println!("{summary}");
     } else {
         print!("{}", report.summary_table(None, stopped_by));
+        if let Some(snapshot) = &snapshot {
+            println!("{}", snapshot.summary_line());
+        }
     }
+    let tape_failed = tape.as_ref().is_some_and(|sink| report_tape(sink));
     drop(membership);
     if let Some(entered) = barrier {
         // Whether the others left too or this one stopped waiting (Ctrl-C), the summary is already out.
@@ -395,6 +435,9 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         tracing::error!("{err}: the run is incomplete");
         eprintln!("error: {err}");
         return Ok(ExitCode::from(exit_code::WORKER_FAILED));
+    }
+    if tape_failed && report.fatal.is_none() {
+        return Ok(ExitCode::from(exit_code::ERROR));
     }
     if report.fatal.is_none() && report.received() == 0 {
         let endpoints: Vec<String> = sub_config
@@ -411,6 +454,25 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         return Ok(ExitCode::from(exit_code::ERROR));
     }
     Ok(finish(&report))
+}
+
+/// One stderr line on what the tape holds; true when lines were lost to a write error (also an `error:` line).
+fn report_tape(sink: &TapeSink) -> bool {
+    eprintln!(
+        "tape {}: {} records written",
+        sink.path().display(),
+        sink.written()
+    );
+    if sink.lost() == 0 {
+        return false;
+    }
+    eprintln!(
+        "error: --tape {}: {} records not written ({}); the tape is incomplete",
+        sink.path().display(),
+        sink.lost(),
+        sink.error().unwrap_or_default()
+    );
+    true
 }
 
 /// Maps the outcome to the exit code, printing the machine-readable line for a fatal event.
