@@ -150,6 +150,7 @@ fn report_json(report: &tickbox_feed::FeedReport) -> serde_json::Value {
                 "would_block": s.counts.would_block,
                 "frames_sent": s.counts.frames,
                 "batches_sent": s.counts.batches,
+                "batch_buffers_allocated": s.counts.batch_buffers_allocated,
                 "last_sequence": s.last_sequence,
                 "duration_ns": u64::try_from(s.duration.as_nanos()).unwrap_or(u64::MAX),
                 "skipped_ns": u64::try_from(s.skipped.as_nanos()).unwrap_or(u64::MAX),
@@ -167,6 +168,7 @@ fn report_json(report: &tickbox_feed::FeedReport) -> serde_json::Value {
         "would_block": report.shards.iter().map(|s| s.counts.would_block).sum::<u64>(),
         "frames_sent": report.shards.iter().map(|s| s.counts.frames).sum::<u64>(),
         "batches_sent": report.shards.iter().map(|s| s.counts.batches).sum::<u64>(),
+        "batch_buffers_allocated": report.shards.iter().map(|s| s.counts.batch_buffers_allocated).sum::<u64>(),
         "unsent": report.total_unsent(),
         "shards": shards,
     })
