@@ -3,8 +3,9 @@
 //! accounting, per-symbol dispatch) and the ring hand-off, without sockets. Frames come from memory, as a journal's
 //! mapping would lend them.
 //!
-//! `cargo bench -p tickbox-subscriber --bench local_replay` prints five rounds of each, then the median, with the
-//! CPU time the process spent per record (all threads together; on a shared machine the stable figure).
+//! `cargo bench -p tickbox-subscriber --bench local_replay` prints five rounds of each, then the medians, with the
+//! CPU time the process spent per record (all threads together) and the shard thread's alone: on a shared machine
+//! those are the stable figures, and the shard thread's bounds the rate when it has a core of its own.
 
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
@@ -37,58 +38,82 @@ impl Worker for Touch {
     }
 }
 
-fn frames() -> Vec<Vec<u8>> {
-    let t0 = 1_700_000_000_000_000_000u64;
-    (1..=RECORDS)
-        .map(|seq| {
-            let sym = seq % SYMBOLS;
-            // One record per microsecond of market time.
-            let h = |kind| Header::live(kind, 1, seq, t0 + seq * 1_000).with_session(1);
-            if seq % 8 == 0 {
-                encode_to_vec(
-                    &format!("T.XNAS.S{sym}"),
-                    &h(Kind::Trade),
-                    &Trade::default().into(),
-                )
-                .unwrap()
-            } else {
-                encode_to_vec(
-                    &format!("Q.XNAS.S{sym}"),
-                    &h(Kind::Quote),
-                    &Quote::default().into(),
-                )
-                .unwrap()
-            }
-        })
-        .collect()
+/// Every frame back to back in one buffer, as a journal's mapping holds them (so the input streams through the
+/// caches as a journal's would), and where each one ends.
+struct Frames {
+    bytes: Vec<u8>,
+    ends: Vec<usize>,
 }
 
-/// CPU time this process has used (user + system), from /proc/self/stat in clock ticks (10 ms on Linux): the
-/// machine these run on is shared, so wall-clock rates swing with the load while CPU per record does not.
+impl Frames {
+    fn iter(&self) -> impl Iterator<Item = &[u8]> + '_ {
+        let starts = std::iter::once(0).chain(self.ends.iter().copied());
+        starts
+            .zip(self.ends.iter())
+            .map(|(a, &b)| &self.bytes[a..b])
+    }
+}
+
+fn frames() -> Frames {
+    let mut all = Frames {
+        bytes: Vec::new(),
+        ends: Vec::with_capacity(RECORDS as usize),
+    };
+    for frame in each_frame() {
+        all.bytes.extend_from_slice(&frame);
+        all.ends.push(all.bytes.len());
+    }
+    all
+}
+
+fn each_frame() -> impl Iterator<Item = Vec<u8>> {
+    let t0 = 1_700_000_000_000_000_000u64;
+    (1..=RECORDS).map(move |seq| {
+        let sym = seq % SYMBOLS;
+        // One record per microsecond of market time.
+        let h = |kind| Header::live(kind, 1, seq, t0 + seq * 1_000).with_session(1);
+        if seq % 8 == 0 {
+            encode_to_vec(
+                &format!("T.XNAS.S{sym}"),
+                &h(Kind::Trade),
+                &Trade::default().into(),
+            )
+            .unwrap()
+        } else {
+            encode_to_vec(
+                &format!("Q.XNAS.S{sym}"),
+                &h(Kind::Quote),
+                &Quote::default().into(),
+            )
+            .unwrap()
+        }
+    })
+}
+
+/// CPU time this process has used (all threads): the machine these run on is shared, so wall-clock rates swing
+/// with the load while CPU per record does not.
 fn cpu_seconds() -> f64 {
-    cpu_seconds_of("/proc/self/stat")
+    cpu_clock(libc::CLOCK_PROCESS_CPUTIME_ID)
 }
 
 /// CPU time of the calling thread: the shard side of `replay_local`, which runs the feed on its caller's thread.
 fn thread_cpu_seconds() -> f64 {
-    cpu_seconds_of("/proc/thread-self/stat")
+    cpu_clock(libc::CLOCK_THREAD_CPUTIME_ID)
 }
 
-fn cpu_seconds_of(path: &str) -> f64 {
-    let stat = std::fs::read_to_string(path).unwrap_or_default();
-    // Fields after the command name (which is in parentheses and may hold spaces): utime is the 12th, stime 13th.
-    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|f| f.parse::<f64>().ok())
-            .unwrap_or(0.0)
+/// Reads a CPU-time clock to the nanosecond (`/proc`'s figures come in 10 ms ticks, too coarse for a round).
+#[allow(unsafe_code)] // clock_gettime: std has no CPU-time clock.
+fn cpu_clock(clock: libc::clockid_t) -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
     };
-    (ticks(11) + ticks(12)) / 100.0
+    // SAFETY: clock_gettime writes one `timespec` through the pointer, which is a live local.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
 }
 
-fn round(ctx: &zmq::Context, frames: &[Vec<u8>], workers: usize) -> (f64, f64, f64, f64) {
+fn round(ctx: &zmq::Context, frames: &Frames, workers: usize) -> (f64, f64, f64, f64) {
     let cpu0 = cpu_seconds();
     let shard0 = thread_cpu_seconds();
     let stop = AtomicBool::new(false);
@@ -128,21 +153,25 @@ fn main() {
     let ctx = zmq::Context::new();
     for workers in [1, 2] {
         let mut rates = Vec::new();
+        let mut shards = Vec::new();
         for r in 0..5 {
             let (rate, multiple, cpu, shard) = round(&ctx, &frames, workers);
             println!(
-                "workers {workers} round {r}: {:>12.0} records/s  ({multiple:.0}x real time)  CPU {cpu:.0} ns/record \
-                 (all threads), shard thread {shard:.0} ns/record (bound with its own core: {:.1} M records/s)",
+                "workers {workers} round {r}: {:>12.0} records/s  ({multiple:.0}x real time)  CPU {cpu:.1} ns/record \
+                 (all threads), shard thread {shard:.1} ns/record (bound with its own core: {:.1} M records/s)",
                 rate,
                 1e3 / shard.max(1e-3)
             );
             rates.push(rate);
+            shards.push(shard);
             std::thread::sleep(Duration::from_millis(100));
         }
         rates.sort_by(f64::total_cmp);
+        shards.sort_by(f64::total_cmp);
         println!(
-            "workers {workers}: median {:.0} records/s, range {:.0} .. {:.0}",
-            rates[2], rates[0], rates[4]
+            "workers {workers}: median {:.0} records/s, range {:.0} .. {:.0}; shard thread median {:.1} ns/record, \
+             range {:.1} .. {:.1}",
+            rates[2], rates[0], rates[4], shards[2], shards[0], shards[4]
         );
     }
 }

@@ -17,7 +17,7 @@ use std::time::Duration;
 use tickbox_wire::{
     batch_records, is_batch, DecodeError, Flags, Kind, Payload, SequenceEvent, SequenceTracker,
 };
-use tickbox_workers::{worker_for_topic, Dispatch, Meta, Parcel, Record, Recycler};
+use tickbox_workers::{worker_for_topic, Dispatch, Meta, Parcel, Record, Recycler, PARCEL_RECORDS};
 
 use crate::clock::delay_ns;
 use crate::report::{Fatal, GapFatal, SnailEvent, Stage, SubscriberShardReport};
@@ -94,6 +94,8 @@ pub(crate) struct ShardCore<'s> {
     by_topic: bool,
     skew_tolerant: bool,
     out: Out,
+    /// Records per parcel before it is handed over (see [`ShardCore::parcel_records`]).
+    parcel_records: usize,
     stopped: bool,
 }
 
@@ -116,8 +118,17 @@ impl<'s> ShardCore<'s> {
             by_topic: s.dispatch == Dispatch::ByTopic && out.targets() > 1,
             skew_tolerant: s.snail_mode == SnailMode::SkewTolerant,
             out,
+            parcel_records: PARCEL_RECORDS,
             stopped: false,
         }
+    }
+
+    /// Hands parcels over once they hold `n` records (at least one) instead of [`PARCEL_RECORDS`]: a local replay
+    /// fills larger ones, since each hand-off to a worker that has gone to sleep costs a wake-up (a system call,
+    /// and on a virtual machine an interrupt between cores) and a backtest has no latency to keep short.
+    pub(crate) fn parcel_records(mut self, n: usize) -> Self {
+        self.parcel_records = n.max(1);
+        self
     }
 
     /// One received message: a single frame or a batch. Returns `false` when the shard must stop.
@@ -358,7 +369,7 @@ impl<'s> ShardCore<'s> {
                     }
                     Bytes::Borrowed(b) => parcel.push_copy(b, meta),
                 }
-                parcel.is_full()
+                parcel.len() >= self.parcel_records
             }
             Out::Zmq { .. } => {
                 let msg = match bytes {

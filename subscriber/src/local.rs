@@ -16,7 +16,8 @@
 //! - **Recorded heartbeats are skipped** (and counted), as a replay over sockets skips them: they said when the
 //!   recording was quiet, which a replay at another speed does not repeat.
 //! - **The hand-off is the ring** (parcels of records copied from the reader, which lends each record only until
-//!   the next one), whatever `handoff` says.
+//!   the next one), whatever `handoff` says, and its parcels are four times as large as a live shard's (fewer
+//!   wake-ups of a worker that is faster than the shard; no latency to keep short).
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -35,6 +36,11 @@ use crate::shard::{empty_report, HandoffPlan, ShardSettings, BURST_RECORDS};
 use crate::shared::{LiveShard, Shared};
 use crate::snail::SharedThreshold;
 use crate::{Handoff, SubscriberConfig, SubscriberError, SubscriberShardConfig};
+
+/// Records per parcel in a local replay: four times a live shard's, so a worker that drains its queue faster
+/// than the shard fills it (and so sleeps between parcels) is woken a quarter as often; see
+/// `ShardCore::parcel_records`. A full queue then holds up to four times `handoff_hwm` records.
+const LOCAL_PARCEL_RECORDS: usize = 4 * tickbox_workers::PARCEL_RECORDS;
 
 /// The worker-side hook of a local replay: no timing (see the module documentation), only the stop after a trip.
 pub struct LocalHook {
@@ -222,7 +228,8 @@ pub fn replay_local<W: Worker>(
         &shared,
         empty_report(&settings),
         Out::ring(senders, recycler),
-    );
+    )
+    .parcel_records(LOCAL_PARCEL_RECORDS);
     let (origin_span_ns, skipped_heartbeats) = {
         let mut sink = LocalSink {
             core: &mut core,
@@ -285,5 +292,92 @@ fn local_worker_report<W>(o: WorkerOutcome<W, LocalHook>) -> WorkerReport<W> {
         malformed: o.malformed,
         late: 0,
         lateness: lateness_histogram(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use tickbox_wire::{encode_to_vec, Header, MessageRef, Quote};
+
+    use super::*;
+
+    /// Keeps what it was given, with when its parcel was taken.
+    #[derive(Default)]
+    struct Keep(Vec<(Vec<u8>, u64, u64)>);
+
+    impl Worker for Keep {
+        fn on_message(&mut self, msg: &MessageRef<'_>, d: &Delivery) {
+            self.0.push((
+                msg.topic().as_bytes().to_vec(),
+                msg.header().sequence,
+                d.dequeued_ns,
+            ));
+        }
+    }
+
+    #[test]
+    fn larger_parcels_keep_every_record_and_each_symbols_order() {
+        const N: u64 = 4_000;
+        const T0: u64 = 1_700_000_000_000_000_000;
+        let frames: Vec<Vec<u8>> = (1..=N)
+            .map(|seq| {
+                let header = Header::live(Kind::Quote, 1, seq, T0 + seq * 1_000).with_session(1);
+                encode_to_vec(
+                    &format!("Q.XNAS.S{}", seq % 7),
+                    &header,
+                    &Quote::default().into(),
+                )
+                .unwrap()
+            })
+            .collect();
+        let pool = WorkerPoolConfig {
+            count: 2,
+            ..WorkerPoolConfig::default()
+        };
+        let stop = AtomicBool::new(false);
+        let out = replay_local(
+            &zmq::Context::new(),
+            &SubscriberConfig::default(),
+            &pool,
+            |_| Keep::default(),
+            &stop,
+            |sink| {
+                for (i, f) in frames.iter().enumerate() {
+                    assert!(sink.push(f, T0 + (i as u64 + 1) * 1_000 + 500));
+                }
+            },
+        )
+        .unwrap();
+        assert!(out.panicked.is_empty());
+        assert_eq!(out.report.shards[0].forwarded, N);
+        assert_eq!(out.report.shards[0].gaps, 0);
+        let mut owner: HashMap<Vec<u8>, usize> = HashMap::new();
+        let mut seen = Vec::new();
+        let mut longest_parcel = 0;
+        for w in &out.report.workers {
+            assert_eq!(w.processed as usize, w.worker.0.len());
+            let mut last: HashMap<&[u8], u64> = HashMap::new();
+            let mut run = 0;
+            let mut previous_ns = None;
+            for (topic, seq, ns) in &w.worker.0 {
+                // A symbol belongs to one worker, which gets its records in order.
+                assert_eq!(*owner.entry(topic.clone()).or_insert(w.index), w.index);
+                let before = last.insert(topic, *seq).unwrap_or(0);
+                assert!(*seq > before, "{topic:?}: {seq} after {before}");
+                seen.push(*seq);
+                // Records of one parcel are taken together, so they share their dequeue time.
+                run = if previous_ns == Some(*ns) { run + 1 } else { 1 };
+                previous_ns = Some(*ns);
+                longest_parcel = longest_parcel.max(run);
+            }
+        }
+        seen.sort_unstable();
+        assert_eq!(seen, (1..=N).collect::<Vec<_>>());
+        assert!(
+            longest_parcel > tickbox_workers::PARCEL_RECORDS,
+            "parcels of at most {longest_parcel} records"
+        );
     }
 }

@@ -1,4 +1,5 @@
-//! The unit of the in-process hand-off: a [`Parcel`] carries up to [`PARCEL_RECORDS`] records for one worker, each
+//! The unit of the in-process hand-off: a [`Parcel`] carries up to [`PARCEL_RECORDS`] records for one worker (a
+//! local replay fills more into each: it grows as needed, [`Parcel::is_full`] is the live shards' rule), each
 //! with the [`Meta`] its shard decoded, in one channel operation. A ring of single messages pays a queue slot, a
 //! cache-line transfer and possibly a wake-up per record; a parcel pays them once per burst.
 //!
@@ -13,7 +14,7 @@ use std::sync::Arc;
 
 use crate::record::{Meta, Record};
 
-/// Records a parcel holds at most: enough to amortise a hand-off, few enough that a worker starts on the first
+/// Records a live shard puts in a parcel before handing it over: enough to amortise a hand-off, few enough that a worker starts on the first
 /// ones while the shard is still filling the next parcel.
 pub const PARCEL_RECORDS: usize = 64;
 
