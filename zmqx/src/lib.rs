@@ -6,6 +6,7 @@ pub mod context;
 pub mod endpoint;
 pub mod profile;
 pub mod socket;
+pub mod teardown;
 pub mod zero_copy;
 
 /// Errors from these helpers.
@@ -116,6 +117,9 @@ pub fn bind_resolved(socket: &zmq::Socket, endpoint: &str) -> Result<String, Zmq
 }
 
 pub use socket::last_endpoint;
+pub use teardown::{
+    prepare_multipart_connector, prepare_multipart_sender, DEFAULT_STALLED_PEER_TIMEOUT,
+};
 
 /// Pins the calling thread to `core` (an OS CPU id). Threads created afterwards by this thread, including
 /// libzmq's I/O threads when this thread creates the context, inherit the mask.
