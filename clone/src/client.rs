@@ -315,9 +315,12 @@ impl Drop for CloneClient {
     }
 }
 
-/// Linger of the agent's network sockets. Never 0: libzmq 4.3.4 aborts when a pipe is dropped at once while its
-/// session is part-way through a multipart message and the connection fails, and linger 0 drops it at the close
-/// (see `server_loop`'s module docs). Short, so dropping a client stays prompt.
+/// Linger of the agent's SUB and snapshot DEALER. Never 0: libzmq 4.3.4 aborts when a pipe is dropped at once
+/// while its session is part-way through a multipart message and the connection fails, and linger 0 drops it at
+/// the close (see `server_loop`'s module docs). The SUB sends only single-frame subscriptions; the DEALER's
+/// ICANHAZ is two small frames queued for a server that may be down, where a long linger would wait for
+/// ever, so it keeps this short linger and the residual race of `docs/LIBZMQ_TRAPS.md`. The update PUB, which
+/// sends multipart KVSETs of any size, is set up by `tickbox_zmqx::prepare_multipart_connector` instead.
 const CLOSE_LINGER_MS: i32 = 100;
 
 struct Awaiting {
@@ -625,8 +628,10 @@ fn agent(
     let pipe = ctx.socket(zmq::PAIR)?;
     pipe.set_linger(0)?;
     pipe.connect(pipe_addr)?;
-    let publisher = ctx.socket(zmq::PUB)?;
-    publisher.set_linger(100)?;
+    let mut publisher = ctx.socket(zmq::PUB)?;
+    // Infinite linger, ZMQ_IMMEDIATE and ZMQ_TCP_MAXRT (see CLOSE_LINGER_MS and `tickbox_zmqx::teardown`). A PUB
+    // sends nothing to a collector that has not subscribed yet either way, so IMMEDIATE loses nothing.
+    tickbox_zmqx::prepare_multipart_connector(&mut publisher, config.stalled_peer_timeout())?;
     publisher.set_sndhwm(config.hwm)?;
     // Updates go to every server: the passive keeps them pending so a failover loses nothing acknowledged.
     for s in servers {

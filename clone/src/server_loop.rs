@@ -1,17 +1,20 @@
 //! The Clone server's socket loop: one thread owning the ROUTER (snapshot, P), PUB (updates, P+1), SUB
 //! (collector, P+2), and in a Binary Star pair the state sockets plus a SUB/DEALER towards the peer.
 //!
-//! **Why the sockets never close with zero linger.** libzmq 4.3.4 aborts the process
+//! **How the sockets close.** libzmq 4.3.4 aborts the process
 //! (`Resource temporarily unavailable (session_base.cpp:260)`) when a session whose TCP engine is part-way
-//! through a multipart message (its peer stalled, TCP window full) has given up its pipe without delay and the
-//! connection then fails before the socket has acknowledged: `clean_pipes` cannot read the rest of the message
-//! and asserts. Linger 0 gives the pipe up at the close, so any peer hanging up as the server stops could hit
-//! it; with a positive linger the pipe stays readable and a peer that fails during the linger is cleaned up
-//! normally, which leaves only a peer that stalls mid-message and hangs up within about a millisecond of the
-//! linger's end (measured: 9 of 100 such rounds abort, none 0.3 ms either side). CHP is multipart by
-//! specification, so that residue stays; `disconnect`/`unbind` would make it certain and are never used. The
-//! full account and the measurements are in `docs/LIBZMQ_TRAPS.md`. Every socket here is closed with
-//! [`ServerConfig::close_linger`] (bounded, so a stop stays prompt). Snapshots are sent with `DONTWAIT` on
+//! through a multipart message (its peer stalled, TCP window full) has given up its pipe without delay (linger
+//! 0, or a positive linger running out) and the connection then fails before the socket has acknowledged:
+//! `clean_pipes` cannot read the rest of the message and asserts. CHP is multipart by specification, so the two
+//! sockets that send it to peers, the snapshot ROUTER and the update PUB, are set up by
+//! [`tickbox_zmqx::prepare_multipart_sender`]: `ZMQ_TCP_MAXRT` = [`ServerConfig::stalled_peer_timeout`] (the
+//! kernel gives up a peer that stops acknowledging) and a linger of twice that plus 1 s, so a stalled peer's
+//! engine fails while its pipe is still readable and the abort cannot happen; the stop still ends within the
+//! linger (measured 0 aborts in 1,400 closes with the peer hanging up 0 to 1.7 s after the close). Both are
+//! bound, so they never hold a message for a peer that is not connected. The SUBs send only single-frame subscriptions and the
+//! passive's DEALER a small request to a peer that may be down, so they keep the short
+//! [`ServerConfig::close_linger`] (never 0). `disconnect`/`unbind` would make the abort certain and are never
+//! used. The full account and the measurements are in `docs/LIBZMQ_TRAPS.md`. Snapshots are sent with `DONTWAIT` on
 //! the identity frame of a `ZMQ_ROUTER_MANDATORY` ROUTER, so a message is never abandoned half-written either.
 
 use std::path::PathBuf;
@@ -246,8 +249,9 @@ impl CloneServer {
         self.thread.as_ref().is_some_and(|t| !t.is_finished())
     }
 
-    /// Stops the thread (sockets closed with the short [`ServerConfig::close_linger`]: nothing new is sent,
-    /// only messages already being written finish) and returns the loop's result, e.g.
+    /// Stops the thread (nothing new is sent; what the ROUTER and PUB already queued is written to each peer
+    /// that still reads, a stalled peer given up after [`ServerConfig::stalled_peer_timeout`], once the
+    /// context is terminated) and returns the loop's result, e.g.
     /// [`BstarError::DualActive`].
     pub fn stop(mut self) -> Result<(), CloneError> {
         self.shutdown()
@@ -289,15 +293,27 @@ pub fn run_blocking(
     })
 }
 
+/// A receiving or requesting socket: closes with the short `close_linger`, never 0 (module docs).
 fn socket(
     ctx: &zmq::Context,
     kind: zmq::SocketType,
     config: &ServerConfig,
 ) -> Result<zmq::Socket, CloneError> {
     let s = ctx.socket(kind)?;
-    // Never 0: see the module docs (libzmq's clean_pipes abort).
     let linger = i32::try_from(config.close_linger().as_millis()).unwrap_or(i32::MAX);
     s.set_linger(linger)?;
+    Ok(s)
+}
+
+/// A bound socket that sends CHP's multipart messages to its peers: `ZMQ_TCP_MAXRT` = `stalled_peer_timeout`
+/// and a linger longer than it (module docs), set before the bind so every accepted connection carries the bound.
+fn sender_socket(
+    ctx: &zmq::Context,
+    kind: zmq::SocketType,
+    config: &ServerConfig,
+) -> Result<zmq::Socket, CloneError> {
+    let mut s = ctx.socket(kind)?;
+    tickbox_zmqx::prepare_multipart_sender(&mut s, config.stalled_peer_timeout())?;
     Ok(s)
 }
 
@@ -311,13 +327,13 @@ struct Bound {
 
 fn bind(ctx: &zmq::Context, bind: &ServerBind, config: &ServerConfig) -> Result<Bound, CloneError> {
     let make = || -> Result<(zmq::Socket, zmq::Socket, zmq::Socket), CloneError> {
-        let router = socket(ctx, zmq::ROUTER, config)?;
+        let router = sender_socket(ctx, zmq::ROUTER, config)?;
         // A bounded queue per requester, and EAGAIN/EHOSTUNREACH instead of silent drops: a snapshot to a
         // slow reader pauses (see SnapshotJob) rather than queueing the whole map in memory.
         router.set_sndhwm(config.snapshot_hwm.max(1))?;
         router.set_router_mandatory(true)?;
         router.set_maxmsgsize(config.router_max_frame())?;
-        let publisher = socket(ctx, zmq::PUB, config)?;
+        let publisher = sender_socket(ctx, zmq::PUB, config)?;
         publisher.set_sndhwm(config.pub_hwm)?;
         publisher.set_maxmsgsize(config.publisher_max_frame())?;
         let collector = socket(ctx, zmq::SUB, config)?;

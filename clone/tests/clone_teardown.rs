@@ -1,6 +1,7 @@
 //! Teardown stress: many CHP watchers receiving five-frame updates while the server and the clients shut down at
 //! the same time. libzmq 4.3.4 can abort the whole process here (`session_base.cpp:260`, `clean_pipes`) when a
-//! pipe is dropped at once mid-multipart; the server and client sockets therefore never close with zero linger.
+//! pipe is dropped at once mid-multipart; the server's ROUTER and PUB and the client's PUB therefore close with an
+//! linger longer than `ZMQ_TCP_MAXRT` (`tickbox_zmqx::teardown`), the other sockets never with zero linger.
 //! Each round runs in a child process (this test binary re-executed) so an abort is observed, not suffered.
 //! `CLONE_TEARDOWN_RUNS` sets the number of rounds (default 12, about 13 s on a loaded 2-core box).
 

@@ -208,7 +208,15 @@ impl Proxy {
         let mut xpub = ctx
             .socket(zmq::XPUB)
             .map_err(LvcError::zmq("creating XPUB"))?;
-        xpub.set_linger(100).map_err(LvcError::zmq("XPUB linger"))?;
+        // The XPUB, the tap and the snapshot ROUTER forward multipart messages (Guide values, replies) to peers
+        // that may stall; ZMQ_TCP_MAXRT and a linger longer than it mean closing them cannot hit libzmq's
+        // clean_pipes abort, and a stalled peer holds the context's termination for at most the bound
+        // (`tickbox_zmqx::teardown`, docs/LIBZMQ_TRAPS.md).
+        tickbox_zmqx::prepare_multipart_sender(
+            &mut xpub,
+            tickbox_zmqx::DEFAULT_STALLED_PEER_TIMEOUT,
+        )
+        .map_err(LvcError::zmq("XPUB teardown options"))?;
         xpub.set_sndhwm(config.downstream_hwm)
             .map_err(LvcError::zmq("XPUB sndhwm"))?;
         xpub.set_xpub_verbose(true)
@@ -233,7 +241,11 @@ impl Proxy {
                 let mut tap = ctx
                     .socket(zmq::XPUB)
                     .map_err(LvcError::zmq("creating tap"))?;
-                tap.set_linger(0).map_err(LvcError::zmq("tap linger"))?;
+                tickbox_zmqx::prepare_multipart_sender(
+                    &mut tap,
+                    tickbox_zmqx::DEFAULT_STALLED_PEER_TIMEOUT,
+                )
+                .map_err(LvcError::zmq("tap teardown options"))?;
                 tap.set_sndhwm(config.tap_hwm)
                     .map_err(LvcError::zmq("tap sndhwm"))?;
                 // Verbose so every consumer's subscription is seen, not only the first per prefix: a recorder and
@@ -266,12 +278,14 @@ impl Proxy {
         }
         let (snapshot, snapshot_endpoint) = match &config.snapshot {
             Some(ep) => {
-                let router = ctx
+                let mut router = ctx
                     .socket(zmq::ROUTER)
                     .map_err(LvcError::zmq("creating snapshot ROUTER"))?;
-                router
-                    .set_linger(0)
-                    .map_err(LvcError::zmq("snapshot linger"))?;
+                tickbox_zmqx::prepare_multipart_sender(
+                    &mut router,
+                    tickbox_zmqx::DEFAULT_STALLED_PEER_TIMEOUT,
+                )
+                .map_err(LvcError::zmq("snapshot teardown options"))?;
                 // EAGAIN for a full client and EHOSTUNREACH for a gone one, instead of a silent drop: a reply is
                 // then paused or abandoned, and counted, never cut without the client's count showing it.
                 router

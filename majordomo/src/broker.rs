@@ -40,8 +40,13 @@ pub fn run_broker_gated(
     bound: Option<std::sync::mpsc::Sender<String>>,
     gate: &mut dyn RequestGate,
 ) -> Result<BrokerStats, MdpError> {
-    let socket = ctx.socket(zmq::ROUTER)?;
-    socket.set_linger(100)?;
+    let mut socket = ctx.socket(zmq::ROUTER)?;
+    // Requests and replies are multipart: ZMQ_TCP_MAXRT and a linger longer than it (BrokerConfig's
+    // stalled_peer_timeout, docs/LIBZMQ_TRAPS.md), so closing can never hit libzmq's clean_pipes abort.
+    tickbox_zmqx::prepare_multipart_sender(
+        &mut socket,
+        cfg.stalled_peer_timeout.0.max(Duration::from_millis(1)),
+    )?;
     // Replies are never dropped by libzmq (sndhwm 0); inbound is bounded per peer so a flood waits in the
     // sender's TCP buffers rather than in ours.
     socket.set_sndhwm(0)?;

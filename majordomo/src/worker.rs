@@ -77,6 +77,10 @@ impl MdpWorker {
         }
         self.reconnect_at = None;
         let s = self.ctx.socket(zmq::DEALER)?;
+        // Linger 0 by design: a reconnect discards the dead conversation, and READY must queue before the
+        // connection is up, so the teardown rule (a linger of seconds) would hold a dead broker's worker that long.
+        // The residual clean_pipes race (a broker stalled mid-reply hanging up at the close) is in
+        // docs/LIBZMQ_TRAPS.md.
         s.set_linger(0)?;
         s.connect(&self.endpoint)?;
         self.socket = Some(s);

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use tickbox_reliable::ms;
-use tickbox_units::ByteSize;
+use tickbox_units::{ByteSize, HumanDuration};
 use tickbox_zmqx::socket::poll_ms;
 
 pub use crate::engine::freelance::{
@@ -80,6 +80,12 @@ pub struct FreelanceServerConfig {
     /// `max_queued_bytes / max_message_size` (at least 1) when that is below `max_queued_replies`. Replies beyond
     /// it are dropped and counted in [`ServerStats::dropped_full`].
     pub max_queued_bytes: ByteSize,
+    /// The peer-facing ROUTER sends multipart messages; it closes with a linger of twice this plus 1 s and
+    /// `ZMQ_TCP_MAXRT` set to this (the teardown rule of docs/LIBZMQ_TRAPS.md), so a stop can never hit the ZeroMQ library's `clean_pipes`
+    /// abort (a peer stalled mid-message hanging up as the socket closes). The price: a peer that acknowledges no
+    /// TCP data for this long is disconnected, and a stop with a stalled peer waits up to about this long.
+    /// At least 1 ms is used.
+    pub stalled_peer_timeout: HumanDuration,
 }
 
 impl Default for FreelanceServerConfig {
@@ -88,6 +94,7 @@ impl Default for FreelanceServerConfig {
             max_message_size: ByteSize(1 << 20),
             max_queued_replies: 1000,
             max_queued_bytes: ByteSize(16 << 20),
+            stalled_peer_timeout: HumanDuration(tickbox_zmqx::DEFAULT_STALLED_PEER_TIMEOUT),
         }
     }
 }
@@ -139,8 +146,12 @@ pub fn run_freelance_server_with(
             "the public endpoint must be concrete (it is the server identity)",
         ));
     }
-    let s = ctx.socket(zmq::ROUTER)?;
-    s.set_linger(100)?;
+    let mut s = ctx.socket(zmq::ROUTER)?;
+    // Replies are multipart: ZMQ_TCP_MAXRT and a linger longer than it (docs/LIBZMQ_TRAPS.md).
+    tickbox_zmqx::prepare_multipart_sender(
+        &mut s,
+        cfg.stalled_peer_timeout.0.max(Duration::from_millis(1)),
+    )?;
     s.set_identity(public.as_bytes())?;
     let max_size = cfg.max_message_size.0.clamp(1, i64::MAX as u64);
     s.set_maxmsgsize(max_size as i64)?;

@@ -57,6 +57,9 @@ impl LazyPirate {
     fn socket(&mut self) -> Result<&zmq::Socket, PirateError> {
         if self.socket.is_none() {
             let s = self.ctx.socket(zmq::REQ)?;
+            // Linger 0 is the pattern: closing discards the unanswered request. A long linger would block on a
+            // dead server for ever (no connection, so ZMQ_TCP_MAXRT never fires); the residual clean_pipes race
+            // is in docs/LIBZMQ_TRAPS.md ("What remains").
             s.set_linger(0)?;
             s.connect(&self.endpoint)?;
             self.socket = Some(s);

@@ -24,11 +24,17 @@ pub fn run_ppp_queue(
     stop: &AtomicBool,
     bound: Option<std::sync::mpsc::Sender<(String, String)>>,
 ) -> Result<PppQueueStats, PirateError> {
-    let fe = ctx.socket(zmq::ROUTER)?;
-    let be = ctx.socket(zmq::ROUTER)?;
+    let mut fe = ctx.socket(zmq::ROUTER)?;
+    let mut be = ctx.socket(zmq::ROUTER)?;
     let max_message = i64::try_from(cfg.max_message_bytes).unwrap_or(i64::MAX);
-    for s in [&fe, &be] {
-        s.set_linger(100)?;
+    for s in [&mut fe, &mut be] {
+        // Requests and replies are multipart: ZMQ_TCP_MAXRT and a linger longer than it (docs/LIBZMQ_TRAPS.md).
+        tickbox_zmqx::prepare_multipart_sender(
+            s,
+            cfg.stalled_peer_timeout
+                .0
+                .max(std::time::Duration::from_millis(1)),
+        )?;
         s.set_maxmsgsize(max_message)?;
     }
     fe.bind(frontend)?;
@@ -111,6 +117,7 @@ impl PppWorker {
         if self.reconnect_at.is_some_and(|at| at <= now) {
             self.reconnect_at = None;
             let s = self.ctx.socket(zmq::DEALER)?;
+            // Linger 0 by design, as the MDP worker's (docs/LIBZMQ_TRAPS.md, "What remains").
             s.set_linger(0)?;
             s.connect(&self.endpoint)?;
             self.socket = Some(s);

@@ -35,6 +35,11 @@ pub struct ClientConfig {
     pub resend: HumanDuration,
     /// Receive/send high-water marks of the client sockets, in messages.
     pub hwm: i32,
+    /// The update PUB sends CHP's multipart KVSETs to the servers' collectors; it closes with a linger of twice this plus 1 s,
+    /// `ZMQ_IMMEDIATE` and `ZMQ_TCP_MAXRT` set to this (the teardown rule of docs/LIBZMQ_TRAPS.md), so dropping a client can never
+    /// hit the ZeroMQ library's `clean_pipes` abort. The price: a server that acknowledges no TCP data for this long is
+    /// disconnected, and dropping a client whose server stalled waits up to about this long. At least 1 ms.
+    pub stalled_peer_timeout: HumanDuration,
 }
 
 impl Default for ClientConfig {
@@ -44,6 +49,7 @@ impl Default for ClientConfig {
             subscribe_wait: HumanDuration(Duration::from_millis(1500)),
             resend: HumanDuration(Duration::from_millis(1000)),
             hwm: 1_000_000,
+            stalled_peer_timeout: HumanDuration(Duration::from_secs(3)),
         }
     }
 }
@@ -60,6 +66,10 @@ impl ClientConfig {
     /// The resend interval for unacknowledged updates, at least 1 ms.
     pub fn resend(&self) -> Duration {
         self.resend.0.max(Duration::from_millis(1))
+    }
+    /// The bound on a stalled server, at least 1 ms (see the field).
+    pub fn stalled_peer_timeout(&self) -> Duration {
+        self.stalled_peer_timeout.0.max(Duration::from_millis(1))
     }
 }
 

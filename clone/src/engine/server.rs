@@ -78,10 +78,17 @@ pub struct ServerConfig {
     /// Most `NOPE` refusal notices published per second; more refusals are counted as suppressed (the client
     /// resends unacknowledged sets, so a suppressed notice is usually answered on the resend).
     pub refusal_notices_per_sec: u32,
-    /// Linger of the server's sockets when it stops: a peer that hangs up during it is cleaned up normally, where
-    /// linger 0 lets a peer hanging up at the stop abort the process mid-multipart (see `server_loop`; a stalled
-    /// peer hanging up right at the linger's end still can), short enough that a stop is prompt. At least 1 ms.
+    /// Linger of the server's receiving and requesting sockets when it stops (the collector and Binary Star SUBs,
+    /// the passive's snapshot DEALER towards its peer, which may be down): never 0, short so a stop is prompt. The
+    /// snapshot ROUTER and update PUB instead close with a linger of twice `stalled_peer_timeout` plus 1 s.
+    /// At least 1 ms.
     pub close_linger: HumanDuration,
+    /// The snapshot ROUTER and the update PUB send CHP's multipart messages; they close with a linger of twice this plus 1 s
+    /// and `ZMQ_TCP_MAXRT` set to this (the teardown rule of docs/LIBZMQ_TRAPS.md), so a stop can never hit the ZeroMQ library's
+    /// `clean_pipes` abort (a peer stalled mid-message that hangs up as the server stops). The price: a peer
+    /// that acknowledges no TCP data for this long is disconnected at any time, and a stop with a stalled
+    /// peer waits up to about this long (twice it on kernels before 5.10). At least 1 ms.
+    pub stalled_peer_timeout: HumanDuration,
     /// Most client updates a passive server holds while waiting for the active's copy.
     pub max_pending: usize,
     /// How many recently applied update UUIDs are remembered for de-duplication.
@@ -115,6 +122,7 @@ impl Default for ServerConfig {
             snapshot_stall: HumanDuration(Duration::from_secs(10)),
             refusal_notices_per_sec: 1000,
             close_linger: HumanDuration(Duration::from_millis(200)),
+            stalled_peer_timeout: HumanDuration(Duration::from_secs(3)),
             max_pending: 100_000,
             recent_uuids: 100_000,
             pub_hwm: 1_000_000,
@@ -135,6 +143,10 @@ impl ServerConfig {
     /// The close linger, at least 1 ms: zero opens the ZeroMQ library's abort window at the stop itself (see the field).
     pub fn close_linger(&self) -> Duration {
         self.close_linger.0.max(Duration::from_millis(1))
+    }
+    /// The bound on a stalled peer, at least 1 ms (see the field).
+    pub fn stalled_peer_timeout(&self) -> Duration {
+        self.stalled_peer_timeout.0.max(Duration::from_millis(1))
     }
     /// `ZMQ_MAXMSGSIZE` of the collector: the largest frame an accepted KVSET can carry.
     pub fn collector_max_frame(&self) -> i64 {

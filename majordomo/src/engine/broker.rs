@@ -50,6 +50,12 @@ pub struct BrokerConfig {
     /// `ZMQ_RCVHWM` of the broker ROUTER, in messages per peer (default 1000; 0 = unlimited): a flooding
     /// peer is throttled by TCP back-pressure instead of growing the socket library's receive pipe.
     pub receive_hwm: i32,
+    /// The peer-facing ROUTER sends multipart messages; it closes with a linger of twice this plus 1 s and
+    /// `ZMQ_TCP_MAXRT` set to this (the teardown rule of docs/LIBZMQ_TRAPS.md), so a stop can never hit the ZeroMQ library's `clean_pipes`
+    /// abort (a peer stalled mid-message hanging up as the socket closes). The price: a peer that acknowledges no
+    /// TCP data for this long is disconnected, and a stop with a stalled peer waits up to about this long.
+    /// At least 1 ms is used.
+    pub stalled_peer_timeout: HumanDuration,
 }
 
 impl Default for BrokerConfig {
@@ -64,6 +70,7 @@ impl Default for BrokerConfig {
             max_workers: 10_000,
             max_message_size: ByteSize(16 << 20),
             receive_hwm: 1000,
+            stalled_peer_timeout: HumanDuration(Duration::from_secs(3)),
         }
     }
 }

@@ -38,6 +38,12 @@ pub struct PppConfig {
     /// Largest frame the queue's sockets accept (their maximum message size option): a peer sending a bigger one
     /// is disconnected, so one client cannot make the queue hold an arbitrarily large request.
     pub max_message_bytes: u64,
+    /// The queue's ROUTERs (frontend and backend) send multipart messages; they close with a linger of twice this plus 1 s and
+    /// `ZMQ_TCP_MAXRT` set to this (the teardown rule of docs/LIBZMQ_TRAPS.md), so a stop can never hit the ZeroMQ library's `clean_pipes`
+    /// abort (a peer stalled mid-message hanging up as the socket closes). The price: a peer that acknowledges no
+    /// TCP data for this long is disconnected, and a stop with a stalled peer waits up to about this long.
+    /// At least 1 ms is used.
+    pub stalled_peer_timeout: HumanDuration,
 }
 
 impl Default for PppConfig {
@@ -50,6 +56,7 @@ impl Default for PppConfig {
             max_queued: 10_000,
             max_workers: 10_000,
             max_message_bytes: 1 << 20,
+            stalled_peer_timeout: HumanDuration(Duration::from_secs(3)),
         }
     }
 }
@@ -416,6 +423,7 @@ mod tests {
             max_queued: 2,
             max_workers: 3,
             max_message_bytes: 1 << 20,
+            stalled_peer_timeout: ms(1000).into(),
         }
     }
 
