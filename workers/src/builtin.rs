@@ -443,7 +443,10 @@ impl Worker for LastValueBook {
     #[inline]
     fn on_record(&mut self, rec: &Record<'_>, _delivery: &Delivery) -> Result<(), DecodeError> {
         if matches!(rec.kind(), Kind::Quote | Kind::Trade | Kind::BookLevel) {
-            self.apply_parts(rec.topic_bytes(), rec.header(), rec.payload())?;
+            // `apply_parts` checks the topic itself (a known instrument without a second UTF-8 pass), so the
+            // payload is decoded without `Record::payload`'s topic check.
+            let payload = Payload::decode(rec.kind(), rec.payload_bytes());
+            self.apply_parts(rec.topic_bytes(), rec.header(), payload)?;
         }
         Ok(())
     }
