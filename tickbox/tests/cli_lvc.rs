@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use common::{signal, spawn_with_lines, KillOnDrop, TICKBOX};
+use common::{line_after, recv_for, signal, spawn_with_lines, KillOnDrop, TICKBOX};
 use tickbox_wire::{encode_to_vec, Flags, Header, Kind, MessageRef, Quote};
 
 fn quote(topic: &str, seq: u64) -> Vec<u8> {
@@ -18,19 +18,6 @@ fn quote(topic: &str, seq: u64) -> Vec<u8> {
         &Quote::default().into(),
     )
     .unwrap()
-}
-
-fn recv_for(sock: &zmq::Socket, timeout: Duration, want: usize) -> Vec<Vec<u8>> {
-    let deadline = Instant::now() + timeout;
-    let mut got = Vec::new();
-    while got.len() < want && Instant::now() < deadline {
-        if sock.poll(zmq::POLLIN, 20).unwrap() > 0 {
-            while let Ok(f) = sock.recv_bytes(zmq::DONTWAIT) {
-                got.push(f);
-            }
-        }
-    }
-    got
 }
 
 #[test]
@@ -156,18 +143,6 @@ fn lvc_without_upstream_is_a_clear_error() {
 }
 
 /// The rest of the first line starting with `prefix`, waiting at most 10 s.
-fn line_after(lines: &mpsc::Receiver<String>, prefix: &str) -> String {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let line = lines
-            .recv_timeout(left)
-            .unwrap_or_else(|_| panic!("no `{prefix}` line"));
-        if let Some(rest) = line.strip_prefix(prefix) {
-            return rest.trim().to_owned();
-        }
-    }
-}
 
 fn lvc_status(broker: &str) -> Option<serde_json::Value> {
     let out = Command::new(TICKBOX)

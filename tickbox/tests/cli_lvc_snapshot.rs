@@ -5,10 +5,9 @@
 mod common;
 
 use std::process::Command;
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use common::{output_within, spawn_with_lines, TICKBOX};
+use common::{line_after, output_within, recv_for, spawn_with_lines, TICKBOX};
 use tickbox_wire::{encode_to_vec, Flags, Header, Kind, MessageRef, Quote};
 
 fn quote(topic: &str, seq: u64, bid: i64) -> Vec<u8> {
@@ -17,32 +16,6 @@ fn quote(topic: &str, seq: u64, bid: i64) -> Vec<u8> {
         ..Quote::default()
     };
     encode_to_vec(topic, &Header::live(Kind::Quote, 1, seq, seq), &q.into()).unwrap()
-}
-
-fn recv_for(sock: &zmq::Socket, timeout: Duration, want: usize) -> Vec<Vec<u8>> {
-    let deadline = Instant::now() + timeout;
-    let mut got = Vec::new();
-    while got.len() < want && Instant::now() < deadline {
-        if sock.poll(zmq::POLLIN, 20).unwrap() > 0 {
-            while let Ok(f) = sock.recv_bytes(zmq::DONTWAIT) {
-                got.push(f);
-            }
-        }
-    }
-    got
-}
-
-fn line_after(lines: &mpsc::Receiver<String>, prefix: &str) -> String {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let line = lines
-            .recv_timeout(left)
-            .unwrap_or_else(|_| panic!("no `{prefix}` line"));
-        if let Some(rest) = line.strip_prefix(prefix) {
-            return rest.trim().to_owned();
-        }
-    }
 }
 
 fn is_cached(frame: &[u8]) -> bool {

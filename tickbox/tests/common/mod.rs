@@ -421,3 +421,33 @@ pub(crate) fn send_signal(pid: u32, signal: libc::c_int) {
     // SAFETY: kill(2) takes plain integers and touches no memory of ours.
     unsafe { libc::kill(pid, signal) };
 }
+
+/// Every frame `sock` receives until `want` have arrived or `timeout` passes (polling, so never stuck).
+#[allow(dead_code)]
+pub(crate) fn recv_for(sock: &zmq::Socket, timeout: Duration, want: usize) -> Vec<Vec<u8>> {
+    let deadline = Instant::now() + timeout;
+    let mut got = Vec::new();
+    while got.len() < want && Instant::now() < deadline {
+        if sock.poll(zmq::POLLIN, 20).unwrap() > 0 {
+            while let Ok(f) = sock.recv_bytes(zmq::DONTWAIT) {
+                got.push(f);
+            }
+        }
+    }
+    got
+}
+
+/// The rest of the first line starting with `prefix` (trimmed); panics after 10 s without one.
+#[allow(dead_code)]
+pub(crate) fn line_after(lines: &mpsc::Receiver<String>, prefix: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let line = lines
+            .recv_timeout(left)
+            .unwrap_or_else(|_| panic!("no `{prefix}` line"));
+        if let Some(rest) = line.strip_prefix(prefix) {
+            return rest.trim().to_owned();
+        }
+    }
+}
