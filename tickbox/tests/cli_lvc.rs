@@ -142,8 +142,6 @@ fn lvc_without_upstream_is_a_clear_error() {
     assert!(stderr.contains("upstream"), "{stderr}");
 }
 
-/// The rest of the first line starting with `prefix`, waiting at most 10 s.
-
 fn lvc_status(broker: &str) -> Option<serde_json::Value> {
     let out = Command::new(TICKBOX)
         .args(["call", "--broker", broker, "--timeout", "1000ms"])
