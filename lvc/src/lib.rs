@@ -314,6 +314,12 @@ pub struct LvcConfig {
     /// A reply whose client has taken nothing for this long (its queue stays full) is abandoned and counted
     /// (`snapshot_abandoned`): a client that does not read never holds the proxy.
     pub snapshot_stall_timeout: HumanDuration,
+    /// The subscriber XPUB, the tap and the snapshot ROUTER send multipart messages to peers that may stall: a
+    /// peer that acknowledges nothing for this long is disconnected (`ZMQ_TCP_MAXRT`), and closing waits at most
+    /// twice this plus 1 s for stalled peers, so the proxy's close can never hit libzmq's `clean_pipes` abort
+    /// (`tickbox_zmqx::teardown`, docs/LIBZMQ_TRAPS.md). It bounds how long a stalled subscriber can hold the
+    /// proxy's stop.
+    pub stalled_peer_timeout: HumanDuration,
     /// `[context.sockets.lvc]`, copied here by the binary; applied to the XSUB, the XPUB and the tap (see `tickbox_zmqx::profile`).
     #[serde(skip)]
     pub socket_profile: tickbox_zmqx::profile::SocketProfile,
@@ -357,6 +363,7 @@ impl Default for LvcConfig {
             snapshot_hwm: 10_000,
             snapshot_slice: 1024,
             snapshot_stall_timeout: HumanDuration(Duration::from_secs(5)),
+            stalled_peer_timeout: HumanDuration(tickbox_zmqx::DEFAULT_STALLED_PEER_TIMEOUT),
             socket_profile: tickbox_zmqx::profile::SocketProfile::default(),
         }
     }

@@ -214,7 +214,7 @@ impl Proxy {
         // (`tickbox_zmqx::teardown`, docs/LIBZMQ_TRAPS.md).
         tickbox_zmqx::prepare_multipart_sender(
             &mut xpub,
-            tickbox_zmqx::DEFAULT_STALLED_PEER_TIMEOUT,
+            config.stalled_peer_timeout.0.max(Duration::from_millis(1)),
         )
         .map_err(LvcError::zmq("XPUB teardown options"))?;
         xpub.set_sndhwm(config.downstream_hwm)
@@ -243,7 +243,7 @@ impl Proxy {
                     .map_err(LvcError::zmq("creating tap"))?;
                 tickbox_zmqx::prepare_multipart_sender(
                     &mut tap,
-                    tickbox_zmqx::DEFAULT_STALLED_PEER_TIMEOUT,
+                    config.stalled_peer_timeout.0.max(Duration::from_millis(1)),
                 )
                 .map_err(LvcError::zmq("tap teardown options"))?;
                 tap.set_sndhwm(config.tap_hwm)
@@ -283,7 +283,7 @@ impl Proxy {
                     .map_err(LvcError::zmq("creating snapshot ROUTER"))?;
                 tickbox_zmqx::prepare_multipart_sender(
                     &mut router,
-                    tickbox_zmqx::DEFAULT_STALLED_PEER_TIMEOUT,
+                    config.stalled_peer_timeout.0.max(Duration::from_millis(1)),
                 )
                 .map_err(LvcError::zmq("snapshot teardown options"))?;
                 // EAGAIN for a full client and EHOSTUNREACH for a gone one, instead of a silent drop: a reply is
