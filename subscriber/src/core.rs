@@ -15,8 +15,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tickbox_wire::{
-    batch_records, is_batch, shard_key_of_topic, DecodeError, Flags, Kind, Payload, SequenceEvent,
-    SequenceTracker,
+    batch_records, is_batch, key_words, shard_key_of_topic, DecodeError, Flags, Kind, Payload,
+    SequenceEvent, SequenceTracker,
 };
 use tickbox_workers::{worker_for_key, Dispatch, Meta, Parcel, Record, Recycler, PARCEL_RECORDS};
 
@@ -132,28 +132,6 @@ impl WorkerCache {
             worker: worker as u32,
         };
         worker
-    }
-}
-
-/// Two words that, with its length, determine a key of up to 16 bytes: for 8..=16 bytes the first and the last
-/// eight (overlapping when shorter than 16), for 4..8 the first and the last four, below that the bytes.
-#[inline]
-fn key_words(bytes: &[u8]) -> (u64, u64) {
-    let n = bytes.len();
-    if n >= 8 {
-        let first = u64::from_le_bytes(bytes[..8].try_into().unwrap_or([0; 8]));
-        let last = u64::from_le_bytes(bytes[n - 8..].try_into().unwrap_or([0; 8]));
-        (first, last)
-    } else if n >= 4 {
-        let first = u32::from_le_bytes(bytes[..4].try_into().unwrap_or([0; 4]));
-        let last = u32::from_le_bytes(bytes[n - 4..].try_into().unwrap_or([0; 4]));
-        (u64::from(first), u64::from(last))
-    } else {
-        let mut first = 0u64;
-        for (i, &b) in bytes.iter().enumerate() {
-            first |= u64::from(b) << (8 * i);
-        }
-        (first, 0)
     }
 }
 

@@ -22,6 +22,30 @@ pub fn shard_key_of_topic(topic: &[u8]) -> &[u8] {
     }
 }
 
+/// Two words that, with its length, determine a key of up to 16 bytes: for 8..=16 bytes the first and the last
+/// eight (overlapping when shorter than 16), for 4..8 the first and the last four, below that the bytes. Tables
+/// keyed by topics or symbols compare such keys as two integers instead of calling `memcmp`, and hash them from
+/// the two words; a longer key needs its middle compared (and hashed) too.
+#[inline]
+pub fn key_words(bytes: &[u8]) -> (u64, u64) {
+    let n = bytes.len();
+    if n >= 8 {
+        let first = u64::from_le_bytes(bytes[..8].try_into().unwrap_or([0; 8]));
+        let last = u64::from_le_bytes(bytes[n - 8..].try_into().unwrap_or([0; 8]));
+        (first, last)
+    } else if n >= 4 {
+        let first = u32::from_le_bytes(bytes[..4].try_into().unwrap_or([0; 4]));
+        let last = u32::from_le_bytes(bytes[n - 4..].try_into().unwrap_or([0; 4]));
+        (u64::from(first), u64::from(last))
+    } else {
+        let mut first = 0u64;
+        for (i, &b) in bytes.iter().enumerate() {
+            first |= u64::from(b) << (8 * i);
+        }
+        (first, 0)
+    }
+}
+
 /// FNV-1a, 64-bit. Stable across processes, builds and Rust versions (unlike `DefaultHasher`), so every
 /// process of a deployment agrees on which shard owns a symbol.
 pub fn stable_hash(bytes: &[u8]) -> u64 {
@@ -41,6 +65,32 @@ pub fn shard_for(shard_key: &[u8], shards: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// With its length, the two words give back every byte of a key of up to 16 bytes, so comparing them is
+    /// comparing the keys.
+    #[test]
+    fn key_words_determine_short_keys() {
+        let text = b"Q.XNAS.AAPL.EXTRA";
+        for len in 0..=16 {
+            let key = &text[..len];
+            let (first, last) = key_words(key);
+            let mut back = vec![0u8; len];
+            let (lo, hi) = if len >= 8 {
+                (8, 8)
+            } else if len >= 4 {
+                (4, 4)
+            } else {
+                (len, 0)
+            };
+            for (i, b) in back.iter_mut().enumerate().take(lo) {
+                *b = (first >> (8 * i)) as u8;
+            }
+            for k in 0..hi {
+                back[len - hi + k] = (last >> (8 * k)) as u8;
+            }
+            assert_eq!(back, key, "length {len}");
+        }
+    }
 
     #[test]
     fn quote_and_trade_of_a_symbol_share_a_shard() {
