@@ -64,7 +64,7 @@
 //! |---|---|
 //! | 512 | `head`: end of the last published record (release store by the writer, acquire load by readers) |
 //! | 520 | `head_seq`: sequence of the next record |
-//! | 576 | `tail`: start of the oldest readable record; raised *before* the writer overwrites anything (see below) |
+//! | 576 | `tail`: start of the oldest intact record; raised *before* the writer overwrites anything |
 //! | 640 | `reserve`: end of the bytes the writer may have touched (for recovery reports) |
 //! | 704 | state bits: 1 writer open (left set by a crash), 2 segment sealed (successor exists) |
 //! | 768, 776, 784 | ring laps: records and bytes overwritten, laps completed (zero in files from before they existed) |
@@ -91,18 +91,6 @@
 //! instruction when it has SSE4.2, else the `crc32c` crate); the value is the same CRC32C either way, so files are
 //! unchanged and still version 1. The ring-lap counters at 768..792 are stored at each publish (commit), not at
 //! every record a lap overwrites.
-//!
-//! A lapped ring's writer raises `tail` in steps: past every record the next frame overwrites and on by up to
-//! 1/64 of the capacity (at most 1 KiB), so the appends that follow find room with one comparison instead of
-//! walking and publishing the tail at every record. The records of a step are gone for readers (`Lapped`) and are
-//! shown to the overwrite hook and counted as overwritten when the tail passes them, a little before their bytes
-//! are reused; a ring holds at least its capacity less a step. The writer clears the length word of the last
-//! record each step passes, so a rescan that rebuilds a damaged header (which takes the first chain of records
-//! reaching the head) starts at the tail, not at those records. Nothing a reader or an older writer parses
-//! changed: files stay version 1, and journals written before read the same.
-//!
-//! With SSE4.2 the whole record path (room check, stores, checksum) is one function compiled for it, the `crc32`
-//! steps inlined, rather than a call per record into the checksum.
 //!
 //! # Concurrency and crash safety
 //!

@@ -791,16 +791,15 @@ impl Segment {
         }
     }
 
-    /// Hints the CPU to fetch, for writing, the cache line holding data offset `off`. A hint, not a memory
-    /// access: it cannot race with readers or fault, so an offset past the data region (the writer asks a fixed
-    /// distance ahead, near the end of the ring too) is harmless and not checked.
+    /// Hints the CPU to fetch, for writing, the cache line holding data offset `off` (ignored past the data
+    /// region). A hint, not a memory access: it cannot race with readers or fault.
     #[inline]
     pub(crate) fn prefetch_for_write(&self, off: u64) {
         #[cfg(target_arch = "x86_64")]
-        {
+        if off < self.avail {
             let p = self.map.as_ptr().wrapping_add((HEADER_SIZE + off) as usize);
-            // SAFETY: `_mm_prefetch` needs only SSE, which every x86_64 CPU has; a prefetch never faults, whatever
-            // the address, and `wrapping_add` computes it without the in-bounds requirement of `add`.
+            // SAFETY: `_mm_prefetch` needs only SSE, which every x86_64 CPU has; a prefetch never faults, and the
+            // address is inside the mapping anyway (`off < avail`).
             unsafe {
                 std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_ET0 }>(
                     p as *const i8,

@@ -212,13 +212,6 @@ pub struct Writer {
     on_overwrite: Option<OverwriteHook>,
     /// `overwritten` changed since it was last stored in the header (stored at the next publish).
     counters_dirty: bool,
-    /// Data bytes of the current file (copied from the segment so the hot path need not reload it after its
-    /// stores into the map).
-    cap: u64,
-    /// Absolute position up to which records can be written with no overwrite, padding or roll: for a ring the
-    /// lower of `tail + cap` and the end of the current lap, for an archive the segment's end. One comparison
-    /// with it is the whole room check of an append that needs nothing done.
-    room_end: u64,
 }
 
 /// What ring laps have overwritten so far (all zero for an archive). Persisted in the journal header, so it
@@ -417,11 +410,6 @@ impl Writer {
             },
             on_overwrite: None,
             counters_dirty: false,
-            cap,
-            room_end: match mode {
-                Mode::Ring => (tail + cap).min(head - head % cap + cap),
-                Mode::Archive => cap,
-            },
         }
     }
 
@@ -558,149 +546,85 @@ impl Writer {
     /// Writes one record without publishing it. The body is written first and the frame length last (release),
     /// so a record is never half-visible; `head` (published by `commit`) is what readers trust.
     #[inline]
-    // Calls the SSE4.2 build of the record path, once `Sse42::detect` has proved the CPU has it.
-    #[allow(unsafe_code)]
     fn write_record(&mut self, capture_time_ns: u64, payload: &[u8]) -> Result<u64> {
-        #[cfg(target_arch = "x86_64")]
-        if let Some(hw) = crc::Sse42::detect() {
-            // SAFETY: `detect` returned a token, so this CPU has SSE4.2, the function's one requirement.
-            return unsafe { self.write_record_sse42(hw, capture_time_ns, payload) };
-        }
-        self.write_record_with(crc::Portable, capture_time_ns, payload)
-    }
-
-    /// The record path compiled for SSE4.2: `write_record_with` and the checksum steps are inlined into it, so an
-    /// append is one call with the `crc32` instructions in line, not a call per record into the checksum.
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "sse4.2")]
-    fn write_record_sse42(
-        &mut self,
-        hw: crc::Sse42,
-        capture_time_ns: u64,
-        payload: &[u8],
-    ) -> Result<u64> {
-        self.write_record_with(hw, capture_time_ns, payload)
-    }
-
-    /// The record path. The common case is one branch: the frame ends below `room_end`, so nothing has to be
-    /// padded, overwritten or rolled ([`Writer::make_room`] does that, and on a
-    /// lapped ring moves `tail` a step ahead so the records after it take this path too).
-    #[inline(always)]
-    fn write_record_with<B: crc::BodyStore>(
-        &mut self,
-        body: B,
-        capture_time_ns: u64,
-        payload: &[u8],
-    ) -> Result<u64> {
         if payload.len() > self.max_payload {
-            return Err(self.too_large(payload.len()));
+            return Err(JournalError::RecordTooLarge {
+                len: payload.len(),
+                max: self.max_payload,
+            });
         }
         let frame_len = (RECORD_HEADER_SIZE as usize + payload.len()) as u32;
         let size = align8(frame_len as u64);
-        let (start_off, pad) = if self.head + size > self.room_end {
-            self.make_room(size)?
-        } else {
-            (self.head_off, 0)
+        let start_off = match self.mode {
+            Mode::Ring => self.make_room_ring(size)?,
+            Mode::Archive => {
+                if self.head + size > self.seg.cap {
+                    self.roll()?;
+                }
+                self.seg
+                    .reserve()
+                    .store(self.head + size, Ordering::Relaxed);
+                self.head_off
+            }
         };
-        let end = self.head + pad + size;
-        let seg = &*self.seg;
-        // Recovery reports bytes past the last intact record up to `reserve` as a torn write: it covers the frame
-        // before any of its bytes is stored.
-        seg.reserve().store(end, Ordering::Relaxed);
         let seq = self.next_seq;
         let ahead = start_off + PREFETCH_AHEAD;
-        seg.prefetch_for_write(ahead);
-        seg.prefetch_for_write(ahead + size - 1);
+        self.seg.prefetch_for_write(ahead);
+        self.seg.prefetch_for_write(ahead + size - 1);
         // Every store is an 8-byte atomic at an 8-aligned offset, the same size and alignment readers load with:
         // a lapped ring reader may be copying these bytes right now, and the seqlock protocol (`tail` moved before
         // this write, re-checked by the reader after its copy) only makes that safe if neither side's access is a
-        // data race. `room_end` (or `make_room`) leaves `start_off + size <= cap`, so the frame's words lie in
-        // the writer's full-length mapping (`data_words` checks it once per frame).
-        let words = seg.data_words(start_off, (size / 8) as usize);
-        let crc = body.store_body(words, frame_len, seq, capture_time_ns, payload);
+        // data race. `make_room_ring`/`roll` return an offset with `start_off + size <= cap`, so the frame's words
+        // lie in the writer's full-length mapping (`data_words` checks it once per frame).
+        let words = self.seg.data_words(start_off, (size / 8) as usize);
+        let crc = crc::store_body(words, frame_len, seq, capture_time_ns, payload);
         // Length and checksum share the frame's first word, published last (release).
         words[0].store(
             (frame_len as u64 | (crc as u64) << 32).to_le(),
             Ordering::Release,
         );
-        self.head = end;
+        let pad = if start_off < self.head_off {
+            self.seg.cap - self.head_off
+        } else {
+            0
+        };
+        self.head += pad + size;
         self.head_off = start_off + size;
-        if self.head_off == self.cap {
+        if self.head_off == self.seg.cap {
             self.head_off = 0;
         }
-        self.next_seq = seq + 1;
+        self.next_seq += 1;
         Ok(seq)
     }
 
-    #[cold]
-    fn too_large(&self, len: usize) -> JournalError {
-        JournalError::RecordTooLarge {
-            len,
-            max: self.max_payload,
-        }
-    }
-
-    /// The slow side of `write_record`: returns where a frame of `size` bytes starts and how many bytes of padding
-    /// precede it. Ring: pads to the next lap if the frame does not fit before the end, and moves `tail` past
-    /// every record the write will overwrite. Archive: rolls to a new segment when this one is full.
-    #[inline(never)]
-    fn make_room(&mut self, size: u64) -> Result<(u64, u64)> {
-        match self.mode {
-            Mode::Ring => self.make_room_ring(size),
-            Mode::Archive => {
-                if self.head + size > self.cap {
-                    self.roll()?;
-                }
-                self.room_end = self.cap;
-                Ok((self.head_off, 0))
-            }
-        }
-    }
-
-    /// Ring: returns the data offset where a frame of `size` bytes starts and the padding before it (to the next
-    /// lap, if it does not fit before the end), after moving `tail` past every record the write will overwrite
-    /// (and telling readers, before writing).
-    ///
-    /// A lapped ring overwrites the oldest record at almost every append. Rather than walk one record per append
-    /// (a store of `tail` and a fence each time, and a branchy path through every append), the tail moves
-    /// [`tail_step`] bytes further than this frame needs, so the next appends find room below `room_end` without
-    /// coming here. Those records become unreadable (and are shown to the overwrite hook) a little early: the ring
-    /// always holds at least its capacity less one step.
+    /// Ring: returns the data offset where a frame of `size` bytes starts, padding to the next lap if it does not
+    /// fit before the end, after moving `tail` past every record the write will overwrite (and telling readers,
+    /// before writing).
+    #[inline]
     // Writes the padding frame's length word through the mapping.
     #[allow(unsafe_code)]
-    fn make_room_ring(&mut self, size: u64) -> Result<(u64, u64)> {
-        let cap = self.cap;
+    fn make_room_ring(&mut self, size: u64) -> Result<u64> {
+        let cap = self.seg.cap;
         let rem = cap - self.head_off;
         let pad = if rem < size { rem } else { 0 };
         let end = self.head + pad + size;
         if self.tail + cap < end {
-            // Never past `head`: the records from there on are the ones being written.
-            let target = (end + tail_step(cap)).min(self.head + cap);
-            // The walk works on locals, stored back once: fields of `self` would be stored and reloaded at every
-            // frame (the hook call hides whether it could see them), a chain of store-to-load forwards.
-            let (mut tail, mut tail_off) = (self.tail, self.tail_off);
-            let mut stats = self.overwritten;
-            let mut last_record = None;
-            let walked = loop {
-                if tail + cap >= target {
-                    break Ok(());
-                }
-                let Some((n, frame_len)) = self.seg.own_frame_at_off(tail_off) else {
-                    break Err(JournalError::CorruptRecord {
+            while self.tail + cap < end {
+                let Some((n, frame_len)) = self.seg.own_frame_at_off(self.tail_off) else {
+                    return Err(JournalError::CorruptRecord {
                         path: self.seg.path.clone(),
-                        offset: crate::segment::HEADER_SIZE + tail_off,
+                        offset: crate::segment::HEADER_SIZE + self.tail_off,
                         reason: "writer found an invalid frame in its own published region".into(),
                     });
                 };
                 if frame_len != 0 {
-                    stats.records += 1;
-                    stats.bytes += n;
-                    last_record = Some(tail_off);
+                    self.overwritten.records += 1;
+                    self.overwritten.bytes += n;
                     if let Some(hook) = self.on_overwrite.as_mut() {
                         // SAFETY: this is the journal's single writer (exclusive flock) reading a record it wrote
                         // itself, before it overwrites it below; readers only ever load, so nothing writes these
                         // bytes while the borrow (which ends with the hook call) lives.
-                        let body = unsafe { self.seg.body_borrowed(tail_off, frame_len) };
+                        let body = unsafe { self.seg.body_borrowed(self.tail_off, frame_len) };
                         let word = |i: usize| {
                             let mut w = [0u8; 8];
                             w.copy_from_slice(&body[i..i + 8]);
@@ -714,54 +638,32 @@ impl Writer {
                         });
                     }
                 }
-                tail += n;
-                tail_off += n;
-                if tail_off >= cap {
-                    tail_off = 0;
-                    stats.laps += 1;
+                self.tail += n;
+                self.tail_off += n;
+                if self.tail_off >= cap {
+                    self.tail_off = 0;
+                    self.overwritten.laps += 1;
                 }
-            };
-            (self.tail, self.tail_off, self.overwritten) = (tail, tail_off, stats);
-            self.counters_dirty = true;
-            if let Err(e) = walked {
-                // What was walked is gone from readers' view too: the tail must cover it before anything is reused.
-                self.seg.tail().store(self.tail, Ordering::Relaxed);
-                return Err(e);
             }
             self.seg.tail().store(self.tail, Ordering::Relaxed);
-            // The counters reach the header at the next publish; a ring that has not lapped pays nothing.
+            // The counters reach the header at the next publish (a lapped ring moves its tail at every append, and
+            // three stores per record were a tenth of an append); a ring that has not lapped pays nothing.
+            self.counters_dirty = true;
             // Readers check `tail` after copying a record, so the new tail must be visible before any overwrite:
             // a release fence keeps the stores below after it (on x86 a compiler barrier; stores stay in order).
             fence(Ordering::Release);
-            if let Some(off) = last_record {
-                // The step's records are still intact in the file, but readers and the hook count them gone. A
-                // scan that rebuilds a damaged header takes the first chain of records that reaches the head: the
-                // last record passed has its length word cleared, so no chain crosses it and the scan finds this
-                // tail, not the records just before it.
-                // SAFETY: `off` starts a frame `own_frame_at_off` accepted (8-aligned, its header inside the
-                // writer's full-length data region); readers load it with the same 8-byte atomics, and the tail
-                // moved past it above, before this store.
-                unsafe { self.seg.data_word(off) }.store(0, Ordering::Relaxed);
-            }
-        }
-        // The end of the lap this frame is written in: a frame that would cross it comes back here to pad.
-        let lap_end = if pad == 0 {
-            self.head - self.head_off + cap
-        } else {
-            self.head + pad + cap
-        };
-        self.room_end = (self.tail + cap).min(lap_end);
-        if pad == 0 {
-            return Ok((self.head_off, 0));
         }
         self.seg.reserve().store(end, Ordering::Relaxed);
+        if pad == 0 {
+            return Ok(self.head_off);
+        }
         if pad >= RECORD_HEADER_SIZE {
             // SAFETY: `head_off + pad == cap` with `pad >= 24` and `head_off` 8-aligned, so the word is inside the
             // writer's full-length data region. Readers load frame words with the same 8-byte atomics.
             let word = unsafe { self.seg.data_word(self.head_off) };
             word.store(((PAD_FLAG | pad as u32) as u64).to_le(), Ordering::Release);
         }
-        Ok((0, pad))
+        Ok(0)
     }
 
     /// Archive: publish and seal the current segment, continue in a new one whose base is the next sequence.
@@ -796,8 +698,6 @@ impl Writer {
             f.set_segment(Arc::clone(&next));
         }
         self.seg = next;
-        self.cap = self.seg.cap;
-        self.room_end = self.cap;
         self.head = self.seg.head().load(Ordering::Acquire);
         self.head_off = self.head;
         self.tail = 0;
@@ -851,20 +751,6 @@ impl Drop for Batch<'_> {
 /// a line requested a few frames early has arrived by then. Measured on the append bench: about a tenth faster
 /// than no hint with a ring far larger than the caches; 8 KiB ahead was no better than none.
 const PREFETCH_AHEAD: u64 = 2048;
-
-/// How far past what a frame needs a lapped ring moves its tail (see `make_room_ring`): 1/64 of the capacity, at
-/// most [`STEP_MAX`]. The ring's retention shrinks by at most that much.
-///
-/// The walk reads the length word of each record it passes, one after the other; within `PREFETCH_AHEAD` of the
-/// head those lines are already on their way, further out each is a miss the next one waits for. On the append
-/// bench (100-byte records, 256 MiB ring), interleaved: a 1 KiB step took an append batch from 0.37x to 0.43x of
-/// memcpy, a step of 64 KiB was slower than no step, and 2 or 4 KiB (with the prefetch at 2 or 4 KiB) no better
-/// than 1 KiB.
-const STEP_MAX: u64 = 1024;
-
-fn tail_step(cap: u64) -> u64 {
-    (cap / 64).min(STEP_MAX)
-}
 
 fn round_capacity(capacity: u64) -> Result<u64> {
     let c = capacity.max(crate::segment::MIN_CAPACITY);
