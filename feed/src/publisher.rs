@@ -496,6 +496,10 @@ mod tests {
             sub.connect(&ep).unwrap();
             sub.set_subscribe(BATCH_TOPIC.as_bytes()).unwrap();
             sub.set_subscribe(b"").unwrap();
+            // Read nothing at first: with queues of a few KiB the publisher is refused within microseconds, so
+            // the retry path is exercised however fast this reader is afterwards (a loaded CI machine once let
+            // the reader keep up and the test saw no refusal at all).
+            std::thread::sleep(Duration::from_millis(300));
             let mut seqs = Vec::new();
             let deadline = Instant::now() + Duration::from_secs(15);
             let mut frames = 0u64;
