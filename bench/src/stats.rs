@@ -42,18 +42,12 @@ impl Spread {
             return None;
         }
         let mut v = values.to_vec();
-        v.sort_by(|a, b| a.total_cmp(b));
-        let n = v.len();
-        let median = if n % 2 == 1 {
-            v[n / 2]
-        } else {
-            (v[n / 2 - 1] + v[n / 2]) / 2.0
-        };
+        let (median, min, max) = tickbox_tuning::median_min_max(&mut v)?;
         Some(Spread {
-            n,
+            n: v.len(),
             median,
-            min: v[0],
-            max: v[n - 1],
+            min,
+            max,
         })
     }
 

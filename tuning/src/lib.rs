@@ -22,5 +22,7 @@ pub mod topology;
 pub use check::{check, hot_threads, render_findings, CheckInput, Finding, HotThread, Severity};
 pub use cpulist::{format_cpulist, parse_cpulist, CpuListError};
 pub use plan::{plan, Placement, Plan, PlanError, PlanRequest, Role};
-pub use sweep::{DispatchMode, Grid, Pinning, PlanBasis, PointResult, Sample, Stat, SweepPoint};
+pub use sweep::{
+    median_min_max, DispatchMode, Grid, Pinning, PlanBasis, PointResult, Sample, Stat, SweepPoint,
+};
 pub use topology::{Topology, TopologyError};

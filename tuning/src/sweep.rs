@@ -317,6 +317,20 @@ pub struct Stat {
     pub max: f64,
 }
 
+/// Median, min and max of `values`, sorting them in place (`None` when empty). The median of an even count is
+/// the mean of the middle two. Callers decide what to do with NaN or infinite values first.
+pub fn median_min_max(values: &mut [f64]) -> Option<(f64, f64, f64)> {
+    values.sort_by(|a, b| a.total_cmp(b));
+    let n = values.len();
+    let (&min, &max) = (values.first()?, values.last()?);
+    let median = if n % 2 == 1 {
+        values[n / 2]
+    } else {
+        (values[n / 2 - 1] + values[n / 2]) / 2.0
+    };
+    Some((median, min, max))
+}
+
 impl Stat {
     /// Median, min and max of `values` (`None` when empty).
     pub fn of(values: &[f64]) -> Option<Stat> {
@@ -324,18 +338,8 @@ impl Stat {
         if v.is_empty() {
             return None;
         }
-        v.sort_by(|a, b| a.total_cmp(b));
-        let n = v.len();
-        let median = if n % 2 == 1 {
-            v[n / 2]
-        } else {
-            (v[n / 2 - 1] + v[n / 2]) / 2.0
-        };
-        Some(Stat {
-            median,
-            min: v[0],
-            max: v[n - 1],
-        })
+        let (median, min, max) = median_min_max(&mut v)?;
+        Some(Stat { median, min, max })
     }
 
     /// `(max - min) / median`: how far apart the repeats were, as a fraction of the median.
