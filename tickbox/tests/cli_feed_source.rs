@@ -195,40 +195,23 @@ struct Received {
 /// Runs `feed --source PATH` on two shards into one SUB per shard; returns every data message received (per
 /// shard, in arrival order) and the feed's JSON summary.
 fn feed_into_subs(source: &Path, speed: &str) -> (Vec<Vec<Received>>, serde_json::Value) {
-    let mut cmd = Command::new(TICKBOX);
-    cmd.args([
-        "feed",
-        "--source",
-        source.to_str().unwrap(),
-        "--speed",
-        speed,
-        "--bind",
-        "tcp://127.0.0.1:*,tcp://127.0.0.1:*",
-        "--wait-for-subscribers",
-        "1",
-        "--heartbeat",
-        "20ms",
-        "--json",
-    ])
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped());
-    let mut feed = KillOnDrop(cmd.spawn().unwrap());
-    // With --json the endpoint lines go to stderr, one per shard.
-    let lines = common::forward_lines(feed.0.stderr.take().unwrap());
-    let mut endpoints = [String::new(), String::new()];
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while endpoints.iter().any(String::is_empty) {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let line = lines
-            .recv_timeout(left)
-            .expect("the feed printed no endpoints");
-        for (shard, ep) in endpoints.iter_mut().enumerate() {
-            if line.starts_with(&format!("feed shard {shard} ")) {
-                *ep = common::endpoint_in(&line).unwrap();
-            }
-        }
-    }
-    let [first, second] = endpoints;
+    let (mut feed, endpoints) = common::spawn_feed_with_endpoints(
+        &[
+            "--source",
+            source.to_str().unwrap(),
+            "--speed",
+            speed,
+            "--bind",
+            "tcp://127.0.0.1:*,tcp://127.0.0.1:*",
+            "--wait-for-subscribers",
+            "1",
+            "--heartbeat",
+            "20ms",
+            "--json",
+        ],
+        2,
+    );
+    let [first, second]: [String; 2] = endpoints.try_into().unwrap();
     let ctx = zmq::Context::new();
     let subs: Vec<zmq::Socket> = [first, second]
         .iter()
@@ -368,39 +351,22 @@ fn a_dbn_file_fed_into_subscribe_reaches_its_workers_whole_in_order_with_origin_
     }
     assert_eq!(want.values().map(Vec::len).sum::<usize>(), 300);
 
-    let mut feed = KillOnDrop(
-        Command::new(TICKBOX)
-            .args([
-                "feed",
-                "--source",
-                file.to_str().unwrap(),
-                "--speed",
-                "max",
-                "--bind",
-                "tcp://127.0.0.1:*,tcp://127.0.0.1:*",
-                "--wait-for-subscribers",
-                "1",
-                "--heartbeat",
-                "20ms",
-                "--json",
-            ])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
+    let (feed, endpoints) = common::spawn_feed_with_endpoints(
+        &[
+            "--source",
+            file.to_str().unwrap(),
+            "--speed",
+            "max",
+            "--bind",
+            "tcp://127.0.0.1:*,tcp://127.0.0.1:*",
+            "--wait-for-subscribers",
+            "1",
+            "--heartbeat",
+            "20ms",
+            "--json",
+        ],
+        2,
     );
-    let lines = common::forward_lines(feed.0.stderr.take().unwrap());
-    let mut endpoints = [String::new(), String::new()];
-    while endpoints.iter().any(String::is_empty) {
-        let line = lines
-            .recv_timeout(Duration::from_secs(10))
-            .expect("the feed printed no endpoints");
-        for (shard, ep) in endpoints.iter_mut().enumerate() {
-            if line.starts_with(&format!("feed shard {shard} ")) {
-                *ep = common::endpoint_in(&line).unwrap();
-            }
-        }
-    }
     let subscribe = KillOnDrop(
         Command::new(TICKBOX)
             .args([
@@ -601,28 +567,16 @@ fn damaged_sources_exit_1_with_one_error_line_naming_the_file() {
     }
 }
 
-/// Runs `tickbox ARGS --json` with one raw SUB draining its only shard, and returns its JSON summary.
+/// Runs `tickbox feed ARGS --json` with one raw SUB draining its only shard, and returns its JSON summary.
 fn run_with_drain(args: &[&str]) -> serde_json::Value {
-    let mut cmd = Command::new(TICKBOX);
-    cmd.args(args)
-        .args(["--wait-for-subscribers", "1", "--json"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut feed = KillOnDrop(cmd.spawn().unwrap());
-    let lines = common::forward_lines(feed.0.stderr.take().unwrap());
-    let endpoint = loop {
-        let line = lines
-            .recv_timeout(Duration::from_secs(10))
-            .expect("no endpoint");
-        if line.starts_with("feed shard 0 ") {
-            break common::endpoint_in(&line).unwrap();
-        }
-    };
+    let args = [args, &["--wait-for-subscribers", "1", "--json"]].concat();
+    let (mut feed, endpoints) = common::spawn_feed_with_endpoints(&args, 1);
+    let endpoint = &endpoints[0];
     let ctx = zmq::Context::new();
     let sub = ctx.socket(zmq::SUB).unwrap();
     sub.set_linger(0).unwrap();
     sub.set_subscribe(b"").unwrap();
-    sub.connect(&endpoint).unwrap();
+    sub.connect(endpoint).unwrap();
     let mut drained = 0u64;
     while feed.0.try_wait().unwrap().is_none() {
         while sub.recv_bytes(zmq::DONTWAIT).is_ok() {
@@ -700,13 +654,7 @@ fn feed_source_rate_beside_dbn_alone_and_the_synthetic_feed() {
         assert_eq!(count, n);
         journal_alone.push(n as f64 / start.elapsed().as_secs_f64());
 
-        let s = run_with_drain(&[
-            "feed",
-            "--source",
-            journal.to_str().unwrap(),
-            "--speed",
-            "max",
-        ]);
+        let s = run_with_drain(&["--source", journal.to_str().unwrap(), "--speed", "max"]);
         assert_eq!(s["read"], n, "{s}");
         let secs = s["elapsed_ns"].as_u64().unwrap() as f64 / 1e9;
         journal_source.push(n as f64 / secs);
@@ -723,14 +671,14 @@ fn feed_source_rate_beside_dbn_alone_and_the_synthetic_feed() {
         assert_eq!(count, n);
         alone.push(n as f64 / start.elapsed().as_secs_f64());
 
-        let s = run_with_drain(&["feed", "--source", file.to_str().unwrap(), "--speed", "max"]);
+        let s = run_with_drain(&["--source", file.to_str().unwrap(), "--speed", "max"]);
         assert_eq!(s["read"], n, "{s}");
         // Records read per second of the replay (published and skipped alike), as the dbn figure counts them.
         let secs = s["elapsed_ns"].as_u64().unwrap() as f64 / 1e9;
         source.push(n as f64 / secs);
 
         let max = (published as u64).to_string();
-        let s = run_with_drain(&["feed", "--rate", "max", "--max-messages", &max]);
+        let s = run_with_drain(&["--rate", "max", "--max-messages", &max]);
         synthetic.push(s["achieved_rate"].as_u64().unwrap() as f64);
     }
     println!(

@@ -18,42 +18,29 @@ fn a_tape_on_a_full_disk_is_counted_and_exits_1() {
         eprintln!("no /dev/full here: nothing to test");
         return;
     }
-    let mut feed = KillOnDrop(
-        Command::new(TICKBOX)
-            .args([
-                "feed",
-                "--bind",
-                "tcp://127.0.0.1:*",
-                "--rate",
-                "50000",
-                "--max-messages",
-                "5000",
-                "--wait-for-subscribers",
-                "1",
-                "--heartbeat",
-                "20ms",
-                "--json",
-            ])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
+    let (feed, endpoints) = common::spawn_feed_with_endpoints(
+        &[
+            "--bind",
+            "tcp://127.0.0.1:*",
+            "--rate",
+            "50000",
+            "--max-messages",
+            "5000",
+            "--wait-for-subscribers",
+            "1",
+            "--heartbeat",
+            "20ms",
+            "--json",
+        ],
+        1,
     );
-    let lines = common::forward_lines(feed.0.stderr.take().unwrap());
-    let endpoint = loop {
-        let line = lines
-            .recv_timeout(Duration::from_secs(10))
-            .expect("the feed printed no endpoint");
-        if line.starts_with("feed shard 0 ") {
-            break common::endpoint_in(&line).unwrap();
-        }
-    };
+    let endpoint = &endpoints[0];
     let subscribe = KillOnDrop(
         Command::new(TICKBOX)
             .args([
                 "subscribe",
                 "--connect",
-                &endpoint,
+                endpoint,
                 "--idle-exit",
                 "500ms",
                 "--duration",

@@ -451,3 +451,41 @@ pub(crate) fn line_after(lines: &mpsc::Receiver<String>, prefix: &str) -> String
         }
     }
 }
+
+/// Spawns `tickbox feed ARGS` with stdout and stderr piped and returns it with the endpoints of its first
+/// `shards` shards, in shard order, from the `feed shard N … endpoint EP` lines it prints at start (on stderr;
+/// `--json` keeps stdout for the summary), waiting at most 10 s. Stderr keeps being drained afterwards, so the
+/// feed never blocks on a full pipe; its stdout is left to the caller.
+#[allow(dead_code)]
+pub(crate) fn spawn_feed_with_endpoints(args: &[&str], shards: usize) -> (KillOnDrop, Vec<String>) {
+    let mut child = KillOnDrop(
+        Command::new(TICKBOX)
+            .arg("feed")
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn tickbox feed"),
+    );
+    let stderr = child.0.stderr.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut endpoints = vec![String::new(); shards];
+    while endpoints.iter().any(String::is_empty) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let line = rx
+            .recv_timeout(left)
+            .expect("the feed printed no endpoints");
+        for (shard, ep) in endpoints.iter_mut().enumerate() {
+            if line.starts_with(&format!("feed shard {shard} ")) {
+                *ep = endpoint_in(&line).expect("an endpoint on the shard line");
+            }
+        }
+    }
+    (child, endpoints)
+}
