@@ -1,9 +1,6 @@
 //! One publisher: a PUB (or no-drop XPUB) socket with its own publisher id and gap-free sequence.
 
-use tickbox_wire::{
-    encode, encoded_len, now_ns, BatchCursor, Header, Heartbeat, Kind, Payload, BATCH_HEADER_LEN,
-    BATCH_RECORD_PREFIX,
-};
+use tickbox_wire::{encode, encoded_len, now_ns, BatchCursor, Header, Heartbeat, Kind, Payload};
 use tickbox_zmqx::zero_copy::{PoolBuf, WhenExhausted, ZeroCopySender};
 
 use crate::config::{BatchMode, FeedConfig, PublisherShardConfig};
@@ -236,13 +233,8 @@ impl Publisher {
         let Some((mut buf, cursor)) = batch.open.take() else {
             return Ok(true);
         };
-        let used = cursor.finish(&mut buf);
         // A lone message goes as a plain frame: the same buffer, past the batch header and length prefix.
-        let range = if n == 1 {
-            BATCH_HEADER_LEN + BATCH_RECORD_PREFIX..used
-        } else {
-            0..used
-        };
+        let range = cursor.finish_message(&mut buf);
         let allocated = batch.sender.stats().allocated;
         self.counts.batch_buffers_allocated = allocated;
         // The buffer itself is the message (no copy); a full pipe leaves it pending for the next flush.

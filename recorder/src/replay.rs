@@ -765,14 +765,9 @@ impl Replayer {
         };
         // The next record starts a new tick: its send time is read afresh.
         self.tick_ns = None;
-        let used = cursor.finish(&mut buf);
-        let body = used - BATCH_HEADER_LEN - n * BATCH_RECORD_PREFIX;
         // A lone record goes as a plain frame: the same buffer, past the batch header and length prefix.
-        let range = if n == 1 {
-            BATCH_HEADER_LEN + BATCH_RECORD_PREFIX..used
-        } else {
-            0..used
-        };
+        let range = cursor.finish_message(&mut buf);
+        let body = range.end - BATCH_HEADER_LEN - n * BATCH_RECORD_PREFIX;
         // The buffer itself is the message: no second copy. A refused send keeps it and retries it.
         let mut sent = batch.sender.send(&mut self.sockets[shard], buf, range, 0)?;
         while !sent {

@@ -204,6 +204,18 @@ impl BatchCursor {
             0
         }
     }
+
+    /// Finishes the batch (as [`finish`](Self::finish)) and returns the bytes of `buf` to send as one message:
+    /// the whole batch, or, when it holds a single record, that record alone as a plain frame (it sits in place
+    /// past the header and its length prefix), since a batch of one would only cost its reader the unpacking.
+    pub fn finish_message(&self, buf: &mut [u8]) -> std::ops::Range<usize> {
+        let used = self.finish(buf);
+        if self.fill.count == 1 && used > 0 {
+            BATCH_HEADER_LEN + BATCH_RECORD_PREFIX..used
+        } else {
+            0..used
+        }
+    }
 }
 
 /// How far a batch has been filled, over whichever buffer holds it: the one piece of bookkeeping both
@@ -466,6 +478,29 @@ mod tests {
         builder.clear();
         assert!(builder.is_empty());
         assert_eq!(collect(builder.frame()).unwrap(), Vec::<Vec<u8>>::new());
+    }
+
+    /// One record goes out as that record's own frame; two or more as the batch; none as nothing.
+    #[test]
+    fn a_finished_message_is_the_lone_record_or_the_whole_batch() {
+        let input = frames(2);
+        let mut buf = vec![0u8; 1024];
+        let cursor = BatchCursor::start(&mut buf, 8);
+        assert_eq!(cursor.finish_message(&mut buf), 0..BATCH_HEADER_LEN);
+        let mut cursor = BatchCursor::start(&mut buf, 8);
+        cursor
+            .push_with(&mut buf, input[0].len())
+            .unwrap()
+            .copy_from_slice(&input[0]);
+        let lone = cursor.finish_message(&mut buf);
+        assert_eq!(&buf[lone], &input[0][..]);
+        cursor
+            .push_with(&mut buf, input[1].len())
+            .unwrap()
+            .copy_from_slice(&input[1]);
+        let both = cursor.finish_message(&mut buf);
+        assert_eq!(both.start, 0);
+        assert_eq!(collect(&buf[both]).unwrap(), input);
     }
 
     #[test]
