@@ -245,24 +245,22 @@ fn parse_head(part: &[u8]) -> Option<u64> {
 
 /// Removes duplicates and prefixes another one covers, keeping request order otherwise: each cached value is
 /// then sent at most once per reply.
-fn minimal_prefixes(mut prefixes: Vec<Box<[u8]>>) -> Vec<Box<[u8]>> {
-    let mut keep = Vec::with_capacity(prefixes.len());
-    for (i, p) in prefixes.iter().enumerate() {
-        let covered = prefixes
-            .iter()
-            .enumerate()
-            .any(|(j, q)| j != i && p.starts_with(q) && (q.len() < p.len() || j < i));
-        if !covered {
-            keep.push(i);
-        }
-    }
-    let mut out = Vec::with_capacity(keep.len());
-    for (i, p) in prefixes.drain(..).enumerate() {
-        if keep.contains(&i) {
-            out.push(p);
-        }
-    }
-    out
+fn minimal_prefixes(prefixes: Vec<Box<[u8]>>) -> Vec<Box<[u8]>> {
+    let covered: Vec<bool> = prefixes
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            prefixes
+                .iter()
+                .enumerate()
+                .any(|(j, q)| j != i && p.starts_with(q) && (q.len() < p.len() || j < i))
+        })
+        .collect();
+    prefixes
+        .into_iter()
+        .zip(covered)
+        .filter_map(|(p, covered)| (!covered).then_some(p))
+        .collect()
 }
 
 /// Bounds of the server side, from `[lvc]`.
