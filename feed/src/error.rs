@@ -51,6 +51,15 @@ pub enum FeedError {
         #[source]
         source: zmq::Error,
     },
+    /// A shard's batch send failed for a reason other than back-pressure; the shard stops.
+    #[error("shard {shard}: batch send failed: {source}")]
+    BatchSend {
+        /// Index of the shard in `FeedConfig::shards`.
+        shard: usize,
+        /// The zero-copy sender's error (libzmq's, or a send out of order).
+        #[source]
+        source: tickbox_zmqx::ZmqxError,
+    },
     /// A generated message could not be encoded (a bug: generated values are always in range).
     #[error("encoding a message: {0}")]
     Encode(#[from] EncodeError),

@@ -204,14 +204,7 @@ impl Publisher {
             return Ok(true);
         };
         let shard = self.shard;
-        let send_err = |e: tickbox_zmqx::ZmqxError| match e {
-            tickbox_zmqx::ZmqxError::Zmq(source) => FeedError::Send { shard, source },
-            // Only a send while another is pending, which the order below rules out.
-            _ => FeedError::Send {
-                shard,
-                source: zmq::Error::EFSM,
-            },
-        };
+        let send_err = |source| FeedError::BatchSend { shard, source };
         // A frame refused earlier goes first: it is the very message libzmq refused, kept, not rebuilt.
         if batch.pending_records > 0 {
             if !batch
