@@ -192,10 +192,10 @@ struct Received {
     origin: u64,
 }
 
-/// Runs `feed --source PATH` on two shards into one SUB per shard; returns every data message received (per
-/// shard, in arrival order) and the feed's JSON summary.
-fn feed_into_subs(source: &Path, speed: &str) -> (Vec<Vec<Received>>, serde_json::Value) {
-    let (mut feed, endpoints) = common::spawn_feed_with_endpoints(
+/// `tickbox feed --source PATH --speed SPEED --json` on two shards, waiting for a subscriber on each, with
+/// the shards' endpoints.
+fn spawn_source_feed(source: &Path, speed: &str) -> (KillOnDrop, Vec<String>) {
+    common::spawn_feed_with_endpoints(
         &[
             "--source",
             source.to_str().unwrap(),
@@ -210,7 +210,13 @@ fn feed_into_subs(source: &Path, speed: &str) -> (Vec<Vec<Received>>, serde_json
             "--json",
         ],
         2,
-    );
+    )
+}
+
+/// Runs `feed --source PATH` on two shards into one SUB per shard; returns every data message received (per
+/// shard, in arrival order) and the feed's JSON summary.
+fn feed_into_subs(source: &Path, speed: &str) -> (Vec<Vec<Received>>, serde_json::Value) {
+    let (mut feed, endpoints) = spawn_source_feed(source, speed);
     let [first, second]: [String; 2] = endpoints.try_into().unwrap();
     let ctx = zmq::Context::new();
     let subs: Vec<zmq::Socket> = [first, second]
@@ -351,22 +357,7 @@ fn a_dbn_file_fed_into_subscribe_reaches_its_workers_whole_in_order_with_origin_
     }
     assert_eq!(want.values().map(Vec::len).sum::<usize>(), 300);
 
-    let (feed, endpoints) = common::spawn_feed_with_endpoints(
-        &[
-            "--source",
-            file.to_str().unwrap(),
-            "--speed",
-            "max",
-            "--bind",
-            "tcp://127.0.0.1:*,tcp://127.0.0.1:*",
-            "--wait-for-subscribers",
-            "1",
-            "--heartbeat",
-            "20ms",
-            "--json",
-        ],
-        2,
-    );
+    let (feed, endpoints) = spawn_source_feed(&file, "max");
     let subscribe = KillOnDrop(
         Command::new(TICKBOX)
             .args([
