@@ -4,11 +4,14 @@
 //! Two measurements:
 //!
 //! - criterion's, one function after the other: `append` (one publish per record), `append_batch_64` (one publish
-//!   per 64 records, as the recorder appends), `memcpy_baseline`. At the end the bench prints each append's speed
-//!   as a fraction of the baseline's, from the medians of criterion's own samples (ns per record).
-//! - a paired one, printed last: rounds of `memcpy` / `append` / `append_batch_64` blocks of the same records,
-//!   interleaved, so a noisy neighbour slows the three alike; it prints the median ratio over the rounds and its
-//!   range. On a shared machine this is the figure to quote.
+//!   per 64 records, as the recorder appends), `append_batch_64_hooked` (the same into a second ring whose writer
+//!   has an overwrite hook, as the recorder's ring has: every overwritten record is read and shown to it),
+//!   `memcpy_baseline`. At the end the bench prints each append's speed as a fraction of the baseline's, from the
+//!   medians of criterion's own samples (ns per record).
+//! - a paired one, printed last: rounds of `memcpy` / `append` / `append_batch_64` blocks of the same records, and
+//!   `memcpy` / `append_batch_64_hooked` into the second ring's map, interleaved, so a noisy neighbour slows them
+//!   alike; it prints the median ratio over the rounds and its range. On a shared machine this is the figure to
+//!   quote.
 //!
 //! Times are the benchmark thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`), not wall time, so a machine shared with
 //! builds does not inflate them with time spent waiting for a core. `TICKBOX_BENCH_WALL=1` measures wall time.
@@ -117,10 +120,49 @@ fn per_record(calls: &[(u64, Duration)]) -> Vec<f64> {
         .collect()
 }
 
+/// A lapped ring of `capacity` bytes at `path`, its pages resident, and a map of the same file for the baseline.
+/// `hooked`: the writer gets an overwrite hook that reads each overwritten record's first payload byte, as the
+/// recorder's reads the publisher out of each.
 #[allow(unsafe_code)] // maps the journal file itself for the memcpy baseline.
+fn lapped_ring(path: &std::path::Path, capacity: u64, hooked: bool) -> Work {
+    let mut w = Writer::open(
+        path,
+        &WriterOptions::ring(capacity).durability(Durability::None),
+    )
+    .unwrap();
+    if hooked {
+        let mut seen = [0u64; 256];
+        w.set_on_overwrite(Box::new(move |rec| {
+            let first = rec.payload.first().copied().unwrap_or(0);
+            seen[first as usize] += 1;
+            black_box(&seen);
+        }));
+    }
+    let payload = [0x5au8; RECORD];
+    // Fault every page in (and wrap once) so both measurements hit resident page-cache pages.
+    for i in 0..(capacity / FRAME as u64 + 10) {
+        w.append(i, &payload).unwrap();
+    }
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .unwrap();
+    // SAFETY: the bench owns the file; the baseline only writes bytes the writer is not using at the same time.
+    let map = unsafe { memmap2::MmapMut::map_mut(&file).unwrap() };
+    let mut work = Work {
+        w,
+        map,
+        slot: 0,
+        payload,
+    };
+    // And every page of the baseline's own mapping, so its first round does not pay the page faults.
+    work.memcpy(capacity / FRAME as u64);
+    work
+}
+
 fn bench_append(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("bench.tbj");
     let bench_mode = std::env::args().any(|a| a == "--bench");
     let capacity = match std::env::var("TICKBOX_BENCH_RING") {
         Ok(v) => v
@@ -130,43 +172,31 @@ fn bench_append(c: &mut Criterion) {
         Err(_) if bench_mode => CAPACITY,
         Err(_) => 16 << 20,
     };
-    let mut w = Writer::open(
-        &path,
-        &WriterOptions::ring(capacity).durability(Durability::None),
-    )
-    .unwrap();
-    let payload = [0x5au8; RECORD];
-    // Fault every page in (and wrap once) so both measurements hit resident page-cache pages.
-    for i in 0..(capacity / FRAME as u64 + 10) {
-        w.append(i, &payload).unwrap();
-    }
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(&path)
-        .unwrap();
-    // SAFETY: the bench owns the file; the baseline only writes bytes the writer is not using at the same time.
-    let map = unsafe { memmap2::MmapMut::map_mut(&file).unwrap() };
-    let work = Rc::new(RefCell::new(Work {
-        w,
-        map,
-        slot: 0,
-        payload,
-    }));
+    let work = Rc::new(RefCell::new(lapped_ring(
+        &dir.path().join("bench.tbj"),
+        capacity,
+        false,
+    )));
+    let hooked = Rc::new(RefCell::new(lapped_ring(
+        &dir.path().join("hooked.tbj"),
+        capacity,
+        true,
+    )));
 
     type Run = fn(&mut Work, u64) -> Duration;
-    let runs: [(&str, Run); 3] = [
-        ("append", Work::append),
-        ("append_batch_64", Work::append_batch_64),
-        ("memcpy_baseline", Work::memcpy),
+    let runs: [(&str, Run, &Rc<RefCell<Work>>); 4] = [
+        ("append", Work::append, &work),
+        ("append_batch_64", Work::append_batch_64, &work),
+        ("append_batch_64_hooked", Work::append_batch_64, &hooked),
+        ("memcpy_baseline", Work::memcpy, &work),
     ];
     let mut calls: Vec<Vec<(u64, Duration)>> = vec![Vec::new(); runs.len()];
     let mut g = c.benchmark_group("journal_append_100B");
     g.throughput(Throughput::Bytes(RECORD as u64));
     g.sample_size(SAMPLES);
     g.measurement_time(Duration::from_secs(4));
-    for ((name, run), calls) in runs.iter().zip(calls.iter_mut()) {
-        let work = Rc::clone(&work);
+    for ((name, run, work), calls) in runs.iter().zip(calls.iter_mut()) {
+        let work = Rc::clone(work);
         g.bench_function(*name, |b| {
             b.iter_custom(|iters| {
                 let d = run(&mut work.borrow_mut(), iters);
@@ -181,9 +211,9 @@ fn bench_append(c: &mut Criterion) {
     }
 
     let mut medians: Vec<f64> = calls.iter().map(|c| median(&mut per_record(c))).collect();
-    let base = medians[2];
+    let base = medians[3];
     println!("\nratio to memcpy into the same map (criterion samples, median ns/record; speed = memcpy / append):");
-    for (i, (name, _)) in runs.iter().enumerate().take(2) {
+    for (i, (name, _, _)) in runs.iter().enumerate().take(3) {
         println!(
             "  {name:<16} {:>7.2} ns  memcpy {:>6.2} ns  speed {:.3}x memcpy",
             medians[i],
@@ -196,17 +226,24 @@ fn bench_append(c: &mut Criterion) {
     // Paired rounds: each round times a block of every workload back to back.
     let rounds = 31;
     let block = 200_000u64;
-    let mut ratios = [Vec::new(), Vec::new()];
+    let mut ratios = [Vec::new(), Vec::new(), Vec::new()];
     let mut w = work.borrow_mut();
+    let mut h = hooked.borrow_mut();
     for _ in 0..rounds {
         let m = w.memcpy(block).as_nanos() as f64;
         let a = w.append(block).as_nanos() as f64;
         let b = w.append_batch_64(block).as_nanos() as f64;
+        let hm = h.memcpy(block).as_nanos() as f64;
+        let hb = h.append_batch_64(block).as_nanos() as f64;
         ratios[0].push(m / a);
         ratios[1].push(m / b);
+        ratios[2].push(hm / hb);
     }
     println!("paired rounds ({rounds} x {block} records each, interleaved; speed = memcpy time / append time):");
-    for (name, r) in ["append", "append_batch_64"].iter().zip(ratios.iter_mut()) {
+    for (name, r) in ["append", "append_batch_64", "append_batch_64_hooked"]
+        .iter()
+        .zip(ratios.iter_mut())
+    {
         let med = median(r);
         println!(
             "  {name:<16} speed {med:.3}x memcpy (min {:.3}, max {:.3})",

@@ -36,15 +36,134 @@ pub(crate) fn record_crc(frame_len: u32, seq: u64, capture_ns: u64, payload: &[u
     )
 }
 
-/// Stores a record's body (`words[1..]`: sequence, capture time, payload, zero padding) into the map with relaxed
-/// 8-byte atomic stores, and returns its checksum ([`record_crc`]). One pass: each payload word is loaded once,
-/// stored, and fed to `crc32`, which halves the instructions of storing and then checksumming separately. The
-/// caller stores `words[0]` (length and checksum) last, with release.
-///
-/// # Panics
-///
-/// Unless `words.len() == 3 + payload.len().div_ceil(8)`: the frame's words, the header's first word included.
-#[inline]
+/// How the writer stores a record's body and computes its checksum: [`Portable`] anywhere, [`Sse42`] with the
+/// CPU's `crc32` instruction. The writer's record path is generic over it, and with [`Sse42`] the `crc32`
+/// instructions sit inline in it (see [`Sse42::step`]), so the whole path (room check, stores, checksum) inlines
+/// into the caller's loop.
+pub(crate) trait BodyStore: Copy {
+    /// Stores a record's body (`words[1..]`: sequence, capture time, payload, zero padding) into the map with
+    /// relaxed 8-byte atomic stores, and returns its checksum ([`record_crc`]). The caller stores `words[0]`
+    /// (length and checksum) last, with release.
+    ///
+    /// `words.len()` must be `3 + payload.len().div_ceil(8)`, the frame's words, the header's first word
+    /// included (the writer sizes the slice from the payload, so it always is): with any other length the stores
+    /// stay inside `words` but the body is not the record's.
+    fn store_body(
+        self,
+        words: &[AtomicU64],
+        frame_len: u32,
+        seq: u64,
+        capture_ns: u64,
+        payload: &[u8],
+    ) -> u32;
+}
+
+/// Stores the body word by word, then checksums it with the `crc32c` crate (which picks its own CPU path).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Portable;
+
+impl BodyStore for Portable {
+    #[inline]
+    fn store_body(
+        self,
+        words: &[AtomicU64],
+        frame_len: u32,
+        seq: u64,
+        capture_ns: u64,
+        payload: &[u8],
+    ) -> u32 {
+        debug_assert_eq!(words.len(), 3 + payload.len().div_ceil(8));
+        words[1].store(seq.to_le(), Ordering::Relaxed);
+        words[2].store(capture_ns.to_le(), Ordering::Relaxed);
+        let mut chunks = payload.chunks_exact(8);
+        for (dst, chunk) in words[3..].iter().zip(&mut chunks) {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(chunk);
+            dst.store(u64::from_le_bytes(w).to_le(), Ordering::Relaxed);
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut w = [0u8; 8];
+            w[..rest.len()].copy_from_slice(rest);
+            words[words.len() - 1].store(u64::from_le_bytes(w).to_le(), Ordering::Relaxed);
+        }
+        record_crc(frame_len, seq, capture_ns, payload)
+    }
+}
+
+/// Proof that this CPU has SSE4.2: only [`Sse42::detect`] makes one, after checking.
+#[cfg(target_arch = "x86_64")]
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Sse42(());
+
+#[cfg(target_arch = "x86_64")]
+impl Sse42 {
+    /// `Some` on a CPU with SSE4.2 (checked once per process, then one relaxed load).
+    #[inline]
+    pub(crate) fn detect() -> Option<Sse42> {
+        hw::available().then_some(Sse42(()))
+    }
+
+    /// One `crc32` step over a 64-bit word, as inline assembly rather than the intrinsic: the intrinsic inlines
+    /// only into functions compiled for SSE4.2, which the caller's loop (`Batch::append` in the recorder) is not,
+    /// so every record would pay a call into one. The instruction is the same; the run-time check that allows it
+    /// is the token.
+    #[inline(always)]
+    fn step(self, r: u64, v: u64) -> u64 {
+        let mut r = r;
+        // SAFETY: `self` exists only if `detect` found SSE4.2 on this CPU, the instruction's one requirement. It
+        // reads and writes two registers and nothing else (no memory, no stack, no flags), as the options say.
+        unsafe {
+            std::arch::asm!("crc32 {r}, {v}", r = inout(reg) r, v = in(reg) v, options(pure, nomem, nostack, preserves_flags))
+        };
+        r
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+impl BodyStore for Sse42 {
+    /// One pass: each payload word is loaded once, stored, and fed to `crc32`. The payload's last partial word is
+    /// its last 8 bytes shifted down over the padding (one load instead of a byte loop), so payloads shorter than
+    /// 8 bytes go through [`Portable`].
+    #[inline(always)]
+    fn store_body(
+        self,
+        words: &[AtomicU64],
+        frame_len: u32,
+        seq: u64,
+        capture_ns: u64,
+        payload: &[u8],
+    ) -> u32 {
+        if payload.len() < 8 {
+            return Portable.store_body(words, frame_len, seq, capture_ns, payload);
+        }
+        debug_assert_eq!(words.len(), 3 + payload.len().div_ceil(8));
+        words[1].store(seq.to_le(), Ordering::Relaxed);
+        words[2].store(capture_ns.to_le(), Ordering::Relaxed);
+        let mut r = self.step(u64::from(!frame_len), seq);
+        r = self.step(r, capture_ns);
+        let chunks = payload.chunks_exact(8);
+        let rest = chunks.remainder().len();
+        for (dst, chunk) in words[3..].iter().zip(chunks) {
+            // `chunks_exact(8)` yields 8-byte slices, so the conversion cannot fail (and compiles to one load).
+            let v = u64::from_le_bytes(chunk.try_into().unwrap_or([0; 8]));
+            dst.store(v.to_le(), Ordering::Relaxed);
+            r = self.step(r, v);
+        }
+        if rest != 0 {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&payload[payload.len() - 8..]);
+            let v = u64::from_le_bytes(w) >> (8 * (8 - rest));
+            words[words.len() - 1].store(v.to_le(), Ordering::Relaxed);
+            r = self.step(r, v);
+        }
+        !(r as u32)
+    }
+}
+
+/// Stores a record's body with the best [`BodyStore`] this CPU has and returns its checksum (tests; the writer
+/// picks its store once per record for its whole path).
+#[cfg(test)]
 pub(crate) fn store_body(
     words: &[AtomicU64],
     frame_len: u32,
@@ -52,39 +171,17 @@ pub(crate) fn store_body(
     capture_ns: u64,
     payload: &[u8],
 ) -> u32 {
-    assert_eq!(
-        words.len(),
-        3 + payload.len().div_ceil(8),
-        "frame words for the payload"
-    );
     #[cfg(target_arch = "x86_64")]
-    {
-        if payload.len() >= 8 && hw::available() {
-            // SAFETY: `available` confirmed at run time that this CPU has SSE4.2, the function's one requirement.
-            return unsafe { hw::store_body(words, frame_len, seq, capture_ns, payload) };
-        }
+    if let Some(hw) = Sse42::detect() {
+        return hw.store_body(words, frame_len, seq, capture_ns, payload);
     }
-    words[1].store(seq.to_le(), Ordering::Relaxed);
-    words[2].store(capture_ns.to_le(), Ordering::Relaxed);
-    let mut chunks = payload.chunks_exact(8);
-    for (dst, chunk) in words[3..].iter().zip(&mut chunks) {
-        let mut w = [0u8; 8];
-        w.copy_from_slice(chunk);
-        dst.store(u64::from_le_bytes(w).to_le(), Ordering::Relaxed);
-    }
-    let rest = chunks.remainder();
-    if !rest.is_empty() {
-        let mut w = [0u8; 8];
-        w[..rest.len()].copy_from_slice(rest);
-        words[words.len() - 1].store(u64::from_le_bytes(w).to_le(), Ordering::Relaxed);
-    }
-    record_crc(frame_len, seq, capture_ns, payload)
+    Portable.store_body(words, frame_len, seq, capture_ns, payload)
 }
 
 #[cfg(target_arch = "x86_64")]
 mod hw {
     use std::arch::x86_64::_mm_crc32_u64;
-    use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+    use std::sync::atomic::{AtomicU8, Ordering};
 
     /// 0 unknown, 1 absent, 2 present: one relaxed load per record instead of the feature-detection macro's
     /// lookup.
@@ -124,41 +221,6 @@ mod hw {
             let mut w = [0u8; 8];
             w.copy_from_slice(&payload[payload.len() - 8..]);
             r = _mm_crc32_u64(r, u64::from_le_bytes(w) >> (8 * (8 - rest)));
-        }
-        !(r as u32)
-    }
-    /// `super::store_body` on a CPU with SSE4.2.
-    ///
-    /// # Safety
-    ///
-    /// The CPU must have SSE4.2 ([`available`]); `payload.len() >= 8` and `words.len() == 3 +
-    /// payload.len().div_ceil(8)` (indexing panics otherwise, it never writes out of bounds).
-    #[target_feature(enable = "sse4.2")]
-    pub(super) unsafe fn store_body(
-        words: &[AtomicU64],
-        frame_len: u32,
-        seq: u64,
-        capture_ns: u64,
-        payload: &[u8],
-    ) -> u32 {
-        words[1].store(seq.to_le(), Ordering::Relaxed);
-        words[2].store(capture_ns.to_le(), Ordering::Relaxed);
-        let mut r = _mm_crc32_u64(u64::from(!frame_len), seq);
-        r = _mm_crc32_u64(r, capture_ns);
-        let chunks = payload.chunks_exact(8);
-        let rest = chunks.remainder().len();
-        for (dst, chunk) in words[3..].iter().zip(chunks) {
-            // `chunks_exact(8)` yields 8-byte slices, so the conversion cannot fail (and compiles to one load).
-            let v = u64::from_le_bytes(chunk.try_into().unwrap_or([0; 8]));
-            dst.store(v.to_le(), Ordering::Relaxed);
-            r = _mm_crc32_u64(r, v);
-        }
-        if rest != 0 {
-            let mut w = [0u8; 8];
-            w.copy_from_slice(&payload[payload.len() - 8..]);
-            let v = u64::from_le_bytes(w) >> (8 * (8 - rest));
-            words[words.len() - 1].store(v.to_le(), Ordering::Relaxed);
-            r = _mm_crc32_u64(r, v);
         }
         !(r as u32)
     }
@@ -203,7 +265,7 @@ mod tests {
 
     #[test]
     fn store_body_stores_exactly_the_body_and_returns_its_checksum() {
-        let payload: Vec<u8> = (0..600u32).map(|i| (i * 7 + 3) as u8).collect();
+        let payload: Vec<u8> = (0..1800u32).map(|i| (i * 7 + 3) as u8).collect();
         for len in 0..payload.len() {
             let p = &payload[..len];
             let frame_len = 24 + len as u32;
@@ -213,6 +275,17 @@ mod tests {
                 .map(|i| AtomicU64::new(0xDEAD_BEEF_0000_0000 | i as u64))
                 .collect();
             let crc = store_body(&words, frame_len, seq, t, p);
+            let words2: Vec<AtomicU64> =
+                (0..words.len()).map(|i| AtomicU64::new(i as u64)).collect();
+            assert_eq!(
+                Portable.store_body(&words2, frame_len, seq, t, p),
+                crc,
+                "portable store, payload of {len} bytes"
+            );
+            assert!(words[1..]
+                .iter()
+                .zip(&words2[1..])
+                .all(|(a, b)| a.load(Ordering::Relaxed) == b.load(Ordering::Relaxed)));
             let mut body = Vec::new();
             body.extend_from_slice(&seq.to_le_bytes());
             body.extend_from_slice(&t.to_le_bytes());

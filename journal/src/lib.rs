@@ -64,7 +64,7 @@
 //! |---|---|
 //! | 512 | `head`: end of the last published record (release store by the writer, acquire load by readers) |
 //! | 520 | `head_seq`: sequence of the next record |
-//! | 576 | `tail`: start of the oldest intact record; raised *before* the writer overwrites anything |
+//! | 576 | `tail`: start of the oldest readable record; raised *before* the writer overwrites anything (see below) |
 //! | 640 | `reserve`: end of the bytes the writer may have touched (for recovery reports) |
 //! | 704 | state bits: 1 writer open (left set by a crash), 2 segment sealed (successor exists) |
 //! | 768, 776, 784 | ring laps: records and bytes overwritten, laps completed (zero in files from before they existed) |
@@ -91,6 +91,31 @@
 //! instruction when it has SSE4.2, else the `crc32c` crate); the value is the same CRC32C either way, so files are
 //! unchanged and still version 1. The ring-lap counters at 768..792 are stored at each publish (commit), not at
 //! every record a lap overwrites.
+//!
+//! A lapped ring's writer raises `tail` past every record the next frame overwrites, and a little further, so
+//! the appends that follow find room with one comparison instead of moving and publishing the tail at every
+//! record:
+//!
+//! - With no overwrite hook it jumps between *marks*: record starts the writer noted as it wrote them, one every
+//!   1/1024 of the capacity (at least 4 KiB, at most 1 MiB, at most 1/64 of a small ring), with their sequence and
+//!   the padding written before them. Records, bytes and laps passed are differences of two marks; nothing is
+//!   read. Marks live in the writer's memory (32 bytes each, at most `capacity / spacing + 2`: 1,026 up to a
+//!   1 GiB ring); a writer that reopens a ring walks the records an earlier writer left until it reaches its own
+//!   first mark.
+//! - With an overwrite hook (which must see every record) it walks the records, on by up to 1/64 of the capacity
+//!   (at most 1 KiB) past what the frame needs.
+//!
+//! The records passed are gone for readers (`Lapped`) and are shown to the hook and counted as overwritten when
+//! the tail passes them, a little before their bytes are reused: a ring holds at least its capacity less one mark
+//! spacing or one step. The writer clears the length word of the last record the tail passes, so a rescan that
+//! rebuilds a damaged header (which takes the first chain of records reaching the head) starts at the tail, not at
+//! those records. A stored `head` beyond `reserve` is header damage (the writer raises `reserve` before it writes
+//! and publishes `head` after), which catches a head raised by less than what the ring's retention leaves free.
+//! Nothing a reader or an older writer parses changed: files stay version 1, and journals written before read the
+//! same.
+//!
+//! The `crc32` steps are emitted inline (`asm!`, behind the run-time SSE4.2 check), so the whole record path
+//! (room check, stores, checksum) inlines into the caller's loop, without a call per record.
 //!
 //! # Concurrency and crash safety
 //!

@@ -373,15 +373,24 @@ impl Segment {
             );
             match seg.rescan_extent() {
                 Some((tail, head, how)) => {
-                    let note = format!(
-                        "stored tail {stored_tail} / head {stored_head} are damaged; {how}: tail {tail}, head {head}"
-                    );
+                    let reserve = seg.reserve().load(Ordering::Acquire);
+                    let note = if (tail, head) == (stored_tail, stored_head) {
+                        format!(
+                            "stored reserve {reserve} is below the head {head} the records confirm: the reserve \
+                             pointer is damaged; it is raised to the head"
+                        )
+                    } else {
+                        format!(
+                            "stored tail {stored_tail} / head {stored_head} are damaged; {how}: tail {tail}, head \
+                             {head}"
+                        )
+                    };
                     tracing::warn!(path = %seg.path.display(), "{note}");
                     if writable {
+                        // Reserve first: a reader opening meanwhile must never see a head beyond it.
+                        seg.reserve().store(reserve.max(head), Ordering::Release);
                         seg.tail().store(tail, Ordering::Release);
                         seg.head().store(head, Ordering::Release);
-                        let reserve = seg.reserve().load(Ordering::Acquire);
-                        seg.reserve().store(reserve.max(head), Ordering::Release);
                     } else {
                         seg.fixed = Some((AtomicU64::new(head), AtomicU64::new(tail)));
                     }
@@ -552,6 +561,13 @@ impl Segment {
         };
         if tail > head {
             return bad(format!("tail {tail} beyond head {head}"));
+        }
+        // The writer raises `reserve` before it stores a frame and publishes `head` after, so a head beyond it was
+        // not written by a writer: a flipped bit. Without this, a head raised by less than the ring's free space
+        // would pass every other check and lead a walk into records of the previous lap.
+        let reserve = self.reserve().load(Ordering::Acquire);
+        if head > reserve {
+            return bad(format!("head {head} beyond the writer's reserve {reserve}"));
         }
         if head - tail > self.cap {
             return bad(format!(
@@ -789,25 +805,6 @@ impl Segment {
                 n,
             )
         }
-    }
-
-    /// Hints the CPU to fetch, for writing, the cache line holding data offset `off` (ignored past the data
-    /// region). A hint, not a memory access: it cannot race with readers or fault.
-    #[inline]
-    pub(crate) fn prefetch_for_write(&self, off: u64) {
-        #[cfg(target_arch = "x86_64")]
-        if off < self.avail {
-            let p = self.map.as_ptr().wrapping_add((HEADER_SIZE + off) as usize);
-            // SAFETY: `_mm_prefetch` needs only SSE, which every x86_64 CPU has; a prefetch never faults, and the
-            // address is inside the mapping anyway (`off < avail`).
-            unsafe {
-                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_ET0 }>(
-                    p as *const i8,
-                )
-            };
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = off;
     }
 
     /// Pointer to data-region offset `off`. Hot paths track offsets to avoid a division per record.
