@@ -24,7 +24,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use criterion::{criterion_main, Criterion, Throughput};
-use tickbox_journal::{Durability, Writer, WriterOptions, HEADER_SIZE};
+use tickbox_journal::{Durability, OverwrittenRecord, Writer, WriterOptions, HEADER_SIZE};
 
 const CAPACITY: u64 = 256 << 20;
 
@@ -132,11 +132,11 @@ fn lapped_ring(path: &std::path::Path, capacity: u64, hooked: bool) -> Work {
     .unwrap();
     if hooked {
         let mut seen = [0u64; 256];
-        w.set_on_overwrite(Box::new(move |rec| {
+        w.set_on_overwrite(move |rec: OverwrittenRecord<'_>| {
             let first = rec.payload.first().copied().unwrap_or(0);
             seen[first as usize] += 1;
             black_box(&seen);
-        }));
+        });
     }
     let payload = [0x5au8; RECORD];
     // Fault every page in (and wrap once) so both measurements hit resident page-cache pages.

@@ -185,6 +185,6 @@ pub use segment::{
 };
 pub use verify::{read_app_meta, summarize, Corruption, JournalSummary};
 pub use writer::{
-    Batch, Durability, Layout, OverwriteHook, OverwriteStats, OverwrittenRecord, RecoveryReport,
+    Batch, Durability, Layout, OverwriteSink, OverwriteStats, OverwrittenRecord, RecoveryReport,
     Writer, WriterOptions,
 };

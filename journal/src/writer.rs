@@ -1,5 +1,6 @@
 //! The single writer: append, batches, durability, ring overwrite, archive rolling, and crash recovery on open.
 
+use std::any::Any;
 use std::collections::VecDeque;
 use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
@@ -210,7 +211,7 @@ pub struct Writer {
     /// What ring laps have overwritten (persisted in the header whenever the tail moves).
     overwritten: OverwriteStats,
     /// Told about each record just before a ring lap overwrites it.
-    on_overwrite: Option<OverwriteHook>,
+    on_overwrite: Option<Box<dyn OverwriteSink>>,
     /// `overwritten` changed since it was last stored in the header (stored at the next publish).
     counters_dirty: bool,
     /// Data bytes of the current file (copied from the segment so the hot path need not reload it after its
@@ -275,8 +276,20 @@ pub struct OverwrittenRecord<'a> {
     pub payload: &'a [u8],
 }
 
-/// Called for each record a ring lap overwrites (see [`Writer::set_on_overwrite`]).
-pub type OverwriteHook = Box<dyn FnMut(OverwrittenRecord<'_>) + Send>;
+/// Told about each record a ring lap overwrites (see [`Writer::set_on_overwrite`]). Any
+/// `FnMut(OverwrittenRecord) + Send` closure is one; a type of its own can also be taken back out with
+/// [`Writer::overwrite_sink_mut`], so the layer above can read what it gathered without sharing it behind a lock
+/// that every overwritten record would take.
+pub trait OverwriteSink: Any + Send {
+    /// `record` is about to be overwritten. Runs inside an append, on the writer's thread: must not block.
+    fn overwritten(&mut self, record: OverwrittenRecord<'_>);
+}
+
+impl<F: FnMut(OverwrittenRecord<'_>) + Send + 'static> OverwriteSink for F {
+    fn overwritten(&mut self, record: OverwrittenRecord<'_>) {
+        self(record)
+    }
+}
 
 impl Writer {
     /// Opens the journal at `path` for appending, creating it if missing. An existing journal is recovered: every
@@ -470,11 +483,17 @@ impl Writer {
         self.overwritten
     }
 
-    /// Calls `hook` for every record just before a ring lap overwrites it, so the layer above can attribute what
-    /// was lost (the recorder counts it per publisher). It runs inside `append`, on the writer's thread, and must
-    /// not block.
-    pub fn set_on_overwrite(&mut self, hook: OverwriteHook) {
-        self.on_overwrite = Some(hook);
+    /// Tells `sink` about every record just before a ring lap overwrites it, so the layer above can attribute
+    /// what was lost (the recorder counts it per publisher). It runs inside `append`, on the writer's thread, and
+    /// must not block. A ring with a sink walks every record it overwrites (see the crate docs).
+    pub fn set_on_overwrite(&mut self, sink: impl OverwriteSink) {
+        self.on_overwrite = Some(Box::new(sink));
+    }
+
+    /// The sink given to [`Writer::set_on_overwrite`], if it is a `T`.
+    pub fn overwrite_sink_mut<T: OverwriteSink>(&mut self) -> Option<&mut T> {
+        let sink: &mut dyn Any = self.on_overwrite.as_deref_mut()?;
+        sink.downcast_mut::<T>()
     }
 
     /// Stores `data` (at most [`crate::APP_META_MAX`] bytes) in the journal header, crash-safe: a reader sees the
@@ -788,7 +807,7 @@ impl Writer {
                 stats.records += 1;
                 stats.bytes += n;
                 last_record = Some(tail_off);
-                if let Some(hook) = self.on_overwrite.as_mut() {
+                if let Some(sink) = self.on_overwrite.as_mut() {
                     // SAFETY: this is the journal's single writer (exclusive flock) reading a record it wrote
                     // itself, before it overwrites it below; readers only ever load, so nothing writes these
                     // bytes while the borrow (which ends with the hook call) lives.
@@ -799,7 +818,7 @@ impl Writer {
                         u64::from_le_bytes(w)
                     };
                     let len = frame_len as usize - RECORD_HEADER_SIZE as usize;
-                    hook(OverwrittenRecord {
+                    sink.overwritten(OverwrittenRecord {
                         seq: word(0),
                         capture_time_ns: word(8),
                         payload: &body[16..16 + len],

@@ -6,6 +6,7 @@ use std::path::Path;
 
 use tickbox_journal::{JournalError, Writer};
 
+pub(crate) use tickbox_journal::{OverwriteSink, OverwrittenRecord};
 pub use tickbox_journal::{OverwriteStats, APP_META_MAX};
 
 /// What ring laps have overwritten so far (all zero for an archive).
@@ -18,11 +19,14 @@ pub(crate) fn set_app_meta(writer: &mut Writer, meta: &[u8]) -> Result<(), Journ
     writer.set_app_meta(meta)
 }
 
-/// Calls `f(payload)` for every record just before a ring lap overwrites it.
-pub(crate) fn on_overwrite(writer: &mut Writer, mut f: impl FnMut(&[u8]) + Send + 'static) {
-    writer.set_on_overwrite(Box::new(
-        move |rec: tickbox_journal::OverwrittenRecord<'_>| f(rec.payload),
-    ));
+/// Shows `sink` every record just before a ring lap overwrites it.
+pub(crate) fn on_overwrite(writer: &mut Writer, sink: impl OverwriteSink) {
+    writer.set_on_overwrite(sink);
+}
+
+/// The sink given to [`on_overwrite`], if it is a `T`: the recorder drains what it counted after each commit.
+pub(crate) fn overwrite_sink<T: OverwriteSink>(writer: &mut Writer) -> Option<&mut T> {
+    writer.overwrite_sink_mut::<T>()
 }
 
 /// The application metadata stored in the journal at `path` (empty when none was stored).

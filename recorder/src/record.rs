@@ -8,7 +8,6 @@
 //! journal's application metadata at every batch commit. [`record`] is the thin loop that owns the SUB socket.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tickbox_journal::{Batch, Writer};
@@ -126,12 +125,19 @@ impl RecordStats {
     }
 }
 
-/// Data records the ring overwrote since the last drain, per publisher (filled by the journal's overwrite hook,
-/// which runs inside an append on the recording thread; the mutex is never contended).
+/// Data records the ring overwrote since the last drain, per publisher. The journal writer owns it (its overwrite
+/// sink, called inside an append on the recording thread) and [`Recorder::after_commit`] drains it through the
+/// writer, so no overwritten record takes a lock.
 #[derive(Debug, Default)]
 struct Tally {
     per_publisher: Vec<(u32, u64)>,
     other: u64,
+}
+
+impl journal_ext::OverwriteSink for Tally {
+    fn overwritten(&mut self, record: journal_ext::OverwrittenRecord<'_>) {
+        self.on_evicted(record.payload);
+    }
 }
 
 impl Tally {
@@ -220,7 +226,6 @@ pub struct Recorder {
     /// The journal's ledger, continued from its app metadata.
     journal: Ledger,
     stats: RecordStats,
-    tally: Arc<Mutex<Tally>>,
     max_payload: usize,
     scratch: Vec<u8>,
     last_overwrite: OverwriteStats,
@@ -266,13 +271,7 @@ impl Recorder {
                 .with_session(row.session);
             tracker.on_header(&seed, None);
         }
-        let tally = Arc::new(Mutex::new(Tally::default()));
-        let hook = Arc::clone(&tally);
-        journal_ext::on_overwrite(writer, move |payload| {
-            if let Ok(mut t) = hook.lock() {
-                t.on_evicted(payload);
-            }
-        });
+        journal_ext::on_overwrite(writer, Tally::default());
         let last_overwrite = journal_ext::overwritten(writer);
         let ring_capacity = (writer.header().mode == tickbox_journal::Mode::Ring)
             .then_some(writer.header().capacity);
@@ -285,7 +284,6 @@ impl Recorder {
                 overwritten: last_overwrite,
                 ..RecordStats::default()
             },
-            tally,
             max_payload: writer.max_payload(),
             scratch: Vec::with_capacity(256),
             last_overwrite,
@@ -483,10 +481,9 @@ impl Recorder {
 
     /// After a batch commit: attribute what the ring overwrote, warn once per lap, persist the ledger.
     pub fn after_commit(&mut self, writer: &mut Writer) -> Result<(), RecorderError> {
-        let drained = match self.tally.lock() {
-            Ok(mut t) => std::mem::take(&mut *t),
-            Err(_) => Tally::default(),
-        };
+        let drained = journal_ext::overwrite_sink::<Tally>(writer)
+            .map(std::mem::take)
+            .unwrap_or_default();
         for (publisher, n) in &drained.per_publisher {
             for l in [&mut self.run, &mut self.journal] {
                 l.on_overwritten(*publisher, *n);
