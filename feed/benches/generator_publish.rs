@@ -84,6 +84,7 @@ fn feed(no_drop: bool, n: u64) -> (f64, u64) {
             mode: PacingMode::FlatOut,
             max_messages_per_shard: Some(n),
             no_drop,
+            drain_timeout: Duration::ZERO.into(),
             wait_for_subscribers: 1,
             heartbeat_interval: Duration::from_millis(0).into(),
             ..FeedConfig::default()

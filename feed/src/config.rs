@@ -56,6 +56,12 @@ pub struct FeedConfig {
     pub max_subscription_bytes: usize,
     /// Use an XPUB with `ZMQ_XPUB_NODROP`: a slow subscriber back-pressures the feed instead of losing data.
     pub no_drop: bool,
+    /// `no_drop` only: a run that ends by its duration or message limit waits this long for its subscribers to
+    /// leave before closing (each shard; Ctrl-C skips it). libzmq's linger flushes the queues into the
+    /// connection, but closing discards what the connection still buffers while the kernel's buffer is full, so a
+    /// subscriber that is behind would lose its unread tail with nothing counting it; one that has left has read
+    /// what it wanted. Subscribers still there at the timeout are reported. `0s` closes at once.
+    pub drain_timeout: HumanDuration,
     /// Stop after this long; `None` runs until stopped.
     pub duration: Option<HumanDuration>,
     /// Stop each shard after it has sent this many data messages; `None` means no limit.
@@ -108,6 +114,7 @@ impl Default for FeedConfig {
             sndhwm: 1_000,
             max_subscription_bytes: tickbox_zmqx::DEFAULT_MAX_SUBSCRIPTION_BYTES,
             no_drop: false,
+            drain_timeout: HumanDuration(Duration::from_secs(5)),
             duration: None,
             max_messages_per_shard: None,
             wait_for_subscribers: 0,

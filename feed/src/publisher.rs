@@ -1,9 +1,14 @@
 //! One publisher: a PUB (or no-drop XPUB) socket with its own publisher id and gap-free sequence.
 
-use tickbox_wire::{encode, encoded_len, now_ns, BatchCursor, Header, Heartbeat, Kind, Payload};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use tickbox_wire::{
+    encode, encoded_len, now_ns, BatchCursor, Header, Heartbeat, Kind, Payload, SubscriptionTally,
+};
 use tickbox_zmqx::zero_copy::{PoolBuf, WhenExhausted, ZeroCopySender};
 
-use crate::config::{BatchMode, FeedConfig, PublisherShardConfig};
+use crate::config::{FeedConfig, PublisherShardConfig};
 use crate::error::FeedError;
 
 /// How long one blocking `send` may wait on a full no-drop pipe before the caller gets control back (to check
@@ -42,6 +47,42 @@ impl PublisherCounts {
     }
 }
 
+/// At the end of a no-drop run that ended by its duration or message limit: waits up to `timeout` for every
+/// subscriber to leave `publisher`'s shard, reading its subscription messages into `tally` (which must have seen
+/// every one since the socket was bound), then sets the socket's linger to `timeout` so what is still queued for
+/// a subscriber that stays is flushed at close rather than dropped after the usual 100 ms. Returns the
+/// subscribers still there (0: all left, nothing can be lost at close). A raised `stop` ends the wait.
+pub(crate) fn wait_subscribers_gone(
+    publisher: &Publisher,
+    tally: &mut SubscriptionTally,
+    timeout: Duration,
+    stop: &AtomicBool,
+) -> Result<u64, FeedError> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        while let Ok(msg) = publisher.socket().recv_msg(zmq::DONTWAIT) {
+            tally.on_message(&msg);
+        }
+        if stop.load(Ordering::Relaxed) {
+            // Interrupted: the operator asked to stop now; the usual short linger stays.
+            return Ok(tally.subscribers());
+        }
+        if !tally.any() || Instant::now() >= deadline {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let linger = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
+    publisher
+        .socket()
+        .set_linger(linger)
+        .map_err(|source| FeedError::Socket {
+            shard: publisher.shard(),
+            source,
+        })?;
+    Ok(tally.subscribers())
+}
+
 /// Creates, configures and binds (or connects) the socket of shard `shard`; returns it with the endpoint
 /// actually bound (a `tcp://…:*` endpoint resolved to its port). Call it on the thread that will use the socket.
 pub fn open_publisher_socket(
@@ -61,9 +102,13 @@ pub fn open_publisher_socket(
     tickbox_zmqx::limit_subscriptions(&socket, config.max_subscription_bytes)
         .map_err(|source| FeedError::SocketOption { shard, source })?;
     tickbox_zmqx::profile::apply(&socket, &config.socket_profile).map_err(socket_err)?;
-    if config.batch == BatchMode::Auto {
-        // Every subscription must be seen, duplicates included, to know whether all subscribers read batches.
-        socket.set_xpub_verbose(true).map_err(socket_err)?;
+    if xpub {
+        // Every subscription and every unsubscription must be seen, duplicates included, to count subscribers:
+        // whether all of them read batches, how many arrived (`wait_for_subscribers`), whether all have left (the
+        // drain at the end of a no-drop run). Plain XPUB passes only a prefix's first subscribe and last
+        // unsubscribe.
+        tickbox_zmqx::set_xpub_verboser(&mut socket, true)
+            .map_err(|source| FeedError::SocketOption { shard, source })?;
     }
     if config.no_drop {
         tickbox_zmqx::set_xpub_nodrop(&mut socket, true)
@@ -254,6 +299,11 @@ impl Publisher {
     /// The publisher's socket, e.g. to read subscriptions from an XPUB.
     pub fn socket(&self) -> &zmq::Socket {
         &self.socket
+    }
+
+    /// The shard this publisher serves.
+    pub fn shard(&self) -> usize {
+        self.shard
     }
 
     /// The publisher id carried in every header and in the heartbeat topic.

@@ -334,6 +334,9 @@ pub struct PublisherShardReport {
     /// Messages of the last batch abandoned because the run ended (duration or stop) while a no-drop pipe was
     /// full: generated, never sent, no sequence used.
     pub unsent: u64,
+    /// Subscribers still connected when a no-drop shard closed after waiting `drain_timeout` for them to leave
+    /// (0 when all left, or the run was not waited on): each may have lost its unread tail at the close.
+    pub subscribers_at_close: u64,
 }
 
 impl PublisherShardReport {
@@ -369,6 +372,11 @@ impl FeedReport {
     /// Messages abandoned on full no-drop pipes when the run ended, over all shards.
     pub fn total_unsent(&self) -> u64 {
         self.shards.iter().map(|s| s.unsent).sum()
+    }
+
+    /// Subscribers still connected when their shard closed after its drain wait, summed over the shards.
+    pub fn total_subscribers_at_close(&self) -> u64 {
+        self.shards.iter().map(|s| s.subscribers_at_close).sum()
     }
 
     /// Sum of the shards' achieved rates.
@@ -434,6 +442,15 @@ impl fmt::Display for FeedReport {
             write!(
                 f,
                 "\nunsent: {unsent} messages abandoned on a full no-drop pipe when the run ended (a subscriber stopped reading)"
+            )?;
+        }
+        let staying = self.total_subscribers_at_close();
+        if staying > 0 {
+            write!(
+                f,
+                "\nWARNING: {staying} subscriber(s) still connected when the shards closed after drain_timeout: one that \
+                 had not read everything by then may have lost its unread tail (raise --drain-timeout, or let \
+                 subscribers exit when the stream ends, e.g. subscribe --idle-exit)"
             )?;
         }
         if let Some((target, achieved)) = self.rate_shortfall() {
@@ -630,6 +647,31 @@ impl ShardRun<'_> {
                 publisher.heartbeat()?;
             }
         }
+        // A lossless run that ended by itself waits for its subscribers to leave before closing: closing under a
+        // subscriber that is behind would drop its unread tail (see `FeedConfig::drain_timeout`).
+        let subscribers_at_close = if config.no_drop
+            && unsent == 0
+            && !self.stop.load(Ordering::Relaxed)
+            && !config.drain_timeout.0.is_zero()
+        {
+            crate::publisher::wait_subscribers_gone(
+                &publisher,
+                &mut tally,
+                config.drain_timeout.0,
+                self.stop,
+            )?
+        } else {
+            0
+        };
+        if subscribers_at_close > 0 {
+            tracing::warn!(
+                shard,
+                subscribers_at_close,
+                "subscriber(s) still connected after drain_timeout {}; closing: one that is behind loses its \
+                 unread tail",
+                config.drain_timeout
+            );
+        }
         self.live.publish(&publisher);
         Ok(PublisherShardReport {
             shard,
@@ -641,6 +683,7 @@ impl ShardRun<'_> {
             duration,
             skipped: Duration::from_nanos(pacer.skipped_ns()),
             unsent,
+            subscribers_at_close,
         })
     }
 
@@ -713,6 +756,7 @@ mod report_tests {
                 duration: Duration::from_secs(secs),
                 skipped: Duration::ZERO,
                 unsent: 0,
+                subscribers_at_close: 0,
             }],
             target_rate,
         }

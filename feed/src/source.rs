@@ -17,7 +17,7 @@ use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use tickbox_wire::{now_ns, shard_for, Payload};
+use tickbox_wire::{now_ns, shard_for, Payload, SubscriptionTally};
 
 use crate::config::{saturating_nanos, FeedConfig};
 use crate::error::FeedError;
@@ -374,8 +374,11 @@ impl SourceRun<'_> {
         mut source: Box<dyn RecordSource>,
     ) -> Result<SourceReport, FeedError> {
         let config = self.config;
+        // Per shard, every subscription and unsubscription seen (XPUB shards only): for the start wait and the
+        // drain at the end.
+        let mut tallies = vec![SubscriptionTally::default(); publishers.len()];
         if config.wait_for_subscribers > 0 {
-            self.wait_for_subscribers(&publishers);
+            self.wait_for_subscribers(&publishers, &mut tallies);
         }
         let heartbeat = config.heartbeat_interval.0;
         let started = Instant::now();
@@ -391,6 +394,8 @@ impl SourceRun<'_> {
         let mut published = 0u64;
         let mut skipped: BTreeMap<String, u64> = BTreeMap::new();
         let mut complete = false;
+        // Ended blocked on a full no-drop pipe: a subscriber stopped reading, and no drain can help it.
+        let mut blocked = false;
         let over =
             |now: Instant| self.stop.load(Ordering::Relaxed) || end.is_some_and(|e| now >= e);
         let paced = matches!(self.speed, SourceSpeed::Times(_));
@@ -460,6 +465,7 @@ impl SourceRun<'_> {
                     break;
                 }
                 if over(Instant::now()) {
+                    blocked = true;
                     break 'run;
                 }
             }
@@ -480,21 +486,48 @@ impl SourceRun<'_> {
                 }
             }
         }
+        // As the generator's shards do (see `FeedConfig::drain_timeout`): a lossless run that ended by itself waits
+        // for its subscribers to leave before closing. The shards share one wait.
+        let mut at_close = vec![0u64; publishers.len()];
+        if config.no_drop
+            && !blocked
+            && !self.stop.load(Ordering::Relaxed)
+            && !config.drain_timeout.0.is_zero()
+        {
+            let deadline = Instant::now() + config.drain_timeout.0;
+            for ((p, tally), n) in publishers.iter().zip(&mut tallies).zip(&mut at_close) {
+                let left = deadline.saturating_duration_since(Instant::now());
+                *n = crate::publisher::wait_subscribers_gone(p, tally, left, self.stop)?;
+                if *n > 0 {
+                    tracing::warn!(
+                        shard = p.shard(),
+                        subscribers_at_close = *n,
+                        "subscriber(s) still connected after drain_timeout {}; closing: one that is behind loses \
+                         its unread tail",
+                        config.drain_timeout
+                    );
+                }
+            }
+        }
         let shards = publishers
             .iter()
             .zip(endpoints)
+            .zip(at_close)
             .enumerate()
-            .map(|(shard, (p, endpoint))| PublisherShardReport {
-                shard,
-                publisher_id: p.publisher_id(),
-                endpoint,
-                symbols: 0,
-                counts: p.counts(),
-                last_sequence: p.last_sequence(),
-                duration: elapsed,
-                skipped: Duration::ZERO,
-                unsent: 0,
-            })
+            .map(
+                |(shard, ((p, endpoint), subscribers_at_close))| PublisherShardReport {
+                    shard,
+                    publisher_id: p.publisher_id(),
+                    endpoint,
+                    symbols: 0,
+                    counts: p.counts(),
+                    last_sequence: p.last_sequence(),
+                    duration: elapsed,
+                    skipped: Duration::ZERO,
+                    unsent: 0,
+                    subscribers_at_close,
+                },
+            )
             .collect();
         Ok(SourceReport {
             speed: self.speed,
@@ -508,28 +541,24 @@ impl SourceRun<'_> {
     }
 
     /// Waits until every shard's XPUB has seen `wait_for_subscribers` subscriptions, or `subscriber_wait`.
-    fn wait_for_subscribers(&self, publishers: &[Publisher]) {
+    fn wait_for_subscribers(&self, publishers: &[Publisher], tallies: &mut [SubscriptionTally]) {
         let want = self.config.wait_for_subscribers as u64;
         let deadline = Instant::now() + self.config.subscriber_wait.0;
-        let mut seen = vec![0u64; publishers.len()];
-        while seen.iter().any(|&n| n < want) {
+        while tallies.iter().any(|t| t.subscribers() < want) {
             if self.stop.load(Ordering::Relaxed) {
                 return;
             }
             if Instant::now() >= deadline {
+                let seen: Vec<u64> = tallies.iter().map(SubscriptionTally::subscribers).collect();
                 tracing::warn!(
                     "only {seen:?} of {want} subscriptions per shard after {}; starting anyway",
                     self.config.subscriber_wait
                 );
                 return;
             }
-            for (p, n) in publishers.iter().zip(seen.iter_mut()) {
+            for (p, tally) in publishers.iter().zip(tallies.iter_mut()) {
                 while let Ok(msg) = p.socket().recv_msg(zmq::DONTWAIT) {
-                    match msg.first() {
-                        Some(1) => *n += 1,
-                        Some(0) => *n = n.saturating_sub(1),
-                        _ => {}
-                    }
+                    tally.on_message(&msg);
                 }
             }
             std::thread::sleep(Duration::from_millis(1));

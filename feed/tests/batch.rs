@@ -69,6 +69,8 @@ fn config(batch: BatchMode, limit: u64, subscriptions: usize) -> FeedConfig {
         symbols: 50,
         rate: Rate::PerSecond(200_000),
         no_drop: true,
+        // The test stops its readers after the feed ends: no drain wait.
+        drain_timeout: Duration::ZERO.into(),
         batch,
         wait_for_subscribers: subscriptions,
         subscriber_wait: Duration::from_secs(10).into(),

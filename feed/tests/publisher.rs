@@ -42,6 +42,8 @@ fn a_shard_subscriber_gets_gap_free_sequences_of_only_its_symbols() {
             symbols: 300,
             rate: Rate::PerSecond(30_000),
             no_drop: true,
+            // The test stops its readers after the feed ends: no drain wait.
+            drain_timeout: Duration::ZERO.into(),
             wait_for_subscribers: 1,
             max_messages_per_shard: Some(limit),
             // Only shard 1 gets a subscriber; the others start after this wait.
@@ -350,6 +352,7 @@ fn no_drop_back_pressure_loses_nothing_to_a_slow_subscriber() {
         FeedConfig {
             mode: PacingMode::FlatOut,
             no_drop: true,
+            drain_timeout: Duration::ZERO.into(),
             sndhwm: 100,
             wait_for_subscribers: 1,
             max_messages_per_shard: Some(n),

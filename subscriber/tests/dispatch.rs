@@ -49,6 +49,8 @@ fn run(transport: &str, dispatch: Dispatch) -> (Report<Recorder>, u64) {
         rate: Rate::PerSecond(300_000),
         mode: PacingMode::Paced,
         no_drop: true,
+        // The test stops its subscriber after the feed ends: no drain wait.
+        drain_timeout: Duration::ZERO.into(),
         wait_for_subscribers: 1,
         max_messages_per_shard: Some(PER_SHARD),
         ..FeedConfig::default()

@@ -31,6 +31,8 @@ fn feed_config(per_shard: u64) -> FeedConfig {
         rate: Rate::PerSecond(200_000),
         mode: PacingMode::Paced,
         no_drop: true,
+        // The test stops its subscriber after the feed ends: no drain wait.
+        drain_timeout: Duration::ZERO.into(),
         wait_for_subscribers: 1,
         max_messages_per_shard: Some(per_shard),
         ..FeedConfig::default()

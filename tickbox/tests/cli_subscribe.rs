@@ -15,6 +15,8 @@ fn feed(shards: usize, per_shard: u64) -> FeedConfig {
         rate: Rate::PerSecond(100_000),
         mode: PacingMode::Paced,
         no_drop: true,
+        // The tests join the feed before they stop `tickbox subscribe`: no drain wait.
+        drain_timeout: std::time::Duration::ZERO.into(),
         wait_for_subscribers: 1,
         max_messages_per_shard: Some(per_shard),
         ..FeedConfig::default()

@@ -143,6 +143,9 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
             PacingMode::Paced
         },
         no_drop: !args.lossy,
+        // The demo drains in-process itself (it lets the pipes settle before stopping its subscriber), and its
+        // subscriber leaves only after the feed has ended: a drain wait would only run out.
+        drain_timeout: Duration::ZERO.into(),
         wait_for_subscribers: 1,
         duration: Some(args.duration),
         ..FeedConfig::default()

@@ -115,6 +115,13 @@ pub(crate) struct Args {
     /// Heartbeat after this long idle, e.g. `100ms` (`0s` disables).
     #[arg(long)]
     heartbeat: Option<tickbox_units::HumanDuration>,
+    /// `--no-drop` only: a run that ends by `--duration`, `--max-messages` or the end of `--source` waits up to
+    /// this long for its subscribers to leave (having read everything), then as long again for what is still
+    /// queued to reach the network ([feed] drain_timeout, default 5s; `0s` closes at once). Subscribers still
+    /// connected are reported; a queue that did not drain means messages were dropped, and the feed exits 1
+    /// saying so. Ctrl-C skips it.
+    #[arg(long)]
+    drain_timeout: Option<tickbox_units::HumanDuration>,
     /// Random seed (equal seeds give equal streams).
     #[arg(long)]
     seed: Option<u64>,
@@ -155,6 +162,7 @@ fn report_json(report: &tickbox_feed::FeedReport) -> serde_json::Value {
                 "duration_ns": u64::try_from(s.duration.as_nanos()).unwrap_or(u64::MAX),
                 "skipped_ns": u64::try_from(s.skipped.as_nanos()).unwrap_or(u64::MAX),
                 "unsent": s.unsent,
+                "subscribers_at_close": s.subscribers_at_close,
                 "achieved_rate": s.rate().round() as u64,
             })
         })
@@ -170,6 +178,7 @@ fn report_json(report: &tickbox_feed::FeedReport) -> serde_json::Value {
         "batches_sent": report.shards.iter().map(|s| s.counts.batches).sum::<u64>(),
         "batch_buffers_allocated": report.shards.iter().map(|s| s.counts.batch_buffers_allocated).sum::<u64>(),
         "unsent": report.total_unsent(),
+        "subscribers_at_close": report.total_subscribers_at_close(),
         "shards": shards,
     })
 }
@@ -186,6 +195,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     let source = args.source.clone();
     let speed = args.speed;
     let feed_config = apply(args, config.feed.clone())?;
+    let drain_timeout = drain_timeout(&feed_config);
     if let Some(path) = source {
         let view = LiveView::new("feed", &live_args, None);
         return run_source(
@@ -272,7 +282,50 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     } else {
         println!("{report}");
     }
-    Ok(ExitCode::from(crate::exit_code::OK))
+    drop(status);
+    Ok(close_checking_drain(
+        ctx,
+        report.total_subscribers_at_close(),
+        drain_timeout,
+        &stop,
+    ))
+}
+
+/// How long the shards' close may wait (their drain at the end of a no-drop run; nothing otherwise).
+fn drain_timeout(config: &FeedConfig) -> Duration {
+    if config.no_drop {
+        config.drain_timeout.0
+    } else {
+        Duration::ZERO
+    }
+}
+
+/// Terminates the context, which blocks until every shard's queue has reached the network or its linger (the
+/// drain timeout, set when subscribers stayed) has run out. Running out with subscribers still connected means
+/// queued messages were dropped at the close: said on stderr, exit 1. The summary was printed before, with its
+/// counts of what was sent.
+fn close_checking_drain(
+    ctx: zmq::Context,
+    subscribers_at_close: u64,
+    drain_timeout: Duration,
+    stop: &std::sync::atomic::AtomicBool,
+) -> ExitCode {
+    let closing = std::time::Instant::now();
+    drop(ctx);
+    let took = closing.elapsed();
+    if subscribers_at_close > 0
+        && !stop.load(Ordering::Relaxed)
+        && !drain_timeout.is_zero()
+        && took + Duration::from_millis(20) >= drain_timeout
+    {
+        eprintln!(
+            "feed: messages were still queued for a subscriber after --drain-timeout {drain_timeout:?} and were \
+             dropped at the close (a subscriber stopped reading); the summary's counts include them"
+        );
+        return ExitCode::from(crate::exit_code::ERROR);
+    }
+    tracing::debug!(?took, "feed queues flushed");
+    ExitCode::from(crate::exit_code::OK)
 }
 
 /// `RecordSource` over a DBN file or journal: the dbn crate reads, the feed publishes.
@@ -315,6 +368,7 @@ fn run_source(
         tickbox_dbn::ReplayForm::Dbn => "dbn",
         tickbox_dbn::ReplayForm::Journal => "journal",
     };
+    let drain_timeout = drain_timeout(&feed_config);
     let stop = crate::shutdown::flag();
     let ctx = tickbox_zmqx::context::build(&config.context)?;
     let feed =
@@ -388,6 +442,7 @@ fn run_source(
                     "heartbeats": s.counts.heartbeats,
                     "would_block": s.counts.would_block,
                     "last_sequence": s.last_sequence,
+                    "subscribers_at_close": s.subscribers_at_close,
                 })
             })
             .collect();
@@ -404,13 +459,16 @@ fn run_source(
                 "complete": report.complete,
                 "elapsed_ns": u64::try_from(report.elapsed.as_nanos()).unwrap_or(u64::MAX),
                 "achieved_rate": report.rate().round() as u64,
+                "subscribers_at_close": report.shards.iter().map(|s| s.subscribers_at_close).sum::<u64>(),
                 "shards": shards,
             })
         );
     } else {
         println!("{report}");
     }
-    Ok(ExitCode::from(crate::exit_code::OK))
+    drop(status);
+    let staying = report.shards.iter().map(|s| s.subscribers_at_close).sum();
+    Ok(close_checking_drain(ctx, staying, drain_timeout, &stop))
 }
 
 /// CLI flags override the config file's `[feed]` section.
@@ -475,6 +533,9 @@ fn apply(args: Args, mut config: FeedConfig) -> anyhow::Result<FeedConfig> {
     }
     if args.no_drop {
         config.no_drop = true;
+    }
+    if let Some(d) = args.drain_timeout {
+        config.drain_timeout = d;
     }
     if let Some(batch) = args.batch {
         config.batch = batch;
