@@ -7,7 +7,7 @@
 //! built in registers: the two header words, the payload's full words, and its last partial word read as the
 //! payload's last 8 bytes shifted down over the padding (one load instead of a byte loop). The value is bit for bit
 //! the crate's (tests compare every length), so the on-disk format is unchanged. The writer's path,
-//! [`store_body`], stores each word into the map in the same pass.
+//! [`BodyStore::store_body`], stores each word into the map in the same pass.
 //!
 //! One serial chain is deliberate: splitting the body into three chains folded with carry-less multiplies measured
 //! slower on the target machine for bodies this short, and the chains of consecutive records already overlap in
@@ -16,17 +16,10 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A record's checksum: `frame_crc(frame_len, body)` where `body` = `seq` and `capture_ns` as little-endian words,
-/// `payload`, and zeros to the next multiple of 8. The writer stores those same words into the map and never
-/// reads them back.
+/// `payload`, and zeros to the next multiple of 8, computed with the `crc32c` crate. It is [`Portable`]'s: on a CPU
+/// with SSE4.2 the writer's [`Sse42`] store computes the same value in its own pass (short payloads come here).
 #[inline]
 pub(crate) fn record_crc(frame_len: u32, seq: u64, capture_ns: u64, payload: &[u8]) -> u32 {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if payload.len() >= 8 && hw::available() {
-            // SAFETY: `available` confirmed at run time that this CPU has SSE4.2, the function's one requirement.
-            return unsafe { hw::record(frame_len, seq, capture_ns, payload) };
-        }
-    }
     let mut crc = crc32c::crc32c_append(frame_len, &seq.to_le_bytes());
     crc = crc32c::crc32c_append(crc, &capture_ns.to_le_bytes());
     crc = crc32c::crc32c_append(crc, payload);
@@ -180,7 +173,6 @@ pub(crate) fn store_body(
 
 #[cfg(target_arch = "x86_64")]
 mod hw {
-    use std::arch::x86_64::_mm_crc32_u64;
     use std::sync::atomic::{AtomicU8, Ordering};
 
     /// 0 unknown, 1 absent, 2 present: one relaxed load per record instead of the feature-detection macro's
@@ -198,31 +190,6 @@ mod hw {
                 yes
             }
         }
-    }
-
-    /// The body's words through `crc32`, from the register the crate would start with (`!frame_len`).
-    ///
-    /// # Safety
-    ///
-    /// The CPU must have SSE4.2 ([`available`]). `payload.len() >= 8` (indexing panics otherwise, it never reads
-    /// out of bounds).
-    #[target_feature(enable = "sse4.2")]
-    pub(super) unsafe fn record(frame_len: u32, seq: u64, capture_ns: u64, payload: &[u8]) -> u32 {
-        let mut r = _mm_crc32_u64(u64::from(!frame_len), seq);
-        r = _mm_crc32_u64(r, capture_ns);
-        let mut chunks = payload.chunks_exact(8);
-        for chunk in &mut chunks {
-            let mut w = [0u8; 8];
-            w.copy_from_slice(chunk);
-            r = _mm_crc32_u64(r, u64::from_le_bytes(w));
-        }
-        let rest = chunks.remainder().len();
-        if rest != 0 {
-            let mut w = [0u8; 8];
-            w.copy_from_slice(&payload[payload.len() - 8..]);
-            r = _mm_crc32_u64(r, u64::from_le_bytes(w) >> (8 * (8 - rest)));
-        }
-        !(r as u32)
     }
 }
 
@@ -257,6 +224,17 @@ mod tests {
                     record_crc(frame_len, seq, t, p),
                     assembled(frame_len, seq, t, p),
                     "payload of {} bytes at offset {start}",
+                    p.len()
+                );
+                // And the writer's own pass (the `crc32` instruction where the CPU has it), from the same
+                // unaligned slice.
+                let words: Vec<AtomicU64> = (0..3 + p.len().div_ceil(8))
+                    .map(|_| AtomicU64::new(0))
+                    .collect();
+                assert_eq!(
+                    store_body(&words, frame_len, seq, t, p),
+                    assembled(frame_len, seq, t, p),
+                    "stored payload of {} bytes at offset {start}",
                     p.len()
                 );
             }
