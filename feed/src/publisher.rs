@@ -47,18 +47,24 @@ impl PublisherCounts {
     }
 }
 
-/// At the end of a no-drop run that ended by its duration or message limit: waits up to `timeout` for every
-/// subscriber to leave `publisher`'s shard, reading its subscription messages into `tally` (which must have seen
-/// every one since the socket was bound), then sets the socket's linger to `timeout` so what is still queued for
-/// a subscriber that stays is flushed at close rather than dropped after the usual 100 ms. Returns the
-/// subscribers still there (0: all left, nothing can be lost at close). A raised `stop` ends the wait.
-pub(crate) fn wait_subscribers_gone(
+/// The end of a shard's run: a no-drop run that ended by itself (its duration, message limit or source; not
+/// stopped, not `blocked` on a full pipe) waits until `deadline` for every subscriber to leave, reading the
+/// subscription messages into `tally` (which must have seen every one since the socket was bound), then sets the
+/// socket's linger to `drain_timeout` so what is still queued for a subscriber that stays is flushed at close
+/// rather than dropped after the usual 100 ms (see [`FeedConfig::drain_timeout`]). Returns the subscribers still
+/// there, with a warning if any (0: all left, or nothing to wait for).
+pub(crate) fn drain_at_end(
     publisher: &Publisher,
     tally: &mut SubscriptionTally,
-    timeout: Duration,
+    config: &FeedConfig,
+    deadline: Instant,
+    blocked: bool,
     stop: &AtomicBool,
 ) -> Result<u64, FeedError> {
-    let deadline = Instant::now() + timeout;
+    let timeout = config.drain_timeout;
+    if !config.no_drop || blocked || timeout.0.is_zero() || stop.load(Ordering::Relaxed) {
+        return Ok(0);
+    }
     loop {
         while let Ok(msg) = publisher.socket().recv_msg(zmq::DONTWAIT) {
             tally.on_message(&msg);
@@ -72,7 +78,7 @@ pub(crate) fn wait_subscribers_gone(
         }
         std::thread::sleep(Duration::from_millis(2));
     }
-    let linger = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
+    let linger = i32::try_from(timeout.0.as_millis()).unwrap_or(i32::MAX);
     publisher
         .socket()
         .set_linger(linger)
@@ -80,7 +86,29 @@ pub(crate) fn wait_subscribers_gone(
             shard: publisher.shard(),
             source,
         })?;
-    Ok(tally.subscribers())
+    let staying = tally.subscribers();
+    if staying > 0 {
+        tracing::warn!(
+            shard = publisher.shard(),
+            subscribers_at_close = staying,
+            "subscriber(s) still connected after drain_timeout {timeout}; closing: one that is behind loses its \
+             unread tail"
+        );
+    }
+    Ok(staying)
+}
+
+/// The summary's line for subscribers still connected when the shards closed after their drain wait.
+pub(crate) fn write_staying(f: &mut std::fmt::Formatter<'_>, staying: u64) -> std::fmt::Result {
+    if staying == 0 {
+        return Ok(());
+    }
+    write!(
+        f,
+        "\nWARNING: {staying} subscriber(s) still connected when the shards closed after drain_timeout: one that \
+         had not read everything by then may have lost its unread tail (raise --drain-timeout, or let \
+         subscribers exit when the stream ends, e.g. subscribe --idle-exit)"
+    )
 }
 
 /// Creates, configures and binds (or connects) the socket of shard `shard`; returns it with the endpoint

@@ -444,15 +444,7 @@ impl fmt::Display for FeedReport {
                 "\nunsent: {unsent} messages abandoned on a full no-drop pipe when the run ended (a subscriber stopped reading)"
             )?;
         }
-        let staying = self.total_subscribers_at_close();
-        if staying > 0 {
-            write!(
-                f,
-                "\nWARNING: {staying} subscriber(s) still connected when the shards closed after drain_timeout: one that \
-                 had not read everything by then may have lost its unread tail (raise --drain-timeout, or let \
-                 subscribers exit when the stream ends, e.g. subscribe --idle-exit)"
-            )?;
-        }
+        crate::publisher::write_staying(f, self.total_subscribers_at_close())?;
         if let Some((target, achieved)) = self.rate_shortfall() {
             write!(
                 f,
@@ -648,30 +640,15 @@ impl ShardRun<'_> {
             }
         }
         // A lossless run that ended by itself waits for its subscribers to leave before closing: closing under a
-        // subscriber that is behind would drop its unread tail (see `FeedConfig::drain_timeout`).
-        let subscribers_at_close = if config.no_drop
-            && unsent == 0
-            && !self.stop.load(Ordering::Relaxed)
-            && !config.drain_timeout.0.is_zero()
-        {
-            crate::publisher::wait_subscribers_gone(
-                &publisher,
-                &mut tally,
-                config.drain_timeout.0,
-                self.stop,
-            )?
-        } else {
-            0
-        };
-        if subscribers_at_close > 0 {
-            tracing::warn!(
-                shard,
-                subscribers_at_close,
-                "subscriber(s) still connected after drain_timeout {}; closing: one that is behind loses its \
-                 unread tail",
-                config.drain_timeout
-            );
-        }
+        // subscriber that is behind would drop its unread tail.
+        let subscribers_at_close = crate::publisher::drain_at_end(
+            &publisher,
+            &mut tally,
+            config,
+            Instant::now() + config.drain_timeout.0,
+            unsent > 0,
+            self.stop,
+        )?;
         self.live.publish(&publisher);
         Ok(PublisherShardReport {
             shard,

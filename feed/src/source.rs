@@ -305,6 +305,11 @@ impl SourceReport {
         self.skipped.values().sum()
     }
 
+    /// Subscribers still connected when their shard closed after its drain wait, summed over the shards.
+    pub fn total_subscribers_at_close(&self) -> u64 {
+        self.shards.iter().map(|s| s.subscribers_at_close).sum()
+    }
+
     /// Records published per second of `elapsed`.
     pub fn rate(&self) -> f64 {
         let secs = self.elapsed.as_secs_f64();
@@ -355,7 +360,7 @@ impl fmt::Display for SourceReport {
         for (reason, n) in &self.skipped {
             write!(f, "\nskipped {n}: {reason}")?;
         }
-        Ok(())
+        crate::publisher::write_staying(f, self.total_subscribers_at_close())
     }
 }
 
@@ -486,29 +491,16 @@ impl SourceRun<'_> {
                 }
             }
         }
-        // As the generator's shards do (see `FeedConfig::drain_timeout`): a lossless run that ended by itself waits
-        // for its subscribers to leave before closing. The shards share one wait.
-        let mut at_close = vec![0u64; publishers.len()];
-        if config.no_drop
-            && !blocked
-            && !self.stop.load(Ordering::Relaxed)
-            && !config.drain_timeout.0.is_zero()
-        {
-            let deadline = Instant::now() + config.drain_timeout.0;
-            for ((p, tally), n) in publishers.iter().zip(&mut tallies).zip(&mut at_close) {
-                let left = deadline.saturating_duration_since(Instant::now());
-                *n = crate::publisher::wait_subscribers_gone(p, tally, left, self.stop)?;
-                if *n > 0 {
-                    tracing::warn!(
-                        shard = p.shard(),
-                        subscribers_at_close = *n,
-                        "subscriber(s) still connected after drain_timeout {}; closing: one that is behind loses \
-                         its unread tail",
-                        config.drain_timeout
-                    );
-                }
-            }
-        }
+        // As the generator's shards do: a lossless run that ended by itself waits for its subscribers to leave
+        // before closing. The shards share one wait.
+        let deadline = Instant::now() + config.drain_timeout.0;
+        let at_close = publishers
+            .iter()
+            .zip(&mut tallies)
+            .map(|(p, tally)| {
+                crate::publisher::drain_at_end(p, tally, config, deadline, blocked, self.stop)
+            })
+            .collect::<Result<Vec<u64>, FeedError>>()?;
         let shards = publishers
             .iter()
             .zip(endpoints)

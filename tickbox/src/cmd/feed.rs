@@ -459,7 +459,7 @@ fn run_source(
                 "complete": report.complete,
                 "elapsed_ns": u64::try_from(report.elapsed.as_nanos()).unwrap_or(u64::MAX),
                 "achieved_rate": report.rate().round() as u64,
-                "subscribers_at_close": report.shards.iter().map(|s| s.subscribers_at_close).sum::<u64>(),
+                "subscribers_at_close": report.total_subscribers_at_close(),
                 "shards": shards,
             })
         );
@@ -467,8 +467,12 @@ fn run_source(
         println!("{report}");
     }
     drop(status);
-    let staying = report.shards.iter().map(|s| s.subscribers_at_close).sum();
-    Ok(close_checking_drain(ctx, staying, drain_timeout, &stop))
+    Ok(close_checking_drain(
+        ctx,
+        report.total_subscribers_at_close(),
+        drain_timeout,
+        &stop,
+    ))
 }
 
 /// CLI flags override the config file's `[feed]` section.
