@@ -715,15 +715,7 @@ fn a_head_raised_a_little_is_caught_by_the_reserve() {
             "bit {bit}: verify names the head: {:?}",
             s.metadata_repairs
         );
-        let w = Writer::open(&path, &WriterOptions::ring(MIN_CAPACITY)).unwrap();
-        assert_eq!(w.next_seq(), seqs.last().unwrap() + 1, "bit {bit}");
-        drop(w);
-        assert_eq!(head_tail(&path).0, head, "bit {bit}: head restored");
-        assert_eq!(
-            read_all(&mut Reader::open(&path).unwrap()),
-            seqs,
-            "bit {bit}"
-        );
+        a_reopened_writer_restores_the_head(&path, &seqs, head, bit);
     }
 }
 
@@ -841,6 +833,20 @@ fn a_flipped_bit_in_the_ring_tail_is_recovered_by_scanning_and_reported() {
     }
 }
 
+/// After a flipped bit in the head of a ring that held `seqs` with its head at `head`: a writer reopening it
+/// continues the sequence, restores the head, and every record reads back.
+fn a_reopened_writer_restores_the_head(path: &Path, seqs: &[u64], head: u64, bit: u32) {
+    let w = Writer::open(path, &WriterOptions::ring(MIN_CAPACITY)).unwrap();
+    assert_eq!(w.next_seq(), seqs.last().unwrap() + 1, "bit {bit}");
+    drop(w);
+    assert_eq!(head_tail(path).0, head, "bit {bit}: head restored");
+    assert_eq!(
+        read_all(&mut Reader::open(path).unwrap()),
+        seqs,
+        "bit {bit}"
+    );
+}
+
 #[test]
 fn a_flipped_bit_in_the_ring_head_loses_nothing_silently() {
     let dir = tempfile::tempdir().unwrap();
@@ -862,15 +868,7 @@ fn a_flipped_bit_in_the_ring_head_loses_nothing_silently() {
             s.metadata_repairs
         );
         // A writer reopening it keeps every intact record and restores the head.
-        let w = Writer::open(&path, &WriterOptions::ring(MIN_CAPACITY)).unwrap();
-        assert_eq!(w.next_seq(), seqs.last().unwrap() + 1, "bit {bit}");
-        drop(w);
-        assert_eq!(head_tail(&path).0, head, "bit {bit}: head restored");
-        assert_eq!(
-            read_all(&mut Reader::open(&path).unwrap()),
-            seqs,
-            "bit {bit}"
-        );
+        a_reopened_writer_restores_the_head(&path, &seqs, head, bit);
     }
 }
 

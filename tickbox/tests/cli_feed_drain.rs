@@ -11,8 +11,10 @@ use std::time::{Duration, Instant};
 use common::{endpoint_in, forward_lines, KillOnDrop, TICKBOX};
 use tickbox_wire::{Kind, MessageRef};
 
-/// `tickbox feed ARGS` with stdout and stderr as line channels, and the shard's endpoint from its start-up line.
+/// `tickbox feed`, no-drop, flat out, starting once one subscriber is there and stopping after `messages`, with
+/// `args` besides; its stdout and stderr as line channels, and the shard's endpoint from its start-up line.
 fn spawn_feed(
+    messages: u64,
     args: &[&str],
 ) -> (
     KillOnDrop,
@@ -22,7 +24,20 @@ fn spawn_feed(
 ) {
     let mut child = KillOnDrop(
         Command::new(TICKBOX)
-            .args(["feed", "--bind", "tcp://127.0.0.1:*", "--no-drop"])
+            .args([
+                "feed",
+                "--bind",
+                "tcp://127.0.0.1:*",
+                "--no-drop",
+                "--rate",
+                "max",
+            ])
+            .args([
+                "--wait-for-subscribers",
+                "1",
+                "--max-messages",
+                &messages.to_string(),
+            ])
             .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -68,16 +83,7 @@ fn rest(lines: &mpsc::Receiver<String>) -> String {
 #[test]
 fn a_reader_that_is_behind_at_the_end_still_gets_every_message() {
     const MESSAGES: u64 = 100_000;
-    let (mut feed, ep, out, err) = spawn_feed(&[
-        "--rate",
-        "max",
-        "--max-messages",
-        &MESSAGES.to_string(),
-        "--sndhwm",
-        "100000",
-        "--wait-for-subscribers",
-        "1",
-    ]);
+    let (mut feed, ep, out, err) = spawn_feed(MESSAGES, &["--sndhwm", "100000"]);
     let ctx = zmq::Context::new();
     let sub = small_sub(&ctx, &ep);
     let deadline = Instant::now() + Duration::from_secs(15);
@@ -115,16 +121,7 @@ fn a_reader_that_is_behind_at_the_end_still_gets_every_message() {
 #[test]
 fn a_subscriber_that_stays_is_reported_and_the_wait_is_bounded() {
     let started = Instant::now();
-    let (mut feed, ep, out, err) = spawn_feed(&[
-        "--rate",
-        "max",
-        "--max-messages",
-        "2000",
-        "--wait-for-subscribers",
-        "1",
-        "--drain-timeout",
-        "1s",
-    ]);
+    let (mut feed, ep, out, err) = spawn_feed(2000, &["--drain-timeout", "1s"]);
     let ctx = zmq::Context::new();
     let sub = small_sub(&ctx, &ep);
     // Reads everything and keeps reading, but never leaves (a long-lived reader such as an LVC).
@@ -153,19 +150,9 @@ fn a_subscriber_that_stays_is_reported_and_the_wait_is_bounded() {
 
 #[test]
 fn a_queue_left_unread_at_the_close_is_reported_as_dropped() {
-    let (mut feed, ep, out, err) = spawn_feed(&[
-        "--rate",
-        "max",
-        "--max-messages",
-        "200000",
-        // The whole run fits in the feed's queue, so it ends by its limit, not blocked on a full pipe.
-        "--sndhwm",
-        "1000000",
-        "--wait-for-subscribers",
-        "1",
-        "--drain-timeout",
-        "1s",
-    ]);
+    // The whole run fits in the feed's queue, so it ends by its limit, not blocked on a full pipe.
+    let (mut feed, ep, out, err) =
+        spawn_feed(200_000, &["--sndhwm", "1000000", "--drain-timeout", "1s"]);
     let ctx = zmq::Context::new();
     // Subscribes and never reads: what does not fit in the kernel's buffers stays in the feed's queue.
     let sub = small_sub(&ctx, &ep);
