@@ -222,11 +222,10 @@ pub struct Writer {
     /// with it is the whole room check of an append that needs nothing done. A ring also comes back at
     /// `next_mark_at`, to leave a [`Mark`].
     room_end: u64,
-    /// Ring: record starts this writer left behind, oldest first, at least `mark_spacing` apart and none behind
+    /// Ring: record starts this writer left behind, oldest first, at least [`mark_spacing`] apart and none behind
     /// `tail`, so a lapped ring with no overwrite hook moves its tail to one of them with arithmetic instead of
     /// reading every record it passes. Bounded: a ring holds at most `cap / mark_spacing + 2` of them.
     marks: VecDeque<Mark>,
-    mark_spacing: u64,
     /// The first absolute position at which a record start becomes the next mark.
     next_mark_at: u64,
     /// Data offset of the last record this writer wrote ([`NO_FRAME`] before its first).
@@ -471,7 +470,6 @@ impl Writer {
                 Mode::Ring => VecDeque::with_capacity((cap / mark_spacing(cap)) as usize + 4),
                 Mode::Archive => VecDeque::new(),
             },
-            mark_spacing: mark_spacing(cap),
             next_mark_at: head,
             last_record_off: NO_FRAME,
             padding: 0,
@@ -716,7 +714,7 @@ impl Writer {
                 padding: self.padding + pad,
                 prev_record_off: self.last_record_off,
             });
-            self.next_mark_at = start + self.mark_spacing;
+            self.next_mark_at = start + mark_spacing(cap);
         }
         if self.tail + cap < end {
             self.advance_tail(end - cap)?;
