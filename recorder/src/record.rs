@@ -136,13 +136,7 @@ struct Tally {
 
 impl journal_ext::OverwriteSink for Tally {
     fn overwritten(&mut self, record: journal_ext::OverwrittenRecord<'_>) {
-        self.on_evicted(record.payload);
-    }
-}
-
-impl Tally {
-    fn on_evicted(&mut self, payload: &[u8]) {
-        let data_of = MessageRef::decode(payload).ok().and_then(|m| {
+        let data_of = MessageRef::decode(record.payload).ok().and_then(|m| {
             let h = m.header();
             let data =
                 !matches!(h.kind, Kind::Heartbeat | Kind::Gap) && !h.flags.contains(Flags::CACHED);
