@@ -154,13 +154,16 @@ pub fn encode_vendor_frame(
 /// The fewest bytes a record of `rtype` can have (its smallest version's struct), or `None` for an rtype the
 /// `dbn` crate does not know. The `dbn` crate panics when asked to view a record shorter than its rtype's struct,
 /// so every record from a file or a journal is checked with [`record_fits`] before the crate looks inside it.
+///
+/// `TBBO` (0xC5) is left out: versions 1 to 3, the ones tickbox reads, carry a trade's top of book under
+/// `MBP_1`, and the crate's version-3 views refuse 0xC5 while its dispatch (JSON encoder, index time) unwraps
+/// the refusal. Admitting it let a damaged rtype byte panic `journal dump` and `import`.
 pub fn min_record_len(rtype: u8) -> Option<usize> {
     use dbn::rtype as r;
     use std::mem::size_of;
-    let table: [(u8, usize); 23] = [
+    let table: [(u8, usize); 22] = [
         (r::MBP_0, size_of::<dbn::TradeMsg>()),
         (r::MBP_1, size_of::<dbn::Mbp1Msg>()),
-        (r::TBBO, size_of::<dbn::Mbp1Msg>()),
         (r::MBP_10, size_of::<dbn::Mbp10Msg>()),
         (r::OHLCV_DEPRECATED, size_of::<dbn::OhlcvMsg>()),
         (r::OHLCV_1S, size_of::<dbn::OhlcvMsg>()),

@@ -125,3 +125,41 @@ proptest! {
         let _ = tickbox_dbn::import_files(&dir.path().join("j"), &[f], &tickbox_dbn::ImportOptions::default());
     }
 }
+
+/// Every rtype at every length a record can have is described or refused, never a panic. Version 4's TBBO rtype
+/// (0xC5, laid out as MBP-1) passed every length check and then panicked inside the `dbn` crate's encoder.
+#[test]
+fn every_rtype_at_every_length_is_described_or_refused() {
+    for version in 1..=3u8 {
+        for rtype in 0..=255u8 {
+            for words in 4..=255u8 {
+                let mut rec = vec![0u8; usize::from(words) * 4];
+                rec[0] = words;
+                rec[1] = rtype;
+                let _ = record_json(version, false, &rec);
+                let _ = record_json(version, true, &rec);
+            }
+        }
+    }
+}
+
+/// A record whose rtype the `dbn` crate cannot view is refused by the importer, naming the record and its
+/// rtype, instead of panicking in the crate's index-time dispatch.
+#[test]
+fn an_unviewable_rtype_is_refused_by_import() {
+    let mut rec = vec![0u8; std::mem::size_of::<tickbox_dbn::dbn::Mbp1Msg>()];
+    rec[0] = (rec.len() / 4) as u8;
+    rec[1] = tickbox_dbn::dbn::rtype::TBBO;
+    let err = record_json(3, false, &rec).expect_err("0xC5 is not a version-3 rtype");
+    assert!(err.to_string().contains("0xc5"), "{err}");
+    let dir = tempfile::tempdir().unwrap();
+    let fragment = dir.path().join("tbbo.v3.dbn");
+    std::fs::write(&fragment, &rec).unwrap();
+    let err = tickbox_dbn::import_files(
+        &dir.path().join("j"),
+        &[fragment],
+        &tickbox_dbn::ImportOptions::default(),
+    )
+    .expect_err("the record is refused");
+    assert!(err.to_string().contains("record 1: rtype 0xc5"), "{err}");
+}
