@@ -58,16 +58,61 @@ const MAX_CACHED_TOPICS: usize = 1 << 16;
 
 type Stream = Counted<Chain<Cursor<Vec<u8>>, DynReader<'static, BufReader<File>>>>;
 
-/// A reader that counts the bytes it hands out. The `dbn` crate's decoder ends cleanly at EOF even when the last
-/// record is cut short; comparing what it read with what it decoded is how a truncated file is told apart.
+/// The record stream of a DBN file or fragment as the `dbn` crate's decoder reads it: it counts the bytes it
+/// hands out and checks every record's length byte before the decoder sees the record.
+///
+/// - **Counting:** the decoder ends cleanly at EOF even when the last record is cut short; comparing what it
+///   read with what it decoded is how a truncated file is told apart.
+/// - **Lengths:** every DBN record is a whole number of 8-byte words (its header holds a `u64`), and the decoder
+///   views the record after it in place. A damaged length byte that is a multiple of 4 but not of 8 would have it
+///   view every later record at a misaligned address. The bytes before such a record are handed out, then the
+///   read fails naming its offset and length, so the file is refused after its last good record.
 pub(crate) struct Counted<R> {
     inner: R,
     read: Arc<AtomicU64>,
+    /// Bytes still to hand out before the next record's length byte.
+    to_next_record: usize,
+    /// A bad length found in a chunk: the bytes before it went out, this comes next.
+    refusal: Option<String>,
+}
+
+impl<R> Counted<R> {
+    fn new(inner: R, read: Arc<AtomicU64>) -> Self {
+        Counted {
+            inner,
+            read,
+            to_next_record: 0,
+            refusal: None,
+        }
+    }
 }
 
 impl<R: Read> Read for Counted<R> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if let Some(why) = self.refusal.take() {
+            return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, why));
+        }
         let n = self.inner.read(buf)?;
+        let mut at = self.to_next_record;
+        while at < n {
+            let len = usize::from(buf[at]) * 4;
+            if len < 16 || len % 8 != 0 {
+                let offset = self.read.load(Ordering::Relaxed) + at as u64;
+                let why = format!(
+                    "record length {len} bytes at stream byte {offset}: DBN records are whole 8-byte words of at \
+                     least 16"
+                );
+                if at == 0 {
+                    return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, why));
+                }
+                self.refusal = Some(why);
+                self.to_next_record = 0;
+                self.read.fetch_add(at as u64, Ordering::Relaxed);
+                return Ok(at);
+            }
+            at += len;
+        }
+        self.to_next_record = at - n;
         self.read.fetch_add(n as u64, Ordering::Relaxed);
         Ok(n)
     }
@@ -252,10 +297,7 @@ pub fn open_source(path: &Path, fragment_version: Option<u8>) -> Result<OpenedSo
                 })?;
         let read = Arc::new(AtomicU64::new(0));
         let d = RecordDecoder::with_version(
-            Counted {
-                inner: Cursor::new(Vec::new()).chain(reader),
-                read: Arc::clone(&read),
-            },
+            Counted::new(Cursor::new(Vec::new()).chain(reader), Arc::clone(&read)),
             version,
             VersionUpgradePolicy::AsIs,
             metadata.ts_out,
@@ -299,10 +341,10 @@ pub fn open_source(path: &Path, fragment_version: Option<u8>) -> Result<OpenedSo
     }
     let read = Arc::new(AtomicU64::new(0));
     let d = RecordDecoder::with_version(
-        Counted {
-            inner: Cursor::new(prefix[..got].to_vec()).chain(reader),
-            read: Arc::clone(&read),
-        },
+        Counted::new(
+            Cursor::new(prefix[..got].to_vec()).chain(reader),
+            Arc::clone(&read),
+        ),
         if version == 0 {
             dbn::DBN_VERSION
         } else {

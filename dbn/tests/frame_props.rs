@@ -163,3 +163,54 @@ fn an_unviewable_rtype_is_refused_by_import() {
     .expect_err("the record is refused");
     assert!(err.to_string().contains("record 1: rtype 0xc5"), "{err}");
 }
+
+/// A record whose length is a multiple of 4 but not of 8 would leave every later record misaligned where the
+/// `dbn` crate views it in place. The importer takes the records before it and then refuses the file, naming the
+/// record and the stream offset.
+#[test]
+fn a_record_length_off_the_8_byte_grid_is_refused_after_the_good_records() {
+    use tickbox_dbn::dbn::{rtype, RecordHeader, TradeMsg};
+    let trade = |ts: u64| TradeMsg {
+        hd: RecordHeader::new::<TradeMsg>(rtype::MBP_0, 1, 7, ts),
+        price: 5,
+        size: 1,
+        action: b'T' as _,
+        side: b'A' as _,
+        flags: Default::default(),
+        depth: 0,
+        ts_recv: ts,
+        ts_in_delta: 0,
+        sequence: 2,
+    };
+    let first = trade(1);
+    let mut fragment = AsRef::<[u8]>::as_ref(&first).to_vec();
+    let good = fragment.len();
+    let mut odd = vec![0u8; 20];
+    odd[0] = 5;
+    odd[1] = rtype::MBP_0;
+    fragment.extend_from_slice(&odd);
+    fragment.extend_from_slice(AsRef::<[u8]>::as_ref(&trade(2)));
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("odd.v3.dbn");
+    std::fs::write(&file, &fragment).unwrap();
+
+    let mut source = tickbox_dbn::open_source(&file, None).unwrap();
+    assert!(
+        source.next_record().unwrap().is_some(),
+        "the first record is good"
+    );
+    let err = source.next_record().expect_err("the second is refused");
+    let text = err.to_string();
+    assert!(text.contains("record 2"), "{text}");
+    assert!(
+        text.contains(&format!("record length 20 bytes at stream byte {good}")),
+        "{text}"
+    );
+    let err = tickbox_dbn::import_files(
+        &dir.path().join("j"),
+        &[file],
+        &tickbox_dbn::ImportOptions::default(),
+    )
+    .expect_err("the import is refused");
+    assert!(err.to_string().contains("record length 20"), "{err}");
+}

@@ -23,7 +23,10 @@ fuzz_target!(|data: &[u8]| {
                 if let Ok(m) = MessageRef::decode(record) {
                     let _ = m.payload();
                 }
-                assert!(builder.try_push(record), "a record of this batch fits an equal-sized batch");
+                assert!(
+                    builder.try_push(record),
+                    "a record of this batch fits an equal-sized batch"
+                );
             }
             Err(_) => failed = true,
         }
