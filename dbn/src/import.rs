@@ -56,6 +56,74 @@ pub struct ImportReport {
 /// Bound on the topic cache of one import (cleared when full).
 const MAX_CACHED_TOPICS: usize = 1 << 16;
 
+/// Fixed part of legacy DBZ metadata, after the skippable frame's 8-byte prelude; the zstd-compressed variable
+/// part (symbols and mappings) follows it.
+const DBZ_FIXED_METADATA: usize = 96;
+
+/// Most bytes the variable part of DBZ metadata may decompress to. Real files hold symbols and mappings in a few
+/// megabytes at most; a damaged frame must not decompress without bound.
+const MAX_DBZ_VARIABLE_METADATA: u64 = 64 << 20;
+
+/// Checks what the `dbn` crate's DBZ metadata decoder takes on trust: it decompresses the variable part without a
+/// bound and reads its first field without checking that the part has 4 bytes (a damaged file panicked
+/// `import` and `feed --source`). The rest of the metadata is left to the crate, which reports its own errors.
+fn check_dbz_metadata(path: &Path) -> Result<(), DbnError> {
+    let mut file = BufReader::new(File::open(path).map_err(|e| DbnError::io(path, e))?);
+    let mut prelude = [0u8; 8];
+    let got = fill(&mut file, &mut prelude).map_err(|e| DbnError::io(path, e))?;
+    let frame = u32::from_le_bytes([prelude[4], prelude[5], prelude[6], prelude[7]]);
+    let mut metadata = Vec::new();
+    file.take(u64::from(frame))
+        .read_to_end(&mut metadata)
+        .map_err(|e| DbnError::io(path, e))?;
+    if got < prelude.len() || metadata.len() < frame as usize {
+        return Err(DbnError::refused(
+            path,
+            format!(
+                "truncated DBZ metadata: {} of {frame} bytes",
+                metadata.len()
+            ),
+        ));
+    }
+    let Some(compressed) = metadata.get(DBZ_FIXED_METADATA..) else {
+        return Err(DbnError::refused(
+            path,
+            format!("DBZ metadata of {frame} bytes, shorter than its {DBZ_FIXED_METADATA}-byte fixed part"),
+        ));
+    };
+    let mut variable = Vec::new();
+    zstd::Decoder::new(compressed)
+        .and_then(|d| {
+            d.take(MAX_DBZ_VARIABLE_METADATA + 1)
+                .read_to_end(&mut variable)
+        })
+        .map_err(|e| {
+            DbnError::refused(
+                path,
+                format!("DBZ metadata's symbols are not a zstd frame: {e}"),
+            )
+        })?;
+    if variable.len() as u64 > MAX_DBZ_VARIABLE_METADATA {
+        return Err(DbnError::refused(
+            path,
+            format!(
+                "DBZ metadata's symbols decompress to more than {} MiB",
+                MAX_DBZ_VARIABLE_METADATA >> 20
+            ),
+        ));
+    }
+    if variable.len() < 4 {
+        return Err(DbnError::refused(
+            path,
+            format!(
+                "DBZ metadata's symbols are {} bytes, shorter than their 4-byte layout length",
+                variable.len()
+            ),
+        ));
+    }
+    Ok(())
+}
+
 type Stream = Counted<Chain<Cursor<Vec<u8>>, DynReader<'static, BufReader<File>>>>;
 
 /// The record stream of a DBN file or fragment as the `dbn` crate's decoder reads it: it counts the bytes it
@@ -152,6 +220,17 @@ impl OpenedSource {
     pub fn next_record(&mut self) -> Result<Option<RecordRef<'_>>, DbnError> {
         let n = self.count;
         match self.records.next() {
+            // DBZ's decoder reads its own zstd stream, so `Counted` cannot check its lengths ahead of it; it
+            // views one record per call, so refusing an off-grid record here stops it before it views the next
+            // at a misaligned address.
+            Ok(Some(r)) if r.record_size() % 8 != 0 => Err(DbnError::refused(
+                &self.path,
+                format!(
+                    "record {}: length {} bytes: DBN records are whole 8-byte words",
+                    n + 1,
+                    r.record_size()
+                ),
+            )),
             Ok(Some(r)) => {
                 self.count += 1;
                 self.decoded += r.record_size() as u64;
@@ -218,6 +297,7 @@ pub fn open_source(path: &Path, fragment_version: Option<u8>) -> Result<OpenedSo
         ));
     }
     if dbz::starts_with_prefix(&head[..got]) {
+        check_dbz_metadata(path)?;
         let file = File::open(path).map_err(|e| DbnError::io(path, e))?;
         let d = dbz::Decoder::with_upgrade_policy(BufReader::new(file), VersionUpgradePolicy::AsIs)
             .map_err(|e| {
