@@ -357,9 +357,13 @@ pub fn open_source(path: &Path, fragment_version: Option<u8>) -> Result<OpenedSo
                 format!("metadata length {len} is implausible"),
             ));
         }
+        // Grown as bytes arrive rather than sized by the stated length, so a damaged length in a short file
+        // cannot make the importer allocate up to a gigabyte.
         let mut raw = prefix.to_vec();
-        raw.resize(8 + len, 0);
-        let n = fill(&mut reader, &mut raw[8..]).map_err(|e| DbnError::io(path, e))?;
+        let n = (&mut reader)
+            .take(len as u64)
+            .read_to_end(&mut raw)
+            .map_err(|e| DbnError::io(path, e))?;
         if n != len {
             return Err(DbnError::refused(
                 path,

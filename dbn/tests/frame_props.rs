@@ -214,3 +214,36 @@ fn a_record_length_off_the_8_byte_grid_is_refused_after_the_good_records() {
     .expect_err("the import is refused");
     assert!(err.to_string().contains("record length 20"), "{err}");
 }
+
+/// Peak resident memory of this process, in KiB.
+fn peak_rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// A 16-byte file whose DBN header states almost a gigabyte of metadata is refused as truncated without the
+/// importer allocating what the header states (it once sized its buffer from the length before reading).
+#[test]
+fn a_stated_metadata_length_is_not_allocated_before_it_is_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("huge-metadata.dbn");
+    let mut bytes = b"DBN\x03".to_vec();
+    bytes.extend_from_slice(&((1u32 << 30) - 1).to_le_bytes());
+    bytes.extend_from_slice(&[0; 8]);
+    std::fs::write(&file, &bytes).unwrap();
+    let before = peak_rss_kib();
+    let err = tickbox_dbn::open_source(&file, None)
+        .err()
+        .expect("refused");
+    assert!(
+        err.to_string()
+            .contains("truncated DBN metadata: 8 of 1073741823 bytes"),
+        "{err}"
+    );
+    let grown_mib = peak_rss_kib().saturating_sub(before) / 1024;
+    assert!(grown_mib < 256, "peak memory grew by {grown_mib} MiB");
+}
