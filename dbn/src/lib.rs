@@ -17,6 +17,13 @@
 //! DBN is byte-identical to the original's decompressed stream. [`export_text`] writes JSON lines or CSV with
 //! decoded fields.
 //!
+//! **Damaged input** is refused with an error naming the file and the record, never a panic inside the `dbn`
+//! crate, which trusts what it reads in several places: a record whose rtype the crate's version-3 views cannot
+//! hold or whose bytes are too short for it ([`record_fits`]), a record length that is not a whole number of
+//! 8-byte words (the crate would view every later record misaligned), legacy DBZ metadata whose compressed
+//! symbols are too short or decompress past 64 MiB, a metadata length the file does not hold (read as it arrives,
+//! never allocated up front). The `dbn_vendor` fuzz target drives all of these paths.
+//!
 //! **Replay** ([`ReplaySource`]) reads a DBN file or a journal as the tickbox messages a publisher would send
 //! (`tickbox feed --source`), each with its receive time (pacing) and event time; records with no tickbox
 //! equivalent are skipped with a reason.
