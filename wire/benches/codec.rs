@@ -36,7 +36,13 @@ fn codec(c: &mut Criterion) {
     });
     // Encoded here rather than taken from the encode bench's buffer, which is still zeros when a filter skips it.
     let mut frame = vec![0u8; encoded_len(topic, Kind::Quote)];
-    encode(&mut frame, topic, &Header::live(Kind::Quote, 1, 1, 1), &payload).unwrap();
+    encode(
+        &mut frame,
+        topic,
+        &Header::live(Kind::Quote, 1, 1, 1),
+        &payload,
+    )
+    .unwrap();
     group.bench_function("decode_header", |b| {
         b.iter(|| {
             MessageRef::decode(black_box(&frame))
