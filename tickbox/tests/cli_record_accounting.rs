@@ -92,9 +92,12 @@ fn record_counts_gaps_per_publisher_and_journal_info_verify_agree() {
     let ctx = zmq::Context::new();
     let (p, ep) = publisher(&ctx);
     // From the stream, appended: 90 + 50 quotes and one heartbeat.
-    let rec = record(&journal, &ep, 141, &[]);
-    p.set_rcvtimeo(10_000).unwrap();
-    assert_eq!(p.recv_bytes(0).unwrap(), b"\x01", "recorder subscribed");
+    let mut rec = record(&journal, &ep, 141, &["--segment-size", "1MiB"]);
+    assert_eq!(
+        rec.await_subscription(&p, Duration::from_secs(15)),
+        b"\x01",
+        "recorder subscribed"
+    );
     p.send(&b"\x00\x01Q.XNAS"[..], 0).unwrap(); // a tap subscription event
     p.send(&b"not a frame"[..], 0).unwrap();
     for seq in 1..=100 {
@@ -221,9 +224,12 @@ fn a_lapped_ring_counts_what_it_overwrote_and_replay_starts_at_the_oldest_kept()
     let ctx = zmq::Context::new();
     let (p, ep) = publisher(&ctx);
     const N: u64 = 3_000; // ~128 bytes each: about six laps of a 64 KiB ring
-    let rec = record(&journal, &ep, N, &["--ring", "--capacity", "64k"]);
-    p.set_rcvtimeo(10_000).unwrap();
-    assert_eq!(p.recv_bytes(0).unwrap(), b"\x01", "recorder subscribed");
+    let mut rec = record(&journal, &ep, N, &["--ring", "--capacity", "64k"]);
+    assert_eq!(
+        rec.await_subscription(&p, Duration::from_secs(15)),
+        b"\x01",
+        "recorder subscribed"
+    );
     for seq in 1..=N {
         p.send(quote(1, seq), 0).unwrap();
     }

@@ -315,6 +315,8 @@ fn record_stops_cleanly() {
                 &ep,
                 "--journal",
                 journal.to_str().unwrap(),
+                "--segment-size",
+                "8MiB",
                 "--quiet",
             ])
         },
@@ -340,6 +342,8 @@ fn replay_awaiting_start_stops_cleanly() {
             &ep,
             "--journal",
             &journal,
+            "--segment-size",
+            "8MiB",
             "--max-messages",
             "20",
             "--quiet",

@@ -212,6 +212,8 @@ fn record_puts_its_io_threads_where_the_config_says() {
         &endpoint,
         "--journal",
         journal.to_str().unwrap(),
+        "--segment-size",
+        "8MiB",
         "--duration",
         "30s",
     ]);
@@ -235,6 +237,8 @@ fn replay_puts_its_io_threads_where_the_config_says() {
         &endpoint,
         "--journal",
         journal.to_str().unwrap(),
+        "--segment-size",
+        "8MiB",
         "--duration",
         "100ms",
     ]);

@@ -186,6 +186,8 @@ fn every_message_is_accounted_for_from_feed_to_worker_through_record_and_replay(
         &tap_ep,
         "--journal",
         journal,
+        "--segment-size",
+        "8MiB",
         "--json",
     ]);
     wait_line(

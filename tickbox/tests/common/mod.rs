@@ -369,6 +369,28 @@ impl Background {
         }
     }
 
+    /// Waits up to `limit` for the first subscription message on `xpub` (the process connecting and
+    /// subscribing) and returns it. A process that exits first fails the test with its output, so a start-up
+    /// error (a journal it could not create, a bad flag) is reported as itself rather than as a receive timeout.
+    pub(crate) fn await_subscription(&mut self, xpub: &zmq::Socket, limit: Duration) -> Vec<u8> {
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline {
+            if xpub.poll(zmq::POLLIN, 100).expect("poll") > 0 {
+                return xpub.recv_bytes(0).expect("recv");
+            }
+            let rx = self.output.as_ref().expect("not collected yet");
+            if let Ok(out) = rx.try_recv() {
+                self.output = None;
+                panic!(
+                    "process {} exited before subscribing: {:?}",
+                    self.pid,
+                    out.expect("wait")
+                );
+            }
+        }
+        panic!("process {} did not subscribe within {limit:?}", self.pid);
+    }
+
     fn kill(&self) {
         send_signal(self.pid, libc::SIGKILL);
     }
