@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::fs::File;
-use std::io::{BufReader, Chain, Cursor, Read};
+use std::io::{BufReader, Chain, Cursor, Read, Seek};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -67,10 +67,10 @@ const MAX_DBZ_VARIABLE_METADATA: u64 = 64 << 20;
 /// Checks what the `dbn` crate's DBZ metadata decoder takes on trust: it decompresses the variable part without a
 /// bound and reads its first field without checking that the part has 4 bytes (a damaged file panicked
 /// `import` and `feed --source`). The rest of the metadata is left to the crate, which reports its own errors.
-fn check_dbz_metadata(path: &Path) -> Result<(), DbnError> {
-    let mut file = BufReader::new(File::open(path).map_err(|e| DbnError::io(path, e))?);
+/// Reads `file` (named `path`) from its start.
+fn check_dbz_metadata(path: &Path, file: &mut impl Read) -> Result<(), DbnError> {
     let mut prelude = [0u8; 8];
-    let got = fill(&mut file, &mut prelude).map_err(|e| DbnError::io(path, e))?;
+    let got = fill(file, &mut prelude).map_err(|e| DbnError::io(path, e))?;
     let frame = u32::from_le_bytes([prelude[4], prelude[5], prelude[6], prelude[7]]);
     let mut metadata = Vec::new();
     file.take(u64::from(frame))
@@ -297,10 +297,11 @@ pub fn open_source(path: &Path, fragment_version: Option<u8>) -> Result<OpenedSo
         ));
     }
     if dbz::starts_with_prefix(&head[..got]) {
-        check_dbz_metadata(path)?;
-        let file = File::open(path).map_err(|e| DbnError::io(path, e))?;
-        let d = dbz::Decoder::with_upgrade_policy(BufReader::new(file), VersionUpgradePolicy::AsIs)
-            .map_err(|e| {
+        let mut file = BufReader::new(File::open(path).map_err(|e| DbnError::io(path, e))?);
+        check_dbz_metadata(path, &mut file)?;
+        file.rewind().map_err(|e| DbnError::io(path, e))?;
+        let d =
+            dbz::Decoder::with_upgrade_policy(file, VersionUpgradePolicy::AsIs).map_err(|e| {
                 DbnError::refused(
                     path,
                     format!("legacy DBZ file the dbn crate cannot decode: {e}"),
