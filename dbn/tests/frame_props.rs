@@ -143,6 +143,18 @@ fn every_rtype_at_every_length_is_described_or_refused() {
     }
 }
 
+/// Imports `file` into a fresh journal beside it and returns why the import was refused.
+fn import_refusal(file: &std::path::Path) -> String {
+    let journal = file.parent().unwrap().join("j");
+    tickbox_dbn::import_files(
+        &journal,
+        &[file.to_path_buf()],
+        &tickbox_dbn::ImportOptions::default(),
+    )
+    .expect_err("the import is refused")
+    .to_string()
+}
+
 /// A record whose rtype the `dbn` crate cannot view is refused by the importer, naming the record and its
 /// rtype, instead of panicking in the crate's index-time dispatch.
 #[test]
@@ -155,13 +167,8 @@ fn an_unviewable_rtype_is_refused_by_import() {
     let dir = tempfile::tempdir().unwrap();
     let fragment = dir.path().join("tbbo.v3.dbn");
     std::fs::write(&fragment, &rec).unwrap();
-    let err = tickbox_dbn::import_files(
-        &dir.path().join("j"),
-        &[fragment],
-        &tickbox_dbn::ImportOptions::default(),
-    )
-    .expect_err("the record is refused");
-    assert!(err.to_string().contains("record 1: rtype 0xc5"), "{err}");
+    let err = import_refusal(&fragment);
+    assert!(err.contains("record 1: rtype 0xc5"), "{err}");
 }
 
 /// A record whose length is a multiple of 4 but not of 8 would leave every later record misaligned where the
@@ -206,13 +213,8 @@ fn a_record_length_off_the_8_byte_grid_is_refused_after_the_good_records() {
         text.contains(&format!("record length 20 bytes at stream byte {good}")),
         "{text}"
     );
-    let err = tickbox_dbn::import_files(
-        &dir.path().join("j"),
-        &[file],
-        &tickbox_dbn::ImportOptions::default(),
-    )
-    .expect_err("the import is refused");
-    assert!(err.to_string().contains("record length 20"), "{err}");
+    let err = import_refusal(&file);
+    assert!(err.contains("record length 20"), "{err}");
 }
 
 /// Peak resident memory of this process, in KiB.
