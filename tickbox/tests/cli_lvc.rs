@@ -66,7 +66,7 @@ fn lvc_process_serves_late_joiners_and_reports_on_ctrl_c() {
     assert!(downstream.starts_with("tcp://127.0.0.1:") && !downstream.ends_with('*'));
 
     // The proxy subscribes to everything upstream.
-    publisher.set_rcvtimeo(5000).unwrap();
+    publisher.set_rcvtimeo(15_000).unwrap();
     assert_eq!(publisher.recv_bytes(0).unwrap(), b"\x01");
 
     // A first subscriber proves the path is up (warm-up messages until one arrives), then sees 100 topics live.
@@ -181,7 +181,7 @@ fn lvc_serves_its_counters_as_tickbox_lvc_status() {
         &broker,
     ]);
     let downstream = line_after(&lvc_lines, "lvc subscribers");
-    publisher.set_rcvtimeo(5000).unwrap();
+    publisher.set_rcvtimeo(15_000).unwrap();
     assert_eq!(publisher.recv_bytes(0).unwrap(), b"\x01");
     for i in 0..50u64 {
         publisher
@@ -315,7 +315,7 @@ fn hostile_subscriptions_neither_kill_nor_bloat_the_lvc_process() {
     ]);
     let pid = lvc.0.id();
     let downstream = line_after(&lines, "lvc subscribers");
-    publisher.set_rcvtimeo(5000).unwrap();
+    publisher.set_rcvtimeo(15_000).unwrap();
     assert_eq!(publisher.recv_bytes(0).unwrap(), b"\x01Q.");
     publisher.send(quote("Q.XNAS.AAPL", 1), 0).unwrap();
     let baseline = proc_kib(pid, "VmRSS");

@@ -47,7 +47,7 @@ fn subscribe_with_lvc_snapshot_gets_every_last_value_alone() {
     ]);
     let downstream = line_after(&lines, "lvc subscribers ");
     let snapshot = line_after(&lines, "lvc snapshot ");
-    publisher.set_rcvtimeo(5000).unwrap();
+    publisher.set_rcvtimeo(15_000).unwrap();
     assert_eq!(publisher.recv_bytes(0).unwrap(), b"\x01");
 
     // The bystander: subscribed to everything before anything is published; proves the path is up.

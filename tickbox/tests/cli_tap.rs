@@ -40,7 +40,7 @@ fn tap_output(args: &[&str]) -> String {
         },
     )
     .unwrap();
-    publisher.set_rcvtimeo(5000).unwrap();
+    publisher.set_rcvtimeo(15_000).unwrap();
     assert_eq!(publisher.recv_bytes(0).unwrap(), b"\x01");
     let tap_ep = lvc.endpoints().tap.clone().unwrap();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_tickbox"));
@@ -103,10 +103,12 @@ fn tap_reports_its_own_loss_from_sequence_gaps() {
     let pub_ep = tickbox_zmqx::bind_resolved(&publisher, "tcp://127.0.0.1:*").unwrap();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_tickbox"));
     cmd.args(["tap", "--connect", &pub_ep, "--duration", "1500ms"]);
-    let child = Background::spawn(cmd);
+    let mut child = Background::spawn(cmd);
     // Send only once the inspector has subscribed, so nothing is lost to joining late.
-    publisher.set_rcvtimeo(5000).unwrap();
-    assert_eq!(publisher.recv_bytes(0).unwrap(), b"\x01");
+    assert_eq!(
+        child.await_subscription(&publisher, Duration::from_secs(15)),
+        b"\x01"
+    );
     for seq in [1, 2, 3, 5, 6, 10, 11] {
         publisher
             .send(frame(Kind::Quote, "Q.XNAS.AAPL", seq), 0)
