@@ -236,3 +236,54 @@ fn bindtodevice_is_supported() {
     server.set_rcvtimeo(5000).unwrap();
     assert_eq!(server.recv_bytes(0).unwrap(), b"bound");
 }
+
+/// The workspace's own `zmq-sys` links libzmq against libsodium: CURVE exists, a key pair can be made, and a
+/// CURVE handshake carries a message only for a client that knows the server's public key.
+#[test]
+fn curve_is_built_in_and_handshakes() {
+    assert_eq!(
+        zmq::has("curve"),
+        Some(true),
+        "libzmq was built without CURVE"
+    );
+    let server_keys = zmq::CurveKeyPair::new().expect("a CURVE key pair");
+    let client_keys = zmq::CurveKeyPair::new().expect("a CURVE key pair");
+    let ctx = zmq::Context::new();
+    let server = ctx.socket(zmq::PULL).unwrap();
+    server.set_linger(0).unwrap();
+    server.set_curve_server(true).unwrap();
+    server.set_curve_secretkey(&server_keys.secret_key).unwrap();
+    server.set_rcvtimeo(5_000).unwrap();
+    server.bind("tcp://127.0.0.1:*").unwrap();
+    let endpoint = server.get_last_endpoint().unwrap().unwrap();
+
+    let client = ctx.socket(zmq::PUSH).unwrap();
+    client.set_linger(0).unwrap();
+    client.set_curve_serverkey(&server_keys.public_key).unwrap();
+    client.set_curve_publickey(&client_keys.public_key).unwrap();
+    client.set_curve_secretkey(&client_keys.secret_key).unwrap();
+    client.connect(&endpoint).unwrap();
+    client.send("sealed", 0).unwrap();
+    assert_eq!(server.recv_bytes(0).unwrap(), b"sealed");
+    assert_eq!(server.get_mechanism().unwrap(), zmq::Mechanism::ZMQ_CURVE);
+
+    // A client that expects another server key never completes the handshake, so nothing it sends arrives.
+    let wrong = zmq::CurveKeyPair::new().unwrap();
+    let stranger = ctx.socket(zmq::PUSH).unwrap();
+    stranger.set_linger(0).unwrap();
+    stranger.set_curve_serverkey(&wrong.public_key).unwrap();
+    stranger
+        .set_curve_publickey(&client_keys.public_key)
+        .unwrap();
+    stranger
+        .set_curve_secretkey(&client_keys.secret_key)
+        .unwrap();
+    stranger.connect(&endpoint).unwrap();
+    stranger.set_sndtimeo(0).unwrap();
+    let _ = stranger.send("forged", 0);
+    server.set_rcvtimeo(500).unwrap();
+    assert!(
+        server.recv_bytes(0).is_err(),
+        "a client with the wrong server key got through"
+    );
+}
