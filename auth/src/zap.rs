@@ -1,0 +1,280 @@
+//! The thin ZAP loop: one REP socket on `inproc://zeromq.zap.01` in the process's context, answering for every
+//! socket of that context (libzmq asks it once per handshake). Decisions come from [`Gatekeeper`]; this loop
+//! owns the socket, the clock and the allow directories, which it re-reads when they change so that a removed
+//! certificate is refused on its next handshake.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime};
+
+use crate::cert::Certificate;
+use crate::policy::{parse_request, reply_frames, Gatekeeper, KeySet, Refusal, Verdict};
+use crate::stats::AuthStats;
+use crate::AuthError;
+
+/// Where libzmq looks for the ZAP handler (RFC 27).
+pub const ZAP_ENDPOINT: &str = "inproc://zeromq.zap.01";
+
+/// An allow directory holds a few certificates; more than this many files is a mistake, and a bound.
+pub const MAX_ALLOW_FILES: usize = 10_000;
+
+/// How often the loop checks its stop flag while idle.
+const POLL: Duration = Duration::from_millis(100);
+
+/// Which allow directory answers for which role (ZAP domain).
+#[derive(Debug, Clone, Default)]
+pub struct AllowDirs {
+    /// Used by roles without their own.
+    pub default: Option<PathBuf>,
+    /// Per-role directories, looked up by the most specific role name (`lvc.upstream`, then `lvc`).
+    pub by_role: BTreeMap<String, PathBuf>,
+}
+
+impl AllowDirs {
+    fn for_role(&self, role: &str) -> Option<&Path> {
+        let mut name = role;
+        loop {
+            if let Some(dir) = self.by_role.get(name) {
+                return Some(dir);
+            }
+            match name.rsplit_once('.') {
+                Some((parent, _)) => name = parent,
+                None => return self.default.as_deref(),
+            }
+        }
+    }
+}
+
+/// The running handler; dropping it stops the loop (after the sockets it answers for are closed, or their next
+/// handshakes go unanswered).
+#[derive(Debug)]
+pub struct ZapHandler {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl ZapHandler {
+    /// Binds the handler in `ctx` and starts its thread. Fails if `ctx` already has one.
+    pub fn start(
+        ctx: &zmq::Context,
+        gate: Gatekeeper,
+        dirs: AllowDirs,
+        stats: AuthStats,
+    ) -> Result<ZapHandler, AuthError> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let ctx = ctx.clone();
+        let flag = Arc::clone(&stop);
+        let thread = std::thread::Builder::new()
+            .name("zap".into())
+            .spawn(move || {
+                let socket = match bind(&ctx) {
+                    Ok(s) => {
+                        let _ = ready_tx.send(Ok(()));
+                        s
+                    }
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e));
+                        return;
+                    }
+                };
+                Loop {
+                    gate,
+                    dirs,
+                    stats,
+                    cache: BTreeMap::new(),
+                    log: LogLimit::default(),
+                }
+                .run(&socket, &flag);
+            })
+            .map_err(|e| AuthError::Zap(format!("spawning the ZAP thread: {e}")))?;
+        match ready_rx.recv() {
+            Ok(Ok(())) => Ok(ZapHandler {
+                stop,
+                thread: Some(thread),
+            }),
+            Ok(Err(e)) => {
+                let _ = thread.join();
+                Err(e)
+            }
+            Err(_) => Err(AuthError::Zap("the ZAP thread ended before binding".into())),
+        }
+    }
+}
+
+impl Drop for ZapHandler {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn bind(ctx: &zmq::Context) -> Result<zmq::Socket, AuthError> {
+    let zap = |e: zmq::Error| AuthError::Zap(format!("binding {ZAP_ENDPOINT}: {e}"));
+    let socket = ctx.socket(zmq::REP).map_err(zap)?;
+    socket.set_linger(0).map_err(zap)?;
+    socket.bind(ZAP_ENDPOINT).map_err(zap)?;
+    Ok(socket)
+}
+
+struct Loop {
+    gate: Gatekeeper,
+    dirs: AllowDirs,
+    stats: AuthStats,
+    cache: BTreeMap<PathBuf, Cached>,
+    log: LogLimit,
+}
+
+struct Cached {
+    stamp: Option<SystemTime>,
+    keys: KeySet,
+}
+
+impl Loop {
+    fn run(&mut self, socket: &zmq::Socket, stop: &AtomicBool) {
+        while !stop.load(Ordering::Relaxed) {
+            match socket.poll(zmq::POLLIN, i64::try_from(POLL.as_millis()).unwrap_or(100)) {
+                Ok(0) => continue,
+                Ok(_) => {}
+                Err(zmq::Error::EINTR) => continue,
+                Err(zmq::Error::ETERM) => return,
+                Err(e) => {
+                    tracing::error!(
+                        "ZAP handler: poll failed: {e}; handshakes can no longer be authorised"
+                    );
+                    return;
+                }
+            }
+            let frames = match socket.recv_multipart(zmq::DONTWAIT) {
+                Ok(f) => f,
+                Err(zmq::Error::EAGAIN | zmq::Error::EINTR) => continue,
+                Err(e) => {
+                    tracing::error!("ZAP handler: receive failed: {e}");
+                    return;
+                }
+            };
+            let reply = self.answer(&frames);
+            if let Err(e) = socket.send_multipart(reply, 0) {
+                tracing::error!("ZAP handler: reply failed: {e}");
+                return;
+            }
+        }
+    }
+
+    fn answer(&mut self, frames: &[Vec<u8>]) -> [Vec<u8>; 6] {
+        let request = match parse_request(frames) {
+            Ok(r) => r,
+            Err(e) => {
+                // Only libzmq itself talks to this inproc endpoint; a bad request is a bug, but answer it.
+                tracing::warn!("ZAP handler: {e}");
+                let id = frames.get(1).cloned().unwrap_or_default();
+                return reply_frames(&id, &Verdict::Refuse(Refusal::Malformed));
+            }
+        };
+        let allowed = self
+            .dirs
+            .for_role(&request.domain)
+            .map(Path::to_path_buf)
+            .map(|dir| self.keys_in(&dir));
+        let verdict = self.gate.decide(&request, allowed.as_ref());
+        let refusal = match &verdict {
+            Verdict::Accept { .. } => None,
+            Verdict::Refuse(r) => Some(*r),
+        };
+        self.stats
+            .record(&request.domain, &request.address, refusal);
+        if let Some(reason) = refusal {
+            self.log
+                .refused(&request.domain, &request.address, reason, &self.stats);
+        }
+        reply_frames(request.request_id, &verdict)
+    }
+
+    /// The keys of `dir`, re-read when its modification time changed (adding or removing a file changes it).
+    fn keys_in(&mut self, dir: &Path) -> KeySet {
+        let stamp = std::fs::metadata(dir).and_then(|m| m.modified()).ok();
+        if let Some(cached) = self.cache.get(dir) {
+            if cached.stamp == stamp && stamp.is_some() {
+                return cached.keys.clone();
+            }
+        }
+        let keys = load_allow_dir(dir);
+        self.cache.insert(
+            dir.to_path_buf(),
+            Cached {
+                stamp,
+                keys: keys.clone(),
+            },
+        );
+        keys
+    }
+}
+
+/// Every public certificate in `dir` (files ending in `_secret` are skipped; unreadable ones are logged). An
+/// unreadable directory allows nobody: failing closed is the only safe answer.
+pub fn load_allow_dir(dir: &Path) -> KeySet {
+    let mut keys = KeySet::default();
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) => {
+            tracing::error!(
+                "allow directory {}: {e}; refusing every key until it is readable",
+                dir.display()
+            );
+            return keys;
+        }
+    };
+    for entry in entries.flatten().take(MAX_ALLOW_FILES) {
+        let path = entry.path();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.ends_with("_secret") || name.starts_with('.') || !path.is_file() {
+            continue;
+        }
+        match Certificate::load(&path) {
+            Ok(cert) => keys.insert(cert.public, name),
+            Err(e) => tracing::warn!("allow directory: skipping {}: {e}", path.display()),
+        }
+    }
+    keys
+}
+
+/// Refusals are logged at most once a second with the running total, since any stranger can cause them.
+#[derive(Default)]
+struct LogLimit {
+    last: Option<Instant>,
+    suppressed: u64,
+}
+
+impl LogLimit {
+    fn refused(&mut self, role: &str, address: &str, reason: Refusal, stats: &AuthStats) {
+        let now = Instant::now();
+        if self
+            .last
+            .is_some_and(|t| now.duration_since(t) < Duration::from_secs(1))
+        {
+            self.suppressed += 1;
+            return;
+        }
+        let total = stats.summary().auth_refused;
+        let peer = if address.is_empty() {
+            "a local peer"
+        } else {
+            address
+        };
+        tracing::warn!(
+            role,
+            peer,
+            total_refused = total,
+            suppressed = self.suppressed,
+            "refused a handshake from {peer} on {role}: {}",
+            reason.as_str()
+        );
+        self.last = Some(now);
+        self.suppressed = 0;
+    }
+}
