@@ -35,6 +35,19 @@ struct Inner {
     stats: AuthStats,
 }
 
+/// Two handles are equal when they share one loaded section (component configs derive `PartialEq`).
+impl PartialEq for Security {
+    fn eq(&self, other: &Self) -> bool {
+        match (&self.inner, &other.inner) {
+            (None, None) => true,
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
+}
+
+impl Eq for Security {}
+
 impl Security {
     /// Loads certificates and resolves every key name in `cfg`. An inactive section gives [`Security::default`].
     pub fn from_config(cfg: &SecurityConfig) -> Result<Security, AuthError> {

@@ -90,6 +90,9 @@ pub struct FeedConfig {
     /// `[context.sockets.feed]`, copied here by the binary; applied to every shard's socket (see `tickbox_zmqx::profile`).
     #[serde(skip)]
     pub socket_profile: tickbox_zmqx::profile::SocketProfile,
+    /// `[security]`, loaded and shared by the binary: applied to every socket this component binds or connects.
+    #[serde(skip)]
+    pub security: tickbox_auth::Security,
 }
 
 impl Default for FeedConfig {
@@ -126,6 +129,7 @@ impl Default for FeedConfig {
             spin_us: 20,
             max_catch_up: HumanDuration(Duration::from_millis(1_000)),
             socket_profile: tickbox_zmqx::profile::SocketProfile::default(),
+            security: tickbox_auth::Security::default(),
         }
     }
 }

@@ -323,6 +323,9 @@ pub struct LvcConfig {
     /// `[context.sockets.lvc]`, copied here by the binary; applied to the XSUB, the XPUB and the tap (see `tickbox_zmqx::profile`).
     #[serde(skip)]
     pub socket_profile: tickbox_zmqx::profile::SocketProfile,
+    /// `[security]`, loaded and shared by the binary: applied to every socket this component binds or connects.
+    #[serde(skip)]
+    pub security: tickbox_auth::Security,
 }
 
 impl Default for LvcConfig {
@@ -365,6 +368,7 @@ impl Default for LvcConfig {
             snapshot_stall_timeout: HumanDuration(Duration::from_secs(5)),
             stalled_peer_timeout: HumanDuration(tickbox_zmqx::DEFAULT_STALLED_PEER_TIMEOUT),
             socket_profile: tickbox_zmqx::profile::SocketProfile::default(),
+            security: tickbox_auth::Security::default(),
         }
     }
 }

@@ -231,6 +231,9 @@ pub struct SubscriberConfig {
     /// `[context.sockets.subscriber]`, copied here by the binary; applied to every shard's SUB (see `tickbox_zmqx::profile`).
     #[serde(skip)]
     pub socket_profile: tickbox_zmqx::profile::SocketProfile,
+    /// `[security]`, loaded and shared by the binary: applied to every socket this component binds or connects.
+    #[serde(skip)]
+    pub security: tickbox_auth::Security,
 }
 
 impl Default for SubscriberConfig {
@@ -254,6 +257,7 @@ impl Default for SubscriberConfig {
             lvc_snapshot: None,
             lvc_snapshot_timeout: HumanDuration(Duration::from_secs(5)),
             socket_profile: tickbox_zmqx::profile::SocketProfile::default(),
+            security: tickbox_auth::Security::default(),
         }
     }
 }

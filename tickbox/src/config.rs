@@ -23,6 +23,11 @@ pub(crate) struct TickboxConfig {
     pub coord: CoordConfig,
     /// libzmq context tuning (`io_threads`, I/O-thread CPUs, names, scheduling); see `tickbox_zmqx::context`.
     pub context: tickbox_zmqx::context::ContextConfig,
+    /// CURVE keys, allow-lists, IP fences and per-key authorisation for every socket; absent = NULL, as before.
+    pub security: tickbox_auth::SecurityConfig,
+    /// `security`, loaded (certificates read, key names resolved) and shared with every component's config.
+    #[serde(skip)]
+    pub auth: tickbox_auth::Security,
 }
 
 /// `[coord]`: where ZooKeeper is and how long to wait for it. Every coordinating command takes `--zk` instead.
@@ -61,6 +66,7 @@ impl TickboxConfig {
         let mut config: Self =
             toml::from_str(&text).with_context(|| format!("parsing config {}", path.display()))?;
         config.share_socket_profiles()?;
+        config.share_security()?;
         Ok(config)
     }
 
@@ -82,6 +88,17 @@ impl TickboxConfig {
                 );
             }
         }
+        Ok(())
+    }
+
+    /// Loads `[security]` once and hands it to every component, so each applies it to the sockets it opens.
+    fn share_security(&mut self) -> anyhow::Result<()> {
+        let security =
+            tickbox_auth::Security::from_config(&self.security).context("loading [security]")?;
+        self.feed.security = security.clone();
+        self.lvc.security = security.clone();
+        self.subscriber.security = security.clone();
+        self.auth = security;
         Ok(())
     }
 

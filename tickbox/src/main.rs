@@ -128,6 +128,8 @@ enum Command {
     Call(cmd::call::Args),
     /// Paranoid Pirate queue (6/PPP): Lazy Pirate clients to heartbeating workers, LRU.
     Queue(cmd::queue::Args),
+    /// Make a CURVE key pair: NAME (public) and NAME_secret (mode 0600), czmq's certificate format.
+    Keygen(cmd::keygen::Args),
     /// Print the effective configuration (defaults merged with --config) as TOML.
     Config(cmd::config::Args),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
@@ -185,6 +187,7 @@ fn main() -> ExitCode {
         Command::FreelanceServer(args) => cmd::freelance_server::run(args, &config),
         Command::Call(args) => cmd::call::run(args, &config),
         Command::Queue(args) => cmd::queue::run(args, &config),
+        Command::Keygen(args) => cmd::keygen::run(args, &config),
         Command::Config(args) => cmd::config::run(args, &config),
         Command::Completions(args) => cmd::docs::completions(args, &config),
         Command::Man(args) => cmd::docs::man(args, &config),

@@ -13,6 +13,7 @@ pub(crate) mod feed;
 pub(crate) mod freelance_server;
 pub(crate) mod import;
 pub(crate) mod journal;
+pub(crate) mod keygen;
 pub(crate) mod lvc;
 pub(crate) mod queue;
 pub(crate) mod record;
