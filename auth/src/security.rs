@@ -233,6 +233,16 @@ impl Security {
         self.inner.as_ref().map(|i| i.stats.summary())
     }
 
+    /// The server key (Z85) `role`'s connecting sockets expect under CURVE: the identity of every message that
+    /// arrives on a connection this process made (libzmq attaches a `User-Id` only on the accepting side).
+    pub fn server_key_z85(&self, role: &str) -> Option<String> {
+        self.inner
+            .as_ref()
+            .filter(|i| i.mechanism == MechanismName::Curve)
+            .and_then(|i| i.server_key_for(role))
+            .map(z85_of)
+    }
+
     /// This process's public key (Z85), when CURVE is on.
     pub fn public_key(&self) -> Option<String> {
         self.inner

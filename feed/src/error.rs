@@ -75,4 +75,7 @@ pub enum FeedError {
     /// The OS refused a new thread.
     #[error("cannot spawn shard thread: {0}")]
     Spawn(#[source] std::io::Error),
+    /// `[security]` could not be applied to a shard's socket.
+    #[error(transparent)]
+    Auth(#[from] tickbox_auth::AuthError),
 }

@@ -144,6 +144,7 @@ pub fn open_publisher_socket(
     }
     let endpoint = &shard_config.endpoint;
     let resolved = if shard_config.connect {
+        config.security.client(&socket, "feed")?;
         socket.connect(endpoint).map_err(|e| FeedError::Endpoint {
             shard,
             verb: "connect to",
@@ -152,6 +153,7 @@ pub fn open_publisher_socket(
         })?;
         endpoint.clone()
     } else {
+        config.security.server(&socket, "feed")?;
         tickbox_zmqx::bind_resolved(&socket, endpoint).map_err(|source| FeedError::Endpoint {
             shard,
             verb: "bind",

@@ -132,6 +132,9 @@ pub struct LvcStats {
     pub snapshot_malformed: u64,
     /// Snapshot replies in progress now.
     pub snapshot_active: u64,
+    /// Upstream messages refused because their publisher id is not bound to the key that sent them
+    /// (`[security.publishers]`): never cached, tapped or forwarded.
+    pub forged_refused: u64,
 }
 
 impl LvcStats {
@@ -173,7 +176,7 @@ impl fmt::Display for LvcStats {
              downstream_other={} tap_subscriptions={} subs_refused={} prefixes_refused={} bursts_capped={} \
              multipart_forwarded={} multipart_cached={} snapshot_requests={} snapshot_values={} \
              snapshot_completed={} snapshot_truncated={} snapshot_refused={} snapshot_abandoned={} \
-             snapshot_malformed={}",
+             snapshot_malformed={} forged_refused={}",
             self.messages_in,
             self.messages_out,
             self.cached_sent,
@@ -204,6 +207,7 @@ impl fmt::Display for LvcStats {
             self.snapshot_refused,
             self.snapshot_abandoned,
             self.snapshot_malformed,
+            self.forged_refused,
         )
     }
 }

@@ -140,6 +140,7 @@
 
 mod cache;
 mod engine;
+mod forgery;
 mod proxy;
 #[allow(unsafe_code)] // FFI to libzmq's zmq_msg_t; each block states its invariant.
 mod raw;
@@ -394,6 +395,9 @@ pub enum LvcError {
     /// The proxy thread ended before binding (the reason was reported by [`spawn`] or logged).
     #[error("the LVC proxy thread stopped before reporting its endpoints")]
     StartFailed,
+    /// `[security]` could not be applied to a socket.
+    #[error(transparent)]
+    Auth(#[from] tickbox_auth::AuthError),
 }
 
 impl LvcConfig {

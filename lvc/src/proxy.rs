@@ -160,6 +160,17 @@ struct Proxy {
     /// Whether a subscription on the XPUB triggers a cached burst there (`late_joiners`).
     broadcast: bool,
     snapshot: Option<SnapshotSide>,
+    /// `[security.publishers]` bindings, checked on every upstream message when any key is bound.
+    publishers: Option<PublisherCheck>,
+}
+
+/// What the forgery check needs on the proxy thread.
+struct PublisherCheck {
+    grants: tickbox_auth::Grants,
+    /// The sender of messages on connections the proxy made: the server key it verified (libzmq attaches a
+    /// `User-Id` only on the accepting side).
+    connected_as: Option<String>,
+    stats: tickbox_auth::AuthStats,
 }
 
 /// The snapshot ROUTER and the replies in progress.
@@ -189,6 +200,20 @@ impl Proxy {
             .map_err(LvcError::zmq("XSUB maxmsgsize"))?;
         tickbox_zmqx::profile::apply(&xsub, &config.socket_profile)
             .map_err(LvcError::zmq("XSUB profile"))?;
+        // One socket is either a CURVE server or a CURVE client: publishers connect to a bound upstream (and are
+        // authenticated by ZAP), or the proxy connects to publishers (and authenticates them by server key).
+        let security = &config.security;
+        if !config.upstream_bind.is_empty() {
+            if security.is_curve() && !config.upstream.is_empty() {
+                return Err(LvcError::Config(
+                    "with CURVE the upstream either binds (`upstream_bind`) or connects (`upstream`), not both"
+                        .into(),
+                ));
+            }
+            security.server(&xsub, "lvc.upstream")?;
+        } else {
+            security.client(&xsub, "lvc.upstream")?;
+        }
         let mut upstream = Vec::new();
         for ep in &config.upstream_bind {
             let bound = tickbox_zmqx::bind_resolved(&xsub, ep).map_err(|e| match e {
@@ -234,6 +259,7 @@ impl Proxy {
         }
         tickbox_zmqx::profile::apply(&xpub, &config.socket_profile)
             .map_err(LvcError::zmq("XPUB profile"))?;
+        security.server(&xpub, "lvc.downstream")?;
         let downstream = resolve(&xpub, &config.bind, "subscriber endpoint")?;
 
         let (tap, tap_endpoint) = match &config.tap {
@@ -264,6 +290,7 @@ impl Proxy {
                 }
                 tickbox_zmqx::profile::apply(&tap, &config.socket_profile)
                     .map_err(LvcError::zmq("tap profile"))?;
+                security.server(&tap, "lvc.tap")?;
                 let bound = resolve(&tap, ep, "tap endpoint")?;
                 (Some(tap), Some(bound))
             }
@@ -306,6 +333,7 @@ impl Proxy {
                     .map_err(LvcError::zmq("snapshot maxmsgsize"))?;
                 tickbox_zmqx::profile::apply(&router, &config.socket_profile)
                     .map_err(LvcError::zmq("snapshot profile"))?;
+                security.server(&router, "lvc.snapshot")?;
                 let bound = resolve(&router, ep, "snapshot endpoint")?;
                 let side = SnapshotSide {
                     router,
@@ -372,6 +400,15 @@ impl Proxy {
                     .then_some(config.stats_interval.0),
                 broadcast: config.broadcasts_cached(),
                 snapshot,
+                publishers: config
+                    .security
+                    .grants()
+                    .binds_publishers()
+                    .then(|| PublisherCheck {
+                        grants: config.security.grants().clone(),
+                        connected_as: config.security.server_key_z85("lvc.upstream"),
+                        stats: config.security.stats(),
+                    }),
             },
             endpoints,
         ))
@@ -473,6 +510,19 @@ impl Proxy {
                     })
                 }
             }
+            if let Some(check) = &self.publishers {
+                let sender = self.msg.user_id().or(check.connected_as.as_deref());
+                // A plain multipart message claims no publisher id: only a listed publisher key may send one.
+                let allowed = if self.msg.more() {
+                    sender.is_some_and(|s| check.grants.publishers.contains_key(s))
+                } else {
+                    crate::forgery::may_send(&check.grants, sender, self.msg.bytes())
+                };
+                if !allowed {
+                    self.refuse_forged();
+                    continue;
+                }
+            }
             if self.msg.more() {
                 self.forward_multipart(stop)?;
                 continue;
@@ -502,6 +552,35 @@ impl Proxy {
             self.send_live(stop, 0)?;
         }
         Ok(())
+    }
+
+    /// Counts and logs (rate-limited by powers of two) a message refused by the forgery check, and discards the
+    /// rest of it if it is multipart.
+    fn refuse_forged(&mut self) {
+        let stats = self.engine.stats_mut();
+        stats.messages_in += 1;
+        stats.forged_refused += 1;
+        let total = stats.forged_refused;
+        if total.is_power_of_two() {
+            let sender = self
+                .msg
+                .user_id()
+                .unwrap_or("(unauthenticated)")
+                .to_string();
+            tracing::warn!(
+                sender,
+                total,
+                "refused an upstream message whose publisher id is not bound to its sender's key"
+            );
+        }
+        if let Some(check) = &self.publishers {
+            check.stats.record_forged(1);
+        }
+        while self.msg.more() {
+            if self.msg.recv(&mut self.xsub, DONTWAIT).is_err() {
+                break;
+            }
+        }
     }
 
     /// Sends `self.msg` downstream under the slow-subscriber policy and counts it.

@@ -71,7 +71,7 @@ impl RawMsg {
     }
 
     #[inline]
-    pub(crate) fn bytes(&mut self) -> &[u8] {
+    pub(crate) fn bytes(&self) -> &[u8] {
         // SAFETY: data/size describe the message's buffer, valid while the message is not modified; the
         // returned borrow of `self` prevents modification for its lifetime. An empty message may return a
         // null or dangling pointer, so handle size 0 without touching it.
@@ -80,8 +80,24 @@ impl RawMsg {
             if size == 0 {
                 return &[];
             }
-            std::slice::from_raw_parts(zmq_sys::zmq_msg_data(&mut self.0) as *const u8, size)
+            // zmq_msg_data takes a mutable pointer but only reads the message's data pointer.
+            let data = zmq_sys::zmq_msg_data(std::ptr::addr_of!(self.0).cast_mut());
+            std::slice::from_raw_parts(data as *const u8, size)
         }
+    }
+
+    /// The ZAP user id of the peer this message came from (`User-Id`), when it was accepted through ZAP.
+    pub(crate) fn user_id(&self) -> Option<&str> {
+        // SAFETY: `self.0` is initialised; the property name is a NUL-terminated literal; libzmq returns null or a
+        // NUL-terminated string owned by the message's metadata, which lives as long as the message's content,
+        // and the returned borrow of `self` keeps the message unmodified for its lifetime.
+        let ptr = unsafe { zmq_sys::zmq_msg_gets(&self.0, c"User-Id".as_ptr()) };
+        if ptr.is_null() {
+            return None;
+        }
+        // SAFETY: non-null, NUL-terminated, valid for the borrow of `self` (above).
+        let text = unsafe { std::ffi::CStr::from_ptr(ptr) };
+        text.to_str().ok().filter(|u| !u.is_empty())
     }
 }
 

@@ -672,6 +672,9 @@ pub enum SnapshotError {
         #[source]
         source: zmq::Error,
     },
+    /// `[security]` could not be applied to the request socket.
+    #[error(transparent)]
+    Auth(#[from] tickbox_auth::AuthError),
 }
 
 fn zerr(what: &'static str) -> impl FnOnce(zmq::Error) -> SnapshotError {
@@ -693,6 +696,7 @@ impl SnapshotRequester {
     /// `timeout`.
     pub fn start<P: AsRef<[u8]>>(
         ctx: &zmq::Context,
+        security: &tickbox_auth::Security,
         endpoint: &str,
         prefixes: &[P],
         timeout: Duration,
@@ -704,6 +708,7 @@ impl SnapshotRequester {
         // The reply is as large as the cache asked for; a bounded queue would make the proxy abandon a reader
         // that is merely busy, so it is only as bounded as the proxy's own send queue for us.
         socket.set_rcvhwm(0).map_err(zerr("rcvhwm"))?;
+        security.client(&socket, "lvc.snapshot")?;
         socket.connect(endpoint).map_err(zerr("connect"))?;
         let started = Instant::now();
         let request_id = request_id(started);
@@ -793,12 +798,13 @@ fn request_id(now: Instant) -> u64 {
 /// frames to `on_value`, until the end marker or `timeout`. A timeout is an outcome (`TimedOut`), not an error.
 pub fn fetch<P: AsRef<[u8]>>(
     ctx: &zmq::Context,
+    security: &tickbox_auth::Security,
     endpoint: &str,
     prefixes: &[P],
     timeout: Duration,
     mut on_value: impl FnMut(Vec<zmq::Message>),
 ) -> Result<SnapshotOutcome, SnapshotError> {
-    let mut requester = SnapshotRequester::start(ctx, endpoint, prefixes, timeout)?;
+    let mut requester = SnapshotRequester::start(ctx, security, endpoint, prefixes, timeout)?;
     loop {
         if let Some(outcome) = requester.poll_reply(1024, &mut on_value) {
             return Ok(outcome);

@@ -27,9 +27,14 @@ fn snapshot(
     prefixes: &[&str],
 ) -> (tickbox_lvc::snapshot::SnapshotOutcome, Vec<Vec<Vec<u8>>>) {
     let mut values = Vec::new();
-    let outcome = fetch(ctx, endpoint, prefixes, 10 * SECOND, |parts| {
-        values.push(parts.iter().map(|p| p.to_vec()).collect::<Vec<_>>())
-    })
+    let outcome = fetch(
+        ctx,
+        &Default::default(),
+        endpoint,
+        prefixes,
+        10 * SECOND,
+        |parts| values.push(parts.iter().map(|p| p.to_vec()).collect::<Vec<_>>()),
+    )
     .unwrap();
     (outcome, values)
 }
@@ -335,7 +340,15 @@ fn a_snapshot_that_gets_no_answer_times_out_as_an_outcome() {
     silent.set_linger(0).unwrap();
     let ep = tickbox_zmqx::bind_resolved(&silent, "tcp://127.0.0.1:*").unwrap();
     let started = Instant::now();
-    let outcome = fetch(&ctx, &ep, &["Q."], Duration::from_millis(300), |_| {}).unwrap();
+    let outcome = fetch(
+        &ctx,
+        &Default::default(),
+        &ep,
+        &["Q."],
+        Duration::from_millis(300),
+        |_| {},
+    )
+    .unwrap();
     assert_eq!(outcome.status, FetchStatus::TimedOut);
     assert!(!outcome.is_complete());
     assert!(started.elapsed() < 3 * SECOND);

@@ -105,8 +105,15 @@ fn snapshot_throughput_and_cost_to_live_traffic() {
             let fetcher = std::thread::spawn(move || {
                 let started = Instant::now();
                 let mut n = 0u64;
-                let outcome =
-                    fetch(&ctx2, &snap2, &[""], Duration::from_secs(30), |_| n += 1).unwrap();
+                let outcome = fetch(
+                    &ctx2,
+                    &Default::default(),
+                    &snap2,
+                    &[""],
+                    Duration::from_secs(30),
+                    |_| n += 1,
+                )
+                .unwrap();
                 (outcome, n, started.elapsed())
             });
             let busy = live_round(&s.publisher, &s.sub, 2_000, Duration::from_micros(100), seq);

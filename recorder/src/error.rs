@@ -25,4 +25,7 @@ pub enum RecorderError {
     /// notice, a re-stamp, a heartbeat); the text says which.
     #[error("invalid option: {0}")]
     InvalidOption(String),
+    /// `[security]` could not be applied to a socket.
+    #[error(transparent)]
+    Auth(#[from] tickbox_auth::AuthError),
 }

@@ -43,6 +43,8 @@ pub struct RecordOptions {
     pub progress_every: Duration,
     /// `[context.sockets.recorder]`: applied to the SUB socket (see `tickbox_zmqx::profile`).
     pub socket_profile: tickbox_zmqx::profile::SocketProfile,
+    /// `[security]`: applied to the SUB before it connects.
+    pub security: tickbox_auth::Security,
 }
 
 impl Default for RecordOptions {
@@ -56,6 +58,7 @@ impl Default for RecordOptions {
             duration: None,
             progress_every: Duration::from_secs(1),
             socket_profile: tickbox_zmqx::profile::SocketProfile::default(),
+            security: tickbox_auth::Security::default(),
         }
     }
 }
@@ -532,6 +535,7 @@ pub fn record(
     sub.set_linger(0)?;
     sub.set_rcvhwm(opts.rcvhwm)?;
     tickbox_zmqx::profile::apply(&sub, &opts.socket_profile)?;
+    opts.security.client(&sub, "record")?;
     if opts.topics.is_empty() {
         sub.set_subscribe(b"")?;
     } else {

@@ -106,6 +106,8 @@ pub struct ReplayOptions {
     pub selection: Option<ReplaySelection>,
     /// `[context.sockets.replay]`: applied to every shard's XPUB (see `tickbox_zmqx::profile`).
     pub socket_profile: tickbox_zmqx::profile::SocketProfile,
+    /// `[security]`: applied to every shard's XPUB before it binds.
+    pub security: tickbox_auth::Security,
 }
 
 impl Default for ReplayOptions {
@@ -128,6 +130,7 @@ impl Default for ReplayOptions {
             batch_max_bytes: DEFAULT_BATCH_BYTES,
             selection: None,
             socket_profile: tickbox_zmqx::profile::SocketProfile::default(),
+            security: tickbox_auth::Security::default(),
         }
     }
 }
@@ -313,6 +316,7 @@ impl Replayer {
             if opts.lossless {
                 tickbox_zmqx::set_xpub_nodrop(&mut s, true)?;
             }
+            opts.security.server(&s, "replay")?;
             s.bind(ep).map_err(|source| RecorderError::Endpoint {
                 endpoint: ep.clone(),
                 source,

@@ -86,10 +86,9 @@ impl<W: Worker> Subscriber<W> {
             drain_timeout: config.drain_timeout.0,
             started: Instant::now(),
             workers_failed: Arc::new(AtomicBool::new(false)),
-            snapshot: config
-                .lvc_snapshot
-                .clone()
-                .map(|ep| LvcSnapshot::new(ep, config.lvc_snapshot_timeout.0)),
+            snapshot: config.lvc_snapshot.clone().map(|ep| {
+                LvcSnapshot::new(ep, config.lvc_snapshot_timeout.0, config.security.clone())
+            }),
         };
         let (ready_tx, ready_rx) = mpsc::channel();
         for (index, shard) in config.shards.iter().enumerate() {
@@ -114,6 +113,7 @@ impl<W: Worker> Subscriber<W> {
                     &config.socket_profile,
                     shard.io_thread,
                 ),
+                security: config.security.clone(),
                 poll_ms: config.poll_interval.0.as_millis().clamp(1, 1_000) as i64,
                 workers_failed: Arc::clone(&subscriber.workers_failed),
             };

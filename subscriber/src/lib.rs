@@ -313,6 +313,9 @@ pub enum SubscriberError {
     /// The worker pool could not start or stop.
     #[error(transparent)]
     Workers(#[from] tickbox_workers::WorkerError),
+    /// `[security]` could not be applied to a shard's socket.
+    #[error(transparent)]
+    Auth(#[from] tickbox_auth::AuthError),
 }
 
 #[cfg(test)]

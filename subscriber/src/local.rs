@@ -204,6 +204,8 @@ pub fn replay_local<W: Worker>(
         workers: workers.count,
         rcv_hwm: config.rcv_hwm,
         profile: Default::default(),
+        // In-process replay: no socket is opened, so nothing to secure.
+        security: Default::default(),
         poll_ms: config.poll_interval.0.as_millis().clamp(1, 1_000) as i64,
         workers_failed: Arc::clone(&workers_failed),
     };

@@ -57,6 +57,8 @@ pub(crate) struct ShardSettings {
     pub(crate) rcv_hwm: i32,
     /// The subscriber's socket profile with this shard's `io_thread` folded in as its affinity.
     pub(crate) profile: tickbox_zmqx::profile::SocketProfile,
+    /// `[security]`: applied to the SUB before it connects.
+    pub(crate) security: tickbox_auth::Security,
     pub(crate) poll_ms: i64,
     /// Set by the worker pool when a worker panics: its queue may never drain again, so the shard stops.
     pub(crate) workers_failed: Arc<AtomicBool>,
@@ -67,6 +69,7 @@ pub(crate) struct ShardSettings {
 pub struct LvcSnapshot {
     endpoint: String,
     timeout: Duration,
+    security: tickbox_auth::Security,
     outcome: Arc<Mutex<Option<SnapshotOutcome>>>,
 }
 
@@ -87,10 +90,15 @@ impl LvcSnapshotReport {
 }
 
 impl LvcSnapshot {
-    pub(crate) fn new(endpoint: String, timeout: Duration) -> Self {
+    pub(crate) fn new(
+        endpoint: String,
+        timeout: Duration,
+        security: tickbox_auth::Security,
+    ) -> Self {
         Self {
             endpoint,
             timeout,
+            security,
             outcome: Arc::new(Mutex::new(None)),
         }
     }
@@ -161,6 +169,7 @@ impl SnapshotPhase {
             self.monitor = None;
             let started = SnapshotRequester::start(
                 ctx,
+                &self.snapshot.security,
                 &self.snapshot.endpoint,
                 &self.prefixes,
                 self.snapshot.timeout,
@@ -254,6 +263,7 @@ fn open_shard_socket(
     sub.set_linger(0).map_err(zerr("set linger"))?;
     sub.set_rcvhwm(s.rcv_hwm).map_err(zerr("set rcvhwm"))?;
     tickbox_zmqx::profile::apply(&sub, &s.profile).map_err(zerr("apply socket profile"))?;
+    s.security.client(&sub, "subscriber")?;
     if s.topics.is_empty() {
         // Redundant for matching (the empty prefix takes everything) but tells a publisher that this reader
         // unpacks batch frames, so it may send them. Sent before "", which is what a publisher counts as a

@@ -74,6 +74,8 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     let stop = crate::shutdown::flag();
     // Built (and its I/O threads placed) before any of our threads is pinned, so they never inherit a shard's core.
     let ctx = tickbox_zmqx::context::build(&config.context)?;
+    // Before any socket binds: without a ZAP handler libzmq would let every CURVE client in.
+    let _zap = config.auth.start_zap(&ctx)?;
     let feed_sndhwm = FeedConfig::default().sndhwm;
     let mut sub_config = config.subscriber.clone();
     if let Some(d) = args.max_lateness {

@@ -212,6 +212,8 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     let stop = crate::shutdown::flag();
     // Built (and its I/O threads placed) before any of our threads is pinned, so they never inherit a shard's core.
     let ctx = tickbox_zmqx::context::build(&config.context)?;
+    // Before any socket binds: without a ZAP handler libzmq would let every CURVE client in.
+    let _zap = config.auth.start_zap(&ctx)?;
     let feed = Feed::start(&ctx, feed_config).context("starting the feed")?;
     let status = StatusBoard::start(&ctx, broker.as_deref(), "feed")?;
     let mut view = LiveView::new("feed", &live_args, None);
@@ -278,9 +280,14 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         );
     }
     if json {
-        println!("{}", report_json(&report));
+        let mut summary = report_json(&report);
+        crate::auth_report::add_to_json(&mut summary, &config.auth);
+        println!("{summary}");
     } else {
         println!("{report}");
+        if let Some(line) = crate::auth_report::line(&config.auth) {
+            println!("{line}");
+        }
     }
     drop(status);
     Ok(close_checking_drain(
@@ -371,6 +378,8 @@ fn run_source(
     let drain_timeout = drain_timeout(&feed_config);
     let stop = crate::shutdown::flag();
     let ctx = tickbox_zmqx::context::build(&config.context)?;
+    // Before any socket binds: without a ZAP handler libzmq would let every CURVE client in.
+    let _zap = config.auth.start_zap(&ctx)?;
     let feed =
         tickbox_feed::SourceFeed::start(&ctx, feed_config, Box::new(Recording(recording)), speed)
             .context("starting the feed")?;

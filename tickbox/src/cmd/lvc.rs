@@ -143,6 +143,8 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     let stop = crate::shutdown::flag();
     // Built (and its I/O threads placed) before any of our threads is pinned, so they never inherit a shard's core.
     let ctx = tickbox_zmqx::context::build(&config.context)?;
+    // Before any socket binds: without a ZAP handler libzmq would let every CURVE client in.
+    let _zap = config.auth.start_zap(&ctx)?;
     // The live view below reports every stats_interval (redrawn in place on a terminal), so the proxy thread's
     // own stats log line is turned off rather than printed twice.
     let proxy_config = LvcConfig {
@@ -184,7 +186,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
             let s = lvc.stats();
             view.show(
                 &format!(
-                    "in {} ({}), out {} ({}), cache {} topics / {}, cached values sent {}, drops {}, malformed {}",
+                    "in {} ({}), out {} ({}), cache {} topics / {}, cached values sent {}, drops {}, malformed {}{}",
                     s.messages_in,
                     fmt_rate(rate_in.per_sec(s.messages_in)),
                     s.messages_out,
@@ -193,7 +195,8 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
                     tickbox_units::format_size_approx(s.cache_bytes),
                     s.cached_sent,
                     s.drops(),
-                    s.malformed
+                    s.malformed,
+                    crate::auth_report::live_suffix(&config.auth),
                 ),
                 None,
             );
@@ -204,6 +207,9 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     view.finish();
     let stats = lvc.join().context("LVC proxy")?;
     print_stats(&stats, lvc_config.tap_drop)?;
+    if let Some(line) = crate::auth_report::line(&config.auth) {
+        println!("{line}");
+    }
     Ok(ExitCode::from(crate::exit_code::OK))
 }
 
@@ -295,6 +301,7 @@ fn print_stats(s: &LvcStats, tap_drop: TapDrop) -> std::io::Result<()> {
         ("snapshot refused", s.snapshot_refused),
         ("snapshot abandoned", s.snapshot_abandoned),
         ("snapshot malformed", s.snapshot_malformed),
+        ("forged refused", s.forged_refused),
     ] {
         // A 0 here would claim no tap loss, which the proxy cannot know in per-consumer mode.
         if name == "tap dropped" && tap_drop == TapDrop::PerConsumer {

@@ -267,6 +267,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         selection: (!selection.is_all()).then(|| selection.clone()),
         max_subscription_bytes: cfg.max_subscription_bytes,
         socket_profile: config.context.sockets.replay.clone(),
+        security: config.auth.clone(),
         // Remote status wants fresher numbers than the terminal does; the live view may want them sooner still.
         progress_every: {
             let base = if args.broker.is_some() {
@@ -281,6 +282,8 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     };
     let stop = crate::shutdown::flag();
     let ctx = tickbox_zmqx::context::build(&config.context)?;
+    // Before any socket binds: without a ZAP handler libzmq would let every CURVE client in.
+    let _zap = config.auth.start_zap(&ctx)?;
     let mut replayer = Replayer::bind(&ctx, opts)?;
     replayer.set_drain_timeout(args.drain_timeout)?;
     for (i, ep) in replayer.endpoints().iter().enumerate() {
@@ -470,9 +473,14 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         live.finish();
         let identity = if args.restamp { "restamp" } else { "preserve" };
         if args.json {
-            println!("{}", stats.summary_json(spec.speed, identity, interrupted));
+            let mut summary = stats.summary_json(spec.speed, identity, interrupted);
+            crate::auth_report::add_to_json(&mut summary, &config.auth);
+            println!("{summary}");
         } else {
             print!("{}", stats.summary_table(spec.speed, interrupted));
+            if let Some(line) = crate::auth_report::line(&config.auth) {
+                println!("{line}");
+            }
         }
         let nobody = stats.sent > 0 && stats.subscribers == 0;
         if nobody {

@@ -51,7 +51,7 @@ pub(crate) struct Args {
     duration: Option<Duration>,
 }
 
-pub(crate) fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     let mut kinds = Vec::new();
     for name in &args.kinds {
         match tap::parse_kind(name) {
@@ -66,6 +66,7 @@ pub(crate) fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCod
     let sub = ctx.socket(zmq::SUB).context("creating SUB")?;
     sub.set_linger(0)?;
     sub.set_rcvhwm(100_000)?;
+    config.auth.client(&sub, "tap")?;
     sub.connect(&args.connect)
         .with_context(|| format!("connecting to {}", args.connect))?;
     if args.topics.is_empty() {
