@@ -143,6 +143,9 @@ pub enum Refusal {
     Mechanism,
     /// Frames that are not a ZAP request.
     Malformed,
+    /// The handshake failed before ZAP was asked: a client without CURVE, one that expects another server key,
+    /// or damaged traffic (seen through the socket's monitor; the peer's address is not known there).
+    Handshake,
 }
 
 impl Refusal {
@@ -154,6 +157,7 @@ impl Refusal {
             Refusal::UnknownKey => "key not allowed",
             Refusal::Mechanism => "mechanism not accepted",
             Refusal::Malformed => "malformed request",
+            Refusal::Handshake => "handshake failed (no CURVE, wrong server key, or damaged)",
         }
     }
 }

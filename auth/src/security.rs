@@ -33,6 +33,8 @@ struct Inner {
     dirs: AllowDirs,
     grants: Grants,
     stats: AuthStats,
+    /// Monitor endpoints of server sockets, with their roles, for the ZAP loop to watch for failed handshakes.
+    monitors: crate::zap::MonitorQueue,
 }
 
 /// Two handles are equal when they share one loaded section (component configs derive `PartialEq`).
@@ -127,6 +129,7 @@ impl Security {
                 dirs,
                 grants,
                 stats: AuthStats::default(),
+                monitors: crate::zap::MonitorQueue::default(),
             })),
         })
     }
@@ -165,6 +168,13 @@ impl Security {
             socket
                 .set_curve_secretkey(&cert.secret.expect("loaded as a secret certificate"))
                 .map_err(sock)?;
+            // Handshakes that fail before ZAP is asked (no CURVE, the wrong server key) reach only the socket's
+            // monitor; the ZAP loop reads it so that they are counted too.
+            let endpoint = inner.monitors.next_endpoint();
+            let events = zmq::SocketEvent::HANDSHAKE_FAILED_NO_DETAIL as i32
+                | zmq::SocketEvent::HANDSHAKE_FAILED_PROTOCOL as i32;
+            socket.monitor(&endpoint, events).map_err(sock)?;
+            inner.monitors.push(endpoint, role);
         }
         Ok(())
     }
@@ -207,6 +217,7 @@ impl Security {
             inner.gate.clone(),
             inner.dirs.clone(),
             inner.stats.clone(),
+            inner.monitors.clone(),
         )
         .map(Some)
     }

@@ -55,7 +55,7 @@ pub struct AuthSummary {
     pub unauthorised_refused: u64,
     /// Per role.
     pub by_role: BTreeMap<String, RoleCounts>,
-    /// The most recent refusal.
+    /// The most recent refusal whose peer address is known (or the most recent at all, when none is).
     pub last_refused: Option<RefusedPeer>,
 }
 
@@ -104,6 +104,15 @@ impl AuthStats {
             None => counts.accepted += 1,
             Some(reason) => {
                 counts.refused += 1;
+                // A refusal seen only through a socket monitor has no address; it does not hide the last peer
+                // whose address is known, which is what an operator needs to act on.
+                if address.is_empty()
+                    && c.last_refused
+                        .as_ref()
+                        .is_some_and(|l| !l.address.is_empty())
+                {
+                    return;
+                }
                 c.last_refused = Some(RefusedPeer {
                     role: role.to_string(),
                     address: address.to_string(),

@@ -5,8 +5,8 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -23,6 +23,36 @@ pub const MAX_ALLOW_FILES: usize = 10_000;
 
 /// How often the loop checks its stop flag while idle.
 const POLL: Duration = Duration::from_millis(100);
+
+/// Monitor endpoints of CURVE server sockets waiting for the ZAP loop to connect to them, with their roles.
+#[derive(Debug, Clone, Default)]
+pub struct MonitorQueue {
+    pending: Arc<Mutex<Vec<(String, String)>>>,
+}
+
+impl MonitorQueue {
+    /// A fresh inproc endpoint for one socket's monitor.
+    pub(crate) fn next_endpoint(&self) -> String {
+        static N: AtomicU64 = AtomicU64::new(0);
+        format!(
+            "inproc://tickbox-auth-monitor-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        )
+    }
+
+    pub(crate) fn push(&self, endpoint: String, role: &str) {
+        lock(&self.pending).push((endpoint, role.to_string()));
+    }
+
+    fn take(&self) -> Vec<(String, String)> {
+        std::mem::take(&mut *lock(&self.pending))
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
 
 /// Which allow directory answers for which role (ZAP domain).
 #[derive(Debug, Clone, Default)]
@@ -63,6 +93,7 @@ impl ZapHandler {
         gate: Gatekeeper,
         dirs: AllowDirs,
         stats: AuthStats,
+        monitors: MonitorQueue,
     ) -> Result<ZapHandler, AuthError> {
         let stop = Arc::new(AtomicBool::new(false));
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
@@ -87,8 +118,10 @@ impl ZapHandler {
                     stats,
                     cache: BTreeMap::new(),
                     log: LogLimit::default(),
+                    queue: monitors,
+                    watched: Vec::new(),
                 }
-                .run(&socket, &flag);
+                .run(&ctx, &socket, &flag);
             })
             .map_err(|e| AuthError::Zap(format!("spawning the ZAP thread: {e}")))?;
         match ready_rx.recv() {
@@ -114,6 +147,13 @@ impl Drop for ZapHandler {
     }
 }
 
+fn watch(ctx: &zmq::Context, endpoint: &str) -> Result<zmq::Socket, zmq::Error> {
+    let pair = ctx.socket(zmq::PAIR)?;
+    pair.set_linger(0)?;
+    pair.connect(endpoint)?;
+    Ok(pair)
+}
+
 fn bind(ctx: &zmq::Context) -> Result<zmq::Socket, AuthError> {
     let zap = |e: zmq::Error| AuthError::Zap(format!("binding {ZAP_ENDPOINT}: {e}"));
     let socket = ctx.socket(zmq::REP).map_err(zap)?;
@@ -128,6 +168,9 @@ struct Loop {
     stats: AuthStats,
     cache: BTreeMap<PathBuf, Cached>,
     log: LogLimit,
+    queue: MonitorQueue,
+    /// PAIR sockets reading server sockets' monitors, with their roles.
+    watched: Vec<(zmq::Socket, String)>,
 }
 
 struct Cached {
@@ -136,19 +179,42 @@ struct Cached {
 }
 
 impl Loop {
-    fn run(&mut self, socket: &zmq::Socket, stop: &AtomicBool) {
+    fn run(&mut self, ctx: &zmq::Context, socket: &zmq::Socket, stop: &AtomicBool) {
         while !stop.load(Ordering::Relaxed) {
-            match socket.poll(zmq::POLLIN, i64::try_from(POLL.as_millis()).unwrap_or(100)) {
-                Ok(0) => continue,
-                Ok(_) => {}
-                Err(zmq::Error::EINTR) => continue,
-                Err(zmq::Error::ETERM) => return,
-                Err(e) => {
-                    tracing::error!(
-                        "ZAP handler: poll failed: {e}; handshakes can no longer be authorised"
-                    );
-                    return;
+            for (endpoint, role) in self.queue.take() {
+                match watch(ctx, &endpoint) {
+                    Ok(pair) => self.watched.push((pair, role)),
+                    Err(e) => tracing::warn!(role, "cannot watch handshakes on {endpoint}: {e}"),
                 }
+            }
+            let ready = {
+                let mut items = Vec::with_capacity(1 + self.watched.len());
+                items.push(socket.as_poll_item(zmq::POLLIN));
+                items.extend(
+                    self.watched
+                        .iter()
+                        .map(|(pair, _)| pair.as_poll_item(zmq::POLLIN)),
+                );
+                match zmq::poll(&mut items, i64::try_from(POLL.as_millis()).unwrap_or(100)) {
+                    Ok(0) => continue,
+                    Ok(_) => {}
+                    Err(zmq::Error::EINTR) => continue,
+                    Err(zmq::Error::ETERM) => return,
+                    Err(e) => {
+                        tracing::error!(
+                            "ZAP handler: poll failed: {e}; handshakes can no longer be authorised"
+                        );
+                        return;
+                    }
+                }
+                items.iter().map(|i| i.is_readable()).collect::<Vec<_>>()
+            };
+            // Highest index first, so a monitor dropped by swap_remove never shifts one still to be read.
+            for index in (1..ready.len()).rev().filter(|&i| ready[i]) {
+                self.read_monitor(index - 1);
+            }
+            if !ready[0] {
+                continue;
             }
             let frames = match socket.recv_multipart(zmq::DONTWAIT) {
                 Ok(f) => f,
@@ -163,6 +229,31 @@ impl Loop {
                 tracing::error!("ZAP handler: reply failed: {e}");
                 return;
             }
+        }
+    }
+
+    /// Counts the failed handshakes a server socket's monitor reported (two frames per event: the event id and
+    /// value, then the endpoint). A monitor whose socket closed reports MONITOR_STOPPED and is dropped.
+    fn read_monitor(&mut self, index: usize) {
+        let mut stopped = false;
+        while let Ok(frames) = self.watched[index].0.recv_multipart(zmq::DONTWAIT) {
+            let Some(event) = frames
+                .first()
+                .and_then(|f| f.get(..2))
+                .map(|b| u16::from_le_bytes([b[0], b[1]]))
+            else {
+                continue;
+            };
+            if zmq::SocketEvent::from_raw(event) == zmq::SocketEvent::MONITOR_STOPPED {
+                stopped = true;
+                break;
+            }
+            let role = self.watched[index].1.clone();
+            self.stats.record(&role, "", Some(Refusal::Handshake));
+            self.log.refused(&role, "", Refusal::Handshake, &self.stats);
+        }
+        if stopped {
+            self.watched.swap_remove(index);
         }
     }
 
