@@ -134,6 +134,27 @@ impl Security {
         })
     }
 
+    /// CURVE with one fresh key pair as both this process's certificate and the server key it expects, and no
+    /// allow-list: every socket of the process encrypts and authenticates, for benches that measure CURVE's cost.
+    pub fn ephemeral_curve() -> Result<Security, AuthError> {
+        let own = fresh_pair()?;
+        Ok(Security {
+            inner: Some(Arc::new(Inner {
+                mechanism: MechanismName::Curve,
+                server_key: Some(own.public),
+                own,
+                own_configured: true,
+                role_certs: BTreeMap::new(),
+                role_server_keys: BTreeMap::new(),
+                gate: Gatekeeper::default(),
+                dirs: AllowDirs::default(),
+                grants: Grants::default(),
+                stats: AuthStats::default(),
+                monitors: crate::zap::MonitorQueue::default(),
+            })),
+        })
+    }
+
     /// True when CURVE is on.
     pub fn is_curve(&self) -> bool {
         self.inner

@@ -396,6 +396,7 @@ pub fn tickbox_throughput_with(
         subscriber_config(endpoints, config.hwm),
         workers_config(shards, config.hwm),
     );
+    sub_config.security = config.security.clone();
     tune(&mut sub_config, &mut pool);
     let subscriber = Subscriber::start(ctx, &sub_config, &pool, |_| CountingWorker {
         phase: Arc::clone(&phase),
@@ -437,7 +438,10 @@ fn flat_out_publisher(
     phase: &AtomicU8,
     ep_tx: mpsc::Sender<Result<String, BenchError>>,
 ) -> Result<(), BenchError> {
-    let feed = feed_config(config.hwm, true);
+    let feed = FeedConfig {
+        security: config.security.clone(),
+        ..feed_config(config.hwm, true)
+    };
     let shard_config = PublisherShardConfig {
         endpoint: config.transport.bind_endpoint(&format!("feed{shard}")),
         ..PublisherShardConfig::default()

@@ -225,6 +225,9 @@ pub struct ThroughputConfig {
     pub duration: Duration,
     /// Send and receive high-water marks (messages).
     pub hwm: i32,
+    /// Applied to every socket of both sides (`bench throughput --security curve`); the caller starts the ZAP
+    /// handler in the context.
+    pub security: tickbox_auth::Security,
 }
 
 /// Phases a throughput run's threads follow; the coordinator moves them along.
@@ -378,6 +381,10 @@ fn raw_sender(
             .map_err(|e| BenchError::Setup(e.to_string()))?;
         socket.set_rcvtimeo(100).map_err(zerr("rcvtimeo"))?;
     }
+    config
+        .security
+        .server(&socket, "bench.raw")
+        .map_err(|e| BenchError::Setup(e.to_string()))?;
     let endpoint = tickbox_zmqx::bind_resolved(&socket, &config.transport.bind_endpoint("raw-thr"))
         .map_err(|e| BenchError::Setup(e.to_string()))?;
     let _ = ep_tx.send(endpoint);
@@ -434,6 +441,10 @@ fn raw_receiver(
     socket.set_linger(0).map_err(zerr("linger"))?;
     socket.set_rcvhwm(config.hwm).map_err(zerr("rcvhwm"))?;
     socket.set_rcvtimeo(100).map_err(zerr("rcvtimeo"))?;
+    config
+        .security
+        .client(&socket, "bench.raw")
+        .map_err(|e| BenchError::Setup(e.to_string()))?;
     socket.connect(&endpoint).map_err(zerr("connect"))?;
     if pattern.is_pubsub() {
         socket.set_subscribe(b"").map_err(zerr("subscribe"))?;
@@ -555,6 +566,7 @@ mod tests {
                 warmup: Duration::from_millis(50),
                 duration: Duration::from_millis(200),
                 hwm: 1_000,
+                security: Default::default(),
             };
             let r = raw_throughput(&ctx, pattern, &config).unwrap();
             assert!(r.messages > 1_000, "{r:?}");

@@ -505,6 +505,7 @@ pub fn measure_point(
             warmup: run.warmup,
             duration: run.duration,
             hwm: point.hwm,
+            security: Default::default(),
         },
         &tune,
     )?;
@@ -531,4 +532,56 @@ pub fn measure_point(
         msgs_per_s: throughput.msgs_per_s,
         p99_us,
     })
+}
+
+/// What CURVE costs (`bench throughput --security curve`): per system, size and shard count, CURVE's median
+/// msgs/s over NULL's from the same run, and the spread of the per-repeat ratios (repeat i of one against
+/// repeat i of the other).
+pub fn curve_cost_table(null: &[ThroughputResult], curve: &[ThroughputResult]) -> String {
+    use std::collections::BTreeMap;
+    type Key = (String, usize, usize);
+    let group = |rows: &[ThroughputResult]| {
+        let mut by: BTreeMap<Key, Vec<(u32, f64)>> = BTreeMap::new();
+        for r in rows {
+            by.entry((r.system.clone(), r.size, r.shards))
+                .or_default()
+                .push((r.repeat, r.msgs_per_s));
+        }
+        by
+    };
+    let median = |v: &[(u32, f64)]| {
+        let mut x: Vec<f64> = v.iter().map(|(_, m)| *m).collect();
+        x.sort_by(f64::total_cmp);
+        x.get(x.len() / 2).copied().unwrap_or(0.0)
+    };
+    let (null, curve) = (group(null), group(curve));
+    let mut out = String::from(
+        "CURVE cost: msgs/s with CURVE / without, same run (median; per-repeat min-max)\n\
+         system          size  shards   null msgs/s  curve msgs/s   ratio  spread\n",
+    );
+    for (key, n) in &null {
+        let Some(c) = curve.get(key) else { continue };
+        let ratios: Vec<f64> = n
+            .iter()
+            .filter_map(|(rep, nv)| {
+                let cv = c.iter().find(|(r, _)| r == rep)?.1;
+                (*nv > 0.0).then_some(cv / nv)
+            })
+            .collect();
+        let lo = ratios.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = ratios.iter().copied().fold(0.0, f64::max);
+        let (mn, mc) = (median(n), median(c));
+        out.push_str(&format!(
+            "{:<14} {:>5} {:>7} {:>13} {:>13} {:>7.2}  {:.2}-{:.2}\n",
+            key.0,
+            key.1,
+            key.2,
+            crate::stats::fmt_sig(mn),
+            crate::stats::fmt_sig(mc),
+            if mn > 0.0 { mc / mn } else { 0.0 },
+            lo,
+            hi
+        ));
+    }
+    out
 }

@@ -52,6 +52,7 @@ fn throughput_counts_through_the_pipeline() {
         warmup: Duration::from_millis(100),
         duration: Duration::from_millis(300),
         hwm: 10_000,
+        security: Default::default(),
     };
     let r = tickbox_throughput(&ctx, &config).unwrap();
     assert_eq!(r.system, "tickbox");

@@ -404,3 +404,78 @@ mod render_tests {
         );
     }
 }
+
+/// `unsecured_bind`: endpoints a deployment binds beyond the loopback while `[security]` neither turns CURVE on
+/// nor fences peers by IP, so any host that reaches them can read, publish or steer. `binds` pairs a config name
+/// with each endpoint it binds.
+pub fn check_exposure(binds: &[(String, String)], curve: bool, ip_fenced: bool) -> Vec<Finding> {
+    if curve || ip_fenced {
+        return Vec::new();
+    }
+    binds
+        .iter()
+        .filter(|(_, endpoint)| reachable_from_network(endpoint))
+        .map(|(name, endpoint)| Finding {
+            severity: Severity::Warning,
+            check: "unsecured_bind",
+            message: format!(
+                "{name} binds {endpoint} with mechanism = \"null\" and no allow_ips: any host that reaches it can \
+                 read, publish or steer"
+            ),
+            fix: Some(
+                "add [security] mechanism = \"curve\" with certificate and allow (see README, Securing a \
+                 deployment), or allow_ips"
+                    .into(),
+            ),
+        })
+        .collect()
+}
+
+/// True for a TCP endpoint whose address is not a loopback address (`*`, `0.0.0.0`, an interface name, or any
+/// routable address); ipc and inproc never are.
+fn reachable_from_network(endpoint: &str) -> bool {
+    let Some(rest) = endpoint.strip_prefix("tcp://") else {
+        return false;
+    };
+    // A source-interface form `tcp://eth1:0;10.0.0.1:5556` binds what follows the ';'.
+    let rest = rest.rsplit(';').next().unwrap_or(rest);
+    let host = match rest.rsplit_once(':') {
+        Some((host, _port)) => host.trim_start_matches('[').trim_end_matches(']'),
+        None => rest,
+    };
+    match host.parse::<std::net::IpAddr>() {
+        Ok(ip) => !ip.is_loopback(),
+        Err(_) => host != "localhost",
+    }
+}
+
+#[cfg(test)]
+mod exposure_tests {
+    use super::*;
+
+    #[test]
+    fn only_network_binds_without_security_warn() {
+        let binds = vec![
+            ("lvc.bind".to_string(), "tcp://*:5556".to_string()),
+            ("lvc.tap".to_string(), "tcp://127.0.0.1:5557".to_string()),
+            (
+                "feed.shards[0]".to_string(),
+                "tcp://10.0.0.1:5555".to_string(),
+            ),
+            ("lvc.snapshot".to_string(), "ipc:///tmp/lvc".to_string()),
+            ("x".to_string(), "tcp://[::1]:1".to_string()),
+            ("y".to_string(), "tcp://localhost:1".to_string()),
+        ];
+        let found = check_exposure(&binds, false, false);
+        let names: Vec<&str> = found
+            .iter()
+            .map(|f| f.message.split(' ').next().unwrap())
+            .collect();
+        assert_eq!(names, ["lvc.bind", "feed.shards[0]"]);
+        assert!(found
+            .iter()
+            .all(|f| f.check == "unsecured_bind" && f.severity == Severity::Warning));
+        assert!(check_exposure(&binds, true, false).is_empty());
+        assert!(check_exposure(&binds, false, true).is_empty());
+    }
+}

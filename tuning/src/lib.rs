@@ -19,7 +19,9 @@ pub mod plan;
 pub mod sweep;
 pub mod topology;
 
-pub use check::{check, hot_threads, render_findings, CheckInput, Finding, HotThread, Severity};
+pub use check::{
+    check, check_exposure, hot_threads, render_findings, CheckInput, Finding, HotThread, Severity,
+};
 pub use cpulist::{format_cpulist, parse_cpulist, CpuListError};
 pub use plan::{plan, Placement, Plan, PlanError, PlanRequest, Role};
 pub use sweep::{

@@ -131,6 +131,19 @@ struct ThroughputArgs {
     repeat: usize,
     #[arg(long, default_value = "bench-results")]
     out: PathBuf,
+    /// `curve`: run the sweep without and then with CURVE on every socket (both systems, one fresh key pair,
+    /// ZAP running) and print what CURVE costs, as a ratio from the same run.
+    #[arg(long, value_enum, default_value_t = BenchSecurity::Null)]
+    security: BenchSecurity,
+}
+
+/// The mechanism `bench throughput` measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum BenchSecurity {
+    /// No security (as deployed without `[security]`).
+    Null,
+    /// NULL and CURVE, back to back, with the ratio.
+    Curve,
 }
 
 #[derive(Debug, clap::Args)]
@@ -262,6 +275,7 @@ fn throughput(a: ThroughputArgs) -> anyhow::Result<ExitCode> {
             warmup: parse_duration(&a.warmup)?,
             duration,
             hwm: a.hwm,
+            security: Default::default(),
         },
         repeats: a.repeat,
     };
@@ -270,6 +284,28 @@ fn throughput(a: ThroughputArgs) -> anyhow::Result<ExitCode> {
     let stamp = unix_seconds().to_string();
     let outcome = run_throughput_sweep(&ctx, &sweep, &a.out, &stamp, &stop)
         .context("throughput benchmark failed")?;
+    if a.security == BenchSecurity::Curve {
+        let security = tickbox_auth::Security::ephemeral_curve()?;
+        let _zap = security.start_zap(&ctx)?;
+        let curve_sweep = ThroughputSweep {
+            base: ThroughputConfig {
+                security,
+                ..sweep.base.clone()
+            },
+            ..sweep.clone()
+        };
+        let curve =
+            run_throughput_sweep(&ctx, &curve_sweep, &a.out, &format!("{stamp}-curve"), &stop)
+                .context("throughput benchmark under CURVE failed")?;
+        println!("without CURVE:");
+        print!("{}", throughput_table(&outcome.results));
+        println!("with CURVE:");
+        print!("{}", throughput_table(&curve.results));
+        print!(
+            "{}",
+            tickbox_bench::sweep::curve_cost_table(&outcome.results, &curve.results)
+        );
+    }
     print_environment(&outcome.document);
     println!(
         "flat-out throughput over {}, {} measured per row; HWM {} send and receive on every socket; no drops: \

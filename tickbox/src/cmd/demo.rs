@@ -107,6 +107,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
                 warmup: BASELINE_WARMUP,
                 duration: args.baseline_duration.0,
                 hwm: feed_sndhwm,
+                security: Default::default(),
             };
             let pattern = if no_drop {
                 tickbox_bench::RawPattern::PubSub

@@ -183,6 +183,32 @@ fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Every endpoint the config's data-plane sections bind, named by where it is set.
+fn bound_endpoints(config: &TickboxConfig) -> Vec<(String, String)> {
+    let mut binds: Vec<(String, String)> = config
+        .feed
+        .shards
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| !s.connect)
+        .map(|(i, s)| (format!("feed.shards[{i}]"), s.endpoint.clone()))
+        .collect();
+    let lvc = &config.lvc;
+    binds.push(("lvc.bind".into(), lvc.bind.clone()));
+    binds.extend(
+        lvc.upstream_bind
+            .iter()
+            .map(|e| ("lvc.upstream_bind".to_string(), e.clone())),
+    );
+    binds.extend(lvc.tap.iter().map(|e| ("lvc.tap".to_string(), e.clone())));
+    binds.extend(
+        lvc.snapshot
+            .iter()
+            .map(|e| ("lvc.snapshot".to_string(), e.clone())),
+    );
+    binds
+}
+
 fn check(args: CheckArgs, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     let t = read_topology(&args.root.root)?;
     let input = CheckInput {
@@ -198,7 +224,12 @@ fn check(args: CheckArgs, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
         rcvbuf: args.rcvbuf.or(config.context.sockets.max_rcvbuf()),
         sndbuf: args.sndbuf.or(config.context.sockets.max_sndbuf()),
     };
-    let findings = tickbox_tuning::check(&t, &input);
+    let mut findings = tickbox_tuning::check(&t, &input);
+    findings.extend(tickbox_tuning::check_exposure(
+        &bound_endpoints(config),
+        config.security.mechanism == tickbox_auth::MechanismName::Curve,
+        !config.security.allow_ips.is_empty(),
+    ));
     if args.json {
         println!("{}", serde_json::to_string_pretty(&findings)?);
     } else {
