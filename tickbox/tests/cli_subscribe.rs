@@ -127,6 +127,33 @@ fn topic_prefixes_filter_and_never_report_gaps() {
 }
 
 #[test]
+fn a_run_of_nothing_but_foreign_frames_exits_1_with_one_line() {
+    // The Guide's weather-update server: single text frames, none a tickbox frame.
+    let ctx = zmq::Context::new();
+    let publisher = ctx.socket(zmq::XPUB).unwrap();
+    publisher.set_linger(0).unwrap();
+    let endpoint = tickbox_zmqx::bind_resolved(&publisher, "tcp://127.0.0.1:*").unwrap();
+    let proc = Captured::spawn(&["subscribe", "--connect", &endpoint, "--duration", "1500ms"]);
+    publisher.set_rcvtimeo(10_000).unwrap();
+    publisher.recv_bytes(0).expect("subscription");
+    for i in 0..200u32 {
+        let update = format!("{:05} {} {}", 10000 + i % 100, i % 60, 10 + i % 50);
+        publisher.send(update.as_bytes(), 0).unwrap();
+    }
+    let (status, stdout, stderr) = proc.wait(Duration::from_secs(10));
+    assert_eq!(status.code(), Some(1), "{stdout}\n{stderr}");
+    let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
+    assert_eq!(errors.len(), 1, "{stderr}");
+    assert!(
+        errors[0].contains("all 200 frames received were malformed"),
+        "{stderr}"
+    );
+    // The summary still says what arrived.
+    assert_eq!(all_row(&stdout, 1), 200, "{stdout}");
+    assert_eq!(all_row(&stdout, 3), 200, "{stdout}");
+}
+
+#[test]
 fn garbage_on_the_wire_is_counted_and_logged_and_the_subscriber_keeps_running() {
     let ctx = zmq::Context::new();
     let publisher = ctx.socket(zmq::XPUB).unwrap();

@@ -31,7 +31,8 @@ use crate::status::StatusBoard;
     Sequences are checked per publisher only when subscribed to everything (no --topics): only this hop's own \
     losses count as gaps (and trip --gap-policy die); restarts, duplicates, reordered arrivals, recorded gaps \
     (gap notices from a replayed journal) and implausible jumps (anomalies) are counted apart.\n\
-    Exits 1 when it received nothing at all, or when a --nic does not exist or has no IPv4 address.\n\
+    Exits 1 when it received nothing at all, when every frame it received was malformed (nothing usable: a \
+    foreign publisher), or when a --nic does not exist or has no IPv4 address.\n\
     With --clone: /config/subscriber/max_lateness overrides the threshold while running (deleting it reverts to \
     the command line/config value; an invalid value is logged and ignored), the subscriber registers under \
     /members/subscribers/ID with a TTL, and a fatal event is also written to /alerts/subscribers/ID."
@@ -450,6 +451,23 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
              publishers are running",
             endpoints.join(","),
             report.elapsed.as_secs_f64()
+        );
+        return Ok(ExitCode::from(exit_code::ERROR));
+    }
+    // Frames arrived but none of them was a tickbox record: a foreign publisher (the Guide's weather server sends
+    // text frames). Not a success.
+    let unusable = report.malformed() + report.batch_malformed();
+    if report.fatal.is_none() && report.received() > 0 && unusable >= report.received() {
+        eprintln!(
+            "error: all {} frames received were malformed (none is a tickbox frame): is {} a tickbox publisher? \
+             (docs/WIRE.md section 2)",
+            report.received(),
+            sub_config
+                .shards
+                .iter()
+                .flat_map(|s| s.connect.iter().cloned())
+                .collect::<Vec<_>>()
+                .join(",")
         );
         return Ok(ExitCode::from(exit_code::ERROR));
     }
