@@ -113,8 +113,10 @@ pub fn unwrap_guide<'a>(topic: &[u8], value: &'a [u8]) -> Option<&'a [u8]> {
     }
 }
 
-/// How the inspector reads a ZeroMQ message off the tap.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// How a reader takes ZeroMQ messages apart: `tickbox tap --framing` and `tickbox subscribe --framing`
+/// (`[subscriber] framing`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Framing {
     /// Every frame is a tickbox frame (topic, NUL, header, payload) or a tap event.
     Tickbox,
@@ -139,6 +141,15 @@ impl std::str::FromStr for Framing {
 }
 
 impl Framing {
+    /// The spelling [`str::parse`] reads back (`tickbox`, `guide`, `auto`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Framing::Tickbox => "tickbox",
+            Framing::Guide => "guide",
+            Framing::Auto => "auto",
+        }
+    }
+
     /// Whether the message starting with frame `first` (`more`: further frames follow) is a Guide envelope.
     /// Tap events (a single frame starting with the event marker) are the tap's own and never are.
     pub fn reads_as_guide(self, first: &[u8], more: bool) -> bool {

@@ -31,6 +31,28 @@ fn is_client_request(frames: &Frames) -> bool {
     )
 }
 
+/// Sends everything the broker has queued. The identity frame goes first on its own, so a peer that is gone
+/// (EHOSTUNREACH under `ZMQ_ROUTER_MANDATORY`, reported before anything is sent) leaves the whole message in our
+/// hands for [`Broker::undeliverable`].
+fn send_all(socket: &zmq::Socket, broker: &mut Broker) -> Result<(), MdpError> {
+    while let Some(mut out) = broker.poll_transmit() {
+        if out.len() < 2 {
+            continue;
+        }
+        match socket.send(out[0].as_slice(), zmq::SNDMORE) {
+            Ok(()) => {}
+            Err(zmq::Error::EHOSTUNREACH) => {
+                broker.undeliverable(Instant::now(), out);
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        }
+        out.remove(0);
+        socket.send_multipart(out, 0)?;
+    }
+    Ok(())
+}
+
 /// [`run_broker`] with a [`RequestGate`] deciding whether client requests are served.
 pub fn run_broker_gated(
     ctx: &zmq::Context,
@@ -50,6 +72,9 @@ pub fn run_broker_gated(
     // Replies are never dropped by libzmq (sndhwm 0); inbound is bounded per peer so a flood waits in the
     // sender's TCP buffers rather than in ours.
     socket.set_sndhwm(0)?;
+    // A message for a peer whose connection is gone fails with EHOSTUNREACH instead of vanishing: a REQUEST
+    // for a worker that died goes back to its queue (`Broker::undeliverable`) rather than being lost.
+    socket.set_router_mandatory(true)?;
     socket.set_rcvhwm(cfg.receive_hwm.max(0))?;
     let max_msg = match cfg.max_message_size.0 {
         0 => -1,
@@ -91,9 +116,7 @@ pub fn run_broker_gated(
                     Err(zmq::Error::EAGAIN | zmq::Error::EINTR) => break,
                     Err(e) => return Err(e.into()),
                 }
-                while let Some(out) = broker.poll_transmit() {
-                    socket.send_multipart(out, 0)?;
-                }
+                send_all(&socket, &mut broker)?;
             }
         }
         let now = Instant::now();
@@ -101,9 +124,7 @@ pub fn run_broker_gated(
             break;
         }
         broker.tick(now);
-        while let Some(out) = broker.poll_transmit() {
-            socket.send_multipart(out, 0)?;
-        }
+        send_all(&socket, &mut broker)?;
     }
     if dropped_by_gate > 0 {
         tracing::info!(dropped_by_gate, "requests dropped while not active");

@@ -11,9 +11,9 @@
 //! * [`Titanic::start`] runs the three workers and the dispatcher as threads.
 //!
 //! Journal events (one record each; integers little-endian): `kind u8` (1 REQUEST, 2 REPLY, 3 CLOSE,
-//! 4 DISPATCH, 5 FAILED), `uuid` (32 ASCII hex, uppercase), then for REQUEST `[service][body…]` and for REPLY
-//! `[body…]` as `count u32` + (`len u32` + bytes) per frame; for DISPATCH `attempt u32` + `at_ns u64` (wall
-//! clock); for FAILED the reason as UTF-8.
+//! 4 DISPATCH, 5 FAILED, 6 UNDELIVERED), `uuid` (32 ASCII hex, uppercase), then for REQUEST `[service][body…]`
+//! and for REPLY `[body…]` as `count u32` + (`len u32` + bytes) per frame; for DISPATCH `attempt u32` +
+//! `at_ns u64` (wall clock); for FAILED the reason as UTF-8; for UNDELIVERED `attempt u32`.
 //!
 //! # Delivery guarantee
 //!
@@ -30,19 +30,29 @@
 //! * **Across a Titanic crash** a request found *dispatched* is never sent again blindly: the restarted
 //!   Titanic listens again under the same identity until that attempt's `job_timeout` (counted from the
 //!   journaled send time), so a service still working on it delivers its reply to the new process.
-//! * **At most once** ([`Redispatch::Never`], the default): a request is sent at most once. If no reply comes
-//!   within `job_timeout` (the service crashed, the broker dropped or expired it, or the reply arrived while
-//!   Titanic was down) the request is marked failed and `titanic.reply` answers `500 failed: …` (one status
-//!   frame) instead of `300` forever. The service may or may not have executed it; nothing else runs it again.
+//! * **Never delivered means sent again.** The broker never hands a request to a worker it holds for dead
+//!   (heartbeat expiry is checked at dispatch), and puts a REQUEST whose worker's connection is gone back at
+//!   the head of its queue for the next worker. A request it drops without any worker having had it (refused
+//!   by a queue bound, or expired in its queue) is reported to the dispatcher with an `mmi.undelivered` notice
+//!   (`crate::engine::broker::UNDELIVERED`); Titanic journals UNDELIVERED for that attempt and sends the
+//!   request again at its next scan under every policy, since it cannot have run. Such attempts do not count
+//!   towards `max_attempts`.
+//! * **At most once** ([`Redispatch::Never`], the default): a request that reached a worker is sent at most
+//!   once. If no reply comes within `job_timeout` (the worker crashed or hung while holding it, or the reply
+//!   arrived while Titanic was down) its outcome is unknown: the request is marked failed and `titanic.reply`
+//!   answers `[400]["outcome unknown: …"]`, a final status (exactly the three digits, then the reason), instead
+//!   of `300` for ever or a `500` that TSP clients retry for ever. The service may or may not have executed
+//!   it; nothing runs it again. A client that gets it decides: ask the service, or submit a new request if the
+//!   service is idempotent; either way `titanic.close` it.
 //! * **Exactly once with a deduping service** ([`Redispatch::AfterTimeout`]): after each `job_timeout`
 //!   without a reply the request is sent again with the *same* request id and the next attempt number, at most
-//!   [`TitanicConfig::max_attempts`] sends, then marked failed. The service must treat the request id
+//!   [`TitanicConfig::max_attempts`] delivered sends, then marked failed (`400`, as above). The service must treat the request id
 //!   (`Request::titanic_id`, the UUID in the client address frame) as an idempotency key: run once, answer
 //!   duplicates with the stored reply. [`MdpWorker::dedupe`] does this for a single worker process; a service
 //!   with several workers, or whose workers restart, needs a shared durable store keyed by the id. A service
 //!   that does not dedupe gets at-least-once under this policy.
-//! * A reply that arrives after the request was marked failed still replaces the failure (`500` is "retry
-//!   later" in TSP, and the real outcome is better than a guess).
+//! * A reply that arrives after the request was marked failed still replaces the failure (the real outcome is
+//!   better than a guess), so a client polling past a `400` may yet see `200`.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -307,7 +317,18 @@ impl TitanicStore {
         })
     }
 
-    /// Give up on `uuid`: `titanic.reply` answers `500 <reason>` from then on.
+    /// Journal that attempt `attempt` of `uuid` reached no worker (the broker said so): it is sent again.
+    pub fn undelivered(&mut self, uuid: &str, attempt: u32) -> Result<(), TitanicError> {
+        if !self.state.is_pending(uuid) {
+            return Ok(());
+        }
+        self.commit(Event::Undelivered {
+            uuid: uuid.to_string(),
+            attempt,
+        })
+    }
+
+    /// Give up on `uuid`: `titanic.reply` answers `[400][<reason>]` from then on.
     pub fn fail(&mut self, uuid: &str, reason: String) -> Result<(), TitanicError> {
         if !self.state.is_pending(uuid) || self.state.is_failed(uuid) {
             return Ok(());
@@ -343,6 +364,8 @@ pub struct TitanicCounters {
     pub resumed: AtomicU64,
     /// Requests marked failed (no reply within `job_timeout`, attempts exhausted).
     pub failed: AtomicU64,
+    /// Attempts the broker reported undelivered (`mmi.undelivered`): journaled and sent again.
+    pub undelivered: AtomicU64,
     /// Service replies journaled.
     pub replies_stored: AtomicU64,
     /// Replies discarded because they did not parse as MDP or named another service.
@@ -486,6 +509,7 @@ impl Drop for Titanic {
 /// One attempt this process is waiting for, on its own socket.
 struct InFlight {
     uuid: String,
+    attempt: u32,
     service: Vec<u8>,
     socket: zmq::Socket,
     deadline: Instant,
@@ -572,6 +596,7 @@ fn dispatcher(
                         let now = Instant::now();
                         in_flight.push(InFlight {
                             uuid,
+                            attempt,
                             service,
                             socket,
                             deadline: now + left,
@@ -626,6 +651,7 @@ fn dispatcher(
                         let now = Instant::now();
                         in_flight.push(InFlight {
                             uuid,
+                            attempt,
                             service,
                             socket,
                             deadline: now + cfg.job_timeout.0,
@@ -668,6 +694,25 @@ fn dispatcher(
                         in_flight.swap_remove(i);
                         // Capacity freed and more may be waiting: scan at once.
                         next_scan = now;
+                        continue;
+                    }
+                    // The broker's notice that this attempt reached no worker: journal it; the next scan
+                    // (not at once: a full broker is not hammered) sends the request again.
+                    let undelivered = reply.len() == 5
+                        && reply[0].is_empty()
+                        && reply[1] == crate::proto::MDPC01
+                        && reply[2] == crate::engine::broker::UNDELIVERED
+                        && reply[3] == f.service;
+                    if undelivered {
+                        tracing::info!(
+                            uuid = %f.uuid,
+                            attempt = f.attempt,
+                            reason = %String::from_utf8_lossy(&reply[4]),
+                            "the broker did not deliver the request; it will be sent again"
+                        );
+                        lock(store)?.undelivered(&f.uuid, f.attempt)?;
+                        counters.undelivered.fetch_add(1, Ordering::Relaxed);
+                        in_flight.swap_remove(i);
                         continue;
                     }
                     counters.malformed_replies.fetch_add(1, Ordering::Relaxed);

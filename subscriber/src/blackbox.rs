@@ -107,6 +107,7 @@ impl<W: Worker> Subscriber<W> {
                 snail_mode: config.snail_mode,
                 clocks: Arc::clone(&clocks),
                 dispatch: config.dispatch,
+                framing: config.framing,
                 workers: workers.count,
                 rcv_hwm: config.rcv_hwm,
                 profile: tickbox_zmqx::profile::with_io_thread(

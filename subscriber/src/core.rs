@@ -210,11 +210,67 @@ impl<'s> ShardCore<'s> {
                 Admit::Stop => return false,
             },
             Err(err) => {
+                if msg.get_more() || looks_like_text(&msg) {
+                    self.report.guide_like += 1;
+                }
                 self.malformed(&err, msg.len(), now);
                 return true;
             }
         };
         self.forward(target, Bytes::Message(msg), meta, now)
+    }
+
+    /// One message read as the Guide's `[topic][body]` (see [`crate::Framing`]): `parts` frames arrived, of which
+    /// `topic` and `body` are the first two (`body` is `None` for a single frame). Two frames go to the worker
+    /// that owns the topic (the dispatch rule, applied to the topic frame), moved there with no copy; any other
+    /// count is malformed. No snail, clock or sequence check: the message has no header. Returns `false` when
+    /// the shard must stop.
+    #[inline]
+    pub(crate) fn on_guide(
+        &mut self,
+        topic: zmq::Message,
+        body: Option<zmq::Message>,
+        parts: usize,
+        now: u64,
+    ) -> bool {
+        self.report.received += 1;
+        let body = match body {
+            Some(body) if parts == 2 => body,
+            _ => {
+                self.report.guide_malformed += 1;
+                self.report.malformed += 1;
+                if let Some(suppressed) = self.malformed_log.allow(now) {
+                    tracing::warn!(
+                        shard = self.s.index,
+                        malformed_total = self.report.malformed,
+                        suppressed,
+                        parts,
+                        "malformed Guide message dropped: {parts} frame(s), not [topic][body]"
+                    );
+                }
+                return true;
+            }
+        };
+        self.report.guide += 1;
+        let target = if self.by_topic {
+            self.worker_cache.worker_for_topic(&topic)
+        } else {
+            0
+        };
+        let full = match &mut self.out {
+            Out::Ring { pending, .. } => {
+                let parcel = &mut pending[target];
+                parcel.push_guide(topic, body);
+                parcel.len() >= self.parcel_records
+            }
+            Out::Zmq { .. } => {
+                if !self.push_guide(target, topic, body, now) {
+                    return false;
+                }
+                false
+            }
+        };
+        self.forwarded(target, full)
     }
 
     /// One frame lent by a reader (a journal record): a single frame or a batch, copied to the workers.
@@ -450,6 +506,12 @@ impl<'s> ShardCore<'s> {
                 false
             }
         };
+        self.forwarded(target, full)
+    }
+
+    /// Counts one message handed to queue `target` and sends the parcel if it is `full`.
+    #[inline]
+    fn forwarded(&mut self, target: usize, full: bool) -> bool {
         self.report.forwarded += 1;
         if let Some(n) = self.report.forwarded_per_worker.get_mut(target) {
             *n += 1;
@@ -501,6 +563,58 @@ impl<'s> ShardCore<'s> {
     /// Sends one message on a PUSH, waiting (bounded, re-checking the stop conditions) while it is at its
     /// high-water mark. A send that fails even so is counted in `handoff_dropped`.
     fn push(&mut self, target: usize, msg: zmq::Message, now: u64) -> bool {
+        if !self.wait_for_room(target) {
+            return false;
+        }
+        let Out::Zmq { pushes } = &self.out else {
+            return true;
+        };
+        let sent = pushes[target].send(msg, zmq::DONTWAIT);
+        if let Err(err) = sent {
+            self.handoff_refused(err, now);
+        }
+        true
+    }
+
+    /// [`push`](Self::push) for a Guide message: `[topic][body]` as one two-part message (libzmq takes a
+    /// multipart message whole or not at all), counted once in `handoff_dropped` if refused.
+    fn push_guide(
+        &mut self,
+        target: usize,
+        topic: zmq::Message,
+        body: zmq::Message,
+        now: u64,
+    ) -> bool {
+        if !self.wait_for_room(target) {
+            return false;
+        }
+        let Out::Zmq { pushes } = &self.out else {
+            return true;
+        };
+        let push = &pushes[target];
+        let sent = push
+            .send(topic, zmq::SNDMORE | zmq::DONTWAIT)
+            .and_then(|()| push.send(body, zmq::DONTWAIT));
+        if let Err(err) = sent {
+            self.handoff_refused(err, now);
+        }
+        true
+    }
+
+    fn handoff_refused(&mut self, err: zmq::Error, now: u64) {
+        self.report.handoff_dropped += 1;
+        if let Some(suppressed) = self.drop_log.allow(now) {
+            tracing::warn!(
+                shard = self.s.index,
+                dropped_total = self.report.handoff_dropped,
+                suppressed,
+                "hand-off refused a message: {err}"
+            );
+        }
+    }
+
+    /// Waits (bounded, re-checking the stop conditions) until PUSH `target` has room. `false`: the shard stops.
+    fn wait_for_room(&mut self, target: usize) -> bool {
         let Out::Zmq { pushes } = &self.out else {
             return true;
         };
@@ -522,17 +636,6 @@ impl<'s> ShardCore<'s> {
             {
                 self.gave_up();
                 return false;
-            }
-        }
-        if let Err(err) = push.send(msg, zmq::DONTWAIT) {
-            self.report.handoff_dropped += 1;
-            if let Some(suppressed) = self.drop_log.allow(now) {
-                tracing::warn!(
-                    shard = self.s.index,
-                    dropped_total = self.report.handoff_dropped,
-                    suppressed,
-                    "hand-off refused a message: {err}"
-                );
             }
         }
         true
@@ -607,6 +710,21 @@ impl<'s> ShardCore<'s> {
     }
 }
 
+/// Whether a frame that is not a tickbox frame reads as plain text (UTF-8 without control characters other than
+/// whitespace, judged on its first 256 bytes), as the Guide's example publishers send: a hint, not a decoder.
+fn looks_like_text(frame: &[u8]) -> bool {
+    let head = &frame[..frame.len().min(256)];
+    let text = match std::str::from_utf8(head) {
+        Ok(text) => text,
+        // Cut inside a character at 256 bytes: judge what came before.
+        Err(e) if e.error_len().is_none() => {
+            std::str::from_utf8(&head[..e.valid_up_to()]).unwrap_or("")
+        }
+        Err(_) => return false,
+    };
+    !text.is_empty() && text.chars().all(|c| !c.is_control() || c.is_whitespace())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -616,6 +734,15 @@ mod tests {
     /// 4, 4..8, 8..=16 with overlapping words, longer than 16 and uncached), for keys that share their first and
     /// last words or differ only in length, and when far more symbols than entries evict one another, asked
     /// in turn several times.
+    #[test]
+    fn plain_text_frames_look_like_guide_frames_and_tickbox_frames_do_not() {
+        assert!(looks_like_text(b"10001 23 45"));
+        assert!(looks_like_text("Zürich 12\n".repeat(40).as_bytes()));
+        assert!(!looks_like_text(b""));
+        assert!(!looks_like_text(b"Q.XNAS.AAPL\0\x02\x01"));
+        assert!(!looks_like_text(&[0xff, 0xfe, 0x41]));
+    }
+
     #[test]
     fn worker_cache_gives_the_dispatch_rules_answer() {
         let mut topics: Vec<String> = Vec::new();

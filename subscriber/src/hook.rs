@@ -33,6 +33,12 @@ impl std::fmt::Debug for SnailHook {
 }
 
 impl DequeueHook for SnailHook {
+    /// A Guide message has no send time to judge; after a trip it is discarded like the rest.
+    #[inline]
+    fn on_dequeue_guide(&mut self, _delivery: &Delivery) -> bool {
+        !self.shared.tripped.load(Ordering::Relaxed)
+    }
+
     #[inline]
     fn on_dequeue(&mut self, rec: &Record<'_>, delivery: &Delivery) -> bool {
         if self.shared.tripped.load(Ordering::Relaxed) {

@@ -54,6 +54,8 @@ pub use shard::{LvcSnapshot, LvcSnapshotReport};
 pub use shared::LiveShardCounters;
 pub use snail::{lateness_ns, SharedThreshold, Snail, SnailVerdict};
 pub use summary::{standard_worker, standard_worker_with_tape, StandardWorker};
+/// How shards take received messages apart (`framing` in `[subscriber]`): the tap's enum, one for both readers.
+pub use tickbox_lvc::tap::Framing;
 pub use tickbox_units::{
     format_duration, parse_duration, HumanDuration, UnitsError as DurationError,
 };
@@ -199,6 +201,12 @@ pub struct SubscriberConfig {
     pub gap_policy: GapPolicy,
     /// How shards hand messages to workers: `by_topic` (one worker per symbol, in order) or `round_robin`.
     pub dispatch: Dispatch,
+    /// How a shard reads what its SUB receives: `tickbox` (every frame a tickbox frame or batch; default), `guide`
+    /// (every message the ZeroMQ Guide's `[topic][body]`, handed to [`Worker::on_guide`](tickbox_workers::Worker)
+    /// with no snail or sequence check, since it has no header; a message of one frame or of more than two is
+    /// counted malformed), or `auto` (per message: multipart whose first frame is not a tickbox frame is a Guide
+    /// message, anything else tickbox frames).
+    pub framing: Framing,
     /// Receive high-water mark of each SUB socket, in messages. Every buffered message adds 1/rate of
     /// lateness when the subscriber is the bottleneck, so deep buffers turn a busy subscriber into a snail.
     pub rcv_hwm: i32,
@@ -246,6 +254,7 @@ impl Default for SubscriberConfig {
             clock_skew_warn: HumanDuration(Duration::from_millis(100)),
             gap_policy: GapPolicy::Warn,
             dispatch: Dispatch::ByTopic,
+            framing: Framing::Tickbox,
             rcv_hwm: 10_000,
             handoff: Handoff::Ring,
             handoff_hwm: 1_000,
@@ -346,6 +355,7 @@ mod tests {
         assert_eq!(config.member_ttl.0, Duration::from_secs(10));
         assert_eq!(config.member_id, None);
         assert_eq!(config.dispatch, Dispatch::ByTopic);
+        assert_eq!(config.framing, Framing::Tickbox);
         assert_eq!(config.snail_mode, SnailMode::Strict);
         assert_eq!(config.clock_skew_warn.0, Duration::from_millis(100));
         let config: SubscriberConfig = toml::from_str(
@@ -361,6 +371,13 @@ mod tests {
             )
         );
         assert!(toml::from_str::<SubscriberConfig>("dispatch = \"random\"").is_err());
+        assert_eq!(
+            toml::from_str::<SubscriberConfig>("framing = \"guide\"")
+                .unwrap()
+                .framing,
+            Framing::Guide
+        );
+        assert!(toml::from_str::<SubscriberConfig>("framing = \"espresso\"").is_err());
         assert!(toml::from_str::<SubscriberConfig>("snail_mode = \"lax\"").is_err());
         assert!(toml::from_str::<SubscriberConfig>("max_latenes = \"1s\"").is_err());
         assert!(toml::from_str::<SubscriberConfig>("max_lateness = \"soon\"").is_err());

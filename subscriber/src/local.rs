@@ -201,6 +201,8 @@ pub fn replay_local<W: Worker>(
         snail_mode: config.snail_mode,
         clocks: Arc::clone(&clocks),
         dispatch: config.dispatch,
+        // A journal holds tickbox frames only.
+        framing: crate::Framing::Tickbox,
         workers: workers.count,
         rcv_hwm: config.rcv_hwm,
         profile: Default::default(),

@@ -99,8 +99,17 @@ pub struct SubscriberShardReport {
     pub handoff_dropped: u64,
     /// Decoded messages handed to the workers.
     pub forwarded: u64,
-    /// Frames that did not decode as a tickbox message; dropped.
+    /// Frames that did not decode as a tickbox message, and messages that are not a `[topic][body]` Guide message
+    /// under `framing = "guide"` (counted once per message; also in `guide_malformed`); dropped.
     pub malformed: u64,
+    /// Guide messages (`[topic][body]`, read under `framing = "guide"` or `"auto"`) received whole; each is also
+    /// one of `received`, and forwarded to the workers like a record.
+    pub guide: u64,
+    /// Messages read as Guide messages that had one frame or more than two; dropped (also in `malformed`).
+    pub guide_malformed: u64,
+    /// Of `malformed` under the tickbox framing: frames that look like the Guide's framing (parts of a multipart
+    /// message, or plain text), the hint that `framing = "guide"` was meant.
+    pub guide_like: u64,
     /// LVC cached values (exempt from the snail and gap checks).
     pub cached: u64,
     /// Gap notices (`Kind::Gap`: sequences a replayed journal lacks). Accounted for by the sequence tracker, exempt
@@ -189,6 +198,18 @@ impl<W> Report<W> {
     /// Malformed batches and batched records over all shards.
     pub fn batch_malformed(&self) -> u64 {
         self.shards.iter().map(|s| s.batch_malformed).sum()
+    }
+    /// Guide messages received whole over all shards.
+    pub fn guide(&self) -> u64 {
+        self.shards.iter().map(|s| s.guide).sum()
+    }
+    /// Malformed Guide messages over all shards.
+    pub fn guide_malformed(&self) -> u64 {
+        self.shards.iter().map(|s| s.guide_malformed).sum()
+    }
+    /// Malformed frames that look like the Guide's framing, over all shards.
+    pub fn guide_like(&self) -> u64 {
+        self.shards.iter().map(|s| s.guide_like).sum()
     }
     /// Messages the zmq hand-off refused over all shards.
     pub fn handoff_dropped(&self) -> u64 {

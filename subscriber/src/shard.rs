@@ -24,7 +24,7 @@ use crate::core::{Out, ShardCore};
 use crate::report::{lateness_histogram, SubscriberShardReport};
 use crate::shared::Shared;
 use crate::snail::SharedThreshold;
-use crate::{GapPolicy, SnailMode, SubscriberError, SubscriberShardConfig};
+use crate::{Framing, GapPolicy, SnailMode, SubscriberError, SubscriberShardConfig};
 use tickbox_units::format_duration;
 
 /// Records taken off the socket before a burst ends (parcels handed over, counters published, clock read again).
@@ -53,6 +53,8 @@ pub(crate) struct ShardSettings {
     pub(crate) snail_mode: SnailMode,
     pub(crate) clocks: Arc<ClockTable>,
     pub(crate) dispatch: Dispatch,
+    /// How received messages are taken apart (tickbox frames, Guide `[topic][body]`, or per message).
+    pub(crate) framing: Framing,
     pub(crate) workers: usize,
     pub(crate) rcv_hwm: i32,
     /// The subscriber's socket profile with this shard's `io_thread` folded in as its affinity.
@@ -375,6 +377,9 @@ pub(crate) fn empty_report(s: &ShardSettings) -> SubscriberShardReport {
         handoff_dropped: 0,
         forwarded: 0,
         malformed: 0,
+        guide: 0,
+        guide_malformed: 0,
+        guide_like: 0,
         cached: 0,
         gap_notices: 0,
         late: 0,
@@ -616,6 +621,9 @@ fn receive_loop(
 ) {
     let index = s.index;
     let mut msg = zmq::Message::new();
+    // Parts past a Guide message's second, received and dropped (overwritten each time: nothing allocated).
+    let mut spare = zmq::Message::new();
+    let guide = s.framing != Framing::Tickbox;
     loop {
         if shared.stop.load(Ordering::Relaxed)
             || shared.tripped.load(Ordering::Relaxed)
@@ -662,7 +670,14 @@ fn receive_loop(
         let mut going = true;
         loop {
             let frame = std::mem::replace(&mut msg, zmq::Message::new());
-            if !core.on_message(frame, now) {
+            let more = guide && frame.get_more();
+            let ok = if guide && s.framing.reads_as_guide(&frame, more) {
+                let (body, parts) = recv_guide_rest(sub, more, &mut spare);
+                core.on_guide(frame, body, parts, now)
+            } else {
+                core.on_message(frame, now)
+            };
+            if !ok {
                 going = false;
                 break;
             }
@@ -678,6 +693,30 @@ fn receive_loop(
             break;
         }
     }
+}
+
+/// The rest of a message read as the Guide's `[topic][body]` whose first frame was just received (`more`: it
+/// has further parts): the second frame, if any, and how many frames the message had. The parts of a multipart
+/// message arrive together, so these receives never wait; parts past the second go into `spare`, overwritten.
+fn recv_guide_rest(
+    sub: &zmq::Socket,
+    more: bool,
+    spare: &mut zmq::Message,
+) -> (Option<zmq::Message>, usize) {
+    if !more {
+        return (None, 1);
+    }
+    let mut body = zmq::Message::new();
+    if sub.recv(&mut body, 0).is_err() {
+        return (None, 1);
+    }
+    let mut parts = 2;
+    let mut more = body.get_more();
+    while more && sub.recv(spare, 0).is_ok() {
+        parts += 1;
+        more = spare.get_more();
+    }
+    (Some(body), parts)
 }
 
 /// A signed duration for logs: `+1.5s` (publisher behind) or `-10s` (ahead).

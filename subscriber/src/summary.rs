@@ -8,7 +8,9 @@ use std::time::Duration;
 use hdrhistogram::Histogram;
 use tickbox_units::format_duration;
 use tickbox_wire::Kind;
-use tickbox_workers::{Delay, Dispatch, LastValueBook, Stats, StatsReport, Tape, TapeSink, Worker};
+use tickbox_workers::{
+    Delay, Dispatch, LastValueBook, Stats, StatsReport, Tape, TapeSink, Worker, GUIDE_TOPICS_MAX,
+};
 
 use crate::{Fatal, Report, SharedThreshold, Subscriber, SubscriberConfig};
 
@@ -139,6 +141,8 @@ impl Report<StandardWorker> {
                     "malformed": s.malformed,
                     "batches": s.batches,
                     "batch_malformed": s.batch_malformed,
+                    "guide": s.guide,
+                    "guide_malformed": s.guide_malformed,
                     "handoff_dropped": s.handoff_dropped,
                     "cached": s.cached,
                     "gap_notices": s.gap_notices,
@@ -197,7 +201,34 @@ impl Report<StandardWorker> {
         summary["batch_malformed"] = report.batch_malformed().into();
         summary["handoff"] = config.handoff.as_str().into();
         summary["handoff_dropped"] = report.handoff_dropped().into();
+        summary["framing"] = config.framing.as_str().into();
+        summary["malformed_guide_like"] = report.guide_like().into();
+        summary["guide"] = report.guide_json(&stats);
         summary
+    }
+
+    /// The `guide` object of the JSON summary: Guide messages received, malformed and handled by the workers,
+    /// and the workers' per-topic counts (`topic` as text, or as hex with `"hex": true` when it is not UTF-8),
+    /// bounded by [`GUIDE_TOPICS_MAX`]: `topics_overflow` counts the messages of topics beyond it.
+    fn guide_json(&self, stats: &StatsReport) -> serde_json::Value {
+        let topics: Vec<serde_json::Value> = stats
+            .guide
+            .sorted()
+            .into_iter()
+            .map(|(topic, n)| match std::str::from_utf8(topic) {
+                Ok(text) => serde_json::json!({ "topic": text, "messages": n }),
+                Err(_) => serde_json::json!({ "topic": hex(topic), "hex": true, "messages": n }),
+            })
+            .collect();
+        serde_json::json!({
+            "messages": self.guide(),
+            "malformed": self.guide_malformed(),
+            "processed": stats.guide.messages(),
+            "body_bytes": stats.guide.body_bytes(),
+            "topics": topics,
+            "topics_overflow": stats.guide.overflow(),
+            "topics_max": GUIDE_TOPICS_MAX,
+        })
     }
 }
 
@@ -377,6 +408,34 @@ impl Report<StandardWorker> {
                 .collect();
             let _ = writeln!(out, "per prefix: {}", shown.join(", "));
         }
+        if report.guide() + report.guide_malformed() > 0 {
+            let topics = stats.guide.sorted();
+            let shown: Vec<String> = topics
+                .iter()
+                .take(16)
+                .map(|(topic, n)| match std::str::from_utf8(topic) {
+                    Ok(text) => format!("{text:?} {n}"),
+                    Err(_) => format!("0x{} {n}", hex(topic)),
+                })
+                .collect();
+            let more = match topics.len() {
+                n if n > 16 => format!(" and {} more topics", n - 16),
+                _ => String::new(),
+            };
+            let _ = writeln!(
+                out,
+                "guide messages: {} received, {} malformed, {} processed ({} body bytes)   per topic: {}{more}{}",
+                report.guide(),
+                report.guide_malformed(),
+                stats.guide.messages(),
+                stats.guide.body_bytes(),
+                if shown.is_empty() { "-".to_owned() } else { shown.join(", ") },
+                match stats.guide.overflow() {
+                    0 => String::new(),
+                    n => format!("   beyond the {GUIDE_TOPICS_MAX}-topic cap: {n} messages"),
+                }
+            );
+        }
         let t = report.sequence_totals();
         let _ = writeln!(
         out,
@@ -431,6 +490,16 @@ impl Report<StandardWorker> {
         }
         out
     }
+}
+
+/// Lowercase hex of `bytes`.
+fn hex(bytes: &[u8]) -> String {
+    bytes
+        .iter()
+        .fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
 }
 
 fn lat(h: &Histogram<u64>) -> [String; 3] {

@@ -220,6 +220,92 @@ impl<V> NameTable<V> {
 /// map lookup per message and allocates only the first time a topic is seen.
 pub type Topics = FnvMap<Box<str>, u64>;
 
+/// Distinct Guide topics a [`GuideTopics`] counts by name; messages of further topics are counted together as
+/// [`GuideTopics::overflow`], so a publisher with unbounded keys cannot grow a worker's memory without bound.
+pub const GUIDE_TOPICS_MAX: usize = 1024;
+
+/// Longest topic frame counted by name (bytes); longer ones are counted in [`GuideTopics::overflow`].
+pub const GUIDE_TOPIC_BYTES_MAX: usize = 256;
+
+/// Guide messages (`subscribe --framing guide`) counted per topic frame, bounded by [`GUIDE_TOPICS_MAX`]
+/// distinct topics of at most [`GUIDE_TOPIC_BYTES_MAX`] bytes. A known topic is found without allocating; only a
+/// new one is copied, once.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct GuideTopics {
+    topics: FnvMap<Box<[u8]>, u64>,
+    overflow: u64,
+    messages: u64,
+    body_bytes: u64,
+}
+
+impl GuideTopics {
+    /// Counts one message of `topic` with a body of `body_len` bytes.
+    #[inline]
+    pub fn count(&mut self, topic: &[u8], body_len: usize) {
+        self.messages += 1;
+        self.body_bytes += body_len as u64;
+        self.add(topic, 1);
+    }
+
+    #[inline]
+    fn add(&mut self, topic: &[u8], n: u64) {
+        if let Some(c) = self.topics.get_mut(topic) {
+            *c += n;
+        } else if self.topics.len() < GUIDE_TOPICS_MAX && topic.len() <= GUIDE_TOPIC_BYTES_MAX {
+            self.topics.insert(topic.into(), n);
+        } else {
+            self.overflow += n;
+        }
+    }
+
+    /// Adds `other`'s counts; the bound holds for the sum (what does not fit goes to the overflow).
+    pub fn merge(&mut self, other: &GuideTopics) {
+        self.messages += other.messages;
+        self.body_bytes += other.body_bytes;
+        self.overflow += other.overflow;
+        for (topic, &n) in &other.topics {
+            self.add(topic, n);
+        }
+    }
+
+    /// Guide messages counted.
+    pub fn messages(&self) -> u64 {
+        self.messages
+    }
+
+    /// Their bodies' bytes, together.
+    pub fn body_bytes(&self) -> u64 {
+        self.body_bytes
+    }
+
+    /// Messages whose topic is not counted by name (past [`GUIDE_TOPICS_MAX`] topics, or too long).
+    pub fn overflow(&self) -> u64 {
+        self.overflow
+    }
+
+    /// Messages of `topic`, if it is counted by name.
+    pub fn get(&self, topic: &[u8]) -> Option<u64> {
+        self.topics.get(topic).copied()
+    }
+
+    /// Topics counted by name.
+    pub fn len(&self) -> usize {
+        self.topics.len()
+    }
+
+    /// True when no topic is counted by name.
+    pub fn is_empty(&self) -> bool {
+        self.topics.is_empty()
+    }
+
+    /// `(topic, messages)`, sorted by topic.
+    pub fn sorted(&self) -> Vec<(&[u8], u64)> {
+        let mut out: Vec<(&[u8], u64)> = self.topics.iter().map(|(t, &n)| (&**t, n)).collect();
+        out.sort_unstable();
+        out
+    }
+}
+
 fn kind_index(kind: Kind) -> usize {
     match kind {
         Kind::Quote => 0,
@@ -235,6 +321,7 @@ fn kind_index(kind: Kind) -> usize {
 pub struct Stats {
     per_kind: [u64; 5],
     topics: NameTable<u64>,
+    guide: GuideTopics,
     cached: u64,
     replayed: u64,
     first_ns: u64,
@@ -256,6 +343,7 @@ impl Stats {
                 .iter()
                 .map(|(topic, count)| (Box::from(topic), *count))
                 .collect(),
+            guide: self.guide.clone(),
             cached: self.cached,
             replayed: self.replayed,
             first_ns: self.first_ns,
@@ -302,6 +390,16 @@ impl Worker for Stats {
     fn on_record(&mut self, rec: &Record<'_>, delivery: &Delivery) -> Result<(), DecodeError> {
         self.count(rec.topic_bytes(), rec.header(), delivery)
     }
+
+    /// Counted per topic frame (bounded, see [`GuideTopics`]), and within the time span.
+    #[inline]
+    fn on_guide(&mut self, topic: &[u8], body: &[u8], delivery: &Delivery) {
+        self.guide.count(topic, body.len());
+        if self.first_ns == 0 {
+            self.first_ns = delivery.dequeued_ns;
+        }
+        self.last_ns = delivery.dequeued_ns;
+    }
 }
 
 /// What one or more [`Stats`] workers saw; reports from several workers [`merge`](StatsReport::merge).
@@ -311,6 +409,8 @@ pub struct StatsReport {
     pub per_kind: [u64; 5],
     /// Messages per exact topic; [`StatsReport::per_prefix`] folds them by prefix.
     pub topics: Topics,
+    /// Guide messages per topic frame (not in `per_kind` or `topics`: they have no kind).
+    pub guide: GuideTopics,
     /// Messages flagged CACHED (LVC snapshot values).
     pub cached: u64,
     /// Messages flagged REPLAY.
@@ -330,6 +430,7 @@ impl StatsReport {
         for (topic, count) in &other.topics {
             *self.topics.entry(topic.clone()).or_insert(0) += count;
         }
+        self.guide.merge(&other.guide);
         self.cached += other.cached;
         self.replayed += other.replayed;
         if other.first_ns != 0 && (self.first_ns == 0 || other.first_ns < self.first_ns) {
@@ -695,6 +796,42 @@ mod tests {
             .unwrap();
         assert_eq!(stats.report().topics.get("Q.XNAS.AAPL"), Some(&2));
         assert_eq!(book.get("XNAS.AAPL").unwrap().bid_px, 400);
+    }
+
+    /// Guide topics are counted by their bytes (text or not) up to the bound; what does not fit (a new topic past
+    /// the cap, a topic too long) is counted as overflow, also when merging reports pushes the sum past the cap.
+    #[test]
+    fn guide_topics_are_bounded_and_count_the_overflow() {
+        let mut g = GuideTopics::default();
+        for i in 0..GUIDE_TOPICS_MAX + 10 {
+            g.count(format!("t{i}").as_bytes(), 3);
+        }
+        g.count(b"t0", 1);
+        g.count(&[0xff, 0x00, 0x01], 0);
+        g.count(&vec![b'x'; GUIDE_TOPIC_BYTES_MAX + 1], 0);
+        assert_eq!(g.len(), GUIDE_TOPICS_MAX);
+        assert_eq!(g.get(b"t0"), Some(2));
+        assert_eq!(g.get(&[0xff, 0x00, 0x01]), None);
+        assert_eq!(g.overflow(), 12);
+        assert_eq!(g.messages(), GUIDE_TOPICS_MAX as u64 + 13);
+        assert_eq!(g.body_bytes(), 3 * (GUIDE_TOPICS_MAX as u64 + 10) + 1);
+        let mut other = GuideTopics::default();
+        other.count(b"t1", 0);
+        other.count(b"new", 0);
+        let mut stats = Stats::new();
+        stats.on_guide(b"w", b"", &D);
+        let mut merged = stats.report();
+        merged.merge(&StatsReport {
+            guide: g.clone(),
+            ..StatsReport::default()
+        });
+        assert_eq!(merged.guide.get(b"w"), Some(1));
+        assert_eq!(merged.total(), 0, "Guide messages have no kind");
+        g.merge(&other);
+        assert_eq!(
+            (g.get(b"t1"), g.get(b"new"), g.overflow()),
+            (Some(2), None, 13)
+        );
     }
 
     /// The name table finds every name it holds and no other, across growth and for every length class of its

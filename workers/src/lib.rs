@@ -17,9 +17,12 @@ mod pool;
 mod record;
 mod tape;
 
-pub use builtin::{BookEntry, Delay, LastValueBook, Stats, StatsReport, Topics};
+pub use builtin::{
+    BookEntry, Delay, GuideTopics, LastValueBook, Stats, StatsReport, Topics, GUIDE_TOPICS_MAX,
+    GUIDE_TOPIC_BYTES_MAX,
+};
 pub use dispatch::{worker_for_key, worker_for_topic, Dispatch};
-pub use parcel::{Parcel, Recycler, PARCEL_RECORDS};
+pub use parcel::{Item, Parcel, Recycler, PARCEL_RECORDS};
 pub use pool::{
     DequeueHook, Inbox, NoHook, WorkerError, WorkerOutcome, WorkerPool, WorkerPoolConfig,
 };
@@ -76,6 +79,12 @@ pub trait Worker: Send + 'static {
         Ok(())
     }
 
+    /// Handles one Guide message (`subscribe --framing guide`): the `[topic][body]` pair a plain ZeroMQ publisher
+    /// sent, both opaque bytes that are gone when this returns. It has no tickbox header, so no sequence, time or
+    /// kind; dispatch is by the topic frame as for a record's topic. Ignored by default.
+    #[inline]
+    fn on_guide(&mut self, _topic: &[u8], _body: &[u8], _delivery: &Delivery) {}
+
     /// Called when the queue runs dry, after a full batch, and once before the thread exits: the place for
     /// batched side effects. Does nothing by default.
     fn flush(&mut self) {}
@@ -93,6 +102,12 @@ impl<A: Worker, B: Worker> Worker for (A, B) {
     fn on_record(&mut self, rec: &Record<'_>, delivery: &Delivery) -> Result<(), DecodeError> {
         self.0.on_record(rec, delivery)?;
         self.1.on_record(rec, delivery)
+    }
+
+    #[inline]
+    fn on_guide(&mut self, topic: &[u8], body: &[u8], delivery: &Delivery) {
+        self.0.on_guide(topic, body, delivery);
+        self.1.on_guide(topic, body, delivery);
     }
 
     fn flush(&mut self) {
@@ -114,6 +129,13 @@ impl<W: Worker> Worker for Option<W> {
         match self {
             Some(w) => w.on_record(rec, delivery),
             None => Ok(()),
+        }
+    }
+
+    #[inline]
+    fn on_guide(&mut self, topic: &[u8], body: &[u8], delivery: &Delivery) {
+        if let Some(w) = self {
+            w.on_guide(topic, body, delivery);
         }
     }
 

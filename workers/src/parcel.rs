@@ -8,6 +8,10 @@
 //! parcel, not per record. Records read from a journal (local replay) are copied into the parcel's arena, since
 //! the journal reader lends each record only until the next one is read.
 //!
+//! A Guide message (`subscribe --framing guide`: a `[topic][body]` pair from a plain ZeroMQ publisher) travels the
+//! same way: both received frames move into the parcel ([`Parcel::push_guide`]) and the worker sees them as an
+//! [`Item::Guide`], so the hand-off's bounds, back-pressure and counts are those of records.
+//!
 //! Emptied parcels go back to their producers through a [`Recycler`], so the steady state allocates nothing.
 
 use std::sync::Arc;
@@ -35,7 +39,22 @@ struct Slot {
     owner: u32,
     start: u32,
     len: u32,
-    meta: Meta,
+    /// `None`: a Guide message, whose body is owner `owner` and whose topic is owner `owner - 1`.
+    meta: Option<Meta>,
+}
+
+/// One thing a parcel carries, as the worker sees it.
+#[derive(Debug, Clone, Copy)]
+pub enum Item<'a> {
+    /// A tickbox record, decoded at the shard.
+    Record(Record<'a>),
+    /// A Guide message: the topic frame and the body frame, opaque bytes.
+    Guide {
+        /// The first frame (the Guide's key, what SUB prefixes match).
+        topic: &'a [u8],
+        /// The second frame.
+        body: &'a [u8],
+    },
 }
 
 /// Records for one worker (see the module documentation).
@@ -83,7 +102,22 @@ impl Parcel {
             owner: (self.owners.len() - 1) as u32,
             start: 0,
             len,
-            meta,
+            meta: Some(meta),
+        });
+    }
+
+    /// Adds a Guide message, moving its two frames in (no copy: the topic frame and the body frame are owned
+    /// side by side, the body's slot naming both).
+    #[inline]
+    pub fn push_guide(&mut self, topic: zmq::Message, body: zmq::Message) {
+        let len = body.len() as u32;
+        self.owners.push(Owner::Message(topic));
+        self.owners.push(Owner::Message(body));
+        self.slots.push(Slot {
+            owner: (self.owners.len() - 1) as u32,
+            start: 0,
+            len,
+            meta: None,
         });
     }
 
@@ -100,7 +134,7 @@ impl Parcel {
             owner: (self.owners.len() - 1) as u32,
             start: start as u32,
             len: len as u32,
-            meta,
+            meta: Some(meta),
         });
     }
 
@@ -113,28 +147,47 @@ impl Parcel {
             owner: ARENA,
             start,
             len: frame.len() as u32,
-            meta,
+            meta: Some(meta),
         });
     }
 
-    /// The `i`th record.
+    /// The bytes of owner `n` (or of the arena).
     #[inline]
-    pub fn record(&self, i: usize) -> Record<'_> {
-        let slot = &self.slots[i];
-        let bytes: &[u8] = match slot.owner {
+    fn bytes(&self, n: u32) -> &[u8] {
+        match n {
             ARENA => &self.arena,
             n => match &self.owners[n as usize] {
                 Owner::Message(m) => m,
                 Owner::Shared(m) => m,
             },
-        };
-        let frame = &bytes[slot.start as usize..(slot.start + slot.len) as usize];
-        Record::from_parts(frame, slot.meta)
+        }
     }
 
-    /// Every record, in the order they were added.
+    /// The `i`th item.
+    #[inline]
+    pub fn item(&self, i: usize) -> Item<'_> {
+        let slot = &self.slots[i];
+        let frame = &self.bytes(slot.owner)[slot.start as usize..(slot.start + slot.len) as usize];
+        match slot.meta {
+            Some(meta) => Item::Record(Record::from_parts(frame, meta)),
+            None => Item::Guide {
+                topic: self.bytes(slot.owner - 1),
+                body: frame,
+            },
+        }
+    }
+
+    /// Every item, in the order they were added.
+    pub fn items(&self) -> impl Iterator<Item = Item<'_>> + '_ {
+        (0..self.len()).map(move |i| self.item(i))
+    }
+
+    /// Every record, in the order they were added (Guide messages left out).
     pub fn records(&self) -> impl Iterator<Item = Record<'_>> + '_ {
-        (0..self.len()).map(move |i| self.record(i))
+        self.items().filter_map(|item| match item {
+            Item::Record(rec) => Some(rec),
+            Item::Guide { .. } => None,
+        })
     }
 
     /// Empties it, releasing the frames it held and keeping its capacity.
@@ -224,7 +277,16 @@ mod tests {
                 (b"Q.X.A".to_vec(), 1)
             ]
         );
-        assert_eq!(p.record(2).frame(), &c[..]);
+        assert!(matches!(p.item(2), Item::Record(r) if r.frame() == &c[..]));
+        // A Guide message: both frames moved in, seen as one item; `records` leaves it out.
+        p.push_guide(zmq::Message::from("topic"), zmq::Message::from("body"));
+        assert_eq!(p.len(), 5);
+        assert!(matches!(
+            p.item(4),
+            Item::Guide { topic, body } if topic == b"topic" && body == b"body"
+        ));
+        assert!(matches!(p.item(3), Item::Record(r) if r.frame() == &a[..]));
+        assert_eq!(p.records().count(), 4);
         let recycler = Recycler::new(2);
         recycler.give(p);
         assert_eq!(Arc::strong_count(&shared), 1, "clear releases the frame");

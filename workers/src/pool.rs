@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use tickbox_units::HumanDuration;
 use tickbox_wire::now_ns;
 
-use crate::parcel::{Parcel, Recycler};
+use crate::parcel::{Item, Parcel, Recycler};
 use crate::record::Record;
 use crate::{Delivery, Worker};
 
@@ -102,6 +102,13 @@ pub enum WorkerError {
 pub trait DequeueHook: Send + 'static {
     /// Returns `false` to stop processing: the thread then only discards (and counts) until told to stop.
     fn on_dequeue(&mut self, rec: &Record<'_>, delivery: &Delivery) -> bool;
+
+    /// The same for a Guide message ([`Worker::on_guide`]), which has no header to judge: `false` stops
+    /// processing as above. Admits everything by default.
+    #[inline]
+    fn on_dequeue_guide(&mut self, _delivery: &Delivery) -> bool {
+        true
+    }
 }
 
 /// A hook that admits everything.
@@ -470,6 +477,27 @@ impl<W: Worker, H: DequeueHook> Deliverer<W, H> {
         }
     }
 
+    /// [`deliver`](Self::deliver) for a Guide message.
+    #[inline]
+    fn deliver_guide(&mut self, topic: &[u8], body: &[u8], delivery: &Delivery, abort: bool) {
+        if self.discarding || abort {
+            self.counts.discarded += 1;
+            return;
+        }
+        if !self.hook.on_dequeue_guide(delivery) {
+            self.discarding = true;
+            self.counts.discarded += 1;
+            return;
+        }
+        self.worker.on_guide(topic, body, delivery);
+        self.counts.processed += 1;
+        self.in_batch += 1;
+        if self.in_batch >= self.batch {
+            self.worker.flush();
+            self.in_batch = 0;
+        }
+    }
+
     #[inline]
     fn idle(&mut self) {
         if self.in_batch > 0 {
@@ -519,6 +547,8 @@ fn run_thread<W: Worker, H: DequeueHook>(
         batch: settings.batch,
     };
     let mut msg = zmq::Message::new();
+    // The other parts of a multipart message (a Guide message off a PULL socket).
+    let (mut body, mut spare) = (zmq::Message::new(), zmq::Message::new());
     loop {
         let next = match source.try_next(&mut msg) {
             Next::Empty => {
@@ -535,6 +565,23 @@ fn run_thread<W: Worker, H: DequeueHook>(
                 d.counts.taken += 1;
                 taken_counter.store(d.counts.taken, Ordering::Release);
                 let abort = shared.abort.load(Ordering::Relaxed);
+                if msg.get_more() {
+                    // A Guide message, sent by a shard as `[topic][body]` (`subscribe --framing guide`); its
+                    // parts are all here once the first is. Anything but two parts is counted, never delivered.
+                    if let Source::Pull(pull) = &source {
+                        let parts = recv_rest(pull, &mut body, &mut spare);
+                        let delivery = Delivery {
+                            worker: index,
+                            dequeued_ns: now_ns(),
+                        };
+                        match parts {
+                            Some(2) => d.deliver_guide(&msg, &body, &delivery, abort),
+                            _ if abort || d.discarding => d.counts.discarded += 1,
+                            _ => d.counts.malformed += 1,
+                        }
+                    }
+                    continue;
+                }
                 match Record::decode(&msg) {
                     Ok(rec) => {
                         let delivery = Delivery {
@@ -555,8 +602,13 @@ fn run_thread<W: Worker, H: DequeueHook>(
                     worker: index,
                     dequeued_ns: now_ns(),
                 };
-                for rec in parcel.records() {
-                    d.deliver(&rec, &delivery, abort);
+                for item in parcel.items() {
+                    match item {
+                        Item::Record(rec) => d.deliver(&rec, &delivery, abort),
+                        Item::Guide { topic, body } => {
+                            d.deliver_guide(topic, body, &delivery, abort)
+                        }
+                    }
                 }
                 d.counts.taken += parcel.len() as u64;
                 if let Source::Parcels { recycler, .. } = &source {
@@ -575,6 +627,26 @@ fn run_thread<W: Worker, H: DequeueHook>(
     d.worker.flush();
     drop(source);
     finish(index, d.worker, d.hook, d.counts)
+}
+
+/// Receives the parts after the first of a multipart message into `body` (the second) and `spare` (any further
+/// one, overwritten each time, so nothing is kept or allocated for them). Returns the number of parts, the first
+/// included; `None` if the socket failed part-way.
+fn recv_rest(
+    pull: &zmq::Socket,
+    body: &mut zmq::Message,
+    spare: &mut zmq::Message,
+) -> Option<usize> {
+    // The parts of a multipart message are delivered together: these never wait.
+    pull.recv(body, 0).ok()?;
+    let mut parts = 2;
+    let mut more = body.get_more();
+    while more {
+        pull.recv(spare, 0).ok()?;
+        parts += 1;
+        more = spare.get_more();
+    }
+    Some(parts)
 }
 
 #[derive(Default)]
@@ -674,6 +746,80 @@ mod tests {
         }
         assert_eq!(merged.count(Kind::Quote), N);
         assert_eq!(merged.distinct_topics(), 17);
+    }
+
+    /// Guide messages reach `Worker::on_guide` through both inboxes: moved in parcels beside records, and as
+    /// two-part messages off a PULL socket, where a message of any other number of parts is counted malformed and
+    /// the stream goes on.
+    #[test]
+    fn guide_messages_reach_on_guide_through_parcels_and_pull_sockets() {
+        let ctx = zmq::Context::new();
+        // Parcels: records and Guide messages interleaved, in one parcel.
+        let (tx, rx) = crossbeam_channel::bounded::<Parcel>(4);
+        let recycler = Recycler::new(4);
+        let config = WorkerPoolConfig {
+            count: 1,
+            ..WorkerPoolConfig::default()
+        };
+        let pool = WorkerPool::spawn_with_inboxes(
+            &ctx,
+            parcel_inboxes(vec![rx], &recycler),
+            &config,
+            |_| (Stats::new(), NoHook),
+        )
+        .unwrap();
+        let mut p = recycler.take();
+        for seq in 1..=10u64 {
+            let frame = quote_frame(seq);
+            p.push_message(
+                zmq::Message::from(&frame[..]),
+                Record::decode(&frame).unwrap().meta(),
+            );
+            let topic = if seq % 2 == 0 { "even" } else { "odd" };
+            p.push_guide(zmq::Message::from(topic), zmq::Message::from(&b"body"[..]));
+        }
+        tx.send(p).unwrap();
+        drop(tx);
+        let outcome = pool.join().unwrap().remove(0);
+        assert_eq!((outcome.processed, outcome.malformed), (20, 0));
+        let stats = outcome.worker.report();
+        assert_eq!(stats.count(Kind::Quote), 10);
+        assert_eq!(stats.guide.messages(), 10);
+        assert_eq!(stats.guide.body_bytes(), 40);
+        assert_eq!(
+            stats.guide.sorted(),
+            vec![(&b"even"[..], 5), (&b"odd"[..], 5)]
+        );
+
+        // A PULL socket: two-part messages, then a malformed three-part one, then more two-part ones.
+        let push = ctx.socket(zmq::PUSH).unwrap();
+        push.set_linger(0).unwrap();
+        push.bind("inproc://workers-guide-test").unwrap();
+        let pool = WorkerPool::spawn(
+            &ctx,
+            &["inproc://workers-guide-test".to_owned()],
+            &config,
+            |_| (Stats::new(), NoHook),
+        )
+        .unwrap();
+        for i in 0..6u64 {
+            if i == 3 {
+                push.send_multipart([&b"t"[..], b"a", b"b"], 0).unwrap();
+            }
+            push.send_multipart([&b"t"[..], &i.to_le_bytes()[..]], 0)
+                .unwrap();
+        }
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while pool.taken() < 7 && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        pool.stop();
+        let outcome = pool.join().unwrap().remove(0);
+        assert_eq!(
+            (outcome.taken, outcome.processed, outcome.malformed),
+            (7, 6, 1)
+        );
+        assert_eq!(outcome.worker.report().guide.get(b"t"), Some(6));
     }
 
     #[test]

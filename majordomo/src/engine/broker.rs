@@ -10,7 +10,14 @@
 //! ([`BrokerConfig::max_queued_bytes`], frame and bookkeeping overhead included), and registered workers
 //! ([`BrokerConfig::max_workers`]). MDP has no "busy" answer for clients, so a request beyond a bound is
 //! dropped and counted in [`BrokerStats::requests_refused`]; the client's own timeout and retry are the
-//! back-pressure, exactly as for a request that expires.
+//! back-pressure, exactly as for a request that expires. Refusals and expiries are logged at a limited rate
+//! with their running totals. A client that can take it (a Titanic dispatcher, see [`UNDELIVERED`]) is told
+//! instead of being left to time out.
+//!
+//! A request is never handed to a worker the broker already holds for dead: dispatch checks each idle worker's
+//! heartbeat expiry first (the purge on [`Broker::tick`] only frees memory), and a REQUEST the socket could
+//! not route because the worker's connection is gone comes back through [`Broker::undeliverable`] and goes to
+//! the head of its queue, for the next live worker.
 
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
@@ -37,10 +44,13 @@ pub struct BrokerConfig {
     /// A worker busy for longer than this is presumed dead: it cannot heartbeat while it works, so this
     /// bounds how long a crashed busy worker keeps counting as "present" for MMI.
     pub busy_timeout: HumanDuration,
-    /// Requests queued per service waiting for a worker (default 10 000); more are refused (dropped, counted).
+    /// Requests queued per service waiting for a worker (default 1 000 000, a backstop: the byte bound is the
+    /// real limit); more are refused (dropped, counted). The default lets the Guide's asynchronous client
+    /// pipeline its 100 000 requests at one worker.
     pub max_queued_per_service: usize,
     /// Bytes of queued requests across all services (default 64 MiB), counting every body frame plus a
-    /// fixed per-request and per-frame overhead; a request that would cross it is refused.
+    /// fixed per-request and per-frame overhead (a small request costs about 200 bytes, so the default holds
+    /// some 300 000 of them); a request that would cross it is refused.
     pub max_queued_bytes: ByteSize,
     /// Registered workers (default 10 000); a READY beyond it is answered with DISCONNECT.
     pub max_workers: usize,
@@ -65,7 +75,7 @@ impl Default for BrokerConfig {
             heartbeat_liveness: 3,
             request_expiry: HumanDuration(Duration::from_millis(30_000)),
             busy_timeout: HumanDuration(Duration::from_millis(60_000)),
-            max_queued_per_service: 10_000,
+            max_queued_per_service: 1_000_000,
             max_queued_bytes: ByteSize(64 << 20),
             max_workers: 10_000,
             max_message_size: ByteSize(16 << 20),
@@ -110,8 +120,19 @@ pub struct BrokerStats {
     pub disconnects_sent: u64,
     /// Workers that sent READY.
     pub workers_registered: u64,
-    /// Workers forgotten: silent while idle, or busy for longer than `busy_timeout`.
+    /// Workers forgotten: silent while idle, busy for longer than `busy_timeout`, or their connection gone.
     pub workers_expired: u64,
+    /// Of `workers_expired`, idle workers found expired when a request was about to go to them (before the
+    /// purge on the heartbeat timer); the request went to the next live worker.
+    pub workers_expired_at_dispatch: u64,
+    /// REQUESTs the socket could not route because the worker's connection was gone: put back at the head of
+    /// their queue for the next worker (never lost, never executed by the gone worker).
+    pub requests_requeued: u64,
+    /// Other messages for a peer whose connection was gone (a reply to a client that left, a heartbeat to a
+    /// dead worker): dropped.
+    pub unroutable: u64,
+    /// Undelivered notices sent to clients that take them ([`UNDELIVERED`]): refused or expired requests.
+    pub undelivered_notices: u64,
     /// Queued requests dropped after `request_expiry` without a worker.
     pub requests_expired: u64,
     /// Client requests dropped because a queue bound (`max_queued_per_service`, `max_queued_bytes`) was reached.
@@ -165,6 +186,41 @@ pub struct Broker {
     /// Refusals not yet logged; the warning is rate-limited because any client can trigger it at will.
     refused_unlogged: u64,
     next_refusal_log: Instant,
+    /// Expiries not yet logged, rate-limited the same way.
+    expired_unlogged: u64,
+    next_expiry_log: Instant,
+}
+
+/// The reply "service" of the broker's undelivered notice: `[""]["MDPC01"]["mmi.undelivered"][service][reason]`
+/// (0.2: `["MDPC02"][FINAL]["mmi.undelivered"][service][reason]`), where `reason` is `refused` (a queue bound)
+/// or `expired` (no worker within `request_expiry`). It tells the client that the request was dropped without
+/// ever reaching a worker, so sending it again cannot execute it twice. MDP/0.1 has no error reply, so it goes
+/// only to clients that opt in by their routing identity starting with [`NOTICE_PREFIX`] (Titanic's
+/// dispatcher); every other client is left to its own timeout as the RFC says. `mmi.*` names are the broker's
+/// own (no worker may serve one), so a notice can never be mistaken for a service's reply.
+pub const UNDELIVERED: &[u8] = b"mmi.undelivered";
+
+/// Routing-identity prefix of the clients that take [`UNDELIVERED`] notices: Titanic's dispatch identities
+/// (`TSP:<uuid>:<attempt>`, see `crate::titanic`).
+pub const NOTICE_PREFIX: &[u8] = crate::engine::titanic::REQUEST_ID_PREFIX;
+
+/// How often the refusal and expiry warnings may be logged (each with the count since the last line and the
+/// running total).
+const LOG_EVERY: Duration = Duration::from_secs(1);
+
+/// A routing identity for a log line: as text when it is printable ASCII, else `0x` and hex (the identities the
+/// socket library generates are five binary bytes).
+pub fn show_identity(id: &[u8]) -> String {
+    if !id.is_empty() && id.iter().all(|b| b.is_ascii_graphic()) {
+        String::from_utf8_lossy(id).into_owned()
+    } else {
+        let mut out = String::with_capacity(2 + 2 * id.len());
+        out.push_str("0x");
+        for b in id {
+            out.push_str(&format!("{b:02x}"));
+        }
+        out
+    }
 }
 
 fn with_identity(identity: Vec<u8>, mut frames: Frames) -> Frames {
@@ -186,6 +242,8 @@ impl Broker {
             queued_bytes: 0,
             refused_unlogged: 0,
             next_refusal_log: now,
+            expired_unlogged: 0,
+            next_expiry_log: now,
         }
     }
 
@@ -283,7 +341,7 @@ impl Broker {
             && (queued >= self.cfg.max_queued_per_service
                 || (self.queued_bytes + cost) as u64 > self.cfg.max_queued_bytes.0)
         {
-            self.refuse(now);
+            self.refuse(now, client, version, service);
             return;
         }
         let expires = now + self.cfg.request_expiry.0;
@@ -304,18 +362,109 @@ impl Broker {
         self.dispatch(now, &service);
     }
 
-    fn refuse(&mut self, now: Instant) {
+    fn refuse(&mut self, now: Instant, client: Vec<u8>, version: Version, service: Vec<u8>) {
         self.stats.requests_refused += 1;
         self.refused_unlogged += 1;
-        if now >= self.next_refusal_log {
+        self.log_drops(now);
+        self.notify_undelivered(client, version, service, b"refused");
+    }
+
+    /// The rate-limited refusal and expiry warnings: at most one line of each per [`LOG_EVERY`], with the count
+    /// since the previous line and the running total, so a burst's tail is logged on a later tick.
+    fn log_drops(&mut self, now: Instant) {
+        if self.refused_unlogged > 0 && now >= self.next_refusal_log {
             tracing::warn!(
                 refused = self.refused_unlogged,
+                refused_total = self.stats.requests_refused,
                 queued_bytes = self.queued_bytes,
-                "request queue full, dropping client requests"
+                max_queued_bytes = self.cfg.max_queued_bytes.0,
+                "request queue full: client requests refused (dropped; MDP/0.1 clients are not told and time out)"
             );
             self.refused_unlogged = 0;
-            self.next_refusal_log = now + Duration::from_secs(5);
+            self.next_refusal_log = now + LOG_EVERY;
         }
+        if self.expired_unlogged > 0 && now >= self.next_expiry_log {
+            tracing::warn!(
+                expired = self.expired_unlogged,
+                expired_total = self.stats.requests_expired,
+                request_expiry = %self.cfg.request_expiry,
+                "queued requests expired without a worker (dropped)"
+            );
+            self.expired_unlogged = 0;
+            self.next_expiry_log = now + LOG_EVERY;
+        }
+    }
+
+    fn notify_undelivered(
+        &mut self,
+        client: Vec<u8>,
+        version: Version,
+        service: Vec<u8>,
+        reason: &[u8],
+    ) {
+        if !client.starts_with(NOTICE_PREFIX) {
+            return;
+        }
+        self.stats.undelivered_notices += 1;
+        let notice = client_reply(
+            version,
+            false,
+            UNDELIVERED.to_vec(),
+            vec![service, reason.to_vec()],
+        );
+        self.out.push_back(with_identity(client, notice));
+    }
+
+    /// The socket could not route `frames` (frame 0 the identity, as [`Broker::poll_transmit`] gave it): the
+    /// peer's connection is gone (a ROUTER with `ZMQ_ROUTER_MANDATORY` says so at once, before anything is
+    /// sent). A worker is forgotten; the REQUEST it was sent goes back to the head of its service's queue and
+    /// on to the next live worker. Anything else is counted in [`BrokerStats::unroutable`] and dropped.
+    pub fn undeliverable(&mut self, now: Instant, mut frames: Frames) {
+        if frames.is_empty() {
+            return;
+        }
+        let id = frames.remove(0);
+        let Some(w) = self.workers.get(&id) else {
+            self.stats.unroutable += 1;
+            return;
+        };
+        let (version, service) = (w.version, w.service.clone());
+        let client_version = w.busy.as_ref().map_or(Version::V01, |b| b.client_version);
+        // 0.1: ["" "MDPW01" cmd client "" body…]; 0.2: ["MDPW02" cmd client "" body…].
+        let cmd_at = if version == Version::V01 { 2 } else { 1 };
+        let is_request = frames.get(cmd_at).map(Vec::as_slice)
+            == Some(&[WorkerCmd::Request.byte(version)][..])
+            && frames.len() > cmd_at + 3;
+        self.stats.workers_expired += 1;
+        tracing::info!(
+            worker = %show_identity(&id),
+            "worker connection gone: forgotten"
+        );
+        self.delete_worker(&id, false);
+        if !is_request {
+            self.stats.unroutable += 1;
+            return;
+        }
+        let mut rest = frames.split_off(cmd_at + 1);
+        let body = rest.split_off(2);
+        let client = rest.swap_remove(0);
+        let cost = queued_cost(&client, &service, &body);
+        self.queued_bytes += cost;
+        self.stats.queued_bytes = self.queued_bytes as u64;
+        self.stats.queued_bytes_peak = self.stats.queued_bytes_peak.max(self.stats.queued_bytes);
+        self.stats.requests_requeued += 1;
+        self.services
+            .entry(service.clone())
+            .or_default()
+            .requests
+            .push_front(Queued {
+                client,
+                version: client_version,
+                body,
+                expires: now + self.cfg.request_expiry.0,
+                cost,
+            });
+        self.dispatch(now, &service);
     }
 
     fn worker_command(
@@ -454,6 +603,19 @@ impl Broker {
             let Some(w) = self.workers.get_mut(&wid) else {
                 continue;
             };
+            // The RFC's "SHOULD stop sending to that worker": a worker silent past its liveness is dead now, not
+            // at the next purge tick.
+            if w.clock.is_expired(now) {
+                self.workers.remove(&wid);
+                svc.workers = svc.workers.saturating_sub(1);
+                self.stats.workers_expired += 1;
+                self.stats.workers_expired_at_dispatch += 1;
+                tracing::info!(
+                    worker = %show_identity(&wid),
+                    "worker expired (found at dispatch; the request goes to the next worker)"
+                );
+                continue;
+            }
             let Some(req) = svc.requests.pop_front() else {
                 break;
             };
@@ -502,7 +664,7 @@ impl Broker {
         }
         for id in dead {
             self.stats.workers_expired += 1;
-            tracing::info!(worker = ?String::from_utf8_lossy(&id), "worker expired");
+            tracing::info!(worker = %show_identity(&id), "worker expired");
             self.delete_worker(&id, false);
         }
         for id in stuck {
@@ -511,12 +673,16 @@ impl Broker {
         }
         let mut expired = 0;
         let mut freed = 0;
-        self.services.retain(|_, svc| {
+        let mut notices = Vec::new();
+        self.services.retain(|name, svc| {
             let before = svc.requests.len();
             svc.requests.retain(|r| {
                 let keep = r.expires > now;
                 if !keep {
                     freed += r.cost;
+                    if r.client.starts_with(NOTICE_PREFIX) {
+                        notices.push((r.client.clone(), r.version, name.clone()));
+                    }
                 }
                 keep
             });
@@ -530,6 +696,11 @@ impl Broker {
         self.queued_bytes = self.queued_bytes.saturating_sub(freed);
         self.stats.queued_bytes = self.queued_bytes as u64;
         self.stats.requests_expired += expired;
+        self.expired_unlogged += expired;
+        for (client, version, service) in notices {
+            self.notify_undelivered(client, version, service, b"expired");
+        }
+        self.log_drops(now);
     }
 }
 
@@ -900,5 +1071,93 @@ mod tests {
         assert_eq!(out.last().unwrap(), &with_id(b"V", DISC01));
         assert_eq!(b.stats().workers_refused, 1);
         assert_eq!(b.workers_for(b"s"), 1);
+    }
+
+    #[test]
+    fn dispatch_skips_a_worker_expired_before_the_purge_tick() {
+        let t = Instant::now();
+        let mut b = Broker::new(cfg(), t);
+        // A is first in LRU order, then goes silent; B keeps heartbeating.
+        b.handle(t, f(&[b"A", b"", b"MDPW01", &[1], b"s"]));
+        b.handle(t, f(&[b"B", b"", b"MDPW01", &[1], b"s"]));
+        b.handle(t + ms(250), f(&[b"B", b"", b"MDPW01", &[4]]));
+        // A expires at t+300 (3 x 100 ms); no purge tick runs before this request.
+        b.handle(t + ms(310), f(&[b"C", b"", b"MDPC01", b"s", b"x"]));
+        assert_eq!(
+            drain(&mut b),
+            vec![f(&[b"B", b"", b"MDPW01", &[2], b"C", b"", b"x"])],
+            "the request goes to the live worker, never to the expired one"
+        );
+        assert_eq!(b.stats().workers_expired, 1);
+        assert_eq!(b.stats().workers_expired_at_dispatch, 1);
+        assert_eq!(b.workers_for(b"s"), 1);
+    }
+
+    #[test]
+    fn a_request_the_socket_could_not_route_goes_to_the_next_worker() {
+        let t = Instant::now();
+        let mut b = Broker::new(cfg(), t);
+        b.handle(t, f(&[b"A", b"", b"MDPW01", &[1], b"s"]));
+        b.handle(t, f(&[b"B", b"MDPW02", &[1], b"s"]));
+        b.handle(t, f(&[b"C", b"MDPC02", &[1], b"s", b"x", b"y"]));
+        let out = drain(&mut b);
+        assert_eq!(
+            out,
+            vec![f(&[b"A", b"", b"MDPW01", &[2], b"C", b"", b"x", b"y"])]
+        );
+        // A's connection is gone: the ROUTER refuses the message before sending any of it.
+        b.undeliverable(t, out.into_iter().next().unwrap());
+        assert_eq!(
+            drain(&mut b),
+            vec![f(&[b"B", b"MDPW02", &[2], b"C", b"", b"x", b"y"])],
+            "same request, next worker"
+        );
+        assert_eq!(b.stats().requests_requeued, 1);
+        assert_eq!(b.workers_for(b"s"), 1);
+        assert_eq!(b.stats().queued_bytes, 0);
+        // B's reply still reaches the 0.2 client as a FINAL.
+        b.handle(t, f(&[b"B", b"MDPW02", &[4], b"C", b"", b"r"]));
+        assert_eq!(drain(&mut b), vec![f(&[b"C", b"MDPC02", &[3], b"s", b"r"])]);
+        // A reply for a client that left is counted and dropped.
+        b.undeliverable(t, f(&[b"C", b"MDPC02", &[3], b"s", b"r"]));
+        assert_eq!(b.stats().unroutable, 1);
+        assert!(drain(&mut b).is_empty());
+    }
+
+    #[test]
+    fn titanic_identities_are_told_of_refused_and_expired_requests() {
+        let t = Instant::now();
+        let mut b = Broker::new(
+            BrokerConfig {
+                max_queued_per_service: 1,
+                ..cfg()
+            },
+            t,
+        );
+        let tsp1: &[u8] = b"TSP:0123456789ABCDEF0123456789ABCDEF:1";
+        let tsp2: &[u8] = b"TSP:0123456789ABCDEF0123456789ABCDEF:2";
+        b.handle(t, f(&[tsp1, b"", b"MDPC01", b"s", b"x"]));
+        b.handle(t, f(&[tsp2, b"", b"MDPC01", b"s", b"x"]));
+        b.handle(t, f(&[b"plain", b"", b"MDPC01", b"s", b"x"]));
+        assert_eq!(
+            drain(&mut b),
+            vec![f(&[tsp2, b"", b"MDPC01", UNDELIVERED, b"s", b"refused"])],
+            "only the opted-in client is told; a plain MDP client times out as the RFC says"
+        );
+        assert_eq!(b.stats().requests_refused, 2);
+        b.tick(t + ms(300));
+        assert_eq!(
+            drain(&mut b),
+            vec![f(&[tsp1, b"", b"MDPC01", UNDELIVERED, b"s", b"expired"])]
+        );
+        assert_eq!(b.stats().undelivered_notices, 2);
+        assert_eq!(b.stats().requests_expired, 1);
+    }
+
+    #[test]
+    fn identities_print_as_text_or_hex() {
+        assert_eq!(show_identity(b"worker-1"), "worker-1");
+        assert_eq!(show_identity(&[0, 0x6b, 0x8b, 0x45, 0x68]), "0x006b8b4568");
+        assert_eq!(show_identity(b""), "0x");
     }
 }

@@ -51,12 +51,23 @@ pub enum Event {
         /// Wall-clock time of the send, nanoseconds since the Unix epoch (survives a restart, unlike `Instant`).
         at_ns: u64,
     },
-    /// Titanic gave up on the request (kind 5): `titanic.reply` answers `500 <reason>` from then on.
+    /// Titanic gave up on the request (kind 5): `titanic.reply` answers `[400][<reason>]` from then on (the
+    /// outcome is final as far as Titanic knows; a reply that turns up after all still replaces it).
     Failed {
         /// The request given up.
         uuid: String,
-        /// Why, in words (becomes the status text).
+        /// Why, in words (the second frame of the `400` answer).
         reason: String,
+    },
+    /// The broker reported that attempt `attempt` never reached a worker (kind 6: its `mmi.undelivered`
+    /// notice, the request refused by a queue bound or expired in its queue). The attempt cannot have run, so
+    /// the request is sent again under any [`Redispatch`] policy, and the attempt does not count towards
+    /// `max_attempts`.
+    Undelivered {
+        /// The request.
+        uuid: String,
+        /// The attempt that was not delivered.
+        attempt: u32,
     },
 }
 
@@ -192,6 +203,11 @@ impl Event {
                 out.extend_from_slice(uuid.as_bytes());
                 out.extend_from_slice(reason.as_bytes());
             }
+            Event::Undelivered { uuid, attempt } => {
+                out.push(6);
+                out.extend_from_slice(uuid.as_bytes());
+                out.extend_from_slice(&attempt.to_le_bytes());
+            }
         }
         out
     }
@@ -230,6 +246,10 @@ impl Event {
             5 => Ok(Event::Failed {
                 uuid,
                 reason: String::from_utf8(rest.to_vec()).map_err(|_| "reason not UTF-8")?,
+            }),
+            6 if rest.len() == 4 => Ok(Event::Undelivered {
+                uuid,
+                attempt: u32::from_le_bytes(rest.try_into().map_err(|_| "bad attempt")?),
             }),
             _ => Err("unknown event kind"),
         }
@@ -274,6 +294,10 @@ struct Entry {
     attempts: u32,
     /// Wall-clock time of the last attempt.
     dispatched_at_ns: u64,
+    /// Of `attempts`, those the broker reported undelivered ([`Event::Undelivered`]).
+    undelivered: u32,
+    /// The last attempt was reported undelivered: send the next one.
+    last_undelivered: bool,
     failed: Option<String>,
 }
 
@@ -307,6 +331,8 @@ impl TitanicState {
                         order,
                         attempts: 0,
                         dispatched_at_ns: 0,
+                        undelivered: 0,
+                        last_undelivered: false,
                         failed: None,
                     },
                 );
@@ -329,6 +355,16 @@ impl TitanicState {
                 if let Some(e) = self.entries.get_mut(&uuid) {
                     e.attempts = e.attempts.max(attempt);
                     e.dispatched_at_ns = at_ns;
+                    e.last_undelivered = false;
+                }
+            }
+            Event::Undelivered { uuid, attempt } => {
+                if let Some(e) = self.entries.get_mut(&uuid) {
+                    // Only the latest attempt matters; a notice for an older one changes nothing.
+                    if attempt == e.attempts && !e.last_undelivered {
+                        e.last_undelivered = true;
+                        e.undelivered += 1;
+                    }
                 }
             }
             Event::Failed { uuid, reason } => {
@@ -365,7 +401,10 @@ impl TitanicState {
         })
     }
 
-    /// `titanic.reply` answer: `[200][reply…]`, `[300]` while pending, `[400]` for unknown or closed UUIDs.
+    /// `titanic.reply` answer: `[200][reply…]`, `[300]` while pending, `[400]` for unknown or closed UUIDs, and
+    /// `[400][reason]` for a request Titanic gave up on (outcome unknown: sent, no reply within `job_timeout`, not
+    /// sent again). The status frame is always exactly the three digits, so a client comparing it byte for byte
+    /// (the Guide's `ticlient`) stops polling instead of retrying a `500` for ever.
     pub fn reply_status(&self, body: &[Vec<u8>]) -> Frames {
         let entry = match body {
             [uuid] => normalize_uuid(uuid).and_then(|u| self.entries.get(&u)),
@@ -380,7 +419,7 @@ impl TitanicState {
             }
             Some(Entry {
                 failed: Some(why), ..
-            }) => vec![format!("500 {why}").into_bytes()],
+            }) => vec![UNKNOWN.to_vec(), why.clone().into_bytes()],
             Some(_) => vec![PENDING.to_vec()],
             None => vec![UNKNOWN.to_vec()],
         }
@@ -422,12 +461,13 @@ impl TitanicState {
             .filter(|u| !in_flight(u))
             .filter_map(|u| {
                 let e = self.entries.get(u)?;
-                if e.attempts == 0 {
+                if e.attempts == 0 || e.last_undelivered {
+                    // Never sent, or the broker said the last attempt reached no worker: safe under any policy.
                     return Some(Step::Send {
                         uuid: u.clone(),
                         service: e.service.clone(),
                         body: e.body.clone(),
-                        attempt: 1,
+                        attempt: e.attempts + 1,
                     });
                 }
                 let deadline_ns = e.dispatched_at_ns.saturating_add(policy.job_timeout_ns);
@@ -443,8 +483,9 @@ impl TitanicState {
                         deadline_ns,
                     });
                 }
+                let delivered = e.attempts - e.undelivered;
                 Some(match policy.redispatch {
-                    Redispatch::AfterTimeout if e.attempts < max_attempts => Step::Send {
+                    Redispatch::AfterTimeout if delivered < max_attempts => Step::Send {
                         uuid: u.clone(),
                         service: e.service.clone(),
                         body: e.body.clone(),
@@ -452,12 +493,15 @@ impl TitanicState {
                     },
                     Redispatch::AfterTimeout => Step::Fail {
                         uuid: u.clone(),
-                        reason: format!("failed: no reply after {} attempt(s)", e.attempts),
+                        reason: format!(
+                            "outcome unknown: no reply after {delivered} attempt(s) within job_timeout; \
+                             not sent again"
+                        ),
                     },
                     Redispatch::Never => Step::Fail {
                         uuid: u.clone(),
-                        reason: "failed: sent once, no reply within job_timeout; outcome unknown, \
-                                 not re-sent (redispatch = never)"
+                        reason: "outcome unknown: sent once, no reply within job_timeout; not sent again \
+                                 (redispatch = never, at most once)"
                             .to_string(),
                     },
                 })
@@ -530,6 +574,10 @@ mod tests {
             Event::Failed {
                 uuid: u.clone(),
                 reason: "failed: why".into(),
+            },
+            Event::Undelivered {
+                uuid: u.clone(),
+                attempt: 7,
             },
         ] {
             assert_eq!(Event::decode(&ev.encode()).unwrap(), ev);
@@ -695,8 +743,12 @@ mod tests {
         });
         let u = uuid.as_bytes().to_vec();
         let status = s.reply_status(std::slice::from_ref(&u));
-        assert_eq!(status.len(), 1);
-        assert!(status[0].starts_with(b"500 failed: no reply after 2 attempt(s)"));
+        assert_eq!(status.len(), 2);
+        assert_eq!(
+            status[0], b"400",
+            "final: exactly the digits, so a client stops polling"
+        );
+        assert!(status[1].starts_with(b"outcome unknown: no reply after 2 attempt(s)"));
         assert!(s.plan(300 * S, &again, |_| false).is_empty());
         assert!(s.is_failed(&uuid));
         // A reply that turns up after all is the real outcome and replaces the failure.
@@ -705,5 +757,96 @@ mod tests {
             body: f(&[b"late"]),
         });
         assert_eq!(s.reply_status(&[u]), f(&[b"200", b"late"]));
+    }
+
+    #[test]
+    fn undelivered_attempts_are_sent_again_under_never_and_do_not_count() {
+        const S: u64 = 1_000_000_000;
+        let mut s = TitanicState::default();
+        let ev = s.request_event(f(&[b"svc", b"job"])).unwrap();
+        let Event::Request { uuid, .. } = &ev else {
+            panic!()
+        };
+        let uuid = uuid.clone();
+        s.apply(ev);
+        let never = DispatchPolicy {
+            redispatch: Redispatch::Never,
+            job_timeout_ns: 60 * S,
+            max_attempts: 1,
+        };
+        let send = |attempt| Step::Send {
+            uuid: uuid.clone(),
+            service: b"svc".to_vec(),
+            body: f(&[b"job"]),
+            attempt,
+        };
+        s.apply(Event::Dispatch {
+            uuid: uuid.clone(),
+            attempt: 1,
+            at_ns: 100 * S,
+        });
+        // The broker refused or expired attempt 1: it reached no worker, so it goes again at once, at most once
+        // notwithstanding, and under a fresh attempt number (a fresh routing identity).
+        s.apply(Event::Undelivered {
+            uuid: uuid.clone(),
+            attempt: 1,
+        });
+        assert_eq!(s.plan(101 * S, &never, |_| false), vec![send(2)]);
+        s.apply(Event::Dispatch {
+            uuid: uuid.clone(),
+            attempt: 2,
+            at_ns: 101 * S,
+        });
+        // A stale notice for attempt 1 changes nothing about attempt 2, which may be running.
+        s.apply(Event::Undelivered {
+            uuid: uuid.clone(),
+            attempt: 1,
+        });
+        assert!(matches!(
+            &s.plan(102 * S, &never, |_| false)[..],
+            [Step::Resume { attempt: 2, .. }]
+        ));
+        // Attempt 2 reached a worker and no reply came: outcome unknown, final, at most once.
+        let steps = s.plan(161 * S, &never, |_| false);
+        let [Step::Fail { reason, .. }] = &steps[..] else {
+            panic!("{steps:?}")
+        };
+        s.apply(Event::Failed {
+            uuid: uuid.clone(),
+            reason: reason.clone(),
+        });
+        let status = s.reply_status(&[uuid.as_bytes().to_vec()]);
+        assert_eq!(status[0], b"400");
+        assert!(status[1].starts_with(b"outcome unknown"), "{status:?}");
+        // Under after_timeout with max_attempts 1 the undelivered attempt did not use up the one allowed.
+        let mut t = TitanicState::default();
+        let ev = t.request_event(f(&[b"svc", b"job"])).unwrap();
+        let Event::Request { uuid: v, .. } = &ev else {
+            panic!()
+        };
+        let v = v.clone();
+        t.apply(ev);
+        for (a, at) in [(1, 100), (2, 101)] {
+            t.apply(Event::Dispatch {
+                uuid: v.clone(),
+                attempt: a,
+                at_ns: at * S,
+            });
+            if a == 1 {
+                t.apply(Event::Undelivered {
+                    uuid: v.clone(),
+                    attempt: 1,
+                });
+            }
+        }
+        let once = DispatchPolicy {
+            redispatch: Redispatch::AfterTimeout,
+            ..never
+        };
+        let steps = t.plan(162 * S, &once, |_| false);
+        let [Step::Fail { reason, .. }] = &steps[..] else {
+            panic!("{steps:?}")
+        };
+        assert!(reason.contains("after 1 attempt(s)"), "{reason}");
     }
 }

@@ -37,7 +37,7 @@ pub(crate) struct Args {
 
 fn summary(stats: &BrokerStats) {
     println!(
-        "requests {}  replies {}  mmi {}  malformed {}  disconnects {}  workers registered {}  expired {}  requests expired {}  refused {}  workers refused {}  peak queued bytes {}",
+        "requests {}  replies {}  mmi {}  malformed {}  disconnects {}  workers registered {}  expired {} (at dispatch {})  requests expired {}  refused {}  requeued {}  unroutable {}  undelivered notices {}  workers refused {}  peak queued bytes {}",
         stats.requests,
         stats.replies,
         stats.mmi,
@@ -45,8 +45,12 @@ fn summary(stats: &BrokerStats) {
         stats.disconnects_sent,
         stats.workers_registered,
         stats.workers_expired,
+        stats.workers_expired_at_dispatch,
         stats.requests_expired,
         stats.requests_refused,
+        stats.requests_requeued,
+        stats.unroutable,
+        stats.undelivered_notices,
         stats.workers_refused,
         stats.queued_bytes_peak
     );

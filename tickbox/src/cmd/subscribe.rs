@@ -31,7 +31,8 @@ use crate::status::StatusBoard;
     Sequences are checked per publisher only when subscribed to everything (no --topics): only this hop's own \
     losses count as gaps (and trip --gap-policy die); restarts, duplicates, reordered arrivals, recorded gaps \
     (gap notices from a replayed journal) and implausible jumps (anomalies) are counted apart.\n\
-    Exits 1 when it received nothing at all, or when a --nic does not exist or has no IPv4 address.\n\
+    Exits 1 when it received nothing at all, when every frame it received was malformed (nothing usable: a \
+    foreign publisher), or when a --nic does not exist or has no IPv4 address.\n\
     With --clone: /config/subscriber/max_lateness overrides the threshold while running (deleting it reverts to \
     the command line/config value; an invalid value is logged and ignored), the subscriber registers under \
     /members/subscribers/ID with a TTL, and a fatal event is also written to /alerts/subscribers/ID."
@@ -74,6 +75,13 @@ pub(crate) struct Args {
     /// per worker, as in the ZeroMQ Guide). Overrides `[subscriber] handoff`.
     #[arg(long, value_name = "ring|zmq")]
     pub handoff: Option<Handoff>,
+    /// How messages are read: `tickbox` frames (default), the ZeroMQ Guide's `guide` envelope ([topic][body], as
+    /// plain ZeroMQ publishers send: each body goes to the worker owning its topic, with no snail or sequence
+    /// check since it has no header; per-topic counts are in the summary; one frame or more than two is
+    /// malformed), or `auto`: a multipart message not led by a tickbox frame is a Guide message. The framing
+    /// enum of `tickbox tap --framing`. Overrides `[subscriber] framing`.
+    #[arg(long, value_name = "tickbox|guide|auto")]
+    pub framing: Option<tickbox_subscriber::Framing>,
     /// How the snail measures lateness: strict (against the publisher's clock; default) or skew_tolerant
     /// (relative to the publisher's best observed delay).
     #[arg(long, value_name = "strict|skew_tolerant")]
@@ -189,6 +197,9 @@ fn resolve(
     }
     if let Some(dispatch) = args.dispatch {
         sub.dispatch = dispatch;
+    }
+    if let Some(framing) = args.framing {
+        sub.framing = framing;
     }
     if let Some(mode) = args.snail_mode {
         sub.snail_mode = mode;
@@ -453,7 +464,48 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         );
         return Ok(ExitCode::from(exit_code::ERROR));
     }
+    // Frames arrived but none of them was usable: a foreign publisher (the Guide's weather server sends text
+    // frames), or tickbox frames read as Guide messages. Not a success.
+    let unusable = report.malformed() + report.batch_malformed();
+    if report.fatal.is_none() && report.received() > 0 && unusable >= report.received() {
+        let endpoints = sub_config
+            .shards
+            .iter()
+            .flat_map(|s| s.connect.iter().cloned())
+            .collect::<Vec<_>>()
+            .join(",");
+        eprintln!("error: {}", all_malformed_line(&report, &endpoints));
+        return Ok(ExitCode::from(exit_code::ERROR));
+    }
     Ok(finish(&report))
+}
+
+/// The error line of a run in which everything received was malformed: what was wrong, and what was probably
+/// meant. Frames that look like the Guide's framing (parts of multipart messages, plain text) make up at least
+/// half of them: suggest `--framing guide`. Guide messages that were all malformed (single frames): the publisher
+/// probably sends tickbox frames, read without `--framing guide`.
+fn all_malformed_line<W>(report: &Report<W>, endpoints: &str) -> String {
+    let received = report.received();
+    let guide_malformed = report.guide_malformed();
+    if guide_malformed > 0 && guide_malformed * 2 >= report.malformed() {
+        return format!(
+            "all {received} messages received were malformed ({guide_malformed} are not a [topic][body] Guide \
+             message: one frame, or more than two): is {endpoints} a publisher of the Guide's two-frame messages? \
+             A tickbox publisher is read with --framing tickbox (docs/WIRE.md section 2)"
+        );
+    }
+    let guide_like = report.guide_like();
+    if guide_like > 0 && guide_like * 2 >= report.malformed() {
+        return format!(
+            "all {received} frames received were malformed (none is a tickbox frame; {guide_like} look like the \
+             ZeroMQ Guide's framing: multipart or plain text): is {endpoints} a plain ZeroMQ publisher? \
+             --framing guide reads the Guide's two-frame [topic][body] messages (docs/WIRE.md section 2)"
+        );
+    }
+    format!(
+        "all {received} frames received were malformed (none is a tickbox frame): is {endpoints} a tickbox \
+         publisher? (docs/WIRE.md section 2)"
+    )
 }
 
 /// One stderr line on what the tape holds; true when lines were lost to a write error (also an `error:` line).

@@ -18,7 +18,8 @@ enum Fsync {
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 enum RedispatchArg {
-    /// At most once: a request without a reply within the job timeout is marked failed.
+    /// At most once: a request that reached a worker and got no reply within the job timeout is marked failed
+    /// (`titanic.reply` answers 400 "outcome unknown"); one the broker reports undelivered is sent again.
     Never,
     /// Re-send with the same request id after each job timeout (exactly once if the service dedupes).
     AfterTimeout,
@@ -101,9 +102,10 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     titanic.wait(&stop).context("titanic")?;
     let get = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
     println!(
-        "dispatched {}  redispatched {}  resumed {}  failed {}  replies stored {}  malformed replies {}  requests refused {}",
+        "dispatched {}  redispatched {}  undelivered (sent again) {}  resumed {}  failed {}  replies stored {}  malformed replies {}  requests refused {}",
         get(&counters.dispatched),
         get(&counters.redispatched),
+        get(&counters.undelivered),
         get(&counters.resumed),
         get(&counters.failed),
         get(&counters.replies_stored),
