@@ -80,7 +80,10 @@ pub fn summarize(path: impl AsRef<Path>, check_checksums: bool) -> Result<Journa
             reason: "archive directory holds no segment".into(),
         });
     };
-    let header = Segment::open_for_inspection(first)?.info;
+    // Opened once: a damaged header is repaired by reading the records, which is not paid for twice.
+    let first_seg = Segment::open_for_inspection(first)?;
+    let header = first_seg.info.clone();
+    let mut first_seg = Some(first_seg);
     let mut s = JournalSummary {
         header,
         segments: files.len() as u64,
@@ -101,14 +104,21 @@ pub fn summarize(path: impl AsRef<Path>, check_checksums: bool) -> Result<Journa
         app_meta: None,
     };
     for file in &files {
-        let seg = Segment::open_for_inspection(file)?;
+        let seg = match first_seg.take() {
+            Some(seg) => seg,
+            None => Segment::open_for_inspection(file)?,
+        };
         if seg.info.mode == Mode::Ring {
-            let (records, bytes, laps) = seg.overwritten_counters();
+            let ((records, bytes, laps), note) = seg.overwritten_checked(seg.writer_live());
             s.overwritten = crate::OverwriteStats {
-                records: records.load(Ordering::Acquire),
-                bytes: bytes.load(Ordering::Acquire),
-                laps: laps.load(Ordering::Acquire),
+                records,
+                bytes,
+                laps,
             };
+            if let Some(note) = note {
+                s.metadata_repairs
+                    .push(format!("{}: {note}", seg.path.display()));
+            }
         }
         if let Some(meta) = seg.app_meta() {
             s.app_meta = Some(meta);
@@ -136,7 +146,12 @@ fn walk(seg: &Segment, check: bool, s: &mut JournalSummary) -> Result<()> {
     }
     let tail = seg.tail().load(Ordering::Acquire);
     let head = seg.head().load(Ordering::Acquire);
-    s.unpublished_bytes += seg.reserve().load(Ordering::Acquire).saturating_sub(head);
+    // At most a capacity: a reserve further on is damage (reported by the open), not bytes in flight.
+    s.unpublished_bytes += seg
+        .reserve()
+        .load(Ordering::Acquire)
+        .saturating_sub(head)
+        .min(seg.cap);
     let ring = seg.info.mode == Mode::Ring;
     let mut expected = if ring {
         s.last_seq.map(|l| l + 1)
@@ -181,7 +196,9 @@ fn walk(seg: &Segment, check: bool, s: &mut JournalSummary) -> Result<()> {
                 seq,
                 capture_ns,
             } => {
-                let crc_bad = check && !seg.crc_ok(p, frame_len, crc);
+                // Records the rescan of a damaged header already checksummed are not checksummed twice.
+                let checked = seg.verified.is_some_and(|(from, to)| from <= p && p < to);
+                let crc_bad = check && !checked && !seg.crc_ok(p, frame_len, crc);
                 // The checksum was computed from the map while a live ring writer may have been overwriting the
                 // record: only trust it if the tail is still behind it (seqlock re-check), and only if every page
                 // read was still backed by the file.
