@@ -186,12 +186,12 @@ mod writer;
 
 pub use archive::{list_segments, segment_path, SEGMENT_EXT};
 pub use error::{JournalError, Result};
-pub use reader::{Reader, Record};
+pub use reader::{Reader, Record, Skipped};
 pub use segment::{
     HeaderInfo, Mode, APP_META_MAX, FORMAT_VERSION, HEADER_SIZE, MAGIC, MAX_DESCRIPTION,
     MIN_CAPACITY, RECORD_HEADER_SIZE,
 };
-pub use verify::{read_app_meta, summarize, Corruption, JournalSummary};
+pub use verify::{read_app_meta, summarize, Corruption, DamagedRange, JournalSummary};
 pub use writer::{
     Batch, Durability, Layout, OverwriteSink, OverwriteStats, OverwrittenRecord, RecoveryReport,
     Writer, WriterOptions,

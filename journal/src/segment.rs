@@ -406,9 +406,10 @@ impl Segment {
                         seg.head().store(head, Ordering::Release);
                     } else {
                         seg.fixed = Some((AtomicU64::new(head), AtomicU64::new(tail)));
-                        // Every record between them was checksummed by the rescan: `verify` need not again.
-                        seg.verified = Some((tail, head));
                     }
+                    // Every record between them was checksummed by the rescan: `verify` and a writer's recovery
+                    // need not again.
+                    seg.verified = Some((tail, head));
                     seg.metadata_repair = Some(note);
                 }
                 None => {
@@ -493,6 +494,37 @@ impl Segment {
             }
         }
         (records > 0).then_some((p, records))
+    }
+
+    /// The first record at or after absolute position `from` (before `limit`) that verifies and can follow a
+    /// damaged stretch: its sequence is at least `min_seq` (when known) and no further on than the bytes passed
+    /// allow (every record takes at least 24 bytes), so bytes inside a payload that look like a frame cost a
+    /// comparison, not a checksum. Steps 8 bytes at a time; linear in the distance scanned. Returns its position
+    /// and sequence.
+    pub(crate) fn resync(&self, from: u64, limit: u64, min_seq: Option<u64>) -> Option<(u64, u64)> {
+        let ring = self.info.mode == Mode::Ring;
+        let mut p = align8(from);
+        while p < limit {
+            match self.frame_at(p) {
+                Frame::Record {
+                    frame_len,
+                    crc,
+                    seq,
+                    ..
+                } => {
+                    let end = p + align8(frame_len as u64);
+                    let plausible = min_seq
+                        .is_none_or(|m| seq >= m && seq - m <= (p - from) / RECORD_HEADER_SIZE + 1);
+                    if plausible && end <= limit && self.crc_ok(p, frame_len, crc) {
+                        return Some((p, seq));
+                    }
+                    p += 8;
+                }
+                Frame::Skip(n) | Frame::Pad(n) if ring => p += n,
+                _ => p += 8,
+            }
+        }
+        None
     }
 
     /// The chain of records continuing sequence `expected` right at `head` (`None` if there is none): what a

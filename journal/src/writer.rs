@@ -997,9 +997,11 @@ pub(crate) fn recover(seg: &Segment) -> Result<RecoveryReport> {
                 ..
             } => {
                 let end = p + align8(frame_len as u64);
+                // Records the repair of a damaged header checksummed on this open are not checksummed twice.
+                let checked = seg.verified.is_some_and(|(from, to)| from <= p && p < to);
                 if end > limit
                     || expected.is_some_and(|e| e != seq)
-                    || !seg.crc_ok(p, frame_len, crc)
+                    || !(checked || seg.crc_ok(p, frame_len, crc))
                 {
                     break;
                 }

@@ -459,6 +459,100 @@ fn flipped_byte_is_found_by_verify_and_reader() {
         Err(JournalError::CorruptRecord { offset, .. }) => assert_eq!(offset, off),
         other => panic!("expected CorruptRecord, got {other:?}"),
     }
+    // Verify goes on past the damage: one range, record 20's frame exactly, and the 30 intact records after it.
+    assert_eq!(s.damaged.len(), 1, "{:?}", s.damaged);
+    let frame = (24 + payload_for(20).len() as u64).div_ceil(8) * 8;
+    assert_eq!((s.damaged[0].offset, s.damaged[0].bytes), (off, frame));
+    assert_eq!(
+        (s.damaged[0].intact_after, s.records_after_damage),
+        (30, 30)
+    );
+    // A reader can skip it too: exactly record 20 is passed over, and reading resumes, intact, at 21.
+    let skipped = r.skip_damage().unwrap();
+    assert_eq!(
+        (
+            skipped.offset,
+            skipped.bytes,
+            skipped.first_missing,
+            skipped.resumed_at,
+            skipped.records
+        ),
+        (off, frame, Some(20), Some(21), 1)
+    );
+    assert_eq!(read_all(&mut r), (21..=50).collect::<Vec<_>>());
+}
+
+/// An archive whose middle segment has a damaged header (zeroed, as the fault campaign did) and whose first
+/// segment has a corrupt record: a reader skipping damage reads every intact record of the other segments, and
+/// verify reports both ranges, the segment by its file and offset 0.
+#[test]
+fn damaged_archive_segments_are_skipped_and_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("arch");
+    let mut w = Writer::open(&root, &WriterOptions::archive(MIN_CAPACITY)).unwrap();
+    write_n(&mut w, 2_000);
+    drop(w);
+    let segments = tickbox_journal::list_segments(&root).unwrap();
+    assert!(segments.len() >= 3, "{segments:?}");
+    let middle = &segments[1].1;
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(middle)
+        .unwrap();
+    f.write_all_at(&[0u8; 64], 0).unwrap();
+    // A payload byte of record 10 in the first segment.
+    let first = &segments[0].1;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(first)
+        .unwrap();
+    let mut off = HEADER_SIZE;
+    for _ in 1..10 {
+        let mut len = [0u8; 4];
+        f.read_exact_at(&mut len, off).unwrap();
+        off += (u32::from_le_bytes(len) as u64).div_ceil(8) * 8;
+    }
+    let mut b = [0u8; 1];
+    f.read_exact_at(&mut b, off + 30).unwrap();
+    f.write_all_at(&[!b[0]], off + 30).unwrap();
+    let s = summarize(&root, true).unwrap();
+    assert_eq!(s.damaged.len(), 2, "{:?}", s.damaged);
+    assert_eq!((&s.damaged[0].path, s.damaged[0].offset), (first, off));
+    assert_eq!((&s.damaged[1].path, s.damaged[1].offset), (middle, 0));
+    assert!(
+        s.damaged[1].reason.contains("damaged segment header"),
+        "{}",
+        s.damaged[1].reason
+    );
+    let mut r = Reader::open(&root).unwrap();
+    let mut seen = Vec::new();
+    let mut passed = Vec::new();
+    loop {
+        match r.next() {
+            Ok(Some(rec)) => {
+                assert_eq!(rec.payload, &payload_for(rec.seq)[..], "seq {}", rec.seq);
+                seen.push(rec.seq);
+            }
+            Ok(None) => break,
+            Err(JournalError::CorruptRecord { .. }) => passed.push(r.skip_damage().unwrap()),
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert_eq!(passed.len(), 2, "{passed:?}");
+    assert_eq!(
+        (passed[0].first_missing, passed[0].resumed_at),
+        (Some(10), Some(11))
+    );
+    assert_eq!(
+        (&passed[1].path, passed[1].offset, passed[1].segments),
+        (middle, 0, 1)
+    );
+    // Every record is either read or counted as passed over, exactly once.
+    let counted: u64 = passed.iter().map(|p| p.records).sum();
+    assert_eq!(seen.len() as u64 + counted, 2_000, "{passed:?}");
+    assert_eq!(s.records + s.records_after_damage, seen.len() as u64);
+    assert!(!seen.contains(&10));
 }
 
 #[test]
@@ -1138,7 +1232,7 @@ fn a_flipped_bit_anywhere_in_the_header_costs_at_most_twice_the_intact_open() {
             };
             std::fs::copy(&intact, &damaged).unwrap();
             flip_bit(&damaged, offset, bit);
-            let within = |took: &[std::time::Duration; 4]| {
+            let within = |took: &[std::time::Duration; 4], base: &[std::time::Duration; 4]| {
                 (0..4).all(|i| {
                     // Twice the intact cost, plus 150 ms for a loaded machine's noise. Opening for reading and
                     // `info` read no record of an intact ring, while a damaged one must be read to be repaired:
@@ -1148,7 +1242,14 @@ fn a_flipped_bit_anywhere_in_the_header_costs_at_most_twice_the_intact_open() {
                 })
             };
             let (mut took, s) = costs(&damaged);
-            if !within(&took) {
+            let mut base = base;
+            // Other tests share the CPUs: over the bound, the intact and the damaged ring are measured again side
+            // by side (a quadratic scan stays over it however often it is measured).
+            for _ in 0..3 {
+                if within(&took, &base) {
+                    break;
+                }
+                base = costs(&intact).0;
                 took = best(took, costs(&damaged).0);
             }
             let what = format!("{field} (offset {offset}) bit {bit}");
@@ -1157,7 +1258,7 @@ fn a_flipped_bit_anywhere_in_the_header_costs_at_most_twice_the_intact_open() {
                 took[0], took[1], took[2], took[3]
             );
             assert!(
-                within(&took),
+                within(&took, &base),
                 "{what}: verify, info, reader open, writer open took {took:?}; intact {base:?}"
             );
             assert!(s.corruption.is_none(), "{what}: {:?}", s.corruption);
