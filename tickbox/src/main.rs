@@ -21,7 +21,7 @@ pub mod exit_code {
     pub const SNAIL: u8 = 3;
     /// A request got no reply in time (`tickbox call`, `tickbox ctl`).
     pub const TIMEOUT: u8 = 4;
-    /// `tickbox journal verify` found a corrupt record.
+    /// `tickbox journal verify` found a corrupt record; `tickbox replay` skipped damaged records.
     pub const CORRUPT: u8 = 5;
     /// `tickbox journal verify --strict`: intact, but incomplete (gap records, or records a ring overwrote).
     pub const GAPPY: u8 = 6;

@@ -104,6 +104,11 @@ pub(crate) struct Args {
     /// Drop messages for slow subscribers like a live PUB, instead of waiting for them.
     #[arg(long)]
     allow_drop: bool,
+    /// End the replay (exit 1) at the first corrupt record or damaged segment header. By default the replay
+    /// skips to the next record that verifies, counts what it skipped (`corrupt` in the summary), sends gap
+    /// notices for the skipped sequences, and exits 5 at the end.
+    #[arg(long)]
+    stop_on_corruption: bool,
     /// Re-publish under per-shard identities (shard i is --publisher-id + i, fresh gap-free sequences, symbols
     /// spread over shards by hash) instead of the original publishers'. Gap notices are not re-published then.
     #[arg(long)]
@@ -267,6 +272,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         selection: (!selection.is_all()).then(|| selection.clone()),
         max_subscription_bytes: cfg.max_subscription_bytes,
         socket_profile: config.context.sockets.replay.clone(),
+        stop_on_corruption: args.stop_on_corruption,
         // Remote status wants fresher numbers than the terminal does; the live view may want them sooner still.
         progress_every: {
             let base = if args.broker.is_some() {
@@ -379,6 +385,8 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         &stop
     };
     let mut exit = ExitCode::SUCCESS;
+    // A run skipped damaged records: exit 5 at the end, whatever else went right.
+    let mut corrupt = false;
     let mut runs = 0u64;
     loop {
         let spec = match runs_rx.recv_timeout(Duration::from_millis(100)) {
@@ -487,6 +495,14 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         } else {
             ExitCode::SUCCESS
         };
+        if stats.damaged_ranges > 0 {
+            eprintln!(
+                "replay: the journal is damaged: {} record(s) ({} bytes) in {} damaged range(s) were skipped, {} gap \
+                 notice(s) sent for them (tickbox journal verify lists the ranges)",
+                stats.corrupt_records, stats.corrupt_bytes, stats.damaged_ranges, stats.damage_gap_notices
+            );
+            corrupt = true;
+        }
         if !asked.is_empty() && stats.sent == 0 && !interrupted && !args.await_start {
             let o = match &overview {
                 Some(o) => o.clone(),
@@ -539,6 +555,9 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         exit = ExitCode::from(crate::exit_code::ERROR);
     } else {
         tracing::debug!(?drained_in, "queued records flushed");
+    }
+    if corrupt {
+        exit = ExitCode::from(crate::exit_code::CORRUPT);
     }
     if let Some(entered) = barrier {
         let all_left = entered
