@@ -179,6 +179,11 @@ fn empty_selection(asked: &str, overview: &JournalOverview, tz: &TimeZone) -> St
     )
 }
 
+/// How long an interrupted replay still lets queued records reach the network before it closes (Ctrl-C skips
+/// `--drain-timeout`, not this): long enough for a reading subscriber's queue to go out, short enough to feel
+/// immediate.
+const INTERRUPT_GRACE: Duration = Duration::from_millis(300);
+
 pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     if args.local {
         return super::replay_local::run(&args.journal, args.json, args.workers, config);
@@ -520,19 +525,32 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         // Stopped while idle there is no run summary; say that it ended, and after how many runs.
         eprintln!("replay: stopped after {runs} run(s)");
     }
-    if stop.load(Ordering::Relaxed) {
-        // Interrupted: the operator asked to stop now, not to wait on a subscriber (the summary says interrupted).
-        replayer.set_drain_timeout(Duration::ZERO)?;
+    // Ctrl-C or SIGTERM, before or during the wait for subscribers to leave: the operator asked to stop now, so
+    // the drain wait is skipped. What is queued still gets a short grace to reach the network; whatever has not
+    // by then is not delivered, which the close below notices (it takes the whole grace) and says.
+    let linger = if stop.load(Ordering::Relaxed) {
+        INTERRUPT_GRACE
     } else if !replayer.wait_subscribers_gone(args.drain_timeout, &stop)? {
-        // Still connected (a long-lived reader such as an LVC, or one that is behind): closing is safe for a
-        // reader that has caught up, and the tail of one that has not may be lost, so say so.
-        eprintln!(
-            "replay: {} subscription(s) still open after --drain-timeout {:?}; closing now: a subscriber that had \
-             not read everything by then may lose its unread tail (raise --drain-timeout, or let subscribers exit \
-             when the stream ends, e.g. subscribe --idle-exit)",
-            replayer.subscriptions_now(),
+        if stop.load(Ordering::Relaxed) {
+            INTERRUPT_GRACE
+        } else {
+            // Still connected (a long-lived reader such as an LVC, or one that is behind): closing is safe for a
+            // reader that has caught up, and the tail of one that has not may be lost, so say so.
+            eprintln!(
+                "replay: {} subscription(s) still open after --drain-timeout {:?}; closing now: a subscriber that had \
+                 not read everything by then may lose its unread tail (raise --drain-timeout, or let subscribers exit \
+                 when the stream ends, e.g. subscribe --idle-exit)",
+                replayer.subscriptions_now(),
+                args.drain_timeout
+            );
             args.drain_timeout
-        );
+        }
+    } else {
+        args.drain_timeout
+    };
+    let interrupted = stop.load(Ordering::Relaxed);
+    if interrupted {
+        replayer.set_drain_timeout(linger)?;
     }
     // Close everything on the context, then terminate it: that blocks until the shards' queues are flushed to
     // the kernel or the drain timeout (their linger) runs out, which is the only way to know nothing queued was
@@ -543,15 +561,19 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     let draining = Instant::now();
     drop(ctx);
     let drained_in = draining.elapsed();
-    if !stop.load(Ordering::Relaxed)
-        && !args.drain_timeout.is_zero()
-        && drained_in + Duration::from_millis(20) >= args.drain_timeout
-    {
-        eprintln!(
-            "replay: records were still queued for a subscriber after --drain-timeout {:?} and were dropped \
-             (a subscriber stopped reading); the summary's sent count includes them",
-            args.drain_timeout
-        );
+    if !linger.is_zero() && drained_in + Duration::from_millis(20) >= linger {
+        if interrupted {
+            eprintln!(
+                "replay: interrupted: records still queued for a subscriber were not delivered (dropped at close, \
+                 {linger:?} after the interrupt); the summary's sent count includes them"
+            );
+        } else {
+            eprintln!(
+                "replay: records were still queued for a subscriber after --drain-timeout {:?} and were dropped \
+                 (a subscriber stopped reading); the summary's sent count includes them",
+                args.drain_timeout
+            );
+        }
         exit = ExitCode::from(crate::exit_code::ERROR);
     } else {
         tracing::debug!(?drained_in, "queued records flushed");
