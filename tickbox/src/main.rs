@@ -1,6 +1,7 @@
 //! `tickbox`: the command-line edge of the pipeline. Each subcommand lives in its own module under `cmd/` and
 //! wires library crates together; this file only parses arguments, sets up logging and maps errors to exit codes.
 
+mod bounds;
 mod cmd;
 mod config;
 mod live;

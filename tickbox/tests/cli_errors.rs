@@ -248,3 +248,41 @@ fn lvc_ctl_and_freelance_server_refuse_bad_endpoints_naming_the_flag() {
         assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
     }
 }
+
+/// Count flags have documented maxima: one over is one error line naming the flag and the maximum, and exit 2,
+/// at once (`subscribe --workers 10000` took 95 s and 2.95 GB to start a 1 s run).
+#[test]
+fn a_count_over_its_maximum_is_one_line_and_exit_2_at_once() {
+    for args in [
+        &["subscribe", "--workers", "10000", "--duration", "1s"][..],
+        &["subscribe", "--workers", "257", "--duration", "1s"],
+        &["demo", "--shards", "65"],
+        &["replay", "--local", "--journal", "x", "--workers", "100000"],
+    ] {
+        let started = std::time::Instant::now();
+        let out = run(args);
+        let err = stderr_of(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        let first = err.lines().next().unwrap_or_default();
+        assert!(
+            first.starts_with("error:") && first.contains("at most"),
+            "{args:?}: {err}"
+        );
+        assert_eq!(
+            err.lines().filter(|l| l.starts_with("error")).count(),
+            1,
+            "{args:?}: {err}"
+        );
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(5),
+            "{args:?}"
+        );
+    }
+    // At the maximum it is accepted (parsing only: --help stops before anything starts).
+    assert_eq!(
+        run(&["subscribe", "--workers", "256", "--help"])
+            .status
+            .code(),
+        Some(0)
+    );
+}
