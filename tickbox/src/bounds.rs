@@ -30,6 +30,44 @@ pub(crate) fn shards(s: &str) -> Result<usize, String> {
     count(s, "shards", MAX_SHARDS)
 }
 
+/// Raises this process's soft limit on open file descriptors to its hard limit, for the long-running servers:
+/// each connection a peer opens costs one, and a soft limit of 1,024 (a common default) is far below what the
+/// hard limit allows. Returns the (old, new) soft limits; a failure is logged and changes nothing.
+// getrlimit/setrlimit: std has neither.
+#[allow(unsafe_code)]
+pub(crate) fn raise_fd_limit() -> Option<(u64, u64)> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one `rlimit` through the pointer, a live local.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        tracing::warn!(
+            "reading the file-descriptor limit: {}",
+            std::io::Error::last_os_error()
+        );
+        return None;
+    }
+    let old = lim.rlim_cur;
+    if lim.rlim_cur < lim.rlim_max {
+        lim.rlim_cur = lim.rlim_max;
+        // SAFETY: setrlimit reads one `rlimit` through the pointer, a live local.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) } != 0 {
+            tracing::warn!(
+                "raising the file-descriptor limit from {old} to {}: {}",
+                lim.rlim_max,
+                std::io::Error::last_os_error()
+            );
+            return None;
+        }
+        tracing::debug!(
+            "file-descriptor limit raised from {old} to {}",
+            lim.rlim_max
+        );
+    }
+    Some((old, lim.rlim_cur))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

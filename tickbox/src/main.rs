@@ -167,6 +167,23 @@ fn main() -> ExitCode {
             return ExitCode::from(exit_code::ERROR);
         }
     };
+    // Long-running servers take connections from peers, one file descriptor each: their soft limit is raised to
+    // the hard one at start (README, Bounds).
+    if matches!(
+        cli.command,
+        Command::Feed(_)
+            | Command::Lvc(_)
+            | Command::Tap(_)
+            | Command::Record(_)
+            | Command::Replay(_)
+            | Command::CloneServer(_)
+            | Command::Broker(_)
+            | Command::Titanic(_)
+            | Command::FreelanceServer(_)
+            | Command::Queue(_)
+    ) {
+        bounds::raise_fd_limit();
+    }
     let result = match cli.command {
         Command::Feed(args) => cmd::feed::run(args, &config),
         Command::Subscribe(args) => cmd::subscribe::run(args, &config),
