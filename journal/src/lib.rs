@@ -68,11 +68,19 @@
 //! | 640 | `reserve`: end of the bytes the writer may have touched (for recovery reports) |
 //! | 704 | state bits: 1 writer open (left set by a crash), 2 segment sealed (successor exists) |
 //! | 768, 776, 784 | ring laps: records and bytes overwritten, laps completed (zero in files from before they existed) |
+//! | 792 | checksum of the ring-lap counters: `0x4c415053 << 32 \| crc32c(records, bytes, laps)` (zero in files from before it existed) |
 //! | 1024, 2560 | two application-metadata slots: `generation u64, len u32, crc32c u32, data` (the newest valid wins) |
 //!
-//! Damaged `head`/`tail` pointers are recovered from the records themselves (checksums and consecutive sequences)
-//! when no writer is live, and `summarize` reports what it recovered; a truncated file is refused by readers and
-//! writers, and `summarize` reads what precedes the cut and says where it is.
+//! Damaged `head`/`tail`/`reserve` pointers are recovered from the records themselves (checksums and consecutive
+//! sequences) when no writer is live, and `summarize` reports what it recovered; a truncated file is refused by
+//! readers and writers, and `summarize` reads what precedes the cut and says where it is. The recovery is one pass
+//! over at most a capacity of records (the `reserve` says which pointer to trust first, and a second reading is
+//! only taken when the first finds nothing), so opening, `info` and `verify` of a damaged journal stay linear in
+//! its size whatever header field is hit. Ring-lap counters whose checksum fails (or, in files from before the
+//! checksum, that disagree with the records) are recomputed from the records: records overwritten are the
+//! oldest record's sequence less one, laps the tail's position over the capacity, and bytes (the padding at lap
+//! ends cannot be recovered) at most the tail's position. `head_seq` is informational: the records give the next
+//! sequence whenever the journal holds any.
 //!
 //! Records, 8-byte aligned, never split across the end of a ring:
 //!
@@ -178,12 +186,12 @@ mod writer;
 
 pub use archive::{list_segments, segment_path, SEGMENT_EXT};
 pub use error::{JournalError, Result};
-pub use reader::{Reader, Record};
+pub use reader::{Reader, Record, Skipped};
 pub use segment::{
     HeaderInfo, Mode, APP_META_MAX, FORMAT_VERSION, HEADER_SIZE, MAGIC, MAX_DESCRIPTION,
     MIN_CAPACITY, RECORD_HEADER_SIZE,
 };
-pub use verify::{read_app_meta, summarize, Corruption, JournalSummary};
+pub use verify::{read_app_meta, summarize, Corruption, DamagedRange, JournalSummary};
 pub use writer::{
     Batch, Durability, Layout, OverwriteSink, OverwriteStats, OverwrittenRecord, RecoveryReport,
     Writer, WriterOptions,

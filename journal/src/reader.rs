@@ -21,6 +21,26 @@ pub struct Record<'a> {
     pub payload: &'a [u8],
 }
 
+/// What [`Reader::skip_damage`] passed over to reach the next record that verifies.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Skipped {
+    /// The file where the damage starts (the ring, or the archive segment).
+    pub path: PathBuf,
+    /// Byte offset of the damage in that file.
+    pub offset: u64,
+    /// Bytes passed over (damaged records, and whole segments whose header is damaged).
+    pub bytes: u64,
+    /// The first sequence not read (the one the damaged record should have had), when known.
+    pub first_missing: Option<u64>,
+    /// Sequence of the record reading resumes at; `None` when nothing verifies after the damage.
+    pub resumed_at: Option<u64>,
+    /// Records passed over: the sequences between `first_missing` and `resumed_at` (or the journal's next
+    /// sequence, when nothing follows); 0 when unknown.
+    pub records: u64,
+    /// Archive segments passed over whole because their header is damaged.
+    pub segments: u64,
+}
+
 /// One index entry per this many records.
 const INDEX_EVERY: u64 = 64;
 
@@ -179,7 +199,9 @@ impl Reader {
                         self.cached_head = self.seg.head().load(Ordering::Acquire);
                         if self.pos >= self.cached_head {
                             let next = self.seg.info.segment_index + 1;
-                            self.open_segment(next)?;
+                            if let Err(e) = self.open_segment(next) {
+                                return Err(damaged_segment(&self.root, next, e));
+                            }
                             self.set_pos(0);
                             self.expected = Some(self.seg.info.base_seq);
                         }
@@ -267,6 +289,84 @@ impl Reader {
                 }
             }
         }
+    }
+
+    /// After [`Reader::next`] returned [`JournalError::CorruptRecord`], moves to the next record that verifies (its
+    /// checksum holds and its sequence can follow the last one read), passing over the damage, and over whole
+    /// archive segments whose header is damaged; says what it passed. Linear in the bytes passed. When nothing
+    /// verifies after the damage, the reader is left at the end of what is published and `resumed_at` is `None`.
+    pub fn skip_damage(&mut self) -> Result<Skipped> {
+        let first_missing = self.expected;
+        let mut skipped = Skipped {
+            path: self.seg.path.clone(),
+            offset: self.seg.file_offset(self.pos),
+            bytes: 0,
+            first_missing,
+            resumed_at: None,
+            records: 0,
+            segments: 0,
+        };
+        if self.archive_dir
+            && self.seg.sealed()
+            && self.pos >= self.seg.head().load(Ordering::Acquire)
+        {
+            // Rolling to the next segment failed: its header is what is damaged.
+            skipped.path = archive::segment_path(&self.root, self.seg.info.segment_index + 1);
+            skipped.offset = 0;
+        }
+        // The damaged frame itself is not a record start: the scan begins just past its first word. `counted`:
+        // where the bytes of the current file not yet counted as passed begin.
+        let (mut from, mut min_seq, mut counted) = (self.pos + 8, first_missing, self.pos);
+        loop {
+            let head = self.seg.head().load(Ordering::Acquire);
+            if let Some((p, seq)) = self.seg.resync(from, head, min_seq) {
+                skipped.bytes += p - counted;
+                self.set_pos(p);
+                self.expected = Some(seq);
+                self.cached_head = 0;
+                skipped.resumed_at = Some(seq);
+                skipped.records = first_missing.map_or(0, |f| seq.saturating_sub(f));
+                return Ok(skipped);
+            }
+            skipped.bytes += head.saturating_sub(counted);
+            self.set_pos(head.max(self.pos));
+            if !(self.archive_dir && self.seg.sealed()) {
+                break;
+            }
+            // The rest of this sealed segment is damaged: on to the next one that opens.
+            let mut index = self.seg.info.segment_index + 1;
+            let mut opened = false;
+            loop {
+                let path = archive::segment_path(&self.root, index);
+                if !path.exists() {
+                    break;
+                }
+                match Segment::open(&path, false) {
+                    Ok(seg) => {
+                        self.seg = seg;
+                        self.index = SparseIndex::default();
+                        opened = true;
+                        break;
+                    }
+                    Err(_) => {
+                        skipped.segments += 1;
+                        skipped.bytes += std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+                        index += 1;
+                    }
+                }
+            }
+            if !opened {
+                break;
+            }
+            self.set_pos(0);
+            (from, min_seq, counted) = (0, Some(self.seg.info.base_seq), 0);
+        }
+        // Nothing verifies after the damage (yet): what the writer numbered since is what was passed.
+        let next = self.seg.head_seq().load(Ordering::Acquire);
+        skipped.records = first_missing.map_or(0, |f| next.saturating_sub(f));
+        self.expected = None;
+        self.cached_head = 0;
+        Ok(skipped)
     }
 
     #[inline]
@@ -474,6 +574,22 @@ impl Reader {
         Err(JournalError::Lapped {
             wanted_seq: self.expected.unwrap_or(0),
         })
+    }
+}
+
+/// A segment that cannot be opened while rolling to it: a damaged header (bad magic, version, checksum or
+/// size) is corruption at its offset 0, which `skip_damage` passes over; anything else (I/O) stays what it is.
+fn damaged_segment(root: &Path, index: u64, e: JournalError) -> JournalError {
+    match e {
+        JournalError::BadMagic { .. }
+        | JournalError::UnsupportedVersion { .. }
+        | JournalError::CorruptHeader { .. }
+        | JournalError::Truncated { .. } => JournalError::CorruptRecord {
+            path: archive::segment_path(root, index),
+            offset: 0,
+            reason: format!("damaged segment header: {e}"),
+        },
+        other => other,
     }
 }
 

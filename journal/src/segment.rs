@@ -54,6 +54,10 @@ const OFF_STATE: usize = 704;
 const OFF_OVERWRITTEN_RECORDS: usize = 768;
 const OFF_OVERWRITTEN_BYTES: usize = 776;
 const OFF_LAPS: usize = 784;
+/// Checksum of the three lap counters: `COUNTERS_TAG << 32 | crc32c(records, bytes, laps)`, stored (release) after
+/// them at each publish. Zero in files from before it existed.
+const OFF_OVERWRITTEN_CRC: usize = 792;
+const COUNTERS_TAG: u64 = 0x4c41_5053; // "LAPS"
 /// Two application-metadata slots, each `generation u64 | len u32 | crc32c u32 | data`; readers take the valid slot
 /// with the higher generation, so a torn write of one slot leaves the other.
 const OFF_APP_META: usize = 1024;
@@ -176,6 +180,8 @@ pub(crate) struct Segment {
     /// Head and tail recovered by scanning, for a read-only open of a journal whose stored ones are damaged (a
     /// writable open writes the recovered values back instead).
     fixed: Option<(AtomicU64, AtomicU64)>,
+    /// Absolute range whose records the rescan of a damaged header checksummed (read-only opens).
+    pub(crate) verified: Option<(u64, u64)>,
     /// What was wrong with the stored head/tail and how it was recovered, for `verify`.
     pub(crate) metadata_repair: Option<String>,
 }
@@ -360,6 +366,7 @@ impl Segment {
             writable,
             truncated,
             fixed: None,
+            verified: None,
             metadata_repair: None,
         };
         let damage = seg.check_dynamic().err();
@@ -374,10 +381,16 @@ impl Segment {
             match seg.rescan_extent() {
                 Some((tail, head, how)) => {
                     let reserve = seg.reserve().load(Ordering::Acquire);
+                    // A reserve more than a capacity beyond the head is as damaged as one below it.
+                    let new_reserve = if reserve >= head && reserve - head <= seg.cap {
+                        reserve
+                    } else {
+                        head
+                    };
                     let note = if (tail, head) == (stored_tail, stored_head) {
                         format!(
-                            "stored reserve {reserve} is below the head {head} the records confirm: the reserve \
-                             pointer is damaged; it is raised to the head"
+                            "stored reserve {reserve} is below the head {head} the records confirm, or more than a \
+                             capacity beyond it: the reserve pointer is damaged; it is set to the head"
                         )
                     } else {
                         format!(
@@ -388,12 +401,15 @@ impl Segment {
                     tracing::warn!(path = %seg.path.display(), "{note}");
                     if writable {
                         // Reserve first: a reader opening meanwhile must never see a head beyond it.
-                        seg.reserve().store(reserve.max(head), Ordering::Release);
+                        seg.reserve().store(new_reserve, Ordering::Release);
                         seg.tail().store(tail, Ordering::Release);
                         seg.head().store(head, Ordering::Release);
                     } else {
                         seg.fixed = Some((AtomicU64::new(head), AtomicU64::new(tail)));
                     }
+                    // Every record between them was checksummed by the rescan: `verify` and a writer's recovery
+                    // need not again.
+                    seg.verified = Some((tail, head));
                     seg.metadata_repair = Some(note);
                 }
                 None => {
@@ -480,6 +496,37 @@ impl Segment {
         (records > 0).then_some((p, records))
     }
 
+    /// The first record at or after absolute position `from` (before `limit`) that verifies and can follow a
+    /// damaged stretch: its sequence is at least `min_seq` (when known) and no further on than the bytes passed
+    /// allow (every record takes at least 24 bytes), so bytes inside a payload that look like a frame cost a
+    /// comparison, not a checksum. Steps 8 bytes at a time; linear in the distance scanned. Returns its position
+    /// and sequence.
+    pub(crate) fn resync(&self, from: u64, limit: u64, min_seq: Option<u64>) -> Option<(u64, u64)> {
+        let ring = self.info.mode == Mode::Ring;
+        let mut p = align8(from);
+        while p < limit {
+            match self.frame_at(p) {
+                Frame::Record {
+                    frame_len,
+                    crc,
+                    seq,
+                    ..
+                } => {
+                    let end = p + align8(frame_len as u64);
+                    let plausible = min_seq
+                        .is_none_or(|m| seq >= m && seq - m <= (p - from) / RECORD_HEADER_SIZE + 1);
+                    if plausible && end <= limit && self.crc_ok(p, frame_len, crc) {
+                        return Some((p, seq));
+                    }
+                    p += 8;
+                }
+                Frame::Skip(n) | Frame::Pad(n) if ring => p += n,
+                _ => p += 8,
+            }
+        }
+        None
+    }
+
     /// The chain of records continuing sequence `expected` right at `head` (`None` if there is none): what a
     /// damaged (too low) head pointer would hide.
     pub(crate) fn chain_after(&self, head: u64, expected: Option<u64>) -> Option<(u64, u64)> {
@@ -496,56 +543,120 @@ impl Segment {
         }
     }
 
+    /// The start of the run of checksummed, consecutive records that ends exactly at `head` (and how many records it
+    /// holds), looking back at most one capacity: the tail a damaged (but plausible) tail pointer hid.
+    ///
+    /// One pass, linear in the capacity whatever the damage: records in the last capacity before `head` were all
+    /// written in order and never overlap, so the runs they form are disjoint and the one wanted is the last.
+    /// Where no record verifies, the scan moves on 8 bytes at a time; a frame found there must carry a sequence
+    /// after the last verified one and no further on than the bytes between them allow (every record takes at
+    /// least 24 bytes) before its checksum is computed, so bytes inside a payload that happen to look like a long
+    /// frame cost a comparison, not a checksum over half the ring (which made this quadratic).
+    fn chain_ending_at(&self, head: u64) -> Option<(u64, u64)> {
+        let ring = self.info.mode == Mode::Ring;
+        let mut p = head.saturating_sub(self.cap);
+        // The current run: its start, its record count, the sequence that continues it.
+        let mut run: Option<(u64, u64, u64)> = None;
+        // The last record that verified (sequence, position): sequences only grow along the window.
+        let mut last: Option<(u64, u64)> = None;
+        while p < head {
+            match self.frame_at(p) {
+                Frame::Skip(n) | Frame::Pad(n) if ring && run.is_some() => {
+                    if p + n > head {
+                        return None;
+                    }
+                    p += n;
+                }
+                Frame::Record {
+                    frame_len,
+                    crc,
+                    seq,
+                    ..
+                } => {
+                    let end = p + align8(frame_len as u64);
+                    let continues = run.is_some_and(|(_, _, next)| next == seq);
+                    let plausible = continues
+                        || last.is_none_or(|(s, at)| {
+                            seq > s && seq - s <= (p - at) / RECORD_HEADER_SIZE + 1
+                        });
+                    if end <= head && plausible && self.crc_ok(p, frame_len, crc) {
+                        run = Some(match run {
+                            Some((start, n, _)) if continues => (start, n + 1, seq + 1),
+                            _ => (p, 1, seq + 1),
+                        });
+                        last = Some((seq, p));
+                        p = end;
+                    } else {
+                        run = None;
+                        p += 8;
+                    }
+                }
+                _ => {
+                    run = None;
+                    p += 8;
+                }
+            }
+        }
+        run.filter(|_| p == head).map(|(start, n, _)| (start, n))
+    }
+
     /// Recovers (tail, head) from the records themselves. Two readings of the damage: the tail is right (the head is
-    /// the end of its chain), or the head is right (the tail is the earliest record whose chain ends exactly there).
+    /// the end of its chain), or the head is right (the tail is the first record of the run ending exactly there).
     /// Absolute positions are only known modulo the capacity from the data, so both readings can look consistent;
-    /// the writer's `reserve`, which tracks the head, picks the one whose head lies nearest it.
+    /// the writer's `reserve`, which tracks the head (raised before every frame, the head published after), says
+    /// which pointer to trust first.
+    ///
+    /// Each reading is one pass over at most a capacity of records, and a second reading is only taken when the
+    /// first finds nothing: a damaged header costs about one checksummed pass over the ring, whatever field is hit.
     fn rescan_extent(&self) -> Option<(u64, u64, String)> {
         let tail = self.tail().load(Ordering::Acquire);
         let head = self.head().load(Ordering::Acquire);
         let reserve = self.reserve().load(Ordering::Acquire);
         let ring = self.info.mode == Mode::Ring;
-        let mut from_tail = None;
-        if tail.is_multiple_of(8) && (ring || tail == 0) {
+        let from_tail = || {
+            if !tail.is_multiple_of(8) || !(ring || tail == 0) {
+                return None;
+            }
             let limit = if ring {
                 tail.saturating_add(self.cap)
             } else {
                 self.cap
             };
-            if let Some((end, n)) = self.chain_from(tail, limit) {
-                if end != head {
-                    from_tail = Some((
-                        tail,
-                        end,
-                        format!("head recovered from {n} intact records after the tail"),
-                    ));
-                }
-            }
-        }
-        let mut from_head = None;
-        if head.is_multiple_of(8) && (ring || head <= self.cap) {
-            let mut p = head.saturating_sub(self.cap);
-            while p < head {
-                if let Some((end, n)) = self.chain_from(p, head) {
-                    if end == head {
-                        from_head = Some((
-                            p,
-                            head,
-                            format!("tail recovered as the first of {n} intact records ending at the head"),
-                        ));
-                        break;
-                    }
-                }
-                p += 8;
-            }
-        }
-        match (from_tail, from_head) {
-            (Some(a), Some(b)) => Some(if a.1.abs_diff(reserve) <= b.1.abs_diff(reserve) {
-                a
+            let (end, n) = self.chain_from(tail, limit)?;
+            Some(if end == head {
+                // The records confirm the stored pair: what is damaged is the reserve.
+                (
+                    tail,
+                    head,
+                    "the records confirm the stored tail and head".to_string(),
+                )
             } else {
-                b
-            }),
-            (a, b) => a.or(b),
+                (
+                    tail,
+                    end,
+                    format!("head recovered from {n} intact records after the tail"),
+                )
+            })
+        };
+        let from_head = || {
+            if !head.is_multiple_of(8) || !(ring || head <= self.cap) {
+                return None;
+            }
+            let (p, n) = self.chain_ending_at(head)?;
+            Some((
+                p,
+                head,
+                format!("tail recovered as the first of {n} intact records ending at the head"),
+            ))
+        };
+        // A head within a capacity below the reserve is what a writer leaves (equal after a clean close, below it
+        // by a batch not yet published): the tail is the suspect, so the run ending at the head is read first.
+        // A head beyond the reserve was never stored by a writer: the chain from the tail is read first.
+        let head_plausible = head <= reserve && reserve - head <= self.cap;
+        if head_plausible {
+            from_head().or_else(from_tail)
+        } else {
+            from_tail().or_else(from_head)
         }
     }
 
@@ -568,6 +679,11 @@ impl Segment {
         let reserve = self.reserve().load(Ordering::Acquire);
         if head > reserve {
             return bad(format!("head {head} beyond the writer's reserve {reserve}"));
+        }
+        if reserve - head > self.cap {
+            return bad(format!(
+                "reserve {reserve} more than a capacity beyond the head {head}"
+            ));
         }
         if head - tail > self.cap {
             return bad(format!(
@@ -635,12 +751,104 @@ impl Segment {
 
     /// Ring-lap accounting as stored: (records, bytes, laps).
     #[inline]
-    pub(crate) fn overwritten_counters(&self) -> (&AtomicU64, &AtomicU64, &AtomicU64) {
+    fn overwritten_counters(&self) -> (&AtomicU64, &AtomicU64, &AtomicU64) {
         (
             self.atomic_u64(OFF_OVERWRITTEN_RECORDS),
             self.atomic_u64(OFF_OVERWRITTEN_BYTES),
             self.atomic_u64(OFF_LAPS),
         )
+    }
+
+    /// Stores the ring-lap counters and their checksum (the writer, at each publish).
+    pub(crate) fn store_overwritten(&self, records: u64, bytes: u64, laps: u64) {
+        let (r, b, l) = self.overwritten_counters();
+        r.store(records, Ordering::Relaxed);
+        b.store(bytes, Ordering::Relaxed);
+        l.store(laps, Ordering::Relaxed);
+        self.atomic_u64(OFF_OVERWRITTEN_CRC)
+            .store(counters_word(records, bytes, laps), Ordering::Release);
+    }
+
+    /// The ring-lap counters as stored, and whether their checksum holds. A read racing the writer's update is
+    /// retried (bounded); files written before the checksum existed (its word zero) are [`Counters::Unchecked`].
+    /// `live`: a writer may be storing them now (never true for the writer itself: asking the lock whether a
+    /// writer is live through the writer's own descriptor would release its lock).
+    pub(crate) fn overwritten(&self, live: bool) -> Counters {
+        let mut seen = (0, 0, 0);
+        for _ in 0..64 {
+            let word = self.atomic_u64(OFF_OVERWRITTEN_CRC).load(Ordering::Acquire);
+            let (r, b, l) = self.overwritten_counters();
+            seen = (
+                r.load(Ordering::Acquire),
+                b.load(Ordering::Acquire),
+                l.load(Ordering::Acquire),
+            );
+            if word == 0 {
+                return Counters::Unchecked(seen);
+            }
+            if word == counters_word(seen.0, seen.1, seen.2) {
+                return Counters::Valid(seen);
+            }
+            if !live {
+                break;
+            }
+            std::thread::yield_now();
+        }
+        Counters::Damaged(seen)
+    }
+
+    /// The ring-lap counters to trust, and what was wrong with the stored ones. Stored counters whose checksum
+    /// fails, or (files from before the checksum) that disagree with the records, are recomputed from the ring
+    /// itself: records overwritten are the oldest record's sequence less one (sequences start at 1 and are
+    /// consecutive), laps are the tail's position over the capacity, and bytes, which the records cannot give back
+    /// (the padding at the end of each lap is gone), are bounded by the tail's position, padding included.
+    ///
+    /// `live`: another process's writer may be moving the ring (see [`Segment::overwritten`]).
+    pub(crate) fn overwritten_checked(&self, live: bool) -> ((u64, u64, u64), Option<String>) {
+        if self.info.mode != Mode::Ring {
+            return ((0, 0, 0), None);
+        }
+        let stored = self.overwritten(live);
+        let recomputed = || {
+            let tail = self.tail().load(Ordering::Acquire);
+            if tail >= self.head().load(Ordering::Acquire) {
+                return (tail == 0).then_some((0, 0, 0));
+            }
+            match self.frame_at(tail) {
+                Frame::Record { seq, .. } if seq >= 1 => Some((seq - 1, tail, tail / self.cap)),
+                _ => None,
+            }
+        };
+        match stored {
+            Counters::Valid(c) => (c, None),
+            Counters::Unchecked(c) => {
+                if live {
+                    return (c, None);
+                }
+                match recomputed() {
+                    Some(r) if (r.0, r.2) != (c.0, c.2) => (
+                        r,
+                        Some(format!(
+                            "the ring-lap counters (records {}, bytes {}, laps {}) disagree with the records: \
+                             recomputed as records {}, laps {}, bytes at most {}",
+                            c.0, c.1, c.2, r.0, r.2, r.1
+                        )),
+                    ),
+                    _ => (c, None),
+                }
+            }
+            Counters::Damaged(c) => {
+                let r = recomputed().unwrap_or((0, 0, 0));
+                (
+                    r,
+                    Some(format!(
+                        "the ring-lap counters (records {}, bytes {}, laps {}) fail their checksum: damaged; \
+                         recomputed from the records as records {}, laps {}, bytes at most {}",
+                        c.0, c.1, c.2, r.0, r.2, r.1
+                    )),
+                )
+            }
+        }
     }
 
     /// The 8-byte word at byte `at` of the mapping (header or data region).
@@ -1058,6 +1266,26 @@ impl Segment {
         }
         self.map.flush_range(0, HEADER_SIZE as usize).map_err(io)
     }
+}
+
+/// The lap counters' checksum word (see [`OFF_OVERWRITTEN_CRC`]).
+fn counters_word(records: u64, bytes: u64, laps: u64) -> u64 {
+    let mut b = [0u8; 24];
+    b[..8].copy_from_slice(&records.to_le_bytes());
+    b[8..16].copy_from_slice(&bytes.to_le_bytes());
+    b[16..].copy_from_slice(&laps.to_le_bytes());
+    COUNTERS_TAG << 32 | crc32c::crc32c(&b) as u64
+}
+
+/// The ring-lap counters (records, bytes, laps) as read from a header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Counters {
+    /// Their checksum holds.
+    Valid((u64, u64, u64)),
+    /// A file from before the checksum existed: plausible only if the records agree.
+    Unchecked((u64, u64, u64)),
+    /// Their checksum fails: damaged (or written by an older writer that does not store it).
+    Damaged((u64, u64, u64)),
 }
 
 fn put_u32(buf: &mut [u8], off: usize, v: u32) {

@@ -20,6 +20,21 @@ pub struct Corruption {
     pub reason: String,
 }
 
+/// A stretch of a journal that does not verify, and what follows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DamagedRange {
+    /// The file holding it (the ring, or the archive segment).
+    pub path: PathBuf,
+    /// Byte offset in that file where the damage starts (0 for a segment whose header is damaged).
+    pub offset: u64,
+    /// Bytes up to the next record that verifies (or to the end of what is published).
+    pub bytes: u64,
+    /// What is wrong there.
+    pub reason: String,
+    /// Intact records from the end of this range up to the next damaged range or the end of the journal.
+    pub intact_after: u64,
+}
+
 /// What a journal holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JournalSummary {
@@ -45,8 +60,13 @@ pub struct JournalSummary {
     pub unpublished_bytes: u64,
     /// Whether checksums were checked (`verify`) or only the frame structure (`info`).
     pub checksums_checked: bool,
-    /// The first record that failed validation, where the walk stopped; `None` when everything checked out.
+    /// The first record that failed validation; `None` when everything checked out.
     pub corruption: Option<Corruption>,
+    /// Every damaged stretch, in order: the walk goes on past each one at the next record that verifies (whose
+    /// checksum holds and whose sequence can follow), so it can say how much intact data follows.
+    pub damaged: Vec<DamagedRange>,
+    /// Intact records after the first damaged range (not counted in `records`).
+    pub records_after_damage: u64,
     /// Damaged head/tail pointers found and recovered by scanning the records (what was wrong, what was kept).
     pub metadata_repairs: Vec<String>,
     /// Intact records (checksummed, consecutive) past the stored head and past the writer's reserved range: a
@@ -80,7 +100,10 @@ pub fn summarize(path: impl AsRef<Path>, check_checksums: bool) -> Result<Journa
             reason: "archive directory holds no segment".into(),
         });
     };
-    let header = Segment::open_for_inspection(first)?.info;
+    // Opened once: a damaged header is repaired by reading the records, which is not paid for twice.
+    let first_seg = Segment::open_for_inspection(first)?;
+    let header = first_seg.info.clone();
+    let mut first_seg = Some(first_seg);
     let mut s = JournalSummary {
         header,
         segments: files.len() as u64,
@@ -94,6 +117,8 @@ pub fn summarize(path: impl AsRef<Path>, check_checksums: bool) -> Result<Journa
         unpublished_bytes: 0,
         checksums_checked: check_checksums,
         corruption: None,
+        damaged: Vec::new(),
+        records_after_damage: 0,
         metadata_repairs: Vec::new(),
         records_beyond_head: 0,
         unpublished_records: 0,
@@ -101,22 +126,53 @@ pub fn summarize(path: impl AsRef<Path>, check_checksums: bool) -> Result<Journa
         app_meta: None,
     };
     for file in &files {
-        let seg = Segment::open_for_inspection(file)?;
+        let seg = match first_seg.take() {
+            Some(seg) => seg,
+            None => match Segment::open_for_inspection(file) {
+                Ok(seg) => seg,
+                // A later archive segment whose header is damaged: reported, and the walk goes on after it.
+                Err(
+                    e @ (JournalError::BadMagic { .. }
+                    | JournalError::UnsupportedVersion { .. }
+                    | JournalError::CorruptHeader { .. }
+                    | JournalError::Truncated { .. }),
+                ) => {
+                    let reason = format!("damaged segment header: {e}");
+                    s.corruption.get_or_insert_with(|| Corruption {
+                        path: file.clone(),
+                        offset: 0,
+                        seq: None,
+                        reason: reason.clone(),
+                    });
+                    s.damaged.push(DamagedRange {
+                        path: file.clone(),
+                        offset: 0,
+                        bytes: std::fs::metadata(file).map(|m| m.len()).unwrap_or(0),
+                        reason,
+                        intact_after: 0,
+                    });
+                    s.last_seq = None;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            },
+        };
         if seg.info.mode == Mode::Ring {
-            let (records, bytes, laps) = seg.overwritten_counters();
+            let ((records, bytes, laps), note) = seg.overwritten_checked(seg.writer_live());
             s.overwritten = crate::OverwriteStats {
-                records: records.load(Ordering::Acquire),
-                bytes: bytes.load(Ordering::Acquire),
-                laps: laps.load(Ordering::Acquire),
+                records,
+                bytes,
+                laps,
             };
+            if let Some(note) = note {
+                s.metadata_repairs
+                    .push(format!("{}: {note}", seg.path.display()));
+            }
         }
         if let Some(meta) = seg.app_meta() {
             s.app_meta = Some(meta);
         }
         walk(&seg, check_checksums, &mut s)?;
-        if s.corruption.is_some() {
-            break;
-        }
     }
     Ok(s)
 }
@@ -136,7 +192,12 @@ fn walk(seg: &Segment, check: bool, s: &mut JournalSummary) -> Result<()> {
     }
     let tail = seg.tail().load(Ordering::Acquire);
     let head = seg.head().load(Ordering::Acquire);
-    s.unpublished_bytes += seg.reserve().load(Ordering::Acquire).saturating_sub(head);
+    // At most a capacity: a reserve further on is damage (reported by the open), not bytes in flight.
+    s.unpublished_bytes += seg
+        .reserve()
+        .load(Ordering::Acquire)
+        .saturating_sub(head)
+        .min(seg.cap);
     let ring = seg.info.mode == Mode::Ring;
     let mut expected = if ring {
         s.last_seq.map(|l| l + 1)
@@ -172,8 +233,12 @@ fn walk(seg: &Segment, check: bool, s: &mut JournalSummary) -> Result<()> {
                     ),
                     None => reason.to_string(),
                 };
-                s.corruption = Some(bad(None, reason));
-                return Ok(());
+                let c = bad(None, reason);
+                match damaged(seg, s, c, p, head, expected) {
+                    Some((q, seq)) => (p, expected) = (q, Some(seq)),
+                    None => return Ok(()),
+                }
+                continue;
             }
             Frame::Record {
                 frame_len,
@@ -181,7 +246,9 @@ fn walk(seg: &Segment, check: bool, s: &mut JournalSummary) -> Result<()> {
                 seq,
                 capture_ns,
             } => {
-                let crc_bad = check && !seg.crc_ok(p, frame_len, crc);
+                // Records the rescan of a damaged header already checksummed are not checksummed twice.
+                let checked = seg.verified.is_some_and(|(from, to)| from <= p && p < to);
+                let crc_bad = check && !checked && !seg.crc_ok(p, frame_len, crc);
                 // The checksum was computed from the map while a live ring writer may have been overwriting the
                 // record: only trust it if the tail is still behind it (seqlock re-check), and only if every page
                 // read was still backed by the file.
@@ -193,23 +260,29 @@ fn walk(seg: &Segment, check: bool, s: &mut JournalSummary) -> Result<()> {
                         wanted_seq: expected.unwrap_or(0),
                     });
                 }
-                if crc_bad {
-                    s.corruption = Some(bad(
-                        Some(seq),
-                        format!("checksum mismatch in record seq {seq}"),
-                    ));
-                    return Ok(());
-                }
-                if let Some(e) = expected {
-                    if e != seq {
-                        s.corruption = Some(bad(
-                            Some(seq),
-                            format!("sequence {seq} where {e} was expected"),
-                        ));
-                        return Ok(());
+                let broken = if crc_bad {
+                    Some(format!("checksum mismatch in record seq {seq}"))
+                } else {
+                    expected
+                        .filter(|&e| e != seq)
+                        .map(|e| format!("sequence {seq} where {e} was expected"))
+                };
+                if let Some(reason) = broken {
+                    let c = bad(Some(seq), reason);
+                    match damaged(seg, s, c, p, head, expected) {
+                        Some((q, seq)) => (p, expected) = (q, Some(seq)),
+                        None => return Ok(()),
                     }
+                    continue;
                 }
                 expected = Some(seq + 1);
+                if let Some(range) = s.damaged.last_mut() {
+                    // Past a damaged range: counted apart, so `records` keeps meaning the intact prefix.
+                    range.intact_after += 1;
+                    s.records_after_damage += 1;
+                    p += frame.size();
+                    continue;
+                }
                 s.records += 1;
                 s.payload_bytes += frame_len as u64 - crate::segment::RECORD_HEADER_SIZE;
                 s.first_seq.get_or_insert(seq);
@@ -239,6 +312,32 @@ fn walk(seg: &Segment, check: bool, s: &mut JournalSummary) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Records the damaged stretch starting at `p` (the first one is also `corruption`) and finds the next record
+/// that verifies before `head`: its position and sequence, or `None` (the range then runs to `head`).
+fn damaged(
+    seg: &Segment,
+    s: &mut JournalSummary,
+    c: Corruption,
+    p: u64,
+    head: u64,
+    expected: Option<u64>,
+) -> Option<(u64, u64)> {
+    let next = if seg.truncated.is_some() && c.reason.contains(crate::segment::TRUNCATED) {
+        None
+    } else {
+        seg.resync(p + 8, head, expected)
+    };
+    s.damaged.push(DamagedRange {
+        path: c.path.clone(),
+        offset: c.offset,
+        bytes: next.map_or(head, |(q, _)| q) - p,
+        reason: c.reason.clone(),
+        intact_after: 0,
+    });
+    s.corruption.get_or_insert(c);
+    next
 }
 
 /// The newest application-metadata block of the journal at `path` (ring file or archive directory), without

@@ -176,13 +176,15 @@ impl Drop for Flusher {
     }
 }
 
+/// The ring-lap counters a writer continues from: the stored ones, or (damaged) recomputed from the records and
+/// stored back with a valid checksum.
 fn seg_counters(seg: &Segment) -> (u64, u64, u64) {
-    let (records, bytes, laps) = seg.overwritten_counters();
-    (
-        records.load(Ordering::Acquire),
-        bytes.load(Ordering::Acquire),
-        laps.load(Ordering::Acquire),
-    )
+    let (counters, note) = seg.overwritten_checked(false);
+    if let Some(note) = note {
+        tracing::warn!(path = %seg.path.display(), "{note}");
+        seg.store_overwritten(counters.0, counters.1, counters.2);
+    }
+    counters
 }
 
 /// The one writer of a journal (enforced with an exclusive `flock`, released by the kernel if the process dies).
@@ -590,10 +592,8 @@ impl Writer {
     fn publish(&mut self) {
         if self.counters_dirty {
             self.counters_dirty = false;
-            let (records, bytes, laps) = self.seg.overwritten_counters();
-            records.store(self.overwritten.records, Ordering::Relaxed);
-            bytes.store(self.overwritten.bytes, Ordering::Relaxed);
-            laps.store(self.overwritten.laps, Ordering::Relaxed);
+            let o = self.overwritten;
+            self.seg.store_overwritten(o.records, o.bytes, o.laps);
         }
         self.seg.head_seq().store(self.next_seq, Ordering::Relaxed);
         self.seg.head().store(self.head, Ordering::Release);
@@ -997,9 +997,11 @@ pub(crate) fn recover(seg: &Segment) -> Result<RecoveryReport> {
                 ..
             } => {
                 let end = p + align8(frame_len as u64);
+                // Records the repair of a damaged header checksummed on this open are not checksummed twice.
+                let checked = seg.verified.is_some_and(|(from, to)| from <= p && p < to);
                 if end > limit
                     || expected.is_some_and(|e| e != seq)
-                    || !seg.crc_ok(p, frame_len, crc)
+                    || !(checked || seg.crc_ok(p, frame_len, crc))
                 {
                     break;
                 }

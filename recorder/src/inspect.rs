@@ -392,6 +392,14 @@ impl JournalAccounting {
             "metadata_repairs": s.metadata_repairs,
             "records_beyond_head": s.records_beyond_head,
             "unpublished_records": s.unpublished_records,
+            "damaged": s.damaged.iter().map(|d| serde_json::json!({
+                "path": d.path.display().to_string(),
+                "offset": d.offset,
+                "bytes": d.bytes,
+                "reason": d.reason,
+                "intact_after": d.intact_after,
+            })).collect::<Vec<_>>(),
+            "records_after_damage": s.records_after_damage,
             "corruption": s.corruption.as_ref().map(|c| serde_json::json!({
                 "path": c.path.display().to_string(),
                 "offset": c.offset,
@@ -572,15 +580,29 @@ pub fn format_verdict(
             acct.scan.gap_records,
             acct.overwritten_records()
         ),
-        (Some(c), _) => format!(
-            "verify        CORRUPT at offset {} of {}{}: {}",
-            c.offset,
-            c.path.display(),
-            c.seq
-                .map(|s| format!(" (record seq {s})"))
-                .unwrap_or_default(),
-            c.reason
-        ),
+        (Some(c), _) => {
+            let mut out = format!(
+                "verify        CORRUPT at offset {} of {}{}: {}",
+                c.offset,
+                c.path.display(),
+                c.seq
+                    .map(|s| format!(" (record seq {s})"))
+                    .unwrap_or_default(),
+                c.reason
+            );
+            // Every damaged range, and how much intact data follows each (the walk goes on past them).
+            for d in &s.damaged {
+                out.push_str(&format!(
+                    "\ndamaged       {} bytes at offset {} of {}: {}; {} intact records after it",
+                    d.bytes,
+                    d.offset,
+                    d.path.display(),
+                    d.reason,
+                    d.intact_after
+                ));
+            }
+            out
+        }
     }
 }
 

@@ -108,6 +108,11 @@ pub struct ReplayOptions {
     pub socket_profile: tickbox_zmqx::profile::SocketProfile,
     /// `[security]`: applied to every shard's XPUB before it binds.
     pub security: tickbox_auth::Security,
+    /// End the run with the journal's error at the first corrupt record or damaged segment, replaying nothing
+    /// after it (the old behaviour). By default the replay skips to the next record that verifies, counts what
+    /// it skipped ([`ReplayStats::corrupt_records`], [`ReplayStats::corrupt_bytes`]) and sends gap notices for
+    /// the sequences it skipped.
+    pub stop_on_corruption: bool,
 }
 
 impl Default for ReplayOptions {
@@ -131,6 +136,7 @@ impl Default for ReplayOptions {
             selection: None,
             socket_profile: tickbox_zmqx::profile::SocketProfile::default(),
             security: tickbox_auth::Security::default(),
+            stop_on_corruption: false,
         }
     }
 }
@@ -169,6 +175,15 @@ pub struct ReplayStats {
     pub not_selected: u64,
     /// Times the journal writer overwrote records before the replay read them (ring being recorded meanwhile).
     pub lapped: u64,
+    /// Damaged stretches of the journal skipped (corrupt records, archive segments whose header is damaged).
+    pub damaged_ranges: u64,
+    /// Journal records skipped in them (their sequences, from the last record read to the next that verifies).
+    pub corrupt_records: u64,
+    /// Journal bytes skipped in them.
+    pub corrupt_bytes: u64,
+    /// Gap notices the replay sent for publisher sequences the damage took (so subscribers count them as
+    /// recorded gaps). Counted in `sent` and `gap_notices` too.
+    pub damage_gap_notices: u64,
     /// Journal sequence of the first record published (`None`: nothing published).
     pub first_seq: Option<u64>,
     /// Journal sequence of the last record published.
@@ -291,6 +306,9 @@ struct OutPublisher {
     sent: u64,
     /// Sent anything in the current run (gets a final heartbeat).
     active: bool,
+    /// The journal was damaged since its last record: a jump in its sequence is the damage's, and gets a gap
+    /// notice before the next record.
+    after_damage: bool,
     hb_topic: String,
 }
 
@@ -540,6 +558,24 @@ impl Replayer {
                     );
                     continue;
                 }
+                Err(e @ JournalError::CorruptRecord { .. }) if !self.opts.stop_on_corruption => {
+                    let skipped = reader.skip_damage()?;
+                    stats.damaged_ranges += 1;
+                    stats.corrupt_records += skipped.records;
+                    stats.corrupt_bytes += skipped.bytes;
+                    if stats.damaged_ranges <= 5 {
+                        tracing::warn!(
+                            records = skipped.records,
+                            bytes = skipped.bytes,
+                            resumed_at = skipped.resumed_at,
+                            "{e}; skipped to the next record that verifies"
+                        );
+                    }
+                    for p in &mut self.out {
+                        p.after_damage = true;
+                    }
+                    continue;
+                }
                 Err(e) => return Err(e.into()),
             };
             let (seq, capture_ns) = (rec.seq, rec.capture_time_ns);
@@ -622,6 +658,12 @@ impl Replayer {
                     shard
                 }
             };
+            if self.opts.identity == Identity::Preserve
+                && !cached
+                && !self.damage_gap(&header, shard, now, stop, &mut stats)?
+            {
+                break;
+            }
             if !self.send_record(shard, frame, header_at, &out, stop, &mut stats)? {
                 break;
             }
@@ -806,6 +848,57 @@ impl Replayer {
         Ok(true)
     }
 
+    /// Identity mode: before the first record of a publisher after journal damage, a gap notice for the sequences
+    /// the damage took from it (its sequence jumped past the last one replayed, within the same session). Sent
+    /// on its shard, in order. False if stopped first.
+    fn damage_gap(
+        &mut self,
+        h: &Header,
+        shard: usize,
+        now: u64,
+        stop: &AtomicBool,
+        stats: &mut ReplayStats,
+    ) -> Result<bool, RecorderError> {
+        let Some(p) = self
+            .out
+            .iter_mut()
+            .find(|p| p.after_damage && p.publisher == h.publisher_id)
+        else {
+            return Ok(true);
+        };
+        p.after_damage = false;
+        if p.session != h.session || h.sequence <= p.last_seq + 1 {
+            return Ok(true);
+        }
+        let (first, last) = (p.last_seq + 1, h.sequence - 1);
+        let header = Header {
+            kind: Kind::Gap,
+            flags: Flags::REPLAY,
+            publisher_id: h.publisher_id,
+            // A gap notice's sequence is the last one it accounts for.
+            sequence: last,
+            send_time_ns: now,
+            origin_time_ns: now,
+            session: h.session,
+        };
+        let notice = tickbox_wire::GapNotice {
+            first_missing: first,
+            last_missing: last,
+            detected_ns: now,
+            cause: tickbox_wire::GapCause::NotReceived,
+        };
+        let topic = format!("G.{}", h.publisher_id);
+        let frame = tickbox_wire::encode_to_vec(&topic, &header, &notice.into())
+            .map_err(|e| RecorderError::InvalidOption(format!("gap notice: {e}")))?;
+        if !self.send_record(shard, &frame, topic.len() + 1, &header, stop, stats)? {
+            return Ok(false);
+        }
+        stats.gap_notices += 1;
+        stats.damage_gap_notices += 1;
+        self.on_sent(&header, shard, now);
+        Ok(true)
+    }
+
     /// Identity mode: remembers what an original publisher has now said (for its heartbeats).
     fn on_sent(&mut self, h: &Header, shard: usize, now: u64) {
         let i = match self.out.get(self.out_last_hit) {
@@ -821,6 +914,7 @@ impl Replayer {
                         last_send_ns: now,
                         sent: 0,
                         active: true,
+                        after_damage: false,
                         hb_topic: format!("H.{}", h.publisher_id),
                     });
                     self.out.len() - 1

@@ -278,6 +278,10 @@ impl ReplayStats {
             "skipped_invalid": s.skipped_invalid,
             "not_selected": s.not_selected,
             "lapped": s.lapped,
+            "damaged_ranges": s.damaged_ranges,
+            "corrupt_records": s.corrupt_records,
+            "corrupt_bytes": s.corrupt_bytes,
+            "damage_gap_notices": s.damage_gap_notices,
             "first_seq": s.first_seq,
             "last_seq": s.last_seq,
             "first_capture_ns": s.first_capture_ns,
@@ -342,6 +346,13 @@ impl ReplayStats {
                 out,
                 "lapped        {} (the recorder overwrote records before they were replayed)",
                 s.lapped
+            );
+        }
+        if s.damaged_ranges > 0 {
+            let _ = writeln!(
+                out,
+                "corrupt       {} records ({} bytes) skipped in {} damaged range(s); {} gap notice(s) sent for them",
+                s.corrupt_records, s.corrupt_bytes, s.damaged_ranges, s.damage_gap_notices
             );
         }
         let _ = writeln!(

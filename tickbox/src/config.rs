@@ -79,6 +79,19 @@ impl TickboxConfig {
         self.lvc.socket_profile = sockets.lvc.clone();
         self.subscriber.socket_profile = sockets.subscriber.clone();
         self.workers.socket_profile = sockets.workers.clone();
+        // The same maxima as the command-line flags (README, Bounds).
+        anyhow::ensure!(
+            (1..=crate::bounds::MAX_WORKERS).contains(&self.workers.count),
+            "[workers] count = {}: 1 to {} worker threads (README, Bounds)",
+            self.workers.count,
+            crate::bounds::MAX_WORKERS
+        );
+        anyhow::ensure!(
+            self.subscriber.shards.len() <= crate::bounds::MAX_SHARDS,
+            "[[subscriber.shards]]: {} shards, at most {} (README, Bounds)",
+            self.subscriber.shards.len(),
+            crate::bounds::MAX_SHARDS
+        );
         let io_threads = self.context.io_threads;
         for (i, shard) in self.subscriber.shards.iter().enumerate() {
             if let Some(n) = shard.io_thread {

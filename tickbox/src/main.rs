@@ -2,6 +2,7 @@
 //! wires library crates together; this file only parses arguments, sets up logging and maps errors to exit codes.
 
 mod auth_report;
+mod bounds;
 mod cmd;
 mod config;
 mod live;
@@ -22,7 +23,7 @@ pub mod exit_code {
     pub const SNAIL: u8 = 3;
     /// A request got no reply in time (`tickbox call`, `tickbox ctl`).
     pub const TIMEOUT: u8 = 4;
-    /// `tickbox journal verify` found a corrupt record.
+    /// `tickbox journal verify` found a corrupt record; `tickbox replay` skipped damaged records.
     pub const CORRUPT: u8 = 5;
     /// `tickbox journal verify --strict`: intact, but incomplete (gap records, or records a ring overwrote).
     pub const GAPPY: u8 = 6;
@@ -169,6 +170,23 @@ fn main() -> ExitCode {
             return ExitCode::from(exit_code::ERROR);
         }
     };
+    // Long-running servers take connections from peers, one file descriptor each: their soft limit is raised to
+    // the hard one at start (README, Bounds).
+    if matches!(
+        cli.command,
+        Command::Feed(_)
+            | Command::Lvc(_)
+            | Command::Tap(_)
+            | Command::Record(_)
+            | Command::Replay(_)
+            | Command::CloneServer(_)
+            | Command::Broker(_)
+            | Command::Titanic(_)
+            | Command::FreelanceServer(_)
+            | Command::Queue(_)
+    ) {
+        bounds::raise_fd_limit();
+    }
     let result = match cli.command {
         Command::Feed(args) => cmd::feed::run(args, &config),
         Command::Subscribe(args) => cmd::subscribe::run(args, &config),

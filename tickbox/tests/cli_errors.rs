@@ -248,3 +248,98 @@ fn lvc_ctl_and_freelance_server_refuse_bad_endpoints_naming_the_flag() {
         assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
     }
 }
+
+/// Count flags have documented maxima: one over is one error line naming the flag and the maximum, and exit 2,
+/// at once (`subscribe --workers 10000` took 95 s and 2.95 GB to start a 1 s run).
+#[test]
+fn a_count_over_its_maximum_is_one_line_and_exit_2_at_once() {
+    for args in [
+        &["subscribe", "--workers", "10000", "--duration", "1s"][..],
+        &["subscribe", "--workers", "257", "--duration", "1s"],
+        &["demo", "--shards", "65"],
+        &["replay", "--local", "--journal", "x", "--workers", "100000"],
+    ] {
+        let started = std::time::Instant::now();
+        let out = run(args);
+        let err = stderr_of(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        let first = err.lines().next().unwrap_or_default();
+        assert!(
+            first.starts_with("error:") && first.contains("at most"),
+            "{args:?}: {err}"
+        );
+        assert_eq!(
+            err.lines().filter(|l| l.starts_with("error")).count(),
+            1,
+            "{args:?}: {err}"
+        );
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(5),
+            "{args:?}"
+        );
+    }
+    // At the maximum it is accepted (parsing only: --help stops before anything starts).
+    assert_eq!(
+        run(&["subscribe", "--workers", "256", "--help"])
+            .status
+            .code(),
+        Some(0)
+    );
+}
+
+/// A long-running server raises its soft file-descriptor limit to the hard one at start (each peer connection
+/// costs one; the fault campaign filled an LVC's descriptors with idle TCP connections). Started with a soft
+/// limit of 256, the LVC logs the raise (it then stops: no upstream, which is all this needs).
+#[test]
+#[allow(unsafe_code)] // setrlimit in the child before exec: std has no way to set a child's limits
+fn a_long_running_server_raises_its_fd_soft_limit_to_the_hard_limit() {
+    use std::os::unix::process::CommandExt;
+    let mut hard = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one `rlimit` through the pointer, a live local.
+    let rc = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut hard) };
+    assert_eq!(rc, 0);
+    if hard.rlim_max <= 256 {
+        eprintln!(
+            "hard fd limit {} leaves nothing to raise; skipped",
+            hard.rlim_max
+        );
+        return;
+    }
+    let mut cmd = Command::new(TICKBOX);
+    cmd.args([
+        "-v",
+        "lvc",
+        "--bind",
+        "tcp://127.0.0.1:*",
+        "--duration",
+        "1s",
+    ])
+    .env_remove("RUST_LOG")
+    .stdin(Stdio::null())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    let max = hard.rlim_max;
+    // SAFETY: the closure runs in the forked child before exec and only calls setrlimit (async-signal-safe) on a
+    // local.
+    unsafe {
+        cmd.pre_exec(move || {
+            let lim = libc::rlimit {
+                rlim_cur: 256,
+                rlim_max: max,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let out = output_within(cmd, Duration::from_secs(20));
+    let err = stderr_of(&out);
+    assert!(
+        err.contains(&format!("file-descriptor limit raised from 256 to {max}")),
+        "{err}"
+    );
+}

@@ -135,3 +135,66 @@ fn a_subscriber_that_reads_everything_gets_every_record_and_the_replay_exits_0()
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(reader.join().unwrap(), (N, N), "{stdout}");
 }
+
+/// Ctrl-C (or SIGTERM) skips the drain wait, as README says, and an interrupted replay whose reader never read
+/// says the records still queued were not delivered and exits 1 (it used to wait the whole --drain-timeout and
+/// exit 0 with `sent` counting records nobody received).
+#[test]
+fn an_interrupt_skips_the_drain_wait_and_says_what_was_not_delivered() {
+    for signal in ["INT", "TERM"] {
+        let dir = TempDir::new("replay-drain-interrupt");
+        let path = dir.path().join("day.journal");
+        journal(&path);
+        let endpoint = format!("ipc://{}/replay.sock", dir.path().display());
+        let ctx = zmq::Context::new();
+        let _sub = subscriber(&ctx, &endpoint, true);
+        let mut child = common::KillOnDrop(
+            Command::new(TICKBOX)
+                .args([
+                    "-q",
+                    "replay",
+                    "--journal",
+                    path.to_str().unwrap(),
+                    "--bind",
+                    &endpoint,
+                ])
+                .args([
+                    "--speed",
+                    "max",
+                    "--batch",
+                    "1",
+                    "--drain-timeout",
+                    "60s",
+                    "--json",
+                ])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap(),
+        );
+        let stderr = common::forward_lines(child.0.stderr.take().unwrap());
+        let stdout = common::forward_lines(child.0.stdout.take().unwrap());
+        // The summary is printed when the run ends; the replay then waits for the subscriber to leave.
+        let summary = stdout
+            .recv_timeout(Duration::from_secs(15))
+            .expect("the run's summary");
+        let summary: serde_json::Value = serde_json::from_str(&summary).unwrap();
+        assert_eq!(summary["sent"], N, "{summary}");
+        let interrupted = Instant::now();
+        common::signal(child.0.id(), signal);
+        let status = child.wait_exit(
+            Duration::from_secs(5),
+            "the interrupt did not end the drain wait",
+        );
+        let took = interrupted.elapsed();
+        // The process has exited: its stderr ends, and the channel with it.
+        let lines: Vec<String> =
+            std::iter::from_fn(|| stderr.recv_timeout(Duration::from_secs(2)).ok()).collect();
+        assert_eq!(status.code(), Some(1), "{signal}: {lines:?}");
+        assert!(took < Duration::from_secs(3), "{signal}: took {took:?}");
+        assert!(
+            lines.iter().any(|l| l.contains("were not delivered")),
+            "{signal}: {lines:?}"
+        );
+    }
+}

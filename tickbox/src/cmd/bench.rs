@@ -113,8 +113,8 @@ struct ThroughputArgs {
     /// Message sizes in bytes, comma-separated (tickbox frames are at least 69 bytes; smaller sizes are raised).
     #[arg(long, value_delimiter = ',', default_value = "64,100,256,1024")]
     sizes: Vec<usize>,
-    /// Shard counts 1..=N are measured.
-    #[arg(long, default_value_t = 1)]
+    /// Shard counts 1..=N are measured; at most 64.
+    #[arg(long, default_value_t = 1, value_parser = crate::bounds::shards)]
     shards: usize,
     /// Measured time per configuration.
     #[arg(long, default_value = "3s")]
@@ -151,8 +151,8 @@ struct ReplayArgs {
     /// Records of generated market data (quotes and trades, ~90 B frames) written to a temporary journal.
     #[arg(long, default_value_t = 1_000_000)]
     records: u64,
-    /// Black Box workers that decode every record.
-    #[arg(long, default_value_t = 1)]
+    /// Black Box workers that decode every record; at most 256.
+    #[arg(long, default_value_t = 1, value_parser = crate::bounds::workers)]
     workers: usize,
     /// Runs of each system, tickbox and raw alternating; figures are medians (min–max).
     #[arg(long, default_value = "3", value_parser = parse_repeat)]

@@ -29,11 +29,11 @@ pub(crate) struct Args {
     /// Feed rate over all shards (100k, 1.5m) or `max` for flat out.
     #[arg(long, default_value = "100k", value_name = "R|max")]
     pub rate: String,
-    /// Feed shards, and as many subscriber shards.
-    #[arg(long, default_value_t = 2, value_name = "N")]
+    /// Feed shards, and as many subscriber shards; at most 64.
+    #[arg(long, default_value_t = 2, value_name = "N", value_parser = crate::bounds::shards)]
     pub shards: usize,
-    /// Worker threads.
-    #[arg(long, default_value_t = 2, value_name = "N")]
+    /// Worker threads; at most 256.
+    #[arg(long, default_value_t = 2, value_name = "N", value_parser = crate::bounds::workers)]
     pub workers: usize,
     #[arg(long, value_enum, default_value = "inproc")]
     pub transport: Transport,

@@ -52,8 +52,8 @@ pub(crate) struct Args {
     /// journal is replayed; the receive time of each record is its capture time.
     #[arg(long, conflicts_with_all = ["bind", "broker", "await_start"])]
     local: bool,
-    /// With --local: worker threads (default `[workers] count`).
-    #[arg(long, value_name = "N", requires = "local")]
+    /// With --local: worker threads (default `[workers] count`); at most 256.
+    #[arg(long, value_name = "N", requires = "local", value_parser = crate::bounds::workers)]
     workers: Option<usize>,
     /// 1 = original pacing, N = N times faster (0.5 = half speed), max = as fast as subscribers take it.
     #[arg(long, default_value = "1", value_parser = parse_speed)]
@@ -104,6 +104,11 @@ pub(crate) struct Args {
     /// Drop messages for slow subscribers like a live PUB, instead of waiting for them.
     #[arg(long)]
     allow_drop: bool,
+    /// End the replay (exit 1) at the first corrupt record or damaged segment header. By default the replay
+    /// skips to the next record that verifies, counts what it skipped (`corrupt` in the summary), sends gap
+    /// notices for the skipped sequences, and exits 5 at the end.
+    #[arg(long)]
+    stop_on_corruption: bool,
     /// Re-publish under per-shard identities (shard i is --publisher-id + i, fresh gap-free sequences, symbols
     /// spread over shards by hash) instead of the original publishers'. Gap notices are not re-published then.
     #[arg(long)]
@@ -173,6 +178,11 @@ fn empty_selection(asked: &str, overview: &JournalOverview, tz: &TimeZone) -> St
         overview.describe(tz)
     )
 }
+
+/// How long an interrupted replay still lets queued records reach the network before it closes (Ctrl-C skips
+/// `--drain-timeout`, not this): long enough for a reading subscriber's queue to go out, short enough to feel
+/// immediate.
+const INTERRUPT_GRACE: Duration = Duration::from_millis(300);
 
 pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     if args.local {
@@ -268,6 +278,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         max_subscription_bytes: cfg.max_subscription_bytes,
         socket_profile: config.context.sockets.replay.clone(),
         security: config.auth.clone(),
+        stop_on_corruption: args.stop_on_corruption,
         // Remote status wants fresher numbers than the terminal does; the live view may want them sooner still.
         progress_every: {
             let base = if args.broker.is_some() {
@@ -382,6 +393,8 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         &stop
     };
     let mut exit = ExitCode::SUCCESS;
+    // A run skipped damaged records: exit 5 at the end, whatever else went right.
+    let mut corrupt = false;
     let mut runs = 0u64;
     loop {
         let spec = match runs_rx.recv_timeout(Duration::from_millis(100)) {
@@ -495,6 +508,14 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         } else {
             ExitCode::SUCCESS
         };
+        if stats.damaged_ranges > 0 {
+            eprintln!(
+                "replay: the journal is damaged: {} record(s) ({} bytes) in {} damaged range(s) were skipped, {} gap \
+                 notice(s) sent for them (tickbox journal verify lists the ranges)",
+                stats.corrupt_records, stats.corrupt_bytes, stats.damaged_ranges, stats.damage_gap_notices
+            );
+            corrupt = true;
+        }
         if !asked.is_empty() && stats.sent == 0 && !interrupted && !args.await_start {
             let o = match &overview {
                 Some(o) => o.clone(),
@@ -512,19 +533,32 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         // Stopped while idle there is no run summary; say that it ended, and after how many runs.
         eprintln!("replay: stopped after {runs} run(s)");
     }
-    if stop.load(Ordering::Relaxed) {
-        // Interrupted: the operator asked to stop now, not to wait on a subscriber (the summary says interrupted).
-        replayer.set_drain_timeout(Duration::ZERO)?;
+    // Ctrl-C or SIGTERM, before or during the wait for subscribers to leave: the operator asked to stop now, so
+    // the drain wait is skipped. What is queued still gets a short grace to reach the network; whatever has not
+    // by then is not delivered, which the close below notices (it takes the whole grace) and says.
+    let linger = if stop.load(Ordering::Relaxed) {
+        INTERRUPT_GRACE
     } else if !replayer.wait_subscribers_gone(args.drain_timeout, &stop)? {
-        // Still connected (a long-lived reader such as an LVC, or one that is behind): closing is safe for a
-        // reader that has caught up, and the tail of one that has not may be lost, so say so.
-        eprintln!(
-            "replay: {} subscription(s) still open after --drain-timeout {:?}; closing now: a subscriber that had \
-             not read everything by then may lose its unread tail (raise --drain-timeout, or let subscribers exit \
-             when the stream ends, e.g. subscribe --idle-exit)",
-            replayer.subscriptions_now(),
+        if stop.load(Ordering::Relaxed) {
+            INTERRUPT_GRACE
+        } else {
+            // Still connected (a long-lived reader such as an LVC, or one that is behind): closing is safe for a
+            // reader that has caught up, and the tail of one that has not may be lost, so say so.
+            eprintln!(
+                "replay: {} subscription(s) still open after --drain-timeout {:?}; closing now: a subscriber that had \
+                 not read everything by then may lose its unread tail (raise --drain-timeout, or let subscribers exit \
+                 when the stream ends, e.g. subscribe --idle-exit)",
+                replayer.subscriptions_now(),
+                args.drain_timeout
+            );
             args.drain_timeout
-        );
+        }
+    } else {
+        args.drain_timeout
+    };
+    let interrupted = stop.load(Ordering::Relaxed);
+    if interrupted {
+        replayer.set_drain_timeout(linger)?;
     }
     // Close everything on the context, then terminate it: that blocks until the shards' queues are flushed to
     // the kernel or the drain timeout (their linger) runs out, which is the only way to know nothing queued was
@@ -535,18 +569,25 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     let draining = Instant::now();
     drop(ctx);
     let drained_in = draining.elapsed();
-    if !stop.load(Ordering::Relaxed)
-        && !args.drain_timeout.is_zero()
-        && drained_in + Duration::from_millis(20) >= args.drain_timeout
-    {
-        eprintln!(
-            "replay: records were still queued for a subscriber after --drain-timeout {:?} and were dropped \
-             (a subscriber stopped reading); the summary's sent count includes them",
-            args.drain_timeout
-        );
+    if !linger.is_zero() && drained_in + Duration::from_millis(20) >= linger {
+        if interrupted {
+            eprintln!(
+                "replay: interrupted: records still queued for a subscriber were not delivered (dropped at close, \
+                 {linger:?} after the interrupt); the summary's sent count includes them"
+            );
+        } else {
+            eprintln!(
+                "replay: records were still queued for a subscriber after --drain-timeout {:?} and were dropped \
+                 (a subscriber stopped reading); the summary's sent count includes them",
+                args.drain_timeout
+            );
+        }
         exit = ExitCode::from(crate::exit_code::ERROR);
     } else {
         tracing::debug!(?drained_in, "queued records flushed");
+    }
+    if corrupt {
+        exit = ExitCode::from(crate::exit_code::CORRUPT);
     }
     if let Some(entered) = barrier {
         let all_left = entered

@@ -46,8 +46,8 @@ pub(crate) struct Args {
     /// interface that does not exist or has no IPv4 address is an error at start.
     #[arg(long, value_delimiter = ',', value_name = "IFACE")]
     pub nic: Vec<String>,
-    /// Worker threads (each pulls from every shard).
-    #[arg(long, value_name = "N")]
+    /// Worker threads (each pulls from every shard); at most 256.
+    #[arg(long, value_name = "N", value_parser = crate::bounds::workers)]
     pub workers: Option<usize>,
     /// Stop after this long (250ms, 10s, 5m); runs until Ctrl-C otherwise.
     #[arg(long, value_name = "D")]

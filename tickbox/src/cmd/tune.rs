@@ -82,8 +82,8 @@ struct PlanArgs {
     /// Subscriber shards per NIC.
     #[arg(long, default_value_t = 1)]
     shards_per_nic: usize,
-    /// Worker threads per NIC, placed on that NIC's node.
-    #[arg(long, default_value_t = 2)]
+    /// Worker threads per NIC, placed on that NIC's node; at most 256.
+    #[arg(long, default_value_t = 2, value_parser = crate::bounds::workers)]
     workers: usize,
     /// Publisher endpoint of each shard, NIC by NIC (one per shard); omitted leaves `connect = []` to fill in.
     #[arg(long, value_delimiter = ',')]
