@@ -369,3 +369,167 @@ print('got', len(s.recv()), flush=True)
     signal(child.0.id(), "INT");
     child.wait_exit(Duration::from_secs(10), "lvc did not stop on SIGINT");
 }
+
+/// Writes `[security]` for a CURVE process holding `cert`, expecting `server` (if any), allowing `allow` (if any).
+fn curve_toml(
+    keys: &Path,
+    file: &str,
+    cert: &str,
+    server: Option<&str>,
+    allow: Option<&str>,
+) -> std::path::PathBuf {
+    let mut text = format!(
+        "[security]\nmechanism = \"curve\"\ncertificate = \"{}\"\n",
+        keys.join(format!("{cert}_secret")).display()
+    );
+    if let Some(server) = server {
+        text.push_str(&format!(
+            "server_key = \"{}\"\n",
+            keys.join(server).display()
+        ));
+    }
+    if let Some(dir) = allow {
+        text.push_str(&format!("allow = \"{}\"\n", keys.join(dir).display()));
+    }
+    let path = keys.join(file);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn record_and_replay_run_over_curve_and_replay_refuses_a_stranger() {
+    let dir = TempDir::new("security-record");
+    let keys = dir.path();
+    let source = keygen(keys, "source");
+    keygen(keys, "recorder");
+    let replayer = keygen(keys, "replayer");
+    keygen(keys, "reader");
+    keygen(keys, "stranger");
+    std::fs::create_dir(keys.join("readers")).unwrap();
+    std::fs::copy(keys.join("reader"), keys.join("readers").join("reader")).unwrap();
+
+    // The source is a test-side CURVE XPUB; the recorder is a CURVE client expecting its key.
+    let ctx = zmq::Context::new();
+    let source_sec = Security::from_config(&SecurityConfig {
+        mechanism: MechanismName::Curve,
+        certificate: Some(keys.join("source_secret")),
+        ..SecurityConfig::default()
+    })
+    .unwrap();
+    let _zap = source_sec.start_zap(&ctx).unwrap();
+    let publisher = ctx.socket(zmq::XPUB).unwrap();
+    publisher.set_linger(100).unwrap();
+    publisher.set_sndhwm(0).unwrap();
+    source_sec.server(&publisher, "test.source").unwrap();
+    let ep = tickbox_zmqx::bind_resolved(&publisher, "tcp://127.0.0.1:*").unwrap();
+    assert_eq!(
+        source.public,
+        Certificate::load(&keys.join("source")).unwrap().public
+    );
+
+    const N: u64 = 200;
+    let journal = keys.join("j.tbj");
+    let record_cfg = curve_toml(keys, "record.toml", "recorder", Some("source"), None);
+    let recorder = Command::new(TICKBOX)
+        .arg("--config")
+        .arg(&record_cfg)
+        .args(["record", "--connect", &ep, "--journal"])
+        .arg(&journal)
+        .args([
+            "--capacity",
+            "8MiB",
+            "--max-messages",
+            &N.to_string(),
+            "--quiet",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let recorder = KillOnDrop(recorder);
+    publisher.set_rcvtimeo(10_000).unwrap();
+    assert_eq!(
+        publisher.recv_bytes(0).unwrap(),
+        b"\x01",
+        "the recorder never subscribed over CURVE"
+    );
+    for i in 1..=N {
+        publisher.send(quote(1, i, 100 + i as i64), 0).unwrap();
+    }
+    let out = recorder.wait_output(Duration::from_secs(15));
+    assert!(out.status.success(), "{out:?}");
+
+    // Replay over CURVE: the listed reader gets every record; a stranger's key gets none.
+    let replay_cfg = curve_toml(keys, "replay.toml", "replayer", None, Some("readers"));
+    let replay_ep = format!("ipc://{}/replay.sock", keys.display());
+    let replay = Command::new(TICKBOX)
+        .arg("--config")
+        .arg(&replay_cfg)
+        .args(["replay", "--journal"])
+        .arg(&journal)
+        .args([
+            "--bind",
+            &replay_ep,
+            "--speed",
+            "max",
+            "--wait-subscribers",
+            "1",
+            "--wait-timeout",
+            "10s",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let replay = KillOnDrop(replay);
+    // The stranger goes first, and the reader only once the replay has refused it (the stranger's own monitor
+    // sees the refusal), so the refusal is counted before the replay can finish.
+    let stranger = client(&ctx, zmq::SUB, keys, Some("stranger"), &replayer);
+    stranger.set_subscribe(b"").unwrap();
+    stranger
+        .monitor(
+            "inproc://stranger-monitor",
+            zmq::SocketEvent::HANDSHAKE_FAILED_AUTH as i32,
+        )
+        .unwrap();
+    let monitor = ctx.socket(zmq::PAIR).unwrap();
+    monitor.set_linger(0).unwrap();
+    monitor.connect("inproc://stranger-monitor").unwrap();
+    stranger.connect(&replay_ep).unwrap();
+    assert!(
+        monitor.poll(zmq::POLLIN, 10_000).unwrap() > 0,
+        "the replay never refused the stranger's key"
+    );
+    let reader = client(&ctx, zmq::SUB, keys, Some("reader"), &replayer);
+    reader.set_subscribe(b"").unwrap();
+    reader.connect(&replay_ep).unwrap();
+    let mut got = 0;
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while got < N && Instant::now() < deadline {
+        if reader.poll(zmq::POLLIN, 50).unwrap() > 0 {
+            while let Ok(frame) = reader.recv_bytes(zmq::DONTWAIT) {
+                if bid_of(&frame).is_some() {
+                    got += 1;
+                }
+            }
+        }
+    }
+    assert_eq!(
+        got, N,
+        "the listed reader did not get every replayed record"
+    );
+    assert!(
+        stranger.recv_bytes(zmq::DONTWAIT).is_err(),
+        "a stranger read the replay"
+    );
+    let out = replay.wait_output(Duration::from_secs(15));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("auth: "),
+        "no auth line in the replay summary:\n{text}"
+    );
+    assert!(
+        !text.contains(" 0 refused"),
+        "the stranger was not counted:\n{text}"
+    );
+}

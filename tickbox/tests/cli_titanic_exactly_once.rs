@@ -212,7 +212,7 @@ fn titanic_killed_mid_job_listens_again_and_the_job_runs_once() {
 }
 
 #[test]
-fn reply_lost_while_titanic_was_down_is_reported_failed_never_rerun() {
+fn reply_lost_while_titanic_was_down_is_reported_outcome_unknown_never_rerun() {
     let dir = TempDir::new("cli-titanic-eo");
     let jdir = dir.path().join("j");
     let jdir = jdir.to_str().unwrap();
@@ -228,12 +228,14 @@ fn reply_lost_while_titanic_was_down_is_reported_failed_never_rerun() {
     kill9(&mut titanic);
     // The job finishes while no Titanic exists: the broker drops the reply.
     std::thread::sleep(Duration::from_millis(2000));
-    // Default policy (redispatch = never): listen until the attempt's job_timeout, then report the failure.
+    // Default policy (redispatch = never): listen until the attempt's job_timeout, then report a final status a
+    // client can act on (9/TSP's 500 would mean "try again later", forever): 400, outcome unknown.
     let (_titanic, _) = start_titanic(&ep, jdir, &["--job-timeout", "3000ms"]);
     let outcome = tsp.outcome(&uuid, Duration::from_secs(15));
-    assert_eq!(outcome.len(), 1, "{outcome:?}");
+    assert_eq!(outcome.len(), 2, "{outcome:?}");
+    assert_eq!(outcome[0], "400", "{outcome:?}");
     assert!(
-        outcome[0].starts_with("500 failed:") && outcome[0].contains("not re-sent"),
+        outcome[1].starts_with("outcome unknown") && outcome[1].contains("not sent again"),
         "{outcome:?}"
     );
     std::thread::sleep(Duration::from_millis(500));

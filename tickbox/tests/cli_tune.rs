@@ -171,11 +171,39 @@ fn a_plan_is_a_config_the_other_commands_accept_and_passes_its_own_check() {
         "{io:?}"
     );
 
-    // The plan's own placement has no warning on the host it was made for.
+    // The plan's own placement has no warning on the host it was made for; what stands is that its binds
+    // beyond loopback run without [security] (unsecured_bind), which fencing them by IP clears.
+    let out = tickbox(&[
+        "--config", &file_s, "tune", "check", "--root", &root, "--json",
+    ]);
+    let findings: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let warnings: Vec<&str> = findings
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["severity"] == "warning")
+        .map(|f| f["check"].as_str().unwrap())
+        .collect();
+    assert!(
+        warnings.iter().all(|c| *c == "unsecured_bind"),
+        "{warnings:?}"
+    );
+    let plan = std::fs::read_to_string(&file).unwrap();
+    let fenced = if plan.contains("allow_ips = []") {
+        plan.replacen("allow_ips = []", "allow_ips = [\"10.0.0.0/8\"]", 1)
+    } else {
+        format!("{plan}\n[security]\nallow_ips = [\"10.0.0.0/8\"]\n")
+    };
+    std::fs::write(&file, fenced).unwrap();
     let out = tickbox(&[
         "--config", &file_s, "tune", "check", "--root", &root, "--strict",
     ]);
-    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
 }
 
 #[test]

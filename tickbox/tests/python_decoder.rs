@@ -317,8 +317,8 @@ fn python_decoder_reads_the_golden_and_edge_frames_as_rust_does() {
     let goldens = spec_goldens();
     assert_eq!(
         goldens.len(),
-        8,
-        "five kinds, a version 1 quote, a batch and a tap event"
+        10,
+        "five kinds, a version 1 quote, a batch, two tap events and a vendor record"
     );
     let mut frames = goldens;
     frames.extend(edge_frames());
