@@ -25,6 +25,15 @@ pub enum BstarNodeError {
     /// A state socket failed.
     #[error("zmq: {0}")]
     Zmq(#[from] zmq::Error),
+    /// `[security]` could not be applied to a state socket (the text of the `tickbox_auth::AuthError`).
+    #[error("{0}")]
+    Auth(String),
+}
+
+impl From<tickbox_auth::AuthError> for BstarNodeError {
+    fn from(err: tickbox_auth::AuthError) -> Self {
+        BstarNodeError::Auth(err.to_string())
+    }
 }
 
 /// Thin reactor helper: the engine plus its PUB/SUB state sockets. Lives on the server loop's thread.
@@ -45,12 +54,35 @@ impl BstarNode {
         config: &BstarConfig,
         now: Instant,
     ) -> Result<Self, BstarNodeError> {
+        Self::new_secured(
+            ctx,
+            role,
+            endpoints,
+            config,
+            now,
+            &tickbox_auth::Security::default(),
+        )
+    }
+
+    /// [`BstarNode::new`] with both state sockets under `security`, role `bstar`: the PUB is a CURVE server
+    /// (its ZAP domain `bstar`), the SUB expects the peer's key (`[security.roles.bstar] server_key`). The
+    /// caller starts the ZAP handler in `ctx` first.
+    pub fn new_secured(
+        ctx: &zmq::Context,
+        role: Role,
+        endpoints: &BstarEndpoints,
+        config: &BstarConfig,
+        now: Instant,
+        security: &tickbox_auth::Security,
+    ) -> Result<Self, BstarNodeError> {
         let publisher = ctx.socket(zmq::PUB)?;
         publisher.set_linger(0)?;
+        security.server(&publisher, "bstar")?;
         publisher.bind(&endpoints.state_bind)?;
         let subscriber = ctx.socket(zmq::SUB)?;
         subscriber.set_linger(0)?;
         subscriber.set_subscribe(b"")?;
+        security.client(&subscriber, "bstar")?;
         subscriber.connect(&endpoints.state_peer)?;
         Ok(BstarNode {
             engine: BinaryStar::new(role, config, now),

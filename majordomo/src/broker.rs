@@ -21,6 +21,27 @@ pub fn run_broker(
     run_broker_gated(ctx, endpoint, cfg, stop, bound, &mut OpenGate)
 }
 
+/// Receives one multipart message with the ZAP user id libzmq attached to it (the `User-Id` property: the
+/// client's public key under CURVE), so the engine can authorise the request without touching the socket.
+pub(crate) fn recv_with_user(
+    socket: &zmq::Socket,
+    flags: i32,
+) -> Result<(Frames, Option<String>), zmq::Error> {
+    let mut frames = Vec::new();
+    let mut user = None;
+    let mut msg = zmq::Message::new();
+    loop {
+        socket.recv(&mut msg, if frames.is_empty() { flags } else { 0 })?;
+        if user.is_none() {
+            user = tickbox_auth::user_id(&mut msg).map(str::to_owned);
+        }
+        frames.push(msg.to_vec());
+        if !msg.get_more() {
+            return Ok((frames, user));
+        }
+    }
+}
+
 fn is_client_request(frames: &Frames) -> bool {
     matches!(
         (
@@ -81,6 +102,8 @@ pub fn run_broker_gated(
         n => i64::try_from(n).unwrap_or(i64::MAX),
     };
     socket.set_maxmsgsize(max_msg)?;
+    // CURVE and ZAP (role `broker`) when `[security]` asks; the caller started the ZAP handler in `ctx`.
+    cfg.security.server(&socket, "broker")?;
     socket.bind(endpoint)?;
     let last = last_endpoint(&socket)?;
     tracing::info!(endpoint = %last, "majordomo broker listening");
@@ -104,14 +127,14 @@ pub fn run_broker_gated(
         if ready > 0 {
             // Drain everything queued so one wake-up handles a burst.
             loop {
-                match socket.recv_multipart(zmq::DONTWAIT) {
-                    Ok(frames) => {
+                match recv_with_user(&socket, zmq::DONTWAIT) {
+                    Ok((frames, user)) => {
                         let now = Instant::now();
                         if is_client_request(&frames) && !gate.allow(now) {
                             dropped_by_gate += 1;
                             continue;
                         }
-                        broker.handle(now, frames);
+                        broker.handle_from(now, frames, user.as_deref());
                     }
                     Err(zmq::Error::EAGAIN | zmq::Error::EINTR) => break,
                     Err(e) => return Err(e.into()),

@@ -37,6 +37,7 @@ pub struct Client {
     current: usize,
     cfg: ClientConfig,
     socket: Option<zmq::Socket>,
+    security: tickbox_auth::Security,
     /// Replies discarded because their header or service did not match.
     pub malformed: u64,
     /// Requests sent again after a timeout (each on a fresh socket, to the next endpoint).
@@ -58,9 +59,18 @@ impl Client {
             current: 0,
             cfg,
             socket: None,
+            security: tickbox_auth::Security::default(),
             malformed: 0,
             resends: 0,
         }
+    }
+
+    /// Connects every socket under `security` (role `broker`: CURVE with the broker's server key when
+    /// `[security]` says so). A refused call is answered `403 unauthorised: SERVICE` (docs/PROTOCOLS.md §2.5).
+    pub fn with_security(mut self, security: tickbox_auth::Security) -> Self {
+        self.security = security;
+        self.socket = None;
+        self
     }
 
     /// The broker endpoint the next request goes to.
@@ -72,6 +82,7 @@ impl Client {
         if self.socket.is_none() {
             let s = self.ctx.socket(zmq::REQ)?;
             s.set_linger(0)?;
+            self.security.client(&s, "broker")?;
             s.connect(self.endpoint())?;
             self.socket = Some(s);
         }
@@ -153,10 +164,21 @@ impl AsyncClient {
         broker: &str,
         version: Version,
     ) -> Result<Self, MdpError> {
+        Self::connect_secured(ctx, broker, version, &tickbox_auth::Security::default())
+    }
+
+    /// [`AsyncClient::connect_version`] under `security` (role `broker`).
+    pub fn connect_secured(
+        ctx: &zmq::Context,
+        broker: &str,
+        version: Version,
+        security: &tickbox_auth::Security,
+    ) -> Result<Self, MdpError> {
         let socket = ctx.socket(zmq::DEALER)?;
         socket.set_linger(0)?;
         socket.set_sndhwm(0)?;
         socket.set_rcvhwm(0)?;
+        security.client(&socket, "broker")?;
         socket.connect(broker)?;
         Ok(Self {
             socket,

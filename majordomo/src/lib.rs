@@ -53,4 +53,7 @@ pub enum MdpError {
     /// The stop flag was raised while waiting.
     #[error("interrupted by the stop flag")]
     Interrupted,
+    /// `[security]` could not be applied to a socket.
+    #[error(transparent)]
+    Auth(#[from] tickbox_auth::AuthError),
 }

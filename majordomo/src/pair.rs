@@ -91,7 +91,14 @@ pub fn run_broker_pair(
     stop: &AtomicBool,
     bound: Option<std::sync::mpsc::Sender<String>>,
 ) -> Result<(BrokerStats, State), PairError> {
-    let node = BstarNode::new(ctx, pair.role, &pair.state, &pair.bstar, Instant::now())?;
+    let node = BstarNode::new_secured(
+        ctx,
+        pair.role,
+        &pair.state,
+        &pair.bstar,
+        Instant::now(),
+        &cfg.security,
+    )?;
     let mut gate = BstarGate { node, fatal: None };
     let stats = run_broker_gated(ctx, endpoint, cfg, stop, bound, &mut gate)?;
     if let Some(e) = gate.fatal {

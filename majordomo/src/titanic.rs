@@ -521,10 +521,14 @@ fn open_attempt(
     broker: &str,
     uuid: &str,
     attempt: u32,
-) -> Result<zmq::Socket, zmq::Error> {
+    security: &tickbox_auth::Security,
+) -> Result<zmq::Socket, MdpError> {
     let s = ctx.socket(zmq::DEALER)?;
     s.set_linger(0)?;
     s.set_identity(&dispatch_identity(uuid, attempt))?;
+    // Titanic calls services with its own key (role `broker`, as its workers): the grants see Titanic, so
+    // limit `titanic.*` to the keys that may reach the services behind it (docs/PROTOCOLS.md §2.4).
+    security.client(&s, "broker")?;
     s.connect(broker)?;
     Ok(s)
 }
@@ -552,7 +556,8 @@ fn dispatcher(
             timeout: HumanDuration(Duration::from_millis(1000)),
             attempts: 1,
         },
-    );
+    )
+    .with_security(cfg.worker.security.clone());
     let policy = DispatchPolicy {
         redispatch: cfg.redispatch,
         job_timeout_ns: u64::try_from(cfg.job_timeout.0.as_nanos()).unwrap_or(u64::MAX),
@@ -592,7 +597,7 @@ fn dispatcher(
                         let left = Duration::from_nanos(deadline_ns.saturating_sub(wall));
                         tracing::info!(%uuid, attempt, ?left, "listening again for a request sent before the restart");
                         let socket =
-                            open_attempt(ctx, broker, &uuid, attempt).map_err(MdpError::from)?;
+                            open_attempt(ctx, broker, &uuid, attempt, &cfg.worker.security)?;
                         let now = Instant::now();
                         in_flight.push(InFlight {
                             uuid,
@@ -634,7 +639,7 @@ fn dispatcher(
                             present_now.push(service.clone());
                         }
                         let socket =
-                            open_attempt(ctx, broker, &uuid, attempt).map_err(MdpError::from)?;
+                            open_attempt(ctx, broker, &uuid, attempt, &cfg.worker.security)?;
                         // Write-ahead: once this is durable a restart knows the service may be running it.
                         lock(store)?.dispatch(&uuid, attempt)?;
                         let head: [&[u8]; 3] = [b"", crate::proto::MDPC01, &service];

@@ -21,6 +21,7 @@ pub struct MdpWorker {
     reconnect_at: Option<Instant>,
     pending: VecDeque<Request>,
     dedupe: Option<DedupeCache>,
+    security: tickbox_auth::Security,
 }
 
 impl MdpWorker {
@@ -37,6 +38,7 @@ impl MdpWorker {
             ));
         }
         let now = Instant::now();
+        let security = cfg.security.clone();
         let mut w = Self {
             ctx: ctx.clone(),
             endpoint: endpoint.to_string(),
@@ -45,6 +47,7 @@ impl MdpWorker {
             reconnect_at: Some(now),
             pending: VecDeque::new(),
             dedupe: None,
+            security,
         };
         w.open_if_due(now)?;
         Ok(w)
@@ -82,6 +85,7 @@ impl MdpWorker {
         // The residual clean_pipes race (a broker stalled mid-reply hanging up at the close) is in
         // docs/LIBZMQ_TRAPS.md.
         s.set_linger(0)?;
+        self.security.client(&s, "broker")?;
         s.connect(&self.endpoint)?;
         self.socket = Some(s);
         self.engine.connected(now);

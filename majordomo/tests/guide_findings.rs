@@ -104,6 +104,7 @@ fn wcfg(interval: Duration, liveness: u32) -> MdpWorkerConfig {
         reconnect: Duration::from_millis(100).into(),
         reconnect_max: Duration::from_millis(400).into(),
         v02: false,
+        security: Default::default(),
     }
 }
 

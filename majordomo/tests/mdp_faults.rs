@@ -27,6 +27,7 @@ fn wcfg() -> MdpWorkerConfig {
         reconnect: Duration::from_millis(100).into(),
         reconnect_max: Duration::from_millis(400).into(),
         v02: false,
+        ..Default::default()
     }
 }
 

@@ -66,6 +66,10 @@ pub struct BrokerConfig {
     /// TCP data for this long is disconnected, and a stop with a stalled peer waits up to about this long.
     /// At least 1 ms is used.
     pub stalled_peer_timeout: HumanDuration,
+    /// `[security]`, shared by the binary: the ROUTER's CURVE/ZAP set-up (role `broker`) and the per-key service
+    /// grants every client request is checked against (docs/PROTOCOLS.md §2.5). The default grants everything.
+    #[serde(skip)]
+    pub security: tickbox_auth::Security,
 }
 
 impl Default for BrokerConfig {
@@ -81,6 +85,7 @@ impl Default for BrokerConfig {
             max_message_size: ByteSize(16 << 20),
             receive_hwm: 1000,
             stalled_peer_timeout: HumanDuration(Duration::from_secs(3)),
+            security: tickbox_auth::Security::default(),
         }
     }
 }
@@ -143,6 +148,8 @@ pub struct BrokerStats {
     pub queued_bytes: u64,
     /// Highest value `queued_bytes` reached.
     pub queued_bytes_peak: u64,
+    /// Client requests refused by the `[security]` service grants, each answered `403 unauthorised: SERVICE`.
+    pub requests_unauthorised: u64,
 }
 
 struct WorkerState {
@@ -189,6 +196,9 @@ pub struct Broker {
     /// Expiries not yet logged, rate-limited the same way.
     expired_unlogged: u64,
     next_expiry_log: Instant,
+    /// Unauthorised requests not yet logged (rate-limited like the queue refusals).
+    unauthorised_unlogged: u64,
+    next_unauthorised_log: Instant,
 }
 
 /// The reply "service" of the broker's undelivered notice: `[""]["MDPC01"]["mmi.undelivered"][service][reason]`
@@ -223,6 +233,11 @@ pub fn show_identity(id: &[u8]) -> String {
     }
 }
 
+/// The one-frame body of the reply to a refused request: `403 unauthorised: SERVICE` (docs/PROTOCOLS.md §2.5).
+pub fn unauthorised_reply(service: &str) -> String {
+    format!("403 unauthorised: {service}")
+}
+
 fn with_identity(identity: Vec<u8>, mut frames: Frames) -> Frames {
     frames.insert(0, identity);
     frames
@@ -244,6 +259,8 @@ impl Broker {
             next_refusal_log: now,
             expired_unlogged: 0,
             next_expiry_log: now,
+            unauthorised_unlogged: 0,
+            next_unauthorised_log: now,
         }
     }
 
@@ -278,8 +295,15 @@ impl Broker {
     }
 
     /// Handle one message received on the ROUTER (frame 0 is the sender identity). Malformed input is counted
-    /// and dropped; nothing here can panic on bad bytes.
-    pub fn handle(&mut self, now: Instant, mut frames: Frames) {
+    /// and dropped; nothing here can panic on bad bytes. The sender is unauthenticated: see [`Broker::handle_from`].
+    pub fn handle(&mut self, now: Instant, frames: Frames) {
+        self.handle_from(now, frames, None);
+    }
+
+    /// [`Broker::handle`] for a message whose sender the socket layer authenticated: `user` is its ZAP user id
+    /// (the client's Z85 public key under CURVE; `None` under NULL). A client request for a service the
+    /// `[security]` grants do not give `user` is answered `403 unauthorised: SERVICE` and counted, never queued.
+    pub fn handle_from(&mut self, now: Instant, mut frames: Frames, user: Option<&str>) {
         if frames.len() < 2 {
             self.stats.malformed += 1;
             return;
@@ -290,7 +314,11 @@ impl Broker {
                 version,
                 service,
                 body,
-            }) => self.client_request(now, identity, version, service, body),
+            }) => {
+                if self.authorised(now, &identity, version, &service, user) {
+                    self.client_request(now, identity, version, service, body)
+                }
+            }
             Ok(Inbound::Worker { version, cmd, rest }) => {
                 self.worker_command(now, identity, version, cmd, rest)
             }
@@ -303,6 +331,43 @@ impl Broker {
                 }
             }
         }
+    }
+
+    /// Checks the service grants; a refusal is answered at once (an error reply the client can read, in its own
+    /// MDP revision) and counted here and in the process's auth summary.
+    fn authorised(
+        &mut self,
+        now: Instant,
+        client: &[u8],
+        version: Version,
+        service: &[u8],
+        user: Option<&str>,
+    ) -> bool {
+        let name = String::from_utf8_lossy(service);
+        let tickbox_auth::Access::Refused { rule } =
+            self.cfg.security.grants().may_call(user, &name)
+        else {
+            return true;
+        };
+        self.stats.requests += 1;
+        self.stats.requests_unauthorised += 1;
+        self.cfg.security.stats().record_unauthorised();
+        self.unauthorised_unlogged += 1;
+        if now >= self.next_unauthorised_log {
+            tracing::warn!(
+                refused = self.unauthorised_unlogged,
+                service = %name,
+                rule,
+                user = user.unwrap_or("(unauthenticated)"),
+                "refused unauthorised client requests"
+            );
+            self.unauthorised_unlogged = 0;
+            self.next_unauthorised_log = now + Duration::from_secs(5);
+        }
+        let body = vec![unauthorised_reply(&name).into_bytes()];
+        let reply = client_reply(version, false, service.to_vec(), body);
+        self.out.push_back(with_identity(client.to_vec(), reply));
+        false
     }
 
     fn client_request(
@@ -800,6 +865,70 @@ mod tests {
             f(&[b"W2", b"", b"MDPW01", &[2], b"C3", b"", b"z"]),
             "freed worker takes the next request"
         );
+    }
+
+    #[test]
+    fn a_refused_request_is_answered_403_in_the_clients_revision_and_never_queued() {
+        // A NULL section with an IP fence is active, so its service grants apply (keys are Z85 literals).
+        const OPS: &str = "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7";
+        let security = tickbox_auth::Security::from_config(&tickbox_auth::SecurityConfig {
+            deny_ips: vec!["192.0.2.1".into()],
+            services: [("tickbox.replay.*".to_string(), vec![OPS.to_string()])]
+                .into_iter()
+                .collect(),
+            ..Default::default()
+        })
+        .unwrap();
+        let t = Instant::now();
+        let mut b = Broker::new(
+            BrokerConfig {
+                security: security.clone(),
+                ..cfg()
+            },
+            t,
+        );
+        b.handle_from(
+            t,
+            f(&[b"C", b"", b"MDPC01", b"tickbox.replay.stop", b"x"]),
+            Some("someone-else"),
+        );
+        assert_eq!(
+            drain(&mut b),
+            vec![f(&[
+                b"C",
+                b"",
+                b"MDPC01",
+                b"tickbox.replay.stop",
+                b"403 unauthorised: tickbox.replay.stop"
+            ])]
+        );
+        b.handle(
+            t,
+            f(&[b"D", b"MDPC02", &[1], b"tickbox.replay.start", b"x"]),
+        );
+        assert_eq!(
+            drain(&mut b),
+            vec![f(&[
+                b"D",
+                b"MDPC02",
+                &[3],
+                b"tickbox.replay.start",
+                b"403 unauthorised: tickbox.replay.start"
+            ])]
+        );
+        assert_eq!(b.queued_for(b"tickbox.replay.stop"), 0);
+        // The granted key, and any service no rule names, are queued as before.
+        b.handle_from(
+            t,
+            f(&[b"C", b"", b"MDPC01", b"tickbox.replay.stop", b"x"]),
+            Some(OPS),
+        );
+        b.handle(t, f(&[b"C", b"", b"MDPC01", b"echo", b"x"]));
+        assert!(drain(&mut b).is_empty());
+        assert_eq!(b.queued_for(b"tickbox.replay.stop"), 1);
+        assert_eq!(b.queued_for(b"echo"), 1);
+        assert_eq!(b.stats().requests_unauthorised, 2);
+        assert_eq!(security.summary().unwrap().unauthorised_refused, 2);
     }
 
     #[test]

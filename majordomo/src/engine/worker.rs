@@ -25,6 +25,9 @@ pub struct MdpWorkerConfig {
     pub reconnect_max: HumanDuration,
     /// Speak 18/MDP 0.2 instead of 7/MDP 0.1.
     pub v02: bool,
+    /// `[security]`, shared by the binary: the worker's DEALER connects as a client of role `broker`.
+    #[serde(skip)]
+    pub security: tickbox_auth::Security,
 }
 
 impl Default for MdpWorkerConfig {
@@ -35,6 +38,7 @@ impl Default for MdpWorkerConfig {
             reconnect: HumanDuration(Duration::from_millis(2500)),
             reconnect_max: HumanDuration(Duration::from_millis(32_000)),
             v02: false,
+            security: tickbox_auth::Security::default(),
         }
     }
 }
@@ -310,6 +314,7 @@ mod tests {
             reconnect: HumanDuration(Duration::from_millis(50)),
             reconnect_max: HumanDuration(Duration::from_millis(400)),
             v02: false,
+            ..Default::default()
         }
     }
 
