@@ -378,11 +378,13 @@ impl Agent<'_> {
             sub.set_subscribe(HUGZ.as_bytes())?;
             sub.set_subscribe(NOPE.as_bytes())?;
         }
+        self.config.security.client(&sub, "clone")?;
         sub.connect(&eps.publisher)?;
         let dealer = self.ctx.socket(zmq::DEALER)?;
         // ICANHAZ is two frames: see CLOSE_LINGER_MS.
         dealer.set_linger(CLOSE_LINGER_MS)?;
         dealer.set_rcvhwm(0)?;
+        self.config.security.client(&dealer, "clone")?;
         dealer.connect(&eps.snapshot)?;
         self.sub = Some(sub);
         self.dealer = Some(dealer);
@@ -633,6 +635,7 @@ fn agent(
     // sends nothing to a collector that has not subscribed yet either way, so IMMEDIATE loses nothing.
     tickbox_zmqx::prepare_multipart_connector(&mut publisher, config.stalled_peer_timeout())?;
     publisher.set_sndhwm(config.hwm)?;
+    config.security.client(&publisher, "clone")?;
     // Updates go to every server: the passive keeps them pending so a failover loses nothing acknowledged.
     for s in servers {
         publisher.connect(&s.collector)?;
@@ -658,12 +661,18 @@ fn agent(
                 ClientAction::Connect(i) => a.connect(i)?,
                 ClientAction::SendIcanhaz => {
                     if let Some(d) = &a.dealer {
-                        send_icanhaz(d, a.engine.subtree())?;
+                        if !send_icanhaz(d, a.engine.subtree())? {
+                            tracing::debug!(
+                                "snapshot request not sent: no connection to the server yet"
+                            );
+                        }
                     }
                 }
                 ClientAction::Vote => {
                     if let Some(d) = &a.dealer {
-                        send_icanhaz(d, crate::engine::client::VOTE_SUBTREE)?;
+                        if !send_icanhaz(d, crate::engine::client::VOTE_SUBTREE)? {
+                            tracing::debug!("vote not sent: no connection to the server yet");
+                        }
                     }
                 }
             }

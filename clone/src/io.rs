@@ -35,8 +35,17 @@ impl KvMsg {
     }
 }
 
-/// Sends ICANHAZ on a DEALER.
-pub fn send_icanhaz(socket: &zmq::Socket, subtree: &str) -> zmq::Result<()> {
-    socket.send(ICANHAZ, zmq::SNDMORE)?;
-    socket.send(subtree.as_bytes(), 0)
+/// Sends ICANHAZ on a DEALER without blocking: `Ok(false)` when the DEALER has no connection to queue it on.
+/// A blocking send would wait for ever when the server never completes the handshake (a CURVE server that
+/// refuses this key, or expects another), and the loop would stop answering its caller; the caller's own
+/// timeout and retry (the client's failover, the passive server's snapshot retry) send it again.
+pub fn send_icanhaz(socket: &zmq::Socket, subtree: &str) -> zmq::Result<bool> {
+    match socket.send(ICANHAZ, zmq::SNDMORE | zmq::DONTWAIT) {
+        Ok(()) => {}
+        Err(zmq::Error::EAGAIN) => return Ok(false),
+        Err(err) => return Err(err),
+    }
+    // The first frame went out, so the rest of the message is queued with it.
+    socket.send(subtree.as_bytes(), 0)?;
+    Ok(true)
 }

@@ -18,10 +18,11 @@
 //!
 //! CHP has no way for the server to reject a KVSET: a refused update simply never appears on the stream, which
 //! a writer cannot tell from a dead server. When the tickbox server refuses a KVSET that carries a UUID (key or
-//! value or properties too long, reserved key, key or byte budget full), it publishes a **`NOPE` notice** on the
+//! value or properties too long, reserved key, key or byte budget full, or a `/config/` write from a key that
+//! `[security] config_writers` does not list: its `User-Id`, read by the socket loop), it publishes a **`NOPE` notice** on the
 //! update publisher: `["NOPE"][current seq][uuid of the refused update][reason=CODE\n][CODE]`, with the reason
 //! codes of [`engine::server::DropReason::code`] (`key-too-long`, `value-too-large`, `props-too-long`,
-//! `too-many-keys`, `too-many-bytes`, `reserved-key`). The sequence is the server's current one and is not
+//! `too-many-keys`, `too-many-bytes`, `reserved-key`, `unauthorised`). The sequence is the server's current one and is not
 //! incremented, as for HUGZ, so a Guide client (which only applies sequences above its own, and which with a
 //! subtree does not even receive the key) ignores it; the tickbox client subscribes to `NOPE` and fails the
 //! waiting [`CloneClient::set`] with [`CloneError::Refused`]. Notices are rate-limited
@@ -57,6 +58,9 @@ pub enum CloneError {
     /// A socket call failed.
     #[error("zmq: {0}")]
     Zmq(#[from] zmq::Error),
+    /// `[security]` could not be applied to a socket.
+    #[error(transparent)]
+    Auth(#[from] tickbox_auth::AuthError),
     /// Reading or writing the persistence files (or spawning a thread) failed.
     #[error("I/O: {0}")]
     Io(#[from] std::io::Error),

@@ -340,6 +340,10 @@ fn bind(ctx: &zmq::Context, bind: &ServerBind, config: &ServerConfig) -> Result<
         collector.set_rcvhwm(config.collector_hwm.max(1))?;
         collector.set_maxmsgsize(config.collector_max_frame())?;
         collector.set_subscribe(b"")?;
+        // CURVE and ZAP per socket when `[security]` asks; the caller started the ZAP handler in `ctx`.
+        config.security.server(&router, "clone.snapshot")?;
+        config.security.server(&publisher, "clone.publisher")?;
+        config.security.server(&collector, "clone.collector")?;
         Ok((router, publisher, collector))
     };
     match bind {
@@ -575,6 +579,37 @@ fn drain<F: FnMut(Vec<Vec<u8>>)>(
     Ok(())
 }
 
+/// [`drain`] for the collector: each update with its writer's ZAP user id (the `User-Id` property, the Z85
+/// public key under CURVE), which the engine checks against the `/config/` writers.
+fn drain_from<F: FnMut(Vec<Vec<u8>>, Option<&str>)>(
+    socket: &zmq::Socket,
+    max: usize,
+    mut f: F,
+) -> Result<(), CloneError> {
+    let mut msg = zmq::Message::new();
+    for _ in 0..max {
+        let mut parts = Vec::new();
+        let mut user: Option<String> = None;
+        loop {
+            let flags = if parts.is_empty() { zmq::DONTWAIT } else { 0 };
+            match socket.recv(&mut msg, flags) {
+                Ok(()) => {}
+                Err(zmq::Error::EAGAIN) if parts.is_empty() => return Ok(()),
+                Err(err) => return Err(err.into()),
+            }
+            if user.is_none() {
+                user = tickbox_auth::user_id(&mut msg).map(str::to_owned);
+            }
+            parts.push(msg.to_vec());
+            if !msg.get_more() {
+                break;
+            }
+        }
+        f(parts, user.as_deref());
+    }
+    Ok(())
+}
+
 const BATCH: usize = 4096;
 
 struct PeerSync {
@@ -634,10 +669,13 @@ fn run(
         };
         let ha = match &options.ha {
             Some(ha) => {
-                let node = BstarNode::new(ctx, ha.role, &ha.state, &ha.bstar, now)?;
+                let security = &options.config.security;
+                let node =
+                    BstarNode::new_secured(ctx, ha.role, &ha.state, &ha.bstar, now, security)?;
                 let peer_sub = socket(ctx, zmq::SUB, &options.config)?;
                 peer_sub.set_rcvhwm(options.config.pub_hwm)?;
                 peer_sub.set_subscribe(b"")?;
+                security.client(&peer_sub, "clone.peer")?;
                 peer_sub.connect(&ha.peer.publisher)?;
                 Some((node, peer_sub, ha.peer.snapshot.clone()))
             }
@@ -898,41 +936,43 @@ fn run(
         }
 
         if r_collector {
-            let res = drain(&collector, BATCH, |parts| match KvMsg::decode(&parts) {
-                Ok(msg) => {
-                    let uuid = msg.uuid;
-                    match engine.on_kvset(msg, now) {
-                        KvsetOutcome::Published(m) => out.push(m),
-                        KvsetOutcome::Dropped(reason) => {
-                            warn_limited!(
-                                &mut logs,
-                                refused,
-                                now,
-                                reason = reason.code(),
-                                "refused client update"
-                            );
-                            if engine.is_serving() {
-                                if let Some(notice) = engine.refusal(uuid, reason) {
-                                    if notice_budget.take(now, config.refusal_notices_per_sec) {
-                                        notices += 1;
-                                        out.push(notice);
-                                    } else {
-                                        notices_suppressed += 1;
+            let res = drain_from(&collector, BATCH, |parts, user| {
+                match KvMsg::decode(&parts) {
+                    Ok(msg) => {
+                        let uuid = msg.uuid;
+                        match engine.on_kvset_from(msg, user, now) {
+                            KvsetOutcome::Published(m) => out.push(m),
+                            KvsetOutcome::Dropped(reason) => {
+                                warn_limited!(
+                                    &mut logs,
+                                    refused,
+                                    now,
+                                    reason = reason.code(),
+                                    "refused client update"
+                                );
+                                if engine.is_serving() {
+                                    if let Some(notice) = engine.refusal(uuid, reason) {
+                                        if notice_budget.take(now, config.refusal_notices_per_sec) {
+                                            notices += 1;
+                                            out.push(notice);
+                                        } else {
+                                            notices_suppressed += 1;
+                                        }
                                     }
                                 }
                             }
+                            KvsetOutcome::Pending | KvsetOutcome::Duplicate => {}
                         }
-                        KvsetOutcome::Pending | KvsetOutcome::Duplicate => {}
                     }
-                }
-                Err(err) => {
-                    malformed += 1;
-                    warn_limited!(
-                        &mut logs,
-                        malformed_kvset,
-                        now,
-                        "dropped malformed KVSET: {err}"
-                    );
+                    Err(err) => {
+                        malformed += 1;
+                        warn_limited!(
+                            &mut logs,
+                            malformed_kvset,
+                            now,
+                            "dropped malformed KVSET: {err}"
+                        );
+                    }
                 }
             });
             if let Err(err) = res {
@@ -1006,8 +1046,13 @@ fn run(
             if sync.sent.is_none() && (peer_seen || now >= sync.since + hugz) {
                 let dealer = match socket(ctx, zmq::DEALER, config).and_then(|d| {
                     d.set_rcvhwm(0)?;
+                    config.security.client(&d, "clone.peer")?;
                     d.connect(peer_snapshot)?;
-                    send_icanhaz(&d, "")?;
+                    if !send_icanhaz(&d, "")? {
+                        tracing::debug!(
+                            "peer snapshot request not sent yet: no connection to the peer"
+                        );
+                    }
                     Ok(d)
                 }) {
                     Ok(d) => d,

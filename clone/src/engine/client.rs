@@ -40,6 +40,10 @@ pub struct ClientConfig {
     /// hit the ZeroMQ library's `clean_pipes` abort. The price: a server that acknowledges no TCP data for this long is
     /// disconnected, and dropping a client whose server stalled waits up to about this long. At least 1 ms.
     pub stalled_peer_timeout: HumanDuration,
+    /// `[security]`, shared by the binary: every socket connects as a client of role `clone` (CURVE with the
+    /// server's key, `[security.roles.clone] server_key`, when configured).
+    #[serde(skip)]
+    pub security: tickbox_auth::Security,
 }
 
 impl Default for ClientConfig {
@@ -50,6 +54,7 @@ impl Default for ClientConfig {
             resend: HumanDuration(Duration::from_millis(1000)),
             hwm: 1_000_000,
             stalled_peer_timeout: HumanDuration(Duration::from_secs(3)),
+            security: tickbox_auth::Security::default(),
         }
     }
 }

@@ -99,6 +99,11 @@ pub struct ServerConfig {
     /// inside the server before the loop reads it (about `collector_hwm × (largest KVSET)` per writer); beyond
     /// it TCP pushes back and the writer's PUB drops (tickbox clients resend unacknowledged sets).
     pub collector_hwm: i32,
+    /// `[security]`, shared by the binary: CURVE/ZAP on the three sockets (roles `clone.snapshot`,
+    /// `clone.publisher`, `clone.collector`; the Binary Star link `bstar` and `clone.peer`) and the `/config/`
+    /// writers every SET and DEL is checked against. The default checks nothing.
+    #[serde(skip)]
+    pub security: tickbox_auth::Security,
 }
 
 impl Default for ServerConfig {
@@ -127,6 +132,7 @@ impl Default for ServerConfig {
             recent_uuids: 100_000,
             pub_hwm: 1_000_000,
             collector_hwm: 100_000,
+            security: tickbox_auth::Security::default(),
         }
     }
 }
@@ -205,6 +211,8 @@ pub enum DropReason {
     ReservedKey,
     /// A non-serving server cannot match an update without UUID against the active's copy.
     NoUuidWhilePassive,
+    /// The sender's key may not write this key (`[security] config_writers` guards `/config/`).
+    Unauthorised,
 }
 
 impl DropReason {
@@ -218,6 +226,7 @@ impl DropReason {
             DropReason::TooManyBytes => "too-many-bytes",
             DropReason::ReservedKey => "reserved-key",
             DropReason::NoUuidWhilePassive => "no-uuid-while-passive",
+            DropReason::Unauthorised => "unauthorised",
         }
     }
 }
@@ -256,6 +265,8 @@ pub struct ServerStats {
     pub dropped_reserved_key: u64,
     /// Updates dropped for [`DropReason::NoUuidWhilePassive`].
     pub dropped_no_uuid_passive: u64,
+    /// Updates dropped for [`DropReason::Unauthorised`].
+    pub dropped_unauthorised: u64,
     /// Oldest pending updates discarded because the list exceeded [`ServerConfig::max_pending`].
     pub pending_overflow: u64,
     /// Keys deleted because their CHP `ttl` ran out.
@@ -403,6 +414,7 @@ impl ServerEngine {
             + s.dropped_too_many_bytes
             + s.dropped_reserved_key
             + s.dropped_no_uuid_passive
+            + s.dropped_unauthorised
             + s.pending_overflow
     }
 
@@ -498,6 +510,7 @@ impl ServerEngine {
             DropReason::TooManyBytes => s.dropped_too_many_bytes += 1,
             DropReason::ReservedKey => s.dropped_reserved_key += 1,
             DropReason::NoUuidWhilePassive => s.dropped_no_uuid_passive += 1,
+            DropReason::Unauthorised => s.dropped_unauthorised += 1,
         }
     }
 
@@ -545,8 +558,23 @@ impl ServerEngine {
         msg
     }
 
-    /// A KVSET arrived on the collector.
+    /// A KVSET arrived on the collector from an unauthenticated writer (see [`ServerEngine::on_kvset_from`]).
     pub fn on_kvset(&mut self, msg: KvMsg, now: Instant) -> KvsetOutcome {
+        self.on_kvset_from(msg, None, now)
+    }
+
+    /// A KVSET arrived on the collector from `user`, the writer's ZAP user id (its Z85 public key under CURVE,
+    /// read by the socket loop; `None` under NULL). A set or delete the `[security]` grants refuse `user` is
+    /// dropped as [`DropReason::Unauthorised`], counted, and answered with a `NOPE` notice like any refusal.
+    pub fn on_kvset_from(&mut self, msg: KvMsg, user: Option<&str>, now: Instant) -> KvsetOutcome {
+        if let tickbox_auth::Access::Refused { rule } =
+            self.config.security.grants().may_write(user, &msg.key)
+        {
+            tracing::debug!(key = %msg.key, rule, "refused an unauthorised write");
+            self.config.security.stats().record_unauthorised();
+            self.count_drop(DropReason::Unauthorised);
+            return KvsetOutcome::Dropped(DropReason::Unauthorised);
+        }
         if let Err(reason) = self.validate(&msg) {
             self.count_drop(reason);
             return KvsetOutcome::Dropped(reason);
