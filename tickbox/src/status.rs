@@ -23,6 +23,17 @@ impl StatusBoard {
         broker: Option<&str>,
         component: &str,
     ) -> anyhow::Result<Self> {
+        Self::start_secured(ctx, broker, component, tickbox_auth::Security::default())
+    }
+
+    /// [`StatusBoard::start`] with the status worker connecting under `security` (`config.auth`): CURVE with the
+    /// broker's key when `[security]` says so; the broker's grants decide who may read the status.
+    pub(crate) fn start_secured(
+        ctx: &zmq::Context,
+        broker: Option<&str>,
+        component: &str,
+        security: tickbox_auth::Security,
+    ) -> anyhow::Result<Self> {
         let latest = Arc::new(Mutex::new(b"{\"state\":\"starting\"}".to_vec()));
         let worker = match broker {
             None => None,
@@ -32,7 +43,10 @@ impl StatusBoard {
                     ctx,
                     broker,
                     component,
-                    MdpWorkerConfig::default(),
+                    MdpWorkerConfig {
+                        security,
+                        ..MdpWorkerConfig::default()
+                    },
                     move || source.lock().map(|s| s.clone()).unwrap_or_default(),
                 )
                 .with_context(|| format!("registering tickbox.{component}.status on {broker}"))?;
