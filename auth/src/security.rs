@@ -53,6 +53,16 @@ impl Eq for Security {}
 impl Security {
     /// Loads certificates and resolves every key name in `cfg`. An inactive section gives [`Security::default`].
     pub fn from_config(cfg: &SecurityConfig) -> Result<Security, AuthError> {
+        let has_rules = !cfg.services.is_empty()
+            || !cfg.config_writers.is_empty()
+            || !cfg.publishers.is_empty();
+        if has_rules && cfg.mechanism != MechanismName::Curve {
+            // Under NULL no peer has a key, so rules naming keys could never grant anything; silently ignoring them
+            // would leave open what the operator meant to close.
+            return Err(AuthError::Config(
+                "services, config_writers and publishers name keys: they need mechanism = \"curve\"".into(),
+            ));
+        }
         if !cfg.is_active() {
             return Ok(Security::default());
         }

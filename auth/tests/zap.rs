@@ -230,3 +230,16 @@ fn traffic_keeps_flowing_through_a_flood_of_failed_handshakes() {
     });
     drop(strangers);
 }
+
+#[test]
+fn rules_naming_keys_without_curve_are_a_config_error() {
+    let err = Security::from_config(&SecurityConfig {
+        config_writers: vec!["ops".into()],
+        ..SecurityConfig::default()
+    })
+    .unwrap_err();
+    assert!(
+        err.to_string().contains("need mechanism = \"curve\""),
+        "{err}"
+    );
+}

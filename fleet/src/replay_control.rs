@@ -92,6 +92,31 @@ impl ReplayControlService {
         first: FirstCapture,
         shutdown: Arc<AtomicBool>,
     ) -> std::io::Result<Self> {
+        Self::spawn_secured(
+            ctx,
+            broker,
+            shared,
+            runs,
+            defaults,
+            first,
+            shutdown,
+            tickbox_auth::Security::default(),
+        )
+    }
+
+    /// [`ReplayControlService::spawn`] with both workers connecting under `security` (role `broker`: CURVE with
+    /// the broker's key when `[security]` says so); the broker's grants decide who may call them.
+    #[allow(clippy::too_many_arguments)]
+    pub fn spawn_secured(
+        ctx: &zmq::Context,
+        broker: &str,
+        shared: Arc<ReplayShared>,
+        runs: mpsc::Sender<RunSpec>,
+        defaults: RunSpec,
+        first: FirstCapture,
+        shutdown: Arc<AtomicBool>,
+        security: tickbox_auth::Security,
+    ) -> std::io::Result<Self> {
         let quit = Arc::new(AtomicBool::new(false));
         let (ctx, broker, flag) = (ctx.clone(), broker.to_string(), Arc::clone(&quit));
         let thread = std::thread::Builder::new()
@@ -104,6 +129,7 @@ impl ReplayControlService {
                     first: &first,
                     shutdown: &shutdown,
                     quit: &flag,
+                    security,
                 };
                 if let Err(e) = serve.run(&ctx, &broker) {
                     tracing::error!("replay control services failed: {e}");
@@ -123,22 +149,17 @@ struct Serve<'a> {
     first: &'a FirstCapture,
     shutdown: &'a AtomicBool,
     quit: &'a AtomicBool,
+    security: tickbox_auth::Security,
 }
 
 impl Serve<'_> {
     fn run(&self, ctx: &zmq::Context, broker: &str) -> Result<(), tickbox_majordomo::MdpError> {
-        let mut start = MdpWorker::connect(
-            ctx,
-            broker,
-            "tickbox.replay.start",
-            MdpWorkerConfig::default(),
-        )?;
-        let mut stop = MdpWorker::connect(
-            ctx,
-            broker,
-            "tickbox.replay.stop",
-            MdpWorkerConfig::default(),
-        )?;
+        let cfg = MdpWorkerConfig {
+            security: self.security.clone(),
+            ..MdpWorkerConfig::default()
+        };
+        let mut start = MdpWorker::connect(ctx, broker, "tickbox.replay.start", cfg.clone())?;
+        let mut stop = MdpWorker::connect(ctx, broker, "tickbox.replay.stop", cfg)?;
         tracing::info!(
             broker,
             "registered tickbox.replay.start and tickbox.replay.stop"

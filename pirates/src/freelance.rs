@@ -25,6 +25,9 @@ pub enum FreelanceError {
     /// A socket call failed.
     #[error("zmq: {0}")]
     Zmq(#[from] zmq::Error),
+    /// `[security]` could not be applied to a socket.
+    #[error(transparent)]
+    Auth(#[from] tickbox_auth::AuthError),
     /// No live server answered within [`AgentConfig::request_timeout`].
     #[error("no live server answered within the request timeout")]
     Failed,
@@ -86,6 +89,9 @@ pub struct FreelanceServerConfig {
     /// TCP data for this long is disconnected, and a stop with a stalled peer waits up to about this long.
     /// At least 1 ms is used.
     pub stalled_peer_timeout: HumanDuration,
+    /// `[security]`, shared by the binary: the ROUTER is a CURVE server of role `freelance`.
+    #[serde(skip)]
+    pub security: tickbox_auth::Security,
 }
 
 impl Default for FreelanceServerConfig {
@@ -95,6 +101,7 @@ impl Default for FreelanceServerConfig {
             max_queued_replies: 1000,
             max_queued_bytes: ByteSize(16 << 20),
             stalled_peer_timeout: HumanDuration(tickbox_zmqx::DEFAULT_STALLED_PEER_TIMEOUT),
+            security: tickbox_auth::Security::default(),
         }
     }
 }
@@ -161,6 +168,8 @@ pub fn run_freelance_server_with(
     // Mandatory routing turns a full peer queue into EAGAIN (with DONTWAIT) instead of a silent drop, so drops are
     // counted; DONTWAIT keeps one slow peer from blocking everyone else.
     s.set_router_mandatory(true)?;
+    // CURVE and ZAP when `[security]` asks; the caller started the ZAP handler in `ctx`.
+    cfg.security.server(&s, "freelance")?;
     s.bind(bind)?;
     tracing::info!(
         bind,
@@ -298,6 +307,7 @@ fn agent_thread(ctx: &zmq::Context, addr: &str, cfg: AgentConfig) -> Result<(), 
     pipe.connect(addr)?;
     let router = ctx.socket(zmq::ROUTER)?;
     router.set_linger(0)?;
+    cfg.security.client(&router, "freelance")?;
     let mut agent = FreelanceAgent::new(cfg);
     loop {
         let now = Instant::now();

@@ -20,6 +20,9 @@ pub struct LazyPirateConfig {
     pub timeout: HumanDuration,
     /// Total attempts per request (at least 1; 1 = no retry).
     pub attempts: u32,
+    /// `[security]`: the REQ connects as a client of role `lazy` (CURVE with the server's key when configured).
+    #[serde(skip)]
+    pub security: tickbox_auth::Security,
 }
 
 impl Default for LazyPirateConfig {
@@ -27,6 +30,7 @@ impl Default for LazyPirateConfig {
         Self {
             timeout: HumanDuration(ms(2500)),
             attempts: 3,
+            security: tickbox_auth::Security::default(),
         }
     }
 }
@@ -61,6 +65,7 @@ impl LazyPirate {
             // dead server for ever (no connection, so ZMQ_TCP_MAXRT never fires); the residual clean_pipes race
             // is in docs/LIBZMQ_TRAPS.md ("What remains").
             s.set_linger(0)?;
+            self.cfg.security.client(&s, "lazy")?;
             s.connect(&self.endpoint)?;
             self.socket = Some(s);
         }

@@ -22,6 +22,9 @@ pub enum PirateError {
     /// A socket call failed.
     #[error("zmq: {0}")]
     Zmq(#[from] zmq::Error),
+    /// `[security]` could not be applied to a socket.
+    #[error(transparent)]
+    Auth(#[from] tickbox_auth::AuthError),
     /// Every attempt timed out; the number of attempts made.
     #[error("no reply after {0} attempt(s); giving up")]
     Exhausted(u32),

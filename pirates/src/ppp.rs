@@ -37,6 +37,9 @@ pub fn run_ppp_queue(
         )?;
         s.set_maxmsgsize(max_message)?;
     }
+    // CURVE and ZAP when `[security]` asks; the caller started the ZAP handler in `ctx`.
+    cfg.security.server(&fe, "queue.frontend")?;
+    cfg.security.server(&be, "queue.backend")?;
     fe.bind(frontend)?;
     be.bind(backend)?;
     if let Some(tx) = bound {
@@ -83,6 +86,7 @@ pub struct PppWorker {
     socket: Option<zmq::Socket>,
     engine: PppWorkerEngine,
     reconnect_at: Option<Instant>,
+    security: tickbox_auth::Security,
 }
 
 impl PppWorker {
@@ -99,6 +103,7 @@ impl PppWorker {
             socket: None,
             engine: PppWorkerEngine::new(&cfg, now),
             reconnect_at: Some(now),
+            security: cfg.security.clone(),
         };
         w.step(now, None)?;
         Ok(w)
@@ -119,6 +124,7 @@ impl PppWorker {
             let s = self.ctx.socket(zmq::DEALER)?;
             // Linger 0 by design, as the MDP worker's (docs/LIBZMQ_TRAPS.md, "What remains").
             s.set_linger(0)?;
+            self.security.client(&s, "queue.backend")?;
             s.connect(&self.endpoint)?;
             self.socket = Some(s);
             self.engine.connected(now);

@@ -102,6 +102,7 @@ fn client_agent_fails_over_when_a_server_dies() {
         server_ttl: Duration::from_millis(300).into(),
         request_timeout: Duration::from_millis(2000).into(),
         resend: Duration::from_millis(300).into(),
+        ..AgentConfig::default()
     };
     let client = FreelanceClient::new(&ctx, cfg).unwrap();
     client.connect(&ea).unwrap();

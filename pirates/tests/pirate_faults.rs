@@ -34,6 +34,7 @@ fn lazy_pirate_resends_on_a_new_socket_and_gives_up_after_n() {
         LazyPirateConfig {
             timeout: Duration::from_millis(200).into(),
             attempts: 3,
+            ..LazyPirateConfig::default()
         },
     );
     let server = std::thread::spawn(move || {
@@ -142,6 +143,7 @@ fn ppp_workers_survive_queue_restart_and_clients_retry_through_crashes() {
         LazyPirateConfig {
             timeout: Duration::from_millis(500).into(),
             attempts: 5,
+            ..LazyPirateConfig::default()
         },
     );
     for i in 0..20u32 {

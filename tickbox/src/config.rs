@@ -111,6 +111,10 @@ impl TickboxConfig {
         self.feed.security = security.clone();
         self.lvc.security = security.clone();
         self.subscriber.security = security.clone();
+        self.broker.security = security.clone();
+        self.titanic.worker.security = security.clone();
+        self.clone.server.security = security.clone();
+        self.clone.client.security = security.clone();
         self.auth = security;
         Ok(())
     }

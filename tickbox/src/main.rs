@@ -27,7 +27,8 @@ pub mod exit_code {
     pub const CORRUPT: u8 = 5;
     /// `tickbox journal verify --strict`: intact, but incomplete (gap records, or records a ring overwrote).
     pub const GAPPY: u8 = 6;
-    /// The Clone server refused a `ctl set`/`del` and said why (key or value too long, store full, reserved key).
+    /// The Clone server refused a `ctl set`/`del` and said why (key or value too long, store full, reserved key,
+    /// unauthorised key), or the broker answered `tickbox call` with `403 unauthorised: SERVICE`.
     pub const REFUSED: u8 = 7;
     /// A worker thread failed (panicked): the summary covers what the others did, but the run is incomplete.
     pub const WORKER_FAILED: u8 = 8;
@@ -69,7 +70,7 @@ pub(crate) mod flags {
     name = "tickbox",
     version,
     about = "Market-data pub-sub on ZeroMQ: feed, Black Box subscriber, LVC proxy, recorder/replayer, control plane, bench.",
-    after_help = "Exit codes: 0 ok; 1 error; 2 usage error (unknown flag, bad value); 3 Suicidal Snail fired (message later than --max-lateness, or gap with gap_policy=die); 4 request timed out; 5 journal corrupt; 6 journal intact but incomplete (verify --strict); 7 refused by the Clone server (ctl set/del); 8 a worker failed (panicked).\nLogging: to stderr; -q for warnings and errors only, -v for debug, -vv for trace; RUST_LOG overrides both (e.g. RUST_LOG=tickbox=debug)."
+    after_help = "Exit codes: 0 ok; 1 error; 2 usage error (unknown flag, bad value); 3 Suicidal Snail fired (message later than --max-lateness, or gap with gap_policy=die); 4 request timed out; 5 journal corrupt; 6 journal intact but incomplete (verify --strict); 7 refused (ctl set/del by the Clone server, or a call answered 403 unauthorised); 8 a worker failed (panicked).\nLogging: to stderr; -q for warnings and errors only, -v for debug, -vv for trace; RUST_LOG overrides both (e.g. RUST_LOG=tickbox=debug)."
 )]
 pub(crate) struct Cli {
     /// TOML deployment config; every field has a default, so it is optional.

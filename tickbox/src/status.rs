@@ -17,11 +17,14 @@ pub(crate) struct StatusBoard {
 }
 
 impl StatusBoard {
-    /// Registers `tickbox.<component>.status` on `broker` when one is given; otherwise publishing is a no-op.
+    /// Registers `tickbox.<component>.status` on `broker` when one is given (otherwise publishing is a no-op), the
+    /// status worker connecting under `security` (`config.auth`): CURVE with the
+    /// broker's key when `[security]` says so; the broker's grants decide who may read the status.
     pub(crate) fn start(
         ctx: &zmq::Context,
         broker: Option<&str>,
         component: &str,
+        security: tickbox_auth::Security,
     ) -> anyhow::Result<Self> {
         let latest = Arc::new(Mutex::new(b"{\"state\":\"starting\"}".to_vec()));
         let worker = match broker {
@@ -32,7 +35,10 @@ impl StatusBoard {
                     ctx,
                     broker,
                     component,
-                    MdpWorkerConfig::default(),
+                    MdpWorkerConfig {
+                        security,
+                        ..MdpWorkerConfig::default()
+                    },
                     move || source.lock().map(|s| s.clone()).unwrap_or_default(),
                 )
                 .with_context(|| format!("registering tickbox.{component}.status on {broker}"))?;

@@ -63,6 +63,9 @@ pub struct AgentConfig {
     /// Resend to the next live server when the current one has not answered in this long; a server that died a
     /// moment ago is still "alive" until its TTL runs out, and the request should not wait for that.
     pub resend: HumanDuration,
+    /// `[security]`, shared by the binary: the agent's ROUTER connects to every server as role `freelance`.
+    #[serde(skip)]
+    pub security: tickbox_auth::Security,
 }
 
 impl Default for AgentConfig {
@@ -72,6 +75,7 @@ impl Default for AgentConfig {
             server_ttl: HumanDuration(Duration::from_millis(6000)),
             request_timeout: HumanDuration(Duration::from_millis(3000)),
             resend: HumanDuration(Duration::from_millis(1000)),
+            security: tickbox_auth::Security::default(),
         }
     }
 }
@@ -289,6 +293,7 @@ mod tests {
             server_ttl: ms(300).into(),
             request_timeout: ms(1000).into(),
             resend: ms(200).into(),
+            ..AgentConfig::default()
         }
     }
 

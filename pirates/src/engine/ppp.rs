@@ -44,6 +44,10 @@ pub struct PppConfig {
     /// TCP data for this long is disconnected, and a stop with a stalled peer waits up to about this long.
     /// At least 1 ms is used.
     pub stalled_peer_timeout: HumanDuration,
+    /// `[security]`, shared by the binary: the queue's ROUTERs are CURVE servers (roles `queue.frontend`,
+    /// `queue.backend`); a worker connects as role `queue.backend`.
+    #[serde(skip)]
+    pub security: tickbox_auth::Security,
 }
 
 impl Default for PppConfig {
@@ -57,6 +61,7 @@ impl Default for PppConfig {
             max_workers: 10_000,
             max_message_bytes: 1 << 20,
             stalled_peer_timeout: HumanDuration(Duration::from_secs(3)),
+            security: tickbox_auth::Security::default(),
         }
     }
 }
@@ -424,6 +429,7 @@ mod tests {
             max_workers: 3,
             max_message_bytes: 1 << 20,
             stalled_peer_timeout: ms(1000).into(),
+            ..PppConfig::default()
         }
     }
 

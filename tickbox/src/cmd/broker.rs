@@ -35,7 +35,7 @@ pub(crate) struct Args {
     heartbeat: Option<tickbox_units::HumanDuration>,
 }
 
-fn summary(stats: &BrokerStats) {
+fn summary(stats: &BrokerStats, auth: Option<tickbox_auth::AuthSummary>) {
     println!(
         "requests {}  replies {}  mmi {}  malformed {}  disconnects {}  workers registered {}  expired {} (at dispatch {})  requests expired {}  refused {}  requeued {}  unroutable {}  undelivered notices {}  workers refused {}  peak queued bytes {}",
         stats.requests,
@@ -54,6 +54,10 @@ fn summary(stats: &BrokerStats) {
         stats.workers_refused,
         stats.queued_bytes_peak
     );
+    // Only with `[security]`: without it the summary stays exactly as it was.
+    if let Some(auth) = auth {
+        println!("{}", auth.line());
+    }
 }
 
 pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
@@ -70,6 +74,11 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     }
     let stop = crate::shutdown::flag();
     let ctx = zmq::Context::new();
+    // Before any bind, and kept until the sockets are closed: without it libzmq lets every CURVE client in.
+    let _zap = config
+        .auth
+        .start_zap(&ctx)
+        .context("starting the ZAP handler")?;
     let (tx, rx) = std::sync::mpsc::channel();
     // Print the bound endpoint as soon as it is known, so scripts and tests can use `:*` ports.
     let printer = std::thread::spawn(move || {
@@ -111,6 +120,6 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         }
     };
     let _ = printer.join();
-    summary(&stats);
+    summary(&stats, config.auth.summary());
     Ok(ExitCode::SUCCESS)
 }

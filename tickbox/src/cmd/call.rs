@@ -36,14 +36,20 @@ fn render(frame: &[u8]) -> String {
     }
 }
 
-pub(crate) fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCode> {
+/// True for the broker's answer to a call the `[security]` grants refuse (docs/PROTOCOLS.md §2.4).
+fn is_unauthorised(reply: &[Vec<u8>]) -> bool {
+    matches!(reply, [only] if only.starts_with(b"403 unauthorised: "))
+}
+
+pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     crate::flags::check_connect_all("--broker", &args.broker)?;
     let ctx = zmq::Context::new();
     let cfg = ClientConfig {
         timeout: args.timeout,
         attempts: args.attempts,
     };
-    let mut client = Client::with_failover(&ctx, &args.broker, cfg);
+    let mut client =
+        Client::with_failover(&ctx, &args.broker, cfg).with_security(config.auth.clone());
     let body: Vec<Vec<u8>> = if args.body.is_empty() {
         vec![Vec::new()]
     } else {
@@ -54,6 +60,9 @@ pub(crate) fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCod
             let mut out = std::io::stdout().lock();
             for frame in &reply {
                 writeln!(out, "{}", render(frame))?;
+            }
+            if is_unauthorised(&reply) {
+                return Ok(ExitCode::from(exit_code::REFUSED));
             }
             Ok(ExitCode::SUCCESS)
         }

@@ -131,6 +131,11 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         data_dir: args.data_dir,
     };
     let ctx = zmq::Context::new();
+    // Before any bind, and kept until the sockets are closed: without it libzmq lets every CURVE client in.
+    let _zap = config
+        .auth
+        .start_zap(&ctx)
+        .context("starting the ZAP handler")?;
     let stop = crate::shutdown::flag();
     let role = options
         .ha

@@ -215,7 +215,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     // Before any socket binds: without a ZAP handler libzmq would let every CURVE client in.
     let _zap = config.auth.start_zap(&ctx)?;
     let feed = Feed::start(&ctx, feed_config).context("starting the feed")?;
-    let status = StatusBoard::start(&ctx, broker.as_deref(), "feed")?;
+    let status = StatusBoard::start(&ctx, broker.as_deref(), "feed", config.auth.clone())?;
     let mut view = LiveView::new("feed", &live_args, None);
     let mut view_rate = LiveRate::default();
     let mut last_status = std::time::Instant::now() - Duration::from_secs(1);
@@ -383,7 +383,7 @@ fn run_source(
     let feed =
         tickbox_feed::SourceFeed::start(&ctx, feed_config, Box::new(Recording(recording)), speed)
             .context("starting the feed")?;
-    let status = StatusBoard::start(&ctx, broker, "feed")?;
+    let status = StatusBoard::start(&ctx, broker, "feed", config.auth.clone())?;
     {
         let mut out: Box<dyn Write> = if json {
             Box::new(std::io::stderr().lock())

@@ -35,10 +35,13 @@ pub(crate) struct Args {
     json: bool,
 }
 
-pub(crate) fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     crate::flags::check_bind("--bind", &args.bind)?;
     let public = args.endpoint.clone().unwrap_or_else(|| args.bind.clone());
-    let mut limits = FreelanceServerConfig::default();
+    let mut limits = FreelanceServerConfig {
+        security: config.auth.clone(),
+        ..FreelanceServerConfig::default()
+    };
     if let Some(v) = args.max_message_size {
         anyhow::ensure!(v > 0, "--max-message-size must be above 0");
         limits.max_message_size = ByteSize(v);
@@ -51,6 +54,11 @@ pub(crate) fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCod
     }
     let stop = crate::shutdown::flag();
     let ctx = zmq::Context::new();
+    // Before any bind, and kept until the sockets are closed: without it libzmq lets every CURVE client in.
+    let _zap = config
+        .auth
+        .start_zap(&ctx)
+        .context("starting the ZAP handler")?;
     println!(
         "freelance server {public} listening on {} (at most {} replies of at most {} queued per peer)",
         args.bind,
@@ -66,8 +74,14 @@ pub(crate) fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCod
         }
     })
     .context("freelance server")?;
+    let auth = config.auth.summary();
     if args.json {
-        println!("{}", serde_json::to_string(&stats)?);
+        let mut json = serde_json::to_value(&stats)?;
+        // Only with `[security]`: without it the summary stays exactly as it was.
+        if let Some(auth) = &auth {
+            json["auth"] = serde_json::to_value(auth)?;
+        }
+        println!("{}", serde_json::to_string(&json)?);
     } else {
         println!(
             "pings {}  requests {}  malformed {}  oversize {}  dropped_full {}  dropped_unroutable {}",
@@ -78,6 +92,9 @@ pub(crate) fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCod
             stats.dropped_full,
             stats.dropped_unroutable
         );
+        if let Some(auth) = &auth {
+            println!("{}", auth.line());
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

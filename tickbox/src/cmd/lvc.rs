@@ -152,7 +152,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         ..lvc_config.clone()
     };
     let lvc = tickbox_lvc::spawn(&ctx, proxy_config).context("starting the LVC proxy")?;
-    let status = StatusBoard::start(&ctx, broker.as_deref(), "lvc")?;
+    let status = StatusBoard::start(&ctx, broker.as_deref(), "lvc", config.auth.clone())?;
     {
         // Resolved endpoints go to stdout, flushed, so scripts and tests can use `tcp://…:*`.
         let mut out = std::io::stdout().lock();

@@ -53,7 +53,7 @@ fn summary_json(s: &PppQueueStats) -> serde_json::Value {
     })
 }
 
-pub(crate) fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     crate::flags::check_bind("--frontend", &args.frontend)?;
     crate::flags::check_bind("--backend", &args.backend)?;
     anyhow::ensure!(args.liveness > 0, "--liveness must be at least 1");
@@ -73,10 +73,16 @@ pub(crate) fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCod
         max_queued: args.max_queued,
         max_workers: args.max_workers,
         max_message_bytes: args.max_message_size,
+        security: config.auth.clone(),
         ..PppConfig::default()
     };
     let stop = crate::shutdown::flag();
     let ctx = zmq::Context::new();
+    // Before any bind, and kept until the sockets are closed: without it libzmq lets every CURVE client in.
+    let _zap = config
+        .auth
+        .start_zap(&ctx)
+        .context("starting the ZAP handler")?;
     let (bound_tx, bound_rx) = mpsc::channel();
     let (frontend, backend) = (args.frontend.clone(), args.backend.clone());
     // The queue loop runs on its own thread so the resolved endpoints can be printed as soon as they are bound.
@@ -108,8 +114,14 @@ pub(crate) fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCod
         })?,
         Err(_) => anyhow::bail!("the queue thread panicked"),
     };
+    let auth = config.auth.summary();
     if args.json {
-        println!("{}", summary_json(&stats));
+        let mut json = summary_json(&stats);
+        // Only with `[security]`: without it the summary stays exactly as it was.
+        if let Some(auth) = &auth {
+            json["auth"] = serde_json::to_value(auth)?;
+        }
+        println!("{json}");
     } else {
         println!(
             "requests {}  routed {}  replies {}  refused {}  lost_with_worker {}  malformed {}  workers_seen {}  \
@@ -124,6 +136,9 @@ pub(crate) fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCod
             stats.workers_expired,
             stats.workers_refused
         );
+        if let Some(auth) = &auth {
+            println!("{}", auth.line());
+        }
     }
     Ok(ExitCode::from(crate::exit_code::OK))
 }

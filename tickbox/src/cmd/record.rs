@@ -135,7 +135,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     .description(description);
     let stop = crate::shutdown::flag();
     let ctx = tickbox_zmqx::context::build(&config.context)?;
-    let status = StatusBoard::start(&ctx, args.broker.as_deref(), "record")?;
+    let status = StatusBoard::start(&ctx, args.broker.as_deref(), "record", config.auth.clone())?;
     let existed = args.journal.exists();
     let mut writer = Writer::open(&args.journal, &opts)
         .with_context(|| format!("opening {}", args.journal.display()))?;

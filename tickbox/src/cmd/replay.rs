@@ -307,7 +307,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
             .unwrap_or_default()
             .status_json(&args.journal, &endpoints, control, rate)
     };
-    let status = StatusBoard::start(&ctx, args.broker.as_deref(), "replay")?;
+    let status = StatusBoard::start(&ctx, args.broker.as_deref(), "replay", config.auth.clone())?;
     let shared = Arc::new(ReplayShared::new());
     let (runs_tx, runs_rx) = mpsc::channel();
     if !args.await_start {
@@ -318,7 +318,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         Some(broker) => {
             let journal = args.journal.clone();
             Some(
-                ReplayControlService::spawn(
+                ReplayControlService::spawn_secured(
                     &ctx,
                     broker,
                     Arc::clone(&shared),
@@ -326,6 +326,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
                     defaults,
                     Box::new(move || first_capture_ns(&journal).map_err(|e| format!("{e:#}"))),
                     Arc::clone(&stop),
+                    config.auth.clone(),
                 )
                 .context("spawning the replay control thread")?,
             )

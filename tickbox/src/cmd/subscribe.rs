@@ -289,7 +289,12 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         live.drain(&initial, base);
         sub_config.max_lateness = HumanDuration(initial.get());
     }
-    let status = StatusBoard::start(&ctx, args.broker.as_deref(), "subscribe")?;
+    let status = StatusBoard::start(
+        &ctx,
+        args.broker.as_deref(),
+        "subscribe",
+        config.auth.clone(),
+    )?;
     let tape = match &args.tape {
         Some(path) => {
             Some(TapeSink::create(path).with_context(|| format!("--tape {}", path.display()))?)
