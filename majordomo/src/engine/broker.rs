@@ -869,10 +869,10 @@ mod tests {
 
     #[test]
     fn a_refused_request_is_answered_403_in_the_clients_revision_and_never_queued() {
-        // A NULL section with an IP fence is active, so its service grants apply (keys are Z85 literals).
+        // Grants name keys, so they come with CURVE (keys are Z85 literals; no socket is involved here).
         const OPS: &str = "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7";
         let security = tickbox_auth::Security::from_config(&tickbox_auth::SecurityConfig {
-            deny_ips: vec!["192.0.2.1".into()],
+            mechanism: tickbox_auth::MechanismName::Curve,
             services: [("tickbox.replay.*".to_string(), vec![OPS.to_string()])]
                 .into_iter()
                 .collect(),
