@@ -54,6 +54,9 @@ pub struct ReplayBenchConfig {
     pub drain: Duration,
     /// Most records per replayed batch frame; `None` keeps the `[recorder]` default (`replay_batch_records`).
     pub batch: Option<u16>,
+    /// Applied to every socket of both systems (`bench replay --security curve`); the caller starts the ZAP
+    /// handler in the context.
+    pub security: tickbox_auth::Security,
 }
 
 impl Default for ReplayBenchConfig {
@@ -66,6 +69,7 @@ impl Default for ReplayBenchConfig {
             rcv_hwm: SubscriberConfig::default().rcv_hwm,
             drain: Duration::from_secs(10),
             batch: None,
+            security: tickbox_auth::Security::default(),
         }
     }
 }
@@ -219,7 +223,10 @@ pub fn tickbox_replay(
     config: &ReplayBenchConfig,
     stop: &AtomicBool,
 ) -> Result<ReplayResult, BenchError> {
-    let options = replay_options("tcp://127.0.0.1:*".into(), config.batch);
+    let options = ReplayOptions {
+        security: config.security.clone(),
+        ..replay_options("tcp://127.0.0.1:*".into(), config.batch)
+    };
     let batch = u64::from(options.batch_max_records.max(1));
     let sndhwm = options.sndhwm;
     let rec_err = |e: tickbox_recorder::RecorderError| BenchError::Pipeline(format!("replay: {e}"));
@@ -234,6 +241,7 @@ pub fn tickbox_replay(
         max_lateness: HumanDuration(Duration::ZERO),
         rcv_hwm: config.rcv_hwm,
         poll_interval: HumanDuration(Duration::from_millis(20)),
+        security: config.security.clone(),
         ..SubscriberConfig::default()
     };
     let workers = WorkerPoolConfig {
@@ -389,6 +397,10 @@ pub fn raw_replay(
     xpub.set_sndtimeo(100).map_err(zerr("sndtimeo"))?;
     xpub.set_rcvtimeo(100).map_err(zerr("rcvtimeo"))?;
     tickbox_zmqx::set_xpub_nodrop(&mut xpub, true).map_err(|e| BenchError::Setup(e.to_string()))?;
+    config
+        .security
+        .server(&xpub, "bench.raw")
+        .map_err(|e| BenchError::Setup(e.to_string()))?;
     let endpoint = tickbox_zmqx::bind_resolved(&xpub, "tcp://127.0.0.1:*")
         .map_err(|e| BenchError::Setup(e.to_string()))?;
     let received = Arc::new(AtomicU64::new(0));
@@ -400,6 +412,7 @@ pub fn raw_replay(
         let records = journal.records;
         let rcv_hwm = config.rcv_hwm;
         let drain = config.drain;
+        let security = config.security.clone();
         thread::Builder::new()
             .name("raw-replay-sub".into())
             .spawn(move || -> Result<(u64, u64), BenchError> {
@@ -407,6 +420,9 @@ pub fn raw_replay(
                 sub.set_linger(0).map_err(zerr("linger"))?;
                 sub.set_rcvhwm(rcv_hwm).map_err(zerr("rcvhwm"))?;
                 sub.set_rcvtimeo(50).map_err(zerr("rcvtimeo"))?;
+                security
+                    .client(&sub, "bench.raw")
+                    .map_err(|e| BenchError::Setup(e.to_string()))?;
                 sub.connect(&endpoint).map_err(zerr("connect"))?;
                 sub.set_subscribe(b"").map_err(zerr("subscribe"))?;
                 let mut msg = zmq::Message::new();

@@ -167,6 +167,10 @@ struct ReplayArgs {
     /// Directory for the .json result document and the .png/.svg plot.
     #[arg(long, default_value = "bench-results")]
     out: PathBuf,
+    /// `curve`: run the bench without and then with CURVE on every socket of both systems and print what CURVE
+    /// costs, as a ratio from the same run.
+    #[arg(long, value_enum, default_value_t = BenchSecurity::Null)]
+    security: BenchSecurity,
 }
 
 #[derive(Debug, clap::Args)]
@@ -338,6 +342,53 @@ fn replay(a: ReplayArgs) -> anyhow::Result<ExitCode> {
     let stamp = unix_seconds().to_string();
     let outcome = run_replay_bench(&ctx, &config, &a.out, &stamp, &stop)
         .context("replay benchmark failed")?;
+    if a.security == BenchSecurity::Curve {
+        let security = tickbox_auth::Security::ephemeral_curve()?;
+        let _zap = security.start_zap(&ctx)?;
+        let curve_config = ReplayBenchConfig {
+            security,
+            ..config.clone()
+        };
+        let curve = run_replay_bench(
+            &ctx,
+            &curve_config,
+            &a.out,
+            &format!("{stamp}-curve"),
+            &stop,
+        )
+        .context("replay benchmark under CURVE failed")?;
+        println!(
+            "CURVE cost: records/s with CURVE / without, same run (median; per-repeat min-max)"
+        );
+        for system in ["tickbox", "raw"] {
+            // In run order, so repeat i of one run pairs with repeat i of the other.
+            let rates = |r: &tickbox_bench::replay::ReplayOutcome| -> Vec<f64> {
+                r.results
+                    .iter()
+                    .filter(|x| x.system.starts_with(system))
+                    .map(|x| x.records_per_s)
+                    .collect()
+            };
+            let median = |v: &[f64]| {
+                let mut v = v.to_vec();
+                v.sort_by(f64::total_cmp);
+                v.get(v.len() / 2).copied()
+            };
+            let (null, with) = (rates(&outcome), rates(&curve));
+            let (Some(n), Some(c)) = (median(&null), median(&with)) else {
+                continue;
+            };
+            let ratios: Vec<f64> = null.iter().zip(&with).map(|(n, c)| c / n).collect();
+            let lo = ratios.iter().copied().fold(f64::INFINITY, f64::min);
+            let hi = ratios.iter().copied().fold(0.0, f64::max);
+            println!(
+                "  {system:<8} null {:>10.0}  curve {:>10.0}  ratio {:.2} ({lo:.2}-{hi:.2})",
+                n,
+                c,
+                c / n
+            );
+        }
+    }
     print_environment(&outcome.document);
     println!(
         "journal replayed flat out (--speed max, lossless XPUB_NODROP) over tcp loopback; tickbox = Replayer (batch \
