@@ -202,7 +202,8 @@ fn traffic_keeps_flowing_through_a_flood_of_failed_handshakes() {
     let legit = push(&ctx, &client_sec, &ep);
     assert!(delivered(&pull, &legit, "warm", Duration::from_secs(10)));
 
-    // 200 strangers, each with its own fresh key, handshaking at once.
+    // 200 strangers, each with its own fresh key, handshaking at once (and retrying every 100 ms).
+    let rss_before = rss_kib();
     let flood_ctx = zmq::Context::new();
     let strangers: Vec<zmq::Socket> = (0..200)
         .map(|_| {
@@ -228,6 +229,17 @@ fn traffic_keeps_flowing_through_a_flood_of_failed_handshakes() {
     wait_for("every stranger refused", || {
         server_sec.summary().unwrap().auth_refused >= 200
     });
+    // The strangers' sockets live in this process too, so this bounds both sides together: refused handshakes
+    // leave nothing behind in the server beyond the counters.
+    let grown = rss_kib().saturating_sub(rss_before);
+    println!(
+        "flood: {} handshakes refused, resident memory grew {grown} KiB",
+        server_sec.summary().unwrap().auth_refused
+    );
+    assert!(
+        grown < 64 * 1024,
+        "memory grew {grown} KiB during the flood"
+    );
     drop(strangers);
 }
 
@@ -242,4 +254,16 @@ fn rules_naming_keys_without_curve_are_a_config_error() {
         err.to_string().contains("need mechanism = \"curve\""),
         "{err}"
     );
+}
+
+/// This process's resident set size, KiB (Linux).
+fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        })
+        .unwrap_or(0)
 }
