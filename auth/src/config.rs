@@ -73,13 +73,19 @@ impl SecurityConfig {
 
     /// The override for `role` or its closest parent (`lvc` for `lvc.upstream`), if any.
     pub fn role(&self, role: &str) -> Option<&RoleOverride> {
-        let mut name = role;
-        loop {
-            if let Some(found) = self.roles.get(name) {
-                return Some(found);
-            }
-            name = name.rsplit_once('.')?.0;
+        most_specific(&self.roles, role)
+    }
+}
+
+/// The entry of `map` for `role` or, failing that, for its closest parent role (`lvc.upstream`, then `lvc`): the
+/// one lookup rule for every per-role setting (overrides, certificates, server keys, allow directories).
+pub(crate) fn most_specific<'a, T>(map: &'a BTreeMap<String, T>, role: &str) -> Option<&'a T> {
+    let mut name = role;
+    loop {
+        if let Some(found) = map.get(name) {
+            return Some(found);
         }
+        name = name.rsplit_once('.')?.0;
     }
 }
 

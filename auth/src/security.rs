@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::cert::Certificate;
-use crate::config::{MechanismName, SecurityConfig};
+use crate::config::{most_specific, MechanismName, SecurityConfig};
 use crate::grants::Grants;
 use crate::policy::{Gatekeeper, IpBlock};
 use crate::stats::{AuthStats, AuthSummary};
@@ -307,16 +307,6 @@ impl Inner {
         most_specific(&self.role_server_keys, role)
             .copied()
             .or(self.server_key)
-    }
-}
-
-fn most_specific<'a, T>(map: &'a BTreeMap<String, T>, role: &str) -> Option<&'a T> {
-    let mut name = role;
-    loop {
-        if let Some(v) = map.get(name) {
-            return Some(v);
-        }
-        name = name.rsplit_once('.')?.0;
     }
 }
 

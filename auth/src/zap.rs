@@ -65,16 +65,9 @@ pub struct AllowDirs {
 
 impl AllowDirs {
     fn for_role(&self, role: &str) -> Option<&Path> {
-        let mut name = role;
-        loop {
-            if let Some(dir) = self.by_role.get(name) {
-                return Some(dir);
-            }
-            match name.rsplit_once('.') {
-                Some((parent, _)) => name = parent,
-                None => return self.default.as_deref(),
-            }
-        }
+        crate::config::most_specific(&self.by_role, role)
+            .map(PathBuf::as_path)
+            .or(self.default.as_deref())
     }
 }
 
