@@ -534,6 +534,73 @@ pub fn measure_point(
     })
 }
 
+/// CURVE's cost for one group of runs, from `(repeat, rate)` pairs of each side: the ratio of the medians, and
+/// the range of the per-repeat ratios (repeat i with CURVE over repeat i without).
+struct CurveCost {
+    null: f64,
+    curve: f64,
+    ratio: f64,
+    lo: f64,
+    hi: f64,
+}
+
+impl CurveCost {
+    fn of(null: &[(u32, f64)], curve: &[(u32, f64)]) -> Option<CurveCost> {
+        let median = |v: &[(u32, f64)]| {
+            let mut x: Vec<f64> = v.iter().map(|(_, m)| *m).collect();
+            x.sort_by(f64::total_cmp);
+            x.get(x.len() / 2).copied()
+        };
+        let (n, c) = (median(null)?, median(curve)?);
+        let ratios: Vec<f64> = null
+            .iter()
+            .filter_map(|(rep, nv)| {
+                let cv = curve.iter().find(|(r, _)| r == rep)?.1;
+                (*nv > 0.0).then_some(cv / nv)
+            })
+            .collect();
+        Some(CurveCost {
+            null: n,
+            curve: c,
+            ratio: if n > 0.0 { c / n } else { 0.0 },
+            lo: ratios.iter().copied().fold(f64::INFINITY, f64::min),
+            hi: ratios.iter().copied().fold(0.0, f64::max),
+        })
+    }
+}
+
+/// What CURVE costs a replay (`bench replay --security curve`): per system, records/s with CURVE over without,
+/// same run, as [`curve_cost_table`] does for throughput.
+pub fn replay_curve_cost_table(
+    null: &[crate::report::ReplayResult],
+    curve: &[crate::report::ReplayResult],
+) -> String {
+    let mut out = String::from(
+        "CURVE cost: records/s with CURVE / without, same run (median; per-repeat min-max)\n\
+         system       null records/s  curve records/s   ratio  spread\n",
+    );
+    for system in ["tickbox", "raw"] {
+        let rates = |rows: &[crate::report::ReplayResult]| -> Vec<(u32, f64)> {
+            rows.iter()
+                .filter(|r| r.system.starts_with(system))
+                .map(|r| (r.repeat, r.records_per_s))
+                .collect()
+        };
+        if let Some(c) = CurveCost::of(&rates(null), &rates(curve)) {
+            out.push_str(&format!(
+                "{:<12} {:>15} {:>16} {:>7.2}  {:.2}-{:.2}\n",
+                system,
+                crate::stats::fmt_sig(c.null),
+                crate::stats::fmt_sig(c.curve),
+                c.ratio,
+                c.lo,
+                c.hi
+            ));
+        }
+    }
+    out
+}
+
 /// What CURVE costs (`bench throughput --security curve`): per system, size and shard count, CURVE's median
 /// msgs/s over NULL's from the same run, and the spread of the per-repeat ratios (repeat i of one against
 /// repeat i of the other).
@@ -549,39 +616,43 @@ pub fn curve_cost_table(null: &[ThroughputResult], curve: &[ThroughputResult]) -
         }
         by
     };
-    let median = |v: &[(u32, f64)]| {
-        let mut x: Vec<f64> = v.iter().map(|(_, m)| *m).collect();
-        x.sort_by(f64::total_cmp);
-        x.get(x.len() / 2).copied().unwrap_or(0.0)
-    };
     let (null, curve) = (group(null), group(curve));
     let mut out = String::from(
         "CURVE cost: msgs/s with CURVE / without, same run (median; per-repeat min-max)\n\
          system          size  shards   null msgs/s  curve msgs/s   ratio  spread\n",
     );
     for (key, n) in &null {
-        let Some(c) = curve.get(key) else { continue };
-        let ratios: Vec<f64> = n
-            .iter()
-            .filter_map(|(rep, nv)| {
-                let cv = c.iter().find(|(r, _)| r == rep)?.1;
-                (*nv > 0.0).then_some(cv / nv)
-            })
-            .collect();
-        let lo = ratios.iter().copied().fold(f64::INFINITY, f64::min);
-        let hi = ratios.iter().copied().fold(0.0, f64::max);
-        let (mn, mc) = (median(n), median(c));
+        let Some(cost) = curve.get(key).and_then(|c| CurveCost::of(n, c)) else {
+            continue;
+        };
         out.push_str(&format!(
             "{:<14} {:>5} {:>7} {:>13} {:>13} {:>7.2}  {:.2}-{:.2}\n",
             key.0,
             key.1,
             key.2,
-            crate::stats::fmt_sig(mn),
-            crate::stats::fmt_sig(mc),
-            if mn > 0.0 { mc / mn } else { 0.0 },
-            lo,
-            hi
+            crate::stats::fmt_sig(cost.null),
+            crate::stats::fmt_sig(cost.curve),
+            cost.ratio,
+            cost.lo,
+            cost.hi
         ));
     }
     out
+}
+
+#[cfg(test)]
+mod curve_cost_tests {
+    use super::CurveCost;
+
+    #[test]
+    fn ratios_pair_repeats_by_number_and_medians_by_rank() {
+        // Repeat 2 is missing under CURVE: it takes no part in the spread.
+        let null = [(1, 100.0), (2, 300.0), (3, 200.0)];
+        let curve = [(3, 50.0), (1, 40.0)];
+        let c = CurveCost::of(&null, &curve).unwrap();
+        assert_eq!((c.null, c.curve), (200.0, 50.0));
+        assert_eq!(c.ratio, 0.25);
+        assert_eq!((c.lo, c.hi), (0.25, 0.4));
+        assert!(CurveCost::of(&null, &[]).is_none());
+    }
 }

@@ -357,37 +357,10 @@ fn replay(a: ReplayArgs) -> anyhow::Result<ExitCode> {
             &stop,
         )
         .context("replay benchmark under CURVE failed")?;
-        println!(
-            "CURVE cost: records/s with CURVE / without, same run (median; per-repeat min-max)"
+        print!(
+            "{}",
+            tickbox_bench::sweep::replay_curve_cost_table(&outcome.results, &curve.results)
         );
-        for system in ["tickbox", "raw"] {
-            // In run order, so repeat i of one run pairs with repeat i of the other.
-            let rates = |r: &tickbox_bench::replay::ReplayOutcome| -> Vec<f64> {
-                r.results
-                    .iter()
-                    .filter(|x| x.system.starts_with(system))
-                    .map(|x| x.records_per_s)
-                    .collect()
-            };
-            let median = |v: &[f64]| {
-                let mut v = v.to_vec();
-                v.sort_by(f64::total_cmp);
-                v.get(v.len() / 2).copied()
-            };
-            let (null, with) = (rates(&outcome), rates(&curve));
-            let (Some(n), Some(c)) = (median(&null), median(&with)) else {
-                continue;
-            };
-            let ratios: Vec<f64> = null.iter().zip(&with).map(|(n, c)| c / n).collect();
-            let lo = ratios.iter().copied().fold(f64::INFINITY, f64::min);
-            let hi = ratios.iter().copied().fold(0.0, f64::max);
-            println!(
-                "  {system:<8} null {:>10.0}  curve {:>10.0}  ratio {:.2} ({lo:.2}-{hi:.2})",
-                n,
-                c,
-                c / n
-            );
-        }
     }
     print_environment(&outcome.document);
     println!(
