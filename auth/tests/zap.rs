@@ -45,6 +45,15 @@ fn curve_config(s: &Setup, certificate: &str) -> SecurityConfig {
     }
 }
 
+/// A CURVE client that knows the server's key but has no certificate: a fresh key pair nobody listed.
+fn stranger(s: &Setup) -> Security {
+    Security::from_config(&SecurityConfig {
+        certificate: None,
+        ..curve_config(s, "client_secret")
+    })
+    .unwrap()
+}
+
 fn pull(ctx: &zmq::Context, security: &Security) -> (zmq::Socket, String) {
     let socket = ctx.socket(zmq::PULL).unwrap();
     socket.set_linger(0).unwrap();
@@ -104,11 +113,7 @@ fn listed_keys_get_in_and_strangers_are_refused_and_counted() {
     drop(listed);
 
     // An unlisted key, a NULL client, and a client expecting another server key: none gets a message in.
-    let unlisted_sec = Security::from_config(&SecurityConfig {
-        certificate: None,
-        ..curve_config(&s, "client_secret")
-    })
-    .unwrap();
+    let unlisted_sec = stranger(&s);
     let unlisted = push(&client_ctx, &unlisted_sec, &ep);
     let null = push(&client_ctx, &Security::default(), &ep);
     let wrong_server_sec = Security::from_config(&SecurityConfig {
@@ -207,11 +212,7 @@ fn traffic_keeps_flowing_through_a_flood_of_failed_handshakes() {
     let flood_ctx = zmq::Context::new();
     let strangers: Vec<zmq::Socket> = (0..200)
         .map(|_| {
-            let sec = Security::from_config(&SecurityConfig {
-                certificate: None,
-                ..curve_config(&s, "client_secret")
-            })
-            .unwrap();
+            let sec = stranger(&s);
             push(&flood_ctx, &sec, &ep)
         })
         .collect();
