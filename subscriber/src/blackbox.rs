@@ -6,14 +6,15 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use tickbox_workers::{
-    Dispatch, Inbox, Parcel, Recycler, Worker, WorkerOutcome, WorkerPool, WorkerPoolConfig,
-    PARCEL_RECORDS,
+    Dispatch, Inbox, InlineWorker, Meta, Parcel, Recycler, Worker, WorkerOutcome, WorkerPool,
+    WorkerPoolConfig, PARCEL_RECORDS,
 };
 
 use crate::clock::{ClockOffset, ClockTable};
 use crate::hook::SnailHook;
 use crate::nic::check_nic;
 use crate::report::{lateness_histogram, Fatal, Report, SubscriberShardReport, WorkerReport};
+use crate::core::InlineSink;
 use crate::shard::{run_shard, HandoffPlan, LvcSnapshot, ShardSettings};
 use crate::shared::{LiveShard, LiveShardCounters, Shared};
 use crate::snail::SharedThreshold;
@@ -41,6 +42,73 @@ pub struct Subscriber<W: Worker> {
     workers_failed: Arc<AtomicBool>,
     /// The LVC snapshot the first shard fetches (`lvc_snapshot`).
     snapshot: Option<LvcSnapshot>,
+    /// `handoff = "inline"`: where each shard leaves its own worker's outcome (no pool then).
+    inline: Vec<Arc<Mutex<InlineOutcome<W>>>>,
+}
+
+/// How a shard's own worker ended (`handoff = "inline"`).
+enum InlineOutcome<W> {
+    /// Still running, or its shard never started.
+    Running,
+    Done(WorkerOutcome<W, SnailHook>),
+    Panicked,
+}
+
+/// A shard's own worker and where its outcome goes once the shard is done with it. A panic in the worker is
+/// caught here, so it costs that worker's results, not the shard thread: the shard sees `failed` and stops, as
+/// it does when a pool thread panics.
+struct InlineSlot<W: Worker> {
+    index: usize,
+    worker: Option<InlineWorker<W, SnailHook>>,
+    outcome: Arc<Mutex<InlineOutcome<W>>>,
+    failed: Arc<AtomicBool>,
+}
+
+impl<W: Worker> InlineSlot<W> {
+    #[inline]
+    fn guarded(&mut self, f: impl FnOnce(&mut InlineWorker<W, SnailHook>)) {
+        let Some(worker) = self.worker.as_mut() else {
+            return;
+        };
+        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(worker)));
+        if run.is_err() {
+            tracing::error!(worker = self.index, "inline worker panicked");
+            self.worker = None;
+            *self.outcome.lock().unwrap_or_else(|p| p.into_inner()) = InlineOutcome::Panicked;
+            self.failed.store(true, Ordering::Release);
+        }
+    }
+}
+
+impl<W: Worker> InlineSink for InlineSlot<W> {
+    #[inline]
+    fn deliver(&mut self, frame: &[u8], meta: Meta, now: u64) {
+        self.guarded(|w| w.deliver(frame, meta, now));
+    }
+
+    #[inline]
+    fn deliver_guide(&mut self, topic: &[u8], body: &[u8], now: u64) {
+        self.guarded(|w| w.deliver_guide(topic, body, now));
+    }
+
+    fn idle(&mut self) {
+        self.guarded(|w| w.idle());
+    }
+
+    fn finish(mut self: Box<Self>) {
+        let Some(worker) = self.worker.take() else {
+            return;
+        };
+        let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| worker.finish()));
+        let outcome = match done {
+            Ok(outcome) => InlineOutcome::Done(outcome),
+            Err(_) => {
+                tracing::error!(worker = self.index, "inline worker panicked in its final flush");
+                InlineOutcome::Panicked
+            }
+        };
+        *self.outcome.lock().unwrap_or_else(|p| p.into_inner()) = outcome;
+    }
 }
 
 impl<W: Worker> Subscriber<W> {
@@ -73,6 +141,20 @@ impl<W: Worker> Subscriber<W> {
                 .collect(),
             shards_done: AtomicUsize::new(0),
         });
+        let inline = config.handoff == Handoff::Inline;
+        if inline && workers.count != config.shards.len() {
+            return Err(SubscriberError::Config(format!(
+                "handoff = \"inline\" runs worker i on shard i: give as many workers as shards ({} shard(s), {} \
+                 worker(s))",
+                config.shards.len(),
+                workers.count
+            )));
+        }
+        if inline && !workers.cores.is_empty() {
+            tracing::info!(
+                "handoff = \"inline\": each worker runs on its shard's thread and core; [workers] cores is not used"
+            );
+        }
         let (mut plans, inboxes) = handoff_plan(config, workers.count);
         let everything = config.topics.is_empty() || config.topics.iter().any(|t| t.is_empty());
         let mut subscriber = Subscriber {
@@ -89,7 +171,26 @@ impl<W: Worker> Subscriber<W> {
             snapshot: config.lvc_snapshot.clone().map(|ep| {
                 LvcSnapshot::new(ep, config.lvc_snapshot_timeout.0, config.security.clone())
             }),
+            inline: Vec::new(),
         };
+        if inline {
+            for index in 0..config.shards.len() {
+                let outcome = Arc::new(Mutex::new(InlineOutcome::Running));
+                let worker = InlineWorker::new(
+                    index,
+                    make(index),
+                    snail_hook(&threshold, config.snail_mode, &clocks, &shared),
+                    workers.batch,
+                );
+                plans.push(HandoffPlan::Inline(Box::new(InlineSlot {
+                    index,
+                    worker: Some(worker),
+                    outcome: Arc::clone(&outcome),
+                    failed: Arc::clone(&subscriber.workers_failed),
+                })));
+                subscriber.inline.push(outcome);
+            }
+        }
         let (ready_tx, ready_rx) = mpsc::channel();
         for (index, shard) in config.shards.iter().enumerate() {
             let settings = ShardSettings {
@@ -141,19 +242,15 @@ impl<W: Worker> Subscriber<W> {
                 Err(_) => return Err(SubscriberError::NotStarted(subscriber.shards.len())),
             }
         }
-        let failed = Arc::clone(&subscriber.workers_failed);
-        let pool = WorkerPool::spawn_with_inboxes_flagged(ctx, inboxes, workers, failed, |i| {
-            let hook = SnailHook {
-                threshold: threshold.clone(),
-                mode: config.snail_mode,
-                clocks: Arc::clone(&clocks),
-                shared: Arc::clone(&shared),
-                late: 0,
-                lateness: lateness_histogram(),
-            };
-            (make(i), hook)
-        })?;
-        subscriber.pool = Some(pool);
+        if !inline {
+            let failed = Arc::clone(&subscriber.workers_failed);
+            let pool =
+                WorkerPool::spawn_with_inboxes_flagged(ctx, inboxes, workers, failed, |i| {
+                    let hook = snail_hook(&threshold, config.snail_mode, &clocks, &shared);
+                    (make(i), hook)
+                })?;
+            subscriber.pool = Some(pool);
+        }
         subscriber.started = Instant::now();
         shared.go.store(true, Ordering::Release);
         Ok(subscriber)
@@ -337,6 +434,18 @@ impl<W: Worker> Subscriber<W> {
                     .map_err(|_| SubscriberError::ShardPanicked(index))?,
             );
         }
+        // Inline workers: their shards are done, so every outcome is in.
+        for (index, slot) in self.inline.iter().enumerate() {
+            let outcome = std::mem::replace(
+                &mut *slot.lock().unwrap_or_else(|p| p.into_inner()),
+                InlineOutcome::Running,
+            );
+            match outcome {
+                InlineOutcome::Done(outcome) => outcomes.push(outcome),
+                InlineOutcome::Panicked => panicked.push(index),
+                InlineOutcome::Running => {}
+            }
+        }
         let taken: u64 = outcomes.iter().map(|o| o.taken).sum();
         let workers = outcomes.into_iter().map(worker_report).collect();
         if !panicked.is_empty() {
@@ -436,6 +545,8 @@ pub(crate) fn handoff_plan(
                 .collect();
             (plans, inboxes)
         }
+        // Built by the subscriber, which owns the workers' type (see `Subscriber::start`).
+        Handoff::Inline => (Vec::new(), Vec::new()),
         Handoff::Zmq => {
             let tag = format!(
                 "{}-{}",
@@ -463,6 +574,23 @@ pub(crate) fn handoff_plan(
                 .collect();
             (plans, inboxes)
         }
+    }
+}
+
+/// A worker's dequeue-side snail.
+fn snail_hook(
+    threshold: &SharedThreshold,
+    mode: SnailMode,
+    clocks: &Arc<ClockTable>,
+    shared: &Arc<Shared>,
+) -> SnailHook {
+    SnailHook {
+        threshold: threshold.clone(),
+        mode,
+        clocks: Arc::clone(clocks),
+        shared: Arc::clone(shared),
+        late: 0,
+        lateness: lateness_histogram(),
     }
 }
 

@@ -7,8 +7,8 @@
 //! get records from one batch share the received message. A malformed batch, or a malformed record inside one, is
 //! counted (`batch_malformed`) and skipped.
 //!
-//! Time is read once per burst by the caller and passed in: every record of a burst is judged against the burst's
-//! receive time (see [`crate::shard`] for the bound on what that costs in precision).
+//! Time is read by the caller and passed in: the socket loop reads it after each frame leaves the socket (see
+//! [`crate::shard`]), a local replay gives each record its capture time.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -54,6 +54,21 @@ pub(crate) enum Out {
     },
     /// The Guide's PUSH/PULL: one PUSH per worker (`by_topic`) or one the workers share; the worker decodes.
     Zmq { pushes: Vec<zmq::Socket> },
+    /// No hand-off: this shard's own worker, called on the shard's thread (`handoff = "inline"`).
+    Inline(Box<dyn InlineSink>),
+}
+
+/// A worker run on the shard's thread (`handoff = "inline"`), behind a trait object so the shard stays free of
+/// the worker's type; the subscriber collects its outcome once the shard is done with it.
+pub(crate) trait InlineSink: Send {
+    /// One admitted record (`frame`, header decoded as `meta`), received at `now`.
+    fn deliver(&mut self, frame: &[u8], meta: Meta, now: u64);
+    /// One Guide message.
+    fn deliver_guide(&mut self, topic: &[u8], body: &[u8], now: u64);
+    /// The socket ran dry (or a burst ended): the worker flushes.
+    fn idle(&mut self);
+    /// The shard is done: final flush, outcome handed to the subscriber.
+    fn finish(self: Box<Self>);
 }
 
 impl Out {
@@ -71,6 +86,7 @@ impl Out {
         match self {
             Out::Ring { senders, .. } => senders.len(),
             Out::Zmq { pushes } => pushes.len(),
+            Out::Inline(_) => 1,
         }
     }
 }
@@ -267,6 +283,10 @@ impl<'s> ShardCore<'s> {
                 if !self.push_guide(target, topic, body, now) {
                     return false;
                 }
+                false
+            }
+            Out::Inline(sink) => {
+                sink.deliver_guide(&topic, &body, now);
                 false
             }
         };
@@ -505,6 +525,16 @@ impl<'s> ShardCore<'s> {
                 }
                 false
             }
+            Out::Inline(sink) => {
+                match bytes {
+                    Bytes::Message(msg) => sink.deliver(&msg, meta, now),
+                    Bytes::Shared { frame, start, len } => {
+                        sink.deliver(&frame[start..start + len], meta, now)
+                    }
+                    Bytes::Borrowed(b) => sink.deliver(b, meta, now),
+                }
+                false
+            }
         };
         self.forwarded(target, full)
     }
@@ -513,7 +543,12 @@ impl<'s> ShardCore<'s> {
     #[inline]
     fn forwarded(&mut self, target: usize, full: bool) -> bool {
         self.report.forwarded += 1;
-        if let Some(n) = self.report.forwarded_per_worker.get_mut(target) {
+        // An inline shard's only queue is its own worker, whose index is the shard's.
+        let worker = match self.out {
+            Out::Inline(_) => self.s.index,
+            _ => target,
+        };
+        if let Some(n) = self.report.forwarded_per_worker.get_mut(worker) {
             *n += 1;
         }
         if full {
@@ -653,9 +688,13 @@ impl<'s> ShardCore<'s> {
     /// Ends a burst: hands over every parcel that holds records and publishes the live counters (one store each
     /// per burst, not per record). Returns `false` when the shard must stop.
     pub(crate) fn end_burst(&mut self) -> bool {
-        let queues = match &self.out {
+        let queues = match &mut self.out {
             Out::Ring { pending, .. } => pending.len(),
             Out::Zmq { .. } => 0,
+            Out::Inline(sink) => {
+                sink.idle();
+                0
+            }
         };
         let mut ok = true;
         for target in 0..queues {

@@ -135,6 +135,11 @@ pub enum Handoff {
     /// One inproc PUSH per worker (or one shared, `round_robin`) and a PULL per worker, as in the ZeroMQ Guide;
     /// workers decode each frame again, and batched records are copied into messages of their own.
     Zmq,
+    /// No hand-off: each shard runs its own worker on its own thread (worker `i` is shard `i`'s, so `[workers]
+    /// count` must equal the shard count, and a symbol's order holds per shard). Nothing waits between receipt
+    /// and the worker, so latency is a single thread's; a slow worker slows its shard's reads instead of filling
+    /// a queue (back-pressure to the SUB socket, then the publishers, as a full ring would).
+    Inline,
 }
 
 impl Handoff {
@@ -143,6 +148,7 @@ impl Handoff {
         match self {
             Handoff::Ring => "ring",
             Handoff::Zmq => "zmq",
+            Handoff::Inline => "inline",
         }
     }
 }
@@ -159,7 +165,8 @@ impl std::str::FromStr for Handoff {
         match s {
             "ring" => Ok(Handoff::Ring),
             "zmq" => Ok(Handoff::Zmq),
-            other => Err(format!("handoff must be ring or zmq, not {other:?}")),
+            "inline" => Ok(Handoff::Inline),
+            other => Err(format!("handoff must be ring, zmq or inline, not {other:?}")),
         }
     }
 }
@@ -210,8 +217,8 @@ pub struct SubscriberConfig {
     /// Receive high-water mark of each SUB socket, in messages. Every buffered message adds 1/rate of
     /// lateness when the subscriber is the bottleneck, so deep buffers turn a busy subscriber into a snail.
     pub rcv_hwm: i32,
-    /// How shards hand records to workers: `ring` (in-process channels of parcels; default) or `zmq` (inproc
-    /// PUSH/PULL).
+    /// How shards hand records to workers: `ring` (in-process channels of parcels; default), `zmq` (inproc
+    /// PUSH/PULL) or `inline` (each shard runs its own worker: as many workers as shards, no hand-off).
     pub handoff: Handoff,
     /// Capacity of each worker's hand-off queue, in records (`round_robin`: of the one shared queue, times the
     /// worker count); the ring holds it as `handoff_hwm / 64` parcels of up to 64 records (at least 4 parcels). A

@@ -1,13 +1,16 @@
 //! The shard thread: one pinned SUB socket, read in bursts. A burst is what the socket holds when the shard
-//! looks (at most [`BURST_RECORDS`] records): the clock is read once at its start, every record of it is judged by
-//! [`ShardCore`] against that time, and at its end the workers' parcels are handed over and the live counters
-//! published, once.
+//! looks (at most [`BURST_RECORDS`] records): every frame is judged by [`ShardCore`] against the clock read just
+//! after that frame was taken off the socket, and at the burst's end the workers' parcels are handed over and the
+//! live counters published, once.
 //!
-//! Precision of the snail: a record is judged against its burst's receive time, which is when the burst's first
-//! frame was taken off the socket. Later records of the burst were taken off up to the burst's processing time
-//! later (at most [`BURST_RECORDS`] records, some tens of microseconds), so their lateness reads low by at most
-//! that; a batch frame's records all arrive at once, so within one batch nothing is lost. The dequeue check at the
-//! worker reads its own clock, so a backlog behind a slow worker is measured there in full.
+//! Precision of the snail: no record is judged against a time read before it was received. A burst can last
+//! (a hand-off blocked on a full queue, a long batch), and frames taken off later in it may have been sent after
+//! the burst began: judged against the burst's first clock read, they would seem to arrive before they were sent
+//! (a negative delay, which skew-tolerant mode would then learn as the publisher's clock offset). A batch frame's
+//! records arrived together and share its time. The clock is the vDSO's `clock_gettime`, some tens of
+//! nanoseconds a frame (`cargo bench -p tickbox-subscriber --bench snail` measures it beside a record's path).
+//! The dequeue check at the worker reads its own clock, so a backlog behind a slow worker is measured there in
+//! full.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
@@ -20,14 +23,14 @@ use tickbox_workers::{Dispatch, Parcel, Recycler};
 
 use crate::blackbox::endpoint_via_nic;
 use crate::clock::ClockTable;
-use crate::core::{Out, ShardCore};
+use crate::core::{InlineSink, Out, ShardCore};
 use crate::report::{lateness_histogram, SubscriberShardReport};
 use crate::shared::Shared;
 use crate::snail::SharedThreshold;
 use crate::{Framing, GapPolicy, SnailMode, SubscriberError, SubscriberShardConfig};
 use tickbox_units::format_duration;
 
-/// Records taken off the socket before a burst ends (parcels handed over, counters published, clock read again).
+/// Records taken off the socket before a burst ends (parcels handed over, counters published).
 pub(crate) const BURST_RECORDS: u64 = 256;
 
 /// How a shard reaches the workers (built by the owner; the zmq variant's sockets are bound by the shard).
@@ -39,6 +42,8 @@ pub(crate) enum HandoffPlan {
     },
     /// One PUSH bound at each endpoint, high-water mark `hwm`.
     Zmq { endpoints: Vec<String>, hwm: i32 },
+    /// The shard's own worker, run on its thread.
+    Inline(Box<dyn InlineSink>),
 }
 
 pub(crate) struct ShardSettings {
@@ -411,6 +416,7 @@ pub(crate) fn run_shard(
             Some(HandoffPlan::Zmq { endpoints, hwm }) => Out::Zmq {
                 pushes: open_pushes(&ctx, index, &endpoints, hwm)?,
             },
+            Some(HandoffPlan::Inline(sink)) => Out::Inline(sink),
             None => return Err(SubscriberError::Config("shard without a hand-off".into())),
         };
         Ok((sub, monitor, out))
@@ -446,17 +452,24 @@ pub(crate) fn run_shard(
     let mut core = ShardCore::new(&s, &shared, report, out);
     receive_loop(&ctx, &s, &shared, &sub, &mut core, &mut snapshot);
     let (report, out) = core.finish();
+    // An inline worker has taken everything already: its outcome goes to the subscriber before the shard counts
+    // itself done.
+    let out = match out {
+        Out::Inline(sink) => {
+            sink.finish();
+            None
+        }
+        other => Some(other),
+    };
     shared.shards_done.fetch_add(1, Ordering::AcqRel);
     // Closing a PUSH with linger 0 would drop what the workers have not taken yet: wait for the release. (The
     // ring's senders may go at once: their parcels stay queued for the workers.)
-    if matches!(out, Out::Ring { .. }) {
-        drop(out);
-    } else {
+    if matches!(out, Some(Out::Zmq { .. })) {
         while !shared.release.load(Ordering::Acquire) {
             std::thread::sleep(Duration::from_millis(1));
         }
-        drop(out);
     }
+    drop(out);
     drop(sub);
     report
 }
@@ -664,11 +677,11 @@ fn receive_loop(
                 break;
             }
         }
-        // One clock read for the whole burst (see the module documentation).
-        let now = now_ns();
         let start = core.report.received;
         let mut going = true;
         loop {
+            // Read after this frame left the socket, never before (see the module documentation).
+            let now = now_ns();
             let frame = std::mem::replace(&mut msg, zmq::Message::new());
             let more = guide && frame.get_more();
             let ok = if guide && s.framing.reads_as_guide(&frame, more) {

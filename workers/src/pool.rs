@@ -11,7 +11,7 @@ use tickbox_units::HumanDuration;
 use tickbox_wire::now_ns;
 
 use crate::parcel::{Item, Parcel, Recycler};
-use crate::record::Record;
+use crate::record::{Meta, Record};
 use crate::{Delivery, Worker};
 
 /// The `[workers]` section of the deployment config.
@@ -504,6 +504,73 @@ impl<W: Worker, H: DequeueHook> Deliverer<W, H> {
             self.worker.flush();
             self.in_batch = 0;
         }
+    }
+}
+
+/// A worker run on its producer's own thread (`handoff = "inline"`): the producer calls it with each record it
+/// admits, so no queue, no parcel and no wake-up of another thread stand between receipt and the worker. The
+/// same [`Deliverer`] as a pool thread runs it (hook first, the worker, the flush rhythm, the counts), so an
+/// inline worker cannot treat a record differently; every record it is given counts as taken at once.
+pub struct InlineWorker<W, H> {
+    index: usize,
+    d: Deliverer<W, H>,
+}
+
+impl<W: Worker, H: DequeueHook> InlineWorker<W, H> {
+    /// Worker `index` (the [`Delivery::worker`] it stamps), flushed every `batch` records and whenever its
+    /// producer runs dry ([`idle`](Self::idle)).
+    pub fn new(index: usize, worker: W, hook: H, batch: usize) -> Self {
+        InlineWorker {
+            index,
+            d: Deliverer {
+                worker,
+                hook,
+                counts: Counts::default(),
+                discarding: false,
+                in_batch: 0,
+                batch: batch.max(1),
+            },
+        }
+    }
+
+    /// One record: `frame` with its header already decoded as `meta`, reaching the worker at `now_ns`.
+    #[inline]
+    pub fn deliver(&mut self, frame: &[u8], meta: Meta, now_ns: u64) {
+        self.d.counts.taken += 1;
+        let delivery = Delivery {
+            worker: self.index,
+            dequeued_ns: now_ns,
+        };
+        self.d
+            .deliver(&Record::from_parts(frame, meta), &delivery, false);
+    }
+
+    /// One Guide message (`[topic][body]`).
+    #[inline]
+    pub fn deliver_guide(&mut self, topic: &[u8], body: &[u8], now_ns: u64) {
+        self.d.counts.taken += 1;
+        let delivery = Delivery {
+            worker: self.index,
+            dequeued_ns: now_ns,
+        };
+        self.d.deliver_guide(topic, body, &delivery, false);
+    }
+
+    /// The producer has nothing more for now: the worker flushes what it batched.
+    #[inline]
+    pub fn idle(&mut self) {
+        self.d.idle();
+    }
+
+    /// Records given so far.
+    pub fn taken(&self) -> u64 {
+        self.d.counts.taken
+    }
+
+    /// The final flush, and what the worker did (as a pool thread reports it).
+    pub fn finish(mut self) -> WorkerOutcome<W, H> {
+        self.d.worker.flush();
+        finish(self.index, self.d.worker, self.d.hook, self.d.counts)
     }
 }
 
