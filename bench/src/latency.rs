@@ -36,6 +36,8 @@ pub struct LatencyConfig {
     pub drain: Duration,
     /// Route the tickbox run through the LVC proxy.
     pub via_lvc: bool,
+    /// How the tickbox subscriber's shard hands records to its worker (`inline` needs one worker per shard).
+    pub handoff: tickbox_subscriber::Handoff,
 }
 
 impl Default for LatencyConfig {
@@ -52,6 +54,7 @@ impl Default for LatencyConfig {
             log_interval: Duration::from_secs(1),
             drain: Duration::from_millis(500),
             via_lvc: false,
+            handoff: tickbox_subscriber::Handoff::default(),
         }
     }
 }
@@ -107,6 +110,11 @@ impl LatencyRun {
             system: self.system.clone(),
             transport: self.config.transport.to_string(),
             via_lvc: self.config.via_lvc && self.system == "tickbox",
+            handoff: if self.system == "tickbox" {
+                self.config.handoff.to_string()
+            } else {
+                String::new()
+            },
             rate: self.config.rate,
             size: self.size,
             duration_s: secs,
@@ -178,11 +186,16 @@ fn latency_groups(results: &[LatencyResult]) -> Vec<LatencyGroup<'_>> {
     let mut groups: Vec<LatencyGroup<'_>> = Vec::new();
     for r in results.iter().filter(|r| r.system == "tickbox") {
         let name = format!(
-            "{} {} msg/s, {} B frames{}",
+            "{} {} msg/s, {} B frames{}{}",
             r.transport,
             rate_label(r.rate),
             r.size,
-            if r.via_lvc { ", via LVC" } else { "" }
+            if r.via_lvc { ", via LVC" } else { "" },
+            if r.handoff.is_empty() {
+                String::new()
+            } else {
+                format!(", tickbox handoff {}", r.handoff)
+            }
         );
         match groups.iter_mut().find(|g| g.0 == name) {
             Some(g) => g.1.push(r),

@@ -69,6 +69,14 @@ fn feed_config(hwm: i32, no_drop: bool) -> FeedConfig {
 }
 
 fn subscriber_config(endpoints: Vec<String>, hwm: i32) -> SubscriberConfig {
+    subscriber_config_with(endpoints, hwm, tickbox_subscriber::Handoff::default())
+}
+
+fn subscriber_config_with(
+    endpoints: Vec<String>,
+    hwm: i32,
+    handoff: tickbox_subscriber::Handoff,
+) -> SubscriberConfig {
     SubscriberConfig {
         shards: endpoints
             .into_iter()
@@ -85,6 +93,7 @@ fn subscriber_config(endpoints: Vec<String>, hwm: i32) -> SubscriberConfig {
         drain_timeout: HumanDuration(Duration::from_secs(2)),
         // The bench sends one topic: by-topic dispatch would hand everything to one worker.
         dispatch: tickbox_subscriber::Dispatch::RoundRobin,
+        handoff,
         ..SubscriberConfig::default()
     }
 }
@@ -247,7 +256,7 @@ fn measure_pipeline(
         None => feed_endpoint,
     };
     let (mut sub_config, mut pool) = (
-        subscriber_config(vec![sub_endpoint], config.hwm),
+        subscriber_config_with(vec![sub_endpoint], config.hwm, config.handoff),
         workers_config(1, config.hwm),
     );
     tune(&mut sub_config, &mut pool);

@@ -59,6 +59,17 @@ fn demo_over_tcp_delivers_everything_and_prints_the_baseline() {
         "{stdout}"
     );
     assert!(stdout.contains("stopped by end of run"), "{stdout}");
+    // Feed and subscriber share one clock: a record can never be received before it was sent, so every
+    // publisher's minimum delay is positive, however loaded the machine (the receive clock is read per frame).
+    let offsets = stdout
+        .lines()
+        .find(|l| l.contains("clock offsets"))
+        .expect("clock offsets line");
+    let values = offsets.split_once("):").expect("offsets after the legend").1;
+    assert!(
+        !values.contains('-'),
+        "negative delay in one process: {offsets}"
+    );
     let shard_rows = stdout
         .lines()
         .filter(|l| l.contains("tcp://127.0.0.1:") && !l.contains("publisher"))

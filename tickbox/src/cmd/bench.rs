@@ -88,6 +88,11 @@ struct LatencyArgs {
     /// Route the tickbox path through the LVC proxy.
     #[arg(long)]
     via_lvc: bool,
+    /// How the tickbox subscriber's shard hands records to its one worker: inline (the worker runs on the shard's
+    /// thread: what a latency-sensitive deployment runs), ring (parcels to a worker thread, the subscriber's
+    /// default) or zmq.
+    #[arg(long, value_name = "inline|ring|zmq", default_value = "inline")]
+    handoff: tickbox_subscriber::Handoff,
     /// Inject a consumer stall every N messages (see --stall); shows what a slow worker does to the tail.
     #[arg(long, requires = "stall")]
     stall_every: Option<u64>,
@@ -232,6 +237,7 @@ fn latency(a: LatencyArgs) -> anyhow::Result<ExitCode> {
             stall,
             log_interval: parse_duration(&a.log_interval)?.max(Duration::from_millis(1)),
             via_lvc: a.via_lvc,
+            handoff: a.handoff,
             ..LatencyConfig::default()
         },
         raw_baseline: !a.no_raw,
