@@ -185,6 +185,7 @@ fn main() -> ExitCode {
             | Command::Titanic(_)
             | Command::FreelanceServer(_)
             | Command::Queue(_)
+            | Command::Demo(_)
     ) {
         bounds::raise_fd_limit();
     }

@@ -213,7 +213,10 @@ fn an_interrupt_skips_the_drain_wait_and_says_what_was_not_delivered() {
         let summary: serde_json::Value = serde_json::from_str(&summary).unwrap();
         assert_eq!(summary["sent"], N, "{summary}");
         let undelivered = summary["undelivered"].as_u64().expect("undelivered");
-        eprintln!("{signal}: sent {}, undelivered {undelivered}, took {took:?}", summary["sent"]);
+        eprintln!(
+            "{signal}: sent {}, undelivered {undelivered}, took {took:?}",
+            summary["sent"]
+        );
         assert!(undelivered > N / 2 && undelivered <= N, "{summary}");
         assert!(
             lines.iter().any(|l| l.contains(&format!(
