@@ -6,6 +6,7 @@
 //! ([`Security::start_zap`]), then calls [`Security::server`] before each bind and [`Security::client`] before
 //! each connect, naming the socket's role. With no section every call is a no-op.
 
+pub mod cap;
 pub mod cert;
 pub mod config;
 pub mod grants;
@@ -17,6 +18,7 @@ pub mod zap;
 
 use std::path::PathBuf;
 
+pub use cap::{ConnectionCaps, RoleConnectionCounts};
 pub use cert::Certificate;
 pub use config::{MechanismName, RoleOverride, SecurityConfig};
 pub use grants::{Access, Grants};

@@ -146,6 +146,8 @@ pub enum Refusal {
     /// The handshake failed before ZAP was asked: a client without CURVE, one that expects another server key,
     /// or damaged traffic (seen through the socket's monitor; the peer's address is not known there).
     Handshake,
+    /// The socket already has as many connections as its cap (`max_connections`) allows.
+    ConnectionCap,
 }
 
 impl Refusal {
@@ -158,6 +160,7 @@ impl Refusal {
             Refusal::Mechanism => "mechanism not accepted",
             Refusal::Malformed => "malformed request",
             Refusal::Handshake => "handshake failed (no CURVE, wrong server key, or damaged)",
+            Refusal::ConnectionCap => "too many connections (max_connections)",
         }
     }
 }

@@ -3,8 +3,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
+use crate::cap::{ConnectionCaps, RoleConnectionCounts};
 use crate::cert::Certificate;
 use crate::config::{most_specific, MechanismName, SecurityConfig};
 use crate::grants::Grants;
@@ -35,6 +36,11 @@ struct Inner {
     stats: AuthStats,
     /// Monitor endpoints of server sockets, with their roles, for the ZAP loop to watch for failed handshakes.
     monitors: crate::zap::MonitorQueue,
+    /// False for a handle made only to cap connections ([`Security::cap_connections`] without `[security]`):
+    /// nothing else is checked, and summaries stay as they were without `[security]`.
+    checks: bool,
+    /// Connection caps per role, counted by the ZAP loop.
+    caps: Arc<Mutex<ConnectionCaps>>,
 }
 
 /// Two handles are equal when they share one loaded section (component configs derive `PartialEq`).
@@ -140,6 +146,8 @@ impl Security {
                 grants,
                 stats: AuthStats::default(),
                 monitors: crate::zap::MonitorQueue::default(),
+                checks: true,
+                caps: Arc::default(),
             })),
         })
     }
@@ -161,6 +169,8 @@ impl Security {
                 grants: Grants::default(),
                 stats: AuthStats::default(),
                 monitors: crate::zap::MonitorQueue::default(),
+                checks: true,
+                caps: Arc::default(),
             })),
         })
     }
@@ -174,7 +184,51 @@ impl Security {
 
     /// True when anything is checked (CURVE, or IP fences under NULL).
     pub fn is_active(&self) -> bool {
-        self.inner.is_some()
+        self.inner.as_ref().is_some_and(|i| i.checks)
+    }
+
+    /// Caps each socket of `role` (and of its sub-roles, e.g. `lvc` for `lvc.downstream`) at `max` concurrent
+    /// connections: a handshake past the cap is refused through ZAP (libzmq then closes that connection) and
+    /// counted ([`Security::connections`]). 0 leaves the role uncapped. Without `[security]` this makes a handle
+    /// that checks nothing else; use the returned handle for the sockets and for [`Security::start_zap`].
+    pub fn cap_connections(&self, roles: &[&str], max: u64) -> Security {
+        if max == 0 {
+            return self.clone();
+        }
+        let handle = match &self.inner {
+            Some(_) => self.clone(),
+            None => Security {
+                inner: Some(Arc::new(Inner {
+                    mechanism: MechanismName::Null,
+                    own: placeholder(),
+                    own_configured: false,
+                    role_certs: BTreeMap::new(),
+                    server_key: None,
+                    role_server_keys: BTreeMap::new(),
+                    gate: Gatekeeper::default(),
+                    dirs: AllowDirs::default(),
+                    grants: Grants::default(),
+                    stats: AuthStats::default(),
+                    monitors: crate::zap::MonitorQueue::default(),
+                    checks: false,
+                    caps: Arc::default(),
+                })),
+            },
+        };
+        if let Some(inner) = &handle.inner {
+            let mut caps = lock(&inner.caps);
+            for role in roles {
+                caps.set_cap(role, max);
+            }
+        }
+        handle
+    }
+
+    /// Connections per capped role (open, peak, admitted, refused over the cap); `None` when no role is capped.
+    pub fn connections(&self) -> Option<BTreeMap<String, RoleConnectionCounts>> {
+        let inner = self.inner.as_ref()?;
+        let caps = lock(&inner.caps);
+        caps.any().then(|| caps.summary())
     }
 
     /// Sets `socket` up to accept peers for `role` (the ZAP domain, so policy and counts are per role). Call it
@@ -187,7 +241,28 @@ impl Security {
             role: role.to_string(),
             source: e,
         };
+        let capped = {
+            let mut caps = lock(&inner.caps);
+            // The cap of the most specific capped role names this socket's own count.
+            match most_specific_cap(&caps, role) {
+                Some(max) => {
+                    caps.set_cap(role, max);
+                    true
+                }
+                None => false,
+            }
+        };
+        if !inner.checks && !capped {
+            return Ok(());
+        }
         socket.set_zap_domain(role).map_err(sock)?;
+        let mut events = 0;
+        if capped {
+            // The ZAP loop counts this socket's connections from its monitor, to refuse those past the cap.
+            events |= zmq::SocketEvent::ACCEPTED as i32
+                | zmq::SocketEvent::DISCONNECTED as i32
+                | zmq::SocketEvent::CLOSED as i32;
+        }
         if inner.mechanism == MechanismName::Curve {
             let cert = inner.cert_for(role);
             if !inner.own_configured && inner.role_cert(role).is_none() {
@@ -201,9 +276,12 @@ impl Security {
                 .map_err(sock)?;
             // Handshakes that fail before ZAP is asked (no CURVE, the wrong server key) reach only the socket's
             // monitor; the ZAP loop reads it so that they are counted too.
-            let endpoint = inner.monitors.next_endpoint();
-            let events = zmq::SocketEvent::HANDSHAKE_FAILED_NO_DETAIL as i32
+            events |= zmq::SocketEvent::HANDSHAKE_FAILED_NO_DETAIL as i32
                 | zmq::SocketEvent::HANDSHAKE_FAILED_PROTOCOL as i32;
+        }
+        if events != 0 {
+            // One monitor per socket (libzmq allows no more), read by the ZAP loop.
+            let endpoint = inner.monitors.next_endpoint();
             socket.monitor(&endpoint, events).map_err(sock)?;
             inner.monitors.push(endpoint, role);
         }
@@ -249,6 +327,7 @@ impl Security {
             inner.dirs.clone(),
             inner.stats.clone(),
             inner.monitors.clone(),
+            Arc::clone(&inner.caps),
         )
         .map(Some)
     }
@@ -272,7 +351,10 @@ impl Security {
 
     /// The counters for a summary; `None` when nothing is checked (summaries then stay as they were).
     pub fn summary(&self) -> Option<AuthSummary> {
-        self.inner.as_ref().map(|i| i.stats.summary())
+        self.inner
+            .as_ref()
+            .filter(|i| i.checks)
+            .map(|i| i.stats.summary())
     }
 
     /// The server key (Z85) `role`'s connecting sockets expect under CURVE: the identity of every message that
@@ -377,4 +459,19 @@ fn placeholder() -> Certificate {
         secret: Some([0; 32]),
         metadata: Vec::new(),
     }
+}
+
+/// The cap of `role` or of the closest capped role above it (`lvc` for `lvc.downstream`).
+fn most_specific_cap(caps: &ConnectionCaps, role: &str) -> Option<u64> {
+    let mut r = role;
+    loop {
+        if let Some(max) = caps.cap_of(r) {
+            return Some(max);
+        }
+        r = &r[..r.rfind('.')?];
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }

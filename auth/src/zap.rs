@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
+use crate::cap::ConnectionCaps;
 use crate::cert::Certificate;
 use crate::policy::{parse_request, reply_frames, Gatekeeper, KeySet, Refusal, Verdict};
 use crate::stats::AuthStats;
@@ -87,6 +88,7 @@ impl ZapHandler {
         dirs: AllowDirs,
         stats: AuthStats,
         monitors: MonitorQueue,
+        caps: Arc<Mutex<ConnectionCaps>>,
     ) -> Result<ZapHandler, AuthError> {
         let stop = Arc::new(AtomicBool::new(false));
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
@@ -113,6 +115,7 @@ impl ZapHandler {
                     log: LogLimit::default(),
                     queue: monitors,
                     watched: Vec::new(),
+                    caps,
                 }
                 .run(&ctx, &socket, &flag);
             })
@@ -164,6 +167,8 @@ struct Loop {
     queue: MonitorQueue,
     /// PAIR sockets reading server sockets' monitors, with their roles.
     watched: Vec<(zmq::Socket, String)>,
+    /// Connection counts and caps per role, fed by the monitors, asked before each verdict.
+    caps: Arc<Mutex<ConnectionCaps>>,
 }
 
 struct Cached {
@@ -209,6 +214,11 @@ impl Loop {
             if !ready[0] {
                 continue;
             }
+            // A handshake's connection was accepted before it asked: read every monitor first, so the count it
+            // is judged against includes it and every connection that has gone since.
+            for index in (0..self.watched.len()).rev() {
+                self.read_monitor(index);
+            }
             let frames = match socket.recv_multipart(zmq::DONTWAIT) {
                 Ok(f) => f,
                 Err(zmq::Error::EAGAIN | zmq::Error::EINTR) => continue,
@@ -225,25 +235,35 @@ impl Loop {
         }
     }
 
-    /// Counts the failed handshakes a server socket's monitor reported (two frames per event: the event id and
-    /// value, then the endpoint). A monitor whose socket closed reports MONITOR_STOPPED and is dropped.
+    /// Reads what a server socket's monitor reported (two frames per event: the event id and value, then the
+    /// endpoint): connections accepted and gone (for the connection cap, by descriptor) and failed handshakes
+    /// (counted as refusals). A monitor whose socket closed reports MONITOR_STOPPED and is dropped.
     fn read_monitor(&mut self, index: usize) {
+        use zmq::SocketEvent as E;
         let mut stopped = false;
         while let Ok(frames) = self.watched[index].0.recv_multipart(zmq::DONTWAIT) {
-            let Some(event) = frames
-                .first()
-                .and_then(|f| f.get(..2))
-                .map(|b| u16::from_le_bytes([b[0], b[1]]))
-            else {
+            let Some((event, value)) = frames.first().and_then(|f| {
+                let id = u16::from_le_bytes([*f.first()?, *f.get(1)?]);
+                let value = f
+                    .get(2..6)
+                    .map_or(0, |b| i32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+                Some((E::from_raw(id), value))
+            }) else {
                 continue;
             };
-            if zmq::SocketEvent::from_raw(event) == zmq::SocketEvent::MONITOR_STOPPED {
-                stopped = true;
-                break;
-            }
             let role = self.watched[index].1.clone();
-            self.stats.record(&role, "", Some(Refusal::Handshake));
-            self.log.refused(&role, "", Refusal::Handshake, &self.stats);
+            match event {
+                E::MONITOR_STOPPED => {
+                    stopped = true;
+                    break;
+                }
+                E::ACCEPTED => lock(&self.caps).accepted(&role, value),
+                E::DISCONNECTED | E::CLOSED => lock(&self.caps).gone(&role, value),
+                _ => {
+                    self.stats.record(&role, "", Some(Refusal::Handshake));
+                    self.log.refused(&role, "", Refusal::Handshake, &self.stats);
+                }
+            }
         }
         if stopped {
             self.watched.swap_remove(index);
@@ -265,7 +285,11 @@ impl Loop {
             .for_role(&request.domain)
             .map(Path::to_path_buf)
             .map(|dir| self.keys_in(&dir));
-        let verdict = self.gate.decide(&request, allowed.as_ref());
+        let verdict = if lock(&self.caps).admit(&request.domain) {
+            self.gate.decide(&request, allowed.as_ref())
+        } else {
+            Verdict::Refuse(Refusal::ConnectionCap)
+        };
         let refusal = match &verdict {
             Verdict::Accept { .. } => None,
             Verdict::Refuse(r) => Some(*r),

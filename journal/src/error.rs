@@ -47,11 +47,15 @@ pub enum JournalError {
         /// The length its header implies: header size plus capacity.
         expected: u64,
     },
-    /// The header fails its checksum or holds impossible values.
-    #[error("{path}: corrupt journal header: {reason}")]
+    /// The header fails its checksum or holds impossible values; also a `.tbj` file (the journal's own extension)
+    /// whose magic is gone, such as a zeroed header: damage to a journal, not a file of another kind.
+    #[error("{path}: corrupt journal header at offset {offset}: {reason}")]
     CorruptHeader {
         /// The file concerned.
         path: PathBuf,
+        /// Byte offset in that file of the header part that fails (0: the static header, which one checksum
+        /// covers; the writer-maintained pointers start at 512).
+        offset: u64,
         /// Which check failed, with the values found.
         reason: String,
     },
@@ -100,6 +104,18 @@ pub enum JournalError {
 }
 
 impl JournalError {
+    /// A header that cannot be trusted (damaged, or from an unknown version, or cut short): for an archive segment,
+    /// the whole segment is damage that readers pass over and report, as they do a corrupt record.
+    pub fn is_damaged_header(&self) -> bool {
+        matches!(
+            self,
+            JournalError::BadMagic { .. }
+                | JournalError::UnsupportedVersion { .. }
+                | JournalError::CorruptHeader { .. }
+                | JournalError::Truncated { .. }
+        )
+    }
+
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         JournalError::Io {
             path: path.into(),

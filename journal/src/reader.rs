@@ -75,6 +75,16 @@ pub struct Reader {
     verify: bool,
     index: SparseIndex,
     first_cache: HashMap<u64, (u64, u64)>,
+    /// Archive segments before the first one that opens, whose header is damaged (their index, path and reason):
+    /// the first `next()` from the oldest position reports them as corruption at offset 0 of the first one, and
+    /// `skip_damage` passes them, so a zeroed first segment header is damage like any later one.
+    leading: Vec<(u64, PathBuf, String)>,
+    /// `leading` is still to be reported by the next `next()` (the reader is at the oldest record).
+    leading_pending: bool,
+    /// The last `next()` reported `leading`: `skip_damage` passes those segments.
+    leading_reported: bool,
+    /// Index of the first archive segment that opens.
+    first_intact: u64,
 }
 
 impl Reader {
@@ -82,15 +92,36 @@ impl Reader {
     /// archive segment file are accepted; checksums are verified on every record (see [`Reader::set_verify`]).
     pub fn open(path: impl AsRef<Path>) -> Result<Reader> {
         let path = path.as_ref();
+        let mut leading = Vec::new();
         let (seg, archive_dir) = if path.is_dir() {
             let segments = archive::list_segments(path)?;
-            let Some((_, first)) = segments.first() else {
+            if segments.is_empty() {
                 return Err(JournalError::NotAJournal {
                     path: path.into(),
                     reason: "archive directory holds no segment yet".into(),
                 });
-            };
-            (Segment::open(first, false)?, true)
+            }
+            let mut opened = None;
+            let mut first_error = None;
+            for (index, file) in &segments {
+                match Segment::open(file, false) {
+                    Ok(seg) => {
+                        opened = Some(seg);
+                        break;
+                    }
+                    Err(e) if e.is_damaged_header() => {
+                        leading.push((*index, file.clone(), e.to_string()));
+                        first_error.get_or_insert(e);
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            match (opened, first_error) {
+                (Some(seg), _) => (seg, true),
+                // No segment opens: the first one's damage is the error (a header damage, not "not a journal").
+                (None, Some(e)) => return Err(e),
+                (None, None) => unreachable!("segments is not empty"),
+            }
         } else if path.exists() {
             (Segment::open(path, false)?, false)
         } else {
@@ -111,7 +142,12 @@ impl Reader {
             verify: true,
             index: SparseIndex::default(),
             first_cache: HashMap::new(),
+            leading_pending: !leading.is_empty(),
+            leading_reported: false,
+            leading,
+            first_intact: 0,
         };
+        r.first_intact = r.seg.info.segment_index;
         r.seek_oldest();
         Ok(r)
     }
@@ -143,13 +179,10 @@ impl Reader {
 
     /// Moves to the oldest record still held (ring: the tail; archive: the first record of the first segment).
     pub fn seek_oldest(&mut self) {
-        if self.archive_dir && self.seg.info.segment_index != 0 {
-            if let Ok(segments) = archive::list_segments(&self.root) {
-                if let Some((i, _)) = segments.first() {
-                    let _ = self.open_segment(*i);
-                }
-            }
+        if self.archive_dir && self.seg.info.segment_index != self.first_intact {
+            let _ = self.open_segment(self.first_intact);
         }
+        self.leading_pending = !self.leading.is_empty();
         self.set_pos(self.seg.tail().load(Ordering::Acquire));
         self.expected = (self.seg.info.mode == Mode::Archive).then_some(self.seg.info.base_seq);
         self.cached_head = 0;
@@ -166,6 +199,7 @@ impl Reader {
         self.set_pos(self.seg.head().load(Ordering::Acquire));
         self.expected = Some(self.seg.head_seq().load(Ordering::Acquire));
         self.cached_head = self.pos;
+        self.leading_pending = false;
         Ok(())
     }
 
@@ -190,6 +224,23 @@ impl Reader {
     // Borrows records of sealed archive segments straight from the map; the blocks below say why that is sound.
     #[allow(unsafe_code)]
     pub fn next(&mut self) -> Result<Option<Record<'_>>> {
+        self.leading_reported = false;
+        if self.leading_pending {
+            self.leading_pending = false;
+            // Only from the oldest record: a seek past it did not want what the damaged segments held.
+            if self.seg.info.segment_index == self.first_intact
+                && self.pos == self.seg.tail().load(Ordering::Acquire)
+            {
+                if let Some((_, path, reason)) = self.leading.first() {
+                    self.leading_reported = true;
+                    return Err(JournalError::CorruptRecord {
+                        path: path.clone(),
+                        offset: 0,
+                        reason: format!("damaged segment header: {reason}"),
+                    });
+                }
+            }
+        }
         loop {
             if self.pos >= self.cached_head {
                 self.cached_head = self.seg.head().load(Ordering::Acquire);
@@ -296,6 +347,27 @@ impl Reader {
     /// archive segments whose header is damaged; says what it passed. Linear in the bytes passed. When nothing
     /// verifies after the damage, the reader is left at the end of what is published and `resumed_at` is `None`.
     pub fn skip_damage(&mut self) -> Result<Skipped> {
+        if std::mem::take(&mut self.leading_reported) {
+            // What `next()` reported was the damaged segments before the first that opens: they are passed whole,
+            // and reading resumes at the oldest record that opens. Their first sequence is known only for the
+            // archive's first segment (the writer numbers from 1).
+            let (first_index, path, _) = &self.leading[0];
+            let first_missing = (*first_index == 0).then_some(1);
+            let resumed = self.seg.info.base_seq;
+            return Ok(Skipped {
+                path: path.clone(),
+                offset: 0,
+                bytes: self
+                    .leading
+                    .iter()
+                    .map(|(_, p, _)| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0))
+                    .sum(),
+                first_missing,
+                resumed_at: Some(resumed),
+                records: first_missing.map_or(0, |f| resumed.saturating_sub(f)),
+                segments: self.leading.len() as u64,
+            });
+        }
         let first_missing = self.expected;
         let mut skipped = Skipped {
             path: self.seg.path.clone(),
@@ -580,16 +652,14 @@ impl Reader {
 /// A segment that cannot be opened while rolling to it: a damaged header (bad magic, version, checksum or
 /// size) is corruption at its offset 0, which `skip_damage` passes over; anything else (I/O) stays what it is.
 fn damaged_segment(root: &Path, index: u64, e: JournalError) -> JournalError {
-    match e {
-        JournalError::BadMagic { .. }
-        | JournalError::UnsupportedVersion { .. }
-        | JournalError::CorruptHeader { .. }
-        | JournalError::Truncated { .. } => JournalError::CorruptRecord {
+    if e.is_damaged_header() {
+        JournalError::CorruptRecord {
             path: archive::segment_path(root, index),
             offset: 0,
             reason: format!("damaged segment header: {e}"),
-        },
-        other => other,
+        }
+    } else {
+        e
     }
 }
 

@@ -313,11 +313,7 @@ impl Segment {
                 file.read_exact(&mut magic)
                     .map_err(|e| JournalError::io(path, e))?;
                 if magic != MAGIC {
-                    return Err(JournalError::BadMagic {
-                        path: path.into(),
-                        found: magic,
-                        expected: MAGIC,
-                    });
+                    return Err(bad_magic(path, magic));
                 }
             }
             return Err(JournalError::Truncated {
@@ -667,6 +663,7 @@ impl Segment {
         let bad = |reason: String| {
             Err(JournalError::CorruptHeader {
                 path: self.path.clone(),
+                offset: OFF_HEAD as u64,
                 reason,
             })
         };
@@ -1305,16 +1302,34 @@ fn get_u64(buf: &[u8], off: usize) -> u64 {
     u64::from_le_bytes(b)
 }
 
+/// A file without the journal magic. Named with the journal's own extension (every archive segment is), it is a
+/// journal whose header was damaged (zeroed, overwritten), reported with its offset like any header damage;
+/// anything else is a file of another kind.
+fn bad_magic(path: &Path, found: [u8; 8]) -> JournalError {
+    if path.extension().and_then(|e| e.to_str()) == Some(crate::archive::SEGMENT_EXT) {
+        JournalError::CorruptHeader {
+            path: path.into(),
+            offset: OFF_MAGIC as u64,
+            reason: format!(
+                "magic {found:02x?}, expected {MAGIC:02x?} (a .{} file whose header is damaged)",
+                crate::archive::SEGMENT_EXT
+            ),
+        }
+    } else {
+        JournalError::BadMagic {
+            path: path.into(),
+            found,
+            expected: MAGIC,
+        }
+    }
+}
+
 /// Validates the static header: magic, version, checksum, then field ranges.
 pub(crate) fn parse_header(path: &Path, header: &[u8]) -> Result<HeaderInfo> {
     let mut magic = [0u8; 8];
     magic.copy_from_slice(&header[OFF_MAGIC..OFF_MAGIC + 8]);
     if magic != MAGIC {
-        return Err(JournalError::BadMagic {
-            path: path.into(),
-            found: magic,
-            expected: MAGIC,
-        });
+        return Err(bad_magic(path, magic));
     }
     let version = get_u32(header, OFF_VERSION);
     if version != FORMAT_VERSION {
@@ -1326,6 +1341,7 @@ pub(crate) fn parse_header(path: &Path, header: &[u8]) -> Result<HeaderInfo> {
     }
     let corrupt = |reason: String| JournalError::CorruptHeader {
         path: path.into(),
+        offset: 0,
         reason,
     };
     let stored = get_u32(header, OFF_STATIC_CRC);

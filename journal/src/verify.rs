@@ -100,10 +100,31 @@ pub fn summarize(path: impl AsRef<Path>, check_checksums: bool) -> Result<Journa
             reason: "archive directory holds no segment".into(),
         });
     };
-    // Opened once: a damaged header is repaired by reading the records, which is not paid for twice.
-    let first_seg = Segment::open_for_inspection(first)?;
-    let header = first_seg.info.clone();
-    let mut first_seg = Some(first_seg);
+    // Opened once: a damaged header is repaired by reading the records, which is not paid for twice. An archive
+    // whose first segments' headers are damaged takes its header from the first that opens; those before it are
+    // damaged ranges like any later one. A ring, or an archive where none opens, is the first file's error.
+    let mut first_seg = None;
+    let mut first_error = None;
+    for file in &files {
+        match Segment::open_for_inspection(file) {
+            Ok(seg) => {
+                first_seg = Some(seg);
+                break;
+            }
+            Err(e) if files.len() > 1 && e.is_damaged_header() => {
+                first_error.get_or_insert(e);
+            }
+            Err(e) => return Err(first_error.unwrap_or(e)),
+        }
+    }
+    let Some(opened) = first_seg.take() else {
+        return Err(first_error.unwrap_or_else(|| JournalError::NotAJournal {
+            path: first.clone(),
+            reason: "no segment opens".into(),
+        }));
+    };
+    let header = opened.info.clone();
+    let mut first_seg = Some(opened);
     let mut s = JournalSummary {
         header,
         segments: files.len() as u64,
@@ -126,17 +147,13 @@ pub fn summarize(path: impl AsRef<Path>, check_checksums: bool) -> Result<Journa
         app_meta: None,
     };
     for file in &files {
-        let seg = match first_seg.take() {
+        // Files before the first that opened are opened (and fail) again here, to be reported in order.
+        let seg = match first_seg.take_if(|seg| seg.path == *file) {
             Some(seg) => seg,
             None => match Segment::open_for_inspection(file) {
                 Ok(seg) => seg,
                 // A later archive segment whose header is damaged: reported, and the walk goes on after it.
-                Err(
-                    e @ (JournalError::BadMagic { .. }
-                    | JournalError::UnsupportedVersion { .. }
-                    | JournalError::CorruptHeader { .. }
-                    | JournalError::Truncated { .. }),
-                ) => {
+                Err(e) if e.is_damaged_header() => {
                     let reason = format!("damaged segment header: {e}");
                     s.corruption.get_or_insert_with(|| Corruption {
                         path: file.clone(),

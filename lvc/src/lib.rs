@@ -321,6 +321,10 @@ pub struct LvcConfig {
     /// (`tickbox_zmqx::teardown`, docs/LIBZMQ_TRAPS.md). It bounds how long a stalled subscriber can hold the
     /// proxy's stop.
     pub stalled_peer_timeout: HumanDuration,
+    /// Most concurrent connections on each socket the proxy binds (subscribers, tap, snapshot, bound upstream);
+    /// a handshake past it is refused through ZAP and counted. 0: no cap. Applied by the binary through
+    /// `tickbox_auth::Security::cap_connections`.
+    pub max_connections: u64,
     /// `[context.sockets.lvc]`, copied here by the binary; applied to the XSUB, the XPUB and the tap (see `tickbox_zmqx::profile`).
     #[serde(skip)]
     pub socket_profile: tickbox_zmqx::profile::SocketProfile,
@@ -368,6 +372,7 @@ impl Default for LvcConfig {
             snapshot_slice: 1024,
             snapshot_stall_timeout: HumanDuration(Duration::from_secs(5)),
             stalled_peer_timeout: HumanDuration(tickbox_zmqx::DEFAULT_STALLED_PEER_TIMEOUT),
+            max_connections: 0,
             socket_profile: tickbox_zmqx::profile::SocketProfile::default(),
             security: tickbox_auth::Security::default(),
         }

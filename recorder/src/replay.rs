@@ -15,6 +15,7 @@
 //! identities the restamped stream does not have) and cached values repeat the shard's last sequence.
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tickbox_journal::{JournalError, Reader};
@@ -22,7 +23,7 @@ use tickbox_wire::{
     BatchCursor, Clock, Flags, Header, Heartbeat, Kind, MessageRef, SubscriptionTally,
     BATCH_HEADER_LEN, BATCH_RECORD_PREFIX,
 };
-use tickbox_zmqx::zero_copy::{PoolBuf, WhenExhausted, ZeroCopySender};
+use tickbox_zmqx::zero_copy::{Delivery, PoolBuf, WhenExhausted, ZeroCopySender};
 
 /// Bound on original publishers the replay keeps heartbeat state for (beyond it, they get no heartbeats).
 const MAX_OUT_PUBLISHERS: usize = tickbox_wire::sequence::DEFAULT_MAX_PUBLISHERS;
@@ -244,6 +245,8 @@ pub struct Replayer {
     batches: Vec<ShardBatch>,
     /// Replay clock of the current pacer tick while batching: one clock read per batch, not per record.
     tick_ns: Option<u64>,
+    /// Records sent (alone or in batches) that libzmq still holds: what a close now would leave undelivered.
+    delivery: Arc<Delivery>,
 }
 
 /// One shard's batching: a pool of recycled buffers handed to libzmq without a copy, and the batch being filled
@@ -346,6 +349,7 @@ impl Replayer {
         let hb_topics = (0..n)
             .map(|i| format!("H.{}", opts.publisher_id_base + i as u32))
             .collect();
+        let delivery = Delivery::new();
         Ok(Replayer {
             sockets,
             endpoints,
@@ -360,14 +364,17 @@ impl Replayer {
             batching: vec![false; n],
             batches: (0..n)
                 .map(|_| {
-                    ShardBatch::new(
+                    let mut b = ShardBatch::new(
                         opts.batch_max_bytes,
                         opts.batch_max_records.max(1),
                         opts.lossless,
-                    )
+                    );
+                    b.sender.track(&delivery);
+                    b
                 })
                 .collect(),
             tick_ns: None,
+            delivery,
             opts,
         })
     }
@@ -404,6 +411,20 @@ impl Replayer {
         self.wait_on_subscriptions(Some(timeout), stop, |r| {
             !r.tallies.iter().any(SubscriptionTally::any)
         })
+    }
+
+    /// Records sent (counted in [`ReplayStats::sent`]) that libzmq still holds in the shards' queues: not yet
+    /// written to every subscriber's connection. Closing now would drop them; this is the replay's `undelivered`.
+    /// What sits in the kernel's socket buffers counts as delivered (libzmq cannot see past them), and a record
+    /// queued for a subscriber that then disconnected counts as released when libzmq drops that queue.
+    pub fn undelivered(&self) -> u64 {
+        self.delivery.outstanding()
+    }
+
+    /// Waits up to `limit` (or until `stop`) for libzmq to hand everything queued to the subscribers'
+    /// connections; returns [`Self::undelivered`] then.
+    pub fn settle(&self, limit: Duration, stop: Option<&AtomicBool>) -> u64 {
+        self.delivery.wait_settled(limit, stop)
     }
 
     /// Subscribers (subscriptions other than the batch opt-in) still present, summed over the shards.
@@ -782,7 +803,14 @@ impl Replayer {
                 return Ok(false);
             }
         }
-        if !send_single(&self.sockets[shard], frame, header_at, out, stop)? {
+        if !send_single(
+            &mut self.sockets[shard],
+            &self.delivery,
+            frame,
+            header_at,
+            out,
+            stop,
+        )? {
             return Ok(false);
         }
         stats.sent += 1;
@@ -815,7 +843,10 @@ impl Replayer {
         let range = cursor.finish_message(&mut buf);
         let body = range.end - BATCH_HEADER_LEN - n * BATCH_RECORD_PREFIX;
         // The buffer itself is the message: no second copy. A refused send keeps it and retries it.
-        let mut sent = batch.sender.send(&mut self.sockets[shard], buf, range, 0)?;
+        let mut sent =
+            batch
+                .sender
+                .send_records(&mut self.sockets[shard], buf, range, n as u64, 0)?;
         while !sent {
             // High-water mark (lossless mode) or a signal: give Ctrl-C its chance, then retry.
             if stop.load(Ordering::Relaxed) {
@@ -1041,24 +1072,25 @@ impl Replayer {
 /// refused at the high-water mark drops that message, so the retry builds it again from the journal's bytes.
 /// False if stopped meanwhile.
 fn send_single(
-    socket: &zmq::Socket,
+    socket: &mut zmq::Socket,
+    delivery: &Arc<Delivery>,
     frame: &[u8],
     header_at: usize,
     out: &Header,
     stop: &AtomicBool,
 ) -> Result<bool, RecorderError> {
+    // Counted as one record libzmq holds until it lets the message go (see `Replayer::undelivered`).
+    let mut buf = delivery.buffer(frame.len());
+    buf.copy_from_slice(frame);
+    tickbox_wire::write_send_fields_at(&mut buf, header_at, out);
+    let mut msg = tickbox_zmqx::zero_copy::OutMessage::counted(buf, 0..frame.len(), 1)?;
     loop {
-        let mut msg = zmq::Message::with_size(frame.len());
-        msg.copy_from_slice(frame);
-        tickbox_wire::write_send_fields_at(&mut msg, header_at, out);
-        match socket.send(msg, 0) {
-            Ok(()) => return Ok(true),
-            Err(zmq::Error::EAGAIN | zmq::Error::EINTR) => {
-                if stop.load(Ordering::Relaxed) {
-                    return Ok(false);
-                }
-            }
-            Err(e) => return Err(e.into()),
+        if msg.send(socket, 0)? {
+            return Ok(true);
+        }
+        // High-water mark (lossless mode) or a signal: give Ctrl-C its chance, then retry the same message.
+        if stop.load(Ordering::Relaxed) {
+            return Ok(false);
         }
     }
 }

@@ -31,3 +31,29 @@ pub(crate) fn live_suffix(security: &Security) -> String {
         None => String::new(),
     }
 }
+
+/// `connections: lvc.downstream 3 open (peak 5, max 4), 2 refused over the cap; ...` when a connection cap is set
+/// (`max_connections`).
+pub(crate) fn connections_line(security: &Security) -> Option<String> {
+    let roles = security.connections()?;
+    let parts: Vec<String> = roles
+        .iter()
+        .map(|(role, c)| {
+            format!(
+                "{role} {} open (peak {}, max {}), {} refused over the cap",
+                c.connections, c.peak_connections, c.max_connections, c.refused_over_cap
+            )
+        })
+        .collect();
+    Some(format!("connections: {}", parts.join("; ")))
+}
+
+/// Adds `"connections": {role: {...}}` to a summary object, when a connection cap is set.
+pub(crate) fn add_connections_to_json(summary: &mut serde_json::Value, security: &Security) {
+    if let (Some(roles), Some(object)) = (security.connections(), summary.as_object_mut()) {
+        object.insert(
+            "connections".into(),
+            serde_json::to_value(roles).unwrap_or(serde_json::Value::Null),
+        );
+    }
+}

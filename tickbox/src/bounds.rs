@@ -7,6 +7,15 @@ pub(crate) const MAX_WORKERS: usize = 256;
 /// Most shards (`--shards`): one socket, one thread and usually one NIC each.
 pub(crate) const MAX_SHARDS: usize = 64;
 
+/// Most runs of each system a bench repeats (`--repeat`): each is seconds of traffic.
+pub(crate) const MAX_REPEAT: usize = 1_000;
+/// Most symbols of a generated universe (`--symbols`): each is a topic, a price walk and cache entries downstream.
+pub(crate) const MAX_SYMBOLS: usize = 1_000_000;
+/// Largest bench frame (`--size`, `--sizes`): every in-flight message of every socket on the path is this big.
+pub(crate) const MAX_FRAME_BYTES: usize = 16 << 20;
+/// Most subscriptions a feed waits for per shard (`--wait-for-subscribers`): each is a connection.
+pub(crate) const MAX_WAIT_FOR_SUBSCRIBERS: usize = 100_000;
+
 fn count(s: &str, what: &str, max: usize) -> Result<usize, String> {
     let n: usize = s
         .parse()
@@ -18,6 +27,46 @@ fn count(s: &str, what: &str, max: usize) -> Result<usize, String> {
         return Err(format!("at most {max} {what} (README, Bounds)"));
     }
     Ok(n)
+}
+
+/// Most concurrent connections a bound socket may be capped at (`--max-connections`, `max_connections`): more
+/// than any process's file descriptors allow.
+pub(crate) const MAX_CONNECTIONS: u64 = 1_000_000;
+
+/// `--max-connections N`: 0 (no cap) ..=[`MAX_CONNECTIONS`].
+pub(crate) fn max_connections(s: &str) -> Result<u64, String> {
+    let n: u64 = s
+        .parse()
+        .map_err(|_| format!("'{s}' is not a count of connections"))?;
+    if n > MAX_CONNECTIONS {
+        return Err(format!(
+            "at most {MAX_CONNECTIONS} connections (README, Bounds)"
+        ));
+    }
+    Ok(n)
+}
+
+/// `--repeat N`: 1..=[`MAX_REPEAT`].
+pub(crate) fn repeat(s: &str) -> Result<usize, String> {
+    count(s, "repeats", MAX_REPEAT)
+}
+
+/// `--symbols N`: 1..=[`MAX_SYMBOLS`].
+pub(crate) fn symbols(s: &str) -> Result<usize, String> {
+    count(s, "symbols", MAX_SYMBOLS)
+}
+
+/// `--size B`, `--sizes B,…`: 1..=[`MAX_FRAME_BYTES`] bytes.
+pub(crate) fn frame_bytes(s: &str) -> Result<usize, String> {
+    count(s, "bytes per frame", MAX_FRAME_BYTES)
+}
+
+/// `--wait-for-subscribers N`: 0..=[`MAX_WAIT_FOR_SUBSCRIBERS`] (0: do not wait).
+pub(crate) fn wait_for_subscribers(s: &str) -> Result<usize, String> {
+    if s == "0" {
+        return Ok(0);
+    }
+    count(s, "subscriptions", MAX_WAIT_FOR_SUBSCRIBERS)
 }
 
 /// `--workers N`: 1..=[`MAX_WORKERS`].
@@ -80,5 +129,14 @@ mod tests {
         assert!(workers("many").is_err());
         assert_eq!(shards("64"), Ok(64));
         assert!(shards("65").is_err());
+        assert_eq!(repeat("1000"), Ok(1000));
+        assert!(repeat("1001").unwrap_err().contains("at most 1000"));
+        assert!(symbols("1000001").is_err());
+        assert_eq!(frame_bytes("16777216"), Ok(16 << 20));
+        assert!(frame_bytes("16777217").is_err());
+        assert_eq!(wait_for_subscribers("0"), Ok(0));
+        assert!(wait_for_subscribers("100001").is_err());
+        assert_eq!(max_connections("0"), Ok(0));
+        assert!(max_connections("1000001").is_err());
     }
 }

@@ -92,6 +92,19 @@ impl TickboxConfig {
             self.subscriber.shards.len(),
             crate::bounds::MAX_SHARDS
         );
+        for (key, n) in [
+            ("[lvc] max_connections", self.lvc.max_connections),
+            (
+                "[clone.server] max_connections",
+                self.clone.server.max_connections,
+            ),
+        ] {
+            anyhow::ensure!(
+                n <= crate::bounds::MAX_CONNECTIONS,
+                "{key} = {n}: at most {} (README, Bounds)",
+                crate::bounds::MAX_CONNECTIONS
+            );
+        }
         let io_threads = self.context.io_threads;
         for (i, shard) in self.subscriber.shards.iter().enumerate() {
             if let Some(n) = shard.io_thread {

@@ -185,6 +185,7 @@ fn main() -> ExitCode {
             | Command::Titanic(_)
             | Command::FreelanceServer(_)
             | Command::Queue(_)
+            | Command::Demo(_)
     ) {
         bounds::raise_fd_limit();
     }
@@ -217,6 +218,16 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(err) => {
             report_error(&err);
+            // A journal whose header is damaged (a zeroed ring header, every archive segment's) is corruption,
+            // whichever command met it: the line names the file and the offset.
+            if err.chain().any(|c| {
+                matches!(
+                    c.downcast_ref::<tickbox_journal::JournalError>(),
+                    Some(tickbox_journal::JournalError::CorruptHeader { .. })
+                )
+            }) {
+                return ExitCode::from(exit_code::CORRUPT);
+            }
             ExitCode::from(exit_code::ERROR)
         }
     }

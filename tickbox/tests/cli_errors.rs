@@ -258,6 +258,13 @@ fn a_count_over_its_maximum_is_one_line_and_exit_2_at_once() {
         &["subscribe", "--workers", "257", "--duration", "1s"],
         &["demo", "--shards", "65"],
         &["replay", "--local", "--journal", "x", "--workers", "100000"],
+        &["feed", "--symbols", "1000001", "--duration", "1s"],
+        &["demo", "--symbols", "100000000"],
+        &["feed", "--wait-for-subscribers", "100001"],
+        &["bench", "throughput", "--repeat", "1001"],
+        &["bench", "throughput", "--sizes", "64,1000000000"],
+        &["lvc", "--max-connections", "1000001"],
+        &["clone-server", "--max-connections", "99999999"],
     ] {
         let started = std::time::Instant::now();
         let out = run(args);

@@ -227,3 +227,99 @@ fn stop_on_corruption_ends_the_replay_at_the_first_damage() {
     assert!(stderr.contains("corrupt record at file offset"), "{stderr}");
     assert_eq!(quotes.len(), 99, "only the records before the damage");
 }
+
+#[test]
+fn a_zeroed_first_segment_header_is_damage_at_offset_0_and_the_rest_is_replayed() {
+    let dir = TempDir::new("replay-damage-first");
+    let root = dir.path().join("arch");
+    journal(&root);
+    let segments = list_segments(&root).unwrap();
+    let zeroed = &segments[0].1;
+    let lost: BTreeSet<u64> = seqs_of(zeroed).into_iter().collect();
+    assert!(!lost.is_empty());
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(zeroed)
+        .unwrap()
+        .write_all_at(&[0u8; 64], 0)
+        .unwrap();
+
+    let endpoint = format!("ipc://{}/replay.sock", dir.path().display());
+    let sub = collect(endpoint.clone());
+    let out = replay(&root, &endpoint, &[]);
+    let (quotes, _) = sub.join().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // It was exit 1 'not a tickbox journal', and nothing replayed.
+    assert_eq!(out.status.code(), Some(5), "{stderr}");
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON summary");
+    assert_eq!(summary["damaged_ranges"], 1, "{summary}");
+    assert_eq!(summary["corrupt_records"], lost.len() as u64, "{summary}");
+    let mut got = quotes;
+    got.sort();
+    let mut want: Vec<(u32, u64)> = (1..=N)
+        .filter(|s| !lost.contains(s))
+        .map(publisher_of)
+        .collect();
+    want.sort();
+    assert_eq!(got, want, "every record after the damaged segment");
+
+    let mut cmd = Command::new(TICKBOX);
+    cmd.args(["journal", "verify", root.to_str().unwrap()]);
+    let v = output_within(cmd, Duration::from_secs(15));
+    let text = String::from_utf8_lossy(&v.stdout);
+    assert_eq!(v.status.code(), Some(5), "{text}");
+    assert!(
+        text.contains(&format!(
+            "at offset 0 of {}: damaged segment header",
+            zeroed.display()
+        )),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_damaged_ring_header_is_exit_5_with_the_file_and_offset() {
+    let dir = TempDir::new("ring-header");
+    let ring = dir.path().join("day.tbj");
+    let mut w = Writer::open(&ring, &WriterOptions::ring(MIN_CAPACITY)).unwrap();
+    for seq in 1..=50u64 {
+        let header = Header::live(Kind::Quote, 1, seq, T0 + seq);
+        let frame = encode_to_vec("Q.XNAS.S", &header, &Quote::default().into()).unwrap();
+        w.append(T0 + seq, &frame).unwrap();
+    }
+    w.close().unwrap();
+    let f = std::fs::OpenOptions::new().write(true).open(&ring).unwrap();
+    f.write_all_at(&[0u8; 64], 0).unwrap();
+    let endpoint = format!("ipc://{}/replay.sock", dir.path().display());
+    let runs: [Vec<&str>; 3] = [
+        vec!["journal", "info", ring.to_str().unwrap()],
+        vec!["journal", "verify", ring.to_str().unwrap()],
+        vec![
+            "replay",
+            "--journal",
+            ring.to_str().unwrap(),
+            "--bind",
+            &endpoint,
+            "--drain-timeout",
+            "1s",
+        ],
+    ];
+    for args in runs {
+        let mut cmd = Command::new(TICKBOX);
+        cmd.args(&args);
+        let o = output_within(cmd, Duration::from_secs(15));
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert_eq!(o.status.code(), Some(5), "{args:?}: {text}");
+        assert!(
+            text.contains(&format!(
+                "{}: corrupt journal header at offset 0",
+                ring.display()
+            )),
+            "{args:?}: {text}"
+        );
+    }
+}

@@ -91,9 +91,15 @@ fn a_subscriber_that_stops_reading_makes_the_replay_say_records_were_dropped() {
         stderr.contains("1 subscription(s) still open after --drain-timeout 500ms"),
         "{stderr}"
     );
-    // The summary still printed, and the wait was bounded by the drain timeout.
+    // The summary still printed, with what was dropped counted, and the wait was bounded by the drain timeout.
     let summary: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON summary");
     assert_eq!(summary["sent"], N, "{summary}");
+    let undelivered = summary["undelivered"].as_u64().expect("undelivered");
+    assert!(undelivered > 0 && undelivered <= N, "{summary}");
+    assert!(
+        stderr.contains(&format!("{undelivered} record(s) were still queued")),
+        "{stderr}"
+    );
     assert!(started.elapsed() < Duration::from_secs(15));
 }
 
@@ -134,6 +140,8 @@ fn a_subscriber_that_reads_everything_gets_every_record_and_the_replay_exits_0()
     assert!(!stderr.contains("dropped"), "{stderr}");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(reader.join().unwrap(), (N, N), "{stdout}");
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON summary");
+    assert_eq!(summary["undelivered"], 0, "{summary}");
 }
 
 /// Ctrl-C (or SIGTERM) skips the drain wait, as README says, and an interrupted replay whose reader never read
@@ -174,12 +182,18 @@ fn an_interrupt_skips_the_drain_wait_and_says_what_was_not_delivered() {
         );
         let stderr = common::forward_lines(child.0.stderr.take().unwrap());
         let stdout = common::forward_lines(child.0.stdout.take().unwrap());
-        // The summary is printed when the run ends; the replay then waits for the subscriber to leave.
-        let summary = stdout
-            .recv_timeout(Duration::from_secs(15))
-            .expect("the run's summary");
-        let summary: serde_json::Value = serde_json::from_str(&summary).unwrap();
-        assert_eq!(summary["sent"], N, "{summary}");
+        // The run ends with records still queued; the replay says so and waits for the subscriber.
+        let deadline = Instant::now() + Duration::from_secs(15);
+        let mut before = Vec::new();
+        while !before
+            .last()
+            .is_some_and(|l: &String| l.contains("still queued for subscribers; waiting up to"))
+        {
+            let left = deadline.saturating_duration_since(Instant::now());
+            before.push(stderr.recv_timeout(left).unwrap_or_else(|_| {
+                panic!("{signal}: the run did not end with records queued: {before:?}")
+            }));
+        }
         let interrupted = Instant::now();
         common::signal(child.0.id(), signal);
         let status = child.wait_exit(
@@ -192,8 +206,22 @@ fn an_interrupt_skips_the_drain_wait_and_says_what_was_not_delivered() {
             std::iter::from_fn(|| stderr.recv_timeout(Duration::from_secs(2)).ok()).collect();
         assert_eq!(status.code(), Some(1), "{signal}: {lines:?}");
         assert!(took < Duration::from_secs(3), "{signal}: took {took:?}");
+        // The summary comes once the close knows what it left undelivered: most of the run, counted exactly.
+        let summary = stdout
+            .recv_timeout(Duration::from_secs(2))
+            .expect("the run's summary");
+        let summary: serde_json::Value = serde_json::from_str(&summary).unwrap();
+        assert_eq!(summary["sent"], N, "{summary}");
+        let undelivered = summary["undelivered"].as_u64().expect("undelivered");
+        eprintln!(
+            "{signal}: sent {}, undelivered {undelivered}, took {took:?}",
+            summary["sent"]
+        );
+        assert!(undelivered > N / 2 && undelivered <= N, "{summary}");
         assert!(
-            lines.iter().any(|l| l.contains("were not delivered")),
+            lines.iter().any(|l| l.contains(&format!(
+                "{undelivered} record(s) still queued for a subscriber were not delivered"
+            ))),
             "{signal}: {lines:?}"
         );
     }

@@ -55,6 +55,82 @@ pub struct ZeroCopyStats {
     pub waited: u64,
 }
 
+/// What libzmq still holds of what a sender handed it, in the sender's own unit (records, not messages): every
+/// message made through a [`ZeroCopySender`] that tracks one (or [`Delivery::message`]) adds its count to
+/// `handed` when it is made and to `released` when libzmq lets it go. libzmq lets a message go once it has written
+/// it to every connection it was queued for (into the kernel's socket buffer, which libzmq cannot see past), or
+/// dropped it (the peer went away, the socket closed); one made but never accepted is released at once. So
+/// [`Delivery::outstanding`] is exactly what sits in libzmq's queues (and a refused message not yet retried):
+/// what a close now would drop undelivered.
+#[derive(Debug, Default)]
+pub struct Delivery {
+    handed: AtomicU64,
+    released: AtomicU64,
+}
+
+impl Delivery {
+    /// A fresh count, shared with the release callbacks.
+    pub fn new() -> Arc<Delivery> {
+        Arc::new(Delivery::default())
+    }
+
+    /// Records handed to libzmq so far (accepted or still to be retried).
+    pub fn handed(&self) -> u64 {
+        self.handed.load(Ordering::Acquire)
+    }
+
+    /// Records libzmq has finished with (written to every connection, or dropped).
+    pub fn released(&self) -> u64 {
+        self.released.load(Ordering::Acquire)
+    }
+
+    /// Records handed over that libzmq still holds.
+    pub fn outstanding(&self) -> u64 {
+        // Released is read first: a release between the two loads can only make the difference larger, never
+        // wrap it below zero.
+        let released = self.released();
+        self.handed().saturating_sub(released)
+    }
+
+    /// Waits (sleeping in short slices) until libzmq holds nothing more, for at most `limit` or until `stop` is
+    /// raised; returns what it still holds then.
+    pub fn wait_settled(&self, limit: Duration, stop: Option<&AtomicBool>) -> u64 {
+        let deadline = Instant::now() + limit;
+        loop {
+            let left = self.outstanding();
+            if left == 0
+                || Instant::now() >= deadline
+                || stop.is_some_and(|s| s.load(Ordering::Relaxed))
+            {
+                return left;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    /// A message holding a copy of `bytes` that counts as `records` (a frame carrying one record: 1) until libzmq
+    /// releases it. One allocation, as `zmq::Message::from` makes.
+    pub fn message(self: &Arc<Self>, bytes: &[u8], records: u64) -> Result<OutMessage, ZmqxError> {
+        let mut buf = self.buffer(bytes.len());
+        buf.copy_from_slice(bytes);
+        OutMessage::counted(buf, 0..bytes.len(), records)
+    }
+
+    /// A one-off buffer of `len` bytes to fill, whose message ([`OutMessage::counted`]) reports to this count.
+    pub fn buffer(self: &Arc<Self>, len: usize) -> PoolBuf {
+        PoolBuf {
+            inner: BufInner::Owned(vec![0u8; len].into_boxed_slice(), Some(Arc::clone(self))),
+        }
+    }
+}
+
+/// A one-off buffer in flight, and whom to tell when libzmq releases it.
+struct OwnedInFlight {
+    bytes: Box<[u8]>,
+    records: u64,
+    delivery: Option<Arc<Delivery>>,
+}
+
 /// One pooled buffer and its place in the free stack.
 struct Slot {
     /// The block this slot lives in (a raw pointer because the slot is inside it; valid while the block lives).
@@ -63,6 +139,9 @@ struct Slot {
     /// Next free slot below this one in the free stack, as index + 1 (0: none). Written only by whoever pushes
     /// this slot, before the push publishes it.
     next: AtomicU32,
+    /// Records the message in flight from this slot carries (for [`Delivery`]); written by its owner before the
+    /// send, read by the release callback.
+    records: AtomicU64,
     bytes: UnsafeCell<Box<[u8]>>,
 }
 
@@ -75,6 +154,8 @@ struct Shared {
     returned: AtomicU32,
     /// Buffers handed back so far (tests and diagnostics).
     releases: AtomicU64,
+    /// Told of the records each message carries, when the sender tracks delivery.
+    delivery: std::sync::OnceLock<Arc<Delivery>>,
 }
 
 // SAFETY: a slot's bytes are only touched by the one party that owns the slot at a time: the sender (or the
@@ -115,6 +196,11 @@ unsafe extern "C" fn release_pooled(_data: *mut c_void, hint: *mut c_void) {
     // count it holds (taken in `OutMessage::new`), so the slot is valid here.
     let slot = unsafe { &*(hint as *const Slot) };
     let (shared, index) = (slot.shared, slot.index);
+    let records = slot.records.swap(0, Ordering::Relaxed);
+    // SAFETY: same block, alive for the same reason.
+    if let Some(d) = unsafe { (*shared).delivery.get() } {
+        d.released.fetch_add(records, Ordering::Release);
+    }
     // SAFETY: same block, alive for the same reason; after the push the slot may be reused at once, so it is
     // not touched again below.
     unsafe { (*shared).push(index) };
@@ -123,10 +209,14 @@ unsafe extern "C" fn release_pooled(_data: *mut c_void, hint: *mut c_void) {
     drop(unsafe { Arc::from_raw(shared) });
 }
 
-/// libzmq's release callback for a one-off buffer: `hint` is the `Box<Box<[u8]>>` made for it.
+/// libzmq's release callback for a one-off buffer: `hint` is the `Box<OwnedInFlight>` made for it.
 unsafe extern "C" fn release_owned(_data: *mut c_void, hint: *mut c_void) {
-    // SAFETY: `hint` came from `Box::into_raw` in `OutMessage::new` and libzmq calls this exactly once.
-    drop(unsafe { Box::from_raw(hint as *mut Box<[u8]>) });
+    // SAFETY: `hint` came from `Box::into_raw` in `OutMessage::counted` and libzmq calls this exactly once.
+    let owned = unsafe { Box::from_raw(hint as *mut OwnedInFlight) };
+    if let Some(d) = &owned.delivery {
+        d.released.fetch_add(owned.records, Ordering::Release);
+    }
+    drop(owned.bytes);
 }
 
 /// A buffer to fill before sending: a pooled one (exclusively ours until sent or dropped) or a one-off
@@ -140,7 +230,8 @@ enum BufInner {
         shared: Arc<Shared>,
         index: u32,
     },
-    Owned(Box<[u8]>),
+    /// A one-off allocation, and the [`Delivery`] its message reports to (if tracked).
+    Owned(Box<[u8]>, Option<Arc<Delivery>>),
     /// Moved out into a message (only seen by `Drop`).
     Gone,
 }
@@ -170,7 +261,7 @@ impl Deref for PoolBuf {
                 // or writes its bytes.
                 unsafe { &*shared.slots[*index as usize].bytes.get() }
             }
-            BufInner::Owned(b) => b,
+            BufInner::Owned(b, _) => b,
             BufInner::Gone => &[],
         }
     }
@@ -183,7 +274,7 @@ impl DerefMut for PoolBuf {
                 // SAFETY: as in `deref`, and `&mut self` makes this the only borrow.
                 unsafe { &mut *shared.slots[*index as usize].bytes.get() }
             }
-            BufInner::Owned(b) => b,
+            BufInner::Owned(b, _) => b,
             BufInner::Gone => &mut [],
         }
     }
@@ -213,7 +304,17 @@ impl std::fmt::Debug for OutMessage {
 
 impl OutMessage {
     /// Wraps `buf[range]` (no copy). A range outside the buffer is clamped to it.
-    pub fn new(mut buf: PoolBuf, range: Range<usize>) -> Result<OutMessage, ZmqxError> {
+    pub fn new(buf: PoolBuf, range: Range<usize>) -> Result<OutMessage, ZmqxError> {
+        OutMessage::counted(buf, range, 1)
+    }
+
+    /// As [`OutMessage::new`], for a message carrying `records` records: when its buffer's sender tracks a
+    /// [`Delivery`], they count as handed over now and as released when libzmq lets the message go.
+    pub fn counted(
+        mut buf: PoolBuf,
+        range: Range<usize>,
+        records: u64,
+    ) -> Result<OutMessage, ZmqxError> {
         let len = buf.len();
         let start = range.start.min(len);
         let end = range.end.clamp(start, len);
@@ -227,13 +328,24 @@ impl OutMessage {
                 // the strong count given to the message below guarantees.
                 let data = unsafe { (*slot.bytes.get()).as_mut_ptr() };
                 let hint = slot as *const Slot as *mut c_void;
+                if let Some(d) = shared.delivery.get() {
+                    slot.records.store(records, Ordering::Relaxed);
+                    d.handed.fetch_add(records, Ordering::Release);
+                }
                 // The message now holds this strong count; `release_pooled` gives it back.
                 let _ = Arc::into_raw(shared);
                 (data, Some(release_pooled), hint)
             }
-            BufInner::Owned(bytes) => {
-                let mut boxed = Box::new(bytes);
-                let data = boxed.as_mut_ptr();
+            BufInner::Owned(bytes, delivery) => {
+                if let Some(d) = &delivery {
+                    d.handed.fetch_add(records, Ordering::Release);
+                }
+                let mut boxed = Box::new(OwnedInFlight {
+                    bytes,
+                    records,
+                    delivery,
+                });
+                let data = boxed.bytes.as_mut_ptr();
                 (data, Some(release_owned), Box::into_raw(boxed).cast())
             }
             BufInner::Gone => (
@@ -278,6 +390,24 @@ impl OutMessage {
         unsafe {
             let data = zmq_sys::zmq_msg_data(&self.raw as *const _ as *mut _);
             std::slice::from_raw_parts(data as *const u8, len)
+        }
+    }
+}
+
+impl OutMessage {
+    /// Sends the message on `socket`. `Ok(true)`: libzmq took it. `Ok(false)`: refused with `EAGAIN` (a full
+    /// pipe of a no-drop socket, `DONTWAIT`) or cut short by a signal (`EINTR`); the message is unchanged, to
+    /// retry or drop.
+    pub fn send(&mut self, socket: &mut zmq::Socket, flags: i32) -> Result<bool, ZmqxError> {
+        // SAFETY: `socket` is a live socket we hold `&mut` to and `self.raw` an initialised message we own. On
+        // success libzmq takes the content and leaves an empty message; on failure the message is unchanged.
+        let rc = unsafe { zmq_sys::zmq_msg_send(&mut self.raw, socket.as_mut_ptr(), flags) };
+        if rc >= 0 {
+            return Ok(true);
+        }
+        match last_error() {
+            ZmqxError::Zmq(zmq::Error::EAGAIN | zmq::Error::EINTR) => Ok(false),
+            err => Err(err),
         }
     }
 }
@@ -335,11 +465,13 @@ impl ZeroCopySender {
                     shared: weak.as_ptr(),
                     index: i as u32,
                     next: AtomicU32::new(0),
+                    records: AtomicU64::new(0),
                     bytes: UnsafeCell::new(vec![0u8; buffer_len].into_boxed_slice()),
                 })
                 .collect(),
             returned: AtomicU32::new(0),
             releases: AtomicU64::new(0),
+            delivery: std::sync::OnceLock::new(),
         });
         ZeroCopySender {
             shared,
@@ -350,6 +482,12 @@ impl ZeroCopySender {
             pending: None,
             stats: ZeroCopyStats::default(),
         }
+    }
+
+    /// Reports every message this sender makes from now on to `delivery` (see [`Delivery`]). Once per sender;
+    /// a second call is ignored.
+    pub fn track(&mut self, delivery: &Arc<Delivery>) {
+        let _ = self.shared.delivery.set(Arc::clone(delivery));
     }
 
     /// Size of every buffer (one-off ones included).
@@ -427,7 +565,10 @@ impl ZeroCopySender {
         }
         self.stats.allocated += 1;
         PoolBuf {
-            inner: BufInner::Owned(vec![0u8; self.buffer_len].into_boxed_slice()),
+            inner: BufInner::Owned(
+                vec![0u8; self.buffer_len].into_boxed_slice(),
+                self.shared.delivery.get().cloned(),
+            ),
         }
     }
 
@@ -448,10 +589,22 @@ impl ZeroCopySender {
         range: Range<usize>,
         flags: i32,
     ) -> Result<bool, ZmqxError> {
+        self.send_records(socket, buf, range, 1, flags)
+    }
+
+    /// As [`Self::send`], for a message carrying `records` records (what a tracked [`Delivery`] counts).
+    pub fn send_records(
+        &mut self,
+        socket: &mut zmq::Socket,
+        buf: PoolBuf,
+        range: Range<usize>,
+        records: u64,
+        flags: i32,
+    ) -> Result<bool, ZmqxError> {
         if self.pending.is_some() {
             return Err(ZmqxError::SendPending);
         }
-        self.pending = Some(OutMessage::new(buf, range)?);
+        self.pending = Some(OutMessage::counted(buf, range, records)?);
         self.send_pending(socket, flags)
     }
 
@@ -494,6 +647,60 @@ impl ZeroCopySender {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn delivery_counts_what_libzmq_still_holds_until_the_reader_takes_it() {
+        let ctx = zmq::Context::new();
+        let mut push = ctx.socket(zmq::PUSH).unwrap();
+        push.set_linger(0).unwrap();
+        push.set_sndhwm(100_000).unwrap();
+        let pull = ctx.socket(zmq::PULL).unwrap();
+        pull.set_linger(0).unwrap();
+        pull.set_rcvhwm(1).unwrap();
+        pull.set_rcvbuf(4096).unwrap();
+        let ep = crate::bind_resolved(&pull, "tcp://127.0.0.1:*").unwrap();
+        push.connect(&ep).unwrap();
+        let delivery = Delivery::new();
+        let frame = vec![7u8; 1000];
+        // 20 MB: far more than the kernel's socket buffers, so most stays in libzmq's pipe while nobody reads.
+        let n = 20_000u64;
+        for _ in 0..n {
+            let mut msg = delivery.message(&frame, 3).unwrap();
+            assert!(msg.send(&mut push, 0).unwrap());
+        }
+        assert_eq!(delivery.handed(), 3 * n);
+        let held = delivery.wait_settled(Duration::from_millis(200), None);
+        assert!(held > 0 && held <= 3 * n, "{held}");
+        assert_eq!(held % 3, 0, "counted per message's records");
+        // A message made and never sent is released at once: it never counts as held.
+        drop(delivery.message(&frame, 5).unwrap());
+        assert_eq!(delivery.outstanding(), held);
+        pull.set_rcvtimeo(5000).unwrap();
+        for _ in 0..n {
+            pull.recv_bytes(0).unwrap();
+        }
+        assert_eq!(delivery.wait_settled(Duration::from_secs(5), None), 0);
+        assert_eq!(delivery.released(), 3 * n + 5);
+    }
+
+    #[test]
+    fn a_tracked_sender_counts_records_per_batch_pooled_or_not() {
+        let ctx = zmq::Context::new();
+        let (mut push, pull) = pair(&ctx);
+        let delivery = Delivery::new();
+        let mut sender = ZeroCopySender::new(1, 64, WhenExhausted::Allocate);
+        sender.track(&delivery);
+        let a = sender.buffer(&never());
+        let b = sender.buffer(&never()); // the pool's one buffer is out: a one-off
+        assert!(a.is_pooled() && !b.is_pooled());
+        assert!(sender.send_records(&mut push, a, 0..10, 4, 0).unwrap());
+        assert!(sender.send_records(&mut push, b, 0..10, 6, 0).unwrap());
+        assert_eq!(delivery.handed(), 10);
+        pull.recv_bytes(0).unwrap();
+        pull.recv_bytes(0).unwrap();
+        assert_eq!(delivery.wait_settled(Duration::from_secs(5), None), 0);
+        assert_eq!(delivery.released(), 10);
+    }
 
     fn never() -> AtomicBool {
         AtomicBool::new(false)

@@ -99,6 +99,9 @@ pub struct ServerConfig {
     /// inside the server before the loop reads it (about `collector_hwm × (largest KVSET)` per writer); beyond
     /// it TCP pushes back and the writer's PUB drops (tickbox clients resend unacknowledged sets).
     pub collector_hwm: i32,
+    /// Most concurrent connections on each of the server's three sockets; a handshake past it is refused through
+    /// ZAP and counted. 0: no cap. Applied by the binary through `tickbox_auth::Security::cap_connections`.
+    pub max_connections: u64,
     /// `[security]`, shared by the binary: CURVE/ZAP on the three sockets (roles `clone.snapshot`,
     /// `clone.publisher`, `clone.collector`; the Binary Star link `bstar` and `clone.peer`) and the `/config/`
     /// writers every SET and DEL is checked against. The default checks nothing.
@@ -128,6 +131,7 @@ impl Default for ServerConfig {
             refusal_notices_per_sec: 1000,
             close_linger: HumanDuration(Duration::from_millis(200)),
             stalled_peer_timeout: HumanDuration(Duration::from_secs(3)),
+            max_connections: 0,
             max_pending: 100_000,
             recent_uuids: 100_000,
             pub_hwm: 1_000_000,

@@ -50,15 +50,6 @@ enum BenchCommand {
 }
 
 /// Parses `--repeat`: a whole number, at least 1.
-fn parse_repeat(s: &str) -> Result<usize, String> {
-    match s.parse::<usize>() {
-        Ok(n) if n >= 1 => Ok(n),
-        _ => Err(format!(
-            "{s:?} is not a repeat count (a whole number, at least 1)"
-        )),
-    }
-}
-
 #[derive(Debug, clap::Args)]
 struct LatencyArgs {
     /// Offered rate in msg/s (e.g. 100k). Default 100k.
@@ -77,7 +68,7 @@ struct LatencyArgs {
     #[arg(long, default_value = "1s")]
     warmup: String,
     /// Frame size in bytes (tickbox trades with a padded topic; at least 69). The raw baseline sends the same.
-    #[arg(long, default_value_t = 100)]
+    #[arg(long, default_value_t = 100, value_parser = crate::bounds::frame_bytes)]
     size: usize,
     /// Send and receive high-water mark of every socket on the path, in messages.
     #[arg(long, default_value_t = 100_000)]
@@ -106,7 +97,7 @@ struct LatencyArgs {
     #[arg(long)]
     no_raw: bool,
     /// Runs of each system per configuration, tickbox and raw alternating; figures are medians (min–max).
-    #[arg(long, default_value = "3", value_parser = parse_repeat)]
+    #[arg(long, default_value = "3", value_parser = crate::bounds::repeat)]
     repeat: usize,
     /// Directory for .hlog, .hgrm, .svg and .json files.
     #[arg(long, default_value = "bench-results")]
@@ -116,7 +107,7 @@ struct LatencyArgs {
 #[derive(Debug, clap::Args)]
 struct ThroughputArgs {
     /// Message sizes in bytes, comma-separated (tickbox frames are at least 69 bytes; smaller sizes are raised).
-    #[arg(long, value_delimiter = ',', default_value = "64,100,256,1024")]
+    #[arg(long, value_delimiter = ',', default_value = "64,100,256,1024", value_parser = crate::bounds::frame_bytes)]
     sizes: Vec<usize>,
     /// Shard counts 1..=N are measured; at most 64.
     #[arg(long, default_value_t = 1, value_parser = crate::bounds::shards)]
@@ -132,7 +123,7 @@ struct ThroughputArgs {
     #[arg(long, default_value_t = 10_000)]
     hwm: i32,
     /// Runs of each system per configuration, tickbox and raw alternating; figures are medians (min–max).
-    #[arg(long, default_value = "3", value_parser = parse_repeat)]
+    #[arg(long, default_value = "3", value_parser = crate::bounds::repeat)]
     repeat: usize,
     #[arg(long, default_value = "bench-results")]
     out: PathBuf,
@@ -160,7 +151,7 @@ struct ReplayArgs {
     #[arg(long, default_value_t = 1, value_parser = crate::bounds::workers)]
     workers: usize,
     /// Runs of each system, tickbox and raw alternating; figures are medians (min–max).
-    #[arg(long, default_value = "3", value_parser = parse_repeat)]
+    #[arg(long, default_value = "3", value_parser = crate::bounds::repeat)]
     repeat: usize,
     /// After the sender finishes, how long the receiver may take for the rest before it counts as lost.
     #[arg(long, default_value = "10s")]

@@ -46,6 +46,10 @@ pub(crate) struct Args {
     /// Binary Star heartbeat, e.g. `1s` (overrides `[clone.bstar] heartbeat`).
     #[arg(long)]
     heartbeat: Option<tickbox_units::HumanDuration>,
+    /// Most concurrent connections on each of the server's sockets; a handshake past it is refused and counted
+    /// (overrides [clone.server] max_connections; 0: no cap; at most 1000000).
+    #[arg(long, value_name = "N", value_parser = crate::bounds::max_connections)]
+    max_connections: Option<u64>,
     /// Most keys held (overrides [clone.server] max_keys).
     #[arg(long)]
     max_keys: Option<usize>,
@@ -79,6 +83,14 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     if let Some(v) = args.max_keys {
         server_config.max_keys = v;
     }
+    if let Some(v) = args.max_connections {
+        server_config.max_connections = v;
+    }
+    // The server's sockets are capped (README, Bounds); the handle also runs the ZAP handler that refuses.
+    let security = server_config
+        .security
+        .cap_connections(&["clone"], server_config.max_connections);
+    server_config.security = security.clone();
     if let Some(v) = args.max_value {
         server_config.max_value_len = v;
     }
@@ -132,8 +144,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     };
     let ctx = zmq::Context::new();
     // Before any bind, and kept until the sockets are closed: without it libzmq lets every CURVE client in.
-    let _zap = config
-        .auth
+    let _zap = security
         .start_zap(&ctx)
         .context("starting the ZAP handler")?;
     let stop = crate::shutdown::flag();
@@ -155,5 +166,8 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         );
         let _ = out.flush();
     })?;
+    if let Some(line) = crate::auth_report::connections_line(&security) {
+        println!("{line}");
+    }
     Ok(ExitCode::from(crate::exit_code::OK))
 }

@@ -41,8 +41,8 @@ pub(crate) struct Args {
     /// XPUB with ZMQ_XPUB_NODROP, which back-pressures the feed instead.
     #[arg(long)]
     pub lossy: bool,
-    /// Synthetic universe size.
-    #[arg(long, default_value_t = 1_000, value_name = "N")]
+    /// Synthetic universe size (at most 1000000).
+    #[arg(long, default_value_t = 1_000, value_name = "N", value_parser = crate::bounds::symbols)]
     pub symbols: usize,
     /// Suicidal Snail threshold (default from the config, 1s).
     #[arg(long, value_name = "D")]

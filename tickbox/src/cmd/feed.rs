@@ -58,8 +58,8 @@ pub(crate) struct Args {
     /// Mean burst size in bursty mode.
     #[arg(long)]
     burst_size: Option<f64>,
-    /// Number of symbols in the generated universe.
-    #[arg(long)]
+    /// Number of symbols in the generated universe (at most 1000000).
+    #[arg(long, value_parser = crate::bounds::symbols)]
     symbols: Option<usize>,
     /// Venue code used in topics.
     #[arg(long)]
@@ -125,8 +125,8 @@ pub(crate) struct Args {
     /// Random seed (equal seeds give equal streams).
     #[arg(long)]
     seed: Option<u64>,
-    /// Wait for this many subscriptions on each shard before sending data (at most 5 s).
-    #[arg(long)]
+    /// Wait for this many subscriptions on each shard before sending data (at most 5 s; at most 100000).
+    #[arg(long, value_parser = crate::bounds::wait_for_subscribers)]
     wait_for_subscribers: Option<usize>,
     /// Majordomo broker to register `tickbox.feed.status` with.
     #[arg(long, value_name = "EP")]

@@ -96,6 +96,10 @@ pub(crate) struct Args {
     /// Pin the proxy thread to this core.
     #[arg(long)]
     core: Option<usize>,
+    /// Most concurrent connections on each socket the proxy binds; a handshake past it is refused and counted
+    /// (overrides [lvc] max_connections; 0: no cap; at most 1000000).
+    #[arg(long, value_name = "N", value_parser = crate::bounds::max_connections)]
+    max_connections: Option<u64>,
     /// Majordomo broker to register `tickbox.lvc.status` with.
     #[arg(long, value_name = "EP")]
     broker: Option<String>,
@@ -139,12 +143,17 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     }
     let duration = args.duration;
     let broker = args.broker.clone();
-    let lvc_config = apply(args, config.lvc.clone());
+    let mut lvc_config = apply(args, config.lvc.clone());
+    // Every socket the proxy binds is capped (README, Bounds); the handle also runs the ZAP handler that refuses.
+    let security = config
+        .auth
+        .cap_connections(&["lvc"], lvc_config.max_connections);
+    lvc_config.security = security.clone();
     let stop = crate::shutdown::flag();
     // Built (and its I/O threads placed) before any of our threads is pinned, so they never inherit a shard's core.
     let ctx = tickbox_zmqx::context::build(&config.context)?;
     // Before any socket binds: without a ZAP handler libzmq would let every CURVE client in.
-    let _zap = config.auth.start_zap(&ctx)?;
+    let _zap = security.start_zap(&ctx)?;
     // The live view below reports every stats_interval (redrawn in place on a terminal), so the proxy thread's
     // own stats log line is turned off rather than printed twice.
     let proxy_config = LvcConfig {
@@ -180,7 +189,9 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         // From this control loop, never per message: the proxy thread only refreshes a snapshot every 50 ms.
         if last_status.is_none_or(|t| t.elapsed() >= Duration::from_millis(500)) {
             last_status = Some(Instant::now());
-            status.publish(lvc_status(lvc.endpoints(), &lvc_config, &lvc.stats()));
+            let mut v = lvc_status(lvc.endpoints(), &lvc_config, &lvc.stats());
+            crate::auth_report::add_connections_to_json(&mut v, &security);
+            status.publish(v);
         }
         if view.due() {
             let s = lvc.stats();
@@ -196,7 +207,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
                     s.cached_sent,
                     s.drops(),
                     s.malformed,
-                    crate::auth_report::live_suffix(&config.auth),
+                    crate::auth_report::live_suffix(&security),
                 ),
                 None,
             );
@@ -207,7 +218,10 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     view.finish();
     let stats = lvc.join().context("LVC proxy")?;
     print_stats(&stats, lvc_config.tap_drop)?;
-    if let Some(line) = crate::auth_report::line(&config.auth) {
+    for line in crate::auth_report::line(&security)
+        .into_iter()
+        .chain(crate::auth_report::connections_line(&security))
+    {
         println!("{line}");
     }
     Ok(ExitCode::from(crate::exit_code::OK))
@@ -234,6 +248,9 @@ fn apply(args: Args, mut config: LvcConfig) -> LvcConfig {
     }
     if let Some(prefixes) = args.cache_prefixes {
         config.cache_prefixes = prefixes;
+    }
+    if let Some(max) = args.max_connections {
+        config.max_connections = max;
     }
     // A flag wins over [context.sockets.lvc] for the option it sets (see tickbox_zmqx::profile).
     let p = &mut config.socket_profile;

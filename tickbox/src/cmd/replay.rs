@@ -179,6 +179,38 @@ fn empty_selection(asked: &str, overview: &JournalOverview, tz: &TimeZone) -> St
     )
 }
 
+/// One run's summary, printed when it ends (`--await-start`) or once the close knows what it left undelivered.
+struct RunSummary {
+    stats: ReplayStats,
+    speed: Speed,
+    identity: &'static str,
+    interrupted: bool,
+}
+
+impl RunSummary {
+    /// Prints the summary (text or one JSON object), with `undelivered` when known.
+    fn print(&self, json: bool, undelivered: Option<u64>, config: &TickboxConfig) {
+        if json {
+            let mut summary = self
+                .stats
+                .summary_json(self.speed, self.identity, self.interrupted);
+            if let Some(n) = undelivered {
+                summary["undelivered"] = n.into();
+            }
+            crate::auth_report::add_to_json(&mut summary, &config.auth);
+            println!("{summary}");
+        } else {
+            print!("{}", self.stats.summary_table(self.speed, self.interrupted));
+            if let Some(n) = undelivered {
+                println!("undelivered   {n}");
+            }
+            if let Some(line) = crate::auth_report::line(&config.auth) {
+                println!("{line}");
+            }
+        }
+    }
+}
+
 /// How long an interrupted replay still lets queued records reach the network before it closes (Ctrl-C skips
 /// `--drain-timeout`, not this): long enough for a reading subscriber's queue to go out, short enough to feel
 /// immediate.
@@ -394,6 +426,8 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         &stop
     };
     let mut exit = ExitCode::SUCCESS;
+    // The last run's summary, printed once the close knows what was left undelivered (without --await-start).
+    let mut last_summary: Option<RunSummary> = None;
     // A run skipped damaged records: exit 5 at the end, whatever else went right.
     let mut corrupt = false;
     let mut runs = 0u64;
@@ -486,15 +520,26 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         // The bar goes before the summary, never under it.
         live.finish();
         let identity = if args.restamp { "restamp" } else { "preserve" };
-        if args.json {
-            let mut summary = stats.summary_json(spec.speed, identity, interrupted);
-            crate::auth_report::add_to_json(&mut summary, &config.auth);
-            println!("{summary}");
+        let summary = RunSummary {
+            stats: stats.clone(),
+            speed: spec.speed,
+            identity,
+            interrupted,
+        };
+        if args.await_start {
+            // A remote-controlled replay stays up between runs: each run's summary now, what its close left
+            // undelivered at the end.
+            summary.print(args.json, None, config);
         } else {
-            print!("{}", stats.summary_table(spec.speed, interrupted));
-            if let Some(line) = crate::auth_report::line(&config.auth) {
-                println!("{line}");
+            let held = replayer.undelivered();
+            if held > 0 && !interrupted {
+                eprintln!(
+                    "replay: run ended with {held} record(s) still queued for subscribers; waiting up to \
+                     --drain-timeout {:?} for them (Ctrl-C stops the wait)",
+                    args.drain_timeout
+                );
             }
+            last_summary = Some(summary);
         }
         let nobody = stats.sent > 0 && stats.subscribers == 0;
         if nobody {
@@ -535,57 +580,60 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         eprintln!("replay: stopped after {runs} run(s)");
     }
     // Ctrl-C or SIGTERM, before or during the wait for subscribers to leave: the operator asked to stop now, so
-    // the drain wait is skipped. What is queued still gets a short grace to reach the network; whatever has not
-    // by then is not delivered, which the close below notices (it takes the whole grace) and says.
-    let linger = if stop.load(Ordering::Relaxed) {
-        INTERRUPT_GRACE
+    // the drain wait is skipped and what is queued gets only a short grace to reach the subscribers. Whatever
+    // libzmq still holds when the wait (or the grace) ends is not delivered: counted exactly (records, see
+    // Replayer::undelivered), dropped at the close, reported in the summary, exit 1.
+    let undelivered = if stop.load(Ordering::Relaxed) {
+        replayer.settle(INTERRUPT_GRACE, None)
     } else if !replayer.wait_subscribers_gone(args.drain_timeout, &stop)? {
         if stop.load(Ordering::Relaxed) {
-            INTERRUPT_GRACE
+            replayer.settle(INTERRUPT_GRACE, None)
         } else {
-            // Still connected (a long-lived reader such as an LVC, or one that is behind): closing is safe for a
-            // reader that has caught up, and the tail of one that has not may be lost, so say so.
-            eprintln!(
-                "replay: {} subscription(s) still open after --drain-timeout {:?}; closing now: a subscriber that had \
-                 not read everything by then may lose its unread tail (raise --drain-timeout, or let subscribers exit \
-                 when the stream ends, e.g. subscribe --idle-exit)",
-                replayer.subscriptions_now(),
-                args.drain_timeout
-            );
-            args.drain_timeout
+            // Still connected (a long-lived reader such as an LVC, or one that is behind): what it has not been
+            // sent by now is dropped at the close, and counted.
+            let left = replayer.settle(Duration::ZERO, None);
+            if left > 0 {
+                eprintln!(
+                    "replay: {} subscription(s) still open after --drain-timeout {:?}; closing now: a subscriber \
+                     that had not read everything by then loses its unread tail (raise --drain-timeout, or let \
+                     subscribers exit when the stream ends, e.g. subscribe --idle-exit)",
+                    replayer.subscriptions_now(),
+                    args.drain_timeout
+                );
+            }
+            left
         }
     } else {
-        args.drain_timeout
+        // Every subscriber left: libzmq dropped their queues, nothing is held.
+        replayer.settle(Duration::ZERO, None)
     };
     let interrupted = stop.load(Ordering::Relaxed);
-    if interrupted {
-        replayer.set_drain_timeout(linger)?;
+    if undelivered > 0 {
+        // Known undelivered: close without waiting on it again.
+        replayer.set_drain_timeout(Duration::ZERO)?;
     }
-    // Close everything on the context, then terminate it: that blocks until the shards' queues are flushed to
-    // the kernel or the drain timeout (their linger) runs out, which is the only way to know nothing queued was
-    // dropped at the end.
+    if let Some(summary) = last_summary {
+        summary.print(args.json, Some(undelivered), config);
+    }
     drop(_control);
     drop(status);
     drop(replayer);
-    let draining = Instant::now();
     drop(ctx);
-    let drained_in = draining.elapsed();
-    if !linger.is_zero() && drained_in + Duration::from_millis(20) >= linger {
+    if undelivered > 0 {
         if interrupted {
             eprintln!(
-                "replay: interrupted: records still queued for a subscriber were not delivered (dropped at close, \
-                 {linger:?} after the interrupt); the summary's sent count includes them"
+                "replay: interrupted: {undelivered} record(s) still queued for a subscriber were not delivered \
+                 (dropped at close, {INTERRUPT_GRACE:?} after the interrupt); the summary's sent count includes \
+                 them"
             );
         } else {
             eprintln!(
-                "replay: records were still queued for a subscriber after --drain-timeout {:?} and were dropped \
-                 (a subscriber stopped reading); the summary's sent count includes them",
+                "replay: {undelivered} record(s) were still queued for a subscriber after --drain-timeout {:?} \
+                 and were dropped (a subscriber stopped reading); the summary's sent count includes them",
                 args.drain_timeout
             );
         }
         exit = ExitCode::from(crate::exit_code::ERROR);
-    } else {
-        tracing::debug!(?drained_in, "queued records flushed");
     }
     if corrupt {
         exit = ExitCode::from(crate::exit_code::CORRUPT);
