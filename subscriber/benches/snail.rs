@@ -15,8 +15,13 @@ fn bench(c: &mut Criterion) {
     let mut group = c.benchmark_group("snail");
     group.throughput(Throughput::Elements(1));
     let header = Header::live(Kind::Quote, 1, 1, base);
-    // The receive clock a shard reads once per frame (vDSO `clock_gettime`), to set beside the per-record path.
+    // The wall clock (vDSO `clock_gettime`) and the receive clock a shard reads once per frame (the TSC, anchored
+    // to the wall clock), to set beside the per-record path.
     group.bench_function("clock", |b| b.iter(now_ns));
+    group.bench_function("receive_clock", |b| {
+        let mut clock = tickbox_subscriber::ReceiveClock::new();
+        b.iter(|| clock.now_ns())
+    });
     group.bench_function("check", |b| {
         b.iter(|| snail.check(black_box(&header), black_box(base + 1_000)))
     });

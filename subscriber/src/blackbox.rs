@@ -11,10 +11,10 @@ use tickbox_workers::{
 };
 
 use crate::clock::{ClockOffset, ClockTable};
+use crate::core::InlineSink;
 use crate::hook::SnailHook;
 use crate::nic::check_nic;
 use crate::report::{lateness_histogram, Fatal, Report, SubscriberShardReport, WorkerReport};
-use crate::core::InlineSink;
 use crate::shard::{run_shard, HandoffPlan, LvcSnapshot, ShardSettings};
 use crate::shared::{LiveShard, LiveShardCounters, Shared};
 use crate::snail::SharedThreshold;
@@ -103,7 +103,10 @@ impl<W: Worker> InlineSink for InlineSlot<W> {
         let outcome = match done {
             Ok(outcome) => InlineOutcome::Done(outcome),
             Err(_) => {
-                tracing::error!(worker = self.index, "inline worker panicked in its final flush");
+                tracing::error!(
+                    worker = self.index,
+                    "inline worker panicked in its final flush"
+                );
                 InlineOutcome::Panicked
             }
         };

@@ -31,6 +31,7 @@ mod core;
 mod hook;
 mod local;
 mod nic;
+mod receive_clock;
 mod report;
 mod shard;
 mod shared;
@@ -46,6 +47,7 @@ pub use hdrhistogram::Histogram;
 pub use hook::SnailHook;
 pub use local::{replay_local, LocalHook, LocalReplayReport, LocalSink};
 pub use nic::check_nic;
+pub use receive_clock::{ReceiveClock, REANCHOR_NS};
 pub use report::{
     lateness_histogram, Fatal, GapFatal, Report, SnailEvent, Stage, SubscriberShardReport,
     WorkerReport,
@@ -166,7 +168,9 @@ impl std::str::FromStr for Handoff {
             "ring" => Ok(Handoff::Ring),
             "zmq" => Ok(Handoff::Zmq),
             "inline" => Ok(Handoff::Inline),
-            other => Err(format!("handoff must be ring, zmq or inline, not {other:?}")),
+            other => Err(format!(
+                "handoff must be ring, zmq or inline, not {other:?}"
+            )),
         }
     }
 }

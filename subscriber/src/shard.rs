@@ -7,8 +7,9 @@
 //! (a hand-off blocked on a full queue, a long batch), and frames taken off later in it may have been sent after
 //! the burst began: judged against the burst's first clock read, they would seem to arrive before they were sent
 //! (a negative delay, which skew-tolerant mode would then learn as the publisher's clock offset). A batch frame's
-//! records arrived together and share its time. The clock is the vDSO's `clock_gettime`, some tens of
-//! nanoseconds a frame (`cargo bench -p tickbox-subscriber --bench snail` measures it beside a record's path).
+//! records arrived together and share its time. The clock is a [`ReceiveClock`] (the TSC, anchored to the wall
+//! clock every millisecond): ~13 ns a frame where the vDSO's `clock_gettime` takes ~50 (`cargo bench -p
+//! tickbox-subscriber --bench snail` times both beside a record's path).
 //! The dequeue check at the worker reads its own clock, so a backlog behind a slow worker is measured there in
 //! full.
 
@@ -24,6 +25,7 @@ use tickbox_workers::{Dispatch, Parcel, Recycler};
 use crate::blackbox::endpoint_via_nic;
 use crate::clock::ClockTable;
 use crate::core::{InlineSink, Out, ShardCore};
+use crate::receive_clock::ReceiveClock;
 use crate::report::{lateness_histogram, SubscriberShardReport};
 use crate::shared::Shared;
 use crate::snail::SharedThreshold;
@@ -637,6 +639,7 @@ fn receive_loop(
     // Parts past a Guide message's second, received and dropped (overwritten each time: nothing allocated).
     let mut spare = zmq::Message::new();
     let guide = s.framing != Framing::Tickbox;
+    let mut clock = ReceiveClock::new();
     loop {
         if shared.stop.load(Ordering::Relaxed)
             || shared.tripped.load(Ordering::Relaxed)
@@ -681,7 +684,7 @@ fn receive_loop(
         let mut going = true;
         loop {
             // Read after this frame left the socket, never before (see the module documentation).
-            let now = now_ns();
+            let now = clock.now_ns();
             let frame = std::mem::replace(&mut msg, zmq::Message::new());
             let more = guide && frame.get_more();
             let ok = if guide && s.framing.reads_as_guide(&frame, more) {

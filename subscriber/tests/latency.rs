@@ -11,8 +11,8 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use tickbox_subscriber::{
-    Fatal, Handoff, HumanDuration, SnailMode, Stage, Subscriber, SubscriberConfig,
-    SubscriberError, SubscriberShardConfig,
+    Fatal, Handoff, HumanDuration, SnailMode, Stage, Subscriber, SubscriberConfig, SubscriberError,
+    SubscriberShardConfig,
 };
 use tickbox_wire::{encode_to_vec, now_ns, BatchBuilder, Header, Kind, MessageRef, Quote};
 use tickbox_workers::{Delivery, Worker, WorkerPoolConfig};
@@ -150,10 +150,7 @@ fn a_record_sent_while_the_shard_is_held_is_judged_after_it_arrived() {
         Some(Fatal::Snail(e)) => e.clone(),
         other => panic!("expected the snail at {}, got {other:?}", STALL_AT + 2),
     };
-    assert_eq!(
-        (event.stage, event.sequence),
-        (Stage::Shard, STALL_AT + 2)
-    );
+    assert_eq!((event.stage, event.sequence), (Stage::Shard, STALL_AT + 2));
     // The truth lies between the release (it cannot have left the socket earlier) and the moment the test saw
     // the trip; a clock read before the stall reads ~40 ms low and misses the fire altogether.
     let (low, high) = (released - stamped, seen_trip - stamped);
@@ -173,14 +170,22 @@ fn a_record_sent_while_the_shard_is_held_is_judged_after_it_arrived() {
         .expect("the on-time record reached the worker");
     assert!(got >= released, "received {got} before release {released}");
     for offset in &report.clock_offsets {
-        assert!(offset.offset_ns >= 0, "negative delay in one process: {offset:?}");
+        assert!(
+            offset.offset_ns >= 0,
+            "negative delay in one process: {offset:?}"
+        );
     }
 }
 
 #[test]
 fn skew_tolerant_mode_never_fires_on_time_after_a_held_burst_and_fires_on_a_late_record() {
     let ctx = zmq::Context::new();
-    let rig = rig(&ctx, "skew", SnailMode::SkewTolerant, Duration::from_millis(20));
+    let rig = rig(
+        &ctx,
+        "skew",
+        SnailMode::SkewTolerant,
+        Duration::from_millis(20),
+    );
     stall(&rig);
     // Sent during the stall, on time: a clock read before the stall would learn a -40 ms offset from it and add
     // 40 ms to every later record's lateness.
@@ -198,7 +203,10 @@ fn skew_tolerant_mode_never_fires_on_time_after_a_held_burst_and_fires_on_a_late
     );
     assert_eq!(rig.sub.forwarded(), last_on_time);
     for offset in rig.sub.clock_offsets() {
-        assert!(offset.offset_ns >= 0, "negative delay in one process: {offset:?}");
+        assert!(
+            offset.offset_ns >= 0,
+            "negative delay in one process: {offset:?}"
+        );
     }
     // Now one 50 ms late: skew-tolerant lateness is its delay less the publisher's best delay (a few µs here).
     let sent = now_ns();
@@ -270,7 +278,9 @@ fn inline_handoff_gives_every_record_to_the_shards_own_worker_once_in_order() {
     };
     // One worker per shard, or a clear error.
     match Subscriber::start(&ctx, &config, &pool(3), |_| Tally::default()) {
-        Err(SubscriberError::Config(msg)) => assert!(msg.contains("as many workers as shards"), "{msg}"),
+        Err(SubscriberError::Config(msg)) => {
+            assert!(msg.contains("as many workers as shards"), "{msg}")
+        }
         Err(other) => panic!("expected a config error, got {other}"),
         Ok(_) => panic!("3 workers for 2 inline shards was accepted"),
     }
@@ -306,7 +316,12 @@ fn inline_handoff_gives_every_record_to_the_shards_own_worker_once_in_order() {
     assert_eq!(report.unprocessed, 0);
     assert_eq!(report.workers.len(), 2);
     for w in &report.workers {
-        assert_eq!(w.worker.0, (1..=N).collect::<Vec<_>>(), "worker {}", w.index);
+        assert_eq!(
+            w.worker.0,
+            (1..=N).collect::<Vec<_>>(),
+            "worker {}",
+            w.index
+        );
         assert_eq!(w.processed, N);
     }
     // Worker i is shard i's.

@@ -65,7 +65,10 @@ fn demo_over_tcp_delivers_everything_and_prints_the_baseline() {
         .lines()
         .find(|l| l.contains("clock offsets"))
         .expect("clock offsets line");
-    let values = offsets.split_once("):").expect("offsets after the legend").1;
+    let values = offsets
+        .split_once("):")
+        .expect("offsets after the legend")
+        .1;
     assert!(
         !values.contains('-'),
         "negative delay in one process: {offsets}"
