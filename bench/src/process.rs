@@ -42,6 +42,10 @@ const SAMPLE_LEN: usize = 24;
 const START_TIMEOUT: Duration = Duration::from_secs(10);
 /// Slack on top of a run's own length before a child is declared hung and killed.
 const EXIT_SLACK: Duration = Duration::from_secs(15);
+/// The feed runs this much past the schedule's end: it stops at its `--duration` even when behind, whereas the
+/// in-process publisher sends every message of its schedule however late; messages beyond the end are received
+/// but not recorded.
+const FEED_OVERRUN: Duration = Duration::from_millis(100);
 /// Lines of a child's stderr kept for the error message if it fails.
 const STDERR_TAIL: usize = 20;
 
@@ -469,6 +473,7 @@ impl ChildGuard {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        die_with_parent(&mut command);
         let mut child = command
             .spawn()
             .map_err(|e| BenchError::Setup(format!("starting {name}: {e}")))?;
@@ -575,6 +580,23 @@ impl ChildGuard {
         } else {
             format!(": {tail}")
         }
+    }
+}
+
+/// Asks the kernel to send the child SIGTERM if the bench dies without reaping it (killed outright, so no
+/// [`ChildGuard`] ran): a child must never outlive the run. SIGTERM, not SIGKILL, so it still closes its sockets.
+#[allow(unsafe_code)] // prctl between fork and exec
+fn die_with_parent(command: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the closure runs in the forked child before exec and only calls prctl, which is async-signal-safe
+    // and touches no memory of the parent.
+    unsafe {
+        command.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM, 0, 0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
     }
 }
 
@@ -727,7 +749,7 @@ pub fn tickbox_processes_latency(
         "--rate",
         &config.rate.to_string(),
         "--duration",
-        &duration_arg(config.warmup + config.duration),
+        &duration_arg(config.warmup + config.duration + FEED_OVERRUN),
         "--wait-for-subscribers",
         "1",
         "--sndhwm",

@@ -118,11 +118,20 @@ pub fn run_latency_sweep(
                         },
                         repeat + 1
                     );
-                    let mut run = match (executable, system == "raw") {
-                        (None, true) => raw_pubsub_latency(ctx, &config)?,
-                        (None, false) => tickbox_latency(ctx, &config)?,
-                        (Some(exe), true) => raw_processes_latency(exe, &config, stop)?,
-                        (Some(exe), false) => tickbox_processes_latency(exe, &config, stop)?,
+                    let run = match (executable, system == "raw") {
+                        (None, true) => raw_pubsub_latency(ctx, &config),
+                        (None, false) => tickbox_latency(ctx, &config),
+                        (Some(exe), true) => raw_processes_latency(exe, &config, stop),
+                        (Some(exe), false) => tickbox_processes_latency(exe, &config, stop),
+                    };
+                    let mut run = match run {
+                        Ok(run) => run,
+                        // Ctrl-C reached the children too and cut this run short: keep the finished ones.
+                        Err(e) if stop.load(Ordering::Relaxed) => {
+                            tracing::warn!("interrupted ({e}): reporting the runs finished so far");
+                            break 'outer;
+                        }
+                        Err(e) => return Err(e),
                     };
                     run.repeat = repeat as u32 + 1;
                     run.write_files(out, &prefix)?;

@@ -228,11 +228,17 @@ fn latency_processes_shape_runs_feed_and_subscribe_processes_beside_raw_ones() {
         dir.0.to_str().unwrap(),
     ]);
     let took = started.elapsed();
-    assert!(out.status.success(), "bench latency --shape processes failed");
+    assert!(
+        out.status.success(),
+        "bench latency --shape processes failed"
+    );
     assert!(took < std::time::Duration::from_secs(20), "took {took:?}");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("shape: processes"), "{stdout}");
-    assert!(stdout.contains("tickbox feed → tickbox subscribe"), "{stdout}");
+    assert!(
+        stdout.contains("tickbox feed → tickbox subscribe"),
+        "{stdout}"
+    );
     let jsons = files_with(&dir.0, "-latency.json");
     assert_eq!(jsons.len(), 1);
     let records = read_results(&jsons[0]).unwrap();
@@ -243,9 +249,18 @@ fn latency_processes_shape_runs_feed_and_subscribe_processes_beside_raw_ones() {
         };
         assert_eq!(r.shape, tickbox_bench::Shape::Processes, "{r:?}");
         assert_eq!(r.scheduled, 600, "{r:?}");
-        assert_eq!((r.received, r.lost), (600, 0), "{} lost messages: {r:?}", r.system);
+        assert_eq!(
+            (r.received, r.lost),
+            (600, 0),
+            "{} lost messages: {r:?}",
+            r.system
+        );
         for p in [r.corrected, r.uncorrected] {
-            assert!(p.p50 > 0 && p.p50 <= p.p99 && p.p99 <= p.max, "{}: {p:?}", r.system);
+            assert!(
+                p.p50 > 0 && p.p50 <= p.p99 && p.p99 <= p.max,
+                "{}: {p:?}",
+                r.system
+            );
             assert_eq!(p.count, 600);
         }
         // Charged from the intended time, a message is never earlier than from its actual send stamp.
@@ -260,7 +275,14 @@ fn latency_processes_shape_runs_feed_and_subscribe_processes_beside_raw_ones() {
 #[test]
 fn latency_processes_shape_refuses_what_it_cannot_run() {
     for extra in [["--transport", "inproc"], ["--via-lvc", "--no-raw"]] {
-        let mut args = vec!["bench", "latency", "--shape", "processes", "--duration", "100ms"];
+        let mut args = vec![
+            "bench",
+            "latency",
+            "--shape",
+            "processes",
+            "--duration",
+            "100ms",
+        ];
         args.extend(extra);
         let out = tickbox(&args);
         assert!(!out.status.success(), "{extra:?}");
