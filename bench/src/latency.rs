@@ -11,9 +11,41 @@ use crate::stats::FigureSummary;
 use crate::transport::Transport;
 use crate::BenchError;
 
+/// Where the measured systems run.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum Shape {
+    /// Publisher and receivers are threads of the bench process (any transport).
+    #[default]
+    InProcess,
+    /// Separate processes over tcp: a real `tickbox feed` and `tickbox subscribe`, and a raw PUB and SUB child
+    /// ([`crate::process`]).
+    Processes,
+}
+
+impl Shape {
+    /// `in-process` or `processes`, as the flag spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Shape::InProcess => "in-process",
+            Shape::Processes => "processes",
+        }
+    }
+}
+
+impl std::fmt::Display for Shape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// One latency configuration.
 #[derive(Debug, Clone)]
 pub struct LatencyConfig {
+    /// Threads of one process, or separate processes.
+    pub shape: Shape,
     /// Offered rate, msg/s (open loop).
     pub rate: u64,
     /// How publisher and receivers are connected.
@@ -43,6 +75,7 @@ pub struct LatencyConfig {
 impl Default for LatencyConfig {
     fn default() -> Self {
         LatencyConfig {
+            shape: Shape::InProcess,
             rate: 100_000,
             transport: Transport::Tcp,
             warmup: Duration::from_secs(1),
@@ -78,9 +111,14 @@ impl LatencyRun {
     /// A short name for plot legends and file names, e.g. `tickbox-tcp-100k`.
     pub fn label(&self) -> String {
         format!(
-            "{}-{}{}-{}",
+            "{}-{}{}{}-{}",
             self.system,
             self.config.transport,
+            if self.config.shape == Shape::Processes {
+                "-proc"
+            } else {
+                ""
+            },
             if self.config.via_lvc && self.system == "tickbox" {
                 "-lvc"
             } else {
@@ -108,6 +146,7 @@ impl LatencyRun {
         let secs = self.samples.schedule.measured_duration().as_secs_f64();
         LatencyResult {
             system: self.system.clone(),
+            shape: self.config.shape,
             transport: self.config.transport.to_string(),
             via_lvc: self.config.via_lvc && self.system == "tickbox",
             handoff: if self.system == "tickbox" {
@@ -185,11 +224,17 @@ type LatencyGroup<'a> = (String, Vec<&'a LatencyResult>, Vec<&'a LatencyResult>)
 fn latency_groups(results: &[LatencyResult]) -> Vec<LatencyGroup<'_>> {
     let mut groups: Vec<LatencyGroup<'_>> = Vec::new();
     for r in results.iter().filter(|r| r.system == "tickbox") {
+        let frames = match r.shape {
+            Shape::InProcess => format!("{} B frames", r.size),
+            // The feed sends its synthetic market (quotes and trades, their own sizes); the raw pair sends --size.
+            Shape::Processes => {
+                "processes (tickbox feed → tickbox subscribe; raw-pub → raw-sub)".to_string()
+            }
+        };
         let name = format!(
-            "{} {} msg/s, {} B frames{}{}",
+            "{} {} msg/s, {frames}{}{}",
             r.transport,
             rate_label(r.rate),
-            r.size,
             if r.via_lvc { ", via LVC" } else { "" },
             if r.handoff.is_empty() {
                 String::new()
@@ -206,6 +251,7 @@ fn latency_groups(results: &[LatencyResult]) -> Vec<LatencyGroup<'_>> {
                         b.system.starts_with("raw")
                             && b.transport == r.transport
                             && b.rate == r.rate
+                            && b.shape == r.shape
                     })
                     .collect();
                 groups.push((name, vec![r], raws));

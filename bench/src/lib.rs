@@ -10,6 +10,9 @@
 //!   configuration, a percentile plot (SVG), and JSON-lines results that `compare` diffs.
 //! * Throughput is flat-out with back-pressure (no silent drops), per message size and shard count, beside raw
 //!   PUSH/PULL and PUB/SUB pairs with the same parallelism.
+//! * Two shapes ([`Shape`]): every part a thread of the bench process (any transport), or separate processes
+//!   over tcp ([`process`]): a real `tickbox feed` and `tickbox subscribe` beside a raw PUB and SUB process, so
+//!   the figure is the product's as users run it.
 //! * Replay ([`replay`]): a journal of generated market data replayed at `--speed max` into a Black Box, beside a
 //!   raw XPUB → SUB sending the same frames.
 //! * Every figure is measured `repeats` times, tickbox and raw alternating ([`stats`]), and reported as the median
@@ -21,6 +24,7 @@ pub mod measure;
 pub mod pace;
 pub mod pipeline;
 pub mod plot;
+pub mod process;
 pub mod raw;
 pub mod replay;
 pub mod report;
@@ -28,7 +32,7 @@ pub mod stats;
 pub mod sweep;
 pub mod transport;
 
-pub use latency::{latency_table, LatencyConfig, LatencyRun};
+pub use latency::{latency_table, LatencyConfig, LatencyRun, Shape};
 pub use measure::{LatencyRecorder, LatencySamples, Percentiles, Schedule};
 pub use pace::Stall;
 pub use pipeline::{tickbox_latency, tickbox_throughput};

@@ -38,7 +38,11 @@ pub fn new_histogram() -> Histogram<u64> {
 pub struct Schedule {
     /// Intended send time of message 0 (ns since the Unix epoch, the `now_ns` clock).
     pub start_ns: u64,
-    /// Intended gap between messages.
+    /// Offered rate, msg/s: message `k` is intended at `start_ns + ceil(k * 1e9 / rate)`, the feed pacer's own
+    /// formula ([`tickbox_feed::paced_offset_ns`]), so a schedule rebuilt from a `tickbox feed`'s reported start
+    /// matches the times it sent at, whatever the rate.
+    pub rate: u64,
+    /// Intended gap between messages (rounded down; [`Schedule::intended_ns`] is exact).
     pub interval_ns: u64,
     /// Messages intended before this time are warm-up and not recorded.
     pub measure_from_ns: u64,
@@ -65,6 +69,7 @@ impl Schedule {
         let measure_from_ns = start_ns + warmup.as_nanos() as u64;
         Ok(Schedule {
             start_ns,
+            rate,
             interval_ns: 1_000_000_000 / rate,
             measure_from_ns,
             end_ns: measure_from_ns + duration.as_nanos() as u64,
@@ -74,7 +79,16 @@ impl Schedule {
     /// Intended send time of message `k`.
     #[inline]
     pub fn intended_ns(&self, k: u64) -> u64 {
-        self.start_ns + k * self.interval_ns
+        self.start_ns + tickbox_feed::paced_offset_ns(self.rate, k)
+    }
+
+    /// The first message intended at or after `t_ns`.
+    fn first_index_at(&self, t_ns: u64) -> u64 {
+        // ceil(k * 1e9 / rate) >= d  <=>  k * 1e9 > (d - 1) * rate.
+        match t_ns.saturating_sub(self.start_ns) {
+            0 => 0,
+            d => (u128::from(d - 1) * u128::from(self.rate) / 1_000_000_000) as u64 + 1,
+        }
     }
 
     /// Whether message `k` is inside the schedule at all.
@@ -92,12 +106,8 @@ impl Schedule {
 
     /// How many messages the measured window holds.
     pub fn measured_messages(&self) -> u64 {
-        let first = self
-            .measure_from_ns
-            .saturating_sub(self.start_ns)
-            .div_ceil(self.interval_ns);
-        let end = (self.end_ns - self.start_ns).div_ceil(self.interval_ns);
-        end.saturating_sub(first)
+        self.first_index_at(self.end_ns)
+            .saturating_sub(self.first_index_at(self.measure_from_ns))
     }
 
     /// Length of the measured window.
@@ -434,6 +444,27 @@ mod tests {
         assert_eq!(out.intervals.len(), 4);
         let total: u64 = out.intervals.iter().map(|i| i.corrected.len()).sum();
         assert_eq!(total, 2_000);
+    }
+
+    #[test]
+    fn schedule_counts_match_the_intended_times_at_any_rate() {
+        // 3k msg/s does not divide a second: the count must agree with intended_ns one by one (the feed pacer's
+        // rounding), not with a rounded interval.
+        for rate in [3_000, 7, 1_000, 333_333] {
+            let s = Schedule::new(
+                5,
+                rate,
+                Duration::from_millis(137),
+                Duration::from_millis(211),
+            )
+            .unwrap();
+            let brute = (0..)
+                .take_while(|&k| s.in_schedule(k))
+                .filter(|&k| s.is_measured(k))
+                .count() as u64;
+            assert_eq!(s.measured_messages(), brute, "rate {rate}");
+            assert_eq!(s.intended_ns(rate), s.start_ns + 1_000_000_000);
+        }
     }
 
     #[test]

@@ -273,6 +273,9 @@ pub fn parse_hgrm(text: &str) -> Result<Hgrm, BenchError> {
 pub struct LatencyResult {
     /// `tickbox` or a raw-libzmq baseline (`raw-pubsub`).
     pub system: String,
+    /// Threads of the bench process, or separate processes (absent in files from before shapes: in-process).
+    #[serde(default)]
+    pub shape: crate::latency::Shape,
     /// `tcp`, `ipc` or `inproc`.
     pub transport: String,
     /// The tickbox run went through the LVC proxy (always false for baselines).
@@ -402,10 +405,15 @@ impl BenchRecord {
     pub fn key(&self) -> String {
         match self {
             BenchRecord::Latency(r) => format!(
-                "latency {} {}{} rate={} size={}",
+                "latency {} {}{}{} rate={} size={}",
                 r.system,
                 r.transport,
                 if r.via_lvc { "+lvc" } else { "" },
+                if r.shape == crate::latency::Shape::Processes {
+                    " processes"
+                } else {
+                    ""
+                },
                 r.rate,
                 r.size
             ),

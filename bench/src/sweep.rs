@@ -5,9 +5,12 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::env::{drift_warning, Environment, Warning};
-use crate::latency::{latency_summaries, latency_warnings, rate_label, LatencyConfig, LatencyRun};
+use crate::latency::{
+    latency_summaries, latency_warnings, rate_label, LatencyConfig, LatencyRun, Shape,
+};
 use crate::pipeline::{frame_size, tickbox_latency, tickbox_throughput};
 use crate::plot::{write_percentile_plot, write_repeat_plot, RepeatColumn, RepeatGroup, Series};
+use crate::process::{raw_processes_latency, tickbox_processes_latency};
 use crate::raw::{raw_pubsub_latency, raw_throughput, RawPattern, ThroughputConfig};
 use crate::report::{BenchRecord, LatencyResult, RunDocument, ThroughputResult};
 use crate::stats::{order_label, summary_table, tickbox_first, FigureSummary};
@@ -27,6 +30,9 @@ pub struct LatencySweep {
     pub raw_baseline: bool,
     /// Runs of each system per configuration, alternating with the baseline (at least 1).
     pub repeats: usize,
+    /// The `tickbox` binary whose `feed`, `subscribe` and `bench raw-pub|raw-sub` the processes shape starts
+    /// (required for [`Shape::Processes`], unused otherwise).
+    pub executable: Option<PathBuf>,
 }
 
 /// What a session wrote.
@@ -52,6 +58,24 @@ pub fn run_latency_sweep(
     stamp: &str,
     stop: &AtomicBool,
 ) -> Result<LatencyOutcome, BenchError> {
+    let executable = match (sweep.base.shape, &sweep.executable) {
+        (Shape::InProcess, _) => None,
+        (Shape::Processes, Some(exe)) => {
+            // Refused before anything runs, not after the first configurations.
+            for &transport in &sweep.transports {
+                crate::process::check_config(&LatencyConfig {
+                    transport,
+                    ..sweep.base.clone()
+                })?;
+            }
+            Some(exe.as_path())
+        }
+        (Shape::Processes, None) => {
+            return Err(BenchError::InvalidArgument(
+                "the processes shape needs the tickbox executable".into(),
+            ))
+        }
+    };
     std::fs::create_dir_all(out).map_err(|e| BenchError::io(out, e))?;
     let mut environment = Environment::capture();
     let repeats = sweep.repeats.max(1);
@@ -82,10 +106,11 @@ pub fn run_latency_sweep(
                         break 'outer;
                     }
                     tracing::info!(
-                        "latency: {system} over {transport} at {} msg/s, {} B, {:.1} s{}, repeat {}/{repeats}",
+                        "latency: {system} over {transport} at {} msg/s, {} B, {:.1} s, {}{}, repeat {}/{repeats}",
                         rate_label(rate),
                         config.size,
                         secs,
+                        config.shape,
                         if config.via_lvc && system == "tickbox" {
                             " via LVC"
                         } else {
@@ -93,10 +118,20 @@ pub fn run_latency_sweep(
                         },
                         repeat + 1
                     );
-                    let mut run = if system == "raw" {
-                        raw_pubsub_latency(ctx, &config)?
-                    } else {
-                        tickbox_latency(ctx, &config)?
+                    let run = match (executable, system == "raw") {
+                        (None, true) => raw_pubsub_latency(ctx, &config),
+                        (None, false) => tickbox_latency(ctx, &config),
+                        (Some(exe), true) => raw_processes_latency(exe, &config, stop),
+                        (Some(exe), false) => tickbox_processes_latency(exe, &config, stop),
+                    };
+                    let mut run = match run {
+                        Ok(run) => run,
+                        // Ctrl-C reached the children too and cut this run short: keep the finished ones.
+                        Err(e) if stop.load(Ordering::Relaxed) => {
+                            tracing::warn!("interrupted ({e}): reporting the runs finished so far");
+                            break 'outer;
+                        }
+                        Err(e) => return Err(e),
                     };
                     run.repeat = repeat as u32 + 1;
                     run.write_files(out, &prefix)?;
@@ -147,8 +182,13 @@ pub fn latency_series(runs: &[LatencyRun]) -> Vec<Series> {
     let mut groups: Vec<String> = Vec::new();
     for run in runs {
         let config = format!(
-            "{}-{}{}",
+            "{}-{}{}{}",
             run.config.transport,
+            if run.config.shape == Shape::Processes {
+                "proc-"
+            } else {
+                ""
+            },
             if run.config.via_lvc { "lvc-" } else { "" },
             rate_label(run.config.rate)
         );

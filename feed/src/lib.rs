@@ -67,7 +67,7 @@ pub use generator::{
     generated_ticker, shard_of_symbol, Generated, GeneratorParams, MarketGenerator, SymbolSpec,
     Universe, MAX_GENERATED_SYMBOLS,
 };
-pub use pacer::{Pacing, SendPacer, Step};
+pub use pacer::{paced_offset_ns, Pacing, SendPacer, Step};
 pub use publisher::{
     heartbeat_topic, open_publisher_socket, Publisher, PublisherCounts, LINGER_MS, SEND_TIMEOUT_MS,
 };

@@ -9,6 +9,13 @@ use rand::{Rng, SeedableRng};
 
 const NS_PER_SEC: u128 = 1_000_000_000;
 
+/// When message `k` of a [`Pacing::Paced`] schedule at `per_second` is due, in ns after the schedule's start:
+/// `ceil(k * 1e9 / per_second)`. Public so a reader of the feed (the latency bench) can rebuild each message's
+/// intended send time from its sequence and the start the feed reports, exactly as the pacer computed it.
+pub fn paced_offset_ns(per_second: u64, k: u64) -> u64 {
+    (u128::from(k) * NS_PER_SEC).div_ceil(u128::from(per_second.max(1))) as u64
+}
+
 /// A schedule of message send times.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Pacing {
@@ -123,7 +130,7 @@ impl SendPacer {
                     }
                 }
                 let k = self.issued_since_base;
-                let next = self.base_ns + (u128::from(k) * NS_PER_SEC).div_ceil(rate) as u64;
+                let next = self.base_ns + paced_offset_ns(per_second, k);
                 (due_total.saturating_sub(k), next)
             }
             Pacing::Bursty { .. } => {

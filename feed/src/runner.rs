@@ -331,6 +331,10 @@ pub struct PublisherShardReport {
     pub duration: Duration,
     /// Schedule time skipped after falling more than `max_catch_up` behind.
     pub skipped: Duration,
+    /// When the pacer's schedule started (ns since the Unix epoch, the [`tickbox_wire::now_ns`] clock): with
+    /// [`crate::paced_offset_ns`] and no time skipped, message `k` (sequence `k + 1`) was due at this plus its
+    /// offset. 0 when the shard never paced (a source feed).
+    pub schedule_start_ns: u64,
     /// Messages of the last batch abandoned because the run ended (duration or stop) while a no-drop pipe was
     /// full: generated, never sent, no sequence used.
     pub unsent: u64,
@@ -512,6 +516,8 @@ impl ShardRun<'_> {
         }
 
         let clock = Instant::now();
+        // The same instant on the wall clock the headers are stamped with, so a reader can place the schedule.
+        let schedule_start_ns = now_ns();
         let mono = || clock.elapsed().as_nanos() as u64;
         let mut pacer = SendPacer::new(
             pacing,
@@ -659,6 +665,7 @@ impl ShardRun<'_> {
             last_sequence: publisher.last_sequence(),
             duration,
             skipped: Duration::from_nanos(pacer.skipped_ns()),
+            schedule_start_ns,
             unsent,
             subscribers_at_close,
         })
@@ -732,6 +739,7 @@ mod report_tests {
                 last_sequence: sent,
                 duration: Duration::from_secs(secs),
                 skipped: Duration::ZERO,
+                schedule_start_ns: 0,
                 unsent: 0,
                 subscribers_at_close: 0,
             }],

@@ -516,6 +516,7 @@ impl SourceRun<'_> {
                     last_sequence: p.last_sequence(),
                     duration: elapsed,
                     skipped: Duration::ZERO,
+                    schedule_start_ns: 0,
                     unsent: 0,
                     subscribers_at_close,
                 },

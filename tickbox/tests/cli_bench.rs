@@ -203,6 +203,94 @@ fn latency_repeats_write_table_and_report_files_that_parse() {
     assert!(p50["ratio"]["of_medians"].as_f64().unwrap() > 0.0, "{p50}");
 }
 
+/// `--shape processes`: a real `tickbox feed` process and `tickbox subscribe` process beside a raw PUB process
+/// and SUB process, every scheduled message received by both, sane percentiles, one table, and quick.
+#[test]
+fn latency_processes_shape_runs_feed_and_subscribe_processes_beside_raw_ones() {
+    let dir = TempDir::new("bench-proc");
+    let started = std::time::Instant::now();
+    let out = tickbox(&[
+        "bench",
+        "latency",
+        "--shape",
+        "processes",
+        "--rate",
+        "2k",
+        "--duration",
+        "300ms",
+        "--warmup",
+        "200ms",
+        "--log-interval",
+        "100ms",
+        "--repeat",
+        "1",
+        "--out",
+        dir.0.to_str().unwrap(),
+    ]);
+    let took = started.elapsed();
+    assert!(
+        out.status.success(),
+        "bench latency --shape processes failed"
+    );
+    assert!(took < std::time::Duration::from_secs(20), "took {took:?}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("shape: processes"), "{stdout}");
+    assert!(
+        stdout.contains("tickbox feed → tickbox subscribe"),
+        "{stdout}"
+    );
+    let jsons = files_with(&dir.0, "-latency.json");
+    assert_eq!(jsons.len(), 1);
+    let records = read_results(&jsons[0]).unwrap();
+    let mut systems = Vec::new();
+    for r in &records {
+        let BenchRecord::Latency(r) = r else {
+            panic!("{r:?}")
+        };
+        assert_eq!(r.shape, tickbox_bench::Shape::Processes, "{r:?}");
+        assert_eq!(r.scheduled, 600, "{r:?}");
+        assert_eq!(
+            (r.received, r.lost),
+            (600, 0),
+            "{} lost messages: {r:?}",
+            r.system
+        );
+        for p in [r.corrected, r.uncorrected] {
+            assert!(
+                p.p50 > 0 && p.p50 <= p.p99 && p.p99 <= p.max,
+                "{}: {p:?}",
+                r.system
+            );
+            assert_eq!(p.count, 600);
+        }
+        // Charged from the intended time, a message is never earlier than from its actual send stamp.
+        assert!(r.corrected.max >= r.uncorrected.max, "{r:?}");
+        assert!(r.files.contains("-tcp-proc-2k-r1"), "{r:?}");
+        systems.push(r.system.clone());
+    }
+    assert_eq!(systems, ["tickbox", "raw-pubsub"]);
+    assert_eq!(files_with(&dir.0, ".hgrm").len(), 4);
+}
+
+#[test]
+fn latency_processes_shape_refuses_what_it_cannot_run() {
+    for extra in [["--transport", "inproc"], ["--via-lvc", "--no-raw"]] {
+        let mut args = vec![
+            "bench",
+            "latency",
+            "--shape",
+            "processes",
+            "--duration",
+            "100ms",
+        ];
+        args.extend(extra);
+        let out = tickbox(&args);
+        assert!(!out.status.success(), "{extra:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("--shape processes"), "{stderr}");
+    }
+}
+
 #[test]
 fn throughput_repeats_tickbox_beside_both_raw_baselines_and_plots_them() {
     let dir = TempDir::new("cli-bench-throughput");

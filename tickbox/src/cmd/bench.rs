@@ -19,13 +19,15 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use tickbox_bench::env::Warning;
+use tickbox_bench::process::{raw_pub_process, raw_sub_process, RAW_PUB_ENDPOINT_LINE};
 use tickbox_bench::replay::{replay_table, run_replay_bench, ReplayBenchConfig};
 use tickbox_bench::report::{compare, read_results, unix_seconds, RunDocument};
 use tickbox_bench::sweep::{
     run_latency_sweep, run_throughput_sweep, throughput_table, LatencySweep, ThroughputSweep,
 };
 use tickbox_bench::{
-    latency_table, parse_duration, parse_rate, LatencyConfig, Stall, ThroughputConfig, Transport,
+    latency_table, parse_duration, parse_rate, LatencyConfig, Shape, Stall, ThroughputConfig,
+    Transport,
 };
 
 use crate::config::TickboxConfig;
@@ -47,6 +49,65 @@ enum BenchCommand {
     Replay(ReplayArgs),
     /// Print the changes between two result files (written by `latency`, `throughput` or `replay`).
     Compare(CompareArgs),
+    /// The raw publisher process of `latency --shape processes` (started by the bench, not by hand).
+    #[command(hide = true)]
+    RawPub(RawProcessArgs),
+    /// The raw subscriber process of `latency --shape processes` (started by the bench, not by hand).
+    #[command(hide = true)]
+    RawSub(RawProcessArgs),
+}
+
+/// Where `bench latency` runs the systems it measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum ShapeArg {
+    /// Threads of the bench process (any transport).
+    InProcess,
+    /// Separate processes over tcp: `tickbox feed` → `tickbox subscribe` beside a raw PUB process → SUB process.
+    Processes,
+}
+
+/// The schedule and sockets of a raw child of `latency --shape processes`, as the parent passes them.
+#[derive(Debug, clap::Args)]
+struct RawProcessArgs {
+    #[arg(long)]
+    rate: String,
+    #[arg(long)]
+    warmup: String,
+    #[arg(long)]
+    duration: String,
+    #[arg(long)]
+    size: usize,
+    #[arg(long)]
+    hwm: i32,
+    #[arg(long)]
+    no_drop: bool,
+    /// Publisher: how long the socket stays open for the tail. Subscriber: how long without a frame ends it.
+    #[arg(long)]
+    drain: String,
+    /// Subscriber only: the publisher's endpoint.
+    #[arg(long)]
+    connect: Option<String>,
+    /// Subscriber only: samples to make room for.
+    #[arg(long, default_value_t = 0)]
+    capacity: usize,
+    /// Subscriber only: the sample file to write.
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+impl RawProcessArgs {
+    fn config(&self) -> anyhow::Result<LatencyConfig> {
+        Ok(LatencyConfig {
+            rate: parse_rate(&self.rate)?,
+            warmup: parse_duration(&self.warmup)?,
+            duration: parse_duration(&self.duration)?,
+            size: self.size,
+            hwm: self.hwm,
+            no_drop: self.no_drop,
+            drain: parse_duration(&self.drain)?,
+            ..LatencyConfig::default()
+        })
+    }
 }
 
 /// Parses `--repeat`: a whole number, at least 1.
@@ -99,6 +160,10 @@ struct LatencyArgs {
     /// Runs of each system per configuration, tickbox and raw alternating; figures are medians (min–max).
     #[arg(long, default_value = "3", value_parser = crate::bounds::repeat)]
     repeat: usize,
+    /// `in-process`: publisher and receivers are threads of this process. `processes` (tcp only): a real
+    /// `tickbox feed` process and a real `tickbox subscribe` process, beside a raw PUB process and SUB process.
+    #[arg(long, value_enum, default_value_t = ShapeArg::InProcess)]
+    shape: ShapeArg,
     /// Directory for .hlog, .hgrm, .svg and .json files.
     #[arg(long, default_value = "bench-results")]
     out: PathBuf,
@@ -188,7 +253,29 @@ pub(crate) fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCod
             print!("{}", compare(&before, &after));
             Ok(ExitCode::from(exit_code::OK))
         }
+        BenchCommand::RawPub(a) => raw_pub(a),
+        BenchCommand::RawSub(a) => raw_sub(a),
     }
+}
+
+fn raw_pub(a: RawProcessArgs) -> anyhow::Result<ExitCode> {
+    let stop = crate::shutdown::flag();
+    let summary = raw_pub_process(&a.config()?, &stop, |endpoint| {
+        // The parent reads this line for the endpoint; stdout carries only the summary.
+        eprintln!("{RAW_PUB_ENDPOINT_LINE}{endpoint}");
+    })?;
+    println!("{}", serde_json::to_string(&summary)?);
+    Ok(ExitCode::from(exit_code::OK))
+}
+
+fn raw_sub(a: RawProcessArgs) -> anyhow::Result<ExitCode> {
+    let stop = crate::shutdown::flag();
+    let config = a.config()?;
+    let endpoint = a.connect.context("raw-sub needs --connect")?;
+    let out = a.out.context("raw-sub needs --out")?;
+    let summary = raw_sub_process(&endpoint, &config, a.capacity, config.drain, &out, &stop)?;
+    println!("{}", serde_json::to_string(&summary)?);
+    Ok(ExitCode::from(exit_code::OK))
 }
 
 fn latency(a: LatencyArgs) -> anyhow::Result<ExitCode> {
@@ -216,10 +303,22 @@ fn latency(a: LatencyArgs) -> anyhow::Result<ExitCode> {
     };
     let duration = parse_duration(&a.duration)?;
     anyhow::ensure!(!duration.is_zero(), "--duration must be positive");
+    let shape = match a.shape {
+        ShapeArg::InProcess => Shape::InProcess,
+        ShapeArg::Processes => Shape::Processes,
+    };
+    let executable = match shape {
+        Shape::InProcess => None,
+        Shape::Processes => Some(
+            std::env::current_exe().context("--shape processes: finding the tickbox executable")?,
+        ),
+    };
     let sweep = LatencySweep {
         rates,
         transports,
+        executable,
         base: LatencyConfig {
+            shape,
             warmup: parse_duration(&a.warmup)?,
             duration,
             size: a.size,
@@ -247,6 +346,14 @@ fn latency(a: LatencyArgs) -> anyhow::Result<ExitCode> {
         if a.no_drop { "(no-drop: publishers block)" } else { "(PUB drops at HWM: see lost)" },
         a.warmup
     );
+    if shape == Shape::Processes {
+        println!(
+            "shape: processes over tcp; tickbox = a `tickbox feed` process (one shard, paced, its synthetic market's \
+             quotes and trades) -> a `tickbox subscribe` process (one worker; receive = worker dequeue), raw = a \
+             PUB process -> a SUB process sending --size frames; corrected figures charge each message from the \
+             intended send time its publisher's paced schedule gave it (the publisher reports the schedule's start)"
+        );
+    }
     print!("{}", latency_table(&outcome.results));
     println!(
         "files: {} (results), {} and .png (plot), {}/{stamp}-*-r<repeat>.hlog|.hgrm",

@@ -161,6 +161,7 @@ fn report_json(report: &tickbox_feed::FeedReport) -> serde_json::Value {
                 "last_sequence": s.last_sequence,
                 "duration_ns": u64::try_from(s.duration.as_nanos()).unwrap_or(u64::MAX),
                 "skipped_ns": u64::try_from(s.skipped.as_nanos()).unwrap_or(u64::MAX),
+                "schedule_start_ns": s.schedule_start_ns,
                 "unsent": s.unsent,
                 "subscribers_at_close": s.subscribers_at_close,
                 "achieved_rate": s.rate().round() as u64,

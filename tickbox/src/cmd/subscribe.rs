@@ -5,6 +5,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use tickbox_bench::process::{split_probes, LatencyProbe, SampleLog};
 use tickbox_fleet::{check_member_id, default_member_id, SubscriberLive};
 use tickbox_subscriber::standard_worker_with_tape;
 use tickbox_subscriber::{
@@ -111,6 +112,13 @@ pub(crate) struct Args {
     /// Testing aid: every worker sleeps this long per message, to show that a slow consumer trips the snail.
     #[arg(long, value_name = "D", hide = true)]
     pub debug_worker_delay: Option<HumanDuration>,
+    /// For `bench latency --shape processes`: every worker also keeps each data record's (sequence, send stamp,
+    /// dequeue time) and the samples are written to PATH at exit (tickbox-bench's sample file).
+    #[arg(long, value_name = "PATH", hide = true, conflicts_with = "group")]
+    pub latency_out: Option<std::path::PathBuf>,
+    /// With --latency-out: samples each worker makes room for before the run (more are counted, not kept).
+    #[arg(long, value_name = "N", hide = true, requires = "latency_out", default_value_t = 1 << 20)]
+    pub latency_capacity: usize,
     /// Clone key-value servers (tcp://HOST:PORT, or two for a Binary Star pair) for live configuration,
     /// membership and alerts. Overrides `[subscriber] clone`.
     #[arg(long, value_delimiter = ',', value_name = "EP[,EP]")]
@@ -302,8 +310,12 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         }
         None => None,
     };
+    let probe_capacity = args.latency_out.as_ref().map(|_| args.latency_capacity);
     let subscriber = Subscriber::start(&ctx, &sub_config, &workers_config, |_| {
-        standard_worker_with_tape(delay, tape.as_ref())
+        (
+            standard_worker_with_tape(delay, tape.as_ref()),
+            probe_capacity.map(LatencyProbe::new),
+        )
     })
     .context("starting the subscriber")?;
     let threshold = subscriber.threshold();
@@ -423,7 +435,13 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     }
     // The status line goes before the summary, never under it.
     view.finish();
-    let (mut report, worker_failure) = subscriber.shutdown_partial()?;
+    let (report, worker_failure) = subscriber.shutdown_partial()?;
+    let (mut report, probes) = split_probes(report);
+    if let Some(path) = &args.latency_out {
+        SampleLog::merge(probes.into_iter().map(LatencyProbe::into_log))
+            .write(path)
+            .with_context(|| format!("--latency-out {}", path.display()))?;
+    }
     report.finish_tapes();
     let stopped_by = report.stopped_by(stop.load(Ordering::Relaxed));
     let snapshot = lvc_snapshot.map(|s| s.report());
