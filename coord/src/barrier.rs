@@ -85,7 +85,7 @@ impl Barrier {
 
     /// Blocks while the barrier stands (returns at once when it is not raised).
     pub fn wait(&self, timeout: Option<Duration>) -> Result<()> {
-        let zk = self.coord.client().clone();
+        let zk = self.coord.client();
         let deadline = timeout.map(|t| Instant::now() + t);
         self.coord
             .block_on(wait_exists(&zk, &self.path, false, deadline, timeout))
@@ -147,7 +147,7 @@ impl DoubleBarrier {
         timeout: Option<Duration>,
         stop: Option<&AtomicBool>,
     ) -> Result<Entered> {
-        let zk = self.coord.client().clone();
+        let zk = self.coord.client();
         let deadline = timeout.map(|t| Instant::now() + t);
         let guid = client::new_guid();
         let (dir, ready, parties) = (self.dir.clone(), self.ready_path(), self.parties);
@@ -252,7 +252,7 @@ impl Entered {
     fn leave_inner(mut self, timeout: Option<Duration>, stop: Option<&AtomicBool>) -> Result<()> {
         self.left = true;
         let b = &self.barrier;
-        let zk = b.coord.client().clone();
+        let zk = b.coord.client();
         let deadline = timeout.map(|t| Instant::now() + t);
         let (dir, ready, own) = (b.dir.clone(), b.ready_path(), self.own.clone());
         let waiting = async move {

@@ -126,7 +126,7 @@ impl Lock {
 
     /// Waits for the lock (forever when `timeout` is `None`).
     pub fn acquire(&self, timeout: Option<Duration>) -> Result<LockGuard> {
-        let zk = self.coord.client().clone();
+        let zk = self.coord.client();
         let (own, token) = self.coord.block_on(contend(
             &zk,
             &client::new_guid(),
@@ -205,7 +205,7 @@ impl SharedLock {
 
     /// Waits for a hold of the given access.
     pub fn acquire(&self, access: Access, timeout: Option<Duration>) -> Result<LockGuard> {
-        let zk = self.coord.client().clone();
+        let zk = self.coord.client();
         let (own, token) = self.coord.block_on(contend(
             &zk,
             &client::new_guid(),
