@@ -170,7 +170,12 @@ impl Session {
                 Ok(Err(e)) => tracing::debug!(attempts, error = %e, "zookeeper not reachable yet"),
                 Err(_) => tracing::debug!(attempts, "zookeeper connect timed out"),
             }
-            if self.current.lock().unwrap_or_else(|p| p.into_inner()).is_none() {
+            if self
+                .current
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .is_none()
+            {
                 return Err(CoordError::Closed);
             }
             tokio::time::sleep(pause).await;
@@ -289,6 +294,44 @@ impl Coord {
                 .map_err(|_| CoordError::Timeout(within))?
                 .map(|_| ())
         })
+    }
+
+    /// Runs one whole recipe step (`op`, given the time left) on the current session; when it fails because the
+    /// session expired (an outage longer than the session timeout), establishes a new session and runs the step
+    /// again from the start, all within `timeout` (`None`: no limit). For steps that hold nothing yet when
+    /// they fail (waiting for a lock, for a barrier): a holding already granted is never re-taken behind its
+    /// holder's back; its guard reports it lost.
+    pub(crate) fn on_live_session<T>(
+        &self,
+        what: &str,
+        timeout: Option<Duration>,
+        mut op: impl FnMut(Option<Duration>) -> Result<T>,
+    ) -> Result<T> {
+        let deadline = timeout.map(|t| std::time::Instant::now() + t);
+        let left = || deadline.map(|d| d.saturating_duration_since(std::time::Instant::now()));
+        loop {
+            match op(left()) {
+                Err(e) if self.status() == SessionStatus::Expired => {
+                    tracing::warn!(what, error = %e, "zookeeper session expired: starting again on a new session");
+                    let session = self.session();
+                    let (generation, _) = session.current()?;
+                    let renewed = self.block_on(async move {
+                        match left() {
+                            Some(t) => tokio::time::timeout(t, session.renew(generation))
+                                .await
+                                .map_err(|_| CoordError::Timeout(timeout.unwrap_or_default()))?,
+                            None => session.renew(generation).await,
+                        }
+                    })?;
+                    tracing::info!(
+                        what,
+                        generation = renewed.0,
+                        "back on a new zookeeper session"
+                    );
+                }
+                r => return r,
+            }
+        }
     }
 
     /// How many times this handle's session was replaced after expiring (0 for the first session).

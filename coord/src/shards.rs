@@ -297,7 +297,9 @@ async fn fair_share(mut r: Renewal, members_dir: String, count: u32, shared: Arc
         let (children, watcher) = match zk.list_and_watch_children(&members_dir).await {
             Ok(r) => r,
             Err(e) if client::transient(&e) => {
-                if client::await_connected(&zk).await.is_err() && !(r.expired_now() && r.renew().await) {
+                if client::await_connected(&zk).await.is_err()
+                    && !(r.expired_now() && r.renew().await)
+                {
                     return;
                 }
                 continue;

@@ -176,6 +176,11 @@ impl Standing {
         })
     }
 
+    /// The election directory.
+    pub fn election(&self) -> &str {
+        self.election.dir()
+    }
+
     /// This candidate's token while it leads (connected or suspended), else `None`.
     pub fn token(&self) -> Option<u64> {
         self.token

@@ -124,7 +124,11 @@ fn roles_recover_after_whole_ensemble_outage() {
                 .unwrap()
         })
         .collect();
-    assert!(owned_all(&[&members[0], &members[1]], 4, Duration::from_secs(10)));
+    assert!(owned_all(
+        &[&members[0], &members[1]],
+        4,
+        Duration::from_secs(10)
+    ));
     let sampler = Sampler::start(candidates.clone());
 
     zk.stop_all();
@@ -217,8 +221,11 @@ fn leadership_survives_rolling_node_stops() {
         {
             std::thread::sleep(Duration::from_millis(10));
         }
-        let (who, t) = leader(&candidates, settle.saturating_duration_since(Instant::now()))
-            .unwrap_or_else(|| {
+        let (who, t) = leader(
+            &candidates,
+            settle.saturating_duration_since(Instant::now()),
+        )
+        .unwrap_or_else(|| {
             panic!("no leader within a session timeout + 2 s of stopping node {node}")
         });
         eprintln!(

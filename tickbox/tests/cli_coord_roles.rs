@@ -11,7 +11,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use common::{endpoint_in, forward_lines, signal, KillOnDrop, TempDir, TICKBOX};
-use tickbox_coord::testing::ZkServer;
+use tickbox_coord::testing::{ZkEnsemble, ZkServer};
 use tickbox_coord::{Coord, CoordOptions, DoubleBarrier, Shards};
 use tickbox_journal::{Writer, WriterOptions};
 use tickbox_wire::{encode_to_vec, Header, Kind, Quote};
@@ -77,8 +77,12 @@ impl Proc {
 }
 
 fn session(zk: &ZkServer) -> Coord {
+    session_at(&zk.connect_string())
+}
+
+fn session_at(hosts: &str) -> Coord {
     Coord::connect_with(
-        &zk.connect_string(),
+        hosts,
         &CoordOptions {
             session_timeout: SESSION,
             connect_timeout: Duration::from_secs(10),
@@ -89,13 +93,14 @@ fn session(zk: &ZkServer) -> Coord {
 
 /// A config file naming the test ensemble and the short session timeout, as `[coord]` in the TOML.
 fn config(dir: &Path, zk: &ZkServer) -> String {
+    config_at(dir, &zk.connect_string())
+}
+
+fn config_at(dir: &Path, hosts: &str) -> String {
     let path = dir.join("tickbox.toml");
     std::fs::write(
         &path,
-        format!(
-            "[coord]\nzk = \"{}\"\nsession_timeout = \"2s\"\nbarrier_timeout = \"15s\"\n",
-            zk.connect_string()
-        ),
+        format!("[coord]\nzk = \"{hosts}\"\nsession_timeout = \"2s\"\nbarrier_timeout = \"15s\"\n"),
     )
     .unwrap();
     path.to_str().unwrap().to_owned()
@@ -466,4 +471,144 @@ fn subscribe_group_shards_move_to_the_survivor_after_kill_9() {
         "one summary per shard owned: {out}"
     );
     drop(feed);
+}
+
+/// Two `record --elect` recorders on a three-node ensemble stopped as a whole for 3 × the session timeout (the
+/// fault campaign's outage): the leader stops claiming its journal canonical as soon as ZooKeeper is gone (before
+/// any other recorder could win), both lose their sessions, both stand again on new ones, and one of them leads
+/// again within a session timeout + 2 s of the quorum returning, with a greater token. The old leader's handover
+/// log says where its leadership was lost and that it rejoined as a candidate.
+#[test]
+fn record_elect_leads_again_after_whole_ensemble_outage() {
+    let Some(mut zk) = ZkEnsemble::start_or_skip("record_elect_outage") else {
+        return;
+    };
+    let dir = TempDir::new("coord-elect-outage");
+    let cfg = config_at(dir.path(), &zk.connect_string());
+    let feed = Proc::spawn(&[
+        "feed",
+        "--bind",
+        "tcp://127.0.0.1:*",
+        "--rate",
+        "1000",
+        "--symbols",
+        "4",
+    ]);
+    let endpoint = {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let line = feed
+                .out
+                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+                .expect("feed endpoint");
+            if let Some(ep) = endpoint_in(&line) {
+                break ep;
+            }
+        }
+    };
+    let journals = [dir.path().join("a"), dir.path().join("b")];
+    let recorder = |journal: &Path| {
+        Proc::spawn(&[
+            "--config",
+            &cfg,
+            "record",
+            "--connect",
+            &endpoint,
+            "--journal",
+            journal.to_str().unwrap(),
+            "--segment-size",
+            "4MiB",
+            "--elect",
+            "/tb/recorders",
+        ])
+    };
+    let a = recorder(&journals[0]);
+    let token_a = a.stderr_until(Duration::from_secs(10), "first leader", leader_token);
+    let b = recorder(&journals[1]);
+    {
+        let c = session_at(&zk.connect_string());
+        wait_for(Duration::from_secs(10), "two candidates", || {
+            c.children("/tb/recorders")
+                .unwrap()
+                .iter()
+                .filter(|n| n.starts_with("n-"))
+                .count()
+                == 2
+        });
+    }
+    zk.stop_all();
+    a.stderr_until(Duration::from_secs(5), "the leader's suspension", |l| {
+        l.contains("ZooKeeper connection lost").then_some(())
+    });
+    let suspended = Instant::now();
+    // The outage: three session timeouts without any server.
+    std::thread::sleep(SESSION * 3);
+    zk.start_all().expect("ensemble back");
+    let quorum = Instant::now();
+    assert!(suspended < quorum);
+    // Whichever recorder leads first after the outage.
+    let limit = SESSION + Duration::from_secs(2);
+    let mut lines: [Vec<String>; 2] = [Vec::new(), Vec::new()];
+    let (winner, token) = loop {
+        let mut found = None;
+        for (i, p) in [&a, &b].iter().enumerate() {
+            while let Ok(l) = p.err.try_recv() {
+                if let Some(t) = leader_token(&l) {
+                    found = Some((i, t));
+                }
+                lines[i].push(l);
+            }
+        }
+        if let Some(f) = found {
+            break f;
+        }
+        assert!(
+            quorum.elapsed() <= limit + Duration::from_millis(500),
+            "no recorder leads {limit:?} after the quorum returned; a:\n{}\nb:\n{}",
+            lines[0].join("\n"),
+            lines[1].join("\n")
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    eprintln!(
+        "recorder {winner} leads again {:?} after the quorum returned (token {token} > {token_a})",
+        quorum.elapsed()
+    );
+    assert!(token > token_a, "token {token} after {token_a}");
+    let said = |i: usize, what: &str| lines[i].iter().any(|l| l.contains(what));
+    assert!(
+        said(0, &format!("lost the leadership (token {token_a}")),
+        "{:?}",
+        lines[0]
+    );
+    for i in 0..2 {
+        assert!(
+            said(i, "back in the recorder election as a candidate"),
+            "{:?}",
+            lines[i]
+        );
+    }
+    for p in [a, b] {
+        signal(p.child.0.id(), "INT");
+        let (code, _) = p.finish(Duration::from_secs(10), "recorder stops on SIGINT");
+        assert_eq!(code, Some(0));
+    }
+    drop(feed);
+    let log_a = tickbox_coord::HandoverLog::beside(&journals[0])
+        .read()
+        .unwrap();
+    let events: Vec<&str> = log_a
+        .iter()
+        .map(|e| e["event"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(&events[..3], ["elected", "lost", "rejoined"], "{log_a:?}");
+    assert_eq!(log_a[1]["token"], token_a);
+    assert_eq!(log_a[2]["was_leader"], token_a);
+    let info = Command::new(TICKBOX)
+        .args(["journal", "info", journals[0].to_str().unwrap()])
+        .output()
+        .unwrap();
+    let info = String::from_utf8_lossy(&info.stdout);
+    assert!(info.contains("leader lost"), "{info}");
+    assert!(info.contains("candidate     rejoined"), "{info}");
 }
