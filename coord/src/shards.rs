@@ -432,7 +432,7 @@ async fn own_shard(
         match end {
             LostReason::Released => {
                 tracing::debug!(shard, "handing a surplus shard back");
-                if client::delete_quietly(&zk, &path).await.is_err() {
+                if client::delete_quietly(&zk, &path).await.is_err() && !r.expired_now() {
                     return;
                 }
             }
@@ -449,7 +449,10 @@ async fn own_shard(
         if SessionStatus::from_zk(zk.state()) != SessionStatus::Connected
             && client::await_connected(&zk).await.is_err()
         {
-            return;
+            // The session expired while handing back: queue again on a new one.
+            if !(r.expired_now() && resume_shard(&mut r, &dir, &guid, shard).await) {
+                return;
+            }
         }
         // Queue again, at the tail.
     }
