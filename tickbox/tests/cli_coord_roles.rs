@@ -575,18 +575,28 @@ fn record_elect_leads_again_after_whole_ensemble_outage() {
         quorum.elapsed()
     );
     assert!(token > token_a, "token {token} after {token_a}");
-    let said = |i: usize, what: &str| lines[i].iter().any(|l| l.contains(what));
-    assert!(
-        said(0, &format!("lost the leadership (token {token_a}")),
-        "{:?}",
-        lines[0]
-    );
-    for i in 0..2 {
-        assert!(
-            said(i, "back in the recorder election as a candidate"),
-            "{:?}",
-            lines[i]
-        );
+    // What each recorder must have said; a recorder's leadership tick (every 200 ms) may say it after the
+    // winner already leads, so read on (bounded) until it does.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let lost_a = format!("lost the leadership (token {token_a}");
+    let rejoined = "back in the recorder election as a candidate";
+    for (i, p, what) in [
+        (0, &a, lost_a.as_str()),
+        (0, &a, rejoined),
+        (1, &b, rejoined),
+    ] {
+        while !lines[i].iter().any(|l| l.contains(what)) {
+            match p
+                .err
+                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            {
+                Ok(l) => lines[i].push(l),
+                Err(_) => panic!(
+                    "recorder {i} never said {what:?}; stderr:\n{}",
+                    lines[i].join("\n")
+                ),
+            }
+        }
     }
     for p in [a, b] {
         signal(p.child.0.id(), "INT");
@@ -611,4 +621,50 @@ fn record_elect_leads_again_after_whole_ensemble_outage() {
     let info = String::from_utf8_lossy(&info.stdout);
     assert!(info.contains("leader lost"), "{info}");
     assert!(info.contains("candidate     rejoined"), "{info}");
+    // No two recorders canonical at once, by their own leadership logs: a recorder's canonical span runs from
+    // an election (`at_ns`) to the loss of that leadership (`until_ns`, when its connection dropped) or to the
+    // end of its run; the two recorders' spans must not overlap.
+    let spans = |journal: &Path| -> Vec<(u64, u64)> {
+        let log = tickbox_coord::HandoverLog::beside(journal).read().unwrap();
+        let mut spans = Vec::new();
+        let mut open = None;
+        for e in &log {
+            match e["event"].as_str() {
+                Some("elected") => {
+                    assert!(open.is_none(), "elected while leading: {log:?}");
+                    open = Some(e["at_ns"].as_u64().expect("at_ns"));
+                }
+                Some("lost") => {
+                    let from = open.take().expect("a loss follows an election");
+                    let until = e["until_ns"].as_u64().expect("until_ns");
+                    assert!(from <= until, "{log:?}");
+                    spans.push((from, until));
+                }
+                _ => {}
+            }
+        }
+        spans.extend(open.map(|from| (from, u64::MAX)));
+        spans
+    };
+    let (spans_a, spans_b) = (spans(&journals[0]), spans(&journals[1]));
+    eprintln!("canonical spans (ns): a {spans_a:?}, b {spans_b:?}");
+    // a led before the outage and lost it; whoever won after it is canonical to the end.
+    assert!(
+        spans_a.first().is_some_and(|s| s.1 < u64::MAX),
+        "{spans_a:?}"
+    );
+    assert!(
+        [&spans_a, &spans_b][winner]
+            .last()
+            .is_some_and(|s| s.1 == u64::MAX),
+        "{spans_a:?} {spans_b:?}"
+    );
+    for x in &spans_a {
+        for y in &spans_b {
+            assert!(
+                x.1 <= y.0 || y.1 <= x.0,
+                "a canonical {x:?} and b canonical {y:?} at once"
+            );
+        }
+    }
 }

@@ -308,9 +308,9 @@ struct Elected {
     start_seq: u64,
     /// The token this recorder leads with (connected or suspended), `None` while a candidate.
     led: Option<u64>,
-    /// Where the journal was when the leadership went uncertain (connection lost): its canonical part ends
-    /// there if the leadership turns out lost.
-    suspended_at: Option<serde_json::Value>,
+    /// Where the journal was, and the wall clock (ns), when the leadership went uncertain (connection lost):
+    /// its canonical part ends there if the leadership turns out lost.
+    suspended_at: Option<(serde_json::Value, u64)>,
 }
 
 impl Elected {
@@ -352,7 +352,7 @@ impl Elected {
                     self.suspended_at = None;
                 }
                 Ok(Some(StandingEvent::Suspended)) => {
-                    self.suspended_at = Some(self.progress(s, journal));
+                    self.suspended_at = Some((self.progress(s, journal), tickbox_wire::now_ns()));
                     tracing::warn!("ZooKeeper connection lost: leadership uncertain until it comes back; not canonical meanwhile")
                 }
                 Ok(Some(StandingEvent::Resumed)) => {
@@ -363,7 +363,10 @@ impl Elected {
                     let here = self.progress(s, journal);
                     match self.led.take() {
                         Some(token) => {
-                            let until = self.suspended_at.take().unwrap_or(here);
+                            let (until, until_ns) = self
+                                .suspended_at
+                                .take()
+                                .unwrap_or_else(|| (here, tickbox_wire::now_ns()));
                             tracing::error!(
                                 "lost the leadership (token {token}, {r:?}): this journal is canonical up to {until}; \
                                  recording on, standing again as a candidate once ZooKeeper is back"
@@ -374,6 +377,7 @@ impl Elected {
                                 "token": token,
                                 "reason": format!("{r:?}"),
                                 "until": until,
+                                "until_ns": until_ns,
                             }));
                         }
                         None if r == tickbox_coord::LostReason::SessionExpired => tracing::warn!(
