@@ -1,17 +1,21 @@
 //! Roles across ZooKeeper outages, on a real three-node ensemble: the whole ensemble stopped for three session
 //! timeouts, then one node at a time (quorum kept). A leader exists again within a session timeout + 2 s of the
 //! quorum returning, no two candidates ever lead at once (every candidate is sampled throughout), the leader
-//! after the outage carries a greater token, and a sharded group owns every shard again.
+//! after the outage carries a greater token, and a sharded group owns every shard again. Locks and double
+//! barriers are taken up again on renewed sessions after an outage of one server.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tickbox_coord::testing::ZkEnsemble;
-use tickbox_coord::{Candidate, Coord, CoordOptions, Election, ElectionEvent, Leadership, Shards};
+use tickbox_coord::{
+    Candidate, Coord, CoordOptions, DoubleBarrier, Election, ElectionEvent, HoldState, Leadership,
+    Lock, LostReason, Shards,
+};
 
 /// Short, so that three of them stay a short outage (the test servers allow 0.5 s to 5 s).
-const SESSION: Duration = Duration::from_secs(2);
+const SESSION: Duration = Duration::from_millis(1500);
 
 fn ensemble(test: &str) -> Option<ZkEnsemble> {
     let _ = tracing_subscriber::fmt()
@@ -237,4 +241,105 @@ fn leadership_survives_rolling_node_stops() {
         zk.start_node(node).expect("node back");
     }
     assert!(sampler.finish() > 0);
+}
+
+/// A lock holder, a lock waiter and a double-barrier party across an outage longer than the session timeout
+/// (one server, stopped for 3 × the session timeout): the holder's guard says its holding was lost with the
+/// session, the waiter (queued again on its new session) gets the lock with a greater token, the holder's handle
+/// takes it again after that on its own renewed session, and the party waiting in the barrier enters again on its
+/// new session and completes with the party that arrives after the outage.
+#[test]
+fn lock_and_barrier_recover_after_session_expiry() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+    let Some(mut zk) = tickbox_coord::testing::ZkServer::start_or_skip(
+        "lock_and_barrier_recover_after_session_expiry",
+    ) else {
+        return;
+    };
+    let connect = || {
+        Coord::connect_with(
+            &zk.connect_string(),
+            &CoordOptions {
+                session_timeout: SESSION,
+                connect_timeout: Duration::from_secs(10),
+            },
+        )
+        .expect("connect to the test server")
+    };
+    let (holder, waiter, party) = (connect(), connect(), connect());
+    let lock = Lock::new(&holder, "/test/outage-lock").unwrap();
+    let guard = lock.acquire(Some(Duration::from_secs(5))).unwrap();
+    let t0 = guard.token();
+    // Generous bounds: each wait spans the outage and the server's restart.
+    let bound = Duration::from_secs(15);
+    let waiting = std::thread::spawn(move || {
+        let g = Lock::new(&waiter, "/test/outage-lock")
+            .unwrap()
+            .acquire(Some(bound))
+            .expect("the waiter gets the lock after the outage");
+        let t = g.token();
+        g.release().unwrap();
+        (t, waiter.generation())
+    });
+    let barrier = DoubleBarrier::new(&party, "/test/outage-barrier", 2).unwrap();
+    let entering = std::thread::spawn(move || {
+        let entered = barrier
+            .enter(b"first", Some(bound))
+            .expect("the first party enters after the outage");
+        entered
+            .leave(Some(bound))
+            .expect("the first party leaves after the outage");
+        party.generation()
+    });
+    // Both wait (the waiter's node queued behind the holder's, the party alone in the barrier) before the outage.
+    let check = connect();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while check.children("/test/outage-lock").unwrap().len() < 2
+        || check
+            .children("/test/outage-barrier")
+            .map_or(0, |c| c.len())
+            < 1
+    {
+        assert!(Instant::now() < deadline, "waiters never queued");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    drop(check);
+
+    zk.stop();
+    std::thread::sleep(SESSION * 3);
+    zk.restart().expect("server back");
+    let back = Instant::now();
+
+    // Suspended when the connection dropped, then lost with the session.
+    let deadline = Instant::now() + bound;
+    let mut state = guard.state();
+    while !matches!(state, HoldState::Lost(_)) && Instant::now() < deadline {
+        state = guard.wait_change(state, deadline.saturating_duration_since(Instant::now()));
+    }
+    assert_eq!(state, HoldState::Lost(LostReason::SessionExpired));
+    assert!(!guard.is_held());
+    drop(guard);
+    let (t1, waiter_generation) = waiting.join().expect("waiter");
+    eprintln!(
+        "waiter holds {:?} after the server returned (token {t1} > {t0})",
+        back.elapsed()
+    );
+    assert!(t1 > t0, "token {t1} after {t0}");
+    assert!(waiter_generation >= 1, "the waiter's session was renewed");
+    let again = lock
+        .acquire(Some(Duration::from_secs(5)))
+        .expect("the holder's handle takes the lock again");
+    assert!(again.token() > t1, "token {} after {t1}", again.token());
+    assert!(holder.generation() >= 1, "the holder's session was renewed");
+    again.release().unwrap();
+
+    let second = DoubleBarrier::new(&holder, "/test/outage-barrier", 2).unwrap();
+    let entered = second
+        .enter(b"second", Some(bound))
+        .expect("the second party enters");
+    entered.leave(Some(bound)).expect("the second party leaves");
+    assert!(entering.join().expect("first party") >= 1);
 }
