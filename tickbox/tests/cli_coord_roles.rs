@@ -320,7 +320,10 @@ fn record_elect_follower_takes_over_after_kill_9_and_records_the_handover() {
     let log_b = tickbox_coord::HandoverLog::beside(&journal_b)
         .read()
         .unwrap();
-    assert_eq!(log_b.len(), 1, "{log_b:?}");
+    // Its election, and its resignation when SIGINT ended its run.
+    assert_eq!(log_b.len(), 2, "{log_b:?}");
+    assert_eq!(log_b[1]["event"], "resigned", "{log_b:?}");
+    assert_eq!(log_b[1]["token"], token_b, "{log_b:?}");
     let h = &log_b[0];
     assert_eq!(h["token"], token_b);
     assert_eq!(h["previous"]["token"], token_a, "{h}");
@@ -622,8 +625,9 @@ fn record_elect_leads_again_after_whole_ensemble_outage() {
     assert!(info.contains("leader lost"), "{info}");
     assert!(info.contains("candidate     rejoined"), "{info}");
     // No two recorders canonical at once, by their own leadership logs: a recorder's canonical span runs from
-    // an election (`at_ns`) to the loss of that leadership (`until_ns`, when its connection dropped) or to the
-    // end of its run; the two recorders' spans must not overlap.
+    // an election (`at_ns`) to the loss of that leadership (`until_ns`, when its connection dropped) or to its
+    // resignation when its run ended (the other one may be elected then); the two recorders' spans must not
+    // overlap, and every span is closed.
     let spans = |journal: &Path| -> Vec<(u64, u64)> {
         let log = tickbox_coord::HandoverLog::beside(journal).read().unwrap();
         let mut spans = Vec::new();
@@ -634,7 +638,7 @@ fn record_elect_leads_again_after_whole_ensemble_outage() {
                     assert!(open.is_none(), "elected while leading: {log:?}");
                     open = Some(e["at_ns"].as_u64().expect("at_ns"));
                 }
-                Some("lost") => {
+                Some("lost" | "resigned") => {
                     let from = open.take().expect("a loss follows an election");
                     let until = e["until_ns"].as_u64().expect("until_ns");
                     assert!(from <= until, "{log:?}");
@@ -648,16 +652,15 @@ fn record_elect_leads_again_after_whole_ensemble_outage() {
     };
     let (spans_a, spans_b) = (spans(&journals[0]), spans(&journals[1]));
     eprintln!("canonical spans (ns): a {spans_a:?}, b {spans_b:?}");
-    // a led before the outage and lost it; whoever won after it is canonical to the end.
+    // a led before the outage; the winner led after it; nobody's leadership ended unlogged.
+    let led_after = [&spans_a, &spans_b][winner].len();
     assert!(
-        spans_a.first().is_some_and(|s| s.1 < u64::MAX),
-        "{spans_a:?}"
+        !spans_a.is_empty() && led_after > usize::from(winner == 0),
+        "{spans_a:?} {spans_b:?}"
     );
     assert!(
-        [&spans_a, &spans_b][winner]
-            .last()
-            .is_some_and(|s| s.1 == u64::MAX),
-        "{spans_a:?} {spans_b:?}"
+        spans_a.iter().chain(&spans_b).all(|s| s.1 < u64::MAX),
+        "a leadership without its end in the log: {spans_a:?} {spans_b:?}"
     );
     for x in &spans_a {
         for y in &spans_b {

@@ -125,6 +125,10 @@ pub(crate) fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCod
                             "leader lost   token {} ({}): canonical up to journal seq {}",
                             h["token"], h["reason"], h["until"]["last_journal_seq"]
                         ),
+                        Some("resigned") => println!(
+                            "leader ended  token {} (run stopped): canonical up to journal seq {}",
+                            h["token"], h["until"]["last_journal_seq"]
+                        ),
                         Some("rejoined") => println!(
                             "candidate     rejoined after {} ms out at journal seq {} (was leader: {})",
                             h["out_ms"], h["at"]["next_journal_seq"], h["was_leader"]

@@ -245,6 +245,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     if let Some(e) = elected.as_mut() {
         // The final position, so a successor starts from exactly where this leader stopped.
         e.tick(&stats, &journal);
+        e.resign(&stats, &journal);
     }
     status.publish(stats.status_json(&journal, &args.connect, "done", stats.rate()));
     // The status line goes before the summary, never under it.
@@ -334,6 +335,26 @@ impl Elected {
         if let Err(e) = self.log.append(&entry) {
             tracing::error!("cannot append to {}: {e}", self.log.path().display());
         }
+    }
+
+    /// The run ends: a leader's journal is canonical up to here, logged before the candidacy is dropped (which
+    /// gives the leadership up), so the successor's election always comes after this entry.
+    fn resign(&mut self, s: &RecordStats, journal: &str) {
+        let Some(token) = self.led.take() else {
+            return;
+        };
+        let (until, until_ns) = self
+            .suspended_at
+            .take()
+            .unwrap_or_else(|| (self.progress(s, journal), tickbox_wire::now_ns()));
+        tracing::info!("giving up the leadership (token {token}) as the run ends: this journal is canonical up to {until}");
+        self.append(serde_json::json!({
+            "event": "resigned",
+            "election": self.standing.election(),
+            "token": token,
+            "until": until,
+            "until_ns": until_ns,
+        }));
     }
 
     fn tick(&mut self, s: &RecordStats, journal: &str) {
