@@ -157,7 +157,22 @@ fn roles_recover_after_whole_ensemble_outage() {
         quorum.elapsed()
     );
     assert!(t1 > t0, "token {t1} after {t0}");
-    let events: Vec<ElectionEvent> = candidates[old].events().try_iter().collect();
+    // The old leader may still be rejoining when the other candidate already leads: read on (bounded) until
+    // it says it rejoined.
+    let mut events: Vec<ElectionEvent> = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !events
+        .iter()
+        .any(|e| matches!(e, ElectionEvent::Rejoined { .. }))
+    {
+        match candidates[old]
+            .events()
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+        {
+            Ok(e) => events.push(e),
+            Err(_) => break,
+        }
+    }
     assert!(events.contains(&ElectionEvent::Suspended), "{events:?}");
     assert!(
         events.contains(&ElectionEvent::Lost(
