@@ -84,11 +84,14 @@ impl Barrier {
     }
 
     /// Blocks while the barrier stands (returns at once when it is not raised).
+    /// A session that expires meanwhile is replaced and the wait goes on.
     pub fn wait(&self, timeout: Option<Duration>) -> Result<()> {
-        let zk = self.coord.client().clone();
-        let deadline = timeout.map(|t| Instant::now() + t);
-        self.coord
-            .block_on(wait_exists(&zk, &self.path, false, deadline, timeout))
+        self.coord.on_live_session(&self.path, timeout, |left| {
+            let zk = self.coord.client();
+            let deadline = left.map(|t| Instant::now() + t);
+            self.coord
+                .block_on(wait_exists(&zk, &self.path, false, deadline, timeout))
+        })
     }
 }
 
@@ -141,14 +144,27 @@ impl DoubleBarrier {
         self.enter_inner(id, timeout, Some(stop))
     }
 
+    /// Entering again on a new session after an expiry (the expired session's party node went with it).
     fn enter_inner(
         &self,
         id: &[u8],
         timeout: Option<Duration>,
         stop: Option<&AtomicBool>,
     ) -> Result<Entered> {
-        let zk = self.coord.client().clone();
-        let deadline = timeout.map(|t| Instant::now() + t);
+        self.coord.on_live_session(&self.dir, timeout, |left| {
+            self.enter_once(id, left, timeout, stop)
+        })
+    }
+
+    fn enter_once(
+        &self,
+        id: &[u8],
+        left: Option<Duration>,
+        timeout: Option<Duration>,
+        stop: Option<&AtomicBool>,
+    ) -> Result<Entered> {
+        let zk = self.coord.client();
+        let deadline = left.map(|t| Instant::now() + t);
         let guid = client::new_guid();
         let (dir, ready, parties) = (self.dir.clone(), self.ready_path(), self.parties);
         let own = self.coord.block_on(async {
@@ -249,11 +265,30 @@ impl Entered {
         self.leave_inner(timeout, Some(stop))
     }
 
+    /// After a session expiry the leave goes on on a new session: this party's node went with the old one, which
+    /// the leave rule treats as already deleted.
     fn leave_inner(mut self, timeout: Option<Duration>, stop: Option<&AtomicBool>) -> Result<()> {
         self.left = true;
+        let b = self.barrier.clone();
+        let res = b
+            .coord
+            .on_live_session(&b.dir, timeout, |left| self.leave_once(left, timeout, stop));
+        // Given up (timeout, interrupted): a lowest node left behind would hold every other party back.
+        if res.is_err() {
+            let _ = b.coord.delete(&logic::join(&b.dir, &self.own));
+        }
+        res
+    }
+
+    fn leave_once(
+        &self,
+        left: Option<Duration>,
+        timeout: Option<Duration>,
+        stop: Option<&AtomicBool>,
+    ) -> Result<()> {
         let b = &self.barrier;
-        let zk = b.coord.client().clone();
-        let deadline = timeout.map(|t| Instant::now() + t);
+        let zk = b.coord.client();
+        let deadline = left.map(|t| Instant::now() + t);
         let (dir, ready, own) = (b.dir.clone(), b.ready_path(), self.own.clone());
         let waiting = async move {
             loop {
@@ -279,17 +314,12 @@ impl Entered {
                 }
             }
         };
-        let res = b.coord.block_on(async {
+        b.coord.block_on(async {
             tokio::select! {
                 r = waiting => r,
                 _ = stopped(stop) => Err(CoordError::Interrupted),
             }
-        });
-        // Given up (timeout, interrupted): a lowest node left behind would hold every other party back.
-        if res.is_err() {
-            let _ = b.coord.delete(&logic::join(&b.dir, &self.own));
-        }
-        res
+        })
     }
 }
 

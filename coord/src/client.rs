@@ -98,19 +98,103 @@ pub struct TreeEvent {
     pub session: SessionStatus,
 }
 
+/// The ensemble connection a [`Coord`] and its recipes' tasks share: one live ZooKeeper session at a time. A
+/// session that expired (the server dropped it, or this client gave up on it after an outage longer than the
+/// session timeout) is replaced by a new one on demand ([`Session::renew`]), so that every role can take its
+/// place again after an outage of any length; the generation number tells one session from the next.
+pub(crate) struct Session {
+    /// The live session and its generation; `None` once the handle is closed.
+    current: std::sync::Mutex<Option<(u64, zk::Client)>>,
+    /// Held while a new session is being established, so that concurrent renewers make one, not several.
+    renewing: tokio::sync::Mutex<()>,
+    hosts: String,
+    opts: CoordOptions,
+}
+
+impl Session {
+    /// The live session and its generation (`Closed` once the handle is dropped).
+    pub(crate) fn current(&self) -> Result<(u64, zk::Client)> {
+        self.current
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+            .ok_or(CoordError::Closed)
+    }
+
+    fn take(&self) -> Option<zk::Client> {
+        self.current
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+            .map(|(_, c)| c)
+    }
+
+    /// A live session newer than generation `expired`: the current one when another caller already renewed it
+    /// (or it is still alive), otherwise a new one, retried until the ensemble answers (an outage can last any
+    /// time; the caller's task is aborted when its owner goes). Errors only when the handle was closed.
+    pub(crate) async fn renew(&self, expired: u64) -> Result<(u64, zk::Client)> {
+        let _one = self.renewing.lock().await;
+        let (generation, client) = self.current()?;
+        if generation != expired || !client.state().is_terminated() {
+            return Ok((generation, client));
+        }
+        let lost = std::time::Instant::now();
+        tracing::warn!(hosts = %self.hosts, session = %client.session_id(), state = %client.state(), "zookeeper session ended: establishing a new one");
+        let mut pause = Duration::from_millis(100);
+        let mut attempts = 0u64;
+        loop {
+            attempts += 1;
+            let connector = zk::Client::connector()
+                .with_session_timeout(self.opts.session_timeout)
+                .with_fail_eagerly();
+            match tokio::time::timeout(self.opts.connect_timeout, connector.connect(&self.hosts))
+                .await
+            {
+                Ok(Ok(fresh)) => {
+                    let mut cur = self.current.lock().unwrap_or_else(|p| p.into_inner());
+                    if cur.is_none() {
+                        return Err(CoordError::Closed);
+                    }
+                    let generation = generation + 1;
+                    *cur = Some((generation, fresh.clone()));
+                    tracing::info!(
+                        hosts = %self.hosts,
+                        session = %fresh.session_id(),
+                        generation,
+                        attempts,
+                        without_ms = lost.elapsed().as_millis() as u64,
+                        "zookeeper session re-established"
+                    );
+                    return Ok((generation, fresh));
+                }
+                Ok(Err(e)) => tracing::debug!(attempts, error = %e, "zookeeper not reachable yet"),
+                Err(_) => tracing::debug!(attempts, "zookeeper connect timed out"),
+            }
+            if self
+                .current
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .is_none()
+            {
+                return Err(CoordError::Closed);
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_secs(1));
+        }
+    }
+}
+
 pub(crate) struct Inner {
-    // Taken out first by `Drop for Inner`, which closes the session explicitly before the runtime goes.
-    pub(crate) client: Option<zk::Client>,
+    pub(crate) session: Arc<Session>,
+    // Dropped after the session is closed (see `Drop for Inner`).
     pub(crate) rt: Runtime,
-    pub(crate) hosts: String,
-    pub(crate) opts: CoordOptions,
 }
 
 impl Drop for Inner {
     fn drop(&mut self) {
         // Close the session so that its ephemeral nodes go now rather than a session timeout later. The close
         // is sent when the last client clone is dropped; wait (bounded) for the session to report it.
-        if let Some(client) = self.client.take() {
+        if let Some(client) = self.session.take() {
             let mut states = client.state_watcher();
             drop(client);
             let _ = self.rt.block_on(async {
@@ -139,7 +223,7 @@ pub struct Coord {
 impl std::fmt::Debug for Coord {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Coord")
-            .field("hosts", &self.inner.hosts)
+            .field("hosts", &self.inner.session.hosts)
             .field("session", &self.session_id())
             .finish()
     }
@@ -168,21 +252,91 @@ impl Coord {
         tracing::debug!(hosts, session = %client.session_id(), timeout = ?client.session_timeout(), "zookeeper session");
         Ok(Coord {
             inner: Arc::new(Inner {
-                client: Some(client),
+                session: Arc::new(Session {
+                    current: std::sync::Mutex::new(Some((0, client))),
+                    renewing: tokio::sync::Mutex::new(()),
+                    hosts: hosts.to_owned(),
+                    opts: opts.clone(),
+                }),
                 rt,
-                hosts: hosts.to_owned(),
-                opts: opts.clone(),
             }),
         })
     }
 
-    /// The underlying async client, for operations the recipes do not wrap.
-    pub fn client(&self) -> &zk::Client {
-        // Only `Drop` takes it out.
+    /// The underlying async client of the current session, for operations the recipes do not wrap. After
+    /// [`Coord::renew`] (or a recipe's own recovery) this is a different session.
+    pub fn client(&self) -> zk::Client {
+        // Only `Drop for Inner` takes it out, and `self` keeps `Inner` alive.
         self.inner
-            .client
-            .as_ref()
-            .expect("client present until drop")
+            .session
+            .current()
+            .map(|(_, c)| c)
+            .expect("session present until drop")
+    }
+
+    pub(crate) fn session(&self) -> Arc<Session> {
+        self.inner.session.clone()
+    }
+
+    /// Makes sure the handle has a live session: when the current one expired (an outage longer than the
+    /// session timeout), establishes a new one, retrying for at most `within`. What the old session held (locks,
+    /// leaderships, memberships) is gone; the recipes that keep a role ([`crate::Candidate`],
+    /// [`crate::ShardMember`], the barriers) take their place again on their own.
+    pub fn renew(&self, within: Duration) -> Result<()> {
+        let session = self.session();
+        let (generation, client) = session.current()?;
+        if !client.state().is_terminated() {
+            return Ok(());
+        }
+        self.block_on(async move {
+            tokio::time::timeout(within, session.renew(generation))
+                .await
+                .map_err(|_| CoordError::Timeout(within))?
+                .map(|_| ())
+        })
+    }
+
+    /// Runs one whole recipe step (`op`, given the time left) on the current session; when it fails because the
+    /// session expired (an outage longer than the session timeout), establishes a new session and runs the step
+    /// again from the start, all within `timeout` (`None`: no limit). For steps that hold nothing yet when
+    /// they fail (waiting for a lock, for a barrier): a holding already granted is never re-taken behind its
+    /// holder's back; its guard reports it lost.
+    pub(crate) fn on_live_session<T>(
+        &self,
+        what: &str,
+        timeout: Option<Duration>,
+        mut op: impl FnMut(Option<Duration>) -> Result<T>,
+    ) -> Result<T> {
+        let deadline = timeout.map(|t| std::time::Instant::now() + t);
+        let left = || deadline.map(|d| d.saturating_duration_since(std::time::Instant::now()));
+        loop {
+            match op(left()) {
+                Err(e) if self.status() == SessionStatus::Expired => {
+                    tracing::warn!(what, error = %e, "zookeeper session expired: starting again on a new session");
+                    let session = self.session();
+                    let (generation, _) = session.current()?;
+                    let renewed = self.block_on(async move {
+                        match left() {
+                            Some(t) => tokio::time::timeout(t, session.renew(generation))
+                                .await
+                                .map_err(|_| CoordError::Timeout(timeout.unwrap_or_default()))?,
+                            None => session.renew(generation).await,
+                        }
+                    })?;
+                    tracing::info!(
+                        what,
+                        generation = renewed.0,
+                        "back on a new zookeeper session"
+                    );
+                }
+                r => return r,
+            }
+        }
+    }
+
+    /// How many times this handle's session was replaced after expiring (0 for the first session).
+    pub fn generation(&self) -> u64 {
+        self.inner.session.current().map_or(0, |(g, _)| g)
     }
 
     /// Runs a future on this handle's runtime, blocking the caller.
@@ -200,7 +354,7 @@ impl Coord {
 
     /// The ensemble this handle connected to.
     pub fn hosts(&self) -> &str {
-        &self.inner.hosts
+        &self.inner.session.hosts
     }
 
     /// The session id (as the server prints it, e.g. in `ephemeralOwner`).
@@ -221,7 +375,7 @@ impl Coord {
     /// Creates `path` and its missing ancestors as persistent nodes (`mkdir -p`).
     pub fn ensure_path(&self, path: &str) -> Result<()> {
         check(path)?;
-        let client = self.client().clone();
+        let client = self.client();
         self.block_on(async move { ensure_path(&client, path).await })
     }
 
@@ -288,7 +442,7 @@ impl Coord {
     /// A new session to the same ensemble with the same options: what a holder does after
     /// [`SessionStatus::Expired`] to take part again.
     pub fn reconnect(&self) -> Result<Coord> {
-        Coord::connect_with(&self.inner.hosts, &self.inner.opts)
+        Coord::connect_with(&self.inner.session.hosts, &self.inner.session.opts)
     }
 }
 

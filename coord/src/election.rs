@@ -8,7 +8,9 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use zookeeper_client as zk;
 
-use crate::client::{self, check, create_guid_node, delete_quietly, retry_read, SessionStatus};
+use crate::client::{
+    self, check, create_guid_node, delete_quietly, retry_read, Session, SessionStatus,
+};
 use crate::hold::{self, HoldState, LostReason};
 use crate::logic::{self, SeqNode, Turn};
 use crate::{Coord, CoordError, Result};
@@ -26,9 +28,18 @@ pub enum ElectionEvent {
     Suspended,
     /// Reconnected within the session, own node re-checked: still the leader.
     Resumed,
-    /// No longer leader (or candidate), for good: the session expired, the node was deleted, or it resigned.
-    /// To stand again, campaign again (on a new [`Coord`] after a session expiry).
+    /// No longer leader (or candidate). After `Lost(SessionExpired)` the candidate stands again by itself as
+    /// soon as a new session is established (`Rejoined` follows); any other reason (node deleted, closed,
+    /// resigned) is for good.
     Lost(LostReason),
+    /// Back in the election as a candidate on a new session, after `Lost(SessionExpired)`; `Elected` follows
+    /// when its turn comes. `was_leader` carries the token it led with when the expired session was leading.
+    Rejoined {
+        /// The token of the leadership the expired session held, if it was leading.
+        was_leader: Option<u64>,
+        /// How long the candidate was out (from the loss being noticed to the new node).
+        out_for: Duration,
+    },
 }
 
 /// The leadership state as last known, readable without consuming events.
@@ -69,7 +80,8 @@ impl Election {
     /// Stands as a candidate; `id` (e.g. host and pid, or an endpoint) is stored in the node for
     /// [`Election::leader`] to show. Returns at once; follow [`Candidate::events`].
     pub fn campaign(&self, id: &[u8]) -> Result<Candidate> {
-        let zk = self.coord.client().clone();
+        let session = self.coord.session();
+        let (generation, zk) = session.current()?;
         let guid = client::new_guid();
         let dir = self.dir.clone();
         let own = self.coord.block_on(async {
@@ -85,12 +97,23 @@ impl Election {
         })?;
         let (ev_tx, ev_rx) = crossbeam_channel::unbounded();
         let (st_tx, st_rx) = watch::channel(Leadership::Follower);
-        let task = self
-            .coord
-            .spawn(campaign(zk, dir, own.clone(), ev_tx, st_tx));
+        let path = Arc::new(std::sync::Mutex::new(logic::join(&self.dir, &own)));
+        let task = self.coord.spawn(campaign(
+            Place {
+                session,
+                generation,
+                zk,
+                dir,
+                own,
+                id: id.to_vec(),
+                path: path.clone(),
+            },
+            ev_tx,
+            st_tx,
+        ));
         Ok(Candidate {
             coord: self.coord.clone(),
-            path: logic::join(&self.dir, &own),
+            path,
             events: ev_rx,
             state: st_rx,
             task,
@@ -117,7 +140,8 @@ impl Election {
 #[derive(Debug)]
 pub struct Candidate {
     coord: Coord,
-    path: String,
+    /// The current node (a new one after each rejoin).
+    path: Arc<std::sync::Mutex<String>>,
     events: crossbeam_channel::Receiver<ElectionEvent>,
     state: watch::Receiver<Leadership>,
     task: tokio::task::JoinHandle<()>,
@@ -135,14 +159,17 @@ impl Candidate {
         *self.state.borrow()
     }
 
-    /// True while leading with a connected session.
+    /// True while leading with a connected session. The session state is read from the client itself as well
+    /// as from the leadership's monitor, so that a dropped connection ends the claim at once, not when the
+    /// monitor task gets to run.
     pub fn is_leader(&self) -> bool {
         matches!(self.leadership(), Leadership::Leader { state, .. } if state.is_held())
+            && self.coord.status() == SessionStatus::Connected
     }
 
-    /// This candidate's node.
-    pub fn path(&self) -> &str {
-        &self.path
+    /// This candidate's node (a new one after each rejoin).
+    pub fn path(&self) -> String {
+        self.path.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// Blocks until this candidate leads (returns its token) or `timeout` passes; consumes events up to then.
@@ -152,6 +179,8 @@ impl Candidate {
             let left = deadline.saturating_duration_since(Instant::now());
             match self.events.recv_timeout(left) {
                 Ok(ElectionEvent::Elected { token }) => return Ok(token),
+                // An expired session stands again by itself: keep waiting.
+                Ok(ElectionEvent::Lost(LostReason::SessionExpired)) => continue,
                 Ok(ElectionEvent::Lost(r)) => return Err(CoordError::Lost(r)),
                 Ok(_) => continue,
                 Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
@@ -174,8 +203,8 @@ impl Candidate {
             return Ok(());
         }
         self.task.abort();
-        let zk = self.coord.client().clone();
-        let path = self.path.clone();
+        let zk = self.coord.client();
+        let path = self.path();
         self.coord
             .block_on(async move { delete_quietly(&zk, &path).await })
     }
@@ -184,25 +213,100 @@ impl Candidate {
 impl Drop for Candidate {
     fn drop(&mut self) {
         if let Err(e) = self.resign_inner() {
-            tracing::debug!(path = %self.path, error = %e, "resign on drop");
+            tracing::debug!(path = %self.path(), error = %e, "resign on drop");
         }
     }
 }
 
-async fn campaign(
+/// One candidacy's place: the session it stands on and its node.
+struct Place {
+    session: Arc<Session>,
+    generation: u64,
     zk: zk::Client,
     dir: String,
     own: String,
+    id: Vec<u8>,
+    path: Arc<std::sync::Mutex<String>>,
+}
+
+async fn campaign(
+    mut place: Place,
     events: crossbeam_channel::Sender<ElectionEvent>,
     state: watch::Sender<Leadership>,
 ) {
-    let lost = |r: LostReason| {
-        state.send_replace(Leadership::Lost(r));
-        let _ = events.send(ElectionEvent::Lost(r));
-    };
-    let token = match wait_turn(&zk, &dir, &own).await {
+    loop {
+        let (reason, led) = candidacy(&place, &events, &state).await;
+        state.send_replace(Leadership::Lost(reason));
+        let _ = events.send(ElectionEvent::Lost(reason));
+        if reason != LostReason::SessionExpired {
+            return;
+        }
+        let out_since = Instant::now();
+        tracing::warn!(election = %place.dir, node = %place.own, was_leader = ?led, "session expired: out of the election until a new session is established");
+        let old = logic::join(&place.dir, &place.own);
+        if !rejoin(&mut place).await {
+            return;
+        }
+        // The old node may outlive its session by up to one session timeout (a restarted ensemble gives every
+        // session it recovers a fresh timeout). This candidate stopped acting on it when the connection
+        // dropped, so deleting it is safe, and it no longer holds up everyone queued behind it.
+        if let Err(e) = delete_quietly(&place.zk, &old).await {
+            tracing::debug!(node = %old, error = %e, "deleting the expired session's node");
+        }
+        *place.path.lock().unwrap_or_else(|p| p.into_inner()) = logic::join(&place.dir, &place.own);
+        state.send_replace(Leadership::Follower);
+        let out_for = out_since.elapsed();
+        tracing::info!(election = %place.dir, node = %place.own, was_leader = ?led, out_ms = out_for.as_millis() as u64, "back in the election as a candidate");
+        let _ = events.send(ElectionEvent::Rejoined {
+            was_leader: led,
+            out_for,
+        });
+    }
+}
+
+/// Stands again on a renewed session (retrying through further expiries); false when the handle was closed.
+async fn rejoin(place: &mut Place) -> bool {
+    loop {
+        let (generation, zk) = match place.session.renew(place.generation).await {
+            Ok(s) => s,
+            Err(_) => return false,
+        };
+        (place.generation, place.zk) = (generation, zk);
+        let guid = client::new_guid();
+        match create_guid_node(
+            &place.zk,
+            &place.dir,
+            "n",
+            &guid,
+            &place.id,
+            zk::CreateMode::EphemeralSequential,
+        )
+        .await
+        {
+            Ok(own) => {
+                place.own = own;
+                return true;
+            }
+            Err(CoordError::SessionExpired) => continue,
+            Err(CoordError::Closed) => return false,
+            Err(e) => {
+                tracing::warn!(election = %place.dir, error = %e, "standing again");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    }
+}
+
+/// Runs one candidacy (one node on one session) to its end: the reason, and the token when it was leading.
+async fn candidacy(
+    place: &Place,
+    events: &crossbeam_channel::Sender<ElectionEvent>,
+    state: &watch::Sender<Leadership>,
+) -> (LostReason, Option<u64>) {
+    let (zk, dir, own) = (&place.zk, &place.dir, &place.own);
+    let token = match wait_turn(zk, dir, own).await {
         Ok(token) => token,
-        Err(r) => return lost(r),
+        Err(r) => return (r, None),
     };
     tracing::info!(election = %dir, token, "elected leader");
     state.send_replace(Leadership::Leader {
@@ -213,7 +317,7 @@ async fn campaign(
     // Leading: follow the own node and the session exactly as any holder does.
     let (tx, mut rx) = watch::channel(HoldState::Held);
     let tx = Arc::new(tx);
-    let mon = hold::monitor(zk.clone(), logic::join(&dir, &own), tx.clone());
+    let mon = hold::monitor(zk.clone(), logic::join(dir, own), tx.clone());
     drop(tx);
     let forward = async {
         let mut last = HoldState::Held;
@@ -222,28 +326,30 @@ async fn campaign(
             if now == last {
                 continue;
             }
-            state.send_replace(match now {
-                HoldState::Lost(r) => Leadership::Lost(r),
-                s => Leadership::Leader { token, state: s },
-            });
+            if let HoldState::Lost(r) = now {
+                return r;
+            }
+            state.send_replace(Leadership::Leader { token, state: now });
             let ev = match now {
                 HoldState::Held | HoldState::RevokeRequested if last == HoldState::Suspended => {
                     Some(ElectionEvent::Resumed)
                 }
                 HoldState::Suspended => Some(ElectionEvent::Suspended),
-                HoldState::Lost(r) => Some(ElectionEvent::Lost(r)),
                 _ => None,
             };
             if let Some(ev) = ev {
                 let _ = events.send(ev);
             }
             last = now;
-            if matches!(now, HoldState::Lost(_)) {
-                break;
-            }
+        }
+        // The monitor ended without a verdict: judge by the session.
+        match SessionStatus::from_zk(zk.state()) {
+            SessionStatus::Expired => LostReason::SessionExpired,
+            _ => LostReason::Closed,
         }
     };
-    tokio::join!(mon, forward);
+    let (_, reason) = tokio::join!(mon, forward);
+    (reason, Some(token))
 }
 
 /// Waits until `own` is the lowest node. Errors say why the candidacy ended.

@@ -61,7 +61,7 @@ impl Holding {
     pub(crate) fn start(coord: &Coord, path: String, token: u64) -> Holding {
         let (tx, rx) = watch::channel(HoldState::Held);
         let tx = std::sync::Arc::new(tx);
-        let monitor = coord.spawn(monitor(coord.client().clone(), path.clone(), tx.clone()));
+        let monitor = coord.spawn(monitor(coord.client(), path.clone(), tx.clone()));
         Holding {
             coord: coord.clone(),
             path,
@@ -125,7 +125,7 @@ impl Holding {
         }
         self.monitor.abort();
         self.tx.send_replace(HoldState::Lost(LostReason::Released));
-        let client = self.coord.client().clone();
+        let client = self.coord.client();
         let path = self.path.clone();
         self.coord
             .block_on(async move { crate::client::delete_quietly(&client, &path).await })

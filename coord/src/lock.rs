@@ -125,19 +125,22 @@ impl Lock {
     }
 
     /// Waits for the lock (forever when `timeout` is `None`).
+    /// A session that expires while it waits is replaced and the wait goes on (queued again at the tail).
     pub fn acquire(&self, timeout: Option<Duration>) -> Result<LockGuard> {
-        let zk = self.coord.client().clone();
-        let (own, token) = self.coord.block_on(contend(
-            &zk,
-            &client::new_guid(),
-            &self.dir,
-            "lock",
-            &["lock"],
-            b"",
-            logic::exclusive_turn,
-            timeout,
-            &self.wakeups,
-        ))?;
+        let (own, token) = self.coord.on_live_session(&self.dir, timeout, |left| {
+            let zk = self.coord.client();
+            self.coord.block_on(contend(
+                &zk,
+                &client::new_guid(),
+                &self.dir,
+                "lock",
+                &["lock"],
+                b"",
+                logic::exclusive_turn,
+                left,
+                &self.wakeups,
+            ))
+        })?;
         tracing::debug!(dir = %self.dir, token, "lock acquired");
         Ok(Holding::start(
             &self.coord,
@@ -205,18 +208,20 @@ impl SharedLock {
 
     /// Waits for a hold of the given access.
     pub fn acquire(&self, access: Access, timeout: Option<Duration>) -> Result<LockGuard> {
-        let zk = self.coord.client().clone();
-        let (own, token) = self.coord.block_on(contend(
-            &zk,
-            &client::new_guid(),
-            &self.dir,
-            access.kind(),
-            &["read", "write"],
-            b"",
-            |nodes, own| logic::shared_turn(nodes, own, access),
-            timeout,
-            &self.wakeups,
-        ))?;
+        let (own, token) = self.coord.on_live_session(&self.dir, timeout, |left| {
+            let zk = self.coord.client();
+            self.coord.block_on(contend(
+                &zk,
+                &client::new_guid(),
+                &self.dir,
+                access.kind(),
+                &["read", "write"],
+                b"",
+                |nodes, own| logic::shared_turn(nodes, own, access),
+                left,
+                &self.wakeups,
+            ))
+        })?;
         Ok(Holding::start(
             &self.coord,
             logic::join(&self.dir, &own),

@@ -40,31 +40,17 @@ impl Group {
                 reason: "member name contains '/'",
             });
         }
-        let zk = self.coord.client().clone();
-        let me = self.coord.session_id();
+        let zk = self.coord.client();
         let p = path.clone();
-        let czxid = self.coord.block_on(async move {
-            let opts = zk::CreateMode::Ephemeral.with_acls(zk::Acls::anyone_all());
-            loop {
-                match zk.create(&p, data, &opts).await {
-                    Ok((stat, _)) => return Ok(stat.czxid),
-                    Err(e) if e == zk::Error::NodeExists || client::transient(&e) => {
-                        if SessionStatus::from_zk(zk.state()) != SessionStatus::Connected {
-                            client::await_connected(&zk).await?;
-                        }
-                        match zk.check_stat(&p).await {
-                            Ok(Some(stat)) if stat.ephemeral_owner == me => return Ok(stat.czxid),
-                            Ok(Some(_)) => return Err(CoordError::MemberExists(p.clone())),
-                            Ok(None) => continue,
-                            Err(e) if client::transient(&e) => continue,
-                            Err(e) => return Err(e.into()),
-                        }
-                    }
-                    Err(e) => return Err(e.into()),
-                }
-            }
-        })?;
+        let czxid = self
+            .coord
+            .block_on(async move { create_member(&zk, &p, data, &[]).await })?;
         Ok(Holding::start(&self.coord, path, czxid as u64))
+    }
+
+    /// The directory.
+    pub fn dir(&self) -> &str {
+        &self.dir
     }
 
     /// Current members, sorted.
@@ -74,7 +60,7 @@ impl Group {
 
     /// Blocks until the membership differs from `known` (or `timeout` passes) and returns it.
     pub fn wait_change(&self, known: &[String], timeout: Duration) -> Result<Vec<String>> {
-        let zk = self.coord.client().clone();
+        let zk = self.coord.client();
         let deadline = Instant::now() + timeout;
         let dir = self.dir.clone();
         self.coord.block_on(async move {
@@ -99,5 +85,41 @@ impl Group {
                 }
             }
         })
+    }
+}
+
+/// Creates the ephemeral member node `path` on `zk`'s session and returns its creation zxid. A node of that name
+/// left by this very session (a create whose reply was lost) is adopted; one left by a session in `stale` (this
+/// member's own expired sessions, which a restarted ensemble keeps for up to a session timeout) is deleted and
+/// created again; one owned by any other session is [`CoordError::MemberExists`].
+pub(crate) async fn create_member(
+    zk: &zk::Client,
+    path: &str,
+    data: &[u8],
+    stale: &[i64],
+) -> Result<i64> {
+    let me = zk.session_id().0;
+    let opts = zk::CreateMode::Ephemeral.with_acls(zk::Acls::anyone_all());
+    loop {
+        match zk.create(path, data, &opts).await {
+            Ok((stat, _)) => return Ok(stat.czxid),
+            Err(e) if e == zk::Error::NodeExists || client::transient(&e) => {
+                if SessionStatus::from_zk(zk.state()) != SessionStatus::Connected {
+                    client::await_connected(zk).await?;
+                }
+                match zk.check_stat(path).await {
+                    Ok(Some(stat)) if stat.ephemeral_owner == me => return Ok(stat.czxid),
+                    Ok(Some(stat)) if stale.contains(&stat.ephemeral_owner) => {
+                        tracing::debug!(member = %path, "deleting the node of this member's expired session");
+                        client::delete_quietly(zk, path).await?;
+                    }
+                    Ok(Some(_)) => return Err(CoordError::MemberExists(path.to_owned())),
+                    Ok(None) => continue,
+                    Err(e) if client::transient(&e) => continue,
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            Err(e) => return Err(e.into()),
+        }
     }
 }

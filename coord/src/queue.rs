@@ -40,7 +40,7 @@ impl Queue {
     /// Appends an item with a priority (0 is served first). Across a connection loss the item is created
     /// exactly once: its GUID finds it if the lost create had succeeded.
     pub fn put_with_priority(&self, data: &[u8], priority: u8) -> Result<String> {
-        let zk = self.coord.client().clone();
+        let zk = self.coord.client();
         let guid = client::new_guid();
         let prefix = logic::join(&self.dir, &logic::queue_item_prefix(priority, &guid));
         let dir = self.dir.clone();
@@ -77,7 +77,7 @@ impl Queue {
     /// A connection loss during the claiming delete leaves it unknown whether the claim succeeded; the item is
     /// then returned (at-least-once: another consumer may have taken it too).
     pub fn take(&self, timeout: Option<Duration>) -> Result<Option<Vec<u8>>> {
-        let zk = self.coord.client().clone();
+        let zk = self.coord.client();
         let deadline = timeout.map(|t| Instant::now() + t);
         let dir = self.dir.clone();
         self.coord.block_on(async move {

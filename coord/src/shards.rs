@@ -4,6 +4,11 @@
 //! the next member queued on it (herd-free). A member that holds more than its fair share
 //! (`ceil(shards / members)`) hands the surplus back: it releases and queues again at the tail, so the shard moves
 //! along its queue to a member that is short.
+//!
+//! A member whose session expires (an outage longer than the session timeout) loses every shard it owned
+//! (`Lost { reason: SessionExpired }`: stop consuming), then takes its place again on a new session: it joins
+//! `members` again and queues on every shard again, deleting the nodes its expired session left (a restarted
+//! ensemble keeps them for up to a session timeout) so that they hold up nobody.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -12,12 +17,14 @@ use std::sync::Arc;
 use tokio::sync::watch;
 use zookeeper_client as zk;
 
-use crate::client::{self, check, SessionStatus};
-use crate::hold::{self, HoldState, Holding, LostReason};
+use std::time::Duration;
+
+use crate::client::{self, check, Session, SessionStatus};
+use crate::hold::{self, HoldState, LostReason};
 use crate::lock::contend;
 use crate::logic;
-use crate::membership::Group;
-use crate::{Coord, Result};
+use crate::membership::{create_member, Group};
+use crate::{Coord, CoordError, Result};
 
 /// What a shard member is told, in order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,7 +81,18 @@ impl Shards {
     /// Joins as `member` and starts contending for every shard. Follow [`ShardMember::events`].
     pub fn join(&self, member: &str) -> Result<ShardMember> {
         let group = Group::new(&self.coord, &logic::join(&self.dir, "members"))?;
-        let membership = group.join(member, b"")?;
+        let member_path = logic::join(group.dir(), member);
+        check(&member_path)?;
+        if member.contains('/') {
+            return Err(CoordError::InvalidPath {
+                path: member_path,
+                reason: "member name contains '/'",
+            });
+        }
+        let session = self.coord.session();
+        let (generation, zk) = session.current()?;
+        self.coord
+            .block_on(create_member(&zk, &member_path, b"", &[]))?;
         let (tx, rx) = crossbeam_channel::unbounded();
         let guid = client::new_guid();
         let shared = Arc::new(Shared {
@@ -83,15 +101,19 @@ impl Shards {
             wakeups: AtomicU64::new(0),
         });
         let mut tasks = Vec::new();
+        tasks.push(self.coord.spawn(keep_member(
+            Renewal::new(session.clone(), generation, zk.clone()),
+            member_path.clone(),
+        )));
         tasks.push(self.coord.spawn(fair_share(
-            self.coord.client().clone(),
+            Renewal::new(session.clone(), generation, zk.clone()),
             logic::join(&self.dir, "members"),
             self.count,
             shared.clone(),
         )));
         for shard in 0..self.count {
             tasks.push(self.coord.spawn(own_shard(
-                self.coord.client().clone(),
+                Renewal::new(session.clone(), generation, zk.clone()),
                 guid.clone(),
                 logic::join(&logic::join(&self.dir, "shards"), &shard.to_string()),
                 shard,
@@ -105,7 +127,7 @@ impl Shards {
             dir: self.dir.clone(),
             count: self.count,
             guid,
-            _membership: membership,
+            member_path,
             events: rx,
             tasks,
             shared,
@@ -144,7 +166,7 @@ pub struct ShardMember {
     dir: String,
     count: u32,
     guid: String,
-    _membership: Holding,
+    member_path: String,
     events: crossbeam_channel::Receiver<ShardEvent>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
     shared: Arc<Shared>,
@@ -175,6 +197,7 @@ impl Drop for ShardMember {
         for t in &self.tasks {
             t.abort();
         }
+        let _ = self.coord.delete(&self.member_path);
         // Delete every node of this member, held or queued: a queued node left behind would receive a shard
         // that nobody consumes until the session ends.
         for shard in 0..self.count {
@@ -191,13 +214,98 @@ impl Drop for ShardMember {
     }
 }
 
-/// Follows the membership and publishes the fair share; wakes owners to hand back surplus.
-async fn fair_share(zk: zk::Client, members_dir: String, count: u32, shared: Arc<Shared>) {
+/// A task's session, renewed when it expires.
+struct Renewal {
+    session: Arc<Session>,
+    generation: u64,
+    zk: zk::Client,
+    /// This task's own expired sessions, whose leftover nodes it may delete.
+    expired: Vec<i64>,
+}
+
+impl Renewal {
+    fn new(session: Arc<Session>, generation: u64, zk: zk::Client) -> Renewal {
+        Renewal {
+            session,
+            generation,
+            zk,
+            expired: Vec::new(),
+        }
+    }
+
+    fn expired_now(&self) -> bool {
+        SessionStatus::from_zk(self.zk.state()) == SessionStatus::Expired
+    }
+
+    /// Moves to a live session after this one expired; false when the handle was closed.
+    async fn renew(&mut self) -> bool {
+        self.expired.push(self.zk.session_id().0);
+        match self.session.renew(self.generation).await {
+            Ok((generation, zk)) => {
+                (self.generation, self.zk) = (generation, zk);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+}
+
+/// Keeps the member node while the member lives: created again on a new session after an expiry.
+async fn keep_member(mut r: Renewal, path: String) {
     loop {
+        let (tx, rx) = watch::channel(HoldState::Held);
+        hold::monitor(r.zk.clone(), path.clone(), Arc::new(tx)).await;
+        let lost = *rx.borrow();
+        match lost {
+            HoldState::Lost(LostReason::SessionExpired) => {
+                tracing::warn!(member = %path, "group membership lost with the session: rejoining on a new one");
+                if !r.renew().await {
+                    return;
+                }
+            }
+            // Deleted by someone else: this member is still alive, so it is a member again.
+            HoldState::Lost(LostReason::NodeDeleted) => {}
+            _ => return,
+        }
+        loop {
+            match create_member(&r.zk, &path, b"", &r.expired).await {
+                Ok(_) => {
+                    tracing::info!(member = %path, "back in the group");
+                    break;
+                }
+                Err(_) if r.expired_now() => {
+                    if !r.renew().await {
+                        return;
+                    }
+                }
+                Err(CoordError::Closed) => return,
+                Err(e) => {
+                    // Most likely a node of an older expired session not yet gone: the server removes it
+                    // within a session timeout.
+                    tracing::debug!(member = %path, error = %e, "joining the group again");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+            }
+        }
+    }
+}
+
+/// Follows the membership and publishes the fair share; wakes owners to hand back surplus.
+async fn fair_share(mut r: Renewal, members_dir: String, count: u32, shared: Arc<Shared>) {
+    loop {
+        let zk = r.zk.clone();
         let (children, watcher) = match zk.list_and_watch_children(&members_dir).await {
             Ok(r) => r,
             Err(e) if client::transient(&e) => {
-                if client::await_connected(&zk).await.is_err() {
+                if client::await_connected(&zk).await.is_err()
+                    && !(r.expired_now() && r.renew().await)
+                {
+                    return;
+                }
+                continue;
+            }
+            Err(_) if r.expired_now() => {
+                if !r.renew().await {
                     return;
                 }
                 continue;
@@ -208,15 +316,37 @@ async fn fair_share(zk: zk::Client, members_dir: String, count: u32, shared: Arc
         let fair = (count as usize).div_ceil(n);
         shared.fair.send_replace(fair);
         let ev = watcher.changed().await;
-        if ev.event_type == zk::EventType::Session && ev.session_state.is_terminated() {
+        if ev.event_type == zk::EventType::Session
+            && ev.session_state.is_terminated()
+            && !(r.expired_now() && r.renew().await)
+        {
             return;
         }
     }
 }
 
+/// After an expiry: a live session, and none of this member's nodes of the expired one left in the shard's queue
+/// (this member stopped consuming the shard when it was told `Lost`, so they stand for nothing).
+async fn resume_shard(r: &mut Renewal, dir: &str, guid: &str, shard: u32) -> bool {
+    if !r.renew().await {
+        return false;
+    }
+    let zk = r.zk.clone();
+    if let Ok(children) = client::retry_read(&zk, || zk.list_children(dir)).await {
+        for n in logic::sorted_nodes(&children, &["lock"]) {
+            if n.guid == guid {
+                let _ = client::delete_quietly(&zk, &logic::join(dir, &n.name)).await;
+            }
+        }
+    }
+    tracing::info!(shard, "queued for the shard again on a new session");
+    true
+}
+
 /// Owns one shard: queue on its lock, hold it while held, hand it back when over the fair share, queue again.
+#[allow(clippy::too_many_arguments)]
 async fn own_shard(
-    zk: zk::Client,
+    mut r: Renewal,
     guid: String,
     dir: String,
     shard: u32,
@@ -225,6 +355,7 @@ async fn own_shard(
     shared: Arc<Shared>,
 ) {
     loop {
+        let zk = r.zk.clone();
         let (own, token) = match contend(
             &zk,
             &guid,
@@ -239,6 +370,13 @@ async fn own_shard(
         .await
         {
             Ok(r) => r,
+            Err(_) if r.expired_now() => {
+                if !resume_shard(&mut r, &dir, &guid, shard).await {
+                    return;
+                }
+                continue;
+            }
+            Err(CoordError::NodeVanished(_)) => continue,
             Err(_) => return,
         };
         let path = logic::join(&dir, &own);
@@ -294,17 +432,27 @@ async fn own_shard(
         match end {
             LostReason::Released => {
                 tracing::debug!(shard, "handing a surplus shard back");
-                if client::delete_quietly(&zk, &path).await.is_err() {
+                if client::delete_quietly(&zk, &path).await.is_err() && !r.expired_now() {
                     return;
                 }
             }
             LostReason::NodeDeleted => {}
+            LostReason::SessionExpired => {
+                tracing::warn!(shard, token, "shard lost with the session");
+                if !resume_shard(&mut r, &dir, &guid, shard).await {
+                    return;
+                }
+                continue;
+            }
             _ => return,
         }
         if SessionStatus::from_zk(zk.state()) != SessionStatus::Connected
             && client::await_connected(&zk).await.is_err()
         {
-            return;
+            // The session expired while handing back: queue again on a new one.
+            if !(r.expired_now() && resume_shard(&mut r, &dir, &guid, shard).await) {
+                return;
+            }
         }
         // Queue again, at the tail.
     }

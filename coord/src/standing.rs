@@ -87,8 +87,17 @@ pub enum StandingEvent {
     Suspended,
     /// Reconnected within the session, still the leader.
     Resumed,
-    /// Out of the election for good (session expired, node deleted, resigned).
+    /// Out of the election: stop acting as leader. After `Lost(SessionExpired)` the candidacy stands again
+    /// on a new session by itself (`Rejoined` follows); any other reason (node deleted, resigned) is for good.
     Lost(LostReason),
+    /// Back in the election as a candidate on a new session after the old one expired; `was_leader` is the
+    /// token this process led with before, when it was leading. `Elected` follows when its turn comes.
+    Rejoined {
+        /// The token of the leadership lost with the expired session, if it was leading.
+        was_leader: Option<u64>,
+        /// How long it was out of the election.
+        out_for: std::time::Duration,
+    },
 }
 
 /// A candidacy that records the leader's progress for its successor.
@@ -153,7 +162,23 @@ impl Standing {
                 self.token = None;
                 StandingEvent::Lost(r)
             }
+            ElectionEvent::Rejoined {
+                was_leader,
+                out_for,
+            } => {
+                // A new leadership starts from a fresh read of the progress node.
+                self.version = None;
+                StandingEvent::Rejoined {
+                    was_leader,
+                    out_for,
+                }
+            }
         })
+    }
+
+    /// The election directory.
+    pub fn election(&self) -> &str {
+        self.election.dir()
     }
 
     /// This candidate's token while it leads (connected or suspended), else `None`.
@@ -177,7 +202,7 @@ impl Standing {
         }
         let data = json!({"token": token, "id": self.id, "progress": progress}).to_string();
         let path = self.progress_path();
-        let client = self.coord.client().clone();
+        let client = self.coord.client();
         // Two rounds: a stale version (another writer, or our own first write) is re-read once.
         for _ in 0..2 {
             let Some(version) = self.version else {

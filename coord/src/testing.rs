@@ -1,7 +1,8 @@
 //! A real ZooKeeper server for tests (feature `testing`): the Debian `zookeeper` package's standalone server
 //! started on a free loopback port with its own data directory, ready when it answers `ruok`, killed on drop,
 //! restartable on the same port and data directory (sessions survive a restart, which is how connection-loss
-//! tests are made).
+//! tests are made). [`ZkEnsemble`] starts a three-node (quorum) ensemble the same way, for outage tests that stop
+//! the whole ensemble or one node at a time.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -76,31 +77,17 @@ impl ZkServer {
 
     fn spawn(&mut self) -> std::io::Result<()> {
         self.starts += 1;
-        let log = std::fs::File::create(self.log_path())?;
-        let child = Command::new("java")
-            .args([
-                "-Xmx256m",
-                "-XX:+UseSerialGC",
-                "-XX:TieredStopAtLevel=1",
-                "-Dzookeeper.admin.enableServer=false",
-                "-Dzookeeper.4lw.commands.whitelist=ruok,srvr,mntr,cons",
-            ])
-            // fsync off by default: tests measure coordination, not this machine's disk.
-            // TICKBOX_ZK_FORCE_SYNC=yes turns it back on (for figures with a durable log).
-            .arg(format!("-Dzookeeper.forceSync={}", force_sync()))
-            .args([
-                "-cp",
-                CLASSPATH,
-                "org.apache.zookeeper.server.ZooKeeperServerMain",
-            ])
-            .arg(self.port.to_string())
-            .arg(self.dir.path().join("data"))
-            .arg(TICK_MS.to_string())
-            .stdin(Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log)
-            .spawn()?;
-        self.child = Some(child);
+        let args = [
+            self.port.to_string(),
+            self.dir.path().join("data").display().to_string(),
+            TICK_MS.to_string(),
+        ];
+        // fsync off by default (see `force_sync`): tests measure coordination, not this machine's disk.
+        self.child = Some(java(
+            "org.apache.zookeeper.server.ZooKeeperServerMain",
+            &args,
+            &self.log_path(),
+        )?);
         self.wait_ready(Duration::from_secs(30))
     }
 
@@ -134,16 +121,7 @@ impl ZkServer {
 
     /// Sends a four-letter word (`ruok`, `srvr`, `mntr`, `cons`) and returns the answer.
     pub fn four_letter(&self, word: &str) -> Option<String> {
-        let mut s = TcpStream::connect_timeout(
-            &([127, 0, 0, 1], self.port).into(),
-            Duration::from_millis(500),
-        )
-        .ok()?;
-        s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-        s.write_all(word.as_bytes()).ok()?;
-        let mut out = String::new();
-        s.take(1 << 20).read_to_string(&mut out).ok()?;
-        Some(out)
+        four_letter(self.port, word)
     }
 
     /// `127.0.0.1:PORT`, for [`crate::Coord::connect`].
@@ -189,4 +167,228 @@ pub fn force_sync() -> &'static str {
 fn free_port() -> std::io::Result<u16> {
     let l = TcpListener::bind("127.0.0.1:0")?;
     Ok(l.local_addr()?.port())
+}
+
+/// One `java` command line for a ZooKeeper server (`main` class, its arguments), output to `log`.
+fn java(main: &str, args: &[String], log: &Path) -> std::io::Result<Child> {
+    let log = std::fs::File::create(log)?;
+    Command::new("java")
+        .args([
+            "-Xmx256m",
+            "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1",
+            "-Dzookeeper.admin.enableServer=false",
+            "-Dzookeeper.4lw.commands.whitelist=ruok,srvr,mntr,cons",
+        ])
+        .arg(format!("-Dzookeeper.forceSync={}", force_sync()))
+        .args(["-cp", CLASSPATH, main])
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .spawn()
+}
+
+fn four_letter(port: u16, word: &str) -> Option<String> {
+    let mut s =
+        TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_millis(500))
+            .ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    s.write_all(word.as_bytes()).ok()?;
+    let mut out = String::new();
+    s.take(1 << 20).read_to_string(&mut out).ok()?;
+    Some(out)
+}
+
+/// One node of a [`ZkEnsemble`].
+#[derive(Debug)]
+struct Node {
+    client_port: u16,
+    dir: PathBuf,
+    child: Option<Child>,
+    starts: u32,
+}
+
+/// A real three-node ZooKeeper ensemble on loopback (free ports chosen at start, each node's data directory in
+/// one temp directory), every node stopped on drop. Nodes can be stopped and started one at a time (the quorum
+/// holds with two) or all together (a full outage; sessions are kept in the data directories, and the restarted
+/// ensemble gives every recovered session a fresh timeout).
+#[derive(Debug)]
+pub struct ZkEnsemble {
+    _dir: tempfile::TempDir,
+    nodes: Vec<Node>,
+}
+
+impl ZkEnsemble {
+    /// Number of nodes.
+    pub const SIZE: usize = 3;
+
+    /// Starts the ensemble and waits until it serves (a quorum has elected a leader).
+    pub fn start() -> std::io::Result<ZkEnsemble> {
+        let dir = tempfile::Builder::new()
+            .prefix("tickbox-zk-ensemble-")
+            .tempdir()?;
+        // Every port at once, so that no two are the same; released just before the servers bind them.
+        let listeners = (0..Self::SIZE * 3)
+            .map(|_| TcpListener::bind("127.0.0.1:0"))
+            .collect::<std::io::Result<Vec<_>>>()?;
+        let ports = listeners
+            .iter()
+            .map(|l| l.local_addr().map(|a| a.port()))
+            .collect::<std::io::Result<Vec<_>>>()?;
+        drop(listeners);
+        let servers: String = (0..Self::SIZE)
+            .map(|i| {
+                format!(
+                    "server.{}=127.0.0.1:{}:{}\n",
+                    i + 1,
+                    ports[3 * i + 1],
+                    ports[3 * i + 2]
+                )
+            })
+            .collect();
+        let mut nodes = Vec::new();
+        for i in 0..Self::SIZE {
+            let node_dir = dir.path().join(format!("node{}", i + 1));
+            std::fs::create_dir_all(node_dir.join("data"))?;
+            std::fs::write(node_dir.join("data/myid"), format!("{}\n", i + 1))?;
+            std::fs::write(
+                node_dir.join("zoo.cfg"),
+                format!(
+                    "tickTime={TICK_MS}\ninitLimit=20\nsyncLimit=8\ndataDir={}\nclientPort={}\n\
+                     clientPortAddress=127.0.0.1\nadmin.enableServer=false\n{servers}",
+                    node_dir.join("data").display(),
+                    ports[3 * i]
+                ),
+            )?;
+            nodes.push(Node {
+                client_port: ports[3 * i],
+                dir: node_dir,
+                child: None,
+                starts: 0,
+            });
+        }
+        let mut e = ZkEnsemble { _dir: dir, nodes };
+        e.start_all()?;
+        Ok(e)
+    }
+
+    /// Starts the ensemble, or prints why it cannot run here and returns `None` (tests then skip).
+    pub fn start_or_skip(test: &str) -> Option<ZkEnsemble> {
+        if let Some(why) = unavailable() {
+            eprintln!("SKIP {test}: ZooKeeper cannot run here: {why}");
+            return None;
+        }
+        match ZkEnsemble::start() {
+            Ok(s) => Some(s),
+            Err(e) => panic!("{test}: ZooKeeper ensemble failed to start: {e}"),
+        }
+    }
+
+    /// `127.0.0.1:P1,127.0.0.1:P2,127.0.0.1:P3`, for [`crate::Coord::connect`].
+    pub fn connect_string(&self) -> String {
+        self.nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.client_port))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// Kills node `i` (SIGKILL) and waits for it.
+    pub fn stop_node(&mut self, i: usize) {
+        if let Some(mut c) = self.nodes[i].child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Starts node `i` again (killing it first if running) and waits until it serves.
+    pub fn start_node(&mut self, i: usize) -> std::io::Result<()> {
+        self.stop_node(i);
+        self.spawn_node(i)?;
+        self.wait(Duration::from_secs(30), |e| e.node_serving(i))
+    }
+
+    /// Kills every node: a full outage.
+    pub fn stop_all(&mut self) {
+        for i in 0..self.nodes.len() {
+            self.stop_node(i);
+        }
+    }
+
+    /// Starts every node that is not running and waits until the ensemble serves.
+    pub fn start_all(&mut self) -> std::io::Result<()> {
+        for i in 0..self.nodes.len() {
+            if self.nodes[i].child.is_none() {
+                self.spawn_node(i)?;
+            }
+        }
+        self.wait(Duration::from_secs(40), |e| e.serving())
+    }
+
+    /// True when a quorum serves: some node is the leader and answers requests.
+    pub fn serving(&self) -> bool {
+        (0..self.nodes.len()).any(|i| self.mode(i).as_deref() == Some("leader"))
+    }
+
+    /// True when node `i` serves clients (as leader or follower of a quorum).
+    pub fn node_serving(&self, i: usize) -> bool {
+        matches!(self.mode(i).as_deref(), Some("leader" | "follower"))
+    }
+
+    /// Node `i`'s `Mode:` from `srvr` (`leader`, `follower`), `None` while it does not serve.
+    pub fn mode(&self, i: usize) -> Option<String> {
+        let srvr = four_letter(self.nodes[i].client_port, "srvr")?;
+        srvr.lines()
+            .find_map(|l| l.strip_prefix("Mode: "))
+            .map(|m| m.trim().to_owned())
+    }
+
+    fn spawn_node(&mut self, i: usize) -> std::io::Result<()> {
+        let node = &mut self.nodes[i];
+        node.starts += 1;
+        let log = node.dir.join(format!("server-{}.log", node.starts));
+        let cfg = node.dir.join("zoo.cfg").display().to_string();
+        node.child = Some(java(
+            "org.apache.zookeeper.server.quorum.QuorumPeerMain",
+            &[cfg],
+            &log,
+        )?);
+        Ok(())
+    }
+
+    fn wait(&mut self, within: Duration, ok: impl Fn(&ZkEnsemble) -> bool) -> std::io::Result<()> {
+        let deadline = Instant::now() + within;
+        loop {
+            for (i, node) in self.nodes.iter_mut().enumerate() {
+                if let Some(child) = node.child.as_mut() {
+                    if let Some(status) = child.try_wait()? {
+                        let log = node.dir.join(format!("server-{}.log", node.starts));
+                        let log = std::fs::read_to_string(log).unwrap_or_default();
+                        let tail: String =
+                            log.lines().rev().take(20).collect::<Vec<_>>().join("\n");
+                        return Err(std::io::Error::other(format!(
+                            "node {} exited ({status}); log tail:\n{tail}",
+                            i + 1
+                        )));
+                    }
+                }
+            }
+            if ok(self) {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err(std::io::Error::other(format!(
+                    "ensemble not serving within {within:?}"
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for ZkEnsemble {
+    fn drop(&mut self) {
+        self.stop_all();
+    }
 }

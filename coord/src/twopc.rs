@@ -54,7 +54,7 @@ impl TxCoordinator {
                 coord.ensure_path(parent)?;
             }
         }
-        let zk = coord.client().clone();
+        let zk = coord.client();
         coord.block_on(async {
             let opts = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
             let mut w = zk.new_multi_writer();
@@ -75,7 +75,7 @@ impl TxCoordinator {
     /// Collects the votes (watching the transaction's subtree, no polling) and decides: abort on any abort vote
     /// or when `timeout` passes, commit when all voted commit. Writes the decision for the participants.
     pub fn decide(&self, timeout: Duration) -> Result<TxOutcome> {
-        let zk = self.coord.client().clone();
+        let zk = self.coord.client();
         let deadline = Instant::now() + timeout;
         let (path, names) = (self.path.clone(), self.participants.clone());
         self.coord.block_on(async move {
@@ -153,7 +153,7 @@ impl TxParticipant {
 
     /// Waits for the transaction to exist and returns its proposal.
     pub fn proposal(&self, timeout: Duration) -> Result<Vec<u8>> {
-        let zk = self.coord.client().clone();
+        let zk = self.coord.client();
         let deadline = Instant::now() + timeout;
         let path = self.path.clone();
         self.coord.block_on(async move {
@@ -174,7 +174,7 @@ impl TxParticipant {
 
     /// Votes (writes the vote into this participant's node; idempotent).
     pub fn vote(&self, vote: Vote) -> Result<()> {
-        let zk = self.coord.client().clone();
+        let zk = self.coord.client();
         let p = logic::join(&self.path, &self.name);
         self.coord.block_on(async move {
             retry_read(&zk, || zk.set_data(&p, vote.as_bytes(), None))
@@ -185,7 +185,7 @@ impl TxParticipant {
 
     /// Waits for the coordinator's decision.
     pub fn outcome(&self, timeout: Duration) -> Result<Decision> {
-        let zk = self.coord.client().clone();
+        let zk = self.coord.client();
         let deadline = Instant::now() + timeout;
         let dpath = logic::join(&self.path, "decision");
         self.coord.block_on(async move {

@@ -259,7 +259,7 @@ fn measure_figures() {
     };
     let c = connect_timeout(&zk, session);
     c.ensure_path("/m").unwrap();
-    let client = c.client().clone();
+    let client = c.client();
     let opts = zk::CreateMode::Ephemeral.with_acls(zk::Acls::anyone_all());
     let mut bare = Vec::with_capacity(OPS);
     for _ in 0..OPS {

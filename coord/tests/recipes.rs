@@ -435,9 +435,10 @@ fn shards_balance_and_move_on_member_loss() {
 }
 
 /// A leader whose session expires is told `Suspended` then `Lost(SessionExpired)` and never keeps believing it
-/// leads; a fresh session (`Coord::reconnect`) can stand again — the recorder's pattern.
+/// leads; once the server is back the candidate stands again on a new session by itself (`Rejoined`, saying
+/// it was the leader) and, alone, leads again with a greater token.
 #[test]
-fn leader_told_lost_on_session_expiry_and_can_stand_again() {
+fn leader_told_lost_on_session_expiry_and_stands_again() {
     let Some(mut zk) = server("leader_expiry") else {
         return;
     };
@@ -456,13 +457,16 @@ fn leader_told_lost_on_session_expiry_and_can_stand_again() {
         ElectionEvent::Lost(tickbox_coord::LostReason::SessionExpired)
     );
     assert!(!cand.is_leader());
+    let old_node = cand.path();
     zk.restart().unwrap();
-    let fresh = c.reconnect().unwrap();
-    let again = Election::new(&fresh, "/test/elect-expiry")
-        .unwrap()
-        .campaign(b"a")
-        .unwrap();
-    // The old node may still be there until the server expires the old session (it restarted with it).
-    let t1 = again.wait_elected(Duration::from_secs(10)).unwrap();
+    match ev(Duration::from_secs(10)) {
+        ElectionEvent::Rejoined { was_leader, .. } => assert_eq!(was_leader, Some(t0)),
+        other => panic!("{other:?}"),
+    }
+    assert_ne!(cand.path(), old_node);
+    assert_eq!(c.generation(), 1);
+    // The expired session's node was deleted, so the candidate does not wait for the server to expire it.
+    let t1 = cand.wait_elected(Duration::from_secs(2)).unwrap();
     assert!(t1 > t0);
+    assert!(cand.is_leader());
 }

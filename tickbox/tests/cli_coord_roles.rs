@@ -11,7 +11,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use common::{endpoint_in, forward_lines, signal, KillOnDrop, TempDir, TICKBOX};
-use tickbox_coord::testing::ZkServer;
+use tickbox_coord::testing::{ZkEnsemble, ZkServer};
 use tickbox_coord::{Coord, CoordOptions, DoubleBarrier, Shards};
 use tickbox_journal::{Writer, WriterOptions};
 use tickbox_wire::{encode_to_vec, Header, Kind, Quote};
@@ -77,8 +77,12 @@ impl Proc {
 }
 
 fn session(zk: &ZkServer) -> Coord {
+    session_at(&zk.connect_string())
+}
+
+fn session_at(hosts: &str) -> Coord {
     Coord::connect_with(
-        &zk.connect_string(),
+        hosts,
         &CoordOptions {
             session_timeout: SESSION,
             connect_timeout: Duration::from_secs(10),
@@ -89,13 +93,14 @@ fn session(zk: &ZkServer) -> Coord {
 
 /// A config file naming the test ensemble and the short session timeout, as `[coord]` in the TOML.
 fn config(dir: &Path, zk: &ZkServer) -> String {
+    config_at(dir, &zk.connect_string())
+}
+
+fn config_at(dir: &Path, hosts: &str) -> String {
     let path = dir.join("tickbox.toml");
     std::fs::write(
         &path,
-        format!(
-            "[coord]\nzk = \"{}\"\nsession_timeout = \"2s\"\nbarrier_timeout = \"15s\"\n",
-            zk.connect_string()
-        ),
+        format!("[coord]\nzk = \"{hosts}\"\nsession_timeout = \"2s\"\nbarrier_timeout = \"15s\"\n"),
     )
     .unwrap();
     path.to_str().unwrap().to_owned()
@@ -315,7 +320,10 @@ fn record_elect_follower_takes_over_after_kill_9_and_records_the_handover() {
     let log_b = tickbox_coord::HandoverLog::beside(&journal_b)
         .read()
         .unwrap();
-    assert_eq!(log_b.len(), 1, "{log_b:?}");
+    // Its election, and its resignation when SIGINT ended its run.
+    assert_eq!(log_b.len(), 2, "{log_b:?}");
+    assert_eq!(log_b[1]["event"], "resigned", "{log_b:?}");
+    assert_eq!(log_b[1]["token"], token_b, "{log_b:?}");
     let h = &log_b[0];
     assert_eq!(h["token"], token_b);
     assert_eq!(h["previous"]["token"], token_a, "{h}");
@@ -466,4 +474,200 @@ fn subscribe_group_shards_move_to_the_survivor_after_kill_9() {
         "one summary per shard owned: {out}"
     );
     drop(feed);
+}
+
+/// Two `record --elect` recorders on a three-node ensemble stopped as a whole for 3 × the session timeout (the
+/// fault campaign's outage): the leader stops claiming its journal canonical as soon as ZooKeeper is gone (before
+/// any other recorder could win), both lose their sessions, both stand again on new ones, and one of them leads
+/// again within a session timeout + 2 s of the quorum returning, with a greater token. The old leader's handover
+/// log says where its leadership was lost and that it rejoined as a candidate.
+#[test]
+fn record_elect_leads_again_after_whole_ensemble_outage() {
+    let Some(mut zk) = ZkEnsemble::start_or_skip("record_elect_outage") else {
+        return;
+    };
+    let dir = TempDir::new("coord-elect-outage");
+    let cfg = config_at(dir.path(), &zk.connect_string());
+    let feed = Proc::spawn(&[
+        "feed",
+        "--bind",
+        "tcp://127.0.0.1:*",
+        "--rate",
+        "1000",
+        "--symbols",
+        "4",
+    ]);
+    let endpoint = {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let line = feed
+                .out
+                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+                .expect("feed endpoint");
+            if let Some(ep) = endpoint_in(&line) {
+                break ep;
+            }
+        }
+    };
+    let journals = [dir.path().join("a"), dir.path().join("b")];
+    let recorder = |journal: &Path| {
+        Proc::spawn(&[
+            "--config",
+            &cfg,
+            "record",
+            "--connect",
+            &endpoint,
+            "--journal",
+            journal.to_str().unwrap(),
+            "--segment-size",
+            "4MiB",
+            "--elect",
+            "/tb/recorders",
+        ])
+    };
+    let a = recorder(&journals[0]);
+    let token_a = a.stderr_until(Duration::from_secs(10), "first leader", leader_token);
+    let b = recorder(&journals[1]);
+    {
+        let c = session_at(&zk.connect_string());
+        wait_for(Duration::from_secs(10), "two candidates", || {
+            c.children("/tb/recorders")
+                .unwrap()
+                .iter()
+                .filter(|n| n.starts_with("n-"))
+                .count()
+                == 2
+        });
+    }
+    zk.stop_all();
+    a.stderr_until(Duration::from_secs(5), "the leader's suspension", |l| {
+        l.contains("ZooKeeper connection lost").then_some(())
+    });
+    let suspended = Instant::now();
+    // The outage: three session timeouts without any server.
+    std::thread::sleep(SESSION * 3);
+    zk.start_all().expect("ensemble back");
+    let quorum = Instant::now();
+    assert!(suspended < quorum);
+    // Whichever recorder leads first after the outage.
+    let limit = SESSION + Duration::from_secs(2);
+    let mut lines: [Vec<String>; 2] = [Vec::new(), Vec::new()];
+    let (winner, token) = loop {
+        let mut found = None;
+        for (i, p) in [&a, &b].iter().enumerate() {
+            while let Ok(l) = p.err.try_recv() {
+                if let Some(t) = leader_token(&l) {
+                    found = Some((i, t));
+                }
+                lines[i].push(l);
+            }
+        }
+        if let Some(f) = found {
+            break f;
+        }
+        assert!(
+            quorum.elapsed() <= limit + Duration::from_millis(500),
+            "no recorder leads {limit:?} after the quorum returned; a:\n{}\nb:\n{}",
+            lines[0].join("\n"),
+            lines[1].join("\n")
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    eprintln!(
+        "recorder {winner} leads again {:?} after the quorum returned (token {token} > {token_a})",
+        quorum.elapsed()
+    );
+    assert!(token > token_a, "token {token} after {token_a}");
+    // What each recorder must have said; a recorder's leadership tick (every 200 ms) may say it after the
+    // winner already leads, so read on (bounded) until it does.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let lost_a = format!("lost the leadership (token {token_a}");
+    let rejoined = "back in the recorder election as a candidate";
+    for (i, p, what) in [
+        (0, &a, lost_a.as_str()),
+        (0, &a, rejoined),
+        (1, &b, rejoined),
+    ] {
+        while !lines[i].iter().any(|l| l.contains(what)) {
+            match p
+                .err
+                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            {
+                Ok(l) => lines[i].push(l),
+                Err(_) => panic!(
+                    "recorder {i} never said {what:?}; stderr:\n{}",
+                    lines[i].join("\n")
+                ),
+            }
+        }
+    }
+    for p in [a, b] {
+        signal(p.child.0.id(), "INT");
+        let (code, _) = p.finish(Duration::from_secs(10), "recorder stops on SIGINT");
+        assert_eq!(code, Some(0));
+    }
+    drop(feed);
+    let log_a = tickbox_coord::HandoverLog::beside(&journals[0])
+        .read()
+        .unwrap();
+    let events: Vec<&str> = log_a
+        .iter()
+        .map(|e| e["event"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(&events[..3], ["elected", "lost", "rejoined"], "{log_a:?}");
+    assert_eq!(log_a[1]["token"], token_a);
+    assert_eq!(log_a[2]["was_leader"], token_a);
+    let info = Command::new(TICKBOX)
+        .args(["journal", "info", journals[0].to_str().unwrap()])
+        .output()
+        .unwrap();
+    let info = String::from_utf8_lossy(&info.stdout);
+    assert!(info.contains("leader lost"), "{info}");
+    assert!(info.contains("candidate     rejoined"), "{info}");
+    // No two recorders canonical at once, by their own leadership logs: a recorder's canonical span runs from
+    // an election (`at_ns`) to the loss of that leadership (`until_ns`, when its connection dropped) or to its
+    // resignation when its run ended (the other one may be elected then); the two recorders' spans must not
+    // overlap, and every span is closed.
+    let spans = |journal: &Path| -> Vec<(u64, u64)> {
+        let log = tickbox_coord::HandoverLog::beside(journal).read().unwrap();
+        let mut spans = Vec::new();
+        let mut open = None;
+        for e in &log {
+            match e["event"].as_str() {
+                Some("elected") => {
+                    assert!(open.is_none(), "elected while leading: {log:?}");
+                    open = Some(e["at_ns"].as_u64().expect("at_ns"));
+                }
+                Some("lost" | "resigned") => {
+                    let from = open.take().expect("a loss follows an election");
+                    let until = e["until_ns"].as_u64().expect("until_ns");
+                    assert!(from <= until, "{log:?}");
+                    spans.push((from, until));
+                }
+                _ => {}
+            }
+        }
+        spans.extend(open.map(|from| (from, u64::MAX)));
+        spans
+    };
+    let (spans_a, spans_b) = (spans(&journals[0]), spans(&journals[1]));
+    eprintln!("canonical spans (ns): a {spans_a:?}, b {spans_b:?}");
+    // a led before the outage; the winner led after it; nobody's leadership ended unlogged.
+    let led_after = [&spans_a, &spans_b][winner].len();
+    assert!(
+        !spans_a.is_empty() && led_after > usize::from(winner == 0),
+        "{spans_a:?} {spans_b:?}"
+    );
+    assert!(
+        spans_a.iter().chain(&spans_b).all(|s| s.1 < u64::MAX),
+        "a leadership without its end in the log: {spans_a:?} {spans_b:?}"
+    );
+    for x in &spans_a {
+        for y in &spans_b {
+            assert!(
+                x.1 <= y.0 || y.1 <= x.0,
+                "a canonical {x:?} and b canonical {y:?} at once"
+            );
+        }
+    }
 }

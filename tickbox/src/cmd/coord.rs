@@ -269,6 +269,19 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
                     Ok(ElectionEvent::Elected { token }) => writeln!(out, "LEADER {token}")?,
                     Ok(ElectionEvent::Suspended) => writeln!(out, "SUSPENDED")?,
                     Ok(ElectionEvent::Resumed) => writeln!(out, "RESUMED")?,
+                    // The candidacy stands again by itself on a new session (`REJOINED` follows).
+                    Ok(ElectionEvent::Lost(r @ tickbox_coord::LostReason::SessionExpired)) => {
+                        writeln!(out, "LOST {r:?}")?
+                    }
+                    Ok(ElectionEvent::Rejoined {
+                        was_leader,
+                        out_for,
+                    }) => writeln!(
+                        out,
+                        "REJOINED {} {}",
+                        was_leader.map_or("-".to_owned(), |t| t.to_string()),
+                        out_for.as_millis()
+                    )?,
                     Ok(ElectionEvent::Lost(r)) => {
                         writeln!(out, "LOST {r:?}")?;
                         return Ok(ExitCode::from(exit_code::ERROR));

@@ -120,13 +120,28 @@ pub(crate) fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCod
             } else {
                 print!("{}{acct}", format_summary(&path, &s));
                 for h in &handovers {
-                    println!(
-                        "leader        token {} from journal seq {} (publishers {}); previous: {}",
-                        h["token"],
-                        h["from"]["next_journal_seq"],
-                        h["from"]["publishers"],
-                        h["previous"]
-                    );
+                    match h["event"].as_str() {
+                        Some("lost") => println!(
+                            "leader lost   token {} ({}): canonical up to journal seq {}",
+                            h["token"], h["reason"], h["until"]["last_journal_seq"]
+                        ),
+                        Some("resigned") => println!(
+                            "leader ended  token {} (run stopped): canonical up to journal seq {}",
+                            h["token"], h["until"]["last_journal_seq"]
+                        ),
+                        Some("rejoined") => println!(
+                            "candidate     rejoined after {} ms out at journal seq {} (was leader: {})",
+                            h["out_ms"], h["at"]["next_journal_seq"], h["was_leader"]
+                        ),
+                        // Entries before the `event` field are all elections.
+                        _ => println!(
+                            "leader        token {} from journal seq {} (publishers {}); previous: {}",
+                            h["token"],
+                            h["from"]["next_journal_seq"],
+                            h["from"]["publishers"],
+                            h["previous"]
+                        ),
+                    }
                 }
             }
             if let Some(c) = &s.corruption {

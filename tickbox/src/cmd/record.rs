@@ -180,6 +180,8 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
                 standing,
                 log: tickbox_coord::HandoverLog::beside(&args.journal),
                 start_seq: rec.next_seq,
+                led: None,
+                suspended_at: None,
             })
         }
         None => None,
@@ -243,6 +245,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     if let Some(e) = elected.as_mut() {
         // The final position, so a successor starts from exactly where this leader stopped.
         e.tick(&stats, &journal);
+        e.resign(&stats, &journal);
     }
     status.publish(stats.status_json(&journal, &args.connect, "done", stats.rate()));
     // The status line goes before the summary, never under it.
@@ -304,6 +307,11 @@ struct Elected {
     log: tickbox_coord::HandoverLog,
     /// The journal's next sequence when this run started (before anything was recorded).
     start_seq: u64,
+    /// The token this recorder leads with (connected or suspended), `None` while a candidate.
+    led: Option<u64>,
+    /// Where the journal was, and the wall clock (ns), when the leadership went uncertain (connection lost):
+    /// its canonical part ends there if the leadership turns out lost.
+    suspended_at: Option<(serde_json::Value, u64)>,
 }
 
 impl Elected {
@@ -322,6 +330,33 @@ impl Elected {
         })
     }
 
+    fn append(&self, mut entry: serde_json::Value) {
+        entry["at_ns"] = tickbox_wire::now_ns().into();
+        if let Err(e) = self.log.append(&entry) {
+            tracing::error!("cannot append to {}: {e}", self.log.path().display());
+        }
+    }
+
+    /// The run ends: a leader's journal is canonical up to here, logged before the candidacy is dropped (which
+    /// gives the leadership up), so the successor's election always comes after this entry.
+    fn resign(&mut self, s: &RecordStats, journal: &str) {
+        let Some(token) = self.led.take() else {
+            return;
+        };
+        let (until, until_ns) = self
+            .suspended_at
+            .take()
+            .unwrap_or_else(|| (self.progress(s, journal), tickbox_wire::now_ns()));
+        tracing::info!("giving up the leadership (token {token}) as the run ends: this journal is canonical up to {until}");
+        self.append(serde_json::json!({
+            "event": "resigned",
+            "election": self.standing.election(),
+            "token": token,
+            "until": until,
+            "until_ns": until_ns,
+        }));
+    }
+
     fn tick(&mut self, s: &RecordStats, journal: &str) {
         use tickbox_coord::StandingEvent;
         loop {
@@ -330,20 +365,68 @@ impl Elected {
                 Ok(Some(StandingEvent::Elected(h))) => {
                     let here = self.progress(s, journal);
                     let mut entry = h.to_json();
-                    entry["at_ns"] = tickbox_wire::now_ns().into();
+                    entry["event"] = "elected".into();
                     entry["from"] = here.clone();
                     tracing::info!("{}; canonical from here: {here}", h.line());
-                    if let Err(e) = self.log.append(&entry) {
-                        tracing::error!("cannot append the handover to {}: {e}", self.log.path().display());
-                    }
+                    self.append(entry);
+                    self.led = Some(h.token);
+                    self.suspended_at = None;
                 }
                 Ok(Some(StandingEvent::Suspended)) => {
-                    tracing::warn!("ZooKeeper connection lost: leadership uncertain until it comes back")
+                    self.suspended_at = Some((self.progress(s, journal), tickbox_wire::now_ns()));
+                    tracing::warn!("ZooKeeper connection lost: leadership uncertain until it comes back; not canonical meanwhile")
                 }
-                Ok(Some(StandingEvent::Resumed)) => tracing::info!("ZooKeeper connection back: still leader"),
-                Ok(Some(StandingEvent::Lost(r))) => tracing::error!(
-                    "out of the recorder election ({r:?}): recording on into this journal, which is no longer canonical"
-                ),
+                Ok(Some(StandingEvent::Resumed)) => {
+                    self.suspended_at = None;
+                    tracing::info!("ZooKeeper connection back: still leader")
+                }
+                Ok(Some(StandingEvent::Lost(r))) => {
+                    let here = self.progress(s, journal);
+                    match self.led.take() {
+                        Some(token) => {
+                            let (until, until_ns) = self
+                                .suspended_at
+                                .take()
+                                .unwrap_or_else(|| (here, tickbox_wire::now_ns()));
+                            tracing::error!(
+                                "lost the leadership (token {token}, {r:?}): this journal is canonical up to {until}; \
+                                 recording on, standing again as a candidate once ZooKeeper is back"
+                            );
+                            self.append(serde_json::json!({
+                                "event": "lost",
+                                "election": self.standing.election(),
+                                "token": token,
+                                "reason": format!("{r:?}"),
+                                "until": until,
+                                "until_ns": until_ns,
+                            }));
+                        }
+                        None if r == tickbox_coord::LostReason::SessionExpired => tracing::warn!(
+                            "out of the recorder election (session expired): standing again as a candidate once ZooKeeper is back"
+                        ),
+                        None => tracing::error!(
+                            "out of the recorder election ({r:?}): recording on into this journal, which is not canonical"
+                        ),
+                    }
+                }
+                Ok(Some(StandingEvent::Rejoined {
+                    was_leader,
+                    out_for,
+                })) => {
+                    tracing::info!(
+                        "back in the recorder election as a candidate after {} ms out{}",
+                        out_for.as_millis(),
+                        was_leader
+                            .map_or(String::new(), |t| format!(" (was leader with token {t})"))
+                    );
+                    self.append(serde_json::json!({
+                        "event": "rejoined",
+                        "election": self.standing.election(),
+                        "was_leader": was_leader,
+                        "out_ms": out_for.as_millis() as u64,
+                        "at": self.progress(s, journal),
+                    }));
+                }
                 Err(e) => {
                     tracing::warn!("reading the leadership: {e}");
                     break;
