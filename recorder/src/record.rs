@@ -35,7 +35,8 @@ pub struct RecordOptions {
     /// Receive high-water mark of the SUB socket, in messages: how much libzmq buffers while the recorder is busy
     /// writing; beyond it the publisher drops.
     pub rcvhwm: i32,
-    /// Stop after this many messages from the stream were appended (gap notices the recorder writes not counted).
+    /// Stop after this many messages from the stream were appended (gap notices the recorder writes not counted;
+    /// the records of the last batch frame are all appended, so it can be passed by up to a batch).
     pub max_messages: Option<u64>,
     /// Stop after this long.
     pub duration: Option<Duration>,
@@ -88,6 +89,10 @@ pub struct RecordStats {
     pub invalid_frames: u64,
     /// Espresso tap subscription events (not recorded, not invalid).
     pub tap_events: u64,
+    /// Batch frames (`#B`) received; each of their records was accounted for and appended as if it had come
+    /// alone (in `messages` and the rest). A batch with a malformed record counts one invalid frame, for the
+    /// record and whatever follows it (the sequence check names what that lost as a gap).
+    pub batch_frames: u64,
     /// Multipart messages (the wire format is single-frame; not recorded).
     pub multipart_messages: u64,
     /// Sequences received twice (not recorded again).
@@ -310,6 +315,44 @@ impl Recorder {
         s
     }
 
+    /// Accounts for one received message: a batch frame record by record ([`Self::on_frame`] for each, in
+    /// order, all with the same capture time), anything else as one frame. Returns how many records it held.
+    pub fn on_message(
+        &mut self,
+        batch: &mut Batch<'_>,
+        capture_ns: u64,
+        message: &[u8],
+    ) -> Result<usize, RecorderError> {
+        if !tickbox_wire::is_batch(message) {
+            self.on_frame(batch, capture_ns, message)?;
+            return Ok(1);
+        }
+        self.stats.batch_frames += 1;
+        let records = match tickbox_wire::batch_records(message) {
+            Ok(records) => records,
+            Err(err) => {
+                self.invalid(message.len(), &err);
+                return Ok(0);
+            }
+        };
+        let mut n = 0;
+        for record in records {
+            match record {
+                Ok(record) => self.on_frame(batch, capture_ns, record)?,
+                Err(err) => self.invalid(message.len(), &err),
+            }
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    fn invalid(&mut self, len: usize, err: &dyn std::fmt::Display) {
+        self.stats.invalid_frames += 1;
+        if self.stats.invalid_frames <= 5 {
+            tracing::warn!(len, "not recording an invalid frame: {err}");
+        }
+    }
+
     /// Accounts for one received frame and appends what belongs in the journal to `batch`: a gap notice first if
     /// the frame reveals a loss, then the frame itself (unless it is a duplicate, a tap event or not a frame).
     pub fn on_frame(
@@ -325,10 +368,7 @@ impl Recorder {
         let msg = match MessageRef::decode(frame) {
             Ok(m) => m,
             Err(err) => {
-                self.stats.invalid_frames += 1;
-                if self.stats.invalid_frames <= 5 {
-                    tracing::warn!(len = frame.len(), "not recording an invalid frame: {err}");
-                }
+                self.invalid(frame.len(), &err);
                 return Ok(());
             }
         };
@@ -538,6 +578,9 @@ pub fn record(
     opts.security.client(&sub, "record")?;
     if opts.topics.is_empty() {
         sub.set_subscribe(b"")?;
+        // The batch opt-in: a publisher whose every reader asks for it sends many records per message, which
+        // `Recorder::on_message` appends one by one. (A prefix never receives a batch, so a subset does not ask.)
+        sub.set_subscribe(tickbox_wire::BATCH_TOPIC.as_bytes())?;
     } else {
         for t in &opts.topics {
             sub.set_subscribe(t.as_bytes())?;
@@ -602,8 +645,8 @@ pub fn record(
                 }
                 continue;
             }
-            rec.on_frame(&mut batch, capture_ns, &msg)?;
-            in_batch += 1;
+            // A batch frame's records go in whole, even past `max_messages`, so none is left half recorded.
+            in_batch += rec.on_message(&mut batch, capture_ns, &msg)?.max(1);
             if opts.max_messages.is_some_and(|m| rec.stats.messages >= m) {
                 break;
             }
