@@ -1029,6 +1029,25 @@ impl Segment {
         unsafe { self.map.as_mut_ptr().add((HEADER_SIZE + off) as usize) }
     }
 
+    /// Asks the CPU to start loading the cache lines of data bytes `off..off + len` (clamped to the mapped data
+    /// region), so a later walk over them does not wait on each line in turn. A hint: no effect on contents.
+    #[inline]
+    pub(crate) fn prefetch(&self, off: u64, len: u64) {
+        let end = (off + len).min(self.avail).min(self.cap);
+        let mut at = off & !63;
+        while at < end {
+            // SAFETY: `at < end <= min(cap, avail)`, so the offset pointer lies inside the mapping (and
+            // `data_ptr_off`'s contract holds); a prefetch reads nothing and faults on nothing.
+            #[cfg(target_arch = "x86_64")]
+            unsafe {
+                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                    self.data_ptr_off(at) as *const i8,
+                );
+            }
+            at += 64;
+        }
+    }
+
     /// File offset of absolute position `pos` (for error messages and `verify`).
     pub(crate) fn file_offset(&self, pos: u64) -> u64 {
         HEADER_SIZE + pos % self.cap

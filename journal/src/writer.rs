@@ -767,6 +767,14 @@ impl Writer {
         } else {
             needed
         };
+        if hook {
+            // The walk loads each record's length word before it can find the next, a chain of cache misses over
+            // a ring larger than the caches. The next walk starts about where this one ends: start loading its
+            // lines now, so they arrive while this walk and the appends that follow run.
+            let ahead = self.tail_off + (target - self.tail);
+            let ahead = if ahead >= cap { ahead - cap } else { ahead };
+            self.seg.prefetch(ahead, tail_step(cap));
+        }
         // The walk works on locals, stored back once: fields of `self` would be stored and reloaded at every
         // frame (the hook call hides whether it could see them), a chain of store-to-load forwards.
         let (mut tail, mut tail_off) = (self.tail, self.tail_off);
