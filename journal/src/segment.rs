@@ -161,6 +161,21 @@ impl Frame {
     }
 }
 
+/// A segment file made but not yet named ([`Segment::prepare`]): full size, blocks reserved, no header.
+#[derive(Debug)]
+pub(crate) struct Prepared {
+    tmp: PathBuf,
+    file: File,
+    capacity: u64,
+}
+
+impl Prepared {
+    /// Removes the file (a writer closing with a prepared segment it never used).
+    pub(crate) fn discard(self) {
+        let _ = std::fs::remove_file(&self.tmp);
+    }
+}
+
 /// A mapped journal file.
 pub(crate) struct Segment {
     pub(crate) path: PathBuf,
@@ -211,6 +226,28 @@ impl Segment {
                 "capacity {capacity} must be a multiple of 8 and at least {MIN_CAPACITY}"
             )));
         }
+        let prepared = Self::prepare(path, capacity)?;
+        Self::finish(
+            prepared,
+            path,
+            mode,
+            base_seq,
+            segment_index,
+            description,
+            true,
+        )
+    }
+
+    /// The slow half of [`Segment::create`], which needs neither the base sequence nor the recording thread: a
+    /// file of the full size under a temporary name beside `path`, its blocks reserved and synced. An archive
+    /// writer prepares its next segment this way in the background, so a roll only writes the header and
+    /// renames (see [`Segment::finish`]). Until then the file is no segment: readers list only `.tbj` names.
+    pub(crate) fn prepare(path: &Path, capacity: u64) -> Result<Prepared> {
+        if capacity < MIN_CAPACITY || !capacity.is_multiple_of(8) {
+            return Err(JournalError::InvalidOptions(format!(
+                "capacity {capacity} must be a multiple of 8 and at least {MIN_CAPACITY}"
+            )));
+        }
         let tmp = path.with_extension("creating");
         let file = OpenOptions::new()
             .read(true)
@@ -247,6 +284,35 @@ impl Segment {
         } else if rc != 0 {
             return Err(fail(std::io::Error::from_raw_os_error(rc)));
         }
+        file.sync_all().map_err(fail)?;
+        Ok(Prepared {
+            tmp,
+            file,
+            capacity,
+        })
+    }
+
+    /// Makes a prepared file the segment at `path`: writes its header, renames it into place and opens it.
+    /// `sync`: make the header and the rename durable first (creation always does; a roll under
+    /// `Durability::None` need not).
+    pub(crate) fn finish(
+        prepared: Prepared,
+        path: &Path,
+        mode: Mode,
+        base_seq: u64,
+        segment_index: u64,
+        description: &str,
+        sync: bool,
+    ) -> Result<Segment> {
+        let Prepared {
+            tmp,
+            file,
+            capacity,
+        } = prepared;
+        let fail = |e: std::io::Error| {
+            let _ = std::fs::remove_file(&tmp);
+            JournalError::io(&tmp, e)
+        };
         let mut header = vec![0u8; HEADER_SIZE as usize];
         let mut desc = description;
         while desc.len() > MAX_DESCRIPTION {
@@ -270,10 +336,12 @@ impl Segment {
         put_u32(&mut header, OFF_STATIC_CRC, crc);
         put_u64(&mut header, OFF_HEAD_SEQ, base_seq);
         std::os::unix::fs::FileExt::write_all_at(&file, &header, 0).map_err(fail)?;
-        file.sync_all().map_err(fail)?;
+        if sync {
+            file.sync_data().map_err(fail)?;
+        }
         drop(file);
         std::fs::rename(&tmp, path).map_err(|e| JournalError::io(path, e))?;
-        if let Some(dir) = path.parent() {
+        if let Some(dir) = path.parent().filter(|_| sync) {
             // Make the rename itself durable.
             if let Ok(d) = File::open(if dir.as_os_str().is_empty() {
                 Path::new(".")
