@@ -33,8 +33,11 @@ fn batches(frames: &[Vec<u8>]) -> Vec<Vec<u8>> {
         .collect()
 }
 
-/// (kind, publisher, sequence, gap range) of every record in a journal.
-fn contents(path: &std::path::Path) -> Vec<(Kind, u32, u64, Option<(u64, u64)>)> {
+/// (kind, publisher, sequence, gap range) of a record.
+type Row = (Kind, u32, u64, Option<(u64, u64)>);
+
+/// Every record in a journal.
+fn contents(path: &std::path::Path) -> Vec<Row> {
     let mut r = Reader::open(path).unwrap();
     let mut out = Vec::new();
     while let Some(rec) = r.next().unwrap() {
@@ -54,11 +57,7 @@ fn record_all(
     dir: &std::path::Path,
     name: &str,
     messages: &[Vec<u8>],
-) -> (
-    Vec<(Kind, u32, u64, Option<(u64, u64)>)>,
-    RecordStats,
-    Vec<tickbox_recorder::LedgerRow>,
-) {
+) -> (Vec<Row>, RecordStats, Vec<tickbox_recorder::LedgerRow>) {
     let path = dir.join(name);
     let mut w = Writer::open(&path, &WriterOptions::ring(1 << 20)).unwrap();
     let mut rec = Recorder::new(&mut w).unwrap();
