@@ -253,9 +253,57 @@ fn bench_append(c: &mut Criterion) {
     }
 }
 
+/// What a roll costs the recording thread: an archive of 32 MiB segments filled with 100-byte records, one
+/// publish per record, each append timed on the wall clock (a roll waits on the file system, which a thread's
+/// CPU time would not show). The appends that start a new segment are the rolls; printed: their median and
+/// worst, beside the median of all other appends.
+fn bench_roll() {
+    const SEGMENT: u64 = 32 << 20;
+    const ROLLS: usize = 12;
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = Writer::open(
+        dir.path().join("archive"),
+        &WriterOptions::archive(SEGMENT).durability(Durability::None),
+    )
+    .unwrap();
+    let payload = [0x5au8; RECORD];
+    let per_segment = (SEGMENT / FRAME as u64) as usize;
+    let appends = per_segment * ROLLS + per_segment / 2;
+    let mut times = Vec::with_capacity(appends);
+    for i in 0..appends {
+        let t = std::time::Instant::now();
+        black_box(w.append(i as u64, black_box(&payload)).unwrap());
+        times.push(t.elapsed().as_nanos() as f64);
+    }
+    // Segment k's first record is append k * per_segment (records fill segments exactly): those appends rolled.
+    let mut rolls: Vec<f64> = (1..=ROLLS).map(|k| times[k * per_segment]).collect();
+    let worst_roll = rolls.iter().copied().fold(0.0, f64::max);
+    let mut rest: Vec<f64> = times
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i == 0 || i % per_segment != 0)
+        .map(|(_, t)| *t)
+        .collect();
+    let worst_other = rest.iter().copied().fold(0.0, f64::max);
+    println!(
+        "archive roll ({ROLLS} rolls of {} MiB segments, wall clock): roll median {:.1} us, worst {:.1} us; \
+         other appends median {:.0} ns, worst {:.1} us",
+        SEGMENT >> 20,
+        median(&mut rolls) / 1000.0,
+        worst_roll / 1000.0,
+        median(&mut rest),
+        worst_other / 1000.0
+    );
+}
+
 // What `criterion_group!` would generate, written out because the macro's `pub fn` cannot carry a doc comment.
 fn benches() {
     let mut criterion = Criterion::default().configure_from_args();
-    bench_append(&mut criterion);
+    if std::env::var_os("TICKBOX_BENCH_ROLL_ONLY").is_none() {
+        bench_append(&mut criterion);
+    }
+    if std::env::args().any(|a| a == "--bench") {
+        bench_roll();
+    }
 }
 criterion_main!(benches);

@@ -161,6 +161,21 @@ impl Frame {
     }
 }
 
+/// A segment file made but not yet named ([`Segment::prepare`]): full size, blocks reserved, no header.
+#[derive(Debug)]
+pub(crate) struct Prepared {
+    tmp: PathBuf,
+    file: File,
+    capacity: u64,
+}
+
+impl Prepared {
+    /// Removes the file (a writer closing with a prepared segment it never used).
+    pub(crate) fn discard(self) {
+        let _ = std::fs::remove_file(&self.tmp);
+    }
+}
+
 /// A mapped journal file.
 pub(crate) struct Segment {
     pub(crate) path: PathBuf,
@@ -211,6 +226,28 @@ impl Segment {
                 "capacity {capacity} must be a multiple of 8 and at least {MIN_CAPACITY}"
             )));
         }
+        let prepared = Self::prepare(path, capacity)?;
+        Self::finish(
+            prepared,
+            path,
+            mode,
+            base_seq,
+            segment_index,
+            description,
+            true,
+        )
+    }
+
+    /// The slow half of [`Segment::create`], which needs neither the base sequence nor the recording thread: a
+    /// file of the full size under a temporary name beside `path`, its blocks reserved and synced. An archive
+    /// writer prepares its next segment this way in the background, so a roll only writes the header and
+    /// renames (see [`Segment::finish`]). Until then the file is no segment: readers list only `.tbj` names.
+    pub(crate) fn prepare(path: &Path, capacity: u64) -> Result<Prepared> {
+        if capacity < MIN_CAPACITY || !capacity.is_multiple_of(8) {
+            return Err(JournalError::InvalidOptions(format!(
+                "capacity {capacity} must be a multiple of 8 and at least {MIN_CAPACITY}"
+            )));
+        }
         let tmp = path.with_extension("creating");
         let file = OpenOptions::new()
             .read(true)
@@ -247,6 +284,35 @@ impl Segment {
         } else if rc != 0 {
             return Err(fail(std::io::Error::from_raw_os_error(rc)));
         }
+        file.sync_all().map_err(fail)?;
+        Ok(Prepared {
+            tmp,
+            file,
+            capacity,
+        })
+    }
+
+    /// Makes a prepared file the segment at `path`: writes its header, renames it into place and opens it.
+    /// `sync`: make the header and the rename durable first (creation always does; a roll under
+    /// `Durability::None` need not).
+    pub(crate) fn finish(
+        prepared: Prepared,
+        path: &Path,
+        mode: Mode,
+        base_seq: u64,
+        segment_index: u64,
+        description: &str,
+        sync: bool,
+    ) -> Result<Segment> {
+        let Prepared {
+            tmp,
+            file,
+            capacity,
+        } = prepared;
+        let fail = |e: std::io::Error| {
+            let _ = std::fs::remove_file(&tmp);
+            JournalError::io(&tmp, e)
+        };
         let mut header = vec![0u8; HEADER_SIZE as usize];
         let mut desc = description;
         while desc.len() > MAX_DESCRIPTION {
@@ -270,10 +336,12 @@ impl Segment {
         put_u32(&mut header, OFF_STATIC_CRC, crc);
         put_u64(&mut header, OFF_HEAD_SEQ, base_seq);
         std::os::unix::fs::FileExt::write_all_at(&file, &header, 0).map_err(fail)?;
-        file.sync_all().map_err(fail)?;
+        if sync {
+            file.sync_data().map_err(fail)?;
+        }
         drop(file);
         std::fs::rename(&tmp, path).map_err(|e| JournalError::io(path, e))?;
-        if let Some(dir) = path.parent() {
+        if let Some(dir) = path.parent().filter(|_| sync) {
             // Make the rename itself durable.
             if let Ok(d) = File::open(if dir.as_os_str().is_empty() {
                 Path::new(".")
@@ -1024,6 +1092,25 @@ impl Segment {
         // SAFETY: the caller guarantees `HEADER_SIZE + off` is inside the mapping, so the offset pointer stays in
         // the same allocation.
         unsafe { self.map.as_mut_ptr().add((HEADER_SIZE + off) as usize) }
+    }
+
+    /// Asks the CPU to start loading the cache lines of data bytes `off..off + len` (clamped to the mapped data
+    /// region), so a later walk over them does not wait on each line in turn. A hint: no effect on contents.
+    #[inline]
+    pub(crate) fn prefetch(&self, off: u64, len: u64) {
+        let end = (off + len).min(self.avail).min(self.cap);
+        let mut at = off & !63;
+        while at < end {
+            // SAFETY: `at < end <= min(cap, avail)`, so the offset pointer lies inside the mapping (and
+            // `data_ptr_off`'s contract holds); a prefetch reads nothing and faults on nothing.
+            #[cfg(target_arch = "x86_64")]
+            unsafe {
+                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                    self.data_ptr_off(at) as *const i8,
+                );
+            }
+            at += 64;
+        }
     }
 
     /// File offset of absolute position `pos` (for error messages and `verify`).

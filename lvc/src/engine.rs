@@ -4,7 +4,7 @@ use std::collections::HashSet;
 use std::fmt;
 use std::time::Instant;
 
-use tickbox_wire::{Flags, Header, Kind, MessageRef};
+use tickbox_wire::{batch_records, Flags, Header, Kind, MessageRef, BATCH_TOPIC};
 
 use super::cache::{CachedValue, LastValueCache, Store};
 use super::{LvcConfig, MalformedPolicy};
@@ -63,10 +63,18 @@ pub enum Refusal {
 /// status services).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct LvcStats {
-    /// Upstream messages received (a multipart message counts once).
+    /// Upstream messages received (a multipart message counts once; every record inside a batch frame counts).
     pub messages_in: u64,
-    /// Live messages sent to subscribers (once per send on the XPUB, however many subscribers match).
+    /// Live messages sent to subscribers (once per send on the XPUB, however many subscribers match; every record
+    /// of a batch frame forwarded whole counts).
     pub messages_out: u64,
+    /// Batch frames (`#B`) received upstream; their records are in `messages_in`.
+    pub batches_in: u64,
+    /// Batch frames forwarded whole to subscribers (every reader had opted in); their records are in
+    /// `messages_out`. Batches not forwarded whole went out record by record.
+    pub batches_out: u64,
+    /// Batch frames handed whole to the tap (every tap consumer had opted in); their records are in `tap_sent`.
+    pub tap_batches: u64,
     /// Cached values sent because of a subscription.
     pub cached_sent: u64,
     /// Cached values the XPUB refused (`block` mode, a matching subscriber's queue full); never waited for.
@@ -176,7 +184,7 @@ impl fmt::Display for LvcStats {
              downstream_other={} tap_subscriptions={} subs_refused={} prefixes_refused={} bursts_capped={} \
              multipart_forwarded={} multipart_cached={} snapshot_requests={} snapshot_values={} \
              snapshot_completed={} snapshot_truncated={} snapshot_refused={} snapshot_abandoned={} \
-             snapshot_malformed={} forged_refused={}",
+             snapshot_malformed={} forged_refused={} batches_in={} batches_out={} tap_batches={}",
             self.messages_in,
             self.messages_out,
             self.cached_sent,
@@ -208,6 +216,9 @@ impl fmt::Display for LvcStats {
             self.snapshot_abandoned,
             self.snapshot_malformed,
             self.forged_refused,
+            self.batches_in,
+            self.batches_out,
+            self.tap_batches,
         )
     }
 }
@@ -283,6 +294,8 @@ pub struct LvcEngine {
     /// The multipart message being received, when it is to be cached.
     pending: PendingMultipart,
     max_entry_bytes: usize,
+    /// Who of the XPUB's subscribers reads batch frames.
+    readers: BatchReaders,
     stats: LvcStats,
 }
 
@@ -327,6 +340,7 @@ impl LvcEngine {
             key: Vec::with_capacity(256),
             pending: PendingMultipart::default(),
             max_entry_bytes: config.max_entry_bytes,
+            readers: BatchReaders::new(config.max_downstream_prefixes),
             stats: LvcStats::default(),
         }
     }
@@ -334,6 +348,55 @@ impl LvcEngine {
     /// The subscriptions to send upstream at start (and that stay for the proxy's life).
     pub fn own_subscriptions(&self) -> impl Iterator<Item = &[u8]> {
         self.own.iter().map(|p| &p[..])
+    }
+
+    /// Whether the proxy asks its publishers for batch frames (a subscription to [`BATCH_TOPIC`] beside its
+    /// own ""): only when it takes everything, since a publisher batches only for readers that all do.
+    pub fn reads_upstream_batches(&self) -> bool {
+        self.cache_everything
+    }
+
+    /// Whether a batch frame may go to the XPUB whole: every subscriber there opted in (see [`BatchReaders`]).
+    pub fn downstream_reads_batches(&self) -> bool {
+        self.readers.all_read_batches()
+    }
+
+    /// One upstream batch frame: every record in it is cached and counted as if it had come alone. Returns
+    /// whether the frame is intact (every record a valid frame): only an intact batch may be forwarded whole.
+    /// A malformed record is counted under [`MalformedPolicy`] like a malformed single frame; the records
+    /// before it stay cached, and the records after it cannot be found (the batch's framing is broken there).
+    pub fn on_upstream_batch(&mut self, frame: &[u8]) -> BatchVerdict {
+        self.stats.batches_in += 1;
+        let records = match batch_records(frame) {
+            Ok(records) => records,
+            Err(err) => {
+                self.stats.messages_in += 1;
+                return BatchVerdict {
+                    intact: false,
+                    forwarding: self.malformed(&err),
+                };
+            }
+        };
+        let mut verdict = BatchVerdict {
+            intact: true,
+            forwarding: Forwarding::Forward,
+        };
+        for record in records {
+            let forwarding = match record {
+                Ok(record) => self.on_upstream(record),
+                Err(err) => {
+                    self.stats.messages_in += 1;
+                    self.malformed(&err)
+                }
+            };
+            if forwarding == Forwarding::Drop {
+                verdict = BatchVerdict {
+                    intact: false,
+                    forwarding,
+                };
+            }
+        }
+        verdict
     }
 
     /// One upstream frame. Valid data frames update the cache (by arrival) and are forwarded; malformed ones are
@@ -516,6 +579,7 @@ impl LvcEngine {
     /// everything they match) and are not tracked, so with the default `[""]` subscribers cannot grow the
     /// upstream subscription set at all.
     pub fn on_downstream<'a>(&mut self, frame: &'a [u8]) -> DownstreamEvent<'a> {
+        self.readers.on_message(frame);
         let Some((&first, prefix)) = frame.split_first() else {
             self.stats.downstream_other += 1;
             return DownstreamEvent::Other;
@@ -644,6 +708,93 @@ impl LvcEngine {
 
     pub(crate) fn stats_mut(&mut self) -> &mut LvcStats {
         &mut self.stats
+    }
+}
+
+/// What the engine made of an upstream batch frame ([`LvcEngine::on_upstream_batch`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchVerdict {
+    /// The batch may be forwarded whole: every record is a valid frame (or `malformed = "forward"` passes the
+    /// invalid ones on too).
+    pub intact: bool,
+    /// For a batch that is not intact: `Drop` sends only its valid records (one by one), `Forward` the frame as
+    /// it came (`malformed = "forward"`).
+    pub forwarding: Forwarding,
+}
+
+/// Which subscribers of a *verbose* XPUB read batch frames, judged from the subscription events it reports: a
+/// publisher may send a batch whole only when everyone who takes everything ("") also asked for [`BATCH_TOPIC`],
+/// and nobody holds another prefix (a batch's topic would match none of theirs).
+///
+/// This is [`tickbox_wire::SubscriptionTally`]'s rule for a socket that reports differently: a verbose XPUB
+/// (which the proxy keeps, because its upstream de-duplication relies on it) reports every subscribe but an
+/// unsubscribe only when the last holder of a prefix leaves. So a count is "subscribes since nobody held it",
+/// which is never below the real number of holders; a reader that leaves while others stay is still counted,
+/// which can only stop batching (single frames for all), never send a batch to a reader that did not ask.
+/// Other prefixes are held as a set (exact under that reporting), bounded by `max_prefixes`; past it batching
+/// stops for good, the safe side.
+#[derive(Debug)]
+pub struct BatchReaders {
+    all: u64,
+    batch: u64,
+    prefixes: HashSet<Box<[u8]>>,
+    max_prefixes: usize,
+    overflowed: bool,
+}
+
+impl BatchReaders {
+    /// No subscriber yet; at most `max_prefixes` distinct other prefixes are remembered.
+    pub fn new(max_prefixes: usize) -> Self {
+        BatchReaders {
+            all: 0,
+            batch: 0,
+            prefixes: HashSet::new(),
+            max_prefixes,
+            overflowed: false,
+        }
+    }
+
+    /// One subscription event as the XPUB reports it (`\x01prefix` or `\x00prefix`); anything else is ignored.
+    pub fn on_message(&mut self, msg: &[u8]) {
+        let Some((&op, prefix)) = msg.split_first() else {
+            return;
+        };
+        let count = if prefix.is_empty() {
+            &mut self.all
+        } else if prefix == BATCH_TOPIC.as_bytes() {
+            &mut self.batch
+        } else {
+            match op {
+                1 if !self.prefixes.contains(prefix) => {
+                    if self.prefixes.len() < self.max_prefixes {
+                        self.prefixes.insert(prefix.into());
+                    } else if !self.overflowed {
+                        self.overflowed = true;
+                        tracing::warn!(
+                            max = self.max_prefixes,
+                            "too many distinct subscription prefixes to follow: batch frames are sent record \
+                             by record from now on"
+                        );
+                    }
+                }
+                0 => {
+                    self.prefixes.remove(prefix);
+                }
+                _ => {}
+            }
+            return;
+        };
+        match op {
+            1 => *count += 1,
+            // The last holder left.
+            0 => *count = 0,
+            _ => {}
+        }
+    }
+
+    /// Whether a batch frame may be sent whole.
+    pub fn all_read_batches(&self) -> bool {
+        self.all > 0 && self.batch >= self.all && self.prefixes.is_empty() && !self.overflowed
     }
 }
 

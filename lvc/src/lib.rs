@@ -154,7 +154,8 @@ use tickbox_units::HumanDuration;
 
 pub use cache::{CachedValue, LastValueCache, Overflow, Parts, Store};
 pub use engine::{
-    mark_cached, supersedes, DownstreamEvent, Forwarding, LvcEngine, LvcStats, Refusal,
+    mark_cached, supersedes, BatchReaders, BatchVerdict, DownstreamEvent, Forwarding, LvcEngine,
+    LvcStats, Refusal,
 };
 pub use proxy::{spawn, LvcEndpoints, LvcHandle};
 

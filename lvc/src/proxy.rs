@@ -149,6 +149,10 @@ struct Proxy {
     engine: LvcEngine,
     msg: RawMsg,
     tap_msg: RawMsg,
+    /// One record of a batch that goes out record by record.
+    record_msg: RawMsg,
+    /// Who of the tap's consumers reads batch frames.
+    tap_readers: crate::engine::BatchReaders,
     scratch: Vec<u8>,
     slow: SlowSubscriber,
     block_timeout: Duration,
@@ -366,6 +370,14 @@ impl Proxy {
             xsub.send(frame, 0)
                 .map_err(LvcError::zmq("subscribing upstream"))?;
         }
+        if engine.reads_upstream_batches() {
+            // The opt-in beside "": publishers whose every reader did the same send batch frames, which the
+            // proxy caches record by record and forwards whole or unpacked (`forward_batch_frame`).
+            let mut frame = vec![1u8];
+            frame.extend_from_slice(tickbox_wire::BATCH_TOPIC.as_bytes());
+            xsub.send(frame, 0)
+                .map_err(LvcError::zmq("subscribing upstream"))?;
+        }
         tracing::info!(
             downstream = %downstream,
             tap = ?tap_endpoint,
@@ -390,6 +402,8 @@ impl Proxy {
                 engine,
                 msg: RawMsg::new(),
                 tap_msg: RawMsg::new(),
+                record_msg: RawMsg::new(),
+                tap_readers: crate::engine::BatchReaders::new(config.max_downstream_prefixes),
                 scratch: Vec::with_capacity(256),
                 slow: config.slow_subscriber,
                 block_timeout: config.block_timeout.0,
@@ -527,6 +541,10 @@ impl Proxy {
                 self.forward_multipart(stop)?;
                 continue;
             }
+            if tickbox_wire::is_batch(self.msg.bytes()) {
+                self.forward_batch_frame(stop)?;
+                continue;
+            }
             if self.engine.on_upstream(self.msg.bytes()) == Forwarding::Drop {
                 continue;
             }
@@ -551,6 +569,91 @@ impl Proxy {
             }
             self.send_live(stop, 0)?;
         }
+        Ok(())
+    }
+
+    /// A batch frame in `self.msg`: cached record by record, then sent whole to each side (subscribers, tap) whose
+    /// every reader opted in to batches, and record by record to a side where someone did not: a hop never
+    /// sends a batch to a reader that did not ask for one.
+    fn forward_batch_frame(&mut self, stop: &AtomicBool) -> Result<(), LvcError> {
+        let verdict = self.engine.on_upstream_batch(self.msg.bytes());
+        let records = match tickbox_wire::batch_records(self.msg.bytes()) {
+            Ok(records) => u64::from(records.declared_count()),
+            Err(_) => 1,
+        };
+        // Whole: intact and every reader opted in, or broken and `malformed = "forward"` says pass it on as is.
+        let forward_whole = verdict.forwarding == Forwarding::Forward;
+        let down_whole =
+            forward_whole && (!verdict.intact || self.engine.downstream_reads_batches());
+        let tap_whole = forward_whole
+            && !self.tap_guide
+            && (!verdict.intact || self.tap_readers.all_read_batches());
+        if let Some(tap) = self.tap.as_mut() {
+            if tap_whole {
+                let sent = self.tap_msg.copy_from(&mut self.msg).is_ok()
+                    && self.tap_msg.send(tap, DONTWAIT).is_ok();
+                let stats = self.engine.stats_mut();
+                if sent {
+                    stats.tap_sent += records;
+                    stats.tap_batches += 1;
+                } else {
+                    stats.tap_dropped += records;
+                }
+            } else {
+                let (mut sent, mut dropped) = (0, 0);
+                for record in valid_records(self.msg.bytes()) {
+                    if send_tap_frame(tap, self.tap_guide, record) {
+                        sent += 1;
+                    } else {
+                        dropped += 1;
+                    }
+                }
+                let stats = self.engine.stats_mut();
+                stats.tap_sent += sent;
+                stats.tap_dropped += dropped;
+            }
+        }
+        if down_whole {
+            let sent = send_downstream(
+                &mut self.xpub,
+                &mut self.msg,
+                0,
+                self.slow,
+                self.block_timeout,
+                stop,
+            )?;
+            let stats = self.engine.stats_mut();
+            if sent {
+                stats.messages_out += records;
+                stats.batches_out += 1;
+            } else {
+                stats.downstream_dropped += records;
+            }
+            return Ok(());
+        }
+        // Record by record: each into a message of its own (a copy, as any single frame the proxy builds).
+        let (mut sent, mut dropped) = (0, 0);
+        for record in valid_records(self.msg.bytes()) {
+            if self.record_msg.set_bytes(record).is_err() {
+                dropped += 1;
+                continue;
+            }
+            if send_downstream(
+                &mut self.xpub,
+                &mut self.record_msg,
+                0,
+                self.slow,
+                self.block_timeout,
+                stop,
+            )? {
+                sent += 1;
+            } else {
+                dropped += 1;
+            }
+        }
+        let stats = self.engine.stats_mut();
+        stats.messages_out += sent;
+        stats.downstream_dropped += dropped;
         Ok(())
     }
 
@@ -878,6 +981,7 @@ impl Proxy {
             let Ok(frame) = tap.recv_bytes(zmq::DONTWAIT) else {
                 return;
             };
+            self.tap_readers.on_message(&frame);
             if let Some((&kind, prefix)) = frame.split_first() {
                 if kind == 1 {
                     self.engine.stats_mut().tap_subscriptions += 1;
@@ -897,6 +1001,16 @@ impl Proxy {
             }
         }
     }
+}
+
+/// The records of a batch frame that are valid frames, in order, up to the first that is not (the engine has
+/// counted that one as malformed).
+fn valid_records(frame: &[u8]) -> impl Iterator<Item = &[u8]> {
+    tickbox_wire::batch_records(frame)
+        .into_iter()
+        .flatten()
+        .map_while(Result::ok)
+        .filter(|record| tickbox_wire::MessageRef::decode(record).is_ok())
 }
 
 /// Sends one tickbox tap frame (an event, a cached value) without waiting, in the tap's framing: alone, or under

@@ -64,6 +64,29 @@ impl RawMsg {
         }
     }
 
+    /// Replaces this message's content with a copy of `bytes` (one allocation and copy, done by libzmq).
+    pub(crate) fn set_bytes(&mut self, bytes: &[u8]) -> Result<(), zmq::Error> {
+        // SAFETY: `self.0` is initialised; closing releases its old content, and it is re-initialised below
+        // before any other use.
+        unsafe { zmq_sys::zmq_msg_close(&mut self.0) };
+        // SAFETY: `self.0` is closed, so initialising it again leaks nothing.
+        if unsafe { zmq_sys::zmq_msg_init_size(&mut self.0, bytes.len()) } != 0 {
+            let err = last_error();
+            // SAFETY: as above; an empty message cannot fail to initialise, so `self` stays valid.
+            unsafe { zmq_sys::zmq_msg_init(&mut self.0) };
+            return Err(err);
+        }
+        if !bytes.is_empty() {
+            // SAFETY: libzmq gave the message a buffer of exactly `bytes.len()` bytes, which this copy fills; it
+            // cannot overlap `bytes`, which this message's new buffer did not exist for.
+            unsafe {
+                let data = zmq_sys::zmq_msg_data(&mut self.0) as *mut u8;
+                std::ptr::copy_nonoverlapping(bytes.as_ptr(), data, bytes.len());
+            }
+        }
+        Ok(())
+    }
+
     #[inline]
     pub(crate) fn more(&self) -> bool {
         // SAFETY: `self.0` is initialised.

@@ -47,6 +47,9 @@ pub struct RecorderConfig {
     pub batch_max: usize,
     /// SUB receive high-water mark of the recorder.
     pub rcvhwm: i32,
+    /// `tickbox record` of several endpoints reads each on its own thread; reader `i` is pinned to
+    /// `reader_cores[i]` (empty, the default: unpinned).
+    pub reader_cores: Vec<usize>,
     /// Send high-water mark of each replay shard.
     pub sndhwm: i32,
     /// With `replay --restamp`, shard `i` publishes as `publisher_id_base + i`.
@@ -81,6 +84,7 @@ impl Default for RecorderConfig {
             sync_interval: HumanDuration(Duration::from_millis(100)),
             batch_max: 1024,
             rcvhwm: 1_000_000,
+            reader_cores: Vec::new(),
             sndhwm: 100_000,
             publisher_id_base: 9000,
             pacing_window: HumanDuration(Duration::from_micros(200)),

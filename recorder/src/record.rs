@@ -35,7 +35,8 @@ pub struct RecordOptions {
     /// Receive high-water mark of the SUB socket, in messages: how much libzmq buffers while the recorder is busy
     /// writing; beyond it the publisher drops.
     pub rcvhwm: i32,
-    /// Stop after this many messages from the stream were appended (gap notices the recorder writes not counted).
+    /// Stop after this many messages from the stream were appended (gap notices the recorder writes not counted;
+    /// the records of the last batch frame are all appended, so it can be passed by up to a batch).
     pub max_messages: Option<u64>,
     /// Stop after this long.
     pub duration: Option<Duration>,
@@ -45,6 +46,10 @@ pub struct RecordOptions {
     pub socket_profile: tickbox_zmqx::profile::SocketProfile,
     /// `[security]`: applied to the SUB before it connects.
     pub security: tickbox_auth::Security,
+    /// With several endpoints, the core each endpoint's reader thread is pinned to, in `connect` order (`[recorder]
+    /// reader_cores`); readers past the end of the list, and a single endpoint (read on the calling thread), run
+    /// unpinned.
+    pub reader_cores: Vec<usize>,
 }
 
 impl Default for RecordOptions {
@@ -59,6 +64,7 @@ impl Default for RecordOptions {
             progress_every: Duration::from_secs(1),
             socket_profile: tickbox_zmqx::profile::SocketProfile::default(),
             security: tickbox_auth::Security::default(),
+            reader_cores: Vec::new(),
         }
     }
 }
@@ -88,6 +94,10 @@ pub struct RecordStats {
     pub invalid_frames: u64,
     /// Espresso tap subscription events (not recorded, not invalid).
     pub tap_events: u64,
+    /// Batch frames (`#B`) received; each of their records was accounted for and appended as if it had come
+    /// alone (in `messages` and the rest). A batch with a malformed record counts one invalid frame, for the
+    /// record and whatever follows it (the sequence check names what that lost as a gap).
+    pub batch_frames: u64,
     /// Multipart messages (the wire format is single-frame; not recorded).
     pub multipart_messages: u64,
     /// Sequences received twice (not recorded again).
@@ -310,6 +320,44 @@ impl Recorder {
         s
     }
 
+    /// Accounts for one received message: a batch frame record by record ([`Self::on_frame`] for each, in
+    /// order, all with the same capture time), anything else as one frame. Returns how many records it held.
+    pub fn on_message(
+        &mut self,
+        batch: &mut Batch<'_>,
+        capture_ns: u64,
+        message: &[u8],
+    ) -> Result<usize, RecorderError> {
+        if !tickbox_wire::is_batch(message) {
+            self.on_frame(batch, capture_ns, message)?;
+            return Ok(1);
+        }
+        self.stats.batch_frames += 1;
+        let records = match tickbox_wire::batch_records(message) {
+            Ok(records) => records,
+            Err(err) => {
+                self.invalid(message.len(), &err);
+                return Ok(0);
+            }
+        };
+        let mut n = 0;
+        for record in records {
+            match record {
+                Ok(record) => self.on_frame(batch, capture_ns, record)?,
+                Err(err) => self.invalid(message.len(), &err),
+            }
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    fn invalid(&mut self, len: usize, err: &dyn std::fmt::Display) {
+        self.stats.invalid_frames += 1;
+        if self.stats.invalid_frames <= 5 {
+            tracing::warn!(len, "not recording an invalid frame: {err}");
+        }
+    }
+
     /// Accounts for one received frame and appends what belongs in the journal to `batch`: a gap notice first if
     /// the frame reveals a loss, then the frame itself (unless it is a duplicate, a tap event or not a frame).
     pub fn on_frame(
@@ -325,10 +373,7 @@ impl Recorder {
         let msg = match MessageRef::decode(frame) {
             Ok(m) => m,
             Err(err) => {
-                self.stats.invalid_frames += 1;
-                if self.stats.invalid_frames <= 5 {
-                    tracing::warn!(len = frame.len(), "not recording an invalid frame: {err}");
-                }
+                self.invalid(frame.len(), &err);
                 return Ok(());
             }
         };
@@ -518,36 +563,24 @@ impl Recorder {
 }
 
 /// Records until `stop` is set, the duration passes or `max_messages` are recorded. Calls `progress` about every
-/// `progress_every`. The SUB socket lives and dies inside this call (this thread).
+/// `progress_every`. The SUB sockets live and die inside this call.
+///
+/// One endpoint is read on this thread, which also appends. Several endpoints (the shards of a feed) are each read
+/// by their own SUB on their own thread (pinned to `reader_cores[i]` where given), which hands what it takes off
+/// the socket to this thread, the journal's one writer, over a bounded queue: a full queue stops that reader
+/// (back-pressure into libzmq's HWM and the publisher, never a drop here). Each queue is first in, first out and a
+/// publisher lives on one shard, so every publisher's records reach the journal in the order they were sent.
 pub fn record(
     ctx: &zmq::Context,
     writer: &mut Writer,
     opts: &RecordOptions,
     stop: &AtomicBool,
-    mut progress: impl FnMut(&RecordStats),
+    progress: impl FnMut(&RecordStats),
 ) -> Result<RecordStats, RecorderError> {
     if opts.connect.is_empty() {
         return Err(RecorderError::InvalidOption(
             "no endpoint to connect to".into(),
         ));
-    }
-    let sub = ctx.socket(zmq::SUB)?;
-    sub.set_linger(0)?;
-    sub.set_rcvhwm(opts.rcvhwm)?;
-    tickbox_zmqx::profile::apply(&sub, &opts.socket_profile)?;
-    opts.security.client(&sub, "record")?;
-    if opts.topics.is_empty() {
-        sub.set_subscribe(b"")?;
-    } else {
-        for t in &opts.topics {
-            sub.set_subscribe(t.as_bytes())?;
-        }
-    }
-    for ep in &opts.connect {
-        sub.connect(ep).map_err(|source| RecorderError::Endpoint {
-            endpoint: ep.clone(),
-            source,
-        })?;
     }
     let mut rec = Recorder::new(writer)?;
     if !opts.topics.is_empty() {
@@ -556,16 +589,119 @@ pub fn record(
         );
         rec.set_sequence_tracking(false);
     }
+    if opts.connect.len() == 1 {
+        let sub = subscriber(ctx, opts, &opts.connect)?;
+        return record_inline(&sub, &mut rec, writer, opts, stop, progress);
+    }
+    let subs = opts
+        .connect
+        .iter()
+        .map(|ep| subscriber(ctx, opts, std::slice::from_ref(ep)))
+        .collect::<Result<Vec<_>, _>>()?;
+    record_sharded(subs, &mut rec, writer, opts, stop, progress)
+}
+
+/// A SUB socket set up for recording and connected to `endpoints`.
+fn subscriber(
+    ctx: &zmq::Context,
+    opts: &RecordOptions,
+    endpoints: &[String],
+) -> Result<zmq::Socket, RecorderError> {
+    let sub = ctx.socket(zmq::SUB)?;
+    sub.set_linger(0)?;
+    sub.set_rcvhwm(opts.rcvhwm)?;
+    tickbox_zmqx::profile::apply(&sub, &opts.socket_profile)?;
+    opts.security.client(&sub, "record")?;
+    if opts.topics.is_empty() {
+        sub.set_subscribe(b"")?;
+        // The batch opt-in: a publisher whose every reader asks for it sends many records per message, which
+        // `Recorder::on_message` appends one by one. (A prefix never receives a batch, so a subset does not ask.)
+        sub.set_subscribe(tickbox_wire::BATCH_TOPIC.as_bytes())?;
+    } else {
+        for t in &opts.topics {
+            sub.set_subscribe(t.as_bytes())?;
+        }
+    }
+    for ep in endpoints {
+        sub.connect(ep).map_err(|source| RecorderError::Endpoint {
+            endpoint: ep.clone(),
+            source,
+        })?;
+    }
+    Ok(sub)
+}
+
+/// Whether the run is over: asked to stop, out of time, or `max_messages` appended.
+fn finished(rec: &Recorder, opts: &RecordOptions, stop: &AtomicBool) -> bool {
+    stop.load(Ordering::Relaxed)
+        || opts.duration.is_some_and(|d| rec.stats.elapsed >= d)
+        || opts.max_messages.is_some_and(|m| rec.stats.messages >= m)
+}
+
+/// What a reader took off its socket.
+enum Received {
+    /// A single-part message and when it was taken off the socket.
+    Frame { capture_ns: u64, msg: zmq::Message },
+    /// A multipart message, drained and dropped (not a tickbox frame).
+    Multipart,
+}
+
+/// Takes one message off `sub` without waiting (`None`: nothing there); a multipart message is drained whole.
+fn take(sub: &zmq::Socket) -> Result<Option<Received>, RecorderError> {
+    let mut msg = zmq::Message::new();
+    match sub.recv(&mut msg, zmq::DONTWAIT) {
+        Ok(()) => {}
+        Err(zmq::Error::EAGAIN | zmq::Error::EINTR) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    }
+    let capture_ns = tickbox_wire::now_ns();
+    if !msg.get_more() {
+        return Ok(Some(Received::Frame { capture_ns, msg }));
+    }
+    while msg.get_more() {
+        match sub.recv(&mut msg, 0) {
+            Ok(()) | Err(zmq::Error::EINTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(Some(Received::Multipart))
+}
+
+impl Recorder {
+    /// Appends what a reader took off a socket; returns the journal records it made (a dropped multipart: 0).
+    fn on_received(
+        &mut self,
+        batch: &mut Batch<'_>,
+        received: &Received,
+    ) -> Result<usize, RecorderError> {
+        match received {
+            Received::Frame { capture_ns, msg } => self.on_message(batch, *capture_ns, msg),
+            Received::Multipart => {
+                self.stats.multipart_messages += 1;
+                if self.stats.multipart_messages <= 5 {
+                    tracing::warn!("dropped a multipart message (tickbox frames are single-part)");
+                }
+                Ok(0)
+            }
+        }
+    }
+}
+
+/// One socket, read and appended on this thread.
+fn record_inline(
+    sub: &zmq::Socket,
+    rec: &mut Recorder,
+    writer: &mut Writer,
+    opts: &RecordOptions,
+    stop: &AtomicBool,
+    mut progress: impl FnMut(&RecordStats),
+) -> Result<RecordStats, RecorderError> {
     let batch_max = opts.batch_max.max(1);
     let started = Instant::now();
     let mut last_progress = started;
-    let mut msg = zmq::Message::new();
     loop {
         rec.on_elapsed(started.elapsed());
-        if stop.load(Ordering::Relaxed)
-            || opts.duration.is_some_and(|d| rec.stats.elapsed >= d)
-            || opts.max_messages.is_some_and(|m| rec.stats.messages >= m)
-        {
+        if finished(rec, opts, stop) {
             break;
         }
         if last_progress.elapsed() >= opts.progress_every {
@@ -582,31 +718,210 @@ pub fn record(
         let mut batch = writer.batch();
         let mut in_batch = 0;
         while in_batch < batch_max {
-            match sub.recv(&mut msg, zmq::DONTWAIT) {
-                Ok(()) => {}
-                Err(zmq::Error::EAGAIN | zmq::Error::EINTR) => break,
-                Err(e) => return Err(e.into()),
-            }
-            let capture_ns = tickbox_wire::now_ns();
-            if msg.get_more() {
-                // Drain and drop the rest of a multipart message: not a tickbox frame.
-                while msg.get_more() {
-                    match sub.recv(&mut msg, 0) {
-                        Ok(()) | Err(zmq::Error::EINTR) => {}
-                        Err(e) => return Err(e.into()),
-                    }
-                }
-                rec.stats.multipart_messages += 1;
-                if rec.stats.multipart_messages <= 5 {
-                    tracing::warn!("dropped a multipart message (tickbox frames are single-part)");
-                }
-                continue;
-            }
-            rec.on_frame(&mut batch, capture_ns, &msg)?;
-            in_batch += 1;
+            let Some(received) = take(sub)? else { break };
+            // A batch frame's records go in whole, even past `max_messages`, so none is left half recorded.
+            in_batch += rec.on_received(&mut batch, &received)?.max(1);
             if opts.max_messages.is_some_and(|m| rec.stats.messages >= m) {
                 break;
             }
+        }
+        batch.commit()?;
+        if in_batch > 0 {
+            rec.stats.batches += 1;
+            rec.after_commit(writer)?;
+        }
+    }
+    rec.on_elapsed(started.elapsed());
+    rec.after_commit(writer)?;
+    Ok(rec.stats())
+}
+
+/// Most messages a reader takes off its socket before handing them over.
+const READ_BURST: usize = 256;
+/// Bursts queued between a reader and the writer before the reader waits.
+const READ_QUEUE: usize = 64;
+/// How often a waiting reader or writer looks at the stop flags.
+const WAIT_SLICE: Duration = Duration::from_millis(100);
+
+/// A reader's half of its queue: bursts out, emptied vectors back.
+struct ReaderLink {
+    bursts: crossbeam_channel::Sender<Vec<Received>>,
+    spare: crossbeam_channel::Receiver<Vec<Received>>,
+}
+
+/// Reads `sub` in bursts until `done` is set or the writer is gone.
+fn read_shard(
+    sub: &zmq::Socket,
+    link: &ReaderLink,
+    done: &AtomicBool,
+) -> Result<(), RecorderError> {
+    while !done.load(Ordering::Relaxed) {
+        match sub.poll(zmq::POLLIN, WAIT_SLICE.as_millis() as i64) {
+            Ok(0) => continue,
+            Ok(_) => {}
+            Err(zmq::Error::EINTR) => continue,
+            Err(e) => return Err(e.into()),
+        }
+        let mut burst = link
+            .spare
+            .try_recv()
+            .unwrap_or_else(|_| Vec::with_capacity(READ_BURST));
+        while burst.len() < READ_BURST {
+            match take(sub)? {
+                Some(received) => burst.push(received),
+                None => break,
+            }
+        }
+        if burst.is_empty() {
+            continue;
+        }
+        // A full queue is back-pressure: wait for the writer (the socket's HWM, then the publisher, absorb it).
+        loop {
+            match link.bursts.send_timeout(burst, WAIT_SLICE) {
+                Ok(()) => break,
+                Err(crossbeam_channel::SendTimeoutError::Timeout(b)) => {
+                    if done.load(Ordering::Relaxed) {
+                        return Ok(());
+                    }
+                    burst = b;
+                }
+                Err(crossbeam_channel::SendTimeoutError::Disconnected(_)) => return Ok(()),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// One reader thread per socket, this thread appending what they hand over.
+fn record_sharded(
+    subs: Vec<zmq::Socket>,
+    rec: &mut Recorder,
+    writer: &mut Writer,
+    opts: &RecordOptions,
+    stop: &AtomicBool,
+    mut progress: impl FnMut(&RecordStats),
+) -> Result<RecordStats, RecorderError> {
+    let done = AtomicBool::new(false);
+    let mut bursts = Vec::with_capacity(subs.len());
+    let mut spares = Vec::with_capacity(subs.len());
+    let mut links = Vec::with_capacity(subs.len());
+    for _ in &subs {
+        let (btx, brx) = crossbeam_channel::bounded(READ_QUEUE);
+        let (stx, srx) = crossbeam_channel::bounded(READ_QUEUE);
+        bursts.push(brx);
+        spares.push(stx);
+        links.push(ReaderLink {
+            bursts: btx,
+            spare: srx,
+        });
+    }
+    std::thread::scope(|scope| {
+        let done = &done;
+        let readers: Vec<_> = subs
+            .into_iter()
+            .zip(links)
+            .enumerate()
+            .map(|(i, (sub, link))| {
+                let core = opts.reader_cores.get(i).copied();
+                std::thread::Builder::new()
+                    .name(format!("record-rd{i}"))
+                    .spawn_scoped(scope, move || {
+                        tickbox_zmqx::pin_if_configured(core, &format!("record reader {i}"));
+                        read_shard(&sub, &link, done)
+                    })
+            })
+            .collect::<Result<_, _>>()
+            .map_err(|e| {
+                done.store(true, Ordering::Relaxed);
+                RecorderError::InvalidOption(format!("cannot start a reader thread: {e}"))
+            })?;
+        let written = write_bursts(&bursts, &spares, rec, writer, opts, stop, &mut progress);
+        done.store(true, Ordering::Relaxed);
+        drop(bursts);
+        let mut failed = None;
+        for (i, r) in readers.into_iter().enumerate() {
+            let outcome = r.join().unwrap_or_else(|_| {
+                Err(RecorderError::InvalidOption(format!(
+                    "reader of {} panicked",
+                    opts.connect[i]
+                )))
+            });
+            if let Err(e) = outcome {
+                tracing::error!(endpoint = %opts.connect[i], "reader failed: {e}");
+                failed.get_or_insert(e);
+            }
+        }
+        // A reader's own error says more than the writer's "the reader stopped".
+        match failed {
+            Some(e) => Err(e),
+            None => written,
+        }
+    })
+}
+
+/// The writer's side of [`record_sharded`]: waits for any reader, then appends what every reader has queued, one
+/// burst from each in turn, so a busy shard cannot starve the others.
+fn write_bursts(
+    bursts: &[crossbeam_channel::Receiver<Vec<Received>>],
+    spares: &[crossbeam_channel::Sender<Vec<Received>>],
+    rec: &mut Recorder,
+    writer: &mut Writer,
+    opts: &RecordOptions,
+    stop: &AtomicBool,
+    progress: &mut impl FnMut(&RecordStats),
+) -> Result<RecordStats, RecorderError> {
+    let batch_max = opts.batch_max.max(1);
+    let started = Instant::now();
+    let mut last_progress = started;
+    let mut select = crossbeam_channel::Select::new();
+    for rx in bursts {
+        select.recv(rx);
+    }
+    let mut next = 0;
+    loop {
+        rec.on_elapsed(started.elapsed());
+        if finished(rec, opts, stop) {
+            break;
+        }
+        if last_progress.elapsed() >= opts.progress_every {
+            last_progress = Instant::now();
+            progress(&rec.stats());
+        }
+        if select.ready_timeout(WAIT_SLICE).is_err() {
+            continue;
+        }
+        let mut batch = writer.batch();
+        let mut in_batch = 0;
+        let mut idle = 0;
+        'fill: while in_batch < batch_max && idle < bursts.len() {
+            let i = next;
+            next = (next + 1) % bursts.len();
+            let mut burst = match bursts[i].try_recv() {
+                Ok(burst) => burst,
+                Err(crossbeam_channel::TryRecvError::Empty) => {
+                    idle += 1;
+                    continue;
+                }
+                // A reader ends early only when it failed; its error is reported once all have stopped.
+                Err(crossbeam_channel::TryRecvError::Disconnected) => {
+                    batch.commit()?;
+                    return Err(RecorderError::InvalidOption(format!(
+                        "the reader of {} stopped",
+                        opts.connect[i]
+                    )));
+                }
+            };
+            idle = 0;
+            for received in &burst {
+                in_batch += rec.on_received(&mut batch, received)?.max(1);
+                // What a reader took past `max_messages` is not recorded, as what is still in a socket is not.
+                if opts.max_messages.is_some_and(|m| rec.stats.messages >= m) {
+                    break 'fill;
+                }
+            }
+            burst.clear();
+            // The writer never waits on a reader: a full spare queue lets the vector go.
+            let _ = spares[i].try_send(burst);
         }
         batch.commit()?;
         if in_batch > 0 {

@@ -49,6 +49,7 @@ impl RecordStats {
             "upstream_gap_notices": s.upstream_gap_notices,
             "invalid": s.invalid_frames,
             "tap_events": s.tap_events,
+            "batch_frames": s.batch_frames,
             "duplicates": s.duplicates,
             "restarts": s.restarts,
             "anomalies": s.anomalies,
@@ -170,8 +171,8 @@ impl RecordStats {
         }
         let _ = writeln!(
             out,
-            "other         heartbeats {}, cached {}, tap events {}",
-            s.heartbeats, s.cached, s.tap_events
+            "other         heartbeats {}, cached {}, tap events {}, batch frames {}",
+            s.heartbeats, s.cached, s.tap_events, s.batch_frames
         );
         let _ = writeln!(out, "invalid       {}", s.invalid_frames);
         let _ = writeln!(out, "multipart     {}", s.multipart_messages);

@@ -167,6 +167,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         progress_every: Duration::from_secs(1),
         socket_profile: config.context.sockets.recorder.clone(),
         security: config.auth.clone(),
+        reader_cores: cfg.reader_cores.clone(),
     };
     let journal = args.journal.display().to_string();
     let mut elected = match &args.elect {
