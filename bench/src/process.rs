@@ -630,8 +630,10 @@ pub const RAW_PUB_ENDPOINT_LINE: &str = "raw-pub endpoint ";
 
 /// Samples the receivers need room for: the whole schedule, warm-up included, and some slack.
 fn capacity_for(config: &LatencyConfig) -> usize {
-    let secs = (config.warmup + config.duration).as_secs_f64();
-    (config.rate as f64 * secs * 1.05) as usize + 1_024
+    // The feed runs its schedule plus the overrun, and may catch up on a late start: room for a second more at the
+    // rate and a quarter on top, so the buffer (a few dozen bytes a sample, sized once) never decides the figures.
+    let secs = (config.warmup + config.duration + FEED_OVERRUN).as_secs_f64() + 1.0;
+    (config.rate as f64 * secs * 1.25) as usize + 4_096
 }
 
 fn duration_arg(d: Duration) -> String {
