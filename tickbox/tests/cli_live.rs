@@ -140,8 +140,10 @@ fn on_a_terminal_the_replay_bar_is_redrawn_in_place_and_cleared_before_the_summa
             .map_or(rest.len(), |j| i + 2 + j + 1);
         rest.replace_range(i..end, "");
     }
+    // Whole lines may come between (the wait for the last queued records is announced before the summary),
+    // but no bar text, and the summary starts a line.
     assert!(
-        rest.trim().is_empty(),
+        !rest.contains("replay: [") && (rest.trim().is_empty() || rest.ends_with('\n')),
         "the summary runs into the bar: {:?}",
         &before[before.len().saturating_sub(120)..]
     );
