@@ -13,15 +13,10 @@ use crate::measure::Schedule;
 /// µs to tens of µs, which would show up as publisher lateness in the corrected histogram.
 const SPIN_BELOW_NS: u64 = 40_000;
 
-/// Makes `sleep` on the calling thread precise (timer slack 1 ns instead of Linux's default 50 µs), so the
-/// pacer can sleep between messages at moderate rates instead of burning a core the receiver needs.
-#[allow(unsafe_code)] // prctl is a libc call
+/// Makes `sleep` on the calling thread precise ([`tickbox_zmqx::precise_sleep`]), so the pacer can sleep between
+/// messages at moderate rates instead of burning a core the receiver needs.
 pub fn prepare_pacing_thread() {
-    // SAFETY: PR_SET_TIMERSLACK takes one integer argument and only affects the calling thread.
-    let rc = unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) };
-    if rc != 0 {
-        tracing::debug!("could not lower the timer slack; pacing sleeps may overshoot by ~50 µs");
-    }
+    tickbox_zmqx::precise_sleep();
 }
 
 /// Waits until `deadline_ns` on the `now_ns` clock and returns the time it woke. Sleeps while the deadline is

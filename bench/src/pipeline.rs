@@ -470,20 +470,10 @@ fn flat_out_publisher(
         what: "rcvtimeo",
         source: e,
     })?;
-    loop {
-        match socket.recv_bytes(0) {
-            Ok(sub) if sub.first() == Some(&1) => break,
-            Ok(_) | Err(zmq::Error::EAGAIN) => {}
-            Err(e) => {
-                return Err(BenchError::Zmq {
-                    what: "recv subscription",
-                    source: e,
-                })
-            }
-        }
-        if phase.load(Ordering::Relaxed) == crate::raw::PHASE_STOP {
-            return Ok(());
-        }
+    if !crate::transport::await_subscriber(&socket, || {
+        phase.load(Ordering::Relaxed) == crate::raw::PHASE_STOP
+    })? {
+        return Ok(());
     }
     let publisher_id = feed.publisher_id_base + shard as u32;
     let mut publisher = Publisher::new(socket, shard, publisher_id, 1_000_000);

@@ -332,20 +332,10 @@ pub fn raw_pub_process(
         .map_err(|e| BenchError::Setup(e.to_string()))?;
     announce(&endpoint);
     let deadline = Instant::now() + START_TIMEOUT;
-    loop {
-        match socket.recv_bytes(0) {
-            Ok(sub) if sub.first() == Some(&1) => break,
-            Ok(_) | Err(zmq::Error::EAGAIN) => {}
-            Err(e) => {
-                return Err(BenchError::Zmq {
-                    what: "recv subscription",
-                    source: e,
-                })
-            }
-        }
-        if stop.load(Ordering::Relaxed) || Instant::now() > deadline {
-            return Err(BenchError::NotConnected(START_TIMEOUT));
-        }
+    if !crate::transport::await_subscriber(&socket, || {
+        stop.load(Ordering::Relaxed) || Instant::now() > deadline
+    })? {
+        return Err(BenchError::NotConnected(START_TIMEOUT));
     }
     let state = RunState::new();
     state.connected.store(true, Ordering::Release);

@@ -388,23 +388,13 @@ fn raw_sender(
     let endpoint = tickbox_zmqx::bind_resolved(&socket, &config.transport.bind_endpoint("raw-thr"))
         .map_err(|e| BenchError::Setup(e.to_string()))?;
     let _ = ep_tx.send(endpoint);
-    if pattern.is_pubsub() {
-        // Wait for the subscription so nothing sent before the subscriber joins is dropped.
-        loop {
-            match socket.recv_bytes(0) {
-                Ok(sub) if sub.first() == Some(&1) => break,
-                Ok(_) | Err(zmq::Error::EAGAIN) => {}
-                Err(e) => {
-                    return Err(BenchError::Zmq {
-                        what: "recv subscription",
-                        source: e,
-                    })
-                }
-            }
-            if phase.load(Ordering::Relaxed) == PHASE_STOP {
-                return Ok(());
-            }
-        }
+    // Wait for the subscription so nothing sent before the subscriber joins is dropped.
+    if pattern.is_pubsub()
+        && !crate::transport::await_subscriber(&socket, || {
+            phase.load(Ordering::Relaxed) == PHASE_STOP
+        })?
+    {
+        return Ok(());
     }
     let frame = vec![0x5Au8; config.size];
     while phase.load(Ordering::Relaxed) != PHASE_STOP {

@@ -464,20 +464,10 @@ pub fn raw_replay(
     let sent = (|| -> Result<(u64, u64), BenchError> {
         // The SUB's subscription must arrive before the first frame, or the first frames go nowhere.
         let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            match xpub.recv_bytes(0) {
-                Ok(sub) if sub.first() == Some(&1) => break,
-                Ok(_) | Err(zmq::Error::EAGAIN) => {}
-                Err(e) => {
-                    return Err(BenchError::Zmq {
-                        what: "recv subscription",
-                        source: e,
-                    })
-                }
-            }
-            if Instant::now() > deadline || stop.load(Ordering::Relaxed) {
-                return Err(BenchError::NotConnected(Duration::from_secs(10)));
-            }
+        if !crate::transport::await_subscriber(&xpub, || {
+            Instant::now() > deadline || stop.load(Ordering::Relaxed)
+        })? {
+            return Err(BenchError::NotConnected(Duration::from_secs(10)));
         }
         let mut reader =
             Reader::open(journal.path()).map_err(|e| BenchError::Setup(format!("journal: {e}")))?;

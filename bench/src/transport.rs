@@ -87,6 +87,30 @@ pub fn parse_duration(s: &str) -> Result<Duration, BenchError> {
     tickbox_units::parse_duration(s).map_err(|e| BenchError::InvalidArgument(e.to_string()))
 }
 
+/// Reads an XPUB's subscription messages until the first subscribe arrives (`Ok(true)`), so nothing sent before a
+/// subscriber joined is dropped, or until `give_up` says stop (`Ok(false)`). The socket's receive timeout decides
+/// how often `give_up` is asked.
+pub fn await_subscriber(
+    xpub: &zmq::Socket,
+    mut give_up: impl FnMut() -> bool,
+) -> Result<bool, BenchError> {
+    loop {
+        match xpub.recv_bytes(0) {
+            Ok(sub) if sub.first() == Some(&1) => return Ok(true),
+            Ok(_) | Err(zmq::Error::EAGAIN) => {}
+            Err(e) => {
+                return Err(BenchError::Zmq {
+                    what: "recv subscription",
+                    source: e,
+                })
+            }
+        }
+        if give_up() {
+            return Ok(false);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

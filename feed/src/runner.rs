@@ -49,6 +49,10 @@ impl Feed {
                         shard_config.core,
                         &format!("feed shard {shard}"),
                     );
+                    // The pacer sleeps until `spin_us` before each send: with Linux's default 50 µs timer slack
+                    // it woke up to 50 µs late at moderate rates, which `bench latency --shape processes`
+                    // charged to the pipeline (p50 2 × raw at 5k–20k msg/s on a 16-core machine).
+                    tickbox_zmqx::precise_sleep();
                     let (socket, endpoint) =
                         match open_publisher_socket(&ctx, shard, shard_config, &config) {
                             Ok(opened) => opened,
