@@ -51,8 +51,9 @@ pub enum FeedError {
         #[source]
         source: zmq::Error,
     },
-    /// A shard's batch send failed for a reason other than back-pressure; the shard stops.
-    #[error("shard {shard}: batch send failed: {source}")]
+    /// A shard's zero-copy send (a batch frame, or a single frame from its recycled buffers) failed for a reason
+    /// other than back-pressure; the shard stops.
+    #[error("shard {shard}: send failed: {source}")]
     BatchSend {
         /// Index of the shard in `FeedConfig::shards`.
         shard: usize,

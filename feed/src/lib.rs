@@ -69,7 +69,8 @@ pub use generator::{
 };
 pub use pacer::{paced_offset_ns, Pacing, SendPacer, Step};
 pub use publisher::{
-    heartbeat_topic, open_publisher_socket, Publisher, PublisherCounts, LINGER_MS, SEND_TIMEOUT_MS,
+    heartbeat_topic, open_publisher_socket, Publisher, PublisherCounts, INTERRUPT_GRACE, LINGER_MS,
+    SEND_TIMEOUT_MS,
 };
 pub use runner::{
     Feed, FeedHandle, FeedReport, PublisherShardReport, ShardInfo, ShardStats, RATE_SHORTFALL_RATIO,

@@ -3,10 +3,12 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use std::sync::Arc;
 use tickbox_wire::{
     encode, encoded_len, now_ns, BatchCursor, Header, Heartbeat, Kind, Payload, SubscriptionTally,
 };
-use tickbox_zmqx::zero_copy::{PoolBuf, WhenExhausted, ZeroCopySender};
+
+use tickbox_zmqx::zero_copy::{Delivery, OutMessage, PoolBuf, WhenExhausted, ZeroCopySender};
 
 use crate::config::{FeedConfig, PublisherShardConfig};
 use crate::error::FeedError;
@@ -49,10 +51,10 @@ impl PublisherCounts {
 
 /// The end of a shard's run: a no-drop run that ended by itself (its duration, message limit or source; not
 /// stopped, not `blocked` on a full pipe) waits until `deadline` for every subscriber to leave, reading the
-/// subscription messages into `tally` (which must have seen every one since the socket was bound), then sets the
-/// socket's linger to `drain_timeout` so what is still queued for a subscriber that stays is flushed at close
-/// rather than dropped after the usual 100 ms (see [`FeedConfig::drain_timeout`]). Returns the subscribers still
-/// there, with a warning if any (0: all left, or nothing to wait for).
+/// subscription messages into `tally` (which must have seen every one since the socket was bound); [`settle_at_end`]
+/// then gives what is still queued for a subscriber that stays as long again to go out (see
+/// [`FeedConfig::drain_timeout`]). Returns the subscribers still there, with a warning if any (0: all left, or
+/// nothing to wait for).
 pub(crate) fn drain_at_end(
     publisher: &Publisher,
     tally: &mut SubscriptionTally,
@@ -62,7 +64,7 @@ pub(crate) fn drain_at_end(
     stop: &AtomicBool,
 ) -> Result<u64, FeedError> {
     let timeout = config.drain_timeout;
-    if !config.no_drop || blocked || timeout.0.is_zero() || stop.load(Ordering::Relaxed) {
+    if !drains(config, blocked, stop) {
         return Ok(0);
     }
     loop {
@@ -78,14 +80,6 @@ pub(crate) fn drain_at_end(
         }
         std::thread::sleep(Duration::from_millis(2));
     }
-    let linger = i32::try_from(timeout.0.as_millis()).unwrap_or(i32::MAX);
-    publisher
-        .socket()
-        .set_linger(linger)
-        .map_err(|source| FeedError::Socket {
-            shard: publisher.shard(),
-            source,
-        })?;
     let staying = tally.subscribers();
     if staying > 0 {
         tracing::warn!(
@@ -98,6 +92,56 @@ pub(crate) fn drain_at_end(
     Ok(staying)
 }
 
+/// How long an interrupted shard still lets queued messages reach the network before it closes (Ctrl-C skips
+/// the drain wait, not this), as an interrupted replay does.
+pub const INTERRUPT_GRACE: Duration = Duration::from_millis(300);
+
+/// The last step before a shard's socket closes: waits for libzmq to hand what it still holds to the
+/// subscribers' connections, for [`INTERRUPT_GRACE`] after a stop, until `drained` (a no-drop run's drain wait
+/// plus `drain_timeout` again; shards that close together share it), otherwise the [`LINGER_MS`] the close would have given it anyway; returns the data messages
+/// still held then (the shard's `undelivered`, see [`Publisher::undelivered`]). When that is not 0 the socket's
+/// linger is set to 0: those messages are counted as dropped, so the close drops them now instead of
+/// delivering some after they were counted.
+pub(crate) fn settle_at_end(
+    publisher: &Publisher,
+    drained: Option<Instant>,
+    stop: &AtomicBool,
+) -> Result<u64, FeedError> {
+    let limit = match drained {
+        Some(deadline) => deadline.saturating_duration_since(Instant::now()),
+        None => Duration::from_millis(LINGER_MS as u64),
+    };
+    let mut left = if stop.load(Ordering::Relaxed) {
+        publisher.delivery.wait_settled(INTERRUPT_GRACE, None)
+    } else {
+        publisher.delivery.wait_settled(limit, Some(stop))
+    };
+    if left > 0 && stop.load(Ordering::Relaxed) {
+        // Interrupted during the wait: the grace, and no more.
+        left = publisher.delivery.wait_settled(INTERRUPT_GRACE, None);
+    }
+    if left > 0 {
+        publisher
+            .socket()
+            .set_linger(0)
+            .map_err(|source| FeedError::Socket {
+                shard: publisher.shard(),
+                source,
+            })?;
+        tracing::warn!(
+            shard = publisher.shard(),
+            undelivered = left,
+            "closing with messages still queued for a subscriber: they are dropped, counted as undelivered"
+        );
+    }
+    Ok(left)
+}
+
+/// Whether [`drain_at_end`] waits for this run's subscribers (and [`settle_at_end`] as long again for its queue).
+pub(crate) fn drains(config: &FeedConfig, blocked: bool, stop: &AtomicBool) -> bool {
+    config.no_drop && !blocked && !config.drain_timeout.0.is_zero() && !stop.load(Ordering::Relaxed)
+}
+
 /// The summary's line for subscribers still connected when the shards closed after their drain wait.
 pub(crate) fn write_staying(f: &mut std::fmt::Formatter<'_>, staying: u64) -> std::fmt::Result {
     if staying == 0 {
@@ -108,6 +152,21 @@ pub(crate) fn write_staying(f: &mut std::fmt::Formatter<'_>, staying: u64) -> st
         "\nWARNING: {staying} subscriber(s) still connected when the shards closed after drain_timeout: one that \
          had not read everything by then may have lost its unread tail (raise --drain-timeout, or let \
          subscribers exit when the stream ends, e.g. subscribe --idle-exit)"
+    )
+}
+
+/// The summary's line for data messages still queued in libzmq when the shards closed.
+pub(crate) fn write_undelivered(
+    f: &mut std::fmt::Formatter<'_>,
+    undelivered: u64,
+) -> std::fmt::Result {
+    if undelivered == 0 {
+        return Ok(());
+    }
+    write!(
+        f,
+        "\nundelivered: {undelivered} messages sent but still queued for a subscriber when the shards closed, \
+         dropped at the close (a subscriber stopped reading, or the run was interrupted)"
     )
 }
 
@@ -181,12 +240,14 @@ struct FeedBatch {
 }
 
 impl FeedBatch {
-    fn new(max_bytes: usize, max_records: u16) -> Self {
+    fn new(max_bytes: usize, max_records: u16, delivery: &Arc<Delivery>) -> Self {
         let buffers = (BATCH_POOL_BYTES / max_bytes.max(1)).clamp(4, BATCH_BUFFERS);
+        // Never wait for a buffer: on a plain PUB a slow subscriber's queue may hold them all, and a live feed
+        // must not stall the others on it.
+        let mut sender = ZeroCopySender::new(buffers, max_bytes, WhenExhausted::Allocate);
+        sender.track(delivery);
         FeedBatch {
-            // Never wait for a buffer: on a plain PUB a slow subscriber's queue may hold them all, and a live
-            // feed must not stall the others on it.
-            sender: ZeroCopySender::new(buffers, max_bytes, WhenExhausted::Allocate),
+            sender,
             max_records,
             open: None,
             pending_records: 0,
@@ -198,8 +259,9 @@ impl FeedBatch {
     }
 }
 
-/// Stamps, encodes and sends messages for one publisher id. Encoding reuses one buffer, so publishing never
-/// allocates on our side (libzmq still allocates its own message for frames over 33 bytes).
+/// Stamps, encodes and sends messages for one publisher id. Messages are encoded into recycled buffers that
+/// libzmq sends as they are (libzmq allocates only its small descriptor per message), and every data message is
+/// tracked until libzmq lets it go, so the shard knows what its close would drop ([`Publisher::undelivered`]).
 pub struct Publisher {
     socket: zmq::Socket,
     shard: usize,
@@ -209,14 +271,24 @@ pub struct Publisher {
     sequence: u64,
     heartbeat_topic: String,
     heartbeat_interval_ns: u64,
-    buf: Vec<u8>,
     counts: PublisherCounts,
     /// Send the topic alone first (the Guide's envelope), see [`Publisher::set_guide_framing`].
     guide_framing: bool,
     /// Messages waiting to go out as one batch frame (see [`Publisher::set_batching`]); encoded in place.
     batch: Option<FeedBatch>,
     batching: bool,
+    /// Recycled buffers single frames are encoded into and sent from (no copy), tracked by `delivery`.
+    singles: ZeroCopySender,
+    /// Data messages handed to libzmq (single frames, and batch frames by their records) until it releases
+    /// them: what the shard's close would drop (see [`Publisher::undelivered`]).
+    delivery: Arc<Delivery>,
 }
+
+/// Recycled buffers for single frames: about one high-water mark's worth (the default 1,000) of a subscriber that
+/// is behind; past it a frame gets a one-off buffer, tracked the same way.
+const SINGLE_BUFFERS: usize = 1024;
+/// Size of each single-frame buffer: every generated message fits (a larger one gets a one-off buffer).
+const SINGLE_BUFFER_LEN: usize = 256;
 
 impl Publisher {
     /// Wraps a configured socket. `heartbeat_interval_ns` is advertised in heartbeats.
@@ -226,6 +298,7 @@ impl Publisher {
         publisher_id: u32,
         heartbeat_interval_ns: u64,
     ) -> Self {
+        let delivery = Delivery::new();
         Publisher {
             socket,
             shard,
@@ -234,18 +307,28 @@ impl Publisher {
             sequence: 0,
             heartbeat_topic: heartbeat_topic(publisher_id),
             heartbeat_interval_ns,
-            buf: vec![0u8; 256],
             counts: PublisherCounts::default(),
             guide_framing: false,
             batch: None,
             batching: false,
+            singles: {
+                let mut singles =
+                    ZeroCopySender::new(SINGLE_BUFFERS, SINGLE_BUFFER_LEN, WhenExhausted::Allocate);
+                singles.track(&delivery);
+                singles
+            },
+            delivery,
         }
     }
 
     /// Gives the publisher a batch buffer (`max_records` messages, `max_bytes` per frame, allocated once), used
     /// while [`set_batching`](Self::set_batching) says so.
     pub fn with_batch(mut self, max_bytes: usize, max_records: u16) -> Self {
-        self.batch = Some(FeedBatch::new(max_bytes, max_records.max(1)));
+        self.batch = Some(FeedBatch::new(
+            max_bytes,
+            max_records.max(1),
+            &self.delivery,
+        ));
         self
     }
 
@@ -356,6 +439,15 @@ impl Publisher {
         self.counts
     }
 
+    /// Data messages sent (counted in [`counts`](Self::counts)) that libzmq still holds in this socket's queues:
+    /// not yet written to every subscriber's connection, so closing now would drop them. What sits in the
+    /// kernel's socket buffers counts as delivered (libzmq cannot see past them), and a message queued for a
+    /// subscriber that then disconnected counts as released when libzmq drops that queue. Heartbeats are not
+    /// counted.
+    pub fn undelivered(&self) -> u64 {
+        self.delivery.outstanding()
+    }
+
     /// Sends one data message stamped with the next sequence and the current time. Returns the sequence, or
     /// `None` if a no-drop pipe stayed full for [`SEND_TIMEOUT_MS`]: nothing was sent and the sequence was
     /// not used, so retrying keeps the stream gap-free.
@@ -417,7 +509,7 @@ impl Publisher {
             messages_sent: self.counts.data(),
         });
         let topic = std::mem::take(&mut self.heartbeat_topic);
-        let sent = self.send_single(&topic, &header, &payload);
+        let sent = self.send_single(&topic, &header, &payload, 0);
         self.heartbeat_topic = topic;
         let sent = sent?;
         if sent {
@@ -461,25 +553,30 @@ impl Publisher {
                 return Ok(false);
             }
         }
-        let sent = self.send_single(topic, header, payload)?;
+        let sent = self.send_single(topic, header, payload, 1)?;
         if sent {
             self.counts.frames += 1;
         }
         Ok(sent)
     }
 
+    /// Sends one frame carrying `records` data messages (a heartbeat: 0), encoded straight into a recycled
+    /// buffer that libzmq then sends as it is, tracked until libzmq releases it.
     #[inline]
     fn send_single(
         &mut self,
         topic: &str,
         header: &Header,
         payload: &Payload,
+        records: u64,
     ) -> Result<bool, FeedError> {
         let needed = encoded_len(topic, header.kind);
-        if self.buf.len() < needed {
-            self.buf.resize(needed.next_power_of_two(), 0);
-        }
-        let n = encode(&mut self.buf, topic, header, payload)?;
+        let mut buf = match self.singles.try_buffer() {
+            Some(buf) if buf.len() >= needed => buf,
+            // Every recycled buffer queued in libzmq (a subscriber that is behind), or a message too large.
+            _ => self.delivery.buffer(needed),
+        };
+        let n = encode(&mut buf, topic, header, payload)?;
         if self.guide_framing {
             // libzmq applies the high-water mark to a message's first frame and then takes the rest whole, so a
             // full pipe refuses the envelope here, before any of it is queued.
@@ -497,34 +594,23 @@ impl Publisher {
                 }
             }
         }
-        // Sending the borrowed slice (libzmq allocates and copies once) measured no slower than encoding into
-        // a fresh `zmq::Message` (which zeroes its storage first), and lets a blocked send retry the same bytes.
-        // Batching (`batch = "auto"`) is what removes that allocation per message.
-        send_slice(&self.socket, &self.buf[..n], self.shard, &mut self.counts)
+        let shard = self.shard;
+        let send_err = |source| FeedError::BatchSend { shard, source };
+        let mut msg = OutMessage::counted(buf, 0..n, records).map_err(send_err)?;
+        // A refused message is dropped here, which releases it (handed and released alike): the caller retries
+        // with the same sequence.
+        if msg.send(&mut self.socket, 0).map_err(send_err)? {
+            Ok(true)
+        } else {
+            // EINTR: a signal (Ctrl-C) cut the blocked send short; like a timeout, the caller retries or stops.
+            self.counts.would_block += 1;
+            Ok(false)
+        }
     }
 }
 
 /// [`ZeroCopySender::buffer`] never waits here ([`WhenExhausted::Allocate`]), so it is never stopped.
 static NEVER_STOP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// One send of `bytes`; false (counted in `would_block`) when the no-drop pipe stayed full or a signal cut it.
-#[inline]
-fn send_slice(
-    socket: &zmq::Socket,
-    bytes: &[u8],
-    shard: usize,
-    counts: &mut PublisherCounts,
-) -> Result<bool, FeedError> {
-    match socket.send(bytes, 0) {
-        Ok(()) => Ok(true),
-        // EINTR: a signal (Ctrl-C) cut the blocked send short; like a timeout, the caller retries or stops.
-        Err(zmq::Error::EAGAIN | zmq::Error::EINTR) => {
-            counts.would_block += 1;
-            Ok(false)
-        }
-        Err(source) => Err(FeedError::Send { shard, source }),
-    }
-}
 
 /// The heartbeat topic of a publisher: `H.<publisher id>`.
 pub fn heartbeat_topic(publisher_id: u32) -> String {

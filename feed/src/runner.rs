@@ -345,6 +345,9 @@ pub struct PublisherShardReport {
     /// Subscribers still connected when a no-drop shard closed after waiting `drain_timeout` for them to leave
     /// (0 when all left, or the run was not waited on): each may have lost its unread tail at the close.
     pub subscribers_at_close: u64,
+    /// Data messages counted in `counts` that libzmq still held for a subscriber when the shard closed (after
+    /// its drain, or the interrupt grace), dropped at the close: see [`Publisher::undelivered`].
+    pub undelivered: u64,
 }
 
 impl PublisherShardReport {
@@ -385,6 +388,11 @@ impl FeedReport {
     /// Subscribers still connected when their shard closed after its drain wait, summed over the shards.
     pub fn total_subscribers_at_close(&self) -> u64 {
         self.shards.iter().map(|s| s.subscribers_at_close).sum()
+    }
+
+    /// Data messages sent but still queued in libzmq when their shard closed (dropped), over all shards.
+    pub fn total_undelivered(&self) -> u64 {
+        self.shards.iter().map(|s| s.undelivered).sum()
     }
 
     /// Sum of the shards' achieved rates.
@@ -453,6 +461,7 @@ impl fmt::Display for FeedReport {
             )?;
         }
         crate::publisher::write_staying(f, self.total_subscribers_at_close())?;
+        crate::publisher::write_undelivered(f, self.total_undelivered())?;
         if let Some((target, achieved)) = self.rate_shortfall() {
             write!(
                 f,
@@ -659,6 +668,10 @@ impl ShardRun<'_> {
             unsent > 0,
             self.stop,
         )?;
+        // Taken here, before the socket closes with the publisher: what libzmq still holds is dropped there.
+        let drained = crate::publisher::drains(config, unsent > 0, self.stop)
+            .then(|| Instant::now() + config.drain_timeout.0);
+        let undelivered = crate::publisher::settle_at_end(&publisher, drained, self.stop)?;
         self.live.publish(&publisher);
         Ok(PublisherShardReport {
             shard,
@@ -672,6 +685,7 @@ impl ShardRun<'_> {
             schedule_start_ns,
             unsent,
             subscribers_at_close,
+            undelivered,
         })
     }
 
@@ -746,6 +760,7 @@ mod report_tests {
                 schedule_start_ns: 0,
                 unsent: 0,
                 subscribers_at_close: 0,
+                undelivered: 0,
             }],
             target_rate,
         }

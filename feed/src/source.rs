@@ -310,6 +310,11 @@ impl SourceReport {
         self.shards.iter().map(|s| s.subscribers_at_close).sum()
     }
 
+    /// Records published but still queued in libzmq when their shard closed (dropped), over all shards.
+    pub fn total_undelivered(&self) -> u64 {
+        self.shards.iter().map(|s| s.undelivered).sum()
+    }
+
     /// Records published per second of `elapsed`.
     pub fn rate(&self) -> f64 {
         let secs = self.elapsed.as_secs_f64();
@@ -360,7 +365,8 @@ impl fmt::Display for SourceReport {
         for (reason, n) in &self.skipped {
             write!(f, "\nskipped {n}: {reason}")?;
         }
-        crate::publisher::write_staying(f, self.total_subscribers_at_close())
+        crate::publisher::write_staying(f, self.total_subscribers_at_close())?;
+        crate::publisher::write_undelivered(f, self.total_undelivered())
     }
 }
 
@@ -501,24 +507,36 @@ impl SourceRun<'_> {
                 crate::publisher::drain_at_end(p, tally, config, deadline, blocked, self.stop)
             })
             .collect::<Result<Vec<u64>, FeedError>>()?;
+        // Taken before the sockets close with the publishers: what libzmq still holds is dropped there. The
+        // shards share one wait for their queues, as they shared the one for their subscribers.
+        let drained = crate::publisher::drains(config, blocked, self.stop)
+            .then(|| Instant::now() + config.drain_timeout.0);
+        let undelivered = publishers
+            .iter()
+            .map(|p| crate::publisher::settle_at_end(p, drained, self.stop))
+            .collect::<Result<Vec<u64>, FeedError>>()?;
         let shards = publishers
             .iter()
             .zip(endpoints)
             .zip(at_close)
+            .zip(undelivered)
             .enumerate()
             .map(
-                |(shard, ((p, endpoint), subscribers_at_close))| PublisherShardReport {
-                    shard,
-                    publisher_id: p.publisher_id(),
-                    endpoint,
-                    symbols: 0,
-                    counts: p.counts(),
-                    last_sequence: p.last_sequence(),
-                    duration: elapsed,
-                    skipped: Duration::ZERO,
-                    schedule_start_ns: 0,
-                    unsent: 0,
-                    subscribers_at_close,
+                |(shard, (((p, endpoint), subscribers_at_close), undelivered))| {
+                    PublisherShardReport {
+                        shard,
+                        publisher_id: p.publisher_id(),
+                        endpoint,
+                        symbols: 0,
+                        counts: p.counts(),
+                        last_sequence: p.last_sequence(),
+                        duration: elapsed,
+                        skipped: Duration::ZERO,
+                        schedule_start_ns: 0,
+                        unsent: 0,
+                        subscribers_at_close,
+                        undelivered,
+                    }
                 },
             )
             .collect();

@@ -1,6 +1,7 @@
 //! The end of a `--no-drop` feed: it waits for its subscribers to leave before it closes, so a subscriber that is
 //! behind when the feed has sent its last message still gets every message; one that stays is reported, and one
-//! whose queue could not be flushed makes the feed exit 1 saying messages were dropped.
+//! whose queue could not be flushed makes the feed exit 1 saying how many messages were dropped (`undelivered`);
+//! so does an interrupt while a subscriber is not reading.
 
 mod common;
 
@@ -164,8 +165,135 @@ fn a_queue_left_unread_at_the_close_is_reported_as_dropped() {
     let stderr = rest(&err);
     assert_eq!(status.code(), Some(1), "stderr: {stderr}");
     assert!(stderr.contains("were dropped at the close"), "{stderr}");
+    let summary = rest(&out);
     assert!(
-        rest(&out).contains("1 subscriber(s) still connected"),
-        "the summary says who stayed"
+        summary.contains("1 subscriber(s) still connected"),
+        "the summary says who stayed: {summary}"
     );
+    assert!(
+        summary.contains("undelivered: ")
+            && summary.contains("still queued for a subscriber when the shards closed"),
+        "the summary counts what was dropped: {summary}"
+    );
+}
+
+/// `tickbox [global] feed --json` with `args`: the child, the endpoint (from its start-up line on stderr), and its stdout
+/// and stderr as line channels.
+fn spawn_feed_json(
+    global: &[&str],
+    args: &[&str],
+) -> (
+    KillOnDrop,
+    String,
+    mpsc::Receiver<String>,
+    mpsc::Receiver<String>,
+) {
+    let mut child = KillOnDrop(
+        Command::new(TICKBOX)
+            .arg("-q")
+            .args(global)
+            .args(["feed", "--bind", "tcp://127.0.0.1:*", "--json"])
+            .args(["--wait-for-subscribers", "1"])
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn tickbox feed"),
+    );
+    let out = forward_lines(child.0.stdout.take().unwrap());
+    let err = forward_lines(child.0.stderr.take().unwrap());
+    let line = err
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the feed prints its endpoint");
+    let ep = endpoint_in(&line).unwrap_or_else(|| panic!("no endpoint in {line:?}"));
+    (child, ep, out, err)
+}
+
+/// Ctrl-C (or SIGTERM) while a subscriber never reads: what libzmq still holds for it when the shard closes is
+/// counted as `undelivered` in the summary, said on stderr, and the feed exits 1.
+#[test]
+fn an_interrupted_feed_counts_what_it_left_undelivered() {
+    // The feed's kernel send buffer kept small (as the subscriber's receive buffer is), so what the subscriber
+    // does not read stays in libzmq's queue, which is what `undelivered` can see: with the kernel's default
+    // (auto-tuned to megabytes on loopback) a slow start could leave the whole run in kernel buffers, which count
+    // as delivered (README).
+    let dir = common::TempDir::new("feed-undelivered");
+    let config = dir.path().join("tickbox.toml");
+    std::fs::write(&config, "[context.sockets.feed]\nsndbuf = 4096\n").unwrap();
+    let global = ["--config", config.to_str().unwrap()];
+    for signal in ["INT", "TERM"] {
+        let (mut feed, ep, out, err) = spawn_feed_json(&global, &["--rate", "max"]);
+        let ctx = zmq::Context::new();
+        let sub = small_sub(&ctx, &ep);
+        // Data is flowing (seen without reading it); at full speed the kernel's buffers and the feed's queue for
+        // this subscriber are full within milliseconds.
+        assert_eq!(
+            sub.poll(zmq::POLLIN, 10_000).unwrap(),
+            1,
+            "{signal}: no data"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+        let interrupted = Instant::now();
+        common::signal(feed.0.id(), signal);
+        let status = feed.wait_exit(Duration::from_secs(5), "the interrupt did not end the feed");
+        let took = interrupted.elapsed();
+        drop(sub);
+        let stderr = rest(&err);
+        let summary = out.recv_timeout(Duration::from_secs(2)).expect("summary");
+        assert_eq!(status.code(), Some(1), "{signal}: {stderr} {summary}");
+        assert!(took < Duration::from_secs(3), "{signal}: took {took:?}");
+        let summary: serde_json::Value = serde_json::from_str(&summary).unwrap();
+        let sent = summary["sent"].as_u64().expect("sent");
+        let undelivered = summary["undelivered"].as_u64().expect("undelivered");
+        eprintln!("{signal}: sent {sent}, undelivered {undelivered}, took {took:?}");
+        assert!(
+            undelivered > 0 && undelivered <= sent,
+            "{signal}: {summary}"
+        );
+        assert_eq!(
+            summary["shards"][0]["undelivered"], undelivered,
+            "{summary}"
+        );
+        assert!(
+            stderr.contains(&format!(
+                "{undelivered} message(s) still queued for a subscriber were not delivered"
+            )),
+            "{signal}: {stderr}"
+        );
+    }
+}
+
+/// A run whose subscriber reads everything leaves nothing queued: `undelivered` 0, exit 0.
+#[test]
+fn a_healthy_run_reports_nothing_undelivered() {
+    const MESSAGES: u64 = 20_000;
+    let (mut feed, ep, out, err) = spawn_feed_json(
+        &[],
+        &[
+            "--no-drop",
+            "--rate",
+            "max",
+            "--max-messages",
+            &MESSAGES.to_string(),
+            "--drain-timeout",
+            "2s",
+        ],
+    );
+    let ctx = zmq::Context::new();
+    let sub = small_sub(&ctx, &ep);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let mut data = 0u64;
+    while data < MESSAGES && Instant::now() < deadline {
+        if let Ok(frame) = sub.recv_bytes(0) {
+            data += u64::from(data_sequence(&frame).is_some());
+        }
+    }
+    assert_eq!(data, MESSAGES);
+    drop(sub);
+    let status = feed.wait_exit(Duration::from_secs(10), "the feed did not end");
+    assert_eq!(status.code(), Some(0), "stderr: {}", rest(&err));
+    let summary: serde_json::Value =
+        serde_json::from_str(&out.recv_timeout(Duration::from_secs(2)).expect("summary")).unwrap();
+    assert_eq!(summary["sent"], MESSAGES, "{summary}");
+    assert_eq!(summary["undelivered"], 0, "{summary}");
 }

@@ -201,7 +201,9 @@ fn a_no_drop_feed_blocked_by_a_stalled_subscriber_still_ends_at_its_duration() {
         "the feed ignored --duration while blocked on a stalled subscriber",
     );
     let took = started.elapsed();
-    assert_eq!(status.code(), Some(0));
+    // Exit 1: what the stalled subscriber's full pipe held when the feed closed was sent and then dropped
+    // (`undelivered`, checked on the second run).
+    assert_eq!(status.code(), Some(1));
     assert!(took < DURATION + Duration::from_secs(4), "took {took:?}");
     drop(sub);
 
@@ -245,10 +247,24 @@ fn a_no_drop_feed_blocked_by_a_stalled_subscriber_still_ends_at_its_duration() {
     let started = Instant::now();
     let out = child.wait_output(DURATION + Duration::from_secs(4));
     assert!(started.elapsed() < DURATION + Duration::from_secs(4));
-    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.status.code(), Some(1));
     let stdout = String::from_utf8_lossy(&out.stdout);
     let summary: serde_json::Value = serde_json::from_str(stdout.trim()).expect("one JSON summary");
     assert!(summary["sent"].as_u64().unwrap() > 0, "{summary}");
+    let undelivered = summary["undelivered"].as_u64().unwrap();
+    assert!(
+        undelivered > 0 && undelivered <= summary["sent"].as_u64().unwrap(),
+        "the full pipe's messages were dropped at the close: {summary}"
+    );
+    // stderr went to `lines` (the endpoint line); the process has exited, so its channel ends.
+    let stderr: Vec<String> =
+        std::iter::from_fn(|| lines.recv_timeout(Duration::from_secs(2)).ok()).collect();
+    assert!(
+        stderr
+            .iter()
+            .any(|l| l.contains(&format!("{undelivered} message(s) were still queued"))),
+        "{stderr:?}"
+    );
     assert!(
         summary["unsent"].as_u64().unwrap() > 0,
         "the run ended blocked, so something was abandoned: {summary}"
