@@ -19,6 +19,8 @@ use tickbox_workers::{Delivery, Worker, WorkerPoolConfig};
 
 /// The sequence at which the stalling worker holds its shard.
 const STALL_AT: u64 = 10;
+/// How long it holds it.
+const STALL: Duration = Duration::from_millis(100);
 
 fn quote(seq: u64, send_ns: u64) -> Vec<u8> {
     let h = Header::live(Kind::Quote, 1, seq, send_ns).with_session(5);
@@ -119,8 +121,9 @@ fn stall(rig: &Rig) {
     rig.stalled
         .recv_timeout(Duration::from_secs(10))
         .expect("the worker reached the stall");
-    // The stall itself: the shard is held this long mid-burst, as by a slow worker.
-    std::thread::sleep(Duration::from_millis(40));
+    // The stall itself: the shard is held this long mid-burst, as by a slow worker. Long beside the thresholds
+    // below, so a loaded machine's scheduling delays cannot be mistaken for the fault being tested.
+    std::thread::sleep(STALL);
 }
 
 /// Waits (bounded) until the subscriber trips or has forwarded `n` records.
@@ -134,12 +137,17 @@ fn wait_for(sub: &Subscriber<Staller>, n: u64) {
 #[test]
 fn a_record_sent_while_the_shard_is_held_is_judged_after_it_arrived() {
     let ctx = zmq::Context::new();
-    let rig = rig(&ctx, "strict", SnailMode::Strict, Duration::from_millis(45));
+    let rig = rig(
+        &ctx,
+        "strict",
+        SnailMode::Strict,
+        Duration::from_millis(100),
+    );
     stall(&rig);
-    // On time, then one stamped 50 ms in the past (its true lateness is 50 ms plus its wait for the shard).
+    // On time, then one stamped 150 ms in the past (its true lateness is that plus its wait for the shard).
     let on_time = now_ns();
     rig.xpub.send(quote(STALL_AT + 1, on_time), 0).unwrap();
-    let stamped = now_ns() - 50_000_000;
+    let stamped = now_ns() - 150_000_000;
     rig.xpub.send(quote(STALL_AT + 2, stamped), 0).unwrap();
     let released = now_ns();
     rig.release.send(()).unwrap();
@@ -152,7 +160,7 @@ fn a_record_sent_while_the_shard_is_held_is_judged_after_it_arrived() {
     };
     assert_eq!((event.stage, event.sequence), (Stage::Shard, STALL_AT + 2));
     // The truth lies between the release (it cannot have left the socket earlier) and the moment the test saw
-    // the trip; a clock read before the stall reads ~40 ms low and misses the fire altogether.
+    // the trip; a clock read before the stall reads ~100 ms low and misses the fire altogether.
     let (low, high) = (released - stamped, seen_trip - stamped);
     assert!(
         (low..=high).contains(&event.lateness_ns),
@@ -160,7 +168,7 @@ fn a_record_sent_while_the_shard_is_held_is_judged_after_it_arrived() {
         event.lateness_ns
     );
     assert!(event.received_ns >= released, "{event:?}");
-    // The on-time record sent during the stall was received after it was sent, not 40 ms before.
+    // The on-time record sent during the stall was received after it was sent, not 100 ms before.
     let worker = &report.workers[0].worker;
     let (_, got) = worker
         .seen
@@ -184,11 +192,11 @@ fn skew_tolerant_mode_never_fires_on_time_after_a_held_burst_and_fires_on_a_late
         &ctx,
         "skew",
         SnailMode::SkewTolerant,
-        Duration::from_millis(20),
+        Duration::from_millis(50),
     );
     stall(&rig);
-    // Sent during the stall, on time: a clock read before the stall would learn a -40 ms offset from it and add
-    // 40 ms to every later record's lateness.
+    // Sent during the stall, on time: a clock read before the stall would learn a -100 ms offset from it and add
+    // 100 ms to every later record's lateness.
     rig.xpub.send(quote(STALL_AT + 1, now_ns()), 0).unwrap();
     rig.release.send(()).unwrap();
     let last_on_time = STALL_AT + 200;
@@ -208,9 +216,9 @@ fn skew_tolerant_mode_never_fires_on_time_after_a_held_burst_and_fires_on_a_late
             "negative delay in one process: {offset:?}"
         );
     }
-    // Now one 50 ms late: skew-tolerant lateness is its delay less the publisher's best delay (a few µs here).
+    // Now one 150 ms late: skew-tolerant lateness is its delay less the publisher's best delay (a few µs here).
     let sent = now_ns();
-    let stamped = sent - 50_000_000;
+    let stamped = sent - 150_000_000;
     rig.xpub.send(quote(last_on_time + 1, stamped), 0).unwrap();
     wait_for(&rig.sub, last_on_time + 1);
     let seen_trip = now_ns();
