@@ -149,11 +149,7 @@ impl LatencyRun {
             shape: self.config.shape,
             transport: self.config.transport.to_string(),
             via_lvc: self.config.via_lvc && self.system == "tickbox",
-            handoff: if self.system == "tickbox" {
-                self.config.handoff.to_string()
-            } else {
-                String::new()
-            },
+            handoff: (self.system == "tickbox").then_some(self.config.handoff),
             rate: self.config.rate,
             size: self.size,
             duration_s: secs,
@@ -236,11 +232,8 @@ fn latency_groups(results: &[LatencyResult]) -> Vec<LatencyGroup<'_>> {
             r.transport,
             rate_label(r.rate),
             if r.via_lvc { ", via LVC" } else { "" },
-            if r.handoff.is_empty() {
-                String::new()
-            } else {
-                format!(", tickbox handoff {}", r.handoff)
-            }
+            r.handoff
+                .map_or(String::new(), |h| format!(", tickbox handoff {h}"))
         );
         match groups.iter_mut().find(|g| g.0 == name) {
             Some(g) => g.1.push(r),

@@ -13,12 +13,6 @@ use crate::measure::Schedule;
 /// µs to tens of µs, which would show up as publisher lateness in the corrected histogram.
 const SPIN_BELOW_NS: u64 = 40_000;
 
-/// Makes `sleep` on the calling thread precise ([`tickbox_zmqx::precise_sleep`]), so the pacer can sleep between
-/// messages at moderate rates instead of burning a core the receiver needs.
-pub fn prepare_pacing_thread() {
-    tickbox_zmqx::precise_sleep();
-}
-
 /// Waits until `deadline_ns` on the `now_ns` clock and returns the time it woke. Sleeps while the deadline is
 /// far (so a 2-core machine keeps a core for the receiver), then spins. Waking late is fine: the publisher then
 /// sends the overdue messages back to back and the corrected histogram charges them the delay.
@@ -112,7 +106,9 @@ pub fn drive_schedule(
     config: &crate::latency::LatencyConfig,
     mut send: impl FnMut(u64) -> Result<bool, crate::BenchError>,
 ) -> Result<(), crate::BenchError> {
-    prepare_pacing_thread();
+    // A precise sleep lets the pacer sleep between messages at moderate rates instead of burning a core the
+    // receiver needs.
+    tickbox_zmqx::precise_sleep();
     let schedule = Schedule::new(
         now_ns() + 1_000_000,
         config.rate,

@@ -68,11 +68,7 @@ fn feed_config(hwm: i32, no_drop: bool) -> FeedConfig {
     }
 }
 
-fn subscriber_config(endpoints: Vec<String>, hwm: i32) -> SubscriberConfig {
-    subscriber_config_with(endpoints, hwm, tickbox_subscriber::Handoff::default())
-}
-
-fn subscriber_config_with(
+fn subscriber_config(
     endpoints: Vec<String>,
     hwm: i32,
     handoff: tickbox_subscriber::Handoff,
@@ -256,7 +252,7 @@ fn measure_pipeline(
         None => feed_endpoint,
     };
     let (mut sub_config, mut pool) = (
-        subscriber_config_with(vec![sub_endpoint], config.hwm, config.handoff),
+        subscriber_config(vec![sub_endpoint], config.hwm, config.handoff),
         workers_config(1, config.hwm),
     );
     tune(&mut sub_config, &mut pool);
@@ -402,7 +398,11 @@ pub fn tickbox_throughput_with(
         }
     }
     let (mut sub_config, mut pool) = (
-        subscriber_config(endpoints, config.hwm),
+        subscriber_config(
+            endpoints,
+            config.hwm,
+            tickbox_subscriber::Handoff::default(),
+        ),
         workers_config(shards, config.hwm),
     );
     sub_config.security = config.security.clone();

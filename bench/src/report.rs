@@ -280,9 +280,9 @@ pub struct LatencyResult {
     pub transport: String,
     /// The tickbox run went through the LVC proxy (always false for baselines).
     pub via_lvc: bool,
-    /// The tickbox subscriber's hand-off (`ring`, `zmq`, `inline`); empty for baselines and older files.
+    /// The tickbox subscriber's hand-off (`ring`, `zmq`, `inline`); none for baselines and older files.
     #[serde(default)]
-    pub handoff: String,
+    pub handoff: Option<tickbox_subscriber::Handoff>,
     /// Offered rate, msg/s.
     pub rate: u64,
     /// Bytes per message on the wire (ZeroMQ frame body).

@@ -47,7 +47,7 @@ pub use hdrhistogram::Histogram;
 pub use hook::SnailHook;
 pub use local::{replay_local, LocalHook, LocalReplayReport, LocalSink};
 pub use nic::check_nic;
-pub use receive_clock::{ReceiveClock, REANCHOR_NS};
+pub use receive_clock::ReceiveClock;
 pub use report::{
     lateness_histogram, Fatal, GapFatal, Report, SnailEvent, Stage, SubscriberShardReport,
     WorkerReport,

@@ -5,7 +5,7 @@
 //! here, the vDSO `clock_gettime` behind [`tickbox_wire::now_ns`] takes ~50 ns on a virtual machine, a tenth of a
 //! shard's per-record time for single frames, while the TSC through `quanta` takes ~13 ns. The TSC counts ticks,
 //! not wall time, so the clock keeps an anchor (a TSC reading and the wall clock read just after it) and adds the
-//! ticks since, converted by `quanta`'s calibration; it takes a fresh anchor at least every [`REANCHOR_NS`], so a
+//! ticks since, converted by `quanta`'s calibration; it takes a fresh anchor at least every millisecond, so a
 //! calibration error of a few parts per million costs nanoseconds and a stepped wall clock is followed within a
 //! millisecond. The wall clock is read after the TSC, so a time is never earlier than the moment it stands for.
 //! Where the TSC is not usable, `quanta` falls back to the OS's monotonic clock and this stays correct, only slower.
@@ -13,7 +13,7 @@
 use tickbox_wire::now_ns;
 
 /// The longest the clock extrapolates from one wall-clock reading.
-pub const REANCHOR_NS: u64 = 1_000_000;
+const REANCHOR_NS: u64 = 1_000_000;
 
 /// A per-thread receive clock (see the module documentation).
 pub struct ReceiveClock {
@@ -45,40 +45,11 @@ impl ReceiveClock {
     /// A clock anchored now.
     pub fn new() -> Self {
         let tsc = quanta::Clock::new();
-        let mut clock = ReceiveClock {
-            anchor_raw: tsc.raw(),
+        let (anchor_raw, anchor_ns) = anchor(&tsc);
+        ReceiveClock {
             tsc,
-            anchor_ns: now_ns(),
-        };
-        clock.anchor();
-        clock
-    }
-
-    /// Pairs a counter reading with the wall clock read just after it. A thread preempted between the two reads
-    /// would pair an old count with a later time and read every time until the next anchor that much late, so
-    /// the wall-clock read is bracketed by two counter reads and retried (a few times) until the bracket is
-    /// narrow. The earlier count is kept: the anchor may be late by the bracket, never early.
-    fn anchor(&mut self) {
-        let mut best: Option<(u64, u64, u64)> = None;
-        for _ in 0..ANCHOR_TRIES {
-            let before = self.tsc.raw();
-            let wall = now_ns();
-            let after = self.tsc.raw();
-            let bracket = if after >= before {
-                self.tsc.delta_as_nanos(before, after)
-            } else {
-                u64::MAX
-            };
-            if best.is_none_or(|(_, _, b)| bracket < b) {
-                best = Some((before, wall, bracket));
-            }
-            if bracket <= ANCHOR_BRACKET_NS {
-                break;
-            }
-        }
-        if let Some((raw, wall, _)) = best {
-            self.anchor_raw = raw;
-            self.anchor_ns = wall;
+            anchor_raw,
+            anchor_ns,
         }
     }
 
@@ -94,13 +65,44 @@ impl ReceiveClock {
                 return self.anchor_ns + since;
             }
         }
-        self.anchor();
+        (self.anchor_raw, self.anchor_ns) = anchor(&self.tsc);
         let raw = self.tsc.raw();
         self.anchor_ns
             + self
                 .tsc
                 .delta_as_nanos(self.anchor_raw, raw.max(self.anchor_raw))
     }
+}
+
+/// A counter reading paired with the wall clock read just after it. A thread preempted between the two reads
+/// would pair an old count with a later time and read every time until the next anchor that much late, so the
+/// wall-clock read is bracketed by two counter reads and retried (a few times) until the bracket is narrow. The
+/// earlier count is kept: the anchor may be late by the bracket, never early.
+fn anchor(tsc: &quanta::Clock) -> (u64, u64) {
+    let mut best = bracketed_read(tsc);
+    for _ in 1..ANCHOR_TRIES {
+        if best.2 <= ANCHOR_BRACKET_NS {
+            break;
+        }
+        let next = bracketed_read(tsc);
+        if next.2 < best.2 {
+            best = next;
+        }
+    }
+    (best.0, best.1)
+}
+
+/// A counter reading, the wall clock read after it, and how long (ns) until the counter was read again.
+fn bracketed_read(tsc: &quanta::Clock) -> (u64, u64, u64) {
+    let before = tsc.raw();
+    let wall = now_ns();
+    let after = tsc.raw();
+    let bracket = if after >= before {
+        tsc.delta_as_nanos(before, after)
+    } else {
+        u64::MAX
+    };
+    (before, wall, bracket)
 }
 
 #[cfg(test)]

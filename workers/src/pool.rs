@@ -562,11 +562,6 @@ impl<W: Worker, H: DequeueHook> InlineWorker<W, H> {
         self.d.idle();
     }
 
-    /// Records given so far.
-    pub fn taken(&self) -> u64 {
-        self.d.counts.taken
-    }
-
     /// The final flush, and what the worker did (as a pool thread reports it).
     pub fn finish(mut self) -> WorkerOutcome<W, H> {
         self.d.worker.flush();
