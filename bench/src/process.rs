@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tickbox_subscriber::{Report, WorkerReport};
+use tickbox_subscriber::Report;
 use tickbox_wire::{now_ns, Flags, Kind, MessageRef};
 use tickbox_workers::{Delivery, Record, Worker};
 
@@ -248,48 +248,12 @@ impl Worker for LatencyProbe {
 pub fn split_probes<W>(
     report: Report<(W, Option<LatencyProbe>)>,
 ) -> (Report<W>, Vec<LatencyProbe>) {
-    let Report {
-        shards,
-        workers,
-        fatal,
-        unprocessed,
-        elapsed,
-        dispatch,
-        snail_mode,
-        clock_offsets,
-        clock_untracked,
-    } = report;
     let mut probes = Vec::new();
-    let workers = workers
-        .into_iter()
-        .map(|w| {
-            let (worker, probe) = w.worker;
-            probes.extend(probe);
-            WorkerReport {
-                index: w.index,
-                worker,
-                processed: w.processed,
-                discarded: w.discarded,
-                malformed: w.malformed,
-                late: w.late,
-                lateness: w.lateness,
-            }
-        })
-        .collect();
-    (
-        Report {
-            shards,
-            workers,
-            fatal,
-            unprocessed,
-            elapsed,
-            dispatch,
-            snail_mode,
-            clock_offsets,
-            clock_untracked,
-        },
-        probes,
-    )
+    let report = report.map_workers(|(worker, probe)| {
+        probes.extend(probe);
+        worker
+    });
+    (report, probes)
 }
 
 // ------------------------------------------------------------------------------------------------------------

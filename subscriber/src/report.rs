@@ -179,6 +179,34 @@ pub struct Report<W> {
 }
 
 impl<W> Report<W> {
+    /// The same report with each worker replaced by `f(worker)`, every count kept: for an owner that ran a
+    /// composite worker and reports its parts apart.
+    pub fn map_workers<V>(self, mut f: impl FnMut(W) -> V) -> Report<V> {
+        Report {
+            shards: self.shards,
+            workers: self
+                .workers
+                .into_iter()
+                .map(|w| WorkerReport {
+                    index: w.index,
+                    worker: f(w.worker),
+                    processed: w.processed,
+                    discarded: w.discarded,
+                    malformed: w.malformed,
+                    late: w.late,
+                    lateness: w.lateness,
+                })
+                .collect(),
+            fatal: self.fatal,
+            unprocessed: self.unprocessed,
+            elapsed: self.elapsed,
+            dispatch: self.dispatch,
+            snail_mode: self.snail_mode,
+            clock_offsets: self.clock_offsets,
+            clock_untracked: self.clock_untracked,
+        }
+    }
+
     /// Records received over all shards, malformed ones included (see [`SubscriberShardReport::received`]).
     pub fn received(&self) -> u64 {
         self.shards.iter().map(|s| s.received).sum()
