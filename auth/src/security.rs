@@ -135,19 +135,12 @@ impl Security {
         };
         Ok(Security {
             inner: Some(Arc::new(Inner {
-                mechanism: cfg.mechanism,
-                own,
-                own_configured,
                 role_certs,
-                server_key,
                 role_server_keys,
                 gate: Gatekeeper::new(allow_ips, deny_ips),
                 dirs,
                 grants,
-                stats: AuthStats::default(),
-                monitors: crate::zap::MonitorQueue::default(),
-                checks: true,
-                caps: Arc::default(),
+                ..Inner::bare(cfg.mechanism, own, own_configured, server_key, true)
             })),
         })
     }
@@ -156,22 +149,15 @@ impl Security {
     /// allow-list: every socket of the process encrypts and authenticates, for benches that measure CURVE's cost.
     pub fn ephemeral_curve() -> Result<Security, AuthError> {
         let own = fresh_pair()?;
+        let server_key = Some(own.public);
         Ok(Security {
-            inner: Some(Arc::new(Inner {
-                mechanism: MechanismName::Curve,
-                server_key: Some(own.public),
+            inner: Some(Arc::new(Inner::bare(
+                MechanismName::Curve,
                 own,
-                own_configured: true,
-                role_certs: BTreeMap::new(),
-                role_server_keys: BTreeMap::new(),
-                gate: Gatekeeper::default(),
-                dirs: AllowDirs::default(),
-                grants: Grants::default(),
-                stats: AuthStats::default(),
-                monitors: crate::zap::MonitorQueue::default(),
-                checks: true,
-                caps: Arc::default(),
-            })),
+                true,
+                server_key,
+                true,
+            ))),
         })
     }
 
@@ -198,21 +184,13 @@ impl Security {
         let handle = match &self.inner {
             Some(_) => self.clone(),
             None => Security {
-                inner: Some(Arc::new(Inner {
-                    mechanism: MechanismName::Null,
-                    own: placeholder(),
-                    own_configured: false,
-                    role_certs: BTreeMap::new(),
-                    server_key: None,
-                    role_server_keys: BTreeMap::new(),
-                    gate: Gatekeeper::default(),
-                    dirs: AllowDirs::default(),
-                    grants: Grants::default(),
-                    stats: AuthStats::default(),
-                    monitors: crate::zap::MonitorQueue::default(),
-                    checks: false,
-                    caps: Arc::default(),
-                })),
+                inner: Some(Arc::new(Inner::bare(
+                    MechanismName::Null,
+                    placeholder(),
+                    false,
+                    None,
+                    false,
+                ))),
             },
         };
         if let Some(inner) = &handle.inner {
@@ -377,6 +355,31 @@ impl Security {
 }
 
 impl Inner {
+    /// A section with no per-role keys, fences, allow-list or grants: what every constructor starts from.
+    fn bare(
+        mechanism: MechanismName,
+        own: Certificate,
+        own_configured: bool,
+        server_key: Option<[u8; 32]>,
+        checks: bool,
+    ) -> Inner {
+        Inner {
+            mechanism,
+            own,
+            own_configured,
+            role_certs: BTreeMap::new(),
+            server_key,
+            role_server_keys: BTreeMap::new(),
+            gate: Gatekeeper::default(),
+            dirs: AllowDirs::default(),
+            grants: Grants::default(),
+            stats: AuthStats::default(),
+            monitors: crate::zap::MonitorQueue::default(),
+            checks,
+            caps: Arc::default(),
+        }
+    }
+
     fn role_cert(&self, role: &str) -> Option<&Certificate> {
         most_specific(&self.role_certs, role)
     }
