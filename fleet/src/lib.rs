@@ -17,6 +17,9 @@
 
 #![deny(missing_docs)]
 
+pub mod group;
+pub mod leadership;
+pub mod member;
 pub mod replay_control;
 
 use std::time::Duration;

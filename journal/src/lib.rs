@@ -181,6 +181,7 @@ mod reader;
 // The memory map itself: atomics and raw reads and writes at offsets into the mapped file.
 #[allow(unsafe_code)]
 mod segment;
+mod unreadable;
 mod verify;
 mod writer;
 
@@ -191,6 +192,7 @@ pub use segment::{
     HeaderInfo, Mode, APP_META_MAX, FORMAT_VERSION, HEADER_SIZE, MAGIC, MAX_DESCRIPTION,
     MIN_CAPACITY, RECORD_HEADER_SIZE,
 };
+pub use unreadable::Unreadable;
 pub use verify::{read_app_meta, summarize, Corruption, DamagedRange, JournalSummary};
 pub use writer::{
     Batch, Durability, Layout, OverwriteSink, OverwriteStats, OverwrittenRecord, RecoveryReport,
