@@ -236,9 +236,11 @@ mod tests {
 
     #[test]
     fn a_shard_config_keeps_only_its_shard_and_every_other_setting() {
-        let mut config = SubscriberConfig::default();
-        config.shards = vec![shard("tcp://a:1"), shard("tcp://b:2"), shard("tcp://c:3")];
-        config.topics = vec!["Q.".into()];
+        let config = SubscriberConfig {
+            shards: vec![shard("tcp://a:1"), shard("tcp://b:2"), shard("tcp://c:3")],
+            topics: vec!["Q.".into()],
+            ..SubscriberConfig::default()
+        };
         let one = shard_config(&config, 1);
         assert_eq!(one.shards, vec![shard("tcp://b:2")]);
         assert_eq!(one.topics, config.topics);

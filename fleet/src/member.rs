@@ -40,11 +40,13 @@ mod tests {
 
     #[test]
     fn the_entry_names_shards_workers_and_threshold() {
-        let mut config = SubscriberConfig::default();
-        config.shards = vec![SubscriberShardConfig {
-            connect: vec!["tcp://a:1".into(), "tcp://b:2".into()],
-            ..SubscriberShardConfig::default()
-        }];
+        let config = SubscriberConfig {
+            shards: vec![SubscriberShardConfig {
+                connect: vec!["tcp://a:1".into(), "tcp://b:2".into()],
+                ..SubscriberShardConfig::default()
+            }],
+            ..SubscriberConfig::default()
+        };
         let info = MemberInfo::of(&config, 4);
         let v: serde_json::Value = serde_json::from_slice(&info.to_bytes()).unwrap();
         assert_eq!(v["shards"], serde_json::json!(["tcp://a:1,tcp://b:2"]));

@@ -173,6 +173,7 @@ mod archive;
 // Record checksums: the SSE4.2 `crc32` instruction behind a run-time CPU check.
 #[allow(unsafe_code)]
 mod crc;
+mod discard;
 mod error;
 // The SIGBUS guard: a signal handler and `mmap` over faulting pages.
 #[allow(unsafe_code)]
@@ -186,6 +187,7 @@ mod verify;
 mod writer;
 
 pub use archive::{list_segments, segment_path, SEGMENT_EXT};
+pub use discard::remove_journal;
 pub use error::{JournalError, Result};
 pub use reader::{Reader, Record, Skipped};
 pub use segment::{

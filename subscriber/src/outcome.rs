@@ -96,17 +96,19 @@ mod tests {
 
     #[test]
     fn the_endpoint_list_joins_every_shard() {
-        let mut config = SubscriberConfig::default();
-        config.shards = vec![
-            crate::SubscriberShardConfig {
-                connect: vec!["tcp://a:1".into(), "tcp://a:2".into()],
-                ..Default::default()
-            },
-            crate::SubscriberShardConfig {
-                connect: vec!["tcp://b:1".into()],
-                ..Default::default()
-            },
-        ];
+        let config = SubscriberConfig {
+            shards: vec![
+                crate::SubscriberShardConfig {
+                    connect: vec!["tcp://a:1".into(), "tcp://a:2".into()],
+                    ..Default::default()
+                },
+                crate::SubscriberShardConfig {
+                    connect: vec!["tcp://b:1".into()],
+                    ..Default::default()
+                },
+            ],
+            ..SubscriberConfig::default()
+        };
         assert_eq!(config.endpoint_list(), "tcp://a:1,tcp://a:2,tcp://b:1");
     }
 }

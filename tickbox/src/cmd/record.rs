@@ -260,14 +260,9 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     Ok(ExitCode::SUCCESS)
 }
 
-/// Removes a journal (ring file or archive directory) this run created and never wrote to.
+/// Removes a journal this run created and never wrote to, saying so.
 fn remove_journal(path: &std::path::Path) {
-    let removed = if path.is_dir() {
-        std::fs::remove_dir_all(path)
-    } else {
-        std::fs::remove_file(path)
-    };
-    match removed {
+    match tickbox_journal::remove_journal(path) {
         Ok(()) => {
             tracing::info!(journal = %path.display(), "removed the journal created for this failed run")
         }
