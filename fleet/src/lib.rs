@@ -10,7 +10,8 @@
 //! - **alerts**: the snail's squawk written under `/alerts/subscribers/<id>` before the process dies;
 //!
 //! and the replay's remote control over Majordomo ([`replay_control`]), driving `tickbox-recorder`'s sans-IO
-//! controller.
+//! controller; the ZooKeeper shard group of subscribers ([`group`]); and a recorder's `--elect` leadership and its
+//! handover log ([`leadership`]).
 //!
 //! The decisions ([`apply_live`], [`parse_live_value`], [`check_member_id`]) are plain functions tested without
 //! sockets; [`SubscriberLive`] owns the Clone client.
