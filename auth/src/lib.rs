@@ -11,6 +11,7 @@ pub mod cert;
 pub mod config;
 pub mod grants;
 pub mod policy;
+pub mod report;
 mod security;
 pub mod stats;
 pub mod z85;

@@ -42,7 +42,9 @@ pub mod client;
 pub mod engine;
 pub mod io;
 pub mod msg;
+pub mod pair;
 pub mod recipes;
+pub mod request;
 pub mod server_loop;
 pub mod store;
 

@@ -17,11 +17,13 @@ mod client;
 mod election;
 mod hold;
 mod inspect;
+pub mod listing;
 mod lock;
 pub mod logic;
 mod membership;
 mod queue;
 mod render;
+pub mod script_lines;
 mod shards;
 mod standing;
 #[cfg(feature = "testing")]

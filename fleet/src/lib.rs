@@ -10,13 +10,17 @@
 //! - **alerts**: the snail's squawk written under `/alerts/subscribers/<id>` before the process dies;
 //!
 //! and the replay's remote control over Majordomo ([`replay_control`]), driving `tickbox-recorder`'s sans-IO
-//! controller.
+//! controller; the ZooKeeper shard group of subscribers ([`group`]); and a recorder's `--elect` leadership and its
+//! handover log ([`leadership`]).
 //!
 //! The decisions ([`apply_live`], [`parse_live_value`], [`check_member_id`]) are plain functions tested without
 //! sockets; [`SubscriberLive`] owns the Clone client.
 
 #![deny(missing_docs)]
 
+pub mod group;
+pub mod leadership;
+pub mod member;
 pub mod replay_control;
 
 use std::time::Duration;

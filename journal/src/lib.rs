@@ -173,6 +173,7 @@ mod archive;
 // Record checksums: the SSE4.2 `crc32` instruction behind a run-time CPU check.
 #[allow(unsafe_code)]
 mod crc;
+mod discard;
 mod error;
 // The SIGBUS guard: a signal handler and `mmap` over faulting pages.
 #[allow(unsafe_code)]
@@ -181,16 +182,19 @@ mod reader;
 // The memory map itself: atomics and raw reads and writes at offsets into the mapped file.
 #[allow(unsafe_code)]
 mod segment;
+mod unreadable;
 mod verify;
 mod writer;
 
 pub use archive::{list_segments, segment_path, SEGMENT_EXT};
+pub use discard::remove_journal;
 pub use error::{JournalError, Result};
 pub use reader::{Reader, Record, Skipped};
 pub use segment::{
     HeaderInfo, Mode, APP_META_MAX, FORMAT_VERSION, HEADER_SIZE, MAGIC, MAX_DESCRIPTION,
     MIN_CAPACITY, RECORD_HEADER_SIZE,
 };
+pub use unreadable::Unreadable;
 pub use verify::{read_app_meta, summarize, Corruption, DamagedRange, JournalSummary};
 pub use writer::{
     Batch, Durability, Layout, OverwriteSink, OverwriteStats, OverwrittenRecord, RecoveryReport,

@@ -141,9 +141,11 @@
 mod cache;
 mod engine;
 mod forgery;
+pub mod inspect;
 mod proxy;
 #[allow(unsafe_code)] // FFI to libzmq's zmq_msg_t; each block states its invariant.
 mod raw;
+pub mod report;
 pub mod snapshot;
 pub mod tap;
 

@@ -13,12 +13,14 @@
 //!
 //! Frame layouts follow docs/PROTOCOLS.md §2–§4 byte for byte; [`proto`] holds the constants and the parsers.
 
+pub mod board;
 pub mod broker;
 pub mod client;
 pub mod engine;
 pub mod pair;
 pub mod proto;
 pub mod status;
+pub mod summary;
 pub mod titanic;
 pub mod worker;
 

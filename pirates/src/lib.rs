@@ -8,6 +8,7 @@ pub mod engine;
 pub mod freelance;
 pub mod lazy;
 pub mod ppp;
+pub mod summary;
 
 pub use engine::ppp::{
     Frames, PppConfig, PppQueue, PppQueueStats, PppWorkerAction, PppWorkerEngine, QueueOut,

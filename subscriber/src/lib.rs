@@ -29,8 +29,10 @@ mod blackbox;
 mod clock;
 mod core;
 mod hook;
+mod idle;
 mod local;
 mod nic;
+mod outcome;
 mod receive_clock;
 mod report;
 mod shard;
@@ -45,6 +47,7 @@ pub use clock::{
 /// Re-exported so users of [`Report`] need no direct hdrhistogram dependency.
 pub use hdrhistogram::Histogram;
 pub use hook::SnailHook;
+pub use idle::IdleClock;
 pub use local::{replay_local, LocalHook, LocalReplayReport, LocalSink};
 pub use nic::check_nic;
 pub use receive_clock::ReceiveClock;

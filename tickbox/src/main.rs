@@ -6,8 +6,10 @@ mod bounds;
 mod cmd;
 mod config;
 mod live;
+mod outcome;
 mod shutdown;
 mod status;
+mod zk;
 
 use std::process::ExitCode;
 

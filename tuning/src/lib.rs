@@ -13,6 +13,7 @@
 
 #![deny(missing_docs)]
 
+pub mod basis;
 pub mod check;
 pub mod cpulist;
 pub mod plan;

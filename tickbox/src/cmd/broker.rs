@@ -5,7 +5,8 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use tickbox_bstar::{BstarConfig, BstarEndpoints, Role};
-use tickbox_majordomo::{run_broker, run_broker_pair, BrokerStats, PairOptions};
+use tickbox_majordomo::summary::default_state_bind;
+use tickbox_majordomo::{run_broker, run_broker_pair, PairOptions};
 
 use crate::config::TickboxConfig;
 
@@ -33,31 +34,6 @@ pub(crate) struct Args {
     /// Worker heartbeat interval, e.g. `2500ms` (overrides `[broker] heartbeat_interval`; must match the workers).
     #[arg(long)]
     heartbeat: Option<tickbox_units::HumanDuration>,
-}
-
-fn summary(stats: &BrokerStats, auth: Option<tickbox_auth::AuthSummary>) {
-    println!(
-        "requests {}  replies {}  mmi {}  malformed {}  disconnects {}  workers registered {}  expired {} (at dispatch {})  requests expired {}  refused {}  requeued {}  unroutable {}  undelivered notices {}  workers refused {}  peak queued bytes {}",
-        stats.requests,
-        stats.replies,
-        stats.mmi,
-        stats.malformed,
-        stats.disconnects_sent,
-        stats.workers_registered,
-        stats.workers_expired,
-        stats.workers_expired_at_dispatch,
-        stats.requests_expired,
-        stats.requests_refused,
-        stats.requests_requeued,
-        stats.unroutable,
-        stats.undelivered_notices,
-        stats.workers_refused,
-        stats.queued_bytes_peak
-    );
-    // Only with `[security]`: without it the summary stays exactly as it was.
-    if let Some(auth) = auth {
-        println!("{}", auth.line());
-    }
 }
 
 pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
@@ -94,14 +70,9 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     let stats = match role {
         None => run_broker(&ctx, &args.bind, cfg, &stop, Some(tx)).context("broker")?,
         Some(role) => {
-            let state_bind = args.state_bind.unwrap_or_else(|| {
-                if role == Role::Primary {
-                    "tcp://*:5003"
-                } else {
-                    "tcp://*:5004"
-                }
-                .to_string()
-            });
+            let state_bind = args
+                .state_bind
+                .unwrap_or_else(|| default_state_bind(role).to_owned());
             let pair = PairOptions {
                 role,
                 state: BstarEndpoints {
@@ -120,6 +91,10 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         }
     };
     let _ = printer.join();
-    summary(&stats, config.auth.summary());
+    println!("{}", stats.summary_line());
+    // Only with `[security]`: without it the summary stays exactly as it was.
+    if let Some(auth) = config.auth.summary_line() {
+        println!("{auth}");
+    }
     Ok(ExitCode::SUCCESS)
 }

@@ -7,7 +7,8 @@
 use std::process::ExitCode;
 
 use anyhow::Context;
-use tickbox_bstar::{BstarEndpoints, Role};
+use tickbox_bstar::Role;
+use tickbox_clone::pair::state_endpoints;
 use tickbox_clone::server_loop::run_blocking;
 use tickbox_clone::{HaOptions, ServerBind, ServerEndpoints, ServerOptions};
 
@@ -69,12 +70,6 @@ fn parse_base_port(s: &str) -> Result<u16, String> {
     Ok(port)
 }
 
-fn host_of(base: &str) -> Option<&str> {
-    base.strip_prefix("tcp://")?
-        .rsplit_once(':')
-        .map(|(h, _)| h)
-}
-
 pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     let mut server_config = config.clone.server.clone();
     if let Some(d) = args.hugz {
@@ -112,21 +107,11 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
             .as_deref()
             .context("--peer is required with --primary/--backup")?;
         let peer = ServerEndpoints::from_base(peer_base)?;
-        let peer_host = host_of(peer_base).context("bad --peer")?;
-        let (my_port, peer_port) = match role {
-            Role::Primary => (5003, 5004),
-            Role::Backup => (5004, 5003),
-        };
+        let state = state_endpoints(role, peer_base, args.state_bind, args.state_peer)
+            .context("bad --peer")?;
         Some(HaOptions {
             role,
-            state: BstarEndpoints {
-                state_bind: args
-                    .state_bind
-                    .unwrap_or_else(|| format!("tcp://*:{my_port}")),
-                state_peer: args
-                    .state_peer
-                    .unwrap_or_else(|| format!("tcp://{peer_host}:{peer_port}")),
-            },
+            state,
             peer,
             bstar,
         })
@@ -166,7 +151,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         );
         let _ = out.flush();
     })?;
-    if let Some(line) = crate::auth_report::connections_line(&security) {
+    if let Some(line) = security.connections_line() {
         println!("{line}");
     }
     Ok(ExitCode::from(crate::exit_code::OK))

@@ -12,6 +12,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use tickbox_clone::request::{one_shot_config, parent_subtree};
 use tickbox_clone::{CloneClient, CloneError, ServerEndpoints};
 
 use crate::config::TickboxConfig;
@@ -73,14 +74,6 @@ enum Op {
     },
 }
 
-/// The subtree a key lives in (its parent path), so a single-key operation only fetches a small snapshot.
-fn parent_subtree(key: &str) -> String {
-    match key.rfind('/') {
-        Some(i) if i > 0 && key.starts_with('/') => key[..=i].to_owned(),
-        _ => String::new(),
-    }
-}
-
 fn timeout_exit(err: CloneError, what: &str) -> anyhow::Result<ExitCode> {
     match err {
         CloneError::Timeout => {
@@ -101,22 +94,18 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     }
     let servers = ServerEndpoints::parse_list(&args.server)?;
     anyhow::ensure!(!servers.is_empty(), "--server needs at least one endpoint");
-    let mut client_config = config.clone.client.clone();
-    if servers.len() > 1 {
-        // Leave time to try both servers within --timeout.
-        let ttl = Duration::from_millis((args.timeout.as_millis() as u64 / 3).max(300));
-        client_config.server_ttl = client_config.server_ttl.min(ttl.into());
-    }
     let (subtree, snapshot_only) = match &args.op {
         Op::Get { key } => (parent_subtree(key), true),
         Op::Set { key, .. } | Op::Del { key } => (parent_subtree(key), false),
         Op::Ls { prefix } => (parent_subtree(prefix), true),
         Op::Watch { prefix, .. } => (parent_subtree(prefix), false),
     };
-    if snapshot_only {
-        // No need to wait for the update stream before asking for the snapshot.
-        client_config.subscribe_wait = Duration::ZERO.into();
-    }
+    let client_config = one_shot_config(
+        config.clone.client.clone(),
+        servers.len(),
+        args.timeout,
+        snapshot_only,
+    );
     let ctx = zmq::Context::new();
     let mut client = CloneClient::connect(&ctx, &servers, &subtree, client_config)?;
     client.set_timeout(args.timeout);

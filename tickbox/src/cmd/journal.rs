@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
-use tickbox_journal::{summarize, JournalError, Reader};
+use tickbox_journal::{summarize, JournalError, Reader, Unreadable};
 use tickbox_recorder::{
     dump_header, format_dump_line, format_metadata_repairs, format_summary, format_verdict,
     JournalAccounting, JournalVerdict,
@@ -20,6 +20,7 @@ use tickbox_recorder::{
 
 use crate::config::TickboxConfig;
 use crate::exit_code;
+use crate::outcome::first_capture_ns;
 
 #[derive(Debug, clap::Args)]
 #[command(
@@ -120,28 +121,7 @@ pub(crate) fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCod
             } else {
                 print!("{}{acct}", format_summary(&path, &s));
                 for h in &handovers {
-                    match h["event"].as_str() {
-                        Some("lost") => println!(
-                            "leader lost   token {} ({}): canonical up to journal seq {}",
-                            h["token"], h["reason"], h["until"]["last_journal_seq"]
-                        ),
-                        Some("resigned") => println!(
-                            "leader ended  token {} (run stopped): canonical up to journal seq {}",
-                            h["token"], h["until"]["last_journal_seq"]
-                        ),
-                        Some("rejoined") => println!(
-                            "candidate     rejoined after {} ms out at journal seq {} (was leader: {})",
-                            h["out_ms"], h["at"]["next_journal_seq"], h["was_leader"]
-                        ),
-                        // Entries before the `event` field are all elections.
-                        _ => println!(
-                            "leader        token {} from journal seq {} (publishers {}); previous: {}",
-                            h["token"],
-                            h["from"]["next_journal_seq"],
-                            h["from"]["publishers"],
-                            h["previous"]
-                        ),
-                    }
+                    println!("{}", tickbox_fleet::leadership::handover_line(h));
                 }
             }
             if let Some(c) = &s.corruption {
@@ -171,7 +151,7 @@ pub(crate) fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCod
             let filter = DumpFilter {
                 to: to
                     .as_deref()
-                    .map(|t| parse_time(t, || first_capture_ns(&path)))
+                    .map(|t| tickbox_units::parse_time(t, || first_capture_ns(&path)))
                     .transpose()?,
                 topics,
                 kinds: kind,
@@ -241,10 +221,7 @@ fn verify(path: &Path, strict: bool, json: bool) -> anyhow::Result<ExitCode> {
         Ok(s) => s,
         Err(e @ (JournalError::CorruptHeader { .. } | JournalError::Truncated { .. })) => {
             if json {
-                println!(
-                    "{}",
-                    serde_json::json!({"path": path.display().to_string(), "verdict": "corrupt", "error": e.to_string()})
-                );
+                println!("{}", serde_json::to_string(&Unreadable::new(path, &e))?);
             } else {
                 println!("CORRUPT: {e}");
             }
@@ -302,7 +279,7 @@ fn dump_to(
     if let Some(seq) = from_seq {
         r.seek_seq(seq)?;
     } else if let Some(t) = from {
-        let t = parse_time(t, || first_capture_ns(path))?;
+        let t = tickbox_units::parse_time(t, || first_capture_ns(path))?;
         r.seek_time(t)?;
         from_ns = Some(t);
     }
@@ -363,23 +340,4 @@ fn dump_to(
     }
     out.flush()?;
     Ok(ExitCode::SUCCESS)
-}
-
-/// Capture time of a journal's oldest record (for `+DURATION` times).
-pub(crate) fn first_capture_ns(path: &Path) -> anyhow::Result<u64> {
-    tickbox_recorder::first_capture_ns(path)?.ok_or_else(|| {
-        anyhow::anyhow!(
-            "{} is empty: a +DURATION time needs a first record",
-            path.display()
-        )
-    })
-}
-
-/// A point in time: ns since the epoch, RFC 3339, or `+DURATION` after the journal's first record (`first` is only
-/// called in that case).
-pub(crate) fn parse_time(
-    s: &str,
-    first: impl FnOnce() -> anyhow::Result<u64>,
-) -> anyhow::Result<u64> {
-    tickbox_units::parse_time(s, first)
 }

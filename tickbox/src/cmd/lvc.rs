@@ -7,10 +7,9 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use tickbox_lvc::{
-    LateJoiners, LvcConfig, LvcEndpoints, LvcStats, Overflow, SlowSubscriber, TapDrop,
-};
+use tickbox_lvc::{LateJoiners, LvcConfig, Overflow, SlowSubscriber, TapDrop};
 
+use tickbox_lvc::report::LvcStatus;
 use tickbox_units::HumanDuration;
 
 use crate::config::TickboxConfig;
@@ -105,27 +104,6 @@ pub(crate) struct Args {
     broker: Option<String>,
 }
 
-/// What `tickbox.lvc.status` serves: endpoints, modes and the proxy's counters.
-fn lvc_status(endpoints: &LvcEndpoints, config: &LvcConfig, stats: &LvcStats) -> serde_json::Value {
-    serde_json::json!({
-        "component": "lvc",
-        "snapshot": endpoints.snapshot,
-        "late_joiners": if config.broadcasts_cached() { "broadcast" } else { "snapshot" },
-        "state": "running",
-        "subscribers": endpoints.downstream,
-        "publishers": endpoints.upstream,
-        "upstream_connect": config.upstream,
-        "tap": endpoints.tap,
-        "tap_drop": config.tap_drop,
-        // In per_consumer mode libzmq drops per tap consumer without telling the proxy.
-        "tap_drops_counted": config.tap_drop == TapDrop::Counted,
-        "tap_framing": config.tap_framing,
-        "slow_subscriber": config.slow_subscriber,
-        "stats": stats,
-        "drops": stats.drops(),
-    })
-}
-
 pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     crate::flags::check_connect_all("--upstream", &args.upstream)?;
     crate::flags::check_bind_all("--upstream-bind", &args.upstream_bind)?;
@@ -189,9 +167,12 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         // From this control loop, never per message: the proxy thread only refreshes a snapshot every 50 ms.
         if last_status.is_none_or(|t| t.elapsed() >= Duration::from_millis(500)) {
             last_status = Some(Instant::now());
-            let mut v = lvc_status(lvc.endpoints(), &lvc_config, &lvc.stats());
-            crate::auth_report::add_connections_to_json(&mut v, &security);
-            status.publish(v);
+            status.publish(LvcStatus::new(
+                lvc.endpoints(),
+                &lvc_config,
+                &lvc.stats(),
+                &security,
+            ));
         }
         if view.due() {
             let s = lvc.stats();
@@ -207,7 +188,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
                     s.cached_sent,
                     s.drops(),
                     s.malformed,
-                    crate::auth_report::live_suffix(&security),
+                    security.live_suffix(),
                 ),
                 None,
             );
@@ -217,10 +198,11 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     // The status line goes before the final counters, never under them.
     view.finish();
     let stats = lvc.join().context("LVC proxy")?;
-    print_stats(&stats, lvc_config.tap_drop)?;
-    for line in crate::auth_report::line(&security)
+    print!("{}", stats.table(lvc_config.tap_drop));
+    for line in security
+        .summary_line()
         .into_iter()
-        .chain(crate::auth_report::connections_line(&security))
+        .chain(security.connections_line())
     {
         println!("{line}");
     }
@@ -286,48 +268,6 @@ fn apply(args: Args, mut config: LvcConfig) -> LvcConfig {
         config.core = args.core;
     }
     config
-}
-
-fn print_stats(s: &LvcStats, tap_drop: TapDrop) -> std::io::Result<()> {
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "{:<22} {:>14}", "lvc", "count")?;
-    for (name, value) in [
-        ("messages in", s.messages_in),
-        ("messages out", s.messages_out),
-        ("cached sent", s.cached_sent),
-        ("cached dropped", s.cached_dropped),
-        ("malformed", s.malformed),
-        ("subscribes", s.subscribes),
-        ("unsubscribes", s.unsubscribes),
-        ("prefixes held", s.downstream_prefixes),
-        ("topics cached", s.topics_cached),
-        ("cache bytes", s.cache_bytes),
-        ("cache evicted", s.cache_evicted),
-        ("cache rejected", s.cache_rejected),
-        ("cache too large", s.cache_too_large),
-        ("tap sent", s.tap_sent),
-        ("tap dropped", s.tap_dropped),
-        ("downstream dropped", s.downstream_dropped),
-        ("subs refused", s.subscriptions_refused),
-        ("prefixes refused", s.prefixes_refused),
-        ("bursts capped", s.cached_bursts_capped),
-        ("snapshot requests", s.snapshot_requests),
-        ("snapshot values", s.snapshot_values),
-        ("snapshot completed", s.snapshot_completed),
-        ("snapshot truncated", s.snapshot_truncated),
-        ("snapshot refused", s.snapshot_refused),
-        ("snapshot abandoned", s.snapshot_abandoned),
-        ("snapshot malformed", s.snapshot_malformed),
-        ("forged refused", s.forged_refused),
-    ] {
-        // A 0 here would claim no tap loss, which the proxy cannot know in per-consumer mode.
-        if name == "tap dropped" && tap_drop == TapDrop::PerConsumer {
-            writeln!(out, "{name:<22} {:>14}", "per-consumer")?;
-            continue;
-        }
-        writeln!(out, "{name:<22} {value:>14}")?;
-    }
-    out.flush()
 }
 
 fn parse_overflow(text: &str) -> Result<Overflow, String> {

@@ -7,7 +7,8 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use anyhow::Context;
-use tickbox_pirates::{run_ppp_queue, PppConfig, PppQueueStats};
+use tickbox_pirates::summary::PppQueueSummary;
+use tickbox_pirates::{run_ppp_queue, PppConfig};
 
 use crate::config::TickboxConfig;
 
@@ -37,20 +38,6 @@ pub(crate) struct Args {
     /// Print the summary as one JSON object.
     #[arg(long)]
     json: bool,
-}
-
-fn summary_json(s: &PppQueueStats) -> serde_json::Value {
-    serde_json::json!({
-        "requests": s.requests,
-        "routed": s.routed,
-        "replies": s.replies,
-        "refused": s.dropped,
-        "lost_with_worker": s.lost_with_worker,
-        "malformed": s.malformed,
-        "workers_seen": s.workers_seen,
-        "workers_expired": s.workers_expired,
-        "workers_refused": s.workers_refused,
-    })
 }
 
 pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
@@ -114,31 +101,11 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         })?,
         Err(_) => anyhow::bail!("the queue thread panicked"),
     };
-    let auth = config.auth.summary();
+    let summary = PppQueueSummary::new(&stats, config.auth.summary());
     if args.json {
-        let mut json = summary_json(&stats);
-        // Only with `[security]`: without it the summary stays exactly as it was.
-        if let Some(auth) = &auth {
-            json["auth"] = serde_json::to_value(auth)?;
-        }
-        println!("{json}");
+        println!("{}", serde_json::to_string(&summary)?);
     } else {
-        println!(
-            "requests {}  routed {}  replies {}  refused {}  lost_with_worker {}  malformed {}  workers_seen {}  \
-             workers_expired {}  workers_refused {}",
-            stats.requests,
-            stats.routed,
-            stats.replies,
-            stats.dropped,
-            stats.lost_with_worker,
-            stats.malformed,
-            stats.workers_seen,
-            stats.workers_expired,
-            stats.workers_refused
-        );
-        if let Some(auth) = &auth {
-            println!("{}", auth.line());
-        }
+        print!("{}", summary.text());
     }
     Ok(ExitCode::from(crate::exit_code::OK))
 }

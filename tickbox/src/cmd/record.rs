@@ -10,6 +10,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use anyhow::Context;
+use tickbox_fleet::leadership::RecorderLeadership;
 use tickbox_journal::{Durability, Writer, WriterOptions};
 use tickbox_recorder::{
     record, DurabilityConfig, JournalModeConfig, RecordOptions, RecordStats, RecorderConfig,
@@ -172,18 +173,12 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     let journal = args.journal.display().to_string();
     let mut elected = match &args.elect {
         Some(path) => {
-            let coord = super::coord::connect(args.zk.as_deref(), config, "--elect")?;
+            let coord = crate::zk::connect(args.zk.as_deref(), config, "--elect")?;
             let id = format!("{} {journal}", tickbox_fleet::default_member_id());
-            let standing = tickbox_coord::Standing::campaign(&coord, path, &id)
-                .with_context(|| format!("--elect {path}"))?;
-            tracing::info!(election = %path, id, "standing for leadership of the recording");
-            Some(Elected {
-                standing,
-                log: tickbox_coord::HandoverLog::beside(&args.journal),
-                start_seq: rec.next_seq,
-                led: None,
-                suspended_at: None,
-            })
+            Some(
+                RecorderLeadership::campaign(&coord, path, &id, &args.journal, rec.next_seq)
+                    .with_context(|| format!("--elect {path}"))?,
+            )
         }
         None => None,
     };
@@ -265,14 +260,9 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     Ok(ExitCode::SUCCESS)
 }
 
-/// Removes a journal (ring file or archive directory) this run created and never wrote to.
+/// Removes a journal this run created and never wrote to, saying so.
 fn remove_journal(path: &std::path::Path) {
-    let removed = if path.is_dir() {
-        std::fs::remove_dir_all(path)
-    } else {
-        std::fs::remove_file(path)
-    };
-    match removed {
+    match tickbox_journal::remove_journal(path) {
         Ok(()) => {
             tracing::info!(journal = %path.display(), "removed the journal created for this failed run")
         }
@@ -301,147 +291,3 @@ fn ring_mode(args: &Args, cfg: &RecorderConfig) -> bool {
 
 /// How often an elected recorder reports its progress (and looks at its leadership).
 const ELECTED_PROGRESS_EVERY: Duration = Duration::from_millis(200);
-
-/// A recorder standing in `--elect`: follows its leadership and, while leader, reports how far it recorded.
-struct Elected {
-    standing: tickbox_coord::Standing,
-    log: tickbox_coord::HandoverLog,
-    /// The journal's next sequence when this run started (before anything was recorded).
-    start_seq: u64,
-    /// The token this recorder leads with (connected or suspended), `None` while a candidate.
-    led: Option<u64>,
-    /// Where the journal was, and the wall clock (ns), when the leadership went uncertain (connection lost):
-    /// its canonical part ends there if the leadership turns out lost.
-    suspended_at: Option<(serde_json::Value, u64)>,
-}
-
-impl Elected {
-    /// Where this recorder is: its journal's last sequence, and each publisher's last sequence it recorded.
-    fn progress(&self, s: &RecordStats, journal: &str) -> serde_json::Value {
-        let publishers: serde_json::Map<String, serde_json::Value> = s
-            .publishers
-            .iter()
-            .map(|r| (r.publisher.to_string(), r.last_sequence.into()))
-            .collect();
-        serde_json::json!({
-            "journal": journal,
-            "last_journal_seq": s.last_seq,
-            "next_journal_seq": s.last_seq.map_or(self.start_seq, |l| l + 1),
-            "publishers": publishers,
-        })
-    }
-
-    fn append(&self, mut entry: serde_json::Value) {
-        entry["at_ns"] = tickbox_wire::now_ns().into();
-        if let Err(e) = self.log.append(&entry) {
-            tracing::error!("cannot append to {}: {e}", self.log.path().display());
-        }
-    }
-
-    /// The run ends: a leader's journal is canonical up to here, logged before the candidacy is dropped (which
-    /// gives the leadership up), so the successor's election always comes after this entry.
-    fn resign(&mut self, s: &RecordStats, journal: &str) {
-        let Some(token) = self.led.take() else {
-            return;
-        };
-        let (until, until_ns) = self
-            .suspended_at
-            .take()
-            .unwrap_or_else(|| (self.progress(s, journal), tickbox_wire::now_ns()));
-        tracing::info!("giving up the leadership (token {token}) as the run ends: this journal is canonical up to {until}");
-        self.append(serde_json::json!({
-            "event": "resigned",
-            "election": self.standing.election(),
-            "token": token,
-            "until": until,
-            "until_ns": until_ns,
-        }));
-    }
-
-    fn tick(&mut self, s: &RecordStats, journal: &str) {
-        use tickbox_coord::StandingEvent;
-        loop {
-            match self.standing.poll() {
-                Ok(None) => break,
-                Ok(Some(StandingEvent::Elected(h))) => {
-                    let here = self.progress(s, journal);
-                    let mut entry = h.to_json();
-                    entry["event"] = "elected".into();
-                    entry["from"] = here.clone();
-                    tracing::info!("{}; canonical from here: {here}", h.line());
-                    self.append(entry);
-                    self.led = Some(h.token);
-                    self.suspended_at = None;
-                }
-                Ok(Some(StandingEvent::Suspended)) => {
-                    self.suspended_at = Some((self.progress(s, journal), tickbox_wire::now_ns()));
-                    tracing::warn!("ZooKeeper connection lost: leadership uncertain until it comes back; not canonical meanwhile")
-                }
-                Ok(Some(StandingEvent::Resumed)) => {
-                    self.suspended_at = None;
-                    tracing::info!("ZooKeeper connection back: still leader")
-                }
-                Ok(Some(StandingEvent::Lost(r))) => {
-                    let here = self.progress(s, journal);
-                    match self.led.take() {
-                        Some(token) => {
-                            let (until, until_ns) = self
-                                .suspended_at
-                                .take()
-                                .unwrap_or_else(|| (here, tickbox_wire::now_ns()));
-                            tracing::error!(
-                                "lost the leadership (token {token}, {r:?}): this journal is canonical up to {until}; \
-                                 recording on, standing again as a candidate once ZooKeeper is back"
-                            );
-                            self.append(serde_json::json!({
-                                "event": "lost",
-                                "election": self.standing.election(),
-                                "token": token,
-                                "reason": format!("{r:?}"),
-                                "until": until,
-                                "until_ns": until_ns,
-                            }));
-                        }
-                        None if r == tickbox_coord::LostReason::SessionExpired => tracing::warn!(
-                            "out of the recorder election (session expired): standing again as a candidate once ZooKeeper is back"
-                        ),
-                        None => tracing::error!(
-                            "out of the recorder election ({r:?}): recording on into this journal, which is not canonical"
-                        ),
-                    }
-                }
-                Ok(Some(StandingEvent::Rejoined {
-                    was_leader,
-                    out_for,
-                })) => {
-                    tracing::info!(
-                        "back in the recorder election as a candidate after {} ms out{}",
-                        out_for.as_millis(),
-                        was_leader
-                            .map_or(String::new(), |t| format!(" (was leader with token {t})"))
-                    );
-                    self.append(serde_json::json!({
-                        "event": "rejoined",
-                        "election": self.standing.election(),
-                        "was_leader": was_leader,
-                        "out_ms": out_for.as_millis() as u64,
-                        "at": self.progress(s, journal),
-                    }));
-                }
-                Err(e) => {
-                    tracing::warn!("reading the leadership: {e}");
-                    break;
-                }
-            }
-        }
-        if self.standing.is_leader() {
-            match self.standing.report(&self.progress(s, journal)) {
-                Ok(true) => {}
-                Ok(false) => {
-                    tracing::warn!("a newer leader has reported: this recorder is deposed")
-                }
-                Err(e) => tracing::warn!("reporting progress to ZooKeeper: {e}"),
-            }
-        }
-    }
-}

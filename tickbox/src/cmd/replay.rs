@@ -28,9 +28,9 @@ use tickbox_recorder::{
 };
 use tickbox_wire::SystemClock;
 
-use super::journal::first_capture_ns;
 use crate::config::TickboxConfig;
 use crate::live::{fmt_rate, LiveArgs, LiveView};
+use crate::outcome::first_capture_ns;
 use crate::status::StatusBoard;
 
 #[derive(Debug, clap::Args)]
@@ -371,7 +371,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     status.publish(replay_status(&shared.lock(), None, 0.0));
     let barrier = match (&args.start_barrier, args.parties) {
         (Some(path), Some(parties)) => {
-            let coord = super::coord::connect(args.zk.as_deref(), config, "--start-barrier")?;
+            let coord = crate::zk::connect(args.zk.as_deref(), config, "--start-barrier")?;
             let id = format!("replay pid {} {}", std::process::id(), endpoints.join(","));
             eprintln!("replay: waiting at start barrier {path} for {parties} subscriber(s)");
             match tickbox_coord::StartBarrier::enter(

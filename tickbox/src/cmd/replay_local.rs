@@ -105,7 +105,7 @@ pub(crate) fn run(
         );
         return Ok(ExitCode::from(exit_code::WORKER_FAILED));
     }
-    let code = super::subscribe::finish(report);
+    let code = crate::outcome::finish(report);
     if report.fatal.is_none() && read_error.is_some() {
         return Ok(ExitCode::from(exit_code::ERROR));
     }

@@ -6,10 +6,12 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use tickbox_bench::process::{split_probes, LatencyProbe, SampleLog};
+use tickbox_fleet::group::{run_group, GroupOptions};
+use tickbox_fleet::member::MemberInfo;
 use tickbox_fleet::{check_member_id, default_member_id, SubscriberLive};
 use tickbox_subscriber::standard_worker_with_tape;
 use tickbox_subscriber::{
-    check_nic, Dispatch, GapPolicy, Handoff, HumanDuration, Report, SharedThreshold, SnailMode,
+    check_nic, Dispatch, GapPolicy, Handoff, HumanDuration, IdleClock, SharedThreshold, SnailMode,
     Subscriber, SubscriberConfig, SubscriberShardConfig,
 };
 use tickbox_workers::{TapeSink, WorkerPoolConfig};
@@ -255,19 +257,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     }
     let (mut sub_config, workers_config) = resolve(&args, config)?;
     if let Some(group) = &args.group {
-        let id = sub_config
-            .member_id
-            .clone()
-            .unwrap_or_else(default_member_id);
-        check_member_id(&id).context("--member-id")?;
-        return super::coord::subscribe_group(
-            &args,
-            config,
-            group,
-            &id,
-            &sub_config,
-            &workers_config,
-        );
+        return subscribe_group(&args, config, group, &sub_config, &workers_config);
     }
     let stop = crate::shutdown::flag();
     // Built (and its I/O threads placed) before any of our threads is pinned, so they never inherit a shard's core.
@@ -322,14 +312,9 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     let lvc_snapshot = subscriber.lvc_snapshot();
     let membership = match &live {
         Some(live) => {
-            let info = serde_json::json!({
-                "pid": std::process::id(),
-                "shards": sub_config.shards.iter().map(|s| s.connect.join(",")).collect::<Vec<_>>(),
-                "workers": workers_config.count,
-                "max_lateness": sub_config.max_lateness.to_string(),
-            });
+            let info = MemberInfo::of(&sub_config, workers_config.count);
             Some(
-                live.join(info.to_string().as_bytes(), sub_config.member_ttl.0)
+                live.join(&info.to_bytes(), sub_config.member_ttl.0)
                     .context("registering under /members/subscribers/")?,
             )
         }
@@ -344,7 +329,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     );
     let barrier = match (&args.start_barrier, args.parties) {
         (Some(path), Some(parties)) => {
-            let coord = super::coord::connect(args.zk.as_deref(), config, "--start-barrier")?;
+            let coord = crate::zk::connect(args.zk.as_deref(), config, "--start-barrier")?;
             tracing::info!(barrier = %path, parties, "connected and subscribed; entering the start barrier");
             match tickbox_coord::StartBarrier::enter(
                 &coord,
@@ -368,17 +353,16 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     let mut view_rate = Rate::default();
     // Answered by the shards at their next burst, so the first report already has percentiles.
     subscriber.request_lateness();
-    // (frames received so far, when that count last changed): the idle clock starts at the first frame.
-    let mut idle = (0u64, std::time::Instant::now());
+    let mut idle = args
+        .idle_exit
+        .map(|limit| IdleClock::new(limit.0, std::time::Instant::now()));
     loop {
         let tripped = subscriber.is_tripped();
         let now = std::time::Instant::now();
-        if let Some(limit) = args.idle_exit {
+        if let Some(idle) = idle.as_mut() {
             let received: u64 = subscriber.live_shards().iter().map(|s| s.received).sum();
-            if received != idle.0 {
-                idle = (received, now);
-            } else if received > 0 && now.duration_since(idle.1) >= limit.0 {
-                tracing::info!(idle = %limit, "no frame for the idle limit: stopping");
+            if idle.is_idle(received, now) {
+                tracing::info!(idle = %HumanDuration(idle.limit()), "no frame for the idle limit: stopping");
                 break;
             }
         }
@@ -475,61 +459,22 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         return Ok(ExitCode::from(exit_code::ERROR));
     }
     if report.fatal.is_none() && report.received() == 0 {
-        let endpoints: Vec<String> = sub_config
-            .shards
-            .iter()
-            .flat_map(|s| s.connect.iter().cloned())
-            .collect();
         tracing::error!(
             "received nothing at all from {} in {:.1} s: check the endpoints, --nic and --topics, and that the \
              publishers are running",
-            endpoints.join(","),
+            sub_config.endpoint_list(),
             report.elapsed.as_secs_f64()
         );
         return Ok(ExitCode::from(exit_code::ERROR));
     }
-    // Frames arrived but none of them was usable: a foreign publisher (the Guide's weather server sends text
-    // frames), or tickbox frames read as Guide messages. Not a success.
-    let unusable = report.malformed() + report.batch_malformed();
-    if report.fatal.is_none() && report.received() > 0 && unusable >= report.received() {
-        let endpoints = sub_config
-            .shards
-            .iter()
-            .flat_map(|s| s.connect.iter().cloned())
-            .collect::<Vec<_>>()
-            .join(",");
-        eprintln!("error: {}", all_malformed_line(&report, &endpoints));
+    if report.nothing_usable() {
+        eprintln!(
+            "error: {}",
+            report.all_malformed_line(&sub_config.endpoint_list())
+        );
         return Ok(ExitCode::from(exit_code::ERROR));
     }
-    Ok(finish(&report))
-}
-
-/// The error line of a run in which everything received was malformed: what was wrong, and what was probably
-/// meant. Frames that look like the Guide's framing (parts of multipart messages, plain text) make up at least
-/// half of them: suggest `--framing guide`. Guide messages that were all malformed (single frames): the publisher
-/// probably sends tickbox frames, read without `--framing guide`.
-fn all_malformed_line<W>(report: &Report<W>, endpoints: &str) -> String {
-    let received = report.received();
-    let guide_malformed = report.guide_malformed();
-    if guide_malformed > 0 && guide_malformed * 2 >= report.malformed() {
-        return format!(
-            "all {received} messages received were malformed ({guide_malformed} are not a [topic][body] Guide \
-             message: one frame, or more than two): is {endpoints} a publisher of the Guide's two-frame messages? \
-             A tickbox publisher is read with --framing tickbox (docs/WIRE.md section 2)"
-        );
-    }
-    let guide_like = report.guide_like();
-    if guide_like > 0 && guide_like * 2 >= report.malformed() {
-        return format!(
-            "all {received} frames received were malformed (none is a tickbox frame; {guide_like} look like the \
-             ZeroMQ Guide's framing: multipart or plain text): is {endpoints} a plain ZeroMQ publisher? \
-             --framing guide reads the Guide's two-frame [topic][body] messages (docs/WIRE.md section 2)"
-        );
-    }
-    format!(
-        "all {received} frames received were malformed (none is a tickbox frame): is {endpoints} a tickbox \
-         publisher? (docs/WIRE.md section 2)"
-    )
+    Ok(crate::outcome::finish(&report))
 }
 
 /// One stderr line on what the tape holds; true when lines were lost to a write error (also an `error:` line).
@@ -551,13 +496,48 @@ fn report_tape(sink: &TapeSink) -> bool {
     true
 }
 
-/// Maps the outcome to the exit code, printing the machine-readable line for a fatal event.
-pub(crate) fn finish<W>(report: &Report<W>) -> ExitCode {
-    match &report.fatal {
-        Some(fatal) => {
-            eprintln!("SNAIL {}", fatal.to_json());
-            ExitCode::from(exit_code::SNAIL)
+/// `--group PATH`: this process joins the sharded group at PATH and consumes only the shards whose lock it holds
+/// (`tickbox_fleet::group`); one summary per shard it owned.
+fn subscribe_group(
+    args: &Args,
+    config: &TickboxConfig,
+    path: &str,
+    sub_config: &SubscriberConfig,
+    workers: &WorkerPoolConfig,
+) -> anyhow::Result<ExitCode> {
+    let id = sub_config
+        .member_id
+        .clone()
+        .unwrap_or_else(default_member_id);
+    check_member_id(&id).context("--member-id")?;
+    let coord = crate::zk::connect(args.zk.as_deref(), config, "--group")?;
+    let stop = crate::shutdown::flag();
+    let ctx = tickbox_zmqx::context::build(&config.context)?;
+    let opts = GroupOptions {
+        path: path.to_owned(),
+        id,
+        idle_exit: args.idle_exit.map(|d| d.0),
+        duration: args.duration.map(|d| d.0),
+        worker_delay: args.debug_worker_delay.map(|d| d.0),
+    };
+    let outcome = run_group(&coord, &ctx, sub_config, workers, &opts, &stop)?;
+    let signalled = stop.load(Ordering::Relaxed);
+    let mut exit = ExitCode::from(exit_code::OK);
+    for one in &outcome.shards {
+        let stopped_by = one.report.stopped_by(signalled);
+        if args.json {
+            println!("{}", one.summary_json(stopped_by));
+        } else {
+            println!("group shard {}:", one.shard);
+            print!("{}", one.report.summary_table(None, stopped_by));
         }
-        None => ExitCode::from(exit_code::OK),
+        if one.report.fatal.is_some() {
+            exit = crate::outcome::finish(&one.report);
+        }
     }
+    if let Some(err) = outcome.worker_failure {
+        eprintln!("error: {err}");
+        return Ok(ExitCode::from(exit_code::WORKER_FAILED));
+    }
+    Ok(exit)
 }

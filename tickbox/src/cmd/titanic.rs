@@ -100,17 +100,6 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     );
     let counters = std::sync::Arc::clone(&titanic.counters);
     titanic.wait(&stop).context("titanic")?;
-    let get = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
-    println!(
-        "dispatched {}  redispatched {}  undelivered (sent again) {}  resumed {}  failed {}  replies stored {}  malformed replies {}  requests refused {}",
-        get(&counters.dispatched),
-        get(&counters.redispatched),
-        get(&counters.undelivered),
-        get(&counters.resumed),
-        get(&counters.failed),
-        get(&counters.replies_stored),
-        get(&counters.malformed_replies),
-        get(&counters.requests_refused)
-    );
+    println!("{}", counters.summary_line());
     Ok(ExitCode::SUCCESS)
 }

@@ -274,26 +274,11 @@ fn plan(args: PlanArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The host and NIC plan points are planned for: `nic`, else the first physical NIC, else the first one listed
-/// (`lo` is never listed); `None` (plan points skipped, with a warning) when the host shows no NIC at all.
+/// The host and the NIC a `--pin plan` sweep plans for (`tickbox_tuning::basis`).
 fn plan_basis(nic: Option<&str>) -> anyhow::Result<Option<PlanBasis>> {
     let topology = read_topology(Path::new("/"))?;
-    let chosen = match nic {
-        Some(n) => {
-            anyhow::ensure!(
-                topology.nic(n).is_some(),
-                "--nic {n}: no such interface on this host"
-            );
-            Some(n.to_owned())
-        }
-        None => topology
-            .nics
-            .iter()
-            .find(|n| !n.is_virtual)
-            .or_else(|| topology.nics.first())
-            .map(|n| n.name.clone()),
-    };
-    Ok(chosen.map(|nic| PlanBasis { topology, nic }))
+    PlanBasis::choose(topology, nic)
+        .map_err(|n| anyhow::anyhow!("--nic {n}: no such interface on this host"))
 }
 
 fn sweep_cmd(args: SweepArgs) -> anyhow::Result<ExitCode> {

@@ -1,0 +1,274 @@
+//! `tickbox record --elect PATH`: a recorder standing in a ZooKeeper election with the other recorders of its
+//! feed. It follows its leadership and, while leader, reports how far it recorded; every change is appended to
+//! the leadership log beside its journal (`JOURNAL.leadership.jsonl`), which `tickbox journal info` reads back
+//! with [`handover_line`].
+//!
+//! Both ends of the log live here so an entry is written and read by one module.
+
+use std::path::Path;
+
+use serde_json::Value;
+use tickbox_coord::{Coord, CoordError, HandoverLog, LostReason, Standing, StandingEvent};
+use tickbox_recorder::RecordStats;
+
+/// A recorder standing in an election: follows its leadership and, while leader, reports how far it recorded.
+pub struct RecorderLeadership {
+    standing: Standing,
+    log: HandoverLog,
+    /// The journal's next sequence when this run started (before anything was recorded).
+    start_seq: u64,
+    /// The token this recorder leads with (connected or suspended), `None` while a candidate.
+    led: Option<u64>,
+    /// Where the journal was, and the wall clock (ns), when the leadership went uncertain (connection lost):
+    /// its canonical part ends there if the leadership turns out lost.
+    suspended_at: Option<(Value, u64)>,
+}
+
+impl std::fmt::Debug for RecorderLeadership {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RecorderLeadership")
+            .field("election", &self.standing.election())
+            .field("log", &self.log.path())
+            .field("start_seq", &self.start_seq)
+            .field("led", &self.led)
+            .finish()
+    }
+}
+
+/// Where a recorder is: its journal's last sequence, and each publisher's last sequence it recorded. What a
+/// leader reports to ZooKeeper and what the leadership log's `from`, `until` and `at` hold.
+pub fn progress(s: &RecordStats, journal: &str, start_seq: u64) -> Value {
+    let publishers: serde_json::Map<String, Value> = s
+        .publishers
+        .iter()
+        .map(|r| (r.publisher.to_string(), r.last_sequence.into()))
+        .collect();
+    serde_json::json!({
+        "journal": journal,
+        "last_journal_seq": s.last_seq,
+        "next_journal_seq": s.last_seq.map_or(start_seq, |l| l + 1),
+        "publishers": publishers,
+    })
+}
+
+/// One line of `tickbox journal info` for an entry of the leadership log.
+pub fn handover_line(h: &Value) -> String {
+    match h["event"].as_str() {
+        Some("lost") => format!(
+            "leader lost   token {} ({}): canonical up to journal seq {}",
+            h["token"], h["reason"], h["until"]["last_journal_seq"]
+        ),
+        Some("resigned") => format!(
+            "leader ended  token {} (run stopped): canonical up to journal seq {}",
+            h["token"], h["until"]["last_journal_seq"]
+        ),
+        Some("rejoined") => format!(
+            "candidate     rejoined after {} ms out at journal seq {} (was leader: {})",
+            h["out_ms"], h["at"]["next_journal_seq"], h["was_leader"]
+        ),
+        // Entries before the `event` field are all elections.
+        _ => format!(
+            "leader        token {} from journal seq {} (publishers {}); previous: {}",
+            h["token"], h["from"]["next_journal_seq"], h["from"]["publishers"], h["previous"]
+        ),
+    }
+}
+
+impl RecorderLeadership {
+    /// Stands as `id` in the election at `path`, logging beside `journal`, whose next sequence is `start_seq`.
+    pub fn campaign(
+        coord: &Coord,
+        path: &str,
+        id: &str,
+        journal: &Path,
+        start_seq: u64,
+    ) -> Result<Self, CoordError> {
+        let standing = Standing::campaign(coord, path, id)?;
+        tracing::info!(election = %path, id, "standing for leadership of the recording");
+        Ok(RecorderLeadership {
+            standing,
+            log: HandoverLog::beside(journal),
+            start_seq,
+            led: None,
+            suspended_at: None,
+        })
+    }
+
+    fn progress(&self, s: &RecordStats, journal: &str) -> Value {
+        progress(s, journal, self.start_seq)
+    }
+
+    fn append(&self, mut entry: Value) {
+        entry["at_ns"] = tickbox_wire::now_ns().into();
+        if let Err(e) = self.log.append(&entry) {
+            tracing::error!("cannot append to {}: {e}", self.log.path().display());
+        }
+    }
+
+    /// The run ends: a leader's journal is canonical up to here, logged before the candidacy is dropped (which
+    /// gives the leadership up), so the successor's election always comes after this entry.
+    pub fn resign(&mut self, s: &RecordStats, journal: &str) {
+        let Some(token) = self.led.take() else {
+            return;
+        };
+        let (until, until_ns) = self
+            .suspended_at
+            .take()
+            .unwrap_or_else(|| (self.progress(s, journal), tickbox_wire::now_ns()));
+        tracing::info!("giving up the leadership (token {token}) as the run ends: this journal is canonical up to {until}");
+        self.append(serde_json::json!({
+            "event": "resigned",
+            "election": self.standing.election(),
+            "token": token,
+            "until": until,
+            "until_ns": until_ns,
+        }));
+    }
+
+    /// Follows the leadership changes since the last call, and reports `s` while leader.
+    pub fn tick(&mut self, s: &RecordStats, journal: &str) {
+        loop {
+            match self.standing.poll() {
+                Ok(None) => break,
+                Ok(Some(StandingEvent::Elected(h))) => {
+                    let here = self.progress(s, journal);
+                    let mut entry = h.to_json();
+                    entry["event"] = "elected".into();
+                    entry["from"] = here.clone();
+                    tracing::info!("{}; canonical from here: {here}", h.line());
+                    self.append(entry);
+                    self.led = Some(h.token);
+                    self.suspended_at = None;
+                }
+                Ok(Some(StandingEvent::Suspended)) => {
+                    self.suspended_at = Some((self.progress(s, journal), tickbox_wire::now_ns()));
+                    tracing::warn!("ZooKeeper connection lost: leadership uncertain until it comes back; not canonical meanwhile")
+                }
+                Ok(Some(StandingEvent::Resumed)) => {
+                    self.suspended_at = None;
+                    tracing::info!("ZooKeeper connection back: still leader")
+                }
+                Ok(Some(StandingEvent::Lost(r))) => {
+                    let here = self.progress(s, journal);
+                    match self.led.take() {
+                        Some(token) => {
+                            let (until, until_ns) = self
+                                .suspended_at
+                                .take()
+                                .unwrap_or_else(|| (here, tickbox_wire::now_ns()));
+                            tracing::error!(
+                                "lost the leadership (token {token}, {r:?}): this journal is canonical up to {until}; \
+                                 recording on, standing again as a candidate once ZooKeeper is back"
+                            );
+                            self.append(serde_json::json!({
+                                "event": "lost",
+                                "election": self.standing.election(),
+                                "token": token,
+                                "reason": format!("{r:?}"),
+                                "until": until,
+                                "until_ns": until_ns,
+                            }));
+                        }
+                        None if r == LostReason::SessionExpired => tracing::warn!(
+                            "out of the recorder election (session expired): standing again as a candidate once ZooKeeper is back"
+                        ),
+                        None => tracing::error!(
+                            "out of the recorder election ({r:?}): recording on into this journal, which is not canonical"
+                        ),
+                    }
+                }
+                Ok(Some(StandingEvent::Rejoined {
+                    was_leader,
+                    out_for,
+                })) => {
+                    tracing::info!(
+                        "back in the recorder election as a candidate after {} ms out{}",
+                        out_for.as_millis(),
+                        was_leader
+                            .map_or(String::new(), |t| format!(" (was leader with token {t})"))
+                    );
+                    self.append(serde_json::json!({
+                        "event": "rejoined",
+                        "election": self.standing.election(),
+                        "was_leader": was_leader,
+                        "out_ms": out_for.as_millis() as u64,
+                        "at": self.progress(s, journal),
+                    }));
+                }
+                Err(e) => {
+                    tracing::warn!("reading the leadership: {e}");
+                    break;
+                }
+            }
+        }
+        if self.standing.is_leader() {
+            match self.standing.report(&self.progress(s, journal)) {
+                Ok(true) => {}
+                Ok(false) => {
+                    tracing::warn!("a newer leader has reported: this recorder is deposed")
+                }
+                Err(e) => tracing::warn!("reporting progress to ZooKeeper: {e}"),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tickbox_recorder::LedgerRow;
+
+    #[test]
+    fn progress_names_the_next_sequence_and_each_publisher() {
+        let mut s = RecordStats::default();
+        assert_eq!(
+            progress(&s, "j", 7),
+            serde_json::json!({"journal": "j", "last_journal_seq": null, "next_journal_seq": 7, "publishers": {}})
+        );
+        s.last_seq = Some(41);
+        s.publishers = vec![
+            LedgerRow {
+                publisher: 3,
+                last_sequence: 90,
+                ..LedgerRow::default()
+            },
+            LedgerRow {
+                publisher: 1,
+                last_sequence: 12,
+                ..LedgerRow::default()
+            },
+        ];
+        let p = progress(&s, "j", 7);
+        assert_eq!(p["next_journal_seq"], 42);
+        assert_eq!(p["publishers"], serde_json::json!({"1": 12, "3": 90}));
+    }
+
+    #[test]
+    fn each_log_entry_reads_back_as_one_line() {
+        let lost = serde_json::json!({"event": "lost", "token": 4, "reason": "SessionExpired",
+            "until": {"last_journal_seq": 99}});
+        assert_eq!(
+            handover_line(&lost),
+            "leader lost   token 4 (\"SessionExpired\"): canonical up to journal seq 99"
+        );
+        let resigned =
+            serde_json::json!({"event": "resigned", "token": 5, "until": {"last_journal_seq": 10}});
+        assert_eq!(
+            handover_line(&resigned),
+            "leader ended  token 5 (run stopped): canonical up to journal seq 10"
+        );
+        let rejoined = serde_json::json!({"event": "rejoined", "out_ms": 250, "was_leader": null,
+            "at": {"next_journal_seq": 11}});
+        assert_eq!(
+            handover_line(&rejoined),
+            "candidate     rejoined after 250 ms out at journal seq 11 (was leader: null)"
+        );
+        // An entry without `event` is an election (logs written before the field existed).
+        let elected = serde_json::json!({"token": 6, "from": {"next_journal_seq": 3, "publishers": {"1": 2}},
+            "previous": null});
+        assert_eq!(
+            handover_line(&elected),
+            "leader        token 6 from journal seq 3 (publishers {\"1\":2}); previous: null"
+        );
+    }
+}

@@ -1,0 +1,173 @@
+//! What `tickbox lvc` shows of a running proxy: the status `tickbox.lvc.status` serves, and the final counter
+//! table. Kept beside the proxy so a counter added to [`LvcStats`] is shown where it is defined.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde::Serialize;
+use tickbox_auth::{RoleConnectionCounts, Security};
+
+use crate::tap::TapFraming;
+use crate::{LvcConfig, LvcEndpoints, LvcStats, SlowSubscriber, TapDrop};
+
+/// What `tickbox.lvc.status` serves: endpoints, modes and the proxy's counters. Fields in name order, as the
+/// status object has always listed them.
+#[derive(Debug, Clone, Serialize)]
+pub struct LvcStatus {
+    /// `"lvc"`.
+    pub component: &'static str,
+    /// Per-role connection counts, when a connection cap is set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub connections: Option<BTreeMap<String, RoleConnectionCounts>>,
+    /// Every drop, summed ([`LvcStats::drops`]).
+    pub drops: u64,
+    /// How late joiners get cached values: `broadcast` or `snapshot`.
+    pub late_joiners: &'static str,
+    /// Endpoints publishers connect to.
+    pub publishers: Vec<String>,
+    /// How a slow subscriber is treated.
+    pub slow_subscriber: SlowSubscriber,
+    /// The snapshot endpoint, if any.
+    pub snapshot: Option<String>,
+    /// `"running"`.
+    pub state: &'static str,
+    /// The proxy's counters.
+    pub stats: LvcStats,
+    /// The endpoint subscribers connect to.
+    pub subscribers: String,
+    /// The tap endpoint, if any.
+    pub tap: Option<String>,
+    /// What the tap drops when a consumer is slow.
+    pub tap_drop: TapDrop,
+    /// Whether the tap's drops are counted: in per_consumer mode libzmq drops per tap consumer without telling
+    /// the proxy.
+    pub tap_drops_counted: bool,
+    /// How the tap frames what it sends.
+    pub tap_framing: TapFraming,
+    /// Publisher endpoints the proxy connects to.
+    pub upstream_connect: Vec<String>,
+}
+
+impl LvcStatus {
+    /// The status of a running proxy with `endpoints`, run with `config`, under `security`.
+    pub fn new(
+        endpoints: &LvcEndpoints,
+        config: &LvcConfig,
+        stats: &LvcStats,
+        security: &Security,
+    ) -> Self {
+        LvcStatus {
+            component: "lvc",
+            connections: security.connections(),
+            drops: stats.drops(),
+            late_joiners: if config.broadcasts_cached() {
+                "broadcast"
+            } else {
+                "snapshot"
+            },
+            publishers: endpoints.upstream.clone(),
+            slow_subscriber: config.slow_subscriber,
+            snapshot: endpoints.snapshot.clone(),
+            state: "running",
+            stats: *stats,
+            subscribers: endpoints.downstream.clone(),
+            tap: endpoints.tap.clone(),
+            tap_drop: config.tap_drop,
+            tap_drops_counted: config.tap_drop == TapDrop::Counted,
+            tap_framing: config.tap_framing,
+            upstream_connect: config.upstream.clone(),
+        }
+    }
+}
+
+impl LvcStats {
+    /// The end-of-run table: one counter a line. `tap dropped` reads `per-consumer` when the proxy cannot know
+    /// it (a 0 there would claim no tap loss).
+    pub fn table(&self, tap_drop: TapDrop) -> String {
+        let s = self;
+        let mut out = format!("{:<22} {:>14}\n", "lvc", "count");
+        for (name, value) in [
+            ("messages in", s.messages_in),
+            ("messages out", s.messages_out),
+            ("cached sent", s.cached_sent),
+            ("cached dropped", s.cached_dropped),
+            ("malformed", s.malformed),
+            ("subscribes", s.subscribes),
+            ("unsubscribes", s.unsubscribes),
+            ("prefixes held", s.downstream_prefixes),
+            ("topics cached", s.topics_cached),
+            ("cache bytes", s.cache_bytes),
+            ("cache evicted", s.cache_evicted),
+            ("cache rejected", s.cache_rejected),
+            ("cache too large", s.cache_too_large),
+            ("tap sent", s.tap_sent),
+            ("tap dropped", s.tap_dropped),
+            ("downstream dropped", s.downstream_dropped),
+            ("subs refused", s.subscriptions_refused),
+            ("prefixes refused", s.prefixes_refused),
+            ("bursts capped", s.cached_bursts_capped),
+            ("snapshot requests", s.snapshot_requests),
+            ("snapshot values", s.snapshot_values),
+            ("snapshot completed", s.snapshot_completed),
+            ("snapshot truncated", s.snapshot_truncated),
+            ("snapshot refused", s.snapshot_refused),
+            ("snapshot abandoned", s.snapshot_abandoned),
+            ("snapshot malformed", s.snapshot_malformed),
+            ("forged refused", s.forged_refused),
+        ] {
+            if name == "tap dropped" && tap_drop == TapDrop::PerConsumer {
+                let _ = writeln!(out, "{name:<22} {:>14}", "per-consumer");
+                continue;
+            }
+            let _ = writeln!(out, "{name:<22} {value:>14}");
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_table_shows_every_counter_and_no_false_zero_for_the_tap() {
+        let stats = LvcStats {
+            messages_in: 12,
+            tap_dropped: 0,
+            forged_refused: 3,
+            ..LvcStats::default()
+        };
+        let table = stats.table(TapDrop::PerConsumer);
+        assert_eq!(table.lines().count(), 28);
+        assert!(table.starts_with(&format!("{:<22} {:>14}\n", "lvc", "count")));
+        assert!(table.contains(&format!("{:<22} {:>14}\n", "messages in", 12)));
+        assert!(table.contains(&format!("{:<22} {:>14}\n", "tap dropped", "per-consumer")));
+        assert!(table.ends_with(&format!("{:<22} {:>14}\n", "forged refused", 3)));
+        let counted = stats.table(TapDrop::Counted);
+        assert!(counted.contains(&format!("{:<22} {:>14}\n", "tap dropped", 0)));
+    }
+
+    #[test]
+    fn the_status_names_endpoints_modes_and_drops() {
+        let endpoints = LvcEndpoints {
+            upstream: vec!["tcp://127.0.0.1:1".into()],
+            downstream: "tcp://127.0.0.1:2".into(),
+            tap: None,
+            snapshot: Some("tcp://127.0.0.1:3".into()),
+        };
+        let config = LvcConfig {
+            tap_drop: TapDrop::Counted,
+            ..LvcConfig::default()
+        };
+        let stats = LvcStats {
+            downstream_dropped: 4,
+            ..LvcStats::default()
+        };
+        let status = LvcStatus::new(&endpoints, &config, &stats, &Security::default());
+        assert_eq!(status.drops, stats.drops());
+        assert!(status.tap_drops_counted);
+        assert!(status.connections.is_none());
+        assert_eq!(status.publishers, endpoints.upstream);
+        assert_eq!(status.subscribers, endpoints.downstream);
+    }
+}
