@@ -6,7 +6,7 @@ use std::fmt;
 
 use tickbox_units::format_rfc3339;
 
-use crate::pacer::Speed;
+use tickbox_units::Speed;
 use crate::replay::Position;
 use crate::selection::{TimeZone, When};
 
@@ -83,7 +83,7 @@ pub fn parse_start(
                 .split_once('=')
                 .ok_or_else(|| format!("`{word}` is not key=value (keys: speed, from, to)"))?;
             match key {
-                "speed" => spec.speed = value.parse()?,
+                "speed" => spec.speed = value.parse().map_err(|e: tickbox_units::UnitsError| e.to_string())?,
                 "from" => spec.from = Some(parse_position(value, &first)?),
                 "to" => spec.to = Some(parse_position(value, &first)?),
                 _ => return Err(format!("unknown key `{key}` (keys: speed, from, to)")),

@@ -7,7 +7,7 @@ use std::path::Path;
 use tickbox_units::{format_rfc3339, format_size_approx};
 
 use crate::control::{fmt_position, ReplayController};
-use crate::pacer::Speed;
+use tickbox_units::Speed;
 use crate::record::RecordStats;
 use crate::replay::ReplayStats;
 
