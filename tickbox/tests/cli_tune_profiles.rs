@@ -10,7 +10,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use common::{eventually, TempDir};
-use tickbox_zmqx::context::{ContextConfig, SocketProfile};
+use tickbox_zmqx::context::ContextConfig;
+use tickbox_zmqx::profile::SocketProfile;
 use tickbox_zmqx::profile;
 
 /// What one socket carried after its role configured it.
