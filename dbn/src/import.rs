@@ -746,7 +746,10 @@ mod summary_tests {
         let summary = report.summary(Path::new("j"));
         assert_eq!(summary.records_per_second, 2000.0);
         let text = summary.to_string();
-        assert!(text.contains("a.dbn.zst") && text.contains("Dbn v3 zstd"), "{text}");
+        assert!(
+            text.contains("a.dbn.zst") && text.contains("Dbn v3 zstd"),
+            "{text}"
+        );
         assert!(
             text.ends_with("imported 400 records into j in 0.200 s (2000 records/s)"),
             "{text}"

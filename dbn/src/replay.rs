@@ -9,8 +9,8 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use dbn::{RType, Record as _};
-use tickbox_journal::Reader;
 use tickbox_feed::{RecordSource, SourceError, SourceItem, SourceRecord};
+use tickbox_journal::Reader;
 use tickbox_wire::{Kind, MessageRef};
 
 use crate::derive::{derive_payload, derive_wire};

@@ -6,8 +6,8 @@ use serde::{Deserialize, Serialize};
 use crate::error::FeedError;
 use crate::pacer::Pacing;
 use tickbox_units::HumanDuration;
-use tickbox_wire::Framing;
 pub use tickbox_units::Rate;
+use tickbox_wire::Framing;
 
 /// Everything a feed needs; the `[feed]` section of the deployment TOML. Every field has a default, so
 /// `FeedConfig::default()` is a working feed: one shard on `tcp://127.0.0.1:*`, 1,000 symbols at 100k msg/s.
@@ -58,7 +58,11 @@ pub struct FeedConfig {
     pub max_subscription_bytes: usize,
     /// `back_pressure = "block"`: an XPUB with `ZMQ_XPUB_NODROP`, a slow subscriber back-pressures the feed
     /// instead of losing data; `"drop"` (the default): it loses what its queue cannot hold.
-    #[serde(rename = "back_pressure", alias = "no_drop", with = "tickbox_zmqx::naming::blocks")]
+    #[serde(
+        rename = "back_pressure",
+        alias = "no_drop",
+        with = "tickbox_zmqx::naming::blocks"
+    )]
     pub no_drop: bool,
     /// `no_drop` only: a run that ends by its duration or message limit waits this long for its subscribers to
     /// leave before closing (each shard; Ctrl-C skips it). libzmq's linger flushes the queues into the

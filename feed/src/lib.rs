@@ -63,7 +63,6 @@ mod runner;
 mod source;
 mod summary;
 
-pub use tickbox_wire::Framing;
 pub use config::{BatchMode, FeedConfig, PacingMode, Pattern, PublisherShardConfig, Rate};
 pub use error::FeedError;
 pub use generator::{
@@ -79,10 +78,11 @@ pub use runner::{
     Feed, FeedHandle, FeedReport, PublisherShardReport, ShardInfo, ShardStats, RATE_SHORTFALL_RATIO,
 };
 pub use source::{
-    RecordSource, SourceError, SourceFeed, SourceFeedHandle, SourceItem, SourceRecord,
-    SourceStats, SourceTotals,
+    RecordSource, SourceError, SourceFeed, SourceFeedHandle, SourceItem, SourceRecord, SourceStats,
+    SourceTotals,
 };
 pub use summary::{
     CloseLoss, FeedShardStatus, FeedShardSummary, FeedStatus, FeedSummary, SourceShardSummary,
     SourceStatus, SourceSummary,
 };
+pub use tickbox_wire::Framing;

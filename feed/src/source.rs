@@ -375,7 +375,8 @@ impl SourceRun<'_> {
                     break;
                 }
                 let now = Instant::now();
-                let now_ns = u64::try_from(now.duration_since(started).as_nanos()).unwrap_or(u64::MAX);
+                let now_ns =
+                    u64::try_from(now.duration_since(started).as_nanos()).unwrap_or(u64::MAX);
                 let wait = Duration::from_nanos(pacer.wait_ns(record.time_ns, now_ns));
                 if wait.is_zero() {
                     break;

@@ -402,7 +402,10 @@ mod tests {
     fn close_loss_names_the_cause_only_when_something_was_left() {
         let drain = Duration::from_millis(500);
         assert_eq!(CloseLoss::after_close(0, true, drain, GRACE), None);
-        assert_eq!(CloseLoss::after_close(0, false, Duration::ZERO, GRACE), None);
+        assert_eq!(
+            CloseLoss::after_close(0, false, Duration::ZERO, GRACE),
+            None
+        );
         assert_eq!(
             CloseLoss::after_close(3, true, drain, GRACE),
             Some(CloseLoss::Interrupted { grace: GRACE })
@@ -432,7 +435,10 @@ mod tests {
             "{m}"
         );
         let m = CloseLoss::NoDrainWait.message("feed", 1, "message", "HINT");
-        assert!(m.contains("when the shards closed") && m.contains("(a subscriber fell behind; HINT)"), "{m}");
+        assert!(
+            m.contains("when the shards closed") && m.contains("(a subscriber fell behind; HINT)"),
+            "{m}"
+        );
     }
 
     fn shard(shard: usize, undelivered: u64) -> PublisherShardReport {
@@ -483,8 +489,14 @@ mod tests {
             ..report
         };
         let s = SourceSummary::new(&report, "x.dbn", "dbn").unwrap();
-        assert_eq!((s.read, s.published, s.skipped, s.undelivered), (40, 30, 10, 3));
-        assert_eq!((s.speed.as_str(), s.achieved_rate, s.elapsed_ns), ("max", 15, 2_000_000_000));
+        assert_eq!(
+            (s.read, s.published, s.skipped, s.undelivered),
+            (40, 30, 10, 3)
+        );
+        assert_eq!(
+            (s.speed.as_str(), s.achieved_rate, s.elapsed_ns),
+            ("max", 15, 2_000_000_000)
+        );
         assert_eq!(s.shards[0].subscribers_at_close, 1);
     }
 }

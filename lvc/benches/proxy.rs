@@ -11,7 +11,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use tickbox_lvc as lvc;
-use tickbox_lvc::{LvcConfig, BackPressure};
+use tickbox_lvc::{BackPressure, LvcConfig};
 use tickbox_wire::{encode_to_vec, Header, Kind, Quote};
 
 const TOPICS: usize = 1000;

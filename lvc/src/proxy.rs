@@ -12,7 +12,7 @@ use super::raw::RawMsg;
 use super::snapshot::{
     ReplyItem, RequestParser, SendOutcome, ServerLimits, SnapshotServer, REQUEST_HEAD_LEN,
 };
-use super::{LateJoiners, LvcConfig, LvcError, BackPressure, TapDrop};
+use super::{BackPressure, LateJoiners, LvcConfig, LvcError, TapDrop};
 use tickbox_wire::tap;
 
 const DONTWAIT: c_int = zmq_sys::ZMQ_DONTWAIT as c_int;

@@ -62,7 +62,11 @@ pub struct RecorderConfig {
     pub heartbeat_interval: HumanDuration,
     /// `back_pressure = "block"` (the default): replay blocks on slow subscribers instead of dropping
     /// (XPUB_NODROP); `"drop"`: a slow subscriber loses what its queue cannot hold.
-    #[serde(rename = "back_pressure", alias = "lossless", with = "tickbox_zmqx::naming::blocks")]
+    #[serde(
+        rename = "back_pressure",
+        alias = "lossless",
+        with = "tickbox_zmqx::naming::blocks"
+    )]
     pub lossless: bool,
     /// Replay waits for this many subscriptions per shard before sending (0 = start at once).
     pub wait_subscribers: u64,

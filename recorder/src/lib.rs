@@ -37,10 +37,10 @@ pub use inspect::{
 };
 pub use journal_ext::{overwritten, overwritten_at, read_app_meta, OverwriteStats, APP_META_MAX};
 pub use ledger::{Ledger, LedgerError, LedgerOverflow, LedgerRow, MAX_LEDGER_PUBLISHERS};
-pub use tickbox_units::{Pace, ReplayPacer, Speed};
 pub use record::{record, RecordOptions, RecordStats, Recorder, TAP_EVENT_MARKER};
 pub use replay::{Identity, Position, ReplayOptions, ReplayStats, Replayer};
 pub use selection::{
     empty_selection, format_in_zone, parse_zone, JournalOverview, ReplayAsk, ReplayPlan,
     ReplaySelection, SelectionError, TimeZone, When, CLOCK_SLACK,
 };
+pub use tickbox_units::{Pace, ReplayPacer, Speed};

@@ -54,8 +54,8 @@ pub enum Identity {
 }
 
 use crate::error::RecorderError;
-use tickbox_units::{Pace, ReplayPacer, Speed};
 use crate::selection::ReplaySelection;
+use tickbox_units::{Pace, ReplayPacer, Speed};
 
 /// Where a replay starts or stops.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -528,7 +528,8 @@ impl Replayer {
         // Elapsed time and progress come from the clock the run is given, like its pacing: a simulated clock
         // drives the whole run.
         let start_ns = clock.now_ns();
-        let progress_every_ns = u64::try_from(self.opts.progress_every.as_nanos()).unwrap_or(u64::MAX);
+        let progress_every_ns =
+            u64::try_from(self.opts.progress_every.as_nanos()).unwrap_or(u64::MAX);
         let mut last_progress_ns = start_ns;
         for t in &mut self.last_send_ns {
             *t = start_ns;

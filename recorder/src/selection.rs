@@ -701,7 +701,10 @@ mod tests {
         };
         let plan = ReplayPlan::new(&late, Some(overview.clone()), &utc).unwrap();
         let line = plan.outside_journal(&utc).unwrap();
-        assert!(line.starts_with("error: replay selected no record ("), "{line}");
+        assert!(
+            line.starts_with("error: replay selected no record ("),
+            "{line}"
+        );
         // An empty journal matches nothing either; and +DURATION has no first record to count from there.
         let empty = JournalOverview::default();
         let err = ReplayPlan::new(&ask, Some(empty.clone()), &utc).unwrap_err();

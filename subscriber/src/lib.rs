@@ -58,9 +58,7 @@ pub use snail::{lateness_ns, SharedThreshold, Snail, SnailVerdict};
 pub use summary::{standard_worker, standard_worker_with_tape, StandardWorker};
 /// How shards take received messages apart (`framing` in `[subscriber]`): the tap's enum, one for both readers.
 pub use tickbox_lvc::tap::Framing;
-pub use tickbox_units::{
-    format_duration, parse_duration, HumanDuration, UnitsError,
-};
+pub use tickbox_units::{format_duration, parse_duration, HumanDuration, UnitsError};
 pub use tickbox_wire::{PublisherLedger, SequenceEvent, SequenceTotals, SequenceTracker};
 pub use tickbox_workers::Dispatch;
 

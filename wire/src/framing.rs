@@ -51,7 +51,9 @@ impl Framing {
     /// what goes out).
     pub fn for_writer(self) -> Result<Self, String> {
         match self {
-            Framing::Auto => Err("`auto` is for readers; a writer sends `tickbox` or `guide`".into()),
+            Framing::Auto => {
+                Err("`auto` is for readers; a writer sends `tickbox` or `guide`".into())
+            }
             framing => Ok(framing),
         }
     }

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use tickbox_lvc::{LvcConfig, LvcHandle, BackPressure};
+use tickbox_lvc::{BackPressure, LvcConfig, LvcHandle};
 use tickbox_wire::{encode_to_vec, Flags, Header, Kind, MessageRef, Quote};
 
 pub(crate) fn quote_frame(

@@ -291,9 +291,8 @@ fn run_source(
     let ctx = tickbox_zmqx::context::build(&config.context)?;
     // Before any socket binds: without a ZAP handler libzmq would let every CURVE client in.
     let _zap = config.auth.start_zap(&ctx)?;
-    let feed =
-        tickbox_feed::SourceFeed::start(&ctx, feed_config, Box::new(recording), speed)
-            .context("starting the feed")?;
+    let feed = tickbox_feed::SourceFeed::start(&ctx, feed_config, Box::new(recording), speed)
+        .context("starting the feed")?;
     let status = StatusBoard::start(&ctx, broker, "feed", config.auth.clone())?;
     {
         let mut out: Box<dyn Write> = if json {
@@ -316,7 +315,9 @@ fn run_source(
         if last_status.elapsed() >= Duration::from_millis(500) {
             last_status = std::time::Instant::now();
             let source = path.display().to_string();
-            status.publish(serde_json::to_value(tickbox_feed::SourceStatus::of(&feed, &source))?);
+            status.publish(serde_json::to_value(tickbox_feed::SourceStatus::of(
+                &feed, &source,
+            ))?);
         }
         if view.due() {
             let s = feed.stats();

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use tickbox_lvc::{
-    LateJoiners, LvcConfig, LvcEndpoints, LvcStats, Overflow, BackPressure, TapDrop,
+    BackPressure, LateJoiners, LvcConfig, LvcEndpoints, LvcStats, Overflow, TapDrop,
 };
 
 use tickbox_units::HumanDuration;

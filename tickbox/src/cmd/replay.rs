@@ -22,8 +22,8 @@ use anyhow::Context;
 use tickbox_fleet::replay_control::{ReplayControlService, ReplayShared};
 use tickbox_journal::Reader;
 use tickbox_recorder::{
-    empty_selection, format_in_zone, parse_zone, Identity, JournalOverview, Position,
-    ReplayAsk, ReplayController, ReplayOptions, ReplayPlan, ReplayStats, Replayer, RunSpec, SelectionError,
+    empty_selection, format_in_zone, parse_zone, Identity, JournalOverview, Position, ReplayAsk,
+    ReplayController, ReplayOptions, ReplayPlan, ReplayStats, Replayer, RunSpec, SelectionError,
     Speed, TimeZone, When,
 };
 use tickbox_wire::SystemClock;
@@ -150,7 +150,8 @@ pub(crate) struct Args {
 }
 
 fn parse_speed(s: &str) -> Result<Speed, String> {
-    s.parse().map_err(|e: tickbox_units::UnitsError| e.to_string())
+    s.parse()
+        .map_err(|e: tickbox_units::UnitsError| e.to_string())
 }
 
 fn parse_when(s: &str) -> Result<When, String> {
