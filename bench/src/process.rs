@@ -713,7 +713,7 @@ pub fn tickbox_processes_latency(
         "--json",
     ]);
     if config.no_drop {
-        feed.arg("--no-drop");
+        feed.args(["--back-pressure", "block"]);
     }
     let (mut feed, feed_ep) = ChildGuard::spawn("tickbox feed", feed, feed_endpoint)?;
     let endpoint = feed.endpoint(&feed_ep)?;

@@ -53,6 +53,66 @@ pub struct ImportReport {
     pub elapsed: Duration,
 }
 
+impl ImportReport {
+    /// Records written per second of `elapsed` (0 before any time has passed).
+    pub fn rate(&self) -> f64 {
+        let secs = self.elapsed.as_secs_f64();
+        if secs > 0.0 {
+            self.records as f64 / secs
+        } else {
+            0.0
+        }
+    }
+
+    /// What `tickbox import` prints of an import into `journal`.
+    pub fn summary(&self, journal: &Path) -> ImportSummary {
+        ImportSummary {
+            journal: journal.display().to_string(),
+            records: self.records,
+            seconds: self.elapsed.as_secs_f64(),
+            records_per_second: self.rate(),
+            manifest: self.manifest.clone(),
+        }
+    }
+}
+
+/// `tickbox import`'s summary: `--json` serializes it, `Display` is the per-source table and a total line.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ImportSummary {
+    /// The journal written.
+    pub journal: String,
+    /// Records written in all.
+    pub records: u64,
+    /// Time spent, seconds.
+    pub seconds: f64,
+    /// Records written per second.
+    pub records_per_second: f64,
+    /// One entry per file, as written to the manifest.
+    pub manifest: Manifest,
+}
+
+impl std::fmt::Display for ImportSummary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, s) in self.manifest.sources.iter().enumerate() {
+            writeln!(
+                f,
+                "source {i:>3}  {:<44}  {:?} v{}{}  schema {:<10}  {:>10} records",
+                s.file,
+                s.form,
+                s.version,
+                if s.compressed { " zstd" } else { "" },
+                s.schema.as_deref().unwrap_or("-"),
+                s.records
+            )?;
+        }
+        write!(
+            f,
+            "imported {} records into {} in {:.3} s ({:.0} records/s)",
+            self.records, self.journal, self.seconds, self.records_per_second
+        )
+    }
+}
+
 /// Bound on the topic cache of one import (cleared when full).
 const MAX_CACHED_TOPICS: usize = 1 << 16;
 
@@ -651,4 +711,52 @@ pub fn import_files(
         records: total,
         elapsed: started.elapsed(),
     })
+}
+
+#[cfg(test)]
+mod summary_tests {
+    use super::*;
+
+    #[test]
+    fn the_summary_is_the_table_and_the_json_of_one_report() {
+        let source = Source {
+            file: "a.dbn.zst".into(),
+            form: SourceForm::Dbn,
+            compressed: true,
+            version: 3,
+            ts_out: false,
+            metadata: None,
+            metadata_exact: true,
+            dataset: Some("XNAS.ITCH".into()),
+            schema: Some("trades".into()),
+            stype_in: None,
+            stype_out: None,
+            mappings: 0,
+            records: 400,
+        };
+        let report = ImportReport {
+            manifest: Manifest {
+                format: MANIFEST_FORMAT,
+                session: 1,
+                sources: vec![source],
+            },
+            records: 400,
+            elapsed: Duration::from_millis(200),
+        };
+        let summary = report.summary(Path::new("j"));
+        assert_eq!(summary.records_per_second, 2000.0);
+        let text = summary.to_string();
+        assert!(
+            text.contains("a.dbn.zst") && text.contains("Dbn v3 zstd"),
+            "{text}"
+        );
+        assert!(
+            text.ends_with("imported 400 records into j in 0.200 s (2000 records/s)"),
+            "{text}"
+        );
+        let json = serde_json::to_value(&summary).unwrap();
+        assert_eq!(json["journal"], "j");
+        assert_eq!(json["records"], 400);
+        assert_eq!(json["manifest"]["sources"][0]["records"], 400);
+    }
 }

@@ -26,7 +26,7 @@
 //!
 //! **Replay** ([`ReplaySource`]) reads a DBN file or a journal as the tickbox messages a publisher would send
 //! (`tickbox feed --source`), each with its receive time (pacing) and event time; records with no tickbox
-//! equivalent are skipped with a reason.
+//! equivalent are skipped with a reason. It is a `tickbox_feed::RecordSource`: the feed publishes it as it is.
 
 /// The `dbn` crate this one is built on, for callers that construct or decode DBN themselves (tests, tools).
 pub use dbn;
@@ -52,6 +52,8 @@ pub use frame::{
     encode_vendor_frame, min_record_len, record_fits, VendorFrame, VendorHeader, PREFIX_LEN,
     VENDOR_DBN, VENDOR_KIND, VENDOR_TOPIC_LETTER,
 };
-pub use import::{import_files, open_source, ImportOptions, ImportReport, OpenedSource};
+pub use import::{
+    import_files, open_source, ImportOptions, ImportReport, ImportSummary, OpenedSource,
+};
 pub use manifest::{Manifest, Source, SourceForm, MANIFEST_FILE, MANIFEST_FORMAT};
-pub use replay::{ReplayForm, ReplayItem, ReplaySource};
+pub use replay::{ReplayForm, ReplaySource};

@@ -9,32 +9,14 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use dbn::{RType, Record as _};
+use tickbox_feed::{RecordSource, SourceError, SourceItem, SourceRecord};
 use tickbox_journal::Reader;
-use tickbox_wire::{Kind, MessageRef, Payload};
+use tickbox_wire::{Kind, MessageRef};
 
 use crate::derive::{derive_payload, derive_wire};
 use crate::error::DbnError;
 use crate::frame::{record_fits, VendorFrame, VENDOR_KIND};
 use crate::import::{open_source, OpenedSource, Topics};
-
-/// One item of a recording.
-#[derive(Debug, Clone, PartialEq)]
-pub enum ReplayItem {
-    /// A message to publish.
-    Record {
-        /// When it was received (DBN `ts_recv`, a journal's capture time), ns since the epoch: paces a replay.
-        time_ns: u64,
-        /// When it happened (DBN `ts_event`, the header's origin time of a recorded frame).
-        origin_time_ns: u64,
-        /// The tickbox topic (`Q.XNAS.AAPL`, `T.GLBX.ESM3`).
-        topic: String,
-        /// A quote, trade or book level.
-        payload: Payload,
-    },
-    /// A record read but not publishable as a tickbox message; the reason is one line shared by every record of
-    /// its sort (`DBN mbo: no tickbox equivalent`), so callers can count by it.
-    Skipped(String),
-}
 
 /// What a recording is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -143,7 +125,7 @@ impl ReplaySource {
 
     /// The next item in file order; `Ok(None)` at the end. A damaged record (a truncated or corrupt file, a
     /// failed checksum) is an error naming the file and the record: a replay must not silently publish a prefix.
-    pub fn next_item(&mut self) -> Result<Option<ReplayItem>, DbnError> {
+    pub fn next_item(&mut self) -> Result<Option<SourceItem>, DbnError> {
         match &mut self.inner {
             Inner::Dbn { source, topics } => {
                 let Some(rec) = source.next_record()? else {
@@ -164,7 +146,7 @@ impl ReplaySource {
                 // Straight from the decoded record (no vendor frame in between): the same payload an import
                 // followed by `derive_wire` gives.
                 let Some(payload) = derive_payload(rtype, &rec) else {
-                    return Ok(Some(ReplayItem::Skipped(self.reason((0, rtype)))));
+                    return Ok(Some(SourceItem::Skipped(self.reason((0, rtype)))));
                 };
                 let (time_ns, origin_time_ns) = (rec.raw_index_ts(), rec.raw_ts_event());
                 let vendor_topic = topics.topic(&rec);
@@ -172,12 +154,12 @@ impl ReplaySource {
                     .split_once('.')
                     .map_or(vendor_topic, |(_, r)| r);
                 let topic = format!("{}.{rest}", payload.kind().topic_letter());
-                Ok(Some(ReplayItem::Record {
+                Ok(Some(SourceItem::Record(SourceRecord {
                     time_ns,
                     origin_time_ns,
                     topic,
                     payload,
-                }))
+                })))
             }
             Inner::Journal(reader) => {
                 let record = reader.next().map_err(|e| DbnError::Refused {
@@ -193,38 +175,46 @@ impl ReplaySource {
                     let kind = msg.kind();
                     return Ok(Some(match (kind, msg.payload()) {
                         (Kind::Quote | Kind::Trade | Kind::BookLevel, Ok(payload)) => {
-                            ReplayItem::Record {
+                            SourceItem::Record(SourceRecord {
                                 time_ns,
                                 origin_time_ns: msg.header().origin_time_ns,
                                 topic: msg.topic().to_owned(),
                                 payload,
-                            }
+                            })
                         }
                         (Kind::Quote | Kind::Trade | Kind::BookLevel, Err(_)) => {
-                            ReplayItem::Skipped(self.reason((2, 0)))
+                            SourceItem::Skipped(self.reason((2, 0)))
                         }
-                        (kind, _) => ReplayItem::Skipped(self.reason((1, kind as u8))),
+                        (kind, _) => SourceItem::Skipped(self.reason((1, kind as u8))),
                     }));
                 }
                 match VendorFrame::decode(frame) {
                     Ok(f) => match derive_wire(&f) {
-                        Some((topic, h, payload)) => Ok(Some(ReplayItem::Record {
+                        Some((topic, h, payload)) => Ok(Some(SourceItem::Record(SourceRecord {
                             time_ns,
                             origin_time_ns: h.origin_time_ns,
                             topic,
                             payload,
-                        })),
+                        }))),
                         None => {
                             let rtype = f.rtype;
-                            Ok(Some(ReplayItem::Skipped(self.reason((0, rtype)))))
+                            Ok(Some(SourceItem::Skipped(self.reason((0, rtype)))))
                         }
                     },
                     Err(crate::error::FrameError::OtherKind(kind)) if kind != VENDOR_KIND => {
-                        Ok(Some(ReplayItem::Skipped(self.reason((1, kind)))))
+                        Ok(Some(SourceItem::Skipped(self.reason((1, kind)))))
                     }
-                    Err(_) => Ok(Some(ReplayItem::Skipped(self.reason((2, 0))))),
+                    Err(_) => Ok(Some(SourceItem::Skipped(self.reason((2, 0))))),
                 }
             }
         }
+    }
+}
+
+/// `tickbox feed --source` publishes a recording straight from here: a damaged record ends the feed with the
+/// typed error, named file and record included.
+impl RecordSource for ReplaySource {
+    fn next_item(&mut self) -> Result<Option<SourceItem>, SourceError> {
+        ReplaySource::next_item(self).map_err(SourceError::from)
     }
 }

@@ -8,7 +8,8 @@ use tickbox_dbn::dbn::encode::EncodeRecordRef;
 use tickbox_dbn::dbn::{
     rtype, MboMsg, Mbp1Msg, Metadata, RecordHeader, RecordRef, SType, TradeMsg,
 };
-use tickbox_dbn::{import_files, ImportOptions, ReplayForm, ReplayItem, ReplaySource};
+use tickbox_dbn::{import_files, ImportOptions, ReplayForm, ReplaySource};
+use tickbox_feed::{SourceItem, SourceRecord};
 use tickbox_wire::Payload;
 
 const T0: u64 = 1_700_000_000_000_000_000;
@@ -83,7 +84,7 @@ fn write(path: &Path) -> Vec<u8> {
     out
 }
 
-fn read_all(path: &Path) -> (ReplayForm, Vec<ReplayItem>) {
+fn read_all(path: &Path) -> (ReplayForm, Vec<SourceItem>) {
     let mut src = ReplaySource::open(path).unwrap();
     let form = src.form();
     let mut items = Vec::new();
@@ -108,17 +109,17 @@ fn dbn_and_its_import_read_as_the_same_messages_in_file_order() {
     for (i, item) in items.iter().enumerate() {
         let i = i as u64;
         match (i % 5, item) {
-            (1, ReplayItem::Skipped(reason)) => {
+            (1, SourceItem::Skipped(reason)) => {
                 assert_eq!(reason, "DBN mbo: no tickbox equivalent")
             }
             (
                 3,
-                ReplayItem::Record {
+                SourceItem::Record(SourceRecord {
                     time_ns,
                     origin_time_ns,
                     topic,
                     payload: Payload::Quote(q),
-                },
+                }),
             ) => {
                 assert_eq!(topic, "Q.XNAS.8");
                 assert_eq!(
@@ -132,12 +133,12 @@ fn dbn_and_its_import_read_as_the_same_messages_in_file_order() {
             }
             (
                 0 | 2 | 4,
-                ReplayItem::Record {
+                SourceItem::Record(SourceRecord {
                     time_ns,
                     origin_time_ns,
                     topic,
                     payload: Payload::Trade(t),
-                },
+                }),
             ) => {
                 assert_eq!(topic, &format!("T.XNAS.{}", 7 + i % 2));
                 assert_eq!(

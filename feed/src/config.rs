@@ -7,6 +7,7 @@ use crate::error::FeedError;
 use crate::pacer::Pacing;
 use tickbox_units::HumanDuration;
 pub use tickbox_units::Rate;
+use tickbox_wire::Framing;
 
 /// Everything a feed needs; the `[feed]` section of the deployment TOML. Every field has a default, so
 /// `FeedConfig::default()` is a working feed: one shard on `tcp://127.0.0.1:*`, 1,000 symbols at 100k msg/s.
@@ -50,11 +51,18 @@ pub struct FeedConfig {
     /// Publisher id of shard 0; shard `i` is `publisher_id_base + i`.
     pub publisher_id_base: u32,
     /// `ZMQ_SNDHWM` of each publisher socket (messages per subscriber pipe).
+    #[serde(rename = "send_hwm", alias = "sndhwm")]
     pub sndhwm: i32,
     /// Longest subscription prefix a shard accepts, in bytes; a subscriber sending a longer one is disconnected
     /// by libzmq (`ZMQ_MAXMSGSIZE`) before the prefix reaches its subscription trie.
     pub max_subscription_bytes: usize,
-    /// Use an XPUB with `ZMQ_XPUB_NODROP`: a slow subscriber back-pressures the feed instead of losing data.
+    /// `back_pressure = "block"`: an XPUB with `ZMQ_XPUB_NODROP`, a slow subscriber back-pressures the feed
+    /// instead of losing data; `"drop"` (the default): it loses what its queue cannot hold.
+    #[serde(
+        rename = "back_pressure",
+        alias = "no_drop",
+        with = "tickbox_zmqx::naming::blocks"
+    )]
     pub no_drop: bool,
     /// `no_drop` only: a run that ends by its duration or message limit waits this long for its subscribers to
     /// leave before closing (each shard; Ctrl-C skips it). libzmq's linger flushes the queues into the
@@ -237,32 +245,6 @@ impl FromStr for BatchMode {
     }
 }
 
-/// How each message goes out on the socket.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum Framing {
-    /// One ZeroMQ frame per message: the tickbox frame (topic, NUL, header, payload).
-    #[default]
-    Tickbox,
-    /// The Guide's envelope: the topic alone in a first frame, the tickbox frame in a second. Plain ZeroMQ
-    /// subscribers and proxies key on the first frame; the body stays decodable by tickbox-aware readers.
-    Guide,
-}
-
-impl FromStr for Framing {
-    type Err = FeedError;
-    fn from_str(s: &str) -> Result<Self, FeedError> {
-        match s.to_ascii_lowercase().as_str() {
-            "tickbox" => Ok(Framing::Tickbox),
-            "guide" => Ok(Framing::Guide),
-            _ => Err(FeedError::InvalidConfig {
-                field: "framing",
-                reason: format!("{s:?} is not one of tickbox, guide"),
-            }),
-        }
-    }
-}
-
 /// `d` in nanoseconds, saturating at `u64::MAX` (about 584 years), as the pacer and publisher count time.
 pub(crate) fn saturating_nanos(d: HumanDuration) -> u64 {
     u64::try_from(d.0.as_nanos()).unwrap_or(u64::MAX)
@@ -356,6 +338,9 @@ impl FeedConfig {
         if self.pattern == Pattern::Pathological && self.pathological_interval.0.is_zero() {
             return bad("pathological_interval", "must be > 0".into());
         }
+        if let Err(reason) = self.framing.for_writer() {
+            return bad("framing", reason);
+        }
         // Only the LVC test pattern speaks the Guide's envelope: tickbox subscribers read one frame per message.
         if self.framing == Framing::Guide && self.pattern != Pattern::Pathological {
             return bad(
@@ -365,7 +350,7 @@ impl FeedConfig {
         }
         if self.sndhwm < 0 {
             return bad(
-                "sndhwm",
+                "send_hwm",
                 format!("{} must be >= 0 (0 = unlimited)", self.sndhwm),
             );
         }

@@ -45,9 +45,11 @@
 //!   [`open_publisher_socket`].
 //!
 //! * [`SourceFeed::start`]`(&ctx, config, source, speed)`: the same shards publishing a recording (any
-//!   [`RecordSource`]: `tickbox-dbn` reads DBN files and journals) in source order at [`SourceSpeed`] (`1x`,
+//!   [`RecordSource`]: `tickbox-dbn` reads DBN files and journals) in source order at a `tickbox_units::Speed` (`1x`,
 //!   `Nx`, `max`), each record under the shard's own identity and sequence with its event time as origin time;
-//!   [`SourceReport`] counts read, published and skipped (by reason).
+//!   its [`FeedReport`] carries [`SourceTotals`]: read, published and skipped (by reason).
+//! * [`FeedSummary`], [`SourceSummary`], [`FeedStatus`], [`SourceStatus`]: the `--json` summaries and status-board
+//!   objects (`Serialize`); [`CloseLoss`]: why messages left queued at a close were dropped.
 //!
 //! Send time in every header is `tickbox_wire::now_ns()` taken per message just before encoding, so
 //! feed-to-subscriber latency can be measured from it.
@@ -59,8 +61,8 @@ mod pacer;
 mod publisher;
 mod runner;
 mod source;
+mod summary;
 
-pub use config::Framing;
 pub use config::{BatchMode, FeedConfig, PacingMode, Pattern, PublisherShardConfig, Rate};
 pub use error::FeedError;
 pub use generator::{
@@ -76,6 +78,11 @@ pub use runner::{
     Feed, FeedHandle, FeedReport, PublisherShardReport, ShardInfo, ShardStats, RATE_SHORTFALL_RATIO,
 };
 pub use source::{
-    RecordSource, SourceError, SourceFeed, SourceFeedHandle, SourceItem, SourceRecord,
-    SourceReport, SourceSpeed, SourceStats,
+    RecordSource, SourceError, SourceFeed, SourceFeedHandle, SourceItem, SourceRecord, SourceStats,
+    SourceTotals,
 };
+pub use summary::{
+    CloseLoss, FeedShardStatus, FeedShardSummary, FeedStatus, FeedSummary, SourceShardSummary,
+    SourceStatus, SourceSummary,
+};
+pub use tickbox_wire::Framing;

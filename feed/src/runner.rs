@@ -296,6 +296,7 @@ impl FeedHandle {
             None => Ok(FeedReport {
                 shards,
                 target_rate: self.target_rate,
+                source: None,
             }),
         }
     }
@@ -370,8 +371,12 @@ pub const RATE_SHORTFALL_RATIO: f64 = 0.95;
 pub struct FeedReport {
     /// One report per shard, in shard order.
     pub shards: Vec<PublisherShardReport>,
-    /// The data rate asked for over all shards (msg/s); `None` when there was none (`max`, pathological).
+    /// The data rate asked for over all shards (msg/s); `None` when there was none (`max`, pathological, a
+    /// recording).
     pub target_rate: Option<u64>,
+    /// What was read from a recording, when the feed published one ([`crate::SourceFeed`]); `None` for the
+    /// synthetic market.
+    pub source: Option<crate::source::SourceTotals>,
 }
 
 impl FeedReport {
@@ -410,6 +415,9 @@ impl FeedReport {
 
 impl fmt::Display for FeedReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(totals) = &self.source {
+            return crate::source::fmt_source(self, totals, f);
+        }
         writeln!(
             f,
             "{:>5} {:>9} {:>7} {:>12} {:>11} {:>6} {:>12} {:>8} {:>12}  endpoint",
@@ -505,7 +513,7 @@ impl ShardRun<'_> {
         let xpub = config.uses_xpub();
         let auto_batch = config.batch == BatchMode::Auto;
         let mut publisher = Publisher::new(socket, shard, publisher_id, heartbeat_ns);
-        publisher.set_guide_framing(config.framing == crate::config::Framing::Guide);
+        publisher.set_guide_framing(config.framing == tickbox_wire::Framing::Guide);
         if auto_batch {
             publisher = publisher.with_batch(config.batch_max_bytes, config.batch_max_records);
         }
@@ -763,6 +771,7 @@ mod report_tests {
                 undelivered: 0,
             }],
             target_rate,
+            source: None,
         }
     }
 

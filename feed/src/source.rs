@@ -11,18 +11,18 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use tickbox_units::{ReplayPacer, Speed};
 use tickbox_wire::{now_ns, shard_for, Payload, SubscriptionTally};
 
 use crate::config::{saturating_nanos, FeedConfig};
 use crate::error::FeedError;
 use crate::publisher::{open_publisher_socket, Publisher};
-use crate::runner::{PublisherShardReport, ShardInfo};
+use crate::runner::{FeedReport, PublisherShardReport, ShardInfo};
 
 /// One recorded message to publish.
 #[derive(Debug, Clone, PartialEq)]
@@ -57,62 +57,6 @@ pub trait RecordSource: Send {
     fn next_item(&mut self) -> Result<Option<SourceItem>, SourceError>;
 }
 
-/// How fast a recording is replayed.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum SourceSpeed {
-    /// As fast as the sockets take it.
-    Max,
-    /// The recording's own spacing divided by this factor (1 = as recorded, 10 = ten times faster).
-    Times(f64),
-}
-
-impl FromStr for SourceSpeed {
-    type Err = FeedError;
-    fn from_str(s: &str) -> Result<Self, FeedError> {
-        let t = s.trim();
-        if t.eq_ignore_ascii_case("max") {
-            return Ok(SourceSpeed::Max);
-        }
-        let number = t.strip_suffix(['x', 'X']).unwrap_or(t);
-        match number.parse::<f64>() {
-            Ok(k) if k.is_finite() && k > 0.0 => Ok(SourceSpeed::Times(k)),
-            _ => Err(FeedError::InvalidConfig {
-                field: "speed",
-                reason: format!("{s:?} is not `max` or a positive factor like 1x, 10x, 0.5"),
-            }),
-        }
-    }
-}
-
-impl fmt::Display for SourceSpeed {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            SourceSpeed::Max => write!(f, "max"),
-            SourceSpeed::Times(k) => write!(f, "{k}x"),
-        }
-    }
-}
-
-/// Maps recording time to wall time: one anchor (the first record's time and the moment it went out), so
-/// errors never accumulate over a long replay.
-#[derive(Debug, Clone)]
-struct Schedule {
-    speed: SourceSpeed,
-    anchor: Option<(u64, Instant)>,
-}
-
-impl Schedule {
-    /// How long to wait before sending a record of `time_ns` (zero: now).
-    fn wait_for(&mut self, time_ns: u64, now: Instant) -> Duration {
-        let SourceSpeed::Times(k) = self.speed else {
-            return Duration::ZERO;
-        };
-        let (t0, w0) = *self.anchor.get_or_insert((time_ns, now));
-        let offset = Duration::from_secs_f64(time_ns.saturating_sub(t0) as f64 / 1e9 / k);
-        (w0 + offset).saturating_duration_since(now)
-    }
-}
-
 /// Starts a feed that publishes a recording.
 pub struct SourceFeed;
 
@@ -132,7 +76,7 @@ impl SourceFeed {
         ctx: &zmq::Context,
         config: FeedConfig,
         source: Box<dyn RecordSource>,
-        speed: SourceSpeed,
+        speed: Speed,
     ) -> Result<SourceFeedHandle, FeedError> {
         config.validate()?;
         let publisher_id_base = config.publisher_id_base;
@@ -232,7 +176,7 @@ pub struct SourceFeedHandle {
     shards: Vec<ShardInfo>,
     stop: Arc<AtomicBool>,
     live: Arc<SourceLive>,
-    thread: Option<JoinHandle<Option<Result<SourceReport, FeedError>>>>,
+    thread: Option<JoinHandle<Option<Result<FeedReport, FeedError>>>>,
 }
 
 impl SourceFeedHandle {
@@ -262,7 +206,7 @@ impl SourceFeedHandle {
     }
 
     /// Waits for the replay to end (call [`stop`](Self::stop) first to end it early).
-    pub fn join(mut self) -> Result<SourceReport, FeedError> {
+    pub fn join(mut self) -> Result<FeedReport, FeedError> {
         match self.thread.take().map(JoinHandle::join) {
             Some(Ok(Some(result))) => result,
             Some(Ok(None)) | None => Err(FeedError::ShardPanicked(0)),
@@ -280,11 +224,11 @@ impl Drop for SourceFeedHandle {
     }
 }
 
-/// What a replay of a recording did.
+/// What a replay of a recording did, beside its shards' reports (the [`FeedReport`] that carries it).
 #[derive(Debug, Clone, PartialEq)]
-pub struct SourceReport {
+pub struct SourceTotals {
     /// The speed asked for.
-    pub speed: SourceSpeed,
+    pub speed: Speed,
     /// Items read from the source (published + skipped).
     pub read: u64,
     /// Records published (over all shards).
@@ -295,24 +239,12 @@ pub struct SourceReport {
     pub elapsed: Duration,
     /// The source was read to its end (false: stopped early or by `duration`).
     pub complete: bool,
-    /// Per shard: messages by kind, last sequence.
-    pub shards: Vec<PublisherShardReport>,
 }
 
-impl SourceReport {
+impl SourceTotals {
     /// Items skipped, all reasons together.
     pub fn total_skipped(&self) -> u64 {
         self.skipped.values().sum()
-    }
-
-    /// Subscribers still connected when their shard closed after its drain wait, summed over the shards.
-    pub fn total_subscribers_at_close(&self) -> u64 {
-        self.shards.iter().map(|s| s.subscribers_at_close).sum()
-    }
-
-    /// Records published but still queued in libzmq when their shard closed (dropped), over all shards.
-    pub fn total_undelivered(&self) -> u64 {
-        self.shards.iter().map(|s| s.undelivered).sum()
     }
 
     /// Records published per second of `elapsed`.
@@ -326,55 +258,58 @@ impl SourceReport {
     }
 }
 
-impl fmt::Display for SourceReport {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+/// The summary table of a replayed recording (`FeedReport`'s `Display` when it carries [`SourceTotals`]).
+pub(crate) fn fmt_source(
+    report: &FeedReport,
+    totals: &SourceTotals,
+    f: &mut fmt::Formatter<'_>,
+) -> fmt::Result {
+    writeln!(
+        f,
+        "{:>5} {:>9} {:>12} {:>11} {:>11} {:>6} {:>12}  endpoint",
+        "shard", "publisher", "quotes", "trades", "book", "hb", "last_seq"
+    )?;
+    for s in &report.shards {
         writeln!(
             f,
-            "{:>5} {:>9} {:>12} {:>11} {:>11} {:>6} {:>12}  endpoint",
-            "shard", "publisher", "quotes", "trades", "book", "hb", "last_seq"
+            "{:>5} {:>9} {:>12} {:>11} {:>11} {:>6} {:>12}  {}",
+            s.shard,
+            s.publisher_id,
+            s.counts.quotes,
+            s.counts.trades,
+            s.counts.book_levels,
+            s.counts.heartbeats,
+            s.last_sequence,
+            s.endpoint
         )?;
-        for s in &self.shards {
-            writeln!(
-                f,
-                "{:>5} {:>9} {:>12} {:>11} {:>11} {:>6} {:>12}  {}",
-                s.shard,
-                s.publisher_id,
-                s.counts.quotes,
-                s.counts.trades,
-                s.counts.book_levels,
-                s.counts.heartbeats,
-                s.last_sequence,
-                s.endpoint
-            )?;
-        }
-        write!(
-            f,
-            "source: {} read, {} published, {} skipped in {:.3} s at speed {}: {:.0} records/s{}",
-            self.read,
-            self.published,
-            self.total_skipped(),
-            self.elapsed.as_secs_f64(),
-            self.speed,
-            self.rate(),
-            if self.complete {
-                ""
-            } else {
-                " (stopped before the end of the source)"
-            }
-        )?;
-        for (reason, n) in &self.skipped {
-            write!(f, "\nskipped {n}: {reason}")?;
-        }
-        crate::publisher::write_staying(f, self.total_subscribers_at_close())?;
-        crate::publisher::write_undelivered(f, self.total_undelivered())
     }
+    write!(
+        f,
+        "source: {} read, {} published, {} skipped in {:.3} s at speed {}: {:.0} records/s{}",
+        totals.read,
+        totals.published,
+        totals.total_skipped(),
+        totals.elapsed.as_secs_f64(),
+        totals.speed,
+        totals.rate(),
+        if totals.complete {
+            ""
+        } else {
+            " (stopped before the end of the source)"
+        }
+    )?;
+    for (reason, n) in &totals.skipped {
+        write!(f, "\nskipped {n}: {reason}")?;
+    }
+    crate::publisher::write_staying(f, report.total_subscribers_at_close())?;
+    crate::publisher::write_undelivered(f, report.total_undelivered())
 }
 
 struct SourceRun<'a> {
     config: &'a FeedConfig,
     stop: &'a AtomicBool,
     live: &'a SourceLive,
-    speed: SourceSpeed,
+    speed: Speed,
 }
 
 impl SourceRun<'_> {
@@ -383,7 +318,7 @@ impl SourceRun<'_> {
         mut publishers: Vec<Publisher>,
         endpoints: Vec<String>,
         mut source: Box<dyn RecordSource>,
-    ) -> Result<SourceReport, FeedError> {
+    ) -> Result<FeedReport, FeedError> {
         let config = self.config;
         // Per shard, every subscription and unsubscription seen (XPUB shards only): for the start wait and the
         // drain at the end.
@@ -394,10 +329,8 @@ impl SourceRun<'_> {
         let heartbeat = config.heartbeat_interval.0;
         let started = Instant::now();
         let end = config.duration.map(|d| started + d.0);
-        let mut schedule = Schedule {
-            speed: self.speed,
-            anchor: None,
-        };
+        // No burst window: a recording's records go out each at its own time, as the source spaced them.
+        let mut pacer = ReplayPacer::exact(self.speed);
         let mut last_sent = vec![started; publishers.len()];
         let mut first_sent: Option<Instant> = None;
         let mut last_data = started;
@@ -409,7 +342,7 @@ impl SourceRun<'_> {
         let mut blocked = false;
         let over =
             |now: Instant| self.stop.load(Ordering::Relaxed) || end.is_some_and(|e| now >= e);
-        let paced = matches!(self.speed, SourceSpeed::Times(_));
+        let paced = matches!(self.speed, Speed::Times(_));
         'run: loop {
             // Flat out, the clock is read once per record (for the elapsed time), not for the stop check.
             if self.stop.load(Ordering::Relaxed) || end.is_some_and(|e| Instant::now() >= e) {
@@ -442,7 +375,9 @@ impl SourceRun<'_> {
                     break;
                 }
                 let now = Instant::now();
-                let wait = schedule.wait_for(record.time_ns, now);
+                let now_ns =
+                    u64::try_from(now.duration_since(started).as_nanos()).unwrap_or(u64::MAX);
+                let wait = Duration::from_nanos(pacer.wait_ns(record.time_ns, now_ns));
                 if wait.is_zero() {
                     break;
                 }
@@ -540,14 +475,17 @@ impl SourceRun<'_> {
                 },
             )
             .collect();
-        Ok(SourceReport {
-            speed: self.speed,
-            read,
-            published,
-            skipped,
-            elapsed,
-            complete,
+        Ok(FeedReport {
             shards,
+            target_rate: None,
+            source: Some(SourceTotals {
+                speed: self.speed,
+                read,
+                published,
+                skipped,
+                elapsed,
+                complete,
+            }),
         })
     }
 
@@ -574,54 +512,5 @@ impl SourceRun<'_> {
             }
             std::thread::sleep(Duration::from_millis(1));
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn speed_parses() {
-        assert_eq!("max".parse::<SourceSpeed>().unwrap(), SourceSpeed::Max);
-        assert_eq!(
-            "1x".parse::<SourceSpeed>().unwrap(),
-            SourceSpeed::Times(1.0)
-        );
-        assert_eq!(
-            "10X".parse::<SourceSpeed>().unwrap(),
-            SourceSpeed::Times(10.0)
-        );
-        assert_eq!(
-            "0.5".parse::<SourceSpeed>().unwrap(),
-            SourceSpeed::Times(0.5)
-        );
-        for bad in ["", "0x", "-2", "fast", "infx", "NaN"] {
-            assert!(bad.parse::<SourceSpeed>().is_err(), "{bad}");
-        }
-    }
-
-    #[test]
-    fn schedule_keeps_spacing_divided_by_speed_and_never_waits_for_the_past() {
-        let w0 = Instant::now();
-        let mut s = Schedule {
-            speed: SourceSpeed::Times(10.0),
-            anchor: None,
-        };
-        assert_eq!(s.wait_for(1_000_000_000, w0), Duration::ZERO);
-        // One second of recording later is 100 ms of wall time at 10x.
-        assert_eq!(s.wait_for(2_000_000_000, w0), Duration::from_millis(100));
-        assert_eq!(
-            s.wait_for(2_000_000_000, w0 + Duration::from_millis(40)),
-            Duration::from_millis(60)
-        );
-        // Earlier than the anchor (an out-of-order recording): now.
-        assert_eq!(s.wait_for(5, w0), Duration::ZERO);
-        let mut max = Schedule {
-            speed: SourceSpeed::Max,
-            anchor: None,
-        };
-        assert_eq!(max.wait_for(1, w0), Duration::ZERO);
-        assert_eq!(max.wait_for(u64::MAX, w0), Duration::ZERO);
     }
 }

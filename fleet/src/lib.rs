@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use tickbox_clone::recipes::{ConfigEvent, ConfigWatch, Membership};
 use tickbox_clone::{ClientConfig, CloneClient, CloneError, ServerEndpoints};
-use tickbox_subscriber::{format_duration, parse_duration, DurationError, Fatal, SharedThreshold};
+use tickbox_subscriber::{format_duration, parse_duration, Fatal, SharedThreshold, UnitsError};
 
 /// Group under `/members/` and `/alerts/`.
 pub const GROUP: &str = "subscribers";
@@ -81,7 +81,7 @@ pub fn check_member_id(id: &str) -> Result<(), FleetError> {
 }
 
 /// Live settings under `/config/subscriber/`: every one is a duration today.
-pub fn parse_live_value(raw: &[u8]) -> Result<Duration, DurationError> {
+pub fn parse_live_value(raw: &[u8]) -> Result<Duration, UnitsError> {
     parse_duration(String::from_utf8_lossy(raw).trim())
 }
 
@@ -122,7 +122,7 @@ pub fn apply_live(event: ConfigEvent<Duration>, threshold: &SharedThreshold, bas
     }
 }
 
-type ParseLive = fn(&[u8]) -> Result<Duration, DurationError>;
+type ParseLive = fn(&[u8]) -> Result<Duration, UnitsError>;
 
 /// The Clone side of a subscriber: the client, the live-config watch and the member id.
 pub struct SubscriberLive {

@@ -11,7 +11,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use tickbox_lvc as lvc;
-use tickbox_lvc::{LvcConfig, SlowSubscriber};
+use tickbox_lvc::{BackPressure, LvcConfig};
 use tickbox_wire::{encode_to_vec, Header, Kind, Quote};
 
 const TOPICS: usize = 1000;
@@ -181,7 +181,7 @@ fn measure(setup: Setup, n: u64) -> (f64, f64) {
                 upstream: vec![upstream.clone()],
                 bind: "tcp://127.0.0.1:*".into(),
                 tap: (setup == Setup::LvcTap).then(|| "tcp://127.0.0.1:*".into()),
-                slow_subscriber: SlowSubscriber::Block,
+                slow_subscriber: BackPressure::Block,
                 stats_interval: tickbox_units::HumanDuration(std::time::Duration::ZERO),
                 ..LvcConfig::default()
             };

@@ -97,7 +97,7 @@
 //! 1,000-byte subscriptions costs the proxy about 320 MB. Deployments exposed to untrusted subscribers should
 //! authenticate them (ZAP/CURVE) or keep `max_subscription_bytes` small.
 //!
-//! **Slow subscribers.** `slow_subscriber = "drop"` (default): libzmq drops for that subscriber alone when its
+//! **Slow subscribers.** `back_pressure = "drop"` (default): libzmq drops for that subscriber alone when its
 //! queue is full; the proxy cannot see these drops, the subscriber's gap detector does. `"block"`: the XPUB
 //! pushes back (`XPUB_NODROP`) and the proxy waits up to `block_timeout` for the slowest matching subscriber,
 //! then drops the message for all (counted in `downstream_dropped`); back-pressure reaches publishers' HWMs.
@@ -173,16 +173,9 @@ pub enum MalformedPolicy {
     Forward,
 }
 
-/// What the proxy does when a subscriber cannot keep up.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SlowSubscriber {
-    /// libzmq drops for that subscriber only (lossy XPUB); other subscribers are unaffected.
-    #[default]
-    Drop,
-    /// Back-pressure (XPUB_NODROP), waiting up to `block_timeout` per message.
-    Block,
-}
+/// What the proxy does when a subscriber cannot keep up (`[lvc] back_pressure`): `drop` (the default) for that
+/// subscriber alone, or `block`, waiting up to `block_timeout` per message. One enum with the feed and replay.
+pub use tickbox_zmqx::BackPressure;
 
 /// How a late joiner gets the cached values of its subscription (`late_joiners` in `[lvc]`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -248,7 +241,8 @@ pub struct LvcConfig {
     /// counted (`counted`).
     pub tap_drop: TapDrop,
     /// Drop for a slow subscriber alone (default), or push back on publishers up to `block_timeout`.
-    pub slow_subscriber: SlowSubscriber,
+    #[serde(rename = "back_pressure", alias = "slow_subscriber")]
+    pub slow_subscriber: BackPressure,
     /// In `block` mode, how long one message may wait for a slow subscriber before it is dropped (counted).
     pub block_timeout: HumanDuration,
     /// What happens to upstream messages that are neither one valid wire frame nor a plain multipart message
@@ -259,8 +253,8 @@ pub struct LvcConfig {
     pub tap_cached: bool,
     /// How the tap frames what it emits: `tickbox` (default: one frame per message, events as `0x00` frames) or
     /// `guide`: the Guide's two-frame capture `[topic][value]` for every message and event, readable by a plain
-    /// ZeroMQ SUB (see [`tap::TapFraming`]).
-    pub tap_framing: tap::TapFraming,
+    /// ZeroMQ SUB (see [`tap::Framing`]).
+    pub tap_framing: tap::Framing,
     /// Period of the stats log line; `0s` disables it (stats are still logged on exit).
     pub stats_interval: HumanDuration,
     /// Upstream messages handled per poll wake-up before subscription events are looked at again.
@@ -352,11 +346,11 @@ impl Default for LvcConfig {
             downstream_hwm: 100_000,
             tap_hwm: 100_000,
             tap_drop: TapDrop::PerConsumer,
-            slow_subscriber: SlowSubscriber::Drop,
+            slow_subscriber: BackPressure::Drop,
             block_timeout: HumanDuration(Duration::from_secs(5)),
             malformed: MalformedPolicy::Drop,
             tap_cached: false,
-            tap_framing: tap::TapFraming::Tickbox,
+            tap_framing: tap::Framing::Tickbox,
             stats_interval: HumanDuration(Duration::from_secs(10)),
             batch: 1024,
             core: None,

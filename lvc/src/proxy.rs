@@ -12,7 +12,7 @@ use super::raw::RawMsg;
 use super::snapshot::{
     ReplyItem, RequestParser, SendOutcome, ServerLimits, SnapshotServer, REQUEST_HEAD_LEN,
 };
-use super::{LateJoiners, LvcConfig, LvcError, SlowSubscriber, TapDrop};
+use super::{BackPressure, LateJoiners, LvcConfig, LvcError, TapDrop};
 use tickbox_wire::tap;
 
 const DONTWAIT: c_int = zmq_sys::ZMQ_DONTWAIT as c_int;
@@ -90,6 +90,10 @@ pub fn spawn(ctx: &zmq::Context, config: LvcConfig) -> Result<LvcHandle, LvcErro
             "`bind` (the subscriber endpoint) is required".into(),
         ));
     }
+    config
+        .tap_framing
+        .for_writer()
+        .map_err(|e| LvcError::Config(format!("tap_framing: {e}")))?;
     if config.upstream.is_empty() && config.upstream_bind.is_empty() {
         return Err(LvcError::Config(
             "give at least one upstream endpoint to connect to or to bind".into(),
@@ -154,7 +158,7 @@ struct Proxy {
     /// Who of the tap's consumers reads batch frames.
     tap_readers: crate::engine::BatchReaders,
     scratch: Vec<u8>,
-    slow: SlowSubscriber,
+    slow: BackPressure,
     block_timeout: Duration,
     tap_cached: bool,
     /// `[lvc] tap_framing = "guide"`: every tap copy goes out as `[topic][value]`.
@@ -255,7 +259,7 @@ impl Proxy {
         let max_inbound = subscription_frame_limit(config.max_subscription_bytes);
         xpub.set_maxmsgsize(max_inbound)
             .map_err(LvcError::zmq("XPUB maxmsgsize"))?;
-        if config.slow_subscriber == SlowSubscriber::Block {
+        if config.slow_subscriber == BackPressure::Block {
             tickbox_zmqx::set_xpub_nodrop(&mut xpub, true)
                 .map_err(|e| LvcError::Config(format!("XPUB nodrop: {e}")))?;
             xpub.set_sndtimeo(POLL_MS as i32)
@@ -408,7 +412,7 @@ impl Proxy {
                 slow: config.slow_subscriber,
                 block_timeout: config.block_timeout.0,
                 tap_cached: config.tap_cached,
-                tap_guide: config.tap_framing == crate::tap::TapFraming::Guide,
+                tap_guide: config.tap_framing == crate::tap::Framing::Guide,
                 batch: config.batch.max(1),
                 stats_interval: (!config.stats_interval.0.is_zero())
                     .then_some(config.stats_interval.0),
@@ -1111,19 +1115,19 @@ fn send_downstream(
     xpub: &mut zmq::Socket,
     msg: &mut RawMsg,
     flags: c_int,
-    slow: SlowSubscriber,
+    slow: BackPressure,
     timeout: Duration,
     stop: &AtomicBool,
 ) -> Result<bool, LvcError> {
     let flags = match slow {
-        SlowSubscriber::Drop => flags | DONTWAIT,
-        SlowSubscriber::Block => flags,
+        BackPressure::Drop => flags | DONTWAIT,
+        BackPressure::Block => flags,
     };
     let mut deadline = None;
     loop {
         match msg.send(xpub, flags) {
             Ok(()) => return Ok(true),
-            Err(zmq::Error::EAGAIN) if slow == SlowSubscriber::Block => {
+            Err(zmq::Error::EAGAIN) if slow == BackPressure::Block => {
                 let now = Instant::now();
                 let deadline = *deadline.get_or_insert(now + timeout);
                 if now >= deadline || stop.load(Ordering::Relaxed) {

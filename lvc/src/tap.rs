@@ -49,7 +49,7 @@ impl TapFilter {
 
 /// How the proxy frames what it emits on the tap (`[lvc] tap_framing`, `tickbox lvc --tap-framing`).
 ///
-/// With [`Guide`](TapFraming::Guide) every tapped message is the Guide's two-frame capture, `[topic][value]`,
+/// With [`Guide`](Framing::Guide) every tapped message is the Guide's two-frame capture, `[topic][value]`,
 /// so a plain ZeroMQ SUB reads the tap as it would read a Guide publisher, and its prefix subscriptions filter on
 /// the topic frame alone:
 ///
@@ -65,28 +65,11 @@ impl TapFilter {
 ///
 /// Cost: one extra small frame per message (a topic of up to 33 bytes is copied into libzmq's message, no
 /// allocation); the value frame shares the received buffer as in the tickbox framing.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TapFraming {
-    /// One frame per message (a tickbox frame, or a `0x00` event frame); multipart messages as they came.
-    #[default]
-    Tickbox,
-    /// The Guide's two-frame capture: `[topic][value]` for every message and event.
-    Guide,
-}
+///
+/// `[lvc] tap_framing` is a [`Framing`]: `tickbox` (the default) or `guide`; `auto` is refused (a reader's choice).
+pub use tickbox_wire::Framing;
 
-impl std::str::FromStr for TapFraming {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "tickbox" => Ok(TapFraming::Tickbox),
-            "guide" => Ok(TapFraming::Guide),
-            _ => Err(format!("{s:?} is not one of tickbox, guide")),
-        }
-    }
-}
-
-/// The topic frame [`TapFraming::Guide`] puts before a tickbox tap frame: the event marker alone for an event,
+/// The topic frame [`Framing::Guide`] puts before a tickbox tap frame: the event marker alone for an event,
 /// else the bytes before the first NUL (a tickbox frame's topic), or the whole frame when it has no NUL.
 pub fn guide_topic(frame: &[u8]) -> &[u8] {
     match frame.first() {
@@ -98,7 +81,7 @@ pub fn guide_topic(frame: &[u8]) -> &[u8] {
     }
 }
 
-/// The tickbox tap frame inside a `[topic][value]` capture written by [`TapFraming::Guide`], when it is one: the
+/// The tickbox tap frame inside a `[topic][value]` capture written by [`Framing::Guide`], when it is one: the
 /// value is a tap event under the topic `0x00`, or a tickbox frame whose own topic is the topic frame. `None` for
 /// anything else (a plain publisher's envelope, whose value is opaque).
 pub fn unwrap_guide<'a>(topic: &[u8], value: &'a [u8]) -> Option<&'a [u8]> {
@@ -110,55 +93,6 @@ pub fn unwrap_guide<'a>(topic: &[u8], value: &'a [u8]) -> Option<&'a [u8]> {
         }
         Ok(TapFrame::Message(m)) if m.topic().as_bytes() == topic => Some(value),
         _ => None,
-    }
-}
-
-/// How a reader takes ZeroMQ messages apart: `tickbox tap --framing` and `tickbox subscribe --framing`
-/// (`[subscriber] framing`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Framing {
-    /// Every frame is a tickbox frame (topic, NUL, header, payload) or a tap event.
-    Tickbox,
-    /// The Guide's envelope: frame 1 is the topic (key), the rest is the body, as plain ZeroMQ publishers send.
-    Guide,
-    /// Per message: a multipart message whose first frame is not a tickbox frame is a Guide envelope; anything
-    /// else is read as tickbox frames.
-    #[default]
-    Auto,
-}
-
-impl std::str::FromStr for Framing {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "tickbox" => Ok(Framing::Tickbox),
-            "guide" => Ok(Framing::Guide),
-            "auto" => Ok(Framing::Auto),
-            _ => Err(format!("{s:?} is not one of tickbox, guide, auto")),
-        }
-    }
-}
-
-impl Framing {
-    /// The spelling [`str::parse`] reads back (`tickbox`, `guide`, `auto`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Framing::Tickbox => "tickbox",
-            Framing::Guide => "guide",
-            Framing::Auto => "auto",
-        }
-    }
-
-    /// Whether the message starting with frame `first` (`more`: further frames follow) is a Guide envelope.
-    /// Tap events (a single frame starting with the event marker) are the tap's own and never are.
-    pub fn reads_as_guide(self, first: &[u8], more: bool) -> bool {
-        let event = !more && first.first() == Some(&tickbox_wire::tap::EVENT_MARKER);
-        match self {
-            Framing::Tickbox => false,
-            Framing::Guide => !event,
-            Framing::Auto => more && !matches!(TapFrame::classify(first), Ok(TapFrame::Message(_))),
-        }
     }
 }
 
@@ -538,8 +472,9 @@ mod tests {
         assert_eq!(unwrap_guide(b"", &ev), None);
         assert_eq!(unwrap_guide(b"A.7", b"price=101"), None);
         assert_eq!(guide_topic(b"no-nul"), b"no-nul");
-        assert_eq!("Guide".parse::<TapFraming>(), Ok(TapFraming::Guide));
-        assert!("auto".parse::<TapFraming>().is_err());
+        assert_eq!("Guide".parse::<Framing>(), Ok(Framing::Guide));
+        // The tap writes: `auto` (a reader's choice) is refused for it.
+        assert!("auto".parse::<Framing>().unwrap().for_writer().is_err());
     }
 
     #[test]

@@ -46,11 +46,13 @@ pub struct RecorderConfig {
     /// Most frames per journal batch.
     pub batch_max: usize,
     /// SUB receive high-water mark of the recorder.
+    #[serde(rename = "receive_hwm", alias = "rcvhwm")]
     pub rcvhwm: i32,
     /// `tickbox record` of several endpoints reads each on its own thread; reader `i` is pinned to
     /// `reader_cores[i]` (empty, the default: unpinned).
     pub reader_cores: Vec<usize>,
     /// Send high-water mark of each replay shard.
+    #[serde(rename = "send_hwm", alias = "sndhwm")]
     pub sndhwm: i32,
     /// With `replay --restamp`, shard `i` publishes as `publisher_id_base + i`.
     pub publisher_id_base: u32,
@@ -58,7 +60,13 @@ pub struct RecorderConfig {
     pub pacing_window: HumanDuration,
     /// Idle replay shards send a heartbeat this often (`0s` = never).
     pub heartbeat_interval: HumanDuration,
-    /// Replay blocks on slow subscribers instead of dropping (XPUB_NODROP).
+    /// `back_pressure = "block"` (the default): replay blocks on slow subscribers instead of dropping
+    /// (XPUB_NODROP); `"drop"`: a slow subscriber loses what its queue cannot hold.
+    #[serde(
+        rename = "back_pressure",
+        alias = "lossless",
+        with = "tickbox_zmqx::naming::blocks"
+    )]
     pub lossless: bool,
     /// Replay waits for this many subscriptions per shard before sending (0 = start at once).
     pub wait_subscribers: u64,

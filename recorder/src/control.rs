@@ -6,9 +6,9 @@ use std::fmt;
 
 use tickbox_units::format_rfc3339;
 
-use crate::pacer::Speed;
 use crate::replay::Position;
 use crate::selection::{TimeZone, When};
+use tickbox_units::Speed;
 
 /// What one replay run covers; a start request's unset fields take the command line's values.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -83,7 +83,11 @@ pub fn parse_start(
                 .split_once('=')
                 .ok_or_else(|| format!("`{word}` is not key=value (keys: speed, from, to)"))?;
             match key {
-                "speed" => spec.speed = value.parse()?,
+                "speed" => {
+                    spec.speed = value
+                        .parse()
+                        .map_err(|e: tickbox_units::UnitsError| e.to_string())?
+                }
                 "from" => spec.from = Some(parse_position(value, &first)?),
                 "to" => spec.to = Some(parse_position(value, &first)?),
                 _ => return Err(format!("unknown key `{key}` (keys: speed, from, to)")),

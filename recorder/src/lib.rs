@@ -20,7 +20,6 @@ mod error;
 mod inspect;
 mod journal_ext;
 mod ledger;
-mod pacer;
 mod record;
 mod replay;
 mod selection;
@@ -38,10 +37,10 @@ pub use inspect::{
 };
 pub use journal_ext::{overwritten, overwritten_at, read_app_meta, OverwriteStats, APP_META_MAX};
 pub use ledger::{Ledger, LedgerError, LedgerOverflow, LedgerRow, MAX_LEDGER_PUBLISHERS};
-pub use pacer::{Pace, ReplayPacer, Speed};
 pub use record::{record, RecordOptions, RecordStats, Recorder, TAP_EVENT_MARKER};
 pub use replay::{Identity, Position, ReplayOptions, ReplayStats, Replayer};
 pub use selection::{
-    format_in_zone, parse_zone, JournalOverview, ReplaySelection, SelectionError, TimeZone, When,
-    CLOCK_SLACK,
+    empty_selection, format_in_zone, parse_zone, JournalOverview, ReplayAsk, ReplayPlan,
+    ReplaySelection, SelectionError, TimeZone, When, CLOCK_SLACK,
 };
+pub use tickbox_units::{Pace, ReplayPacer, Speed};

@@ -54,8 +54,8 @@ pub enum Identity {
 }
 
 use crate::error::RecorderError;
-use crate::pacer::{Pace, ReplayPacer, Speed};
 use crate::selection::ReplaySelection;
+use tickbox_units::{Pace, ReplayPacer, Speed};
 
 /// Where a replay starts or stops.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -525,9 +525,12 @@ impl Replayer {
         };
         let window_ns = self.opts.window.as_nanos() as u64;
         let mut pacer = ReplayPacer::new(self.opts.speed, window_ns);
-        let started = Instant::now();
-        let mut last_progress = started;
+        // Elapsed time and progress come from the clock the run is given, like its pacing: a simulated clock
+        // drives the whole run.
         let start_ns = clock.now_ns();
+        let progress_every_ns =
+            u64::try_from(self.opts.progress_every.as_nanos()).unwrap_or(u64::MAX);
+        let mut last_progress_ns = start_ns;
         for t in &mut self.last_send_ns {
             *t = start_ns;
         }
@@ -552,9 +555,10 @@ impl Replayer {
                 if !self.update_batching(stop, &mut stats)? {
                     break;
                 }
-                if last_progress.elapsed() >= self.opts.progress_every {
-                    last_progress = Instant::now();
-                    stats.elapsed = started.elapsed();
+                let now_ns = clock.now_ns();
+                if now_ns.saturating_sub(last_progress_ns) >= progress_every_ns {
+                    last_progress_ns = now_ns;
+                    stats.elapsed = Duration::from_nanos(now_ns.saturating_sub(start_ns));
                     stats.end_seq = reader.end_seq();
                     stats.subscriptions = self.subscriptions.clone();
                     stats.subscribers = self.peak_subscriptions;
@@ -715,7 +719,7 @@ impl Replayer {
             // One last heartbeat each: a subscriber that lost the final message learns it now.
             self.heartbeats(clock, stop, &mut stats, true)?;
         }
-        stats.elapsed = started.elapsed();
+        stats.elapsed = Duration::from_nanos(clock.now_ns().saturating_sub(start_ns));
         stats.end_seq = reader.end_seq();
         stats.batch_buffers_allocated = self.batch_buffers_allocated() - allocated_before;
         if stats.batch_buffers_allocated > 0 {

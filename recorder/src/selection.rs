@@ -63,6 +63,14 @@ pub enum SelectionError {
     /// Reading the journal for its first day or its overview failed.
     #[error("journal: {0}")]
     Journal(#[from] JournalError),
+    /// A time flag (`--from`, `--to`) that does not resolve against the journal.
+    #[error("{flag}: {source}")]
+    Flag {
+        /// The flag.
+        flag: &'static str,
+        /// Why.
+        source: Box<SelectionError>,
+    },
 }
 
 const FORMS: &str = "use RFC 3339 (2026-11-24T14:30:00Z, 2026-11-24T09:30:00-05:00), a local date-time \
@@ -414,6 +422,133 @@ impl JournalOverview {
     }
 }
 
+/// What a replay was asked to select: topic prefixes, an origin-time window (`--from`/`--to`) or a journal
+/// sequence range (`--from-seq`/`--to-seq`, used when no time is given).
+#[derive(Debug, Clone, Default)]
+pub struct ReplayAsk {
+    /// Topic prefixes (empty: every topic).
+    pub topics: Vec<String>,
+    /// First origin time (inclusive).
+    pub from: Option<When>,
+    /// Origin time to stop before.
+    pub to: Option<When>,
+    /// First journal sequence.
+    pub from_seq: Option<u64>,
+    /// Journal sequence to stop before.
+    pub to_seq: Option<u64>,
+}
+
+impl ReplayAsk {
+    /// Whether it selects by topic or origin time (which needs the journal's [`JournalOverview`]).
+    pub fn selects(&self) -> bool {
+        self.from.is_some() || self.to.is_some() || !self.topics.is_empty()
+    }
+}
+
+/// A replay's selection resolved against its journal: which records go out, where the run seeks to and stops,
+/// and how to say what was asked when nothing matches.
+#[derive(Debug, Clone)]
+pub struct ReplayPlan {
+    /// Which records go out.
+    pub selection: ReplaySelection,
+    /// What the journal holds (read only when selecting by topic or time).
+    pub overview: Option<JournalOverview>,
+    /// Where the run starts.
+    pub from: Option<crate::Position>,
+    /// Where it stops (exclusive).
+    pub to: Option<crate::Position>,
+    /// What was asked, for the empty-selection error (empty: everything).
+    pub asked: String,
+}
+
+impl ReplayPlan {
+    /// Reads the journal's overview at `journal` when `ask` selects by topic or time (bounded work), then plans.
+    pub fn for_journal(
+        journal: &Path,
+        ask: &ReplayAsk,
+        tz: &TimeZone,
+    ) -> Result<ReplayPlan, SelectionError> {
+        let overview = if ask.selects() {
+            Some(JournalOverview::scan(journal)?)
+        } else {
+            None
+        };
+        ReplayPlan::new(ask, overview, tz)
+    }
+
+    /// Plans `ask` against `overview` (`None` when it does not select by topic or time): times of day and
+    /// +DURATION are anchored on the journal's first origin time; the journal is in capture order, so a time
+    /// window seeks [`CLOCK_SLACK`] before `from` and reads as far past `to`.
+    pub fn new(
+        ask: &ReplayAsk,
+        overview: Option<JournalOverview>,
+        tz: &TimeZone,
+    ) -> Result<ReplayPlan, SelectionError> {
+        let first = overview.as_ref().and_then(|o| o.first_origin_ns);
+        let resolve = |when: &Option<When>, flag: &'static str| {
+            when.as_ref()
+                .map(|w| w.resolve(tz, first))
+                .transpose()
+                .map_err(|e| SelectionError::Flag {
+                    flag,
+                    source: Box::new(e),
+                })
+        };
+        let selection = ReplaySelection::new(
+            ask.topics.clone(),
+            resolve(&ask.from, "--from")?,
+            resolve(&ask.to, "--to")?,
+            tz,
+        )?;
+        let from = match (selection.seek_capture_ns(), ask.from_seq) {
+            (Some(t), _) => Some(crate::Position::Time(t)),
+            (None, Some(s)) => Some(crate::Position::Seq(s)),
+            _ => None,
+        };
+        let to = match (selection.stop_capture_ns(), ask.to_seq) {
+            (Some(t), _) => Some(crate::Position::Time(t)),
+            (None, Some(s)) => Some(crate::Position::Seq(s)),
+            _ => None,
+        };
+        let asked = match (ask.from_seq, ask.to_seq) {
+            _ if ask.selects() => selection.describe(tz),
+            (None, None) => String::new(),
+            (a, b) => format!(
+                "journal seqs {} .. {}",
+                a.map_or("start".into(), |s| s.to_string()),
+                b.map_or("end".into(), |s| format!("before {s}"))
+            ),
+        };
+        Ok(ReplayPlan {
+            selection,
+            overview,
+            from,
+            to,
+            asked,
+        })
+    }
+
+    /// The error line when the selection cannot match anything, known before binding or waiting for
+    /// subscribers: an empty journal, or a window wholly outside its origin times (give or take [`CLOCK_SLACK`]).
+    pub fn outside_journal(&self, tz: &TimeZone) -> Option<String> {
+        let o = self.overview.as_ref()?;
+        let slack = CLOCK_SLACK.as_nanos() as u64;
+        let (from_ns, to_ns) = self.selection.window();
+        let after = matches!((from_ns, o.last_origin_ns), (Some(f), Some(l)) if f > l.saturating_add(slack));
+        let before = matches!((to_ns, o.first_origin_ns), (Some(t), Some(f)) if t <= f.saturating_sub(slack));
+        (o.records == 0 || after || before)
+            .then(|| empty_selection(&self.selection.describe(tz), o, tz))
+    }
+}
+
+/// The one error line of a selection that matched nothing: what was asked and what the journal holds.
+pub fn empty_selection(asked: &str, overview: &JournalOverview, tz: &TimeZone) -> String {
+    format!(
+        "error: replay selected no record ({asked}): {}",
+        overview.describe(tz)
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -535,5 +670,66 @@ mod tests {
             format_in_zone(OPEN_UTC + 5_000_000, &TimeZone::UTC),
             "2026-11-24 14:30:00.005 UTC"
         );
+    }
+
+    #[test]
+    fn a_plan_seeks_a_slack_early_and_refuses_windows_outside_the_journal() {
+        let utc = parse_zone("UTC").unwrap();
+        let overview = JournalOverview {
+            records: 10,
+            first_origin_ns: Some(OPEN_UTC),
+            last_origin_ns: Some(OPEN_UTC + 60_000_000_000),
+            ..JournalOverview::default()
+        };
+        let ask = ReplayAsk {
+            from: Some(When::parse("+10s").unwrap()),
+            to: Some(When::parse("+20s").unwrap()),
+            ..ReplayAsk::default()
+        };
+        let plan = ReplayPlan::new(&ask, Some(overview.clone()), &utc).unwrap();
+        let slack = CLOCK_SLACK.as_nanos() as u64;
+        assert_eq!(
+            plan.from,
+            Some(crate::Position::Time(OPEN_UTC + 10_000_000_000 - slack))
+        );
+        assert!(plan.outside_journal(&utc).is_none());
+        assert!(!plan.asked.is_empty());
+        // Past the last record by more than the slack: known empty before binding.
+        let late = ReplayAsk {
+            from: Some(When::parse("+2m").unwrap()),
+            ..ReplayAsk::default()
+        };
+        let plan = ReplayPlan::new(&late, Some(overview.clone()), &utc).unwrap();
+        let line = plan.outside_journal(&utc).unwrap();
+        assert!(
+            line.starts_with("error: replay selected no record ("),
+            "{line}"
+        );
+        // An empty journal matches nothing either; and +DURATION has no first record to count from there.
+        let empty = JournalOverview::default();
+        let err = ReplayPlan::new(&ask, Some(empty.clone()), &utc).unwrap_err();
+        assert!(err.to_string().starts_with("--from: "), "{err}");
+        let topics = ReplayAsk {
+            topics: vec!["Q.".into()],
+            ..ReplayAsk::default()
+        };
+        let plan = ReplayPlan::new(&topics, Some(empty), &utc).unwrap();
+        assert!(plan.outside_journal(&utc).is_some());
+        // Sequences alone: no overview needed, described as a sequence range.
+        let seqs = ReplayAsk {
+            from_seq: Some(5),
+            to_seq: None,
+            ..ReplayAsk::default()
+        };
+        assert!(!seqs.selects());
+        let plan = ReplayPlan::new(&seqs, None, &utc).unwrap();
+        assert_eq!(plan.from, Some(crate::Position::Seq(5)));
+        assert_eq!(plan.to, None);
+        assert_eq!(plan.asked, "journal seqs 5 .. end");
+        assert!(plan.outside_journal(&utc).is_none());
+        assert!(ReplayPlan::new(&ReplayAsk::default(), None, &utc)
+            .unwrap()
+            .asked
+            .is_empty());
     }
 }

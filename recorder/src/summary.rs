@@ -7,9 +7,9 @@ use std::path::Path;
 use tickbox_units::{format_rfc3339, format_size_approx};
 
 use crate::control::{fmt_position, ReplayController};
-use crate::pacer::Speed;
 use crate::record::RecordStats;
 use crate::replay::ReplayStats;
+use tickbox_units::Speed;
 
 impl RecordStats {
     /// This run's per-publisher ledger rows as a JSON array (every count an integer).

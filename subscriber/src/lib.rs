@@ -61,9 +61,7 @@ pub use snail::{lateness_ns, SharedThreshold, Snail, SnailVerdict};
 pub use summary::{standard_worker, standard_worker_with_tape, StandardWorker};
 /// How shards take received messages apart (`framing` in `[subscriber]`): the tap's enum, one for both readers.
 pub use tickbox_lvc::tap::Framing;
-pub use tickbox_units::{
-    format_duration, parse_duration, HumanDuration, UnitsError as DurationError,
-};
+pub use tickbox_units::{format_duration, parse_duration, HumanDuration, UnitsError};
 pub use tickbox_wire::{PublisherLedger, SequenceEvent, SequenceTotals, SequenceTracker};
 pub use tickbox_workers::Dispatch;
 
@@ -223,6 +221,7 @@ pub struct SubscriberConfig {
     pub framing: Framing,
     /// Receive high-water mark of each SUB socket, in messages. Every buffered message adds 1/rate of
     /// lateness when the subscriber is the bottleneck, so deep buffers turn a busy subscriber into a snail.
+    #[serde(rename = "receive_hwm", alias = "rcv_hwm")]
     pub rcv_hwm: i32,
     /// How shards hand records to workers: `ring` (in-process channels of parcels; default), `zmq` (inproc
     /// PUSH/PULL) or `inline` (each shard runs its own worker: as many workers as shards, no hand-off).

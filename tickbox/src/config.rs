@@ -63,6 +63,8 @@ impl TickboxConfig {
         };
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("reading config {}", path.display()))?;
+        // Old key spellings still read (serde aliases); say which to write instead.
+        tickbox_zmqx::naming::warn_renamed_keys(&text);
         let mut config: Self =
             toml::from_str(&text).with_context(|| format!("parsing config {}", path.display()))?;
         config.share_socket_profiles()?;

@@ -156,3 +156,31 @@ fn bad_arguments_fail_with_a_message() {
     assert_eq!(output.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&output.stderr).contains("one core per shard"));
 }
+
+/// `--no-drop`, the old spelling of `--back-pressure block`, still works and says what to write instead.
+#[test]
+fn the_old_no_drop_flag_still_reads_and_warns() {
+    let out = Command::new(TICKBOX)
+        .args(["feed", "--bind", "tcp://127.0.0.1:*", "--no-drop"])
+        .args(["--rate", "max", "--max-messages", "10"])
+        .args(["--drain-timeout", "1s", "--json"])
+        .output()
+        .expect("run tickbox feed");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("--no-drop is deprecated: write --back-pressure block"),
+        "{stderr}"
+    );
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON summary");
+    assert_eq!(summary["sent"], 10, "{summary}");
+    let out = Command::new(TICKBOX)
+        .args(["feed", "--bind", "tcp://127.0.0.1:*", "--no-drop"])
+        .args(["--back-pressure", "drop"])
+        .output()
+        .expect("run tickbox feed");
+    assert!(
+        !out.status.success(),
+        "the old and the new spelling together are refused"
+    );
+}

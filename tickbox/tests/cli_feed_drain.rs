@@ -29,7 +29,8 @@ fn spawn_feed(
                 "feed",
                 "--bind",
                 "tcp://127.0.0.1:*",
-                "--no-drop",
+                "--back-pressure",
+                "block",
                 "--rate",
                 "max",
             ])
@@ -270,7 +271,8 @@ fn a_healthy_run_reports_nothing_undelivered() {
     let (mut feed, ep, out, err) = spawn_feed_json(
         &[],
         &[
-            "--no-drop",
+            "--back-pressure",
+            "block",
             "--rate",
             "max",
             "--max-messages",

@@ -10,8 +10,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use common::{eventually, TempDir};
-use tickbox_zmqx::context::{ContextConfig, SocketProfile};
+use tickbox_zmqx::context::ContextConfig;
 use tickbox_zmqx::profile;
+use tickbox_zmqx::profile::SocketProfile;
 
 /// What one socket carried after its role configured it.
 #[derive(Debug, Clone, PartialEq, Eq)]

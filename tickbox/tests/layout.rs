@@ -33,7 +33,7 @@ fn engines_never_touch_sockets() {
         "subscriber/src/clock.rs",
         "feed/src/pacer.rs",
         "feed/src/generator.rs",
-        "recorder/src/pacer.rs",
+        "units/src/pace.rs",
         "wire/src/sequence.rs",
         "units/src/lib.rs",
     ];

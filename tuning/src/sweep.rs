@@ -76,7 +76,7 @@ pub struct SweepPoint {
     pub shards: usize,
     /// Worker threads behind the shards.
     pub workers: usize,
-    /// Every HWM of the pipeline (feed `sndhwm`, subscriber `rcv_hwm` and `handoff_hwm`, workers `hwm`).
+    /// Every HWM of the pipeline (feed `send_hwm`, subscriber `receive_hwm` and `handoff_hwm`, workers `hwm`).
     pub hwm: i32,
     /// Messages a worker handles before its flush is forced (`[workers] batch`).
     pub batch: usize,
@@ -493,12 +493,12 @@ pub fn winner_toml(best: &PointResult, baseline: Option<&PointResult>, repeats: 
             .join(", ")
     ));
     out.push_str("\n[feed]\n# The swept HWM, on the publisher side.\n");
-    out.push_str(&format!("sndhwm = {}\n", p.hwm));
+    out.push_str(&format!("send_hwm = {}\n", p.hwm));
     out.push_str(
         "\n[subscriber]\n# The swept HWM, on the SUB sockets and the shard-to-worker hand-off, and the swept dispatch.\n",
     );
     out.push_str(&format!(
-        "rcv_hwm = {}\nhandoff_hwm = {}\ndispatch = \"{}\"\n",
+        "receive_hwm = {}\nhandoff_hwm = {}\ndispatch = \"{}\"\n",
         p.hwm,
         p.hwm,
         p.dispatch.as_str()

@@ -6,6 +6,7 @@
 //! | [duration](parse_duration) | a number (fraction allowed) and a unit `ns us µs ms s m min h d`; a bare `0` | `250us`, `1.5s`, `2m`, `8h` |
 //! | [rate](Rate) | messages per second, with optional `k m g` (×1e3, ×1e6, ×1e9), `_` separators and `/s`; or `max` | `50000`, `100k`, `1.5m`, `200k/s`, `max` |
 //! | [size](parse_size) | bytes, with optional `k m g t` / `KiB MiB GiB TiB` (all powers of 1024) | `4096`, `64k`, `512MiB`, `4G` |
+//! | [speed](Speed) | `max`, or a positive factor of the recorded pacing, with an optional `x` | `1`, `10x`, `0.5`, `max` |
 //! | [time](parse_time) | ns since the Unix epoch, RFC 3339, or `+DURATION` after a reference | `2026-01-02T14:30:00.5Z`, `+90s` |
 //!
 //! A bare number is refused as a duration (except `0`): `--max-lateness 5` is more likely a typo for `5ms` than a
@@ -14,11 +15,13 @@
 #![deny(missing_docs)]
 
 mod duration;
+mod pace;
 mod rate;
 mod size;
 mod time;
 
 pub use duration::{format_duration, parse_duration, HumanDuration};
+pub use pace::{Pace, ReplayPacer, Speed};
 pub use rate::Rate;
 pub use size::{format_size, format_size_approx, parse_size, ByteSize};
 pub use time::{days_from_civil, format_rfc3339, parse_rfc3339, parse_time};
@@ -45,6 +48,14 @@ pub enum UnitsError {
     /// Not a size.
     #[error("invalid size {input:?}: {reason} (e.g. 4096, 64k, 512MiB, 4G)")]
     Size {
+        /// What was given.
+        input: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// Not a replay speed.
+    #[error("invalid speed {input:?}: {reason} (e.g. max, 1, 10x, 0.5)")]
+    Speed {
         /// What was given.
         input: String,
         /// What is wrong with it.

@@ -18,6 +18,7 @@ mod batch;
 mod clock;
 mod error;
 mod frame;
+mod framing;
 mod header;
 mod payload;
 pub mod sequence;
@@ -35,6 +36,7 @@ pub use frame::{
     encode, encode_to_vec, encoded_len, restamp_in_place, set_flags_in_place,
     stamp_send_time_in_place, write_send_fields_at, MessageRef,
 };
+pub use framing::Framing;
 pub use header::{Flags, Header, Kind, HEADER_LEN, HEADER_LEN_V1, WIRE_VERSION};
 pub use payload::{
     BookLevel, GapCause, GapNotice, Heartbeat, Payload, Quote, Side, Trade, PRICE_SCALE,

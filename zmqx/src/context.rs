@@ -25,6 +25,8 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use crate::profile::SocketProfiles;
+
 /// How long libzmq's new threads get to name themselves before [`build`] gives up looking for them.
 const NAME_WAIT: Duration = Duration::from_secs(2);
 /// The kernel's limit on a thread name (`comm`), without the terminating NUL.
@@ -63,149 +65,6 @@ impl SchedPolicy {
 
     fn is_realtime(self) -> bool {
         matches!(self, SchedPolicy::Fifo | SchedPolicy::Rr)
-    }
-}
-
-/// Socket options for one role's sockets; every field unset leaves libzmq's (or the role's own) setting.
-///
-/// A role applies its profile right after creating a socket, after its own section's settings and before any
-/// bind or connect (kernel buffers, keepalive and affinity only reach connections made afterwards), so a value
-/// here wins over, for example, `[subscriber] rcv_hwm`. A command-line flag for the same option wins over both:
-/// the command clears the profile's field (see [`crate::profile`]).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct SocketProfile {
-    /// `ZMQ_SNDHWM`, messages.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub sndhwm: Option<i32>,
-    /// `ZMQ_RCVHWM`, messages.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub rcvhwm: Option<i32>,
-    /// `ZMQ_SNDBUF`: kernel send buffer, bytes (capped by `net.core.wmem_max`; `tickbox tune check` says so).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub sndbuf: Option<i32>,
-    /// `ZMQ_RCVBUF`: kernel receive buffer, bytes (capped by `net.core.rmem_max`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub rcvbuf: Option<i32>,
-    /// `ZMQ_TCP_KEEPALIVE`: turn TCP keepalive on (`true`) or off (`false`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub tcp_keepalive: Option<bool>,
-    /// `ZMQ_TCP_KEEPALIVE_IDLE`, seconds.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub tcp_keepalive_idle_s: Option<i32>,
-    /// `ZMQ_TCP_KEEPALIVE_INTVL`, seconds.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub tcp_keepalive_intvl_s: Option<i32>,
-    /// `ZMQ_TCP_KEEPALIVE_CNT`, probes.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub tcp_keepalive_cnt: Option<i32>,
-    /// `ZMQ_MAXMSGSIZE`: larger inbound messages drop the connection, bytes.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub maxmsgsize: Option<i64>,
-    /// `ZMQ_AFFINITY`: bit `n` lets the socket's connections run on I/O thread `n` (`ZMQbg/IO/n`); 0 or unset
-    /// lets libzmq pick the least loaded. A subscriber shard's `io_thread` wins over this for its own SUB.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub affinity: Option<u64>,
-}
-
-impl SocketProfile {
-    /// Whether nothing is set.
-    pub fn is_empty(&self) -> bool {
-        self == &SocketProfile::default()
-    }
-
-    /// Applies every set option to `socket` (see [`crate::profile::apply`], which this is).
-    pub fn apply(&self, socket: &zmq::Socket) -> Result<(), zmq::Error> {
-        crate::profile::apply(socket, self)
-    }
-
-    pub(crate) fn apply_options(&self, socket: &zmq::Socket) -> Result<(), zmq::Error> {
-        if let Some(v) = self.sndhwm {
-            socket.set_sndhwm(v)?;
-        }
-        if let Some(v) = self.rcvhwm {
-            socket.set_rcvhwm(v)?;
-        }
-        if let Some(v) = self.sndbuf {
-            socket.set_sndbuf(v)?;
-        }
-        if let Some(v) = self.rcvbuf {
-            socket.set_rcvbuf(v)?;
-        }
-        if let Some(v) = self.tcp_keepalive {
-            socket.set_tcp_keepalive(i32::from(v))?;
-        }
-        if let Some(v) = self.tcp_keepalive_idle_s {
-            socket.set_tcp_keepalive_idle(v)?;
-        }
-        if let Some(v) = self.tcp_keepalive_intvl_s {
-            socket.set_tcp_keepalive_intvl(v)?;
-        }
-        if let Some(v) = self.tcp_keepalive_cnt {
-            socket.set_tcp_keepalive_cnt(v)?;
-        }
-        if let Some(v) = self.maxmsgsize {
-            socket.set_maxmsgsize(v)?;
-        }
-        if let Some(v) = self.affinity {
-            socket.set_affinity(v)?;
-        }
-        Ok(())
-    }
-}
-
-/// Socket profiles per role (`[context.sockets.<role>]`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct SocketProfiles {
-    /// Feed publisher shards (XPUB).
-    #[serde(skip_serializing_if = "SocketProfile::is_empty")]
-    pub feed: SocketProfile,
-    /// LVC proxy sockets.
-    #[serde(skip_serializing_if = "SocketProfile::is_empty")]
-    pub lvc: SocketProfile,
-    /// Subscriber SUB shards.
-    #[serde(skip_serializing_if = "SocketProfile::is_empty")]
-    pub subscriber: SocketProfile,
-    /// Worker PULL sockets.
-    #[serde(skip_serializing_if = "SocketProfile::is_empty")]
-    pub workers: SocketProfile,
-    /// Recorder SUB sockets.
-    #[serde(skip_serializing_if = "SocketProfile::is_empty")]
-    pub recorder: SocketProfile,
-    /// Replayer publisher sockets.
-    #[serde(skip_serializing_if = "SocketProfile::is_empty")]
-    pub replay: SocketProfile,
-}
-
-impl SocketProfiles {
-    fn all(&self) -> [&SocketProfile; 6] {
-        [
-            &self.feed,
-            &self.lvc,
-            &self.subscriber,
-            &self.workers,
-            &self.recorder,
-            &self.replay,
-        ]
-    }
-
-    /// The largest `rcvbuf` any role asks for (what `net.core.rmem_max` must allow).
-    pub fn max_rcvbuf(&self) -> Option<u64> {
-        self.all()
-            .iter()
-            .filter_map(|p| p.rcvbuf)
-            .filter_map(|v| u64::try_from(v).ok())
-            .max()
-    }
-
-    /// The largest `sndbuf` any role asks for (what `net.core.wmem_max` must allow).
-    pub fn max_sndbuf(&self) -> Option<u64> {
-        self.all()
-            .iter()
-            .filter_map(|p| p.sndbuf)
-            .filter_map(|v| u64::try_from(v).ok())
-            .max()
     }
 }
 
@@ -553,6 +412,7 @@ fn set_policy(tid: i32, policy: SchedPolicy, priority: i32) -> Result<(), Contex
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::profile::SocketProfile;
 
     #[test]
     fn a_realtime_config_with_a_priority_is_valid() {

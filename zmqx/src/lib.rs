@@ -4,6 +4,7 @@ use std::os::raw::c_int;
 
 pub mod context;
 pub mod endpoint;
+pub mod naming;
 pub mod profile;
 pub mod socket;
 pub mod teardown;
@@ -116,6 +117,7 @@ pub fn bind_resolved(socket: &zmq::Socket, endpoint: &str) -> Result<String, Zmq
     Ok(last_endpoint(socket)?)
 }
 
+pub use naming::BackPressure;
 pub use socket::last_endpoint;
 pub use teardown::{
     prepare_multipart_connector, prepare_multipart_sender, DEFAULT_STALLED_PEER_TIMEOUT,

@@ -16,13 +16,164 @@
 //! 1. an explicit per-command flag for the same option (`tickbox feed --sndhwm`, `tickbox lvc --upstream-hwm`…):
 //!    the command clears that option from the profile, so the flag's value is what the socket gets;
 //! 2. the role's profile;
-//! 3. the role section's own value (`[feed] sndhwm`, `[subscriber] rcv_hwm`, `[recorder] rcvhwm`…), which has a
+//! 3. the role section's own value (`[feed] send_hwm`, `[subscriber] receive_hwm`, `[recorder] receive_hwm`…), which has a
 //!    default, and libzmq's default for every option no section names.
 //!
 //! One exception by design: a subscriber shard's `io_thread` (written by `tickbox tune plan`) sets that shard's
 //! `ZMQ_AFFINITY` over the profile's `affinity`, because it names the I/O thread pinned near the shard's NIC.
 
-pub use crate::context::{SocketProfile, SocketProfiles};
+use serde::{Deserialize, Serialize};
+
+/// Socket options for one role's sockets; every field unset leaves libzmq's (or the role's own) setting.
+///
+/// A role applies its profile right after creating a socket, after its own section's settings and before any
+/// bind or connect (kernel buffers, keepalive and affinity only reach connections made afterwards), so a value
+/// here wins over, for example, `[subscriber] rcv_hwm`. A command-line flag for the same option wins over both:
+/// the command clears the profile's field (see [`crate::profile`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SocketProfile {
+    /// `ZMQ_SNDHWM`, messages.
+    #[serde(
+        rename = "send_hwm",
+        alias = "sndhwm",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub sndhwm: Option<i32>,
+    /// `ZMQ_RCVHWM`, messages.
+    #[serde(
+        rename = "receive_hwm",
+        alias = "rcvhwm",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub rcvhwm: Option<i32>,
+    /// `ZMQ_SNDBUF`: kernel send buffer, bytes (capped by `net.core.wmem_max`; `tickbox tune check` says so).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sndbuf: Option<i32>,
+    /// `ZMQ_RCVBUF`: kernel receive buffer, bytes (capped by `net.core.rmem_max`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rcvbuf: Option<i32>,
+    /// `ZMQ_TCP_KEEPALIVE`: turn TCP keepalive on (`true`) or off (`false`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tcp_keepalive: Option<bool>,
+    /// `ZMQ_TCP_KEEPALIVE_IDLE`, seconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tcp_keepalive_idle_s: Option<i32>,
+    /// `ZMQ_TCP_KEEPALIVE_INTVL`, seconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tcp_keepalive_intvl_s: Option<i32>,
+    /// `ZMQ_TCP_KEEPALIVE_CNT`, probes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tcp_keepalive_cnt: Option<i32>,
+    /// `ZMQ_MAXMSGSIZE`: larger inbound messages drop the connection, bytes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub maxmsgsize: Option<i64>,
+    /// `ZMQ_AFFINITY`: bit `n` lets the socket's connections run on I/O thread `n` (`ZMQbg/IO/n`); 0 or unset
+    /// lets libzmq pick the least loaded. A subscriber shard's `io_thread` wins over this for its own SUB.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub affinity: Option<u64>,
+}
+
+impl SocketProfile {
+    /// Whether nothing is set.
+    pub fn is_empty(&self) -> bool {
+        self == &SocketProfile::default()
+    }
+
+    /// Applies every set option to `socket` (see [`crate::profile::apply`], which this is).
+    pub fn apply(&self, socket: &zmq::Socket) -> Result<(), zmq::Error> {
+        crate::profile::apply(socket, self)
+    }
+
+    pub(crate) fn apply_options(&self, socket: &zmq::Socket) -> Result<(), zmq::Error> {
+        if let Some(v) = self.sndhwm {
+            socket.set_sndhwm(v)?;
+        }
+        if let Some(v) = self.rcvhwm {
+            socket.set_rcvhwm(v)?;
+        }
+        if let Some(v) = self.sndbuf {
+            socket.set_sndbuf(v)?;
+        }
+        if let Some(v) = self.rcvbuf {
+            socket.set_rcvbuf(v)?;
+        }
+        if let Some(v) = self.tcp_keepalive {
+            socket.set_tcp_keepalive(i32::from(v))?;
+        }
+        if let Some(v) = self.tcp_keepalive_idle_s {
+            socket.set_tcp_keepalive_idle(v)?;
+        }
+        if let Some(v) = self.tcp_keepalive_intvl_s {
+            socket.set_tcp_keepalive_intvl(v)?;
+        }
+        if let Some(v) = self.tcp_keepalive_cnt {
+            socket.set_tcp_keepalive_cnt(v)?;
+        }
+        if let Some(v) = self.maxmsgsize {
+            socket.set_maxmsgsize(v)?;
+        }
+        if let Some(v) = self.affinity {
+            socket.set_affinity(v)?;
+        }
+        Ok(())
+    }
+}
+
+/// Socket profiles per role (`[context.sockets.<role>]`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SocketProfiles {
+    /// Feed publisher shards (XPUB).
+    #[serde(skip_serializing_if = "SocketProfile::is_empty")]
+    pub feed: SocketProfile,
+    /// LVC proxy sockets.
+    #[serde(skip_serializing_if = "SocketProfile::is_empty")]
+    pub lvc: SocketProfile,
+    /// Subscriber SUB shards.
+    #[serde(skip_serializing_if = "SocketProfile::is_empty")]
+    pub subscriber: SocketProfile,
+    /// Worker PULL sockets.
+    #[serde(skip_serializing_if = "SocketProfile::is_empty")]
+    pub workers: SocketProfile,
+    /// Recorder SUB sockets.
+    #[serde(skip_serializing_if = "SocketProfile::is_empty")]
+    pub recorder: SocketProfile,
+    /// Replayer publisher sockets.
+    #[serde(skip_serializing_if = "SocketProfile::is_empty")]
+    pub replay: SocketProfile,
+}
+
+impl SocketProfiles {
+    fn all(&self) -> [&SocketProfile; 6] {
+        [
+            &self.feed,
+            &self.lvc,
+            &self.subscriber,
+            &self.workers,
+            &self.recorder,
+            &self.replay,
+        ]
+    }
+
+    /// The largest `rcvbuf` any role asks for (what `net.core.rmem_max` must allow).
+    pub fn max_rcvbuf(&self) -> Option<u64> {
+        self.all()
+            .iter()
+            .filter_map(|p| p.rcvbuf)
+            .filter_map(|v| u64::try_from(v).ok())
+            .max()
+    }
+
+    /// The largest `sndbuf` any role asks for (what `net.core.wmem_max` must allow).
+    pub fn max_sndbuf(&self) -> Option<u64> {
+        self.all()
+            .iter()
+            .filter_map(|p| p.sndbuf)
+            .filter_map(|v| u64::try_from(v).ok())
+            .max()
+    }
+}
 
 /// Most I/O threads `ZMQ_AFFINITY` can address: it is a 64-bit mask, one bit per I/O thread.
 pub const MAX_AFFINITY_IO_THREADS: usize = 64;

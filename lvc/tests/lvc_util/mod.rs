@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use tickbox_lvc::{LvcConfig, LvcHandle, SlowSubscriber};
+use tickbox_lvc::{BackPressure, LvcConfig, LvcHandle};
 use tickbox_wire::{encode_to_vec, Flags, Header, Kind, MessageRef, Quote};
 
 pub(crate) fn quote_frame(
@@ -99,7 +99,7 @@ pub(crate) fn lvc_config(upstream: &str) -> LvcConfig {
 }
 
 pub(crate) fn lossless(mut config: LvcConfig) -> LvcConfig {
-    config.slow_subscriber = SlowSubscriber::Block;
+    config.slow_subscriber = BackPressure::Block;
     config
 }
 

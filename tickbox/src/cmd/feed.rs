@@ -12,28 +12,6 @@ use crate::config::TickboxConfig;
 use crate::live::{fmt_rate, LiveArgs, LiveView, Rate as LiveRate};
 use crate::status::StatusBoard;
 
-fn feed_status(feed: &tickbox_feed::FeedHandle) -> serde_json::Value {
-    let shards: Vec<serde_json::Value> = feed
-        .shards()
-        .iter()
-        .zip(feed.stats())
-        .map(|(info, stats)| {
-            serde_json::json!({
-                "shard": info.shard,
-                "publisher_id": info.publisher_id,
-                "endpoint": info.endpoint,
-                "symbols": info.symbols,
-                "quotes": stats.counts.quotes,
-                "trades": stats.counts.trades,
-                "heartbeats": stats.counts.heartbeats,
-                "last_sequence": stats.last_sequence,
-                "finished": stats.finished,
-            })
-        })
-        .collect();
-    serde_json::json!({ "component": "feed", "state": "running", "shards": shards })
-}
-
 /// Command-line overrides of the `[feed]` config section.
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
@@ -100,9 +78,13 @@ pub(crate) struct Args {
         default_value = "1x",
         requires = "source"
     )]
-    speed: tickbox_feed::SourceSpeed,
-    /// XPUB with ZMQ_XPUB_NODROP: slow subscribers back-pressure the feed instead of losing messages.
-    #[arg(long)]
+    speed: tickbox_units::Speed,
+    /// What a slow subscriber does to the feed: `block` (XPUB with ZMQ_XPUB_NODROP: it back-pressures the feed
+    /// instead of losing messages) or `drop` (the default, or `[feed] back_pressure`).
+    #[arg(long, value_name = "block|drop")]
+    back_pressure: Option<tickbox_zmqx::BackPressure>,
+    /// Deprecated spelling of `--back-pressure block`.
+    #[arg(long, hide = true, conflicts_with = "back_pressure")]
     no_drop: bool,
     /// `auto`: pack up to 64 messages per ZeroMQ message (a `#B` batch frame, docs/WIRE.md) while every
     /// subscriber of a shard reads batches (subscribed to "" and "#B") and none holds another prefix; each
@@ -136,54 +118,6 @@ pub(crate) struct Args {
     json: bool,
     #[command(flatten)]
     live: LiveArgs,
-}
-
-/// The summary as one JSON object: every count an integer; `target_rate` is null when none was asked (`max`).
-fn report_json(report: &tickbox_feed::FeedReport) -> serde_json::Value {
-    let shards: Vec<serde_json::Value> = report
-        .shards
-        .iter()
-        .map(|s| {
-            serde_json::json!({
-                "shard": s.shard,
-                "publisher_id": s.publisher_id,
-                "endpoint": s.endpoint,
-                "symbols": s.symbols,
-                "sent": s.counts.data(),
-                "quotes": s.counts.quotes,
-                "trades": s.counts.trades,
-                "book_levels": s.counts.book_levels,
-                "heartbeats": s.counts.heartbeats,
-                "would_block": s.counts.would_block,
-                "frames_sent": s.counts.frames,
-                "batches_sent": s.counts.batches,
-                "batch_buffers_allocated": s.counts.batch_buffers_allocated,
-                "last_sequence": s.last_sequence,
-                "duration_ns": u64::try_from(s.duration.as_nanos()).unwrap_or(u64::MAX),
-                "skipped_ns": u64::try_from(s.skipped.as_nanos()).unwrap_or(u64::MAX),
-                "schedule_start_ns": s.schedule_start_ns,
-                "unsent": s.unsent,
-                "subscribers_at_close": s.subscribers_at_close,
-                "undelivered": s.undelivered,
-                "achieved_rate": s.rate().round() as u64,
-            })
-        })
-        .collect();
-    serde_json::json!({
-        "sent": report.total_data(),
-        "target_rate": report.target_rate,
-        "achieved_rate": report.total_rate().round() as u64,
-        "rate_shortfall": report.rate_shortfall().is_some(),
-        "heartbeats": report.shards.iter().map(|s| s.counts.heartbeats).sum::<u64>(),
-        "would_block": report.shards.iter().map(|s| s.counts.would_block).sum::<u64>(),
-        "frames_sent": report.shards.iter().map(|s| s.counts.frames).sum::<u64>(),
-        "batches_sent": report.shards.iter().map(|s| s.counts.batches).sum::<u64>(),
-        "batch_buffers_allocated": report.shards.iter().map(|s| s.counts.batch_buffers_allocated).sum::<u64>(),
-        "unsent": report.total_unsent(),
-        "subscribers_at_close": report.total_subscribers_at_close(),
-        "undelivered": report.total_undelivered(),
-        "shards": shards,
-    })
 }
 
 pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
@@ -242,7 +176,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     while !feed.is_finished() {
         if last_status.elapsed() >= Duration::from_millis(500) {
             last_status = std::time::Instant::now();
-            status.publish(feed_status(&feed));
+            status.publish(serde_json::to_value(tickbox_feed::FeedStatus::of(&feed))?);
         }
         if view.due() {
             // The shards' published counters, summed here, never on their threads.
@@ -283,7 +217,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         );
     }
     if json {
-        let mut summary = report_json(&report);
+        let mut summary = serde_json::to_value(tickbox_feed::FeedSummary::new(&report))?;
         crate::auth_report::add_to_json(&mut summary, &config.auth);
         println!("{summary}");
     } else {
@@ -320,59 +254,26 @@ fn close_counting_undelivered(
     stop: &std::sync::atomic::AtomicBool,
 ) -> ExitCode {
     drop(ctx);
-    if undelivered == 0 {
-        return ExitCode::from(crate::exit_code::OK);
-    }
-    if stop.load(Ordering::Relaxed) {
-        eprintln!(
-            "feed: interrupted: {undelivered} message(s) still queued for a subscriber were not delivered \
-             (dropped at close, {:?} after the interrupt); the summary's sent count includes them",
-            tickbox_feed::INTERRUPT_GRACE
-        );
-    } else if drain_timeout.is_zero() {
-        eprintln!(
-            "feed: {undelivered} message(s) were still queued for a subscriber when the shards closed and were \
-             dropped (a subscriber fell behind; --no-drop with --drain-timeout waits for it); the summary's sent \
-             count includes them"
-        );
-    } else {
-        eprintln!(
-            "feed: {undelivered} message(s) were still queued for a subscriber after --drain-timeout \
-             {drain_timeout:?} and were dropped at the close (a subscriber stopped reading); the summary's sent \
-             count includes them"
-        );
-    }
-    ExitCode::from(crate::exit_code::ERROR)
-}
-
-/// `RecordSource` over a DBN file or journal: the dbn crate reads, the feed publishes.
-struct Recording(tickbox_dbn::ReplaySource);
-
-impl tickbox_feed::RecordSource for Recording {
-    fn next_item(&mut self) -> Result<Option<tickbox_feed::SourceItem>, tickbox_feed::SourceError> {
-        use tickbox_dbn::ReplayItem;
-        use tickbox_feed::{SourceItem, SourceRecord};
-        Ok(self.0.next_item()?.map(|item| match item {
-            ReplayItem::Record {
-                time_ns,
-                origin_time_ns,
-                topic,
-                payload,
-            } => SourceItem::Record(SourceRecord {
-                time_ns,
-                origin_time_ns,
-                topic,
-                payload,
-            }),
-            ReplayItem::Skipped(reason) => SourceItem::Skipped(reason),
-        }))
+    let interrupted = stop.load(Ordering::Relaxed);
+    match tickbox_feed::CloseLoss::after_close(
+        undelivered,
+        interrupted,
+        drain_timeout,
+        tickbox_feed::INTERRUPT_GRACE,
+    ) {
+        None => ExitCode::from(crate::exit_code::OK),
+        Some(loss) => {
+            let hint = "--back-pressure block with --drain-timeout waits for it";
+            eprintln!("{}", loss.message("feed", undelivered, "message", hint));
+            ExitCode::from(crate::exit_code::ERROR)
+        }
     }
 }
 
 /// `feed --source`: the recording on the feed's shards, then its summary.
 fn run_source(
     path: &std::path::Path,
-    speed: tickbox_feed::SourceSpeed,
+    speed: tickbox_units::Speed,
     feed_config: FeedConfig,
     config: &TickboxConfig,
     broker: Option<&str>,
@@ -390,9 +291,8 @@ fn run_source(
     let ctx = tickbox_zmqx::context::build(&config.context)?;
     // Before any socket binds: without a ZAP handler libzmq would let every CURVE client in.
     let _zap = config.auth.start_zap(&ctx)?;
-    let feed =
-        tickbox_feed::SourceFeed::start(&ctx, feed_config, Box::new(Recording(recording)), speed)
-            .context("starting the feed")?;
+    let feed = tickbox_feed::SourceFeed::start(&ctx, feed_config, Box::new(recording), speed)
+        .context("starting the feed")?;
     let status = StatusBoard::start(&ctx, broker, "feed", config.auth.clone())?;
     {
         let mut out: Box<dyn Write> = if json {
@@ -414,11 +314,10 @@ fn run_source(
     while !feed.is_finished() {
         if last_status.elapsed() >= Duration::from_millis(500) {
             last_status = std::time::Instant::now();
-            let s = feed.stats();
-            status.publish(serde_json::json!({
-                "component": "feed", "state": "running", "source": path.display().to_string(),
-                "read": s.read, "published": s.published, "skipped": s.skipped,
-            }));
+            let source = path.display().to_string();
+            status.publish(serde_json::to_value(tickbox_feed::SourceStatus::of(
+                &feed, &source,
+            ))?);
         }
         if view.due() {
             let s = feed.stats();
@@ -446,44 +345,9 @@ fn run_source(
         .join()
         .with_context(|| format!("feed --source {}", path.display()))?;
     if json {
-        let shards: Vec<serde_json::Value> = report
-            .shards
-            .iter()
-            .map(|s| {
-                serde_json::json!({
-                    "shard": s.shard,
-                    "publisher_id": s.publisher_id,
-                    "endpoint": s.endpoint,
-                    "sent": s.counts.data(),
-                    "quotes": s.counts.quotes,
-                    "trades": s.counts.trades,
-                    "book_levels": s.counts.book_levels,
-                    "heartbeats": s.counts.heartbeats,
-                    "would_block": s.counts.would_block,
-                    "last_sequence": s.last_sequence,
-                    "subscribers_at_close": s.subscribers_at_close,
-                    "undelivered": s.undelivered,
-                })
-            })
-            .collect();
-        println!(
-            "{}",
-            serde_json::json!({
-                "source": path.display().to_string(),
-                "form": form,
-                "speed": report.speed.to_string(),
-                "read": report.read,
-                "published": report.published,
-                "skipped": report.total_skipped(),
-                "skipped_by_reason": report.skipped,
-                "complete": report.complete,
-                "elapsed_ns": u64::try_from(report.elapsed.as_nanos()).unwrap_or(u64::MAX),
-                "achieved_rate": report.rate().round() as u64,
-                "subscribers_at_close": report.total_subscribers_at_close(),
-                "undelivered": report.total_undelivered(),
-                "shards": shards,
-            })
-        );
+        let summary = tickbox_feed::SourceSummary::new(&report, &path.display().to_string(), form)
+            .context("the feed's report lacks its source totals")?;
+        println!("{}", serde_json::to_value(summary)?);
     } else {
         println!("{report}");
     }
@@ -557,7 +421,11 @@ fn apply(args: Args, mut config: FeedConfig) -> anyhow::Result<FeedConfig> {
         config.framing = framing;
     }
     if args.no_drop {
+        tracing::warn!("--no-drop is deprecated: write --back-pressure block");
         config.no_drop = true;
+    }
+    if let Some(back_pressure) = args.back_pressure {
+        config.no_drop = back_pressure.blocks();
     }
     if let Some(d) = args.drain_timeout {
         config.drain_timeout = d;

@@ -36,43 +36,11 @@ pub(crate) fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCod
         fragment_version: args.fragment_version,
         ..ImportOptions::default()
     };
-    let rep = import_files(&args.journal, &args.files, &opts)?;
-    let secs = rep.elapsed.as_secs_f64();
-    let rate = if secs > 0.0 {
-        rep.records as f64 / secs
-    } else {
-        0.0
-    };
+    let summary = import_files(&args.journal, &args.files, &opts)?.summary(&args.journal);
     if args.json {
-        println!(
-            "{}",
-            serde_json::json!({
-                "journal": args.journal.display().to_string(),
-                "records": rep.records,
-                "seconds": secs,
-                "records_per_second": rate,
-                "manifest": rep.manifest,
-            })
-        );
+        println!("{}", serde_json::to_value(&summary)?);
     } else {
-        for (i, s) in rep.manifest.sources.iter().enumerate() {
-            println!(
-                "source {i:>3}  {:<44}  {:?} v{}{}  schema {:<10}  {:>10} records",
-                s.file,
-                s.form,
-                s.version,
-                if s.compressed { " zstd" } else { "" },
-                s.schema.as_deref().unwrap_or("-"),
-                s.records
-            );
-        }
-        println!(
-            "imported {} records into {} in {:.3} s ({:.0} records/s)",
-            rep.records,
-            args.journal.display(),
-            secs,
-            rate
-        );
+        println!("{summary}");
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use tickbox_lvc::{LateJoiners, LvcConfig, Overflow, SlowSubscriber, TapDrop};
+use tickbox_lvc::{BackPressure, LateJoiners, LvcConfig, Overflow, TapDrop};
 
 use tickbox_lvc::report::LvcStatus;
 use tickbox_units::HumanDuration;
@@ -54,7 +54,7 @@ pub(crate) struct Args {
     overflow: Option<Overflow>,
     /// When a subscriber is slow: drop for that subscriber (default), or back-pressure publishers.
     #[arg(long, value_name = "drop|block", value_parser = parse_slow)]
-    slow_subscriber: Option<SlowSubscriber>,
+    slow_subscriber: Option<BackPressure>,
     /// Send high-water mark per subscriber.
     #[arg(long)]
     downstream_hwm: Option<i32>,
@@ -71,7 +71,7 @@ pub(crate) struct Args {
     /// How the tap frames what it emits: `tickbox` (default) or `guide`, the Guide's two-frame capture
     /// `[topic][value]` (value: the whole tickbox frame; events under the topic `\0`) for plain ZeroMQ SUBs.
     #[arg(long, value_name = "tickbox|guide")]
-    tap_framing: Option<tickbox_lvc::tap::TapFraming>,
+    tap_framing: Option<tickbox_lvc::tap::Framing>,
     /// Longest subscription prefix (bytes) acted on; longer ones are refused and counted, and much longer ones
     /// make libzmq drop the subscriber's connection.
     #[arg(long, value_name = "BYTES")]
@@ -295,10 +295,10 @@ fn parse_late_joiners(text: &str) -> Result<LateJoiners, String> {
     }
 }
 
-fn parse_slow(text: &str) -> Result<SlowSubscriber, String> {
+fn parse_slow(text: &str) -> Result<BackPressure, String> {
     match text {
-        "drop" => Ok(SlowSubscriber::Drop),
-        "block" => Ok(SlowSubscriber::Block),
+        "drop" => Ok(BackPressure::Drop),
+        "block" => Ok(BackPressure::Block),
         other => Err(format!("`{other}`: expected drop or block")),
     }
 }
@@ -315,7 +315,7 @@ mod tests {
         .unwrap();
         assert_eq!(c.lvc.max_topics, 5);
         assert_eq!(c.lvc.overflow, Overflow::RejectNew);
-        assert_eq!(c.lvc.slow_subscriber, SlowSubscriber::Block);
+        assert_eq!(c.lvc.slow_subscriber, BackPressure::Block);
         assert_eq!(c.lvc.tap_drop, TapDrop::PerConsumer);
         let c: TickboxConfig = toml::from_str("[lvc]\ntap_drop = \"counted\"\n").unwrap();
         assert_eq!(c.lvc.tap_drop, TapDrop::Counted);

@@ -22,9 +22,9 @@ use anyhow::Context;
 use tickbox_fleet::replay_control::{ReplayControlService, ReplayShared};
 use tickbox_journal::Reader;
 use tickbox_recorder::{
-    format_in_zone, parse_zone, Identity, JournalOverview, Position, ReplayController,
-    ReplayOptions, ReplaySelection, ReplayStats, Replayer, RunSpec, Speed, TimeZone, When,
-    CLOCK_SLACK,
+    empty_selection, format_in_zone, parse_zone, Identity, JournalOverview, Position, ReplayAsk,
+    ReplayController, ReplayOptions, ReplayPlan, ReplayStats, Replayer, RunSpec, SelectionError,
+    Speed, TimeZone, When,
 };
 use tickbox_wire::SystemClock;
 
@@ -101,8 +101,12 @@ pub(crate) struct Args {
     /// At the end of the journal keep tailing it (replay a recording in progress).
     #[arg(long)]
     follow: bool,
-    /// Drop messages for slow subscribers like a live PUB, instead of waiting for them.
-    #[arg(long)]
+    /// What a slow subscriber does to the replay: `block` (wait for it; the default, or `[recorder]
+    /// back_pressure`) or `drop` (drop its messages like a live PUB).
+    #[arg(long, value_name = "block|drop")]
+    back_pressure: Option<tickbox_zmqx::BackPressure>,
+    /// Deprecated spelling of `--back-pressure drop`.
+    #[arg(long, hide = true, conflicts_with = "back_pressure")]
     allow_drop: bool,
     /// End the replay (exit 1) at the first corrupt record or damaged segment header. By default the replay
     /// skips to the next record that verifies, counts what it skipped (`corrupt` in the summary), sends gap
@@ -147,6 +151,7 @@ pub(crate) struct Args {
 
 fn parse_speed(s: &str) -> Result<Speed, String> {
     s.parse()
+        .map_err(|e: tickbox_units::UnitsError| e.to_string())
 }
 
 fn parse_when(s: &str) -> Result<When, String> {
@@ -169,14 +174,6 @@ fn stop_seq_of(journal: &std::path::Path, to: Option<Position>) -> Option<u64> {
             Some(seq)
         }
     }
-}
-
-/// The one error line of a selection that matched nothing: what was asked and what the journal holds.
-fn empty_selection(asked: &str, overview: &JournalOverview, tz: &TimeZone) -> String {
-    format!(
-        "error: replay selected no record ({asked}): {}",
-        overview.describe(tz)
-    )
 }
 
 /// One run's summary, printed when it ends (`--await-start`) or once the close knows what it left undelivered.
@@ -211,75 +208,49 @@ impl RunSummary {
     }
 }
 
-/// How long an interrupted replay still lets queued records reach the network before it closes (Ctrl-C skips
-/// `--drain-timeout`, not this): long enough for a reading subscriber's queue to go out, short enough to feel
-/// immediate.
-const INTERRUPT_GRACE: Duration = Duration::from_millis(300);
+// The grace an interrupted replay gives queued records, as an interrupted feed does: one rule for both.
+use tickbox_feed::INTERRUPT_GRACE;
 
 pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     if args.local {
         return super::replay_local::run(&args.journal, args.json, args.workers, config);
     }
     crate::flags::check_bind_all("--bind", &args.bind)?;
+    if args.allow_drop {
+        tracing::warn!("--allow-drop is deprecated: write --back-pressure drop");
+    }
     if let Some(broker) = &args.broker {
         crate::flags::check_connect("--broker", broker)?;
     }
     let cfg = &config.recorder;
     let tz = args.tz.clone();
-    // A selection by topic or origin time reads the journal's start and end (bounded work): times of day and
-    // +DURATION are anchored on its first origin time, and an empty selection says what the journal holds.
-    let selecting = args.from.is_some() || args.to.is_some() || !args.topics.is_empty();
-    let overview = if selecting {
-        Some(
-            JournalOverview::scan(&args.journal)
-                .with_context(|| format!("reading {}", args.journal.display()))?,
-        )
-    } else {
-        None
+    // A selection by topic or origin time reads the journal's start and end (bounded work).
+    let ask = ReplayAsk {
+        topics: args.topics.clone(),
+        from: args.from.clone(),
+        to: args.to.clone(),
+        from_seq: args.from_seq,
+        to_seq: args.to_seq,
     };
-    let first = overview.as_ref().and_then(|o| o.first_origin_ns);
-    let resolve = |when: &Option<When>, flag: &str| -> anyhow::Result<Option<u64>> {
-        when.as_ref()
-            .map(|w| w.resolve(&tz, first))
-            .transpose()
-            .with_context(|| flag.to_owned())
-    };
-    let selection = ReplaySelection::new(
-        args.topics.clone(),
-        resolve(&args.from, "--from")?,
-        resolve(&args.to, "--to")?,
-        &tz,
-    )?;
-    if let Some(o) = &overview {
+    let ReplayPlan {
+        selection,
+        overview,
+        from,
+        to,
+        asked,
+    } = {
+        let plan = ReplayPlan::for_journal(&args.journal, &ask, &tz).map_err(|e| match e {
+            SelectionError::Journal(_) => {
+                anyhow::Error::new(e).context(format!("reading {}", args.journal.display()))
+            }
+            e => e.into(),
+        })?;
         // A window wholly outside the journal is known before binding or waiting for subscribers.
-        let slack = CLOCK_SLACK.as_nanos() as u64;
-        let (from_ns, to_ns) = selection.window();
-        let after = matches!((from_ns, o.last_origin_ns), (Some(f), Some(l)) if f > l.saturating_add(slack));
-        let before = matches!((to_ns, o.first_origin_ns), (Some(t), Some(f)) if t <= f.saturating_sub(slack));
-        if o.records == 0 || after || before {
-            eprintln!("{}", empty_selection(&selection.describe(&tz), o, &tz));
+        if let Some(line) = plan.outside_journal(&tz) {
+            eprintln!("{line}");
             return Ok(ExitCode::from(crate::exit_code::EMPTY_SELECTION));
         }
-    }
-    // The journal is in capture order: seek a clock slack before `from`, read a slack past `to`.
-    let from = match (selection.seek_capture_ns(), args.from_seq) {
-        (Some(t), _) => Some(Position::Time(t)),
-        (None, Some(s)) => Some(Position::Seq(s)),
-        _ => None,
-    };
-    let to = match (selection.stop_capture_ns(), args.to_seq) {
-        (Some(t), _) => Some(Position::Time(t)),
-        (None, Some(s)) => Some(Position::Seq(s)),
-        _ => None,
-    };
-    let asked = match (args.from_seq, args.to_seq) {
-        _ if selecting => selection.describe(&tz),
-        (None, None) => String::new(),
-        (a, b) => format!(
-            "journal seqs {} .. {}",
-            a.map_or("start".into(), |s| s.to_string()),
-            b.map_or("end".into(), |s| format!("before {s}"))
-        ),
+        plan
     };
     let mut reader = Reader::open(&args.journal)
         .with_context(|| format!("opening {}", args.journal.display()))?;
@@ -300,7 +271,10 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         },
         publisher_id_base: args.publisher_id.unwrap_or(cfg.publisher_id_base),
         sndhwm: cfg.sndhwm,
-        lossless: cfg.lossless && !args.allow_drop,
+        lossless: match args.back_pressure {
+            Some(back_pressure) => back_pressure.blocks(),
+            None => cfg.lossless && !args.allow_drop,
+        },
         window: cfg.pacing_window.0,
         heartbeat_interval: cfg.heartbeat_interval.0,
         follow: args.follow,
@@ -619,20 +593,14 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     drop(status);
     drop(replayer);
     drop(ctx);
-    if undelivered > 0 {
-        if interrupted {
-            eprintln!(
-                "replay: interrupted: {undelivered} record(s) still queued for a subscriber were not delivered \
-                 (dropped at close, {INTERRUPT_GRACE:?} after the interrupt); the summary's sent count includes \
-                 them"
-            );
-        } else {
-            eprintln!(
-                "replay: {undelivered} record(s) were still queued for a subscriber after --drain-timeout {:?} \
-                 and were dropped (a subscriber stopped reading); the summary's sent count includes them",
-                args.drain_timeout
-            );
-        }
+    if let Some(loss) = tickbox_feed::CloseLoss::after_close(
+        undelivered,
+        interrupted,
+        args.drain_timeout,
+        INTERRUPT_GRACE,
+    ) {
+        let hint = "--drain-timeout waits for it";
+        eprintln!("{}", loss.message("replay", undelivered, "record", hint));
         exit = ExitCode::from(crate::exit_code::ERROR);
     }
     if corrupt {

@@ -1,11 +1,16 @@
-//! The replay pacer, sans-IO: given a record's capture time and "now", it says send now or wait until a deadline.
+//! How fast a recording is replayed ([`Speed`]) and the one pacer that holds a replay to it ([`ReplayPacer`]),
+//! for `tickbox replay` (a journal) and `tickbox feed --source` (a DBN file or journal) alike.
+//!
+//! The pacer is sans-IO: given a record's capture time and "now", it says send now or wait until a deadline.
 //! Deadlines are computed from one anchor (the first record's capture time and the wall time it was sent), so
 //! errors never accumulate, and everything due within one time window is sent as a burst: at high multiples the
 //! loop sleeps once per window, not once per message.
 
 use std::str::FromStr;
 
-/// How fast to replay.
+use crate::UnitsError;
+
+/// How fast to replay: `max`, or a factor like `1`, `4`, `0.5` or `10x`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Speed {
     /// As fast as the sockets accept.
@@ -15,18 +20,19 @@ pub enum Speed {
 }
 
 impl FromStr for Speed {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        let s = s.trim();
-        if s.eq_ignore_ascii_case("max") {
+    type Err = UnitsError;
+    fn from_str(s: &str) -> Result<Self, UnitsError> {
+        let t = s.trim();
+        if t.eq_ignore_ascii_case("max") {
             return Ok(Speed::Max);
         }
-        let num = s.strip_suffix(['x', 'X']).unwrap_or(s);
+        let num = t.strip_suffix(['x', 'X']).unwrap_or(t);
         match num.parse::<f64>() {
             Ok(k) if k.is_finite() && k > 0.0 => Ok(Speed::Times(k)),
-            _ => Err(format!(
-                "speed must be `max` or a positive number like 1, 4, 0.5 or 10x, got `{s}`"
-            )),
+            _ => Err(UnitsError::Speed {
+                input: s.to_string(),
+                reason: "not `max` or a positive factor",
+            }),
         }
     }
 }
@@ -58,6 +64,11 @@ pub struct ReplayPacer {
 }
 
 impl ReplayPacer {
+    /// A pacer that sends every record as soon as it is due, to the nanosecond (no burst window).
+    pub fn exact(speed: Speed) -> Self {
+        ReplayPacer::new(speed, 0)
+    }
+
     /// `window_ns`: records due within this much of now are sent now (the burst granularity).
     pub fn new(speed: Speed, window_ns: u64) -> Self {
         ReplayPacer {
@@ -100,6 +111,15 @@ impl ReplayPacer {
     pub fn lateness_ns(&self, capture_ns: u64, now_ns: u64) -> u64 {
         self.due_ns(capture_ns)
             .map_or(0, |due| now_ns.saturating_sub(due))
+    }
+
+    /// How long to wait, from `now_ns`, before a record captured at `capture_ns` is due (zero: send it now).
+    /// The first record anchors the timeline.
+    pub fn wait_ns(&mut self, capture_ns: u64, now_ns: u64) -> u64 {
+        match self.on_record(capture_ns, now_ns) {
+            Pace::Now => 0,
+            Pace::WaitUntil(due) => due - now_ns,
+        }
     }
 
     /// Forgets the anchor: the next record is due immediately and the timeline restarts from it.
@@ -201,9 +221,31 @@ mod tests {
         assert_eq!("max".parse::<Speed>(), Ok(Speed::Max));
         assert_eq!("4".parse::<Speed>(), Ok(Speed::Times(4.0)));
         assert_eq!("10x".parse::<Speed>(), Ok(Speed::Times(10.0)));
+        assert_eq!("10X".parse::<Speed>(), Ok(Speed::Times(10.0)));
         assert_eq!("0.5".parse::<Speed>(), Ok(Speed::Times(0.5)));
-        for bad in ["0", "-1", "fast", "", "inf", "NaN"] {
+        for bad in ["0", "0x", "-1", "-2", "fast", "", "inf", "infx", "NaN"] {
             assert!(bad.parse::<Speed>().is_err(), "{bad}");
         }
+        let err = "fast".parse::<Speed>().unwrap_err().to_string();
+        assert!(err.contains("speed") && err.contains("\"fast\""), "{err}");
+        for speed in [Speed::Max, Speed::Times(10.0), Speed::Times(0.5)] {
+            assert_eq!(speed.to_string().parse::<Speed>(), Ok(speed));
+        }
+    }
+
+    #[test]
+    fn exact_pacing_keeps_spacing_divided_by_speed_and_never_waits_for_the_past() {
+        // What `feed --source` asks of the pacer: no burst window, a wait to the nanosecond.
+        let w0 = 7_000 * MS;
+        let mut s = ReplayPacer::exact(Speed::Times(10.0));
+        assert_eq!(s.wait_ns(1_000 * MS, w0), 0);
+        // One second of recording later is 100 ms of wall time at 10x.
+        assert_eq!(s.wait_ns(2_000 * MS, w0), 100 * MS);
+        assert_eq!(s.wait_ns(2_000 * MS, w0 + 40 * MS), 60 * MS);
+        // Earlier than the anchor (an out-of-order recording): now.
+        assert_eq!(s.wait_ns(5, w0), 0);
+        let mut max = ReplayPacer::exact(Speed::Max);
+        assert_eq!(max.wait_ns(1, w0), 0);
+        assert_eq!(max.wait_ns(u64::MAX, w0), 0);
     }
 }
