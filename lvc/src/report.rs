@@ -7,8 +7,8 @@ use std::fmt::Write as _;
 use serde::Serialize;
 use tickbox_auth::{RoleConnectionCounts, Security};
 
-use crate::tap::TapFraming;
-use crate::{LvcConfig, LvcEndpoints, LvcStats, SlowSubscriber, TapDrop};
+use crate::tap::Framing;
+use crate::{BackPressure, LvcConfig, LvcEndpoints, LvcStats, TapDrop};
 
 /// What `tickbox.lvc.status` serves: endpoints, modes and the proxy's counters. Fields in name order, as the
 /// status object has always listed them.
@@ -26,7 +26,7 @@ pub struct LvcStatus {
     /// Endpoints publishers connect to.
     pub publishers: Vec<String>,
     /// How a slow subscriber is treated.
-    pub slow_subscriber: SlowSubscriber,
+    pub slow_subscriber: BackPressure,
     /// The snapshot endpoint, if any.
     pub snapshot: Option<String>,
     /// `"running"`.
@@ -43,7 +43,7 @@ pub struct LvcStatus {
     /// the proxy.
     pub tap_drops_counted: bool,
     /// How the tap frames what it sends.
-    pub tap_framing: TapFraming,
+    pub tap_framing: Framing,
     /// Publisher endpoints the proxy connects to.
     pub upstream_connect: Vec<String>,
 }
