@@ -161,7 +161,7 @@ fn collect_sources(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// Tokens that look like a path to a Markdown file: `docs/PROTOCOLS.md`, `../../README.md`.
+/// Tokens that look like a path to a Markdown file: `docs/book/src/protocols.md`, `../../README.md`.
 fn markdown_references(text: &str) -> Vec<String> {
     let is_path_char = |c: char| c.is_ascii_alphanumeric() || "_-./".contains(c);
     let mut refs = Vec::new();

@@ -104,7 +104,7 @@ pub(crate) struct Args {
     /// XPUB with ZMQ_XPUB_NODROP: slow subscribers back-pressure the feed instead of losing messages.
     #[arg(long)]
     no_drop: bool,
-    /// `auto`: pack up to 64 messages per ZeroMQ message (a `#B` batch frame, docs/WIRE.md) while every
+    /// `auto`: pack up to 64 messages per ZeroMQ message (a `#B` batch frame, docs/book/src/wire.md) while every
     /// subscriber of a shard reads batches (subscribed to "" and "#B") and none holds another prefix; each
     /// pacer step's batch goes out at its end. `off` (the default, or `[feed] batch`): one message each.
     #[arg(long, value_name = "off|auto")]
