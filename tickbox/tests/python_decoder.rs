@@ -233,7 +233,8 @@ fn expected(frame: &[u8]) -> Value {
 
 /// The golden frames of `docs/book/src/wire.md`: every "N bytes: `HEX`" line.
 fn spec_goldens() -> Vec<Vec<u8>> {
-    let spec = std::fs::read_to_string(repo_file("docs/book/src/wire.md")).expect("read docs/book/src/wire.md");
+    let spec = std::fs::read_to_string(repo_file("docs/book/src/wire.md"))
+        .expect("read docs/book/src/wire.md");
     spec.lines()
         .filter_map(|line| {
             let (count, rest) = line.split_once(" bytes: `")?;
