@@ -514,7 +514,8 @@ fn book_config_reference_documents_every_key() {
             .output()
             .unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
-        if err.contains("unknown field") {
+        // `probe` itself is unknown to a field whose type is a table: the key was found.
+        if err.contains("unknown field") && !err.contains("unknown field `probe`") {
             unknown.push(format!("{path}: {}", err.trim()));
         }
     }
