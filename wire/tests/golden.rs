@@ -395,6 +395,9 @@ fn the_spec_states_every_kind_and_size() {
         format!("| `CACHED` | {} |", Flags::CACHED.0),
         format!("| `REPLAY` | {} |", Flags::REPLAY.0),
     ] {
-        assert!(spec.contains(&fact), "docs/book/src/wire.md does not say {fact:?}");
+        assert!(
+            spec.contains(&fact),
+            "docs/book/src/wire.md does not say {fact:?}"
+        );
     }
 }
