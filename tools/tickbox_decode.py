@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Reference decoder for the tickbox wire format, written from docs/WIRE.md alone.
+"""Reference decoder for the tickbox wire format, written from docs/book/src/wire.md alone.
 
 Two modes, each printing one JSON object per decoded frame, one per line:
 
@@ -117,7 +117,7 @@ EVENT_MARKER = 0x00
 
 
 class DecodeError(ValueError):
-    """A frame that is not a valid tickbox frame (docs/WIRE.md, section 10)."""
+    """A frame that is not a valid tickbox frame (docs/book/src/wire.md, section 10)."""
 
 
 # Section 2, "Batch frames": several frames in one message, each prefixed by its u16 length.
@@ -332,7 +332,7 @@ def run_live(args) -> int:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description="Decode tickbox wire frames (docs/WIRE.md) to JSON lines.")
+    parser = argparse.ArgumentParser(description="Decode tickbox wire frames (docs/book/src/wire.md) to JSON lines.")
     modes = parser.add_subparsers(dest="mode", required=True)
     frame = modes.add_parser("frame", help="decode hex frames from the arguments or standard input")
     frame.add_argument("--tap", action="store_true", help="accept tap subscription events")

@@ -319,7 +319,7 @@ impl Drop for CloneClient {
 /// while its session is part-way through a multipart message and the connection fails, and linger 0 drops it at
 /// the close (see `server_loop`'s module docs). The SUB sends only single-frame subscriptions; the DEALER's
 /// ICANHAZ is two small frames queued for a server that may be down, where a long linger would wait for
-/// ever, so it keeps this short linger and the residual race of `docs/LIBZMQ_TRAPS.md`. The update PUB, which
+/// ever, so it keeps this short linger and the residual race of `docs/book/src/libzmq-traps.md`. The update PUB, which
 /// sends multipart KVSETs of any size, is set up by `tickbox_zmqx::prepare_multipart_connector` instead.
 const CLOSE_LINGER_MS: i32 = 100;
 

@@ -1,4 +1,4 @@
-//! Clone: a replicated key-value store over 12/CHP (docs/PROTOCOLS.md §7) with Binary Star failover (§8). This crate
+//! Clone: a replicated key-value store over 12/CHP (docs/book/src/protocols.md §7) with Binary Star failover (§8). This crate
 //! is the whole family: the sans-IO engines ([`msg`] codec, [`engine::server`], [`engine::client`]) that never
 //! touch a socket (`tests/sans_io.rs` enforces it), and beside them the thin socket layers ([`server_loop`],
 //! [`client`], [`io`]), persistence ([`store`]) and the [`recipes`]. May depend on `tickbox-reliable` (Binary

@@ -14,7 +14,7 @@
 //! bound, so they never hold a message for a peer that is not connected. The SUBs send only single-frame subscriptions and the
 //! passive's DEALER a small request to a peer that may be down, so they keep the short
 //! [`ServerConfig::close_linger`] (never 0). `disconnect`/`unbind` would make the abort certain and are never
-//! used. The full account and the measurements are in `docs/LIBZMQ_TRAPS.md`. Snapshots are sent with `DONTWAIT` on
+//! used. The full account and the measurements are in `docs/book/src/libzmq-traps.md`. Snapshots are sent with `DONTWAIT` on
 //! the identity frame of a `ZMQ_ROUTER_MANDATORY` ROUTER, so a message is never abandoned half-written either.
 
 use std::path::PathBuf;

@@ -1,5 +1,5 @@
 //! Kind 6, `vendor`: a tickbox frame (topic, NUL, the wire header) whose payload is an 8-byte prefix and one
-//! vendor record, byte for byte as the vendor encoded it. See docs/WIRE.md section 6.
+//! vendor record, byte for byte as the vendor encoded it. See docs/book/src/wire.md section 6.
 
 use crate::error::FrameError;
 
@@ -233,7 +233,7 @@ mod tests {
         for cut in 0..out.len() {
             assert!(VendorFrame::decode(&out[..cut]).is_err());
         }
-        // Standard tickbox readers reject the kind, as docs/WIRE.md section 10 requires.
+        // Standard tickbox readers reject the kind, as docs/book/src/wire.md section 10 requires.
         assert!(tickbox_wire::MessageRef::decode(&out).is_err());
     }
 }

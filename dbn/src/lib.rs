@@ -2,7 +2,7 @@
 //!
 //! **Import** ([`import_files`]) reads DBN files (versions 1 to 3, plain or zstd), legacy DBZ files and
 //! headerless record fragments, and writes an archive journal whose records are tickbox frames of kind 6,
-//! `vendor` (docs/WIRE.md section 6): topic `V.<venue>.<symbol>` (venue: the dataset's first component; symbol:
+//! `vendor` (docs/book/src/wire.md section 6): topic `V.<venue>.<symbol>` (venue: the dataset's first component; symbol:
 //! from the file's symbology, else the instrument id), the 40-byte wire header (publisher id = the record's,
 //! per-publisher sequence from 1, `send_time_ns` = `ts_recv`, `origin_time_ns` = `ts_event`, session = the
 //! import run), then an 8-byte prefix (vendor, DBN version, rtype, source index) and the DBN record exactly as

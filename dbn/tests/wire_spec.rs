@@ -1,4 +1,4 @@
-//! Every example frame in docs/WIRE.md section 11, read from the document's own text and decoded: each kind as a
+//! Every example frame in docs/book/src/wire.md section 11, read from the document's own text and decoded: each kind as a
 //! single frame, the batch, the tap events, the vendor record and the Guide's two-frame envelope. A reader who
 //! works from the document alone decodes exactly these bytes; an example that no decoder accepts, or that decodes
 //! as something other than its heading says, fails here. (This crate sees both the wire decoder and the vendor
@@ -10,7 +10,7 @@ use tickbox_wire::{batch_records, is_batch, Kind, MessageRef};
 
 /// `(heading, [frame hex…])` for every `### ` heading of section 11 with `N bytes: \`hex\`` lines under it.
 fn examples() -> Vec<(String, Vec<Vec<u8>>)> {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/WIRE.md");
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/book/src/wire.md");
     let spec = std::fs::read_to_string(path).unwrap();
     let start = spec.find("## 11. Golden frames").expect("section 11");
     let end = spec[start..]
@@ -84,7 +84,7 @@ fn every_example_in_the_spec_decodes_as_its_heading_says() {
     ] {
         assert!(
             headings.contains(&want),
-            "docs/WIRE.md section 11 has no {want:?} example: {headings:?}"
+            "docs/book/src/wire.md section 11 has no {want:?} example: {headings:?}"
         );
     }
     for (heading, frames) in &examples {

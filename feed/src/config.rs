@@ -79,7 +79,7 @@ pub struct FeedConfig {
     pub wait_for_subscribers: usize,
     /// Upper bound on that wait; afterwards the shard starts anyway and logs a warning.
     pub subscriber_wait: HumanDuration,
-    /// `auto`: a shard packs up to `batch_max_records` messages into one batch frame (`#B`, docs/WIRE.md) while
+    /// `auto`: a shard packs up to `batch_max_records` messages into one batch frame (`#B`, docs/book/src/wire.md) while
     /// every subscriber of it reads batches (subscribed to "" and to "#B") and none holds another prefix; a
     /// batch is sent at the end of each pacer step, so no message waits longer than one step. `off` (default):
     /// one message per ZeroMQ message. `auto` makes the shard's socket a verbose XPUB, to see subscriptions.

@@ -24,7 +24,7 @@
 //! the XPUB, so bystanders receive zero cached copies; a late joiner subscribes, then asks the snapshot ROUTER
 //! (`snapshot`, `tickbox lvc --snapshot`) for the cached values of its prefixes and gets them, sent to it alone,
 //! followed by an end marker carrying how many were sent and whether the reply was complete (the protocol is in
-//! [`snapshot`] and `docs/LVC_SNAPSHOT.md`). The default, `"auto"`, is `snapshot` when a snapshot endpoint is
+//! [`snapshot`] and `docs/book/src/lvc-snapshot.md`). The default, `"auto"`, is `snapshot` when a snapshot endpoint is
 //! configured and `broadcast` otherwise, so a proxy without one serves plain Guide SUB clients exactly as before.
 //! Snapshot replies are served a slice (`snapshot_slice`) per poll wake-up after live traffic, never block on a
 //! client that does not read (`ROUTER_MANDATORY`, `snapshot_hwm`; such a reply is abandoned after
@@ -315,7 +315,7 @@ pub struct LvcConfig {
     /// The subscriber XPUB, the tap and the snapshot ROUTER send multipart messages to peers that may stall: a
     /// peer that acknowledges nothing for this long is disconnected (`ZMQ_TCP_MAXRT`), and closing waits at most
     /// twice this plus 1 s for stalled peers, so the proxy's close can never hit libzmq's `clean_pipes` abort
-    /// (`tickbox_zmqx::teardown`, docs/LIBZMQ_TRAPS.md). It bounds how long a stalled subscriber can hold the
+    /// (`tickbox_zmqx::teardown`, docs/book/src/libzmq-traps.md). It bounds how long a stalled subscriber can hold the
     /// proxy's stop.
     pub stalled_peer_timeout: HumanDuration,
     /// Most concurrent connections on each socket the proxy binds (subscribers, tap, snapshot, bound upstream);

@@ -244,7 +244,7 @@ impl Proxy {
         // The XPUB, the tap and the snapshot ROUTER forward multipart messages (Guide values, replies) to peers
         // that may stall; ZMQ_TCP_MAXRT and a linger longer than it mean closing them cannot hit libzmq's
         // clean_pipes abort, and a stalled peer holds the context's termination for at most the bound
-        // (`tickbox_zmqx::teardown`, docs/LIBZMQ_TRAPS.md).
+        // (`tickbox_zmqx::teardown`, docs/book/src/libzmq-traps.md).
         tickbox_zmqx::prepare_multipart_sender(
             &mut xpub,
             config.stalled_peer_timeout.0.max(Duration::from_millis(1)),

@@ -1,7 +1,7 @@
 //! The snapshot channel: a late joiner asks the proxy for the cached values of its topic prefixes and gets them,
 //! on a ROUTER socket beside the XPUB, sent to it alone (the Clone pattern's snapshot, for an LVC).
 //!
-//! **Protocol, version 1** (also in `docs/LVC_SNAPSHOT.md`). The client is a DEALER; every frame below is one
+//! **Protocol, version 1** (also in `docs/book/src/lvc-snapshot.md`). The client is a DEALER; every frame below is one
 //! ZeroMQ frame (the ROUTER's routing frame is added and removed by libzmq and is not part of the protocol).
 //!
 //! ```text

@@ -85,7 +85,7 @@ pub fn run_broker_gated(
 ) -> Result<BrokerStats, MdpError> {
     let mut socket = ctx.socket(zmq::ROUTER)?;
     // Requests and replies are multipart: ZMQ_TCP_MAXRT and a linger longer than it (BrokerConfig's
-    // stalled_peer_timeout, docs/LIBZMQ_TRAPS.md), so closing can never hit libzmq's clean_pipes abort.
+    // stalled_peer_timeout, docs/book/src/libzmq-traps.md), so closing can never hit libzmq's clean_pipes abort.
     tickbox_zmqx::prepare_multipart_sender(
         &mut socket,
         cfg.stalled_peer_timeout.0.max(Duration::from_millis(1)),

@@ -66,7 +66,7 @@ impl Client {
     }
 
     /// Connects every socket under `security` (role `broker`: CURVE with the broker's server key when
-    /// `[security]` says so). A refused call is answered `403 unauthorised: SERVICE` (docs/PROTOCOLS.md §2.5).
+    /// `[security]` says so). A refused call is answered `403 unauthorised: SERVICE` (docs/book/src/protocols.md §2.5).
     pub fn with_security(mut self, security: tickbox_auth::Security) -> Self {
         self.security = security;
         self.socket = None;

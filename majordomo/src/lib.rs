@@ -11,7 +11,7 @@
 //! * [`status`]: a tiny `tickbox.<component>.status` worker for data-plane components.
 //! * [`engine::titanic`]: the Titanic index and rules; [`titanic`] couples them to the journal and the broker.
 //!
-//! Frame layouts follow docs/PROTOCOLS.md §2–§4 byte for byte; [`proto`] holds the constants and the parsers.
+//! Frame layouts follow docs/book/src/protocols.md §2–§4 byte for byte; [`proto`] holds the constants and the parsers.
 
 pub mod board;
 pub mod broker;

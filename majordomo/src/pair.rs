@@ -1,4 +1,4 @@
-//! A Majordomo broker as one half of a Binary Star pair (docs/PROTOCOLS.md §8). The broker ROUTER is the voter
+//! A Majordomo broker as one half of a Binary Star pair (docs/book/src/protocols.md §8). The broker ROUTER is the voter
 //! socket: a client request is served only while this broker is active, and a passive broker takes over only
 //! when its peer has been silent for the expiry *and* a client request arrives (the reactor rule). Rejected
 //! requests are dropped silently; the client times out and tries the other broker.

@@ -527,7 +527,7 @@ fn open_attempt(
     s.set_linger(0)?;
     s.set_identity(&dispatch_identity(uuid, attempt))?;
     // Titanic calls services with its own key (role `broker`, as its workers): the grants see Titanic, so
-    // limit `titanic.*` to the keys that may reach the services behind it (docs/PROTOCOLS.md §2.4).
+    // limit `titanic.*` to the keys that may reach the services behind it (docs/book/src/protocols.md §2.4).
     security.client(&s, "broker")?;
     s.connect(broker)?;
     Ok(s)

@@ -83,7 +83,7 @@ impl MdpWorker {
         // Linger 0 by design: a reconnect discards the dead conversation, and READY must queue before the
         // connection is up, so the teardown rule (a linger of seconds) would hold a dead broker's worker that long.
         // The residual clean_pipes race (a broker stalled mid-reply hanging up at the close) is in
-        // docs/LIBZMQ_TRAPS.md.
+        // docs/book/src/libzmq-traps.md.
         s.set_linger(0)?;
         self.security.client(&s, "broker")?;
         s.connect(&self.endpoint)?;

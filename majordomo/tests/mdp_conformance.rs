@@ -1,5 +1,5 @@
 //! 7/MDP 0.1 + 18/MDP 0.2 conformance over real sockets. The peers here are raw zmq sockets speaking the frames
-//! of docs/PROTOCOLS.md §2–§3 directly, so the broker and the APIs are checked against the RFC, not against each other.
+//! of docs/book/src/protocols.md §2–§3 directly, so the broker and the APIs are checked against the RFC, not against each other.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

@@ -84,7 +84,7 @@ pub struct FreelanceServerConfig {
     /// it are dropped and counted in [`ServerStats::dropped_full`].
     pub max_queued_bytes: ByteSize,
     /// The peer-facing ROUTER sends multipart messages; it closes with a linger of twice this plus 1 s and
-    /// `ZMQ_TCP_MAXRT` set to this (the teardown rule of docs/LIBZMQ_TRAPS.md), so a stop can never hit the ZeroMQ library's `clean_pipes`
+    /// `ZMQ_TCP_MAXRT` set to this (the teardown rule of docs/book/src/libzmq-traps.md), so a stop can never hit the ZeroMQ library's `clean_pipes`
     /// abort (a peer stalled mid-message hanging up as the socket closes). The price: a peer that acknowledges no
     /// TCP data for this long is disconnected, and a stop with a stalled peer waits up to about this long.
     /// At least 1 ms is used.
@@ -154,7 +154,7 @@ pub fn run_freelance_server_with(
         ));
     }
     let mut s = ctx.socket(zmq::ROUTER)?;
-    // Replies are multipart: ZMQ_TCP_MAXRT and a linger longer than it (docs/LIBZMQ_TRAPS.md).
+    // Replies are multipart: ZMQ_TCP_MAXRT and a linger longer than it (docs/book/src/libzmq-traps.md).
     tickbox_zmqx::prepare_multipart_sender(
         &mut s,
         cfg.stalled_peer_timeout.0.max(Duration::from_millis(1)),

@@ -63,7 +63,7 @@ impl LazyPirate {
             let s = self.ctx.socket(zmq::REQ)?;
             // Linger 0 is the pattern: closing discards the unanswered request. A long linger would block on a
             // dead server for ever (no connection, so ZMQ_TCP_MAXRT never fires); the residual clean_pipes race
-            // is in docs/LIBZMQ_TRAPS.md ("What remains").
+            // is in docs/book/src/libzmq-traps.md ("What remains").
             s.set_linger(0)?;
             self.cfg.security.client(&s, "lazy")?;
             s.connect(&self.endpoint)?;

@@ -28,7 +28,7 @@ pub fn run_ppp_queue(
     let mut be = ctx.socket(zmq::ROUTER)?;
     let max_message = i64::try_from(cfg.max_message_bytes).unwrap_or(i64::MAX);
     for s in [&mut fe, &mut be] {
-        // Requests and replies are multipart: ZMQ_TCP_MAXRT and a linger longer than it (docs/LIBZMQ_TRAPS.md).
+        // Requests and replies are multipart: ZMQ_TCP_MAXRT and a linger longer than it (docs/book/src/libzmq-traps.md).
         tickbox_zmqx::prepare_multipart_sender(
             s,
             cfg.stalled_peer_timeout
@@ -122,7 +122,7 @@ impl PppWorker {
         if self.reconnect_at.is_some_and(|at| at <= now) {
             self.reconnect_at = None;
             let s = self.ctx.socket(zmq::DEALER)?;
-            // Linger 0 by design, as the MDP worker's (docs/LIBZMQ_TRAPS.md, "What remains").
+            // Linger 0 by design, as the MDP worker's (docs/book/src/libzmq-traps.md, "What remains").
             s.set_linger(0)?;
             self.security.client(&s, "queue.backend")?;
             s.connect(&self.endpoint)?;

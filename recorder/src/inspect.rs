@@ -45,7 +45,7 @@ pub struct RecordScan {
     pub missing: u64,
     /// LVC cached values (replays of an earlier value, outside the publisher's sequence).
     pub cached: u64,
-    /// Vendor records (kind 6 in `docs/WIRE.md`: an imported DBN record kept byte for byte); also counted in
+    /// Vendor records (kind 6 in `docs/book/src/wire.md`: an imported DBN record kept byte for byte); also counted in
     /// [`RecordScan::data`] and attributed to their publisher.
     pub vendor: u64,
     /// Records that are not tickbox frames.
@@ -156,7 +156,7 @@ impl RecordScan {
     }
 }
 
-/// Kind number of a vendor record (an imported record kept byte for byte, `docs/WIRE.md`). `tickbox_wire` does
+/// Kind number of a vendor record (an imported record kept byte for byte, `docs/book/src/wire.md`). `tickbox_wire` does
 /// not decode it (its payload has no fixed size), so the scan reads the fixed header itself.
 const VENDOR_KIND: u8 = 6;
 

@@ -1,4 +1,4 @@
-//! Binary Star: a primary/backup pair where exactly one server is active (docs/PROTOCOLS.md §8).
+//! Binary Star: a primary/backup pair where exactly one server is active (docs/book/src/protocols.md §8).
 //!
 //! # Public API (for servers that embed it: the Clone server, the Majordomo broker)
 //!

@@ -50,19 +50,19 @@ fn all_malformed_line(
         return format!(
             "all {received} messages received were malformed ({guide_malformed} are not a [topic][body] Guide \
              message: one frame, or more than two): is {endpoints} a publisher of the Guide's two-frame messages? \
-             A tickbox publisher is read with --framing tickbox (docs/WIRE.md section 2)"
+             A tickbox publisher is read with --framing tickbox (docs/book/src/wire.md section 2)"
         );
     }
     if guide_like > 0 && guide_like * 2 >= malformed {
         return format!(
             "all {received} frames received were malformed (none is a tickbox frame; {guide_like} look like the \
              ZeroMQ Guide's framing: multipart or plain text): is {endpoints} a plain ZeroMQ publisher? \
-             --framing guide reads the Guide's two-frame [topic][body] messages (docs/WIRE.md section 2)"
+             --framing guide reads the Guide's two-frame [topic][body] messages (docs/book/src/wire.md section 2)"
         );
     }
     format!(
         "all {received} frames received were malformed (none is a tickbox frame): is {endpoints} a tickbox \
-         publisher? (docs/WIRE.md section 2)"
+         publisher? (docs/book/src/wire.md section 2)"
     )
 }
 
@@ -90,7 +90,7 @@ mod tests {
         assert_eq!(
             line,
             "all 8 frames received were malformed (none is a tickbox frame): is tcp://a:1,tcp://b:2 a tickbox \
-             publisher? (docs/WIRE.md section 2)"
+             publisher? (docs/book/src/wire.md section 2)"
         );
     }
 

@@ -1,4 +1,4 @@
-//! The documented maxima of the count flags that make threads, sockets or connections (README, "Bounds"): a value
+//! The documented maxima of the count flags that make threads, sockets or connections (docs/book/src/bounds.md): a value
 //! over one is a usage error (one line, exit 2) before anything starts, not a start-up that allocates for
 //! minutes (`subscribe --workers 10000` took 95 s and 2.95 GB to start a 1 s run).
 
@@ -24,7 +24,7 @@ fn count(s: &str, what: &str, max: usize) -> Result<usize, String> {
         return Err(format!("at least 1 {what} is needed"));
     }
     if n > max {
-        return Err(format!("at most {max} {what} (README, Bounds)"));
+        return Err(format!("at most {max} {what} (docs/book/src/bounds.md)"));
     }
     Ok(n)
 }
@@ -40,7 +40,7 @@ pub(crate) fn max_connections(s: &str) -> Result<u64, String> {
         .map_err(|_| format!("'{s}' is not a count of connections"))?;
     if n > MAX_CONNECTIONS {
         return Err(format!(
-            "at most {MAX_CONNECTIONS} connections (README, Bounds)"
+            "at most {MAX_CONNECTIONS} connections (docs/book/src/bounds.md)"
         ));
     }
     Ok(n)

@@ -81,16 +81,16 @@ impl TickboxConfig {
         self.lvc.socket_profile = sockets.lvc.clone();
         self.subscriber.socket_profile = sockets.subscriber.clone();
         self.workers.socket_profile = sockets.workers.clone();
-        // The same maxima as the command-line flags (README, Bounds).
+        // The same maxima as the command-line flags (docs/book/src/bounds.md).
         anyhow::ensure!(
             (1..=crate::bounds::MAX_WORKERS).contains(&self.workers.count),
-            "[workers] count = {}: 1 to {} worker threads (README, Bounds)",
+            "[workers] count = {}: 1 to {} worker threads (docs/book/src/bounds.md)",
             self.workers.count,
             crate::bounds::MAX_WORKERS
         );
         anyhow::ensure!(
             self.subscriber.shards.len() <= crate::bounds::MAX_SHARDS,
-            "[[subscriber.shards]]: {} shards, at most {} (README, Bounds)",
+            "[[subscriber.shards]]: {} shards, at most {} (docs/book/src/bounds.md)",
             self.subscriber.shards.len(),
             crate::bounds::MAX_SHARDS
         );
@@ -103,7 +103,7 @@ impl TickboxConfig {
         ] {
             anyhow::ensure!(
                 n <= crate::bounds::MAX_CONNECTIONS,
-                "{key} = {n}: at most {} (README, Bounds)",
+                "{key} = {n}: at most {} (docs/book/src/bounds.md)",
                 crate::bounds::MAX_CONNECTIONS
             );
         }
@@ -152,12 +152,12 @@ mod tests {
     }
 
     #[test]
-    fn readme_reference_is_the_default_config() {
-        let readme = include_str!("../../README.md");
+    fn book_reference_is_the_default_config() {
+        let reference = include_str!("../../docs/book/src/config.md");
         let defaults = TickboxConfig::default().to_toml().unwrap();
         assert!(
-            readme.contains(&format!("```toml\n{defaults}```")),
-            "README's config reference is stale: paste the output of `tickbox config`"
+            reference.contains(&format!("```toml\n{defaults}```")),
+            "the book's config reference (docs/book/src/config.md) is stale: paste the output of `tickbox config`"
         );
     }
 

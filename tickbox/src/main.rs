@@ -174,7 +174,7 @@ fn main() -> ExitCode {
         }
     };
     // Long-running servers take connections from peers, one file descriptor each: their soft limit is raised to
-    // the hard one at start (README, Bounds).
+    // the hard one at start (docs/book/src/bounds.md).
     if matches!(
         cli.command,
         Command::Feed(_)

@@ -1,4 +1,4 @@
-//! A connection cap per bound socket (README, Bounds): `tickbox lvc --max-connections 3` admits three
+//! A connection cap per bound socket (docs/book/src/bounds.md): `tickbox lvc --max-connections 3` admits three
 //! subscribers, refuses (at the handshake, through ZAP) and counts every connection past them, and admits a
 //! legitimate subscriber again once others leave, which then gets the live stream. Before the cap, idle
 //! connections were bounded only by the file descriptors, and once those were gone a new subscriber got nothing.

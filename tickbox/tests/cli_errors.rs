@@ -1,6 +1,6 @@
 //! What an operator sees when something is wrong, and what scripts rely on: one error line with a hint, exit codes
-//! exactly as README's table documents them, logs without colour codes when stderr is not a terminal (and with
-//! them when it is), `-q`, and JSON log lines for log shippers.
+//! exactly as the book's table (docs/book/src/exit-codes.md) documents them, logs without colour codes when stderr
+//! is not a terminal (and with them when it is), `-q`, and JSON log lines for log shippers.
 
 mod common;
 
@@ -66,16 +66,16 @@ fn a_bad_config_file_is_one_error_naming_the_key() {
     assert!(!err.contains("ERROR"), "the error is printed twice:\n{err}");
 }
 
-/// README's exit-code table is the program's: every documented code is one the program defines (or clap's usage
+/// The book's exit-code table (docs/book/src/exit-codes.md) is the program's: every documented code is one the program defines (or clap's usage
 /// code 2), every defined code is documented, and the cheap ones are produced for real here.
 #[test]
-fn readme_exit_codes_are_the_programs() {
+fn book_exit_codes_are_the_programs() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
-    let table = readme
-        .split("### Exit codes")
+    let chapter = std::fs::read_to_string(root.join("docs/book/src/exit-codes.md")).unwrap();
+    let table = chapter
+        .split("# Exit codes")
         .nth(1)
-        .expect("README has an exit-code table");
+        .expect("the exit-code chapter has its table");
     let documented: BTreeSet<u8> = table
         .lines()
         .skip_while(|l| !l.starts_with('|'))
@@ -102,7 +102,7 @@ fn readme_exit_codes_are_the_programs() {
     defined.insert(2); // clap's usage error
     assert_eq!(
         documented, defined,
-        "README's exit codes differ from tickbox's"
+        "the book's exit codes differ from tickbox's"
     );
 
     assert_eq!(run(&["config"]).status.code(), Some(0));

@@ -217,7 +217,7 @@ fn an_interrupted_feed_counts_what_it_left_undelivered() {
     // The feed's kernel send buffer kept small (as the subscriber's receive buffer is), so what the subscriber
     // does not read stays in libzmq's queue, which is what `undelivered` can see: with the kernel's default
     // (auto-tuned to megabytes on loopback) a slow start could leave the whole run in kernel buffers, which count
-    // as delivered (README).
+    // as delivered (docs/book/src/recorder-replay.md).
     let dir = common::TempDir::new("feed-undelivered");
     let config = dir.path().join("tickbox.toml");
     std::fs::write(&config, "[context.sockets.feed]\nsndbuf = 4096\n").unwrap();

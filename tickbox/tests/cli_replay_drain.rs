@@ -144,7 +144,7 @@ fn a_subscriber_that_reads_everything_gets_every_record_and_the_replay_exits_0()
     assert_eq!(summary["undelivered"], 0, "{summary}");
 }
 
-/// Ctrl-C (or SIGTERM) skips the drain wait, as README says, and an interrupted replay whose reader never read
+/// Ctrl-C (or SIGTERM) skips the drain wait, as docs/book/src/recorder-replay.md says, and an interrupted replay whose reader never read
 /// says the records still queued were not delivered and exits 1 (it used to wait the whole --drain-timeout and
 /// exit 0 with `sent` counting records nobody received).
 #[test]

@@ -2,6 +2,7 @@
 //! crates below the sockets do not depend on ZeroMQ at all. Each family crate also has its own `tests/sans_io.rs`;
 //! this test covers the data-plane engines and the dependency rules across the workspace.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 fn workspace() -> PathBuf {
@@ -161,7 +162,7 @@ fn collect_sources(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// Tokens that look like a path to a Markdown file: `docs/PROTOCOLS.md`, `../../README.md`.
+/// Tokens that look like a path to a Markdown file: `docs/book/src/protocols.md`, `../../README.md`.
 fn markdown_references(text: &str) -> Vec<String> {
     let is_path_char = |c: char| c.is_ascii_alphanumeric() || "_-./".contains(c);
     let mut refs = Vec::new();
@@ -184,4 +185,376 @@ fn markdown_references(text: &str) -> Vec<String> {
         }
     }
     refs
+}
+
+/// README's crate map is the workspace's: a row for every crate `cargo metadata` lists and for nothing else, each
+/// naming exactly the workspace crates it depends on (normal dependencies; dev and build ones are not the map).
+#[test]
+fn readme_crate_map_matches_cargo_metadata() {
+    let root = workspace();
+    let out = std::process::Command::new(env!("CARGO"))
+        .args(["metadata", "--no-deps", "--format-version", "1"])
+        .current_dir(&root)
+        .output()
+        .expect("run cargo metadata");
+    assert!(
+        out.status.success(),
+        "cargo metadata failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let metadata: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let meta_root = PathBuf::from(metadata["workspace_root"].as_str().unwrap());
+    let packages = metadata["packages"].as_array().unwrap();
+    // The map names crates by folder (`units`), cargo by package name (`tickbox-units`).
+    let folder_of: BTreeMap<&str, String> = packages
+        .iter()
+        .map(|p| {
+            let manifest = Path::new(p["manifest_path"].as_str().unwrap());
+            let folder = manifest.parent().unwrap().strip_prefix(&meta_root).unwrap();
+            (
+                p["name"].as_str().unwrap(),
+                folder.to_string_lossy().into_owned(),
+            )
+        })
+        .collect();
+    let actual: BTreeMap<String, BTreeSet<String>> = packages
+        .iter()
+        .map(|p| {
+            let deps = p["dependencies"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|d| d["kind"].is_null())
+                .filter_map(|d| folder_of.get(d["name"].as_str().unwrap()).cloned())
+                .collect();
+            (folder_of[p["name"].as_str().unwrap()].clone(), deps)
+        })
+        .collect();
+
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let map = readme
+        .split("<!-- ANCHOR: crates -->")
+        .nth(1)
+        .and_then(|rest| rest.split("<!-- ANCHOR_END: crates -->").next())
+        .expect("README has the crate map between its ANCHOR comments (the book includes it from there)");
+    let mut documented = BTreeMap::new();
+    for row in map.lines().filter(|l| l.starts_with("| `")) {
+        let cells: Vec<&str> = row.trim_matches('|').split(" | ").collect();
+        assert_eq!(cells.len(), 3, "a crate-map row has three cells: {row}");
+        let krate = cells[0].trim().trim_matches('`').to_string();
+        // "auth, units (no ZeroMQ)": the notes in brackets are prose; "—" is no workspace dependency.
+        let listed = cells[2]
+            .split('(')
+            .next()
+            .unwrap()
+            .split(',')
+            .map(|d| d.trim().trim_matches('`'))
+            .filter(|d| !d.is_empty() && *d != "—")
+            .map(str::to_string)
+            .collect::<BTreeSet<_>>();
+        assert!(
+            documented.insert(krate.clone(), listed).is_none(),
+            "the crate map has two rows for {krate}"
+        );
+    }
+    let missing: Vec<_> = actual
+        .keys()
+        .filter(|k| !documented.contains_key(*k))
+        .collect();
+    let extra: Vec<_> = documented
+        .keys()
+        .filter(|k| !actual.contains_key(*k))
+        .collect();
+    assert!(
+        missing.is_empty() && extra.is_empty(),
+        "README's crate map lacks rows for {missing:?} and has rows for crates the workspace lacks: {extra:?}"
+    );
+    for (krate, deps) in &actual {
+        assert_eq!(
+            &documented[krate], deps,
+            "README's crate map lists other workspace dependencies for {krate} than its Cargo.toml has"
+        );
+    }
+}
+
+/// mdBook builds a book whose links point nowhere (and creates an empty chapter for a SUMMARY entry whose file is
+/// missing), so this checks what it does not: every relative link of the book and of README reaches a file of the
+/// repository, every `#anchor` into a Markdown file matches one of its headings as mdBook names them, every
+/// `{{#include}}` finds its file and anchor, and every chapter file is in the book's table of contents
+/// (docs/book/src/SUMMARY.md).
+#[test]
+fn book_and_readme_links_resolve() {
+    let root = workspace();
+    let src = root.join("docs/book/src");
+    let mut pages: Vec<PathBuf> = std::fs::read_dir(&src)
+        .expect("docs/book/src")
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect();
+    pages.sort();
+    assert!(pages.len() > 10, "found only {} chapters", pages.len());
+    let summary_path = root.join("docs/book/src/SUMMARY.md");
+    let summary = std::fs::read_to_string(&summary_path).unwrap();
+    let mut broken = Vec::new();
+    for page in &pages {
+        let name = page.file_name().unwrap().to_string_lossy();
+        if *page != summary_path && !summary.contains(&format!("]({name})")) {
+            broken.push(format!(
+                "{name} is not in docs/book/src/SUMMARY.md, so mdBook leaves it out"
+            ));
+        }
+    }
+    pages.push(root.join("README.md"));
+    for page in &pages {
+        let text = std::fs::read_to_string(page).unwrap();
+        let shown = page.strip_prefix(&root).unwrap().display().to_string();
+        let dir = page.parent().unwrap();
+        for target in markdown_links(&text) {
+            if target.contains("://") || target.starts_with("mailto:") {
+                continue;
+            }
+            let (path, anchor) = match target.split_once('#') {
+                Some((p, a)) => (p, Some(a)),
+                None => (target.as_str(), None),
+            };
+            let file = if path.is_empty() {
+                page.clone()
+            } else {
+                dir.join(path)
+            };
+            if !file.exists() || !file.canonicalize().unwrap().starts_with(&root) {
+                broken.push(format!("{shown}: {target}: no such file in the repository"));
+                continue;
+            }
+            if let Some(anchor) = anchor {
+                let heading_ids = heading_ids(&std::fs::read_to_string(&file).unwrap_or_default());
+                if !heading_ids.iter().any(|id| id == anchor) {
+                    broken.push(format!("{shown}: {target}: no heading has the id {anchor}"));
+                }
+            }
+        }
+        for include in text.split("{{#include ").skip(1) {
+            let spec = include.split("}}").next().unwrap().trim();
+            let (path, anchor) = spec.split_once(':').unwrap_or((spec, ""));
+            match std::fs::read_to_string(dir.join(path)) {
+                Ok(included) => {
+                    if !anchor.is_empty() && !included.contains(&format!("ANCHOR: {anchor} ")) {
+                        broken.push(format!("{shown}: include {spec}: no ANCHOR {anchor}"));
+                    }
+                }
+                Err(e) => broken.push(format!("{shown}: include {spec}: {e}")),
+            }
+        }
+    }
+    assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
+}
+
+/// Text with fenced code blocks and inline code spans blanked out: a link or heading shown as code is not one.
+fn prose_of(text: &str) -> String {
+    let mut prose = String::new();
+    let mut fenced = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+            prose.push('\n');
+            continue;
+        }
+        if !fenced {
+            let mut in_code = false;
+            for c in line.chars() {
+                if c == '`' {
+                    in_code = !in_code;
+                } else if !in_code {
+                    prose.push(c);
+                }
+            }
+        }
+        prose.push('\n');
+    }
+    prose
+}
+
+/// The targets of the inline links `[text](target)` of a Markdown text.
+fn markdown_links(text: &str) -> Vec<String> {
+    let prose = prose_of(text);
+    prose
+        .split("](")
+        .skip(1)
+        .filter_map(|rest| rest.split(')').next())
+        .map(|target| target.split_whitespace().next().unwrap_or("").to_string())
+        .collect()
+}
+
+/// The ids mdBook gives the headings of a chapter: the heading's text without markup, letters and digits kept
+/// (ASCII lowercased), whitespace made `-`, everything else dropped; a repeated id gets `-1`, `-2`, ...
+fn heading_ids(text: &str) -> Vec<String> {
+    let mut ids: Vec<String> = Vec::new();
+    let mut fenced = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+            continue;
+        }
+        let Some(title) = line.strip_prefix('#') else {
+            continue;
+        };
+        if fenced {
+            continue;
+        }
+        let title = title.trim_start_matches('#');
+        if !title.starts_with(' ') {
+            continue;
+        }
+        // Markup that does not reach the rendered text: code ticks, emphasis, a link's target.
+        let mut plain = String::new();
+        let mut chars = title.trim().chars().peekable();
+        while let Some(c) = chars.next() {
+            match c {
+                '`' | '*' => {}
+                ']' if chars.peek() == Some(&'(') => {
+                    for c in chars.by_ref() {
+                        if c == ')' {
+                            break;
+                        }
+                    }
+                }
+                '[' => {}
+                c => plain.push(c),
+            }
+        }
+        let id: String = plain
+            .chars()
+            .filter_map(|c| {
+                if c.is_alphanumeric() || c == '_' || c == '-' {
+                    Some(c.to_ascii_lowercase())
+                } else if c.is_whitespace() {
+                    Some('-')
+                } else {
+                    None
+                }
+            })
+            .collect();
+        let repeats = ids
+            .iter()
+            .filter(|seen| {
+                *seen == &id
+                    || seen
+                        .strip_prefix(&format!("{id}-"))
+                        .is_some_and(|n| n.parse::<u32>().is_ok())
+            })
+            .count();
+        ids.push(if repeats == 0 {
+            id
+        } else {
+            format!("{id}-{repeats}")
+        });
+    }
+    ids
+}
+
+/// The book's configuration reference covers the program's configuration both ways: every key `tickbox config`
+/// prints has a row in its section's table, and every row names a key the program accepts. A key that is not
+/// printed by default (an optional endpoint, a per-role table) is written into a config file and loaded: the
+/// config types reject unknown keys, so only a key that does not exist is refused as `unknown field`.
+#[test]
+fn book_config_reference_documents_every_key() {
+    let root = workspace();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tickbox"))
+        .arg("config")
+        .output()
+        .expect("run tickbox config");
+    assert!(out.status.success(), "tickbox config failed");
+    let defaults: toml::Table = toml::from_str(&String::from_utf8(out.stdout).unwrap()).unwrap();
+    let mut printed = BTreeSet::new();
+    let mut tables = BTreeSet::new();
+    config_keys(&defaults, "", &mut printed, &mut tables);
+    assert!(printed.len() > 100, "only {} keys printed", printed.len());
+
+    let chapter = std::fs::read_to_string(root.join("docs/book/src/config.md")).unwrap();
+    let mut rows = Vec::new();
+    let mut section: Option<(String, bool)> = None;
+    for line in chapter.lines() {
+        if let Some(heading) = line.strip_prefix("## `[") {
+            let array = heading.starts_with('[');
+            let name = heading.trim_start_matches('[').split(']').next().unwrap();
+            section = Some((name.to_string(), array));
+        } else if line.starts_with("## ") {
+            section = None;
+        } else if let (Some((name, array)), Some(cell)) = (&section, line.strip_prefix("| `")) {
+            let key = cell.split('`').next().unwrap();
+            rows.push((name.clone(), *array, key.to_string()));
+        }
+    }
+    let documented: BTreeSet<String> = rows.iter().map(|(s, _, k)| format!("{s}.{k}")).collect();
+    let undocumented: Vec<_> = printed.difference(&documented).collect();
+    assert!(
+        undocumented.is_empty(),
+        "keys `tickbox config` prints that docs/book/src/config.md does not document: {undocumented:?}"
+    );
+
+    // A file of this process's own, removed below; no other test of this binary writes it.
+    let probe =
+        std::env::temp_dir().join(format!("tickbox-config-probe-{}.toml", std::process::id()));
+    let mut unknown = Vec::new();
+    for (section, array, key) in &rows {
+        let path = format!("{section}.{key}");
+        if printed.contains(&path) || tables.contains(&path) {
+            continue;
+        }
+        let header = if *array {
+            format!("[[{section}]]")
+        } else {
+            format!("[{section}]")
+        };
+        // A value of no config field's type: a known key fails on its type (or loads), an unknown one by name.
+        std::fs::write(&probe, format!("{header}\n{key} = {{ probe = true }}\n")).unwrap();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_tickbox"))
+            .args(["--config", probe.to_str().unwrap(), "config"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        // `probe` itself is unknown to a field whose type is a table: the key was found.
+        if err.contains("unknown field") && !err.contains("unknown field `probe`") {
+            unknown.push(format!("{path}: {}", err.trim()));
+        }
+    }
+    let _ = std::fs::remove_file(&probe);
+    assert!(
+        unknown.is_empty(),
+        "docs/book/src/config.md documents keys the program does not have:\n{}",
+        unknown.join("\n")
+    );
+}
+
+/// Dotted paths of the leaf keys of a config (`feed.rate`; an array of tables counts its first table's keys under
+/// the array's path, `feed.shards.endpoint`), and of its tables.
+fn config_keys(
+    table: &toml::Table,
+    prefix: &str,
+    leaves: &mut BTreeSet<String>,
+    tables: &mut BTreeSet<String>,
+) {
+    for (key, value) in table {
+        let path = if prefix.is_empty() {
+            key.clone()
+        } else {
+            format!("{prefix}.{key}")
+        };
+        match value {
+            toml::Value::Table(inner) => {
+                tables.insert(path.clone());
+                config_keys(inner, &path, leaves, tables);
+            }
+            toml::Value::Array(items) if items.first().is_some_and(toml::Value::is_table) => {
+                tables.insert(path.clone());
+                for item in items {
+                    config_keys(item.as_table().unwrap(), &path, leaves, tables);
+                }
+            }
+            _ => {
+                leaves.insert(path);
+            }
+        }
+    }
 }

@@ -1,4 +1,4 @@
-//! Runs the reference Python decoder (`tools/tickbox_decode.py`, written from `docs/WIRE.md` alone) against the
+//! Runs the reference Python decoder (`tools/tickbox_decode.py`, written from `docs/book/src/wire.md` alone) against the
 //! spec's golden frames and against a live `tickbox feed`, and holds what it decodes against the Rust decoder and
 //! the feed's own account of what it sent: a second implementation of the spec agreeing with the first.
 
@@ -231,9 +231,10 @@ fn expected(frame: &[u8]) -> Value {
     })
 }
 
-/// The golden frames of `docs/WIRE.md`: every "N bytes: `HEX`" line.
+/// The golden frames of `docs/book/src/wire.md`: every "N bytes: `HEX`" line.
 fn spec_goldens() -> Vec<Vec<u8>> {
-    let spec = std::fs::read_to_string(repo_file("docs/WIRE.md")).expect("read docs/WIRE.md");
+    let spec = std::fs::read_to_string(repo_file("docs/book/src/wire.md"))
+        .expect("read docs/book/src/wire.md");
     spec.lines()
         .filter_map(|line| {
             let (count, rest) = line.split_once(" bytes: `")?;
@@ -321,7 +322,7 @@ fn python_decoder_reads_the_golden_and_edge_frames_as_rust_does() {
         "five kinds, a version 1 quote, a batch, two tap events and a vendor record"
     );
     // The Python reference decoder reads kinds 1-5, batches and tap events; a vendor record (kind 6, a DBN record
-    // carried as is) is decoded from docs/WIRE.md's own example by dbn/tests/wire_spec.rs instead.
+    // carried as is) is decoded from docs/book/src/wire.md's own example by dbn/tests/wire_spec.rs instead.
     let mut frames: Vec<Vec<u8>> = goldens
         .into_iter()
         .filter(|f| {

@@ -423,8 +423,8 @@ pub fn check_exposure(binds: &[(String, String)], curve: bool, ip_fenced: bool) 
                  read, publish or steer"
             ),
             fix: Some(
-                "add [security] mechanism = \"curve\" with certificate and allow (see README, Securing a \
-                 deployment), or allow_ips"
+                "add [security] mechanism = \"curve\" with certificate and allow (see docs/book/src/security.md), or \
+                 allow_ips"
                     .into(),
             ),
         })

@@ -12,7 +12,7 @@
 //!
 //! **Guide capture framing.** With `[lvc] tap_framing = "guide"` every tap message is instead two frames,
 //! `[topic][value]`: a wire frame under its topic, an event under the topic `0x00`, each with the frame described
-//! here as the value; plain multipart messages pass as they came (`tickbox_lvc::tap::Framing`, docs/WIRE.md
+//! here as the value; plain multipart messages pass as they came (`tickbox_wire::Framing`, docs/book/src/wire.md
 //! section 9).
 //!
 //! **Never slowing the proxy.** The tap is an XPUB with its own per-consumer HWM (`tap_hwm`), and every send is

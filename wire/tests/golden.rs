@@ -1,5 +1,5 @@
 //! Golden frames: one concrete frame per kind, pinned byte for byte against the encoder and the decoder, and
-//! against the specification (`docs/WIRE.md`), which shows the same frames as hex dumps. A change to the wire
+//! against the specification (`docs/book/src/wire.md`), which shows the same frames as hex dumps. A change to the wire
 //! format fails here until the spec, these frames and (for a layout change) the version byte are updated together.
 
 use tickbox_wire::tap::{encode_event, TapFrame};
@@ -303,7 +303,7 @@ fn goldens_are_rejected_once_mangled() {
 }
 
 fn spec() -> String {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/WIRE.md");
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/book/src/wire.md");
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
 }
 
@@ -362,12 +362,12 @@ fn the_spec_shows_every_golden_frame() {
     for (name, hex_text) in all {
         assert!(
             spec.contains(&format!("`{hex_text}`")),
-            "docs/WIRE.md lacks the {name} golden frame as one hex string: {hex_text}"
+            "docs/book/src/wire.md lacks the {name} golden frame as one hex string: {hex_text}"
         );
         assert_eq!(
             hex(&annotated_dump(&spec, name)),
             hex_text,
-            "docs/WIRE.md's annotated {name} dump differs from the golden frame"
+            "docs/book/src/wire.md's annotated {name} dump differs from the golden frame"
         );
     }
 }
@@ -386,7 +386,7 @@ fn the_spec_states_every_kind_and_size() {
         );
         assert!(
             spec.contains(&row),
-            "docs/WIRE.md's kinds table lacks the row {row}"
+            "docs/book/src/wire.md's kinds table lacks the row {row}"
         );
     }
     for fact in [
@@ -395,6 +395,9 @@ fn the_spec_states_every_kind_and_size() {
         format!("| `CACHED` | {} |", Flags::CACHED.0),
         format!("| `REPLAY` | {} |", Flags::REPLAY.0),
     ] {
-        assert!(spec.contains(&fact), "docs/WIRE.md does not say {fact:?}");
+        assert!(
+            spec.contains(&fact),
+            "docs/book/src/wire.md does not say {fact:?}"
+        );
     }
 }

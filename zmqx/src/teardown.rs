@@ -7,7 +7,7 @@
 //! back and asserts. The session terminates the pipe without delay at a close with linger 0, when a positive
 //! linger's timer expires, and on `unbind()`. Measured (`zmqx/tests/clean_pipes.rs`): linger 0 with a
 //! disconnect aborts every round; a close with linger 200 ms aborts 9 of 100 rounds when the peer hangs up
-//! within 0.2 ms of the linger's end. `docs/LIBZMQ_TRAPS.md` has the full account.
+//! within 0.2 ms of the linger's end. `docs/book/src/libzmq-traps.md` has the full account.
 //!
 //! **The rule.** [`prepare_multipart_sender`] sets both halves:
 //!
@@ -45,7 +45,7 @@
 //!   down, or between reconnections) waits the whole linger at termination.
 //!   [`prepare_multipart_connector`] adds `ZMQ_IMMEDIATE` so that no such message exists; where a protocol
 //!   needs to queue a request before the connection is up (a Lazy Pirate or Majordomo client), the socket keeps
-//!   its short linger and the residual race documented in `docs/LIBZMQ_TRAPS.md`.
+//!   its short linger and the residual race documented in `docs/book/src/libzmq-traps.md`.
 //!
 //! `disconnect()` and `unbind()` must still never be called on these sockets: `unbind()` terminates the
 //! accepted sessions' pipes whatever the linger, and aborts every time a stalled peer then hangs up.

@@ -61,13 +61,13 @@ pub struct BrokerConfig {
     /// peer is throttled by TCP back-pressure instead of growing the socket library's receive pipe.
     pub receive_hwm: i32,
     /// The peer-facing ROUTER sends multipart messages; it closes with a linger of twice this plus 1 s and
-    /// `ZMQ_TCP_MAXRT` set to this (the teardown rule of docs/LIBZMQ_TRAPS.md), so a stop can never hit the ZeroMQ library's `clean_pipes`
+    /// `ZMQ_TCP_MAXRT` set to this (the teardown rule of docs/book/src/libzmq-traps.md), so a stop can never hit the ZeroMQ library's `clean_pipes`
     /// abort (a peer stalled mid-message hanging up as the socket closes). The price: a peer that acknowledges no
     /// TCP data for this long is disconnected, and a stop with a stalled peer waits up to about this long.
     /// At least 1 ms is used.
     pub stalled_peer_timeout: HumanDuration,
     /// `[security]`, shared by the binary: the ROUTER's CURVE/ZAP set-up (role `broker`) and the per-key service
-    /// grants every client request is checked against (docs/PROTOCOLS.md §2.5). The default grants everything.
+    /// grants every client request is checked against (docs/book/src/protocols.md §2.5). The default grants everything.
     #[serde(skip)]
     pub security: tickbox_auth::Security,
 }
@@ -233,7 +233,7 @@ pub fn show_identity(id: &[u8]) -> String {
     }
 }
 
-/// The one-frame body of the reply to a refused request: `403 unauthorised: SERVICE` (docs/PROTOCOLS.md §2.5).
+/// The one-frame body of the reply to a refused request: `403 unauthorised: SERVICE` (docs/book/src/protocols.md §2.5).
 pub fn unauthorised_reply(service: &str) -> String {
     format!("403 unauthorised: {service}")
 }

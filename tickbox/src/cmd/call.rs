@@ -36,7 +36,7 @@ fn render(frame: &[u8]) -> String {
     }
 }
 
-/// True for the broker's answer to a call the `[security]` grants refuse (docs/PROTOCOLS.md §2.4).
+/// True for the broker's answer to a call the `[security]` grants refuse (docs/book/src/protocols.md §2.4).
 fn is_unauthorised(reply: &[Vec<u8>]) -> bool {
     matches!(reply, [only] if only.starts_with(b"403 unauthorised: "))
 }

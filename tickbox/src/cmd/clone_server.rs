@@ -81,7 +81,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     if let Some(v) = args.max_connections {
         server_config.max_connections = v;
     }
-    // The server's sockets are capped (README, Bounds); the handle also runs the ZAP handler that refuses.
+    // The server's sockets are capped (docs/book/src/bounds.md); the handle also runs the ZAP handler that refuses.
     let security = server_config
         .security
         .cap_connections(&["clone"], server_config.max_connections);

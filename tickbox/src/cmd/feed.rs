@@ -86,7 +86,7 @@ pub(crate) struct Args {
     /// Deprecated spelling of `--back-pressure block`.
     #[arg(long, hide = true, conflicts_with = "back_pressure")]
     no_drop: bool,
-    /// `auto`: pack up to 64 messages per ZeroMQ message (a `#B` batch frame, docs/WIRE.md) while every
+    /// `auto`: pack up to 64 messages per ZeroMQ message (a `#B` batch frame, docs/book/src/wire.md) while every
     /// subscriber of a shard reads batches (subscribed to "" and "#B") and none holds another prefix; each
     /// pacer step's batch goes out at its end. `off` (the default, or `[feed] batch`): one message each.
     #[arg(long, value_name = "off|auto")]

@@ -122,7 +122,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     let duration = args.duration;
     let broker = args.broker.clone();
     let mut lvc_config = apply(args, config.lvc.clone());
-    // Every socket the proxy binds is capped (README, Bounds); the handle also runs the ZAP handler that refuses.
+    // Every socket the proxy binds is capped (docs/book/src/bounds.md); the handle also runs the ZAP handler that refuses.
     let security = config
         .auth
         .cap_connections(&["lvc"], lvc_config.max_connections);

@@ -74,7 +74,7 @@ pub(crate) struct Args {
     #[arg(long)]
     to_seq: Option<u64>,
     /// Most records per batch frame (one ZeroMQ message carrying several records), used on a shard only while
-    /// every subscriber of it reads batches (subscribed to "" and to "#B"; see docs/WIRE.md); 0 or 1 sends one
+    /// every subscriber of it reads batches (subscribed to "" and to "#B"; see docs/book/src/wire.md); 0 or 1 sends one
     /// record per message. Default from config (`replay_batch_records`, 64).
     #[arg(long, value_name = "N")]
     batch: Option<u16>,

@@ -106,7 +106,7 @@ pub(crate) struct Args {
     pub json: bool,
     /// Write one NDJSON line per record a worker handled to PATH (topic, kind, publisher, sequence, origin time,
     /// cached, worker; each worker's lines in its handling order), written in 64 KiB chunks and at exit. The
-    /// lines written are reported on stderr; a write error is exit 1. See README "The tape".
+    /// lines written are reported on stderr; a write error is exit 1. See docs/book/src/black-box.md, "The tape".
     #[arg(long, value_name = "PATH", conflicts_with = "group")]
     pub tape: Option<std::path::PathBuf>,
     #[command(flatten)]
