@@ -5,8 +5,8 @@
 //! depend on `tickbox-reliable` (the engine), `tickbox-zmqx` and `zmq`; nothing above it.
 //!
 //! The server loop adds [`BstarNode::socket`] to its own `zmq::poll` set (POLLIN), calls
-//! [`BstarNode::on_readable`] when it fires, [`BstarNode::handle_timeout`] on every turn, and [`BstarNode::vote`] for every
-//! request on its voter socket; [`BstarNode::poll_timeout_ms`] bounds the poll.
+//! [`BstarNode::on_readable`] when it fires, [`BstarNode::handle_timeout`] on every turn, and [`BstarNode::vote`]
+//! for every request on its voter socket; [`BstarNode::poll_timeout_ms`] bounds the poll.
 
 #![warn(missing_docs)]
 

@@ -312,8 +312,8 @@ pub struct MessengerEngine {
     pending: BTreeMap<u64, PendingMsg>,
     pending_bytes: usize,
     seen: HashMap<[u8; 16], Sender>,
-    /// The latest time given to `send` or `handle_timeout`: how recently a sender was heard is measured against it, so the
-    /// engine never reads a clock itself.
+    /// The latest time given to `send` or `handle_timeout`: how recently a sender was heard is measured against it,
+    /// so the engine never reads a clock itself.
     now: Option<Instant>,
     out: VecDeque<MsgAction>,
     /// Counters since the engine was created.

@@ -1,8 +1,8 @@
 //! The Clone server engine (sans-IO). The socket loop lives in [`crate::server_loop`].
 //!
 //! The engine owns the map, the sequence counter, TTL expiries, the Binary Star pending list and the passive
-//! mirror. It never touches sockets or clocks: events go in (`handle_kvset`, `handle_peer_kvpub`, `handle_timeout`, ...) and
-//! messages to publish come out.
+//! mirror. It never touches sockets or clocks: events go in (`handle_kvset`, `handle_peer_kvpub`, `handle_timeout`,
+//! ...) and messages to publish come out.
 #![deny(clippy::disallowed_methods, clippy::disallowed_types)]
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};

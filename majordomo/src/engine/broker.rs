@@ -296,7 +296,8 @@ impl Broker {
     }
 
     /// Handle one message received on the ROUTER (frame 0 is the sender identity). Malformed input is counted
-    /// and dropped; nothing here can panic on bad bytes. The sender is unauthenticated: see [`Broker::handle_input_from`].
+    /// and dropped; nothing here can panic on bad bytes. The sender is unauthenticated: see
+    /// [`Broker::handle_input_from`].
     pub fn handle_input(&mut self, now: Instant, frames: Frames) {
         self.handle_input_from(now, frames, None);
     }
