@@ -11,6 +11,7 @@
 //! reports both with the descriptor, so a disconnection is counted once even when libzmq reports it twice, and
 //! one of a connection made by the socket itself (not accepted) is ignored. A refused connection counts while it
 //! exists (it holds a descriptor) and leaves when libzmq closes it.
+#![deny(clippy::disallowed_methods, clippy::disallowed_types)]
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -1,5 +1,6 @@
 //! The ZAP policy engine (ZeroMQ RFC 27), sans-IO: a request's frames in, a verdict and its reply frames out. The
 //! socket loop in `zap` owns the socket, the clock and the allow directories; this module decides.
+#![deny(clippy::disallowed_methods, clippy::disallowed_types)]
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;

@@ -5,8 +5,8 @@
 //! depend on `tickbox-reliable` (the engine), `tickbox-zmqx` and `zmq`; nothing above it.
 //!
 //! The server loop adds [`BstarNode::socket`] to its own `zmq::poll` set (POLLIN), calls
-//! [`BstarNode::on_readable`] when it fires, [`BstarNode::tick`] on every turn, and [`BstarNode::vote`] for every
-//! request on its voter socket; [`BstarNode::poll_timeout_ms`] bounds the poll.
+//! [`BstarNode::on_readable`] when it fires, [`BstarNode::handle_timeout`] on every turn, and [`BstarNode::vote`]
+//! for every request on its voter socket; [`BstarNode::poll_timeout_ms`] bounds the poll.
 
 #![warn(missing_docs)]
 
@@ -135,7 +135,7 @@ impl BstarNode {
                 );
                 continue;
             }
-            match self.engine.on_peer_frame(&parts[0], now) {
+            match self.engine.handle_peer_frame(now, &parts[0]) {
                 Ok(Transition::None) => {}
                 Ok(t) => result = t,
                 Err(BstarError::BadStateFrame(text)) => {
@@ -149,8 +149,9 @@ impl BstarNode {
     }
 
     /// Publish our state if a heartbeat is due. Call every loop turn.
-    pub fn tick(&mut self, now: Instant) -> Result<(), BstarNodeError> {
-        if let Some(frame) = self.engine.poll_heartbeat(now) {
+    pub fn handle_timeout(&mut self, now: Instant) -> Result<(), BstarNodeError> {
+        self.engine.handle_timeout(now);
+        if let Some(frame) = self.engine.poll_output() {
             match self.publisher.send(frame, zmq::DONTWAIT) {
                 Ok(()) | Err(zmq::Error::EAGAIN) => {}
                 Err(err) => return Err(err.into()),
@@ -161,16 +162,19 @@ impl BstarNode {
 
     /// A client request arrived on the voter socket.
     pub fn vote(&mut self, now: Instant) -> (Vote, Transition) {
-        let result = self.engine.on_client_request(now);
+        let result = self.engine.handle_client_request(now);
         if result.1 != Transition::None {
             // Publish the new state immediately so the peer stops waiting.
-            let _ = self.tick(now);
+            let _ = self.handle_timeout(now);
         }
         result
     }
 
     /// Milliseconds until the next heartbeat, for `zmq::poll`.
     pub fn poll_timeout_ms(&self, now: Instant) -> i64 {
-        tickbox_zmqx::socket::poll_ms_until(self.engine.next_deadline(), now)
+        match self.engine.poll_timeout() {
+            Some(deadline) => tickbox_zmqx::socket::poll_ms_until(deadline, now),
+            None => -1,
+        }
     }
 }

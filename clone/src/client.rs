@@ -598,15 +598,18 @@ impl Agent<'_> {
         }
     }
 
-    fn next_deadline(&self) -> Instant {
-        let mut d = self.engine.next_deadline();
-        for a in self.awaiting.values() {
-            d = d.min(a.next_resend).min(a.deadline);
-        }
-        for l in self.leases.values() {
-            d = d.min(l.next_refresh);
-        }
-        d
+    fn poll_timeout(&self) -> Option<Instant> {
+        let resends = self
+            .awaiting
+            .values()
+            .flat_map(|a| [a.next_resend, a.deadline]);
+        let refreshes = self.leases.values().map(|l| l.next_refresh);
+        self.engine
+            .poll_timeout()
+            .into_iter()
+            .chain(resends)
+            .chain(refreshes)
+            .min()
     }
 }
 
@@ -656,7 +659,7 @@ fn agent(
     };
     let mut changes = Vec::new();
     loop {
-        while let Some(action) = a.engine.poll_action() {
+        while let Some(action) = a.engine.poll_output() {
             match action {
                 ClientAction::Connect(i) => a.connect(i)?,
                 ClientAction::SendIcanhaz => {
@@ -679,8 +682,10 @@ fn agent(
         }
         let now = Instant::now();
         let timeout = a
-            .next_deadline()
-            .saturating_duration_since(now)
+            .poll_timeout()
+            .map_or(Duration::from_millis(1000), |d| {
+                d.saturating_duration_since(now)
+            })
             .min(Duration::from_millis(1000));
         let timeout = poll_ms(timeout);
         let (r_pipe, r_sub, r_dealer) = {
@@ -701,7 +706,7 @@ fn agent(
                 for _ in 0..4096 {
                     match d.recv_multipart(zmq::DONTWAIT) {
                         Ok(parts) => match KvMsg::decode(&parts) {
-                            Ok(msg) => a.engine.on_snapshot(msg, now, &mut changes),
+                            Ok(msg) => a.engine.handle_snapshot(now, msg, &mut changes),
                             Err(err) => {
                                 a.malformed += 1;
                                 tracing::warn!(
@@ -724,7 +729,7 @@ fn agent(
                                 if msg.key == NOPE {
                                     refused(&mut a.awaiting, &msg, &pipe);
                                 }
-                                a.engine.on_update(msg, now, &mut changes)
+                                a.engine.handle_update(now, msg, &mut changes)
                             }
                             Err(err) => {
                                 a.malformed += 1;
@@ -759,7 +764,7 @@ fn agent(
                 }
             }
         }
-        a.engine.on_tick(now);
+        a.engine.handle_timeout(now);
         a.timers(now, &pipe);
     }
 }

@@ -1,4 +1,5 @@
 //! CHP (12/CHP) messages: the five-frame `[key][seq][uuid][props][value]` layout and the two-frame ICANHAZ.
+#![deny(clippy::disallowed_methods, clippy::disallowed_types)]
 
 use std::fmt;
 

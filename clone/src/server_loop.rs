@@ -731,9 +731,12 @@ fn run(
             break Ok(());
         }
         let now = Instant::now();
-        let mut deadline = engine.next_deadline().min(now + Duration::from_millis(100));
-        if let Some((node, _, _)) = &ha {
-            deadline = deadline.min(node.engine().next_deadline());
+        let mut deadline = now + Duration::from_millis(100);
+        let node_deadline = ha
+            .as_ref()
+            .and_then(|(node, _, _)| node.engine().poll_timeout());
+        for d in [engine.poll_timeout(), node_deadline].into_iter().flatten() {
+            deadline = deadline.min(d);
         }
         if !jobs.is_empty() {
             // Blocked jobs wait for their requesters to read; a short poll retries them without spinning.
@@ -782,7 +785,8 @@ fn run(
                 match node.on_readable(now) {
                     Ok(Transition::BecameActive) => {
                         peer_sync = None;
-                        engine.become_active(now, &mut out);
+                        engine.become_active(now);
+                        out.extend(std::iter::from_fn(|| engine.poll_output()));
                         compact_after_takeover(&mut store, &engine);
                     }
                     Ok(Transition::BecamePassive) => {
@@ -835,7 +839,8 @@ fn run(
                     let (vote, transition) = node.vote(now);
                     if transition == Transition::BecameActive {
                         peer_sync = None;
-                        engine.become_active(now, &mut out);
+                        engine.become_active(now);
+                        out.extend(std::iter::from_fn(|| engine.poll_output()));
                         compact_after_takeover(&mut store, &engine);
                     }
                     if vote == Vote::Reject {
@@ -940,7 +945,7 @@ fn run(
                 match KvMsg::decode(&parts) {
                     Ok(msg) => {
                         let uuid = msg.uuid;
-                        match engine.on_kvset_from(msg, user, now) {
+                        match engine.handle_kvset_from(now, msg, user) {
                             KvsetOutcome::Published(m) => out.push(m),
                             KvsetOutcome::Dropped(reason) => {
                                 warn_limited!(
@@ -984,7 +989,7 @@ fn run(
             if let Some((_, peer_sub, _)) = &ha {
                 peer_seen = true;
                 let res = drain(peer_sub, BATCH, |parts| match KvMsg::decode(&parts) {
-                    Ok(msg) => engine.on_peer_kvpub(msg, now),
+                    Ok(msg) => engine.handle_peer_kvpub(now, msg),
                     Err(err) => {
                         malformed += 1;
                         warn_limited!(
@@ -1011,7 +1016,7 @@ fn run(
                 let res = drain(dealer, BATCH, |parts| match KvMsg::decode(&parts) {
                     Ok(msg) => {
                         done |= msg.key == KTHXBAI;
-                        engine.on_peer_snapshot(msg, now);
+                        engine.handle_peer_snapshot(now, msg);
                     }
                     Err(err) => {
                         malformed += 1;
@@ -1063,7 +1068,8 @@ fn run(
             }
         }
 
-        engine.on_tick(now, &mut out);
+        engine.handle_timeout(now);
+        out.extend(std::iter::from_fn(|| engine.poll_output()));
         let mut failed = None;
         for m in out.drain(..) {
             if let Err(err) = publish(&publisher, &mut store, &m) {
@@ -1080,7 +1086,7 @@ fn run(
             }
         }
         if let Some((node, _, _)) = &mut ha {
-            if let Err(err) = node.tick(now) {
+            if let Err(err) = node.handle_timeout(now) {
                 break Err(CloneError::Bstar(err));
             }
             stats.state.store(node.state() as u8, Ordering::Relaxed);

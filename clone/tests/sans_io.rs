@@ -3,6 +3,9 @@
 
 use std::path::Path;
 
+/// The line by which an engine module turns on the sans-IO bans of the workspace `clippy.toml`.
+const LINT: &str = "#![deny(clippy::disallowed_methods, clippy::disallowed_types)]";
+
 #[test]
 fn engine_modules_never_mention_zmq() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
@@ -17,5 +20,13 @@ fn engine_modules_never_mention_zmq() {
     for file in files {
         let text = std::fs::read_to_string(&file).unwrap();
         assert!(!text.contains("zmq"), "{} mentions zmq", file.display());
+        // The compiler's half of the rule: clippy.toml's clock, randomness, sleep and socket bans, denied here.
+        if !file.ends_with("mod.rs") {
+            assert!(
+                text.contains(LINT),
+                "{} does not deny the sans-IO lints",
+                file.display()
+            );
+        }
     }
 }

@@ -6,6 +6,7 @@
 //! (`lock`, `read`, `write`, `n`, `p`, `qn`…), `guid` identifies the creating handle (so a create whose reply
 //! was lost to a connection loss is recognised afterwards, as the ZooKeeper recipes advise) and `sequence` is the
 //! ten-digit (or nineteen-digit) counter ZooKeeper appends to sequential nodes.
+#![deny(clippy::disallowed_methods, clippy::disallowed_types)]
 
 use std::cmp::Ordering;
 

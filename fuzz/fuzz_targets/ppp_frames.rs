@@ -23,14 +23,14 @@ fuzz_target!(|data: &[u8]| {
         let frames = split_frames(rest);
         now += Duration::from_millis(u64::from(side >> 4) * 100);
         match side % 3 {
-            0 => queue.on_frontend(now, frames),
-            1 => queue.on_backend(now, frames),
-            _ => worker.on_message(now, frames),
+            0 => queue.handle_frontend(now, frames),
+            1 => queue.handle_backend(now, frames),
+            _ => worker.handle_input(now, frames),
         }
-        queue.tick(now);
-        worker.tick(now);
-        while queue.poll_transmit().is_some() {}
-        while worker.poll_action().is_some() {}
+        queue.handle_timeout(now);
+        worker.handle_timeout(now);
+        while queue.poll_output().is_some() {}
+        while worker.poll_output().is_some() {}
     }
     let _ = queue.stats();
 });

@@ -22,7 +22,7 @@ fuzz_target!(|data: &[u8]| {
     if let Some(ev) = state.close_event(&frames) {
         state.apply(ev);
     }
-    if let Ok(ev) = state.request_event(frames.clone()) {
+    if let Ok(ev) = state.request_event(frames.clone(), [0x5a; 16]) {
         state.apply(ev);
     }
     let _ = state.pending();

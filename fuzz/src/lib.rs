@@ -236,7 +236,7 @@ mod seeds {
             uuid,
             service,
             body,
-        }) = state.request_event(vec![b"echo".to_vec(), b"hello".to_vec()])
+        }) = state.request_event(vec![b"echo".to_vec(), b"hello".to_vec()], [7; 16])
         else {
             panic!("request refused")
         };

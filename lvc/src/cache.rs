@@ -1,5 +1,6 @@
 //! The bounded last-value store: one value per key (a tickbox frame, or a plain publisher's multipart message), found by exact key on the hot path (hash map) and by prefix
 //! when a subscription arrives (ordered map), with an intrusive LRU list so eviction is O(1).
+#![deny(clippy::disallowed_methods, clippy::disallowed_types)]
 
 use std::collections::hash_map::RandomState;
 use std::collections::{BTreeMap, HashMap};

@@ -54,16 +54,16 @@ fn is_client_request(frames: &Frames) -> bool {
 
 /// Sends everything the broker has queued. The identity frame goes first on its own, so a peer that is gone
 /// (EHOSTUNREACH under `ZMQ_ROUTER_MANDATORY`, reported before anything is sent) leaves the whole message in our
-/// hands for [`Broker::undeliverable`].
+/// hands for [`Broker::handle_undeliverable`].
 fn send_all(socket: &zmq::Socket, broker: &mut Broker) -> Result<(), MdpError> {
-    while let Some(mut out) = broker.poll_transmit() {
+    while let Some(mut out) = broker.poll_output() {
         if out.len() < 2 {
             continue;
         }
         match socket.send(out[0].as_slice(), zmq::SNDMORE) {
             Ok(()) => {}
             Err(zmq::Error::EHOSTUNREACH) => {
-                broker.undeliverable(Instant::now(), out);
+                broker.handle_undeliverable(Instant::now(), out);
                 continue;
             }
             Err(e) => return Err(e.into()),
@@ -94,7 +94,7 @@ pub fn run_broker_gated(
     // sender's TCP buffers rather than in ours.
     socket.set_sndhwm(0)?;
     // A message for a peer whose connection is gone fails with EHOSTUNREACH instead of vanishing: a REQUEST
-    // for a worker that died goes back to its queue (`Broker::undeliverable`) rather than being lost.
+    // for a worker that died goes back to its queue (`Broker::handle_undeliverable`) rather than being lost.
     socket.set_router_mandatory(true)?;
     socket.set_rcvhwm(cfg.receive_hwm.max(0))?;
     let max_msg = match cfg.max_message_size.0 {
@@ -114,8 +114,11 @@ pub fn run_broker_gated(
     let mut dropped_by_gate = 0u64;
     while !stop.load(Ordering::Relaxed) {
         let now = Instant::now();
-        let mut deadline = broker.next_deadline().min(now + Duration::from_millis(100));
-        if let Some(d) = gate.next_deadline() {
+        let mut deadline = now + Duration::from_millis(100);
+        for d in [broker.poll_timeout(), gate.poll_timeout()]
+            .into_iter()
+            .flatten()
+        {
             deadline = deadline.min(d);
         }
         let timeout = poll_ms_until(deadline, now);
@@ -134,7 +137,7 @@ pub fn run_broker_gated(
                             dropped_by_gate += 1;
                             continue;
                         }
-                        broker.handle_from(now, frames, user.as_deref());
+                        broker.handle_input_from(now, frames, user.as_deref());
                     }
                     Err(zmq::Error::EAGAIN | zmq::Error::EINTR) => break,
                     Err(e) => return Err(e.into()),
@@ -146,7 +149,7 @@ pub fn run_broker_gated(
         if !gate.service(now) {
             break;
         }
-        broker.tick(now);
+        broker.handle_timeout(now);
         send_all(&socket, &mut broker)?;
     }
     if dropped_by_gate > 0 {

@@ -46,7 +46,7 @@ impl RequestGate for BstarGate {
                 return false;
             }
         }
-        if let Err(e) = self.node.tick(now) {
+        if let Err(e) = self.node.handle_timeout(now) {
             tracing::error!("binary star: {e}; stopping this broker");
             self.fatal = Some(e);
             return false;
@@ -54,8 +54,8 @@ impl RequestGate for BstarGate {
         true
     }
 
-    fn next_deadline(&self) -> Option<Instant> {
-        Some(self.node.engine().next_deadline())
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.node.engine().poll_timeout()
     }
 }
 

@@ -1,4 +1,5 @@
 //! MDP wire constants and message classification. Everything here is pure: bytes in, typed view out.
+#![deny(clippy::disallowed_methods, clippy::disallowed_types)]
 
 /// One multipart message, one `Vec<u8>` per frame.
 pub use tickbox_reliable::Frames;

@@ -273,7 +273,10 @@ impl TitanicStore {
             }
             return vec![b"500 too many open requests".to_vec()];
         }
-        match self.state.request_event(body) {
+        match self
+            .state
+            .request_event(body, *uuid::Uuid::new_v4().as_bytes())
+        {
             Ok(ev) => {
                 let Event::Request { uuid, .. } = &ev else {
                     unreachable!("request_event returns requests")

@@ -93,7 +93,7 @@ impl MdpWorker {
     }
 
     fn flush(&mut self) -> Result<(), MdpError> {
-        while let Some(action) = self.engine.poll_action() {
+        while let Some(action) = self.engine.poll_output() {
             match action {
                 WorkerAction::Send(frames) => {
                     if let Some(s) = &self.socket {
@@ -123,7 +123,7 @@ impl MdpWorker {
             if now >= end {
                 return Ok(None);
             }
-            let mut wake = end.min(self.engine.next_deadline());
+            let mut wake = self.engine.poll_timeout().map_or(end, |d| end.min(d));
             if let Some(at) = self.reconnect_at {
                 wake = wake.min(at);
             }
@@ -136,7 +136,7 @@ impl MdpWorker {
             match &self.socket {
                 Some(s) if readable(s)? => loop {
                     match s.recv_multipart(zmq::DONTWAIT) {
-                        Ok(frames) => self.engine.on_message(Instant::now(), frames),
+                        Ok(frames) => self.engine.handle_input(Instant::now(), frames),
                         Err(zmq::Error::EAGAIN | zmq::Error::EINTR) => break,
                         Err(e) => return Err(e.into()),
                     }
@@ -144,7 +144,7 @@ impl MdpWorker {
                 Some(_) => {}
                 None => std::thread::sleep(Duration::from_millis(wait.max(0) as u64)),
             }
-            self.engine.tick(Instant::now());
+            self.engine.handle_timeout(Instant::now());
             self.flush()?;
         }
     }

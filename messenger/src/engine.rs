@@ -1,6 +1,7 @@
 //! The messenger engine (sans-IO): message ids, retries until an explicit ACK, duplicate suppression with
 //! [`SeenSet`]. It takes received frames and "now is t" and hands back [`MsgAction`]s (frames to transmit,
 //! bodies to deliver, give-ups); `crate::io` owns the sockets and runs it.
+#![deny(clippy::disallowed_methods, clippy::disallowed_types)]
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::{Duration, Instant};
@@ -311,8 +312,8 @@ pub struct MessengerEngine {
     pending: BTreeMap<u64, PendingMsg>,
     pending_bytes: usize,
     seen: HashMap<[u8; 16], Sender>,
-    /// The latest time given to `send` or `tick`: how recently a sender was heard is measured against it, so the
-    /// engine never reads a clock itself.
+    /// The latest time given to `send` or `handle_timeout`: how recently a sender was heard is measured against it,
+    /// so the engine never reads a clock itself.
     now: Option<Instant>,
     out: VecDeque<MsgAction>,
     /// Counters since the engine was created.
@@ -431,7 +432,7 @@ impl MessengerEngine {
     }
 
     /// A message arrived from `route` (the way back to its sender).
-    pub fn on_message(&mut self, route: Route, mut frames: Frames) {
+    pub fn handle_input(&mut self, route: Route, mut frames: Frames) {
         if frames.len() < 2 || frames[0] != HEADER || frames[1].len() != 1 {
             self.stats.malformed += 1;
             return;
@@ -502,7 +503,7 @@ impl MessengerEngine {
                 let (&oldest, s) = self.seen.iter().min_by_key(|(_, s)| s.last_heard)?;
                 let idle = match (now, s.last_heard) {
                     (Some(n), Some(l)) => n.saturating_duration_since(l),
-                    // Before any `send` or `tick` no one can be shown to be idle.
+                    // Before any `send` or `handle_timeout` no one can be shown to be idle.
                     (None, _) => Duration::ZERO,
                     (Some(_), None) => Duration::MAX,
                 };
@@ -528,7 +529,7 @@ impl MessengerEngine {
     }
 
     /// Resend what is due.
-    pub fn tick(&mut self, now: Instant) {
+    pub fn handle_timeout(&mut self, now: Instant) {
         self.advance(now);
         let retry = self.cfg.retry.0.max(Duration::from_millis(1));
         let mut gave_up = Vec::new();
@@ -561,17 +562,19 @@ impl MessengerEngine {
     }
 
     /// The earliest resend due, or `None` when nothing awaits an ACK.
-    pub fn next_deadline(&self) -> Option<Instant> {
+    pub fn poll_timeout(&self) -> Option<Instant> {
         self.pending.values().map(|p| p.next_retry).min()
     }
 
     /// The next action, in order; call until `None` after every input.
-    pub fn poll_action(&mut self) -> Option<MsgAction> {
+    pub fn poll_output(&mut self) -> Option<MsgAction> {
         self.out.pop_front()
     }
 }
 
 #[cfg(test)]
+// A test reads the clock once for an origin and moves simulated time on from there; the engine never reads it.
+#[allow(clippy::disallowed_methods)]
 mod tests {
     use super::*;
 
@@ -623,7 +626,7 @@ mod tests {
         let mut a = MessengerEngine::new([1; 16], cfg.clone());
         let mut b = MessengerEngine::new([2; 16], cfg);
         let id = a.send(t, Route::Dest("b".into()), 0, 7, f(&[b"hi"]));
-        let Some(MsgAction::Transmit { frames, .. }) = a.poll_action() else {
+        let Some(MsgAction::Transmit { frames, .. }) = a.poll_output() else {
             panic!()
         };
         assert_eq!(frames[0], b"TBM1");
@@ -633,9 +636,9 @@ mod tests {
             listener: 0,
             identity: b"Ma".to_vec(),
         };
-        b.on_message(back.clone(), frames.clone());
-        b.on_message(back.clone(), frames.clone());
-        let acts: Vec<_> = std::iter::from_fn(|| b.poll_action()).collect();
+        b.handle_input(back.clone(), frames.clone());
+        b.handle_input(back.clone(), frames.clone());
+        let acts: Vec<_> = std::iter::from_fn(|| b.poll_output()).collect();
         let delivers = acts
             .iter()
             .filter(|x| matches!(x, MsgAction::Deliver { .. }))
@@ -651,19 +654,19 @@ mod tests {
         assert_eq!(acks.len(), 2, "every copy is acknowledged");
         assert_eq!(b.stats.duplicates, 1);
         // No ACK yet at A: retried after `retry`, not before.
-        a.tick(t + Duration::from_millis(99));
-        assert!(a.poll_action().is_none());
-        a.tick(t + Duration::from_millis(100));
-        assert!(matches!(a.poll_action(), Some(MsgAction::Transmit { .. })));
-        a.on_message(Route::Dest("b".into()), acks[0].clone());
+        a.handle_timeout(t + Duration::from_millis(99));
+        assert!(a.poll_output().is_none());
+        a.handle_timeout(t + Duration::from_millis(100));
+        assert!(matches!(a.poll_output(), Some(MsgAction::Transmit { .. })));
+        a.handle_input(Route::Dest("b".into()), acks[0].clone());
         assert_eq!(a.pending(), 0);
-        a.tick(t + Duration::from_secs(10));
+        a.handle_timeout(t + Duration::from_secs(10));
         assert!(
-            a.poll_action().is_none(),
+            a.poll_output().is_none(),
             "acknowledged messages are never resent"
         );
-        a.on_message(Route::Dest("b".into()), f(&[b"TBM1", &[9]]));
-        a.on_message(
+        a.handle_input(Route::Dest("b".into()), f(&[b"TBM1", &[9]]));
+        a.handle_input(
             Route::Dest("b".into()),
             f(&[b"TBM1", &[1], b"short", b"x", b"y", b"z"]),
         );

@@ -250,9 +250,9 @@ fn io_thread(
                 }
             }
         }
-        engine.tick(Instant::now());
+        engine.handle_timeout(Instant::now());
         // Run actions until quiet: deliveries can produce replies, which produce transmits.
-        while let Some(a) = engine.poll_action() {
+        while let Some(a) = engine.poll_output() {
             match a {
                 MsgAction::Transmit { route, frames } => {
                     if drop_p > 0.0 && rng.gen_bool(drop_p.min(1.0)) {
@@ -326,7 +326,7 @@ fn io_thread(
 
         let now = Instant::now();
         let timeout = engine
-            .next_deadline()
+            .poll_timeout()
             .map_or(Duration::from_millis(100), |d| {
                 d.saturating_duration_since(now)
             })
@@ -350,7 +350,7 @@ fn io_thread(
                     continue;
                 }
                 let identity = frames.remove(0);
-                engine.on_message(
+                engine.handle_input(
                     Route::Peer {
                         listener: i,
                         identity,
@@ -364,7 +364,7 @@ fn io_thread(
                 continue;
             }
             while let Ok(frames) = s.recv_multipart(zmq::DONTWAIT) {
-                engine.on_message(Route::Dest(ep.clone()), frames);
+                engine.handle_input(Route::Dest(ep.clone()), frames);
             }
         }
     }

@@ -67,15 +67,15 @@ fn one_forged_huge_id_costs_a_window_not_its_value() {
         ..Default::default()
     };
     let mut b = MessengerEngine::new([2; 16], cfg);
-    b.tick(t);
+    b.handle_timeout(t);
     let route = Route::Peer {
         listener: 0,
         identity: b"x".to_vec(),
     };
     let before = b.dedup_bytes();
     for id in [65_536, 1 << 40, u64::MAX] {
-        b.on_message(route.clone(), msg(forged(1), id, b"evil"));
-        while b.poll_action().is_some() {}
+        b.handle_input(route.clone(), msg(forged(1), id, b"evil"));
+        while b.poll_output().is_some() {}
         assert!(
             b.dedup_bytes() <= before + 4096 / 8 + 1024,
             "{} bytes after id {id}",
@@ -111,8 +111,8 @@ fn forged_ids_and_senders_keep_memory_bounded_and_legitimate_messages_exactly_on
     };
     const N: u32 = 300;
     let mut t = t0;
-    a.tick(t);
-    b.tick(t);
+    a.handle_timeout(t);
+    b.handle_timeout(t);
     for i in 0..N {
         a.send(t, to_b.clone(), 0, 0, vec![i.to_be_bytes().to_vec()]);
     }
@@ -125,8 +125,8 @@ fn forged_ids_and_senders_keep_memory_bounded_and_legitimate_messages_exactly_on
     for _round in 0..400 {
         let mut to_b_frames = Vec::new();
         let mut to_a_frames = Vec::new();
-        a.tick(t);
-        while let Some(act) = a.poll_action() {
+        a.handle_timeout(t);
+        while let Some(act) = a.poll_output() {
             if let MsgAction::Transmit { frames, .. } = act {
                 k += 1;
                 if k.is_multiple_of(3) {
@@ -139,19 +139,19 @@ fn forged_ids_and_senders_keep_memory_bounded_and_legitimate_messages_exactly_on
             }
         }
         for f in to_b_frames {
-            b.on_message(from_a.clone(), f);
+            b.handle_input(from_a.clone(), f);
         }
         // The attack, once A is known to B: 1,000 new forged senders per round, with huge ids. (A sender that first
         // shows up while the table is full of fresh senders is refused until some fall idle: see the end.)
         for _ in 0..1_000 {
             forged_n += 1;
-            b.on_message(
+            b.handle_input(
                 evil.clone(),
                 msg(forged(forged_n), 65_536 + forged_n * 1_000_003, b"evil"),
             );
         }
-        b.tick(t);
-        while let Some(act) = b.poll_action() {
+        b.handle_timeout(t);
+        while let Some(act) = b.poll_output() {
             match act {
                 MsgAction::Transmit { route, frames } => {
                     if route == from_a {
@@ -173,7 +173,7 @@ fn forged_ids_and_senders_keep_memory_bounded_and_legitimate_messages_exactly_on
             }
         }
         for f in to_a_frames {
-            a.on_message(to_b.clone(), f);
+            a.handle_input(to_b.clone(), f);
         }
         peak_bytes = peak_bytes.max(b.dedup_bytes());
         assert!(b.senders() <= MAX_SENDERS);
@@ -206,15 +206,15 @@ fn forged_ids_and_senders_keep_memory_bounded_and_legitimate_messages_exactly_on
 
     // A newcomer while every slot was heard within `sender_idle` is refused unacknowledged (it will retry)...
     let refused = b.stats.senders_refused;
-    b.on_message(evil.clone(), msg(forged(u64::MAX), 1, b"late"));
+    b.handle_input(evil.clone(), msg(forged(u64::MAX), 1, b"late"));
     assert_eq!(b.stats.senders_refused, refused + 1);
-    assert!(b.poll_action().is_none(), "no ACK, no delivery");
+    assert!(b.poll_output().is_none(), "no ACK, no delivery");
     // ...and gets in once the least recently heard sender has been silent that long, evicting it.
-    b.tick(t + Duration::from_secs(61));
-    b.on_message(evil.clone(), msg(forged(u64::MAX), 1, b"late"));
+    b.handle_timeout(t + Duration::from_secs(61));
+    b.handle_input(evil.clone(), msg(forged(u64::MAX), 1, b"late"));
     assert_eq!(b.stats.senders_evicted, 1);
-    assert!(matches!(b.poll_action(), Some(MsgAction::Transmit { .. })));
-    assert!(matches!(b.poll_action(), Some(MsgAction::Deliver { .. })));
+    assert!(matches!(b.poll_output(), Some(MsgAction::Transmit { .. })));
+    assert!(matches!(b.poll_output(), Some(MsgAction::Deliver { .. })));
     assert!(b.senders() <= MAX_SENDERS);
 }
 
@@ -231,10 +231,10 @@ fn pending_is_bounded_in_count_and_bytes_and_refusals_are_give_ups() {
     for i in 0..3u64 {
         a.send(t, to.clone(), 0, 10 + i, vec![vec![0; 10]]);
     }
-    while a.poll_action().is_some() {}
+    while a.poll_output().is_some() {}
     let id = a.send(t, to.clone(), 0, 99, vec![vec![0; 10]]);
     assert_eq!(
-        a.poll_action(),
+        a.poll_output(),
         Some(MsgAction::GaveUp {
             msg_id: id,
             callback: 99
@@ -251,7 +251,7 @@ fn pending_is_bounded_in_count_and_bytes_and_refusals_are_give_ups() {
     );
     a.send(t, to.clone(), 0, 1, vec![vec![0; 6_000]]);
     let big = a.send(t, to.clone(), 0, 2, vec![vec![0; 6_000]]);
-    let acts: Vec<_> = std::iter::from_fn(|| a.poll_action()).collect();
+    let acts: Vec<_> = std::iter::from_fn(|| a.poll_output()).collect();
     assert!(acts.contains(&MsgAction::GaveUp {
         msg_id: big,
         callback: 2

@@ -54,8 +54,8 @@ proptest! {
         let mut t = t0;
         for _round in 0..400 {
             for (engine, is_a) in [(&mut a, true), (&mut b, false)] {
-                engine.tick(t);
-                while let Some(act) = engine.poll_action() {
+                engine.handle_timeout(t);
+                while let Some(act) = engine.poll_output() {
                     match act {
                         MsgAction::Transmit { frames, .. } => {
                             let (drop, dup, pos) = faults[k % faults.len()];
@@ -87,9 +87,9 @@ proptest! {
                     let cb = u64::from_be_bytes(frames[1].clone().try_into().unwrap());
                     b.send(t, to_a.clone(), cb, 0, vec![b"ok".to_vec()]);
                 } else if from_a {
-                    b.on_message(to_a.clone(), frames);
+                    b.handle_input(to_a.clone(), frames);
                 } else {
-                    a.on_message(to_b.clone(), frames);
+                    a.handle_input(to_b.clone(), frames);
                 }
             }
             t += Duration::from_millis(5);

@@ -312,8 +312,8 @@ fn agent_thread(ctx: &zmq::Context, addr: &str, cfg: AgentConfig) -> Result<(), 
     loop {
         let now = Instant::now();
         let timeout = agent
-            .next_deadline()
-            .saturating_duration_since(now)
+            .poll_timeout()
+            .map_or(ms(100), |d| d.saturating_duration_since(now))
             .min(ms(100));
         let timeout = poll_ms(timeout);
         let mut items = [
@@ -340,11 +340,11 @@ fn agent_thread(ctx: &zmq::Context, addr: &str, cfg: AgentConfig) -> Result<(), 
         }
         if net_ready {
             while let Ok(frames) = router.recv_multipart(zmq::DONTWAIT) {
-                agent.on_message(Instant::now(), frames);
+                agent.handle_input(Instant::now(), frames);
             }
         }
-        agent.tick(Instant::now());
-        while let Some(a) = agent.poll_action() {
+        agent.handle_timeout(Instant::now());
+        while let Some(a) = agent.poll_output() {
             match a {
                 AgentAction::Connect(ep) => router.connect(&ep)?,
                 AgentAction::Send(frames) => router.send_multipart(frames, 0)?,

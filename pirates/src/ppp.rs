@@ -51,8 +51,8 @@ pub fn run_ppp_queue(
     while !stop.load(Ordering::Relaxed) {
         let now = Instant::now();
         let timeout = poll_ms(
-            q.next_deadline()
-                .saturating_duration_since(now)
+            q.poll_timeout()
+                .map_or(ms(100), |d| d.saturating_duration_since(now))
                 .min(ms(100)),
         );
         let mut items = [fe.as_poll_item(zmq::POLLIN), be.as_poll_item(zmq::POLLIN)];
@@ -60,16 +60,16 @@ pub fn run_ppp_queue(
         let (fe_ready, be_ready) = (items[0].is_readable(), items[1].is_readable());
         if be_ready {
             while let Ok(frames) = be.recv_multipart(zmq::DONTWAIT) {
-                q.on_backend(Instant::now(), frames);
+                q.handle_backend(Instant::now(), frames);
             }
         }
         if fe_ready {
             while let Ok(frames) = fe.recv_multipart(zmq::DONTWAIT) {
-                q.on_frontend(Instant::now(), frames);
+                q.handle_frontend(Instant::now(), frames);
             }
         }
-        q.tick(Instant::now());
-        while let Some(out) = q.poll_transmit() {
+        q.handle_timeout(Instant::now());
+        while let Some(out) = q.poll_output() {
             match out {
                 QueueOut::Frontend(f) => fe.send_multipart(f, 0)?,
                 QueueOut::Backend(f) => be.send_multipart(f, 0)?,
@@ -130,7 +130,7 @@ impl PppWorker {
             self.engine.connected(now);
         }
         let mut sink = deliver;
-        while let Some(a) = self.engine.poll_action() {
+        while let Some(a) = self.engine.poll_output() {
             match a {
                 PppWorkerAction::Send(f) => {
                     if let Some(s) = &self.socket {
@@ -167,7 +167,10 @@ impl PppWorker {
                 }
             }
             let now = Instant::now();
-            let mut wake = self.engine.next_deadline().min(now + ms(100));
+            let mut wake = self
+                .engine
+                .poll_timeout()
+                .map_or(now + ms(100), |d| d.min(now + ms(100)));
             if let Some(at) = self.reconnect_at {
                 wake = wake.min(at);
             }
@@ -176,14 +179,14 @@ impl PppWorker {
                 Some(s) => {
                     if s.poll(zmq::POLLIN, poll_ms(wait))? > 0 {
                         while let Ok(f) = s.recv_multipart(zmq::DONTWAIT) {
-                            self.engine.on_message(Instant::now(), f);
+                            self.engine.handle_input(Instant::now(), f);
                         }
                     }
                 }
                 None => std::thread::sleep(wait),
             }
             let now = Instant::now();
-            self.engine.tick(now);
+            self.engine.handle_timeout(now);
             self.step(now, Some(&mut inbox))?;
         }
         Ok(())

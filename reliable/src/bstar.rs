@@ -3,24 +3,25 @@
 //! # Public API (for servers that embed it: the Clone server, the Majordomo broker)
 //!
 //! * [`BinaryStar`] — the sans-IO engine. Create it with [`BinaryStar::new`]`(role, config, now)`, then feed it:
-//!   - [`BinaryStar::on_peer_state`]`(state, now)` (or [`BinaryStar::on_peer_frame`] with the raw one-frame state
-//!     message) when the peer's state message arrives;
-//!   - [`BinaryStar::on_client_request`]`(now)` when a request arrives on the *voter* socket (the socket clients
+//!   - [`BinaryStar::handle_peer_state`]`(now, state)` (or [`BinaryStar::handle_peer_frame`] with the raw
+//!     one-frame state message) when the peer's state message arrives;
+//!   - [`BinaryStar::handle_client_request`]`(now)` when a request arrives on the *voter* socket (the socket clients
 //!     use: the Clone snapshot ROUTER, the broker's front-end). It returns [`Vote::Accept`] (serve the request) or
 //!     [`Vote::Reject`] (drop it silently; the client times out and fails over);
-//!   - [`BinaryStar::poll_heartbeat`]`(now)` on every loop turn: returns the state frame to publish when one is due
-//!     (every `heartbeat`, and right after a transition so the peer learns it without waiting).
+//!   - [`BinaryStar::handle_timeout`]`(now)` on every loop turn, then [`BinaryStar::poll_output`]: the state frame
+//!     to publish when one is due (every `heartbeat`, and right after a transition so the peer learns it at once).
 //!
 //!   Every call that can change state returns [`Transition`]: `None`, `BecameActive` (start serving: e.g. apply a
 //!   pending list) or `BecamePassive` (stop serving, mirror the active peer). Dual actives / dual passives are
 //!   returned as [`BstarError`] and never change state; the embedding server decides (log and exit, as the Guide's
-//!   `bstar.c` aborts). [`BinaryStar::next_deadline`] tells the loop how long it may sleep.
+//!   `bstar.c` aborts). [`BinaryStar::poll_timeout`] tells the loop how long it may sleep.
 //! * [`BstarEndpoints`] — where the two state sockets of a server live; the socket wrapper that owns them
 //!   (`tickbox_bstar::BstarNode`) sits in the `bstar` crate, above this one, because it needs sockets.
 //!
 //! The engine follows the `bstar.c` transition table of §8.3 exactly, including the client-vote rule: a passive
 //! (or a still-PRIMARY) server promotes itself only when a client request arrives *and* the peer has been silent for
 //! two heartbeats. It never promotes itself on a timer, which is the split-brain defence.
+#![deny(clippy::disallowed_methods, clippy::disallowed_types)]
 
 use std::time::{Duration, Instant};
 
@@ -173,6 +174,8 @@ pub struct BinaryStar {
     expiry: Duration,
     peer_expiry: Instant,
     next_heartbeat: Instant,
+    /// A heartbeat fell due in `handle_timeout` and `poll_output` has not yet returned it.
+    heartbeat_due: bool,
     peer_state: Option<State>,
 }
 
@@ -190,6 +193,7 @@ impl BinaryStar {
             expiry,
             peer_expiry: now + expiry,
             next_heartbeat: now,
+            heartbeat_due: false,
             peer_state: None,
         }
     }
@@ -215,7 +219,11 @@ impl BinaryStar {
     }
 
     /// The peer's state message arrived.
-    pub fn on_peer_state(&mut self, peer: State, now: Instant) -> Result<Transition, BstarError> {
+    pub fn handle_peer_state(
+        &mut self,
+        now: Instant,
+        peer: State,
+    ) -> Result<Transition, BstarError> {
         self.peer_state = Some(peer);
         // bstar.c re-arms the expiry on every state message, even one that leads to a fatal error.
         self.peer_expiry = now + self.expiry;
@@ -223,13 +231,17 @@ impl BinaryStar {
     }
 
     /// Parses the raw state frame and applies it.
-    pub fn on_peer_frame(&mut self, frame: &[u8], now: Instant) -> Result<Transition, BstarError> {
+    pub fn handle_peer_frame(
+        &mut self,
+        now: Instant,
+        frame: &[u8],
+    ) -> Result<Transition, BstarError> {
         let state = State::from_wire(frame)?;
-        self.on_peer_state(state, now)
+        self.handle_peer_state(now, state)
     }
 
     /// A client request arrived on the voter socket.
-    pub fn on_client_request(&mut self, now: Instant) -> (Vote, Transition) {
+    pub fn handle_client_request(&mut self, now: Instant) -> (Vote, Transition) {
         match self.execute(Event::ClientRequest, now) {
             Ok(result) => (result.1, result.0),
             // ClientRequest can never produce an error; keep the engine total anyway.
@@ -237,19 +249,25 @@ impl BinaryStar {
         }
     }
 
-    /// Returns the state frame to publish if a heartbeat is due.
-    pub fn poll_heartbeat(&mut self, now: Instant) -> Option<&'static [u8]> {
+    /// Timers: queues the state frame for [`BinaryStar::poll_output`] when a heartbeat is due. Call it on every
+    /// loop turn; calling it before [`BinaryStar::poll_timeout`] is harmless.
+    pub fn handle_timeout(&mut self, now: Instant) {
         if now >= self.next_heartbeat {
             self.next_heartbeat = now + self.heartbeat;
-            Some(self.state.wire())
-        } else {
-            None
+            self.heartbeat_due = true;
         }
     }
 
-    /// The next instant the engine needs the loop to wake up (the next heartbeat).
-    pub fn next_deadline(&self) -> Instant {
-        self.next_heartbeat
+    /// The state frame to publish, once per heartbeat that [`BinaryStar::handle_timeout`] found due. It carries the
+    /// state at the time of the call, so a transition in between is reported at once.
+    pub fn poll_output(&mut self) -> Option<&'static [u8]> {
+        std::mem::take(&mut self.heartbeat_due).then(|| self.state.wire())
+    }
+
+    /// The next instant the engine needs [`BinaryStar::handle_timeout`] (the next heartbeat); always `Some`,
+    /// because the engine heartbeats for as long as it lives.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        Some(self.next_heartbeat)
     }
 
     fn set_state(&mut self, state: State, now: Instant) {
@@ -310,8 +328,16 @@ pub struct BstarEndpoints {
 }
 
 #[cfg(test)]
+// A test reads the clock once for an origin and moves simulated time on from there; the engine never reads it.
+#[allow(clippy::disallowed_methods)]
 mod tests {
     use super::*;
+
+    /// One loop turn's timer step: the state frame if a heartbeat was due at `now`.
+    fn heartbeat(e: &mut BinaryStar, now: Instant) -> Option<&'static [u8]> {
+        e.handle_timeout(now);
+        e.poll_output()
+    }
 
     const HB: Duration = Duration::from_millis(1000);
 
@@ -363,34 +389,34 @@ mod tests {
         let t0 = Instant::now();
         let mut e = engine_in(State::Primary, t0);
         assert_eq!(
-            e.on_peer_state(State::Backup, t0),
+            e.handle_peer_state(t0, State::Backup),
             Ok(Transition::BecameActive)
         );
         assert_eq!(e.state(), State::Active);
 
         let mut e = engine_in(State::Primary, t0);
         assert_eq!(
-            e.on_peer_state(State::Active, t0),
+            e.handle_peer_state(t0, State::Active),
             Ok(Transition::BecamePassive)
         );
         assert_eq!(e.state(), State::Passive);
 
         for ignored in [State::Primary, State::Passive] {
             let mut e = engine_in(State::Primary, t0);
-            assert_eq!(e.on_peer_state(ignored, t0), Ok(Transition::None));
+            assert_eq!(e.handle_peer_state(t0, ignored), Ok(Transition::None));
             assert_eq!(e.state(), State::Primary);
         }
 
         // Client request before the peer expired: dropped, stays PRIMARY.
         let mut e = engine_in(State::Primary, t0);
         assert_eq!(
-            e.on_client_request(t0 + HB),
+            e.handle_client_request(t0 + HB),
             (Vote::Reject, Transition::None)
         );
         assert_eq!(e.state(), State::Primary);
         // After two silent heartbeats: the client vote makes it ACTIVE and the request is served.
         assert_eq!(
-            e.on_client_request(t0 + 2 * HB),
+            e.handle_client_request(t0 + 2 * HB),
             (Vote::Accept, Transition::BecameActive)
         );
         assert_eq!(e.state(), State::Active);
@@ -401,22 +427,25 @@ mod tests {
         let t0 = Instant::now();
         let mut e = engine_in(State::Backup, t0);
         assert_eq!(
-            e.on_peer_state(State::Active, t0),
+            e.handle_peer_state(t0, State::Active),
             Ok(Transition::BecamePassive)
         );
         assert_eq!(e.state(), State::Passive);
 
         for ignored in [State::Primary, State::Backup, State::Passive] {
             let mut e = engine_in(State::Backup, t0);
-            assert_eq!(e.on_peer_state(ignored, t0), Ok(Transition::None));
+            assert_eq!(e.handle_peer_state(t0, ignored), Ok(Transition::None));
             assert_eq!(e.state(), State::Backup);
         }
 
         // A backup never serves on its own, expired peer or not.
         let mut e = engine_in(State::Backup, t0);
-        assert_eq!(e.on_client_request(t0), (Vote::Reject, Transition::None));
         assert_eq!(
-            e.on_client_request(t0 + 10 * HB),
+            e.handle_client_request(t0),
+            (Vote::Reject, Transition::None)
+        );
+        assert_eq!(
+            e.handle_client_request(t0 + 10 * HB),
             (Vote::Reject, Transition::None)
         );
         assert_eq!(e.state(), State::Backup);
@@ -427,21 +456,24 @@ mod tests {
         let t0 = Instant::now();
         let mut e = engine_in(State::Active, t0);
         assert_eq!(
-            e.on_peer_state(State::Active, t0),
+            e.handle_peer_state(t0, State::Active),
             Err(BstarError::DualActive)
         );
         assert_eq!(e.state(), State::Active);
 
         for tolerated in [State::Primary, State::Backup, State::Passive] {
             let mut e = engine_in(State::Active, t0);
-            assert_eq!(e.on_peer_state(tolerated, t0), Ok(Transition::None));
+            assert_eq!(e.handle_peer_state(t0, tolerated), Ok(Transition::None));
             assert_eq!(e.state(), State::Active);
         }
 
         let mut e = engine_in(State::Active, t0);
-        assert_eq!(e.on_client_request(t0), (Vote::Accept, Transition::None));
         assert_eq!(
-            e.on_client_request(t0 + 10 * HB),
+            e.handle_client_request(t0),
+            (Vote::Accept, Transition::None)
+        );
+        assert_eq!(
+            e.handle_client_request(t0 + 10 * HB),
             (Vote::Accept, Transition::None)
         );
         assert_eq!(e.state(), State::Active);
@@ -452,34 +484,37 @@ mod tests {
         let t0 = Instant::now();
         for restarted in [State::Primary, State::Backup] {
             let mut e = engine_in(State::Passive, t0);
-            assert_eq!(e.on_peer_state(restarted, t0), Ok(Transition::BecameActive));
+            assert_eq!(
+                e.handle_peer_state(t0, restarted),
+                Ok(Transition::BecameActive)
+            );
             assert_eq!(e.state(), State::Active);
         }
 
         let mut e = engine_in(State::Passive, t0);
         assert_eq!(
-            e.on_peer_state(State::Passive, t0),
+            e.handle_peer_state(t0, State::Passive),
             Err(BstarError::DualPassive)
         );
         assert_eq!(e.state(), State::Passive);
 
         let mut e = engine_in(State::Passive, t0);
-        assert_eq!(e.on_peer_state(State::Active, t0), Ok(Transition::None));
+        assert_eq!(e.handle_peer_state(t0, State::Active), Ok(Transition::None));
         assert_eq!(e.state(), State::Passive);
 
         // The peer is alive (it just said ACTIVE at t0): requests are rejected until it has been silent 2 beats.
         assert_eq!(
-            e.on_client_request(t0 + HB),
+            e.handle_client_request(t0 + HB),
             (Vote::Reject, Transition::None)
         );
         assert_eq!(
-            e.on_client_request(t0 + 2 * HB - Duration::from_millis(1)),
+            e.handle_client_request(t0 + 2 * HB - Duration::from_millis(1)),
             (Vote::Reject, Transition::None)
         );
         assert_eq!(e.state(), State::Passive);
         // Failover: peer expired and a client votes.
         assert_eq!(
-            e.on_client_request(t0 + 2 * HB),
+            e.handle_client_request(t0 + 2 * HB),
             (Vote::Accept, Transition::BecameActive)
         );
         assert_eq!(e.state(), State::Active);
@@ -489,10 +524,10 @@ mod tests {
     fn passive_never_promotes_itself_without_a_client_vote() {
         let t0 = Instant::now();
         let mut e = engine_in(State::Passive, t0);
-        e.on_peer_state(State::Active, t0).unwrap();
+        e.handle_peer_state(t0, State::Active).unwrap();
         for step in 0..100u32 {
             let now = t0 + HB * step;
-            let _ = e.poll_heartbeat(now);
+            let _ = heartbeat(&mut e, now);
             assert_eq!(e.state(), State::Passive);
         }
     }
@@ -504,10 +539,10 @@ mod tests {
         // The active peer keeps talking every heartbeat; client votes keep being rejected.
         for step in 1..10u32 {
             let now = t0 + HB * step;
-            e.on_peer_state(State::Active, now).unwrap();
+            e.handle_peer_state(now, State::Active).unwrap();
             assert!(!e.peer_expired(now + HB));
             assert_eq!(
-                e.on_client_request(now + HB),
+                e.handle_client_request(now + HB),
                 (Vote::Reject, Transition::None)
             );
         }
@@ -517,17 +552,17 @@ mod tests {
     fn heartbeats_follow_the_interval_and_carry_the_state() {
         let t0 = Instant::now();
         let mut e = BinaryStar::new(Role::Primary, &cfg(), t0);
-        assert_eq!(e.poll_heartbeat(t0), Some(&b"1"[..]));
-        assert_eq!(e.poll_heartbeat(t0 + HB / 2), None);
-        assert_eq!(e.next_deadline(), t0 + HB);
-        assert_eq!(e.poll_heartbeat(t0 + HB), Some(&b"1"[..]));
+        assert_eq!(heartbeat(&mut e, t0), Some(&b"1"[..]));
+        assert_eq!(heartbeat(&mut e, t0 + HB / 2), None);
+        assert_eq!(e.poll_timeout(), Some(t0 + HB));
+        assert_eq!(heartbeat(&mut e, t0 + HB), Some(&b"1"[..]));
         // A transition makes the next heartbeat due at once.
         let now = t0 + HB + Duration::from_millis(10);
         assert_eq!(
-            e.on_peer_state(State::Backup, now),
+            e.handle_peer_state(now, State::Backup),
             Ok(Transition::BecameActive)
         );
-        assert_eq!(e.poll_heartbeat(now), Some(&b"3"[..]));
+        assert_eq!(heartbeat(&mut e, now), Some(&b"3"[..]));
     }
 
     #[test]
@@ -537,42 +572,51 @@ mod tests {
         let mut primary = BinaryStar::new(Role::Primary, &c, t0);
         let mut backup = BinaryStar::new(Role::Backup, &c, t0);
         // Exchange first heartbeats.
-        let p = State::from_wire(primary.poll_heartbeat(t0).unwrap()).unwrap();
-        let b = State::from_wire(backup.poll_heartbeat(t0).unwrap()).unwrap();
-        assert_eq!(primary.on_peer_state(b, t0), Ok(Transition::BecameActive));
-        assert_eq!(backup.on_peer_state(p, t0), Ok(Transition::None));
-        let t1 = t0 + HB;
-        let p = State::from_wire(primary.poll_heartbeat(t1).unwrap()).unwrap();
-        assert_eq!(backup.on_peer_state(p, t1), Ok(Transition::BecamePassive));
+        let p = State::from_wire(heartbeat(&mut primary, t0).unwrap()).unwrap();
+        let b = State::from_wire(heartbeat(&mut backup, t0).unwrap()).unwrap();
         assert_eq!(
-            primary.on_client_request(t1),
+            primary.handle_peer_state(t0, b),
+            Ok(Transition::BecameActive)
+        );
+        assert_eq!(backup.handle_peer_state(t0, p), Ok(Transition::None));
+        let t1 = t0 + HB;
+        let p = State::from_wire(heartbeat(&mut primary, t1).unwrap()).unwrap();
+        assert_eq!(
+            backup.handle_peer_state(t1, p),
+            Ok(Transition::BecamePassive)
+        );
+        assert_eq!(
+            primary.handle_client_request(t1),
             (Vote::Accept, Transition::None)
         );
         assert_eq!(
-            backup.on_client_request(t1),
+            backup.handle_client_request(t1),
             (Vote::Reject, Transition::None)
         );
 
         // Primary dies at t1. Clients vote at the backup: rejected until 2 beats of silence.
         assert_eq!(
-            backup.on_client_request(t1 + HB),
+            backup.handle_client_request(t1 + HB),
             (Vote::Reject, Transition::None)
         );
         let t2 = t1 + 2 * HB;
         assert_eq!(
-            backup.on_client_request(t2),
+            backup.handle_client_request(t2),
             (Vote::Accept, Transition::BecameActive)
         );
 
         // Primary restarts: sees ACTIVE backup → PASSIVE; no failback.
         let t3 = t2 + HB;
         let mut primary = BinaryStar::new(Role::Primary, &c, t3);
-        let p = State::from_wire(primary.poll_heartbeat(t3).unwrap()).unwrap();
-        assert_eq!(backup.on_peer_state(p, t3), Ok(Transition::None));
-        let b = State::from_wire(backup.poll_heartbeat(t3).unwrap()).unwrap();
-        assert_eq!(primary.on_peer_state(b, t3), Ok(Transition::BecamePassive));
+        let p = State::from_wire(heartbeat(&mut primary, t3).unwrap()).unwrap();
+        assert_eq!(backup.handle_peer_state(t3, p), Ok(Transition::None));
+        let b = State::from_wire(heartbeat(&mut backup, t3).unwrap()).unwrap();
         assert_eq!(
-            primary.on_client_request(t3),
+            primary.handle_peer_state(t3, b),
+            Ok(Transition::BecamePassive)
+        );
+        assert_eq!(
+            primary.handle_client_request(t3),
             (Vote::Reject, Transition::None)
         );
         assert_eq!(backup.state(), State::Active);

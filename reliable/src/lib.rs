@@ -4,6 +4,29 @@
 //! is a plain state machine driven by "a message arrived" and "now is t"; this crate may depend on std, serde,
 //! thiserror and tracing only, never on a socket library or any other I/O crate (`tests/sans_io.rs` enforces
 //! it), so the socket crates above it can share one implementation of each rule.
+//!
+//! # One vocabulary for every engine
+//!
+//! Every protocol engine of the workspace (Binary Star here; the Clone server and client, the Majordomo broker and
+//! worker, the Paranoid Pirate queue and worker, the Freelance agent and the messenger above) has the same shape,
+//! after `quinn-proto`, and spells it the same way:
+//!
+//! * **input**: `handle_input(now, input)` when something arrived on the engine's one input; an engine fed by
+//!   several sockets names each input `handle_<source>(now, …)` (`handle_frontend`/`handle_backend` of the
+//!   Paranoid Pirate queue, `handle_update`/`handle_snapshot` of the Clone client, `handle_peer_state` and
+//!   `handle_client_request` of Binary Star). `now` comes first.
+//! * **timers**: `handle_timeout(now)` when the deadline passed; calling it early, or on every loop turn, is
+//!   harmless.
+//! * **output**: `poll_output() -> Option<…>`: the next message to send or action to take; the loop calls it until
+//!   `None` after every `handle_*` call.
+//! * **deadlines**: `poll_timeout() -> Option<Instant>`: when `handle_timeout` is next due; `None` when the engine
+//!   waits for nothing but input.
+//!
+//! Commands from the application (`request`, `reply`, `connect`, `send`, `become_active`) are plain methods beside
+//! these. An engine never reads the clock, makes random ids, sleeps or touches a socket: its module says
+//! `#![deny(clippy::disallowed_methods, clippy::disallowed_types)]` and the workspace `clippy.toml` lists what is
+//! banned, so a leak fails `cargo clippy`. The thin loop beside each engine owns the sockets and the clock, and
+//! tests drive engines on simulated time.
 
 #![warn(missing_docs)]
 

@@ -9,6 +9,7 @@
 //! The table is shared by the shard threads (which learn) and the worker threads (which read, to judge dequeue
 //! lateness the same way). It is a fixed-size open-addressing table of atomics: no lock, no allocation after
 //! start, and a bounded number of publishers (a flood of forged publisher ids fills it once, then is counted).
+#![deny(clippy::disallowed_methods, clippy::disallowed_types)]
 
 use std::sync::atomic::{AtomicI64, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 

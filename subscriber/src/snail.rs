@@ -3,6 +3,7 @@
 //! Lateness is local receive time minus the publisher's send time, so it includes network, queueing in ZeroMQ and
 //! (when checked at a worker's dequeue) time spent waiting behind a slow worker. The Guide's rule: a subscriber
 //! that cannot keep up should die loudly rather than process stale data quietly.
+#![deny(clippy::disallowed_methods, clippy::disallowed_types)]
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

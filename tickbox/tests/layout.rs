@@ -38,6 +38,23 @@ fn engines_never_touch_sockets() {
         "wire/src/sequence.rs",
         "units/src/lib.rs",
     ];
+    // The engines that also turn on the clock, randomness, sleep and socket bans of the workspace `clippy.toml`.
+    let linted = [
+        "lvc/src/engine.rs",
+        "lvc/src/cache.rs",
+        "subscriber/src/snail.rs",
+        "subscriber/src/clock.rs",
+        "wire/src/sequence.rs",
+        "coord/src/logic.rs",
+        "tuning/src/sweep.rs",
+    ];
+    for engine in linted {
+        assert!(
+            code_of(&workspace().join(engine))
+                .contains("#![deny(clippy::disallowed_methods, clippy::disallowed_types)]"),
+            "{engine} is a sans-IO engine but does not deny the sans-IO lints"
+        );
+    }
     for engine in engines {
         let code = code_of(&workspace().join(engine));
         for socket_word in ["zmq::", "use zmq", "zmq_sys", "Socket"] {

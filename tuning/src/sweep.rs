@@ -1,5 +1,6 @@
 //! The sans-IO part of `tickbox tune sweep`: the grid, the repeat schedule, median and spread, ranking, and the
 //! winning configuration. The caller measures each point (the bench pipeline); this module never runs anything.
+#![deny(clippy::disallowed_methods, clippy::disallowed_types)]
 
 use serde::Serialize;
 

@@ -16,6 +16,7 @@
 //! - The publisher table is bounded ([`SequenceTracker::with_bounds`]); messages from publishers beyond it are
 //!   counted as untracked. Lookup is O(1) whatever the table holds, so a flood of forged publisher ids costs a
 //!   hash probe per message, not a scan of the table.
+#![deny(clippy::disallowed_methods, clippy::disallowed_types)]
 
 use std::collections::hash_map::RandomState;
 use std::collections::HashMap;

@@ -1,5 +1,6 @@
 //! The Clone client engine (sans-IO): snapshot synchronisation, update stream, silence detection and failover.
 //! The agent thread in [`crate::client`] owns the sockets and drives this engine.
+#![deny(clippy::disallowed_methods, clippy::disallowed_types)]
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -234,7 +235,7 @@ impl ClientEngine {
     }
 
     /// Next socket action for the loop, if any.
-    pub fn poll_action(&mut self) -> Option<ClientAction> {
+    pub fn poll_output(&mut self) -> Option<ClientAction> {
         if self.actions.is_empty() {
             None
         } else {
@@ -242,15 +243,15 @@ impl ClientEngine {
         }
     }
 
-    /// When the engine next needs `on_tick`.
-    pub fn next_deadline(&self) -> Instant {
-        match &self.phase {
+    /// When the engine next needs `handle_timeout`.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        Some(match &self.phase {
             Phase::Subscribing { since, vote_at, .. } => {
                 let d = (*since + self.config.subscribe_wait()).min(self.expiry);
                 vote_at.map_or(d, |v| d.min(v))
             }
             _ => self.expiry,
-        }
+        })
     }
 
     fn connect(&mut self, index: usize, now: Instant) {
@@ -277,7 +278,7 @@ impl ClientEngine {
     }
 
     /// Timers: the subscribe wait and server silence.
-    pub fn on_tick(&mut self, now: Instant) {
+    pub fn handle_timeout(&mut self, now: Instant) {
         if now >= self.expiry {
             self.stats.failovers += 1;
             let next = self.current + 1;
@@ -310,7 +311,7 @@ impl ClientEngine {
     /// A message on the SUB socket of the current server. Changes to the map are appended to `changes`.
     /// A `NOPE` refusal notice proves the server alive and the subscription live, but is never an update (its
     /// sequence is the server's current one, and the agent matches it to the refused set by UUID).
-    pub fn on_update(&mut self, msg: KvMsg, now: Instant, changes: &mut Vec<Change>) {
+    pub fn handle_update(&mut self, now: Instant, msg: KvMsg, changes: &mut Vec<Change>) {
         self.expiry = now + self.config.server_ttl();
         let control = msg.key == HUGZ || msg.key == NOPE;
         match &mut self.phase {
@@ -402,7 +403,7 @@ impl ClientEngine {
     }
 
     /// A message on the snapshot DEALER (KVSYNC or KTHXBAI).
-    pub fn on_snapshot(&mut self, msg: KvMsg, now: Instant, changes: &mut Vec<Change>) {
+    pub fn handle_snapshot(&mut self, now: Instant, msg: KvMsg, changes: &mut Vec<Change>) {
         self.expiry = now + self.config.server_ttl();
         let Phase::Syncing { snapshot, buffered } = &mut self.phase else {
             // A late reply to an ICANHAZ we have given up on.
@@ -483,6 +484,8 @@ impl ClientEngine {
 }
 
 #[cfg(test)]
+// A test reads the clock once for an origin and moves simulated time on from there; the engine never reads it.
+#[allow(clippy::disallowed_methods)]
 mod tests {
     use super::*;
 
@@ -500,13 +503,13 @@ mod tests {
 
     fn live(subtree: &str, t: Instant) -> ClientEngine {
         let mut e = ClientEngine::new(cfg(), 2, subtree, t);
-        assert_eq!(e.poll_action(), Some(ClientAction::Connect(0)));
+        assert_eq!(e.poll_output(), Some(ClientAction::Connect(0)));
         let mut ch = Vec::new();
-        e.on_update(KvMsg::new(HUGZ, 0, Vec::new()), t, &mut ch);
-        assert_eq!(e.poll_action(), Some(ClientAction::SendIcanhaz));
-        e.on_snapshot(
-            KvMsg::new(KTHXBAI, 0, subtree.as_bytes().to_vec()),
+        e.handle_update(t, KvMsg::new(HUGZ, 0, Vec::new()), &mut ch);
+        assert_eq!(e.poll_output(), Some(ClientAction::SendIcanhaz));
+        e.handle_snapshot(
             t,
+            KvMsg::new(KTHXBAI, 0, subtree.as_bytes().to_vec()),
             &mut ch,
         );
         assert!(e.is_live());
@@ -517,41 +520,41 @@ mod tests {
     fn icanhaz_waits_for_first_sub_message_or_timeout() {
         let t = Instant::now();
         let mut e = ClientEngine::new(cfg(), 1, "", t);
-        assert_eq!(e.poll_action(), Some(ClientAction::Connect(0)));
-        assert_eq!(e.next_deadline(), t + VOTE_DELAY);
-        e.on_tick(t + VOTE_DELAY);
-        assert_eq!(e.poll_action(), Some(ClientAction::Vote));
-        e.on_tick(t + Duration::from_millis(1000));
-        assert_eq!(e.poll_action(), None);
-        e.on_tick(t + Duration::from_millis(1500));
-        assert_eq!(e.poll_action(), Some(ClientAction::SendIcanhaz));
+        assert_eq!(e.poll_output(), Some(ClientAction::Connect(0)));
+        assert_eq!(e.poll_timeout(), Some(t + VOTE_DELAY));
+        e.handle_timeout(t + VOTE_DELAY);
+        assert_eq!(e.poll_output(), Some(ClientAction::Vote));
+        e.handle_timeout(t + Duration::from_millis(1000));
+        assert_eq!(e.poll_output(), None);
+        e.handle_timeout(t + Duration::from_millis(1500));
+        assert_eq!(e.poll_output(), Some(ClientAction::SendIcanhaz));
     }
 
     #[test]
     fn snapshot_then_buffered_updates_above_kthxbai_exactly_once() {
         let t = Instant::now();
         let mut e = ClientEngine::new(cfg(), 1, "", t);
-        e.poll_action();
+        e.poll_output();
         let mut ch = Vec::new();
-        e.on_update(upd("/a", 10, "a10"), t, &mut ch);
-        assert_eq!(e.poll_action(), Some(ClientAction::SendIcanhaz));
-        e.on_update(upd("/b", 11, "b11"), t, &mut ch);
-        e.on_update(upd("/a", 12, "a12"), t, &mut ch);
+        e.handle_update(t, upd("/a", 10, "a10"), &mut ch);
+        assert_eq!(e.poll_output(), Some(ClientAction::SendIcanhaz));
+        e.handle_update(t, upd("/b", 11, "b11"), &mut ch);
+        e.handle_update(t, upd("/a", 12, "a12"), &mut ch);
         assert!(ch.is_empty(), "nothing applied before KTHXBAI");
-        e.on_snapshot(upd("/a", 10, "a10"), t, &mut ch);
-        e.on_snapshot(upd("/b", 11, "b11"), t, &mut ch);
-        e.on_snapshot(KvMsg::new(KTHXBAI, 11, Vec::new()), t, &mut ch);
+        e.handle_snapshot(t, upd("/a", 10, "a10"), &mut ch);
+        e.handle_snapshot(t, upd("/b", 11, "b11"), &mut ch);
+        e.handle_snapshot(t, KvMsg::new(KTHXBAI, 11, Vec::new()), &mut ch);
         let seqs: Vec<u64> = ch.iter().map(|c| c.seq).collect();
         // Snapshot entries (10, 11) then only the buffered update above 11.
         assert_eq!(seqs, [10, 11, 12]);
         assert_eq!(e.get("/a").unwrap().value, b"a12");
         assert_eq!(e.last_seq(), 12);
         ch.clear();
-        e.on_update(upd("/a", 12, "dup"), t, &mut ch);
+        e.handle_update(t, upd("/a", 12, "dup"), &mut ch);
         assert!(ch.is_empty());
         // Buffered 10 and 11 (covered by the snapshot) plus this duplicate.
         assert_eq!(e.stats().stale_updates, 3);
-        e.on_update(upd("/a", 13, ""), t, &mut ch);
+        e.handle_update(t, upd("/a", 13, ""), &mut ch);
         assert_eq!(
             ch,
             [Change {
@@ -570,7 +573,7 @@ mod tests {
         let t = Instant::now();
         let mut e = live("/x/", t);
         let mut ch = Vec::new();
-        e.on_update(KvMsg::new(HUGZ, 999, Vec::new()), t, &mut ch);
+        e.handle_update(t, KvMsg::new(HUGZ, 999, Vec::new()), &mut ch);
         assert!(ch.is_empty());
         assert!(e.map().is_empty());
         assert_eq!(
@@ -579,10 +582,10 @@ mod tests {
             "with a subtree a larger HUGZ sequence is normal"
         );
         // Sequences jump with a subtree: no gap.
-        e.on_update(upd("/x/a", 50, "v"), t, &mut ch);
+        e.handle_update(t, upd("/x/a", 50, "v"), &mut ch);
         assert_eq!(ch.len(), 1);
         // Keys outside the subtree that slip through the prefix filter are ignored.
-        e.on_update(upd("HUGZzz", 51, "v"), t, &mut ch);
+        e.handle_update(t, upd("HUGZzz", 51, "v"), &mut ch);
         assert_eq!(ch.len(), 1);
     }
 
@@ -591,10 +594,10 @@ mod tests {
         let t = Instant::now();
         let mut e = live("", t);
         let mut ch = Vec::new();
-        e.on_update(upd("/a", 1, "1"), t, &mut ch);
-        e.on_update(upd("/a", 3, "3"), t, &mut ch);
+        e.handle_update(t, upd("/a", 1, "1"), &mut ch);
+        e.handle_update(t, upd("/a", 3, "3"), &mut ch);
         assert_eq!(e.stats().gaps, 1);
-        assert_eq!(e.poll_action(), Some(ClientAction::SendIcanhaz));
+        assert_eq!(e.poll_output(), Some(ClientAction::SendIcanhaz));
         assert!(!e.is_live());
     }
 
@@ -603,54 +606,54 @@ mod tests {
         let t = Instant::now();
         let mut e = live("", t);
         let mut ch = Vec::new();
-        e.on_update(upd("/a", 1, "1"), t, &mut ch);
-        e.on_update(upd("/b", 2, "2"), t, &mut ch);
+        e.handle_update(t, upd("/a", 1, "1"), &mut ch);
+        e.handle_update(t, upd("/b", 2, "2"), &mut ch);
         ch.clear();
-        e.on_tick(t + Duration::from_millis(4999));
-        assert_eq!(e.poll_action(), None);
+        e.handle_timeout(t + Duration::from_millis(4999));
+        assert_eq!(e.poll_output(), None);
         let t2 = t + Duration::from_millis(5000);
-        e.on_tick(t2);
-        assert_eq!(e.poll_action(), Some(ClientAction::Connect(1)));
+        e.handle_timeout(t2);
+        assert_eq!(e.poll_output(), Some(ClientAction::Connect(1)));
         assert_eq!(e.current_server(), 1);
         assert_eq!(e.stats().failovers, 1);
         // The backup's snapshot: /a unchanged, /b deleted, /c new; its sequence is lower than ours was.
-        e.on_update(KvMsg::new(HUGZ, 1, Vec::new()), t2, &mut ch);
-        assert_eq!(e.poll_action(), Some(ClientAction::SendIcanhaz));
-        e.on_snapshot(upd("/a", 1, "1"), t2, &mut ch);
-        e.on_snapshot(upd("/c", 1, "c"), t2, &mut ch);
-        e.on_snapshot(KvMsg::new(KTHXBAI, 1, Vec::new()), t2, &mut ch);
+        e.handle_update(t2, KvMsg::new(HUGZ, 1, Vec::new()), &mut ch);
+        assert_eq!(e.poll_output(), Some(ClientAction::SendIcanhaz));
+        e.handle_snapshot(t2, upd("/a", 1, "1"), &mut ch);
+        e.handle_snapshot(t2, upd("/c", 1, "c"), &mut ch);
+        e.handle_snapshot(t2, KvMsg::new(KTHXBAI, 1, Vec::new()), &mut ch);
         assert_eq!(ch.len(), 2);
         assert_eq!(ch[0].key, "/c");
         assert_eq!((ch[1].key.as_str(), ch[1].value.as_ref()), ("/b", None));
         assert_eq!(e.last_seq(), 1);
-        e.on_update(upd("/d", 2, "d"), t2, &mut ch);
+        e.handle_update(t2, upd("/d", 2, "d"), &mut ch);
         assert!(
             e.get("/d").is_some(),
             "updates after the new server's KTHXBAI apply"
         );
         // Silence again: back to server 0.
-        e.on_tick(t2 + Duration::from_secs(6));
-        assert_eq!(e.poll_action(), Some(ClientAction::Connect(0)));
+        e.handle_timeout(t2 + Duration::from_secs(6));
+        assert_eq!(e.poll_output(), Some(ClientAction::Connect(0)));
     }
 
     #[test]
     fn vote_reply_is_not_taken_for_the_snapshot() {
         let t = Instant::now();
         let mut e = ClientEngine::new(cfg(), 1, "", t);
-        e.poll_action();
+        e.poll_output();
         let mut ch = Vec::new();
-        e.on_update(KvMsg::new(HUGZ, 3, Vec::new()), t, &mut ch);
-        assert_eq!(e.poll_action(), Some(ClientAction::SendIcanhaz));
+        e.handle_update(t, KvMsg::new(HUGZ, 3, Vec::new()), &mut ch);
+        assert_eq!(e.poll_output(), Some(ClientAction::SendIcanhaz));
         // The vote's reply arrives first on the same DEALER.
-        e.on_snapshot(upd("/.tickbox-vote/x", 1, "stale"), t, &mut ch);
-        e.on_snapshot(
-            KvMsg::new(KTHXBAI, 3, VOTE_SUBTREE.as_bytes().to_vec()),
+        e.handle_snapshot(t, upd("/.tickbox-vote/x", 1, "stale"), &mut ch);
+        e.handle_snapshot(
             t,
+            KvMsg::new(KTHXBAI, 3, VOTE_SUBTREE.as_bytes().to_vec()),
             &mut ch,
         );
         assert!(!e.is_live());
-        e.on_snapshot(upd("/a", 2, "a"), t, &mut ch);
-        e.on_snapshot(KvMsg::new(KTHXBAI, 3, Vec::new()), t, &mut ch);
+        e.handle_snapshot(t, upd("/a", 2, "a"), &mut ch);
+        e.handle_snapshot(t, KvMsg::new(KTHXBAI, 3, Vec::new()), &mut ch);
         assert!(e.is_live());
         assert_eq!(e.map().keys().collect::<Vec<_>>(), ["/a"]);
     }
@@ -660,7 +663,7 @@ mod tests {
         let t = Instant::now();
         let mut e = live("", t);
         let mut ch = Vec::new();
-        e.on_snapshot(upd("/z", 5, "z"), t, &mut ch);
+        e.handle_snapshot(t, upd("/z", 5, "z"), &mut ch);
         assert!(ch.is_empty());
         assert!(e.get("/z").is_none());
     }

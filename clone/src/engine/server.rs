@@ -1,8 +1,9 @@
 //! The Clone server engine (sans-IO). The socket loop lives in [`crate::server_loop`].
 //!
 //! The engine owns the map, the sequence counter, TTL expiries, the Binary Star pending list and the passive
-//! mirror. It never touches sockets or clocks: events go in (`on_kvset`, `on_peer_kvpub`, `on_tick`, ...) and
-//! messages to publish come out.
+//! mirror. It never touches sockets or clocks: events go in (`handle_kvset`, `handle_peer_kvpub`, `handle_timeout`,
+//! ...) and messages to publish come out.
+#![deny(clippy::disallowed_methods, clippy::disallowed_types)]
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
@@ -377,6 +378,8 @@ pub struct ServerEngine {
     stats: ServerStats,
     general: Usage,
     reserved: Usage,
+    /// Messages the timers and a takeover produced, in sequence order, until `poll_output` hands them out.
+    out: VecDeque<KvMsg>,
 }
 
 impl ServerEngine {
@@ -397,6 +400,7 @@ impl ServerEngine {
             stats: ServerStats::default(),
             general: Usage::default(),
             reserved: Usage::default(),
+            out: VecDeque::new(),
         }
     }
 
@@ -562,15 +566,20 @@ impl ServerEngine {
         msg
     }
 
-    /// A KVSET arrived on the collector from an unauthenticated writer (see [`ServerEngine::on_kvset_from`]).
-    pub fn on_kvset(&mut self, msg: KvMsg, now: Instant) -> KvsetOutcome {
-        self.on_kvset_from(msg, None, now)
+    /// A KVSET arrived on the collector from an unauthenticated writer (see [`ServerEngine::handle_kvset_from`]).
+    pub fn handle_kvset(&mut self, now: Instant, msg: KvMsg) -> KvsetOutcome {
+        self.handle_kvset_from(now, msg, None)
     }
 
     /// A KVSET arrived on the collector from `user`, the writer's ZAP user id (its Z85 public key under CURVE,
     /// read by the socket loop; `None` under NULL). A set or delete the `[security]` grants refuse `user` is
     /// dropped as [`DropReason::Unauthorised`], counted, and answered with a `NOPE` notice like any refusal.
-    pub fn on_kvset_from(&mut self, msg: KvMsg, user: Option<&str>, now: Instant) -> KvsetOutcome {
+    pub fn handle_kvset_from(
+        &mut self,
+        now: Instant,
+        msg: KvMsg,
+        user: Option<&str>,
+    ) -> KvsetOutcome {
         if let tickbox_auth::Access::Refused { rule } =
             self.config.security.grants().may_write(user, &msg.key)
         {
@@ -651,23 +660,24 @@ impl ServerEngine {
         KvMsg::new(KTHXBAI, self.seq, subtree.as_bytes().to_vec())
     }
 
-    /// Timers: HUGZ and TTL expiry, both only while serving. Messages to publish are appended to `out`.
-    pub fn on_tick(&mut self, now: Instant, out: &mut Vec<KvMsg>) {
+    /// Timers: HUGZ and TTL expiry, both only while serving. Messages to publish come out of
+    /// [`Self::poll_output`].
+    pub fn handle_timeout(&mut self, now: Instant) {
         if now >= self.next_sweep {
             self.next_sweep = now + self.config.ttl_sweep();
             if self.serving {
-                self.expire(now, out);
+                self.expire(now);
             }
         }
         if now >= self.next_hugz {
             self.next_hugz = now + self.config.hugz();
             if self.serving {
-                out.push(KvMsg::new(HUGZ, self.seq, Vec::new()));
+                self.out.push_back(KvMsg::new(HUGZ, self.seq, Vec::new()));
             }
         }
     }
 
-    fn expire(&mut self, now: Instant, out: &mut Vec<KvMsg>) {
+    fn expire(&mut self, now: Instant) {
         while let Some((at, _)) = self.expiries.first() {
             if *at > now {
                 break;
@@ -679,19 +689,25 @@ impl ServerEngine {
                 self.seq += 1;
                 self.stats.ttl_expired += 1;
                 self.stats.published += 1;
-                out.push(KvMsg::new(key, self.seq, Vec::new()));
+                self.out.push_back(KvMsg::new(key, self.seq, Vec::new()));
             }
         }
     }
 
-    /// Earliest instant `on_tick` has work.
-    pub fn next_deadline(&self) -> Instant {
-        self.next_hugz.min(self.next_sweep)
+    /// The next message to publish (from [`Self::handle_timeout`] or [`Self::become_active`]), in sequence order;
+    /// call until `None` after each of them.
+    pub fn poll_output(&mut self) -> Option<KvMsg> {
+        self.out.pop_front()
+    }
+
+    /// Earliest instant `handle_timeout` has work.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        Some(self.next_hugz.min(self.next_sweep))
     }
 
     /// Binary Star made us active: stop mirroring, apply the pending list (each published with a new sequence,
     /// keeping the client's UUID so the client sees its acknowledgement).
-    pub fn become_active(&mut self, now: Instant, out: &mut Vec<KvMsg>) {
+    pub fn become_active(&mut self, now: Instant) {
         if self.is_mirror_syncing() {
             tracing::warn!(
                 "became active before the peer snapshot completed; serving what we have"
@@ -705,7 +721,8 @@ impl ServerEngine {
                 continue;
             }
             self.stats.pending_applied += 1;
-            out.push(self.apply(msg, now));
+            let published = self.apply(msg, now);
+            self.out.push_back(published);
         }
         // Expired keys the old active would have deleted are deleted now.
         self.next_sweep = now;
@@ -713,7 +730,7 @@ impl ServerEngine {
     }
 
     /// Binary Star made us passive: drop our own map and start mirroring the active peer. The loop must then
-    /// send ICANHAZ with an empty subtree to the peer and feed the reply to [`Self::on_peer_snapshot`].
+    /// send ICANHAZ with an empty subtree to the peer and feed the reply to [`Self::handle_peer_snapshot`].
     pub fn become_passive(&mut self) {
         self.serving = false;
         self.map.clear();
@@ -735,7 +752,7 @@ impl ServerEngine {
     }
 
     /// One message of the active peer's snapshot (KVSYNC or KTHXBAI).
-    pub fn on_peer_snapshot(&mut self, msg: KvMsg, now: Instant) {
+    pub fn handle_peer_snapshot(&mut self, now: Instant, msg: KvMsg) {
         let Mirror::Syncing { snapshot, buffered } = &mut self.mirror else {
             return;
         };
@@ -761,7 +778,7 @@ impl ServerEngine {
     }
 
     /// A KVPUB (or HUGZ) from the active peer's publisher.
-    pub fn on_peer_kvpub(&mut self, msg: KvMsg, now: Instant) {
+    pub fn handle_peer_kvpub(&mut self, now: Instant, msg: KvMsg) {
         if msg.key == HUGZ {
             return;
         }
@@ -802,8 +819,15 @@ impl ServerEngine {
 }
 
 #[cfg(test)]
+// A test reads the clock once for an origin and moves simulated time on from there; the engine never reads it.
+#[allow(clippy::disallowed_methods)]
 mod tests {
     use super::*;
+
+    /// Appends everything the engine has to publish to `out`, as the server loop does.
+    fn drain(e: &mut ServerEngine, out: &mut Vec<KvMsg>) {
+        out.extend(std::iter::from_fn(|| e.poll_output()));
+    }
 
     fn set(key: &str, value: &str, uuid: u8) -> KvMsg {
         let mut m = KvMsg::new(key, 0, value.as_bytes().to_vec());
@@ -822,9 +846,9 @@ mod tests {
     fn sequences_strictly_increase_and_empty_value_deletes() {
         let t = Instant::now();
         let mut e = ServerEngine::new(ServerConfig::default(), true, t);
-        let a = published(e.on_kvset(set("/a", "1", 1), t));
-        let b = published(e.on_kvset(set("/b", "2", 2), t));
-        let d = published(e.on_kvset(set("/a", "", 3), t));
+        let a = published(e.handle_kvset(t, set("/a", "1", 1)));
+        let b = published(e.handle_kvset(t, set("/b", "2", 2)));
+        let d = published(e.handle_kvset(t, set("/a", "", 3)));
         assert_eq!((a.seq, b.seq, d.seq), (1, 2, 3));
         assert!(d.is_delete());
         assert!(e.get("/a").is_none());
@@ -837,7 +861,7 @@ mod tests {
         let t = Instant::now();
         let mut e = ServerEngine::new(ServerConfig::default(), true, t);
         for (i, k) in ["/x/1", "/x/2", "/xy/1", "/y/1", "/x/"].iter().enumerate() {
-            e.on_kvset(set(k, "v", i as u8 + 1), t);
+            e.handle_kvset(t, set(k, "v", i as u8 + 1));
         }
         let keys: Vec<_> = e.snapshot("/x/").map(|m| m.key.as_str()).collect();
         assert_eq!(keys, ["/x/", "/x/1", "/x/2"]);
@@ -859,26 +883,29 @@ mod tests {
         let mut e = ServerEngine::new(cfg, true, t);
         let mut m = set("/m/a", "up", 1);
         m.set_prop("ttl", "1");
-        e.on_kvset(m, t);
+        e.handle_kvset(t, m);
         let mut m = set("/m/b", "up", 2);
         m.set_prop("ttl", "1");
-        e.on_kvset(m, t);
+        e.handle_kvset(t, m);
         // Refresh b at 0.5 s.
         let mut m = set("/m/b", "up", 3);
         m.set_prop("ttl", "1");
-        e.on_kvset(m, t + Duration::from_millis(500));
+        e.handle_kvset(t + Duration::from_millis(500), m);
         let mut out = Vec::new();
-        e.on_tick(t + Duration::from_millis(900), &mut out);
+        e.handle_timeout(t + Duration::from_millis(900));
+        drain(&mut e, &mut out);
         assert!(out.iter().all(|m| m.key == HUGZ));
         out.clear();
-        e.on_tick(t + Duration::from_millis(1100), &mut out);
+        e.handle_timeout(t + Duration::from_millis(1100));
+        drain(&mut e, &mut out);
         let deletes: Vec<_> = out.iter().filter(|m| m.key != HUGZ).collect();
         assert_eq!(deletes.len(), 1);
         assert_eq!(deletes[0].key, "/m/a");
         assert!(deletes[0].is_delete());
         assert_eq!(deletes[0].seq, 4);
         out.clear();
-        e.on_tick(t + Duration::from_millis(1600), &mut out);
+        e.handle_timeout(t + Duration::from_millis(1600));
+        drain(&mut e, &mut out);
         assert!(out.iter().any(|m| m.key == "/m/b" && m.is_delete()));
         assert_eq!(e.stats().ttl_expired, 2);
         assert!(e.is_empty());
@@ -890,10 +917,11 @@ mod tests {
         let mut e = ServerEngine::new(ServerConfig::default(), true, t);
         let mut m = set("/k", "v", 1);
         m.set_prop("ttl", "1");
-        e.on_kvset(m, t);
-        e.on_kvset(set("/k", "", 2), t);
+        e.handle_kvset(t, m);
+        e.handle_kvset(t, set("/k", "", 2));
         let mut out = Vec::new();
-        e.on_tick(t + Duration::from_secs(5), &mut out);
+        e.handle_timeout(t + Duration::from_secs(5));
+        drain(&mut e, &mut out);
         assert!(out.iter().all(|m| m.key == HUGZ));
         assert_eq!(e.stats().ttl_expired, 0);
     }
@@ -903,18 +931,21 @@ mod tests {
         let t = Instant::now();
         let mut e = ServerEngine::new(ServerConfig::default(), false, t);
         let mut out = Vec::new();
-        e.on_tick(t + Duration::from_secs(1), &mut out);
+        e.handle_timeout(t + Duration::from_secs(1));
+        drain(&mut e, &mut out);
         assert!(out.is_empty(), "a non-serving server must stay silent");
         let mut e = ServerEngine::new(ServerConfig::default(), true, t);
-        e.on_kvset(set("/a", "1", 1), t);
-        e.on_tick(t + Duration::from_millis(999), &mut out);
+        e.handle_kvset(t, set("/a", "1", 1));
+        e.handle_timeout(t + Duration::from_millis(999));
+        drain(&mut e, &mut out);
         assert!(out.is_empty());
-        e.on_tick(t + Duration::from_secs(1), &mut out);
+        e.handle_timeout(t + Duration::from_secs(1));
+        drain(&mut e, &mut out);
         assert_eq!(out.len(), 1);
         assert_eq!((out[0].key.as_str(), out[0].seq), (HUGZ, 1));
         assert_eq!(
-            e.next_deadline(),
-            t + Duration::from_secs(1) + Duration::from_secs(1)
+            e.poll_timeout(),
+            Some(t + Duration::from_secs(1) + Duration::from_secs(1))
         );
     }
 
@@ -929,31 +960,31 @@ mod tests {
         };
         let mut e = ServerEngine::new(cfg, true, t);
         assert_eq!(
-            e.on_kvset(set("/toolongkey", "v", 1), t),
+            e.handle_kvset(t, set("/toolongkey", "v", 1)),
             KvsetOutcome::Dropped(DropReason::KeyTooLong)
         );
         assert_eq!(
-            e.on_kvset(set("/k", "12345", 2), t),
+            e.handle_kvset(t, set("/k", "12345", 2)),
             KvsetOutcome::Dropped(DropReason::ValueTooLarge)
         );
         assert_eq!(
-            e.on_kvset(set("HUGZ", "x", 3), t),
+            e.handle_kvset(t, set("HUGZ", "x", 3)),
             KvsetOutcome::Dropped(DropReason::ReservedKey)
         );
         assert_eq!(
-            e.on_kvset(set("", "x", 4), t),
+            e.handle_kvset(t, set("", "x", 4)),
             KvsetOutcome::Dropped(DropReason::ReservedKey)
         );
-        published(e.on_kvset(set("/a", "1", 5), t));
-        published(e.on_kvset(set("/b", "1", 6), t));
+        published(e.handle_kvset(t, set("/a", "1", 5)));
+        published(e.handle_kvset(t, set("/b", "1", 6)));
         assert_eq!(
-            e.on_kvset(set("/c", "1", 7), t),
+            e.handle_kvset(t, set("/c", "1", 7)),
             KvsetOutcome::Dropped(DropReason::TooManyKeys)
         );
         // Overwriting and deleting still work at the limit.
-        published(e.on_kvset(set("/a", "2", 8), t));
-        published(e.on_kvset(set("/a", "", 9), t));
-        published(e.on_kvset(set("/c", "1", 10), t));
+        published(e.handle_kvset(t, set("/a", "2", 8)));
+        published(e.handle_kvset(t, set("/a", "", 9)));
+        published(e.handle_kvset(t, set("/c", "1", 10)));
         let s = e.stats();
         assert_eq!(
             (
@@ -971,8 +1002,11 @@ mod tests {
     fn resent_uuid_is_applied_once() {
         let t = Instant::now();
         let mut e = ServerEngine::new(ServerConfig::default(), true, t);
-        published(e.on_kvset(set("/a", "1", 1), t));
-        assert_eq!(e.on_kvset(set("/a", "1", 1), t), KvsetOutcome::Duplicate);
+        published(e.handle_kvset(t, set("/a", "1", 1)));
+        assert_eq!(
+            e.handle_kvset(t, set("/a", "1", 1)),
+            KvsetOutcome::Duplicate
+        );
         assert_eq!(e.sequence(), 1);
     }
 
@@ -982,47 +1016,48 @@ mod tests {
         let mut active = ServerEngine::new(ServerConfig::default(), true, t);
         let mut passive = ServerEngine::new(ServerConfig::default(), false, t);
         passive.become_passive();
-        passive.on_peer_snapshot(active.kthxbai(""), t);
+        passive.handle_peer_snapshot(t, active.kthxbai(""));
 
         // u1: client copy reaches passive first, then the active's.
         assert_eq!(
-            passive.on_kvset(set("/a", "1", 1), t),
+            passive.handle_kvset(t, set("/a", "1", 1)),
             KvsetOutcome::Pending
         );
-        let p1 = published(active.on_kvset(set("/a", "1", 1), t));
-        passive.on_peer_kvpub(p1, t);
+        let p1 = published(active.handle_kvset(t, set("/a", "1", 1)));
+        passive.handle_peer_kvpub(t, p1);
         assert_eq!(passive.pending_len(), 0);
         // u2: active's copy first, then the client's (must not re-enter pending).
-        let p2 = published(active.on_kvset(set("/b", "2", 2), t));
-        passive.on_peer_kvpub(p2, t);
+        let p2 = published(active.handle_kvset(t, set("/b", "2", 2)));
+        passive.handle_peer_kvpub(t, p2);
         assert_eq!(
-            passive.on_kvset(set("/b", "2", 2), t),
+            passive.handle_kvset(t, set("/b", "2", 2)),
             KvsetOutcome::Duplicate
         );
         assert_eq!(passive.pending_len(), 0);
         // u3, u4: the active dies before publishing them; only the passive got them.
         assert_eq!(
-            passive.on_kvset(set("/c", "3", 3), t),
+            passive.handle_kvset(t, set("/c", "3", 3)),
             KvsetOutcome::Pending
         );
         assert_eq!(
-            passive.on_kvset(set("/d", "4", 4), t),
+            passive.handle_kvset(t, set("/d", "4", 4)),
             KvsetOutcome::Pending
         );
         assert_eq!(
-            passive.on_kvset(set("/d", "4", 4), t),
+            passive.handle_kvset(t, set("/d", "4", 4)),
             KvsetOutcome::Duplicate
         );
         // Updates without UUID cannot be reconciled: dropped and counted.
         let mut anon = set("/e", "5", 0);
         anon.uuid = None;
         assert_eq!(
-            passive.on_kvset(anon, t),
+            passive.handle_kvset(t, anon),
             KvsetOutcome::Dropped(DropReason::NoUuidWhilePassive)
         );
 
         let mut out = Vec::new();
-        passive.become_active(t, &mut out);
+        passive.become_active(t);
+        drain(&mut passive, &mut out);
         let applied: Vec<_> = out
             .iter()
             .map(|m| (m.key.as_str(), m.seq, m.uuid))
@@ -1041,7 +1076,7 @@ mod tests {
         let t = Instant::now();
         let mut active = ServerEngine::new(ServerConfig::default(), true, t);
         for i in 0..5u8 {
-            active.on_kvset(set(&format!("/k{i}"), "v", i + 1), t);
+            active.handle_kvset(t, set(&format!("/k{i}"), "v", i + 1));
         }
         let mut passive = ServerEngine::new(ServerConfig::default(), false, t);
         passive.become_passive();
@@ -1050,16 +1085,16 @@ mod tests {
             seq: 5,
             ..set("/k4", "v", 5)
         };
-        passive.on_peer_kvpub(old, t);
-        let new = published(active.on_kvset(set("/k9", "v", 9), t));
+        passive.handle_peer_kvpub(t, old);
+        let new = published(active.handle_kvset(t, set("/k9", "v", 9)));
         let snap: Vec<KvMsg> = active.snapshot("").cloned().collect();
         let kthx = KvMsg::new(KTHXBAI, 5, Vec::new());
-        passive.on_peer_kvpub(new, t);
+        passive.handle_peer_kvpub(t, new);
         for m in snap.into_iter().filter(|m| m.key != "/k9") {
-            passive.on_peer_snapshot(m, t);
+            passive.handle_peer_snapshot(t, m);
         }
         assert!(passive.is_mirror_syncing());
-        passive.on_peer_snapshot(kthx, t);
+        passive.handle_peer_snapshot(t, kthx);
         assert_eq!(passive.sequence(), 6);
         assert_eq!(passive.len(), 6);
         assert!(!passive.is_mirror_syncing());

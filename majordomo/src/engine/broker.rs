@@ -1,9 +1,9 @@
 //! The Majordomo broker: one ROUTER for clients and workers, one queue per service, LRU worker dispatch,
 //! heartbeating of idle workers, MMI answered in-house, request expiry for services nobody serves.
 //!
-//! [`Broker`] is a sans-IO state machine: feed it received messages ([`Broker::handle`]) and the time
-//! ([`Broker::tick`]), drain the messages it wants sent ([`Broker::poll_transmit`]) and sleep until
-//! [`Broker::next_deadline`]. `crate::broker::run_broker` is the thin socket loop around it.
+//! [`Broker`] is a sans-IO state machine: feed it received messages ([`Broker::handle_input`]) and the time
+//! ([`Broker::handle_timeout`]), drain the messages it wants sent ([`Broker::poll_output`]) and sleep until
+//! [`Broker::poll_timeout`]. `crate::broker::run_broker` is the thin socket loop around it.
 //!
 //! Everything a peer can make the broker hold is bounded: queued requests per service
 //! ([`BrokerConfig::max_queued_per_service`]), bytes queued across all services
@@ -15,9 +15,10 @@
 //! instead of being left to time out.
 //!
 //! A request is never handed to a worker the broker already holds for dead: dispatch checks each idle worker's
-//! heartbeat expiry first (the purge on [`Broker::tick`] only frees memory), and a REQUEST the socket could
-//! not route because the worker's connection is gone comes back through [`Broker::undeliverable`] and goes to
+//! heartbeat expiry first (the purge on [`Broker::handle_timeout`] only frees memory), and a REQUEST the socket could
+//! not route because the worker's connection is gone comes back through [`Broker::handle_undeliverable`] and goes to
 //! the head of its queue, for the next live worker.
+#![deny(clippy::disallowed_methods, clippy::disallowed_types)]
 
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
@@ -285,25 +286,26 @@ impl Broker {
     }
 
     /// Next message to send on the ROUTER; frame 0 is the destination identity.
-    pub fn poll_transmit(&mut self) -> Option<Frames> {
+    pub fn poll_output(&mut self) -> Option<Frames> {
         self.out.pop_front()
     }
 
-    /// When [`Broker::tick`] must next run.
-    pub fn next_deadline(&self) -> Instant {
-        self.next_tick
+    /// When [`Broker::handle_timeout`] must next run.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        Some(self.next_tick)
     }
 
     /// Handle one message received on the ROUTER (frame 0 is the sender identity). Malformed input is counted
-    /// and dropped; nothing here can panic on bad bytes. The sender is unauthenticated: see [`Broker::handle_from`].
-    pub fn handle(&mut self, now: Instant, frames: Frames) {
-        self.handle_from(now, frames, None);
+    /// and dropped; nothing here can panic on bad bytes. The sender is unauthenticated: see
+    /// [`Broker::handle_input_from`].
+    pub fn handle_input(&mut self, now: Instant, frames: Frames) {
+        self.handle_input_from(now, frames, None);
     }
 
-    /// [`Broker::handle`] for a message whose sender the socket layer authenticated: `user` is its ZAP user id
+    /// [`Broker::handle_input`] for a message whose sender the socket layer authenticated: `user` is its ZAP user id
     /// (the client's Z85 public key under CURVE; `None` under NULL). A client request for a service the
     /// `[security]` grants do not give `user` is answered `403 unauthorised: SERVICE` and counted, never queued.
-    pub fn handle_from(&mut self, now: Instant, mut frames: Frames, user: Option<&str>) {
+    pub fn handle_input_from(&mut self, now: Instant, mut frames: Frames, user: Option<&str>) {
         if frames.len() < 2 {
             self.stats.malformed += 1;
             return;
@@ -480,11 +482,11 @@ impl Broker {
         self.out.push_back(with_identity(client, notice));
     }
 
-    /// The socket could not route `frames` (frame 0 the identity, as [`Broker::poll_transmit`] gave it): the
+    /// The socket could not route `frames` (frame 0 the identity, as [`Broker::poll_output`] gave it): the
     /// peer's connection is gone (a ROUTER with `ZMQ_ROUTER_MANDATORY` says so at once, before anything is
     /// sent). A worker is forgotten; the REQUEST it was sent goes back to the head of its service's queue and
     /// on to the next live worker. Anything else is counted in [`BrokerStats::unroutable`] and dropped.
-    pub fn undeliverable(&mut self, now: Instant, mut frames: Frames) {
+    pub fn handle_undeliverable(&mut self, now: Instant, mut frames: Frames) {
         if frames.is_empty() {
             return;
         }
@@ -705,7 +707,7 @@ impl Broker {
 
     /// Time-driven work: heartbeat idle workers, forget silent ones, give up on stuck busy ones, expire
     /// requests nobody served. Cheap to call early; it only acts on what is due.
-    pub fn tick(&mut self, now: Instant) {
+    pub fn handle_timeout(&mut self, now: Instant) {
         if now < self.next_tick {
             return;
         }
@@ -780,7 +782,7 @@ pub trait RequestGate {
         true
     }
     /// The longest the loop may sleep before calling [`RequestGate::service`] again.
-    fn next_deadline(&self) -> Option<Instant> {
+    fn poll_timeout(&self) -> Option<Instant> {
         None
     }
 }
@@ -794,6 +796,8 @@ impl RequestGate for OpenGate {
 }
 
 #[cfg(test)]
+// A test reads the clock once for an origin and moves simulated time on from there; the engine never reads it.
+#[allow(clippy::disallowed_methods)]
 mod tests {
     use super::*;
     use tickbox_reliable::ms;
@@ -813,7 +817,7 @@ mod tests {
     }
 
     fn drain(b: &mut Broker) -> Vec<Frames> {
-        std::iter::from_fn(|| b.poll_transmit()).collect()
+        std::iter::from_fn(|| b.poll_output()).collect()
     }
 
     const DISC01: &[&[u8]] = &[b"", b"MDPW01", &[5]];
@@ -828,15 +832,15 @@ mod tests {
     fn queues_until_worker_then_routes_reply_with_service_name() {
         let t = Instant::now();
         let mut b = Broker::new(cfg(), t);
-        b.handle(t, f(&[b"C", b"", b"MDPC01", b"echo", b"a", b"b"]));
+        b.handle_input(t, f(&[b"C", b"", b"MDPC01", b"echo", b"a", b"b"]));
         assert!(drain(&mut b).is_empty());
         assert_eq!(b.queued_for(b"echo"), 1);
-        b.handle(t, f(&[b"W", b"", b"MDPW01", &[1], b"echo"]));
+        b.handle_input(t, f(&[b"W", b"", b"MDPW01", &[1], b"echo"]));
         assert_eq!(
             drain(&mut b),
             vec![f(&[b"W", b"", b"MDPW01", &[2], b"C", b"", b"a", b"b"])]
         );
-        b.handle(t, f(&[b"W", b"", b"MDPW01", &[3], b"C", b"", b"A", b"B"]));
+        b.handle_input(t, f(&[b"W", b"", b"MDPW01", &[3], b"C", b"", b"A", b"B"]));
         assert_eq!(
             drain(&mut b),
             vec![f(&[b"C", b"", b"MDPC01", b"echo", b"A", b"B"])]
@@ -849,16 +853,16 @@ mod tests {
         let t = Instant::now();
         let mut b = Broker::new(cfg(), t);
         for w in [b"W1", b"W2"] {
-            b.handle(t, f(&[w, b"", b"MDPW01", &[1], b"s"]));
+            b.handle_input(t, f(&[w, b"", b"MDPW01", &[1], b"s"]));
         }
-        b.handle(t, f(&[b"C1", b"", b"MDPC01", b"s", b"x"]));
-        b.handle(t, f(&[b"C2", b"", b"MDPC01", b"s", b"y"]));
-        b.handle(t, f(&[b"C3", b"", b"MDPC01", b"s", b"z"]));
+        b.handle_input(t, f(&[b"C1", b"", b"MDPC01", b"s", b"x"]));
+        b.handle_input(t, f(&[b"C2", b"", b"MDPC01", b"s", b"y"]));
+        b.handle_input(t, f(&[b"C3", b"", b"MDPC01", b"s", b"z"]));
         let out = drain(&mut b);
         assert_eq!(out.len(), 2);
         assert_eq!(out[0][0], b"W1");
         assert_eq!(out[1][0], b"W2");
-        b.handle(t, f(&[b"W2", b"", b"MDPW01", &[3], b"C2", b"", b"Y"]));
+        b.handle_input(t, f(&[b"W2", b"", b"MDPW01", &[3], b"C2", b"", b"Y"]));
         let out = drain(&mut b);
         assert_eq!(
             out[1],
@@ -887,7 +891,7 @@ mod tests {
             },
             t,
         );
-        b.handle_from(
+        b.handle_input_from(
             t,
             f(&[b"C", b"", b"MDPC01", b"tickbox.replay.stop", b"x"]),
             Some("someone-else"),
@@ -902,7 +906,7 @@ mod tests {
                 b"403 unauthorised: tickbox.replay.stop"
             ])]
         );
-        b.handle(
+        b.handle_input(
             t,
             f(&[b"D", b"MDPC02", &[1], b"tickbox.replay.start", b"x"]),
         );
@@ -918,12 +922,12 @@ mod tests {
         );
         assert_eq!(b.queued_for(b"tickbox.replay.stop"), 0);
         // The granted key, and any service no rule names, are queued as before.
-        b.handle_from(
+        b.handle_input_from(
             t,
             f(&[b"C", b"", b"MDPC01", b"tickbox.replay.stop", b"x"]),
             Some(OPS),
         );
-        b.handle(t, f(&[b"C", b"", b"MDPC01", b"echo", b"x"]));
+        b.handle_input(t, f(&[b"C", b"", b"MDPC01", b"echo", b"x"]));
         assert!(drain(&mut b).is_empty());
         assert_eq!(b.queued_for(b"tickbox.replay.stop"), 1);
         assert_eq!(b.queued_for(b"echo"), 1);
@@ -935,30 +939,30 @@ mod tests {
     fn mmi_service_and_unknown_mmi() {
         let t = Instant::now();
         let mut b = Broker::new(cfg(), t);
-        b.handle(t, f(&[b"C", b"", b"MDPC01", b"mmi.service", b"echo"]));
+        b.handle_input(t, f(&[b"C", b"", b"MDPC01", b"mmi.service", b"echo"]));
         assert_eq!(
             drain(&mut b),
             vec![f(&[b"C", b"", b"MDPC01", b"mmi.service", b"404"])]
         );
-        b.handle(t, f(&[b"W", b"", b"MDPW01", &[1], b"echo"]));
-        b.handle(t, f(&[b"C", b"", b"MDPC01", b"mmi.service", b"echo"]));
+        b.handle_input(t, f(&[b"W", b"", b"MDPW01", &[1], b"echo"]));
+        b.handle_input(t, f(&[b"C", b"", b"MDPC01", b"mmi.service", b"echo"]));
         assert_eq!(
             drain(&mut b),
             vec![f(&[b"C", b"", b"MDPC01", b"mmi.service", b"200"])]
         );
-        b.handle(t, f(&[b"C", b"", b"MDPC01", b"mmi.foo", b"x"]));
+        b.handle_input(t, f(&[b"C", b"", b"MDPC01", b"mmi.foo", b"x"]));
         assert_eq!(
             drain(&mut b),
             vec![f(&[b"C", b"", b"MDPC01", b"mmi.foo", b"501"])]
         );
         // A service that was merely requested is not "present" (ref-C semantics, not ref-Py's).
-        b.handle(t, f(&[b"C", b"", b"MDPC01", b"ghost", b"x"]));
-        b.handle(t, f(&[b"C", b"", b"MDPC01", b"mmi.service", b"ghost"]));
+        b.handle_input(t, f(&[b"C", b"", b"MDPC01", b"ghost", b"x"]));
+        b.handle_input(t, f(&[b"C", b"", b"MDPC01", b"mmi.service", b"ghost"]));
         assert_eq!(
             drain(&mut b),
             vec![f(&[b"C", b"", b"MDPC01", b"mmi.service", b"404"])]
         );
-        b.handle(t, f(&[b"C", b"MDPC02", &[1], b"mmi.service", b"echo"]));
+        b.handle_input(t, f(&[b"C", b"MDPC02", &[1], b"mmi.service", b"echo"]));
         assert_eq!(
             drain(&mut b),
             vec![f(&[b"C", b"MDPC02", &[3], b"mmi.service", b"200"])]
@@ -969,40 +973,40 @@ mod tests {
     fn protocol_violations_get_disconnect() {
         let t = Instant::now();
         let mut b = Broker::new(cfg(), t);
-        b.handle(t, f(&[b"W", b"", b"MDPW01", &[4]]));
+        b.handle_input(t, f(&[b"W", b"", b"MDPW01", &[4]]));
         assert_eq!(
             drain(&mut b),
             vec![with_id(b"W", DISC01)],
             "HEARTBEAT before READY"
         );
-        b.handle(t, f(&[b"W", b"", b"MDPW01", &[3], b"C", b"", b"r"]));
+        b.handle_input(t, f(&[b"W", b"", b"MDPW01", &[3], b"C", b"", b"r"]));
         assert_eq!(
             drain(&mut b),
             vec![with_id(b"W", DISC01)],
             "REPLY from unknown worker"
         );
-        b.handle(t, f(&[b"M", b"", b"MDPW01", &[1], b"mmi.service"]));
+        b.handle_input(t, f(&[b"M", b"", b"MDPW01", &[1], b"mmi.service"]));
         assert_eq!(
             drain(&mut b),
             vec![with_id(b"M", DISC01)],
             "READY for mmi.*"
         );
         assert_eq!(b.workers_for(b"mmi.service"), 0);
-        b.handle(t, f(&[b"W", b"", b"MDPW01", &[1], b"echo"]));
-        b.handle(t, f(&[b"W", b"", b"MDPW01", &[1], b"echo"]));
+        b.handle_input(t, f(&[b"W", b"", b"MDPW01", &[1], b"echo"]));
+        b.handle_input(t, f(&[b"W", b"", b"MDPW01", &[1], b"echo"]));
         assert_eq!(drain(&mut b), vec![with_id(b"W", DISC01)], "second READY");
         assert_eq!(b.workers_for(b"echo"), 0, "and the worker is forgotten");
-        b.handle(t, f(&[b"X", b"MDPW02", &[5]]));
+        b.handle_input(t, f(&[b"X", b"MDPW02", &[5]]));
         assert_eq!(
             drain(&mut b),
             vec![f(&[b"X", b"MDPW02", &[6]])],
             "0.2 violation answered in 0.2"
         );
         // Nothing is ever sent to a worker after it DISCONNECTs.
-        b.handle(t, f(&[b"Y", b"", b"MDPW01", &[1], b"echo"]));
-        b.handle(t, f(&[b"Y", b"", b"MDPW01", &[5]]));
-        b.handle(t, f(&[b"C", b"", b"MDPC01", b"echo", b"x"]));
-        b.tick(t + ms(100));
+        b.handle_input(t, f(&[b"Y", b"", b"MDPW01", &[1], b"echo"]));
+        b.handle_input(t, f(&[b"Y", b"", b"MDPW01", &[5]]));
+        b.handle_input(t, f(&[b"C", b"", b"MDPC01", b"echo", b"x"]));
+        b.handle_timeout(t + ms(100));
         assert!(drain(&mut b).is_empty());
         assert_eq!(b.stats().disconnects_sent, 5);
     }
@@ -1011,7 +1015,7 @@ mod tests {
     fn malformed_is_counted_never_fatal() {
         let t = Instant::now();
         let mut b = Broker::new(cfg(), t);
-        b.handle(t, f(&[b"W", b"", b"MDPW01", &[1], b"echo"]));
+        b.handle_input(t, f(&[b"W", b"", b"MDPW01", &[1], b"echo"]));
         let junk: Vec<Frames> = vec![
             vec![],
             f(&[b"X"]),
@@ -1027,7 +1031,7 @@ mod tests {
         ];
         let n = junk.len() as u64;
         for j in junk {
-            b.handle(t, j);
+            b.handle_input(t, j);
         }
         assert_eq!(b.stats().malformed, n);
         assert_eq!(
@@ -1041,9 +1045,9 @@ mod tests {
     fn heartbeats_idle_workers_and_expires_silent_ones() {
         let t = Instant::now();
         let mut b = Broker::new(cfg(), t);
-        b.handle(t, f(&[b"A", b"", b"MDPW01", &[1], b"s"]));
-        b.handle(t, f(&[b"B", b"", b"MDPW01", &[1], b"s"]));
-        b.tick(t + ms(100));
+        b.handle_input(t, f(&[b"A", b"", b"MDPW01", &[1], b"s"]));
+        b.handle_input(t, f(&[b"B", b"", b"MDPW01", &[1], b"s"]));
+        b.handle_timeout(t + ms(100));
         let mut out = drain(&mut b);
         out.sort();
         assert_eq!(
@@ -1053,8 +1057,8 @@ mod tests {
                 f(&[b"B", b"", b"MDPW01", &[4]])
             ]
         );
-        b.handle(t + ms(250), f(&[b"B", b"", b"MDPW01", &[4]]));
-        b.tick(t + ms(300));
+        b.handle_input(t + ms(250), f(&[b"B", b"", b"MDPW01", &[4]]));
+        b.handle_timeout(t + ms(300));
         drain(&mut b);
         assert_eq!(
             b.workers_for(b"s"),
@@ -1062,7 +1066,7 @@ mod tests {
             "A expired after liveness x interval, B alive"
         );
         assert_eq!(b.stats().workers_expired, 1);
-        b.handle(t + ms(300), f(&[b"C", b"", b"MDPC01", b"s", b"x"]));
+        b.handle_input(t + ms(300), f(&[b"C", b"", b"MDPC01", b"s", b"x"]));
         assert_eq!(drain(&mut b)[0][0], b"B");
     }
 
@@ -1070,15 +1074,15 @@ mod tests {
     fn busy_workers_are_not_heartbeated_but_bounded() {
         let t = Instant::now();
         let mut b = Broker::new(cfg(), t);
-        b.handle(t, f(&[b"A", b"", b"MDPW01", &[1], b"s"]));
-        b.handle(t, f(&[b"C", b"", b"MDPC01", b"s", b"x"]));
+        b.handle_input(t, f(&[b"A", b"", b"MDPW01", &[1], b"s"]));
+        b.handle_input(t, f(&[b"C", b"", b"MDPC01", b"s", b"x"]));
         drain(&mut b);
         for i in 1..10 {
-            b.tick(t + ms(100 * i));
+            b.handle_timeout(t + ms(100 * i));
         }
         assert!(drain(&mut b).is_empty());
         assert_eq!(b.workers_for(b"s"), 1);
-        b.tick(t + ms(1000));
+        b.handle_timeout(t + ms(1000));
         assert_eq!(drain(&mut b), vec![with_id(b"A", DISC01)]);
         assert_eq!(b.workers_for(b"s"), 0);
     }
@@ -1087,13 +1091,13 @@ mod tests {
     fn requests_for_absent_services_expire() {
         let t = Instant::now();
         let mut b = Broker::new(cfg(), t);
-        b.handle(t, f(&[b"C", b"", b"MDPC01", b"nobody", b"x"]));
-        b.tick(t + ms(200));
+        b.handle_input(t, f(&[b"C", b"", b"MDPC01", b"nobody", b"x"]));
+        b.handle_timeout(t + ms(200));
         assert_eq!(b.queued_for(b"nobody"), 1);
-        b.tick(t + ms(300));
+        b.handle_timeout(t + ms(300));
         assert_eq!(b.queued_for(b"nobody"), 0);
         assert_eq!(b.stats().requests_expired, 1);
-        b.handle(t + ms(300), f(&[b"W", b"", b"MDPW01", &[1], b"nobody"]));
+        b.handle_input(t + ms(300), f(&[b"W", b"", b"MDPW01", &[1], b"nobody"]));
         assert!(
             drain(&mut b).is_empty(),
             "expired request is never delivered"
@@ -1104,14 +1108,14 @@ mod tests {
     fn v02_partials_and_version_mixing() {
         let t = Instant::now();
         let mut b = Broker::new(cfg(), t);
-        b.handle(t, f(&[b"W2", b"MDPW02", &[1], b"s"]));
-        b.handle(t, f(&[b"C2", b"MDPC02", &[1], b"s", b"q"]));
+        b.handle_input(t, f(&[b"W2", b"MDPW02", &[1], b"s"]));
+        b.handle_input(t, f(&[b"C2", b"MDPC02", &[1], b"s", b"q"]));
         assert_eq!(
             drain(&mut b),
             vec![f(&[b"W2", b"MDPW02", &[2], b"C2", b"", b"q"])]
         );
-        b.handle(t, f(&[b"W2", b"MDPW02", &[3], b"C2", b"", b"p1"]));
-        b.handle(t, f(&[b"W2", b"MDPW02", &[4], b"C2", b"", b"fin"]));
+        b.handle_input(t, f(&[b"W2", b"MDPW02", &[3], b"C2", b"", b"p1"]));
+        b.handle_input(t, f(&[b"W2", b"MDPW02", &[4], b"C2", b"", b"fin"]));
         assert_eq!(
             drain(&mut b),
             vec![
@@ -1120,28 +1124,28 @@ mod tests {
             ]
         );
         // A 0.1 client served by a 0.2 worker sees only the final reply, as a 0.1 REPLY.
-        b.handle(t, f(&[b"C1", b"", b"MDPC01", b"s", b"q"]));
+        b.handle_input(t, f(&[b"C1", b"", b"MDPC01", b"s", b"q"]));
         assert_eq!(
             drain(&mut b),
             vec![f(&[b"W2", b"MDPW02", &[2], b"C1", b"", b"q"])]
         );
-        b.handle(t, f(&[b"W2", b"MDPW02", &[3], b"C1", b"", b"p1"]));
-        b.handle(t, f(&[b"W2", b"MDPW02", &[4], b"C1", b"", b"fin"]));
+        b.handle_input(t, f(&[b"W2", b"MDPW02", &[3], b"C1", b"", b"p1"]));
+        b.handle_input(t, f(&[b"W2", b"MDPW02", &[4], b"C1", b"", b"fin"]));
         assert_eq!(
             drain(&mut b),
             vec![f(&[b"C1", b"", b"MDPC01", b"s", b"fin"])]
         );
         // A 0.2 client served by a 0.1 worker gets a FINAL.
-        b.handle(t, f(&[b"W1", b"", b"MDPW01", &[1], b"t"]));
-        b.handle(t, f(&[b"C2", b"MDPC02", &[1], b"t", b"q"]));
+        b.handle_input(t, f(&[b"W1", b"", b"MDPW01", &[1], b"t"]));
+        b.handle_input(t, f(&[b"C2", b"MDPC02", &[1], b"t", b"q"]));
         drain(&mut b);
-        b.handle(t, f(&[b"W1", b"", b"MDPW01", &[3], b"C2", b"", b"r"]));
+        b.handle_input(t, f(&[b"W1", b"", b"MDPW01", &[3], b"C2", b"", b"r"]));
         assert_eq!(
             drain(&mut b),
             vec![f(&[b"C2", b"MDPC02", &[3], b"t", b"r"])]
         );
         // Switching revision mid-conversation is a violation.
-        b.handle(t, f(&[b"W1", b"MDPW02", &[5]]));
+        b.handle_input(t, f(&[b"W1", b"MDPW02", &[5]]));
         assert_eq!(drain(&mut b), vec![with_id(b"W1", DISC01)]);
     }
 
@@ -1157,27 +1161,27 @@ mod tests {
             t,
         );
         for _ in 0..5 {
-            b.handle(t, f(&[b"C", b"", b"MDPC01", b"a", b"x"]));
+            b.handle_input(t, f(&[b"C", b"", b"MDPC01", b"a", b"x"]));
         }
         assert_eq!(b.queued_for(b"a"), 3, "count bound per service");
         assert_eq!(b.stats().requests_refused, 2);
         let big = vec![7u8; 3000];
-        b.handle(t, f(&[b"C", b"", b"MDPC01", b"b", &big]));
+        b.handle_input(t, f(&[b"C", b"", b"MDPC01", b"b", &big]));
         assert_eq!(b.queued_for(b"b"), 1);
-        b.handle(t, f(&[b"C", b"", b"MDPC01", b"c", &big]));
+        b.handle_input(t, f(&[b"C", b"", b"MDPC01", b"c", &big]));
         assert_eq!(b.queued_for(b"c"), 0, "byte bound across services");
         assert_eq!(b.stats().requests_refused, 3);
         assert!(b.stats().queued_bytes <= 4096);
         assert_eq!(b.stats().queued_bytes, b.stats().queued_bytes_peak);
         // An idle worker takes a request even when the queues are full: bounds only limit waiting.
-        b.handle(t, f(&[b"W", b"", b"MDPW01", &[1], b"d"]));
-        b.handle(t, f(&[b"C", b"", b"MDPC01", b"d", &big]));
+        b.handle_input(t, f(&[b"W", b"", b"MDPW01", &[1], b"d"]));
+        b.handle_input(t, f(&[b"C", b"", b"MDPC01", b"d", &big]));
         assert_eq!(drain(&mut b).len(), 1);
         assert_eq!(b.stats().requests_refused, 3);
-        b.tick(t + ms(300));
+        b.handle_timeout(t + ms(300));
         assert_eq!(b.stats().requests_expired, 4);
         assert_eq!(b.stats().queued_bytes, 0, "expiry releases the charge");
-        b.handle(t + ms(300), f(&[b"C", b"", b"MDPC01", b"c", &big]));
+        b.handle_input(t + ms(300), f(&[b"C", b"", b"MDPC01", b"c", &big]));
         assert_eq!(b.queued_for(b"c"), 1, "room again after expiry");
     }
 
@@ -1191,11 +1195,11 @@ mod tests {
             },
             t,
         );
-        b.handle(t, f(&[b"C", b"", b"MDPC01", b"s", b"x"]));
+        b.handle_input(t, f(&[b"C", b"", b"MDPC01", b"s", b"x"]));
         assert!(b.stats().queued_bytes > 0);
-        b.handle(t, f(&[b"W", b"", b"MDPW01", &[1], b"s"]));
+        b.handle_input(t, f(&[b"W", b"", b"MDPW01", &[1], b"s"]));
         assert_eq!(b.stats().queued_bytes, 0);
-        b.handle(t, f(&[b"V", b"", b"MDPW01", &[1], b"s"]));
+        b.handle_input(t, f(&[b"V", b"", b"MDPW01", &[1], b"s"]));
         let out = drain(&mut b);
         assert_eq!(out.last().unwrap(), &with_id(b"V", DISC01));
         assert_eq!(b.stats().workers_refused, 1);
@@ -1207,11 +1211,11 @@ mod tests {
         let t = Instant::now();
         let mut b = Broker::new(cfg(), t);
         // A is first in LRU order, then goes silent; B keeps heartbeating.
-        b.handle(t, f(&[b"A", b"", b"MDPW01", &[1], b"s"]));
-        b.handle(t, f(&[b"B", b"", b"MDPW01", &[1], b"s"]));
-        b.handle(t + ms(250), f(&[b"B", b"", b"MDPW01", &[4]]));
+        b.handle_input(t, f(&[b"A", b"", b"MDPW01", &[1], b"s"]));
+        b.handle_input(t, f(&[b"B", b"", b"MDPW01", &[1], b"s"]));
+        b.handle_input(t + ms(250), f(&[b"B", b"", b"MDPW01", &[4]]));
         // A expires at t+300 (3 x 100 ms); no purge tick runs before this request.
-        b.handle(t + ms(310), f(&[b"C", b"", b"MDPC01", b"s", b"x"]));
+        b.handle_input(t + ms(310), f(&[b"C", b"", b"MDPC01", b"s", b"x"]));
         assert_eq!(
             drain(&mut b),
             vec![f(&[b"B", b"", b"MDPW01", &[2], b"C", b"", b"x"])],
@@ -1226,16 +1230,16 @@ mod tests {
     fn a_request_the_socket_could_not_route_goes_to_the_next_worker() {
         let t = Instant::now();
         let mut b = Broker::new(cfg(), t);
-        b.handle(t, f(&[b"A", b"", b"MDPW01", &[1], b"s"]));
-        b.handle(t, f(&[b"B", b"MDPW02", &[1], b"s"]));
-        b.handle(t, f(&[b"C", b"MDPC02", &[1], b"s", b"x", b"y"]));
+        b.handle_input(t, f(&[b"A", b"", b"MDPW01", &[1], b"s"]));
+        b.handle_input(t, f(&[b"B", b"MDPW02", &[1], b"s"]));
+        b.handle_input(t, f(&[b"C", b"MDPC02", &[1], b"s", b"x", b"y"]));
         let out = drain(&mut b);
         assert_eq!(
             out,
             vec![f(&[b"A", b"", b"MDPW01", &[2], b"C", b"", b"x", b"y"])]
         );
         // A's connection is gone: the ROUTER refuses the message before sending any of it.
-        b.undeliverable(t, out.into_iter().next().unwrap());
+        b.handle_undeliverable(t, out.into_iter().next().unwrap());
         assert_eq!(
             drain(&mut b),
             vec![f(&[b"B", b"MDPW02", &[2], b"C", b"", b"x", b"y"])],
@@ -1245,10 +1249,10 @@ mod tests {
         assert_eq!(b.workers_for(b"s"), 1);
         assert_eq!(b.stats().queued_bytes, 0);
         // B's reply still reaches the 0.2 client as a FINAL.
-        b.handle(t, f(&[b"B", b"MDPW02", &[4], b"C", b"", b"r"]));
+        b.handle_input(t, f(&[b"B", b"MDPW02", &[4], b"C", b"", b"r"]));
         assert_eq!(drain(&mut b), vec![f(&[b"C", b"MDPC02", &[3], b"s", b"r"])]);
         // A reply for a client that left is counted and dropped.
-        b.undeliverable(t, f(&[b"C", b"MDPC02", &[3], b"s", b"r"]));
+        b.handle_undeliverable(t, f(&[b"C", b"MDPC02", &[3], b"s", b"r"]));
         assert_eq!(b.stats().unroutable, 1);
         assert!(drain(&mut b).is_empty());
     }
@@ -1265,16 +1269,16 @@ mod tests {
         );
         let tsp1: &[u8] = b"TSP:0123456789ABCDEF0123456789ABCDEF:1";
         let tsp2: &[u8] = b"TSP:0123456789ABCDEF0123456789ABCDEF:2";
-        b.handle(t, f(&[tsp1, b"", b"MDPC01", b"s", b"x"]));
-        b.handle(t, f(&[tsp2, b"", b"MDPC01", b"s", b"x"]));
-        b.handle(t, f(&[b"plain", b"", b"MDPC01", b"s", b"x"]));
+        b.handle_input(t, f(&[tsp1, b"", b"MDPC01", b"s", b"x"]));
+        b.handle_input(t, f(&[tsp2, b"", b"MDPC01", b"s", b"x"]));
+        b.handle_input(t, f(&[b"plain", b"", b"MDPC01", b"s", b"x"]));
         assert_eq!(
             drain(&mut b),
             vec![f(&[tsp2, b"", b"MDPC01", UNDELIVERED, b"s", b"refused"])],
             "only the opted-in client is told; a plain MDP client times out as the RFC says"
         );
         assert_eq!(b.stats().requests_refused, 2);
-        b.tick(t + ms(300));
+        b.handle_timeout(t + ms(300));
         assert_eq!(
             drain(&mut b),
             vec![f(&[tsp1, b"", b"MDPC01", UNDELIVERED, b"s", b"expired"])]

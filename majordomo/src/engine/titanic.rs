@@ -1,6 +1,7 @@
 //! The Titanic (9/TSP) core, sans-IO: the journal event codec, the in-memory index and every TSP rule (status
 //! codes, idempotence) and the dispatch policy ([`TitanicState::plan`]). `crate::titanic` couples it to the
 //! journal and to Majordomo sockets; its module docs state the delivery guarantee.
+#![deny(clippy::disallowed_methods, clippy::disallowed_types)]
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -383,14 +384,16 @@ impl TitanicState {
         }
     }
 
-    /// `titanic.request` body → the event to journal (with a fresh UUID), or the error status to answer.
-    pub fn request_event(&self, mut body: Frames) -> Result<Event, &'static [u8]> {
+    /// `titanic.request` body → the event to journal under `id` (the bytes of a UUID), or the error status to
+    /// answer. The caller makes the id (a fresh random UUID in the service), so the engine stays a function of its
+    /// inputs.
+    pub fn request_event(&self, mut body: Frames, id: [u8; 16]) -> Result<Event, &'static [u8]> {
         if body.len() < 2 {
             return Err(UNKNOWN);
         }
         let rest = body.split_off(1);
         let service = body.pop().unwrap_or_default();
-        let uuid = uuid::Uuid::new_v4()
+        let uuid = uuid::Uuid::from_bytes(id)
             .simple()
             .to_string()
             .to_ascii_uppercase();
@@ -600,11 +603,13 @@ mod tests {
     fn tsp_rules() {
         let mut s = TitanicState::default();
         assert_eq!(
-            s.request_event(f(&[b"echo"])),
+            s.request_event(f(&[b"echo"]), 1_u128.to_be_bytes()),
             Err(UNKNOWN),
             "needs service and body"
         );
-        let ev = s.request_event(f(&[b"echo", b"hi", b"there"])).unwrap();
+        let ev = s
+            .request_event(f(&[b"echo", b"hi", b"there"]), 2_u128.to_be_bytes())
+            .unwrap();
         let Event::Request { uuid, .. } = &ev else {
             panic!()
         };
@@ -674,7 +679,9 @@ mod tests {
     fn plan_never_sends_twice_under_never_and_bounds_attempts_under_after_timeout() {
         const S: u64 = 1_000_000_000;
         let mut s = TitanicState::default();
-        let ev = s.request_event(f(&[b"svc", b"job"])).unwrap();
+        let ev = s
+            .request_event(f(&[b"svc", b"job"]), 3_u128.to_be_bytes())
+            .unwrap();
         let Event::Request { uuid, .. } = &ev else {
             panic!()
         };
@@ -763,7 +770,9 @@ mod tests {
     fn undelivered_attempts_are_sent_again_under_never_and_do_not_count() {
         const S: u64 = 1_000_000_000;
         let mut s = TitanicState::default();
-        let ev = s.request_event(f(&[b"svc", b"job"])).unwrap();
+        let ev = s
+            .request_event(f(&[b"svc", b"job"]), 4_u128.to_be_bytes())
+            .unwrap();
         let Event::Request { uuid, .. } = &ev else {
             panic!()
         };
@@ -820,7 +829,9 @@ mod tests {
         assert!(status[1].starts_with(b"outcome unknown"), "{status:?}");
         // Under after_timeout with max_attempts 1 the undelivered attempt did not use up the one allowed.
         let mut t = TitanicState::default();
-        let ev = t.request_event(f(&[b"svc", b"job"])).unwrap();
+        let ev = t
+            .request_event(f(&[b"svc", b"job"]), 5_u128.to_be_bytes())
+            .unwrap();
         let Event::Request { uuid: v, .. } = &ev else {
             panic!()
         };

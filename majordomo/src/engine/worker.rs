@@ -1,6 +1,7 @@
 //! The Majordomo worker engine (sans-IO): the protocol rules (READY first, heartbeat cadence, broker liveness,
 //! reconnect with back-off, DISCONNECT handling). `crate::worker::MdpWorker` is the thin socket layer a service
 //! author uses.
+#![deny(clippy::disallowed_methods, clippy::disallowed_types)]
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -219,7 +220,7 @@ impl WorkerEngine {
     }
 
     /// A message arrived from the broker.
-    pub fn on_message(&mut self, now: Instant, frames: Frames) {
+    pub fn handle_input(&mut self, now: Instant, frames: Frames) {
         if !self.connected {
             return;
         }
@@ -273,11 +274,11 @@ impl WorkerEngine {
     }
 
     /// Time passes: heartbeat when due, declare the broker dead after `liveness` silent intervals.
-    pub fn tick(&mut self, now: Instant) {
+    pub fn handle_timeout(&mut self, now: Instant) {
         if !self.connected {
             return;
         }
-        match self.live.poll(now) {
+        match self.live.handle_timeout(now) {
             LivenessEvent::Idle => {}
             LivenessEvent::SendHeartbeat => self.out.push_back(WorkerAction::Send(worker_msg(
                 self.version,
@@ -291,18 +292,20 @@ impl WorkerEngine {
         }
     }
 
-    /// When [`WorkerEngine::tick`] must next run (heartbeat or liveness deadline).
-    pub fn next_deadline(&self) -> Instant {
-        self.live.next_deadline()
+    /// When [`WorkerEngine::handle_timeout`] must next run (heartbeat or liveness deadline).
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.live.poll_timeout()
     }
 
     /// Next thing the socket layer must do, oldest first; `None` when there is nothing left.
-    pub fn poll_action(&mut self) -> Option<WorkerAction> {
+    pub fn poll_output(&mut self) -> Option<WorkerAction> {
         self.out.pop_front()
     }
 }
 
 #[cfg(test)]
+// A test reads the clock once for an origin and moves simulated time on from there; the engine never reads it.
+#[allow(clippy::disallowed_methods)]
 mod tests {
     use super::*;
     use tickbox_reliable::ms;
@@ -323,7 +326,7 @@ mod tests {
     }
 
     fn drain(e: &mut WorkerEngine) -> Vec<WorkerAction> {
-        std::iter::from_fn(|| e.poll_action()).collect()
+        std::iter::from_fn(|| e.poll_output()).collect()
     }
 
     #[test]
@@ -335,10 +338,10 @@ mod tests {
             drain(&mut e),
             vec![WorkerAction::Send(f(&[b"", b"MDPW01", &[1], b"echo"]))]
         );
-        e.tick(t0 + ms(99));
+        e.handle_timeout(t0 + ms(99));
         assert!(drain(&mut e).is_empty());
-        e.on_message(t0 + ms(90), f(&[b"", b"MDPW01", &[4]]));
-        e.tick(t0 + ms(100));
+        e.handle_input(t0 + ms(90), f(&[b"", b"MDPW01", &[4]]));
+        e.handle_timeout(t0 + ms(100));
         assert_eq!(
             drain(&mut e),
             vec![WorkerAction::Send(f(&[b"", b"MDPW01", &[4]]))]
@@ -357,7 +360,7 @@ mod tests {
             let mut reconnect = None;
             for _ in 0..10 {
                 t += ms(50);
-                e.tick(t);
+                e.handle_timeout(t);
                 for a in drain(&mut e) {
                     if let WorkerAction::Reconnect { after } = a {
                         reconnect = Some(after);
@@ -375,14 +378,14 @@ mod tests {
         }
         assert_eq!(delays, vec![ms(50), ms(100), ms(200), ms(400), ms(400)]);
         // Any traffic from the broker resets the back-off.
-        e.on_message(t, f(&[b"", b"MDPW01", &[4]]));
+        e.handle_input(t, f(&[b"", b"MDPW01", &[4]]));
         t += ms(299);
-        e.tick(t);
+        e.handle_timeout(t);
         assert!(!drain(&mut e)
             .iter()
             .any(|a| matches!(a, WorkerAction::Reconnect { .. })));
         t += ms(1);
-        e.tick(t);
+        e.handle_timeout(t);
         assert!(drain(&mut e).contains(&WorkerAction::Reconnect { after: ms(50) }));
     }
 
@@ -392,7 +395,7 @@ mod tests {
         let mut e = WorkerEngine::new(&cfg(), b"echo", t0);
         e.connected(t0);
         drain(&mut e);
-        e.on_message(t0, f(&[b"", b"MDPW01", &[2], b"\x00abcd", b"", b"a", b"b"]));
+        e.handle_input(t0, f(&[b"", b"MDPW01", &[2], b"\x00abcd", b"", b"a", b"b"]));
         let req = Request {
             client: b"\x00abcd".to_vec(),
             body: f(&[b"a", b"b"]),
@@ -402,14 +405,14 @@ mod tests {
             e.reply(t0, req.client, f(&[b"r"]), false),
             f(&[b"", b"MDPW01", &[3], b"\x00abcd", b"", b"r"])
         );
-        e.on_message(t0, f(&[b"", b"MDPW01", &[5]]));
+        e.handle_input(t0, f(&[b"", b"MDPW01", &[5]]));
         assert_eq!(
             drain(&mut e),
             vec![WorkerAction::Reconnect {
                 after: Duration::ZERO
             }]
         );
-        e.on_message(t0, f(&[b"junk"]));
+        e.handle_input(t0, f(&[b"junk"]));
         assert_eq!(e.malformed, 0, "ignored while disconnected");
     }
 
@@ -432,7 +435,7 @@ mod tests {
             e.reply(t0, b"c".to_vec(), f(&[b"r"]), false),
             f(&[b"MDPW02", &[4], b"c", b"", b"r"])
         );
-        e.on_message(t0, f(&[b"", b"MDPW01", &[4]]));
+        e.handle_input(t0, f(&[b"", b"MDPW01", &[4]]));
         assert_eq!(
             e.malformed, 1,
             "0.1 traffic on a 0.2 conversation is refused"

@@ -1,6 +1,7 @@
 //! The 10/FLP engines (sans-IO): the server rule ([`server_reply`]) and the client agent ([`FreelanceAgent`]:
 //! pings, server liveness, one request at a time sent to a live server, fail-over, global timeout). The socket
 //! layers (server loop, agent thread behind an inproc pipe) are in `crate::freelance`.
+#![deny(clippy::disallowed_methods, clippy::disallowed_types)]
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -180,7 +181,7 @@ impl FreelanceAgent {
     }
 
     /// A message from the ROUTER: `[server-endpoint][PONG]` or `[server-endpoint][CCF][body…]`.
-    pub fn on_message(&mut self, now: Instant, mut frames: Frames) {
+    pub fn handle_input(&mut self, now: Instant, mut frames: Frames) {
         let Some(idx) = frames
             .first()
             .and_then(|ep| self.servers.iter().position(|s| s.endpoint == *ep))
@@ -211,7 +212,7 @@ impl FreelanceAgent {
     }
 
     /// Pings, server expiry, request timeout and fail-over.
-    pub fn tick(&mut self, now: Instant) {
+    pub fn handle_timeout(&mut self, now: Instant) {
         for s in &mut self.servers {
             if s.alive && now >= s.expires {
                 tracing::info!(server = %String::from_utf8_lossy(&s.endpoint), "freelance server expired");
@@ -257,9 +258,9 @@ impl FreelanceAgent {
         self.out.push_back(AgentAction::Send(m));
     }
 
-    /// When [`FreelanceAgent::tick`] is next due (a ping, an expiry, a resend or the request deadline); one
-    /// second ahead when there is nothing to wait for.
-    pub fn next_deadline(&self) -> Instant {
+    /// When [`FreelanceAgent::handle_timeout`] is next due (a ping, an expiry, a resend or the request deadline);
+    /// `None` when there is nothing to wait for (no server and no request), and the loop waits for input alone.
+    pub fn poll_timeout(&self) -> Option<Instant> {
         let mut d = self
             .servers
             .iter()
@@ -269,16 +270,18 @@ impl FreelanceAgent {
             let pd = p.deadline.min(p.resend_at);
             d = Some(d.map_or(pd, |x| x.min(pd)));
         }
-        d.unwrap_or_else(|| Instant::now() + Duration::from_secs(1))
+        d
     }
 
     /// The next action, in order; call until `None` after every input.
-    pub fn poll_action(&mut self) -> Option<AgentAction> {
+    pub fn poll_output(&mut self) -> Option<AgentAction> {
         self.out.pop_front()
     }
 }
 
 #[cfg(test)]
+// A test reads the clock once for an origin and moves simulated time on from there; the engine never reads it.
+#[allow(clippy::disallowed_methods)]
 mod tests {
     use super::*;
     use tickbox_reliable::ms;
@@ -298,7 +301,7 @@ mod tests {
     }
 
     fn drain(a: &mut FreelanceAgent) -> Vec<AgentAction> {
-        std::iter::from_fn(|| a.poll_action()).collect()
+        std::iter::from_fn(|| a.poll_output()).collect()
     }
 
     #[test]
@@ -336,7 +339,7 @@ mod tests {
                 AgentAction::Connect("tcp://b".into())
             ]
         );
-        a.tick(t + ms(100));
+        a.handle_timeout(t + ms(100));
         assert_eq!(
             drain(&mut a),
             vec![
@@ -344,17 +347,17 @@ mod tests {
                 AgentAction::Send(f(&[b"tcp://b", b"PING"]))
             ]
         );
-        a.on_message(t + ms(110), f(&[b"tcp://b", b"PONG"]));
+        a.handle_input(t + ms(110), f(&[b"tcp://b", b"PONG"]));
         assert!(a.is_alive("tcp://b") && !a.is_alive("tcp://a"));
         a.request(t + ms(120), f(&[b"hello"])).unwrap();
         assert_eq!(
             drain(&mut a),
             vec![AgentAction::Send(f(&[b"tcp://b", b"1", b"hello"]))]
         );
-        a.on_message(t + ms(130), f(&[b"tcp://b", b"0", b"stale"]));
-        a.on_message(t + ms(130), f(&[b"tcp://zzz", b"1", b"who"]));
+        a.handle_input(t + ms(130), f(&[b"tcp://b", b"0", b"stale"]));
+        a.handle_input(t + ms(130), f(&[b"tcp://zzz", b"1", b"who"]));
         assert_eq!(a.discarded, 2);
-        a.on_message(t + ms(140), f(&[b"tcp://b", b"1", b"world"]));
+        a.handle_input(t + ms(140), f(&[b"tcp://b", b"1", b"world"]));
         assert_eq!(drain(&mut a), vec![AgentAction::Reply(f(&[b"world"]))]);
     }
 
@@ -364,8 +367,8 @@ mod tests {
         let mut a = FreelanceAgent::new(cfg());
         a.connect(t, "A");
         a.connect(t, "B");
-        a.on_message(t, f(&[b"A", b"PONG"]));
-        a.on_message(t, f(&[b"B", b"PONG"]));
+        a.handle_input(t, f(&[b"A", b"PONG"]));
+        a.handle_input(t, f(&[b"B", b"PONG"]));
         drain(&mut a);
         a.request(t, f(&[b"q"])).unwrap();
         assert_eq!(
@@ -373,27 +376,27 @@ mod tests {
             vec![AgentAction::Send(f(&[b"A", b"1", b"q"]))]
         );
         // B keeps answering pings, A does not: after `resend` the request goes to B.
-        a.on_message(t + ms(150), f(&[b"B", b"PONG"]));
-        a.tick(t + ms(199));
+        a.handle_input(t + ms(150), f(&[b"B", b"PONG"]));
+        a.handle_timeout(t + ms(199));
         assert!(!drain(&mut a)
             .iter()
             .any(|x| matches!(x, AgentAction::Send(m) if m.len() == 3)));
-        a.tick(t + ms(200));
+        a.handle_timeout(t + ms(200));
         assert!(drain(&mut a).contains(&AgentAction::Send(f(&[b"B", b"1", b"q"]))));
-        a.on_message(t + ms(210), f(&[b"B", b"1", b"r"]));
+        a.handle_input(t + ms(210), f(&[b"B", b"1", b"r"]));
         assert_eq!(drain(&mut a), vec![AgentAction::Reply(f(&[b"r"]))]);
         // A expires after its TTL.
-        a.tick(t + ms(300));
+        a.handle_timeout(t + ms(300));
         assert!(!a.is_alive("A"));
         // Nobody alive: the request waits, then fails at the global timeout.
-        a.tick(t + ms(510));
+        a.handle_timeout(t + ms(510));
         assert!(!a.is_alive("B"));
         drain(&mut a);
         a.request(t + ms(510), f(&[b"q2"])).unwrap();
         assert!(drain(&mut a).is_empty());
-        a.tick(t + ms(1509));
+        a.handle_timeout(t + ms(1509));
         assert!(!drain(&mut a).contains(&AgentAction::Failed));
-        a.tick(t + ms(1510));
+        a.handle_timeout(t + ms(1510));
         assert!(drain(&mut a).contains(&AgentAction::Failed));
         assert!(
             a.request(t + ms(1510), f(&[b"q3"])).is_ok(),

@@ -2,6 +2,7 @@
 //! They take received frames and "now is t" and hand back frames to send and the next deadline; the socket
 //! layers are in `crate::ppp`. The worker's heartbeat and back-off rules are `tickbox_reliable`'s
 //! [`Liveness`], shared with the Majordomo worker.
+#![deny(clippy::disallowed_methods, clippy::disallowed_types)]
 
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
@@ -147,17 +148,17 @@ impl PppQueue {
     }
 
     /// The next message to send, in order; call until `None` after every input.
-    pub fn poll_transmit(&mut self) -> Option<QueueOut> {
+    pub fn poll_output(&mut self) -> Option<QueueOut> {
         self.out.pop_front()
     }
 
-    /// When [`PppQueue::tick`] is next due (the next heartbeat round).
-    pub fn next_deadline(&self) -> Instant {
-        self.next_tick
+    /// When [`PppQueue::handle_timeout`] is next due (the next heartbeat round).
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        Some(self.next_tick)
     }
 
     /// A client message from the front-end ROUTER: `[client-id]…[""][body…]`, forwarded whole to a worker.
-    pub fn on_frontend(&mut self, now: Instant, frames: Frames) {
+    pub fn handle_frontend(&mut self, now: Instant, frames: Frames) {
         if frames.len() < 2 {
             self.stats.malformed += 1;
             return;
@@ -172,7 +173,7 @@ impl PppQueue {
     }
 
     /// A worker message from the back-end ROUTER: `[worker-id][0x01]`, `[worker-id][0x02]` or a reply.
-    pub fn on_backend(&mut self, now: Instant, mut frames: Frames) {
+    pub fn handle_backend(&mut self, now: Instant, mut frames: Frames) {
         if frames.len() < 2 {
             self.stats.malformed += 1;
             return;
@@ -251,7 +252,7 @@ impl PppQueue {
     }
 
     /// Heartbeat every worker; forget workers that went silent, idle or busy.
-    pub fn tick(&mut self, now: Instant) {
+    pub fn handle_timeout(&mut self, now: Instant) {
         if now < self.next_tick {
             return;
         }
@@ -348,7 +349,7 @@ impl PppWorkerEngine {
     }
 
     /// A message from the queue: a HEARTBEAT or `[envelope…][""][body…]`. Ignored while disconnected.
-    pub fn on_message(&mut self, now: Instant, mut frames: Frames) {
+    pub fn handle_input(&mut self, now: Instant, mut frames: Frames) {
         if !self.connected {
             return;
         }
@@ -384,11 +385,11 @@ impl PppWorkerEngine {
     }
 
     /// Heartbeats and queue liveness; may queue a HEARTBEAT or a [`PppWorkerAction::Reconnect`].
-    pub fn tick(&mut self, now: Instant) {
+    pub fn handle_timeout(&mut self, now: Instant) {
         if !self.connected {
             return;
         }
-        match self.live.poll(now) {
+        match self.live.handle_timeout(now) {
             LivenessEvent::Idle => {}
             LivenessEvent::SendHeartbeat => self
                 .out
@@ -403,18 +404,20 @@ impl PppWorkerEngine {
         }
     }
 
-    /// When [`PppWorkerEngine::tick`] is next due.
-    pub fn next_deadline(&self) -> Instant {
-        self.live.next_deadline()
+    /// When [`PppWorkerEngine::handle_timeout`] is next due.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.live.poll_timeout()
     }
 
     /// The next action, in order; call until `None` after every input.
-    pub fn poll_action(&mut self) -> Option<PppWorkerAction> {
+    pub fn poll_output(&mut self) -> Option<PppWorkerAction> {
         self.out.pop_front()
     }
 }
 
 #[cfg(test)]
+// A test reads the clock once for an origin and moves simulated time on from there; the engine never reads it.
+#[allow(clippy::disallowed_methods)]
 mod tests {
     use super::*;
     use tickbox_reliable::ms;
@@ -438,35 +441,35 @@ mod tests {
     }
 
     fn drain(q: &mut PppQueue) -> Vec<QueueOut> {
-        std::iter::from_fn(|| q.poll_transmit()).collect()
+        std::iter::from_fn(|| q.poll_output()).collect()
     }
 
     #[test]
     fn queue_routes_lru_and_never_forwards_control_frames() {
         let t0 = Instant::now();
         let mut q = PppQueue::new(cfg(), t0);
-        q.on_backend(t0, f(&[b"w1", &[1]]));
-        q.on_backend(t0, f(&[b"w2", &[1]]));
-        q.on_backend(t0, f(&[b"w1", &[2]]));
+        q.handle_backend(t0, f(&[b"w1", &[1]]));
+        q.handle_backend(t0, f(&[b"w2", &[1]]));
+        q.handle_backend(t0, f(&[b"w1", &[2]]));
         assert!(
             drain(&mut q).is_empty(),
             "READY/HEARTBEAT never reach clients"
         );
-        q.on_frontend(t0, f(&[b"c1", b"", b"hello"]));
+        q.handle_frontend(t0, f(&[b"c1", b"", b"hello"]));
         assert_eq!(
             drain(&mut q),
             vec![QueueOut::Backend(f(&[b"w1", b"c1", b"", b"hello"]))]
         );
         // A heartbeat from busy w1 must not make it eligible again.
-        q.on_backend(t0, f(&[b"w1", &[2]]));
-        q.on_frontend(t0, f(&[b"c2", b"", b"x"]));
+        q.handle_backend(t0, f(&[b"w1", &[2]]));
+        q.handle_frontend(t0, f(&[b"c2", b"", b"x"]));
         assert_eq!(
             drain(&mut q),
             vec![QueueOut::Backend(f(&[b"w2", b"c2", b"", b"x"]))]
         );
-        q.on_frontend(t0, f(&[b"c3", b"", b"y"]));
+        q.handle_frontend(t0, f(&[b"c3", b"", b"y"]));
         assert!(drain(&mut q).is_empty(), "held until a worker frees up");
-        q.on_backend(t0, f(&[b"w1", b"c1", b"", b"HELLO"]));
+        q.handle_backend(t0, f(&[b"w1", b"c1", b"", b"HELLO"]));
         assert_eq!(
             drain(&mut q),
             vec![
@@ -474,8 +477,8 @@ mod tests {
                 QueueOut::Backend(f(&[b"w1", b"c3", b"", b"y"]))
             ]
         );
-        q.on_backend(t0, f(&[b"w9", &[7]]));
-        q.on_backend(t0, f(&[b"w9"]));
+        q.handle_backend(t0, f(&[b"w9", &[7]]));
+        q.handle_backend(t0, f(&[b"w9"]));
         assert_eq!(q.stats().malformed, 2);
     }
 
@@ -483,12 +486,12 @@ mod tests {
     fn queue_heartbeats_idle_workers_and_expires_silent_ones() {
         let t0 = Instant::now();
         let mut q = PppQueue::new(cfg(), t0);
-        q.on_backend(t0, f(&[b"w1", &[1]]));
-        q.on_backend(t0, f(&[b"w2", &[1]]));
-        q.tick(t0 + ms(100));
+        q.handle_backend(t0, f(&[b"w1", &[1]]));
+        q.handle_backend(t0, f(&[b"w2", &[1]]));
+        q.handle_timeout(t0 + ms(100));
         assert_eq!(drain(&mut q).len(), 2);
-        q.on_backend(t0 + ms(250), f(&[b"w2", &[2]]));
-        q.tick(t0 + ms(300));
+        q.handle_backend(t0 + ms(250), f(&[b"w2", &[2]]));
+        q.handle_timeout(t0 + ms(300));
         let out = drain(&mut q);
         assert_eq!(
             out,
@@ -503,24 +506,24 @@ mod tests {
     fn a_busy_worker_that_goes_silent_expires_and_its_request_is_counted_lost() {
         let t0 = Instant::now();
         let mut q = PppQueue::new(cfg(), t0);
-        q.on_backend(t0, f(&[b"w1", &[1]]));
-        q.on_backend(t0, f(&[b"w2", &[1]]));
-        q.on_frontend(t0, f(&[b"c1", b"", b"x"]));
+        q.handle_backend(t0, f(&[b"w1", &[1]]));
+        q.handle_backend(t0, f(&[b"w2", &[1]]));
+        q.handle_frontend(t0, f(&[b"c1", b"", b"x"]));
         assert_eq!(
             drain(&mut q),
             vec![QueueOut::Backend(f(&[b"w1", b"c1", b"", b"x"]))]
         );
         // w1 dies holding the request; w2 keeps heartbeating.
         for k in 1..=3u64 {
-            q.on_backend(t0 + ms(100 * k - 50), f(&[b"w2", &[2]]));
-            q.tick(t0 + ms(100 * k));
+            q.handle_backend(t0 + ms(100 * k - 50), f(&[b"w2", &[2]]));
+            q.handle_timeout(t0 + ms(100 * k));
         }
         assert_eq!(q.stats().workers_expired, 1);
         assert_eq!(q.stats().lost_with_worker, 1);
         assert_eq!((q.workers(), q.idle_workers()), (1, 1));
         // The client's retry goes to the survivor.
         drain(&mut q);
-        q.on_frontend(t0 + ms(310), f(&[b"c1", b"", b"x"]));
+        q.handle_frontend(t0 + ms(310), f(&[b"c1", b"", b"x"]));
         assert_eq!(
             drain(&mut q),
             vec![QueueOut::Backend(f(&[b"w2", b"c1", b"", b"x"]))]
@@ -533,10 +536,10 @@ mod tests {
         let t0 = Instant::now();
         let mut q = PppQueue::new(cfg(), t0);
         for w in [b"w1", b"w2", b"w3", b"w4"] {
-            q.on_backend(t0, f(&[w, &[1]]));
+            q.handle_backend(t0, f(&[w, &[1]]));
         }
         // A known identity saying READY again is not a new worker.
-        q.on_backend(t0, f(&[b"w1", &[1]]));
+        q.handle_backend(t0, f(&[b"w1", &[1]]));
         assert_eq!(q.workers(), 3);
         assert_eq!(q.stats().workers_refused, 1);
         assert_eq!(q.stats().workers_seen, 4);
@@ -547,7 +550,7 @@ mod tests {
         let t0 = Instant::now();
         let mut q = PppQueue::new(cfg(), t0);
         for c in [b"c1", b"c2", b"c3"] {
-            q.on_frontend(t0, f(&[c, b"", b"x"]));
+            q.handle_frontend(t0, f(&[c, b"", b"x"]));
         }
         assert_eq!(q.stats().dropped, 1);
     }
@@ -557,25 +560,25 @@ mod tests {
         let t0 = Instant::now();
         let mut w = PppWorkerEngine::new(&cfg(), t0);
         w.connected(t0);
-        assert_eq!(w.poll_action(), Some(PppWorkerAction::Send(f(&[&[1]]))));
-        w.tick(t0 + ms(100));
-        assert_eq!(w.poll_action(), Some(PppWorkerAction::Send(f(&[&[2]]))));
-        w.on_message(t0 + ms(150), f(&[b"c1", b"", b"a", b"b"]));
-        let Some(PppWorkerAction::Deliver { envelope, body }) = w.poll_action() else {
+        assert_eq!(w.poll_output(), Some(PppWorkerAction::Send(f(&[&[1]]))));
+        w.handle_timeout(t0 + ms(100));
+        assert_eq!(w.poll_output(), Some(PppWorkerAction::Send(f(&[&[2]]))));
+        w.handle_input(t0 + ms(150), f(&[b"c1", b"", b"a", b"b"]));
+        let Some(PppWorkerAction::Deliver { envelope, body }) = w.poll_output() else {
             panic!("no request")
         };
         assert_eq!(body, f(&[b"a", b"b"]));
         assert_eq!(w.reply(t0, envelope, f(&[b"r"])), f(&[b"c1", b"", b"r"]));
-        w.on_message(t0, f(&[b"c1", b"x"]));
+        w.handle_input(t0, f(&[b"c1", b"x"]));
         assert_eq!(w.malformed, 1);
         let mut delays = Vec::new();
         let mut t = t0 + ms(150);
         for _ in 0..4 {
             loop {
                 t += ms(10);
-                w.tick(t);
+                w.handle_timeout(t);
                 if let Some(PppWorkerAction::Reconnect { after }) =
-                    std::iter::from_fn(|| w.poll_action())
+                    std::iter::from_fn(|| w.poll_output())
                         .find(|a| matches!(a, PppWorkerAction::Reconnect { .. }))
                 {
                     delays.push(after);
