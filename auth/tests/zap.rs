@@ -1,3 +1,6 @@
+//! Its own test binary: the flood test reads this process's resident set size (VmRSS), which other tests' threads
+//! would move.
+//!
 //! The ZAP handler on real sockets: a listed key gets through; a stranger (unlisted key, no key, or the wrong
 //! server key) is refused and counted; a revoked key is refused on its next handshake; an IP fence works under
 //! NULL; and legitimate traffic keeps flowing through a flood of failed handshakes.

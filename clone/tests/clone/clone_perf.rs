@@ -1,5 +1,5 @@
 //! Measurements, not assertions (ignored by default). Run:
-//! `CARGO_TARGET_DIR=... cargo test --release -p tickbox-clone --test clone_perf -- --ignored --nocapture --test-threads 1`
+//! `CARGO_TARGET_DIR=... cargo test --release -p tickbox-clone --test clone clone_perf:: -- --ignored --nocapture --test-threads 1`
 //!
 //! Each figure is printed with a raw-libzmq baseline measured in the same run.
 

@@ -87,15 +87,12 @@ fn teardown_with_eight_watchers_mid_stream_never_aborts() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(12);
-    let exe = std::env::current_exe().unwrap();
     let t = Instant::now();
     for run in 0..runs {
-        let mut child = Command::new(&exe)
-            .args([
-                "--exact",
-                "teardown_with_eight_watchers_mid_stream_never_aborts",
-                "--test-threads=1",
-            ])
+        let mut child = tickbox_testkit::self_test_command(
+            module_path!(),
+            "teardown_with_eight_watchers_mid_stream_never_aborts",
+        )
             .env(CHILD_ENV, "1")
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::piped())

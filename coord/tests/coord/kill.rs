@@ -5,7 +5,7 @@
 //! `measure_figures` (ignored; run with `--ignored --nocapture`, preferably `--release`) prints lock
 //! acquire+release and election/lock failover after kill -9 beside a bare create+delete on the same server.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -79,16 +79,9 @@ impl Drop for ChildGuard {
 
 /// Starts a child holding `role` at `path`; returns it once it printed its token.
 fn spawn_holder(zk: &ZkServer, role: &str, path: &str, session: Duration) -> (ChildGuard, u64) {
-    let exe = std::env::current_exe().unwrap();
     let mut child = ChildGuard(
-        Command::new(exe)
-            .args([
-                "--exact",
-                "child_process_entry",
-                "--nocapture",
-                "--test-threads",
-                "1",
-            ])
+        tickbox_testkit::self_test_command(module_path!(), "child_process_entry")
+            .arg("--nocapture")
             .env(ROLE, role)
             .env("TICKBOX_COORD_CHILD_HOSTS", zk.connect_string())
             .env("TICKBOX_COORD_CHILD_PATH", path)

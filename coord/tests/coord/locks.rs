@@ -1,7 +1,7 @@
 //! Locks on a real ZooKeeper: mutual exclusion under contention, no herd, fencing tokens, shared and revocable
 //! locks, and no two holders across a server restart (connection loss).
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};

@@ -1,7 +1,7 @@
 //! Barriers, double barrier, two-phase commit, queues, membership, election and shard ownership on a real
 //! ZooKeeper.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};

@@ -2,7 +2,7 @@
 //! learns where the previous leader stopped (and whose writes are fenced), and `inspect` showing a sharded
 //! group's owners.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

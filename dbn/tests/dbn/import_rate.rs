@@ -1,5 +1,5 @@
 //! Import rate beside the `dbn` crate reading the same file alone. Ignored by default (it writes ~400 MB); run
-//! with `cargo test --release -p tickbox-dbn --test import_rate -- --ignored --nocapture`. `TICKBOX_RATE_RECORDS`
+//! with `cargo test --release -p tickbox-dbn --test dbn import_rate:: -- --ignored --nocapture`. `TICKBOX_RATE_RECORDS`
 //! sets the record count (default 2 000 000 MBO records).
 
 use std::time::Instant;

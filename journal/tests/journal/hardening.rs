@@ -166,13 +166,8 @@ fn fsize_child_writer() {
 fn a_full_disk_fails_segment_creation_and_keeps_every_complete_record() {
     let dir = tempfile::tempdir().unwrap();
     let archive = dir.path().join("archive");
-    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "fsize_child_writer",
-            "--nocapture",
-            "--test-threads=1",
-        ])
+    let mut child = tickbox_testkit::self_test_command(module_path!(), "fsize_child_writer")
+        .arg("--nocapture")
         .env("TICKBOX_JOURNAL_FSIZE_CHILD", &archive)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())

@@ -625,16 +625,10 @@ fn crash_child_writer() {
 #[test]
 fn killed_writer_recovers_a_clean_prefix() {
     let dir = tempfile::tempdir().unwrap();
-    let exe = std::env::current_exe().unwrap();
     for round in 0..4u64 {
         let path = dir.path().join(format!("crash{round}.tbj"));
-        let mut child = std::process::Command::new(&exe)
-            .args([
-                "--exact",
-                "crash_child_writer",
-                "--nocapture",
-                "--test-threads=1",
-            ])
+        let mut child = tickbox_testkit::self_test_command(module_path!(), "crash_child_writer")
+            .arg("--nocapture")
             .env("TICKBOX_JOURNAL_CRASH_CHILD", &path)
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())

@@ -1,7 +1,7 @@
 //! Batch frames through the LVC: the proxy asks its publishers for them, caches every record inside as if it had
 //! come alone, and hands a batch on whole only to a side (subscribers, tap) where every reader opted in.
 
-mod lvc_util;
+use crate::lvc_util;
 
 use std::time::Duration;
 

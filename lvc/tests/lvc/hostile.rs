@@ -2,7 +2,7 @@
 //! would make the proxy re-send its cache to bystanders, and a flood of distinct topics. None may stop the proxy,
 //! grow it without bound, or stop live traffic.
 
-mod lvc_util;
+use crate::lvc_util;
 
 use std::time::{Duration, Instant};
 

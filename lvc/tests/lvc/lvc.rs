@@ -1,7 +1,7 @@
 //! The LVC proxy over real sockets: late joiners, existing subscribers, bounds, upstream subscriptions,
 //! publisher restarts and malformed input.
 
-mod lvc_util;
+use crate::lvc_util;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::mpsc;

@@ -1,7 +1,7 @@
 //! Any ZeroMQ publisher through the LVC: a plain `[topic][value...]` multipart publisher, written here from bare
 //! `zmq` sockets, is cached by topic and replayed to late joiners as the same multipart message.
 
-mod lvc_util;
+use crate::lvc_util;
 
 use std::time::{Duration, Instant};
 

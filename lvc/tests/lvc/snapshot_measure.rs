@@ -2,9 +2,9 @@
 //! snapshot being served costs live traffic. Live messages are timestamped at send and timed at a subscriber,
 //! alternating rounds with and without a 100,000-value snapshot in flight.
 //!
-//! `cargo test --release -p tickbox-lvc --test snapshot_measure -- --ignored --nocapture`
+//! `cargo test --release -p tickbox-lvc --test lvc snapshot_measure:: -- --ignored --nocapture`
 
-mod lvc_util;
+use crate::lvc_util;
 
 use std::time::{Duration, Instant};
 

@@ -1,7 +1,7 @@
 //! The Espresso tap over real sockets: a faithful, ordered copy that never slows live traffic, and (by default)
 //! never lets one slow tap consumer cost another.
 
-mod lvc_util;
+use crate::lvc_util;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};

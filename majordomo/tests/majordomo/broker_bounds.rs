@@ -78,8 +78,8 @@ fn flood_for_absent_service_stays_within_queue_bound_and_real_service_answers() 
     let dir = tempfile::tempdir().unwrap();
     let ep = format!("ipc://{}/broker", dir.path().display());
     let mut child = Kill(
-        Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "child_broker", "--nocapture", "--test-threads=1"])
+        tickbox_testkit::self_test_command(module_path!(), "child_broker")
+            .arg("--nocapture")
             .env(CHILD_ENV, &ep)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

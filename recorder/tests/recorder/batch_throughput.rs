@@ -3,7 +3,7 @@
 //! measurement, not a check: run it quietly, in release, and read the ratios it prints.
 //!
 //! ```sh
-//! cargo test --release -p tickbox-recorder --test batch_throughput -- --ignored --nocapture
+//! cargo test --release -p tickbox-recorder --test recorder batch_throughput:: -- --ignored --nocapture
 //! ```
 //! `TICKBOX_BATCH_RECORDS` (default 400000) and `TICKBOX_BATCH_REPEATS` (default 5) size the run. Repeats are
 //! interleaved (A B C A B C …) so a noisy neighbour hits every variant alike; the spread is printed.

@@ -1,6 +1,6 @@
 //! `tickbox bench` end to end: the real binary, tiny durations, and every report file checked by reading it back.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -1,6 +1,6 @@
 //! `tickbox clone-server` and `tickbox ctl` as real processes.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Output, Stdio};

@@ -1,7 +1,7 @@
 //! `tickbox clone-server` against hostile or careless peers, as a real process: its resident memory stays bounded,
 //! legitimate traffic keeps flowing, and refusals are answered.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Output, Stdio};

@@ -4,7 +4,7 @@
 //! `[clone.server] stalled_peer_timeout`, so the process must exit 0, promptly (within the teardown bound), and
 //! not abort when the watcher hangs up afterwards.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};

@@ -3,7 +3,7 @@
 //! legitimate subscriber again once others leave, which then gets the live stream. Before the cap, idle
 //! connections were bounded only by the file descriptors, and once those were gone a new subscriber got nothing.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

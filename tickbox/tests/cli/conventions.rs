@@ -1,7 +1,7 @@
 //! The conventions operators expect: shell completions and a man page generated from the CLI definition, and the
 //! commented example configurations in `examples/` load as they are and say what they claim.
 
-mod common;
+use crate::common;
 
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! queue, group), and `lock --hold` / `elect` killed with SIGKILL: the next process takes over within the session
 //! timeout with a greater fencing token.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 use std::sync::mpsc;

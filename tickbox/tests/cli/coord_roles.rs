@@ -2,7 +2,7 @@
 //! `replay --start-barrier` with two `subscribe --start-barrier` started at different times, `record --elect`
 //! with the leader killed -9 mid-feed, and `subscribe --group` sharing four feed shards with a member killed -9.
 
-mod common;
+use crate::common;
 
 use std::io::Read;
 use std::path::Path;

@@ -1,7 +1,7 @@
 //! `tickbox demo` as a real process: everything published arrives, the summary and the baseline are printed,
 //! and Ctrl-C stops it cleanly with the same summary.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! exactly as README's table documents them, logs without colour codes when stderr is not a terminal (and with
 //! them when it is), `-q`, and JSON log lines for log shippers.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::process::{Command, Output, Stdio};

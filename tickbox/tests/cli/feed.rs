@@ -1,6 +1,6 @@
 //! Runs the real `tickbox feed` binary and subscribes to the endpoints it prints.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 use std::sync::mpsc;

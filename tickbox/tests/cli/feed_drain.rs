@@ -3,7 +3,7 @@
 //! whose queue could not be flushed makes the feed exit 1 saying how many messages were dropped (`undelivered`);
 //! so does an interrupt while a subscriber is not reading.
 
-mod common;
+use crate::common;
 
 use std::process::{Command, Stdio};
 use std::sync::mpsc;

@@ -1,6 +1,6 @@
 //! `tickbox feed --json`: the summary as one JSON object, and the truth about the rate it achieved.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 use std::time::Duration;

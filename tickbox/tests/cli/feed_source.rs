@@ -5,8 +5,8 @@
 //! sources end with one error line and exit 1, never a panic. The DBN file also goes into the real `tickbox
 //! subscribe --tape`, whose tape is checked against what the `dbn` crate decodes from the file.
 
-mod common;
-mod dbn_fixtures;
+use crate::common;
+use crate::dbn_fixtures;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -594,7 +594,7 @@ fn median_spread(mut v: Vec<f64>) -> String {
 /// `feed --source --speed max` records/s beside the `dbn` crate decoding the same file alone and the synthetic
 /// feed at `--rate max`, and `feed --source` of the file's import (a journal) beside the journal reader alone
 /// reading it, one shard each, three repeats alternating in one run. Ignored by default; run with
-/// `cargo test --release -p tickbox --test cli_feed_source -- --ignored --nocapture` (`TICKBOX_RATE_RECORDS` sets
+/// `cargo test --release -p tickbox --test cli feed_source:: -- --ignored --nocapture` (`TICKBOX_RATE_RECORDS` sets
 /// the record count, default 1 000 000).
 #[test]
 #[ignore = "measurement: run explicitly in release"]

@@ -2,7 +2,7 @@
 //! real server process's memory stays within its configured per-peer bound, the replies it cannot queue are
 //! counted, and another client still gets answers.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

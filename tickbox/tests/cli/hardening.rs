@@ -1,7 +1,7 @@
 //! Inputs are validated before anything is bound, connected or created, and `--duration` bounds a feed even
 //! when a stalled subscriber back-pressures it.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 use std::time::{Duration, Instant};

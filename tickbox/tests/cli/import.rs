@@ -2,8 +2,8 @@
 //! with the `dbn` crate are imported, counted by `journal info`, verified, and exported back byte for byte;
 //! unreadable files are refused with an error naming them.
 
-mod common;
-mod dbn_fixtures;
+use crate::common;
+use crate::dbn_fixtures;
 
 use std::path::Path;
 use std::process::{Command, Output};

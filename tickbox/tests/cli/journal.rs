@@ -1,6 +1,6 @@
 //! `tickbox journal info|verify|dump` on real journal files.
 
-mod common;
+use crate::common;
 
 use std::os::unix::fs::FileExt;
 use std::path::Path;

@@ -2,8 +2,8 @@
 //! tickbox quotes appended to it): decoded fields with decimal prices and RFC 3339 times, exact row counts,
 //! `--limit 0`, `--topics`, `--kind`, and a quiet exit when the reader of the output goes away.
 
-mod common;
-mod dbn_fixtures;
+use crate::common;
+use crate::dbn_fixtures;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

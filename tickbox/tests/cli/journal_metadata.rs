@@ -1,7 +1,7 @@
 //! `tickbox journal verify` on a ring whose header pointers took a flipped bit: it says what happened (exit 5, the
 //! damage named) and every intact record is either read or reported, never dropped silently.
 
-mod common;
+use crate::common;
 
 use std::os::unix::fs::FileExt;
 use std::path::Path;

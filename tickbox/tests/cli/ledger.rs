@@ -5,7 +5,7 @@
 //! publisher's own sequence range (`feed --json`). At every hop that accounts, delivered + reported missing =
 //! published, exactly, and the missing counts of `record`, `journal info` and the replay's subscriber agree.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::process::{Child, Command, Stdio};

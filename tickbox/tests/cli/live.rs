@@ -2,7 +2,7 @@
 //! is redrawn in place and cleared before the summary; through a pipe every report is a plain line without
 //! escape codes; `-q` turns the default view off; `tap --top` redraws its table in place on a terminal.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

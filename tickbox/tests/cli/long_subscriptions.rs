@@ -2,7 +2,7 @@
 //! `tickbox feed` and `tickbox replay` bound what subscribers may send (`ZMQ_MAXMSGSIZE` from
 //! `max_subscription_bytes`), drop the attacker, and go on serving everyone else. Real processes over `ipc://`.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::{Command, Stdio};

@@ -1,7 +1,7 @@
 //! `tickbox lvc` as a real process: prints its endpoints, serves a late joiner from its cache, prints its final
 //! counters on Ctrl-C, and serves `tickbox.lvc.status` through a Majordomo broker.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};

@@ -2,7 +2,7 @@
 //! of every topic through the snapshot socket, alone, and its JSON summary says so; a bystander subscribed before
 //! gets no cached copy.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 use std::time::{Duration, Instant};

@@ -9,7 +9,7 @@
 //!
 //! Needs root and iproute2 (`.ci/run` installs it); skips with the reason printed when it cannot make a namespace.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};

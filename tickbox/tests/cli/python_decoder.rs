@@ -2,7 +2,7 @@
 //! spec's golden frames and against a live `tickbox feed`, and holds what it decodes against the Rust decoder and
 //! the feed's own account of what it sent: a second implementation of the spec agreeing with the first.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::io::Read;

@@ -2,7 +2,7 @@
 //! (no tickbox code): requests reach workers in LRU order and come back; a worker killed mid-request is expired by
 //! heartbeat and the client's Lazy Pirate retry completes on the survivor; a full backlog refuses and counts.
 
-mod common;
+use crate::common;
 
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -2,7 +2,7 @@
 //! in time: the feed's fixed ports are swapped for free ones read back, `--json` is added to both so the test
 //! reads counts rather than tables, and both are stopped with Ctrl-C after a few seconds.
 
-mod common;
+use crate::common;
 
 use std::io::Read;
 use std::process::{Command, Stdio};
@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use common::{forward_lines, signal, KillOnDrop, TICKBOX};
 
-const README: &str = include_str!("../../README.md");
+const README: &str = include_str!("../../../README.md");
 
 /// The `cargo run --release -- …` command lines of README's "Two processes" section, as argument lists.
 fn readme_commands() -> Vec<Vec<String>> {

@@ -1,7 +1,7 @@
 //! `tickbox record` and `tickbox replay` as real processes: round trip through a journal, pacing, and a recorder
 //! killed with SIGKILL mid-stream.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};

@@ -2,7 +2,7 @@
 //! ledger, `--json`), `journal info`/`verify` report it (GAPPY, `--strict` exit 6), and a ring that laps says so
 //! and counts what it overwrote. Real processes.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};

@@ -1,7 +1,7 @@
 //! `tickbox replay --broker EP --await-start` driven over Majordomo (`tickbox.replay.start`/`.stop`/`.status`),
 //! and `tickbox record --broker EP` answering `tickbox.record.status`, as real processes.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::{Command, Stdio};

@@ -3,7 +3,7 @@
 //! it skipped, sends gap notices for the publisher sequences the damage took (so a subscriber sees recorded gaps,
 //! not transport loss), and exits 5. `--stop-on-corruption` keeps the old behaviour: exit 1 at the first damage.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::os::unix::fs::FileExt;

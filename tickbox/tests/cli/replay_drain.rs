@@ -3,7 +3,7 @@
 //! subscriber that stops reading makes the wait run out, and the replay then exits 1 saying records were dropped
 //! instead of reporting a clean run. A subscriber that leaves once it has read everything ends the wait at once.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

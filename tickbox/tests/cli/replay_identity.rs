@@ -2,7 +2,7 @@
 //! notices included, cached values consuming nothing; waits for a subscriber by default; and fails loudly when it
 //! published to nobody. Real processes; the journals are written directly.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::{Command, Stdio};

@@ -2,7 +2,7 @@
 //! holds (records, its gap, per-worker counts, the skipped recorded heartbeat) and the multiple of real time; a
 //! record that was late when it was recorded fires the snail (exit 3) at that record.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

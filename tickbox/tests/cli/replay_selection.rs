@@ -2,7 +2,7 @@
 //! topic prefixes select by topic with gap notices only when named, bad values are usage errors, and a selection
 //! that matches nothing exits 9 saying what the journal holds.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::{Command, ExitStatus, Stdio};

@@ -1,7 +1,7 @@
 //! The reliable request-reply commands as real processes: `broker`, `call`, `titanic` (killed with SIGKILL and
 //! restarted), `freelance-server`.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};

@@ -3,7 +3,7 @@
 //! (and counts) a forged publisher id, an unlisted key and a client without keys. A stranger's quote never reaches
 //! a subscriber or the cache.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::{Command, Stdio};

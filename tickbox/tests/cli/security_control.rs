@@ -4,7 +4,7 @@
 //! `ctl set /config/...` from a key that is not a config writer (exit 7, reason `unauthorised`). Interop: a pyzmq
 //! client with tickbox's keys talks MDP to the broker under CURVE, and pyzmq's keys load into tickbox.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;

@@ -5,7 +5,7 @@
 //! treated as a failure (exit 1, no summary) by the broker, the clone and freelance servers and sometimes `tap`.
 //! Each test runs one command twice at once, one run per signal, after waiting until it is ready.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, Command, Stdio};

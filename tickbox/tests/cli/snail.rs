@@ -1,7 +1,7 @@
 //! The Suicidal Snail as real processes: `tickbox subscribe` with a deliberately slow worker dies with the
 //! documented exit code and says why on stderr; a fast one never does.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

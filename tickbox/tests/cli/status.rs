@@ -1,6 +1,6 @@
 //! `--broker EP` registers a component's `tickbox.<component>.status` Majordomo service; `tickbox call` reads it.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

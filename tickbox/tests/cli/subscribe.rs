@@ -1,6 +1,6 @@
 //! `tickbox subscribe` as a real process against the real feed: summary table, Ctrl-C, garbage, `--nic`.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

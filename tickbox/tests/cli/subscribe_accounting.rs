@@ -1,7 +1,7 @@
 //! `tickbox subscribe` as a real process: what it refuses at start (a missing NIC), what it says when it got
 //! nothing, and its `--json` accounting of duplicates, restarts and forged sequences.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! `tickbox subscribe --clone`: membership, live threshold changes and alerts through a real Clone server, and
 //! `--broker` status, all as real processes.
 
-mod common;
+use crate::common;
 
 use std::io::Read;
 use std::process::{Command, Output, Stdio};

@@ -2,7 +2,7 @@
 //! a raw XPUB). `tickbox subscribe` reports each offset; the strict snail fires on the behind publisher's on-time
 //! messages, the skew-tolerant one only on real lateness.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

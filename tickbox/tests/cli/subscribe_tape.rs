@@ -1,7 +1,7 @@
 //! `tickbox subscribe --tape` when the tape cannot be written: the run still ends with its summary, the records
 //! not written are counted in one `error:` line, and the exit code is 1, never a silent short tape.
 
-mod common;
+use crate::common;
 
 use std::process::{Command, Stdio};
 use std::time::Duration;

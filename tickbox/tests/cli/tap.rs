@@ -1,6 +1,6 @@
 //! `tickbox tap` as a real process against an in-process LVC's tap.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 use std::time::{Duration, Instant};

@@ -3,7 +3,7 @@
 //! frame; a plain publisher's multipart message: as it came; a subscription event: `\0`, then the event frame),
 //! their prefix subscriptions filter by topic, and `tickbox tap --framing guide` decodes the captures.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::process::{Command, Stdio};

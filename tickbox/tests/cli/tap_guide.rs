@@ -3,7 +3,7 @@
 //! pathological publisher). A late joiner gets the last value of every topic; `tickbox tap --framing auto` shows
 //! the envelopes beside tickbox frames.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::process::{Command, Stdio};

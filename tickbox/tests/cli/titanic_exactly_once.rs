@@ -4,7 +4,7 @@
 //!
 //! The service is an `MdpWorker` in the test process whose job sleeps and counts how often it started.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::mpsc::Receiver;

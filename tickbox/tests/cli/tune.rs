@@ -1,7 +1,7 @@
 //! `tickbox tune` end to end: the real binary on fixture hosts (`--root`), its exit codes, a plan that
 //! `--config` accepts, and a tiny real sweep.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

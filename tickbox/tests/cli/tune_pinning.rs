@@ -1,7 +1,7 @@
 //! A plan applied for real: `tickbox subscribe` runs with a plan-shaped config on this machine, and the kernel's
 //! view of each of its threads (`/proc/<pid>/task/*/{comm,status}`) must match where the config put it.
 
-mod common;
+use crate::common;
 
 use std::process::{Command, Stdio};
 use std::time::Duration;

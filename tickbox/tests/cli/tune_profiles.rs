@@ -3,7 +3,7 @@
 //! from those very sockets with the `zmq` getters. The roles keep their sockets inside their threads, so the
 //! readings are taken by `tickbox_zmqx::profile`'s inspector, which `apply` calls on the role's own thread.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, MutexGuard};

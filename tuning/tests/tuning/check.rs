@@ -1,6 +1,6 @@
 //! Host checks on fixture hosts.
 
-mod common;
+use crate::common;
 
 use tickbox_tuning::{check, plan, CheckInput, PlanRequest, Severity};
 

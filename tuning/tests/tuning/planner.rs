@@ -1,6 +1,6 @@
 //! The pinning planner on fixture hosts and, as properties, on generated topologies.
 
-mod common;
+use crate::common;
 
 use proptest::prelude::*;
 use tickbox_tuning::topology::{Cpu, Irq, NetSysctls, Nic, Node, Topology};

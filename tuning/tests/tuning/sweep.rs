@@ -1,7 +1,7 @@
 //! Sweep grids with plan points on a fixture host, and the winning configuration read back by the crates' own
 //! config types.
 
-mod common;
+use crate::common;
 
 use tickbox_tuning::sweep::{winner_toml, PointResult, Sample};
 use tickbox_tuning::{DispatchMode, Grid, Pinning, PlanBasis};

@@ -1,6 +1,6 @@
 //! Topology read from fixture trees of three kinds of host.
 
-mod common;
+use crate::common;
 
 use tickbox_tuning::format_cpulist;
 

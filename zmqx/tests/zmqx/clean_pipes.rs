@@ -330,15 +330,8 @@ fn run_round(test_name: &str, sc: Scenario) -> Outcome {
 
 /// [`run_round`], also returning the child's stderr.
 fn run_round_logged(test_name: &str, sc: Scenario) -> (Outcome, String) {
-    let exe = std::env::current_exe().unwrap();
-    let mut child = Command::new(exe)
-        .args([
-            "--exact",
-            test_name,
-            "--include-ignored",
-            "--test-threads=1",
-            "--nocapture",
-        ])
+    let mut child = tickbox_testkit::self_test_command(module_path!(), test_name)
+        .args(["--include-ignored", "--nocapture"])
         .env(CHILD_ENV, sc.encode())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
