@@ -54,7 +54,8 @@ impl QuoteFrame {
 
     /// The encoded frame.
     pub fn frame(&self) -> Vec<u8> {
-        encode_to_vec(&self.topic, &self.header, &self.quote.into()).expect("a quote always encodes")
+        encode_to_vec(&self.topic, &self.header, &self.quote.into())
+            .expect("a quote always encodes")
     }
 }
 

@@ -61,6 +61,9 @@ mod tests {
                 }
             }
         }
-        assert!(users > 0, "no crate uses the kit: is the check reading the right section names?");
+        assert!(
+            users > 0,
+            "no crate uses the kit: is the check reading the right section names?"
+        );
     }
 }

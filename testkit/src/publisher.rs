@@ -83,7 +83,10 @@ mod tests {
         sub.set_rcvtimeo(5_000).unwrap();
         sub.connect(&publisher.endpoint).unwrap();
         sub.set_subscribe(b"Q.").unwrap();
-        assert_eq!(publisher.await_subscription(Duration::from_secs(5)), b"\x01Q.");
+        assert_eq!(
+            publisher.await_subscription(Duration::from_secs(5)),
+            b"\x01Q."
+        );
         for seq in 1..=100 {
             publisher.send(&crate::quote("Q.X", 1, seq).frame());
         }

@@ -77,13 +77,7 @@ fn client_config() -> ClientConfig {
     }
 }
 
-fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
+use tickbox_testkit::wait_for as wait_until;
 
 #[test]
 fn primary_killed_under_load_backup_takes_over_nothing_acknowledged_lost_no_failback() {

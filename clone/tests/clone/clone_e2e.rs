@@ -49,13 +49,7 @@ fn client(ctx: &zmq::Context, eps: &ServerEndpoints, subtree: &str) -> CloneClie
     c
 }
 
-fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
+use tickbox_testkit::wait_for as wait_until;
 
 fn drain(rx: &crossbeam_channel::Receiver<Change>, out: &mut Vec<Change>) {
     while let Ok(c) = rx.try_recv() {

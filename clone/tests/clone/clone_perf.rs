@@ -76,13 +76,11 @@ fn raw_forward_rate(ctx: &zmq::Context, n_subs: usize, count: u64) -> f64 {
     col.set_linger(0).unwrap();
     col.set_rcvhwm(0).unwrap();
     col.set_subscribe(b"").unwrap();
-    col.bind("tcp://127.0.0.1:*").unwrap();
-    let col_ep = col.get_last_endpoint().unwrap().unwrap();
+    let col_ep = tickbox_testkit::bind_loopback(&col);
     let publ = ctx.socket(zmq::PUB).unwrap();
     publ.set_linger(0).unwrap();
     publ.set_sndhwm(0).unwrap();
-    publ.bind("tcp://127.0.0.1:*").unwrap();
-    let pub_ep = publ.get_last_endpoint().unwrap().unwrap();
+    let pub_ep = tickbox_testkit::bind_loopback(&publ);
     let ctl = ctx.socket(zmq::PAIR).unwrap();
     ctl.bind(&stop_ep).unwrap();
     let fwd = {

@@ -4,7 +4,7 @@
 //! writes outside `/config/` are applied; a stranger never syncs; no `[security]` changes nothing.
 
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tickbox_auth::{Certificate, MechanismName, Security, SecurityConfig};
 use tickbox_clone::{
@@ -92,12 +92,9 @@ fn client(ctx: &zmq::Context, eps: &ServerEndpoints, security: Security) -> Clon
     c
 }
 
-fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+/// Waits (10 s at most) until `cond` holds; panics naming `what` if it does not.
+fn wait_for(what: &str, cond: impl FnMut() -> bool) {
+    tickbox_testkit::wait_for(what, Duration::from_secs(10), cond);
 }
 
 #[test]

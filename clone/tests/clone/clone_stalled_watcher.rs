@@ -66,11 +66,9 @@ fn stop_with_a_stalled_snapshot_reader_finishes_within_the_bound() {
     // Readiness: the first snapshot message has arrived (and is never read). The whole snapshot fits in the
     // ROUTER's queue (snapshot_hwm 1000), so the server is done with it and only its engine is left, stalled
     // part-way through the 24 MiB behind that first message.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !watcher.get_events().unwrap().contains(zmq::POLLIN) {
-        assert!(Instant::now() < deadline, "the snapshot never started");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    tickbox_testkit::wait_for("the snapshot to start", Duration::from_secs(10), || {
+        watcher.get_events().unwrap().contains(zmq::POLLIN)
+    });
 
     let t = Instant::now();
     server.stop().unwrap();

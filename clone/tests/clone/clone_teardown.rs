@@ -5,7 +5,6 @@
 //! Each round runs in a child process (this test binary re-executed) so an abort is observed, not suffered.
 //! `CLONE_TEARDOWN_RUNS` sets the number of rounds (default 12, about 13 s on a loaded 2-core box).
 
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -89,29 +88,20 @@ fn teardown_with_eight_watchers_mid_stream_never_aborts() {
         .unwrap_or(12);
     let t = Instant::now();
     for run in 0..runs {
-        let mut child = tickbox_testkit::self_test_command(
-            module_path!(),
-            "teardown_with_eight_watchers_mid_stream_never_aborts",
-        )
+        let mut child = tickbox_testkit::ChildGuard(
+            tickbox_testkit::self_test_command(
+                module_path!(),
+                "teardown_with_eight_watchers_mid_stream_never_aborts",
+            )
             .env(CHILD_ENV, "1")
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::piped())
             .spawn()
-            .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let status = loop {
-            if let Some(s) = child.try_wait().unwrap() {
-                break s;
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!("round {run} hung");
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        };
+            .unwrap(),
+        );
+        let status = child.wait_exit(Duration::from_secs(30), &format!("round {run} hung"));
         let mut err = String::new();
-        if let Some(mut e) = child.stderr.take() {
+        if let Some(mut e) = child.0.stderr.take() {
             let _ = std::io::Read::read_to_string(&mut e, &mut err);
         }
         assert!(status.success(), "round {run} failed ({status}):\n{err}");

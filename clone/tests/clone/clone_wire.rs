@@ -41,11 +41,7 @@ fn sock(ctx: &zmq::Context, kind: zmq::SocketType, ep: &str) -> zmq::Socket {
 }
 
 fn eventually(f: impl Fn() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(2);
-    while !f() {
-        assert!(Instant::now() < deadline, "condition not reached");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    tickbox_testkit::wait_for("the condition", Duration::from_secs(2), f);
 }
 
 fn seq(frame: &[u8]) -> u64 {

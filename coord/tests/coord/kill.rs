@@ -8,7 +8,7 @@
 use crate::common;
 
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use common::{connect_timeout, median_p99, server};
@@ -67,15 +67,7 @@ fn child_process_entry() {
     std::thread::sleep(Duration::from_secs(60));
 }
 
-/// A child process killed on drop.
-struct ChildGuard(Child);
-
-impl Drop for ChildGuard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use tickbox_testkit::ChildGuard;
 
 /// Starts a child holding `role` at `path`; returns it once it printed its token.
 fn spawn_holder(zk: &ZkServer, role: &str, path: &str, session: Duration) -> (ChildGuard, u64) {
@@ -116,14 +108,11 @@ fn spawn_holder(zk: &ZkServer, role: &str, path: &str, session: Duration) -> (Ch
 
 /// Waits until `dir` has `n` children.
 fn wait_children(c: &Coord, dir: &str, n: usize) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while c.children(dir).unwrap().len() < n {
-        assert!(
-            Instant::now() < deadline,
-            "{dir} never reached {n} children"
-        );
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    tickbox_testkit::wait_for(
+        &format!("{dir} to reach {n} children"),
+        Duration::from_secs(10),
+        || c.children(dir).unwrap().len() >= n,
+    );
 }
 
 /// Kills a child holding the lock at `dir`; returns (failover time, child's token, new token).

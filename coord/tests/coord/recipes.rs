@@ -109,18 +109,17 @@ fn double_barrier_five_parties_one_late() {
     let mut threads: Vec<_> = (0..N - 1).map(party).collect();
     let c = connect(&zk);
     let b = DoubleBarrier::new(&c, "/test/dbarrier", N).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while b.state().unwrap().present < N - 1 {
-        assert!(Instant::now() < deadline);
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    tickbox_testkit::wait_for(
+        "N - 1 parties in the barrier",
+        Duration::from_secs(10),
+        || b.state().unwrap().present >= N - 1,
+    );
     assert_eq!(entered.load(Ordering::SeqCst), 0);
     assert!(!b.state().unwrap().ready);
     threads.push(party(N - 1));
-    while leaving.load(Ordering::SeqCst) < N - 1 {
-        assert!(Instant::now() < deadline);
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    tickbox_testkit::wait_for("N - 1 parties leaving", Duration::from_secs(10), || {
+        leaving.load(Ordering::SeqCst) >= N - 1
+    });
     assert_eq!(entered.load(Ordering::SeqCst), N);
     late_go_tx.send(()).unwrap();
     for t in threads {

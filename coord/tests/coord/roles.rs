@@ -30,11 +30,9 @@ fn start_barrier_opens_for_all_and_a_stop_flag_interrupts_a_waiter() {
         })
     };
     let db = DoubleBarrier::new(&b, "/r/start", 2).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while db.state().unwrap().present != 1 {
-        assert!(Instant::now() < deadline, "the waiter never entered");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    tickbox_testkit::wait_for("the waiter to enter", Duration::from_secs(5), || {
+        db.state().unwrap().present == 1
+    });
     let set = Instant::now();
     stop.store(true, Ordering::SeqCst);
     let r = waiter.join().unwrap();

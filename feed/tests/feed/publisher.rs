@@ -308,10 +308,9 @@ fn live_stats_move_while_running() {
         },
     )
     .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while feed.stats()[0].last_sequence < 100 && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    tickbox_testkit::wait_until(Duration::from_secs(5), || {
+        feed.stats()[0].last_sequence >= 100
+    });
     let stats = feed.stats()[0];
     assert!(stats.last_sequence >= 100);
     assert!(!stats.finished);

@@ -1,7 +1,6 @@
 //! Hostile environments: the file shrinking under a live reader or writer (another process truncating it), the
 //! disk filling up while recording, and a reader racing a writer that laps it.
 
-use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -166,27 +165,17 @@ fn fsize_child_writer() {
 fn a_full_disk_fails_segment_creation_and_keeps_every_complete_record() {
     let dir = tempfile::tempdir().unwrap();
     let archive = dir.path().join("archive");
-    let mut child = tickbox_testkit::self_test_command(module_path!(), "fsize_child_writer")
-        .arg("--nocapture")
-        .env("TICKBOX_JOURNAL_FSIZE_CHILD", &archive)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(15);
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("child writer did not finish");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    let mut out = String::new();
-    std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut out).unwrap();
+    let child = tickbox_testkit::ChildGuard(
+        tickbox_testkit::self_test_command(module_path!(), "fsize_child_writer")
+            .arg("--nocapture")
+            .env("TICKBOX_JOURNAL_FSIZE_CHILD", &archive)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let output = child.wait_output(Duration::from_secs(15));
+    let (status, out) = (output.status, String::from_utf8_lossy(&output.stdout));
     assert!(status.success(), "child failed: {status:?}\n{out}");
     let last: u64 = out
         .lines()
@@ -298,15 +287,7 @@ fn app_meta_written_while_read_is_never_torn() {
     writer.join().unwrap();
     assert!(reads > 10);
     // A byte of the file flipped behind the journal's back is still caught by the slot checksums.
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(&path)
-        .unwrap();
-    let mut b = [0u8; 1];
-    f.read_exact_at(&mut b, 1024 + 16).unwrap();
-    f.write_all_at(&[!b[0]], 1024 + 16).unwrap();
-    f.read_exact_at(&mut b, 2560 + 16).unwrap();
-    f.write_all_at(&[!b[0]], 2560 + 16).unwrap();
+    tickbox_testkit::damage::invert_byte(&path, 1024 + 16);
+    tickbox_testkit::damage::invert_byte(&path, 2560 + 16);
     assert_eq!(tickbox_journal::read_app_meta(&path).unwrap(), None);
 }

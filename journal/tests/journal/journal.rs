@@ -627,33 +627,36 @@ fn killed_writer_recovers_a_clean_prefix() {
     let dir = tempfile::tempdir().unwrap();
     for round in 0..4u64 {
         let path = dir.path().join(format!("crash{round}.tbj"));
-        let mut child = tickbox_testkit::self_test_command(module_path!(), "crash_child_writer")
-            .arg("--nocapture")
-            .env("TICKBOX_JOURNAL_CRASH_CHILD", &path)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
+        let mut child = tickbox_testkit::ChildGuard(
+            tickbox_testkit::self_test_command(module_path!(), "crash_child_writer")
+                .arg("--nocapture")
+                .env("TICKBOX_JOURNAL_CRASH_CHILD", &path)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
         // Wait until the child has published some records, then kill it at an arbitrary moment.
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         let (mut seen, mut last_seen) = (0, 0);
-        while std::time::Instant::now() < deadline {
-            if let Ok(mut r) = Reader::open(&path) {
-                while let Ok(Some(rec)) = r.next() {
-                    seen += 1;
-                    last_seen = rec.seq;
-                }
-                if seen > 1000 {
-                    break;
-                }
+        tickbox_testkit::poll_until(
+            std::time::Duration::from_secs(10),
+            std::time::Duration::from_millis(5),
+            || {
                 seen = 0;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        }
+                if let Ok(mut r) = Reader::open(&path) {
+                    while let Ok(Some(rec)) = r.next() {
+                        seen += 1;
+                        last_seen = rec.seq;
+                    }
+                }
+                seen > 1000
+            },
+        );
+        // The moment of the kill, varied per round: the delay is the thing under test, not a wait.
         std::thread::sleep(std::time::Duration::from_millis(round * 7));
         // SIGKILL, as a crash would. An error (the child already gone) changes nothing for the test.
-        let _ = child.kill();
-        child.wait().unwrap();
+        let _ = child.0.kill();
+        child.0.wait().unwrap();
         assert!(seen > 1000, "child never wrote");
         let w = Writer::open(&path, &WriterOptions::ring(4 << 20)).unwrap();
         let rec = w.recovery().clone();
@@ -853,17 +856,7 @@ fn head_tail(path: &Path) -> (u64, u64) {
     (head, u64::from_le_bytes(b))
 }
 
-fn flip_bit(path: &Path, offset: u64, bit: u32) {
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(path)
-        .unwrap();
-    let mut b = [0u8; 8];
-    f.read_exact_at(&mut b, offset).unwrap();
-    let v = u64::from_le_bytes(b) ^ (1u64 << bit);
-    f.write_all_at(&v.to_le_bytes(), offset).unwrap();
-}
+use tickbox_testkit::damage::flip_bit;
 
 /// A lapped ring, closed cleanly, with the seqs a reader sees.
 fn lapped_ring(dir: &Path, name: &str) -> (std::path::PathBuf, Vec<u64>) {

@@ -6,7 +6,7 @@
 //! `child_broker`) so its `/proc/<pid>/status` holds nothing of the flooding client.
 
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, Command, Stdio};
+use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -54,13 +54,7 @@ fn child_broker() {
     );
 }
 
-struct Kill(Child);
-impl Drop for Kill {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use tickbox_testkit::ChildGuard as Kill;
 
 fn status_kb(pid: u32, field: &str) -> u64 {
     let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
@@ -223,9 +217,5 @@ fn flood_for_absent_service_stays_within_queue_bound_and_real_service_answers() 
     assert!(refused > 0, "the bound was reached");
     assert!(field("peak=") <= BOUND);
     assert_eq!(field("queued="), 0);
-    let end = Instant::now() + Duration::from_secs(10);
-    while child.0.try_wait().unwrap().is_none() {
-        assert!(Instant::now() < end, "broker did not stop");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    child.wait_exit(Duration::from_secs(10), "broker did not stop");
 }

@@ -166,7 +166,10 @@ fn request_after_a_workers_expiry_goes_to_the_next_worker_and_titanic_completes_
 
     // A registers first (first in the broker's LRU order), B second.
     let a = RfcWorker::connect(&ctx, &broker.ep, b"worker-A", b"echo");
-    std::thread::sleep(Duration::from_millis(50));
+    let mut mmi = client(&ctx, &broker.ep);
+    tickbox_testkit::wait_for("worker A to register", Duration::from_secs(10), || {
+        mmi.request("mmi.service", &[b"echo".to_vec()]).unwrap() == vec![b"200".to_vec()]
+    });
     let executed = Arc::new(AtomicU32::new(0));
     let b_stop = Arc::new(AtomicBool::new(false));
     let b_thread = {
@@ -304,11 +307,11 @@ fn titanic_sends_again_what_the_broker_never_delivered_and_it_runs_once() {
             cl.request("slow", &[b"hold".to_vec()]).unwrap()
         })
     };
-    let end = Instant::now() + Duration::from_secs(10);
-    while !busy.load(Ordering::SeqCst) {
-        assert!(Instant::now() < end, "the worker never took the hold");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    tickbox_testkit::wait_for(
+        "the worker to take the hold",
+        Duration::from_secs(10),
+        || busy.load(Ordering::SeqCst),
+    );
     let mut c = client(&ctx, &broker.ep);
     let r = c
         .request("titanic.request", &[b"slow".to_vec(), b"job".to_vec()])
@@ -369,11 +372,9 @@ fn hundred_thousand_pipelined_requests_complete_with_the_default_bounds() {
     dealer.connect(&broker.ep).unwrap();
     // Wait until the worker is registered, so the test measures the pipeline and not the start-up.
     let mut mmi = client(&ctx, &broker.ep);
-    let end = Instant::now() + Duration::from_secs(10);
-    while mmi.request("mmi.service", &[b"echo".to_vec()]).unwrap() != vec![b"200".to_vec()] {
-        assert!(Instant::now() < end, "echo workers never registered");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    tickbox_testkit::wait_for("echo workers to register", Duration::from_secs(10), || {
+        mmi.request("mmi.service", &[b"echo".to_vec()]).unwrap() == vec![b"200".to_vec()]
+    });
     // mmi.service says 200 from the first worker on: give the others a moment (they only add speed).
     std::thread::sleep(Duration::from_millis(200));
     let t0 = Instant::now();

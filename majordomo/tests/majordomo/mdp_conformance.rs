@@ -106,21 +106,15 @@ fn raw_worker(ctx: &zmq::Context, ep: &str, service: &[u8]) -> zmq::Socket {
 /// Ask MMI until `service` has the wanted presence (registration is asynchronous).
 fn wait_mmi(ctx: &zmq::Context, ep: &str, service: &[u8], want: &[u8]) {
     let c = sock(ctx, zmq::REQ, ep);
-    let end = Instant::now() + Duration::from_secs(5);
-    loop {
-        c.send_multipart(f(&[b"MDPC01", b"mmi.service", service]), 0)
-            .unwrap();
-        let r = recv(&c, 2000).expect("mmi reply");
-        if r[2] == want {
-            return;
-        }
-        assert!(
-            Instant::now() < end,
-            "service never reached {:?}",
-            String::from_utf8_lossy(want)
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    tickbox_testkit::wait_for(
+        &format!("service status {:?}", String::from_utf8_lossy(want)),
+        Duration::from_secs(5),
+        || {
+            c.send_multipart(f(&[b"MDPC01", b"mmi.service", service]), 0)
+                .unwrap();
+            recv(&c, 2000).expect("mmi reply")[2] == want
+        },
+    );
 }
 
 #[test]
@@ -334,8 +328,7 @@ fn mdp_02_partials_then_final_on_the_same_router() {
 fn raw_broker(ctx: &zmq::Context) -> (zmq::Socket, String) {
     let r = ctx.socket(zmq::ROUTER).unwrap();
     r.set_linger(0).unwrap();
-    r.bind("tcp://127.0.0.1:*").unwrap();
-    let ep = r.get_last_endpoint().unwrap().unwrap();
+    let ep = tickbox_testkit::bind_loopback(&r);
     (r, ep)
 }
 

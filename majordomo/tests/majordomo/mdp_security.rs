@@ -183,12 +183,9 @@ fn call_until_served(c: &mut Client, service: &str, body: &str) -> Vec<Vec<u8>> 
     }
 }
 
-fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+/// Waits (10 s at most) until `cond` holds; panics naming `what` if it does not.
+fn wait_for(what: &str, cond: impl FnMut() -> bool) {
+    tickbox_testkit::wait_for(what, Duration::from_secs(10), cond);
 }
 
 fn text(frames: &[Vec<u8>]) -> Vec<String> {

@@ -51,13 +51,10 @@ fn mmi_answers_200_404_501_with_exact_frames() {
         .send_multipart(f(&[b"", b"MDPW01", &[1], b"echo"]), 0)
         .unwrap();
     let mut status = Vec::new();
-    for _ in 0..100 {
+    tickbox_testkit::wait_until(Duration::from_secs(2), || {
         status = ask(b"mmi.service", b"echo");
-        if status[2] == b"200" {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
+        status[2] == b"200"
+    });
     assert_eq!(status, f(&[b"MDPC01", b"mmi.service", b"200"]));
     assert_eq!(ask(b"mmi.foo", b"x"), f(&[b"MDPC01", b"mmi.foo", b"501"]));
     assert_eq!(ask(b"mmi.", b"x"), f(&[b"MDPC01", b"mmi.", b"501"]));
@@ -88,13 +85,10 @@ fn mmi_answers_200_404_501_with_exact_frames() {
     worker
         .send_multipart(f(&[b"", b"MDPW01", &[5]]), 0)
         .unwrap();
-    for _ in 0..100 {
+    tickbox_testkit::wait_until(Duration::from_secs(2), || {
         status = ask(b"mmi.service", b"echo");
-        if status[2] == b"404" {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
+        status[2] == b"404"
+    });
     assert_eq!(status[2], b"404");
     stop.store(true, Ordering::Relaxed);
     let stats = broker.join().unwrap();

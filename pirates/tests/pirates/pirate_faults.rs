@@ -171,8 +171,7 @@ fn ppp_worker_conformance_against_raw_queue() {
     let ctx = zmq::Context::new();
     let r = ctx.socket(zmq::ROUTER).unwrap();
     r.set_linger(0).unwrap();
-    r.bind("tcp://127.0.0.1:*").unwrap();
-    let ep = r.get_last_endpoint().unwrap().unwrap();
+    let ep = tickbox_testkit::bind_loopback(&r);
     let stop = Arc::new(AtomicBool::new(false));
     let (c, s) = (ctx.clone(), Arc::clone(&stop));
     let t = std::thread::spawn(move || {

@@ -8,23 +8,17 @@ use std::time::{Duration, Instant};
 use tickbox_journal::{Reader, Writer, WriterOptions};
 use tickbox_recorder::{Recorder, ReplayOptions, Replayer, Speed};
 use tickbox_wire::{
-    encode_to_vec, Flags, GapCause, Header, Heartbeat, Kind, MessageRef, Payload, Quote,
-    SequenceTracker, SystemClock,
+    encode_to_vec, Flags, GapCause, Header, Heartbeat, Kind, MessageRef, Payload, SequenceTracker,
+    SystemClock,
 };
 
 const SESSION: u64 = 1_767_000_000_000_000_000;
 
 fn quote(publisher: u32, seq: u64) -> Vec<u8> {
-    let q = Quote {
-        instrument_id: seq as u32,
-        ..Quote::default()
-    };
-    encode_to_vec(
-        &format!("Q.XNAS.S{}", seq % 5),
-        &Header::live(Kind::Quote, publisher, seq, seq).with_session(SESSION),
-        &q.into(),
-    )
-    .unwrap()
+    tickbox_testkit::quote(&format!("Q.XNAS.S{}", seq % 5), publisher, seq)
+        .session(SESSION)
+        .instrument(seq as u32)
+        .frame()
 }
 
 fn cached(publisher: u32, seq: u64) -> Vec<u8> {

@@ -6,17 +6,14 @@ use std::time::{Duration, Instant};
 
 use tickbox_journal::{Reader, Writer, WriterOptions};
 use tickbox_recorder::{record, RecordOptions, RecordStats, Recorder};
-use tickbox_wire::{encode_to_vec, BatchBuilder, Header, Kind, MessageRef, Payload, Quote};
+use tickbox_wire::{BatchBuilder, Kind, MessageRef, Payload};
 
 const SESSION: u64 = 1_767_000_000_000_000_000;
 
 fn quote(publisher: u32, seq: u64) -> Vec<u8> {
-    encode_to_vec(
-        &format!("Q.XNAS.S{}", seq % 5),
-        &Header::live(Kind::Quote, publisher, seq, seq).with_session(SESSION),
-        &Quote::default().into(),
-    )
-    .unwrap()
+    tickbox_testkit::quote(&format!("Q.XNAS.S{}", seq % 5), publisher, seq)
+        .session(SESSION)
+        .frame()
 }
 
 /// Batch frames of up to 7 records each over `frames`.

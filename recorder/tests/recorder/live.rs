@@ -35,8 +35,7 @@ fn follow_replay_tails_a_recording_in_progress() {
     let source = ctx.socket(zmq::XPUB).unwrap();
     source.set_linger(0).unwrap();
     source.set_sndhwm(0).unwrap();
-    source.bind("tcp://127.0.0.1:*").unwrap();
-    let source_ep = source.get_last_endpoint().unwrap().unwrap();
+    let source_ep = tickbox_testkit::bind_loopback(&source);
 
     // Recorder thread. The journal exists before the replayer opens it.
     let mut writer = Writer::open(&journal, &WriterOptions::ring(8 << 20)).unwrap();

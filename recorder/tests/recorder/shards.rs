@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use tickbox_journal::{Reader, Writer, WriterOptions};
 use tickbox_recorder::{record, RecordOptions};
-use tickbox_wire::{encode_to_vec, BatchBuilder, Header, Kind, MessageRef, Quote};
+use tickbox_wire::{BatchBuilder, Kind, MessageRef};
 
 const SESSION: u64 = 1_767_000_000_000_000_000;
 const SHARDS: u32 = 3;
@@ -15,12 +15,9 @@ const PER_SHARD: u32 = 2;
 const PER_PUBLISHER: u64 = 6_000;
 
 fn quote(publisher: u32, seq: u64) -> Vec<u8> {
-    encode_to_vec(
-        &format!("Q.XNAS.P{publisher}.S{}", seq % 7),
-        &Header::live(Kind::Quote, publisher, seq, seq).with_session(SESSION),
-        &Quote::default().into(),
-    )
-    .unwrap()
+    tickbox_testkit::quote(&format!("Q.XNAS.P{publisher}.S{}", seq % 7), publisher, seq)
+        .session(SESSION)
+        .frame()
 }
 
 /// A shard's publishers interleaved, packed into batch frames of up to `per_batch` records.

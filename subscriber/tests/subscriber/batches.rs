@@ -3,7 +3,7 @@
 //! malformed batch counted and skipped.
 
 use std::sync::atomic::AtomicBool;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tickbox_subscriber::{
     replay_local, Fatal, Handoff, Report, Stage, Subscriber, SubscriberConfig,
@@ -88,8 +88,7 @@ fn connect(ctx: &zmq::Context, handoff: Handoff) -> (zmq::Socket, Subscriber<See
     let xpub = ctx.socket(zmq::XPUB).unwrap();
     xpub.set_linger(1_000).unwrap();
     xpub.set_sndhwm(0).unwrap();
-    xpub.bind("tcp://127.0.0.1:*").unwrap();
-    let endpoint = xpub.get_last_endpoint().unwrap().unwrap();
+    let endpoint = tickbox_testkit::bind_loopback(&xpub);
     let sub = Subscriber::start(ctx, &config(endpoint, handoff), &pool(), |_| {
         Seen::default()
     })
@@ -127,10 +126,9 @@ fn send_batches(xpub: &zmq::Socket, frames: &[Vec<u8>], per_batch: u16) {
 
 /// Waits until `n` records were forwarded (or the subscriber tripped), then shuts down.
 fn finish(sub: Subscriber<Seen>, n: u64) -> Report<Seen> {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while sub.forwarded() < n && !sub.is_tripped() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    tickbox_testkit::wait_until(Duration::from_secs(10), || {
+        sub.forwarded() >= n || sub.is_tripped()
+    });
     sub.shutdown().unwrap()
 }
 

@@ -33,11 +33,8 @@ struct Publisher {
 
 impl Publisher {
     fn new(ctx: &zmq::Context, id: u32) -> Self {
-        let mut socket = ctx.socket(zmq::XPUB).unwrap();
-        socket.set_linger(100).unwrap();
-        socket.set_sndhwm(0).unwrap();
-        tickbox_zmqx::set_xpub_nodrop(&mut socket, true).unwrap();
-        let endpoint = tickbox_zmqx::bind_resolved(&socket, "tcp://127.0.0.1:*").unwrap();
+        let tickbox_testkit::FakePublisher { socket, endpoint } =
+            tickbox_testkit::FakePublisher::bind(ctx);
         Publisher {
             socket,
             endpoint,
@@ -90,17 +87,13 @@ fn workers(n: usize) -> WorkerPoolConfig {
 }
 
 fn wait_forwarded<W: Worker>(sub: &Subscriber<W>, n: u64) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while sub.forwarded() < n && Instant::now() < deadline && !sub.is_tripped() {
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    tickbox_testkit::wait_until(Duration::from_secs(10), || {
+        sub.forwarded() >= n || sub.is_tripped()
+    });
 }
 
 fn wait_tripped<W: Worker>(sub: &Subscriber<W>) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !sub.is_tripped() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    tickbox_testkit::wait_until(Duration::from_secs(10), || sub.is_tripped());
 }
 
 fn seen(report: &Report<Recorder>) -> Vec<(u32, u64, Kind, String)> {

@@ -4,7 +4,7 @@
 //! delivers everything exactly once, without that guarantee.
 
 use std::collections::{HashMap, HashSet};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tickbox_feed::{FeedConfig, PacingMode, Rate};
 use tickbox_subscriber::{Dispatch, Report, Subscriber, SubscriberConfig, SubscriberShardConfig};
@@ -76,10 +76,9 @@ fn run(transport: &str, dispatch: Dispatch) -> (Report<Recorder>, u64) {
     let sent = feed.join().unwrap();
     let heartbeats: u64 = sent.shards.iter().map(|s| s.counts.heartbeats).sum();
     let total = sent.total_data() + heartbeats;
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while sub.forwarded() < total && Instant::now() < deadline && !sub.is_tripped() {
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    tickbox_testkit::wait_until(Duration::from_secs(15), || {
+        sub.forwarded() >= total || sub.is_tripped()
+    });
     let report = sub.shutdown().unwrap();
     assert!(report.fatal.is_none(), "{:?}", report.fatal);
     assert_eq!(report.forwarded(), total, "{transport} {dispatch}");

@@ -14,7 +14,7 @@ use tickbox_subscriber::{
     Fatal, Handoff, HumanDuration, SnailMode, Stage, Subscriber, SubscriberConfig, SubscriberError,
     SubscriberShardConfig,
 };
-use tickbox_wire::{encode_to_vec, now_ns, BatchBuilder, Header, Kind, MessageRef, Quote};
+use tickbox_wire::{now_ns, BatchBuilder, Kind, MessageRef};
 use tickbox_workers::{Delivery, Worker, WorkerPoolConfig};
 
 /// The sequence at which the stalling worker holds its shard.
@@ -23,13 +23,10 @@ const STALL_AT: u64 = 10;
 const STALL: Duration = Duration::from_millis(100);
 
 fn quote(seq: u64, send_ns: u64) -> Vec<u8> {
-    let h = Header::live(Kind::Quote, 1, seq, send_ns).with_session(5);
-    encode_to_vec(
-        &format!("Q.XNAS.S{}", seq % 7),
-        &h,
-        &Quote::default().into(),
-    )
-    .unwrap()
+    tickbox_testkit::quote(&format!("Q.XNAS.S{}", seq % 7), 1, seq)
+        .sent_at(send_ns)
+        .session(5)
+        .frame()
 }
 
 /// Records what it saw (sequence, the time it was handed the record); at `STALL_AT` it tells the test and blocks
@@ -128,10 +125,9 @@ fn stall(rig: &Rig) {
 
 /// Waits (bounded) until the subscriber trips or has forwarded `n` records.
 fn wait_for(sub: &Subscriber<Staller>, n: u64) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while !sub.is_tripped() && sub.forwarded() < n && std::time::Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    tickbox_testkit::wait_until(Duration::from_secs(10), || {
+        sub.is_tripped() || sub.forwarded() >= n
+    });
 }
 
 #[test]
@@ -316,10 +312,7 @@ fn inline_handoff_gives_every_record_to_the_shards_own_worker_once_in_order() {
         }
     }
     xpubs[1].send(batch.frame(), 0).unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while sub.forwarded() < 2 * N && std::time::Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    tickbox_testkit::wait_until(Duration::from_secs(10), || sub.forwarded() >= 2 * N);
     let report = sub.shutdown().unwrap();
     assert_eq!(report.unprocessed, 0);
     assert_eq!(report.workers.len(), 2);

@@ -2,7 +2,7 @@
 //! duplicates, restarts, forged jumps and gap notices are counted apart, and gap notices never reach workers or
 //! the snail.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tickbox_subscriber::{
     Fatal, GapPolicy, HumanDuration, Subscriber, SubscriberConfig, SubscriberShardConfig,
@@ -30,11 +30,8 @@ struct Publisher {
 
 impl Publisher {
     fn new(ctx: &zmq::Context) -> Self {
-        let mut socket = ctx.socket(zmq::XPUB).unwrap();
-        socket.set_linger(100).unwrap();
-        socket.set_sndhwm(0).unwrap();
-        tickbox_zmqx::set_xpub_nodrop(&mut socket, true).unwrap();
-        let endpoint = tickbox_zmqx::bind_resolved(&socket, "tcp://127.0.0.1:*").unwrap();
+        let tickbox_testkit::FakePublisher { socket, endpoint } =
+            tickbox_testkit::FakePublisher::bind(ctx);
         Publisher { socket, endpoint }
     }
 
@@ -76,10 +73,9 @@ fn start(p: &Publisher) -> Subscriber<Kinds> {
 }
 
 fn wait_received(sub: &Subscriber<Kinds>, n: u64) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while sub.live_shards()[0].received < n && Instant::now() < deadline && !sub.is_tripped() {
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    tickbox_testkit::wait_until(Duration::from_secs(10), || {
+        sub.live_shards()[0].received >= n || sub.is_tripped()
+    });
 }
 
 #[test]
@@ -115,10 +111,7 @@ fn duplicates_restarts_forged_jumps_and_gap_notices_never_trip_gap_policy_die() 
         p.quote(S2, seq);
     }
     wait_received(&sub, 12);
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while sub.forwarded() < 11 && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    tickbox_testkit::wait_until(Duration::from_secs(5), || sub.forwarded() >= 11);
     let report = sub.shutdown().unwrap();
     assert!(report.fatal.is_none(), "{:?}", report.fatal);
     let t = report.sequence_totals();
@@ -159,10 +152,7 @@ fn own_loss_still_trips_gap_policy_die() {
     for seq in [1, 2, 5] {
         p.quote(7, seq);
     }
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !sub.is_tripped() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    tickbox_testkit::wait_until(Duration::from_secs(10), || sub.is_tripped());
     let report = sub.shutdown().unwrap();
     match report.fatal {
         Some(Fatal::Gap(g)) => assert_eq!((g.first_missing, g.last_missing), (3, 4)),

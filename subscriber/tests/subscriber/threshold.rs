@@ -1,7 +1,7 @@
 //! The live snail threshold: changing the shared value while the subscriber runs changes the verdict, at the
 //! engine level (fake clock) and over real sockets.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tickbox_subscriber::{
     Fatal, HumanDuration, SharedThreshold, SnailVerdict, Subscriber, SubscriberConfig,
@@ -52,11 +52,10 @@ impl Worker for Count {
 #[test]
 fn lowering_the_threshold_while_running_trips_the_snail() {
     let ctx = zmq::Context::new();
-    let mut publisher = ctx.socket(zmq::XPUB).unwrap();
-    publisher.set_linger(100).unwrap();
-    publisher.set_sndhwm(0).unwrap();
-    tickbox_zmqx::set_xpub_nodrop(&mut publisher, true).unwrap();
-    let endpoint = tickbox_zmqx::bind_resolved(&publisher, "tcp://127.0.0.1:*").unwrap();
+    let tickbox_testkit::FakePublisher {
+        socket: publisher,
+        endpoint,
+    } = tickbox_testkit::FakePublisher::bind(&ctx);
     let config = SubscriberConfig {
         shards: vec![SubscriberShardConfig {
             connect: vec![endpoint],
@@ -82,20 +81,14 @@ fn lowering_the_threshold_while_running_trips_the_snail() {
     for seq in 1..=50 {
         send(seq);
     }
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while sub.forwarded() < 50 && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    tickbox_testkit::wait_until(Duration::from_secs(5), || sub.forwarded() >= 50);
     assert_eq!(sub.forwarded(), 50);
     assert!(!sub.is_tripped());
     assert_eq!(sub.live_shards()[0].received, 50);
 
     sub.threshold().set(Duration::from_millis(5));
     send(51);
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !sub.is_tripped() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    tickbox_testkit::wait_until(Duration::from_secs(5), || sub.is_tripped());
     assert!(
         sub.is_tripped(),
         "the lowered threshold must apply to the next message"

@@ -124,10 +124,7 @@ fn prefix_subscription_on_a_real_feed_only_matching_topics_and_no_gaps() {
     let sent = feed.join().unwrap();
     let trades: u64 = sent.shards.iter().map(|s| s.counts.trades).sum();
     assert!(trades > 0);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while sub.forwarded() < trades && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    tickbox_testkit::wait_until(Duration::from_secs(10), || sub.forwarded() >= trades);
     std::thread::sleep(Duration::from_millis(20));
     let report = sub.shutdown().unwrap();
     assert_eq!(report.gaps(), 0);

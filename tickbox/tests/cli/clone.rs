@@ -83,17 +83,10 @@ fn ctl_set_get_ls_del_watch_against_a_real_server() {
 
     let mut watcher = watcher;
     let out = {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            if let Some(_status) = watcher.0.try_wait().unwrap() {
-                break;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "watch did not stop after --count 3"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        watcher.wait_exit(
+            Duration::from_secs(10),
+            "watch did not stop after --count 3",
+        );
         let mut s = String::new();
         std::io::Read::read_to_string(watcher.0.stdout.as_mut().unwrap(), &mut s).unwrap();
         s

@@ -8,18 +8,12 @@ use crate::common;
 use std::time::{Duration, Instant};
 
 use common::{line_after, signal, spawn_with_lines};
-use tickbox_wire::{encode_to_vec, Header, Kind, Quote};
 
 const CAP: usize = 3;
 const OVER: usize = 2;
 
 fn quote(seq: u64) -> Vec<u8> {
-    encode_to_vec(
-        "Q.XNAS.CAP",
-        &Header::live(Kind::Quote, 1, seq, seq),
-        &Quote::default().into(),
-    )
-    .unwrap()
+    tickbox_testkit::quote("Q.XNAS.CAP", 1, seq).frame()
 }
 
 fn sub(ctx: &zmq::Context, endpoint: &str, reconnect: bool) -> zmq::Socket {

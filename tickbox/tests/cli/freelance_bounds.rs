@@ -4,7 +4,7 @@
 
 use crate::common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::{signal, spawn_with_lines, TempDir};
 
@@ -56,11 +56,11 @@ fn unread_large_replies_stay_within_the_byte_bound_and_others_are_served() {
     good.set_linger(0).unwrap();
     good.set_router_mandatory(true).unwrap();
     good.connect(&ep).unwrap();
-    let end = Instant::now() + Duration::from_secs(10);
-    while good.send_multipart([ep.as_bytes(), b"PING"], 0).is_err() {
-        assert!(Instant::now() < end, "server never reachable");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    tickbox_testkit::wait_for(
+        "the server to be reachable",
+        Duration::from_secs(10),
+        || good.send_multipart([ep.as_bytes(), b"PING"], 0).is_ok(),
+    );
     assert!(good.poll(zmq::POLLIN, 5_000).unwrap() > 0);
     assert_eq!(good.recv_multipart(0).unwrap()[1], b"PONG");
     let baseline = status_kib(pid, "VmRSS");

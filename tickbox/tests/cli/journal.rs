@@ -122,9 +122,7 @@ fn verify_reports_a_flipped_byte_with_its_offset() {
         f.read_exact_at(&mut len, off).unwrap();
         off += (u32::from_le_bytes(len) as u64).div_ceil(8) * 8;
     }
-    let mut b = [0u8; 1];
-    f.read_exact_at(&mut b, off + 30).unwrap();
-    f.write_all_at(&[!b[0]], off + 30).unwrap();
+    tickbox_testkit::damage::invert_byte(&path, off + 30);
     let o = tickbox(&["journal", "verify", path.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(5), "{o:?}");
     let s = stdout(&o);

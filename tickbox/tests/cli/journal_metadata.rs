@@ -3,7 +3,6 @@
 
 use crate::common;
 
-use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
@@ -20,17 +19,7 @@ fn ring(path: &Path) {
     }
 }
 
-fn flip(path: &Path, offset: u64, bit: u32) {
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(path)
-        .unwrap();
-    let mut b = [0u8; 8];
-    f.read_exact_at(&mut b, offset).unwrap();
-    f.write_all_at(&(u64::from_le_bytes(b) ^ (1 << bit)).to_le_bytes(), offset)
-        .unwrap();
-}
+use tickbox_testkit::damage::flip_bit as flip;
 
 fn verify(path: &Path) -> (Option<i32>, serde_json::Value) {
     let mut cmd = Command::new(TICKBOX);

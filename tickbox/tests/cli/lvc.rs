@@ -9,15 +9,10 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use common::{line_after, recv_for, signal, spawn_with_lines, KillOnDrop, TICKBOX};
-use tickbox_wire::{encode_to_vec, Flags, Header, Kind, MessageRef, Quote};
+use tickbox_wire::{Flags, MessageRef};
 
 fn quote(topic: &str, seq: u64) -> Vec<u8> {
-    encode_to_vec(
-        topic,
-        &Header::live(Kind::Quote, 1, seq, seq),
-        &Quote::default().into(),
-    )
-    .unwrap()
+    tickbox_testkit::quote(topic, 1, seq).frame()
 }
 
 #[test]

@@ -8,14 +8,10 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::{line_after, output_within, recv_for, spawn_with_lines, TICKBOX};
-use tickbox_wire::{encode_to_vec, Flags, Header, Kind, MessageRef, Quote};
+use tickbox_wire::{Flags, MessageRef};
 
 fn quote(topic: &str, seq: u64, bid: i64) -> Vec<u8> {
-    let q = Quote {
-        bid_px: bid,
-        ..Quote::default()
-    };
-    encode_to_vec(topic, &Header::live(Kind::Quote, 1, seq, seq), &q.into()).unwrap()
+    tickbox_testkit::quote(topic, 1, seq).bid(bid).frame()
 }
 
 fn is_cached(frame: &[u8]) -> bool {

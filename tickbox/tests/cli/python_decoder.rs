@@ -83,10 +83,7 @@ fn need_pyzmq() -> Result<(), String> {
     ]);
     if let Ok(child) = pip.stdout(Stdio::null()).stderr(Stdio::null()).spawn() {
         let mut child = KillOnDrop(child);
-        let deadline = Instant::now() + Duration::from_secs(15);
-        while child.0.try_wait().unwrap().is_none() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        let _ = child.exit_within(Duration::from_secs(15));
     }
     if python_ok("import zmq") {
         Ok(())

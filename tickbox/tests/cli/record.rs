@@ -152,8 +152,7 @@ fn publisher_record_replay_subscriber_round_trip() {
     publisher.set_linger(100).unwrap();
     // Unbounded, so the burst below is not dropped at the high-water mark while the recorder starts up.
     publisher.set_sndhwm(0).unwrap();
-    publisher.bind("tcp://127.0.0.1:*").unwrap();
-    let ep = publisher.get_last_endpoint().unwrap().unwrap();
+    let ep = tickbox_testkit::bind_loopback(&publisher);
     let n = N.to_string();
     let recorder = spawn(&[
         "record",
@@ -350,8 +349,7 @@ fn recorder_killed_mid_stream_leaves_a_recoverable_prefix() {
         let s = ctx.socket(zmq::XPUB).unwrap();
         s.set_linger(0).unwrap();
         s.set_sndhwm(0).unwrap();
-        s.bind("tcp://127.0.0.1:*").unwrap();
-        ep_tx.send(s.get_last_endpoint().unwrap().unwrap()).unwrap();
+        ep_tx.send(tickbox_testkit::bind_loopback(&s)).unwrap();
         s.set_rcvtimeo(10_000).unwrap();
         if s.recv_bytes(0).is_err() {
             return 0;
@@ -407,8 +405,7 @@ fn recorder_killed_mid_stream_leaves_a_recoverable_prefix() {
     let ctx = zmq::Context::new();
     let publisher = ctx.socket(zmq::XPUB).unwrap();
     publisher.set_linger(100).unwrap();
-    publisher.bind("tcp://127.0.0.1:*").unwrap();
-    let ep2 = publisher.get_last_endpoint().unwrap().unwrap();
+    let ep2 = tickbox_testkit::bind_loopback(&publisher);
     let again = spawn(&[
         "record",
         "--connect",
@@ -475,8 +472,7 @@ fn ctrl_c_stops_record_and_replay_cleanly() {
     let publisher = ctx.socket(zmq::XPUB).unwrap();
     publisher.set_linger(100).unwrap();
     publisher.set_sndhwm(0).unwrap();
-    publisher.bind("tcp://127.0.0.1:*").unwrap();
-    let ep = publisher.get_last_endpoint().unwrap().unwrap();
+    let ep = tickbox_testkit::bind_loopback(&publisher);
     // An archive with 64 KiB segments, so a few hundred KiB roll over several files.
     let recorder = spawn(&[
         "record",

@@ -10,21 +10,15 @@ use std::time::{Duration, Instant};
 
 use common::{Background, TempDir, TICKBOX};
 use tickbox_journal::{Writer, WriterOptions};
-use tickbox_wire::{encode_to_vec, Header, Heartbeat, Kind, MessageRef, Quote};
+use tickbox_wire::{encode_to_vec, Header, Heartbeat, Kind, MessageRef};
 
 const SESSION: u64 = 1_767_000_000_000_000_007;
 
 fn quote(publisher: u32, seq: u64) -> Vec<u8> {
-    let q = Quote {
-        instrument_id: seq as u32,
-        ..Quote::default()
-    };
-    encode_to_vec(
-        &format!("Q.XNAS.P{publisher}S{}", seq % 4),
-        &Header::live(Kind::Quote, publisher, seq, seq).with_session(SESSION),
-        &q.into(),
-    )
-    .unwrap()
+    tickbox_testkit::quote(&format!("Q.XNAS.P{publisher}S{}", seq % 4), publisher, seq)
+        .session(SESSION)
+        .instrument(seq as u32)
+        .frame()
 }
 
 fn heartbeat(publisher: u32, seq: u64) -> Vec<u8> {
@@ -60,8 +54,7 @@ fn publisher(ctx: &zmq::Context) -> (zmq::Socket, String) {
     let p = ctx.socket(zmq::XPUB).unwrap();
     p.set_linger(1000).unwrap();
     p.set_sndhwm(0).unwrap();
-    p.bind("tcp://127.0.0.1:*").unwrap();
-    let ep = p.get_last_endpoint().unwrap().unwrap();
+    let ep = tickbox_testkit::bind_loopback(&p);
     (p, ep)
 }
 

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use common::{spawn_and_read, Background, TempDir, TICKBOX};
 use tickbox_journal::{Writer, WriterOptions};
 use tickbox_wire::{
-    encode_to_vec, Flags, GapCause, GapNotice, Header, Kind, MessageRef, Quote, SequenceTracker,
+    encode_to_vec, Flags, GapCause, GapNotice, Header, Kind, MessageRef, SequenceTracker,
 };
 
 const SESSION_A: u64 = 1_767_000_000_000_000_001;
@@ -19,16 +19,11 @@ const SESSION_B: u64 = 1_767_000_000_000_000_002;
 const T0: u64 = 1_767_364_200_000_000_000;
 
 fn quote(publisher: u32, session: u64, seq: u64) -> Vec<u8> {
-    let q = Quote {
-        instrument_id: seq as u32,
-        ..Quote::default()
-    };
-    encode_to_vec(
-        &format!("Q.XNAS.P{publisher}S{}", seq % 3),
-        &Header::live(Kind::Quote, publisher, seq, T0 + seq).with_session(session),
-        &q.into(),
-    )
-    .unwrap()
+    tickbox_testkit::quote(&format!("Q.XNAS.P{publisher}S{}", seq % 3), publisher, seq)
+        .sent_at(T0 + seq)
+        .session(session)
+        .instrument(seq as u32)
+        .frame()
 }
 
 fn notice(publisher: u32, session: u64, first: u64, last: u64) -> Vec<u8> {

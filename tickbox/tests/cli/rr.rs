@@ -182,14 +182,11 @@ fn freelance_server_process_answers_ping_and_requests() {
     r.set_linger(0).unwrap();
     r.set_router_mandatory(true).unwrap();
     r.connect(&ep).unwrap();
-    let end = Instant::now() + Duration::from_secs(5);
-    while r.send_multipart([ep.as_bytes(), b"PING"], 0).is_err() {
-        assert!(
-            Instant::now() < end,
-            "server never reachable under its endpoint identity"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    tickbox_testkit::wait_for(
+        "the server to be reachable under its endpoint identity",
+        Duration::from_secs(5),
+        || r.send_multipart([ep.as_bytes(), b"PING"], 0).is_ok(),
+    );
     assert!(r.poll(zmq::POLLIN, 3000).unwrap() > 0);
     assert_eq!(
         r.recv_multipart(0).unwrap(),

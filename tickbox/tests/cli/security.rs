@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use common::{forward_lines, line_after, signal, KillOnDrop, TempDir, TICKBOX};
 use tickbox_auth::{Certificate, MechanismName, Security, SecurityConfig};
-use tickbox_wire::{encode_to_vec, Header, Kind, MessageRef, Payload, Quote};
+use tickbox_wire::{MessageRef, Payload};
 
 const TOPIC: &str = "Q.XNAS.AAPL";
 
@@ -30,16 +30,9 @@ fn keygen(dir: &Path, name: &str) -> Certificate {
 }
 
 fn quote(publisher: u32, seq: u64, bid: i64) -> Vec<u8> {
-    let q = Quote {
-        bid_px: bid,
-        ..Quote::default()
-    };
-    encode_to_vec(
-        TOPIC,
-        &Header::live(Kind::Quote, publisher, seq, seq),
-        &q.into(),
-    )
-    .unwrap()
+    tickbox_testkit::quote(TOPIC, publisher, seq)
+        .bid(bid)
+        .frame()
 }
 
 fn bid_of(frame: &[u8]) -> Option<(u32, i64)> {

@@ -158,11 +158,10 @@ fn a_run_of_nothing_but_foreign_frames_exits_1_with_one_line() {
 /// A plain ZeroMQ publisher on an XPUB bound to a free port, never dropping, so a test can wait for the
 /// subscriber's subscriptions before sending.
 fn plain_publisher(ctx: &zmq::Context) -> (zmq::Socket, String) {
-    let mut publisher = ctx.socket(zmq::XPUB).unwrap();
-    publisher.set_linger(0).unwrap();
-    publisher.set_sndhwm(0).unwrap();
-    tickbox_zmqx::set_xpub_nodrop(&mut publisher, true).unwrap();
-    let endpoint = tickbox_zmqx::bind_resolved(&publisher, "tcp://127.0.0.1:*").unwrap();
+    let tickbox_testkit::FakePublisher {
+        socket: publisher,
+        endpoint,
+    } = tickbox_testkit::FakePublisher::bind(ctx);
     publisher.set_rcvtimeo(10_000).unwrap();
     (publisher, endpoint)
 }

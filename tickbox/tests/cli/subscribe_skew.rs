@@ -25,11 +25,8 @@ struct SkewedPublishers {
 
 impl SkewedPublishers {
     fn new(ctx: &zmq::Context) -> Self {
-        let mut socket = ctx.socket(zmq::XPUB).unwrap();
-        socket.set_linger(0).unwrap();
-        socket.set_sndhwm(0).unwrap();
-        tickbox_zmqx::set_xpub_nodrop(&mut socket, true).unwrap();
-        let endpoint = tickbox_zmqx::bind_resolved(&socket, "tcp://127.0.0.1:*").unwrap();
+        let tickbox_testkit::FakePublisher { socket, endpoint } =
+            tickbox_testkit::FakePublisher::bind(ctx);
         SkewedPublishers {
             socket,
             endpoint,

@@ -53,8 +53,7 @@ fn guide_tap_framing_serves_raw_subs_and_the_inspector_every_message_as_topic_an
     // A plain publisher, as in the Guide: XPUB so it sees the LVC's upstream subscription before sending.
     let plain = ctx.socket(zmq::XPUB).unwrap();
     plain.set_linger(0).unwrap();
-    plain.bind("tcp://127.0.0.1:*").unwrap();
-    let plain_ep = plain.get_last_endpoint().unwrap().unwrap();
+    let plain_ep = tickbox_testkit::bind_loopback(&plain);
     let mut lvc = KillOnDrop(
         Command::new(TICKBOX)
             .args([

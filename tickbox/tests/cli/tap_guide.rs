@@ -70,8 +70,7 @@ fn a_plain_two_frame_publisher_through_the_lvc_serves_last_values_and_shows_in_t
     // A plain publisher, as in the Guide: XPUB only so it can see the LVC's subscription before sending.
     let publisher = ctx.socket(zmq::XPUB).unwrap();
     publisher.set_linger(0).unwrap();
-    publisher.bind("tcp://127.0.0.1:*").unwrap();
-    let upstream = publisher.get_last_endpoint().unwrap().unwrap();
+    let upstream = tickbox_testkit::bind_loopback(&publisher);
     let (_lvc, subscribers, tap_ep) = start_lvc(&upstream);
     assert!(
         publisher.poll(zmq::POLLIN, 10_000).unwrap() > 0,

@@ -164,11 +164,7 @@ impl Tsp {
 }
 
 fn wait_until(limit: Duration, what: &str, cond: impl Fn() -> bool) {
-    let end = Instant::now() + limit;
-    while !cond() {
-        assert!(Instant::now() < end, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    tickbox_testkit::wait_for(what, limit, cond);
 }
 
 fn kill9(p: &mut KillOnDrop) {

@@ -46,8 +46,7 @@ fn start_planned_subscriber(dir: &TempDir) -> (KillOnDrop, zmq::Socket, usize, u
     let ctx = zmq::Context::new();
     let publisher = ctx.socket(zmq::PUB).unwrap();
     publisher.set_linger(0).unwrap();
-    publisher.bind("tcp://127.0.0.1:*").unwrap();
-    let endpoint = publisher.get_last_endpoint().unwrap().unwrap();
+    let endpoint = tickbox_testkit::bind_loopback(&publisher);
     let config = format!(
         "[context]\nio_threads = 2\nio_thread_cpus = [{last}, {first}]\nthread_name_prefix = \"tbx\"\n\n\
          [subscriber]\n\n[[subscriber.shards]]\nconnect = [\"{endpoint}\"]\ncore = {last}\n\n\
@@ -201,8 +200,7 @@ fn record_puts_its_io_threads_where_the_config_says() {
     let ctx = zmq::Context::new();
     let publisher = ctx.socket(zmq::PUB).unwrap();
     publisher.set_linger(0).unwrap();
-    publisher.bind("tcp://127.0.0.1:*").unwrap();
-    let endpoint = publisher.get_last_endpoint().unwrap().unwrap();
+    let endpoint = tickbox_testkit::bind_loopback(&publisher);
     let journal = dir.path().join("j");
     let child = spawn_quiet(&[
         "--config",
@@ -228,8 +226,7 @@ fn replay_puts_its_io_threads_where_the_config_says() {
     let ctx = zmq::Context::new();
     let publisher = ctx.socket(zmq::PUB).unwrap();
     publisher.set_linger(0).unwrap();
-    publisher.bind("tcp://127.0.0.1:*").unwrap();
-    let endpoint = publisher.get_last_endpoint().unwrap().unwrap();
+    let endpoint = tickbox_testkit::bind_loopback(&publisher);
     let journal = dir.path().join("j");
     let mut recorder = spawn_quiet(&[
         "record",

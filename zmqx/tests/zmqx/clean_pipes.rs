@@ -20,7 +20,7 @@
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::unix::process::ExitStatusExt;
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::{ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -220,8 +220,7 @@ fn run_child(sc: Scenario) {
             (endpoint, peer)
         }
         Teardown::Unbind => {
-            push.bind("tcp://127.0.0.1:*").unwrap();
-            let endpoint = push.get_last_endpoint().unwrap().unwrap();
+            let endpoint = tickbox_testkit::bind_loopback(&push);
             let addr = endpoint.trim_start_matches("tcp://").to_owned();
             let peer = std::thread::spawn(move || {
                 let s = TcpStream::connect(addr).unwrap();
@@ -330,31 +329,23 @@ fn run_round(test_name: &str, sc: Scenario) -> Outcome {
 
 /// [`run_round`], also returning the child's stderr.
 fn run_round_logged(test_name: &str, sc: Scenario) -> (Outcome, String) {
-    let mut child = tickbox_testkit::self_test_command(module_path!(), test_name)
-        .args(["--include-ignored", "--nocapture"])
-        .env(CHILD_ENV, sc.encode())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stderr = child.stderr.take().unwrap();
+    let mut child = tickbox_testkit::ChildGuard(
+        tickbox_testkit::self_test_command(module_path!(), test_name)
+            .args(["--include-ignored", "--nocapture"])
+            .env(CHILD_ENV, sc.encode())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut stderr = child.0.stderr.take().unwrap();
     let reader = std::thread::spawn(move || {
         let mut s = String::new();
         let _ = stderr.read_to_string(&mut s);
         s
     });
-    let deadline = Instant::now() + Duration::from_secs(15);
-    let status: ExitStatus = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{sc:?}: child hung");
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    };
+    let status: ExitStatus =
+        child.wait_exit(Duration::from_secs(15), &format!("{sc:?}: child hung"));
     let err = reader.join().unwrap();
     if status.success() {
         return (Outcome::Clean, err);

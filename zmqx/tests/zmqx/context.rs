@@ -54,8 +54,7 @@ fn each_io_thread_runs_on_its_configured_cpu_under_its_name() {
     let pull = ctx.socket(zmq::PULL).unwrap();
     pull.set_linger(0).unwrap();
     pull.set_affinity(0b01).unwrap();
-    pull.bind("tcp://127.0.0.1:*").unwrap();
-    let endpoint = pull.get_last_endpoint().unwrap().unwrap();
+    let endpoint = tickbox_testkit::bind_loopback(&pull);
     let push = ctx.socket(zmq::PUSH).unwrap();
     push.set_linger(0).unwrap();
     push.set_affinity(0b10).unwrap();

@@ -34,8 +34,7 @@ fn thread_comms() -> Vec<(String, String)> {
 fn pair(ctx: &zmq::Context) -> (zmq::Socket, zmq::Socket, String) {
     let server = ctx.socket(zmq::PULL).unwrap();
     server.set_linger(0).unwrap();
-    server.bind("tcp://127.0.0.1:*").unwrap();
-    let endpoint = server.get_last_endpoint().unwrap().unwrap();
+    let endpoint = tickbox_testkit::bind_loopback(&server);
     let client = ctx.socket(zmq::PUSH).unwrap();
     client.set_linger(0).unwrap();
     (server, client, endpoint)
@@ -254,8 +253,7 @@ fn curve_is_built_in_and_handshakes() {
     server.set_curve_server(true).unwrap();
     server.set_curve_secretkey(&server_keys.secret_key).unwrap();
     server.set_rcvtimeo(5_000).unwrap();
-    server.bind("tcp://127.0.0.1:*").unwrap();
-    let endpoint = server.get_last_endpoint().unwrap().unwrap();
+    let endpoint = tickbox_testkit::bind_loopback(&server);
 
     let client = ctx.socket(zmq::PUSH).unwrap();
     client.set_linger(0).unwrap();

@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use tickbox_lvc::{LvcConfig, LvcHandle, SlowSubscriber};
-use tickbox_wire::{encode_to_vec, Flags, Header, Kind, MessageRef, Quote};
+use tickbox_wire::{Flags, Header, MessageRef};
 
 pub(crate) fn quote_frame(
     topic: &str,
@@ -13,16 +13,10 @@ pub(crate) fn quote_frame(
     origin_ns: u64,
     bid: i64,
 ) -> Vec<u8> {
-    let q = Quote {
-        bid_px: bid,
-        ..Quote::default()
-    };
-    encode_to_vec(
-        topic,
-        &Header::live(Kind::Quote, publisher, seq, origin_ns),
-        &q.into(),
-    )
-    .unwrap()
+    tickbox_testkit::quote(topic, publisher, seq)
+        .sent_at(origin_ns)
+        .bid(bid)
+        .frame()
 }
 
 pub(crate) fn header(frame: &[u8]) -> Header {
@@ -44,50 +38,10 @@ pub(crate) fn is_cached(frame: &[u8]) -> bool {
     header(frame).flags.contains(Flags::CACHED)
 }
 
-/// A publisher that sees subscriptions (XPUB, verbose) and never drops (NODROP, blocking sends), so tests can
-/// wait for the proxy's subscription and count on every message reaching the proxy.
-pub(crate) struct TestPub {
-    pub(crate) socket: zmq::Socket,
-    pub(crate) endpoint: String,
-}
-
-impl TestPub {
-    pub(crate) fn bind(ctx: &zmq::Context) -> Self {
-        Self::bind_at(ctx, "tcp://127.0.0.1:*")
-    }
-
-    pub(crate) fn bind_at(ctx: &zmq::Context, endpoint: &str) -> Self {
-        Self::try_bind_at(ctx, endpoint).unwrap()
-    }
-
-    pub(crate) fn try_bind_at(
-        ctx: &zmq::Context,
-        endpoint: &str,
-    ) -> Result<Self, tickbox_zmqx::ZmqxError> {
-        let mut socket = ctx.socket(zmq::XPUB).unwrap();
-        socket.set_linger(100).unwrap();
-        socket.set_xpub_verbose(true).unwrap();
-        socket.set_sndhwm(1_000_000).unwrap();
-        tickbox_zmqx::set_xpub_nodrop(&mut socket, true).unwrap();
-        let endpoint = tickbox_zmqx::bind_resolved(&socket, endpoint)?;
-        Ok(TestPub { socket, endpoint })
-    }
-
-    /// The next subscription frame, or `None` after `timeout`.
-    pub(crate) fn next_subscription(&self, timeout: Duration) -> Option<Vec<u8>> {
-        let deadline = Instant::now() + timeout;
-        while Instant::now() < deadline {
-            if self.socket.poll(zmq::POLLIN, 50).unwrap() > 0 {
-                return Some(self.socket.recv_bytes(0).unwrap());
-            }
-        }
-        None
-    }
-
-    pub(crate) fn send(&self, frame: &[u8]) {
-        self.socket.send(frame, 0).unwrap();
-    }
-}
+pub(crate) use tickbox_testkit::wait_until;
+/// The fake upstream: sees the proxy's subscriptions and never drops, so tests can wait for the subscription and
+/// count on every message reaching the proxy.
+pub(crate) use tickbox_testkit::FakePublisher as TestPub;
 
 pub(crate) fn lvc_config(upstream: &str) -> LvcConfig {
     LvcConfig {
@@ -111,17 +65,6 @@ pub(crate) fn start(ctx: &zmq::Context, config: LvcConfig, publisher: &TestPub) 
         .expect("the proxy never subscribed upstream");
     assert_eq!(sub[0], 1);
     lvc
-}
-
-pub(crate) fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + timeout;
-    while Instant::now() < deadline {
-        if cond() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    cond()
 }
 
 pub(crate) fn subscriber(ctx: &zmq::Context, endpoint: &str, prefixes: &[&[u8]]) -> zmq::Socket {

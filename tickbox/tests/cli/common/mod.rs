@@ -1,12 +1,10 @@
 //! Scaffolding shared by the integration tests that drive the real `tickbox` binary as a child process.
 //!
-//! Each test binary compiles this module separately and uses only a subset of it, hence the
-//! `#[allow(dead_code)]` on every item.
+//! What only these tests need; what tests of other crates need too is in `tickbox-testkit`. Items not used by
+//! every configuration of the suite carry `#[allow(dead_code)]`.
 
 use std::io::{BufRead, BufReader, Read};
-use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -14,97 +12,9 @@ use std::time::{Duration, Instant};
 #[allow(dead_code)]
 pub(crate) const TICKBOX: &str = env!("CARGO_BIN_EXE_tickbox");
 
-/// A private scratch directory, removed when the test ends however it ends.
-///
-/// The name carries the test process id and a per-process counter, so tests running in parallel (threads of
-/// one binary, or several binaries) never share or delete each other's files.
-#[allow(dead_code)]
-pub(crate) struct TempDir(pub PathBuf);
-
-#[allow(dead_code)]
-impl TempDir {
-    /// Creates an empty `tickbox-{tag}-{pid}-{n}` in the system temp directory, clearing any leftover.
-    pub(crate) fn new(tag: &str) -> Self {
-        static N: AtomicU32 = AtomicU32::new(0);
-        let n = N.fetch_add(1, Ordering::Relaxed);
-        let p = std::env::temp_dir().join(format!("tickbox-{tag}-{}-{n}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-
-    pub(crate) fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// Owns a spawned process and kills it on drop.
-///
-/// A failing assertion unwinds past the test's own clean-up, and a `tickbox` left running would hold its
-/// sockets and keep burning CPU on a two-core machine long after the test binary exits. Killing (then
-/// reaping, so no zombie remains) in `Drop` makes "processes started by a test are killed by the test" hold
-/// on every path, including panics.
-#[allow(dead_code)]
-pub(crate) struct KillOnDrop(pub Child);
-
-#[allow(dead_code)]
-impl KillOnDrop {
-    /// Polls (every 20 ms) for the process to exit, panicking with `failure` if it has not within `within`:
-    /// a process that ignores a stop request must fail the test, not hang it.
-    pub(crate) fn wait_exit(&mut self, within: Duration, failure: &str) -> ExitStatus {
-        let deadline = Instant::now() + within;
-        loop {
-            if let Some(status) = self.0.try_wait().unwrap() {
-                return status;
-            }
-            assert!(Instant::now() < deadline, "{failure}");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    /// Polls (every 10 ms) for the process to exit, then returns its status and whatever it wrote to its piped
-    /// stdout and stderr; panics (the guard then kills it) if it has not finished within `limit`.
-    ///
-    /// The pipes are read only after exit, so this suits commands whose output fits in a pipe buffer.
-    pub(crate) fn wait_output(mut self, limit: Duration) -> Output {
-        let deadline = Instant::now() + limit;
-        let status = loop {
-            if let Some(status) = self.0.try_wait().unwrap() {
-                break status;
-            }
-            if Instant::now() > deadline {
-                panic!("child did not finish within {limit:?}");
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        };
-        let mut stdout = Vec::new();
-        if let Some(mut out) = self.0.stdout.take() {
-            out.read_to_end(&mut stdout).unwrap();
-        }
-        let mut stderr = Vec::new();
-        if let Some(mut err) = self.0.stderr.take() {
-            err.read_to_end(&mut stderr).unwrap();
-        }
-        Output {
-            status,
-            stdout,
-            stderr,
-        }
-    }
-}
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+/// A private scratch directory per test and a child-process guard that kills and reaps on every path: the kit's,
+/// under the names these tests have always used.
+pub(crate) use tickbox_testkit::{ChildGuard as KillOnDrop, TempDir};
 
 /// A `tickbox` process with stdout and stderr both captured, for tests that judge its final output.
 ///
@@ -289,19 +199,7 @@ pub(crate) fn endpoint_in(line: &str) -> Option<String> {
 ///
 /// Components start, register and converge asynchronously, so tests wait for a state instead of sleeping
 /// a guessed time; the bound keeps a state that never arrives from hanging the test.
-#[allow(dead_code)]
-pub(crate) fn eventually(limit: Duration, every: Duration, mut cond: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + limit;
-    loop {
-        if cond() {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        std::thread::sleep(every);
-    }
-}
+pub(crate) use tickbox_testkit::poll_until as eventually;
 
 /// Runs `cmd` to completion with stdout and stderr captured, SIGKILLing it and panicking if it has not
 /// finished within `timeout`, so a wedged command fails the test instead of hanging it.
