@@ -1,3 +1,6 @@
+//! Its own test binary: the flood test reads this process's resident set size (VmRSS), which other tests' threads
+//! would move.
+//!
 //! The ZAP handler on real sockets: a listed key gets through; a stranger (unlisted key, no key, or the wrong
 //! server key) is refused and counted; a revoked key is refused on its next handshake; an IP fence works under
 //! NULL; and legitimate traffic keeps flowing through a flood of failed handshakes.
@@ -58,8 +61,7 @@ fn pull(ctx: &zmq::Context, security: &Security) -> (zmq::Socket, String) {
     let socket = ctx.socket(zmq::PULL).unwrap();
     socket.set_linger(0).unwrap();
     security.server(&socket, "test.pull").unwrap();
-    socket.bind("tcp://127.0.0.1:*").unwrap();
-    let ep = socket.get_last_endpoint().unwrap().unwrap();
+    let ep = tickbox_testkit::bind_loopback(&socket);
     (socket, ep)
 }
 
@@ -87,12 +89,9 @@ fn delivered(pull: &zmq::Socket, push: &zmq::Socket, body: &str, wait: Duration)
     false
 }
 
-fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+/// Waits (10 s at most) until `cond` holds; panics naming `what` if it does not.
+fn wait_for(what: &str, cond: impl FnMut() -> bool) {
+    tickbox_testkit::wait_for(what, Duration::from_secs(10), cond);
 }
 
 #[test]

@@ -1,3 +1,5 @@
+//! Its own test binary: it installs a `#[global_allocator]`, which would count (and slow) every other test.
+//!
 //! The LVC's per-message work does not allocate once every topic has been seen: counted with an allocator that
 //! tallies the calling thread's allocations only (so other tests' threads do not interfere).
 

@@ -1,7 +1,11 @@
+//! Its own test binary: the flood test reads this process's resident set size (VmRSS), which other tests' threads
+//! would move.
+//!
 //! The snapshot channel over real sockets: a late joiner's cached values go to it alone, prefixes and Guide
 //! multipart values come back exactly, and a client that floods requests without reading costs the proxy bounded
 //! memory and live subscribers nothing.
 
+#[path = "lvc/lvc_util/mod.rs"]
 mod lvc_util;
 
 use std::time::{Duration, Instant};

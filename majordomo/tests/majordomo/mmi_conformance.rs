@@ -1,0 +1,96 @@
+//! 8/MMI over real sockets with raw clients: exact 3-byte status frames, the service frame echoes the `mmi.*`
+//! name, READY for `mmi.*` is refused with DISCONNECT.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tickbox_majordomo::{run_broker, BrokerConfig};
+
+type Frames = Vec<Vec<u8>>;
+
+fn f(parts: &[&[u8]]) -> Frames {
+    parts.iter().map(|p| p.to_vec()).collect()
+}
+
+fn recv(s: &zmq::Socket) -> Frames {
+    assert!(s.poll(zmq::POLLIN, 3000).unwrap() > 0, "no reply");
+    s.recv_multipart(0).unwrap()
+}
+
+#[test]
+fn mmi_answers_200_404_501_with_exact_frames() {
+    let ctx = zmq::Context::new();
+    let stop = Arc::new(AtomicBool::new(false));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (c, s) = (ctx.clone(), Arc::clone(&stop));
+    let cfg = BrokerConfig {
+        heartbeat_interval: Duration::from_millis(100).into(),
+        ..Default::default()
+    };
+    let broker =
+        std::thread::spawn(move || run_broker(&c, "tcp://127.0.0.1:*", cfg, &s, Some(tx)).unwrap());
+    let ep = rx.recv_timeout(Duration::from_secs(5)).unwrap();
+
+    let req = ctx.socket(zmq::REQ).unwrap();
+    req.set_linger(0).unwrap();
+    req.connect(&ep).unwrap();
+    let ask = |svc: &[u8], body: &[u8]| {
+        req.send_multipart(f(&[b"MDPC01", svc, body]), 0).unwrap();
+        recv(&req)
+    };
+    assert_eq!(
+        ask(b"mmi.service", b"echo"),
+        f(&[b"MDPC01", b"mmi.service", b"404"])
+    );
+
+    let worker = ctx.socket(zmq::DEALER).unwrap();
+    worker.set_linger(0).unwrap();
+    worker.connect(&ep).unwrap();
+    worker
+        .send_multipart(f(&[b"", b"MDPW01", &[1], b"echo"]), 0)
+        .unwrap();
+    let mut status = Vec::new();
+    tickbox_testkit::wait_until(Duration::from_secs(2), || {
+        status = ask(b"mmi.service", b"echo");
+        status[2] == b"200"
+    });
+    assert_eq!(status, f(&[b"MDPC01", b"mmi.service", b"200"]));
+    assert_eq!(ask(b"mmi.foo", b"x"), f(&[b"MDPC01", b"mmi.foo", b"501"]));
+    assert_eq!(ask(b"mmi.", b"x"), f(&[b"MDPC01", b"mmi.", b"501"]));
+
+    // DEALER client: same answer with the empty delimiter it wrote itself.
+    let dealer = ctx.socket(zmq::DEALER).unwrap();
+    dealer.set_linger(0).unwrap();
+    dealer.connect(&ep).unwrap();
+    dealer
+        .send_multipart(f(&[b"", b"MDPC01", b"mmi.service", b"nobody"]), 0)
+        .unwrap();
+    assert_eq!(recv(&dealer), f(&[b"", b"MDPC01", b"mmi.service", b"404"]));
+    // 18/MDP 0.2 client: a FINAL.
+    dealer
+        .send_multipart(f(&[b"MDPC02", &[1], b"mmi.service", b"echo"]), 0)
+        .unwrap();
+    assert_eq!(recv(&dealer), f(&[b"MDPC02", &[3], b"mmi.service", b"200"]));
+
+    // A worker may not offer an mmi.* service.
+    let bad = ctx.socket(zmq::DEALER).unwrap();
+    bad.set_linger(0).unwrap();
+    bad.connect(&ep).unwrap();
+    bad.send_multipart(f(&[b"", b"MDPW01", &[1], b"mmi.service"]), 0)
+        .unwrap();
+    assert_eq!(recv(&bad), f(&[b"", b"MDPW01", &[5]]));
+
+    // The worker leaves: presence goes back to 404.
+    worker
+        .send_multipart(f(&[b"", b"MDPW01", &[5]]), 0)
+        .unwrap();
+    tickbox_testkit::wait_until(Duration::from_secs(2), || {
+        status = ask(b"mmi.service", b"echo");
+        status[2] == b"404"
+    });
+    assert_eq!(status[2], b"404");
+    stop.store(true, Ordering::Relaxed);
+    let stats = broker.join().unwrap();
+    assert!(stats.mmi >= 6);
+}

@@ -1,0 +1,222 @@
+//! A connection cap per bound socket (docs/book/src/bounds.md): `tickbox lvc --max-connections 3` admits three
+//! subscribers, refuses (at the handshake, through ZAP) and counts every connection past them, and admits a
+//! legitimate subscriber again once others leave, which then gets the live stream. Before the cap, idle
+//! connections were bounded only by the file descriptors, and once those were gone a new subscriber got nothing.
+
+use crate::common;
+
+use std::time::{Duration, Instant};
+
+use common::{line_after, signal, spawn_with_lines};
+
+const CAP: usize = 3;
+const OVER: usize = 2;
+
+fn quote(seq: u64) -> Vec<u8> {
+    tickbox_testkit::quote("Q.XNAS.CAP", 1, seq).frame()
+}
+
+fn sub(ctx: &zmq::Context, endpoint: &str, reconnect: bool) -> zmq::Socket {
+    let s = ctx.socket(zmq::SUB).unwrap();
+    s.set_linger(0).unwrap();
+    if !reconnect {
+        // One attempt only, so each over-the-cap socket is refused exactly once.
+        s.set_reconnect_ivl(-1).unwrap();
+    }
+    s.set_subscribe(b"").unwrap();
+    s.connect(endpoint).unwrap();
+    s
+}
+
+/// Publishes quotes until every socket in `want` has received one (bounded); returns the next sequence.
+fn publish_until(publisher: &zmq::Socket, want: &[&zmq::Socket], mut seq: u64, what: &str) -> u64 {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut got = vec![false; want.len()];
+    while got.iter().any(|g| !g) {
+        assert!(Instant::now() < deadline, "{what}: got {got:?}");
+        publisher.send(quote(seq), 0).unwrap();
+        seq += 1;
+        for (i, s) in want.iter().enumerate() {
+            while s.poll(zmq::POLLIN, 0).unwrap() > 0 {
+                s.recv_bytes(0).unwrap();
+                got[i] = true;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    seq
+}
+
+#[test]
+fn the_lvc_refuses_and_counts_connections_past_its_cap_and_admits_again_when_some_leave() {
+    let ctx = zmq::Context::new();
+    let publisher = ctx.socket(zmq::XPUB).unwrap();
+    publisher.set_linger(0).unwrap();
+    let pub_ep = tickbox_zmqx::bind_resolved(&publisher, "tcp://127.0.0.1:*").unwrap();
+    let cap = CAP.to_string();
+    let (mut child, lines) = spawn_with_lines(&[
+        "lvc",
+        "--upstream",
+        &pub_ep,
+        "--bind",
+        "tcp://127.0.0.1:*",
+        "--max-connections",
+        &cap,
+        "--stats-interval",
+        "0s",
+        "--duration",
+        "20s",
+    ]);
+    let downstream = line_after(&lines, "lvc subscribers ");
+    publisher.set_rcvtimeo(10_000).unwrap();
+    assert_eq!(
+        publisher.recv_bytes(0).unwrap(),
+        b"\x01",
+        "the proxy subscribes upstream"
+    );
+
+    // Three subscribers fill the cap; each gets the stream.
+    let hogs: Vec<zmq::Socket> = (0..CAP).map(|_| sub(&ctx, &downstream, true)).collect();
+    let mut seq = publish_until(&publisher, &hogs.iter().collect::<Vec<_>>(), 1, "admitted");
+
+    // Two more are refused at their handshake: they get nothing while the admitted ones go on receiving.
+    let over: Vec<zmq::Socket> = (0..OVER).map(|_| sub(&ctx, &downstream, false)).collect();
+    for _ in 0..3 {
+        seq = publish_until(
+            &publisher,
+            &hogs.iter().collect::<Vec<_>>(),
+            seq,
+            "still admitted",
+        );
+    }
+    for s in &over {
+        assert_eq!(
+            s.poll(zmq::POLLIN, 0).unwrap(),
+            0,
+            "a refused peer got data"
+        );
+    }
+
+    // Two of the admitted leave: a legitimate subscriber is admitted and gets the live stream.
+    let mut hogs = hogs;
+    hogs.truncate(CAP - 2);
+    let fresh = sub(&ctx, &downstream, true);
+    publish_until(
+        &publisher,
+        &[&fresh],
+        seq,
+        "a subscriber within the cap once others left",
+    );
+    for s in &over {
+        assert_eq!(
+            s.poll(zmq::POLLIN, 0).unwrap(),
+            0,
+            "a refused peer got data"
+        );
+    }
+
+    signal(child.0.id(), "INT");
+    let status = child.wait_exit(Duration::from_secs(10), "the LVC did not stop on Ctrl-C");
+    assert!(status.success(), "{status:?}");
+    // The process has exited: its stdout ends, and the channel with it.
+    let summary: Vec<String> =
+        std::iter::from_fn(|| lines.recv_timeout(Duration::from_secs(2)).ok()).collect();
+    let connections = summary
+        .iter()
+        .find(|l| l.starts_with("connections: "))
+        .unwrap_or_else(|| panic!("no connections line: {summary:?}"));
+    // Open at the end: the admitted one left over and the fresh one; refused: exactly the two past the cap.
+    assert!(
+        connections.contains("lvc.downstream 2 open (peak "),
+        "{connections}"
+    );
+    assert!(
+        connections.contains(&format!("max {CAP}), {OVER} refused over the cap")),
+        "{connections}"
+    );
+}
+
+/// Waits (bounded) until `s` receives something (the Clone server's HUGZ heartbeats, every 100 ms here).
+fn hears(s: &zmq::Socket, within: Duration) -> bool {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        if s.poll(zmq::POLLIN, 50).unwrap() > 0 {
+            while s.poll(zmq::POLLIN, 0).unwrap() > 0 {
+                s.recv_bytes(0).unwrap();
+            }
+            return true;
+        }
+    }
+    false
+}
+
+#[test]
+fn the_clone_server_refuses_and_counts_connections_past_its_cap() {
+    let ctx = zmq::Context::new();
+    let (mut child, lines) = spawn_with_lines(&[
+        "clone-server",
+        "--port",
+        "0",
+        "--interface",
+        "127.0.0.1",
+        "--hugz",
+        "100ms",
+        "--max-connections",
+        "2",
+    ]);
+    let ready = line_after(&lines, "clone-server ");
+    let publisher = ready
+        .split_whitespace()
+        .find_map(|f| f.strip_prefix("publisher="))
+        .expect("publisher endpoint")
+        .to_owned();
+    let admitted: Vec<zmq::Socket> = (0..2).map(|_| sub(&ctx, &publisher, true)).collect();
+    for s in &admitted {
+        assert!(
+            hears(s, Duration::from_secs(10)),
+            "an admitted subscriber hears HUGZ"
+        );
+    }
+    let over: Vec<zmq::Socket> = (0..OVER).map(|_| sub(&ctx, &publisher, false)).collect();
+    for s in &admitted {
+        assert!(hears(s, Duration::from_secs(5)));
+    }
+    for s in &over {
+        assert!(
+            !hears(s, Duration::from_millis(500)),
+            "a refused peer got data"
+        );
+    }
+    let mut admitted = admitted;
+    admitted.pop();
+    let fresh = sub(&ctx, &publisher, true);
+    assert!(
+        hears(&fresh, Duration::from_secs(10)),
+        "admitted once one left"
+    );
+
+    signal(child.0.id(), "INT");
+    let status = child.wait_exit(
+        Duration::from_secs(10),
+        "the Clone server did not stop on Ctrl-C",
+    );
+    assert!(status.success(), "{status:?}");
+    let summary: Vec<String> =
+        std::iter::from_fn(|| lines.recv_timeout(Duration::from_secs(2)).ok()).collect();
+    let connections = summary
+        .iter()
+        .find(|l| l.starts_with("connections: "))
+        .unwrap_or_else(|| panic!("no connections line: {summary:?}"));
+    let publisher_counts = connections
+        .split("; ")
+        .find(|p| p.contains("clone.publisher "))
+        .unwrap_or_else(|| panic!("{connections}"));
+    assert!(
+        publisher_counts.contains("clone.publisher 2 open"),
+        "{connections}"
+    );
+    assert!(
+        publisher_counts.ends_with(&format!("max 2), {OVER} refused over the cap")),
+        "{connections}"
+    );
+}
