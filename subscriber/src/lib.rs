@@ -26,6 +26,7 @@
 //! return a verdict; the shard loop owns the sockets and the clock.
 
 mod blackbox;
+mod catch_up;
 mod clock;
 mod core;
 mod hook;
@@ -39,6 +40,9 @@ mod snail;
 mod summary;
 
 pub use blackbox::Subscriber;
+pub use catch_up::{
+    CatchUp, CatchUpError, CatchUpReport, CatchUpVerdict, PublisherSession, SeamHole, SeamPosition,
+};
 pub use clock::{
     delay_ns, ClockOffset, ClockTable, SkewWarning, MAX_CLOCK_PUBLISHERS, MAX_PLAUSIBLE_OFFSET_NS,
 };
