@@ -17,6 +17,7 @@
 mod config;
 mod control;
 mod error;
+mod history;
 mod inspect;
 mod journal_ext;
 mod ledger;
@@ -31,6 +32,11 @@ pub use control::{
     fmt_position, parse_position, parse_start, Effect, ReplayController, RunSpec, RunState,
 };
 pub use error::RecorderError;
+pub use history::{
+    AskerMessage, HistoryAction, HistoryDecodeError, HistoryRequest, HistoryService,
+    HistoryServiceConfig, HistoryServiceReport, Refusal, ServiceMessage, SessionEnd, StartPoint,
+    HISTORY_MAGIC, MAX_END_SESSIONS, MAX_IDENTITY_BYTES, MAX_PREFIXES, MAX_PREFIX_BYTES,
+};
 pub use inspect::{
     dump_header, first_capture_ns, format_dump_line, format_metadata_repairs, format_summary,
     format_verdict, JournalAccounting, JournalVerdict, PublisherAccount, RecordScan, ScanRow,
