@@ -477,7 +477,10 @@ impl HistoryService {
             AskerMessage::Credit(n) => match self.askers.get_mut(asker) {
                 Some(state) => {
                     state.credit = state.credit.saturating_add(n).min(self.config.max_credit);
-                    state.last_progress = now;
+                    // A grant of nothing is not progress: it must not keep a reader that never reads alive.
+                    if n > 0 {
+                        state.last_progress = now;
+                    }
                     None
                 }
                 None => {
