@@ -101,11 +101,59 @@ pub enum AskerMessage {
     Cancel,
 }
 
+/// Journal records as a `BATCH` message carries them: each record's capture time (when the recorder took it off
+/// the wire, so a late joiner's snail judges history as `replay --local` does) and a wire batch frame of the
+/// records exactly as recorded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HistoryBatch<'a> {
+    captures: &'a [u8],
+    frame: &'a [u8],
+}
+
+impl<'a> HistoryBatch<'a> {
+    /// Pairs capture times (little-endian u64s, one per record) with a batch frame holding as many records.
+    pub fn new(
+        captures: &'a [u8],
+        frame: &'a [u8],
+    ) -> Result<HistoryBatch<'a>, HistoryDecodeError> {
+        let records = tickbox_wire::batch_records(frame)
+            .map_err(|_| HistoryDecodeError::Bound("not a batch frame"))?
+            .declared_count();
+        if captures.len() != usize::from(records) * 8 {
+            return Err(HistoryDecodeError::Bound(
+                "capture times and records disagree",
+            ));
+        }
+        Ok(HistoryBatch { captures, frame })
+    }
+
+    /// The wire batch frame.
+    pub fn frame(&self) -> &'a [u8] {
+        self.frame
+    }
+
+    /// Records in the batch.
+    pub fn len(&self) -> usize {
+        self.captures.len() / 8
+    }
+
+    /// True when the batch holds no record.
+    pub fn is_empty(&self) -> bool {
+        self.captures.is_empty()
+    }
+
+    /// The capture time of record `i` (ns since the Unix epoch).
+    pub fn capture_ns(&self, i: usize) -> Option<u64> {
+        let bytes = self.captures.get(i * 8..i * 8 + 8)?;
+        Some(u64::from_le_bytes(bytes.try_into().ok()?))
+    }
+}
+
 /// A message from the service.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ServiceMessage<'a> {
-    /// A wire batch frame of journal records, exactly as recorded.
-    Batch(&'a [u8]),
+    /// Journal records with their capture times.
+    Batch(HistoryBatch<'a>),
     /// The history is complete up to the journal's head when it was reached.
     End(Vec<SessionEnd>),
     /// The asker will get nothing (more).
@@ -250,14 +298,15 @@ impl AskerMessage {
 }
 
 impl<'a> ServiceMessage<'a> {
-    /// The message as one frame. A batch is copied behind the 5-byte prefix; the socket loop that wants no copy
-    /// writes [`ServiceMessage::batch_prefix`] in front of the batch in its own buffer instead.
+    /// The message as one frame.
     pub fn encode(&self) -> Vec<u8> {
         let mut out = HISTORY_MAGIC.to_vec();
         match self {
-            ServiceMessage::Batch(frame) => {
+            ServiceMessage::Batch(batch) => {
                 out.push(BATCH);
-                out.extend_from_slice(frame);
+                out.extend_from_slice(&(batch.len() as u16).to_le_bytes());
+                out.extend_from_slice(batch.captures);
+                out.extend_from_slice(batch.frame);
             }
             ServiceMessage::End(sessions) => {
                 out.push(END);
@@ -281,19 +330,28 @@ impl<'a> ServiceMessage<'a> {
         out
     }
 
-    /// The bytes in front of a batch frame in a `BATCH` message.
-    pub fn batch_prefix() -> [u8; 5] {
-        let mut prefix = [0; 5];
-        prefix[..4].copy_from_slice(&HISTORY_MAGIC);
-        prefix[4] = BATCH;
-        prefix
+    /// Writes a `BATCH` message of these capture times (one per record) and batch frame into `out`, reusing its
+    /// allocation.
+    pub fn encode_batch(captures: &[u64], frame: &[u8], out: &mut Vec<u8>) {
+        out.clear();
+        out.extend_from_slice(&HISTORY_MAGIC);
+        out.push(BATCH);
+        out.extend_from_slice(&(captures.len() as u16).to_le_bytes());
+        for capture in captures {
+            out.extend_from_slice(&capture.to_le_bytes());
+        }
+        out.extend_from_slice(frame);
     }
 
     /// Reads one frame from the service (a batch borrows the frame).
     pub fn decode(frame: &'a [u8]) -> Result<ServiceMessage<'a>, HistoryDecodeError> {
         let (command, mut bytes) = command(frame)?;
         let message = match command {
-            BATCH => return Ok(ServiceMessage::Batch(bytes.0)),
+            BATCH => {
+                let count = usize::from(bytes.u16()?);
+                let captures = bytes.take(count * 8)?;
+                return Ok(ServiceMessage::Batch(HistoryBatch::new(captures, bytes.0)?));
+            }
             END => {
                 let count = bytes.u32()? as usize;
                 if count > MAX_END_SESSIONS {
@@ -649,10 +707,28 @@ mod tests {
             last_sequence: 1234,
         }]);
         assert_eq!(ServiceMessage::decode(&end.encode()).unwrap(), end);
-        let batch = ServiceMessage::Batch(b"records");
-        let encoded = batch.encode();
-        assert_eq!(&encoded[..5], &ServiceMessage::batch_prefix());
-        assert_eq!(ServiceMessage::decode(&encoded).unwrap(), batch);
+        let mut builder = tickbox_wire::BatchBuilder::new(4096, 8);
+        assert!(builder.try_push(b"Q.A\0not decoded here"));
+        assert!(builder.try_push(b"Q.B\0nor this"));
+        let mut encoded = Vec::new();
+        ServiceMessage::encode_batch(&[11, 22], builder.frame(), &mut encoded);
+        let ServiceMessage::Batch(batch) = ServiceMessage::decode(&encoded).unwrap() else {
+            panic!("not a batch");
+        };
+        assert_eq!(
+            (batch.len(), batch.capture_ns(0), batch.capture_ns(1)),
+            (2, Some(11), Some(22))
+        );
+        assert_eq!(batch.frame(), builder.frame());
+        assert_eq!(ServiceMessage::Batch(batch).encode(), encoded);
+        let mut wrong = Vec::new();
+        ServiceMessage::encode_batch(&[11], builder.frame(), &mut wrong);
+        assert_eq!(
+            ServiceMessage::decode(&wrong),
+            Err(HistoryDecodeError::Bound(
+                "capture times and records disagree"
+            ))
+        );
         let refused = ServiceMessage::Refused(Refusal::Busy);
         assert_eq!(ServiceMessage::decode(&refused.encode()).unwrap(), refused);
     }

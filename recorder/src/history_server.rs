@@ -70,9 +70,11 @@ pub struct HistoryServerReport {
 struct Cursor {
     reader: Reader,
     selection: ReplaySelection,
-    /// A record read from the journal that did not fit the last batch, and its identity: sent first in the next.
+    /// A record read from the journal that did not fit the last batch, its identity and capture time: sent first
+    /// in the next.
     carry: Vec<u8>,
     carry_id: (u32, u64, u64),
+    carry_capture_ns: u64,
 }
 
 /// A bound history service (see the module docs).
@@ -84,6 +86,8 @@ pub struct HistoryServer {
     cursors: HashMap<Vec<u8>, Cursor>,
     batch: BatchBuilder,
     sessions: Vec<(u32, u64, u64)>,
+    captures: Vec<u64>,
+    message: Vec<u8>,
     report: HistoryServerReport,
 }
 
@@ -128,6 +132,10 @@ impl HistoryServer {
             cursors: HashMap::new(),
             batch: BatchBuilder::new(BATCH_BYTES, options.batch_records.max(1)),
             sessions: Vec::with_capacity(usize::from(options.batch_records.max(1))),
+            captures: Vec::with_capacity(usize::from(options.batch_records.max(1))),
+            message: Vec::with_capacity(
+                BATCH_BYTES + 8 * usize::from(options.batch_records.max(1)) + 8,
+            ),
             report: HistoryServerReport::default(),
         })
     }
@@ -264,6 +272,7 @@ impl HistoryServer {
             selection,
             carry: Vec::new(),
             carry_id: (0, 0, 0),
+            carry_capture_ns: 0,
         })
     }
 
@@ -276,10 +285,12 @@ impl HistoryServer {
         };
         self.batch.clear();
         self.sessions.clear();
+        self.captures.clear();
         if !cursor.carry.is_empty() {
             // Any record fits an empty batch (BATCH_BYTES is above the largest record a batch holds).
             if self.batch.try_push(&cursor.carry) {
                 self.sessions.push(cursor.carry_id);
+                self.captures.push(cursor.carry_capture_ns);
             }
             cursor.carry.clear();
         }
@@ -329,9 +340,11 @@ impl HistoryServer {
             if !self.batch.try_push(frame) {
                 cursor.carry.extend_from_slice(frame);
                 cursor.carry_id = id;
+                cursor.carry_capture_ns = record.capture_time_ns;
                 break;
             }
             self.sessions.push(id);
+            self.captures.push(record.capture_time_ns);
         }
         if self.batch.is_empty() {
             if let Some(end) = self.engine.finish(asker) {
@@ -340,10 +353,11 @@ impl HistoryServer {
             }
             return Ok(());
         }
-        let mut message = Vec::with_capacity(5 + self.batch.frame_len());
-        message.extend_from_slice(&ServiceMessage::batch_prefix());
-        message.extend_from_slice(self.batch.frame());
-        if self.send(asker, &message)? {
+        let mut message = std::mem::take(&mut self.message);
+        ServiceMessage::encode_batch(&self.captures, self.batch.frame(), &mut message);
+        let sent = self.send(asker, &message)?;
+        self.message = message;
+        if sent {
             self.engine
                 .batch_sent(Instant::now(), asker, self.sessions.iter().copied());
         }
@@ -496,7 +510,9 @@ mod tests {
             let frame = receive(dealer);
             match ServiceMessage::decode(&frame).unwrap() {
                 ServiceMessage::Batch(batch) => {
-                    for record in batch_records(batch).unwrap() {
+                    assert!((0..batch.len())
+                        .all(|i| batch.capture_ns(i).is_some_and(|ns| ns > 1_000_000_000)));
+                    for record in batch_records(batch.frame()).unwrap() {
                         let message = MessageRef::decode(record.unwrap()).unwrap();
                         records.push((message.header().publisher_id, message.header().sequence));
                     }

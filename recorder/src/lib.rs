@@ -34,7 +34,7 @@ pub use control::{
 };
 pub use error::RecorderError;
 pub use history::{
-    AskerMessage, HistoryAction, HistoryDecodeError, HistoryRequest, HistoryService,
+    AskerMessage, HistoryAction, HistoryBatch, HistoryDecodeError, HistoryRequest, HistoryService,
     HistoryServiceConfig, HistoryServiceReport, Refusal, ServiceMessage, SessionEnd, StartPoint,
     HISTORY_MAGIC, MAX_END_SESSIONS, MAX_IDENTITY_BYTES, MAX_PREFIXES, MAX_PREFIX_BYTES,
 };
