@@ -32,11 +32,13 @@ pub struct PublisherSession {
     pub session: u64,
 }
 
-/// What to do with one record.
+/// What to do with one live message (a single record, or a batch of one session's records).
 #[derive(Debug, PartialEq, Eq)]
 pub enum CatchUpVerdict<R> {
     /// Hand it to the workers now.
     Deliver(R),
+    /// Hand over only its records with a sequence above this one: the history delivered the others.
+    DeliverAfter(R, u64),
     /// Held until the history is done.
     Held,
     /// Already delivered by the other side of the seam: dropped (counted).
@@ -108,7 +110,8 @@ pub enum CatchUpError {
 #[derive(Debug)]
 struct Held<R> {
     session: PublisherSession,
-    sequence: u64,
+    first: u64,
+    last: u64,
     record: R,
 }
 
@@ -131,6 +134,33 @@ fn session_state(
         Entry::Occupied(entry) => Some(entry.into_mut()),
         Entry::Vacant(entry) if room => Some(entry.insert(SessionState::default())),
         Entry::Vacant(_) => None,
+    }
+}
+
+/// The seam's rule for one live message of `session`'s records `first..=last` once the history is known.
+fn judge<R>(
+    state: &mut SessionState,
+    first: u64,
+    last: u64,
+    record: R,
+    report: &mut CatchUpReport,
+) -> CatchUpVerdict<R> {
+    match state.last_history {
+        Some(end) if last <= end => {
+            report.duplicates_at_seam += last - first + 1;
+            CatchUpVerdict::Duplicate
+        }
+        Some(end) if first <= end => {
+            report.duplicates_at_seam += end - first + 1;
+            report.live_records += last - end;
+            state.first_live_delivered.get_or_insert(end + 1);
+            CatchUpVerdict::DeliverAfter(record, end)
+        }
+        _ => {
+            report.live_records += last - first + 1;
+            state.first_live_delivered.get_or_insert(first);
+            CatchUpVerdict::Deliver(record)
+        }
     }
 }
 
@@ -189,11 +219,12 @@ impl<R> CatchUp<R> {
         CatchUpVerdict::Deliver(())
     }
 
-    /// A record from the live stream, `bytes` long.
+    /// A live message `bytes` long holding `session`'s records `first..=last` (one record: `first == last`).
     pub fn handle_live(
         &mut self,
         session: PublisherSession,
-        sequence: u64,
+        first: u64,
+        last: u64,
         bytes: u64,
         record: R,
     ) -> Result<CatchUpVerdict<R>, CatchUpError> {
@@ -206,13 +237,8 @@ impl<R> CatchUp<R> {
             return Ok(CatchUpVerdict::Deliver(record));
         };
         if live {
-            if state.last_history.is_some_and(|last| sequence <= last) {
-                self.report.duplicates_at_seam += 1;
-                return Ok(CatchUpVerdict::Duplicate);
-            }
-            state.first_live_delivered.get_or_insert(sequence);
-            self.report.live_records += 1;
-            return Ok(CatchUpVerdict::Deliver(record));
+            let verdict = judge(state, first, last, record, &mut self.report);
+            return Ok(verdict);
         }
         if over_budget {
             return Err(CatchUpError::BudgetExceeded {
@@ -221,15 +247,29 @@ impl<R> CatchUp<R> {
                 record_bytes: bytes,
             });
         }
-        state.first_held.get_or_insert(sequence);
+        state.first_held.get_or_insert(first);
         self.held_bytes += bytes;
         self.report.peak_held_bytes = self.report.peak_held_bytes.max(self.held_bytes);
         self.held.push_back(Held {
             session,
-            sequence,
+            first,
+            last,
             record,
         });
         Ok(CatchUpVerdict::Held)
+    }
+
+    /// Takes the end marker of a history another path delivered (a subscriber's other shards learn the seam from
+    /// the shard that fetched the history): each session's history is taken to end at its last sequence.
+    pub fn apply_history_end(
+        &mut self,
+        sessions: impl IntoIterator<Item = (PublisherSession, u64)>,
+    ) {
+        for (session, last) in sessions {
+            if let Some(state) = session_state(&mut self.sessions, self.max_sessions, session) {
+                state.last_history = Some(state.last_history.map_or(last, |mine| mine.max(last)));
+            }
+        }
     }
 
     /// Sessions whose history stops short of their first held live record, in session order: what to ask the
@@ -254,22 +294,20 @@ impl<R> CatchUp<R> {
         holes
     }
 
-    /// Crosses the seam: returns the held live records to deliver, in arrival order, without those the history
-    /// already delivered. From now on [`CatchUp::handle_live`] judges each record as it comes.
-    pub fn go_live(&mut self) -> Vec<R> {
+    /// Crosses the seam: returns the held live messages to deliver, in arrival order, each whole or with only
+    /// its records after a sequence ([`CatchUpVerdict::DeliverAfter`]); those the history already delivered are
+    /// dropped and counted. From now on [`CatchUp::handle_live`] judges each message as it comes.
+    pub fn go_live(&mut self) -> Vec<CatchUpVerdict<R>> {
         self.report.holes = self.holes();
         self.live = true;
         self.held_bytes = 0;
         let mut release = Vec::with_capacity(self.held.len());
         for held in std::mem::take(&mut self.held) {
             let state = self.sessions.entry(held.session).or_default();
-            if state.last_history.is_some_and(|last| held.sequence <= last) {
-                self.report.duplicates_at_seam += 1;
-                continue;
+            match judge(state, held.first, held.last, held.record, &mut self.report) {
+                CatchUpVerdict::Duplicate => {}
+                verdict => release.push(verdict),
             }
-            state.first_live_delivered.get_or_insert(held.sequence);
-            self.report.live_records += 1;
-            release.push(held.record);
         }
         release
     }
@@ -304,6 +342,17 @@ mod tests {
         session: 200,
     };
 
+    /// The records a release hands over whole (single records are never split).
+    fn whole<R: std::fmt::Debug>(release: Vec<CatchUpVerdict<R>>) -> Vec<R> {
+        release
+            .into_iter()
+            .map(|verdict| match verdict {
+                CatchUpVerdict::Deliver(record) => record,
+                other => panic!("a single record released as {other:?}"),
+            })
+            .collect()
+    }
+
     /// Runs the seam the way a subscriber does and returns, per session, the sequences the workers received.
     fn delivered(
         events: &[(bool, PublisherSession, u64)],
@@ -313,14 +362,14 @@ mod tests {
         let mut out = Vec::new();
         for (i, &(history, session, sequence)) in events.iter().enumerate() {
             if i == seam_after {
-                out.extend(seam.go_live());
+                out.extend(whole(seam.go_live()));
             }
             if history {
                 if let CatchUpVerdict::Deliver(()) = seam.handle_history(session, sequence) {
                     out.push((session, sequence));
                 }
             } else if let CatchUpVerdict::Deliver(record) = seam
-                .handle_live(session, sequence, 64, (session, sequence))
+                .handle_live(session, sequence, sequence, 64, (session, sequence))
                 .unwrap()
             {
                 out.push(record);
@@ -344,15 +393,17 @@ mod tests {
             if sequence % 2 == 0 {
                 let next = live.next().unwrap();
                 assert_eq!(
-                    seam.handle_live(A, next, 64, next).unwrap(),
+                    seam.handle_live(A, next, next, 64, next).unwrap(),
                     CatchUpVerdict::Held
                 );
             }
         }
         assert!(seam.holes().is_empty());
-        got.extend(seam.go_live());
+        got.extend(whole(seam.go_live()));
         for sequence in live {
-            if let CatchUpVerdict::Deliver(s) = seam.handle_live(A, sequence, 64, sequence).unwrap()
+            if let CatchUpVerdict::Deliver(s) = seam
+                .handle_live(A, sequence, sequence, 64, sequence)
+                .unwrap()
             {
                 got.push(s);
             }
@@ -382,16 +433,77 @@ mod tests {
         for sequence in 1..=10 {
             seam.handle_history(A, sequence);
         }
-        assert!(seam.go_live().is_empty());
+        assert!(whole(seam.go_live()).is_empty());
         assert_eq!(
-            seam.handle_live(A, 9, 8, ()).unwrap(),
+            seam.handle_live(A, 9, 9, 8, ()).unwrap(),
             CatchUpVerdict::Duplicate
         );
         assert_eq!(
-            seam.handle_live(A, 11, 8, ()).unwrap(),
+            seam.handle_live(A, 11, 11, 8, ()).unwrap(),
             CatchUpVerdict::Deliver(())
         );
         assert_eq!(seam.report().duplicates_at_seam, 1);
+    }
+
+    /// Batches of one session's records: one wholly before the seam is dropped, one across it is handed over from
+    /// the first sequence the history lacks, one after it whole; the same rule holds after going live.
+    #[test]
+    fn a_batch_across_the_seam_is_delivered_from_the_first_sequence_the_history_lacks() {
+        let mut seam = CatchUp::new(1 << 20, 16);
+        for sequence in 1..=25 {
+            seam.handle_history(A, sequence);
+        }
+        assert_eq!(
+            seam.handle_live(A, 11, 20, 640, "11-20").unwrap(),
+            CatchUpVerdict::Held
+        );
+        assert_eq!(
+            seam.handle_live(A, 21, 30, 640, "21-30").unwrap(),
+            CatchUpVerdict::Held
+        );
+        assert_eq!(
+            seam.handle_live(A, 31, 40, 640, "31-40").unwrap(),
+            CatchUpVerdict::Held
+        );
+        assert_eq!(
+            seam.go_live(),
+            vec![
+                CatchUpVerdict::DeliverAfter("21-30", 25),
+                CatchUpVerdict::Deliver("31-40")
+            ]
+        );
+        let report = seam.report();
+        assert_eq!((report.duplicates_at_seam, report.live_records), (15, 15));
+        assert_eq!(report.seam[0].first_live, Some(26));
+        // A late copy after the seam, partly new: the same rule.
+        let mut seam = CatchUp::new(1 << 20, 16);
+        seam.handle_history(A, 1);
+        seam.handle_history(A, 2);
+        seam.go_live();
+        assert_eq!(
+            seam.handle_live(A, 1, 4, 8, ()).unwrap(),
+            CatchUpVerdict::DeliverAfter((), 2)
+        );
+    }
+
+    #[test]
+    fn the_other_shards_take_the_seam_from_the_end_marker() {
+        let mut seam = CatchUp::new(1 << 20, 16);
+        for sequence in 5..=9 {
+            seam.handle_live(A, sequence, sequence, 8, sequence)
+                .unwrap();
+        }
+        seam.apply_history_end([(A, 6), (B, 100)]);
+        assert!(seam.holes().is_empty());
+        assert_eq!(whole(seam.go_live()), vec![7, 8, 9]);
+        assert_eq!(
+            seam.handle_live(B, 100, 100, 8, 100).unwrap(),
+            CatchUpVerdict::Duplicate
+        );
+        assert_eq!(
+            seam.handle_live(B, 101, 101, 8, 101).unwrap(),
+            CatchUpVerdict::Deliver(101)
+        );
     }
 
     #[test]
@@ -399,11 +511,12 @@ mod tests {
         let mut seam = CatchUp::new(1000, 16);
         for sequence in 1..=10 {
             assert_eq!(
-                seam.handle_live(A, sequence, 100, sequence).unwrap(),
+                seam.handle_live(A, sequence, sequence, 100, sequence)
+                    .unwrap(),
                 CatchUpVerdict::Held
             );
         }
-        let error = seam.handle_live(A, 11, 100, 11).unwrap_err();
+        let error = seam.handle_live(A, 11, 11, 100, 11).unwrap_err();
         assert_eq!(
             error,
             CatchUpError::BudgetExceeded {
@@ -426,7 +539,8 @@ mod tests {
             seam.handle_history(A, sequence);
         }
         for sequence in 95..=99 {
-            seam.handle_live(A, sequence, 8, sequence).unwrap();
+            seam.handle_live(A, sequence, sequence, 8, sequence)
+                .unwrap();
         }
         assert_eq!(
             seam.holes(),
@@ -442,7 +556,7 @@ mod tests {
             .collect();
         assert_eq!(fresh, (91..=96).collect::<Vec<_>>());
         assert!(seam.holes().is_empty());
-        assert_eq!(seam.go_live(), vec![97, 98, 99]);
+        assert_eq!(whole(seam.go_live()), vec![97, 98, 99]);
         let report = seam.report();
         assert_eq!(report.history_overlaps, 6);
         assert_eq!(report.duplicates_at_seam, 2);
@@ -453,8 +567,8 @@ mod tests {
     fn a_hole_left_at_the_seam_is_reported() {
         let mut seam = CatchUp::new(1 << 20, 16);
         seam.handle_history(A, 1);
-        seam.handle_live(A, 5, 8, 5).unwrap();
-        assert_eq!(seam.go_live(), vec![5]);
+        seam.handle_live(A, 5, 5, 8, 5).unwrap();
+        assert_eq!(whole(seam.go_live()), vec![5]);
         assert_eq!(
             seam.report().holes,
             vec![SeamHole {
@@ -506,7 +620,7 @@ mod tests {
         let mut seam = CatchUp::new(1 << 20, 1);
         seam.handle_history(A, 1);
         assert_eq!(
-            seam.handle_live(B, 1, 8, 1).unwrap(),
+            seam.handle_live(B, 1, 1, 8, 1).unwrap(),
             CatchUpVerdict::Deliver(1)
         );
         assert_eq!(seam.report().untracked_records, 1);
@@ -552,7 +666,7 @@ mod tests {
                 let history_done = history.iter().all(|h| h.is_empty());
                 if history_done && !seam.is_live() {
                     assert!(seam.holes().is_empty());
-                    for (index, sequence) in seam.go_live() {
+                    for (index, sequence) in whole(seam.go_live()) {
                         got[index].push(sequence);
                     }
                 }
@@ -565,7 +679,7 @@ mod tests {
                     }
                 } else if let Some(sequence) = live[i].pop_front() {
                     if let CatchUpVerdict::Deliver((index, s)) = seam
-                        .handle_live(sessions[i], sequence, 8, (i, sequence))
+                        .handle_live(sessions[i], sequence, sequence, 8, (i, sequence))
                         .unwrap()
                     {
                         got[index].push(s);
@@ -573,7 +687,7 @@ mod tests {
                 }
             }
             if !seam.is_live() {
-                for (index, sequence) in seam.go_live() {
+                for (index, sequence) in whole(seam.go_live()) {
                     got[index].push(sequence);
                 }
             }
