@@ -17,10 +17,9 @@ use tickbox_auth::Security;
 use tickbox_journal::{JournalError, Reader};
 use tickbox_wire::{BatchBuilder, Kind, MessageRef};
 
-use crate::history::{
-    HistoryAction, HistoryRequest, HistoryService, HistoryServiceConfig, HistoryServiceReport,
-};
-use crate::history::{ServiceMessage, StartPoint};
+use tickbox_wire::history::{HistoryRequest, Refusal, ServiceMessage, StartPoint};
+
+use crate::history::{HistoryAction, HistoryService, HistoryServiceConfig, HistoryServiceReport};
 use crate::record::TAP_EVENT_MARKER;
 use crate::selection::{ReplaySelection, TimeZone};
 use crate::RecorderError;
@@ -228,7 +227,7 @@ impl HistoryServer {
                     self.engine.finish(&asker);
                     self.send(
                         &asker,
-                        &ServiceMessage::Refused(crate::history::Refusal::Malformed).encode(),
+                        &ServiceMessage::Refused(Refusal::Malformed).encode(),
                     )?;
                 }
             },
@@ -394,7 +393,7 @@ mod tests {
     use tickbox_wire::{batch_records, encode_to_vec, Header, Heartbeat, Quote};
 
     use super::*;
-    use crate::history::{AskerMessage, Refusal, SessionEnd};
+    use tickbox_wire::history::{AskerMessage, SessionEnd};
 
     const SESSION: u64 = 7;
 
@@ -561,54 +560,6 @@ mod tests {
         assert_eq!(report.undecodable_records, 1);
         assert_eq!(report.service.records_sent, 1500);
         assert_eq!(report.service.askers_completed, 1);
-    }
-
-    /// The client the subscriber uses reads a whole history against a window of credit.
-    #[test]
-    fn the_client_reads_a_whole_history_within_its_window() {
-        let dir = tempfile::tempdir().unwrap();
-        let journal = journal(dir.path());
-        let ctx = zmq::Context::new();
-        let server = Running::start(&ctx, &journal, HistoryServiceConfig::default());
-        let request = HistoryRequest {
-            prefixes: Vec::new(),
-            start: StartPoint::Start,
-            credit: 3,
-        };
-        let mut client = crate::HistoryClient::start(
-            &ctx,
-            &Security::default(),
-            &server.endpoint,
-            request,
-            Duration::from_secs(10),
-        )
-        .unwrap();
-        let mut sequences = Vec::new();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let outcome = loop {
-            assert!(Instant::now() < deadline, "no end in 10 s");
-            let polled = client
-                .poll(16, |batch| {
-                    for record in batch_records(batch.frame()).unwrap() {
-                        let header = *MessageRef::decode(record.unwrap()).unwrap().header();
-                        sequences.push((header.publisher_id, header.sequence));
-                    }
-                    true
-                })
-                .unwrap();
-            if let Some(outcome) = polled {
-                break outcome;
-            }
-            client.socket().poll(zmq::POLLIN, 100).unwrap();
-        };
-        let crate::HistoryOutcome::Complete { sessions } = outcome else {
-            panic!("{outcome:?}");
-        };
-        assert_eq!(sessions.len(), 2);
-        assert_eq!(sequences.len(), 1500);
-        assert_eq!(client.records(), 1500);
-        drop(client);
-        server.stop();
     }
 
     #[test]

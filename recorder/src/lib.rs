@@ -18,7 +18,6 @@ mod config;
 mod control;
 mod error;
 mod history;
-mod history_client;
 mod history_server;
 mod inspect;
 mod journal_ext;
@@ -34,12 +33,7 @@ pub use control::{
     fmt_position, parse_position, parse_start, Effect, ReplayController, RunSpec, RunState,
 };
 pub use error::RecorderError;
-pub use history::{
-    AskerMessage, HistoryAction, HistoryBatch, HistoryDecodeError, HistoryRequest, HistoryService,
-    HistoryServiceConfig, HistoryServiceReport, Refusal, ServiceMessage, SessionEnd, StartPoint,
-    HISTORY_MAGIC, MAX_END_SESSIONS, MAX_IDENTITY_BYTES, MAX_PREFIXES, MAX_PREFIX_BYTES,
-};
-pub use history_client::{HistoryClient, HistoryOutcome};
+pub use history::{HistoryAction, HistoryService, HistoryServiceConfig, HistoryServiceReport};
 pub use history_server::{HistoryServer, HistoryServerOptions, HistoryServerReport};
 pub use inspect::{
     dump_header, first_capture_ns, format_dump_line, format_metadata_repairs, format_summary,

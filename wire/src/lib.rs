@@ -19,6 +19,7 @@ mod clock;
 mod error;
 mod frame;
 mod header;
+pub mod history;
 mod payload;
 pub mod sequence;
 pub mod tap;

@@ -99,6 +99,18 @@ pub(crate) struct Args {
     /// How long the LVC snapshot may take before it is reported as timed out. Default 5s.
     #[arg(long, value_name = "D")]
     pub lvc_snapshot_timeout: Option<HumanDuration>,
+    /// A recorder's history service (`tickbox record --serve`): hold the live stream, fetch the history from
+    /// --from, then go live with no gap and no duplicate at the seam. Overrides `[subscriber] catch_up`.
+    #[arg(long, value_name = "EP")]
+    pub catch_up: Option<String>,
+    /// Where --catch-up's history starts: `start` (the journal's oldest record), RFC 3339 or ns since the epoch
+    /// (origin time). Overrides `[subscriber] catch_up_from`. Default start.
+    #[arg(long = "from", value_name = "TIME", requires = "catch_up")]
+    pub catch_up_from: Option<String>,
+    /// The most live data held while catching up (`256MiB`); past it the subscriber stops with an error naming
+    /// this budget. Overrides `[subscriber] catch_up_budget`.
+    #[arg(long, value_name = "SIZE")]
+    pub catch_up_budget: Option<tickbox_units::ByteSize>,
     /// Print the summary as one JSON object on stdout instead of the table.
     #[arg(long)]
     pub json: bool,
@@ -225,6 +237,15 @@ fn resolve(
     if let Some(d) = args.lvc_snapshot_timeout {
         sub.lvc_snapshot_timeout = d;
     }
+    if args.catch_up.is_some() {
+        sub.catch_up = args.catch_up.clone();
+    }
+    if let Some(from) = &args.catch_up_from {
+        sub.catch_up_from = from.clone();
+    }
+    if let Some(budget) = args.catch_up_budget {
+        sub.catch_up_budget = budget;
+    }
     if args.member_id.is_some() {
         sub.member_id = args.member_id.clone();
     }
@@ -249,6 +270,9 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     crate::flags::check_connect_all("--clone", &args.clone)?;
     if let Some(ep) = &args.lvc_snapshot {
         crate::flags::check_connect("--lvc-snapshot", ep)?;
+    }
+    if let Some(ep) = &args.catch_up {
+        crate::flags::check_connect("--catch-up", ep)?;
     }
     if let Some(broker) = &args.broker {
         crate::flags::check_connect("--broker", broker)?;
@@ -320,6 +344,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     .context("starting the subscriber")?;
     let threshold = subscriber.threshold();
     let lvc_snapshot = subscriber.lvc_snapshot();
+    let catch_up = subscriber.catch_up();
     let membership = match &live {
         Some(live) => {
             let info = serde_json::json!({
@@ -445,16 +470,23 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     report.finish_tapes();
     let stopped_by = report.stopped_by(stop.load(Ordering::Relaxed));
     let snapshot = lvc_snapshot.map(|s| s.report());
+    let catch_up = catch_up.map(|c| c.summary());
     if args.json {
         let mut summary = report.summary_json(&sub_config, stopped_by);
         if let Some(snapshot) = &snapshot {
             summary["lvc_snapshot"] = snapshot.to_json();
+        }
+        if let Some(catch_up) = &catch_up {
+            summary["catch_up"] = serde_json::to_value(catch_up)?;
         }
         println!("{summary}");
     } else {
         print!("{}", report.summary_table(None, stopped_by));
         if let Some(snapshot) = &snapshot {
             println!("{}", snapshot.summary_line());
+        }
+        if let Some(catch_up) = &catch_up {
+            println!("{}", catch_up.summary_line());
         }
     }
     let tape_failed = tape.as_ref().is_some_and(|sink| report_tape(sink));

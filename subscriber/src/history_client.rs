@@ -7,10 +7,29 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use tickbox_auth::Security;
 
-use crate::history::{
+use tickbox_wire::history::{
     AskerMessage, HistoryBatch, HistoryRequest, Refusal, ServiceMessage, SessionEnd,
 };
-use crate::RecorderError;
+
+/// Why the asker's side of a history failed.
+#[derive(Debug, thiserror::Error)]
+pub enum HistoryClientError {
+    /// A socket call failed.
+    #[error("zmq: {0}")]
+    Zmq(#[from] zmq::Error),
+    /// The history service's endpoint could not be connected to.
+    #[error("{endpoint}: {source}")]
+    Endpoint {
+        /// The endpoint as given.
+        endpoint: String,
+        /// libzmq's error.
+        #[source]
+        source: zmq::Error,
+    },
+    /// `[security]` could not be applied to the socket.
+    #[error(transparent)]
+    Auth(#[from] tickbox_auth::AuthError),
+}
 
 /// How a history ended.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -52,7 +71,7 @@ impl HistoryClient {
         endpoint: &str,
         request: HistoryRequest,
         timeout: Duration,
-    ) -> Result<HistoryClient, RecorderError> {
+    ) -> Result<HistoryClient, HistoryClientError> {
         let socket = ctx.socket(zmq::DEALER)?;
         socket.set_linger(0)?;
         // Credit bounds what the service sends; the queue only has to hold one window.
@@ -61,7 +80,7 @@ impl HistoryClient {
         security.client(&socket, "recorder.history")?;
         socket
             .connect(endpoint)
-            .map_err(|source| RecorderError::Endpoint {
+            .map_err(|source| HistoryClientError::Endpoint {
                 endpoint: endpoint.to_owned(),
                 source,
             })?;
@@ -110,7 +129,7 @@ impl HistoryClient {
         &mut self,
         max_batches: usize,
         mut on_batch: impl FnMut(HistoryBatch<'_>) -> bool,
-    ) -> Result<Option<HistoryOutcome>, RecorderError> {
+    ) -> Result<Option<HistoryOutcome>, HistoryClientError> {
         if self.outcome.is_some() {
             return Ok(self.outcome.clone());
         }
