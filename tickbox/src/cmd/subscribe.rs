@@ -400,7 +400,10 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         let now = std::time::Instant::now();
         if let Some(limit) = args.idle_exit {
             let received: u64 = subscriber.live_shards().iter().map(|s| s.received).sum();
-            if received != idle.0 {
+            // While catching up, live frames are held, not counted as received yet: the catch-up has its own
+            // limit on a silent history service (catch_up_timeout).
+            let catching_up = subscriber.catch_up().is_some_and(|c| !c.is_live());
+            if received != idle.0 || catching_up {
                 idle = (received, now);
             } else if received > 0 && now.duration_since(idle.1) >= limit.0 {
                 tracing::info!(idle = %limit, "no frame for the idle limit: stopping");
@@ -586,6 +589,11 @@ fn report_tape(sink: &TapeSink) -> bool {
 /// Maps the outcome to the exit code, printing the machine-readable line for a fatal event.
 pub(crate) fn finish<W>(report: &Report<W>) -> ExitCode {
     match &report.fatal {
+        // Not the snail: the subscriber could not join history and live without a gap, and says why.
+        Some(tickbox_subscriber::Fatal::CatchUp(failed)) => {
+            eprintln!("error: catch-up: {}", failed.reason);
+            ExitCode::from(exit_code::ERROR)
+        }
         Some(fatal) => {
             eprintln!("SNAIL {}", fatal.to_json());
             ExitCode::from(exit_code::SNAIL)

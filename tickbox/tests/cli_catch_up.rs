@@ -1,0 +1,247 @@
+//! A late joiner catches up from a recorder's history service and goes live: real processes (`feed`, `record
+//! --serve`, `subscribe --catch-up`), the subscriber's tape checked record by record.
+
+mod common;
+
+use std::collections::{BTreeMap, HashSet};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::{
+    endpoint_in, eventually, output_within, spawn_and_pick, spawn_feed_with_endpoints, TempDir,
+    TICKBOX,
+};
+
+fn history_endpoint(line: &str) -> Option<String> {
+    line.strip_prefix("record history service endpoint ")
+        .and_then(endpoint_in)
+}
+
+/// Records in the journal so far (0 while it does not exist yet).
+fn journal_records(journal: &std::path::Path) -> u64 {
+    let out = Command::new(TICKBOX)
+        .args(["journal", "info", "--json"])
+        .arg(journal)
+        .stderr(Stdio::null())
+        .output()
+        .expect("run journal info");
+    serde_json::from_slice::<serde_json::Value>(&out.stdout)
+        .ok()
+        .and_then(|v| v["data_records"].as_u64())
+        .unwrap_or(0)
+}
+
+/// What a tape holds: per (publisher, topic) the sequences in tape order, and every data sequence per publisher.
+struct Tape {
+    by_topic: BTreeMap<(u64, String), Vec<u64>>,
+    by_publisher: BTreeMap<u64, Vec<u64>>,
+}
+
+fn read_tape(path: &std::path::Path) -> Tape {
+    let mut by_topic: BTreeMap<(u64, String), Vec<u64>> = BTreeMap::new();
+    let mut by_publisher: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
+    let text = std::fs::read_to_string(path).expect("the tape");
+    for line in text.lines() {
+        let record: serde_json::Value = serde_json::from_str(line).expect("a tape line");
+        let kind = record["kind"].as_str().unwrap_or_default();
+        if kind != "quote" && kind != "trade" {
+            continue;
+        }
+        let publisher = record["publisher"].as_u64().unwrap();
+        let sequence = record["sequence"].as_u64().unwrap();
+        let topic = record["topic"].as_str().unwrap().to_owned();
+        by_topic
+            .entry((publisher, topic))
+            .or_default()
+            .push(sequence);
+        by_publisher.entry(publisher).or_default().push(sequence);
+    }
+    Tape {
+        by_topic,
+        by_publisher,
+    }
+}
+
+/// The feed publishes for 5 s into a recorder serving its journal; a subscriber joins once 5,000 records are
+/// recorded and catches up from the start. Its workers see each sequence once: the journal's records before the
+/// seam and the live ones after, nothing twice, nothing missing but what the recorder itself lost (reported as
+/// recorded gaps), and each symbol in sequence order.
+#[test]
+fn a_late_joiner_gets_every_sequence_once_and_in_order_across_the_seam() {
+    let dir = TempDir::new("catch-up");
+    let journal = dir.0.join("day");
+    let (_feed, endpoints) = spawn_feed_with_endpoints(
+        &[
+            "--bind",
+            "tcp://127.0.0.1:*",
+            "--rate",
+            "5k",
+            "--symbols",
+            "40",
+            "--duration",
+            "5s",
+            "--json",
+        ],
+        1,
+    );
+    let (_recorder, history) = spawn_and_pick(
+        &[
+            "record",
+            "--connect",
+            &endpoints[0],
+            "--journal",
+            journal.to_str().unwrap(),
+            "--serve",
+            "tcp://127.0.0.1:*",
+            "--duration",
+            "30s",
+        ],
+        history_endpoint,
+    );
+    assert!(
+        eventually(
+            Duration::from_secs(10),
+            Duration::from_millis(100),
+            || journal_records(&journal) >= 5_000
+        ),
+        "the recorder recorded nothing"
+    );
+    let tape = dir.0.join("tape.ndjson");
+    let mut subscribe = Command::new(TICKBOX);
+    subscribe.args([
+        "subscribe",
+        "--connect",
+        &endpoints[0],
+        "--catch-up",
+        &history,
+        "--from",
+        "start",
+        "--idle-exit",
+        "1500ms",
+        "--json",
+        "--tape",
+        tape.to_str().unwrap(),
+    ]);
+    let out = output_within(subscribe, Duration::from_secs(20));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON summary");
+    let catch_up = &summary["catch_up"];
+    assert_eq!(catch_up["live"], true, "{catch_up}");
+    assert_eq!(catch_up["outcome"]["status"], "complete", "{catch_up}");
+    assert!(
+        catch_up["history_records"].as_u64().unwrap() >= 5_000,
+        "{catch_up}"
+    );
+    assert!(catch_up["live_records"].as_u64().unwrap() > 0, "{catch_up}");
+    assert_eq!(catch_up["holes"].as_array().unwrap().len(), 0, "{catch_up}");
+    assert!(catch_up["took_ns"].as_u64().is_some(), "{catch_up}");
+    assert_eq!(summary["missing"], 0, "this hop lost nothing: {summary}");
+    assert_eq!(summary["duplicates"], 0, "{summary}");
+
+    let Tape {
+        by_topic,
+        by_publisher,
+    } = read_tape(&tape);
+    for ((publisher, topic), sequences) in &by_topic {
+        assert!(
+            sequences.windows(2).all(|w| w[0] < w[1]),
+            "publisher {publisher} topic {topic} out of order or repeated"
+        );
+    }
+    let recorded_missing = summary["recorded_gaps"].as_u64().unwrap();
+    assert_eq!(by_publisher.len(), 1);
+    for (publisher, sequences) in &by_publisher {
+        let distinct: HashSet<u64> = sequences.iter().copied().collect();
+        assert_eq!(
+            distinct.len(),
+            sequences.len(),
+            "publisher {publisher}: a sequence reached the workers twice"
+        );
+        let first = *sequences.iter().min().unwrap();
+        let last = *sequences.iter().max().unwrap();
+        assert_eq!(
+            last - first + 1,
+            sequences.len() as u64 + recorded_missing,
+            "publisher {publisher}: {first}..={last} holds {} records and {recorded_missing} recorded as lost",
+            sequences.len()
+        );
+    }
+    // The seam is where history ended and live began, one after the other.
+    let seam = &catch_up["seam"][0];
+    assert_eq!(
+        seam["first_live"].as_u64().unwrap(),
+        seam["last_history"].as_u64().unwrap() + 1,
+        "{seam}"
+    );
+}
+
+/// A live buffer smaller than the catch-up needs: the subscriber stops with an error naming the budget, and the
+/// records it did hand over are in order.
+#[test]
+fn a_live_buffer_past_its_budget_is_an_error_that_names_it() {
+    let dir = TempDir::new("catch-up-budget");
+    let journal = dir.0.join("day");
+    let (_feed, endpoints) = spawn_feed_with_endpoints(
+        &[
+            "--bind",
+            "tcp://127.0.0.1:*",
+            "--rate",
+            "5k",
+            "--symbols",
+            "40",
+            "--duration",
+            "4s",
+            "--json",
+        ],
+        1,
+    );
+    let (_recorder, history) = spawn_and_pick(
+        &[
+            "record",
+            "--connect",
+            &endpoints[0],
+            "--journal",
+            journal.to_str().unwrap(),
+            "--serve",
+            "tcp://127.0.0.1:*",
+            "--duration",
+            "30s",
+        ],
+        history_endpoint,
+    );
+    assert!(
+        eventually(
+            Duration::from_secs(10),
+            Duration::from_millis(100),
+            || journal_records(&journal) >= 5_000
+        ),
+        "the recorder recorded nothing"
+    );
+    let tape = dir.0.join("tape.ndjson");
+    let mut subscribe = Command::new(TICKBOX);
+    subscribe.args([
+        "subscribe",
+        "--connect",
+        &endpoints[0],
+        "--catch-up",
+        &history,
+        "--catch-up-budget",
+        "2KiB",
+        "--idle-exit",
+        "1500ms",
+        "--tape",
+        tape.to_str().unwrap(),
+    ]);
+    let out = output_within(subscribe, Duration::from_secs(20));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("budget of 2048 bytes"), "{stderr}");
+    let by_topic = read_tape(&tape).by_topic;
+    for ((publisher, topic), sequences) in &by_topic {
+        assert!(
+            sequences.windows(2).all(|w| w[0] < w[1]),
+            "publisher {publisher} topic {topic} out of order or repeated"
+        );
+    }
+}
