@@ -35,7 +35,7 @@ use crate::shared::Shared;
 /// Sessions one catch-up judges at most (the table is fed from the network).
 const MAX_SESSIONS: usize = 4096;
 /// History batches taken between two live bursts: live traffic never waits behind more than this.
-const HISTORY_BATCHES_PER_STEP: usize = 8;
+const HISTORY_BATCHES_PER_STEP: usize = 2;
 /// The history's credit window: batches on their way at once.
 const WINDOW: u32 = 16;
 /// Re-asks for a hole between a session's history and its first held live record before going live with it.

@@ -8,8 +8,8 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::{
-    endpoint_in, eventually, output_within, spawn_and_pick, spawn_feed_with_endpoints, TempDir,
-    TICKBOX,
+    endpoint_in, eventually, output_within, signal, spawn_and_pick, spawn_feed_with_endpoints,
+    TempDir, TICKBOX,
 };
 
 fn history_endpoint(line: &str) -> Option<String> {
@@ -62,14 +62,23 @@ fn read_tape(path: &std::path::Path) -> Tape {
     }
 }
 
-/// The feed publishes for 5 s into a recorder serving its journal; a subscriber joins once 5,000 records are
-/// recorded and catches up from the start. Its workers see each sequence once: the journal's records before the
-/// seam and the live ones after, nothing twice, nothing missing but what the recorder itself lost (reported as
-/// recorded gaps), and each symbol in sequence order.
+/// The feed publishes for 5 s into a recorder serving its journal; the recorder is stopped for 400 ms early on
+/// (SIGSTOP) with small queues, so it loses records; a subscriber joins once 5,000 records are recorded and catches up from the
+/// start. Its workers see each sequence once: the journal's records before the seam and the live ones after,
+/// nothing twice, nothing missing but what the recorder itself lost (reported as recorded gaps), and each symbol
+/// in sequence order.
 #[test]
 fn a_late_joiner_gets_every_sequence_once_and_in_order_across_the_seam() {
     let dir = TempDir::new("catch-up");
     let journal = dir.0.join("day");
+    // Small socket buffers and a small queue on the recorder's side, so a stopped recorder loses records once the
+    // feed's queue to it (1000 records) is full; the subscriber, which keeps reading, is never that far behind.
+    let lossy = dir.0.join("lossy.toml");
+    std::fs::write(
+        &lossy,
+        "[recorder]\nrcvhwm = 100\n[context.sockets.recorder]\nrcvbuf = 4096\n[context.sockets.feed]\nsndbuf = 4096\n",
+    )
+    .unwrap();
     let (_feed, endpoints) = spawn_feed_with_endpoints(
         &[
             "--bind",
@@ -81,12 +90,16 @@ fn a_late_joiner_gets_every_sequence_once_and_in_order_across_the_seam() {
             "--duration",
             "5s",
             "--json",
+            "--config",
+            lossy.to_str().unwrap(),
         ],
         1,
     );
-    let (_recorder, history) = spawn_and_pick(
+    let (recorder, history) = spawn_and_pick(
         &[
             "record",
+            "--config",
+            lossy.to_str().unwrap(),
             "--connect",
             &endpoints[0],
             "--journal",
@@ -98,6 +111,18 @@ fn a_late_joiner_gets_every_sequence_once_and_in_order_across_the_seam() {
         ],
         history_endpoint,
     );
+    // The recorder's own loss: its SUB queue overflows while it is stopped.
+    assert!(
+        eventually(
+            Duration::from_secs(10),
+            Duration::from_millis(50),
+            || journal_records(&journal) >= 1_000
+        ),
+        "the recorder recorded nothing"
+    );
+    signal(recorder.0.id(), "STOP");
+    std::thread::sleep(Duration::from_millis(1000)); // The fault itself: the recorder stays stopped this long.
+    signal(recorder.0.id(), "CONT");
     assert!(
         eventually(
             Duration::from_secs(10),
@@ -116,6 +141,9 @@ fn a_late_joiner_gets_every_sequence_once_and_in_order_across_the_seam() {
         &history,
         "--from",
         "start",
+        // Records the stopped recorder took late are judged by their capture time: as late as the stop.
+        "--max-lateness",
+        "30s",
         "--idle-exit",
         "1500ms",
         "--json",
@@ -150,6 +178,10 @@ fn a_late_joiner_gets_every_sequence_once_and_in_order_across_the_seam() {
         );
     }
     let recorded_missing = summary["recorded_gaps"].as_u64().unwrap();
+    assert!(
+        recorded_missing > 0,
+        "the stopped recorder lost nothing: {summary}"
+    );
     assert_eq!(by_publisher.len(), 1);
     for (publisher, sequences) in &by_publisher {
         let distinct: HashSet<u64> = sequences.iter().copied().collect();
