@@ -277,3 +277,144 @@ fn a_live_buffer_past_its_budget_is_an_error_that_names_it() {
         );
     }
 }
+
+/// A publisher restarts (a new session on the same endpoint) before the subscriber joins: the history holds both
+/// sessions, each reaches the workers once and in order, the restart is counted as one, and the seam is in the
+/// second session.
+#[test]
+fn a_publisher_restart_before_the_join_keeps_both_sessions_whole() {
+    let dir = TempDir::new("catch-up-restart");
+    let journal = dir.0.join("day");
+    let endpoint = format!("ipc://{}", dir.0.join("feed.ipc").display());
+    let (_recorder, history) = spawn_and_pick(
+        &[
+            "record",
+            "--connect",
+            &endpoint,
+            "--journal",
+            journal.to_str().unwrap(),
+            "--serve",
+            "tcp://127.0.0.1:*",
+            "--duration",
+            "30s",
+        ],
+        history_endpoint,
+    );
+    let feed_args = |duration: &'static str| {
+        let mut feed = Command::new(TICKBOX);
+        feed.args([
+            "feed",
+            "--bind",
+            &endpoint,
+            "--rate",
+            "5k",
+            "--symbols",
+            "40",
+            "--duration",
+            duration,
+        ]);
+        feed
+    };
+    // The first session runs to its end before the second starts on the same endpoint.
+    let first = output_within(feed_args("1500ms"), Duration::from_secs(20));
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    let first_session_records = journal_records(&journal);
+    assert!(
+        first_session_records > 1_000,
+        "the recorder got {first_session_records} of the first session"
+    );
+    let second_started_ns = u64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos(),
+    )
+    .unwrap();
+    let mut second = feed_args("5s");
+    second.stdout(Stdio::null()).stderr(Stdio::null());
+    let _second = common::KillOnDrop(second.spawn().expect("spawn the second feed"));
+    assert!(
+        eventually(Duration::from_secs(10), Duration::from_millis(50), || {
+            journal_records(&journal) >= first_session_records + 3_000
+        }),
+        "the recorder got nothing of the second session"
+    );
+    let tape = dir.0.join("tape.ndjson");
+    let mut subscribe = Command::new(TICKBOX);
+    subscribe.args([
+        "subscribe",
+        "--connect",
+        &endpoint,
+        "--catch-up",
+        &history,
+        "--idle-exit",
+        "1500ms",
+        "--json",
+        "--tape",
+        tape.to_str().unwrap(),
+    ]);
+    let out = output_within(subscribe, Duration::from_secs(20));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON summary");
+    assert_eq!(summary["restarts"], 1, "{summary}");
+    assert_eq!(summary["missing"], 0, "{summary}");
+    assert_eq!(summary["duplicates"], 0, "{summary}");
+    let seam = summary["catch_up"]["seam"].as_array().unwrap().clone();
+    assert_eq!(seam.len(), 2, "one seam position per session: {seam:?}");
+    assert!(
+        seam[0]["first_live"].is_null(),
+        "the first session ended before the join: {seam:?}"
+    );
+    assert_eq!(
+        seam[1]["first_live"].as_u64().unwrap(),
+        seam[1]["last_history"].as_u64().unwrap() + 1,
+        "{seam:?}"
+    );
+    // Split the tape by session (origin times before and after the second feed started): each session's
+    // sequences once, in order per symbol, and as many as its range less what the recorder lost.
+    let text = std::fs::read_to_string(&tape).unwrap();
+    let mut sessions: [BTreeMap<String, Vec<u64>>; 2] = Default::default();
+    for line in text.lines() {
+        let record: serde_json::Value = serde_json::from_str(line).unwrap();
+        let kind = record["kind"].as_str().unwrap_or_default();
+        if kind != "quote" && kind != "trade" {
+            continue;
+        }
+        let second = record["origin_ns"].as_u64().unwrap() >= second_started_ns;
+        sessions[usize::from(second)]
+            .entry(record["topic"].as_str().unwrap().to_owned())
+            .or_default()
+            .push(record["sequence"].as_u64().unwrap());
+    }
+    let recorded_missing = summary["recorded_gaps"].as_u64().unwrap();
+    let mut accounted = 0;
+    for (index, topics) in sessions.iter().enumerate() {
+        let all: Vec<u64> = topics.values().flatten().copied().collect();
+        assert!(!all.is_empty(), "session {index} never reached the workers");
+        for (topic, sequences) in topics {
+            assert!(
+                sequences.windows(2).all(|w| w[0] < w[1]),
+                "session {index} topic {topic} out of order"
+            );
+        }
+        let distinct: HashSet<u64> = all.iter().copied().collect();
+        assert_eq!(
+            distinct.len(),
+            all.len(),
+            "session {index}: a sequence reached the workers twice"
+        );
+        accounted += all.iter().max().unwrap() - all.iter().min().unwrap() + 1 - all.len() as u64;
+    }
+    assert_eq!(
+        accounted, recorded_missing,
+        "only what the recorder lost is missing: {summary}"
+    );
+}
