@@ -642,4 +642,91 @@ mod tests {
         assert_eq!(report.service.askers_completed, 2);
         assert_eq!(report.service.refused_busy, 1);
     }
+
+    /// Under `[security]` the service is CURVE with the ZAP handler, like every server socket: a listed key reads
+    /// a history; a key the allow directory does not list gets nothing, and its refused handshake is counted.
+    #[test]
+    fn under_security_a_listed_key_reads_and_a_stranger_is_refused_and_counted() {
+        use tickbox_auth::{MechanismName, SecurityConfig};
+        let keys = tempfile::tempdir().unwrap();
+        let allow = keys.path().join("allow");
+        std::fs::create_dir(&allow).unwrap();
+        let server_cert = tickbox_auth::fresh_pair().unwrap();
+        server_cert.save_pair(keys.path(), "recorder").unwrap();
+        let listed = tickbox_auth::fresh_pair().unwrap();
+        listed.save_pair(keys.path(), "subscriber").unwrap();
+        std::fs::write(allow.join("subscriber"), listed.public_text()).unwrap();
+        tickbox_auth::fresh_pair()
+            .unwrap()
+            .save_pair(keys.path(), "stranger")
+            .unwrap();
+        let security = |certificate: &str| {
+            Security::from_config(&SecurityConfig {
+                mechanism: MechanismName::Curve,
+                certificate: Some(keys.path().join(format!("{certificate}_secret"))),
+                server_key: Some(server_cert.public_z85()),
+                allow: Some(allow.clone()),
+                ..SecurityConfig::default()
+            })
+            .unwrap()
+        };
+
+        let dir = tempfile::tempdir().unwrap();
+        let journal = journal(dir.path());
+        let ctx = zmq::Context::new();
+        let server_security = security("recorder");
+        let _zap = server_security.start_zap(&ctx).unwrap();
+        let options = HistoryServerOptions {
+            batch_records: 64,
+            ..HistoryServerOptions::default()
+        };
+        let server = HistoryServer::bind(&ctx, &server_security, &journal, &options).unwrap();
+        let endpoint = server.endpoint().to_owned();
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = thread::spawn(move || server.run(&flag).unwrap());
+
+        let asker_as = |certificate: &str| {
+            let dealer = ctx.socket(zmq::DEALER).unwrap();
+            dealer.set_linger(0).unwrap();
+            security(certificate)
+                .client(&dealer, "recorder.history")
+                .unwrap();
+            dealer.connect(&endpoint).unwrap();
+            dealer
+        };
+        let stranger = asker_as("stranger");
+        ask(&stranger, &[], StartPoint::Start, 4);
+        let listed_asker = asker_as("subscriber");
+        ask(&listed_asker, &[], StartPoint::Start, 4);
+        let (records, _) = read_history(&listed_asker);
+        assert_eq!(records.len(), 1500);
+        // The stranger's handshake was refused: nothing arrives, and the refusal is counted for this role.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let refused = server_security
+                .summary()
+                .and_then(|s| s.by_role.get("recorder.history").map(|r| r.refused))
+                .unwrap_or(0);
+            if refused >= 1 {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the stranger's refusal was never counted"
+            );
+            thread::sleep(Duration::from_millis(20));
+        }
+        assert_eq!(
+            stranger.poll(zmq::POLLIN, 200).unwrap(),
+            0,
+            "the stranger got an answer"
+        );
+        stop.store(true, Ordering::Relaxed);
+        let report = thread.join().unwrap();
+        assert_eq!(
+            report.service.askers_accepted, 1,
+            "only the listed key was ever served"
+        );
+    }
 }

@@ -313,6 +313,12 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
                 r.readers_lapped,
                 r.askers_unreachable
             );
+            for line in crate::auth_report::line(&config.auth)
+                .into_iter()
+                .chain(crate::auth_report::connections_line(&config.auth))
+            {
+                println!("{line}");
+            }
         }
     }
     Ok(ExitCode::SUCCESS)
