@@ -46,6 +46,23 @@ impl Default for HistoryServerOptions {
     }
 }
 
+/// The id a recorder stands in an election with (`record --elect`): who it is, its journal and, when it serves
+/// one, where its history service is, so late joiners find the canonical recorder's service through the election
+/// ([`history_endpoint_in`]).
+pub fn election_id(member: &str, journal: &str, history: Option<&str>) -> String {
+    match history {
+        Some(endpoint) => format!("{member} {journal} history={endpoint}"),
+        None => format!("{member} {journal}"),
+    }
+}
+
+/// The history service endpoint in an election id written by [`election_id`] (`None`: that recorder serves none).
+pub fn history_endpoint_in(id: &str) -> Option<&str> {
+    id.split_whitespace()
+        .rev()
+        .find_map(|word| word.strip_prefix("history="))
+}
+
 /// A batch frame's size: room for the largest record a batch can hold, so any record fits an empty batch.
 const BATCH_BYTES: usize = 128 * 1024;
 
@@ -560,6 +577,16 @@ mod tests {
         assert_eq!(report.undecodable_records, 1);
         assert_eq!(report.service.records_sent, 1500);
         assert_eq!(report.service.askers_completed, 1);
+    }
+
+    #[test]
+    fn an_election_id_names_the_history_service() {
+        let id = election_id("host-1-42", "/data/day 1", Some("tcp://10.0.0.5:6100"));
+        assert_eq!(history_endpoint_in(&id), Some("tcp://10.0.0.5:6100"));
+        assert_eq!(
+            history_endpoint_in(&election_id("host-1-42", "/data/day", None)),
+            None
+        );
     }
 
     #[test]

@@ -34,7 +34,9 @@ pub use control::{
 };
 pub use error::RecorderError;
 pub use history::{HistoryAction, HistoryService, HistoryServiceConfig, HistoryServiceReport};
-pub use history_server::{HistoryServer, HistoryServerOptions, HistoryServerReport};
+pub use history_server::{
+    election_id, history_endpoint_in, HistoryServer, HistoryServerOptions, HistoryServerReport,
+};
 pub use inspect::{
     dump_header, first_capture_ns, format_dump_line, format_metadata_repairs, format_summary,
     format_verdict, JournalAccounting, JournalVerdict, PublisherAccount, RecordScan, ScanRow,

@@ -177,11 +177,27 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         security: config.auth.clone(),
         reader_cores: cfg.reader_cores.clone(),
     };
+    let serve_stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let history = match args.serve.as_ref().or(cfg.serve.as_ref()) {
+        Some(endpoint) => Some(serve_history(
+            &ctx,
+            config,
+            &args.journal,
+            endpoint,
+            &serve_stop,
+        )?),
+        None => None,
+    };
     let journal = args.journal.display().to_string();
     let mut elected = match &args.elect {
         Some(path) => {
             let coord = super::coord::connect(args.zk.as_deref(), config, "--elect")?;
-            let id = format!("{} {journal}", tickbox_fleet::default_member_id());
+            // Late joiners find the leader's history service through its election id.
+            let id = tickbox_recorder::election_id(
+                &tickbox_fleet::default_member_id(),
+                &journal,
+                history.as_ref().map(|(_, endpoint)| endpoint.as_str()),
+            );
             let standing = tickbox_coord::Standing::campaign(&coord, path, &id)
                 .with_context(|| format!("--elect {path}"))?;
             tracing::info!(election = %path, id, "standing for leadership of the recording");
@@ -214,17 +230,6 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         }),
         ..ropts
     };
-    let serve_stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let history = match args.serve.as_ref().or(cfg.serve.as_ref()) {
-        Some(endpoint) => Some(serve_history(
-            &ctx,
-            config,
-            &args.journal,
-            endpoint,
-            &serve_stop,
-        )?),
-        None => None,
-    };
     let mut last = (0u64, std::time::Instant::now());
     let recorded = record(&ctx, &mut writer, &ropts, &stop, |s: &RecordStats| {
         let dt = last.1.elapsed().as_secs_f64().max(1e-9);
@@ -252,7 +257,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         );
     });
     serve_stop.store(true, Ordering::Relaxed);
-    let history = history.map(|thread| thread.join());
+    let history = history.map(|(thread, _)| thread.join());
     let stats = match recorded {
         Ok(stats) => stats,
         Err(err) => {
@@ -505,6 +510,11 @@ impl Elected {
     }
 }
 
+/// The history service's thread: its report when it stops.
+type HistoryThread = std::thread::JoinHandle<
+    Result<tickbox_recorder::HistoryServerReport, tickbox_recorder::RecorderError>,
+>;
+
 /// Starts the history service on its own thread (its socket lives there), prints where it is bound, and returns
 /// the thread, which serves until `stop`.
 fn serve_history(
@@ -513,11 +523,7 @@ fn serve_history(
     journal: &std::path::Path,
     endpoint: &str,
     stop: &std::sync::Arc<std::sync::atomic::AtomicBool>,
-) -> anyhow::Result<
-    std::thread::JoinHandle<
-        Result<tickbox_recorder::HistoryServerReport, tickbox_recorder::RecorderError>,
-    >,
-> {
+) -> anyhow::Result<(HistoryThread, String)> {
     let options = tickbox_recorder::HistoryServerOptions {
         endpoint: endpoint.to_owned(),
         ..Default::default()
@@ -546,7 +552,7 @@ fn serve_history(
     match bound_rx.recv() {
         Ok(Ok(bound)) => {
             println!("record history service endpoint {bound}");
-            Ok(thread)
+            Ok((thread, bound))
         }
         Ok(Err(err)) => anyhow::bail!("--serve {endpoint}: {err}"),
         Err(_) => {

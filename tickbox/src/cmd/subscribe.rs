@@ -100,7 +100,8 @@ pub(crate) struct Args {
     #[arg(long, value_name = "D")]
     pub lvc_snapshot_timeout: Option<HumanDuration>,
     /// A recorder's history service (`tickbox record --serve`): hold the live stream, fetch the history from
-    /// --from, then go live with no gap and no duplicate at the seam. Overrides `[subscriber] catch_up`.
+    /// --from, then go live with no gap and no duplicate at the seam. `zk:PATH` asks the leader of the recorders'
+    /// election at PATH (`record --elect PATH --serve EP`; ZooKeeper from --zk). Overrides `[subscriber] catch_up`.
     #[arg(long, value_name = "EP")]
     pub catch_up: Option<String>,
     /// Where --catch-up's history starts: `start` (the journal's oldest record), RFC 3339 or ns since the epoch
@@ -271,13 +272,33 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     if let Some(ep) = &args.lvc_snapshot {
         crate::flags::check_connect("--lvc-snapshot", ep)?;
     }
-    if let Some(ep) = &args.catch_up {
+    if let Some(ep) = args.catch_up.as_ref().filter(|ep| !ep.starts_with("zk:")) {
         crate::flags::check_connect("--catch-up", ep)?;
     }
     if let Some(broker) = &args.broker {
         crate::flags::check_connect("--broker", broker)?;
     }
     let (mut sub_config, workers_config) = resolve(&args, config)?;
+    if let Some(election) = sub_config
+        .catch_up
+        .as_deref()
+        .and_then(|ep| ep.strip_prefix("zk:"))
+    {
+        let election = election.to_owned();
+        let coord = super::coord::connect(args.zk.as_deref(), config, "--catch-up zk:")?;
+        let leader = tickbox_coord::Election::new(&coord, &election)
+            .and_then(|e| e.leader())
+            .with_context(|| format!("--catch-up zk:{election}"))?;
+        let Some((_, id)) = leader else {
+            anyhow::bail!("--catch-up zk:{election}: no recorder leads that election");
+        };
+        let id = String::from_utf8_lossy(&id).into_owned();
+        let Some(endpoint) = tickbox_recorder::history_endpoint_in(&id) else {
+            anyhow::bail!("--catch-up zk:{election}: the leading recorder ({id}) serves no history (record --serve)");
+        };
+        tracing::info!(election = %election, leader = %id, endpoint, "catch-up: asking the elected recorder");
+        sub_config.catch_up = Some(endpoint.to_owned());
+    }
     if let Some(group) = &args.group {
         let id = sub_config
             .member_id
