@@ -36,6 +36,9 @@ use crate::shared::Shared;
 const MAX_SESSIONS: usize = 4096;
 /// History batches taken between two live bursts: live traffic never waits behind more than this.
 const HISTORY_BATCHES_PER_STEP: usize = 2;
+/// Held records handed over between two live bursts once the seam is crossed: the socket keeps being read while
+/// a large backlog drains, so the live stream is never left to overflow its queues.
+const RELEASE_PER_STEP: usize = 2048;
 /// The history's credit window: batches on their way at once.
 const WINDOW: u32 = 16;
 /// Re-asks for a hole between a session's history and its first held live record before going live with it.
@@ -64,6 +67,8 @@ pub struct CatchUpSummary {
     pub outcome: Option<HistoryOutcome>,
     /// Times a hole between history and live was asked for again.
     pub reasks: u32,
+    /// From the history request to its end marker (the last answer's, after any re-ask): the history's own pace.
+    pub history_ns: Option<u64>,
     /// From the start of the subscriber until the last shard went live (its held backlog handed over).
     pub took_ns: Option<u64>,
     /// The seam, summed over shards (seam positions and holes of every shard).
@@ -139,6 +144,15 @@ impl CatchUpHandle {
 impl CatchUpSummary {
     /// One line for the summary table.
     pub fn summary_line(&self) -> String {
+        let history = self
+            .history_ns
+            .map(|ns| {
+                format!(
+                    " in {}",
+                    tickbox_units::format_duration(Duration::from_nanos(ns))
+                )
+            })
+            .unwrap_or_default();
         let took = self
             .took_ns
             .map(|ns| {
@@ -172,7 +186,7 @@ impl CatchUpSummary {
             .collect();
         let more = self.seam.seam.len().saturating_sub(4);
         format!(
-            "catch-up from {}: {outcome}, {} history records, {} live, {} duplicates dropped at the seam, {} holes, \
+            "catch-up from {}: {outcome}, {} history records{history}, {} live, {} duplicates dropped at the seam, {} holes, \
              {} re-asks, peak held {}, {took}; seam: {}{}",
             self.endpoint,
             self.seam.history_records,
@@ -209,6 +223,12 @@ pub(crate) struct CatchUpPhase {
     /// The origin time of each session's last history record: where a re-ask starts.
     last_origin: HashMap<PublisherSession, u64>,
     copy: BatchBuilder,
+    /// When the first shard asked for the history.
+    asked_at: Option<Instant>,
+    /// Held records already judged at the seam, handed over a step at a time; live arrivals queue behind them
+    /// until it is empty (order), and the shard reports itself live only then.
+    backlog: std::collections::VecDeque<CatchUpVerdict<(zmq::Message, u64)>>,
+    backlog_bytes: u64,
     /// After the seam: live records are still judged until this time, for copies the history also delivered
     /// that were still on their way to this socket.
     judge_until: Option<Instant>,
@@ -238,6 +258,9 @@ impl CatchUpPhase {
             reasks: 0,
             last_origin: HashMap::new(),
             copy: BatchBuilder::new(COPY_BATCH_BYTES, u16::MAX),
+            asked_at: None,
+            backlog: std::collections::VecDeque::new(),
+            backlog_bytes: 0,
             judge_until: None,
         }
     }
@@ -253,7 +276,9 @@ impl CatchUpPhase {
 
     /// True while live records must go through [`CatchUpPhase::on_live`] rather than straight to the core.
     pub(crate) fn judging(&self) -> bool {
-        !self.seam.is_live() || self.judge_until.is_some_and(|t| Instant::now() < t)
+        !self.seam.is_live()
+            || !self.backlog.is_empty()
+            || self.judge_until.is_some_and(|t| Instant::now() < t)
     }
 
     /// One live message taken off the SUB at `now`: held, or (after the seam) handed to the core whole, in part
@@ -290,11 +315,23 @@ impl CatchUpPhase {
             .handle_live(session, first, last, bytes, (msg, now))
         {
             Ok(CatchUpVerdict::Held) | Ok(CatchUpVerdict::Duplicate) => true,
-            Ok(CatchUpVerdict::Deliver((msg, now))) => core.on_message(msg, now),
-            Ok(CatchUpVerdict::DeliverAfter((msg, now), end)) => match self.after(&msg, end, 0) {
-                Some(copy) => core.on_message(copy, now),
-                None => true,
-            },
+            Ok(verdict) if !self.backlog.is_empty() => {
+                // The backlog is still draining: this arrival waits behind it, under the same budget.
+                let budget = self.handle.state.plan.budget_bytes;
+                if self.backlog_bytes.saturating_add(bytes) > budget {
+                    let error = crate::catch_up::CatchUpError::BudgetExceeded {
+                        budget_bytes: budget,
+                        held_records: self.backlog.len() as u64,
+                        record_bytes: bytes,
+                    };
+                    self.fail(shared, error.to_string());
+                    return false;
+                }
+                self.backlog_bytes += bytes;
+                self.backlog.push_back(verdict);
+                true
+            }
+            Ok(verdict) => self.hand_over(verdict, core),
             Err(error) => {
                 self.fail(shared, error.to_string());
                 false
@@ -352,6 +389,9 @@ impl CatchUpPhase {
         shared: &Shared,
     ) -> bool {
         if self.seam.is_live() {
+            if !self.backlog.is_empty() {
+                return self.release(core);
+            }
             if self.judge_until.is_some_and(|t| Instant::now() >= t) {
                 self.judge_until = None;
             }
@@ -406,6 +446,7 @@ impl CatchUpPhase {
         };
         match HistoryClient::start(ctx, &plan.security, &plan.endpoint, request, plan.timeout) {
             Ok(client) => {
+                self.asked_at.get_or_insert_with(Instant::now);
                 tracing::info!(shard = self.index, endpoint = %plan.endpoint, ?start, "catch-up: asking for history");
                 self.client = Some(client);
                 true
@@ -500,6 +541,10 @@ impl CatchUpPhase {
             .filter_map(|p| p.last_history.map(|last| (p.session, last)))
             .collect();
         *lock(&self.handle.state.history_end) = Some(end);
+        if let Some(asked) = self.asked_at {
+            lock(&self.handle.state.results).history_ns =
+                Some(u64::try_from(asked.elapsed().as_nanos()).unwrap_or(u64::MAX));
+        }
         self.go_live(core)
     }
 
@@ -542,31 +587,58 @@ impl CatchUpPhase {
         core.on_message(zmq::Message::from(self.copy.frame()), now)
     }
 
-    /// Crosses the seam: the held records the history lacks go to the core in arrival order.
+    /// Crosses the seam: the held records the history lacks become the backlog, handed over a step at a time.
     fn go_live(&mut self, core: &mut ShardCore<'_>) -> bool {
-        let released = self.seam.go_live();
-        let now = now_ns();
+        self.backlog = self.seam.go_live().into();
+        self.backlog_bytes = self.backlog.iter().map(held_bytes).sum();
+        lock(&self.handle.state.per_shard)[self.index] = self.seam.report();
+        self.release(core)
+    }
+
+    /// Hands over up to [`RELEASE_PER_STEP`] backlog records; once the backlog is empty the shard is live.
+    fn release(&mut self, core: &mut ShardCore<'_>) -> bool {
         let mut going = true;
-        for verdict in released {
-            if !going {
+        for _ in 0..RELEASE_PER_STEP {
+            let Some(verdict) = self.backlog.pop_front() else {
+                break;
+            };
+            self.backlog_bytes = self.backlog_bytes.saturating_sub(held_bytes(&verdict));
+            if !self.hand_over(verdict, core) {
+                going = false;
                 break;
             }
-            going = match verdict {
-                CatchUpVerdict::Deliver((mut msg, received)) => {
-                    let shift = now.saturating_sub(received);
-                    restamp_held(&mut msg, shift);
-                    core.on_message(msg, now)
-                }
-                CatchUpVerdict::DeliverAfter((msg, received), end) => {
-                    match self.after(&msg, end, now.saturating_sub(received).max(1)) {
-                        Some(copy) => core.on_message(copy, now),
-                        None => true,
-                    }
-                }
-                CatchUpVerdict::Held | CatchUpVerdict::Duplicate => true,
-            };
         }
         let going = going && core.end_burst();
+        if going && self.backlog.is_empty() {
+            self.went_live();
+        }
+        going
+    }
+
+    /// One judged live message to the core, re-stamped by how long it was held.
+    fn hand_over(
+        &mut self,
+        verdict: CatchUpVerdict<(zmq::Message, u64)>,
+        core: &mut ShardCore<'_>,
+    ) -> bool {
+        let now = now_ns();
+        match verdict {
+            CatchUpVerdict::Deliver((mut msg, received)) => {
+                restamp_held(&mut msg, now.saturating_sub(received));
+                core.on_message(msg, now)
+            }
+            CatchUpVerdict::DeliverAfter((msg, received), end) => {
+                match self.after(&msg, end, now.saturating_sub(received)) {
+                    Some(copy) => core.on_message(copy, now),
+                    None => true,
+                }
+            }
+            CatchUpVerdict::Held | CatchUpVerdict::Duplicate => true,
+        }
+    }
+
+    /// The backlog is empty: the shard runs live (the last shard to get here completes the catch-up).
+    fn went_live(&mut self) {
         self.judge_until = Some(Instant::now() + self.handle.state.plan.timeout);
         lock(&self.handle.state.per_shard)[self.index] = self.seam.report();
         let live = self.handle.state.live_shards.fetch_add(1, Ordering::AcqRel) + 1;
@@ -584,7 +656,6 @@ impl CatchUpPhase {
                 "catch-up complete: live"
             );
         }
-        going
     }
 
     /// The shard's seam report, kept in the handle (called when the shard ends, so records judged after the
@@ -599,6 +670,16 @@ impl CatchUpPhase {
             shard: self.index,
             reason,
         }));
+    }
+}
+
+/// The bytes a judged held message takes.
+fn held_bytes(verdict: &CatchUpVerdict<(zmq::Message, u64)>) -> u64 {
+    match verdict {
+        CatchUpVerdict::Deliver((msg, _)) | CatchUpVerdict::DeliverAfter((msg, _), _) => {
+            msg.len() as u64
+        }
+        CatchUpVerdict::Held | CatchUpVerdict::Duplicate => 0,
     }
 }
 
