@@ -41,7 +41,7 @@ impl Default for HistoryServerOptions {
         HistoryServerOptions {
             endpoint: "tcp://127.0.0.1:*".to_owned(),
             service: HistoryServiceConfig::default(),
-            batch_records: 512,
+            batch_records: 1024,
         }
     }
 }

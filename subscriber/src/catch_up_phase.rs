@@ -35,12 +35,12 @@ use crate::shared::Shared;
 /// Sessions one catch-up judges at most (the table is fed from the network).
 const MAX_SESSIONS: usize = 4096;
 /// History batches taken between two live bursts: live traffic never waits behind more than this.
-const HISTORY_BATCHES_PER_STEP: usize = 2;
+const HISTORY_BATCHES_PER_STEP: usize = 8;
 /// Held records handed over between two live bursts once the seam is crossed: the socket keeps being read while
 /// a large backlog drains, so the live stream is never left to overflow its queues.
 const RELEASE_PER_STEP: usize = 2048;
 /// The history's credit window: batches on their way at once.
-const WINDOW: u32 = 16;
+const WINDOW: u32 = 64;
 /// Re-asks for a hole between a session's history and its first held live record before going live with it.
 const MAX_REASKS: u32 = 3;
 /// A batch frame's size for re-stamped copies: room for the largest record a batch can hold.

@@ -693,6 +693,8 @@ fn receive_loop(
                 break;
             }
             if !phase.judging() {
+                // Its report keeps what it judged after the seam too.
+                phase.finish();
                 *catch_up = None;
             }
         }
