@@ -80,6 +80,9 @@ pub struct RecorderConfig {
     pub replay_batch_records: u16,
     /// Largest replay batch frame: bytes, or a size such as `"8KiB"` (at most 64 KiB is useful per record).
     pub replay_batch_bytes: ByteSize,
+    /// Where `tickbox record` serves the journal it writes to late joiners (`subscribe --catch-up`): a ROUTER
+    /// endpoint such as `tcp://*:6100`; none by default.
+    pub serve: Option<String>,
 }
 
 impl Default for RecorderConfig {
@@ -103,6 +106,7 @@ impl Default for RecorderConfig {
             max_subscription_bytes: tickbox_zmqx::DEFAULT_MAX_SUBSCRIPTION_BYTES,
             replay_batch_records: crate::replay::DEFAULT_BATCH_RECORDS,
             replay_batch_bytes: ByteSize(crate::replay::DEFAULT_BATCH_BYTES as u64),
+            serve: None,
         }
     }
 }

@@ -17,6 +17,8 @@
 mod config;
 mod control;
 mod error;
+mod history;
+mod history_server;
 mod inspect;
 mod journal_ext;
 mod ledger;
@@ -30,6 +32,10 @@ pub use control::{
     fmt_position, parse_position, parse_start, Effect, ReplayController, RunSpec, RunState,
 };
 pub use error::RecorderError;
+pub use history::{HistoryAction, HistoryService, HistoryServiceConfig, HistoryServiceReport};
+pub use history_server::{
+    election_id, history_endpoint_in, HistoryServer, HistoryServerOptions, HistoryServerReport,
+};
 pub use inspect::{
     dump_header, first_capture_ns, format_dump_line, format_metadata_repairs, format_summary,
     format_verdict, JournalAccounting, JournalVerdict, PublisherAccount, RecordScan, ScanRow,

@@ -10,6 +10,7 @@ use tickbox_workers::{
     WorkerPoolConfig, PARCEL_RECORDS,
 };
 
+use crate::catch_up_phase::{CatchUpHandle, CatchUpPlan};
 use crate::clock::{ClockOffset, ClockTable};
 use crate::core::InlineSink;
 use crate::hook::SnailHook;
@@ -20,6 +21,7 @@ use crate::shared::{LiveShard, LiveShardCounters, Shared};
 use crate::snail::SharedThreshold;
 use crate::{Handoff, SnailMode, SubscriberConfig, SubscriberError};
 use tickbox_units::format_duration;
+use tickbox_wire::history::StartPoint;
 
 /// The NIC endpoint rewrite, with its error in this crate's terms.
 pub(crate) fn endpoint_via_nic(endpoint: &str, nic: &str) -> Result<String, SubscriberError> {
@@ -42,6 +44,8 @@ pub struct Subscriber<W: Worker> {
     workers_failed: Arc<AtomicBool>,
     /// The LVC snapshot the first shard fetches (`lvc_snapshot`).
     snapshot: Option<LvcSnapshot>,
+    /// The catch-up (`catch_up`): the first shard fetches the history, every shard holds its live records.
+    catch_up: Option<CatchUpHandle>,
     /// `handoff = "inline"`: where each shard leaves its own worker's outcome (no pool then).
     inline: Vec<Arc<Mutex<InlineOutcome<W>>>>,
 }
@@ -174,6 +178,8 @@ impl<W: Worker> Subscriber<W> {
             snapshot: config.lvc_snapshot.clone().map(|ep| {
                 LvcSnapshot::new(ep, config.lvc_snapshot_timeout.0, config.security.clone())
             }),
+            catch_up: catch_up_plan(config)?
+                .map(|plan| CatchUpHandle::new(plan, config.shards.len())),
             inline: Vec::new(),
         };
         if inline {
@@ -228,12 +234,13 @@ impl<W: Worker> Subscriber<W> {
             } else {
                 None
             };
+            let catch_up = subscriber.catch_up.clone();
             let ctx = ctx.clone();
             let shared = Arc::clone(&shared);
             let ready = ready_tx.clone();
             let handle = std::thread::Builder::new()
                 .name(format!("tickbox-shard-{index}"))
-                .spawn(move || run_shard(ctx, settings, shared, ready, snapshot))
+                .spawn(move || run_shard(ctx, settings, shared, ready, snapshot, catch_up))
                 .map_err(SubscriberError::Spawn)?;
             subscriber.shards.push(handle);
         }
@@ -284,6 +291,11 @@ impl<W: Worker> Subscriber<W> {
     /// shutdown.
     pub fn lvc_snapshot(&self) -> Option<LvcSnapshot> {
         self.snapshot.clone()
+    }
+
+    /// The catch-up (`catch_up`), if one is configured: a handle whose summary stays readable after shutdown.
+    pub fn catch_up(&self) -> Option<CatchUpHandle> {
+        self.catch_up.clone()
     }
 
     /// Messages forwarded to workers so far.
@@ -607,6 +619,48 @@ fn worker_report<W>(o: WorkerOutcome<W, SnailHook>) -> WorkerReport<W> {
         late: o.hook.late,
         lateness: o.hook.lateness,
     }
+}
+
+/// The catch-up a config asks for, checked against what it cannot be combined with.
+fn catch_up_plan(config: &SubscriberConfig) -> Result<Option<CatchUpPlan>, SubscriberError> {
+    let Some(endpoint) = &config.catch_up else {
+        return Ok(None);
+    };
+    let refuse = |why: &str| Err(SubscriberError::Config(format!("catch_up: {why}")));
+    if config.lvc_snapshot.is_some() {
+        return refuse("not with lvc_snapshot (the history holds every value the snapshot would)");
+    }
+    if config.handoff == Handoff::Inline && config.shards.len() > 1 {
+        return refuse(
+            "handoff = \"inline\" with several shards cannot take the history through the first shard to every \
+             worker; use the ring hand-off",
+        );
+    }
+    if config.framing != crate::Framing::Tickbox {
+        return refuse("needs framing = \"tickbox\" (the seam follows publisher sequences)");
+    }
+    let from = config.catch_up_from.trim();
+    let start = if from.eq_ignore_ascii_case("start") {
+        StartPoint::Start
+    } else {
+        let ns = tickbox_units::parse_time(from, || {
+            Err(tickbox_units::UnitsError::Time {
+                input: from.to_owned(),
+                reason: "a time relative to the journal's first record cannot be resolved from here; give an \
+                         RFC 3339 time, ns since the epoch, or start"
+                    .to_owned(),
+            })
+        })
+        .map_err(|e| SubscriberError::Config(format!("catch_up_from: {e}")))?;
+        StartPoint::Time(ns)
+    };
+    Ok(Some(CatchUpPlan {
+        endpoint: endpoint.clone(),
+        start,
+        budget_bytes: config.catch_up_budget.0,
+        timeout: config.catch_up_timeout.0,
+        security: config.security.clone(),
+    }))
 }
 
 fn validate(config: &SubscriberConfig) -> Result<(), SubscriberError> {

@@ -38,6 +38,12 @@ impl IdleClock {
         }
         received > 0 && now.saturating_duration_since(self.since) >= self.limit
     }
+
+    /// Frames are arriving that the count does not show yet (live records held while catching up): not idle, and
+    /// the limit counts from now.
+    pub fn hold(&mut self, now: Instant) {
+        self.since = now;
+    }
 }
 
 #[cfg(test)]
@@ -45,6 +51,16 @@ mod tests {
     use super::*;
 
     const MS: Duration = Duration::from_millis(1);
+
+    #[test]
+    fn a_held_stream_is_not_idle() {
+        let t0 = Instant::now();
+        let mut idle = IdleClock::new(10 * MS, t0);
+        assert!(!idle.is_idle(5, t0));
+        idle.hold(t0 + 15 * MS);
+        assert!(!idle.is_idle(5, t0 + 20 * MS));
+        assert!(idle.is_idle(5, t0 + 25 * MS));
+    }
 
     #[test]
     fn never_idle_before_the_first_frame() {

@@ -26,8 +26,11 @@
 //! return a verdict; the shard loop owns the sockets and the clock.
 
 mod blackbox;
+mod catch_up;
+mod catch_up_phase;
 mod clock;
 mod core;
+mod history_client;
 mod hook;
 mod idle;
 mod local;
@@ -41,19 +44,24 @@ mod snail;
 mod summary;
 
 pub use blackbox::Subscriber;
+pub use catch_up::{
+    CatchUp, CatchUpError, CatchUpReport, CatchUpVerdict, PublisherSession, SeamHole, SeamPosition,
+};
+pub use catch_up_phase::{CatchUpHandle, CatchUpSummary};
 pub use clock::{
     delay_ns, ClockOffset, ClockTable, SkewWarning, MAX_CLOCK_PUBLISHERS, MAX_PLAUSIBLE_OFFSET_NS,
 };
 /// Re-exported so users of [`Report`] need no direct hdrhistogram dependency.
 pub use hdrhistogram::Histogram;
+pub use history_client::{HistoryClient, HistoryClientError, HistoryOutcome};
 pub use hook::SnailHook;
 pub use idle::IdleClock;
 pub use local::{replay_local, LocalHook, LocalReplayReport, LocalSink};
 pub use nic::check_nic;
 pub use receive_clock::ReceiveClock;
 pub use report::{
-    lateness_histogram, Fatal, GapFatal, Report, SnailEvent, Stage, SubscriberShardReport,
-    WorkerReport,
+    lateness_histogram, CatchUpFatal, Fatal, GapFatal, Report, SnailEvent, Stage,
+    SubscriberShardReport, WorkerReport,
 };
 pub use shard::{LvcSnapshot, LvcSnapshotReport};
 pub use shared::LiveShardCounters;
@@ -249,6 +257,21 @@ pub struct SubscriberConfig {
     /// How long the snapshot may take, from the request to its end marker; past it the snapshot is reported as
     /// timed out (the values received so far are kept).
     pub lvc_snapshot_timeout: HumanDuration,
+    /// A recorder's history service (`tickbox record --serve`): the subscriber holds its live records, fetches the
+    /// history of `topics` from `catch_up_from` through its first shard, then hands the held records over without
+    /// those the history delivered, so every publisher's sequence reaches the workers once and in order across
+    /// the seam. Its outcome is in [`Subscriber::catch_up`] and the summaries. Not with `lvc_snapshot` (the history
+    /// holds every value), nor with `handoff = "inline"` and several shards (the history goes through the first).
+    pub catch_up: Option<String>,
+    /// Where the history starts: `start` (the journal's oldest record), an RFC 3339 time or ns since the epoch
+    /// (origin time, as `replay --from`).
+    pub catch_up_from: String,
+    /// The most bytes of live records held while catching up; past it the subscriber stops with an error that
+    /// names this budget (nothing held is delivered out of order).
+    pub catch_up_budget: tickbox_units::ByteSize,
+    /// How long the history service may stay silent (and how long the SUB's handshakes are awaited before
+    /// asking); past it the catch-up fails.
+    pub catch_up_timeout: HumanDuration,
     /// `[context.sockets.subscriber]`, copied here by the binary; applied to every shard's SUB (see `tickbox_zmqx::profile`).
     #[serde(skip)]
     pub socket_profile: tickbox_zmqx::profile::SocketProfile,
@@ -278,6 +301,10 @@ impl Default for SubscriberConfig {
             member_ttl: HumanDuration(Duration::from_secs(3)),
             lvc_snapshot: None,
             lvc_snapshot_timeout: HumanDuration(Duration::from_secs(5)),
+            catch_up: None,
+            catch_up_from: "start".to_owned(),
+            catch_up_budget: tickbox_units::ByteSize(256 << 20),
+            catch_up_timeout: HumanDuration(Duration::from_secs(10)),
             socket_profile: tickbox_zmqx::profile::SocketProfile::default(),
             security: tickbox_auth::Security::default(),
         }

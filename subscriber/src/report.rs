@@ -66,6 +66,18 @@ pub enum Fatal {
     Snail(SnailEvent),
     /// This hop lost messages under `gap_policy = "die"` (`"reason": "gap"` in JSON).
     Gap(GapFatal),
+    /// A catch-up could not deliver history and live without a gap (`"reason": "catch_up"` in JSON): its live
+    /// buffer ran past its budget, or the history service refused, failed or fell silent.
+    CatchUp(CatchUpFatal),
+}
+
+/// Why a catch-up stopped the subscriber.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CatchUpFatal {
+    /// The shard that failed.
+    pub shard: usize,
+    /// What went wrong, naming the budget or the service.
+    pub reason: String,
 }
 
 impl Fatal {

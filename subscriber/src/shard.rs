@@ -23,6 +23,7 @@ use tickbox_wire::{now_ns, SequenceEvent, SequenceTotals, BATCH_TOPIC};
 use tickbox_workers::{Dispatch, Parcel, Recycler};
 
 use crate::blackbox::endpoint_via_nic;
+use crate::catch_up_phase::{CatchUpHandle, CatchUpPhase};
 use crate::clock::ClockTable;
 use crate::core::{InlineSink, Out, ShardCore};
 use crate::receive_clock::ReceiveClock;
@@ -401,18 +402,22 @@ pub(crate) fn empty_report(s: &ShardSettings) -> SubscriberShardReport {
     }
 }
 
-/// Runs shard `s` until stopped; with `snapshot`, it also fetches that LVC snapshot once subscribed.
+/// Runs shard `s` until stopped; with `snapshot`, it also fetches that LVC snapshot once subscribed; with
+/// `catch_up`, it holds live records until the history is delivered (see [`crate::catch_up_phase`]).
 pub(crate) fn run_shard(
     ctx: zmq::Context,
     mut s: ShardSettings,
     shared: Arc<Shared>,
     ready: Ready,
     snapshot: Option<LvcSnapshot>,
+    catch_up: Option<CatchUpHandle>,
 ) -> SubscriberShardReport {
     let index = s.index;
     tickbox_zmqx::pin_if_configured(s.shard.core, &format!("shard {index}"));
     let report = empty_report(&s);
-    let opened = open_shard_socket(&ctx, &s, snapshot.is_some()).and_then(|(sub, monitor)| {
+    // The first shard asks for the history once its SUB's handshakes are done, as it asks for a snapshot.
+    let watch = snapshot.is_some() || (catch_up.is_some() && index == 0);
+    let opened = open_shard_socket(&ctx, &s, watch).and_then(|(sub, monitor)| {
         let out = match s.handoff.take() {
             Some(HandoffPlan::Ring { senders, recycler }) => Out::ring(senders, recycler),
             Some(HandoffPlan::Zmq { endpoints, hwm }) => Out::Zmq {
@@ -438,6 +443,10 @@ pub(crate) fn run_shard(
     while !shared.go.load(Ordering::Acquire) && !shared.stop.load(Ordering::Acquire) {
         std::thread::sleep(Duration::from_millis(1));
     }
+    let (snapshot_monitor, catch_up_monitor) = match catch_up {
+        Some(_) => (None, monitor),
+        None => (monitor, None),
+    };
     let mut snapshot = snapshot.map(|snapshot| SnapshotPhase {
         wait_until: Instant::now() + snapshot.timeout,
         snapshot,
@@ -446,13 +455,33 @@ pub(crate) fn run_shard(
         } else {
             s.topics.clone()
         },
-        monitor,
+        monitor: snapshot_monitor,
         handshakes_needed: s.shard.connect.len(),
         handshakes: 0,
         requester: None,
     });
+    let mut catch_up = catch_up.map(|handle| {
+        CatchUpPhase::new(
+            handle,
+            index,
+            s.topics.clone(),
+            catch_up_monitor,
+            s.shard.connect.len(),
+        )
+    });
     let mut core = ShardCore::new(&s, &shared, report, out);
-    receive_loop(&ctx, &s, &shared, &sub, &mut core, &mut snapshot);
+    receive_loop(
+        &ctx,
+        &s,
+        &shared,
+        &sub,
+        &mut core,
+        &mut snapshot,
+        &mut catch_up,
+    );
+    if let Some(phase) = catch_up.as_mut() {
+        phase.finish();
+    }
     let (report, out) = core.finish();
     // An inline worker has taken everything already: its outcome goes to the subscriber before the shard counts
     // itself done.
@@ -633,6 +662,7 @@ fn receive_loop(
     sub: &zmq::Socket,
     core: &mut ShardCore<'_>,
     snapshot: &mut Option<SnapshotPhase>,
+    catch_up: &mut Option<CatchUpPhase>,
 ) {
     let index = s.index;
     let mut msg = zmq::Message::new();
@@ -656,10 +686,26 @@ fn receive_loop(
                 Some(false) => break,
             }
         }
+        // The catch-up advances between live bursts too: the history never holds live frames on the socket for
+        // more than one step, so each is judged on time when it is taken off.
+        if let Some(phase) = catch_up.as_mut() {
+            if !phase.step(ctx, core, shared) {
+                break;
+            }
+            if !phase.judging() {
+                // Its report keeps what it judged after the seam too.
+                phase.finish();
+                *catch_up = None;
+            }
+        }
         match sub.recv(&mut msg, zmq::DONTWAIT) {
             Ok(()) => {}
             Err(zmq::Error::EAGAIN) => {
-                match snapshot.as_ref().and_then(|p| p.socket()) {
+                let other = snapshot
+                    .as_ref()
+                    .and_then(|p| p.socket())
+                    .or_else(|| catch_up.as_ref().and_then(|p| p.socket()));
+                match other {
                     Some(other) => {
                         let mut items = [
                             sub.as_poll_item(zmq::POLLIN),
@@ -690,6 +736,8 @@ fn receive_loop(
             let ok = if guide && s.framing.reads_as_guide(&frame, more) {
                 let (body, parts) = recv_guide_rest(sub, more, &mut spare);
                 core.on_guide(frame, body, parts, now)
+            } else if let Some(phase) = catch_up.as_mut() {
+                phase.on_live(frame, now, core, shared)
             } else {
                 core.on_message(frame, now)
             };

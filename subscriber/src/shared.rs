@@ -92,6 +92,7 @@ impl Shared {
                     g.last_missing,
                     g.topic
                 ),
+                Fatal::CatchUp(c) => tracing::error!("catch-up failed on shard {}: {}; subscriber exits", c.shard, c.reason),
             }
             *slot = Some(fatal);
         }

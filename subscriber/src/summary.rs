@@ -245,6 +245,7 @@ impl<W: Worker> Subscriber<W> {
         let state = match subscriber.fatal() {
             Some(Fatal::Snail(_)) => "snail",
             Some(Fatal::Gap(_)) => "gap",
+            Some(Fatal::CatchUp(_)) => "catch_up",
             None if tripped => "tripped",
             None => "running",
         };
@@ -269,6 +270,7 @@ impl<W> Report<W> {
         match (&self.fatal, signalled) {
             (Some(Fatal::Snail(_)), _) => "Suicidal Snail",
             (Some(Fatal::Gap(_)), _) => "sequence gap (gap_policy=die)",
+            (Some(Fatal::CatchUp(_)), _) => "catch-up failed",
             (None, true) => "signal",
             (None, false) => "end of run",
         }

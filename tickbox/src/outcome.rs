@@ -9,6 +9,11 @@ use crate::exit_code;
 /// Maps a subscriber run's outcome to the exit code, printing the machine-readable line for a fatal event.
 pub(crate) fn finish<W>(report: &tickbox_subscriber::Report<W>) -> ExitCode {
     match &report.fatal {
+        // Not the snail: the subscriber could not join history and live without a gap, and says why.
+        Some(tickbox_subscriber::Fatal::CatchUp(failed)) => {
+            eprintln!("error: catch-up: {}", failed.reason);
+            ExitCode::from(exit_code::ERROR)
+        }
         Some(fatal) => {
             eprintln!("SNAIL {}", fatal.to_json());
             ExitCode::from(exit_code::SNAIL)

@@ -20,6 +20,7 @@ mod error;
 mod frame;
 mod framing;
 mod header;
+pub mod history;
 mod payload;
 pub mod sequence;
 pub mod tap;

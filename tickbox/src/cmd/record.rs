@@ -87,6 +87,11 @@ pub(crate) struct Args {
     /// `JOURNAL.leadership.jsonl`, which `tickbox journal info` shows.
     #[arg(long, value_name = "PATH")]
     elect: Option<String>,
+    /// Serve the journal being written to late joiners (`tickbox subscribe --catch-up EP`) on a ROUTER bound
+    /// here: records of the prefixes they ask for from the time they ask, up to the live head, paced by their
+    /// credit. Prints `record history service endpoint EP` once bound. Overrides `[recorder] serve`.
+    #[arg(long, value_name = "EP")]
+    serve: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -101,6 +106,9 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     crate::flags::check_connect_all("--connect", &args.connect)?;
     if let Some(broker) = &args.broker {
         crate::flags::check_connect("--broker", broker)?;
+    }
+    if let Some(endpoint) = &args.serve {
+        crate::flags::check_bind("--serve", endpoint)?;
     }
     if args.max_messages == Some(0) {
         anyhow::bail!(
@@ -170,11 +178,27 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         security: config.auth.clone(),
         reader_cores: cfg.reader_cores.clone(),
     };
+    let serve_stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let history = match args.serve.as_ref().or(cfg.serve.as_ref()) {
+        Some(endpoint) => Some(serve_history(
+            &ctx,
+            config,
+            &args.journal,
+            endpoint,
+            &serve_stop,
+        )?),
+        None => None,
+    };
     let journal = args.journal.display().to_string();
     let mut elected = match &args.elect {
         Some(path) => {
             let coord = crate::zk::connect(args.zk.as_deref(), config, "--elect")?;
-            let id = format!("{} {journal}", tickbox_fleet::default_member_id());
+            // Late joiners find the leader's history service through its election id.
+            let id = tickbox_recorder::election_id(
+                &tickbox_fleet::default_member_id(),
+                &journal,
+                history.as_ref().map(|(_, endpoint)| endpoint.as_str()),
+            );
             Some(
                 RecorderLeadership::campaign(&coord, path, &id, &args.journal, rec.next_seq)
                     .with_context(|| format!("--elect {path}"))?,
@@ -227,6 +251,8 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
             None,
         );
     });
+    serve_stop.store(true, Ordering::Relaxed);
+    let history = history.map(|(thread, _)| thread.join());
     let stats = match recorded {
         Ok(stats) => stats,
         Err(err) => {
@@ -249,13 +275,51 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     let next_seq = writer.next_seq();
     writer.close().context("closing journal")?;
     let interrupted = stop.load(Ordering::Relaxed);
+    let history = match history {
+        Some(Ok(Ok(report))) => Some(report),
+        Some(Ok(Err(err))) => {
+            tracing::error!("history service failed: {err}");
+            None
+        }
+        Some(Err(_)) => anyhow::bail!("the history service thread panicked"),
+        None => None,
+    };
     if args.json {
-        println!("{}", stats.summary_json(&args.journal, mode, interrupted));
+        let mut summary = stats.summary_json(&args.journal, mode, interrupted);
+        if let Some(report) = &history {
+            summary["history_service"] = serde_json::to_value(report)?;
+        }
+        println!("{summary}");
     } else {
         print!(
             "{}",
             stats.summary_table(&args.journal, mode, next_seq, interrupted)
         );
+        if let Some(r) = &history {
+            println!(
+                "history service: {} askers served ({} completed, {} cancelled, {} abandoned), {} refused busy, \
+                 {} refused malformed, {} records in {} batches; journal: {} undecodable, {} damaged stretches, {} \
+                 lapped readers, {} askers gone",
+                r.service.askers_accepted,
+                r.service.askers_completed,
+                r.service.askers_cancelled,
+                r.service.askers_abandoned,
+                r.service.refused_busy,
+                r.service.refused_malformed,
+                r.service.records_sent,
+                r.service.batches_sent,
+                r.undecodable_records,
+                r.damaged_stretches,
+                r.readers_lapped,
+                r.askers_unreachable
+            );
+            for line in crate::auth_report::line(&config.auth)
+                .into_iter()
+                .chain(crate::auth_report::connections_line(&config.auth))
+            {
+                println!("{line}");
+            }
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -291,3 +355,54 @@ fn ring_mode(args: &Args, cfg: &RecorderConfig) -> bool {
 
 /// How often an elected recorder reports its progress (and looks at its leadership).
 const ELECTED_PROGRESS_EVERY: Duration = Duration::from_millis(200);
+
+/// The history service's thread: its report when it stops.
+type HistoryThread = std::thread::JoinHandle<
+    Result<tickbox_recorder::HistoryServerReport, tickbox_recorder::RecorderError>,
+>;
+
+/// Starts the history service on its own thread (its socket lives there), prints where it is bound, and returns
+/// the thread, which serves until `stop`.
+fn serve_history(
+    ctx: &zmq::Context,
+    config: &TickboxConfig,
+    journal: &std::path::Path,
+    endpoint: &str,
+    stop: &std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> anyhow::Result<(HistoryThread, String)> {
+    let options = tickbox_recorder::HistoryServerOptions {
+        endpoint: endpoint.to_owned(),
+        ..Default::default()
+    };
+    let (bound_tx, bound_rx) = std::sync::mpsc::channel();
+    let (ctx, security, journal, stop) = (
+        ctx.clone(),
+        config.auth.clone(),
+        journal.to_path_buf(),
+        std::sync::Arc::clone(stop),
+    );
+    let thread = std::thread::Builder::new()
+        .name("tickbox-history".into())
+        .spawn(move || {
+            let server =
+                match tickbox_recorder::HistoryServer::bind(&ctx, &security, &journal, &options) {
+                    Ok(server) => server,
+                    Err(err) => {
+                        let _ = bound_tx.send(Err(err.to_string()));
+                        return Ok(Default::default());
+                    }
+                };
+            let _ = bound_tx.send(Ok(server.endpoint().to_owned()));
+            server.run(&stop)
+        })?;
+    match bound_rx.recv() {
+        Ok(Ok(bound)) => {
+            println!("record history service endpoint {bound}");
+            Ok((thread, bound))
+        }
+        Ok(Err(err)) => anyhow::bail!("--serve {endpoint}: {err}"),
+        Err(_) => {
+            anyhow::bail!("--serve {endpoint}: the history service thread ended before binding")
+        }
+    }
+}

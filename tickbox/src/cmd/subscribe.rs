@@ -101,6 +101,19 @@ pub(crate) struct Args {
     /// How long the LVC snapshot may take before it is reported as timed out. Default 5s.
     #[arg(long, value_name = "D")]
     pub lvc_snapshot_timeout: Option<HumanDuration>,
+    /// A recorder's history service (`tickbox record --serve`): hold the live stream, fetch the history from
+    /// --from, then go live with no gap and no duplicate at the seam. `zk:PATH` asks the leader of the recorders'
+    /// election at PATH (`record --elect PATH --serve EP`; ZooKeeper from --zk). Overrides `[subscriber] catch_up`.
+    #[arg(long, value_name = "EP")]
+    pub catch_up: Option<String>,
+    /// Where --catch-up's history starts: `start` (the journal's oldest record), RFC 3339 or ns since the epoch
+    /// (origin time). Overrides `[subscriber] catch_up_from`. Default start.
+    #[arg(long = "from", value_name = "TIME", requires = "catch_up")]
+    pub catch_up_from: Option<String>,
+    /// The most live data held while catching up (`256MiB`); past it the subscriber stops with an error naming
+    /// this budget. Overrides `[subscriber] catch_up_budget`.
+    #[arg(long, value_name = "SIZE")]
+    pub catch_up_budget: Option<tickbox_units::ByteSize>,
     /// Print the summary as one JSON object on stdout instead of the table.
     #[arg(long)]
     pub json: bool,
@@ -227,6 +240,15 @@ fn resolve(
     if let Some(d) = args.lvc_snapshot_timeout {
         sub.lvc_snapshot_timeout = d;
     }
+    if args.catch_up.is_some() {
+        sub.catch_up = args.catch_up.clone();
+    }
+    if let Some(from) = &args.catch_up_from {
+        sub.catch_up_from = from.clone();
+    }
+    if let Some(budget) = args.catch_up_budget {
+        sub.catch_up_budget = budget;
+    }
     if args.member_id.is_some() {
         sub.member_id = args.member_id.clone();
     }
@@ -252,10 +274,33 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     if let Some(ep) = &args.lvc_snapshot {
         crate::flags::check_connect("--lvc-snapshot", ep)?;
     }
+    if let Some(ep) = args.catch_up.as_ref().filter(|ep| !ep.starts_with("zk:")) {
+        crate::flags::check_connect("--catch-up", ep)?;
+    }
     if let Some(broker) = &args.broker {
         crate::flags::check_connect("--broker", broker)?;
     }
     let (mut sub_config, workers_config) = resolve(&args, config)?;
+    if let Some(election) = sub_config
+        .catch_up
+        .as_deref()
+        .and_then(|ep| ep.strip_prefix("zk:"))
+    {
+        let election = election.to_owned();
+        let coord = crate::zk::connect(args.zk.as_deref(), config, "--catch-up zk:")?;
+        let leader = tickbox_coord::Election::new(&coord, &election)
+            .and_then(|e| e.leader())
+            .with_context(|| format!("--catch-up zk:{election}"))?;
+        let Some((_, id)) = leader else {
+            anyhow::bail!("--catch-up zk:{election}: no recorder leads that election");
+        };
+        let id = String::from_utf8_lossy(&id).into_owned();
+        let Some(endpoint) = tickbox_recorder::history_endpoint_in(&id) else {
+            anyhow::bail!("--catch-up zk:{election}: the leading recorder ({id}) serves no history (record --serve)");
+        };
+        tracing::info!(election = %election, leader = %id, endpoint, "catch-up: asking the elected recorder");
+        sub_config.catch_up = Some(endpoint.to_owned());
+    }
     if let Some(group) = &args.group {
         return subscribe_group(&args, config, group, &sub_config, &workers_config);
     }
@@ -310,6 +355,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     .context("starting the subscriber")?;
     let threshold = subscriber.threshold();
     let lvc_snapshot = subscriber.lvc_snapshot();
+    let catch_up = subscriber.catch_up();
     let membership = match &live {
         Some(live) => {
             let info = MemberInfo::of(&sub_config, workers_config.count);
@@ -361,7 +407,11 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         let now = std::time::Instant::now();
         if let Some(idle) = idle.as_mut() {
             let received: u64 = subscriber.live_shards().iter().map(|s| s.received).sum();
-            if idle.is_idle(received, now) {
+            // While catching up, live frames are held, not counted as received yet: the catch-up has its own
+            // limit on a silent history service (catch_up_timeout).
+            if subscriber.catch_up().is_some_and(|c| !c.is_live()) {
+                idle.hold(now);
+            } else if idle.is_idle(received, now) {
                 tracing::info!(idle = %HumanDuration(idle.limit()), "no frame for the idle limit: stopping");
                 break;
             }
@@ -429,16 +479,23 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     report.finish_tapes();
     let stopped_by = report.stopped_by(stop.load(Ordering::Relaxed));
     let snapshot = lvc_snapshot.map(|s| s.report());
+    let catch_up = catch_up.map(|c| c.summary());
     if args.json {
         let mut summary = report.summary_json(&sub_config, stopped_by);
         if let Some(snapshot) = &snapshot {
             summary["lvc_snapshot"] = snapshot.to_json();
+        }
+        if let Some(catch_up) = &catch_up {
+            summary["catch_up"] = serde_json::to_value(catch_up)?;
         }
         println!("{summary}");
     } else {
         print!("{}", report.summary_table(None, stopped_by));
         if let Some(snapshot) = &snapshot {
             println!("{}", snapshot.summary_line());
+        }
+        if let Some(catch_up) = &catch_up {
+            println!("{}", catch_up.summary_line());
         }
     }
     let tape_failed = tape.as_ref().is_some_and(|sink| report_tape(sink));

@@ -671,3 +671,100 @@ fn record_elect_leads_again_after_whole_ensemble_outage() {
         }
     }
 }
+
+/// A recorder under `--elect` that serves its journal (`--serve`) publishes the service's endpoint in its
+/// election id; a late joiner given `--catch-up zk:PATH` finds the leader's service there and catches up from it.
+#[test]
+fn a_late_joiner_finds_the_elected_recorders_history_service() {
+    let Some(zk) = ZkServer::start_or_skip("catch_up_elect") else {
+        return;
+    };
+    let dir = TempDir::new("coord-catch-up");
+    let cfg = config(dir.path(), &zk);
+    let feed = Proc::spawn(&[
+        "feed",
+        "--bind",
+        "tcp://127.0.0.1:*",
+        "--rate",
+        "2000",
+        "--symbols",
+        "4",
+        "--duration",
+        "4s",
+    ]);
+    let endpoint = {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let line = feed
+                .out
+                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+                .expect("feed endpoint");
+            if let Some(ep) = endpoint_in(&line) {
+                break ep;
+            }
+        }
+    };
+    let journal = dir.path().join("day");
+    let recorder = Proc::spawn(&[
+        "--config",
+        &cfg,
+        "record",
+        "--connect",
+        &endpoint,
+        "--journal",
+        journal.to_str().unwrap(),
+        "--segment-size",
+        "4MiB",
+        "--serve",
+        "tcp://127.0.0.1:*",
+        "--elect",
+        "/tb/history",
+    ]);
+    let served = {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let line = recorder
+                .out
+                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+                .expect("the recorder's history endpoint");
+            if let Some(rest) = line.strip_prefix("record history service endpoint ") {
+                break rest.trim().to_owned();
+            }
+        }
+    };
+    recorder.stderr_until(Duration::from_secs(10), "leadership", leader_token);
+    // Mid-feed: the leader has recorded something to catch up on.
+    let c = session(&zk);
+    wait_for(Duration::from_secs(10), "leader progress", || {
+        tickbox_coord::last_progress(&c, "/tb/history")
+            .unwrap()
+            .is_some_and(|(_, _, p)| p["last_journal_seq"].as_u64().unwrap_or(0) > 500)
+    });
+    let subscriber = Proc::spawn(&[
+        "--config",
+        &cfg,
+        "subscribe",
+        "--connect",
+        &endpoint,
+        "--catch-up",
+        "zk:/tb/history",
+        "--idle-exit",
+        "1500ms",
+        "--json",
+    ]);
+    let (code, out) = subscriber.finish(Duration::from_secs(20), "the late joiner");
+    assert_eq!(code, Some(0), "{out}");
+    let summary: serde_json::Value = serde_json::from_str(out.trim()).expect("one JSON summary");
+    assert_eq!(
+        summary["catch_up"]["endpoint"],
+        served.as_str(),
+        "{summary}"
+    );
+    assert_eq!(summary["catch_up"]["live"], true, "{summary}");
+    assert!(
+        summary["catch_up"]["history_records"].as_u64().unwrap() > 500,
+        "{summary}"
+    );
+    assert_eq!(summary["missing"], 0, "{summary}");
+    assert_eq!(summary["duplicates"], 0, "{summary}");
+}

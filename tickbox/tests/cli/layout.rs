@@ -36,6 +36,9 @@ fn engines_never_touch_sockets() {
         "feed/src/generator.rs",
         "units/src/pace.rs",
         "wire/src/sequence.rs",
+        "wire/src/history.rs",
+        "subscriber/src/catch_up.rs",
+        "recorder/src/history.rs",
         "units/src/lib.rs",
     ];
     // The engines that also turn on the clock, randomness, sleep and socket bans of the workspace `clippy.toml`.
@@ -45,6 +48,9 @@ fn engines_never_touch_sockets() {
         "subscriber/src/snail.rs",
         "subscriber/src/clock.rs",
         "wire/src/sequence.rs",
+        "wire/src/history.rs",
+        "subscriber/src/catch_up.rs",
+        "recorder/src/history.rs",
         "coord/src/logic.rs",
         "tuning/src/sweep.rs",
     ];

@@ -3,6 +3,7 @@
 //! One test binary for the crate (one link, one process start per run): each former test file is a module.
 
 mod bench;
+mod catch_up;
 mod clone;
 mod clone_hostile;
 mod clone_stop;

@@ -1,0 +1,743 @@
+//! A late joiner's catch-up (`catch_up` in `[subscriber]`, `subscribe --catch-up`): every shard holds its live
+//! records from the start; the first shard, once its SUB's handshakes are done (its subscriptions on their way
+//! ahead of anything published later), asks the recorder's history service ([`tickbox_recorder::HistoryClient`])
+//! and feeds the history through its own shard path between live bursts; at the history's end every shard crosses
+//! the seam ([`CatchUp`]): held records the history already delivered are dropped and counted, the rest go to the
+//! workers in arrival order, then the shard runs live.
+//!
+//! Times: a history record is judged by the snail against its capture time (how late it was when the recorder
+//! took it, as `replay --local` judges), a held live record against the time it left this subscriber's socket.
+//! Both are handed over re-stamped like a replay's copies ([`Flags::REPLAY`], send time moved by how long the
+//! record was held or how long ago it was captured), so the worker's dequeue check measures only the time spent
+//! in the worker's queue on top.
+//!
+//! Order across shards: the first shard's history is in the workers' queues before the end marker is published to
+//! the other shards, which release their held records only then; a worker's queue is first in, first out, so a
+//! symbol's history reaches its worker before its live records.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use tickbox_wire::history::{HistoryBatch, HistoryRequest, StartPoint};
+use tickbox_wire::{
+    batch_records, is_batch, now_ns, stamp_send_time_in_place, BatchBuilder, Flags, MessageRef,
+};
+
+use crate::catch_up::{CatchUp, CatchUpReport, CatchUpVerdict, PublisherSession};
+use crate::core::ShardCore;
+use crate::history_client::{HistoryClient, HistoryOutcome};
+use crate::report::{CatchUpFatal, Fatal};
+use crate::shared::Shared;
+
+/// Sessions one catch-up judges at most (the table is fed from the network).
+const MAX_SESSIONS: usize = 4096;
+/// History batches taken between two live bursts: live traffic never waits behind more than this.
+const HISTORY_BATCHES_PER_STEP: usize = 8;
+/// Held records handed over between two live bursts once the seam is crossed: the socket keeps being read while
+/// a large backlog drains, so the live stream is never left to overflow its queues.
+const RELEASE_PER_STEP: usize = 2048;
+/// The history's credit window: batches on their way at once.
+const WINDOW: u32 = 64;
+/// Re-asks for a hole between a session's history and its first held live record before going live with it.
+const MAX_REASKS: u32 = 3;
+/// A batch frame's size for re-stamped copies: room for the largest record a batch can hold.
+const COPY_BATCH_BYTES: usize = 128 * 1024;
+
+/// What a catch-up is asked to do.
+#[derive(Debug, Clone)]
+pub(crate) struct CatchUpPlan {
+    pub(crate) endpoint: String,
+    pub(crate) start: StartPoint,
+    pub(crate) budget_bytes: u64,
+    pub(crate) timeout: Duration,
+    pub(crate) security: tickbox_auth::Security,
+}
+
+/// What a subscriber's catch-up did, for the summary and its `--json`.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct CatchUpSummary {
+    /// The history service asked.
+    pub endpoint: String,
+    /// True once every shard crossed the seam and runs live.
+    pub live: bool,
+    /// How the history ended (`None` while it runs).
+    pub outcome: Option<HistoryOutcome>,
+    /// Times a hole between history and live was asked for again.
+    pub reasks: u32,
+    /// From the history request to its end marker (the last answer's, after any re-ask): the history's own pace.
+    pub history_ns: Option<u64>,
+    /// From the start of the subscriber until the last shard went live (its held backlog handed over).
+    pub took_ns: Option<u64>,
+    /// The seam, summed over shards (seam positions and holes of every shard).
+    #[serde(flatten)]
+    pub seam: CatchUpReport,
+}
+
+/// A catch-up's shared state: the plan, the history's end for the other shards, and the results.
+#[derive(Debug)]
+struct CatchUpState {
+    plan: CatchUpPlan,
+    started: Instant,
+    shards: usize,
+    /// Set by the first shard once the history is in the workers' queues: each session's last sequence.
+    history_end: Mutex<Option<Vec<(PublisherSession, u64)>>>,
+    live_shards: AtomicUsize,
+    results: Mutex<CatchUpSummary>,
+    per_shard: Mutex<Vec<CatchUpReport>>,
+}
+
+/// A handle on a subscriber's catch-up, readable while it runs and after.
+#[derive(Debug, Clone)]
+pub struct CatchUpHandle {
+    state: Arc<CatchUpState>,
+}
+
+impl CatchUpHandle {
+    pub(crate) fn new(plan: CatchUpPlan, shards: usize) -> Self {
+        let endpoint = plan.endpoint.clone();
+        CatchUpHandle {
+            state: Arc::new(CatchUpState {
+                plan,
+                started: Instant::now(),
+                shards,
+                history_end: Mutex::new(None),
+                live_shards: AtomicUsize::new(0),
+                results: Mutex::new(CatchUpSummary {
+                    endpoint,
+                    ..CatchUpSummary::default()
+                }),
+                per_shard: Mutex::new(vec![CatchUpReport::default(); shards]),
+            }),
+        }
+    }
+
+    /// True once every shard runs live.
+    pub fn is_live(&self) -> bool {
+        self.state.live_shards.load(Ordering::Acquire) >= self.state.shards
+    }
+
+    /// What the catch-up did so far.
+    pub fn summary(&self) -> CatchUpSummary {
+        let mut summary = lock(&self.state.results).clone();
+        summary.live = self.is_live();
+        let mut seam = CatchUpReport::default();
+        for shard in lock(&self.state.per_shard).iter() {
+            seam.history_records += shard.history_records;
+            seam.history_overlaps += shard.history_overlaps;
+            seam.live_records += shard.live_records;
+            seam.duplicates_at_seam += shard.duplicates_at_seam;
+            seam.peak_held_bytes += shard.peak_held_bytes;
+            seam.untracked_records += shard.untracked_records;
+            seam.seam.extend(shard.seam.iter().copied());
+            seam.holes.extend(shard.holes.iter().copied());
+        }
+        seam.seam.sort_by_key(|p| p.session);
+        seam.holes.sort_by_key(|h| h.session);
+        summary.seam = seam;
+        summary
+    }
+}
+
+impl CatchUpSummary {
+    /// One line for the summary table.
+    pub fn summary_line(&self) -> String {
+        let history = self
+            .history_ns
+            .map(|ns| {
+                format!(
+                    " in {}",
+                    tickbox_units::format_duration(Duration::from_nanos(ns))
+                )
+            })
+            .unwrap_or_default();
+        let took = self
+            .took_ns
+            .map(|ns| {
+                format!(
+                    "live after {}",
+                    tickbox_units::format_duration(Duration::from_nanos(ns))
+                )
+            })
+            .unwrap_or_else(|| "never went live".to_owned());
+        let outcome = match &self.outcome {
+            Some(HistoryOutcome::Complete { sessions }) => {
+                format!("history complete ({} sessions)", sessions.len())
+            }
+            Some(HistoryOutcome::Refused { refusal }) => format!("history refused ({refusal:?})"),
+            Some(HistoryOutcome::TimedOut) => "history timed out".to_owned(),
+            None => "history unfinished".to_owned(),
+        };
+        let seam: Vec<String> = self
+            .seam
+            .seam
+            .iter()
+            .take(4)
+            .map(|p| {
+                let history = p.last_history.map_or("-".to_owned(), |s| s.to_string());
+                let live = p.first_live.map_or("-".to_owned(), |s| s.to_string());
+                format!(
+                    "publisher {} history ..={history} live {live}..",
+                    p.session.publisher
+                )
+            })
+            .collect();
+        let more = self.seam.seam.len().saturating_sub(4);
+        format!(
+            "catch-up from {}: {outcome}, {} history records{history}, {} live, {} duplicates dropped at the seam, {} holes, \
+             {} re-asks, peak held {}, {took}; seam: {}{}",
+            self.endpoint,
+            self.seam.history_records,
+            self.seam.live_records,
+            self.seam.duplicates_at_seam,
+            self.seam.holes.len(),
+            self.reasks,
+            tickbox_units::format_size(self.seam.peak_held_bytes),
+            if seam.is_empty() { "none".to_owned() } else { seam.join(", ") },
+            if more > 0 { format!(" and {more} more") } else { String::new() },
+        )
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// One shard's side of the catch-up (see the module docs).
+pub(crate) struct CatchUpPhase {
+    handle: CatchUpHandle,
+    index: usize,
+    topics: Vec<String>,
+    seam: CatchUp<(zmq::Message, u64)>,
+    /// The first shard's history request, once its handshakes are done.
+    client: Option<HistoryClient>,
+    /// The first shard's SUB handshakes, watched until the request is sent.
+    monitor: Option<zmq::Socket>,
+    handshakes_needed: usize,
+    handshakes: usize,
+    ask_by: Instant,
+    asked: bool,
+    reasks: u32,
+    /// The origin time of each session's last history record: where a re-ask starts.
+    last_origin: HashMap<PublisherSession, u64>,
+    copy: BatchBuilder,
+    /// When the first shard asked for the history.
+    asked_at: Option<Instant>,
+    /// Held records already judged at the seam, handed over a step at a time; live arrivals queue behind them
+    /// until it is empty (order), and the shard reports itself live only then.
+    backlog: std::collections::VecDeque<CatchUpVerdict<(zmq::Message, u64)>>,
+    backlog_bytes: u64,
+    /// After the seam: live records are still judged until this time, for copies the history also delivered
+    /// that were still on their way to this socket.
+    judge_until: Option<Instant>,
+}
+
+impl CatchUpPhase {
+    pub(crate) fn new(
+        handle: CatchUpHandle,
+        index: usize,
+        topics: Vec<String>,
+        monitor: Option<zmq::Socket>,
+        handshakes_needed: usize,
+    ) -> Self {
+        let budget = handle.state.plan.budget_bytes;
+        let ask_by = Instant::now() + handle.state.plan.timeout;
+        CatchUpPhase {
+            handle,
+            index,
+            topics,
+            seam: CatchUp::new(budget, MAX_SESSIONS),
+            client: None,
+            monitor,
+            handshakes_needed,
+            handshakes: 0,
+            ask_by,
+            asked: index != 0,
+            reasks: 0,
+            last_origin: HashMap::new(),
+            copy: BatchBuilder::new(COPY_BATCH_BYTES, u16::MAX),
+            asked_at: None,
+            backlog: std::collections::VecDeque::new(),
+            backlog_bytes: 0,
+            judge_until: None,
+        }
+    }
+
+    /// The socket to poll beside the SUB while catching up.
+    pub(crate) fn socket(&self) -> Option<&zmq::Socket> {
+        match (&self.client, &self.monitor) {
+            (Some(client), _) => Some(client.socket()),
+            (None, Some(monitor)) => Some(monitor),
+            (None, None) => None,
+        }
+    }
+
+    /// True while live records must go through [`CatchUpPhase::on_live`] rather than straight to the core.
+    pub(crate) fn judging(&self) -> bool {
+        !self.seam.is_live()
+            || !self.backlog.is_empty()
+            || self.judge_until.is_some_and(|t| Instant::now() < t)
+    }
+
+    /// One live message taken off the SUB at `now`: held, or (after the seam) handed to the core whole, in part
+    /// or not at all. Returns false when the shard must stop.
+    pub(crate) fn on_live(
+        &mut self,
+        msg: zmq::Message,
+        now: u64,
+        core: &mut ShardCore<'_>,
+        shared: &Shared,
+    ) -> bool {
+        let span = if is_batch(&msg) {
+            batch_span(&msg)
+        } else {
+            match MessageRef::decode(&msg) {
+                Ok(m) if !m.header().flags.contains(Flags::CACHED) => {
+                    let h = m.header();
+                    Some((session_of(h), h.sequence, h.sequence))
+                }
+                // A malformed frame is counted by the core; a cached value is exempt from sequences and is
+                // applied under the last-value rule whenever it comes.
+                _ => None,
+            }
+        };
+        let Some((session, first, last)) = span else {
+            if is_batch(&msg) {
+                return self.split(msg, now, core, shared);
+            }
+            return core.on_message(msg, now);
+        };
+        let bytes = msg.len() as u64;
+        match self
+            .seam
+            .handle_live(session, first, last, bytes, (msg, now))
+        {
+            Ok(CatchUpVerdict::Held) | Ok(CatchUpVerdict::Duplicate) => true,
+            Ok(verdict) if !self.backlog.is_empty() => {
+                // The backlog is still draining: this arrival waits behind it, under the same budget.
+                let budget = self.handle.state.plan.budget_bytes;
+                if self.backlog_bytes.saturating_add(bytes) > budget {
+                    let error = crate::catch_up::CatchUpError::BudgetExceeded {
+                        budget_bytes: budget,
+                        held_records: self.backlog.len() as u64,
+                        record_bytes: bytes,
+                    };
+                    self.fail(shared, error.to_string());
+                    return false;
+                }
+                self.backlog_bytes += bytes;
+                self.backlog.push_back(verdict);
+                true
+            }
+            Ok(verdict) => self.hand_over(verdict, core),
+            Err(error) => {
+                self.fail(shared, error.to_string());
+                false
+            }
+        }
+    }
+
+    /// A live batch of several sessions (or with cached values): each record held on its own.
+    fn split(
+        &mut self,
+        msg: zmq::Message,
+        now: u64,
+        core: &mut ShardCore<'_>,
+        shared: &Shared,
+    ) -> bool {
+        let Ok(records) = batch_records(&msg) else {
+            return core.on_message(msg, now);
+        };
+        let singles: Vec<zmq::Message> = records
+            .filter_map(Result::ok)
+            .map(zmq::Message::from)
+            .collect();
+        singles
+            .into_iter()
+            .all(|single| self.on_live(single, now, core, shared))
+    }
+
+    /// A copy of batch `msg` holding only its records with a sequence above `end`, each re-stamped `shift_ns`
+    /// later (`None`: none is above).
+    fn after(&mut self, msg: &[u8], end: u64, shift_ns: u64) -> Option<zmq::Message> {
+        self.copy.clear();
+        for record in batch_records(msg).ok()?.filter_map(Result::ok) {
+            let Ok(m) = MessageRef::decode(record) else {
+                continue;
+            };
+            if m.header().sequence <= end {
+                continue;
+            }
+            let send = m.header().send_time_ns.saturating_add(shift_ns);
+            if let Some(slot) = self.copy.push_with(record.len()) {
+                slot.copy_from_slice(record);
+                if shift_ns > 0 {
+                    let _ = stamp_send_time_in_place(slot, send, Flags::REPLAY);
+                }
+            }
+        }
+        (!self.copy.is_empty()).then(|| zmq::Message::from(self.copy.frame()))
+    }
+
+    /// Advances the catch-up between live bursts; false when the shard must stop.
+    pub(crate) fn step(
+        &mut self,
+        ctx: &zmq::Context,
+        core: &mut ShardCore<'_>,
+        shared: &Shared,
+    ) -> bool {
+        if self.seam.is_live() {
+            if !self.backlog.is_empty() {
+                return self.release(core);
+            }
+            if self.judge_until.is_some_and(|t| Instant::now() >= t) {
+                self.judge_until = None;
+            }
+            return true;
+        }
+        if !self.asked {
+            if let Some(monitor) = &self.monitor {
+                while let Ok(event) = monitor.recv_multipart(zmq::DONTWAIT) {
+                    let id = event
+                        .first()
+                        .filter(|e| e.len() >= 2)
+                        .map(|e| u16::from_le_bytes([e[0], e[1]]));
+                    if id == Some(zmq::SocketEvent::HANDSHAKE_SUCCEEDED as u16) {
+                        self.handshakes += 1;
+                    }
+                }
+            }
+            if self.handshakes < self.handshakes_needed && Instant::now() < self.ask_by {
+                return true;
+            }
+            self.monitor = None;
+            self.asked = true;
+            let start = self.handle.state.plan.start;
+            if !self.ask(ctx, start, shared) {
+                return false;
+            }
+        }
+        if self.client.is_some() {
+            return self.read_history(ctx, core, shared);
+        }
+        // Not the first shard: wait for the history's end.
+        let end = lock(&self.handle.state.history_end).clone();
+        if let Some(end) = end {
+            self.seam.apply_history_end(end);
+            return self.go_live(core);
+        }
+        true
+    }
+
+    fn ask(&mut self, ctx: &zmq::Context, start: StartPoint, shared: &Shared) -> bool {
+        let plan = &self.handle.state.plan;
+        let mut prefixes: Vec<Vec<u8>> =
+            self.topics.iter().map(|t| t.as_bytes().to_vec()).collect();
+        // Gap notices of the journal belong to the history whatever the topics: they are holes the recorder saw.
+        if !prefixes.is_empty() {
+            prefixes.push(b"G.".to_vec());
+        }
+        let request = HistoryRequest {
+            prefixes,
+            start,
+            credit: WINDOW,
+        };
+        match HistoryClient::start(ctx, &plan.security, &plan.endpoint, request, plan.timeout) {
+            Ok(client) => {
+                self.asked_at.get_or_insert_with(Instant::now);
+                tracing::info!(shard = self.index, endpoint = %plan.endpoint, ?start, "catch-up: asking for history");
+                self.client = Some(client);
+                true
+            }
+            Err(error) => {
+                self.fail(
+                    shared,
+                    format!(
+                        "cannot ask the history service at {}: {error}",
+                        plan.endpoint
+                    ),
+                );
+                false
+            }
+        }
+    }
+
+    fn read_history(
+        &mut self,
+        ctx: &zmq::Context,
+        core: &mut ShardCore<'_>,
+        shared: &Shared,
+    ) -> bool {
+        let Some(mut client) = self.client.take() else {
+            return true;
+        };
+        let mut going = true;
+        let polled = client.poll(HISTORY_BATCHES_PER_STEP, |batch| {
+            going = self.deliver_history(batch, core);
+            going
+        });
+        let going = going && core.end_burst();
+        if !going {
+            return false;
+        }
+        let outcome = match polled {
+            Ok(Some(outcome)) => outcome,
+            Ok(None) => {
+                self.client = Some(client);
+                return true;
+            }
+            Err(error) => {
+                self.fail(shared, format!("history: {error}"));
+                return false;
+            }
+        };
+        lock(&self.handle.state.results).outcome = Some(outcome.clone());
+        let HistoryOutcome::Complete { sessions } = outcome else {
+            self.fail(
+                shared,
+                format!(
+                    "the history service at {} ended the history: {outcome:?}",
+                    self.handle.state.plan.endpoint
+                ),
+            );
+            return false;
+        };
+        self.seam.apply_history_end(sessions.iter().map(|s| {
+            (
+                PublisherSession {
+                    publisher: s.publisher,
+                    session: s.session,
+                },
+                s.last_sequence,
+            )
+        }));
+        // A session whose history stops short of its first held live record: the recorder was behind this
+        // subscriber when it answered. Ask again from that session's last history record.
+        let holes = self.seam.holes();
+        if !holes.is_empty() && self.reasks < MAX_REASKS {
+            let from = holes
+                .iter()
+                .filter_map(|h| self.last_origin.get(&h.session))
+                .min()
+                .copied();
+            if let Some(from) = from {
+                self.reasks += 1;
+                lock(&self.handle.state.results).reasks = self.reasks;
+                tracing::info!(
+                    shard = self.index,
+                    holes = holes.len(),
+                    "catch-up: the history ended before the live stream began; asking again"
+                );
+                return self.ask(ctx, StartPoint::Time(from), shared);
+            }
+        }
+        let end: Vec<(PublisherSession, u64)> = self
+            .seam
+            .report()
+            .seam
+            .iter()
+            .filter_map(|p| p.last_history.map(|last| (p.session, last)))
+            .collect();
+        *lock(&self.handle.state.history_end) = Some(end);
+        if let Some(asked) = self.asked_at {
+            lock(&self.handle.state.results).history_ns =
+                Some(u64::try_from(asked.elapsed().as_nanos()).unwrap_or(u64::MAX));
+        }
+        self.go_live(core)
+    }
+
+    /// One history batch into the shard's path, re-stamped by its capture times (see the module docs).
+    fn deliver_history(&mut self, batch: HistoryBatch<'_>, core: &mut ShardCore<'_>) -> bool {
+        let now = now_ns();
+        self.copy.clear();
+        let Ok(records) = batch_records(batch.frame()) else {
+            return true;
+        };
+        for (i, record) in records.enumerate() {
+            let Ok(record) = record else {
+                continue;
+            };
+            let Ok(m) = MessageRef::decode(record) else {
+                continue;
+            };
+            let header = *m.header();
+            let session = session_of(&header);
+            if self.seam.handle_history(session, header.sequence) == CatchUpVerdict::Duplicate {
+                continue;
+            }
+            if self.last_origin.len() < MAX_SESSIONS || self.last_origin.contains_key(&session) {
+                self.last_origin.insert(session, header.origin_time_ns);
+            }
+            let capture = batch.capture_ns(i).unwrap_or(now);
+            let lateness_at_capture = capture.saturating_sub(header.send_time_ns);
+            if let Some(slot) = self.copy.push_with(record.len()) {
+                slot.copy_from_slice(record);
+                let _ = stamp_send_time_in_place(
+                    slot,
+                    now.saturating_sub(lateness_at_capture),
+                    Flags::REPLAY,
+                );
+            }
+        }
+        if self.copy.is_empty() {
+            return true;
+        }
+        core.on_message(zmq::Message::from(self.copy.frame()), now)
+    }
+
+    /// Crosses the seam: the held records the history lacks become the backlog, handed over a step at a time.
+    fn go_live(&mut self, core: &mut ShardCore<'_>) -> bool {
+        self.backlog = self.seam.go_live().into();
+        self.backlog_bytes = self.backlog.iter().map(held_bytes).sum();
+        lock(&self.handle.state.per_shard)[self.index] = self.seam.report();
+        self.release(core)
+    }
+
+    /// Hands over up to [`RELEASE_PER_STEP`] backlog records; once the backlog is empty the shard is live.
+    fn release(&mut self, core: &mut ShardCore<'_>) -> bool {
+        let mut going = true;
+        for _ in 0..RELEASE_PER_STEP {
+            let Some(verdict) = self.backlog.pop_front() else {
+                break;
+            };
+            self.backlog_bytes = self.backlog_bytes.saturating_sub(held_bytes(&verdict));
+            if !self.hand_over(verdict, core) {
+                going = false;
+                break;
+            }
+        }
+        let going = going && core.end_burst();
+        if going && self.backlog.is_empty() {
+            self.went_live();
+        }
+        going
+    }
+
+    /// One judged live message to the core, re-stamped by how long it was held.
+    fn hand_over(
+        &mut self,
+        verdict: CatchUpVerdict<(zmq::Message, u64)>,
+        core: &mut ShardCore<'_>,
+    ) -> bool {
+        let now = now_ns();
+        match verdict {
+            CatchUpVerdict::Deliver((mut msg, received)) => {
+                restamp_held(&mut msg, now.saturating_sub(received));
+                core.on_message(msg, now)
+            }
+            CatchUpVerdict::DeliverAfter((msg, received), end) => {
+                match self.after(&msg, end, now.saturating_sub(received)) {
+                    Some(copy) => core.on_message(copy, now),
+                    None => true,
+                }
+            }
+            CatchUpVerdict::Held | CatchUpVerdict::Duplicate => true,
+        }
+    }
+
+    /// The backlog is empty: the shard runs live (the last shard to get here completes the catch-up).
+    fn went_live(&mut self) {
+        self.judge_until = Some(Instant::now() + self.handle.state.plan.timeout);
+        lock(&self.handle.state.per_shard)[self.index] = self.seam.report();
+        let live = self.handle.state.live_shards.fetch_add(1, Ordering::AcqRel) + 1;
+        if live >= self.handle.state.shards {
+            let took = self.handle.state.started.elapsed();
+            lock(&self.handle.state.results).took_ns =
+                Some(u64::try_from(took.as_nanos()).unwrap_or(u64::MAX));
+            let summary = self.handle.summary();
+            tracing::info!(
+                history = summary.seam.history_records,
+                live = summary.seam.live_records,
+                duplicates = summary.seam.duplicates_at_seam,
+                holes = summary.seam.holes.len(),
+                ms = took.as_millis() as u64,
+                "catch-up complete: live"
+            );
+        }
+    }
+
+    /// The shard's seam report, kept in the handle (called when the shard ends, so records judged after the
+    /// seam are counted too).
+    pub(crate) fn finish(&mut self) {
+        lock(&self.handle.state.per_shard)[self.index] = self.seam.report();
+    }
+
+    fn fail(&mut self, shared: &Shared, reason: String) {
+        lock(&self.handle.state.per_shard)[self.index] = self.seam.report();
+        shared.trip(Fatal::CatchUp(CatchUpFatal {
+            shard: self.index,
+            reason,
+        }));
+    }
+}
+
+/// The bytes a judged held message takes.
+fn held_bytes(verdict: &CatchUpVerdict<(zmq::Message, u64)>) -> u64 {
+    match verdict {
+        CatchUpVerdict::Deliver((msg, _)) | CatchUpVerdict::DeliverAfter((msg, _), _) => {
+            msg.len() as u64
+        }
+        CatchUpVerdict::Held | CatchUpVerdict::Duplicate => 0,
+    }
+}
+
+fn session_of(header: &tickbox_wire::Header) -> PublisherSession {
+    PublisherSession {
+        publisher: header.publisher_id,
+        session: header.session,
+    }
+}
+
+/// The session and sequence span of a batch whose records are all one session's and none cached (`None`
+/// otherwise: the batch is judged record by record).
+fn batch_span(frame: &[u8]) -> Option<(PublisherSession, u64, u64)> {
+    let mut span: Option<(PublisherSession, u64, u64)> = None;
+    for record in batch_records(frame).ok()? {
+        let m = MessageRef::decode(record.ok()?).ok()?;
+        let header = m.header();
+        if header.flags.contains(Flags::CACHED) {
+            return None;
+        }
+        let session = session_of(header);
+        span = match span {
+            None => Some((session, header.sequence, header.sequence)),
+            Some((s, first, last)) if s == session => {
+                Some((s, first.min(header.sequence), last.max(header.sequence)))
+            }
+            Some(_) => return None,
+        };
+    }
+    span
+}
+
+/// Moves every record's send time in a held message `shift_ns` later and marks it a replayed copy.
+fn restamp_held(msg: &mut zmq::Message, shift_ns: u64) {
+    if shift_ns == 0 {
+        return;
+    }
+    if !is_batch(msg) {
+        if let Ok(m) = MessageRef::decode(msg) {
+            let send = m.header().send_time_ns.saturating_add(shift_ns);
+            let _ = stamp_send_time_in_place(msg, send, Flags::REPLAY);
+        }
+        return;
+    }
+    let base = msg.as_ptr() as usize;
+    let spans: Vec<(usize, usize)> = match batch_records(msg) {
+        Ok(records) => records
+            .filter_map(Result::ok)
+            .map(|r| (r.as_ptr() as usize - base, r.len()))
+            .collect(),
+        Err(_) => return,
+    };
+    let frame: &mut [u8] = msg;
+    for (at, len) in spans {
+        let record = &mut frame[at..at + len];
+        if let Ok(m) = MessageRef::decode(record) {
+            let send = m.header().send_time_ns.saturating_add(shift_ns);
+            let _ = stamp_send_time_in_place(record, send, Flags::REPLAY);
+        }
+    }
+}
