@@ -313,9 +313,11 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
                 r.readers_lapped,
                 r.askers_unreachable
             );
-            for line in crate::auth_report::line(&config.auth)
+            for line in config
+                .auth
+                .summary_line()
                 .into_iter()
-                .chain(crate::auth_report::connections_line(&config.auth))
+                .chain(config.auth.connections_line())
             {
                 println!("{line}");
             }
