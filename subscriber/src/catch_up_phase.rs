@@ -23,7 +23,8 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use tickbox_wire::history::{HistoryBatch, HistoryRequest, StartPoint};
 use tickbox_wire::{
-    batch_records, is_batch, now_ns, stamp_send_time_in_place, BatchBuilder, Flags, MessageRef,
+    batch_records, is_batch, now_ns, stamp_send_time_in_place, write_send_fields_at, BatchBuilder,
+    Flags, MessageRef,
 };
 
 use crate::catch_up::{CatchUp, CatchUpReport, CatchUpVerdict, PublisherSession};
@@ -555,6 +556,10 @@ impl CatchUpPhase {
         let Ok(records) = batch_records(batch.frame()) else {
             return true;
         };
+        // Consecutive records of one session are a run: the seam's table is read once at its start and written
+        // once at its end, not once per record.
+        let mut run: Option<HistoryRun> = None;
+        let mut overlaps = 0;
         for (i, record) in records.enumerate() {
             let Ok(record) = record else {
                 continue;
@@ -564,27 +569,56 @@ impl CatchUpPhase {
             };
             let header = *m.header();
             let session = session_of(&header);
-            if self.seam.handle_history(session, header.sequence) == CatchUpVerdict::Duplicate {
+            if run.as_ref().is_none_or(|r| r.session != session) {
+                if let Some(done) = run.take() {
+                    self.end_run(done);
+                }
+                run = Some(HistoryRun {
+                    session,
+                    last: self.seam.last_history(session),
+                    count: 0,
+                    origin_ns: 0,
+                });
+            }
+            let current = run.as_mut().expect("a run was started above");
+            if current.last.is_some_and(|last| header.sequence <= last) {
+                overlaps += 1;
                 continue;
             }
-            if self.last_origin.len() < MAX_SESSIONS || self.last_origin.contains_key(&session) {
-                self.last_origin.insert(session, header.origin_time_ns);
-            }
+            current.last = Some(header.sequence);
+            current.count += 1;
+            current.origin_ns = header.origin_time_ns;
             let capture = batch.capture_ns(i).unwrap_or(now);
             let lateness_at_capture = capture.saturating_sub(header.send_time_ns);
             if let Some(slot) = self.copy.push_with(record.len()) {
                 slot.copy_from_slice(record);
-                let _ = stamp_send_time_in_place(
-                    slot,
-                    now.saturating_sub(lateness_at_capture),
-                    Flags::REPLAY,
-                );
+                let restamped = tickbox_wire::Header {
+                    send_time_ns: now.saturating_sub(lateness_at_capture),
+                    flags: header.flags.with(Flags::REPLAY),
+                    ..header
+                };
+                write_send_fields_at(slot, m.topic().len() + 1, &restamped);
             }
         }
+        if let Some(done) = run.take() {
+            self.end_run(done);
+        }
+        self.seam.count_history_overlaps(overlaps);
         if self.copy.is_empty() {
             return true;
         }
         core.on_message(zmq::Message::from(self.copy.frame()), now)
+    }
+
+    /// Records a finished run of one session's history records with the seam and the re-ask point.
+    fn end_run(&mut self, run: HistoryRun) {
+        let Some(last) = run.last.filter(|_| run.count > 0) else {
+            return;
+        };
+        self.seam.handle_history_run(run.session, last, run.count);
+        if self.last_origin.len() < MAX_SESSIONS || self.last_origin.contains_key(&run.session) {
+            self.last_origin.insert(run.session, run.origin_ns);
+        }
     }
 
     /// Crosses the seam: the held records the history lacks become the backlog, handed over a step at a time.
@@ -671,6 +705,17 @@ impl CatchUpPhase {
             reason,
         }));
     }
+}
+
+/// Consecutive history records of one session within a batch.
+struct HistoryRun {
+    session: PublisherSession,
+    /// The session's last history sequence so far (the seam's, then this run's).
+    last: Option<u64>,
+    /// Records of the run delivered.
+    count: u64,
+    /// The origin time of the run's last delivered record.
+    origin_ns: u64,
 }
 
 /// The bytes a judged held message takes.

@@ -37,7 +37,7 @@ pub struct ClientConfig {
     /// Receive/send high-water marks of the client sockets, in messages.
     pub hwm: i32,
     /// The update PUB sends CHP's multipart KVSETs to the servers' collectors; it closes with a linger of twice this plus 1 s,
-    /// `ZMQ_IMMEDIATE` and `ZMQ_TCP_MAXRT` set to this (the teardown rule of docs/book/src/libzmq-traps.md), so dropping a client can never
+    /// `ZMQ_IMMEDIATE` and `ZMQ_TCP_MAXRT` set to this (the teardown rule in the book's chapter on known traps), so dropping a client can never
     /// hit the ZeroMQ library's `clean_pipes` abort. The price: a server that acknowledges no TCP data for this long is
     /// disconnected, and dropping a client whose server stalled waits up to about this long. At least 1 ms.
     pub stalled_peer_timeout: HumanDuration,

@@ -85,7 +85,7 @@ pub struct ServerConfig {
     /// At least 1 ms.
     pub close_linger: HumanDuration,
     /// The snapshot ROUTER and the update PUB send CHP's multipart messages; they close with a linger of twice this plus 1 s
-    /// and `ZMQ_TCP_MAXRT` set to this (the teardown rule of docs/book/src/libzmq-traps.md), so a stop can never hit the ZeroMQ library's
+    /// and `ZMQ_TCP_MAXRT` set to this (the teardown rule in the book's chapter on known traps), so a stop can never hit the ZeroMQ library's
     /// `clean_pipes` abort (a peer stalled mid-message that hangs up as the server stops). The price: a peer
     /// that acknowledges no TCP data for this long is disconnected at any time, and a stop with a stalled
     /// peer waits up to about this long (twice it on kernels before 5.10). At least 1 ms.

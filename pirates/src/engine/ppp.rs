@@ -40,7 +40,7 @@ pub struct PppConfig {
     /// is disconnected, so one client cannot make the queue hold an arbitrarily large request.
     pub max_message_bytes: u64,
     /// The queue's ROUTERs (frontend and backend) send multipart messages; they close with a linger of twice this plus 1 s and
-    /// `ZMQ_TCP_MAXRT` set to this (the teardown rule of docs/book/src/libzmq-traps.md), so a stop can never hit the ZeroMQ library's `clean_pipes`
+    /// `ZMQ_TCP_MAXRT` set to this (the teardown rule in the book's chapter on known traps), so a stop can never hit the ZeroMQ library's `clean_pipes`
     /// abort (a peer stalled mid-message hanging up as the socket closes). The price: a peer that acknowledges no
     /// TCP data for this long is disconnected, and a stop with a stalled peer waits up to about this long.
     /// At least 1 ms is used.
