@@ -259,7 +259,8 @@ impl AskerMessage {
         let message = match command {
             REQUEST => {
                 let start = match (bytes.u8()?, bytes.u64()?) {
-                    (0, _) => StartPoint::Start,
+                    // One spelling per message: "start" carries no time.
+                    (0, 0) => StartPoint::Start,
                     (1, ns) => StartPoint::Time(ns),
                     _ => return Err(HistoryDecodeError::Bound("start point kind")),
                 };
