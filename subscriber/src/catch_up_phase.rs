@@ -31,6 +31,7 @@ use crate::catch_up::{CatchUp, CatchUpReport, CatchUpVerdict, PublisherSession};
 use crate::core::ShardCore;
 use crate::history_client::{HistoryClient, HistoryOutcome};
 use crate::report::{CatchUpFatal, Fatal};
+use crate::shard::handshakes_done;
 use crate::shared::Shared;
 
 /// Sessions one catch-up judges at most (the table is fed from the network).
@@ -400,15 +401,7 @@ impl CatchUpPhase {
         }
         if !self.asked {
             if let Some(monitor) = &self.monitor {
-                while let Ok(event) = monitor.recv_multipart(zmq::DONTWAIT) {
-                    let id = event
-                        .first()
-                        .filter(|e| e.len() >= 2)
-                        .map(|e| u16::from_le_bytes([e[0], e[1]]));
-                    if id == Some(zmq::SocketEvent::HANDSHAKE_SUCCEEDED as u16) {
-                        self.handshakes += 1;
-                    }
-                }
+                self.handshakes += handshakes_done(monitor);
             }
             if self.handshakes < self.handshakes_needed && Instant::now() < self.ask_by {
                 return true;

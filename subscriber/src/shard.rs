@@ -136,6 +136,21 @@ struct SnapshotPhase {
     requester: Option<SnapshotRequester>,
 }
 
+/// Handshakes a SUB's monitor has reported since it was last read (read without waiting).
+pub(crate) fn handshakes_done(monitor: &zmq::Socket) -> usize {
+    let mut done = 0;
+    while let Ok(event) = monitor.recv_multipart(zmq::DONTWAIT) {
+        let id = event
+            .first()
+            .filter(|e| e.len() >= 2)
+            .map(|e| u16::from_le_bytes([e[0], e[1]]));
+        if id == Some(zmq::SocketEvent::HANDSHAKE_SUCCEEDED as u16) {
+            done += 1;
+        }
+    }
+    done
+}
+
 /// Distinct monitor addresses for several subscribers in one process.
 static MONITORS: AtomicU64 = AtomicU64::new(0);
 
@@ -154,15 +169,7 @@ impl SnapshotPhase {
     fn step(&mut self, ctx: &zmq::Context, index: usize, core: &mut ShardCore<'_>) -> Option<bool> {
         if self.requester.is_none() {
             if let Some(monitor) = &self.monitor {
-                while let Ok(event) = monitor.recv_multipart(zmq::DONTWAIT) {
-                    let id = event
-                        .first()
-                        .filter(|e| e.len() >= 2)
-                        .map(|e| u16::from_le_bytes([e[0], e[1]]));
-                    if id == Some(zmq::SocketEvent::HANDSHAKE_SUCCEEDED as u16) {
-                        self.handshakes += 1;
-                    }
-                }
+                self.handshakes += handshakes_done(monitor);
             }
             let now = Instant::now();
             if self.handshakes < self.handshakes_needed && now < self.wait_until {

@@ -4,17 +4,70 @@
 use crate::common;
 
 use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::{
     endpoint_in, eventually, output_within, signal, spawn_and_pick, spawn_feed_with_endpoints,
-    TempDir, TICKBOX,
+    KillOnDrop, TempDir, TICKBOX,
 };
 
 fn history_endpoint(line: &str) -> Option<String> {
     line.strip_prefix("record history service endpoint ")
         .and_then(endpoint_in)
+}
+
+/// A feed at 5k msg/s on 40 symbols for `feed_for`, and a recorder serving the journal it writes, both under
+/// `config` when given.
+struct Recording {
+    /// Killed when dropped: bind it for as long as the feed must run.
+    feed: KillOnDrop,
+    recorder: KillOnDrop,
+    endpoint: String,
+    history: String,
+    journal: PathBuf,
+}
+
+fn record_a_feed(dir: &TempDir, feed_for: &str, config: Option<&Path>) -> Recording {
+    let config_args: Vec<&str> = match config {
+        Some(path) => vec!["--config", path.to_str().unwrap()],
+        None => Vec::new(),
+    };
+    let mut feed_args = vec![
+        "--bind",
+        "tcp://127.0.0.1:*",
+        "--rate",
+        "5k",
+        "--symbols",
+        "40",
+        "--duration",
+        feed_for,
+        "--json",
+    ];
+    feed_args.extend(&config_args);
+    let (feed, endpoints) = spawn_feed_with_endpoints(&feed_args, 1);
+    let journal = dir.0.join("day");
+    let mut record_args = vec!["record"];
+    record_args.extend(&config_args);
+    record_args.extend([
+        "--connect",
+        &endpoints[0],
+        "--journal",
+        journal.to_str().unwrap(),
+        "--serve",
+        "tcp://127.0.0.1:*",
+        "--duration",
+        "30s",
+    ]);
+    let (recorder, history) = spawn_and_pick(&record_args, history_endpoint);
+    Recording {
+        feed,
+        recorder,
+        endpoint: endpoints[0].clone(),
+        history,
+        journal,
+    }
 }
 
 /// Records in the journal so far (0 while it does not exist yet).
@@ -62,7 +115,7 @@ fn read_tape(path: &std::path::Path) -> Tape {
     }
 }
 
-/// The feed publishes for 5 s into a recorder serving its journal; the recorder is stopped for 400 ms early on
+/// The feed publishes for 5 s into a recorder serving its journal; the recorder is stopped for a second early on
 /// (SIGSTOP) with small queues, so it loses records; a subscriber joins once 5,000 records are recorded and catches up from the
 /// start. Its workers see each sequence once: the journal's records before the seam and the live ones after,
 /// nothing twice, nothing missing but what the recorder itself lost (reported as recorded gaps), and each symbol
@@ -70,7 +123,6 @@ fn read_tape(path: &std::path::Path) -> Tape {
 #[test]
 fn a_late_joiner_gets_every_sequence_once_and_in_order_across_the_seam() {
     let dir = TempDir::new("catch-up");
-    let journal = dir.0.join("day");
     // Small socket buffers and a small queue on the recorder's side, so a stopped recorder loses records once the
     // feed's queue to it (1000 records) is full; the subscriber, which keeps reading, is never that far behind.
     let lossy = dir.0.join("lossy.toml");
@@ -79,38 +131,13 @@ fn a_late_joiner_gets_every_sequence_once_and_in_order_across_the_seam() {
         "[recorder]\nrcvhwm = 100\n[context.sockets.recorder]\nrcvbuf = 4096\n[context.sockets.feed]\nsndbuf = 4096\n",
     )
     .unwrap();
-    let (_feed, endpoints) = spawn_feed_with_endpoints(
-        &[
-            "--bind",
-            "tcp://127.0.0.1:*",
-            "--rate",
-            "5k",
-            "--symbols",
-            "40",
-            "--duration",
-            "5s",
-            "--json",
-            "--config",
-            lossy.to_str().unwrap(),
-        ],
-        1,
-    );
-    let (recorder, history) = spawn_and_pick(
-        &[
-            "record",
-            "--config",
-            lossy.to_str().unwrap(),
-            "--connect",
-            &endpoints[0],
-            "--journal",
-            journal.to_str().unwrap(),
-            "--serve",
-            "tcp://127.0.0.1:*",
-            "--duration",
-            "30s",
-        ],
-        history_endpoint,
-    );
+    let Recording {
+        feed: _feed,
+        recorder,
+        endpoint,
+        history,
+        journal,
+    } = record_a_feed(&dir, "5s", Some(&lossy));
     // The recorder's own loss: its SUB queue overflows while it is stopped.
     assert!(
         eventually(
@@ -136,7 +163,7 @@ fn a_late_joiner_gets_every_sequence_once_and_in_order_across_the_seam() {
     subscribe.args([
         "subscribe",
         "--connect",
-        &endpoints[0],
+        &endpoint,
         "--catch-up",
         &history,
         "--from",
@@ -213,35 +240,13 @@ fn a_late_joiner_gets_every_sequence_once_and_in_order_across_the_seam() {
 #[test]
 fn a_live_buffer_past_its_budget_is_an_error_that_names_it() {
     let dir = TempDir::new("catch-up-budget");
-    let journal = dir.0.join("day");
-    let (_feed, endpoints) = spawn_feed_with_endpoints(
-        &[
-            "--bind",
-            "tcp://127.0.0.1:*",
-            "--rate",
-            "5k",
-            "--symbols",
-            "40",
-            "--duration",
-            "4s",
-            "--json",
-        ],
-        1,
-    );
-    let (_recorder, history) = spawn_and_pick(
-        &[
-            "record",
-            "--connect",
-            &endpoints[0],
-            "--journal",
-            journal.to_str().unwrap(),
-            "--serve",
-            "tcp://127.0.0.1:*",
-            "--duration",
-            "30s",
-        ],
-        history_endpoint,
-    );
+    let Recording {
+        feed: _feed,
+        recorder: _recorder,
+        endpoint,
+        history,
+        journal,
+    } = record_a_feed(&dir, "4s", None);
     assert!(
         eventually(
             Duration::from_secs(10),
@@ -255,7 +260,7 @@ fn a_live_buffer_past_its_budget_is_an_error_that_names_it() {
     subscribe.args([
         "subscribe",
         "--connect",
-        &endpoints[0],
+        &endpoint,
         "--catch-up",
         &history,
         "--catch-up-budget",

@@ -64,6 +64,21 @@ impl Proc {
         }
     }
 
+    /// The first stdout line `pick` maps to `Some`, within `limit` (panics past it).
+    fn stdout_until<T>(&self, limit: Duration, what: &str, pick: impl Fn(&str) -> Option<T>) -> T {
+        let deadline = Instant::now() + limit;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = self
+                .out
+                .recv_timeout(left)
+                .unwrap_or_else(|_| panic!("no {what} on stdout within {limit:?}"));
+            if let Some(v) = pick(&line) {
+                return v;
+            }
+        }
+    }
+
     /// Waits for exit (bounded) and returns the exit code and all of stdout.
     fn finish(mut self, limit: Duration, what: &str) -> (Option<i32>, String) {
         let status = self.child.wait_exit(limit, what);
@@ -692,18 +707,7 @@ fn a_late_joiner_finds_the_elected_recorders_history_service() {
         "--duration",
         "4s",
     ]);
-    let endpoint = {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            let line = feed
-                .out
-                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
-                .expect("feed endpoint");
-            if let Some(ep) = endpoint_in(&line) {
-                break ep;
-            }
-        }
-    };
+    let endpoint = feed.stdout_until(Duration::from_secs(10), "feed endpoint", endpoint_in);
     let journal = dir.path().join("day");
     let recorder = Proc::spawn(&[
         "--config",
@@ -720,18 +724,10 @@ fn a_late_joiner_finds_the_elected_recorders_history_service() {
         "--elect",
         "/tb/history",
     ]);
-    let served = {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            let line = recorder
-                .out
-                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
-                .expect("the recorder's history endpoint");
-            if let Some(rest) = line.strip_prefix("record history service endpoint ") {
-                break rest.trim().to_owned();
-            }
-        }
-    };
+    let served = recorder.stdout_until(Duration::from_secs(10), "history endpoint", |line| {
+        line.strip_prefix("record history service endpoint ")
+            .map(|rest| rest.trim().to_owned())
+    });
     recorder.stderr_until(Duration::from_secs(10), "leadership", leader_token);
     // Mid-feed: the leader has recorded something to catch up on.
     let c = session(&zk);
