@@ -1,7 +1,7 @@
 //! What tickbox's integration tests share, in one place instead of a copy per test file: a fake publisher
 //! ([`FakePublisher`]), frame builders ([`quote`]), a child-process guard that kills and reaps on every path
 //! ([`ChildGuard`]), re-running one test of the current binary in a child process ([`self_test_command`]),
-//! private scratch directories ([`TempDir`]), bounded waits on a condition ([`wait_until`], [`wait_for`]) and
+//! private scratch directories ([`TempDir`]), the sans-IO check of a crate's engine files ([`sans_io`]), bounded waits on a condition ([`wait_until`], [`wait_for`]) and
 //! deliberate damage to files ([`damage`]).
 //!
 //! A dev-dependency only: the workspace test in this crate fails if any crate names it under `[dependencies]`.
@@ -10,6 +10,7 @@ pub mod damage;
 mod frames;
 mod process;
 mod publisher;
+pub mod sans_io;
 mod temp;
 mod wait;
 

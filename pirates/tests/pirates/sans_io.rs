@@ -1,32 +1,9 @@
 //! The Paranoid Pirate and Freelance engines are sans-IO: none of their source files may mention `zmq`. The
 //! socket layers (`lazy`, `ppp`, `freelance`) live beside them.
 
-use std::path::Path;
-
-/// The line by which an engine module turns on the sans-IO bans of the workspace `clippy.toml`.
-const LINT: &str = "#![deny(clippy::disallowed_methods, clippy::disallowed_types)]";
+use tickbox_testkit::sans_io::{assert_sans_io, engine_files};
 
 #[test]
 fn engine_modules_never_mention_zmq() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut files = Vec::new();
-    for entry in std::fs::read_dir(root.join("engine")).unwrap() {
-        files.push(entry.unwrap().path());
-    }
-    assert!(
-        files.len() >= 3,
-        "expected engine/{{mod,ppp,freelance}}.rs; found {files:?}"
-    );
-    for file in files {
-        let text = std::fs::read_to_string(&file).unwrap();
-        assert!(!text.contains("zmq"), "{} mentions zmq", file.display());
-        // The compiler's half of the rule: clippy.toml's clock, randomness, sleep and socket bans, denied here.
-        if !file.ends_with("mod.rs") {
-            assert!(
-                text.contains(LINT),
-                "{} does not deny the sans-IO lints",
-                file.display()
-            );
-        }
-    }
+    assert_sans_io(&engine_files(env!("CARGO_MANIFEST_DIR"), &[], 3));
 }
