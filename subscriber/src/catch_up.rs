@@ -197,11 +197,6 @@ impl<R> CatchUp<R> {
         self.live
     }
 
-    /// Live records held now.
-    pub fn held_records(&self) -> usize {
-        self.held.len()
-    }
-
     /// A record from the history service.
     pub fn handle_history(
         &mut self,

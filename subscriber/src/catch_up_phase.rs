@@ -69,6 +69,10 @@ pub struct CatchUpSummary {
     pub outcome: Option<HistoryOutcome>,
     /// Times a hole between history and live was asked for again.
     pub reasks: u32,
+    /// History batches received, over every answer.
+    pub history_batches: u64,
+    /// Messages from the history service that did not decode: skipped and counted, never delivered.
+    pub undecodable_messages: u64,
     /// From the history request to its end marker (the last answer's, after any re-ask): the history's own pace.
     pub history_ns: Option<u64>,
     /// From the start of the subscriber until the last shard went live (its held backlog handed over).
@@ -188,10 +192,11 @@ impl CatchUpSummary {
             .collect();
         let more = self.seam.seam.len().saturating_sub(4);
         format!(
-            "catch-up from {}: {outcome}, {} history records{history}, {} live, {} duplicates dropped at the seam, {} holes, \
+            "catch-up from {}: {outcome}, {} history records{history} ({} undecodable messages), {} live, {} duplicates dropped at the seam, {} holes, \
              {} re-asks, peak held {}, {took}; seam: {}{}",
             self.endpoint,
             self.seam.history_records,
+            self.undecodable_messages,
             self.seam.live_records,
             self.seam.duplicates_at_seam,
             self.seam.holes.len(),
@@ -487,7 +492,12 @@ impl CatchUpPhase {
                 return false;
             }
         };
-        lock(&self.handle.state.results).outcome = Some(outcome.clone());
+        {
+            let mut results = lock(&self.handle.state.results);
+            results.outcome = Some(outcome.clone());
+            results.history_batches += client.batches();
+            results.undecodable_messages += client.undecodable();
+        }
         let HistoryOutcome::Complete { sessions } = outcome else {
             self.fail(
                 shared,

@@ -52,7 +52,6 @@ pub enum HistoryOutcome {
 /// One history request in flight (see the module docs).
 pub struct HistoryClient {
     socket: zmq::Socket,
-    window: u32,
     timeout: Duration,
     last_heard: Instant,
     outcome: Option<HistoryOutcome>,
@@ -92,7 +91,6 @@ impl HistoryClient {
         socket.send(AskerMessage::Request(request).encode(), zmq::DONTWAIT)?;
         Ok(HistoryClient {
             socket,
-            window,
             timeout,
             last_heard: Instant::now(),
             outcome: None,
@@ -178,10 +176,5 @@ impl HistoryClient {
         let _ = self
             .socket
             .send(AskerMessage::Cancel.encode(), zmq::DONTWAIT);
-    }
-
-    /// The window: batches on their way at once.
-    pub fn window(&self) -> u32 {
-        self.window
     }
 }
