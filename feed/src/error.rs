@@ -67,12 +67,6 @@ pub enum FeedError {
     /// The thread of this shard (its index) panicked; the other shards' reports are lost with it.
     #[error("shard {0} thread panicked")]
     ShardPanicked(usize),
-    /// A recording given to `SourceFeed` could not be read on (damaged or truncated): the replay stops.
-    #[error("reading the source: {source}")]
-    Source {
-        /// The reader's error, naming the file and the record.
-        source: crate::source::SourceError,
-    },
     /// The OS refused a new thread.
     #[error("cannot spawn shard thread: {0}")]
     Spawn(#[source] std::io::Error),

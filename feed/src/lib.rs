@@ -44,10 +44,10 @@
 //!   [`MarketGenerator`] (the synthetic market), [`Publisher`] (stamp + encode + send on one socket) and
 //!   [`open_publisher_socket`].
 //!
-//! * [`SourceFeed::start`]`(&ctx, config, source, speed)`: the same shards publishing a recording (any
-//!   [`RecordSource`]: `tickbox-dbn` reads DBN files and journals) in source order at a `tickbox_units::Speed` (`1x`,
-//!   `Nx`, `max`), each record under the shard's own identity and sequence with its event time as origin time;
-//!   its [`FeedReport`] carries [`SourceTotals`]: read, published and skipped (by reason).
+//! * [`RecordSource`]: a recording read in order (`tickbox-dbn` reads DBN files and journals); the one journal
+//!   publisher, `tickbox_recorder::SourceReplay`, publishes it on a feed's shards at a `tickbox_units::Speed`
+//!   (`1x`, `Nx`, `max`), each record under the shard's own identity and sequence with its event time as origin
+//!   time; its [`FeedReport`] carries [`SourceTotals`]: read, published and skipped (by reason).
 //! * [`FeedSummary`], [`SourceSummary`], [`FeedStatus`], [`SourceStatus`]: the `--json` summaries and status-board
 //!   objects (`Serialize`); [`CloseLoss`]: why messages left queued at a close were dropped.
 //!
@@ -77,10 +77,7 @@ pub use publisher::{
 pub use runner::{
     Feed, FeedHandle, FeedReport, PublisherShardReport, ShardInfo, ShardStats, RATE_SHORTFALL_RATIO,
 };
-pub use source::{
-    RecordSource, SourceError, SourceFeed, SourceFeedHandle, SourceItem, SourceRecord, SourceStats,
-    SourceTotals,
-};
+pub use source::{RecordSource, SourceError, SourceItem, SourceRecord, SourceStats, SourceTotals};
 pub use summary::{
     CloseLoss, FeedShardStatus, FeedShardSummary, FeedStatus, FeedSummary, SourceShardSummary,
     SourceStatus, SourceSummary,

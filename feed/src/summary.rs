@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::runner::{FeedHandle, FeedReport, PublisherShardReport};
-use crate::source::{SourceFeedHandle, SourceTotals};
+use crate::source::{SourceStats, SourceTotals};
 
 fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
@@ -193,6 +193,10 @@ pub struct SourceShardSummary {
     pub heartbeats: u64,
     /// Sends refused by a full pipe.
     pub would_block: u64,
+    /// ZeroMQ messages that carried data: single frames plus batch frames.
+    pub frames: u64,
+    /// Of `frames`, batch frames (each carrying two or more records, to readers that opted in).
+    pub batches: u64,
     /// Last data sequence.
     pub last_sequence: u64,
     /// Subscribers still connected at its close.
@@ -202,7 +206,7 @@ pub struct SourceShardSummary {
 }
 
 impl SourceSummary {
-    /// The summary of `report` (a report of [`crate::SourceFeed`], `None` for a synthetic one), publishing
+    /// The summary of `report` (a report of `tickbox_recorder::SourceReplay`, `None` for a synthetic one), publishing
     /// `source` (its path) of `form`.
     pub fn new(report: &FeedReport, source: &str, form: &str) -> Option<Self> {
         let totals: &SourceTotals = report.source.as_ref()?;
@@ -232,6 +236,8 @@ impl SourceSummary {
                     book_levels: s.counts.book_levels,
                     heartbeats: s.counts.heartbeats,
                     would_block: s.counts.would_block,
+                    frames: s.counts.frames,
+                    batches: s.counts.batches,
                     last_sequence: s.last_sequence,
                     subscribers_at_close: s.subscribers_at_close,
                     undelivered: s.undelivered,
@@ -319,9 +325,8 @@ pub struct SourceStatus {
 }
 
 impl SourceStatus {
-    /// The live state of `feed`, publishing `source` (its path).
-    pub fn of(feed: &SourceFeedHandle, source: &str) -> Self {
-        let s = feed.stats();
+    /// The live state of a `feed --source` run whose counters are `s`, publishing `source` (its path).
+    pub fn of(s: SourceStats, source: &str) -> Self {
         SourceStatus {
             component: "feed",
             state: "running",

@@ -12,7 +12,10 @@
 //!   theirs, so a subscriber of the replay tells the journal's holes apart from its own transport loss. Recorded
 //!   heartbeats are dropped; the replay sends its own per original publisher while idle and at the end.
 //!   [`Identity::Restamp`] gives the old behaviour (per-shard publishers with fresh gap-free sequences).
-//!   `wait_subscribers` counts XPUB subscriptions before starting, so nobody misses the first messages.
+//!   `wait_subscribers` counts XPUB subscriptions before starting, so nobody misses the first messages. It reads
+//!   any [`ReplayInput`]: a journal [`tickbox_journal::Reader`], or a recording as [`SourceReplay`] hands it over.
+//! * [`SourceReplay`] — `feed --source`: any `tickbox_feed::RecordSource` (DBN files, journals) published by the
+//!   same [`Replayer`] on the feed's shards, restamped as the feed's own publishers.
 
 mod config;
 mod control;
@@ -25,6 +28,7 @@ mod ledger;
 mod record;
 mod replay;
 mod selection;
+mod source_replay;
 mod summary;
 
 pub use config::{DurabilityConfig, JournalModeConfig, RecorderConfig};
@@ -44,9 +48,10 @@ pub use inspect::{
 pub use journal_ext::{overwritten, overwritten_at, read_app_meta, OverwriteStats, APP_META_MAX};
 pub use ledger::{Ledger, LedgerError, LedgerOverflow, LedgerRow, MAX_LEDGER_PUBLISHERS};
 pub use record::{record, RecordOptions, RecordStats, Recorder, TAP_EVENT_MARKER};
-pub use replay::{Identity, Position, ReplayOptions, ReplayStats, Replayer};
+pub use replay::{Identity, Input, Position, ReplayInput, ReplayOptions, ReplayStats, Replayer};
 pub use selection::{
     empty_selection, format_in_zone, parse_zone, JournalOverview, ReplayAsk, ReplayPlan,
     ReplaySelection, SelectionError, TimeZone, When, CLOCK_SLACK,
 };
+pub use source_replay::{SourceReplay, SourceReplayHandle};
 pub use tickbox_units::{Pace, ReplayPacer, Speed};

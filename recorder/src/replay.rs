@@ -18,7 +18,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tickbox_journal::{JournalError, Reader};
+use tickbox_feed::PublisherCounts;
+use tickbox_journal::{JournalError, Reader, Record, Skipped};
 use tickbox_wire::{
     BatchCursor, Clock, Flags, Header, Heartbeat, Kind, MessageRef, SubscriptionTally,
     BATCH_HEADER_LEN, BATCH_RECORD_PREFIX,
@@ -57,6 +58,64 @@ use crate::error::RecorderError;
 use crate::selection::ReplaySelection;
 use tickbox_units::{Pace, ReplayPacer, Speed};
 
+/// What a [`Replayer`] publishes: a journal ([`Reader`]), or a recording turned into frames as it is read
+/// ([`crate::SourceReplay`] for `feed --source`). One publisher, whatever feeds it.
+pub trait ReplayInput {
+    /// Moves to the first record at or past `from` (`None`: the oldest).
+    fn seek(&mut self, from: Option<Position>) -> Result<(), RecorderError>;
+    /// The next record, or why there is none now.
+    fn next_input(&mut self) -> Result<Input<'_>, RecorderError>;
+    /// After [`Input::Damaged`]: passes over the damage to the next record that verifies.
+    fn skip_damage(&mut self) -> Result<Skipped, RecorderError>;
+    /// The sequence the next record will get: the progress denominator (0 where unknown).
+    fn end_seq(&self) -> u64;
+}
+
+/// One step of a [`ReplayInput`].
+#[derive(Debug)]
+pub enum Input<'a> {
+    /// A record: its journal sequence, capture time (which paces it) and tickbox frame.
+    Record(Record<'a>),
+    /// Nothing more for now (the end, unless the input is still being written and the replay follows it).
+    End,
+    /// The writer overwrote records before they were read; reading goes on from the oldest still held.
+    Lapped {
+        /// The sequence that was wanted.
+        wanted_seq: u64,
+    },
+    /// A record that does not verify: [`ReplayInput::skip_damage`] passes over it, or the run ends with it.
+    Damaged(JournalError),
+}
+
+impl ReplayInput for Reader {
+    fn seek(&mut self, from: Option<Position>) -> Result<(), RecorderError> {
+        match from {
+            Some(Position::Seq(s)) => self.seek_seq(s)?,
+            Some(Position::Time(t)) => self.seek_time(t)?,
+            None => self.seek_oldest(),
+        }
+        Ok(())
+    }
+
+    fn next_input(&mut self) -> Result<Input<'_>, RecorderError> {
+        match self.next() {
+            Ok(Some(rec)) => Ok(Input::Record(rec)),
+            Ok(None) => Ok(Input::End),
+            Err(JournalError::Lapped { wanted_seq }) => Ok(Input::Lapped { wanted_seq }),
+            Err(e @ JournalError::CorruptRecord { .. }) => Ok(Input::Damaged(e)),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    fn skip_damage(&mut self) -> Result<Skipped, RecorderError> {
+        Ok(Reader::skip_damage(self)?)
+    }
+
+    fn end_seq(&self) -> u64 {
+        Reader::end_seq(self)
+    }
+}
+
 /// Where a replay starts or stops.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Position {
@@ -69,8 +128,17 @@ pub enum Position {
 /// Replay settings.
 #[derive(Debug, Clone)]
 pub struct ReplayOptions {
-    /// One publisher shard per endpoint, bound here.
+    /// One publisher shard per endpoint, bound here (connected instead with `connect`).
     pub bind: Vec<String>,
+    /// Connect every shard to its endpoint instead of binding (a feed publishing into an LVC's frontend).
+    pub connect: bool,
+    /// The security role the shards take (`replay`, or `feed` for `feed --source`): the ZAP domain a bound
+    /// shard accepts under, the server key a connecting one expects.
+    pub role: &'static str,
+    /// Set [`Flags::REPLAY`] on what goes out (a replay); off for `feed --source`, whose records go out as the
+    /// feed's own messages.
+    pub mark_replayed: bool,
+
     /// How fast to replay: `Max`, or a multiple of the recorded pacing.
     pub speed: Speed,
     /// First record replayed (inclusive); `None` = the oldest.
@@ -120,6 +188,9 @@ impl Default for ReplayOptions {
     fn default() -> Self {
         ReplayOptions {
             bind: Vec::new(),
+            connect: false,
+            role: "replay",
+            mark_replayed: true,
             speed: Speed::Times(1.0),
             from: None,
             to: None,
@@ -164,6 +235,11 @@ pub struct ReplayStats {
     pub publishers: u64,
     /// Per shard, records published.
     pub per_shard: Vec<u64>,
+    /// Per shard, what was handed to it by kind (quotes, trades, book levels), its heartbeats, sends a full pipe
+    /// refused (retried), frames and batch frames: the feed's own per-publisher counts.
+    pub per_shard_counts: Vec<PublisherCounts>,
+    /// Restamp mode: each shard's last sequence (its publisher's gap-free count so far); empty otherwise.
+    pub shard_last_seq: Vec<u64>,
     /// Heartbeats the replay sent itself (while idle and at the end of a run).
     pub heartbeats_sent: u64,
     /// Recorded heartbeats of the original publishers (not replayed: the replay sends its own).
@@ -228,6 +304,9 @@ pub struct Replayer {
     peak_subscriptions: u64,
     /// Restamp mode: each shard's last sequence.
     shard_seq: Vec<u64>,
+    /// Restamp mode: the session every shard's frames and heartbeats carry (this replayer's start, ns). The
+    /// shards are new publishers, so a subscriber must see one session per shard whatever the recording held.
+    restamp_session: u64,
     /// Restamp mode: when each shard last sent anything, replay clock ns (for idle heartbeats).
     last_send_ns: Vec<u64>,
     /// Identity mode: what each original publisher last said (for its heartbeats).
@@ -245,8 +324,9 @@ pub struct Replayer {
     batches: Vec<ShardBatch>,
     /// Replay clock of the current pacer tick while batching: one clock read per batch, not per record.
     tick_ns: Option<u64>,
-    /// Records sent (alone or in batches) that libzmq still holds: what a close now would leave undelivered.
-    delivery: Arc<Delivery>,
+    /// Per shard: records sent (alone or in batches) that libzmq still holds, what a close now would leave
+    /// undelivered.
+    delivery: Vec<Arc<Delivery>>,
 }
 
 /// One shard's batching: a pool of recycled buffers handed to libzmq without a copy, and the batch being filled
@@ -337,19 +417,26 @@ impl Replayer {
             if opts.lossless {
                 tickbox_zmqx::set_xpub_nodrop(&mut s, true)?;
             }
-            opts.security.server(&s, "replay")?;
-            s.bind(ep).map_err(|source| RecorderError::Endpoint {
+            let endpoint_err = |source| RecorderError::Endpoint {
                 endpoint: ep.clone(),
                 source,
-            })?;
-            endpoints.push(tickbox_zmqx::last_endpoint(&s)?);
+            };
+            if opts.connect {
+                opts.security.client(&s, opts.role)?;
+                s.connect(ep).map_err(endpoint_err)?;
+                endpoints.push(ep.clone());
+            } else {
+                opts.security.server(&s, opts.role)?;
+                s.bind(ep).map_err(endpoint_err)?;
+                endpoints.push(tickbox_zmqx::last_endpoint(&s)?);
+            }
             sockets.push(s);
         }
         let n = sockets.len();
         let hb_topics = (0..n)
             .map(|i| format!("H.{}", opts.publisher_id_base + i as u32))
             .collect();
-        let delivery = Delivery::new();
+        let delivery: Vec<Arc<Delivery>> = (0..n).map(|_| Delivery::new()).collect();
         Ok(Replayer {
             sockets,
             endpoints,
@@ -358,18 +445,19 @@ impl Replayer {
             out: Vec::new(),
             out_last_hit: 0,
             shard_seq: vec![0; n],
+            restamp_session: tickbox_wire::now_ns().max(1),
             last_send_ns: vec![0; n],
             hb_topics,
             tallies: vec![SubscriptionTally::default(); n],
             batching: vec![false; n],
             batches: (0..n)
-                .map(|_| {
+                .map(|shard| {
                     let mut b = ShardBatch::new(
                         opts.batch_max_bytes,
                         opts.batch_max_records.max(1),
                         opts.lossless,
                     );
-                    b.sender.track(&delivery);
+                    b.sender.track(&delivery[shard]);
                     b
                 })
                 .collect(),
@@ -418,13 +506,22 @@ impl Replayer {
     /// What sits in the kernel's socket buffers counts as delivered (libzmq cannot see past them), and a record
     /// queued for a subscriber that then disconnected counts as released when libzmq drops that queue.
     pub fn undelivered(&self) -> u64 {
-        self.delivery.outstanding()
+        self.delivery.iter().map(|d| d.outstanding()).sum()
     }
 
     /// Waits up to `limit` (or until `stop`) for libzmq to hand everything queued to the subscribers'
     /// connections; returns [`Self::undelivered`] then.
     pub fn settle(&self, limit: Duration, stop: Option<&AtomicBool>) -> u64 {
-        self.delivery.wait_settled(limit, stop)
+        self.settle_per_shard(limit, stop).iter().sum()
+    }
+
+    /// [`Self::settle`], shard by shard: what each still holds once the wait (shared by all) ends.
+    pub fn settle_per_shard(&self, limit: Duration, stop: Option<&AtomicBool>) -> Vec<u64> {
+        let deadline = Instant::now() + limit;
+        self.delivery
+            .iter()
+            .map(|d| d.wait_settled(deadline.saturating_duration_since(Instant::now()), stop))
+            .collect()
     }
 
     /// Subscribers (subscriptions other than the batch opt-in) still present, summed over the shards.
@@ -501,26 +598,24 @@ impl Replayer {
         }
     }
 
-    /// Replays `reader` from `opts.from` to `opts.to` (or the end). `clock` stamps send times and drives pacing.
+    /// Replays `input` (a journal [`Reader`], or any [`ReplayInput`]) from `opts.from` to `opts.to` (or its
+    /// end). `clock` stamps send times and drives pacing.
     pub fn run(
         &mut self,
-        reader: &mut Reader,
+        input: &mut dyn ReplayInput,
         clock: &dyn Clock,
         stop: &AtomicBool,
         mut progress: impl FnMut(&ReplayStats),
     ) -> Result<ReplayStats, RecorderError> {
-        match self.opts.from {
-            Some(Position::Seq(s)) => reader.seek_seq(s)?,
-            Some(Position::Time(t)) => reader.seek_time(t)?,
-            None => reader.seek_oldest(),
-        }
+        input.seek(self.opts.from)?;
         let shards = self.sockets.len();
         // Subscribers already connected (a wait before the run, or an earlier run) count for this run.
         self.poll_subscriptions()?;
         self.peak_subscriptions = self.subscriptions.iter().copied().max().unwrap_or(0);
         let mut stats = ReplayStats {
             per_shard: vec![0; shards],
-            end_seq: reader.end_seq(),
+            per_shard_counts: vec![PublisherCounts::default(); shards],
+            end_seq: input.end_seq(),
             ..ReplayStats::default()
         };
         let window_ns = self.opts.window.as_nanos() as u64;
@@ -559,15 +654,15 @@ impl Replayer {
                 if now_ns.saturating_sub(last_progress_ns) >= progress_every_ns {
                     last_progress_ns = now_ns;
                     stats.elapsed = Duration::from_nanos(now_ns.saturating_sub(start_ns));
-                    stats.end_seq = reader.end_seq();
+                    stats.end_seq = input.end_seq();
                     stats.subscriptions = self.subscriptions.clone();
                     stats.subscribers = self.peak_subscriptions;
                     progress(&stats);
                 }
             }
-            let rec = match reader.next() {
-                Ok(Some(rec)) => rec,
-                Ok(None) => {
+            let rec = match input.next_input()? {
+                Input::Record(rec) => rec,
+                Input::End => {
                     if !self.opts.follow {
                         break;
                     }
@@ -575,7 +670,7 @@ impl Replayer {
                     since_check = 256;
                     continue;
                 }
-                Err(JournalError::Lapped { wanted_seq }) => {
+                Input::Lapped { wanted_seq } => {
                     stats.lapped += 1;
                     tracing::warn!(
                         wanted_seq,
@@ -583,8 +678,9 @@ impl Replayer {
                     );
                     continue;
                 }
-                Err(e @ JournalError::CorruptRecord { .. }) if !self.opts.stop_on_corruption => {
-                    let skipped = reader.skip_damage()?;
+                Input::Damaged(e) if self.opts.stop_on_corruption => return Err(e.into()),
+                Input::Damaged(e) => {
+                    let skipped = input.skip_damage()?;
                     stats.damaged_ranges += 1;
                     stats.corrupt_records += skipped.records;
                     stats.corrupt_bytes += skipped.bytes;
@@ -601,7 +697,6 @@ impl Replayer {
                     }
                     continue;
                 }
-                Err(e) => return Err(e.into()),
             };
             let (seq, capture_ns) = (rec.seq, rec.capture_time_ns);
             match self.opts.to {
@@ -669,7 +764,9 @@ impl Replayer {
             stats.max_late_ns = stats.max_late_ns.max(pacer.lateness_ns(capture_ns, now));
             let mut out = header;
             out.send_time_ns = now;
-            out.flags = out.flags.with(Flags::REPLAY);
+            if self.opts.mark_replayed {
+                out.flags = out.flags.with(Flags::REPLAY);
+            }
             let shard = match self.opts.identity {
                 Identity::Preserve => header.publisher_id as usize % shards,
                 Identity::Restamp => {
@@ -678,6 +775,7 @@ impl Replayer {
                         shards,
                     );
                     out.publisher_id = self.opts.publisher_id_base + shard as u32;
+                    out.session = self.restamp_session;
                     // A cached value repeats the shard's last sequence: it must not consume one.
                     out.sequence = self.shard_seq[shard] + u64::from(!cached);
                     shard
@@ -703,6 +801,13 @@ impl Replayer {
                 Identity::Preserve => {}
             }
             // `sent`, `bytes` and `per_shard` are counted when the message carrying the record is sent.
+            let counts = &mut stats.per_shard_counts[shard];
+            match header.kind {
+                Kind::Quote => counts.quotes += 1,
+                Kind::Trade => counts.trades += 1,
+                Kind::BookLevel => counts.book_levels += 1,
+                Kind::Heartbeat | Kind::Gap => {}
+            }
             if cached {
                 stats.cached += 1;
             } else if header.kind == Kind::Gap {
@@ -720,8 +825,15 @@ impl Replayer {
             self.heartbeats(clock, stop, &mut stats, true)?;
         }
         stats.elapsed = Duration::from_nanos(clock.now_ns().saturating_sub(start_ns));
-        stats.end_seq = reader.end_seq();
+        stats.end_seq = input.end_seq();
+        if self.opts.identity == Identity::Restamp {
+            stats.shard_last_seq = self.shard_seq.clone();
+        }
         stats.batch_buffers_allocated = self.batch_buffers_allocated() - allocated_before;
+        for (counts, batch) in stats.per_shard_counts.iter_mut().zip(&self.batches) {
+            // This replayer's life, per shard (the run's total is `batch_buffers_allocated`).
+            counts.batch_buffers_allocated = batch.sender.stats().allocated;
+        }
         if stats.batch_buffers_allocated > 0 {
             tracing::debug!(
                 allocated = stats.batch_buffers_allocated,
@@ -740,6 +852,15 @@ impl Replayer {
             .iter()
             .map(|b| b.sender.stats().allocated)
             .sum()
+    }
+
+    /// The flags of what the replay says itself (heartbeats, gap notices for damage).
+    fn own_flags(&self) -> Flags {
+        if self.opts.mark_replayed {
+            Flags::REPLAY
+        } else {
+            Flags::NONE
+        }
     }
 
     /// Reads the replay clock for a new tick; while any shard batches, records reuse it until the next flush.
@@ -809,16 +930,18 @@ impl Replayer {
         }
         if !send_single(
             &mut self.sockets[shard],
-            &self.delivery,
+            &self.delivery[shard],
             frame,
             header_at,
             out,
             stop,
+            &mut stats.per_shard_counts[shard].would_block,
         )? {
             return Ok(false);
         }
         stats.sent += 1;
         stats.frames_sent += 1;
+        stats.per_shard_counts[shard].frames += 1;
         stats.per_shard[shard] += 1;
         stats.bytes += frame.len() as u64;
         Ok(true)
@@ -852,6 +975,7 @@ impl Replayer {
                 .sender
                 .send_records(&mut self.sockets[shard], buf, range, n as u64, 0)?;
         while !sent {
+            stats.per_shard_counts[shard].would_block += 1;
             // High-water mark (lossless mode) or a signal: give Ctrl-C its chance, then retry.
             if stop.load(Ordering::Relaxed) {
                 batch.sender.discard_pending();
@@ -864,6 +988,8 @@ impl Replayer {
             stats.frames_sent += 1;
             stats.batches_sent += u64::from(n > 1);
             stats.per_shard[shard] += n as u64;
+            stats.per_shard_counts[shard].frames += 1;
+            stats.per_shard_counts[shard].batches += u64::from(n > 1);
             stats.bytes += body as u64;
         }
         Ok(sent)
@@ -908,7 +1034,7 @@ impl Replayer {
         let (first, last) = (p.last_seq + 1, h.sequence - 1);
         let header = Header {
             kind: Kind::Gap,
-            flags: Flags::REPLAY,
+            flags: self.own_flags(),
             publisher_id: h.publisher_id,
             // A gap notice's sequence is the last one it accounts for.
             sequence: last,
@@ -1018,7 +1144,7 @@ impl Replayer {
                     }
                     let header = Header {
                         kind: Kind::Heartbeat,
-                        flags: Flags::REPLAY,
+                        flags: self.own_flags(),
                         publisher_id: p.publisher,
                         // A heartbeat names the last sequence accounted for.
                         sequence: p.last_seq,
@@ -1034,6 +1160,7 @@ impl Replayer {
                         .map_err(|e| RecorderError::InvalidOption(format!("heartbeat: {e}")))?;
                     if send_blocking(&self.sockets[p.shard], &frame, stop)? {
                         stats.heartbeats_sent += 1;
+                        stats.per_shard_counts[p.shard].heartbeats += 1;
                     }
                     self.out[i].last_send_ns = now;
                 }
@@ -1046,13 +1173,13 @@ impl Replayer {
                     }
                     let header = Header {
                         kind: Kind::Heartbeat,
-                        flags: Flags::REPLAY,
+                        flags: self.own_flags(),
                         publisher_id: self.opts.publisher_id_base + shard as u32,
                         // A heartbeat repeats the last data sequence sent.
                         sequence: self.shard_seq[shard],
                         send_time_ns: now,
                         origin_time_ns: now,
-                        session: 0,
+                        session: self.restamp_session,
                     };
                     let hb = Heartbeat {
                         interval_ns,
@@ -1063,6 +1190,7 @@ impl Replayer {
                             .map_err(|e| RecorderError::InvalidOption(format!("heartbeat: {e}")))?;
                     if send_blocking(&self.sockets[shard], &frame, stop)? {
                         stats.heartbeats_sent += 1;
+                        stats.per_shard_counts[shard].heartbeats += 1;
                     }
                     self.last_send_ns[shard] = now;
                 }
@@ -1082,6 +1210,7 @@ fn send_single(
     header_at: usize,
     out: &Header,
     stop: &AtomicBool,
+    would_block: &mut u64,
 ) -> Result<bool, RecorderError> {
     // Counted as one record libzmq holds until it lets the message go (see `Replayer::undelivered`).
     let mut buf = delivery.buffer(frame.len());
@@ -1092,6 +1221,7 @@ fn send_single(
         if msg.send(socket, 0)? {
             return Ok(true);
         }
+        *would_block += 1;
         // High-water mark (lossless mode) or a signal: give Ctrl-C its chance, then retry the same message.
         if stop.load(Ordering::Relaxed) {
             return Ok(false);

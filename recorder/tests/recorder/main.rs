@@ -8,3 +8,4 @@ mod batch_throughput;
 mod batched;
 mod live;
 mod shards;
+mod source_replay;

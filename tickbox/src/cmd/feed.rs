@@ -291,7 +291,7 @@ fn run_source(
     let ctx = tickbox_zmqx::context::build(&config.context)?;
     // Before any socket binds: without a ZAP handler libzmq would let every CURVE client in.
     let _zap = config.auth.start_zap(&ctx)?;
-    let feed = tickbox_feed::SourceFeed::start(&ctx, feed_config, Box::new(recording), speed)
+    let feed = tickbox_recorder::SourceReplay::start(&ctx, feed_config, Box::new(recording), speed)
         .context("starting the feed")?;
     let status = StatusBoard::start(&ctx, broker, "feed", config.auth.clone())?;
     {
@@ -316,7 +316,8 @@ fn run_source(
             last_status = std::time::Instant::now();
             let source = path.display().to_string();
             status.publish(serde_json::to_value(tickbox_feed::SourceStatus::of(
-                &feed, &source,
+                feed.stats(),
+                &source,
             ))?);
         }
         if view.due() {

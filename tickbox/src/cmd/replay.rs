@@ -296,6 +296,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
                 .every()
                 .map_or(base, |every| every.min(base))
         },
+        ..ReplayOptions::default()
     };
     let stop = crate::shutdown::flag();
     let ctx = tickbox_zmqx::context::build(&config.context)?;

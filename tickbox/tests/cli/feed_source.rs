@@ -193,30 +193,29 @@ struct Received {
 }
 
 /// `tickbox feed --source PATH --speed SPEED --json` on two shards, waiting for a subscriber on each, with
-/// the shards' endpoints.
-fn spawn_source_feed(source: &Path, speed: &str) -> (KillOnDrop, Vec<String>) {
-    common::spawn_feed_with_endpoints(
-        &[
-            "--source",
-            source.to_str().unwrap(),
-            "--speed",
-            speed,
-            "--bind",
-            "tcp://127.0.0.1:*,tcp://127.0.0.1:*",
-            "--wait-for-subscribers",
-            "1",
-            "--heartbeat",
-            "20ms",
-            "--json",
-        ],
-        2,
-    )
+/// the shards' endpoints; `extra` flags go after these.
+fn spawn_source_feed(source: &Path, speed: &str, extra: &[&str]) -> (KillOnDrop, Vec<String>) {
+    let mut args = vec![
+        "--source",
+        source.to_str().unwrap(),
+        "--speed",
+        speed,
+        "--bind",
+        "tcp://127.0.0.1:*,tcp://127.0.0.1:*",
+        "--wait-for-subscribers",
+        "1",
+        "--heartbeat",
+        "20ms",
+        "--json",
+    ];
+    args.extend_from_slice(extra);
+    common::spawn_feed_with_endpoints(&args, 2)
 }
 
 /// Runs `feed --source PATH` on two shards into one SUB per shard; returns every data message received (per
 /// shard, in arrival order) and the feed's JSON summary.
 fn feed_into_subs(source: &Path, speed: &str) -> (Vec<Vec<Received>>, serde_json::Value) {
-    let (mut feed, endpoints) = spawn_source_feed(source, speed);
+    let (mut feed, endpoints) = spawn_source_feed(source, speed, &[]);
     let [first, second]: [String; 2] = endpoints.try_into().unwrap();
     let ctx = zmq::Context::new();
     let subs: Vec<zmq::Socket> = [first, second]
@@ -333,6 +332,24 @@ fn a_dbn_file_arrives_whole_in_order_per_symbol_with_origin_times() {
 /// file, per symbol in file order, with its event time as origin time, under gap-free per-publisher sequences.
 #[test]
 fn a_dbn_file_fed_into_subscribe_reaches_its_workers_whole_in_order_with_origin_times() {
+    let feed = dbn_into_subscribe(&[]);
+    assert_eq!(feed["shards"][0]["batches"], 0, "{feed}");
+}
+
+/// The same with `--batch auto`: `subscribe` opts in to batch frames, so the recording reaches it in batches
+/// (the one journal publisher's, as `replay` sends them), and the tape is the same record for record.
+#[test]
+fn a_dbn_file_fed_in_batches_reaches_the_workers_the_same() {
+    let feed = dbn_into_subscribe(&["--batch", "auto"]);
+    let batches: u64 = (0..2)
+        .map(|i| feed["shards"][i]["batches"].as_u64().unwrap())
+        .sum();
+    assert!(batches > 0, "{feed}");
+}
+
+/// Feeds a DBN fixture with `feed --source … extra` into `subscribe --tape`, checks the tape holds every record
+/// once, per symbol in file order, and returns the feed's JSON summary.
+fn dbn_into_subscribe(extra: &[&str]) -> serde_json::Value {
     use tickbox_dbn::dbn::decode::{DecodeRecordRef, DynDecoder};
     use tickbox_dbn::dbn::VersionUpgradePolicy;
     let dir = TempDir::new("feed-source-subscribe");
@@ -357,7 +374,7 @@ fn a_dbn_file_fed_into_subscribe_reaches_its_workers_whole_in_order_with_origin_
     }
     assert_eq!(want.values().map(Vec::len).sum::<usize>(), 300);
 
-    let (feed, endpoints) = spawn_source_feed(&file, "max");
+    let (feed, endpoints) = spawn_source_feed(&file, "max", extra);
     let subscribe = KillOnDrop(
         Command::new(TICKBOX)
             .args([
@@ -451,6 +468,8 @@ fn a_dbn_file_fed_into_subscribe_reaches_its_workers_whole_in_order_with_origin_
         "{err}"
     );
     assert_eq!(summary["gaps"], 0, "{summary}");
+    serde_json::from_slice(&fed.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&fed.stdout)))
 }
 
 #[test]
