@@ -25,6 +25,7 @@ mod history_server;
 mod inspect;
 mod journal_ext;
 mod ledger;
+mod progress;
 mod record;
 mod replay;
 mod selection;
@@ -47,8 +48,11 @@ pub use inspect::{
 };
 pub use journal_ext::{overwritten, overwritten_at, read_app_meta, OverwriteStats, APP_META_MAX};
 pub use ledger::{Ledger, LedgerError, LedgerOverflow, LedgerRow, MAX_LEDGER_PUBLISHERS};
+pub use progress::{stop_seq_of, ReplayProgress, SendRate};
 pub use record::{record, RecordOptions, RecordStats, Recorder, TAP_EVENT_MARKER};
-pub use replay::{Identity, Input, Position, ReplayInput, ReplayOptions, ReplayStats, Replayer};
+pub use replay::{
+    Closing, Identity, Input, Position, ReplayInput, ReplayOptions, ReplayStats, Replayer,
+};
 pub use selection::{
     empty_selection, format_in_zone, parse_zone, JournalOverview, ReplayAsk, ReplayPlan,
     ReplaySelection, SelectionError, TimeZone, When, CLOCK_SLACK,

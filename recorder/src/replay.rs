@@ -294,6 +294,26 @@ impl ReplayStats {
     }
 }
 
+/// How the end of a replay went ([`Replayer::close_wait`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Closing {
+    /// Per shard, records libzmq still held when the wait ended: dropped at the close.
+    pub undelivered: Vec<u64>,
+    /// Per shard, subscribers still connected then.
+    pub subscribers_at_close: Vec<u64>,
+    /// The drain wait ran out with subscribers still connected.
+    pub subscribers_stayed: bool,
+    /// Ctrl-C or SIGTERM came before or during the wait.
+    pub interrupted: bool,
+}
+
+impl Closing {
+    /// Records dropped at the close, all shards.
+    pub fn undelivered(&self) -> u64 {
+        self.undelivered.iter().sum()
+    }
+}
+
 /// Publisher shards bound and ready; `run` replays a journal through them. Create, wait and run on one thread.
 pub struct Replayer {
     sockets: Vec<zmq::Socket>,
@@ -522,6 +542,46 @@ impl Replayer {
             .iter()
             .map(|d| d.wait_settled(deadline.saturating_duration_since(Instant::now()), stop))
             .collect()
+    }
+
+    /// The end of a replay (or of `feed --source`), before the shards close: the one drain rule. Interrupted
+    /// (`stop` raised), what is queued gets only `tickbox_feed::INTERRUPT_GRACE`. Otherwise, with a
+    /// `drain_timeout`, the replay waits up to that long for its subscribers to leave (a subscriber that has left
+    /// has read all it wanted; libzmq then drops its queue); without one, what is queued gets `linger`. What
+    /// libzmq still holds after that is undelivered: the shards then close without waiting on it again.
+    pub fn close_wait(
+        &mut self,
+        drain_timeout: Duration,
+        linger: Duration,
+        stop: &AtomicBool,
+    ) -> Result<Closing, RecorderError> {
+        let grace = tickbox_feed::INTERRUPT_GRACE;
+        let mut subscribers_stayed = false;
+        let undelivered = if stop.load(Ordering::Relaxed) {
+            self.settle_per_shard(grace, None)
+        } else if drain_timeout.is_zero() {
+            self.settle_per_shard(linger, Some(stop))
+        } else if self.wait_subscribers_gone(drain_timeout, stop)? {
+            // Every subscriber left: libzmq dropped their queues, nothing is held.
+            self.settle_per_shard(Duration::ZERO, None)
+        } else if stop.load(Ordering::Relaxed) {
+            self.settle_per_shard(grace, None)
+        } else {
+            // Still connected (a long-lived reader such as an LVC, or one that is behind): what it has not been
+            // sent by now is dropped at the close, and counted.
+            subscribers_stayed = true;
+            self.settle_per_shard(Duration::ZERO, None)
+        };
+        if undelivered.iter().any(|&n| n > 0) {
+            // Known undelivered: close without waiting on it again.
+            self.set_drain_timeout(Duration::ZERO)?;
+        }
+        Ok(Closing {
+            subscribers_at_close: self.poll_subscriptions()?.to_vec(),
+            subscribers_stayed,
+            undelivered,
+            interrupted: stop.load(Ordering::Relaxed),
+        })
     }
 
     /// Subscribers (subscriptions other than the batch opt-in) still present, summed over the shards.

@@ -13,11 +13,11 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tickbox_feed::{
     FeedConfig, FeedReport, PublisherShardReport, RecordSource, ShardInfo, SourceItem, SourceStats,
-    SourceTotals, INTERRUPT_GRACE,
+    SourceTotals,
 };
 use tickbox_journal::{Record, Skipped};
 use tickbox_units::Speed;
@@ -263,19 +263,16 @@ impl Run<'_> {
         });
         let stats = result?;
         self.live.published.store(stats.sent, Ordering::Relaxed);
-        let interrupted = self.interrupted.load(Ordering::Relaxed);
-        // As the synthetic feed's shards do: a lossless run that ended by itself waits for its subscribers to
-        // leave before closing, then for libzmq to hand over what it holds; an interrupted one gives its queue
-        // only the grace.
-        let drains = config.no_drop && !config.drain_timeout.0.is_zero() && !interrupted;
-        let started_close = Instant::now();
-        let no_stop = AtomicBool::new(false);
-        let stop = if interrupted {
-            self.interrupted
+        // As the synthetic feed's shards do: a lossless run waits for its subscribers to leave before closing; a
+        // lossy one gives its queue the close's usual linger; an interrupted one only the grace.
+        let drain = if config.no_drop {
+            config.drain_timeout.0
         } else {
-            &no_stop
+            Duration::ZERO
         };
-        if drains && !replayer.wait_subscribers_gone(config.drain_timeout.0, stop)? {
+        let linger = Duration::from_millis(tickbox_feed::LINGER_MS as u64);
+        let closing = replayer.close_wait(drain, linger, self.interrupted)?;
+        if closing.subscribers_stayed {
             tracing::warn!(
                 subscribers_at_close = replayer.subscriptions_now(),
                 "subscriber(s) still connected after drain_timeout {}; closing: one that is behind loses its \
@@ -283,23 +280,9 @@ impl Run<'_> {
                 config.drain_timeout
             );
         }
-        let subscribers_at_close = replayer.poll_subscriptions()?.to_vec();
-        let limit = if interrupted {
-            INTERRUPT_GRACE
-        } else if drains {
-            config
-                .drain_timeout
-                .0
-                .saturating_sub(started_close.elapsed())
-        } else {
-            Duration::from_millis(tickbox_feed::LINGER_MS as u64)
-        };
-        let undelivered = replayer.settle_per_shard(limit, None);
-        if undelivered.iter().any(|&n| n > 0) {
-            // Known undelivered: close without waiting on it again.
-            replayer.set_drain_timeout(Duration::ZERO)?;
+        if closing.undelivered() > 0 {
             tracing::warn!(
-                undelivered = undelivered.iter().sum::<u64>(),
+                undelivered = closing.undelivered(),
                 "closing with messages still queued for a subscriber: they are dropped, counted as undelivered"
             );
         }
@@ -318,8 +301,8 @@ impl Run<'_> {
                 skipped: Duration::ZERO,
                 schedule_start_ns: 0,
                 unsent: 0,
-                subscribers_at_close: subscribers_at_close.get(shard).copied().unwrap_or(0),
-                undelivered: undelivered[shard],
+                subscribers_at_close: closing.subscribers_at_close[shard],
+                undelivered: closing.undelivered[shard],
             })
             .collect();
         Ok(FeedReport {

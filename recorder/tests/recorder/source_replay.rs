@@ -104,7 +104,10 @@ fn a_connecting_shard_delivers_every_record_in_order_as_the_feed() {
     let report = run.join().unwrap();
     let totals = report.source.as_ref().unwrap();
     assert_eq!(totals.published, n);
-    assert_eq!(totals.total_skipped(), n / 10 - 1 + u64::from(n.is_multiple_of(10)));
+    assert_eq!(
+        totals.total_skipped(),
+        n / 10 - 1 + u64::from(n.is_multiple_of(10))
+    );
     assert_eq!(totals.read, totals.published + totals.total_skipped());
     assert!(totals.complete);
     assert_eq!(report.shards[0].last_sequence, n);

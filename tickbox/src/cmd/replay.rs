@@ -23,8 +23,8 @@ use tickbox_fleet::replay_control::{ReplayControlService, ReplayShared};
 use tickbox_journal::Reader;
 use tickbox_recorder::{
     empty_selection, format_in_zone, parse_zone, Identity, JournalOverview, Position, ReplayAsk,
-    ReplayController, ReplayOptions, ReplayPlan, ReplayStats, Replayer, RunSpec, SelectionError,
-    Speed, TimeZone, When,
+    ReplayController, ReplayOptions, ReplayPlan, ReplayProgress, ReplayStats, Replayer, RunSpec,
+    SelectionError, SendRate, Speed, TimeZone, When,
 };
 use tickbox_wire::SystemClock;
 
@@ -160,20 +160,6 @@ fn parse_when(s: &str) -> Result<When, String> {
 
 fn parse_tz(s: &str) -> Result<TimeZone, String> {
     parse_zone(s).map_err(|e| e.to_string())
-}
-
-/// The journal sequence a run stopping at `to` stops before, for the progress bar (`None`: the journal's end).
-/// A time is found by the journal's own seek; a journal that cannot be read here leaves the bar open-ended.
-fn stop_seq_of(journal: &std::path::Path, to: Option<Position>) -> Option<u64> {
-    match to? {
-        Position::Seq(s) => Some(s),
-        Position::Time(t) => {
-            let mut reader = Reader::open(journal).ok()?;
-            reader.seek_time(t).ok()?;
-            let seq = reader.next().ok()??.seq;
-            Some(seq)
-        }
-    }
 }
 
 /// One run's summary, printed when it ends (`--await-start`) or once the close knows what it left undelivered.
@@ -441,39 +427,27 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
             Some(t) if spec.to == to => Some(Position::Time(t)),
             _ => spec.to,
         };
-        let stop_seq = stop_seq_of(&args.journal, bar_to);
+        let stop_seq = tickbox_recorder::stop_seq_of(&args.journal, bar_to);
         let mut live = LiveView::new("replay", &args.live, Some(0));
-        let mut last = (0u64, Instant::now());
+        let mut send_rate = SendRate::default();
         let stats = replayer.run(&mut reader, &SystemClock, run_stop, |s: &ReplayStats| {
             if stop.load(Ordering::Relaxed) {
                 // Backstop should the control thread be gone.
                 shared.run_stop.store(true, Ordering::Relaxed);
             }
-            let dt = last.1.elapsed().as_secs_f64().max(1e-9);
-            let rate = (s.sent - last.0) as f64 / dt;
-            last = (s.sent, Instant::now());
+            let rate = send_rate.update(s.sent, Instant::now());
             status.publish(replay_status(&shared.lock(), Some(s), rate));
             if !live.due() {
                 return;
             }
-            // Progress in journal records from where the run started to the journal's end (selected or not).
-            let pos = s.last_seq.unwrap_or(0);
-            let begin = s.first_seq.or(start_seq).unwrap_or(1);
-            let end = stop_seq.unwrap_or(s.end_seq).max(pos + 1);
-            let eta = if rate > 0.0 {
-                format!("{:.1}s", end.saturating_sub(pos + 1) as f64 / rate)
-            } else {
-                "-".into()
-            };
-            // Recorded time covered per wall-clock time spent: 1.0x is the original pace.
-            let span = match (s.first_capture_ns, s.last_capture_ns) {
-                (Some(a), Some(b)) => b.saturating_sub(a),
-                _ => 0,
-            };
-            let multiple = span as f64 / s.elapsed.as_nanos().max(1) as f64;
+            let p = ReplayProgress::of(s, rate, start_seq, stop_seq);
+            let eta = p
+                .eta
+                .map_or_else(|| "-".into(), |eta| format!("{:.1}s", eta.as_secs_f64()));
             let line = format!(
-                "{}, {multiple:.1}x real time, sent {}, not selected {}, max late {:.1}ms, at {}, ETA {eta}",
+                "{}, {:.1}x real time, sent {}, not selected {}, max late {:.1}ms, at {}, ETA {eta}",
                 fmt_rate(rate),
+                p.multiple,
                 s.sent,
                 s.not_selected,
                 s.max_late_ns as f64 / 1e6,
@@ -481,10 +455,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
                     .map(|t| format_in_zone(t, &tz))
                     .unwrap_or_else(|| "-".into()),
             );
-            live.show(
-                &line,
-                Some(((pos + 1).saturating_sub(begin), end.saturating_sub(begin))),
-            );
+            live.show(&line, Some((p.done, p.total)));
         })?;
         let interrupted = {
             let mut control = shared.lock();
@@ -558,35 +529,18 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     // the drain wait is skipped and what is queued gets only a short grace to reach the subscribers. Whatever
     // libzmq still holds when the wait (or the grace) ends is not delivered: counted exactly (records, see
     // Replayer::undelivered), dropped at the close, reported in the summary, exit 1.
-    let undelivered = if stop.load(Ordering::Relaxed) {
-        replayer.settle(INTERRUPT_GRACE, None)
-    } else if !replayer.wait_subscribers_gone(args.drain_timeout, &stop)? {
-        if stop.load(Ordering::Relaxed) {
-            replayer.settle(INTERRUPT_GRACE, None)
-        } else {
-            // Still connected (a long-lived reader such as an LVC, or one that is behind): what it has not been
-            // sent by now is dropped at the close, and counted.
-            let left = replayer.settle(Duration::ZERO, None);
-            if left > 0 {
-                eprintln!(
-                    "replay: {} subscription(s) still open after --drain-timeout {:?}; closing now: a subscriber \
-                     that had not read everything by then loses its unread tail (raise --drain-timeout, or let \
-                     subscribers exit when the stream ends, e.g. subscribe --idle-exit)",
-                    replayer.subscriptions_now(),
-                    args.drain_timeout
-                );
-            }
-            left
-        }
-    } else {
-        // Every subscriber left: libzmq dropped their queues, nothing is held.
-        replayer.settle(Duration::ZERO, None)
-    };
-    let interrupted = stop.load(Ordering::Relaxed);
-    if undelivered > 0 {
-        // Known undelivered: close without waiting on it again.
-        replayer.set_drain_timeout(Duration::ZERO)?;
+    let closing = replayer.close_wait(args.drain_timeout, Duration::ZERO, &stop)?;
+    let undelivered = closing.undelivered();
+    if closing.subscribers_stayed && undelivered > 0 {
+        eprintln!(
+            "replay: {} subscription(s) still open after --drain-timeout {:?}; closing now: a subscriber that had \
+             not read everything by then loses its unread tail (raise --drain-timeout, or let subscribers exit \
+             when the stream ends, e.g. subscribe --idle-exit)",
+            replayer.subscriptions_now(),
+            args.drain_timeout
+        );
     }
+    let interrupted = closing.interrupted;
     if let Some(summary) = last_summary {
         summary.print(args.json, Some(undelivered), config);
     }
