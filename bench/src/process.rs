@@ -708,7 +708,7 @@ pub fn tickbox_processes_latency(
         &duration_arg(config.warmup + config.duration + FEED_OVERRUN),
         "--wait-for-subscribers",
         "1",
-        "--sndhwm",
+        "--send-hwm",
         &config.hwm.to_string(),
         "--json",
     ]);

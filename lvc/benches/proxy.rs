@@ -3,7 +3,7 @@
 //!
 //! `cargo bench -p tickbox-feed --bench proxy` (env `PROXY_BENCH_MESSAGES`, default 1,000,000 per measurement).
 //!
-//! Every hop is lossless (XPUB_NODROP publisher, `slow_subscriber = block` LVC, NODROP on the plain proxy's XPUB),
+//! Every hop is lossless (XPUB_NODROP publisher, `back_pressure = block` LVC, NODROP on the plain proxy's XPUB),
 //! so each measurement delivers exactly N messages and the figure is N / (last receive - first receive).
 //! Publisher, proxy and subscriber each get their own context (one I/O thread each), as separate processes would.
 
@@ -181,7 +181,7 @@ fn measure(setup: Setup, n: u64) -> (f64, f64) {
                 upstream: vec![upstream.clone()],
                 bind: "tcp://127.0.0.1:*".into(),
                 tap: (setup == Setup::LvcTap).then(|| "tcp://127.0.0.1:*".into()),
-                slow_subscriber: BackPressure::Block,
+                back_pressure: BackPressure::Block,
                 stats_interval: tickbox_units::HumanDuration(std::time::Duration::ZERO),
                 ..LvcConfig::default()
             };

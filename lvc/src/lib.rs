@@ -241,8 +241,8 @@ pub struct LvcConfig {
     /// counted (`counted`).
     pub tap_drop: TapDrop,
     /// Drop for a slow subscriber alone (default), or push back on publishers up to `block_timeout`.
-    #[serde(rename = "back_pressure", alias = "slow_subscriber")]
-    pub slow_subscriber: BackPressure,
+    #[serde(alias = "slow_subscriber")]
+    pub back_pressure: BackPressure,
     /// In `block` mode, how long one message may wait for a slow subscriber before it is dropped (counted).
     pub block_timeout: HumanDuration,
     /// What happens to upstream messages that are neither one valid wire frame nor a plain multipart message
@@ -346,7 +346,7 @@ impl Default for LvcConfig {
             downstream_hwm: 100_000,
             tap_hwm: 100_000,
             tap_drop: TapDrop::PerConsumer,
-            slow_subscriber: BackPressure::Drop,
+            back_pressure: BackPressure::Drop,
             block_timeout: HumanDuration(Duration::from_secs(5)),
             malformed: MalformedPolicy::Drop,
             tap_cached: false,

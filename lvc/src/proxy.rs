@@ -259,7 +259,7 @@ impl Proxy {
         let max_inbound = subscription_frame_limit(config.max_subscription_bytes);
         xpub.set_maxmsgsize(max_inbound)
             .map_err(LvcError::zmq("XPUB maxmsgsize"))?;
-        if config.slow_subscriber == BackPressure::Block {
+        if config.back_pressure == BackPressure::Block {
             tickbox_zmqx::set_xpub_nodrop(&mut xpub, true)
                 .map_err(|e| LvcError::Config(format!("XPUB nodrop: {e}")))?;
             xpub.set_sndtimeo(POLL_MS as i32)
@@ -409,7 +409,7 @@ impl Proxy {
                 record_msg: RawMsg::new(),
                 tap_readers: crate::engine::BatchReaders::new(config.max_downstream_prefixes),
                 scratch: Vec::with_capacity(256),
-                slow: config.slow_subscriber,
+                slow: config.back_pressure,
                 block_timeout: config.block_timeout.0,
                 tap_cached: config.tap_cached,
                 tap_guide: config.tap_framing == crate::tap::Framing::Guide,

@@ -26,7 +26,7 @@ pub struct LvcStatus {
     /// Endpoints publishers connect to.
     pub publishers: Vec<String>,
     /// How a slow subscriber is treated.
-    pub slow_subscriber: BackPressure,
+    pub back_pressure: BackPressure,
     /// The snapshot endpoint, if any.
     pub snapshot: Option<String>,
     /// `"running"`.
@@ -66,7 +66,7 @@ impl LvcStatus {
                 "snapshot"
             },
             publishers: endpoints.upstream.clone(),
-            slow_subscriber: config.slow_subscriber,
+            back_pressure: config.back_pressure,
             snapshot: endpoints.snapshot.clone(),
             state: "running",
             stats: *stats,

@@ -13,7 +13,7 @@
 //! | `replay` | each replay shard's XPUB |
 //!
 //! Precedence, highest first:
-//! 1. an explicit per-command flag for the same option (`tickbox feed --sndhwm`, `tickbox lvc --upstream-hwm`…):
+//! 1. an explicit per-command flag for the same option (`tickbox feed --send-hwm`, `tickbox lvc --upstream-hwm`…):
 //!    the command clears that option from the profile, so the flag's value is what the socket gets;
 //! 2. the role's profile;
 //! 3. the role section's own value (`[feed] send_hwm`, `[subscriber] receive_hwm`, `[recorder] receive_hwm`…), which has a

@@ -91,8 +91,11 @@ pub(crate) struct Args {
     /// pacer step's batch goes out at its end. `off` (the default, or `[feed] batch`): one message each.
     #[arg(long, value_name = "off|auto")]
     batch: Option<tickbox_feed::BatchMode>,
-    /// Send-side high-water mark per subscriber.
+    /// Send-side high-water mark per subscriber (`[feed] send_hwm`).
     #[arg(long)]
+    send_hwm: Option<i32>,
+    /// Deprecated spelling of `--send-hwm`.
+    #[arg(long, hide = true, conflicts_with = "send_hwm")]
     sndhwm: Option<i32>,
     /// Heartbeat after this long idle, e.g. `100ms` (`0s` disables).
     #[arg(long)]
@@ -434,7 +437,10 @@ fn apply(args: Args, mut config: FeedConfig) -> anyhow::Result<FeedConfig> {
     if let Some(batch) = args.batch {
         config.batch = batch;
     }
-    if let Some(sndhwm) = args.sndhwm {
+    if args.sndhwm.is_some() {
+        tracing::warn!("--sndhwm is deprecated: write --send-hwm");
+    }
+    if let Some(sndhwm) = args.send_hwm.or(args.sndhwm) {
         config.sndhwm = sndhwm;
         config.socket_profile.sndhwm = None; // the flag wins over [context.sockets.feed]
     }

@@ -52,8 +52,12 @@ pub(crate) struct Args {
     /// When the cache is full: evict the least recently updated topic, or refuse new topics.
     #[arg(long, value_name = "evict-lru|reject-new", value_parser = parse_overflow)]
     overflow: Option<Overflow>,
-    /// When a subscriber is slow: drop for that subscriber (default), or back-pressure publishers.
-    #[arg(long, value_name = "drop|block", value_parser = parse_slow)]
+    /// When a subscriber is slow: `drop` for that subscriber alone (default), or `block` (back-pressure the
+    /// publishers).
+    #[arg(long, value_name = "drop|block", value_parser = parse_back_pressure)]
+    back_pressure: Option<BackPressure>,
+    /// Deprecated spelling of `--back-pressure`.
+    #[arg(long, hide = true, value_parser = parse_back_pressure, conflicts_with = "back_pressure")]
     slow_subscriber: Option<BackPressure>,
     /// Send high-water mark per subscriber.
     #[arg(long)]
@@ -234,6 +238,10 @@ fn apply(args: Args, mut config: LvcConfig) -> LvcConfig {
     if let Some(max) = args.max_connections {
         config.max_connections = max;
     }
+    if let Some(back_pressure) = args.slow_subscriber {
+        tracing::warn!("--slow-subscriber is deprecated: write --back-pressure");
+        config.back_pressure = back_pressure;
+    }
     // A flag wins over [context.sockets.lvc] for the option it sets (see tickbox_zmqx::profile).
     let p = &mut config.socket_profile;
     p.rcvhwm = p.rcvhwm.filter(|_| args.upstream_hwm.is_none());
@@ -250,7 +258,7 @@ fn apply(args: Args, mut config: LvcConfig) -> LvcConfig {
         max_topics,
         max_bytes,
         overflow,
-        slow_subscriber,
+        back_pressure,
         downstream_hwm,
         upstream_hwm,
         tap_hwm,
@@ -295,7 +303,7 @@ fn parse_late_joiners(text: &str) -> Result<LateJoiners, String> {
     }
 }
 
-fn parse_slow(text: &str) -> Result<BackPressure, String> {
+fn parse_back_pressure(text: &str) -> Result<BackPressure, String> {
     match text {
         "drop" => Ok(BackPressure::Drop),
         "block" => Ok(BackPressure::Block),
@@ -315,7 +323,7 @@ mod tests {
         .unwrap();
         assert_eq!(c.lvc.max_topics, 5);
         assert_eq!(c.lvc.overflow, Overflow::RejectNew);
-        assert_eq!(c.lvc.slow_subscriber, BackPressure::Block);
+        assert_eq!(c.lvc.back_pressure, BackPressure::Block);
         assert_eq!(c.lvc.tap_drop, TapDrop::PerConsumer);
         let c: TickboxConfig = toml::from_str("[lvc]\ntap_drop = \"counted\"\n").unwrap();
         assert_eq!(c.lvc.tap_drop, TapDrop::Counted);

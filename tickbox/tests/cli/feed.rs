@@ -184,3 +184,29 @@ fn the_old_no_drop_flag_still_reads_and_warns() {
         "the old and the new spelling together are refused"
     );
 }
+
+/// `--sndhwm`, the old spelling of `--send-hwm`, still works and says what to write instead; both together are
+/// refused.
+#[test]
+fn the_old_sndhwm_flag_still_reads_and_warns() {
+    let out = Command::new(TICKBOX)
+        .args(["feed", "--bind", "tcp://127.0.0.1:*", "--sndhwm", "500"])
+        .args(["--rate", "max", "--max-messages", "10", "--json"])
+        .output()
+        .expect("run tickbox feed");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("--sndhwm is deprecated: write --send-hwm"),
+        "{stderr}"
+    );
+    let out = Command::new(TICKBOX)
+        .args(["feed", "--bind", "tcp://127.0.0.1:*"])
+        .args(["--sndhwm", "500", "--send-hwm", "500"])
+        .output()
+        .expect("run tickbox feed");
+    assert!(
+        !out.status.success(),
+        "the two spellings together are refused"
+    );
+}

@@ -85,7 +85,7 @@ fn rest(lines: &mpsc::Receiver<String>) -> String {
 #[test]
 fn a_reader_that_is_behind_at_the_end_still_gets_every_message() {
     const MESSAGES: u64 = 100_000;
-    let (mut feed, ep, out, err) = spawn_feed(MESSAGES, &["--sndhwm", "100000"]);
+    let (mut feed, ep, out, err) = spawn_feed(MESSAGES, &["--send-hwm", "100000"]);
     let ctx = zmq::Context::new();
     let sub = small_sub(&ctx, &ep);
     let deadline = Instant::now() + Duration::from_secs(15);
@@ -154,7 +154,7 @@ fn a_subscriber_that_stays_is_reported_and_the_wait_is_bounded() {
 fn a_queue_left_unread_at_the_close_is_reported_as_dropped() {
     // The whole run fits in the feed's queue, so it ends by its limit, not blocked on a full pipe.
     let (mut feed, ep, out, err) =
-        spawn_feed(200_000, &["--sndhwm", "1000000", "--drain-timeout", "1s"]);
+        spawn_feed(200_000, &["--send-hwm", "1000000", "--drain-timeout", "1s"]);
     let ctx = zmq::Context::new();
     // Subscribes and never reads: what does not fit in the kernel's buffers stays in the feed's queue.
     let sub = small_sub(&ctx, &ep);

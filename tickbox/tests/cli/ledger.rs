@@ -222,7 +222,7 @@ fn every_message_is_accounted_for_from_feed_to_worker_through_record_and_replay(
         "bursty",
         "--burst-size",
         "2000",
-        "--sndhwm",
+        "--send-hwm",
         "500",
         "--max-messages",
         "60000",

@@ -53,7 +53,7 @@ pub(crate) fn lvc_config(upstream: &str) -> LvcConfig {
 }
 
 pub(crate) fn lossless(mut config: LvcConfig) -> LvcConfig {
-    config.slow_subscriber = BackPressure::Block;
+    config.back_pressure = BackPressure::Block;
     config
 }
 
