@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use tickbox_coord::{Coord, CoordError, ShardEvent, Shards};
 use tickbox_subscriber::{
-    standard_worker, IdleClock, Report, StandardWorker, Subscriber, SubscriberConfig,
-    SubscriberError,
+    standard_worker, Report, RunEnd, RunLook, RunWatch, StandardWorker, Subscriber,
+    SubscriberConfig, SubscriberError,
 };
 use tickbox_workers::{WorkerError, WorkerPoolConfig};
 
@@ -129,7 +129,6 @@ pub fn run_group(
         })?;
     tracing::info!(group = %path, member = %id, shards = count, "joined the subscriber group");
     let delay = opts.worker_delay;
-    let deadline = opts.duration.map(|d| Instant::now() + d);
     let mut running: BTreeMap<u32, Subscriber<StandardWorker>> = BTreeMap::new();
     let mut done: Vec<GroupShard> = Vec::new();
     let mut worker_failure = None;
@@ -149,9 +148,7 @@ pub fn run_group(
         });
         Ok(())
     };
-    let mut idle = opts
-        .idle_exit
-        .map(|limit| IdleClock::new(limit, Instant::now()));
+    let mut watch = RunWatch::new(opts.idle_exit, opts.duration, Instant::now());
     loop {
         let mut changed = false;
         while let Ok(ev) = member.events().try_recv() {
@@ -186,28 +183,26 @@ pub fn run_group(
                 running.keys().collect::<Vec<_>>()
             );
         }
-        let now = Instant::now();
-        if let Some(idle) = idle.as_mut() {
-            let received: u64 = running
-                .values()
-                .flat_map(|s| s.live_shards())
-                .map(|s| s.received)
-                .sum::<u64>()
-                + done.iter().map(|d| d.report.received()).sum::<u64>();
-            if idle.is_idle(received, now) {
+        let received: u64 = running
+            .values()
+            .flat_map(|s| s.live_shards())
+            .map(|s| s.received)
+            .sum::<u64>()
+            + done.iter().map(|d| d.report.received()).sum::<u64>();
+        let look = RunLook {
+            tripped: running.values().any(|s| s.is_tripped()),
+            workers_failed: running.values().any(|s| s.workers_failed()),
+            stop: stop.load(Ordering::Relaxed),
+            received,
+            catching_up: false,
+        };
+        if let Some(end) = watch.check(look, Instant::now()) {
+            if end == RunEnd::Idle {
                 tracing::info!(
-                    idle = %tickbox_subscriber::format_duration(idle.limit()),
+                    idle = %tickbox_subscriber::format_duration(opts.idle_exit.unwrap_or_default()),
                     "no frame for the idle limit: stopping"
                 );
-                break;
             }
-        }
-        if stop.load(Ordering::Relaxed)
-            || deadline.is_some_and(|d| now >= d)
-            || running
-                .values()
-                .any(|s| s.is_tripped() || s.workers_failed())
-        {
             break;
         }
         std::thread::sleep(GROUP_TICK);

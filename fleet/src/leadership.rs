@@ -11,6 +11,39 @@ use serde_json::Value;
 use tickbox_coord::{Coord, CoordError, HandoverLog, LostReason, Standing, StandingEvent};
 use tickbox_recorder::RecordStats;
 
+/// Why `subscribe --catch-up zk:ELECTION` found no history service to ask.
+#[derive(Debug, thiserror::Error)]
+pub enum ElectedHistoryError {
+    /// ZooKeeper could not be read.
+    #[error(transparent)]
+    Coord(#[from] CoordError),
+    /// Nobody stands in the election.
+    #[error("no recorder leads that election")]
+    NoLeader,
+    /// The leader records but serves no history.
+    #[error("the leading recorder ({leader}) serves no history (record --serve)")]
+    NoHistory {
+        /// The leader's election id.
+        leader: String,
+    },
+}
+
+/// The history endpoint of the recorder leading `election` (its election id names it, see
+/// [`tickbox_recorder::election_id`]): where a late subscriber catches up from the canonical journal.
+pub fn elected_history_endpoint(
+    coord: &Coord,
+    election: &str,
+) -> Result<String, ElectedHistoryError> {
+    let Some((_, id)) = tickbox_coord::Election::new(coord, election)?.leader()? else {
+        return Err(ElectedHistoryError::NoLeader);
+    };
+    let leader = String::from_utf8_lossy(&id).into_owned();
+    match tickbox_recorder::history_endpoint_in(&leader) {
+        Some(endpoint) => Ok(endpoint.to_owned()),
+        None => Err(ElectedHistoryError::NoHistory { leader }),
+    }
+}
+
 /// A recorder standing in an election: follows its leadership and, while leader, reports how far it recorded.
 pub struct RecorderLeadership {
     standing: Standing,

@@ -1,6 +1,7 @@
-//! `--idle-exit`: stop once frames have stopped arriving for a while, after the first one. The clock is a plain
-//! value fed the received count and the time, so every loop that runs subscribers (one subscriber, a shard group)
-//! applies the same rule and the rule is tested without sockets.
+//! When a subscriber's run ends: `--idle-exit` (stop once frames have stopped arriving for a while, after the first
+//! one), `--duration`, a trip, a failed worker, a signal. The clocks are plain values fed the received count and
+//! the time, so every loop that runs subscribers (one subscriber, a shard group) applies the same rule and the
+//! rule is tested without sockets.
 
 use std::time::{Duration, Instant};
 
@@ -46,6 +47,85 @@ impl IdleClock {
     }
 }
 
+/// Why a subscriber's run ends, beside the shards' own verdicts: the one rule every loop that runs a subscriber
+/// applies (a single subscriber, a shard group).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunEnd {
+    /// A shard tripped (the Suicidal Snail, a fatal gap, a catch-up that failed).
+    Tripped,
+    /// A worker thread failed.
+    WorkersFailed,
+    /// Ctrl-C or SIGTERM.
+    Stopped,
+    /// `--duration` ran out.
+    Duration,
+    /// `--idle-exit`: no frame for the idle limit.
+    Idle,
+}
+
+/// What a run loop sees of its subscriber at one look.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RunLook {
+    /// A shard tripped.
+    pub tripped: bool,
+    /// A worker failed.
+    pub workers_failed: bool,
+    /// Ctrl-C or SIGTERM was raised.
+    pub stop: bool,
+    /// Frames the shards have counted so far.
+    pub received: u64,
+    /// A catch-up is still merging history: live frames are held, not counted yet, so the run is not idle (the
+    /// catch-up has its own limit on a silent history service).
+    pub catching_up: bool,
+}
+
+/// When a run ends: its duration, its idle limit, and the subscriber's own trips.
+#[derive(Debug, Clone, Copy)]
+pub struct RunWatch {
+    idle: Option<IdleClock>,
+    deadline: Option<Instant>,
+}
+
+impl RunWatch {
+    /// A run that began at `now`, ending after `duration` (if any) or `idle_exit` without a frame (if any).
+    pub fn new(idle_exit: Option<Duration>, duration: Option<Duration>, now: Instant) -> Self {
+        RunWatch {
+            idle: idle_exit.map(|limit| IdleClock::new(limit, now)),
+            deadline: duration.map(|d| now + d),
+        }
+    }
+
+    /// The idle limit, if any.
+    pub fn idle_limit(&self) -> Option<Duration> {
+        self.idle.map(|i| i.limit())
+    }
+
+    /// Whether the run ends now, and why (the first reason in [`RunEnd`]'s order).
+    pub fn check(&mut self, look: RunLook, now: Instant) -> Option<RunEnd> {
+        let idle = match self.idle.as_mut() {
+            Some(idle) if look.catching_up => {
+                idle.hold(now);
+                false
+            }
+            Some(idle) => idle.is_idle(look.received, now),
+            None => false,
+        };
+        if look.tripped {
+            Some(RunEnd::Tripped)
+        } else if look.workers_failed {
+            Some(RunEnd::WorkersFailed)
+        } else if look.stop {
+            Some(RunEnd::Stopped)
+        } else if self.deadline.is_some_and(|d| now >= d) {
+            Some(RunEnd::Duration)
+        } else if idle {
+            Some(RunEnd::Idle)
+        } else {
+            None
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -87,5 +167,48 @@ mod tests {
         assert!(!idle.is_idle(2, t0 + 18 * MS));
         assert!(idle.is_idle(2, t0 + 19 * MS));
         assert_eq!(idle.limit(), 10 * MS);
+    }
+
+    #[test]
+    fn a_run_ends_on_its_first_reason_and_never_idles_while_catching_up() {
+        let t0 = Instant::now();
+        let mut w = RunWatch::new(Some(10 * MS), Some(100 * MS), t0);
+        let look = |received, catching_up| RunLook {
+            received,
+            catching_up,
+            ..RunLook::default()
+        };
+        assert_eq!(w.check(look(0, false), t0 + 50 * MS), None, "no frame yet");
+        assert_eq!(w.check(look(3, true), t0 + 51 * MS), None);
+        // Held while catching up: 40 ms without a counted frame is not idle.
+        assert_eq!(w.check(look(3, true), t0 + 90 * MS), None);
+        assert_eq!(
+            w.check(look(3, false), t0 + 95 * MS),
+            None,
+            "the limit counts from the hold"
+        );
+        assert_eq!(
+            w.check(look(3, false), t0 + 99 * MS),
+            None,
+            "9 ms after the hold"
+        );
+        assert_eq!(
+            w.check(look(3, false), t0 + 100 * MS),
+            Some(RunEnd::Duration)
+        );
+        let mut w = RunWatch::new(Some(10 * MS), None, t0);
+        assert_eq!(w.check(look(1, false), t0), None);
+        assert_eq!(w.check(look(1, false), t0 + 10 * MS), Some(RunEnd::Idle));
+        let tripped = RunLook {
+            tripped: true,
+            stop: true,
+            ..RunLook::default()
+        };
+        assert_eq!(w.check(tripped, t0), Some(RunEnd::Tripped));
+        let stopped = RunLook {
+            stop: true,
+            ..RunLook::default()
+        };
+        assert_eq!(w.check(stopped, t0), Some(RunEnd::Stopped));
     }
 }

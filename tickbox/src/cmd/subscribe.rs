@@ -11,8 +11,8 @@ use tickbox_fleet::member::MemberInfo;
 use tickbox_fleet::{check_member_id, default_member_id, SubscriberLive};
 use tickbox_subscriber::standard_worker_with_tape;
 use tickbox_subscriber::{
-    check_nic, Dispatch, GapPolicy, Handoff, HumanDuration, IdleClock, SharedThreshold, SnailMode,
-    Subscriber, SubscriberConfig, SubscriberShardConfig,
+    check_nic, Dispatch, GapPolicy, Handoff, HumanDuration, RunEnd, RunLook, RunWatch,
+    SharedThreshold, SnailMode, Subscriber, SubscriberConfig, SubscriberShardConfig,
 };
 use tickbox_workers::{TapeSink, WorkerPoolConfig};
 
@@ -288,18 +288,10 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     {
         let election = election.to_owned();
         let coord = crate::zk::connect(args.zk.as_deref(), config, "--catch-up zk:")?;
-        let leader = tickbox_coord::Election::new(&coord, &election)
-            .and_then(|e| e.leader())
+        let endpoint = tickbox_fleet::leadership::elected_history_endpoint(&coord, &election)
             .with_context(|| format!("--catch-up zk:{election}"))?;
-        let Some((_, id)) = leader else {
-            anyhow::bail!("--catch-up zk:{election}: no recorder leads that election");
-        };
-        let id = String::from_utf8_lossy(&id).into_owned();
-        let Some(endpoint) = tickbox_recorder::history_endpoint_in(&id) else {
-            anyhow::bail!("--catch-up zk:{election}: the leading recorder ({id}) serves no history (record --serve)");
-        };
-        tracing::info!(election = %election, leader = %id, endpoint, "catch-up: asking the elected recorder");
-        sub_config.catch_up = Some(endpoint.to_owned());
+        tracing::info!(election = %election, endpoint, "catch-up: asking the elected recorder");
+        sub_config.catch_up = Some(endpoint);
     }
     if let Some(group) = &args.group {
         return subscribe_group(&args, config, group, &sub_config, &workers_config);
@@ -393,28 +385,32 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         }
         _ => None,
     };
-    let deadline = args.duration.map(|d| std::time::Instant::now() + d.0);
     let mut next_status = std::time::Instant::now();
     let mut view = LiveView::new("subscribe", &args.live_view, None);
     let mut view_rate = Rate::default();
     // Answered by the shards at their next burst, so the first report already has percentiles.
     subscriber.request_lateness();
-    let mut idle = args
-        .idle_exit
-        .map(|limit| IdleClock::new(limit.0, std::time::Instant::now()));
+    let mut watch = RunWatch::new(
+        args.idle_exit.map(|d| d.0),
+        args.duration.map(|d| d.0),
+        std::time::Instant::now(),
+    );
     loop {
         let tripped = subscriber.is_tripped();
         let now = std::time::Instant::now();
-        if let Some(idle) = idle.as_mut() {
-            let received: u64 = subscriber.live_shards().iter().map(|s| s.received).sum();
-            // While catching up, live frames are held, not counted as received yet: the catch-up has its own
-            // limit on a silent history service (catch_up_timeout).
-            if subscriber.catch_up().is_some_and(|c| !c.is_live()) {
-                idle.hold(now);
-            } else if idle.is_idle(received, now) {
-                tracing::info!(idle = %HumanDuration(idle.limit()), "no frame for the idle limit: stopping");
-                break;
-            }
+        let end = watch.check(
+            RunLook {
+                tripped,
+                workers_failed: subscriber.workers_failed(),
+                stop: stop.load(Ordering::Relaxed),
+                received: subscriber.live_shards().iter().map(|s| s.received).sum(),
+                catching_up: subscriber.catch_up().is_some_and(|c| !c.is_live()),
+            },
+            now,
+        );
+        if end == Some(RunEnd::Idle) {
+            let limit = watch.idle_limit().unwrap_or_default();
+            tracing::info!(idle = %HumanDuration(limit), "no frame for the idle limit: stopping");
         }
         if now >= next_status || tripped {
             next_status = now + STATUS_EVERY;
@@ -452,11 +448,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
             );
             subscriber.request_lateness();
         }
-        if tripped
-            || subscriber.workers_failed()
-            || stop.load(Ordering::Relaxed)
-            || deadline.is_some_and(|d| std::time::Instant::now() >= d)
-        {
+        if end.is_some() {
             break;
         }
         if let Some(live) = &live {
