@@ -248,3 +248,138 @@ pub fn format_fields(fields: &[(String, String)]) -> String {
         .collect::<Vec<_>>()
         .join(" ")
 }
+/// The kinds `journal dump --kind` accepts.
+pub const DUMP_KINDS: [&str; 6] = ["quote", "trade", "heartbeat", "book_level", "gap", "vendor"];
+
+/// Which records `tickbox journal dump` prints, and how: a capture-time window, topic prefixes, kinds, and
+/// whether decoded fields follow the columns.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DumpFilter {
+    /// Records captured before this (ns since the epoch) are left out.
+    pub from_ns: Option<u64>,
+    /// Records captured after this are left out.
+    pub to_ns: Option<u64>,
+    /// Topic prefixes; empty: every topic. A record that does not decode has no topic and is left out when any
+    /// is given.
+    pub topics: Vec<String>,
+    /// Kinds ([`DUMP_KINDS`]); empty: every kind.
+    pub kinds: Vec<String>,
+    /// Print the decoded fields after the columns.
+    pub fields: bool,
+}
+
+impl DumpFilter {
+    /// A filter of these `kinds`, refused with the list of known ones when one is not a kind.
+    pub fn check_kinds(kinds: &[String]) -> Result<(), String> {
+        match kinds.iter().find(|k| !DUMP_KINDS.contains(&k.as_str())) {
+            Some(k) => Err(format!("--kind {k}: not one of {}", DUMP_KINDS.join(", "))),
+            None => Ok(()),
+        }
+    }
+
+    /// The dump line of `rec` (a journal record whose frame `manifest` helps decode), or `None` when the filter
+    /// leaves it out.
+    pub fn line(
+        &self,
+        rec: &tickbox_journal::Record<'_>,
+        manifest: Option<&Manifest>,
+    ) -> Option<String> {
+        if self.from_ns.is_some_and(|t| rec.capture_time_ns < t)
+            || self.to_ns.is_some_and(|t| rec.capture_time_ns > t)
+        {
+            return None;
+        }
+        let decoded = decode_frame(rec.payload, manifest);
+        if !self.topics.is_empty() || !self.kinds.is_empty() {
+            let d = decoded.as_ref()?;
+            if !self.topics.is_empty()
+                && !self.topics.iter().any(|p| d.topic.starts_with(p.as_str()))
+            {
+                return None;
+            }
+            if !self.kinds.is_empty() && !self.kinds.iter().any(|k| k == d.kind) {
+                return None;
+            }
+        }
+        Some(match &decoded {
+            Some(d) => {
+                let cols = format_dump_columns(rec.seq, rec.capture_time_ns, rec.payload.len(), d);
+                if self.fields {
+                    format!("{cols}  {}", format_fields(&flatten(&d.fields)))
+                } else {
+                    cols
+                }
+            }
+            None => tickbox_recorder::format_dump_line(rec),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tickbox_journal::Record;
+    use tickbox_wire::{Header, Kind, Quote};
+
+    fn quote_frame(topic: &str) -> Vec<u8> {
+        let header = Header::live(Kind::Quote, 7, 1, 5);
+        tickbox_wire::encode_to_vec(topic, &header, &Payload::Quote(Quote::default())).unwrap()
+    }
+
+    fn record(frame: &[u8], capture_time_ns: u64) -> Record<'_> {
+        Record {
+            seq: 3,
+            capture_time_ns,
+            payload: frame,
+        }
+    }
+
+    #[test]
+    fn the_dump_filter_keeps_what_its_window_topics_and_kinds_name() {
+        let aapl = quote_frame("Q.XNAS.AAPL");
+        let junk = b"not a frame".to_vec();
+        let all = DumpFilter::default();
+        assert!(all
+            .line(&record(&aapl, 100), None)
+            .unwrap()
+            .contains("Q.XNAS.AAPL"));
+        assert!(
+            all.line(&record(&junk, 100), None).is_some(),
+            "undecodable lines still show"
+        );
+        let window = DumpFilter {
+            from_ns: Some(50),
+            to_ns: Some(150),
+            ..DumpFilter::default()
+        };
+        assert!(window.line(&record(&aapl, 49), None).is_none());
+        assert!(window.line(&record(&aapl, 150), None).is_some());
+        assert!(window.line(&record(&aapl, 151), None).is_none());
+        let topics = DumpFilter {
+            topics: vec!["Q.XNAS.M".into()],
+            ..DumpFilter::default()
+        };
+        assert!(topics.line(&record(&aapl, 1), None).is_none());
+        assert!(
+            topics.line(&record(&junk, 1), None).is_none(),
+            "no topic to match"
+        );
+        let kinds = DumpFilter {
+            kinds: vec!["quote".into()],
+            fields: false,
+            ..DumpFilter::default()
+        };
+        assert!(kinds.line(&record(&aapl, 1), None).is_some());
+        let trades = DumpFilter {
+            kinds: vec!["trade".into()],
+            ..DumpFilter::default()
+        };
+        assert!(trades.line(&record(&aapl, 1), None).is_none());
+        assert!(DumpFilter::check_kinds(&["quote".into(), "gap".into()]).is_ok());
+        let err = DumpFilter::check_kinds(&["quotes".into()]).unwrap_err();
+        assert!(
+            err.contains("--kind quotes: not one of quote, trade"),
+            "{err}"
+        );
+    }
+}

@@ -45,6 +45,7 @@ mod replay;
 pub use derive::derive_wire;
 pub use describe::{
     decode_frame, flatten, format_dump_columns, format_fields, format_price, record_json, Decoded,
+    DumpFilter, DUMP_KINDS,
 };
 pub use error::{DbnError, FrameError};
 pub use export::{export_dbn, export_text, pick_source, row_fields, ExportReport, TextFormat};

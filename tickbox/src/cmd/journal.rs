@@ -12,10 +12,11 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
+use tickbox_dbn::DumpFilter;
 use tickbox_journal::{summarize, JournalError, Reader, Unreadable};
 use tickbox_recorder::{
-    dump_header, format_dump_line, format_metadata_repairs, format_summary, format_verdict,
-    JournalAccounting, JournalVerdict,
+    dump_header, format_metadata_repairs, format_summary, format_verdict, JournalAccounting,
+    JournalVerdict,
 };
 
 use crate::config::TickboxConfig;
@@ -148,22 +149,17 @@ pub(crate) fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCod
             kind,
             no_fields,
         } => {
+            DumpFilter::check_kinds(&kind).map_err(anyhow::Error::msg)?;
             let filter = DumpFilter {
-                to: to
+                to_ns: to
                     .as_deref()
                     .map(|t| tickbox_units::parse_time(t, || first_capture_ns(&path)))
                     .transpose()?,
                 topics,
                 kinds: kind,
                 fields: !no_fields,
+                ..DumpFilter::default()
             };
-            for k in &filter.kinds {
-                anyhow::ensure!(
-                    KIND_NAMES.contains(&k.as_str()),
-                    "--kind {k}: not one of {}",
-                    KIND_NAMES.join(", ")
-                );
-            }
             dump(&path, from_seq, from.as_deref(), limit, &filter)
         }
         Action::Export {
@@ -174,8 +170,6 @@ pub(crate) fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCod
         } => export(&path, format, out.as_deref(), source),
     }
 }
-
-const KIND_NAMES: [&str; 6] = ["quote", "trade", "heartbeat", "book_level", "gap", "vendor"];
 
 fn export(
     path: &Path,
@@ -207,13 +201,6 @@ fn export(
         Err(e) if e.is_broken_pipe() => Ok(ExitCode::SUCCESS),
         Err(e) => Err(e).with_context(|| format!("exporting {}", path.display())),
     }
-}
-
-struct DumpFilter {
-    to: Option<u64>,
-    topics: Vec<String>,
-    kinds: Vec<String>,
-    fields: bool,
 }
 
 fn verify(path: &Path, strict: bool, json: bool) -> anyhow::Result<ExitCode> {
@@ -274,14 +261,14 @@ fn dump_to(
     limit: u64,
     filter: &DumpFilter,
 ) -> anyhow::Result<ExitCode> {
+    let mut filter = filter.clone();
     let mut r = Reader::open(path).with_context(|| format!("opening {}", path.display()))?;
-    let mut from_ns = None;
     if let Some(seq) = from_seq {
         r.seek_seq(seq)?;
     } else if let Some(t) = from {
         let t = tickbox_units::parse_time(t, || first_capture_ns(path))?;
         r.seek_time(t)?;
-        from_ns = Some(t);
+        filter.from_ns = Some(t);
     }
     let manifest = tickbox_dbn::Manifest::read(path).unwrap_or(None);
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
@@ -298,42 +285,8 @@ fn dump_to(
             }
             Err(e) => return Err(e.into()),
         };
-        if from_ns.is_some_and(|t| rec.capture_time_ns < t)
-            || filter.to.is_some_and(|t| rec.capture_time_ns > t)
-        {
+        let Some(line) = filter.line(&rec, manifest.as_ref()) else {
             continue;
-        }
-        let decoded = tickbox_dbn::decode_frame(rec.payload, manifest.as_ref());
-        if !filter.topics.is_empty() || !filter.kinds.is_empty() {
-            let Some(d) = &decoded else { continue };
-            if !filter.topics.is_empty()
-                && !filter
-                    .topics
-                    .iter()
-                    .any(|p| d.topic.starts_with(p.as_str()))
-            {
-                continue;
-            }
-            if !filter.kinds.is_empty() && !filter.kinds.iter().any(|k| k == d.kind) {
-                continue;
-            }
-        }
-        let line = match &decoded {
-            Some(d) => {
-                let cols = tickbox_dbn::format_dump_columns(
-                    rec.seq,
-                    rec.capture_time_ns,
-                    rec.payload.len(),
-                    d,
-                );
-                if filter.fields {
-                    let fields = tickbox_dbn::format_fields(&tickbox_dbn::flatten(&d.fields));
-                    format!("{cols}  {fields}")
-                } else {
-                    cols
-                }
-            }
-            None => format_dump_line(&rec),
         };
         writeln!(out, "{line}")?;
         n += 1;
