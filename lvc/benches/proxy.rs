@@ -267,11 +267,11 @@ fn engine_ns_per_message(n: u64) -> f64 {
     let frames = frames();
     let mut engine = lvc::LvcEngine::new(&LvcConfig::default());
     for f in &frames {
-        engine.on_upstream(f);
+        engine.handle_upstream(f);
     }
     let started = thread_cpu_seconds();
     for i in 0..n as usize {
-        std::hint::black_box(engine.on_upstream(std::hint::black_box(&frames[i % TOPICS])));
+        std::hint::black_box(engine.handle_upstream(std::hint::black_box(&frames[i % TOPICS])));
     }
     (thread_cpu_seconds() - started) * 1e9 / n as f64
 }

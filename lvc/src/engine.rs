@@ -366,7 +366,7 @@ impl LvcEngine {
     /// whether the frame is intact (every record a valid frame): only an intact batch may be forwarded whole.
     /// A malformed record is counted under [`MalformedPolicy`] like a malformed single frame; the records
     /// before it stay cached, and the records after it cannot be found (the batch's framing is broken there).
-    pub fn on_upstream_batch(&mut self, frame: &[u8]) -> BatchVerdict {
+    pub fn handle_upstream_batch(&mut self, frame: &[u8]) -> BatchVerdict {
         self.stats.batches_in += 1;
         let records = match batch_records(frame) {
             Ok(records) => records,
@@ -384,7 +384,7 @@ impl LvcEngine {
         };
         for record in records {
             let forwarding = match record {
-                Ok(record) => self.on_upstream(record),
+                Ok(record) => self.handle_upstream(record),
                 Err(err) => {
                     self.stats.messages_in += 1;
                     self.malformed(&err)
@@ -403,7 +403,7 @@ impl LvcEngine {
     /// One upstream frame. Valid data frames update the cache (by arrival) and are forwarded; malformed ones are
     /// counted and follow [`MalformedPolicy`].
     #[inline]
-    pub fn on_upstream(&mut self, frame: &[u8]) -> Forwarding {
+    pub fn handle_upstream(&mut self, frame: &[u8]) -> Forwarding {
         self.stats.messages_in += 1;
         let msg = match MessageRef::decode(frame) {
             Ok(msg) => msg,
@@ -441,7 +441,7 @@ impl LvcEngine {
     /// is one frame, so this is a broken tickbox publisher, counted as malformed and handled under
     /// [`MalformedPolicy`]. `parts` is how many parts it had. (A plain multipart message goes through
     /// [`Self::begin_multipart`] instead.)
-    pub fn on_upstream_multipart(&mut self, parts: usize) -> Forwarding {
+    pub fn handle_upstream_multipart(&mut self, parts: usize) -> Forwarding {
         self.stats.messages_in += 1;
         self.stats.malformed += 1;
         if self.stats.malformed.is_power_of_two() {
@@ -460,13 +460,13 @@ impl LvcEngine {
     /// The first part of an upstream multipart message. A plain ZeroMQ publisher's message (first part the
     /// topic, then the value parts) is forwarded and, under a cache prefix, cached by its topic: feed every
     /// further part to [`Self::multipart_part`], then call [`Self::end_multipart`]. A first part that is itself a
-    /// tickbox wire frame makes the message malformed ([`Self::on_upstream_multipart`]); then the answer is
+    /// tickbox wire frame makes the message malformed ([`Self::handle_upstream_multipart`]); then the answer is
     /// final and the other two calls do nothing.
     pub fn begin_multipart(&mut self, first: &[u8]) -> Forwarding {
         self.pending.active = false;
         self.pending.plain = false;
         if MessageRef::decode(first).is_ok() {
-            return self.on_upstream_multipart(2);
+            return self.handle_upstream_multipart(2);
         }
         self.pending.plain = true;
         self.stats.messages_in += 1;
@@ -544,12 +544,12 @@ impl LvcEngine {
 
     /// A whole upstream multipart message at once (for tests and tools; the proxy streams it through
     /// [`Self::begin_multipart`]).
-    pub fn on_upstream_parts(&mut self, parts: &[&[u8]]) -> Forwarding {
+    pub fn handle_upstream_parts(&mut self, parts: &[&[u8]]) -> Forwarding {
         let Some((first, rest)) = parts.split_first() else {
-            return self.on_upstream(&[]);
+            return self.handle_upstream(&[]);
         };
         if rest.is_empty() {
-            return self.on_upstream(first);
+            return self.handle_upstream(first);
         }
         let forwarding = self.begin_multipart(first);
         for part in rest {
@@ -579,7 +579,7 @@ impl LvcEngine {
     /// Prefixes covered by one of the proxy's own `cache_prefixes` are never forwarded (the proxy already gets
     /// everything they match) and are not tracked, so with the default `[""]` subscribers cannot grow the
     /// upstream subscription set at all.
-    pub fn on_downstream<'a>(&mut self, frame: &'a [u8]) -> DownstreamEvent<'a> {
+    pub fn handle_downstream<'a>(&mut self, frame: &'a [u8]) -> DownstreamEvent<'a> {
         self.readers.on_message(frame);
         let Some((&first, prefix)) = frame.split_first() else {
             self.stats.downstream_other += 1;
@@ -712,7 +712,7 @@ impl LvcEngine {
     }
 }
 
-/// What the engine made of an upstream batch frame ([`LvcEngine::on_upstream_batch`]).
+/// What the engine made of an upstream batch frame ([`LvcEngine::handle_upstream_batch`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BatchVerdict {
     /// The batch may be forwarded whole: every record is a valid frame (or `malformed = "forward"` passes the
@@ -867,15 +867,15 @@ mod tests {
     fn caches_last_value_and_serves_prefix() {
         let mut e = engine();
         assert_eq!(
-            e.on_upstream(&quote("Q.X.A", 1, 1, 10, 1)),
+            e.handle_upstream(&quote("Q.X.A", 1, 1, 10, 1)),
             Forwarding::Forward
         );
         assert_eq!(
-            e.on_upstream(&quote("Q.X.A", 1, 2, 11, 2)),
+            e.handle_upstream(&quote("Q.X.A", 1, 2, 11, 2)),
             Forwarding::Forward
         );
         assert_eq!(
-            e.on_upstream(&quote("Q.X.B", 1, 3, 12, 3)),
+            e.handle_upstream(&quote("Q.X.B", 1, 3, 12, 3)),
             Forwarding::Forward
         );
         let got: Vec<_> = e.cached_matching(b"Q.X.A").map(|f| f.to_vec()).collect();
@@ -889,8 +889,8 @@ mod tests {
     #[test]
     fn restarted_publisher_replaces_by_arrival() {
         let mut e = engine();
-        e.on_upstream(&quote("Q.X.A", 1, 1000, 10, 1));
-        e.on_upstream(&quote("Q.X.A", 1, 1, 20, 2)); // restart: sequence back to 1
+        e.handle_upstream(&quote("Q.X.A", 1, 1000, 10, 1));
+        e.handle_upstream(&quote("Q.X.A", 1, 1, 20, 2)); // restart: sequence back to 1
         let frame = e.cached_matching(b"Q.X.A").next().unwrap();
         assert_eq!(MessageRef::decode(frame).unwrap().header().sequence, 1);
     }
@@ -904,7 +904,7 @@ mod tests {
             &Payload::Heartbeat(Default::default()),
         )
         .unwrap();
-        assert_eq!(e.on_upstream(&hb), Forwarding::Forward);
+        assert_eq!(e.handle_upstream(&hb), Forwarding::Forward);
         assert_eq!(e.stats().topics_cached, 0);
         for (side, level) in [
             (Side::Buy, 0),
@@ -919,7 +919,7 @@ mod tests {
             };
             let frame =
                 encode_to_vec("B.X.A", &Header::live(Kind::BookLevel, 1, 1, 1), &b.into()).unwrap();
-            e.on_upstream(&frame);
+            e.handle_upstream(&frame);
         }
         assert_eq!(e.cached_matching(b"B.X.A").count(), 3);
         assert_eq!(e.cached_matching(b"B.X.A\0").count(), 3);
@@ -928,19 +928,19 @@ mod tests {
     #[test]
     fn malformed_is_counted_and_dropped_by_default() {
         let mut e = engine();
-        assert_eq!(e.on_upstream(b"garbage"), Forwarding::Drop);
-        assert_eq!(e.on_upstream(b""), Forwarding::Drop);
+        assert_eq!(e.handle_upstream(b"garbage"), Forwarding::Drop);
+        assert_eq!(e.handle_upstream(b""), Forwarding::Drop);
         let mut bad_version = quote("Q.X.A", 1, 1, 1, 1);
         bad_version[6] = 99;
-        assert_eq!(e.on_upstream(&bad_version), Forwarding::Drop);
-        assert_eq!(e.on_upstream_multipart(2), Forwarding::Drop);
+        assert_eq!(e.handle_upstream(&bad_version), Forwarding::Drop);
+        assert_eq!(e.handle_upstream_multipart(2), Forwarding::Drop);
         assert_eq!(e.stats().malformed, 4);
         assert_eq!(e.stats().topics_cached, 0);
         let mut fwd = LvcEngine::new(&LvcConfig {
             malformed: MalformedPolicy::Forward,
             ..LvcConfig::default()
         });
-        assert_eq!(fwd.on_upstream(b"garbage"), Forwarding::Forward);
+        assert_eq!(fwd.handle_upstream(b"garbage"), Forwarding::Forward);
         assert_eq!(fwd.stats().topics_cached, 0);
     }
 
@@ -957,12 +957,18 @@ mod tests {
                 other => panic!("not a multipart value: {other:?}"),
             }
         };
-        assert_eq!(e.on_upstream_parts(&[b"Q.A", b"1"]), Forwarding::Forward);
         assert_eq!(
-            e.on_upstream_parts(&[b"Q.A", b"2", b"x"]),
+            e.handle_upstream_parts(&[b"Q.A", b"1"]),
             Forwarding::Forward
         );
-        assert_eq!(e.on_upstream_parts(&[b"T.A", b"1"]), Forwarding::Forward);
+        assert_eq!(
+            e.handle_upstream_parts(&[b"Q.A", b"2", b"x"]),
+            Forwarding::Forward
+        );
+        assert_eq!(
+            e.handle_upstream_parts(&[b"T.A", b"1"]),
+            Forwarding::Forward
+        );
         assert_eq!(
             parts(e.cached_values(b"Q.").next()),
             vec![b"Q.A".to_vec(), b"2".to_vec(), b"x".to_vec()]
@@ -975,14 +981,14 @@ mod tests {
         // Over max_entry_bytes by bytes, or by part count (4 bytes each): forwarded, not cached, and the stale
         // value is gone.
         assert_eq!(
-            e.on_upstream_parts(&[b"Q.A", &[7; 64]]),
+            e.handle_upstream_parts(&[b"Q.A", &[7; 64]]),
             Forwarding::Forward
         );
         assert_eq!(e.cached_values(b"Q.A").count(), 0);
         let empty: Vec<&[u8]> = std::iter::once(&b"Q.B"[..])
             .chain(std::iter::repeat_n(&b""[..], 16))
             .collect();
-        assert_eq!(e.on_upstream_parts(&empty), Forwarding::Forward);
+        assert_eq!(e.handle_upstream_parts(&empty), Forwarding::Forward);
         assert_eq!(e.cached_values(b"Q.B").count(), 0);
         let s = e.stats();
         assert_eq!(
@@ -1001,10 +1007,10 @@ mod tests {
     fn a_multipart_tickbox_frame_and_a_single_plain_frame_stay_malformed() {
         let mut e = engine();
         let frame = quote("Q.X.A", 1, 1, 1, 1);
-        assert_eq!(e.on_upstream_parts(&[&frame, &frame]), Forwarding::Drop);
+        assert_eq!(e.handle_upstream_parts(&[&frame, &frame]), Forwarding::Drop);
         assert!(!e.multipart_is_plain());
         // The Guide's LVC has no single-frame form either: a lone frame has no topic/value boundary.
-        assert_eq!(e.on_upstream_parts(&[b"Q.X.A 101.5"]), Forwarding::Drop);
+        assert_eq!(e.handle_upstream_parts(&[b"Q.X.A 101.5"]), Forwarding::Drop);
         let s = e.stats();
         assert_eq!(
             (s.malformed, s.topics_cached, s.multipart_cached),
@@ -1024,8 +1030,8 @@ mod tests {
             &Payload::Trade(Default::default()),
         )
         .unwrap();
-        assert_eq!(e.on_upstream(&t), Forwarding::Forward);
-        e.on_upstream(&quote("Q.X.A", 1, 2, 1, 1));
+        assert_eq!(e.handle_upstream(&t), Forwarding::Forward);
+        e.handle_upstream(&quote("Q.X.A", 1, 2, 1, 1));
         assert_eq!(e.stats().topics_cached, 1);
         assert_eq!(
             e.own_subscriptions().collect::<Vec<_>>(),
@@ -1042,21 +1048,21 @@ mod tests {
         // First subscriber to T.: goes upstream. Second (verbose duplicate): served from cache, not forwarded,
         // so the XSUB's own reference count stays at one and the single final unsubscribe releases it.
         assert_eq!(
-            e.on_downstream(b"\x01T."),
+            e.handle_downstream(b"\x01T."),
             DownstreamEvent::Subscribe {
                 prefix: b"T.",
                 forward_upstream: true
             }
         );
         assert_eq!(
-            e.on_downstream(b"\x01T."),
+            e.handle_downstream(b"\x01T."),
             DownstreamEvent::Subscribe {
                 prefix: b"T.",
                 forward_upstream: false
             }
         );
         assert_eq!(
-            e.on_downstream(b"\x00T."),
+            e.handle_downstream(b"\x00T."),
             DownstreamEvent::Unsubscribe {
                 prefix: b"T.",
                 forward_upstream: true
@@ -1064,21 +1070,21 @@ mod tests {
         );
         // The proxy's own prefix is never released by a subscriber leaving.
         assert_eq!(
-            e.on_downstream(b"\x01Q."),
+            e.handle_downstream(b"\x01Q."),
             DownstreamEvent::Subscribe {
                 prefix: b"Q.",
                 forward_upstream: false
             }
         );
         assert_eq!(
-            e.on_downstream(b"\x00Q."),
+            e.handle_downstream(b"\x00Q."),
             DownstreamEvent::Unsubscribe {
                 prefix: b"Q.",
                 forward_upstream: false
             }
         );
-        assert_eq!(e.on_downstream(b"\x07x"), DownstreamEvent::Other);
-        assert_eq!(e.on_downstream(b""), DownstreamEvent::Other);
+        assert_eq!(e.handle_downstream(b"\x07x"), DownstreamEvent::Other);
+        assert_eq!(e.handle_downstream(b""), DownstreamEvent::Other);
         let s = e.stats();
         assert_eq!(
             (s.subscribes, s.unsubscribes, s.downstream_other),
@@ -1113,15 +1119,15 @@ mod tests {
     #[test]
     fn lvc_behind_lvc_does_not_let_cached_overwrite_live() {
         let mut e = engine();
-        e.on_upstream(&quote("Q.X.A", 1, 10, 1_000, 5));
+        e.handle_upstream(&quote("Q.X.A", 1, 10, 1_000, 5));
         let mut old = quote("Q.X.A", 1, 9, 900, 4);
         mark_cached(&mut old).unwrap();
-        assert_eq!(e.on_upstream(&old), Forwarding::Forward);
+        assert_eq!(e.handle_upstream(&old), Forwarding::Forward);
         let held = MessageRef::decode(e.cached_matching(b"Q.X.A").next().unwrap()).unwrap();
         assert_eq!(held.header().sequence, 10);
         let mut fresh = quote("Q.X.B", 1, 8, 800, 4);
         mark_cached(&mut fresh).unwrap();
-        e.on_upstream(&fresh);
+        e.handle_upstream(&fresh);
         assert_eq!(e.cached_matching(b"Q.X.B").count(), 1);
     }
 
@@ -1134,14 +1140,14 @@ mod tests {
         });
         let long = b"\x01T.123456789";
         assert_eq!(
-            e.on_downstream(long),
+            e.handle_downstream(long),
             DownstreamEvent::Refused {
                 prefix: &long[1..],
                 reason: Refusal::TooLong
             }
         );
         assert_eq!(
-            e.on_downstream(b"\x00T.123456789"),
+            e.handle_downstream(b"\x00T.123456789"),
             DownstreamEvent::Unsubscribe {
                 prefix: b"T.123456789",
                 forward_upstream: false
@@ -1149,7 +1155,7 @@ mod tests {
         );
         // Exactly at the bound is fine.
         assert_eq!(
-            e.on_downstream(b"\x01T.345678"),
+            e.handle_downstream(b"\x01T.345678"),
             DownstreamEvent::Subscribe {
                 prefix: b"T.345678",
                 forward_upstream: true
@@ -1169,7 +1175,7 @@ mod tests {
         });
         for p in [&b"\x01T.a"[..], b"\x01T.b", b"\x01T.c"] {
             assert!(matches!(
-                e.on_downstream(p),
+                e.handle_downstream(p),
                 DownstreamEvent::Subscribe {
                     forward_upstream: true,
                     ..
@@ -1177,7 +1183,7 @@ mod tests {
             ));
         }
         assert!(matches!(
-            e.on_downstream(b"\x01T.d"),
+            e.handle_downstream(b"\x01T.d"),
             DownstreamEvent::Refused {
                 reason: Refusal::PrefixSetFull,
                 ..
@@ -1185,7 +1191,7 @@ mod tests {
         ));
         // Covered by an own prefix: never forwarded, never tracked, so never refused.
         assert!(matches!(
-            e.on_downstream(b"\x01Q.XNAS"),
+            e.handle_downstream(b"\x01Q.XNAS"),
             DownstreamEvent::Subscribe {
                 forward_upstream: false,
                 ..
@@ -1193,23 +1199,23 @@ mod tests {
         ));
         // A duplicate of a held prefix is served, not refused.
         assert!(matches!(
-            e.on_downstream(b"\x01T.a"),
+            e.handle_downstream(b"\x01T.a"),
             DownstreamEvent::Subscribe {
                 forward_upstream: false,
                 ..
             }
         ));
-        e.on_downstream(b"\x00T.a");
+        e.handle_downstream(b"\x00T.a");
         // Room for one more by count, but 6 held bytes + 4 exceed the 9-byte cap.
         assert!(matches!(
-            e.on_downstream(b"\x01T.dd"),
+            e.handle_downstream(b"\x01T.dd"),
             DownstreamEvent::Refused {
                 reason: Refusal::PrefixSetFull,
                 ..
             }
         ));
         assert!(matches!(
-            e.on_downstream(b"\x01T.d"),
+            e.handle_downstream(b"\x01T.d"),
             DownstreamEvent::Subscribe {
                 forward_upstream: true,
                 ..

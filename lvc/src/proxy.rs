@@ -549,7 +549,7 @@ impl Proxy {
                 self.forward_batch_frame(stop)?;
                 continue;
             }
-            if self.engine.on_upstream(self.msg.bytes()) == Forwarding::Drop {
+            if self.engine.handle_upstream(self.msg.bytes()) == Forwarding::Drop {
                 continue;
             }
             if let Some(tap) = self.tap.as_mut() {
@@ -580,7 +580,7 @@ impl Proxy {
     /// every reader opted in to batches, and record by record to a side where someone did not: a hop never
     /// sends a batch to a reader that did not ask for one.
     fn forward_batch_frame(&mut self, stop: &AtomicBool) -> Result<(), LvcError> {
-        let verdict = self.engine.on_upstream_batch(self.msg.bytes());
+        let verdict = self.engine.handle_upstream_batch(self.msg.bytes());
         let records = match tickbox_wire::batch_records(self.msg.bytes()) {
             Ok(records) => u64::from(records.declared_count()),
             Err(_) => 1,
@@ -786,12 +786,12 @@ impl Proxy {
                     })
                 }
             }
-            self.on_downstream(&event)?;
+            self.handle_downstream(&event)?;
         }
         Ok(())
     }
 
-    fn on_downstream(&mut self, frame: &[u8]) -> Result<(), LvcError> {
+    fn handle_downstream(&mut self, frame: &[u8]) -> Result<(), LvcError> {
         let Proxy {
             engine,
             xsub,
@@ -803,7 +803,7 @@ impl Proxy {
             broadcast,
             ..
         } = self;
-        let (prefix, forward, subscribe) = match engine.on_downstream(frame) {
+        let (prefix, forward, subscribe) = match engine.handle_downstream(frame) {
             DownstreamEvent::Subscribe {
                 prefix,
                 forward_upstream,

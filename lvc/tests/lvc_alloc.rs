@@ -71,12 +71,12 @@ fn steady_state_updates_do_not_allocate() {
     }
     let mut engine = LvcEngine::new(&LvcConfig::default());
     for frame in &frames {
-        assert_eq!(engine.on_upstream(frame), Forwarding::Forward);
+        assert_eq!(engine.handle_upstream(frame), Forwarding::Forward);
     }
     let before = allocations();
     for _ in 0..50 {
         for frame in &frames {
-            engine.on_upstream(frame);
+            engine.handle_upstream(frame);
         }
     }
     assert_eq!(allocations() - before, 0, "the hot path allocated");

@@ -14,7 +14,10 @@
 //! * **input**: `handle_input(now, input)` when something arrived on the engine's one input; an engine fed by
 //!   several sockets names each input `handle_<source>(now, …)` (`handle_frontend`/`handle_backend` of the
 //!   Paranoid Pirate queue, `handle_update`/`handle_snapshot` of the Clone client, `handle_peer_state` and
-//!   `handle_client_request` of Binary Star). `now` comes first.
+//!   `handle_client_request` of Binary Star). `now` comes first. The data-plane engines follow the same names
+//!   where they take input (`handle_upstream`/`handle_downstream` of the LVC engine, `handle_input` of the
+//!   recorder's history service, `handle_live`/`handle_history` of the subscriber's catch-up); those that count
+//!   frames on the hot path and keep no timers (the sequence tracker, the snail) are fed by plain calls.
 //! * **timers**: `handle_timeout(now)` when the deadline passed; calling it early, or on every loop turn, is
 //!   harmless.
 //! * **output**: `poll_output() -> Option<…>`: the next message to send or action to take; the loop calls it until
