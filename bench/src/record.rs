@@ -425,10 +425,7 @@ impl RawFile {
             )
         };
         if rc != 0 && rc != libc::EOPNOTSUPP && rc != libc::EINVAL {
-            return Err(BenchError::io(
-                &path,
-                std::io::Error::from_raw_os_error(rc),
-            ));
+            return Err(BenchError::io(&path, std::io::Error::from_raw_os_error(rc)));
         }
         // SAFETY: the file was created (truncated) by this process for this map alone; nothing else maps or
         // resizes it while the map lives.

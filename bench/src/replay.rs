@@ -351,7 +351,12 @@ pub fn tickbox_replay(
 }
 
 /// Waits until `delivered()` reaches `records`, or nothing arrived for `drain`, or `stop`.
-pub(crate) fn wait_delivered(delivered: impl Fn() -> u64, records: u64, drain: Duration, stop: &AtomicBool) {
+pub(crate) fn wait_delivered(
+    delivered: impl Fn() -> u64,
+    records: u64,
+    drain: Duration,
+    stop: &AtomicBool,
+) {
     let mut last = delivered();
     let mut last_change = Instant::now();
     while last < records && !stop.load(Ordering::Relaxed) && last_change.elapsed() < drain {

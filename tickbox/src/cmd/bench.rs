@@ -23,9 +23,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use tickbox_bench::env::Warning;
 use tickbox_bench::process::{raw_pub_process, raw_sub_process, RAW_PUB_ENDPOINT_LINE};
-use tickbox_bench::record::{
-    record_runs_table, record_table, run_record_bench, RecordBenchConfig,
-};
+use tickbox_bench::record::{record_runs_table, record_table, run_record_bench, RecordBenchConfig};
 use tickbox_bench::replay::{replay_table, run_replay_bench, ReplayBenchConfig};
 use tickbox_bench::report::{compare, read_results, unix_seconds, RunDocument};
 use tickbox_bench::sweep::{
@@ -533,8 +531,8 @@ fn record(a: RecordArgs, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     let stop = crate::shutdown::flag();
     let ctx = zmq::Context::new();
     let stamp = unix_seconds().to_string();
-    let outcome = run_record_bench(&ctx, &bench, &a.out, &stamp, &stop)
-        .context("record benchmark failed")?;
+    let outcome =
+        run_record_bench(&ctx, &bench, &a.out, &stamp, &stop).context("record benchmark failed")?;
     print_environment(&outcome.document);
     println!(
         "a batched lossless feed (feed --batch auto --rate max --no-drop) read flat out over tcp loopback;          tickbox-record = the recorder into an archive journal (the [recorder] defaults), tickbox-subscribe = a          Black Box with one worker decoding every record, raw-mmap = one SUB appending each message to an mmap'd          file with memcpy; records/s from the feed's first send to the last record's arrival (written); lost =          records not delivered, or what the system's own accounting (the recorder's ledger) says missing"
