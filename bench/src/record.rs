@@ -15,8 +15,8 @@
 //!   message it receives, unchanged behind a 4-byte length, to an mmap'd file preallocated like a journal segment
 //!   (rolled to a new one when full) with `memcpy`: the least any recorder of these frames can do. It reads only
 //!   the record count of a batch frame's header (and the kind of a single frame) to know when it has everything.
-//! * Every clock runs from the feed's first send (its schedule start) to the arrival of the last data record —
-//!   after it was written, for the two writers. Each repeat runs all three, in an order that alternates
+//! * Every clock runs from the feed's first send (its schedule start) to the arrival of the last data record (the
+//!   recorder's capture time of it, stored in the journal; the raw SUB's receipt; the worker's dequeue). Each repeat runs all three, in an order that alternates
 //!   (`T S R`, then `R S T`, …), and the ratios are taken per repeat.
 
 use std::path::{Path, PathBuf};
@@ -255,27 +255,21 @@ pub fn tickbox_record(
         batch_max: cfg.batch_max,
         rcvhwm: cfg.rcvhwm,
         reader_cores: cfg.reader_cores.clone(),
-        // The bench reads the end of the run off the progress callback: often enough to be exact to a millisecond.
+        // The progress callback ends the run once every record is in: soon after the last.
         progress_every: Duration::from_millis(1),
         ..RecordOptions::default()
     };
     let expected = config.expected();
     let done = AtomicBool::new(false);
-    let mut end_ns = 0u64;
     let mut stalled = Stalled::new(config.drain);
     let stats: RecordStats = record(ctx, &mut writer, &options, &done, |s: &RecordStats| {
-        if s.recorded >= expected {
-            // After the commit that appended it: the record is written.
-            end_ns = now_ns();
+        if s.recorded >= expected || stalled.check(s.recorded) || stop.load(Ordering::Relaxed) {
             done.store(true, Ordering::Relaxed);
-        } else if stalled.check(s.recorded) || stop.load(Ordering::Relaxed) {
-            done.store(true, Ordering::Relaxed);
-        } else if s.recorded > 0 {
-            end_ns = now_ns();
         }
     })
     .map_err(|e| BenchError::Pipeline(format!("record: {e}")))?;
     writer.close().map_err(journal_err(&path))?;
+    let end_ns = last_data_capture(&path, &stats)?;
     if stats.invalid_frames > 0 || stats.multipart_messages > 0 {
         tracing::warn!(
             invalid = stats.invalid_frames,
@@ -293,6 +287,27 @@ pub fn tickbox_record(
         recv_hwm: options.rcvhwm,
     };
     finish_result(RECORD, config, measured, feed)
+}
+
+/// The capture time (taken on receipt) of the last data record the run appended: the closing heartbeats that
+/// follow it are not data.
+fn last_data_capture(path: &Path, stats: &RecordStats) -> Result<u64, BenchError> {
+    let (Some(first), Some(last)) = (stats.first_seq, stats.last_seq) else {
+        return Ok(0);
+    };
+    let mut reader = tickbox_journal::Reader::open(path).map_err(journal_err(path))?;
+    reader
+        .seek_seq(last.saturating_sub(1024).max(first))
+        .map_err(journal_err(path))?;
+    let mut end_ns = 0;
+    while let Some(rec) = reader.next().map_err(journal_err(path))? {
+        let data = MessageRef::decode(rec.payload)
+            .is_ok_and(|m| !matches!(m.kind(), Kind::Heartbeat | Kind::Gap));
+        if data {
+            end_ns = rec.capture_time_ns;
+        }
+    }
+    Ok(end_ns)
 }
 
 /// One run of the Black Box with one worker on a fresh feed, as `tickbox subscribe --workers 1` runs it.
@@ -493,12 +508,14 @@ pub fn raw_record(
     while delivered < expected && !stop.load(Ordering::Relaxed) {
         match sub.recv(&mut msg, 0) {
             Ok(()) => {
+                // Taken on receipt, as the recorder's capture time is.
+                let arrived = now_ns();
                 file.append(&msg)?;
                 let n = records_in(&msg);
                 batch_frames += u64::from(tickbox_wire::is_batch(&msg));
                 if n > 0 {
                     delivered += n;
-                    end_ns = now_ns();
+                    end_ns = arrived;
                 }
             }
             Err(zmq::Error::EAGAIN | zmq::Error::EINTR) => {

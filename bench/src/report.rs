@@ -415,7 +415,8 @@ pub struct RecordResult {
     /// Bytes written to the file (recorder: record payloads, gap records included; raw: messages and their length
     /// prefixes); none for the Black Box, which writes nothing.
     pub bytes_written: Option<u64>,
-    /// From the feed's first send to the last record's arrival (after its write for the writers), seconds.
+    /// From the feed's first send to the last data record's arrival (recorder: its capture time; raw: receipt;
+    /// Black Box: the worker's dequeue), seconds.
     pub elapsed_s: f64,
     /// `delivered / elapsed_s`.
     pub records_per_s: f64,
