@@ -535,7 +535,11 @@ fn record(a: RecordArgs, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
         run_record_bench(&ctx, &bench, &a.out, &stamp, &stop).context("record benchmark failed")?;
     print_environment(&outcome.document);
     println!(
-        "a batched lossless feed (feed --batch auto --rate max --no-drop) read flat out over tcp loopback;          tickbox-record = the recorder into an archive journal (the [recorder] defaults), tickbox-subscribe = a          Black Box with one worker decoding every record, raw-mmap = one SUB appending each message to an mmap'd          file with memcpy; records/s from the feed's first send to the last data record's arrival; lost =          records not delivered, or what the system's own accounting (the recorder's ledger) says missing"
+        "a batched lossless feed (feed --batch auto --rate max --no-drop) read flat out over tcp loopback; \
+         tickbox-record = the recorder into an archive journal (the [recorder] defaults), tickbox-subscribe = a \
+         Black Box with one worker decoding every record, raw-mmap = one SUB appending each message to an mmap'd \
+         file with memcpy; records/s from the feed's first send to the last data record's arrival; lost = \
+         records not delivered, or what the system's own accounting (the recorder's ledger) says missing"
     );
     print!("{}", record_table(&outcome.document.summary));
     print!("{}", record_runs_table(&outcome.results));
