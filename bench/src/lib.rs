@@ -15,6 +15,8 @@
 //!   the figure is the product's as users run it.
 //! * Replay ([`replay`]): a journal of generated market data replayed at `--speed max` into a Black Box, beside a
 //!   raw XPUB → SUB sending the same frames.
+//! * Record ([`record`]): a batched lossless feed written by the recorder to a journal, beside the Black Box on
+//!   the same feed and a raw SUB copying the same messages into an mmap'd file.
 //! * Every figure is measured `repeats` times, tickbox and raw alternating ([`stats`]), and reported as the median
 //!   with its min–max; result files carry the machine's [`env::Environment`] and the run's [`env::Warning`]s.
 
@@ -27,6 +29,7 @@ pub mod pipeline;
 pub mod plot;
 pub mod process;
 pub mod raw;
+pub mod record;
 pub mod replay;
 pub mod report;
 pub mod stats;
@@ -38,7 +41,9 @@ pub use measure::{LatencyRecorder, LatencySamples, Percentiles, Schedule};
 pub use pace::Stall;
 pub use pipeline::{tickbox_latency, tickbox_throughput};
 pub use raw::{raw_pubsub_latency, raw_throughput, RawPattern, ThroughputConfig};
-pub use report::{BenchRecord, LatencyResult, ReplayResult, RunDocument, ThroughputResult};
+pub use report::{
+    BenchRecord, LatencyResult, RecordResult, ReplayResult, RunDocument, ThroughputResult,
+};
 pub use transport::{parse_duration, parse_rate, Transport};
 
 use std::path::{Path, PathBuf};

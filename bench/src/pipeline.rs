@@ -363,12 +363,36 @@ pub fn tickbox_throughput(
     tickbox_throughput_with(ctx, config, &|_, _| {})
 }
 
+/// The system name of [`tickbox_throughput_batched`]'s results.
+pub const BATCHED: &str = "tickbox-batched";
+
+/// [`tickbox_throughput`] with batch frames, as `feed --batch auto` sends them to a Black Box (which opts in):
+/// each shard packs up to the feed's `batch_max_records` messages (`batch_max_bytes`) into one `#B` frame and
+/// sends what it has after every `max_batch` messages, the feed's step at `--rate max`. Counted per record.
+pub fn tickbox_throughput_batched(
+    ctx: &zmq::Context,
+    config: &ThroughputConfig,
+) -> Result<ThroughputResult, BenchError> {
+    let mut result = throughput_run(ctx, config, &|_, _| {}, true)?;
+    result.system = BATCHED.into();
+    Ok(result)
+}
+
 /// [`tickbox_throughput`] with the subscriber and worker configs adjusted by `tune` (its worker count wins over
 /// one per shard).
 pub fn tickbox_throughput_with(
     ctx: &zmq::Context,
     config: &ThroughputConfig,
     tune: Tune<'_>,
+) -> Result<ThroughputResult, BenchError> {
+    throughput_run(ctx, config, tune, false)
+}
+
+fn throughput_run(
+    ctx: &zmq::Context,
+    config: &ThroughputConfig,
+    tune: Tune<'_>,
+    batched: bool,
 ) -> Result<ThroughputResult, BenchError> {
     let shards = config.shards.max(1);
     let phase = Arc::new(AtomicU8::new(crate::raw::PHASE_WARMUP));
@@ -382,7 +406,9 @@ pub fn tickbox_throughput_with(
         publishers.push(
             thread::Builder::new()
                 .name(format!("bench-feed-{shard}"))
-                .spawn(move || flat_out_publisher(&ctx, shard, &config, &thread_phase, ep_tx))
+                .spawn(move || {
+                    flat_out_publisher(&ctx, shard, &config, &thread_phase, ep_tx, batched)
+                })
                 .map_err(BenchError::Thread)?,
         );
         match ep_rx.recv_timeout(Duration::from_secs(10)) {
@@ -446,6 +472,7 @@ fn flat_out_publisher(
     config: &ThroughputConfig,
     phase: &AtomicU8,
     ep_tx: mpsc::Sender<Result<String, BenchError>>,
+    batched: bool,
 ) -> Result<(), BenchError> {
     let feed = FeedConfig {
         security: config.security.clone(),
@@ -477,13 +504,27 @@ fn flat_out_publisher(
     }
     let publisher_id = feed.publisher_id_base + shard as u32;
     let mut publisher = Publisher::new(socket, shard, publisher_id, 1_000_000);
+    let pub_err = |e: tickbox_feed::FeedError| BenchError::Pipeline(format!("publish: {e}"));
+    // The Black Box subscribes to "" and to the batch topic, so `feed --batch auto` batches for it.
+    let step = if batched {
+        publisher = publisher.with_batch(feed.batch_max_bytes, feed.batch_max_records);
+        publisher.set_batching(true).map_err(pub_err)?;
+        feed.max_batch.max(1) as u64
+    } else {
+        u64::MAX
+    };
     let topic = topic_for_size(config.size);
     let mut k = 0u64;
     while phase.load(Ordering::Relaxed) != crate::raw::PHASE_STOP {
         publisher
             .publish(&topic, &bench_trade(k))
-            .map_err(|e| BenchError::Pipeline(format!("publish: {e}")))?;
+            .map_err(pub_err)?;
         k += 1;
+        // The feed sends what it has batched at the end of every pacer step; at `--rate max` a step is
+        // `max_batch` messages.
+        if k.is_multiple_of(step) {
+            publisher.flush().map_err(pub_err)?;
+        }
     }
     Ok(())
 }

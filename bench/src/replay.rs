@@ -189,6 +189,34 @@ pub struct TouchWorker {
     undecodable: u64,
 }
 
+impl TouchWorker {
+    /// A worker that publishes its count of data records in `delivered`.
+    pub fn new(delivered: Arc<AtomicU64>) -> TouchWorker {
+        TouchWorker {
+            delivered,
+            count: 0,
+            last_ns: 0,
+            checksum: 0,
+            undecodable: 0,
+        }
+    }
+
+    /// Data records touched.
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
+    /// When the last data record was dequeued (`now_ns`; 0 before any).
+    pub fn last_ns(&self) -> u64 {
+        self.last_ns
+    }
+
+    /// Records whose payload did not decode.
+    pub fn undecodable(&self) -> u64 {
+        self.undecodable
+    }
+}
+
 impl Worker for TouchWorker {
     #[inline]
     fn on_message(&mut self, msg: &MessageRef<'_>, delivery: &Delivery) {
@@ -252,12 +280,8 @@ pub fn tickbox_replay(
     let counters: Vec<Arc<AtomicU64>> = (0..workers.count)
         .map(|_| Arc::new(AtomicU64::new(0)))
         .collect();
-    let subscriber = Subscriber::start(ctx, &sub_config, &workers, |i| TouchWorker {
-        delivered: Arc::clone(&counters[i]),
-        count: 0,
-        last_ns: 0,
-        checksum: 0,
-        undecodable: 0,
+    let subscriber = Subscriber::start(ctx, &sub_config, &workers, |i| {
+        TouchWorker::new(Arc::clone(&counters[i]))
     })
     .map_err(|e| BenchError::Pipeline(e.to_string()))?;
     let run = (|| -> Result<(u64, tickbox_recorder::ReplayStats), BenchError> {
@@ -327,7 +351,12 @@ pub fn tickbox_replay(
 }
 
 /// Waits until `delivered()` reaches `records`, or nothing arrived for `drain`, or `stop`.
-fn wait_delivered(delivered: impl Fn() -> u64, records: u64, drain: Duration, stop: &AtomicBool) {
+pub(crate) fn wait_delivered(
+    delivered: impl Fn() -> u64,
+    records: u64,
+    drain: Duration,
+    stop: &AtomicBool,
+) {
     let mut last = delivered();
     let mut last_change = Instant::now();
     while last < records && !stop.load(Ordering::Relaxed) && last_change.elapsed() < drain {

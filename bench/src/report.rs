@@ -388,6 +388,48 @@ pub struct ReplayResult {
     pub repeat: u32,
 }
 
+/// One repeat of one system of `bench record`: a batched, lossless feed read flat out by a recorder, a Black Box or
+/// the raw baseline.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RecordResult {
+    /// `tickbox-record` (the recorder into an archive journal), `tickbox-subscribe` (a Black Box with one worker)
+    /// or `raw-mmap` (a SUB appending each received message to an mmap'd file with `memcpy`).
+    pub system: String,
+    /// `tcp` (loopback).
+    pub transport: String,
+    /// Feed shards (publisher sockets), each read by the system.
+    pub shards: usize,
+    /// Data records the feed was told to send (all shards).
+    pub records: u64,
+    /// Data records that reached the system (recorder: appended as data; Black Box: touched by the worker; raw:
+    /// carried by the messages it wrote).
+    pub delivered: u64,
+    /// `records − delivered`, or what the system's own accounting found missing if that is more.
+    pub lost: u64,
+    /// Sequences the system's own accounting found missing: the recorder's ledger (what its gap records name),
+    /// the Black Box's gap accounting; none for raw, which does not look inside.
+    pub accounted_missing: Option<u64>,
+    /// Batch frames (`#B`) among the ZeroMQ messages received.
+    pub batch_frames: u64,
+    /// Bytes written to the file (recorder: record payloads, gap records included; raw: messages and their length
+    /// prefixes); none for the Black Box, which writes nothing.
+    pub bytes_written: Option<u64>,
+    /// From the feed's first send to the last data record's arrival (recorder: its capture time; raw: receipt;
+    /// Black Box: the worker's dequeue), seconds.
+    pub elapsed_s: f64,
+    /// `delivered / elapsed_s`.
+    pub records_per_s: f64,
+    /// The feed's own figure: data sent per second of its run (what the lossless reader let it send).
+    pub feed_rate: f64,
+    /// Workers of the Black Box (0 for the others).
+    pub workers: usize,
+    /// Receive high-water mark of the system's SUB socket(s), messages.
+    pub recv_hwm: i32,
+    /// Which repeat this is (1-based).
+    pub repeat: u32,
+}
+
 /// One line of a results file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -398,6 +440,8 @@ pub enum BenchRecord {
     Throughput(ThroughputResult),
     /// A replay repeat (`"kind": "replay"`).
     Replay(ReplayResult),
+    /// A record repeat of one system (`"kind": "record"`).
+    Record(RecordResult),
 }
 
 impl BenchRecord {
@@ -424,6 +468,10 @@ impl BenchRecord {
             BenchRecord::Replay(r) => {
                 format!("replay {} {} records={}", r.system, r.transport, r.records)
             }
+            BenchRecord::Record(r) => format!(
+                "record {} {} records={} shards={}",
+                r.system, r.transport, r.records, r.shards
+            ),
         }
     }
 }
@@ -515,6 +563,12 @@ pub fn median_records(records: &[BenchRecord]) -> BTreeMap<String, BenchRecord> 
                         _ => None,
                     });
                 }
+                BenchRecord::Record(o) => {
+                    o.records_per_s = pick(&|r| match r {
+                        BenchRecord::Record(p) => Some(p.records_per_s),
+                        _ => None,
+                    });
+                }
             }
             (key, out)
         })
@@ -574,6 +628,7 @@ pub fn compare(before: &[BenchRecord], after: &[BenchRecord]) -> String {
     let mut lat_header = false;
     let mut thr_header = false;
     let mut rep_header = false;
+    let mut rec_header = false;
     for (key, old) in &a {
         let Some(new) = b.get(key) else {
             only.push(format!("only in first:  {key}"));
@@ -639,6 +694,23 @@ pub fn compare(before: &[BenchRecord], after: &[BenchRecord]) -> String {
                 if !rep_header {
                     let _ = writeln!(out, "{:<52} {:>30}", "replay", "records/s");
                     rep_header = true;
+                }
+                let _ = writeln!(
+                    out,
+                    "{:<52} {:>30}",
+                    key,
+                    format!(
+                        "{:.0}→{:.0} {}",
+                        o.records_per_s,
+                        n.records_per_s,
+                        pct_change(o.records_per_s, n.records_per_s)
+                    ),
+                );
+            }
+            (BenchRecord::Record(o), BenchRecord::Record(n)) => {
+                if !rec_header {
+                    let _ = writeln!(out, "{:<52} {:>30}", "record", "records/s");
+                    rec_header = true;
                 }
                 let _ = writeln!(
                     out,

@@ -8,7 +8,9 @@ use crate::env::{drift_warning, Environment, Warning};
 use crate::latency::{
     latency_summaries, latency_warnings, rate_label, LatencyConfig, LatencyRun, Shape,
 };
-use crate::pipeline::{frame_size, tickbox_latency, tickbox_throughput};
+use crate::pipeline::{
+    frame_size, tickbox_latency, tickbox_throughput, tickbox_throughput_batched, BATCHED,
+};
 use crate::plot::{write_percentile_plot, write_repeat_plot, RepeatColumn, RepeatGroup, Series};
 use crate::process::{raw_processes_latency, tickbox_processes_latency};
 use crate::raw::{raw_pubsub_latency, raw_throughput, RawPattern, ThroughputConfig};
@@ -268,9 +270,9 @@ pub fn run_throughput_sweep(
             };
             for repeat in 0..repeats {
                 let systems: &[&str] = if tickbox_first(repeat) {
-                    &["tickbox", "raw-pushpull", "raw-pubsub"]
+                    &[BATCHED, "tickbox", "raw-pushpull", "raw-pubsub"]
                 } else {
-                    &["raw-pushpull", "raw-pubsub", "tickbox"]
+                    &["raw-pushpull", "raw-pubsub", "tickbox", BATCHED]
                 };
                 for &system in systems {
                     if stop.load(Ordering::Relaxed) {
@@ -286,6 +288,7 @@ pub fn run_throughput_sweep(
                     );
                     let mut result = match system {
                         "tickbox" => tickbox_throughput(ctx, &config)?,
+                        BATCHED => tickbox_throughput_batched(ctx, &config)?,
                         "raw-pushpull" => raw_throughput(ctx, RawPattern::PushPull, &config)?,
                         _ => raw_throughput(ctx, RawPattern::PubSub, &config)?,
                     };
@@ -365,7 +368,12 @@ fn throughput_values(
 
 const BASELINES: [(&str, &str); 2] = [("raw-pushpull", "×pushpull"), ("raw-pubsub", "×pubsub")];
 
-/// Every figure of a throughput session over its repeats: tickbox msg/s and MB/s against each raw baseline.
+/// The tickbox configurations of a throughput session, headline first: batch frames (what `feed --batch auto`
+/// delivers), then single frames; each with its figure prefix.
+const TICKBOX_SYSTEMS: [(&str, &str); 2] = [(BATCHED, "batched "), ("tickbox", "")];
+
+/// Every figure of a throughput session over its repeats: tickbox msg/s and MB/s against each raw baseline, the
+/// batched configuration first (the headline), then single frames (`msg/s ×…` as before).
 pub fn throughput_summaries(results: &[ThroughputResult]) -> Vec<FigureSummary> {
     let mut out = Vec::new();
     let repeats = results.iter().map(|r| r.repeat).max().unwrap_or(1) as usize;
@@ -379,18 +387,24 @@ pub fn throughput_summaries(results: &[ThroughputResult]) -> Vec<FigureSummary> 
         );
         type Get = fn(&ThroughputResult) -> f64;
         let figures: [(&str, Get); 2] = [("msg/s", |r| r.msgs_per_s), ("MB/s", |r| r.mb_per_s)];
-        for (figure, get) in figures {
-            let t = throughput_values(results, "tickbox", config, get);
-            for (baseline, tag) in BASELINES {
-                let r = throughput_values(results, baseline, config, get);
-                out.push(FigureSummary::new(
-                    &name,
-                    &format!("{figure} {tag}"),
-                    &t,
-                    baseline,
-                    &r,
-                    true,
-                ));
+        for (system, prefix) in TICKBOX_SYSTEMS {
+            for (figure, get) in figures {
+                let t = throughput_values(results, system, config, get);
+                if t.is_empty() {
+                    // Result files from before the batched configuration have single frames only.
+                    continue;
+                }
+                for (baseline, tag) in BASELINES {
+                    let r = throughput_values(results, baseline, config, get);
+                    out.push(FigureSummary::new(
+                        &name,
+                        &format!("{prefix}{figure} {tag}"),
+                        &t,
+                        baseline,
+                        &r,
+                        true,
+                    ));
+                }
             }
         }
     }
@@ -419,6 +433,7 @@ pub fn throughput_groups_for_plot(results: &[ThroughputResult]) -> Vec<RepeatGro
         .map(|config| RepeatGroup {
             label: format!("{} B ×{}", config.0, config.1),
             columns: [
+                (BATCHED, "tickbox batched", false),
                 ("tickbox", "tickbox", false),
                 ("raw-pushpull", "push/pull", true),
                 ("raw-pubsub", "pub/sub", true),

@@ -4,8 +4,11 @@
 //!   message is charged from its intended send time) and uncorrected (from its actual send stamp); per
 //!   configuration an `.hlog` interval log and `.hgrm` percentile files; one SVG percentile plot; a table.
 //! * `throughput`: flat-out, back-pressured (no silent drops) messages/s and MB/s per size and shard count,
-//!   beside raw PUSH/PULL and PUB/SUB pairs.
+//!   tickbox with batch frames (the headline, as `feed --batch auto` sends them) and with single frames, beside
+//!   raw PUSH/PULL and PUB/SUB pairs.
 //! * `replay`: a generated journal replayed at `--speed max` into a Black Box, beside raw XPUB → SUB.
+//! * `record`: a batched lossless feed recorded into a journal, beside the Black Box (`subscribe --workers 1`) on
+//!   the same feed and a raw SUB copying the same messages into an mmap'd file.
 //! * `compare`: deltas between two result files (medians of their repeats).
 //!
 //! Every figure is measured `--repeat` times (default 3), tickbox and raw alternating, and printed as the median
@@ -20,6 +23,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use tickbox_bench::env::Warning;
 use tickbox_bench::process::{raw_pub_process, raw_sub_process, RAW_PUB_ENDPOINT_LINE};
+use tickbox_bench::record::{record_runs_table, record_table, run_record_bench, RecordBenchConfig};
 use tickbox_bench::replay::{replay_table, run_replay_bench, ReplayBenchConfig};
 use tickbox_bench::report::{compare, read_results, unix_seconds, RunDocument};
 use tickbox_bench::sweep::{
@@ -43,11 +47,15 @@ pub(crate) struct Args {
 enum BenchCommand {
     /// One-way latency (worker receive − publisher send) at fixed offered rates, tickbox beside raw PUB/SUB.
     Latency(LatencyArgs),
-    /// Flat-out messages/s and MB/s per message size and shard count, tickbox beside raw PUSH/PULL and PUB/SUB.
+    /// Flat-out messages/s and MB/s per message size and shard count, tickbox (batched as `feed --batch auto`, and
+    /// single frames) beside raw PUSH/PULL and PUB/SUB.
     Throughput(ThroughputArgs),
     /// Records/s of a journal replayed at --speed max into a Black Box, beside raw XPUB_NODROP → SUB.
     Replay(ReplayArgs),
-    /// Print the changes between two result files (written by `latency`, `throughput` or `replay`).
+    /// Records/s of a batched lossless feed written by the recorder, beside the Black Box (one worker) on the same
+    /// feed and a raw SUB copying the same messages into an mmap'd file.
+    Record(RecordArgs),
+    /// Print the changes between two result files (written by `latency`, `throughput`, `replay` or `record`).
     Compare(CompareArgs),
     /// The raw publisher process of `latency --shape processes` (started by the bench, not by hand).
     #[command(hide = true)]
@@ -235,6 +243,31 @@ struct ReplayArgs {
 }
 
 #[derive(Debug, clap::Args)]
+struct RecordArgs {
+    /// Data records the feed sends per run, over all shards (rounded up to a multiple of --shards).
+    #[arg(long, default_value_t = 500_000)]
+    records: u64,
+    /// Feed shards; the recorder reads each on its own thread, the Black Box on its own SUB shard.
+    #[arg(long, default_value_t = 1, value_parser = crate::bounds::shards)]
+    shards: usize,
+    /// Runs of each system, in alternating order; figures are medians (min–max).
+    #[arg(long, default_value = "3", value_parser = crate::bounds::repeat)]
+    repeat: usize,
+    /// Journal segment size, and raw file size (default from config: `[recorder] segment_size`).
+    #[arg(long, value_parser = tickbox_units::parse_size)]
+    segment_size: Option<u64>,
+    /// Leave out the Black Box (`subscribe --workers 1`) runs.
+    #[arg(long)]
+    no_subscribe: bool,
+    /// How long a system may go without a new record before the rest counts as lost.
+    #[arg(long, default_value = "10s")]
+    drain: String,
+    /// Directory for the .json result document and the .png/.svg plot.
+    #[arg(long, default_value = "bench-results")]
+    out: PathBuf,
+}
+
+#[derive(Debug, clap::Args)]
 struct CompareArgs {
     /// The earlier result file.
     before: PathBuf,
@@ -242,11 +275,12 @@ struct CompareArgs {
     after: PathBuf,
 }
 
-pub(crate) fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     match args.command {
         BenchCommand::Latency(a) => latency(a),
         BenchCommand::Throughput(a) => throughput(a),
         BenchCommand::Replay(a) => replay(a),
+        BenchCommand::Record(a) => record(a, config),
         BenchCommand::Compare(a) => {
             let before = read_results(&a.before)?;
             let after = read_results(&a.after)?;
@@ -418,7 +452,8 @@ fn throughput(a: ThroughputArgs) -> anyhow::Result<ExitCode> {
     println!(
         "flat-out throughput over {}, {} measured per row; HWM {} send and receive on every socket; no drops: \
          tickbox feed and raw PUB/SUB use XPUB_NODROP, PUSH/PULL blocks; tickbox = feed shards → Black Box shards \
-         → as many workers; raw = one sender/receiver thread pair per shard",
+         → as many workers, `batched` rows (the headline) with batch frames as `feed --batch auto` sends them, \
+         plain rows one frame per message; raw = one sender/receiver thread pair per shard, one frame per message",
         a.transport, a.duration, a.hwm
     );
     print!("{}", throughput_table(&outcome.results));
@@ -474,6 +509,40 @@ fn replay(a: ReplayArgs) -> anyhow::Result<ExitCode> {
          send stamp"
     );
     print!("{}", replay_table(&outcome.document.summary));
+    println!(
+        "files: {} (results), {} and .svg (plot)",
+        outcome.json.display(),
+        outcome.plot.display()
+    );
+    Ok(finish(&outcome.document.warnings, &stop))
+}
+
+fn record(a: RecordArgs, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
+    anyhow::ensure!(a.records > 0, "--records must be positive");
+    let bench = RecordBenchConfig {
+        records: a.records,
+        shards: a.shards,
+        repeats: a.repeat,
+        segment_size: a.segment_size.unwrap_or(config.recorder.segment_size.0),
+        subscribe: !a.no_subscribe,
+        drain: parse_duration(&a.drain)?,
+        ..RecordBenchConfig::default()
+    };
+    let stop = crate::shutdown::flag();
+    let ctx = zmq::Context::new();
+    let stamp = unix_seconds().to_string();
+    let outcome =
+        run_record_bench(&ctx, &bench, &a.out, &stamp, &stop).context("record benchmark failed")?;
+    print_environment(&outcome.document);
+    println!(
+        "a batched lossless feed (feed --batch auto --rate max --no-drop) read flat out over tcp loopback; \
+         tickbox-record = the recorder into an archive journal (the [recorder] defaults), tickbox-subscribe = a \
+         Black Box with one worker decoding every record, raw-mmap = one SUB appending each message to an mmap'd \
+         file with memcpy; records/s from the feed's first send to the last data record's arrival; lost = \
+         records not delivered, or what the system's own accounting (the recorder's ledger) says missing"
+    );
+    print!("{}", record_table(&outcome.document.summary));
+    print!("{}", record_runs_table(&outcome.results));
     println!(
         "files: {} (results), {} and .svg (plot)",
         outcome.json.display(),

@@ -339,15 +339,27 @@ fn throughput_repeats_tickbox_beside_both_raw_baselines_and_plots_them() {
     assert_eq!(
         names,
         [
+            "tickbox-batched",
             "tickbox",
             "raw-pushpull",
             "raw-pubsub",
             "raw-pushpull",
             "raw-pubsub",
-            "tickbox"
+            "tickbox",
+            "tickbox-batched"
         ]
     );
-    assert_eq!(systems[3].1, 2);
+    assert_eq!(systems[4].1, 2);
+    // The headline is the batched configuration; the single-frame rows stay.
+    let figures: Vec<&str> = doc["summary"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["figure"].as_str().unwrap())
+        .collect();
+    assert_eq!(figures[0], "batched msg/s ×pushpull", "{figures:?}");
+    assert!(figures.contains(&"msg/s ×pubsub"), "{figures:?}");
+    assert!(stdout.contains("batched msg/s ×pubsub"), "{stdout}");
     // The throughput plot, PNG and SVG.
     let pngs = files_with(&dir.0, "-throughput.png");
     assert_eq!(pngs.len(), 1, "{pngs:?}");
@@ -419,6 +431,95 @@ fn replay_counts_every_record_beside_the_raw_baseline() {
         .all(|w| w["kind"] != "lost"));
     assert_eq!(
         png_size(&files_with(&dir.0, "-replay.png")[0]),
+        tickbox_bench::plot::PLOT_SIZE
+    );
+}
+
+#[test]
+fn record_counts_every_record_beside_the_black_box_and_raw() {
+    let dir = TempDir::new("cli-bench-record");
+    let out = tickbox(&[
+        "bench",
+        "record",
+        "--records",
+        "30001",
+        "--shards",
+        "2",
+        "--repeat",
+        "1",
+        "--segment-size",
+        "16MiB",
+        "--drain",
+        "3s",
+        "--out",
+        dir.0.to_str().unwrap(),
+    ]);
+    assert!(out.status.success());
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        stdout.contains("records/s ×raw") && stdout.contains("records/s ×subscribe"),
+        "{stdout}"
+    );
+    let jsons = files_with(&dir.0, "-record.json");
+    let doc = read_doc(&jsons[0]);
+    check_environment(&doc);
+    assert_eq!(doc["bench"], "record");
+    assert_eq!(doc["order"], "T S R");
+    let records = doc["records"].as_array().unwrap();
+    assert_eq!(records.len(), 3, "{doc}");
+    for system in ["tickbox-record", "tickbox-subscribe", "raw-mmap"] {
+        let r = records
+            .iter()
+            .find(|r| r["system"] == system)
+            .unwrap_or_else(|| panic!("{system} missing: {doc}"));
+        assert_eq!(r["kind"], "record");
+        // Rounded up to a multiple of the shards.
+        assert_eq!(r["records"], 30_002, "{r}");
+        assert_eq!(r["shards"], 2, "{r}");
+        // The counts add up: every record delivered, none lost, none the system's accounting misses.
+        assert_eq!(r["delivered"], 30_002, "{r}");
+        assert_eq!(r["lost"], 0, "{r}");
+        assert!(r["records_per_s"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(r["feed_rate"].as_f64().unwrap() > 0.0, "{r}");
+        // A batched feed: the readers got batch frames.
+        assert!(r["batch_frames"].as_u64().unwrap() >= 1, "{r}");
+    }
+    let recorder = records
+        .iter()
+        .find(|r| r["system"] == "tickbox-record")
+        .unwrap();
+    assert_eq!(recorder["accounted_missing"], 0, "{recorder}");
+    // Every record and at least its header went into the journal.
+    assert!(
+        recorder["bytes_written"].as_u64().unwrap() > 30_002 * 60,
+        "{recorder}"
+    );
+    let raw = records.iter().find(|r| r["system"] == "raw-mmap").unwrap();
+    assert!(raw["accounted_missing"].is_null(), "{raw}");
+    let summary = doc["summary"].as_array().unwrap();
+    for figure in ["records/s ×raw", "records/s ×subscribe"] {
+        let rate = summary
+            .iter()
+            .find(|s| s["figure"] == figure)
+            .unwrap_or_else(|| panic!("{figure} missing: {doc}"));
+        assert!(
+            rate["ratio"]["of_medians"].as_f64().unwrap() > 0.0,
+            "{rate}"
+        );
+    }
+    let missing = summary
+        .iter()
+        .find(|s| s["figure"] == "ledger missing")
+        .unwrap();
+    assert_eq!(missing["tickbox"]["max"], 0.0, "{missing}");
+    assert!(doc["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|w| w["kind"] != "lost"));
+    assert_eq!(read_results(&jsons[0]).unwrap().len(), 3);
+    assert_eq!(
+        png_size(&files_with(&dir.0, "-record.png")[0]),
         tickbox_bench::plot::PLOT_SIZE
     );
 }
