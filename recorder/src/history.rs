@@ -220,12 +220,15 @@ impl HistoryService {
         None
     }
 
-    /// A batch went to `asker` holding these records (publisher, session, sequence) in order.
+    /// A batch of `records` records went to `asker`; `sequences` are (publisher, session, sequence) of its
+    /// records in order, or only the last of each run of one session's records (all the end marker needs: a
+    /// batch's sessions are noted once per run, not once per record).
     pub fn batch_sent(
         &mut self,
         now: Instant,
         asker: &[u8],
-        records: impl IntoIterator<Item = (u32, u64, u64)>,
+        records: u64,
+        sequences: impl IntoIterator<Item = (u32, u64, u64)>,
     ) {
         let Some(state) = self.askers.get_mut(asker) else {
             return;
@@ -233,8 +236,8 @@ impl HistoryService {
         state.credit = state.credit.saturating_sub(1);
         state.last_progress = now;
         self.report.batches_sent += 1;
-        for (publisher, session, sequence) in records {
-            self.report.records_sent += 1;
+        self.report.records_sent += records;
+        for (publisher, session, sequence) in sequences {
             // Bounded like every table fed from the network: the journal's publishers came from it.
             if state.last_sent.len() < MAX_END_SESSIONS
                 || state.last_sent.contains_key(&(publisher, session))
@@ -383,7 +386,7 @@ mod tests {
         service.handle_input(now, b"b", &request(1000));
         let mut sent = Vec::new();
         while let Some(asker) = service.poll_asker() {
-            service.batch_sent(now, &asker, [(1, 1, sent.len() as u64)]);
+            service.batch_sent(now, &asker, 1, [(1, 1, sent.len() as u64)]);
             sent.push(asker);
         }
         // b's grant is capped at 8; the two take turns while both hold credit.
@@ -402,8 +405,8 @@ mod tests {
         let now = Instant::now();
         let mut service = service(4);
         service.handle_input(now, b"a", &request(8));
-        service.batch_sent(now, b"a", [(1, 10, 1), (2, 20, 1), (1, 10, 2)]);
-        service.batch_sent(now, b"a", [(1, 11, 1), (2, 20, 2)]);
+        service.batch_sent(now, b"a", 3, [(1, 10, 1), (2, 20, 1), (1, 10, 2)]);
+        service.batch_sent(now, b"a", 2, [(1, 11, 1), (2, 20, 2)]);
         let end = service.finish(b"a").unwrap();
         assert_eq!(
             ServiceMessage::decode(&end).unwrap(),
@@ -448,7 +451,7 @@ mod tests {
         for second in 0..10u64 {
             let now = start + Duration::from_millis(500 * second);
             while let Some(asker) = service.poll_asker() {
-                service.batch_sent(now, &asker, [(1, 1, second)]);
+                service.batch_sent(now, &asker, 1, [(1, 1, second)]);
             }
             // Only the reader grants more.
             service.handle_input(now, b"reader", &AskerMessage::Credit(1).encode());

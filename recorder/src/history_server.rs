@@ -15,9 +15,9 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use tickbox_auth::Security;
 use tickbox_journal::{JournalError, Reader};
-use tickbox_wire::{BatchBuilder, Kind, MessageRef};
-
-use tickbox_wire::history::{HistoryRequest, Refusal, ServiceMessage, StartPoint};
+use tickbox_wire::history::{batch_head_len, HistoryRequest, Refusal, ServiceMessage, StartPoint};
+use tickbox_wire::{BatchCursor, Kind, MessageRef};
+use tickbox_zmqx::zero_copy::{WhenExhausted, ZeroCopySender};
 
 use crate::history::{HistoryAction, HistoryService, HistoryServiceConfig, HistoryServiceReport};
 use crate::record::TAP_EVENT_MARKER;
@@ -83,6 +83,9 @@ pub struct HistoryServerReport {
     pub askers_unreachable: u64,
 }
 
+/// Never raised: a send buffer is taken without waiting ([`WhenExhausted::Allocate`]), so nothing waits to stop.
+static NO_WAIT: AtomicBool = AtomicBool::new(false);
+
 struct Cursor {
     reader: Reader,
     selection: ReplaySelection,
@@ -100,10 +103,13 @@ pub struct HistoryServer {
     journal: PathBuf,
     engine: HistoryService,
     cursors: HashMap<Vec<u8>, Cursor>,
-    batch: BatchBuilder,
-    sessions: Vec<(u32, u64, u64)>,
+    /// Each `BATCH` message is built in one of its buffers and sent as it is: journal records are copied once,
+    /// from the journal's map into the message libzmq writes to the socket.
+    sender: ZeroCopySender,
+    batch_records: u16,
+    /// The batch being built: each run of one session's records, as its last (publisher, session, sequence).
+    runs: Vec<(u32, u64, u64)>,
     captures: Vec<u64>,
-    message: Vec<u8>,
     report: HistoryServerReport,
 }
 
@@ -146,12 +152,16 @@ impl HistoryServer {
             journal: journal.to_path_buf(),
             engine: HistoryService::new(options.service),
             cursors: HashMap::new(),
-            batch: BatchBuilder::new(BATCH_BYTES, options.batch_records.max(1)),
-            sessions: Vec::with_capacity(usize::from(options.batch_records.max(1))),
-            captures: Vec::with_capacity(usize::from(options.batch_records.max(1))),
-            message: Vec::with_capacity(
-                BATCH_BYTES + 8 * usize::from(options.batch_records.max(1)) + 8,
+            // One buffer per batch an asker's credit lets be on its way; past that (several askers, or libzmq
+            // still writing) a one-off buffer, so the loop never waits for a slow asker's socket.
+            sender: ZeroCopySender::new(
+                usize::try_from(options.service.max_credit).unwrap_or(usize::MAX),
+                batch_head_len(usize::from(options.batch_records.max(1))) + BATCH_BYTES,
+                WhenExhausted::Allocate,
             ),
+            batch_records: options.batch_records.max(1),
+            runs: Vec::new(),
+            captures: Vec::with_capacity(usize::from(options.batch_records.max(1))),
             report: HistoryServerReport::default(),
         })
     }
@@ -299,13 +309,22 @@ impl HistoryServer {
             self.engine.finish(asker);
             return Ok(());
         };
-        self.batch.clear();
-        self.sessions.clear();
+        // The batch frame is written after room for the longest head (capture times of a full batch); the head
+        // is written just in front of it once the count is known, and the message is the two together.
+        let frame_at = batch_head_len(usize::from(self.batch_records));
+        let mut buf = self.sender.buffer(&NO_WAIT);
+        let mut batch = BatchCursor::start(&mut buf[frame_at..], self.batch_records);
+        self.runs.clear();
         self.captures.clear();
+        let note = |runs: &mut Vec<(u32, u64, u64)>, id: (u32, u64, u64)| match runs.last_mut() {
+            Some(run) if (run.0, run.1) == (id.0, id.1) => run.2 = id.2,
+            _ => runs.push(id),
+        };
         if !cursor.carry.is_empty() {
             // Any record fits an empty batch (BATCH_BYTES is above the largest record a batch holds).
-            if self.batch.try_push(&cursor.carry) {
-                self.sessions.push(cursor.carry_id);
+            if let Some(slot) = batch.push_with(&mut buf[frame_at..], cursor.carry.len()) {
+                slot.copy_from_slice(&cursor.carry);
+                note(&mut self.runs, cursor.carry_id);
                 self.captures.push(cursor.carry_capture_ns);
             }
             cursor.carry.clear();
@@ -353,31 +372,78 @@ impl HistoryServer {
             }
             let header = message.header();
             let id = (header.publisher_id, header.session, header.sequence);
-            if !self.batch.try_push(frame) {
+            let Some(slot) = batch.push_with(&mut buf[frame_at..], frame.len()) else {
                 cursor.carry.extend_from_slice(frame);
                 cursor.carry_id = id;
                 cursor.carry_capture_ns = record.capture_time_ns;
                 break;
-            }
-            self.sessions.push(id);
+            };
+            slot.copy_from_slice(frame);
+            note(&mut self.runs, id);
             self.captures.push(record.capture_time_ns);
         }
-        if self.batch.is_empty() {
+        if batch.is_empty() {
             if let Some(end) = self.engine.finish(asker) {
                 self.cursors.remove(asker);
                 self.send(asker, &end)?;
             }
             return Ok(());
         }
-        let mut message = std::mem::take(&mut self.message);
-        ServiceMessage::encode_batch(&self.captures, self.batch.frame(), &mut message);
-        let sent = self.send(asker, &message)?;
-        self.message = message;
-        if sent {
-            self.engine
-                .batch_sent(Instant::now(), asker, self.sessions.iter().copied());
+        let records = batch.len();
+        let frame_len = batch.finish(&mut buf[frame_at..]);
+        let head_at = frame_at - batch_head_len(records);
+        ServiceMessage::write_batch_head(&self.captures, &mut buf[head_at..frame_at]);
+        if self.send_batch(asker, buf, head_at..frame_at + frame_len)? {
+            self.engine.batch_sent(
+                Instant::now(),
+                asker,
+                records as u64,
+                self.runs.iter().copied(),
+            );
         }
         Ok(())
+    }
+
+    /// Sends one `BATCH` message, `buf[range]`, to `asker` with no copy; false (and the asker forgotten,
+    /// counted) when it is gone.
+    fn send_batch(
+        &mut self,
+        asker: &[u8],
+        buf: tickbox_zmqx::zero_copy::PoolBuf,
+        range: std::ops::Range<usize>,
+    ) -> Result<bool, RecorderError> {
+        match self.router.send(asker, zmq::SNDMORE | zmq::DONTWAIT) {
+            Ok(()) => {}
+            Err(zmq::Error::EHOSTUNREACH) | Err(zmq::Error::EAGAIN) => {
+                self.unreachable(asker);
+                return Ok(false);
+            }
+            Err(e) => return Err(e.into()),
+        }
+        // The identity frame went: a ROUTER routes the rest of the message without refusing it.
+        match self
+            .sender
+            .send(&mut self.router, buf, range, zmq::DONTWAIT)
+        {
+            Ok(true) => Ok(true),
+            Ok(false) => {
+                self.sender.discard_pending();
+                self.unreachable(asker);
+                Ok(false)
+            }
+            Err(tickbox_zmqx::ZmqxError::Zmq(zmq::Error::EHOSTUNREACH)) => {
+                self.unreachable(asker);
+                Ok(false)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// `asker` cannot be reached or is not reading what it asked for: forgotten and counted.
+    fn unreachable(&mut self, asker: &[u8]) {
+        self.report.askers_unreachable += 1;
+        self.cursors.remove(asker);
+        self.engine.finish(asker);
     }
 
     /// Sends one message to `asker`; false (and the asker forgotten, counted) when it is gone.
@@ -391,9 +457,7 @@ impl HistoryServer {
             // Gone (EHOSTUNREACH), or its queue is full although credit said it had room (EAGAIN): either way
             // it is not reading what it asked for.
             Err(zmq::Error::EHOSTUNREACH) | Err(zmq::Error::EAGAIN) => {
-                self.report.askers_unreachable += 1;
-                self.cursors.remove(asker);
-                self.engine.finish(asker);
+                self.unreachable(asker);
                 Ok(false)
             }
             Err(e) => Err(e.into()),

@@ -21,11 +21,13 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
-use tickbox_wire::history::{HistoryBatch, HistoryRequest, StartPoint};
+use tickbox_wire::history::{HistoryRequest, ServiceMessage, StartPoint};
 use tickbox_wire::{
-    batch_records, is_batch, now_ns, stamp_send_time_in_place, write_send_fields_at, BatchBuilder,
-    Flags, MessageRef,
+    batch_records, batch_spans, is_batch, now_ns, stamp_send_time_in_place, write_send_fields_at,
+    BatchBuilder, Flags, MessageRef,
 };
+
+use tickbox_workers::Record;
 
 use crate::catch_up::{CatchUp, CatchUpReport, CatchUpVerdict, PublisherSession};
 use crate::core::ShardCore;
@@ -300,7 +302,7 @@ impl CatchUpPhase {
         let span = if is_batch(&msg) {
             batch_span(&msg)
         } else {
-            match MessageRef::decode(&msg) {
+            match Record::decode(&msg) {
                 Ok(m) if !m.header().flags.contains(Flags::CACHED) => {
                     let h = m.header();
                     Some((session_of(h), h.sequence, h.sequence))
@@ -473,8 +475,8 @@ impl CatchUpPhase {
             return true;
         };
         let mut going = true;
-        let polled = client.poll(HISTORY_BATCHES_PER_STEP, |batch| {
-            going = self.deliver_history(batch, core);
+        let polled = client.poll(HISTORY_BATCHES_PER_STEP, |msg| {
+            going = self.deliver_history(msg, core);
             going
         });
         let going = going && core.end_burst();
@@ -552,25 +554,65 @@ impl CatchUpPhase {
         self.go_live(core)
     }
 
-    /// One history batch into the shard's path, re-stamped by its capture times (see the module docs).
-    fn deliver_history(&mut self, batch: HistoryBatch<'_>, core: &mut ShardCore<'_>) -> bool {
+    /// One history batch into the shard's path, re-stamped by its capture times (see the module docs). The
+    /// records are re-stamped where they arrived and the message itself goes to the workers; only a batch holding
+    /// records an earlier answer already delivered (after a re-ask) is copied, without them.
+    fn deliver_history(&mut self, mut msg: zmq::Message, core: &mut ShardCore<'_>) -> bool {
         let now = now_ns();
-        self.copy.clear();
-        let Ok(records) = batch_records(batch.frame()) else {
-            return true;
+        match self.restamp_history(&mut msg, now) {
+            HistoryDelivery::InPlace { frame_at } => core.on_batch_in(msg, frame_at, now),
+            HistoryDelivery::Copied => core.on_message(zmq::Message::from(self.copy.frame()), now),
+            HistoryDelivery::Nothing => true,
+        }
+    }
+
+    /// Judges a history message's records against the seam and re-stamps them (see
+    /// [`CatchUpPhase::deliver_history`]), in `msg` itself or, when it holds records an earlier answer delivered,
+    /// in a copy without them.
+    fn restamp_history(&mut self, msg: &mut [u8], now: u64) -> HistoryDelivery {
+        // The client hands over only messages that decode as a batch; the frame is the message's tail, after the
+        // capture times.
+        let (frame_at, count) = match ServiceMessage::decode(msg) {
+            Ok(ServiceMessage::Batch(batch)) => (
+                batch.frame().as_ptr() as usize - msg.as_ptr() as usize,
+                batch.len(),
+            ),
+            _ => return HistoryDelivery::Nothing,
+        };
+        let (head, frame) = msg.split_at_mut(frame_at);
+        let captures = &head[frame_at - 8 * count..];
+        let capture_ns = |i: usize| {
+            captures
+                .get(i * 8..i * 8 + 8)
+                .and_then(|b| b.try_into().ok())
+                .map(u64::from_le_bytes)
+        };
+        let Ok(mut spans) = batch_spans(frame) else {
+            return HistoryDelivery::Nothing;
         };
         // Consecutive records of one session are a run: the seam's table is read once at its start and written
         // once at its end, not once per record.
         let mut run: Option<HistoryRun> = None;
         let mut overlaps = 0;
-        for (i, record) in records.enumerate() {
-            let Ok(record) = record else {
+        // Set at the first record an earlier answer delivered: from then on records go into `self.copy`.
+        let mut copying = false;
+        let mut i = 0;
+        while let Some(span) = spans.next_in(frame) {
+            let index = i;
+            i += 1;
+            // A record that does not frame or decode stays in the batch: the core counts it as malformed.
+            let Ok(span) = span else {
                 continue;
             };
-            let Ok(m) = MessageRef::decode(record) else {
+            // Read as the core reads it (no UTF-8 check of the topic, which the core leaves to the workers).
+            let Ok(m) = Record::decode(&frame[span.clone()]) else {
+                if copying {
+                    self.copy.try_push(&frame[span]);
+                }
                 continue;
             };
             let header = *m.header();
+            let header_at = m.topic_bytes().len() + 1;
             let session = session_of(&header);
             if run.as_ref().is_none_or(|r| r.session != session) {
                 if let Some(done) = run.take() {
@@ -586,31 +628,43 @@ impl CatchUpPhase {
             let current = run.as_mut().expect("a run was started above");
             if current.last.is_some_and(|last| header.sequence <= last) {
                 overlaps += 1;
+                if !copying {
+                    copying = true;
+                    self.copy.clear();
+                    copy_records_before(frame, span.start, &mut self.copy);
+                }
                 continue;
             }
             current.last = Some(header.sequence);
             current.count += 1;
             current.origin_ns = header.origin_time_ns;
-            let capture = batch.capture_ns(i).unwrap_or(now);
+            let capture = capture_ns(index).unwrap_or(now);
             let lateness_at_capture = capture.saturating_sub(header.send_time_ns);
-            if let Some(slot) = self.copy.push_with(record.len()) {
-                slot.copy_from_slice(record);
-                let restamped = tickbox_wire::Header {
-                    send_time_ns: now.saturating_sub(lateness_at_capture),
-                    flags: header.flags.with(Flags::REPLAY),
-                    ..header
-                };
-                write_send_fields_at(slot, m.topic().len() + 1, &restamped);
+            let restamped = tickbox_wire::Header {
+                send_time_ns: now.saturating_sub(lateness_at_capture),
+                flags: header.flags.with(Flags::REPLAY),
+                ..header
+            };
+            if copying {
+                if let Some(slot) = self.copy.push_with(span.len()) {
+                    slot.copy_from_slice(&frame[span]);
+                    write_send_fields_at(slot, header_at, &restamped);
+                }
+            } else {
+                write_send_fields_at(&mut frame[span], header_at, &restamped);
             }
         }
         if let Some(done) = run.take() {
             self.end_run(done);
         }
         self.seam.count_history_overlaps(overlaps);
-        if self.copy.is_empty() {
-            return true;
+        if !copying {
+            HistoryDelivery::InPlace { frame_at }
+        } else if self.copy.is_empty() {
+            HistoryDelivery::Nothing
+        } else {
+            HistoryDelivery::Copied
         }
-        core.on_message(zmq::Message::from(self.copy.frame()), now)
     }
 
     /// Records a finished run of one session's history records with the seam and the re-ask point.
@@ -710,6 +764,17 @@ impl CatchUpPhase {
     }
 }
 
+/// Where a history message's records went once judged and re-stamped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum HistoryDelivery {
+    /// Re-stamped in the message: its batch frame starts at this byte.
+    InPlace { frame_at: usize },
+    /// Copied, re-stamped, into the phase's copy batch, without the records an earlier answer delivered.
+    Copied,
+    /// Nothing to deliver.
+    Nothing,
+}
+
 /// Consecutive history records of one session within a batch.
 struct HistoryRun {
     session: PublisherSession,
@@ -743,7 +808,7 @@ fn session_of(header: &tickbox_wire::Header) -> PublisherSession {
 fn batch_span(frame: &[u8]) -> Option<(PublisherSession, u64, u64)> {
     let mut span: Option<(PublisherSession, u64, u64)> = None;
     for record in batch_records(frame).ok()? {
-        let m = MessageRef::decode(record.ok()?).ok()?;
+        let m = Record::decode(record.ok()?).ok()?;
         let header = m.header();
         if header.flags.contains(Flags::CACHED) {
             return None;
@@ -760,32 +825,169 @@ fn batch_span(frame: &[u8]) -> Option<(PublisherSession, u64, u64)> {
     span
 }
 
+/// The records of batch `frame` that start before byte `end`, copied as they are into `copy`.
+fn copy_records_before(frame: &[u8], end: usize, copy: &mut BatchBuilder) {
+    let Ok(mut spans) = batch_spans(frame) else {
+        return;
+    };
+    while let Some(Ok(span)) = spans.next_in(frame) {
+        if span.start >= end {
+            break;
+        }
+        copy.try_push(&frame[span]);
+    }
+}
+
 /// Moves every record's send time in a held message `shift_ns` later and marks it a replayed copy.
 fn restamp_held(msg: &mut zmq::Message, shift_ns: u64) {
     if shift_ns == 0 {
         return;
     }
-    if !is_batch(msg) {
-        if let Ok(m) = MessageRef::decode(msg) {
-            let send = m.header().send_time_ns.saturating_add(shift_ns);
-            let _ = stamp_send_time_in_place(msg, send, Flags::REPLAY);
-        }
+    let frame: &mut [u8] = msg;
+    if !is_batch(frame) {
+        restamp_record(frame, shift_ns);
         return;
     }
-    let base = msg.as_ptr() as usize;
-    let spans: Vec<(usize, usize)> = match batch_records(msg) {
-        Ok(records) => records
-            .filter_map(Result::ok)
-            .map(|r| (r.as_ptr() as usize - base, r.len()))
-            .collect(),
-        Err(_) => return,
+    let Ok(mut spans) = batch_spans(frame) else {
+        return;
     };
-    let frame: &mut [u8] = msg;
-    for (at, len) in spans {
-        let record = &mut frame[at..at + len];
-        if let Ok(m) = MessageRef::decode(record) {
-            let send = m.header().send_time_ns.saturating_add(shift_ns);
-            let _ = stamp_send_time_in_place(record, send, Flags::REPLAY);
+    while let Some(Ok(span)) = spans.next_in(frame) {
+        restamp_record(&mut frame[span], shift_ns);
+    }
+}
+
+/// One record's send time moved `shift_ns` later, marked a replayed copy (left alone when it does not decode:
+/// the core counts it).
+fn restamp_record(record: &mut [u8], shift_ns: u64) {
+    let Ok(m) = Record::decode(record) else {
+        return;
+    };
+    let header = *m.header();
+    let header_at = m.topic_bytes().len() + 1;
+    let restamped = tickbox_wire::Header {
+        send_time_ns: header.send_time_ns.saturating_add(shift_ns),
+        flags: header.flags.with(Flags::REPLAY),
+        ..header
+    };
+    write_send_fields_at(record, header_at, &restamped);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tickbox_wire::{encode_to_vec, Header, Kind, Quote};
+
+    fn phase() -> CatchUpPhase {
+        let plan = CatchUpPlan {
+            endpoint: "tcp://127.0.0.1:1".to_owned(),
+            start: StartPoint::Start,
+            budget_bytes: 1 << 20,
+            timeout: Duration::from_secs(1),
+            security: tickbox_auth::Security::default(),
+        };
+        CatchUpPhase::new(CatchUpHandle::new(plan, 1), 0, Vec::new(), None, 0)
+    }
+
+    /// A history message of publisher 1's quotes `sequences` (session 7), each sent at 1000 + sequence and
+    /// captured 4 µs later; `junk` adds a record that does not decode after the first.
+    fn history(sequences: std::ops::RangeInclusive<u64>, junk: bool) -> Vec<u8> {
+        let mut builder = BatchBuilder::new(COPY_BATCH_BYTES, u16::MAX);
+        let mut captures = Vec::new();
+        for (i, sequence) in sequences.enumerate() {
+            let header = Header::live(Kind::Quote, 1, sequence, 1000 + sequence).with_session(7);
+            let frame = encode_to_vec("Q.A", &header, &Quote::default().into()).unwrap();
+            assert!(builder.try_push(&frame));
+            captures.push(5000 + sequence);
+            if junk && i == 0 {
+                assert!(builder.try_push(b"Q.A\0junk"));
+                captures.push(0);
+            }
         }
+        let mut message = Vec::new();
+        ServiceMessage::encode_batch(&captures, builder.frame(), &mut message);
+        message
+    }
+
+    /// (sequence, send time, replay flag) of each record that decodes, in order.
+    fn records(frame: &[u8]) -> Vec<(u64, u64, bool)> {
+        batch_records(frame)
+            .unwrap()
+            .filter_map(|r| MessageRef::decode(r.unwrap()).ok())
+            .map(|m| {
+                let h = m.header();
+                (h.sequence, h.send_time_ns, h.flags.contains(Flags::REPLAY))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn history_is_restamped_in_place_and_an_overlapping_answer_is_copied_without_the_overlap() {
+        let mut phase = phase();
+        let now = 1_000_000;
+        // Captured 4 µs after it was sent: handed over 4 µs late as of now.
+        let restamped = now - 4000;
+        let session = PublisherSession {
+            publisher: 1,
+            session: 7,
+        };
+
+        let mut first = history(1..=4, true);
+        let HistoryDelivery::InPlace { frame_at } = phase.restamp_history(&mut first, now) else {
+            panic!("a fresh batch is delivered in place");
+        };
+        assert_eq!(
+            records(&first[frame_at..]),
+            (1..=4).map(|s| (s, restamped, true)).collect::<Vec<_>>()
+        );
+        // The record that does not decode stays for the core to count.
+        assert_eq!(batch_records(&first[frame_at..]).unwrap().count(), 5);
+        assert_eq!(phase.seam.last_history(session), Some(4));
+
+        // A re-ask's answer starting before the end of the last one: only 5 and 6 go on, in a copy.
+        let mut second = history(3..=6, false);
+        let original = second.clone();
+        assert_eq!(
+            phase.restamp_history(&mut second, now),
+            HistoryDelivery::Copied
+        );
+        assert_eq!(
+            records(phase.copy.frame()),
+            vec![(5, restamped, true), (6, restamped, true)]
+        );
+        assert_eq!(second, original, "the message itself is left as it came");
+        assert_eq!(phase.seam.last_history(session), Some(6));
+
+        // Wholly delivered before: nothing goes on.
+        let mut third = history(2..=3, false);
+        assert_eq!(
+            phase.restamp_history(&mut third, now),
+            HistoryDelivery::Nothing
+        );
+        let report = phase.seam.report();
+        assert_eq!((report.history_records, report.history_overlaps), (6, 4));
+    }
+
+    #[test]
+    fn held_records_are_restamped_later_by_the_time_they_were_held() {
+        let mut builder = BatchBuilder::new(COPY_BATCH_BYTES, 16);
+        for sequence in 1..=3u64 {
+            let header = Header::live(Kind::Quote, 1, sequence, 1000).with_session(7);
+            let frame = encode_to_vec("Q.A", &header, &Quote::default().into()).unwrap();
+            assert!(builder.try_push(&frame));
+        }
+        let mut batch = zmq::Message::from(builder.frame());
+        restamp_held(&mut batch, 250);
+        assert_eq!(
+            records(&batch),
+            (1..=3).map(|s| (s, 1250, true)).collect::<Vec<_>>()
+        );
+        let header = Header::live(Kind::Quote, 1, 9, 1000).with_session(7);
+        let mut single = zmq::Message::from(
+            &encode_to_vec("Q.A", &header, &Quote::default().into()).unwrap()[..],
+        );
+        restamp_held(&mut single, 250);
+        let m = MessageRef::decode(&single).unwrap();
+        assert_eq!(m.header().send_time_ns, 1250);
+        assert!(m.header().flags.contains(Flags::REPLAY));
     }
 }

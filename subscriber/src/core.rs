@@ -320,6 +320,16 @@ impl<'s> ShardCore<'s> {
         }
     }
 
+    /// A batch frame that is the tail of `msg` from byte `frame_at` (a history message: capture times, then the
+    /// batch), handed on as [`Self::on_message`] hands a batch: the records stay in `msg`, shared with the
+    /// workers, with no copy.
+    pub(crate) fn on_batch_in(&mut self, msg: zmq::Message, frame_at: usize, now: u64) -> bool {
+        let message = Arc::new(msg);
+        let frame = message.get(frame_at..).unwrap_or_default();
+        self.on_batch(frame, now, Some(&message))
+    }
+
+    /// `frame` is `shared`'s bytes or a tail of them: the records' offsets are taken from `shared`'s start.
     fn on_batch(&mut self, frame: &[u8], now: u64, shared: Option<&Arc<zmq::Message>>) -> bool {
         self.report.batches += 1;
         let records = match batch_records(frame) {
@@ -329,7 +339,7 @@ impl<'s> ShardCore<'s> {
                 return true;
             }
         };
-        let base = frame.as_ptr() as usize;
+        let base = shared.map_or(frame.as_ptr(), |m| m.as_ptr()) as usize;
         for item in records {
             let bytes = match item {
                 Ok(bytes) => bytes,

@@ -7,9 +7,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use tickbox_auth::Security;
 
-use tickbox_wire::history::{
-    AskerMessage, HistoryBatch, HistoryRequest, Refusal, ServiceMessage, SessionEnd,
-};
+use tickbox_wire::history::{AskerMessage, HistoryRequest, Refusal, ServiceMessage, SessionEnd};
 
 /// Why the asker's side of a history failed.
 #[derive(Debug, thiserror::Error)]
@@ -120,13 +118,14 @@ impl HistoryClient {
         self.undecodable
     }
 
-    /// Reads at most `max_batches` batches without waiting, handing each to `on_batch`, and grants a credit for
-    /// each. Returns the outcome once the history is over; `on_batch` returning false stops reading (the owner
-    /// must stop) and cancels the history.
+    /// Reads at most `max_batches` batches without waiting, handing each to `on_batch` as the message it came in
+    /// (a `BATCH` that decodes: the owner may rewrite its records in place and pass it on with no copy), and
+    /// grants a credit for each. Returns the outcome once the history is over; `on_batch` returning false stops
+    /// reading (the owner must stop) and cancels the history.
     pub fn poll(
         &mut self,
         max_batches: usize,
-        mut on_batch: impl FnMut(HistoryBatch<'_>) -> bool,
+        mut on_batch: impl FnMut(zmq::Message) -> bool,
     ) -> Result<Option<HistoryOutcome>, HistoryClientError> {
         if self.outcome.is_some() {
             return Ok(self.outcome.clone());
@@ -143,6 +142,8 @@ impl HistoryClient {
                 Ok(ServiceMessage::Batch(batch)) => {
                     self.batches += 1;
                     self.records += batch.len() as u64;
+                    // A fresh message is only a descriptor: the next receive allocates, as it would anyway.
+                    let batch = std::mem::replace(&mut message, zmq::Message::new());
                     if !on_batch(batch) {
                         self.cancel();
                         return Ok(None);

@@ -11,6 +11,8 @@
 //! subscription only: no data topic starts with `#` (the encoder refuses one), so a prefix subscription such as
 //! `Q.` never receives a batch, and a publisher only batches when every subscriber subscribed to "".
 
+use std::ops::Range;
+
 use crate::error::DecodeError;
 
 /// Topic of every batch frame. A SUB subscribed to "" receives batches; prefix subscriptions ("Q.", "T.XNAS") never do.
@@ -330,6 +332,16 @@ pub fn is_batch(frame: &[u8]) -> bool {
 
 /// Iterates the records of a batch frame without copying; each item is one complete frame to hand to MessageRef::decode. Err on a malformed batch header; the iterator yields Err(DecodeError) for a truncated record and then stops.
 pub fn batch_records(frame: &[u8]) -> Result<BatchRecords<'_>, DecodeError> {
+    Ok(BatchRecords {
+        frame,
+        spans: batch_spans(frame)?,
+    })
+}
+
+/// Where each record of a batch frame lies in it, for a reader that rewrites records in place (a borrowing
+/// iterator cannot lend `&mut` slices of the frame it walks): the same checks as [`batch_records`], and the
+/// frame is handed to every [`BatchSpans::next_in`] instead of being held.
+pub fn batch_spans(frame: &[u8]) -> Result<BatchSpans, DecodeError> {
     if !is_batch(frame) {
         return Err(DecodeError::NotABatch);
     }
@@ -342,46 +354,46 @@ pub fn batch_records(frame: &[u8]) -> Result<BatchRecords<'_>, DecodeError> {
     }
     // frame[4] is reserved: written as 0, ignored on read so a later use of it need not break old readers.
     let count = u16::from_le_bytes([frame[COUNT_AT], frame[COUNT_AT + 1]]);
-    Ok(BatchRecords {
-        rest: &frame[BATCH_HEADER_LEN..],
+    Ok(BatchSpans {
+        at: BATCH_HEADER_LEN,
         declared: count,
         index: 0,
         done: false,
     })
 }
 
-/// The records of one batch frame, in order, borrowed from it (see [`batch_records`]).
+/// A cursor over the records of one batch frame (see [`batch_spans`]).
 #[derive(Debug, Clone)]
-pub struct BatchRecords<'a> {
-    rest: &'a [u8],
+pub struct BatchSpans {
+    at: usize,
     declared: u16,
     index: u16,
     done: bool,
 }
 
-impl BatchRecords<'_> {
-    /// The record count the batch header states (what a reader that stops at an error did not receive).
+impl BatchSpans {
+    /// The record count the batch header states.
     pub fn declared_count(&self) -> u16 {
         self.declared
     }
-}
 
-impl<'a> Iterator for BatchRecords<'a> {
-    type Item = Result<&'a [u8], DecodeError>;
-
+    /// The byte range of the next record in `frame` (the frame [`batch_spans`] read; another one is not unsafe,
+    /// only wrong: ranges are checked against the frame given). `Err` for a truncated record or bytes after the
+    /// last one, then `None`.
     #[inline]
-    fn next(&mut self) -> Option<Self::Item> {
+    pub fn next_in(&mut self, frame: &[u8]) -> Option<Result<Range<usize>, DecodeError>> {
         if self.done {
             return None;
         }
+        let rest = frame.get(self.at..).unwrap_or_default();
         if self.index == self.declared {
             self.done = true;
-            return if self.rest.is_empty() {
+            return if rest.is_empty() {
                 None
             } else {
                 Some(Err(DecodeError::BatchTrailingBytes {
                     count: self.declared,
-                    extra: self.rest.len(),
+                    extra: rest.len(),
                 }))
             };
         }
@@ -390,13 +402,13 @@ impl<'a> Iterator for BatchRecords<'a> {
             this.done = true;
             Some(Err(err))
         };
-        let Some((len_bytes, body)) = self.rest.split_first_chunk::<BATCH_RECORD_PREFIX>() else {
+        let Some((len_bytes, body)) = rest.split_first_chunk::<BATCH_RECORD_PREFIX>() else {
             return fail(
                 self,
                 DecodeError::TruncatedBatchRecord {
                     index,
                     needed: BATCH_RECORD_PREFIX,
-                    got: self.rest.len(),
+                    got: rest.len(),
                 },
             );
         };
@@ -414,10 +426,10 @@ impl<'a> Iterator for BatchRecords<'a> {
                 },
             );
         }
-        let (record, rest) = body.split_at(len);
-        self.rest = rest;
+        let start = self.at + BATCH_RECORD_PREFIX;
+        self.at = start + len;
         self.index += 1;
-        Some(Ok(record))
+        Some(Ok(start..start + len))
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
@@ -428,6 +440,36 @@ impl<'a> Iterator for BatchRecords<'a> {
             let left = usize::from(self.declared - self.index);
             (0, Some(left + 1))
         }
+    }
+}
+
+/// The records of one batch frame, in order, borrowed from it (see [`batch_records`]).
+#[derive(Debug, Clone)]
+pub struct BatchRecords<'a> {
+    frame: &'a [u8],
+    spans: BatchSpans,
+}
+
+impl BatchRecords<'_> {
+    /// The record count the batch header states (what a reader that stops at an error did not receive).
+    pub fn declared_count(&self) -> u16 {
+        self.spans.declared
+    }
+}
+
+impl<'a> Iterator for BatchRecords<'a> {
+    type Item = Result<&'a [u8], DecodeError>;
+
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
+        let frame = self.frame;
+        self.spans
+            .next_in(frame)
+            .map(|span| span.map(|range| &frame[range]))
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.spans.size_hint()
     }
 }
 
@@ -454,6 +496,50 @@ mod tests {
         batch_records(frame)?
             .map(|r| r.map(<[u8]>::to_vec))
             .collect()
+    }
+
+    #[test]
+    fn spans_find_the_records_and_let_them_be_rewritten_in_place() {
+        let input = frames(5);
+        let mut builder = BatchBuilder::new(8192, 64);
+        for f in &input {
+            assert!(builder.try_push(f));
+        }
+        let mut frame = builder.frame().to_vec();
+        let mut spans = batch_spans(&frame).unwrap();
+        assert_eq!(spans.declared_count(), 5);
+        let mut seen = 0;
+        while let Some(span) = spans.next_in(&frame) {
+            let span = span.unwrap();
+            assert_eq!(&frame[span.clone()], &input[seen][..]);
+            crate::stamp_send_time_in_place(&mut frame[span], 99, crate::Flags::REPLAY).unwrap();
+            seen += 1;
+        }
+        assert_eq!(seen, 5);
+        for record in batch_records(&frame).unwrap() {
+            assert_eq!(
+                MessageRef::decode(record.unwrap())
+                    .unwrap()
+                    .header()
+                    .send_time_ns,
+                99
+            );
+        }
+        // A truncated batch: the spans stop with the same error the records do.
+        let cut = &frame[..frame.len() - 3];
+        let mut spans = batch_spans(cut).unwrap();
+        let mut errors = Vec::new();
+        while let Some(span) = spans.next_in(cut) {
+            if let Err(e) = span {
+                errors.push(e);
+            }
+        }
+        let records: Vec<DecodeError> = batch_records(cut)
+            .unwrap()
+            .filter_map(Result::err)
+            .collect();
+        assert_eq!(errors.len(), 1);
+        assert_eq!(errors, records);
     }
 
     #[test]

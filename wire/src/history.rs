@@ -31,6 +31,15 @@ pub const MAX_END_SESSIONS: usize = 4096;
 /// At most this many bytes of a ROUTER identity kept per asker.
 pub const MAX_IDENTITY_BYTES: usize = 256;
 
+/// Bytes of a `BATCH` message before its capture times: magic, command, record count.
+const BATCH_HEAD_FIXED: usize = HISTORY_MAGIC.len() + 1 + 2;
+
+/// Bytes of a `BATCH` message before its batch frame when it carries `records` records (see
+/// [`ServiceMessage::write_batch_head`]).
+pub const fn batch_head_len(records: usize) -> usize {
+    BATCH_HEAD_FIXED + 8 * records
+}
+
 const REQUEST: u8 = 1;
 const CREDIT: u8 = 2;
 const CANCEL: u8 = 3;
@@ -329,13 +338,31 @@ impl<'a> ServiceMessage<'a> {
     /// allocation.
     pub fn encode_batch(captures: &[u64], frame: &[u8], out: &mut Vec<u8>) {
         out.clear();
-        out.extend_from_slice(&HISTORY_MAGIC);
-        out.push(BATCH);
-        out.extend_from_slice(&(captures.len() as u16).to_le_bytes());
-        for capture in captures {
-            out.extend_from_slice(&capture.to_le_bytes());
-        }
+        out.resize(batch_head_len(captures.len()), 0);
+        ServiceMessage::write_batch_head(captures, out);
         out.extend_from_slice(frame);
+    }
+
+    /// Writes everything of a `BATCH` message before its batch frame (magic, command, count, these capture
+    /// times) into `out`, which must be exactly [`batch_head_len`]`(captures.len())` bytes: a sender that builds
+    /// the batch frame in its send buffer first, leaving room before it, writes the head just in front of it and
+    /// sends the two as one message with no copy. False, writing nothing, when `out` has another length or there
+    /// are more captures than a batch holds.
+    pub fn write_batch_head(captures: &[u64], out: &mut [u8]) -> bool {
+        let Ok(count) = u16::try_from(captures.len()) else {
+            return false;
+        };
+        if out.len() != batch_head_len(captures.len()) {
+            return false;
+        }
+        let (fixed, times) = out.split_at_mut(BATCH_HEAD_FIXED);
+        fixed[..4].copy_from_slice(&HISTORY_MAGIC);
+        fixed[4] = BATCH;
+        fixed[5..7].copy_from_slice(&count.to_le_bytes());
+        for (slot, capture) in times.chunks_exact_mut(8).zip(captures) {
+            slot.copy_from_slice(&capture.to_le_bytes());
+        }
+        true
     }
 
     /// Reads one frame from the service (a batch borrows the frame).
@@ -425,6 +452,19 @@ mod tests {
         );
         assert_eq!(batch.frame(), builder.frame());
         assert_eq!(ServiceMessage::Batch(batch).encode(), encoded);
+        // Built in place: the frame first, the head written in front of it afterwards.
+        let frame = builder.frame().to_vec();
+        let mut in_place = vec![0u8; batch_head_len(2) + frame.len()];
+        in_place[batch_head_len(2)..].copy_from_slice(&frame);
+        assert!(ServiceMessage::write_batch_head(
+            &[11, 22],
+            &mut in_place[..batch_head_len(2)]
+        ));
+        assert_eq!(in_place, encoded);
+        assert!(!ServiceMessage::write_batch_head(
+            &[11],
+            &mut in_place[..batch_head_len(2)]
+        ));
         let mut wrong = Vec::new();
         ServiceMessage::encode_batch(&[11], builder.frame(), &mut wrong);
         assert_eq!(

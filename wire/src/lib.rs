@@ -27,9 +27,9 @@ pub mod tap;
 mod topic;
 
 pub use batch::{
-    batch_frame_len, batch_records, is_batch, BatchBuilder, BatchCursor, BatchRecords, BatchWriter,
-    SubscriptionTally, BATCH_HEADER_LEN, BATCH_RECORD_PREFIX, BATCH_TOPIC, BATCH_VERSION,
-    MAX_BATCHED_RECORD,
+    batch_frame_len, batch_records, batch_spans, is_batch, BatchBuilder, BatchCursor, BatchRecords,
+    BatchSpans, BatchWriter, SubscriptionTally, BATCH_HEADER_LEN, BATCH_RECORD_PREFIX, BATCH_TOPIC,
+    BATCH_VERSION, MAX_BATCHED_RECORD,
 };
 pub use clock::{now_ns, Clock, ManualClock, SystemClock};
 pub use error::{DecodeError, EncodeError};
