@@ -197,6 +197,6 @@ pub use segment::{
 pub use unreadable::Unreadable;
 pub use verify::{read_app_meta, summarize, Corruption, DamagedRange, JournalSummary};
 pub use writer::{
-    Batch, Durability, Layout, OverwriteSink, OverwriteStats, OverwrittenRecord, RecoveryReport,
-    Writer, WriterOptions,
+    Batch, Durability, Layout, OverwriteSink, OverwriteStats, OverwrittenRecord, PrefaultStats,
+    RecoveryReport, Writer, WriterOptions,
 };

@@ -4,7 +4,7 @@ use std::any::Any;
 use std::collections::VecDeque;
 use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{fence, Ordering};
+use std::sync::atomic::{fence, AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
@@ -12,8 +12,8 @@ use crate::archive;
 use crate::crc;
 use crate::error::{JournalError, Result};
 use crate::segment::{
-    align8, Frame, HeaderInfo, Mode, Prepared, Segment, PAD_FLAG, RECORD_HEADER_SIZE, STATE_SEALED,
-    STATE_WRITER_OPEN,
+    align8, Frame, HeaderInfo, Mode, Prefaulted, Prepared, Segment, PAD_FLAG, RECORD_HEADER_SIZE,
+    STATE_SEALED, STATE_WRITER_OPEN,
 };
 
 /// Where records live.
@@ -235,8 +235,40 @@ pub struct Writer {
     /// Bytes of padding this writer has left at the ends of ring laps (frames and short remainders alike).
     padding: u64,
     /// Archive: the next segment's file, being made on a thread of its own ([`Segment::prepare`]) so that a roll
-    /// on the recording thread only writes a header and renames, with that segment's index.
-    preparing: Option<(u64, std::thread::JoinHandle<Result<Prepared>>)>,
+    /// on the recording thread only writes a header and renames.
+    preparing: Option<Preparing>,
+    /// Archive: what the preparer's pre-faulting of the segments this writer rolled into achieved.
+    prefault: PrefaultStats,
+}
+
+/// The next archive segment being made and pre-faulted on its own thread (see `Writer::prepare_next`).
+struct Preparing {
+    /// The index of the segment it is for.
+    index: u64,
+    /// Set by a roll that needs the segment now: the thread stops pre-faulting and hands over what it has.
+    cancel: Arc<AtomicBool>,
+    handle: std::thread::JoinHandle<Result<(Prepared, Prefaulted)>>,
+}
+
+impl Preparing {
+    /// Stops the pre-faulting and waits for the file (its creation is not cut short: a roll needs it whole).
+    fn finish(self) -> Option<(Prepared, Prefaulted)> {
+        self.cancel.store(true, Ordering::Relaxed);
+        self.handle.join().ok().and_then(|r| r.ok())
+    }
+}
+
+/// How much of the archive segments a writer rolled into were already faulted in by the preparer, off the
+/// recording thread (the rest faulted on first write, on the recording thread).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PrefaultStats {
+    /// Rolls into a prepared segment whose every page was already faulted in.
+    pub complete: u64,
+    /// Rolls into a segment that was only partly faulted in (the roll came first, or the kernel refused), or not
+    /// prepared at all.
+    pub partial: u64,
+    /// Bytes of those segments that were faulted in before the roll.
+    pub bytes: u64,
 }
 
 /// `last_record_off` before this writer has written a record.
@@ -481,6 +513,7 @@ impl Writer {
             last_record_off: NO_FRAME,
             padding: 0,
             preparing: None,
+            prefault: PrefaultStats::default(),
         }
     }
 
@@ -506,6 +539,20 @@ impl Writer {
     /// previous block or this one, never a torn mix. In an archive it goes to the current segment.
     pub fn set_app_meta(&mut self, data: &[u8]) -> Result<()> {
         self.seg.write_app_meta(data)
+    }
+
+    /// Archive: how much of each segment rolled into was faulted in off the recording thread (all zero for a
+    /// ring).
+    pub fn prefault_stats(&self) -> PrefaultStats {
+        self.prefault
+    }
+
+    /// Archive: whether the next segment is made and pre-faulted, waiting for the roll (false for a ring, while
+    /// the preparer still works, and when it could not start).
+    pub fn next_segment_ready(&self) -> bool {
+        self.preparing
+            .as_ref()
+            .is_some_and(|p| p.handle.is_finished())
     }
 
     /// What opening found: created, clean, records recovered, bytes discarded.
@@ -876,15 +923,17 @@ impl Writer {
         let path = archive::segment_path(&self.root, next_index);
         let prepared = match self.preparing.take() {
             // A failed preparation (a full disk) is tried again below, where its error stops the roll.
-            Some((index, handle)) if index == next_index => handle.join().ok().and_then(|r| r.ok()),
-            Some((_, handle)) => {
-                if let Ok(Ok(p)) = handle.join() {
+            Some(p) if p.index == next_index => p.finish(),
+            Some(p) => {
+                if let Some((p, _)) = p.finish() {
                     p.discard();
                 }
                 None
             }
             None => None,
         };
+        let faulted = prepared.as_ref().map(|p| p.1).unwrap_or_default();
+        let prepared = prepared.map(|p| p.0);
         let next = if path.exists() {
             // Left by a writer that died right after creating it; it is empty or was recovered as the last one.
             if let Some(p) = prepared {
@@ -917,6 +966,12 @@ impl Writer {
         if self.durability != Durability::None {
             self.seg.sync_range(self.head, self.head)?;
         }
+        if faulted.complete {
+            self.prefault.complete += 1;
+        } else {
+            self.prefault.partial += 1;
+        }
+        self.prefault.bytes += faulted.bytes;
         let next = Arc::new(next);
         if let Some(f) = &self.flusher {
             f.set_segment(Arc::clone(&next));
@@ -945,24 +1000,30 @@ impl Writer {
         let index = self.seg.info.segment_index + 1;
         let path = archive::segment_path(&self.root, index);
         let size = self.segment_size;
+        let cancel = Arc::new(AtomicBool::new(false));
+        let stop = Arc::clone(&cancel);
         let spawned = std::thread::Builder::new()
             .name("journal-prepare".into())
             .spawn(move || {
                 drop(sealed);
-                Segment::prepare(&path, size)
+                let mut prepared = Segment::prepare(&path, size)?;
+                let faulted = prepared.prefault(&stop);
+                Ok((prepared, faulted))
             });
         // No thread (resource limits): the sealed segment was dropped here with the closure, and the roll
         // creates the next one itself, as it always could.
-        self.preparing = spawned.ok().map(|h| (index, h));
+        self.preparing = spawned.ok().map(|handle| Preparing {
+            index,
+            cancel,
+            handle,
+        });
     }
 }
 
 impl Drop for Writer {
     fn drop(&mut self) {
-        if let Some((_, handle)) = self.preparing.take() {
-            if let Ok(Ok(p)) = handle.join() {
-                p.discard();
-            }
+        if let Some((p, _)) = self.preparing.take().and_then(Preparing::finish) {
+            p.discard();
         }
         if let Err(err) = self.shutdown() {
             tracing::error!(path = %self.root.display(), "closing journal: {err}");

@@ -1281,3 +1281,130 @@ fn a_flipped_bit_anywhere_in_the_header_costs_at_most_twice_the_intact_open() {
         Err(JournalError::CorruptHeader { .. })
     ));
 }
+
+/// Appends until the writer has rolled into segment `index`; returns the last sequence written before the roll.
+fn fill_until_segment(w: &mut Writer, index: u64) -> u64 {
+    let mut last = w.next_seq() - 1;
+    while w.header().segment_index < index {
+        last = w.next_seq();
+        w.append(time_for(last), &payload_for(last)).unwrap();
+    }
+    // The append that rolled wrote its record into the new segment.
+    last - 1
+}
+
+/// The preparer faults the next segment in before the roll: a writer that waits for it rolls into a segment that
+/// is complete, counted as such, and its records read back as they would from a segment faulted in on first
+/// write.
+#[test]
+fn archive_rolls_into_a_prefaulted_segment() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("arch");
+    let segment = 1 << 20;
+    let mut w = Writer::open(&path, &WriterOptions::archive(segment)).unwrap();
+    for index in 1..=2 {
+        assert!(
+            tickbox_testkit::poll_until(
+                std::time::Duration::from_secs(10),
+                std::time::Duration::from_millis(2),
+                || w.next_segment_ready(),
+            ),
+            "segment {index} never prepared"
+        );
+        fill_until_segment(&mut w, index);
+        let s = w.prefault_stats();
+        assert_eq!(
+            (s.complete, s.partial, s.bytes),
+            (index, 0, index * (HEADER_SIZE + segment)),
+            "roll {index}"
+        );
+    }
+    let last = w.next_seq() - 1;
+    drop(w);
+    let mut r = Reader::open(&path).unwrap();
+    assert_eq!(read_all(&mut r), (1..=last).collect::<Vec<_>>());
+    assert_eq!(summarize(&path, true).unwrap().corruption, None);
+    // Only the segments: the prepared third one was removed with the writer.
+    let names: Vec<String> = std::fs::read_dir(&path)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n != "writer.lock")
+        .collect();
+    assert_eq!(names.len(), 3, "{names:?}");
+}
+
+#[test]
+fn prefault_crash_child_writer() {
+    // Child half of `killed_writer_leaves_a_prefaulted_segment_empty`: rolls into a pre-faulted segment, waits
+    // until its successor is pre-faulted too, says so, and waits to be killed.
+    let Ok(path) = std::env::var("TICKBOX_JOURNAL_PREFAULT_CHILD") else {
+        return;
+    };
+    let path = Path::new(&path);
+    let mut w = Writer::open(path.join("arch"), &WriterOptions::archive(MIN_CAPACITY)).unwrap();
+    let ready = |w: &Writer| {
+        tickbox_testkit::poll_until(
+            std::time::Duration::from_secs(10),
+            std::time::Duration::from_millis(2),
+            || w.next_segment_ready(),
+        )
+    };
+    assert!(ready(&w));
+    let last = fill_until_segment(&mut w, 1);
+    assert_eq!(w.prefault_stats().complete, 1);
+    assert!(ready(&w));
+    std::fs::write(path.join("ready"), last.to_string()).unwrap();
+    loop {
+        std::thread::park();
+    }
+}
+
+/// A writer killed with a pre-faulted segment it rolled into but wrote only one record to, and the next one
+/// pre-faulted under its temporary name: the reopened archive keeps exactly the records written, finds the zero
+/// pages of both as it always found fresh ones, and continues.
+#[test]
+fn killed_writer_leaves_a_prefaulted_segment_empty() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = tickbox_testkit::ChildGuard(
+        tickbox_testkit::self_test_command(module_path!(), "prefault_crash_child_writer")
+            .arg("--nocapture")
+            .env("TICKBOX_JOURNAL_PREFAULT_CHILD", dir.path())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let marker = dir.path().join("ready");
+    assert!(
+        tickbox_testkit::poll_until(
+            std::time::Duration::from_secs(15),
+            std::time::Duration::from_millis(5),
+            || std::fs::read_to_string(&marker).is_ok_and(|s| s.parse::<u64>().is_ok()),
+        ),
+        "child never got ready"
+    );
+    let before_roll: u64 = std::fs::read_to_string(&marker).unwrap().parse().unwrap();
+    let _ = child.0.kill();
+    child.0.wait().unwrap();
+    let path = dir.path().join("arch");
+    // The segment rolled into holds the one record that rolled it; the rest of its pages are pre-faulted zeros.
+    let last = before_roll + 1;
+    let mut w = Writer::open(&path, &WriterOptions::archive(MIN_CAPACITY)).unwrap();
+    let rec = w.recovery().clone();
+    assert!(!rec.clean_shutdown);
+    assert_eq!(
+        (
+            rec.records,
+            rec.next_seq,
+            rec.discarded_bytes,
+            rec.lost_published_bytes
+        ),
+        (1, last + 1, 0, 0)
+    );
+    assert_eq!(w.header().segment_index, 1);
+    write_n(&mut w, 3);
+    drop(w);
+    let mut r = Reader::open(&path).unwrap();
+    assert_eq!(read_all(&mut r), (1..=last + 3).collect::<Vec<_>>());
+    assert_eq!(summarize(&path, true).unwrap().corruption, None);
+}
