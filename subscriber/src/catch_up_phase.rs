@@ -29,7 +29,7 @@ use tickbox_wire::{
 
 use tickbox_workers::Record;
 
-use crate::catch_up::{CatchUp, CatchUpReport, CatchUpVerdict, PublisherSession};
+use crate::catch_up::{CatchUp, CatchUpReport, CatchUpVerdict, PublisherSession, SeamPosition};
 use crate::core::ShardCore;
 use crate::history_client::{HistoryClient, HistoryOutcome};
 use crate::report::{CatchUpFatal, Fatal};
@@ -142,11 +142,32 @@ impl CatchUpHandle {
             seam.seam.extend(shard.seam.iter().copied());
             seam.holes.extend(shard.holes.iter().copied());
         }
-        seam.seam.sort_by_key(|p| p.session);
+        seam.seam = merge_seams(seam.seam);
         seam.holes.sort_by_key(|h| h.session);
         summary.seam = seam;
         summary
     }
+}
+
+/// One seam per session out of every shard's: each shard reports every session the history held, but a
+/// publisher's live stream arrives on one shard only, so the others saw no live record of it. The history's end
+/// is the furthest any shard reports, the first live record the one the shard that carries it saw.
+fn merge_seams(mut seams: Vec<SeamPosition>) -> Vec<SeamPosition> {
+    seams.sort_by_key(|p| p.session);
+    let mut merged: Vec<SeamPosition> = Vec::with_capacity(seams.len());
+    for p in seams {
+        match merged.last_mut() {
+            Some(m) if m.session == p.session => {
+                m.last_history = m.last_history.max(p.last_history);
+                m.first_live = match (m.first_live, p.first_live) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
+            }
+            _ => merged.push(p),
+        }
+    }
+    merged
 }
 
 impl CatchUpSummary {
@@ -989,5 +1010,32 @@ mod tests {
         let m = MessageRef::decode(&single).unwrap();
         assert_eq!(m.header().send_time_ns, 1250);
         assert!(m.header().flags.contains(Flags::REPLAY));
+    }
+
+    #[test]
+    fn seams_of_several_shards_are_one_per_session() {
+        let a = PublisherSession {
+            publisher: 1,
+            session: 7,
+        };
+        let b = PublisherSession {
+            publisher: 2,
+            session: 8,
+        };
+        let seam = |session, last_history, first_live| SeamPosition {
+            session,
+            last_history,
+            first_live,
+        };
+        let merged = merge_seams(vec![
+            seam(b, Some(99), None),
+            seam(a, Some(10), Some(11)),
+            seam(a, Some(10), None),
+            seam(b, Some(99), Some(100)),
+        ]);
+        assert_eq!(
+            merged,
+            vec![seam(a, Some(10), Some(11)), seam(b, Some(99), Some(100))]
+        );
     }
 }

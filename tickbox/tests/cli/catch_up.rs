@@ -30,13 +30,25 @@ struct Recording {
 }
 
 fn record_a_feed(dir: &TempDir, feed_for: &str, config: Option<&Path>) -> Recording {
+    record_a_sharded_feed(dir, feed_for, config, 1)
+}
+
+/// [`record_a_feed`] with the feed on `shards` shards, each its own publisher; the recorder reads them all (one
+/// reader thread per shard) and `endpoint` lists them comma-separated.
+fn record_a_sharded_feed(
+    dir: &TempDir,
+    feed_for: &str,
+    config: Option<&Path>,
+    shards: usize,
+) -> Recording {
     let config_args: Vec<&str> = match config {
         Some(path) => vec!["--config", path.to_str().unwrap()],
         None => Vec::new(),
     };
+    let binds = vec!["tcp://127.0.0.1:*"; shards].join(",");
     let mut feed_args = vec![
         "--bind",
-        "tcp://127.0.0.1:*",
+        &binds,
         "--rate",
         "5k",
         "--symbols",
@@ -46,13 +58,14 @@ fn record_a_feed(dir: &TempDir, feed_for: &str, config: Option<&Path>) -> Record
         "--json",
     ];
     feed_args.extend(&config_args);
-    let (feed, endpoints) = spawn_feed_with_endpoints(&feed_args, 1);
+    let (feed, endpoints) = spawn_feed_with_endpoints(&feed_args, shards);
+    let endpoint = endpoints.join(",");
     let journal = dir.0.join("day");
     let mut record_args = vec!["record"];
     record_args.extend(&config_args);
     record_args.extend([
         "--connect",
-        &endpoints[0],
+        &endpoint,
         "--journal",
         journal.to_str().unwrap(),
         "--serve",
@@ -64,7 +77,7 @@ fn record_a_feed(dir: &TempDir, feed_for: &str, config: Option<&Path>) -> Record
     Recording {
         feed,
         recorder,
-        endpoint: endpoints[0].clone(),
+        endpoint,
         history,
         journal,
     }
@@ -424,4 +437,86 @@ fn a_publisher_restart_before_the_join_keeps_both_sessions_whole() {
         accounted, recorded_missing,
         "only what the recorder lost is missing: {summary}"
     );
+}
+
+/// Two feed shards, two publishers: the recorder reads both, the late joiner subscribes to both and catches up
+/// from the start. Each publisher's sequence reaches the workers once, in order, across its own seam.
+#[test]
+fn a_late_joiner_on_two_shards_gets_both_publishers_whole() {
+    let dir = TempDir::new("catch-up-shards");
+    let Recording {
+        feed: _feed,
+        recorder: _recorder,
+        endpoint,
+        history,
+        journal,
+    } = record_a_sharded_feed(&dir, "6s", None, 2);
+    assert!(
+        eventually(
+            Duration::from_secs(10),
+            Duration::from_millis(100),
+            || journal_records(&journal) >= 4_000
+        ),
+        "the recorder recorded nothing"
+    );
+    let tape = dir.0.join("tape.ndjson");
+    let mut subscribe = Command::new(TICKBOX);
+    subscribe.args([
+        "subscribe",
+        "--connect",
+        &endpoint,
+        "--catch-up",
+        &history,
+        "--from",
+        "start",
+        "--max-lateness",
+        "30s",
+        "--idle-exit",
+        "1500ms",
+        "--json",
+        "--tape",
+        tape.to_str().unwrap(),
+    ]);
+    let out = output_within(subscribe, Duration::from_secs(20));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON summary");
+    let catch_up = &summary["catch_up"];
+    assert_eq!(catch_up["outcome"]["status"], "complete", "{catch_up}");
+    assert!(catch_up["live_records"].as_u64().unwrap() > 0, "{catch_up}");
+    assert_eq!(summary["missing"], 0, "{summary}");
+    assert_eq!(summary["duplicates"], 0, "{summary}");
+    assert_eq!(summary["recorded_gaps"], 0, "{summary}");
+    let seams = catch_up["seam"].as_array().unwrap();
+    assert_eq!(seams.len(), 2, "one seam per publisher: {catch_up}");
+    for seam in seams {
+        assert_eq!(
+            seam["first_live"].as_u64().unwrap(),
+            seam["last_history"].as_u64().unwrap() + 1,
+            "{seam}"
+        );
+    }
+    let Tape {
+        by_topic,
+        by_publisher,
+    } = read_tape(&tape);
+    for ((publisher, topic), sequences) in &by_topic {
+        assert!(
+            sequences.windows(2).all(|w| w[0] < w[1]),
+            "publisher {publisher} topic {topic} out of order or repeated"
+        );
+    }
+    assert_eq!(by_publisher.len(), 2, "both publishers");
+    // The recorder joined the running feed, so each publisher's journal starts where the recorder's
+    // subscription took effect: from there on, every sequence once.
+    for (publisher, sequences) in &by_publisher {
+        let mut sorted = sequences.clone();
+        sorted.sort_unstable();
+        let (first, last) = (sorted[0], sorted[sorted.len() - 1]);
+        assert!(
+            sorted.iter().copied().eq(first..=last),
+            "publisher {publisher}: {first}..={last} not each once ({} records)",
+            sorted.len()
+        );
+    }
 }
