@@ -128,6 +128,42 @@ fn read_tape(path: &std::path::Path) -> Tape {
     }
 }
 
+/// `subscribe --connect ENDPOINT --catch-up HISTORY --from start` until 1.5 s without a frame, taping what its
+/// workers handled: its JSON summary and the tape. Every topic's sequences on the tape are in order.
+fn join_from_start(dir: &TempDir, endpoint: &str, history: &str) -> (serde_json::Value, Tape) {
+    let tape = dir.0.join("tape.ndjson");
+    let mut subscribe = Command::new(TICKBOX);
+    subscribe.args([
+        "subscribe",
+        "--connect",
+        endpoint,
+        "--catch-up",
+        history,
+        "--from",
+        "start",
+        // Records a stopped recorder took late are judged by their capture time: as late as the stop.
+        "--max-lateness",
+        "30s",
+        "--idle-exit",
+        "1500ms",
+        "--json",
+        "--tape",
+        tape.to_str().unwrap(),
+    ]);
+    let out = output_within(subscribe, Duration::from_secs(20));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON summary");
+    let tape = read_tape(&tape);
+    for ((publisher, topic), sequences) in &tape.by_topic {
+        assert!(
+            sequences.windows(2).all(|w| w[0] < w[1]),
+            "publisher {publisher} topic {topic} out of order or repeated"
+        );
+    }
+    (summary, tape)
+}
+
 /// The feed publishes for 5 s into a recorder serving its journal; the recorder is stopped for a second early on
 /// (SIGSTOP) with small queues, so it loses records; a subscriber joins once 5,000 records are recorded and catches up from the
 /// start. Its workers see each sequence once: the journal's records before the seam and the live ones after,
@@ -171,29 +207,7 @@ fn a_late_joiner_gets_every_sequence_once_and_in_order_across_the_seam() {
         ),
         "the recorder recorded nothing"
     );
-    let tape = dir.0.join("tape.ndjson");
-    let mut subscribe = Command::new(TICKBOX);
-    subscribe.args([
-        "subscribe",
-        "--connect",
-        &endpoint,
-        "--catch-up",
-        &history,
-        "--from",
-        "start",
-        // Records the stopped recorder took late are judged by their capture time: as late as the stop.
-        "--max-lateness",
-        "30s",
-        "--idle-exit",
-        "1500ms",
-        "--json",
-        "--tape",
-        tape.to_str().unwrap(),
-    ]);
-    let out = output_within(subscribe, Duration::from_secs(20));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON summary");
+    let (summary, Tape { by_publisher, .. }) = join_from_start(&dir, &endpoint, &history);
     let catch_up = &summary["catch_up"];
     assert_eq!(catch_up["live"], true, "{catch_up}");
     assert_eq!(catch_up["outcome"]["status"], "complete", "{catch_up}");
@@ -207,16 +221,6 @@ fn a_late_joiner_gets_every_sequence_once_and_in_order_across_the_seam() {
     assert_eq!(summary["missing"], 0, "this hop lost nothing: {summary}");
     assert_eq!(summary["duplicates"], 0, "{summary}");
 
-    let Tape {
-        by_topic,
-        by_publisher,
-    } = read_tape(&tape);
-    for ((publisher, topic), sequences) in &by_topic {
-        assert!(
-            sequences.windows(2).all(|w| w[0] < w[1]),
-            "publisher {publisher} topic {topic} out of order or repeated"
-        );
-    }
     let recorded_missing = summary["recorded_gaps"].as_u64().unwrap();
     assert!(
         recorded_missing > 0,
@@ -459,28 +463,7 @@ fn a_late_joiner_on_two_shards_gets_both_publishers_whole() {
         ),
         "the recorder recorded nothing"
     );
-    let tape = dir.0.join("tape.ndjson");
-    let mut subscribe = Command::new(TICKBOX);
-    subscribe.args([
-        "subscribe",
-        "--connect",
-        &endpoint,
-        "--catch-up",
-        &history,
-        "--from",
-        "start",
-        "--max-lateness",
-        "30s",
-        "--idle-exit",
-        "1500ms",
-        "--json",
-        "--tape",
-        tape.to_str().unwrap(),
-    ]);
-    let out = output_within(subscribe, Duration::from_secs(20));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON summary");
+    let (summary, Tape { by_publisher, .. }) = join_from_start(&dir, &endpoint, &history);
     let catch_up = &summary["catch_up"];
     assert_eq!(catch_up["outcome"]["status"], "complete", "{catch_up}");
     assert!(catch_up["live_records"].as_u64().unwrap() > 0, "{catch_up}");
@@ -494,16 +477,6 @@ fn a_late_joiner_on_two_shards_gets_both_publishers_whole() {
             seam["first_live"].as_u64().unwrap(),
             seam["last_history"].as_u64().unwrap() + 1,
             "{seam}"
-        );
-    }
-    let Tape {
-        by_topic,
-        by_publisher,
-    } = read_tape(&tape);
-    for ((publisher, topic), sequences) in &by_topic {
-        assert!(
-            sequences.windows(2).all(|w| w[0] < w[1]),
-            "publisher {publisher} topic {topic} out of order or repeated"
         );
     }
     assert_eq!(by_publisher.len(), 2, "both publishers");
