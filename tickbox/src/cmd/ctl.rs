@@ -152,6 +152,9 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
             existing,
         } => {
             let rx = client.watch(&prefix, existing)?;
+            // Synced and subscribed: every change from now on is printed. Said on stderr, so a script (or a test)
+            // can wait for it instead of guessing how long a start takes.
+            eprintln!("watching {prefix:?}");
             let stop = crate::shutdown::flag();
             let until = duration.map(|d| Instant::now() + d);
             let mut seen = 0u64;

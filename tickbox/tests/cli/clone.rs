@@ -61,11 +61,24 @@ fn ctl_set_get_ls_del_watch_against_a_real_server() {
             "ctl", "--server", &server, "watch", "/app/", "--count", "3", "--for", "15s",
         ])
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let watcher = KillOnDrop(watcher);
-    std::thread::sleep(Duration::from_millis(1500));
+    let mut watcher = KillOnDrop(watcher);
+    // The watcher says when it is synced and subscribed: the changes below are made after that.
+    let mut ready = BufReader::new(watcher.0.stderr.take().unwrap());
+    let (tx, said) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        while ready.read_line(&mut line).unwrap_or(0) > 0 {
+            if line.starts_with("watching") {
+                let _ = tx.send(());
+            }
+            line.clear();
+        }
+    });
+    said.recv_timeout(Duration::from_secs(10))
+        .expect("the watcher says it is watching");
 
     let o = ctl(&server, &["set", "/app/color", "blue"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
