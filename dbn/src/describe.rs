@@ -269,7 +269,7 @@ pub struct DumpFilter {
 }
 
 impl DumpFilter {
-    /// A filter of these `kinds`, refused with the list of known ones when one is not a kind.
+    /// Checks that each of `kinds` is one of [`DUMP_KINDS`]; the error names the first that is not and lists them.
     pub fn check_kinds(kinds: &[String]) -> Result<(), String> {
         match kinds.iter().find(|k| !DUMP_KINDS.contains(&k.as_str())) {
             Some(k) => Err(format!("--kind {k}: not one of {}", DUMP_KINDS.join(", "))),

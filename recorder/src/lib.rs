@@ -48,7 +48,7 @@ pub use inspect::{
 };
 pub use journal_ext::{overwritten, overwritten_at, read_app_meta, OverwriteStats, APP_META_MAX};
 pub use ledger::{Ledger, LedgerError, LedgerOverflow, LedgerRow, MAX_LEDGER_PUBLISHERS};
-pub use progress::{stop_seq_of, ReplayProgress, SendRate};
+pub use progress::{stop_seq_of, ReplayProgress};
 pub use record::{record, RecordOptions, RecordStats, Recorder, TAP_EVENT_MARKER};
 pub use replay::{
     Closing, Identity, Input, Position, ReplayInput, ReplayOptions, ReplayStats, Replayer,

@@ -63,27 +63,6 @@ pub fn stop_seq_of(journal: &std::path::Path, to: Option<Position>) -> Option<u6
     }
 }
 
-/// Records per second between two looks at a growing count.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct SendRate {
-    last: Option<(u64, std::time::Instant)>,
-}
-
-impl SendRate {
-    /// The rate since the last call (0 on the first), `sent` now.
-    pub fn update(&mut self, sent: u64, now: std::time::Instant) -> f64 {
-        let rate = match self.last {
-            Some((before, at)) => {
-                let dt = now.saturating_duration_since(at).as_secs_f64().max(1e-9);
-                sent.saturating_sub(before) as f64 / dt
-            }
-            None => 0.0,
-        };
-        self.last = Some((sent, now));
-        rate
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -120,14 +99,5 @@ mod tests {
         let p = ReplayProgress::of(&s, 10.0, None, Some(5));
         assert_eq!((p.done, p.total), (10, 10));
         assert_eq!(p.eta, Some(Duration::ZERO));
-    }
-
-    #[test]
-    fn the_send_rate_is_the_growth_between_two_looks() {
-        let t0 = std::time::Instant::now();
-        let mut r = SendRate::default();
-        assert_eq!(r.update(100, t0), 0.0);
-        let rate = r.update(1_100, t0 + Duration::from_millis(500));
-        assert!((rate - 2_000.0).abs() < 1e-6, "{rate}");
     }
 }

@@ -511,7 +511,7 @@ impl Replayer {
     /// what that connection still buffers while the kernel's socket buffer is full, so a subscriber that is
     /// behind when the replay closes loses its unread tail without anyone counting it. A subscriber that has
     /// left has read all it wanted.
-    pub fn wait_subscribers_gone(
+    fn wait_subscribers_gone(
         &mut self,
         timeout: Duration,
         stop: &AtomicBool,
@@ -530,13 +530,8 @@ impl Replayer {
     }
 
     /// Waits up to `limit` (or until `stop`) for libzmq to hand everything queued to the subscribers'
-    /// connections; returns [`Self::undelivered`] then.
-    pub fn settle(&self, limit: Duration, stop: Option<&AtomicBool>) -> u64 {
-        self.settle_per_shard(limit, stop).iter().sum()
-    }
-
-    /// [`Self::settle`], shard by shard: what each still holds once the wait (shared by all) ends.
-    pub fn settle_per_shard(&self, limit: Duration, stop: Option<&AtomicBool>) -> Vec<u64> {
+    /// connections; returns what each shard still holds then ([`Self::undelivered`], shard by shard).
+    fn settle_per_shard(&self, limit: Duration, stop: Option<&AtomicBool>) -> Vec<u64> {
         let deadline = Instant::now() + limit;
         self.delivery
             .iter()
@@ -555,23 +550,26 @@ impl Replayer {
         linger: Duration,
         stop: &AtomicBool,
     ) -> Result<Closing, RecorderError> {
-        let grace = tickbox_feed::INTERRUPT_GRACE;
+        let grace = (tickbox_feed::INTERRUPT_GRACE, None);
         let mut subscribers_stayed = false;
-        let undelivered = if stop.load(Ordering::Relaxed) {
-            self.settle_per_shard(grace, None)
+        // How long what is queued may still take to leave, and whether a stop cuts that wait short.
+        let (limit, watch) = if stop.load(Ordering::Relaxed) {
+            grace
         } else if drain_timeout.is_zero() {
-            self.settle_per_shard(linger, Some(stop))
-        } else if self.wait_subscribers_gone(drain_timeout, stop)? {
-            // Every subscriber left: libzmq dropped their queues, nothing is held.
-            self.settle_per_shard(Duration::ZERO, None)
-        } else if stop.load(Ordering::Relaxed) {
-            self.settle_per_shard(grace, None)
+            (linger, Some(stop))
         } else {
-            // Still connected (a long-lived reader such as an LVC, or one that is behind): what it has not been
-            // sent by now is dropped at the close, and counted.
-            subscribers_stayed = true;
-            self.settle_per_shard(Duration::ZERO, None)
+            let gone = self.wait_subscribers_gone(drain_timeout, stop)?;
+            if stop.load(Ordering::Relaxed) {
+                grace
+            } else {
+                // Gone: libzmq dropped their queues, nothing is held. Still connected (a long-lived reader such
+                // as an LVC, or one that is behind): what it has not been sent by now is dropped at the close,
+                // and counted.
+                subscribers_stayed = !gone;
+                (Duration::ZERO, None)
+            }
         };
+        let undelivered = self.settle_per_shard(limit, watch);
         if undelivered.iter().any(|&n| n > 0) {
             // Known undelivered: close without waiting on it again.
             self.set_drain_timeout(Duration::ZERO)?;

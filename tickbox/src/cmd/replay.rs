@@ -16,7 +16,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::Context;
 use tickbox_fleet::replay_control::{ReplayControlService, ReplayShared};
@@ -24,12 +24,12 @@ use tickbox_journal::Reader;
 use tickbox_recorder::{
     empty_selection, format_in_zone, parse_zone, Identity, JournalOverview, Position, ReplayAsk,
     ReplayController, ReplayOptions, ReplayPlan, ReplayProgress, ReplayStats, Replayer, RunSpec,
-    SelectionError, SendRate, Speed, TimeZone, When,
+    SelectionError, Speed, TimeZone, When,
 };
 use tickbox_wire::SystemClock;
 
 use crate::config::TickboxConfig;
-use crate::live::{fmt_rate, LiveArgs, LiveView};
+use crate::live::{fmt_rate, LiveArgs, LiveView, Rate};
 use crate::outcome::first_capture_ns;
 use crate::status::StatusBoard;
 
@@ -429,13 +429,13 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         };
         let stop_seq = tickbox_recorder::stop_seq_of(&args.journal, bar_to);
         let mut live = LiveView::new("replay", &args.live, Some(0));
-        let mut send_rate = SendRate::default();
+        let mut send_rate = Rate::default();
         let stats = replayer.run(&mut reader, &SystemClock, run_stop, |s: &ReplayStats| {
             if stop.load(Ordering::Relaxed) {
                 // Backstop should the control thread be gone.
                 shared.run_stop.store(true, Ordering::Relaxed);
             }
-            let rate = send_rate.update(s.sent, Instant::now());
+            let rate = send_rate.per_sec(s.sent);
             status.publish(replay_status(&shared.lock(), Some(s), rate));
             if !live.due() {
                 return;

@@ -97,6 +97,16 @@ fn journal_records(journal: &std::path::Path) -> u64 {
         .unwrap_or(0)
 }
 
+/// Waits (up to 10 s) until the journal holds at least `n` records; fails the test with `what` otherwise.
+fn await_records(journal: &std::path::Path, n: u64, what: &str) {
+    assert!(
+        eventually(Duration::from_secs(10), Duration::from_millis(50), || {
+            journal_records(journal) >= n
+        }),
+        "{what}"
+    );
+}
+
 /// What a tape holds: per (publisher, topic) the sequences in tape order, and every data sequence per publisher.
 struct Tape {
     by_topic: BTreeMap<(u64, String), Vec<u64>>,
@@ -188,25 +198,11 @@ fn a_late_joiner_gets_every_sequence_once_and_in_order_across_the_seam() {
         journal,
     } = record_a_feed(&dir, "5s", Some(&lossy));
     // The recorder's own loss: its SUB queue overflows while it is stopped.
-    assert!(
-        eventually(
-            Duration::from_secs(10),
-            Duration::from_millis(50),
-            || journal_records(&journal) >= 1_000
-        ),
-        "the recorder recorded nothing"
-    );
+    await_records(&journal, 1_000, "the recorder recorded nothing");
     signal(recorder.0.id(), "STOP");
     std::thread::sleep(Duration::from_millis(1000)); // The fault itself: the recorder stays stopped this long.
     signal(recorder.0.id(), "CONT");
-    assert!(
-        eventually(
-            Duration::from_secs(10),
-            Duration::from_millis(100),
-            || journal_records(&journal) >= 5_000
-        ),
-        "the recorder recorded nothing"
-    );
+    await_records(&journal, 5_000, "the recorder recorded nothing");
     let (summary, Tape { by_publisher, .. }) = join_from_start(&dir, &endpoint, &history);
     let catch_up = &summary["catch_up"];
     assert_eq!(catch_up["live"], true, "{catch_up}");
@@ -266,14 +262,7 @@ fn a_live_buffer_past_its_budget_is_an_error_that_names_it() {
         history,
         journal,
     } = record_a_feed(&dir, "8s", None);
-    assert!(
-        eventually(
-            Duration::from_secs(10),
-            Duration::from_millis(100),
-            || journal_records(&journal) >= 5_000
-        ),
-        "the recorder recorded nothing"
-    );
+    await_records(&journal, 5_000, "the recorder recorded nothing");
     let tape = dir.0.join("tape.ndjson");
     let mut subscribe = Command::new(TICKBOX);
     subscribe.args([
@@ -361,11 +350,10 @@ fn a_publisher_restart_before_the_join_keeps_both_sessions_whole() {
     let mut second = feed_args("5s");
     second.stdout(Stdio::null()).stderr(Stdio::null());
     let _second = common::KillOnDrop(second.spawn().expect("spawn the second feed"));
-    assert!(
-        eventually(Duration::from_secs(10), Duration::from_millis(50), || {
-            journal_records(&journal) >= first_session_records + 3_000
-        }),
-        "the recorder got nothing of the second session"
+    await_records(
+        &journal,
+        first_session_records + 3_000,
+        "the recorder got nothing of the second session",
     );
     let tape = dir.0.join("tape.ndjson");
     let mut subscribe = Command::new(TICKBOX);
@@ -455,14 +443,7 @@ fn a_late_joiner_on_two_shards_gets_both_publishers_whole() {
         history,
         journal,
     } = record_a_sharded_feed(&dir, "6s", None, 2);
-    assert!(
-        eventually(
-            Duration::from_secs(10),
-            Duration::from_millis(100),
-            || journal_records(&journal) >= 4_000
-        ),
-        "the recorder recorded nothing"
-    );
+    await_records(&journal, 4_000, "the recorder recorded nothing");
     let (summary, Tape { by_publisher, .. }) = join_from_start(&dir, &endpoint, &history);
     let catch_up = &summary["catch_up"];
     assert_eq!(catch_up["outcome"]["status"], "complete", "{catch_up}");
