@@ -35,7 +35,7 @@ use crate::env::{drift_warning, Environment, Warning, WarningKind};
 use crate::plot::{write_repeat_plot, RepeatColumn, RepeatGroup};
 use crate::replay::{wait_delivered, TouchWorker};
 use crate::report::{BenchRecord, RecordResult, RunDocument};
-use crate::stats::{fmt_sig, summary_table, tickbox_first, FigureSummary};
+use crate::stats::{fmt_sig, order_label_of, run_order, summary_table, FigureSummary};
 use crate::BenchError;
 
 /// The recorder's system name in results.
@@ -539,30 +539,23 @@ pub fn raw_record(
     finish_result(RAW, config, measured, feed)
 }
 
-/// The order of the systems in repeat `repeat` (0-based): recorder first in even repeats, last in odd ones.
-pub fn run_order(repeat: usize, subscribe: bool) -> Vec<&'static str> {
-    let mut order = if subscribe {
-        vec![RECORD, SUBSCRIBE, RAW]
+/// The systems a record bench runs, in the order of its even repeats (odd ones reverse it: [`run_order`]).
+fn systems(subscribe: bool) -> &'static [&'static str] {
+    if subscribe {
+        &[RECORD, SUBSCRIBE, RAW]
     } else {
-        vec![RECORD, RAW]
-    };
-    if !tickbox_first(repeat) {
-        order.reverse();
+        &[RECORD, RAW]
     }
-    order
 }
 
 /// The run order over `repeats`, e.g. `T S R R S T` (T = the recorder, S = the Black Box, R = raw).
 pub fn order_label(repeats: usize, subscribe: bool) -> String {
-    (0..repeats)
-        .flat_map(|r| run_order(r, subscribe))
-        .map(|s| match s {
-            RECORD => "T",
-            SUBSCRIBE => "S",
-            _ => "R",
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
+    let letters: &[&str] = if subscribe {
+        &["T", "S", "R"]
+    } else {
+        &["T", "R"]
+    };
+    order_label_of(repeats, letters)
 }
 
 /// What a record bench wrote.
@@ -596,7 +589,7 @@ pub fn run_record_bench(
     let repeats = config.repeats.max(1);
     let mut results = Vec::new();
     'outer: for repeat in 0..repeats {
-        for system in run_order(repeat, config.subscribe) {
+        for system in run_order(repeat, systems(config.subscribe)) {
             if stop.load(Ordering::Relaxed) {
                 tracing::warn!("interrupted: reporting the runs finished so far");
                 break 'outer;

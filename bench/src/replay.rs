@@ -33,7 +33,7 @@ use crate::env::{drift_warning, Environment, Warning, WarningKind};
 use crate::measure::Percentiles;
 use crate::plot::{write_repeat_plot, RepeatColumn, RepeatGroup};
 use crate::report::{BenchRecord, ReplayResult, RunDocument};
-use crate::stats::{order_label, summary_table, tickbox_first, FigureSummary};
+use crate::stats::{order_label, run_order, summary_table, FigureSummary};
 use crate::BenchError;
 
 /// What `bench replay` runs.
@@ -589,12 +589,7 @@ pub fn run_replay_bench(
     let journal = generate_journal(config.records, config.seed)?;
     let mut results = Vec::new();
     'outer: for repeat in 0..repeats {
-        let systems = if tickbox_first(repeat) {
-            ["tickbox", "raw"]
-        } else {
-            ["raw", "tickbox"]
-        };
-        for system in systems {
+        for system in run_order(repeat, &["tickbox", "raw"]) {
             if stop.load(Ordering::Relaxed) {
                 tracing::warn!("interrupted: reporting the runs finished so far");
                 break 'outer;

@@ -14,12 +14,28 @@ pub fn tickbox_first(repeat: usize) -> bool {
     repeat.is_multiple_of(2)
 }
 
-/// The order of one configuration's runs over `repeats` repeats, e.g. `T R R T T R` for 3.
-pub fn order_label(repeats: usize) -> String {
+/// `systems` in the order repeat `repeat` (0-based) runs them: as given in even repeats, reversed in odd ones
+/// (the same swap as [`tickbox_first`], for any number of systems).
+pub fn run_order<T: Copy>(repeat: usize, systems: &[T]) -> Vec<T> {
+    let mut order = systems.to_vec();
+    if !tickbox_first(repeat) {
+        order.reverse();
+    }
+    order
+}
+
+/// The order of one configuration's runs over `repeats` repeats, each system named by its letter in
+/// `letters` (in [`run_order`]'s order), e.g. `T R R T T R` for 3 repeats of `["T", "R"]`.
+pub fn order_label_of(repeats: usize, letters: &[&str]) -> String {
     (0..repeats)
-        .map(|r| if tickbox_first(r) { "T R" } else { "R T" })
+        .flat_map(|r| run_order(r, letters))
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+/// [`order_label_of`] tickbox (`T`) and raw (`R`): `T R R T T R` for 3.
+pub fn order_label(repeats: usize) -> String {
+    order_label_of(repeats, &["T", "R"])
 }
 
 /// The median and range of one figure over the repeats.
