@@ -98,6 +98,11 @@ impl ConnectionCaps {
         }
     }
 
+    /// Connections of `role` open now (0 for a role without a cap).
+    pub fn open(&self, role: &str) -> u64 {
+        self.roles.get(role).map_or(0, |r| r.live.len() as u64)
+    }
+
     /// Counts per capped role.
     pub fn summary(&self) -> BTreeMap<String, RoleConnectionCounts> {
         self.roles

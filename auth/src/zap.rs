@@ -257,8 +257,16 @@ impl Loop {
                     stopped = true;
                     break;
                 }
-                E::ACCEPTED => lock(&self.caps).accepted(&role, value),
-                E::DISCONNECTED | E::CLOSED => lock(&self.caps).gone(&role, value),
+                E::ACCEPTED | E::DISCONNECTED | E::CLOSED => {
+                    let mut caps = lock(&self.caps);
+                    if event == E::ACCEPTED {
+                        caps.accepted(&role, value);
+                    } else {
+                        caps.gone(&role, value);
+                    }
+                    // What a test (or an operator at -v) waits on before expecting a freed slot to admit.
+                    tracing::debug!(role, fd = value, event = ?event, open = caps.open(&role), "connection count");
+                }
                 _ => {
                     self.stats.record(&role, "", Some(Refusal::Handshake));
                     self.log.refused(&role, "", Refusal::Handshake, &self.stats);

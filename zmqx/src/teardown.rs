@@ -5,7 +5,7 @@
 //! full, so the engine stopped between two frames of one message) has terminated its pipe without delay and the
 //! connection then fails before the socket acknowledged: `clean_pipes` tries to read the rest of the message
 //! back and asserts. The session terminates the pipe without delay at a close with linger 0, when a positive
-//! linger's timer expires, and on `unbind()`. Measured (`zmqx/tests/clean_pipes.rs`): linger 0 with a
+//! linger's timer expires, and on `unbind()`. Measured (`zmqx/tests/zmqx/clean_pipes.rs`): linger 0 with a
 //! disconnect aborts every round; a close with linger 200 ms aborts 9 of 100 rounds when the peer hangs up
 //! within 0.2 ms of the linger's end. `docs/book/src/libzmq-traps.md` has the full account.
 //!
@@ -19,12 +19,12 @@
 //!   session keeps a pipe that still holds part of a message readable until the engine has written it all or
 //!   failed, so a stalled peer's engine fails (the kernel gives it up, or the peer hangs up) while the pipe is
 //!   still readable and `clean_pipes` finds the rest of the message. The linger's end, the only moment the race
-//!   can be lost, comes after every stalled connection is gone. Measured (`zmqx/tests/clean_pipes.rs`,
+//!   can be lost, comes after every stalled connection is gone. Measured (`zmqx/tests/zmqx/clean_pipes.rs`,
 //!   `prepared_multipart_sender_never_aborts_and_terminates_within_the_bound`): 0 aborts in 1,400 closes with
 //!   the peer hanging up from 0 to 1.7 s after the close; the same trap with linger 200 ms aborts 9 of 100.
 //!
 //! Why not an infinite linger: it has the same effect on a stalled peer, but measured in the Clone teardown
-//! stress test (`clone/tests/clone_teardown.rs`) it left the context's termination hanging for more than 30 s
+//! stress test (`clone/tests/clone/clone_teardown.rs`) it left the context's termination hanging for more than 30 s
 //! in 3 of about 70 rounds, after MAXRT had long expired: a session can wait for ever with nothing left that
 //! retransmits. The finite linger bounds that too.
 //!

@@ -5,9 +5,11 @@
 
 use crate::common;
 
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use common::{line_after, signal, spawn_with_lines};
+use common::{forward_lines, line_after, signal, KillOnDrop};
 
 const CAP: usize = 3;
 const OVER: usize = 2;
@@ -54,7 +56,7 @@ fn the_lvc_refuses_and_counts_connections_past_its_cap_and_admits_again_when_som
     publisher.set_linger(0).unwrap();
     let pub_ep = tickbox_zmqx::bind_resolved(&publisher, "tcp://127.0.0.1:*").unwrap();
     let cap = CAP.to_string();
-    let (mut child, lines) = spawn_with_lines(&[
+    let (mut child, lines, log) = spawn_counting(&[
         "lvc",
         "--upstream",
         &pub_ep,
@@ -100,6 +102,8 @@ fn the_lvc_refuses_and_counts_connections_past_its_cap_and_admits_again_when_som
     // Two of the admitted leave: a legitimate subscriber is admitted and gets the live stream.
     let mut hogs = hogs;
     hogs.truncate(CAP - 2);
+    // Until the proxy has seen both go, a fresh peer would be refused (and counted) as one too many.
+    await_open_after_close(&log, "lvc.downstream", CAP - 2);
     let fresh = sub(&ctx, &downstream, true);
     publish_until(
         &publisher,
@@ -136,6 +140,46 @@ fn the_lvc_refuses_and_counts_connections_past_its_cap_and_admits_again_when_som
     );
 }
 
+/// Spawns `tickbox ARGS` with its stdout lines and its debug log of connection counts (stderr lines): after each
+/// accept or close the server logs how many connections of the role it counts open, which is what a test waits
+/// on, not time, before it expects a freed slot to admit someone.
+fn spawn_counting(args: &[&str]) -> (KillOnDrop, mpsc::Receiver<String>, mpsc::Receiver<String>) {
+    let mut child = KillOnDrop(
+        Command::new(common::TICKBOX)
+            .args(args)
+            .env("RUST_LOG", "warn,tickbox_auth=debug")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn tickbox"),
+    );
+    let lines = forward_lines(child.0.stdout.take().unwrap());
+    let log = forward_lines(child.0.stderr.take().unwrap());
+    (child, lines, log)
+}
+
+/// Waits (bounded) for the first close of a `role` connection after which `open` are left. The tests call it when
+/// every close so far left more than `open`, so that line is the departure they caused.
+fn await_open_after_close(log: &mpsc::Receiver<String>, role: &str, open: usize) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let want = format!("open={open}");
+    let mut seen = Vec::new();
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let Ok(line) = log.recv_timeout(left) else {
+            panic!("no close leaving {open} open on {role}: {seen:#?}");
+        };
+        if line.contains("connection count")
+            && line.contains(role)
+            && !line.contains("ACCEPTED")
+            && line.ends_with(&want)
+        {
+            return;
+        }
+        seen.push(line);
+    }
+}
+
 /// Waits (bounded) until `s` receives something (the Clone server's HUGZ heartbeats, every 100 ms here).
 fn hears(s: &zmq::Socket, within: Duration) -> bool {
     let deadline = Instant::now() + within;
@@ -153,7 +197,7 @@ fn hears(s: &zmq::Socket, within: Duration) -> bool {
 #[test]
 fn the_clone_server_refuses_and_counts_connections_past_its_cap() {
     let ctx = zmq::Context::new();
-    let (mut child, lines) = spawn_with_lines(&[
+    let (mut child, lines, log) = spawn_counting(&[
         "clone-server",
         "--port",
         "0",
@@ -192,6 +236,8 @@ fn the_clone_server_refuses_and_counts_connections_past_its_cap() {
     drop(over);
     let mut admitted = admitted;
     admitted.pop();
+    // Until the server has seen that one go, a fresh peer would be refused (and counted) as one too many.
+    await_open_after_close(&log, "clone.publisher", 1);
     let fresh = sub(&ctx, &publisher, true);
     assert!(
         hears(&fresh, Duration::from_secs(10)),

@@ -121,8 +121,9 @@ fn the_data_plane_does_not_depend_on_control_plane_crates() {
     }
 }
 
-/// Every file the workspace's sources and documents name as a document (`*.md`) exists inside the repository, so
-/// a reader never meets a reference to something only the authors' machines had.
+/// Every file the workspace's sources and documents name as a document (`*.md`) or as a test that shows something
+/// (`lvc/tests/lvc/hostile.rs`) exists inside the repository, so a reader never meets a reference to something only
+/// the authors' machines had, or to a test file that moved.
 #[test]
 fn referenced_documents_exist_in_the_repository() {
     let root = workspace();
@@ -136,7 +137,10 @@ fn referenced_documents_exist_in_the_repository() {
     let mut missing = Vec::new();
     for file in &files {
         let text = std::fs::read_to_string(file).unwrap_or_default();
-        for reference in markdown_references(&text) {
+        for reference in markdown_references(&text)
+            .into_iter()
+            .chain(test_file_references(&text))
+        {
             // Relative to the file, to any folder above it (a crate root, which `CARGO_MANIFEST_DIR` paths start at), or
             // to the workspace root.
             let found = file.ancestors().skip(1).any(|dir| {
@@ -203,6 +207,33 @@ fn markdown_references(text: &str) -> Vec<String> {
         if token.len() > 3 && !token.starts_with('.')
             || token.starts_with("../")
             || token.starts_with("./")
+        {
+            refs.push(token.to_string());
+        }
+    }
+    refs
+}
+
+/// Tokens that look like a path to a test source: `tickbox/tests/cli/connection_cap.rs`.
+fn test_file_references(text: &str) -> Vec<String> {
+    let is_path_char = |c: char| c.is_ascii_alphanumeric() || "_-./".contains(c);
+    let mut refs = Vec::new();
+    for (at, _) in text.match_indices("/tests/") {
+        let start = text[..at]
+            .char_indices()
+            .rev()
+            .find(|&(_, c)| !is_path_char(c))
+            .map_or(0, |(i, c)| i + c.len_utf8());
+        let end = text[at..]
+            .char_indices()
+            .find(|&(_, c)| !is_path_char(c))
+            .map_or(text.len(), |(i, _)| at + i);
+        // A sentence may end right after the path.
+        let token = text[start..end].trim_end_matches('.');
+        if token.ends_with(".rs")
+            && start < at
+            && !token.starts_with('.')
+            && !token.starts_with('/')
         {
             refs.push(token.to_string());
         }

@@ -319,7 +319,7 @@ fn python_decoder_reads_the_golden_and_edge_frames_as_rust_does() {
         "five kinds, a version 1 quote, a batch, two tap events and a vendor record"
     );
     // The Python reference decoder reads kinds 1-5, batches and tap events; a vendor record (kind 6, a DBN record
-    // carried as is) is decoded from docs/book/src/wire.md's own example by dbn/tests/wire_spec.rs instead.
+    // carried as is) is decoded from docs/book/src/wire.md's own example by dbn/tests/dbn/wire_spec.rs instead.
     let mut frames: Vec<Vec<u8>> = goldens
         .into_iter()
         .filter(|f| {
