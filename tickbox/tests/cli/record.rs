@@ -297,6 +297,50 @@ fn paced_journal(path: &Path, n: u64, span: Duration) {
     }
 }
 
+/// A recording of several publishers whose records alternate one by one (as one SUB reading several feed shards
+/// records them) replays onto as many shards as it has publishers: each publisher whole, in order, on shard
+/// `publisher_id % N`, alone there, so a subscriber reads each on its own pinned shard thread instead of one thread
+/// taking all of them.
+#[test]
+fn a_recording_of_four_publishers_replays_onto_four_shards_one_publisher_each() {
+    let dir = TempDir::new("cli-replay-four-publishers");
+    let journal = dir.0.join("j.tbj");
+    const PER_PUBLISHER: u64 = 500;
+    const PUBLISHERS: [u32; 4] = [1, 2, 3, 4];
+    {
+        let mut w = Writer::open(&journal, &WriterOptions::ring(8 << 20)).unwrap();
+        for seq in 1..=PER_PUBLISHER {
+            for p in PUBLISHERS {
+                let frame = tickbox_testkit::quote(&format!("Q.XNAS.P{p}"), p, seq)
+                    .sent_at(1_000_000 + seq)
+                    .instrument(seq as u32)
+                    .frame();
+                w.append(1_000_000 + seq, &frame).unwrap();
+            }
+        }
+    }
+    let n = PER_PUBLISHER as usize * PUBLISHERS.len();
+    let (out, got) = replay(&dir.0, &journal, PUBLISHERS.len(), "max", n, &[]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(got.len(), n, "every record once");
+    let mut per_shard: Vec<Vec<(u32, u64)>> = vec![Vec::new(); PUBLISHERS.len()];
+    for (shard, _, frame) in &got {
+        let h = *MessageRef::decode(frame).unwrap().header();
+        per_shard[*shard].push((h.publisher_id, h.sequence));
+    }
+    for (shard, records) in per_shard.iter().enumerate() {
+        let owner = PUBLISHERS
+            .into_iter()
+            .find(|p| *p as usize % PUBLISHERS.len() == shard)
+            .unwrap();
+        let want: Vec<(u32, u64)> = (1..=PER_PUBLISHER).map(|seq| (owner, seq)).collect();
+        assert_eq!(
+            records, &want,
+            "shard {shard}: publisher {owner} whole and in order, alone"
+        );
+    }
+}
+
 #[test]
 fn replay_pacing_follows_capture_times() {
     let dir = TempDir::new("cli-record-pacing");
