@@ -1,4 +1,4 @@
-//! Per-message cost of [`SequenceTracker`] as the publisher table grows: 1, 1k and 100k publishers.
+//! Per-message cost of [`SequenceTracker`] as the publisher table grows: 1, 4, 1k and 100k publishers.
 //!
 //! `tracked/N`: a table bound large enough to track all N publishers; messages cycle through them in order, so
 //! every lookup misses the last-hit fast path (the worst case for a lookup). `flood/100000`: the default bound
@@ -58,7 +58,7 @@ fn one_among(c: &mut Criterion, n: u32) {
 }
 
 fn sequence(c: &mut Criterion) {
-    for n in [1u32, 1_000, 100_000] {
+    for n in [1u32, 4, 1_000, 100_000] {
         cycle(c, "tracked", n, || {
             SequenceTracker::with_bounds(n as usize, DEFAULT_MAX_PLAUSIBLE_JUMP)
         });

@@ -266,14 +266,21 @@ impl Hasher for IdHasher {
     }
 }
 
+/// Publishers whose ids [`SequenceTracker`] compares directly, before its hash index: a sharded feed's handful.
+const FEW: usize = 8;
+
 /// Last sequence per publisher and session, with the counts above. Ledgers live in a vector in order of first
 /// appearance; a keyed hash index maps a publisher id to its slot, behind a remembered last hit (the usual case is
-/// a run of messages from one publisher). After a publisher's first message nothing allocates.
+/// a run of messages from one publisher) and a scan of the first few publishers' ids (a handful of publishers
+/// whose messages alternate one by one, as one SUB on several feed shards receives them, never reach the hash).
+/// After a publisher's first message nothing allocates.
 #[derive(Debug, Clone)]
 pub struct SequenceTracker {
     publishers: Vec<State>,
     index: HashMap<u32, u32, KeyedIds>,
     last_hit: usize,
+    /// The ids of the first [`FEW`] publishers, by slot: compared in one pass before the hash is asked.
+    few: [u32; FEW],
     max_publishers: usize,
     max_plausible_jump: u64,
     untracked: u64,
@@ -299,6 +306,7 @@ impl SequenceTracker {
             publishers: Vec::new(),
             index: HashMap::with_hasher(KeyedIds::random()),
             last_hit: 0,
+            few: [0; FEW],
             max_publishers: max_publishers.clamp(1, u32::MAX as usize),
             max_plausible_jump: max_plausible_jump.max(1),
             untracked: 0,
@@ -388,10 +396,16 @@ impl SequenceTracker {
         let data = !matches!(header.kind, Kind::Heartbeat | Kind::Gap);
         let slot = match self.publishers.get(self.last_hit) {
             Some(s) if s.ledger.publisher == publisher => self.last_hit,
-            _ => match self.index.get(&publisher) {
-                Some(&i) => i as usize,
-                None => return self.first(header, notice_first, data),
-            },
+            _ => {
+                let few = self.publishers.len().min(FEW);
+                match self.few[..few].iter().position(|&p| p == publisher) {
+                    Some(i) => i,
+                    None => match self.index.get(&publisher) {
+                        Some(&i) => i as usize,
+                        None => return self.first(header, notice_first, data),
+                    },
+                }
+            }
         };
         self.last_hit = slot;
         let max_jump = self.max_plausible_jump;
@@ -562,6 +576,9 @@ impl SequenceTracker {
             }
         }
         self.last_hit = self.publishers.len();
+        if let Some(id) = self.few.get_mut(self.last_hit) {
+            *id = publisher;
+        }
         self.index.insert(publisher, self.last_hit as u32);
         self.publishers.push(State {
             ledger,
@@ -622,6 +639,49 @@ mod tests {
             l.received + l.missing,
             l.last_sequence - l.first_sequence + 1
         );
+    }
+
+    #[test]
+    fn publishers_alternating_one_by_one_keep_their_own_ledgers_past_the_few_compared_directly() {
+        // Twelve publishers, every message from another one than the last: the first eight are found by the
+        // direct comparison, the other four by the hash index.
+        let mut t = SequenceTracker::new();
+        let publishers: Vec<u32> = (0..12).map(|i| 100 + i * 7).collect();
+        for seq in 1..=20u64 {
+            for &p in &publishers {
+                // Publisher 100 (compared directly) and 177 (hashed) each lose sequence 10.
+                if seq == 10 && (p == 100 || p == 177) {
+                    continue;
+                }
+                let event = t.on_header(&data(p, seq), None);
+                match seq {
+                    1 => assert!(
+                        matches!(event, SequenceEvent::First { .. }),
+                        "{p}: {event:?}"
+                    ),
+                    11 if p == 100 || p == 177 => assert_eq!(
+                        event,
+                        SequenceEvent::Gap {
+                            publisher: p,
+                            session: S1,
+                            first_missing: 10,
+                            last_missing: 10
+                        }
+                    ),
+                    _ => assert_eq!(event, SequenceEvent::InOrder, "{p} at {seq}"),
+                }
+            }
+        }
+        for &p in &publishers {
+            let l = t.ledger(p).unwrap();
+            let lost = u64::from(p == 100 || p == 177);
+            assert_eq!(
+                (l.received, l.missing, l.last_sequence),
+                (20 - lost, lost, 20),
+                "{p}"
+            );
+        }
+        assert_eq!(t.publisher_count(), 12);
     }
 
     #[test]
