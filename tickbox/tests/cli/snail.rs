@@ -71,14 +71,16 @@ fn a_slow_worker_makes_the_subscriber_die_with_the_snail_exit_code() {
         "--workers",
         "1",
         "--max-lateness",
-        "50ms",
+        "400ms",
         "--debug-worker-delay",
         "5ms",
         "--duration",
         "15s",
     ]);
     publisher.await_subscription();
-    // 1,000 msg/s into a worker that manages 200 msg/s: the hand-off queue grows by ~0.8 s every second.
+    // 1,000 msg/s into a worker that manages 200 msg/s: the hand-off queue grows by ~0.8 s every second, so the
+    // worker sees 400 ms of lateness within about half a second. The threshold is that high so that a loaded
+    // machine's scheduling delay of the shard thread (200 ms was seen under a full test run) is not what fires.
     let deadline = Instant::now() + Duration::from_secs(10);
     while proc.exited().is_none() && Instant::now() < deadline {
         publisher.send_sent_at(now_ns());
@@ -100,16 +102,16 @@ fn a_slow_worker_makes_the_subscriber_die_with_the_snail_exit_code() {
         json.contains("\"stage\":\"worker\""),
         "the backlog is only visible at dequeue: {json}"
     );
-    assert!(json.contains("\"threshold_ns\":50000000"), "{json}");
+    assert!(json.contains("\"threshold_ns\":400000000"), "{json}");
     assert!(json.contains("\"topic\":\"Q.XNAS.AAPL\""), "{json}");
-    assert!(json_u64(json, "lateness_ns") > 50_000_000, "{json}");
+    assert!(json_u64(json, "lateness_ns") > 400_000_000, "{json}");
     let errors: Vec<&str> = stderr
         .lines()
         .filter(|l| l.contains("ERROR") && l.contains("Suicidal Snail"))
         .collect();
     assert_eq!(errors.len(), 1, "exactly one ERROR line:\n{stderr}");
     assert!(
-        errors[0].contains("threshold 50ms") && errors[0].contains("publisher 1"),
+        errors[0].contains("threshold 400ms") && errors[0].contains("publisher 1"),
         "{}",
         errors[0]
     );
