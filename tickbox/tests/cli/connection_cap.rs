@@ -5,11 +5,11 @@
 
 use crate::common;
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use common::{forward_lines, line_after, signal, KillOnDrop};
+use common::{line_after, signal, spawn_piped, KillOnDrop};
 
 const CAP: usize = 3;
 const OVER: usize = 2;
@@ -144,18 +144,11 @@ fn the_lvc_refuses_and_counts_connections_past_its_cap_and_admits_again_when_som
 /// accept or close the server logs how many connections of the role it counts open, which is what a test waits
 /// on, not time, before it expects a freed slot to admit someone.
 fn spawn_counting(args: &[&str]) -> (KillOnDrop, mpsc::Receiver<String>, mpsc::Receiver<String>) {
-    let mut child = KillOnDrop(
+    spawn_piped(
         Command::new(common::TICKBOX)
             .args(args)
-            .env("RUST_LOG", "warn,tickbox_auth=debug")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn tickbox"),
-    );
-    let lines = forward_lines(child.0.stdout.take().unwrap());
-    let log = forward_lines(child.0.stderr.take().unwrap());
-    (child, lines, log)
+            .env("RUST_LOG", "warn,tickbox_auth=debug"),
+    )
 }
 
 /// Waits (bounded) for the first close of a `role` connection after which `open` are left. The tests call it when

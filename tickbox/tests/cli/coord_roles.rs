@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use common::{endpoint_in, forward_lines, signal, KillOnDrop, TempDir, TICKBOX};
+use common::{endpoint_in, signal, spawn_piped, KillOnDrop, TempDir, TICKBOX};
 use tickbox_coord::testing::{ZkEnsemble, ZkServer};
 use tickbox_coord::{Coord, CoordOptions, DoubleBarrier, Shards};
 use tickbox_journal::{Writer, WriterOptions};
@@ -28,18 +28,12 @@ struct Proc {
 
 impl Proc {
     fn spawn(args: &[&str]) -> Proc {
-        let mut child = KillOnDrop(
+        let (child, out, err) = spawn_piped(
             Command::new(TICKBOX)
                 .args(args)
                 .env("RUST_LOG", "info")
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .expect("spawn tickbox"),
+                .stdin(Stdio::null()),
         );
-        let out = forward_lines(child.0.stdout.take().unwrap());
-        let err = forward_lines(child.0.stderr.take().unwrap());
         Proc { child, out, err }
     }
 

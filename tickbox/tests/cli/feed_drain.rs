@@ -5,11 +5,11 @@
 
 use crate::common;
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use common::{endpoint_in, forward_lines, KillOnDrop, TICKBOX};
+use common::{endpoint_in, spawn_piped, KillOnDrop, TICKBOX};
 use tickbox_wire::{Kind, MessageRef};
 
 /// `tickbox feed`, no-drop, flat out, starting once one subscriber is there and stopping after `messages`, with
@@ -23,7 +23,7 @@ fn spawn_feed(
     mpsc::Receiver<String>,
     mpsc::Receiver<String>,
 ) {
-    let mut child = KillOnDrop(
+    let (child, out, err) = spawn_piped(
         Command::new(TICKBOX)
             .args([
                 "feed",
@@ -40,14 +40,8 @@ fn spawn_feed(
                 "--max-messages",
                 &messages.to_string(),
             ])
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn tickbox feed"),
+            .args(args),
     );
-    let out = forward_lines(child.0.stdout.take().unwrap());
-    let err = forward_lines(child.0.stderr.take().unwrap());
     let line = out
         .recv_timeout(Duration::from_secs(10))
         .expect("the feed prints its endpoint");
@@ -189,20 +183,14 @@ fn spawn_feed_json(
     mpsc::Receiver<String>,
     mpsc::Receiver<String>,
 ) {
-    let mut child = KillOnDrop(
+    let (child, out, err) = spawn_piped(
         Command::new(TICKBOX)
             .arg("-q")
             .args(global)
             .args(["feed", "--bind", "tcp://127.0.0.1:*", "--json"])
             .args(["--wait-for-subscribers", "1"])
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn tickbox feed"),
+            .args(args),
     );
-    let out = forward_lines(child.0.stdout.take().unwrap());
-    let err = forward_lines(child.0.stderr.take().unwrap());
     let line = err
         .recv_timeout(Duration::from_secs(10))
         .expect("the feed prints its endpoint");

@@ -11,7 +11,7 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use common::{forward_lines, output_within, KillOnDrop, TICKBOX};
+use common::{forward_lines, output_within, spawn_piped, KillOnDrop, TICKBOX};
 use serde_json::{json, Value};
 use tickbox_wire::tap::TapFrame;
 use tickbox_wire::{
@@ -495,7 +495,7 @@ fn python_decoder_reads_a_live_feed() {
         }
     }
 
-    let mut python = KillOnDrop(
+    let (mut python, lines, python_stderr) = spawn_piped(
         Command::new(PYTHON)
             .arg(decoder())
             .args([
@@ -507,14 +507,8 @@ fn python_decoder_reads_a_live_feed() {
                 "--timeout",
                 "15",
             ])
-            .args(&endpoints)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn the decoder"),
+            .args(&endpoints),
     );
-    let lines = forward_lines(python.0.stdout.take().unwrap());
-    let python_stderr = forward_lines(python.0.stderr.take().unwrap());
     let status = python.wait_exit(Duration::from_secs(18), "the decoder did not finish");
     let feed_status = feed.wait_exit(Duration::from_secs(5), "the feed did not finish");
     let errors: Vec<String> = python_stderr.try_iter().collect();

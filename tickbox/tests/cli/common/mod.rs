@@ -116,6 +116,23 @@ pub(crate) fn forward_lines(out: impl Read + Send + 'static) -> mpsc::Receiver<S
     rx
 }
 
+/// Spawns `cmd` with stdout and stderr piped and returns it with the lines of each, read as they come, so the
+/// child never blocks on a full pipe.
+#[allow(dead_code)]
+pub(crate) fn spawn_piped(
+    cmd: &mut Command,
+) -> (KillOnDrop, mpsc::Receiver<String>, mpsc::Receiver<String>) {
+    let mut child = KillOnDrop(
+        cmd.stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn"),
+    );
+    let out = forward_lines(child.0.stdout.take().unwrap());
+    let err = forward_lines(child.0.stderr.take().unwrap());
+    (child, out, err)
+}
+
 /// Spawns `tickbox ARGS` (stdout piped, stderr discarded) and returns it with its stdout lines.
 #[allow(dead_code)]
 pub(crate) fn spawn_with_lines(args: &[&str]) -> (KillOnDrop, mpsc::Receiver<String>) {
