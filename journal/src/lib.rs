@@ -111,7 +111,7 @@
 //!   1 GiB ring); a writer that reopens a ring walks the records an earlier writer left until it reaches its own
 //!   first mark.
 //! - With an overwrite hook (which must see every record) it walks the records, on by up to 1/64 of the capacity
-//!   (at most 1 KiB) past what the frame needs.
+//!   (at most 2 KiB) past what the frame needs, and shows them to the hook a group at a time.
 //!
 //! The records passed are gone for readers (`Lapped`) and are shown to the hook and counted as overwritten when
 //! the tail passes them, a little before their bytes are reused: a ring holds at least its capacity less one mark

@@ -1195,23 +1195,17 @@ impl Segment {
         unsafe { self.map.as_mut_ptr().add((HEADER_SIZE + off) as usize) }
     }
 
-    /// Asks the CPU to start loading the cache lines of data bytes `off..off + len` (clamped to the mapped data
-    /// region), so a later walk over them does not wait on each line in turn. A hint: no effect on contents.
+    /// The writer's view of its data region for walking a ring's tail ([`OwnFrames`]); `None` if the region is
+    /// not mapped whole (only a truncated file opened for inspection is not, never a writer's).
     #[inline]
-    pub(crate) fn prefetch(&self, off: u64, len: u64) {
-        let end = (off + len).min(self.avail).min(self.cap);
-        let mut at = off & !63;
-        while at < end {
-            // SAFETY: `at < end <= min(cap, avail)`, so the offset pointer lies inside the mapping (and
-            // `data_ptr_off`'s contract holds); a prefetch reads nothing and faults on nothing.
-            #[cfg(target_arch = "x86_64")]
-            unsafe {
-                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                    self.data_ptr_off(at) as *const i8,
-                );
-            }
-            at += 64;
-        }
+    pub(crate) fn own_frames(&self) -> Option<OwnFrames<'_>> {
+        (self.avail >= self.cap).then(|| OwnFrames {
+            // SAFETY: offset 0 of the data region is inside the mapping (`cap > 0`, the region mapped whole).
+            base: unsafe { self.data_ptr_off(0) },
+            cap: self.cap,
+            ring: self.info.mode == Mode::Ring,
+            _seg: std::marker::PhantomData,
+        })
     }
 
     /// File offset of absolute position `pos` (for error messages and `verify`).
@@ -1276,35 +1270,6 @@ impl Segment {
             seq: u64::from_le(word(8).load(Ordering::Relaxed)),
             capture_ns: u64::from_le(word(16).load(Ordering::Relaxed)),
         }
-    }
-
-    /// The writer's decode of a frame it wrote itself, at data offset `off`, as it walks the tail of a ring: the
-    /// bytes the frame takes and, for a record, its frame length (0 for padding or a too-short end of the lap).
-    /// `None` if the frame is impossible. Only the length word is read and only what keeps the walk inside the data
-    /// region is checked, since every append of a lapped ring walks one frame (`frame_at_off` decodes and checks
-    /// everything, for readers of untrusted files).
-    #[inline]
-    pub(crate) fn own_frame_at_off(&self, off: u64) -> Option<(u64, u32)> {
-        let rem = self.cap - off;
-        if rem < RECORD_HEADER_SIZE {
-            return Some((rem, 0));
-        }
-        if off + RECORD_HEADER_SIZE > self.avail {
-            return None;
-        }
-        // SAFETY: `off + 24 <= avail` (checked above) and `off` is a multiple of 8 (frames are 8-aligned). Relaxed:
-        // the writer reads back its own stores (readers never store).
-        let w0 = u64::from_le(
-            unsafe { self.word_at((HEADER_SIZE + off) as usize) }.load(Ordering::Relaxed),
-        );
-        let frame_len = w0 as u32;
-        if frame_len & PAD_FLAG != 0 {
-            let n = (frame_len & !PAD_FLAG) as u64;
-            return (n == rem && self.info.mode == Mode::Ring).then_some((n, 0));
-        }
-        let size = align8(frame_len as u64);
-        (frame_len as u64 >= RECORD_HEADER_SIZE && size <= rem && off + size <= self.avail)
-            .then_some((size, frame_len))
     }
 
     /// Panics unless a record frame of `frame_len` bytes at data offset `off` lies inside the mapped data region.
@@ -1454,6 +1419,86 @@ impl Segment {
 }
 
 /// The lap counters' checksum word (see [`OFF_OVERWRITTEN_CRC`]).
+/// A writer's decoder of the frames it wrote, for its walk over the tail of a ring: the data region's base and
+/// capacity stay in registers across the walk, and each step is one load (of the length word only) and the few
+/// checks that keep the walk inside the region, since every append of a lapped ring depends on it
+/// ([`Segment::frame_at_off`] decodes and checks everything, for readers of untrusted files). A reopened ring's
+/// oldest records come from disk, so an impossible frame is `None`, never a panic.
+pub(crate) struct OwnFrames<'a> {
+    /// Start of the data region, mapped whole (`avail >= cap`).
+    base: *mut u8,
+    cap: u64,
+    ring: bool,
+    _seg: std::marker::PhantomData<&'a Segment>,
+}
+
+impl<'a> OwnFrames<'a> {
+    /// The bytes the frame at data offset `off` takes and, for a record, its frame length (0 for padding or a
+    /// too-short end of the lap); `None` if the frame is impossible (or `off` is past the region).
+    #[inline(always)]
+    pub(crate) fn at(&self, off: u64) -> Option<(u64, u32)> {
+        let rem = self.cap.checked_sub(off)?;
+        if rem < RECORD_HEADER_SIZE {
+            return Some((rem, 0));
+        }
+        // SAFETY: `off + 24 <= cap` and the region is mapped whole, so the word is inside the mapping; `off` is a
+        // multiple of 8 (frames are 8-aligned, and so is every offset the walk reaches). Relaxed: the writer
+        // reads back its own stores (readers never store). Same access as `Segment::word_at`.
+        let w0 = u64::from_le(
+            unsafe { AtomicU64::from_ptr(self.base.add(off as usize) as *mut u64) }
+                .load(Ordering::Relaxed),
+        );
+        let frame_len = w0 as u32;
+        if frame_len & PAD_FLAG != 0 {
+            let n = (frame_len & !PAD_FLAG) as u64;
+            return (n == rem && self.ring).then_some((n, 0));
+        }
+        let size = align8(frame_len as u64);
+        (frame_len as u64 >= RECORD_HEADER_SIZE && size <= rem).then_some((size, frame_len))
+    }
+
+    /// Asks the CPU to start loading the cache line holding data byte `off`. A hint: it reads nothing and faults
+    /// on nothing, so an `off` past the region (a walk near the end of the ring) only wastes it.
+    #[inline(always)]
+    pub(crate) fn prefetch(&self, off: u64) {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: a prefetch dereferences nothing; `wrapping_add` makes the address without claiming it is in
+        // bounds.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                self.base.wrapping_add(off as usize) as *const i8,
+            );
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = off;
+    }
+
+    /// The sequence, capture time and payload of the record of `frame_len` bytes at data offset `off`.
+    ///
+    /// # Safety
+    ///
+    /// [`OwnFrames::at`]`(off)` returned `Some((_, frame_len))` with `frame_len != 0` (so the frame lies inside
+    /// the region), and nothing stores into the frame while the returned borrow lives.
+    #[inline(always)]
+    pub(crate) unsafe fn record(&self, off: u64, frame_len: u32) -> (u64, u64, &'a [u8]) {
+        debug_assert!(
+            frame_len as u64 >= RECORD_HEADER_SIZE && off + align8(frame_len as u64) <= self.cap
+        );
+        // SAFETY: the caller guarantees the frame lies inside the mapped region, which outlives `'a`, and that
+        // nothing writes it while the borrow lives; frames are 8-aligned, so the two header words are aligned.
+        unsafe {
+            let at = self.base.add(off as usize);
+            let seq = u64::from_le(std::ptr::read(at.add(8) as *const u64));
+            let capture = u64::from_le(std::ptr::read(at.add(16) as *const u64));
+            let payload = std::slice::from_raw_parts(
+                at.add(RECORD_HEADER_SIZE as usize),
+                frame_len as usize - RECORD_HEADER_SIZE as usize,
+            );
+            (seq, capture, payload)
+        }
+    }
+}
+
 fn counters_word(records: u64, bytes: u64, laps: u64) -> u64 {
     let mut b = [0u8; 24];
     b[..8].copy_from_slice(&records.to_le_bytes());

@@ -5,8 +5,8 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use tickbox_journal::{
-    summarize, Durability, JournalError, OverwrittenRecord, Reader, Writer, WriterOptions,
-    HEADER_SIZE, MIN_CAPACITY,
+    summarize, Durability, JournalError, OverwriteSink, OverwrittenRecord, Reader, Writer,
+    WriterOptions, HEADER_SIZE, MIN_CAPACITY,
 };
 
 fn payload_for(seq: u64) -> Vec<u8> {
@@ -1049,6 +1049,65 @@ fn ring_laps_are_counted_persisted_and_each_overwritten_record_is_shown_to_the_h
     assert_eq!(w.overwritten(), stats);
     write_n(&mut w, 100);
     assert!(w.overwritten().records > stats.records);
+}
+
+/// A sink with its own `overwritten_group` gets every overwritten record once, intact and in order, in groups of
+/// at most 16, and the counts agree. 104-byte payloads make 128-byte frames that fill each lap exactly, so walks
+/// run onto the wrap itself (no padding frame) and across it.
+#[test]
+fn a_group_sink_sees_each_overwritten_record_once_where_laps_end_exactly() {
+    fn payload(seq: u64) -> [u8; 104] {
+        let mut p = [0u8; 104];
+        p[..8].copy_from_slice(&seq.to_le_bytes());
+        p[96..].copy_from_slice(&(!seq).to_le_bytes());
+        p
+    }
+    #[derive(Default)]
+    struct Groups {
+        seqs: Vec<u64>,
+        largest: usize,
+    }
+    impl OverwriteSink for Groups {
+        fn overwritten(&mut self, _: OverwrittenRecord<'_>) {
+            panic!("the writer shows records in groups");
+        }
+        fn overwritten_group(&mut self, records: &[OverwrittenRecord<'_>]) {
+            assert!(!records.is_empty(), "no empty groups");
+            self.largest = self.largest.max(records.len());
+            for r in records {
+                assert_eq!(r.payload, &payload(r.seq)[..], "record {} intact", r.seq);
+                assert_eq!(r.capture_time_ns, time_for(r.seq));
+                self.seqs.push(r.seq);
+            }
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("groups.tbj");
+    let mut w = Writer::open(&path, &WriterOptions::ring(MIN_CAPACITY)).unwrap();
+    w.set_on_overwrite(Groups::default());
+    let per_lap = MIN_CAPACITY / 128;
+    let total = per_lap * 3 + 5;
+    let mut seq = 1;
+    while seq <= total {
+        let mut b = w.batch();
+        for s in seq..(seq + 64).min(total + 1) {
+            assert_eq!(b.append(time_for(s), &payload(s)).unwrap(), s);
+        }
+        b.commit().unwrap();
+        seq = (seq + 64).min(total + 1);
+    }
+    let stats = w.overwritten();
+    let sink = w.overwrite_sink_mut::<Groups>().unwrap();
+    let (seen, largest) = (std::mem::take(&mut sink.seqs), sink.largest);
+    drop(w);
+    let first = Reader::open(&path).unwrap().next().unwrap().unwrap().seq;
+    assert_eq!(seen, (1..first).collect::<Vec<_>>());
+    assert!((2..=16).contains(&largest), "groups of up to 16: {largest}");
+    let passed = first - 1;
+    assert_eq!(stats.records, passed);
+    assert_eq!(stats.bytes, passed * 128);
+    assert_eq!(stats.laps, passed * 128 / MIN_CAPACITY);
+    assert!(stats.laps >= 2, "{stats:?}");
 }
 
 #[test]
