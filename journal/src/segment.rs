@@ -196,7 +196,8 @@ impl Prepared {
     /// the ring's 0.64x into resident pages). Contents do not change: the data region stays zeros, so an unused
     /// segment is still read as empty. Stops early, leaving the remaining pages to fault on first use as before,
     /// once `cancel` is set (a roll wants the segment now) or if the kernel refuses (memory pressure, I/O error).
-    /// Memory: one segment's pages, which its records would occupy anyway.
+    /// Memory: one segment's pages, which its records would occupy anyway. The writer's preparer calls this only
+    /// once the current segment's pace makes it due (`prefault_due` in the writer).
     pub(crate) fn prefault(&mut self, cancel: &AtomicBool) -> Prefaulted {
         let total = (HEADER_SIZE + self.capacity) as usize;
         if self.map.is_none() {

@@ -5,7 +5,7 @@ use std::collections::VecDeque;
 use std::mem::MaybeUninit;
 use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{fence, AtomicBool, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
@@ -240,7 +240,36 @@ pub struct Writer {
     preparing: Option<Preparing>,
     /// Archive: what the preparer's pre-faulting of the segments this writer rolled into achieved.
     prefault: PrefaultStats,
+    /// Archive: bytes a second the last complete pre-fault managed ([`PREFAULT_RATE_GUESS`] before one), which
+    /// decides when the next one starts ([`prefault_due`]).
+    prefault_rate: Arc<AtomicU64>,
 }
+
+/// What a pre-fault is assumed to manage before this writer has timed one: 1 GiB/s (a 1 GiB segment took about a
+/// second of a core on the 2-core development machine).
+const PREFAULT_RATE_GUESS: u64 = 1 << 30;
+
+/// However fast pre-faults have been, the preparer starts at least this long before the current segment is full:
+/// a small segment's pre-fault still waits for a core, and the time to full is an estimate.
+const PREFAULT_MIN_LEAD: Duration = Duration::from_secs(2);
+
+/// Whether the preparer should start faulting the next segment in: once the current one, filled at the pace it has
+/// been so far (`head` bytes of `capacity` in `elapsed`), will be full within twice the time a pre-fault of a
+/// segment takes at `prefault_rate` bytes a second, or within [`PREFAULT_MIN_LEAD`] if that is longer. A writer
+/// that has written nothing yet never is.
+fn prefault_due(head: u64, capacity: u64, elapsed: Duration, prefault_rate: u64) -> bool {
+    if head == 0 {
+        return false;
+    }
+    let lead_ns = (2 * u128::from(capacity) * 1_000_000_000 / u128::from(prefault_rate.max(1)))
+        .max(PREFAULT_MIN_LEAD.as_nanos());
+    // remaining / (head / elapsed) <= lead, without dividing (u128: no overflow for any real segment or run).
+    let remaining = u128::from(capacity.saturating_sub(head));
+    remaining * elapsed.as_nanos() <= lead_ns * u128::from(head)
+}
+
+/// How often a preparer waiting to pre-fault looks at the current segment's head (and at a roll's cancel).
+const PREFAULT_WAIT_POLL: Duration = Duration::from_millis(5);
 
 /// The next archive segment being made and pre-faulted on its own thread (see `Writer::prepare_next`).
 struct Preparing {
@@ -525,6 +554,7 @@ impl Writer {
             padding: 0,
             preparing: None,
             prefault: PrefaultStats::default(),
+            prefault_rate: Arc::new(AtomicU64::new(PREFAULT_RATE_GUESS)),
         }
     }
 
@@ -559,7 +589,8 @@ impl Writer {
     }
 
     /// Archive: whether the next segment is made and pre-faulted, waiting for the roll (false for a ring, while
-    /// the preparer still works, and when it could not start).
+    /// the preparer still works or waits until the current segment's pace makes a pre-fault due, and when it
+    /// could not start).
     pub fn next_segment_ready(&self) -> bool {
         self.preparing
             .as_ref()
@@ -992,12 +1023,43 @@ impl Writer {
         let size = self.segment_size;
         let cancel = Arc::new(AtomicBool::new(false));
         let stop = Arc::clone(&cancel);
+        let current = Arc::clone(&self.seg);
+        let prefault_rate = Arc::clone(&self.prefault_rate);
+        let learned_rate = Arc::clone(&self.prefault_rate);
         let spawned = std::thread::Builder::new()
             .name("journal-prepare".into())
             .spawn(move || {
                 drop(sealed);
                 let mut prepared = Segment::prepare(&path, size)?;
+                // Faulting a segment in is the kernel zeroing every page of it: about a second of a core for 1 GiB
+                // here. Done as soon as the previous segment opened, it took that core from the recorder and the
+                // feed beside it on a 2-core machine for a segment a short recording never reached (`bench record`
+                // of 1 M records: the recorder at 0.52-0.62x the subscriber's rate, 0.98-1.13x when it waited). It
+                // starts once the current segment, at the pace it is being filled, will be full within twice the
+                // time a pre-fault takes ([`prefault_due`]): at once for a writer at memory speed, later for a
+                // recorder, never in a short run.
+                let opened = std::time::Instant::now();
+                let prefault_rate = prefault_rate.load(Ordering::Relaxed);
+                while !prefault_due(
+                    current.head().load(Ordering::Relaxed),
+                    current.cap,
+                    opened.elapsed(),
+                    prefault_rate,
+                ) {
+                    if stop.load(Ordering::Relaxed) {
+                        return Ok((prepared, Prefaulted::default()));
+                    }
+                    std::thread::sleep(PREFAULT_WAIT_POLL);
+                }
+                drop(current);
+                let began = std::time::Instant::now();
                 let faulted = prepared.prefault(&stop);
+                if faulted.complete {
+                    let ns = began.elapsed().as_nanos().max(1);
+                    let rate =
+                        (u128::from(faulted.bytes) * 1_000_000_000 / ns).min(u128::from(u64::MAX));
+                    learned_rate.store(rate as u64, Ordering::Relaxed);
+                }
                 Ok((prepared, faulted))
             });
         // No thread (resource limits): the sealed segment was dropped here with the closure, and the roll
@@ -1287,4 +1349,35 @@ pub(crate) fn recover(seg: &Segment) -> Result<RecoveryReport> {
         lost_published_bytes: lost,
         segments_sealed: 0,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GIB: u64 = 1 << 30;
+    const MB: u64 = 1_000_000;
+
+    #[test]
+    fn a_prefault_is_due_when_the_segment_will_be_full_within_twice_its_time() {
+        let ms = Duration::from_millis;
+        // Nothing written: never, however long.
+        assert!(!prefault_due(0, GIB, ms(60_000), GIB));
+        // A writer at memory speed (64 MiB in 10 ms): at once.
+        assert!(prefault_due(64 << 20, GIB, ms(10), GIB));
+        // A recorder at 300 MB/s, a pre-fault at 1 GiB/s (about 1.07 s, so due at 2.15 s before full): not after
+        // 120 MB (2.9 s to go), due after 500 MB (1.9 s to go).
+        assert!(!prefault_due(120 * MB, GIB, ms(400), GIB));
+        assert!(prefault_due(500 * MB, GIB, ms(1_667), GIB));
+        // With pre-faults measured four times as fast it waits for the floor instead: 2 s before full.
+        assert!(!prefault_due(350 * MB, GIB, ms(1_167), 4 * GIB));
+        assert!(prefault_due(500 * MB, GIB, ms(1_667), 4 * GIB));
+        // A small segment filled slowly (1 MiB at 4 MB/s: a quarter in 65 ms) is due within the floor.
+        assert!(prefault_due(256 << 10, 1 << 20, ms(65), GIB));
+        // A full segment is due, and so is one past its capacity (no underflow).
+        assert!(prefault_due(GIB, GIB, ms(1), 1));
+        assert!(prefault_due(GIB + 8, GIB, ms(1), 1));
+        // A zero rate is read as 1 byte a second, not a division by zero.
+        assert!(prefault_due(GIB / 2, GIB, ms(1), 0));
+    }
 }

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use tickbox_journal::{
     summarize, Durability, JournalError, OverwriteSink, OverwrittenRecord, Reader, Writer,
-    WriterOptions, HEADER_SIZE, MIN_CAPACITY,
+    WriterOptions, HEADER_SIZE, MIN_CAPACITY, RECORD_HEADER_SIZE,
 };
 
 fn payload_for(seq: u64) -> Vec<u8> {
@@ -1352,16 +1352,41 @@ fn fill_until_segment(w: &mut Writer, index: u64) -> u64 {
     last - 1
 }
 
-/// The preparer faults the next segment in before the roll: a writer that waits for it rolls into a segment that
-/// is complete, counted as such, and its records read back as they would from a segment faulted in on first
-/// write.
+/// Appends records of the current segment until at least a quarter of `segment` bytes is written in it (counted
+/// from `written`, the bytes already there): at the pace of these appends the next segment's pre-fault is due at
+/// once (the current one will be full long before a pre-fault could take); returns the bytes written in it.
+fn fill_a_quarter(w: &mut Writer, segment: u64, mut written: u64) -> u64 {
+    while written < segment / 4 {
+        let seq = w.next_seq();
+        let payload = payload_for(seq);
+        w.append(time_for(seq), &payload).unwrap();
+        written += (RECORD_HEADER_SIZE + payload.len() as u64).div_ceil(8) * 8;
+    }
+    written
+}
+
+/// The preparer faults the next segment in before the roll, once the current one fills fast enough to need it: a
+/// writer that waits for it rolls into a segment that is complete, counted as such, and its records read back as
+/// they would from a segment faulted in on first write. A writer that has written nothing makes it wait: a
+/// recording that stops early never pays for a segment it does not reach.
 #[test]
 fn archive_rolls_into_a_prefaulted_segment() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("arch");
     let segment = 1 << 20;
+    {
+        // With nothing written the preparer does not finish (it waits to pre-fault); 50 ms is many of its polls.
+        let idle = Writer::open(dir.path().join("idle"), &WriterOptions::archive(segment)).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert!(
+            !idle.next_segment_ready(),
+            "pre-faulted with nothing written"
+        );
+    }
     let mut w = Writer::open(&path, &WriterOptions::archive(segment)).unwrap();
+    let mut written = 0;
     for index in 1..=2 {
+        fill_a_quarter(&mut w, segment, written);
         assert!(
             tickbox_testkit::poll_until(
                 std::time::Duration::from_secs(10),
@@ -1371,6 +1396,8 @@ fn archive_rolls_into_a_prefaulted_segment() {
             "segment {index} never prepared"
         );
         fill_until_segment(&mut w, index);
+        // The record that rolled is in the new segment.
+        written = (RECORD_HEADER_SIZE + payload_for(w.next_seq() - 1).len() as u64).div_ceil(8) * 8;
         let s = w.prefault_stats();
         assert_eq!(
             (s.complete, s.partial, s.bytes),
@@ -1408,17 +1435,21 @@ fn prefault_crash_child_writer() {
             || w.next_segment_ready(),
         )
     };
+    fill_a_quarter(&mut w, MIN_CAPACITY, 0);
     assert!(ready(&w));
     let last = fill_until_segment(&mut w, 1);
     assert_eq!(w.prefault_stats().complete, 1);
+    let rolled = (RECORD_HEADER_SIZE + payload_for(last + 1).len() as u64).div_ceil(8) * 8;
+    fill_a_quarter(&mut w, MIN_CAPACITY, rolled);
     assert!(ready(&w));
-    std::fs::write(path.join("ready"), last.to_string()).unwrap();
+    let written = w.next_seq() - 1;
+    std::fs::write(path.join("ready"), format!("{last} {written}")).unwrap();
     loop {
         std::thread::park();
     }
 }
 
-/// A writer killed with a pre-faulted segment it rolled into but wrote only one record to, and the next one
+/// A writer killed with a pre-faulted segment it rolled into and filled a quarter of, and the next one
 /// pre-faulted under its temporary name: the reopened archive keeps exactly the records written, finds the zero
 /// pages of both as it always found fresh ones, and continues.
 #[test]
@@ -1438,16 +1469,18 @@ fn killed_writer_leaves_a_prefaulted_segment_empty() {
         tickbox_testkit::poll_until(
             std::time::Duration::from_secs(15),
             std::time::Duration::from_millis(5),
-            || std::fs::read_to_string(&marker).is_ok_and(|s| s.parse::<u64>().is_ok()),
+            || std::fs::read_to_string(&marker).is_ok_and(|s| s.split(' ').count() == 2),
         ),
         "child never got ready"
     );
-    let before_roll: u64 = std::fs::read_to_string(&marker).unwrap().parse().unwrap();
+    let marker = std::fs::read_to_string(&marker).unwrap();
+    let (before_roll, last) = marker.split_once(' ').unwrap();
+    let (before_roll, last): (u64, u64) = (before_roll.parse().unwrap(), last.parse().unwrap());
     let _ = child.0.kill();
     child.0.wait().unwrap();
     let path = dir.path().join("arch");
-    // The segment rolled into holds the one record that rolled it; the rest of its pages are pre-faulted zeros.
-    let last = before_roll + 1;
+    // The segment rolled into holds the records from the one that rolled it to the quarter written before its
+    // successor's pre-fault was awaited; the rest of its pages are pre-faulted zeros.
     let mut w = Writer::open(&path, &WriterOptions::archive(MIN_CAPACITY)).unwrap();
     let rec = w.recovery().clone();
     assert!(!rec.clean_shutdown);
@@ -1458,7 +1491,7 @@ fn killed_writer_leaves_a_prefaulted_segment_empty() {
             rec.discarded_bytes,
             rec.lost_published_bytes
         ),
-        (1, last + 1, 0, 0)
+        (last - before_roll, last + 1, 0, 0)
     );
     assert_eq!(w.header().segment_index, 1);
     write_n(&mut w, 3);
