@@ -33,7 +33,6 @@ use crate::catch_up::{CatchUp, CatchUpReport, CatchUpVerdict, PublisherSession, 
 use crate::core::ShardCore;
 use crate::history_client::{HistoryClient, HistoryOutcome};
 use crate::report::{CatchUpFatal, Fatal};
-use crate::shard::handshakes_done;
 use crate::shared::Shared;
 
 /// Sessions one catch-up judges at most (the table is fed from the network).
@@ -243,8 +242,7 @@ pub(crate) struct CatchUpPhase {
     seam: CatchUp<(zmq::Message, u64)>,
     /// The first shard's history request, once its handshakes are done.
     client: Option<HistoryClient>,
-    /// The first shard's SUB handshakes, watched until the request is sent.
-    monitor: Option<zmq::Socket>,
+    /// The first shard's SUB handshakes done so far (the shard's watch reports them); the request waits for all.
     handshakes_needed: usize,
     handshakes: usize,
     ask_by: Instant,
@@ -269,7 +267,6 @@ impl CatchUpPhase {
         handle: CatchUpHandle,
         index: usize,
         topics: Vec<String>,
-        monitor: Option<zmq::Socket>,
         handshakes_needed: usize,
     ) -> Self {
         let budget = handle.state.plan.budget_bytes;
@@ -280,7 +277,6 @@ impl CatchUpPhase {
             topics,
             seam: CatchUp::new(budget, MAX_SESSIONS),
             client: None,
-            monitor,
             handshakes_needed,
             handshakes: 0,
             ask_by,
@@ -297,11 +293,17 @@ impl CatchUpPhase {
 
     /// The socket to poll beside the SUB while catching up.
     pub(crate) fn socket(&self) -> Option<&zmq::Socket> {
-        match (&self.client, &self.monitor) {
-            (Some(client), _) => Some(client.socket()),
-            (None, Some(monitor)) => Some(monitor),
-            (None, None) => None,
-        }
+        self.client.as_ref().map(|c| c.socket())
+    }
+
+    /// Whether the history request still waits for the SUB's handshakes.
+    pub(crate) fn awaits_handshakes(&self) -> bool {
+        !self.asked
+    }
+
+    /// `n` more of the SUB's handshakes are done.
+    pub(crate) fn on_handshakes(&mut self, n: usize) {
+        self.handshakes += n;
     }
 
     /// True while live records must go through [`CatchUpPhase::on_live`] rather than straight to the core.
@@ -428,13 +430,9 @@ impl CatchUpPhase {
             return true;
         }
         if !self.asked {
-            if let Some(monitor) = &self.monitor {
-                self.handshakes += handshakes_done(monitor);
-            }
             if self.handshakes < self.handshakes_needed && Instant::now() < self.ask_by {
                 return true;
             }
-            self.monitor = None;
             self.asked = true;
             let start = self.handle.state.plan.start;
             if !self.ask(ctx, start, shared) {
@@ -906,7 +904,7 @@ mod tests {
             timeout: Duration::from_secs(1),
             security: tickbox_auth::Security::default(),
         };
-        CatchUpPhase::new(CatchUpHandle::new(plan, 1), 0, Vec::new(), None, 0)
+        CatchUpPhase::new(CatchUpHandle::new(plan, 1), 0, Vec::new(), 0)
     }
 
     /// A history message of publisher 1's quotes `sequences` (session 7), each sent at 1000 + sequence and

@@ -30,6 +30,7 @@ mod catch_up;
 mod catch_up_phase;
 mod clock;
 mod core;
+mod handshake;
 mod history_client;
 mod hook;
 mod idle;

@@ -109,6 +109,9 @@ pub struct SubscriberShardReport {
     pub batch_malformed: u64,
     /// Messages a full-then-refusing `handoff = "zmq"` socket did not take (the ring never drops: it waits).
     pub handoff_dropped: u64,
+    /// Handshakes a publisher refused (ZAP: a key it does not list, a full connection cap) or that failed; each
+    /// endpoint is connected again after a wait, since libzmq does not try again on its own.
+    pub handshakes_refused: u64,
     /// Decoded messages handed to the workers.
     pub forwarded: u64,
     /// Frames that did not decode as a tickbox message, and messages that are not a `[topic][body]` Guide message
@@ -254,6 +257,10 @@ impl<W> Report<W> {
     /// Messages the zmq hand-off refused over all shards.
     pub fn handoff_dropped(&self) -> u64 {
         self.shards.iter().map(|s| s.handoff_dropped).sum()
+    }
+    /// Handshakes refused or failed over all shards.
+    pub fn handshakes_refused(&self) -> u64 {
+        self.shards.iter().map(|s| s.handshakes_refused).sum()
     }
     /// Undecodable frames, shards and workers together.
     pub fn malformed(&self) -> u64 {

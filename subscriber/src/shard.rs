@@ -26,6 +26,7 @@ use crate::blackbox::endpoint_via_nic;
 use crate::catch_up_phase::{CatchUpHandle, CatchUpPhase};
 use crate::clock::ClockTable;
 use crate::core::{InlineSink, Out, ShardCore};
+use crate::handshake::{self, HandshakeWatch};
 use crate::receive_clock::ReceiveClock;
 use crate::report::{lateness_histogram, SubscriberShardReport};
 use crate::shared::Shared;
@@ -128,28 +129,15 @@ impl LvcSnapshot {
 struct SnapshotPhase {
     snapshot: LvcSnapshot,
     prefixes: Vec<String>,
-    /// Reports the SUB's handshakes until the request is sent.
-    monitor: Option<zmq::Socket>,
+    /// The SUB's handshakes done so far, as the shard's watch reports them; the request waits for all of them.
     handshakes_needed: usize,
     handshakes: usize,
     wait_until: Instant,
     requester: Option<SnapshotRequester>,
 }
 
-/// Handshakes a SUB's monitor has reported since it was last read (read without waiting).
-pub(crate) fn handshakes_done(monitor: &zmq::Socket) -> usize {
-    let mut done = 0;
-    while let Ok(event) = monitor.recv_multipart(zmq::DONTWAIT) {
-        let id = event
-            .first()
-            .filter(|e| e.len() >= 2)
-            .map(|e| u16::from_le_bytes([e[0], e[1]]));
-        if id == Some(zmq::SocketEvent::HANDSHAKE_SUCCEEDED as u16) {
-            done += 1;
-        }
-    }
-    done
-}
+/// How often a shard whose SUB runs dry reads its handshake monitor (refusals, redials due).
+const LOOK_EVERY: Duration = Duration::from_millis(100);
 
 /// Distinct monitor addresses for several subscribers in one process.
 static MONITORS: AtomicU64 = AtomicU64::new(0);
@@ -157,20 +145,18 @@ static MONITORS: AtomicU64 = AtomicU64::new(0);
 impl SnapshotPhase {
     /// The socket to poll beside the SUB.
     fn socket(&self) -> Option<&zmq::Socket> {
-        match (&self.requester, &self.monitor) {
-            (Some(r), _) => Some(r.socket()),
-            (None, Some(m)) => Some(m),
-            (None, None) => None,
-        }
+        self.requester.as_ref().map(|r| r.socket())
+    }
+
+    /// Whether the request still waits for handshakes.
+    fn awaits_handshakes(&self) -> bool {
+        self.requester.is_none()
     }
 
     /// Advances the snapshot; returns `Some(going)` once it is over (`going`: the core wants more input), `None`
     /// while it runs.
     fn step(&mut self, ctx: &zmq::Context, index: usize, core: &mut ShardCore<'_>) -> Option<bool> {
         if self.requester.is_none() {
-            if let Some(monitor) = &self.monitor {
-                self.handshakes += handshakes_done(monitor);
-            }
             let now = Instant::now();
             if self.handshakes < self.handshakes_needed && now < self.wait_until {
                 return None;
@@ -183,7 +169,6 @@ impl SnapshotPhase {
                     "LVC snapshot: not every SUB connection is up yet; asking anyway (values published before                      the connection completes may be missed until their next update)"
                 );
             }
-            self.monitor = None;
             let started = SnapshotRequester::start(
                 ctx,
                 &self.snapshot.security,
@@ -227,7 +212,6 @@ impl SnapshotPhase {
 
     fn finish(&mut self, index: usize, outcome: SnapshotOutcome) {
         self.requester = None;
-        self.monitor = None;
         *self
             .snapshot
             .outcome
@@ -263,11 +247,13 @@ fn failed_outcome() -> SnapshotOutcome {
 
 pub(crate) type Ready = mpsc::Sender<Result<usize, SubscriberError>>;
 
-fn open_shard_socket(
-    ctx: &zmq::Context,
-    s: &ShardSettings,
-    watch_handshakes: bool,
-) -> Result<(zmq::Socket, Option<zmq::Socket>), SubscriberError> {
+/// A shard's SUB and the watch on its handshakes.
+struct ShardSub {
+    socket: zmq::Socket,
+    watch: HandshakeWatch,
+}
+
+fn open_shard_socket(ctx: &zmq::Context, s: &ShardSettings) -> Result<ShardSub, SubscriberError> {
     let shard = s.index;
     let zerr = |what| {
         move |source| SubscriberError::Zmq {
@@ -298,23 +284,19 @@ fn open_shard_socket(
             sub.set_subscribe(b"H.").map_err(zerr("subscribe"))?;
         }
     }
-    // Watched before connecting, so no handshake is missed: the snapshot is asked for once they are done.
-    let monitor = match watch_handshakes {
-        true => {
-            let addr = format!(
-                "inproc://tickbox-shard-snapshot-{}-{}",
-                std::process::id(),
-                MONITORS.fetch_add(1, Ordering::Relaxed)
-            );
-            sub.monitor(&addr, zmq::SocketEvent::HANDSHAKE_SUCCEEDED as i32)
-                .map_err(zerr("monitor"))?;
-            let monitor = ctx.socket(zmq::PAIR).map_err(zerr("monitor socket"))?;
-            monitor.set_linger(0).map_err(zerr("set linger"))?;
-            monitor.connect(&addr).map_err(zerr("monitor connect"))?;
-            Some(monitor)
-        }
-        false => None,
-    };
+    // Watched before connecting, so no handshake is missed: the snapshot and the catch-up are asked for once they
+    // are done, and a refused one is counted and connected again (see `handshake`).
+    let addr = format!(
+        "inproc://tickbox-shard-handshakes-{}-{}",
+        std::process::id(),
+        MONITORS.fetch_add(1, Ordering::Relaxed)
+    );
+    sub.monitor(&addr, handshake::EVENTS)
+        .map_err(zerr("monitor"))?;
+    let monitor = ctx.socket(zmq::PAIR).map_err(zerr("monitor socket"))?;
+    monitor.set_linger(0).map_err(zerr("set linger"))?;
+    monitor.connect(&addr).map_err(zerr("monitor connect"))?;
+    let watch = HandshakeWatch::new(monitor);
     for endpoint in &s.shard.connect {
         let target = match &s.shard.nic {
             Some(nic) => endpoint_via_nic(endpoint, nic)?,
@@ -327,7 +309,7 @@ fn open_shard_socket(
                 source,
             })?;
     }
-    Ok((sub, monitor))
+    Ok(ShardSub { socket: sub, watch })
 }
 
 /// Binds the zmq hand-off's PUSH sockets (before the workers connect).
@@ -390,6 +372,7 @@ pub(crate) fn empty_report(s: &ShardSettings) -> SubscriberShardReport {
         batches: 0,
         batch_malformed: 0,
         handoff_dropped: 0,
+        handshakes_refused: 0,
         forwarded: 0,
         malformed: 0,
         guide: 0,
@@ -422,9 +405,7 @@ pub(crate) fn run_shard(
     let index = s.index;
     tickbox_zmqx::pin_if_configured(s.shard.core, &format!("shard {index}"));
     let report = empty_report(&s);
-    // The first shard asks for the history once its SUB's handshakes are done, as it asks for a snapshot.
-    let watch = snapshot.is_some() || (catch_up.is_some() && index == 0);
-    let opened = open_shard_socket(&ctx, &s, watch).and_then(|(sub, monitor)| {
+    let opened = open_shard_socket(&ctx, &s).and_then(|sub| {
         let out = match s.handoff.take() {
             Some(HandoffPlan::Ring { senders, recycler }) => Out::ring(senders, recycler),
             Some(HandoffPlan::Zmq { endpoints, hwm }) => Out::Zmq {
@@ -433,9 +414,9 @@ pub(crate) fn run_shard(
             Some(HandoffPlan::Inline(sink)) => Out::Inline(sink),
             None => return Err(SubscriberError::Config("shard without a hand-off".into())),
         };
-        Ok((sub, monitor, out))
+        Ok((sub, out))
     });
-    let (sub, monitor, out) = match opened {
+    let (mut sub, out) = match opened {
         Ok(opened) => {
             let _ = ready.send(Ok(index));
             opened
@@ -450,10 +431,6 @@ pub(crate) fn run_shard(
     while !shared.go.load(Ordering::Acquire) && !shared.stop.load(Ordering::Acquire) {
         std::thread::sleep(Duration::from_millis(1));
     }
-    let (snapshot_monitor, catch_up_monitor) = match catch_up {
-        Some(_) => (None, monitor),
-        None => (monitor, None),
-    };
     let mut snapshot = snapshot.map(|snapshot| SnapshotPhase {
         wait_until: Instant::now() + snapshot.timeout,
         snapshot,
@@ -462,26 +439,18 @@ pub(crate) fn run_shard(
         } else {
             s.topics.clone()
         },
-        monitor: snapshot_monitor,
         handshakes_needed: s.shard.connect.len(),
         handshakes: 0,
         requester: None,
     });
-    let mut catch_up = catch_up.map(|handle| {
-        CatchUpPhase::new(
-            handle,
-            index,
-            s.topics.clone(),
-            catch_up_monitor,
-            s.shard.connect.len(),
-        )
-    });
+    let mut catch_up = catch_up
+        .map(|handle| CatchUpPhase::new(handle, index, s.topics.clone(), s.shard.connect.len()));
     let mut core = ShardCore::new(&s, &shared, report, out);
     receive_loop(
         &ctx,
         &s,
         &shared,
-        &sub,
+        &mut sub,
         &mut core,
         &mut snapshot,
         &mut catch_up,
@@ -666,23 +635,56 @@ fn receive_loop(
     ctx: &zmq::Context,
     s: &ShardSettings,
     shared: &Shared,
-    sub: &zmq::Socket,
+    shard_sub: &mut ShardSub,
     core: &mut ShardCore<'_>,
     snapshot: &mut Option<SnapshotPhase>,
     catch_up: &mut Option<CatchUpPhase>,
 ) {
     let index = s.index;
+    let sub = &shard_sub.socket;
+    let watch = &mut shard_sub.watch;
+    // Reads the SUB's monitor: handshakes done go to a phase that waits for them, refusals are counted and
+    // connected again once their wait is over.
+    let look = |watch: &mut HandshakeWatch,
+                core: &mut ShardCore<'_>,
+                snapshot: &mut Option<SnapshotPhase>,
+                catch_up: &mut Option<CatchUpPhase>| {
+        let now = Instant::now();
+        let found = watch.read(index, now, now_ns());
+        core.report.handshakes_refused += found.refused;
+        if found.succeeded > 0 {
+            if let Some(phase) = snapshot.as_mut() {
+                phase.handshakes += found.succeeded;
+            }
+            if let Some(phase) = catch_up.as_mut() {
+                phase.on_handshakes(found.succeeded);
+            }
+        }
+        watch.redial(sub, index, now);
+    };
     let mut msg = zmq::Message::new();
     // Parts past a Guide message's second, received and dropped (overwritten each time: nothing allocated).
     let mut spare = zmq::Message::new();
     let guide = s.framing != Framing::Tickbox;
     let mut clock = ReceiveClock::new();
+    let mut next_look = Instant::now();
     loop {
         if shared.stop.load(Ordering::Relaxed)
             || shared.tripped.load(Ordering::Relaxed)
             || s.workers_failed.load(Ordering::Relaxed)
         {
             break;
+        }
+        // While a phase waits for handshakes, they are looked at every turn: a busy endpoint of the shard must not
+        // keep the request waiting for the idle moments below.
+        if snapshot
+            .as_ref()
+            .is_some_and(SnapshotPhase::awaits_handshakes)
+            || catch_up
+                .as_ref()
+                .is_some_and(CatchUpPhase::awaits_handshakes)
+        {
+            look(watch, core, snapshot, catch_up);
         }
         // The snapshot advances between live bursts, so live traffic never waits behind it for more than one
         // burst of cached values (and the snail keeps judging live frames on time).
@@ -708,21 +710,33 @@ fn receive_loop(
         match sub.recv(&mut msg, zmq::DONTWAIT) {
             Ok(()) => {}
             Err(zmq::Error::EAGAIN) => {
+                // Refusals are rare and a redial waits a second anyway: the monitor is read at most every
+                // `LOOK_EVERY` when the SUB runs dry, not polled beside it, so an idle wake-up costs what it did.
+                let now = Instant::now();
+                if now >= next_look {
+                    next_look = now + LOOK_EVERY;
+                    look(watch, core, snapshot, catch_up);
+                }
                 let other = snapshot
                     .as_ref()
                     .and_then(|p| p.socket())
                     .or_else(|| catch_up.as_ref().and_then(|p| p.socket()));
+                // A phase waiting for handshakes has its own deadline: wake at least every 10 ms to look at it.
+                // A refused endpoint is looked at again within `LOOK_EVERY` of its redial being due.
+                let mut wait_ms = s.poll_ms;
+                if snapshot.is_some() || catch_up.is_some() || watch.next_due().is_some() {
+                    wait_ms = wait_ms.min(10);
+                }
                 match other {
                     Some(other) => {
                         let mut items = [
                             sub.as_poll_item(zmq::POLLIN),
                             other.as_poll_item(zmq::POLLIN),
                         ];
-                        // The handshake wait has its own deadline: wake at least every 10 ms to look at it.
-                        let _ = zmq::poll(&mut items, s.poll_ms.min(10));
+                        let _ = zmq::poll(&mut items, wait_ms);
                     }
                     None => {
-                        let _ = sub.poll(zmq::POLLIN, s.poll_ms);
+                        let _ = sub.poll(zmq::POLLIN, wait_ms);
                     }
                 }
                 continue;

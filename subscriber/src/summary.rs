@@ -144,6 +144,7 @@ impl Report<StandardWorker> {
                     "guide": s.guide,
                     "guide_malformed": s.guide_malformed,
                     "handoff_dropped": s.handoff_dropped,
+                    "handshakes_refused": s.handshakes_refused,
                     "cached": s.cached,
                     "gap_notices": s.gap_notices,
                     "late": s.late,
@@ -201,6 +202,7 @@ impl Report<StandardWorker> {
         summary["batch_malformed"] = report.batch_malformed().into();
         summary["handoff"] = config.handoff.as_str().into();
         summary["handoff_dropped"] = report.handoff_dropped().into();
+        summary["handshakes_refused"] = report.handshakes_refused().into();
         summary["framing"] = config.framing.as_str().into();
         summary["malformed_guide_like"] = report.guide_like().into();
         summary["guide"] = report.guide_json(&stats);
@@ -371,10 +373,11 @@ impl Report<StandardWorker> {
         );
         let _ = writeln!(
             out,
-            "batch frames: {}   malformed batches/batched records: {}   hand-off dropped: {}",
+            "batch frames: {}   malformed batches/batched records: {}   hand-off dropped: {}   handshakes refused: {}",
             report.batches(),
             report.batch_malformed(),
-            report.handoff_dropped()
+            report.handoff_dropped(),
+            report.handshakes_refused()
         );
         let _ = writeln!(
         out,

@@ -262,3 +262,91 @@ fn the_clone_server_refuses_and_counts_connections_past_its_cap() {
         "{connections}"
     );
 }
+
+/// A `tickbox subscribe` that arrives while the LVC's cap is full is refused at its handshake, and libzmq would
+/// never try again for it: the subscriber counts the refusal, says so, connects again on its own, and gets the
+/// live stream once a slot is free.
+#[test]
+fn a_subscriber_refused_at_the_cap_counts_it_and_gets_in_once_a_slot_frees() {
+    let ctx = zmq::Context::new();
+    let publisher = ctx.socket(zmq::XPUB).unwrap();
+    publisher.set_linger(0).unwrap();
+    let pub_ep = tickbox_zmqx::bind_resolved(&publisher, "tcp://127.0.0.1:*").unwrap();
+    let (_lvc, lines, log) = spawn_counting(&[
+        "lvc",
+        "--upstream",
+        &pub_ep,
+        "--bind",
+        "tcp://127.0.0.1:*",
+        "--max-connections",
+        "1",
+        "--stats-interval",
+        "0s",
+        "--duration",
+        "30s",
+    ]);
+    let downstream = line_after(&lines, "lvc subscribers ");
+    publisher.set_rcvtimeo(10_000).unwrap();
+    assert_eq!(
+        publisher.recv_bytes(0).unwrap(),
+        b"\x01",
+        "the proxy subscribes upstream"
+    );
+    let hog = sub(&ctx, &downstream, true);
+    let mut seq = publish_until(&publisher, &[&hog], 1, "the first subscriber admitted");
+
+    let (mut subscriber, out, err) = spawn_piped(Command::new(common::TICKBOX).args([
+        "subscribe",
+        "--connect",
+        &downstream,
+        "--workers",
+        "1",
+        // The test's quotes carry their sequence as send time: the snail is not what is checked here.
+        "--max-lateness",
+        "0",
+        "--idle-exit",
+        "1s",
+        "--duration",
+        "20s",
+        "--json",
+    ]));
+    // The LVC refuses it (and says so), then the slot frees.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let line = log
+            .recv_timeout(left)
+            .expect("the LVC never refused the subscriber");
+        if line.contains("too many connections") {
+            break;
+        }
+    }
+    drop(hog);
+    await_open_after_close(&log, "lvc.downstream", 0);
+    // The subscriber connects again after a second; it gets what is published from then on. Publishing stops after
+    // 4 s, and the subscriber leaves 1 s after its last message.
+    let until = Instant::now() + Duration::from_secs(4);
+    while Instant::now() < until {
+        publisher.send(quote(seq), 0).unwrap();
+        seq += 1;
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let status = subscriber.wait_exit(Duration::from_secs(15), "the subscriber did not leave");
+    let stderr: Vec<String> = err.try_iter().collect();
+    assert!(status.success(), "{status:?}: {stderr:#?}");
+    let summary: serde_json::Value =
+        serde_json::from_str(&out.try_iter().collect::<Vec<_>>().join("\n"))
+            .expect("one JSON summary");
+    assert!(
+        summary["handshakes_refused"].as_u64().unwrap() >= 1,
+        "the refusal is counted: {summary}"
+    );
+    assert!(
+        summary["data_received"].as_u64().unwrap() > 0,
+        "it got in once a slot was free: {summary}"
+    );
+    assert!(
+        stderr.iter().any(|l| l.contains("connects again")),
+        "it said why it connects again: {stderr:#?}"
+    );
+}
