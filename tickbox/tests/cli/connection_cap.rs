@@ -49,33 +49,62 @@ fn publish_until(publisher: &zmq::Socket, want: &[&zmq::Socket], mut seq: u64, w
     seq
 }
 
+/// An LVC whose subscriber socket is capped at `cap` connections, fed by the test's own XPUB, with its stdout
+/// lines and its debug log of connection counts; it runs at most 30 s.
+struct CappedLvc {
+    child: KillOnDrop,
+    lines: mpsc::Receiver<String>,
+    log: mpsc::Receiver<String>,
+    publisher: zmq::Socket,
+    downstream: String,
+}
+
+impl CappedLvc {
+    fn start(ctx: &zmq::Context, cap: usize) -> Self {
+        let publisher = ctx.socket(zmq::XPUB).unwrap();
+        publisher.set_linger(0).unwrap();
+        let pub_ep = tickbox_zmqx::bind_resolved(&publisher, "tcp://127.0.0.1:*").unwrap();
+        let cap = cap.to_string();
+        let (child, lines, log) = spawn_counting(&[
+            "lvc",
+            "--upstream",
+            &pub_ep,
+            "--bind",
+            "tcp://127.0.0.1:*",
+            "--max-connections",
+            &cap,
+            "--stats-interval",
+            "0s",
+            "--duration",
+            "30s",
+        ]);
+        let downstream = line_after(&lines, "lvc subscribers ");
+        publisher.set_rcvtimeo(10_000).unwrap();
+        assert_eq!(
+            publisher.recv_bytes(0).unwrap(),
+            b"\x01",
+            "the proxy subscribes upstream"
+        );
+        CappedLvc {
+            child,
+            lines,
+            log,
+            publisher,
+            downstream,
+        }
+    }
+}
+
 #[test]
 fn the_lvc_refuses_and_counts_connections_past_its_cap_and_admits_again_when_some_leave() {
     let ctx = zmq::Context::new();
-    let publisher = ctx.socket(zmq::XPUB).unwrap();
-    publisher.set_linger(0).unwrap();
-    let pub_ep = tickbox_zmqx::bind_resolved(&publisher, "tcp://127.0.0.1:*").unwrap();
-    let cap = CAP.to_string();
-    let (mut child, lines, log) = spawn_counting(&[
-        "lvc",
-        "--upstream",
-        &pub_ep,
-        "--bind",
-        "tcp://127.0.0.1:*",
-        "--max-connections",
-        &cap,
-        "--stats-interval",
-        "0s",
-        "--duration",
-        "20s",
-    ]);
-    let downstream = line_after(&lines, "lvc subscribers ");
-    publisher.set_rcvtimeo(10_000).unwrap();
-    assert_eq!(
-        publisher.recv_bytes(0).unwrap(),
-        b"\x01",
-        "the proxy subscribes upstream"
-    );
+    let CappedLvc {
+        mut child,
+        lines,
+        log,
+        publisher,
+        downstream,
+    } = CappedLvc::start(&ctx, CAP);
 
     // Three subscribers fill the cap; each gets the stream.
     let hogs: Vec<zmq::Socket> = (0..CAP).map(|_| sub(&ctx, &downstream, true)).collect();
@@ -269,29 +298,13 @@ fn the_clone_server_refuses_and_counts_connections_past_its_cap() {
 #[test]
 fn a_subscriber_refused_at_the_cap_counts_it_and_gets_in_once_a_slot_frees() {
     let ctx = zmq::Context::new();
-    let publisher = ctx.socket(zmq::XPUB).unwrap();
-    publisher.set_linger(0).unwrap();
-    let pub_ep = tickbox_zmqx::bind_resolved(&publisher, "tcp://127.0.0.1:*").unwrap();
-    let (_lvc, lines, log) = spawn_counting(&[
-        "lvc",
-        "--upstream",
-        &pub_ep,
-        "--bind",
-        "tcp://127.0.0.1:*",
-        "--max-connections",
-        "1",
-        "--stats-interval",
-        "0s",
-        "--duration",
-        "30s",
-    ]);
-    let downstream = line_after(&lines, "lvc subscribers ");
-    publisher.set_rcvtimeo(10_000).unwrap();
-    assert_eq!(
-        publisher.recv_bytes(0).unwrap(),
-        b"\x01",
-        "the proxy subscribes upstream"
-    );
+    let CappedLvc {
+        child: _lvc,
+        log,
+        publisher,
+        downstream,
+        ..
+    } = CappedLvc::start(&ctx, 1);
     let hog = sub(&ctx, &downstream, true);
     let mut seq = publish_until(&publisher, &[&hog], 1, "the first subscriber admitted");
 
