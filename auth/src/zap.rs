@@ -242,15 +242,11 @@ impl Loop {
         use zmq::SocketEvent as E;
         let mut stopped = false;
         while let Ok(frames) = self.watched[index].0.recv_multipart(zmq::DONTWAIT) {
-            let Some((event, value)) = frames.first().and_then(|f| {
-                let id = u16::from_le_bytes([*f.first()?, *f.get(1)?]);
-                let value = f
-                    .get(2..6)
-                    .map_or(0, |b| i32::from_le_bytes([b[0], b[1], b[2], b[3]]));
-                Some((E::from_raw(id), value))
-            }) else {
+            let Some((event, value)) = tickbox_zmqx::socket::monitor_event(&frames) else {
                 continue;
             };
+            // The only values used here are descriptors, which libzmq reports as the int they are.
+            let value = value as i32;
             let role = self.watched[index].1.clone();
             match event {
                 E::MONITOR_STOPPED => {

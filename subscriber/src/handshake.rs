@@ -22,20 +22,20 @@ pub(crate) const EVENTS: i32 = zmq::SocketEvent::HANDSHAKE_SUCCEEDED as i32
     | zmq::SocketEvent::HANDSHAKE_FAILED_PROTOCOL as i32
     | zmq::SocketEvent::HANDSHAKE_FAILED_NO_DETAIL as i32;
 
-/// One endpoint that refused this shard: when to connect to it again, and how long to wait after the next refusal.
-struct Redial {
+/// An endpoint that refused this shard: the wait of its last (or pending) redial, and when that redial is due
+/// (`None` once it was made). Kept after the redial so the next refusal waits twice as long; dropped once a
+/// handshake with it succeeds.
+struct Refused {
     endpoint: String,
-    due: Instant,
-    next_wait: Duration,
+    wait: Duration,
+    due: Option<Instant>,
 }
 
 /// A shard SUB's monitor and what it has reported.
 pub(crate) struct HandshakeWatch {
     monitor: zmq::Socket,
-    /// Endpoints refused and not yet connected again (at most one entry per endpoint of the shard).
-    redials: Vec<Redial>,
-    /// The wait each endpoint gets after its next refusal (kept across attempts so it keeps doubling).
-    waits: Vec<(String, Duration)>,
+    /// At most one entry per endpoint of the shard (the monitor names no other).
+    refused: Vec<Refused>,
     log: RateLimited,
 }
 
@@ -50,8 +50,7 @@ impl HandshakeWatch {
     pub(crate) fn new(monitor: zmq::Socket) -> Self {
         HandshakeWatch {
             monitor,
-            redials: Vec::new(),
-            waits: Vec::new(),
+            refused: Vec::new(),
             log: RateLimited::new(),
         }
     }
@@ -61,13 +60,7 @@ impl HandshakeWatch {
     pub(crate) fn read(&mut self, shard: usize, now: Instant, now_ns: u64) -> Handshakes {
         let mut found = Handshakes::default();
         while let Ok(frames) = self.monitor.recv_multipart(zmq::DONTWAIT) {
-            let Some((event, value)) = frames.first().and_then(|f| {
-                let id = u16::from_le_bytes([*f.first()?, *f.get(1)?]);
-                let value = f
-                    .get(2..6)
-                    .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
-                Some((zmq::SocketEvent::from_raw(id), value))
-            }) else {
+            let Some((event, value)) = tickbox_zmqx::socket::monitor_event(&frames) else {
                 continue;
             };
             let endpoint = frames
@@ -77,18 +70,25 @@ impl HandshakeWatch {
             if event == zmq::SocketEvent::HANDSHAKE_SUCCEEDED {
                 found.succeeded += 1;
                 // Let in: the next refusal of this endpoint starts the waits again.
-                self.waits.retain(|(e, _)| *e != endpoint);
+                self.refused.retain(|r| r.endpoint != endpoint);
                 continue;
             }
             found.refused += 1;
-            let wait = match self.waits.iter_mut().find(|(e, _)| *e == endpoint) {
-                Some((_, w)) => {
-                    let now_wait = *w;
-                    *w = (*w * 2).min(REDIAL_MAX);
-                    now_wait
+            let wait = match self.refused.iter_mut().find(|r| r.endpoint == endpoint) {
+                Some(r) => {
+                    // A redial still pending keeps its wait; one already made is answered twice as slowly.
+                    if r.due.is_none() {
+                        r.wait = (r.wait * 2).min(REDIAL_MAX);
+                        r.due = Some(now + r.wait);
+                    }
+                    r.wait
                 }
                 None => {
-                    self.waits.push((endpoint.clone(), REDIAL_FIRST * 2));
+                    self.refused.push(Refused {
+                        endpoint: endpoint.clone(),
+                        wait: REDIAL_FIRST,
+                        due: Some(now + REDIAL_FIRST),
+                    });
                     REDIAL_FIRST
                 }
             };
@@ -111,13 +111,6 @@ impl HandshakeWatch {
                      connects again in {wait:?}"
                 );
             }
-            if !self.redials.iter().any(|r| r.endpoint == endpoint) {
-                self.redials.push(Redial {
-                    endpoint,
-                    due: now + wait,
-                    next_wait: wait,
-                });
-            }
         }
         found
     }
@@ -125,26 +118,25 @@ impl HandshakeWatch {
     /// Connects `sub` again to every refused endpoint whose wait is over. A failed reconnect is logged and tried
     /// again after the same wait.
     pub(crate) fn redial(&mut self, sub: &zmq::Socket, shard: usize, now: Instant) {
-        for r in &mut self.redials {
-            if now < r.due {
+        for r in &mut self.refused {
+            if r.due.is_none_or(|due| now < due) {
                 continue;
             }
             // libzmq keeps the refused endpoint as connected (with no live connection): it must be let go before a
             // new connect creates a fresh session.
             let _ = sub.disconnect(&r.endpoint);
-            match sub.connect(&r.endpoint) {
-                Ok(()) => r.endpoint.clear(),
+            r.due = match sub.connect(&r.endpoint) {
+                Ok(()) => None,
                 Err(err) => {
                     tracing::warn!(shard, endpoint = %r.endpoint, "connecting again failed: {err}");
-                    r.due = now + r.next_wait;
+                    Some(now + r.wait)
                 }
-            }
+            };
         }
-        self.redials.retain(|r| !r.endpoint.is_empty());
     }
 
     /// When the next redial is due, if any: the shard's idle wait must not sleep past it.
     pub(crate) fn next_due(&self) -> Option<Instant> {
-        self.redials.iter().map(|r| r.due).min()
+        self.refused.iter().filter_map(|r| r.due).min()
     }
 }

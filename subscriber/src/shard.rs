@@ -153,6 +153,11 @@ impl SnapshotPhase {
         self.requester.is_none()
     }
 
+    /// `n` more of the SUB's handshakes are done.
+    fn on_handshakes(&mut self, n: usize) {
+        self.handshakes += n;
+    }
+
     /// Advances the snapshot; returns `Some(going)` once it is over (`going`: the core wants more input), `None`
     /// while it runs.
     fn step(&mut self, ctx: &zmq::Context, index: usize, core: &mut ShardCore<'_>) -> Option<bool> {
@@ -654,7 +659,7 @@ fn receive_loop(
         core.report.handshakes_refused += found.refused;
         if found.succeeded > 0 {
             if let Some(phase) = snapshot.as_mut() {
-                phase.handshakes += found.succeeded;
+                phase.on_handshakes(found.succeeded);
             }
             if let Some(phase) = catch_up.as_mut() {
                 phase.on_handshakes(found.succeeded);
@@ -722,10 +727,13 @@ fn receive_loop(
                     .and_then(|p| p.socket())
                     .or_else(|| catch_up.as_ref().and_then(|p| p.socket()));
                 // A phase waiting for handshakes has its own deadline: wake at least every 10 ms to look at it.
-                // A refused endpoint is looked at again within `LOOK_EVERY` of its redial being due.
+                // A pending redial is made at the first look after it is due, so within `LOOK_EVERY` of it.
                 let mut wait_ms = s.poll_ms;
-                if snapshot.is_some() || catch_up.is_some() || watch.next_due().is_some() {
+                if snapshot.is_some() || catch_up.is_some() {
                     wait_ms = wait_ms.min(10);
+                }
+                if watch.next_due().is_some() {
+                    wait_ms = wait_ms.min(tickbox_zmqx::socket::poll_ms(LOOK_EVERY));
                 }
                 match other {
                     Some(other) => {

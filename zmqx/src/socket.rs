@@ -1,6 +1,6 @@
 //! Small helpers every socket loop needs, kept here so the protocol crates do not each carry a copy: the
-//! endpoint a socket actually bound (resolves `tcp://127.0.0.1:*` to the chosen port) and the conversion of a
-//! wait into the millisecond timeout `zmq::poll` takes.
+//! endpoint a socket actually bound (resolves `tcp://127.0.0.1:*` to the chosen port), the conversion of a
+//! wait into the millisecond timeout `zmq::poll` takes, and the reading of a socket monitor's event.
 
 use std::time::{Duration, Instant};
 
@@ -24,6 +24,18 @@ pub fn poll_ms_until(deadline: Instant, now: Instant) -> i64 {
     poll_ms(deadline.saturating_duration_since(now))
 }
 
+/// A socket monitor's event as libzmq frames it: its first frame holds the event id (2 bytes) and its value
+/// (4 bytes: a descriptor, a ZAP status code or an error number), little-endian; the second names the endpoint.
+/// `None` for a first frame too short to be one.
+pub fn monitor_event(frames: &[Vec<u8>]) -> Option<(zmq::SocketEvent, u32)> {
+    let f = frames.first()?;
+    let id = u16::from_le_bytes([*f.first()?, *f.get(1)?]);
+    let value = f
+        .get(2..6)
+        .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+    Some((zmq::SocketEvent::from_raw(id), value))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -36,6 +48,24 @@ mod tests {
         let now = Instant::now();
         assert_eq!(poll_ms_until(now, now + Duration::from_secs(1)), 0);
         assert_eq!(poll_ms_until(now + Duration::from_millis(40), now), 40);
+    }
+
+    #[test]
+    fn monitor_events_are_read_from_their_first_frame() {
+        let mut first = (zmq::SocketEvent::HANDSHAKE_FAILED_AUTH as u16)
+            .to_le_bytes()
+            .to_vec();
+        first.extend(400u32.to_le_bytes());
+        let frames = vec![first, b"tcp://127.0.0.1:5556".to_vec()];
+        assert_eq!(
+            monitor_event(&frames),
+            Some((zmq::SocketEvent::HANDSHAKE_FAILED_AUTH, 400))
+        );
+        // An id without a value reads as 0; less than an id is no event.
+        let bare = vec![(zmq::SocketEvent::ACCEPTED as u16).to_le_bytes().to_vec()];
+        assert_eq!(monitor_event(&bare), Some((zmq::SocketEvent::ACCEPTED, 0)));
+        assert_eq!(monitor_event(&[vec![1]]), None);
+        assert_eq!(monitor_event(&[]), None);
     }
 
     #[test]
