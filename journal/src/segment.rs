@@ -1419,7 +1419,6 @@ impl Segment {
     }
 }
 
-/// The lap counters' checksum word (see [`OFF_OVERWRITTEN_CRC`]).
 /// A writer's decoder of the frames it wrote, for its walk over the tail of a ring: the data region's base and
 /// capacity stay in registers across the walk, and each step is one load (of the length word only) and the few
 /// checks that keep the walk inside the region, since every append of a lapped ring depends on it
@@ -1500,6 +1499,7 @@ impl<'a> OwnFrames<'a> {
     }
 }
 
+/// The lap counters' checksum word (see [`OFF_OVERWRITTEN_CRC`]).
 fn counters_word(records: u64, bytes: u64, laps: u64) -> u64 {
     let mut b = [0u8; 24];
     b[..8].copy_from_slice(&records.to_le_bytes());

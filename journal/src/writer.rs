@@ -1025,7 +1025,6 @@ impl Writer {
         let stop = Arc::clone(&cancel);
         let current = Arc::clone(&self.seg);
         let prefault_rate = Arc::clone(&self.prefault_rate);
-        let learned_rate = Arc::clone(&self.prefault_rate);
         let spawned = std::thread::Builder::new()
             .name("journal-prepare".into())
             .spawn(move || {
@@ -1039,12 +1038,12 @@ impl Writer {
                 // time a pre-fault takes ([`prefault_due`]): at once for a writer at memory speed, later for a
                 // recorder, never in a short run.
                 let opened = std::time::Instant::now();
-                let prefault_rate = prefault_rate.load(Ordering::Relaxed);
+                let rate = prefault_rate.load(Ordering::Relaxed);
                 while !prefault_due(
                     current.head().load(Ordering::Relaxed),
                     current.cap,
                     opened.elapsed(),
-                    prefault_rate,
+                    rate,
                 ) {
                     if stop.load(Ordering::Relaxed) {
                         return Ok((prepared, Prefaulted::default()));
@@ -1056,9 +1055,9 @@ impl Writer {
                 let faulted = prepared.prefault(&stop);
                 if faulted.complete {
                     let ns = began.elapsed().as_nanos().max(1);
-                    let rate =
+                    let measured =
                         (u128::from(faulted.bytes) * 1_000_000_000 / ns).min(u128::from(u64::MAX));
-                    learned_rate.store(rate as u64, Ordering::Relaxed);
+                    prefault_rate.store(measured as u64, Ordering::Relaxed);
                 }
                 Ok((prepared, faulted))
             });
