@@ -492,6 +492,15 @@ mod tests {
             .collect()
     }
 
+    /// A builder (8 KiB, 64 records) holding every frame of `input`, each of which must fit.
+    fn built(input: &[Vec<u8>]) -> BatchBuilder {
+        let mut builder = BatchBuilder::new(8192, 64);
+        for f in input {
+            assert!(builder.try_push(f));
+        }
+        builder
+    }
+
     fn collect(frame: &[u8]) -> Result<Vec<Vec<u8>>, DecodeError> {
         batch_records(frame)?
             .map(|r| r.map(<[u8]>::to_vec))
@@ -501,11 +510,7 @@ mod tests {
     #[test]
     fn spans_find_the_records_and_let_them_be_rewritten_in_place() {
         let input = frames(5);
-        let mut builder = BatchBuilder::new(8192, 64);
-        for f in &input {
-            assert!(builder.try_push(f));
-        }
-        let mut frame = builder.frame().to_vec();
+        let mut frame = built(&input).frame().to_vec();
         let mut spans = batch_spans(&frame).unwrap();
         assert_eq!(spans.declared_count(), 5);
         let mut seen = 0;
@@ -545,10 +550,7 @@ mod tests {
     #[test]
     fn round_trip_keeps_records_and_order() {
         let input = frames(10);
-        let mut builder = BatchBuilder::new(8192, 64);
-        for f in &input {
-            assert!(builder.try_push(f));
-        }
+        let mut builder = built(&input);
         assert_eq!(builder.len(), 10);
         let frame = builder.frame().to_vec();
         assert!(is_batch(&frame));
@@ -667,11 +669,7 @@ mod tests {
         }
         assert!(writer.push_with(1).is_none(), "exactly full");
         assert_eq!(writer.finish(), buf.len());
-        let mut builder = BatchBuilder::new(8192, 64);
-        for f in &input {
-            assert!(builder.try_push(f));
-        }
-        assert_eq!(builder.frame(), &buf[..]);
+        assert_eq!(built(&input).frame(), &buf[..]);
         let mut tiny = [0u8; 3];
         let mut writer = BatchWriter::new(&mut tiny, 64);
         assert!(writer.push_with(1).is_none());

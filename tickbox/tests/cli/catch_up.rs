@@ -138,10 +138,9 @@ fn read_tape(path: &std::path::Path) -> Tape {
     }
 }
 
-/// `subscribe --connect ENDPOINT --catch-up HISTORY --from start` until 1.5 s without a frame, taping what its
-/// workers handled: its JSON summary and the tape. Every topic's sequences on the tape are in order.
-fn join_from_start(dir: &TempDir, endpoint: &str, history: &str) -> (serde_json::Value, Tape) {
-    let tape = dir.0.join("tape.ndjson");
+/// `subscribe --connect ENDPOINT --catch-up HISTORY --from start` until 1.5 s without a frame, with a JSON
+/// summary, taping what its workers handled to `tape`.
+fn catch_up_from_start(endpoint: &str, history: &str, tape: &Path) -> Command {
     let mut subscribe = Command::new(TICKBOX);
     subscribe.args([
         "subscribe",
@@ -151,7 +150,9 @@ fn join_from_start(dir: &TempDir, endpoint: &str, history: &str) -> (serde_json:
         history,
         "--from",
         "start",
-        // Records a stopped recorder took late are judged by their capture time: as late as the stop.
+        // What these tests check is what reaches the workers, not the snail: records a stopped recorder took late
+        // are judged by their capture time (as late as the stop), and a loaded machine's workers can fall a second
+        // behind.
         "--max-lateness",
         "30s",
         "--idle-exit",
@@ -160,7 +161,16 @@ fn join_from_start(dir: &TempDir, endpoint: &str, history: &str) -> (serde_json:
         "--tape",
         tape.to_str().unwrap(),
     ]);
-    let out = output_within(subscribe, Duration::from_secs(20));
+    subscribe
+}
+
+/// [`catch_up_from_start`], its JSON summary and its tape. Every topic's sequences on the tape are in order.
+fn join_from_start(dir: &TempDir, endpoint: &str, history: &str) -> (serde_json::Value, Tape) {
+    let tape = dir.0.join("tape.ndjson");
+    let out = output_within(
+        catch_up_from_start(endpoint, history, &tape),
+        Duration::from_secs(20),
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     let summary: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON summary");
@@ -363,24 +373,10 @@ fn a_publisher_restart_before_the_join_keeps_both_sessions_whole() {
         "the recorder got nothing of the second session",
     );
     let tape = dir.0.join("tape.ndjson");
-    let mut subscribe = Command::new(TICKBOX);
-    subscribe.args([
-        "subscribe",
-        "--connect",
-        &endpoint,
-        "--catch-up",
-        &history,
-        // What is checked is each session whole and in order, not the snail: a loaded machine's workers can fall
-        // a second behind.
-        "--max-lateness",
-        "30s",
-        "--idle-exit",
-        "1500ms",
-        "--json",
-        "--tape",
-        tape.to_str().unwrap(),
-    ]);
-    let out = output_within(subscribe, Duration::from_secs(20));
+    let out = output_within(
+        catch_up_from_start(&endpoint, &history, &tape),
+        Duration::from_secs(20),
+    );
     assert!(
         out.status.success(),
         "{}",

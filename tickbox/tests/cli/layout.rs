@@ -191,19 +191,13 @@ fn collect_sources(dir: &Path, out: &mut Vec<PathBuf>) {
 
 /// Tokens that look like a path to a Markdown file: `docs/book/src/protocols.md`, `../../README.md`.
 fn markdown_references(text: &str) -> Vec<String> {
-    let is_path_char = |c: char| c.is_ascii_alphanumeric() || "_-./".contains(c);
     let mut refs = Vec::new();
     for (at, _) in text.match_indices(".md") {
         let after = text[at + 3..].chars().next();
         if after.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_') {
             continue;
         }
-        let start = text[..at]
-            .char_indices()
-            .rev()
-            .find(|&(_, c)| !is_path_char(c))
-            .map_or(0, |(i, c)| i + c.len_utf8());
-        let token = &text[start..at + 3];
+        let token = &text[path_start(text, at)..at + 3];
         if token.len() > 3 && !token.starts_with('.')
             || token.starts_with("../")
             || token.starts_with("./")
@@ -214,16 +208,25 @@ fn markdown_references(text: &str) -> Vec<String> {
     refs
 }
 
+/// Characters a path token is made of.
+fn is_path_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || "_-./".contains(c)
+}
+
+/// Where the path token that reaches byte `at` of `text` starts.
+fn path_start(text: &str, at: usize) -> usize {
+    text[..at]
+        .char_indices()
+        .rev()
+        .find(|&(_, c)| !is_path_char(c))
+        .map_or(0, |(i, c)| i + c.len_utf8())
+}
+
 /// Tokens that look like a path to a test source: `tickbox/tests/cli/connection_cap.rs`.
 fn test_file_references(text: &str) -> Vec<String> {
-    let is_path_char = |c: char| c.is_ascii_alphanumeric() || "_-./".contains(c);
     let mut refs = Vec::new();
     for (at, _) in text.match_indices("/tests/") {
-        let start = text[..at]
-            .char_indices()
-            .rev()
-            .find(|&(_, c)| !is_path_char(c))
-            .map_or(0, |(i, c)| i + c.len_utf8());
+        let start = path_start(text, at);
         let end = text[at..]
             .char_indices()
             .find(|&(_, c)| !is_path_char(c))
