@@ -27,7 +27,7 @@ impl Feed {
     /// through this same `ctx`: pass the context your subscriber uses.
     pub fn start(ctx: &zmq::Context, config: FeedConfig) -> Result<FeedHandle, FeedError> {
         config.validate()?;
-        let config = Arc::new(config);
+        let config = Arc::new(config.resolved());
         let universe = Arc::new(Universe::from_config(&config));
         let stop = Arc::new(AtomicBool::new(false));
         let (ready_tx, ready_rx) = mpsc::channel();
@@ -710,12 +710,21 @@ impl ShardRun<'_> {
 
     fn wait_for_subscribers(&self, publisher: &Publisher, tally: &mut SubscriptionTally) {
         let want = self.config.wait_for_subscribers as u64;
-        let deadline = Instant::now() + self.config.subscriber_wait.0;
+        let deadline = self
+            .config
+            .subscriber_wait_deadline()
+            .map(|wait| Instant::now() + wait);
+        if deadline.is_none() {
+            tracing::info!(
+                shard = self.shard,
+                "waiting for {want} subscriber(s) before the first message"
+            );
+        }
         while self.live.subscriptions.load(Ordering::Relaxed) < want {
             if self.stop.load(Ordering::Relaxed) {
                 return;
             }
-            if Instant::now() >= deadline {
+            if deadline.is_some_and(|d| Instant::now() >= d) {
                 tracing::warn!(
                     shard = self.shard,
                     "only {} of {want} subscriptions after {}; starting anyway",

@@ -40,6 +40,7 @@ pub struct LvcHandle {
     endpoints: LvcEndpoints,
     stop: Arc<AtomicBool>,
     shared: Arc<Mutex<LvcStats>>,
+    accounts: Arc<crate::sequences::SharedAccounts>,
     thread: Option<JoinHandle<Result<LvcStats, LvcError>>>,
 }
 
@@ -52,6 +53,21 @@ impl LvcHandle {
     /// The counters as of at most ~50 ms ago.
     pub fn stats(&self) -> LvcStats {
         *self.shared.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Every publisher's sequence totals, as plain counters (refreshed with [`Self::stats`]).
+    pub fn sequence_counters(&self) -> Arc<crate::sequences::SequenceCounters> {
+        self.accounts.counters()
+    }
+
+    /// Every publisher's account, as of at most ~50 ms ago.
+    pub fn publishers(&self) -> Vec<crate::sequences::PublisherAccount> {
+        self.accounts.publishers()
+    }
+
+    /// What the proxy publishes of its accounts, readable after [`Self::join`] (then final).
+    pub fn publishers_handle(&self) -> Arc<crate::sequences::SharedAccounts> {
+        Arc::clone(&self.accounts)
     }
 
     /// Asks the proxy to stop (it notices within 100 ms).
@@ -102,10 +118,12 @@ pub fn spawn(ctx: &zmq::Context, config: LvcConfig) -> Result<LvcHandle, LvcErro
     let ctx = ctx.clone();
     let stop = Arc::new(AtomicBool::new(false));
     let shared = Arc::new(Mutex::new(LvcStats::default()));
+    let accounts = Arc::new(crate::sequences::SharedAccounts::default());
     let (ready_tx, ready_rx) = mpsc::channel();
     let thread = {
         let stop = Arc::clone(&stop);
         let shared = Arc::clone(&shared);
+        let accounts = Arc::clone(&accounts);
         std::thread::Builder::new()
             .name("lvc-proxy".into())
             .spawn(move || {
@@ -120,9 +138,10 @@ pub fn spawn(ctx: &zmq::Context, config: LvcConfig) -> Result<LvcHandle, LvcErro
                         return Err(LvcError::StartFailed);
                     }
                 };
-                let result = proxy.run(&stop, &shared);
+                let result = proxy.run(&stop, &shared, &accounts);
                 let stats = proxy.stats();
                 *shared.lock().unwrap_or_else(|e| e.into_inner()) = stats;
+                accounts.publish(proxy.engine.sequences());
                 tracing::info!("lvc final: {stats}");
                 result.map(|()| stats)
             })
@@ -133,6 +152,7 @@ pub fn spawn(ctx: &zmq::Context, config: LvcConfig) -> Result<LvcHandle, LvcErro
             endpoints,
             stop,
             shared,
+            accounts,
             thread: Some(thread),
         }),
         Ok(Err(err)) => {
@@ -441,7 +461,12 @@ impl Proxy {
         stats
     }
 
-    fn run(&mut self, stop: &AtomicBool, shared: &Mutex<LvcStats>) -> Result<(), LvcError> {
+    fn run(
+        &mut self,
+        stop: &AtomicBool,
+        shared: &Mutex<LvcStats>,
+        accounts: &crate::sequences::SharedAccounts,
+    ) -> Result<(), LvcError> {
         let mut last_publish = Instant::now();
         let mut last_log = Instant::now();
         while !stop.load(Ordering::Relaxed) {
@@ -502,6 +527,7 @@ impl Proxy {
             let now = Instant::now();
             if now.duration_since(last_publish) >= PUBLISH_EVERY {
                 *shared.lock().unwrap_or_else(|e| e.into_inner()) = self.stats();
+                accounts.publish(self.engine.sequences());
                 last_publish = now;
             }
             if let Some(every) = self.stats_interval {
@@ -942,7 +968,11 @@ impl Proxy {
             side.in_message = false;
             let answer = match parsed {
                 Ok(request) => side.server.admit(&side.peer, request),
-                Err(err) => Some(side.server.malformed(side.parser.request_id(), err)),
+                Err(err) => Some(side.server.malformed(
+                    side.parser.request_id(),
+                    side.parser.version(),
+                    err,
+                )),
             };
             if let Some(end) = answer {
                 // Best effort: a client that does not read misses its refusal, which is counted anyway.
@@ -972,9 +1002,14 @@ impl Proxy {
             slice,
             ..
         } = side;
-        let sent = server.serve(self.engine.cache(), Instant::now(), *slice, |peer, item| {
-            send_reply(router, scratch, peer, item)
-        });
+        let loss = self.engine.known_loss();
+        let sent = server.serve(
+            self.engine.cache(),
+            loss,
+            Instant::now(),
+            *slice,
+            |peer, item| send_reply(router, scratch, peer, item),
+        );
         side.progress = sent > 0;
     }
 
@@ -1038,11 +1073,11 @@ fn send_reply(
     peer: &[u8],
     item: ReplyItem<'_>,
 ) -> SendOutcome {
-    let end: [u8; super::snapshot::END_LEN];
+    let end: super::snapshot::EndFrame;
     let single: Option<&[u8]> = match item {
         ReplyItem::End(e) => {
             end = e.encode();
-            Some(&end)
+            Some(&*end)
         }
         ReplyItem::Value(CachedValue::Frame(frame)) => {
             scratch.clear();

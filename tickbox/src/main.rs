@@ -6,6 +6,7 @@ mod bounds;
 mod cmd;
 mod config;
 mod live;
+mod out;
 mod outcome;
 mod shutdown;
 mod status;

@@ -298,7 +298,7 @@ fn raw_pub(a: RawProcessArgs) -> anyhow::Result<ExitCode> {
         // The parent reads this line for the endpoint; stdout carries only the summary.
         eprintln!("{RAW_PUB_ENDPOINT_LINE}{endpoint}");
     })?;
-    println!("{}", serde_json::to_string(&summary)?);
+    crate::out::json(&summary)?;
     Ok(ExitCode::from(exit_code::OK))
 }
 
@@ -308,7 +308,7 @@ fn raw_sub(a: RawProcessArgs) -> anyhow::Result<ExitCode> {
     let endpoint = a.connect.context("raw-sub needs --connect")?;
     let out = a.out.context("raw-sub needs --out")?;
     let summary = raw_sub_process(&endpoint, &config, a.capacity, config.drain, &out, &stop)?;
-    println!("{}", serde_json::to_string(&summary)?);
+    crate::out::json(&summary)?;
     Ok(ExitCode::from(exit_code::OK))
 }
 

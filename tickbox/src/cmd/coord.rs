@@ -59,7 +59,7 @@ enum Op {
     State {
         #[arg(default_value = "/")]
         path: String,
-        /// One JSON array instead of lines.
+        /// One JSON object (`recipes`: one entry per recipe) instead of lines.
         #[arg(long)]
         json: bool,
     },
@@ -174,7 +174,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
             let states = tickbox_coord::inspect(&coord, &path)?;
             if json {
                 let arr: Vec<serde_json::Value> = states.iter().map(RecipeState::to_json).collect();
-                writeln!(out, "{}", serde_json::Value::Array(arr))?;
+                crate::out::json(&serde_json::json!({ "recipes": arr }))?;
             } else {
                 for s in &states {
                     writeln!(out, "{}", s.line())?;

@@ -51,7 +51,8 @@ pub(crate) struct Args {
     /// Pin shard i's thread to the i-th core (one core per shard).
     #[arg(long, value_delimiter = ',', value_name = "C[,C…]")]
     cores: Vec<usize>,
-    /// `synthetic` market or the Guide's `pathological` publisher (for testing an LVC).
+    /// `synthetic` market or the Guide's `pathological` publisher (for testing an LVC): every topic once, then one
+    /// update a second. Pathological waits for its first subscriber (no deadline) and never drops its burst.
     #[arg(long, value_name = "synthetic|pathological")]
     pattern: Option<Pattern>,
     /// With `--pattern pathological`: `guide` sends each message as the Guide's two frames, [topic][body] (the
@@ -222,7 +223,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     if json {
         let mut summary = serde_json::to_value(tickbox_feed::FeedSummary::new(&report))?;
         crate::auth_report::add_to_json(&mut summary, &config.auth);
-        println!("{summary}");
+        crate::out::json(&summary)?;
     } else {
         println!("{report}");
         if let Some(line) = crate::auth_report::line(&config.auth) {
@@ -351,7 +352,7 @@ fn run_source(
     if json {
         let summary = tickbox_feed::SourceSummary::new(&report, &path.display().to_string(), form)
             .context("the feed's report lacks its source totals")?;
-        println!("{}", serde_json::to_value(summary)?);
+        crate::out::json(&summary)?;
     } else {
         println!("{report}");
     }
@@ -429,6 +430,12 @@ fn apply(args: Args, mut config: FeedConfig) -> anyhow::Result<FeedConfig> {
         config.no_drop = true;
     }
     if let Some(back_pressure) = args.back_pressure {
+        if !back_pressure.blocks() && config.pattern == Pattern::Pathological {
+            bail!(
+                "--back-pressure drop: the pathological pattern never drops (its one burst of every topic is the \
+                 point; it waits for a subscriber and blocks); leave --back-pressure out"
+            );
+        }
         config.no_drop = back_pressure.blocks();
     }
     if let Some(d) = args.drain_timeout {

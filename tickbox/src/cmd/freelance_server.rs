@@ -81,7 +81,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         if let Some(auth) = &auth {
             json["auth"] = serde_json::to_value(auth)?;
         }
-        println!("{}", serde_json::to_string(&json)?);
+        crate::out::json(&json)?;
     } else {
         println!(
             "pings {}  requests {}  malformed {}  oversize {}  dropped_full {}  dropped_unroutable {}",

@@ -38,9 +38,9 @@ pub(crate) fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCod
     };
     let summary = import_files(&args.journal, &args.files, &opts)?.summary(&args.journal);
     if args.json {
-        println!("{}", serde_json::to_value(&summary)?);
+        crate::out::json(&summary)?;
     } else {
-        println!("{summary}");
+        crate::out::outln!("{summary}");
     }
     Ok(ExitCode::SUCCESS)
 }

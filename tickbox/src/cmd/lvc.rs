@@ -14,6 +14,7 @@ use tickbox_units::HumanDuration;
 
 use crate::config::TickboxConfig;
 use crate::live::{fmt_rate, LiveView, Rate};
+use crate::out::{out, outln};
 use crate::status::StatusBoard;
 
 /// Command-line overrides of the `[lvc]` config section.
@@ -106,6 +107,10 @@ pub(crate) struct Args {
     /// Majordomo broker to register `tickbox.lvc.status` with.
     #[arg(long, value_name = "EP")]
     broker: Option<String>,
+    /// Print the final counters and every publisher's account as one JSON object on stdout instead of the tables
+    /// (the endpoint lines then go to stderr).
+    #[arg(long)]
+    json: bool,
 }
 
 pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
@@ -125,6 +130,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     }
     let duration = args.duration;
     let broker = args.broker.clone();
+    let json = args.json;
     let mut lvc_config = apply(args, config.lvc.clone());
     // Every socket the proxy binds is capped (docs/book/src/bounds.md); the handle also runs the ZAP handler that refuses.
     let security = config
@@ -145,8 +151,13 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     let lvc = tickbox_lvc::spawn(&ctx, proxy_config).context("starting the LVC proxy")?;
     let status = StatusBoard::start(&ctx, broker.as_deref(), "lvc", config.auth.clone())?;
     {
-        // Resolved endpoints go to stdout, flushed, so scripts and tests can use `tcp://…:*`.
-        let mut out = std::io::stdout().lock();
+        // Resolved endpoints go to stdout, flushed, so scripts and tests can use `tcp://…:*`; with `--json` stdout
+        // carries only the summary object, so they go to stderr.
+        let mut out: Box<dyn Write> = if json {
+            Box::new(std::io::stderr().lock())
+        } else {
+            Box::new(std::io::stdout().lock())
+        };
         let endpoints = lvc.endpoints();
         writeln!(out, "lvc subscribers {}", endpoints.downstream)?;
         for ep in &endpoints.upstream {
@@ -182,7 +193,8 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
             let s = lvc.stats();
             view.show(
                 &format!(
-                    "in {} ({}), out {} ({}), cache {} topics / {}, cached values sent {}, drops {}, malformed {}{}",
+                    "in {} ({}), out {} ({}), cache {} topics / {}, cached values sent {}, drops {}, malformed {}, \
+                     publishers {}, missing {}, missed before join {}{}",
                     s.messages_in,
                     fmt_rate(rate_in.per_sec(s.messages_in)),
                     s.messages_out,
@@ -192,6 +204,9 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
                     s.cached_sent,
                     s.drops(),
                     s.malformed,
+                    s.sequences.publishers,
+                    s.sequences.missing,
+                    s.sequences.missed_before_join,
                     security.live_suffix(),
                 ),
                 None,
@@ -201,14 +216,38 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     }
     // The status line goes before the final counters, never under them.
     view.finish();
+    let publishers = lvc.publishers_handle();
     let stats = lvc.join().context("LVC proxy")?;
-    print!("{}", stats.table(lvc_config.tap_drop));
-    for line in security
-        .summary_line()
-        .into_iter()
-        .chain(security.connections_line())
-    {
-        println!("{line}");
+    let accounts = publishers.publishers();
+    if json {
+        let mut summary = serde_json::json!({
+            "component": "lvc",
+            "stats": stats,
+            "drops": stats.drops(),
+            "publishers": accounts,
+            "connections": security.connections(),
+        });
+        crate::auth_report::add_to_json(&mut summary, &security);
+        crate::out::json(&summary)?;
+    } else {
+        out!("{}", stats.table(lvc_config.tap_drop));
+        out!("{}", tickbox_lvc::report::publishers_table(&accounts));
+        for line in security
+            .summary_line()
+            .into_iter()
+            .chain(security.connections_line())
+        {
+            outln!("{line}");
+        }
+    }
+    if stats.sequences.missing + stats.sequences.missed_before_join > 0 {
+        eprintln!(
+            "warning: the cache never received {} publisher messages ({} lost in gaps, {} sent before it first \
+             heard their publisher): snapshots said so to clients that can be told",
+            stats.sequences.missing + stats.sequences.missed_before_join,
+            stats.sequences.missing,
+            stats.sequences.missed_before_join
+        );
     }
     Ok(ExitCode::from(crate::exit_code::OK))
 }

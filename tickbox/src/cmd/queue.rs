@@ -103,7 +103,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     };
     let summary = PppQueueSummary::new(&stats, config.auth.summary());
     if args.json {
-        println!("{}", serde_json::to_string(&summary)?);
+        crate::out::json(&summary)?;
     } else {
         print!("{}", summary.text());
     }

@@ -480,7 +480,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         if let Some(catch_up) = &catch_up {
             summary["catch_up"] = serde_json::to_value(catch_up)?;
         }
-        println!("{summary}");
+        crate::out::json(&summary)?;
     } else {
         print!("{}", report.summary_table(None, stopped_by));
         if let Some(snapshot) = &snapshot {

@@ -176,7 +176,7 @@ fn read_topology(root: &Path) -> anyhow::Result<topology::Topology> {
 fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
     let t = read_topology(&args.root.root)?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&t)?);
+        crate::out::json_pretty(&t)?;
     } else {
         print!("{}", t.render_tables());
     }
@@ -231,7 +231,7 @@ fn check(args: CheckArgs, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
         !config.security.allow_ips.is_empty(),
     ));
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&findings)?);
+        crate::out::json_pretty(&serde_json::json!({ "findings": findings }))?;
     } else {
         print!("{}", tickbox_tuning::render_findings(&findings));
     }
@@ -269,7 +269,7 @@ fn plan(args: PlanArgs) -> anyhow::Result<ExitCode> {
         None => {}
     }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&plan)?);
+        crate::out::json_pretty(&plan)?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -383,10 +383,7 @@ fn sweep_cmd(args: SweepArgs) -> anyhow::Result<ExitCode> {
     let text = sweep::winner_toml(best, baseline, args.repeats);
     std::fs::write(&args.out, &text).with_context(|| format!("writing {}", args.out.display()))?;
     if args.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&sweep::summary_json(&results, &defaults, &args.out))?
-        );
+        crate::out::json_pretty(&sweep::summary_json(&results, &defaults, &args.out))?;
     } else {
         print!("{}", sweep::table(&results, &defaults));
         eprintln!("winning config written to {}", args.out.display());

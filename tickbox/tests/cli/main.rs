@@ -34,6 +34,7 @@ mod lvc_snapshot;
 mod per_nic;
 mod python_decoder;
 mod queue;
+mod readme_tour;
 mod readme_two_process;
 mod record;
 mod record_accounting;

@@ -92,7 +92,8 @@ fn check_reports_powersave_and_irqbalance_and_strict_fails_on_them() {
 
     let out = tickbox(&["tune", "check", "--root", &root, "--json"]);
     let findings: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let checks: Vec<&str> = findings
+    assert_eq!(findings["schema_version"], 1);
+    let checks: Vec<&str> = findings["findings"]
         .as_array()
         .unwrap()
         .iter()
@@ -177,7 +178,7 @@ fn a_plan_is_a_config_the_other_commands_accept_and_passes_its_own_check() {
         "--config", &file_s, "tune", "check", "--root", &root, "--json",
     ]);
     let findings: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let warnings: Vec<&str> = findings
+    let warnings: Vec<&str> = findings["findings"]
         .as_array()
         .unwrap()
         .iter()
