@@ -391,10 +391,13 @@ impl FeedConfig {
         (self.pattern != Pattern::Pathological).then_some(self.subscriber_wait.0)
     }
 
-    /// Whether shard sockets are XPUBs (which see subscriptions): for `no_drop`, `wait_for_subscribers` and
-    /// `batch = "auto"`.
+    /// Whether shard sockets are XPUBs (which see subscriptions): for `no_drop`, `wait_for_subscribers`,
+    /// `batch = "auto"`, and shards that connect (so a feed connected to nothing knows it delivered to no one).
     pub fn uses_xpub(&self) -> bool {
-        self.no_drop || self.wait_for_subscribers > 0 || self.batch == BatchMode::Auto
+        self.no_drop
+            || self.wait_for_subscribers > 0
+            || self.batch == BatchMode::Auto
+            || self.shards.iter().any(|s| s.connect)
     }
 
     /// The pacing of one shard that carries `share` (0..=1) of the total activity.

@@ -661,6 +661,9 @@ fn receive_loop(
         let found = watch.read(index, now, now_ns());
         core.report.handshakes_refused += found.refused;
         if found.succeeded > 0 {
+            shared.live[index]
+                .handshakes
+                .fetch_add(found.succeeded as u64, Ordering::Relaxed);
             if let Some(phase) = snapshot.as_mut() {
                 phase.on_handshakes(found.succeeded);
             }

@@ -15,6 +15,8 @@ use tickbox_units::format_duration;
 #[derive(Default)]
 pub(crate) struct LiveShard {
     pub(crate) received: AtomicU64,
+    /// Handshakes the shard's SUB completed (its monitor, read when the SUB runs dry).
+    pub(crate) handshakes: AtomicU64,
     pub(crate) forwarded: AtomicU64,
     pub(crate) gaps: AtomicU64,
     pub(crate) late: AtomicU64,
@@ -33,6 +35,9 @@ pub struct LiveShardCounters {
     pub index: usize,
     /// Frames received so far, malformed ones included.
     pub received: u64,
+    /// Handshakes completed with its publishers so far (0: it has never been connected to anything). Read from
+    /// the SUB's monitor when the SUB runs dry, so it may lag a busy shard.
+    pub handshakes: u64,
     /// Decoded messages handed to workers so far.
     pub forwarded: u64,
     /// Gap events (this hop's own losses) so far.

@@ -25,7 +25,7 @@ use tickbox_bench::env::Warning;
 use tickbox_bench::process::{raw_pub_process, raw_sub_process, RAW_PUB_ENDPOINT_LINE};
 use tickbox_bench::record::{record_runs_table, record_table, run_record_bench, RecordBenchConfig};
 use tickbox_bench::replay::{replay_table, run_replay_bench, ReplayBenchConfig};
-use tickbox_bench::report::{compare, read_results, unix_seconds, RunDocument};
+use tickbox_bench::report::{compare, compare_verdict, read_results, unix_seconds, RunDocument};
 use tickbox_bench::sweep::{
     run_latency_sweep, run_throughput_sweep, throughput_table, LatencySweep, ThroughputSweep,
 };
@@ -273,6 +273,20 @@ struct CompareArgs {
     before: PathBuf,
     /// The later result file.
     after: PathBuf,
+    /// Exit 10 when a figure got worse by more than this ratio (`1.1`: a p50 or p99 latency over 1.1 times the
+    /// earlier one, a rate under the earlier one divided by 1.1), medians of the repeats; and when the two files
+    /// have no configuration in common, since then nothing was checked.
+    #[arg(long, value_name = "RATIO", value_parser = ratio_above_one)]
+    fail_above: Option<f64>,
+}
+
+fn ratio_above_one(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(r) if r.is_finite() && r >= 1.0 => Ok(r),
+        _ => Err(format!(
+            "`{text}`: a ratio of at least 1 (1.1 allows 10 % worse)"
+        )),
+    }
 }
 
 pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
@@ -284,7 +298,28 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         BenchCommand::Compare(a) => {
             let before = read_results(&a.before)?;
             let after = read_results(&a.after)?;
-            print!("{}", compare(&before, &after));
+            crate::out::out!("{}", compare(&before, &after));
+            let Some(ratio) = a.fail_above else {
+                return Ok(ExitCode::from(exit_code::OK));
+            };
+            let verdict = compare_verdict(&before, &after, ratio);
+            if verdict.comparable == 0 {
+                eprintln!(
+                    "error: --fail-above {ratio}: the two files have no configuration in common: nothing was checked"
+                );
+                return Ok(ExitCode::from(exit_code::REGRESSION));
+            }
+            if !verdict.regressions.is_empty() {
+                for line in &verdict.regressions {
+                    eprintln!("regression: {line}");
+                }
+                eprintln!(
+                    "error: --fail-above {ratio}: {} figure(s) of {} configuration(s) got worse by more than the ratio",
+                    verdict.regressions.len(),
+                    verdict.comparable
+                );
+                return Ok(ExitCode::from(exit_code::REGRESSION));
+            }
             Ok(ExitCode::from(exit_code::OK))
         }
         BenchCommand::RawPub(a) => raw_pub(a),

@@ -95,13 +95,18 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         .unwrap_or_else(|_| "127.0.0.1:2181".to_owned());
     let coord = match Coord::connect_with(&zk, &opts) {
         Ok(c) => c,
-        Err(tickbox_coord::CoordError::Timeout(t)) => {
-            tracing::error!(
-                "no ZooKeeper session with {zk} within {t:?} (is the ensemble up? --zk)"
-            );
+        // Whichever gives up first (our --connect-timeout, or the client's own session timeout), no session means
+        // no answer in time: exit 4, as the help says.
+        Err(e) => {
+            let why = match e {
+                tickbox_coord::CoordError::Timeout(t) => {
+                    format!("none within {}", tickbox_units::format_duration(t))
+                }
+                other => other.to_string(),
+            };
+            eprintln!("error: no ZooKeeper session with {zk}: {why} (is the ensemble up? --zk)");
             return Ok(ExitCode::from(exit_code::TIMEOUT));
         }
-        Err(e) => return Err(e).with_context(|| format!("connecting to ZooKeeper at {zk}")),
     };
     let mut out = std::io::stdout().lock();
     match args.op {
@@ -125,7 +130,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         }
         Op::Get { path, stat } => match coord.get(&path)? {
             None => {
-                tracing::error!("{path}: no such node");
+                eprintln!("error: {path}: no such node");
                 return Ok(ExitCode::from(exit_code::ERROR));
             }
             Some((data, st)) => {
@@ -190,7 +195,10 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
             let g = match lock.acquire(timeout) {
                 Ok(g) => g,
                 Err(tickbox_coord::CoordError::Timeout(t)) => {
-                    tracing::error!("{path}: not acquired within {t:?}");
+                    eprintln!(
+                        "error: {path}: not acquired within {}",
+                        tickbox_units::format_duration(t)
+                    );
                     return Ok(ExitCode::from(exit_code::TIMEOUT));
                 }
                 Err(e) => return Err(e.into()),

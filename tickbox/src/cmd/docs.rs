@@ -3,8 +3,6 @@
 
 use std::process::ExitCode;
 
-use clap::CommandFactory;
-
 use crate::config::TickboxConfig;
 
 #[derive(Debug, clap::Args)]
@@ -17,7 +15,7 @@ pub(crate) fn completions(
     args: CompletionsArgs,
     _config: &TickboxConfig,
 ) -> anyhow::Result<ExitCode> {
-    let mut command = crate::Cli::command();
+    let mut command = crate::command();
     clap_complete::generate(args.shell, &mut command, "tickbox", &mut std::io::stdout());
     Ok(ExitCode::from(crate::exit_code::OK))
 }
@@ -26,6 +24,6 @@ pub(crate) fn completions(
 pub(crate) struct ManArgs {}
 
 pub(crate) fn man(_args: ManArgs, _config: &TickboxConfig) -> anyhow::Result<ExitCode> {
-    clap_mangen::Man::new(crate::Cli::command()).render(&mut std::io::stdout())?;
+    clap_mangen::Man::new(crate::command()).render(&mut std::io::stdout())?;
     Ok(ExitCode::from(crate::exit_code::OK))
 }

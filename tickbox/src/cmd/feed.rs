@@ -150,6 +150,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         );
     }
     feed_config.validate()?;
+    let connects: Vec<bool> = feed_config.shards.iter().map(|s| s.connect).collect();
     let stop = crate::shutdown::flag();
     // Built (and its I/O threads placed) before any of our threads is pinned, so they never inherit a shard's core.
     let ctx = tickbox_zmqx::context::build(&config.context)?;
@@ -160,6 +161,8 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     let mut view = LiveView::new("feed", &live_args, None);
     let mut view_rate = LiveRate::default();
     let mut last_status = std::time::Instant::now() - Duration::from_secs(1);
+    let started = std::time::Instant::now();
+    let mut silence_said = false;
     {
         // Endpoints go to stdout (and are flushed) so scripts and tests can connect to `tcp://…:*` shards; with
         // `--json` stdout carries only the summary object, so they go to stderr.
@@ -181,6 +184,10 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         if last_status.elapsed() >= Duration::from_millis(500) {
             last_status = std::time::Instant::now();
             status.publish(serde_json::to_value(tickbox_feed::FeedStatus::of(&feed))?);
+        }
+        if !silence_said && started.elapsed() >= tickbox_subscriber::SILENCE_WARNING {
+            silence_said = true;
+            say_unsubscribed(&feed, &connects);
         }
         if view.due() {
             // The shards' published counters, summed here, never on their threads.
@@ -231,12 +238,34 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         }
     }
     drop(status);
-    Ok(close_counting_undelivered(
-        ctx,
-        report.total_undelivered(),
-        drain_timeout,
-        &stop,
-    ))
+    let code = close_counting_undelivered(ctx, report.total_undelivered(), drain_timeout, &stop);
+    if let Some(sent) = report.delivered_to_nobody() {
+        eprintln!(
+            "error: feed: delivered to no subscriber: {sent} message(s) went nowhere (no subscription on any \
+             shard during the run; is anything bound at the --connect endpoint?)"
+        );
+        return Ok(ExitCode::from(crate::exit_code::ERROR));
+    }
+    Ok(code)
+}
+
+/// Says on stderr which connecting shards (`connects`, by index) have no subscriber a few seconds in: what they
+/// send goes nowhere.
+fn say_unsubscribed(feed: &tickbox_feed::FeedHandle, connects: &[bool]) {
+    let stats = feed.stats();
+    for shard in feed.shards() {
+        let connects = connects.get(shard.shard).copied().unwrap_or(false);
+        let subscriptions = stats.get(shard.shard).map_or(0, |s| s.subscriptions);
+        if connects && subscriptions == 0 {
+            eprintln!(
+                "warning: feed shard {} is connected to {} but nothing has subscribed in {}: is anything bound \
+                 there (an LVC's --upstream-bind)? What it sends meanwhile goes nowhere",
+                shard.shard,
+                shard.endpoint,
+                tickbox_units::HumanDuration(tickbox_subscriber::SILENCE_WARNING)
+            );
+        }
+    }
 }
 
 /// How long the shards' close may wait (their drain at the end of a no-drop run; nothing otherwise).

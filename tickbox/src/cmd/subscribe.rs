@@ -12,7 +12,8 @@ use tickbox_fleet::{check_member_id, default_member_id, SubscriberLive};
 use tickbox_subscriber::standard_worker_with_tape;
 use tickbox_subscriber::{
     check_nic, Dispatch, GapPolicy, Handoff, HumanDuration, RunEnd, RunLook, RunWatch,
-    SharedThreshold, SnailMode, Subscriber, SubscriberConfig, SubscriberShardConfig,
+    SharedThreshold, Silence, SilenceWatch, SnailMode, Subscriber, SubscriberConfig,
+    SubscriberShardConfig, SILENCE_WARNING,
 };
 use tickbox_workers::{TapeSink, WorkerPoolConfig};
 
@@ -55,8 +56,9 @@ pub(crate) struct Args {
     /// Stop after this long (250ms, 10s, 5m); runs until Ctrl-C otherwise.
     #[arg(long, value_name = "D")]
     pub duration: Option<HumanDuration>,
-    /// Stop once frames have stopped arriving for this long (after the first one): subscribe to a replay until it
-    /// ends. A publisher's heartbeats count as arriving, so point it at a stream that goes quiet when done.
+    /// Stop once no frame has arrived for this long (since the last one, or since the start when none comes at
+    /// all): subscribe to a replay until it ends. A publisher's heartbeats count as arriving, so point it at a
+    /// stream that goes quiet when done. A run that has received nothing says so after 3 s either way.
     #[arg(long, value_name = "D")]
     pub idle_exit: Option<HumanDuration>,
     /// Suicidal Snail threshold (250us, 5ms, 1s); 0 disables. Default 1s.
@@ -163,6 +165,39 @@ pub(crate) struct Args {
     /// timeout, and a joining member takes over its fair share. One summary per shard owned.
     #[arg(long, value_name = "PATH", conflicts_with_all = ["start_barrier", "clone", "broker"])]
     pub group: Option<String>,
+}
+
+/// Says on stderr that nothing has arrived, and what the shards know of why.
+fn say_silence(why: &Silence, config: &SubscriberConfig, idle_exit: Option<HumanDuration>) {
+    let after = HumanDuration(SILENCE_WARNING);
+    let ending = match idle_exit {
+        Some(limit) => format!(" (--idle-exit {limit} ends the run if nothing comes)"),
+        None => String::new(),
+    };
+    match why {
+        Silence::NotConnected(shards) => {
+            let names: Vec<String> = shards
+                .iter()
+                .map(|&i| {
+                    let endpoints = config
+                        .shards
+                        .get(i)
+                        .map(|s| s.connect.join(","))
+                        .unwrap_or_default();
+                    format!("shard {i} ({endpoints})")
+                })
+                .collect();
+            eprintln!(
+                "warning: nothing received in {after}: not connected: {}: is the publisher up, and the endpoint \
+                 right?{ending}",
+                names.join(", ")
+            );
+        }
+        Silence::NothingSent => eprintln!(
+            "warning: connected, but nothing received in {after}: the publisher sends nothing yet, or nothing it \
+             sends matches --topics{ending}"
+        ),
+    }
 }
 
 /// How often the control loop refreshes the status snapshot.
@@ -395,19 +430,25 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         args.duration.map(|d| d.0),
         std::time::Instant::now(),
     );
+    let mut silence = SilenceWatch::new(std::time::Instant::now());
     loop {
         let tripped = subscriber.is_tripped();
         let now = std::time::Instant::now();
+        let shards = subscriber.live_shards();
         let end = watch.check(
             RunLook {
                 tripped,
                 workers_failed: subscriber.workers_failed(),
                 stop: stop.load(Ordering::Relaxed),
-                received: subscriber.live_shards().iter().map(|s| s.received).sum(),
+                received: shards.iter().map(|s| s.received).sum(),
                 catching_up: subscriber.catch_up().is_some_and(|c| !c.is_live()),
             },
             now,
         );
+        let counts: Vec<(u64, u64)> = shards.iter().map(|s| (s.received, s.handshakes)).collect();
+        if let Some(why) = silence.check(&counts, now) {
+            say_silence(&why, &sub_config, args.idle_exit);
+        }
         if end == Some(RunEnd::Idle) {
             let limit = watch.idle_limit().unwrap_or_default();
             tracing::info!(idle = %HumanDuration(limit), "no frame for the idle limit: stopping");

@@ -572,6 +572,73 @@ fn compare_prints_deltas_and_unmatched_configurations() {
 }
 
 #[test]
+fn compare_fail_above_exits_10_on_a_regression_and_when_nothing_compares() {
+    let dir = TempDir::new("cli-bench-fail-above");
+    let (a, b, c) = (
+        dir.0.join("a.json"),
+        dir.0.join("b.json"),
+        dir.0.join("c.json"),
+    );
+    std::fs::write(&a, BEFORE).unwrap();
+    std::fs::write(&b, AFTER).unwrap();
+    // Raw only: nothing in common with AFTER.
+    std::fs::write(&c, BEFORE.lines().nth(1).unwrap()).unwrap();
+    let path = |p: &std::path::Path| p.to_str().unwrap().to_owned();
+    // 1.0 M → 1.5 M is no regression; the other way round is one of ×0.67.
+    let out = tickbox(&[
+        "bench",
+        "compare",
+        &path(&a),
+        &path(&b),
+        "--fail-above",
+        "1.1",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = tickbox(&[
+        "bench",
+        "compare",
+        &path(&b),
+        &path(&a),
+        "--fail-above",
+        "1.1",
+    ]);
+    assert_eq!(out.status.code(), Some(10));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("regression: throughput tickbox tcp size=100 shards=1 msg/s"),
+        "{err}"
+    );
+    let out = tickbox(&[
+        "bench",
+        "compare",
+        &path(&c),
+        &path(&b),
+        "--fail-above",
+        "1.1",
+    ]);
+    assert_eq!(out.status.code(), Some(10), "nothing comparable");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("nothing was checked"));
+    let out = tickbox(&[
+        "bench",
+        "compare",
+        &path(&a),
+        &path(&b),
+        "--fail-above",
+        "0.5",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "a ratio below 1 is a usage error"
+    );
+}
+
+#[test]
 fn bad_input_is_a_clear_error() {
     let dir = TempDir::new("cli-bench-bad");
     let bad = dir.0.join("bad.json");

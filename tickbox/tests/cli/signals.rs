@@ -297,7 +297,7 @@ fn tap_stops_cleanly() {
         // The first decoded quote: connected and inside the poll loop.
         Line::Out("quote"),
         nothing,
-        Line::Err("tap inspector done"),
+        Line::Err("tap: "),
     );
 }
 
