@@ -46,6 +46,43 @@ pub(crate) fn write(text: &str) -> anyhow::Result<()> {
     }
 }
 
+/// stdout as a writer that takes a closed pipe as the end of its reader's interest, not as an error: what is
+/// written after it is dropped (and [`closed`] says so), so `writeln!(out, ...)?` carries on.
+pub(crate) struct Stdout(std::io::StdoutLock<'static>);
+
+/// stdout, locked, as a [`Stdout`].
+pub(crate) fn stdout() -> Stdout {
+    Stdout(std::io::stdout().lock())
+}
+
+impl Write for Stdout {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if closed() {
+            return Ok(buf.len());
+        }
+        match self.0.write(buf) {
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+                STDOUT_CLOSED.store(true, Ordering::Relaxed);
+                Ok(buf.len())
+            }
+            other => other,
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        if closed() {
+            return Ok(());
+        }
+        match self.0.flush() {
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+                STDOUT_CLOSED.store(true, Ordering::Relaxed);
+                Ok(())
+            }
+            other => other,
+        }
+    }
+}
+
 /// `println!` that survives a closed pipe (see the module documentation). Use it where a failure to print must
 /// not change the outcome: a write error other than a closed pipe is reported on stderr, once per line.
 macro_rules! outln {

@@ -36,6 +36,7 @@ use tickbox_bench::{
 
 use crate::config::TickboxConfig;
 use crate::exit_code;
+use crate::out::{out, outln};
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
@@ -298,7 +299,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         BenchCommand::Compare(a) => {
             let before = read_results(&a.before)?;
             let after = read_results(&a.after)?;
-            crate::out::out!("{}", compare(&before, &after));
+            out!("{}", compare(&before, &after));
             let Some(ratio) = a.fail_above else {
                 return Ok(ExitCode::from(exit_code::OK));
             };
@@ -408,7 +409,7 @@ fn latency(a: LatencyArgs) -> anyhow::Result<ExitCode> {
     let outcome = run_latency_sweep(&ctx, &sweep, &a.out, &stamp, &stop)
         .context("latency benchmark failed")?;
     print_environment(&outcome.document);
-    println!(
+    outln!(
         "one-way latency, open loop; corrected = from intended send time (coordinated omission), unc = from actual \
          send stamp; HWM {} {}; warm-up {} excluded",
         a.hwm,
@@ -416,15 +417,15 @@ fn latency(a: LatencyArgs) -> anyhow::Result<ExitCode> {
         a.warmup
     );
     if shape == Shape::Processes {
-        println!(
+        outln!(
             "shape: processes over tcp; tickbox = a `tickbox feed` process (one shard, paced, its synthetic market's \
              quotes and trades) -> a `tickbox subscribe` process (one worker; receive = worker dequeue), raw = a \
              PUB process -> a SUB process sending --size frames; corrected figures charge each message from the \
              intended send time its publisher's paced schedule gave it (the publisher reports the schedule's start)"
         );
     }
-    print!("{}", latency_table(&outcome.results));
-    println!(
+    out!("{}", latency_table(&outcome.results));
+    outln!(
         "files: {} (results), {} and .png (plot), {}/{stamp}-*-r<repeat>.hlog|.hgrm",
         outcome.json.display(),
         outcome.plot.display(),
@@ -474,25 +475,25 @@ fn throughput(a: ThroughputArgs) -> anyhow::Result<ExitCode> {
         let curve =
             run_throughput_sweep(&ctx, &curve_sweep, &a.out, &format!("{stamp}-curve"), &stop)
                 .context("throughput benchmark under CURVE failed")?;
-        println!("without CURVE:");
-        print!("{}", throughput_table(&outcome.results));
-        println!("with CURVE:");
-        print!("{}", throughput_table(&curve.results));
-        print!(
+        outln!("without CURVE:");
+        out!("{}", throughput_table(&outcome.results));
+        outln!("with CURVE:");
+        out!("{}", throughput_table(&curve.results));
+        out!(
             "{}",
             tickbox_bench::sweep::curve_cost_table(&outcome.results, &curve.results)
         );
     }
     print_environment(&outcome.document);
-    println!(
+    outln!(
         "flat-out throughput over {}, {} measured per row; HWM {} send and receive on every socket; no drops: \
          tickbox feed and raw PUB/SUB use XPUB_NODROP, PUSH/PULL blocks; tickbox = feed shards → Black Box shards \
          → as many workers, `batched` rows (the headline) with batch frames as `feed --batch auto` sends them, \
          plain rows one frame per message; raw = one sender/receiver thread pair per shard, one frame per message",
         a.transport, a.duration, a.hwm
     );
-    print!("{}", throughput_table(&outcome.results));
-    println!(
+    out!("{}", throughput_table(&outcome.results));
+    outln!(
         "files: {} (results), {} and .svg (plot)",
         outcome.json.display(),
         outcome.plot.display()
@@ -531,20 +532,20 @@ fn replay(a: ReplayArgs) -> anyhow::Result<ExitCode> {
             &stop,
         )
         .context("replay benchmark under CURVE failed")?;
-        print!(
+        out!(
             "{}",
             tickbox_bench::sweep::replay_curve_cost_table(&outcome.results, &curve.results)
         );
     }
     print_environment(&outcome.document);
-    println!(
+    outln!(
         "journal replayed flat out (--speed max, lossless XPUB_NODROP) over tcp loopback; tickbox = Replayer (batch \
          frames as configured) → Black Box (gap accounting, workers decode every record), raw = the same frames one \
          per message, XPUB_NODROP → SUB; lost is counted by the receiver (tickbox: the subscriber's accounting); lateness = receive − replay \
          send stamp"
     );
-    print!("{}", replay_table(&outcome.document.summary));
-    println!(
+    out!("{}", replay_table(&outcome.document.summary));
+    outln!(
         "files: {} (results), {} and .svg (plot)",
         outcome.json.display(),
         outcome.plot.display()
@@ -569,16 +570,16 @@ fn record(a: RecordArgs, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     let outcome =
         run_record_bench(&ctx, &bench, &a.out, &stamp, &stop).context("record benchmark failed")?;
     print_environment(&outcome.document);
-    println!(
+    outln!(
         "a batched lossless feed (feed --batch auto --rate max --no-drop) read flat out over tcp loopback; \
          tickbox-record = the recorder into an archive journal (the [recorder] defaults), tickbox-subscribe = a \
          Black Box with one worker decoding every record, raw-mmap = one SUB appending each message to an mmap'd \
          file with memcpy; records/s from the feed's first send to the last data record's arrival; lost = \
          records not delivered, or what the system's own accounting (the recorder's ledger) says missing"
     );
-    print!("{}", record_table(&outcome.document.summary));
-    print!("{}", record_runs_table(&outcome.results));
-    println!(
+    out!("{}", record_table(&outcome.document.summary));
+    out!("{}", record_runs_table(&outcome.results));
+    outln!(
         "files: {} (results), {} and .svg (plot)",
         outcome.json.display(),
         outcome.plot.display()
@@ -587,7 +588,7 @@ fn record(a: RecordArgs, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
 }
 
 fn print_environment(document: &RunDocument) {
-    println!("{}", document.environment.summary_line());
+    outln!("{}", document.environment.summary_line());
 }
 
 /// Prints the warnings to stderr (they are in the result file too) and gives the exit code: warnings never change

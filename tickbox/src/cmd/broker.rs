@@ -9,6 +9,7 @@ use tickbox_majordomo::summary::default_state_bind;
 use tickbox_majordomo::{run_broker, run_broker_pair, PairOptions};
 
 use crate::config::TickboxConfig;
+use crate::out::outln;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
@@ -59,7 +60,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     // Print the bound endpoint as soon as it is known, so scripts and tests can use `:*` ports.
     let printer = std::thread::spawn(move || {
         if let Ok(ep) = rx.recv() {
-            println!("broker listening on {ep}");
+            outln!("broker listening on {ep}");
         }
     });
     let role = match (args.primary, args.backup) {
@@ -86,15 +87,15 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
             };
             let (stats, state) = run_broker_pair(&ctx, &args.bind, cfg, &pair, &stop, Some(tx))
                 .context("broker pair")?;
-            println!("final binary star state: {state:?}");
+            outln!("final binary star state: {state:?}");
             stats
         }
     };
     let _ = printer.join();
-    println!("{}", stats.summary_line());
+    outln!("{}", stats.summary_line());
     // Only with `[security]`: without it the summary stays exactly as it was.
     if let Some(auth) = config.auth.summary_line() {
-        println!("{auth}");
+        outln!("{auth}");
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -57,7 +57,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     };
     match client.request(&args.service, &body) {
         Ok(reply) => {
-            let mut out = std::io::stdout().lock();
+            let mut out = crate::out::stdout();
             for frame in &reply {
                 writeln!(out, "{}", render(frame))?;
             }

@@ -13,6 +13,7 @@ use tickbox_clone::server_loop::run_blocking;
 use tickbox_clone::{HaOptions, ServerBind, ServerEndpoints, ServerOptions};
 
 use crate::config::TickboxConfig;
+use crate::out::outln;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
@@ -139,7 +140,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         .map(|h| format!("{:?}", h.role).to_lowercase());
     run_blocking(&ctx, options, &stop, |eps, port| {
         use std::io::Write;
-        let mut out = std::io::stdout().lock();
+        let mut out = crate::out::stdout();
         let _ = writeln!(
             out,
             "clone-server port={} snapshot={} publisher={} collector={} role={}",
@@ -152,7 +153,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         let _ = out.flush();
     })?;
     if let Some(line) = security.connections_line() {
-        println!("{line}");
+        outln!("{line}");
     }
     Ok(ExitCode::from(crate::exit_code::OK))
 }

@@ -108,7 +108,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
             return Ok(ExitCode::from(exit_code::TIMEOUT));
         }
     };
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::out::stdout();
     match args.op {
         Op::Ls { path } => {
             let children = coord
@@ -157,6 +157,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
             while count.is_none_or(|c| seen < c)
                 && until.is_none_or(|u| Instant::now() < u)
                 && !stop.load(Ordering::SeqCst)
+                && !crate::out::closed()
             {
                 // Wake at least every 200 ms to honour Ctrl-C and --for; the watch keeps events meanwhile.
                 if let Some(ev) = watch.next(Duration::from_millis(200)) {

@@ -117,7 +117,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         .timeout
         .saturating_sub(started.elapsed())
         .max(Duration::from_millis(100));
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::out::stdout();
     match args.op {
         Op::Get { key } => match client.get(&key)? {
             Some(v) => {

@@ -9,6 +9,7 @@ use tickbox_feed::Rate;
 use tickbox_subscriber::{Dispatch, HumanDuration, SnailMode};
 
 use crate::config::TickboxConfig;
+use crate::out::out;
 use crate::outcome::finish;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -99,7 +100,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     if args.json {
         crate::out::json(&outcome.summary_json(stopped))?;
     } else {
-        crate::out::out!("{}", outcome.summary(stopped));
+        out!("{}", outcome.summary(stopped));
     }
     if let Some(err) = outcome.worker_failure {
         // After the summary, so what the surviving workers did is still shown.

@@ -10,6 +10,7 @@ use tickbox_feed::{Feed, FeedConfig, PacingMode, Pattern, PublisherShardConfig, 
 
 use crate::config::TickboxConfig;
 use crate::live::{fmt_rate, LiveArgs, LiveView, Rate as LiveRate};
+use crate::out::outln;
 use crate::status::StatusBoard;
 
 /// Command-line overrides of the `[feed]` config section.
@@ -169,7 +170,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         let mut out: Box<dyn Write> = if json {
             Box::new(std::io::stderr().lock())
         } else {
-            Box::new(std::io::stdout().lock())
+            Box::new(crate::out::stdout())
         };
         for shard in feed.shards() {
             writeln!(
@@ -232,9 +233,9 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         crate::auth_report::add_to_json(&mut summary, &config.auth);
         crate::out::json(&summary)?;
     } else {
-        println!("{report}");
+        outln!("{report}");
         if let Some(line) = crate::auth_report::line(&config.auth) {
-            println!("{line}");
+            outln!("{line}");
         }
     }
     drop(status);
@@ -331,7 +332,7 @@ fn run_source(
         let mut out: Box<dyn Write> = if json {
             Box::new(std::io::stderr().lock())
         } else {
-            Box::new(std::io::stdout().lock())
+            Box::new(crate::out::stdout())
         };
         for shard in feed.shards() {
             writeln!(
@@ -383,7 +384,7 @@ fn run_source(
             .context("the feed's report lacks its source totals")?;
         crate::out::json(&summary)?;
     } else {
-        println!("{report}");
+        outln!("{report}");
     }
     drop(status);
     Ok(close_counting_undelivered(

@@ -7,6 +7,7 @@ use tickbox_pirates::freelance::{run_freelance_server_with, FreelanceServerConfi
 use tickbox_units::ByteSize;
 
 use crate::config::TickboxConfig;
+use crate::out::outln;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
@@ -59,7 +60,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         .auth
         .start_zap(&ctx)
         .context("starting the ZAP handler")?;
-    println!(
+    outln!(
         "freelance server {public} listening on {} (at most {} replies of at most {} queued per peer)",
         args.bind,
         limits.queued_replies(),
@@ -83,7 +84,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         }
         crate::out::json(&json)?;
     } else {
-        println!(
+        outln!(
             "pings {}  requests {}  malformed {}  oversize {}  dropped_full {}  dropped_unroutable {}",
             stats.pings,
             stats.requests,
@@ -93,7 +94,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
             stats.dropped_unroutable
         );
         if let Some(auth) = &auth {
-            println!("{}", auth.line());
+            outln!("{}", auth.line());
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -9,6 +9,7 @@ use anyhow::Context;
 use tickbox_dbn::{import_files, ImportOptions};
 
 use crate::config::TickboxConfig;
+use crate::out::outln;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
@@ -40,7 +41,7 @@ pub(crate) fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCod
     if args.json {
         crate::out::json(&summary)?;
     } else {
-        crate::out::outln!("{summary}");
+        outln!("{summary}");
     }
     Ok(ExitCode::SUCCESS)
 }

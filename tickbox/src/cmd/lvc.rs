@@ -156,7 +156,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         let mut out: Box<dyn Write> = if json {
             Box::new(std::io::stderr().lock())
         } else {
-            Box::new(std::io::stdout().lock())
+            Box::new(crate::out::stdout())
         };
         let endpoints = lvc.endpoints();
         writeln!(out, "lvc subscribers {}", endpoints.downstream)?;

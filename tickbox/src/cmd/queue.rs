@@ -11,6 +11,7 @@ use tickbox_pirates::summary::PppQueueSummary;
 use tickbox_pirates::{run_ppp_queue, PppConfig};
 
 use crate::config::TickboxConfig;
+use crate::out::{out, outln};
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
@@ -89,7 +90,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         if args.json {
             eprintln!("{line}");
         } else {
-            println!("{line}");
+            outln!("{line}");
         }
     }
     let stats = match queue.join() {
@@ -105,7 +106,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     if args.json {
         crate::out::json(&summary)?;
     } else {
-        print!("{}", summary.text());
+        out!("{}", summary.text());
     }
     Ok(ExitCode::from(crate::exit_code::OK))
 }

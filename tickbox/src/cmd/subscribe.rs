@@ -20,6 +20,7 @@ use tickbox_workers::{TapeSink, WorkerPoolConfig};
 use crate::config::TickboxConfig;
 use crate::exit_code;
 use crate::live::{fmt_ns, fmt_rate, LiveArgs, LiveView, Rate};
+use crate::out::{out, outln};
 use crate::status::StatusBoard;
 
 #[derive(Debug, clap::Args)]
@@ -523,12 +524,12 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         }
         crate::out::json(&summary)?;
     } else {
-        print!("{}", report.summary_table(None, stopped_by));
+        out!("{}", report.summary_table(None, stopped_by));
         if let Some(snapshot) = &snapshot {
-            println!("{}", snapshot.summary_line());
+            outln!("{}", snapshot.summary_line());
         }
         if let Some(catch_up) = &catch_up {
-            println!("{}", catch_up.summary_line());
+            outln!("{}", catch_up.summary_line());
         }
     }
     let tape_failed = tape.as_ref().is_some_and(|sink| report_tape(sink));
@@ -616,10 +617,10 @@ fn subscribe_group(
     for one in &outcome.shards {
         let stopped_by = one.report.stopped_by(signalled);
         if args.json {
-            println!("{}", one.summary_json(stopped_by));
+            outln!("{}", one.summary_json(stopped_by));
         } else {
-            println!("group shard {}:", one.shard);
-            print!("{}", one.report.summary_table(None, stopped_by));
+            outln!("group shard {}:", one.shard);
+            out!("{}", one.report.summary_table(None, stopped_by));
         }
         if one.report.fatal.is_some() {
             exit = crate::outcome::finish(&one.report);

@@ -8,6 +8,7 @@ use anyhow::Context;
 use tickbox_majordomo::titanic::{FsyncPolicy, Redispatch, Titanic};
 
 use crate::config::TickboxConfig;
+use crate::out::outln;
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 enum Fsync {
@@ -91,7 +92,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     let ctx = zmq::Context::new();
     let titanic = Titanic::start(&ctx, &args.broker, &args.dir, cfg).context("starting titanic")?;
     let rec = titanic.recovery();
-    println!(
+    outln!(
         "titanic ready: {} open requests ({} awaiting a reply) recovered from {}; {} of them were dispatched before the restart",
         rec.open_requests,
         rec.pending_requests,
@@ -100,6 +101,6 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     );
     let counters = std::sync::Arc::clone(&titanic.counters);
     titanic.wait(&stop).context("titanic")?;
-    println!("{}", counters.summary_line());
+    outln!("{}", counters.summary_line());
     Ok(ExitCode::SUCCESS)
 }

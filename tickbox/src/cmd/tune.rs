@@ -13,6 +13,7 @@ use tickbox_tuning::{topology, CheckInput, PlanRequest, Severity};
 
 use crate::config::TickboxConfig;
 use crate::exit_code;
+use crate::out::out;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
@@ -178,7 +179,7 @@ fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
     if args.json {
         crate::out::json_pretty(&t)?;
     } else {
-        print!("{}", t.render_tables());
+        out!("{}", t.render_tables());
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -233,7 +234,7 @@ fn check(args: CheckArgs, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     if args.json {
         crate::out::json_pretty(&serde_json::json!({ "findings": findings }))?;
     } else {
-        print!("{}", tickbox_tuning::render_findings(&findings));
+        out!("{}", tickbox_tuning::render_findings(&findings));
     }
     let warnings = findings
         .iter()
@@ -265,7 +266,7 @@ fn plan(args: PlanArgs) -> anyhow::Result<ExitCode> {
             std::fs::write(path, &text).with_context(|| format!("writing {}", path.display()))?;
             eprintln!("plan written to {}", path.display());
         }
-        None if !args.json => print!("{text}"),
+        None if !args.json => out!("{text}"),
         None => {}
     }
     if args.json {
@@ -385,7 +386,7 @@ fn sweep_cmd(args: SweepArgs) -> anyhow::Result<ExitCode> {
     if args.json {
         crate::out::json_pretty(&sweep::summary_json(&results, &defaults, &args.out))?;
     } else {
-        print!("{}", sweep::table(&results, &defaults));
+        out!("{}", sweep::table(&results, &defaults));
         eprintln!("winning config written to {}", args.out.display());
     }
     Ok(ExitCode::SUCCESS)

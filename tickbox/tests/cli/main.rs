@@ -33,6 +33,7 @@ mod long_subscriptions;
 mod lvc;
 mod lvc_snapshot;
 mod per_nic;
+mod pipes;
 mod python_decoder;
 mod queue;
 mod readme_tour;
