@@ -32,7 +32,8 @@ enum TuneCommand {
     Check(CheckArgs),
     /// Place shards, libzmq I/O threads and workers per NIC; writes a config that --config takes.
     Plan(PlanArgs),
-    /// Run the bench pipeline over a grid with repeats, rank by median, write the winning config.
+    /// Run the bench pipeline over a grid with repeats, rank by an objective of throughput and p99 lateness (medians),
+    /// write the winning config. Only performance settings are swept unless asked.
     // Boxed: its many grid flags make it far larger than the other variants.
     Sweep(Box<SweepArgs>),
 }
@@ -101,7 +102,11 @@ struct PlanArgs {
 #[command(
     after_help = "The grid is every combination of --shards, --workers, --hwm, --batch, --dispatch, --io-threads and \
     --pin; the defaults' point is always added. A grid over --max-points is refused before anything runs. The bench \
-    stream is one topic, so by_topic dispatch hands it all to one worker whatever --workers says."
+    stream is one topic, so by_topic dispatch hands it all to one worker whatever --workers says.\n\
+    A sweep never changes what the pipeline guarantees unless asked: dispatch stays by_topic (each symbol's updates \
+    in order) unless --dispatch names round_robin, and then those points and a winner among them are marked as \
+    changing semantics; the loss policy and [security] are never swept. The table says what it ranked by and the \
+    winner's trade-off against the defaults: its throughput and its p99 lateness, each as a multiple of theirs."
 )]
 struct SweepArgs {
     /// Shard counts (publisher shards = SUB shards in the bench pipeline).
@@ -116,9 +121,24 @@ struct SweepArgs {
     /// Worker batch sizes (`[workers] batch`: messages handled before a flush is forced).
     #[arg(long, value_delimiter = ',', default_value = "256")]
     batch: Vec<usize>,
-    /// Dispatch modes: round_robin, by_topic.
-    #[arg(long, value_delimiter = ',', default_value = "round_robin")]
+    /// Dispatch modes: by_topic (the default: each symbol's updates in order) and, only when named,
+    /// round_robin, which gives up that order (its points are marked as changing semantics).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "by_topic",
+        value_name = "MODE[,MODE…]"
+    )]
     dispatch: Vec<String>,
+    /// What ranks the points: `balanced` (throughput ratio over p99 ratio, against the defaults: ×2 throughput at
+    /// ×2 p99 scores as the defaults do), `throughput` (p99 breaks near-ties), or `latency` (throughput breaks
+    /// near-ties). Without latency runs (--no-latency) the ranking is by throughput.
+    #[arg(
+        long,
+        default_value = "balanced",
+        value_name = "balanced|throughput|latency"
+    )]
+    objective: String,
     /// libzmq I/O thread counts.
     #[arg(long, value_delimiter = ',', default_value = "1,2")]
     io_threads: Vec<usize>,
@@ -133,7 +153,7 @@ struct SweepArgs {
     #[arg(long, default_value_t = 32)]
     max_points: usize,
     /// Rounds over the grid; each point is ranked by its median over the rounds.
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 3, value_name = "N")]
     repeats: usize,
     /// Measured time of each throughput and each latency run.
     #[arg(long, default_value = "300ms")]
@@ -144,7 +164,7 @@ struct SweepArgs {
     /// Offered rate of the latency runs (p99 lateness is measured at this rate).
     #[arg(long, default_value = "20k")]
     rate: String,
-    /// Skip the latency runs (rank by throughput only; halves the time).
+    /// Skip the latency runs (rank by throughput only, whatever --objective says; halves the time).
     #[arg(long)]
     no_latency: bool,
     /// Transport: tcp (loopback), ipc, inproc.
@@ -296,6 +316,17 @@ fn sweep_cmd(args: SweepArgs) -> anyhow::Result<ExitCode> {
                 .ok_or_else(|| anyhow::anyhow!("--pin takes no, io and/or plan, not {p:?}"))
         })
         .collect::<anyhow::Result<Vec<Pinning>>>()?;
+    let objective = sweep::Objective::parse(&args.objective).ok_or_else(|| {
+        anyhow::anyhow!(
+            "--objective takes balanced, throughput or latency, not {:?}",
+            args.objective
+        )
+    })?;
+    let objective = if args.no_latency {
+        sweep::Objective::Throughput
+    } else {
+        objective
+    };
     let dispatch = args
         .dispatch
         .iter()
@@ -365,28 +396,36 @@ fn sweep_cmd(args: SweepArgs) -> anyhow::Result<ExitCode> {
         rate,
         latency: !args.no_latency,
     };
-    let results = sweep::run(&points, args.repeats, |point, round| {
-        let sample = tickbox_bench::sweep::measure_point(point, &run)?;
-        tracing::info!(
-            "round {}/{}: {} -> {:.0} msg/s{}",
-            round + 1,
-            args.repeats,
-            point.label(),
-            sample.msgs_per_s,
-            sample
-                .p99_us
-                .map_or(String::new(), |p| format!(", p99 {p:.1} us"))
-        );
-        Ok::<Sample, anyhow::Error>(sample)
-    })?;
+    let results = sweep::run(
+        &points,
+        args.repeats,
+        objective,
+        &defaults,
+        |point, round| {
+            let sample = tickbox_bench::sweep::measure_point(point, &run)?;
+            tracing::info!(
+                "round {}/{}: {} -> {:.0} msg/s{}",
+                round + 1,
+                args.repeats,
+                point.label(),
+                sample.msgs_per_s,
+                sample
+                    .p99_us
+                    .map_or(String::new(), |p| format!(", p99 {p:.1} us"))
+            );
+            Ok::<Sample, anyhow::Error>(sample)
+        },
+    )?;
     let best = &results[0];
     let baseline = results.iter().find(|r| r.point == defaults);
     let text = sweep::winner_toml(best, baseline, args.repeats);
     std::fs::write(&args.out, &text).with_context(|| format!("writing {}", args.out.display()))?;
     if args.json {
-        crate::out::json_pretty(&sweep::summary_json(&results, &defaults, &args.out))?;
+        crate::out::json_pretty(&sweep::summary_json(
+            &results, &defaults, objective, &args.out,
+        ))?;
     } else {
-        out!("{}", sweep::table(&results, &defaults));
+        out!("{}", sweep::table(&results, &defaults, objective));
         eprintln!("winning config written to {}", args.out.display());
     }
     Ok(ExitCode::SUCCESS)

@@ -281,6 +281,10 @@ fn a_tiny_sweep_ranks_its_points_and_writes_a_loadable_winner() {
     assert!(medians.iter().all(|&m| m > 0.0), "{medians:?}");
     assert!(json["throughput_ratio"].as_f64().unwrap() > 0.0);
     assert_eq!(json["winner"], results[0]["point"]);
+    assert_eq!(
+        json["objective"], "balanced",
+        "latency is part of the ranking"
+    );
 
     let out = tickbox(&["config", "--config", &file_s]);
     assert!(out.status.success(), "the loader refused the winner");
@@ -377,6 +381,20 @@ fn a_sweep_crosses_workers_batch_and_dispatch_and_the_winner_carries_them() {
             }
         }
     }
+    // round_robin was asked for: its points, and a winner among them, say they change semantics.
+    let winner_rr = json["winner"]["dispatch"] == "round_robin";
+    assert_eq!(
+        json["winner_changes_semantics"]
+            .as_array()
+            .unwrap()
+            .is_empty(),
+        !winner_rr,
+        "{json}"
+    );
+    if winner_rr {
+        let text = std::fs::read_to_string(&file).unwrap();
+        assert!(text.contains("CHANGES SEMANTICS: round_robin"), "{text}");
+    }
     let out = tickbox(&["config", "--config", &file_s]);
     assert!(out.status.success(), "the loader refused the winner");
     let effective: toml::Value = toml::from_str(&stdout(&out)).unwrap();
@@ -393,6 +411,45 @@ fn a_sweep_crosses_workers_batch_and_dispatch_and_the_winner_carries_them() {
         effective["subscriber"]["dispatch"].as_str(),
         w["dispatch"].as_str()
     );
+}
+
+#[test]
+fn a_default_sweep_keeps_per_symbol_order_and_prints_its_trade_off() {
+    let dir = TempDir::new("tune-sweep-default");
+    let file = dir.path().join("best.toml");
+    let out = tickbox(&[
+        "tune",
+        "sweep",
+        "--workers",
+        "1,2",
+        "--io-threads",
+        "1",
+        "--pin",
+        "no",
+        "--repeats",
+        "1",
+        "--duration",
+        "60ms",
+        "--warmup",
+        "20ms",
+        "--rate",
+        "5k",
+        "--out",
+        file.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = stdout(&out);
+    assert!(text.starts_with("ranked by balanced"), "{text}");
+    assert!(
+        !text.contains(" rr "),
+        "round_robin swept without being asked:\n{text}"
+    );
+    assert!(text.contains("trade-off: "), "{text}");
+    assert!(text.contains("× their p99 lateness"), "{text}");
 }
 
 /// `--pin plan` plans on this machine's first NIC: plan points pin shards, workers and the NIC's I/O thread and
