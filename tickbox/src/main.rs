@@ -10,6 +10,7 @@ mod live;
 mod out;
 mod outcome;
 mod shutdown;
+mod spelling;
 mod status;
 mod zk;
 
@@ -194,6 +195,7 @@ fn main() -> ExitCode {
     let cli = Cli::from_arg_matches(&command().get_matches()).unwrap_or_else(|e| e.exit());
     let _ = QUIET.set(cli.quiet);
     init_logging(cli.quiet, cli.verbose, cli.log_format);
+    spelling::warn_old_spellings();
     let config = match config::TickboxConfig::load(cli.config.as_deref()) {
         Ok(config) => config,
         Err(err) => {

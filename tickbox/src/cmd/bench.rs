@@ -11,7 +11,7 @@
 //!   the same feed and a raw SUB copying the same messages into an mmap'd file.
 //! * `compare`: deltas between two result files (medians of their repeats).
 //!
-//! Every figure is measured `--repeat` times (default 3), tickbox and raw alternating, and printed as the median
+//! Every figure is measured `--repeats` times (default 3), tickbox and raw alternating, and printed as the median
 //! with the min–max of the repeats; the result file stores every repeat, the machine's environment and the
 //! warnings (also printed to stderr; they never change the exit code).
 
@@ -78,29 +78,29 @@ enum ShapeArg {
 /// The schedule and sockets of a raw child of `latency --shape processes`, as the parent passes them.
 #[derive(Debug, clap::Args)]
 struct RawProcessArgs {
-    #[arg(long)]
+    #[arg(long, value_name = "RATE")]
     rate: String,
-    #[arg(long)]
+    #[arg(long, value_name = "DURATION")]
     warmup: String,
-    #[arg(long)]
+    #[arg(long, value_name = "DURATION")]
     duration: String,
-    #[arg(long)]
+    #[arg(long, value_name = "BYTES")]
     size: usize,
-    #[arg(long)]
+    #[arg(long, value_name = "N")]
     hwm: i32,
     #[arg(long)]
     no_drop: bool,
     /// Publisher: how long the socket stays open for the tail. Subscriber: how long without a frame ends it.
-    #[arg(long)]
+    #[arg(long, value_name = "DURATION")]
     drain: String,
     /// Subscriber only: the publisher's endpoint.
-    #[arg(long)]
+    #[arg(long, value_name = "EP")]
     connect: Option<String>,
     /// Subscriber only: samples to make room for.
     #[arg(long, default_value_t = 0)]
     capacity: usize,
     /// Subscriber only: the sample file to write.
-    #[arg(long)]
+    #[arg(long, value_name = "PATH")]
     out: Option<PathBuf>,
 }
 
@@ -119,29 +119,34 @@ impl RawProcessArgs {
     }
 }
 
-/// Parses `--repeat`: a whole number, at least 1.
+/// Parses `--repeats`: a whole number, at least 1.
 #[derive(Debug, clap::Args)]
 struct LatencyArgs {
     /// Offered rate in msg/s (e.g. 100k). Default 100k.
-    #[arg(long, conflicts_with = "rates")]
+    #[arg(long, conflicts_with = "rates", value_name = "RATE")]
     rate: Option<String>,
     /// Comma-separated rates to sweep, e.g. 10k,100k,500k,1m.
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', value_name = "RATE[,RATE…]")]
     rates: Vec<String>,
     /// Transports, comma-separated: tcp (loopback), ipc, inproc.
-    #[arg(long, value_delimiter = ',', default_value = "tcp")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "tcp",
+        value_name = "tcp|ipc|inproc[,…]"
+    )]
     transport: Vec<String>,
     /// Measured time per configuration (e.g. 5s, 500ms).
-    #[arg(long, default_value = "5s")]
+    #[arg(long, default_value = "5s", value_name = "DURATION")]
     duration: String,
     /// Unrecorded traffic before the measured window.
-    #[arg(long, default_value = "1s")]
+    #[arg(long, default_value = "1s", value_name = "DURATION")]
     warmup: String,
     /// Frame size in bytes (tickbox trades with a padded topic; at least 69). The raw baseline sends the same.
-    #[arg(long, default_value_t = 100, value_parser = crate::bounds::frame_bytes)]
+    #[arg(long, default_value_t = 100, value_parser = crate::bounds::frame_bytes, value_name = "BYTES")]
     size: usize,
     /// Send and receive high-water mark of every socket on the path, in messages.
-    #[arg(long, default_value_t = 100_000)]
+    #[arg(long, default_value_t = 100_000, value_name = "N")]
     hwm: i32,
     /// Publishers block at the HWM (XPUB_NODROP) instead of dropping.
     #[arg(long)]
@@ -152,54 +157,54 @@ struct LatencyArgs {
     /// How the tickbox subscriber's shard hands records to its one worker: inline (the worker runs on the shard's
     /// thread: what a latency-sensitive deployment runs), ring (parcels to a worker thread, the subscriber's
     /// default) or zmq.
-    #[arg(long, value_name = "inline|ring|zmq", default_value = "inline")]
+    #[arg(long, value_name = "ring|zmq|inline", default_value = "inline")]
     handoff: tickbox_subscriber::Handoff,
     /// Inject a consumer stall every N messages (see --stall); shows what a slow worker does to the tail.
-    #[arg(long, requires = "stall")]
+    #[arg(long, requires = "stall", value_name = "N")]
     stall_every: Option<u64>,
     /// Length of each injected stall (e.g. 1ms).
-    #[arg(long, requires = "stall_every")]
+    #[arg(long, requires = "stall_every", value_name = "DURATION")]
     stall: Option<String>,
     /// Length of each interval in the .hlog files.
-    #[arg(long, default_value = "1s")]
+    #[arg(long, default_value = "1s", value_name = "DURATION")]
     log_interval: String,
     /// Skip the raw-libzmq baseline (figures then have nothing to be compared with; for quick iteration only).
     #[arg(long)]
     no_raw: bool,
     /// Runs of each system per configuration, tickbox and raw alternating; figures are medians (min–max).
-    #[arg(long, default_value = "3", value_parser = crate::bounds::repeat)]
+    #[arg(long = "repeats", alias = "repeat", default_value = "3", value_parser = crate::bounds::repeat, value_name = "N")]
     repeat: usize,
     /// `in-process`: publisher and receivers are threads of this process. `processes` (tcp only): a real
     /// `tickbox feed` process and a real `tickbox subscribe` process, beside a raw PUB process and SUB process.
     #[arg(long, value_enum, default_value_t = ShapeArg::InProcess)]
     shape: ShapeArg,
     /// Directory for .hlog, .hgrm, .svg and .json files.
-    #[arg(long, default_value = "bench-results")]
+    #[arg(long, default_value = "bench-results", value_name = "PATH")]
     out: PathBuf,
 }
 
 #[derive(Debug, clap::Args)]
 struct ThroughputArgs {
     /// Message sizes in bytes, comma-separated (tickbox frames are at least 69 bytes; smaller sizes are raised).
-    #[arg(long, value_delimiter = ',', default_value = "64,100,256,1024", value_parser = crate::bounds::frame_bytes)]
+    #[arg(long, value_delimiter = ',', default_value = "64,100,256,1024", value_parser = crate::bounds::frame_bytes, value_name = "BYTES[,BYTES…]")]
     sizes: Vec<usize>,
     /// Shard counts 1..=N are measured; at most 64.
-    #[arg(long, default_value_t = 1, value_parser = crate::bounds::shards)]
+    #[arg(long, default_value_t = 1, value_parser = crate::bounds::shards, value_name = "N")]
     shards: usize,
     /// Measured time per configuration.
-    #[arg(long, default_value = "3s")]
+    #[arg(long, default_value = "3s", value_name = "DURATION")]
     duration: String,
-    #[arg(long, default_value = "500ms")]
+    #[arg(long, default_value = "500ms", value_name = "DURATION")]
     warmup: String,
-    #[arg(long, default_value = "tcp")]
+    #[arg(long, default_value = "tcp", value_name = "tcp|ipc|inproc")]
     transport: String,
     /// Send and receive high-water mark of every socket, in messages.
-    #[arg(long, default_value_t = 10_000)]
+    #[arg(long, default_value_t = 10_000, value_name = "N")]
     hwm: i32,
     /// Runs of each system per configuration, tickbox and raw alternating; figures are medians (min–max).
-    #[arg(long, default_value = "3", value_parser = crate::bounds::repeat)]
+    #[arg(long = "repeats", alias = "repeat", default_value = "3", value_parser = crate::bounds::repeat, value_name = "N")]
     repeat: usize,
-    #[arg(long, default_value = "bench-results")]
+    #[arg(long, default_value = "bench-results", value_name = "PATH")]
     out: PathBuf,
     /// `curve`: run the sweep without and then with CURVE on every socket (both systems, one fresh key pair,
     /// ZAP running) and print what CURVE costs, as a ratio from the same run.
@@ -219,23 +224,23 @@ enum BenchSecurity {
 #[derive(Debug, clap::Args)]
 struct ReplayArgs {
     /// Records of generated market data (quotes and trades, ~90 B frames) written to a temporary journal.
-    #[arg(long, default_value_t = 1_000_000)]
+    #[arg(long, default_value_t = 1_000_000, value_name = "N")]
     records: u64,
     /// Black Box workers that decode every record; at most 256.
-    #[arg(long, default_value_t = 1, value_parser = crate::bounds::workers)]
+    #[arg(long, default_value_t = 1, value_parser = crate::bounds::workers, value_name = "N")]
     workers: usize,
     /// Runs of each system, tickbox and raw alternating; figures are medians (min–max).
-    #[arg(long, default_value = "3", value_parser = crate::bounds::repeat)]
+    #[arg(long = "repeats", alias = "repeat", default_value = "3", value_parser = crate::bounds::repeat, value_name = "N")]
     repeat: usize,
     /// After the sender finishes, how long the receiver may take for the rest before it counts as lost.
-    #[arg(long, default_value = "10s")]
+    #[arg(long, default_value = "10s", value_name = "DURATION")]
     drain: String,
     /// Most records per replayed batch frame, as `replay --batch` (0 or 1: one record per message). Default from
     /// the `[recorder]` config (`replay_batch_records`).
-    #[arg(long)]
+    #[arg(long, value_name = "N")]
     batch: Option<u16>,
     /// Directory for the .json result document and the .png/.svg plot.
-    #[arg(long, default_value = "bench-results")]
+    #[arg(long, default_value = "bench-results", value_name = "PATH")]
     out: PathBuf,
     /// `curve`: run the bench without and then with CURVE on every socket of both systems and print what CURVE
     /// costs, as a ratio from the same run.
@@ -246,25 +251,25 @@ struct ReplayArgs {
 #[derive(Debug, clap::Args)]
 struct RecordArgs {
     /// Data records the feed sends per run, over all shards (rounded up to a multiple of --shards).
-    #[arg(long, default_value_t = 500_000)]
+    #[arg(long, default_value_t = 500_000, value_name = "N")]
     records: u64,
     /// Feed shards; the recorder reads each on its own thread, the Black Box on its own SUB shard.
-    #[arg(long, default_value_t = 1, value_parser = crate::bounds::shards)]
+    #[arg(long, default_value_t = 1, value_parser = crate::bounds::shards, value_name = "N")]
     shards: usize,
     /// Runs of each system, in alternating order; figures are medians (min–max).
-    #[arg(long, default_value = "3", value_parser = crate::bounds::repeat)]
+    #[arg(long = "repeats", alias = "repeat", default_value = "3", value_parser = crate::bounds::repeat, value_name = "N")]
     repeat: usize,
     /// Journal segment size, and raw file size (default from config: `[recorder] segment_size`).
-    #[arg(long, value_parser = tickbox_units::parse_size)]
+    #[arg(long, value_parser = tickbox_units::parse_size, value_name = "SIZE")]
     segment_size: Option<u64>,
     /// Leave out the Black Box (`subscribe --workers 1`) runs.
     #[arg(long)]
     no_subscribe: bool,
     /// How long a system may go without a new record before the rest counts as lost.
-    #[arg(long, default_value = "10s")]
+    #[arg(long, default_value = "10s", value_name = "DURATION")]
     drain: String,
     /// Directory for the .json result document and the .png/.svg plot.
-    #[arg(long, default_value = "bench-results")]
+    #[arg(long, default_value = "bench-results", value_name = "PATH")]
     out: PathBuf,
 }
 

@@ -15,7 +15,7 @@ use crate::out::outln;
 pub(crate) struct Args {
     /// Endpoint the broker ROUTER binds; clients and workers connect here. `tcp://127.0.0.1:*` picks a port
     /// (the bound endpoint is printed on stdout).
-    #[arg(long, default_value = "tcp://*:5555")]
+    #[arg(long, default_value = "tcp://*:5555", value_name = "EP")]
     bind: String,
     /// Run as the primary of a Binary Star pair (needs --peer).
     #[arg(long, conflicts_with = "backup", requires = "peer")]
@@ -24,16 +24,16 @@ pub(crate) struct Args {
     #[arg(long, requires = "peer")]
     backup: bool,
     /// The peer's state endpoint (its --state-bind), e.g. `tcp://host:5004`.
-    #[arg(long)]
+    #[arg(long, value_name = "EP")]
     peer: Option<String>,
     /// Where this broker publishes its Binary Star state [default: primary tcp://*:5003, backup tcp://*:5004].
-    #[arg(long)]
+    #[arg(long, value_name = "EP")]
     state_bind: Option<String>,
     /// Binary Star state heartbeat (e.g. `1s`); the peer is presumed dead after two silent heartbeats.
-    #[arg(long, default_value = "1s")]
+    #[arg(long, default_value = "1s", value_name = "DURATION")]
     bstar_heartbeat: tickbox_units::HumanDuration,
     /// Worker heartbeat interval, e.g. `2500ms` (overrides `[broker] heartbeat_interval`; must match the workers).
-    #[arg(long)]
+    #[arg(long, value_name = "DURATION")]
     heartbeat: Option<tickbox_units::HumanDuration>,
 }
 

@@ -12,13 +12,13 @@ use crate::exit_code;
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
     /// Broker endpoint; repeat for a primary/backup pair (tried in turn after each timeout).
-    #[arg(long, required = true)]
+    #[arg(long, required = true, value_name = "EP[,EP…]")]
     broker: Vec<String>,
     /// Per-attempt timeout, e.g. `2500ms`.
-    #[arg(long, default_value = "2500ms")]
+    #[arg(long, default_value = "2500ms", value_name = "DURATION")]
     timeout: tickbox_units::HumanDuration,
     /// Attempts before giving up (each on a fresh socket).
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 3, value_name = "N")]
     attempts: u32,
     /// Service name, e.g. `echo`, `mmi.service`, `titanic.request`, `tickbox.feed.status`.
     service: String,

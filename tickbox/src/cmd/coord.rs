@@ -22,14 +22,14 @@ use crate::exit_code;
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
     /// ZooKeeper ensemble: HOST:PORT[,HOST:PORT…]. Default: `[coord] zk` from the config, else 127.0.0.1:2181.
-    #[arg(long, value_name = "HOSTS")]
+    #[arg(long, value_name = "HOST:PORT[,HOST:PORT…]")]
     zk: Option<String>,
     /// Session timeout asked of the server: a lock or leadership of a dead process moves after this long.
     /// Default: `[coord] session_timeout` (6s).
-    #[arg(long, value_parser = tickbox_units::parse_duration)]
+    #[arg(long, value_parser = tickbox_units::parse_duration, value_name = "DURATION")]
     session_timeout: Option<Duration>,
     /// Give up connecting after this long (exit 4). Default: `[coord] connect_timeout` (10s).
-    #[arg(long, value_parser = tickbox_units::parse_duration)]
+    #[arg(long, value_parser = tickbox_units::parse_duration, value_name = "DURATION")]
     connect_timeout: Option<Duration>,
     #[command(subcommand)]
     op: Op,
@@ -50,9 +50,9 @@ enum Op {
     /// Print every change under PATH (`KIND<TAB>PATH`), until Ctrl-C, `--count` events or `--for` elapses.
     Watch {
         path: String,
-        #[arg(long)]
+        #[arg(long, value_name = "N")]
         count: Option<u64>,
-        #[arg(long = "for", value_parser = tickbox_units::parse_duration)]
+        #[arg(long = "for", value_parser = tickbox_units::parse_duration, value_name = "DURATION")]
         duration: Option<Duration>,
     },
     /// Show the recipes under PATH: lock holders and tokens, leaders, barriers, queues, groups, transactions.
@@ -70,14 +70,14 @@ enum Op {
         #[arg(long)]
         hold: bool,
         /// Give up waiting after this long (exit 4).
-        #[arg(long, value_parser = tickbox_units::parse_duration)]
+        #[arg(long, value_parser = tickbox_units::parse_duration, value_name = "DURATION")]
         timeout: Option<Duration>,
     },
     /// Stand in the election at PATH and print leadership changes until Ctrl-C or the candidacy is lost.
     Elect {
         path: String,
         /// Stored in the candidate's node (default: host name and pid).
-        #[arg(long)]
+        #[arg(long, value_name = "ID")]
         id: Option<String>,
     },
 }

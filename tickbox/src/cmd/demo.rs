@@ -21,7 +21,7 @@ pub(crate) enum Transport {
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
     /// How long the feed publishes.
-    #[arg(long, default_value = "10s", value_name = "D")]
+    #[arg(long, default_value = "10s", value_name = "DURATION")]
     pub duration: HumanDuration,
     /// Feed rate over all shards (100k, 1.5m) or `max` for flat out.
     #[arg(long, default_value = "100k", value_name = "RATE")]
@@ -42,7 +42,7 @@ pub(crate) struct Args {
     #[arg(long, default_value_t = 1_000, value_name = "N", value_parser = crate::bounds::symbols)]
     pub symbols: usize,
     /// Suicidal Snail threshold (default from the config, 1s).
-    #[arg(long, value_name = "D")]
+    #[arg(long, value_name = "DURATION")]
     pub max_lateness: Option<HumanDuration>,
     /// How shards hand messages to workers: by_topic (one worker per symbol, in order) or round_robin. Default
     /// from the config (by_topic).

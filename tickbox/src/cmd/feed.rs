@@ -29,28 +29,28 @@ pub(crate) struct Args {
     #[arg(long, value_delimiter = ',', value_name = "EP[,EP…]")]
     connect: Vec<String>,
     /// Data rate over all shards: `50000`, `100k`, `1.5m` or `max` (flat out).
-    #[arg(long)]
+    #[arg(long, value_name = "RATE")]
     rate: Option<Rate>,
     /// Pacing: evenly spaced, Poisson bursts, or as fast as possible.
     #[arg(long, value_name = "paced|bursty|flat-out")]
     mode: Option<PacingMode>,
     /// Mean burst size in bursty mode.
-    #[arg(long)]
+    #[arg(long, value_name = "N")]
     burst_size: Option<f64>,
     /// Number of symbols in the generated universe (at most 1000000).
-    #[arg(long, value_parser = crate::bounds::symbols)]
+    #[arg(long, value_parser = crate::bounds::symbols, value_name = "N")]
     symbols: Option<usize>,
     /// Venue code used in topics.
-    #[arg(long)]
+    #[arg(long, value_name = "NAME")]
     venue: Option<String>,
     /// Stop after this long (`10s`, `500ms`, `2m`); default: run until Ctrl-C.
-    #[arg(long, value_parser = tickbox_units::parse_duration)]
+    #[arg(long, value_parser = tickbox_units::parse_duration, value_name = "DURATION")]
     duration: Option<Duration>,
     /// Stop each shard after this many data messages.
-    #[arg(long)]
+    #[arg(long, value_name = "N")]
     max_messages: Option<u64>,
     /// Pin shard i's thread to the i-th core (one core per shard).
-    #[arg(long, value_delimiter = ',', value_name = "C[,C…]")]
+    #[arg(long, value_delimiter = ',', value_name = "CPU[,CPU…]")]
     cores: Vec<usize>,
     /// `synthetic` market or the Guide's `pathological` publisher (for testing an LVC): every topic once, then one
     /// update a second. Pathological waits for its first subscriber (no deadline) and never drops its burst.
@@ -74,16 +74,11 @@ pub(crate) struct Args {
     )]
     source: Option<std::path::PathBuf>,
     /// Pacing of `--source`: `1x` (as recorded), `10x`, `0.5x` or `max` (as fast as the sockets take it).
-    #[arg(
-        long,
-        value_name = "1x|Nx|max",
-        default_value = "1x",
-        requires = "source"
-    )]
+    #[arg(long, value_name = "SPEED", default_value = "1x", requires = "source")]
     speed: tickbox_units::Speed,
     /// What a slow subscriber does to the feed: `block` (XPUB with ZMQ_XPUB_NODROP: it back-pressures the feed
     /// instead of losing messages) or `drop` (the default, or `[feed] back_pressure`).
-    #[arg(long, value_name = "block|drop")]
+    #[arg(long, value_name = "drop|block")]
     back_pressure: Option<tickbox_zmqx::BackPressure>,
     /// Deprecated spelling of `--back-pressure block`.
     #[arg(long, hide = true, conflicts_with = "back_pressure")]
@@ -94,26 +89,26 @@ pub(crate) struct Args {
     #[arg(long, value_name = "off|auto")]
     batch: Option<tickbox_feed::BatchMode>,
     /// Send-side high-water mark per subscriber (`[feed] send_hwm`).
-    #[arg(long)]
+    #[arg(long, value_name = "N")]
     send_hwm: Option<i32>,
     /// Deprecated spelling of `--send-hwm`.
-    #[arg(long, hide = true, conflicts_with = "send_hwm")]
+    #[arg(long, hide = true, conflicts_with = "send_hwm", value_name = "N")]
     sndhwm: Option<i32>,
     /// Heartbeat after this long idle, e.g. `100ms` (`0s` disables).
-    #[arg(long)]
+    #[arg(long, value_name = "DURATION")]
     heartbeat: Option<tickbox_units::HumanDuration>,
     /// `--no-drop` only: a run that ends by `--duration`, `--max-messages` or the end of `--source` waits up to
     /// this long for its subscribers to leave (having read everything), then as long again for what is still
     /// queued to reach the network ([feed] drain_timeout, default 5s; `0s` closes at once). Subscribers still
     /// connected are reported; messages still queued then are dropped, counted as `undelivered`, and the feed
     /// exits 1 saying so. Ctrl-C skips it (what is queued gets 300 ms).
-    #[arg(long)]
+    #[arg(long, value_name = "DURATION")]
     drain_timeout: Option<tickbox_units::HumanDuration>,
     /// Random seed (equal seeds give equal streams).
-    #[arg(long)]
+    #[arg(long, value_name = "N")]
     seed: Option<u64>,
     /// Wait for this many subscriptions on each shard before sending data (at most 5 s; at most 100000).
-    #[arg(long, value_parser = crate::bounds::wait_for_subscribers)]
+    #[arg(long, value_parser = crate::bounds::wait_for_subscribers, value_name = "N")]
     wait_for_subscribers: Option<usize>,
     /// Majordomo broker to register `tickbox.feed.status` with.
     #[arg(long, value_name = "EP")]

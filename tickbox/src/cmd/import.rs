@@ -17,13 +17,13 @@ pub(crate) struct Args {
     #[arg(required = true)]
     files: Vec<PathBuf>,
     /// The journal to write: a new archive directory (refused if it exists).
-    #[arg(long)]
+    #[arg(long, value_name = "PATH")]
     journal: PathBuf,
     /// Archive segment size (64MiB, 1GiB, ...).
-    #[arg(long, default_value = "64MiB")]
+    #[arg(long, default_value = "64MiB", value_name = "SIZE")]
     segment_size: String,
     /// DBN version of headerless fragments (default: `.v1.`/`.v2.`/`.v3.` in the file name, else unknown).
-    #[arg(long, value_parser = clap::value_parser!(u8).range(1..=3))]
+    #[arg(long, value_parser = clap::value_parser!(u8).range(1..=3), value_name = "N")]
     fragment_version: Option<u8>,
     /// Print one JSON object (the manifest, records, seconds, records/s) instead of the table.
     #[arg(long)]

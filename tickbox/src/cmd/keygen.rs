@@ -15,7 +15,7 @@ pub(crate) struct Args {
     /// Certificate name: writes NAME (public) and NAME_secret (secret, mode 0600).
     name: String,
     /// Directory to write into (default: the current directory).
-    #[arg(long, default_value = ".")]
+    #[arg(long, default_value = ".", value_name = "DIR")]
     dir: PathBuf,
 }
 

@@ -42,13 +42,13 @@ pub(crate) struct Args {
     #[arg(long, value_name = "auto|broadcast|snapshot", value_parser = parse_late_joiners)]
     late_joiners: Option<LateJoiners>,
     /// Prefixes to cache (subscribed upstream for the proxy's life); default everything.
-    #[arg(long, value_delimiter = ',', value_name = "P[,P…]")]
+    #[arg(long, value_delimiter = ',', value_name = "PREFIX[,PREFIX…]")]
     cache_prefixes: Option<Vec<String>>,
     /// At most this many cached topics.
-    #[arg(long)]
+    #[arg(long, value_name = "N")]
     max_topics: Option<usize>,
     /// At most this many cached bytes.
-    #[arg(long)]
+    #[arg(long, value_name = "BYTES")]
     max_bytes: Option<usize>,
     /// When the cache is full: evict the least recently updated topic, or refuse new topics.
     #[arg(long, value_name = "evict-lru|reject-new", value_parser = parse_overflow)]
@@ -61,13 +61,13 @@ pub(crate) struct Args {
     #[arg(long, hide = true, value_parser = parse_back_pressure, conflicts_with = "back_pressure")]
     slow_subscriber: Option<BackPressure>,
     /// Send high-water mark per subscriber.
-    #[arg(long)]
+    #[arg(long, value_name = "N")]
     downstream_hwm: Option<i32>,
     /// Receive high-water mark per publisher.
-    #[arg(long)]
+    #[arg(long, value_name = "N")]
     upstream_hwm: Option<i32>,
     /// Send high-water mark per tap consumer (beyond it that consumer's copies are dropped).
-    #[arg(long)]
+    #[arg(long, value_name = "N")]
     tap_hwm: Option<i32>,
     /// A slow tap consumer loses copies alone, silently (`per-consumer`, default: a stalled inspector never costs
     /// the recorder), or with every other tap consumer, counted by the proxy (`counted`).
@@ -85,20 +85,20 @@ pub(crate) struct Args {
     #[arg(long, value_name = "BYTES")]
     max_message_bytes: Option<usize>,
     /// At most this many distinct subscriber prefixes forwarded upstream at once.
-    #[arg(long)]
+    #[arg(long, value_name = "N")]
     max_downstream_prefixes: Option<usize>,
     /// At most this many cached values sent per second for subscriptions, over all subscribers.
-    #[arg(long)]
+    #[arg(long, value_name = "N")]
     cached_per_second: Option<usize>,
     /// Print a stats line this often on stderr (`10s`, `500ms`; `0s` disables; default from config, 10s): redrawn
     /// in place on a terminal, plain lines otherwise.
-    #[arg(long, value_parser = tickbox_units::parse_duration)]
+    #[arg(long, value_parser = tickbox_units::parse_duration, value_name = "DURATION")]
     stats_interval: Option<Duration>,
     /// Stop after this long (`10s`, `500ms`, `2m`); default: until Ctrl-C.
-    #[arg(long, value_parser = tickbox_units::parse_duration)]
+    #[arg(long, value_parser = tickbox_units::parse_duration, value_name = "DURATION")]
     duration: Option<Duration>,
     /// Pin the proxy thread to this core.
-    #[arg(long)]
+    #[arg(long, value_name = "CPU")]
     core: Option<usize>,
     /// Most concurrent connections on each socket the proxy binds; a handshake past it is refused and counted
     /// (overrides [lvc] max_connections; 0: no cap; at most 1000000).

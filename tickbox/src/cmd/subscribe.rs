@@ -45,31 +45,31 @@ use crate::status::StatusBoard;
 pub(crate) struct Args {
     /// Publisher endpoints, one shard each (e.g. tcp://10.0.0.1:5556,tcp://10.0.1.1:5556). Overrides
     /// `[[subscriber.shards]]` from the config.
-    #[arg(long, value_delimiter = ',', value_name = "EP")]
+    #[arg(long, value_delimiter = ',', value_name = "EP[,EP…]")]
     pub connect: Vec<String>,
     /// Network interface per shard (one name applies to all shards); connects as tcp://IFACE:0;HOST:PORT. An
     /// interface that does not exist or has no IPv4 address is an error at start.
-    #[arg(long, value_delimiter = ',', value_name = "IFACE")]
+    #[arg(long, value_delimiter = ',', value_name = "IFACE[,IFACE…]")]
     pub nic: Vec<String>,
     /// Worker threads (each pulls from every shard); at most 256.
     #[arg(long, value_name = "N", value_parser = crate::bounds::workers)]
     pub workers: Option<usize>,
     /// Stop after this long (250ms, 10s, 5m); runs until Ctrl-C otherwise.
-    #[arg(long, value_name = "D")]
+    #[arg(long, value_name = "DURATION")]
     pub duration: Option<HumanDuration>,
     /// Stop once no frame has arrived for this long (since the last one, or since the start when none comes at
     /// all): subscribe to a replay until it ends. A publisher's heartbeats count as arriving, so point it at a
     /// stream that goes quiet when done. A run that has received nothing says so after 3 s either way.
-    #[arg(long, value_name = "D")]
+    #[arg(long, value_name = "DURATION")]
     pub idle_exit: Option<HumanDuration>,
     /// Suicidal Snail threshold (250us, 5ms, 1s); 0 disables. Default 1s.
-    #[arg(long, value_name = "D")]
+    #[arg(long, value_name = "DURATION")]
     pub max_lateness: Option<HumanDuration>,
     /// Topic prefixes to subscribe to (Q.XNAS.,T.); heartbeats (H.) are always added. Default: everything.
-    #[arg(long, value_delimiter = ',', value_name = "P")]
+    #[arg(long, value_delimiter = ',', value_name = "PREFIX[,PREFIX…]")]
     pub topics: Vec<String>,
     /// CPU ids: the first one per shard pins the shards, the rest pin the workers in order.
-    #[arg(long, value_delimiter = ',', value_name = "C")]
+    #[arg(long, value_delimiter = ',', value_name = "CPU[,CPU…]")]
     pub cores: Vec<usize>,
     /// What a sequence gap (this hop's own loss) does: warn (log and count) or die (exit like the snail).
     #[arg(long, value_name = "warn|die")]
@@ -94,7 +94,7 @@ pub(crate) struct Args {
     #[arg(long, value_name = "strict|skew_tolerant")]
     pub snail_mode: Option<SnailMode>,
     /// Warn when a publisher's estimated clock offset exceeds this either way (0 never). Default 100ms.
-    #[arg(long, value_name = "D")]
+    #[arg(long, value_name = "DURATION")]
     pub clock_skew_warn: Option<HumanDuration>,
     /// An LVC's snapshot endpoint (`tickbox lvc --snapshot`): once subscribed, ask it for the last value of every
     /// topic under --topics, sent to this subscriber alone, and process them as CACHED values. The summary says
@@ -102,7 +102,7 @@ pub(crate) struct Args {
     #[arg(long, value_name = "EP")]
     pub lvc_snapshot: Option<String>,
     /// How long the LVC snapshot may take before it is reported as timed out. Default 5s.
-    #[arg(long, value_name = "D")]
+    #[arg(long, value_name = "DURATION")]
     pub lvc_snapshot_timeout: Option<HumanDuration>,
     /// A recorder's history service (`tickbox record --serve`): hold the live stream, fetch the history from
     /// --from, then go live with no gap and no duplicate at the seam. `zk:PATH` asks the leader of the recorders'
@@ -128,7 +128,7 @@ pub(crate) struct Args {
     #[command(flatten)]
     pub(crate) live_view: LiveArgs,
     /// Testing aid: every worker sleeps this long per message, to show that a slow consumer trips the snail.
-    #[arg(long, value_name = "D", hide = true)]
+    #[arg(long, value_name = "DURATION", hide = true)]
     pub debug_worker_delay: Option<HumanDuration>,
     /// For `bench latency --shape processes`: every worker also keeps each data record's (sequence, send stamp,
     /// dequeue time) and the samples are written to PATH at exit (tickbox-bench's sample file).
@@ -139,19 +139,19 @@ pub(crate) struct Args {
     pub latency_capacity: usize,
     /// Clone key-value servers (tcp://HOST:PORT, or two for a Binary Star pair) for live configuration,
     /// membership and alerts. Overrides `[subscriber] clone`.
-    #[arg(long, value_delimiter = ',', value_name = "EP[,EP]")]
+    #[arg(long, value_delimiter = ',', value_name = "EP[,EP…]")]
     pub clone: Vec<String>,
     /// Identity under /members/subscribers/ and /alerts/subscribers/. Default: HOSTNAME-PID.
     #[arg(long, value_name = "ID")]
     pub member_id: Option<String>,
     /// Membership lease: the entry disappears this long after the subscriber dies. Default 3s.
-    #[arg(long, value_name = "D")]
+    #[arg(long, value_name = "DURATION")]
     pub member_ttl: Option<HumanDuration>,
     /// Majordomo broker to register `tickbox.subscribe.status` with.
     #[arg(long, value_name = "EP")]
     pub broker: Option<String>,
     /// ZooKeeper ensemble for --start-barrier and --group: HOST:PORT[,HOST:PORT…]. Default: `[coord] zk`.
-    #[arg(long, value_name = "HOSTS")]
+    #[arg(long, value_name = "HOST:PORT[,HOST:PORT…]")]
     pub zk: Option<String>,
     /// Double barrier (ZooKeeper path) shared with a `tickbox replay --start-barrier PATH --parties N` and the
     /// other subscribers: enter once connected and subscribed (the replay sends nothing before all are in),

@@ -20,20 +20,20 @@ pub(crate) struct Args {
     /// Topic prefixes to subscribe to (e.g. `Q.XNAS,T.`); default everything. Without a filter the inspector
     /// checks every publisher's sequence and prints `GAP` lines for what it lost; with one, gaps are expected
     /// and not checked.
-    #[arg(long, value_delimiter = ',', value_name = "P[,P…]")]
+    #[arg(long, value_delimiter = ',', value_name = "PREFIX[,PREFIX…]")]
     topics: Vec<String>,
     /// Show only these kinds: quote, trade, heartbeat, book_level.
-    #[arg(long, value_delimiter = ',', value_name = "K[,K…]")]
+    #[arg(long, value_delimiter = ',', value_name = "KIND[,KIND…]")]
     kinds: Vec<String>,
     /// Show one message in N (of those passing the filters).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_name = "N")]
     sample: u64,
     /// Instead of messages, print a table of rates per topic prefix once a second: redrawn in place on a
     /// terminal, appended as plain tables otherwise.
     #[arg(long)]
     top: bool,
     /// Topic parts that make a prefix in `--top` (2: `Q.XNAS`).
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = 2, value_name = "N")]
     depth: usize,
     /// Do not show subscription events.
     #[arg(long)]

@@ -79,19 +79,25 @@ struct PlanArgs {
     #[command(flatten)]
     root: RootArg,
     /// NICs, one subscriber shard group each, e.g. eth1,eth2.
-    #[arg(long, value_delimiter = ',', required = true)]
+    #[arg(
+        long = "nic",
+        alias = "nics",
+        value_delimiter = ',',
+        required = true,
+        value_name = "IFACE[,IFACE…]"
+    )]
     nics: Vec<String>,
     /// Subscriber shards per NIC.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_name = "N")]
     shards_per_nic: usize,
     /// Worker threads per NIC, placed on that NIC's node; at most 256.
-    #[arg(long, default_value_t = 2, value_parser = crate::bounds::workers)]
+    #[arg(long, default_value_t = 2, value_parser = crate::bounds::workers, value_name = "N")]
     workers: usize,
     /// Publisher endpoint of each shard, NIC by NIC (one per shard); omitted leaves `connect = []` to fill in.
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', value_name = "EP[,EP…]")]
     connect: Vec<String>,
     /// Write the config here instead of stdout.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "PATH")]
     out: Option<PathBuf>,
     /// Print the plan (placements, reasons, compromises) as JSON on stdout; the config still goes to --out.
     #[arg(long)]
@@ -110,16 +116,36 @@ struct PlanArgs {
 )]
 struct SweepArgs {
     /// Shard counts (publisher shards = SUB shards in the bench pipeline).
-    #[arg(long, value_delimiter = ',', default_value = "1")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "1",
+        value_name = "N[,N…]"
+    )]
     shards: Vec<usize>,
     /// Worker counts behind the shards.
-    #[arg(long, value_delimiter = ',', default_value = "1,2")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "1,2",
+        value_name = "N[,N…]"
+    )]
     workers: Vec<usize>,
     /// High-water marks (every socket of the pipeline).
-    #[arg(long, value_delimiter = ',', default_value = "1000")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "1000",
+        value_name = "N[,N…]"
+    )]
     hwm: Vec<i32>,
     /// Worker batch sizes (`[workers] batch`: messages handled before a flush is forced).
-    #[arg(long, value_delimiter = ',', default_value = "256")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "256",
+        value_name = "N[,N…]"
+    )]
     batch: Vec<usize>,
     /// Dispatch modes: by_topic (the default: each symbol's updates in order) and, only when named,
     /// round_robin, which gives up that order (its points are marked as changing semantics).
@@ -127,7 +153,7 @@ struct SweepArgs {
         long,
         value_delimiter = ',',
         default_value = "by_topic",
-        value_name = "MODE[,MODE…]"
+        value_name = "by_topic|round_robin[,…]"
     )]
     dispatch: Vec<String>,
     /// What ranks the points: `balanced` (throughput ratio over p99 ratio, against the defaults: ×2 throughput at
@@ -140,41 +166,51 @@ struct SweepArgs {
     )]
     objective: String,
     /// libzmq I/O thread counts.
-    #[arg(long, value_delimiter = ',', default_value = "1,2")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "1,2",
+        value_name = "N[,N…]"
+    )]
     io_threads: Vec<usize>,
     /// Pinning to try: no; io (I/O threads only, from the highest CPU down, away from CPU 0); plan (the pinning
     /// plan for --nic: shards, workers and I/O thread where `tune plan` puts them).
-    #[arg(long, value_delimiter = ',', default_value = "no,plan")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "no,plan",
+        value_name = "no|io|plan[,…]"
+    )]
     pin: Vec<String>,
     /// NIC the plan points are planned for (default: the first physical NIC, else the first non-loopback one).
-    #[arg(long)]
+    #[arg(long, value_name = "IFACE[,IFACE…]")]
     nic: Option<String>,
     /// Refuse a grid with more points than this (each costs repeats x runs x (warmup + duration)).
-    #[arg(long, default_value_t = 32)]
+    #[arg(long, default_value_t = 32, value_name = "N")]
     max_points: usize,
     /// Rounds over the grid; each point is ranked by its median over the rounds.
     #[arg(long, default_value_t = 3, value_name = "N")]
     repeats: usize,
     /// Measured time of each throughput and each latency run.
-    #[arg(long, default_value = "300ms")]
+    #[arg(long, default_value = "300ms", value_name = "DURATION")]
     duration: String,
     /// Unmeasured time before each run.
-    #[arg(long, default_value = "100ms")]
+    #[arg(long, default_value = "100ms", value_name = "DURATION")]
     warmup: String,
     /// Offered rate of the latency runs (p99 lateness is measured at this rate).
-    #[arg(long, default_value = "20k")]
+    #[arg(long, default_value = "20k", value_name = "RATE")]
     rate: String,
     /// Skip the latency runs (rank by throughput only, whatever --objective says; halves the time).
     #[arg(long)]
     no_latency: bool,
     /// Transport: tcp (loopback), ipc, inproc.
-    #[arg(long, default_value = "tcp")]
+    #[arg(long, default_value = "tcp", value_name = "tcp|ipc|inproc")]
     transport: String,
     /// Frame size in bytes.
-    #[arg(long, default_value_t = 100)]
+    #[arg(long, default_value_t = 100, value_name = "BYTES")]
     size: usize,
     /// Write the winning config here.
-    #[arg(long, value_name = "FILE", default_value = "tickbox-tuned.toml")]
+    #[arg(long, value_name = "PATH", default_value = "tickbox-tuned.toml")]
     out: PathBuf,
     /// Print the ranked results as JSON on stdout instead of a table.
     #[arg(long)]

@@ -86,7 +86,7 @@ fn latency_repeats_write_table_and_report_files_that_parse() {
         "100ms",
         "--log-interval",
         "100ms",
-        "--repeat",
+        "--repeats",
         "2",
         "--out",
         dir.0.to_str().unwrap(),
@@ -222,7 +222,7 @@ fn latency_processes_shape_runs_feed_and_subscribe_processes_beside_raw_ones() {
         "200ms",
         "--log-interval",
         "100ms",
-        "--repeat",
+        "--repeats",
         "1",
         "--out",
         dir.0.to_str().unwrap(),
@@ -308,7 +308,7 @@ fn throughput_repeats_tickbox_beside_both_raw_baselines_and_plots_them() {
         "300ms",
         "--transport",
         "inproc",
-        "--repeat",
+        "--repeats",
         "2",
         "--out",
         dir.0.to_str().unwrap(),
@@ -376,7 +376,7 @@ fn replay_counts_every_record_beside_the_raw_baseline() {
         "replay",
         "--records",
         "20000",
-        "--repeat",
+        "--repeats",
         "1",
         "--drain",
         "3s",
@@ -445,7 +445,7 @@ fn record_counts_every_record_beside_the_black_box_and_raw() {
         "30001",
         "--shards",
         "2",
-        "--repeat",
+        "--repeats",
         "1",
         "--segment-size",
         "16MiB",
@@ -527,13 +527,13 @@ fn record_counts_every_record_beside_the_black_box_and_raw() {
 #[test]
 fn a_repeat_count_below_one_is_a_usage_error() {
     for bad in ["0", "-1", "two"] {
-        // `--repeat=-1`: as a separate word, "-1" would be taken for a flag before our parser sees it.
-        let flag = format!("--repeat={bad}");
+        // `--repeats=-1`: as a separate word, "-1" would be taken for a flag before our parser sees it.
+        let flag = format!("--repeats={bad}");
         let out = tickbox(&["bench", "throughput", &flag, "--duration", "100ms"]);
-        assert_eq!(out.status.code(), Some(2), "--repeat {bad}");
+        assert_eq!(out.status.code(), Some(2), "--repeats {bad}");
         assert!(
             String::from_utf8_lossy(&out.stderr).contains("repeat"),
-            "--repeat {bad}"
+            "--repeats {bad}"
         );
     }
 }

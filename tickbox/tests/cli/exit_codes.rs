@@ -205,3 +205,26 @@ fn a_run_that_never_connects_says_so_within_seconds_and_ends() {
         "{err}"
     );
 }
+
+#[test]
+fn an_old_spelling_still_works_for_a_release_and_says_so() {
+    let out = run(&[
+        "ctl",
+        "--server",
+        "tcp://127.0.0.1:1",
+        "--timeout",
+        "300ms",
+        "get",
+        "/x",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(4),
+        "parsed as --connect: no server answered"
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--server is deprecated for `ctl`: write --connect"),
+        "{err}"
+    );
+}

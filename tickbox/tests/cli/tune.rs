@@ -116,7 +116,7 @@ fn a_plan_is_a_config_the_other_commands_accept_and_passes_its_own_check() {
         "plan",
         "--root",
         &root,
-        "--nics",
+        "--nic",
         "eth1,eth2",
         "--shards-per-nic",
         "2",
@@ -215,7 +215,7 @@ fn plan_on_a_small_host_says_what_it_compromised_and_a_missing_nic_fails() {
         "plan",
         "--root",
         &root,
-        "--nics",
+        "--nic",
         "eth0",
         "--workers",
         "2",
@@ -224,7 +224,7 @@ fn plan_on_a_small_host_says_what_it_compromised_and_a_missing_nic_fails() {
     let text = stdout(&out);
     assert!(text.contains("# Compromises this host forced:"), "{text}");
 
-    let out = tickbox(&["tune", "plan", "--root", &root, "--nics", "eth7"]);
+    let out = tickbox(&["tune", "plan", "--root", &root, "--nic", "eth7"]);
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("eth7") && err.contains("eth0"), "{err}");
