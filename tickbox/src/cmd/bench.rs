@@ -148,17 +148,20 @@ struct LatencyArgs {
     /// Send and receive high-water mark of every socket on the path, in messages.
     #[arg(long, default_value_t = 100_000, value_name = "N")]
     hwm: i32,
-    /// Publishers block at the HWM (XPUB_NODROP) instead of dropping.
-    #[arg(long)]
+    /// At the HWM publishers `drop` (the default: lost messages are counted) or `block` (XPUB_NODROP).
+    #[arg(long, value_name = "drop|block")]
+    back_pressure: Option<tickbox_zmqx::BackPressure>,
+    /// Deprecated spelling of `--back-pressure block`.
+    #[arg(long, hide = true, conflicts_with = "back_pressure")]
     no_drop: bool,
     /// Route the tickbox path through the LVC proxy.
     #[arg(long)]
     via_lvc: bool,
-    /// How the tickbox subscriber's shard hands records to its one worker: inline (the worker runs on the shard's
-    /// thread: what a latency-sensitive deployment runs), ring (parcels to a worker thread, the subscriber's
-    /// default) or zmq.
-    #[arg(long, value_name = "ring|zmq|inline", default_value = "inline")]
-    handoff: tickbox_subscriber::Handoff,
+    /// How the tickbox subscriber's shard hands records to its one worker: ring (parcels to a worker thread), zmq,
+    /// or inline (the worker runs on the shard's thread). Default: the subscriber's own default, so the figures
+    /// are what `tickbox subscribe` gives; the output says which was measured.
+    #[arg(long, value_name = "ring|zmq|inline")]
+    handoff: Option<tickbox_subscriber::Handoff>,
     /// Inject a consumer stall every N messages (see --stall); shows what a slow worker does to the tail.
     #[arg(long, requires = "stall", value_name = "N")]
     stall_every: Option<u64>,
@@ -354,6 +357,13 @@ fn raw_sub(a: RawProcessArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn latency(a: LatencyArgs) -> anyhow::Result<ExitCode> {
+    if a.no_drop {
+        tracing::warn!("--no-drop is deprecated: write --back-pressure block");
+    }
+    let no_drop = a.no_drop || a.back_pressure.is_some_and(|b| b.blocks());
+    let handoff = a
+        .handoff
+        .unwrap_or(tickbox_subscriber::SubscriberConfig::default().handoff);
     let rates = match (&a.rate, a.rates.is_empty()) {
         (Some(r), _) => vec![parse_rate(r)?],
         (None, false) => a
@@ -398,11 +408,11 @@ fn latency(a: LatencyArgs) -> anyhow::Result<ExitCode> {
             duration,
             size: a.size,
             hwm: a.hwm,
-            no_drop: a.no_drop,
+            no_drop,
             stall,
             log_interval: parse_duration(&a.log_interval)?.max(Duration::from_millis(1)),
             via_lvc: a.via_lvc,
-            handoff: a.handoff,
+            handoff,
             ..LatencyConfig::default()
         },
         raw_baseline: !a.no_raw,
@@ -418,8 +428,17 @@ fn latency(a: LatencyArgs) -> anyhow::Result<ExitCode> {
         "one-way latency, open loop; corrected = from intended send time (coordinated omission), unc = from actual \
          send stamp; HWM {} {}; warm-up {} excluded",
         a.hwm,
-        if a.no_drop { "(no-drop: publishers block)" } else { "(PUB drops at HWM: see lost)" },
+        if no_drop { "(--back-pressure block: publishers block)" } else { "(PUB drops at HWM: see lost)" },
         a.warmup
+    );
+    let default_handoff = tickbox_subscriber::SubscriberConfig::default().handoff;
+    outln!(
+        "tickbox subscriber hand-off: {handoff}{}",
+        if handoff == default_handoff {
+            " (subscribe's default)".to_owned()
+        } else {
+            format!(" (asked with --handoff; subscribe's default is {default_handoff})")
+        }
     );
     if shape == Shape::Processes {
         outln!(
@@ -494,7 +513,9 @@ fn throughput(a: ThroughputArgs) -> anyhow::Result<ExitCode> {
         "flat-out throughput over {}, {} measured per row; HWM {} send and receive on every socket; no drops: \
          tickbox feed and raw PUB/SUB use XPUB_NODROP, PUSH/PULL blocks; tickbox = feed shards → Black Box shards \
          → as many workers, `batched` rows (the headline) with batch frames as `feed --batch auto` sends them, \
-         plain rows one frame per message; raw = one sender/receiver thread pair per shard, one frame per message",
+         plain rows one frame per message; raw = one sender/receiver thread pair per shard, `batched` rows against \
+         raw sending as many messages per ZeroMQ message as the feed packs (like with like), plain rows against raw \
+         one message per ZeroMQ message",
         a.transport, a.duration, a.hwm
     );
     out!("{}", throughput_table(&outcome.results));
@@ -576,7 +597,7 @@ fn record(a: RecordArgs, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
         run_record_bench(&ctx, &bench, &a.out, &stamp, &stop).context("record benchmark failed")?;
     print_environment(&outcome.document);
     outln!(
-        "a batched lossless feed (feed --batch auto --rate max --no-drop) read flat out over tcp loopback; \
+        "a batched lossless feed (feed --batch auto --rate max --back-pressure block) read flat out over tcp loopback; \
          tickbox-record = the recorder into an archive journal (the [recorder] defaults), tickbox-subscribe = a \
          Black Box with one worker decoding every record, raw-mmap = one SUB appending each message to an mmap'd \
          file with memcpy; records/s from the feed's first send to the last data record's arrival; lost = \

@@ -343,23 +343,42 @@ fn throughput_repeats_tickbox_beside_both_raw_baselines_and_plots_them() {
             "tickbox",
             "raw-pushpull",
             "raw-pubsub",
+            "raw-pushpull-batched",
+            "raw-pubsub-batched",
+            "raw-pushpull-batched",
+            "raw-pubsub-batched",
             "raw-pushpull",
             "raw-pubsub",
             "tickbox",
             "tickbox-batched"
         ]
     );
-    assert_eq!(systems[4].1, 2);
-    // The headline is the batched configuration; the single-frame rows stay.
+    assert_eq!(systems[6].1, 2);
+    // Like with like: the batched raw baselines send the feed's batch of 100 B messages per ZeroMQ message and
+    // count each message inside.
+    let per_batch = tickbox_bench::records_per_batch(100) as u64;
+    assert_eq!(per_batch, 64);
+    for r in &records {
+        if let BenchRecord::Throughput(t) = r {
+            if t.system.ends_with("-batched") && t.system.starts_with("raw") {
+                assert_eq!(t.messages % per_batch, 0, "{t:?}");
+            }
+        }
+    }
+    // The headline is the batched configuration, against the batched baselines; the single-frame rows stay.
     let figures: Vec<&str> = doc["summary"]
         .as_array()
         .unwrap()
         .iter()
         .map(|s| s["figure"].as_str().unwrap())
         .collect();
-    assert_eq!(figures[0], "batched msg/s ×pushpull", "{figures:?}");
+    assert_eq!(figures[0], "batched msg/s ×pushpull batched", "{figures:?}");
     assert!(figures.contains(&"msg/s ×pubsub"), "{figures:?}");
-    assert!(stdout.contains("batched msg/s ×pubsub"), "{stdout}");
+    assert!(
+        !figures.contains(&"batched msg/s ×pubsub"),
+        "no batched figure against an unbatched baseline: {figures:?}"
+    );
+    assert!(stdout.contains("batched msg/s ×pubsub batched"), "{stdout}");
     // The throughput plot, PNG and SVG.
     let pngs = files_with(&dir.0, "-throughput.png");
     assert_eq!(pngs.len(), 1, "{pngs:?}");
