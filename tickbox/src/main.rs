@@ -5,6 +5,8 @@ mod auth_report;
 mod bounds;
 mod cmd;
 mod config;
+#[cfg(test)]
+mod docs_check;
 mod exits;
 mod live;
 mod out;

@@ -216,6 +216,7 @@ fn run_to_end(tour: &Tour, args: &[String]) -> (std::process::ExitStatus, String
 
 #[test]
 fn readme_record_and_replay_run_as_written() {
+    let _turn = common::readme_tour_turn();
     let feed_cmd = section_commands("Two processes")
         .into_iter()
         .next()
@@ -297,6 +298,7 @@ fn readme_record_and_replay_run_as_written() {
 
 #[test]
 fn readme_lvc_late_joiner_gets_every_last_value() {
+    let _turn = common::readme_tour_turn();
     let cmds = section_commands("The Last Value Cache and a late joiner");
     assert_eq!(cmds.len(), 4, "feed, lvc, subscribe, tap: {cmds:?}");
     let mut tour = Tour::new();
