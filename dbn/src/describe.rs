@@ -277,13 +277,12 @@ impl DumpFilter {
         }
     }
 
-    /// The dump line of `rec` (a journal record whose frame `manifest` helps decode), or `None` when the filter
-    /// leaves it out.
-    pub fn line(
+    /// Whether the filter keeps `rec`, and the record decoded (`None` inside when it does not decode).
+    fn select(
         &self,
         rec: &tickbox_journal::Record<'_>,
         manifest: Option<&Manifest>,
-    ) -> Option<String> {
+    ) -> Option<Option<Decoded>> {
         if self.from_ns.is_some_and(|t| rec.capture_time_ns < t)
             || self.to_ns.is_some_and(|t| rec.capture_time_ns > t)
         {
@@ -301,6 +300,44 @@ impl DumpFilter {
                 return None;
             }
         }
+        Some(decoded)
+    }
+
+    /// The record as one JSON object (`journal dump --json`): the journal sequence, capture time, size, and, when
+    /// it decodes, the fields `journal export --format json` writes; `None` when the filter leaves it out.
+    pub fn json(
+        &self,
+        rec: &tickbox_journal::Record<'_>,
+        manifest: Option<&Manifest>,
+    ) -> Option<Value> {
+        let decoded = self.select(rec, manifest)?;
+        let mut row = serde_json::json!({
+            "journal_seq": rec.seq,
+            "capture_time": tickbox_units::format_rfc3339(rec.capture_time_ns),
+            "bytes": rec.payload.len(),
+            "decoded": decoded.is_some(),
+        });
+        if let Some(d) = decoded {
+            row["topic"] = d.topic.into();
+            row["kind"] = d.kind.into();
+            row["publisher_id"] = d.publisher_id.into();
+            row["sequence"] = d.sequence.into();
+            row["origin_time"] = tickbox_units::format_rfc3339(d.origin_time_ns).into();
+            if self.fields {
+                row["fields"] = d.fields;
+            }
+        }
+        Some(row)
+    }
+
+    /// The dump line of `rec` (a journal record whose frame `manifest` helps decode), or `None` when the filter
+    /// leaves it out.
+    pub fn line(
+        &self,
+        rec: &tickbox_journal::Record<'_>,
+        manifest: Option<&Manifest>,
+    ) -> Option<String> {
+        let decoded = self.select(rec, manifest)?;
         Some(match &decoded {
             Some(d) => {
                 let cols = format_dump_columns(rec.seq, rec.capture_time_ns, rec.payload.len(), d);

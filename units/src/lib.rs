@@ -65,7 +65,7 @@ pub enum UnitsError {
         reason: &'static str,
     },
     /// Not a time.
-    #[error("{input:?} is not a time: {reason}; use {forms}", forms = time::TIME_FORMS)]
+    #[error("{input:?} is not a time: {reason}")]
     Time {
         /// What was given.
         input: String,

@@ -54,9 +54,14 @@ impl When {
     /// Parses every form in the module documentation; the error lists them.
     pub fn parse(input: &str) -> Result<When, UnitsError> {
         let t = input.trim();
+        // Every way a text fails to be a time lists the forms that are.
         let err = |reason: String| UnitsError::Time {
             input: input.to_owned(),
-            reason,
+            reason: if reason.is_empty() {
+                format!("use {TIME_FORMS}")
+            } else {
+                format!("{reason}; use {TIME_FORMS}")
+            },
         };
         if let Some(rest) = t.strip_prefix('+') {
             return parse_duration(rest)
@@ -88,7 +93,7 @@ impl When {
                 .map(When::TimeOfDay)
                 .map_err(|e| err(e.to_string()));
         }
-        Err(err("not one of the forms".into()))
+        Err(err(String::new()))
     }
 
     /// Whether resolving needs the reference (the journal's first time).

@@ -279,8 +279,10 @@ struct RecordArgs {
 #[derive(Debug, clap::Args)]
 struct CompareArgs {
     /// The earlier result file.
+    #[arg(value_name = "PATH")]
     before: PathBuf,
     /// The later result file.
+    #[arg(value_name = "PATH")]
     after: PathBuf,
     /// Exit 10 when a figure got worse by more than this ratio (`1.1`: a p50 or p99 latency over 1.1 times the
     /// earlier one, a rate under the earlier one divided by 1.1), medians of the repeats; and when the two files

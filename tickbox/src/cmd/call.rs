@@ -21,8 +21,10 @@ pub(crate) struct Args {
     #[arg(long, default_value_t = 3, value_name = "N")]
     attempts: u32,
     /// Service name, e.g. `echo`, `mmi.service`, `titanic.request`, `tickbox.feed.status`.
+    #[arg(value_name = "SERVICE")]
     service: String,
     /// Body frames; none sends one empty frame.
+    #[arg(value_name = "TEXT")]
     body: Vec<String>,
 }
 

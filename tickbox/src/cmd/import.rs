@@ -14,7 +14,7 @@ use crate::out::outln;
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
     /// DBN files, imported in this order (`.dbn`, `.dbn.zst`, legacy `.dbz`, headerless fragments).
-    #[arg(required = true)]
+    #[arg(required = true, value_name = "PATH")]
     files: Vec<PathBuf>,
     /// The journal to write: a new archive directory (refused if it exists).
     #[arg(long, value_name = "PATH")]
