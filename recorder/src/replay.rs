@@ -602,7 +602,7 @@ impl Replayer {
             loop {
                 match s.recv(&mut msg, zmq::DONTWAIT) {
                     // A batch-aware reader's "#B" is an opt-in beside its "", not another subscriber: the
-                    // tally leaves it out of the count that --wait-subscribers, the start barrier and the
+                    // tally leaves it out of the count that --wait-for-subscribers, the start barrier and the
                     // summary's `subscribers` read.
                     Ok(()) => self.tallies[i].on_message(&msg),
                     Err(zmq::Error::EAGAIN | zmq::Error::EINTR) => break,

@@ -322,6 +322,73 @@ mod tests {
         <Cli as clap::CommandFactory>::command().debug_assert();
     }
 
+    /// One metavar per value type: every value an option or argument takes is named from one vocabulary (an
+    /// endpoint is `EP`, a list of them `EP[,EP…]`, a duration `DURATION`, ...), or lists its choices (`a|b`).
+    #[test]
+    fn every_value_is_named_from_one_vocabulary() {
+        const NAMES: &[&str] = &[
+            "EP",
+            "EP[,EP…]",
+            "DURATION",
+            "TIME",
+            "N",
+            "N[,N…]",
+            "BYTES",
+            "BYTES[,BYTES…]",
+            "SIZE",
+            "PATH",
+            "DIR",
+            "RATE",
+            "RATE[,RATE…]",
+            "RATIO",
+            "SPEED",
+            "CPU",
+            "CPU[,CPU…]",
+            "PREFIX",
+            "PREFIX[,PREFIX…]",
+            "KIND[,KIND…]",
+            "HOST:PORT[,HOST:PORT…]",
+            "IFACE",
+            "IFACE[,IFACE…]",
+            "ZONE",
+            "ID",
+            "NAME",
+            "TEXT",
+            "KEY",
+            "VALUE",
+            "SERVICE",
+            "COMMAND",
+        ];
+        fn walk(c: &clap::Command, path: &str, wrong: &mut Vec<String>) {
+            for arg in c.get_arguments() {
+                if arg.is_hide_set() || !arg.get_num_args().is_some_and(|n| n.takes_values()) {
+                    continue;
+                }
+                // A value enum lists its possible values itself.
+                if !arg.get_possible_values().is_empty() {
+                    continue;
+                }
+                for name in arg.get_value_names().unwrap_or_default() {
+                    let name = name.as_str();
+                    if !(NAMES.contains(&name) || name.contains('|')) {
+                        wrong.push(format!("{path} {}: <{name}>", arg.get_id()));
+                    }
+                }
+                if arg.get_value_names().is_none() {
+                    wrong.push(format!("{path} {}: no value name", arg.get_id()));
+                }
+            }
+            for sub in c.get_subcommands().filter(|s| !s.is_hide_set()) {
+                walk(sub, &format!("{path} {}", sub.get_name()), wrong);
+            }
+        }
+        let mut wrong = Vec::new();
+        let mut cli = command();
+        cli.build();
+        walk(&cli, "tickbox", &mut wrong);
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    }
+
     #[test]
     fn an_error_line_names_each_cause_once() {
         let inner = anyhow::anyhow!("Invalid argument");

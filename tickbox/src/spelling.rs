@@ -23,6 +23,11 @@ pub(crate) const RENAMED: &[Renamed] = &[
         new: "--repeats",
     },
     Renamed {
+        command: "replay",
+        old: "--wait-subscribers",
+        new: "--wait-for-subscribers",
+    },
+    Renamed {
         command: "tune plan",
         old: "--nics",
         new: "--nic",

@@ -1,4 +1,4 @@
-//! `tickbox journal info|verify|dump|export PATH`: inspect a recorded journal (ring file or archive directory). The
+//! `tickbox journal info|verify|dump|export --journal PATH`: inspect a recorded journal (ring file or archive directory). The
 //! accounting and formatting live in `tickbox_recorder` (its `inspect` module); this file parses arguments and picks exit codes.
 //!
 //! `info` and `verify` account for publisher sequences: per publisher, data records recorded, sequences missing
@@ -21,15 +21,47 @@ use tickbox_recorder::{
 
 use crate::config::TickboxConfig;
 use crate::exit_code;
+use crate::out::{out, outln};
 use crate::outcome::first_capture_ns;
 
 #[derive(Debug, clap::Args)]
-#[command(
-    after_help = "Exit codes: 0 ok; 1 error (not a journal, unreadable); 5 corrupt record or header (verify, info); 6 `verify --strict` on an intact journal that is incomplete: it holds gap records (publisher sequences the recorder never received) or records overwritten by ring laps."
-)]
 pub(crate) struct Args {
     #[command(subcommand)]
     action: Action,
+}
+
+/// The journal a subcommand reads: `--journal PATH`, as `record`, `replay` and `import` name it. The bare path of
+/// the old spelling is still taken for one release, and says so.
+#[derive(Debug, clap::Args)]
+struct JournalArg {
+    /// The journal: a ring file or an archive directory.
+    #[arg(
+        long = "journal",
+        value_name = "PATH",
+        required_unless_present = "path",
+        conflicts_with = "path"
+    )]
+    journal: Option<PathBuf>,
+    /// Deprecated spelling of `--journal PATH`.
+    #[arg(value_name = "PATH", hide = true)]
+    path: Option<PathBuf>,
+}
+
+impl JournalArg {
+    fn path(self) -> PathBuf {
+        match (self.journal, self.path) {
+            (Some(journal), _) => journal,
+            (None, Some(path)) => {
+                tracing::warn!(
+                    "a bare journal path is deprecated: write --journal {} (accepted until the next release)",
+                    path.display()
+                );
+                path
+            }
+            // clap requires one of the two.
+            (None, None) => PathBuf::new(),
+        }
+    }
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -37,7 +69,8 @@ enum Action {
     /// Header, record count, sequence and capture-time range, and per publisher recorded / missing / overwritten
     /// (structure checked, checksums not).
     Info {
-        path: PathBuf,
+        #[command(flatten)]
+        journal: JournalArg,
         /// Print one JSON object on stdout (integer counts) instead of the table.
         #[arg(long)]
         json: bool,
@@ -45,7 +78,8 @@ enum Action {
     /// Check every record's checksum and the sequence chain; exit 5 naming the first bad record's offset. An
     /// intact journal with gap records or overwritten records is reported GAPPY (exit 0, or 6 with --strict).
     Verify {
-        path: PathBuf,
+        #[command(flatten)]
+        journal: JournalArg,
         /// Exit 6 when the journal is intact but incomplete (gap records, or records overwritten by ring laps).
         #[arg(long)]
         strict: bool,
@@ -56,42 +90,52 @@ enum Action {
     /// Print records: sequence, capture time, size, topic, wire header and the decoded fields (prices as
     /// decimals, times RFC 3339). Exits quietly when its output pipe closes (`| head`).
     Dump {
-        path: PathBuf,
+        #[command(flatten)]
+        journal: JournalArg,
         /// Start at this journal sequence.
-        #[arg(long, conflicts_with = "from")]
+        #[arg(long, conflicts_with = "from", value_name = "N")]
         from_seq: Option<u64>,
-        /// Start at this capture time: ns since the epoch, RFC 3339 (2026-01-02T14:30:00Z) or +DURATION after the
-        /// first record (+90s, +1.5m, +250ms).
-        #[arg(long)]
+        /// Start at this capture time, in the time grammar of every --from: RFC 3339 (2026-01-02T14:30:00Z), a
+        /// local date-time (2026-01-02 09:30) or a time of day (10:55:50) in --tz (a time of day falls on the
+        /// journal's first day there), ns since the epoch, or +DURATION after the first record (+90s, +1h30m).
+        #[arg(long, value_name = "TIME")]
         from: Option<String>,
         /// Stop after this capture time (same forms as --from); records past it are skipped.
-        #[arg(long)]
+        #[arg(long, value_name = "TIME")]
         to: Option<String>,
+        /// The zone of local times and times of day in --from/--to (an IANA name).
+        #[arg(long, default_value = "UTC", value_name = "ZONE", value_parser = parse_tz)]
+        tz: tickbox_units::TimeZone,
         /// Print at most this many records (0 = all).
-        #[arg(long, default_value_t = 20)]
+        #[arg(long, default_value_t = 20, value_name = "N")]
         limit: u64,
         /// Only records whose topic starts with one of these prefixes (comma-separated: `Q.,V.GLBX.`).
-        #[arg(long, value_delimiter = ',')]
+        #[arg(long, value_delimiter = ',', value_name = "PREFIX[,PREFIX…]")]
         topics: Vec<String>,
         /// Only records of these kinds (comma-separated: quote, trade, heartbeat, book_level, gap, vendor).
-        #[arg(long, value_delimiter = ',')]
+        #[arg(long, value_delimiter = ',', value_name = "KIND[,KIND…]")]
         kind: Vec<String>,
         /// Show only the header columns, not the decoded fields.
         #[arg(long)]
         no_fields: bool,
+        /// One JSON object per record (journal sequence, capture time, size, topic, kind, header, fields), then a
+        /// closing summary object (`"summary": {"records": N, "corrupt": bool}`), instead of the table.
+        #[arg(long)]
+        json: bool,
     },
     /// Write the records: `dbn` rebuilds an imported DBN file byte for byte (metadata, then records); `json`
     /// (one object per line) and `csv` give every record's decoded fields.
     Export {
-        path: PathBuf,
+        #[command(flatten)]
+        journal: JournalArg,
         /// Output format.
         #[arg(long, value_enum)]
         format: ExportFormat,
         /// Output file (default: stdout). For `dbn`, a name ending in `.zst` is zstd-compressed.
-        #[arg(long)]
+        #[arg(long, value_name = "PATH")]
         out: Option<PathBuf>,
         /// For `dbn`: which imported file (0-based, as `tickbox import` listed them); needed when there are several.
-        #[arg(long)]
+        #[arg(long, value_name = "N")]
         source: Option<u32>,
     },
 }
@@ -105,7 +149,8 @@ enum ExportFormat {
 
 pub(crate) fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     match args.action {
-        Action::Info { path, json } => {
+        Action::Info { journal, json } => {
+            let path = journal.path();
             let s =
                 summarize(&path, false).with_context(|| format!("reading {}", path.display()))?;
             let acct = JournalAccounting::of(&path);
@@ -118,16 +163,16 @@ pub(crate) fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCod
                 if !handovers.is_empty() {
                     v["leadership"] = handovers.into();
                 }
-                println!("{v}");
+                crate::out::json(&v)?;
             } else {
-                print!("{}{acct}", format_summary(&path, &s));
+                out!("{}{acct}", format_summary(&path, &s));
                 for h in &handovers {
-                    println!("{}", tickbox_fleet::leadership::handover_line(h));
+                    outln!("{}", tickbox_fleet::leadership::handover_line(h));
                 }
             }
             if let Some(c) = &s.corruption {
                 if !json {
-                    println!(
+                    outln!(
                         "structure     BROKEN at offset {} of {}: {}",
                         c.offset,
                         c.path.display(),
@@ -138,36 +183,47 @@ pub(crate) fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCod
             }
             Ok(ExitCode::SUCCESS)
         }
-        Action::Verify { path, strict, json } => verify(&path, strict, json),
+        Action::Verify {
+            journal,
+            strict,
+            json,
+        } => verify(&journal.path(), strict, json),
         Action::Dump {
-            path,
+            journal,
             from_seq,
             from,
             to,
+            tz,
             limit,
             topics,
             kind,
             no_fields,
+            json,
         } => {
+            let path = journal.path();
             DumpFilter::check_kinds(&kind).map_err(anyhow::Error::msg)?;
             let filter = DumpFilter {
                 to_ns: to
                     .as_deref()
-                    .map(|t| tickbox_units::parse_time(t, || first_capture_ns(&path)))
+                    .map(|t| tickbox_units::parse_time_in(t, &tz, || first_capture_ns(&path)))
                     .transpose()?,
                 topics,
                 kinds: kind,
                 fields: !no_fields,
                 ..DumpFilter::default()
             };
-            dump(&path, from_seq, from.as_deref(), limit, &filter)
+            let from = from
+                .as_deref()
+                .map(|t| tickbox_units::parse_time_in(t, &tz, || first_capture_ns(&path)))
+                .transpose()?;
+            dump(&path, from_seq, from, limit, &filter, json)
         }
         Action::Export {
-            path,
+            journal,
             format,
             out,
             source,
-        } => export(&path, format, out.as_deref(), source),
+        } => export(&journal.path(), format, out.as_deref(), source),
     }
 }
 
@@ -181,7 +237,7 @@ fn export(
         Some(p) => Box::new(std::io::BufWriter::new(
             std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?,
         )),
-        None => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
+        None => Box::new(std::io::BufWriter::new(crate::out::stdout())),
     };
     let result = match format {
         ExportFormat::Dbn => {
@@ -194,7 +250,7 @@ fn export(
     match result {
         Ok(rep) => {
             if out.is_some() {
-                println!("exported {} records ({} skipped)", rep.records, rep.skipped);
+                outln!("exported {} records ({} skipped)", rep.records, rep.skipped);
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -208,9 +264,9 @@ fn verify(path: &Path, strict: bool, json: bool) -> anyhow::Result<ExitCode> {
         Ok(s) => s,
         Err(e @ (JournalError::CorruptHeader { .. } | JournalError::Truncated { .. })) => {
             if json {
-                println!("{}", serde_json::to_string(&Unreadable::new(path, &e))?);
+                crate::out::json(&Unreadable::new(path, &e))?;
             } else {
-                println!("CORRUPT: {e}");
+                outln!("CORRUPT: {e}");
             }
             return Ok(ExitCode::from(exit_code::CORRUPT));
         }
@@ -219,14 +275,14 @@ fn verify(path: &Path, strict: bool, json: bool) -> anyhow::Result<ExitCode> {
     let acct = JournalAccounting::of(path);
     let verdict = acct.verdict(&s);
     if json {
-        println!("{}", acct.to_json(path, &s, Some(verdict)));
+        crate::out::json(&acct.to_json(path, &s, Some(verdict)))?;
     } else {
-        print!(
+        out!(
             "{}{acct}{}",
             format_summary(path, &s),
             format_metadata_repairs(&s)
         );
-        println!("{}", format_verdict(&s, &acct, verdict));
+        outln!("{}", format_verdict(&s, &acct, verdict));
     }
     Ok(match verdict {
         JournalVerdict::Corrupt => ExitCode::from(exit_code::CORRUPT),
@@ -238,11 +294,12 @@ fn verify(path: &Path, strict: bool, json: bool) -> anyhow::Result<ExitCode> {
 fn dump(
     path: &Path,
     from_seq: Option<u64>,
-    from: Option<&str>,
+    from_ns: Option<u64>,
     limit: u64,
     filter: &DumpFilter,
+    json: bool,
 ) -> anyhow::Result<ExitCode> {
-    match dump_to(path, from_seq, from, limit, filter) {
+    match dump_to(path, from_seq, from_ns, limit, filter, json) {
         // The reader of our output went away (`| head`): nothing more to say, and nothing went wrong.
         Err(e)
             if e.downcast_ref::<std::io::Error>()
@@ -257,40 +314,67 @@ fn dump(
 fn dump_to(
     path: &Path,
     from_seq: Option<u64>,
-    from: Option<&str>,
+    from_ns: Option<u64>,
     limit: u64,
     filter: &DumpFilter,
+    json: bool,
 ) -> anyhow::Result<ExitCode> {
     let mut filter = filter.clone();
     let mut r = Reader::open(path).with_context(|| format!("opening {}", path.display()))?;
     if let Some(seq) = from_seq {
         r.seek_seq(seq)?;
-    } else if let Some(t) = from {
-        let t = tickbox_units::parse_time(t, || first_capture_ns(path))?;
+    } else if let Some(t) = from_ns {
         r.seek_time(t)?;
         filter.from_ns = Some(t);
     }
     let manifest = tickbox_dbn::Manifest::read(path).unwrap_or(None);
-    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    writeln!(out, "{}", dump_header())?;
+    let mut out = std::io::BufWriter::new(crate::out::stdout());
+    if !json {
+        writeln!(out, "{}", dump_header())?;
+    }
     let mut n = 0;
-    while limit == 0 || n < limit {
+    let mut corrupt = None;
+    while (limit == 0 || n < limit) && !crate::out::closed() {
         let rec = match r.next() {
             Ok(Some(rec)) => rec,
             Ok(None) => break,
             Err(e @ JournalError::CorruptRecord { .. }) => {
-                writeln!(out, "CORRUPT: {e}")?;
-                out.flush()?;
-                return Ok(ExitCode::from(exit_code::CORRUPT));
+                corrupt = Some(e);
+                break;
             }
             Err(e) => return Err(e.into()),
         };
-        let Some(line) = filter.line(&rec, manifest.as_ref()) else {
-            continue;
-        };
-        writeln!(out, "{line}")?;
+        if json {
+            let Some(row) = filter.json(&rec, manifest.as_ref()) else {
+                continue;
+            };
+            writeln!(out, "{}", crate::out::versioned(&row)?)?;
+        } else {
+            let Some(line) = filter.line(&rec, manifest.as_ref()) else {
+                continue;
+            };
+            writeln!(out, "{line}")?;
+        }
         n += 1;
     }
+    if json {
+        let summary = serde_json::json!({
+            "summary": {
+                "records": n,
+                "corrupt": corrupt.as_ref().map(|e| e.to_string()),
+            }
+        });
+        writeln!(out, "{}", crate::out::versioned(&summary)?)?;
+    } else if let Some(e) = &corrupt {
+        writeln!(out, "CORRUPT: {e}")?;
+    }
     out.flush()?;
-    Ok(ExitCode::SUCCESS)
+    Ok(match corrupt {
+        Some(_) => ExitCode::from(exit_code::CORRUPT),
+        None => ExitCode::SUCCESS,
+    })
+}
+
+fn parse_tz(s: &str) -> Result<tickbox_units::TimeZone, String> {
+    tickbox_units::parse_zone(s).map_err(|e| e.to_string())
 }

@@ -18,6 +18,7 @@ use tickbox_recorder::{
 
 use crate::config::TickboxConfig;
 use crate::live::{fmt_rate, LiveArgs, LiveView};
+use crate::out::{out, outln};
 use crate::status::StatusBoard;
 use tickbox_units::format_size_approx as fmt_bytes;
 
@@ -32,11 +33,11 @@ use tickbox_units::format_size_approx as fmt_bytes;
 )]
 pub(crate) struct Args {
     /// Endpoint(s) to subscribe to, comma-separated (an Espresso tap, a publisher shard, an LVC).
-    #[arg(long, value_delimiter = ',', required = true)]
+    #[arg(long, value_delimiter = ',', required = true, value_name = "EP[,EP…]")]
     connect: Vec<String>,
     /// Journal to append to: an archive directory (default) or, with --ring, a ring file. Created if missing,
     /// recovered and appended to if it exists (an existing journal keeps its own layout).
-    #[arg(long)]
+    #[arg(long, value_name = "PATH")]
     journal: PathBuf,
     /// Archive journal (the default): a directory of segments, rolled when full, never overwritten.
     #[arg(long, conflicts_with = "ring")]
@@ -46,28 +47,28 @@ pub(crate) struct Args {
     #[arg(long)]
     ring: bool,
     /// Ring capacity (e.g. 512MiB, 4G); implies --ring. Default from config (1 GiB).
-    #[arg(long, conflicts_with = "archive", value_parser = tickbox_units::parse_size)]
+    #[arg(long, conflicts_with = "archive", value_parser = tickbox_units::parse_size, value_name = "SIZE")]
     capacity: Option<u64>,
     /// Archive segment size (default from config, 1 GiB).
-    #[arg(long, conflicts_with = "ring", value_parser = tickbox_units::parse_size)]
+    #[arg(long, conflicts_with = "ring", value_parser = tickbox_units::parse_size, value_name = "SIZE")]
     segment_size: Option<u64>,
     /// Topic prefixes to record, comma-separated (default: everything).
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', value_name = "PREFIX[,PREFIX…]")]
     topics: Vec<String>,
     /// When to msync: none (kernel writeback), batch (every batch), periodic (every --sync-interval).
     #[arg(long, value_enum)]
     durability: Option<DurabilityArg>,
     /// Interval for --durability periodic (e.g. 100ms).
-    #[arg(long, value_parser = tickbox_units::parse_duration)]
+    #[arg(long, value_parser = tickbox_units::parse_duration, value_name = "DURATION")]
     sync_interval: Option<Duration>,
     /// Stop after this long (e.g. 30s, 8h). Default: until Ctrl-C.
-    #[arg(long, value_parser = tickbox_units::parse_duration)]
+    #[arg(long, value_parser = tickbox_units::parse_duration, value_name = "DURATION")]
     duration: Option<Duration>,
     /// Stop after this many messages.
-    #[arg(long)]
+    #[arg(long, value_name = "N")]
     max_messages: Option<u64>,
     /// Free text stored in the journal header (default: the endpoints).
-    #[arg(long)]
+    #[arg(long, value_name = "TEXT")]
     description: Option<String>,
     /// Print the summary as one JSON object on stdout (integer counts) instead of the table.
     #[arg(long)]
@@ -78,7 +79,7 @@ pub(crate) struct Args {
     #[arg(long, value_name = "EP")]
     broker: Option<String>,
     /// ZooKeeper ensemble for --elect: HOST:PORT[,HOST:PORT…]. Default: `[coord] zk` from the config.
-    #[arg(long, value_name = "HOSTS")]
+    #[arg(long, value_name = "HOST:PORT[,HOST:PORT…]")]
     zk: Option<String>,
     /// Stand in the election at PATH (ZooKeeper) with the other recorders of this feed. Every recorder records
     /// into its own --journal; the leader's is the canonical one. On becoming leader a recorder logs one line
@@ -289,14 +290,14 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         if let Some(report) = &history {
             summary["history_service"] = serde_json::to_value(report)?;
         }
-        println!("{summary}");
+        crate::out::json(&summary)?;
     } else {
-        print!(
+        out!(
             "{}",
             stats.summary_table(&args.journal, mode, next_seq, interrupted)
         );
         if let Some(r) = &history {
-            println!(
+            outln!(
                 "history service: {} askers served ({} completed, {} cancelled, {} abandoned), {} refused busy, \
                  {} refused malformed, {} records in {} batches; journal: {} undecodable, {} damaged stretches, {} \
                  lapped readers, {} askers gone",
@@ -319,7 +320,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
                 .into_iter()
                 .chain(config.auth.connections_line())
             {
-                println!("{line}");
+                outln!("{line}");
             }
         }
     }
@@ -399,7 +400,7 @@ fn serve_history(
         })?;
     match bound_rx.recv() {
         Ok(Ok(bound)) => {
-            println!("record history service endpoint {bound}");
+            outln!("record history service endpoint {bound}");
             Ok((thread, bound))
         }
         Ok(Err(err)) => anyhow::bail!("--serve {endpoint}: {err}"),

@@ -3,7 +3,7 @@
 //! Every record goes out under its original publisher id, session and sequence (send time re-stamped, REPLAY
 //! flag set), gap notices included, so a subscriber tells what the journal lacks from what it lost itself;
 //! `--restamp` gives each shard its own publisher identity instead. The replay waits for one subscriber per shard
-//! by default (`--wait-subscribers`, bounded by `--wait-timeout`), and a replay that published to no subscriber at
+//! by default (`--wait-for-subscribers`, bounded by `--wait-timeout`), and a replay that published to no subscriber at
 //! all says so and exits 1.
 //!
 //! With `--broker EP` the replay is remote-controlled over Majordomo: `tickbox.replay.status` reports progress,
@@ -30,21 +30,26 @@ use tickbox_wire::SystemClock;
 
 use crate::config::TickboxConfig;
 use crate::live::{fmt_rate, LiveArgs, LiveView, Rate};
+use crate::out::{out, outln};
 use crate::outcome::first_capture_ns;
 use crate::status::StatusBoard;
 
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Records go out under their original publisher id, session and sequence (send time re-stamped, REPLAY flag set, origin time kept); gap notices are re-published so a subscriber counts the journal's holes as recorded gaps, apart from its own loss; LVC cached values consume no sequence. Recorded heartbeats are dropped: the replay sends its own per original publisher while idle and once at the end.\n\
-    Exit codes: 0 done; 1 error, including: no subscriber within --wait-timeout, or a run that published messages while no subscriber was subscribed on any shard (`delivered to no subscriber`); 9 --topics/--from/--to (or --from-seq/--to-seq) selected no record (the error line says what the journal holds)."
+    after_help = "Records go out under their original publisher id, session and sequence (send time re-stamped, REPLAY flag set, origin time kept); gap notices are re-published so a subscriber counts the journal's holes as recorded gaps, apart from its own loss; LVC cached values consume no sequence. Recorded heartbeats are dropped: the replay sends its own per original publisher while idle and once at the end."
 )]
 pub(crate) struct Args {
     /// Journal to replay (ring file or archive directory).
-    #[arg(long)]
+    #[arg(long, value_name = "PATH")]
     journal: PathBuf,
     /// Publisher shard endpoints to bind, comma-separated. Each original publisher is carried whole by shard
     /// `publisher_id % N` (with --restamp, symbols are spread over them by stable hash).
-    #[arg(long, value_delimiter = ',', required_unless_present = "local")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        required_unless_present = "local",
+        value_name = "EP[,EP…]"
+    )]
     bind: Vec<String>,
     /// Backtest: feed the journal straight into the Black Box (shard logic and workers of `[subscriber]` and
     /// `[workers]`: snail, gap detection, per-symbol dispatch) in this process, no sockets, as fast as the workers
@@ -56,22 +61,22 @@ pub(crate) struct Args {
     #[arg(long, value_name = "N", requires = "local", value_parser = crate::bounds::workers)]
     workers: Option<usize>,
     /// 1 = original pacing, N = N times faster (0.5 = half speed), max = as fast as subscribers take it.
-    #[arg(long, default_value = "1", value_parser = parse_speed)]
+    #[arg(long, default_value = "1", value_parser = parse_speed, value_name = "SPEED")]
     speed: Speed,
     /// Replay the records whose origin time is at or after this: RFC 3339 (2026-11-24T14:30:00Z,
     /// 2026-11-24T09:30:00-05:00), a local date-time (2026-11-24 09:30:00) or a time of day (09:30, 09:30:00.5)
     /// in --tz (a time of day falls on the journal's first day there), ns since the epoch, or +DURATION after
     /// the first record.
-    #[arg(long, conflicts_with = "from_seq", value_parser = parse_when)]
+    #[arg(long, conflicts_with = "from_seq", value_parser = parse_when, value_name = "TIME")]
     from: Option<When>,
     /// Start at this journal sequence.
-    #[arg(long)]
+    #[arg(long, value_name = "N")]
     from_seq: Option<u64>,
     /// Replay the records whose origin time is before this (same forms as --from).
-    #[arg(long, conflicts_with = "to_seq", value_parser = parse_when)]
+    #[arg(long, conflicts_with = "to_seq", value_parser = parse_when, value_name = "TIME")]
     to: Option<When>,
     /// Stop before this journal sequence.
-    #[arg(long)]
+    #[arg(long, value_name = "N")]
     to_seq: Option<u64>,
     /// Most records per batch frame (one ZeroMQ message carrying several records), used on a shard only while
     /// every subscriber of it reads batches (subscribed to "" and to "#B"; see docs/book/src/wire.md); 0 or 1 sends one
@@ -81,29 +86,33 @@ pub(crate) struct Args {
     /// Replay only records whose topic starts with one of these prefixes, comma-separated (`Q.XNAS.,T.`). Gap
     /// notices go out only if a prefix selects them (`G.`); recorded heartbeats never do (the replay sends its
     /// own). A topic subset has holes in each publisher's sequence: subscribe with the same --topics, or --restamp.
-    #[arg(long, value_delimiter = ',', value_name = "PREFIX,...")]
+    #[arg(long, value_delimiter = ',', value_name = "PREFIX[,PREFIX…]")]
     topics: Vec<String>,
     /// Time zone of local --from/--to times and of the times in messages: an IANA name (America/New_York).
     #[arg(long, default_value = "UTC", value_parser = parse_tz, value_name = "ZONE")]
     tz: TimeZone,
     /// Before starting, wait until every shard has N subscriptions (counted on XPUB; 0 = start at once). Default
     /// from config (1).
-    #[arg(long)]
+    #[arg(
+        long = "wait-for-subscribers",
+        alias = "wait-subscribers",
+        value_name = "N"
+    )]
     wait_subscribers: Option<u64>,
     /// At the end, wait up to this long for subscribers to leave (having read everything), then as long again
     /// for what is still queued to reach the network. Subscribers still connected are named in a warning; a
     /// queue that did not drain means records were dropped, and the replay exits 1 saying so. Ctrl-C skips it.
-    #[arg(long, default_value = "5s", value_parser = tickbox_units::parse_duration)]
+    #[arg(long, default_value = "5s", value_parser = tickbox_units::parse_duration, value_name = "DURATION")]
     drain_timeout: Duration,
     /// Give up waiting for subscribers after this long: exit 1 saying so (default from config, 60s).
-    #[arg(long, value_parser = tickbox_units::parse_duration)]
+    #[arg(long, value_parser = tickbox_units::parse_duration, value_name = "DURATION")]
     wait_timeout: Option<Duration>,
     /// At the end of the journal keep tailing it (replay a recording in progress).
     #[arg(long)]
     follow: bool,
     /// What a slow subscriber does to the replay: `block` (wait for it; the default, or `[recorder]
     /// back_pressure`) or `drop` (drop its messages like a live PUB).
-    #[arg(long, value_name = "block|drop")]
+    #[arg(long, value_name = "drop|block")]
     back_pressure: Option<tickbox_zmqx::BackPressure>,
     /// Deprecated spelling of `--back-pressure drop`.
     #[arg(long, hide = true, conflicts_with = "back_pressure")]
@@ -118,7 +127,7 @@ pub(crate) struct Args {
     #[arg(long)]
     restamp: bool,
     /// With --restamp: publisher id of shard 0. Default from config (9000).
-    #[arg(long, requires = "restamp")]
+    #[arg(long, requires = "restamp", value_name = "N")]
     publisher_id: Option<u32>,
     /// Print each run's summary as one JSON object on stdout (integer counts) instead of the table.
     #[arg(long)]
@@ -132,11 +141,11 @@ pub(crate) struct Args {
     #[arg(long, requires = "broker")]
     await_start: bool,
     /// ZooKeeper ensemble for --start-barrier: HOST:PORT[,HOST:PORT…]. Default: `[coord] zk` from the config.
-    #[arg(long, value_name = "HOSTS")]
+    #[arg(long, value_name = "HOST:PORT[,HOST:PORT…]")]
     zk: Option<String>,
     /// Double barrier (ZooKeeper path) shared with --parties subscribers started with the same
     /// `--start-barrier PATH --parties N`: the replay sends nothing until all have entered and every shard has N
-    /// subscriptions (`--wait-subscribers` overrides N), and exits only once all have left.
+    /// subscriptions (`--wait-for-subscribers` overrides N), and exits only once all have left.
     #[arg(
         long,
         value_name = "PATH",
@@ -181,14 +190,16 @@ impl RunSummary {
                 summary["undelivered"] = n.into();
             }
             crate::auth_report::add_to_json(&mut summary, &config.auth);
-            println!("{summary}");
+            if let Err(e) = crate::out::json(&summary) {
+                eprintln!("error: {e:#}");
+            }
         } else {
-            print!("{}", self.stats.summary_table(self.speed, self.interrupted));
+            out!("{}", self.stats.summary_table(self.speed, self.interrupted));
             if let Some(n) = undelivered {
-                println!("undelivered   {n}");
+                outln!("undelivered   {n}");
             }
             if let Some(line) = crate::auth_report::line(&config.auth) {
-                println!("{line}");
+                outln!("{line}");
             }
         }
     }
@@ -360,7 +371,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     let wait_timeout = args.wait_timeout.unwrap_or(cfg.wait_timeout.0);
     if wait_n > 0 && !args.await_start {
         eprintln!(
-            "replay: waiting for {wait_n} subscriber(s) per shard (up to {:?}; --wait-subscribers 0 starts at once)",
+            "replay: waiting for {wait_n} subscriber(s) per shard (up to {:?}; --wait-for-subscribers 0 starts at once)",
             wait_timeout
         );
         if !replayer.wait_subscribers(wait_n, Some(wait_timeout), &stop)? {

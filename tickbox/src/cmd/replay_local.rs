@@ -12,6 +12,7 @@ use tickbox_subscriber::{replay_local, standard_worker};
 
 use crate::config::TickboxConfig;
 use crate::exit_code;
+use crate::out::{out, outln};
 
 /// Runs the whole journal through `[subscriber]` (snail, gap policy, dispatch) and `[workers]` (`workers`
 /// overrides the count) and prints the summary (`json`: one object).
@@ -81,10 +82,10 @@ pub(crate) fn run(
         v["skipped_heartbeats"] = out.skipped_heartbeats.into();
         v["lapped"] = lapped.into();
         v["read_error"] = read_error.clone().into();
-        println!("{v}");
+        crate::out::json(&v)?;
     } else {
-        print!("{}", report.summary_table(None, stopped_by));
-        println!(
+        out!("{}", report.summary_table(None, stopped_by));
+        outln!(
             "local replay: {} records in {:.3} s = {:.0} records/s, {} of market time ({}), {} recorded heartbeats skipped",
             report.received(),
             report.elapsed.as_secs_f64(),

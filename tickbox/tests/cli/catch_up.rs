@@ -86,7 +86,7 @@ fn record_a_sharded_feed(
 /// Records in the journal so far (0 while it does not exist yet).
 fn journal_records(journal: &std::path::Path) -> u64 {
     let out = Command::new(TICKBOX)
-        .args(["journal", "info", "--json"])
+        .args(["journal", "info", "--json", "--journal"])
         .arg(journal)
         .stderr(Stdio::null())
         .output()

@@ -358,7 +358,13 @@ fn record_elect_follower_takes_over_after_kill_9_and_records_the_handover() {
     );
 
     let mut info = Command::new(TICKBOX)
-        .args(["journal", "info", journal_b.to_str().unwrap(), "--json"])
+        .args([
+            "journal",
+            "info",
+            "--journal",
+            journal_b.to_str().unwrap(),
+            "--json",
+        ])
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
@@ -627,7 +633,12 @@ fn record_elect_leads_again_after_whole_ensemble_outage() {
     assert_eq!(log_a[1]["token"], token_a);
     assert_eq!(log_a[2]["was_leader"], token_a);
     let info = Command::new(TICKBOX)
-        .args(["journal", "info", journals[0].to_str().unwrap()])
+        .args([
+            "journal",
+            "info",
+            "--journal",
+            journals[0].to_str().unwrap(),
+        ])
         .output()
         .unwrap();
     let info = String::from_utf8_lossy(&info.stdout);

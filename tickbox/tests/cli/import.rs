@@ -92,7 +92,7 @@ fn import_counts_every_record_and_exports_each_file_back_byte_for_byte() {
     assert_eq!(imported["manifest"]["sources"][0]["compressed"], true);
     assert_eq!(imported["manifest"]["sources"][1]["schema"], "trades");
 
-    let info = json_of(&run(&["journal", "info", &js(&j), "--json"]));
+    let info = json_of(&run(&["journal", "info", "--journal", &js(&j), "--json"]));
     assert_eq!(
         info["records"], 420,
         "journal info counts one record per DBN record"
@@ -107,7 +107,7 @@ fn import_counts_every_record_and_exports_each_file_back_byte_for_byte() {
         info["foreign_records"], 0,
         "imported records are not foreign"
     );
-    let verify = run(&["journal", "verify", &js(&j)]);
+    let verify = run(&["journal", "verify", "--journal", &js(&j)]);
     assert!(
         verify.status.success(),
         "{}",
@@ -119,6 +119,7 @@ fn import_counts_every_record_and_exports_each_file_back_byte_for_byte() {
     let o = run(&[
         "journal",
         "export",
+        "--journal",
         &js(&j),
         "--format",
         "dbn",
@@ -133,6 +134,7 @@ fn import_counts_every_record_and_exports_each_file_back_byte_for_byte() {
     let o = run(&[
         "journal",
         "export",
+        "--journal",
         &js(&j),
         "--format",
         "dbn",
@@ -153,6 +155,7 @@ fn import_counts_every_record_and_exports_each_file_back_byte_for_byte() {
     let o = run(&[
         "journal",
         "export",
+        "--journal",
         &js(&j),
         "--format",
         "dbn",
@@ -161,7 +164,7 @@ fn import_counts_every_record_and_exports_each_file_back_byte_for_byte() {
     ]);
     assert!(o.status.success() && o.stdout == plain_b);
     // Two sources and no --source: refused, naming the choice.
-    let o = run(&["journal", "export", &js(&j), "--format", "dbn"]);
+    let o = run(&["journal", "export", "--journal", &js(&j), "--format", "dbn"]);
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("--source"));
 }

@@ -47,7 +47,7 @@ fn info_verify_and_dump_a_good_journal() {
     let path = dir.0.join("j.tbj");
     make_journal(&path, 100);
     let p = path.to_str().unwrap();
-    let o = tickbox(&["journal", "info", p]);
+    let o = tickbox(&["journal", "info", "--journal", p]);
     assert!(o.status.success(), "{o:?}");
     let s = stdout(&o);
     assert!(s.contains("records       100"), "{s}");
@@ -58,10 +58,19 @@ fn info_verify_and_dump_a_good_journal() {
     );
     assert!(s.contains("description   cli test"), "{s}");
     assert!(s.contains("closed cleanly"), "{s}");
-    let o = tickbox(&["journal", "verify", p]);
+    let o = tickbox(&["journal", "verify", "--journal", p]);
     assert!(o.status.success(), "{o:?}");
     assert!(stdout(&o).contains("verify        OK: 100 records"));
-    let o = tickbox(&["journal", "dump", p, "--from-seq", "10", "--limit", "3"]);
+    let o = tickbox(&[
+        "journal",
+        "dump",
+        "--journal",
+        p,
+        "--from-seq",
+        "10",
+        "--limit",
+        "3",
+    ]);
     assert!(o.status.success(), "{o:?}");
     let s = stdout(&o);
     let rows: Vec<&str> = s.lines().skip(1).collect();
@@ -76,6 +85,7 @@ fn info_verify_and_dump_a_good_journal() {
     let o = tickbox(&[
         "journal",
         "dump",
+        "--journal",
         p,
         "--from",
         "2026-01-02T14:30:00.050Z",
@@ -92,7 +102,16 @@ fn info_verify_and_dump_a_good_journal() {
         "{}",
         stdout(&o)
     );
-    let o = tickbox(&["journal", "dump", p, "--from", "+20ms", "--limit", "1"]);
+    let o = tickbox(&[
+        "journal",
+        "dump",
+        "--journal",
+        p,
+        "--from",
+        "+20ms",
+        "--limit",
+        "1",
+    ]);
     assert!(
         stdout(&o)
             .lines()
@@ -102,6 +121,46 @@ fn info_verify_and_dump_a_good_journal() {
             .starts_with("21 "),
         "{}",
         stdout(&o)
+    );
+}
+
+#[test]
+fn dump_takes_the_one_time_grammar_json_and_the_old_bare_path() {
+    let dir = TempDir::new("cli-journal-dump-json");
+    let path = dir.0.join("j.tbj");
+    make_journal(&path, 100);
+    let p = path.to_str().unwrap();
+    // A time of day, on the first record's day, in a zone: 09:30:00.020 in New York is record 20 (14:30:00.020Z).
+    let o = tickbox(&[
+        "journal",
+        "dump",
+        "--journal",
+        p,
+        "--from",
+        "09:30:00.020",
+        "--tz",
+        "America/New_York",
+        "--limit",
+        "1",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{o:?}");
+    let lines: Vec<serde_json::Value> = stdout(&o)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2, "one record and the summary");
+    assert_eq!(lines[0]["schema_version"], 1);
+    assert_eq!(lines[0]["journal_seq"], 20);
+    assert_eq!(lines[0]["topic"], "Q.XNAS.AAPL");
+    assert_eq!(lines[1]["summary"]["records"], 1);
+    // The old spelling, a bare path: still read, and said to be deprecated.
+    let o = tickbox(&["journal", "info", p]);
+    assert!(o.status.success(), "{o:?}");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("a bare journal path is deprecated: write --journal"),
+        "{err}"
     );
 }
 
@@ -123,7 +182,7 @@ fn verify_reports_a_flipped_byte_with_its_offset() {
         off += (u32::from_le_bytes(len) as u64).div_ceil(8) * 8;
     }
     tickbox_testkit::damage::invert_byte(&path, off + 30);
-    let o = tickbox(&["journal", "verify", path.to_str().unwrap()]);
+    let o = tickbox(&["journal", "verify", "--journal", path.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(5), "{o:?}");
     let s = stdout(&o);
     assert!(s.contains(&format!("CORRUPT at offset {off}")), "{s}");
@@ -136,7 +195,12 @@ fn bad_files_are_clear_errors() {
     let dir = TempDir::new("cli-journal-bad");
     let not_journal = dir.0.join("text.txt");
     std::fs::write(&not_journal, vec![b'x'; 10_000]).unwrap();
-    let o = tickbox(&["journal", "info", not_journal.to_str().unwrap()]);
+    let o = tickbox(&[
+        "journal",
+        "info",
+        "--journal",
+        not_journal.to_str().unwrap(),
+    ]);
     assert_eq!(o.status.code(), Some(1));
     assert!(
         String::from_utf8_lossy(&o.stderr).contains("not a tickbox journal"),
@@ -147,11 +211,11 @@ fn bad_files_are_clear_errors() {
     make_journal(&path, 10);
     let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
     f.write_all_at(b"\xff", 100).unwrap(); // inside the description: header checksum breaks
-    let o = tickbox(&["journal", "verify", path.to_str().unwrap()]);
+    let o = tickbox(&["journal", "verify", "--journal", path.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(5), "{o:?}");
     assert!(stdout(&o).contains("corrupt journal header"), "{o:?}");
     // A damaged header is corruption (exit 5) for every command, not a generic error.
-    let o = tickbox(&["journal", "info", path.to_str().unwrap()]);
+    let o = tickbox(&["journal", "info", "--journal", path.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(5));
     assert!(
         String::from_utf8_lossy(&o.stderr).contains("header checksum"),
@@ -166,10 +230,15 @@ fn bad_files_are_clear_errors() {
         .unwrap()
         .set_len(HEADER_SIZE + 100)
         .unwrap();
-    let o = tickbox(&["journal", "verify", short.to_str().unwrap()]);
+    let o = tickbox(&["journal", "verify", "--journal", short.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(5), "{o:?}");
     assert!(stdout(&o).contains("truncated"), "{o:?}");
 
-    let o = tickbox(&["journal", "info", dir.0.join("missing").to_str().unwrap()]);
+    let o = tickbox(&[
+        "journal",
+        "info",
+        "--journal",
+        dir.0.join("missing").to_str().unwrap(),
+    ]);
     assert_eq!(o.status.code(), Some(1));
 }

@@ -88,6 +88,7 @@ fn json_export_has_one_object_per_record_with_decoded_fields() {
     let text = ok_stdout(&run(&[
         "journal",
         "export",
+        "--journal",
         j.to_str().unwrap(),
         "--format",
         "json",
@@ -132,6 +133,7 @@ fn csv_export_has_a_header_and_one_row_per_record() {
     let o = run(&[
         "journal",
         "export",
+        "--journal",
         j.to_str().unwrap(),
         "--format",
         "csv",
@@ -169,6 +171,7 @@ fn csv_export_has_a_header_and_one_row_per_record() {
     let o = run(&[
         "journal",
         "export",
+        "--journal",
         j2.to_str().unwrap(),
         "--format",
         "csv",
@@ -181,7 +184,7 @@ fn csv_export_has_a_header_and_one_row_per_record() {
 }
 
 fn dump(j: &Path, extra: &[&str]) -> Vec<String> {
-    let mut args = vec!["journal", "dump", j.to_str().unwrap()];
+    let mut args = vec!["journal", "dump", "--journal", j.to_str().unwrap()];
     args.extend_from_slice(extra);
     ok_stdout(&run(&args))
         .lines()
@@ -232,7 +235,14 @@ fn dump_limits_filters_and_decodes() {
         N
     );
     assert_eq!(dump(&j, &["--limit", "0", "--kind", "trade"]).len(), 0);
-    let bad = run(&["journal", "dump", j.to_str().unwrap(), "--kind", "bogus"]);
+    let bad = run(&[
+        "journal",
+        "dump",
+        "--journal",
+        j.to_str().unwrap(),
+        "--kind",
+        "bogus",
+    ]);
     assert!(!bad.status.success());
     // Time window: the first 10 records by capture time (ts_recv = T0 + i*1000 + 400).
     let window = dump(
@@ -255,7 +265,14 @@ fn dump_exits_quietly_when_the_pipe_closes() {
     let j = journal(&dir, 0);
     let mut child = common::KillOnDrop(
         Command::new(TICKBOX)
-            .args(["journal", "dump", j.to_str().unwrap(), "--limit", "0"])
+            .args([
+                "journal",
+                "dump",
+                "--journal",
+                j.to_str().unwrap(),
+                "--limit",
+                "0",
+            ])
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()

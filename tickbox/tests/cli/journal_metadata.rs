@@ -23,7 +23,13 @@ use tickbox_testkit::damage::flip_bit as flip;
 
 fn verify(path: &Path) -> (Option<i32>, serde_json::Value) {
     let mut cmd = Command::new(TICKBOX);
-    cmd.args(["journal", "verify", path.to_str().unwrap(), "--json"]);
+    cmd.args([
+        "journal",
+        "verify",
+        "--journal",
+        path.to_str().unwrap(),
+        "--json",
+    ]);
     let out = output_within(cmd, Duration::from_secs(20));
     let text = String::from_utf8_lossy(&out.stdout);
     (

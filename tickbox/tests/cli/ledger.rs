@@ -106,7 +106,7 @@ fn journal_info(journal: &str) -> serde_json::Value {
     let out = common::output_within(
         {
             let mut cmd = Command::new(TICKBOX);
-            cmd.args(["journal", "info", journal, "--json"]);
+            cmd.args(["journal", "info", "--journal", journal, "--json"]);
             cmd
         },
         Duration::from_secs(10),

@@ -126,7 +126,7 @@ fn replay(
         speed,
     ];
     args.extend_from_slice(&[
-        "--wait-subscribers",
+        "--wait-for-subscribers",
         "1",
         "--wait-timeout",
         "10s",
@@ -440,7 +440,7 @@ fn recorder_killed_mid_stream_leaves_a_recoverable_prefix() {
 
     // Verify before recovery: what was published is intact.
     let o = Command::new(TICKBOX)
-        .args(["journal", "verify", journal.to_str().unwrap()])
+        .args(["journal", "verify", "--journal", journal.to_str().unwrap()])
         .output()
         .unwrap();
     assert!(o.status.success(), "{o:?}");
@@ -501,7 +501,7 @@ fn recorder_killed_mid_stream_leaves_a_recoverable_prefix() {
     );
     assert_eq!(after, (1_000_000..1_000_005).collect::<Vec<_>>());
     let o = Command::new(TICKBOX)
-        .args(["journal", "verify", journal.to_str().unwrap()])
+        .args(["journal", "verify", "--journal", journal.to_str().unwrap()])
         .output()
         .unwrap();
     assert!(o.status.success(), "{o:?}");
@@ -563,7 +563,7 @@ fn ctrl_c_stops_record_and_replay_cleanly() {
         "segments rolled"
     );
     let o = Command::new(TICKBOX)
-        .args(["journal", "verify", archive.to_str().unwrap()])
+        .args(["journal", "verify", "--journal", archive.to_str().unwrap()])
         .output()
         .unwrap();
     assert!(o.status.success(), "{o:?}");

@@ -137,7 +137,13 @@ fn record_counts_gaps_per_publisher_and_journal_info_verify_agree() {
     );
 
     // journal info: the same figures, per publisher too.
-    let o = tickbox(&["journal", "info", journal.to_str().unwrap(), "--json"]);
+    let o = tickbox(&[
+        "journal",
+        "info",
+        "--journal",
+        journal.to_str().unwrap(),
+        "--json",
+    ]);
     assert!(o.status.success(), "{o:?}");
     let info = json_of(&o);
     for (key, want) in [
@@ -168,7 +174,7 @@ fn record_counts_gaps_per_publisher_and_journal_info_verify_agree() {
         ),
         (Some(50), Some(2), Some(1))
     );
-    let o = tickbox(&["journal", "info", journal.to_str().unwrap()]);
+    let o = tickbox(&["journal", "info", "--journal", journal.to_str().unwrap()]);
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(
         text.contains("recorded 140, missing 12 (2 gap records"),
@@ -176,17 +182,24 @@ fn record_counts_gaps_per_publisher_and_journal_info_verify_agree() {
     );
 
     // verify: intact but gappy; --strict makes that exit 6.
-    let o = tickbox(&["journal", "verify", journal.to_str().unwrap()]);
+    let o = tickbox(&["journal", "verify", "--journal", journal.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(0), "{o:?}");
     assert!(
         String::from_utf8_lossy(&o.stdout).contains("verify        GAPPY: 143 records intact"),
         "{o:?}"
     );
-    let o = tickbox(&["journal", "verify", journal.to_str().unwrap(), "--strict"]);
+    let o = tickbox(&[
+        "journal",
+        "verify",
+        "--journal",
+        journal.to_str().unwrap(),
+        "--strict",
+    ]);
     assert_eq!(o.status.code(), Some(6), "{o:?}");
     let o = tickbox(&[
         "journal",
         "verify",
+        "--journal",
         journal.to_str().unwrap(),
         "--strict",
         "--json",
@@ -202,7 +215,13 @@ fn record_counts_gaps_per_publisher_and_journal_info_verify_agree() {
             w.append(seq, &quote(3, seq)).unwrap();
         }
     }
-    let o = tickbox(&["journal", "verify", clean.to_str().unwrap(), "--strict"]);
+    let o = tickbox(&[
+        "journal",
+        "verify",
+        "--journal",
+        clean.to_str().unwrap(),
+        "--strict",
+    ]);
     assert_eq!(o.status.code(), Some(0), "{o:?}");
     assert!(
         String::from_utf8_lossy(&o.stdout).contains("verify        OK: 20 records"),
@@ -240,7 +259,13 @@ fn a_lapped_ring_counts_what_it_overwrote_and_replay_starts_at_the_oldest_kept()
         "a loud warning: {err}"
     );
 
-    let o = tickbox(&["journal", "info", journal.to_str().unwrap(), "--json"]);
+    let o = tickbox(&[
+        "journal",
+        "info",
+        "--journal",
+        journal.to_str().unwrap(),
+        "--json",
+    ]);
     assert!(o.status.success(), "{o:?}");
     let info = json_of(&o);
     assert_eq!(info["overwritten"], overwritten, "{info}");
@@ -257,7 +282,13 @@ fn a_lapped_ring_counts_what_it_overwrote_and_replay_starts_at_the_oldest_kept()
     );
     let first = info["first_seq"].as_u64().unwrap();
     assert_eq!(first, overwritten + 1, "{info}");
-    let o = tickbox(&["journal", "verify", journal.to_str().unwrap(), "--strict"]);
+    let o = tickbox(&[
+        "journal",
+        "verify",
+        "--journal",
+        journal.to_str().unwrap(),
+        "--strict",
+    ]);
     assert_eq!(
         o.status.code(),
         Some(6),

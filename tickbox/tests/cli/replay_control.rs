@@ -124,7 +124,7 @@ fn replay_waits_for_start_and_obeys_start_stop_over_the_broker() {
             "--await-start",
             "--speed",
             "max",
-            "--wait-subscribers",
+            "--wait-for-subscribers",
             "1",
             "--quiet",
         ],

@@ -198,7 +198,7 @@ fn a_replay_goes_on_past_a_corrupt_record_and_a_damaged_segment_sends_gap_notice
 
     // Verify goes on past both: it names each range (the segment by its file and offset 0) and exits 5.
     let mut cmd = Command::new(TICKBOX);
-    cmd.args(["journal", "verify", root.to_str().unwrap()]);
+    cmd.args(["journal", "verify", "--journal", root.to_str().unwrap()]);
     let v = output_within(cmd, Duration::from_secs(15));
     let text = String::from_utf8_lossy(&v.stdout);
     assert_eq!(v.status.code(), Some(5), "{text}");
@@ -264,7 +264,7 @@ fn a_zeroed_first_segment_header_is_damage_at_offset_0_and_the_rest_is_replayed(
     assert_eq!(got, want, "every record after the damaged segment");
 
     let mut cmd = Command::new(TICKBOX);
-    cmd.args(["journal", "verify", root.to_str().unwrap()]);
+    cmd.args(["journal", "verify", "--journal", root.to_str().unwrap()]);
     let v = output_within(cmd, Duration::from_secs(15));
     let text = String::from_utf8_lossy(&v.stdout);
     assert_eq!(v.status.code(), Some(5), "{text}");
@@ -292,8 +292,8 @@ fn a_damaged_ring_header_is_exit_5_with_the_file_and_offset() {
     f.write_all_at(&[0u8; 64], 0).unwrap();
     let endpoint = format!("ipc://{}/replay.sock", dir.path().display());
     let runs: [Vec<&str>; 3] = [
-        vec!["journal", "info", ring.to_str().unwrap()],
-        vec!["journal", "verify", ring.to_str().unwrap()],
+        vec!["journal", "info", "--journal", ring.to_str().unwrap()],
+        vec!["journal", "verify", "--journal", ring.to_str().unwrap()],
         vec![
             "replay",
             "--journal",

@@ -250,7 +250,7 @@ fn replay_to_nobody_exits_1_saying_so() {
     let journal = dir.0.join("gappy.tbj");
     gappy_journal(&journal);
     let ep = format!("ipc://{}/nobody.sock", dir.0.display());
-    let cmd = replay_cmd(&journal, &ep, &["--wait-subscribers", "0"]);
+    let cmd = replay_cmd(&journal, &ep, &["--wait-for-subscribers", "0"]);
     let out = common::output_within(cmd, Duration::from_secs(10));
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     let err = String::from_utf8_lossy(&out.stderr);

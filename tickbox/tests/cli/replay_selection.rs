@@ -95,10 +95,10 @@ fn replay(journal: &Path, extra: &[&str]) -> Run {
         Command::new(TICKBOX)
             .args(["replay", "--journal", journal.to_str().unwrap()])
             .args(["--bind", "tcp://127.0.0.1:*", "--speed", "max", "--json"])
-            .args(if extra.contains(&"--wait-subscribers") {
+            .args(if extra.contains(&"--wait-for-subscribers") {
                 &[][..]
             } else {
-                &["--wait-subscribers", "1", "--wait-timeout", "10s"][..]
+                &["--wait-for-subscribers", "1", "--wait-timeout", "10s"][..]
             })
             .args(extra)
             .env_remove("RUST_LOG")
@@ -325,7 +325,7 @@ fn an_empty_selection_exits_9_saying_what_the_journal_holds() {
     // prints (everything read was not selected) and the exit code says nothing was.
     let run = replay(
         Path::new(j),
-        &["--topics", "X.,Q.XLON.", "--wait-subscribers", "0"],
+        &["--topics", "X.,Q.XLON.", "--wait-for-subscribers", "0"],
     );
     assert_eq!(run.status.code(), Some(9), "{}", run.stderr);
     assert_eq!(run.summary["sent"], 0);
@@ -339,7 +339,7 @@ fn an_empty_selection_exits_9_saying_what_the_journal_holds() {
     );
     let run = replay(
         Path::new(j),
-        &["--from-seq", "5000", "--wait-subscribers", "0"],
+        &["--from-seq", "5000", "--wait-for-subscribers", "0"],
     );
     assert_eq!(run.status.code(), Some(9), "{}", run.stderr);
     assert!(
@@ -361,7 +361,7 @@ fn bad_times_and_zones_are_usage_errors_naming_the_forms() {
     let (code, _, err) = tickbox(&[&base[..], &["--from", "09:3x"]].concat());
     assert_eq!(code, Some(2), "{err}");
     assert!(
-        err.contains("invalid value '09:3x' for '--from <FROM>': \"09:3x\" is not a time: "),
+        err.contains("invalid value '09:3x' for '--from <TIME>': \"09:3x\" is not a time: "),
         "{err}"
     );
     let (code, _, err) = tickbox(&[&base[..], &["--to", "noon"]].concat());

@@ -465,7 +465,7 @@ fn record_and_replay_run_over_curve_and_replay_refuses_a_stranger() {
             &replay_ep,
             "--speed",
             "max",
-            "--wait-subscribers",
+            "--wait-for-subscribers",
             "1",
             "--wait-timeout",
             "10s",
