@@ -43,6 +43,19 @@ fn json_of(o: &Output) -> serde_json::Value {
     serde_json::from_str(line).unwrap()
 }
 
+/// `journal info --json` of `journal`, which must succeed.
+fn journal_info(journal: &Path) -> serde_json::Value {
+    let o = tickbox(&[
+        "journal",
+        "info",
+        "--journal",
+        journal.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(o.status.success(), "{o:?}");
+    json_of(&o)
+}
+
 fn tickbox(args: &[&str]) -> Output {
     let mut cmd = Command::new(TICKBOX);
     cmd.args(args).stdin(Stdio::null());
@@ -137,15 +150,7 @@ fn record_counts_gaps_per_publisher_and_journal_info_verify_agree() {
     );
 
     // journal info: the same figures, per publisher too.
-    let o = tickbox(&[
-        "journal",
-        "info",
-        "--journal",
-        journal.to_str().unwrap(),
-        "--json",
-    ]);
-    assert!(o.status.success(), "{o:?}");
-    let info = json_of(&o);
+    let info = journal_info(&journal);
     for (key, want) in [
         ("records", 143),
         ("recorded", 140),
@@ -259,15 +264,7 @@ fn a_lapped_ring_counts_what_it_overwrote_and_replay_starts_at_the_oldest_kept()
         "a loud warning: {err}"
     );
 
-    let o = tickbox(&[
-        "journal",
-        "info",
-        "--journal",
-        journal.to_str().unwrap(),
-        "--json",
-    ]);
-    assert!(o.status.success(), "{o:?}");
-    let info = json_of(&o);
+    let info = journal_info(&journal);
     assert_eq!(info["overwritten"], overwritten, "{info}");
     // The recorder's ledger is stored in the journal and attributes every overwritten record to its publisher.
     assert_eq!(info["ledger"], "recorder", "{info}");
