@@ -351,8 +351,8 @@ pub struct PublisherShardReport {
     /// Data messages counted in `counts` that libzmq still held for a subscriber when the shard closed (after
     /// its drain, or the interrupt grace), dropped at the close: see [`Publisher::undelivered`].
     pub undelivered: u64,
-    /// Whether any subscriber was subscribed at some point of the run: known on an XPUB shard (one that
-    /// connects, blocks, waits for subscribers or batches), `None` on a plain PUB, which cannot tell.
+    /// Whether any subscriber was subscribed at some point of the run, for a shard that connects (its socket is an
+    /// XPUB, which sees subscriptions); `None` for a shard that binds.
     pub subscribed: Option<bool>,
 }
 
@@ -400,9 +400,9 @@ impl FeedReport {
         self.shards.iter().map(|s| s.subscribers_at_close).sum()
     }
 
-    /// Data messages sent while no subscriber was there on any shard, when every shard could tell (XPUB shards)
-    /// and none ever had a subscriber: a feed that connected to nothing, as `replay`'s "delivered to no
-    /// subscriber". `None` when something was delivered, nothing was sent, or a shard could not tell.
+    /// Data messages sent while no subscriber was there on any shard, when every shard connects and none ever had
+    /// a subscriber: a feed that connected to nothing, as `replay`'s "delivered to no subscriber". `None` when
+    /// something was delivered, nothing was sent, or a shard binds.
     pub fn delivered_to_nobody(&self) -> Option<u64> {
         let sent: u64 = self.shards.iter().map(|s| s.counts.data()).sum();
         let nobody =
@@ -712,7 +712,10 @@ impl ShardRun<'_> {
             unsent,
             subscribers_at_close,
             undelivered,
-            subscribed: xpub.then(|| self.live.peak_subscriptions.load(Ordering::Relaxed) > 0),
+            // Said for a shard that connects: one that binds may well run before its subscribers come, as
+            // feeds do, and a plain PUB could not tell anyway.
+            subscribed: (xpub && config.shards.get(shard).is_some_and(|s| s.connect))
+                .then(|| self.live.peak_subscriptions.load(Ordering::Relaxed) > 0),
         })
     }
 

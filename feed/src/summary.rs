@@ -42,8 +42,8 @@ pub struct FeedSummary {
     pub subscribers_at_close: u64,
     /// Messages still queued in libzmq at the close (dropped).
     pub undelivered: u64,
-    /// Messages sent while no shard ever had a subscriber (a feed connected to nothing); 0 otherwise, or when a
-    /// shard could not tell (a plain PUB).
+    /// Messages sent while no shard ever had a subscriber, when every shard connects (a feed connected to
+    /// nothing); 0 otherwise.
     pub delivered_to_nobody: u64,
     /// Per shard.
     pub shards: Vec<FeedShardSummary>,
