@@ -2,9 +2,10 @@
 //! config section, a ZAP handler (a sans-IO policy engine in [`policy`] beside a thin socket loop in [`zap`]) and
 //! per-key authorisation of control services, Clone config writes and publisher ids ([`grants`]).
 //!
-//! A process loads its section once ([`Security::from_config`]), starts the ZAP handler in its context
-//! ([`Security::start_zap`]), then calls [`Security::server`] before each bind and [`Security::client`] before
-//! each connect, naming the socket's role. With no section every call is a no-op.
+//! A process loads its section once ([`Security::from_config`]) and opens its context's [`Gate`]
+//! ([`Security::gate`]): the ZAP handler started in that context. Server sockets come only from the gate
+//! ([`Gate::socket`]), so a socket bound under `[security]` without its ZAP handler cannot be written; connecting
+//! sockets call [`Security::client`], naming the socket's role. With no section every call is a no-op.
 
 pub mod cap;
 pub mod cert;
@@ -21,9 +22,9 @@ use std::path::PathBuf;
 
 pub use cap::{ConnectionCaps, RoleConnectionCounts};
 pub use cert::Certificate;
-pub use config::{MechanismName, RoleOverride, SecurityConfig};
+pub use config::{Allow, MechanismName, RoleOverride, SecurityConfig, ServiceGrant, ROLES};
 pub use grants::{Access, Grants};
-pub use security::{fresh_pair, Security};
+pub use security::{fresh_pair, Gate, Revocations, Security};
 pub use stats::{AuthStats, AuthSummary};
 pub use zap::ZapHandler;
 

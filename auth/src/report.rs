@@ -86,6 +86,7 @@ mod tests {
             RoleConnectionCounts {
                 max_connections: 4,
                 connections: 3,
+                handshaking: 0,
                 peak_connections: 5,
                 admitted: 9,
                 refused_over_cap: 2,

@@ -11,14 +11,15 @@ use tickbox_zmqx::socket::{last_endpoint, poll_ms_until};
 
 /// Bind a ROUTER on `endpoint` and run the broker until `stop` is set. Returns the final statistics.
 /// `bound` receives the resolved endpoint (useful with `tcp://127.0.0.1:*`).
+/// The ROUTER comes from `auth_gate`, whose context's ZAP handler applies `[security]`.
 pub fn run_broker(
-    ctx: &zmq::Context,
+    auth_gate: &tickbox_auth::Gate,
     endpoint: &str,
     cfg: BrokerConfig,
     stop: &AtomicBool,
     bound: Option<std::sync::mpsc::Sender<String>>,
 ) -> Result<BrokerStats, MdpError> {
-    run_broker_gated(ctx, endpoint, cfg, stop, bound, &mut OpenGate)
+    run_broker_gated(auth_gate, endpoint, cfg, stop, bound, &mut OpenGate)
 }
 
 /// Receives one multipart message with the ZAP user id libzmq attached to it (the `User-Id` property: the
@@ -76,14 +77,16 @@ fn send_all(socket: &zmq::Socket, broker: &mut Broker) -> Result<(), MdpError> {
 
 /// [`run_broker`] with a [`RequestGate`] deciding whether client requests are served.
 pub fn run_broker_gated(
-    ctx: &zmq::Context,
+    auth_gate: &tickbox_auth::Gate,
     endpoint: &str,
     cfg: BrokerConfig,
     stop: &AtomicBool,
     bound: Option<std::sync::mpsc::Sender<String>>,
     gate: &mut dyn RequestGate,
 ) -> Result<BrokerStats, MdpError> {
-    let mut socket = ctx.socket(zmq::ROUTER)?;
+    auth_gate.check_serves(&cfg.security)?;
+    // CURVE and ZAP (role `broker`) when `[security]` asks.
+    let mut socket = auth_gate.socket(zmq::ROUTER, "broker")?;
     // Requests and replies are multipart: ZMQ_TCP_MAXRT and a linger longer than it (BrokerConfig's
     // stalled_peer_timeout, docs/book/src/libzmq-traps.md), so closing can never hit libzmq's clean_pipes abort.
     tickbox_zmqx::prepare_multipart_sender(
@@ -102,8 +105,6 @@ pub fn run_broker_gated(
         n => i64::try_from(n).unwrap_or(i64::MAX),
     };
     socket.set_maxmsgsize(max_msg)?;
-    // CURVE and ZAP (role `broker`) when `[security]` asks; the caller started the ZAP handler in `ctx`.
-    cfg.security.server(&socket, "broker")?;
     socket.bind(endpoint)?;
     let last = last_endpoint(&socket)?;
     tracing::info!(endpoint = %last, "majordomo broker listening");

@@ -123,14 +123,14 @@ fn frames_bytes(frames: &[Vec<u8>]) -> u64 {
 /// Bind a ROUTER at `bind` with routing identity `public` (the exact string clients connect to) and serve until
 /// `stop`, with the default [`FreelanceServerConfig`]. `handler` maps a request body to a reply body.
 pub fn run_freelance_server(
-    ctx: &zmq::Context,
+    gate: &tickbox_auth::Gate,
     bind: &str,
     public: &str,
     stop: &AtomicBool,
     handler: impl FnMut(&[Vec<u8>]) -> Frames,
 ) -> Result<ServerStats, FreelanceError> {
     run_freelance_server_with(
-        ctx,
+        gate,
         bind,
         public,
         stop,
@@ -141,7 +141,7 @@ pub fn run_freelance_server(
 
 /// [`run_freelance_server`] with explicit limits.
 pub fn run_freelance_server_with(
-    ctx: &zmq::Context,
+    gate: &tickbox_auth::Gate,
     bind: &str,
     public: &str,
     stop: &AtomicBool,
@@ -153,7 +153,9 @@ pub fn run_freelance_server_with(
             "the public endpoint must be concrete (it is the server identity)",
         ));
     }
-    let mut s = ctx.socket(zmq::ROUTER)?;
+    gate.check_serves(&cfg.security)?;
+    // CURVE and ZAP when `[security]` asks (role `freelance`).
+    let mut s = gate.socket(zmq::ROUTER, "freelance")?;
     // Replies are multipart: ZMQ_TCP_MAXRT and a linger longer than it (docs/book/src/libzmq-traps.md).
     tickbox_zmqx::prepare_multipart_sender(
         &mut s,
@@ -168,8 +170,6 @@ pub fn run_freelance_server_with(
     // Mandatory routing turns a full peer queue into EAGAIN (with DONTWAIT) instead of a silent drop, so drops are
     // counted; DONTWAIT keeps one slow peer from blocking everyone else.
     s.set_router_mandatory(true)?;
-    // CURVE and ZAP when `[security]` asks; the caller started the ZAP handler in `ctx`.
-    cfg.security.server(&s, "freelance")?;
     s.bind(bind)?;
     tracing::info!(
         bind,

@@ -16,16 +16,19 @@ use crate::{Frames, PirateError};
 
 /// Run a Paranoid Pirate queue: front-end ROUTER for clients, back-end ROUTER for workers, until `stop`.
 /// `bound` receives the resolved `(frontend, backend)` endpoints.
+/// Both ROUTERs come from `gate` (CURVE and ZAP when `[security]` asks; roles `queue.frontend` and
+/// `queue.backend`).
 pub fn run_ppp_queue(
-    ctx: &zmq::Context,
+    gate: &tickbox_auth::Gate,
     frontend: &str,
     backend: &str,
     cfg: PppConfig,
     stop: &AtomicBool,
     bound: Option<std::sync::mpsc::Sender<(String, String)>>,
 ) -> Result<PppQueueStats, PirateError> {
-    let mut fe = ctx.socket(zmq::ROUTER)?;
-    let mut be = ctx.socket(zmq::ROUTER)?;
+    gate.check_serves(&cfg.security)?;
+    let mut fe = gate.socket(zmq::ROUTER, "queue.frontend")?;
+    let mut be = gate.socket(zmq::ROUTER, "queue.backend")?;
     let max_message = i64::try_from(cfg.max_message_bytes).unwrap_or(i64::MAX);
     for s in [&mut fe, &mut be] {
         // Requests and replies are multipart: ZMQ_TCP_MAXRT and a linger longer than it (docs/book/src/libzmq-traps.md).
@@ -37,9 +40,6 @@ pub fn run_ppp_queue(
         )?;
         s.set_maxmsgsize(max_message)?;
     }
-    // CURVE and ZAP when `[security]` asks; the caller started the ZAP handler in `ctx`.
-    cfg.security.server(&fe, "queue.frontend")?;
-    cfg.security.server(&be, "queue.backend")?;
     fe.bind(frontend)?;
     be.bind(backend)?;
     if let Some(tx) = bound {

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
-use tickbox_auth::Security;
+use tickbox_auth::Gate;
 use tickbox_journal::{JournalError, Reader};
 use tickbox_wire::history::{batch_head_len, HistoryRequest, Refusal, ServiceMessage, StartPoint};
 use tickbox_wire::{BatchCursor, Kind, MessageRef};
@@ -114,14 +114,14 @@ pub struct HistoryServer {
 }
 
 impl HistoryServer {
-    /// Binds the ROUTER (secured as role `recorder.history` under `[security]`) to serve `journal`.
+    /// Binds the ROUTER (made by `gate`, secured as role `recorder.history` under `[security]`) to serve
+    /// `journal`.
     pub fn bind(
-        ctx: &zmq::Context,
-        security: &Security,
+        gate: &Gate,
         journal: &Path,
         options: &HistoryServerOptions,
     ) -> Result<HistoryServer, RecorderError> {
-        let router = ctx.socket(zmq::ROUTER)?;
+        let router = gate.socket(zmq::ROUTER, "recorder.history")?;
         router.set_linger(0)?;
         // Unroutable sends fail instead of vanishing, so an asker that went away is noticed and counted.
         router.set_router_mandatory(true)?;
@@ -137,7 +137,6 @@ impl HistoryServer {
         router.set_sndhwm(hwm)?;
         router.set_rcvhwm(1000)?;
         router.set_maxmsgsize(64 * 1024)?;
-        security.server(&router, "recorder.history")?;
         let endpoint =
             tickbox_zmqx::bind_resolved(&router, &options.endpoint).map_err(|e| match e {
                 tickbox_zmqx::ZmqxError::Zmq(source) => RecorderError::Endpoint {
@@ -534,7 +533,7 @@ mod tests {
                 batch_records: 64,
                 ..HistoryServerOptions::default()
             };
-            let server = HistoryServer::bind(ctx, &Security::default(), journal, &options).unwrap();
+            let server = HistoryServer::bind(&Gate::open(ctx), journal, &options).unwrap();
             let endpoint = server.endpoint().to_owned();
             let stop = Arc::new(AtomicBool::new(false));
             let flag = stop.clone();
@@ -747,7 +746,7 @@ mod tests {
     /// a history; a key the allow directory does not list gets nothing, and its refused handshake is counted.
     #[test]
     fn under_security_a_listed_key_reads_and_a_stranger_is_refused_and_counted() {
-        use tickbox_auth::{MechanismName, SecurityConfig};
+        use tickbox_auth::{Allow, MechanismName, Security, SecurityConfig};
         let keys = tempfile::tempdir().unwrap();
         let allow = keys.path().join("allow");
         std::fs::create_dir(&allow).unwrap();
@@ -762,10 +761,10 @@ mod tests {
             .unwrap();
         let security = |certificate: &str| {
             Security::from_config(&SecurityConfig {
-                mechanism: MechanismName::Curve,
+                mechanism: Some(MechanismName::Curve),
                 certificate: Some(keys.path().join(format!("{certificate}_secret"))),
                 server_key: Some(server_cert.public_z85()),
-                allow: Some(allow.clone()),
+                allow: Some(Allow::Dir(allow.clone())),
                 ..SecurityConfig::default()
             })
             .unwrap()
@@ -775,12 +774,12 @@ mod tests {
         let journal = journal(dir.path());
         let ctx = zmq::Context::new();
         let server_security = security("recorder");
-        let _zap = server_security.start_zap(&ctx).unwrap();
+        let gate = server_security.gate(&ctx).unwrap();
         let options = HistoryServerOptions {
             batch_records: 64,
             ..HistoryServerOptions::default()
         };
-        let server = HistoryServer::bind(&ctx, &server_security, &journal, &options).unwrap();
+        let server = HistoryServer::bind(&gate, &journal, &options).unwrap();
         let endpoint = server.endpoint().to_owned();
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();

@@ -416,15 +416,21 @@ struct OutPublisher {
 }
 
 impl Replayer {
-    /// Binds one XPUB per endpoint (verbose, so every subscription is counted).
-    pub fn bind(ctx: &zmq::Context, opts: ReplayOptions) -> Result<Replayer, RecorderError> {
+    /// Binds one XPUB per endpoint (verbose, so every subscription is counted); a bound one comes from `gate`
+    /// (its context's ZAP handler applies `[security]`).
+    pub fn bind(gate: &tickbox_auth::Gate, opts: ReplayOptions) -> Result<Replayer, RecorderError> {
         if opts.bind.is_empty() {
             return Err(RecorderError::InvalidOption("no endpoint to bind".into()));
         }
+        gate.check_serves(&opts.security)?;
         let mut sockets = Vec::new();
         let mut endpoints = Vec::new();
         for ep in &opts.bind {
-            let mut s = ctx.socket(zmq::XPUB)?;
+            let mut s = if opts.connect {
+                gate.context().socket(zmq::XPUB)?
+            } else {
+                gate.socket(zmq::XPUB, opts.role)?
+            };
             s.set_linger(100)?;
             s.set_sndhwm(opts.sndhwm)?;
             // Verboser, not verbose: a subscriber that disconnects must be seen leaving, so the end of a replay can
@@ -446,7 +452,6 @@ impl Replayer {
                 s.connect(ep).map_err(endpoint_err)?;
                 endpoints.push(ep.clone());
             } else {
-                opts.security.server(&s, opts.role)?;
                 s.bind(ep).map_err(endpoint_err)?;
                 endpoints.push(tickbox_zmqx::last_endpoint(&s)?);
             }

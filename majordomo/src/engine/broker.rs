@@ -876,10 +876,16 @@ mod tests {
         // Grants name keys, so they come with CURVE (keys are Z85 literals; no socket is involved here).
         const OPS: &str = "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7";
         let security = tickbox_auth::Security::from_config(&tickbox_auth::SecurityConfig {
-            mechanism: tickbox_auth::MechanismName::Curve,
-            services: [("tickbox.replay.*".to_string(), vec![OPS.to_string()])]
-                .into_iter()
-                .collect(),
+            mechanism: Some(tickbox_auth::MechanismName::Curve),
+            services: [(
+                "tickbox.replay.*".to_string(),
+                tickbox_auth::ServiceGrant {
+                    call: vec![OPS.to_string()],
+                    serve: vec![],
+                },
+            )]
+            .into_iter()
+            .collect(),
             ..Default::default()
         })
         .unwrap();

@@ -368,9 +368,9 @@ fn latency(a: LatencyArgs) -> anyhow::Result<ExitCode> {
         repeats: a.repeat,
     };
     let stop = crate::shutdown::flag();
-    let ctx = zmq::Context::new();
+    let gate = tickbox_auth::Gate::open(&zmq::Context::new());
     let stamp = unix_seconds().to_string();
-    let outcome = run_latency_sweep(&ctx, &sweep, &a.out, &stamp, &stop)
+    let outcome = run_latency_sweep(&gate, &sweep, &a.out, &stamp, &stop)
         .context("latency benchmark failed")?;
     print_environment(&outcome.document);
     println!(
@@ -424,11 +424,17 @@ fn throughput(a: ThroughputArgs) -> anyhow::Result<ExitCode> {
     let stop = crate::shutdown::flag();
     let ctx = zmq::Context::new();
     let stamp = unix_seconds().to_string();
-    let outcome = run_throughput_sweep(&ctx, &sweep, &a.out, &stamp, &stop)
-        .context("throughput benchmark failed")?;
+    let outcome = run_throughput_sweep(
+        &tickbox_auth::Gate::open(&ctx),
+        &sweep,
+        &a.out,
+        &stamp,
+        &stop,
+    )
+    .context("throughput benchmark failed")?;
     if a.security == BenchSecurity::Curve {
         let security = tickbox_auth::Security::ephemeral_curve()?;
-        let _zap = security.start_zap(&ctx)?;
+        let gate = security.gate(&ctx)?;
         let curve_sweep = ThroughputSweep {
             base: ThroughputConfig {
                 security,
@@ -436,9 +442,14 @@ fn throughput(a: ThroughputArgs) -> anyhow::Result<ExitCode> {
             },
             ..sweep.clone()
         };
-        let curve =
-            run_throughput_sweep(&ctx, &curve_sweep, &a.out, &format!("{stamp}-curve"), &stop)
-                .context("throughput benchmark under CURVE failed")?;
+        let curve = run_throughput_sweep(
+            &gate,
+            &curve_sweep,
+            &a.out,
+            &format!("{stamp}-curve"),
+            &stop,
+        )
+        .context("throughput benchmark under CURVE failed")?;
         println!("without CURVE:");
         print!("{}", throughput_table(&outcome.results));
         println!("with CURVE:");
@@ -479,17 +490,23 @@ fn replay(a: ReplayArgs) -> anyhow::Result<ExitCode> {
     let stop = crate::shutdown::flag();
     let ctx = zmq::Context::new();
     let stamp = unix_seconds().to_string();
-    let outcome = run_replay_bench(&ctx, &config, &a.out, &stamp, &stop)
-        .context("replay benchmark failed")?;
+    let outcome = run_replay_bench(
+        &tickbox_auth::Gate::open(&ctx),
+        &config,
+        &a.out,
+        &stamp,
+        &stop,
+    )
+    .context("replay benchmark failed")?;
     if a.security == BenchSecurity::Curve {
         let security = tickbox_auth::Security::ephemeral_curve()?;
-        let _zap = security.start_zap(&ctx)?;
+        let gate = security.gate(&ctx)?;
         let curve_config = ReplayBenchConfig {
             security,
             ..config.clone()
         };
         let curve = run_replay_bench(
-            &ctx,
+            &gate,
             &curve_config,
             &a.out,
             &format!("{stamp}-curve"),
@@ -529,10 +546,10 @@ fn record(a: RecordArgs, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
         ..RecordBenchConfig::default()
     };
     let stop = crate::shutdown::flag();
-    let ctx = zmq::Context::new();
+    let gate = tickbox_auth::Gate::open(&zmq::Context::new());
     let stamp = unix_seconds().to_string();
-    let outcome =
-        run_record_bench(&ctx, &bench, &a.out, &stamp, &stop).context("record benchmark failed")?;
+    let outcome = run_record_bench(&gate, &bench, &a.out, &stamp, &stop)
+        .context("record benchmark failed")?;
     print_environment(&outcome.document);
     println!(
         "a batched lossless feed (feed --batch auto --rate max --no-drop) read flat out over tcp loopback; \

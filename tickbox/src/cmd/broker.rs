@@ -50,11 +50,8 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     }
     let stop = crate::shutdown::flag();
     let ctx = zmq::Context::new();
-    // Before any bind, and kept until the sockets are closed: without it libzmq lets every CURVE client in.
-    let _zap = config
-        .auth
-        .start_zap(&ctx)
-        .context("starting the ZAP handler")?;
+    // Before any bind, and kept until the sockets are closed: the only way to make the broker's ROUTER.
+    let gate = config.auth.gate(&ctx).context("starting the ZAP handler")?;
     let (tx, rx) = std::sync::mpsc::channel();
     // Print the bound endpoint as soon as it is known, so scripts and tests can use `:*` ports.
     let printer = std::thread::spawn(move || {
@@ -68,7 +65,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         _ => None,
     };
     let stats = match role {
-        None => run_broker(&ctx, &args.bind, cfg, &stop, Some(tx)).context("broker")?,
+        None => run_broker(&gate, &args.bind, cfg, &stop, Some(tx)).context("broker")?,
         Some(role) => {
             let state_bind = args
                 .state_bind
@@ -84,7 +81,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
                     ..Default::default()
                 },
             };
-            let (stats, state) = run_broker_pair(&ctx, &args.bind, cfg, &pair, &stop, Some(tx))
+            let (stats, state) = run_broker_pair(&gate, &args.bind, cfg, &pair, &stop, Some(tx))
                 .context("broker pair")?;
             println!("final binary star state: {state:?}");
             stats

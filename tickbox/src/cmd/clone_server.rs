@@ -129,15 +129,13 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     };
     let ctx = zmq::Context::new();
     // Before any bind, and kept until the sockets are closed: without it libzmq lets every CURVE client in.
-    let _zap = security
-        .start_zap(&ctx)
-        .context("starting the ZAP handler")?;
+    let gate = security.gate(&ctx).context("starting the ZAP handler")?;
     let stop = crate::shutdown::flag();
     let role = options
         .ha
         .as_ref()
         .map(|h| format!("{:?}", h.role).to_lowercase());
-    run_blocking(&ctx, options, &stop, |eps, port| {
+    run_blocking(&gate, options, &stop, |eps, port| {
         use std::io::Write;
         let mut out = std::io::stdout().lock();
         let _ = writeln!(

@@ -55,10 +55,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     let stop = crate::shutdown::flag();
     let ctx = zmq::Context::new();
     // Before any bind, and kept until the sockets are closed: without it libzmq lets every CURVE client in.
-    let _zap = config
-        .auth
-        .start_zap(&ctx)
-        .context("starting the ZAP handler")?;
+    let gate = config.auth.gate(&ctx).context("starting the ZAP handler")?;
     println!(
         "freelance server {public} listening on {} (at most {} replies of at most {} queued per peer)",
         args.bind,
@@ -66,7 +63,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         limits.max_message_size
     );
     let echo = args.echo;
-    let stats = run_freelance_server_with(&ctx, &args.bind, &public, &stop, &limits, |body| {
+    let stats = run_freelance_server_with(&gate, &args.bind, &public, &stop, &limits, |body| {
         if echo {
             body.to_vec()
         } else {

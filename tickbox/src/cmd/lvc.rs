@@ -134,15 +134,16 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     let stop = crate::shutdown::flag();
     // Built (and its I/O threads placed) before any of our threads is pinned, so they never inherit a shard's core.
     let ctx = tickbox_zmqx::context::build(&config.context)?;
-    // Before any socket binds: without a ZAP handler libzmq would let every CURVE client in.
-    let _zap = security.start_zap(&ctx)?;
+    // Before any socket binds: the proxy's bound sockets come from the gate, whose ZAP handler applies
+    // `[security]`.
+    let gate = security.gate(&ctx)?;
     // The live view below reports every stats_interval (redrawn in place on a terminal), so the proxy thread's
     // own stats log line is turned off rather than printed twice.
     let proxy_config = LvcConfig {
         stats_interval: HumanDuration(Duration::ZERO),
         ..lvc_config.clone()
     };
-    let lvc = tickbox_lvc::spawn(&ctx, proxy_config).context("starting the LVC proxy")?;
+    let lvc = tickbox_lvc::spawn(&gate, proxy_config).context("starting the LVC proxy")?;
     let status = StatusBoard::start(&ctx, broker.as_deref(), "lvc", config.auth.clone())?;
     {
         // Resolved endpoints go to stdout, flushed, so scripts and tests can use `tcp://…:*`.

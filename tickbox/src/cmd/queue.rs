@@ -66,19 +66,16 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     let stop = crate::shutdown::flag();
     let ctx = zmq::Context::new();
     // Before any bind, and kept until the sockets are closed: without it libzmq lets every CURVE client in.
-    let _zap = config
-        .auth
-        .start_zap(&ctx)
-        .context("starting the ZAP handler")?;
+    let gate = config.auth.gate(&ctx).context("starting the ZAP handler")?;
     let (bound_tx, bound_rx) = mpsc::channel();
     let (frontend, backend) = (args.frontend.clone(), args.backend.clone());
     // The queue loop runs on its own thread so the resolved endpoints can be printed as soon as they are bound.
     let queue = std::thread::Builder::new()
         .name("ppp-queue".into())
         .spawn({
-            let ctx = ctx.clone();
+            let gate = gate.clone();
             let stop = stop.clone();
-            move || run_ppp_queue(&ctx, &frontend, &backend, cfg, &stop, Some(bound_tx))
+            move || run_ppp_queue(&gate, &frontend, &backend, cfg, &stop, Some(bound_tx))
         })
         .context("starting the queue thread")?;
     if let Ok((fe, be)) = bound_rx.recv() {

@@ -178,15 +178,12 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         security: config.auth.clone(),
         reader_cores: cfg.reader_cores.clone(),
     };
+    // The history service's ROUTER comes from the gate: its ZAP handler refuses strangers and reads the
+    // socket's monitor, which would otherwise stall libzmq's I/O thread and with it the recording SUB.
+    let gate = config.auth.gate(&ctx)?;
     let serve_stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let history = match args.serve.as_ref().or(cfg.serve.as_ref()) {
-        Some(endpoint) => Some(serve_history(
-            &ctx,
-            config,
-            &args.journal,
-            endpoint,
-            &serve_stop,
-        )?),
+        Some(endpoint) => Some(serve_history(&gate, &args.journal, endpoint, &serve_stop)?),
         None => None,
     };
     let journal = args.journal.display().to_string();
@@ -366,8 +363,7 @@ type HistoryThread = std::thread::JoinHandle<
 /// Starts the history service on its own thread (its socket lives there), prints where it is bound, and returns
 /// the thread, which serves until `stop`.
 fn serve_history(
-    ctx: &zmq::Context,
-    config: &TickboxConfig,
+    gate: &tickbox_auth::Gate,
     journal: &std::path::Path,
     endpoint: &str,
     stop: &std::sync::Arc<std::sync::atomic::AtomicBool>,
@@ -377,23 +373,21 @@ fn serve_history(
         ..Default::default()
     };
     let (bound_tx, bound_rx) = std::sync::mpsc::channel();
-    let (ctx, security, journal, stop) = (
-        ctx.clone(),
-        config.auth.clone(),
+    let (gate, journal, stop) = (
+        gate.clone(),
         journal.to_path_buf(),
         std::sync::Arc::clone(stop),
     );
     let thread = std::thread::Builder::new()
         .name("tickbox-history".into())
         .spawn(move || {
-            let server =
-                match tickbox_recorder::HistoryServer::bind(&ctx, &security, &journal, &options) {
-                    Ok(server) => server,
-                    Err(err) => {
-                        let _ = bound_tx.send(Err(err.to_string()));
-                        return Ok(Default::default());
-                    }
-                };
+            let server = match tickbox_recorder::HistoryServer::bind(&gate, &journal, &options) {
+                Ok(server) => server,
+                Err(err) => {
+                    let _ = bound_tx.send(Err(err.to_string()));
+                    return Ok(Default::default());
+                }
+            };
             let _ = bound_tx.send(Ok(server.endpoint().to_owned()));
             server.run(&stop)
         })?;

@@ -286,9 +286,9 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     };
     let stop = crate::shutdown::flag();
     let ctx = tickbox_zmqx::context::build(&config.context)?;
-    // Before any socket binds: without a ZAP handler libzmq would let every CURVE client in.
-    let _zap = config.auth.start_zap(&ctx)?;
-    let mut replayer = Replayer::bind(&ctx, opts)?;
+    // Before any socket binds: the shards' sockets come from the gate, whose ZAP handler applies `[security]`.
+    let gate = config.auth.gate(&ctx)?;
+    let mut replayer = Replayer::bind(&gate, opts)?;
     replayer.set_drain_timeout(args.drain_timeout)?;
     for (i, ep) in replayer.endpoints().iter().enumerate() {
         eprintln!("replay: shard {i} publishing on {ep}");

@@ -227,7 +227,7 @@ fn check(args: CheckArgs, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     let mut findings = tickbox_tuning::check(&t, &input);
     findings.extend(tickbox_tuning::check_exposure(
         &bound_endpoints(config),
-        config.security.mechanism == tickbox_auth::MechanismName::Curve,
+        config.security.mechanism() == tickbox_auth::MechanismName::Curve,
         !config.security.allow_ips.is_empty(),
     ));
     if args.json {
