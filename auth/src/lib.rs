@@ -87,3 +87,24 @@ pub enum AuthError {
 pub fn user_id(msg: &mut zmq::Message) -> Option<&str> {
     msg.gets(USER_ID_PROPERTY).filter(|u| !u.is_empty())
 }
+
+/// Receives one multipart message with the `User-Id` libzmq attached to it (the sender's public key under
+/// CURVE), so a loop can authorise it without touching the socket again.
+pub fn recv_with_user(
+    socket: &zmq::Socket,
+    flags: i32,
+) -> Result<(Vec<Vec<u8>>, Option<String>), zmq::Error> {
+    let mut frames = Vec::new();
+    let mut user = None;
+    let mut msg = zmq::Message::new();
+    loop {
+        socket.recv(&mut msg, if frames.is_empty() { flags } else { 0 })?;
+        if user.is_none() {
+            user = user_id(&mut msg).map(str::to_owned);
+        }
+        frames.push(msg.to_vec());
+        if !msg.get_more() {
+            return Ok((frames, user));
+        }
+    }
+}

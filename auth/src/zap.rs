@@ -382,6 +382,9 @@ impl Loop {
                         (event == E::HANDSHAKE_FAILED_PROTOCOL).then_some(value),
                     );
                     self.stats.record(&role, "", Some(reason));
+                    // Every refusal at debug level (the warning is rate-limited): what a test, or an operator
+                    // at -v, waits on to know it is counted.
+                    tracing::debug!(role, reason = reason.key(), "handshake refused");
                     self.log.refused(&role, "", None, reason, &self.stats);
                 }
             }
@@ -406,10 +409,12 @@ impl Loop {
             .for_role(&request.domain)
             .and_then(Allow::dir)
             .map(|dir| self.allow_sets.keys_in(dir));
-        let verdict = if lock(&self.caps).admit(&request.domain, Instant::now()) {
-            self.gate.decide(&request, allowed.as_ref())
-        } else {
-            Verdict::Refuse(Refusal::ConnectionCap)
+        // The cap is asked only for a peer the policy admits: a refused key must not hold a place.
+        let verdict = match self.gate.decide(&request, allowed.as_ref()) {
+            Verdict::Accept { .. } if !lock(&self.caps).admit(&request.domain, Instant::now()) => {
+                Verdict::Refuse(Refusal::ConnectionCap)
+            }
+            verdict => verdict,
         };
         let refusal = match &verdict {
             Verdict::Accept { .. } => None,
@@ -418,6 +423,7 @@ impl Loop {
         self.stats
             .record(&request.domain, &request.address, refusal);
         if let Some(reason) = refusal {
+            tracing::debug!(role = %request.domain, reason = reason.key(), "handshake refused");
             let key = request
                 .credentials
                 .first()

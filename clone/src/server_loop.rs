@@ -950,6 +950,18 @@ fn run(
 
         if r_collector {
             let res = drain_from(&collector, BATCH, |parts, user| {
+                // A writer whose key has left the allow directory since its handshake is refused from its next
+                // update on (the allow set as the ZAP loop last read it, at most a second old).
+                if !config.security.is_listed("clone.collector", user) {
+                    config.security.stats().record_revoked();
+                    warn_limited!(
+                        &mut logs,
+                        refused,
+                        now,
+                        "refused an update from a key no longer in the allow directory"
+                    );
+                    return;
+                }
                 match KvMsg::decode(&parts) {
                     Ok(msg) => {
                         let uuid = msg.uuid;

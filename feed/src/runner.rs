@@ -562,9 +562,22 @@ impl ShardRun<'_> {
         let over =
             |now: u64| self.stop.load(Ordering::Relaxed) || end_ns.is_some_and(|end| now >= end);
 
+        // Bound shards close their live sessions when a key leaves the allow directory, so the revoked
+        // subscriber's next handshake is refused (one atomic load per pacer step otherwise).
+        let mut revocations =
+            (!config.shards[shard].connect).then(|| config.security.revocations());
         'run: loop {
             if self.stop.load(Ordering::Relaxed) {
                 break;
+            }
+            if let Some(r) = revocations.as_mut() {
+                if r.due() {
+                    r.reset_sessions(
+                        publisher.socket(),
+                        "feed",
+                        std::slice::from_ref(&self.endpoint),
+                    )?;
+                }
             }
             let now = mono();
             if end_ns.is_some_and(|end| now >= end) || sent >= limit || empty_and_bounded {

@@ -335,7 +335,7 @@ impl Default for LvcConfig {
         Self {
             upstream: Vec::new(),
             upstream_bind: Vec::new(),
-            bind: "tcp://*:5558".into(),
+            bind: "tcp://127.0.0.1:5558".into(),
             tap: None,
             cache_prefixes: vec![String::new()],
             max_topics: 1_000_000,

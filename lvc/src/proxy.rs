@@ -174,6 +174,10 @@ struct Proxy {
     publishers: Option<PublisherCheck>,
     /// The parts of a multipart message held for the forgery check, forwarded from here in order.
     held: std::collections::VecDeque<RawMsg>,
+    /// Says when a key has left an allow directory; the bound sockets then close their live sessions.
+    revocations: tickbox_auth::Revocations,
+    /// The endpoints the sockets are bound to, to bind again after such a reset.
+    bound: LvcEndpoints,
 }
 
 /// Most parts of one upstream multipart message the forgery check holds; a longer message from a publisher key
@@ -424,6 +428,8 @@ impl Proxy {
                 broadcast: config.broadcasts_cached(),
                 snapshot,
                 held: std::collections::VecDeque::new(),
+                revocations: config.security.revocations(),
+                bound: endpoints.clone(),
                 publishers: config
                     .security
                     .grants()
@@ -451,6 +457,9 @@ impl Proxy {
         let mut last_publish = Instant::now();
         let mut last_log = Instant::now();
         while !stop.load(Ordering::Relaxed) {
+            if self.revocations.due() {
+                self.reset_sessions()?;
+            }
             // A reply that made progress sends its next slice right after this wake-up's live traffic; one whose
             // client is full is retried every 10 ms until it drains or is abandoned.
             let wait = match &self.snapshot {
@@ -516,6 +525,27 @@ impl Proxy {
                     last_log = now;
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// A key left an allow directory: every bound socket closes its live sessions, so every peer handshakes
+    /// again and the revoked key is refused (a connecting upstream is a client: its server's gate does this).
+    fn reset_sessions(&mut self) -> Result<(), LvcError> {
+        let r = &self.revocations;
+        if !self.bound.upstream.is_empty() {
+            r.reset_sessions(&self.xsub, "lvc.upstream", &self.bound.upstream)?;
+        }
+        r.reset_sessions(
+            &self.xpub,
+            "lvc.downstream",
+            std::slice::from_ref(&self.bound.downstream),
+        )?;
+        if let (Some(tap), Some(ep)) = (&self.tap, &self.bound.tap) {
+            r.reset_sessions(tap, "lvc.tap", std::slice::from_ref(ep))?;
+        }
+        if let (Some(side), Some(ep)) = (&self.snapshot, &self.bound.snapshot) {
+            r.reset_sessions(&side.router, "lvc.snapshot", std::slice::from_ref(ep))?;
         }
         Ok(())
     }

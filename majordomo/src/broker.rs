@@ -22,27 +22,6 @@ pub fn run_broker(
     run_broker_gated(auth_gate, endpoint, cfg, stop, bound, &mut OpenGate)
 }
 
-/// Receives one multipart message with the ZAP user id libzmq attached to it (the `User-Id` property: the
-/// client's public key under CURVE), so the engine can authorise the request without touching the socket.
-pub(crate) fn recv_with_user(
-    socket: &zmq::Socket,
-    flags: i32,
-) -> Result<(Frames, Option<String>), zmq::Error> {
-    let mut frames = Vec::new();
-    let mut user = None;
-    let mut msg = zmq::Message::new();
-    loop {
-        socket.recv(&mut msg, if frames.is_empty() { flags } else { 0 })?;
-        if user.is_none() {
-            user = tickbox_auth::user_id(&mut msg).map(str::to_owned);
-        }
-        frames.push(msg.to_vec());
-        if !msg.get_more() {
-            return Ok((frames, user));
-        }
-    }
-}
-
 fn is_client_request(frames: &Frames) -> bool {
     matches!(
         (
@@ -111,6 +90,7 @@ pub fn run_broker_gated(
     if let Some(tx) = bound {
         let _ = tx.send(last);
     }
+    let cfg_security = cfg.security.clone();
     let mut broker = Broker::new(cfg, Instant::now());
     let mut dropped_by_gate = 0u64;
     while !stop.load(Ordering::Relaxed) {
@@ -131,14 +111,20 @@ pub fn run_broker_gated(
         if ready > 0 {
             // Drain everything queued so one wake-up handles a burst.
             loop {
-                match recv_with_user(&socket, zmq::DONTWAIT) {
+                match tickbox_auth::recv_with_user(&socket, zmq::DONTWAIT) {
                     Ok((frames, user)) => {
                         let now = Instant::now();
                         if is_client_request(&frames) && !gate.allow(now) {
                             dropped_by_gate += 1;
                             continue;
                         }
-                        broker.handle_input_from(now, frames, user.as_deref());
+                        // Revocation reaches a live session per message: the key is checked against the allow
+                        // set the ZAP loop last read (at most a second old).
+                        if cfg_security.is_listed("broker", user.as_deref()) {
+                            broker.handle_input_from(now, frames, user.as_deref());
+                        } else {
+                            broker.handle_revoked(now, frames, user.as_deref());
+                        }
                     }
                     Err(zmq::Error::EAGAIN | zmq::Error::EINTR) => break,
                     Err(e) => return Err(e.into()),

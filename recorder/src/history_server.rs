@@ -111,6 +111,7 @@ pub struct HistoryServer {
     runs: Vec<(u32, u64, u64)>,
     captures: Vec<u64>,
     report: HistoryServerReport,
+    revocations: tickbox_auth::Revocations,
 }
 
 impl HistoryServer {
@@ -162,6 +163,7 @@ impl HistoryServer {
             runs: Vec::new(),
             captures: Vec::with_capacity(usize::from(options.batch_records.max(1))),
             report: HistoryServerReport::default(),
+            revocations: gate.security().revocations(),
         })
     }
 
@@ -173,6 +175,14 @@ impl HistoryServer {
     /// Serves until `stop` is set, checking it at least every 100 ms; returns what it did.
     pub fn run(mut self, stop: &AtomicBool) -> Result<HistoryServerReport, RecorderError> {
         while !stop.load(Ordering::Relaxed) {
+            if self.revocations.due() {
+                // A key left the allow directory: every asker handshakes again, and the revoked one is refused.
+                self.revocations.reset_sessions(
+                    &self.router,
+                    "recorder.history",
+                    std::slice::from_ref(&self.endpoint),
+                )?;
+            }
             self.poll_once(Duration::from_millis(100))?;
         }
         Ok(self.report())

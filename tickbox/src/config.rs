@@ -67,6 +67,10 @@ impl TickboxConfig {
         tickbox_zmqx::naming::warn_renamed_keys(&text);
         let mut config: Self =
             toml::from_str(&text).with_context(|| format!("parsing config {}", path.display()))?;
+        // Key and certificate paths mean the same whatever directory the command runs in.
+        if let Some(dir) = path.parent() {
+            config.security.resolve_paths(dir);
+        }
         config.share_socket_profiles()?;
         config.share_security()?;
         Ok(config)

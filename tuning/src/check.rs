@@ -431,6 +431,51 @@ pub fn check_exposure(binds: &[(String, String)], curve: bool, ip_fenced: bool) 
         .collect()
 }
 
+/// What `[security]` says about who may connect, for [`check_admission`]: whether CURVE is on, whether a default
+/// `allow` is set (a directory or `"any"`), and the roles (or `*` for the default) whose `allow` is `"any"`.
+#[derive(Debug, Clone, Default)]
+pub struct Admission {
+    /// `mechanism = "curve"`.
+    pub curve: bool,
+    /// The section has a default `allow` (a directory or `"any"`).
+    pub default_allow: bool,
+    /// Roles set to `allow = "any"` (`*` for the default).
+    pub any_roles: Vec<String>,
+}
+
+/// `curve_without_allow` (an error: every command that binds would refuse to start) and `curve_allow_any` (a
+/// warning: encrypted, but any key gets in) for the section's admission rules.
+pub fn check_admission(admission: &Admission) -> Vec<Finding> {
+    if !admission.curve {
+        return Vec::new();
+    }
+    let mut findings = Vec::new();
+    if !admission.default_allow {
+        findings.push(Finding {
+            severity: Severity::Warning,
+            check: "curve_without_allow",
+            message: "mechanism = \"curve\" with no allow: every command that binds refuses to start unless its role \
+                      has its own allow"
+                .into(),
+            fix: Some(
+                "allow = \"DIR\" (a directory of public certificates), or allow = \"any\" to admit every CURVE key"
+                    .into(),
+            ),
+        });
+    }
+    for role in &admission.any_roles {
+        findings.push(Finding {
+            severity: Severity::Warning,
+            check: "curve_allow_any",
+            message: format!(
+                "allow = \"any\" for {role}: every CURVE key is admitted (encrypted, not authenticated)"
+            ),
+            fix: Some("list the keys that may connect: allow = \"DIR\"".into()),
+        });
+    }
+    findings
+}
+
 /// True for a TCP endpoint whose address is not a loopback address (`*`, `0.0.0.0`, an interface name, or any
 /// routable address); ipc and inproc never are.
 fn reachable_from_network(endpoint: &str) -> bool {

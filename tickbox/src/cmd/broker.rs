@@ -12,9 +12,10 @@ use crate::config::TickboxConfig;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
-    /// Endpoint the broker ROUTER binds; clients and workers connect here. `tcp://127.0.0.1:*` picks a port
-    /// (the bound endpoint is printed on stdout).
-    #[arg(long, default_value = "tcp://*:5555")]
+    /// Endpoint the broker ROUTER binds; clients and workers connect here. Loopback unless told otherwise
+    /// (`tcp://*:5555` for every interface); `tcp://127.0.0.1:*` picks a port (the bound endpoint is printed on
+    /// stdout).
+    #[arg(long, default_value = "tcp://127.0.0.1:5555")]
     bind: String,
     /// Run as the primary of a Binary Star pair (needs --peer).
     #[arg(long, conflicts_with = "backup", requires = "peer")]
@@ -25,7 +26,8 @@ pub(crate) struct Args {
     /// The peer's state endpoint (its --state-bind), e.g. `tcp://host:5004`.
     #[arg(long)]
     peer: Option<String>,
-    /// Where this broker publishes its Binary Star state [default: primary tcp://*:5003, backup tcp://*:5004].
+    /// Where this broker publishes its Binary Star state [default: primary tcp://127.0.0.1:5003, backup
+    /// tcp://127.0.0.1:5004; a pair on two hosts binds `tcp://*:5003`].
     #[arg(long)]
     state_bind: Option<String>,
     /// Binary Star state heartbeat (e.g. `1s`); the peer is presumed dead after two silent heartbeats.

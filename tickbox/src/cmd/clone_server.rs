@@ -20,8 +20,8 @@ pub(crate) struct Args {
     /// triple.
     #[arg(long, default_value_t = 5556, value_parser = parse_base_port)]
     port: u16,
-    /// Address to bind on (`*` = all interfaces).
-    #[arg(long, default_value = "*")]
+    /// Address to bind on: loopback unless told otherwise; `*` = all interfaces.
+    #[arg(long, default_value = "127.0.0.1")]
     interface: String,
     /// Run as the primary of a Binary Star pair (needs --peer).
     #[arg(long, conflicts_with = "backup", requires = "peer")]
@@ -32,7 +32,8 @@ pub(crate) struct Args {
     /// The peer server's base endpoint, tcp://HOST:P.
     #[arg(long, value_name = "tcp://HOST:P")]
     peer: Option<String>,
-    /// Where our Binary Star state PUB binds (default tcp://*:5003 for the primary, tcp://*:5004 for the backup).
+    /// Where our Binary Star state PUB binds (default loopback: tcp://127.0.0.1:5003 for the primary, :5004 for
+    /// the backup; a pair on two hosts binds e.g. tcp://*:5003).
     #[arg(long, value_name = "ENDPOINT")]
     state_bind: Option<String>,
     /// The peer's state PUB (default: the --peer host on 5004 for the primary, 5003 for the backup).

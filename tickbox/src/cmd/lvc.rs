@@ -25,7 +25,8 @@ pub(crate) struct Args {
     /// Endpoints to bind for publishers that connect (`tickbox feed --connect`).
     #[arg(long, value_delimiter = ',', value_name = "EP[,EP…]")]
     upstream_bind: Vec<String>,
-    /// Where subscribers connect. Default: the config's, else `tcp://*:5558`.
+    /// Where subscribers connect. Default: the config's, else `tcp://127.0.0.1:5558` (loopback; `tcp://*:5558`
+    /// for every interface).
     #[arg(long, value_name = "EP")]
     bind: Option<String>,
     /// Bind the Espresso tap here.

@@ -14,11 +14,12 @@ use crate::config::TickboxConfig;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
-    /// Endpoint clients connect to (front-end ROUTER), e.g. `tcp://*:5555`; `tcp://127.0.0.1:*` picks a port.
-    #[arg(long, default_value = "tcp://*:5555")]
+    /// Endpoint clients connect to (front-end ROUTER): loopback unless told otherwise (`tcp://*:5555` for every
+    /// interface); `tcp://127.0.0.1:*` picks a port.
+    #[arg(long, default_value = "tcp://127.0.0.1:5555")]
     frontend: String,
-    /// Endpoint workers connect to (back-end ROUTER), e.g. `tcp://*:5556`.
-    #[arg(long, default_value = "tcp://*:5556")]
+    /// Endpoint workers connect to (back-end ROUTER): loopback unless told otherwise (`tcp://*:5556`).
+    #[arg(long, default_value = "tcp://127.0.0.1:5556")]
     backend: String,
     /// Heartbeat interval, both ways; workers must use the same (6/PPP reference: 1 s).
     #[arg(long, default_value = "1s")]

@@ -289,6 +289,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     // Before any socket binds: the shards' sockets come from the gate, whose ZAP handler applies `[security]`.
     let gate = config.auth.gate(&ctx)?;
     let mut replayer = Replayer::bind(&gate, opts)?;
+    replayer.expect_from_ledger(&args.journal);
     replayer.set_drain_timeout(args.drain_timeout)?;
     for (i, ep) in replayer.endpoints().iter().enumerate() {
         eprintln!("replay: shard {i} publishing on {ep}");

@@ -46,6 +46,7 @@ mod replay_selection;
 mod rr;
 mod security;
 mod security_control;
+mod security_hostile;
 mod signals;
 mod snail;
 mod status;
