@@ -83,6 +83,30 @@ pub struct HistoryServerReport {
     pub askers_unreachable: u64,
 }
 
+impl HistoryServerReport {
+    /// The one line `tickbox record` prints for the service at its end.
+    pub fn summary_line(&self) -> String {
+        let r = self;
+        format!(
+            "history service: {} askers served ({} completed, {} cancelled, {} abandoned), {} refused busy, \
+             {} refused malformed, {} records in {} batches; journal: {} undecodable, {} damaged stretches, {} \
+             lapped readers, {} askers gone",
+            r.service.askers_accepted,
+            r.service.askers_completed,
+            r.service.askers_cancelled,
+            r.service.askers_abandoned,
+            r.service.refused_busy,
+            r.service.refused_malformed,
+            r.service.records_sent,
+            r.service.batches_sent,
+            r.undecodable_records,
+            r.damaged_stretches,
+            r.readers_lapped,
+            r.askers_unreachable
+        )
+    }
+}
+
 /// Never raised: a send buffer is taken without waiting ([`WhenExhausted::Allocate`]), so nothing waits to stop.
 static NO_WAIT: AtomicBool = AtomicBool::new(false);
 

@@ -25,16 +25,20 @@ mod history_server;
 mod inspect;
 mod journal_ext;
 mod ledger;
+mod local_feed;
 mod progress;
 mod record;
+mod record_session;
 mod replay;
+mod replay_session;
 mod selection;
 mod source_replay;
 mod summary;
 
 pub use config::{DurabilityConfig, JournalModeConfig, RecorderConfig};
 pub use control::{
-    fmt_position, parse_position, parse_start, Effect, ReplayController, RunSpec, RunState,
+    fmt_position, parse_position, parse_start, Effect, ReplayController, ReplayShared, RunSpec,
+    RunState,
 };
 pub use error::RecorderError;
 pub use history::{HistoryAction, HistoryService, HistoryServiceConfig, HistoryServiceReport};
@@ -48,10 +52,18 @@ pub use inspect::{
 };
 pub use journal_ext::{overwritten, overwritten_at, read_app_meta, OverwriteStats, APP_META_MAX};
 pub use ledger::{Ledger, LedgerError, LedgerOverflow, LedgerRow, MAX_LEDGER_PUBLISHERS};
+pub use local_feed::{LocalFeed, LocalFeedReport};
 pub use progress::{stop_seq_of, ReplayProgress};
 pub use record::{record, RecordOptions, RecordStats, Recorder, TAP_EVENT_MARKER};
+pub use record_session::{
+    RecordObserver, RecordOutcome, RecordRequest, RecordSession, RecordSettings,
+    ELECTED_PROGRESS_EVERY, PROGRESS_EVERY,
+};
 pub use replay::{
     Closing, Identity, Input, Position, ReplayInput, ReplayOptions, ReplayStats, Replayer,
+};
+pub use replay_session::{
+    ReplayExit, ReplayObserver, ReplayOutcome, ReplayRequest, ReplaySession, RunSummary,
 };
 pub use selection::{
     empty_selection, format_in_zone, parse_zone, JournalOverview, ReplayAsk, ReplayPlan,

@@ -271,7 +271,10 @@ fn a_zeroed_first_segment_header_is_damage_at_offset_0_and_the_rest_is_replayed(
     want_gaps.sort();
     let mut got_gaps = gaps;
     got_gaps.sort();
-    assert_eq!(got_gaps, want_gaps, "a gap notice per publisher for the damaged first segment");
+    assert_eq!(
+        got_gaps, want_gaps,
+        "a gap notice per publisher for the damaged first segment"
+    );
     // It was exit 1 'not a tickbox journal', and nothing replayed.
     assert_eq!(out.status.code(), Some(5), "{stderr}");
     let summary: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON summary");
