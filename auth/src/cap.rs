@@ -7,11 +7,14 @@
 //! be made to go: what a cap can do is refuse the new one. It is refused at its handshake (ZAP answers 400), which
 //! makes libzmq close that connection at once; the sessions already admitted keep working.
 //!
-//! The cap counts authenticated sessions only (handshake done, by file descriptor, until gone) plus the handshakes
-//! ZAP has admitted and libzmq has not finished yet. A connection that never completes a handshake (a keyless
-//! flood of plain TCP connections) holds no place: it is bounded instead by the short handshake timeout capped
-//! sockets get ([`CAPPED_HANDSHAKE_TIMEOUT`]), after which libzmq closes it. Counting raw connections would let
-//! sixty idle TCP connections lock every listed reader out until libzmq's default 30 s timeout.
+//! The cap counts sessions, not raw connections: a connection that never completes its handshake (a keyless flood
+//! of plain TCP connections) must not hold a place. libzmq's monitor names a connection's descriptor when it is
+//! accepted and when it is gone, but not when its handshake succeeds, and a ZAP request names no descriptor, so
+//! which connection ZAP admitted cannot be read. Each admission is given to the youngest connection not yet
+//! admitted (the one most likely to be asking: a handshake follows its accept within a round trip), and a capped
+//! socket closes every connection whose handshake is not done after [`CAPPED_HANDSHAKE_TIMEOUT`], so a connection
+//! older than that is a session whatever was guessed. A guess that picked the wrong young connection is corrected
+//! by that timeout at the latest. Sixty idle TCP connections hold no place, and libzmq closes them after it.
 #![deny(clippy::disallowed_methods, clippy::disallowed_types)]
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -23,21 +26,23 @@ use serde::Serialize;
 /// closes it. libzmq's default is 30 s; a CURVE handshake takes a few round trips.
 pub const CAPPED_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// How long an admitted handshake holds its place while libzmq finishes it (it reports the session a moment
-/// after ZAP answers; one that dies in between frees its place after this).
-const ADMITTED_HOLDS_FOR: Duration = Duration::from_secs(2);
+/// One connection of a capped socket.
+#[derive(Debug, Clone, Copy)]
+struct Connection {
+    accepted: Instant,
+    /// Given one of ZAP's admissions: a session from then on.
+    admitted: bool,
+}
 
-/// The sessions of one role's sockets.
+/// The connections of one role's sockets.
 #[derive(Debug, Clone, Default)]
 struct RoleConnections {
     /// Most sessions at once; `None`: no cap (counted all the same).
     max: Option<u64>,
-    /// Descriptors of connections accepted whose handshake is not done.
-    handshaking: BTreeSet<i32>,
-    /// Descriptors of authenticated sessions not yet gone.
-    live: BTreeSet<i32>,
-    /// When each handshake ZAP admitted and libzmq has not reported done was admitted.
-    admitted_pending: VecDeque<Instant>,
+    /// The connections accepted and not yet gone, by descriptor.
+    live: BTreeMap<i32, Connection>,
+    /// Admissions whose connection's accept has not been read yet (given to the next one accepted).
+    unplaced: u64,
     peak: u64,
     admitted: u64,
     refused: u64,
@@ -67,15 +72,31 @@ pub struct RoleConnectionCounts {
 }
 
 impl RoleConnections {
-    /// Forgets admitted handshakes older than [`ADMITTED_HOLDS_FOR`]: their connections died before libzmq
-    /// reported them done.
-    fn expire(&mut self, now: Instant) {
-        while self
-            .admitted_pending
-            .front()
-            .is_some_and(|t| now.saturating_duration_since(*t) > ADMITTED_HOLDS_FOR)
-        {
-            self.admitted_pending.pop_front();
+    /// (sessions, connections still handshaking) at `now`: a connection is a session once admitted or once older
+    /// than the handshake timeout.
+    fn split(&self, now: Instant) -> (u64, u64) {
+        let sessions = self
+            .live
+            .values()
+            .filter(|c| {
+                c.admitted || now.saturating_duration_since(c.accepted) >= CAPPED_HANDSHAKE_TIMEOUT
+            })
+            .count() as u64
+            + self.unplaced;
+        let open = self.live.len() as u64 + self.unplaced;
+        (sessions, open - sessions)
+    }
+
+    /// Gives an admission to the youngest connection not yet admitted, or keeps it for the next accept.
+    fn place_admission(&mut self) {
+        let youngest = self
+            .live
+            .iter_mut()
+            .filter(|(_, c)| !c.admitted)
+            .max_by_key(|(_, c)| c.accepted);
+        match youngest {
+            Some((_, c)) => c.admitted = true,
+            None => self.unplaced += 1,
         }
     }
 }
@@ -92,34 +113,30 @@ impl ConnectionCaps {
         self.roles.get(role).and_then(|r| r.max)
     }
 
-    /// A connection was accepted on one of `role`'s sockets (monitor `ACCEPTED`, its descriptor): it handshakes.
-    pub fn accepted(&mut self, role: &str, fd: i32) {
+    /// A connection was accepted on one of `role`'s sockets at `now` (monitor `ACCEPTED`, its descriptor).
+    pub fn accepted(&mut self, role: &str, fd: i32, now: Instant) {
         if let Some(r) = self.roles.get_mut(role) {
-            r.handshaking.insert(fd);
-        }
-    }
-
-    /// A connection of `role`'s sockets finished its handshake (monitor `HANDSHAKE_SUCCEEDED`): a session.
-    pub fn authenticated(&mut self, role: &str, fd: i32, now: Instant) {
-        if let Some(r) = self.roles.get_mut(role) {
-            r.handshaking.remove(&fd);
-            r.live.insert(fd);
-            r.expire(now);
-            r.admitted_pending.pop_front();
-            r.peak = r.peak.max(r.live.len() as u64);
+            let admitted = r.unplaced > 0;
+            r.unplaced = r.unplaced.saturating_sub(1);
+            r.live.insert(
+                fd,
+                Connection {
+                    accepted: now,
+                    admitted,
+                },
+            );
         }
     }
 
     /// A connection of `role`'s sockets is gone (monitor `DISCONNECTED` or `CLOSED`, its descriptor).
     pub fn gone(&mut self, role: &str, fd: i32) {
         if let Some(r) = self.roles.get_mut(role) {
-            r.handshaking.remove(&fd);
             r.live.remove(&fd);
         }
     }
 
-    /// A handshake on one of `role`'s sockets asks to proceed: false (and counted) when the sessions open plus
-    /// the handshakes admitted and not yet done reach the cap. Roles without a cap always proceed.
+    /// A handshake on one of `role`'s sockets, which the policy admits, asks to proceed: false (and counted)
+    /// when the role's sessions have reached the cap. Roles without a cap always proceed.
     pub fn admit(&mut self, role: &str, now: Instant) -> bool {
         let Some(r) = self.roles.get_mut(role) else {
             return true;
@@ -128,33 +145,35 @@ impl ConnectionCaps {
             r.admitted += 1;
             return true;
         };
-        r.expire(now);
-        if (r.live.len() + r.admitted_pending.len()) as u64 >= max {
+        let (sessions, _) = r.split(now);
+        if sessions >= max {
             r.refused += 1;
             false
         } else {
-            r.admitted_pending.push_back(now);
+            r.place_admission();
             r.admitted += 1;
+            r.peak = r.peak.max(sessions + 1);
             true
         }
     }
 
-    /// Sessions of `role` open now (0 for a role without a cap).
+    /// Connections of `role` open now, sessions and handshaking alike (0 for a role without a cap).
     pub fn open(&self, role: &str) -> u64 {
         self.roles.get(role).map_or(0, |r| r.live.len() as u64)
     }
 
-    /// Counts per capped role.
-    pub fn summary(&self) -> BTreeMap<String, RoleConnectionCounts> {
+    /// Counts per capped role at `now`.
+    pub fn summary(&self, now: Instant) -> BTreeMap<String, RoleConnectionCounts> {
         self.roles
             .iter()
             .filter_map(|(role, r)| {
+                let (sessions, handshaking) = r.split(now);
                 Some((
                     role.clone(),
                     RoleConnectionCounts {
                         max_connections: r.max?,
-                        connections: r.live.len() as u64,
-                        handshaking: r.handshaking.len() as u64,
+                        connections: sessions,
+                        handshaking,
                         peak_connections: r.peak,
                         admitted: r.admitted,
                         refused_over_cap: r.refused,
@@ -175,13 +194,11 @@ impl ConnectionCaps {
 mod tests {
     use super::*;
 
-    /// Accepted, admitted by ZAP, and reported done: one session.
+    /// Accepted at `now` and asking ZAP at once; refused ones are closed by libzmq.
     fn session(caps: &mut ConnectionCaps, role: &str, fd: i32, now: Instant) -> bool {
-        caps.accepted(role, fd);
+        caps.accepted(role, fd, now);
         let admitted = caps.admit(role, now);
-        if admitted {
-            caps.authenticated(role, fd, now);
-        } else {
+        if !admitted {
             caps.gone(role, fd);
         }
         admitted
@@ -198,14 +215,15 @@ mod tests {
         for fd in [12, 13, 14] {
             assert!(!session(&mut caps, "lvc.downstream", fd, now), "fd {fd}");
         }
-        let s = &caps.summary()["lvc.downstream"];
+        let later = now + CAPPED_HANDSHAKE_TIMEOUT;
+        let s = &caps.summary(later)["lvc.downstream"];
         assert_eq!((s.connections, s.admitted, s.refused_over_cap), (2, 2, 3));
         assert_eq!((s.peak_connections, s.handshaking), (2, 0));
         // One leaves (reported twice, as libzmq may): exactly one place opens.
         caps.gone("lvc.downstream", 10);
         caps.gone("lvc.downstream", 10);
-        assert!(session(&mut caps, "lvc.downstream", 15, now));
-        assert!(!session(&mut caps, "lvc.downstream", 16, now));
+        assert!(session(&mut caps, "lvc.downstream", 15, later));
+        assert!(!session(&mut caps, "lvc.downstream", 16, later));
     }
 
     #[test]
@@ -213,49 +231,69 @@ mod tests {
         let now = Instant::now();
         let mut caps = ConnectionCaps::default();
         caps.set_cap("lvc.downstream", 2);
-        // Sixty plain TCP connections, no handshake: accepted, never reported done.
+        // Sixty plain TCP connections, no handshake: accepted, never admitted.
         for fd in 100..160 {
-            caps.accepted("lvc.downstream", fd);
+            caps.accepted("lvc.downstream", fd, now);
         }
         assert!(
             session(&mut caps, "lvc.downstream", 7, now),
             "a listed reader is served"
         );
-        let s = &caps.summary()["lvc.downstream"];
-        assert_eq!((s.connections, s.handshaking), (1, 60));
-        // libzmq's handshake timeout closes them.
+        assert!(session(&mut caps, "lvc.downstream", 8, now), "and a second");
+        assert!(
+            !session(&mut caps, "lvc.downstream", 9, now),
+            "the cap still holds"
+        );
+        let s = &caps.summary(now)["lvc.downstream"];
+        assert_eq!((s.connections, s.handshaking), (2, 60));
+        // libzmq's handshake timeout closes the flood; the sessions stay, counted by age.
         for fd in 100..160 {
             caps.gone("lvc.downstream", fd);
         }
-        assert_eq!(caps.summary()["lvc.downstream"].handshaking, 0);
+        let s = &caps.summary(now + CAPPED_HANDSHAKE_TIMEOUT)["lvc.downstream"];
+        assert_eq!((s.connections, s.handshaking), (2, 0));
     }
 
     #[test]
-    fn an_admitted_handshake_holds_its_place_until_done_or_stale() {
+    fn an_admitted_handshake_holds_its_place_before_its_accept_event_is_read() {
         let now = Instant::now();
         let mut caps = ConnectionCaps::default();
         caps.set_cap("clone.snapshot", 1);
+        caps.accepted("clone.snapshot", 7, now);
         assert!(caps.admit("clone.snapshot", now));
+        caps.accepted("clone.snapshot", 8, now);
+        assert!(!caps.admit("clone.snapshot", now));
+        // The first leaves at once: its place is free at once, not after the handshake timeout.
+        caps.gone("clone.snapshot", 7);
+        assert!(caps.admit("clone.snapshot", now));
+    }
+
+    #[test]
+    fn an_admission_read_before_its_accept_goes_to_the_next_connection() {
+        let now = Instant::now();
+        let mut caps = ConnectionCaps::default();
+        caps.set_cap("lvc", 1);
+        assert!(caps.admit("lvc", now));
         assert!(
-            !caps.admit("clone.snapshot", now),
-            "the first is not reported done yet but holds the place"
+            !caps.admit("lvc", now),
+            "the unplaced admission holds the place"
         );
-        let later = now + ADMITTED_HOLDS_FOR + Duration::from_millis(1);
+        caps.accepted("lvc", 5, now);
+        caps.gone("lvc", 5);
         assert!(
-            caps.admit("clone.snapshot", later),
-            "one that died before it was done frees its place"
+            caps.admit("lvc", now),
+            "the place follows the connection it was given to"
         );
-        caps.authenticated("clone.snapshot", 8, later);
-        assert!(!caps.admit("clone.snapshot", later));
     }
 
     #[test]
     fn roles_without_a_cap_are_untouched_and_not_summarised() {
+        let now = Instant::now();
         let mut caps = ConnectionCaps::default();
-        caps.accepted("broker", 3);
-        assert!(caps.admit("broker", Instant::now()));
+        caps.accepted("broker", 3, now);
+        assert!(caps.admit("broker", now));
         assert!(!caps.any());
-        assert!(caps.summary().is_empty());
+        assert!(caps.summary(now).is_empty());
         caps.set_cap("lvc", 5);
         caps.set_cap("lvc", 0);
         assert!(!caps.any());

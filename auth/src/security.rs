@@ -216,7 +216,7 @@ impl Security {
     pub fn connections(&self) -> Option<BTreeMap<String, RoleConnectionCounts>> {
         let inner = self.inner.as_ref()?;
         let caps = lock(&inner.caps);
-        caps.any().then(|| caps.summary())
+        caps.any().then(|| caps.summary(std::time::Instant::now()))
     }
 
     /// Sets `socket` (made in `ctx`, whose ZAP handler this handle started: only [`crate::Gate::socket`] calls
@@ -254,11 +254,10 @@ impl Security {
         socket.set_zap_domain(role).map_err(sock)?;
         let mut events = 0;
         if capped {
-            // The ZAP loop counts this socket's authenticated sessions from its monitor, to refuse those past the
-            // cap; a connection still in its handshake holds no place, and a short handshake timeout bounds how
-            // long it may hold its descriptor.
+            // The ZAP loop counts this socket's connections from its monitor, to refuse sessions past the cap; a
+            // connection still in its handshake holds no place, and the short handshake timeout bounds how long it
+            // may hold its descriptor (see `cap`).
             events |= zmq::SocketEvent::ACCEPTED as i32
-                | zmq::SocketEvent::HANDSHAKE_SUCCEEDED as i32
                 | zmq::SocketEvent::DISCONNECTED as i32
                 | zmq::SocketEvent::CLOSED as i32;
             socket

@@ -365,14 +365,14 @@ impl Loop {
                     stopped = true;
                     break;
                 }
-                E::ACCEPTED | E::HANDSHAKE_SUCCEEDED | E::DISCONNECTED | E::CLOSED => {
+                E::ACCEPTED | E::DISCONNECTED | E::CLOSED => {
                     // These events' values are descriptors, which libzmq reports as the int they are.
                     let fd = value as i32;
                     let mut caps = lock(&self.caps);
-                    match event {
-                        E::ACCEPTED => caps.accepted(&role, fd),
-                        E::HANDSHAKE_SUCCEEDED => caps.authenticated(&role, fd, Instant::now()),
-                        _ => caps.gone(&role, fd),
+                    if event == E::ACCEPTED {
+                        caps.accepted(&role, fd, Instant::now());
+                    } else {
+                        caps.gone(&role, fd);
                     }
                     // What a test (or an operator at -v) waits on before expecting a freed slot to admit.
                     tracing::debug!(role, fd, event = ?event, open = caps.open(&role), "connection count");
