@@ -17,7 +17,7 @@
 //! by that timeout at the latest. Sixty idle TCP connections hold no place, and libzmq closes them after it.
 #![deny(clippy::disallowed_methods, clippy::disallowed_types)]
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
