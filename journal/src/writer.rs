@@ -54,6 +54,9 @@ pub struct WriterOptions {
     pub durability: Durability,
     /// Stored in the header of files this writer creates (program, source endpoint, ...).
     pub description: String,
+    /// The sequence of a new archive's first record (1 unless set): a journal that continues another (the next
+    /// period of a history) continues its sequence. An existing journal keeps its own.
+    pub first_seq: u64,
 }
 
 impl WriterOptions {
@@ -63,6 +66,7 @@ impl WriterOptions {
             layout: Layout::Ring { capacity },
             durability: Durability::None,
             description: String::new(),
+            first_seq: 1,
         }
     }
 
@@ -72,12 +76,19 @@ impl WriterOptions {
             layout: Layout::Archive { segment_size },
             durability: Durability::None,
             description: String::new(),
+            first_seq: 1,
         }
     }
 
     /// Sets when appended bytes are forced to disk.
     pub fn durability(mut self, durability: Durability) -> Self {
         self.durability = durability;
+        self
+    }
+
+    /// Sets the sequence a new archive starts at (at least 1; a ring always starts at 1).
+    pub fn first_seq(mut self, seq: u64) -> Self {
+        self.first_seq = seq.max(1);
         self
     }
 
@@ -437,7 +448,7 @@ impl Writer {
                     &archive::segment_path(dir, 0),
                     Mode::Archive,
                     segment_size,
-                    1,
+                    options.first_seq.max(1),
                     0,
                     &options.description,
                 )?,

@@ -49,6 +49,19 @@ pub(crate) struct Args {
     /// Archive segment size (default from config, 1 GiB).
     #[arg(long, conflicts_with = "ring", value_parser = tickbox_units::parse_size)]
     segment_size: Option<u64>,
+    /// Write a history into --journal (a directory): one journal per period, `daily` (at --roll-at in
+    /// --roll-tz), `hourly`, or by size (`64MiB`: a new journal once the current holds that much). Each journal
+    /// continues the last one's sequence and every publisher's; `replay`, `journal ls`, `info` and `verify` read
+    /// the directory as one history. An existing history keeps its roll unless this says otherwise. Default from
+    /// `[recorder] roll` (none: one journal).
+    #[arg(long, value_name = "daily|hourly|SIZE", conflicts_with_all = ["ring", "capacity"])]
+    roll: Option<String>,
+    /// The local time of day a daily roll starts the next journal at (default `[recorder] roll_at`, 00:00).
+    #[arg(long, value_name = "HH:MM")]
+    roll_at: Option<String>,
+    /// The IANA zone of --roll-at and of hourly rolls (default `[recorder] roll_tz`, UTC).
+    #[arg(long, value_name = "ZONE")]
+    roll_tz: Option<String>,
     /// Topic prefixes to record, comma-separated (default: everything).
     #[arg(long, value_delimiter = ',')]
     topics: Vec<String>,
@@ -120,6 +133,9 @@ impl Args {
             max_messages: self.max_messages,
             description: self.description.clone(),
             serve: self.serve.clone(),
+            roll: self.roll.clone(),
+            roll_at: self.roll_at.clone(),
+            roll_tz: self.roll_tz.clone(),
             elected: self.elect.is_some(),
             progress_every,
         }
