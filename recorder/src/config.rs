@@ -90,6 +90,11 @@ pub struct RecorderConfig {
     pub roll_at: String,
     /// The IANA zone of `roll_at` and of hourly rolls (`"America/New_York"`).
     pub roll_tz: String,
+    /// A history keeps its journals this long (`"30d"`): older ones are deleted, oldest first; unset by default
+    /// (keep everything).
+    pub retain: Option<HumanDuration>,
+    /// A history keeps at most this many bytes on disk (`"2TiB"`): the oldest journals go first; unset by default.
+    pub retain_size: Option<ByteSize>,
 }
 
 impl Default for RecorderConfig {
@@ -117,6 +122,8 @@ impl Default for RecorderConfig {
             roll: None,
             roll_at: "00:00".into(),
             roll_tz: "UTC".into(),
+            retain: None,
+            retain_size: None,
         }
     }
 }

@@ -28,6 +28,7 @@ mod history_reader;
 mod history_server;
 mod inspect;
 mod journal_ext;
+mod keeper;
 // `flock` on lease files: a libc call, each in its own block with its SAFETY.
 #[allow(unsafe_code)]
 mod lease;
@@ -38,6 +39,7 @@ mod record;
 mod record_session;
 mod replay;
 mod replay_session;
+mod retention;
 mod roll;
 mod selection;
 mod source_replay;
@@ -65,6 +67,7 @@ pub use inspect::{
     MAX_SCAN_PUBLISHERS,
 };
 pub use journal_ext::{overwritten, overwritten_at, read_app_meta, OverwriteStats, APP_META_MAX};
+pub use keeper::{Keeper, KeeperReport};
 pub use lease::{lease_path, writer_holds, Lease, LEASE_SUFFIX};
 pub use ledger::{Ledger, LedgerError, LedgerOverflow, LedgerRow, MAX_LEDGER_PUBLISHERS};
 pub use local_feed::{LocalFeed, LocalFeedReport};
@@ -83,6 +86,7 @@ pub use replay::{
 pub use replay_session::{
     ReplayExit, ReplayObserver, ReplayOutcome, ReplayRequest, ReplaySession, RunSummary,
 };
+pub use retention::{prune, PruneReport, Pruned, Retention};
 pub use roll::{Period, Roll, RollError, MIN_ROLL_SIZE};
 pub use selection::{
     empty_selection, format_in_zone, parse_zone, JournalOverview, ReplayAsk, ReplayPlan,

@@ -15,8 +15,10 @@ use crate::config::{DurabilityConfig, JournalModeConfig, RecorderConfig};
 use crate::error::RecorderError;
 use crate::history_dir::{HistoryDir, HistoryWriter};
 use crate::history_server::{HistoryServer, HistoryServerOptions, HistoryServerReport};
+use crate::keeper::{Keeper, KeeperReport};
 use crate::ledger::Ledger;
 use crate::record::{record_with, RecordOptions, RecordStats, Recorder};
+use crate::retention::Retention;
 use crate::roll::Roll;
 
 /// How often an elected recorder reports its progress (and looks at its leadership).
@@ -59,6 +61,10 @@ pub struct RecordRequest {
     pub roll_at: Option<String>,
     /// The zone of a daily or hourly roll (overrides `[recorder] roll_tz`).
     pub roll_tz: Option<String>,
+    /// Keep a history's journals this long (overrides `[recorder] retain`).
+    pub retain: Option<Duration>,
+    /// Keep at most this many bytes of a history (overrides `[recorder] retain_size`).
+    pub retain_size: Option<u64>,
     /// The recorder stands in an election: progress (and leadership) is looked at more often.
     pub elected: bool,
     /// The caller wants progress at least this often (a live view).
@@ -80,6 +86,8 @@ pub struct RecordSettings {
     pub roll: Option<Roll>,
     /// The journal is a history directory (asked to roll, or one already).
     pub history: bool,
+    /// What of a history to keep.
+    pub retention: Retention,
 }
 
 impl RecordRequest {
@@ -116,6 +124,16 @@ impl RecordRequest {
         .description(description);
         let roll = self.roll(cfg)?;
         let history = roll.is_some() || HistoryDir::is_history(&self.journal);
+        let retention = Retention {
+            max_age: self.retain.or(cfg.retain.map(|d| d.0)),
+            max_bytes: self.retain_size.or(cfg.retain_size.map(|b| b.0)),
+        };
+        if !history && (self.retain.is_some() || self.retain_size.is_some()) {
+            return Err(RecorderError::Settings(
+                "--retain and --retain-size keep a history: record with --roll (or into a history)"
+                    .into(),
+            ));
+        }
         if history && (self.ring || self.capacity.is_some()) {
             return Err(RecorderError::Settings(
                 "a history (--roll) is a directory of archive journals: --ring and --capacity do not apply".into(),
@@ -146,6 +164,7 @@ impl RecordRequest {
             serve: self.serve.clone().or_else(|| cfg.serve.clone()),
             roll,
             history,
+            retention,
         })
     }
 
@@ -252,6 +271,8 @@ pub struct HistoryRun {
     pub rolls: u64,
     /// The journal it ended in.
     pub current: PathBuf,
+    /// Cards cached and retention applied behind the recording.
+    pub housekeeping: KeeperReport,
 }
 
 impl RecordOutcome {
@@ -268,6 +289,8 @@ impl RecordOutcome {
             summary["journals_created"] = j.created.into();
             summary["rolls"] = j.rolls.into();
             summary["current_journal"] = j.current.display().to_string().into();
+            summary["housekeeping"] = serde_json::to_value(&j.housekeeping)
+                .map_err(|e| RecorderError::Settings(format!("housekeeping report: {e}")))?;
         }
         Ok(summary)
     }
@@ -284,6 +307,22 @@ impl RecordOutcome {
                 j.rolls,
                 j.current.display()
             ));
+            let h = &j.housekeeping;
+            if !h.deleted.is_empty() || h.kept.is_some() || h.errors > 0 {
+                out.push_str(&format!(
+                    "retention     deleted {} journal(s) ({}){}{}\n",
+                    h.deleted.len(),
+                    tickbox_units::format_size_approx(h.freed_bytes),
+                    h.kept.as_ref().map_or(String::new(), |(name, why)| format!(
+                        "; kept {name} ({why})"
+                    )),
+                    if h.errors > 0 {
+                        format!("; {} housekeeping error(s), see the log", h.errors)
+                    } else {
+                        String::new()
+                    }
+                ));
+            }
         }
         if let Some(r) = &self.history {
             out.push_str(&r.summary_line());
@@ -307,6 +346,8 @@ enum Target {
         previous: Option<Ledger>,
         /// This run made the history directory.
         made_dir: bool,
+        /// Caches the cards of closed journals and applies retention, off the recording thread.
+        keeper: Keeper,
     },
 }
 
@@ -339,16 +380,19 @@ impl RecordSession {
     pub fn open(ctx: &zmq::Context, settings: RecordSettings) -> Result<Self, RecorderError> {
         let existed = settings.journal.exists();
         let target = if settings.history {
-            let (writer, previous) = HistoryWriter::open(
+            let (mut writer, previous) = HistoryWriter::open(
                 &settings.journal,
                 settings.roll.as_ref(),
                 &settings.writer,
                 tickbox_wire::now_ns(),
             )?;
+            let keeper = Keeper::start(settings.journal.clone(), settings.retention)?;
+            writer.on_closed(keeper.sender());
             Target::History {
                 writer,
                 previous,
                 made_dir: !existed,
+                keeper,
             }
         } else {
             Target::Journal(Writer::open(&settings.journal, &settings.writer).map_err(
@@ -471,15 +515,17 @@ impl RecordSession {
                     .map_err(|source| RecorderError::Close { source })?;
                 (mode, None)
             }
-            Target::History { writer, .. } => {
-                let written = HistoryRun {
+            Target::History { writer, keeper, .. } => {
+                let mut written = HistoryRun {
                     created: writer.created().len() as u64,
                     rolls: writer.rolls(),
                     current: writer.current().to_path_buf(),
+                    housekeeping: KeeperReport::default(),
                 };
                 writer
                     .close()
                     .map_err(|source| RecorderError::Close { source })?;
+                written.housekeeping = keeper.finish();
                 ("history", Some(written))
             }
         };

@@ -51,6 +51,25 @@ enum Action {
         #[arg(long)]
         json: bool,
     },
+    /// Apply retention to a history now: delete its oldest journals, by age (--retain) and by total size
+    /// (--retain-size), oldest first, never the newest, one a writer has open or one a reader holds (replay,
+    /// the history service): retention stops at the first journal it must keep, so the history never gets a hole.
+    Prune {
+        /// The history directory.
+        path: PathBuf,
+        /// Delete journals whose last record is older than this (e.g. 30d).
+        #[arg(long, value_parser = tickbox_units::parse_duration, value_name = "AGE", required_unless_present = "retain_size")]
+        retain: Option<std::time::Duration>,
+        /// Delete the oldest journals while the history takes more than this on disk (e.g. 2TiB).
+        #[arg(long, value_parser = tickbox_units::parse_size, value_name = "SIZE")]
+        retain_size: Option<u64>,
+        /// Say what would be deleted, delete nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Print one JSON object on stdout instead of the lines.
+        #[arg(long)]
+        json: bool,
+    },
     /// Header, record count, sequence and capture-time range, and per publisher recorded / missing / overwritten
     /// (structure checked, checksums not).
     Info {
@@ -131,6 +150,13 @@ pub(crate) fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCod
             tz,
             json,
         } => ls(&path, verify, &tz, json),
+        Action::Prune {
+            path,
+            retain,
+            retain_size,
+            dry_run,
+            json,
+        } => prune(&path, retain, retain_size, dry_run, json),
         Action::Info { path, json } if HistoryDir::is_history(&path) => history_info(&path, json),
         Action::Verify { path, strict, json } if HistoryDir::is_history(&path) => {
             history_verify(&path, strict, json)
@@ -427,4 +453,48 @@ fn history_verify(path: &Path, strict: bool, json: bool) -> anyhow::Result<ExitC
         JournalVerdict::Gappy if strict => ExitCode::from(exit_code::GAPPY),
         _ => ExitCode::SUCCESS,
     })
+}
+
+/// `journal prune DIR`.
+fn prune(
+    path: &Path,
+    retain: Option<std::time::Duration>,
+    retain_size: Option<u64>,
+    dry_run: bool,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let retention = tickbox_recorder::Retention {
+        max_age: retain,
+        max_bytes: retain_size,
+    };
+    let report = tickbox_recorder::prune(path, &retention, tickbox_wire::now_ns(), dry_run)?;
+    if json {
+        println!("{}", serde_json::to_value(&report)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let verb = if dry_run { "would delete" } else { "deleted" };
+    for p in &report.deleted {
+        println!(
+            "{verb}  {}  {}  ({})",
+            p.name,
+            tickbox_units::format_size_approx(p.bytes),
+            p.why
+        );
+    }
+    if let Some((name, why)) = &report.kept {
+        let why = match *why {
+            "open" => "a writer has it open",
+            "read" => "it is being read (a replay or the history service holds its lease)",
+            _ => "it is the newest journal",
+        };
+        println!("kept     {name}: {why}; retention stops there");
+    }
+    println!(
+        "prune         {} journal(s) {verb} ({}); {} left ({})",
+        report.deleted.len(),
+        tickbox_units::format_size_approx(report.freed_bytes),
+        report.journals_left,
+        tickbox_units::format_size_approx(report.bytes_left)
+    );
+    Ok(ExitCode::SUCCESS)
 }

@@ -62,6 +62,15 @@ pub(crate) struct Args {
     /// The IANA zone of --roll-at and of hourly rolls (default `[recorder] roll_tz`, UTC).
     #[arg(long, value_name = "ZONE")]
     roll_tz: Option<String>,
+    /// Keep a history's journals this long (e.g. 30d): older ones are deleted, oldest first, at the start and
+    /// after every roll; never the journal being written, one a writer has open, or one being read (replay,
+    /// history service). Default from `[recorder] retain` (keep everything).
+    #[arg(long, value_parser = tickbox_units::parse_duration, value_name = "AGE")]
+    retain: Option<Duration>,
+    /// Keep at most this many bytes of a history on disk (e.g. 2TiB): the oldest journals go first, with the same
+    /// care as --retain. Default from `[recorder] retain_size`.
+    #[arg(long, value_parser = tickbox_units::parse_size, value_name = "SIZE")]
+    retain_size: Option<u64>,
     /// Topic prefixes to record, comma-separated (default: everything).
     #[arg(long, value_delimiter = ',')]
     topics: Vec<String>,
@@ -136,6 +145,8 @@ impl Args {
             roll: self.roll.clone(),
             roll_at: self.roll_at.clone(),
             roll_tz: self.roll_tz.clone(),
+            retain: self.retain,
+            retain_size: self.retain_size,
             elected: self.elect.is_some(),
             progress_every,
         }

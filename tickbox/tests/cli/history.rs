@@ -243,3 +243,175 @@ fn a_recording_that_rolls_three_times_is_one_history() {
     let v: serde_json::Value = serde_json::from_slice(&local.stdout).unwrap();
     assert_eq!(v["received"], n, "{v}");
 }
+
+/// A history of `journals` size-rolled journals of publisher 7's quotes (64 KiB each, the last one partly
+/// filled); returns how many quotes it holds.
+fn rolled_history(path: &Path, journals: usize) -> u64 {
+    let mut frames = Vec::new();
+    let (mut bytes, mut rolls) = (0u64, 0);
+    for i in 1.. {
+        let f = quote(7, i);
+        if bytes >= 64 << 10 {
+            rolls += 1;
+            bytes = 0;
+        }
+        if rolls + 1 == journals {
+            frames.push(f);
+            break;
+        }
+        bytes += stored(&f);
+        frames.push(f);
+    }
+    let out = record(
+        &[
+            "--journal",
+            path.to_str().unwrap(),
+            "--roll",
+            "64KiB",
+            "--segment-size",
+            "1MiB",
+            "--quiet",
+        ],
+        &frames,
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    frames.len() as u64
+}
+
+fn listed(path: &Path) -> Vec<String> {
+    let ls = run(&["journal", "ls", path.to_str().unwrap(), "--json"]);
+    assert!(ls.status.success(), "{}", text(&ls));
+    let v: serde_json::Value = serde_json::from_slice(&ls.stdout).unwrap();
+    v["journals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn retention_deletes_oldest_first_and_never_a_journal_being_read_or_written() {
+    let dir = TempDir::new("cli-history-prune");
+    let history = dir.0.join("hist");
+    let hist = history.to_str().unwrap();
+    rolled_history(&history, 4);
+    let names = listed(&history);
+    assert_eq!(names.len(), 4);
+
+    // A replay waiting for its subscriber holds the oldest journal: retention keeps it, and so everything after.
+    let ep = format!("ipc://{}/held.sock", dir.0.display());
+    let mut replay = Command::new(TICKBOX)
+        .args([
+            "replay",
+            "--journal",
+            hist,
+            "--bind",
+            &ep,
+            "--wait-timeout",
+            "20s",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The replay says where it publishes once the journal is open (and leased).
+    let mut lines = std::io::BufReader::new(replay.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("publishing on") {
+        line.clear();
+        assert!(
+            std::io::BufRead::read_line(&mut lines, &mut line).unwrap() > 0,
+            "the replay ended before binding"
+        );
+    }
+    let replay = KillOnDrop(replay);
+    let held = run(&["journal", "prune", hist, "--retain-size", "1", "--json"]);
+    assert!(held.status.success(), "{}", text(&held));
+    let v: serde_json::Value = serde_json::from_slice(&held.stdout).unwrap();
+    assert_eq!(v["deleted"].as_array().unwrap().len(), 0, "{v}");
+    assert_eq!(v["kept"], serde_json::json!([names[0], "read"]), "{v}");
+    drop(replay);
+
+    // Nobody reads: the oldest go first, down to the size asked, and a dry run only says so.
+    let dry = run(&["journal", "prune", hist, "--retain-size", "1", "--dry-run"]);
+    assert!(dry.status.success(), "{}", text(&dry));
+    assert!(text(&dry).contains("would delete"), "{}", text(&dry));
+    assert_eq!(listed(&history), names);
+    // A recorder appending to the history holds its newest journal open: never deleted.
+    let out = record(&["--journal", hist, "--quiet"], &[quote(8, 1)]);
+    assert!(out.status.success(), "{}", text(&out));
+    let mut names = listed(&history);
+    assert_eq!(
+        names.len(),
+        5,
+        "a size-rolled history starts a new journal per run"
+    );
+    let ctx = zmq::Context::new();
+    let publisher = ctx.socket(zmq::XPUB).unwrap();
+    publisher.set_linger(0).unwrap();
+    let ep = tickbox_testkit::bind_loopback(&publisher);
+    let recorder = spawn(&["record", "--connect", &ep, "--journal", hist, "--quiet"]);
+    publisher.set_rcvtimeo(10_000).unwrap();
+    assert_eq!(publisher.recv_bytes(0).unwrap(), b"\x01", "recording");
+    names = listed(&history);
+    let pruned = run(&["journal", "prune", hist, "--retain-size", "1", "--json"]);
+    assert!(pruned.status.success(), "{}", text(&pruned));
+    let v: serde_json::Value = serde_json::from_slice(&pruned.stdout).unwrap();
+    let deleted: Vec<&str> = v["deleted"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(deleted, names[..names.len() - 1], "{v}");
+    assert_eq!(
+        v["kept"],
+        serde_json::json!([names[names.len() - 1], "newest"]),
+        "{v}"
+    );
+    assert_eq!(listed(&history), names[names.len() - 1..]);
+    drop(recorder);
+}
+
+#[test]
+fn record_retain_size_keeps_the_history_within_its_size_as_it_rolls() {
+    let dir = TempDir::new("cli-history-retain");
+    let history = dir.0.join("hist");
+    let hist = history.to_str().unwrap();
+    let frames: Vec<Vec<u8>> = (1..=3000).map(|i| quote(7, i)).collect();
+    let out = record(
+        &[
+            "--journal",
+            hist,
+            "--roll",
+            "64KiB",
+            "--segment-size",
+            "1MiB",
+            "--retain-size",
+            "2MiB",
+            "--json",
+            "--quiet",
+        ],
+        &frames,
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rolls = v["rolls"].as_u64().unwrap();
+    let deleted = v["housekeeping"]["deleted"].as_array().unwrap();
+    assert!(rolls >= 4, "{v}");
+    assert!(!deleted.is_empty(), "{v}");
+    assert_eq!(v["housekeeping"]["errors"], 0, "{v}");
+    // What is left fits, and is the newest journals, the sequence chain intact from the oldest kept.
+    let ls = run(&["journal", "ls", hist, "--json"]);
+    let l: serde_json::Value = serde_json::from_slice(&ls.stdout).unwrap();
+    assert!(l["bytes_on_disk"].as_u64().unwrap() <= 2 << 20, "{l}");
+    assert_eq!(
+        l["journals"].as_array().unwrap().len() as u64 + deleted.len() as u64,
+        rolls + 1,
+        "{l}"
+    );
+    assert!(l["chain_breaks"].as_array().unwrap().is_empty(), "{l}");
+    let last = l["journals"].as_array().unwrap().last().unwrap()["last_seq"].clone();
+    assert_eq!(last, 3000);
+}
