@@ -57,6 +57,9 @@ pub struct WriterOptions {
     /// Archive: bytes an archive segment grows by on disk at a time ([`ALLOCATION_STEP`] unless set). Rounded up
     /// to 64 KiB, at most the segment size. A closed segment is cut to its records whatever the step.
     pub allocation_step: u64,
+    /// The sequence of a new archive's first record (1 unless set): a journal that continues another (the next
+    /// period of a history) continues its sequence. An existing journal keeps its own.
+    pub first_seq: u64,
 }
 
 /// How much an archive segment grows by on disk at a time, unless [`WriterOptions::allocation_step`] says: 4 MiB.
@@ -99,6 +102,7 @@ impl WriterOptions {
             durability: Durability::None,
             description: String::new(),
             allocation_step: ALLOCATION_STEP,
+            first_seq: 1,
         }
     }
 
@@ -109,6 +113,7 @@ impl WriterOptions {
             durability: Durability::None,
             description: String::new(),
             allocation_step: ALLOCATION_STEP,
+            first_seq: 1,
         }
     }
 
@@ -145,6 +150,12 @@ impl WriterOptions {
     /// Sets when appended bytes are forced to disk.
     pub fn durability(mut self, durability: Durability) -> Self {
         self.durability = durability;
+        self
+    }
+
+    /// Sets the sequence a new archive starts at (at least 1; a ring always starts at 1).
+    pub fn first_seq(mut self, seq: u64) -> Self {
+        self.first_seq = seq.max(1);
         self
     }
 
@@ -579,7 +590,7 @@ impl Writer {
                     &archive::segment_path(dir, 0),
                     Mode::Archive,
                     segment_size,
-                    1,
+                    options.first_seq.max(1),
                     0,
                     &options.description,
                     step,

@@ -74,6 +74,9 @@ pub enum RecorderError {
     /// journal holds.
     #[error("{0}")]
     EmptySelection(String),
+    /// A history directory could not be opened, created or rolled.
+    #[error(transparent)]
+    History(#[from] crate::history_dir::HistoryError),
     /// `[security]` could not be applied to a socket.
     #[error(transparent)]
     Auth(#[from] tickbox_auth::AuthError),

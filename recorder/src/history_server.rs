@@ -14,7 +14,9 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use tickbox_auth::Gate;
-use tickbox_journal::{JournalError, Reader};
+use tickbox_journal::JournalError;
+
+use crate::history_reader::HistoryReader;
 use tickbox_wire::history::{batch_head_len, HistoryRequest, Refusal, ServiceMessage, StartPoint};
 use tickbox_wire::{BatchCursor, Kind, MessageRef};
 use tickbox_zmqx::zero_copy::{WhenExhausted, ZeroCopySender};
@@ -111,7 +113,7 @@ impl HistoryServerReport {
 static NO_WAIT: AtomicBool = AtomicBool::new(false);
 
 struct Cursor {
-    reader: Reader,
+    reader: HistoryReader,
     selection: ReplaySelection,
     /// A record read from the journal that did not fit the last batch, its identity and capture time: sent first
     /// in the next.
@@ -303,7 +305,7 @@ impl HistoryServer {
     }
 
     fn open_cursor(&self, request: &HistoryRequest) -> Result<Cursor, RecorderError> {
-        let mut reader = Reader::open(&self.journal)?;
+        let mut reader = HistoryReader::open(&self.journal)?;
         let from_ns = match request.start {
             StartPoint::Start => None,
             StartPoint::Time(ns) => Some(ns),
@@ -324,7 +326,7 @@ impl HistoryServer {
             .map_err(|e| RecorderError::InvalidOption(e.to_string()))?;
         match selection.seek_capture_ns() {
             Some(ns) => reader.seek_time(ns)?,
-            None => reader.seek_oldest(),
+            None => reader.seek_oldest()?,
         }
         Ok(Cursor {
             reader,

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use tickbox_journal::Reader;
+use crate::history_reader::HistoryReader;
 
 use crate::error::RecorderError;
 use crate::replay::{Input, ReplayInput};
@@ -27,9 +27,9 @@ pub struct LocalFeed {
 }
 
 impl LocalFeed {
-    /// Opens the journal at `path` (a ring file or an archive directory).
+    /// Opens the journal at `path` (a ring file, an archive directory or a history).
     pub fn open(path: &Path) -> Result<LocalFeed, RecorderError> {
-        let reader = Reader::open(path).map_err(|source| RecorderError::Open {
+        let reader = HistoryReader::open(path).map_err(|source| RecorderError::Open {
             path: path.to_path_buf(),
             source,
         })?;

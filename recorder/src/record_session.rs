@@ -13,8 +13,13 @@ use tickbox_journal::{Durability, Mode, RecoveryReport, Writer, WriterOptions};
 
 use crate::config::{DurabilityConfig, JournalModeConfig, RecorderConfig};
 use crate::error::RecorderError;
+use crate::history_dir::{HistoryDir, HistoryWriter};
 use crate::history_server::{HistoryServer, HistoryServerOptions, HistoryServerReport};
-use crate::record::{record, RecordOptions, RecordStats};
+use crate::keeper::{Keeper, KeeperReport};
+use crate::ledger::Ledger;
+use crate::record::{record_with, RecordOptions, RecordStats, Recorder};
+use crate::retention::Retention;
+use crate::roll::Roll;
 
 /// How often an elected recorder reports its progress (and looks at its leadership).
 pub const ELECTED_PROGRESS_EVERY: Duration = Duration::from_millis(200);
@@ -50,6 +55,16 @@ pub struct RecordRequest {
     pub description: Option<String>,
     /// Serve the journal to late joiners on a ROUTER bound here (overrides `[recorder] serve`).
     pub serve: Option<String>,
+    /// Write a history, one journal per period: `daily`, `hourly` or a size (overrides `[recorder] roll`).
+    pub roll: Option<String>,
+    /// The local time of day of a daily roll (overrides `[recorder] roll_at`).
+    pub roll_at: Option<String>,
+    /// The zone of a daily or hourly roll (overrides `[recorder] roll_tz`).
+    pub roll_tz: Option<String>,
+    /// Keep a history's journals this long (overrides `[recorder] retain`).
+    pub retain: Option<Duration>,
+    /// Keep at most this many bytes of a history (overrides `[recorder] retain_size`).
+    pub retain_size: Option<u64>,
     /// The recorder stands in an election: progress (and leadership) is looked at more often.
     pub elected: bool,
     /// The caller wants progress at least this often (a live view).
@@ -67,6 +82,12 @@ pub struct RecordSettings {
     pub record: RecordOptions,
     /// Where the history service binds, if anywhere.
     pub serve: Option<String>,
+    /// How the journal rolls, when it is a history (`None` with `history`: the history's own roll).
+    pub roll: Option<Roll>,
+    /// The journal is a history directory (asked to roll, or one already).
+    pub history: bool,
+    /// What of a history to keep.
+    pub retention: Retention,
 }
 
 impl RecordRequest {
@@ -101,6 +122,23 @@ impl RecordRequest {
         }
         .durability(self.durability(cfg))
         .description(description);
+        let roll = self.roll(cfg)?;
+        let history = roll.is_some() || HistoryDir::is_history(&self.journal);
+        let retention = Retention {
+            max_age: self.retain.or(cfg.retain.map(|d| d.0)),
+            max_bytes: self.retain_size.or(cfg.retain_size.map(|b| b.0)),
+        };
+        if !history && (self.retain.is_some() || self.retain_size.is_some()) {
+            return Err(RecorderError::Settings(
+                "--retain and --retain-size keep a history: record with --roll (or into a history)"
+                    .into(),
+            ));
+        }
+        if history && (self.ring || self.capacity.is_some()) {
+            return Err(RecorderError::Settings(
+                "a history (--roll) is a directory of archive journals: --ring and --capacity do not apply".into(),
+            ));
+        }
         let base = if self.elected {
             ELECTED_PROGRESS_EVERY
         } else {
@@ -124,7 +162,38 @@ impl RecordRequest {
                 reader_cores: cfg.reader_cores.clone(),
             },
             serve: self.serve.clone().or_else(|| cfg.serve.clone()),
+            roll,
+            history,
+            retention,
         })
+    }
+
+    /// The roll asked for: the flags, else `[recorder] roll` (its `roll_at` and `roll_tz` where they apply).
+    fn roll(&self, cfg: &RecorderConfig) -> Result<Option<Roll>, RecorderError> {
+        let Some(spec) = self.roll.as_deref().or(cfg.roll.as_deref()) else {
+            if self.roll_at.is_some() || self.roll_tz.is_some() {
+                return Err(RecorderError::Settings(
+                    "--roll-at and --roll-tz need --roll (or [recorder] roll)".into(),
+                ));
+            }
+            return Ok(None);
+        };
+        let timed = matches!(
+            spec.trim().to_ascii_lowercase().as_str(),
+            "daily" | "hourly"
+        );
+        let daily = spec.trim().eq_ignore_ascii_case("daily");
+        let at = self
+            .roll_at
+            .as_deref()
+            .or_else(|| daily.then_some(cfg.roll_at.as_str()));
+        let tz = self
+            .roll_tz
+            .as_deref()
+            .or_else(|| timed.then_some(cfg.roll_tz.as_str()));
+        Roll::parse(spec, at, tz)
+            .map(Some)
+            .map_err(|e| RecorderError::Settings(e.to_string()))
     }
 
     /// The flags' durability, else the config's (a `--sync-interval` alone adjusts a periodic config).
@@ -189,6 +258,21 @@ pub struct RecordOutcome {
     pub interrupted: bool,
     /// The history service's report, when it served (`None` when it failed: logged as an error).
     pub history: Option<HistoryServerReport>,
+    /// What a recording into a history wrote (`None` for one journal).
+    pub journals: Option<HistoryRun>,
+}
+
+/// What a recording into a history wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HistoryRun {
+    /// Journals it started (a roll, or a new period at the start).
+    pub created: u64,
+    /// Rolls during the run.
+    pub rolls: u64,
+    /// The journal it ended in.
+    pub current: PathBuf,
+    /// Cards cached and retention applied behind the recording.
+    pub housekeeping: KeeperReport,
 }
 
 impl RecordOutcome {
@@ -201,6 +285,13 @@ impl RecordOutcome {
             summary["history_service"] = serde_json::to_value(report)
                 .map_err(|e| RecorderError::Settings(format!("history report: {e}")))?;
         }
+        if let Some(j) = &self.journals {
+            summary["journals_created"] = j.created.into();
+            summary["rolls"] = j.rolls.into();
+            summary["current_journal"] = j.current.display().to_string().into();
+            summary["housekeeping"] = serde_json::to_value(&j.housekeeping)
+                .map_err(|e| RecorderError::Settings(format!("housekeeping report: {e}")))?;
+        }
         Ok(summary)
     }
 
@@ -209,6 +300,30 @@ impl RecordOutcome {
         let mut out = self
             .stats
             .summary_table(journal, self.mode, self.next_seq, self.interrupted);
+        if let Some(j) = &self.journals {
+            out.push_str(&format!(
+                "history       {} journal(s) started, {} roll(s); now in {}\n",
+                j.created,
+                j.rolls,
+                j.current.display()
+            ));
+            let h = &j.housekeeping;
+            if !h.deleted.is_empty() || h.kept.is_some() || h.errors > 0 {
+                out.push_str(&format!(
+                    "retention     deleted {} journal(s) ({}){}{}\n",
+                    h.deleted.len(),
+                    tickbox_units::format_size_approx(h.freed_bytes),
+                    h.kept.as_ref().map_or(String::new(), |(name, why)| format!(
+                        "; kept {name} ({why})"
+                    )),
+                    if h.errors > 0 {
+                        format!("; {} housekeeping error(s), see the log", h.errors)
+                    } else {
+                        String::new()
+                    }
+                ));
+            }
+        }
         if let Some(r) = &self.history {
             out.push_str(&r.summary_line());
             out.push('\n');
@@ -220,10 +335,40 @@ impl RecordOutcome {
 /// The history service's thread: its report when it stops.
 type HistoryThread = std::thread::JoinHandle<Result<HistoryServerReport, RecorderError>>;
 
+/// Where a session appends: one journal, or a history of journals.
+// One per recording, never moved on a hot path: the size of a variant does not matter.
+#[allow(clippy::large_enum_variant)]
+enum Target {
+    Journal(Writer),
+    History {
+        writer: HistoryWriter,
+        /// The ledger of the journal before a new one (where each publisher was).
+        previous: Option<Ledger>,
+        /// This run made the history directory.
+        made_dir: bool,
+        /// Caches the cards of closed journals and applies retention, off the recording thread.
+        keeper: Keeper,
+    },
+}
+
+impl Target {
+    fn writer(&self) -> &Writer {
+        match self {
+            Target::Journal(w) => w,
+            Target::History { writer, .. } => writer_of(writer),
+        }
+    }
+}
+
+/// The current journal's writer of a history (read-only).
+fn writer_of(h: &HistoryWriter) -> &Writer {
+    h.current_writer()
+}
+
 /// A recording: the journal open, the history service (if asked) bound and serving.
 pub struct RecordSession {
     settings: RecordSettings,
-    writer: Writer,
+    target: Target,
     /// The journal existed before this run (a failed run never removes what it did not create).
     existed: bool,
     history: Option<(HistoryThread, String)>,
@@ -239,12 +384,30 @@ impl RecordSession {
     ) -> Result<Self, RecorderError> {
         gate.check_serves(&settings.record.security)?;
         let existed = settings.journal.exists();
-        let writer = Writer::open(&settings.journal, &settings.writer).map_err(|source| {
-            RecorderError::Open {
-                path: settings.journal.clone(),
-                source,
+        let target = if settings.history {
+            let (mut writer, previous) = HistoryWriter::open(
+                &settings.journal,
+                settings.roll.as_ref(),
+                &settings.writer,
+                tickbox_wire::now_ns(),
+            )?;
+            let keeper = Keeper::start(settings.journal.clone(), settings.retention)?;
+            writer.on_closed(keeper.sender());
+            Target::History {
+                writer,
+                previous,
+                made_dir: !existed,
+                keeper,
             }
-        })?;
+        } else {
+            Target::Journal(Writer::open(&settings.journal, &settings.writer).map_err(
+                |source| RecorderError::Open {
+                    path: settings.journal.clone(),
+                    source,
+                },
+            )?)
+        };
+        let writer = target.writer();
         let rec = writer.recovery();
         if rec.created {
             tracing::info!(journal = %settings.journal.display(), "created journal ({} per file)", tickbox_units::format_size_approx(writer.header().capacity));
@@ -270,7 +433,7 @@ impl RecordSession {
         };
         Ok(RecordSession {
             settings,
-            writer,
+            target,
             existed,
             history,
             serve_stop,
@@ -279,7 +442,7 @@ impl RecordSession {
 
     /// What the writer found when it opened the journal.
     pub fn recovery(&self) -> &RecoveryReport {
-        self.writer.recovery()
+        self.target.writer().recovery()
     }
 
     /// Where the history service is bound (its `*` port resolved), when it serves.
@@ -309,35 +472,33 @@ impl RecordSession {
     ) -> Result<RecordOutcome, RecorderError> {
         let journal = self.journal_name();
         let connect = self.settings.record.connect.clone();
-        let start_seq = self.writer.recovery().next_seq;
+        let start_seq = self.target.writer().recovery().next_seq;
         status(RecordStats::default().status_json(&journal, &connect, "recording", 0.0));
         let mut last = (0u64, Instant::now());
-        let recorded = record(
-            ctx,
-            &mut self.writer,
-            &self.settings.record,
-            stop,
-            |s: &RecordStats| {
-                let dt = last.1.elapsed().as_secs_f64().max(1e-9);
-                let rate = (s.messages - last.0) as f64 / dt;
-                last = (s.messages, Instant::now());
-                status(s.status_json(&journal, &connect, "recording", rate));
-                for o in observers.iter_mut() {
-                    o.progress(s, rate);
-                }
-            },
-        );
+        let opts = &self.settings.record;
+        let mut progress = |s: &RecordStats| {
+            let dt = last.1.elapsed().as_secs_f64().max(1e-9);
+            let rate = (s.messages - last.0) as f64 / dt;
+            last = (s.messages, Instant::now());
+            status(s.status_json(&journal, &connect, "recording", rate));
+            for o in observers.iter_mut() {
+                o.progress(s, rate);
+            }
+        };
+        let recorded = match &mut self.target {
+            Target::Journal(writer) => Recorder::new(writer)
+                .and_then(|mut rec| record_with(ctx, writer, &mut rec, opts, stop, &mut progress)),
+            Target::History {
+                writer, previous, ..
+            } => Recorder::new_after(writer.writer_mut(), previous.as_ref())
+                .and_then(|mut rec| record_with(ctx, writer, &mut rec, opts, stop, &mut progress)),
+        };
         self.serve_stop.store(true, Ordering::Relaxed);
         let history = self.history.take().map(|(thread, _)| thread.join());
         let stats = match recorded {
             Ok(stats) => stats,
             Err(err) => {
-                // A journal this run created and never wrote to is start-up debris, not data: remove it.
-                if !self.existed && self.writer.next_seq() == start_seq {
-                    let path = self.settings.journal.clone();
-                    drop(self.writer);
-                    remove_journal(&path);
-                }
+                self.remove_debris(start_seq);
                 return Err(err);
             }
         };
@@ -345,15 +506,33 @@ impl RecordSession {
             o.finished(&stats);
         }
         status(stats.status_json(&journal, &connect, "done", stats.rate()));
-        let mode = if self.writer.header().mode == Mode::Ring {
-            "ring"
-        } else {
-            "archive"
+        let next_seq = self.target.writer().next_seq();
+        let (mode, journals) = match self.target {
+            Target::Journal(writer) => {
+                let mode = if writer.header().mode == Mode::Ring {
+                    "ring"
+                } else {
+                    "archive"
+                };
+                writer
+                    .close()
+                    .map_err(|source| RecorderError::Close { source })?;
+                (mode, None)
+            }
+            Target::History { writer, keeper, .. } => {
+                let mut written = HistoryRun {
+                    created: writer.created().len() as u64,
+                    rolls: writer.rolls(),
+                    current: writer.current().to_path_buf(),
+                    housekeeping: KeeperReport::default(),
+                };
+                writer
+                    .close()
+                    .map_err(|source| RecorderError::Close { source })?;
+                written.housekeeping = keeper.finish();
+                ("history", Some(written))
+            }
         };
-        let next_seq = self.writer.next_seq();
-        self.writer
-            .close()
-            .map_err(|source| RecorderError::Close { source })?;
         let history = match history {
             Some(Ok(Ok(report))) => Some(report),
             Some(Ok(Err(err))) => {
@@ -373,7 +552,38 @@ impl RecordSession {
             next_seq,
             interrupted: stop.load(Ordering::Relaxed),
             history,
+            journals,
         })
+    }
+
+    /// After a failed run: a journal it created and never wrote to is start-up debris, not data (and so is a
+    /// history directory it made that holds nothing else).
+    fn remove_debris(self, start_seq: u64) {
+        match self.target {
+            Target::Journal(writer) => {
+                if !self.existed && writer.next_seq() == start_seq {
+                    drop(writer);
+                    remove_journal(&self.settings.journal);
+                }
+            }
+            Target::History {
+                writer, made_dir, ..
+            } => {
+                let current = writer.current().to_path_buf();
+                let empty = writer.created().last() == Some(&current)
+                    && writer_of(&writer).next_seq() == start_seq;
+                drop(writer);
+                if empty {
+                    remove_journal(&current);
+                }
+                if made_dir {
+                    let dir = &self.settings.journal;
+                    let _ = std::fs::remove_file(dir.join(crate::history_dir::HISTORY_FILE));
+                    // Only an empty directory goes; anything else in it stays.
+                    let _ = std::fs::remove_dir(dir);
+                }
+            }
+        }
     }
 }
 

@@ -10,7 +10,6 @@ use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use tickbox_journal::Reader;
 use tickbox_wire::SystemClock;
 use tickbox_zmqx::BackPressure;
 
@@ -185,7 +184,7 @@ pub struct ReplayOutcome {
 pub struct ReplaySession {
     request: ReplayRequest,
     replayer: Replayer,
-    reader: Reader,
+    reader: crate::history_reader::HistoryReader,
     plan: ReplayPlan,
     defaults: RunSpec,
     wait_n: u64,
@@ -308,10 +307,13 @@ impl ReplaySession {
         security: tickbox_auth::Security,
     ) -> Result<Self, RecorderError> {
         let plan = request.plan()?;
-        let reader = Reader::open(&request.journal).map_err(|source| RecorderError::Open {
-            path: request.journal.clone(),
-            source,
-        })?;
+        let reader =
+            crate::history_reader::HistoryReader::open(&request.journal).map_err(|source| {
+                RecorderError::Open {
+                    path: request.journal.clone(),
+                    source,
+                }
+            })?;
         let opts = request.options(cfg, &plan, profile, security);
         let defaults = RunSpec {
             speed: request.speed,

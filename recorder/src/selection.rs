@@ -24,7 +24,9 @@ use jiff::civil;
 /// Re-exported so the CLI names zones without its own jiff dependency.
 pub use jiff::tz::TimeZone;
 use jiff::Timestamp;
-use tickbox_journal::{JournalError, Reader};
+use tickbox_journal::JournalError;
+
+use crate::history_reader::HistoryReader;
 use tickbox_wire::{Header, Kind, MessageRef};
 
 /// How far a record's origin time may lie ahead of its capture time (a publisher clock ahead of the recorder's)
@@ -337,9 +339,9 @@ impl JournalOverview {
 
     /// Reads the start and the end of the journal at `path`.
     pub fn scan(path: &Path) -> Result<JournalOverview, SelectionError> {
-        let mut reader = Reader::open(path)?;
+        let mut reader = HistoryReader::open(path)?;
         let mut o = JournalOverview::default();
-        reader.seek_oldest();
+        reader.seek_oldest()?;
         let mut first_seq = None;
         while o.sampled < Self::SAMPLE {
             let rec = match reader.next() {

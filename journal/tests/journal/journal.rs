@@ -334,6 +334,34 @@ fn archive_rolls_segments_and_reads_across_them() {
 }
 
 #[test]
+fn an_archive_created_to_continue_another_starts_at_its_first_seq() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("next");
+    let opts = WriterOptions::archive(MIN_CAPACITY).first_seq(4001);
+    let mut w = Writer::open(&path, &opts).unwrap();
+    assert_eq!(w.next_seq(), 4001);
+    write_n(&mut w, 3000);
+    drop(w);
+    let mut r = Reader::open(&path).unwrap();
+    assert_eq!(read_all(&mut r), (4001..=7000).collect::<Vec<_>>());
+    r.seek_seq(5000).unwrap();
+    assert_eq!(r.next().unwrap().unwrap().seq, 5000);
+    let s = summarize(&path, true).unwrap();
+    assert_eq!(
+        (s.records, s.first_seq, s.last_seq, s.corruption),
+        (3000, Some(4001), Some(7000), None)
+    );
+    // Reopened, it keeps its own sequence whatever the options say; empty, it still starts where it was made to.
+    let w = Writer::open(&path, &WriterOptions::archive(MIN_CAPACITY)).unwrap();
+    assert_eq!(w.next_seq(), 7001);
+    drop(w);
+    let empty = dir.path().join("empty");
+    drop(Writer::open(&empty, &opts).unwrap());
+    let w = Writer::open(&empty, &WriterOptions::archive(MIN_CAPACITY)).unwrap();
+    assert_eq!(w.next_seq(), 4001);
+}
+
+#[test]
 fn second_writer_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let ring = dir.path().join("ring.tbj");

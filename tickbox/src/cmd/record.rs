@@ -49,6 +49,28 @@ pub(crate) struct Args {
     /// Archive segment size (default from config, 1 GiB).
     #[arg(long, conflicts_with = "ring", value_parser = tickbox_units::parse_size)]
     segment_size: Option<u64>,
+    /// Write a history into --journal (a directory): one journal per period, `daily` (at --roll-at in
+    /// --roll-tz), `hourly`, or by size (`64MiB`: a new journal once the current holds that much). Each journal
+    /// continues the last one's sequence and every publisher's; `replay`, `journal ls`, `info` and `verify` read
+    /// the directory as one history. An existing history keeps its roll unless this says otherwise. Default from
+    /// `[recorder] roll` (none: one journal).
+    #[arg(long, value_name = "daily|hourly|SIZE", conflicts_with_all = ["ring", "capacity"])]
+    roll: Option<String>,
+    /// The local time of day a daily roll starts the next journal at (default `[recorder] roll_at`, 00:00).
+    #[arg(long, value_name = "HH:MM")]
+    roll_at: Option<String>,
+    /// The IANA zone of --roll-at and of hourly rolls (default `[recorder] roll_tz`, UTC).
+    #[arg(long, value_name = "ZONE")]
+    roll_tz: Option<String>,
+    /// Keep a history's journals this long (e.g. 30d): older ones are deleted, oldest first, at the start and
+    /// after every roll; never the journal being written, one a writer has open, or one being read (replay,
+    /// history service). Default from `[recorder] retain` (keep everything).
+    #[arg(long, value_parser = tickbox_units::parse_duration, value_name = "AGE")]
+    retain: Option<Duration>,
+    /// Keep at most this many bytes of a history on disk (e.g. 2TiB): the oldest journals go first, with the same
+    /// care as --retain. Default from `[recorder] retain_size`.
+    #[arg(long, value_parser = tickbox_units::parse_size, value_name = "SIZE")]
+    retain_size: Option<u64>,
     /// Topic prefixes to record, comma-separated (default: everything).
     #[arg(long, value_delimiter = ',')]
     topics: Vec<String>,
@@ -120,6 +142,11 @@ impl Args {
             max_messages: self.max_messages,
             description: self.description.clone(),
             serve: self.serve.clone(),
+            roll: self.roll.clone(),
+            roll_at: self.roll_at.clone(),
+            roll_tz: self.roll_tz.clone(),
+            retain: self.retain,
+            retain_size: self.retain_size,
             elected: self.elect.is_some(),
             progress_every,
         }

@@ -21,6 +21,7 @@ mod feed_json;
 mod feed_source;
 mod freelance_bounds;
 mod hardening;
+mod history;
 mod import;
 mod journal;
 mod journal_export;
