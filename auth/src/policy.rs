@@ -167,6 +167,34 @@ const PROTOCOL_ERROR_CRYPTOGRAPHIC: u32 = 0x1100_0001;
 /// libzmq's `ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH`.
 const PROTOCOL_ERROR_MECHANISM_MISMATCH: u32 = 0x1100_0002;
 
+/// What a client whose handshake failed is told, from its own socket's monitor: `zap_status` is the status code of
+/// a `HANDSHAKE_FAILED_AUTH` event (the server's ZAP handler answered), `protocol_error` the value of a
+/// `HANDSHAKE_FAILED_PROTOCOL` event. Refusals say they are refusals and what to check, not a bare error code.
+pub fn client_refusal(zap_status: Option<u32>, protocol_error: Option<u32>) -> String {
+    match (zap_status, protocol_error) {
+        (Some(400), _) => "refused by the server's ZAP handler (400: this key is not in its allow directory, \
+                           its address is fenced, or its connection cap is full; the server's log names the reason \
+                           and this key)"
+            .into(),
+        (Some(300), _) => "refused for now by the server's ZAP handler (300, temporary)".into(),
+        (Some(status), _) => format!("refused: the server's ZAP handler failed (status {status})"),
+        (None, Some(PROTOCOL_ERROR_MECHANISM_MISMATCH)) => {
+            "refused: the security mechanisms differ (one side runs CURVE, the other NULL); check [security] \
+             mechanism on both"
+                .into()
+        }
+        (None, Some(PROTOCOL_ERROR_CRYPTOGRAPHIC)) => {
+            "refused: the CURVE keys do not match (this client expects another server key than the server \
+             holds); check server_key"
+                .into()
+        }
+        (None, Some(code)) => format!("failed: protocol error {code:#x}"),
+        (None, None) => "closed by the server before it completed: most likely a refusal (security that does not \
+                         match: NULL against CURVE, a key it does not list, or the wrong server key)"
+            .into(),
+    }
+}
+
 /// Why a handshake failed before ZAP was asked: `protocol_error` is the value of the server socket's
 /// `HANDSHAKE_FAILED_PROTOCOL` monitor event, `None` for a failure without detail.
 pub fn handshake_failure(protocol_error: Option<u32>) -> Refusal {
@@ -381,6 +409,14 @@ mod tests {
         );
         assert_eq!(handshake_failure(Some(0x1000_0001)), Refusal::Handshake);
         assert_eq!(handshake_failure(None), Refusal::Handshake);
+    }
+
+    #[test]
+    fn a_client_is_told_its_refusal_is_one_and_what_to_check() {
+        assert!(client_refusal(Some(400), None).contains("not in its allow directory"));
+        assert!(client_refusal(None, Some(0x1100_0002)).contains("mechanisms differ"));
+        assert!(client_refusal(None, Some(0x1100_0001)).contains("check server_key"));
+        assert!(client_refusal(None, Some(0x1000_0003)).contains("0x10000003"));
     }
 
     #[test]

@@ -301,7 +301,7 @@ fn open_shard_socket(ctx: &zmq::Context, s: &ShardSettings) -> Result<ShardSub, 
     let monitor = ctx.socket(zmq::PAIR).map_err(zerr("monitor socket"))?;
     monitor.set_linger(0).map_err(zerr("set linger"))?;
     monitor.connect(&addr).map_err(zerr("monitor connect"))?;
-    let watch = HandshakeWatch::new(monitor);
+    let watch = HandshakeWatch::new(monitor, s.security.public_key());
     for endpoint in &s.shard.connect {
         let target = match &s.shard.nic {
             Some(nic) => endpoint_via_nic(endpoint, nic)?,

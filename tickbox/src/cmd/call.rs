@@ -68,6 +68,14 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         }
         Err(e @ MdpError::Timeout { .. }) => {
             eprintln!("error: {e}");
+            // A CURVE refusal reaches a client as silence (libzmq closes the connection and never retries):
+            // name the key the broker's log will name, so the two can be matched.
+            if let Some(key) = config.auth.public_key() {
+                eprintln!(
+                    "hint: under CURVE a refused handshake looks like no reply: if the broker's log says it refused \
+                     public key {key}, this key is not in its allow directory; check server_key too"
+                );
+            }
             Ok(ExitCode::from(exit_code::TIMEOUT))
         }
         Err(e) => Err(e.into()),

@@ -150,7 +150,12 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         );
         let _ = out.flush();
     })?;
-    if let Some(line) = security.connections_line() {
+    // Like every server command: what the gate decided, with `[security]` (nothing without it).
+    for line in security
+        .summary_line()
+        .into_iter()
+        .chain(security.connections_line())
+    {
         println!("{line}");
     }
     Ok(ExitCode::from(crate::exit_code::OK))

@@ -507,6 +507,16 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     if tape_failed && report.fatal.is_none() {
         return Ok(ExitCode::from(exit_code::ERROR));
     }
+    if report.fatal.is_none() && report.received() == 0 && report.handshakes_refused() > 0 {
+        tracing::error!(
+            "received nothing from {} in {:.1} s: the publisher refused every handshake ({} refused; the warnings \
+             above say why)",
+            sub_config.endpoint_list(),
+            report.elapsed.as_secs_f64(),
+            report.handshakes_refused()
+        );
+        return Ok(ExitCode::from(exit_code::ERROR));
+    }
     if report.fatal.is_none() && report.received() == 0 {
         tracing::error!(
             "received nothing at all from {} in {:.1} s: check the endpoints, --nic and --topics, and that the \

@@ -47,6 +47,7 @@ mod replay_selection;
 mod rr;
 mod security;
 mod security_control;
+mod secured_example;
 mod security_hostile;
 mod signals;
 mod snail;
