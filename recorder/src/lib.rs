@@ -25,6 +25,7 @@ mod history_server;
 mod inspect;
 mod journal_ext;
 mod ledger;
+mod metrics;
 mod progress;
 mod record;
 mod replay;
@@ -48,6 +49,7 @@ pub use inspect::{
 };
 pub use journal_ext::{overwritten, overwritten_at, read_app_meta, OverwriteStats, APP_META_MAX};
 pub use ledger::{Ledger, LedgerError, LedgerOverflow, LedgerRow, MAX_LEDGER_PUBLISHERS};
+pub use metrics::RecordMetrics;
 pub use progress::{stop_seq_of, ReplayProgress};
 pub use record::{record, RecordOptions, RecordStats, Recorder, TAP_EVENT_MARKER};
 pub use replay::{

@@ -136,6 +136,9 @@ impl Report<StandardWorker> {
                 serde_json::json!({
                     "index": s.index,
                     "endpoints": s.endpoints,
+                    "nic": s.nic,
+                    "core": s.core,
+                    "io_thread": s.io_thread,
                     "received": s.received,
                     "forwarded": s.forwarded,
                     "malformed": s.malformed,

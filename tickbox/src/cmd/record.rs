@@ -74,6 +74,8 @@ pub(crate) struct Args {
     json: bool,
     #[command(flatten)]
     live: LiveArgs,
+    #[command(flatten)]
+    metrics: crate::metrics::MetricsArgs,
     /// Majordomo broker to register `tickbox.record.status` with.
     #[arg(long, value_name = "EP")]
     broker: Option<String>,
@@ -145,6 +147,9 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     let stop = crate::shutdown::flag();
     let ctx = tickbox_zmqx::context::build(&config.context)?;
     let status = StatusBoard::start(&ctx, args.broker.as_deref(), "record", config.auth.clone())?;
+    let metrics = std::sync::Arc::new(tickbox_recorder::RecordMetrics::new(&args.journal));
+    let metrics_sources: Vec<std::sync::Arc<dyn tickbox_metrics::Source>> = vec![metrics.clone()];
+    let endpoint = args.metrics.start(config, "record", metrics_sources)?;
     let existed = args.journal.exists();
     let mut writer = Writer::open(&args.journal, &opts)
         .with_context(|| format!("opening {}", args.journal.display()))?;
@@ -225,14 +230,23 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         }),
         ..ropts
     };
+    // A scrape reads the counts of the last progress report: report often enough that they are fresh.
+    let ropts = RecordOptions {
+        progress_every: endpoint.as_ref().map_or(ropts.progress_every, |_| {
+            ropts.progress_every.min(METRICS_EVERY)
+        }),
+        ..ropts
+    };
     let mut last = (0u64, std::time::Instant::now());
     let recorded = record(&ctx, &mut writer, &ropts, &stop, |s: &RecordStats| {
         let dt = last.1.elapsed().as_secs_f64().max(1e-9);
         let rate = (s.messages - last.0) as f64 / dt;
         last = (s.messages, std::time::Instant::now());
         status.publish(s.status_json(&journal, &args.connect, "recording", rate));
+        metrics.update(s);
         if let Some(e) = elected.as_mut() {
             e.tick(s, &journal);
+            metrics.set_leading(e.is_leading());
         }
         if !live.due() {
             return;
@@ -270,6 +284,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         e.resign(&stats, &journal);
     }
     status.publish(stats.status_json(&journal, &args.connect, "done", stats.rate()));
+    metrics.update(&stats);
     // The status line goes before the summary, never under it.
     live.finish();
     let next_seq = writer.next_seq();
@@ -354,6 +369,9 @@ fn ring_mode(args: &Args, cfg: &RecorderConfig) -> bool {
     }
     cfg.mode == JournalModeConfig::Ring
 }
+
+/// How often a recorder serving metrics hands its counts over (a scrape reads them).
+const METRICS_EVERY: Duration = Duration::from_millis(250);
 
 /// How often an elected recorder reports its progress (and looks at its leadership).
 const ELECTED_PROGRESS_EVERY: Duration = Duration::from_millis(200);
