@@ -31,6 +31,7 @@ mod live;
 mod long_subscriptions;
 mod lvc;
 mod lvc_snapshot;
+mod metrics;
 mod per_nic;
 mod python_decoder;
 mod queue;
