@@ -177,6 +177,31 @@ impl Scrape {
         );
     }
 
+    /// Every unsigned integer field of the flat JSON object `value` (a component's serialised counters, as its
+    /// `--json` or status prints them) as `tickbox_FIELD`: a gauge when its name is in `gauges`, a counter
+    /// otherwise. `what` names the object in the help text. Nested objects, strings and booleans are left out.
+    pub fn fields(
+        &mut self,
+        value: &serde_json::Value,
+        gauges: &[&str],
+        what: &str,
+        labels: Labels<'_>,
+    ) {
+        let Some(object) = value.as_object() else {
+            return;
+        };
+        for (key, v) in object {
+            let Some(n) = v.as_u64() else { continue };
+            let name = format!("tickbox_{key}");
+            let help = format!("`{key}` of {what}.");
+            if gauges.contains(&key.as_str()) {
+                self.gauge(&name, &help, labels, i64::try_from(n).unwrap_or(i64::MAX));
+            } else {
+                self.counter(&name, &help, labels, n);
+            }
+        }
+    }
+
     fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
         for family in &self.families {
             let metric_type = match family.kind {
@@ -279,6 +304,30 @@ mod tests {
         b.counts[22] = 1;
         b.sum_ns = 11_000_000_000;
         out.histogram_seconds("tickbox_lateness", "Lateness.", &[], b.seconds());
+    }
+
+    #[test]
+    fn the_integer_fields_of_a_json_object_become_counters_and_named_gauges() {
+        let text = render(
+            "lvc",
+            vec![Arc::new(|out: &mut Scrape| {
+                out.fields(
+                    &serde_json::json!({"messages_in": 5, "topics_cached": 3, "mode": "x", "ratio": 0.5}),
+                    &["topics_cached"],
+                    "the LVC's counters",
+                    &[],
+                )
+            })],
+        );
+        assert!(
+            text.contains("tickbox_messages_in_total{role=\"lvc\"} 5"),
+            "{text}"
+        );
+        assert!(
+            text.contains("# TYPE tickbox_topics_cached gauge"),
+            "{text}"
+        );
+        assert!(!text.contains("mode") && !text.contains("ratio"), "{text}");
     }
 
     #[test]

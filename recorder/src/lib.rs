@@ -49,7 +49,7 @@ pub use inspect::{
 };
 pub use journal_ext::{overwritten, overwritten_at, read_app_meta, OverwriteStats, APP_META_MAX};
 pub use ledger::{Ledger, LedgerError, LedgerOverflow, LedgerRow, MAX_LEDGER_PUBLISHERS};
-pub use metrics::RecordMetrics;
+pub use metrics::{RecordMetrics, ReplayMetrics};
 pub use progress::{stop_seq_of, ReplayProgress};
 pub use record::{record, RecordOptions, RecordStats, Recorder, TAP_EVENT_MARKER};
 pub use replay::{

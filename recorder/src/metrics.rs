@@ -212,3 +212,74 @@ impl Source for RecordMetrics {
         }
     }
 }
+
+/// The [`Source`] of a running replay: its [`ReplayStats`](crate::ReplayStats) as of the last progress report
+/// (the replay hands them over at each report), under the names of `replay --json`.
+#[derive(Debug)]
+pub struct ReplayMetrics {
+    latest: Mutex<crate::ReplayStats>,
+    speed: tickbox_units::Speed,
+    /// 1 while a run replays, 0 between runs (`--await-start`) and once done.
+    running: AtomicI64,
+}
+
+impl ReplayMetrics {
+    /// Metrics of a replay at `speed`.
+    pub fn new(speed: tickbox_units::Speed) -> ReplayMetrics {
+        ReplayMetrics {
+            latest: Mutex::new(crate::ReplayStats::default()),
+            speed,
+            running: AtomicI64::new(0),
+        }
+    }
+
+    /// The counts as of now (called from the progress callback and once with a run's final counts).
+    pub fn update(&self, stats: &crate::ReplayStats) {
+        *self.latest.lock().unwrap_or_else(|p| p.into_inner()) = stats.clone();
+    }
+
+    /// Whether a run is replaying now.
+    pub fn set_running(&self, running: bool) {
+        self.running.store(i64::from(running), Ordering::Relaxed);
+    }
+}
+
+impl Source for ReplayMetrics {
+    fn collect(&self, out: &mut Scrape) {
+        let s = self
+            .latest
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        out.fields(
+            &s.summary_json(self.speed, "", false),
+            &[
+                "subscribers",
+                "rate",
+                "publishers",
+                "duration_ns",
+                "first_seq",
+                "last_seq",
+                "first_capture_ns",
+                "last_capture_ns",
+                "max_late_ns",
+            ],
+            "`replay --json` (this run)",
+            &[],
+        );
+        out.gauge(
+            "tickbox_replay_running",
+            "1 while a replay run sends; 0 between runs and once done.",
+            &[],
+            self.running.load(Ordering::Relaxed),
+        );
+        if let Some(t) = s.last_capture_ns {
+            out.gauge_seconds(
+                "tickbox_replay_position",
+                "Capture time of the last record replayed (seconds since the Unix epoch).",
+                &[],
+                t as f64 / 1e9,
+            );
+        }
+    }
+}

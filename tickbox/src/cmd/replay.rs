@@ -125,6 +125,8 @@ pub(crate) struct Args {
     json: bool,
     #[command(flatten)]
     live: LiveArgs,
+    #[command(flatten)]
+    metrics: crate::metrics::MetricsArgs,
     /// Majordomo broker to register `tickbox.replay.status`, `tickbox.replay.start` and `tickbox.replay.stop` with.
     #[arg(long, value_name = "EP")]
     broker: Option<String>,
@@ -301,6 +303,9 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
             .status_json(&args.journal, &endpoints, control, rate)
     };
     let status = StatusBoard::start(&ctx, args.broker.as_deref(), "replay", config.auth.clone())?;
+    let metrics = Arc::new(tickbox_recorder::ReplayMetrics::new(args.speed));
+    let metrics_sources: Vec<Arc<dyn tickbox_metrics::Source>> = vec![metrics.clone()];
+    let _endpoint = args.metrics.start(config, "replay", metrics_sources)?;
     let shared = Arc::new(ReplayShared::new());
     let (runs_tx, runs_rx) = mpsc::channel();
     if !args.await_start {
@@ -430,7 +435,9 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         let stop_seq = tickbox_recorder::stop_seq_of(&args.journal, bar_to);
         let mut live = LiveView::new("replay", &args.live, Some(0));
         let mut send_rate = Rate::default();
+        metrics.set_running(true);
         let stats = replayer.run(&mut reader, &SystemClock, run_stop, |s: &ReplayStats| {
+            metrics.update(s);
             if stop.load(Ordering::Relaxed) {
                 // Backstop should the control thread be gone.
                 shared.run_stop.store(true, Ordering::Relaxed);
@@ -457,6 +464,8 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
             );
             live.show(&line, Some((p.done, p.total)));
         })?;
+        metrics.update(&stats);
+        metrics.set_running(false);
         let interrupted = {
             let mut control = shared.lock();
             control.on_finished();
