@@ -110,6 +110,7 @@ pub fn run_broker_gated(
     if let Some(tx) = bound {
         let _ = tx.send(last);
     }
+    let live = cfg.live.clone();
     let mut broker = Broker::new(cfg, Instant::now());
     let mut dropped_by_gate = 0u64;
     while !stop.load(Ordering::Relaxed) {
@@ -151,7 +152,9 @@ pub fn run_broker_gated(
         }
         broker.handle_timeout(now);
         send_all(&socket, &mut broker)?;
+        live.publish(now, broker.stats());
     }
+    live.publish_now(broker.stats());
     if dropped_by_gate > 0 {
         tracing::info!(dropped_by_gate, "requests dropped while not active");
     }
