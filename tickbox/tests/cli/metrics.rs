@@ -495,3 +495,39 @@ fn a_flood_of_scrape_connections_is_refused_counted_and_leaves_the_stream_whole(
     assert_eq!(summary["data_received"].as_u64(), Some(4000), "{summary}");
     assert_eq!(summary["missing"].as_u64(), Some(0), "{summary}");
 }
+
+/// `record --elect`: the leadership the election gives is a metric (what the "no recorder leading" alert reads).
+#[test]
+fn record_elect_serves_its_leadership() {
+    let Some(zk) =
+        tickbox_coord::testing::ZkServer::start_or_skip("record_elect_serves_its_leadership")
+    else {
+        return;
+    };
+    let dir = TempDir::new("metrics-elect");
+    let journal = dir.join("j").display().to_string();
+    let zk_hosts = zk.connect_string();
+    let (rec, _out, rec_err) = spawn(&[
+        "record",
+        "--connect",
+        "tcp://127.0.0.1:1",
+        "--journal",
+        &journal,
+        "--segment-size",
+        "4MiB",
+        "--zk",
+        &zk_hosts,
+        "--elect",
+        "/tb/metrics",
+        "--metrics",
+        "0",
+    ]);
+    let addr = metrics_addr(&rec_err);
+    assert!(
+        tickbox_testkit::wait_until(Duration::from_secs(15), || {
+            scraped_sum(&addr, "tickbox_recorder_leading", "record") == 1.0
+        }),
+        "the elected recorder does not say it leads"
+    );
+    signal(rec.0.id(), "INT");
+}
