@@ -7,6 +7,7 @@ use crate::common;
 
 use std::collections::BTreeMap;
 use std::io::Write;
+use std::path::Path;
 use std::process::Command;
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
@@ -530,4 +531,49 @@ fn record_elect_serves_its_leadership() {
         "the elected recorder does not say it leads"
     );
     signal(rec.0.id(), "INT");
+}
+
+/// `tune check` warns under `[security]` about a metrics endpoint off the loopback, even with `allow_ips` fencing
+/// the ZeroMQ sockets (the HTTP endpoint is outside ZAP); a loopback one passes.
+#[test]
+fn tune_check_warns_about_a_metrics_bind_off_the_loopback() {
+    let dir = TempDir::new("metrics-tune");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tuning/tests/fixtures/vm");
+    let check = |bind: &str| -> Vec<serde_json::Value> {
+        let file = dir.join("tickbox.toml");
+        std::fs::write(
+            &file,
+            format!("[security]\nallow_ips = [\"10.0.0.0/8\"]\n\n[metrics]\nbind = \"{bind}\"\n"),
+        )
+        .unwrap();
+        let out = common::output_within(
+            {
+                let mut c = Command::new(TICKBOX);
+                c.arg("--config")
+                    .arg(&file)
+                    .args(["tune", "check", "--json", "--root"])
+                    .arg(&root);
+                c
+            },
+            Duration::from_secs(20),
+        );
+        assert!(out.status.success(), "{out:?}");
+        let findings: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        findings
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| f["check"] == "metrics_bind")
+            .cloned()
+            .collect()
+    };
+    let exposed = check("0.0.0.0:9100");
+    assert_eq!(exposed.len(), 1, "{exposed:?}");
+    assert_eq!(exposed[0]["severity"], "warning");
+    assert!(exposed[0]["message"]
+        .as_str()
+        .unwrap()
+        .starts_with("[security]"));
+    assert!(check("127.0.0.1:9100").is_empty());
+    assert!(check("9100").is_empty());
 }
