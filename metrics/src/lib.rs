@@ -16,6 +16,7 @@ mod config;
 mod http;
 mod scrape;
 pub mod text;
+pub mod top;
 
 pub use buckets::{Buckets, BUCKET_BOUNDS_NS};
 pub use config::{is_loopback, resolve_bind, MetricsConfig};

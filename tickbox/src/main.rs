@@ -147,6 +147,8 @@ enum Command {
     Man(cmd::docs::ManArgs),
     /// See the host, check it, plan the pinning per NIC, and sweep to the best configuration.
     Tune(cmd::tune::Args),
+    /// The fleet in one terminal: several processes' --metrics, one live table per role (like AeronStat).
+    Top(cmd::top::Args),
 }
 
 /// How log lines are written.
@@ -220,6 +222,7 @@ fn main() -> ExitCode {
         Command::Completions(args) => cmd::docs::completions(args, &config),
         Command::Man(args) => cmd::docs::man(args, &config),
         Command::Tune(args) => cmd::tune::run(args, &config),
+        Command::Top(args) => cmd::top::run(args, &config),
     };
     match result {
         Ok(code) => code,

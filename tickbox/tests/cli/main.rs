@@ -60,6 +60,7 @@ mod tap;
 mod tap_emit;
 mod tap_guide;
 mod titanic_exactly_once;
+mod top;
 mod tune;
 mod tune_pinning;
 mod tune_profiles;
