@@ -138,7 +138,7 @@ pub struct ServerOptions {
 /// Counters shared with the handle (read from any thread).
 #[derive(Debug, Default)]
 pub struct SharedStats {
-    state: AtomicU8,
+    pub(crate) state: AtomicU8,
     /// The server's current sequence number.
     pub sequence: AtomicU64,
     /// Keys in the map now.
@@ -279,7 +279,17 @@ pub fn run_blocking(
     stop: &AtomicBool,
     on_ready: impl FnOnce(&ServerEndpoints, Option<u16>) + Send,
 ) -> Result<(), CloneError> {
-    let stats = SharedStats::default();
+    run_blocking_with(ctx, options, stop, &SharedStats::default(), on_ready)
+}
+
+/// [`run_blocking`], keeping its live counters in `stats` (which a metrics endpoint reads).
+pub fn run_blocking_with(
+    ctx: &zmq::Context,
+    options: ServerOptions,
+    stop: &AtomicBool,
+    stats: &SharedStats,
+    on_ready: impl FnOnce(&ServerEndpoints, Option<u16>) + Send,
+) -> Result<(), CloneError> {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::scope(|scope| {
         let waiter = scope.spawn(move || {
@@ -287,7 +297,7 @@ pub fn run_blocking(
                 on_ready(&eps, port);
             }
         });
-        let result = run(ctx, options, stop, &stats, tx);
+        let result = run(ctx, options, stop, stats, tx);
         let _ = waiter.join();
         result
     })

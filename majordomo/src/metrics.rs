@@ -1,81 +1,27 @@
-//! The broker's metrics (`broker --metrics`): its [`BrokerStats`], copied by the broker's loop at most every
-//! [`PUBLISH_EVERY`] (a lock per copy, never per message) and read when Prometheus scrapes. Names follow the
+//! The broker's and Titanic's metrics (`broker --metrics`, `titanic --metrics`). The broker's [`BrokerStats`] are
+//! copied by its loop at most every [`tickbox_metrics::PUBLISH_EVERY`] (a lock per copy, never per message) and read when Prometheus scrapes. Names follow the
 //! counters: `requests_unauthorised` (answered `403 unauthorised: SERVICE`) is
 //! `tickbox_requests_unauthorised_total`.
 
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
 
-use tickbox_metrics::{Scrape, Source};
+use tickbox_metrics::{Published, Scrape, Source};
 
 use crate::BrokerStats;
 
-/// How often the loop copies its counters out: a scrape sees them at most this old (and exact once idle).
-pub const PUBLISH_EVERY: Duration = Duration::from_millis(50);
+/// Where a broker's loop leaves its counters (`BrokerConfig::live`): see [`Published`].
+pub type LiveBrokerStats = Published<BrokerStats>;
 
-#[derive(Default)]
-struct Cell {
-    stats: BrokerStats,
-    last: Option<Instant>,
-}
-
-/// Where a broker's loop leaves its counters (`BrokerConfig::live`); [`LiveBrokerStats::default`] is nowhere.
-/// It is plumbing, not configuration: two of them always compare equal.
-#[derive(Clone, Default)]
-pub struct LiveBrokerStats(Option<Arc<Mutex<Cell>>>);
-
-impl std::fmt::Debug for LiveBrokerStats {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(if self.0.is_some() {
-            "LiveBrokerStats(on)"
-        } else {
-            "LiveBrokerStats(off)"
-        })
-    }
-}
-
-impl PartialEq for LiveBrokerStats {
-    fn eq(&self, _: &Self) -> bool {
-        true
-    }
-}
-
-impl Eq for LiveBrokerStats {}
-
-impl LiveBrokerStats {
-    /// A slot the broker fills, with the [`Source`] that reads it.
-    pub fn new() -> (LiveBrokerStats, BrokerMetrics) {
-        let cell = Arc::new(Mutex::new(Cell::default()));
-        (
-            LiveBrokerStats(Some(Arc::clone(&cell))),
-            BrokerMetrics { cell },
-        )
-    }
-
-    /// Copies `stats` out if the last copy is older than [`PUBLISH_EVERY`] (called by the loop on each turn).
-    pub fn publish(&self, now: Instant, stats: &BrokerStats) {
-        let Some(cell) = &self.0 else { return };
-        let mut c = cell.lock().unwrap_or_else(|p| p.into_inner());
-        if c.last
-            .is_none_or(|t| now.duration_since(t) >= PUBLISH_EVERY)
-        {
-            c.stats = stats.clone();
-            c.last = Some(now);
-        }
-    }
-
-    /// Copies `stats` out now (the final counts).
-    pub fn publish_now(&self, stats: &BrokerStats) {
-        if let Some(cell) = &self.0 {
-            cell.lock().unwrap_or_else(|p| p.into_inner()).stats = stats.clone();
-        }
-    }
+/// A slot for a broker's counters and the [`Source`] that reads it: give the first to `BrokerConfig::live`.
+pub fn broker_metrics() -> (LiveBrokerStats, BrokerMetrics) {
+    let live = Published::new();
+    (live.clone(), BrokerMetrics { live })
 }
 
 /// The [`Source`] of a running broker (see [`LiveBrokerStats::new`]).
 #[derive(Clone)]
 pub struct BrokerMetrics {
-    cell: Arc<Mutex<Cell>>,
+    live: LiveBrokerStats,
 }
 
 impl std::fmt::Debug for BrokerMetrics {
@@ -86,12 +32,7 @@ impl std::fmt::Debug for BrokerMetrics {
 
 impl Source for BrokerMetrics {
     fn collect(&self, out: &mut Scrape) {
-        let s = self
-            .cell
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .stats
-            .clone();
+        let s = self.live.get();
         for (name, help, value) in [
             (
                 "tickbox_requests",
@@ -186,14 +127,69 @@ impl Source for BrokerMetrics {
     }
 }
 
+/// The [`Source`] of a running Titanic: its live counters (atomics its threads already keep).
+#[derive(Debug)]
+pub struct TitanicMetrics(pub Arc<crate::titanic::TitanicCounters>);
+
+impl Source for TitanicMetrics {
+    fn collect(&self, out: &mut Scrape) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let c = &self.0;
+        for (name, help, value) in [
+            (
+                "tickbox_dispatched",
+                "Requests forwarded to their service, re-sends included.",
+                &c.dispatched,
+            ),
+            (
+                "tickbox_redispatched",
+                "Re-sends (attempt 2 and later).",
+                &c.redispatched,
+            ),
+            (
+                "tickbox_resumed",
+                "Attempts found in flight at start-up and listened for again.",
+                &c.resumed,
+            ),
+            (
+                "tickbox_failed",
+                "Requests marked failed (no reply within job_timeout, attempts exhausted).",
+                &c.failed,
+            ),
+            (
+                "tickbox_undelivered",
+                "Attempts the broker reported undelivered, journaled and sent again.",
+                &c.undelivered,
+            ),
+            (
+                "tickbox_replies_stored",
+                "Service replies journaled.",
+                &c.replies_stored,
+            ),
+            (
+                "tickbox_malformed_replies",
+                "Replies discarded as malformed.",
+                &c.malformed_replies,
+            ),
+            (
+                "tickbox_requests_refused",
+                "titanic.requests refused because max_open_requests were open.",
+                &c.requests_refused,
+            ),
+        ] {
+            out.counter(name, help, &[], value.load(Relaxed));
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn the_loop_copies_at_most_every_period_and_the_source_reads_the_copy() {
-        let (live, metrics) = LiveBrokerStats::new();
-        let t0 = Instant::now();
+        let (live, metrics) = broker_metrics();
+        let t0 = std::time::Instant::now();
         let mut s = BrokerStats {
             requests: 3,
             requests_unauthorised: 1,
@@ -201,7 +197,7 @@ mod tests {
         };
         live.publish(t0, &s);
         s.requests = 4;
-        live.publish(t0 + Duration::from_millis(1), &s); // too soon: not copied
+        live.publish(t0 + std::time::Duration::from_millis(1), &s); // too soon: not copied
         let text = tickbox_metrics::render("broker", vec![Arc::new(metrics.clone())]);
         assert!(
             text.contains("tickbox_requests_total{role=\"broker\"} 3"),
@@ -218,5 +214,15 @@ mod tests {
             "{text}"
         );
         assert_eq!(LiveBrokerStats::default(), live);
+        let titanic = TitanicMetrics(Arc::new(crate::titanic::TitanicCounters::default()));
+        titanic
+            .0
+            .dispatched
+            .fetch_add(2, std::sync::atomic::Ordering::Relaxed);
+        let text = tickbox_metrics::render("titanic", vec![Arc::new(titanic)]);
+        assert!(
+            text.contains("tickbox_dispatched_total{role=\"titanic\"} 2"),
+            "{text}"
+        );
     }
 }

@@ -14,6 +14,7 @@
 mod buckets;
 mod config;
 mod http;
+mod published;
 mod scrape;
 pub mod text;
 pub mod top;
@@ -21,6 +22,7 @@ pub mod top;
 pub use buckets::{Buckets, BUCKET_BOUNDS_NS};
 pub use config::{is_loopback, resolve_bind, MetricsConfig};
 pub use http::{fetch, Endpoint, ServerCounts, HANDLERS, QUEUE, REQUEST_HEAD_MAX};
+pub use published::{Published, PUBLISH_EVERY};
 pub use scrape::{render, HistogramSnapshot, Labels, Scrape, Source};
 
 /// The label names every component uses, so one query works across roles (`sum by (shard)`, `{role="record"}`).

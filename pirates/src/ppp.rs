@@ -47,6 +47,7 @@ pub fn run_ppp_queue(
         let b = last_endpoint(&be)?;
         let _ = tx.send((f, b));
     }
+    let live = cfg.live.clone();
     let mut q = PppQueue::new(cfg, Instant::now());
     while !stop.load(Ordering::Relaxed) {
         let now = Instant::now();
@@ -75,7 +76,9 @@ pub fn run_ppp_queue(
                 QueueOut::Backend(f) => be.send_multipart(f, 0)?,
             }
         }
+        live.publish(Instant::now(), q.stats());
     }
+    live.publish_now(q.stats());
     Ok(q.stats().clone())
 }
 

@@ -55,7 +55,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     if let Some(d) = args.heartbeat {
         cfg.heartbeat_interval = d;
     }
-    let (live, broker_metrics) = tickbox_majordomo::metrics::LiveBrokerStats::new();
+    let (live, broker_metrics) = tickbox_majordomo::metrics::broker_metrics();
     cfg.live = live;
     let _metrics =
         args.metrics

@@ -577,3 +577,116 @@ fn tune_check_warns_about_a_metrics_bind_off_the_loopback() {
     assert!(check("127.0.0.1:9100").is_empty());
     assert!(check("9100").is_empty());
 }
+
+/// The samples of `name` (with `role`) in a scrape of `addr`, summed; `None` when the metric is absent.
+fn scraped(addr: &str, name: &str, role: &str) -> Option<f64> {
+    let (code, body) = tickbox_metrics::fetch(addr, "/metrics", T, 16 << 20).ok()?;
+    (code == 200).then_some(())?;
+    let samples: Vec<_> = tickbox_metrics::text::parse(&body)
+        .into_iter()
+        .filter(|s| s.name == name && s.label("role") == Some(role))
+        .collect();
+    (!samples.is_empty()).then(|| samples.iter().map(|s| s.value).sum())
+}
+
+/// The control plane serves its counters too: a broker counts the MMI query `tickbox call` makes (and the 404
+/// it answers), a Clone server its sequence after a `ctl set`, and titanic, queue and freelance-server theirs.
+#[test]
+fn control_plane_commands_serve_their_counters() {
+    let dir = TempDir::new("metrics-control");
+    let (_broker, broker_out, broker_err) =
+        spawn(&["broker", "--bind", "tcp://127.0.0.1:*", "--metrics", "0"]);
+    let broker_addr = metrics_addr(&broker_err);
+    let broker_ep = common::line_after(&broker_out, "broker listening on");
+    let (code, _) = common::call_service(&broker_ep, "tickbox.nothing.status", &[], 2000);
+    assert_eq!(code, 1, "an unknown service is MMI's 404");
+    assert!(
+        tickbox_testkit::wait_until(Duration::from_secs(5), || {
+            scraped(&broker_addr, "tickbox_mmi_total", "broker") == Some(1.0)
+                && scraped(&broker_addr, "tickbox_requests_total", "broker") == Some(1.0)
+        }),
+        "the broker's counters did not show the MMI query"
+    );
+    let titanic_dir = dir.join("titanic").display().to_string();
+    let (_titanic, _t_out, titanic_err) = spawn(&[
+        "titanic",
+        "--broker",
+        &broker_ep,
+        "--dir",
+        &titanic_dir,
+        "--metrics",
+        "0",
+    ]);
+    let titanic_addr = metrics_addr(&titanic_err);
+    assert_eq!(
+        scraped(&titanic_addr, "tickbox_dispatched_total", "titanic"),
+        Some(0.0)
+    );
+    let (_clone, clone_out, clone_err) = spawn(&[
+        "clone-server",
+        "--port",
+        "0",
+        "--interface",
+        "127.0.0.1",
+        "--metrics",
+        "0",
+    ]);
+    let clone_addr = metrics_addr(&clone_err);
+    let ready = common::line_after(&clone_out, "clone-server port=");
+    let port = ready.split_whitespace().next().unwrap();
+    let set = common::output_within(
+        {
+            let mut c = Command::new(TICKBOX);
+            c.args([
+                "ctl",
+                "--server",
+                &format!("tcp://127.0.0.1:{port}"),
+                "--timeout",
+                "5s",
+                "set",
+                "/app/x",
+                "1",
+            ]);
+            c
+        },
+        Duration::from_secs(15),
+    );
+    assert!(set.status.success(), "{set:?}");
+    assert!(
+        tickbox_testkit::wait_until(Duration::from_secs(5), || {
+            scraped(&clone_addr, "tickbox_sequence", "clone-server") == Some(1.0)
+                && scraped(&clone_addr, "tickbox_keys", "clone-server") == Some(1.0)
+        }),
+        "the Clone server's sequence did not move"
+    );
+    assert_eq!(
+        scraped(&clone_addr, "tickbox_bstar_state_info", "clone-server"),
+        Some(1.0)
+    );
+    let (_queue, _q_out, queue_err) = spawn(&[
+        "queue",
+        "--frontend",
+        "tcp://127.0.0.1:*",
+        "--backend",
+        "tcp://127.0.0.1:*",
+        "--metrics",
+        "0",
+    ]);
+    let queue_addr = metrics_addr(&queue_err);
+    assert!(tickbox_testkit::wait_until(Duration::from_secs(5), || {
+        scraped(&queue_addr, "tickbox_requests_total", "queue") == Some(0.0)
+    }));
+    let (_fl, _f_out, fl_err) = spawn(&[
+        "freelance-server",
+        "--bind",
+        "tcp://127.0.0.1:0",
+        "--endpoint",
+        "tcp://127.0.0.1:1",
+        "--metrics",
+        "0",
+    ]);
+    let fl_addr = metrics_addr(&fl_err);
+    assert!(tickbox_testkit::wait_until(Duration::from_secs(5), || {
+        scraped(&fl_addr, "tickbox_pings_total", "freelance-server") == Some(0.0)
+    }));
+}
