@@ -34,6 +34,9 @@ impl MetricsArgs {
         };
         let mut all = sources;
         all.push(Arc::new(process_facts));
+        all.push(Arc::new(tickbox_auth::metrics::AuthMetrics(
+            config.auth.clone(),
+        )));
         let endpoint = Endpoint::start(&bind, role, all).context("--metrics / [metrics] bind")?;
         if !endpoint.local_addr().ip().is_loopback() {
             tracing::warn!(
