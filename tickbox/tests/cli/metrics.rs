@@ -690,3 +690,48 @@ fn control_plane_commands_serve_their_counters() {
         scraped(&fl_addr, "tickbox_pings_total", "freelance-server") == Some(0.0)
     }));
 }
+
+/// Where a shard actually ran is in `subscribe --json`, the table and the placement info metric: pinned to core
+/// 0 (every machine has it), no NIC or I/O thread asked for.
+#[test]
+fn shard_placement_is_in_the_summary_and_the_metrics() {
+    let (_feed, _fo, feed_err) = spawn(&[
+        "feed",
+        "--bind",
+        "tcp://127.0.0.1:*",
+        "--rate",
+        "1k",
+        "--duration",
+        "20s",
+        "--json",
+    ]);
+    let (eps, _) = feed_endpoints(&feed_err, 1, false);
+    let (sub, sub_out, sub_err) = spawn(&[
+        "subscribe",
+        "--connect",
+        &eps[0],
+        "--cores",
+        "0",
+        "--json",
+        "--metrics",
+        "0",
+    ]);
+    let addr = metrics_addr(&sub_err);
+    assert!(tickbox_testkit::wait_until(Duration::from_secs(10), || {
+        let (_, body) = tickbox_metrics::fetch(&addr, "/metrics", T, 16 << 20).unwrap();
+        tickbox_metrics::text::parse(&body).iter().any(|s| {
+            s.name == "tickbox_shard_placement_info"
+                && s.label("core") == Some("0")
+                && s.label("nic") == Some("")
+                && s.label("endpoint") == Some(eps[0].as_str())
+        })
+    }));
+    signal(sub.0.id(), "INT");
+    let summary = json_summary(&sub_out, Duration::from_secs(20));
+    let shard = &summary["shards"][0];
+    assert_eq!(shard["core"], 0, "{shard}");
+    assert!(
+        shard["nic"].is_null() && shard["io_thread"].is_null(),
+        "{shard}"
+    );
+}
