@@ -25,39 +25,40 @@ impl Source for FeedMetrics {
                 (label::SHARD, info.shard.to_string()),
                 (label::PUBLISHER, info.publisher_id.to_string()),
             ];
-            for (name, help, value) in [
-                (
-                    "tickbox_sent",
-                    "Data messages sent (quotes, trades, book levels).",
-                    c.data(),
-                ),
-                ("tickbox_quotes", "Quotes sent.", c.quotes),
-                ("tickbox_trades", "Trades sent.", c.trades),
-                (
-                    "tickbox_book_levels",
-                    "Book-level updates sent.",
-                    c.book_levels,
-                ),
-                ("tickbox_heartbeats", "Heartbeats sent.", c.heartbeats),
-                (
-                    "tickbox_would_block",
-                    "Sends refused by a full pipe (back-pressure block) and retried.",
-                    c.would_block,
-                ),
-                (
-                    "tickbox_frames_sent",
-                    "ZeroMQ messages sent (single frames and batches).",
-                    c.frames,
-                ),
-                ("tickbox_batches_sent", "Batch frames sent.", c.batches),
-                (
-                    "tickbox_batch_buffers_allocated",
-                    "Batch buffers allocated because none was free.",
-                    c.batch_buffers_allocated,
-                ),
-            ] {
-                out.counter(name, help, &shard, value);
-            }
+            out.counters(
+                &shard,
+                &[
+                    (
+                        "tickbox_sent",
+                        "Data messages sent (quotes, trades, book levels).",
+                        c.data(),
+                    ),
+                    ("tickbox_quotes", "Quotes sent.", c.quotes),
+                    ("tickbox_trades", "Trades sent.", c.trades),
+                    (
+                        "tickbox_book_levels",
+                        "Book-level updates sent.",
+                        c.book_levels,
+                    ),
+                    ("tickbox_heartbeats", "Heartbeats sent.", c.heartbeats),
+                    (
+                        "tickbox_would_block",
+                        "Sends refused by a full pipe (back-pressure block) and retried.",
+                        c.would_block,
+                    ),
+                    (
+                        "tickbox_frames_sent",
+                        "ZeroMQ messages sent (single frames and batches).",
+                        c.frames,
+                    ),
+                    ("tickbox_batches_sent", "Batch frames sent.", c.batches),
+                    (
+                        "tickbox_batch_buffers_allocated",
+                        "Batch buffers allocated because none was free.",
+                        c.batch_buffers_allocated,
+                    ),
+                ],
+            );
             out.gauge(
                 "tickbox_last_sequence",
                 "Sequence of the last data message a shard sent.",

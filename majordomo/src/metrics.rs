@@ -33,85 +33,86 @@ impl std::fmt::Debug for BrokerMetrics {
 impl Source for BrokerMetrics {
     fn collect(&self, out: &mut Scrape) {
         let s = self.live.get();
-        for (name, help, value) in [
-            (
-                "tickbox_requests",
-                "Client requests received, MMI queries included.",
-                s.requests,
-            ),
-            (
-                "tickbox_replies",
-                "Final replies forwarded to clients.",
-                s.replies,
-            ),
-            (
-                "tickbox_partials",
-                "Partial replies from MDP 0.2 workers.",
-                s.partials,
-            ),
-            (
-                "tickbox_mmi",
-                "mmi.* queries answered by the broker.",
-                s.mmi,
-            ),
-            (
-                "tickbox_malformed",
-                "Messages dropped as malformed.",
-                s.malformed,
-            ),
-            (
-                "tickbox_disconnects_sent",
-                "DISCONNECTs sent (protocol violations, dead busy workers).",
-                s.disconnects_sent,
-            ),
-            (
-                "tickbox_workers_registered",
-                "Workers that sent READY.",
-                s.workers_registered,
-            ),
-            (
-                "tickbox_workers_expired",
-                "Workers forgotten (silent, too long busy, or gone).",
-                s.workers_expired,
-            ),
-            (
-                "tickbox_workers_refused",
-                "READYs refused because max_workers were registered.",
-                s.workers_refused,
-            ),
-            (
-                "tickbox_requests_requeued",
-                "Requests put back because their worker's connection was gone.",
-                s.requests_requeued,
-            ),
-            (
-                "tickbox_unroutable",
-                "Messages for a peer whose connection was gone; dropped.",
-                s.unroutable,
-            ),
-            (
-                "tickbox_undelivered_notices",
-                "Undelivered notices sent to clients.",
-                s.undelivered_notices,
-            ),
-            (
-                "tickbox_requests_expired",
-                "Queued requests dropped after request_expiry without a worker.",
-                s.requests_expired,
-            ),
-            (
-                "tickbox_requests_refused",
-                "Requests refused by a queue bound (max_queued_per_service, max_queued_bytes).",
-                s.requests_refused,
-            ),
-            (
-                "tickbox_requests_unauthorised",
-                "Requests answered 403 unauthorised: SERVICE ([security] services).",
-                s.requests_unauthorised,
-            ),
-        ] {
-            out.counter(name, help, &[], value);
-        }
+        out.counters(
+            &[],
+            &[
+                (
+                    "tickbox_requests",
+                    "Client requests received, MMI queries included.",
+                    s.requests,
+                ),
+                (
+                    "tickbox_replies",
+                    "Final replies forwarded to clients.",
+                    s.replies,
+                ),
+                (
+                    "tickbox_partials",
+                    "Partial replies from MDP 0.2 workers.",
+                    s.partials,
+                ),
+                (
+                    "tickbox_mmi",
+                    "mmi.* queries answered by the broker.",
+                    s.mmi,
+                ),
+                (
+                    "tickbox_malformed",
+                    "Messages dropped as malformed.",
+                    s.malformed,
+                ),
+                (
+                    "tickbox_disconnects_sent",
+                    "DISCONNECTs sent (protocol violations, dead busy workers).",
+                    s.disconnects_sent,
+                ),
+                (
+                    "tickbox_workers_registered",
+                    "Workers that sent READY.",
+                    s.workers_registered,
+                ),
+                (
+                    "tickbox_workers_expired",
+                    "Workers forgotten (silent, too long busy, or gone).",
+                    s.workers_expired,
+                ),
+                (
+                    "tickbox_workers_refused",
+                    "READYs refused because max_workers were registered.",
+                    s.workers_refused,
+                ),
+                (
+                    "tickbox_requests_requeued",
+                    "Requests put back because their worker's connection was gone.",
+                    s.requests_requeued,
+                ),
+                (
+                    "tickbox_unroutable",
+                    "Messages for a peer whose connection was gone; dropped.",
+                    s.unroutable,
+                ),
+                (
+                    "tickbox_undelivered_notices",
+                    "Undelivered notices sent to clients.",
+                    s.undelivered_notices,
+                ),
+                (
+                    "tickbox_requests_expired",
+                    "Queued requests dropped after request_expiry without a worker.",
+                    s.requests_expired,
+                ),
+                (
+                    "tickbox_requests_refused",
+                    "Requests refused by a queue bound (max_queued_per_service, max_queued_bytes).",
+                    s.requests_refused,
+                ),
+                (
+                    "tickbox_requests_unauthorised",
+                    "Requests answered 403 unauthorised: SERVICE ([security] services).",
+                    s.requests_unauthorised,
+                ),
+            ],
+        );
         out.gauge(
             "tickbox_queued_bytes",
             "Bytes charged to queued requests now.",

@@ -139,6 +139,13 @@ impl Scrape {
         );
     }
 
+    /// Several counters with the same labels: `(name, help, value)` each.
+    pub fn counters(&mut self, labels: Labels<'_>, list: &[(&str, &str, u64)]) {
+        for &(name, help, value) in list {
+            self.counter(name, help, labels, value);
+        }
+    }
+
     /// A value that goes up and down (a queue depth, a sequence, a flag as 0/1).
     pub fn gauge(&mut self, name: &str, help: &str, labels: Labels<'_>, value: i64) {
         self.add(name, help, Kind::Gauge, false, labels, Value::Int(value));

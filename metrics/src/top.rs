@@ -154,8 +154,20 @@ pub fn duration(seconds: f64) -> String {
     }
 }
 
-/// What one cell reads: the process now, the one before it (for rates) and the seconds between them.
-type Cell = fn(&Process, Option<&Process>, f64) -> String;
+/// What one cell shows.
+#[derive(Clone, Copy)]
+enum Cell {
+    /// Per second between the two scrapes, of the sum of a counter's samples.
+    Rate(&'static str),
+    /// The sum of a metric's samples now.
+    Total(&'static str),
+    /// `yes` when the gauge is 1, `no` when 0, `-` when absent.
+    Flag(&'static str),
+    /// Lateness p99 over the last interval.
+    LatenessP99,
+    /// The journal disk's free share.
+    DiskFree,
+}
 
 struct Column {
     header: &'static str,
@@ -164,180 +176,100 @@ struct Column {
     cell: Cell,
 }
 
-fn total(p: &Process, name: &str) -> String {
-    p.sum(name).map_or_else(|| "-".into(), compact)
-}
-
-fn rate(p: &Process, before: Option<&Process>, dt: f64, name: &str) -> String {
-    match (p.sum(name), before.and_then(|b| b.sum(name))) {
-        (Some(now), Some(then)) if dt > 0.0 => {
-            format!("{}/s", compact(((now - then) / dt).max(0.0)))
+impl Cell {
+    fn show(&self, p: &Process, before: Option<&Process>, dt: f64) -> String {
+        match *self {
+            Cell::Rate(name) => match (p.sum(name), before.and_then(|b| b.sum(name))) {
+                (Some(now), Some(then)) if dt > 0.0 => {
+                    format!("{}/s", compact(((now - then) / dt).max(0.0)))
+                }
+                _ => "-".into(),
+            },
+            Cell::Total(name) => p.sum(name).map_or_else(|| "-".into(), compact),
+            Cell::Flag(name) => match p.sum(name) {
+                Some(v) if v >= 1.0 => "yes".into(),
+                Some(_) => "no".into(),
+                None => "-".into(),
+            },
+            Cell::LatenessP99 => {
+                let now = p.buckets("tickbox_lateness_seconds");
+                let window = match before {
+                    Some(b) => difference(&now, &b.buckets("tickbox_lateness_seconds")),
+                    None => now,
+                };
+                quantile(0.99, &window).map_or_else(|| "-".into(), duration)
+            }
+            Cell::DiskFree => match (
+                p.sum("tickbox_disk_free_bytes"),
+                p.sum("tickbox_disk_size_bytes"),
+            ) {
+                (Some(free), Some(size)) if size > 0.0 => format!("{:.0}%", 100.0 * free / size),
+                _ => "-".into(),
+            },
         }
-        _ => "-".into(),
     }
-}
-
-/// Lateness p99 over the interval between the two scrapes (since the start when there is no earlier scrape).
-fn p99(p: &Process, before: Option<&Process>) -> String {
-    let now = p.buckets("tickbox_lateness_seconds");
-    let window = match before {
-        Some(b) => difference(&now, &b.buckets("tickbox_lateness_seconds")),
-        None => now,
-    };
-    quantile(0.99, &window).map_or_else(|| "-".into(), duration)
-}
-
-macro_rules! col {
-    ($header:expr, $order:expr, $cell:expr) => {
-        Column {
-            header: $header,
-            drop_order: $order,
-            cell: $cell,
-        }
-    };
 }
 
 fn columns(role: &str) -> Vec<Column> {
-    match role {
-        "feed" => vec![
-            col!("sent/s", 0, |p, b, dt| rate(p, b, dt, "tickbox_sent_total")),
-            col!("sent", 2, |p, _, _| total(p, "tickbox_sent_total")),
-            col!("would block", 1, |p, _, _| total(
-                p,
-                "tickbox_would_block_total"
-            )),
-            col!("heartbeats", 4, |p, _, _| total(
-                p,
-                "tickbox_heartbeats_total"
-            )),
-            col!("batches", 5, |p, _, _| total(
-                p,
-                "tickbox_batches_sent_total"
-            )),
+    use Cell::*;
+    let table: &[(&'static str, u8, Cell)] = match role {
+        "feed" => &[
+            ("sent/s", 0, Rate("tickbox_sent_total")),
+            ("sent", 2, Total("tickbox_sent_total")),
+            ("would block", 1, Total("tickbox_would_block_total")),
+            ("heartbeats", 4, Total("tickbox_heartbeats_total")),
+            ("batches", 5, Total("tickbox_batches_sent_total")),
         ],
-        "subscribe" => vec![
-            col!("recv/s", 0, |p, b, dt| rate(
-                p,
-                b,
-                dt,
-                "tickbox_received_total"
-            )),
-            col!("received", 3, |p, _, _| total(p, "tickbox_received_total")),
-            col!("gaps", 0, |p, _, _| total(p, "tickbox_gaps_total")),
-            col!("missing", 1, |p, _, _| total(p, "tickbox_missing_total")),
-            col!("late", 2, |p, _, _| total(p, "tickbox_late_total")),
-            col!("p99 late", 0, |p, b, _| p99(p, b)),
-            col!("refused", 1, |p, _, _| total(
-                p,
-                "tickbox_handshakes_refused_total"
-            )),
-            col!("malformed", 4, |p, _, _| total(
-                p,
-                "tickbox_malformed_total"
-            )),
+        "subscribe" => &[
+            ("recv/s", 0, Rate("tickbox_received_total")),
+            ("received", 3, Total("tickbox_received_total")),
+            ("gaps", 0, Total("tickbox_gaps_total")),
+            ("missing", 1, Total("tickbox_missing_total")),
+            ("late", 2, Total("tickbox_late_total")),
+            ("p99 late", 0, LatenessP99),
+            ("refused", 1, Total("tickbox_handshakes_refused_total")),
+            ("malformed", 4, Total("tickbox_malformed_total")),
         ],
-        "record" => vec![
-            col!("rec/s", 0, |p, b, dt| rate(
-                p,
-                b,
-                dt,
-                "tickbox_recorded_total"
-            )),
-            col!("recorded", 3, |p, _, _| total(p, "tickbox_recorded_total")),
-            col!("missing", 1, |p, _, _| total(p, "tickbox_missing_total")),
-            col!("gap events", 2, |p, _, _| total(
-                p,
-                "tickbox_gap_events_total"
-            )),
-            col!(
-                "leading",
-                0,
-                |p, _, _| match p.sum("tickbox_recorder_leading") {
-                    Some(v) if v >= 1.0 => "yes".into(),
-                    Some(_) => "no".into(),
-                    None => "-".into(),
-                }
-            ),
-            col!("disk free", 1, |p, _, _| {
-                match (
-                    p.sum("tickbox_disk_free_bytes"),
-                    p.sum("tickbox_disk_size_bytes"),
-                ) {
-                    (Some(free), Some(size)) if size > 0.0 => {
-                        format!("{:.0}%", 100.0 * free / size)
-                    }
-                    _ => "-".into(),
-                }
-            }),
-            col!("bytes", 4, |p, _, _| total(p, "tickbox_bytes_total")),
+        "record" => &[
+            ("rec/s", 0, Rate("tickbox_recorded_total")),
+            ("recorded", 3, Total("tickbox_recorded_total")),
+            ("missing", 1, Total("tickbox_missing_total")),
+            ("gap events", 2, Total("tickbox_gap_events_total")),
+            ("leading", 0, Flag("tickbox_recorder_leading")),
+            ("disk free", 1, DiskFree),
+            ("bytes", 4, Total("tickbox_bytes_total")),
         ],
-        "replay" => vec![
-            col!("sent/s", 0, |p, b, dt| rate(p, b, dt, "tickbox_sent_total")),
-            col!("sent", 2, |p, _, _| total(p, "tickbox_sent_total")),
-            col!(
-                "running",
-                1,
-                |p, _, _| match p.sum("tickbox_replay_running") {
-                    Some(v) if v >= 1.0 => "yes".into(),
-                    Some(_) => "no".into(),
-                    None => "-".into(),
-                }
-            ),
-            col!("subscribers", 3, |p, _, _| total(p, "tickbox_subscribers")),
+        "replay" => &[
+            ("sent/s", 0, Rate("tickbox_sent_total")),
+            ("sent", 2, Total("tickbox_sent_total")),
+            ("running", 1, Flag("tickbox_replay_running")),
+            ("subscribers", 3, Total("tickbox_subscribers")),
         ],
-        "lvc" => vec![
-            col!("in/s", 0, |p, b, dt| rate(
-                p,
-                b,
-                dt,
-                "tickbox_messages_in_total"
-            )),
-            col!("out/s", 0, |p, b, dt| rate(
-                p,
-                b,
-                dt,
-                "tickbox_messages_out_total"
-            )),
-            col!("topics", 2, |p, _, _| total(p, "tickbox_topics_cached")),
-            col!("malformed", 1, |p, _, _| total(
-                p,
-                "tickbox_malformed_total"
-            )),
-            col!("refused", 1, |p, _, _| total(
-                p,
-                "tickbox_subscriptions_refused_total"
-            )),
+        "lvc" => &[
+            ("in/s", 0, Rate("tickbox_messages_in_total")),
+            ("out/s", 0, Rate("tickbox_messages_out_total")),
+            ("topics", 2, Total("tickbox_topics_cached")),
+            ("malformed", 1, Total("tickbox_malformed_total")),
+            ("refused", 1, Total("tickbox_subscriptions_refused_total")),
         ],
-        "broker" => vec![
-            col!("req/s", 0, |p, b, dt| rate(
-                p,
-                b,
-                dt,
-                "tickbox_requests_total"
-            )),
-            col!("replies", 3, |p, _, _| total(p, "tickbox_replies_total")),
-            col!("403", 0, |p, _, _| total(
-                p,
-                "tickbox_requests_unauthorised_total"
-            )),
-            col!("refused", 1, |p, _, _| total(
-                p,
-                "tickbox_requests_refused_total"
-            )),
-            col!("expired", 1, |p, _, _| total(
-                p,
-                "tickbox_requests_expired_total"
-            )),
-            col!("workers", 4, |p, _, _| total(
-                p,
-                "tickbox_workers_registered_total"
-            )),
+        "broker" => &[
+            ("req/s", 0, Rate("tickbox_requests_total")),
+            ("replies", 3, Total("tickbox_replies_total")),
+            ("403", 0, Total("tickbox_requests_unauthorised_total")),
+            ("refused", 1, Total("tickbox_requests_refused_total")),
+            ("expired", 1, Total("tickbox_requests_expired_total")),
+            ("workers", 4, Total("tickbox_workers_registered_total")),
         ],
-        _ => vec![col!("scrapes", 0, |p, _, _| total(
-            p,
-            "tickbox_metrics_scrapes_total"
-        ))],
-    }
+        _ => &[("scrapes", 0, Total("tickbox_metrics_scrapes_total"))],
+    };
+    table
+        .iter()
+        .map(|(header, drop_order, cell)| Column {
+            header,
+            drop_order: *drop_order,
+            cell: *cell,
+        })
+        .collect()
 }
 
 /// The tables of `now` (rates against `before`, matched by address), one per role in a fixed order, fitted to
@@ -370,7 +302,10 @@ pub fn render(now: &[Process], before: &[Process], width: usize) -> String {
                 let dt = b.map_or(0.0, |b| p.at.duration_since(b.at).as_secs_f64());
                 (
                     p.addr.clone(),
-                    columns(role).iter().map(|c| (c.cell)(p, b, dt)).collect(),
+                    columns(role)
+                        .iter()
+                        .map(|c| c.cell.show(p, b, dt))
+                        .collect(),
                 )
             })
             .collect();

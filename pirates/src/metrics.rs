@@ -12,51 +12,52 @@ pub fn queue_metrics() -> (Published<PppQueueStats>, impl Source) {
     let read = live.clone();
     (live, move |out: &mut Scrape| {
         let s = read.get();
-        for (name, help, value) in [
-            (
-                "tickbox_requests",
-                "Well-formed client requests received (those then dropped included).",
-                s.requests,
-            ),
-            (
-                "tickbox_replies",
-                "Worker replies forwarded to clients.",
-                s.replies,
-            ),
-            (
-                "tickbox_malformed",
-                "Messages too short or with an unknown command; dropped.",
-                s.malformed,
-            ),
-            (
-                "tickbox_dropped",
-                "Client requests dropped because max_queued were waiting.",
-                s.dropped,
-            ),
-            ("tickbox_routed", "Requests handed to a worker.", s.routed),
-            (
-                "tickbox_lost_with_worker",
-                "Requests lost with a busy worker that expired before replying.",
-                s.lost_with_worker,
-            ),
-            (
-                "tickbox_workers_seen",
-                "READYs accepted (a reconnected worker counts again).",
-                s.workers_seen,
-            ),
-            (
-                "tickbox_workers_expired",
-                "Workers removed after heartbeat_liveness silent intervals.",
-                s.workers_expired,
-            ),
-            (
-                "tickbox_workers_refused",
-                "READYs refused because max_workers were known.",
-                s.workers_refused,
-            ),
-        ] {
-            out.counter(name, help, &[], value);
-        }
+        out.counters(
+            &[],
+            &[
+                (
+                    "tickbox_requests",
+                    "Well-formed client requests received (those then dropped included).",
+                    s.requests,
+                ),
+                (
+                    "tickbox_replies",
+                    "Worker replies forwarded to clients.",
+                    s.replies,
+                ),
+                (
+                    "tickbox_malformed",
+                    "Messages too short or with an unknown command; dropped.",
+                    s.malformed,
+                ),
+                (
+                    "tickbox_dropped",
+                    "Client requests dropped because max_queued were waiting.",
+                    s.dropped,
+                ),
+                ("tickbox_routed", "Requests handed to a worker.", s.routed),
+                (
+                    "tickbox_lost_with_worker",
+                    "Requests lost with a busy worker that expired before replying.",
+                    s.lost_with_worker,
+                ),
+                (
+                    "tickbox_workers_seen",
+                    "READYs accepted (a reconnected worker counts again).",
+                    s.workers_seen,
+                ),
+                (
+                    "tickbox_workers_expired",
+                    "Workers removed after heartbeat_liveness silent intervals.",
+                    s.workers_expired,
+                ),
+                (
+                    "tickbox_workers_refused",
+                    "READYs refused because max_workers were known.",
+                    s.workers_refused,
+                ),
+            ],
+        );
     })
 }
 
@@ -66,32 +67,33 @@ pub fn freelance_metrics() -> (Published<ServerStats>, impl Source) {
     let read = live.clone();
     (live, move |out: &mut Scrape| {
         let s = read.get();
-        for (name, help, value) in [
-            ("tickbox_pings", "PINGs answered with PONG.", s.pings),
-            ("tickbox_requests", "Requests answered.", s.requests),
-            (
-                "tickbox_malformed",
-                "Messages that were neither a PING nor a request; dropped.",
-                s.malformed,
-            ),
-            (
-                "tickbox_oversize",
-                "Requests or replies above max_message_size; dropped.",
-                s.oversize,
-            ),
-            (
-                "tickbox_dropped_full",
-                "Replies dropped because the peer's queue was full.",
-                s.dropped_full,
-            ),
-            (
-                "tickbox_dropped_unroutable",
-                "Replies dropped because the peer had gone.",
-                s.dropped_unroutable,
-            ),
-        ] {
-            out.counter(name, help, &[], value);
-        }
+        out.counters(
+            &[],
+            &[
+                ("tickbox_pings", "PINGs answered with PONG.", s.pings),
+                ("tickbox_requests", "Requests answered.", s.requests),
+                (
+                    "tickbox_malformed",
+                    "Messages that were neither a PING nor a request; dropped.",
+                    s.malformed,
+                ),
+                (
+                    "tickbox_oversize",
+                    "Requests or replies above max_message_size; dropped.",
+                    s.oversize,
+                ),
+                (
+                    "tickbox_dropped_full",
+                    "Replies dropped because the peer's queue was full.",
+                    s.dropped_full,
+                ),
+                (
+                    "tickbox_dropped_unroutable",
+                    "Replies dropped because the peer had gone.",
+                    s.dropped_unroutable,
+                ),
+            ],
+        );
     })
 }
 

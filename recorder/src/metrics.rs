@@ -4,16 +4,15 @@
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::Mutex;
 
-use tickbox_metrics::{label, Scrape, Source};
+use tickbox_metrics::{label, Published, Scrape, Source};
 
 use crate::RecordStats;
 
 /// The [`Source`] of a running recorder: the record loop's progress callback calls [`RecordMetrics::update`].
 #[derive(Debug)]
 pub struct RecordMetrics {
-    latest: Mutex<RecordStats>,
+    latest: Published<RecordStats>,
     journal: PathBuf,
     /// -1: not in an election; 0: a candidate, not leading; 1: leading.
     leading: AtomicI64,
@@ -23,7 +22,7 @@ impl RecordMetrics {
     /// Metrics of a recorder writing `journal` (a ring file or an archive directory).
     pub fn new(journal: impl Into<PathBuf>) -> RecordMetrics {
         RecordMetrics {
-            latest: Mutex::new(RecordStats::default()),
+            latest: Published::new(),
             journal: journal.into(),
             leading: AtomicI64::new(-1),
         }
@@ -31,7 +30,7 @@ impl RecordMetrics {
 
     /// The counts as of now (called from the progress callback and once with the final counts).
     pub fn update(&self, stats: &RecordStats) {
-        *self.latest.lock().unwrap_or_else(|p| p.into_inner()) = stats.clone();
+        self.latest.publish_now(stats);
     }
 
     /// Whether this recorder leads its election (`record --elect`).
@@ -42,100 +41,97 @@ impl RecordMetrics {
 
 impl Source for RecordMetrics {
     fn collect(&self, out: &mut Scrape) {
-        let s = self
-            .latest
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
-        for (name, help, value) in [
-            (
-                "tickbox_messages",
-                "Frames appended (data, heartbeats, cached values, upstream gap notices).",
-                s.messages,
-            ),
-            ("tickbox_recorded", "Data records appended.", s.recorded),
-            (
-                "tickbox_missing",
-                "Publisher sequences the journal lacks (named by its gap notices).",
-                s.missing,
-            ),
-            (
-                "tickbox_gap_events",
-                "Gap notices the recorder wrote (losses it detected).",
-                s.gap_events,
-            ),
-            (
-                "tickbox_upstream_gap_notices",
-                "Gap notices received from upstream and recorded.",
-                s.upstream_gap_notices,
-            ),
-            (
-                "tickbox_heartbeats",
-                "Publisher heartbeats appended.",
-                s.heartbeats,
-            ),
-            ("tickbox_cached", "LVC cached values recorded.", s.cached),
-            ("tickbox_bytes", "Payload bytes appended.", s.bytes),
-            ("tickbox_batches", "Journal batches committed.", s.batches),
-            (
-                "tickbox_invalid",
-                "Frames that are not tickbox messages (not recorded).",
-                s.invalid_frames,
-            ),
-            (
-                "tickbox_tap_events",
-                "Espresso tap subscription events (not recorded).",
-                s.tap_events,
-            ),
-            (
-                "tickbox_batch_frames",
-                "Batch frames (#B) received.",
-                s.batch_frames,
-            ),
-            (
-                "tickbox_multipart",
-                "Multipart messages dropped (the wire format is single-frame).",
-                s.multipart_messages,
-            ),
-            (
-                "tickbox_duplicates",
-                "Sequences received twice (not recorded again).",
-                s.duplicates,
-            ),
-            (
-                "tickbox_reordered",
-                "Late arrivals inside a gap already noticed.",
-                s.reordered,
-            ),
-            ("tickbox_restarts", "Publisher restarts seen.", s.restarts),
-            (
-                "tickbox_anomalies",
-                "Implausible sequence jumps.",
-                s.anomalies,
-            ),
-            (
-                "tickbox_untracked",
-                "Messages of publishers beyond the tracker's bound.",
-                s.untracked,
-            ),
-            (
-                "tickbox_overwritten",
-                "Records ring laps overwrote (journal-wide).",
-                s.overwritten.records,
-            ),
-            (
-                "tickbox_overwritten_bytes",
-                "Bytes ring laps overwrote (journal-wide).",
-                s.overwritten.bytes,
-            ),
-            (
-                "tickbox_laps",
-                "Ring laps (journal-wide).",
-                s.overwritten.laps,
-            ),
-        ] {
-            out.counter(name, help, &[], value);
-        }
+        let s = self.latest.get();
+        out.counters(
+            &[],
+            &[
+                (
+                    "tickbox_messages",
+                    "Frames appended (data, heartbeats, cached values, upstream gap notices).",
+                    s.messages,
+                ),
+                ("tickbox_recorded", "Data records appended.", s.recorded),
+                (
+                    "tickbox_missing",
+                    "Publisher sequences the journal lacks (named by its gap notices).",
+                    s.missing,
+                ),
+                (
+                    "tickbox_gap_events",
+                    "Gap notices the recorder wrote (losses it detected).",
+                    s.gap_events,
+                ),
+                (
+                    "tickbox_upstream_gap_notices",
+                    "Gap notices received from upstream and recorded.",
+                    s.upstream_gap_notices,
+                ),
+                (
+                    "tickbox_heartbeats",
+                    "Publisher heartbeats appended.",
+                    s.heartbeats,
+                ),
+                ("tickbox_cached", "LVC cached values recorded.", s.cached),
+                ("tickbox_bytes", "Payload bytes appended.", s.bytes),
+                ("tickbox_batches", "Journal batches committed.", s.batches),
+                (
+                    "tickbox_invalid",
+                    "Frames that are not tickbox messages (not recorded).",
+                    s.invalid_frames,
+                ),
+                (
+                    "tickbox_tap_events",
+                    "Espresso tap subscription events (not recorded).",
+                    s.tap_events,
+                ),
+                (
+                    "tickbox_batch_frames",
+                    "Batch frames (#B) received.",
+                    s.batch_frames,
+                ),
+                (
+                    "tickbox_multipart",
+                    "Multipart messages dropped (the wire format is single-frame).",
+                    s.multipart_messages,
+                ),
+                (
+                    "tickbox_duplicates",
+                    "Sequences received twice (not recorded again).",
+                    s.duplicates,
+                ),
+                (
+                    "tickbox_reordered",
+                    "Late arrivals inside a gap already noticed.",
+                    s.reordered,
+                ),
+                ("tickbox_restarts", "Publisher restarts seen.", s.restarts),
+                (
+                    "tickbox_anomalies",
+                    "Implausible sequence jumps.",
+                    s.anomalies,
+                ),
+                (
+                    "tickbox_untracked",
+                    "Messages of publishers beyond the tracker's bound.",
+                    s.untracked,
+                ),
+                (
+                    "tickbox_overwritten",
+                    "Records ring laps overwrote (journal-wide).",
+                    s.overwritten.records,
+                ),
+                (
+                    "tickbox_overwritten_bytes",
+                    "Bytes ring laps overwrote (journal-wide).",
+                    s.overwritten.bytes,
+                ),
+                (
+                    "tickbox_laps",
+                    "Ring laps (journal-wide).",
+                    s.overwritten.laps,
+                ),
+            ],
+        );
         let seq = |v: Option<u64>| v.map_or(-1, |v| i64::try_from(v).unwrap_or(i64::MAX));
         out.gauge(
             "tickbox_first_seq",
@@ -151,25 +147,26 @@ impl Source for RecordMetrics {
         );
         for row in &s.publishers {
             let publisher = [(label::PUBLISHER, row.publisher.to_string())];
-            for (name, help, value) in [
-                (
-                    "tickbox_publisher_recorded",
-                    "Data records of this publisher appended.",
-                    row.recorded,
-                ),
-                (
-                    "tickbox_publisher_missing",
-                    "Sequences of this publisher the journal lacks.",
-                    row.missing,
-                ),
-                (
-                    "tickbox_publisher_gaps",
-                    "Gap events of this publisher.",
-                    row.gap_events,
-                ),
-            ] {
-                out.counter(name, help, &publisher, value);
-            }
+            out.counters(
+                &publisher,
+                &[
+                    (
+                        "tickbox_publisher_recorded",
+                        "Data records of this publisher appended.",
+                        row.recorded,
+                    ),
+                    (
+                        "tickbox_publisher_missing",
+                        "Sequences of this publisher the journal lacks.",
+                        row.missing,
+                    ),
+                    (
+                        "tickbox_publisher_gaps",
+                        "Gap events of this publisher.",
+                        row.gap_events,
+                    ),
+                ],
+            );
             out.gauge(
                 "tickbox_publisher_last_sequence",
                 "The last sequence recorded of this publisher.",
@@ -217,7 +214,7 @@ impl Source for RecordMetrics {
 /// (the replay hands them over at each report), under the names of `replay --json`.
 #[derive(Debug)]
 pub struct ReplayMetrics {
-    latest: Mutex<crate::ReplayStats>,
+    latest: Published<crate::ReplayStats>,
     speed: tickbox_units::Speed,
     /// 1 while a run replays, 0 between runs (`--await-start`) and once done.
     running: AtomicI64,
@@ -227,7 +224,7 @@ impl ReplayMetrics {
     /// Metrics of a replay at `speed`.
     pub fn new(speed: tickbox_units::Speed) -> ReplayMetrics {
         ReplayMetrics {
-            latest: Mutex::new(crate::ReplayStats::default()),
+            latest: Published::new(),
             speed,
             running: AtomicI64::new(0),
         }
@@ -235,7 +232,7 @@ impl ReplayMetrics {
 
     /// The counts as of now (called from the progress callback and once with a run's final counts).
     pub fn update(&self, stats: &crate::ReplayStats) {
-        *self.latest.lock().unwrap_or_else(|p| p.into_inner()) = stats.clone();
+        self.latest.publish_now(stats);
     }
 
     /// Whether a run is replaying now.
@@ -246,11 +243,7 @@ impl ReplayMetrics {
 
 impl Source for ReplayMetrics {
     fn collect(&self, out: &mut Scrape) {
-        let s = self
-            .latest
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
+        let s = self.latest.get();
         out.fields(
             &s.summary_json(self.speed, "", false),
             &[

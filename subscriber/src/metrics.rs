@@ -293,35 +293,36 @@ impl Source for SubscriberMetrics {
                     (label::SHARD, i.to_string()),
                     (label::PUBLISHER, l.publisher.to_string()),
                 ];
-                for (name, help, value) in [
-                    (
-                        "tickbox_publisher_received",
-                        "Data records from this publisher.",
-                        l.received,
-                    ),
-                    (
-                        "tickbox_publisher_missing",
-                        "Sequences of this publisher this hop lost.",
-                        l.missing,
-                    ),
-                    (
-                        "tickbox_publisher_recorded_gaps",
-                        "Sequences of this publisher a replayed journal lacks.",
-                        l.recorded_missing,
-                    ),
-                    (
-                        "tickbox_publisher_duplicates",
-                        "Sequences of this publisher received twice.",
-                        l.duplicates,
-                    ),
-                    (
-                        "tickbox_publisher_gaps",
-                        "Gap events of this publisher.",
-                        l.gap_events,
-                    ),
-                ] {
-                    out.counter(name, help, &labels, value);
-                }
+                out.counters(
+                    &labels,
+                    &[
+                        (
+                            "tickbox_publisher_received",
+                            "Data records from this publisher.",
+                            l.received,
+                        ),
+                        (
+                            "tickbox_publisher_missing",
+                            "Sequences of this publisher this hop lost.",
+                            l.missing,
+                        ),
+                        (
+                            "tickbox_publisher_recorded_gaps",
+                            "Sequences of this publisher a replayed journal lacks.",
+                            l.recorded_missing,
+                        ),
+                        (
+                            "tickbox_publisher_duplicates",
+                            "Sequences of this publisher received twice.",
+                            l.duplicates,
+                        ),
+                        (
+                            "tickbox_publisher_gaps",
+                            "Gap events of this publisher.",
+                            l.gap_events,
+                        ),
+                    ],
+                );
                 out.gauge(
                     "tickbox_publisher_last_sequence",
                     "The last sequence received from this publisher.",
