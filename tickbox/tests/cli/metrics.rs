@@ -341,14 +341,26 @@ fn prometheus_scrapes_feed_subscribe_and_record_and_its_totals_equal_the_json_su
         feed_seen > 0.0 && feed_seen <= sent as f64,
         "feed sent {sent}, scraped {feed_seen}"
     );
-    // The stream has ended: wait until both consumers have taken all of it (their own endpoints say so), then for
-    // a Prometheus scrape after that moment, then stop them.
+    // The stream has ended: wait until both consumers have taken all of it and their counts stand still (their
+    // own endpoints say so; the recorder's counts are as of its last progress report, every 250 ms, so "still"
+    // means unchanged over more than two reports), then for a Prometheus scrape after that moment, then stop them.
+    let counts = || {
+        (
+            scraped_sum(&sub_metrics, "tickbox_received_total", "subscribe"),
+            scraped_sum(&sub_metrics, "tickbox_data_received_total", "subscribe"),
+            scraped_sum(&rec_metrics, "tickbox_messages_total", "record"),
+            scraped_sum(&rec_metrics, "tickbox_recorded_total", "record"),
+        )
+    };
+    let mut last = counts();
     assert!(
-        tickbox_testkit::wait_until(Duration::from_secs(20), || {
-            scraped_sum(&sub_metrics, "tickbox_data_received_total", "subscribe") == sent as f64
-                && scraped_sum(&rec_metrics, "tickbox_recorded_total", "record") == sent as f64
+        tickbox_testkit::poll_until(Duration::from_secs(20), Duration::from_millis(600), || {
+            let now = counts();
+            let still = now == last && now.1 == sent as f64 && now.3 == sent as f64;
+            last = now;
+            still
         }),
-        "the consumers did not get the whole stream"
+        "the consumers did not get the whole stream, or their counts kept moving: {last:?}"
     );
     let settled = now_s();
     assert!(
