@@ -260,6 +260,7 @@ fn measure_pipeline(
         LatencyWorker::new(Arc::clone(state), config.log_interval, config.stall)
     })
     .map_err(sub_err)?;
+    let scraping = crate::scrape::scrape_subscriber(&subscriber, &sub_config.shards);
     let connected = wait_connected(state, Duration::from_secs(10));
     if connected.is_ok() {
         // Wait for the publisher to finish its schedule, then for the tail to arrive.
@@ -270,6 +271,7 @@ fn measure_pipeline(
         }
         state.wait_drained(config.drain);
     }
+    drop(scraping);
     let report = subscriber.shutdown().map_err(sub_err)?;
     if let Some(lvc) = lvc {
         if let Err(e) = lvc.join() {
@@ -444,7 +446,9 @@ fn throughput_run(
             return Err(sub_err(e));
         }
     };
+    let scraping = crate::scrape::scrape_subscriber(&subscriber, &sub_config.shards);
     let elapsed = run_phases(&phase, config.warmup, config.duration);
+    drop(scraping);
     let joined = crate::raw::join_all(publishers, "bench-feed");
     let report = subscriber.shutdown().map_err(sub_err)?;
     joined?;

@@ -138,7 +138,7 @@ pub struct ServerOptions {
 /// Counters shared with the handle (read from any thread).
 #[derive(Debug, Default)]
 pub struct SharedStats {
-    state: AtomicU8,
+    pub(crate) state: AtomicU8,
     /// The server's current sequence number.
     pub sequence: AtomicU64,
     /// Keys in the map now.
@@ -281,8 +281,18 @@ pub fn run_blocking(
     stop: &AtomicBool,
     on_ready: impl FnOnce(&ServerEndpoints, Option<u16>) + Send,
 ) -> Result<(), CloneError> {
+    run_blocking_with(gate, options, stop, &SharedStats::default(), on_ready)
+}
+
+/// [`run_blocking`], keeping its live counters in `stats` (which a metrics endpoint reads).
+pub fn run_blocking_with(
+    gate: &tickbox_auth::Gate,
+    options: ServerOptions,
+    stop: &AtomicBool,
+    stats: &SharedStats,
+    on_ready: impl FnOnce(&ServerEndpoints, Option<u16>) + Send,
+) -> Result<(), CloneError> {
     gate.check_serves(&options.config.security)?;
-    let stats = SharedStats::default();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::scope(|scope| {
         let waiter = scope.spawn(move || {
@@ -290,7 +300,7 @@ pub fn run_blocking(
                 on_ready(&eps, port);
             }
         });
-        let result = run(gate, options, stop, &stats, tx);
+        let result = run(gate, options, stop, stats, tx);
         let _ = waiter.join();
         result
     })

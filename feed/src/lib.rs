@@ -59,6 +59,7 @@
 mod config;
 mod error;
 mod generator;
+mod metrics;
 mod pacer;
 mod publisher;
 mod runner;
@@ -71,6 +72,7 @@ pub use generator::{
     generated_ticker, shard_of_symbol, Generated, GeneratorParams, MarketGenerator, SymbolSpec,
     Universe, MAX_GENERATED_SYMBOLS,
 };
+pub use metrics::FeedMetrics;
 pub use pacer::{paced_offset_ns, Pacing, SendPacer, Step};
 pub use publisher::{
     heartbeat_topic, open_publisher_socket, Publisher, PublisherCounts, INTERRUPT_GRACE, LINGER_MS,

@@ -47,10 +47,13 @@ impl Feed {
                 .name(format!("feed-shard-{shard}"))
                 .spawn(move || {
                     let shard_config = &config.shards[shard];
-                    tickbox_zmqx::pin_if_configured(
+                    let pinned = tickbox_zmqx::pin_if_configured(
                         shard_config.core,
                         &format!("feed shard {shard}"),
                     );
+                    counters
+                        .pinned_core
+                        .store(pinned.map_or(0, |c| c as u64 + 1), Ordering::Relaxed);
                     // The pacer sleeps until `spin_us` before each send: with Linux's default 50 µs timer slack
                     // it woke up to 50 µs late at moderate rates, which `bench latency --shape processes`
                     // charged to the pipeline (p50 2 × raw at 5k–20k msg/s on a 16-core machine).
@@ -177,7 +180,7 @@ pub struct ShardStats {
 }
 
 #[derive(Debug, Default)]
-struct LiveCounters {
+pub(crate) struct LiveCounters {
     quotes: AtomicU64,
     trades: AtomicU64,
     book_levels: AtomicU64,
@@ -189,6 +192,8 @@ struct LiveCounters {
     last_sequence: AtomicU64,
     subscriptions: AtomicU64,
     finished: AtomicBool,
+    /// The core the shard thread is pinned to, plus one (0: not pinned).
+    pub(crate) pinned_core: AtomicU64,
 }
 
 impl LiveCounters {
@@ -208,7 +213,7 @@ impl LiveCounters {
             .store(publisher.last_sequence(), Ordering::Release);
     }
 
-    fn snapshot(&self) -> ShardStats {
+    pub(crate) fn snapshot(&self) -> ShardStats {
         ShardStats {
             counts: PublisherCounts {
                 quotes: self.quotes.load(Ordering::Relaxed),
@@ -251,6 +256,14 @@ impl FeedHandle {
     /// The symbol universe being published.
     pub fn universe(&self) -> &Universe {
         &self.universe
+    }
+
+    /// The metrics of this feed, read at each scrape (`feed --metrics`).
+    pub fn metrics(&self) -> crate::FeedMetrics {
+        crate::FeedMetrics {
+            shards: self.shards.clone(),
+            live: self.live.clone(),
+        }
     }
 
     /// Live counters of every shard (updated after each batch).

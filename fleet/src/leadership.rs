@@ -161,6 +161,11 @@ impl RecorderLeadership {
         }));
     }
 
+    /// Whether this recorder leads now (elected, and its ZooKeeper session not in doubt).
+    pub fn is_leading(&self) -> bool {
+        self.led.is_some() && self.suspended_at.is_none()
+    }
+
     /// Follows the leadership changes since the last call, and reports `s` while leader.
     pub fn tick(&mut self, s: &RecordStats, journal: &str) {
         loop {

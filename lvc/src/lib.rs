@@ -159,7 +159,7 @@ pub use engine::{
     mark_cached, supersedes, BatchReaders, BatchVerdict, DownstreamEvent, Forwarding, LvcEngine,
     LvcStats, Refusal,
 };
-pub use proxy::{spawn, LvcEndpoints, LvcHandle};
+pub use proxy::{spawn, LvcEndpoints, LvcHandle, LvcMetrics};
 
 /// What happens to upstream messages that are neither valid wire frames nor plain `[topic][value...]` multipart
 /// messages.

@@ -54,6 +54,13 @@ impl LvcHandle {
         *self.shared.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The metrics of this proxy (`lvc --metrics`): the counters [`LvcHandle::stats`] reads, at each scrape.
+    pub fn metrics(&self) -> LvcMetrics {
+        LvcMetrics {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+
     /// Asks the proxy to stop (it notices within 100 ms).
     pub fn stop(&self) {
         self.stop.store(true, Ordering::SeqCst);
@@ -1234,4 +1241,25 @@ fn resolve(socket: &zmq::Socket, endpoint: &str, what: &str) -> Result<String, L
         },
         other => LvcError::Config(format!("binding {what} {endpoint}: {other}")),
     })
+}
+
+/// The [`tickbox_metrics::Source`] of a running proxy: its counters (a snapshot the proxy thread refreshes every
+/// 50 ms, never per message) as `tickbox_FIELD_total`, and what it holds now as gauges.
+#[derive(Debug)]
+pub struct LvcMetrics {
+    shared: Arc<Mutex<LvcStats>>,
+}
+
+impl tickbox_metrics::Source for LvcMetrics {
+    fn collect(&self, out: &mut tickbox_metrics::Scrape) {
+        let stats = *self.shared.lock().unwrap_or_else(|e| e.into_inner());
+        if let Ok(value) = serde_json::to_value(stats) {
+            out.fields(
+                &value,
+                &["topics_cached", "cache_bytes", "downstream_prefixes"],
+                "the LVC's counters (the final table of `tickbox lvc`)",
+                &[],
+            );
+        }
+    }
 }

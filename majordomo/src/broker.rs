@@ -91,6 +91,7 @@ pub fn run_broker_gated(
         let _ = tx.send(last);
     }
     let cfg_security = cfg.security.clone();
+    let live = cfg.live.clone();
     let mut broker = Broker::new(cfg, Instant::now());
     let mut dropped_by_gate = 0u64;
     while !stop.load(Ordering::Relaxed) {
@@ -138,7 +139,9 @@ pub fn run_broker_gated(
         }
         broker.handle_timeout(now);
         send_all(&socket, &mut broker)?;
+        live.publish(now, broker.stats());
     }
+    live.publish_now(broker.stats());
     if dropped_by_gate > 0 {
         tracing::info!(dropped_by_gate, "requests dropped while not active");
     }

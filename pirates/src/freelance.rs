@@ -92,6 +92,9 @@ pub struct FreelanceServerConfig {
     /// `[security]`, shared by the binary: the ROUTER is a CURVE server of role `freelance`.
     #[serde(skip)]
     pub security: tickbox_auth::Security,
+    /// Where the server's loop leaves a copy of its counters for `freelance-server --metrics` (default: nowhere).
+    #[serde(skip)]
+    pub live: tickbox_metrics::Published<ServerStats>,
 }
 
 impl Default for FreelanceServerConfig {
@@ -102,6 +105,7 @@ impl Default for FreelanceServerConfig {
             max_queued_bytes: ByteSize(16 << 20),
             stalled_peer_timeout: HumanDuration(tickbox_zmqx::DEFAULT_STALLED_PEER_TIMEOUT),
             security: tickbox_auth::Security::default(),
+            live: Default::default(),
         }
     }
 }
@@ -182,6 +186,7 @@ pub fn run_freelance_server_with(
     // Drops are peer-triggered: logged at most every 5 s, with the counts so far.
     let mut warned = (Instant::now(), 0u64);
     while !stop.load(Ordering::Relaxed) {
+        cfg.live.publish(Instant::now(), &stats);
         let refused = stats.oversize + stats.dropped_full + stats.dropped_unroutable;
         if refused > warned.1 && warned.0.elapsed() >= Duration::from_secs(5) {
             tracing::warn!(
@@ -231,6 +236,7 @@ pub fn run_freelance_server_with(
             }
         }
     }
+    cfg.live.publish_now(&stats);
     Ok(stats)
 }
 

@@ -49,6 +49,7 @@ pub fn run_ppp_queue(
     }
     let security = cfg.security.clone();
     let mut refusals = RefusalLog::default();
+    let live = cfg.live.clone();
     let mut q = PppQueue::new(cfg, Instant::now());
     while !stop.load(Ordering::Relaxed) {
         let now = Instant::now();
@@ -109,7 +110,9 @@ pub fn run_ppp_queue(
                 QueueOut::Backend(f) => be.send_multipart(f, 0)?,
             }
         }
+        live.publish(Instant::now(), q.stats());
     }
+    live.publish_now(q.stats());
     Ok(q.stats().clone())
 }
 

@@ -25,6 +25,8 @@ pub(crate) struct TickboxConfig {
     pub context: tickbox_zmqx::context::ContextConfig,
     /// CURVE keys, allow-lists, IP fences and per-key authorisation for every socket; absent = NULL, as before.
     pub security: tickbox_auth::SecurityConfig,
+    /// Where every long-running command serves Prometheus metrics (`--metrics` wins); empty = nowhere.
+    pub metrics: tickbox_metrics::MetricsConfig,
     /// `security`, loaded (certificates read, key names resolved) and shared with every component's config.
     #[serde(skip)]
     pub auth: tickbox_auth::Security,

@@ -6,6 +6,7 @@ mod bounds;
 mod cmd;
 mod config;
 mod live;
+mod metrics;
 mod outcome;
 mod shutdown;
 mod status;
@@ -37,6 +38,9 @@ pub mod exit_code {
     /// `tickbox replay` selected no record (`--topics`, `--from`/`--to`, `--from-seq`/`--to-seq`); the error
     /// says what the journal holds.
     pub const EMPTY_SELECTION: u8 = 9;
+    /// The metrics endpoint could not bind its address (`--metrics`, `[metrics] bind`): taken by another
+    /// process, or not this host's; nothing was started.
+    pub const METRICS_BIND: u8 = 10;
 }
 
 /// Endpoint flags are validated before anything is bound, connected or created, so a typo such as
@@ -72,7 +76,7 @@ pub(crate) mod flags {
     name = "tickbox",
     version,
     about = "Market-data pub-sub on ZeroMQ: feed, Black Box subscriber, LVC proxy, recorder/replayer, control plane, bench.",
-    after_help = "Exit codes: 0 ok; 1 error; 2 usage error (unknown flag, bad value); 3 Suicidal Snail fired (message later than --max-lateness, or gap with gap_policy=die); 4 request timed out; 5 journal corrupt; 6 journal intact but incomplete (verify --strict); 7 refused (ctl set/del by the Clone server, or a call answered 403 unauthorised); 8 a worker failed (panicked).\nLogging: to stderr; -q for warnings and errors only, -v for debug, -vv for trace; RUST_LOG overrides both (e.g. RUST_LOG=tickbox=debug)."
+    after_help = "Exit codes: 0 ok; 1 error; 2 usage error (unknown flag, bad value); 3 Suicidal Snail fired (message later than --max-lateness, or gap with gap_policy=die); 4 request timed out; 5 journal corrupt; 6 journal intact but incomplete (verify --strict); 7 refused (ctl set/del by the Clone server, or a call answered 403 unauthorised); 8 a worker failed (panicked); 10 the --metrics address is taken.\nLogging: to stderr; -q for warnings and errors only, -v for debug, -vv for trace; RUST_LOG overrides both (e.g. RUST_LOG=tickbox=debug)."
 )]
 pub(crate) struct Cli {
     /// TOML deployment config; every field has a default, so it is optional.
@@ -143,6 +147,8 @@ enum Command {
     Man(cmd::docs::ManArgs),
     /// See the host, check it, plan the pinning per NIC, and sweep to the best configuration.
     Tune(cmd::tune::Args),
+    /// The fleet in one terminal: several processes' --metrics, one live table per role (like AeronStat).
+    Top(cmd::top::Args),
 }
 
 /// How log lines are written.
@@ -163,6 +169,7 @@ pub(crate) fn quiet() -> bool {
 }
 
 fn main() -> ExitCode {
+    metrics::mark_start();
     let cli = Cli::parse();
     let _ = QUIET.set(cli.quiet);
     init_logging(cli.quiet, cli.verbose, cli.log_format);
@@ -215,6 +222,7 @@ fn main() -> ExitCode {
         Command::Completions(args) => cmd::docs::completions(args, &config),
         Command::Man(args) => cmd::docs::man(args, &config),
         Command::Tune(args) => cmd::tune::run(args, &config),
+        Command::Top(args) => cmd::top::run(args, &config),
     };
     match result {
         Ok(code) => code,
@@ -222,6 +230,14 @@ fn main() -> ExitCode {
             report_error(&err);
             // A journal whose header is damaged (a zeroed ring header, every archive segment's) is corruption,
             // whichever command met it: the line names the file and the offset.
+            if err.chain().any(|c| {
+                matches!(
+                    c.downcast_ref::<tickbox_metrics::MetricsError>(),
+                    Some(tickbox_metrics::MetricsError::Bind { .. })
+                )
+            }) {
+                return ExitCode::from(exit_code::METRICS_BIND);
+            }
             if err.chain().any(|c| {
                 matches!(
                     c.downcast_ref::<tickbox_journal::JournalError>(),

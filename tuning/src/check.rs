@@ -476,6 +476,24 @@ pub fn check_admission(admission: &Admission) -> Vec<Finding> {
     findings
 }
 
+/// `metrics_bind`: `[metrics] bind` serves every counter over plain HTTP with no authentication, whatever
+/// `[security]` says; off the loopback, any host that reaches it reads them. `loopback` is whether `bind` resolves
+/// to a loopback address.
+pub fn check_metrics_exposure(bind: &str, loopback: bool) -> Option<Finding> {
+    (!bind.is_empty() && !loopback).then(|| Finding {
+        severity: Severity::Warning,
+        check: "metrics_bind",
+        message: format!(
+            "[security]: [metrics] bind = \"{bind}\" serves /metrics beyond the loopback, over HTTP with no \
+             authentication or encryption (CURVE does not cover it): any host that reaches it reads every counter"
+        ),
+        fix: Some(
+            "bind 127.0.0.1:PORT and scrape through a proxy with TLS and authentication, or fence the port off"
+                .into(),
+        ),
+    })
+}
+
 /// True for a TCP endpoint whose address is not a loopback address (`*`, `0.0.0.0`, an interface name, or any
 /// routable address); ipc and inproc never are.
 fn reachable_from_network(endpoint: &str) -> bool {
@@ -497,6 +515,15 @@ fn reachable_from_network(endpoint: &str) -> bool {
 #[cfg(test)]
 mod exposure_tests {
     use super::*;
+
+    #[test]
+    fn a_metrics_endpoint_off_the_loopback_warns_whatever_security_says() {
+        assert!(check_metrics_exposure("", false).is_none());
+        assert!(check_metrics_exposure("127.0.0.1:9100", true).is_none());
+        let f = check_metrics_exposure("0.0.0.0:9100", false).unwrap();
+        assert_eq!((f.severity, f.check), (Severity::Warning, "metrics_bind"));
+        assert!(f.message.contains("[security]") && f.message.contains("0.0.0.0:9100"));
+    }
 
     #[test]
     fn only_network_binds_without_security_warn() {

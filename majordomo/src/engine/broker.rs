@@ -71,6 +71,9 @@ pub struct BrokerConfig {
     /// grants every client request is checked against (docs/book/src/protocols.md §2.5). The default grants everything.
     #[serde(skip)]
     pub security: tickbox_auth::Security,
+    /// Where the broker's loop leaves a copy of its counters for `broker --metrics` (none: nowhere).
+    #[serde(skip)]
+    pub live: crate::metrics::LiveBrokerStats,
 }
 
 impl Default for BrokerConfig {
@@ -87,6 +90,7 @@ impl Default for BrokerConfig {
             receive_hwm: 1000,
             stalled_peer_timeout: HumanDuration(Duration::from_secs(3)),
             security: tickbox_auth::Security::default(),
+            live: Default::default(),
         }
     }
 }

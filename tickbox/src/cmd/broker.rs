@@ -11,6 +11,11 @@ use tickbox_majordomo::{run_broker, run_broker_pair, PairOptions};
 use crate::config::TickboxConfig;
 
 #[derive(Debug, clap::Args)]
+#[command(after_help = format!(
+    "{}\nAsk one with `tickbox call --broker EP SERVICE`; `mmi.service` with a service name as body answers 200 \
+     when a worker serves it and 404 when none does.",
+    crate::cmd::call::STATUS_SERVICES
+))]
 pub(crate) struct Args {
     /// Endpoint the broker ROUTER binds; clients and workers connect here. Loopback unless told otherwise
     /// (`tcp://*:5555` for every interface); `tcp://127.0.0.1:*` picks a port (the bound endpoint is printed on
@@ -36,6 +41,8 @@ pub(crate) struct Args {
     /// Worker heartbeat interval, e.g. `2500ms` (overrides `[broker] heartbeat_interval`; must match the workers).
     #[arg(long)]
     heartbeat: Option<tickbox_units::HumanDuration>,
+    #[command(flatten)]
+    metrics: crate::metrics::MetricsArgs,
 }
 
 pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
@@ -50,6 +57,11 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     if let Some(d) = args.heartbeat {
         cfg.heartbeat_interval = d;
     }
+    let (live, broker_metrics) = tickbox_majordomo::metrics::broker_metrics();
+    cfg.live = live;
+    let _metrics =
+        args.metrics
+            .start(config, "broker", vec![std::sync::Arc::new(broker_metrics)])?;
     let stop = crate::shutdown::flag();
     let ctx = zmq::Context::new();
     // Before any bind, and kept until the sockets are closed: the only way to make the broker's ROUTER.

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use tickbox_bstar::Role;
 use tickbox_clone::pair::state_endpoints;
-use tickbox_clone::server_loop::run_blocking;
+use tickbox_clone::server_loop::run_blocking_with;
 use tickbox_clone::{HaOptions, ServerBind, ServerEndpoints, ServerOptions};
 
 use crate::config::TickboxConfig;
@@ -61,6 +61,8 @@ pub(crate) struct Args {
     /// Most bytes held outside the reserved prefixes, e.g. 256MiB (overrides [clone.server] max_bytes).
     #[arg(long, value_parser = tickbox_units::parse_size)]
     max_bytes: Option<u64>,
+    #[command(flatten)]
+    metrics: crate::metrics::MetricsArgs,
 }
 
 fn parse_base_port(s: &str) -> Result<u16, String> {
@@ -136,7 +138,15 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         .ha
         .as_ref()
         .map(|h| format!("{:?}", h.role).to_lowercase());
-    run_blocking(&gate, options, &stop, |eps, port| {
+    let stats = std::sync::Arc::new(tickbox_clone::server_loop::SharedStats::default());
+    let _metrics = args.metrics.start(
+        config,
+        "clone-server",
+        vec![std::sync::Arc::new(tickbox_clone::metrics::CloneMetrics(
+            std::sync::Arc::clone(&stats),
+        ))],
+    )?;
+    run_blocking_with(&gate, options, &stop, &stats, |eps, port| {
         use std::io::Write;
         let mut out = std::io::stdout().lock();
         let _ = writeln!(

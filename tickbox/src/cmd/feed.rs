@@ -121,6 +121,8 @@ pub(crate) struct Args {
     json: bool,
     #[command(flatten)]
     live: LiveArgs,
+    #[command(flatten)]
+    metrics: crate::metrics::MetricsArgs,
 }
 
 pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
@@ -132,6 +134,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     let broker = args.broker.clone();
     let json = args.json;
     let live_args = args.live.clone();
+    let metrics = args.metrics.clone();
     let source = args.source.clone();
     let speed = args.speed;
     let feed_config = apply(args, config.feed.clone())?;
@@ -155,6 +158,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     // Before any socket binds: the shards' sockets come from the gate, whose ZAP handler applies `[security]`.
     let gate = config.auth.gate(&ctx)?;
     let feed = Feed::start(&gate, feed_config).context("starting the feed")?;
+    let _metrics = metrics.start(config, "feed", vec![std::sync::Arc::new(feed.metrics())])?;
     let status = StatusBoard::start(&ctx, broker.as_deref(), "feed", config.auth.clone())?;
     let mut view = LiveView::new("feed", &live_args, None);
     let mut view_rate = LiveRate::default();

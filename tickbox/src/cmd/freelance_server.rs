@@ -33,6 +33,8 @@ pub(crate) struct Args {
     /// Print the final counters as one JSON object instead of a text line.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    metrics: crate::metrics::MetricsArgs,
 }
 
 pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
@@ -52,6 +54,13 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     if let Some(v) = args.max_queued_bytes {
         limits.max_queued_bytes = ByteSize(v);
     }
+    let (live, metrics) = tickbox_pirates::metrics::freelance_metrics();
+    limits.live = live;
+    let _metrics = args.metrics.start(
+        config,
+        "freelance-server",
+        vec![std::sync::Arc::new(metrics)],
+    )?;
     let stop = crate::shutdown::flag();
     let ctx = zmq::Context::new();
     // Before any bind, and kept until the sockets are closed: without it libzmq lets every CURVE client in.

@@ -107,6 +107,8 @@ pub(crate) struct Args {
     /// Majordomo broker to register `tickbox.lvc.status` with.
     #[arg(long, value_name = "EP")]
     broker: Option<String>,
+    #[command(flatten)]
+    metrics: crate::metrics::MetricsArgs,
 }
 
 pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
@@ -126,6 +128,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     }
     let duration = args.duration;
     let broker = args.broker.clone();
+    let metrics = args.metrics.clone();
     let mut lvc_config = apply(args, config.lvc.clone());
     // Every socket the proxy binds is capped (docs/book/src/bounds.md); the handle also runs the ZAP handler that refuses.
     let security = config
@@ -145,6 +148,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         ..lvc_config.clone()
     };
     let lvc = tickbox_lvc::spawn(&gate, proxy_config).context("starting the LVC proxy")?;
+    let _metrics = metrics.start(config, "lvc", vec![std::sync::Arc::new(lvc.metrics())])?;
     let status = StatusBoard::start(&ctx, broker.as_deref(), "lvc", config.auth.clone())?;
     {
         // Resolved endpoints go to stdout, flushed, so scripts and tests can use `tcp://…:*`.

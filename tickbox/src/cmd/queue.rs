@@ -39,6 +39,8 @@ pub(crate) struct Args {
     /// Print the summary as one JSON object.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    metrics: crate::metrics::MetricsArgs,
 }
 
 pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
@@ -64,6 +66,11 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         security: config.auth.clone(),
         ..PppConfig::default()
     };
+    let (live, metrics) = tickbox_pirates::metrics::queue_metrics();
+    let cfg = PppConfig { live, ..cfg };
+    let _metrics = args
+        .metrics
+        .start(config, "queue", vec![std::sync::Arc::new(metrics)])?;
     let stop = crate::shutdown::flag();
     let ctx = zmq::Context::new();
     // Before any bind, and kept until the sockets are closed: without it libzmq lets every CURVE client in.

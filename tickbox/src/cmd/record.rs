@@ -94,6 +94,8 @@ pub(crate) struct Args {
     json: bool,
     #[command(flatten)]
     live: LiveArgs,
+    #[command(flatten)]
+    metrics: crate::metrics::MetricsArgs,
     /// Majordomo broker to register `tickbox.record.status` with.
     #[arg(long, value_name = "EP")]
     broker: Option<String>,
@@ -163,7 +165,15 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         crate::flags::check_bind("--serve", endpoint)?;
     }
     let mut live = LiveView::new("record", &args.live, None);
-    let settings = args.request(live.every()).settle(
+    let metrics = std::sync::Arc::new(tickbox_recorder::RecordMetrics::new(&args.journal));
+    let metrics_sources: Vec<std::sync::Arc<dyn tickbox_metrics::Source>> = vec![metrics.clone()];
+    let endpoint = args.metrics.start(config, "record", metrics_sources)?;
+    // A scrape reads the counts of the last progress report: report often enough that they are fresh.
+    let every = match (&endpoint, live.every()) {
+        (Some(_), every) => Some(every.map_or(METRICS_EVERY, |e| e.min(METRICS_EVERY))),
+        (None, every) => every,
+    };
+    let settings = args.request(every).settle(
         &config.recorder,
         config.context.sockets.recorder.clone(),
         config.auth.clone(),
@@ -205,9 +215,14 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
             live.show(&progress_line(s, rate), None);
         }
     };
-    let mut observers: Vec<&mut dyn RecordObserver> = vec![&mut show];
-    if let Some(e) = elected.as_mut() {
-        observers.push(e);
+    let mut counts = |s: &RecordStats, _rate: f64| metrics.update(s);
+    let mut observers: Vec<&mut dyn RecordObserver> = vec![&mut show, &mut counts];
+    let mut leading = elected.as_mut().map(|leadership| Leading {
+        leadership,
+        metrics: &metrics,
+    });
+    if let Some(l) = leading.as_mut() {
+        observers.push(l);
     }
     let outcome = session.run(&ctx, &stop, &mut |v| status.publish(v), &mut observers)?;
     // The status line goes before the summary, never under it.
@@ -228,6 +243,27 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// How often a recorder serving metrics hands its counts over (a scrape reads them).
+const METRICS_EVERY: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// The recorder's leadership, ticked with each progress report, its state shown as a metric.
+struct Leading<'a> {
+    leadership: &'a mut RecorderLeadership,
+    metrics: &'a tickbox_recorder::RecordMetrics,
+}
+
+impl RecordObserver for Leading<'_> {
+    fn progress(&mut self, stats: &RecordStats, rate: f64) {
+        self.leadership.progress(stats, rate);
+        self.metrics.set_leading(self.leadership.is_leading());
+    }
+
+    fn finished(&mut self, stats: &RecordStats) {
+        self.leadership.finished(stats);
+        self.metrics.update(stats);
+    }
 }
 
 /// The live view's line.

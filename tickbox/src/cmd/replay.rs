@@ -121,6 +121,8 @@ pub(crate) struct Args {
     json: bool,
     #[command(flatten)]
     live: LiveArgs,
+    #[command(flatten)]
+    metrics: crate::metrics::MetricsArgs,
     /// Majordomo broker to register `tickbox.replay.status`, `tickbox.replay.start` and `tickbox.replay.stop` with.
     #[arg(long, value_name = "EP")]
     broker: Option<String>,
@@ -192,6 +194,8 @@ impl Args {
 /// What the replay session reports, shown: notices on stderr, status on the board, the live bar, summaries.
 struct Shown<'a> {
     status: &'a StatusBoard,
+    /// What `/metrics` reads (with `--metrics`).
+    metrics: &'a tickbox_recorder::ReplayMetrics,
     live_args: &'a LiveArgs,
     live: Option<LiveView>,
     tz: &'a TimeZone,
@@ -209,10 +213,12 @@ impl ReplayObserver for Shown<'_> {
     }
 
     fn run_started(&mut self) {
+        self.metrics.set_running(true);
         self.live = Some(LiveView::new("replay", self.live_args, Some(0)));
     }
 
     fn progress(&mut self, s: &ReplayStats, rate: f64, p: &ReplayProgress) {
+        self.metrics.update(s);
         let Some(live) = self.live.as_mut() else {
             return;
         };
@@ -237,6 +243,7 @@ impl ReplayObserver for Shown<'_> {
     }
 
     fn run_ended(&mut self) {
+        self.metrics.set_running(false);
         if let Some(live) = self.live.as_mut() {
             live.finish();
         }
@@ -337,8 +344,12 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         }
         _ => None,
     };
+    let metrics = std::sync::Arc::new(tickbox_recorder::ReplayMetrics::new(args.speed));
+    let metrics_sources: Vec<std::sync::Arc<dyn tickbox_metrics::Source>> = vec![metrics.clone()];
+    let _endpoint = args.metrics.start(config, "replay", metrics_sources)?;
     let mut shown = Shown {
         status: &status,
+        metrics: &metrics,
         live_args: &args.live,
         live: None,
         tz: &args.tz,

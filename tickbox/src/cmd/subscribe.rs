@@ -124,6 +124,8 @@ pub(crate) struct Args {
     pub tape: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub(crate) live_view: LiveArgs,
+    #[command(flatten)]
+    pub(crate) metrics: crate::metrics::MetricsArgs,
     /// Testing aid: every worker sleeps this long per message, to show that a slow consumer trips the snail.
     #[arg(long, value_name = "D", hide = true)]
     pub debug_worker_delay: Option<HumanDuration>,
@@ -345,6 +347,8 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         )
     })
     .context("starting the subscriber")?;
+    let metrics = subscriber.metrics(&sub_config.shards);
+    let _metrics = (args.metrics).start(config, "subscribe", vec![std::sync::Arc::new(metrics)])?;
     let threshold = subscriber.threshold();
     let lvc_snapshot = subscriber.lvc_snapshot();
     let catch_up = subscriber.catch_up();

@@ -257,6 +257,10 @@ fn check(args: CheckArgs, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
         !config.security.allow_ips.is_empty(),
     ));
     findings.extend(tickbox_tuning::check_admission(&admission(config)));
+    findings.extend(tickbox_tuning::check_metrics_exposure(
+        &config.metrics.bind,
+        tickbox_metrics::is_loopback(&config.metrics.bind),
+    ));
     if args.json {
         println!("{}", serde_json::to_string_pretty(&findings)?);
     } else {

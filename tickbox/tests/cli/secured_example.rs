@@ -35,7 +35,8 @@ fn config(dir: &TempDir, name: &str) -> String {
 }
 
 #[test]
-fn the_secured_example_runs_feed_lvc_subscribe_and_record_under_curve_and_refuses_a_keyless_reader() {
+fn the_secured_example_runs_feed_lvc_subscribe_and_record_under_curve_and_refuses_a_keyless_reader()
+{
     let dir = secured_example();
     let (_feed, feed) = common::spawn_feed_with_endpoints(
         &[
@@ -78,7 +79,13 @@ fn the_secured_example_runs_feed_lvc_subscribe_and_record_under_curve_and_refuse
         .args(["--config", &config(&dir, "recorder.toml"), "record"])
         .args(["--connect", &feed[0], "--journal"])
         .arg(&journal)
-        .args(["--segment-size", "16MiB", "--max-messages", "1000", "--json"]);
+        .args([
+            "--segment-size",
+            "16MiB",
+            "--max-messages",
+            "1000",
+            "--json",
+        ]);
     let recorded = common::Background::spawn(record);
 
     // The listed reader gets the feed through the LVC.
