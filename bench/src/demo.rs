@@ -310,6 +310,36 @@ impl DemoOutcome {
     }
 }
 
+impl DemoOutcome {
+    /// The run as one JSON object (`tickbox demo --json`): the feed's summary, the subscriber's (as `subscribe
+    /// --json` gives it), the pipeline's rate and settings, and each raw baseline mode's rate.
+    pub fn summary_json(&self, stopped_by: &str) -> serde_json::Value {
+        let (opts, report) = (&self.options, &self.report);
+        let stats = report.merged_stats();
+        serde_json::json!({
+            "component": "demo",
+            "feed": tickbox_feed::FeedSummary::new(&self.sent),
+            "subscriber": report.summary_json(&opts.subscriber, stopped_by),
+            "pipeline": {
+                "msgs_per_s": stats.rate(report.processed()).round(),
+                "processed": report.processed(),
+                "shards": opts.shards,
+                "workers": opts.workers,
+                "dispatch": opts.subscriber.dispatch.as_str(),
+                "transport": opts.transport.to_string(),
+                "mode": if opts.lossy { "lossy_pub" } else { "xpub_nodrop" },
+                "frame_bytes": self.frame_len,
+                "feed_send_hwm": self.feed_sndhwm,
+            },
+            "baseline": self.baseline.iter().map(|(no_drop, rate)| serde_json::json!({
+                "mode": if *no_drop { "xpub_nodrop" } else { "lossy_pub" },
+                "msgs_per_s": rate.round(),
+            })).collect::<Vec<_>>(),
+            "worker_failure": self.worker_failure.as_ref().map(|e| e.to_string()),
+        })
+    }
+}
+
 /// One line per raw baseline mode; the pipeline's share of the same mode's rate when the feed ran flat out.
 fn baseline_lines(baseline: &[(bool, f64)], lossy: bool, flat_out: bool, pipeline: f64) -> String {
     let mut out = String::new();

@@ -41,7 +41,10 @@ pub use latency::{latency_table, LatencyConfig, LatencyRun, Shape};
 pub use measure::{LatencyRecorder, LatencySamples, Percentiles, Schedule};
 pub use pace::Stall;
 pub use pipeline::{tickbox_latency, tickbox_throughput};
-pub use raw::{raw_pubsub_latency, raw_throughput, RawPattern, ThroughputConfig};
+pub use raw::{
+    raw_pubsub_latency, raw_throughput, raw_throughput_batched, records_per_batch, RawPattern,
+    ThroughputConfig,
+};
 pub use report::{
     BenchRecord, LatencyResult, RecordResult, ReplayResult, RunDocument, ThroughputResult,
 };

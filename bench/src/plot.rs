@@ -10,8 +10,12 @@
 //! so it never hides a curve.
 //!
 //! plotters is built without system-font support (machines may have no fonts), so the plot registers an
-//! embedded DejaVu Sans Mono (Bitstream Vera licence, `assets/DejaVuSansMono-LICENSE.txt`) with its ab_glyph
-//! backend before drawing.
+//! embedded DejaVu Sans (Bitstream Vera licence, `assets/DejaVu-LICENSE.txt`) with its ab_glyph backend before
+//! drawing. A proportional font: the monospaced one left a wide gap after every `.` (`7. 00M`) in PNGs.
+//!
+//! Titles longer than the plot wrap onto a second line instead of running off it; in a repeat plot each column
+//! has its own marker shape (circle, triangle, square, diamond…), filled for tickbox, hollow for raw libzmq, and
+//! the legend names each column with its marker.
 
 use std::path::Path;
 use std::sync::OnceLock;
@@ -23,7 +27,7 @@ use plotters::style::FontStyle;
 
 use crate::BenchError;
 
-static FONT: &[u8] = include_bytes!("../assets/DejaVuSansMono.ttf");
+static FONT: &[u8] = include_bytes!("../assets/DejaVuSans.ttf");
 const FAMILY: &str = "tickbox-mono";
 
 fn ensure_font() -> Result<(), BenchError> {
@@ -138,6 +142,54 @@ fn backend_error(path: &Path) -> impl Fn(String) -> BenchError + '_ {
     move |e| BenchError::Report(format!("plotting {}: {e}", path.display()))
 }
 
+/// Pixel height of one title line.
+const TITLE_LINE: u32 = 24;
+
+/// Draws `title` across the top of `root`, wrapped at spaces onto as many lines as it needs to fit the width, and
+/// returns the area below it.
+fn draw_title<DB: DrawingBackend>(
+    root: &DrawingArea<DB, plotters::coord::Shift>,
+    title: &str,
+) -> Result<DrawingArea<DB, plotters::coord::Shift>, String> {
+    let font = (FAMILY, 17).into_font().color(&BLACK);
+    let width = root.dim_in_pixel().0.saturating_sub(32);
+    let fits = |text: &str| {
+        root.estimate_text_size(text, &font)
+            .map_or(text.chars().count() as u32 * 9 <= width, |(w, _)| {
+                w <= width
+            })
+    };
+    let mut lines: Vec<String> = vec![String::new()];
+    for word in title.split(' ') {
+        let last = lines.last_mut().expect("one line");
+        let candidate = if last.is_empty() {
+            word.to_owned()
+        } else {
+            format!("{last} {word}")
+        };
+        if last.is_empty() || fits(&candidate) {
+            *last = candidate;
+        } else {
+            lines.push(word.to_owned());
+        }
+    }
+    let height = TITLE_LINE * lines.len() as u32 + 12;
+    let (top, rest) = root.split_vertically(height);
+    for (i, line) in lines.iter().enumerate() {
+        let style = font.clone().pos(Pos::new(HPos::Center, VPos::Top));
+        top.draw(&Text::new(
+            line.clone(),
+            (
+                (root.dim_in_pixel().0 / 2) as i32,
+                10 + (TITLE_LINE as usize * i) as i32,
+            ),
+            style,
+        ))
+        .map_err(|x| x.to_string())?;
+    }
+    Ok(rest)
+}
+
 /// Runs `draw` on an SVG or PNG backend of [`PLOT_SIZE`] as `path`'s extension says.
 fn render(
     path: &Path,
@@ -198,8 +250,8 @@ struct LegendEntry {
     text: String,
     colour: RGBColor,
     dashed: bool,
-    /// `Some(filled)`: draw a circle marker instead of a line.
-    marker: Option<bool>,
+    /// `Some((shape, filled))`: draw that marker instead of a line.
+    marker: Option<(Shape, bool)>,
     /// Draw the line or marker sample; false for a continuation line (e.g. a series' loss under its name).
     sample: bool,
 }
@@ -224,9 +276,8 @@ fn draw_legend<DB: DrawingBackend>(
         let style = entry.colour.stroke_width(2);
         match entry.marker {
             _ if !entry.sample => {}
-            Some(filled) => {
-                let circle = Circle::new((22, y), 4, if filled { style.filled() } else { style });
-                area.draw(&circle).map_err(|x| e(&x))?;
+            Some((shape, filled)) => {
+                draw_pixel_marker(area, (22, y), shape, entry.colour, filled).map_err(|x| e(&x))?;
             }
             None if entry.dashed => {
                 for x in [6, 18, 30] {
@@ -282,9 +333,9 @@ fn draw_percentiles<DB: DrawingBackend>(
     let lo = (min_y.max(0.001) / 1.5).log10();
     let hi = (max_y.max(0.001) * 1.5).log10().max(lo + 1.0);
     root.fill(&WHITE).map_err(|x| e(&x))?;
-    let (plot_area, legend_area) = root.split_horizontally(PLOT_SIZE.0 - LEGEND_WIDTH);
+    let body = draw_title(root, title)?;
+    let (plot_area, legend_area) = body.split_horizontally(PLOT_SIZE.0 - LEGEND_WIDTH);
     let mut chart = ChartBuilder::on(&plot_area)
-        .caption(title, (FAMILY, 17))
         .margin(16)
         .margin_right(24)
         .x_label_area_size(52)
@@ -381,8 +432,10 @@ fn draw_percentiles<DB: DrawingBackend>(
 pub struct RepeatColumn {
     /// Label under the column, e.g. `tickbox` or `push/pull`.
     pub label: String,
-    /// A raw baseline: hollow markers and a dashed median.
+    /// A baseline: its median is drawn dashed, with the ratio of the tickbox column before it over it.
     pub baseline: bool,
+    /// Raw libzmq (hollow markers); a tickbox baseline (another tickbox configuration) keeps filled ones.
+    pub raw: bool,
     /// The figure in each repeat (index = repeat).
     pub values: Vec<f64>,
     /// Messages lost over all repeats (marked above the column and in the legend when non-zero).
@@ -400,9 +453,32 @@ pub struct RepeatGroup {
     pub columns: Vec<RepeatColumn>,
 }
 
+/// The marker shape of a repeat plot's column `index` (its position in the group): distinct for every column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    Circle,
+    Triangle,
+    Square,
+    Diamond,
+    TriangleDown,
+    Pentagon,
+}
+
+fn column_shape(index: usize) -> Shape {
+    [
+        Shape::Circle,
+        Shape::Triangle,
+        Shape::Square,
+        Shape::Diamond,
+        Shape::TriangleDown,
+        Shape::Pentagon,
+    ][index % 6]
+}
+
 /// Writes a repeat plot (`.png` or `.svg`): per configuration a column per system with a marker for every repeat
-/// (tickbox filled, raw hollow) and the median as a bar (tickbox solid, raw dashed), in the configuration's
-/// colour; tickbox/raw ratios of the medians above the raw columns; lost messages marked.
+/// (each column its own shape; tickbox filled, raw hollow) and the median as a bar (solid, or dashed for a
+/// baseline), in the configuration's colour; above each baseline, the ratio of the tickbox column before it over
+/// it; lost messages marked.
 pub fn write_repeat_plot(
     path: &Path,
     title: &str,
@@ -422,6 +498,86 @@ pub fn write_repeat_plot(
         |root| draw_repeats(root, title, y_desc, groups),
         |root| draw_repeats(root, title, y_desc, groups),
     )
+}
+
+/// The vertices of a triangle, square or diamond around the origin, in pixels.
+fn outline(shape: Shape) -> Vec<(i32, i32)> {
+    match shape {
+        Shape::Circle => Vec::new(),
+        Shape::Triangle => vec![(0, -6), (5, 4), (-5, 4)],
+        Shape::Square => vec![(-4, -4), (4, -4), (4, 4), (-4, 4)],
+        Shape::Diamond => vec![(0, -6), (5, 0), (0, 6), (-5, 0)],
+        Shape::TriangleDown => vec![(0, 6), (5, -4), (-5, -4)],
+        Shape::Pentagon => vec![(0, -6), (6, -1), (4, 5), (-4, 5), (-6, -1)],
+    }
+}
+
+/// Draws one marker at pixel `at` of `area` (the legend).
+fn draw_pixel_marker<DB: DrawingBackend>(
+    area: &DrawingArea<DB, plotters::coord::Shift>,
+    at: (i32, i32),
+    shape: Shape,
+    colour: RGBColor,
+    filled: bool,
+) -> Result<(), plotters::drawing::DrawingAreaErrorKind<DB::ErrorType>> {
+    let style = if filled {
+        colour.filled()
+    } else {
+        colour.stroke_width(2)
+    };
+    if shape == Shape::Circle {
+        return area.draw(&Circle::new(at, 4, style));
+    }
+    let points: Vec<(i32, i32)> = outline(shape)
+        .into_iter()
+        .map(|(x, y)| (at.0 + x, at.1 + y))
+        .collect();
+    if filled {
+        area.draw(&Polygon::new(points, style))
+    } else {
+        let mut closed = points.clone();
+        closed.push(points[0]);
+        area.draw(&PathElement::new(closed, style))
+    }
+}
+
+/// Draws the markers of one column at data points `points`.
+fn draw_markers<DB: DrawingBackend>(
+    chart: &mut ChartContext<
+        '_,
+        DB,
+        Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
+    >,
+    points: &[(f64, f64)],
+    shape: Shape,
+    colour: RGBColor,
+    filled: bool,
+) -> Result<(), plotters::drawing::DrawingAreaErrorKind<DB::ErrorType>> {
+    let style = if filled {
+        colour.filled()
+    } else {
+        colour.stroke_width(2)
+    };
+    match shape {
+        Shape::Circle => {
+            chart.draw_series(points.iter().map(|&p| Circle::new(p, 4, style)))?;
+        }
+        _ if filled => {
+            chart.draw_series(
+                points
+                    .iter()
+                    .map(|&p| EmptyElement::at(p) + Polygon::new(outline(shape), style)),
+            )?;
+        }
+        _ => {
+            chart.draw_series(points.iter().map(|&p| {
+                let mut closed = outline(shape);
+                closed.push(closed[0]);
+                EmptyElement::at(p) + PathElement::new(closed, style)
+            }))?;
+        }
+    }
+    Ok(())
 }
 
 fn median_of(values: &[f64]) -> Option<f64> {
@@ -453,12 +609,12 @@ fn draw_repeats<DB: DrawingBackend>(
         .max(1.0)
         * 1.2;
     root.fill(&WHITE).map_err(|x| e(&x))?;
-    let (plot_area, legend_area) = root.split_horizontally(PLOT_SIZE.0 - LEGEND_WIDTH);
+    let body = draw_title(root, title)?;
+    let (plot_area, legend_area) = body.split_horizontally(PLOT_SIZE.0 - LEGEND_WIDTH);
     let mut chart = ChartBuilder::on(&plot_area)
-        .caption(title, (FAMILY, 17))
         .margin(16)
         .margin_right(24)
-        .x_label_area_size(64)
+        .x_label_area_size(84)
         .y_label_area_size(80)
         .build_cartesian_2d(0f64..max_x, 0f64..max_y)
         .map_err(|x| e(&x))?;
@@ -475,13 +631,11 @@ fn draw_repeats<DB: DrawingBackend>(
         .axis_desc_style((FAMILY, 14))
         .draw()
         .map_err(|x| e(&x))?;
-    let label_font = (FAMILY, 12).into_font().color(&BLACK);
     let mut legend: Vec<LegendEntry> = Vec::new();
     for (g, c, centre) in &centres {
         let group = &groups[*g];
         let column = &group.columns[*c];
         let colour = group_colour(*g);
-        let style = colour.stroke_width(2);
         let n = column.values.len();
         let points: Vec<(f64, f64)> = column
             .values
@@ -489,19 +643,9 @@ fn draw_repeats<DB: DrawingBackend>(
             .enumerate()
             .map(|(i, v)| (centre + (i as f64 - (n as f64 - 1.0) / 2.0) * 0.1, *v))
             .collect();
-        chart
-            .draw_series(points.iter().map(|&p| {
-                Circle::new(
-                    p,
-                    4,
-                    if column.baseline {
-                        style
-                    } else {
-                        style.filled()
-                    },
-                )
-            }))
-            .map_err(|x| e(&x))?;
+        let shape = column_shape(*c);
+        let filled = !column.raw;
+        draw_markers(&mut chart, &points, shape, colour, filled).map_err(|x| e(&x))?;
         if let Some(m) = median_of(&column.values) {
             let bar = vec![(centre - 0.35, m), (centre + 0.35, m)];
             if column.baseline {
@@ -513,8 +657,8 @@ fn draw_repeats<DB: DrawingBackend>(
                     .draw_series(LineSeries::new(bar, colour.stroke_width(3)))
                     .map_err(|x| e(&x))?;
             }
-            // Above a raw column: tickbox's median over this baseline's median.
-            let tickbox = group.columns.iter().find(|c| !c.baseline);
+            // Above a baseline: the median of the tickbox column before it over this one's.
+            let tickbox = group.columns[..*c].iter().rev().find(|c| !c.baseline);
             if let (true, Some(t)) = (column.baseline, tickbox.and_then(|t| median_of(&t.values))) {
                 if m > 0.0 {
                     let style = TextStyle::from((FAMILY, 12).into_font())
@@ -559,20 +703,24 @@ fn draw_repeats<DB: DrawingBackend>(
         }
         // Column and group names under the axis, drawn on the root in pixels (the plot area clips).
         let (px, py) = chart.backend_coord(&(*centre, 0.0));
-        root.draw(&Text::new(
-            column.label.clone(),
-            (px - 4 * column.label.chars().count() as i32, py + 8),
-            label_font.clone(),
-        ))
-        .map_err(|x| e(&x))?;
+        let centred =
+            |font: FontDesc<'static>| TextStyle::from(font).pos(Pos::new(HPos::Center, VPos::Top));
+        // Long labels take two lines under a narrow column (`push/pull` / `batched`).
+        for (i, line) in column.label.split(' ').enumerate() {
+            root.draw(&Text::new(
+                line.to_owned(),
+                (px, py + 6 + 14 * i as i32),
+                centred((FAMILY, 12).into_font()).color(&BLACK),
+            ))
+            .map_err(|x| e(&x))?;
+        }
         if *c == 0 {
             let last = centre + group.columns.len() as f64 - 1.0;
             let (lx, _) = chart.backend_coord(&((centre + last) / 2.0, 0.0));
-            let text = group.label.clone();
             root.draw(&Text::new(
-                text.clone(),
-                (lx - 4 * text.chars().count() as i32, py + 26),
-                (FAMILY, 13).into_font().color(&colour),
+                group.label.clone(),
+                (lx, py + 36),
+                centred((FAMILY, 13).into_font()).color(&colour),
             ))
             .map_err(|x| e(&x))?;
         }
@@ -589,30 +737,39 @@ fn draw_repeats<DB: DrawingBackend>(
         })
         .collect();
     let grey = RGBColor(90, 90, 90);
+    // One entry per column of the first group (every group has the same columns): its marker and its name.
+    if let Some(first) = groups.first() {
+        for (i, column) in first.columns.iter().enumerate() {
+            entries.push(LegendEntry {
+                text: format!(
+                    "{}{}",
+                    column.label,
+                    if column.raw { " (raw libzmq)" } else { "" }
+                ),
+                colour: grey,
+                dashed: false,
+                marker: Some((column_shape(i), !column.raw)),
+                sample: true,
+            });
+        }
+    }
     entries.extend([
         LegendEntry {
-            text: "tickbox, one per repeat".into(),
+            text: "one marker per repeat".into(),
             colour: grey,
             dashed: false,
-            marker: Some(true),
-            sample: true,
+            marker: None,
+            sample: false,
         },
         LegendEntry {
-            text: "raw libzmq, one per repeat".into(),
-            colour: grey,
-            dashed: false,
-            marker: Some(false),
-            sample: true,
-        },
-        LegendEntry {
-            text: "tickbox median".into(),
+            text: "median".into(),
             colour: grey,
             dashed: false,
             marker: None,
             sample: true,
         },
         LegendEntry {
-            text: "raw median (×: tickbox/raw)".into(),
+            text: "baseline median (× ratio)".into(),
             colour: grey,
             dashed: true,
             marker: None,

@@ -794,7 +794,7 @@ pub fn raw_processes_latency(
             &duration_arg(config.drain),
         ]);
         if config.no_drop {
-            c.arg("--no-drop");
+            c.args(["--back-pressure", "block"]);
         }
     };
     let mut publisher = Command::new(exe);

@@ -233,6 +233,18 @@ pub struct ThroughputConfig {
     pub security: tickbox_auth::Security,
 }
 
+/// How many messages of `size` bytes the feed packs into one batch frame (`feed --batch auto`, the feed's
+/// default `batch_max_records` and `batch_max_bytes`): what a raw baseline with the same batching packs into one
+/// ZeroMQ message.
+pub fn records_per_batch(size: usize) -> usize {
+    let feed = tickbox_feed::FeedConfig::default();
+    let mut n = usize::from(feed.batch_max_records).max(1);
+    while n > 1 && tickbox_wire::batch_frame_len(n * size, n) > feed.batch_max_bytes {
+        n -= 1;
+    }
+    n
+}
+
 /// Phases a throughput run's threads follow; the coordinator moves them along.
 pub(crate) const PHASE_WARMUP: u8 = 0;
 pub(crate) const PHASE_MEASURE: u8 = 1;
@@ -293,11 +305,34 @@ pub(crate) fn run_phases(phase: &AtomicU8, warmup: Duration, duration: Duration)
     start.elapsed()
 }
 
-/// Flat-out raw throughput: `shards` independent sender→receiver pairs, each a thread per end.
+/// Flat-out raw throughput: `shards` independent sender→receiver pairs, each a thread per end, one message per
+/// ZeroMQ message.
 pub fn raw_throughput(
     gate: &tickbox_auth::Gate,
     pattern: RawPattern,
     config: &ThroughputConfig,
+) -> Result<ThroughputResult, BenchError> {
+    raw_throughput_packed(gate, pattern, config, 1)
+}
+
+/// [`raw_throughput`] with the same batching as tickbox's batched run: [`records_per_batch`] messages of
+/// `config.size` bytes concatenated into each ZeroMQ message, each counted as that many messages received. The
+/// system is the pattern's name with `-batched`.
+pub fn raw_throughput_batched(
+    gate: &tickbox_auth::Gate,
+    pattern: RawPattern,
+    config: &ThroughputConfig,
+) -> Result<ThroughputResult, BenchError> {
+    let mut result = raw_throughput_packed(gate, pattern, config, records_per_batch(config.size))?;
+    result.system = format!("{}-batched", pattern.system());
+    Ok(result)
+}
+
+fn raw_throughput_packed(
+    gate: &tickbox_auth::Gate,
+    pattern: RawPattern,
+    config: &ThroughputConfig,
+    per_message: usize,
 ) -> Result<ThroughputResult, BenchError> {
     let phase = Arc::new(AtomicU8::new(PHASE_WARMUP));
     let total = Arc::new(AtomicU64::new(0));
@@ -310,7 +345,9 @@ pub fn raw_throughput(
         handles.push(
             thread::Builder::new()
                 .name(format!("raw-send-{shard}"))
-                .spawn(move || raw_sender(&send_gate, pattern, &cfg, &send_phase, ep_tx))
+                .spawn(move || {
+                    raw_sender(&send_gate, pattern, &cfg, per_message, &send_phase, ep_tx)
+                })
                 .map_err(BenchError::Thread)?,
         );
         let recv_gate = gate.clone();
@@ -321,7 +358,15 @@ pub fn raw_throughput(
             thread::Builder::new()
                 .name(format!("raw-recv-{shard}"))
                 .spawn(move || {
-                    raw_receiver(&recv_gate, pattern, &cfg, &recv_phase, &recv_total, ep_rx)
+                    raw_receiver(
+                        &recv_gate,
+                        pattern,
+                        &cfg,
+                        per_message as u64,
+                        &recv_phase,
+                        &recv_total,
+                        ep_rx,
+                    )
                 })
                 .map_err(BenchError::Thread)?,
         );
@@ -367,6 +412,7 @@ fn raw_sender(
     gate: &tickbox_auth::Gate,
     pattern: RawPattern,
     config: &ThroughputConfig,
+    per_message: usize,
     phase: &AtomicU8,
     ep_tx: mpsc::Sender<String>,
 ) -> Result<(), BenchError> {
@@ -398,7 +444,7 @@ fn raw_sender(
     {
         return Ok(());
     }
-    let frame = vec![0x5Au8; config.size];
+    let frame = vec![0x5Au8; config.size * per_message.max(1)];
     while phase.load(Ordering::Relaxed) != PHASE_STOP {
         match socket.send(&frame[..], 0) {
             Ok(()) | Err(zmq::Error::EAGAIN) => {}
@@ -417,6 +463,7 @@ fn raw_receiver(
     gate: &tickbox_auth::Gate,
     pattern: RawPattern,
     config: &ThroughputConfig,
+    per_message: u64,
     phase: &AtomicU8,
     total: &AtomicU64,
     ep_rx: mpsc::Receiver<String>,
@@ -447,7 +494,7 @@ fn raw_receiver(
     loop {
         match socket.recv(&mut msg, 0) {
             Ok(()) => {
-                if !counter.tick(1, phase) {
+                if !counter.tick(per_message, phase) {
                     break;
                 }
             }

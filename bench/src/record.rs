@@ -1,7 +1,7 @@
 //! `bench record`: how fast the recorder writes a batched feed to its journal, beside a Black Box reading the same
 //! feed and a raw SUB that only copies what it receives into an mmap'd file.
 //!
-//! * **Feed.** A real [`tickbox_feed::Feed`] as `tickbox feed --batch auto --rate max --no-drop` runs it: its
+//! * **Feed.** A real [`tickbox_feed::Feed`] as `tickbox feed --batch auto --rate max --back-pressure block` runs it: its
 //!   synthetic market on `shards` publisher shards over `tcp://127.0.0.1:*`, lossless (XPUB_NODROP, so the reader
 //!   sets the pace), batch frames (`#B`) for readers that opt in, `records` data messages in all, started once a
 //!   reader has subscribed. A fresh feed (same seed, so the same stream) for every run.
@@ -89,7 +89,7 @@ impl RecordBenchConfig {
     }
 }
 
-/// The feed `tickbox feed --batch auto --rate max --no-drop --max-messages N` runs, on `shards` shards.
+/// The feed `tickbox feed --batch auto --rate max --back-pressure block --max-messages N` runs, on `shards` shards.
 pub fn feed_config(config: &RecordBenchConfig) -> FeedConfig {
     FeedConfig {
         shards: vec![PublisherShardConfig::default(); config.shards.max(1)],
@@ -666,6 +666,8 @@ fn record_group(results: &[RecordResult]) -> RepeatGroup {
         RepeatColumn {
             label: label.into(),
             baseline,
+            // The Black Box beside the recorder is tickbox too; only the mmap copy is raw libzmq.
+            raw: system == RAW,
             values: rows.iter().map(|r| r.records_per_s).collect(),
             lost: rows.iter().map(|r| r.lost).sum(),
             sent: rows.iter().map(|r| r.records).sum(),
@@ -693,7 +695,7 @@ pub fn record_summaries(results: &[RecordResult]) -> Vec<FigureSummary> {
     let frames: u64 = record.iter().map(|r| r.batch_frames).sum();
     let delivered: u64 = record.iter().map(|r| r.delivered).sum();
     let name = format!(
-        "record of feed --batch auto --rate max --no-drop, tcp loopback, {} records on {} shard(s) ({:.1} records \
+        "record of feed --batch auto --rate max --back-pressure block, tcp loopback, {} records on {} shard(s) ({:.1} records \
          per batch frame at the recorder), {repeats} repeat(s), order {}",
         first.map_or(0, |r| r.records),
         first.map_or(1, |r| r.shards),

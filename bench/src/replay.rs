@@ -658,6 +658,7 @@ fn replay_group(results: &[ReplayResult], records: u64) -> RepeatGroup {
         RepeatColumn {
             label: label.into(),
             baseline,
+            raw: baseline,
             values: rows.iter().map(|r| r.records_per_s).collect(),
             lost: rows.iter().map(|r| r.lost).sum(),
             sent: records * rows.len() as u64,

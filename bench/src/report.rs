@@ -739,6 +739,72 @@ pub fn compare(before: &[BenchRecord], after: &[BenchRecord]) -> String {
     out
 }
 
+/// What `bench compare --fail-above RATIO` judges: how many configurations both files measured, and every figure
+/// of them that got worse by more than `ratio` (latency percentiles p50 and p99 higher than `ratio` times the
+/// first file's; a rate lower than the first file's divided by `ratio`), medians of the repeats.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CompareVerdict {
+    /// Configurations present in both files.
+    pub comparable: usize,
+    /// One line per regressed figure: configuration, figure, before → after.
+    pub regressions: Vec<String>,
+}
+
+/// Judges `after` against `before` at `ratio` (> 1: 1.1 allows 10 % worse).
+pub fn compare_verdict(
+    before: &[BenchRecord],
+    after: &[BenchRecord],
+    ratio: f64,
+) -> CompareVerdict {
+    let (a, b) = (median_records(before), median_records(after));
+    let mut verdict = CompareVerdict {
+        comparable: 0,
+        regressions: Vec::new(),
+    };
+    let mut worse_if_higher = |key: &str, figure: &str, o: f64, n: f64| {
+        if o > 0.0 && n > o * ratio {
+            verdict
+                .regressions
+                .push(format!("{key} {figure}: {o:.1} → {n:.1} (×{:.2})", n / o));
+        }
+    };
+    let mut lower = Vec::new();
+    let mut comparable = 0;
+    for (key, old) in &a {
+        let Some(new) = b.get(key) else { continue };
+        comparable += 1;
+        match (old, new) {
+            (BenchRecord::Latency(o), BenchRecord::Latency(n)) => {
+                worse_if_higher(key, "p50 µs", us(o.corrected.p50), us(n.corrected.p50));
+                worse_if_higher(key, "p99 µs", us(o.corrected.p99), us(n.corrected.p99));
+            }
+            (BenchRecord::Throughput(o), BenchRecord::Throughput(n)) => {
+                lower.push((key.clone(), "msg/s", o.msgs_per_s, n.msgs_per_s));
+            }
+            (BenchRecord::Replay(o), BenchRecord::Replay(n)) => {
+                lower.push((key.clone(), "records/s", o.records_per_s, n.records_per_s));
+            }
+            (BenchRecord::Record(o), BenchRecord::Record(n)) => {
+                lower.push((key.clone(), "records/s", o.records_per_s, n.records_per_s));
+            }
+            _ => {}
+        }
+    }
+    for (key, figure, o, n) in lower {
+        if n > 0.0 && o > n * ratio {
+            verdict
+                .regressions
+                .push(format!("{key} {figure}: {o:.0} → {n:.0} (×{:.2})", n / o));
+        } else if n <= 0.0 && o > 0.0 {
+            verdict
+                .regressions
+                .push(format!("{key} {figure}: {o:.0} → 0"));
+        }
+    }
+    verdict.comparable = comparable;
+    verdict
+}
+
 /// A timestamp for result file names.
 pub fn unix_seconds() -> u64 {
     SystemTime::now()
@@ -863,6 +929,22 @@ mod tests {
         ];
         let text = compare(&before, &after);
         assert!(text.contains("1000000→2000000 +100.0%"), "{text}");
+    }
+
+    #[test]
+    fn fail_above_flags_a_regression_and_knows_when_nothing_compares() {
+        let before = vec![throughput("tickbox", 1e6, 1)];
+        let same = compare_verdict(&before, &[throughput("tickbox", 0.95e6, 1)], 1.1);
+        assert_eq!(
+            (same.comparable, same.regressions.len()),
+            (1, 0),
+            "within 10 %"
+        );
+        let worse = compare_verdict(&before, &[throughput("tickbox", 0.8e6, 1)], 1.1);
+        assert_eq!(worse.regressions.len(), 1, "{worse:?}");
+        assert!(worse.regressions[0].contains("msg/s"), "{worse:?}");
+        let apart = compare_verdict(&before, &[throughput("raw", 1e6, 1)], 1.1);
+        assert_eq!(apart.comparable, 0);
     }
 
     #[test]

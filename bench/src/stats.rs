@@ -195,13 +195,20 @@ pub fn summary_table(summaries: &[FigureSummary], fmt: impl Fn(&str, f64) -> Str
     let mut out = String::new();
     let mut current: Option<&str> = None;
     let none = || "-".to_string();
+    // As wide as the longest figure name, so the columns line up whatever the figures are called.
+    let w = summaries
+        .iter()
+        .map(|s| s.figure.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(22);
     for s in summaries {
         if current != Some(s.configuration.as_str()) {
             current = Some(s.configuration.as_str());
             let _ = writeln!(out, "{}", s.configuration);
             let _ = writeln!(
                 out,
-                "  {:<22} {:>30} {:>30} {:>24}",
+                "  {:<w$} {:>30} {:>30} {:>24}",
                 "figure",
                 "tickbox median (min–max)",
                 "raw median (min–max)",
@@ -213,7 +220,7 @@ pub fn summary_table(summaries: &[FigureSummary], fmt: impl Fn(&str, f64) -> Str
             .map_or_else(none, |v| v.show(|x| fmt(&s.figure, x)));
         let r = s.raw.map_or_else(none, |v| v.show(|x| fmt(&s.figure, x)));
         let ratio = s.ratio.map_or_else(none, |r| r.show());
-        let _ = writeln!(out, "  {:<22} {:>30} {:>30} {:>24}", s.figure, t, r, ratio);
+        let _ = writeln!(out, "  {:<w$} {:>30} {:>30} {:>24}", s.figure, t, r, ratio);
     }
     out
 }

@@ -13,7 +13,9 @@ use crate::pipeline::{
 };
 use crate::plot::{write_percentile_plot, write_repeat_plot, RepeatColumn, RepeatGroup, Series};
 use crate::process::{raw_processes_latency, tickbox_processes_latency};
-use crate::raw::{raw_pubsub_latency, raw_throughput, RawPattern, ThroughputConfig};
+use crate::raw::{
+    raw_pubsub_latency, raw_throughput, raw_throughput_batched, RawPattern, ThroughputConfig,
+};
 use crate::report::{BenchRecord, LatencyResult, RunDocument, ThroughputResult};
 use crate::stats::{order_label, summary_table, tickbox_first, FigureSummary};
 use crate::transport::Transport;
@@ -163,7 +165,8 @@ pub fn run_latency_sweep(
     let plot = out.join(format!("{stamp}-latency.svg"));
     let series = latency_series(&runs);
     let title = format!(
-        "one-way latency, corrected for coordinated omission ({} B frames, {} repeat(s) merged)",
+        "one-way latency, corrected for coordinated omission ({} B frames; of {} repeat(s) each curve is the one \
+         with the median p99, rN/M in the legend)",
         runs[0].size, repeats
     );
     write_percentile_plot(&plot, &title, &series)?;
@@ -177,9 +180,38 @@ pub fn run_latency_sweep(
     })
 }
 
-/// One plot series per (configuration, system): the corrected histograms of all its repeats merged, its losses
-/// summed; a configuration's tickbox and raw series share a colour (`group`), raw dashed.
+/// One plot series per (configuration, system): its median repeat by corrected p99 (the lower middle one of an
+/// even count), with that repeat's losses, so the curve's p99 is the table's median p99 (merging the repeats'
+/// histograms made a tail no repeat had); the label says which repeat of how many. A configuration's tickbox and
+/// raw series share a colour (`group`), raw dashed.
 pub fn latency_series(runs: &[LatencyRun]) -> Vec<Series> {
+    let mut by_label: Vec<(String, Vec<&LatencyRun>)> = Vec::new();
+    for run in runs {
+        let label = run.label();
+        match by_label.iter_mut().find(|(l, _)| *l == label) {
+            Some((_, v)) => v.push(run),
+            None => by_label.push((label, vec![run])),
+        }
+    }
+    let median_runs: Vec<(String, usize, &LatencyRun)> = by_label
+        .into_iter()
+        .map(|(label, mut v)| {
+            v.sort_by_key(|r| r.samples.corrected.value_at_quantile(0.99));
+            let n = v.len();
+            (label, n, v[(n - 1) / 2])
+        })
+        .collect();
+    let mut series = merged_series(median_runs.iter().map(|(_, _, r)| *r));
+    for (s, (_, n, run)) in series.iter_mut().zip(&median_runs) {
+        if *n > 1 {
+            s.label = format!("{} r{}/{n}", s.label, run.repeat);
+        }
+    }
+    series
+}
+
+/// One series per label of `runs`, histograms merged (callers pass one run per label).
+fn merged_series<'a>(runs: impl Iterator<Item = &'a LatencyRun>) -> Vec<Series> {
     let mut series: Vec<Series> = Vec::new();
     let mut groups: Vec<String> = Vec::new();
     for run in runs {
@@ -270,9 +302,23 @@ pub fn run_throughput_sweep(
             };
             for repeat in 0..repeats {
                 let systems: &[&str] = if tickbox_first(repeat) {
-                    &[BATCHED, "tickbox", "raw-pushpull", "raw-pubsub"]
+                    &[
+                        BATCHED,
+                        "tickbox",
+                        "raw-pushpull",
+                        "raw-pubsub",
+                        RAW_PUSHPULL_BATCHED,
+                        RAW_PUBSUB_BATCHED,
+                    ]
                 } else {
-                    &["raw-pushpull", "raw-pubsub", "tickbox", BATCHED]
+                    &[
+                        RAW_PUSHPULL_BATCHED,
+                        RAW_PUBSUB_BATCHED,
+                        "raw-pushpull",
+                        "raw-pubsub",
+                        "tickbox",
+                        BATCHED,
+                    ]
                 };
                 for &system in systems {
                     if stop.load(Ordering::Relaxed) {
@@ -290,6 +336,12 @@ pub fn run_throughput_sweep(
                         "tickbox" => tickbox_throughput(gate, &config)?,
                         BATCHED => tickbox_throughput_batched(gate, &config)?,
                         "raw-pushpull" => raw_throughput(gate, RawPattern::PushPull, &config)?,
+                        RAW_PUSHPULL_BATCHED => {
+                            raw_throughput_batched(gate, RawPattern::PushPull, &config)?
+                        }
+                        RAW_PUBSUB_BATCHED => {
+                            raw_throughput_batched(gate, RawPattern::PubSub, &config)?
+                        }
                         _ => raw_throughput(gate, RawPattern::PubSub, &config)?,
                     };
                     result.repeat = repeat as u32 + 1;
@@ -366,11 +418,24 @@ fn throughput_values(
     rows.into_iter().map(figure).collect()
 }
 
+/// The raw baselines with tickbox's batching (as many messages per ZeroMQ message as `feed --batch auto` packs).
+const RAW_PUSHPULL_BATCHED: &str = "raw-pushpull-batched";
+const RAW_PUBSUB_BATCHED: &str = "raw-pubsub-batched";
+
 const BASELINES: [(&str, &str); 2] = [("raw-pushpull", "×pushpull"), ("raw-pubsub", "×pubsub")];
+const BATCHED_BASELINES: [(&str, &str); 2] = [
+    (RAW_PUSHPULL_BATCHED, "×pushpull batched"),
+    (RAW_PUBSUB_BATCHED, "×pubsub batched"),
+];
 
 /// The tickbox configurations of a throughput session, headline first: batch frames (what `feed --batch auto`
-/// delivers), then single frames; each with its figure prefix.
-const TICKBOX_SYSTEMS: [(&str, &str); 2] = [(BATCHED, "batched "), ("tickbox", "")];
+/// delivers) against raw libzmq sending the same number of messages per ZeroMQ message, then single frames
+/// against raw single messages: like with like. (Files from before the batched baselines compare what they have.)
+type Baselines = [(&'static str, &'static str); 2];
+const TICKBOX_SYSTEMS: [(&str, &str, Baselines); 2] = [
+    (BATCHED, "batched ", BATCHED_BASELINES),
+    ("tickbox", "", BASELINES),
+];
 
 /// Every figure of a throughput session over its repeats: tickbox msg/s and MB/s against each raw baseline, the
 /// batched configuration first (the headline), then single frames (`msg/s ×…` as before).
@@ -387,15 +452,19 @@ pub fn throughput_summaries(results: &[ThroughputResult]) -> Vec<FigureSummary> 
         );
         type Get = fn(&ThroughputResult) -> f64;
         let figures: [(&str, Get); 2] = [("msg/s", |r| r.msgs_per_s), ("MB/s", |r| r.mb_per_s)];
-        for (system, prefix) in TICKBOX_SYSTEMS {
+        for (system, prefix, baselines) in TICKBOX_SYSTEMS {
             for (figure, get) in figures {
                 let t = throughput_values(results, system, config, get);
                 if t.is_empty() {
                     // Result files from before the batched configuration have single frames only.
                     continue;
                 }
-                for (baseline, tag) in BASELINES {
+                for (baseline, tag) in baselines {
                     let r = throughput_values(results, baseline, config, get);
+                    if r.is_empty() {
+                        // Files from before the batched baselines: no like-for-like figure to state.
+                        continue;
+                    }
                     out.push(FigureSummary::new(
                         &name,
                         &format!("{prefix}{figure} {tag}"),
@@ -415,7 +484,7 @@ pub fn throughput_summaries(results: &[ThroughputResult]) -> Vec<FigureSummary> 
 pub fn throughput_warnings(results: &[ThroughputResult]) -> Vec<Warning> {
     let mut out = Vec::new();
     for config in throughput_configs(results) {
-        for (baseline, _) in BASELINES {
+        for (baseline, _) in BASELINES.into_iter().chain(BATCHED_BASELINES) {
             let values = throughput_values(results, baseline, config, |r| r.msgs_per_s);
             out.extend(drift_warning(
                 &format!("{} B, {} shard(s): {baseline} msg/s", config.0, config.1),
@@ -434,14 +503,17 @@ pub fn throughput_groups_for_plot(results: &[ThroughputResult]) -> Vec<RepeatGro
             label: format!("{} B ×{}", config.0, config.1),
             columns: [
                 (BATCHED, "tickbox batched", false),
+                (RAW_PUSHPULL_BATCHED, "push/pull batched", true),
+                (RAW_PUBSUB_BATCHED, "pub/sub batched", true),
                 ("tickbox", "tickbox", false),
                 ("raw-pushpull", "push/pull", true),
                 ("raw-pubsub", "pub/sub", true),
             ]
             .into_iter()
-            .map(|(system, label, baseline)| RepeatColumn {
+            .map(|(system, label, raw)| RepeatColumn {
                 label: label.to_string(),
-                baseline,
+                baseline: raw,
+                raw,
                 values: throughput_values(results, system, config, |r| r.msgs_per_s),
                 // Back-pressured (no-drop) runs count what arrived; nothing is dropped to count as lost.
                 lost: 0,

@@ -203,6 +203,12 @@ pub enum Pattern {
     /// The Guide's pathological publisher: one message for every topic (each symbol's quote and trade), then
     /// one message every `pathological_interval` to a random topic. Late joiners see almost nothing
     /// unless an LVC serves them the cached values.
+    ///
+    /// Its burst is the point of the pattern, so it is never lost on the publisher's side: each shard waits for
+    /// at least one subscriber (`wait_for_subscribers` of at least 1, with no deadline: until the LVC, or
+    /// whoever, subscribes, or the feed is stopped) and sends under `back_pressure = "block"`, whatever those
+    /// fields say. A burst sent before anyone listens, or into a full queue, would leave the cache without
+    /// most topics and test nothing.
     Pathological,
 }
 
@@ -369,10 +375,29 @@ impl FeedConfig {
         }
     }
 
-    /// Whether shard sockets are XPUBs (which see subscriptions): for `no_drop`, `wait_for_subscribers` and
-    /// `batch = "auto"`.
+    /// The configuration a shard runs with: the pathological pattern's rules applied (it waits for a subscriber
+    /// and never drops, see [`Pattern::Pathological`]).
+    pub fn resolved(mut self) -> Self {
+        if self.pattern == Pattern::Pathological {
+            self.wait_for_subscribers = self.wait_for_subscribers.max(1);
+            self.no_drop = true;
+        }
+        self
+    }
+
+    /// Whether the wait for subscribers before the first message has a deadline (`subscriber_wait`): every
+    /// pattern but the pathological one, which waits until someone subscribes.
+    pub fn subscriber_wait_deadline(&self) -> Option<std::time::Duration> {
+        (self.pattern != Pattern::Pathological).then_some(self.subscriber_wait.0)
+    }
+
+    /// Whether shard sockets are XPUBs (which see subscriptions): for `no_drop`, `wait_for_subscribers`,
+    /// `batch = "auto"`, and shards that connect (so a feed connected to nothing knows it delivered to no one).
     pub fn uses_xpub(&self) -> bool {
-        self.no_drop || self.wait_for_subscribers > 0 || self.batch == BatchMode::Auto
+        self.no_drop
+            || self.wait_for_subscribers > 0
+            || self.batch == BatchMode::Auto
+            || self.shards.iter().any(|s| s.connect)
     }
 
     /// The pacing of one shard that carries `share` (0..=1) of the total activity.

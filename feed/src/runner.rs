@@ -29,7 +29,7 @@ impl Feed {
     pub fn start(gate: &tickbox_auth::Gate, config: FeedConfig) -> Result<FeedHandle, FeedError> {
         config.validate()?;
         gate.check_serves(&config.security)?;
-        let config = Arc::new(config);
+        let config = Arc::new(config.resolved());
         let universe = Arc::new(Universe::from_config(&config));
         let stop = Arc::new(AtomicBool::new(false));
         let (ready_tx, ready_rx) = mpsc::channel();
@@ -191,6 +191,8 @@ pub(crate) struct LiveCounters {
     batch_buffers_allocated: AtomicU64,
     last_sequence: AtomicU64,
     subscriptions: AtomicU64,
+    /// The most subscriptions seen at once (0: nobody ever subscribed).
+    peak_subscriptions: AtomicU64,
     finished: AtomicBool,
     /// The core the shard thread is pinned to, plus one (0: not pinned).
     pub(crate) pinned_core: AtomicU64,
@@ -364,6 +366,9 @@ pub struct PublisherShardReport {
     /// Data messages counted in `counts` that libzmq still held for a subscriber when the shard closed (after
     /// its drain, or the interrupt grace), dropped at the close: see [`Publisher::undelivered`].
     pub undelivered: u64,
+    /// Whether any subscriber was subscribed at some point of the run: known on an XPUB shard (one that
+    /// connects, blocks, waits for subscribers or batches), `None` on a plain PUB, which cannot tell.
+    pub subscribed: Option<bool>,
 }
 
 impl PublisherShardReport {
@@ -408,6 +413,16 @@ impl FeedReport {
     /// Subscribers still connected when their shard closed after its drain wait, summed over the shards.
     pub fn total_subscribers_at_close(&self) -> u64 {
         self.shards.iter().map(|s| s.subscribers_at_close).sum()
+    }
+
+    /// Data messages sent while no subscriber was there on any shard, when every shard could tell (XPUB shards)
+    /// and none ever had a subscriber: a feed that connected to nothing, as `replay`'s "delivered to no
+    /// subscriber". `None` when something was delivered, nothing was sent, or a shard could not tell.
+    pub fn delivered_to_nobody(&self) -> Option<u64> {
+        let sent: u64 = self.shards.iter().map(|s| s.counts.data()).sum();
+        let nobody =
+            !self.shards.is_empty() && self.shards.iter().all(|s| s.subscribed == Some(false));
+        (nobody && sent > 0).then_some(sent)
     }
 
     /// Data messages sent but still queued in libzmq when their shard closed (dropped), over all shards.
@@ -648,6 +663,9 @@ impl ShardRun<'_> {
                         // Between steps, with nothing batched: a new prefix subscriber is seen within one step.
                         self.drain_subscriptions(&publisher, &mut tally);
                         publisher.set_batching(tally.all_read_batches())?;
+                    } else if xpub {
+                        // A flat-out shard never waits: its subscriber count is kept here, between steps.
+                        self.drain_subscriptions(&publisher, &mut tally);
                     }
                     last_send_ns = mono();
                     self.live.publish(&publisher);
@@ -722,6 +740,7 @@ impl ShardRun<'_> {
             unsent,
             subscribers_at_close,
             undelivered,
+            subscribed: xpub.then(|| self.live.peak_subscriptions.load(Ordering::Relaxed) > 0),
         })
     }
 
@@ -734,16 +753,28 @@ impl ShardRun<'_> {
         self.live
             .subscriptions
             .store(tally.subscribers(), Ordering::Relaxed);
+        self.live
+            .peak_subscriptions
+            .fetch_max(tally.subscribers(), Ordering::Relaxed);
     }
 
     fn wait_for_subscribers(&self, publisher: &Publisher, tally: &mut SubscriptionTally) {
         let want = self.config.wait_for_subscribers as u64;
-        let deadline = Instant::now() + self.config.subscriber_wait.0;
+        let deadline = self
+            .config
+            .subscriber_wait_deadline()
+            .map(|wait| Instant::now() + wait);
+        if deadline.is_none() {
+            tracing::info!(
+                shard = self.shard,
+                "waiting for {want} subscriber(s) before the first message"
+            );
+        }
         while self.live.subscriptions.load(Ordering::Relaxed) < want {
             if self.stop.load(Ordering::Relaxed) {
                 return;
             }
-            if Instant::now() >= deadline {
+            if deadline.is_some_and(|d| Instant::now() >= d) {
                 tracing::warn!(
                     shard = self.shard,
                     "only {} of {want} subscriptions after {}; starting anyway",
@@ -797,6 +828,7 @@ mod report_tests {
                 unsent: 0,
                 subscribers_at_close: 0,
                 undelivered: 0,
+                subscribed: None,
             }],
             target_rate,
             source: None,

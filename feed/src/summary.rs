@@ -42,6 +42,9 @@ pub struct FeedSummary {
     pub subscribers_at_close: u64,
     /// Messages still queued in libzmq at the close (dropped).
     pub undelivered: u64,
+    /// Messages sent while no shard ever had a subscriber (a feed connected to nothing); 0 otherwise, or when a
+    /// shard could not tell (a plain PUB).
+    pub delivered_to_nobody: u64,
     /// Per shard.
     pub shards: Vec<FeedShardSummary>,
 }
@@ -110,6 +113,7 @@ impl FeedSummary {
             unsent: report.total_unsent(),
             subscribers_at_close: report.total_subscribers_at_close(),
             undelivered: report.total_undelivered(),
+            delivered_to_nobody: report.delivered_to_nobody().unwrap_or(0),
             shards: report
                 .shards
                 .iter()
@@ -465,6 +469,7 @@ mod tests {
             unsent: 0,
             subscribers_at_close: 1,
             undelivered,
+            subscribed: None,
         }
     }
 

@@ -8,6 +8,7 @@ use std::time::Instant;
 use tickbox_wire::{batch_records, Flags, Header, Kind, MessageRef, BATCH_TOPIC};
 
 use super::cache::{CachedValue, LastValueCache, Store};
+use super::sequences::{KnownLoss, Sequences};
 use super::{LvcConfig, MalformedPolicy};
 
 /// Whether the proxy sends an upstream frame on to subscribers.
@@ -144,6 +145,12 @@ pub struct LvcStats {
     /// Upstream messages refused because their publisher id is not bound to the key that sent them
     /// (`[security.publishers]`): never cached, tapped or forwarded.
     pub forged_refused: u64,
+    /// Per-publisher sequence accounting, summed ([`crate::sequences`]): gaps between publishers and the proxy,
+    /// and what publishers sent before the proxy first heard them.
+    pub sequences: crate::sequences::SequenceTotals,
+    /// Snapshot replies that ended while the cache knew it lacked values (`missed` or `dropped` in a version 2
+    /// end marker; a version 1 client cannot be told, so these are also logged).
+    pub snapshot_lacking: u64,
 }
 
 impl LvcStats {
@@ -173,6 +180,7 @@ impl LvcStats {
         self.snapshot_abandoned = c.abandoned;
         self.snapshot_malformed = c.malformed;
         self.snapshot_active = c.active;
+        self.snapshot_lacking = c.lacking;
     }
 }
 
@@ -185,7 +193,8 @@ impl fmt::Display for LvcStats {
              downstream_other={} tap_subscriptions={} subs_refused={} prefixes_refused={} bursts_capped={} \
              multipart_forwarded={} multipart_cached={} snapshot_requests={} snapshot_values={} \
              snapshot_completed={} snapshot_truncated={} snapshot_refused={} snapshot_abandoned={} \
-             snapshot_malformed={} forged_refused={} batches_in={} batches_out={} tap_batches={}",
+             snapshot_malformed={} forged_refused={} batches_in={} batches_out={} tap_batches={} publishers={} \
+             sequences_missing={} gaps={} missed_before_join={} snapshot_lacking={}",
             self.messages_in,
             self.messages_out,
             self.cached_sent,
@@ -220,6 +229,11 @@ impl fmt::Display for LvcStats {
             self.batches_in,
             self.batches_out,
             self.tap_batches,
+            self.sequences.publishers,
+            self.sequences.missing,
+            self.sequences.gap_events,
+            self.sequences.missed_before_join,
+            self.snapshot_lacking,
         )
     }
 }
@@ -297,6 +311,8 @@ pub struct LvcEngine {
     max_entry_bytes: usize,
     /// Who of the XPUB's subscribers reads batch frames.
     readers: BatchReaders,
+    /// Every publisher's sequence, as every hop accounts it.
+    sequences: Sequences,
     stats: LvcStats,
 }
 
@@ -342,6 +358,7 @@ impl LvcEngine {
             pending: PendingMultipart::default(),
             max_entry_bytes: config.max_entry_bytes,
             readers: BatchReaders::new(config.max_downstream_prefixes),
+            sequences: Sequences::new(),
             stats: LvcStats::default(),
         }
     }
@@ -409,6 +426,7 @@ impl LvcEngine {
             Ok(msg) => msg,
             Err(err) => return self.malformed(&err),
         };
+        self.sequences.on_message(&msg);
         if self.cache_disabled
             || (!self.cache_everything && !self.own.iter().any(|p| frame.starts_with(p)))
         {
@@ -709,7 +727,23 @@ impl LvcEngine {
         let mut stats = self.stats;
         stats.topics_cached = self.cache.len() as u64;
         stats.cache_bytes = self.cache.bytes() as u64;
+        stats.sequences = self.sequences.totals();
         stats
+    }
+
+    /// The per-publisher sequence accounts.
+    pub fn sequences(&self) -> &Sequences {
+        &self.sequences
+    }
+
+    /// What the cache knows it lacks now: messages it never received, values it let go.
+    pub fn known_loss(&self) -> KnownLoss {
+        KnownLoss {
+            missed: self.sequences.missed(),
+            dropped: self.stats.cache_evicted
+                + self.stats.cache_rejected
+                + self.stats.cache_too_large,
+        }
     }
 
     pub(crate) fn stats_mut(&mut self) -> &mut LvcStats {

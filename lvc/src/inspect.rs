@@ -32,7 +32,7 @@ pub enum InspectError {
 }
 
 /// What the inspector saw.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct InspectStats {
     /// Frames received (a multipart message counts its first frame).
     pub frames: u64,
@@ -43,6 +43,9 @@ pub struct InspectStats {
     /// Publisher sequences missing (only counted when subscribed to everything).
     pub missed: u64,
 }
+
+/// A run that has received nothing says so this long after it started.
+pub const SILENCE_WARNING: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// How to inspect.
 #[derive(Debug, Clone)]
@@ -247,7 +250,19 @@ pub fn run(
     );
     let started = Instant::now();
     let mut msg = zmq::Message::new();
+    let mut silence_said = false;
     while !stop.load(Ordering::SeqCst) && opts.duration.is_none_or(|d| started.elapsed() < d) {
+        if !silence_said && started.elapsed() >= SILENCE_WARNING {
+            silence_said = true;
+            if inspector.stats().frames == 0 {
+                tracing::warn!(
+                    "nothing received from {} in {:?}: is the endpoint right (an LVC's --tap, or a publisher), and \
+                     is anything passing through it?",
+                    opts.connect,
+                    SILENCE_WARNING
+                );
+            }
+        }
         // Ctrl-C or SIGTERM interrupting the poll is a wake-up to check `stop`, not a failure.
         let ready = match sub.poll(zmq::POLLIN, 100) {
             Err(zmq::Error::EINTR) => 0,

@@ -146,6 +146,7 @@ mod proxy;
 #[allow(unsafe_code)] // FFI to libzmq's zmq_msg_t; each block states its invariant.
 mod raw;
 pub mod report;
+pub mod sequences;
 pub mod snapshot;
 pub mod tap;
 

@@ -40,6 +40,7 @@ pub struct LvcHandle {
     endpoints: LvcEndpoints,
     stop: Arc<AtomicBool>,
     shared: Arc<Mutex<LvcStats>>,
+    accounts: Arc<crate::sequences::SharedAccounts>,
     thread: Option<JoinHandle<Result<LvcStats, LvcError>>>,
 }
 
@@ -59,6 +60,21 @@ impl LvcHandle {
         LvcMetrics {
             shared: Arc::clone(&self.shared),
         }
+    }
+
+    /// Every publisher's sequence totals, as plain counters (refreshed with [`Self::stats`]).
+    pub fn sequence_counters(&self) -> Arc<crate::sequences::SequenceCounters> {
+        self.accounts.counters()
+    }
+
+    /// Every publisher's account, as of at most ~50 ms ago.
+    pub fn publishers(&self) -> Vec<crate::sequences::PublisherAccount> {
+        self.accounts.publishers()
+    }
+
+    /// What the proxy publishes of its accounts, readable after [`Self::join`] (then final).
+    pub fn publishers_handle(&self) -> Arc<crate::sequences::SharedAccounts> {
+        Arc::clone(&self.accounts)
     }
 
     /// Asks the proxy to stop (it notices within 100 ms).
@@ -111,10 +127,12 @@ pub fn spawn(gate: &tickbox_auth::Gate, config: LvcConfig) -> Result<LvcHandle, 
     let gate = gate.clone();
     let stop = Arc::new(AtomicBool::new(false));
     let shared = Arc::new(Mutex::new(LvcStats::default()));
+    let accounts = Arc::new(crate::sequences::SharedAccounts::default());
     let (ready_tx, ready_rx) = mpsc::channel();
     let thread = {
         let stop = Arc::clone(&stop);
         let shared = Arc::clone(&shared);
+        let accounts = Arc::clone(&accounts);
         std::thread::Builder::new()
             .name("lvc-proxy".into())
             .spawn(move || {
@@ -129,9 +147,10 @@ pub fn spawn(gate: &tickbox_auth::Gate, config: LvcConfig) -> Result<LvcHandle, 
                         return Err(LvcError::StartFailed);
                     }
                 };
-                let result = proxy.run(&stop, &shared);
+                let result = proxy.run(&stop, &shared, &accounts);
                 let stats = proxy.stats();
                 *shared.lock().unwrap_or_else(|e| e.into_inner()) = stats;
+                accounts.publish(proxy.engine.sequences());
                 tracing::info!("lvc final: {stats}");
                 result.map(|()| stats)
             })
@@ -142,6 +161,7 @@ pub fn spawn(gate: &tickbox_auth::Gate, config: LvcConfig) -> Result<LvcHandle, 
             endpoints,
             stop,
             shared,
+            accounts,
             thread: Some(thread),
         }),
         Ok(Err(err)) => {
@@ -460,7 +480,12 @@ impl Proxy {
         stats
     }
 
-    fn run(&mut self, stop: &AtomicBool, shared: &Mutex<LvcStats>) -> Result<(), LvcError> {
+    fn run(
+        &mut self,
+        stop: &AtomicBool,
+        shared: &Mutex<LvcStats>,
+        accounts: &crate::sequences::SharedAccounts,
+    ) -> Result<(), LvcError> {
         let mut last_publish = Instant::now();
         let mut last_log = Instant::now();
         while !stop.load(Ordering::Relaxed) {
@@ -524,6 +549,7 @@ impl Proxy {
             let now = Instant::now();
             if now.duration_since(last_publish) >= PUBLISH_EVERY {
                 *shared.lock().unwrap_or_else(|e| e.into_inner()) = self.stats();
+                accounts.publish(self.engine.sequences());
                 last_publish = now;
             }
             if let Some(every) = self.stats_interval {
@@ -1029,7 +1055,11 @@ impl Proxy {
             side.in_message = false;
             let answer = match parsed {
                 Ok(request) => side.server.admit(&side.peer, request),
-                Err(err) => Some(side.server.malformed(side.parser.request_id(), err)),
+                Err(err) => Some(side.server.malformed(
+                    side.parser.request_id(),
+                    side.parser.version(),
+                    err,
+                )),
             };
             if let Some(end) = answer {
                 // Best effort: a client that does not read misses its refusal, which is counted anyway.
@@ -1059,9 +1089,14 @@ impl Proxy {
             slice,
             ..
         } = side;
-        let sent = server.serve(self.engine.cache(), Instant::now(), *slice, |peer, item| {
-            send_reply(router, scratch, peer, item)
-        });
+        let loss = self.engine.known_loss();
+        let sent = server.serve(
+            self.engine.cache(),
+            loss,
+            Instant::now(),
+            *slice,
+            |peer, item| send_reply(router, scratch, peer, item),
+        );
         side.progress = sent > 0;
     }
 
@@ -1125,11 +1160,11 @@ fn send_reply(
     peer: &[u8],
     item: ReplyItem<'_>,
 ) -> SendOutcome {
-    let end: [u8; super::snapshot::END_LEN];
+    let end: super::snapshot::EndFrame;
     let single: Option<&[u8]> = match item {
         ReplyItem::End(e) => {
             end = e.encode();
-            Some(&end)
+            Some(&*end)
         }
         ReplyItem::Value(CachedValue::Frame(frame)) => {
             scratch.clear();

@@ -113,7 +113,17 @@ impl LvcStats {
             ("snapshot refused", s.snapshot_refused),
             ("snapshot abandoned", s.snapshot_abandoned),
             ("snapshot malformed", s.snapshot_malformed),
+            ("snapshot lacking", s.snapshot_lacking),
             ("forged refused", s.forged_refused),
+            ("publishers", s.sequences.publishers),
+            ("publisher messages", s.sequences.received),
+            ("missing (gaps)", s.sequences.missing),
+            ("gaps", s.sequences.gap_events),
+            ("missed before join", s.sequences.missed_before_join),
+            ("duplicates", s.sequences.duplicates),
+            ("restarts", s.sequences.restarts),
+            ("anomalies", s.sequences.anomalies),
+            ("untracked", s.sequences.untracked),
         ] {
             if name == "tap dropped" && tap_drop == TapDrop::PerConsumer {
                 let _ = writeln!(out, "{name:<22} {:>14}", "per-consumer");
@@ -123,6 +133,40 @@ impl LvcStats {
         }
         out
     }
+}
+
+/// The per-publisher table of `tickbox lvc`'s summary: what the proxy received of each publisher and what it
+/// knows it lacks (empty when no publisher was heard).
+pub fn publishers_table(accounts: &[crate::sequences::PublisherAccount]) -> String {
+    if accounts.is_empty() {
+        return String::new();
+    }
+    let mut out = format!(
+        "{:>10} {:>12} {:>10} {:>6} {:>18} {:>10} {:>8} {:>9}\n",
+        "publisher",
+        "received",
+        "missing",
+        "gaps",
+        "missed before join",
+        "duplicates",
+        "restarts",
+        "anomalies"
+    );
+    for a in accounts {
+        let _ = writeln!(
+            out,
+            "{:>10} {:>12} {:>10} {:>6} {:>18} {:>10} {:>8} {:>9}",
+            a.publisher,
+            a.received,
+            a.missing,
+            a.gap_events,
+            a.missed_before_join,
+            a.duplicates,
+            a.restarts,
+            a.anomalies
+        );
+    }
+    out
 }
 
 #[cfg(test)]
@@ -138,11 +182,12 @@ mod tests {
             ..LvcStats::default()
         };
         let table = stats.table(TapDrop::PerConsumer);
-        assert_eq!(table.lines().count(), 28);
+        assert_eq!(table.lines().count(), 38);
         assert!(table.starts_with(&format!("{:<22} {:>14}\n", "lvc", "count")));
         assert!(table.contains(&format!("{:<22} {:>14}\n", "messages in", 12)));
         assert!(table.contains(&format!("{:<22} {:>14}\n", "tap dropped", "per-consumer")));
-        assert!(table.ends_with(&format!("{:<22} {:>14}\n", "forged refused", 3)));
+        assert!(table.contains(&format!("{:<22} {:>14}\n", "forged refused", 3)));
+        assert!(table.ends_with(&format!("{:<22} {:>14}\n", "untracked", 0)));
         let counted = stats.table(TapDrop::Counted);
         assert!(counted.contains(&format!("{:<22} {:>14}\n", "tap dropped", 0)));
     }

@@ -1,21 +1,31 @@
 //! The snapshot channel: a late joiner asks the proxy for the cached values of its topic prefixes and gets them,
 //! on a ROUTER socket beside the XPUB, sent to it alone (the Clone pattern's snapshot, for an LVC).
 //!
-//! **Protocol, version 1** (also in `docs/book/src/lvc-snapshot.md`). The client is a DEALER; every frame below is one
+//! **Protocol, version 2** (also in `docs/book/src/lvc-snapshot.md`). The client is a DEALER; every frame below is one
 //! ZeroMQ frame (the ROUTER's routing frame is added and removed by libzmq and is not part of the protocol).
 //!
 //! ```text
 //! request  (client -> proxy, one multipart message):
-//!   frame 0  "TBSNAP" 0x01 'G' request_id:u64le           16 bytes
+//!   frame 0  "TBSNAP" version 'G' request_id:u64le        16 bytes (version 0x02, or 0x01)
 //!   frame 1.. one topic prefix per frame (1 to snapshot_max_prefixes, each at most max_subscription_bytes;
 //!             "" is everything; ZeroMQ's raw prefix rule, as a SUB subscription)
 //! reply    (proxy -> that client only, zero or more value messages, then the end marker):
 //!   value    a tickbox frame marked CACHED, as one frame (exactly what the XPUB's cached burst sends), or a
 //!            plain multipart value [topic][value...] as the publisher sent it (always 2 frames or more)
-//!   end      "TBSNAP" 0x01 'E' request_id:u64le sent:u64le status:u8    one frame, 25 bytes
+//!   end      "TBSNAP" 0x01 'E' request_id:u64le sent:u64le status:u8    one frame, 25 bytes (version 1)
+//!            "TBSNAP" 0x02 'E' request_id:u64le sent:u64le status:u8 missed:u64le dropped:u64le
+//!                                                                       one frame, 41 bytes (version 2)
 //!            status 0 complete, 1 truncated (snapshot_max_values reached), 2 busy (refused: this client
-//!            already has a reply in progress, or snapshot_max_clients are being served), 3 malformed request
+//!            already has a reply in progress, or snapshot_max_clients are being served), 3 malformed request;
+//!            missed: publisher messages the proxy never received (gaps, and what was sent before it first
+//!            heard a publisher's session); dropped: values its cache let go (evicted, refused, too large)
 //! ```
+//!
+//! **Versions.** Version 2 adds only what the cache knows it lacks (`missed`, `dropped`): a reply may be complete
+//! (every cached value sent) while the cache itself is not the whole stream. A proxy answers each request in the
+//! request's version, so a version 1 client keeps getting 25-byte markers (it cannot be told; the proxy counts
+//! such replies in `snapshot_lacking` and logs them). A version 2 client asking a version 1 proxy gets `malformed`
+//! with request id 0 (that proxy reads only version 1 heads) and asks again in version 1, once.
 //!
 //! The end marker is one frame that is never a valid tickbox frame (tickbox frames start with their own header,
 //! which `TBSNAP` is not), and a cached multipart value always has two frames or more, so a client tells the
@@ -37,17 +47,22 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use super::cache::{CachedValue, LastValueCache};
+pub use super::sequences::KnownLoss;
 
 /// The first six bytes of every control frame of the protocol.
 pub const MAGIC: &[u8; 6] = b"TBSNAP";
-/// The protocol version this build speaks.
-pub const VERSION: u8 = 1;
+/// The protocol version this build speaks (it also answers version 1 requests, in version 1).
+pub const VERSION: u8 = 2;
+/// The first version: its end marker has no `missed` and `dropped`.
+pub const VERSION_1: u8 = 1;
 const CMD_GET: u8 = b'G';
 const CMD_END: u8 = b'E';
 /// Length of a request's first frame.
 pub const REQUEST_HEAD_LEN: usize = 16;
-/// Length of the end marker.
+/// Length of a version 1 end marker.
 pub const END_LEN: usize = 25;
+/// Length of a version 2 end marker.
+pub const END_LEN_V2: usize = 41;
 
 /// How a reply ended, as the end marker says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -85,43 +100,98 @@ pub struct End {
     pub sent: u64,
     /// Why the reply ended.
     pub status: EndStatus,
+    /// What the cache knew it lacked when the reply ended: present in a version 2 marker, `None` in version 1
+    /// (the proxy could not say).
+    pub loss: Option<KnownLoss>,
+}
+
+/// An end marker's bytes (25 for version 1, 41 for version 2).
+#[derive(Debug, Clone, Copy)]
+pub struct EndFrame {
+    bytes: [u8; END_LEN_V2],
+    len: usize,
+}
+
+impl std::ops::Deref for EndFrame {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
 }
 
 impl End {
-    /// The marker as its one frame.
-    pub fn encode(&self) -> [u8; END_LEN] {
-        let mut out = [0u8; END_LEN];
-        out[..6].copy_from_slice(MAGIC);
-        out[6] = VERSION;
-        out[7] = CMD_END;
-        out[8..16].copy_from_slice(&self.request_id.to_le_bytes());
-        out[16..24].copy_from_slice(&self.sent.to_le_bytes());
-        out[24] = self.status as u8;
-        out
+    /// The marker as its one frame: version 2 when it carries a [`KnownLoss`], version 1 otherwise.
+    pub fn encode(&self) -> EndFrame {
+        let mut bytes = [0u8; END_LEN_V2];
+        bytes[..6].copy_from_slice(MAGIC);
+        bytes[6] = if self.loss.is_some() {
+            VERSION
+        } else {
+            VERSION_1
+        };
+        bytes[7] = CMD_END;
+        bytes[8..16].copy_from_slice(&self.request_id.to_le_bytes());
+        bytes[16..24].copy_from_slice(&self.sent.to_le_bytes());
+        bytes[24] = self.status as u8;
+        let len = match self.loss {
+            Some(loss) => {
+                bytes[25..33].copy_from_slice(&loss.missed.to_le_bytes());
+                bytes[33..41].copy_from_slice(&loss.dropped.to_le_bytes());
+                END_LEN_V2
+            }
+            None => END_LEN,
+        };
+        EndFrame { bytes, len }
     }
 
-    /// Reads an end marker; `None` if `frame` is not one of this version.
+    /// Reads an end marker of either version; `None` if `frame` is not one.
     pub fn decode(frame: &[u8]) -> Option<End> {
-        if frame.len() != END_LEN
-            || &frame[..6] != MAGIC
-            || frame[6] != VERSION
-            || frame[7] != CMD_END
-        {
+        let expected = match frame.get(6) {
+            Some(&VERSION_1) => END_LEN,
+            Some(&VERSION) => END_LEN_V2,
+            _ => return None,
+        };
+        if frame.len() != expected || &frame[..6] != MAGIC || frame[7] != CMD_END {
             return None;
         }
+        let u64_at = |at: usize| {
+            frame
+                .get(at..at + 8)?
+                .try_into()
+                .ok()
+                .map(u64::from_le_bytes)
+        };
+        let loss = if expected == END_LEN_V2 {
+            Some(KnownLoss {
+                missed: u64_at(25)?,
+                dropped: u64_at(33)?,
+            })
+        } else {
+            None
+        };
         Some(End {
-            request_id: u64::from_le_bytes(frame[8..16].try_into().ok()?),
-            sent: u64::from_le_bytes(frame[16..24].try_into().ok()?),
+            request_id: u64_at(8)?,
+            sent: u64_at(16)?,
             status: EndStatus::from_byte(frame[24])?,
+            loss,
         })
     }
 }
 
-/// A request's frames: the head, then one frame per prefix.
+/// A request's frames in the current version: the head, then one frame per prefix.
 pub fn encode_request<P: AsRef<[u8]>>(request_id: u64, prefixes: &[P]) -> Vec<Vec<u8>> {
+    encode_request_in(VERSION, request_id, prefixes)
+}
+
+/// A request's frames in `version` (1 or 2).
+pub fn encode_request_in<P: AsRef<[u8]>>(
+    version: u8,
+    request_id: u64,
+    prefixes: &[P],
+) -> Vec<Vec<u8>> {
     let mut head = Vec::with_capacity(REQUEST_HEAD_LEN);
     head.extend_from_slice(MAGIC);
-    head.push(VERSION);
+    head.push(version);
     head.push(CMD_GET);
     head.extend_from_slice(&request_id.to_le_bytes());
     std::iter::once(head)
@@ -134,6 +204,8 @@ pub fn encode_request<P: AsRef<[u8]>>(request_id: u64, prefixes: &[P]) -> Vec<Ve
 pub struct Request {
     /// The client's id for this request, echoed in the end marker.
     pub request_id: u64,
+    /// The protocol version it was asked in: the reply's end marker is in the same version.
+    pub version: u8,
     /// The prefixes asked for, duplicates and prefixes covered by another one removed.
     pub prefixes: Vec<Box<[u8]>>,
 }
@@ -141,7 +213,7 @@ pub struct Request {
 /// Why a request was refused as malformed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum RequestError {
-    /// The first frame is not a version-1 `GET` head.
+    /// The first frame is not a `GET` head of version 1 or 2.
     #[error("not a snapshot request head (magic, version or command)")]
     BadHead,
     /// No prefix frame followed the head.
@@ -164,6 +236,8 @@ pub struct RequestParser {
     /// Parts of the current message seen so far (0: the next part is a head).
     parts: usize,
     request_id: u64,
+    /// The version of the head read (1 until a head is read).
+    version: u8,
     prefixes: Vec<Box<[u8]>>,
     error: Option<RequestError>,
 }
@@ -176,6 +250,7 @@ impl RequestParser {
             max_prefix_bytes,
             parts: 0,
             request_id: 0,
+            version: VERSION_1,
             prefixes: Vec::new(),
             error: None,
         }
@@ -187,8 +262,12 @@ impl RequestParser {
         if self.error.is_none() {
             if self.parts == 0 {
                 self.request_id = 0;
+                self.version = VERSION_1;
                 match parse_head(part) {
-                    Some(id) => self.request_id = id,
+                    Some((id, version)) => {
+                        self.request_id = id;
+                        self.version = version;
+                    }
                     None => self.error = Some(RequestError::BadHead),
                 }
             } else if part.len() > self.max_prefix_bytes {
@@ -213,6 +292,7 @@ impl RequestParser {
             None if prefixes.is_empty() => Err(RequestError::NoPrefixes),
             None => Ok(Request {
                 request_id: self.request_id,
+                version: self.version,
                 prefixes: minimal_prefixes(prefixes),
             }),
         })
@@ -223,24 +303,31 @@ impl RequestParser {
         self.request_id
     }
 
+    /// The version of the message being parsed (1 when its head was unreadable: the malformed reply is then
+    /// one every client reads).
+    pub fn version(&self) -> u8 {
+        self.version
+    }
+
     /// Forgets a message in progress (its sender is gone).
     pub fn reset(&mut self) {
         self.parts = 0;
         self.request_id = 0;
+        self.version = VERSION_1;
         self.prefixes.clear();
         self.error = None;
     }
 }
 
-fn parse_head(part: &[u8]) -> Option<u64> {
+fn parse_head(part: &[u8]) -> Option<(u64, u8)> {
     if part.len() != REQUEST_HEAD_LEN
         || &part[..6] != MAGIC
-        || part[6] != VERSION
+        || !matches!(part[6], VERSION_1 | VERSION)
         || part[7] != CMD_GET
     {
         return None;
     }
-    Some(u64::from_le_bytes(part[8..16].try_into().ok()?))
+    Some((u64::from_le_bytes(part[8..16].try_into().ok()?), part[6]))
 }
 
 /// Removes duplicates and prefixes another one covers, keeping request order otherwise: each cached value is
@@ -293,6 +380,8 @@ pub struct SnapshotCounters {
     pub malformed: u64,
     /// Replies in progress now.
     pub active: u64,
+    /// Replies that ended (complete or truncated) while the cache knew it lacked values.
+    pub lacking: u64,
 }
 
 /// What one send on the snapshot socket did.
@@ -318,6 +407,8 @@ pub enum ReplyItem<'a> {
 struct Session {
     peer: Box<[u8]>,
     request_id: u64,
+    /// The request's protocol version, which its end marker keeps.
+    version: u8,
     prefixes: Vec<Box<[u8]>>,
     /// Index of the prefix being served.
     prefix: usize,
@@ -361,7 +452,7 @@ impl SnapshotServer {
 
     /// A malformed request was read (counted, logged at the 1st, 2nd, 4th... occurrence). Returns the end marker
     /// to answer it with.
-    pub fn malformed(&mut self, request_id: u64, err: RequestError) -> End {
+    pub fn malformed(&mut self, request_id: u64, version: u8, err: RequestError) -> End {
         self.counters.malformed += 1;
         if self.counters.malformed.is_power_of_two() {
             tracing::warn!(
@@ -373,6 +464,7 @@ impl SnapshotServer {
             request_id,
             sent: 0,
             status: EndStatus::Malformed,
+            loss: (version >= VERSION).then(KnownLoss::default),
         }
     }
 
@@ -394,11 +486,13 @@ impl SnapshotServer {
                 request_id: request.request_id,
                 sent: 0,
                 status: EndStatus::Busy,
+                loss: (request.version >= VERSION).then(KnownLoss::default),
             });
         }
         self.sessions.push_back(Session {
             peer: peer.into(),
             request_id: request.request_id,
+            version: request.version,
             prefixes: request.prefixes,
             prefix: 0,
             after: None,
@@ -409,11 +503,13 @@ impl SnapshotServer {
     }
 
     /// Sends at most `budget` messages over the replies in progress, taking them in turn (the first reply
-    /// served this time goes last next time). `send(peer, item)` sends one message without waiting.
+    /// served this time goes last next time). `send(peer, item)` sends one message without waiting. `loss` is
+    /// what the cache knows it lacks now; a reply that ends carries it (version 2) or is counted (version 1).
     /// Returns how many messages went out.
     pub fn serve(
         &mut self,
         cache: &LastValueCache,
+        loss: KnownLoss,
         now: Instant,
         budget: usize,
         mut send: impl FnMut(&[u8], ReplyItem<'_>) -> SendOutcome,
@@ -428,7 +524,7 @@ impl SnapshotServer {
                 self.sessions.push_front(session);
                 break;
             }
-            match self.serve_one(&mut session, cache, now, budget - spent, &mut send) {
+            match self.serve_one(&mut session, cache, loss, now, budget - spent, &mut send) {
                 (n, Verdict::Continue) => {
                     spent += n;
                     self.sessions.push_back(session);
@@ -455,6 +551,7 @@ impl SnapshotServer {
         &mut self,
         s: &mut Session,
         cache: &LastValueCache,
+        loss: KnownLoss,
         now: Instant,
         budget: usize,
         send: &mut impl FnMut(&[u8], ReplyItem<'_>) -> SendOutcome,
@@ -483,10 +580,12 @@ impl SnapshotServer {
                     request_id: s.request_id,
                     sent: s.sent,
                     status: EndStatus::Complete,
+                    loss: (s.version >= VERSION).then_some(loss),
                 };
                 return match send(&s.peer, ReplyItem::End(end)) {
                     SendOutcome::Sent => {
                         self.counters.completed += 1;
+                        self.note_lacking(s, loss);
                         (spent + 1, Verdict::Done)
                     }
                     other => blocked(s, other, spent),
@@ -505,10 +604,12 @@ impl SnapshotServer {
                     request_id: s.request_id,
                     sent: s.sent,
                     status: EndStatus::Truncated,
+                    loss: (s.version >= VERSION).then_some(loss),
                 };
                 return match send(&s.peer, ReplyItem::End(end)) {
                     SendOutcome::Sent => {
                         self.counters.truncated += 1;
+                        self.note_lacking(s, loss);
                         tracing::warn!(
                             sent = s.sent,
                             "snapshot reply truncated at snapshot_max_values"
@@ -537,6 +638,27 @@ impl SnapshotServer {
     }
 }
 
+impl SnapshotServer {
+    /// Counts a reply that ended while the cache knew it lacked values, and logs it (a version 1 client is not
+    /// told) at the 1st, 2nd, 4th... such reply.
+    fn note_lacking(&mut self, s: &Session, loss: KnownLoss) {
+        if loss.is_none() {
+            return;
+        }
+        self.counters.lacking += 1;
+        if self.counters.lacking.is_power_of_two() {
+            tracing::warn!(
+                total = self.counters.lacking,
+                missed = loss.missed,
+                dropped = loss.dropped,
+                version = s.version,
+                "snapshot served while the cache lacks values (publisher messages it never received, values \
+                 it let go); a version 1 client is not told"
+            );
+        }
+    }
+}
+
 enum Verdict {
     Continue,
     Done,
@@ -550,8 +672,12 @@ enum Verdict {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FetchStatus {
-    /// Every matching value arrived (the end marker said complete and its count matches what arrived).
+    /// Every matching value arrived (the end marker said complete and its count matches what arrived), and the
+    /// proxy knew of nothing its cache lacked (or, a version 1 proxy, could not say).
     Complete,
+    /// Every cached value arrived, but the proxy said its cache lacks values (publisher messages it never
+    /// received, values it let go; [`SnapshotOutcome::loss`]): some topics' last values may be missing or old.
+    CacheIncomplete,
     /// The proxy cut the reply short (`snapshot_max_values`).
     Truncated,
     /// The proxy refused the request (busy).
@@ -577,6 +703,9 @@ pub struct SnapshotOutcome {
     pub sent: Option<u64>,
     /// Time from the request to the end marker (or to the timeout).
     pub elapsed_ns: u64,
+    /// What the proxy said its cache lacked (a version 2 end marker); `None` without a marker or from a version
+    /// 1 proxy.
+    pub loss: Option<KnownLoss>,
 }
 
 impl SnapshotOutcome {
@@ -595,6 +724,9 @@ pub enum ClientEvent {
     End(End),
     /// An end marker of another request (an earlier, abandoned one): ignore the message.
     Stale,
+    /// The proxy speaks only version 1 (it answered our version 2 head `malformed`, request id 0): send the
+    /// request again, now in version 1 ([`SnapshotClient::request`] does).
+    AskAgainInVersion1,
 }
 
 /// The client's side of the protocol, without sockets: builds the request and sorts the reply's messages.
@@ -602,6 +734,8 @@ pub enum ClientEvent {
 pub struct SnapshotClient {
     request_id: u64,
     received: u64,
+    /// The version the request is (or is to be) sent in: [`VERSION`], until a version 1 proxy says otherwise.
+    version: u8,
 }
 
 impl SnapshotClient {
@@ -610,18 +744,30 @@ impl SnapshotClient {
         Self {
             request_id,
             received: 0,
+            version: VERSION,
         }
     }
 
-    /// The request's frames.
+    /// The request's frames, in the version this client asks in now.
     pub fn request<P: AsRef<[u8]>>(&self, prefixes: &[P]) -> Vec<Vec<u8>> {
-        encode_request(self.request_id, prefixes)
+        encode_request_in(self.version, self.request_id, prefixes)
     }
 
     /// Sorts one reply message, given its first frame and whether it has more frames.
     pub fn on_message(&mut self, first: &[u8], multipart: bool) -> ClientEvent {
         if !multipart {
             if let Some(end) = End::decode(first) {
+                // A version 1 proxy reads our version 2 head as malformed (request id 0, since it could not read
+                // the id): ask again in its version, once.
+                if end.status == EndStatus::Malformed
+                    && end.request_id == 0
+                    && end.loss.is_none()
+                    && self.version != VERSION_1
+                    && self.received == 0
+                {
+                    self.version = VERSION_1;
+                    return ClientEvent::AskAgainInVersion1;
+                }
                 // Request id 0: the proxy could not read ours (malformed head); still the answer to us.
                 return if end.request_id == self.request_id || end.request_id == 0 {
                     ClientEvent::End(end)
@@ -644,8 +790,11 @@ impl SnapshotClient {
         let status = match end {
             None => FetchStatus::TimedOut,
             Some(end) => match end.status {
-                EndStatus::Complete if end.sent == self.received => FetchStatus::Complete,
-                EndStatus::Complete => FetchStatus::CountMismatch,
+                EndStatus::Complete if end.sent != self.received => FetchStatus::CountMismatch,
+                EndStatus::Complete if end.loss.is_some_and(|l| !l.is_none()) => {
+                    FetchStatus::CacheIncomplete
+                }
+                EndStatus::Complete => FetchStatus::Complete,
                 EndStatus::Truncated => FetchStatus::Truncated,
                 EndStatus::Busy => FetchStatus::Busy,
                 EndStatus::Malformed => FetchStatus::Malformed,
@@ -656,6 +805,7 @@ impl SnapshotClient {
             received: self.received,
             sent: end.map(|e| e.sent),
             elapsed_ns: u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX),
+            loss: end.and_then(|e| e.loss),
         }
     }
 }
@@ -686,6 +836,8 @@ fn zerr(what: &'static str) -> impl FnOnce(zmq::Error) -> SnapshotError {
 pub struct SnapshotRequester {
     socket: zmq::Socket,
     client: SnapshotClient,
+    /// The prefixes asked for, kept to ask again in version 1 of an old proxy.
+    prefixes: Vec<Vec<u8>>,
     started: Instant,
     deadline: Instant,
     outcome: Option<SnapshotOutcome>,
@@ -713,19 +865,19 @@ impl SnapshotRequester {
         let started = Instant::now();
         let request_id = request_id(started);
         let client = SnapshotClient::new(request_id);
-        let everything: [&[u8]; 1] = [b""];
-        let frames = if prefixes.is_empty() {
-            client.request(&everything)
+        let prefixes: Vec<Vec<u8>> = if prefixes.is_empty() {
+            vec![Vec::new()]
         } else {
-            client.request(prefixes)
+            prefixes.iter().map(|p| p.as_ref().to_vec()).collect()
         };
         // A DEALER queues the request until the connection is up; never blocks here (fresh pipe, one message).
         socket
-            .send_multipart(frames, zmq::DONTWAIT)
+            .send_multipart(client.request(&prefixes), zmq::DONTWAIT)
             .map_err(zerr("sending the request"))?;
         Ok(Self {
             socket,
             client,
+            prefixes,
             started,
             deadline: started + timeout,
             outcome: None,
@@ -770,6 +922,15 @@ impl SnapshotRequester {
             match self.client.on_message(&parts[0], parts.len() > 1) {
                 ClientEvent::Value => on_value(parts),
                 ClientEvent::Stale => {}
+                ClientEvent::AskAgainInVersion1 => {
+                    tracing::debug!(
+                        "the LVC speaks snapshot protocol version 1: asking again in it"
+                    );
+                    // One message on a pipe that just delivered: queued at once. A failure shows as a timeout.
+                    let _ = self
+                        .socket
+                        .send_multipart(self.client.request(&self.prefixes), zmq::DONTWAIT);
+                }
                 ClientEvent::End(end) => {
                     let outcome = self.client.outcome(Some(end), self.started.elapsed());
                     self.outcome = Some(outcome);
@@ -870,9 +1031,17 @@ mod tests {
             Err(RequestError::PrefixTooLong)
         );
         let mut head = encode_request(1, &["a"]);
-        head[0][6] = 2; // a future version
+        head[0][6] = 3; // a future version
         assert_eq!(frames_to_parser(&mut p, &head), Err(RequestError::BadHead));
-        assert!(frames_to_parser(&mut p, &encode_request(9, &["a"])).is_ok());
+        assert_eq!(
+            p.version(),
+            VERSION_1,
+            "an unreadable head is answered in version 1"
+        );
+        let r = frames_to_parser(&mut p, &encode_request(9, &["a"])).unwrap();
+        assert_eq!(r.version, VERSION);
+        let r = frames_to_parser(&mut p, &encode_request_in(VERSION_1, 9, &["a"])).unwrap();
+        assert_eq!(r.version, VERSION_1, "version 1 heads are still read");
     }
 
     #[test]
@@ -881,13 +1050,31 @@ mod tests {
             request_id: 5,
             sent: 1234,
             status: EndStatus::Truncated,
+            loss: None,
         };
         let frame = end.encode();
+        assert_eq!(frame.len(), END_LEN);
         assert_eq!(End::decode(&frame), Some(end));
         assert!(tickbox_wire::MessageRef::decode(&frame).is_err());
-        let mut bad = frame;
+        let mut bad = frame.to_vec();
         bad[24] = 9;
         assert_eq!(End::decode(&bad), None);
+        let v2 = End {
+            loss: Some(KnownLoss {
+                missed: 7,
+                dropped: 1,
+            }),
+            ..end
+        };
+        let frame2 = v2.encode();
+        assert_eq!(frame2.len(), END_LEN_V2);
+        assert_eq!(End::decode(&frame2), Some(v2));
+        assert_eq!(
+            End::decode(&frame2[..END_LEN]),
+            None,
+            "a cut version 2 marker"
+        );
+        assert!(tickbox_wire::MessageRef::decode(&frame2).is_err());
         let mut client = SnapshotClient::new(5);
         assert_eq!(client.on_message(b"Q.A", true), ClientEvent::Value);
         // The same bytes as the second frame of a multipart value are a value, not a marker.
@@ -921,6 +1108,51 @@ mod tests {
             client.outcome(None, Duration::ZERO).status,
             FetchStatus::TimedOut
         );
+        let lacking = client.outcome(
+            Some(End {
+                status: EndStatus::Complete,
+                sent: 2,
+                ..v2
+            }),
+            Duration::ZERO,
+        );
+        assert_eq!(lacking.status, FetchStatus::CacheIncomplete);
+        assert!(!lacking.is_complete());
+        assert_eq!(lacking.loss, v2.loss);
+        let whole = client.outcome(
+            Some(End {
+                status: EndStatus::Complete,
+                sent: 2,
+                loss: Some(KnownLoss::default()),
+                ..end
+            }),
+            Duration::ZERO,
+        );
+        assert_eq!(whole.status, FetchStatus::Complete);
+    }
+
+    #[test]
+    fn a_version_2_client_asks_a_version_1_proxy_again_in_version_1() {
+        let mut client = SnapshotClient::new(5);
+        assert_eq!(client.request(&[""])[0][6], VERSION);
+        // What a version 1 proxy answers to a head it cannot read.
+        let old = End {
+            request_id: 0,
+            sent: 0,
+            status: EndStatus::Malformed,
+            loss: None,
+        }
+        .encode();
+        assert_eq!(
+            client.on_message(&old, false),
+            ClientEvent::AskAgainInVersion1
+        );
+        assert_eq!(client.request(&[""])[0][6], VERSION_1);
+        // Once only: the same answer to the version 1 request is the outcome.
+        assert!(matches!(
+            client.on_message(&old, false),
+            ClientEvent::End(_)
+        ));
     }
 
     fn cache_with(topics: &[&str]) -> LastValueCache {
@@ -945,6 +1177,7 @@ mod tests {
         let mut server = SnapshotServer::new(limits());
         let request = Request {
             request_id: 3,
+            version: VERSION,
             prefixes: vec![b"Q."[..].into()],
         };
         assert_eq!(server.admit(b"peer", request.clone()), None);
@@ -954,19 +1187,48 @@ mod tests {
             got.push(match item {
                 ReplyItem::Value(CachedValue::Frame(f)) => String::from_utf8_lossy(f).into_owned(),
                 ReplyItem::Value(CachedValue::Multipart(_)) => "multipart".into(),
-                ReplyItem::End(end) => format!("end {} {:?}", end.sent, end.status),
+                ReplyItem::End(end) => format!("end {} {:?} {:?}", end.sent, end.status, end.loss),
             });
             SendOutcome::Sent
         };
-        assert_eq!(server.serve(&cache, now, 2, &mut take), 2);
+        let loss = KnownLoss {
+            missed: 2000,
+            dropped: 0,
+        };
+        assert_eq!(server.serve(&cache, loss, now, 2, &mut take), 2);
         // A key inserted before the resume point is not sent; one after it is.
         cache.store(b"Q.0", b"Q.0");
         cache.store(b"Q.D", b"Q.D");
-        assert_eq!(server.serve(&cache, now, 10, &mut take), 3);
-        assert_eq!(got, vec!["Q.A", "Q.B", "Q.C", "Q.D", "end 4 Complete"]);
+        assert_eq!(server.serve(&cache, loss, now, 10, &mut take), 3);
+        assert_eq!(
+            got,
+            vec![
+                "Q.A",
+                "Q.B",
+                "Q.C",
+                "Q.D",
+                "end 4 Complete Some(KnownLoss { missed: 2000, dropped: 0 })"
+            ]
+        );
         assert!(!server.is_busy());
         assert_eq!(server.counters().completed, 1);
         assert_eq!(server.counters().values, 4);
+        assert_eq!(server.counters().lacking, 1);
+        // A version 1 client gets a version 1 marker: it cannot be told, and the reply is still counted.
+        let v1 = Request {
+            version: VERSION_1,
+            ..request
+        };
+        assert_eq!(server.admit(b"peer", v1), None);
+        let mut end = None;
+        server.serve(&cache, loss, now, 10, |_, item| {
+            if let ReplyItem::End(e) = item {
+                end = Some(e);
+            }
+            SendOutcome::Sent
+        });
+        assert_eq!(end.map(|e| (e.sent, e.loss)), Some((5, None)));
+        assert_eq!(server.counters().lacking, 2);
     }
 
     #[test]
@@ -978,6 +1240,7 @@ mod tests {
         });
         let req = |id| Request {
             request_id: id,
+            version: VERSION,
             prefixes: vec![b""[..].into()],
         };
         assert_eq!(server.admit(b"a", req(1)), None);
@@ -1004,17 +1267,25 @@ mod tests {
             }
             SendOutcome::Sent
         };
-        server.serve(&cache, t0, 100, &mut send);
+        server.serve(&cache, KnownLoss::default(), t0, 100, &mut send);
         let ends = ends.borrow().clone();
         assert_eq!(ends.len(), 1);
         assert_eq!((ends[0].status, ends[0].sent), (EndStatus::Truncated, 2));
         assert!(server.is_busy(), "b's reply waits for room");
-        server.serve(&cache, t0 + Duration::from_millis(200), 100, &mut send);
+        server.serve(
+            &cache,
+            KnownLoss::default(),
+            t0 + Duration::from_millis(200),
+            100,
+            &mut send,
+        );
         assert!(!server.is_busy(), "b stalled past the timeout: abandoned");
         let c = server.counters();
         assert_eq!((c.refused, c.abandoned, c.truncated), (2, 1, 1));
         assert_eq!(server.admit(b"d", req(5)), None);
-        server.serve(&cache, t0, 100, |_, _| SendOutcome::Gone);
+        server.serve(&cache, KnownLoss::default(), t0, 100, |_, _| {
+            SendOutcome::Gone
+        });
         assert_eq!(server.counters().abandoned, 2);
     }
 }

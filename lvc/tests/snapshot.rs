@@ -11,7 +11,9 @@ mod lvc_util;
 use std::time::{Duration, Instant};
 
 use lvc_util::*;
-use tickbox_lvc::snapshot::{encode_request, fetch, End, EndStatus, FetchStatus};
+use tickbox_lvc::snapshot::{
+    encode_request, encode_request_in, fetch, End, EndStatus, FetchStatus,
+};
 use tickbox_lvc::{LateJoiners, LvcConfig};
 
 const SECOND: Duration = Duration::from_secs(1);
@@ -359,5 +361,122 @@ fn a_snapshot_that_gets_no_answer_times_out_as_an_outcome() {
     assert!(
         silent.poll(zmq::POLLIN, 1000).unwrap() > 0,
         "the request was sent"
+    );
+}
+
+#[test]
+fn a_cache_that_missed_a_publishers_first_values_says_so_to_version_2_and_counts_version_1() {
+    let ctx = zmq::Context::new();
+    let publisher = TestPub::bind(&ctx);
+    let lvc = start(
+        &ctx,
+        snapshot_config(&publisher.endpoint, LateJoiners::Snapshot),
+        &publisher,
+    );
+    let snap = lvc.endpoints().snapshot.clone().expect("snapshot bound");
+    // Publisher 1 sent sequences 1..=100 before the proxy heard it (as a publisher started first does): the proxy
+    // first hears 101, then loses 103..=104.
+    for seq in [101u64, 102, 105] {
+        publisher.send(&quote_frame(&format!("Q.X.S{seq}"), 1, seq, seq, 1));
+    }
+    assert!(wait_until(5 * SECOND, || lvc.stats().messages_in == 3));
+    let stats = lvc.stats();
+    assert_eq!(stats.sequences.missed_before_join, 100, "{stats}");
+    assert_eq!(
+        (stats.sequences.missing, stats.sequences.gap_events),
+        (2, 1)
+    );
+    let accounts = lvc.publishers();
+    assert_eq!(accounts.len(), 1);
+    assert_eq!(
+        (
+            accounts[0].publisher,
+            accounts[0].received,
+            accounts[0].missing
+        ),
+        (1, 3, 2)
+    );
+    assert_eq!(lvc.sequence_counters().load().missed_before_join, 100);
+
+    // A version 2 client: every cached value, and the count of what the cache lacks.
+    let (outcome, values) = snapshot(&ctx, &snap, &[""]);
+    assert_eq!(values.len(), 3);
+    assert_eq!(outcome.status, FetchStatus::CacheIncomplete, "{outcome:?}");
+    let loss = outcome.loss.expect("a version 2 end marker");
+    assert_eq!((loss.missed, loss.dropped), (102, 0));
+
+    // A version 1 client (an older subscriber) gets the 25-byte marker it reads, status complete; the proxy
+    // counts that it could not say.
+    let old = ctx.socket(zmq::DEALER).unwrap();
+    old.set_linger(0).unwrap();
+    old.connect(&snap).unwrap();
+    old.send_multipart(encode_request_in(1, 77, &[""]), 0)
+        .unwrap();
+    let mut end = None;
+    let deadline = Instant::now() + 5 * SECOND;
+    while end.is_none() && Instant::now() < deadline {
+        if old.poll(zmq::POLLIN, 50).unwrap() > 0 {
+            let parts = old.recv_multipart(0).unwrap();
+            if parts.len() == 1 && parts[0].starts_with(b"TBSNAP") {
+                assert_eq!(parts[0].len(), tickbox_lvc::snapshot::END_LEN);
+                end = End::decode(&parts[0]);
+            }
+        }
+    }
+    let end = end.expect("an end marker");
+    assert_eq!(
+        (end.request_id, end.sent, end.status, end.loss),
+        (77, 3, EndStatus::Complete, None)
+    );
+    assert!(wait_until(2 * SECOND, || lvc.stats().snapshot_lacking == 2));
+}
+
+#[test]
+fn a_version_2_client_gets_its_values_from_a_version_1_proxy() {
+    // A proxy of the first version: it reads only version 1 heads and answers anything else `malformed` with
+    // request id 0, as that version does.
+    let ctx = zmq::Context::new();
+    let router = ctx.socket(zmq::ROUTER).unwrap();
+    router.set_linger(0).unwrap();
+    router.bind("tcp://127.0.0.1:*").unwrap();
+    let endpoint = router.get_last_endpoint().unwrap().unwrap();
+    let old_proxy = std::thread::spawn(move || {
+        let mut heads = Vec::new();
+        let deadline = Instant::now() + 10 * SECOND;
+        while heads.len() < 2 && Instant::now() < deadline {
+            if router.poll(zmq::POLLIN, 50).unwrap() == 0 {
+                continue;
+            }
+            let parts = router.recv_multipart(0).unwrap();
+            let (peer, head) = (&parts[0], &parts[1]);
+            heads.push(head[6]);
+            let id = u64::from_le_bytes(head[8..16].try_into().unwrap());
+            let mut end = tickbox_lvc::snapshot::MAGIC.to_vec();
+            end.extend_from_slice(&[1, b'E']);
+            if head[6] == 1 {
+                let value = quote_frame("Q.X.OLD", 1, 1, 1, 5);
+                router.send_multipart([peer.as_slice(), &value], 0).unwrap();
+                end.extend_from_slice(&id.to_le_bytes());
+                end.extend_from_slice(&1u64.to_le_bytes());
+                end.push(0);
+            } else {
+                end.extend_from_slice(&0u64.to_le_bytes());
+                end.extend_from_slice(&0u64.to_le_bytes());
+                end.push(3);
+            }
+            router.send_multipart([peer.as_slice(), &end], 0).unwrap();
+        }
+        heads
+    });
+    let (outcome, values) = snapshot(&ctx, &endpoint, &[""]);
+    assert_eq!(outcome.status, FetchStatus::Complete, "{outcome:?}");
+    assert_eq!(
+        (values.len(), outcome.sent, outcome.loss),
+        (1, Some(1), None)
+    );
+    assert_eq!(
+        old_proxy.join().unwrap(),
+        vec![2, 1],
+        "asked in version 2, then 1"
     );
 }

@@ -476,8 +476,11 @@ impl HistoryServer {
 
     /// `asker` cannot be reached or is not reading what it asked for: forgotten and counted.
     fn unreachable(&mut self, asker: &[u8]) {
-        self.report.askers_unreachable += 1;
-        self.cursors.remove(asker);
+        // Once per asker: later sends to one already forgotten (a refusal, an end marker) fail too, and counting
+        // each made one vanished asker read as several.
+        if self.cursors.remove(asker).is_some() {
+            self.report.askers_unreachable += 1;
+        }
         self.engine.finish(asker);
     }
 

@@ -16,15 +16,15 @@
 //! read in between that fall outside the selection are skipped before pacing and counted, never sent.
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::path::Path;
 use std::time::Duration;
 
 use jiff::civil;
-/// Re-exported so the CLI names zones without its own jiff dependency.
-pub use jiff::tz::TimeZone;
 use jiff::Timestamp;
 use tickbox_journal::JournalError;
+/// The time grammar lives in `tickbox_units` (one grammar for every `--from/--to`); re-exported here, where the
+/// replay's selection uses it.
+pub use tickbox_units::{format_in_zone, parse_zone, TimeZone, When};
 
 use crate::history_reader::HistoryReader;
 use tickbox_wire::{Header, Kind, MessageRef};
@@ -36,20 +36,9 @@ pub const CLOCK_SLACK: Duration = Duration::from_secs(5);
 /// What the time and selection flags can get wrong.
 #[derive(Debug, thiserror::Error)]
 pub enum SelectionError {
-    /// The text is none of the time forms.
-    #[error("{input:?} is not a time: {reason}")]
-    Time {
-        /// The text as given.
-        input: String,
-        /// Why it does not parse, or what it lacks.
-        reason: String,
-    },
-    /// `--tz` names no zone of the time-zone database.
-    #[error("{name:?} is not a time zone: use an IANA name such as America/New_York, Europe/London or UTC")]
-    Zone {
-        /// The name as given.
-        name: String,
-    },
+    /// A time or a zone that does not parse or resolve (the message names the input and lists the forms).
+    #[error(transparent)]
+    Units(#[from] tickbox_units::UnitsError),
     /// `from` is not before `to`.
     #[error("empty range: --from {from} is not before --to {to}")]
     EmptyRange {
@@ -73,146 +62,6 @@ pub enum SelectionError {
         /// Why.
         source: Box<SelectionError>,
     },
-}
-
-const FORMS: &str = "use RFC 3339 (2026-11-24T14:30:00Z, 2026-11-24T09:30:00-05:00), a local date-time \
-                     (2026-11-24 09:30:00) or a time of day (09:30, 09:30:00.5) in --tz, ns since the epoch, \
-                     or +DURATION after the first record";
-
-/// A time zone by IANA name (`America/New_York`), or `UTC`.
-pub fn parse_zone(name: &str) -> Result<TimeZone, SelectionError> {
-    let name = name.trim();
-    if name.eq_ignore_ascii_case("utc") || name == "Z" {
-        return Ok(TimeZone::UTC);
-    }
-    TimeZone::get(name).map_err(|_| SelectionError::Zone {
-        name: name.to_owned(),
-    })
-}
-
-/// A parsed `--from`/`--to` value; [`When::resolve`] turns it into ns since the epoch.
-#[derive(Debug, Clone, PartialEq)]
-pub enum When {
-    /// Already absolute (RFC 3339 with an offset, or ns since the epoch).
-    At(u64),
-    /// This long after the journal's first record (origin time).
-    AfterFirst(Duration),
-    /// A wall-clock date-time in the chosen zone.
-    Local(civil::DateTime),
-    /// A time of day in the chosen zone, on the journal's first day there.
-    TimeOfDay(civil::Time),
-}
-
-impl When {
-    /// Parses every form in the module documentation; the error lists them.
-    pub fn parse(input: &str) -> Result<When, SelectionError> {
-        let t = input.trim();
-        let err = |reason: String| SelectionError::Time {
-            input: input.to_owned(),
-            reason,
-        };
-        if let Some(rest) = t.strip_prefix('+') {
-            return tickbox_units::parse_duration(rest)
-                .map(When::AfterFirst)
-                .map_err(|e| err(e.to_string()));
-        }
-        if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) {
-            return t
-                .parse()
-                .map(When::At)
-                .map_err(|_| err("out of range".into()));
-        }
-        if let Ok(ts) = t.parse::<Timestamp>() {
-            return ns_of(ts).map(When::At).map_err(err);
-        }
-        // A date-time with a zone name but no offset (`...[America/New_York]`) is not accepted silently in UTC.
-        if t.contains('[') {
-            return Err(err(format!(
-                "give the zone with --tz, not in brackets; {FORMS}"
-            )));
-        }
-        if t.len() > 8 && t.as_bytes().get(4) == Some(&b'-') {
-            return t
-                .parse::<civil::DateTime>()
-                .map(When::Local)
-                .map_err(|e| err(format!("{e}; {FORMS}")));
-        }
-        if t.contains(':') {
-            return t
-                .parse::<civil::Time>()
-                .map(When::TimeOfDay)
-                .map_err(|e| err(format!("{e}; {FORMS}")));
-        }
-        Err(err(FORMS.to_owned()))
-    }
-
-    /// Whether resolving needs the journal's first origin time.
-    pub fn needs_first(&self) -> bool {
-        matches!(self, When::AfterFirst(_) | When::TimeOfDay(_))
-    }
-
-    /// ns since the epoch: local forms in `tz`; `first` (the journal's first origin time, `None` for an empty
-    /// journal) anchors `+DURATION` and times of day.
-    pub fn resolve(&self, tz: &TimeZone, first: Option<u64>) -> Result<u64, SelectionError> {
-        let no_first = |what: &str| SelectionError::Time {
-            input: self.to_string(),
-            reason: format!("{what} needs the journal's first record, and the journal is empty"),
-        };
-        match self {
-            When::At(ns) => Ok(*ns),
-            When::AfterFirst(d) => {
-                let first = first.ok_or_else(|| no_first("a +DURATION time"))?;
-                Ok(first.saturating_add(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)))
-            }
-            When::Local(dt) => self.local(tz, *dt),
-            When::TimeOfDay(time) => {
-                let first = first.ok_or_else(|| no_first("a time of day"))?;
-                let day = timestamp_of(first).to_zoned(tz.clone()).date();
-                self.local(tz, day.to_datetime(*time))
-            }
-        }
-    }
-
-    fn local(&self, tz: &TimeZone, dt: civil::DateTime) -> Result<u64, SelectionError> {
-        let err = |reason: String| SelectionError::Time {
-            input: self.to_string(),
-            reason,
-        };
-        let zoned = tz
-            .to_ambiguous_zoned(dt)
-            .compatible()
-            .map_err(|e| err(e.to_string()))?;
-        ns_of(zoned.timestamp()).map_err(err)
-    }
-}
-
-impl fmt::Display for When {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            When::At(ns) => write!(f, "{ns}"),
-            When::AfterFirst(d) => write!(f, "+{d:?}"),
-            When::Local(dt) => write!(f, "{dt}"),
-            When::TimeOfDay(t) => write!(f, "{t}"),
-        }
-    }
-}
-
-fn ns_of(ts: Timestamp) -> Result<u64, String> {
-    u64::try_from(ts.as_nanosecond()).map_err(|_| "before 1970 or after 2554".to_owned())
-}
-
-fn timestamp_of(ns: u64) -> Timestamp {
-    // Every u64 of ns (up to 2554) is inside jiff's range, so this never falls back.
-    Timestamp::from_nanosecond(i128::from(ns)).unwrap_or(Timestamp::UNIX_EPOCH)
-}
-
-/// `ns` as a readable time in `tz`, to the millisecond, with the zone's abbreviation (`2026-11-24 09:30:00.000
-/// EST`).
-pub fn format_in_zone(ns: u64, tz: &TimeZone) -> String {
-    timestamp_of(ns)
-        .to_zoned(tz.clone())
-        .strftime("%Y-%m-%d %H:%M:%S%.3f %Z")
-        .to_string()
 }
 
 /// Which records a replay sends: by topic prefix and by origin time. Checked once per record, allocation-free.
@@ -493,7 +342,7 @@ impl ReplayPlan {
                 .transpose()
                 .map_err(|e| SelectionError::Flag {
                     flag,
-                    source: Box::new(e),
+                    source: Box::new(e.into()),
                 })
         };
         let selection = ReplaySelection::new(
@@ -560,7 +409,7 @@ mod tests {
     const OPEN_UTC: u64 = 1_795_530_600_000_000_000;
 
     fn resolve(s: &str, tz: &str, first: Option<u64>) -> Result<u64, SelectionError> {
-        When::parse(s)?.resolve(&parse_zone(tz)?, first)
+        Ok(When::parse(s)?.resolve(&parse_zone(tz)?, first)?)
     }
 
     #[test]

@@ -303,6 +303,7 @@ impl Run<'_> {
                 unsent: 0,
                 subscribers_at_close: closing.subscribers_at_close[shard],
                 undelivered: closing.undelivered[shard],
+                subscribed: None,
             })
             .collect();
         Ok(FeedReport {

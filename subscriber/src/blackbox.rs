@@ -337,6 +337,7 @@ impl<W: Worker> Subscriber<W> {
             .map(|(index, c)| LiveShardCounters {
                 index,
                 received: c.received.load(Ordering::Relaxed),
+                handshakes: c.handshakes.load(Ordering::Relaxed),
                 forwarded: c.forwarded.load(Ordering::Relaxed),
                 gaps: c.gaps.load(Ordering::Relaxed),
                 late: c.late.load(Ordering::Relaxed),

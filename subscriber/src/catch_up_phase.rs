@@ -223,7 +223,7 @@ impl CatchUpSummary {
             self.seam.duplicates_at_seam,
             self.seam.holes.len(),
             self.reasks,
-            tickbox_units::format_size(self.seam.peak_held_bytes),
+            tickbox_units::format_size_approx(self.seam.peak_held_bytes),
             if seam.is_empty() { "none".to_owned() } else { seam.join(", ") },
             if more > 0 { format!(" and {more} more") } else { String::new() },
         )

@@ -1,5 +1,6 @@
-//! When a subscriber's run ends: `--idle-exit` (stop once frames have stopped arriving for a while, after the first
-//! one), `--duration`, a trip, a failed worker, a signal. The clocks are plain values fed the received count and
+//! When a subscriber's run ends: `--idle-exit` (stop once no frame has arrived for a while: since the last one, or
+//! since the start when none ever came), `--duration`, a trip, a failed worker, a signal; and when a run that has
+//! received nothing says so ([`SilenceWatch`]). The clocks are plain values fed the received count and
 //! the time, so every loop that runs subscribers (one subscriber, a shard group) applies the same rule and the
 //! rule is tested without sockets.
 
@@ -16,7 +17,8 @@ pub struct IdleClock {
 }
 
 impl IdleClock {
-    /// A clock that trips `limit` after the last new frame; it cannot trip before the first frame.
+    /// A clock that trips `limit` after the last new frame, or `limit` after `now` when no frame comes at all (a
+    /// wrong endpoint or `--topics` must not leave an `--idle-exit` run waiting forever).
     pub fn new(limit: Duration, now: Instant) -> Self {
         IdleClock {
             limit,
@@ -30,14 +32,15 @@ impl IdleClock {
         self.limit
     }
 
-    /// Feeds the total frames received so far; true once at least one frame arrived and none has for `limit`.
+    /// Feeds the total frames received so far; true once none has arrived for `limit` (since the last, or since
+    /// the clock was made).
     pub fn is_idle(&mut self, received: u64, now: Instant) -> bool {
         if received != self.received {
             self.received = received;
             self.since = now;
             return false;
         }
-        received > 0 && now.saturating_duration_since(self.since) >= self.limit
+        now.saturating_duration_since(self.since) >= self.limit
     }
 
     /// Frames are arriving that the count does not show yet (live records held while catching up): not idle, and
@@ -61,6 +64,61 @@ pub enum RunEnd {
     Duration,
     /// `--idle-exit`: no frame for the idle limit.
     Idle,
+}
+
+/// After this long without a single frame, a run says so (once), naming what it knows of its connections.
+pub const SILENCE_WARNING: Duration = Duration::from_secs(3);
+
+/// Why a run has received nothing, as far as its shards know.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Silence {
+    /// These shards (by index) have never completed a handshake: nothing is listening at their endpoints, or the
+    /// publisher refused them (their refusals are logged apart).
+    NotConnected(Vec<usize>),
+    /// Every shard is connected, and nothing came: the publishers send nothing yet, or nothing they send matches
+    /// the subscriptions.
+    NothingSent,
+}
+
+/// Says once, [`SILENCE_WARNING`] into a run, that nothing has arrived, and why as far as the shards know.
+#[derive(Debug, Clone, Copy)]
+pub struct SilenceWatch {
+    start: Instant,
+    said: bool,
+}
+
+impl SilenceWatch {
+    /// A run that began at `now`.
+    pub fn new(now: Instant) -> Self {
+        SilenceWatch {
+            start: now,
+            said: false,
+        }
+    }
+
+    /// Given each shard's (frames received, handshakes completed): the silence to report now, once.
+    pub fn check(&mut self, shards: &[(u64, u64)], now: Instant) -> Option<Silence> {
+        if self.said || now.saturating_duration_since(self.start) < SILENCE_WARNING {
+            return None;
+        }
+        if shards.iter().any(|&(received, _)| received > 0) {
+            // Something arrived: there is nothing to say, now or later.
+            self.said = true;
+            return None;
+        }
+        self.said = true;
+        let unconnected: Vec<usize> = shards
+            .iter()
+            .enumerate()
+            .filter(|(_, &(_, handshakes))| handshakes == 0)
+            .map(|(i, _)| i)
+            .collect();
+        Some(if unconnected.is_empty() {
+            Silence::NothingSent
+        } else {
+            Silence::NotConnected(unconnected)
+        })
+    }
 }
 
 /// What a run loop sees of its subscriber at one look.
@@ -143,10 +201,42 @@ mod tests {
     }
 
     #[test]
-    fn never_idle_before_the_first_frame() {
+    fn idle_when_nothing_ever_arrives() {
         let t0 = Instant::now();
         let mut idle = IdleClock::new(10 * MS, t0);
-        assert!(!idle.is_idle(0, t0 + 1000 * MS));
+        assert!(!idle.is_idle(0, t0 + 9 * MS));
+        assert!(idle.is_idle(0, t0 + 10 * MS));
+    }
+
+    #[test]
+    fn silence_is_said_once_with_what_the_shards_know() {
+        let t0 = Instant::now();
+        let mut w = SilenceWatch::new(t0);
+        assert_eq!(
+            w.check(&[(0, 0), (0, 1)], t0 + 1000 * MS),
+            None,
+            "too early"
+        );
+        assert_eq!(
+            w.check(&[(0, 0), (0, 1)], t0 + SILENCE_WARNING),
+            Some(Silence::NotConnected(vec![0]))
+        );
+        assert_eq!(
+            w.check(&[(0, 0), (0, 1)], t0 + 2 * SILENCE_WARNING),
+            None,
+            "once"
+        );
+        let mut w = SilenceWatch::new(t0);
+        assert_eq!(
+            w.check(&[(0, 2)], t0 + SILENCE_WARNING),
+            Some(Silence::NothingSent)
+        );
+        let mut w = SilenceWatch::new(t0);
+        assert_eq!(
+            w.check(&[(5, 0)], t0 + SILENCE_WARNING),
+            None,
+            "frames came"
+        );
     }
 
     #[test]
@@ -178,7 +268,7 @@ mod tests {
             catching_up,
             ..RunLook::default()
         };
-        assert_eq!(w.check(look(0, false), t0 + 50 * MS), None, "no frame yet");
+        assert_eq!(w.check(look(0, false), t0 + 5 * MS), None, "no frame yet");
         assert_eq!(w.check(look(3, true), t0 + 51 * MS), None);
         // Held while catching up: 40 ms without a counted frame is not idle.
         assert_eq!(w.check(look(3, true), t0 + 90 * MS), None);

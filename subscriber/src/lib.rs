@@ -57,7 +57,7 @@ pub use clock::{
 pub use hdrhistogram::Histogram;
 pub use history_client::{HistoryClient, HistoryClientError, HistoryOutcome};
 pub use hook::SnailHook;
-pub use idle::{IdleClock, RunEnd, RunLook, RunWatch};
+pub use idle::{IdleClock, RunEnd, RunLook, RunWatch, Silence, SilenceWatch, SILENCE_WARNING};
 pub use local::{replay_local, LocalHook, LocalReplayReport, LocalSink};
 pub use metrics::SubscriberMetrics;
 pub use nic::check_nic;

@@ -235,6 +235,8 @@ impl SnapshotPhase {
                 status = ?outcome.status,
                 received = outcome.received,
                 sent = ?outcome.sent,
+                proxy_missed = outcome.loss.map(|l| l.missed),
+                proxy_dropped = outcome.loss.map(|l| l.dropped),
                 "LVC snapshot incomplete: the last values of some topics arrive only with their next update"
             );
         }
@@ -247,6 +249,7 @@ fn failed_outcome() -> SnapshotOutcome {
         received: 0,
         sent: None,
         elapsed_ns: 0,
+        loss: None,
     }
 }
 
@@ -665,6 +668,9 @@ fn receive_loop(
         let found = watch.read(index, now, now_ns());
         core.report.handshakes_refused += found.refused;
         if found.succeeded > 0 {
+            shared.live[index]
+                .handshakes
+                .fetch_add(found.succeeded as u64, Ordering::Relaxed);
             if let Some(phase) = snapshot.as_mut() {
                 phase.on_handshakes(found.succeeded);
             }

@@ -14,6 +14,8 @@ use tickbox_units::format_duration;
 #[repr(align(64))]
 pub(crate) struct LiveShard {
     pub(crate) received: AtomicU64,
+    /// Handshakes the shard's SUB completed (its monitor, read when the SUB runs dry).
+    pub(crate) handshakes: AtomicU64,
     pub(crate) forwarded: AtomicU64,
     pub(crate) gaps: AtomicU64,
     pub(crate) late: AtomicU64,
@@ -38,6 +40,7 @@ impl Default for LiveShard {
     fn default() -> Self {
         LiveShard {
             received: AtomicU64::new(0),
+            handshakes: AtomicU64::new(0),
             forwarded: AtomicU64::new(0),
             gaps: AtomicU64::new(0),
             late: AtomicU64::new(0),
@@ -61,6 +64,9 @@ pub struct LiveShardCounters {
     pub index: usize,
     /// Frames received so far, malformed ones included.
     pub received: u64,
+    /// Handshakes completed with its publishers so far (0: it has never been connected to anything). Read from
+    /// the SUB's monitor when the SUB runs dry, so it may lag a busy shard.
+    pub handshakes: u64,
     /// Decoded messages handed to workers so far.
     pub forwarded: u64,
     /// Gap events (this hop's own losses) so far.

@@ -540,8 +540,11 @@ fn lat(h: &Histogram<u64>) -> [String; 3] {
 }
 
 impl crate::LvcSnapshotReport {
-    /// The `lvc_snapshot` object of the JSON summary: `status` is `complete`, `truncated`, `busy`, `malformed`,
-    /// `count_mismatch`, `timed_out`, `failed`, or `pending` (the subscriber stopped before the reply ended).
+    /// The `lvc_snapshot` object of the JSON summary: `status` is `complete`, `cache_incomplete` (every cached
+    /// value arrived, but the proxy said its cache lacks values: `proxy_missed` publisher messages it never
+    /// received, `proxy_dropped` values it let go), `truncated`, `busy`, `malformed`, `count_mismatch`,
+    /// `timed_out`, `failed`, or `pending` (the subscriber stopped before the reply ended). `proxy_missed` and
+    /// `proxy_dropped` are null when the proxy could not say (snapshot protocol version 1).
     pub fn to_json(&self) -> serde_json::Value {
         match &self.outcome {
             Some(o) => serde_json::json!({
@@ -551,6 +554,8 @@ impl crate::LvcSnapshotReport {
                 "received": o.received,
                 "sent": o.sent,
                 "elapsed_ms": o.elapsed_ns / 1_000_000,
+                "proxy_missed": o.loss.map(|l| l.missed),
+                "proxy_dropped": o.loss.map(|l| l.dropped),
             }),
             None => serde_json::json!({
                 "endpoint": self.endpoint,
@@ -559,6 +564,8 @@ impl crate::LvcSnapshotReport {
                 "received": serde_json::Value::Null,
                 "sent": serde_json::Value::Null,
                 "elapsed_ms": serde_json::Value::Null,
+                "proxy_missed": serde_json::Value::Null,
+                "proxy_dropped": serde_json::Value::Null,
             }),
         }
     }
@@ -572,6 +579,14 @@ impl crate::LvcSnapshotReport {
                 o.elapsed_ns / 1_000_000,
                 self.endpoint
             ),
+            Some(o) if o.status == tickbox_lvc::snapshot::FetchStatus::CacheIncomplete => {
+                let loss = o.loss.unwrap_or_default();
+                format!(
+                    "lvc snapshot: INCOMPLETE, {} values received from {}, every one the proxy held, but its cache \
+                     lacks values: it never received {} publisher messages and let {} values go",
+                    o.received, self.endpoint, loss.missed, loss.dropped
+                )
+            }
             Some(o) => format!(
                 "lvc snapshot: INCOMPLETE ({:?}), {} values received{} from {}",
                 o.status,

@@ -7,7 +7,7 @@ pub(crate) const MAX_WORKERS: usize = 256;
 /// Most shards (`--shards`): one socket, one thread and usually one NIC each.
 pub(crate) const MAX_SHARDS: usize = 64;
 
-/// Most runs of each system a bench repeats (`--repeat`): each is seconds of traffic.
+/// Most runs of each system a bench repeats (`--repeats`): each is seconds of traffic.
 pub(crate) const MAX_REPEAT: usize = 1_000;
 /// Most symbols of a generated universe (`--symbols`): each is a topic, a price walk and cache entries downstream.
 pub(crate) const MAX_SYMBOLS: usize = 1_000_000;
@@ -46,7 +46,7 @@ pub(crate) fn max_connections(s: &str) -> Result<u64, String> {
     Ok(n)
 }
 
-/// `--repeat N`: 1..=[`MAX_REPEAT`].
+/// `--repeats N`: 1..=[`MAX_REPEAT`].
 pub(crate) fn repeat(s: &str) -> Result<usize, String> {
     count(s, "repeats", MAX_REPEAT)
 }

@@ -5,16 +5,21 @@ mod auth_report;
 mod bounds;
 mod cmd;
 mod config;
+#[cfg(test)]
+mod docs_check;
+mod exits;
 mod live;
 mod metrics;
+mod out;
 mod outcome;
 mod shutdown;
+mod spelling;
 mod status;
 mod zk;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{FromArgMatches, Parser, Subcommand};
 
 /// Exit codes shared by every subcommand. Documented here so `--help` shows them.
 pub mod exit_code {
@@ -38,9 +43,27 @@ pub mod exit_code {
     /// `tickbox replay` selected no record (`--topics`, `--from`/`--to`, `--from-seq`/`--to-seq`); the error
     /// says what the journal holds.
     pub const EMPTY_SELECTION: u8 = 9;
+    /// `tickbox bench compare --fail-above`: a figure regressed beyond the ratio, or nothing was comparable.
+    pub const REGRESSION: u8 = 10;
     /// The metrics endpoint could not bind its address (`--metrics`, `[metrics] bind`): taken by another
     /// process, or not this host's; nothing was started.
-    pub const METRICS_BIND: u8 = 10;
+    pub const METRICS_BIND: u8 = 11;
+    /// Every code above and clap's usage error (2), in order.
+    #[allow(dead_code)] // read by the tests of `exits`
+    pub const ALL: [u8; 12] = [
+        OK,
+        ERROR,
+        2,
+        SNAIL,
+        TIMEOUT,
+        CORRUPT,
+        GAPPY,
+        REFUSED,
+        WORKER_FAILED,
+        EMPTY_SELECTION,
+        REGRESSION,
+        METRICS_BIND,
+    ];
 }
 
 /// Endpoint flags are validated before anything is bound, connected or created, so a typo such as
@@ -71,28 +94,37 @@ pub(crate) mod flags {
     }
 }
 
+/// The help heading of the options every command takes, apart from each command's own.
+const GLOBAL: &str = "Global options";
+
+/// The command line as `--help`, `man` and the completions show it: the derive's definition with every command's
+/// exit codes added ([`exits`]).
+pub(crate) fn command() -> clap::Command {
+    exits::annotate(<Cli as clap::CommandFactory>::command())
+}
+
 #[derive(Debug, Parser)]
 #[command(
     name = "tickbox",
     version,
     about = "Market-data pub-sub on ZeroMQ: feed, Black Box subscriber, LVC proxy, recorder/replayer, control plane, bench.",
-    after_help = "Exit codes: 0 ok; 1 error; 2 usage error (unknown flag, bad value); 3 Suicidal Snail fired (message later than --max-lateness, or gap with gap_policy=die); 4 request timed out; 5 journal corrupt; 6 journal intact but incomplete (verify --strict); 7 refused (ctl set/del by the Clone server, or a call answered 403 unauthorised); 8 a worker failed (panicked); 10 the --metrics address is taken.\nLogging: to stderr; -q for warnings and errors only, -v for debug, -vv for trace; RUST_LOG overrides both (e.g. RUST_LOG=tickbox=debug)."
+    after_help = "Logging: to stderr; -q for warnings and errors only, -v for debug, -vv for trace; RUST_LOG overrides both (e.g. RUST_LOG=tickbox=debug)."
 )]
 pub(crate) struct Cli {
     /// TOML deployment config; every field has a default, so it is optional.
-    #[arg(long, global = true, value_name = "PATH")]
+    #[arg(long, global = true, value_name = "PATH", help_heading = GLOBAL)]
     config: Option<std::path::PathBuf>,
 
     /// Only warnings and errors on stderr, and no progress lines.
-    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    #[arg(short, long, global = true, conflicts_with = "verbose", help_heading = GLOBAL)]
     quiet: bool,
 
     /// More log detail on stderr: -v debug, -vv trace.
-    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    #[arg(short, long, global = true, action = clap::ArgAction::Count, help_heading = GLOBAL)]
     verbose: u8,
 
     /// Log line format on stderr: `text` for people, `json` (one object per line) for log shippers.
-    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text, help_heading = GLOBAL)]
     log_format: LogFormat,
 
     #[command(subcommand)]
@@ -170,9 +202,10 @@ pub(crate) fn quiet() -> bool {
 
 fn main() -> ExitCode {
     metrics::mark_start();
-    let cli = Cli::parse();
+    let cli = Cli::from_arg_matches(&command().get_matches()).unwrap_or_else(|e| e.exit());
     let _ = QUIET.set(cli.quiet);
     init_logging(cli.quiet, cli.verbose, cli.log_format);
+    spelling::warn_old_spellings();
     let config = match config::TickboxConfig::load(cli.config.as_deref()) {
         Ok(config) => config,
         Err(err) => {

@@ -166,7 +166,7 @@ pub fn check(topology: &Topology, input: &CheckInput) -> Vec<Finding> {
                 format_cpulist(&offline),
                 format_cpulist(&online)
             ),
-            fix: Some("tickbox tune plan --nics <NICS> --out tickbox.toml   # re-plan on this host".into()),
+            fix: Some("tickbox tune plan --nic <IFACE[,IFACE…]> --out tickbox.toml   # re-plan on this host".into()),
         });
     }
 

@@ -27,6 +27,7 @@ pub use check::{
 pub use cpulist::{format_cpulist, parse_cpulist, CpuListError};
 pub use plan::{plan, Placement, Plan, PlanError, PlanRequest, Role};
 pub use sweep::{
-    median_min_max, DispatchMode, Grid, Pinning, PlanBasis, PointResult, Sample, Stat, SweepPoint,
+    median_min_max, DispatchMode, Grid, Objective, Pinning, PlanBasis, PointResult, Sample, Stat,
+    SweepPoint,
 };
 pub use topology::{Topology, TopologyError};

@@ -142,7 +142,7 @@ impl Plan {
         let mut out = String::new();
         let io_of = |nic: &str| self.io_thread_of(nic);
         out.push_str(&format!(
-            "# tickbox tune plan --nics {} --shards-per-nic {} --workers {}\n",
+            "# tickbox tune plan --nic {} --shards-per-nic {} --workers {}\n",
             self.nics.join(","),
             self.shards_per_nic,
             self.workers_per_nic

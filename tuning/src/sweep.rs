@@ -70,6 +70,42 @@ impl Pinning {
     }
 }
 
+/// What a sweep ranks by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Objective {
+    /// Throughput and tail latency weighed alike, against the defaults: a point's score is its throughput ratio
+    /// divided by its p99 ratio, so ×2 throughput at ×2 p99 scores as the defaults do, and ×1.1 throughput at ×57
+    /// p99 far below them. Points whose latency was not measured rank after those whose was.
+    #[default]
+    Balanced,
+    /// Median throughput; within 2 % of each other, the lower median p99 lateness wins.
+    Throughput,
+    /// Median p99 lateness; within 2 % of each other, the higher median throughput wins.
+    Latency,
+}
+
+impl Objective {
+    /// The CLI spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Objective::Balanced => "balanced",
+            Objective::Throughput => "throughput",
+            Objective::Latency => "latency",
+        }
+    }
+
+    /// Parses the CLI spelling.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "balanced" => Some(Objective::Balanced),
+            "throughput" => Some(Objective::Throughput),
+            "latency" => Some(Objective::Latency),
+            _ => None,
+        }
+    }
+}
+
 /// One configuration of the bench pipeline.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct SweepPoint {
@@ -105,6 +141,18 @@ fn cpus_label(cpus: &[usize]) -> String {
 }
 
 impl SweepPoint {
+    /// What this point changes beyond performance, said plainly; empty when it keeps every guarantee of the
+    /// defaults. Round-robin dispatch gives up the per-symbol order a worker sees.
+    pub fn semantic_changes(&self) -> Vec<&'static str> {
+        let mut changes = Vec::new();
+        if self.dispatch == DispatchMode::RoundRobin {
+            changes.push(
+                "round_robin dispatch: a worker no longer sees each symbol's updates in order",
+            );
+        }
+        changes
+    }
+
     /// A short label: `shards=1 workers=2 hwm=1000 batch=256 rr io=2 pin=io:1,0`.
     pub fn label(&self) -> String {
         let pin = match self.pinning {
@@ -386,6 +434,8 @@ impl PointResult {
 pub fn run<E>(
     points: &[SweepPoint],
     repeats: usize,
+    objective: Objective,
+    defaults: &SweepPoint,
     mut measure: impl FnMut(&SweepPoint, usize) -> Result<Sample, E>,
 ) -> Result<Vec<PointResult>, E> {
     let mut samples: Vec<Vec<Sample>> = vec![Vec::with_capacity(repeats); points.len()];
@@ -400,24 +450,85 @@ pub fn run<E>(
         .zip(samples)
         .map(|(p, s)| PointResult::of(p, s))
         .collect();
-    rank(&mut results);
+    rank(&mut results, objective, defaults);
     Ok(results)
 }
 
-/// Best first: highest median throughput; within 2 % of each other, the lower median p99 lateness wins.
-pub fn rank(results: &mut [PointResult]) {
-    results.sort_by(|a, b| {
-        let ta = a.throughput.map_or(0.0, |s| s.median);
-        let tb = b.throughput.map_or(0.0, |s| s.median);
-        let close = (ta - tb).abs() <= 0.02 * ta.max(tb);
-        if close {
-            let pa = a.p99_us.map_or(f64::INFINITY, |s| s.median);
-            let pb = b.p99_us.map_or(f64::INFINITY, |s| s.median);
-            pa.total_cmp(&pb).then(tb.total_cmp(&ta))
-        } else {
-            tb.total_cmp(&ta)
+/// A point's score under `objective`, higher is better: for [`Objective::Balanced`] its throughput ratio over its
+/// p99 ratio against `base` (the defaults' medians); `None` when it lacks a figure the objective needs.
+pub fn score(r: &PointResult, objective: Objective, base: Option<&PointResult>) -> Option<f64> {
+    let t = r.throughput.map(|s| s.median)?;
+    match objective {
+        Objective::Throughput => Some(t),
+        Objective::Latency => r.p99_us.map(|p| -p.median),
+        Objective::Balanced => {
+            let p = r.p99_us.map(|s| s.median)?;
+            let base = base?;
+            let t0 = base.throughput.map(|s| s.median).filter(|&t0| t0 > 0.0)?;
+            let p0 = base.p99_us.map(|s| s.median).filter(|&p0| p0 > 0.0)?;
+            (p > 0.0).then(|| (t / t0) / (p / p0))
+        }
+    }
+}
+
+/// Best first under `objective` (see [`Objective`]), `defaults` being the point the balanced score is measured
+/// against. A balanced sweep whose defaults lack a figure falls back to throughput, as does a sweep without
+/// latency runs.
+pub fn rank(results: &mut [PointResult], objective: Objective, defaults: &SweepPoint) {
+    let base = results.iter().find(|r| &r.point == defaults).cloned();
+    let objective = match objective {
+        Objective::Balanced
+            if base
+                .as_ref()
+                .is_none_or(|b| score(b, Objective::Balanced, Some(b)).is_none()) =>
+        {
+            Objective::Throughput
+        }
+        Objective::Latency if results.iter().all(|r| r.p99_us.is_none()) => Objective::Throughput,
+        other => other,
+    };
+    let tput = |r: &PointResult| r.throughput.map_or(0.0, |s| s.median);
+    let p99 = |r: &PointResult| r.p99_us.map_or(f64::INFINITY, |s| s.median);
+    results.sort_by(|a, b| match objective {
+        Objective::Throughput => {
+            let (ta, tb) = (tput(a), tput(b));
+            if (ta - tb).abs() <= 0.02 * ta.max(tb) {
+                p99(a).total_cmp(&p99(b)).then(tb.total_cmp(&ta))
+            } else {
+                tb.total_cmp(&ta)
+            }
+        }
+        Objective::Latency => {
+            let (pa, pb) = (p99(a), p99(b));
+            if pa.is_finite() && pb.is_finite() && (pa - pb).abs() <= 0.02 * pa.max(pb) {
+                tput(b).total_cmp(&tput(a))
+            } else {
+                pa.total_cmp(&pb)
+            }
+        }
+        Objective::Balanced => {
+            let sa = score(a, objective, base.as_ref()).unwrap_or(f64::NEG_INFINITY);
+            let sb = score(b, objective, base.as_ref()).unwrap_or(f64::NEG_INFINITY);
+            sb.total_cmp(&sa).then(tput(b).total_cmp(&tput(a)))
         }
     });
+}
+
+/// The trade-off of `best` against `baseline` in words: what got better, what got worse, by how much.
+pub fn trade_off(best: &PointResult, baseline: &PointResult) -> String {
+    let (t, l) = ratios(best, baseline);
+    let mut parts = Vec::new();
+    match t {
+        Some(t) if t >= 1.0 => parts.push(format!("{t:.2}× the defaults' throughput")),
+        Some(t) => parts.push(format!("{t:.2}× the defaults' throughput (LOWER)")),
+        None => parts.push("throughput not comparable".to_owned()),
+    }
+    match l {
+        Some(l) if l <= 1.0 => parts.push(format!("{l:.2}× their p99 lateness (lower is better)")),
+        Some(l) => parts.push(format!("{l:.2}× their p99 lateness (HIGHER: a worse tail)")),
+        None => parts.push("p99 lateness not measured".to_owned()),
+    }
+    parts.join(", ")
 }
 
 /// Ratio of `best` to `baseline`: (throughput ratio, p99 ratio), medians.
@@ -465,6 +576,11 @@ pub fn winner_toml(best: &PointResult, baseline: Option<&PointResult>, repeats: 
             l.median, l.min, l.max
         ));
     }
+    for change in p.semantic_changes() {
+        out.push_str(&format!(
+            "# CHANGES SEMANTICS: {change} (swept because --dispatch asked for it)\n"
+        ));
+    }
     if let Some(base) = baseline {
         let (t, l) = ratios(best, base);
         out.push_str(&format!(
@@ -473,6 +589,7 @@ pub fn winner_toml(best: &PointResult, baseline: Option<&PointResult>, repeats: 
             t.map_or("-".into(), |x| format!("{x:.2}")),
             l.map_or("-".into(), |x| format!("{x:.2}"))
         ));
+        out.push_str(&format!("# trade-off: {}\n", trade_off(best, base)));
         if !clearly_better(best, base) {
             out.push_str("# The throughput ranges of the repeats overlap: the win is within this machine's noise.\n");
         }
@@ -537,14 +654,17 @@ pub fn winner_toml(best: &PointResult, baseline: Option<&PointResult>, repeats: 
 
 /// The ranked results as the table `tickbox tune sweep` prints (best first, `defaults` marked), followed by how
 /// the best compares with the defaults when they were measured.
-pub fn table(results: &[PointResult], defaults: &SweepPoint) -> String {
-    let mut out = format!(
+pub fn table(results: &[PointResult], defaults: &SweepPoint, objective: Objective) -> String {
+    let mut out = format!("ranked by {} (best first)\n", objective.as_str());
+    out.push_str(&format!(
         "{:<4} {:<72} {:>12} {:>8} {:>10} {:>14}\n",
         "rank", "point", "msg/s", "spread", "p99 us", "p99 range"
-    );
+    ));
     for (i, r) in results.iter().enumerate() {
         let marker = if &r.point == defaults {
             " (defaults)"
+        } else if !r.point.semantic_changes().is_empty() {
+            " (!)"
         } else {
             ""
         };
@@ -561,6 +681,19 @@ pub fn table(results: &[PointResult], defaults: &SweepPoint) -> String {
                 .map_or("-".into(), |l| format!("{:.1}-{:.1}", l.min, l.max)),
         ));
     }
+    if results
+        .iter()
+        .any(|r| !r.point.semantic_changes().is_empty())
+    {
+        out.push_str("(!) changes semantics, swept because asked: ");
+        let mut said: Vec<&str> = results
+            .iter()
+            .flat_map(|r| r.point.semantic_changes())
+            .collect();
+        said.dedup();
+        out.push_str(&said.join("; "));
+        out.push('\n');
+    }
     if let Some(base) = results.iter().find(|r| &r.point == defaults) {
         let (t, l) = ratios(&results[0], base);
         out.push_str(&format!(
@@ -568,6 +701,10 @@ pub fn table(results: &[PointResult], defaults: &SweepPoint) -> String {
             t.map_or("-".into(), |x| format!("{x:.2}")),
             l.map_or("-".into(), |x| format!("{x:.2}"))
         ));
+        out.push_str(&format!("trade-off: {}\n", trade_off(&results[0], base)));
+        for change in results[0].point.semantic_changes() {
+            out.push_str(&format!("the best point CHANGES SEMANTICS: {change}\n"));
+        }
         if !clearly_better(&results[0], base) {
             out.push_str("the throughput ranges of the repeats overlap: the win is within this machine's noise\n");
         }
@@ -581,14 +718,17 @@ pub fn table(results: &[PointResult], defaults: &SweepPoint) -> String {
 pub fn summary_json(
     results: &[PointResult],
     defaults: &SweepPoint,
+    objective: Objective,
     out: &std::path::Path,
 ) -> serde_json::Value {
     let best = &results[0];
     let baseline = results.iter().find(|r| &r.point == defaults);
     let (t, l) = baseline.map_or((None, None), |b| ratios(best, b));
     serde_json::json!({
+        "objective": objective,
         "results": results,
         "winner": best.point,
+        "winner_changes_semantics": best.point.semantic_changes(),
         "defaults": defaults,
         "throughput_ratio": t,
         "p99_ratio": l,
@@ -645,7 +785,7 @@ mod tests {
         let points = vec![point(1), point(2)];
         let mut order = Vec::new();
         // Point 2 has one huge outlier but a lower median: the median must decide.
-        let results = run::<()>(&points, 3, |p, round| {
+        let results = run::<()>(&points, 3, Objective::Throughput, &point(1), |p, round| {
             order.push((p.shards, round));
             let v = match (p.shards, round) {
                 (1, _) => 100.0,
@@ -681,8 +821,57 @@ mod tests {
                 }],
             ),
         ];
-        rank(&mut results);
+        rank(&mut results, Objective::Throughput, &point(1));
         assert_eq!(results[0].point.shards, 2);
+    }
+
+    #[test]
+    fn a_throughput_win_with_a_far_worse_tail_loses_the_balanced_ranking() {
+        let at = |shards, tput, p99| {
+            PointResult::of(
+                point(shards),
+                vec![Sample {
+                    msgs_per_s: tput,
+                    p99_us: Some(p99),
+                }],
+            )
+        };
+        // The case: a little more throughput at a p99 57 times the defaults'.
+        let mut results = vec![at(2, 110.0, 570.0), at(1, 100.0, 10.0), at(3, 105.0, 9.0)];
+        rank(&mut results, Objective::Balanced, &point(1));
+        let order: Vec<usize> = results.iter().map(|r| r.point.shards).collect();
+        assert_eq!(order, vec![3, 1, 2]);
+        rank(&mut results, Objective::Throughput, &point(1));
+        assert_eq!(
+            results[0].point.shards, 2,
+            "throughput alone still picks it"
+        );
+        let base = results
+            .iter()
+            .find(|r| r.point.shards == 1)
+            .unwrap()
+            .clone();
+        let words = trade_off(&results[0], &base);
+        assert!(
+            words.contains("57.00× their p99 lateness (HIGHER"),
+            "{words}"
+        );
+        rank(&mut results, Objective::Latency, &point(1));
+        assert_eq!(results[0].point.shards, 3);
+    }
+
+    #[test]
+    fn round_robin_says_it_changes_semantics() {
+        let rr = point(1);
+        assert_eq!(rr.dispatch, DispatchMode::RoundRobin);
+        assert_eq!(rr.semantic_changes().len(), 1);
+        let by_topic = SweepPoint {
+            dispatch: DispatchMode::ByTopic,
+            ..point(1)
+        };
+        assert!(by_topic.semantic_changes().is_empty());
+        let text = winner_toml(&PointResult::of(rr, Vec::new()), None, 1);
+        assert!(text.contains("CHANGES SEMANTICS: round_robin"), "{text}");
     }
 
     #[test]
@@ -770,8 +959,8 @@ mod tests {
             PointResult::of(point(2), vec![sample(200.0), sample(210.0)]),
             PointResult::of(point(1), vec![sample(100.0), sample(110.0)]),
         ];
-        let text = table(&results, &point(1));
-        assert!(text.starts_with("rank "), "{text}");
+        let text = table(&results, &point(1), Objective::Throughput);
+        assert!(text.starts_with("ranked by throughput"), "{text}");
         assert!(
             text.contains("shards=1 workers=1 hwm=1000 batch=256 rr io=1 pin=no (defaults)"),
             "{text}"
@@ -781,7 +970,12 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("overlap"), "{text}");
-        let json = summary_json(&results, &point(1), std::path::Path::new("t.toml"));
+        let json = summary_json(
+            &results,
+            &point(1),
+            Objective::Throughput,
+            std::path::Path::new("t.toml"),
+        );
         assert_eq!(json["winner"]["shards"], 2);
         assert_eq!(json["clearly_better"], true);
         assert_eq!(json["out"], "t.toml");

@@ -7,7 +7,8 @@ use serde::{Deserialize, Serialize};
 use crate::UnitsError;
 
 /// Parses `<number><unit>`: units `ns`, `us` (or `µs`), `ms`, `s`, `m` (or `min`), `h`, `d`; the number may have a
-/// fraction of up to nine digits (`1.5ms`), computed exactly in integers. A bare `0` is accepted; any other bare
+/// fraction of up to nine digits (`1.5ms`), computed exactly in integers. Several such parts in a row, largest
+/// unit first and each unit once, add up: `1h30m`, `2m30s`, `1s500ms`. A bare `0` is accepted; any other bare
 /// number is an error that suggests a unit.
 pub fn parse_duration(input: &str) -> Result<Duration, UnitsError> {
     let err = |reason| UnitsError::Duration {
@@ -15,14 +16,55 @@ pub fn parse_duration(input: &str) -> Result<Duration, UnitsError> {
         reason,
     };
     let s = input.trim();
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
-    let (number, unit) = s.split_at(split);
+    if !s.is_empty() && s.bytes().all(|c| c == b'0' || c == b'.') {
+        return parse_part(s, "", &err).map(|_| Duration::ZERO);
+    }
+    let mut rest = s;
+    let mut total: u128 = 0;
+    // The unit of the previous part: each part must use a smaller one (`1h30m`, never `30m1h` or `1m1m`).
+    let mut previous: Option<u128> = None;
+    loop {
+        let split = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        let (number, after) = rest.split_at(split);
+        let unit_len = after
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(after.len());
+        let (unit, next) = after.split_at(unit_len);
+        if unit.trim().is_empty() && !number.is_empty() {
+            return Err(err("a unit is needed (ns, us, ms, s, m, h, d)"));
+        }
+        let (nanos, unit_ns) = parse_part(number, unit.trim(), &err)?;
+        if previous.is_some_and(|p| unit_ns >= p) {
+            return Err(err(
+                "in a compound duration each unit comes once, largest first (1h30m)",
+            ));
+        }
+        previous = Some(unit_ns);
+        total = total
+            .checked_add(nanos)
+            .ok_or_else(|| err("out of range"))?;
+        if next.is_empty() {
+            break;
+        }
+        rest = next;
+    }
+    u64::try_from(total)
+        .map(Duration::from_nanos)
+        .map_err(|_| err("out of range (at most about 584 years)"))
+}
+
+/// One `<number><unit>` part: its nanoseconds and the unit's.
+fn parse_part(
+    number: &str,
+    unit: &str,
+    err: &impl Fn(&'static str) -> UnitsError,
+) -> Result<(u128, u128), UnitsError> {
     if number.is_empty() {
         return Err(err("expected a number first"));
     }
-    let unit_ns: u128 = match unit.trim() {
+    let unit_ns: u128 = match unit {
         "ns" => 1,
         "us" | "µs" => 1_000,
         "ms" => 1_000_000,
@@ -55,9 +97,7 @@ pub fn parse_duration(input: &str) -> Result<Duration, UnitsError> {
             .checked_add(digits * unit_ns / 10u128.pow(frac.len() as u32))
             .ok_or_else(|| err("out of range"))?;
     }
-    u64::try_from(nanos)
-        .map(Duration::from_nanos)
-        .map_err(|_| err("out of range (at most about 584 years)"))
+    Ok((nanos, unit_ns))
 }
 
 /// Formats with the largest unit that keeps three decimals: `250us`, `5ms`, `1.5s`, `2m`, `8h`. The output parses
@@ -144,6 +184,13 @@ mod tests {
         assert_eq!(ok("700ns"), Duration::from_nanos(700));
         assert_eq!(ok(".5s"), Duration::from_millis(500));
         assert_eq!(ok("0"), Duration::ZERO);
+        assert_eq!(ok("1h30m"), Duration::from_secs(5400));
+        assert_eq!(ok("2m30s"), Duration::from_secs(150));
+        assert_eq!(ok("1d2h"), Duration::from_secs(93_600));
+        assert_eq!(ok("1s500ms"), Duration::from_millis(1500));
+        assert_eq!(ok("1h0.5m"), Duration::from_secs(3630));
+        assert_eq!(ok("1min30s"), Duration::from_secs(90));
+        assert_eq!(ok("1h 30m"), Duration::from_secs(5400));
     }
 
     #[test]
@@ -161,11 +208,17 @@ mod tests {
             "1.0000000001s",
             "99999999999999999999s",
             "600000d",
+            "30m1h",
+            "1m1m",
+            "1h30",
+            "1hm",
         ] {
             assert!(parse_duration(bad).is_err(), "{bad:?} accepted");
         }
         let msg = parse_duration("5").unwrap_err().to_string();
         assert!(msg.contains("a unit is needed"), "{msg}");
+        let msg = parse_duration("30m1h").unwrap_err().to_string();
+        assert!(msg.contains("largest first"), "{msg}");
     }
 
     #[test]

@@ -3,11 +3,11 @@
 //!
 //! | quantity | accepted | examples |
 //! |---|---|---|
-//! | [duration](parse_duration) | a number (fraction allowed) and a unit `ns us µs ms s m min h d`; a bare `0` | `250us`, `1.5s`, `2m`, `8h` |
+//! | [duration](parse_duration) | a number (fraction allowed) and a unit `ns us µs ms s m min h d`, or several largest first; a bare `0` | `250us`, `1.5s`, `2m`, `1h30m` |
 //! | [rate](Rate) | messages per second, with optional `k m g` (×1e3, ×1e6, ×1e9), `_` separators and `/s`; or `max` | `50000`, `100k`, `1.5m`, `200k/s`, `max` |
 //! | [size](parse_size) | bytes, with optional `k m g t` / `KiB MiB GiB TiB` (all powers of 1024) | `4096`, `64k`, `512MiB`, `4G` |
 //! | [speed](Speed) | `max`, or a positive factor of the recorded pacing, with an optional `x` | `1`, `10x`, `0.5`, `max` |
-//! | [time](parse_time) | ns since the Unix epoch, RFC 3339, or `+DURATION` after a reference | `2026-01-02T14:30:00.5Z`, `+90s` |
+//! | [time](When) | RFC 3339, a local date-time or a time of day in a zone, ns since the Unix epoch, or `+DURATION` after a reference | `2026-01-02T14:30:00.5Z`, `2026-01-02 09:30`, `09:30`, `+90s` |
 //!
 //! A bare number is refused as a duration (except `0`): `--max-lateness 5` is more likely a typo for `5ms` than a
 //! wish for five seconds, so it is an error with a hint instead of a guess.
@@ -24,7 +24,10 @@ pub use duration::{format_duration, parse_duration, HumanDuration};
 pub use pace::{Pace, ReplayPacer, Speed};
 pub use rate::Rate;
 pub use size::{format_size, format_size_approx, parse_size, ByteSize};
-pub use time::{days_from_civil, format_rfc3339, parse_rfc3339, parse_time};
+pub use time::{
+    days_from_civil, format_in_zone, format_rfc3339, parse_rfc3339, parse_time, parse_time_in,
+    parse_zone, TimeZone, When, TIME_FORMS,
+};
 
 /// Why a quantity was rejected. Each message names the input and shows what would have been accepted.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -62,13 +65,17 @@ pub enum UnitsError {
         reason: &'static str,
     },
     /// Not a time.
-    #[error(
-        "invalid time {input:?}: {reason} (ns since the epoch, RFC 3339 like 2026-01-02T14:30:00Z, or +DURATION)"
-    )]
+    #[error("{input:?} is not a time: {reason}; use {forms}", forms = time::TIME_FORMS)]
     Time {
         /// What was given.
         input: String,
         /// What is wrong with it.
         reason: String,
+    },
+    /// Not a time zone of the time-zone database.
+    #[error("{name:?} is not a time zone: use an IANA name such as America/New_York, Europe/London or UTC")]
+    Zone {
+        /// The name as given.
+        name: String,
     },
 }

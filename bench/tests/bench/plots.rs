@@ -92,6 +92,7 @@ fn groups(lost: u64) -> Vec<RepeatGroup> {
             .map(|(label, baseline, scale)| RepeatColumn {
                 label: label.into(),
                 baseline,
+                raw: baseline,
                 values: vec![1.0e6 * scale, 1.1e6 * scale, 0.95e6 * scale],
                 lost: if baseline { 0 } else { lost },
                 sent: 3_000_000,
@@ -124,7 +125,28 @@ fn repeat_plot_is_a_png_of_the_plot_size_with_ratios_and_losses() {
     assert!(text.contains("lost 30 (0.00 %)"), "lost annotation");
     assert!(text.contains("100 B ×1") && text.contains("1024 B ×1"));
     assert!(text.contains("msg/s"), "y axis unit");
-    // Every repeat is a marker: 2 groups × 3 columns × 3 repeats, plus the two legend markers.
-    assert_eq!(text.matches("<circle").count(), 2 * 3 * 3 + 2);
+    // Every repeat is a marker, each column its own shape: the first column's are circles (2 groups × 3
+    // repeats), plus its one legend marker; the raw columns' are hollow triangles and squares.
+    assert_eq!(text.matches("<circle").count(), 2 * 3 + 1);
+    assert!(
+        text.contains("push/pull (raw libzmq)"),
+        "the legend names each column"
+    );
     assert!(write_repeat_plot(&dir.path().join("x.gif"), "t", "y", &groups(0)).is_err());
+}
+
+#[test]
+fn a_long_title_wraps_instead_of_running_off_the_plot() {
+    let dir = tempfile::tempdir().unwrap();
+    let svg = dir.path().join("long.svg");
+    let title = "record of feed --batch auto --rate max --back-pressure block, tcp loopback, 500000 records on \
+                 1 shard(s) (64.0 records per batch frame at the recorder), 3 repeat(s), order T R S, S R T, T R S";
+    write_repeat_plot(&svg, title, "records/s", &groups(0)).unwrap();
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(!text.contains(title), "the whole title on one line");
+    assert!(text.contains("record of feed"), "its first line");
+    assert!(
+        text.contains("order T R S, S R T, T R S"),
+        "its last words, on a line of their own"
+    );
 }

@@ -7,5 +7,6 @@ mod hostile;
 mod lvc;
 mod lvc_util;
 mod plain_publisher;
+mod snapshot_golden;
 mod snapshot_measure;
 mod tap;

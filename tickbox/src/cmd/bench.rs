@@ -11,7 +11,7 @@
 //!   the same feed and a raw SUB copying the same messages into an mmap'd file.
 //! * `compare`: deltas between two result files (medians of their repeats).
 //!
-//! Every figure is measured `--repeat` times (default 3), tickbox and raw alternating, and printed as the median
+//! Every figure is measured `--repeats` times (default 3), tickbox and raw alternating, and printed as the median
 //! with the min–max of the repeats; the result file stores every repeat, the machine's environment and the
 //! warnings (also printed to stderr; they never change the exit code).
 
@@ -25,7 +25,7 @@ use tickbox_bench::env::Warning;
 use tickbox_bench::process::{raw_pub_process, raw_sub_process, RAW_PUB_ENDPOINT_LINE};
 use tickbox_bench::record::{record_runs_table, record_table, run_record_bench, RecordBenchConfig};
 use tickbox_bench::replay::{replay_table, run_replay_bench, ReplayBenchConfig};
-use tickbox_bench::report::{compare, read_results, unix_seconds, RunDocument};
+use tickbox_bench::report::{compare, compare_verdict, read_results, unix_seconds, RunDocument};
 use tickbox_bench::sweep::{
     run_latency_sweep, run_throughput_sweep, throughput_table, LatencySweep, ThroughputSweep,
 };
@@ -36,6 +36,7 @@ use tickbox_bench::{
 
 use crate::config::TickboxConfig;
 use crate::exit_code;
+use crate::out::{out, outln};
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
@@ -77,29 +78,29 @@ enum ShapeArg {
 /// The schedule and sockets of a raw child of `latency --shape processes`, as the parent passes them.
 #[derive(Debug, clap::Args)]
 struct RawProcessArgs {
-    #[arg(long)]
+    #[arg(long, value_name = "RATE")]
     rate: String,
-    #[arg(long)]
+    #[arg(long, value_name = "DURATION")]
     warmup: String,
-    #[arg(long)]
+    #[arg(long, value_name = "DURATION")]
     duration: String,
-    #[arg(long)]
+    #[arg(long, value_name = "BYTES")]
     size: usize,
-    #[arg(long)]
+    #[arg(long, value_name = "N")]
     hwm: i32,
     #[arg(long)]
     no_drop: bool,
     /// Publisher: how long the socket stays open for the tail. Subscriber: how long without a frame ends it.
-    #[arg(long)]
+    #[arg(long, value_name = "DURATION")]
     drain: String,
     /// Subscriber only: the publisher's endpoint.
-    #[arg(long)]
+    #[arg(long, value_name = "EP")]
     connect: Option<String>,
     /// Subscriber only: samples to make room for.
     #[arg(long, default_value_t = 0)]
     capacity: usize,
     /// Subscriber only: the sample file to write.
-    #[arg(long)]
+    #[arg(long, value_name = "PATH")]
     out: Option<PathBuf>,
 }
 
@@ -118,62 +119,70 @@ impl RawProcessArgs {
     }
 }
 
-/// Parses `--repeat`: a whole number, at least 1.
+/// Parses `--repeats`: a whole number, at least 1.
 #[derive(Debug, clap::Args)]
 struct LatencyArgs {
     /// Offered rate in msg/s (e.g. 100k). Default 100k.
-    #[arg(long, conflicts_with = "rates")]
+    #[arg(long, conflicts_with = "rates", value_name = "RATE")]
     rate: Option<String>,
     /// Comma-separated rates to sweep, e.g. 10k,100k,500k,1m.
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', value_name = "RATE[,RATE…]")]
     rates: Vec<String>,
     /// Transports, comma-separated: tcp (loopback), ipc, inproc.
-    #[arg(long, value_delimiter = ',', default_value = "tcp")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "tcp",
+        value_name = "tcp|ipc|inproc[,…]"
+    )]
     transport: Vec<String>,
     /// Measured time per configuration (e.g. 5s, 500ms).
-    #[arg(long, default_value = "5s")]
+    #[arg(long, default_value = "5s", value_name = "DURATION")]
     duration: String,
     /// Unrecorded traffic before the measured window.
-    #[arg(long, default_value = "1s")]
+    #[arg(long, default_value = "1s", value_name = "DURATION")]
     warmup: String,
     /// Frame size in bytes (tickbox trades with a padded topic; at least 69). The raw baseline sends the same.
-    #[arg(long, default_value_t = 100, value_parser = crate::bounds::frame_bytes)]
+    #[arg(long, default_value_t = 100, value_parser = crate::bounds::frame_bytes, value_name = "BYTES")]
     size: usize,
     /// Send and receive high-water mark of every socket on the path, in messages.
-    #[arg(long, default_value_t = 100_000)]
+    #[arg(long, default_value_t = 100_000, value_name = "N")]
     hwm: i32,
-    /// Publishers block at the HWM (XPUB_NODROP) instead of dropping.
-    #[arg(long)]
+    /// At the HWM publishers `drop` (the default: lost messages are counted) or `block` (XPUB_NODROP).
+    #[arg(long, value_name = "drop|block")]
+    back_pressure: Option<tickbox_zmqx::BackPressure>,
+    /// Deprecated spelling of `--back-pressure block`.
+    #[arg(long, hide = true, conflicts_with = "back_pressure")]
     no_drop: bool,
     /// Route the tickbox path through the LVC proxy.
     #[arg(long)]
     via_lvc: bool,
-    /// How the tickbox subscriber's shard hands records to its one worker: inline (the worker runs on the shard's
-    /// thread: what a latency-sensitive deployment runs), ring (parcels to a worker thread, the subscriber's
-    /// default) or zmq.
-    #[arg(long, value_name = "inline|ring|zmq", default_value = "inline")]
-    handoff: tickbox_subscriber::Handoff,
+    /// How the tickbox subscriber's shard hands records to its one worker: ring (parcels to a worker thread), zmq,
+    /// or inline (the worker runs on the shard's thread). Default: the subscriber's own default, so the figures
+    /// are what `tickbox subscribe` gives; the output says which was measured.
+    #[arg(long, value_name = "ring|zmq|inline")]
+    handoff: Option<tickbox_subscriber::Handoff>,
     /// Inject a consumer stall every N messages (see --stall); shows what a slow worker does to the tail.
-    #[arg(long, requires = "stall")]
+    #[arg(long, requires = "stall", value_name = "N")]
     stall_every: Option<u64>,
     /// Length of each injected stall (e.g. 1ms).
-    #[arg(long, requires = "stall_every")]
+    #[arg(long, requires = "stall_every", value_name = "DURATION")]
     stall: Option<String>,
     /// Length of each interval in the .hlog files.
-    #[arg(long, default_value = "1s")]
+    #[arg(long, default_value = "1s", value_name = "DURATION")]
     log_interval: String,
     /// Skip the raw-libzmq baseline (figures then have nothing to be compared with; for quick iteration only).
     #[arg(long)]
     no_raw: bool,
     /// Runs of each system per configuration, tickbox and raw alternating; figures are medians (min–max).
-    #[arg(long, default_value = "3", value_parser = crate::bounds::repeat)]
+    #[arg(long = "repeats", alias = "repeat", default_value = "3", value_parser = crate::bounds::repeat, value_name = "N")]
     repeat: usize,
     /// `in-process`: publisher and receivers are threads of this process. `processes` (tcp only): a real
     /// `tickbox feed` process and a real `tickbox subscribe` process, beside a raw PUB process and SUB process.
     #[arg(long, value_enum, default_value_t = ShapeArg::InProcess)]
     shape: ShapeArg,
     /// Directory for .hlog, .hgrm, .svg and .json files.
-    #[arg(long, default_value = "bench-results")]
+    #[arg(long, default_value = "bench-results", value_name = "PATH")]
     out: PathBuf,
     /// What metrics cost: run the sweep twice, first as it is, then with the subscriber serving its metrics and
     /// scraped every D (`100ms`: ten times a busy Prometheus), and print both (in-process shape).
@@ -184,25 +193,25 @@ struct LatencyArgs {
 #[derive(Debug, clap::Args)]
 struct ThroughputArgs {
     /// Message sizes in bytes, comma-separated (tickbox frames are at least 69 bytes; smaller sizes are raised).
-    #[arg(long, value_delimiter = ',', default_value = "64,100,256,1024", value_parser = crate::bounds::frame_bytes)]
+    #[arg(long, value_delimiter = ',', default_value = "64,100,256,1024", value_parser = crate::bounds::frame_bytes, value_name = "BYTES[,BYTES…]")]
     sizes: Vec<usize>,
     /// Shard counts 1..=N are measured; at most 64.
-    #[arg(long, default_value_t = 1, value_parser = crate::bounds::shards)]
+    #[arg(long, default_value_t = 1, value_parser = crate::bounds::shards, value_name = "N")]
     shards: usize,
     /// Measured time per configuration.
-    #[arg(long, default_value = "3s")]
+    #[arg(long, default_value = "3s", value_name = "DURATION")]
     duration: String,
-    #[arg(long, default_value = "500ms")]
+    #[arg(long, default_value = "500ms", value_name = "DURATION")]
     warmup: String,
-    #[arg(long, default_value = "tcp")]
+    #[arg(long, default_value = "tcp", value_name = "tcp|ipc|inproc")]
     transport: String,
     /// Send and receive high-water mark of every socket, in messages.
-    #[arg(long, default_value_t = 10_000)]
+    #[arg(long, default_value_t = 10_000, value_name = "N")]
     hwm: i32,
     /// Runs of each system per configuration, tickbox and raw alternating; figures are medians (min–max).
-    #[arg(long, default_value = "3", value_parser = crate::bounds::repeat)]
+    #[arg(long = "repeats", alias = "repeat", default_value = "3", value_parser = crate::bounds::repeat, value_name = "N")]
     repeat: usize,
-    #[arg(long, default_value = "bench-results")]
+    #[arg(long, default_value = "bench-results", value_name = "PATH")]
     out: PathBuf,
     /// `curve`: run the sweep without and then with CURVE on every socket (both systems, one fresh key pair,
     /// ZAP running) and print what CURVE costs, as a ratio from the same run.
@@ -226,23 +235,23 @@ enum BenchSecurity {
 #[derive(Debug, clap::Args)]
 struct ReplayArgs {
     /// Records of generated market data (quotes and trades, ~90 B frames) written to a temporary journal.
-    #[arg(long, default_value_t = 1_000_000)]
+    #[arg(long, default_value_t = 1_000_000, value_name = "N")]
     records: u64,
     /// Black Box workers that decode every record; at most 256.
-    #[arg(long, default_value_t = 1, value_parser = crate::bounds::workers)]
+    #[arg(long, default_value_t = 1, value_parser = crate::bounds::workers, value_name = "N")]
     workers: usize,
     /// Runs of each system, tickbox and raw alternating; figures are medians (min–max).
-    #[arg(long, default_value = "3", value_parser = crate::bounds::repeat)]
+    #[arg(long = "repeats", alias = "repeat", default_value = "3", value_parser = crate::bounds::repeat, value_name = "N")]
     repeat: usize,
     /// After the sender finishes, how long the receiver may take for the rest before it counts as lost.
-    #[arg(long, default_value = "10s")]
+    #[arg(long, default_value = "10s", value_name = "DURATION")]
     drain: String,
     /// Most records per replayed batch frame, as `replay --batch` (0 or 1: one record per message). Default from
     /// the `[recorder]` config (`replay_batch_records`).
-    #[arg(long)]
+    #[arg(long, value_name = "N")]
     batch: Option<u16>,
     /// Directory for the .json result document and the .png/.svg plot.
-    #[arg(long, default_value = "bench-results")]
+    #[arg(long, default_value = "bench-results", value_name = "PATH")]
     out: PathBuf,
     /// `curve`: run the bench without and then with CURVE on every socket of both systems and print what CURVE
     /// costs, as a ratio from the same run.
@@ -253,25 +262,25 @@ struct ReplayArgs {
 #[derive(Debug, clap::Args)]
 struct RecordArgs {
     /// Data records the feed sends per run, over all shards (rounded up to a multiple of --shards).
-    #[arg(long, default_value_t = 500_000)]
+    #[arg(long, default_value_t = 500_000, value_name = "N")]
     records: u64,
     /// Feed shards; the recorder reads each on its own thread, the Black Box on its own SUB shard.
-    #[arg(long, default_value_t = 1, value_parser = crate::bounds::shards)]
+    #[arg(long, default_value_t = 1, value_parser = crate::bounds::shards, value_name = "N")]
     shards: usize,
     /// Runs of each system, in alternating order; figures are medians (min–max).
-    #[arg(long, default_value = "3", value_parser = crate::bounds::repeat)]
+    #[arg(long = "repeats", alias = "repeat", default_value = "3", value_parser = crate::bounds::repeat, value_name = "N")]
     repeat: usize,
     /// Journal segment size, and raw file size (default from config: `[recorder] segment_size`).
-    #[arg(long, value_parser = tickbox_units::parse_size)]
+    #[arg(long, value_parser = tickbox_units::parse_size, value_name = "SIZE")]
     segment_size: Option<u64>,
     /// Leave out the Black Box (`subscribe --workers 1`) runs.
     #[arg(long)]
     no_subscribe: bool,
     /// How long a system may go without a new record before the rest counts as lost.
-    #[arg(long, default_value = "10s")]
+    #[arg(long, default_value = "10s", value_name = "DURATION")]
     drain: String,
     /// Directory for the .json result document and the .png/.svg plot.
-    #[arg(long, default_value = "bench-results")]
+    #[arg(long, default_value = "bench-results", value_name = "PATH")]
     out: PathBuf,
 }
 
@@ -281,6 +290,20 @@ struct CompareArgs {
     before: PathBuf,
     /// The later result file.
     after: PathBuf,
+    /// Exit 10 when a figure got worse by more than this ratio (`1.1`: a p50 or p99 latency over 1.1 times the
+    /// earlier one, a rate under the earlier one divided by 1.1), medians of the repeats; and when the two files
+    /// have no configuration in common, since then nothing was checked.
+    #[arg(long, value_name = "RATIO", value_parser = ratio_above_one)]
+    fail_above: Option<f64>,
+}
+
+fn ratio_above_one(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(r) if r.is_finite() && r >= 1.0 => Ok(r),
+        _ => Err(format!(
+            "`{text}`: a ratio of at least 1 (1.1 allows 10 % worse)"
+        )),
+    }
 }
 
 pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
@@ -292,7 +315,28 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         BenchCommand::Compare(a) => {
             let before = read_results(&a.before)?;
             let after = read_results(&a.after)?;
-            print!("{}", compare(&before, &after));
+            out!("{}", compare(&before, &after));
+            let Some(ratio) = a.fail_above else {
+                return Ok(ExitCode::from(exit_code::OK));
+            };
+            let verdict = compare_verdict(&before, &after, ratio);
+            if verdict.comparable == 0 {
+                eprintln!(
+                    "error: --fail-above {ratio}: the two files have no configuration in common: nothing was checked"
+                );
+                return Ok(ExitCode::from(exit_code::REGRESSION));
+            }
+            if !verdict.regressions.is_empty() {
+                for line in &verdict.regressions {
+                    eprintln!("regression: {line}");
+                }
+                eprintln!(
+                    "error: --fail-above {ratio}: {} figure(s) of {} configuration(s) got worse by more than the ratio",
+                    verdict.regressions.len(),
+                    verdict.comparable
+                );
+                return Ok(ExitCode::from(exit_code::REGRESSION));
+            }
             Ok(ExitCode::from(exit_code::OK))
         }
         BenchCommand::RawPub(a) => raw_pub(a),
@@ -306,7 +350,7 @@ fn raw_pub(a: RawProcessArgs) -> anyhow::Result<ExitCode> {
         // The parent reads this line for the endpoint; stdout carries only the summary.
         eprintln!("{RAW_PUB_ENDPOINT_LINE}{endpoint}");
     })?;
-    println!("{}", serde_json::to_string(&summary)?);
+    crate::out::json(&summary)?;
     Ok(ExitCode::from(exit_code::OK))
 }
 
@@ -316,11 +360,18 @@ fn raw_sub(a: RawProcessArgs) -> anyhow::Result<ExitCode> {
     let endpoint = a.connect.context("raw-sub needs --connect")?;
     let out = a.out.context("raw-sub needs --out")?;
     let summary = raw_sub_process(&endpoint, &config, a.capacity, config.drain, &out, &stop)?;
-    println!("{}", serde_json::to_string(&summary)?);
+    crate::out::json(&summary)?;
     Ok(ExitCode::from(exit_code::OK))
 }
 
 fn latency(a: LatencyArgs) -> anyhow::Result<ExitCode> {
+    if a.no_drop {
+        tracing::warn!("--no-drop is deprecated: write --back-pressure block");
+    }
+    let no_drop = a.no_drop || a.back_pressure.is_some_and(|b| b.blocks());
+    let handoff = a
+        .handoff
+        .unwrap_or(tickbox_subscriber::SubscriberConfig::default().handoff);
     let rates = match (&a.rate, a.rates.is_empty()) {
         (Some(r), _) => vec![parse_rate(r)?],
         (None, false) => a
@@ -365,11 +416,11 @@ fn latency(a: LatencyArgs) -> anyhow::Result<ExitCode> {
             duration,
             size: a.size,
             hwm: a.hwm,
-            no_drop: a.no_drop,
+            no_drop,
             stall,
             log_interval: parse_duration(&a.log_interval)?.max(Duration::from_millis(1)),
             via_lvc: a.via_lvc,
-            handoff: a.handoff,
+            handoff,
             ..LatencyConfig::default()
         },
         raw_baseline: !a.no_raw,
@@ -392,23 +443,32 @@ fn latency(a: LatencyArgs) -> anyhow::Result<ExitCode> {
     let outcome = run_latency_sweep(&gate, &sweep, &a.out, &stamp, &stop)
         .context("latency benchmark failed")?;
     print_environment(&outcome.document);
-    println!(
+    outln!(
         "one-way latency, open loop; corrected = from intended send time (coordinated omission), unc = from actual \
          send stamp; HWM {} {}; warm-up {} excluded",
         a.hwm,
-        if a.no_drop { "(no-drop: publishers block)" } else { "(PUB drops at HWM: see lost)" },
+        if no_drop { "(--back-pressure block: publishers block)" } else { "(PUB drops at HWM: see lost)" },
         a.warmup
     );
+    let default_handoff = tickbox_subscriber::SubscriberConfig::default().handoff;
+    outln!(
+        "tickbox subscriber hand-off: {handoff}{}",
+        if handoff == default_handoff {
+            " (subscribe's default)".to_owned()
+        } else {
+            format!(" (asked with --handoff; subscribe's default is {default_handoff})")
+        }
+    );
     if shape == Shape::Processes {
-        println!(
+        outln!(
             "shape: processes over tcp; tickbox = a `tickbox feed` process (one shard, paced, its synthetic market's \
              quotes and trades) -> a `tickbox subscribe` process (one worker; receive = worker dequeue), raw = a \
              PUB process -> a SUB process sending --size frames; corrected figures charge each message from the \
              intended send time its publisher's paced schedule gave it (the publisher reports the schedule's start)"
         );
     }
-    print!("{}", latency_table(&outcome.results));
-    println!(
+    out!("{}", latency_table(&outcome.results));
+    outln!(
         "files: {} (results), {} and .png (plot), {}/{stamp}-*-r<repeat>.hlog|.hgrm",
         outcome.json.display(),
         outcome.plot.display(),
@@ -494,25 +554,27 @@ fn throughput(a: ThroughputArgs) -> anyhow::Result<ExitCode> {
             &stop,
         )
         .context("throughput benchmark under CURVE failed")?;
-        println!("without CURVE:");
-        print!("{}", throughput_table(&outcome.results));
-        println!("with CURVE:");
-        print!("{}", throughput_table(&curve.results));
-        print!(
+        outln!("without CURVE:");
+        out!("{}", throughput_table(&outcome.results));
+        outln!("with CURVE:");
+        out!("{}", throughput_table(&curve.results));
+        out!(
             "{}",
             tickbox_bench::sweep::curve_cost_table(&outcome.results, &curve.results)
         );
     }
     print_environment(&outcome.document);
-    println!(
+    outln!(
         "flat-out throughput over {}, {} measured per row; HWM {} send and receive on every socket; no drops: \
          tickbox feed and raw PUB/SUB use XPUB_NODROP, PUSH/PULL blocks; tickbox = feed shards → Black Box shards \
          → as many workers, `batched` rows (the headline) with batch frames as `feed --batch auto` sends them, \
-         plain rows one frame per message; raw = one sender/receiver thread pair per shard, one frame per message",
+         plain rows one frame per message; raw = one sender/receiver thread pair per shard, `batched` rows against \
+         raw sending as many messages per ZeroMQ message as the feed packs (like with like), plain rows against raw \
+         one message per ZeroMQ message",
         a.transport, a.duration, a.hwm
     );
-    print!("{}", throughput_table(&outcome.results));
-    println!(
+    out!("{}", throughput_table(&outcome.results));
+    outln!(
         "files: {} (results), {} and .svg (plot)",
         outcome.json.display(),
         outcome.plot.display()
@@ -557,20 +619,20 @@ fn replay(a: ReplayArgs) -> anyhow::Result<ExitCode> {
             &stop,
         )
         .context("replay benchmark under CURVE failed")?;
-        print!(
+        out!(
             "{}",
             tickbox_bench::sweep::replay_curve_cost_table(&outcome.results, &curve.results)
         );
     }
     print_environment(&outcome.document);
-    println!(
+    outln!(
         "journal replayed flat out (--speed max, lossless XPUB_NODROP) over tcp loopback; tickbox = Replayer (batch \
          frames as configured) → Black Box (gap accounting, workers decode every record), raw = the same frames one \
          per message, XPUB_NODROP → SUB; lost is counted by the receiver (tickbox: the subscriber's accounting); lateness = receive − replay \
          send stamp"
     );
-    print!("{}", replay_table(&outcome.document.summary));
-    println!(
+    out!("{}", replay_table(&outcome.document.summary));
+    outln!(
         "files: {} (results), {} and .svg (plot)",
         outcome.json.display(),
         outcome.plot.display()
@@ -595,16 +657,16 @@ fn record(a: RecordArgs, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     let outcome = run_record_bench(&gate, &bench, &a.out, &stamp, &stop)
         .context("record benchmark failed")?;
     print_environment(&outcome.document);
-    println!(
-        "a batched lossless feed (feed --batch auto --rate max --no-drop) read flat out over tcp loopback; \
+    outln!(
+        "a batched lossless feed (feed --batch auto --rate max --back-pressure block) read flat out over tcp loopback; \
          tickbox-record = the recorder into an archive journal (the [recorder] defaults), tickbox-subscribe = a \
          Black Box with one worker decoding every record, raw-mmap = one SUB appending each message to an mmap'd \
          file with memcpy; records/s from the feed's first send to the last data record's arrival; lost = \
          records not delivered, or what the system's own accounting (the recorder's ledger) says missing"
     );
-    print!("{}", record_table(&outcome.document.summary));
-    print!("{}", record_runs_table(&outcome.results));
-    println!(
+    out!("{}", record_table(&outcome.document.summary));
+    out!("{}", record_runs_table(&outcome.results));
+    outln!(
         "files: {} (results), {} and .svg (plot)",
         outcome.json.display(),
         outcome.plot.display()
@@ -613,7 +675,7 @@ fn record(a: RecordArgs, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
 }
 
 fn print_environment(document: &RunDocument) {
-    println!("{}", document.environment.summary_line());
+    outln!("{}", document.environment.summary_line());
 }
 
 /// Prints the warnings to stderr (they are in the result file too) and gives the exit code: warnings never change

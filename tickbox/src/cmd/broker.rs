@@ -9,6 +9,7 @@ use tickbox_majordomo::summary::default_state_bind;
 use tickbox_majordomo::{run_broker, run_broker_pair, PairOptions};
 
 use crate::config::TickboxConfig;
+use crate::out::outln;
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = format!(
@@ -20,7 +21,7 @@ pub(crate) struct Args {
     /// Endpoint the broker ROUTER binds; clients and workers connect here. Loopback unless told otherwise
     /// (`tcp://*:5555` for every interface); `tcp://127.0.0.1:*` picks a port (the bound endpoint is printed on
     /// stdout).
-    #[arg(long, default_value = "tcp://127.0.0.1:5555")]
+    #[arg(long, default_value = "tcp://127.0.0.1:5555", value_name = "EP")]
     bind: String,
     /// Run as the primary of a Binary Star pair (needs --peer).
     #[arg(long, conflicts_with = "backup", requires = "peer")]
@@ -29,17 +30,17 @@ pub(crate) struct Args {
     #[arg(long, requires = "peer")]
     backup: bool,
     /// The peer's state endpoint (its --state-bind), e.g. `tcp://host:5004`.
-    #[arg(long)]
+    #[arg(long, value_name = "EP")]
     peer: Option<String>,
     /// Where this broker publishes its Binary Star state [default: primary tcp://127.0.0.1:5003, backup
     /// tcp://127.0.0.1:5004; a pair on two hosts binds `tcp://*:5003`].
-    #[arg(long)]
+    #[arg(long, value_name = "EP")]
     state_bind: Option<String>,
     /// Binary Star state heartbeat (e.g. `1s`); the peer is presumed dead after two silent heartbeats.
-    #[arg(long, default_value = "1s")]
+    #[arg(long, default_value = "1s", value_name = "DURATION")]
     bstar_heartbeat: tickbox_units::HumanDuration,
     /// Worker heartbeat interval, e.g. `2500ms` (overrides `[broker] heartbeat_interval`; must match the workers).
-    #[arg(long)]
+    #[arg(long, value_name = "DURATION")]
     heartbeat: Option<tickbox_units::HumanDuration>,
     #[command(flatten)]
     metrics: crate::metrics::MetricsArgs,
@@ -70,7 +71,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     // Print the bound endpoint as soon as it is known, so scripts and tests can use `:*` ports.
     let printer = std::thread::spawn(move || {
         if let Ok(ep) = rx.recv() {
-            println!("broker listening on {ep}");
+            outln!("broker listening on {ep}");
         }
     });
     let role = match (args.primary, args.backup) {
@@ -97,15 +98,15 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
             };
             let (stats, state) = run_broker_pair(&gate, &args.bind, cfg, &pair, &stop, Some(tx))
                 .context("broker pair")?;
-            println!("final binary star state: {state:?}");
+            outln!("final binary star state: {state:?}");
             stats
         }
     };
     let _ = printer.join();
-    println!("{}", stats.summary_line());
+    outln!("{}", stats.summary_line());
     // Only with `[security]`: without it the summary stays exactly as it was.
     if let Some(auth) = config.auth.summary_line() {
-        println!("{auth}");
+        outln!("{auth}");
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -23,13 +23,13 @@ pub(crate) const STATUS_SERVICES: &str = "Status services (each registered by it
 ))]
 pub(crate) struct Args {
     /// Broker endpoint; repeat for a primary/backup pair (tried in turn after each timeout).
-    #[arg(long, required = true)]
+    #[arg(long, required = true, value_name = "EP[,EP…]")]
     broker: Vec<String>,
     /// Per-attempt timeout, e.g. `2500ms`.
-    #[arg(long, default_value = "2500ms")]
+    #[arg(long, default_value = "2500ms", value_name = "DURATION")]
     timeout: tickbox_units::HumanDuration,
     /// Attempts before giving up (each on a fresh socket).
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 3, value_name = "N")]
     attempts: u32,
     /// Service name, e.g. `echo`, `mmi.service`, `titanic.request`, `tickbox.feed.status`.
     service: String,
@@ -90,7 +90,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     }
     match client.request(&args.service, &body) {
         Ok(reply) => {
-            let mut out = std::io::stdout().lock();
+            let mut out = crate::out::stdout();
             for frame in &reply {
                 writeln!(out, "{}", render(frame))?;
             }

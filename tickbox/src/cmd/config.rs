@@ -4,11 +4,12 @@
 use std::process::ExitCode;
 
 use crate::config::TickboxConfig;
+use crate::out::out;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {}
 
 pub(crate) fn run(_args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
-    print!("{}", config.to_toml()?);
+    out!("{}", config.to_toml()?);
     Ok(ExitCode::from(crate::exit_code::OK))
 }

@@ -22,14 +22,14 @@ use crate::exit_code;
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
     /// ZooKeeper ensemble: HOST:PORT[,HOST:PORT…]. Default: `[coord] zk` from the config, else 127.0.0.1:2181.
-    #[arg(long, value_name = "HOSTS")]
+    #[arg(long, value_name = "HOST:PORT[,HOST:PORT…]")]
     zk: Option<String>,
     /// Session timeout asked of the server: a lock or leadership of a dead process moves after this long.
     /// Default: `[coord] session_timeout` (6s).
-    #[arg(long, value_parser = tickbox_units::parse_duration)]
+    #[arg(long, value_parser = tickbox_units::parse_duration, value_name = "DURATION")]
     session_timeout: Option<Duration>,
     /// Give up connecting after this long (exit 4). Default: `[coord] connect_timeout` (10s).
-    #[arg(long, value_parser = tickbox_units::parse_duration)]
+    #[arg(long, value_parser = tickbox_units::parse_duration, value_name = "DURATION")]
     connect_timeout: Option<Duration>,
     #[command(subcommand)]
     op: Op,
@@ -50,16 +50,16 @@ enum Op {
     /// Print every change under PATH (`KIND<TAB>PATH`), until Ctrl-C, `--count` events or `--for` elapses.
     Watch {
         path: String,
-        #[arg(long)]
+        #[arg(long, value_name = "N")]
         count: Option<u64>,
-        #[arg(long = "for", value_parser = tickbox_units::parse_duration)]
+        #[arg(long = "for", value_parser = tickbox_units::parse_duration, value_name = "DURATION")]
         duration: Option<Duration>,
     },
     /// Show the recipes under PATH: lock holders and tokens, leaders, barriers, queues, groups, transactions.
     State {
         #[arg(default_value = "/")]
         path: String,
-        /// One JSON array instead of lines.
+        /// One JSON object (`recipes`: one entry per recipe) instead of lines.
         #[arg(long)]
         json: bool,
     },
@@ -70,14 +70,14 @@ enum Op {
         #[arg(long)]
         hold: bool,
         /// Give up waiting after this long (exit 4).
-        #[arg(long, value_parser = tickbox_units::parse_duration)]
+        #[arg(long, value_parser = tickbox_units::parse_duration, value_name = "DURATION")]
         timeout: Option<Duration>,
     },
     /// Stand in the election at PATH and print leadership changes until Ctrl-C or the candidacy is lost.
     Elect {
         path: String,
         /// Stored in the candidate's node (default: host name and pid).
-        #[arg(long)]
+        #[arg(long, value_name = "ID")]
         id: Option<String>,
     },
 }
@@ -95,15 +95,20 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         .unwrap_or_else(|_| "127.0.0.1:2181".to_owned());
     let coord = match Coord::connect_with(&zk, &opts) {
         Ok(c) => c,
-        Err(tickbox_coord::CoordError::Timeout(t)) => {
-            tracing::error!(
-                "no ZooKeeper session with {zk} within {t:?} (is the ensemble up? --zk)"
-            );
+        // Whichever gives up first (our --connect-timeout, or the client's own session timeout), no session means
+        // no answer in time: exit 4, as the help says.
+        Err(e) => {
+            let why = match e {
+                tickbox_coord::CoordError::Timeout(t) => {
+                    format!("none within {}", tickbox_units::format_duration(t))
+                }
+                other => other.to_string(),
+            };
+            eprintln!("error: no ZooKeeper session with {zk}: {why} (is the ensemble up? --zk)");
             return Ok(ExitCode::from(exit_code::TIMEOUT));
         }
-        Err(e) => return Err(e).with_context(|| format!("connecting to ZooKeeper at {zk}")),
     };
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::out::stdout();
     match args.op {
         Op::Ls { path } => {
             let children = coord
@@ -125,7 +130,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         }
         Op::Get { path, stat } => match coord.get(&path)? {
             None => {
-                tracing::error!("{path}: no such node");
+                eprintln!("error: {path}: no such node");
                 return Ok(ExitCode::from(exit_code::ERROR));
             }
             Some((data, st)) => {
@@ -152,6 +157,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
             while count.is_none_or(|c| seen < c)
                 && until.is_none_or(|u| Instant::now() < u)
                 && !stop.load(Ordering::SeqCst)
+                && !crate::out::closed()
             {
                 // Wake at least every 200 ms to honour Ctrl-C and --for; the watch keeps events meanwhile.
                 if let Some(ev) = watch.next(Duration::from_millis(200)) {
@@ -174,7 +180,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
             let states = tickbox_coord::inspect(&coord, &path)?;
             if json {
                 let arr: Vec<serde_json::Value> = states.iter().map(RecipeState::to_json).collect();
-                writeln!(out, "{}", serde_json::Value::Array(arr))?;
+                crate::out::json(&serde_json::json!({ "recipes": arr }))?;
             } else {
                 for s in &states {
                     writeln!(out, "{}", s.line())?;
@@ -190,7 +196,10 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
             let g = match lock.acquire(timeout) {
                 Ok(g) => g,
                 Err(tickbox_coord::CoordError::Timeout(t)) => {
-                    tracing::error!("{path}: not acquired within {t:?}");
+                    eprintln!(
+                        "error: {path}: not acquired within {}",
+                        tickbox_units::format_duration(t)
+                    );
                     return Ok(ExitCode::from(exit_code::TIMEOUT));
                 }
                 Err(e) => return Err(e.into()),

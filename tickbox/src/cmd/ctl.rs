@@ -30,10 +30,15 @@ use crate::exit_code::REFUSED;
 )]
 pub(crate) struct Args {
     /// Server base endpoint(s), comma-separated for a Binary Star pair: tcp://HOST:P[,tcp://HOST2:P2].
-    #[arg(long, default_value = "tcp://localhost:5556", value_name = "LIST")]
+    #[arg(
+        long = "connect",
+        alias = "server",
+        default_value = "tcp://localhost:5556",
+        value_name = "EP[,EP…]"
+    )]
     server: String,
     /// Give up when no server answers within this long (e.g. 500ms, 5s).
-    #[arg(long, default_value = "5s", value_parser = tickbox_units::parse_duration)]
+    #[arg(long, default_value = "5s", value_parser = tickbox_units::parse_duration, value_name = "DURATION")]
     timeout: Duration,
     #[command(subcommand)]
     op: Op,
@@ -48,7 +53,7 @@ enum Op {
         key: String,
         value: String,
         /// Server deletes the key after this long (CHP `ttl` property).
-        #[arg(long, value_parser = tickbox_units::parse_duration)]
+        #[arg(long, value_parser = tickbox_units::parse_duration, value_name = "DURATION")]
         ttl: Option<Duration>,
     },
     /// Delete KEY.
@@ -63,10 +68,10 @@ enum Op {
         #[arg(default_value = "")]
         prefix: String,
         /// Stop after this many changes.
-        #[arg(long)]
+        #[arg(long, value_name = "N")]
         count: Option<u64>,
         /// Stop after this long.
-        #[arg(long = "for", value_parser = tickbox_units::parse_duration)]
+        #[arg(long = "for", value_parser = tickbox_units::parse_duration, value_name = "DURATION")]
         duration: Option<Duration>,
         /// Print the current entries first.
         #[arg(long)]
@@ -90,10 +95,10 @@ fn timeout_exit(err: CloneError, what: &str) -> anyhow::Result<ExitCode> {
 
 pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     for server in args.server.split(',').filter(|s| !s.trim().is_empty()) {
-        crate::flags::check_connect("--server", server)?;
+        crate::flags::check_connect("--connect", server)?;
     }
     let servers = ServerEndpoints::parse_list(&args.server)?;
-    anyhow::ensure!(!servers.is_empty(), "--server needs at least one endpoint");
+    anyhow::ensure!(!servers.is_empty(), "--connect needs at least one endpoint");
     let (subtree, snapshot_only) = match &args.op {
         Op::Get { key } => (parent_subtree(key), true),
         Op::Set { key, .. } | Op::Del { key } => (parent_subtree(key), false),
@@ -117,7 +122,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         .timeout
         .saturating_sub(started.elapsed())
         .max(Duration::from_millis(100));
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::out::stdout();
     match args.op {
         Op::Get { key } => match client.get(&key)? {
             Some(v) => {

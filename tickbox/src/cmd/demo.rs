@@ -4,12 +4,12 @@
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 
-use anyhow::Context as _;
 use tickbox_bench::demo::{run_demo, DemoOptions};
 use tickbox_feed::Rate;
 use tickbox_subscriber::{Dispatch, HumanDuration, SnailMode};
 
 use crate::config::TickboxConfig;
+use crate::out::out;
 use crate::outcome::finish;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -21,11 +21,11 @@ pub(crate) enum Transport {
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
     /// How long the feed publishes.
-    #[arg(long, default_value = "10s", value_name = "D")]
+    #[arg(long, default_value = "10s", value_name = "DURATION")]
     pub duration: HumanDuration,
     /// Feed rate over all shards (100k, 1.5m) or `max` for flat out.
-    #[arg(long, default_value = "100k", value_name = "R|max")]
-    pub rate: String,
+    #[arg(long, default_value = "100k", value_name = "RATE")]
+    pub rate: Rate,
     /// Feed shards, and as many subscriber shards; at most 64.
     #[arg(long, default_value_t = 2, value_name = "N", value_parser = crate::bounds::shards)]
     pub shards: usize,
@@ -42,7 +42,7 @@ pub(crate) struct Args {
     #[arg(long, default_value_t = 1_000, value_name = "N", value_parser = crate::bounds::symbols)]
     pub symbols: usize,
     /// Suicidal Snail threshold (default from the config, 1s).
-    #[arg(long, value_name = "D")]
+    #[arg(long, value_name = "DURATION")]
     pub max_lateness: Option<HumanDuration>,
     /// How shards hand messages to workers: by_topic (one worker per symbol, in order) or round_robin. Default
     /// from the config (by_topic).
@@ -55,15 +55,18 @@ pub(crate) struct Args {
     #[arg(long)]
     pub no_baseline: bool,
     /// How long each raw baseline mode runs.
-    #[arg(long, default_value = "2s", value_name = "D")]
+    #[arg(long, default_value = "2s", value_name = "DURATION")]
     pub baseline_duration: HumanDuration,
+    /// Print the summary as one JSON object on stdout instead of the tables.
+    #[arg(long)]
+    pub json: bool,
 }
 
 pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     if args.shards == 0 || args.workers == 0 {
         anyhow::bail!("--shards and --workers must be at least 1");
     }
-    let rate: Rate = args.rate.parse().context("--rate")?;
+    let rate = args.rate;
     let stop = crate::shutdown::flag();
     // Built (and its I/O threads placed) before any of our threads is pinned, so they never inherit a shard's core.
     let ctx = tickbox_zmqx::context::build(&config.context)?;
@@ -94,7 +97,11 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     };
     let outcome = run_demo(&config.auth.gate(&ctx)?, &opts, &stop)?;
     let stopped = outcome.report.stopped_by(stop.load(Ordering::Relaxed));
-    print!("{}", outcome.summary(stopped));
+    if args.json {
+        crate::out::json(&outcome.summary_json(stopped))?;
+    } else {
+        out!("{}", outcome.summary(stopped));
+    }
     if let Some(err) = outcome.worker_failure {
         // After the summary, so what the surviving workers did is still shown.
         eprintln!("error: {err}: the run is incomplete");

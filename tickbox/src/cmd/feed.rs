@@ -10,6 +10,7 @@ use tickbox_feed::{Feed, FeedConfig, PacingMode, Pattern, PublisherShardConfig, 
 
 use crate::config::TickboxConfig;
 use crate::live::{fmt_rate, LiveArgs, LiveView, Rate as LiveRate};
+use crate::out::outln;
 use crate::status::StatusBoard;
 
 /// Command-line overrides of the `[feed]` config section.
@@ -28,30 +29,31 @@ pub(crate) struct Args {
     #[arg(long, value_delimiter = ',', value_name = "EP[,EP…]")]
     connect: Vec<String>,
     /// Data rate over all shards: `50000`, `100k`, `1.5m` or `max` (flat out).
-    #[arg(long)]
+    #[arg(long, value_name = "RATE")]
     rate: Option<Rate>,
     /// Pacing: evenly spaced, Poisson bursts, or as fast as possible.
     #[arg(long, value_name = "paced|bursty|flat-out")]
     mode: Option<PacingMode>,
     /// Mean burst size in bursty mode.
-    #[arg(long)]
+    #[arg(long, value_name = "N")]
     burst_size: Option<f64>,
     /// Number of symbols in the generated universe (at most 1000000).
-    #[arg(long, value_parser = crate::bounds::symbols)]
+    #[arg(long, value_parser = crate::bounds::symbols, value_name = "N")]
     symbols: Option<usize>,
     /// Venue code used in topics.
-    #[arg(long)]
+    #[arg(long, value_name = "NAME")]
     venue: Option<String>,
     /// Stop after this long (`10s`, `500ms`, `2m`); default: run until Ctrl-C.
-    #[arg(long, value_parser = tickbox_units::parse_duration)]
+    #[arg(long, value_parser = tickbox_units::parse_duration, value_name = "DURATION")]
     duration: Option<Duration>,
     /// Stop each shard after this many data messages.
-    #[arg(long)]
+    #[arg(long, value_name = "N")]
     max_messages: Option<u64>,
     /// Pin shard i's thread to the i-th core (one core per shard).
-    #[arg(long, value_delimiter = ',', value_name = "C[,C…]")]
+    #[arg(long, value_delimiter = ',', value_name = "CPU[,CPU…]")]
     cores: Vec<usize>,
-    /// `synthetic` market or the Guide's `pathological` publisher (for testing an LVC).
+    /// `synthetic` market or the Guide's `pathological` publisher (for testing an LVC): every topic once, then one
+    /// update a second. Pathological waits for its first subscriber (no deadline) and never drops its burst.
     #[arg(long, value_name = "synthetic|pathological")]
     pattern: Option<Pattern>,
     /// With `--pattern pathological`: `guide` sends each message as the Guide's two frames, [topic][body] (the
@@ -72,16 +74,11 @@ pub(crate) struct Args {
     )]
     source: Option<std::path::PathBuf>,
     /// Pacing of `--source`: `1x` (as recorded), `10x`, `0.5x` or `max` (as fast as the sockets take it).
-    #[arg(
-        long,
-        value_name = "1x|Nx|max",
-        default_value = "1x",
-        requires = "source"
-    )]
+    #[arg(long, value_name = "SPEED", default_value = "1x", requires = "source")]
     speed: tickbox_units::Speed,
     /// What a slow subscriber does to the feed: `block` (XPUB with ZMQ_XPUB_NODROP: it back-pressures the feed
     /// instead of losing messages) or `drop` (the default, or `[feed] back_pressure`).
-    #[arg(long, value_name = "block|drop")]
+    #[arg(long, value_name = "drop|block")]
     back_pressure: Option<tickbox_zmqx::BackPressure>,
     /// Deprecated spelling of `--back-pressure block`.
     #[arg(long, hide = true, conflicts_with = "back_pressure")]
@@ -92,26 +89,26 @@ pub(crate) struct Args {
     #[arg(long, value_name = "off|auto")]
     batch: Option<tickbox_feed::BatchMode>,
     /// Send-side high-water mark per subscriber (`[feed] send_hwm`).
-    #[arg(long)]
+    #[arg(long, value_name = "N")]
     send_hwm: Option<i32>,
     /// Deprecated spelling of `--send-hwm`.
-    #[arg(long, hide = true, conflicts_with = "send_hwm")]
+    #[arg(long, hide = true, conflicts_with = "send_hwm", value_name = "N")]
     sndhwm: Option<i32>,
     /// Heartbeat after this long idle, e.g. `100ms` (`0s` disables).
-    #[arg(long)]
+    #[arg(long, value_name = "DURATION")]
     heartbeat: Option<tickbox_units::HumanDuration>,
     /// `--no-drop` only: a run that ends by `--duration`, `--max-messages` or the end of `--source` waits up to
     /// this long for its subscribers to leave (having read everything), then as long again for what is still
     /// queued to reach the network ([feed] drain_timeout, default 5s; `0s` closes at once). Subscribers still
     /// connected are reported; messages still queued then are dropped, counted as `undelivered`, and the feed
     /// exits 1 saying so. Ctrl-C skips it (what is queued gets 300 ms).
-    #[arg(long)]
+    #[arg(long, value_name = "DURATION")]
     drain_timeout: Option<tickbox_units::HumanDuration>,
     /// Random seed (equal seeds give equal streams).
-    #[arg(long)]
+    #[arg(long, value_name = "N")]
     seed: Option<u64>,
     /// Wait for this many subscriptions on each shard before sending data (at most 5 s; at most 100000).
-    #[arg(long, value_parser = crate::bounds::wait_for_subscribers)]
+    #[arg(long, value_parser = crate::bounds::wait_for_subscribers, value_name = "N")]
     wait_for_subscribers: Option<usize>,
     /// Majordomo broker to register `tickbox.feed.status` with.
     #[arg(long, value_name = "EP")]
@@ -152,6 +149,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         );
     }
     feed_config.validate()?;
+    let connects: Vec<bool> = feed_config.shards.iter().map(|s| s.connect).collect();
     let stop = crate::shutdown::flag();
     // Built (and its I/O threads placed) before any of our threads is pinned, so they never inherit a shard's core.
     let ctx = tickbox_zmqx::context::build(&config.context)?;
@@ -163,13 +161,15 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     let mut view = LiveView::new("feed", &live_args, None);
     let mut view_rate = LiveRate::default();
     let mut last_status = std::time::Instant::now() - Duration::from_secs(1);
+    let started = std::time::Instant::now();
+    let mut silence_said = false;
     {
         // Endpoints go to stdout (and are flushed) so scripts and tests can connect to `tcp://…:*` shards; with
         // `--json` stdout carries only the summary object, so they go to stderr.
         let mut out: Box<dyn Write> = if json {
             Box::new(std::io::stderr().lock())
         } else {
-            Box::new(std::io::stdout().lock())
+            Box::new(crate::out::stdout())
         };
         for shard in feed.shards() {
             writeln!(
@@ -184,6 +184,10 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         if last_status.elapsed() >= Duration::from_millis(500) {
             last_status = std::time::Instant::now();
             status.publish(serde_json::to_value(tickbox_feed::FeedStatus::of(&feed))?);
+        }
+        if !silence_said && started.elapsed() >= tickbox_subscriber::SILENCE_WARNING {
+            silence_said = true;
+            say_unsubscribed(&feed, &connects);
         }
         if view.due() {
             // The shards' published counters, summed here, never on their threads.
@@ -226,20 +230,42 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     if json {
         let mut summary = serde_json::to_value(tickbox_feed::FeedSummary::new(&report))?;
         crate::auth_report::add_to_json(&mut summary, &config.auth);
-        println!("{summary}");
+        crate::out::json(&summary)?;
     } else {
-        println!("{report}");
+        outln!("{report}");
         if let Some(line) = crate::auth_report::line(&config.auth) {
-            println!("{line}");
+            outln!("{line}");
         }
     }
     drop(status);
-    Ok(close_counting_undelivered(
-        ctx,
-        report.total_undelivered(),
-        drain_timeout,
-        &stop,
-    ))
+    let code = close_counting_undelivered(ctx, report.total_undelivered(), drain_timeout, &stop);
+    if let Some(sent) = report.delivered_to_nobody() {
+        eprintln!(
+            "error: feed: delivered to no subscriber: {sent} message(s) went nowhere (no subscription on any \
+             shard during the run; is anything bound at the --connect endpoint?)"
+        );
+        return Ok(ExitCode::from(crate::exit_code::ERROR));
+    }
+    Ok(code)
+}
+
+/// Says on stderr which connecting shards (`connects`, by index) have no subscriber a few seconds in: what they
+/// send goes nowhere.
+fn say_unsubscribed(feed: &tickbox_feed::FeedHandle, connects: &[bool]) {
+    let stats = feed.stats();
+    for shard in feed.shards() {
+        let connects = connects.get(shard.shard).copied().unwrap_or(false);
+        let subscriptions = stats.get(shard.shard).map_or(0, |s| s.subscriptions);
+        if connects && subscriptions == 0 {
+            eprintln!(
+                "warning: feed shard {} is connected to {} but nothing has subscribed in {}: is anything bound \
+                 there (an LVC's --upstream-bind)? What it sends meanwhile goes nowhere",
+                shard.shard,
+                shard.endpoint,
+                tickbox_units::HumanDuration(tickbox_subscriber::SILENCE_WARNING)
+            );
+        }
+    }
 }
 
 /// How long the shards' close may wait (their drain at the end of a no-drop run; nothing otherwise).
@@ -306,7 +332,7 @@ fn run_source(
         let mut out: Box<dyn Write> = if json {
             Box::new(std::io::stderr().lock())
         } else {
-            Box::new(std::io::stdout().lock())
+            Box::new(crate::out::stdout())
         };
         for shard in feed.shards() {
             writeln!(
@@ -356,9 +382,9 @@ fn run_source(
     if json {
         let summary = tickbox_feed::SourceSummary::new(&report, &path.display().to_string(), form)
             .context("the feed's report lacks its source totals")?;
-        println!("{}", serde_json::to_value(summary)?);
+        crate::out::json(&summary)?;
     } else {
-        println!("{report}");
+        outln!("{report}");
     }
     drop(status);
     Ok(close_counting_undelivered(
@@ -434,6 +460,12 @@ fn apply(args: Args, mut config: FeedConfig) -> anyhow::Result<FeedConfig> {
         config.no_drop = true;
     }
     if let Some(back_pressure) = args.back_pressure {
+        if !back_pressure.blocks() && config.pattern == Pattern::Pathological {
+            bail!(
+                "--back-pressure drop: the pathological pattern never drops (its one burst of every topic is the \
+                 point; it waits for a subscriber and blocks); leave --back-pressure out"
+            );
+        }
         config.no_drop = back_pressure.blocks();
     }
     if let Some(d) = args.drain_timeout {

@@ -7,28 +7,29 @@ use tickbox_pirates::freelance::{run_freelance_server_with, FreelanceServerConfi
 use tickbox_units::ByteSize;
 
 use crate::config::TickboxConfig;
+use crate::out::outln;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
     /// Endpoint to bind, e.g. `tcp://*:5555` or `ipc:///tmp/fl.sock`.
-    #[arg(long)]
+    #[arg(long, value_name = "EP")]
     bind: String,
     /// The exact endpoint string clients connect to; it becomes the server identity [default: --bind].
-    #[arg(long)]
+    #[arg(long, value_name = "EP")]
     endpoint: Option<String>,
     /// Echo the request body instead of answering `OK` (the Guide's flserver3 answers `OK`).
     #[arg(long)]
     echo: bool,
     /// Largest request or reply, all frames together, e.g. 1MiB; also the socket's ZMQ_MAXMSGSIZE (per frame:
     /// libzmq disconnects a peer sending a bigger frame) [default: 1MiB].
-    #[arg(long, value_parser = tickbox_units::parse_size)]
+    #[arg(long = "max-message-bytes", alias = "max-message-size", value_parser = tickbox_units::parse_size, value_name = "BYTES")]
     max_message_size: Option<u64>,
     /// Replies queued for one peer that does not read them, at most [default: 1000].
-    #[arg(long)]
+    #[arg(long, value_name = "N")]
     max_queued_replies: Option<u32>,
     /// Bytes of replies queued for one peer, at most, e.g. 16MiB: lowers the queue length to
     /// max-queued-bytes / max-message-size when that is smaller [default: 16MiB].
-    #[arg(long, value_parser = tickbox_units::parse_size)]
+    #[arg(long, value_parser = tickbox_units::parse_size, value_name = "BYTES")]
     max_queued_bytes: Option<u64>,
     /// Print the final counters as one JSON object instead of a text line.
     #[arg(long)]
@@ -65,7 +66,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     let ctx = zmq::Context::new();
     // Before any bind, and kept until the sockets are closed: without it libzmq lets every CURVE client in.
     let gate = config.auth.gate(&ctx).context("starting the ZAP handler")?;
-    println!(
+    outln!(
         "freelance server {public} listening on {} (at most {} replies of at most {} queued per peer)",
         args.bind,
         limits.queued_replies(),
@@ -87,9 +88,9 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         if let Some(auth) = &auth {
             json["auth"] = serde_json::to_value(auth)?;
         }
-        println!("{}", serde_json::to_string(&json)?);
+        crate::out::json(&json)?;
     } else {
-        println!(
+        outln!(
             "pings {}  requests {}  malformed {}  oversize {}  dropped_full {}  dropped_unroutable {}",
             stats.pings,
             stats.requests,
@@ -99,7 +100,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
             stats.dropped_unroutable
         );
         if let Some(auth) = &auth {
-            println!("{}", auth.line());
+            outln!("{}", auth.line());
         }
     }
     Ok(ExitCode::SUCCESS)

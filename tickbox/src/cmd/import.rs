@@ -9,6 +9,7 @@ use anyhow::Context;
 use tickbox_dbn::{import_files, ImportOptions};
 
 use crate::config::TickboxConfig;
+use crate::out::outln;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
@@ -16,13 +17,13 @@ pub(crate) struct Args {
     #[arg(required = true)]
     files: Vec<PathBuf>,
     /// The journal to write: a new archive directory (refused if it exists).
-    #[arg(long)]
+    #[arg(long, value_name = "PATH")]
     journal: PathBuf,
     /// Archive segment size (64MiB, 1GiB, ...).
-    #[arg(long, default_value = "64MiB")]
+    #[arg(long, default_value = "64MiB", value_name = "SIZE")]
     segment_size: String,
     /// DBN version of headerless fragments (default: `.v1.`/`.v2.`/`.v3.` in the file name, else unknown).
-    #[arg(long, value_parser = clap::value_parser!(u8).range(1..=3))]
+    #[arg(long, value_parser = clap::value_parser!(u8).range(1..=3), value_name = "N")]
     fragment_version: Option<u8>,
     /// Print one JSON object (the manifest, records, seconds, records/s) instead of the table.
     #[arg(long)]
@@ -38,9 +39,9 @@ pub(crate) fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCod
     };
     let summary = import_files(&args.journal, &args.files, &opts)?.summary(&args.journal);
     if args.json {
-        println!("{}", serde_json::to_value(&summary)?);
+        crate::out::json(&summary)?;
     } else {
-        println!("{summary}");
+        outln!("{summary}");
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 
 use crate::config::TickboxConfig;
+use crate::out::outln;
 
 /// `tickbox keygen`.
 #[derive(Debug, clap::Args)]
@@ -36,8 +37,8 @@ pub(crate) fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCod
     let (public, secret) = cert
         .save_pair(&dir, &file)
         .with_context(|| format!("keygen {}", dir.join(&file).display()))?;
-    println!("public key {}", cert.public_z85());
-    println!(
+    outln!("public key {}", cert.public_z85());
+    outln!(
         "wrote {} (public: share it) and {} (secret: keep it)",
         public.display(),
         secret.display()

@@ -14,6 +14,7 @@ use tickbox_units::HumanDuration;
 
 use crate::config::TickboxConfig;
 use crate::live::{fmt_rate, LiveView, Rate};
+use crate::out::{out, outln};
 use crate::status::StatusBoard;
 
 /// Command-line overrides of the `[lvc]` config section.
@@ -42,13 +43,13 @@ pub(crate) struct Args {
     #[arg(long, value_name = "auto|broadcast|snapshot", value_parser = parse_late_joiners)]
     late_joiners: Option<LateJoiners>,
     /// Prefixes to cache (subscribed upstream for the proxy's life); default everything.
-    #[arg(long, value_delimiter = ',', value_name = "P[,P…]")]
+    #[arg(long, value_delimiter = ',', value_name = "PREFIX[,PREFIX…]")]
     cache_prefixes: Option<Vec<String>>,
     /// At most this many cached topics.
-    #[arg(long)]
+    #[arg(long, value_name = "N")]
     max_topics: Option<usize>,
     /// At most this many cached bytes.
-    #[arg(long)]
+    #[arg(long, value_name = "BYTES")]
     max_bytes: Option<usize>,
     /// When the cache is full: evict the least recently updated topic, or refuse new topics.
     #[arg(long, value_name = "evict-lru|reject-new", value_parser = parse_overflow)]
@@ -61,13 +62,13 @@ pub(crate) struct Args {
     #[arg(long, hide = true, value_parser = parse_back_pressure, conflicts_with = "back_pressure")]
     slow_subscriber: Option<BackPressure>,
     /// Send high-water mark per subscriber.
-    #[arg(long)]
+    #[arg(long, value_name = "N")]
     downstream_hwm: Option<i32>,
     /// Receive high-water mark per publisher.
-    #[arg(long)]
+    #[arg(long, value_name = "N")]
     upstream_hwm: Option<i32>,
     /// Send high-water mark per tap consumer (beyond it that consumer's copies are dropped).
-    #[arg(long)]
+    #[arg(long, value_name = "N")]
     tap_hwm: Option<i32>,
     /// A slow tap consumer loses copies alone, silently (`per-consumer`, default: a stalled inspector never costs
     /// the recorder), or with every other tap consumer, counted by the proxy (`counted`).
@@ -85,20 +86,20 @@ pub(crate) struct Args {
     #[arg(long, value_name = "BYTES")]
     max_message_bytes: Option<usize>,
     /// At most this many distinct subscriber prefixes forwarded upstream at once.
-    #[arg(long)]
+    #[arg(long, value_name = "N")]
     max_downstream_prefixes: Option<usize>,
     /// At most this many cached values sent per second for subscriptions, over all subscribers.
-    #[arg(long)]
+    #[arg(long, value_name = "N")]
     cached_per_second: Option<usize>,
     /// Print a stats line this often on stderr (`10s`, `500ms`; `0s` disables; default from config, 10s): redrawn
     /// in place on a terminal, plain lines otherwise.
-    #[arg(long, value_parser = tickbox_units::parse_duration)]
+    #[arg(long, value_parser = tickbox_units::parse_duration, value_name = "DURATION")]
     stats_interval: Option<Duration>,
     /// Stop after this long (`10s`, `500ms`, `2m`); default: until Ctrl-C.
-    #[arg(long, value_parser = tickbox_units::parse_duration)]
+    #[arg(long, value_parser = tickbox_units::parse_duration, value_name = "DURATION")]
     duration: Option<Duration>,
     /// Pin the proxy thread to this core.
-    #[arg(long)]
+    #[arg(long, value_name = "CPU")]
     core: Option<usize>,
     /// Most concurrent connections on each socket the proxy binds; a handshake past it is refused and counted
     /// (overrides [lvc] max_connections; 0: no cap; at most 1000000).
@@ -109,6 +110,10 @@ pub(crate) struct Args {
     broker: Option<String>,
     #[command(flatten)]
     metrics: crate::metrics::MetricsArgs,
+    /// Print the final counters and every publisher's account as one JSON object on stdout instead of the tables
+    /// (the endpoint lines then go to stderr).
+    #[arg(long)]
+    json: bool,
 }
 
 pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
@@ -129,6 +134,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     let duration = args.duration;
     let broker = args.broker.clone();
     let metrics = args.metrics.clone();
+    let json = args.json;
     let mut lvc_config = apply(args, config.lvc.clone());
     // Every socket the proxy binds is capped (docs/book/src/bounds.md); the handle also runs the ZAP handler that refuses.
     let security = config
@@ -151,8 +157,13 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     let _metrics = metrics.start(config, "lvc", vec![std::sync::Arc::new(lvc.metrics())])?;
     let status = StatusBoard::start(&ctx, broker.as_deref(), "lvc", config.auth.clone())?;
     {
-        // Resolved endpoints go to stdout, flushed, so scripts and tests can use `tcp://…:*`.
-        let mut out = std::io::stdout().lock();
+        // Resolved endpoints go to stdout, flushed, so scripts and tests can use `tcp://…:*`; with `--json` stdout
+        // carries only the summary object, so they go to stderr.
+        let mut out: Box<dyn Write> = if json {
+            Box::new(std::io::stderr().lock())
+        } else {
+            Box::new(crate::out::stdout())
+        };
         let endpoints = lvc.endpoints();
         writeln!(out, "lvc subscribers {}", endpoints.downstream)?;
         for ep in &endpoints.upstream {
@@ -188,7 +199,8 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
             let s = lvc.stats();
             view.show(
                 &format!(
-                    "in {} ({}), out {} ({}), cache {} topics / {}, cached values sent {}, drops {}, malformed {}{}",
+                    "in {} ({}), out {} ({}), cache {} topics / {}, cached values sent {}, drops {}, malformed {}, \
+                     publishers {}, missing {}, missed before join {}{}",
                     s.messages_in,
                     fmt_rate(rate_in.per_sec(s.messages_in)),
                     s.messages_out,
@@ -198,6 +210,9 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
                     s.cached_sent,
                     s.drops(),
                     s.malformed,
+                    s.sequences.publishers,
+                    s.sequences.missing,
+                    s.sequences.missed_before_join,
                     security.live_suffix(),
                 ),
                 None,
@@ -207,14 +222,38 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     }
     // The status line goes before the final counters, never under them.
     view.finish();
+    let publishers = lvc.publishers_handle();
     let stats = lvc.join().context("LVC proxy")?;
-    print!("{}", stats.table(lvc_config.tap_drop));
-    for line in security
-        .summary_line()
-        .into_iter()
-        .chain(security.connections_line())
-    {
-        println!("{line}");
+    let accounts = publishers.publishers();
+    if json {
+        let mut summary = serde_json::json!({
+            "component": "lvc",
+            "stats": stats,
+            "drops": stats.drops(),
+            "publishers": accounts,
+            "connections": security.connections(),
+        });
+        crate::auth_report::add_to_json(&mut summary, &security);
+        crate::out::json(&summary)?;
+    } else {
+        out!("{}", stats.table(lvc_config.tap_drop));
+        out!("{}", tickbox_lvc::report::publishers_table(&accounts));
+        for line in security
+            .summary_line()
+            .into_iter()
+            .chain(security.connections_line())
+        {
+            outln!("{line}");
+        }
+    }
+    if stats.sequences.missing + stats.sequences.missed_before_join > 0 {
+        eprintln!(
+            "warning: the cache never received {} publisher messages ({} lost in gaps, {} sent before it first \
+             heard their publisher): snapshots said so to clients that can be told",
+            stats.sequences.missing + stats.sequences.missed_before_join,
+            stats.sequences.missing,
+            stats.sequences.missed_before_join
+        );
     }
     Ok(ExitCode::from(crate::exit_code::OK))
 }

@@ -12,13 +12,15 @@ use tickbox_fleet::{check_member_id, default_member_id, SubscriberLive};
 use tickbox_subscriber::standard_worker_with_tape;
 use tickbox_subscriber::{
     check_nic, Dispatch, GapPolicy, Handoff, HumanDuration, RunEnd, RunLook, RunWatch,
-    SharedThreshold, SnailMode, Subscriber, SubscriberConfig, SubscriberShardConfig,
+    SharedThreshold, Silence, SilenceWatch, SnailMode, Subscriber, SubscriberConfig,
+    SubscriberShardConfig, SILENCE_WARNING,
 };
 use tickbox_workers::{TapeSink, WorkerPoolConfig};
 
 use crate::config::TickboxConfig;
 use crate::exit_code;
 use crate::live::{fmt_ns, fmt_rate, LiveArgs, LiveView, Rate};
+use crate::out::{out, outln};
 use crate::status::StatusBoard;
 
 #[derive(Debug, clap::Args)]
@@ -43,30 +45,31 @@ use crate::status::StatusBoard;
 pub(crate) struct Args {
     /// Publisher endpoints, one shard each (e.g. tcp://10.0.0.1:5556,tcp://10.0.1.1:5556). Overrides
     /// `[[subscriber.shards]]` from the config.
-    #[arg(long, value_delimiter = ',', value_name = "EP")]
+    #[arg(long, value_delimiter = ',', value_name = "EP[,EP…]")]
     pub connect: Vec<String>,
     /// Network interface per shard (one name applies to all shards); connects as tcp://IFACE:0;HOST:PORT. An
     /// interface that does not exist or has no IPv4 address is an error at start.
-    #[arg(long, value_delimiter = ',', value_name = "IFACE")]
+    #[arg(long, value_delimiter = ',', value_name = "IFACE[,IFACE…]")]
     pub nic: Vec<String>,
     /// Worker threads (each pulls from every shard); at most 256.
     #[arg(long, value_name = "N", value_parser = crate::bounds::workers)]
     pub workers: Option<usize>,
     /// Stop after this long (250ms, 10s, 5m); runs until Ctrl-C otherwise.
-    #[arg(long, value_name = "D")]
+    #[arg(long, value_name = "DURATION")]
     pub duration: Option<HumanDuration>,
-    /// Stop once frames have stopped arriving for this long (after the first one): subscribe to a replay until it
-    /// ends. A publisher's heartbeats count as arriving, so point it at a stream that goes quiet when done.
-    #[arg(long, value_name = "D")]
+    /// Stop once no frame has arrived for this long (since the last one, or since the start when none comes at
+    /// all): subscribe to a replay until it ends. A publisher's heartbeats count as arriving, so point it at a
+    /// stream that goes quiet when done. A run that has received nothing says so after 3 s either way.
+    #[arg(long, value_name = "DURATION")]
     pub idle_exit: Option<HumanDuration>,
     /// Suicidal Snail threshold (250us, 5ms, 1s); 0 disables. Default 1s.
-    #[arg(long, value_name = "D")]
+    #[arg(long, value_name = "DURATION")]
     pub max_lateness: Option<HumanDuration>,
     /// Topic prefixes to subscribe to (Q.XNAS.,T.); heartbeats (H.) are always added. Default: everything.
-    #[arg(long, value_delimiter = ',', value_name = "P")]
+    #[arg(long, value_delimiter = ',', value_name = "PREFIX[,PREFIX…]")]
     pub topics: Vec<String>,
     /// CPU ids: the first one per shard pins the shards, the rest pin the workers in order.
-    #[arg(long, value_delimiter = ',', value_name = "C")]
+    #[arg(long, value_delimiter = ',', value_name = "CPU[,CPU…]")]
     pub cores: Vec<usize>,
     /// What a sequence gap (this hop's own loss) does: warn (log and count) or die (exit like the snail).
     #[arg(long, value_name = "warn|die")]
@@ -91,7 +94,7 @@ pub(crate) struct Args {
     #[arg(long, value_name = "strict|skew_tolerant")]
     pub snail_mode: Option<SnailMode>,
     /// Warn when a publisher's estimated clock offset exceeds this either way (0 never). Default 100ms.
-    #[arg(long, value_name = "D")]
+    #[arg(long, value_name = "DURATION")]
     pub clock_skew_warn: Option<HumanDuration>,
     /// An LVC's snapshot endpoint (`tickbox lvc --snapshot`): once subscribed, ask it for the last value of every
     /// topic under --topics, sent to this subscriber alone, and process them as CACHED values. The summary says
@@ -99,7 +102,7 @@ pub(crate) struct Args {
     #[arg(long, value_name = "EP")]
     pub lvc_snapshot: Option<String>,
     /// How long the LVC snapshot may take before it is reported as timed out. Default 5s.
-    #[arg(long, value_name = "D")]
+    #[arg(long, value_name = "DURATION")]
     pub lvc_snapshot_timeout: Option<HumanDuration>,
     /// A recorder's history service (`tickbox record --serve`): hold the live stream, fetch the history from
     /// --from, then go live with no gap and no duplicate at the seam. `zk:PATH` asks the leader of the recorders'
@@ -127,7 +130,7 @@ pub(crate) struct Args {
     #[command(flatten)]
     pub(crate) metrics: crate::metrics::MetricsArgs,
     /// Testing aid: every worker sleeps this long per message, to show that a slow consumer trips the snail.
-    #[arg(long, value_name = "D", hide = true)]
+    #[arg(long, value_name = "DURATION", hide = true)]
     pub debug_worker_delay: Option<HumanDuration>,
     /// For `bench latency --shape processes`: every worker also keeps each data record's (sequence, send stamp,
     /// dequeue time) and the samples are written to PATH at exit (tickbox-bench's sample file).
@@ -138,19 +141,19 @@ pub(crate) struct Args {
     pub latency_capacity: usize,
     /// Clone key-value servers (tcp://HOST:PORT, or two for a Binary Star pair) for live configuration,
     /// membership and alerts. Overrides `[subscriber] clone`.
-    #[arg(long, value_delimiter = ',', value_name = "EP[,EP]")]
+    #[arg(long, value_delimiter = ',', value_name = "EP[,EP…]")]
     pub clone: Vec<String>,
     /// Identity under /members/subscribers/ and /alerts/subscribers/. Default: HOSTNAME-PID.
     #[arg(long, value_name = "ID")]
     pub member_id: Option<String>,
     /// Membership lease: the entry disappears this long after the subscriber dies. Default 3s.
-    #[arg(long, value_name = "D")]
+    #[arg(long, value_name = "DURATION")]
     pub member_ttl: Option<HumanDuration>,
     /// Majordomo broker to register `tickbox.subscribe.status` with.
     #[arg(long, value_name = "EP")]
     pub broker: Option<String>,
     /// ZooKeeper ensemble for --start-barrier and --group: HOST:PORT[,HOST:PORT…]. Default: `[coord] zk`.
-    #[arg(long, value_name = "HOSTS")]
+    #[arg(long, value_name = "HOST:PORT[,HOST:PORT…]")]
     pub zk: Option<String>,
     /// Double barrier (ZooKeeper path) shared with a `tickbox replay --start-barrier PATH --parties N` and the
     /// other subscribers: enter once connected and subscribed (the replay sends nothing before all are in),
@@ -165,6 +168,39 @@ pub(crate) struct Args {
     /// timeout, and a joining member takes over its fair share. One summary per shard owned.
     #[arg(long, value_name = "PATH", conflicts_with_all = ["start_barrier", "clone", "broker"])]
     pub group: Option<String>,
+}
+
+/// Says on stderr that nothing has arrived, and what the shards know of why.
+fn say_silence(why: &Silence, config: &SubscriberConfig, idle_exit: Option<HumanDuration>) {
+    let after = HumanDuration(SILENCE_WARNING);
+    let ending = match idle_exit {
+        Some(limit) => format!(" (--idle-exit {limit} ends the run if nothing comes)"),
+        None => String::new(),
+    };
+    match why {
+        Silence::NotConnected(shards) => {
+            let names: Vec<String> = shards
+                .iter()
+                .map(|&i| {
+                    let endpoints = config
+                        .shards
+                        .get(i)
+                        .map(|s| s.connect.join(","))
+                        .unwrap_or_default();
+                    format!("shard {i} ({endpoints})")
+                })
+                .collect();
+            eprintln!(
+                "warning: nothing received in {after}: not connected: {}: is the publisher up, and the endpoint \
+                 right?{ending}",
+                names.join(", ")
+            );
+        }
+        Silence::NothingSent => eprintln!(
+            "warning: connected, but nothing received in {after}: the publisher sends nothing yet, or nothing it \
+             sends matches --topics{ending}"
+        ),
+    }
 }
 
 /// How often the control loop refreshes the status snapshot.
@@ -399,19 +435,25 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         args.duration.map(|d| d.0),
         std::time::Instant::now(),
     );
+    let mut silence = SilenceWatch::new(std::time::Instant::now());
     loop {
         let tripped = subscriber.is_tripped();
         let now = std::time::Instant::now();
+        let shards = subscriber.live_shards();
         let end = watch.check(
             RunLook {
                 tripped,
                 workers_failed: subscriber.workers_failed(),
                 stop: stop.load(Ordering::Relaxed),
-                received: subscriber.live_shards().iter().map(|s| s.received).sum(),
+                received: shards.iter().map(|s| s.received).sum(),
                 catching_up: subscriber.catch_up().is_some_and(|c| !c.is_live()),
             },
             now,
         );
+        let counts: Vec<(u64, u64)> = shards.iter().map(|s| (s.received, s.handshakes)).collect();
+        if let Some(why) = silence.check(&counts, now) {
+            say_silence(&why, &sub_config, args.idle_exit);
+        }
         if end == Some(RunEnd::Idle) {
             let limit = watch.idle_limit().unwrap_or_default();
             tracing::info!(idle = %HumanDuration(limit), "no frame for the idle limit: stopping");
@@ -484,14 +526,14 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         if let Some(catch_up) = &catch_up {
             summary["catch_up"] = serde_json::to_value(catch_up)?;
         }
-        println!("{summary}");
+        crate::out::json(&summary)?;
     } else {
-        print!("{}", report.summary_table(None, stopped_by));
+        out!("{}", report.summary_table(None, stopped_by));
         if let Some(snapshot) = &snapshot {
-            println!("{}", snapshot.summary_line());
+            outln!("{}", snapshot.summary_line());
         }
         if let Some(catch_up) = &catch_up {
-            println!("{}", catch_up.summary_line());
+            outln!("{}", catch_up.summary_line());
         }
     }
     let tape_failed = tape.as_ref().is_some_and(|sink| report_tape(sink));
@@ -589,10 +631,10 @@ fn subscribe_group(
     for one in &outcome.shards {
         let stopped_by = one.report.stopped_by(signalled);
         if args.json {
-            println!("{}", one.summary_json(stopped_by));
+            outln!("{}", one.summary_json(stopped_by));
         } else {
-            println!("group shard {}:", one.shard);
-            print!("{}", one.report.summary_table(None, stopped_by));
+            outln!("group shard {}:", one.shard);
+            out!("{}", one.report.summary_table(None, stopped_by));
         }
         if one.report.fatal.is_some() {
             exit = crate::outcome::finish(&one.report);

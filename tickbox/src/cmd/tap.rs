@@ -20,20 +20,20 @@ pub(crate) struct Args {
     /// Topic prefixes to subscribe to (e.g. `Q.XNAS,T.`); default everything. Without a filter the inspector
     /// checks every publisher's sequence and prints `GAP` lines for what it lost; with one, gaps are expected
     /// and not checked.
-    #[arg(long, value_delimiter = ',', value_name = "P[,P…]")]
+    #[arg(long, value_delimiter = ',', value_name = "PREFIX[,PREFIX…]")]
     topics: Vec<String>,
     /// Show only these kinds: quote, trade, heartbeat, book_level.
-    #[arg(long, value_delimiter = ',', value_name = "K[,K…]")]
+    #[arg(long, value_delimiter = ',', value_name = "KIND[,KIND…]")]
     kinds: Vec<String>,
     /// Show one message in N (of those passing the filters).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_name = "N")]
     sample: u64,
     /// Instead of messages, print a table of rates per topic prefix once a second: redrawn in place on a
     /// terminal, appended as plain tables otherwise.
     #[arg(long)]
     top: bool,
     /// Topic parts that make a prefix in `--top` (2: `Q.XNAS`).
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = 2, value_name = "N")]
     depth: usize,
     /// Do not show subscription events.
     #[arg(long)]
@@ -45,8 +45,12 @@ pub(crate) struct Args {
     #[arg(long, value_name = "tickbox|guide|auto", default_value = "auto")]
     framing: tap::Framing,
     /// Stop after this long (`10s`, `500ms`); default: until Ctrl-C.
-    #[arg(long, value_parser = tickbox_units::parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = tickbox_units::parse_duration)]
     duration: Option<Duration>,
+    /// Print the closing summary (frames, shown, malformed, missed) as one JSON object on stdout, after the
+    /// messages; without it the summary is one line on stderr.
+    #[arg(long)]
+    json: bool,
 }
 
 pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
@@ -78,14 +82,33 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         duration: args.duration,
         top_output,
     };
-    let mut out = std::io::stdout().lock();
-    let s = inspect::run(&ctx, &config.auth, &opts, &mut out, &stop)?;
-    tracing::info!(
-        frames = s.frames,
-        shown = s.shown,
-        malformed = s.malformed,
-        missed = s.missed,
-        "tap inspector done"
-    );
+    let connect = opts.connect.clone();
+    let s = {
+        let mut out = std::io::stdout().lock();
+        match inspect::run(&ctx, &config.auth, &opts, &mut out, &stop) {
+            // The reader of our output went away (`| head`): nothing more to show, and nothing went wrong.
+            Err(inspect::InspectError::Io(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+                return Ok(ExitCode::from(crate::exit_code::OK))
+            }
+            other => other?,
+        }
+    };
+    if args.json {
+        crate::out::json(
+            &serde_json::json!({ "component": "tap", "connect": connect, "stats": s }),
+        )?;
+    } else {
+        eprintln!(
+            "tap: {} frames, {} shown, {} malformed, {} publisher sequences missed",
+            s.frames, s.shown, s.malformed, s.missed
+        );
+    }
+    if s.frames == 0 {
+        eprintln!(
+            "error: tap received nothing from {connect}: check the endpoint (an LVC's --tap, or a publisher) and \
+             --topics"
+        );
+        return Ok(ExitCode::from(crate::exit_code::ERROR));
+    }
     Ok(ExitCode::from(crate::exit_code::OK))
 }

@@ -8,6 +8,7 @@ use anyhow::Context;
 use tickbox_majordomo::titanic::{FsyncPolicy, Redispatch, Titanic};
 
 use crate::config::TickboxConfig;
+use crate::out::outln;
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 enum Fsync {
@@ -28,31 +29,31 @@ enum RedispatchArg {
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
     /// Majordomo broker endpoint to register with.
-    #[arg(long)]
+    #[arg(long, value_name = "EP")]
     broker: String,
     /// Journal directory (created if missing; an existing one is recovered).
-    #[arg(long)]
+    #[arg(long, value_name = "DIR")]
     dir: PathBuf,
     /// When to force the journal to disk (overrides `[titanic] fsync`).
     #[arg(long, value_enum)]
     fsync: Option<Fsync>,
     /// Worker heartbeat interval, e.g. `2500ms` (must match the broker).
-    #[arg(long)]
+    #[arg(long, value_name = "DURATION")]
     heartbeat: Option<tickbox_units::HumanDuration>,
     /// Dispatcher rescan interval, e.g. `1s`.
-    #[arg(long)]
+    #[arg(long, value_name = "DURATION")]
     scan: Option<tickbox_units::HumanDuration>,
     /// After this long without a reply a dispatched request is logged as slow (never re-sent for it).
-    #[arg(long)]
+    #[arg(long, value_name = "DURATION")]
     dispatch_timeout: Option<tickbox_units::HumanDuration>,
     /// How long one attempt may run before it counts as lost (overrides `[titanic] job_timeout`).
-    #[arg(long)]
+    #[arg(long, value_name = "DURATION")]
     job_timeout: Option<tickbox_units::HumanDuration>,
     /// What a lost attempt leads to (overrides `[titanic] redispatch`).
     #[arg(long, value_enum)]
     redispatch: Option<RedispatchArg>,
     /// Sends per request in all under `--redispatch after-timeout`.
-    #[arg(long)]
+    #[arg(long, value_name = "N")]
     max_attempts: Option<u32>,
     #[command(flatten)]
     metrics: crate::metrics::MetricsArgs,
@@ -93,7 +94,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     let ctx = zmq::Context::new();
     let titanic = Titanic::start(&ctx, &args.broker, &args.dir, cfg).context("starting titanic")?;
     let rec = titanic.recovery();
-    println!(
+    outln!(
         "titanic ready: {} open requests ({} awaiting a reply) recovered from {}; {} of them were dispatched before the restart",
         rec.open_requests,
         rec.pending_requests,
@@ -109,6 +110,6 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         )],
     )?;
     titanic.wait(&stop).context("titanic")?;
-    println!("{}", counters.summary_line());
+    outln!("{}", counters.summary_line());
     Ok(ExitCode::SUCCESS)
 }

@@ -13,6 +13,7 @@ use tickbox_tuning::{topology, CheckInput, PlanRequest, Severity};
 
 use crate::config::TickboxConfig;
 use crate::exit_code;
+use crate::out::out;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
@@ -31,7 +32,8 @@ enum TuneCommand {
     Check(CheckArgs),
     /// Place shards, libzmq I/O threads and workers per NIC; writes a config that --config takes.
     Plan(PlanArgs),
-    /// Run the bench pipeline over a grid with repeats, rank by median, write the winning config.
+    /// Run the bench pipeline over a grid with repeats, rank by an objective of throughput and p99 lateness (medians),
+    /// write the winning config. Only performance settings are swept unless asked.
     // Boxed: its many grid flags make it far larger than the other variants.
     Sweep(Box<SweepArgs>),
 }
@@ -77,19 +79,25 @@ struct PlanArgs {
     #[command(flatten)]
     root: RootArg,
     /// NICs, one subscriber shard group each, e.g. eth1,eth2.
-    #[arg(long, value_delimiter = ',', required = true)]
+    #[arg(
+        long = "nic",
+        alias = "nics",
+        value_delimiter = ',',
+        required = true,
+        value_name = "IFACE[,IFACE…]"
+    )]
     nics: Vec<String>,
     /// Subscriber shards per NIC.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_name = "N")]
     shards_per_nic: usize,
     /// Worker threads per NIC, placed on that NIC's node; at most 256.
-    #[arg(long, default_value_t = 2, value_parser = crate::bounds::workers)]
+    #[arg(long, default_value_t = 2, value_parser = crate::bounds::workers, value_name = "N")]
     workers: usize,
     /// Publisher endpoint of each shard, NIC by NIC (one per shard); omitted leaves `connect = []` to fill in.
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', value_name = "EP[,EP…]")]
     connect: Vec<String>,
     /// Write the config here instead of stdout.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "PATH")]
     out: Option<PathBuf>,
     /// Print the plan (placements, reasons, compromises) as JSON on stdout; the config still goes to --out.
     #[arg(long)]
@@ -100,60 +108,109 @@ struct PlanArgs {
 #[command(
     after_help = "The grid is every combination of --shards, --workers, --hwm, --batch, --dispatch, --io-threads and \
     --pin; the defaults' point is always added. A grid over --max-points is refused before anything runs. The bench \
-    stream is one topic, so by_topic dispatch hands it all to one worker whatever --workers says."
+    stream is one topic, so by_topic dispatch hands it all to one worker whatever --workers says.\n\
+    A sweep never changes what the pipeline guarantees unless asked: dispatch stays by_topic (each symbol's updates \
+    in order) unless --dispatch names round_robin, and then those points and a winner among them are marked as \
+    changing semantics; the loss policy and [security] are never swept. The table says what it ranked by and the \
+    winner's trade-off against the defaults: its throughput and its p99 lateness, each as a multiple of theirs."
 )]
 struct SweepArgs {
     /// Shard counts (publisher shards = SUB shards in the bench pipeline).
-    #[arg(long, value_delimiter = ',', default_value = "1")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "1",
+        value_name = "N[,N…]"
+    )]
     shards: Vec<usize>,
     /// Worker counts behind the shards.
-    #[arg(long, value_delimiter = ',', default_value = "1,2")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "1,2",
+        value_name = "N[,N…]"
+    )]
     workers: Vec<usize>,
     /// High-water marks (every socket of the pipeline).
-    #[arg(long, value_delimiter = ',', default_value = "1000")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "1000",
+        value_name = "N[,N…]"
+    )]
     hwm: Vec<i32>,
     /// Worker batch sizes (`[workers] batch`: messages handled before a flush is forced).
-    #[arg(long, value_delimiter = ',', default_value = "256")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "256",
+        value_name = "N[,N…]"
+    )]
     batch: Vec<usize>,
-    /// Dispatch modes: round_robin, by_topic.
-    #[arg(long, value_delimiter = ',', default_value = "round_robin")]
+    /// Dispatch modes: by_topic (the default: each symbol's updates in order) and, only when named,
+    /// round_robin, which gives up that order (its points are marked as changing semantics).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "by_topic",
+        value_name = "by_topic|round_robin[,…]"
+    )]
     dispatch: Vec<String>,
+    /// What ranks the points: `balanced` (throughput ratio over p99 ratio, against the defaults: ×2 throughput at
+    /// ×2 p99 scores as the defaults do), `throughput` (p99 breaks near-ties), or `latency` (throughput breaks
+    /// near-ties). Without latency runs (--no-latency) the ranking is by throughput.
+    #[arg(
+        long,
+        default_value = "balanced",
+        value_name = "balanced|throughput|latency"
+    )]
+    objective: String,
     /// libzmq I/O thread counts.
-    #[arg(long, value_delimiter = ',', default_value = "1,2")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "1,2",
+        value_name = "N[,N…]"
+    )]
     io_threads: Vec<usize>,
     /// Pinning to try: no; io (I/O threads only, from the highest CPU down, away from CPU 0); plan (the pinning
     /// plan for --nic: shards, workers and I/O thread where `tune plan` puts them).
-    #[arg(long, value_delimiter = ',', default_value = "no,plan")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "no,plan",
+        value_name = "no|io|plan[,…]"
+    )]
     pin: Vec<String>,
     /// NIC the plan points are planned for (default: the first physical NIC, else the first non-loopback one).
-    #[arg(long)]
+    #[arg(long, value_name = "IFACE[,IFACE…]")]
     nic: Option<String>,
     /// Refuse a grid with more points than this (each costs repeats x runs x (warmup + duration)).
-    #[arg(long, default_value_t = 32)]
+    #[arg(long, default_value_t = 32, value_name = "N")]
     max_points: usize,
     /// Rounds over the grid; each point is ranked by its median over the rounds.
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 3, value_name = "N")]
     repeats: usize,
     /// Measured time of each throughput and each latency run.
-    #[arg(long, default_value = "300ms")]
+    #[arg(long, default_value = "300ms", value_name = "DURATION")]
     duration: String,
     /// Unmeasured time before each run.
-    #[arg(long, default_value = "100ms")]
+    #[arg(long, default_value = "100ms", value_name = "DURATION")]
     warmup: String,
     /// Offered rate of the latency runs (p99 lateness is measured at this rate).
-    #[arg(long, default_value = "20k")]
+    #[arg(long, default_value = "20k", value_name = "RATE")]
     rate: String,
-    /// Skip the latency runs (rank by throughput only; halves the time).
+    /// Skip the latency runs (rank by throughput only, whatever --objective says; halves the time).
     #[arg(long)]
     no_latency: bool,
     /// Transport: tcp (loopback), ipc, inproc.
-    #[arg(long, default_value = "tcp")]
+    #[arg(long, default_value = "tcp", value_name = "tcp|ipc|inproc")]
     transport: String,
     /// Frame size in bytes.
-    #[arg(long, default_value_t = 100)]
+    #[arg(long, default_value_t = 100, value_name = "BYTES")]
     size: usize,
     /// Write the winning config here.
-    #[arg(long, value_name = "FILE", default_value = "tickbox-tuned.toml")]
+    #[arg(long, value_name = "PATH", default_value = "tickbox-tuned.toml")]
     out: PathBuf,
     /// Print the ranked results as JSON on stdout instead of a table.
     #[arg(long)]
@@ -176,9 +233,9 @@ fn read_topology(root: &Path) -> anyhow::Result<topology::Topology> {
 fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
     let t = read_topology(&args.root.root)?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&t)?);
+        crate::out::json_pretty(&t)?;
     } else {
-        print!("{}", t.render_tables());
+        out!("{}", t.render_tables());
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -262,9 +319,9 @@ fn check(args: CheckArgs, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
         tickbox_metrics::is_loopback(&config.metrics.bind),
     ));
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&findings)?);
+        crate::out::json_pretty(&serde_json::json!({ "findings": findings }))?;
     } else {
-        print!("{}", tickbox_tuning::render_findings(&findings));
+        out!("{}", tickbox_tuning::render_findings(&findings));
     }
     let warnings = findings
         .iter()
@@ -296,11 +353,11 @@ fn plan(args: PlanArgs) -> anyhow::Result<ExitCode> {
             std::fs::write(path, &text).with_context(|| format!("writing {}", path.display()))?;
             eprintln!("plan written to {}", path.display());
         }
-        None if !args.json => print!("{text}"),
+        None if !args.json => out!("{text}"),
         None => {}
     }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&plan)?);
+        crate::out::json_pretty(&plan)?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -326,6 +383,17 @@ fn sweep_cmd(args: SweepArgs) -> anyhow::Result<ExitCode> {
                 .ok_or_else(|| anyhow::anyhow!("--pin takes no, io and/or plan, not {p:?}"))
         })
         .collect::<anyhow::Result<Vec<Pinning>>>()?;
+    let objective = sweep::Objective::parse(&args.objective).ok_or_else(|| {
+        anyhow::anyhow!(
+            "--objective takes balanced, throughput or latency, not {:?}",
+            args.objective
+        )
+    })?;
+    let objective = if args.no_latency {
+        sweep::Objective::Throughput
+    } else {
+        objective
+    };
     let dispatch = args
         .dispatch
         .iter()
@@ -395,31 +463,36 @@ fn sweep_cmd(args: SweepArgs) -> anyhow::Result<ExitCode> {
         rate,
         latency: !args.no_latency,
     };
-    let results = sweep::run(&points, args.repeats, |point, round| {
-        let sample = tickbox_bench::sweep::measure_point(point, &run)?;
-        tracing::info!(
-            "round {}/{}: {} -> {:.0} msg/s{}",
-            round + 1,
-            args.repeats,
-            point.label(),
-            sample.msgs_per_s,
-            sample
-                .p99_us
-                .map_or(String::new(), |p| format!(", p99 {p:.1} us"))
-        );
-        Ok::<Sample, anyhow::Error>(sample)
-    })?;
+    let results = sweep::run(
+        &points,
+        args.repeats,
+        objective,
+        &defaults,
+        |point, round| {
+            let sample = tickbox_bench::sweep::measure_point(point, &run)?;
+            tracing::info!(
+                "round {}/{}: {} -> {:.0} msg/s{}",
+                round + 1,
+                args.repeats,
+                point.label(),
+                sample.msgs_per_s,
+                sample
+                    .p99_us
+                    .map_or(String::new(), |p| format!(", p99 {p:.1} us"))
+            );
+            Ok::<Sample, anyhow::Error>(sample)
+        },
+    )?;
     let best = &results[0];
     let baseline = results.iter().find(|r| r.point == defaults);
     let text = sweep::winner_toml(best, baseline, args.repeats);
     std::fs::write(&args.out, &text).with_context(|| format!("writing {}", args.out.display()))?;
     if args.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&sweep::summary_json(&results, &defaults, &args.out))?
-        );
+        crate::out::json_pretty(&sweep::summary_json(
+            &results, &defaults, objective, &args.out,
+        ))?;
     } else {
-        print!("{}", sweep::table(&results, &defaults));
+        out!("{}", sweep::table(&results, &defaults, objective));
         eprintln!("winning config written to {}", args.out.display());
     }
     Ok(ExitCode::SUCCESS)

@@ -86,7 +86,7 @@ fn latency_repeats_write_table_and_report_files_that_parse() {
         "100ms",
         "--log-interval",
         "100ms",
-        "--repeat",
+        "--repeats",
         "2",
         "--out",
         dir.0.to_str().unwrap(),
@@ -222,7 +222,7 @@ fn latency_processes_shape_runs_feed_and_subscribe_processes_beside_raw_ones() {
         "200ms",
         "--log-interval",
         "100ms",
-        "--repeat",
+        "--repeats",
         "1",
         "--out",
         dir.0.to_str().unwrap(),
@@ -308,7 +308,7 @@ fn throughput_repeats_tickbox_beside_both_raw_baselines_and_plots_them() {
         "300ms",
         "--transport",
         "inproc",
-        "--repeat",
+        "--repeats",
         "2",
         "--out",
         dir.0.to_str().unwrap(),
@@ -343,23 +343,42 @@ fn throughput_repeats_tickbox_beside_both_raw_baselines_and_plots_them() {
             "tickbox",
             "raw-pushpull",
             "raw-pubsub",
+            "raw-pushpull-batched",
+            "raw-pubsub-batched",
+            "raw-pushpull-batched",
+            "raw-pubsub-batched",
             "raw-pushpull",
             "raw-pubsub",
             "tickbox",
             "tickbox-batched"
         ]
     );
-    assert_eq!(systems[4].1, 2);
-    // The headline is the batched configuration; the single-frame rows stay.
+    assert_eq!(systems[6].1, 2);
+    // Like with like: the batched raw baselines send the feed's batch of 100 B messages per ZeroMQ message and
+    // count each message inside.
+    let per_batch = tickbox_bench::records_per_batch(100) as u64;
+    assert_eq!(per_batch, 64);
+    for r in &records {
+        if let BenchRecord::Throughput(t) = r {
+            if t.system.ends_with("-batched") && t.system.starts_with("raw") {
+                assert_eq!(t.messages % per_batch, 0, "{t:?}");
+            }
+        }
+    }
+    // The headline is the batched configuration, against the batched baselines; the single-frame rows stay.
     let figures: Vec<&str> = doc["summary"]
         .as_array()
         .unwrap()
         .iter()
         .map(|s| s["figure"].as_str().unwrap())
         .collect();
-    assert_eq!(figures[0], "batched msg/s ×pushpull", "{figures:?}");
+    assert_eq!(figures[0], "batched msg/s ×pushpull batched", "{figures:?}");
     assert!(figures.contains(&"msg/s ×pubsub"), "{figures:?}");
-    assert!(stdout.contains("batched msg/s ×pubsub"), "{stdout}");
+    assert!(
+        !figures.contains(&"batched msg/s ×pubsub"),
+        "no batched figure against an unbatched baseline: {figures:?}"
+    );
+    assert!(stdout.contains("batched msg/s ×pubsub batched"), "{stdout}");
     // The throughput plot, PNG and SVG.
     let pngs = files_with(&dir.0, "-throughput.png");
     assert_eq!(pngs.len(), 1, "{pngs:?}");
@@ -376,7 +395,7 @@ fn replay_counts_every_record_beside_the_raw_baseline() {
         "replay",
         "--records",
         "20000",
-        "--repeat",
+        "--repeats",
         "1",
         "--drain",
         "3s",
@@ -445,7 +464,7 @@ fn record_counts_every_record_beside_the_black_box_and_raw() {
         "30001",
         "--shards",
         "2",
-        "--repeat",
+        "--repeats",
         "1",
         "--segment-size",
         "16MiB",
@@ -527,13 +546,13 @@ fn record_counts_every_record_beside_the_black_box_and_raw() {
 #[test]
 fn a_repeat_count_below_one_is_a_usage_error() {
     for bad in ["0", "-1", "two"] {
-        // `--repeat=-1`: as a separate word, "-1" would be taken for a flag before our parser sees it.
-        let flag = format!("--repeat={bad}");
+        // `--repeats=-1`: as a separate word, "-1" would be taken for a flag before our parser sees it.
+        let flag = format!("--repeats={bad}");
         let out = tickbox(&["bench", "throughput", &flag, "--duration", "100ms"]);
-        assert_eq!(out.status.code(), Some(2), "--repeat {bad}");
+        assert_eq!(out.status.code(), Some(2), "--repeats {bad}");
         assert!(
             String::from_utf8_lossy(&out.stderr).contains("repeat"),
-            "--repeat {bad}"
+            "--repeats {bad}"
         );
     }
 }
@@ -568,6 +587,73 @@ fn compare_prints_deltas_and_unmatched_configurations() {
     assert!(
         stdout.contains("only in second: throughput tickbox tcp size=256 shards=1"),
         "{stdout}"
+    );
+}
+
+#[test]
+fn compare_fail_above_exits_10_on_a_regression_and_when_nothing_compares() {
+    let dir = TempDir::new("cli-bench-fail-above");
+    let (a, b, c) = (
+        dir.0.join("a.json"),
+        dir.0.join("b.json"),
+        dir.0.join("c.json"),
+    );
+    std::fs::write(&a, BEFORE).unwrap();
+    std::fs::write(&b, AFTER).unwrap();
+    // Raw only: nothing in common with AFTER.
+    std::fs::write(&c, BEFORE.lines().nth(1).unwrap()).unwrap();
+    let path = |p: &std::path::Path| p.to_str().unwrap().to_owned();
+    // 1.0 M → 1.5 M is no regression; the other way round is one of ×0.67.
+    let out = tickbox(&[
+        "bench",
+        "compare",
+        &path(&a),
+        &path(&b),
+        "--fail-above",
+        "1.1",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = tickbox(&[
+        "bench",
+        "compare",
+        &path(&b),
+        &path(&a),
+        "--fail-above",
+        "1.1",
+    ]);
+    assert_eq!(out.status.code(), Some(10));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("regression: throughput tickbox tcp size=100 shards=1 msg/s"),
+        "{err}"
+    );
+    let out = tickbox(&[
+        "bench",
+        "compare",
+        &path(&c),
+        &path(&b),
+        "--fail-above",
+        "1.1",
+    ]);
+    assert_eq!(out.status.code(), Some(10), "nothing comparable");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("nothing was checked"));
+    let out = tickbox(&[
+        "bench",
+        "compare",
+        &path(&a),
+        &path(&b),
+        "--fail-above",
+        "0.5",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "a ratio below 1 is a usage error"
     );
 }
 

@@ -38,7 +38,7 @@ fn port_of(line: &str) -> u16 {
 
 fn ctl(server: &str, args: &[&str]) -> Output {
     Command::new(TICKBOX)
-        .args(["ctl", "--server", server, "--timeout", "5s"])
+        .args(["ctl", "--connect", server, "--timeout", "5s"])
         .args(args)
         .stderr(Stdio::piped())
         .output()
@@ -58,7 +58,15 @@ fn ctl_set_get_ls_del_watch_against_a_real_server() {
     // A watcher process started first sees the changes that follow.
     let watcher = Command::new(TICKBOX)
         .args([
-            "ctl", "--server", &server, "watch", "/app/", "--count", "3", "--for", "15s",
+            "ctl",
+            "--connect",
+            &server,
+            "watch",
+            "/app/",
+            "--count",
+            "3",
+            "--for",
+            "15s",
         ])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -120,7 +128,7 @@ fn ctl_times_out_with_exit_code_4_when_no_server_answers() {
     let o = Command::new(TICKBOX)
         .args([
             "ctl",
-            "--server",
+            "--connect",
             &format!("tcp://127.0.0.1:{port}"),
             "--timeout",
             "500ms",

@@ -38,7 +38,7 @@ fn spawn_server(args: &[&str], log: Option<&std::path::Path>) -> (KillOnDrop, u1
 
 fn ctl(port: u16, args: &[&str]) -> Output {
     let child = Command::new(TICKBOX)
-        .args(["ctl", "--server", &format!("tcp://127.0.0.1:{port}")])
+        .args(["ctl", "--connect", &format!("tcp://127.0.0.1:{port}")])
         .args(["--timeout", "5s"])
         .args(args)
         .stdout(Stdio::piped())

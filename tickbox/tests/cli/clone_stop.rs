@@ -14,7 +14,7 @@ use common::{KillOnDrop, TempDir, TICKBOX};
 
 fn ctl_get_succeeds(port: u16, key: &str) -> bool {
     let child = Command::new(TICKBOX)
-        .args(["ctl", "--server", &format!("tcp://127.0.0.1:{port}")])
+        .args(["ctl", "--connect", &format!("tcp://127.0.0.1:{port}")])
         .args(["--timeout", "5s", "get", key])
         .stdout(Stdio::null())
         .stderr(Stdio::null())

@@ -317,8 +317,9 @@ fn a_subscriber_refused_at_the_cap_counts_it_and_gets_in_once_a_slot_frees() {
         // The test's quotes carry their sequence as send time: the snail is not what is checked here.
         "--max-lateness",
         "0",
+        // Counted from the start too while nothing has arrived: long enough to outlast the refusal and redial.
         "--idle-exit",
-        "1s",
+        "6s",
         "--duration",
         "20s",
         "--json",
@@ -337,7 +338,7 @@ fn a_subscriber_refused_at_the_cap_counts_it_and_gets_in_once_a_slot_frees() {
     drop(hog);
     await_open_after_close(&log, "lvc.downstream", 0);
     // The subscriber connects again after a second; it gets what is published from then on. Publishing stops after
-    // 4 s, and the subscriber leaves 1 s after its last message.
+    // 4 s, and the subscriber leaves 6 s after its last message.
     let until = Instant::now() + Duration::from_secs(4);
     while Instant::now() < until {
         publisher.send(quote(seq), 0).unwrap();

@@ -108,8 +108,10 @@ fn cli_coord_ls_get_and_state() {
 
     let json: serde_json::Value =
         serde_json::from_str(&run_ok(&zk, &["state", "/fleet", "--json"])).unwrap();
+    assert_eq!(json["schema_version"], 1);
     let by_path = |p: &str| {
-        json.as_array()
+        json["recipes"]
+            .as_array()
             .unwrap()
             .iter()
             .find(|v| v["path"] == p)

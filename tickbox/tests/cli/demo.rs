@@ -118,3 +118,30 @@ fn demo_rejects_bad_arguments() {
         );
     }
 }
+
+#[test]
+fn demo_json_is_one_versioned_object_with_the_feed_the_subscriber_and_the_baseline() {
+    let proc = Captured::spawn(&[
+        "demo",
+        "--duration",
+        "1s",
+        "--rate",
+        "10k",
+        "--baseline-duration",
+        "200ms",
+        "--json",
+    ]);
+    let (status, out, err) = proc.wait(Duration::from_secs(30));
+    assert!(status.success(), "{err}");
+    let json: serde_json::Value = serde_json::from_str(out.trim()).expect("one JSON object");
+    assert_eq!(json["schema_version"], 1);
+    assert_eq!(json["component"], "demo");
+    let sent = json["feed"]["sent"].as_u64().unwrap();
+    assert!(sent > 0, "{json}");
+    assert_eq!(
+        json["subscriber"]["data_received"].as_u64(),
+        Some(sent),
+        "{json}"
+    );
+    assert_eq!(json["baseline"].as_array().map(Vec::len), Some(2), "{json}");
+}

@@ -230,8 +230,8 @@ fn lvc_ctl_and_freelance_server_refuse_bad_endpoints_naming_the_flag() {
         (vec!["lvc", "--bind", "tcp://127.0.0.1:99999"], "--bind"),
         (vec!["lvc", "--upstream", "localhost:5557"], "--upstream"),
         (
-            vec!["ctl", "--server", "localhost:5556", "get", "/x"],
-            "--server",
+            vec!["ctl", "--connect", "localhost:5556", "get", "/x"],
+            "--connect",
         ),
         (
             vec!["freelance-server", "--bind", "tcp://127.0.0.1:70000"],
@@ -261,7 +261,7 @@ fn a_count_over_its_maximum_is_one_line_and_exit_2_at_once() {
         &["feed", "--symbols", "1000001", "--duration", "1s"],
         &["demo", "--symbols", "100000000"],
         &["feed", "--wait-for-subscribers", "100001"],
-        &["bench", "throughput", "--repeat", "1001"],
+        &["bench", "throughput", "--repeats", "1001"],
         &["bench", "throughput", "--sizes", "64,1000000000"],
         &["lvc", "--max-connections", "1000001"],
         &["clone-server", "--max-connections", "99999999"],

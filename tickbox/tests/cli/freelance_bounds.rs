@@ -40,7 +40,7 @@ fn unread_large_replies_stay_within_the_byte_bound_and_others_are_served() {
         "--bind",
         &ep,
         "--echo",
-        "--max-message-size",
+        "--max-message-bytes",
         "2MiB",
         "--max-queued-bytes",
         "8MiB",

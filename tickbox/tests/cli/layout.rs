@@ -615,3 +615,147 @@ fn config_keys(
         }
     }
 }
+
+/// Every Markdown file a reader is pointed at: README, the book, the crates' own READMEs.
+fn documents() -> Vec<PathBuf> {
+    let root = workspace();
+    let mut docs = vec![root.join("README.md"), root.join("bench/README.md")];
+    let mut chapters: Vec<PathBuf> = std::fs::read_dir(root.join("docs/book/src"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect();
+    chapters.sort();
+    docs.extend(chapters);
+    docs
+}
+
+/// The `cargo test …` commands a document prints, in code spans or code blocks (a span may wrap onto the next line).
+fn cargo_test_commands(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut fenced = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+            continue;
+        }
+        if fenced {
+            let line = line.split(" #").next().unwrap_or(line);
+            if let Some(at) = line.find("cargo test") {
+                out.push(line[at..].trim().to_owned());
+            }
+        }
+    }
+    for (i, span) in text.split('`').enumerate() {
+        if i % 2 == 1 {
+            if let Some(at) = span.find("cargo test") {
+                out.push(span[at..].split_whitespace().collect::<Vec<_>>().join(" "));
+            }
+        }
+    }
+    out
+}
+
+/// Every `cargo test` command the docs print names a package and a test target that exist, and a filter that
+/// names something in that package's tests: the layout moved to one test binary per crate, and five commands of
+/// the old layout (`--test clean_pipes`, `--test kill`, ...) went on being printed after it.
+#[test]
+fn every_cargo_test_command_the_docs_print_runs_today() {
+    let root = workspace();
+    let out = std::process::Command::new(env!("CARGO"))
+        .args(["metadata", "--no-deps", "--format-version", "1"])
+        .current_dir(&root)
+        .output()
+        .expect("run cargo metadata");
+    assert!(out.status.success());
+    let metadata: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // package → (its folder, its test targets)
+    let mut packages: BTreeMap<String, (PathBuf, BTreeSet<String>)> = BTreeMap::new();
+    for p in metadata["packages"].as_array().unwrap() {
+        let dir = Path::new(p["manifest_path"].as_str().unwrap())
+            .parent()
+            .unwrap()
+            .to_path_buf();
+        let tests = p["targets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|t| t["kind"].as_array().unwrap().iter().any(|k| k == "test"))
+            .map(|t| t["name"].as_str().unwrap().to_owned())
+            .collect();
+        packages.insert(p["name"].as_str().unwrap().to_owned(), (dir, tests));
+    }
+    let mut checked = 0;
+    let mut wrong = Vec::new();
+    for doc in documents() {
+        let text = std::fs::read_to_string(&doc).unwrap();
+        for command in cargo_test_commands(&text) {
+            checked += 1;
+            let words: Vec<&str> = command
+                .split(" -- ")
+                .next()
+                .unwrap()
+                .split_whitespace()
+                .collect();
+            let value_of = |flag: &str| {
+                words
+                    .iter()
+                    .position(|w| *w == flag)
+                    .and_then(|i| words.get(i + 1))
+                    .copied()
+            };
+            if words.contains(&"--workspace") {
+                continue;
+            }
+            let name = doc.strip_prefix(&root).unwrap().display().to_string();
+            let Some(package) = value_of("-p") else {
+                wrong.push(format!("{name}: `{command}` names no package (-p)"));
+                continue;
+            };
+            let Some((dir, tests)) = packages.get(package) else {
+                wrong.push(format!("{name}: `{command}`: no package {package}"));
+                continue;
+            };
+            if let Some(test) = value_of("--test") {
+                if !tests.contains(test) {
+                    wrong.push(format!(
+                        "{name}: `{command}`: {package} has no test target {test} (it has {tests:?})"
+                    ));
+                    continue;
+                }
+            }
+            // The filter: the first word after `cargo test` that is neither a flag nor a flag's value.
+            let takes_value = ["-p", "--test", "--bench", "--features"];
+            let filter = words
+                .iter()
+                .enumerate()
+                .skip(2)
+                .find(|(i, w)| !w.starts_with('-') && !takes_value.contains(&words[i - 1]))
+                .map(|(_, w)| *w);
+            if let Some(filter) = filter {
+                let last = filter
+                    .trim_end_matches("::")
+                    .rsplit("::")
+                    .next()
+                    .unwrap_or(filter);
+                let mut sources = Vec::new();
+                for sub in ["tests", "src", "benches"] {
+                    if dir.join(sub).is_dir() {
+                        collect_sources(&dir.join(sub), &mut sources);
+                    }
+                }
+                let found = sources.iter().any(|s| {
+                    s.file_stem().is_some_and(|f| f == last)
+                        || std::fs::read_to_string(s).is_ok_and(|t| t.contains(last))
+                });
+                if !found {
+                    wrong.push(format!(
+                        "{name}: `{command}`: nothing in {package} is called {last}"
+                    ));
+                }
+            }
+        }
+    }
+    assert!(checked >= 8, "found only {checked} cargo test commands");
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}

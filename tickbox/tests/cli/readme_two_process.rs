@@ -75,6 +75,7 @@ fn json_summary(lines: &Receiver<String>, limit: Duration) -> serde_json::Value 
 
 #[test]
 fn readme_two_process_example_runs_clean_as_written() {
+    let _turn = common::readme_tour_turn();
     let commands = readme_commands();
     assert_eq!(commands.len(), 2, "README shows a feed and a subscriber");
     let (mut feed_args, mut sub_args) = (commands[0].clone(), commands[1].clone());

@@ -264,7 +264,7 @@ fn ctl_set_config_from_a_key_that_is_not_a_writer_is_refused_with_exit_7() {
             "ctl",
             "--config",
             &config,
-            "--server",
+            "--connect",
             &server,
             "--timeout",
             "5s",

@@ -297,7 +297,7 @@ fn tap_stops_cleanly() {
         // The first decoded quote: connected and inside the poll loop.
         Line::Out("quote"),
         nothing,
-        Line::Err("tap inspector done"),
+        Line::Err("tap: "),
     );
 }
 
@@ -477,7 +477,7 @@ fn ctl_watch_stops_cleanly() {
     let set = common::output_within(
         {
             let mut cmd = Command::new(TICKBOX);
-            cmd.args(["ctl", "--server", &snapshot, "set", "signals/k1", "v1"]);
+            cmd.args(["ctl", "--connect", &snapshot, "set", "signals/k1", "v1"]);
             cmd
         },
         READY_WITHIN,
@@ -488,7 +488,7 @@ fn ctl_watch_stops_cleanly() {
         |_| {
             args(&[
                 "ctl",
-                "--server",
+                "--connect",
                 &snapshot,
                 "watch",
                 "signals/",

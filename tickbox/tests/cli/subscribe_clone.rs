@@ -43,7 +43,7 @@ fn feed() -> (KillOnDrop, String) {
 
 fn ctl(server: &str, args: &[&str]) -> Output {
     Command::new(TICKBOX)
-        .args(["ctl", "--server", server, "--timeout", "5s"])
+        .args(["ctl", "--connect", server, "--timeout", "5s"])
         .args(args)
         .stderr(Stdio::null())
         .output()

@@ -92,7 +92,8 @@ fn check_reports_powersave_and_irqbalance_and_strict_fails_on_them() {
 
     let out = tickbox(&["tune", "check", "--root", &root, "--json"]);
     let findings: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let checks: Vec<&str> = findings
+    assert_eq!(findings["schema_version"], 1);
+    let checks: Vec<&str> = findings["findings"]
         .as_array()
         .unwrap()
         .iter()
@@ -115,7 +116,7 @@ fn a_plan_is_a_config_the_other_commands_accept_and_passes_its_own_check() {
         "plan",
         "--root",
         &root,
-        "--nics",
+        "--nic",
         "eth1,eth2",
         "--shards-per-nic",
         "2",
@@ -177,7 +178,7 @@ fn a_plan_is_a_config_the_other_commands_accept_and_passes_its_own_check() {
         "--config", &file_s, "tune", "check", "--root", &root, "--json",
     ]);
     let findings: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let warnings: Vec<&str> = findings
+    let warnings: Vec<&str> = findings["findings"]
         .as_array()
         .unwrap()
         .iter()
@@ -214,7 +215,7 @@ fn plan_on_a_small_host_says_what_it_compromised_and_a_missing_nic_fails() {
         "plan",
         "--root",
         &root,
-        "--nics",
+        "--nic",
         "eth0",
         "--workers",
         "2",
@@ -223,7 +224,7 @@ fn plan_on_a_small_host_says_what_it_compromised_and_a_missing_nic_fails() {
     let text = stdout(&out);
     assert!(text.contains("# Compromises this host forced:"), "{text}");
 
-    let out = tickbox(&["tune", "plan", "--root", &root, "--nics", "eth7"]);
+    let out = tickbox(&["tune", "plan", "--root", &root, "--nic", "eth7"]);
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("eth7") && err.contains("eth0"), "{err}");
@@ -280,6 +281,10 @@ fn a_tiny_sweep_ranks_its_points_and_writes_a_loadable_winner() {
     assert!(medians.iter().all(|&m| m > 0.0), "{medians:?}");
     assert!(json["throughput_ratio"].as_f64().unwrap() > 0.0);
     assert_eq!(json["winner"], results[0]["point"]);
+    assert_eq!(
+        json["objective"], "balanced",
+        "latency is part of the ranking"
+    );
 
     let out = tickbox(&["config", "--config", &file_s]);
     assert!(out.status.success(), "the loader refused the winner");
@@ -376,6 +381,20 @@ fn a_sweep_crosses_workers_batch_and_dispatch_and_the_winner_carries_them() {
             }
         }
     }
+    // round_robin was asked for: its points, and a winner among them, say they change semantics.
+    let winner_rr = json["winner"]["dispatch"] == "round_robin";
+    assert_eq!(
+        json["winner_changes_semantics"]
+            .as_array()
+            .unwrap()
+            .is_empty(),
+        !winner_rr,
+        "{json}"
+    );
+    if winner_rr {
+        let text = std::fs::read_to_string(&file).unwrap();
+        assert!(text.contains("CHANGES SEMANTICS: round_robin"), "{text}");
+    }
     let out = tickbox(&["config", "--config", &file_s]);
     assert!(out.status.success(), "the loader refused the winner");
     let effective: toml::Value = toml::from_str(&stdout(&out)).unwrap();
@@ -392,6 +411,45 @@ fn a_sweep_crosses_workers_batch_and_dispatch_and_the_winner_carries_them() {
         effective["subscriber"]["dispatch"].as_str(),
         w["dispatch"].as_str()
     );
+}
+
+#[test]
+fn a_default_sweep_keeps_per_symbol_order_and_prints_its_trade_off() {
+    let dir = TempDir::new("tune-sweep-default");
+    let file = dir.path().join("best.toml");
+    let out = tickbox(&[
+        "tune",
+        "sweep",
+        "--workers",
+        "1,2",
+        "--io-threads",
+        "1",
+        "--pin",
+        "no",
+        "--repeats",
+        "1",
+        "--duration",
+        "60ms",
+        "--warmup",
+        "20ms",
+        "--rate",
+        "5k",
+        "--out",
+        file.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = stdout(&out);
+    assert!(text.starts_with("ranked by balanced"), "{text}");
+    assert!(
+        !text.contains(" rr "),
+        "round_robin swept without being asked:\n{text}"
+    );
+    assert!(text.contains("trade-off: "), "{text}");
+    assert!(text.contains("× their p99 lateness"), "{text}");
 }
 
 /// `--pin plan` plans on this machine's first NIC: plan points pin shards, workers and the NIC's I/O thread and

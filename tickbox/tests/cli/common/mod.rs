@@ -12,6 +12,17 @@ use std::time::{Duration, Instant};
 #[allow(dead_code)]
 pub(crate) const TICKBOX: &str = env!("CARGO_BIN_EXE_tickbox");
 
+/// Held by each test that runs README's tour at README's rates (50k msg/s feeds, a subscriber that dies if a message
+/// is 100 ms late): on a 2-core machine two of them at once would each make the other miss what README promises.
+#[allow(dead_code)]
+pub(crate) static README_TOUR: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Takes [`README_TOUR`], whatever a test that panicked holding it left behind.
+#[allow(dead_code)]
+pub(crate) fn readme_tour_turn() -> std::sync::MutexGuard<'static, ()> {
+    README_TOUR.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// A private scratch directory per test and a child-process guard that kills and reaps on every path: the kit's,
 /// under the names these tests have always used.
 pub(crate) use tickbox_testkit::{ChildGuard as KillOnDrop, TempDir};

@@ -1,0 +1,90 @@
+//! Output cut short by its reader (`tickbox … | head -1`) is not an error: no panic, no `error:` line, exit 0;
+//! and `tickbox man` writes a page per command.
+
+use crate::common;
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{TempDir, TICKBOX};
+
+/// Runs `tickbox ARGS` with its stdout closed before it writes (as `| head -0` would), and returns its exit code
+/// and stderr.
+fn with_closed_stdout(args: &[&str]) -> (Option<i32>, String) {
+    let mut child = Command::new(TICKBOX)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn tickbox");
+    drop(child.stdout.take());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "{args:?} did not end");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    (status.code(), err)
+}
+
+#[test]
+fn a_closed_pipe_is_no_error_anywhere() {
+    for args in [
+        &["completions", "fish"][..],
+        &["completions", "bash"],
+        &["man"],
+        &["man", "journal", "verify"],
+        &["config"],
+        &["tune", "show", "--root", "/"],
+        &["--help"],
+        &["subscribe", "--help"],
+    ] {
+        let (code, err) = with_closed_stdout(args);
+        assert_eq!(code, Some(0), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert!(!err.contains("error"), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn man_writes_a_page_per_command_and_prints_one_on_request() {
+    let dir = TempDir::new("cli-man");
+    let out = Command::new(TICKBOX)
+        .args(["man", "--dir", dir.0.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    for page in [
+        "tickbox.1",
+        "tickbox-feed.1",
+        "tickbox-journal-verify.1",
+        "tickbox-bench-compare.1",
+    ] {
+        let text =
+            std::fs::read_to_string(dir.0.join(page)).unwrap_or_else(|e| panic!("{page}: {e}"));
+        assert!(text.contains(".TH"), "{page}");
+    }
+    let page = Command::new(TICKBOX)
+        .args(["man", "journal", "verify"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&page.stdout);
+    assert!(
+        text.contains("tickbox\\-journal\\-verify") || text.contains("tickbox-journal-verify"),
+        "{text}"
+    );
+    assert!(
+        text.contains("Exit codes"),
+        "the page carries the exit codes: {text}"
+    );
+    let missing = Command::new(TICKBOX)
+        .args(["man", "nosuch"])
+        .output()
+        .unwrap();
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("has no command `nosuch`"));
+}
