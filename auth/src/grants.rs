@@ -9,6 +9,10 @@ use std::collections::{BTreeMap, BTreeSet};
 pub struct Grants {
     /// Service name or prefix (ending in `*`) to the keys allowed to call it.
     pub services: Vec<(String, BTreeSet<String>)>,
+    /// Service name or prefix to the keys allowed to serve it (register as its worker, answer for it).
+    pub servers: Vec<(String, BTreeSet<String>)>,
+    /// True once `[security.services]` has any entry: then a key serves only what a `serve` grant names.
+    pub workers_restricted: bool,
     /// Keys that may write `/config/`; `None` lets any authenticated client.
     pub config_writers: Option<BTreeSet<String>>,
     /// Publisher key to the publisher ids it may use; empty means no binding is enforced.
@@ -46,6 +50,30 @@ impl Grants {
         match rule {
             None => Access::Granted,
             Some((pattern, keys)) => granted_if(user.is_some_and(|u| keys.contains(u)), pattern),
+        }
+    }
+
+    /// May `user` serve `service` (an MDP worker's `READY`, a queue backend's worker)? Without
+    /// `[security.services]` every authenticated key may; with it, only a key that the most specific `serve`
+    /// grant matching the service names, so a key granted to call (or a stranger's listed key) cannot pose as the
+    /// service and read its requests.
+    pub fn may_serve(&self, user: Option<&str>, service: &str) -> Access {
+        if !self.workers_restricted {
+            return Access::Granted;
+        }
+        let rule = self
+            .servers
+            .iter()
+            .filter(|(pattern, _)| matches(pattern, service))
+            .max_by_key(|(pattern, _)| (!pattern.ends_with('*'), pattern.len()));
+        match rule {
+            None => Access::Refused {
+                rule: format!("serve {service}"),
+            },
+            Some((pattern, keys)) => granted_if(
+                user.is_some_and(|u| keys.contains(u)),
+                &format!("serve {pattern}"),
+            ),
         }
     }
 
@@ -125,6 +153,40 @@ mod tests {
             grants.may_call(None, "echo").is_granted(),
             "unnamed services stay open"
         );
+    }
+
+    #[test]
+    fn once_services_are_listed_only_a_serve_grant_lets_a_key_serve() {
+        assert!(Grants::default()
+            .may_serve(Some("any"), "echo")
+            .is_granted());
+        let grants = Grants {
+            services: vec![("tickbox.replay.status".into(), set(&["viewer"]))],
+            servers: vec![
+                ("tickbox.replay.*".into(), set(&["replayer"])),
+                ("titanic.*".into(), set(&["titanic"])),
+            ],
+            workers_restricted: true,
+            ..Grants::default()
+        };
+        assert!(grants
+            .may_serve(Some("replayer"), "tickbox.replay.start")
+            .is_granted());
+        assert_eq!(
+            grants.may_serve(Some("viewer"), "tickbox.replay.start"),
+            Access::Refused {
+                rule: "serve tickbox.replay.*".into()
+            },
+            "a caller's key cannot pose as the worker"
+        );
+        assert!(!grants
+            .may_serve(Some("replayer"), "titanic.request")
+            .is_granted());
+        assert!(
+            !grants.may_serve(Some("replayer"), "echo").is_granted(),
+            "a service no grant names has no worker"
+        );
+        assert!(!grants.may_serve(None, "titanic.request").is_granted());
     }
 
     #[test]

@@ -2,14 +2,16 @@
 //! config section, a ZAP handler (a sans-IO policy engine in [`policy`] beside a thin socket loop in [`zap`]) and
 //! per-key authorisation of control services, Clone config writes and publisher ids ([`grants`]).
 //!
-//! A process loads its section once ([`Security::from_config`]), starts the ZAP handler in its context
-//! ([`Security::start_zap`]), then calls [`Security::server`] before each bind and [`Security::client`] before
-//! each connect, naming the socket's role. With no section every call is a no-op.
+//! A process loads its section once ([`Security::from_config`]) and opens its context's [`Gate`]
+//! ([`Security::gate`]): the ZAP handler started in that context. Server sockets come only from the gate
+//! ([`Gate::socket`]), so a socket bound under `[security]` without its ZAP handler cannot be written; connecting
+//! sockets call [`Security::client`], naming the socket's role. With no section every call is a no-op.
 
 pub mod cap;
 pub mod cert;
 pub mod config;
 pub mod grants;
+pub mod metrics;
 pub mod policy;
 pub mod report;
 mod security;
@@ -21,9 +23,9 @@ use std::path::PathBuf;
 
 pub use cap::{ConnectionCaps, RoleConnectionCounts};
 pub use cert::Certificate;
-pub use config::{MechanismName, RoleOverride, SecurityConfig};
+pub use config::{Allow, MechanismName, RoleOverride, SecurityConfig, ServiceGrant, ROLES};
 pub use grants::{Access, Grants};
-pub use security::{fresh_pair, Security};
+pub use security::{fresh_pair, Gate, Revocations, Security};
 pub use stats::{AuthStats, AuthSummary};
 pub use zap::ZapHandler;
 
@@ -85,4 +87,25 @@ pub enum AuthError {
 /// The `User-Id` of a received message: the sender's Z85 public key under CURVE; `None` without authentication.
 pub fn user_id(msg: &mut zmq::Message) -> Option<&str> {
     msg.gets(USER_ID_PROPERTY).filter(|u| !u.is_empty())
+}
+
+/// Receives one multipart message with the `User-Id` libzmq attached to it (the sender's public key under
+/// CURVE), so a loop can authorise it without touching the socket again.
+pub fn recv_with_user(
+    socket: &zmq::Socket,
+    flags: i32,
+) -> Result<(Vec<Vec<u8>>, Option<String>), zmq::Error> {
+    let mut frames = Vec::new();
+    let mut user = None;
+    let mut msg = zmq::Message::new();
+    loop {
+        socket.recv(&mut msg, if frames.is_empty() { flags } else { 0 })?;
+        if user.is_none() {
+            user = user_id(&mut msg).map(str::to_owned);
+        }
+        frames.push(msg.to_vec());
+        if !msg.get_more() {
+            return Ok((frames, user));
+        }
+    }
 }

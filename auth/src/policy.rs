@@ -70,6 +70,11 @@ impl KeySet {
         self.keys.get(key).map(String::as_str)
     }
 
+    /// Every listed key with its name.
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8; 32], &str)> {
+        self.keys.iter().map(|(k, n)| (k, n.as_str()))
+    }
+
     /// How many keys are listed.
     pub fn len(&self) -> usize {
         self.keys.len()
@@ -149,6 +154,55 @@ pub enum Refusal {
     Handshake,
     /// The socket already has as many connections as its cap (`max_connections`) allows.
     ConnectionCap,
+    /// A client without CURVE (NULL) at a CURVE server: the mechanisms did not match (libzmq's protocol error
+    /// 0x11000002, which is all such a client is told).
+    NoCurve,
+    /// A CURVE client that expects another server key, or damaged handshake traffic (the server cannot decrypt
+    /// its HELLO: protocol error 0x11000001).
+    WrongServerKey,
+}
+
+/// libzmq's `ZMQ_PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC` (zmq.h), the value of a failed handshake's monitor event.
+const PROTOCOL_ERROR_CRYPTOGRAPHIC: u32 = 0x1100_0001;
+/// libzmq's `ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH`.
+const PROTOCOL_ERROR_MECHANISM_MISMATCH: u32 = 0x1100_0002;
+
+/// What a client whose handshake failed is told, from its own socket's monitor: `zap_status` is the status code of
+/// a `HANDSHAKE_FAILED_AUTH` event (the server's ZAP handler answered), `protocol_error` the value of a
+/// `HANDSHAKE_FAILED_PROTOCOL` event. Refusals say they are refusals and what to check, not a bare error code.
+pub fn client_refusal(zap_status: Option<u32>, protocol_error: Option<u32>) -> String {
+    match (zap_status, protocol_error) {
+        (Some(400), _) => "refused by the server's ZAP handler (400: this key is not in its allow directory, \
+                           its address is fenced, or its connection cap is full; the server's log names the reason \
+                           and this key)"
+            .into(),
+        (Some(300), _) => "refused for now by the server's ZAP handler (300, temporary)".into(),
+        (Some(status), _) => format!("refused: the server's ZAP handler failed (status {status})"),
+        (None, Some(PROTOCOL_ERROR_MECHANISM_MISMATCH)) => {
+            "refused: the security mechanisms differ (one side runs CURVE, the other NULL); check [security] \
+             mechanism on both"
+                .into()
+        }
+        (None, Some(PROTOCOL_ERROR_CRYPTOGRAPHIC)) => {
+            "refused: the CURVE keys do not match (this client expects another server key than the server \
+             holds); check server_key"
+                .into()
+        }
+        (None, Some(code)) => format!("failed: protocol error {code:#x}"),
+        (None, None) => "closed by the server before it completed: most likely a refusal (security that does not \
+                         match: NULL against CURVE, a key it does not list, or the wrong server key)"
+            .into(),
+    }
+}
+
+/// Why a handshake failed before ZAP was asked: `protocol_error` is the value of the server socket's
+/// `HANDSHAKE_FAILED_PROTOCOL` monitor event, `None` for a failure without detail.
+pub fn handshake_failure(protocol_error: Option<u32>) -> Refusal {
+    match protocol_error {
+        Some(PROTOCOL_ERROR_MECHANISM_MISMATCH) => Refusal::NoCurve,
+        Some(PROTOCOL_ERROR_CRYPTOGRAPHIC) => Refusal::WrongServerKey,
+        _ => Refusal::Handshake,
+    }
 }
 
 impl Refusal {
@@ -162,6 +216,25 @@ impl Refusal {
             Refusal::Malformed => "malformed request",
             Refusal::Handshake => "handshake failed (no CURVE, wrong server key, or damaged)",
             Refusal::ConnectionCap => "too many connections (max_connections)",
+            Refusal::NoCurve => "no CURVE (a NULL client at a CURVE server)",
+            Refusal::WrongServerKey => {
+                "wrong server key (the client expects another key, or damaged)"
+            }
+        }
+    }
+
+    /// The reason's name in summaries, `--json` and metrics (`refused_by_reason`).
+    pub fn key(self) -> &'static str {
+        match self {
+            Refusal::IpDenied => "ip_denied",
+            Refusal::IpNotAllowed => "ip_not_allowed",
+            Refusal::UnknownKey => "unknown_key",
+            Refusal::Mechanism => "mechanism",
+            Refusal::Malformed => "malformed",
+            Refusal::Handshake => "handshake",
+            Refusal::ConnectionCap => "connection_cap",
+            Refusal::NoCurve => "no_curve",
+            Refusal::WrongServerKey => "wrong_server_key",
         }
     }
 }
@@ -325,6 +398,25 @@ mod tests {
             matches!(decide(""), Verdict::Accept { .. }),
             "ipc peers carry no address"
         );
+    }
+
+    #[test]
+    fn failed_handshakes_are_told_apart_by_their_protocol_error() {
+        assert_eq!(handshake_failure(Some(0x1100_0002)), Refusal::NoCurve);
+        assert_eq!(
+            handshake_failure(Some(0x1100_0001)),
+            Refusal::WrongServerKey
+        );
+        assert_eq!(handshake_failure(Some(0x1000_0001)), Refusal::Handshake);
+        assert_eq!(handshake_failure(None), Refusal::Handshake);
+    }
+
+    #[test]
+    fn a_client_is_told_its_refusal_is_one_and_what_to_check() {
+        assert!(client_refusal(Some(400), None).contains("not in its allow directory"));
+        assert!(client_refusal(None, Some(0x1100_0002)).contains("mechanisms differ"));
+        assert!(client_refusal(None, Some(0x1100_0001)).contains("check server_key"));
+        assert!(client_refusal(None, Some(0x1000_0003)).contains("0x10000003"));
     }
 
     #[test]

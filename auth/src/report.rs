@@ -25,8 +25,13 @@ pub fn connections_line(roles: &BTreeMap<String, RoleConnectionCounts>) -> Strin
     let parts: Vec<String> = roles
         .iter()
         .map(|(role, c)| {
+            let handshaking = if c.handshaking > 0 {
+                format!(", {} handshaking", c.handshaking)
+            } else {
+                String::new()
+            };
             format!(
-                "{role} {} open (peak {}, max {}), {} refused over the cap",
+                "{role} {} open (peak {}, max {}){handshaking}, {} refused over the cap",
                 c.connections, c.peak_connections, c.max_connections, c.refused_over_cap
             )
         })
@@ -86,6 +91,7 @@ mod tests {
             RoleConnectionCounts {
                 max_connections: 4,
                 connections: 3,
+                handshaking: 0,
                 peak_connections: 5,
                 admitted: 9,
                 refused_over_cap: 2,

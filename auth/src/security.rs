@@ -3,15 +3,16 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use crate::cap::{ConnectionCaps, RoleConnectionCounts};
 use crate::cert::Certificate;
-use crate::config::{most_specific, MechanismName, SecurityConfig};
+use crate::config::{most_specific, Allow, MechanismName, SecurityConfig};
 use crate::grants::Grants;
 use crate::policy::{Gatekeeper, IpBlock};
 use crate::stats::{AuthStats, AuthSummary};
-use crate::zap::{AllowDirs, ZapHandler};
+use crate::zap::{AllowDirs, AllowSets, ZapHandler};
 use crate::{z85, AuthError};
 
 /// A process's security settings, cheap to clone into every component. The default is NULL with nothing
@@ -32,9 +33,13 @@ struct Inner {
     role_server_keys: BTreeMap<String, [u8; 32]>,
     gate: Gatekeeper,
     dirs: AllowDirs,
+    /// The keys of every allow directory as the ZAP loop last read them: what the control plane checks each
+    /// request's `User-Id` against, and whose removals end live data-plane sessions.
+    allow_sets: AllowSets,
     grants: Grants,
     stats: AuthStats,
-    /// Monitor endpoints of server sockets, with their roles, for the ZAP loop to watch for failed handshakes.
+    /// Monitors of server sockets, with their roles, handed to the ZAP loop to read (handshake failures,
+    /// connection counts).
     monitors: crate::zap::MonitorQueue,
     /// False for a handle made only to cap connections ([`Security::cap_connections`] without `[security]`):
     /// nothing else is checked, and summaries stay as they were without `[security]`.
@@ -59,28 +64,21 @@ impl Eq for Security {}
 impl Security {
     /// Loads certificates and resolves every key name in `cfg`. An inactive section gives [`Security::default`].
     pub fn from_config(cfg: &SecurityConfig) -> Result<Security, AuthError> {
-        let has_rules = !cfg.services.is_empty()
-            || !cfg.config_writers.is_empty()
-            || !cfg.publishers.is_empty();
-        if has_rules && cfg.mechanism != MechanismName::Curve {
-            // Under NULL no peer has a key, so rules naming keys could never grant anything; silently ignoring them
-            // would leave open what the operator meant to close.
-            return Err(AuthError::Config(
-                "services, config_writers and publishers name keys: they need mechanism = \"curve\"".into(),
-            ));
-        }
+        // Keys under NULL (or with no mechanism said) could never be checked; running on would leave open what
+        // the operator meant to close.
+        cfg.validate()?;
         if !cfg.is_active() {
             return Ok(Security::default());
         }
         let allow_ips = parse_ips(&cfg.allow_ips, "allow_ips")?;
         let deny_ips = parse_ips(&cfg.deny_ips, "deny_ips")?;
-        let curve = cfg.mechanism == MechanismName::Curve;
+        let curve = cfg.mechanism() == MechanismName::Curve;
         let (own, own_configured) = match &cfg.certificate {
             Some(path) => (Certificate::load_secret(path)?, true),
             None if curve => (fresh_pair()?, false),
             None => (placeholder(), false),
         };
-        let allow = cfg.allow.as_deref();
+        let allow = cfg.allow.as_ref().and_then(Allow::dir);
         let mut role_certs = BTreeMap::new();
         let mut role_server_keys = BTreeMap::new();
         let mut dirs = AllowDirs {
@@ -94,11 +92,16 @@ impl Security {
             if let Some(spec) = &over.server_key {
                 role_server_keys.insert(role.clone(), resolve_key(spec, allow)?);
             }
-            if let Some(dir) = &over.allow {
-                dirs.by_role.insert(role.clone(), dir.clone());
+            if let Some(allow) = &over.allow {
+                dirs.by_role.insert(role.clone(), allow.clone());
             }
         }
-        for dir in dirs.default.iter().chain(dirs.by_role.values()) {
+        for dir in dirs
+            .default
+            .iter()
+            .chain(dirs.by_role.values())
+            .filter_map(Allow::dir)
+        {
             if !dir.is_dir() {
                 return Err(AuthError::Config(format!(
                     "allow = {}: not a directory",
@@ -115,8 +118,15 @@ impl Security {
             services: cfg
                 .services
                 .iter()
-                .map(|(service, keys)| Ok((service.clone(), resolve_all(keys, allow)?)))
+                .filter(|(_, grant)| !grant.call.is_empty())
+                .map(|(service, grant)| Ok((service.clone(), resolve_all(&grant.call, allow)?)))
                 .collect::<Result<_, AuthError>>()?,
+            servers: cfg
+                .services
+                .iter()
+                .map(|(service, grant)| Ok((service.clone(), resolve_all(&grant.serve, allow)?)))
+                .collect::<Result<_, AuthError>>()?,
+            workers_restricted: !cfg.services.is_empty(),
             config_writers: if cfg.config_writers.is_empty() {
                 None
             } else {
@@ -140,7 +150,7 @@ impl Security {
                 gate: Gatekeeper::new(allow_ips, deny_ips),
                 dirs,
                 grants,
-                ..Inner::bare(cfg.mechanism, own, own_configured, server_key, true)
+                ..Inner::bare(cfg.mechanism(), own, own_configured, server_key, true)
             })),
         })
     }
@@ -206,12 +216,20 @@ impl Security {
     pub fn connections(&self) -> Option<BTreeMap<String, RoleConnectionCounts>> {
         let inner = self.inner.as_ref()?;
         let caps = lock(&inner.caps);
-        caps.any().then(|| caps.summary())
+        caps.any().then(|| caps.summary(std::time::Instant::now()))
     }
 
-    /// Sets `socket` up to accept peers for `role` (the ZAP domain, so policy and counts are per role). Call it
-    /// before `bind`, after [`Security::start_zap`] on the socket's context.
-    pub fn server(&self, socket: &zmq::Socket, role: &str) -> Result<(), AuthError> {
+    /// Sets `socket` (made in `ctx`, whose ZAP handler this handle started: only [`crate::Gate::socket`] calls
+    /// this) up to accept peers for `role`: the ZAP domain (policy and counts are per role), CURVE as a server,
+    /// and a monitor whose reader is connected here, before any peer can make an event, and handed to the ZAP
+    /// loop. libzmq's I/O thread blocks on a monitor nobody reads, so no monitor is ever attached without its
+    /// reader.
+    pub(crate) fn server(
+        &self,
+        ctx: &zmq::Context,
+        socket: &zmq::Socket,
+        role: &str,
+    ) -> Result<(), AuthError> {
         let Some(inner) = &self.inner else {
             return Ok(());
         };
@@ -236,16 +254,27 @@ impl Security {
         socket.set_zap_domain(role).map_err(sock)?;
         let mut events = 0;
         if capped {
-            // The ZAP loop counts this socket's connections from its monitor, to refuse those past the cap.
+            // The ZAP loop counts this socket's connections from its monitor, to refuse sessions past the cap; a
+            // connection still in its handshake holds no place, and the short handshake timeout bounds how long it
+            // may hold its descriptor (see `cap`).
             events |= zmq::SocketEvent::ACCEPTED as i32
                 | zmq::SocketEvent::DISCONNECTED as i32
                 | zmq::SocketEvent::CLOSED as i32;
+            socket
+                .set_handshake_ivl(duration_ms(crate::cap::CAPPED_HANDSHAKE_TIMEOUT))
+                .map_err(sock)?;
         }
         if inner.mechanism == MechanismName::Curve {
             let cert = inner.cert_for(role);
             if !inner.own_configured && inner.role_cert(role).is_none() {
                 return Err(AuthError::Config(format!(
                     "mechanism = \"curve\": {role} binds, so it needs `certificate` (its own secret certificate)"
+                )));
+            }
+            if inner.checks && inner.dirs.for_role(role).is_none() {
+                return Err(AuthError::Config(format!(
+                    "mechanism = \"curve\": {role} binds, so it needs `allow`: a directory of the public \
+                     certificates that may connect, or allow = \"any\" to admit every CURVE key"
                 )));
             }
             socket.set_curve_server(true).map_err(sock)?;
@@ -261,9 +290,26 @@ impl Security {
             // One monitor per socket (libzmq allows no more), read by the ZAP loop.
             let endpoint = inner.monitors.next_endpoint();
             socket.monitor(&endpoint, events).map_err(sock)?;
-            inner.monitors.push(endpoint, role);
+            let reader = crate::zap::monitor_reader(ctx, &endpoint).map_err(sock)?;
+            inner.monitors.push(reader, role);
         }
         Ok(())
+    }
+
+    /// Whether a client socket of `role` can be set up (under CURVE it needs the role's server key): for a client
+    /// to fail at once, with the config error, before it starts threads that would otherwise wait on nothing.
+    pub fn check_client(&self, role: &str) -> Result<(), AuthError> {
+        match &self.inner {
+            Some(inner)
+                if inner.mechanism == MechanismName::Curve
+                    && inner.server_key_for(role).is_none() =>
+            {
+                Err(AuthError::Config(format!(
+                    "mechanism = \"curve\": {role} connects, so it needs `server_key` (the server's public key)"
+                )))
+            }
+            _ => Ok(()),
+        }
     }
 
     /// Sets `socket` up to connect as a client for `role`: under CURVE it presents this process's key and expects
@@ -279,11 +325,10 @@ impl Security {
             role: role.to_string(),
             source: e,
         };
-        let server_key = inner.server_key_for(role).ok_or_else(|| {
-            AuthError::Config(format!(
-                "mechanism = \"curve\": {role} connects, so it needs `server_key` (the server's public key)"
-            ))
-        })?;
+        self.check_client(role)?;
+        let Some(server_key) = inner.server_key_for(role) else {
+            return Ok(());
+        };
         let cert = inner.cert_for(role);
         socket.set_curve_serverkey(&server_key).map_err(sock)?;
         socket.set_curve_publickey(&cert.public).map_err(sock)?;
@@ -293,21 +338,73 @@ impl Security {
         Ok(())
     }
 
-    /// Starts the ZAP handler in `ctx`; `None` when nothing is checked. Keep the handler until every socket that
-    /// [`Security::server`] set up is closed: without a handler libzmq lets every CURVE client in.
-    pub fn start_zap(&self, ctx: &zmq::Context) -> Result<Option<ZapHandler>, AuthError> {
-        let Some(inner) = &self.inner else {
-            return Ok(None);
+    /// The gate of `ctx`: this section's ZAP handler started in it (when anything is checked), and the only way
+    /// to make the context's server sockets ([`Gate::socket`]). Start it once per context, before any bind, and
+    /// keep it (or a clone) until those sockets are closed. Says at start when CURVE admits any key.
+    pub fn gate(&self, ctx: &zmq::Context) -> Result<Gate, AuthError> {
+        let handler = match &self.inner {
+            None => None,
+            Some(inner) => {
+                if inner.mechanism == MechanismName::Curve {
+                    for role in inner.dirs.any_roles() {
+                        tracing::warn!(
+                            role,
+                            "auth: allow = \"any\": {role} admits every CURVE key (encrypted, not authenticated)"
+                        );
+                    }
+                }
+                Some(ZapHandler::start(
+                    ctx,
+                    inner.gate.clone(),
+                    inner.dirs.clone(),
+                    inner.allow_sets.clone(),
+                    inner.stats.clone(),
+                    inner.monitors.clone(),
+                    Arc::clone(&inner.caps),
+                )?)
+            }
         };
-        ZapHandler::start(
-            ctx,
-            inner.gate.clone(),
-            inner.dirs.clone(),
-            inner.stats.clone(),
-            inner.monitors.clone(),
-            Arc::clone(&inner.caps),
-        )
-        .map(Some)
+        Ok(Gate {
+            inner: Arc::new(GateInner {
+                ctx: ctx.clone(),
+                security: self.clone(),
+                _handler: handler,
+            }),
+        })
+    }
+
+    /// Whether `user` (a message's `User-Id`) is still listed in the allow directory of `role` as the ZAP loop
+    /// last read it (at most [`crate::zap::REFRESH_EVERY`] ago): the control plane's per-request revocation
+    /// check. True without CURVE, for a role whose `allow` is `"any"`, and for a peer with no user id (which the
+    /// grants then judge).
+    pub fn is_listed(&self, role: &str, user: Option<&str>) -> bool {
+        let (Some(inner), Some(user)) = (&self.inner, user) else {
+            return true;
+        };
+        if inner.mechanism != MechanismName::Curve {
+            return true;
+        }
+        match inner.dirs.for_role(role).and_then(Allow::dir) {
+            None => true,
+            Some(dir) => inner.allow_sets.lists(dir, user),
+        }
+    }
+
+    /// A watch that says when a key has been removed from an allow directory since it was made: data-plane
+    /// servers then close their live sessions ([`Revocations::reset_sessions`]) so that every peer handshakes
+    /// again and the revoked key is refused.
+    pub fn revocations(&self) -> Revocations {
+        match &self.inner {
+            None => Revocations::default(),
+            Some(inner) => {
+                let epoch = inner.allow_sets.epoch();
+                Revocations {
+                    seen: epoch.load(Ordering::Relaxed),
+                    epoch: Some(epoch),
+                    stats: inner.stats.clone(),
+                }
+            }
+        }
     }
 
     /// The authorisation rules (everything granted when `[security]` is absent).
@@ -372,6 +469,7 @@ impl Inner {
             role_server_keys: BTreeMap::new(),
             gate: Gatekeeper::default(),
             dirs: AllowDirs::default(),
+            allow_sets: AllowSets::default(),
             grants: Grants::default(),
             stats: AuthStats::default(),
             monitors: crate::zap::MonitorQueue::default(),
@@ -472,6 +570,145 @@ fn most_specific_cap(caps: &ConnectionCaps, role: &str) -> Option<u64> {
             return Some(max);
         }
         r = &r[..r.rfind('.')?];
+    }
+}
+
+/// How long a reset waits for libzmq to release an endpoint it was told to unbind.
+const REBIND_WITHIN: std::time::Duration = std::time::Duration::from_secs(2);
+
+fn duration_ms(d: std::time::Duration) -> i32 {
+    i32::try_from(d.as_millis()).unwrap_or(i32::MAX)
+}
+
+/// A context whose ZAP handler runs (when `[security]` checks anything): the only way to make a server socket,
+/// so that binding one without its gate cannot compile. Cheap to clone; the handler stops when the last clone
+/// goes.
+#[derive(Clone)]
+pub struct Gate {
+    inner: Arc<GateInner>,
+}
+
+struct GateInner {
+    ctx: zmq::Context,
+    security: Security,
+    _handler: Option<ZapHandler>,
+}
+
+impl std::fmt::Debug for Gate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gate")
+            .field("security", &self.inner.security)
+            .field("zap", &self.inner._handler.is_some())
+            .finish()
+    }
+}
+
+impl Gate {
+    /// The gate of a process without `[security]`: nothing is checked and no ZAP handler runs.
+    pub fn open(ctx: &zmq::Context) -> Gate {
+        Gate {
+            inner: Arc::new(GateInner {
+                ctx: ctx.clone(),
+                security: Security::default(),
+                _handler: None,
+            }),
+        }
+    }
+
+    /// The context the gate guards; client sockets come from it too.
+    pub fn context(&self) -> &zmq::Context {
+        &self.inner.ctx
+    }
+
+    /// The section the gate applies.
+    pub fn security(&self) -> &Security {
+        &self.inner.security
+    }
+
+    /// A new socket of `kind` in the gated context, set up to accept peers for `role` before it binds: CURVE as a
+    /// server, the role's ZAP domain, the connection cap, and a monitor the ZAP loop reads.
+    pub fn socket(&self, kind: zmq::SocketType, role: &str) -> Result<zmq::Socket, AuthError> {
+        let socket = self.inner.ctx.socket(kind).map_err(|e| AuthError::Socket {
+            role: role.to_string(),
+            source: e,
+        })?;
+        self.inner.security.server(&self.inner.ctx, &socket, role)?;
+        Ok(socket)
+    }
+
+    /// Refuses to serve a component whose own `[security]` is not the gate's: its server sockets would follow
+    /// the gate, and a component configured for CURVE behind an open gate would silently run NULL.
+    pub fn check_serves(&self, component: &Security) -> Result<(), AuthError> {
+        if component.is_active() && *component != self.inner.security {
+            return Err(AuthError::Config(
+                "a component's [security] differs from its context's gate (start the gate from the same section)"
+                    .into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Whether a key has left an allow directory since the last look, for a data-plane server loop; with nothing
+/// checked it never says so.
+#[derive(Debug, Default)]
+pub struct Revocations {
+    epoch: Option<Arc<std::sync::atomic::AtomicU64>>,
+    seen: u64,
+    stats: AuthStats,
+}
+
+impl Revocations {
+    /// True once for every batch of removals since the last call. Cheap: one atomic load.
+    pub fn due(&mut self) -> bool {
+        let Some(epoch) = &self.epoch else {
+            return false;
+        };
+        let now = epoch.load(Ordering::Relaxed);
+        if now == self.seen {
+            return false;
+        }
+        self.seen = now;
+        true
+    }
+
+    /// Closes every session accepted on `endpoints` of `socket` (unbind, then bind the same endpoints again):
+    /// libzmq lets an application close no single chosen connection, but unbinding ends every session the
+    /// endpoint accepted. Peers reconnect by themselves and handshake again, and ZAP refuses the revoked key.
+    /// Counted per role; what the cut costs the others (a reconnect, and the messages of that moment, which
+    /// their sequence accounting shows as a gap) is the price of revocation on a socket with no per-peer close.
+    pub fn reset_sessions(
+        &self,
+        socket: &zmq::Socket,
+        role: &str,
+        endpoints: &[String],
+    ) -> Result<(), AuthError> {
+        let sock = |e: zmq::Error| AuthError::Socket {
+            role: role.to_string(),
+            source: e,
+        };
+        for endpoint in endpoints {
+            socket.unbind(endpoint).map_err(sock)?;
+            // The listener closes on libzmq's I/O thread, after `unbind` returns: its port may still be taken
+            // for a moment.
+            let deadline = std::time::Instant::now() + REBIND_WITHIN;
+            loop {
+                match socket.bind(endpoint) {
+                    Ok(()) => break,
+                    Err(zmq::Error::EADDRINUSE) if std::time::Instant::now() < deadline => {
+                        std::thread::sleep(std::time::Duration::from_millis(5));
+                    }
+                    Err(e) => return Err(sock(e)),
+                }
+            }
+        }
+        self.stats.record_sessions_reset(role);
+        tracing::warn!(
+            role,
+            endpoints = ?endpoints,
+            "auth: a key left the allow directory; closed the live sessions of {role} so every peer handshakes again"
+        );
+        Ok(())
     }
 }
 

@@ -18,8 +18,12 @@ pub struct AuthStats {
 struct Counters {
     by_role: BTreeMap<String, RoleCounts>,
     last_refused: Option<RefusedPeer>,
+    refused_by_reason: BTreeMap<&'static str, u64>,
     forged: u64,
     unauthorised: u64,
+    workers_refused: u64,
+    revoked: u64,
+    sessions_reset: BTreeMap<String, u64>,
 }
 
 /// Decisions for one role (ZAP domain).
@@ -51,8 +55,17 @@ pub struct AuthSummary {
     pub auth_refused: u64,
     /// Messages refused after the handshake because their publisher id is not bound to the sender's key.
     pub forged_refused: u64,
-    /// Control requests refused by authorisation (an error reply was sent).
+    /// Control requests refused by authorisation (an error reply was sent), revoked keys' requests included.
     pub unauthorised_refused: u64,
+    /// Handshakes refused, by reason (`unknown_key`, `no_curve`, `wrong_server_key`, `connection_cap`, ...).
+    pub refused_by_reason: BTreeMap<String, u64>,
+    /// Peers refused as servers of a control service (an MDP `READY`, a queue backend's worker) because no `serve`
+    /// grant names their key; each was sent a disconnect.
+    pub workers_refused: u64,
+    /// Control messages refused because their key has left the allow directory since its handshake.
+    pub revoked_refused: u64,
+    /// Times a data-plane socket closed its live sessions because a key left the allow directory, per role.
+    pub sessions_reset: BTreeMap<String, u64>,
     /// Per role.
     pub by_role: BTreeMap<String, RoleCounts>,
     /// The most recent refusal whose peer address is known (or the most recent at all, when none is).
@@ -91,6 +104,29 @@ impl AuthSummary {
                 self.unauthorised_refused
             ));
         }
+        if self.revoked_refused > 0 {
+            line.push_str(&format!(" ({} from revoked keys)", self.revoked_refused));
+        }
+        if self.workers_refused > 0 {
+            line.push_str(&format!(
+                ", {} workers refused (no serve grant)",
+                self.workers_refused
+            ));
+        }
+        let resets: u64 = self.sessions_reset.values().sum();
+        if resets > 0 {
+            line.push_str(&format!(
+                ", live sessions closed {resets} time(s) after a revocation"
+            ));
+        }
+        if self.auth_refused > 0 {
+            let reasons: Vec<String> = self
+                .refused_by_reason
+                .iter()
+                .map(|(k, v)| format!("{k} {v}"))
+                .collect();
+            line.push_str(&format!("; refused by reason: {}", reasons.join(", ")));
+        }
         line
     }
 }
@@ -104,6 +140,7 @@ impl AuthStats {
             None => counts.accepted += 1,
             Some(reason) => {
                 counts.refused += 1;
+                *c.refused_by_reason.entry(reason.key()).or_default() += 1;
                 // A refusal seen only through a socket monitor has no address; it does not hide the last peer
                 // whose address is known, which is what an operator needs to act on.
                 if address.is_empty()
@@ -132,6 +169,27 @@ impl AuthStats {
         self.lock().unauthorised += 1;
     }
 
+    /// Counts a peer refused as a service's worker (no `serve` grant).
+    pub fn record_worker_refused(&self) {
+        self.lock().workers_refused += 1;
+    }
+
+    /// Counts a control message from a key no longer listed (also an unauthorised request).
+    pub fn record_revoked(&self) {
+        let mut c = self.lock();
+        c.revoked += 1;
+        c.unauthorised += 1;
+    }
+
+    /// Counts one closing of `role`'s live sessions after a revocation.
+    pub fn record_sessions_reset(&self, role: &str) {
+        *self
+            .lock()
+            .sessions_reset
+            .entry(role.to_string())
+            .or_default() += 1;
+    }
+
     /// The totals now.
     pub fn summary(&self) -> AuthSummary {
         let c = self.lock();
@@ -140,6 +198,14 @@ impl AuthStats {
             auth_refused: c.by_role.values().map(|r| r.refused).sum(),
             forged_refused: c.forged,
             unauthorised_refused: c.unauthorised,
+            refused_by_reason: c
+                .refused_by_reason
+                .iter()
+                .map(|(k, v)| (k.to_string(), *v))
+                .collect(),
+            workers_refused: c.workers_refused,
+            revoked_refused: c.revoked,
+            sessions_reset: c.sessions_reset.clone(),
             by_role: c.by_role.clone(),
             last_refused: c.last_refused.clone(),
         }

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use crate::cap::ConnectionCaps;
 use crate::cert::Certificate;
+use crate::config::Allow;
 use crate::policy::{parse_request, reply_frames, Gatekeeper, KeySet, Refusal, Verdict};
 use crate::stats::AuthStats;
 use crate::AuthError;
@@ -25,10 +26,36 @@ pub const MAX_ALLOW_FILES: usize = 10_000;
 /// How often the loop checks its stop flag while idle.
 const POLL: Duration = Duration::from_millis(100);
 
-/// Monitor endpoints of CURVE server sockets waiting for the ZAP loop to connect to them, with their roles.
-#[derive(Debug, Clone, Default)]
+/// How often the loop re-reads the allow directories it has read (a changed modification time reloads one): the
+/// bound on how long a removed key stays listed for the control plane's per-request check and before live
+/// data-plane sessions are closed.
+pub const REFRESH_EVERY: Duration = Duration::from_secs(1);
+
+/// Readers of server sockets' monitors (connected before their sockets bind), with their roles, waiting for the
+/// ZAP loop to take them.
+#[derive(Clone, Default)]
 pub struct MonitorQueue {
-    pending: Arc<Mutex<Vec<(String, String)>>>,
+    pending: Arc<Mutex<Vec<(zmq::Socket, String)>>>,
+}
+
+impl std::fmt::Debug for MonitorQueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MonitorQueue")
+            .field("pending", &lock(&self.pending).len())
+            .finish()
+    }
+}
+
+/// The reader of a monitor bound at `endpoint`, connected now: libzmq sends monitor events from its I/O thread
+/// and blocks it until they are taken, so the reader must exist before the monitored socket can make one.
+pub(crate) fn monitor_reader(
+    ctx: &zmq::Context,
+    endpoint: &str,
+) -> Result<zmq::Socket, zmq::Error> {
+    let pair = ctx.socket(zmq::PAIR)?;
+    pair.set_linger(0)?;
+    pair.connect(endpoint)?;
+    Ok(pair)
 }
 
 impl MonitorQueue {
@@ -42,11 +69,11 @@ impl MonitorQueue {
         )
     }
 
-    pub(crate) fn push(&self, endpoint: String, role: &str) {
-        lock(&self.pending).push((endpoint, role.to_string()));
+    pub(crate) fn push(&self, reader: zmq::Socket, role: &str) {
+        lock(&self.pending).push((reader, role.to_string()));
     }
 
-    fn take(&self) -> Vec<(String, String)> {
+    fn take(&self) -> Vec<(zmq::Socket, String)> {
         std::mem::take(&mut *lock(&self.pending))
     }
 }
@@ -55,21 +82,112 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// Which allow directory answers for which role (ZAP domain).
+/// Which allow setting answers for which role (ZAP domain).
 #[derive(Debug, Clone, Default)]
 pub struct AllowDirs {
     /// Used by roles without their own.
-    pub default: Option<PathBuf>,
-    /// Per-role directories, looked up by the most specific role name (`lvc.upstream`, then `lvc`).
-    pub by_role: BTreeMap<String, PathBuf>,
+    pub default: Option<Allow>,
+    /// Per-role settings, looked up by the most specific role name (`lvc.upstream`, then `lvc`).
+    pub by_role: BTreeMap<String, Allow>,
 }
 
 impl AllowDirs {
-    fn for_role(&self, role: &str) -> Option<&Path> {
-        crate::config::most_specific(&self.by_role, role)
-            .map(PathBuf::as_path)
-            .or(self.default.as_deref())
+    /// The setting for `role`: its own, its parent's, or the default.
+    pub fn for_role(&self, role: &str) -> Option<&Allow> {
+        crate::config::most_specific(&self.by_role, role).or(self.default.as_ref())
     }
+
+    /// The roles (or `*` for the default) whose setting is `"any"`.
+    pub(crate) fn any_roles(&self) -> Vec<&str> {
+        let mut roles: Vec<&str> = self
+            .by_role
+            .iter()
+            .filter(|(_, a)| **a == Allow::Any)
+            .map(|(r, _)| r.as_str())
+            .collect();
+        if self.default == Some(Allow::Any) {
+            roles.push("every role without its own allow");
+        }
+        roles
+    }
+}
+
+/// The keys of each allow directory as last read, shared between the ZAP loop (which reads and refreshes them)
+/// and whoever checks a `User-Id` per request; `epoch` counts the refreshes that removed a key.
+#[derive(Debug, Clone, Default)]
+pub struct AllowSets {
+    sets: Arc<Mutex<BTreeMap<PathBuf, Cached>>>,
+    epoch: Arc<AtomicU64>,
+}
+
+impl AllowSets {
+    /// Whether `user` (Z85) is listed in `dir`. A directory not read yet is read now, so the answer never
+    /// depends on whether a handshake happened first.
+    pub(crate) fn lists(&self, dir: &Path, user: &str) -> bool {
+        let Some(key) = crate::z85::decode_key(user) else {
+            return false;
+        };
+        let mut sets = lock(&self.sets);
+        if !sets.contains_key(dir) {
+            let stamp = modified(dir);
+            sets.insert(
+                dir.to_path_buf(),
+                Cached {
+                    stamp,
+                    keys: load_allow_dir(dir),
+                },
+            );
+        }
+        sets[dir].keys.name_of(&key).is_some()
+    }
+
+    pub(crate) fn epoch(&self) -> Arc<AtomicU64> {
+        Arc::clone(&self.epoch)
+    }
+
+    /// The keys of `dir`, re-read when its modification time changed (adding or removing a file changes it).
+    fn keys_in(&self, dir: &Path) -> KeySet {
+        let stamp = modified(dir);
+        let mut sets = lock(&self.sets);
+        if let Some(cached) = sets.get(dir) {
+            if cached.stamp == stamp && stamp.is_some() {
+                return cached.keys.clone();
+            }
+        }
+        let keys = load_allow_dir(dir);
+        let removed = sets
+            .get(dir)
+            .is_some_and(|old| old.keys.iter().any(|(k, _)| keys.name_of(k).is_none()));
+        sets.insert(
+            dir.to_path_buf(),
+            Cached {
+                stamp,
+                keys: keys.clone(),
+            },
+        );
+        if removed {
+            tracing::warn!(
+                dir = %dir.display(),
+                "auth: a key left the allow directory {}: its requests are refused from now on and its live \
+                 sessions are closed",
+                dir.display()
+            );
+            self.epoch.fetch_add(1, Ordering::Relaxed);
+        }
+        keys
+    }
+
+    /// Re-reads every directory read so far whose modification time changed.
+    fn refresh(&self) {
+        let dirs: Vec<PathBuf> = lock(&self.sets).keys().cloned().collect();
+        for dir in dirs {
+            self.keys_in(&dir);
+        }
+    }
+}
+
+fn modified(dir: &Path) -> Option<SystemTime> {
+    std::fs::metadata(dir).and_then(|m| m.modified()).ok()
 }
 
 /// The running handler; dropping it stops the loop (after the sockets it answers for are closed, or their next
@@ -86,6 +204,7 @@ impl ZapHandler {
         ctx: &zmq::Context,
         gate: Gatekeeper,
         dirs: AllowDirs,
+        allow_sets: AllowSets,
         stats: AuthStats,
         monitors: MonitorQueue,
         caps: Arc<Mutex<ConnectionCaps>>,
@@ -111,13 +230,14 @@ impl ZapHandler {
                     gate,
                     dirs,
                     stats,
-                    cache: BTreeMap::new(),
+                    allow_sets,
+                    last_refresh: Instant::now(),
                     log: LogLimit::default(),
                     queue: monitors,
                     watched: Vec::new(),
                     caps,
                 }
-                .run(&ctx, &socket, &flag);
+                .run(&socket, &flag);
             })
             .map_err(|e| AuthError::Zap(format!("spawning the ZAP thread: {e}")))?;
         match ready_rx.recv() {
@@ -143,13 +263,6 @@ impl Drop for ZapHandler {
     }
 }
 
-fn watch(ctx: &zmq::Context, endpoint: &str) -> Result<zmq::Socket, zmq::Error> {
-    let pair = ctx.socket(zmq::PAIR)?;
-    pair.set_linger(0)?;
-    pair.connect(endpoint)?;
-    Ok(pair)
-}
-
 fn bind(ctx: &zmq::Context) -> Result<zmq::Socket, AuthError> {
     let zap = |e: zmq::Error| AuthError::Zap(format!("binding {ZAP_ENDPOINT}: {e}"));
     let socket = ctx.socket(zmq::REP).map_err(zap)?;
@@ -162,7 +275,8 @@ struct Loop {
     gate: Gatekeeper,
     dirs: AllowDirs,
     stats: AuthStats,
-    cache: BTreeMap<PathBuf, Cached>,
+    allow_sets: AllowSets,
+    last_refresh: Instant,
     log: LogLimit,
     queue: MonitorQueue,
     /// PAIR sockets reading server sockets' monitors, with their roles.
@@ -171,19 +285,19 @@ struct Loop {
     caps: Arc<Mutex<ConnectionCaps>>,
 }
 
+#[derive(Debug)]
 struct Cached {
     stamp: Option<SystemTime>,
     keys: KeySet,
 }
 
 impl Loop {
-    fn run(&mut self, ctx: &zmq::Context, socket: &zmq::Socket, stop: &AtomicBool) {
+    fn run(&mut self, socket: &zmq::Socket, stop: &AtomicBool) {
         while !stop.load(Ordering::Relaxed) {
-            for (endpoint, role) in self.queue.take() {
-                match watch(ctx, &endpoint) {
-                    Ok(pair) => self.watched.push((pair, role)),
-                    Err(e) => tracing::warn!(role, "cannot watch handshakes on {endpoint}: {e}"),
-                }
+            self.watched.extend(self.queue.take());
+            if self.last_refresh.elapsed() >= REFRESH_EVERY {
+                self.allow_sets.refresh();
+                self.last_refresh = Instant::now();
             }
             let ready = {
                 let mut items = Vec::with_capacity(1 + self.watched.len());
@@ -245,8 +359,6 @@ impl Loop {
             let Some((event, value)) = tickbox_zmqx::socket::monitor_event(&frames) else {
                 continue;
             };
-            // The only values used here are descriptors, which libzmq reports as the int they are.
-            let value = value as i32;
             let role = self.watched[index].1.clone();
             match event {
                 E::MONITOR_STOPPED => {
@@ -254,18 +366,26 @@ impl Loop {
                     break;
                 }
                 E::ACCEPTED | E::DISCONNECTED | E::CLOSED => {
+                    // These events' values are descriptors, which libzmq reports as the int they are.
+                    let fd = value as i32;
                     let mut caps = lock(&self.caps);
                     if event == E::ACCEPTED {
-                        caps.accepted(&role, value);
+                        caps.accepted(&role, fd, Instant::now());
                     } else {
-                        caps.gone(&role, value);
+                        caps.gone(&role, fd);
                     }
                     // What a test (or an operator at -v) waits on before expecting a freed slot to admit.
-                    tracing::debug!(role, fd = value, event = ?event, open = caps.open(&role), "connection count");
+                    tracing::debug!(role, fd, event = ?event, open = caps.open(&role), "connection count");
                 }
                 _ => {
-                    self.stats.record(&role, "", Some(Refusal::Handshake));
-                    self.log.refused(&role, "", Refusal::Handshake, &self.stats);
+                    let reason = crate::policy::handshake_failure(
+                        (event == E::HANDSHAKE_FAILED_PROTOCOL).then_some(value),
+                    );
+                    self.stats.record(&role, "", Some(reason));
+                    // Every refusal at debug level (the warning is rate-limited): what a test, or an operator
+                    // at -v, waits on to know it is counted.
+                    tracing::debug!(role, reason = reason.key(), "handshake refused");
+                    self.log.refused(&role, "", None, reason, &self.stats);
                 }
             }
         }
@@ -287,12 +407,14 @@ impl Loop {
         let allowed = self
             .dirs
             .for_role(&request.domain)
-            .map(Path::to_path_buf)
-            .map(|dir| self.keys_in(&dir));
-        let verdict = if lock(&self.caps).admit(&request.domain) {
-            self.gate.decide(&request, allowed.as_ref())
-        } else {
-            Verdict::Refuse(Refusal::ConnectionCap)
+            .and_then(Allow::dir)
+            .map(|dir| self.allow_sets.keys_in(dir));
+        // The cap is asked only for a peer the policy admits: a refused key must not hold a place.
+        let verdict = match self.gate.decide(&request, allowed.as_ref()) {
+            Verdict::Accept { .. } if !lock(&self.caps).admit(&request.domain, Instant::now()) => {
+                Verdict::Refuse(Refusal::ConnectionCap)
+            }
+            verdict => verdict,
         };
         let refusal = match &verdict {
             Verdict::Accept { .. } => None,
@@ -301,29 +423,22 @@ impl Loop {
         self.stats
             .record(&request.domain, &request.address, refusal);
         if let Some(reason) = refusal {
-            self.log
-                .refused(&request.domain, &request.address, reason, &self.stats);
+            tracing::debug!(role = %request.domain, reason = reason.key(), "handshake refused");
+            let key = request
+                .credentials
+                .first()
+                .filter(|_| request.mechanism == b"CURVE")
+                .and_then(|k| <[u8; 32]>::try_from(k.as_slice()).ok())
+                .and_then(|k| crate::z85::encode(&k));
+            self.log.refused(
+                &request.domain,
+                &request.address,
+                key.as_deref(),
+                reason,
+                &self.stats,
+            );
         }
         reply_frames(request.request_id, &verdict)
-    }
-
-    /// The keys of `dir`, re-read when its modification time changed (adding or removing a file changes it).
-    fn keys_in(&mut self, dir: &Path) -> KeySet {
-        let stamp = std::fs::metadata(dir).and_then(|m| m.modified()).ok();
-        if let Some(cached) = self.cache.get(dir) {
-            if cached.stamp == stamp && stamp.is_some() {
-                return cached.keys.clone();
-            }
-        }
-        let keys = load_allow_dir(dir);
-        self.cache.insert(
-            dir.to_path_buf(),
-            Cached {
-                stamp,
-                keys: keys.clone(),
-            },
-        );
-        keys
     }
 }
 
@@ -363,7 +478,14 @@ struct LogLimit {
 }
 
 impl LogLimit {
-    fn refused(&mut self, role: &str, address: &str, reason: Refusal, stats: &AuthStats) {
+    fn refused(
+        &mut self,
+        role: &str,
+        address: &str,
+        key: Option<&str>,
+        reason: Refusal,
+        stats: &AuthStats,
+    ) {
         let now = Instant::now();
         if self
             .last
@@ -378,12 +500,17 @@ impl LogLimit {
         } else {
             address
         };
+        // The public key is safe to log, and it is what an operator compares with the allow directory.
+        let key_text = key
+            .map(|k| format!(" (public key {k})"))
+            .unwrap_or_default();
         tracing::warn!(
             role,
             peer,
+            key,
             total_refused = total,
             suppressed = self.suppressed,
-            "refused a handshake from {peer} on {role}: {}",
+            "refused a handshake from {peer}{key_text} on {role}: {}",
             reason.as_str()
         );
         self.last = Some(now);

@@ -8,7 +8,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use tickbox_auth::{Certificate, MechanismName, Security, SecurityConfig};
+use tickbox_auth::{Allow, Certificate, Gate, MechanismName, Security, SecurityConfig};
 
 fn keygen(dir: &Path, name: &str) -> Certificate {
     let cert = tickbox_auth::fresh_pair().unwrap();
@@ -40,10 +40,10 @@ fn setup() -> Setup {
 
 fn curve_config(s: &Setup, certificate: &str) -> SecurityConfig {
     SecurityConfig {
-        mechanism: MechanismName::Curve,
+        mechanism: Some(MechanismName::Curve),
         certificate: Some(s.keys.join(certificate)),
         server_key: Some(s.server.public_z85()),
-        allow: Some(s.allow.clone()),
+        allow: Some(Allow::Dir(s.allow.clone())),
         ..SecurityConfig::default()
     }
 }
@@ -57,10 +57,9 @@ fn stranger(s: &Setup) -> Security {
     .unwrap()
 }
 
-fn pull(ctx: &zmq::Context, security: &Security) -> (zmq::Socket, String) {
-    let socket = ctx.socket(zmq::PULL).unwrap();
+fn pull(gate: &Gate) -> (zmq::Socket, String) {
+    let socket = gate.socket(zmq::PULL, "test.pull").unwrap();
     socket.set_linger(0).unwrap();
-    security.server(&socket, "test.pull").unwrap();
     let ep = tickbox_testkit::bind_loopback(&socket);
     (socket, ep)
 }
@@ -99,11 +98,8 @@ fn listed_keys_get_in_and_strangers_are_refused_and_counted() {
     let s = setup();
     let server_sec = Security::from_config(&curve_config(&s, "server_secret")).unwrap();
     let ctx = zmq::Context::new();
-    let _zap = server_sec
-        .start_zap(&ctx)
-        .unwrap()
-        .expect("CURVE runs a ZAP handler");
-    let (pull, ep) = pull(&ctx, &server_sec);
+    let gate = server_sec.gate(&ctx).unwrap();
+    let (pull, ep) = pull(&gate);
 
     let client_ctx = zmq::Context::new();
     let client_sec = Security::from_config(&curve_config(&s, "client_secret")).unwrap();
@@ -152,8 +148,8 @@ fn a_revoked_key_is_refused_on_its_next_handshake() {
     let s = setup();
     let server_sec = Security::from_config(&curve_config(&s, "server_secret")).unwrap();
     let ctx = zmq::Context::new();
-    let _zap = server_sec.start_zap(&ctx).unwrap();
-    let (pull, ep) = pull(&ctx, &server_sec);
+    let gate = server_sec.gate(&ctx).unwrap();
+    let (pull, ep) = pull(&gate);
     let client_sec = Security::from_config(&curve_config(&s, "client_secret")).unwrap();
     let first = push(&ctx, &client_sec, &ep);
     assert!(delivered(&pull, &first, "before", Duration::from_secs(10)));
@@ -179,8 +175,8 @@ fn null_with_an_ip_fence_refuses_addresses_outside_it() {
     })
     .unwrap();
     assert!(!deny.is_curve() && deny.is_active());
-    let _zap = deny.start_zap(&ctx).unwrap();
-    let (pull, ep) = pull(&ctx, &deny);
+    let gate = deny.gate(&ctx).unwrap();
+    let (pull, ep) = pull(&gate);
     let client = push(&ctx, &Security::default(), &ep);
     assert!(!delivered(
         &pull,
@@ -200,8 +196,8 @@ fn traffic_keeps_flowing_through_a_flood_of_failed_handshakes() {
     let s = setup();
     let server_sec = Security::from_config(&curve_config(&s, "server_secret")).unwrap();
     let ctx = zmq::Context::new();
-    let _zap = server_sec.start_zap(&ctx).unwrap();
-    let (pull, ep) = pull(&ctx, &server_sec);
+    let gate = server_sec.gate(&ctx).unwrap();
+    let (pull, ep) = pull(&gate);
     let client_sec = Security::from_config(&curve_config(&s, "client_secret")).unwrap();
     let legit = push(&ctx, &client_sec, &ep);
     assert!(delivered(&pull, &legit, "warm", Duration::from_secs(10)));
@@ -251,9 +247,16 @@ fn rules_naming_keys_without_curve_are_a_config_error() {
     })
     .unwrap_err();
     assert!(
-        err.to_string().contains("need mechanism = \"curve\""),
+        err.to_string().contains("add mechanism = \"curve\""),
         "{err}"
     );
+    let err = Security::from_config(&SecurityConfig {
+        mechanism: Some(MechanismName::Null),
+        config_writers: vec!["ops".into()],
+        ..SecurityConfig::default()
+    })
+    .unwrap_err();
+    assert!(err.to_string().contains("carries no keys"), "{err}");
 }
 
 /// This process's resident set size, KiB (Linux).

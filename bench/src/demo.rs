@@ -130,7 +130,7 @@ fn feed_config(opts: &DemoOptions, instance: u32) -> FeedConfig {
 /// Runs the raw baselines (unless `opts.baseline` is `None`), then the pipeline until the feed ends, `stop`, a
 /// tripped snail or a failed worker; then lets what is in flight through before stopping the subscriber.
 pub fn run_demo(
-    ctx: &zmq::Context,
+    gate: &tickbox_auth::Gate,
     opts: &DemoOptions,
     stop: &AtomicBool,
 ) -> Result<DemoOutcome, DemoError> {
@@ -157,7 +157,7 @@ pub fn run_demo(
             } else {
                 RawPattern::LossyPubSub
             };
-            let rate = raw_throughput(ctx, pattern, &baseline_config)
+            let rate = raw_throughput(gate, pattern, &baseline_config)
                 .map_err(DemoError::Baseline)?
                 .msgs_per_s;
             tracing::info!(
@@ -169,7 +169,7 @@ pub fn run_demo(
         }
     }
     let feed =
-        Feed::start(ctx, feed_config(opts, std::process::id())).map_err(DemoError::FeedStart)?;
+        Feed::start(gate, feed_config(opts, std::process::id())).map_err(DemoError::FeedStart)?;
     let mut sub_config = opts.subscriber.clone();
     sub_config.shards = feed
         .endpoints()
@@ -182,8 +182,10 @@ pub fn run_demo(
     sub_config.topics.clear();
     let mut pool = opts.pool.clone();
     pool.count = opts.workers;
-    let subscriber = Subscriber::start(ctx, &sub_config, &pool, |_| standard_worker(None))
-        .map_err(DemoError::SubscriberStart)?;
+    let subscriber = Subscriber::start(gate.context(), &sub_config, &pool, |_| {
+        standard_worker(None)
+    })
+    .map_err(DemoError::SubscriberStart)?;
     tracing::info!(
         shards = opts.shards,
         workers = opts.workers,

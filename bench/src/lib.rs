@@ -32,6 +32,7 @@ pub mod raw;
 pub mod record;
 pub mod replay;
 pub mod report;
+pub mod scrape;
 pub mod stats;
 pub mod sweep;
 pub mod transport;

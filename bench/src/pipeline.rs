@@ -170,10 +170,10 @@ impl Worker for LatencyWorker {
 
 /// One-way latency through feed shard → [LVC] → Black Box shard → worker at the configured open-loop rate.
 pub fn tickbox_latency(
-    ctx: &zmq::Context,
+    gate: &tickbox_auth::Gate,
     config: &LatencyConfig,
 ) -> Result<LatencyRun, BenchError> {
-    tickbox_latency_with(ctx, config, &|_, _| {})
+    tickbox_latency_with(gate, config, &|_, _| {})
 }
 
 /// How `tickbox tune sweep` adjusts the pipeline's subscriber and worker pool for one of its points.
@@ -181,7 +181,7 @@ pub type Tune<'a> = &'a dyn Fn(&mut SubscriberConfig, &mut WorkerPoolConfig);
 
 /// [`tickbox_latency`] with the subscriber and worker configs adjusted by `tune`.
 pub fn tickbox_latency_with(
-    ctx: &zmq::Context,
+    gate: &tickbox_auth::Gate,
     config: &LatencyConfig,
     tune: Tune<'_>,
 ) -> Result<LatencyRun, BenchError> {
@@ -189,13 +189,13 @@ pub fn tickbox_latency_with(
     let state = RunState::new();
     let (ep_tx, ep_rx) = mpsc::channel::<Result<String, BenchError>>();
     let publisher = {
-        let ctx = ctx.clone();
+        let gate = gate.clone();
         let state = Arc::clone(&state);
         let config = config.clone();
         thread::Builder::new()
             .name("bench-feed".into())
             .spawn(move || {
-                let result = publish_schedule(&ctx, &config, &state, ep_tx);
+                let result = publish_schedule(&gate, &config, &state, ep_tx);
                 if result.is_err() {
                     state.abort.store(true, Ordering::Relaxed);
                 }
@@ -203,7 +203,7 @@ pub fn tickbox_latency_with(
             })
             .map_err(BenchError::Thread)?
     };
-    let measured = measure_pipeline(ctx, config, &state, ep_rx, tune);
+    let measured = measure_pipeline(gate, config, &state, ep_rx, tune);
     if measured.is_err() {
         state.abort.store(true, Ordering::Relaxed);
     }
@@ -222,7 +222,7 @@ pub fn tickbox_latency_with(
 }
 
 fn measure_pipeline(
-    ctx: &zmq::Context,
+    gate: &tickbox_auth::Gate,
     config: &LatencyConfig,
     state: &Arc<RunState>,
     ep_rx: mpsc::Receiver<Result<String, BenchError>>,
@@ -241,7 +241,7 @@ fn measure_pipeline(
             ..Default::default()
         };
         Some(
-            tickbox_lvc::spawn(ctx, lvc_config)
+            tickbox_lvc::spawn(gate, lvc_config)
                 .map_err(|e| BenchError::Pipeline(format!("lvc: {e}")))?,
         )
     } else {
@@ -256,10 +256,11 @@ fn measure_pipeline(
         workers_config(1, config.hwm),
     );
     tune(&mut sub_config, &mut pool);
-    let subscriber = Subscriber::start(ctx, &sub_config, &pool, |_| {
+    let subscriber = Subscriber::start(gate.context(), &sub_config, &pool, |_| {
         LatencyWorker::new(Arc::clone(state), config.log_interval, config.stall)
     })
     .map_err(sub_err)?;
+    let scraping = crate::scrape::scrape_subscriber(&subscriber, &sub_config.shards);
     let connected = wait_connected(state, Duration::from_secs(10));
     if connected.is_ok() {
         // Wait for the publisher to finish its schedule, then for the tail to arrive.
@@ -270,6 +271,7 @@ fn measure_pipeline(
         }
         state.wait_drained(config.drain);
     }
+    drop(scraping);
     let report = subscriber.shutdown().map_err(sub_err)?;
     if let Some(lvc) = lvc {
         if let Err(e) = lvc.join() {
@@ -286,7 +288,7 @@ fn measure_pipeline(
 }
 
 fn publish_schedule(
-    ctx: &zmq::Context,
+    gate: &tickbox_auth::Gate,
     config: &LatencyConfig,
     state: &RunState,
     ep_tx: mpsc::Sender<Result<String, BenchError>>,
@@ -296,7 +298,7 @@ fn publish_schedule(
         endpoint: config.transport.bind_endpoint("feed"),
         ..PublisherShardConfig::default()
     };
-    let (socket, endpoint) = match open_publisher_socket(ctx, 0, &shard, &feed) {
+    let (socket, endpoint) = match open_publisher_socket(gate, 0, &shard, &feed) {
         Ok(opened) => opened,
         Err(e) => {
             let err = BenchError::Pipeline(format!("feed shard: {e}"));
@@ -357,10 +359,10 @@ impl Worker for CountingWorker {
 /// Flat-out throughput: `shards` feed publishers (no-drop, so back-pressure instead of loss) → a Black Box with
 /// `shards` SUB shards → `shards` workers counting.
 pub fn tickbox_throughput(
-    ctx: &zmq::Context,
+    gate: &tickbox_auth::Gate,
     config: &ThroughputConfig,
 ) -> Result<ThroughputResult, BenchError> {
-    tickbox_throughput_with(ctx, config, &|_, _| {})
+    tickbox_throughput_with(gate, config, &|_, _| {})
 }
 
 /// The system name of [`tickbox_throughput_batched`]'s results.
@@ -370,10 +372,10 @@ pub const BATCHED: &str = "tickbox-batched";
 /// each shard packs up to the feed's `batch_max_records` messages (`batch_max_bytes`) into one `#B` frame and
 /// sends what it has after every `max_batch` messages, the feed's step at `--rate max`. Counted per record.
 pub fn tickbox_throughput_batched(
-    ctx: &zmq::Context,
+    gate: &tickbox_auth::Gate,
     config: &ThroughputConfig,
 ) -> Result<ThroughputResult, BenchError> {
-    let mut result = throughput_run(ctx, config, &|_, _| {}, true)?;
+    let mut result = throughput_run(gate, config, &|_, _| {}, true)?;
     result.system = BATCHED.into();
     Ok(result)
 }
@@ -381,15 +383,15 @@ pub fn tickbox_throughput_batched(
 /// [`tickbox_throughput`] with the subscriber and worker configs adjusted by `tune` (its worker count wins over
 /// one per shard).
 pub fn tickbox_throughput_with(
-    ctx: &zmq::Context,
+    gate: &tickbox_auth::Gate,
     config: &ThroughputConfig,
     tune: Tune<'_>,
 ) -> Result<ThroughputResult, BenchError> {
-    throughput_run(ctx, config, tune, false)
+    throughput_run(gate, config, tune, false)
 }
 
 fn throughput_run(
-    ctx: &zmq::Context,
+    gate: &tickbox_auth::Gate,
     config: &ThroughputConfig,
     tune: Tune<'_>,
     batched: bool,
@@ -400,14 +402,14 @@ fn throughput_run(
     let mut endpoints = Vec::new();
     for shard in 0..shards {
         let (ep_tx, ep_rx) = mpsc::channel::<Result<String, BenchError>>();
-        let ctx = ctx.clone();
+        let gate = gate.clone();
         let thread_phase = Arc::clone(&phase);
         let config = config.clone();
         publishers.push(
             thread::Builder::new()
                 .name(format!("bench-feed-{shard}"))
                 .spawn(move || {
-                    flat_out_publisher(&ctx, shard, &config, &thread_phase, ep_tx, batched)
+                    flat_out_publisher(&gate, shard, &config, &thread_phase, ep_tx, batched)
                 })
                 .map_err(BenchError::Thread)?,
         );
@@ -433,7 +435,7 @@ fn throughput_run(
     );
     sub_config.security = config.security.clone();
     tune(&mut sub_config, &mut pool);
-    let subscriber = Subscriber::start(ctx, &sub_config, &pool, |_| CountingWorker {
+    let subscriber = Subscriber::start(gate.context(), &sub_config, &pool, |_| CountingWorker {
         phase: Arc::clone(&phase),
         counter: PhaseCounter::new(),
     });
@@ -444,7 +446,9 @@ fn throughput_run(
             return Err(sub_err(e));
         }
     };
+    let scraping = crate::scrape::scrape_subscriber(&subscriber, &sub_config.shards);
     let elapsed = run_phases(&phase, config.warmup, config.duration);
+    drop(scraping);
     let joined = crate::raw::join_all(publishers, "bench-feed");
     let report = subscriber.shutdown().map_err(sub_err)?;
     joined?;
@@ -467,7 +471,7 @@ fn throughput_run(
 }
 
 fn flat_out_publisher(
-    ctx: &zmq::Context,
+    gate: &tickbox_auth::Gate,
     shard: usize,
     config: &ThroughputConfig,
     phase: &AtomicU8,
@@ -482,7 +486,7 @@ fn flat_out_publisher(
         endpoint: config.transport.bind_endpoint(&format!("feed{shard}")),
         ..PublisherShardConfig::default()
     };
-    let (socket, endpoint) = match open_publisher_socket(ctx, shard, &shard_config, &feed) {
+    let (socket, endpoint) = match open_publisher_socket(gate, shard, &shard_config, &feed) {
         Ok(opened) => opened,
         Err(e) => {
             let _ = ep_tx.send(Err(BenchError::Pipeline(format!(

@@ -29,7 +29,7 @@ fn zerr(what: &'static str) -> impl Fn(zmq::Error) -> BenchError {
 
 /// Raw PUB→SUB latency at the configured rate and size. PUB binds, SUB connects, as a feed would.
 pub fn raw_pubsub_latency(
-    ctx: &zmq::Context,
+    gate: &tickbox_auth::Gate,
     config: &LatencyConfig,
 ) -> Result<LatencyRun, BenchError> {
     let size = config.size.max(RAW_MIN_SIZE);
@@ -37,13 +37,13 @@ pub fn raw_pubsub_latency(
     let (ep_tx, ep_rx) = mpsc::channel::<String>();
 
     let sub = {
-        let ctx = ctx.clone();
+        let gate = gate.clone();
         let state = Arc::clone(&state);
         let config = config.clone();
         thread::Builder::new()
             .name("raw-sub".into())
             .spawn(move || -> Result<LatencySamples, BenchError> {
-                let result = raw_sub_loop(&ctx, &config, &state, ep_rx);
+                let result = raw_sub_loop(&gate, &config, &state, ep_rx);
                 if result.is_err() {
                     state.abort.store(true, Ordering::Relaxed);
                 }
@@ -51,7 +51,7 @@ pub fn raw_pubsub_latency(
             })
             .map_err(BenchError::Thread)?
     };
-    let publish = raw_pub_loop(ctx, config, size, &state, ep_tx);
+    let publish = raw_pub_loop(gate, config, size, &state, ep_tx);
     if publish.is_err() {
         state.abort.store(true, Ordering::Relaxed);
     }
@@ -69,15 +69,18 @@ pub fn raw_pubsub_latency(
 }
 
 fn raw_pub_loop(
-    ctx: &zmq::Context,
+    gate: &tickbox_auth::Gate,
     config: &LatencyConfig,
     size: usize,
     state: &RunState,
     ep_tx: mpsc::Sender<String>,
 ) -> Result<(), BenchError> {
-    let mut socket = ctx
-        .socket(if config.no_drop { zmq::XPUB } else { zmq::PUB })
-        .map_err(zerr("socket"))?;
+    let mut socket = gate
+        .socket(
+            if config.no_drop { zmq::XPUB } else { zmq::PUB },
+            "bench.raw",
+        )
+        .map_err(|e| BenchError::Setup(e.to_string()))?;
     socket.set_linger(0).map_err(zerr("linger"))?;
     socket.set_sndhwm(config.hwm).map_err(zerr("sndhwm"))?;
     if config.no_drop {
@@ -109,7 +112,7 @@ fn raw_pub_loop(
 }
 
 fn raw_sub_loop(
-    ctx: &zmq::Context,
+    gate: &tickbox_auth::Gate,
     config: &LatencyConfig,
     state: &RunState,
     ep_rx: mpsc::Receiver<String>,
@@ -117,7 +120,7 @@ fn raw_sub_loop(
     let endpoint = ep_rx
         .recv_timeout(Duration::from_secs(5))
         .map_err(|_| BenchError::Setup("publisher did not bind".into()))?;
-    let socket = ctx.socket(zmq::SUB).map_err(zerr("socket"))?;
+    let socket = gate.context().socket(zmq::SUB).map_err(zerr("socket"))?;
     socket.set_linger(0).map_err(zerr("linger"))?;
     socket.set_rcvhwm(config.hwm).map_err(zerr("rcvhwm"))?;
     socket.set_rcvtimeo(50).map_err(zerr("rcvtimeo"))?;
@@ -305,28 +308,28 @@ pub(crate) fn run_phases(phase: &AtomicU8, warmup: Duration, duration: Duration)
 /// Flat-out raw throughput: `shards` independent sender→receiver pairs, each a thread per end, one message per
 /// ZeroMQ message.
 pub fn raw_throughput(
-    ctx: &zmq::Context,
+    gate: &tickbox_auth::Gate,
     pattern: RawPattern,
     config: &ThroughputConfig,
 ) -> Result<ThroughputResult, BenchError> {
-    raw_throughput_packed(ctx, pattern, config, 1)
+    raw_throughput_packed(gate, pattern, config, 1)
 }
 
 /// [`raw_throughput`] with the same batching as tickbox's batched run: [`records_per_batch`] messages of
 /// `config.size` bytes concatenated into each ZeroMQ message, each counted as that many messages received. The
 /// system is the pattern's name with `-batched`.
 pub fn raw_throughput_batched(
-    ctx: &zmq::Context,
+    gate: &tickbox_auth::Gate,
     pattern: RawPattern,
     config: &ThroughputConfig,
 ) -> Result<ThroughputResult, BenchError> {
-    let mut result = raw_throughput_packed(ctx, pattern, config, records_per_batch(config.size))?;
+    let mut result = raw_throughput_packed(gate, pattern, config, records_per_batch(config.size))?;
     result.system = format!("{}-batched", pattern.system());
     Ok(result)
 }
 
 fn raw_throughput_packed(
-    ctx: &zmq::Context,
+    gate: &tickbox_auth::Gate,
     pattern: RawPattern,
     config: &ThroughputConfig,
     per_message: usize,
@@ -336,18 +339,18 @@ fn raw_throughput_packed(
     let mut handles = Vec::new();
     for shard in 0..config.shards.max(1) {
         let (ep_tx, ep_rx) = mpsc::channel::<String>();
-        let send_ctx = ctx.clone();
+        let send_gate = gate.clone();
         let send_phase = Arc::clone(&phase);
         let cfg = config.clone();
         handles.push(
             thread::Builder::new()
                 .name(format!("raw-send-{shard}"))
                 .spawn(move || {
-                    raw_sender(&send_ctx, pattern, &cfg, per_message, &send_phase, ep_tx)
+                    raw_sender(&send_gate, pattern, &cfg, per_message, &send_phase, ep_tx)
                 })
                 .map_err(BenchError::Thread)?,
         );
-        let recv_ctx = ctx.clone();
+        let recv_gate = gate.clone();
         let recv_phase = Arc::clone(&phase);
         let recv_total = Arc::clone(&total);
         let cfg = config.clone();
@@ -356,7 +359,7 @@ fn raw_throughput_packed(
                 .name(format!("raw-recv-{shard}"))
                 .spawn(move || {
                     raw_receiver(
-                        &recv_ctx,
+                        &recv_gate,
                         pattern,
                         &cfg,
                         per_message as u64,
@@ -406,19 +409,22 @@ pub(crate) fn throughput_result(
 }
 
 fn raw_sender(
-    ctx: &zmq::Context,
+    gate: &tickbox_auth::Gate,
     pattern: RawPattern,
     config: &ThroughputConfig,
     per_message: usize,
     phase: &AtomicU8,
     ep_tx: mpsc::Sender<String>,
 ) -> Result<(), BenchError> {
-    let mut socket = ctx
-        .socket(match pattern {
-            RawPattern::PushPull => zmq::PUSH,
-            RawPattern::PubSub | RawPattern::LossyPubSub => zmq::XPUB,
-        })
-        .map_err(zerr("socket"))?;
+    let mut socket = gate
+        .socket(
+            match pattern {
+                RawPattern::PushPull => zmq::PUSH,
+                RawPattern::PubSub | RawPattern::LossyPubSub => zmq::XPUB,
+            },
+            "bench.raw",
+        )
+        .map_err(|e| BenchError::Setup(e.to_string()))?;
     socket.set_linger(0).map_err(zerr("linger"))?;
     socket.set_sndhwm(config.hwm).map_err(zerr("sndhwm"))?;
     socket.set_sndtimeo(100).map_err(zerr("sndtimeo"))?;
@@ -427,10 +433,6 @@ fn raw_sender(
             .map_err(|e| BenchError::Setup(e.to_string()))?;
         socket.set_rcvtimeo(100).map_err(zerr("rcvtimeo"))?;
     }
-    config
-        .security
-        .server(&socket, "bench.raw")
-        .map_err(|e| BenchError::Setup(e.to_string()))?;
     let endpoint = tickbox_zmqx::bind_resolved(&socket, &config.transport.bind_endpoint("raw-thr"))
         .map_err(|e| BenchError::Setup(e.to_string()))?;
     let _ = ep_tx.send(endpoint);
@@ -458,7 +460,7 @@ fn raw_sender(
 }
 
 fn raw_receiver(
-    ctx: &zmq::Context,
+    gate: &tickbox_auth::Gate,
     pattern: RawPattern,
     config: &ThroughputConfig,
     per_message: u64,
@@ -469,7 +471,8 @@ fn raw_receiver(
     let endpoint = ep_rx
         .recv_timeout(Duration::from_secs(5))
         .map_err(|_| BenchError::Setup("sender did not bind".into()))?;
-    let socket = ctx
+    let socket = gate
+        .context()
         .socket(match pattern {
             RawPattern::PushPull => zmq::PULL,
             RawPattern::PubSub | RawPattern::LossyPubSub => zmq::SUB,
@@ -551,9 +554,9 @@ mod tests {
 
     #[test]
     fn raw_latency_measures_every_scheduled_message() {
-        let ctx = zmq::Context::new();
+        let gate = tickbox_auth::Gate::open(&zmq::Context::new());
         for transport in Transport::ALL {
-            let run = raw_pubsub_latency(&ctx, &quick(transport, 5_000)).unwrap();
+            let run = raw_pubsub_latency(&gate, &quick(transport, 5_000)).unwrap();
             let r = run.result();
             assert_eq!(r.scheduled, 1_500, "{transport}");
             assert_eq!(r.received, r.scheduled, "{transport}: {r:?}");
@@ -569,7 +572,7 @@ mod tests {
     /// uncorrected histogram hides most of the stall; the corrected one shows it.
     #[test]
     fn correction_raises_the_tail_when_the_consumer_stalls() {
-        let ctx = zmq::Context::new();
+        let gate = tickbox_auth::Gate::open(&zmq::Context::new());
         let config = LatencyConfig {
             hwm: 10,
             no_drop: true,
@@ -580,7 +583,7 @@ mod tests {
             duration: Duration::from_millis(600),
             ..quick(Transport::Inproc, 10_000)
         };
-        let r = raw_pubsub_latency(&ctx, &config).unwrap().result();
+        let r = raw_pubsub_latency(&gate, &config).unwrap().result();
         assert_eq!(r.lost, 0, "no-drop publisher lost messages: {r:?}");
         // ~20 % of messages were due while the consumer slept 20 ms per 100 ms.
         assert!(r.corrected.p90 > 2_000_000, "corrected {:?}", r.corrected);
@@ -594,7 +597,7 @@ mod tests {
 
     #[test]
     fn raw_throughput_counts_messages() {
-        let ctx = zmq::Context::new();
+        let gate = tickbox_auth::Gate::open(&zmq::Context::new());
         for pattern in [RawPattern::PushPull, RawPattern::PubSub] {
             let config = ThroughputConfig {
                 transport: Transport::Inproc,
@@ -605,7 +608,7 @@ mod tests {
                 hwm: 1_000,
                 security: Default::default(),
             };
-            let r = raw_throughput(&ctx, pattern, &config).unwrap();
+            let r = raw_throughput(&gate, pattern, &config).unwrap();
             assert!(r.messages > 1_000, "{r:?}");
             assert!((r.mb_per_s - r.msgs_per_s * 64.0 / 1e6).abs() < 1e-6);
             assert_eq!(r.shards, 2);

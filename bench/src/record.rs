@@ -134,8 +134,8 @@ struct RunFeed {
 }
 
 impl RunFeed {
-    fn start(ctx: &zmq::Context, config: &RecordBenchConfig) -> Result<RunFeed, BenchError> {
-        let handle = Feed::start(ctx, feed_config(config))
+    fn start(gate: &tickbox_auth::Gate, config: &RecordBenchConfig) -> Result<RunFeed, BenchError> {
+        let handle = Feed::start(gate, feed_config(config))
             .map_err(|e| BenchError::Pipeline(format!("feed: {e}")))?;
         Ok(RunFeed {
             handle: Some(handle),
@@ -238,7 +238,7 @@ fn temp_dir(prefix: &str) -> Result<tempfile::TempDir, BenchError> {
 /// One run of the recorder: a fresh feed recorded into a fresh archive journal, as `tickbox record` does with the
 /// default `[recorder]` config.
 pub fn tickbox_record(
-    ctx: &zmq::Context,
+    gate: &tickbox_auth::Gate,
     config: &RecordBenchConfig,
     stop: &AtomicBool,
 ) -> Result<RecordResult, BenchError> {
@@ -249,7 +249,7 @@ pub fn tickbox_record(
         .durability(cfg.durability())
         .description("tickbox bench record");
     let mut writer = Writer::open(&path, &options).map_err(journal_err(&path))?;
-    let feed = RunFeed::start(ctx, config)?;
+    let feed = RunFeed::start(gate, config)?;
     let options = RecordOptions {
         connect: feed.endpoints(),
         batch_max: cfg.batch_max,
@@ -262,11 +262,17 @@ pub fn tickbox_record(
     let expected = config.expected();
     let done = AtomicBool::new(false);
     let mut stalled = Stalled::new(config.drain);
-    let stats: RecordStats = record(ctx, &mut writer, &options, &done, |s: &RecordStats| {
-        if s.recorded >= expected || stalled.check(s.recorded) || stop.load(Ordering::Relaxed) {
-            done.store(true, Ordering::Relaxed);
-        }
-    })
+    let stats: RecordStats = record(
+        gate.context(),
+        &mut writer,
+        &options,
+        &done,
+        |s: &RecordStats| {
+            if s.recorded >= expected || stalled.check(s.recorded) || stop.load(Ordering::Relaxed) {
+                done.store(true, Ordering::Relaxed);
+            }
+        },
+    )
     .map_err(|e| BenchError::Pipeline(format!("record: {e}")))?;
     writer.close().map_err(journal_err(&path))?;
     let end_ns = last_data_capture(&path, &stats)?;
@@ -312,11 +318,11 @@ fn last_data_capture(path: &Path, stats: &RecordStats) -> Result<u64, BenchError
 
 /// One run of the Black Box with one worker on a fresh feed, as `tickbox subscribe --workers 1` runs it.
 pub fn tickbox_subscribe(
-    ctx: &zmq::Context,
+    gate: &tickbox_auth::Gate,
     config: &RecordBenchConfig,
     stop: &AtomicBool,
 ) -> Result<RecordResult, BenchError> {
-    let feed = RunFeed::start(ctx, config)?;
+    let feed = RunFeed::start(gate, config)?;
     let sub_config = SubscriberConfig {
         shards: feed
             .endpoints()
@@ -336,7 +342,7 @@ pub fn tickbox_subscribe(
         ..WorkerPoolConfig::default()
     };
     let delivered = Arc::new(AtomicU64::new(0));
-    let subscriber = Subscriber::start(ctx, &sub_config, &workers, |_| {
+    let subscriber = Subscriber::start(gate.context(), &sub_config, &workers, |_| {
         TouchWorker::new(Arc::clone(&delivered))
     })
     .map_err(|e| BenchError::Pipeline(e.to_string()))?;
@@ -482,15 +488,15 @@ fn zerr(what: &'static str) -> impl Fn(zmq::Error) -> BenchError {
 
 /// One run of the raw baseline: a SUB on every shard of a fresh feed, each message copied into a [`RawFile`].
 pub fn raw_record(
-    ctx: &zmq::Context,
+    gate: &tickbox_auth::Gate,
     config: &RecordBenchConfig,
     stop: &AtomicBool,
 ) -> Result<RecordResult, BenchError> {
     let dir = temp_dir("tickbox-bench-raw-")?;
     let mut file = RawFile::create(dir.path(), config.segment_size)?;
     let recv_hwm = RecorderConfig::default().rcvhwm;
-    let feed = RunFeed::start(ctx, config)?;
-    let sub = ctx.socket(zmq::SUB).map_err(zerr("socket"))?;
+    let feed = RunFeed::start(gate, config)?;
+    let sub = gate.context().socket(zmq::SUB).map_err(zerr("socket"))?;
     sub.set_linger(0).map_err(zerr("linger"))?;
     sub.set_rcvhwm(recv_hwm).map_err(zerr("rcvhwm"))?;
     sub.set_rcvtimeo(20).map_err(zerr("rcvtimeo"))?;
@@ -573,7 +579,7 @@ pub struct RecordOutcome {
 /// Runs every system `repeats` times in alternating order; writes `<out>/<stamp>-record.json` and
 /// `<out>/<stamp>-record.{png,svg}`. Stops between runs when `stop` is set.
 pub fn run_record_bench(
-    ctx: &zmq::Context,
+    gate: &tickbox_auth::Gate,
     config: &RecordBenchConfig,
     out: &Path,
     stamp: &str,
@@ -601,9 +607,9 @@ pub fn run_record_bench(
                 repeat + 1
             );
             let mut r = match system {
-                RECORD => tickbox_record(ctx, config, stop)?,
-                SUBSCRIBE => tickbox_subscribe(ctx, config, stop)?,
-                _ => raw_record(ctx, config, stop)?,
+                RECORD => tickbox_record(gate, config, stop)?,
+                SUBSCRIBE => tickbox_subscribe(gate, config, stop)?,
+                _ => raw_record(gate, config, stop)?,
             };
             r.repeat = repeat as u32 + 1;
             results.push(r);

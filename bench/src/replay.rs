@@ -246,7 +246,7 @@ fn latency_or_none(hist: &tickbox_subscriber::Histogram<u64>) -> Option<Percenti
 
 /// One tickbox repeat: Replayer → Black Box over tcp loopback.
 pub fn tickbox_replay(
-    ctx: &zmq::Context,
+    gate: &tickbox_auth::Gate,
     journal: &GeneratedJournal,
     config: &ReplayBenchConfig,
     stop: &AtomicBool,
@@ -258,7 +258,7 @@ pub fn tickbox_replay(
     let batch = u64::from(options.batch_max_records.max(1));
     let sndhwm = options.sndhwm;
     let rec_err = |e: tickbox_recorder::RecorderError| BenchError::Pipeline(format!("replay: {e}"));
-    let mut replayer = Replayer::bind(ctx, options).map_err(rec_err)?;
+    let mut replayer = Replayer::bind(gate, options).map_err(rec_err)?;
     let endpoint = replayer.endpoints()[0].clone();
     let sub_config = SubscriberConfig {
         shards: vec![SubscriberShardConfig {
@@ -280,7 +280,7 @@ pub fn tickbox_replay(
     let counters: Vec<Arc<AtomicU64>> = (0..workers.count)
         .map(|_| Arc::new(AtomicU64::new(0)))
         .collect();
-    let subscriber = Subscriber::start(ctx, &sub_config, &workers, |i| {
+    let subscriber = Subscriber::start(gate.context(), &sub_config, &workers, |i| {
         TouchWorker::new(Arc::clone(&counters[i]))
     })
     .map_err(|e| BenchError::Pipeline(e.to_string()))?;
@@ -414,28 +414,26 @@ fn zerr(what: &'static str) -> impl Fn(zmq::Error) -> BenchError {
 
 /// One raw repeat: the journal's frames, one per message, XPUB_NODROP → SUB over tcp loopback.
 pub fn raw_replay(
-    ctx: &zmq::Context,
+    gate: &tickbox_auth::Gate,
     journal: &GeneratedJournal,
     config: &ReplayBenchConfig,
     stop: &AtomicBool,
 ) -> Result<ReplayResult, BenchError> {
     let sndhwm = replay_options(String::new(), None).sndhwm;
-    let mut xpub = ctx.socket(zmq::XPUB).map_err(zerr("socket"))?;
+    let mut xpub = gate
+        .socket(zmq::XPUB, "bench.raw")
+        .map_err(|e| BenchError::Setup(e.to_string()))?;
     xpub.set_linger(100).map_err(zerr("linger"))?;
     xpub.set_sndhwm(sndhwm).map_err(zerr("sndhwm"))?;
     xpub.set_sndtimeo(100).map_err(zerr("sndtimeo"))?;
     xpub.set_rcvtimeo(100).map_err(zerr("rcvtimeo"))?;
     tickbox_zmqx::set_xpub_nodrop(&mut xpub, true).map_err(|e| BenchError::Setup(e.to_string()))?;
-    config
-        .security
-        .server(&xpub, "bench.raw")
-        .map_err(|e| BenchError::Setup(e.to_string()))?;
     let endpoint = tickbox_zmqx::bind_resolved(&xpub, "tcp://127.0.0.1:*")
         .map_err(|e| BenchError::Setup(e.to_string()))?;
     let received = Arc::new(AtomicU64::new(0));
     let sender_done = Arc::new(AtomicBool::new(false));
     let receiver = {
-        let ctx = ctx.clone();
+        let gate = gate.clone();
         let received = Arc::clone(&received);
         let sender_done = Arc::clone(&sender_done);
         let records = journal.records;
@@ -445,7 +443,7 @@ pub fn raw_replay(
         thread::Builder::new()
             .name("raw-replay-sub".into())
             .spawn(move || -> Result<(u64, u64), BenchError> {
-                let sub = ctx.socket(zmq::SUB).map_err(zerr("socket"))?;
+                let sub = gate.context().socket(zmq::SUB).map_err(zerr("socket"))?;
                 sub.set_linger(0).map_err(zerr("linger"))?;
                 sub.set_rcvhwm(rcv_hwm).map_err(zerr("rcvhwm"))?;
                 sub.set_rcvtimeo(50).map_err(zerr("rcvtimeo"))?;
@@ -573,7 +571,7 @@ pub struct ReplayOutcome {
 /// Generates the journal, then runs tickbox and raw `repeats` times each, alternating; writes
 /// `<out>/<stamp>-replay.json` and `<out>/<stamp>-replay.{png,svg}`. Stops between runs when `stop` is set.
 pub fn run_replay_bench(
-    ctx: &zmq::Context,
+    gate: &tickbox_auth::Gate,
     config: &ReplayBenchConfig,
     out: &Path,
     stamp: &str,
@@ -600,9 +598,9 @@ pub fn run_replay_bench(
                 repeat + 1
             );
             let mut r = if system == "tickbox" {
-                tickbox_replay(ctx, &journal, config, stop)?
+                tickbox_replay(gate, &journal, config, stop)?
             } else {
-                raw_replay(ctx, &journal, config, stop)?
+                raw_replay(gate, &journal, config, stop)?
             };
             r.repeat = repeat as u32 + 1;
             results.push(r);
@@ -812,7 +810,7 @@ mod tests {
 
     #[test]
     fn both_systems_deliver_every_record() {
-        let ctx = zmq::Context::new();
+        let gate = tickbox_auth::Gate::open(&zmq::Context::new());
         let journal = generate_journal(20_000, 3).unwrap();
         let config = ReplayBenchConfig {
             records: 20_000,
@@ -820,7 +818,7 @@ mod tests {
             ..ReplayBenchConfig::default()
         };
         let stop = AtomicBool::new(false);
-        let t = tickbox_replay(&ctx, &journal, &config, &stop).unwrap();
+        let t = tickbox_replay(&gate, &journal, &config, &stop).unwrap();
         assert_eq!(t.delivered, 20_000, "{t:?}");
         assert_eq!(t.lost, 0);
         assert_eq!(t.gap_missing, Some(0));
@@ -835,7 +833,7 @@ mod tests {
             u64::from(RecorderConfig::default().replay_batch_records)
         );
         assert!(t.frames.unwrap() < 20_000, "{t:?}");
-        let r = raw_replay(&ctx, &journal, &config, &stop).unwrap();
+        let r = raw_replay(&gate, &journal, &config, &stop).unwrap();
         assert_eq!(r.delivered, 20_000, "{r:?}");
         assert_eq!(r.lost, 0);
         assert_eq!(r.frames, Some(20_000));
@@ -845,7 +843,7 @@ mod tests {
             batch: Some(1),
             ..config.clone()
         };
-        let one = tickbox_replay(&ctx, &journal, &single, &stop).unwrap();
+        let one = tickbox_replay(&gate, &journal, &single, &stop).unwrap();
         assert_eq!(
             (one.delivered, one.lost, one.batch),
             (20_000, 0, 1),

@@ -56,7 +56,7 @@ pub struct LatencyOutcome {
 /// the result document `<out>/<stamp>-latency.json`. Stops between runs when `stop` is set and reports what
 /// finished.
 pub fn run_latency_sweep(
-    ctx: &zmq::Context,
+    gate: &tickbox_auth::Gate,
     sweep: &LatencySweep,
     out: &Path,
     stamp: &str,
@@ -123,8 +123,8 @@ pub fn run_latency_sweep(
                         repeat + 1
                     );
                     let run = match (executable, system == "raw") {
-                        (None, true) => raw_pubsub_latency(ctx, &config),
-                        (None, false) => tickbox_latency(ctx, &config),
+                        (None, true) => raw_pubsub_latency(gate, &config),
+                        (None, false) => tickbox_latency(gate, &config),
                         (Some(exe), true) => raw_processes_latency(exe, &config, stop),
                         (Some(exe), false) => tickbox_processes_latency(exe, &config, stop),
                     };
@@ -283,7 +283,7 @@ pub struct ThroughputOutcome {
 /// Runs the throughput sweep; writes the result document `<out>/<stamp>-throughput.json` and the plot
 /// `<out>/<stamp>-throughput.{png,svg}`. Stops between runs when `stop` is set and returns what finished.
 pub fn run_throughput_sweep(
-    ctx: &zmq::Context,
+    gate: &tickbox_auth::Gate,
     sweep: &ThroughputSweep,
     out: &Path,
     stamp: &str,
@@ -333,16 +333,16 @@ pub fn run_throughput_sweep(
                         repeat + 1
                     );
                     let mut result = match system {
-                        "tickbox" => tickbox_throughput(ctx, &config)?,
-                        BATCHED => tickbox_throughput_batched(ctx, &config)?,
-                        "raw-pushpull" => raw_throughput(ctx, RawPattern::PushPull, &config)?,
+                        "tickbox" => tickbox_throughput(gate, &config)?,
+                        BATCHED => tickbox_throughput_batched(gate, &config)?,
+                        "raw-pushpull" => raw_throughput(gate, RawPattern::PushPull, &config)?,
                         RAW_PUSHPULL_BATCHED => {
-                            raw_throughput_batched(ctx, RawPattern::PushPull, &config)?
+                            raw_throughput_batched(gate, RawPattern::PushPull, &config)?
                         }
                         RAW_PUBSUB_BATCHED => {
-                            raw_throughput_batched(ctx, RawPattern::PubSub, &config)?
+                            raw_throughput_batched(gate, RawPattern::PubSub, &config)?
                         }
-                        _ => raw_throughput(ctx, RawPattern::PubSub, &config)?,
+                        _ => raw_throughput(gate, RawPattern::PubSub, &config)?,
                     };
                     result.repeat = repeat as u32 + 1;
                     results.push(result);
@@ -619,12 +619,12 @@ pub fn measure_point(
         io_thread_cpus: point.io_cpus.clone(),
         ..tickbox_zmqx::context::ContextConfig::default()
     };
-    let ctx = tickbox_zmqx::context::build(&ctx_config)?;
+    let gate = tickbox_auth::Gate::open(&tickbox_zmqx::context::build(&ctx_config)?);
     let tune =
         |sub: &mut tickbox_subscriber::SubscriberConfig,
          pool: &mut tickbox_workers::WorkerPoolConfig| { tune_for(point, sub, pool) };
     let throughput = crate::pipeline::tickbox_throughput_with(
-        &ctx,
+        &gate,
         &ThroughputConfig {
             transport: run.transport,
             size: run.size,
@@ -638,7 +638,7 @@ pub fn measure_point(
     )?;
     let p99_us = if run.latency {
         let latency = crate::pipeline::tickbox_latency_with(
-            &ctx,
+            &gate,
             &LatencyConfig {
                 rate: run.rate,
                 transport: run.transport,

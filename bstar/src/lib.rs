@@ -46,40 +46,21 @@ pub struct BstarNode {
 
 impl BstarNode {
     /// Binds the state PUB at `endpoints.state_bind`, connects the state SUB to `endpoints.state_peer` and
-    /// starts the engine in `role`.
+    /// starts the engine in `role`. Both state sockets follow the gate's `[security]`, role `bstar`: the PUB is a
+    /// CURVE server made by the gate (ZAP domain `bstar`), the SUB expects the peer's key
+    /// (`[security.roles.bstar] server_key`).
     pub fn new(
-        ctx: &zmq::Context,
+        gate: &tickbox_auth::Gate,
         role: Role,
         endpoints: &BstarEndpoints,
         config: &BstarConfig,
         now: Instant,
     ) -> Result<Self, BstarNodeError> {
-        Self::new_secured(
-            ctx,
-            role,
-            endpoints,
-            config,
-            now,
-            &tickbox_auth::Security::default(),
-        )
-    }
-
-    /// [`BstarNode::new`] with both state sockets under `security`, role `bstar`: the PUB is a CURVE server
-    /// (its ZAP domain `bstar`), the SUB expects the peer's key (`[security.roles.bstar] server_key`). The
-    /// caller starts the ZAP handler in `ctx` first.
-    pub fn new_secured(
-        ctx: &zmq::Context,
-        role: Role,
-        endpoints: &BstarEndpoints,
-        config: &BstarConfig,
-        now: Instant,
-        security: &tickbox_auth::Security,
-    ) -> Result<Self, BstarNodeError> {
-        let publisher = ctx.socket(zmq::PUB)?;
+        let security = gate.security();
+        let publisher = gate.socket(zmq::PUB, "bstar")?;
         publisher.set_linger(0)?;
-        security.server(&publisher, "bstar")?;
         publisher.bind(&endpoints.state_bind)?;
-        let subscriber = ctx.socket(zmq::SUB)?;
+        let subscriber = gate.context().socket(zmq::SUB)?;
         subscriber.set_linger(0)?;
         subscriber.set_subscribe(b"")?;
         security.client(&subscriber, "bstar")?;

@@ -65,6 +65,9 @@ impl CloneClient {
             return Err(CloneError::BadEndpoint("no server given".into()));
         }
         check_subtree(subtree).map_err(|e| CloneError::BadEndpoint(e.to_string()))?;
+        // A config the agent could not connect with is this call's error, not a log line from a thread that
+        // stopped while the caller waits on it.
+        config.security.check_client("clone")?;
         let addr = format!(
             "inproc://clone-agent-{}-{}",
             std::process::id(),

@@ -41,6 +41,7 @@
 pub mod client;
 pub mod engine;
 pub mod io;
+pub mod metrics;
 pub mod msg;
 pub mod pair;
 pub mod recipes;

@@ -25,7 +25,8 @@ pub fn state_endpoints(
         Role::Backup => (5004, 5003),
     };
     Some(BstarEndpoints {
-        state_bind: state_bind.unwrap_or_else(|| format!("tcp://*:{my_port}")),
+        // Loopback unless told: a pair on two hosts names its state endpoint (`--state-bind tcp://*:5003`).
+        state_bind: state_bind.unwrap_or_else(|| format!("tcp://127.0.0.1:{my_port}")),
         state_peer: state_peer.unwrap_or_else(|| format!("tcp://{peer_host}:{peer_port}")),
     })
 }
@@ -37,10 +38,10 @@ mod tests {
     #[test]
     fn each_side_binds_its_port_and_votes_to_the_peers() {
         let p = state_endpoints(Role::Primary, "tcp://10.0.0.2:5556", None, None).unwrap();
-        assert_eq!(p.state_bind, "tcp://*:5003");
+        assert_eq!(p.state_bind, "tcp://127.0.0.1:5003");
         assert_eq!(p.state_peer, "tcp://10.0.0.2:5004");
         let b = state_endpoints(Role::Backup, "tcp://host-a:5556", None, None).unwrap();
-        assert_eq!(b.state_bind, "tcp://*:5004");
+        assert_eq!(b.state_bind, "tcp://127.0.0.1:5004");
         assert_eq!(b.state_peer, "tcp://host-a:5003");
     }
 

@@ -138,7 +138,7 @@ pub struct ServerOptions {
 /// Counters shared with the handle (read from any thread).
 #[derive(Debug, Default)]
 pub struct SharedStats {
-    state: AtomicU8,
+    pub(crate) state: AtomicU8,
     /// The server's current sequence number.
     pub sequence: AtomicU64,
     /// Keys in the map now.
@@ -186,9 +186,11 @@ pub struct CloneServer {
 }
 
 impl CloneServer {
-    /// Binds the sockets on a new thread and returns once they are bound (or binding failed).
-    pub fn start(ctx: &zmq::Context, options: ServerOptions) -> Result<Self, CloneError> {
-        let ctx = ctx.clone();
+    /// Binds the sockets on a new thread and returns once they are bound (or binding failed). The bound sockets
+    /// come from `gate`, whose context's ZAP handler applies `[security]`.
+    pub fn start(gate: &tickbox_auth::Gate, options: ServerOptions) -> Result<Self, CloneError> {
+        gate.check_serves(&options.config.security)?;
+        let gate = gate.clone();
         let stop = Arc::new(AtomicBool::new(false));
         let stats = Arc::new(SharedStats::default());
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
@@ -197,7 +199,7 @@ impl CloneServer {
             let stats = stats.clone();
             std::thread::Builder::new()
                 .name("clone-server".into())
-                .spawn(move || run(&ctx, options, &stop, &stats, ready_tx))
+                .spawn(move || run(&gate, options, &stop, &stats, ready_tx))
                 .map_err(CloneError::Io)?
         };
         match ready_rx.recv() {
@@ -274,12 +276,23 @@ impl Drop for CloneServer {
 
 /// Runs the server on the calling thread until `stop` is set (the CLI uses this).
 pub fn run_blocking(
-    ctx: &zmq::Context,
+    gate: &tickbox_auth::Gate,
     options: ServerOptions,
     stop: &AtomicBool,
     on_ready: impl FnOnce(&ServerEndpoints, Option<u16>) + Send,
 ) -> Result<(), CloneError> {
-    let stats = SharedStats::default();
+    run_blocking_with(gate, options, stop, &SharedStats::default(), on_ready)
+}
+
+/// [`run_blocking`], keeping its live counters in `stats` (which a metrics endpoint reads).
+pub fn run_blocking_with(
+    gate: &tickbox_auth::Gate,
+    options: ServerOptions,
+    stop: &AtomicBool,
+    stats: &SharedStats,
+    on_ready: impl FnOnce(&ServerEndpoints, Option<u16>) + Send,
+) -> Result<(), CloneError> {
+    gate.check_serves(&options.config.security)?;
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::scope(|scope| {
         let waiter = scope.spawn(move || {
@@ -287,7 +300,7 @@ pub fn run_blocking(
                 on_ready(&eps, port);
             }
         });
-        let result = run(ctx, options, stop, &stats, tx);
+        let result = run(gate, options, stop, stats, tx);
         let _ = waiter.join();
         result
     })
@@ -305,14 +318,16 @@ fn socket(
     Ok(s)
 }
 
-/// A bound socket that sends CHP's multipart messages to its peers: `ZMQ_TCP_MAXRT` = `stalled_peer_timeout`
-/// and a linger longer than it (module docs), set before the bind so every accepted connection carries the bound.
+/// A bound socket of `role` (made by the gate) that sends CHP's multipart messages to its peers:
+/// `ZMQ_TCP_MAXRT` = `stalled_peer_timeout` and a linger longer than it (module docs), set before the bind so
+/// every accepted connection carries the bound.
 fn sender_socket(
-    ctx: &zmq::Context,
+    gate: &tickbox_auth::Gate,
     kind: zmq::SocketType,
+    role: &str,
     config: &ServerConfig,
 ) -> Result<zmq::Socket, CloneError> {
-    let mut s = ctx.socket(kind)?;
+    let mut s = gate.socket(kind, role)?;
     tickbox_zmqx::prepare_multipart_sender(&mut s, config.stalled_peer_timeout())?;
     Ok(s)
 }
@@ -325,25 +340,28 @@ struct Bound {
     port: Option<u16>,
 }
 
-fn bind(ctx: &zmq::Context, bind: &ServerBind, config: &ServerConfig) -> Result<Bound, CloneError> {
+fn bind(
+    gate: &tickbox_auth::Gate,
+    bind: &ServerBind,
+    config: &ServerConfig,
+) -> Result<Bound, CloneError> {
+    // CURVE and ZAP per socket when `[security]` asks: the gate makes all three.
     let make = || -> Result<(zmq::Socket, zmq::Socket, zmq::Socket), CloneError> {
-        let router = sender_socket(ctx, zmq::ROUTER, config)?;
+        let router = sender_socket(gate, zmq::ROUTER, "clone.snapshot", config)?;
         // A bounded queue per requester, and EAGAIN/EHOSTUNREACH instead of silent drops: a snapshot to a
         // slow reader pauses (see SnapshotJob) rather than queueing the whole map in memory.
         router.set_sndhwm(config.snapshot_hwm.max(1))?;
         router.set_router_mandatory(true)?;
         router.set_maxmsgsize(config.router_max_frame())?;
-        let publisher = sender_socket(ctx, zmq::PUB, config)?;
+        let publisher = sender_socket(gate, zmq::PUB, "clone.publisher", config)?;
         publisher.set_sndhwm(config.pub_hwm)?;
         publisher.set_maxmsgsize(config.publisher_max_frame())?;
-        let collector = socket(ctx, zmq::SUB, config)?;
+        let collector = gate.socket(zmq::SUB, "clone.collector")?;
+        collector
+            .set_linger(i32::try_from(config.close_linger().as_millis()).unwrap_or(i32::MAX))?;
         collector.set_rcvhwm(config.collector_hwm.max(1))?;
         collector.set_maxmsgsize(config.collector_max_frame())?;
         collector.set_subscribe(b"")?;
-        // CURVE and ZAP per socket when `[security]` asks; the caller started the ZAP handler in `ctx`.
-        config.security.server(&router, "clone.snapshot")?;
-        config.security.server(&publisher, "clone.publisher")?;
-        config.security.server(&collector, "clone.collector")?;
         Ok((router, publisher, collector))
     };
     match bind {
@@ -648,14 +666,15 @@ fn compact_after_takeover(store: &mut Option<Store>, engine: &ServerEngine) {
 type Ready = std::sync::mpsc::Sender<Result<(ServerEndpoints, Option<u16>), CloneError>>;
 
 fn run(
-    ctx: &zmq::Context,
+    gate: &tickbox_auth::Gate,
     options: ServerOptions,
     stop: &AtomicBool,
     stats: &SharedStats,
     ready: Ready,
 ) -> Result<(), CloneError> {
+    let ctx = gate.context();
     let setup = || -> Result<_, CloneError> {
-        let bound = bind(ctx, &options.bind, &options.config)?;
+        let bound = bind(gate, &options.bind, &options.config)?;
         let now = Instant::now();
         let mut engine = ServerEngine::new(options.config.clone(), options.ha.is_none(), now);
         let store = match &options.data_dir {
@@ -670,8 +689,7 @@ fn run(
         let ha = match &options.ha {
             Some(ha) => {
                 let security = &options.config.security;
-                let node =
-                    BstarNode::new_secured(ctx, ha.role, &ha.state, &ha.bstar, now, security)?;
+                let node = BstarNode::new(gate, ha.role, &ha.state, &ha.bstar, now)?;
                 let peer_sub = socket(ctx, zmq::SUB, &options.config)?;
                 peer_sub.set_rcvhwm(options.config.pub_hwm)?;
                 peer_sub.set_subscribe(b"")?;
@@ -942,6 +960,18 @@ fn run(
 
         if r_collector {
             let res = drain_from(&collector, BATCH, |parts, user| {
+                // A writer whose key has left the allow directory since its handshake is refused from its next
+                // update on (the allow set as the ZAP loop last read it, at most a second old).
+                if !config.security.is_listed("clone.collector", user) {
+                    config.security.stats().record_revoked();
+                    warn_limited!(
+                        &mut logs,
+                        refused,
+                        now,
+                        "refused an update from a key no longer in the allow directory"
+                    );
+                    return;
+                }
                 match KvMsg::decode(&parts) {
                     Ok(msg) => {
                         let uuid = msg.uuid;

@@ -4,7 +4,7 @@ use std::io::Write;
 use std::path::Path;
 
 use serde_json::{json, Value};
-use tickbox_journal::Reader;
+use tickbox_recorder::HistoryReader;
 use tickbox_units::format_rfc3339;
 
 use crate::describe::{decode_frame, flatten};
@@ -82,7 +82,7 @@ pub fn export_dbn(
     if let Some(m) = &meta {
         w.write_all(m).map_err(out_err)?;
     }
-    let mut r = Reader::open(journal)?;
+    let mut r = HistoryReader::open(journal)?;
     let mut rep = ExportReport::default();
     while let Some(rec) = r.next()? {
         match VendorFrame::decode(rec.payload) {
@@ -107,7 +107,7 @@ pub fn export_text(
     mut out: impl Write,
 ) -> Result<ExportReport, DbnError> {
     let manifest = Manifest::read(journal)?;
-    let mut r = Reader::open(journal)?;
+    let mut r = HistoryReader::open(journal)?;
     let mut rep = ExportReport::default();
     let mut columns: Option<Vec<String>> = None;
     while let Some(rec) = r.next()? {

@@ -78,7 +78,7 @@ fn raw(no_drop: bool, n: u64, frame: &[u8], path: RawPath) -> (f64, u64) {
 fn feed(no_drop: bool, n: u64) -> (f64, u64) {
     let ctx = zmq::Context::new();
     let handle = Feed::start(
-        &ctx,
+        &tickbox_auth::Gate::open(&ctx),
         FeedConfig {
             shards: vec![PublisherShardConfig::default()],
             mode: PacingMode::FlatOut,
@@ -100,7 +100,7 @@ fn feed(no_drop: bool, n: u64) -> (f64, u64) {
 fn paced(target: u64, secs: u64) -> (f64, u64, std::time::Duration) {
     let ctx = zmq::Context::new();
     let handle = Feed::start(
-        &ctx,
+        &tickbox_auth::Gate::open(&ctx),
         FeedConfig {
             rate: tickbox_feed::Rate::PerSecond(target),
             duration: Some(Duration::from_secs(secs).into()),

@@ -6,13 +6,15 @@
 //! ```no_run
 //! use tickbox_feed::{Feed, FeedConfig, PublisherShardConfig, Rate};
 //! let ctx = zmq::Context::new();
+//! // Bound shards come from the context's gate: with `[security]`, `security.gate(&ctx)` (its ZAP handler runs).
+//! let gate = tickbox_auth::Gate::open(&ctx);
 //! let config = FeedConfig {
 //!     shards: vec![PublisherShardConfig::default(); 2],   // two shards on tcp://127.0.0.1:*
 //!     rate: Rate::PerSecond(200_000),             // over all shards
 //!     duration: Some(std::time::Duration::from_secs(5).into()),
 //!     ..FeedConfig::default()
 //! };
-//! let feed = Feed::start(&ctx, config)?;          // returns once every socket is bound
+//! let feed = Feed::start(&gate, config)?;         // returns once every socket is bound
 //! for shard in feed.shards() {
 //!     println!("shard {} publisher {} on {}", shard.shard, shard.publisher_id, shard.endpoint);
 //! }
@@ -26,7 +28,7 @@
 //!   `flat_out`), `burst_size`, `quotes_per_trade`, `zipf_exponent`, `pattern` (`synthetic`, `pathological`),
 //!   `heartbeat_interval`, `seed`, `publisher_id_base`, `sndhwm`, `no_drop`, `duration` (`"5s"`),
 //!   `max_messages_per_shard`, `wait_for_subscribers`, ...
-//! * [`Feed::start`]`(&ctx, config) -> Result<`[`FeedHandle`]`, `[`FeedError`]`>`: one thread per shard, pinned
+//! * [`Feed::start`]`(&gate, config) -> Result<`[`FeedHandle`]`, `[`FeedError`]`>`: one thread per shard, pinned
 //!   if a core is given, each with its own PUB socket (XPUB with `ZMQ_XPUB_NODROP` when `no_drop`), its own
 //!   publisher id (`publisher_id_base + shard`) and its own gap-free sequence starting at 1. Endpoints may be
 //!   any transport; `inproc://` ones are only reachable through the same context, so in-process users
@@ -57,6 +59,7 @@
 mod config;
 mod error;
 mod generator;
+mod metrics;
 mod pacer;
 mod publisher;
 mod runner;
@@ -69,6 +72,7 @@ pub use generator::{
     generated_ticker, shard_of_symbol, Generated, GeneratorParams, MarketGenerator, SymbolSpec,
     Universe, MAX_GENERATED_SYMBOLS,
 };
+pub use metrics::FeedMetrics;
 pub use pacer::{paced_offset_ns, Pacing, SendPacer, Step};
 pub use publisher::{
     heartbeat_topic, open_publisher_socket, Publisher, PublisherCounts, INTERRUPT_GRACE, LINGER_MS,

@@ -173,16 +173,20 @@ pub(crate) fn write_undelivered(
 /// Creates, configures and binds (or connects) the socket of shard `shard`; returns it with the endpoint
 /// actually bound (a `tcp://…:*` endpoint resolved to its port). Call it on the thread that will use the socket.
 pub fn open_publisher_socket(
-    ctx: &zmq::Context,
+    gate: &tickbox_auth::Gate,
     shard: usize,
     shard_config: &PublisherShardConfig,
     config: &FeedConfig,
 ) -> Result<(zmq::Socket, String), FeedError> {
     let xpub = config.uses_xpub();
     let socket_err = |source| FeedError::Socket { shard, source };
-    let mut socket = ctx
-        .socket(if xpub { zmq::XPUB } else { zmq::PUB })
-        .map_err(socket_err)?;
+    let kind = if xpub { zmq::XPUB } else { zmq::PUB };
+    // A shard that binds is a server: its socket comes from the gate (CURVE, ZAP, monitor) before it binds.
+    let mut socket = if shard_config.connect {
+        gate.context().socket(kind).map_err(socket_err)?
+    } else {
+        gate.socket(kind, "feed")?
+    };
     socket.set_linger(LINGER_MS).map_err(socket_err)?;
     socket.set_sndhwm(config.sndhwm).map_err(socket_err)?;
     socket.set_sndtimeo(SEND_TIMEOUT_MS).map_err(socket_err)?;
@@ -212,7 +216,6 @@ pub fn open_publisher_socket(
         })?;
         endpoint.clone()
     } else {
-        config.security.server(&socket, "feed")?;
         tickbox_zmqx::bind_resolved(&socket, endpoint).map_err(|source| FeedError::Endpoint {
             shard,
             verb: "bind",

@@ -23,10 +23,12 @@ pub struct Feed;
 
 impl Feed {
     /// Validates `config`, starts one thread per shard and returns once every shard's socket is bound (or
-    /// connected), so the handle's endpoints are ready to connect to. `inproc://` endpoints are reachable only
-    /// through this same `ctx`: pass the context your subscriber uses.
-    pub fn start(ctx: &zmq::Context, config: FeedConfig) -> Result<FeedHandle, FeedError> {
+    /// connected), so the handle's endpoints are ready to connect to. Bound shards come from `gate` (its context's
+    /// ZAP handler applies `[security]`); `inproc://` endpoints are reachable only through the gate's context:
+    /// use it for your subscriber too.
+    pub fn start(gate: &tickbox_auth::Gate, config: FeedConfig) -> Result<FeedHandle, FeedError> {
         config.validate()?;
+        gate.check_serves(&config.security)?;
         let config = Arc::new(config.resolved());
         let universe = Arc::new(Universe::from_config(&config));
         let stop = Arc::new(AtomicBool::new(false));
@@ -36,7 +38,7 @@ impl Feed {
         for shard in 0..config.shards.len() {
             let counters = Arc::new(LiveCounters::default());
             live.push(Arc::clone(&counters));
-            let ctx = ctx.clone();
+            let gate = gate.clone();
             let config = Arc::clone(&config);
             let universe = Arc::clone(&universe);
             let shard_stop = Arc::clone(&stop);
@@ -45,16 +47,19 @@ impl Feed {
                 .name(format!("feed-shard-{shard}"))
                 .spawn(move || {
                     let shard_config = &config.shards[shard];
-                    tickbox_zmqx::pin_if_configured(
+                    let pinned = tickbox_zmqx::pin_if_configured(
                         shard_config.core,
                         &format!("feed shard {shard}"),
                     );
+                    counters
+                        .pinned_core
+                        .store(pinned.map_or(0, |c| c as u64 + 1), Ordering::Relaxed);
                     // The pacer sleeps until `spin_us` before each send: with Linux's default 50 µs timer slack
                     // it woke up to 50 µs late at moderate rates, which `bench latency --shape processes`
                     // charged to the pipeline (p50 2 × raw at 5k–20k msg/s on a 16-core machine).
                     tickbox_zmqx::precise_sleep();
                     let (socket, endpoint) =
-                        match open_publisher_socket(&ctx, shard, shard_config, &config) {
+                        match open_publisher_socket(&gate, shard, shard_config, &config) {
                             Ok(opened) => opened,
                             Err(err) => {
                                 let _ = ready_tx.send((shard, Err(err)));
@@ -175,7 +180,7 @@ pub struct ShardStats {
 }
 
 #[derive(Debug, Default)]
-struct LiveCounters {
+pub(crate) struct LiveCounters {
     quotes: AtomicU64,
     trades: AtomicU64,
     book_levels: AtomicU64,
@@ -189,6 +194,8 @@ struct LiveCounters {
     /// The most subscriptions seen at once (0: nobody ever subscribed).
     peak_subscriptions: AtomicU64,
     finished: AtomicBool,
+    /// The core the shard thread is pinned to, plus one (0: not pinned).
+    pub(crate) pinned_core: AtomicU64,
 }
 
 impl LiveCounters {
@@ -208,7 +215,7 @@ impl LiveCounters {
             .store(publisher.last_sequence(), Ordering::Release);
     }
 
-    fn snapshot(&self) -> ShardStats {
+    pub(crate) fn snapshot(&self) -> ShardStats {
         ShardStats {
             counts: PublisherCounts {
                 quotes: self.quotes.load(Ordering::Relaxed),
@@ -251,6 +258,14 @@ impl FeedHandle {
     /// The symbol universe being published.
     pub fn universe(&self) -> &Universe {
         &self.universe
+    }
+
+    /// The metrics of this feed, read at each scrape (`feed --metrics`).
+    pub fn metrics(&self) -> crate::FeedMetrics {
+        crate::FeedMetrics {
+            shards: self.shards.clone(),
+            live: self.live.clone(),
+        }
     }
 
     /// Live counters of every shard (updated after each batch).
@@ -575,9 +590,22 @@ impl ShardRun<'_> {
         let over =
             |now: u64| self.stop.load(Ordering::Relaxed) || end_ns.is_some_and(|end| now >= end);
 
+        // Bound shards close their live sessions when a key leaves the allow directory, so the revoked
+        // subscriber's next handshake is refused (one atomic load per pacer step otherwise).
+        let mut revocations =
+            (!config.shards[shard].connect).then(|| config.security.revocations());
         'run: loop {
             if self.stop.load(Ordering::Relaxed) {
                 break;
+            }
+            if let Some(r) = revocations.as_mut() {
+                if r.due() {
+                    r.reset_sessions(
+                        publisher.socket(),
+                        "feed",
+                        std::slice::from_ref(&self.endpoint),
+                    )?;
+                }
             }
             let now = mono();
             if end_ns.is_some_and(|end| now >= end) || sent >= limit || empty_and_bounded {

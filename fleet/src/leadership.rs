@@ -55,6 +55,8 @@ pub struct RecorderLeadership {
     /// Where the journal was, and the wall clock (ns), when the leadership went uncertain (connection lost):
     /// its canonical part ends there if the leadership turns out lost.
     suspended_at: Option<(Value, u64)>,
+    /// The journal as progress reports name it.
+    journal: String,
 }
 
 impl std::fmt::Debug for RecorderLeadership {
@@ -124,6 +126,7 @@ impl RecorderLeadership {
             start_seq,
             led: None,
             suspended_at: None,
+            journal: journal.display().to_string(),
         })
     }
 
@@ -156,6 +159,11 @@ impl RecorderLeadership {
             "until": until,
             "until_ns": until_ns,
         }));
+    }
+
+    /// Whether this recorder leads now (elected, and its ZooKeeper session not in doubt).
+    pub fn is_leading(&self) -> bool {
+        self.led.is_some() && self.suspended_at.is_none()
     }
 
     /// Follows the leadership changes since the last call, and reports `s` while leader.
@@ -243,6 +251,23 @@ impl RecorderLeadership {
                 Err(e) => tracing::warn!("reporting progress to ZooKeeper: {e}"),
             }
         }
+    }
+}
+
+/// A recording session tells its leadership how far it got at every progress call, and at its end reports the
+/// final position (so a successor starts from exactly where this leader stopped) and resigns.
+impl tickbox_recorder::RecordObserver for RecorderLeadership {
+    fn progress(&mut self, stats: &RecordStats, _rate: f64) {
+        let journal = std::mem::take(&mut self.journal);
+        self.tick(stats, &journal);
+        self.journal = journal;
+    }
+
+    fn finished(&mut self, stats: &RecordStats) {
+        let journal = std::mem::take(&mut self.journal);
+        self.tick(stats, &journal);
+        self.resign(stats, &journal);
+        self.journal = journal;
     }
 }
 

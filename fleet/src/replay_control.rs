@@ -3,64 +3,15 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use tickbox_majordomo::worker::{MdpWorker, MdpWorkerConfig};
-use tickbox_recorder::{parse_start, Effect, ReplayController, RunSpec};
+use tickbox_recorder::{parse_start, ReplayController, RunSpec};
 
-/// State shared by the replay loop and the control thread.
-pub struct ReplayShared {
-    control: Mutex<ReplayController>,
-    /// The running replay's stop flag: a stop request or Ctrl-C.
-    pub run_stop: AtomicBool,
-}
-
-impl Default for ReplayShared {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl ReplayShared {
-    /// An idle controller with the stop flag down.
-    pub fn new() -> Self {
-        ReplayShared {
-            control: Mutex::new(ReplayController::new()),
-            run_stop: AtomicBool::new(false),
-        }
-    }
-
-    /// The controller, for status snapshots and `on_finished`.
-    pub fn lock(&self) -> MutexGuard<'_, ReplayController> {
-        // A panic elsewhere cannot leave the controller half-updated (every method is a few plain assignments).
-        self.control.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Applies a command under the lock, so a start and a stop can never interleave with the effects; a run goes
-    /// to the replay loop through `runs`.
-    pub fn command(
-        &self,
-        runs: &mpsc::Sender<RunSpec>,
-        f: impl FnOnce(&mut ReplayController) -> (String, Effect),
-    ) -> String {
-        let mut control = self.lock();
-        let (reply, effect) = f(&mut control);
-        match effect {
-            Effect::None => {}
-            Effect::Stop => self.run_stop.store(true, Ordering::Relaxed),
-            Effect::Run(spec) => {
-                self.run_stop.store(false, Ordering::Relaxed);
-                if runs.send(spec).is_err() {
-                    control.on_finished();
-                    return "503 the replay loop has exited".into();
-                }
-            }
-        }
-        reply
-    }
-}
+/// State shared by the replay loop and the control thread (it lives beside the replay session, in the recorder).
+pub use tickbox_recorder::ReplayShared;
 
 /// The journal's first capture time, for `+DURATION` positions (an `Err` explains, e.g. an empty journal).
 pub type FirstCapture = Box<dyn Fn() -> Result<u64, String> + Send>;

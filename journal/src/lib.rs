@@ -36,17 +36,19 @@
 //! (power loss): `None` (kernel writeback), `Periodic(d)` (a background thread msyncs every `d`), `PerBatch`
 //! (msync before `append`/commit returns).
 //!
-//! # File format (version 1, little-endian)
+//! # File format (versions 1 and 2, little-endian)
 //!
 //! A journal is either a **ring** (one file) or an **archive** (a directory of segment files `0000000000.tbj`,
-//! `0000000001.tbj`, ... plus `writer.lock`). Every file is a 4096-byte header followed by `capacity` data bytes.
+//! `0000000001.tbj`, ... plus `writer.lock`). Every file is a 4096-byte header followed by `capacity` data bytes,
+//! except an archive segment of version 2, whose file ends where its records and the space reserved after them
+//! end (see "Disk use and a full disk" below); its layout is otherwise version 1's. Rings are written as version 1.
 //!
 //! Header, static part (written once; CRC32C over bytes 0..320 stored at 320):
 //!
 //! | offset | size | field |
 //! |---|---|---|
 //! | 0 | 8 | magic `TBXJRNL\0` |
-//! | 8 | 4 | format version (1) |
+//! | 8 | 4 | format version (1, or 2 for an archive segment that grows with its data) |
 //! | 12 | 4 | header size (4096) |
 //! | 16 | 4 | mode: 1 ring, 2 archive segment |
 //! | 24 | 8 | capacity: data bytes |
@@ -161,10 +163,24 @@
 //! commit, and report [`JournalError::Truncated`] (sticky: reopen to continue). Files are also checked against
 //! their header's size when opened.
 //!
-//! **Full disk.** Every file is created at its full size and its blocks reserved with `posix_fallocate` (one zero
-//! byte per block where the file system lacks it) under a temporary name before it is mapped, so a full disk (or a
-//! file size limit) is an I/O error from `append` when it rolls to a new segment, never a SIGBUS later; the
-//! half-made file is removed, and the journal holds every record appended before the error. On open, the writer walks from `tail`, keeping
+//! **Disk use and a full disk.** A ring is allocated whole when it is made (`posix_fallocate`, under a temporary
+//! name, then renamed into place): it is a bounded buffer by design, and [`WriterOptions::disk_reservation`] and
+//! [`JournalSummary::disk`] say what it reserves. An archive segment is not: its file (format version 2) holds its
+//! header, its records and the space reserved ahead of them, and grows by allocation steps ([`ALLOCATION_STEP`],
+//! 4 MiB unless set) that a preparer thread reserves (`posix_fallocate`, which grows the file) and faults in off
+//! the recording thread, a window ahead of the published head: one step for a recorder's pace, up to 256 MiB
+//! for a writer at memory speed (200 ms of writing at its recent pace). The writer only ever stores below what is
+//! reserved, so a full disk (or a file size limit) is [`JournalError::DiskFull`] from `append` when the writer
+//! reaches the end of the reservation and cannot reserve more itself, never a SIGBUS; every record appended
+//! before it is published and kept, and the writer closes cleanly. When a segment is sealed (by its preparer,
+//! off the recording thread) or the writer closes, the file is cut to its records (the header, the records, and
+//! the rest of the page that holds a record header after the last one, so that a reader that mapped the segment
+//! before the cut reads zeros there, not a page past the end), so a closed archive takes on disk what it holds. A writer that opens an archive removes
+//! the half-made files (`*.creating`) a killed writer left, cuts any segment still holding space past its records
+//! (a killed writer's reserve window; a version 1 segment has its blocks past its records deallocated instead,
+//! keeping its length, since readers of version 1 check it), and says so in [`RecoveryReport`]. Readers accept an
+//! archive segment of version 2 shorter than its capacity; one shorter than its head is truncated. On open, the
+//! writer walks from `tail`, keeping
 //! the longest chain of records with valid lengths, checksums and consecutive sequences, and discards the rest: a
 //! crash at any instant loses at most the records not yet fully written, and [`RecoveryReport`] says how many
 //! bytes were discarded. Corrupt or truncated files produce typed [`JournalError`]s, never a panic.
@@ -174,10 +190,14 @@ mod archive;
 #[allow(unsafe_code)]
 mod crc;
 mod discard;
+// statvfs.
+#[allow(unsafe_code)]
+mod disk;
 mod error;
 // The SIGBUS guard: a signal handler and `mmap` over faulting pages.
 #[allow(unsafe_code)]
 mod guard;
+mod packed;
 mod reader;
 // The memory map itself: atomics and raw reads and writes at offsets into the mapped file.
 #[allow(unsafe_code)]
@@ -188,15 +208,17 @@ mod writer;
 
 pub use archive::{list_segments, segment_path, SEGMENT_EXT};
 pub use discard::remove_journal;
+pub use disk::disk_free;
 pub use error::{JournalError, Result};
+pub use packed::PACKED_MAGIC;
 pub use reader::{Reader, Record, Skipped};
 pub use segment::{
     HeaderInfo, Mode, APP_META_MAX, FORMAT_VERSION, HEADER_SIZE, MAGIC, MAX_DESCRIPTION,
-    MIN_CAPACITY, RECORD_HEADER_SIZE,
+    MIN_CAPACITY, MIN_FORMAT_VERSION, RECORD_HEADER_SIZE,
 };
 pub use unreadable::Unreadable;
-pub use verify::{read_app_meta, summarize, Corruption, DamagedRange, JournalSummary};
+pub use verify::{read_app_meta, summarize, Corruption, DamagedRange, DiskUse, JournalSummary};
 pub use writer::{
-    Batch, Durability, Layout, OverwriteSink, OverwriteStats, OverwrittenRecord, PrefaultStats,
-    RecoveryReport, Writer, WriterOptions,
+    Batch, DiskReservation, Durability, Layout, OverwriteSink, OverwriteStats, OverwrittenRecord,
+    PrefaultStats, RecoveryReport, Writer, WriterOptions, ALLOCATION_STEP,
 };

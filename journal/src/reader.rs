@@ -243,11 +243,11 @@ impl Reader {
         }
         loop {
             if self.pos >= self.cached_head {
-                self.cached_head = self.seg.head().load(Ordering::Acquire);
+                self.cached_head = self.seg.published_head();
                 if self.pos >= self.cached_head {
                     if self.archive_dir && self.seg.sealed() {
                         // `sealed` is stored after the final publish, so this re-read of head is final.
-                        self.cached_head = self.seg.head().load(Ordering::Acquire);
+                        self.cached_head = self.seg.published_head();
                         if self.pos >= self.cached_head {
                             let next = self.seg.info.segment_index + 1;
                             if let Err(e) = self.open_segment(next) {
@@ -390,7 +390,7 @@ impl Reader {
         // where the bytes of the current file not yet counted as passed begin.
         let (mut from, mut min_seq, mut counted) = (self.pos + 8, first_missing, self.pos);
         loop {
-            let head = self.seg.head().load(Ordering::Acquire);
+            let head = self.seg.published_head();
             if let Some((p, seq)) = self.seg.resync(from, head, min_seq) {
                 skipped.bytes += p - counted;
                 self.set_pos(p);
@@ -601,7 +601,7 @@ impl Reader {
 
     /// Extends the sparse index to the current head, restarting it at the tail if the writer lapped it.
     fn extend_index(&mut self) -> Result<()> {
-        let head = self.seg.head().load(Ordering::Acquire);
+        let head = self.seg.published_head();
         for _ in 0..4 {
             let tail = self.seg.tail().load(Ordering::Acquire);
             if self.index.built_to < tail || self.index.entries.is_empty() && self.index.count == 0

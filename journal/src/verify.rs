@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 
 use crate::archive;
 use crate::error::{JournalError, Result};
-use crate::segment::{Frame, HeaderInfo, Mode, Segment};
+use crate::segment::{Frame, HeaderInfo, Mode, Segment, HEADER_SIZE};
 
 /// The first record that failed validation.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,6 +79,28 @@ pub struct JournalSummary {
     pub overwritten: crate::OverwriteStats,
     /// The newest application-metadata block (the last archive segment's), if one was stored.
     pub app_meta: Option<Vec<u8>>,
+    /// What the journal takes on disk.
+    pub disk: DiskUse,
+}
+
+/// What a journal's files take on disk, all files together (see [`JournalSummary::disk`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct DiskUse {
+    /// Bytes allocated on disk (`st_blocks`, what `du` counts).
+    pub allocated_bytes: u64,
+    /// Bytes of the files as `ls -l` counts them: a ring's header and whole capacity; an archive segment's header,
+    /// records and what a live writer reserved ahead of them; a compressed file's compressed bytes.
+    pub file_bytes: u64,
+    /// Bytes of the records held as a plain journal stores them: frames with their 24-byte headers and
+    /// alignment (a ring's lap-end padding included). For a compressed file, what it holds once inflated.
+    pub record_bytes: u64,
+    /// Bytes allocated beyond the records and headers: a ring's unused capacity (a ring is allocated whole when
+    /// it is made: bounded by design), or what a live archive writer reserved ahead of its records (one to two
+    /// allocation steps for a recorder's pace; a closed archive holds its records and less than a page per
+    /// segment). Zero for compressed files, which hold less than their records.
+    pub reserved_bytes: u64,
+    /// Files stored compressed (see `compress`).
+    pub compressed_files: u64,
 }
 
 /// Walks every published record of the journal at `path`. With `check_checksums`, each record's CRC32C is
@@ -145,6 +167,7 @@ pub fn summarize(path: impl AsRef<Path>, check_checksums: bool) -> Result<Journa
         unpublished_records: 0,
         overwritten: crate::OverwriteStats::default(),
         app_meta: None,
+        disk: DiskUse::default(),
     };
     for file in &files {
         // Files before the first that opened are opened (and fail) again here, to be reported in order.
@@ -161,10 +184,16 @@ pub fn summarize(path: impl AsRef<Path>, check_checksums: bool) -> Result<Journa
                         seq: None,
                         reason: reason.clone(),
                     });
+                    let meta = std::fs::metadata(file).ok();
+                    let len = meta.as_ref().map_or(0, |m| m.len());
+                    s.disk.file_bytes += len;
+                    s.disk.allocated_bytes += meta
+                        .as_ref()
+                        .map_or(0, |m| std::os::unix::fs::MetadataExt::blocks(m) * 512);
                     s.damaged.push(DamagedRange {
                         path: file.clone(),
                         offset: 0,
-                        bytes: std::fs::metadata(file).map(|m| m.len()).unwrap_or(0),
+                        bytes: len,
                         reason,
                         intact_after: 0,
                     });
@@ -196,6 +225,19 @@ pub fn summarize(path: impl AsRef<Path>, check_checksums: bool) -> Result<Journa
 
 fn walk(seg: &Segment, check: bool, s: &mut JournalSummary) -> Result<()> {
     s.writer_active |= seg.writer_open();
+    if let Ok((len, allocated)) = crate::segment::disk_use(&seg.file) {
+        let records = seg
+            .head()
+            .load(Ordering::Acquire)
+            .saturating_sub(seg.tail().load(Ordering::Acquire))
+            .min(seg.cap);
+        s.disk.allocated_bytes += allocated;
+        s.disk.file_bytes += len;
+        s.disk.record_bytes += records;
+        // Of the file's own bytes: the blocks a file system spends on its bookkeeping (an extent tree) are not
+        // something the journal reserved.
+        s.disk.reserved_bytes += allocated.min(len).saturating_sub(records + HEADER_SIZE);
+    }
     if let Some((actual, expected)) = seg.truncated {
         s.metadata_repairs.push(format!(
             "{}: truncated: the file has {actual} of its {expected} bytes (readers and writers refuse it until it is \
@@ -208,7 +250,7 @@ fn walk(seg: &Segment, check: bool, s: &mut JournalSummary) -> Result<()> {
             .push(format!("{}: {note}", seg.path.display()));
     }
     let tail = seg.tail().load(Ordering::Acquire);
-    let head = seg.head().load(Ordering::Acquire);
+    let head = seg.published_head();
     // At most a capacity: a reserve further on is damage (reported by the open), not bytes in flight.
     s.unpublished_bytes += seg
         .reserve()

@@ -185,7 +185,7 @@ fn measure(setup: Setup, n: u64) -> (f64, f64) {
                 stats_interval: tickbox_units::HumanDuration(std::time::Duration::ZERO),
                 ..LvcConfig::default()
             };
-            let handle = lvc::spawn(&proxy_ctx, config).unwrap();
+            let handle = lvc::spawn(&tickbox_auth::Gate::open(&proxy_ctx), config).unwrap();
             if let Some(tap_ep) = handle.endpoints().tap.clone() {
                 tap_thread = Some(tap_consumer(&sub_ctx, tap_ep));
             }

@@ -524,8 +524,13 @@ impl LvcEngine {
         let cost = data + 4 * (pending.ends.len() + 1) + 2 * self.key.len();
         match u32::try_from(data) {
             Ok(end) if cost <= self.max_entry_bytes => {
+                let start = pending.data.len();
                 pending.data.extend_from_slice(part);
                 pending.ends.push(end);
+                // A part that is itself a tickbox frame (the Guide's envelope, `[topic][frame]`) is a cached value
+                // like any other: the copy kept for late joiners carries the CACHED flag, so a snapshot or a burst
+                // never hands out a tickbox frame that looks live. The forwarded live copy is untouched.
+                let _ = mark_cached(&mut pending.data[start..]);
             }
             _ => {
                 pending.too_large = true;

@@ -160,7 +160,7 @@ pub use engine::{
     mark_cached, supersedes, BatchReaders, BatchVerdict, DownstreamEvent, Forwarding, LvcEngine,
     LvcStats, Refusal,
 };
-pub use proxy::{spawn, LvcEndpoints, LvcHandle};
+pub use proxy::{spawn, LvcEndpoints, LvcHandle, LvcMetrics};
 
 /// What happens to upstream messages that are neither valid wire frames nor plain `[topic][value...]` multipart
 /// messages.
@@ -336,7 +336,7 @@ impl Default for LvcConfig {
         Self {
             upstream: Vec::new(),
             upstream_bind: Vec::new(),
-            bind: "tcp://*:5558".into(),
+            bind: "tcp://127.0.0.1:5558".into(),
             tap: None,
             cache_prefixes: vec![String::new()],
             max_topics: 1_000_000,

@@ -55,6 +55,13 @@ impl LvcHandle {
         *self.shared.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The metrics of this proxy (`lvc --metrics`): the counters [`LvcHandle::stats`] reads, at each scrape.
+    pub fn metrics(&self) -> LvcMetrics {
+        LvcMetrics {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+
     /// Every publisher's sequence totals, as plain counters (refreshed with [`Self::stats`]).
     pub fn sequence_counters(&self) -> Arc<crate::sequences::SequenceCounters> {
         self.accounts.counters()
@@ -100,7 +107,9 @@ impl Drop for LvcHandle {
 }
 
 /// Starts the proxy on its own thread; returns once its sockets are bound and connected.
-pub fn spawn(ctx: &zmq::Context, config: LvcConfig) -> Result<LvcHandle, LvcError> {
+/// Its bound sockets come from `gate`, whose context's ZAP handler applies `[security]`.
+pub fn spawn(gate: &tickbox_auth::Gate, config: LvcConfig) -> Result<LvcHandle, LvcError> {
+    gate.check_serves(&config.security)?;
     if config.bind.is_empty() {
         return Err(LvcError::Config(
             "`bind` (the subscriber endpoint) is required".into(),
@@ -115,7 +124,7 @@ pub fn spawn(ctx: &zmq::Context, config: LvcConfig) -> Result<LvcHandle, LvcErro
             "give at least one upstream endpoint to connect to or to bind".into(),
         ));
     }
-    let ctx = ctx.clone();
+    let gate = gate.clone();
     let stop = Arc::new(AtomicBool::new(false));
     let shared = Arc::new(Mutex::new(LvcStats::default()));
     let accounts = Arc::new(crate::sequences::SharedAccounts::default());
@@ -128,7 +137,7 @@ pub fn spawn(ctx: &zmq::Context, config: LvcConfig) -> Result<LvcHandle, LvcErro
             .name("lvc-proxy".into())
             .spawn(move || {
                 tickbox_zmqx::pin_if_configured(config.core, "lvc proxy");
-                let mut proxy = match Proxy::open(&ctx, config) {
+                let mut proxy = match Proxy::open(&gate, config) {
                     Ok((proxy, endpoints)) => {
                         let _ = ready_tx.send(Ok(endpoints));
                         proxy
@@ -190,7 +199,17 @@ struct Proxy {
     snapshot: Option<SnapshotSide>,
     /// `[security.publishers]` bindings, checked on every upstream message when any key is bound.
     publishers: Option<PublisherCheck>,
+    /// The parts of a multipart message held for the forgery check, forwarded from here in order.
+    held: std::collections::VecDeque<RawMsg>,
+    /// Says when a key has left an allow directory; the bound sockets then close their live sessions.
+    revocations: tickbox_auth::Revocations,
+    /// The endpoints the sockets are bound to, to bind again after such a reset.
+    bound: LvcEndpoints,
 }
+
+/// Most parts of one upstream multipart message the forgery check holds; a longer message from a publisher key
+/// is refused as unverifiable. tickbox's own publishers send one or two.
+const MAX_CHECKED_PARTS: usize = 64;
 
 /// What the forgery check needs on the proxy thread.
 struct PublisherCheck {
@@ -217,10 +236,30 @@ struct SnapshotSide {
 }
 
 impl Proxy {
-    fn open(ctx: &zmq::Context, config: LvcConfig) -> Result<(Self, LvcEndpoints), LvcError> {
-        let xsub = ctx
-            .socket(zmq::XSUB)
-            .map_err(LvcError::zmq("creating XSUB"))?;
+    fn open(
+        gate: &tickbox_auth::Gate,
+        config: LvcConfig,
+    ) -> Result<(Self, LvcEndpoints), LvcError> {
+        let ctx = gate.context();
+        let security = &config.security;
+        if !config.upstream_bind.is_empty() && security.is_curve() && !config.upstream.is_empty() {
+            // One socket is either a CURVE server or a CURVE client.
+            return Err(LvcError::Config(
+                "with CURVE the upstream either binds (`upstream_bind`) or connects (`upstream`), not both"
+                    .into(),
+            ));
+        }
+        // Publishers connect to a bound upstream (and are authenticated by ZAP), or the proxy connects to
+        // publishers (and authenticates them by server key).
+        let xsub = if config.upstream_bind.is_empty() {
+            let xsub = ctx
+                .socket(zmq::XSUB)
+                .map_err(LvcError::zmq("creating XSUB"))?;
+            security.client(&xsub, "lvc.upstream")?;
+            xsub
+        } else {
+            gate.socket(zmq::XSUB, "lvc.upstream")?
+        };
         xsub.set_linger(0).map_err(LvcError::zmq("XSUB linger"))?;
         xsub.set_rcvhwm(config.upstream_hwm)
             .map_err(LvcError::zmq("XSUB rcvhwm"))?;
@@ -228,20 +267,6 @@ impl Proxy {
             .map_err(LvcError::zmq("XSUB maxmsgsize"))?;
         tickbox_zmqx::profile::apply(&xsub, &config.socket_profile)
             .map_err(LvcError::zmq("XSUB profile"))?;
-        // One socket is either a CURVE server or a CURVE client: publishers connect to a bound upstream (and are
-        // authenticated by ZAP), or the proxy connects to publishers (and authenticates them by server key).
-        let security = &config.security;
-        if !config.upstream_bind.is_empty() {
-            if security.is_curve() && !config.upstream.is_empty() {
-                return Err(LvcError::Config(
-                    "with CURVE the upstream either binds (`upstream_bind`) or connects (`upstream`), not both"
-                        .into(),
-                ));
-            }
-            security.server(&xsub, "lvc.upstream")?;
-        } else {
-            security.client(&xsub, "lvc.upstream")?;
-        }
         let mut upstream = Vec::new();
         for ep in &config.upstream_bind {
             let bound = tickbox_zmqx::bind_resolved(&xsub, ep).map_err(|e| match e {
@@ -258,9 +283,7 @@ impl Proxy {
                 .map_err(LvcError::zmq(format!("connecting upstream {ep}")))?;
         }
 
-        let mut xpub = ctx
-            .socket(zmq::XPUB)
-            .map_err(LvcError::zmq("creating XPUB"))?;
+        let mut xpub = gate.socket(zmq::XPUB, "lvc.downstream")?;
         // The XPUB, the tap and the snapshot ROUTER forward multipart messages (Guide values, replies) to peers
         // that may stall; ZMQ_TCP_MAXRT and a linger longer than it mean closing them cannot hit libzmq's
         // clean_pipes abort, and a stalled peer holds the context's termination for at most the bound
@@ -287,14 +310,11 @@ impl Proxy {
         }
         tickbox_zmqx::profile::apply(&xpub, &config.socket_profile)
             .map_err(LvcError::zmq("XPUB profile"))?;
-        security.server(&xpub, "lvc.downstream")?;
         let downstream = resolve(&xpub, &config.bind, "subscriber endpoint")?;
 
         let (tap, tap_endpoint) = match &config.tap {
             Some(ep) => {
-                let mut tap = ctx
-                    .socket(zmq::XPUB)
-                    .map_err(LvcError::zmq("creating tap"))?;
+                let mut tap = gate.socket(zmq::XPUB, "lvc.tap")?;
                 tickbox_zmqx::prepare_multipart_sender(
                     &mut tap,
                     config.stalled_peer_timeout.0.max(Duration::from_millis(1)),
@@ -318,7 +338,6 @@ impl Proxy {
                 }
                 tickbox_zmqx::profile::apply(&tap, &config.socket_profile)
                     .map_err(LvcError::zmq("tap profile"))?;
-                security.server(&tap, "lvc.tap")?;
                 let bound = resolve(&tap, ep, "tap endpoint")?;
                 (Some(tap), Some(bound))
             }
@@ -333,9 +352,7 @@ impl Proxy {
         }
         let (snapshot, snapshot_endpoint) = match &config.snapshot {
             Some(ep) => {
-                let mut router = ctx
-                    .socket(zmq::ROUTER)
-                    .map_err(LvcError::zmq("creating snapshot ROUTER"))?;
+                let mut router = gate.socket(zmq::ROUTER, "lvc.snapshot")?;
                 tickbox_zmqx::prepare_multipart_sender(
                     &mut router,
                     config.stalled_peer_timeout.0.max(Duration::from_millis(1)),
@@ -361,7 +378,6 @@ impl Proxy {
                     .map_err(LvcError::zmq("snapshot maxmsgsize"))?;
                 tickbox_zmqx::profile::apply(&router, &config.socket_profile)
                     .map_err(LvcError::zmq("snapshot profile"))?;
-                security.server(&router, "lvc.snapshot")?;
                 let bound = resolve(&router, ep, "snapshot endpoint")?;
                 let side = SnapshotSide {
                     router,
@@ -438,6 +454,9 @@ impl Proxy {
                     .then_some(config.stats_interval.0),
                 broadcast: config.broadcasts_cached(),
                 snapshot,
+                held: std::collections::VecDeque::new(),
+                revocations: config.security.revocations(),
+                bound: endpoints.clone(),
                 publishers: config
                     .security
                     .grants()
@@ -470,6 +489,9 @@ impl Proxy {
         let mut last_publish = Instant::now();
         let mut last_log = Instant::now();
         while !stop.load(Ordering::Relaxed) {
+            if self.revocations.due() {
+                self.reset_sessions()?;
+            }
             // A reply that made progress sends its next slice right after this wake-up's live traffic; one whose
             // client is full is retried every 10 ms until it drains or is abandoned.
             let wait = match &self.snapshot {
@@ -540,6 +562,27 @@ impl Proxy {
         Ok(())
     }
 
+    /// A key left an allow directory: every bound socket closes its live sessions, so every peer handshakes
+    /// again and the revoked key is refused (a connecting upstream is a client: its server's gate does this).
+    fn reset_sessions(&mut self) -> Result<(), LvcError> {
+        let r = &self.revocations;
+        if !self.bound.upstream.is_empty() {
+            r.reset_sessions(&self.xsub, "lvc.upstream", &self.bound.upstream)?;
+        }
+        r.reset_sessions(
+            &self.xpub,
+            "lvc.downstream",
+            std::slice::from_ref(&self.bound.downstream),
+        )?;
+        if let (Some(tap), Some(ep)) = (&self.tap, &self.bound.tap) {
+            r.reset_sessions(tap, "lvc.tap", std::slice::from_ref(ep))?;
+        }
+        if let (Some(side), Some(ep)) = (&self.snapshot, &self.bound.snapshot) {
+            r.reset_sessions(&side.router, "lvc.snapshot", std::slice::from_ref(ep))?;
+        }
+        Ok(())
+    }
+
     /// Up to `batch` upstream messages: cache, tap copy, forward.
     fn forward_batch(&mut self, stop: &AtomicBool) -> Result<(), LvcError> {
         for _ in 0..self.batch {
@@ -554,18 +597,9 @@ impl Proxy {
                     })
                 }
             }
-            if let Some(check) = &self.publishers {
-                let sender = self.msg.user_id().or(check.connected_as.as_deref());
-                // A plain multipart message claims no publisher id: only a listed publisher key may send one.
-                let allowed = if self.msg.more() {
-                    sender.is_some_and(|s| check.grants.publishers.contains_key(s))
-                } else {
-                    crate::forgery::may_send(&check.grants, sender, self.msg.bytes())
-                };
-                if !allowed {
-                    self.refuse_forged();
-                    continue;
-                }
+            if self.publishers.is_some() && !self.sender_may_send() {
+                self.refuse_forged();
+                continue;
             }
             if self.msg.more() {
                 self.forward_multipart(stop)?;
@@ -687,6 +721,58 @@ impl Proxy {
         Ok(())
     }
 
+    /// The forgery check of the message in `self.msg` (`[security.publishers]`): may its sender publish every
+    /// publisher id it claims? A multipart message is held whole first (its parts are already queued: libzmq
+    /// delivers a message atomically) and every part is checked, single frame or batch, since a tickbox frame
+    /// carried as any part of a plain message (the Guide's `[topic][frame]`) reaches readers all the same. A
+    /// message of more parts than can be held is refused.
+    fn sender_may_send(&mut self) -> bool {
+        let Some(check) = &self.publishers else {
+            return true;
+        };
+        let sender = self.msg.user_id().or(check.connected_as.as_deref());
+        if !crate::forgery::may_send(&check.grants, sender, self.msg.bytes()) {
+            return false;
+        }
+        if !self.msg.more() {
+            return true;
+        }
+        // Hold the rest; `forward_multipart` takes its parts from here before the socket.
+        let mut last_more = true;
+        while last_more {
+            if self.held.len() == MAX_CHECKED_PARTS {
+                return false;
+            }
+            let mut part = RawMsg::new();
+            if part.recv(&mut self.xsub, DONTWAIT).is_err() {
+                // Cannot happen for a queued message; refuse rather than forward half of one.
+                return false;
+            }
+            last_more = part.more();
+            let allowed = crate::forgery::may_send(&check.grants, sender, part.bytes());
+            self.held.push_back(part);
+            if !allowed {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// The next part of the multipart message being forwarded: a held one (checked by `sender_may_send`), else
+    /// the socket's.
+    fn next_part(&mut self) -> Result<(), LvcError> {
+        match self.held.pop_front() {
+            Some(mut part) => {
+                std::mem::swap(&mut self.msg, &mut part);
+                Ok(())
+            }
+            None => self
+                .msg
+                .recv(&mut self.xsub, 0)
+                .map_err(LvcError::zmq("receiving upstream part")),
+        }
+    }
+
     /// Counts and logs (rate-limited by powers of two) a message refused by the forgery check, and discards the
     /// rest of it if it is multipart.
     fn refuse_forged(&mut self) {
@@ -709,10 +795,13 @@ impl Proxy {
         if let Some(check) = &self.publishers {
             check.stats.record_forged(1);
         }
-        while self.msg.more() {
+        let mut more = self.held.back().map_or(self.msg.more(), RawMsg::more);
+        self.held.clear();
+        while more {
             if self.msg.recv(&mut self.xsub, DONTWAIT).is_err() {
                 break;
             }
+            more = self.msg.more();
         }
     }
 
@@ -789,9 +878,7 @@ impl Proxy {
             if !more {
                 break;
             }
-            self.msg
-                .recv(&mut self.xsub, 0)
-                .map_err(LvcError::zmq("receiving upstream part"))?;
+            self.next_part()?;
         }
         self.engine.end_multipart();
         Ok(())
@@ -1189,4 +1276,25 @@ fn resolve(socket: &zmq::Socket, endpoint: &str, what: &str) -> Result<String, L
         },
         other => LvcError::Config(format!("binding {what} {endpoint}: {other}")),
     })
+}
+
+/// The [`tickbox_metrics::Source`] of a running proxy: its counters (a snapshot the proxy thread refreshes every
+/// 50 ms, never per message) as `tickbox_FIELD_total`, and what it holds now as gauges.
+#[derive(Debug)]
+pub struct LvcMetrics {
+    shared: Arc<Mutex<LvcStats>>,
+}
+
+impl tickbox_metrics::Source for LvcMetrics {
+    fn collect(&self, out: &mut tickbox_metrics::Scrape) {
+        let stats = *self.shared.lock().unwrap_or_else(|e| e.into_inner());
+        if let Ok(value) = serde_json::to_value(stats) {
+            out.fields(
+                &value,
+                &["topics_cached", "cache_bytes", "downstream_prefixes"],
+                "the LVC's counters (the final table of `tickbox lvc`)",
+                &[],
+            );
+        }
+    }
 }

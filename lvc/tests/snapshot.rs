@@ -326,7 +326,7 @@ fn broadcast_mode_keeps_the_cached_burst_on_the_xpub_and_snapshot_needs_an_endpo
     drop(lvc);
 
     let err = tickbox_lvc::spawn(
-        &ctx,
+        &tickbox_auth::Gate::open(&ctx),
         LvcConfig {
             snapshot: None,
             late_joiners: LateJoiners::Snapshot,

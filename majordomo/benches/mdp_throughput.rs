@@ -84,7 +84,7 @@ fn broker_case(ctx: &zmq::Context, clients: usize, n: usize, asynchronous: bool)
     let (c, s) = (ctx.clone(), Arc::clone(&stop));
     let broker = std::thread::spawn(move || {
         run_broker(
-            &c,
+            &tickbox_auth::Gate::open(&c),
             "tcp://127.0.0.1:*",
             BrokerConfig::default(),
             &s,

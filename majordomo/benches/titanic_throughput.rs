@@ -42,7 +42,7 @@ fn main() {
     let (c, s) = (ctx.clone(), Arc::clone(&stop));
     let broker = std::thread::spawn(move || {
         run_broker(
-            &c,
+            &tickbox_auth::Gate::open(&c),
             "tcp://127.0.0.1:*",
             BrokerConfig::default(),
             &s,

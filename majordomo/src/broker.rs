@@ -11,35 +11,15 @@ use tickbox_zmqx::socket::{last_endpoint, poll_ms_until};
 
 /// Bind a ROUTER on `endpoint` and run the broker until `stop` is set. Returns the final statistics.
 /// `bound` receives the resolved endpoint (useful with `tcp://127.0.0.1:*`).
+/// The ROUTER comes from `auth_gate`, whose context's ZAP handler applies `[security]`.
 pub fn run_broker(
-    ctx: &zmq::Context,
+    auth_gate: &tickbox_auth::Gate,
     endpoint: &str,
     cfg: BrokerConfig,
     stop: &AtomicBool,
     bound: Option<std::sync::mpsc::Sender<String>>,
 ) -> Result<BrokerStats, MdpError> {
-    run_broker_gated(ctx, endpoint, cfg, stop, bound, &mut OpenGate)
-}
-
-/// Receives one multipart message with the ZAP user id libzmq attached to it (the `User-Id` property: the
-/// client's public key under CURVE), so the engine can authorise the request without touching the socket.
-pub(crate) fn recv_with_user(
-    socket: &zmq::Socket,
-    flags: i32,
-) -> Result<(Frames, Option<String>), zmq::Error> {
-    let mut frames = Vec::new();
-    let mut user = None;
-    let mut msg = zmq::Message::new();
-    loop {
-        socket.recv(&mut msg, if frames.is_empty() { flags } else { 0 })?;
-        if user.is_none() {
-            user = tickbox_auth::user_id(&mut msg).map(str::to_owned);
-        }
-        frames.push(msg.to_vec());
-        if !msg.get_more() {
-            return Ok((frames, user));
-        }
-    }
+    run_broker_gated(auth_gate, endpoint, cfg, stop, bound, &mut OpenGate)
 }
 
 fn is_client_request(frames: &Frames) -> bool {
@@ -76,14 +56,16 @@ fn send_all(socket: &zmq::Socket, broker: &mut Broker) -> Result<(), MdpError> {
 
 /// [`run_broker`] with a [`RequestGate`] deciding whether client requests are served.
 pub fn run_broker_gated(
-    ctx: &zmq::Context,
+    auth_gate: &tickbox_auth::Gate,
     endpoint: &str,
     cfg: BrokerConfig,
     stop: &AtomicBool,
     bound: Option<std::sync::mpsc::Sender<String>>,
     gate: &mut dyn RequestGate,
 ) -> Result<BrokerStats, MdpError> {
-    let mut socket = ctx.socket(zmq::ROUTER)?;
+    auth_gate.check_serves(&cfg.security)?;
+    // CURVE and ZAP (role `broker`) when `[security]` asks.
+    let mut socket = auth_gate.socket(zmq::ROUTER, "broker")?;
     // Requests and replies are multipart: ZMQ_TCP_MAXRT and a linger longer than it (BrokerConfig's
     // stalled_peer_timeout, docs/book/src/libzmq-traps.md), so closing can never hit libzmq's clean_pipes abort.
     tickbox_zmqx::prepare_multipart_sender(
@@ -102,14 +84,14 @@ pub fn run_broker_gated(
         n => i64::try_from(n).unwrap_or(i64::MAX),
     };
     socket.set_maxmsgsize(max_msg)?;
-    // CURVE and ZAP (role `broker`) when `[security]` asks; the caller started the ZAP handler in `ctx`.
-    cfg.security.server(&socket, "broker")?;
     socket.bind(endpoint)?;
     let last = last_endpoint(&socket)?;
     tracing::info!(endpoint = %last, "majordomo broker listening");
     if let Some(tx) = bound {
         let _ = tx.send(last);
     }
+    let cfg_security = cfg.security.clone();
+    let live = cfg.live.clone();
     let mut broker = Broker::new(cfg, Instant::now());
     let mut dropped_by_gate = 0u64;
     while !stop.load(Ordering::Relaxed) {
@@ -130,14 +112,20 @@ pub fn run_broker_gated(
         if ready > 0 {
             // Drain everything queued so one wake-up handles a burst.
             loop {
-                match recv_with_user(&socket, zmq::DONTWAIT) {
+                match tickbox_auth::recv_with_user(&socket, zmq::DONTWAIT) {
                     Ok((frames, user)) => {
                         let now = Instant::now();
                         if is_client_request(&frames) && !gate.allow(now) {
                             dropped_by_gate += 1;
                             continue;
                         }
-                        broker.handle_input_from(now, frames, user.as_deref());
+                        // Revocation reaches a live session per message: the key is checked against the allow
+                        // set the ZAP loop last read (at most a second old).
+                        if cfg_security.is_listed("broker", user.as_deref()) {
+                            broker.handle_input_from(now, frames, user.as_deref());
+                        } else {
+                            broker.handle_revoked(now, frames, user.as_deref());
+                        }
                     }
                     Err(zmq::Error::EAGAIN | zmq::Error::EINTR) => break,
                     Err(e) => return Err(e.into()),
@@ -151,7 +139,9 @@ pub fn run_broker_gated(
         }
         broker.handle_timeout(now);
         send_all(&socket, &mut broker)?;
+        live.publish(now, broker.stats());
     }
+    live.publish_now(broker.stats());
     if dropped_by_gate > 0 {
         tracing::info!(dropped_by_gate, "requests dropped while not active");
     }

@@ -17,6 +17,7 @@ pub mod board;
 pub mod broker;
 pub mod client;
 pub mod engine;
+pub mod metrics;
 pub mod pair;
 pub mod proto;
 pub mod status;

@@ -84,23 +84,22 @@ pub struct PairOptions {
 /// Run a broker at `endpoint` as one half of a Binary Star pair until `stop` (or a fatal dual-active /
 /// dual-passive condition, returned as an error). Returns the broker statistics and the final pair state.
 pub fn run_broker_pair(
-    ctx: &zmq::Context,
+    auth_gate: &tickbox_auth::Gate,
     endpoint: &str,
     cfg: BrokerConfig,
     pair: &PairOptions,
     stop: &AtomicBool,
     bound: Option<std::sync::mpsc::Sender<String>>,
 ) -> Result<(BrokerStats, State), PairError> {
-    let node = BstarNode::new_secured(
-        ctx,
+    let node = BstarNode::new(
+        auth_gate,
         pair.role,
         &pair.state,
         &pair.bstar,
         Instant::now(),
-        &cfg.security,
     )?;
     let mut gate = BstarGate { node, fatal: None };
-    let stats = run_broker_gated(ctx, endpoint, cfg, stop, bound, &mut gate)?;
+    let stats = run_broker_gated(auth_gate, endpoint, cfg, stop, bound, &mut gate)?;
     if let Some(e) = gate.fatal {
         return Err(e.into());
     }

@@ -12,7 +12,7 @@ impl BrokerStats {
     /// One line of every counter a broker run reports.
     pub fn summary_line(&self) -> String {
         format!(
-            "requests {}  replies {}  mmi {}  malformed {}  disconnects {}  workers registered {}  expired {} (at dispatch {})  requests expired {}  refused {}  requeued {}  unroutable {}  undelivered notices {}  workers refused {}  peak queued bytes {}",
+            "requests {}  replies {}  mmi {}  malformed {}  disconnects {}  workers registered {}  expired {} (at dispatch {})  requests expired {}  refused {}  requeued {}  unroutable {}  undelivered notices {}  workers refused {}  unauthorised {}  workers unauthorised {}  peak queued bytes {}",
             self.requests,
             self.replies,
             self.mmi,
@@ -27,18 +27,20 @@ impl BrokerStats {
             self.unroutable,
             self.undelivered_notices,
             self.workers_refused,
+            self.requests_unauthorised,
+            self.workers_unauthorised,
             self.queued_bytes_peak
         )
     }
 }
 
-/// Where a Binary Star broker binds its state socket when not told: the primary on 5003, the backup on 5004
-/// (the Guide's pair).
+/// Where a Binary Star broker binds its state socket when not told: loopback, the primary on 5003, the backup on
+/// 5004 (the Guide's pair; a pair on two hosts says where with `--state-bind`).
 pub fn default_state_bind(role: Role) -> &'static str {
     if role == Role::Primary {
-        "tcp://*:5003"
+        "tcp://127.0.0.1:5003"
     } else {
-        "tcp://*:5004"
+        "tcp://127.0.0.1:5004"
     }
 }
 
@@ -91,7 +93,7 @@ mod tests {
 
     #[test]
     fn a_pair_binds_its_state_on_the_guides_ports() {
-        assert_eq!(default_state_bind(Role::Primary), "tcp://*:5003");
-        assert_eq!(default_state_bind(Role::Backup), "tcp://*:5004");
+        assert_eq!(default_state_bind(Role::Primary), "tcp://127.0.0.1:5003");
+        assert_eq!(default_state_bind(Role::Backup), "tcp://127.0.0.1:5004");
     }
 }

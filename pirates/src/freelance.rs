@@ -92,6 +92,9 @@ pub struct FreelanceServerConfig {
     /// `[security]`, shared by the binary: the ROUTER is a CURVE server of role `freelance`.
     #[serde(skip)]
     pub security: tickbox_auth::Security,
+    /// Where the server's loop leaves a copy of its counters for `freelance-server --metrics` (default: nowhere).
+    #[serde(skip)]
+    pub live: tickbox_metrics::Published<ServerStats>,
 }
 
 impl Default for FreelanceServerConfig {
@@ -102,6 +105,7 @@ impl Default for FreelanceServerConfig {
             max_queued_bytes: ByteSize(16 << 20),
             stalled_peer_timeout: HumanDuration(tickbox_zmqx::DEFAULT_STALLED_PEER_TIMEOUT),
             security: tickbox_auth::Security::default(),
+            live: Default::default(),
         }
     }
 }
@@ -123,14 +127,14 @@ fn frames_bytes(frames: &[Vec<u8>]) -> u64 {
 /// Bind a ROUTER at `bind` with routing identity `public` (the exact string clients connect to) and serve until
 /// `stop`, with the default [`FreelanceServerConfig`]. `handler` maps a request body to a reply body.
 pub fn run_freelance_server(
-    ctx: &zmq::Context,
+    gate: &tickbox_auth::Gate,
     bind: &str,
     public: &str,
     stop: &AtomicBool,
     handler: impl FnMut(&[Vec<u8>]) -> Frames,
 ) -> Result<ServerStats, FreelanceError> {
     run_freelance_server_with(
-        ctx,
+        gate,
         bind,
         public,
         stop,
@@ -141,7 +145,7 @@ pub fn run_freelance_server(
 
 /// [`run_freelance_server`] with explicit limits.
 pub fn run_freelance_server_with(
-    ctx: &zmq::Context,
+    gate: &tickbox_auth::Gate,
     bind: &str,
     public: &str,
     stop: &AtomicBool,
@@ -153,7 +157,9 @@ pub fn run_freelance_server_with(
             "the public endpoint must be concrete (it is the server identity)",
         ));
     }
-    let mut s = ctx.socket(zmq::ROUTER)?;
+    gate.check_serves(&cfg.security)?;
+    // CURVE and ZAP when `[security]` asks (role `freelance`).
+    let mut s = gate.socket(zmq::ROUTER, "freelance")?;
     // Replies are multipart: ZMQ_TCP_MAXRT and a linger longer than it (docs/book/src/libzmq-traps.md).
     tickbox_zmqx::prepare_multipart_sender(
         &mut s,
@@ -168,8 +174,6 @@ pub fn run_freelance_server_with(
     // Mandatory routing turns a full peer queue into EAGAIN (with DONTWAIT) instead of a silent drop, so drops are
     // counted; DONTWAIT keeps one slow peer from blocking everyone else.
     s.set_router_mandatory(true)?;
-    // CURVE and ZAP when `[security]` asks; the caller started the ZAP handler in `ctx`.
-    cfg.security.server(&s, "freelance")?;
     s.bind(bind)?;
     tracing::info!(
         bind,
@@ -182,6 +186,7 @@ pub fn run_freelance_server_with(
     // Drops are peer-triggered: logged at most every 5 s, with the counts so far.
     let mut warned = (Instant::now(), 0u64);
     while !stop.load(Ordering::Relaxed) {
+        cfg.live.publish(Instant::now(), &stats);
         let refused = stats.oversize + stats.dropped_full + stats.dropped_unroutable;
         if refused > warned.1 && warned.0.elapsed() >= Duration::from_secs(5) {
             tracing::warn!(
@@ -231,6 +236,7 @@ pub fn run_freelance_server_with(
             }
         }
     }
+    cfg.live.publish_now(&stats);
     Ok(stats)
 }
 

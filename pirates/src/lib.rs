@@ -7,6 +7,7 @@
 pub mod engine;
 pub mod freelance;
 pub mod lazy;
+pub mod metrics;
 pub mod ppp;
 pub mod summary;
 

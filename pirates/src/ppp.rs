@@ -10,22 +10,25 @@ use tickbox_reliable::ms;
 use tickbox_zmqx::socket::{last_endpoint, poll_ms};
 
 use crate::engine::ppp::{
-    PppConfig, PppQueue, PppQueueStats, PppWorkerAction, PppWorkerEngine, QueueOut,
+    PppConfig, PppQueue, PppQueueStats, PppWorkerAction, PppWorkerEngine, QueueOut, PPP_READY,
 };
 use crate::{Frames, PirateError};
 
 /// Run a Paranoid Pirate queue: front-end ROUTER for clients, back-end ROUTER for workers, until `stop`.
 /// `bound` receives the resolved `(frontend, backend)` endpoints.
+/// Both ROUTERs come from `gate` (CURVE and ZAP when `[security]` asks; roles `queue.frontend` and
+/// `queue.backend`).
 pub fn run_ppp_queue(
-    ctx: &zmq::Context,
+    gate: &tickbox_auth::Gate,
     frontend: &str,
     backend: &str,
     cfg: PppConfig,
     stop: &AtomicBool,
     bound: Option<std::sync::mpsc::Sender<(String, String)>>,
 ) -> Result<PppQueueStats, PirateError> {
-    let mut fe = ctx.socket(zmq::ROUTER)?;
-    let mut be = ctx.socket(zmq::ROUTER)?;
+    gate.check_serves(&cfg.security)?;
+    let mut fe = gate.socket(zmq::ROUTER, "queue.frontend")?;
+    let mut be = gate.socket(zmq::ROUTER, "queue.backend")?;
     let max_message = i64::try_from(cfg.max_message_bytes).unwrap_or(i64::MAX);
     for s in [&mut fe, &mut be] {
         // Requests and replies are multipart: ZMQ_TCP_MAXRT and a linger longer than it (docs/book/src/libzmq-traps.md).
@@ -37,9 +40,6 @@ pub fn run_ppp_queue(
         )?;
         s.set_maxmsgsize(max_message)?;
     }
-    // CURVE and ZAP when `[security]` asks; the caller started the ZAP handler in `ctx`.
-    cfg.security.server(&fe, "queue.frontend")?;
-    cfg.security.server(&be, "queue.backend")?;
     fe.bind(frontend)?;
     be.bind(backend)?;
     if let Some(tx) = bound {
@@ -47,6 +47,9 @@ pub fn run_ppp_queue(
         let b = last_endpoint(&be)?;
         let _ = tx.send((f, b));
     }
+    let security = cfg.security.clone();
+    let mut refusals = RefusalLog::default();
+    let live = cfg.live.clone();
     let mut q = PppQueue::new(cfg, Instant::now());
     while !stop.load(Ordering::Relaxed) {
         let now = Instant::now();
@@ -59,12 +62,44 @@ pub fn run_ppp_queue(
         zmq::poll(&mut items, timeout)?;
         let (fe_ready, be_ready) = (items[0].is_readable(), items[1].is_readable());
         if be_ready {
-            while let Ok(frames) = be.recv_multipart(zmq::DONTWAIT) {
+            while let Ok((frames, user)) = tickbox_auth::recv_with_user(&be, zmq::DONTWAIT) {
+                // Who may be a worker is a grant of its own (`[security.services.queue] serve`): a client's key
+                // on the back-end would otherwise be handed other clients' requests. A key that has left the
+                // allow directory is refused from its next message on.
+                let user = user.as_deref();
+                let listed = security.is_listed("queue.backend", user);
+                if !listed
+                    || !security
+                        .grants()
+                        .may_serve(user, QUEUE_SERVICE)
+                        .is_granted()
+                {
+                    if frames.get(1).map(Vec::as_slice) == Some(&[PPP_READY][..]) {
+                        if listed {
+                            security.stats().record_worker_refused();
+                        } else {
+                            security.stats().record_revoked();
+                        }
+                        refusals.refused("worker", user);
+                    }
+                    continue;
+                }
                 q.handle_backend(Instant::now(), frames);
             }
         }
         if fe_ready {
-            while let Ok(frames) = fe.recv_multipart(zmq::DONTWAIT) {
+            while let Ok((frames, user)) = tickbox_auth::recv_with_user(&fe, zmq::DONTWAIT) {
+                let user = user.as_deref();
+                if !security.is_listed("queue.frontend", user) {
+                    security.stats().record_revoked();
+                    refusals.refused("request", user);
+                    continue;
+                }
+                if !security.grants().may_call(user, QUEUE_SERVICE).is_granted() {
+                    security.stats().record_unauthorised();
+                    refusals.refused("request", user);
+                    continue;
+                }
                 q.handle_frontend(Instant::now(), frames);
             }
         }
@@ -75,8 +110,41 @@ pub fn run_ppp_queue(
                 QueueOut::Backend(f) => be.send_multipart(f, 0)?,
             }
         }
+        live.publish(Instant::now(), q.stats());
     }
+    live.publish_now(q.stats());
     Ok(q.stats().clone())
+}
+
+/// The service name a queue's grants use (`[security.services.queue]`): `call` for its clients, `serve` for its
+/// workers. A queue serves one anonymous service, so it has one name.
+pub const QUEUE_SERVICE: &str = "queue";
+
+/// Refusals are logged at most once a second, with how many since the last line: any listed key can send them.
+#[derive(Default)]
+struct RefusalLog {
+    last: Option<Instant>,
+    suppressed: u64,
+}
+
+impl RefusalLog {
+    fn refused(&mut self, what: &str, user: Option<&str>) {
+        let now = Instant::now();
+        if self
+            .last
+            .is_some_and(|t| now.duration_since(t) < std::time::Duration::from_secs(1))
+        {
+            self.suppressed += 1;
+            return;
+        }
+        tracing::warn!(
+            user = user.unwrap_or("(unauthenticated)"),
+            suppressed = self.suppressed,
+            "queue: refused a {what}: the key is not granted `{QUEUE_SERVICE}` (or has left the allow directory)"
+        );
+        self.last = Some(now);
+        self.suppressed = 0;
+    }
 }
 
 /// A Paranoid Pirate worker over a DEALER; a new socket (new identity) on every reconnect.

@@ -90,7 +90,7 @@ fn replay_run(ctx: &zmq::Context, journal: &std::path::Path) -> Duration {
         sndhwm: HWM,
         ..ReplayOptions::default()
     };
-    let mut r = Replayer::bind(ctx, opts).unwrap();
+    let mut r = Replayer::bind(&tickbox_auth::Gate::open(ctx), opts).unwrap();
     let (tx, rx) = mpsc::channel();
     let sub = subscriber(ctx.clone(), r.endpoints()[0].clone(), tx);
     rx.recv().unwrap();

@@ -83,6 +83,18 @@ pub struct RecorderConfig {
     /// Where `tickbox record` serves the journal it writes to late joiners (`subscribe --catch-up`): a ROUTER
     /// endpoint such as `tcp://*:6100`; none by default.
     pub serve: Option<String>,
+    /// `tickbox record` writes a history, one journal per period: `daily`, `hourly` or a size such as `"64MiB"`;
+    /// unset by default (one journal).
+    pub roll: Option<String>,
+    /// The local time of day a daily roll starts a new journal at (`"17:00"`).
+    pub roll_at: String,
+    /// The IANA zone of `roll_at` and of hourly rolls (`"America/New_York"`).
+    pub roll_tz: String,
+    /// A history keeps its journals this long (`"30d"`): older ones are deleted, oldest first; unset by default
+    /// (keep everything).
+    pub retain: Option<HumanDuration>,
+    /// A history keeps at most this many bytes on disk (`"2TiB"`): the oldest journals go first; unset by default.
+    pub retain_size: Option<ByteSize>,
 }
 
 impl Default for RecorderConfig {
@@ -107,6 +119,11 @@ impl Default for RecorderConfig {
             replay_batch_records: crate::replay::DEFAULT_BATCH_RECORDS,
             replay_batch_bytes: ByteSize(crate::replay::DEFAULT_BATCH_BYTES as u64),
             serve: None,
+            roll: None,
+            roll_at: "00:00".into(),
+            roll_tz: "UTC".into(),
+            retain: None,
+            retain_size: None,
         }
     }
 }

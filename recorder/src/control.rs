@@ -3,6 +3,8 @@
 //! `tickbox-fleet`, above both planes, so this crate needs no control-plane dependency.
 
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Mutex, MutexGuard};
 
 use tickbox_units::format_rfc3339;
 
@@ -226,6 +228,59 @@ impl ReplayController {
     /// The replay loop finished the current run.
     pub fn on_finished(&mut self) {
         self.state = RunState::Done;
+    }
+}
+
+/// State shared by the replay loop and the control thread (the Majordomo services in `tickbox-fleet`): the
+/// controller behind a mutex, touched per command, never per message, and the running replay's stop flag.
+pub struct ReplayShared {
+    control: Mutex<ReplayController>,
+    /// The running replay's stop flag: a stop request or Ctrl-C.
+    pub run_stop: AtomicBool,
+}
+
+impl Default for ReplayShared {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ReplayShared {
+    /// An idle controller with the stop flag down.
+    pub fn new() -> Self {
+        ReplayShared {
+            control: Mutex::new(ReplayController::new()),
+            run_stop: AtomicBool::new(false),
+        }
+    }
+
+    /// The controller, for status snapshots and `on_finished`.
+    pub fn lock(&self) -> MutexGuard<'_, ReplayController> {
+        // A panic elsewhere cannot leave the controller half-updated (every method is a few plain assignments).
+        self.control.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Applies a command under the lock, so a start and a stop can never interleave with the effects; a run goes
+    /// to the replay loop through `runs`.
+    pub fn command(
+        &self,
+        runs: &mpsc::Sender<RunSpec>,
+        f: impl FnOnce(&mut ReplayController) -> (String, Effect),
+    ) -> String {
+        let mut control = self.lock();
+        let (reply, effect) = f(&mut control);
+        match effect {
+            Effect::None => {}
+            Effect::Stop => self.run_stop.store(true, Ordering::Relaxed),
+            Effect::Run(spec) => {
+                self.run_stop.store(false, Ordering::Relaxed);
+                if runs.send(spec).is_err() {
+                    control.on_finished();
+                    return "503 the replay loop has exited".into();
+                }
+            }
+        }
+        reply
     }
 }
 

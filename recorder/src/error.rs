@@ -38,6 +38,45 @@ pub enum RecorderError {
     /// The OS refused a new thread, or the replay's thread panicked (the text says which).
     #[error("replay thread: {0}")]
     Thread(String),
+    /// A setting cannot work, or a session could not start a part of itself; the text says which, naming the
+    /// flag.
+    #[error("{0}")]
+    Settings(String),
+    /// The journal could not be opened (or created, or recovered).
+    #[error("opening {}", path.display())]
+    Open {
+        /// The journal as given.
+        path: std::path::PathBuf,
+        /// Why.
+        #[source]
+        source: JournalError,
+    },
+    /// The journal could not be closed cleanly at the end of a recording.
+    #[error("closing journal")]
+    Close {
+        /// Why.
+        #[source]
+        source: JournalError,
+    },
+    /// The journal could not be read to plan a replay's selection.
+    #[error("reading {}", path.display())]
+    Read {
+        /// The journal as given.
+        path: std::path::PathBuf,
+        /// Why.
+        #[source]
+        source: Box<crate::selection::SelectionError>,
+    },
+    /// A replay's selection cannot be planned (a time that does not parse in its zone, a window backwards).
+    #[error(transparent)]
+    Selection(Box<crate::selection::SelectionError>),
+    /// A replay's selection cannot match any record of the journal: the line says what was asked and what the
+    /// journal holds.
+    #[error("{0}")]
+    EmptySelection(String),
+    /// A history directory could not be opened, created or rolled.
+    #[error(transparent)]
+    History(#[from] crate::history_dir::HistoryError),
     /// `[security]` could not be applied to a socket.
     #[error(transparent)]
     Auth(#[from] tickbox_auth::AuthError),

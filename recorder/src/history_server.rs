@@ -13,8 +13,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
-use tickbox_auth::Security;
-use tickbox_journal::{JournalError, Reader};
+use tickbox_auth::Gate;
+use tickbox_journal::JournalError;
+
+use crate::history_reader::HistoryReader;
 use tickbox_wire::history::{batch_head_len, HistoryRequest, Refusal, ServiceMessage, StartPoint};
 use tickbox_wire::{BatchCursor, Kind, MessageRef};
 use tickbox_zmqx::zero_copy::{WhenExhausted, ZeroCopySender};
@@ -83,11 +85,35 @@ pub struct HistoryServerReport {
     pub askers_unreachable: u64,
 }
 
+impl HistoryServerReport {
+    /// The one line `tickbox record` prints for the service at its end.
+    pub fn summary_line(&self) -> String {
+        let r = self;
+        format!(
+            "history service: {} askers served ({} completed, {} cancelled, {} abandoned), {} refused busy, \
+             {} refused malformed, {} records in {} batches; journal: {} undecodable, {} damaged stretches, {} \
+             lapped readers, {} askers gone",
+            r.service.askers_accepted,
+            r.service.askers_completed,
+            r.service.askers_cancelled,
+            r.service.askers_abandoned,
+            r.service.refused_busy,
+            r.service.refused_malformed,
+            r.service.records_sent,
+            r.service.batches_sent,
+            r.undecodable_records,
+            r.damaged_stretches,
+            r.readers_lapped,
+            r.askers_unreachable
+        )
+    }
+}
+
 /// Never raised: a send buffer is taken without waiting ([`WhenExhausted::Allocate`]), so nothing waits to stop.
 static NO_WAIT: AtomicBool = AtomicBool::new(false);
 
 struct Cursor {
-    reader: Reader,
+    reader: HistoryReader,
     selection: ReplaySelection,
     /// A record read from the journal that did not fit the last batch, its identity and capture time: sent first
     /// in the next.
@@ -111,17 +137,18 @@ pub struct HistoryServer {
     runs: Vec<(u32, u64, u64)>,
     captures: Vec<u64>,
     report: HistoryServerReport,
+    revocations: tickbox_auth::Revocations,
 }
 
 impl HistoryServer {
-    /// Binds the ROUTER (secured as role `recorder.history` under `[security]`) to serve `journal`.
+    /// Binds the ROUTER (made by `gate`, secured as role `recorder.history` under `[security]`) to serve
+    /// `journal`.
     pub fn bind(
-        ctx: &zmq::Context,
-        security: &Security,
+        gate: &Gate,
         journal: &Path,
         options: &HistoryServerOptions,
     ) -> Result<HistoryServer, RecorderError> {
-        let router = ctx.socket(zmq::ROUTER)?;
+        let router = gate.socket(zmq::ROUTER, "recorder.history")?;
         router.set_linger(0)?;
         // Unroutable sends fail instead of vanishing, so an asker that went away is noticed and counted.
         router.set_router_mandatory(true)?;
@@ -137,7 +164,6 @@ impl HistoryServer {
         router.set_sndhwm(hwm)?;
         router.set_rcvhwm(1000)?;
         router.set_maxmsgsize(64 * 1024)?;
-        security.server(&router, "recorder.history")?;
         let endpoint =
             tickbox_zmqx::bind_resolved(&router, &options.endpoint).map_err(|e| match e {
                 tickbox_zmqx::ZmqxError::Zmq(source) => RecorderError::Endpoint {
@@ -163,6 +189,7 @@ impl HistoryServer {
             runs: Vec::new(),
             captures: Vec::with_capacity(usize::from(options.batch_records.max(1))),
             report: HistoryServerReport::default(),
+            revocations: gate.security().revocations(),
         })
     }
 
@@ -174,6 +201,14 @@ impl HistoryServer {
     /// Serves until `stop` is set, checking it at least every 100 ms; returns what it did.
     pub fn run(mut self, stop: &AtomicBool) -> Result<HistoryServerReport, RecorderError> {
         while !stop.load(Ordering::Relaxed) {
+            if self.revocations.due() {
+                // A key left the allow directory: every asker handshakes again, and the revoked one is refused.
+                self.revocations.reset_sessions(
+                    &self.router,
+                    "recorder.history",
+                    std::slice::from_ref(&self.endpoint),
+                )?;
+            }
             self.poll_once(Duration::from_millis(100))?;
         }
         Ok(self.report())
@@ -270,7 +305,7 @@ impl HistoryServer {
     }
 
     fn open_cursor(&self, request: &HistoryRequest) -> Result<Cursor, RecorderError> {
-        let mut reader = Reader::open(&self.journal)?;
+        let mut reader = HistoryReader::open(&self.journal)?;
         let from_ns = match request.start {
             StartPoint::Start => None,
             StartPoint::Time(ns) => Some(ns),
@@ -291,7 +326,7 @@ impl HistoryServer {
             .map_err(|e| RecorderError::InvalidOption(e.to_string()))?;
         match selection.seek_capture_ns() {
             Some(ns) => reader.seek_time(ns)?,
-            None => reader.seek_oldest(),
+            None => reader.seek_oldest()?,
         }
         Ok(Cursor {
             reader,
@@ -537,7 +572,7 @@ mod tests {
                 batch_records: 64,
                 ..HistoryServerOptions::default()
             };
-            let server = HistoryServer::bind(ctx, &Security::default(), journal, &options).unwrap();
+            let server = HistoryServer::bind(&Gate::open(ctx), journal, &options).unwrap();
             let endpoint = server.endpoint().to_owned();
             let stop = Arc::new(AtomicBool::new(false));
             let flag = stop.clone();
@@ -750,7 +785,7 @@ mod tests {
     /// a history; a key the allow directory does not list gets nothing, and its refused handshake is counted.
     #[test]
     fn under_security_a_listed_key_reads_and_a_stranger_is_refused_and_counted() {
-        use tickbox_auth::{MechanismName, SecurityConfig};
+        use tickbox_auth::{Allow, MechanismName, Security, SecurityConfig};
         let keys = tempfile::tempdir().unwrap();
         let allow = keys.path().join("allow");
         std::fs::create_dir(&allow).unwrap();
@@ -765,10 +800,10 @@ mod tests {
             .unwrap();
         let security = |certificate: &str| {
             Security::from_config(&SecurityConfig {
-                mechanism: MechanismName::Curve,
+                mechanism: Some(MechanismName::Curve),
                 certificate: Some(keys.path().join(format!("{certificate}_secret"))),
                 server_key: Some(server_cert.public_z85()),
-                allow: Some(allow.clone()),
+                allow: Some(Allow::Dir(allow.clone())),
                 ..SecurityConfig::default()
             })
             .unwrap()
@@ -778,12 +813,12 @@ mod tests {
         let journal = journal(dir.path());
         let ctx = zmq::Context::new();
         let server_security = security("recorder");
-        let _zap = server_security.start_zap(&ctx).unwrap();
+        let gate = server_security.gate(&ctx).unwrap();
         let options = HistoryServerOptions {
             batch_records: 64,
             ..HistoryServerOptions::default()
         };
-        let server = HistoryServer::bind(&ctx, &server_security, &journal, &options).unwrap();
+        let server = HistoryServer::bind(&gate, &journal, &options).unwrap();
         let endpoint = server.endpoint().to_owned();
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();

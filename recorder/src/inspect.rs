@@ -125,6 +125,31 @@ impl RecordScan {
         scan
     }
 
+    /// Adds the scan of the journal that follows this one in a history.
+    pub fn add(&mut self, later: &RecordScan) {
+        self.data += later.data;
+        self.heartbeats += later.heartbeats;
+        self.gap_records += later.gap_records;
+        self.missing = self.missing.saturating_add(later.missing);
+        self.cached += later.cached;
+        self.vendor += later.vendor;
+        self.foreign += later.foreign;
+        self.stored_bytes += later.stored_bytes;
+        let mut last_hit = 0;
+        for r in &later.publishers {
+            let row = self.row_of(r.publisher, &mut last_hit, true);
+            row.data += r.data;
+            row.gap_records += r.gap_records;
+            row.missing = row.missing.saturating_add(r.missing);
+        }
+        self.overflow.data += later.overflow.data;
+        self.overflow.gap_records += later.overflow.gap_records;
+        self.overflow.missing = self.overflow.missing.saturating_add(later.overflow.missing);
+        if self.stopped.is_none() {
+            self.stopped.clone_from(&later.stopped);
+        }
+    }
+
     /// The row of `publisher`, created when `create` and the bound allows, else the overflow row. Consecutive
     /// records mostly come from the same publisher, so the last row found (`last_hit`) is tried first.
     fn row_of(&mut self, publisher: u32, last_hit: &mut usize, create: bool) -> &mut ScanRow {
@@ -652,6 +677,6 @@ pub fn format_dump_line(rec: &Record<'_>) -> String {
 
 /// Capture time of a journal's oldest record (the origin of `+DURATION` times), or `None` for an empty journal.
 pub fn first_capture_ns(path: &Path) -> Result<Option<u64>, JournalError> {
-    let mut r = Reader::open(path)?;
+    let mut r = crate::history_reader::HistoryReader::open(path)?;
     Ok(r.next()?.map(|rec| rec.capture_time_ns))
 }

@@ -210,6 +210,57 @@ impl Ledger {
         }
     }
 
+    /// Where every publisher is, and nothing counted: the ledger a journal that continues this one starts with
+    /// (the next period of a history), so the chain of each publisher's sequence goes on across journals.
+    pub fn carried(&self) -> Ledger {
+        Ledger {
+            rows: self
+                .rows
+                .iter()
+                .map(|r| LedgerRow {
+                    publisher: r.publisher,
+                    session: r.session,
+                    last_sequence: r.last_sequence,
+                    ..LedgerRow::default()
+                })
+                .collect(),
+            journal_next_seq: self.journal_next_seq,
+            max_rows: self.max_rows,
+            ..Ledger::default()
+        }
+    }
+
+    /// Adds `later`, the ledger of the journal that follows this one in a history: counts are summed per
+    /// publisher, and where each publisher is comes from `later`.
+    pub fn add(&mut self, later: &Ledger) {
+        for r in &later.rows {
+            match self.row_mut(r.publisher) {
+                Some(row) => {
+                    row.recorded = row.recorded.saturating_add(r.recorded);
+                    row.missing = row.missing.saturating_add(r.missing);
+                    row.gap_events = row.gap_events.saturating_add(r.gap_events);
+                    row.overwritten = row.overwritten.saturating_add(r.overwritten);
+                    if r.last_sequence > 0 || r.session != 0 {
+                        row.session = r.session;
+                        row.last_sequence = r.last_sequence;
+                    }
+                }
+                None => self.overflow.absorb(r),
+            }
+        }
+        let o = &later.overflow;
+        self.overflow.publishers = self.overflow.publishers.max(o.publishers);
+        self.overflow.recorded = self.overflow.recorded.saturating_add(o.recorded);
+        self.overflow.missing = self.overflow.missing.saturating_add(o.missing);
+        self.overflow.gap_events = self.overflow.gap_events.saturating_add(o.gap_events);
+        self.overflow.overwritten = self.overflow.overwritten.saturating_add(o.overwritten);
+        self.other_overwritten = self
+            .other_overwritten
+            .saturating_add(later.other_overwritten);
+        self.runs = self.runs.saturating_add(later.runs);
+        self.journal_next_seq = later.journal_next_seq;
+    }
+
     /// Totals over every row and the overflow.
     pub fn totals(&self) -> LedgerOverflow {
         let mut t = self.overflow;

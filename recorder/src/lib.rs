@@ -17,27 +17,48 @@
 //! * [`SourceReplay`] — `feed --source`: any `tickbox_feed::RecordSource` (DBN files, journals) published by the
 //!   same [`Replayer`] on the feed's shards, restamped as the feed's own publishers.
 
+mod catalog;
 mod config;
 mod control;
 mod error;
 mod history;
+mod history_check;
+mod history_dir;
+mod history_reader;
 mod history_server;
 mod inspect;
 mod journal_ext;
+mod keeper;
+// `flock` on lease files: a libc call, each in its own block with its SAFETY.
+#[allow(unsafe_code)]
+mod lease;
 mod ledger;
+mod local_feed;
+mod metrics;
 mod progress;
 mod record;
+mod record_session;
 mod replay;
+mod replay_session;
+mod retention;
+mod roll;
 mod selection;
 mod source_replay;
 mod summary;
 
+pub use catalog::{bytes_on_disk, card_path, is_compressed, stamp_of, JournalCard, Verified};
 pub use config::{DurabilityConfig, JournalModeConfig, RecorderConfig};
 pub use control::{
-    fmt_position, parse_position, parse_start, Effect, ReplayController, RunSpec, RunState,
+    fmt_position, parse_position, parse_start, Effect, ReplayController, ReplayShared, RunSpec,
+    RunState,
 };
 pub use error::RecorderError;
 pub use history::{HistoryAction, HistoryService, HistoryServiceConfig, HistoryServiceReport};
+pub use history_check::{Catalog, ChainBreak, HistoryCheck, JournalCheck};
+pub use history_dir::{
+    HistoryDir, HistoryError, HistoryJournal, HistoryWriter, HISTORY_FILE, SUMMARY_SUFFIX,
+};
+pub use history_reader::HistoryReader;
 pub use history_server::{
     election_id, history_endpoint_in, HistoryServer, HistoryServerOptions, HistoryServerReport,
 };
@@ -47,12 +68,28 @@ pub use inspect::{
     MAX_SCAN_PUBLISHERS,
 };
 pub use journal_ext::{overwritten, overwritten_at, read_app_meta, OverwriteStats, APP_META_MAX};
+pub use keeper::{Keeper, KeeperReport};
+pub use lease::{lease_path, writer_holds, Lease, LEASE_SUFFIX};
 pub use ledger::{Ledger, LedgerError, LedgerOverflow, LedgerRow, MAX_LEDGER_PUBLISHERS};
+pub use local_feed::{LocalFeed, LocalFeedReport};
+pub use metrics::{RecordMetrics, ReplayMetrics};
 pub use progress::{stop_seq_of, ReplayProgress};
-pub use record::{record, RecordOptions, RecordStats, Recorder, TAP_EVENT_MARKER};
+pub use record::{
+    record, record_with, Journals, RecordOptions, RecordStats, Recorder, RollCheck,
+    TAP_EVENT_MARKER,
+};
+pub use record_session::{
+    HistoryRun, RecordObserver, RecordOutcome, RecordRequest, RecordSession, RecordSettings,
+    ELECTED_PROGRESS_EVERY, PROGRESS_EVERY,
+};
 pub use replay::{
     Closing, Identity, Input, Position, ReplayInput, ReplayOptions, ReplayStats, Replayer,
 };
+pub use replay_session::{
+    ReplayExit, ReplayObserver, ReplayOutcome, ReplayRequest, ReplaySession, RunSummary,
+};
+pub use retention::{prune, PruneReport, Pruned, Retention};
+pub use roll::{Period, Roll, RollError, MIN_ROLL_SIZE};
 pub use selection::{
     empty_selection, format_in_zone, parse_zone, JournalOverview, ReplayAsk, ReplayPlan,
     ReplaySelection, SelectionError, TimeZone, When, CLOCK_SLACK,

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use tickbox_journal::Reader;
+use crate::history_reader::HistoryReader;
 
 use crate::replay::{Position, ReplayStats};
 
@@ -55,7 +55,7 @@ pub fn stop_seq_of(journal: &std::path::Path, to: Option<Position>) -> Option<u6
     match to? {
         Position::Seq(s) => Some(s),
         Position::Time(t) => {
-            let mut reader = Reader::open(journal).ok()?;
+            let mut reader = HistoryReader::open(journal).ok()?;
             reader.seek_time(t).ok()?;
             let seq = reader.next().ok()??.seq;
             Some(seq)

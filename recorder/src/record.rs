@@ -237,14 +237,27 @@ pub struct Recorder {
     scratch: Vec<u8>,
     last_overwrite: OverwriteStats,
     ring_capacity: Option<u64>,
+    /// Bytes of records appended to the current journal of a history since it was started by this run (what a
+    /// size roll measures).
+    journal_bytes: u64,
 }
 
 impl Recorder {
     /// Prepares to record into `writer`: continues the ledger stored in the journal (resuming each publisher's
     /// session and last sequence, so a loss while no recorder ran is noticed), and installs the overwrite hook.
     pub fn new(writer: &mut Writer) -> Result<Recorder, RecorderError> {
+        Self::new_after(writer, None)
+    }
+
+    /// [`Recorder::new`] for a journal that continues another (the next period of a history): a journal with no
+    /// ledger yet starts from where `previous` (the last journal's ledger) left each publisher, so a loss while
+    /// no recorder ran, or across the roll, is noticed.
+    pub fn new_after(
+        writer: &mut Writer,
+        previous: Option<&Ledger>,
+    ) -> Result<Recorder, RecorderError> {
         let mut journal = match journal_ext::read_app_meta(writer.path()) {
-            Ok(meta) if meta.is_empty() => Ledger::new(),
+            Ok(meta) if meta.is_empty() => previous.map_or_else(Ledger::new, Ledger::carried),
             Ok(meta) => Ledger::decode(&meta).unwrap_or_else(|e| {
                 tracing::warn!(
                     "journal metadata is not a recorder ledger ({e}); starting a new one"
@@ -295,9 +308,30 @@ impl Recorder {
             scratch: Vec::with_capacity(256),
             last_overwrite,
             ring_capacity,
+            journal_bytes: 0,
         };
         r.persist(writer)?;
         Ok(r)
+    }
+
+    /// Moves the accounting to `next`, the journal that follows the one just committed (a history's roll): the
+    /// sequence tracker goes on as it is (a publisher's chain continues across the roll, so nothing is lost or
+    /// counted twice there), and `next` gets a ledger of its own that starts where each publisher was.
+    pub fn continue_into(&mut self, next: &mut Writer) -> Result<(), RecorderError> {
+        self.journal = self.journal.carried();
+        self.journal.runs = 1;
+        journal_ext::on_overwrite(next, Tally::default());
+        self.last_overwrite = journal_ext::overwritten(next);
+        self.ring_capacity =
+            (next.header().mode == tickbox_journal::Mode::Ring).then_some(next.header().capacity);
+        self.max_payload = next.max_payload();
+        self.journal_bytes = 0;
+        self.persist(next)
+    }
+
+    /// Bytes of records this run appended to the current journal (gap notices included, record framing counted).
+    pub fn journal_bytes(&self) -> u64 {
+        self.journal_bytes
     }
 
     /// Turns publisher sequence checking off (or on). Off is for recording a topic subset, where every publisher's
@@ -470,6 +504,7 @@ impl Recorder {
         self.stats.first_seq.get_or_insert(seq);
         self.stats.last_seq = Some(seq);
         self.stats.bytes += frame.len() as u64;
+        self.journal_bytes += (tickbox_journal::RECORD_HEADER_SIZE + frame.len() as u64 + 7) & !7;
         Ok(seq)
     }
 
@@ -562,6 +597,48 @@ impl Recorder {
     }
 }
 
+/// When the journal being appended to ends: a record captured at or after `before_ns`, or once it holds
+/// `max_bytes` of records, goes into the next one.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RollCheck {
+    /// The end of the current period, ns since the epoch (capture time).
+    pub before_ns: Option<u64>,
+    /// The size of a journal, in bytes of records (framing included).
+    pub max_bytes: Option<u64>,
+}
+
+impl RollCheck {
+    /// Whether a record captured at `capture_ns` goes into a new journal, the current one holding `bytes`.
+    #[inline]
+    pub fn due(&self, capture_ns: u64, bytes: u64) -> bool {
+        self.before_ns.is_some_and(|end| capture_ns >= end)
+            || self.max_bytes.is_some_and(|max| bytes >= max)
+    }
+}
+
+/// Where a recording appends: one journal, or a history that starts a new journal at each roll
+/// ([`crate::HistoryWriter`]). The recording loops ask before each record whether it starts a new journal, so a
+/// roll falls exactly between two records: none is lost or written twice.
+pub trait Journals {
+    /// The journal being appended to.
+    fn writer(&mut self) -> &mut Writer;
+    /// When the current journal ends (checked before each record; never, for one journal).
+    fn roll_check(&self) -> RollCheck {
+        RollCheck::default()
+    }
+    /// Starts the next journal for a record captured at `capture_ns` (the current one is committed): moves
+    /// `recorder`'s accounting over ([`Recorder::continue_into`]) and closes the old journal.
+    fn roll(&mut self, _recorder: &mut Recorder, _capture_ns: u64) -> Result<(), RecorderError> {
+        Ok(())
+    }
+}
+
+impl Journals for Writer {
+    fn writer(&mut self) -> &mut Writer {
+        self
+    }
+}
+
 /// Records until `stop` is set, the duration passes or `max_messages` are recorded. Calls `progress` about every
 /// `progress_every`. The SUB sockets live and die inside this call.
 ///
@@ -577,12 +654,24 @@ pub fn record(
     stop: &AtomicBool,
     progress: impl FnMut(&RecordStats),
 ) -> Result<RecordStats, RecorderError> {
+    let mut rec = Recorder::new(writer)?;
+    record_with(ctx, writer, &mut rec, opts, stop, progress)
+}
+
+/// [`record`] into any [`Journals`] (a history that rolls), with a recorder made for its current journal.
+pub fn record_with<J: Journals>(
+    ctx: &zmq::Context,
+    journals: &mut J,
+    rec: &mut Recorder,
+    opts: &RecordOptions,
+    stop: &AtomicBool,
+    progress: impl FnMut(&RecordStats),
+) -> Result<RecordStats, RecorderError> {
     if opts.connect.is_empty() {
         return Err(RecorderError::InvalidOption(
             "no endpoint to connect to".into(),
         ));
     }
-    let mut rec = Recorder::new(writer)?;
     if !opts.topics.is_empty() {
         tracing::info!(
             "recording a topic subset: publisher sequences have holes by design and are not checked (no gap notices)"
@@ -591,14 +680,14 @@ pub fn record(
     }
     if opts.connect.len() == 1 {
         let sub = subscriber(ctx, opts, &opts.connect)?;
-        return record_inline(&sub, &mut rec, writer, opts, stop, progress);
+        return record_inline(&sub, rec, journals, opts, stop, progress);
     }
     let subs = opts
         .connect
         .iter()
         .map(|ep| subscriber(ctx, opts, std::slice::from_ref(ep)))
         .collect::<Result<Vec<_>, _>>()?;
-    record_sharded(subs, &mut rec, writer, opts, stop, progress)
+    record_sharded(subs, rec, journals, opts, stop, progress)
 }
 
 /// A SUB socket set up for recording and connected to `endpoints`.
@@ -646,6 +735,16 @@ enum Received {
     Multipart,
 }
 
+impl Received {
+    /// When it was taken off the socket (`None`: a dropped multipart, which is never appended).
+    fn capture_ns(&self) -> Option<u64> {
+        match self {
+            Received::Frame { capture_ns, .. } => Some(*capture_ns),
+            Received::Multipart => None,
+        }
+    }
+}
+
 /// Takes one message off `sub` without waiting (`None`: nothing there); a multipart message is drained whole.
 fn take(sub: &zmq::Socket) -> Result<Option<Received>, RecorderError> {
     let mut msg = zmq::Message::new();
@@ -687,11 +786,39 @@ impl Recorder {
     }
 }
 
+impl Recorder {
+    /// Whether `received` starts a new journal.
+    #[inline]
+    fn starts_journal(&self, check: &RollCheck, received: &Received) -> bool {
+        received
+            .capture_ns()
+            .is_some_and(|t| check.due(t, self.journal_bytes))
+    }
+
+    /// After a batch: the accounting of a batch that held records, then the roll `next` asks for (its record
+    /// goes first into the next batch, in the new journal).
+    fn after_batch<J: Journals>(
+        &mut self,
+        journals: &mut J,
+        in_batch: usize,
+        next: Option<&Received>,
+    ) -> Result<(), RecorderError> {
+        if in_batch > 0 {
+            self.stats.batches += 1;
+            self.after_commit(journals.writer())?;
+        }
+        if let Some(t) = next.and_then(Received::capture_ns) {
+            journals.roll(self, t)?;
+        }
+        Ok(())
+    }
+}
+
 /// One socket, read and appended on this thread.
-fn record_inline(
+fn record_inline<J: Journals>(
     sub: &zmq::Socket,
     rec: &mut Recorder,
-    writer: &mut Writer,
+    journals: &mut J,
     opts: &RecordOptions,
     stop: &AtomicBool,
     mut progress: impl FnMut(&RecordStats),
@@ -699,6 +826,8 @@ fn record_inline(
     let batch_max = opts.batch_max.max(1);
     let started = Instant::now();
     let mut last_progress = started;
+    // A record taken off the socket that starts the next journal: appended first, after the roll.
+    let mut carried: Option<Received> = None;
     loop {
         rec.on_elapsed(started.elapsed());
         if finished(rec, opts, stop) {
@@ -708,17 +837,31 @@ fn record_inline(
             last_progress = Instant::now();
             progress(&rec.stats());
         }
-        match sub.poll(zmq::POLLIN, 100) {
-            Ok(0) => continue,
-            Ok(_) => {}
-            // A signal (Ctrl-C) interrupted the wait: loop round to look at the stop flag.
-            Err(zmq::Error::EINTR) => continue,
-            Err(e) => return Err(e.into()),
+        if carried.is_none() {
+            match sub.poll(zmq::POLLIN, 100) {
+                Ok(0) => continue,
+                Ok(_) => {}
+                // A signal (Ctrl-C) interrupted the wait: loop round to look at the stop flag.
+                Err(zmq::Error::EINTR) => continue,
+                Err(e) => return Err(e.into()),
+            }
         }
-        let mut batch = writer.batch();
+        let check = journals.roll_check();
+        let mut batch = journals.writer().batch();
         let mut in_batch = 0;
+        let mut next_journal = None;
         while in_batch < batch_max {
-            let Some(received) = take(sub)? else { break };
+            let received = match carried.take() {
+                Some(received) => received,
+                None => match take(sub)? {
+                    Some(received) => received,
+                    None => break,
+                },
+            };
+            if rec.starts_journal(&check, &received) {
+                next_journal = Some(received);
+                break;
+            }
             // A batch frame's records go in whole, even past `max_messages`, so none is left half recorded.
             in_batch += rec.on_received(&mut batch, &received)?.max(1);
             if opts.max_messages.is_some_and(|m| rec.stats.messages >= m) {
@@ -726,13 +869,17 @@ fn record_inline(
             }
         }
         batch.commit()?;
-        if in_batch > 0 {
-            rec.stats.batches += 1;
-            rec.after_commit(writer)?;
-        }
+        rec.after_batch(journals, in_batch, next_journal.as_ref())?;
+        carried = next_journal;
+    }
+    // A record taken off the socket for the new journal is recorded there before the run ends.
+    if let Some(received) = carried {
+        let mut batch = journals.writer().batch();
+        rec.on_received(&mut batch, &received)?;
+        batch.commit()?;
     }
     rec.on_elapsed(started.elapsed());
-    rec.after_commit(writer)?;
+    rec.after_commit(journals.writer())?;
     Ok(rec.stats())
 }
 
@@ -793,10 +940,10 @@ fn read_shard(
 }
 
 /// One reader thread per socket, this thread appending what they hand over.
-fn record_sharded(
+fn record_sharded<J: Journals>(
     subs: Vec<zmq::Socket>,
     rec: &mut Recorder,
-    writer: &mut Writer,
+    journals: &mut J,
     opts: &RecordOptions,
     stop: &AtomicBool,
     mut progress: impl FnMut(&RecordStats),
@@ -835,7 +982,7 @@ fn record_sharded(
                 done.store(true, Ordering::Relaxed);
                 RecorderError::InvalidOption(format!("cannot start a reader thread: {e}"))
             })?;
-        let written = write_bursts(&bursts, &spares, rec, writer, opts, stop, &mut progress);
+        let written = write_bursts(&bursts, &spares, rec, journals, opts, stop, &mut progress);
         done.store(true, Ordering::Relaxed);
         drop(bursts);
         let mut failed = None;
@@ -861,11 +1008,11 @@ fn record_sharded(
 
 /// The writer's side of [`record_sharded`]: waits for any reader, then appends what every reader has queued, one
 /// burst from each in turn, so a busy shard cannot starve the others.
-fn write_bursts(
+fn write_bursts<J: Journals>(
     bursts: &[crossbeam_channel::Receiver<Vec<Received>>],
     spares: &[crossbeam_channel::Sender<Vec<Received>>],
     rec: &mut Recorder,
-    writer: &mut Writer,
+    journals: &mut J,
     opts: &RecordOptions,
     stop: &AtomicBool,
     progress: &mut impl FnMut(&RecordStats),
@@ -878,6 +1025,8 @@ fn write_bursts(
         select.recv(rx);
     }
     let mut next = 0;
+    // A burst cut short by a roll: its reader, the burst, and where the next journal starts in it.
+    let mut carried: Option<(usize, Vec<Received>, usize)> = None;
     loop {
         rec.on_elapsed(started.elapsed());
         if finished(rec, opts, stop) {
@@ -887,32 +1036,43 @@ fn write_bursts(
             last_progress = Instant::now();
             progress(&rec.stats());
         }
-        if select.ready_timeout(WAIT_SLICE).is_err() {
+        if carried.is_none() && select.ready_timeout(WAIT_SLICE).is_err() {
             continue;
         }
-        let mut batch = writer.batch();
+        let check = journals.roll_check();
+        let mut batch = journals.writer().batch();
         let mut in_batch = 0;
         let mut idle = 0;
+        let mut cut = None;
         'fill: while in_batch < batch_max && idle < bursts.len() {
-            let i = next;
-            next = (next + 1) % bursts.len();
-            let mut burst = match bursts[i].try_recv() {
-                Ok(burst) => burst,
-                Err(crossbeam_channel::TryRecvError::Empty) => {
-                    idle += 1;
-                    continue;
-                }
-                // A reader ends early only when it failed; its error is reported once all have stopped.
-                Err(crossbeam_channel::TryRecvError::Disconnected) => {
-                    batch.commit()?;
-                    return Err(RecorderError::InvalidOption(format!(
-                        "the reader of {} stopped",
-                        opts.connect[i]
-                    )));
+            let (i, mut burst, from) = match carried.take() {
+                Some(c) => c,
+                None => {
+                    let i = next;
+                    next = (next + 1) % bursts.len();
+                    match bursts[i].try_recv() {
+                        Ok(burst) => (i, burst, 0),
+                        Err(crossbeam_channel::TryRecvError::Empty) => {
+                            idle += 1;
+                            continue;
+                        }
+                        // A reader ends early only when it failed; its error is reported once all have stopped.
+                        Err(crossbeam_channel::TryRecvError::Disconnected) => {
+                            batch.commit()?;
+                            return Err(RecorderError::InvalidOption(format!(
+                                "the reader of {} stopped",
+                                opts.connect[i]
+                            )));
+                        }
+                    }
                 }
             };
             idle = 0;
-            for received in &burst {
+            for (k, received) in burst.iter().enumerate().skip(from) {
+                if rec.starts_journal(&check, received) {
+                    cut = Some((i, burst, k));
+                    break 'fill;
+                }
                 in_batch += rec.on_received(&mut batch, received)?.max(1);
                 // What a reader took past `max_messages` is not recorded, as what is still in a socket is not.
                 if opts.max_messages.is_some_and(|m| rec.stats.messages >= m) {
@@ -924,12 +1084,19 @@ fn write_bursts(
             let _ = spares[i].try_send(burst);
         }
         batch.commit()?;
-        if in_batch > 0 {
-            rec.stats.batches += 1;
-            rec.after_commit(writer)?;
+        let first_of_next = cut.as_ref().map(|(_, burst, k)| &burst[*k]);
+        rec.after_batch(journals, in_batch, first_of_next)?;
+        carried = cut;
+    }
+    // What was taken off the sockets for the new journal is recorded there before the run ends.
+    if let Some((_, burst, k)) = carried {
+        let mut batch = journals.writer().batch();
+        for received in &burst[k..] {
+            rec.on_received(&mut batch, received)?;
         }
+        batch.commit()?;
     }
     rec.on_elapsed(started.elapsed());
-    rec.after_commit(writer)?;
+    rec.after_commit(journals.writer())?;
     Ok(rec.stats())
 }

@@ -333,6 +333,15 @@ pub struct Replayer {
     out: Vec<OutPublisher>,
     out_last_hit: usize,
     hb_topics: Vec<String>,
+    /// Each (publisher, session)'s first recorded sequence, from the journal's ledger
+    /// ([`Replayer::expect_from_ledger`]): damage before a publisher's first intact record then gets its gap notice
+    /// too (from that first sequence), not only damage between two of its records.
+    first_recorded: std::collections::HashMap<(u32, u64), u64>,
+    /// Damage was skipped while some publishers had not been seen yet.
+    damage_before_seen: bool,
+    /// Bound shards: says when a key has left an allow directory, so their live sessions close (with the role
+    /// the shards are bound as).
+    revocations: Option<(tickbox_auth::Revocations, &'static str)>,
     /// Per shard: its subscriptions by kind (XPUB verboser, so every subscription and unsubscription is seen).
     /// A shard batches only while every empty-prefix subscriber also took the batch topic and nobody holds
     /// another prefix.
@@ -416,15 +425,21 @@ struct OutPublisher {
 }
 
 impl Replayer {
-    /// Binds one XPUB per endpoint (verbose, so every subscription is counted).
-    pub fn bind(ctx: &zmq::Context, opts: ReplayOptions) -> Result<Replayer, RecorderError> {
+    /// Binds one XPUB per endpoint (verbose, so every subscription is counted); a bound one comes from `gate`
+    /// (its context's ZAP handler applies `[security]`).
+    pub fn bind(gate: &tickbox_auth::Gate, opts: ReplayOptions) -> Result<Replayer, RecorderError> {
         if opts.bind.is_empty() {
             return Err(RecorderError::InvalidOption("no endpoint to bind".into()));
         }
+        gate.check_serves(&opts.security)?;
         let mut sockets = Vec::new();
         let mut endpoints = Vec::new();
         for ep in &opts.bind {
-            let mut s = ctx.socket(zmq::XPUB)?;
+            let mut s = if opts.connect {
+                gate.context().socket(zmq::XPUB)?
+            } else {
+                gate.socket(zmq::XPUB, opts.role)?
+            };
             s.set_linger(100)?;
             s.set_sndhwm(opts.sndhwm)?;
             // Verboser, not verbose: a subscriber that disconnects must be seen leaving, so the end of a replay can
@@ -446,7 +461,6 @@ impl Replayer {
                 s.connect(ep).map_err(endpoint_err)?;
                 endpoints.push(ep.clone());
             } else {
-                opts.security.server(&s, opts.role)?;
                 s.bind(ep).map_err(endpoint_err)?;
                 endpoints.push(tickbox_zmqx::last_endpoint(&s)?);
             }
@@ -468,6 +482,9 @@ impl Replayer {
             restamp_session: tickbox_wire::now_ns().max(1),
             last_send_ns: vec![0; n],
             hb_topics,
+            revocations: (!opts.connect).then(|| (opts.security.revocations(), opts.role)),
+            first_recorded: std::collections::HashMap::new(),
+            damage_before_seen: false,
             tallies: vec![SubscriptionTally::default(); n],
             batching: vec![false; n],
             batches: (0..n)
@@ -597,6 +614,15 @@ impl Replayer {
 
     /// Reads pending subscription messages; returns per-shard subscription counts.
     pub fn poll_subscriptions(&mut self) -> Result<&[u64], RecorderError> {
+        // Checked here, every few hundred records and while waiting: a key that left the allow directory loses
+        // its live session (every subscriber reconnects and handshakes again).
+        if let Some((r, role)) = self.revocations.as_mut() {
+            if r.due() {
+                for (socket, endpoint) in self.sockets.iter().zip(&self.endpoints) {
+                    r.reset_sessions(socket, role, std::slice::from_ref(endpoint))?;
+                }
+            }
+        }
         let mut msg = zmq::Message::new();
         for (i, s) in self.sockets.iter().enumerate() {
             loop {
@@ -753,6 +779,7 @@ impl Replayer {
                     for p in &mut self.out {
                         p.after_damage = true;
                     }
+                    self.damage_before_seen = true;
                     continue;
                 }
             };
@@ -1078,18 +1105,25 @@ impl Replayer {
         stop: &AtomicBool,
         stats: &mut ReplayStats,
     ) -> Result<bool, RecorderError> {
-        let Some(p) = self
-            .out
-            .iter_mut()
-            .find(|p| p.after_damage && p.publisher == h.publisher_id)
-        else {
-            return Ok(true);
+        let whole = self.damage_before_seen && self.replays_everything();
+        let (first, last) = match self.out.iter_mut().find(|p| p.publisher == h.publisher_id) {
+            Some(p) if p.after_damage => {
+                p.after_damage = false;
+                if p.session != h.session || h.sequence <= p.last_seq + 1 {
+                    return Ok(true);
+                }
+                (p.last_seq + 1, h.sequence - 1)
+            }
+            Some(_) => return Ok(true),
+            // First seen after damage: whatever the ledger says was recorded before this record is what the
+            // damage took (the journal's first segment, say). Only for a replay of the whole journal: a selection
+            // skips records on purpose.
+            None if whole => match self.first_recorded.get(&(h.publisher_id, h.session)) {
+                Some(&first) if h.sequence > first => (first, h.sequence - 1),
+                _ => return Ok(true),
+            },
+            None => return Ok(true),
         };
-        p.after_damage = false;
-        if p.session != h.session || h.sequence <= p.last_seq + 1 {
-            return Ok(true);
-        }
-        let (first, last) = (p.last_seq + 1, h.sequence - 1);
         let header = Header {
             kind: Kind::Gap,
             flags: self.own_flags(),
@@ -1116,6 +1150,39 @@ impl Replayer {
         stats.damage_gap_notices += 1;
         self.on_sent(&header, shard, now);
         Ok(true)
+    }
+
+    /// True when nothing is selected away: from the start, every topic and kind.
+    fn replays_everything(&self) -> bool {
+        self.opts.from.is_none() && self.opts.selection.is_none()
+    }
+
+    /// Reads each publisher session's first recorded sequence from the ledger of the journal at `path`, so that
+    /// damage before a publisher's first intact record is announced too. A journal without a readable ledger
+    /// (not written by `record`) leaves such damage to the summary's damaged ranges.
+    pub fn expect_from_ledger(&mut self, path: &std::path::Path) {
+        let ledger = match tickbox_journal::read_app_meta(path)
+            .map_err(|e| e.to_string())
+            .and_then(|meta| {
+                crate::Ledger::decode(meta.as_deref().unwrap_or_default())
+                    .map_err(|e| e.to_string())
+            }) {
+            Ok(ledger) => ledger,
+            Err(e) => {
+                tracing::debug!("no ledger for damage gap notices: {e}");
+                return;
+            }
+        };
+        for row in ledger.rows() {
+            // The ledger accounts every sequence from the first recorded to the last as recorded or missing.
+            let accounted = row.recorded.saturating_add(row.missing);
+            if accounted > 0 && row.last_sequence >= accounted {
+                self.first_recorded.insert(
+                    (row.publisher, row.session),
+                    row.last_sequence - accounted + 1,
+                );
+            }
+        }
     }
 
     /// Identity mode: remembers what an original publisher has now said (for its heartbeats).

@@ -19,10 +19,12 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-use tickbox_journal::{JournalError, Reader};
+use tickbox_journal::JournalError;
 /// The time grammar lives in `tickbox_units` (one grammar for every `--from/--to`); re-exported here, where the
 /// replay's selection uses it.
 pub use tickbox_units::{format_in_zone, parse_zone, TimeZone, When};
+
+use crate::history_reader::HistoryReader;
 use tickbox_wire::{Header, Kind, MessageRef};
 
 /// How far a record's origin time may lie ahead of its capture time (a publisher clock ahead of the recorder's)
@@ -184,9 +186,9 @@ impl JournalOverview {
 
     /// Reads the start and the end of the journal at `path`.
     pub fn scan(path: &Path) -> Result<JournalOverview, SelectionError> {
-        let mut reader = Reader::open(path)?;
+        let mut reader = HistoryReader::open(path)?;
         let mut o = JournalOverview::default();
-        reader.seek_oldest();
+        reader.seek_oldest()?;
         let mut first_seq = None;
         while o.sampled < Self::SAMPLE {
             let rec = match reader.next() {

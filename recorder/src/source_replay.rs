@@ -35,7 +35,7 @@ impl SourceReplay {
     /// mode, pattern) do not apply; `duration`, `wait_for_subscribers`, `back_pressure`, `drain_timeout`,
     /// `send_hwm`, `batch`, `heartbeat_interval`, `publisher_id_base`, the socket profile and `[security]` do.
     pub fn start(
-        ctx: &zmq::Context,
+        gate: &tickbox_auth::Gate,
         config: FeedConfig,
         source: Box<dyn RecordSource>,
         speed: Speed,
@@ -50,14 +50,14 @@ impl SourceReplay {
         let live = Arc::new(Live::default());
         let (ready_tx, ready_rx) = mpsc::channel();
         let thread = {
-            let ctx = ctx.clone();
+            let gate = gate.clone();
             let halt = Arc::clone(&halt);
             let interrupted = Arc::clone(&interrupted);
             let live = Arc::clone(&live);
             std::thread::Builder::new()
                 .name("feed-source".into())
                 .spawn(move || {
-                    let replayer = match Replayer::bind(&ctx, opts) {
+                    let replayer = match Replayer::bind(&gate, opts) {
                         Ok(r) => r,
                         Err(err) => {
                             let _ = ready_tx.send(Err(err));

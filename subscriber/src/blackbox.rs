@@ -348,6 +348,18 @@ impl<W: Worker> Subscriber<W> {
             .collect()
     }
 
+    /// The metrics of this subscriber, read at each scrape (`subscribe --metrics`); `shards` is the config's.
+    pub fn metrics(&self, shards: &[crate::SubscriberShardConfig]) -> crate::SubscriberMetrics {
+        crate::SubscriberMetrics {
+            shared: Arc::clone(&self.shared),
+            shards: shards.to_vec(),
+            pool: self.pool.as_ref().map(|p| p.counters()),
+            threshold: self.threshold.clone(),
+            clocks: Arc::clone(&self.clocks),
+            catch_up: self.catch_up.clone(),
+        }
+    }
+
     /// Asks every shard for fresh lateness percentiles in [`Subscriber::live_shards`]; each answers at its next
     /// burst boundary, so a periodic reporter calls this after each read and sees the answer next time.
     pub fn request_lateness(&self) {

@@ -739,6 +739,19 @@ impl<'s> ShardCore<'s> {
         }
         live.forwarded
             .store(self.report.forwarded, Ordering::Release);
+        if live.metrics_wanted.load(Ordering::Relaxed) {
+            live.metrics_wanted.store(false, Ordering::Relaxed);
+            self.answer_metrics();
+        }
+    }
+
+    /// Copies every count of the report, the sequence accounts and the lateness buckets where a metrics scrape
+    /// reads them: asked for by a scrape (once per scrape, never per record), and once more at the end.
+    fn answer_metrics(&self) {
+        let live = &self.shared.live[self.s.index];
+        let snapshot = crate::metrics::ShardSnapshot::of(&self.report, &self.tracker);
+        *live.metrics.lock().unwrap_or_else(|p| p.into_inner()) = snapshot;
+        live.metrics_answers.fetch_add(1, Ordering::Release);
     }
 
     /// Hands over what is pending and fills in the sequence figures; returns the report and the hand-off (whose
@@ -749,6 +762,10 @@ impl<'s> ShardCore<'s> {
         } else {
             self.publish();
         }
+        self.answer_metrics();
+        self.shared.live[self.s.index]
+            .finished
+            .store(true, Ordering::Release);
         let mut report = self.report;
         report.sequence = self.tracker.totals();
         report.ledgers = self.tracker.ledgers().copied().collect();

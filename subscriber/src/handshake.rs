@@ -37,6 +37,8 @@ pub(crate) struct HandshakeWatch {
     /// At most one entry per endpoint of the shard (the monitor names no other).
     refused: Vec<Refused>,
     log: RateLimited,
+    /// This process's public key under CURVE, named in refusals (it is what the publisher's allow list needs).
+    public_key: Option<String>,
 }
 
 /// What one read of the monitor found.
@@ -47,11 +49,12 @@ pub(crate) struct Handshakes {
 }
 
 impl HandshakeWatch {
-    pub(crate) fn new(monitor: zmq::Socket) -> Self {
+    pub(crate) fn new(monitor: zmq::Socket, public_key: Option<String>) -> Self {
         HandshakeWatch {
             monitor,
             refused: Vec::new(),
             log: RateLimited::new(),
+            public_key,
         }
     }
 
@@ -93,21 +96,21 @@ impl HandshakeWatch {
                 }
             };
             if let Some(suppressed) = self.log.allow(now_ns) {
-                let reason = match event {
-                    // The ZAP status code (RFC 27): 300 temporary, 400 refused, 500 the handler failed.
-                    zmq::SocketEvent::HANDSHAKE_FAILED_AUTH => {
-                        format!("refused by its ZAP handler (status {value})")
-                    }
-                    zmq::SocketEvent::HANDSHAKE_FAILED_PROTOCOL => {
-                        format!("failed: protocol error {value:#x} (a security mechanism that does not match, or a refusal)")
-                    }
-                    _ => "failed".to_string(),
-                };
+                // The ZAP status code (RFC 27) or the protocol error, worded as what it is: a refusal.
+                let reason = tickbox_auth::policy::client_refusal(
+                    (event == zmq::SocketEvent::HANDSHAKE_FAILED_AUTH).then_some(value),
+                    (event == zmq::SocketEvent::HANDSHAKE_FAILED_PROTOCOL).then_some(value),
+                );
+                let key = self
+                    .public_key
+                    .as_deref()
+                    .map(|k| format!(" (this subscriber's public key: {k})"))
+                    .unwrap_or_default();
                 tracing::warn!(
                     shard,
                     endpoint = %endpoint,
                     suppressed,
-                    "the handshake with the publisher was {reason}; libzmq will not try again, so this shard \
+                    "the handshake with the publisher was {reason}{key}; libzmq will not try again, so this shard \
                      connects again in {wait:?}"
                 );
             }

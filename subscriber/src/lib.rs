@@ -35,6 +35,7 @@ mod history_client;
 mod hook;
 mod idle;
 mod local;
+mod metrics;
 mod nic;
 mod outcome;
 mod receive_clock;
@@ -58,6 +59,7 @@ pub use history_client::{HistoryClient, HistoryClientError, HistoryOutcome};
 pub use hook::SnailHook;
 pub use idle::{IdleClock, RunEnd, RunLook, RunWatch, Silence, SilenceWatch, SILENCE_WARNING};
 pub use local::{replay_local, LocalHook, LocalReplayReport, LocalSink};
+pub use metrics::SubscriberMetrics;
 pub use nic::check_nic;
 pub use receive_clock::ReceiveClock;
 pub use report::{

@@ -99,6 +99,12 @@ pub struct SubscriberShardReport {
     pub index: usize,
     /// The publisher endpoints it connected to, as configured (before any NIC rewrite).
     pub endpoints: Vec<String>,
+    /// The network interface it connected from (`--nic`), if any.
+    pub nic: Option<String>,
+    /// The core its thread ran on: the one asked for, once pinning succeeded (`None`: not pinned).
+    pub core: Option<usize>,
+    /// The libzmq I/O thread its socket used (`io_thread`), if one was set.
+    pub io_thread: Option<usize>,
     /// Records received, malformed ones included: a single frame is one record, a batch frame counts each record
     /// it carries (its records that could not be framed are counted in `batch_malformed` instead).
     pub received: u64,

@@ -304,7 +304,7 @@ fn open_shard_socket(ctx: &zmq::Context, s: &ShardSettings) -> Result<ShardSub, 
     let monitor = ctx.socket(zmq::PAIR).map_err(zerr("monitor socket"))?;
     monitor.set_linger(0).map_err(zerr("set linger"))?;
     monitor.connect(&addr).map_err(zerr("monitor connect"))?;
-    let watch = HandshakeWatch::new(monitor);
+    let watch = HandshakeWatch::new(monitor, s.security.public_key());
     for endpoint in &s.shard.connect {
         let target = match &s.shard.nic {
             Some(nic) => endpoint_via_nic(endpoint, nic)?,
@@ -376,6 +376,9 @@ pub(crate) fn empty_report(s: &ShardSettings) -> SubscriberShardReport {
     SubscriberShardReport {
         index: s.index,
         endpoints: s.shard.connect.clone(),
+        nic: s.shard.nic.clone(),
+        core: None,
+        io_thread: s.shard.io_thread,
         received: 0,
         batches: 0,
         batch_malformed: 0,
@@ -411,8 +414,12 @@ pub(crate) fn run_shard(
     catch_up: Option<CatchUpHandle>,
 ) -> SubscriberShardReport {
     let index = s.index;
-    tickbox_zmqx::pin_if_configured(s.shard.core, &format!("shard {index}"));
-    let report = empty_report(&s);
+    let pinned = tickbox_zmqx::pin_if_configured(s.shard.core, &format!("shard {index}"));
+    shared.live[index]
+        .pinned_core
+        .store(pinned.map_or(u64::MAX, |c| c as u64), Ordering::Relaxed);
+    let mut report = empty_report(&s);
+    report.core = pinned;
     let opened = open_shard_socket(&ctx, &s).and_then(|sub| {
         let out = match s.handoff.take() {
             Some(HandoffPlan::Ring { senders, recycler }) => Out::ring(senders, recycler),
@@ -723,6 +730,8 @@ fn receive_loop(
             Err(zmq::Error::EAGAIN) => {
                 // Refusals are rare and a redial waits a second anyway: the monitor is read at most every
                 // `LOOK_EVERY` when the SUB runs dry, not polled beside it, so an idle wake-up costs what it did.
+                // Idle: a metrics scrape waiting for this shard's counts is answered here too.
+                core.publish();
                 let now = Instant::now();
                 if now >= next_look {
                     next_look = now + LOOK_EVERY;

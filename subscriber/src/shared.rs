@@ -12,7 +12,6 @@ use tickbox_units::format_duration;
 /// One shard's live counters, written only by that shard (a relaxed store of its own running total) and read by
 /// the owner for status. One cache line per shard so shards never share a line.
 #[repr(align(64))]
-#[derive(Default)]
 pub(crate) struct LiveShard {
     pub(crate) received: AtomicU64,
     /// Handshakes the shard's SUB completed (its monitor, read when the SUB runs dry).
@@ -26,6 +25,36 @@ pub(crate) struct LiveShard {
     pub(crate) lateness_p50_ns: AtomicU64,
     pub(crate) lateness_p99_ns: AtomicU64,
     pub(crate) lateness_max_ns: AtomicU64,
+    /// Set by a metrics scrape; the shard answers at its next burst boundary or idle wake-up by copying its
+    /// counters into `metrics` (the lock is taken once per request, never per record) and counting the answer.
+    pub(crate) metrics_wanted: AtomicBool,
+    pub(crate) metrics_answers: AtomicU64,
+    pub(crate) metrics: Mutex<crate::metrics::ShardSnapshot>,
+    /// The core the shard thread is pinned to (`u64::MAX`: not pinned).
+    pub(crate) pinned_core: AtomicU64,
+    /// The shard has handed in its final counts (its last snapshot is its report's).
+    pub(crate) finished: AtomicBool,
+}
+
+impl Default for LiveShard {
+    fn default() -> Self {
+        LiveShard {
+            received: AtomicU64::new(0),
+            handshakes: AtomicU64::new(0),
+            forwarded: AtomicU64::new(0),
+            gaps: AtomicU64::new(0),
+            late: AtomicU64::new(0),
+            lateness_wanted: AtomicBool::new(false),
+            lateness_p50_ns: AtomicU64::new(0),
+            lateness_p99_ns: AtomicU64::new(0),
+            lateness_max_ns: AtomicU64::new(0),
+            metrics_wanted: AtomicBool::new(false),
+            metrics_answers: AtomicU64::new(0),
+            metrics: Mutex::new(Default::default()),
+            pinned_core: AtomicU64::new(u64::MAX),
+            finished: AtomicBool::new(false),
+        }
+    }
 }
 
 /// A shard's counters while the subscriber runs (see [`Subscriber::live_shards`]).

@@ -53,6 +53,23 @@ impl Report<StandardWorker> {
     }
 }
 
+/// Where a shard ran, after its endpoints in the table: ` (nic eth1, core 3, io thread 0)`, only what was set.
+fn placement(s: &crate::SubscriberShardReport) -> String {
+    let parts: Vec<String> = [
+        s.nic.as_ref().map(|n| format!("nic {n}")),
+        s.core.map(|c| format!("core {c}")),
+        s.io_thread.map(|t| format!("io thread {t}")),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", parts.join(", "))
+    }
+}
+
 fn lateness_json(h: &Histogram<u64>) -> serde_json::Value {
     if h.is_empty() {
         return serde_json::Value::Null;
@@ -136,6 +153,9 @@ impl Report<StandardWorker> {
                 serde_json::json!({
                     "index": s.index,
                     "endpoints": s.endpoints,
+                    "nic": s.nic,
+                    "core": s.core,
+                    "io_thread": s.io_thread,
                     "received": s.received,
                     "forwarded": s.forwarded,
                     "malformed": s.malformed,
@@ -352,7 +372,7 @@ impl Report<StandardWorker> {
                 p50,
                 p99,
                 max,
-                s.endpoints.join(",")
+                s.endpoints.join(",") + &placement(s)
             );
         }
         let [p50, p99, max] = lat(&report.receive_lateness());

@@ -25,6 +25,8 @@ pub(crate) struct TickboxConfig {
     pub context: tickbox_zmqx::context::ContextConfig,
     /// CURVE keys, allow-lists, IP fences and per-key authorisation for every socket; absent = NULL, as before.
     pub security: tickbox_auth::SecurityConfig,
+    /// Where every long-running command serves Prometheus metrics (`--metrics` wins); empty = nowhere.
+    pub metrics: tickbox_metrics::MetricsConfig,
     /// `security`, loaded (certificates read, key names resolved) and shared with every component's config.
     #[serde(skip)]
     pub auth: tickbox_auth::Security,
@@ -67,6 +69,10 @@ impl TickboxConfig {
         tickbox_zmqx::naming::warn_renamed_keys(&text);
         let mut config: Self =
             toml::from_str(&text).with_context(|| format!("parsing config {}", path.display()))?;
+        // Key and certificate paths mean the same whatever directory the command runs in.
+        if let Some(dir) = path.parent() {
+            config.security.resolve_paths(dir);
+        }
         config.share_socket_profiles()?;
         config.share_security()?;
         Ok(config)

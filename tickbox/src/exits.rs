@@ -19,6 +19,12 @@ struct Codes {
     more: &'static [(u8, &'static str)],
 }
 
+/// Every long-running command serves `--metrics`.
+const METRICS: (u8, &str) = (
+    METRICS_BIND,
+    "the --metrics address is taken or not this host's",
+);
+
 const JOURNAL_HEADER: (u8, &str) = (
     CORRUPT,
     "a journal header it cannot trust (zeroed, overwritten)",
@@ -31,7 +37,7 @@ const TABLE: &[Codes] = &[
             "error, or messages published while no subscriber was there to take them (`--connect` to nothing, no \
              subscriber at all) or still queued at the close",
         ),
-        more: &[JOURNAL_HEADER],
+        more: &[JOURNAL_HEADER, METRICS],
     },
     Codes {
         path: "subscribe",
@@ -41,8 +47,7 @@ const TABLE: &[Codes] = &[
         ),
         more: &[
             (SNAIL, "Suicidal Snail fired (a message later than --max-lateness, or a gap with --gap-policy die)"),
-            (WORKER_FAILED, "a worker failed (the summary covers the others)"),
-        ],
+            (WORKER_FAILED, "a worker failed (the summary covers the others)"), METRICS],
     },
     Codes {
         path: "demo",
@@ -55,7 +60,7 @@ const TABLE: &[Codes] = &[
     Codes {
         path: "lvc",
         error: None,
-        more: &[],
+        more: &[METRICS],
     },
     Codes {
         path: "tap",
@@ -65,7 +70,7 @@ const TABLE: &[Codes] = &[
     Codes {
         path: "record",
         error: None,
-        more: &[JOURNAL_HEADER],
+        more: &[JOURNAL_HEADER, METRICS],
     },
     Codes {
         path: "replay",
@@ -76,8 +81,17 @@ const TABLE: &[Codes] = &[
             (SNAIL, "--local: Suicidal Snail fired"),
             (CORRUPT, "damaged records skipped (or met, with --stop-on-corruption), or a damaged header"),
             (WORKER_FAILED, "--local: a worker failed"),
-            (EMPTY_SELECTION, "the selection holds no record (the error says what the journal holds)"),
-        ],
+            (EMPTY_SELECTION, "the selection holds no record (the error says what the journal holds)"), METRICS],
+    },
+    Codes {
+        path: "journal ls",
+        error: Some("error (not a history directory, unreadable)"),
+        more: &[],
+    },
+    Codes {
+        path: "journal prune",
+        error: Some("error (not a history directory, a journal that could not be deleted)"),
+        more: &[],
     },
     Codes {
         path: "journal info",
@@ -138,7 +152,7 @@ const TABLE: &[Codes] = &[
     Codes {
         path: "clone-server",
         error: None,
-        more: &[],
+        more: &[METRICS],
     },
     Codes {
         path: "ctl get",
@@ -207,17 +221,17 @@ const TABLE: &[Codes] = &[
     Codes {
         path: "broker",
         error: None,
-        more: &[],
+        more: &[METRICS],
     },
     Codes {
         path: "titanic",
         error: None,
-        more: &[],
+        more: &[METRICS],
     },
     Codes {
         path: "freelance-server",
         error: None,
-        more: &[],
+        more: &[METRICS],
     },
     Codes {
         path: "call",
@@ -230,7 +244,7 @@ const TABLE: &[Codes] = &[
     Codes {
         path: "queue",
         error: None,
-        more: &[],
+        more: &[METRICS],
     },
     Codes {
         path: "keygen",
@@ -250,6 +264,11 @@ const TABLE: &[Codes] = &[
     Codes {
         path: "man",
         error: None,
+        more: &[],
+    },
+    Codes {
+        path: "top",
+        error: Some("error, or --once and a process did not answer"),
         more: &[],
     },
     Codes {
@@ -320,6 +339,7 @@ fn general(code: u8) -> &'static str {
         WORKER_FAILED => "a worker failed",
         EMPTY_SELECTION => "replay selected no record",
         REGRESSION => "bench compare found a regression, or nothing comparable",
+        METRICS_BIND => "the --metrics address is taken or not this host's",
         _ => "error",
     }
 }

@@ -9,6 +9,7 @@ mod config;
 mod docs_check;
 mod exits;
 mod live;
+mod metrics;
 mod out;
 mod outcome;
 mod shutdown;
@@ -44,9 +45,12 @@ pub mod exit_code {
     pub const EMPTY_SELECTION: u8 = 9;
     /// `tickbox bench compare --fail-above`: a figure regressed beyond the ratio, or nothing was comparable.
     pub const REGRESSION: u8 = 10;
+    /// The metrics endpoint could not bind its address (`--metrics`, `[metrics] bind`): taken by another
+    /// process, or not this host's; nothing was started.
+    pub const METRICS_BIND: u8 = 11;
     /// Every code above and clap's usage error (2), in order.
     #[allow(dead_code)] // read by the tests of `exits`
-    pub const ALL: [u8; 11] = [
+    pub const ALL: [u8; 12] = [
         OK,
         ERROR,
         2,
@@ -58,6 +62,7 @@ pub mod exit_code {
         WORKER_FAILED,
         EMPTY_SELECTION,
         REGRESSION,
+        METRICS_BIND,
     ];
 }
 
@@ -174,6 +179,8 @@ enum Command {
     Man(cmd::docs::ManArgs),
     /// See the host, check it, plan the pinning per NIC, and sweep to the best configuration.
     Tune(cmd::tune::Args),
+    /// The fleet in one terminal: several processes' --metrics, one live table per role (like AeronStat).
+    Top(cmd::top::Args),
 }
 
 /// How log lines are written.
@@ -194,6 +201,7 @@ pub(crate) fn quiet() -> bool {
 }
 
 fn main() -> ExitCode {
+    metrics::mark_start();
     let cli = Cli::from_arg_matches(&command().get_matches()).unwrap_or_else(|e| e.exit());
     let _ = QUIET.set(cli.quiet);
     init_logging(cli.quiet, cli.verbose, cli.log_format);
@@ -247,6 +255,7 @@ fn main() -> ExitCode {
         Command::Completions(args) => cmd::docs::completions(args, &config),
         Command::Man(args) => cmd::docs::man(args, &config),
         Command::Tune(args) => cmd::tune::run(args, &config),
+        Command::Top(args) => cmd::top::run(args, &config),
     };
     match result {
         Ok(code) => code,
@@ -254,6 +263,14 @@ fn main() -> ExitCode {
             report_error(&err);
             // A journal whose header is damaged (a zeroed ring header, every archive segment's) is corruption,
             // whichever command met it: the line names the file and the offset.
+            if err.chain().any(|c| {
+                matches!(
+                    c.downcast_ref::<tickbox_metrics::MetricsError>(),
+                    Some(tickbox_metrics::MetricsError::Bind { .. })
+                )
+            }) {
+                return ExitCode::from(exit_code::METRICS_BIND);
+            }
             if err.chain().any(|c| {
                 matches!(
                     c.downcast_ref::<tickbox_journal::JournalError>(),
@@ -351,6 +368,8 @@ mod tests {
             "IFACE",
             "IFACE[,IFACE…]",
             "ZONE",
+            "HOST:PORT",
+            "HH:MM",
             "ID",
             "NAME",
             "TEXT",

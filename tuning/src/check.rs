@@ -431,6 +431,69 @@ pub fn check_exposure(binds: &[(String, String)], curve: bool, ip_fenced: bool) 
         .collect()
 }
 
+/// What `[security]` says about who may connect, for [`check_admission`]: whether CURVE is on, whether a default
+/// `allow` is set (a directory or `"any"`), and the roles (or `*` for the default) whose `allow` is `"any"`.
+#[derive(Debug, Clone, Default)]
+pub struct Admission {
+    /// `mechanism = "curve"`.
+    pub curve: bool,
+    /// The section has a default `allow` (a directory or `"any"`).
+    pub default_allow: bool,
+    /// Roles set to `allow = "any"` (`*` for the default).
+    pub any_roles: Vec<String>,
+}
+
+/// `curve_without_allow` (an error: every command that binds would refuse to start) and `curve_allow_any` (a
+/// warning: encrypted, but any key gets in) for the section's admission rules.
+pub fn check_admission(admission: &Admission) -> Vec<Finding> {
+    if !admission.curve {
+        return Vec::new();
+    }
+    let mut findings = Vec::new();
+    if !admission.default_allow {
+        findings.push(Finding {
+            severity: Severity::Warning,
+            check: "curve_without_allow",
+            message: "mechanism = \"curve\" with no allow: every command that binds refuses to start unless its role \
+                      has its own allow"
+                .into(),
+            fix: Some(
+                "allow = \"DIR\" (a directory of public certificates), or allow = \"any\" to admit every CURVE key"
+                    .into(),
+            ),
+        });
+    }
+    for role in &admission.any_roles {
+        findings.push(Finding {
+            severity: Severity::Warning,
+            check: "curve_allow_any",
+            message: format!(
+                "allow = \"any\" for {role}: every CURVE key is admitted (encrypted, not authenticated)"
+            ),
+            fix: Some("list the keys that may connect: allow = \"DIR\"".into()),
+        });
+    }
+    findings
+}
+
+/// `metrics_bind`: `[metrics] bind` serves every counter over plain HTTP with no authentication, whatever
+/// `[security]` says; off the loopback, any host that reaches it reads them. `loopback` is whether `bind` resolves
+/// to a loopback address.
+pub fn check_metrics_exposure(bind: &str, loopback: bool) -> Option<Finding> {
+    (!bind.is_empty() && !loopback).then(|| Finding {
+        severity: Severity::Warning,
+        check: "metrics_bind",
+        message: format!(
+            "[security]: [metrics] bind = \"{bind}\" serves /metrics beyond the loopback, over HTTP with no \
+             authentication or encryption (CURVE does not cover it): any host that reaches it reads every counter"
+        ),
+        fix: Some(
+            "bind 127.0.0.1:PORT and scrape through a proxy with TLS and authentication, or fence the port off"
+                .into(),
+        ),
+    })
+}
+
 /// True for a TCP endpoint whose address is not a loopback address (`*`, `0.0.0.0`, an interface name, or any
 /// routable address); ipc and inproc never are.
 fn reachable_from_network(endpoint: &str) -> bool {
@@ -452,6 +515,15 @@ fn reachable_from_network(endpoint: &str) -> bool {
 #[cfg(test)]
 mod exposure_tests {
     use super::*;
+
+    #[test]
+    fn a_metrics_endpoint_off_the_loopback_warns_whatever_security_says() {
+        assert!(check_metrics_exposure("", false).is_none());
+        assert!(check_metrics_exposure("127.0.0.1:9100", true).is_none());
+        let f = check_metrics_exposure("0.0.0.0:9100", false).unwrap();
+        assert_eq!((f.severity, f.check), (Severity::Warning, "metrics_bind"));
+        assert!(f.message.contains("[security]") && f.message.contains("0.0.0.0:9100"));
+    }
 
     #[test]
     fn only_network_binds_without_security_warn() {

@@ -21,7 +21,8 @@ pub mod sweep;
 pub mod topology;
 
 pub use check::{
-    check, check_exposure, hot_threads, render_findings, CheckInput, Finding, HotThread, Severity,
+    check, check_admission, check_exposure, check_metrics_exposure, hot_threads, render_findings,
+    Admission, CheckInput, Finding, HotThread, Severity,
 };
 pub use cpulist::{format_cpulist, parse_cpulist, CpuListError};
 pub use plan::{plan, Placement, Plan, PlanError, PlanRequest, Role};

@@ -24,8 +24,8 @@ pub use builtin::{
 pub use dispatch::{worker_for_key, worker_for_topic, Dispatch};
 pub use parcel::{Item, Parcel, Recycler, PARCEL_RECORDS};
 pub use pool::{
-    DequeueHook, Inbox, InlineWorker, NoHook, WorkerError, WorkerOutcome, WorkerPool,
-    WorkerPoolConfig,
+    DequeueHook, Inbox, InlineWorker, NoHook, PoolCounters, WorkerError, WorkerLiveCounts,
+    WorkerOutcome, WorkerPool, WorkerPoolConfig,
 };
 pub use record::{Meta, Record};
 pub use tape::{Tape, TapeSink, TAPE_CHUNK};

@@ -142,10 +142,75 @@ pub struct WorkerOutcome<W, H> {
     pub malformed: u64,
 }
 
-/// One counter per cache line so worker threads do not false-share.
+/// One thread's running totals, stored by that thread (relaxed stores of its own counts, once per frame or
+/// parcel) and read by the owner; one cache line per thread so worker threads do not false-share.
 #[repr(align(64))]
 #[derive(Default)]
-struct Padded(AtomicU64);
+struct Padded {
+    taken: AtomicU64,
+    processed: AtomicU64,
+    discarded: AtomicU64,
+    malformed: AtomicU64,
+}
+
+impl Padded {
+    #[inline]
+    fn publish(&self, c: &Counts) {
+        self.processed.store(c.processed, Ordering::Relaxed);
+        self.discarded.store(c.discarded, Ordering::Relaxed);
+        self.malformed.store(c.malformed, Ordering::Relaxed);
+        // Last, with release: an owner that sees this `taken` sees the counts that go with it.
+        self.taken.store(c.taken, Ordering::Release);
+    }
+}
+
+/// One worker thread's counts so far (see [`PoolCounters`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WorkerLiveCounts {
+    /// The thread's index.
+    pub index: usize,
+    /// Messages taken off its queue.
+    pub taken: u64,
+    /// Messages given to its worker.
+    pub processed: u64,
+    /// Messages dropped unprocessed (after an abort or a hook refusal).
+    pub discarded: u64,
+    /// Records refused as malformed.
+    pub malformed: u64,
+}
+
+/// A handle on a pool's live counts that outlives borrowing the pool (a metrics endpoint keeps one).
+#[derive(Clone)]
+pub struct PoolCounters(Arc<Shared>);
+
+impl std::fmt::Debug for PoolCounters {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PoolCounters")
+            .field("workers", &self.0.taken.len())
+            .finish()
+    }
+}
+
+impl PoolCounters {
+    /// Every thread's counts now.
+    pub fn read(&self) -> Vec<WorkerLiveCounts> {
+        self.0
+            .taken
+            .iter()
+            .enumerate()
+            .map(|(index, c)| {
+                let taken = c.taken.load(Ordering::Acquire);
+                WorkerLiveCounts {
+                    index,
+                    taken,
+                    processed: c.processed.load(Ordering::Relaxed),
+                    discarded: c.discarded.load(Ordering::Relaxed),
+                    malformed: c.malformed.load(Ordering::Relaxed),
+                }
+            })
+            .collect()
+    }
+}
 
 struct Shared {
     stop: AtomicBool,
@@ -285,8 +350,13 @@ impl<W: Worker, H: DequeueHook> WorkerPool<W, H> {
         self.shared
             .taken
             .iter()
-            .map(|c| c.0.load(Ordering::Acquire))
+            .map(|c| c.taken.load(Ordering::Acquire))
             .sum()
+    }
+
+    /// A handle on every thread's live counts, for a reader on another thread.
+    pub fn counters(&self) -> PoolCounters {
+        PoolCounters(Arc::clone(&self.shared))
     }
 
     /// Indices of the threads that have panicked so far (their messages and state are lost).
@@ -599,7 +669,7 @@ fn run_thread<W: Worker, H: DequeueHook>(
         index,
         shared: &shared,
     };
-    let taken_counter = &shared.taken[index].0;
+    let taken_counter = &shared.taken[index];
     let mut d = Deliverer {
         worker,
         hook,
@@ -625,7 +695,6 @@ fn run_thread<W: Worker, H: DequeueHook>(
         match next {
             Next::Frame => {
                 d.counts.taken += 1;
-                taken_counter.store(d.counts.taken, Ordering::Release);
                 let abort = shared.abort.load(Ordering::Relaxed);
                 if msg.get_more() {
                     // A Guide message, sent by a shard as `[topic][body]` (`subscribe --framing guide`); its
@@ -642,6 +711,7 @@ fn run_thread<W: Worker, H: DequeueHook>(
                             _ => d.counts.malformed += 1,
                         }
                     }
+                    taken_counter.publish(&d.counts);
                     continue;
                 }
                 match Record::decode(&msg) {
@@ -655,6 +725,7 @@ fn run_thread<W: Worker, H: DequeueHook>(
                     Err(_) if abort || d.discarding => d.counts.discarded += 1,
                     Err(_) => d.counts.malformed += 1,
                 }
+                taken_counter.publish(&d.counts);
             }
             Next::Parcel(parcel) => {
                 // One clock read and one counter store per parcel: every record in it reached the worker at the
@@ -676,7 +747,7 @@ fn run_thread<W: Worker, H: DequeueHook>(
                 if let Source::Parcels { recycler, .. } = &source {
                     recycler.give(parcel);
                 }
-                taken_counter.store(d.counts.taken, Ordering::Release);
+                taken_counter.publish(&d.counts);
             }
             Next::Empty => continue,
             Next::Closed => break,
@@ -687,6 +758,7 @@ fn run_thread<W: Worker, H: DequeueHook>(
         }
     }
     d.worker.flush();
+    taken_counter.publish(&d.counts);
     drop(source);
     finish(index, d.worker, d.hook, d.counts)
 }

@@ -155,12 +155,18 @@ pub fn precise_sleep() {
 }
 
 /// Pins when a core is given; logs and carries on when pinning fails, because an unpinned thread is slower, not
-/// wrong, and a config written for a bigger box should still run on a laptop.
-pub fn pin_if_configured(core: Option<usize>, what: &str) {
-    if let Some(core) = core {
-        match pin_current_thread(core) {
-            Ok(()) => tracing::debug!(core, "{what} pinned"),
-            Err(err) => tracing::warn!("{what}: {err}; running unpinned"),
+/// wrong, and a config written for a bigger box should still run on a laptop. Returns the core the thread now runs
+/// on, `None` when unpinned (none asked, or pinning failed), for the placement a summary and metrics report.
+pub fn pin_if_configured(core: Option<usize>, what: &str) -> Option<usize> {
+    let core = core?;
+    match pin_current_thread(core) {
+        Ok(()) => {
+            tracing::debug!(core, "{what} pinned");
+            Some(core)
+        }
+        Err(err) => {
+            tracing::warn!("{what}: {err}; running unpinned");
+            None
         }
     }
 }

@@ -18,7 +18,9 @@ fn run(ctx: &zmq::Context, stall: Option<Stall>) -> Percentiles {
         stall,
         ..LatencyConfig::default()
     };
-    let result = tickbox_latency(ctx, &config).unwrap().result();
+    let result = tickbox_latency(&tickbox_auth::Gate::open(ctx), &config)
+        .unwrap()
+        .result();
     assert_eq!(result.lost, 0, "{result:?}");
     result.corrected
 }

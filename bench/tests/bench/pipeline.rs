@@ -30,7 +30,7 @@ fn every_scheduled_message_reaches_the_worker() {
             via_lvc,
             ..quick(transport, 5_000)
         };
-        let run = tickbox_latency(&ctx, &config).unwrap();
+        let run = tickbox_latency(&tickbox_auth::Gate::open(&ctx), &config).unwrap();
         let r = run.result();
         assert_eq!(r.system, "tickbox");
         assert_eq!(r.via_lvc, via_lvc);
@@ -54,7 +54,7 @@ fn throughput_counts_through_the_pipeline() {
         hwm: 10_000,
         security: Default::default(),
     };
-    let r = tickbox_throughput(&ctx, &config).unwrap();
+    let r = tickbox_throughput(&tickbox_auth::Gate::open(&ctx), &config).unwrap();
     assert_eq!(r.system, "tickbox");
     assert_eq!(r.shards, 2);
     assert!(r.messages > 1_000, "{r:?}");

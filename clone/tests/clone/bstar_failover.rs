@@ -89,8 +89,16 @@ fn primary_killed_under_load_backup_takes_over_nothing_acknowledged_lost_no_fail
         backup_state: format!("ipc://{}/backup-state", dir.path().display()),
     };
     let ctx = zmq::Context::new();
-    let primary = CloneServer::start(&ctx, options(&pair, Role::Primary)).unwrap();
-    let backup = CloneServer::start(&ctx, options(&pair, Role::Backup)).unwrap();
+    let primary = CloneServer::start(
+        &tickbox_auth::Gate::open(&ctx),
+        options(&pair, Role::Primary),
+    )
+    .unwrap();
+    let backup = CloneServer::start(
+        &tickbox_auth::Gate::open(&ctx),
+        options(&pair, Role::Backup),
+    )
+    .unwrap();
     wait_until("pair settles", Duration::from_secs(5), || {
         primary.state() == State::Active && backup.state() == State::Passive
     });
@@ -156,7 +164,11 @@ fn primary_killed_under_load_backup_takes_over_nothing_acknowledged_lost_no_fail
     );
 
     // Restart the primary: it must come back PASSIVE and mirror the backup.
-    let primary = CloneServer::start(&ctx, options(&pair, Role::Primary)).unwrap();
+    let primary = CloneServer::start(
+        &tickbox_auth::Gate::open(&ctx),
+        options(&pair, Role::Primary),
+    )
+    .unwrap();
     wait_until(
         "restarted primary goes passive",
         Duration::from_secs(5),
@@ -233,7 +245,11 @@ fn lone_primary_serves_only_after_peer_expiry_and_a_client_vote() {
         backup_state: format!("ipc://{}/backup-state", dir.path().display()),
     };
     let ctx = zmq::Context::new();
-    let primary = CloneServer::start(&ctx, options(&pair, Role::Primary)).unwrap();
+    let primary = CloneServer::start(
+        &tickbox_auth::Gate::open(&ctx),
+        options(&pair, Role::Primary),
+    )
+    .unwrap();
     // No backup and no client: it stays PRIMARY (never promotes itself on a timer).
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(primary.state(), State::Primary);

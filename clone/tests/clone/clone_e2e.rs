@@ -27,7 +27,7 @@ fn client_config() -> ClientConfig {
 
 fn start(ctx: &zmq::Context, config: ServerConfig) -> (CloneServer, ServerEndpoints) {
     let server = CloneServer::start(
-        ctx,
+        &tickbox_auth::Gate::open(ctx),
         ServerOptions {
             bind: ServerBind::Base {
                 interface: "127.0.0.1".into(),
@@ -373,7 +373,7 @@ fn persistence_survives_restart_and_sequence_continues() {
         config: server_config(),
         data_dir: Some(dir.path().to_owned()),
     };
-    let server = CloneServer::start(&ctx, options(0)).unwrap();
+    let server = CloneServer::start(&tickbox_auth::Gate::open(&ctx), options(0)).unwrap();
     let port = server.base_port().unwrap();
     let eps = ServerEndpoints::from_host_port("127.0.0.1", port);
     let last = {
@@ -386,7 +386,7 @@ fn persistence_survives_restart_and_sequence_continues() {
     // libzmq closes listeners asynchronously (reaper thread): retry the rebind briefly.
     let deadline = Instant::now() + Duration::from_secs(5);
     let server = loop {
-        match CloneServer::start(&ctx, options(port)) {
+        match CloneServer::start(&tickbox_auth::Gate::open(&ctx), options(port)) {
             Ok(s) => break s,
             Err(err) if Instant::now() < deadline => {
                 eprintln!("rebind: {err}");

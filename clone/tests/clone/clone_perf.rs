@@ -16,7 +16,7 @@ const RUNS: usize = 3;
 
 fn start(ctx: &zmq::Context) -> (CloneServer, ServerEndpoints) {
     let server = CloneServer::start(
-        ctx,
+        &tickbox_auth::Gate::open(ctx),
         ServerOptions {
             bind: ServerBind::Base {
                 interface: "127.0.0.1".into(),
@@ -321,10 +321,16 @@ fn perf_failover_time() {
                 }
             };
         let ctx = zmq::Context::new();
-        let primary =
-            CloneServer::start(&ctx, opts(Role::Primary, &p_eps, &b_eps, "p-st", "b-st")).unwrap();
-        let backup =
-            CloneServer::start(&ctx, opts(Role::Backup, &b_eps, &p_eps, "b-st", "p-st")).unwrap();
+        let primary = CloneServer::start(
+            &tickbox_auth::Gate::open(&ctx),
+            opts(Role::Primary, &p_eps, &b_eps, "p-st", "b-st"),
+        )
+        .unwrap();
+        let backup = CloneServer::start(
+            &tickbox_auth::Gate::open(&ctx),
+            opts(Role::Backup, &b_eps, &p_eps, "b-st", "p-st"),
+        )
+        .unwrap();
         while !(primary.state() == State::Active && backup.state() == State::Passive) {
             std::thread::sleep(Duration::from_millis(10));
         }

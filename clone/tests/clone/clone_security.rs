@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use tickbox_auth::{Certificate, MechanismName, Security, SecurityConfig};
+use tickbox_auth::{Allow, Certificate, Gate, MechanismName, Security, SecurityConfig};
 use tickbox_clone::{
     ClientConfig, CloneClient, CloneError, CloneServer, ServerBind, ServerConfig, ServerEndpoints,
     ServerOptions,
@@ -44,19 +44,19 @@ fn keys() -> Keys {
 
 fn security(k: &Keys, certificate: &str) -> Security {
     Security::from_config(&SecurityConfig {
-        mechanism: MechanismName::Curve,
+        mechanism: Some(MechanismName::Curve),
         certificate: Some(k.dir.join(format!("{certificate}_secret"))),
         server_key: Some(k.server.public_z85()),
-        allow: Some(k.allow.clone()),
+        allow: Some(Allow::Dir(k.allow.clone())),
         config_writers: vec!["ops".into()],
         ..SecurityConfig::default()
     })
     .unwrap()
 }
 
-fn start(ctx: &zmq::Context, security: Security) -> (CloneServer, ServerEndpoints) {
+fn start(gate: &Gate, security: Security) -> (CloneServer, ServerEndpoints) {
     let server = CloneServer::start(
-        ctx,
+        gate,
         ServerOptions {
             bind: ServerBind::Base {
                 interface: "127.0.0.1".into(),
@@ -102,8 +102,8 @@ fn only_listed_writers_change_config_and_strangers_never_sync() {
     let k = keys();
     let server_sec = security(&k, "clone");
     let ctx = zmq::Context::new();
-    let _zap = server_sec.start_zap(&ctx).unwrap().expect("a ZAP handler");
-    let (server, eps) = start(&ctx, server_sec.clone());
+    let gate = server_sec.gate(&ctx).unwrap();
+    let (server, eps) = start(&gate, server_sec.clone());
 
     let ops = client(&ctx, &eps, security(&k, "ops"));
     ops.wait_synced(Duration::from_secs(5)).expect("ops syncs");
@@ -158,7 +158,7 @@ fn only_listed_writers_change_config_and_strangers_never_sync() {
 #[test]
 fn without_security_anyone_may_write_config() {
     let ctx = zmq::Context::new();
-    let (server, eps) = start(&ctx, Security::default());
+    let (server, eps) = start(&Gate::open(&ctx), Security::default());
     let c = client(&ctx, &eps, Security::default());
     c.wait_synced(Duration::from_secs(5)).unwrap();
     c.set("/config/subscriber/max_lateness", b"1h", None)

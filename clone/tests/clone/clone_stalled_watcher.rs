@@ -16,7 +16,7 @@ fn stop_with_a_stalled_snapshot_reader_finishes_within_the_bound() {
     let bound = Duration::from_millis(500);
     let ctx = zmq::Context::new();
     let server = CloneServer::start(
-        &ctx,
+        &tickbox_auth::Gate::open(&ctx),
         ServerOptions {
             bind: ServerBind::Base {
                 interface: "127.0.0.1".into(),

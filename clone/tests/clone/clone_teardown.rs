@@ -18,7 +18,7 @@ const CHILD_ENV: &str = "CLONE_TEARDOWN_CHILD";
 fn one_round() {
     let ctx = zmq::Context::new();
     let server = CloneServer::start(
-        &ctx,
+        &tickbox_auth::Gate::open(&ctx),
         ServerOptions {
             bind: ServerBind::Base {
                 interface: "127.0.0.1".into(),

@@ -8,7 +8,7 @@ use tickbox_clone::{CloneServer, ServerBind, ServerConfig, ServerOptions};
 
 fn start(ctx: &zmq::Context) -> (CloneServer, u16) {
     let server = CloneServer::start(
-        ctx,
+        &tickbox_auth::Gate::open(ctx),
         ServerOptions {
             bind: ServerBind::Base {
                 interface: "127.0.0.1".into(),

@@ -87,7 +87,11 @@ const AWARE: &[&[u8]] = &[BATCH_TOPIC.as_bytes(), b""];
 fn auto_batches_for_a_batch_reader_and_keeps_every_sequence() {
     let ctx = zmq::Context::new();
     let limit = 5_000;
-    let feed = Feed::start(&ctx, config(BatchMode::Auto, limit, 1)).unwrap();
+    let feed = Feed::start(
+        &tickbox_auth::Gate::open(&ctx),
+        config(BatchMode::Auto, limit, 1),
+    )
+    .unwrap();
     let s = sub(&ctx, &feed.shards()[0].endpoint, AWARE);
     let got = receive(&s, limit as usize);
     let seqs: Vec<u64> = got.data.iter().map(|d| d.1).collect();
@@ -108,7 +112,11 @@ fn a_prefix_subscriber_keeps_single_frames_for_everyone() {
     let ctx = zmq::Context::new();
     let limit = 2_000;
     // Two subscribers: the batch reader ("" with its "#B" opt-in, which does not count) and the prefix one.
-    let feed = Feed::start(&ctx, config(BatchMode::Auto, limit, 2)).unwrap();
+    let feed = Feed::start(
+        &tickbox_auth::Gate::open(&ctx),
+        config(BatchMode::Auto, limit, 2),
+    )
+    .unwrap();
     let ep = feed.shards()[0].endpoint.clone();
     let all = sub(&ctx, &ep, AWARE);
     let quotes = sub(&ctx, &ep, &[b"Q."]);
@@ -134,13 +142,21 @@ fn off_and_unaware_readers_get_single_frames() {
     let ctx = zmq::Context::new();
     let limit = 1_000;
     // Batching off: even a batch reader gets one message per frame.
-    let feed = Feed::start(&ctx, config(BatchMode::Off, limit, 1)).unwrap();
+    let feed = Feed::start(
+        &tickbox_auth::Gate::open(&ctx),
+        config(BatchMode::Off, limit, 1),
+    )
+    .unwrap();
     let s = sub(&ctx, &feed.shards()[0].endpoint, AWARE);
     let got = receive(&s, limit as usize);
     assert_eq!((got.data.len(), got.batches), (limit as usize, 0));
     drop(feed);
     // Batching on, but the only reader subscribed to "" alone (it never said it reads batches).
-    let feed = Feed::start(&ctx, config(BatchMode::Auto, limit, 1)).unwrap();
+    let feed = Feed::start(
+        &tickbox_auth::Gate::open(&ctx),
+        config(BatchMode::Auto, limit, 1),
+    )
+    .unwrap();
     let s = sub(&ctx, &feed.shards()[0].endpoint, &[b""]);
     let got = receive(&s, limit as usize);
     assert_eq!((got.data.len(), got.batches), (limit as usize, 0));

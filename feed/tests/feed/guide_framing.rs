@@ -26,7 +26,7 @@ fn the_pathological_publisher_speaks_the_guides_two_frames() {
     let sub = ctx.socket(zmq::SUB).unwrap();
     sub.set_linger(0).unwrap();
     sub.set_subscribe(b"").unwrap();
-    let feed = Feed::start(&ctx, config).unwrap();
+    let feed = Feed::start(&tickbox_auth::Gate::open(&ctx), config).unwrap();
     sub.connect("inproc://guide-framing").unwrap();
     let mut topics = std::collections::BTreeSet::new();
     let mut heartbeats = 0;

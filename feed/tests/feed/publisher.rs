@@ -36,7 +36,7 @@ fn a_shard_subscriber_gets_gap_free_sequences_of_only_its_symbols() {
     let ctx = zmq::Context::new();
     let limit = 3_000;
     let feed = Feed::start(
-        &ctx,
+        &tickbox_auth::Gate::open(&ctx),
         FeedConfig {
             shards: vec![PublisherShardConfig::default(); 3],
             symbols: 300,
@@ -110,7 +110,7 @@ fn an_idle_publisher_heartbeats_with_its_last_sequence() {
     let ctx = zmq::Context::new();
     // Pathological: one message per topic (2 per symbol), then one per minute, so the shard is idle after 20.
     let feed = Feed::start(
-        &ctx,
+        &tickbox_auth::Gate::open(&ctx),
         FeedConfig {
             symbols: 10,
             pattern: Pattern::Pathological,
@@ -166,7 +166,7 @@ fn an_idle_publisher_heartbeats_with_its_last_sequence() {
 fn paced_feed_never_runs_ahead_of_its_rate() {
     let ctx = zmq::Context::new();
     let feed = Feed::start(
-        &ctx,
+        &tickbox_auth::Gate::open(&ctx),
         FeedConfig {
             rate: Rate::PerSecond(5_000),
             duration: Some(Duration::from_millis(400).into()),
@@ -195,7 +195,7 @@ fn paced_feed_never_runs_ahead_of_its_rate() {
 fn flat_out_stops_at_the_message_limit() {
     let ctx = zmq::Context::new();
     let feed = Feed::start(
-        &ctx,
+        &tickbox_auth::Gate::open(&ctx),
         FeedConfig {
             shards: vec![PublisherShardConfig::default(); 2],
             mode: PacingMode::FlatOut,
@@ -217,7 +217,7 @@ fn flat_out_stops_at_the_message_limit() {
 fn inproc_works_through_the_shared_context_and_connect_mode_reaches_a_bound_sub() {
     let ctx = zmq::Context::new();
     let feed = Feed::start(
-        &ctx,
+        &tickbox_auth::Gate::open(&ctx),
         FeedConfig {
             shards: vec![PublisherShardConfig {
                 endpoint: "inproc://feed-test".into(),
@@ -242,7 +242,7 @@ fn inproc_works_through_the_shared_context_and_connect_mode_reaches_a_bound_sub(
     let endpoint = tickbox_zmqx::bind_resolved(&bound, "tcp://127.0.0.1:*").unwrap();
     bound.set_subscribe(b"").unwrap();
     let feed = Feed::start(
-        &ctx,
+        &tickbox_auth::Gate::open(&ctx),
         FeedConfig {
             shards: vec![PublisherShardConfig {
                 endpoint: endpoint.clone(),
@@ -264,7 +264,7 @@ fn inproc_works_through_the_shared_context_and_connect_mode_reaches_a_bound_sub(
 fn bad_endpoints_and_configs_are_typed_errors() {
     let ctx = zmq::Context::new();
     let err = Feed::start(
-        &ctx,
+        &tickbox_auth::Gate::open(&ctx),
         FeedConfig {
             shards: vec![
                 PublisherShardConfig::default(),
@@ -280,7 +280,7 @@ fn bad_endpoints_and_configs_are_typed_errors() {
     .expect("binding a bogus endpoint must fail");
     assert!(matches!(err, FeedError::Endpoint { shard: 1, .. }), "{err}");
     let err = Feed::start(
-        &ctx,
+        &tickbox_auth::Gate::open(&ctx),
         FeedConfig {
             quotes_per_trade: -1.0,
             ..FeedConfig::default()
@@ -301,7 +301,7 @@ fn bad_endpoints_and_configs_are_typed_errors() {
 fn live_stats_move_while_running() {
     let ctx = zmq::Context::new();
     let feed = Feed::start(
-        &ctx,
+        &tickbox_auth::Gate::open(&ctx),
         FeedConfig {
             rate: Rate::PerSecond(10_000),
             ..FeedConfig::default()
@@ -323,7 +323,7 @@ fn live_stats_move_while_running() {
 fn shards_without_symbols_do_not_hold_up_a_bounded_run() {
     let ctx = zmq::Context::new();
     let feed = Feed::start(
-        &ctx,
+        &tickbox_auth::Gate::open(&ctx),
         FeedConfig {
             shards: vec![PublisherShardConfig::default(); 4],
             symbol_names: vec!["ONLY".into()],
@@ -347,7 +347,7 @@ fn no_drop_back_pressure_loses_nothing_to_a_slow_subscriber() {
     let ctx = zmq::Context::new();
     let n = 100_000u64;
     let feed = Feed::start(
-        &ctx,
+        &tickbox_auth::Gate::open(&ctx),
         FeedConfig {
             mode: PacingMode::FlatOut,
             no_drop: true,

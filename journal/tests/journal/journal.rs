@@ -334,6 +334,34 @@ fn archive_rolls_segments_and_reads_across_them() {
 }
 
 #[test]
+fn an_archive_created_to_continue_another_starts_at_its_first_seq() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("next");
+    let opts = WriterOptions::archive(MIN_CAPACITY).first_seq(4001);
+    let mut w = Writer::open(&path, &opts).unwrap();
+    assert_eq!(w.next_seq(), 4001);
+    write_n(&mut w, 3000);
+    drop(w);
+    let mut r = Reader::open(&path).unwrap();
+    assert_eq!(read_all(&mut r), (4001..=7000).collect::<Vec<_>>());
+    r.seek_seq(5000).unwrap();
+    assert_eq!(r.next().unwrap().unwrap().seq, 5000);
+    let s = summarize(&path, true).unwrap();
+    assert_eq!(
+        (s.records, s.first_seq, s.last_seq, s.corruption),
+        (3000, Some(4001), Some(7000), None)
+    );
+    // Reopened, it keeps its own sequence whatever the options say; empty, it still starts where it was made to.
+    let w = Writer::open(&path, &WriterOptions::archive(MIN_CAPACITY)).unwrap();
+    assert_eq!(w.next_seq(), 7001);
+    drop(w);
+    let empty = dir.path().join("empty");
+    drop(Writer::open(&empty, &opts).unwrap());
+    let w = Writer::open(&empty, &WriterOptions::archive(MIN_CAPACITY)).unwrap();
+    assert_eq!(w.next_seq(), 4001);
+}
+
+#[test]
 fn second_writer_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let ring = dir.path().join("ring.tbj");
@@ -1398,11 +1426,13 @@ fn archive_rolls_into_a_prefaulted_segment() {
         fill_until_segment(&mut w, index);
         // The record that rolled is in the new segment.
         written = (RECORD_HEADER_SIZE + payload_for(w.next_seq() - 1).len() as u64).div_ceil(8) * 8;
+        // At this pace the window reaches across the whole next segment: it was all faulted in before the roll
+        // (and so was the window ahead of the writer in the current one: counted in the bytes too).
         let s = w.prefault_stats();
-        assert_eq!(
-            (s.complete, s.partial, s.bytes),
-            (index, 0, index * (HEADER_SIZE + segment)),
-            "roll {index}"
+        assert_eq!((s.complete, s.partial), (index, 0), "roll {index}: {s:?}");
+        assert!(
+            s.bytes >= index * (HEADER_SIZE + segment),
+            "roll {index}: {s:?}"
         );
     }
     let last = w.next_seq() - 1;

@@ -2,5 +2,6 @@
 //!
 //! One test binary for the crate (one link, one process start per run): each former test file is a module.
 
+mod disk;
 mod hardening;
 mod journal;

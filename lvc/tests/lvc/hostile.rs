@@ -155,7 +155,7 @@ fn many_distinct_prefixes_are_bounded_and_counted() {
     };
     drop(spray);
     lvc.join().unwrap();
-    let lvc = tickbox_lvc::spawn(&ctx, bytes).unwrap();
+    let lvc = tickbox_lvc::spawn(&tickbox_auth::Gate::open(&ctx), bytes).unwrap();
     let endpoint = lvc.endpoints().downstream.clone();
     let spray = subscriber(&ctx, &endpoint, &[]);
     for i in 0..11 {
@@ -353,7 +353,7 @@ fn an_oversized_publisher_frame_is_cut_off_and_traffic_resumes() {
         max_message_bytes: 64 << 10,
         ..lvc_config("unused")
     };
-    let lvc = tickbox_lvc::spawn(&ctx, config).unwrap();
+    let lvc = tickbox_lvc::spawn(&tickbox_auth::Gate::open(&ctx), config).unwrap();
     let mut publisher = ctx.socket(zmq::XPUB).unwrap();
     publisher.set_linger(0).unwrap();
     publisher.set_xpub_verbose(true).unwrap();

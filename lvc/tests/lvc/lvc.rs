@@ -131,7 +131,7 @@ fn existing_subscribers_are_not_harmed_when_others_join() {
         truth
     });
     let endpoint = ep_rx.recv_timeout(5 * SECOND).unwrap();
-    let lvc = tickbox_lvc::spawn(&ctx, lvc_config(&endpoint)).unwrap();
+    let lvc = tickbox_lvc::spawn(&tickbox_auth::Gate::open(&ctx), lvc_config(&endpoint)).unwrap();
     let downstream = lvc.endpoints().downstream.clone();
     let a = subscriber(&ctx, &downstream, &[b""]);
     assert!(wait_until(5 * SECOND, || lvc.stats().subscribes == 1));
@@ -320,7 +320,7 @@ fn spawn_and_expect(
     publisher: &TestPub,
     first: &[u8],
 ) -> tickbox_lvc::LvcHandle {
-    let lvc = tickbox_lvc::spawn(ctx, config).unwrap();
+    let lvc = tickbox_lvc::spawn(&tickbox_auth::Gate::open(ctx), config).unwrap();
     assert_eq!(
         publisher.next_subscription(5 * SECOND).as_deref(),
         Some(first)
@@ -419,7 +419,7 @@ fn sharded_feed_connecting_into_the_proxy_is_cached_for_late_joiners() {
     use tickbox_feed::{Feed, FeedConfig, Pattern, PublisherShardConfig};
     let ctx = zmq::Context::new();
     let lvc = tickbox_lvc::spawn(
-        &ctx,
+        &tickbox_auth::Gate::open(&ctx),
         LvcConfig {
             upstream_bind: vec!["tcp://127.0.0.1:*".into()],
             bind: "tcp://127.0.0.1:*".into(),
@@ -436,7 +436,7 @@ fn sharded_feed_connecting_into_the_proxy_is_cached_for_late_joiners() {
     };
     // The Guide's pathological publisher: every topic once (a quote and a trade per symbol), then near silence.
     let feed = Feed::start(
-        &ctx,
+        &tickbox_auth::Gate::open(&ctx),
         FeedConfig {
             shards: vec![shard.clone(), shard],
             symbols: 500,

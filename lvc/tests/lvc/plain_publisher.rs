@@ -52,7 +52,7 @@ fn late_joiner(ctx: &zmq::Context, lvc: &LvcHandle, prefix: &[u8]) -> zmq::Socke
 fn a_plain_two_frame_publisher_is_cached_by_topic_and_replayed_to_late_joiners() {
     let ctx = zmq::Context::new();
     let lvc = tickbox_lvc::spawn(
-        &ctx,
+        &tickbox_auth::Gate::open(&ctx),
         LvcConfig {
             upstream_bind: vec!["tcp://127.0.0.1:*".into()],
             bind: "tcp://127.0.0.1:*".into(),

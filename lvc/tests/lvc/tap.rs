@@ -96,7 +96,7 @@ fn run_through_lvc(count: u64, stalled_tap: bool) -> (u64, u64) {
         tap_drop: TapDrop::Counted,
         ..with_tap(&endpoint)
     };
-    let lvc = tickbox_lvc::spawn(&ctx, config).unwrap();
+    let lvc = tickbox_lvc::spawn(&tickbox_auth::Gate::open(&ctx), config).unwrap();
     let stalled = stalled_tap.then(|| {
         let tap = ctx.socket(zmq::SUB).unwrap();
         tap.set_linger(0).unwrap();
@@ -230,7 +230,7 @@ fn two_tap_consumers(mode: TapDrop, count: u64) -> (Tapped, u64, tickbox_lvc::Lv
         tap_drop: mode,
         ..with_tap(&endpoint)
     };
-    let lvc = tickbox_lvc::spawn(&ctx, config).unwrap();
+    let lvc = tickbox_lvc::spawn(&tickbox_auth::Gate::open(&ctx), config).unwrap();
     let tap_ep = lvc.endpoints().tap.clone().unwrap();
     // Like `tickbox tap` stuck behind a terminal: subscribed, never reading, tiny queues.
     let stalled = ctx.socket(zmq::SUB).unwrap();

@@ -71,6 +71,9 @@ pub struct BrokerConfig {
     /// grants every client request is checked against (docs/book/src/protocols.md §2.5). The default grants everything.
     #[serde(skip)]
     pub security: tickbox_auth::Security,
+    /// Where the broker's loop leaves a copy of its counters for `broker --metrics` (none: nowhere).
+    #[serde(skip)]
+    pub live: crate::metrics::LiveBrokerStats,
 }
 
 impl Default for BrokerConfig {
@@ -87,6 +90,7 @@ impl Default for BrokerConfig {
             receive_hwm: 1000,
             stalled_peer_timeout: HumanDuration(Duration::from_secs(3)),
             security: tickbox_auth::Security::default(),
+            live: Default::default(),
         }
     }
 }
@@ -149,8 +153,12 @@ pub struct BrokerStats {
     pub queued_bytes: u64,
     /// Highest value `queued_bytes` reached.
     pub queued_bytes_peak: u64,
-    /// Client requests refused by the `[security]` service grants, each answered `403 unauthorised: SERVICE`.
+    /// Client requests refused by the `[security]` service grants, each answered `403 unauthorised: SERVICE`;
+    /// requests from keys no longer listed in the allow directory included.
     pub requests_unauthorised: u64,
+    /// READYs answered with DISCONNECT because no `[security.services]` `serve` grant names the worker's key
+    /// for the service (a caller's key posing as a worker), and worker messages from keys no longer listed.
+    pub workers_unauthorised: u64,
 }
 
 struct WorkerState {
@@ -322,7 +330,7 @@ impl Broker {
                 }
             }
             Ok(Inbound::Worker { version, cmd, rest }) => {
-                self.worker_command(now, identity, version, cmd, rest)
+                self.worker_command(now, identity, version, cmd, rest, user)
             }
             Err(why) => {
                 self.stats.malformed += 1;
@@ -332,6 +340,58 @@ impl Broker {
                     self.delete_worker(&identity, false);
                 }
             }
+        }
+    }
+
+    /// A message whose sender's key has left the allow directory since its handshake (the socket loop checks
+    /// each message's `User-Id` against the allow set as last read): a client request is answered
+    /// `403 unauthorised` at once, a registered worker is disconnected and forgotten, anything else dropped.
+    /// Counted in both the broker's and the process's auth summary.
+    pub fn handle_revoked(&mut self, now: Instant, mut frames: Frames, user: Option<&str>) {
+        if frames.len() < 2 {
+            self.stats.malformed += 1;
+            return;
+        }
+        self.cfg.security.stats().record_revoked();
+        let identity = frames.remove(0);
+        match classify(frames) {
+            Ok(Inbound::ClientRequest {
+                version, service, ..
+            }) => {
+                self.stats.requests += 1;
+                self.stats.requests_unauthorised += 1;
+                self.log_unauthorised(now, &String::from_utf8_lossy(&service), "revoked", user);
+                let body =
+                    vec![unauthorised_reply(&String::from_utf8_lossy(&service)).into_bytes()];
+                let reply = client_reply(version, false, service, body);
+                self.out.push_back(with_identity(identity, reply));
+            }
+            Ok(Inbound::Worker { version, .. }) => {
+                self.stats.workers_unauthorised += 1;
+                if self.workers.contains_key(&identity) {
+                    self.delete_worker(&identity, true);
+                } else {
+                    self.send_disconnect(identity, version);
+                }
+            }
+            Err(_) => self.stats.malformed += 1,
+        }
+    }
+
+    /// Logs refused requests and workers at most every 5 s, with how many were refused since the last line (a
+    /// listed key can send them as fast as it likes).
+    fn log_unauthorised(&mut self, now: Instant, service: &str, rule: &str, user: Option<&str>) {
+        self.unauthorised_unlogged += 1;
+        if now >= self.next_unauthorised_log {
+            tracing::warn!(
+                refused = self.unauthorised_unlogged,
+                service,
+                rule,
+                user = user.unwrap_or("(unauthenticated)"),
+                "refused unauthorised requests or workers (last: {rule} on {service})"
+            );
+            self.unauthorised_unlogged = 0;
+            self.next_unauthorised_log = now + Duration::from_secs(5);
         }
     }
 
@@ -354,18 +414,7 @@ impl Broker {
         self.stats.requests += 1;
         self.stats.requests_unauthorised += 1;
         self.cfg.security.stats().record_unauthorised();
-        self.unauthorised_unlogged += 1;
-        if now >= self.next_unauthorised_log {
-            tracing::warn!(
-                refused = self.unauthorised_unlogged,
-                service = %name,
-                rule,
-                user = user.unwrap_or("(unauthenticated)"),
-                "refused unauthorised client requests"
-            );
-            self.unauthorised_unlogged = 0;
-            self.next_unauthorised_log = now + Duration::from_secs(5);
-        }
+        self.log_unauthorised(now, &name, &rule, user);
         let body = vec![unauthorised_reply(&name).into_bytes()];
         let reply = client_reply(version, false, service.to_vec(), body);
         self.out.push_back(with_identity(client.to_vec(), reply));
@@ -541,6 +590,7 @@ impl Broker {
         version: Version,
         cmd: WorkerCmd,
         mut rest: Frames,
+        user: Option<&str>,
     ) {
         let known = self.workers.get(&id).map(|w| w.version);
         if let Some(v) = known {
@@ -559,6 +609,19 @@ impl Broker {
                 }
                 if self.workers.len() >= self.cfg.max_workers {
                     self.stats.workers_refused += 1;
+                    self.send_disconnect(id, version);
+                    return;
+                }
+                // Who may serve is a grant of its own: a key allowed to call a service (or any listed key) must
+                // not register as its worker and read its requests.
+                let name = String::from_utf8_lossy(&service);
+                if let tickbox_auth::Access::Refused { rule } =
+                    self.cfg.security.grants().may_serve(user, &name)
+                {
+                    self.stats.workers_unauthorised += 1;
+                    self.cfg.security.stats().record_worker_refused();
+                    let name = name.into_owned();
+                    self.log_unauthorised(now, &name, &rule, user);
                     self.send_disconnect(id, version);
                     return;
                 }
@@ -876,10 +939,16 @@ mod tests {
         // Grants name keys, so they come with CURVE (keys are Z85 literals; no socket is involved here).
         const OPS: &str = "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7";
         let security = tickbox_auth::Security::from_config(&tickbox_auth::SecurityConfig {
-            mechanism: tickbox_auth::MechanismName::Curve,
-            services: [("tickbox.replay.*".to_string(), vec![OPS.to_string()])]
-                .into_iter()
-                .collect(),
+            mechanism: Some(tickbox_auth::MechanismName::Curve),
+            services: [(
+                "tickbox.replay.*".to_string(),
+                tickbox_auth::ServiceGrant {
+                    call: vec![OPS.to_string()],
+                    serve: vec![],
+                },
+            )]
+            .into_iter()
+            .collect(),
             ..Default::default()
         })
         .unwrap();

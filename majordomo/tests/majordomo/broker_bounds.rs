@@ -47,7 +47,14 @@ fn child_broker() {
         max_queued_bytes: tickbox_units::ByteSize(BOUND),
         ..Default::default()
     };
-    let stats = run_broker(&zmq::Context::new(), &ep, cfg, &stop, Some(tx)).unwrap();
+    let stats = run_broker(
+        &tickbox_auth::Gate::open(&zmq::Context::new()),
+        &ep,
+        cfg,
+        &stop,
+        Some(tx),
+    )
+    .unwrap();
     println!(
         "STATS refused={} expired={} peak={} queued={}",
         stats.requests_refused, stats.requests_expired, stats.queued_bytes_peak, stats.queued_bytes

@@ -37,7 +37,14 @@ impl Broker {
         let (tx, rx) = std::sync::mpsc::channel();
         let (c, s) = (ctx.clone(), Arc::clone(&stop));
         let handle = Some(std::thread::spawn(move || {
-            run_broker(&c, "tcp://127.0.0.1:*", cfg, &s, Some(tx)).expect("broker")
+            run_broker(
+                &tickbox_auth::Gate::open(&c),
+                "tcp://127.0.0.1:*",
+                cfg,
+                &s,
+                Some(tx),
+            )
+            .expect("broker")
         }));
         let ep = rx
             .recv_timeout(Duration::from_secs(5))

@@ -25,7 +25,14 @@ impl BrokerThread {
         let (tx, rx) = std::sync::mpsc::channel();
         let (c, s) = (ctx.clone(), Arc::clone(&stop));
         let handle = std::thread::spawn(move || {
-            run_broker(&c, "tcp://127.0.0.1:*", cfg, &s, Some(tx)).expect("broker")
+            run_broker(
+                &tickbox_auth::Gate::open(&c),
+                "tcp://127.0.0.1:*",
+                cfg,
+                &s,
+                Some(tx),
+            )
+            .expect("broker")
         });
         let endpoint = rx
             .recv_timeout(Duration::from_secs(5))

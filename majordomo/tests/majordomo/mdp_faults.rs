@@ -38,7 +38,9 @@ fn start_broker(
     let stop = Arc::new(AtomicBool::new(false));
     let (tx, rx) = std::sync::mpsc::channel();
     let (c, s, e) = (ctx.clone(), Arc::clone(&stop), ep.to_string());
-    let h = std::thread::spawn(move || run_broker(&c, &e, bcfg(), &s, Some(tx)).unwrap());
+    let h = std::thread::spawn(move || {
+        run_broker(&tickbox_auth::Gate::open(&c), &e, bcfg(), &s, Some(tx)).unwrap()
+    });
     (rx.recv_timeout(Duration::from_secs(5)).unwrap(), stop, h)
 }
 

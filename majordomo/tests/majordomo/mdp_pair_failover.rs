@@ -32,8 +32,11 @@ fn member(ctx: &zmq::Context, ep: &str, role: Role, state_bind: &str, state_peer
     };
     let (c, e, s) = (ctx.clone(), ep.to_string(), Arc::clone(&stop));
     let (tx, rx) = std::sync::mpsc::channel();
-    let h =
-        std::thread::spawn(move || run_broker_pair(&c, &e, cfg, &pair, &s, Some(tx)).unwrap().1);
+    let h = std::thread::spawn(move || {
+        run_broker_pair(&tickbox_auth::Gate::open(&c), &e, cfg, &pair, &s, Some(tx))
+            .unwrap()
+            .1
+    });
     rx.recv_timeout(Duration::from_secs(5)).unwrap();
     (stop, h)
 }

@@ -9,7 +9,9 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use tickbox_auth::{Certificate, MechanismName, Security, SecurityConfig};
+use tickbox_auth::{
+    Allow, Certificate, Gate, MechanismName, Security, SecurityConfig, ServiceGrant,
+};
 use tickbox_majordomo::{
     run_broker, AsyncClient, BrokerConfig, BrokerStats, Client, ClientConfig, MdpError, MdpWorker,
     MdpWorkerConfig, Version,
@@ -49,21 +51,29 @@ fn keys() -> Keys {
 /// The one config every process of the deployment shares, but for its own certificate.
 fn config(k: &Keys, certificate: &str) -> SecurityConfig {
     SecurityConfig {
-        mechanism: MechanismName::Curve,
+        mechanism: Some(MechanismName::Curve),
         certificate: Some(k.dir.join(format!("{certificate}_secret"))),
         server_key: Some(k.server.public_z85()),
-        allow: Some(k.allow.clone()),
+        allow: Some(Allow::Dir(k.allow.clone())),
         services: [
-            ("tickbox.replay.*".to_string(), vec!["ops".to_string()]),
+            ("tickbox.replay.*", grant(&["ops"], &["worker"])),
             (
-                "tickbox.replay.status".to_string(),
-                vec!["ops".to_string(), "viewer".to_string()],
+                "tickbox.replay.status",
+                grant(&["ops", "viewer"], &["worker"]),
             ),
-            ("mmi.*".to_string(), vec!["ops".to_string()]),
+            ("mmi.*", grant(&["ops"], &[])),
         ]
         .into_iter()
+        .map(|(service, grant)| (service.to_string(), grant))
         .collect(),
         ..SecurityConfig::default()
+    }
+}
+
+fn grant(call: &[&str], serve: &[&str]) -> ServiceGrant {
+    ServiceGrant {
+        call: call.iter().map(|k| k.to_string()).collect(),
+        serve: serve.iter().map(|k| k.to_string()).collect(),
     }
 }
 
@@ -75,14 +85,13 @@ struct Broker {
     ep: String,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<Result<BrokerStats, MdpError>>>,
-    _zap: Option<tickbox_auth::ZapHandler>,
-    _ctx: zmq::Context,
+    _gate: Gate,
 }
 
 impl Broker {
     fn start(security: Security) -> Broker {
         let ctx = zmq::Context::new();
-        let zap = security.start_zap(&ctx).unwrap();
+        let gate = security.gate(&ctx).unwrap();
         let cfg = BrokerConfig {
             heartbeat_interval: Duration::from_millis(100).into(),
             stalled_peer_timeout: Duration::from_millis(200).into(),
@@ -91,9 +100,9 @@ impl Broker {
         };
         let stop = Arc::new(AtomicBool::new(false));
         let (tx, rx) = std::sync::mpsc::channel();
-        let (c, s) = (ctx.clone(), Arc::clone(&stop));
+        let (g, s) = (gate.clone(), Arc::clone(&stop));
         let thread =
-            std::thread::spawn(move || run_broker(&c, "tcp://127.0.0.1:*", cfg, &s, Some(tx)));
+            std::thread::spawn(move || run_broker(&g, "tcp://127.0.0.1:*", cfg, &s, Some(tx)));
         let ep = rx
             .recv_timeout(Duration::from_secs(10))
             .expect("broker bound");
@@ -101,8 +110,7 @@ impl Broker {
             ep,
             stop,
             thread: Some(thread),
-            _zap: zap,
-            _ctx: ctx,
+            _gate: gate,
         }
     }
 

@@ -28,8 +28,16 @@ fn mmi_answers_200_404_501_with_exact_frames() {
         heartbeat_interval: Duration::from_millis(100).into(),
         ..Default::default()
     };
-    let broker =
-        std::thread::spawn(move || run_broker(&c, "tcp://127.0.0.1:*", cfg, &s, Some(tx)).unwrap());
+    let broker = std::thread::spawn(move || {
+        run_broker(
+            &tickbox_auth::Gate::open(&c),
+            "tcp://127.0.0.1:*",
+            cfg,
+            &s,
+            Some(tx),
+        )
+        .unwrap()
+    });
     let ep = rx.recv_timeout(Duration::from_secs(5)).unwrap();
 
     let req = ctx.socket(zmq::REQ).unwrap();

@@ -52,7 +52,7 @@ impl Broker {
             ..Default::default()
         };
         let handle = Some(std::thread::spawn(move || {
-            run_broker(&c, &e, cfg, &s, Some(tx)).unwrap()
+            run_broker(&tickbox_auth::Gate::open(&c), &e, cfg, &s, Some(tx)).unwrap()
         }));
         rx.recv_timeout(Duration::from_secs(5)).unwrap();
         Self { stop, handle }

@@ -49,6 +49,9 @@ pub struct PppConfig {
     /// `queue.backend`); a worker connects as role `queue.backend`.
     #[serde(skip)]
     pub security: tickbox_auth::Security,
+    /// Where the queue's loop leaves a copy of its counters for `queue --metrics` (default: nowhere).
+    #[serde(skip)]
+    pub live: tickbox_metrics::Published<PppQueueStats>,
 }
 
 impl Default for PppConfig {
@@ -63,6 +66,7 @@ impl Default for PppConfig {
             max_message_bytes: 1 << 20,
             stalled_peer_timeout: HumanDuration(Duration::from_secs(3)),
             security: tickbox_auth::Security::default(),
+            live: Default::default(),
         }
     }
 }

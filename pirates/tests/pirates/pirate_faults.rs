@@ -65,7 +65,7 @@ fn start_queue(
     let (c, s) = (ctx.clone(), Arc::clone(&stop));
     let h = std::thread::spawn(move || {
         run_ppp_queue(
-            &c,
+            &tickbox_auth::Gate::open(&c),
             "tcp://127.0.0.1:*",
             "tcp://127.0.0.1:*",
             cfg,

@@ -160,7 +160,7 @@ fn replay_keeps_identities_resends_gap_notices_and_cached_values_consume_nothing
     lvc_journal(&path);
     let ctx = zmq::Context::new();
     let mut replayer = Replayer::bind(
-        &ctx,
+        &tickbox_auth::Gate::open(&ctx),
         ReplayOptions {
             bind: vec!["tcp://127.0.0.1:*".into(), "tcp://127.0.0.1:*".into()],
             speed: Speed::Max,

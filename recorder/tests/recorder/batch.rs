@@ -132,7 +132,7 @@ fn replay(
     wants: &[usize],
 ) -> (ReplayStats, Vec<Haul>) {
     let mut replayer = Replayer::bind(
-        ctx,
+        &tickbox_auth::Gate::open(ctx),
         ReplayOptions {
             bind: vec!["tcp://127.0.0.1:*".into()],
             speed,
@@ -298,7 +298,7 @@ fn heartbeats_follow_the_batched_records_they_name() {
     let n = journal(&path, 60) as usize;
     let ctx = zmq::Context::new();
     let mut replayer = Replayer::bind(
-        &ctx,
+        &tickbox_auth::Gate::open(&ctx),
         ReplayOptions {
             bind: vec!["tcp://127.0.0.1:*".into()],
             speed: Speed::Times(1.0),

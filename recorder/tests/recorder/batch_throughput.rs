@@ -92,7 +92,7 @@ fn subscriber(
 /// Records per second of one replay of the journal at `--batch batch`, as the subscriber saw it.
 fn replay_rate(ctx: &zmq::Context, journal: &std::path::Path, n: u64, batch: u16) -> f64 {
     let mut replayer = Replayer::bind(
-        ctx,
+        &tickbox_auth::Gate::open(ctx),
         ReplayOptions {
             bind: vec!["tcp://127.0.0.1:*".into()],
             speed: Speed::Max,

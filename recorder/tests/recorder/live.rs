@@ -52,7 +52,7 @@ fn follow_replay_tails_a_recording_in_progress() {
 
     // Replayer (this thread) and its subscriber thread.
     let mut replayer = Replayer::bind(
-        &ctx,
+        &tickbox_auth::Gate::open(&ctx),
         ReplayOptions {
             bind: vec!["tcp://127.0.0.1:*".into()],
             speed: Speed::Max,
@@ -137,7 +137,7 @@ fn idle_publishers_get_heartbeats_in_their_own_name_and_recorded_ones_are_droppe
     }
     let ctx = zmq::Context::new();
     let mut replayer = Replayer::bind(
-        &ctx,
+        &tickbox_auth::Gate::open(&ctx),
         ReplayOptions {
             bind: vec!["tcp://127.0.0.1:*".into()],
             speed: Speed::Times(1.0),

@@ -67,7 +67,7 @@ fn a_connecting_shard_delivers_every_record_in_order_as_the_feed() {
     let endpoint = bind_loopback(&sub);
     let n = 500;
     let run = SourceReplay::start(
-        &ctx,
+        &tickbox_auth::Gate::open(&ctx),
         config(endpoint, true),
         Box::new(Quotes {
             n,
@@ -133,7 +133,7 @@ fn duration_ends_a_run_blocked_on_a_reader_that_never_reads() {
     config.duration = Some(Duration::from_millis(300).into());
     config.drain_timeout = Duration::from_millis(100).into();
     let run = SourceReplay::start(
-        &ctx,
+        &tickbox_auth::Gate::open(&ctx),
         config,
         Box::new(Quotes {
             n: u64::MAX,

@@ -307,7 +307,7 @@ fn local_replay_and_socket_replay_give_workers_the_same_sequences() {
     assert!(local.real_time_multiple().is_none(), "one origin time only");
     // Over a socket.
     let mut replayer = tickbox_recorder::Replayer::bind(
-        &ctx,
+        &tickbox_auth::Gate::open(&ctx),
         tickbox_recorder::ReplayOptions {
             bind: vec!["tcp://127.0.0.1:*".into()],
             speed: tickbox_recorder::Speed::Max,

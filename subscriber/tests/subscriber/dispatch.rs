@@ -55,7 +55,7 @@ fn run(transport: &str, dispatch: Dispatch) -> (Report<Recorder>, u64) {
         max_messages_per_shard: Some(PER_SHARD),
         ..FeedConfig::default()
     };
-    let feed = tickbox_feed::Feed::start(&ctx, feed_config).unwrap();
+    let feed = tickbox_feed::Feed::start(&tickbox_auth::Gate::open(&ctx), feed_config).unwrap();
     let config = SubscriberConfig {
         shards: feed
             .endpoints()

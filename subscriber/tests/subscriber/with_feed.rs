@@ -57,7 +57,8 @@ fn subscriber_config(endpoints: &[String], topics: Vec<String>) -> SubscriberCon
 fn two_feed_shards_to_two_subscriber_shards_and_three_workers_exactly_once() {
     let ctx = zmq::Context::new();
     const PER_SHARD: u64 = 25_000;
-    let feed = tickbox_feed::Feed::start(&ctx, feed_config(PER_SHARD)).unwrap();
+    let feed =
+        tickbox_feed::Feed::start(&tickbox_auth::Gate::open(&ctx), feed_config(PER_SHARD)).unwrap();
     let endpoints = feed.endpoints();
     let workers = WorkerPoolConfig {
         count: 3,
@@ -108,7 +109,8 @@ fn two_feed_shards_to_two_subscriber_shards_and_three_workers_exactly_once() {
 #[test]
 fn prefix_subscription_on_a_real_feed_only_matching_topics_and_no_gaps() {
     let ctx = zmq::Context::new();
-    let feed = tickbox_feed::Feed::start(&ctx, feed_config(10_000)).unwrap();
+    let feed =
+        tickbox_feed::Feed::start(&tickbox_auth::Gate::open(&ctx), feed_config(10_000)).unwrap();
     let endpoints = feed.endpoints();
     let workers = WorkerPoolConfig {
         count: 2,

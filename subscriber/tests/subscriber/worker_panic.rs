@@ -33,7 +33,7 @@ fn feed(ctx: &zmq::Context) -> FeedHandle {
         wait_for_subscribers: 1,
         ..FeedConfig::default()
     };
-    tickbox_feed::Feed::start(ctx, config).unwrap()
+    tickbox_feed::Feed::start(&tickbox_auth::Gate::open(ctx), config).unwrap()
 }
 
 fn start(

@@ -184,6 +184,10 @@ struct LatencyArgs {
     /// Directory for .hlog, .hgrm, .svg and .json files.
     #[arg(long, default_value = "bench-results", value_name = "PATH")]
     out: PathBuf,
+    /// What metrics cost: run the sweep twice, first as it is, then with the subscriber serving its metrics and
+    /// scraped every D (`100ms`: ten times a busy Prometheus), and print both (in-process shape).
+    #[arg(long, value_name = "DURATION", value_parser = tickbox_units::parse_duration)]
+    metrics_scrape: Option<Duration>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -213,6 +217,10 @@ struct ThroughputArgs {
     /// ZAP running) and print what CURVE costs, as a ratio from the same run.
     #[arg(long, value_enum, default_value_t = BenchSecurity::Null)]
     security: BenchSecurity,
+    /// What metrics cost: run the sweep twice, first as it is, then with the subscriber serving its metrics and
+    /// scraped every D, and print both.
+    #[arg(long, value_name = "DURATION", value_parser = tickbox_units::parse_duration)]
+    metrics_scrape: Option<Duration>,
 }
 
 /// The mechanism `bench throughput` measures.
@@ -421,9 +429,20 @@ fn latency(a: LatencyArgs) -> anyhow::Result<ExitCode> {
         repeats: a.repeat,
     };
     let stop = crate::shutdown::flag();
-    let ctx = zmq::Context::new();
+    let gate = tickbox_auth::Gate::open(&zmq::Context::new());
     let stamp = unix_seconds().to_string();
-    let outcome = run_latency_sweep(&ctx, &sweep, &a.out, &stamp, &stop)
+    if let Some(every) = a.metrics_scrape {
+        print!(
+            "{}",
+            metrics_off_table(&gate, &sweep, &a.out, &stamp, &stop)?
+        );
+        println!(
+            "metrics on (served, scraped every {}):",
+            tickbox_units::format_duration(every)
+        );
+        tickbox_bench::scrape::set_metrics_scrape(Some(every));
+    }
+    let outcome = run_latency_sweep(&gate, &sweep, &a.out, &stamp, &stop)
         .context("latency benchmark failed")?;
     print_environment(&outcome.document);
     outln!(
@@ -460,6 +479,19 @@ fn latency(a: LatencyArgs) -> anyhow::Result<ExitCode> {
     Ok(finish(&outcome.document.warnings, &stop))
 }
 
+/// `bench latency --metrics-scrape`: the sweep with metrics off, as its table.
+fn metrics_off_table(
+    gate: &tickbox_auth::Gate,
+    sweep: &LatencySweep,
+    out: &std::path::Path,
+    stamp: &str,
+    stop: &AtomicBool,
+) -> anyhow::Result<String> {
+    let off = run_latency_sweep(gate, sweep, out, &format!("{stamp}-metrics-off"), stop)
+        .context("latency benchmark (metrics off) failed")?;
+    Ok(format!("metrics off:\n{}", latency_table(&off.results)))
+}
+
 fn throughput(a: ThroughputArgs) -> anyhow::Result<ExitCode> {
     anyhow::ensure!(!a.sizes.is_empty(), "--sizes needs at least one size");
     anyhow::ensure!(
@@ -486,11 +518,29 @@ fn throughput(a: ThroughputArgs) -> anyhow::Result<ExitCode> {
     let stop = crate::shutdown::flag();
     let ctx = zmq::Context::new();
     let stamp = unix_seconds().to_string();
-    let outcome = run_throughput_sweep(&ctx, &sweep, &a.out, &stamp, &stop)
+    let open_gate = tickbox_auth::Gate::open(&ctx);
+    if let Some(every) = a.metrics_scrape {
+        let off = run_throughput_sweep(
+            &open_gate,
+            &sweep,
+            &a.out,
+            &format!("{stamp}-metrics-off"),
+            &stop,
+        )
+        .context("throughput benchmark (metrics off) failed")?;
+        println!("metrics off:");
+        print!("{}", throughput_table(&off.results));
+        println!(
+            "metrics on (served, scraped every {}):",
+            tickbox_units::format_duration(every)
+        );
+        tickbox_bench::scrape::set_metrics_scrape(Some(every));
+    }
+    let outcome = run_throughput_sweep(&open_gate, &sweep, &a.out, &stamp, &stop)
         .context("throughput benchmark failed")?;
     if a.security == BenchSecurity::Curve {
         let security = tickbox_auth::Security::ephemeral_curve()?;
-        let _zap = security.start_zap(&ctx)?;
+        let gate = security.gate(&ctx)?;
         let curve_sweep = ThroughputSweep {
             base: ThroughputConfig {
                 security,
@@ -498,9 +548,14 @@ fn throughput(a: ThroughputArgs) -> anyhow::Result<ExitCode> {
             },
             ..sweep.clone()
         };
-        let curve =
-            run_throughput_sweep(&ctx, &curve_sweep, &a.out, &format!("{stamp}-curve"), &stop)
-                .context("throughput benchmark under CURVE failed")?;
+        let curve = run_throughput_sweep(
+            &gate,
+            &curve_sweep,
+            &a.out,
+            &format!("{stamp}-curve"),
+            &stop,
+        )
+        .context("throughput benchmark under CURVE failed")?;
         outln!("without CURVE:");
         out!("{}", throughput_table(&outcome.results));
         outln!("with CURVE:");
@@ -543,17 +598,23 @@ fn replay(a: ReplayArgs) -> anyhow::Result<ExitCode> {
     let stop = crate::shutdown::flag();
     let ctx = zmq::Context::new();
     let stamp = unix_seconds().to_string();
-    let outcome = run_replay_bench(&ctx, &config, &a.out, &stamp, &stop)
-        .context("replay benchmark failed")?;
+    let outcome = run_replay_bench(
+        &tickbox_auth::Gate::open(&ctx),
+        &config,
+        &a.out,
+        &stamp,
+        &stop,
+    )
+    .context("replay benchmark failed")?;
     if a.security == BenchSecurity::Curve {
         let security = tickbox_auth::Security::ephemeral_curve()?;
-        let _zap = security.start_zap(&ctx)?;
+        let gate = security.gate(&ctx)?;
         let curve_config = ReplayBenchConfig {
             security,
             ..config.clone()
         };
         let curve = run_replay_bench(
-            &ctx,
+            &gate,
             &curve_config,
             &a.out,
             &format!("{stamp}-curve"),
@@ -593,10 +654,10 @@ fn record(a: RecordArgs, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
         ..RecordBenchConfig::default()
     };
     let stop = crate::shutdown::flag();
-    let ctx = zmq::Context::new();
+    let gate = tickbox_auth::Gate::open(&zmq::Context::new());
     let stamp = unix_seconds().to_string();
-    let outcome =
-        run_record_bench(&ctx, &bench, &a.out, &stamp, &stop).context("record benchmark failed")?;
+    let outcome = run_record_bench(&gate, &bench, &a.out, &stamp, &stop)
+        .context("record benchmark failed")?;
     print_environment(&outcome.document);
     outln!(
         "a batched lossless feed (feed --batch auto --rate max --back-pressure block) read flat out over tcp loopback; \

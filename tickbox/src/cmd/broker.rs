@@ -12,10 +12,16 @@ use crate::config::TickboxConfig;
 use crate::out::outln;
 
 #[derive(Debug, clap::Args)]
+#[command(after_help = format!(
+    "{}\nAsk one with `tickbox call --broker EP SERVICE`; `mmi.service` with a service name as body answers 200 \
+     when a worker serves it and 404 when none does.",
+    crate::cmd::call::STATUS_SERVICES
+))]
 pub(crate) struct Args {
-    /// Endpoint the broker ROUTER binds; clients and workers connect here. `tcp://127.0.0.1:*` picks a port
-    /// (the bound endpoint is printed on stdout).
-    #[arg(long, default_value = "tcp://*:5555", value_name = "EP")]
+    /// Endpoint the broker ROUTER binds; clients and workers connect here. Loopback unless told otherwise
+    /// (`tcp://*:5555` for every interface); `tcp://127.0.0.1:*` picks a port (the bound endpoint is printed on
+    /// stdout).
+    #[arg(long, default_value = "tcp://127.0.0.1:5555", value_name = "EP")]
     bind: String,
     /// Run as the primary of a Binary Star pair (needs --peer).
     #[arg(long, conflicts_with = "backup", requires = "peer")]
@@ -26,7 +32,8 @@ pub(crate) struct Args {
     /// The peer's state endpoint (its --state-bind), e.g. `tcp://host:5004`.
     #[arg(long, value_name = "EP")]
     peer: Option<String>,
-    /// Where this broker publishes its Binary Star state [default: primary tcp://*:5003, backup tcp://*:5004].
+    /// Where this broker publishes its Binary Star state [default: primary tcp://127.0.0.1:5003, backup
+    /// tcp://127.0.0.1:5004; a pair on two hosts binds `tcp://*:5003`].
     #[arg(long, value_name = "EP")]
     state_bind: Option<String>,
     /// Binary Star state heartbeat (e.g. `1s`); the peer is presumed dead after two silent heartbeats.
@@ -35,6 +42,8 @@ pub(crate) struct Args {
     /// Worker heartbeat interval, e.g. `2500ms` (overrides `[broker] heartbeat_interval`; must match the workers).
     #[arg(long, value_name = "DURATION")]
     heartbeat: Option<tickbox_units::HumanDuration>,
+    #[command(flatten)]
+    metrics: crate::metrics::MetricsArgs,
 }
 
 pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
@@ -49,13 +58,15 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     if let Some(d) = args.heartbeat {
         cfg.heartbeat_interval = d;
     }
+    let (live, broker_metrics) = tickbox_majordomo::metrics::broker_metrics();
+    cfg.live = live;
+    let _metrics =
+        args.metrics
+            .start(config, "broker", vec![std::sync::Arc::new(broker_metrics)])?;
     let stop = crate::shutdown::flag();
     let ctx = zmq::Context::new();
-    // Before any bind, and kept until the sockets are closed: without it libzmq lets every CURVE client in.
-    let _zap = config
-        .auth
-        .start_zap(&ctx)
-        .context("starting the ZAP handler")?;
+    // Before any bind, and kept until the sockets are closed: the only way to make the broker's ROUTER.
+    let gate = config.auth.gate(&ctx).context("starting the ZAP handler")?;
     let (tx, rx) = std::sync::mpsc::channel();
     // Print the bound endpoint as soon as it is known, so scripts and tests can use `:*` ports.
     let printer = std::thread::spawn(move || {
@@ -69,7 +80,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         _ => None,
     };
     let stats = match role {
-        None => run_broker(&ctx, &args.bind, cfg, &stop, Some(tx)).context("broker")?,
+        None => run_broker(&gate, &args.bind, cfg, &stop, Some(tx)).context("broker")?,
         Some(role) => {
             let state_bind = args
                 .state_bind
@@ -85,7 +96,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
                     ..Default::default()
                 },
             };
-            let (stats, state) = run_broker_pair(&ctx, &args.bind, cfg, &pair, &stop, Some(tx))
+            let (stats, state) = run_broker_pair(&gate, &args.bind, cfg, &pair, &stop, Some(tx))
                 .context("broker pair")?;
             outln!("final binary star state: {state:?}");
             stats

@@ -9,7 +9,18 @@ use tickbox_majordomo::{Client, ClientConfig, MdpError};
 use crate::config::TickboxConfig;
 use crate::exit_code;
 
+/// The status services the long-running commands register with a broker (`--broker EP`), listed in `--help`.
+pub(crate) const STATUS_SERVICES: &str = "Status services (each registered by its command's --broker EP): \
+    tickbox.feed.status (feed), tickbox.subscribe.status (subscribe), tickbox.lvc.status (lvc), \
+    tickbox.record.status (record), tickbox.replay.status, tickbox.replay.start and tickbox.replay.stop (replay); \
+    Titanic's titanic.request, titanic.reply and titanic.close (titanic); the broker's own mmi.service.";
+
 #[derive(Debug, clap::Args)]
+#[command(after_help = format!(
+    "{STATUS_SERVICES}\nA service no worker has registered is answered at once: the broker's MMI says 404 (asked \
+     before the request, so nothing waits for --timeout), `404` is printed and the exit code is 1. mmi.* services \
+     are sent as they are."
+))]
 pub(crate) struct Args {
     /// Broker endpoint; repeat for a primary/backup pair (tried in turn after each timeout).
     #[arg(long, required = true, value_name = "EP[,EP…]")]
@@ -57,6 +68,28 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     } else {
         args.body.iter().map(|b| b.as_bytes().to_vec()).collect()
     };
+    // Asked first, so a service nobody serves (a typo, a command started without --broker) is one quick answer
+    // instead of every attempt's timeout: the broker queues a request for an unknown service until it expires.
+    if !args.service.starts_with("mmi.") {
+        match client.request("mmi.service", &[args.service.as_bytes().to_vec()]) {
+            Ok(reply) if matches!(reply.as_slice(), [code] if code.as_slice() == b"404") => {
+                println!("404");
+                eprintln!(
+                    "error: no worker has registered {} with the broker (MMI 404); see `tickbox call --help` for \
+                     the status services and which command serves each",
+                    args.service
+                );
+                return Ok(ExitCode::from(exit_code::ERROR));
+            }
+            // 200 (served), a grant refusal or anything else: the request itself says what happens.
+            Ok(_) => {}
+            Err(e @ MdpError::Timeout { .. }) => {
+                eprintln!("error: {e}");
+                return Ok(ExitCode::from(exit_code::TIMEOUT));
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
     match client.request(&args.service, &body) {
         Ok(reply) => {
             let mut out = crate::out::stdout();
@@ -70,6 +103,14 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         }
         Err(e @ MdpError::Timeout { .. }) => {
             eprintln!("error: {e}");
+            // A CURVE refusal reaches a client as silence (libzmq closes the connection and never retries):
+            // name the key the broker's log will name, so the two can be matched.
+            if let Some(key) = config.auth.public_key() {
+                eprintln!(
+                    "hint: under CURVE a refused handshake looks like no reply: if the broker's log says it refused \
+                     public key {key}, this key is not in its allow directory; check server_key too"
+                );
+            }
             Ok(ExitCode::from(exit_code::TIMEOUT))
         }
         Err(e) => Err(e.into()),

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use tickbox_bstar::Role;
 use tickbox_clone::pair::state_endpoints;
-use tickbox_clone::server_loop::run_blocking;
+use tickbox_clone::server_loop::run_blocking_with;
 use tickbox_clone::{HaOptions, ServerBind, ServerEndpoints, ServerOptions};
 
 use crate::config::TickboxConfig;
@@ -21,8 +21,8 @@ pub(crate) struct Args {
     /// triple.
     #[arg(long, default_value_t = 5556, value_parser = parse_base_port, value_name = "N")]
     port: u16,
-    /// Address to bind on (`*` = all interfaces).
-    #[arg(long, default_value = "*", value_name = "IFACE")]
+    /// Address to bind on: loopback unless told otherwise; `*` = all interfaces.
+    #[arg(long, default_value = "127.0.0.1", value_name = "IFACE")]
     interface: String,
     /// Run as the primary of a Binary Star pair (needs --peer).
     #[arg(long, conflicts_with = "backup", requires = "peer")]
@@ -33,7 +33,8 @@ pub(crate) struct Args {
     /// The peer server's base endpoint, tcp://HOST:P.
     #[arg(long, value_name = "EP")]
     peer: Option<String>,
-    /// Where our Binary Star state PUB binds (default tcp://*:5003 for the primary, tcp://*:5004 for the backup).
+    /// Where our Binary Star state PUB binds (default loopback: tcp://127.0.0.1:5003 for the primary, :5004 for
+    /// the backup; a pair on two hosts binds e.g. tcp://*:5003).
     #[arg(long, value_name = "EP")]
     state_bind: Option<String>,
     /// The peer's state PUB (default: the --peer host on 5004 for the primary, 5003 for the backup).
@@ -61,6 +62,8 @@ pub(crate) struct Args {
     /// Most bytes held outside the reserved prefixes, e.g. 256MiB (overrides [clone.server] max_bytes).
     #[arg(long, value_parser = tickbox_units::parse_size, value_name = "BYTES")]
     max_bytes: Option<u64>,
+    #[command(flatten)]
+    metrics: crate::metrics::MetricsArgs,
 }
 
 fn parse_base_port(s: &str) -> Result<u16, String> {
@@ -130,15 +133,21 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     };
     let ctx = zmq::Context::new();
     // Before any bind, and kept until the sockets are closed: without it libzmq lets every CURVE client in.
-    let _zap = security
-        .start_zap(&ctx)
-        .context("starting the ZAP handler")?;
+    let gate = security.gate(&ctx).context("starting the ZAP handler")?;
     let stop = crate::shutdown::flag();
     let role = options
         .ha
         .as_ref()
         .map(|h| format!("{:?}", h.role).to_lowercase());
-    run_blocking(&ctx, options, &stop, |eps, port| {
+    let stats = std::sync::Arc::new(tickbox_clone::server_loop::SharedStats::default());
+    let _metrics = args.metrics.start(
+        config,
+        "clone-server",
+        vec![std::sync::Arc::new(tickbox_clone::metrics::CloneMetrics(
+            std::sync::Arc::clone(&stats),
+        ))],
+    )?;
+    run_blocking_with(&gate, options, &stop, &stats, |eps, port| {
         use std::io::Write;
         let mut out = crate::out::stdout();
         let _ = writeln!(
@@ -152,7 +161,12 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         );
         let _ = out.flush();
     })?;
-    if let Some(line) = security.connections_line() {
+    // Like every server command: what the gate decided, with `[security]` (nothing without it).
+    for line in security
+        .summary_line()
+        .into_iter()
+        .chain(security.connections_line())
+    {
         outln!("{line}");
     }
     Ok(ExitCode::from(crate::exit_code::OK))

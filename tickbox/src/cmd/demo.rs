@@ -95,7 +95,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         subscriber,
         pool: config.workers.clone(),
     };
-    let outcome = run_demo(&ctx, &opts, &stop)?;
+    let outcome = run_demo(&config.auth.gate(&ctx)?, &opts, &stop)?;
     let stopped = outcome.report.stopped_by(stop.load(Ordering::Relaxed));
     if args.json {
         crate::out::json(&outcome.summary_json(stopped))?;

@@ -118,6 +118,8 @@ pub(crate) struct Args {
     json: bool,
     #[command(flatten)]
     live: LiveArgs,
+    #[command(flatten)]
+    metrics: crate::metrics::MetricsArgs,
 }
 
 pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
@@ -129,6 +131,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     let broker = args.broker.clone();
     let json = args.json;
     let live_args = args.live.clone();
+    let metrics = args.metrics.clone();
     let source = args.source.clone();
     let speed = args.speed;
     let feed_config = apply(args, config.feed.clone())?;
@@ -150,9 +153,10 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     let stop = crate::shutdown::flag();
     // Built (and its I/O threads placed) before any of our threads is pinned, so they never inherit a shard's core.
     let ctx = tickbox_zmqx::context::build(&config.context)?;
-    // Before any socket binds: without a ZAP handler libzmq would let every CURVE client in.
-    let _zap = config.auth.start_zap(&ctx)?;
-    let feed = Feed::start(&ctx, feed_config).context("starting the feed")?;
+    // Before any socket binds: the shards' sockets come from the gate, whose ZAP handler applies `[security]`.
+    let gate = config.auth.gate(&ctx)?;
+    let feed = Feed::start(&gate, feed_config).context("starting the feed")?;
+    let _metrics = metrics.start(config, "feed", vec![std::sync::Arc::new(feed.metrics())])?;
     let status = StatusBoard::start(&ctx, broker.as_deref(), "feed", config.auth.clone())?;
     let mut view = LiveView::new("feed", &live_args, None);
     let mut view_rate = LiveRate::default();
@@ -318,10 +322,11 @@ fn run_source(
     let drain_timeout = drain_timeout(&feed_config);
     let stop = crate::shutdown::flag();
     let ctx = tickbox_zmqx::context::build(&config.context)?;
-    // Before any socket binds: without a ZAP handler libzmq would let every CURVE client in.
-    let _zap = config.auth.start_zap(&ctx)?;
-    let feed = tickbox_recorder::SourceReplay::start(&ctx, feed_config, Box::new(recording), speed)
-        .context("starting the feed")?;
+    // Before any socket binds: the shards' sockets come from the gate, whose ZAP handler applies `[security]`.
+    let gate = config.auth.gate(&ctx)?;
+    let feed =
+        tickbox_recorder::SourceReplay::start(&gate, feed_config, Box::new(recording), speed)
+            .context("starting the feed")?;
     let status = StatusBoard::start(&ctx, broker, "feed", config.auth.clone())?;
     {
         let mut out: Box<dyn Write> = if json {

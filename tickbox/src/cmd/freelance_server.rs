@@ -34,6 +34,8 @@ pub(crate) struct Args {
     /// Print the final counters as one JSON object instead of a text line.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    metrics: crate::metrics::MetricsArgs,
 }
 
 pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
@@ -53,13 +55,17 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     if let Some(v) = args.max_queued_bytes {
         limits.max_queued_bytes = ByteSize(v);
     }
+    let (live, metrics) = tickbox_pirates::metrics::freelance_metrics();
+    limits.live = live;
+    let _metrics = args.metrics.start(
+        config,
+        "freelance-server",
+        vec![std::sync::Arc::new(metrics)],
+    )?;
     let stop = crate::shutdown::flag();
     let ctx = zmq::Context::new();
     // Before any bind, and kept until the sockets are closed: without it libzmq lets every CURVE client in.
-    let _zap = config
-        .auth
-        .start_zap(&ctx)
-        .context("starting the ZAP handler")?;
+    let gate = config.auth.gate(&ctx).context("starting the ZAP handler")?;
     outln!(
         "freelance server {public} listening on {} (at most {} replies of at most {} queued per peer)",
         args.bind,
@@ -67,7 +73,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         limits.max_message_size
     );
     let echo = args.echo;
-    let stats = run_freelance_server_with(&ctx, &args.bind, &public, &stop, &limits, |body| {
+    let stats = run_freelance_server_with(&gate, &args.bind, &public, &stop, &limits, |body| {
         if echo {
             body.to_vec()
         } else {

@@ -1,4 +1,4 @@
-//! `tickbox journal info|verify|dump|export --journal PATH`: inspect a recorded journal (ring file or archive directory). The
+//! `tickbox journal ls|prune|info|verify|dump|export --journal PATH`: inspect a recorded journal (ring file or archive directory). The
 //! accounting and formatting live in `tickbox_recorder` (its `inspect` module); this file parses arguments and picks exit codes.
 //!
 //! `info` and `verify` account for publisher sequences: per publisher, data records recorded, sequences missing
@@ -13,10 +13,10 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use tickbox_dbn::DumpFilter;
-use tickbox_journal::{summarize, JournalError, Reader, Unreadable};
+use tickbox_journal::{summarize, JournalError, Unreadable};
 use tickbox_recorder::{
-    dump_header, format_metadata_repairs, format_summary, format_verdict, JournalAccounting,
-    JournalVerdict,
+    dump_header, format_metadata_repairs, format_summary, format_verdict, Catalog, HistoryCheck,
+    HistoryDir, HistoryReader, JournalAccounting, JournalVerdict,
 };
 
 use crate::config::TickboxConfig;
@@ -30,11 +30,11 @@ pub(crate) struct Args {
     action: Action,
 }
 
-/// The journal a subcommand reads: `--journal PATH`, as `record`, `replay` and `import` name it. The bare path of
-/// the old spelling is still taken for one release, and says so.
+/// The journal (or history directory) a subcommand reads: `--journal PATH`, as `record`, `replay` and `import`
+/// name it. The bare path of the old spelling is still taken for one release, and says so.
 #[derive(Debug, clap::Args)]
 struct JournalArg {
-    /// The journal: a ring file or an archive directory.
+    /// A journal (ring file or archive directory) or a history directory (`record --roll`).
     #[arg(
         long = "journal",
         value_name = "PATH",
@@ -66,6 +66,42 @@ impl JournalArg {
 
 #[derive(Debug, clap::Subcommand)]
 enum Action {
+    /// The journals of a history (a directory `record --roll` writes): period, first and last capture time,
+    /// records, first sequence, publishers, bytes on disk, stored plain or compressed, and the verdict of the last
+    /// verify while the journal is unchanged since. Reads each journal's header, first and last records and ledger
+    /// (cached beside a closed journal as NAME.summary.json), never a scan.
+    Ls {
+        #[command(flatten)]
+        journal: JournalArg,
+        /// Verify every journal now (checksums and sequences, a scan) and keep the verdicts.
+        #[arg(long)]
+        verify: bool,
+        /// Time zone of the capture times shown: an IANA name (America/New_York).
+        #[arg(long, default_value = "UTC", value_name = "ZONE")]
+        tz: String,
+        /// Print one JSON object on stdout (integer counts) instead of the table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Apply retention to a history now: delete its oldest journals, by age (--retain) and by total size
+    /// (--retain-size), oldest first, never the newest, one a writer has open or one a reader holds (replay,
+    /// the history service): retention stops at the first journal it must keep, so the history never gets a hole.
+    Prune {
+        #[command(flatten)]
+        journal: JournalArg,
+        /// Delete journals whose last record is older than this (e.g. 30d).
+        #[arg(long, value_parser = tickbox_units::parse_duration, value_name = "DURATION", required_unless_present = "retain_size")]
+        retain: Option<std::time::Duration>,
+        /// Delete the oldest journals while the history takes more than this on disk (e.g. 2TiB).
+        #[arg(long, value_parser = tickbox_units::parse_size, value_name = "SIZE")]
+        retain_size: Option<u64>,
+        /// Say what would be deleted, delete nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Print one JSON object on stdout instead of the lines.
+        #[arg(long)]
+        json: bool,
+    },
     /// Header, record count, sequence and capture-time range, and per publisher recorded / missing / overwritten
     /// (structure checked, checksums not).
     Info {
@@ -119,7 +155,7 @@ enum Action {
         #[arg(long)]
         no_fields: bool,
         /// One JSON object per record (journal sequence, capture time, size, topic, kind, header, fields), then a
-        /// closing summary object (`"summary": {"records": N, "corrupt": bool}`), instead of the table.
+        /// closing summary object (`"summary": {"records": N, "corrupt": null or why}`), instead of the table.
         #[arg(long)]
         json: bool,
     },
@@ -149,8 +185,24 @@ enum ExportFormat {
 
 pub(crate) fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     match args.action {
+        Action::Ls {
+            journal,
+            verify,
+            tz,
+            json,
+        } => ls(&journal.path(), verify, &tz, json),
+        Action::Prune {
+            journal,
+            retain,
+            retain_size,
+            dry_run,
+            json,
+        } => prune(&journal.path(), retain, retain_size, dry_run, json),
         Action::Info { journal, json } => {
             let path = journal.path();
+            if HistoryDir::is_history(&path) {
+                return history_info(&path, json);
+            }
             let s =
                 summarize(&path, false).with_context(|| format!("reading {}", path.display()))?;
             let acct = JournalAccounting::of(&path);
@@ -187,7 +239,14 @@ pub(crate) fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCod
             journal,
             strict,
             json,
-        } => verify(&journal.path(), strict, json),
+        } => {
+            let path = journal.path();
+            if HistoryDir::is_history(&path) {
+                history_verify(&path, strict, json)
+            } else {
+                verify(&path, strict, json)
+            }
+        }
         Action::Dump {
             journal,
             from_seq,
@@ -320,7 +379,7 @@ fn dump_to(
     json: bool,
 ) -> anyhow::Result<ExitCode> {
     let mut filter = filter.clone();
-    let mut r = Reader::open(path).with_context(|| format!("opening {}", path.display()))?;
+    let mut r = HistoryReader::open(path).with_context(|| format!("opening {}", path.display()))?;
     if let Some(seq) = from_seq {
         r.seek_seq(seq)?;
     } else if let Some(t) = from_ns {
@@ -377,4 +436,152 @@ fn dump_to(
 
 fn parse_tz(s: &str) -> Result<tickbox_units::TimeZone, String> {
     tickbox_units::parse_zone(s).map_err(|e| e.to_string())
+}
+
+/// `journal ls DIR`.
+fn ls(path: &Path, verify: bool, tz: &str, json: bool) -> anyhow::Result<ExitCode> {
+    let tz = tickbox_recorder::parse_zone(tz)?;
+    let mut catalog = Catalog::of(path)?;
+    if verify {
+        catalog.verify()?;
+    }
+    if json {
+        crate::out::json(&catalog.to_json())?;
+    } else {
+        out!("{}", catalog.table(&tz));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `journal info DIR`: the history as one journal, each journal's line, the summed accounting, handovers.
+fn history_info(path: &Path, json: bool) -> anyhow::Result<ExitCode> {
+    let check = HistoryCheck::of(path, false)?;
+    let handovers = tickbox_coord::HandoverLog::beside(path)
+        .read()
+        .with_context(|| format!("reading the leadership log of {}", path.display()))?;
+    if json {
+        let mut v = match &check.summary {
+            Some(s) => check.accounting.to_json(path, s, None),
+            None => serde_json::json!({ "path": path.display().to_string() }),
+        };
+        check.add_to_json(&mut v);
+        v["damaged_journals"] = check.damaged().into();
+        if !handovers.is_empty() {
+            v["leadership"] = handovers.into();
+        }
+        crate::out::json(&v)?;
+    } else {
+        outln!(
+            "history       roll {}, {} journal(s)",
+            check.roll,
+            check.journals.len()
+        );
+        out!("{}", check.journal_lines());
+        if let Some(s) = &check.summary {
+            out!("{}{}", format_summary(path, s), check.accounting);
+        }
+        for h in &handovers {
+            outln!("{}", tickbox_fleet::leadership::handover_line(h));
+        }
+        if check.damaged() {
+            outln!("structure     BROKEN: a journal above is damaged (journal verify --journal DIR lists the damage)");
+        }
+    }
+    Ok(if check.damaged() {
+        ExitCode::from(exit_code::CORRUPT)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// `journal verify DIR`: every journal verified, the chain between them checked, one verdict for the history.
+fn history_verify(path: &Path, strict: bool, json: bool) -> anyhow::Result<ExitCode> {
+    let check = HistoryCheck::of(path, true)?;
+    let verdict = check.verdict();
+    if json {
+        let mut v = match &check.summary {
+            Some(s) => check.accounting.to_json(path, s, Some(verdict)),
+            None => {
+                serde_json::json!({ "path": path.display().to_string(), "verdict": verdict.as_str() })
+            }
+        };
+        check.add_to_json(&mut v);
+        crate::out::json(&v)?;
+    } else {
+        outln!(
+            "history       roll {}, {} journal(s)",
+            check.roll,
+            check.journals.len()
+        );
+        out!("{}", check.journal_lines());
+        if let Some(s) = &check.summary {
+            out!(
+                "{}{}{}",
+                format_summary(path, s),
+                check.accounting,
+                format_metadata_repairs(s)
+            );
+            let line = match (verdict, check.breaks.is_empty()) {
+                (JournalVerdict::Gappy, false) => format!(
+                    "verify        GAPPY: the journals are intact, but the history lacks the journal sequences above \
+                     (a journal is missing){}",
+                    if check.accounting.gappy() { ", and publisher sequences its gap records name" } else { "" }
+                ),
+                _ => format_verdict(s, &check.accounting, verdict)
+                    .replacen(" records,", &format!(" records in {} journals,", check.journals.len()), 1),
+            };
+            outln!("{line}");
+        } else {
+            outln!("verify        CORRUPT: no journal of the history could be read");
+        }
+    }
+    Ok(match verdict {
+        JournalVerdict::Corrupt => ExitCode::from(exit_code::CORRUPT),
+        JournalVerdict::Gappy if strict => ExitCode::from(exit_code::GAPPY),
+        _ => ExitCode::SUCCESS,
+    })
+}
+
+/// `journal prune DIR`.
+fn prune(
+    path: &Path,
+    retain: Option<std::time::Duration>,
+    retain_size: Option<u64>,
+    dry_run: bool,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let retention = tickbox_recorder::Retention {
+        max_age: retain,
+        max_bytes: retain_size,
+    };
+    let report = tickbox_recorder::prune(path, &retention, tickbox_wire::now_ns(), dry_run)?;
+    if json {
+        crate::out::json(&report)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let verb = if dry_run { "would delete" } else { "deleted" };
+    for p in &report.deleted {
+        outln!(
+            "{verb}  {}  {}  ({})",
+            p.name,
+            tickbox_units::format_size_approx(p.bytes),
+            p.why
+        );
+    }
+    if let Some((name, why)) = &report.kept {
+        let why = match *why {
+            "open" => "a writer has it open",
+            "read" => "it is being read (a replay or the history service holds its lease)",
+            _ => "it is the newest journal",
+        };
+        outln!("kept     {name}: {why}; retention stops there");
+    }
+    outln!(
+        "prune         {} journal(s) {verb} ({}); {} left ({})",
+        report.deleted.len(),
+        tickbox_units::format_size_approx(report.freed_bytes),
+        report.journals_left,
+        tickbox_units::format_size_approx(report.bytes_left)
+    );
+    Ok(ExitCode::SUCCESS)
 }

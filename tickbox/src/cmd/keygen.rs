@@ -12,24 +12,31 @@ use crate::out::outln;
 /// `tickbox keygen`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
-    /// Certificate name: writes NAME (public) and NAME_secret (secret, mode 0600).
-    name: String,
-    /// Directory to write into (default: the current directory).
-    #[arg(long, default_value = ".", value_name = "DIR")]
-    dir: PathBuf,
+    /// Certificate to write: a NAME, or a path such as `keys/feed` (its directory must exist). Writes NAME (public:
+    /// share it) and NAME_secret (secret, mode 0600).
+    #[arg(value_name = "NAME|PATH")]
+    name: PathBuf,
+    /// Directory to write a plain NAME into (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    dir: Option<PathBuf>,
+    /// Name the files as pyzmq's `zmq.auth.create_certificates` does, NAME.key and NAME.key_secret: pyzmq's allow
+    /// directories load only `*.key` files (tickbox reads both namings).
+    #[arg(long)]
+    pyzmq: bool,
 }
 
 pub(crate) fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCode> {
-    anyhow::ensure!(
-        !args.name.is_empty() && !args.name.contains('/') && !args.name.ends_with("_secret"),
-        "keygen: NAME must be a plain file name not ending in _secret (got {:?})",
-        args.name
-    );
+    let (dir, name) = split(&args)?;
     let mut cert = tickbox_auth::fresh_pair()?;
-    cert.metadata.push(("name".into(), args.name.clone()));
+    cert.metadata.push(("name".into(), name.clone()));
+    let file = if args.pyzmq {
+        format!("{name}.key")
+    } else {
+        name.clone()
+    };
     let (public, secret) = cert
-        .save_pair(&args.dir, &args.name)
-        .with_context(|| format!("keygen {}", args.name))?;
+        .save_pair(&dir, &file)
+        .with_context(|| format!("keygen {}", dir.join(&file).display()))?;
     outln!("public key {}", cert.public_z85());
     outln!(
         "wrote {} (public: share it) and {} (secret: keep it)",
@@ -37,4 +44,41 @@ pub(crate) fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCod
         secret.display()
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// The directory and the certificate's name, from a NAME with `--dir` or a path.
+fn split(args: &Args) -> anyhow::Result<(PathBuf, String)> {
+    let name = args
+        .name
+        .file_name()
+        .and_then(|n| n.to_str())
+        .filter(|n| !n.is_empty() && !n.ends_with("_secret") && !n.ends_with(".key"))
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "keygen: {} must name a certificate: a file name not ending in _secret or .key (use --pyzmq for \
+                 pyzmq's NAME.key)",
+                args.name.display()
+            )
+        })?
+        .to_owned();
+    let parent = args
+        .name
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .map(PathBuf::from);
+    let dir = match (parent, &args.dir) {
+        (Some(_), Some(_)) => anyhow::bail!(
+            "keygen: give a path ({}) or a NAME with --dir, not both",
+            args.name.display()
+        ),
+        (Some(parent), None) => parent,
+        (None, Some(dir)) => dir.clone(),
+        (None, None) => PathBuf::from("."),
+    };
+    anyhow::ensure!(
+        dir.is_dir(),
+        "keygen: {} is not a directory (create it first)",
+        dir.display()
+    );
+    Ok((dir, name))
 }

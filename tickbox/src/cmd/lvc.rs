@@ -26,7 +26,8 @@ pub(crate) struct Args {
     /// Endpoints to bind for publishers that connect (`tickbox feed --connect`).
     #[arg(long, value_delimiter = ',', value_name = "EP[,EP…]")]
     upstream_bind: Vec<String>,
-    /// Where subscribers connect. Default: the config's, else `tcp://*:5558`.
+    /// Where subscribers connect. Default: the config's, else `tcp://127.0.0.1:5558` (loopback; `tcp://*:5558`
+    /// for every interface).
     #[arg(long, value_name = "EP")]
     bind: Option<String>,
     /// Bind the Espresso tap here.
@@ -107,6 +108,8 @@ pub(crate) struct Args {
     /// Majordomo broker to register `tickbox.lvc.status` with.
     #[arg(long, value_name = "EP")]
     broker: Option<String>,
+    #[command(flatten)]
+    metrics: crate::metrics::MetricsArgs,
     /// Print the final counters and every publisher's account as one JSON object on stdout instead of the tables
     /// (the endpoint lines then go to stderr).
     #[arg(long)]
@@ -130,6 +133,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     }
     let duration = args.duration;
     let broker = args.broker.clone();
+    let metrics = args.metrics.clone();
     let json = args.json;
     let mut lvc_config = apply(args, config.lvc.clone());
     // Every socket the proxy binds is capped (docs/book/src/bounds.md); the handle also runs the ZAP handler that refuses.
@@ -140,15 +144,17 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     let stop = crate::shutdown::flag();
     // Built (and its I/O threads placed) before any of our threads is pinned, so they never inherit a shard's core.
     let ctx = tickbox_zmqx::context::build(&config.context)?;
-    // Before any socket binds: without a ZAP handler libzmq would let every CURVE client in.
-    let _zap = security.start_zap(&ctx)?;
+    // Before any socket binds: the proxy's bound sockets come from the gate, whose ZAP handler applies
+    // `[security]`.
+    let gate = security.gate(&ctx)?;
     // The live view below reports every stats_interval (redrawn in place on a terminal), so the proxy thread's
     // own stats log line is turned off rather than printed twice.
     let proxy_config = LvcConfig {
         stats_interval: HumanDuration(Duration::ZERO),
         ..lvc_config.clone()
     };
-    let lvc = tickbox_lvc::spawn(&ctx, proxy_config).context("starting the LVC proxy")?;
+    let lvc = tickbox_lvc::spawn(&gate, proxy_config).context("starting the LVC proxy")?;
+    let _metrics = metrics.start(config, "lvc", vec![std::sync::Arc::new(lvc.metrics())])?;
     let status = StatusBoard::start(&ctx, broker.as_deref(), "lvc", config.auth.clone())?;
     {
         // Resolved endpoints go to stdout, flushed, so scripts and tests can use `tcp://…:*`; with `--json` stdout

@@ -22,4 +22,5 @@ pub(crate) mod replay_local;
 pub(crate) mod subscribe;
 pub(crate) mod tap;
 pub(crate) mod titanic;
+pub(crate) mod top;
 pub(crate) mod tune;

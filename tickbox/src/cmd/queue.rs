@@ -15,11 +15,12 @@ use crate::out::{out, outln};
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
-    /// Endpoint clients connect to (front-end ROUTER), e.g. `tcp://*:5555`; `tcp://127.0.0.1:*` picks a port.
-    #[arg(long, default_value = "tcp://*:5555", value_name = "EP")]
+    /// Endpoint clients connect to (front-end ROUTER): loopback unless told otherwise (`tcp://*:5555` for every
+    /// interface); `tcp://127.0.0.1:*` picks a port.
+    #[arg(long, default_value = "tcp://127.0.0.1:5555", value_name = "EP")]
     frontend: String,
-    /// Endpoint workers connect to (back-end ROUTER), e.g. `tcp://*:5556`.
-    #[arg(long, default_value = "tcp://*:5556", value_name = "EP")]
+    /// Endpoint workers connect to (back-end ROUTER): loopback unless told otherwise (`tcp://*:5556`).
+    #[arg(long, default_value = "tcp://127.0.0.1:5556", value_name = "EP")]
     backend: String,
     /// Heartbeat interval, both ways; workers must use the same (6/PPP reference: 1 s).
     #[arg(long, default_value = "1s", value_name = "DURATION")]
@@ -39,6 +40,8 @@ pub(crate) struct Args {
     /// Print the summary as one JSON object.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    metrics: crate::metrics::MetricsArgs,
 }
 
 pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
@@ -64,22 +67,24 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         security: config.auth.clone(),
         ..PppConfig::default()
     };
+    let (live, metrics) = tickbox_pirates::metrics::queue_metrics();
+    let cfg = PppConfig { live, ..cfg };
+    let _metrics = args
+        .metrics
+        .start(config, "queue", vec![std::sync::Arc::new(metrics)])?;
     let stop = crate::shutdown::flag();
     let ctx = zmq::Context::new();
     // Before any bind, and kept until the sockets are closed: without it libzmq lets every CURVE client in.
-    let _zap = config
-        .auth
-        .start_zap(&ctx)
-        .context("starting the ZAP handler")?;
+    let gate = config.auth.gate(&ctx).context("starting the ZAP handler")?;
     let (bound_tx, bound_rx) = mpsc::channel();
     let (frontend, backend) = (args.frontend.clone(), args.backend.clone());
     // The queue loop runs on its own thread so the resolved endpoints can be printed as soon as they are bound.
     let queue = std::thread::Builder::new()
         .name("ppp-queue".into())
         .spawn({
-            let ctx = ctx.clone();
+            let gate = gate.clone();
             let stop = stop.clone();
-            move || run_ppp_queue(&ctx, &frontend, &backend, cfg, &stop, Some(bound_tx))
+            move || run_ppp_queue(&gate, &frontend, &backend, cfg, &stop, Some(bound_tx))
         })
         .context("starting the queue thread")?;
     if let Ok((fe, be)) = bound_rx.recv() {

@@ -6,14 +6,12 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use anyhow::Context;
 use tickbox_fleet::leadership::RecorderLeadership;
-use tickbox_journal::{Durability, Writer, WriterOptions};
 use tickbox_recorder::{
-    record, DurabilityConfig, JournalModeConfig, RecordOptions, RecordStats, RecorderConfig,
+    DurabilityConfig, RecordObserver, RecordRequest, RecordSession, RecordStats,
 };
 
 use crate::config::TickboxConfig;
@@ -52,6 +50,28 @@ pub(crate) struct Args {
     /// Archive segment size (default from config, 1 GiB).
     #[arg(long, conflicts_with = "ring", value_parser = tickbox_units::parse_size, value_name = "SIZE")]
     segment_size: Option<u64>,
+    /// Write a history into --journal (a directory): one journal per period, `daily` (at --roll-at in
+    /// --roll-tz), `hourly`, or by size (`64MiB`: a new journal once the current holds that much). Each journal
+    /// continues the last one's sequence and every publisher's; `replay`, `journal ls`, `info` and `verify` read
+    /// the directory as one history. An existing history keeps its roll unless this says otherwise. Default from
+    /// `[recorder] roll` (none: one journal).
+    #[arg(long, value_name = "daily|hourly|SIZE", conflicts_with_all = ["ring", "capacity"])]
+    roll: Option<String>,
+    /// The local time of day a daily roll starts the next journal at (default `[recorder] roll_at`, 00:00).
+    #[arg(long, value_name = "HH:MM")]
+    roll_at: Option<String>,
+    /// The IANA zone of --roll-at and of hourly rolls (default `[recorder] roll_tz`, UTC).
+    #[arg(long, value_name = "ZONE")]
+    roll_tz: Option<String>,
+    /// Keep a history's journals this long (e.g. 30d): older ones are deleted, oldest first, at the start and
+    /// after every roll; never the journal being written, one a writer has open, or one being read (replay,
+    /// history service). Default from `[recorder] retain` (keep everything).
+    #[arg(long, value_parser = tickbox_units::parse_duration, value_name = "DURATION")]
+    retain: Option<Duration>,
+    /// Keep at most this many bytes of a history on disk (e.g. 2TiB): the oldest journals go first, with the same
+    /// care as --retain. Default from `[recorder] retain_size`.
+    #[arg(long, value_parser = tickbox_units::parse_size, value_name = "SIZE")]
+    retain_size: Option<u64>,
     /// Topic prefixes to record, comma-separated (default: everything).
     #[arg(long, value_delimiter = ',', value_name = "PREFIX[,PREFIX…]")]
     topics: Vec<String>,
@@ -75,6 +95,8 @@ pub(crate) struct Args {
     json: bool,
     #[command(flatten)]
     live: LiveArgs,
+    #[command(flatten)]
+    metrics: crate::metrics::MetricsArgs,
     /// Majordomo broker to register `tickbox.record.status` with.
     #[arg(long, value_name = "EP")]
     broker: Option<String>,
@@ -102,6 +124,38 @@ enum DurabilityArg {
     Periodic,
 }
 
+impl Args {
+    /// The request the recorder library settles against `[recorder]`.
+    fn request(&self, progress_every: Option<Duration>) -> RecordRequest {
+        RecordRequest {
+            connect: self.connect.clone(),
+            journal: self.journal.clone(),
+            archive: self.archive,
+            ring: self.ring,
+            capacity: self.capacity,
+            segment_size: self.segment_size,
+            topics: self.topics.clone(),
+            durability: self.durability.map(|d| match d {
+                DurabilityArg::None => DurabilityConfig::None,
+                DurabilityArg::Batch => DurabilityConfig::Batch,
+                DurabilityArg::Periodic => DurabilityConfig::Periodic,
+            }),
+            sync_interval: self.sync_interval,
+            duration: self.duration,
+            max_messages: self.max_messages,
+            description: self.description.clone(),
+            serve: self.serve.clone(),
+            roll: self.roll.clone(),
+            roll_at: self.roll_at.clone(),
+            roll_tz: self.roll_tz.clone(),
+            retain: self.retain,
+            retain_size: self.retain_size,
+            elected: self.elect.is_some(),
+            progress_every,
+        }
+    }
+}
+
 pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     // Every input is checked before the journal (up to a GiB preallocated) exists, so a typo leaves nothing behind.
     crate::flags::check_connect_all("--connect", &args.connect)?;
@@ -111,209 +165,74 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     if let Some(endpoint) = &args.serve {
         crate::flags::check_bind("--serve", endpoint)?;
     }
-    if args.max_messages == Some(0) {
-        anyhow::bail!(
-            "--max-messages 0 would record nothing; leave it out to record until stopped"
-        );
-    }
-    if args.capacity == Some(0) || args.segment_size == Some(0) {
-        anyhow::bail!("--capacity and --segment-size must be more than 0 bytes");
-    }
-    let cfg = &config.recorder;
-    let durability = match args.durability {
-        None => match (cfg.durability, args.sync_interval) {
-            (DurabilityConfig::Periodic, Some(d)) => Durability::Periodic(d),
-            _ => cfg.durability(),
-        },
-        Some(DurabilityArg::None) => Durability::None,
-        Some(DurabilityArg::Batch) => Durability::PerBatch,
-        Some(DurabilityArg::Periodic) => Durability::Periodic(
-            args.sync_interval
-                .unwrap_or(cfg.sync_interval.0.max(Duration::from_millis(1))),
-        ),
+    let mut live = LiveView::new("record", &args.live, None);
+    let metrics = std::sync::Arc::new(tickbox_recorder::RecordMetrics::new(&args.journal));
+    let metrics_sources: Vec<std::sync::Arc<dyn tickbox_metrics::Source>> = vec![metrics.clone()];
+    let endpoint = args.metrics.start(config, "record", metrics_sources)?;
+    // A scrape reads the counts of the last progress report: report often enough that they are fresh.
+    let every = match (&endpoint, live.every()) {
+        (Some(_), every) => Some(every.map_or(METRICS_EVERY, |e| e.min(METRICS_EVERY))),
+        (None, every) => every,
     };
-    let description = args
-        .description
-        .clone()
-        .unwrap_or_else(|| format!("tickbox record {}", args.connect.join(",")));
-    let opts = if ring_mode(&args, cfg) {
-        WriterOptions::ring(args.capacity.unwrap_or(cfg.capacity.0))
-    } else {
-        WriterOptions::archive(args.segment_size.unwrap_or(cfg.segment_size.0))
-    }
-    .durability(durability)
-    .description(description);
+    let settings = args.request(every).settle(
+        &config.recorder,
+        config.context.sockets.recorder.clone(),
+        config.auth.clone(),
+    )?;
     let stop = crate::shutdown::flag();
     let ctx = tickbox_zmqx::context::build(&config.context)?;
     let status = StatusBoard::start(&ctx, args.broker.as_deref(), "record", config.auth.clone())?;
-    let existed = args.journal.exists();
-    let mut writer = Writer::open(&args.journal, &opts)
-        .with_context(|| format!("opening {}", args.journal.display()))?;
-    let mode = if writer.header().mode == tickbox_journal::Mode::Ring {
-        "ring"
-    } else {
-        "archive"
-    };
-    let rec = writer.recovery().clone();
-    if rec.created {
-        tracing::info!(journal = %args.journal.display(), "created journal ({} per file)", fmt_bytes(writer.header().capacity));
-    } else {
-        tracing::info!(
-            journal = %args.journal.display(),
-            records = rec.records,
-            next_seq = rec.next_seq,
-            clean = rec.clean_shutdown,
-            discarded_bytes = rec.discarded_bytes,
-            "appending to existing journal"
-        );
+    // The history service's ROUTER comes from the gate: its ZAP handler refuses strangers and reads the
+    // socket's monitor, which would otherwise stall libzmq's I/O thread and with it the recording SUB.
+    let gate = config.auth.gate(&ctx)?;
+    let session = RecordSession::open(&gate, settings)?;
+    if let Some(bound) = session.history_endpoint() {
+        outln!("record history service endpoint {bound}");
     }
-    let ropts = RecordOptions {
-        connect: args.connect.clone(),
-        topics: args.topics.clone(),
-        batch_max: cfg.batch_max,
-        rcvhwm: cfg.rcvhwm,
-        max_messages: args.max_messages,
-        duration: args.duration,
-        progress_every: Duration::from_secs(1),
-        socket_profile: config.context.sockets.recorder.clone(),
-        security: config.auth.clone(),
-        reader_cores: cfg.reader_cores.clone(),
-    };
-    let serve_stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let history = match args.serve.as_ref().or(cfg.serve.as_ref()) {
-        Some(endpoint) => Some(serve_history(
-            &ctx,
-            config,
-            &args.journal,
-            endpoint,
-            &serve_stop,
-        )?),
-        None => None,
-    };
-    let journal = args.journal.display().to_string();
     let mut elected = match &args.elect {
         Some(path) => {
             let coord = crate::zk::connect(args.zk.as_deref(), config, "--elect")?;
             // Late joiners find the leader's history service through its election id.
             let id = tickbox_recorder::election_id(
                 &tickbox_fleet::default_member_id(),
-                &journal,
-                history.as_ref().map(|(_, endpoint)| endpoint.as_str()),
+                &session.journal_name(),
+                session.history_endpoint(),
             );
             Some(
-                RecorderLeadership::campaign(&coord, path, &id, &args.journal, rec.next_seq)
-                    .with_context(|| format!("--elect {path}"))?,
+                RecorderLeadership::campaign(
+                    &coord,
+                    path,
+                    &id,
+                    &args.journal,
+                    session.recovery().next_seq,
+                )
+                .with_context(|| format!("--elect {path}"))?,
             )
         }
         None => None,
     };
-    // Leadership changes and progress reports ride on the progress callback: the successor's view of where this
-    // leader got is at most this old.
-    let ropts = RecordOptions {
-        progress_every: if elected.is_some() {
-            ELECTED_PROGRESS_EVERY
-        } else {
-            ropts.progress_every
-        },
-        ..ropts
-    };
-    status.publish(RecordStats::default().status_json(&journal, &args.connect, "recording", 0.0));
-    let mut live = LiveView::new("record", &args.live, None);
-    // The live view reads the progress callback's counters: ask for them at least as often as it reports.
-    let ropts = RecordOptions {
-        progress_every: live.every().map_or(ropts.progress_every, |every| {
-            every.min(ropts.progress_every)
-        }),
-        ..ropts
-    };
-    let mut last = (0u64, std::time::Instant::now());
-    let recorded = record(&ctx, &mut writer, &ropts, &stop, |s: &RecordStats| {
-        let dt = last.1.elapsed().as_secs_f64().max(1e-9);
-        let rate = (s.messages - last.0) as f64 / dt;
-        last = (s.messages, std::time::Instant::now());
-        status.publish(s.status_json(&journal, &args.connect, "recording", rate));
-        if let Some(e) = elected.as_mut() {
-            e.tick(s, &journal);
+    let mut show = |s: &RecordStats, rate: f64| {
+        if live.due() {
+            live.show(&progress_line(s, rate), None);
         }
-        if !live.due() {
-            return;
-        }
-        live.show(
-            &format!(
-                "{} msgs, {}, {}, missing {} in {} gap(s), overwritten {}, invalid {}",
-                s.messages,
-                fmt_bytes(s.bytes),
-                fmt_rate(rate),
-                s.missing,
-                s.gap_events,
-                s.overwritten.records,
-                s.invalid_frames
-            ),
-            None,
-        );
+    };
+    let mut counts = |s: &RecordStats, _rate: f64| metrics.update(s);
+    let mut observers: Vec<&mut dyn RecordObserver> = vec![&mut show, &mut counts];
+    let mut leading = elected.as_mut().map(|leadership| Leading {
+        leadership,
+        metrics: &metrics,
     });
-    serve_stop.store(true, Ordering::Relaxed);
-    let history = history.map(|(thread, _)| thread.join());
-    let stats = match recorded {
-        Ok(stats) => stats,
-        Err(err) => {
-            // A journal this run created and never wrote to is start-up debris, not data: remove it.
-            if !existed && writer.next_seq() == rec.next_seq {
-                drop(writer);
-                remove_journal(&args.journal);
-            }
-            return Err(err.into());
-        }
-    };
-    if let Some(e) = elected.as_mut() {
-        // The final position, so a successor starts from exactly where this leader stopped.
-        e.tick(&stats, &journal);
-        e.resign(&stats, &journal);
+    if let Some(l) = leading.as_mut() {
+        observers.push(l);
     }
-    status.publish(stats.status_json(&journal, &args.connect, "done", stats.rate()));
+    let outcome = session.run(&ctx, &stop, &mut |v| status.publish(v), &mut observers)?;
     // The status line goes before the summary, never under it.
     live.finish();
-    let next_seq = writer.next_seq();
-    writer.close().context("closing journal")?;
-    let interrupted = stop.load(Ordering::Relaxed);
-    let history = match history {
-        Some(Ok(Ok(report))) => Some(report),
-        Some(Ok(Err(err))) => {
-            tracing::error!("history service failed: {err}");
-            None
-        }
-        Some(Err(_)) => anyhow::bail!("the history service thread panicked"),
-        None => None,
-    };
     if args.json {
-        let mut summary = stats.summary_json(&args.journal, mode, interrupted);
-        if let Some(report) = &history {
-            summary["history_service"] = serde_json::to_value(report)?;
-        }
-        crate::out::json(&summary)?;
+        crate::out::json(&outcome.summary_json(&args.journal)?)?;
     } else {
-        out!(
-            "{}",
-            stats.summary_table(&args.journal, mode, next_seq, interrupted)
-        );
-        if let Some(r) = &history {
-            outln!(
-                "history service: {} askers served ({} completed, {} cancelled, {} abandoned), {} refused busy, \
-                 {} refused malformed, {} records in {} batches; journal: {} undecodable, {} damaged stretches, {} \
-                 lapped readers, {} askers gone",
-                r.service.askers_accepted,
-                r.service.askers_completed,
-                r.service.askers_cancelled,
-                r.service.askers_abandoned,
-                r.service.refused_busy,
-                r.service.refused_malformed,
-                r.service.records_sent,
-                r.service.batches_sent,
-                r.undecodable_records,
-                r.damaged_stretches,
-                r.readers_lapped,
-                r.askers_unreachable
-            );
+        out!("{}", outcome.summary_table(&args.journal));
+        if outcome.history.is_some() {
             for line in config
                 .auth
                 .summary_line()
@@ -327,85 +246,37 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     Ok(ExitCode::SUCCESS)
 }
 
-/// Removes a journal this run created and never wrote to, saying so.
-fn remove_journal(path: &std::path::Path) {
-    match tickbox_journal::remove_journal(path) {
-        Ok(()) => {
-            tracing::info!(journal = %path.display(), "removed the journal created for this failed run")
-        }
-        Err(err) => {
-            tracing::warn!(journal = %path.display(), "could not remove the journal created for this failed run: {err}")
-        }
+/// How often a recorder serving metrics hands its counts over (a scrape reads them).
+const METRICS_EVERY: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// The recorder's leadership, ticked with each progress report, its state shown as a metric.
+struct Leading<'a> {
+    leadership: &'a mut RecorderLeadership,
+    metrics: &'a tickbox_recorder::RecordMetrics,
+}
+
+impl RecordObserver for Leading<'_> {
+    fn progress(&mut self, stats: &RecordStats, rate: f64) {
+        self.leadership.progress(stats, rate);
+        self.metrics.set_leading(self.leadership.is_leading());
+    }
+
+    fn finished(&mut self, stats: &RecordStats) {
+        self.leadership.finished(stats);
+        self.metrics.update(stats);
     }
 }
 
-/// Ring or archive: an explicit flag wins, then what already exists at the path, then the config (archive).
-fn ring_mode(args: &Args, cfg: &RecorderConfig) -> bool {
-    if args.ring || args.capacity.is_some() {
-        return true;
-    }
-    if args.archive || args.segment_size.is_some() {
-        return false;
-    }
-    if args.journal.is_file() {
-        return true;
-    }
-    if args.journal.is_dir() {
-        return false;
-    }
-    cfg.mode == JournalModeConfig::Ring
-}
-
-/// How often an elected recorder reports its progress (and looks at its leadership).
-const ELECTED_PROGRESS_EVERY: Duration = Duration::from_millis(200);
-
-/// The history service's thread: its report when it stops.
-type HistoryThread = std::thread::JoinHandle<
-    Result<tickbox_recorder::HistoryServerReport, tickbox_recorder::RecorderError>,
->;
-
-/// Starts the history service on its own thread (its socket lives there), prints where it is bound, and returns
-/// the thread, which serves until `stop`.
-fn serve_history(
-    ctx: &zmq::Context,
-    config: &TickboxConfig,
-    journal: &std::path::Path,
-    endpoint: &str,
-    stop: &std::sync::Arc<std::sync::atomic::AtomicBool>,
-) -> anyhow::Result<(HistoryThread, String)> {
-    let options = tickbox_recorder::HistoryServerOptions {
-        endpoint: endpoint.to_owned(),
-        ..Default::default()
-    };
-    let (bound_tx, bound_rx) = std::sync::mpsc::channel();
-    let (ctx, security, journal, stop) = (
-        ctx.clone(),
-        config.auth.clone(),
-        journal.to_path_buf(),
-        std::sync::Arc::clone(stop),
-    );
-    let thread = std::thread::Builder::new()
-        .name("tickbox-history".into())
-        .spawn(move || {
-            let server =
-                match tickbox_recorder::HistoryServer::bind(&ctx, &security, &journal, &options) {
-                    Ok(server) => server,
-                    Err(err) => {
-                        let _ = bound_tx.send(Err(err.to_string()));
-                        return Ok(Default::default());
-                    }
-                };
-            let _ = bound_tx.send(Ok(server.endpoint().to_owned()));
-            server.run(&stop)
-        })?;
-    match bound_rx.recv() {
-        Ok(Ok(bound)) => {
-            outln!("record history service endpoint {bound}");
-            Ok((thread, bound))
-        }
-        Ok(Err(err)) => anyhow::bail!("--serve {endpoint}: {err}"),
-        Err(_) => {
-            anyhow::bail!("--serve {endpoint}: the history service thread ended before binding")
-        }
-    }
+/// The live view's line.
+fn progress_line(s: &RecordStats, rate: f64) -> String {
+    format!(
+        "{} msgs, {}, {}, missing {} in {} gap(s), overwritten {}, invalid {}",
+        s.messages,
+        fmt_bytes(s.bytes),
+        fmt_rate(rate),
+        s.missing,
+        s.gap_events,
+        s.overwritten.records,
+        s.invalid_frames
+    )
 }

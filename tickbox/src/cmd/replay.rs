@@ -14,22 +14,18 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use tickbox_fleet::replay_control::{ReplayControlService, ReplayShared};
-use tickbox_journal::Reader;
+use tickbox_fleet::replay_control::ReplayControlService;
 use tickbox_recorder::{
-    empty_selection, format_in_zone, parse_zone, Identity, JournalOverview, Position, ReplayAsk,
-    ReplayController, ReplayOptions, ReplayPlan, ReplayProgress, ReplayStats, Replayer, RunSpec,
-    SelectionError, Speed, TimeZone, When,
+    format_in_zone, parse_zone, RecorderError, ReplayExit, ReplayObserver, ReplayProgress,
+    ReplayRequest, ReplaySession, ReplayStats, RunSummary, Speed, TimeZone, When,
 };
-use tickbox_wire::SystemClock;
 
 use crate::config::TickboxConfig;
-use crate::live::{fmt_rate, LiveArgs, LiveView, Rate};
+use crate::live::{fmt_rate, LiveArgs, LiveView};
 use crate::out::{out, outln};
 use crate::outcome::first_capture_ns;
 use crate::status::StatusBoard;
@@ -134,6 +130,8 @@ pub(crate) struct Args {
     json: bool,
     #[command(flatten)]
     live: LiveArgs,
+    #[command(flatten)]
+    metrics: crate::metrics::MetricsArgs,
     /// Majordomo broker to register `tickbox.replay.status`, `tickbox.replay.start` and `tickbox.replay.stop` with.
     #[arg(long, value_name = "EP")]
     broker: Option<String>,
@@ -171,42 +169,110 @@ fn parse_tz(s: &str) -> Result<TimeZone, String> {
     parse_zone(s).map_err(|e| e.to_string())
 }
 
-/// One run's summary, printed when it ends (`--await-start`) or once the close knows what it left undelivered.
-struct RunSummary {
-    stats: ReplayStats,
-    speed: Speed,
-    identity: &'static str,
-    interrupted: bool,
+impl Args {
+    /// The request the recorder library plans and settles against `[recorder]`.
+    fn request(&self, progress_every: Option<Duration>) -> ReplayRequest {
+        ReplayRequest {
+            journal: self.journal.clone(),
+            bind: self.bind.clone(),
+            speed: self.speed,
+            from: self.from.clone(),
+            from_seq: self.from_seq,
+            to: self.to.clone(),
+            to_seq: self.to_seq,
+            batch: self.batch,
+            topics: self.topics.clone(),
+            tz: self.tz.clone(),
+            wait_subscribers: self.wait_subscribers,
+            parties: self.parties,
+            drain_timeout: self.drain_timeout,
+            wait_timeout: self.wait_timeout,
+            follow: self.follow,
+            back_pressure: self.back_pressure,
+            allow_drop: self.allow_drop,
+            stop_on_corruption: self.stop_on_corruption,
+            restamp: self.restamp,
+            publisher_id: self.publisher_id,
+            remote: self.broker.is_some(),
+            await_start: self.await_start,
+            progress_every,
+        }
+    }
 }
 
-impl RunSummary {
-    /// Prints the summary (text or one JSON object), with `undelivered` when known.
-    fn print(&self, json: bool, undelivered: Option<u64>, config: &TickboxConfig) {
-        if json {
-            let mut summary = self
-                .stats
-                .summary_json(self.speed, self.identity, self.interrupted);
-            if let Some(n) = undelivered {
-                summary["undelivered"] = n.into();
-            }
-            crate::auth_report::add_to_json(&mut summary, &config.auth);
-            if let Err(e) = crate::out::json(&summary) {
+/// What the replay session reports, shown: notices on stderr, status on the board, the live bar, summaries.
+struct Shown<'a> {
+    status: &'a StatusBoard,
+    /// What `/metrics` reads (with `--metrics`).
+    metrics: &'a tickbox_recorder::ReplayMetrics,
+    live_args: &'a LiveArgs,
+    live: Option<LiveView>,
+    tz: &'a TimeZone,
+    json: bool,
+    config: &'a TickboxConfig,
+}
+
+impl ReplayObserver for Shown<'_> {
+    fn notice(&mut self, line: &str) {
+        eprintln!("{line}");
+    }
+
+    fn status(&mut self, snapshot: serde_json::Value) {
+        self.status.publish(snapshot);
+    }
+
+    fn run_started(&mut self) {
+        self.metrics.set_running(true);
+        self.live = Some(LiveView::new("replay", self.live_args, Some(0)));
+    }
+
+    fn progress(&mut self, s: &ReplayStats, rate: f64, p: &ReplayProgress) {
+        self.metrics.update(s);
+        let Some(live) = self.live.as_mut() else {
+            return;
+        };
+        if !live.due() {
+            return;
+        }
+        let eta = p
+            .eta
+            .map_or_else(|| "-".into(), |eta| format!("{:.1}s", eta.as_secs_f64()));
+        let line = format!(
+            "{}, {:.1}x real time, sent {}, not selected {}, max late {:.1}ms, at {}, ETA {eta}",
+            fmt_rate(rate),
+            p.multiple,
+            s.sent,
+            s.not_selected,
+            s.max_late_ns as f64 / 1e6,
+            s.last_capture_ns
+                .map(|t| format_in_zone(t, self.tz))
+                .unwrap_or_else(|| "-".into()),
+        );
+        live.show(&line, Some((p.done, p.total)));
+    }
+
+    fn run_ended(&mut self) {
+        self.metrics.set_running(false);
+        if let Some(live) = self.live.as_mut() {
+            live.finish();
+        }
+    }
+
+    fn summary(&mut self, summary: &RunSummary, undelivered: Option<u64>) {
+        if self.json {
+            let mut v = summary.to_json(undelivered);
+            crate::auth_report::add_to_json(&mut v, &self.config.auth);
+            if let Err(e) = crate::out::json(&v) {
                 eprintln!("error: {e:#}");
             }
         } else {
-            out!("{}", self.stats.summary_table(self.speed, self.interrupted));
-            if let Some(n) = undelivered {
-                outln!("undelivered   {n}");
-            }
-            if let Some(line) = crate::auth_report::line(&config.auth) {
+            out!("{}", summary.table(undelivered));
+            if let Some(line) = crate::auth_report::line(&self.config.auth) {
                 outln!("{line}");
             }
         }
     }
 }
-
-// The grace an interrupted replay gives queued records, as an interrupted feed does: one rule for both.
-use tickbox_feed::INTERRUPT_GRACE;
 
 pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     if args.local {
@@ -219,114 +285,43 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     if let Some(broker) = &args.broker {
         crate::flags::check_connect("--broker", broker)?;
     }
-    let cfg = &config.recorder;
-    let tz = args.tz.clone();
-    // A selection by topic or origin time reads the journal's start and end (bounded work).
-    let ask = ReplayAsk {
-        topics: args.topics.clone(),
-        from: args.from.clone(),
-        to: args.to.clone(),
-        from_seq: args.from_seq,
-        to_seq: args.to_seq,
-    };
-    let ReplayPlan {
-        selection,
-        overview,
-        from,
-        to,
-        asked,
-    } = {
-        let plan = ReplayPlan::for_journal(&args.journal, &ask, &tz).map_err(|e| match e {
-            SelectionError::Journal(_) => {
-                anyhow::Error::new(e).context(format!("reading {}", args.journal.display()))
-            }
-            e => e.into(),
-        })?;
+    let request = args.request(LiveView::new("replay", &args.live, None).every());
+    let stop = crate::shutdown::flag();
+    let ctx = tickbox_zmqx::context::build(&config.context)?;
+    // Before any socket binds: the shards' sockets come from the gate, whose ZAP handler applies `[security]`.
+    let gate = config.auth.gate(&ctx)?;
+    let mut session = match ReplaySession::bind(
+        &gate,
+        request,
+        &config.recorder,
+        config.context.sockets.replay.clone(),
+        config.auth.clone(),
+    ) {
+        Ok(session) => session,
         // A window wholly outside the journal is known before binding or waiting for subscribers.
-        if let Some(line) = plan.outside_journal(&tz) {
+        Err(RecorderError::EmptySelection(line)) => {
             eprintln!("{line}");
             return Ok(ExitCode::from(crate::exit_code::EMPTY_SELECTION));
         }
-        plan
+        Err(e) => return Err(e.into()),
     };
-    let mut reader = Reader::open(&args.journal)
-        .with_context(|| format!("opening {}", args.journal.display()))?;
-    let defaults = RunSpec {
-        speed: args.speed,
-        from,
-        to,
-    };
-    let opts = ReplayOptions {
-        bind: args.bind.clone(),
-        speed: args.speed,
-        from,
-        to,
-        identity: if args.restamp {
-            Identity::Restamp
-        } else {
-            Identity::Preserve
-        },
-        publisher_id_base: args.publisher_id.unwrap_or(cfg.publisher_id_base),
-        sndhwm: cfg.sndhwm,
-        lossless: match args.back_pressure {
-            Some(back_pressure) => back_pressure.blocks(),
-            None => cfg.lossless && !args.allow_drop,
-        },
-        window: cfg.pacing_window.0,
-        heartbeat_interval: cfg.heartbeat_interval.0,
-        follow: args.follow,
-        batch_max_records: args.batch.unwrap_or(cfg.replay_batch_records),
-        batch_max_bytes: usize::try_from(cfg.replay_batch_bytes.0).unwrap_or(usize::MAX),
-        selection: (!selection.is_all()).then(|| selection.clone()),
-        max_subscription_bytes: cfg.max_subscription_bytes,
-        socket_profile: config.context.sockets.replay.clone(),
-        security: config.auth.clone(),
-        stop_on_corruption: args.stop_on_corruption,
-        // Remote status wants fresher numbers than the terminal does; the live view may want them sooner still.
-        progress_every: {
-            let base = if args.broker.is_some() {
-                Duration::from_millis(250)
-            } else {
-                Duration::from_secs(1)
-            };
-            LiveView::new("replay", &args.live, None)
-                .every()
-                .map_or(base, |every| every.min(base))
-        },
-        ..ReplayOptions::default()
-    };
-    let stop = crate::shutdown::flag();
-    let ctx = tickbox_zmqx::context::build(&config.context)?;
-    // Before any socket binds: without a ZAP handler libzmq would let every CURVE client in.
-    let _zap = config.auth.start_zap(&ctx)?;
-    let mut replayer = Replayer::bind(&ctx, opts)?;
-    replayer.set_drain_timeout(args.drain_timeout)?;
-    for (i, ep) in replayer.endpoints().iter().enumerate() {
+    for (i, ep) in session.endpoints().iter().enumerate() {
         eprintln!("replay: shard {i} publishing on {ep}");
     }
-    let endpoints = replayer.endpoints().to_vec();
-    let replay_status = |control: &ReplayController, stats: Option<&ReplayStats>, rate: f64| {
-        stats
-            .cloned()
-            .unwrap_or_default()
-            .status_json(&args.journal, &endpoints, control, rate)
-    };
+    let endpoints = session.endpoints().to_vec();
     let status = StatusBoard::start(&ctx, args.broker.as_deref(), "replay", config.auth.clone())?;
-    let shared = Arc::new(ReplayShared::new());
-    let (runs_tx, runs_rx) = mpsc::channel();
-    if !args.await_start {
-        let reply = shared.command(&runs_tx, |c| c.on_start(Ok(defaults)));
-        tracing::debug!(%reply, "starting at once");
-    }
-    let _control = match &args.broker {
+    let control = match &args.broker {
         Some(broker) => {
+            let (shared, runs, defaults) = session
+                .remote_control()
+                .context("the replay's remote control was already taken")?;
             let journal = args.journal.clone();
             Some(
                 ReplayControlService::spawn_secured(
                     &ctx,
                     broker,
-                    Arc::clone(&shared),
-                    runs_tx,
+                    shared,
+                    runs,
                     defaults,
                     Box::new(move || first_capture_ns(&journal).map_err(|e| format!("{e:#}"))),
                     Arc::clone(&stop),
@@ -335,12 +330,8 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
                 .context("spawning the replay control thread")?,
             )
         }
-        None => {
-            drop(runs_tx);
-            None
-        }
+        None => None,
     };
-    status.publish(replay_status(&shared.lock(), None, 0.0));
     let barrier = match (&args.start_barrier, args.parties) {
         (Some(path), Some(parties)) => {
             let coord = crate::zk::connect(args.zk.as_deref(), config, "--start-barrier")?;
@@ -364,214 +355,32 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         }
         _ => None,
     };
-    let wait_n = args
-        .wait_subscribers
-        .or(args.parties.map(u64::from))
-        .unwrap_or(cfg.wait_subscribers);
-    let wait_timeout = args.wait_timeout.unwrap_or(cfg.wait_timeout.0);
-    if wait_n > 0 && !args.await_start {
-        eprintln!(
-            "replay: waiting for {wait_n} subscriber(s) per shard (up to {:?}; --wait-for-subscribers 0 starts at once)",
-            wait_timeout
-        );
-        if !replayer.wait_subscribers(wait_n, Some(wait_timeout), &stop)? {
-            if stop.load(Ordering::Relaxed) {
-                eprintln!("replay: interrupted while waiting for subscribers; nothing sent");
-                return Ok(ExitCode::SUCCESS);
-            }
-            anyhow::bail!(
-                "no subscriber within {:?}: waited for {wait_n} subscription(s) on every shard ({}), have {:?}; \
-                 start the subscriber first, or raise --wait-timeout",
-                wait_timeout,
-                endpoints.join(", "),
-                replayer.poll_subscriptions()?
-            );
-        }
-    }
-    if args.await_start {
-        eprintln!("replay: idle, waiting for tickbox.replay.start");
-    }
-    // Without a broker nothing but Ctrl-C stops a run; with one, the control thread folds Ctrl-C into run_stop.
-    let run_stop: &AtomicBool = if args.broker.is_some() {
-        &shared.run_stop
-    } else {
-        &stop
+    let metrics = std::sync::Arc::new(tickbox_recorder::ReplayMetrics::new(args.speed));
+    let metrics_sources: Vec<std::sync::Arc<dyn tickbox_metrics::Source>> = vec![metrics.clone()];
+    let _endpoint = args.metrics.start(config, "replay", metrics_sources)?;
+    let mut shown = Shown {
+        status: &status,
+        metrics: &metrics,
+        live_args: &args.live,
+        live: None,
+        tz: &args.tz,
+        json: args.json,
+        config,
     };
-    let mut exit = ExitCode::SUCCESS;
-    // The last run's summary, printed once the close knows what was left undelivered (without --await-start).
-    let mut last_summary: Option<RunSummary> = None;
-    // A run skipped damaged records: exit 5 at the end, whatever else went right.
-    let mut corrupt = false;
-    let mut runs = 0u64;
-    loop {
-        let spec = match runs_rx.recv_timeout(Duration::from_millis(100)) {
-            Ok(spec) => spec,
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                if stop.load(Ordering::Relaxed) {
-                    break;
-                }
-                continue;
-            }
-            Err(mpsc::RecvTimeoutError::Disconnected) => break,
-        };
-        runs += 1;
-        replayer.set_run(spec.speed, spec.from, spec.to);
-        status.publish(replay_status(&shared.lock(), None, 0.0));
-        if args.await_start
-            && wait_n > 0
-            && !replayer.wait_subscribers(wait_n, Some(wait_timeout), run_stop)?
-        {
-            // A remote-controlled replay stays up: this run is refused, the next start may find subscribers.
-            shared.lock().on_finished();
-            tracing::error!(
-                "no subscriber within {wait_timeout:?} ({wait_n} subscription(s) per shard wanted, have {:?}); run not started",
-                replayer.poll_subscriptions()?
-            );
-            if stop.load(Ordering::Relaxed) {
-                break;
-            }
-            continue;
-        }
-        let start_seq = reader.position_seq();
-        // A time selection's bar ends at `--to` itself, not at the clock slack read past it.
-        let bar_to = match selection.window().1 {
-            Some(t) if spec.to == to => Some(Position::Time(t)),
-            _ => spec.to,
-        };
-        let stop_seq = tickbox_recorder::stop_seq_of(&args.journal, bar_to);
-        let mut live = LiveView::new("replay", &args.live, Some(0));
-        let mut send_rate = Rate::default();
-        let stats = replayer.run(&mut reader, &SystemClock, run_stop, |s: &ReplayStats| {
-            if stop.load(Ordering::Relaxed) {
-                // Backstop should the control thread be gone.
-                shared.run_stop.store(true, Ordering::Relaxed);
-            }
-            let rate = send_rate.per_sec(s.sent);
-            status.publish(replay_status(&shared.lock(), Some(s), rate));
-            if !live.due() {
-                return;
-            }
-            let p = ReplayProgress::of(s, rate, start_seq, stop_seq);
-            let eta = p
-                .eta
-                .map_or_else(|| "-".into(), |eta| format!("{:.1}s", eta.as_secs_f64()));
-            let line = format!(
-                "{}, {:.1}x real time, sent {}, not selected {}, max late {:.1}ms, at {}, ETA {eta}",
-                fmt_rate(rate),
-                p.multiple,
-                s.sent,
-                s.not_selected,
-                s.max_late_ns as f64 / 1e6,
-                s.last_capture_ns
-                    .map(|t| format_in_zone(t, &tz))
-                    .unwrap_or_else(|| "-".into()),
-            );
-            live.show(&line, Some((p.done, p.total)));
-        })?;
-        let interrupted = {
-            let mut control = shared.lock();
-            control.on_finished();
-            status.publish(replay_status(&control, Some(&stats), stats.rate()));
-            control.stopped() || stop.load(Ordering::Relaxed)
-        };
-        // The bar goes before the summary, never under it.
-        live.finish();
-        let identity = if args.restamp { "restamp" } else { "preserve" };
-        let summary = RunSummary {
-            stats: stats.clone(),
-            speed: spec.speed,
-            identity,
-            interrupted,
-        };
-        if args.await_start {
-            // A remote-controlled replay stays up between runs: each run's summary now, what its close left
-            // undelivered at the end.
-            summary.print(args.json, None, config);
-        } else {
-            let held = replayer.undelivered();
-            if held > 0 && !interrupted {
-                eprintln!(
-                    "replay: run ended with {held} record(s) still queued for subscribers; waiting up to \
-                     --drain-timeout {:?} for them (Ctrl-C stops the wait)",
-                    args.drain_timeout
-                );
-            }
-            last_summary = Some(summary);
-        }
-        let nobody = stats.sent > 0 && stats.subscribers == 0;
-        if nobody {
-            eprintln!(
-                "replay: delivered to no subscriber: {} message(s) went nowhere (no subscription on any shard during the run)",
-                stats.sent
-            );
-        }
-        // The exit code reflects the last run (the only one without --await-start).
-        exit = if nobody {
-            ExitCode::from(crate::exit_code::ERROR)
-        } else {
-            ExitCode::SUCCESS
-        };
-        if stats.damaged_ranges > 0 {
-            eprintln!(
-                "replay: the journal is damaged: {} record(s) ({} bytes) in {} damaged range(s) were skipped, {} gap \
-                 notice(s) sent for them (tickbox journal verify lists the ranges)",
-                stats.corrupt_records, stats.corrupt_bytes, stats.damaged_ranges, stats.damage_gap_notices
-            );
-            corrupt = true;
-        }
-        if !asked.is_empty() && stats.sent == 0 && !interrupted && !args.await_start {
-            let o = match &overview {
-                Some(o) => o.clone(),
-                None => JournalOverview::scan(&args.journal)?,
-            };
-            eprintln!("{}", empty_selection(&asked, &o, &tz));
-            exit = ExitCode::from(crate::exit_code::EMPTY_SELECTION);
-        }
-        if !args.await_start || stop.load(Ordering::Relaxed) {
-            break;
-        }
-        eprintln!("replay: done, waiting for tickbox.replay.start");
-    }
-    if args.await_start {
-        // Stopped while idle there is no run summary; say that it ended, and after how many runs.
-        eprintln!("replay: stopped after {runs} run(s)");
-    }
-    // Ctrl-C or SIGTERM, before or during the wait for subscribers to leave: the operator asked to stop now, so
-    // the drain wait is skipped and what is queued gets only a short grace to reach the subscribers. Whatever
-    // libzmq still holds when the wait (or the grace) ends is not delivered: counted exactly (records, see
-    // Replayer::undelivered), dropped at the close, reported in the summary, exit 1.
-    let closing = replayer.close_wait(args.drain_timeout, Duration::ZERO, &stop)?;
-    let undelivered = closing.undelivered();
-    if closing.subscribers_stayed && undelivered > 0 {
-        eprintln!(
-            "replay: {} subscription(s) still open after --drain-timeout {:?}; closing now: a subscriber that had \
-             not read everything by then loses its unread tail (raise --drain-timeout, or let subscribers exit \
-             when the stream ends, e.g. subscribe --idle-exit)",
-            replayer.subscriptions_now(),
-            args.drain_timeout
-        );
-    }
-    let interrupted = closing.interrupted;
-    if let Some(summary) = last_summary {
-        summary.print(args.json, Some(undelivered), config);
-    }
-    drop(_control);
+    let outcome = session.run(&stop, &mut shown)?;
+    drop(shown);
+    drop(control);
     drop(status);
-    drop(replayer);
     drop(ctx);
-    if let Some(loss) = tickbox_feed::CloseLoss::after_close(
-        undelivered,
-        interrupted,
-        args.drain_timeout,
-        INTERRUPT_GRACE,
-    ) {
-        let hint = "--drain-timeout waits for it";
-        eprintln!("{}", loss.message("replay", undelivered, "record", hint));
-        exit = ExitCode::from(crate::exit_code::ERROR);
+    if let Some(line) = &outcome.close_loss {
+        eprintln!("{line}");
     }
-    if corrupt {
-        exit = ExitCode::from(crate::exit_code::CORRUPT);
-    }
+    let exit = match outcome.exit {
+        ReplayExit::Ok => ExitCode::SUCCESS,
+        ReplayExit::Error => ExitCode::from(crate::exit_code::ERROR),
+        ReplayExit::Corrupt => ExitCode::from(crate::exit_code::CORRUPT),
+        ReplayExit::EmptySelection => ExitCode::from(crate::exit_code::EMPTY_SELECTION),
+    };
     if let Some(entered) = barrier {
         let all_left = entered
             .leave(config.coord.barrier_timeout.0, &stop)

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 
 use anyhow::Context as _;
-use tickbox_journal::{JournalError, Reader};
+use tickbox_recorder::{LocalFeed, LocalFeedReport};
 use tickbox_subscriber::{replay_local, standard_worker};
 
 use crate::config::TickboxConfig;
@@ -22,8 +22,7 @@ pub(crate) fn run(
     workers: Option<usize>,
     config: &TickboxConfig,
 ) -> anyhow::Result<ExitCode> {
-    let mut reader =
-        Reader::open(journal).with_context(|| format!("opening {}", journal.display()))?;
+    let mut feed = LocalFeed::open(journal)?;
     let sub = config.subscriber.clone();
     let mut pool = config.workers.clone();
     if let Some(n) = workers {
@@ -32,36 +31,17 @@ pub(crate) fn run(
     let stop = crate::shutdown::flag();
     // Workers take parcels from channels; the context is only what the pool's API asks for.
     let ctx = zmq::Context::new();
-    let mut read_error = None;
-    let mut lapped = 0u64;
+    let mut read = LocalFeedReport::default();
     let out = replay_local(
         &ctx,
         &sub,
         &pool,
         |_| standard_worker(None),
         &stop,
-        |sink| loop {
-            match reader.next() {
-                Ok(Some(rec)) => {
-                    if !sink.push(rec.payload, rec.capture_time_ns) {
-                        break;
-                    }
-                }
-                Ok(None) => break,
-                // A ring being written may overtake the reader: count it and carry on from the oldest record.
-                Err(JournalError::Lapped { .. }) => lapped += 1,
-                Err(err) => {
-                    read_error = Some(err);
-                    break;
-                }
-            }
-        },
+        |sink| read = feed.feed(|frame, capture_ns| sink.push(frame, capture_ns)),
     )
     .context("local replay")?;
-    let read_error = read_error.map(|err| err.to_string());
-    if let Some(err) = &read_error {
-        tracing::error!("reading {} stopped early: {err}", journal.display());
-    }
+    let (lapped, read_error) = (read.lapped, read.read_error);
     let report = &out.report;
     let stopped_by = if report.fatal.is_some() {
         "fatal"

@@ -127,6 +127,8 @@ pub(crate) struct Args {
     pub tape: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub(crate) live_view: LiveArgs,
+    #[command(flatten)]
+    pub(crate) metrics: crate::metrics::MetricsArgs,
     /// Testing aid: every worker sleeps this long per message, to show that a slow consumer trips the snail.
     #[arg(long, value_name = "DURATION", hide = true)]
     pub debug_worker_delay: Option<HumanDuration>,
@@ -381,6 +383,8 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         )
     })
     .context("starting the subscriber")?;
+    let metrics = subscriber.metrics(&sub_config.shards);
+    let _metrics = (args.metrics).start(config, "subscribe", vec![std::sync::Arc::new(metrics)])?;
     let threshold = subscriber.threshold();
     let lvc_snapshot = subscriber.lvc_snapshot();
     let catch_up = subscriber.catch_up();
@@ -547,6 +551,16 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         return Ok(ExitCode::from(exit_code::WORKER_FAILED));
     }
     if tape_failed && report.fatal.is_none() {
+        return Ok(ExitCode::from(exit_code::ERROR));
+    }
+    if report.fatal.is_none() && report.received() == 0 && report.handshakes_refused() > 0 {
+        tracing::error!(
+            "received nothing from {} in {:.1} s: the publisher refused every handshake ({} refused; the warnings \
+             above say why)",
+            sub_config.endpoint_list(),
+            report.elapsed.as_secs_f64(),
+            report.handshakes_refused()
+        );
         return Ok(ExitCode::from(exit_code::ERROR));
     }
     if report.fatal.is_none() && report.received() == 0 {

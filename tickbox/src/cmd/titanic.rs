@@ -55,6 +55,8 @@ pub(crate) struct Args {
     /// Sends per request in all under `--redispatch after-timeout`.
     #[arg(long, value_name = "N")]
     max_attempts: Option<u32>,
+    #[command(flatten)]
+    metrics: crate::metrics::MetricsArgs,
 }
 
 pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
@@ -100,6 +102,13 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         rec.dispatched_requests
     );
     let counters = std::sync::Arc::clone(&titanic.counters);
+    let _metrics = args.metrics.start(
+        config,
+        "titanic",
+        vec![std::sync::Arc::new(
+            tickbox_majordomo::metrics::TitanicMetrics(std::sync::Arc::clone(&counters)),
+        )],
+    )?;
     titanic.wait(&stop).context("titanic")?;
     outln!("{}", counters.summary_line());
     Ok(ExitCode::SUCCESS)

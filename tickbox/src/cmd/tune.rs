@@ -263,7 +263,33 @@ fn bound_endpoints(config: &TickboxConfig) -> Vec<(String, String)> {
             .iter()
             .map(|e| ("lvc.snapshot".to_string(), e.clone())),
     );
+    binds.extend(
+        config
+            .recorder
+            .serve
+            .iter()
+            .map(|e| ("recorder.serve (history service)".to_string(), e.clone())),
+    );
     binds
+}
+
+/// Who may connect under CURVE, as `[security]` says it.
+fn admission(config: &TickboxConfig) -> tickbox_tuning::Admission {
+    let security = &config.security;
+    let mut any_roles: Vec<String> = security
+        .roles
+        .iter()
+        .filter(|(_, r)| r.allow == Some(tickbox_auth::Allow::Any))
+        .map(|(role, _)| role.clone())
+        .collect();
+    if security.allow == Some(tickbox_auth::Allow::Any) {
+        any_roles.push("*".into());
+    }
+    tickbox_tuning::Admission {
+        curve: security.mechanism() == tickbox_auth::MechanismName::Curve,
+        default_allow: security.allow.is_some(),
+        any_roles,
+    }
 }
 
 fn check(args: CheckArgs, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
@@ -284,8 +310,13 @@ fn check(args: CheckArgs, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     let mut findings = tickbox_tuning::check(&t, &input);
     findings.extend(tickbox_tuning::check_exposure(
         &bound_endpoints(config),
-        config.security.mechanism == tickbox_auth::MechanismName::Curve,
+        config.security.mechanism() == tickbox_auth::MechanismName::Curve,
         !config.security.allow_ips.is_empty(),
+    ));
+    findings.extend(tickbox_tuning::check_admission(&admission(config)));
+    findings.extend(tickbox_tuning::check_metrics_exposure(
+        &config.metrics.bind,
+        tickbox_metrics::is_loopback(&config.metrics.bind),
     ));
     if args.json {
         crate::out::json_pretty(&serde_json::json!({ "findings": findings }))?;

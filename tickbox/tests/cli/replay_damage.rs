@@ -23,10 +23,13 @@ fn publisher_of(seq: u64) -> (u32, u64) {
     (1 + (seq % 2) as u32, seq.div_ceil(2))
 }
 
+/// The journal, with the recorder's ledger of what it holds (each publisher from its sequence 1).
 fn journal(root: &Path) {
     let mut w = Writer::open(root, &WriterOptions::archive(MIN_CAPACITY)).unwrap();
+    let mut ledger = tickbox_recorder::Ledger::new();
     for seq in 1..=N {
         let (publisher, pub_seq) = publisher_of(seq);
+        ledger.on_recorded(publisher, T0, pub_seq, true);
         let sent = T0 + seq * 1_000;
         let header = Header::live(Kind::Quote, publisher, pub_seq, sent).with_session(T0);
         let frame = encode_to_vec(
@@ -37,6 +40,7 @@ fn journal(root: &Path) {
         .unwrap();
         assert_eq!(w.append(sent + 1_000, &frame).unwrap(), seq);
     }
+    w.set_app_meta(&ledger.encode(4096)).unwrap();
     w.close().unwrap();
 }
 
@@ -247,8 +251,30 @@ fn a_zeroed_first_segment_header_is_damage_at_offset_0_and_the_rest_is_replayed(
     let endpoint = format!("ipc://{}/replay.sock", dir.path().display());
     let sub = collect(endpoint.clone());
     let out = replay(&root, &endpoint, &[]);
-    let (quotes, _) = sub.join().unwrap();
+    let (quotes, gaps) = sub.join().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
+    // The damage is before either publisher's first intact record: each still gets its gap notice, from the
+    // first sequence the ledger says was recorded (it was silence: the subscriber could not see the hole).
+    let mut want_gaps: Vec<(u32, u64, u64)> = [1, 2]
+        .into_iter()
+        .map(|p| {
+            let lost_last = lost
+                .iter()
+                .map(|&s| publisher_of(s))
+                .filter(|&(q, _)| q == p)
+                .map(|(_, n)| n)
+                .max()
+                .unwrap();
+            (p, 1, lost_last)
+        })
+        .collect();
+    want_gaps.sort();
+    let mut got_gaps = gaps;
+    got_gaps.sort();
+    assert_eq!(
+        got_gaps, want_gaps,
+        "a gap notice per publisher for the damaged first segment"
+    );
     // It was exit 1 'not a tickbox journal', and nothing replayed.
     assert_eq!(out.status.code(), Some(5), "{stderr}");
     let summary: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON summary");

@@ -73,7 +73,7 @@ fn call(ep: &str, args: &[&str]) -> (Option<i32>, Vec<String>) {
 }
 
 #[test]
-fn call_prints_reply_frames_and_exits_4_on_timeout() {
+fn call_prints_reply_frames_and_answers_an_unknown_service_with_404() {
     let (_broker, ep) = start_broker();
     assert_eq!(
         call(&ep, &["mmi.service", "echo"]),
@@ -98,7 +98,9 @@ fn call_prints_reply_frames_and_exits_4_on_timeout() {
         .stderr(Stdio::null())
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(4), "timeout exit code");
+    // A service no worker serves is answered by MMI at once: 404, exit 1 (no broker at all is exit 4, errors.rs).
+    assert_eq!(out.status.code(), Some(1), "unknown service exit code");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "404");
 }
 
 #[test]

@@ -56,7 +56,7 @@ fn client(
     let security = match cert {
         None => Security::default(),
         Some(name) => Security::from_config(&SecurityConfig {
-            mechanism: MechanismName::Curve,
+            mechanism: Some(MechanismName::Curve),
             certificate: Some(keys.join(format!("{name}_secret"))),
             server_key: Some(server.public_z85()),
             ..SecurityConfig::default()
@@ -280,15 +280,15 @@ fn keys_made_by_pyzmq_load_and_a_pyzmq_curve_client_reads_a_tickbox_lvc() {
     // The LVC's upstream is a test-side CURVE XPUB holding the feed's key; the LVC expects that key.
     let ctx = zmq::Context::new();
     let feed_sec = Security::from_config(&SecurityConfig {
-        mechanism: MechanismName::Curve,
+        mechanism: Some(MechanismName::Curve),
         certificate: Some(keys.join("feed_secret")),
+        allow: Some(tickbox_auth::Allow::Any),
         ..SecurityConfig::default()
     })
     .unwrap();
-    let _zap = feed_sec.start_zap(&ctx).unwrap();
-    let publisher = ctx.socket(zmq::XPUB).unwrap();
+    let gate = feed_sec.gate(&ctx).unwrap();
+    let publisher = gate.socket(zmq::XPUB, "test.feed").unwrap();
     publisher.set_linger(0).unwrap();
-    feed_sec.server(&publisher, "test.feed").unwrap();
     let pub_ep = tickbox_zmqx::bind_resolved(&publisher, "tcp://127.0.0.1:*").unwrap();
     let config = keys.join("lvc.toml");
     std::fs::write(
@@ -404,16 +404,16 @@ fn record_and_replay_run_over_curve_and_replay_refuses_a_stranger() {
     // The source is a test-side CURVE XPUB; the recorder is a CURVE client expecting its key.
     let ctx = zmq::Context::new();
     let source_sec = Security::from_config(&SecurityConfig {
-        mechanism: MechanismName::Curve,
+        mechanism: Some(MechanismName::Curve),
         certificate: Some(keys.join("source_secret")),
+        allow: Some(tickbox_auth::Allow::Any),
         ..SecurityConfig::default()
     })
     .unwrap();
-    let _zap = source_sec.start_zap(&ctx).unwrap();
-    let publisher = ctx.socket(zmq::XPUB).unwrap();
+    let gate = source_sec.gate(&ctx).unwrap();
+    let publisher = gate.socket(zmq::XPUB, "test.source").unwrap();
     publisher.set_linger(100).unwrap();
     publisher.set_sndhwm(0).unwrap();
-    source_sec.server(&publisher, "test.source").unwrap();
     let ep = tickbox_zmqx::bind_resolved(&publisher, "tcp://127.0.0.1:*").unwrap();
     assert_eq!(
         source.public,

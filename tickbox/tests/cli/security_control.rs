@@ -55,7 +55,7 @@ allow = "{d}/allow"
 config_writers = ["ops"]
 
 [security.services]
-"tickbox.replay.*" = ["ops"]
+"tickbox.replay.*" = {{ call = ["ops"], serve = ["ops"] }}
 "#
         ),
     )

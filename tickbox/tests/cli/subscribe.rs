@@ -56,7 +56,7 @@ fn sent_data(report: &FeedReport) -> (u64, u64) {
 #[test]
 fn subscribe_to_two_feed_shards_then_ctrl_c_prints_the_summary() {
     let ctx = zmq::Context::new();
-    let handle = Feed::start(&ctx, feed(2, 5_000)).unwrap();
+    let handle = Feed::start(&tickbox_auth::Gate::open(&ctx), feed(2, 5_000)).unwrap();
     let endpoints = handle.endpoints().join(",");
     let proc = Captured::spawn(&[
         "subscribe",
@@ -103,7 +103,7 @@ fn subscribe_to_two_feed_shards_then_ctrl_c_prints_the_summary() {
 #[test]
 fn topic_prefixes_filter_and_never_report_gaps() {
     let ctx = zmq::Context::new();
-    let handle = Feed::start(&ctx, feed(1, 5_000)).unwrap();
+    let handle = Feed::start(&tickbox_auth::Gate::open(&ctx), feed(1, 5_000)).unwrap();
     let endpoint = handle.endpoints().join(",");
     let proc = Captured::spawn(&[
         "subscribe",
@@ -380,7 +380,7 @@ fn garbage_on_the_wire_is_counted_and_logged_and_the_subscriber_keeps_running() 
 #[test]
 fn nic_connects_through_the_named_interface() {
     let ctx = zmq::Context::new();
-    let handle = Feed::start(&ctx, feed(1, 2_000)).unwrap();
+    let handle = Feed::start(&tickbox_auth::Gate::open(&ctx), feed(1, 2_000)).unwrap();
     let endpoint = handle.endpoints().join(",");
     let proc = Captured::spawn(&[
         "subscribe",

@@ -30,7 +30,7 @@ fn tap_output(args: &[&str]) -> String {
     publisher.set_linger(0).unwrap();
     let pub_ep = tickbox_zmqx::bind_resolved(&publisher, "tcp://127.0.0.1:*").unwrap();
     let lvc = spawn(
-        &ctx,
+        &tickbox_auth::Gate::open(&ctx),
         LvcConfig {
             upstream: vec![pub_ep],
             bind: "tcp://127.0.0.1:*".into(),

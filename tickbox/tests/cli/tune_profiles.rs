@@ -137,14 +137,16 @@ fn feed_publisher_sockets_carry_the_feed_profile_over_the_feed_section() {
         endpoint: "tcp://127.0.0.1:*".into(),
         ..tickbox_feed::PublisherShardConfig::default()
     };
-    let (socket, endpoint) = tickbox_feed::open_publisher_socket(&ctx, 0, &shard, &config).unwrap();
+    let (socket, endpoint) =
+        tickbox_feed::open_publisher_socket(&tickbox_auth::Gate::open(&ctx), 0, &shard, &config)
+            .unwrap();
     assert!(endpoint.starts_with("tcp://127.0.0.1:"), "{endpoint}");
     let seen = read(&socket);
     assert_eq!(seen.kind, zmq::PUB);
     assert_carries(&seen, &p);
     // Without a profile the section's value stands.
     let (plain, _) = tickbox_feed::open_publisher_socket(
-        &ctx,
+        &tickbox_auth::Gate::open(&ctx),
         1,
         &shard,
         &tickbox_feed::FeedConfig {
@@ -225,7 +227,7 @@ fn lvc_xsub_xpub_and_tap_carry_the_lvc_profile() {
         socket_profile: p.clone(),
         ..tickbox_lvc::LvcConfig::default()
     };
-    let lvc = tickbox_lvc::spawn(&ctx, config).unwrap();
+    let lvc = tickbox_lvc::spawn(&tickbox_auth::Gate::open(&ctx), config).unwrap();
     let mut seen = Vec::new();
     // The proxy opens its sockets on its own thread; spawn returns once they are bound, bounded wait anyway.
     let all = eventually(Duration::from_secs(5), Duration::from_millis(10), || {
@@ -277,7 +279,7 @@ fn replay_xpubs_carry_the_replay_profile() {
     let ctx = context(1);
     let p = full_profile(Some(1));
     let replayer = tickbox_recorder::Replayer::bind(
-        &ctx,
+        &tickbox_auth::Gate::open(&ctx),
         tickbox_recorder::ReplayOptions {
             bind: vec!["tcp://127.0.0.1:*".into(), "tcp://127.0.0.1:*".into()],
             sndhwm: 321,

@@ -59,7 +59,7 @@ pub(crate) fn lossless(mut config: LvcConfig) -> LvcConfig {
 
 /// Starts the proxy and waits until `publisher` has its upstream subscription (so nothing sent is filtered out).
 pub(crate) fn start(ctx: &zmq::Context, config: LvcConfig, publisher: &TestPub) -> LvcHandle {
-    let lvc = tickbox_lvc::spawn(ctx, config).unwrap();
+    let lvc = tickbox_lvc::spawn(&tickbox_auth::Gate::open(ctx), config).unwrap();
     let sub = publisher
         .next_subscription(Duration::from_secs(5))
         .expect("the proxy never subscribed upstream");

@@ -1,0 +1,108 @@
+//! The housekeeping behind `record` into a history, on its own thread so the recording never waits for it: each
+//! journal a roll closes gets its card cached (`journal ls` reads it), then retention runs (`--retain`,
+//! `--retain-size`). Retention also runs once when the recording starts.
+
+use std::path::PathBuf;
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+
+use serde::Serialize;
+
+use crate::catalog::JournalCard;
+use crate::error::RecorderError;
+use crate::retention::{prune, Pruned, Retention};
+
+/// What the housekeeping did during a recording.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct KeeperReport {
+    /// Closed journals whose card was cached.
+    pub cards: u64,
+    /// Journals retention deleted, oldest first.
+    pub deleted: Vec<Pruned>,
+    /// Bytes they took.
+    pub freed_bytes: u64,
+    /// The last time retention had to keep a journal it wanted gone: the journal and why.
+    pub kept: Option<(String, &'static str)>,
+    /// Housekeeping steps that failed (each logged).
+    pub errors: u64,
+}
+
+/// The housekeeping thread of a recording into a history.
+pub struct Keeper {
+    tx: Option<mpsc::Sender<PathBuf>>,
+    thread: Option<JoinHandle<KeeperReport>>,
+}
+
+impl Keeper {
+    /// Starts the thread for the history at `dir`, which runs `retention` at once and after every closed
+    /// journal it is sent.
+    pub fn start(dir: PathBuf, retention: Retention) -> Result<Keeper, RecorderError> {
+        let (tx, rx) = mpsc::channel::<PathBuf>();
+        let thread = std::thread::Builder::new()
+            .name("tickbox-keeper".into())
+            .spawn(move || {
+                let mut report = KeeperReport::default();
+                let retain = |report: &mut KeeperReport| {
+                    if retention.is_none() {
+                        return;
+                    }
+                    match prune(&dir, &retention, tickbox_wire::now_ns(), false) {
+                        Ok(p) => {
+                            report.freed_bytes += p.freed_bytes;
+                            report.deleted.extend(p.deleted);
+                            if p.kept.is_some() {
+                                report.kept = p.kept;
+                            }
+                        }
+                        Err(e) => {
+                            report.errors += 1;
+                            tracing::error!(history = %dir.display(), "retention failed: {e}");
+                        }
+                    }
+                };
+                retain(&mut report);
+                for closed in rx {
+                    match JournalCard::of(&closed) {
+                        Ok(_) => report.cards += 1,
+                        Err(e) => {
+                            report.errors += 1;
+                            tracing::warn!(journal = %closed.display(), "cannot make the journal's card: {e}");
+                        }
+                    }
+                    retain(&mut report);
+                }
+                report
+            })
+            .map_err(|e| RecorderError::Thread(format!("cannot start the history keeper: {e}")))?;
+        Ok(Keeper {
+            tx: Some(tx),
+            thread: Some(thread),
+        })
+    }
+
+    /// Where closed journals are sent.
+    pub fn sender(&self) -> mpsc::Sender<PathBuf> {
+        self.tx
+            .as_ref()
+            .cloned()
+            .unwrap_or_else(|| mpsc::channel().0)
+    }
+
+    /// Waits for what was sent to be done and returns the report.
+    pub fn finish(mut self) -> KeeperReport {
+        drop(self.tx.take());
+        self.thread
+            .take()
+            .and_then(|t| t.join().ok())
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for Keeper {
+    fn drop(&mut self) {
+        drop(self.tx.take());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}

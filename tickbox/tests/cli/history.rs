@@ -1,0 +1,448 @@
+//! Histories as a user keeps them: `record --roll` writing one journal per period, `journal ls`, `info` and
+//! `verify` of the directory, `replay` and `replay --local` of the whole history or a time window of it.
+
+use crate::common;
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{KillOnDrop, TempDir, TICKBOX};
+use tickbox_wire::{encode_to_vec, Header, Kind, MessageRef, Quote};
+
+fn spawn(args: &[&str]) -> KillOnDrop {
+    KillOnDrop(
+        Command::new(TICKBOX)
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    )
+}
+
+fn run(args: &[&str]) -> Output {
+    spawn(args).wait_output(Duration::from_secs(20))
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// Quote `i` of `publisher`: sequence `i`, instrument `i`.
+fn quote(publisher: u32, i: u64) -> Vec<u8> {
+    let q = Quote {
+        instrument_id: i as u32,
+        bid_px: i as i64,
+        ..Quote::default()
+    };
+    encode_to_vec(
+        "Q.XNAS.AAPL",
+        &Header::live(Kind::Quote, publisher, i, tickbox_wire::now_ns()),
+        &q.into(),
+    )
+    .unwrap()
+}
+
+/// What a journal record of `frame` takes: 24 bytes of record header, the frame, padding to 8.
+fn stored(frame: &[u8]) -> u64 {
+    (24 + frame.len() as u64).next_multiple_of(8)
+}
+
+/// Records `frames` (sent in order by one publisher socket) with `tickbox record ARGS --connect EP`; returns
+/// the recorder's output.
+fn record(args: &[&str], frames: &[Vec<u8>]) -> Output {
+    let ctx = zmq::Context::new();
+    let publisher = ctx.socket(zmq::XPUB).unwrap();
+    publisher.set_linger(1000).unwrap();
+    // Unbounded, so nothing is dropped at the high-water mark while the recorder writes.
+    publisher.set_sndhwm(0).unwrap();
+    let ep = tickbox_testkit::bind_loopback(&publisher);
+    let n = frames.len().to_string();
+    let mut all = vec!["record", "--connect", &ep, "--max-messages", &n];
+    all.extend_from_slice(args);
+    let recorder = spawn(&all);
+    publisher.set_rcvtimeo(10_000).unwrap();
+    // The subscription (and the batch opt-in after it) say the recorder is connected.
+    assert_eq!(publisher.recv_bytes(0).unwrap(), b"\x01");
+    for f in frames {
+        publisher.send(&f[..], 0).unwrap();
+    }
+    recorder.wait_output(Duration::from_secs(20))
+}
+
+/// Data frames (heartbeats skipped) a SUB on `endpoint` receives, until `n` or 15 s.
+fn receive(ctx: &zmq::Context, endpoint: &str, n: usize) -> Vec<Vec<u8>> {
+    let sub = ctx.socket(zmq::SUB).unwrap();
+    sub.set_linger(0).unwrap();
+    sub.set_subscribe(b"").unwrap();
+    sub.set_rcvtimeo(200).unwrap();
+    sub.connect(endpoint).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let mut got = Vec::new();
+    while got.len() < n && Instant::now() < deadline {
+        match sub.recv_bytes(0) {
+            Ok(frame) => {
+                if MessageRef::decode(&frame).is_ok_and(|m| m.kind() != Kind::Heartbeat) {
+                    got.push(frame);
+                }
+            }
+            Err(zmq::Error::EAGAIN) => {}
+            Err(e) => panic!("{e}"),
+        }
+    }
+    got
+}
+
+/// Replays `journal` (with `extra` flags) onto one ipc shard and returns its output and the data frames a
+/// subscriber there received (at most `n`).
+fn replay(dir: &Path, journal: &str, n: usize, extra: &[&str]) -> (Output, Vec<Vec<u8>>) {
+    let ep = format!("ipc://{}/replay.sock", dir.display());
+    let mut args = vec![
+        "replay",
+        "--journal",
+        journal,
+        "--bind",
+        &ep,
+        "--speed",
+        "max",
+        "--wait-subscribers",
+        "1",
+        "--wait-timeout",
+        "10s",
+        "--quiet",
+    ];
+    args.extend_from_slice(extra);
+    let child = spawn(&args);
+    let ctx = zmq::Context::new();
+    let got = receive(&ctx, &ep, n);
+    (child.wait_output(Duration::from_secs(20)), got)
+}
+
+fn sequences(frames: &[Vec<u8>]) -> Vec<(u32, u64)> {
+    frames
+        .iter()
+        .map(|f| {
+            let h = *MessageRef::decode(f).unwrap().header();
+            (h.publisher_id, h.sequence)
+        })
+        .collect()
+}
+
+#[test]
+fn a_recording_that_rolls_three_times_is_one_history() {
+    let dir = TempDir::new("cli-history-rolls");
+    let history = dir.0.join("hist");
+    let hist = history.to_str().unwrap();
+    // Enough quotes for three rolls of 64 KiB (a journal rolls once it holds 64 KiB), and a few more.
+    let roll = 64 << 10;
+    let mut frames = Vec::new();
+    let (mut bytes, mut rolls) = (0u64, 0);
+    for i in 1.. {
+        let f = quote(7, i);
+        if bytes >= roll {
+            rolls += 1;
+            bytes = 0;
+        }
+        if rolls == 3 {
+            // The first record of the fourth journal.
+            frames.push(f);
+            break;
+        }
+        bytes += stored(&f);
+        frames.push(f);
+    }
+    let start = frames.len() as u64;
+    frames.extend((1..=20).map(|k| quote(7, start + k)));
+    let n = frames.len() as u64;
+    let out = record(
+        &[
+            "--journal",
+            hist,
+            "--roll",
+            "64KiB",
+            "--segment-size",
+            "1MiB",
+            "--quiet",
+        ],
+        &frames,
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let summary = text(&out);
+    assert!(summary.contains(&format!("messages      {n}")), "{summary}");
+    assert!(
+        summary.contains("history       4 journal(s) started, 3 roll(s)"),
+        "{summary}"
+    );
+
+    // journal ls: the four journals, their sequences chained, every record counted once.
+    let ls = run(&["journal", "ls", "--journal", hist, "--json"]);
+    assert!(ls.status.success(), "{}", text(&ls));
+    let v: serde_json::Value = serde_json::from_slice(&ls.stdout).unwrap();
+    let journals = v["journals"].as_array().unwrap();
+    assert_eq!(journals.len(), 4, "{v}");
+    assert_eq!(v["records"], n, "{v}");
+    let mut next = 1;
+    for j in journals {
+        assert_eq!(j["first_seq"], next, "{v}");
+        assert_eq!(j["publishers"], 1, "{v}");
+        assert!(j["bytes_on_disk"].as_u64().unwrap() > 0, "{v}");
+        assert_eq!(j["compressed"], false);
+        next = j["last_seq"].as_u64().unwrap() + 1;
+    }
+    assert_eq!(next, n + 1);
+    assert!(v["chain_breaks"].as_array().unwrap().is_empty());
+    let table = text(&run(&["journal", "ls", "--journal", hist]));
+    assert!(table.contains("4 journal(s)"), "{table}");
+
+    // verify DIR: every journal and the chain; the verdicts are cached for ls.
+    let verify = run(&["journal", "verify", "--journal", hist]);
+    assert!(verify.status.success(), "{}", text(&verify));
+    let report = text(&verify);
+    assert!(
+        report.contains(&format!("verify        OK: {n} records in 4 journals")),
+        "{report}"
+    );
+    let v: serde_json::Value =
+        serde_json::from_slice(&run(&["journal", "ls", "--journal", hist, "--json"]).stdout)
+            .unwrap();
+    assert!(
+        v["journals"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|j| j["verified"] == "ok"),
+        "{v}"
+    );
+    // info DIR: the whole history's accounting.
+    let info = run(&["journal", "info", "--journal", hist, "--json"]);
+    assert!(info.status.success(), "{}", text(&info));
+    let v: serde_json::Value = serde_json::from_slice(&info.stdout).unwrap();
+    assert_eq!(
+        (v["records"].as_u64(), v["recorded"].as_u64()),
+        (Some(n), Some(n)),
+        "{v}"
+    );
+    assert_eq!(v["missing"], 0);
+
+    // Replayed, the history is one stream: every sequence once, in order, under the original publisher.
+    let (out, got) = replay(&dir.0, hist, n as usize + 1, &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(
+        sequences(&got),
+        (1..=n).map(|s| (7, s)).collect::<Vec<_>>(),
+        "{}",
+        text(&out)
+    );
+    // And the backtest path reads it too.
+    let local = run(&["replay", "--journal", hist, "--local", "--json"]);
+    assert!(local.status.success(), "{}", text(&local));
+    let v: serde_json::Value = serde_json::from_slice(&local.stdout).unwrap();
+    assert_eq!(v["received"], n, "{v}");
+}
+
+/// A history of `journals` size-rolled journals of publisher 7's quotes (64 KiB each, the last one partly
+/// filled); returns how many quotes it holds.
+fn rolled_history(path: &Path, journals: usize) -> u64 {
+    let mut frames = Vec::new();
+    let (mut bytes, mut rolls) = (0u64, 0);
+    for i in 1.. {
+        let f = quote(7, i);
+        if bytes >= 64 << 10 {
+            rolls += 1;
+            bytes = 0;
+        }
+        if rolls + 1 == journals {
+            frames.push(f);
+            break;
+        }
+        bytes += stored(&f);
+        frames.push(f);
+    }
+    let out = record(
+        &[
+            "--journal",
+            path.to_str().unwrap(),
+            "--roll",
+            "64KiB",
+            "--segment-size",
+            "1MiB",
+            "--quiet",
+        ],
+        &frames,
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    frames.len() as u64
+}
+
+fn listed(path: &Path) -> Vec<String> {
+    let ls = run(&[
+        "journal",
+        "ls",
+        "--journal",
+        path.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(ls.status.success(), "{}", text(&ls));
+    let v: serde_json::Value = serde_json::from_slice(&ls.stdout).unwrap();
+    v["journals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn retention_deletes_oldest_first_and_never_a_journal_being_read_or_written() {
+    let dir = TempDir::new("cli-history-prune");
+    let history = dir.0.join("hist");
+    let hist = history.to_str().unwrap();
+    rolled_history(&history, 4);
+    let names = listed(&history);
+    assert_eq!(names.len(), 4);
+
+    // A replay waiting for its subscriber holds the oldest journal: retention keeps it, and so everything after.
+    let ep = format!("ipc://{}/held.sock", dir.0.display());
+    let mut replay = Command::new(TICKBOX)
+        .args([
+            "replay",
+            "--journal",
+            hist,
+            "--bind",
+            &ep,
+            "--wait-timeout",
+            "20s",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The replay says where it publishes once the journal is open (and leased).
+    let mut lines = std::io::BufReader::new(replay.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("publishing on") {
+        line.clear();
+        assert!(
+            std::io::BufRead::read_line(&mut lines, &mut line).unwrap() > 0,
+            "the replay ended before binding"
+        );
+    }
+    let replay = KillOnDrop(replay);
+    let held = run(&[
+        "journal",
+        "prune",
+        "--journal",
+        hist,
+        "--retain-size",
+        "1",
+        "--json",
+    ]);
+    assert!(held.status.success(), "{}", text(&held));
+    let v: serde_json::Value = serde_json::from_slice(&held.stdout).unwrap();
+    assert_eq!(v["deleted"].as_array().unwrap().len(), 0, "{v}");
+    assert_eq!(v["kept"], serde_json::json!([names[0], "read"]), "{v}");
+    drop(replay);
+
+    // Nobody reads: the oldest go first, down to the size asked, and a dry run only says so.
+    let dry = run(&[
+        "journal",
+        "prune",
+        "--journal",
+        hist,
+        "--retain-size",
+        "1",
+        "--dry-run",
+    ]);
+    assert!(dry.status.success(), "{}", text(&dry));
+    assert!(text(&dry).contains("would delete"), "{}", text(&dry));
+    assert_eq!(listed(&history), names);
+    // A recorder appending to the history holds its newest journal open: never deleted.
+    let out = record(&["--journal", hist, "--quiet"], &[quote(8, 1)]);
+    assert!(out.status.success(), "{}", text(&out));
+    let mut names = listed(&history);
+    assert_eq!(
+        names.len(),
+        5,
+        "a size-rolled history starts a new journal per run"
+    );
+    let ctx = zmq::Context::new();
+    let publisher = ctx.socket(zmq::XPUB).unwrap();
+    publisher.set_linger(0).unwrap();
+    let ep = tickbox_testkit::bind_loopback(&publisher);
+    let recorder = spawn(&["record", "--connect", &ep, "--journal", hist, "--quiet"]);
+    publisher.set_rcvtimeo(10_000).unwrap();
+    assert_eq!(publisher.recv_bytes(0).unwrap(), b"\x01", "recording");
+    names = listed(&history);
+    let pruned = run(&[
+        "journal",
+        "prune",
+        "--journal",
+        hist,
+        "--retain-size",
+        "1",
+        "--json",
+    ]);
+    assert!(pruned.status.success(), "{}", text(&pruned));
+    let v: serde_json::Value = serde_json::from_slice(&pruned.stdout).unwrap();
+    let deleted: Vec<&str> = v["deleted"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(deleted, names[..names.len() - 1], "{v}");
+    assert_eq!(
+        v["kept"],
+        serde_json::json!([names[names.len() - 1], "newest"]),
+        "{v}"
+    );
+    assert_eq!(listed(&history), names[names.len() - 1..]);
+    drop(recorder);
+}
+
+#[test]
+fn record_retain_size_keeps_the_history_within_its_size_as_it_rolls() {
+    let dir = TempDir::new("cli-history-retain");
+    let history = dir.0.join("hist");
+    let hist = history.to_str().unwrap();
+    let frames: Vec<Vec<u8>> = (1..=3000).map(|i| quote(7, i)).collect();
+    let out = record(
+        &[
+            "--journal",
+            hist,
+            "--roll",
+            "64KiB",
+            "--segment-size",
+            "1MiB",
+            "--retain-size",
+            "2MiB",
+            "--json",
+            "--quiet",
+        ],
+        &frames,
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rolls = v["rolls"].as_u64().unwrap();
+    let deleted = v["housekeeping"]["deleted"].as_array().unwrap();
+    assert!(rolls >= 4, "{v}");
+    assert!(!deleted.is_empty(), "{v}");
+    assert_eq!(v["housekeeping"]["errors"], 0, "{v}");
+    // What is left fits, and is the newest journals, the sequence chain intact from the oldest kept.
+    let ls = run(&["journal", "ls", "--journal", hist, "--json"]);
+    let l: serde_json::Value = serde_json::from_slice(&ls.stdout).unwrap();
+    assert!(l["bytes_on_disk"].as_u64().unwrap() <= 2 << 20, "{l}");
+    assert_eq!(
+        l["journals"].as_array().unwrap().len() as u64 + deleted.len() as u64,
+        rolls + 1,
+        "{l}"
+    );
+    assert!(l["chain_breaks"].as_array().unwrap().is_empty(), "{l}");
+    let last = l["journals"].as_array().unwrap().last().unwrap()["last_seq"].clone();
+    assert_eq!(last, 3000);
+}
