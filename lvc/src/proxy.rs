@@ -59,6 +59,7 @@ impl LvcHandle {
     pub fn metrics(&self) -> LvcMetrics {
         LvcMetrics {
             shared: Arc::clone(&self.shared),
+            accounts: Arc::clone(&self.accounts),
         }
     }
 
@@ -1279,10 +1280,12 @@ fn resolve(socket: &zmq::Socket, endpoint: &str, what: &str) -> Result<String, L
 }
 
 /// The [`tickbox_metrics::Source`] of a running proxy: its counters (a snapshot the proxy thread refreshes every
-/// 50 ms, never per message) as `tickbox_FIELD_total`, and what it holds now as gauges.
+/// 50 ms, never per message) as `tickbox_FIELD_total`, and what it holds now as gauges; every publisher's sequence
+/// account under the names the subscriber uses (`tickbox_publisher_missing{publisher}`, ...), and their sums.
 #[derive(Debug)]
 pub struct LvcMetrics {
     shared: Arc<Mutex<LvcStats>>,
+    accounts: Arc<crate::sequences::SharedAccounts>,
 }
 
 impl tickbox_metrics::Source for LvcMetrics {
@@ -1294,6 +1297,76 @@ impl tickbox_metrics::Source for LvcMetrics {
                 &["topics_cached", "cache_bytes", "downstream_prefixes"],
                 "the LVC's counters (the final table of `tickbox lvc`)",
                 &[],
+            );
+        }
+        let t = self.accounts.counters().load();
+        out.gauge(
+            "tickbox_publishers",
+            "Publishers whose sequence the LVC accounts.",
+            &[],
+            i64::try_from(t.publishers).unwrap_or(i64::MAX),
+        );
+        out.counters(
+            &[],
+            &[
+                (
+                    "tickbox_missing",
+                    "Publisher sequences lost before the LVC (gaps).",
+                    t.missing,
+                ),
+                (
+                    "tickbox_gaps",
+                    "Gaps in publishers' sequences seen by the LVC.",
+                    t.gap_events,
+                ),
+                (
+                    "tickbox_missed_before_join",
+                    "Messages publishers sent before the LVC first heard their session.",
+                    t.missed_before_join,
+                ),
+                (
+                    "tickbox_duplicates",
+                    "Publisher sequences the LVC received twice.",
+                    t.duplicates,
+                ),
+                (
+                    "tickbox_restarts",
+                    "Publisher restarts (new sessions) the LVC saw.",
+                    t.restarts,
+                ),
+                (
+                    "tickbox_anomalies",
+                    "Implausible sequence jumps: counted, not believed.",
+                    t.anomalies,
+                ),
+            ],
+        );
+        for a in self.accounts.publishers() {
+            let labels = [(tickbox_metrics::label::PUBLISHER, a.publisher.to_string())];
+            out.counters(
+                &labels,
+                &[
+                    (
+                        "tickbox_publisher_received",
+                        "Data records from this publisher.",
+                        a.received,
+                    ),
+                    (
+                        "tickbox_publisher_missing",
+                        "Sequences of this publisher this hop lost.",
+                        a.missing,
+                    ),
+                    (
+                        "tickbox_publisher_gaps",
+                        "Gap events of this publisher.",
+                        a.gap_events,
+                    ),
+                    (
+                        "tickbox_publisher_missed_before_join",
+                        "Messages this publisher sent before the LVC first heard its session.",
+                        a.missed_before_join,
+                    ),
+                ],
             );
         }
     }

@@ -397,6 +397,16 @@ fn a_cache_that_missed_a_publishers_first_values_says_so_to_version_2_and_counts
         (1, 3, 2)
     );
     assert_eq!(lvc.sequence_counters().load().missed_before_join, 100);
+    // The same counts for a metrics scrape (`--metrics`), under the names the subscriber uses.
+    let scrape = tickbox_metrics::render("lvc", vec![std::sync::Arc::new(lvc.metrics())]);
+    assert!(
+        scrape.contains("tickbox_publisher_missing_total{role=\"lvc\",publisher=\"1\"} 2"),
+        "{scrape}"
+    );
+    assert!(
+        scrape.contains("tickbox_missed_before_join_total{role=\"lvc\"} 100"),
+        "{scrape}"
+    );
 
     // A version 2 client: every cached value, and the count of what the cache lacks.
     let (outcome, values) = snapshot(&ctx, &snap, &[""]);
