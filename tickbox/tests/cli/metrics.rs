@@ -426,7 +426,7 @@ fn prometheus_scrapes_feed_subscribe_and_record_and_its_totals_equal_the_json_su
 }
 
 #[test]
-fn a_taken_metrics_port_is_one_line_and_exit_10() {
+fn a_taken_metrics_port_is_one_line_and_exit_11() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = taken.local_addr().unwrap().to_string();
     let out = common::output_within(
@@ -437,7 +437,7 @@ fn a_taken_metrics_port_is_one_line_and_exit_10() {
         },
         Duration::from_secs(15),
     );
-    assert_eq!(out.status.code(), Some(10), "{out:?}");
+    assert_eq!(out.status.code(), Some(11), "{out:?}");
     let stderr = String::from_utf8_lossy(&out.stderr);
     let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
     assert_eq!(errors.len(), 1, "{stderr}");
@@ -571,7 +571,7 @@ fn tune_check_warns_about_a_metrics_bind_off_the_loopback() {
         );
         assert!(out.status.success(), "{out:?}");
         let findings: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        findings
+        findings["findings"]
             .as_array()
             .unwrap()
             .iter()
