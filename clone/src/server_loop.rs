@@ -176,6 +176,33 @@ pub struct SharedStats {
     pub pending: AtomicU64,
 }
 
+impl SharedStats {
+    /// The counters now, for `clone-server --json` (names as the fields'; integers).
+    pub fn totals(&self) -> std::collections::BTreeMap<&'static str, u64> {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        std::collections::BTreeMap::from([
+            ("sequence", get(&self.sequence)),
+            ("keys", get(&self.keys)),
+            ("published", get(&self.published)),
+            ("dropped", get(&self.dropped)),
+            ("malformed", get(&self.malformed)),
+            ("rejected_votes", get(&self.rejected_votes)),
+            ("snapshots_served", get(&self.snapshots_served)),
+            ("snapshots_refused", get(&self.snapshots_refused)),
+            ("snapshots_truncated", get(&self.snapshots_truncated)),
+            ("refusal_notices", get(&self.refusal_notices)),
+            (
+                "refusal_notices_suppressed",
+                get(&self.refusal_notices_suppressed),
+            ),
+            ("bytes", get(&self.bytes)),
+            ("reserved_keys", get(&self.reserved_keys)),
+            ("reserved_bytes", get(&self.reserved_bytes)),
+            ("pending", get(&self.pending)),
+        ])
+    }
+}
+
 /// A running Clone server (one thread). Dropping it stops the thread.
 pub struct CloneServer {
     thread: Option<JoinHandle<Result<(), CloneError>>>,

@@ -46,6 +46,22 @@ pub fn default_state_bind(role: Role) -> &'static str {
 
 impl TitanicCounters {
     /// One line of every counter, as read now.
+    /// The counters now, for `titanic --json` (names as the fields'; integers).
+    pub fn totals(&self) -> std::collections::BTreeMap<&'static str, u64> {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        std::collections::BTreeMap::from([
+            ("dispatched", get(&self.dispatched)),
+            ("redispatched", get(&self.redispatched)),
+            ("undelivered", get(&self.undelivered)),
+            ("resumed", get(&self.resumed)),
+            ("failed", get(&self.failed)),
+            ("replies_stored", get(&self.replies_stored)),
+            ("malformed_replies", get(&self.malformed_replies)),
+            ("requests_refused", get(&self.requests_refused)),
+        ])
+    }
+
+    /// One line of every counter.
     pub fn summary_line(&self) -> String {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
         format!(

@@ -114,7 +114,7 @@ impl BrokerConfig {
 }
 
 /// Counters a user can read to see what the broker did and what it refused.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct BrokerStats {
     /// Client requests received, MMI queries included.
     pub requests: u64,

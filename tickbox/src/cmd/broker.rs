@@ -44,6 +44,10 @@ pub(crate) struct Args {
     heartbeat: Option<tickbox_units::HumanDuration>,
     #[command(flatten)]
     metrics: crate::metrics::MetricsArgs,
+    /// Print the final counters (and, with `[security]`, the auth counts) as one JSON object on stdout instead of
+    /// the text lines.
+    #[arg(long)]
+    json: bool,
 }
 
 pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
@@ -69,9 +73,15 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     let gate = config.auth.gate(&ctx).context("starting the ZAP handler")?;
     let (tx, rx) = std::sync::mpsc::channel();
     // Print the bound endpoint as soon as it is known, so scripts and tests can use `:*` ports.
+    let json = args.json;
     let printer = std::thread::spawn(move || {
         if let Ok(ep) = rx.recv() {
-            outln!("broker listening on {ep}");
+            // With --json, stdout carries only the summary object.
+            if json {
+                eprintln!("broker listening on {ep}");
+            } else {
+                outln!("broker listening on {ep}");
+            }
         }
     });
     let role = match (args.primary, args.backup) {
@@ -79,6 +89,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         (_, true) => Some(Role::Backup),
         _ => None,
     };
+    let mut pair_state = None;
     let stats = match role {
         None => run_broker(&gate, &args.bind, cfg, &stop, Some(tx)).context("broker")?,
         Some(role) => {
@@ -98,11 +109,23 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
             };
             let (stats, state) = run_broker_pair(&gate, &args.bind, cfg, &pair, &stop, Some(tx))
                 .context("broker pair")?;
-            outln!("final binary star state: {state:?}");
+            if !args.json {
+                outln!("final binary star state: {state:?}");
+            }
+            pair_state = Some(format!("{state:?}"));
             stats
         }
     };
     let _ = printer.join();
+    if args.json {
+        let mut summary = serde_json::to_value(&stats)?;
+        if let (Some(state), Some(o)) = (pair_state, summary.as_object_mut()) {
+            o.insert("binary_star_state".into(), state.into());
+        }
+        crate::auth_report::add_to_json(&mut summary, &config.auth);
+        crate::out::json(&summary)?;
+        return Ok(ExitCode::SUCCESS);
+    }
     outln!("{}", stats.summary_line());
     // Only with `[security]`: without it the summary stays exactly as it was.
     if let Some(auth) = config.auth.summary_line() {

@@ -64,6 +64,10 @@ pub(crate) struct Args {
     max_bytes: Option<u64>,
     #[command(flatten)]
     metrics: crate::metrics::MetricsArgs,
+    /// Print the final counters (and, with `[security]`, the auth counts) as one JSON object on stdout instead of
+    /// the text lines.
+    #[arg(long)]
+    json: bool,
 }
 
 fn parse_base_port(s: &str) -> Result<u16, String> {
@@ -147,11 +151,10 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
             std::sync::Arc::clone(&stats),
         ))],
     )?;
+    let json = args.json;
     run_blocking_with(&gate, options, &stop, &stats, |eps, port| {
         use std::io::Write;
-        let mut out = crate::out::stdout();
-        let _ = writeln!(
-            out,
+        let line = format!(
             "clone-server port={} snapshot={} publisher={} collector={} role={}",
             port.unwrap_or(0),
             eps.snapshot,
@@ -159,8 +162,24 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
             eps.collector,
             role.as_deref().unwrap_or("standalone")
         );
-        let _ = out.flush();
+        // With --json, stdout carries only the summary object.
+        if json {
+            eprintln!("{line}");
+        } else {
+            let mut out = crate::out::stdout();
+            let _ = writeln!(out, "{line}");
+            let _ = out.flush();
+        }
     })?;
+    if args.json {
+        let mut summary = serde_json::to_value(stats.totals())?;
+        crate::auth_report::add_to_json(&mut summary, &security);
+        if let (Some(caps), Some(o)) = (security.connections(), summary.as_object_mut()) {
+            o.insert("connections".into(), serde_json::to_value(caps)?);
+        }
+        crate::out::json(&summary)?;
+        return Ok(ExitCode::from(crate::exit_code::OK));
+    }
     // Like every server command: what the gate decided, with `[security]` (nothing without it).
     for line in security
         .summary_line()

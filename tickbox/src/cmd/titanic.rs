@@ -57,6 +57,10 @@ pub(crate) struct Args {
     max_attempts: Option<u32>,
     #[command(flatten)]
     metrics: crate::metrics::MetricsArgs,
+    /// Print the final counters (and, with `[security]`, the auth counts) as one JSON object on stdout instead of
+    /// the text lines.
+    #[arg(long)]
+    json: bool,
 }
 
 pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
@@ -94,13 +98,19 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     let ctx = zmq::Context::new();
     let titanic = Titanic::start(&ctx, &args.broker, &args.dir, cfg).context("starting titanic")?;
     let rec = titanic.recovery();
-    outln!(
+    let ready = format!(
         "titanic ready: {} open requests ({} awaiting a reply) recovered from {}; {} of them were dispatched before the restart",
         rec.open_requests,
         rec.pending_requests,
         args.dir.display(),
         rec.dispatched_requests
     );
+    // With --json, stdout carries only the summary object.
+    if args.json {
+        eprintln!("{ready}");
+    } else {
+        outln!("{ready}");
+    }
     let counters = std::sync::Arc::clone(&titanic.counters);
     let _metrics = args.metrics.start(
         config,
@@ -110,6 +120,12 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         )],
     )?;
     titanic.wait(&stop).context("titanic")?;
+    if args.json {
+        let mut summary = serde_json::to_value(counters.totals())?;
+        crate::auth_report::add_to_json(&mut summary, &config.auth);
+        crate::out::json(&summary)?;
+        return Ok(ExitCode::SUCCESS);
+    }
     outln!("{}", counters.summary_line());
     Ok(ExitCode::SUCCESS)
 }
