@@ -33,6 +33,29 @@ impl std::fmt::Debug for BrokerMetrics {
 impl Source for BrokerMetrics {
     fn collect(&self, out: &mut Scrape) {
         let s = self.live.get();
+        for (service, c) in &s.by_service {
+            for (status, n) in [
+                ("200", c.replied),
+                ("403", c.unauthorised),
+                ("404", c.not_found),
+                ("refused", c.refused),
+                ("expired", c.expired),
+            ] {
+                out.counter(
+                    "tickbox_service_requests_ended",
+                    "Client requests by service and how they ended: 200 replied, 403 unauthorised, 404 (mmi: no \
+                     such service), refused at a queue bound, expired without a worker.",
+                    &[("service", service.clone()), ("status", status.to_string())],
+                    n,
+                );
+            }
+            out.counter(
+                "tickbox_service_requests",
+                "Client requests received, by service.",
+                &[("service", service.clone())],
+                c.requests,
+            );
+        }
         out.counters(
             &[],
             &[

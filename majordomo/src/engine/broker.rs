@@ -159,6 +159,48 @@ pub struct BrokerStats {
     /// READYs answered with DISCONNECT because no `[security.services]` `serve` grant names the worker's key
     /// for the service (a caller's key posing as a worker), and worker messages from keys no longer listed.
     pub workers_unauthorised: u64,
+    /// Per service (its name, or [`OTHER_SERVICES`] past [`MAX_SERVICE_COUNTS`] names): requests by how they
+    /// ended, so `403`s and refusals can be told apart per service.
+    pub by_service: std::collections::BTreeMap<String, ServiceCounts>,
+}
+
+/// How one service's requests ended (`broker --metrics` labels them `status`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ServiceCounts {
+    /// Requests received for the service.
+    pub requests: u64,
+    /// Final replies a worker sent back (`status="200"`).
+    pub replied: u64,
+    /// Answered `403 unauthorised` (grants, or a revoked key).
+    pub unauthorised: u64,
+    /// Refused at a queue bound (`refused`).
+    pub refused: u64,
+    /// Expired in the queue without a worker (`expired`).
+    pub expired: u64,
+    /// `mmi.*` queries answered `404` (no worker for the service asked about).
+    pub not_found: u64,
+}
+
+/// Most distinct service names counted apart: requests name services freely, and every name would otherwise
+/// grow the table; past it, counts go to [`OTHER_SERVICES`].
+pub const MAX_SERVICE_COUNTS: usize = 256;
+
+/// Where the services past [`MAX_SERVICE_COUNTS`] are counted.
+pub const OTHER_SERVICES: &str = "(other)";
+
+impl BrokerStats {
+    /// The counts of `service`, created while there is room.
+    fn service(&mut self, service: &[u8]) -> &mut ServiceCounts {
+        let name = String::from_utf8_lossy(service);
+        let key = if self.by_service.contains_key(name.as_ref())
+            || self.by_service.len() < MAX_SERVICE_COUNTS
+        {
+            name.into_owned()
+        } else {
+            OTHER_SERVICES.to_string()
+        };
+        self.by_service.entry(key).or_default()
+    }
 }
 
 struct WorkerState {
@@ -360,6 +402,9 @@ impl Broker {
             }) => {
                 self.stats.requests += 1;
                 self.stats.requests_unauthorised += 1;
+                let counts = self.stats.service(&service);
+                counts.requests += 1;
+                counts.unauthorised += 1;
                 self.log_unauthorised(now, &String::from_utf8_lossy(&service), "revoked", user);
                 let body =
                     vec![unauthorised_reply(&String::from_utf8_lossy(&service)).into_bytes()];
@@ -413,6 +458,9 @@ impl Broker {
         };
         self.stats.requests += 1;
         self.stats.requests_unauthorised += 1;
+        let counts = self.stats.service(service);
+        counts.requests += 1;
+        counts.unauthorised += 1;
         self.cfg.security.stats().record_unauthorised();
         self.log_unauthorised(now, &name, &rule, user);
         let body = vec![unauthorised_reply(&name).into_bytes()];
@@ -430,6 +478,7 @@ impl Broker {
         body: Frames,
     ) {
         self.stats.requests += 1;
+        self.stats.service(&service).requests += 1;
         if service.starts_with(MMI_PREFIX) {
             self.stats.mmi += 1;
             let code: &[u8] = if service.as_slice() == b"mmi.service" {
@@ -437,6 +486,7 @@ impl Broker {
                 if self.workers_for(target) > 0 {
                     b"200"
                 } else {
+                    self.stats.service(&service).not_found += 1;
                     b"404"
                 }
             } else {
@@ -480,6 +530,7 @@ impl Broker {
 
     fn refuse(&mut self, now: Instant, client: Vec<u8>, version: Version, service: Vec<u8>) {
         self.stats.requests_refused += 1;
+        self.stats.service(&service).refused += 1;
         self.refused_unlogged += 1;
         self.log_drops(now);
         self.notify_undelivered(client, version, service, b"refused");
@@ -676,6 +727,7 @@ impl Broker {
                     return;
                 }
                 self.stats.replies += 1;
+                self.stats.service(&service).replied += 1;
                 self.out.push_back(with_identity(
                     client,
                     client_reply(client_version, false, service.clone(), body),
@@ -804,6 +856,7 @@ impl Broker {
         let mut expired = 0;
         let mut freed = 0;
         let mut notices = Vec::new();
+        let mut expired_by_service = Vec::new();
         self.services.retain(|name, svc| {
             let before = svc.requests.len();
             svc.requests.retain(|r| {
@@ -816,7 +869,11 @@ impl Broker {
                 }
                 keep
             });
-            expired += (before - svc.requests.len()) as u64;
+            let gone = (before - svc.requests.len()) as u64;
+            if gone > 0 {
+                expired_by_service.push((name.clone(), gone));
+            }
+            expired += gone;
             // `retain` keeps the ring's capacity: after a flood the empty slots would pin memory for good.
             if svc.requests.capacity() > 64 && svc.requests.len() < svc.requests.capacity() / 4 {
                 svc.requests.shrink_to(svc.requests.len() * 2);
@@ -826,6 +883,9 @@ impl Broker {
         self.queued_bytes = self.queued_bytes.saturating_sub(freed);
         self.stats.queued_bytes = self.queued_bytes as u64;
         self.stats.requests_expired += expired;
+        for (service, n) in expired_by_service {
+            self.stats.service(&service).expired += n;
+        }
         self.expired_unlogged += expired;
         for (client, version, service) in notices {
             self.notify_undelivered(client, version, service, b"expired");
@@ -935,6 +995,21 @@ mod tests {
     }
 
     #[test]
+    fn service_counts_are_bounded_by_name() {
+        let mut stats = BrokerStats::default();
+        for i in 0..MAX_SERVICE_COUNTS + 10 {
+            stats.service(format!("svc{i}").as_bytes()).requests += 1;
+        }
+        assert_eq!(stats.by_service.len(), MAX_SERVICE_COUNTS + 1);
+        assert_eq!(stats.by_service[OTHER_SERVICES].requests, 10);
+        stats.service(b"svc0").requests += 1;
+        assert_eq!(
+            stats.by_service["svc0"].requests, 2,
+            "a counted name stays counted"
+        );
+    }
+
+    #[test]
     fn a_refused_request_is_answered_403_in_the_clients_revision_and_never_queued() {
         // Grants name keys, so they come with CURVE (keys are Z85 literals; no socket is involved here).
         const OPS: &str = "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7";
@@ -1001,6 +1076,10 @@ mod tests {
         assert_eq!(b.queued_for(b"tickbox.replay.stop"), 1);
         assert_eq!(b.queued_for(b"echo"), 1);
         assert_eq!(b.stats().requests_unauthorised, 2);
+        // Counted per service too, as 403s.
+        let by = &b.stats().by_service;
+        assert_eq!(by["tickbox.replay.stop"].unauthorised, 1);
+        assert_eq!(by["tickbox.replay.start"].unauthorised, 1);
         assert_eq!(security.summary().unwrap().unauthorised_refused, 2);
     }
 
