@@ -70,6 +70,9 @@ pub struct LatencyConfig {
     pub via_lvc: bool,
     /// How the tickbox subscriber's shard hands records to its worker (`inline` needs one worker per shard).
     pub handoff: tickbox_subscriber::Handoff,
+    /// Applied to every socket of both systems (`bench latency --security curve`, in-process shape); the sweep's
+    /// gate is started from the same section.
+    pub security: tickbox_auth::Security,
 }
 
 impl Default for LatencyConfig {
@@ -88,6 +91,7 @@ impl Default for LatencyConfig {
             drain: Duration::from_millis(500),
             via_lvc: false,
             handoff: tickbox_subscriber::Handoff::default(),
+            security: tickbox_auth::Security::default(),
         }
     }
 }

@@ -255,6 +255,7 @@ fn measure_pipeline(
         subscriber_config(vec![sub_endpoint], config.hwm, config.handoff),
         workers_config(1, config.hwm),
     );
+    sub_config.security = config.security.clone();
     tune(&mut sub_config, &mut pool);
     let subscriber = Subscriber::start(gate.context(), &sub_config, &pool, |_| {
         LatencyWorker::new(Arc::clone(state), config.log_interval, config.stall)
@@ -293,7 +294,8 @@ fn publish_schedule(
     state: &RunState,
     ep_tx: mpsc::Sender<Result<String, BenchError>>,
 ) -> Result<(), BenchError> {
-    let feed = feed_config(config.hwm, config.no_drop);
+    let mut feed = feed_config(config.hwm, config.no_drop);
+    feed.security = config.security.clone();
     let shard = PublisherShardConfig {
         endpoint: config.transport.bind_endpoint("feed"),
         ..PublisherShardConfig::default()

@@ -124,6 +124,10 @@ fn raw_sub_loop(
     socket.set_linger(0).map_err(zerr("linger"))?;
     socket.set_rcvhwm(config.hwm).map_err(zerr("rcvhwm"))?;
     socket.set_rcvtimeo(50).map_err(zerr("rcvtimeo"))?;
+    config
+        .security
+        .client(&socket, "bench.raw")
+        .map_err(|e| BenchError::Setup(e.to_string()))?;
     socket.connect(&endpoint).map_err(zerr("connect"))?;
     socket.set_subscribe(b"").map_err(zerr("subscribe"))?;
 

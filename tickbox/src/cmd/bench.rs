@@ -188,6 +188,10 @@ struct LatencyArgs {
     /// scraped every D (`100ms`: ten times a busy Prometheus), and print both (in-process shape).
     #[arg(long, value_name = "DURATION", value_parser = tickbox_units::parse_duration)]
     metrics_scrape: Option<Duration>,
+    /// `curve`: every socket of both systems runs CurveZMQ (one fresh key pair, no allow-list), so the ratios
+    /// compare tickbox under CURVE with raw libzmq under CURVE (in-process shape, tcp or ipc).
+    #[arg(long, value_enum, default_value_t = BenchSecurity::Null)]
+    security: BenchSecurity,
 }
 
 #[derive(Debug, clap::Args)]
@@ -429,7 +433,33 @@ fn latency(a: LatencyArgs) -> anyhow::Result<ExitCode> {
         repeats: a.repeat,
     };
     let stop = crate::shutdown::flag();
-    let gate = tickbox_auth::Gate::open(&zmq::Context::new());
+    let ctx = zmq::Context::new();
+    let (gate, sweep) = match a.security {
+        BenchSecurity::Null => (tickbox_auth::Gate::open(&ctx), sweep),
+        BenchSecurity::Curve => {
+            anyhow::ensure!(
+                shape == Shape::InProcess,
+                "--security curve runs the in-process shape (--shape in-process)"
+            );
+            anyhow::ensure!(
+                !sweep.transports.contains(&Transport::Inproc),
+                "--security curve needs tcp or ipc: libzmq applies no mechanism to inproc"
+            );
+            let security = tickbox_auth::Security::ephemeral_curve()?;
+            let gate = security.gate(&ctx)?;
+            let sweep = LatencySweep {
+                base: LatencyConfig {
+                    security,
+                    ..sweep.base
+                },
+                ..sweep
+            };
+            (gate, sweep)
+        }
+    };
+    if a.security == BenchSecurity::Curve {
+        outln!("under CURVE: every socket of tickbox and of raw libzmq encrypts and authenticates");
+    }
     let stamp = unix_seconds().to_string();
     if let Some(every) = a.metrics_scrape {
         print!(
