@@ -382,6 +382,10 @@ impl ReplayInput for HistoryReader {
     fn end_seq(&self) -> u64 {
         HistoryReader::end_seq(self)
     }
+
+    fn position_seq(&self) -> Option<u64> {
+        HistoryReader::position_seq(self)
+    }
 }
 
 #[cfg(test)]

@@ -34,6 +34,7 @@ mod keeper;
 mod lease;
 mod ledger;
 mod local_feed;
+mod merge;
 mod progress;
 mod record;
 mod record_session;
@@ -71,6 +72,7 @@ pub use keeper::{Keeper, KeeperReport};
 pub use lease::{lease_path, writer_holds, Lease, LEASE_SUFFIX};
 pub use ledger::{Ledger, LedgerError, LedgerOverflow, LedgerRow, MAX_LEDGER_PUBLISHERS};
 pub use local_feed::{LocalFeed, LocalFeedReport};
+pub use merge::{open_input, MergedInput};
 pub use progress::{stop_seq_of, ReplayProgress};
 pub use record::{
     record, record_with, Journals, RecordOptions, RecordStats, Recorder, RollCheck,

@@ -36,6 +36,19 @@ impl LocalFeed {
         Ok(Self::from_input(path, Box::new(reader)))
     }
 
+    /// Opens several journals or histories, merged by capture time (one is read as it is).
+    pub fn open_all(paths: &[PathBuf]) -> Result<LocalFeed, RecorderError> {
+        let name = paths
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(",");
+        Ok(Self::from_input(
+            Path::new(&name),
+            crate::merge::open_input(paths)?,
+        ))
+    }
+
     /// A local replay of any [`ReplayInput`], named `path` in what it logs.
     pub fn from_input(path: &Path, input: Box<dyn ReplayInput>) -> LocalFeed {
         LocalFeed {

@@ -69,6 +69,10 @@ pub trait ReplayInput {
     fn skip_damage(&mut self) -> Result<Skipped, RecorderError>;
     /// The sequence the next record will get: the progress denominator (0 where unknown).
     fn end_seq(&self) -> u64;
+    /// The sequence the next record read will have, when known (where a run's progress starts).
+    fn position_seq(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// One step of a [`ReplayInput`].
@@ -113,6 +117,10 @@ impl ReplayInput for Reader {
 
     fn end_seq(&self) -> u64 {
         Reader::end_seq(self)
+    }
+
+    fn position_seq(&self) -> Option<u64> {
+        Reader::position_seq(self)
     }
 }
 

@@ -35,9 +35,11 @@ use crate::status::StatusBoard;
     Exit codes: 0 done; 1 error, including: no subscriber within --wait-timeout, or a run that published messages while no subscriber was subscribed on any shard (`delivered to no subscriber`); 9 --topics/--from/--to (or --from-seq/--to-seq) selected no record (the error line says what the journal holds)."
 )]
 pub(crate) struct Args {
-    /// Journal to replay (ring file or archive directory).
-    #[arg(long)]
-    journal: PathBuf,
+    /// Journal to replay: a ring file, an archive directory, or a history (a directory `record --roll` writes,
+    /// replayed as one journal). Several, comma-separated, are merged into one stream by capture time, each record
+    /// under its own publisher's identity and sequence (a window by sequence then needs one).
+    #[arg(long, value_delimiter = ',', required = true)]
+    journal: Vec<PathBuf>,
     /// Publisher shard endpoints to bind, comma-separated. Each original publisher is carried whole by shard
     /// `publisher_id % N` (with --restamp, symbols are spread over them by stable hash).
     #[arg(long, value_delimiter = ',', required_unless_present = "local")]
@@ -162,7 +164,7 @@ impl Args {
     /// The request the recorder library plans and settles against `[recorder]`.
     fn request(&self, progress_every: Option<Duration>) -> ReplayRequest {
         ReplayRequest {
-            journal: self.journal.clone(),
+            journals: self.journal.clone(),
             bind: self.bind.clone(),
             speed: self.speed,
             from: self.from.clone(),
@@ -297,7 +299,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
             let (shared, runs, defaults) = session
                 .remote_control()
                 .context("the replay's remote control was already taken")?;
-            let journal = args.journal.clone();
+            let journals = args.journal.clone();
             Some(
                 ReplayControlService::spawn_secured(
                     &ctx,
@@ -305,7 +307,14 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
                     shared,
                     runs,
                     defaults,
-                    Box::new(move || first_capture_ns(&journal).map_err(|e| format!("{e:#}"))),
+                    Box::new(move || {
+                        journals
+                            .iter()
+                            .map(|j| first_capture_ns(j))
+                            .collect::<anyhow::Result<Vec<u64>>>()
+                            .map(|firsts| firsts.into_iter().min().unwrap_or(0))
+                            .map_err(|e| format!("{e:#}"))
+                    }),
                     Arc::clone(&stop),
                     config.auth.clone(),
                 )

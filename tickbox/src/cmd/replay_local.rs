@@ -2,7 +2,7 @@
 //! pool (`tickbox_subscriber::replay_local`), with no socket, as fast as the workers take it; the summary is
 //! `subscribe`'s plus records/s and the multiple of real time achieved.
 
-use std::path::Path;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 
@@ -16,12 +16,12 @@ use crate::exit_code;
 /// Runs the whole journal through `[subscriber]` (snail, gap policy, dispatch) and `[workers]` (`workers`
 /// overrides the count) and prints the summary (`json`: one object).
 pub(crate) fn run(
-    journal: &Path,
+    journals: &[PathBuf],
     json: bool,
     workers: Option<usize>,
     config: &TickboxConfig,
 ) -> anyhow::Result<ExitCode> {
-    let mut feed = LocalFeed::open(journal)?;
+    let mut feed = LocalFeed::open_all(journals)?;
     let sub = config.subscriber.clone();
     let mut pool = config.workers.clone();
     if let Some(n) = workers {

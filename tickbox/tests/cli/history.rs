@@ -75,13 +75,8 @@ fn record(args: &[&str], frames: &[Vec<u8>]) -> Output {
     recorder.wait_output(Duration::from_secs(20))
 }
 
-/// Data frames (heartbeats skipped) a SUB on `endpoint` receives, until `n` or 15 s.
-fn receive(ctx: &zmq::Context, endpoint: &str, n: usize) -> Vec<Vec<u8>> {
-    let sub = ctx.socket(zmq::SUB).unwrap();
-    sub.set_linger(0).unwrap();
-    sub.set_subscribe(b"").unwrap();
-    sub.set_rcvtimeo(200).unwrap();
-    sub.connect(endpoint).unwrap();
+/// Data frames (heartbeats skipped) `sub` receives, until `n` or 15 s.
+fn receive(sub: &zmq::Socket, n: usize) -> Vec<Vec<u8>> {
     let deadline = Instant::now() + Duration::from_secs(15);
     let mut got = Vec::new();
     while got.len() < n && Instant::now() < deadline {
@@ -98,8 +93,8 @@ fn receive(ctx: &zmq::Context, endpoint: &str, n: usize) -> Vec<Vec<u8>> {
     got
 }
 
-/// Replays `journal` (with `extra` flags) onto one ipc shard and returns its output and the data frames a
-/// subscriber there received (at most `n`).
+/// Replays `journal` (with `extra` flags and `--json`) onto one ipc shard and returns its output and the first `n`
+/// data frames a subscriber there received (the summary's `sent` says whether there were more).
 fn replay(dir: &Path, journal: &str, n: usize, extra: &[&str]) -> (Output, Vec<Vec<u8>>) {
     let ep = format!("ipc://{}/replay.sock", dir.display());
     let mut args = vec![
@@ -114,13 +109,29 @@ fn replay(dir: &Path, journal: &str, n: usize, extra: &[&str]) -> (Output, Vec<V
         "1",
         "--wait-timeout",
         "10s",
+        "--json",
         "--quiet",
     ];
     args.extend_from_slice(extra);
     let child = spawn(&args);
     let ctx = zmq::Context::new();
-    let got = receive(&ctx, &ep, n);
-    (child.wait_output(Duration::from_secs(20)), got)
+    let sub = ctx.socket(zmq::SUB).unwrap();
+    sub.set_linger(0).unwrap();
+    sub.set_subscribe(b"").unwrap();
+    sub.set_rcvtimeo(200).unwrap();
+    sub.connect(&ep).unwrap();
+    let got = receive(&sub, n);
+    // Leaving ends the replay's wait for its subscribers to finish reading.
+    drop(sub);
+    let out = child.wait_output(Duration::from_secs(20));
+    (out, got)
+}
+
+/// The records a replay sent, from its `--json` summary.
+fn sent(out: &Output) -> u64 {
+    let v: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(out)));
+    v["sent"].as_u64().unwrap()
 }
 
 fn sequences(frames: &[Vec<u8>]) -> Vec<(u32, u64)> {
@@ -229,13 +240,37 @@ fn a_recording_that_rolls_three_times_is_one_history() {
     assert_eq!(v["missing"], 0);
 
     // Replayed, the history is one stream: every sequence once, in order, under the original publisher.
-    let (out, got) = replay(&dir.0, hist, n as usize + 1, &[]);
+    let (out, got) = replay(&dir.0, hist, n as usize, &[]);
     assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(sent(&out), n);
     assert_eq!(
         sequences(&got),
         (1..=n).map(|s| (7, s)).collect::<Vec<_>>(),
         "{}",
         text(&out)
+    );
+    // A window of origin time across the periods: seeks into the journal holding its start.
+    let origin = |f: &Vec<u8>| MessageRef::decode(f).unwrap().header().origin_time_ns;
+    let (from, to) = (
+        origin(&frames[frames.len() / 3]),
+        origin(&frames[frames.len() - 5]),
+    );
+    let want: Vec<(u32, u64)> = sequences(&frames)
+        .into_iter()
+        .zip(&frames)
+        .filter(|(_, f)| (from..to).contains(&origin(f)))
+        .map(|(s, _)| s)
+        .collect();
+    let (out, got) = replay(
+        &dir.0,
+        hist,
+        want.len(),
+        &["--from", &from.to_string(), "--to", &to.to_string()],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(
+        (sequences(&got), sent(&out)),
+        (want.clone(), want.len() as u64)
     );
     // And the backtest path reads it too.
     let local = run(&["replay", "--journal", hist, "--local", "--json"]);
@@ -414,4 +449,109 @@ fn record_retain_size_keeps_the_history_within_its_size_as_it_rolls() {
     assert!(l["chain_breaks"].as_array().unwrap().is_empty(), "{l}");
     let last = l["journals"].as_array().unwrap().last().unwrap()["last_seq"].clone();
     assert_eq!(last, 3000);
+}
+
+/// (publisher, sequence, capture time) of every record of the journal at `path`, in its order.
+fn recorded(path: &Path) -> Vec<(u32, u64, u64)> {
+    let mut r = tickbox_journal::Reader::open(path).unwrap();
+    let mut out = Vec::new();
+    while let Some(rec) = r.next().unwrap() {
+        let h = *MessageRef::decode(rec.payload).unwrap().header();
+        out.push((h.publisher_id, h.sequence, rec.capture_time_ns));
+    }
+    out
+}
+
+#[test]
+fn two_recordings_of_two_feeds_replay_as_one_stream_merged_by_capture_time() {
+    let dir = TempDir::new("cli-history-merge");
+    let (a, b) = (dir.0.join("a"), dir.0.join("b"));
+    const N: u64 = 400;
+    // Two feeds, publishers 1 and 2, sent interleaved, each recorded by its own recorder.
+    let ctx = zmq::Context::new();
+    let mut recorders = Vec::new();
+    let mut publishers = Vec::new();
+    for journal in [&a, &b] {
+        let publisher = ctx.socket(zmq::XPUB).unwrap();
+        publisher.set_linger(1000).unwrap();
+        publisher.set_sndhwm(0).unwrap();
+        let ep = tickbox_testkit::bind_loopback(&publisher);
+        recorders.push(spawn(&[
+            "record",
+            "--connect",
+            &ep,
+            "--journal",
+            journal.to_str().unwrap(),
+            "--segment-size",
+            "1MiB",
+            "--max-messages",
+            &N.to_string(),
+            "--quiet",
+        ]));
+        publisher.set_rcvtimeo(10_000).unwrap();
+        assert_eq!(publisher.recv_bytes(0).unwrap(), b"\x01");
+        publishers.push(publisher);
+    }
+    for i in 1..=N {
+        for (k, publisher) in publishers.iter().enumerate() {
+            publisher.send(quote(k as u32 + 1, i), 0).unwrap();
+        }
+    }
+    for r in recorders {
+        let out = r.wait_output(Duration::from_secs(20));
+        assert!(out.status.success(), "{}", text(&out));
+    }
+    // The merged order: by capture time, the first recording first on a tie.
+    let mut expected: Vec<(u64, usize, u32, u64)> = Vec::new();
+    for (k, journal) in [&a, &b].iter().enumerate() {
+        expected.extend(recorded(journal).into_iter().map(|(p, s, t)| (t, k, p, s)));
+    }
+    expected.sort();
+    let expected: Vec<(u32, u64)> = expected.into_iter().map(|(_, _, p, s)| (p, s)).collect();
+    assert_eq!(expected.len(), 2 * N as usize);
+
+    let both = format!("{},{}", a.display(), b.display());
+    let (out, got) = replay(&dir.0, &both, 2 * N as usize, &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(sent(&out), 2 * N);
+    assert_eq!(sequences(&got), expected, "{}", text(&out));
+    // The backtest path merges the same way: every record of both, each publisher's sequence gap-free.
+    let local = run(&["replay", "--journal", &both, "--local", "--json"]);
+    assert!(local.status.success(), "{}", text(&local));
+    let v: serde_json::Value = serde_json::from_slice(&local.stdout).unwrap();
+    assert_eq!(
+        (v["received"].as_u64(), v["gaps"].as_u64()),
+        (Some(2 * N), Some(0)),
+        "{v}"
+    );
+    // A window of origin time selects across both.
+    let origins: Vec<u64> = [&a, &b]
+        .iter()
+        .flat_map(|j| {
+            let mut r = tickbox_journal::Reader::open(j).unwrap();
+            let mut o = Vec::new();
+            while let Some(rec) = r.next().unwrap() {
+                o.push(
+                    MessageRef::decode(rec.payload)
+                        .unwrap()
+                        .header()
+                        .origin_time_ns,
+                );
+            }
+            o
+        })
+        .collect();
+    let mut sorted = origins.clone();
+    sorted.sort();
+    let mid = sorted[sorted.len() / 2];
+    let late = origins.iter().filter(|&&o| o >= mid).count();
+    let window = mid.to_string();
+    let (out, got) = replay(&dir.0, &both, late, &["--from", &window]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(
+        (got.len(), sent(&out)),
+        (late, late as u64),
+        "{}",
+        text(&out)
+    );
 }
