@@ -44,6 +44,7 @@ mod retention;
 mod roll;
 mod selection;
 mod source_replay;
+mod stitch;
 mod summary;
 
 pub use catalog::{bytes_on_disk, card_path, is_compressed, stamp_of, JournalCard, Verified};
@@ -95,4 +96,7 @@ pub use selection::{
     ReplaySelection, SelectionError, TimeZone, When, CLOCK_SLACK,
 };
 pub use source_replay::{SourceReplay, SourceReplayHandle};
+pub use stitch::{
+    stitch, Hole, InputReport, LeaderSpan, StitchInput, StitchReport, MAX_RANGES, MAX_WAITING,
+};
 pub use tickbox_units::{Pace, ReplayPacer, Speed};
