@@ -124,6 +124,36 @@ impl ReplayInput for Reader {
     }
 }
 
+/// The gap notice a replay sends for `first..=last` of a publisher that journal damage took (topic
+/// `G.<publisher>`, its sequence the last one it accounts for, stamped `now`): its header and frame.
+pub(crate) fn damage_notice(
+    publisher: u32,
+    session: u64,
+    first: u64,
+    last: u64,
+    now: u64,
+    flags: Flags,
+) -> Result<(Header, Vec<u8>), RecorderError> {
+    let header = Header {
+        kind: Kind::Gap,
+        flags,
+        publisher_id: publisher,
+        sequence: last,
+        send_time_ns: now,
+        origin_time_ns: now,
+        session,
+    };
+    let notice = tickbox_wire::GapNotice {
+        first_missing: first,
+        last_missing: last,
+        detected_ns: now,
+        cause: tickbox_wire::GapCause::NotReceived,
+    };
+    let frame = tickbox_wire::encode_to_vec(&format!("G.{publisher}"), &header, &notice.into())
+        .map_err(|e| RecorderError::InvalidOption(format!("gap notice: {e}")))?;
+    Ok((header, frame))
+}
+
 /// Where a replay starts or stops.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Position {
@@ -1098,26 +1128,16 @@ impl Replayer {
             return Ok(true);
         }
         let (first, last) = (p.last_seq + 1, h.sequence - 1);
-        let header = Header {
-            kind: Kind::Gap,
-            flags: self.own_flags(),
-            publisher_id: h.publisher_id,
-            // A gap notice's sequence is the last one it accounts for.
-            sequence: last,
-            send_time_ns: now,
-            origin_time_ns: now,
-            session: h.session,
-        };
-        let notice = tickbox_wire::GapNotice {
-            first_missing: first,
-            last_missing: last,
-            detected_ns: now,
-            cause: tickbox_wire::GapCause::NotReceived,
-        };
-        let topic = format!("G.{}", h.publisher_id);
-        let frame = tickbox_wire::encode_to_vec(&topic, &header, &notice.into())
-            .map_err(|e| RecorderError::InvalidOption(format!("gap notice: {e}")))?;
-        if !self.send_record(shard, &frame, topic.len() + 1, &header, stop, stats)? {
+        let (header, frame) = damage_notice(
+            h.publisher_id,
+            h.session,
+            first,
+            last,
+            now,
+            self.own_flags(),
+        )?;
+        let topic_len = frame.iter().position(|&b| b == 0).unwrap_or(0) + 1;
+        if !self.send_record(shard, &frame, topic_len, &header, stop, stats)? {
             return Ok(false);
         }
         stats.gap_notices += 1;

@@ -215,9 +215,14 @@ pub(crate) fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCod
                         c.reason
                     );
                 }
-                return Ok(ExitCode::from(exit_code::CORRUPT));
             }
-            Ok(ExitCode::SUCCESS)
+            // Damage (a broken structure, or records that do not verify, which the accounting's scan met and
+            // passed) is exit 5, like verify's: `info` says the journal is damaged, and how.
+            Ok(if acct.damaged(&s) {
+                ExitCode::from(exit_code::CORRUPT)
+            } else {
+                ExitCode::SUCCESS
+            })
         }
         Action::Verify { path, strict, json } => verify(&path, strict, json),
         Action::Dump {

@@ -555,3 +555,64 @@ fn two_recordings_of_two_feeds_replay_as_one_stream_merged_by_capture_time() {
         text(&out)
     );
 }
+
+#[test]
+fn damage_never_ends_a_backtest_and_info_says_the_journal_is_damaged() {
+    use std::os::unix::fs::FileExt;
+    let dir = TempDir::new("cli-history-damage");
+    let journal = dir.0.join("j");
+    // 2,000 quotes of publisher 7 (send times now, so the snail stays quiet), then one flipped byte in record 36.
+    let mut w =
+        tickbox_journal::Writer::open(&journal, &tickbox_journal::WriterOptions::archive(1 << 20))
+            .unwrap();
+    let frames: Vec<Vec<u8>> = (1..=2000).map(|i| quote(7, i)).collect();
+    for f in &frames {
+        w.append(tickbox_wire::now_ns(), f).unwrap();
+    }
+    w.close().unwrap();
+    let at = 4096 + 35 * stored(&frames[0]) + 40;
+    let seg = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(journal.join("0000000000.tbj"))
+        .unwrap();
+    let mut b = [0u8];
+    seg.read_exact_at(&mut b, at).unwrap();
+    seg.write_all_at(&[b[0] ^ 0xff], at).unwrap();
+    let j = journal.to_str().unwrap();
+
+    // The backtest processes every intact record, counts the damage, and exits 5 at the end.
+    let local = run(&["replay", "--journal", j, "--local", "--json"]);
+    assert_eq!(local.status.code(), Some(5), "{}", text(&local));
+    let v: serde_json::Value = serde_json::from_slice(&local.stdout).unwrap();
+    assert_eq!(v["processed"], 1999, "{v}");
+    assert_eq!(
+        (v["damaged_ranges"].as_u64(), v["corrupt_records"].as_u64()),
+        (Some(1), Some(1)),
+        "{v}"
+    );
+    // The lost sequence is the journal's hole (a recorded gap), not the Black Box's own loss.
+    assert_eq!(
+        (v["recorded_gaps"].as_u64(), v["gaps"].as_u64()),
+        (Some(1), Some(0)),
+        "{v}"
+    );
+    assert!(
+        text(&local).contains("the journal is damaged"),
+        "{}",
+        text(&local)
+    );
+
+    // info says the journal is damaged, and exits 5.
+    let info = run(&["journal", "info", j]);
+    assert_eq!(info.status.code(), Some(5), "{}", text(&info));
+    assert!(
+        text(&info).contains("damaged       1 record(s) in 1 damaged stretch(es)"),
+        "{}",
+        text(&info)
+    );
+    let info = run(&["journal", "info", j, "--json"]);
+    assert_eq!(info.status.code(), Some(5));
+    let v: serde_json::Value = serde_json::from_slice(&info.stdout).unwrap();
+    assert_eq!(v["damaged_ranges"], 1, "{v}");
+}
