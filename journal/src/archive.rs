@@ -36,6 +36,22 @@ pub fn list_segments(dir: &Path) -> Result<Vec<(u64, PathBuf)>> {
     Ok(out)
 }
 
+/// Removes the half-made files a killed writer (or compression) left in `dir` under a temporary name; returns how
+/// many. Only whoever holds the archive's lock calls this: nobody else makes files there meanwhile.
+pub(crate) fn remove_temporaries(dir: &Path) -> Result<u64> {
+    let mut removed = 0;
+    for entry in std::fs::read_dir(dir).map_err(|e| JournalError::io(dir, e))? {
+        let path = entry.map_err(|e| JournalError::io(dir, e))?.path();
+        let ext = path.extension().and_then(|e| e.to_str());
+        if ext == Some(crate::segment::TEMP_EXT) || ext == Some(crate::packed::TEMP_EXT) {
+            std::fs::remove_file(&path).map_err(|e| JournalError::io(&path, e))?;
+            tracing::info!(path = %path.display(), "removed a half-made file a killed writer left");
+            removed += 1;
+        }
+    }
+    Ok(removed)
+}
+
 /// Opens (creating if needed) the archive's lock file and takes its exclusive `flock` without waiting; the kernel
 /// drops the lock when the returned file is closed or the process dies. [`JournalError::Locked`] if held.
 // `flock` through libc: std has no file locking on this Rust version.

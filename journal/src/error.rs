@@ -15,6 +15,20 @@ pub enum JournalError {
         #[source]
         source: std::io::Error,
     },
+    /// The file system has no room for the journal to grow: it is full (`ENOSPC`), a disk quota is reached
+    /// (`EDQUOT`), or the file would pass the process's file size limit (`EFBIG`, `RLIMIT_FSIZE`; such a process
+    /// must ignore `SIGXFSZ`, whose default action kills it before the error is returned). The writer reserves
+    /// space ahead of its records, so this comes from `append` (or from `Writer::open`) before any record is
+    /// stored where there is no room: every record appended before it is published and kept, the writer stays
+    /// usable, and closing it leaves a journal that verifies. An append after it tries again.
+    #[error("{path}: no space left for the journal ({source})")]
+    DiskFull {
+        /// The file that could not grow.
+        path: PathBuf,
+        /// The OS error (`ENOSPC`, `EDQUOT` or `EFBIG`).
+        #[source]
+        source: std::io::Error,
+    },
     /// The file does not start with the journal magic: it is not a tickbox journal.
     #[error("{path}: not a tickbox journal (magic {found:02x?}, expected {expected:02x?})")]
     BadMagic {
@@ -27,14 +41,14 @@ pub enum JournalError {
     },
     /// The file is a tickbox journal written in a format version this build cannot read.
     #[error(
-        "{path}: unsupported journal format version {found} (this build reads version {supported})"
+        "{path}: unsupported journal format version {found} (this build reads versions 1 to {supported})"
     )]
     UnsupportedVersion {
         /// The file concerned.
         path: PathBuf,
         /// The version in the file's header.
         found: u32,
-        /// [`FORMAT_VERSION`](crate::FORMAT_VERSION).
+        /// The newest version this build reads, [`FORMAT_VERSION`](crate::FORMAT_VERSION).
         supported: u32,
     },
     /// The file is shorter than its header says it must be.
@@ -90,6 +104,13 @@ pub enum JournalError {
         /// The ring file, or the archive directory.
         path: PathBuf,
     },
+    /// The journal (a ring, or an archive's last segment) is compressed: readers read it like any journal, but a
+    /// writer cannot append to it. Record into a new journal.
+    #[error("{path}: journal is compressed (read-only): a writer cannot append to it")]
+    Compressed {
+        /// The compressed file.
+        path: PathBuf,
+    },
     /// Options that cannot describe a journal (capacity too small, mode mismatch, ...).
     #[error("invalid journal options: {0}")]
     InvalidOptions(String),
@@ -116,10 +137,20 @@ impl JournalError {
         )
     }
 
+    /// The file system has no room for the journal ([`JournalError::DiskFull`]).
+    pub fn is_disk_full(&self) -> bool {
+        matches!(self, JournalError::DiskFull { .. })
+    }
+
+    /// An I/O error on `path`: [`JournalError::DiskFull`] for the errors that mean no room, else
+    /// [`JournalError::Io`].
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        JournalError::Io {
-            path: path.into(),
-            source,
+        let path = path.into();
+        match source.raw_os_error() {
+            Some(libc::ENOSPC | libc::EDQUOT | libc::EFBIG) => {
+                JournalError::DiskFull { path, source }
+            }
+            _ => JournalError::Io { path, source },
         }
     }
 }

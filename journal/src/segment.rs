@@ -12,8 +12,20 @@ use crate::guard::Guard;
 
 /// First 8 bytes of every journal file.
 pub const MAGIC: [u8; 8] = *b"TBXJRNL\0";
-/// The format version this build writes and reads.
-pub const FORMAT_VERSION: u32 = 1;
+/// The newest format version this build writes and reads. Archive segments are written as version 2: the file
+/// grows with its data and a closed segment is cut to it, so it may be shorter than its header's capacity (the
+/// bytes past its end were never written). Rings are written as version 1, whose layout they keep (a ring is
+/// allocated whole). Versions 1 and 2 are read.
+pub const FORMAT_VERSION: u32 = 2;
+/// The oldest format version this build reads.
+pub const MIN_FORMAT_VERSION: u32 = 1;
+/// The version a file of `mode` is written as (see [`FORMAT_VERSION`]).
+pub(crate) fn version_for(mode: Mode) -> u32 {
+    match mode {
+        Mode::Ring => 1,
+        Mode::Archive => FORMAT_VERSION,
+    }
+}
 /// Bytes before the data region: one page, so the data region is page aligned.
 pub const HEADER_SIZE: u64 = 4096;
 /// Bytes of each record's header: frame length, CRC32C, sequence, capture time.
@@ -92,7 +104,8 @@ impl Mode {
 /// The static part of a journal file's header.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HeaderInfo {
-    /// Format version of the file (always [`FORMAT_VERSION`] once opened: other versions are refused).
+    /// Format version of the file: 1 (rings, and archive segments written before version 2) or 2 (archive
+    /// segments that grow with their data and are cut to it when closed). Other versions are refused.
     pub version: u32,
     /// Whether this file is a ring or an archive segment.
     pub mode: Mode,
@@ -160,28 +173,133 @@ impl Frame {
     }
 }
 
-/// A segment file made but not yet named ([`Segment::prepare`]): full size, blocks reserved, no header.
+/// A segment file made but not yet named ([`Segment::prepare`]): its header page and the first data bytes reserved
+/// on disk, no header written yet. It grows ([`Prepared::extend`]) and its pages are faulted in
+/// ([`Prepared::populate`]) off the recording thread until the roll that names it.
 #[derive(Debug)]
 pub(crate) struct Prepared {
     tmp: PathBuf,
     file: File,
     capacity: u64,
-    /// The whole file mapped writable, its pages faulted in as far as [`Prepared::prefault`] got; the segment
-    /// keeps this mapping, so the page tables it filled are the ones the recording thread writes through.
+    /// Bytes of the file, all reserved: the header page and the data bytes reserved so far.
+    file_len: u64,
+    /// Bytes of the file, from its start, whose pages [`Prepared::populate`] faulted in.
+    faulted: u64,
+    /// The whole capacity mapped writable (past the end of the file too: nothing touches those pages before the
+    /// file has grown over them), its pages faulted in as far as [`Prepared::populate`] got; the segment keeps
+    /// this mapping, so the page tables it filled are the ones the recording thread writes through.
     map: Option<MmapRaw>,
 }
 
-/// Bytes [`Prepared::prefault`] populates between two looks at its cancel flag: a roll that arrives meanwhile
-/// waits for at most one such step (2 MiB: a few hundred microseconds of faults on a loaded machine).
-const PREFAULT_STEP: usize = 2 << 20;
+/// Bytes populated between two looks at the cancel flag: a roll that arrives meanwhile waits for at most one such
+/// step (2 MiB: a few hundred microseconds of faults on a loaded machine).
+const PREFAULT_STEP: u64 = 2 << 20;
 
-/// What [`Prepared::prefault`] did, for the writer's counters.
+/// What a pre-fault did, for the writer's counters.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Prefaulted {
     /// Bytes whose pages are now present and writable in the segment's mapping.
     pub(crate) bytes: u64,
-    /// The whole file was done (false: cancelled by a roll, or stopped by an error).
+    /// Everything reserved was done (false: cancelled by a roll, stopped by an error, or nothing reserved).
     pub(crate) complete: bool,
+}
+
+/// Extension of the temporary name a file is made under before it is renamed into place (`0000000003.creating`
+/// beside `0000000003.tbj`). A writer that opens a journal removes any it finds: what a killed writer left.
+pub(crate) const TEMP_EXT: &str = "creating";
+
+/// The temporary name `path` is made under.
+pub(crate) fn temporary_path(path: &Path) -> PathBuf {
+    path.with_extension(TEMP_EXT)
+}
+
+/// Reserves the blocks of `len` bytes at `offset` of `file`, growing the file over them: a full file system is an
+/// error here (`ENOSPC`, `EDQUOT`, or `EFBIG` past the process's file size limit) instead of a SIGBUS when a page
+/// of the mapping is first written.
+// posix_fallocate through libc: std has no way to reserve blocks.
+#[allow(unsafe_code)]
+pub(crate) fn allocate(file: &File, offset: u64, len: u64) -> std::io::Result<()> {
+    if len == 0 {
+        return Ok(());
+    }
+    // SAFETY: plain syscall on an fd `file` owns for the duration of the call.
+    let rc = unsafe {
+        libc::posix_fallocate(
+            std::os::fd::AsRawFd::as_raw_fd(file),
+            offset as libc::off_t,
+            len as libc::off_t,
+        )
+    };
+    if rc == libc::EOPNOTSUPP || rc == libc::EINVAL {
+        // No fallocate on this file system (glibc emulates it, other libcs may not): reserve the blocks by writing
+        // one zero byte per 4 KiB block, which is what the emulation does; the last byte grows the file. Only
+        // bytes nobody has written yet are reserved (past the end of the file).
+        let end = offset + len;
+        let mut at = offset;
+        while at < end {
+            std::os::unix::fs::FileExt::write_all_at(file, &[0], at)?;
+            at = (at + 4096) & !4095;
+        }
+        return std::os::unix::fs::FileExt::write_all_at(file, &[0], end - 1);
+    }
+    if rc != 0 {
+        return Err(std::io::Error::from_raw_os_error(rc));
+    }
+    Ok(())
+}
+
+/// Faults the pages of `map` from byte `from` to byte `to` (page aligned, inside the mapping and the file) in for
+/// writing, [`PREFAULT_STEP`] at a time, until `cancel` is set; returns the bytes done. Contents do not change.
+/// MADV_POPULATE_WRITE (Linux 5.14) takes the faults in one call per step; older kernels refuse it with EINVAL and
+/// get an atomic `or` of zero on one word per page instead. Stops at the first other error (memory pressure,
+/// I/O), leaving the rest to fault on first use.
+// madvise and the per-page atomic through the mapping's raw pointer.
+#[allow(unsafe_code)]
+fn populate_range(map: &MmapRaw, from: u64, to: u64, cancel: &AtomicBool, path: &Path) -> u64 {
+    debug_assert!(to as usize <= map.len() && from.is_multiple_of(4096));
+    let base = map.as_mut_ptr();
+    let mut done = from;
+    let mut madvise = true;
+    while done < to {
+        if cancel.load(Ordering::Relaxed) {
+            break;
+        }
+        let len = PREFAULT_STEP.min(to - done);
+        if madvise {
+            // SAFETY: `base + done .. + len` lies inside the mapping (`to <= map.len()`) and is page aligned (the
+            // mapping is, `done` is a multiple of the step or of the page); madvise only faults the pages in and
+            // changes no byte.
+            let rc = unsafe {
+                libc::madvise(
+                    base.add(done as usize).cast(),
+                    len as usize,
+                    libc::MADV_POPULATE_WRITE,
+                )
+            };
+            if rc != 0 {
+                let err = std::io::Error::last_os_error();
+                if err.raw_os_error() != Some(libc::EINVAL) {
+                    tracing::debug!(path = %path.display(), "pre-fault stopped: {err}");
+                    break;
+                }
+                madvise = false;
+            }
+        }
+        if !madvise {
+            let mut page = done;
+            while page < done + len {
+                // SAFETY: `page` is page aligned and below `to`, inside the mapping and the file, so the word is
+                // mapped, backed and aligned. Every access to mapped journal bytes is an 8-byte atomic (see
+                // `Segment::word_at`), and an atomic `or` of zero stores back what it read in one indivisible
+                // step: a writer storing to the same word meanwhile loses nothing.
+                unsafe { AtomicU64::from_ptr(base.add(page as usize) as *mut u64) }
+                    .fetch_or(0, Ordering::Relaxed);
+                page += 4096;
+            }
+        }
+        done += len;
+    }
+    done - from
 }
 
 impl Prepared {
@@ -190,18 +308,40 @@ impl Prepared {
         let _ = std::fs::remove_file(&self.tmp);
     }
 
-    /// Maps the file and faults every page of it in for writing, so the writer's first store to each page of the
-    /// segment finds it present: without this every fresh 4 KiB page cost the recording thread a page fault, the
-    /// file system's block bookkeeping and zeroing (the append bench: archive batches at 0.063x memcpy against
+    /// Data bytes reserved so far.
+    pub(crate) fn reserved(&self) -> u64 {
+        self.file_len - HEADER_SIZE
+    }
+
+    /// Whether every reserved page has been faulted in.
+    pub(crate) fn faulted_all(&self) -> bool {
+        self.faulted >= self.file_len
+    }
+
+    /// Reserves the data region up to data offset `end` (at most the capacity).
+    pub(crate) fn extend(&mut self, end: u64) -> Result<()> {
+        let want = HEADER_SIZE + end.min(self.capacity);
+        if want > self.file_len {
+            allocate(&self.file, self.file_len, want - self.file_len)
+                .map_err(|e| JournalError::io(&self.tmp, e))?;
+            self.file_len = want;
+        }
+        Ok(())
+    }
+
+    /// Maps the file and faults every reserved page not yet faulted in for writing, so the writer's first store to
+    /// each page finds it present: without this every fresh 4 KiB page cost the recording thread a page fault,
+    /// the file system's block bookkeeping and zeroing (the append bench: archive batches at 0.063x memcpy against
     /// the ring's 0.64x into resident pages). Contents do not change: the data region stays zeros, so an unused
-    /// segment is still read as empty. Stops early, leaving the remaining pages to fault on first use as before,
-    /// once `cancel` is set (a roll wants the segment now) or if the kernel refuses (memory pressure, I/O error).
-    /// Memory: one segment's pages, which its records would occupy anyway. The writer's preparer calls this only
-    /// once the current segment's pace makes it due (`prefault_due` in the writer).
-    pub(crate) fn prefault(&mut self, cancel: &AtomicBool) -> Prefaulted {
-        let total = (HEADER_SIZE + self.capacity) as usize;
+    /// stretch is still read as empty. Stops early, leaving the remaining pages to fault on first use, once
+    /// `cancel` is set (a roll wants the segment now) or if the kernel refuses (memory pressure, I/O error).
+    /// Memory: the pages of the reserved stretch, which its records would occupy anyway.
+    pub(crate) fn populate(&mut self, cancel: &AtomicBool) -> Prefaulted {
         if self.map.is_none() {
-            match MmapOptions::new().len(total).map_raw(&self.file) {
+            match MmapOptions::new()
+                .len((HEADER_SIZE + self.capacity) as usize)
+                .map_raw(&self.file)
+            {
                 Ok(m) => self.map = Some(m),
                 Err(err) => {
                     tracing::debug!(path = %self.tmp.display(), "no pre-fault, mapping failed: {err}");
@@ -212,52 +352,62 @@ impl Prepared {
         let Some(map) = self.map.as_ref() else {
             return Prefaulted::default();
         };
-        let base = map.as_mut_ptr();
-        let mut done = 0usize;
-        // MADV_POPULATE_WRITE (Linux 5.14) takes the write faults in one call per step; older kernels refuse it
-        // with EINVAL and get one store per page instead.
-        let mut populate = true;
-        while done < total {
-            if cancel.load(Ordering::Relaxed) {
-                break;
-            }
-            let len = PREFAULT_STEP.min(total - done);
-            if populate {
-                // SAFETY: `base + done .. + len` lies inside the mapping (`done + len <= total`, its length) and is
-                // page aligned (the mapping is, and steps are a multiple of the page size); madvise only faults
-                // the pages in and changes no byte.
-                let rc =
-                    unsafe { libc::madvise(base.add(done).cast(), len, libc::MADV_POPULATE_WRITE) };
-                if rc != 0 {
-                    let err = std::io::Error::last_os_error();
-                    if err.raw_os_error() != Some(libc::EINVAL) {
-                        tracing::debug!(path = %self.tmp.display(), "pre-fault stopped: {err}");
-                        break;
-                    }
-                    populate = false;
-                }
-            }
-            if !populate {
-                let mut page = done;
-                while page < done + len {
-                    // SAFETY: `page < total`, inside the mapping. The file is still under its temporary name,
-                    // which no reader opens, and the writer (which holds the archive's lock) touches it only
-                    // after this thread returned it, so nothing else accesses the byte; it is stored back
-                    // unchanged, and its blocks were reserved by `prepare`, so the store cannot SIGBUS.
-                    unsafe {
-                        let p = base.add(page);
-                        std::ptr::write_volatile(p, std::ptr::read_volatile(p));
-                    }
-                    page += 4096;
-                }
-            }
-            done += len;
-        }
+        // The file is under its temporary name, which no reader opens, and only this thread touches it until the
+        // roll takes it over.
+        let bytes = populate_range(map, self.faulted, self.file_len, cancel, &self.tmp);
+        self.faulted += bytes;
         Prefaulted {
-            bytes: done as u64,
-            complete: done == total,
+            bytes,
+            complete: self.faulted == self.file_len,
         }
     }
+}
+
+/// What [`Segment::trim`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Trimmed {
+    /// The file held more than its records and was cut (or, version 1, had the rest deallocated).
+    pub(crate) cut: bool,
+    /// Bytes the file no longer has allocated on disk.
+    pub(crate) released: u64,
+}
+
+/// Bytes an archive segment keeps when it is trimmed: the header, the records up to `head`, and the rest of the
+/// page that holds a frame header at `head` (so a reader that mapped the segment before the cut and looks for a
+/// record after the last one reads zeros from the file, not a page past its end).
+pub(crate) fn trimmed_len(head: u64, capacity: u64) -> u64 {
+    (HEADER_SIZE + head + RECORD_HEADER_SIZE)
+        .next_multiple_of(4096)
+        .min(HEADER_SIZE + capacity)
+}
+
+/// Deallocates `len` bytes at `offset` of `file`, keeping its length (FALLOC_FL_PUNCH_HOLE). Where the file system
+/// cannot, the blocks stay allocated: only space is at stake, never data.
+// fallocate through libc.
+#[allow(unsafe_code)]
+fn punch_hole(file: &File, offset: u64, len: u64) {
+    // SAFETY: plain syscall on an fd `file` owns for the duration of the call.
+    let rc = unsafe {
+        libc::fallocate(
+            std::os::fd::AsRawFd::as_raw_fd(file),
+            libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+            offset as libc::off_t,
+            len as libc::off_t,
+        )
+    };
+    if rc != 0 {
+        tracing::debug!(
+            "no hole punched past the records: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+}
+
+/// Length and allocated bytes (`st_blocks`, what `du` counts) of an open file.
+pub(crate) fn disk_use(file: &File) -> std::io::Result<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let m = file.metadata()?;
+    Ok((m.len(), m.blocks() * 512))
 }
 
 /// A mapped journal file.
@@ -270,8 +420,13 @@ pub(crate) struct Segment {
     pub(crate) file: File,
     pub(crate) info: HeaderInfo,
     pub(crate) cap: u64,
-    /// Data bytes actually mapped: `cap`, or less for a truncated file opened for inspection.
-    avail: u64,
+    /// Data bytes of the file that may be read or written: `cap`, or less for a truncated file opened for
+    /// inspection, and for a growable segment the length of the file less its header as last seen (the writer
+    /// raises it as it reserves more, readers re-read the file's length when the head passes it).
+    avail: AtomicU64,
+    /// An archive segment of version 2: the file grows with its data and is cut to it when closed, so it may be
+    /// shorter than the capacity. The whole capacity is mapped all the same; no access goes past `avail`.
+    growable: bool,
     /// Whether the mapping may be written (only a writer's is); `write_app_meta` refuses otherwise.
     writable: bool,
     /// `(actual, expected)` file lengths of a truncated file opened for inspection.
@@ -296,7 +451,8 @@ const _: fn() = || {
 
 impl Segment {
     /// Creates a new journal file: written under a temporary name, space reserved, then renamed into place, so a
-    /// crash never leaves a half-written header under the real name.
+    /// crash never leaves a half-written header under the real name. `reserve`: data bytes reserved on disk now
+    /// (a ring reserves its whole capacity; an archive segment its first allocation step, and grows from there).
     pub(crate) fn create(
         path: &Path,
         mode: Mode,
@@ -304,13 +460,9 @@ impl Segment {
         base_seq: u64,
         segment_index: u64,
         description: &str,
+        reserve: u64,
     ) -> Result<Segment> {
-        if capacity < MIN_CAPACITY || !capacity.is_multiple_of(8) {
-            return Err(JournalError::InvalidOptions(format!(
-                "capacity {capacity} must be a multiple of 8 and at least {MIN_CAPACITY}"
-            )));
-        }
-        let prepared = Self::prepare(path, capacity)?;
+        let prepared = Self::prepare(path, capacity, reserve)?;
         Self::finish(
             prepared,
             path,
@@ -323,16 +475,16 @@ impl Segment {
     }
 
     /// The slow half of [`Segment::create`], which needs neither the base sequence nor the recording thread: a
-    /// file of the full size under a temporary name beside `path`, its blocks reserved and synced. An archive
-    /// writer prepares its next segment this way in the background, so a roll only writes the header and
-    /// renames (see [`Segment::finish`]). Until then the file is no segment: readers list only `.tbj` names.
-    pub(crate) fn prepare(path: &Path, capacity: u64) -> Result<Prepared> {
+    /// file under a temporary name beside `path`, its header page and `reserve` data bytes reserved. An archive
+    /// writer prepares its next segment this way in the background, so a roll only writes the header and renames
+    /// (see [`Segment::finish`]). Until then the file is no segment: readers list only `.tbj` names.
+    pub(crate) fn prepare(path: &Path, capacity: u64, reserve: u64) -> Result<Prepared> {
         if capacity < MIN_CAPACITY || !capacity.is_multiple_of(8) {
             return Err(JournalError::InvalidOptions(format!(
                 "capacity {capacity} must be a multiple of 8 and at least {MIN_CAPACITY}"
             )));
         }
-        let tmp = path.with_extension("creating");
+        let tmp = temporary_path(path);
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -340,41 +492,24 @@ impl Segment {
             .truncate(true)
             .open(&tmp)
             .map_err(|e| JournalError::io(&tmp, e))?;
-        let total = HEADER_SIZE + capacity;
-        // Nothing half-made is left under the temporary name either: a failed creation (a full disk, a file size
-        // limit) removes it, so the journal directory holds only what `verify` can read.
-        let fail = |e: std::io::Error| {
-            let _ = std::fs::remove_file(&tmp);
-            JournalError::io(&tmp, e)
-        };
-        file.set_len(total).map_err(fail)?;
-        // Reserve the blocks now so a full disk is an error here, not a SIGBUS in the middle of a recording.
-        // SAFETY: plain syscall on an fd we own.
-        let rc = unsafe {
-            libc::posix_fallocate(
-                std::os::fd::AsRawFd::as_raw_fd(&file),
-                0,
-                total as libc::off_t,
-            )
-        };
-        if rc == libc::EOPNOTSUPP || rc == libc::EINVAL {
-            // No fallocate on this file system (glibc emulates it, other libcs may not): reserve the blocks by
-            // writing one zero byte per 4 KiB block, which is what the emulation does.
-            let mut at = 0;
-            while at < total {
-                std::os::unix::fs::FileExt::write_all_at(&file, &[0], at).map_err(fail)?;
-                at += 4096;
-            }
-        } else if rc != 0 {
-            return Err(fail(std::io::Error::from_raw_os_error(rc)));
-        }
-        file.sync_all().map_err(fail)?;
-        Ok(Prepared {
+        let mut prepared = Prepared {
             tmp,
             file,
             capacity,
+            file_len: 0,
+            faulted: 0,
             map: None,
-        })
+        };
+        // Reserve the blocks now so a full disk is an error here, not a SIGBUS in the middle of a recording.
+        // Nothing half-made is left under the temporary name either: a failed creation (a full disk, a file size
+        // limit) removes it, so the journal directory holds only what `verify` can read.
+        let reserved = allocate(&prepared.file, 0, HEADER_SIZE + reserve.min(capacity));
+        if let Err(e) = reserved {
+            let _ = std::fs::remove_file(&prepared.tmp);
+            return Err(JournalError::io(&prepared.tmp, e));
+        }
+        prepared.file_len = HEADER_SIZE + reserve.min(capacity);
+        Ok(prepared)
     }
 
     /// Makes a prepared file the segment at `path`: writes its header, renames it into place and opens it.
@@ -394,6 +529,7 @@ impl Segment {
             file,
             capacity,
             map,
+            ..
         } = prepared;
         let fail = |e: std::io::Error| {
             let _ = std::fs::remove_file(&tmp);
@@ -409,7 +545,7 @@ impl Segment {
             desc = &desc[..cut];
         }
         header[OFF_MAGIC..OFF_MAGIC + 8].copy_from_slice(&MAGIC);
-        put_u32(&mut header, OFF_VERSION, FORMAT_VERSION);
+        put_u32(&mut header, OFF_VERSION, version_for(mode));
         put_u32(&mut header, OFF_HEADER_SIZE, HEADER_SIZE as u32);
         put_u32(&mut header, OFF_MODE, mode.code());
         put_u64(&mut header, OFF_CAPACITY, capacity);
@@ -437,7 +573,7 @@ impl Segment {
             }
         }
         // The renamed file is the same inode: open it through the descriptor and mapping already held, so the
-        // pages `Prepared::prefault` faulted in stay mapped for the writer.
+        // pages `Prepared::populate` faulted in stay mapped for the writer.
         Self::open_file(path, file, map, true, false)
     }
 
@@ -494,8 +630,9 @@ impl Segment {
             .map_err(|e| JournalError::io(path, e))?;
         let info = parse_header(path, &header)?;
         let total = HEADER_SIZE + info.capacity;
+        let growable = info.mode == Mode::Archive && info.version >= 2;
         let mut truncated = None;
-        if len < total {
+        if len < total && !growable {
             if !allow_truncated || writable {
                 return Err(JournalError::Truncated {
                     path: path.into(),
@@ -505,11 +642,14 @@ impl Segment {
             }
             truncated = Some((len, total));
         }
-        let mapped = total.min(len);
+        // A growable segment is mapped whole, past the end of its file too: mapping beyond the end is allowed, and
+        // no access goes past `avail` (the file's length), so none faults; the writer's mapping then covers every
+        // byte it will reserve. Any other file is at least `total` bytes long (checked above) unless opened for
+        // inspection, where only what it has is mapped. Shared mutation is through atomics and the single-writer
+        // protocol described in lib.rs.
+        let mapped = if growable { total } else { total.min(len) };
         let mut opts = MmapOptions::new();
         opts.len(mapped as usize);
-        // The file is at least `total` bytes long (checked above), so no access through the map faults. Shared
-        // mutation is through atomics and the single-writer protocol described in lib.rs.
         let map = match premapped {
             Some(m) if writable && m.len() as u64 == mapped => m,
             _ => if writable {
@@ -528,14 +668,30 @@ impl Segment {
             file,
             info,
             cap,
-            avail: mapped - HEADER_SIZE,
+            avail: AtomicU64::new(if growable { 0 } else { mapped - HEADER_SIZE }),
+            growable,
             writable,
             truncated,
             fixed: None,
             verified: None,
             metadata_repair: None,
         };
+        // The head first, then the file's length: a writer grows the file before it publishes a head within it.
+        let stored_head = seg.head().load(Ordering::Acquire);
+        seg.refresh_avail();
         let damage = seg.check_dynamic().err();
+        // A growable file shorter than its (undamaged) head lost records: truncated, as a short file of version 1.
+        if growable && damage.is_none() && stored_head > seg.avail() {
+            let (actual, expected) = (HEADER_SIZE + seg.avail(), HEADER_SIZE + stored_head);
+            if !allow_truncated || writable {
+                return Err(JournalError::Truncated {
+                    path: path.into(),
+                    actual,
+                    expected,
+                });
+            }
+            seg.truncated = Some((actual, expected));
+        }
         // Records carry checksums and consecutive sequences, so damaged head/tail pointers can be recovered from the
         // data itself. Only when no writer is live: a running writer moves both, and a reader must not freeze them.
         let quiet = writable || !seg.writer_live();
@@ -1046,8 +1202,113 @@ impl Segment {
         JournalError::Truncated {
             path: self.path.clone(),
             actual,
-            expected: HEADER_SIZE + self.cap,
+            expected: if self.growable {
+                HEADER_SIZE + self.head().load(Ordering::Acquire)
+            } else {
+                HEADER_SIZE + self.cap
+            },
         }
+    }
+
+    /// Data bytes of the file that may be accessed (see the field).
+    #[inline]
+    pub(crate) fn avail(&self) -> u64 {
+        // Relaxed: it bounds accesses to bytes the file has; the kernel orders the file's growth (a completed
+        // system call) before any access that depends on it, whatever the memory order of this load.
+        self.avail.load(Ordering::Relaxed)
+    }
+
+    /// A growable segment: re-reads the file's length (a writer has grown it since).
+    pub(crate) fn refresh_avail(&self) {
+        if !self.growable {
+            return;
+        }
+        let len = self.file.metadata().map(|m| m.len()).unwrap_or(0);
+        let data = len.saturating_sub(HEADER_SIZE).min(self.cap);
+        self.avail.store(data, Ordering::Release);
+    }
+
+    /// The published head (acquire). On a growable segment the file's length is re-read when the head has moved
+    /// past what was known of it: the writer grows the file before it publishes records there.
+    #[inline]
+    pub(crate) fn published_head(&self) -> u64 {
+        let head = self.head().load(Ordering::Acquire);
+        if head > self.avail() {
+            self.refresh_avail();
+        }
+        head
+    }
+
+    /// A growable segment: reserves the data region up to data offset `end` (at most the capacity) on disk,
+    /// growing the file over it, so the writer may store there. Writer side only (the preparer thread, or the
+    /// writer itself when it has caught up with it). A full disk is [`JournalError::DiskFull`], and nothing
+    /// changes.
+    pub(crate) fn reserve_to(&self, end: u64) -> Result<()> {
+        let end = end.min(self.cap);
+        let have = self.avail();
+        if !self.growable || end <= have {
+            return Ok(());
+        }
+        allocate(&self.file, HEADER_SIZE + have, end - have)
+            .map_err(|e| JournalError::io(&self.path, e))?;
+        self.avail.fetch_max(end, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// Faults the writer's pages of the data region from `from` to `to` (data offsets, page aligned, within what
+    /// is reserved) in for writing, off the recording thread, until `cancel` is set; returns the bytes done. The
+    /// writer may be storing into the same pages meanwhile: nothing changes their contents (see
+    /// `populate_range`).
+    pub(crate) fn populate(&self, from: u64, to: u64, cancel: &AtomicBool) -> u64 {
+        let to = to.min(self.avail());
+        if !self.writable || from >= to {
+            return 0;
+        }
+        populate_range(
+            &self.map,
+            HEADER_SIZE + from,
+            HEADER_SIZE + to,
+            cancel,
+            &self.path,
+        )
+    }
+
+    /// An archive segment whose records are all published (sealed, closed, or recovered by a writer that opens
+    /// it): gives back the disk space past its records. A writer that goes on writing it reserves anew. A growable file (version 2) is cut to [`trimmed_len`]; a version 1 file, whose
+    /// length readers of that version check, keeps its length and has the blocks past its records deallocated
+    /// (a hole), where the file system can. Only the writer side calls this, holding the journal's lock, after
+    /// the last publish; a ring is never trimmed (it is bounded by design).
+    pub(crate) fn trim(&self) -> Result<Trimmed> {
+        // A version 1 segment a writer may still write (not sealed) keeps its blocks: it is written in place,
+        // never grown, so a hole punched there would be allocated again by a page fault, which a full disk
+        // turns into a SIGBUS.
+        if self.info.mode != Mode::Archive || !self.writable || !(self.growable || self.sealed()) {
+            return Ok(Trimmed::default());
+        }
+        let io = |e| JournalError::io(&self.path, e);
+        let head = self.head().load(Ordering::Acquire);
+        let keep = trimmed_len(head, self.cap);
+        let (len, before) = disk_use(&self.file).map_err(io)?;
+        let cut = if self.growable {
+            len > keep
+        } else {
+            // A version 1 file keeps its length; what counts is whether it still has blocks past its records.
+            before > keep
+        };
+        if !cut {
+            return Ok(Trimmed::default());
+        }
+        if self.growable {
+            self.file.set_len(keep).map_err(io)?;
+            self.avail.store(keep - HEADER_SIZE, Ordering::Release);
+        } else {
+            punch_hole(&self.file, keep, len - keep);
+        }
+        let (_, after) = disk_use(&self.file).map_err(io)?;
+        Ok(Trimmed {
+            cut,
+            released: before.saturating_sub(after),
+        })
     }
 
     /// The newest valid application-metadata block, if any. The slots are copied out with word loads (the writer
@@ -1153,7 +1414,7 @@ impl Segment {
     /// `off + 8 <= cap` and `off` a multiple of 8, in a full-length mapping (the writer's always is).
     #[inline]
     pub(crate) unsafe fn data_word(&self, off: u64) -> &AtomicU64 {
-        debug_assert!(off + 8 <= self.avail);
+        debug_assert!(off + 8 <= self.avail());
         // SAFETY: the caller guarantees the word is inside the mapped data region and aligned.
         unsafe { self.word_at((HEADER_SIZE + off) as usize) }
     }
@@ -1167,7 +1428,7 @@ impl Segment {
     #[inline]
     pub(crate) fn data_words(&self, off: u64, n: usize) -> &[AtomicU64] {
         assert!(
-            off.is_multiple_of(8) && off + 8 * n as u64 <= self.avail,
+            off.is_multiple_of(8) && off + 8 * n as u64 <= self.avail(),
             "{n} words at data offset {off} are outside the mapped data region"
         );
         // SAFETY: the words lie inside the mapping (checked above), which lives as long as `self`; the mapping is
@@ -1190,7 +1451,7 @@ impl Segment {
     /// `off <= avail` as well (`frame_at_off` checks both before it reads).
     #[inline]
     pub(crate) unsafe fn data_ptr_off(&self, off: u64) -> *mut u8 {
-        debug_assert!(off < self.cap && off <= self.avail);
+        debug_assert!(off < self.cap && off <= self.avail());
         // SAFETY: the caller guarantees `HEADER_SIZE + off` is inside the mapping, so the offset pointer stays in
         // the same allocation.
         unsafe { self.map.as_mut_ptr().add((HEADER_SIZE + off) as usize) }
@@ -1200,7 +1461,7 @@ impl Segment {
     /// not mapped whole (only a truncated file opened for inspection is not, never a writer's).
     #[inline]
     pub(crate) fn own_frames(&self) -> Option<OwnFrames<'_>> {
-        (self.avail >= self.cap).then(|| OwnFrames {
+        (self.avail() >= self.cap).then(|| OwnFrames {
             // SAFETY: offset 0 of the data region is inside the mapping (`cap > 0`, the region mapped whole).
             base: unsafe { self.data_ptr_off(0) },
             cap: self.cap,
@@ -1232,7 +1493,7 @@ impl Segment {
         if rem < RECORD_HEADER_SIZE {
             return Frame::Skip(rem);
         }
-        if off + RECORD_HEADER_SIZE > self.avail {
+        if off + RECORD_HEADER_SIZE > self.avail() {
             return Frame::Invalid(TRUNCATED);
         }
         // SAFETY: off + 24 <= avail (checked above) and `off` is a multiple of 8 (frames are 8-aligned).
@@ -1262,7 +1523,7 @@ impl Segment {
         {
             return Frame::Invalid("frame length runs past the end of the data region");
         }
-        if off + align8(frame_len as u64) > self.avail {
+        if off + align8(frame_len as u64) > self.avail() {
             return Frame::Invalid(TRUNCATED);
         }
         Frame::Record {
@@ -1280,7 +1541,7 @@ impl Segment {
     fn check_frame_bounds(&self, off: u64, frame_len: u32) {
         let len = frame_len as u64;
         assert!(
-            len >= RECORD_HEADER_SIZE && off + align8(len) <= self.avail,
+            len >= RECORD_HEADER_SIZE && off + align8(len) <= self.avail(),
             "frame of {len} bytes at data offset {off} is outside the mapped data region"
         );
     }
@@ -1566,7 +1827,7 @@ pub(crate) fn parse_header(path: &Path, header: &[u8]) -> Result<HeaderInfo> {
         return Err(bad_magic(path, magic));
     }
     let version = get_u32(header, OFF_VERSION);
-    if version != FORMAT_VERSION {
+    if !(MIN_FORMAT_VERSION..=FORMAT_VERSION).contains(&version) {
         return Err(JournalError::UnsupportedVersion {
             path: path.into(),
             found: version,

@@ -7,14 +7,14 @@ use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::archive;
 use crate::crc;
 use crate::error::{JournalError, Result};
 use crate::segment::{
-    align8, Frame, HeaderInfo, Mode, Prefaulted, Prepared, Segment, PAD_FLAG, RECORD_HEADER_SIZE,
-    STATE_SEALED, STATE_WRITER_OPEN,
+    align8, Frame, HeaderInfo, Mode, Prefaulted, Prepared, Segment, HEADER_SIZE, PAD_FLAG,
+    RECORD_HEADER_SIZE, STATE_SEALED, STATE_WRITER_OPEN,
 };
 
 /// Where records live.
@@ -57,6 +57,41 @@ pub struct WriterOptions {
     /// The sequence of a new archive's first record (1 unless set): a journal that continues another (the next
     /// period of a history) continues its sequence. An existing journal keeps its own.
     pub first_seq: u64,
+    /// Archive: bytes an archive segment grows by on disk at a time ([`ALLOCATION_STEP`] unless set). Rounded up
+    /// to 64 KiB, at most the segment size. A closed segment is cut to its records whatever the step.
+    pub allocation_step: u64,
+}
+
+/// How much an archive segment grows by on disk at a time, unless [`WriterOptions::allocation_step`] says: 4 MiB.
+/// A segment's file is as long as its records and the space reserved ahead of them, never its whole capacity:
+/// a recording takes on disk what it holds, plus the reserve window while a writer is open (see
+/// [`DiskReservation`]), and once closed its records (rounded up to a page).
+pub const ALLOCATION_STEP: u64 = 4 << 20;
+
+/// Smallest allocation step (and what a step is rounded up to).
+const STEP_GRAIN: u64 = 64 << 10;
+
+/// The most an archive writer reserves ahead of its records, however fast it writes (see [`reserve_window`]).
+const MAX_AHEAD: u64 = 256 << 20;
+
+/// How far ahead of the writer, in time at its recent pace, the preparer reserves and faults in: enough for the
+/// preparer to poll ([`RESERVE_POLL`]) and fault a window in, with room for a loaded machine's scheduling delays.
+const RESERVE_LEAD: Duration = Duration::from_millis(200);
+
+/// What a writer holds on disk ahead of its records ([`WriterOptions::disk_reservation`]): what a recorder checks
+/// free space against before it starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct DiskReservation {
+    /// Bytes allocated when the writer opens, before its first record: a ring's whole file (header and
+    /// capacity), or an archive segment's header page and first allocation step.
+    pub at_open: u64,
+    /// The most bytes the writer holds allocated beyond its records at any time while it is open: a ring's whole
+    /// file (it never grows past it), or an archive's reserve window at its widest (256 MiB, rounded up to the
+    /// step, at the pace of a writer at memory speed; one step for a recorder's pace) plus one step and the next
+    /// segment's header page.
+    pub ahead_max: u64,
+    /// A ring: the journal never takes more than `at_open`, whatever it records. An archive grows with its data.
+    pub bounded: bool,
 }
 
 impl WriterOptions {
@@ -67,6 +102,7 @@ impl WriterOptions {
             durability: Durability::None,
             description: String::new(),
             first_seq: 1,
+            allocation_step: ALLOCATION_STEP,
         }
     }
 
@@ -77,6 +113,37 @@ impl WriterOptions {
             durability: Durability::None,
             description: String::new(),
             first_seq: 1,
+            allocation_step: ALLOCATION_STEP,
+        }
+    }
+
+    /// Sets how much an archive segment grows by on disk at a time (see [`ALLOCATION_STEP`]).
+    pub fn allocation_step(mut self, bytes: u64) -> Self {
+        self.allocation_step = bytes;
+        self
+    }
+
+    /// What a writer with these options allocates on disk: at open, and at most ahead of its records while it
+    /// runs. A journal that already exists keeps its own layout, which may differ.
+    pub fn disk_reservation(&self) -> DiskReservation {
+        match self.layout {
+            Layout::Ring { capacity } => {
+                let file = HEADER_SIZE + round_capacity(capacity).unwrap_or(capacity);
+                DiskReservation {
+                    at_open: file,
+                    ahead_max: file,
+                    bounded: true,
+                }
+            }
+            Layout::Archive { segment_size } => {
+                let size = round_capacity(segment_size).unwrap_or(segment_size);
+                let step = effective_step(self.allocation_step, size);
+                DiskReservation {
+                    at_open: HEADER_SIZE + step,
+                    ahead_max: reserve_window(f64::INFINITY, step) + step + HEADER_SIZE,
+                    bounded: false,
+                }
+            }
         }
     }
 
@@ -120,6 +187,14 @@ pub struct RecoveryReport {
     pub lost_published_bytes: u64,
     /// Archive segments found unsealed before the last one (a crash while rolling) and sealed now.
     pub segments_sealed: u64,
+    /// Archive segments that held disk space past their records and were cut to them now: the last one, as a
+    /// killed writer left it with its reserve window; earlier ones a writer was killed before it cut, or written
+    /// before segments were cut (version 1: their blocks past the records are deallocated).
+    pub segments_trimmed: u64,
+    /// Bytes of disk those segments gave back.
+    pub bytes_released: u64,
+    /// Half-made files a killed writer left under a temporary name (`*.creating`), removed.
+    pub temporaries_removed: u64,
 }
 
 struct Flusher {
@@ -246,56 +321,103 @@ pub struct Writer {
     last_record_off: u64,
     /// Bytes of padding this writer has left at the ends of ring laps (frames and short remainders alike).
     padding: u64,
-    /// Archive: the next segment's file, being made on a thread of its own ([`Segment::prepare`]) so that a roll
-    /// on the recording thread only writes a header and renames.
+    /// Archive: the preparer, a thread that keeps disk reserved and pages faulted in ahead of the writer in the
+    /// current segment and, near its end, makes the next segment's file ([`keep_ahead`]), so that the recording
+    /// thread neither allocates blocks nor faults fresh pages in, and a roll only writes a header and renames.
     preparing: Option<Preparing>,
-    /// Archive: what the preparer's pre-faulting of the segments this writer rolled into achieved.
+    /// Archive: what the preparer's pre-faulting achieved, and how often the writer had to reserve itself.
     prefault: PrefaultStats,
-    /// Archive: bytes a second the last complete pre-fault managed ([`PREFAULT_RATE_GUESS`] before one), which
-    /// decides when the next one starts ([`prefault_due`]).
-    prefault_rate: Arc<AtomicU64>,
+    /// Archive: bytes the preparer has faulted in so far (its threads add to it).
+    faulted: Arc<AtomicU64>,
+    /// Archive: bytes a segment grows by on disk at a time.
+    step: u64,
+    /// Archive: the writer's pace as the preparer measured it (`f64` bits of bytes a second).
+    rate: Arc<AtomicU64>,
 }
 
-/// What a pre-fault is assumed to manage before this writer has timed one: 1 GiB/s (a 1 GiB segment took about a
-/// second of a core on the 2-core development machine).
-const PREFAULT_RATE_GUESS: u64 = 1 << 30;
+/// The allocation step a writer uses: `requested` rounded up to [`STEP_GRAIN`], at least that, at most the segment.
+fn effective_step(requested: u64, segment_size: u64) -> u64 {
+    requested
+        .max(STEP_GRAIN)
+        .next_multiple_of(STEP_GRAIN)
+        .min(segment_size)
+}
 
-/// However fast pre-faults have been, the preparer starts at least this long before the current segment is full:
-/// a small segment's pre-fault still waits for a core, and the time to full is an estimate.
-const PREFAULT_MIN_LEAD: Duration = Duration::from_secs(2);
+/// How far ahead of its records the preparer keeps an archive writer reserved and faulted in, for a writer
+/// that has recently written `rate` bytes a second: [`RESERVE_LEAD`] of writing at that pace, at least one `step`
+/// (what an idle or slow writer holds ahead: a recorder at 12 MB/s holds one 4 MiB step), at most [`MAX_AHEAD`],
+/// in whole steps. A writer at memory speed runs ahead of any pre-fault; it gets the widest window, and what it
+/// reaches before the preparer does it reserves itself (counted in [`PrefaultStats::stalls`]).
+fn reserve_window(rate: f64, step: u64) -> u64 {
+    let lead = rate * RESERVE_LEAD.as_secs_f64();
+    let bytes = if lead.is_finite() {
+        (lead as u64).min(MAX_AHEAD)
+    } else {
+        MAX_AHEAD
+    };
+    bytes.max(step).next_multiple_of(step)
+}
 
-/// Whether the preparer should start faulting the next segment in: once the current one, filled at the pace it has
-/// been so far (`head` bytes of `capacity` in `elapsed`), will be full within twice the time a pre-fault of a
-/// segment takes at `prefault_rate` bytes a second, or within [`PREFAULT_MIN_LEAD`] if that is longer. A writer
-/// that has written nothing yet never is.
-fn prefault_due(head: u64, capacity: u64, elapsed: Duration, prefault_rate: u64) -> bool {
-    if head == 0 {
-        return false;
+/// The pace of a writer as the preparer sees it from its published head: the bytes a second it has written over
+/// the last look, or, when it slows down, what it wrote before decaying by half every second (a recorder's
+/// bursts keep their window through the lulls between them).
+#[derive(Debug, Clone, Copy)]
+struct Pace {
+    head: u64,
+    at: Instant,
+    rate: f64,
+}
+
+impl Pace {
+    /// Shortest interval a rate is measured over.
+    const MIN_INTERVAL: Duration = Duration::from_millis(20);
+
+    fn new(head: u64, at: Instant, rate: f64) -> Pace {
+        Pace { head, at, rate }
     }
-    let lead_ns = (2 * u128::from(capacity) * 1_000_000_000 / u128::from(prefault_rate.max(1)))
-        .max(PREFAULT_MIN_LEAD.as_nanos());
-    // remaining / (head / elapsed) <= lead, without dividing (u128: no overflow for any real segment or run).
-    let remaining = u128::from(capacity.saturating_sub(head));
-    remaining * elapsed.as_nanos() <= lead_ns * u128::from(head)
+
+    /// Takes the head seen at `now`; returns the rate in bytes a second.
+    fn update(&mut self, head: u64, now: Instant) -> f64 {
+        let dt = now.saturating_duration_since(self.at);
+        if dt >= Self::MIN_INTERVAL {
+            let secs = dt.as_secs_f64();
+            let seen = head.saturating_sub(self.head) as f64 / secs;
+            self.rate = seen.max(self.rate * 0.5f64.powf(secs));
+            (self.head, self.at) = (head, now);
+        }
+        self.rate
+    }
 }
 
-/// How often a preparer waiting to pre-fault looks at the current segment's head (and at a roll's cancel).
-const PREFAULT_WAIT_POLL: Duration = Duration::from_millis(5);
+/// How often the preparer looks at the writer's head while the writer moves; an idle writer is looked at less
+/// often, up to [`RESERVE_IDLE_POLL`] (a writer that starts again has a whole step reserved ahead of it).
+const RESERVE_POLL: Duration = Duration::from_millis(5);
+const RESERVE_IDLE_POLL: Duration = Duration::from_millis(50);
 
-/// The next archive segment being made and pre-faulted on its own thread (see `Writer::prepare_next`).
+/// After a reservation fails (a full disk), how long the preparer waits before it tries again. The writer itself
+/// tries at once when it reaches the end of what is reserved, and returns [`JournalError::DiskFull`] if that
+/// fails too.
+const RESERVE_RETRY: Duration = Duration::from_millis(500);
+
+/// The preparer of an archive writer, for one current segment (see `Writer::prepare_next`).
 struct Preparing {
-    /// The index of the segment it is for.
+    /// The index of the next segment it prepares.
     index: u64,
-    /// Set by a roll that needs the segment now: the thread stops pre-faulting and hands over what it has.
+    /// Set by a roll (or the close) that needs what the thread has now: it stops and hands it over.
     cancel: Arc<AtomicBool>,
-    handle: std::thread::JoinHandle<Result<(Prepared, Prefaulted)>>,
+    /// The next segment is made, reserved and faulted in as far as the window reaches into it.
+    ready: Arc<AtomicBool>,
+    handle: std::thread::JoinHandle<(Option<Prepared>, Prefaulted)>,
 }
 
 impl Preparing {
-    /// Stops the pre-faulting and waits for the file (its creation is not cut short: a roll needs it whole).
+    /// Stops the thread (within one pre-fault step) and takes the next segment as far as it got.
     fn finish(self) -> Option<(Prepared, Prefaulted)> {
         self.cancel.store(true, Ordering::Relaxed);
-        self.handle.join().ok().and_then(|r| r.ok())
+        // Cut a wait for the next look short (on a loaded machine a sleeping thread wakes late).
+        self.handle.thread().unpark();
+        let (prepared, faulted) = self.handle.join().ok()?;
+        prepared.map(|p| (p, faulted))
     }
 }
 
@@ -303,13 +425,18 @@ impl Preparing {
 /// recording thread (the rest faulted on first write, on the recording thread).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PrefaultStats {
-    /// Rolls into a prepared segment whose every page was already faulted in.
+    /// Rolls into a prepared segment whose reserved pages were all faulted in.
     pub complete: u64,
     /// Rolls into a segment that was only partly faulted in (the roll came first, or the kernel refused), or not
     /// prepared at all.
     pub partial: u64,
-    /// Bytes of those segments that were faulted in before the roll.
+    /// Bytes the preparer faulted in off the recording thread, in the current segment ahead of the writer and in
+    /// the next one.
     pub bytes: u64,
+    /// Times the writer reached the end of what was reserved before the preparer had reserved more, and reserved
+    /// an allocation step itself, on the recording thread (a system call; the pages it then writes fault in on
+    /// that thread too).
+    pub stalls: u64,
 }
 
 /// `last_record_off` before this writer has written a record.
@@ -400,8 +527,17 @@ impl Writer {
         }
         let created = !path.exists();
         let seg = if created {
-            Segment::create(path, Mode::Ring, capacity, 1, 0, &options.description)?
+            Segment::create(
+                path,
+                Mode::Ring,
+                capacity,
+                1,
+                0,
+                &options.description,
+                capacity,
+            )?
         } else {
+            crate::packed::refuse_compressed(path)?;
             Segment::open(path, true)?
         };
         if seg.info.mode != Mode::Ring {
@@ -411,6 +547,9 @@ impl Writer {
             )));
         }
         seg.lock_exclusive()?;
+        // What a writer killed while creating the ring left (a new ring is made under the same name, over it).
+        let temporary = crate::segment::temporary_path(path);
+        let temporaries_removed = u64::from(!created && std::fs::remove_file(&temporary).is_ok());
         if !created && seg.info.capacity != capacity {
             tracing::info!(
                 path = %path.display(),
@@ -420,6 +559,7 @@ impl Writer {
         }
         let mut recovery = recover(&seg)?;
         recovery.created = created;
+        recovery.temporaries_removed = temporaries_removed;
         Ok(Self::from_segment(
             path,
             Mode::Ring,
@@ -440,8 +580,10 @@ impl Writer {
         }
         std::fs::create_dir_all(dir).map_err(|e| JournalError::io(dir, e))?;
         let lock = archive::lock_dir(dir)?;
+        let temporaries_removed = archive::remove_temporaries(dir)?;
         let segments = archive::list_segments(dir)?;
-        let mut sealed_now = 0;
+        let step = effective_step(options.allocation_step, segment_size);
+        let (mut sealed_now, mut trimmed, mut released) = (0, 0, 0);
         let (seg, created) = match segments.last() {
             None => (
                 Segment::create(
@@ -451,17 +593,26 @@ impl Writer {
                     options.first_seq.max(1),
                     0,
                     &options.description,
+                    step,
                 )?,
                 true,
             ),
             Some((_, last)) => {
+                crate::packed::refuse_compressed(last)?;
                 for (_, p) in &segments[..segments.len() - 1] {
+                    if crate::packed::is_packed(p)? {
+                        // Compressed: sealed and cut to its records by the compression.
+                        continue;
+                    }
                     let s = Segment::open(p, true)?;
                     if !s.sealed() {
                         let _ = recover(&s)?;
                         s.state().store(STATE_SEALED, Ordering::Release);
                         sealed_now += 1;
                     }
+                    let t = s.trim()?;
+                    trimmed += u64::from(t.cut);
+                    released += t.released;
                 }
                 (Segment::open(last, true)?, false)
             }
@@ -475,6 +626,18 @@ impl Writer {
         let mut recovery = recover(&seg)?;
         recovery.created = created;
         recovery.segments_sealed = sealed_now;
+        recovery.segments_trimmed = trimmed;
+        recovery.bytes_released = released;
+        recovery.temporaries_removed = temporaries_removed;
+        if !seg.sealed() {
+            // What a killed writer reserved ahead of its records (up to a whole window) goes back; then a step of
+            // room, so that a disk too full to record on says so here rather than at the first append.
+            let t = seg.trim()?;
+            recovery.segments_trimmed += u64::from(t.cut);
+            recovery.bytes_released += t.released;
+            let head = seg.head().load(Ordering::Acquire);
+            seg.reserve_to(head + step)?;
+        }
         let mut w = Self::from_segment(
             dir,
             Mode::Archive,
@@ -554,7 +717,7 @@ impl Writer {
             // A ring's first append comes to `make_room_ring`, which computes the room and starts the marks.
             room_end: match mode {
                 Mode::Ring => head,
-                Mode::Archive => cap,
+                Mode::Archive => seg_for_counters.avail().min(cap),
             },
             marks: match mode {
                 Mode::Ring => VecDeque::with_capacity((cap / mark_spacing(cap)) as usize + 4),
@@ -565,7 +728,9 @@ impl Writer {
             padding: 0,
             preparing: None,
             prefault: PrefaultStats::default(),
-            prefault_rate: Arc::new(AtomicU64::new(PREFAULT_RATE_GUESS)),
+            faulted: Arc::new(AtomicU64::new(0)),
+            step: effective_step(options.allocation_step, segment_size),
+            rate: Arc::new(AtomicU64::new(0)),
         }
     }
 
@@ -596,16 +761,30 @@ impl Writer {
     /// Archive: how much of each segment rolled into was faulted in off the recording thread (all zero for a
     /// ring).
     pub fn prefault_stats(&self) -> PrefaultStats {
-        self.prefault
+        PrefaultStats {
+            bytes: self.faulted.load(Ordering::Relaxed),
+            ..self.prefault
+        }
     }
 
-    /// Archive: whether the next segment is made and pre-faulted, waiting for the roll (false for a ring, while
-    /// the preparer still works or waits until the current segment's pace makes a pre-fault due, and when it
-    /// could not start).
+    /// Archive: whether the next segment is made, reserved and faulted in as far as the reserve window reaches
+    /// into it, waiting for the roll (false for a ring, until the writer comes within a window of its segment's
+    /// end, and when the preparer could not start).
     pub fn next_segment_ready(&self) -> bool {
         self.preparing
             .as_ref()
-            .is_some_and(|p| p.handle.is_finished())
+            .is_some_and(|p| p.ready.load(Ordering::Acquire))
+    }
+
+    /// Bytes the journal's files hold allocated on disk beyond its records right now: a ring's unused capacity
+    /// (all of it is allocated when the ring is made), or the space an archive writer has reserved ahead of its
+    /// records in the current segment (see [`DiskReservation`]). A prepared next segment is not counted until
+    /// the roll.
+    pub fn reserved_ahead(&self) -> u64 {
+        match self.mode {
+            Mode::Ring => HEADER_SIZE + self.cap - (self.head - self.tail).min(self.cap),
+            Mode::Archive => self.seg.avail().saturating_sub(self.head),
+        }
     }
 
     /// What opening found: created, clean, records recovered, bytes discarded.
@@ -683,6 +862,10 @@ impl Writer {
     }
 
     fn shutdown(&mut self) -> Result<()> {
+        // The preparer first: it may be faulting in pages of the current segment, which the trim below cuts off.
+        if let Some((p, _)) = self.preparing.take().and_then(Preparing::finish) {
+            p.discard();
+        }
         self.publish();
         self.flusher = None;
         self.seg
@@ -691,6 +874,12 @@ impl Writer {
         if self.durability != Durability::None {
             self.seg.sync_range(self.synced, self.head)?;
             self.synced = self.head;
+        }
+        if self.mode == Mode::Archive {
+            // What was reserved ahead of the records goes back: a closed segment holds its records. A writer that
+            // opens it again reserves anew.
+            self.seg.trim()?;
+            self.room_end = self.seg.avail().min(self.cap);
         }
         Ok(())
     }
@@ -796,9 +985,33 @@ impl Writer {
                 if self.head + size > self.cap {
                     self.roll()?;
                 }
-                self.room_end = self.cap;
+                let end = self.head + size;
+                if end > self.seg.avail() {
+                    self.reserve_here(end)?;
+                }
+                self.room_end = self.seg.avail().min(self.cap);
                 Ok((self.head_off, 0))
             }
+        }
+    }
+
+    /// Archive: the writer has reached the end of what the preparer reserved (it writes faster than the preparer
+    /// keeps up, or the disk is full): reserves up to the allocation step that holds `end` itself. If the file
+    /// system has no room for a whole step, as much as the frame needs, so that nothing that fits is refused;
+    /// if not even that, [`JournalError::DiskFull`], with nothing written.
+    #[cold]
+    fn reserve_here(&mut self, end: u64) -> Result<()> {
+        self.prefault.stalls += 1;
+        let step_end = end.next_multiple_of(self.step).min(self.cap);
+        match self.seg.reserve_to(step_end) {
+            Err(e) if e.is_disk_full() => {
+                let tight = end.next_multiple_of(4096).min(self.cap);
+                if tight < step_end && self.seg.reserve_to(tight).is_ok() {
+                    return Ok(());
+                }
+                Err(e)
+            }
+            other => other,
         }
     }
 
@@ -954,7 +1167,7 @@ impl Writer {
         let next_index = self.seg.info.segment_index + 1;
         let path = archive::segment_path(&self.root, next_index);
         let prepared = match self.preparing.take() {
-            // A failed preparation (a full disk) is tried again below, where its error stops the roll.
+            // A preparation that failed (a full disk) is tried again below, where its error stops the roll.
             Some(p) if p.index == next_index => p.finish(),
             Some(p) => {
                 if let Some((p, _)) = p.finish() {
@@ -983,13 +1196,16 @@ impl Writer {
                 self.durability != Durability::None,
             )?
         } else {
-            Segment::create(
+            // Not prepared (the writer outran its preparer, or it could not start): made here, synced only
+            // under a durability that asks for it, as a prepared one is.
+            Segment::finish(
+                Segment::prepare(&path, self.segment_size, self.step)?,
                 &path,
                 Mode::Archive,
-                self.segment_size,
                 self.next_seq,
                 next_index,
                 &self.description,
+                self.durability != Durability::None,
             )?
         };
         next.state().store(STATE_WRITER_OPEN, Ordering::Release);
@@ -1003,14 +1219,13 @@ impl Writer {
         } else {
             self.prefault.partial += 1;
         }
-        self.prefault.bytes += faulted.bytes;
         let next = Arc::new(next);
         if let Some(f) = &self.flusher {
             f.set_segment(Arc::clone(&next));
         }
         let sealed = std::mem::replace(&mut self.seg, next);
         self.cap = self.seg.cap;
-        self.room_end = self.cap;
+        self.room_end = self.seg.avail().min(self.cap);
         self.head = self.seg.head().load(Ordering::Acquire);
         self.head_off = self.head;
         self.tail = 0;
@@ -1020,73 +1235,180 @@ impl Writer {
         Ok(())
     }
 
-    /// Archive: off the recording thread, lets go of the segment just sealed (`sealed`) and makes the successor
-    /// of the current one. Both were a roll's cost: unmapping a full 32 MiB segment took 1.5-2.6 ms, creating
-    /// the next one (reserving and syncing its blocks) 18-46 ms on a busy disk; a roll now writes a header,
-    /// renames and maps (about 0.1-0.2 ms). `cargo bench -p tickbox-journal --bench append` prints the roll's
-    /// cost.
+    /// Archive: starts the preparer for the current segment ([`keep_ahead`]), which first cuts the segment just
+    /// sealed (`sealed`) to its records and lets go of it. All of it was once a roll's cost on the recording
+    /// thread: unmapping a full 32 MiB segment took 1.5-2.6 ms, creating the next one (reserving and syncing its
+    /// blocks) 18-46 ms on a busy disk; a roll now writes a header, renames and maps (about 0.1-0.2 ms).
+    /// `cargo bench -p tickbox-journal --bench append` prints the roll's cost.
     fn prepare_next(&mut self, sealed: Option<Arc<Segment>>) {
         if self.mode != Mode::Archive {
             return;
         }
         let index = self.seg.info.segment_index + 1;
-        let path = archive::segment_path(&self.root, index);
-        let size = self.segment_size;
         let cancel = Arc::new(AtomicBool::new(false));
-        let stop = Arc::clone(&cancel);
-        let current = Arc::clone(&self.seg);
-        let prefault_rate = Arc::clone(&self.prefault_rate);
+        let ready = Arc::new(AtomicBool::new(false));
+        let ahead = Ahead {
+            current: Arc::clone(&self.seg),
+            next_path: archive::segment_path(&self.root, index),
+            segment_size: self.segment_size,
+            step: self.step,
+            cancel: Arc::clone(&cancel),
+            ready: Arc::clone(&ready),
+            faulted: Arc::clone(&self.faulted),
+            rate: Arc::clone(&self.rate),
+        };
         let spawned = std::thread::Builder::new()
             .name("journal-prepare".into())
             .spawn(move || {
-                drop(sealed);
-                let mut prepared = Segment::prepare(&path, size)?;
-                // Faulting a segment in is the kernel zeroing every page of it: about a second of a core for 1 GiB
-                // here. Done as soon as the previous segment opened, it took that core from the recorder and the
-                // feed beside it on a 2-core machine for a segment a short recording never reached (`bench record`
-                // of 1 M records: the recorder at 0.52-0.62x the subscriber's rate, 0.98-1.13x when it waited). It
-                // starts once the current segment, at the pace it is being filled, will be full within twice the
-                // time a pre-fault takes ([`prefault_due`]): at once for a writer at memory speed, later for a
-                // recorder, never in a short run.
-                let opened = std::time::Instant::now();
-                let rate = prefault_rate.load(Ordering::Relaxed);
-                while !prefault_due(
-                    current.head().load(Ordering::Relaxed),
-                    current.cap,
-                    opened.elapsed(),
-                    rate,
-                ) {
-                    if stop.load(Ordering::Relaxed) {
-                        return Ok((prepared, Prefaulted::default()));
+                if let Some(sealed) = sealed {
+                    if let Err(err) = sealed.trim() {
+                        tracing::warn!(path = %sealed.path.display(), "sealed segment not cut to its records: {err}");
                     }
-                    std::thread::sleep(PREFAULT_WAIT_POLL);
                 }
-                drop(current);
-                let began = std::time::Instant::now();
-                let faulted = prepared.prefault(&stop);
-                if faulted.complete {
-                    let ns = began.elapsed().as_nanos().max(1);
-                    let measured =
-                        (u128::from(faulted.bytes) * 1_000_000_000 / ns).min(u128::from(u64::MAX));
-                    prefault_rate.store(measured as u64, Ordering::Relaxed);
-                }
-                Ok((prepared, faulted))
+                keep_ahead(ahead)
             });
-        // No thread (resource limits): the sealed segment was dropped here with the closure, and the roll
-        // creates the next one itself, as it always could.
+        // No thread (resource limits): the sealed segment was dropped here with the closure (uncut: the next
+        // writer to open the journal cuts it), and the writer reserves and rolls by itself, as it always can.
         self.preparing = spawned.ok().map(|handle| Preparing {
             index,
             cancel,
+            ready,
             handle,
         });
     }
 }
 
+/// What the preparer of one current segment works with.
+struct Ahead {
+    /// The segment the writer is filling.
+    current: Arc<Segment>,
+    /// Where the next segment will be.
+    next_path: PathBuf,
+    segment_size: u64,
+    step: u64,
+    cancel: Arc<AtomicBool>,
+    /// Set once the next segment is made and faulted in as far as the window reaches into it.
+    ready: Arc<AtomicBool>,
+    /// The writer's count of bytes faulted in off its thread.
+    faulted: Arc<AtomicU64>,
+    /// The writer's pace as last measured (`f64` bits), carried from one segment's preparer to the next.
+    rate: Arc<AtomicU64>,
+}
+
+/// The preparer's loop, until the roll or the close cancels it: keeps the writer's current segment reserved on
+/// disk and faulted in [`reserve_window`] ahead of its published head, one allocation step at a time, and once
+/// the window reaches past the segment's end makes the next segment's file (under its temporary name) and
+/// reserves and faults in the part of the window that falls in it. Returns that file, for the roll to name.
+///
+/// Nothing here is on the recording thread: block allocation (a system call and the file system's bookkeeping)
+/// and the page faults that zero each fresh page (about a second of a core per GiB on the 2-core development
+/// machine) happen here, ahead of need, and only as far ahead as the writer's pace asks, so a slow recorder
+/// holds one step ahead on disk, not a segment. A reservation that fails (a full disk) is tried again after
+/// [`RESERVE_RETRY`]; the writer, reaching the end of what is reserved, tries itself and reports it.
+fn keep_ahead(a: Ahead) -> (Option<Prepared>, Prefaulted) {
+    let cur = &*a.current;
+    let cap = cur.cap;
+    let mut pace = Pace::new(
+        cur.head().load(Ordering::Relaxed),
+        Instant::now(),
+        f64::from_bits(a.rate.load(Ordering::Relaxed)),
+    );
+    // Pages below the head have been written: faulting starts at the page that holds it.
+    let mut populated = cur.head().load(Ordering::Relaxed) & !4095;
+    let mut next: Option<Prepared> = None;
+    let mut next_faulted = Prefaulted::default();
+    let mut retry_at: Option<Instant> = None;
+    let mut warned = false;
+    let mut last_head = u64::MAX;
+    let fail = |warned: &mut bool, err: JournalError| {
+        if !std::mem::replace(warned, true) {
+            tracing::warn!("journal preparer cannot reserve ahead of the writer: {err}");
+        }
+        Some(Instant::now() + RESERVE_RETRY)
+    };
+    while !a.cancel.load(Ordering::Relaxed) {
+        let now = Instant::now();
+        let head = cur.head().load(Ordering::Relaxed);
+        let rate = pace.update(head, now);
+        a.rate.store(rate.to_bits(), Ordering::Relaxed);
+        // Page aligned: faults are taken (and steps reserved) a page at a time.
+        let want = (head + reserve_window(rate, a.step)).next_multiple_of(4096);
+        let avail = cur.avail();
+        let retry = retry_at.is_some_and(|t| now < t);
+        let next_want = want.saturating_sub(cap).min(a.segment_size);
+        // The cheap steps first (a system call each), so that a writer faster than the page faults never waits
+        // for a reservation and rolls into a file that exists: the current segment reserved up to the window,
+        // then the next one's file made with a step reserved once the window reaches into it.
+        if !retry && avail < want.min(cap) {
+            let to = (avail + 1).next_multiple_of(a.step).min(cap);
+            retry_at = cur.reserve_to(to).err().and_then(|e| fail(&mut warned, e));
+            continue;
+        }
+        if !retry && next_want > 0 && next.is_none() {
+            match Segment::prepare(&a.next_path, a.segment_size, a.step.min(next_want)) {
+                Ok(p) => next = Some(p),
+                Err(e) => retry_at = fail(&mut warned, e),
+            }
+            continue;
+        }
+        // Then the faults: what is reserved up to the window (by the writer too, when it had caught up), never
+        // what the writer has already written (a writer faster than the faults takes them itself: faulting
+        // behind it would only delay the rest).
+        populated = populated.max(head & !4095);
+        let fault_to = avail.min(want);
+        if populated < fault_to {
+            let to = (populated + a.step).min(fault_to);
+            let done = cur.populate(populated, to, &a.cancel);
+            a.faulted.fetch_add(done, Ordering::Relaxed);
+            populated += done;
+            if populated < to && !a.cancel.load(Ordering::Relaxed) {
+                // The kernel refused (memory pressure): the writer faults the rest in itself.
+                populated = cap;
+            }
+            continue;
+        }
+        if let Some(p) = next.as_mut().filter(|_| next_want > 0) {
+            if !retry && p.reserved() < next_want {
+                let to = (p.reserved() + 1).next_multiple_of(a.step);
+                retry_at = p.extend(to).err().and_then(|e| fail(&mut warned, e));
+                continue;
+            }
+            let f = p.populate(&a.cancel);
+            a.faulted.fetch_add(f.bytes, Ordering::Relaxed);
+            next_faulted = Prefaulted {
+                bytes: next_faulted.bytes + f.bytes,
+                complete: f.complete,
+            };
+            if a.cancel.load(Ordering::Relaxed) {
+                break;
+            }
+            if p.reserved() >= next_want {
+                // Made and reserved, and faulted in as far as the kernel let it.
+                a.ready.store(true, Ordering::Release);
+            }
+        }
+        // All this segment will need is done once it is reserved and faulted in to its end and the next one as
+        // far as the window reaches: the thread ends, so that the roll finds it finished instead of waiting for
+        // it to wake up (tens of milliseconds on a loaded machine).
+        let next_done = next
+            .as_ref()
+            .is_some_and(|p| p.reserved() >= next_want && p.faulted_all());
+        if avail == cap && populated >= cap && next_done {
+            break;
+        }
+        let poll = if head == last_head {
+            RESERVE_IDLE_POLL
+        } else {
+            RESERVE_POLL
+        };
+        last_head = head;
+        std::thread::park_timeout(poll);
+    }
+    (next, next_faulted)
+}
+
 impl Drop for Writer {
     fn drop(&mut self) {
-        if let Some((p, _)) = self.preparing.take().and_then(Preparing::finish) {
-            p.discard();
-        }
         if let Err(err) = self.shutdown() {
             tracing::error!(path = %self.root.display(), "closing journal: {err}");
         }
@@ -1357,7 +1679,7 @@ pub(crate) fn recover(seg: &Segment) -> Result<RecoveryReport> {
         unpublished_records_kept: unpublished,
         discarded_bytes: reserve.saturating_sub(good_end),
         lost_published_bytes: lost,
-        segments_sealed: 0,
+        ..RecoveryReport::default()
     })
 }
 
@@ -1365,29 +1687,69 @@ pub(crate) fn recover(seg: &Segment) -> Result<RecoveryReport> {
 mod tests {
     use super::*;
 
-    const GIB: u64 = 1 << 30;
-    const MB: u64 = 1_000_000;
+    const MIB: u64 = 1 << 20;
+    const STEP: u64 = ALLOCATION_STEP;
 
     #[test]
-    fn a_prefault_is_due_when_the_segment_will_be_full_within_twice_its_time() {
+    fn the_reserve_window_follows_the_pace_in_whole_steps_between_one_step_and_the_cap() {
+        // Idle, or a recorder at 12 MB/s (2.4 MB in the lead): one step.
+        assert_eq!(reserve_window(0.0, STEP), STEP);
+        assert_eq!(reserve_window(12e6, STEP), STEP);
+        // 100 MB/s: 20 MB in the lead, rounded up to whole steps (20 MiB).
+        assert_eq!(reserve_window(100e6, STEP), 20 * MIB);
+        // Memory speed, or no measure at all: the cap.
+        assert_eq!(reserve_window(5e9, STEP), MAX_AHEAD);
+        assert_eq!(reserve_window(f64::INFINITY, STEP), MAX_AHEAD);
+        // A step that does not divide the cap: still whole steps.
+        assert_eq!(
+            reserve_window(5e9, 3 * MIB),
+            (MAX_AHEAD / (3 * MIB) + 1) * 3 * MIB
+        );
+        // Steps are rounded up to 64 KiB and at most the segment.
+        assert_eq!(effective_step(1, MIB), 64 << 10);
+        assert_eq!(effective_step(100 << 10, MIB), 128 << 10);
+        assert_eq!(effective_step(STEP, 1 << 16), 1 << 16);
+    }
+
+    #[test]
+    fn the_pace_is_what_the_head_moved_and_decays_by_half_a_second_once_it_stops() {
+        let t0 = Instant::now();
         let ms = Duration::from_millis;
-        // Nothing written: never, however long.
-        assert!(!prefault_due(0, GIB, ms(60_000), GIB));
-        // A writer at memory speed (64 MiB in 10 ms): at once.
-        assert!(prefault_due(64 << 20, GIB, ms(10), GIB));
-        // A recorder at 300 MB/s, a pre-fault at 1 GiB/s (about 1.07 s, so due at 2.15 s before full): not after
-        // 120 MB (2.9 s to go), due after 500 MB (1.9 s to go).
-        assert!(!prefault_due(120 * MB, GIB, ms(400), GIB));
-        assert!(prefault_due(500 * MB, GIB, ms(1_667), GIB));
-        // With pre-faults measured four times as fast it waits for the floor instead: 2 s before full.
-        assert!(!prefault_due(350 * MB, GIB, ms(1_167), 4 * GIB));
-        assert!(prefault_due(500 * MB, GIB, ms(1_667), 4 * GIB));
-        // A small segment filled slowly (1 MiB at 4 MB/s: a quarter in 65 ms) is due within the floor.
-        assert!(prefault_due(256 << 10, 1 << 20, ms(65), GIB));
-        // A full segment is due, and so is one past its capacity (no underflow).
-        assert!(prefault_due(GIB, GIB, ms(1), 1));
-        assert!(prefault_due(GIB + 8, GIB, ms(1), 1));
-        // A zero rate is read as 1 byte a second, not a division by zero.
-        assert!(prefault_due(GIB / 2, GIB, ms(1), 0));
+        let mut p = Pace::new(0, t0, 0.0);
+        // Too soon to measure: nothing changes.
+        assert_eq!(p.update(1 << 20, t0 + ms(5)), 0.0);
+        // 10 MB in 100 ms: 100 MB/s.
+        let r = p.update(10_000_000, t0 + ms(100));
+        assert!((r - 100e6).abs() < 1.0, "{r}");
+        // Idle for a second: half of it.
+        let r = p.update(10_000_000, t0 + ms(1100));
+        assert!((r - 50e6).abs() < 1e3, "{r}");
+        // Faster again: the new pace at once.
+        let r = p.update(10_000_000 + 40_000_000, t0 + ms(1200));
+        assert!((r - 400e6).abs() < 1e3, "{r}");
+        // A head that went back (a roll to a new segment with a fresh pace is a new Pace; never negative here).
+        let r = p.update(0, t0 + ms(1300));
+        assert!(r > 0.0);
+    }
+
+    #[test]
+    fn the_reservation_says_what_a_ring_and_an_archive_hold_on_disk() {
+        let ring = WriterOptions::ring(100_000).disk_reservation();
+        assert_eq!(
+            ring,
+            DiskReservation {
+                at_open: HEADER_SIZE + 102_400,
+                ahead_max: HEADER_SIZE + 102_400,
+                bounded: true
+            }
+        );
+        let archive = WriterOptions::archive(1 << 30).disk_reservation();
+        assert_eq!(archive.at_open, HEADER_SIZE + STEP);
+        assert_eq!(archive.ahead_max, MAX_AHEAD + STEP + HEADER_SIZE);
+        assert!(!archive.bounded);
+        let small = WriterOptions::archive(1 << 20)
+            .allocation_step(1 << 16)
+            .disk_reservation();
+        assert_eq!(small.at_open, HEADER_SIZE + (1 << 16));
     }
 }

@@ -62,6 +62,11 @@ impl Keeper {
                 };
                 retain(&mut report);
                 for closed in rx {
+                    // Retention may have deleted it already (it ran after an earlier roll, and this journal was
+                    // old enough by then): nothing to card.
+                    if !closed.exists() {
+                        continue;
+                    }
                     match JournalCard::of(&closed) {
                         Ok(_) => report.cards += 1,
                         Err(e) => {

@@ -1426,11 +1426,13 @@ fn archive_rolls_into_a_prefaulted_segment() {
         fill_until_segment(&mut w, index);
         // The record that rolled is in the new segment.
         written = (RECORD_HEADER_SIZE + payload_for(w.next_seq() - 1).len() as u64).div_ceil(8) * 8;
+        // At this pace the window reaches across the whole next segment: it was all faulted in before the roll
+        // (and so was the window ahead of the writer in the current one: counted in the bytes too).
         let s = w.prefault_stats();
-        assert_eq!(
-            (s.complete, s.partial, s.bytes),
-            (index, 0, index * (HEADER_SIZE + segment)),
-            "roll {index}"
+        assert_eq!((s.complete, s.partial), (index, 0), "roll {index}: {s:?}");
+        assert!(
+            s.bytes >= index * (HEADER_SIZE + segment),
+            "roll {index}: {s:?}"
         );
     }
     let last = w.next_seq() - 1;
