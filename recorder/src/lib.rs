@@ -57,7 +57,7 @@ pub use error::RecorderError;
 pub use history::{HistoryAction, HistoryService, HistoryServiceConfig, HistoryServiceReport};
 pub use history_check::{Catalog, ChainBreak, HistoryCheck, JournalCheck};
 pub use history_dir::{
-    HistoryDir, HistoryError, HistoryJournal, HistoryWriter, HISTORY_FILE, SUMMARY_SUFFIX,
+    Closed, HistoryDir, HistoryError, HistoryJournal, HistoryWriter, HISTORY_FILE, SUMMARY_SUFFIX,
 };
 pub use history_reader::HistoryReader;
 pub use history_server::{

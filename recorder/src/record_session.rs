@@ -65,6 +65,8 @@ pub struct RecordRequest {
     pub retain: Option<Duration>,
     /// Keep at most this many bytes of a history (overrides `[recorder] retain_size`).
     pub retain_size: Option<u64>,
+    /// Compress each journal of a history once it is closed (or `[recorder] compress`).
+    pub compress: bool,
     /// The recorder stands in an election: progress (and leadership) is looked at more often.
     pub elected: bool,
     /// The caller wants progress at least this often (a live view).
@@ -88,6 +90,8 @@ pub struct RecordSettings {
     pub history: bool,
     /// What of a history to keep.
     pub retention: Retention,
+    /// Compress a history's closed journals.
+    pub compress: bool,
 }
 
 impl RecordRequest {
@@ -165,6 +169,7 @@ impl RecordRequest {
             roll,
             history,
             retention,
+            compress: self.compress || cfg.compress,
         })
     }
 
@@ -308,6 +313,14 @@ impl RecordOutcome {
                 j.current.display()
             ));
             let h = &j.housekeeping;
+            if h.compressed > 0 {
+                out.push_str(&format!(
+                    "compressed    {} closed journal(s): {} -> {} on disk\n",
+                    h.compressed,
+                    tickbox_units::format_size_approx(h.compressed_from_bytes),
+                    tickbox_units::format_size_approx(h.compressed_to_bytes)
+                ));
+            }
             if !h.deleted.is_empty() || h.kept.is_some() || h.errors > 0 {
                 out.push_str(&format!(
                     "retention     deleted {} journal(s) ({}){}{}\n",
@@ -386,7 +399,11 @@ impl RecordSession {
                 &settings.writer,
                 tickbox_wire::now_ns(),
             )?;
-            let keeper = Keeper::start(settings.journal.clone(), settings.retention)?;
+            let keeper = Keeper::start(
+                settings.journal.clone(),
+                settings.retention,
+                settings.compress,
+            )?;
             writer.on_closed(keeper.sender());
             Target::History {
                 writer,

@@ -71,6 +71,11 @@ pub(crate) struct Args {
     /// care as --retain. Default from `[recorder] retain_size`.
     #[arg(long, value_parser = tickbox_units::parse_size, value_name = "SIZE")]
     retain_size: Option<u64>,
+    /// Compress each journal of the history once it is closed (a roll, or the end of the run), off the recording
+    /// thread: seekable zstd frames that every reader reads as it reads a plain journal. Also compresses closed
+    /// journals an earlier run left plain. Default `[recorder] compress`.
+    #[arg(long)]
+    compress: bool,
     /// Topic prefixes to record, comma-separated (default: everything).
     #[arg(long, value_delimiter = ',')]
     topics: Vec<String>,
@@ -147,6 +152,7 @@ impl Args {
             roll_tz: self.roll_tz.clone(),
             retain: self.retain,
             retain_size: self.retain_size,
+            compress: self.compress,
             elected: self.elect.is_some(),
             progress_every,
         }

@@ -616,3 +616,60 @@ fn damage_never_ends_a_backtest_and_info_says_the_journal_is_damaged() {
     let v: serde_json::Value = serde_json::from_slice(&info.stdout).unwrap();
     assert_eq!(v["damaged_ranges"], 1, "{v}");
 }
+
+#[test]
+fn record_compress_compresses_each_closed_period_and_the_history_reads_the_same() {
+    let dir = TempDir::new("cli-history-compress");
+    let history = dir.0.join("hist");
+    let hist = history.to_str().unwrap();
+    let frames: Vec<Vec<u8>> = (1..=3000).map(|i| quote(7, i)).collect();
+    let out = record(
+        &[
+            "--journal",
+            hist,
+            "--roll",
+            "64KiB",
+            "--segment-size",
+            "1MiB",
+            "--compress",
+            "--json",
+            "--quiet",
+        ],
+        &frames,
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rolls = v["rolls"].as_u64().unwrap();
+    assert!(rolls >= 3, "{v}");
+    assert_eq!(
+        v["housekeeping"]["compressed"], rolls,
+        "every journal a roll closed: {v}"
+    );
+    assert_eq!(v["housekeeping"]["errors"], 0, "{v}");
+    let ls = run(&["journal", "ls", hist, "--json"]);
+    let l: serde_json::Value = serde_json::from_slice(&ls.stdout).unwrap();
+    let journals = l["journals"].as_array().unwrap();
+    let (last, closed) = journals.split_last().unwrap();
+    assert!(closed.iter().all(|j| j["compressed"] == true), "{l}");
+    assert_eq!(
+        last["compressed"], false,
+        "the journal the run ended in may go on: {l}"
+    );
+    // Read through the compressed frames: the same stream, verified.
+    let (out, got) = replay(&dir.0, hist, 3000, &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(
+        sequences(&got),
+        (1..=3000).map(|s| (7, s)).collect::<Vec<_>>()
+    );
+    let verify = run(&["journal", "verify", hist]);
+    assert!(verify.status.success(), "{}", text(&verify));
+    // A second run of the same recording (a size roll: a new journal) compresses the one the first ended in.
+    let out = record(
+        &["--journal", hist, "--compress", "--quiet", "--json"],
+        &[quote(7, 3001)],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["housekeeping"]["compressed"], 1, "{v}");
+}
