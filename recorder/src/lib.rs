@@ -80,8 +80,8 @@ pub use record::{
     TAP_EVENT_MARKER,
 };
 pub use record_session::{
-    HistoryRun, RecordObserver, RecordOutcome, RecordRequest, RecordSession, RecordSettings,
-    ELECTED_PROGRESS_EVERY, PROGRESS_EVERY,
+    DiskCheck, HistoryRun, RecordObserver, RecordOutcome, RecordRequest, RecordSession,
+    RecordSettings, ELECTED_PROGRESS_EVERY, PROGRESS_EVERY,
 };
 pub use replay::{
     Closing, Identity, Input, Position, ReplayInput, ReplayOptions, ReplayStats, Replayer,

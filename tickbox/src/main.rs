@@ -37,6 +37,9 @@ pub mod exit_code {
     /// `tickbox replay` selected no record (`--topics`, `--from`/`--to`, `--from-seq`/`--to-seq`); the error
     /// says what the journal holds.
     pub const EMPTY_SELECTION: u8 = 9;
+    /// `tickbox record` stopped because the journal's disk is full (the journal is closed, verifies and holds
+    /// every record before it; the summary is printed), or found too little free space to start.
+    pub const DISK_FULL: u8 = 10;
 }
 
 /// Endpoint flags are validated before anything is bound, connected or created, so a typo such as
@@ -72,7 +75,7 @@ pub(crate) mod flags {
     name = "tickbox",
     version,
     about = "Market-data pub-sub on ZeroMQ: feed, Black Box subscriber, LVC proxy, recorder/replayer, control plane, bench.",
-    after_help = "Exit codes: 0 ok; 1 error; 2 usage error (unknown flag, bad value); 3 Suicidal Snail fired (message later than --max-lateness, or gap with gap_policy=die); 4 request timed out; 5 journal corrupt; 6 journal intact but incomplete (verify --strict); 7 refused (ctl set/del by the Clone server, or a call answered 403 unauthorised); 8 a worker failed (panicked).\nLogging: to stderr; -q for warnings and errors only, -v for debug, -vv for trace; RUST_LOG overrides both (e.g. RUST_LOG=tickbox=debug)."
+    after_help = "Exit codes: 0 ok; 1 error; 2 usage error (unknown flag, bad value); 3 Suicidal Snail fired (message later than --max-lateness, or gap with gap_policy=die); 4 request timed out; 5 journal corrupt; 6 journal intact but incomplete (verify --strict); 7 refused (ctl set/del by the Clone server, or a call answered 403 unauthorised); 8 a worker failed (panicked); 9 replay selected no record; 10 record stopped on a full disk.\nLogging: to stderr; -q for warnings and errors only, -v for debug, -vv for trace; RUST_LOG overrides both (e.g. RUST_LOG=tickbox=debug)."
 )]
 pub(crate) struct Cli {
     /// TOML deployment config; every field has a default, so it is optional.
@@ -242,7 +245,7 @@ fn report_error(err: &anyhow::Error) {
 
 /// `err` and its causes joined by `: `, leaving out a cause whose text the line already holds (libraries often
 /// repeat their source in their own message: `zmq: Invalid argument: Invalid argument`).
-fn error_line(err: &anyhow::Error) -> String {
+pub(crate) fn error_line(err: &anyhow::Error) -> String {
     let mut line = String::new();
     for cause in err.chain() {
         let text = cause.to_string();

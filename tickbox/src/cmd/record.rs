@@ -11,7 +11,7 @@ use std::time::Duration;
 use anyhow::Context;
 use tickbox_fleet::leadership::RecorderLeadership;
 use tickbox_recorder::{
-    DurabilityConfig, RecordObserver, RecordRequest, RecordSession, RecordStats,
+    DurabilityConfig, RecordObserver, RecordRequest, RecordSession, RecordStats, RecorderError,
 };
 
 use crate::config::TickboxConfig;
@@ -177,7 +177,25 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     let stop = crate::shutdown::flag();
     let ctx = tickbox_zmqx::context::build(&config.context)?;
     let status = StatusBoard::start(&ctx, args.broker.as_deref(), "record", config.auth.clone())?;
-    let session = RecordSession::open(&ctx, settings)?;
+    let session = match RecordSession::open(&ctx, settings) {
+        Ok(session) => session,
+        Err(RecorderError::NoRoom(line)) => {
+            eprintln!("error: {line}");
+            return Ok(ExitCode::from(crate::exit_code::DISK_FULL));
+        }
+        // No room for the journal's first reserve: nothing recorded, and the same exit as a disk that fills.
+        Err(e) if e.is_disk_full() => {
+            eprintln!("error: {}", crate::error_line(&anyhow::Error::new(e)));
+            return Ok(ExitCode::from(crate::exit_code::DISK_FULL));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    // Said as a log line: a warning when less than the reserve is free, so -q still shows it.
+    match session.disk_check() {
+        Some(check) if check.free < check.ahead_max => tracing::warn!("{}", check.line()),
+        Some(check) => tracing::info!("{}", check.line()),
+        None => {}
+    }
     if let Some(bound) = session.history_endpoint() {
         println!("record history service endpoint {bound}");
     }
@@ -229,6 +247,9 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
                 println!("{line}");
             }
         }
+    }
+    if outcome.stats.disk_full.is_some() {
+        return Ok(ExitCode::from(crate::exit_code::DISK_FULL));
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -673,3 +673,67 @@ fn record_compress_compresses_each_closed_period_and_the_history_reads_the_same(
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["housekeeping"]["compressed"], 1, "{v}");
 }
+
+#[test]
+fn a_disk_that_fills_mid_run_stops_the_recorder_cleanly_with_its_summary_and_exit_10() {
+    let dir = TempDir::new("cli-history-full");
+    let journal = dir.0.join("full");
+    let j = journal.to_str().unwrap();
+    let ctx = zmq::Context::new();
+    let publisher = ctx.socket(zmq::XPUB).unwrap();
+    publisher.set_linger(0).unwrap();
+    publisher.set_sndhwm(0).unwrap();
+    let ep = tickbox_testkit::bind_loopback(&publisher);
+    // A file size limit of 12 MiB (the shell's ulimit counts KiB), SIGXFSZ ignored so reaching it is an error
+    // (EFBIG), not a kill: the disk "fills" inside the first 64 MiB segment, which grows 4 MiB at a time.
+    let recorder = KillOnDrop(
+        Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "trap '' XFSZ; ulimit -f 12288; exec {TICKBOX} record --connect {ep} --journal {j} \
+                 --segment-size 64MiB --json --quiet"
+            ))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    publisher.set_rcvtimeo(10_000).unwrap();
+    assert_eq!(publisher.recv_bytes(0).unwrap(), b"\x01", "recording");
+    // More than 12 MiB of records; the recorder stops once it cannot grow the journal.
+    const N: u64 = 150_000;
+    for i in 1..=N {
+        publisher.send(quote(7, i), 0).unwrap();
+    }
+    let out = recorder.wait_output(Duration::from_secs(20));
+    assert_eq!(out.status.code(), Some(10), "{}", text(&out));
+    let v: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out)));
+    assert!(
+        v["disk_full"]
+            .as_str()
+            .is_some_and(|d| d.contains("File too large")),
+        "{v}"
+    );
+    let recorded = v["messages"].as_u64().unwrap();
+    assert!(recorded > 10_000 && recorded < N, "{v}");
+    assert_eq!(v["missing"], 0, "{v}");
+    // The journal is closed, verifies, and holds exactly the first records sent: nothing lost before the error.
+    let verify = run(&["journal", "verify", j]);
+    assert!(verify.status.success(), "{}", text(&verify));
+    assert!(
+        text(&verify).contains(&format!("verify        OK: {recorded} records")),
+        "{}",
+        text(&verify)
+    );
+    let mut r = tickbox_journal::Reader::open(&journal).unwrap();
+    let mut k = 0;
+    while let Some(rec) = r.next().unwrap() {
+        k += 1;
+        assert_eq!(
+            MessageRef::decode(rec.payload).unwrap().header().sequence,
+            k
+        );
+    }
+    assert_eq!(k, recorded);
+}
