@@ -193,6 +193,19 @@ impl HistoryDir {
             if !crate::catalog::is_journal_name(&name) || !crate::catalog::holds_journal(&path) {
                 continue;
             }
+            // A closed journal's cached card knows its first sequence (while its files are unchanged): no need to
+            // open it.
+            let cached = crate::catalog::JournalCard::cached(&path)
+                .filter(|c| !c.open && c.stamp == crate::catalog::stamp_of(&path))
+                .and_then(|c| c.first_seq);
+            if let Some(first_seq) = cached {
+                out.push(HistoryJournal {
+                    name,
+                    path,
+                    first_seq,
+                });
+                continue;
+            }
             let first_seq = match Reader::open(&path) {
                 Ok(r) => r.header().base_seq,
                 // A journal whose every header is damaged still has a place: after the others, by name.
