@@ -434,6 +434,26 @@ impl ReplayInput for HistoryReader {
     fn position_seq(&self) -> Option<u64> {
         HistoryReader::position_seq(self)
     }
+
+    fn recent_publishers(
+        &mut self,
+        before: u64,
+        window: u64,
+    ) -> Result<crate::local_feed::PublisherPositions, RecorderError> {
+        // A reader of its own, so this one stays where the damage left it.
+        let mut r = HistoryReader::open(&self.path)?;
+        r.seek_seq(before.saturating_sub(window).max(1))?;
+        let mut p = crate::local_feed::PublisherPositions::default();
+        loop {
+            match r.next() {
+                Ok(Some(rec)) if rec.seq < before => p.note(rec.payload),
+                Ok(_) => break,
+                // The look back meets damage of its own (or a lap): what it noted so far is what it knows.
+                Err(_) => break,
+            }
+        }
+        Ok(p)
+    }
 }
 
 #[cfg(test)]

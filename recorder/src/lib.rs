@@ -72,7 +72,7 @@ pub use journal_ext::{overwritten, overwritten_at, read_app_meta, OverwriteStats
 pub use keeper::{Keeper, KeeperReport};
 pub use lease::{lease_path, writer_holds, Lease, LEASE_SUFFIX};
 pub use ledger::{Ledger, LedgerError, LedgerOverflow, LedgerRow, MAX_LEDGER_PUBLISHERS};
-pub use local_feed::{LocalFeed, LocalFeedReport};
+pub use local_feed::{LocalFeed, LocalFeedReport, PublisherPositions, LOOK_BACK};
 pub use merge::{open_input, MergedInput};
 pub use progress::{stop_seq_of, ReplayProgress};
 pub use record::{

@@ -32,6 +32,8 @@ pub struct MergedInput {
     taken: Option<usize>,
     /// The input whose damage the last call reported (what `skip_damage` passes over).
     damaged: Option<usize>,
+    /// The input the last `skip_damage` passed damage in.
+    skipped_in: Option<usize>,
     /// Records given out (the merged stream's sequence).
     given: u64,
     /// Records the inputs held when opened (the progress denominator).
@@ -61,6 +63,7 @@ impl MergedInput {
             heads: (0..n).map(|_| Head::default()).collect(),
             taken: None,
             damaged: None,
+            skipped_in: None,
             given: 0,
             total,
         })
@@ -163,7 +166,20 @@ impl ReplayInput for MergedInput {
             .damaged
             .take()
             .ok_or_else(|| RecorderError::Settings("skip_damage without damage reported".into()))?;
+        self.skipped_in = Some(i);
         Ok(self.inputs[i].skip_damage()?)
+    }
+
+    fn recent_publishers(
+        &mut self,
+        before: u64,
+        window: u64,
+    ) -> Result<crate::local_feed::PublisherPositions, RecorderError> {
+        // The sequence is the damaged recording's own: it looks back in that one.
+        match self.skipped_in {
+            Some(i) => ReplayInput::recent_publishers(&mut self.inputs[i], before, window),
+            None => Ok(crate::local_feed::PublisherPositions::default()),
+        }
     }
 
     fn end_seq(&self) -> u64 {

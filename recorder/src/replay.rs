@@ -73,6 +73,15 @@ pub trait ReplayInput {
     fn position_seq(&self) -> Option<u64> {
         None
     }
+    /// After [`ReplayInput::skip_damage`] passed damage starting at sequence `before`: where each publisher was
+    /// just before it, from a look back over at most `window` records (empty where the input cannot look back).
+    fn recent_publishers(
+        &mut self,
+        _before: u64,
+        _window: u64,
+    ) -> Result<crate::local_feed::PublisherPositions, RecorderError> {
+        Ok(crate::local_feed::PublisherPositions::default())
+    }
 }
 
 /// One step of a [`ReplayInput`].
