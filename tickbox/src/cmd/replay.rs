@@ -323,28 +323,10 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         }
         None => None,
     };
-    let barrier = match (&args.start_barrier, args.parties) {
-        (Some(path), Some(parties)) => {
-            let coord = crate::zk::connect(args.zk.as_deref(), config, "--start-barrier")?;
-            let id = format!("replay pid {} {}", std::process::id(), endpoints.join(","));
-            eprintln!("replay: waiting at start barrier {path} for {parties} subscriber(s)");
-            match tickbox_coord::StartBarrier::enter(
-                &coord,
-                path,
-                parties,
-                &id,
-                config.coord.barrier_timeout.0,
-                &stop,
-            ) {
-                Ok(entered) => Some(entered),
-                Err(tickbox_coord::CoordError::Interrupted) => {
-                    eprintln!("replay: interrupted at the start barrier; nothing sent");
-                    return Ok(ExitCode::SUCCESS);
-                }
-                Err(e) => return Err(e).with_context(|| format!("--start-barrier {path}")),
-            }
-        }
-        _ => None,
+    // `None` from an interrupted wait at the barrier: nothing was sent.
+    let Some(barrier) = enter_barrier(&args, config, &endpoints, &stop)? else {
+        eprintln!("replay: interrupted at the start barrier; nothing sent");
+        return Ok(ExitCode::SUCCESS);
     };
     let mut shown = Shown {
         status: &status,
@@ -379,4 +361,31 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         }
     }
     Ok(exit)
+}
+
+/// Enters `--start-barrier` when asked: `Some(None)` without one, `None` when interrupted while waiting.
+fn enter_barrier(
+    args: &Args,
+    config: &TickboxConfig,
+    endpoints: &[String],
+    stop: &Arc<std::sync::atomic::AtomicBool>,
+) -> anyhow::Result<Option<Option<tickbox_coord::StartBarrier>>> {
+    let (Some(path), Some(parties)) = (&args.start_barrier, args.parties) else {
+        return Ok(Some(None));
+    };
+    let coord = crate::zk::connect(args.zk.as_deref(), config, "--start-barrier")?;
+    let id = format!("replay pid {} {}", std::process::id(), endpoints.join(","));
+    eprintln!("replay: waiting at start barrier {path} for {parties} subscriber(s)");
+    match tickbox_coord::StartBarrier::enter(
+        &coord,
+        path,
+        parties,
+        &id,
+        config.coord.barrier_timeout.0,
+        stop,
+    ) {
+        Ok(entered) => Ok(Some(Some(entered))),
+        Err(tickbox_coord::CoordError::Interrupted) => Ok(None),
+        Err(e) => Err(e).with_context(|| format!("--start-barrier {path}")),
+    }
 }

@@ -737,3 +737,104 @@ fn a_disk_that_fills_mid_run_stops_the_recorder_cleanly_with_its_summary_and_exi
     }
     assert_eq!(k, recorded);
 }
+
+/// A late joiner catches up from the history service of a recorder rolling its history: every sequence once, in
+/// order, history then live, across the journals the recorder rolled meanwhile.
+#[test]
+fn a_late_joiner_catches_up_across_the_journals_of_a_rolling_history() {
+    use common::{
+        endpoint_in, eventually, output_within, spawn_and_pick, spawn_feed_with_endpoints,
+    };
+    let dir = TempDir::new("cli-history-catch-up");
+    let history = dir.0.join("hist");
+    let hist = history.to_str().unwrap();
+    let (_feed, endpoints) = spawn_feed_with_endpoints(
+        &[
+            "--bind",
+            "tcp://127.0.0.1:*",
+            "--rate",
+            "5k",
+            "--symbols",
+            "40",
+            "--duration",
+            "5s",
+            // Its summary as JSON on stdout, so the endpoint lines go to stderr where they are picked.
+            "--json",
+        ],
+        1,
+    );
+    let feed = endpoints[0].clone();
+    let (_recorder, service) = spawn_and_pick(
+        &[
+            "record",
+            "--connect",
+            &feed,
+            "--journal",
+            hist,
+            "--roll",
+            "64KiB",
+            "--segment-size",
+            "1MiB",
+            "--serve",
+            "tcp://127.0.0.1:*",
+            "--duration",
+            "30s",
+        ],
+        |line| {
+            line.strip_prefix("record history service endpoint ")
+                .and_then(endpoint_in)
+        },
+    );
+    // Three journals or more before the late joiner comes.
+    assert!(
+        eventually(Duration::from_secs(15), Duration::from_millis(100), || {
+            history.exists() && listed(&history).len() >= 3
+        }),
+        "the recorder did not roll"
+    );
+    let tape = dir.0.join("tape.ndjson");
+    let mut subscribe = Command::new(TICKBOX);
+    subscribe.args([
+        "subscribe",
+        "--connect",
+        &feed,
+        "--catch-up",
+        &service,
+        "--from",
+        "start",
+        "--max-lateness",
+        "30s",
+        "--idle-exit",
+        "1500ms",
+        "--json",
+    ]);
+    subscribe.arg("--tape").arg(&tape);
+    let out = output_within(subscribe, Duration::from_secs(20));
+    assert!(out.status.success(), "{}", text(&out));
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let catch_up = &summary["catch_up"];
+    assert_eq!(catch_up["outcome"]["status"], "complete", "{catch_up}");
+    assert!(
+        catch_up["history_records"].as_u64().unwrap() > 1000,
+        "{catch_up}"
+    );
+    assert_eq!(summary["missing"], 0, "{summary}");
+    assert_eq!(summary["duplicates"], 0, "{summary}");
+    // The workers got publisher 1's sequences once each, without a hole, history then live.
+    let mut seqs: Vec<u64> = std::fs::read_to_string(&tape)
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["kind"] == "quote" || v["kind"] == "trade")
+        .filter_map(|v| v["sequence"].as_u64())
+        .collect();
+    let n = seqs.len();
+    seqs.sort();
+    seqs.dedup();
+    assert_eq!(seqs.len(), n, "a sequence reached the workers twice");
+    assert_eq!(
+        seqs.last().unwrap() - seqs.first().unwrap() + 1,
+        n as u64 + summary["recorded_gaps"].as_u64().unwrap_or(0),
+        "{summary}"
+    );
+}
