@@ -109,6 +109,43 @@ pub fn handover_line(h: &Value) -> String {
     }
 }
 
+/// The journal-sequence spans a recorder led, from its leadership log's entries (oldest first): from each
+/// election's `from` to the `until` of the loss or resignation after it, or to the end of the journal when none
+/// follows (the recorder was killed while leader). What `tickbox journal stitch` takes from each journal.
+pub fn leader_spans(entries: &[Value]) -> Vec<tickbox_recorder::LeaderSpan> {
+    let mut spans = Vec::new();
+    let mut open: Option<u64> = None;
+    for e in entries {
+        match e["event"].as_str() {
+            Some("lost") | Some("resigned") => {
+                if let Some(from) = open.take() {
+                    // Nothing recorded while leading (`last_journal_seq` null): an empty span.
+                    let until = e["until"]["last_journal_seq"]
+                        .as_u64()
+                        .unwrap_or(from.saturating_sub(1));
+                    if until >= from {
+                        spans.push(tickbox_recorder::LeaderSpan {
+                            from,
+                            until: Some(until),
+                        });
+                    }
+                }
+            }
+            Some("rejoined") => {}
+            // Entries before the `event` field are all elections.
+            _ => {
+                if let Some(from) = e["from"]["next_journal_seq"].as_u64() {
+                    open = Some(from);
+                }
+            }
+        }
+    }
+    if let Some(from) = open {
+        spans.push(tickbox_recorder::LeaderSpan { from, until: None });
+    }
+    spans
+}
+
 impl RecorderLeadership {
     /// Stands as `id` in the election at `path`, logging beside `journal`, whose next sequence is `start_seq`.
     pub fn campaign(
@@ -275,6 +312,36 @@ impl tickbox_recorder::RecordObserver for RecorderLeadership {
 mod tests {
     use super::*;
     use tickbox_recorder::LedgerRow;
+
+    #[test]
+    fn a_leadership_log_gives_the_spans_led_and_an_unended_one_runs_to_the_end() {
+        let log = [
+            serde_json::json!({"event": "elected", "token": 1, "from": {"next_journal_seq": 1}}),
+            serde_json::json!({"event": "lost", "token": 1, "until": {"last_journal_seq": 500}}),
+            serde_json::json!({"event": "rejoined", "at": {"next_journal_seq": 700}}),
+            // An election logged before the `event` field existed.
+            serde_json::json!({"token": 3, "from": {"next_journal_seq": 900}}),
+        ];
+        assert_eq!(
+            leader_spans(&log),
+            [
+                tickbox_recorder::LeaderSpan {
+                    from: 1,
+                    until: Some(500)
+                },
+                tickbox_recorder::LeaderSpan {
+                    from: 900,
+                    until: None
+                },
+            ]
+        );
+        // Resigned before recording anything as leader: no span.
+        let log = [
+            serde_json::json!({"event": "elected", "from": {"next_journal_seq": 10}}),
+            serde_json::json!({"event": "resigned", "until": {"last_journal_seq": null}}),
+        ];
+        assert!(leader_spans(&log).is_empty());
+    }
 
     #[test]
     fn progress_names_the_next_sequence_and_each_publisher() {

@@ -95,6 +95,9 @@ pub struct RecorderConfig {
     pub retain: Option<HumanDuration>,
     /// A history keeps at most this many bytes on disk (`"2TiB"`): the oldest journals go first; unset by default.
     pub retain_size: Option<ByteSize>,
+    /// `tickbox record` into a history compresses each journal it closes (seekable zstd frames, read
+    /// transparently by every reader), off the recording thread.
+    pub compress: bool,
 }
 
 impl Default for RecorderConfig {
@@ -124,6 +127,7 @@ impl Default for RecorderConfig {
             roll_tz: "UTC".into(),
             retain: None,
             retain_size: None,
+            compress: false,
         }
     }
 }

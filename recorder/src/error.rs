@@ -1,5 +1,15 @@
 use tickbox_journal::JournalError;
 
+impl RecorderError {
+    /// The journal's file system has no room (or a file size limit was reached): the recording stops cleanly.
+    pub fn is_disk_full(&self) -> bool {
+        match self {
+            RecorderError::Journal(e) | RecorderError::Open { source: e, .. } => e.is_disk_full(),
+            _ => false,
+        }
+    }
+}
+
 /// Errors from recording or replaying.
 #[derive(Debug, thiserror::Error)]
 pub enum RecorderError {
@@ -77,6 +87,10 @@ pub enum RecorderError {
     /// A history directory could not be opened, created or rolled.
     #[error(transparent)]
     History(#[from] crate::history_dir::HistoryError),
+    /// Not enough room on the journal's file system for what the recorder will reserve at the start: nothing was
+    /// created.
+    #[error("{0}")]
+    NoRoom(String),
     /// `[security]` could not be applied to a socket.
     #[error(transparent)]
     Auth(#[from] tickbox_auth::AuthError),

@@ -357,7 +357,12 @@ impl HistoryCheck {
     /// Whether any journal's structure is damaged (a corrupt record, a damaged or cut header).
     pub fn damaged(&self) -> bool {
         self.journals.iter().any(|j| {
-            j.error.is_some() || j.summary.as_ref().is_some_and(|s| s.corruption.is_some())
+            j.error.is_some()
+                || match (&j.summary, &j.accounting) {
+                    (Some(s), Some(a)) => a.damaged(s),
+                    (Some(s), None) => s.corruption.is_some(),
+                    _ => false,
+                }
         })
     }
 

@@ -193,6 +193,19 @@ impl HistoryDir {
             if !crate::catalog::is_journal_name(&name) || !crate::catalog::holds_journal(&path) {
                 continue;
             }
+            // A closed journal's cached card knows its first sequence (while its files are unchanged): no need to
+            // open it.
+            let cached = crate::catalog::JournalCard::cached(&path)
+                .filter(|c| !c.open && c.stamp == crate::catalog::stamp_of(&path))
+                .and_then(|c| c.first_seq);
+            if let Some(first_seq) = cached {
+                out.push(HistoryJournal {
+                    name,
+                    path,
+                    first_seq,
+                });
+                continue;
+            }
             let first_seq = match Reader::open(&path) {
                 Ok(r) => r.header().base_seq,
                 // A journal whose every header is damaged still has a place: after the others, by name.
@@ -209,7 +222,7 @@ impl HistoryDir {
         Ok(out)
     }
 
-    /// A path for a new journal of `period` that no journal has: the period's name, else with `~1`, `~2`, ...
+    /// A path for a new journal of `period` that no journal has: the period's name, else with `~001`, `~002`, ...
     fn new_journal_path(&self, period: &Period) -> PathBuf {
         let plain = self.dir.join(&period.name);
         if !plain.exists() {
@@ -241,6 +254,27 @@ fn ledger_of(path: &Path) -> Option<Ledger> {
         .flatten()
 }
 
+/// A journal a [`HistoryWriter`] closed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Closed {
+    /// The journal.
+    pub path: PathBuf,
+    /// A roll closed it (its period is over: it is never written again); else the recording ended in it, and
+    /// the next recording of the same period may append to it.
+    pub rolled: bool,
+}
+
+/// Whether the last segment of the archive at `path` is compressed (a writer cannot append to it).
+fn ends_compressed(path: &Path) -> bool {
+    let Some((_, last)) = tickbox_journal::list_segments(path)
+        .ok()
+        .and_then(|s| s.into_iter().last())
+    else {
+        return false;
+    };
+    crate::catalog::is_compressed(&last)
+}
+
 /// The writing side of a history: the current period's journal, and the roll to the next.
 pub struct HistoryWriter {
     history: HistoryDir,
@@ -249,8 +283,8 @@ pub struct HistoryWriter {
     period: Period,
     /// Journals this run created (what a run that recorded nothing removes again).
     created: Vec<PathBuf>,
-    /// Journals closed by a roll, handed on (for their summary, compression, retention).
-    closed: Option<mpsc::Sender<PathBuf>>,
+    /// Journals closed, handed on (for their card, compression, retention).
+    closed: Option<mpsc::Sender<Closed>>,
     rolls: u64,
 }
 
@@ -268,9 +302,12 @@ impl HistoryWriter {
         let history = HistoryDir::create_or_open(dir, roll)?;
         let journals = history.journals()?;
         let period = history.roll().period_of(now_ns);
-        let continue_last = journals
-            .last()
-            .filter(|last| !matches!(history.roll(), Roll::Size(_)) && last.name == period.name);
+        // A journal compressed since (`journal compress`) is closed for good: the period goes on in a new one.
+        let continue_last = journals.last().filter(|last| {
+            !matches!(history.roll(), Roll::Size(_))
+                && last.name == period.name
+                && !ends_compressed(&last.path)
+        });
         let (path, first_seq, previous, created) = match (continue_last, journals.last()) {
             (Some(last), _) => (last.path.clone(), 1, None, false),
             (None, Some(last)) => (
@@ -302,7 +339,7 @@ impl HistoryWriter {
     }
 
     /// Hands every journal a roll closes to `tx`.
-    pub fn on_closed(&mut self, tx: mpsc::Sender<PathBuf>) {
+    pub fn on_closed(&mut self, tx: mpsc::Sender<Closed>) {
         self.closed = Some(tx);
     }
 
@@ -346,7 +383,10 @@ impl HistoryWriter {
         let path = self.writer.path().to_path_buf();
         self.writer.close()?;
         if let Some(tx) = &self.closed {
-            let _ = tx.send(path.clone());
+            let _ = tx.send(Closed {
+                path: path.clone(),
+                rolled: false,
+            });
         }
         Ok(path)
     }
@@ -381,7 +421,10 @@ impl Journals for HistoryWriter {
         self.created.push(path);
         self.rolls += 1;
         if let Some(tx) = &self.closed {
-            let _ = tx.send(old_path);
+            let _ = tx.send(Closed {
+                path: old_path,
+                rolled: true,
+            });
         }
         Ok(())
     }

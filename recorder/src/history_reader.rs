@@ -36,6 +36,32 @@ pub struct HistoryReader {
     at_end: bool,
     /// First capture time of journals looked at by a time seek.
     first_capture: HashMap<usize, Option<u64>>,
+    /// The last journal's end when the history was last looked at (0 for a plain journal).
+    history_end: u64,
+    /// The entries of the history directory that may be journals, as of the last look.
+    names: Vec<String>,
+}
+
+/// The entries of a history directory that may be journals, sorted.
+fn names_in(dir: &Path) -> Result<Vec<String>, JournalError> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .map_err(|source| JournalError::Io {
+            path: dir.to_path_buf(),
+            source,
+        })?
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| crate::catalog::is_journal_name(n))
+        .collect();
+    names.sort();
+    Ok(names)
+}
+
+/// The end sequence of the journal at `path` (0 when it cannot be read).
+fn end_of(path: &Path) -> u64 {
+    Reader::open(path)
+        .and_then(|mut r| r.seek_end().map(|()| r.end_seq()))
+        .unwrap_or(0)
 }
 
 impl std::fmt::Debug for HistoryReader {
@@ -122,10 +148,14 @@ impl HistoryReader {
                 upcoming: None,
                 at_end: false,
                 first_capture: HashMap::new(),
+                history_end: 0,
+                names: Vec::new(),
             });
         }
         let err = journal_err(path);
         let history = HistoryDir::open(path).map_err(|e| err(e.into()))?;
+        // Listed before the journals are, so an entry added meanwhile is seen by the next look.
+        let names = names_in(path)?;
         let journals = history.journals().map_err(|e| err(e.into()))?;
         let mut index = 0;
         let opened = loop {
@@ -140,6 +170,7 @@ impl HistoryReader {
             }
             index += 1;
         };
+        let history_end = journals.last().map_or(0, |j| end_of(&j.path));
         Ok(HistoryReader {
             path: path.to_path_buf(),
             journals,
@@ -150,6 +181,8 @@ impl HistoryReader {
             upcoming: None,
             at_end: false,
             first_capture: HashMap::new(),
+            history_end,
+            names,
         })
     }
 
@@ -186,17 +219,24 @@ impl HistoryReader {
         self.upcoming.as_ref().map_or(&self.reader, |(_, r, _)| r)
     }
 
-    /// Looks again for the history's journals (a roll adds one).
+    /// Looks again for the history's journals (a roll adds one). A tailing reader calls it at every poll, so it
+    /// costs one directory listing unless an entry came or went since the last look.
     fn refresh(&mut self) -> Result<(), JournalError> {
         let Some(h) = &self.history else {
             return Ok(());
         };
         let err = journal_err(&self.path);
+        let names = names_in(h.path())?;
+        if names == self.names {
+            return Ok(());
+        }
+        self.names = names;
         let journals = h.journals().map_err(|e| err(e.into()))?;
         // Keep the current journal's place: it is still there (its lease keeps retention off it).
         let current = &self.journals[self.index].path;
         if let Some(i) = journals.iter().position(|j| &j.path == current) {
             self.index = i;
+            self.history_end = journals.last().map_or(0, |j| end_of(&j.path));
             self.journals = journals;
             self.first_capture.clear();
         }
@@ -238,10 +278,10 @@ impl HistoryReader {
         self.cur().position_seq()
     }
 
-    /// Sequence the writer gives its next record: of the whole history when the last journal is being read,
-    /// else of the journal being read (an upper bound that grows as reading moves on).
+    /// Sequence the writer gives its next record: of the whole history (its last journal's, as of the last
+    /// look, or live while that journal is the one being read), or of the journal.
     pub fn end_seq(&self) -> u64 {
-        self.cur().end_seq()
+        self.cur().end_seq().max(self.history_end)
     }
 
     /// Turns checksum verification on or off for every journal read from now on.
@@ -300,7 +340,15 @@ impl HistoryReader {
         if let Some(t) = self.first_capture.get(&i) {
             return Ok(*t);
         }
-        let t = crate::inspect::first_capture_ns(&self.journals[i].path)?;
+        let path = &self.journals[i].path;
+        // A closed journal's cached card has it (while its files are unchanged); else its first record says.
+        let cached = crate::catalog::JournalCard::cached(path)
+            .filter(|c| !c.open && c.stamp == crate::catalog::stamp_of(path))
+            .map(|c| c.first_capture_ns);
+        let t = match cached {
+            Some(t) => t,
+            None => crate::inspect::first_capture_ns(path)?,
+        };
         self.first_capture.insert(i, t);
         Ok(t)
     }
@@ -381,6 +429,30 @@ impl ReplayInput for HistoryReader {
 
     fn end_seq(&self) -> u64 {
         HistoryReader::end_seq(self)
+    }
+
+    fn position_seq(&self) -> Option<u64> {
+        HistoryReader::position_seq(self)
+    }
+
+    fn recent_publishers(
+        &mut self,
+        before: u64,
+        window: u64,
+    ) -> Result<crate::local_feed::PublisherPositions, RecorderError> {
+        // A reader of its own, so this one stays where the damage left it.
+        let mut r = HistoryReader::open(&self.path)?;
+        r.seek_seq(before.saturating_sub(window).max(1))?;
+        let mut p = crate::local_feed::PublisherPositions::default();
+        loop {
+            match r.next() {
+                Ok(Some(rec)) if rec.seq < before => p.note(rec.payload),
+                Ok(_) => break,
+                // The look back meets damage of its own (or a lap): what it noted so far is what it knows.
+                Err(_) => break,
+            }
+        }
+        Ok(p)
     }
 }
 

@@ -58,6 +58,13 @@ pub struct RecordScan {
     pub overflow: ScanRow,
     /// Why the scan stopped before the end, if it did.
     pub stopped: Option<String>,
+    /// Damaged stretches the scan passed over (records that do not verify): the scan goes on at the next record
+    /// that does, so what follows is still counted.
+    pub damaged_ranges: u64,
+    /// Records in them (their sequences).
+    pub corrupt_records: u64,
+    /// What the first one was.
+    pub first_damage: Option<String>,
 }
 
 impl RecordScan {
@@ -79,6 +86,21 @@ impl RecordScan {
                 Ok(None) => break,
                 // A ring being written meanwhile: the oldest records moved on; carry on from the new oldest.
                 Err(JournalError::Lapped { .. }) => continue,
+                // Damage: counted, and the scan goes on at the next record that verifies.
+                Err(e @ JournalError::CorruptRecord { .. }) => {
+                    scan.first_damage.get_or_insert_with(|| e.to_string());
+                    match r.skip_damage() {
+                        Ok(skipped) => {
+                            scan.damaged_ranges += 1;
+                            scan.corrupt_records += skipped.records;
+                            continue;
+                        }
+                        Err(e) => {
+                            scan.stopped = Some(e.to_string());
+                            break;
+                        }
+                    }
+                }
                 Err(e) => {
                     scan.stopped = Some(e.to_string());
                     break;
@@ -147,6 +169,11 @@ impl RecordScan {
         self.overflow.missing = self.overflow.missing.saturating_add(later.overflow.missing);
         if self.stopped.is_none() {
             self.stopped.clone_from(&later.stopped);
+        }
+        self.damaged_ranges += later.damaged_ranges;
+        self.corrupt_records += later.corrupt_records;
+        if self.first_damage.is_none() {
+            self.first_damage.clone_from(&later.first_damage);
         }
     }
 
@@ -296,6 +323,11 @@ impl JournalAccounting {
         self.overwritten.records.max(from_ledger)
     }
 
+    /// Whether the records found damage (a record that does not verify, or a structure walk that broke).
+    pub fn damaged(&self, summary: &JournalSummary) -> bool {
+        summary.corruption.is_some() || self.scan.damaged_ranges > 0
+    }
+
     /// Whether the journal lacks anything: missing sequences, gap records or overwritten records.
     pub fn gappy(&self) -> bool {
         self.missing() > 0 || self.scan.gap_records > 0 || self.overwritten_records() > 0
@@ -432,6 +464,8 @@ impl JournalAccounting {
                 "reason": c.reason,
             })),
         });
+        v["damaged_ranges"] = self.scan.damaged_ranges.into();
+        v["corrupt_records"] = self.scan.corrupt_records.into();
         if let Some(verdict) = verdict {
             v["verdict"] = verdict.as_str().into();
         }
@@ -484,6 +518,15 @@ impl fmt::Display for JournalAccounting {
         )?;
         if let Some(why) = &self.scan.stopped {
             writeln!(out, "scan          stopped early: {why}")?;
+        }
+        if self.scan.damaged_ranges > 0 {
+            writeln!(
+                out,
+                "damaged       {} record(s) in {} damaged stretch(es) do not verify, first: {} (journal verify lists them)",
+                self.scan.corrupt_records,
+                self.scan.damaged_ranges,
+                self.scan.first_damage.as_deref().unwrap_or("-")
+            )?;
         }
         let rows = self.rows();
         if rows.is_empty() {

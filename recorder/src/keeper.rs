@@ -1,6 +1,7 @@
 //! The housekeeping behind `record` into a history, on its own thread so the recording never waits for it: each
-//! journal a roll closes gets its card cached (`journal ls` reads it), then retention runs (`--retain`,
-//! `--retain-size`). Retention also runs once when the recording starts.
+//! journal a roll closes is compressed (`--compress`: seekable zstd frames, read transparently by every reader) and
+//! gets its card cached (`journal ls` reads it), then retention runs (`--retain`, `--retain-size`). When the
+//! recording starts, closed journals left plain by an earlier run are compressed and retention runs once.
 
 use std::path::PathBuf;
 use std::sync::mpsc;
@@ -8,8 +9,9 @@ use std::thread::JoinHandle;
 
 use serde::Serialize;
 
-use crate::catalog::JournalCard;
+use crate::catalog::{is_compressed, JournalCard};
 use crate::error::RecorderError;
+use crate::history_dir::{Closed, HistoryDir};
 use crate::retention::{prune, Pruned, Retention};
 
 /// What the housekeeping did during a recording.
@@ -17,6 +19,12 @@ use crate::retention::{prune, Pruned, Retention};
 pub struct KeeperReport {
     /// Closed journals whose card was cached.
     pub cards: u64,
+    /// Journals compressed.
+    pub compressed: u64,
+    /// Bytes they took on disk before.
+    pub compressed_from_bytes: u64,
+    /// Bytes they take now.
+    pub compressed_to_bytes: u64,
     /// Journals retention deleted, oldest first.
     pub deleted: Vec<Pruned>,
     /// Bytes they took.
@@ -29,15 +37,19 @@ pub struct KeeperReport {
 
 /// The housekeeping thread of a recording into a history.
 pub struct Keeper {
-    tx: Option<mpsc::Sender<PathBuf>>,
+    tx: Option<mpsc::Sender<Closed>>,
     thread: Option<JoinHandle<KeeperReport>>,
 }
 
 impl Keeper {
-    /// Starts the thread for the history at `dir`, which runs `retention` at once and after every closed
-    /// journal it is sent.
-    pub fn start(dir: PathBuf, retention: Retention) -> Result<Keeper, RecorderError> {
-        let (tx, rx) = mpsc::channel::<PathBuf>();
+    /// Starts the thread for the history at `dir`, which compresses closed journals when `compress`, and runs
+    /// `retention`, at once and after every closed journal it is sent.
+    pub fn start(
+        dir: PathBuf,
+        retention: Retention,
+        compress: bool,
+    ) -> Result<Keeper, RecorderError> {
+        let (tx, rx) = mpsc::channel::<Closed>();
         let thread = std::thread::Builder::new()
             .name("tickbox-keeper".into())
             .spawn(move || {
@@ -60,8 +72,45 @@ impl Keeper {
                         }
                     }
                 };
+                let squeeze = |report: &mut KeeperReport, journal: &std::path::Path| {
+                    if !compress || is_compressed(journal) {
+                        return;
+                    }
+                    match tickbox_journal::compress(journal, &tickbox_journal::CompressOptions::default()) {
+                        Ok(c) => {
+                            report.compressed += 1;
+                            report.compressed_from_bytes += c.bytes_before;
+                            report.compressed_to_bytes += c.bytes_after;
+                            tracing::info!(journal = %journal.display(), before = c.bytes_before, after = c.bytes_after, "compressed a closed journal of the history");
+                        }
+                        Err(e) => {
+                            report.errors += 1;
+                            tracing::error!(journal = %journal.display(), "cannot compress the closed journal: {e}");
+                        }
+                    }
+                };
+                // Journals an earlier run closed and left plain (not the newest: it is being written).
+                if compress {
+                    let closed = HistoryDir::open(&dir).and_then(|h| h.journals());
+                    if let Ok(journals) = closed {
+                        for j in journals.iter().rev().skip(1).rev() {
+                            if !crate::lease::writer_holds(&j.path) {
+                                squeeze(&mut report, &j.path);
+                            }
+                        }
+                    }
+                }
                 retain(&mut report);
-                for closed in rx {
+                for Closed { path: closed, rolled } in rx {
+                    // Retention may have deleted it already (it ran after an earlier roll, and this journal was
+                    // old enough by then): nothing to card.
+                    if !closed.exists() {
+                        continue;
+                    }
+                    // Only a period that is over: the journal a recording ended in may be appended to again.
+                    if rolled {
+                        squeeze(&mut report, &closed);
+                    }
                     match JournalCard::of(&closed) {
                         Ok(_) => report.cards += 1,
                         Err(e) => {
@@ -81,7 +130,7 @@ impl Keeper {
     }
 
     /// Where closed journals are sent.
-    pub fn sender(&self) -> mpsc::Sender<PathBuf> {
+    pub fn sender(&self) -> mpsc::Sender<Closed> {
         self.tx
             .as_ref()
             .cloned()

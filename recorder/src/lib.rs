@@ -35,6 +35,7 @@ mod lease;
 mod ledger;
 mod local_feed;
 mod metrics;
+mod merge;
 mod progress;
 mod record;
 mod record_session;
@@ -44,6 +45,7 @@ mod retention;
 mod roll;
 mod selection;
 mod source_replay;
+mod stitch;
 mod summary;
 
 pub use catalog::{bytes_on_disk, card_path, is_compressed, stamp_of, JournalCard, Verified};
@@ -56,7 +58,7 @@ pub use error::RecorderError;
 pub use history::{HistoryAction, HistoryService, HistoryServiceConfig, HistoryServiceReport};
 pub use history_check::{Catalog, ChainBreak, HistoryCheck, JournalCheck};
 pub use history_dir::{
-    HistoryDir, HistoryError, HistoryJournal, HistoryWriter, HISTORY_FILE, SUMMARY_SUFFIX,
+    Closed, HistoryDir, HistoryError, HistoryJournal, HistoryWriter, HISTORY_FILE, SUMMARY_SUFFIX,
 };
 pub use history_reader::HistoryReader;
 pub use history_server::{
@@ -71,7 +73,8 @@ pub use journal_ext::{overwritten, overwritten_at, read_app_meta, OverwriteStats
 pub use keeper::{Keeper, KeeperReport};
 pub use lease::{lease_path, writer_holds, Lease, LEASE_SUFFIX};
 pub use ledger::{Ledger, LedgerError, LedgerOverflow, LedgerRow, MAX_LEDGER_PUBLISHERS};
-pub use local_feed::{LocalFeed, LocalFeedReport};
+pub use local_feed::{LocalFeed, LocalFeedReport, PublisherPositions, LOOK_BACK};
+pub use merge::{open_input, MergedInput};
 pub use metrics::{RecordMetrics, ReplayMetrics};
 pub use progress::{stop_seq_of, ReplayProgress};
 pub use record::{
@@ -79,8 +82,8 @@ pub use record::{
     TAP_EVENT_MARKER,
 };
 pub use record_session::{
-    HistoryRun, RecordObserver, RecordOutcome, RecordRequest, RecordSession, RecordSettings,
-    ELECTED_PROGRESS_EVERY, PROGRESS_EVERY,
+    DiskCheck, HistoryRun, RecordObserver, RecordOutcome, RecordRequest, RecordSession,
+    RecordSettings, ELECTED_PROGRESS_EVERY, PROGRESS_EVERY,
 };
 pub use replay::{
     Closing, Identity, Input, Position, ReplayInput, ReplayOptions, ReplayStats, Replayer,
@@ -95,4 +98,7 @@ pub use selection::{
     ReplaySelection, SelectionError, TimeZone, When, CLOCK_SLACK,
 };
 pub use source_replay::{SourceReplay, SourceReplayHandle};
+pub use stitch::{
+    stitch, Hole, InputReport, LeaderSpan, StitchInput, StitchReport, MAX_RANGES, MAX_WAITING,
+};
 pub use tickbox_units::{Pace, ReplayPacer, Speed};

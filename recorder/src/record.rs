@@ -124,6 +124,9 @@ pub struct RecordStats {
     pub last_seq: Option<u64>,
     /// Time since recording started.
     pub elapsed: Duration,
+    /// The journal's disk filled: the recording stopped there (the journal's error, naming the file). Every
+    /// record appended before it is in the journal, which is closed cleanly.
+    pub disk_full: Option<String>,
 }
 
 impl RecordStats {
@@ -722,7 +725,8 @@ fn subscriber(
 
 /// Whether the run is over: asked to stop, out of time, or `max_messages` appended.
 fn finished(rec: &Recorder, opts: &RecordOptions, stop: &AtomicBool) -> bool {
-    stop.load(Ordering::Relaxed)
+    rec.stats.disk_full.is_some()
+        || stop.load(Ordering::Relaxed)
         || opts.duration.is_some_and(|d| rec.stats.elapsed >= d)
         || opts.max_messages.is_some_and(|m| rec.stats.messages >= m)
 }
@@ -795,22 +799,75 @@ impl Recorder {
             .is_some_and(|t| check.due(t, self.journal_bytes))
     }
 
-    /// After a batch: the accounting of a batch that held records, then the roll `next` asks for (its record
-    /// goes first into the next batch, in the new journal).
+    /// A full disk ends the recording cleanly (kept in the stats, `Ok`); any other error is returned.
+    fn stop_if_full(&mut self, result: Result<(), RecorderError>) -> Result<(), RecorderError> {
+        match result {
+            Err(e) if e.is_disk_full() => {
+                tracing::error!(
+                    "{e}: the disk is full; recording stops (every record before this is kept)"
+                );
+                self.stats.disk_full.get_or_insert_with(|| e.to_string());
+                Ok(())
+            }
+            other => other,
+        }
+    }
+
+    /// Accounts for what a reader took off a socket ([`Recorder::on_received`]); a full disk stops the recording.
+    fn take_in(
+        &mut self,
+        batch: &mut Batch<'_>,
+        received: &Received,
+    ) -> Result<usize, RecorderError> {
+        match self.on_received(batch, received) {
+            Ok(n) => Ok(n),
+            Err(e) => self.stop_if_full(Err(e)).map(|()| 0),
+        }
+    }
+
+    /// After a batch (`committed`: how its commit went): accounts for a batch that held records, then makes the
+    /// roll `next` asks for (its record goes first into the next batch, in the new journal). A full disk stops
+    /// the recording here.
     fn after_batch<J: Journals>(
         &mut self,
         journals: &mut J,
+        committed: Result<(), tickbox_journal::JournalError>,
         in_batch: usize,
         next: Option<&Received>,
     ) -> Result<(), RecorderError> {
+        self.stop_if_full(committed.map_err(RecorderError::from))?;
         if in_batch > 0 {
             self.stats.batches += 1;
-            self.after_commit(journals.writer())?;
+            let persisted = self.after_commit(journals.writer());
+            self.stop_if_full(persisted)?;
         }
-        if let Some(t) = next.and_then(Received::capture_ns) {
-            journals.roll(self, t)?;
+        if let (Some(t), None) = (next.and_then(Received::capture_ns), &self.stats.disk_full) {
+            let rolled = journals.roll(self, t);
+            self.stop_if_full(rolled)?;
         }
         Ok(())
+    }
+
+    /// The end of a recording loop: what was taken off the sockets for the new journal of a roll (`carried`) is
+    /// recorded there unless the disk is full, then the ledger is persisted a last time.
+    fn finish<'a, J: Journals>(
+        &mut self,
+        journals: &mut J,
+        carried: impl Iterator<Item = &'a Received>,
+        started: Instant,
+    ) -> Result<RecordStats, RecorderError> {
+        if self.stats.disk_full.is_none() {
+            let mut batch = journals.writer().batch();
+            for received in carried {
+                self.take_in(&mut batch, received)?;
+            }
+            let committed = batch.commit().map_err(RecorderError::from);
+            self.stop_if_full(committed)?;
+        }
+        self.on_elapsed(started.elapsed());
+        let persisted = self.after_commit(journals.writer());
+        self.stop_if_full(persisted)?;
+        Ok(self.stats())
     }
 }
 
@@ -863,24 +920,19 @@ fn record_inline<J: Journals>(
                 break;
             }
             // A batch frame's records go in whole, even past `max_messages`, so none is left half recorded.
-            in_batch += rec.on_received(&mut batch, &received)?.max(1);
-            if opts.max_messages.is_some_and(|m| rec.stats.messages >= m) {
+            in_batch += rec.take_in(&mut batch, &received)?.max(1);
+            if opts.max_messages.is_some_and(|m| rec.stats.messages >= m)
+                || rec.stats.disk_full.is_some()
+            {
                 break;
             }
         }
-        batch.commit()?;
-        rec.after_batch(journals, in_batch, next_journal.as_ref())?;
+        let committed = batch.commit();
+        rec.after_batch(journals, committed, in_batch, next_journal.as_ref())?;
         carried = next_journal;
     }
     // A record taken off the socket for the new journal is recorded there before the run ends.
-    if let Some(received) = carried {
-        let mut batch = journals.writer().batch();
-        rec.on_received(&mut batch, &received)?;
-        batch.commit()?;
-    }
-    rec.on_elapsed(started.elapsed());
-    rec.after_commit(journals.writer())?;
-    Ok(rec.stats())
+    rec.finish(journals, carried.iter(), started)
 }
 
 /// Most messages a reader takes off its socket before handing them over.
@@ -1073,9 +1125,11 @@ fn write_bursts<J: Journals>(
                     cut = Some((i, burst, k));
                     break 'fill;
                 }
-                in_batch += rec.on_received(&mut batch, received)?.max(1);
+                in_batch += rec.take_in(&mut batch, received)?.max(1);
                 // What a reader took past `max_messages` is not recorded, as what is still in a socket is not.
-                if opts.max_messages.is_some_and(|m| rec.stats.messages >= m) {
+                if opts.max_messages.is_some_and(|m| rec.stats.messages >= m)
+                    || rec.stats.disk_full.is_some()
+                {
                     break 'fill;
                 }
             }
@@ -1083,20 +1137,14 @@ fn write_bursts<J: Journals>(
             // The writer never waits on a reader: a full spare queue lets the vector go.
             let _ = spares[i].try_send(burst);
         }
-        batch.commit()?;
         let first_of_next = cut.as_ref().map(|(_, burst, k)| &burst[*k]);
-        rec.after_batch(journals, in_batch, first_of_next)?;
+        let committed = batch.commit();
+        rec.after_batch(journals, committed, in_batch, first_of_next)?;
         carried = cut;
     }
     // What was taken off the sockets for the new journal is recorded there before the run ends.
-    if let Some((_, burst, k)) = carried {
-        let mut batch = journals.writer().batch();
-        for received in &burst[k..] {
-            rec.on_received(&mut batch, received)?;
-        }
-        batch.commit()?;
-    }
-    rec.on_elapsed(started.elapsed());
-    rec.after_commit(journals.writer())?;
-    Ok(rec.stats())
+    let rest = carried
+        .as_ref()
+        .map_or(&[][..], |(_, burst, k)| &burst[*k..]);
+    rec.finish(journals, rest.iter(), started)
 }

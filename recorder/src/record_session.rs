@@ -65,6 +65,8 @@ pub struct RecordRequest {
     pub retain: Option<Duration>,
     /// Keep at most this many bytes of a history (overrides `[recorder] retain_size`).
     pub retain_size: Option<u64>,
+    /// Compress each journal of a history once it is closed (or `[recorder] compress`).
+    pub compress: bool,
     /// The recorder stands in an election: progress (and leadership) is looked at more often.
     pub elected: bool,
     /// The caller wants progress at least this often (a live view).
@@ -88,6 +90,8 @@ pub struct RecordSettings {
     pub history: bool,
     /// What of a history to keep.
     pub retention: Retention,
+    /// Compress a history's closed journals.
+    pub compress: bool,
 }
 
 impl RecordRequest {
@@ -165,6 +169,7 @@ impl RecordRequest {
             roll,
             history,
             retention,
+            compress: self.compress || cfg.compress,
         })
     }
 
@@ -245,6 +250,54 @@ impl<F: FnMut(&RecordStats, f64)> RecordObserver for F {
     }
 }
 
+/// Free space on the journal's file system against what the journal will reserve, checked before anything is
+/// created.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DiskCheck {
+    /// Bytes free (for an unprivileged writer).
+    pub free: u64,
+    /// What the journal reserves when it opens.
+    pub at_open: u64,
+    /// The most it holds reserved beyond its records while recording (a ring: its whole file).
+    pub ahead_max: u64,
+    /// A ring: it never takes more than `at_open`.
+    pub bounded: bool,
+}
+
+impl DiskCheck {
+    /// Whether the journal can open at all.
+    pub fn enough_to_open(&self) -> bool {
+        self.free >= self.at_open
+    }
+
+    /// The line `record` says before it starts.
+    pub fn line(&self) -> String {
+        let size = tickbox_units::format_size_approx;
+        let reserve = if self.bounded {
+            format!("the ring takes {} at once", size(self.at_open))
+        } else {
+            format!(
+                "the journal reserves {} when it opens and up to {} ahead of its records while recording, then takes \
+                 what it records",
+                size(self.at_open),
+                size(self.ahead_max)
+            )
+        };
+        let warning = if !self.enough_to_open() {
+            ": not enough to start".to_owned()
+        } else if self.free < self.ahead_max {
+            ": less than the reserve, the disk may fill soon (the recording then stops cleanly, with its summary)"
+                .to_owned()
+        } else {
+            String::new()
+        };
+        format!(
+            "record: {} free on the journal's file system; {reserve}{warning}",
+            size(self.free)
+        )
+    }
+}
+
 /// What a recording reports at its end.
 #[derive(Debug, Clone)]
 pub struct RecordOutcome {
@@ -285,6 +338,7 @@ impl RecordOutcome {
             summary["history_service"] = serde_json::to_value(report)
                 .map_err(|e| RecorderError::Settings(format!("history report: {e}")))?;
         }
+        summary["disk_full"] = self.stats.disk_full.clone().into();
         if let Some(j) = &self.journals {
             summary["journals_created"] = j.created.into();
             summary["rolls"] = j.rolls.into();
@@ -300,6 +354,12 @@ impl RecordOutcome {
         let mut out = self
             .stats
             .summary_table(journal, self.mode, self.next_seq, self.interrupted);
+        if let Some(why) = &self.stats.disk_full {
+            out.push_str(&format!(
+                "stopped       the disk is full ({why}): every record before it is in the journal, which is closed \
+                 and verifies\n"
+            ));
+        }
         if let Some(j) = &self.journals {
             out.push_str(&format!(
                 "history       {} journal(s) started, {} roll(s); now in {}\n",
@@ -308,6 +368,14 @@ impl RecordOutcome {
                 j.current.display()
             ));
             let h = &j.housekeeping;
+            if h.compressed > 0 {
+                out.push_str(&format!(
+                    "compressed    {} closed journal(s): {} -> {} on disk\n",
+                    h.compressed,
+                    tickbox_units::format_size_approx(h.compressed_from_bytes),
+                    tickbox_units::format_size_approx(h.compressed_to_bytes)
+                ));
+            }
             if !h.deleted.is_empty() || h.kept.is_some() || h.errors > 0 {
                 out.push_str(&format!(
                     "retention     deleted {} journal(s) ({}){}{}\n",
@@ -373,6 +441,7 @@ pub struct RecordSession {
     existed: bool,
     history: Option<(HistoryThread, String)>,
     serve_stop: Arc<AtomicBool>,
+    disk: Option<DiskCheck>,
 }
 
 impl RecordSession {
@@ -384,6 +453,25 @@ impl RecordSession {
     ) -> Result<Self, RecorderError> {
         gate.check_serves(&settings.record.security)?;
         let existed = settings.journal.exists();
+        // Free space against what the journal will reserve, before anything is created.
+        let disk = tickbox_journal::disk_free(&settings.journal)
+            .ok()
+            .map(|free| {
+                let r = settings.writer.disk_reservation();
+                DiskCheck {
+                    free,
+                    at_open: r.at_open,
+                    ahead_max: r.ahead_max,
+                    bounded: r.bounded,
+                }
+            });
+        if let Some(check) = disk.filter(|c| !c.enough_to_open()) {
+            return Err(RecorderError::NoRoom(format!(
+                "{}: {}",
+                settings.journal.display(),
+                check.line()
+            )));
+        }
         let target = if settings.history {
             let (mut writer, previous) = HistoryWriter::open(
                 &settings.journal,
@@ -391,7 +479,11 @@ impl RecordSession {
                 &settings.writer,
                 tickbox_wire::now_ns(),
             )?;
-            let keeper = Keeper::start(settings.journal.clone(), settings.retention)?;
+            let keeper = Keeper::start(
+                settings.journal.clone(),
+                settings.retention,
+                settings.compress,
+            )?;
             writer.on_closed(keeper.sender());
             Target::History {
                 writer,
@@ -437,12 +529,19 @@ impl RecordSession {
             existed,
             history,
             serve_stop,
+            disk,
         })
     }
 
     /// What the writer found when it opened the journal.
     pub fn recovery(&self) -> &RecoveryReport {
         self.target.writer().recovery()
+    }
+
+    /// Free space against the journal's reservation, as checked before it opened (`None`: the file system
+    /// could not say).
+    pub fn disk_check(&self) -> Option<DiskCheck> {
+        self.disk
     }
 
     /// Where the history service is bound (its `*` port resolved), when it serves.
@@ -741,6 +840,42 @@ mod tests {
             settle(&r, &cfg).unwrap().record.progress_every,
             Duration::from_millis(50)
         );
+    }
+
+    #[test]
+    fn the_disk_check_says_whether_the_journal_can_start_and_how_much_it_reserves() {
+        let archive = DiskCheck {
+            free: 100 << 20,
+            at_open: (4 << 20) + 4096,
+            ahead_max: 260 << 20,
+            bounded: false,
+        };
+        assert!(archive.enough_to_open());
+        let line = archive.line();
+        assert!(line.contains("100.00 MiB free"), "{line}");
+        assert!(line.contains("less than the reserve"), "{line}");
+        let short = DiskCheck {
+            free: 1 << 20,
+            ..archive
+        };
+        assert!(!short.enough_to_open());
+        assert!(
+            short.line().ends_with("not enough to start"),
+            "{}",
+            short.line()
+        );
+        let ring = DiskCheck {
+            free: 10 << 30,
+            at_open: 1 << 30,
+            ahead_max: 1 << 30,
+            bounded: true,
+        };
+        assert!(
+            ring.line().contains("the ring takes 1.00 GiB at once"),
+            "{}",
+            ring.line()
+        );
+        assert!(!ring.line().contains("less than"));
     }
 
     #[test]

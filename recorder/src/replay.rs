@@ -69,6 +69,19 @@ pub trait ReplayInput {
     fn skip_damage(&mut self) -> Result<Skipped, RecorderError>;
     /// The sequence the next record will get: the progress denominator (0 where unknown).
     fn end_seq(&self) -> u64;
+    /// The sequence the next record read will have, when known (where a run's progress starts).
+    fn position_seq(&self) -> Option<u64> {
+        None
+    }
+    /// After [`ReplayInput::skip_damage`] passed damage starting at sequence `before`: where each publisher was
+    /// just before it, from a look back over at most `window` records (empty where the input cannot look back).
+    fn recent_publishers(
+        &mut self,
+        _before: u64,
+        _window: u64,
+    ) -> Result<crate::local_feed::PublisherPositions, RecorderError> {
+        Ok(crate::local_feed::PublisherPositions::default())
+    }
 }
 
 /// One step of a [`ReplayInput`].
@@ -114,6 +127,40 @@ impl ReplayInput for Reader {
     fn end_seq(&self) -> u64 {
         Reader::end_seq(self)
     }
+
+    fn position_seq(&self) -> Option<u64> {
+        Reader::position_seq(self)
+    }
+}
+
+/// The gap notice a replay sends for `first..=last` of a publisher that journal damage took (topic
+/// `G.<publisher>`, its sequence the last one it accounts for, stamped `now`): its header and frame.
+pub(crate) fn damage_notice(
+    publisher: u32,
+    session: u64,
+    first: u64,
+    last: u64,
+    now: u64,
+    flags: Flags,
+) -> Result<(Header, Vec<u8>), RecorderError> {
+    let header = Header {
+        kind: Kind::Gap,
+        flags,
+        publisher_id: publisher,
+        sequence: last,
+        send_time_ns: now,
+        origin_time_ns: now,
+        session,
+    };
+    let notice = tickbox_wire::GapNotice {
+        first_missing: first,
+        last_missing: last,
+        detected_ns: now,
+        cause: tickbox_wire::GapCause::NotReceived,
+    };
+    let frame = tickbox_wire::encode_to_vec(&format!("G.{publisher}"), &header, &notice.into())
+        .map_err(|e| RecorderError::InvalidOption(format!("gap notice: {e}")))?;
+    Ok((header, frame))
 }
 
 /// Where a replay starts or stops.
@@ -1124,26 +1171,16 @@ impl Replayer {
             },
             None => return Ok(true),
         };
-        let header = Header {
-            kind: Kind::Gap,
-            flags: self.own_flags(),
-            publisher_id: h.publisher_id,
-            // A gap notice's sequence is the last one it accounts for.
-            sequence: last,
-            send_time_ns: now,
-            origin_time_ns: now,
-            session: h.session,
-        };
-        let notice = tickbox_wire::GapNotice {
-            first_missing: first,
-            last_missing: last,
-            detected_ns: now,
-            cause: tickbox_wire::GapCause::NotReceived,
-        };
-        let topic = format!("G.{}", h.publisher_id);
-        let frame = tickbox_wire::encode_to_vec(&topic, &header, &notice.into())
-            .map_err(|e| RecorderError::InvalidOption(format!("gap notice: {e}")))?;
-        if !self.send_record(shard, &frame, topic.len() + 1, &header, stop, stats)? {
+        let (header, frame) = damage_notice(
+            h.publisher_id,
+            h.session,
+            first,
+            last,
+            now,
+            self.own_flags(),
+        )?;
+        let topic_len = frame.iter().position(|&b| b == 0).unwrap_or(0) + 1;
+        if !self.send_record(shard, &frame, topic_len, &header, stop, stats)? {
             return Ok(false);
         }
         stats.gap_notices += 1;

@@ -26,8 +26,8 @@ use tickbox_units::Speed;
 /// What `tickbox replay` was asked, flag by flag (`None`: not given, the `[recorder]` default applies).
 #[derive(Debug, Clone)]
 pub struct ReplayRequest {
-    /// The journal.
-    pub journal: PathBuf,
+    /// The journals or histories: one is replayed as it is, several are merged by capture time.
+    pub journals: Vec<PathBuf>,
     /// Shard endpoints to bind.
     pub bind: Vec<String>,
     /// Pace.
@@ -77,7 +77,7 @@ pub struct ReplayRequest {
 impl Default for ReplayRequest {
     fn default() -> Self {
         ReplayRequest {
-            journal: PathBuf::new(),
+            journals: Vec::new(),
             bind: Vec::new(),
             speed: Speed::Times(1.0),
             from: None,
@@ -184,7 +184,7 @@ pub struct ReplayOutcome {
 pub struct ReplaySession {
     request: ReplayRequest,
     replayer: Replayer,
-    reader: crate::history_reader::HistoryReader,
+    reader: Box<dyn crate::replay::ReplayInput>,
     plan: ReplayPlan,
     defaults: RunSpec,
     wait_n: u64,
@@ -215,6 +215,16 @@ impl Rate {
 }
 
 impl ReplayRequest {
+    /// The journals as status snapshots and errors name them (`a,b` for several).
+    pub fn journal_name(&self) -> PathBuf {
+        let names: Vec<String> = self
+            .journals
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
+        PathBuf::from(names.join(","))
+    }
+
     /// The selection asked for.
     fn ask(&self) -> ReplayAsk {
         ReplayAsk {
@@ -229,14 +239,15 @@ impl ReplayRequest {
     /// Plans the selection against the journal (bounded work: its start and end). A window wholly outside the
     /// journal is [`RecorderError::EmptySelection`], known before anything binds or waits.
     pub fn plan(&self) -> Result<ReplayPlan, RecorderError> {
-        let plan =
-            ReplayPlan::for_journal(&self.journal, &self.ask(), &self.tz).map_err(|e| match e {
+        let plan = ReplayPlan::for_journals(&self.journals, &self.ask(), &self.tz).map_err(
+            |e| match e {
                 SelectionError::Journal(_) => RecorderError::Read {
-                    path: self.journal.clone(),
+                    path: self.journal_name(),
                     source: Box::new(e),
                 },
                 e => RecorderError::Selection(Box::new(e)),
-            })?;
+            },
+        )?;
         if let Some(line) = plan.outside_journal(&self.tz) {
             return Err(RecorderError::EmptySelection(line));
         }
@@ -307,13 +318,7 @@ impl ReplaySession {
         security: tickbox_auth::Security,
     ) -> Result<Self, RecorderError> {
         let plan = request.plan()?;
-        let reader =
-            crate::history_reader::HistoryReader::open(&request.journal).map_err(|source| {
-                RecorderError::Open {
-                    path: request.journal.clone(),
-                    source,
-                }
-            })?;
+        let reader = crate::merge::open_input(&request.journals)?;
         let opts = request.options(cfg, &plan, profile, security);
         let defaults = RunSpec {
             speed: request.speed,
@@ -321,8 +326,11 @@ impl ReplaySession {
             to: plan.to,
         };
         let mut replayer = Replayer::bind(gate, opts)?;
-        // Damage before a publisher's first intact record is announced from the ledger's first sequence.
-        replayer.expect_from_ledger(&request.journal);
+        // Damage before a publisher's first intact record is announced from the ledger's first sequence (of a
+        // single journal: merged inputs each begin where their own recording did).
+        if let [journal] = request.journals.as_slice() {
+            replayer.expect_from_ledger(journal);
+        }
         replayer.set_drain_timeout(request.drain_timeout)?;
         let shared = Arc::new(ReplayShared::new());
         let (runs_tx, runs_rx) = mpsc::channel();
@@ -366,7 +374,7 @@ impl ReplaySession {
 
     fn status(&self, control: &ReplayController, stats: Option<&ReplayStats>, rate: f64) -> Value {
         stats.cloned().unwrap_or_default().status_json(
-            &self.request.journal,
+            &self.request.journal_name(),
             self.replayer.endpoints(),
             control,
             rate,
@@ -515,7 +523,7 @@ impl ReplaySession {
             if !self.plan.asked.is_empty() && stats.sent == 0 && !interrupted && !await_start {
                 let o = match &self.plan.overview {
                     Some(o) => o.clone(),
-                    None => JournalOverview::scan(&self.request.journal)
+                    None => JournalOverview::scan_all(&self.request.journals)
                         .map_err(|e| RecorderError::Selection(Box::new(e)))?,
                 };
                 observer.notice(&empty_selection(&self.plan.asked, &o, &self.request.tz));
@@ -590,16 +598,19 @@ impl ReplaySession {
             Some(t) if spec.to == self.plan.to => Some(Position::Time(t)),
             _ => spec.to,
         };
-        let stop_seq = stop_seq_of(&self.request.journal, bar_to);
+        let stop_seq = match self.request.journals.as_slice() {
+            [one] => stop_seq_of(one, bar_to),
+            _ => None,
+        };
         observer.run_started();
         let mut send_rate = Rate::new();
         let shared = Arc::clone(&self.shared);
         let (journal, endpoints) = (
-            self.request.journal.clone(),
+            self.request.journal_name(),
             self.replayer.endpoints().to_vec(),
         );
         self.replayer.run(
-            &mut self.reader,
+            &mut *self.reader,
             &SystemClock,
             run_stop,
             |s: &ReplayStats| {

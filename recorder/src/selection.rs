@@ -236,6 +236,30 @@ impl JournalOverview {
         Ok(o)
     }
 
+    /// What several recordings hold together (`replay --journal a,b`).
+    pub fn scan_all(paths: &[impl AsRef<Path>]) -> Result<JournalOverview, SelectionError> {
+        let mut all = JournalOverview::default();
+        for p in paths {
+            let o = Self::scan(p.as_ref())?;
+            all.records += o.records;
+            all.sampled += o.sampled;
+            all.first_origin_ns = match (all.first_origin_ns, o.first_origin_ns) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            all.last_origin_ns = all.last_origin_ns.max(o.last_origin_ns);
+            for (prefix, n) in o.prefixes {
+                *all.prefixes.entry(prefix).or_insert(0) += n;
+            }
+            for e in o.examples {
+                if all.examples.len() < Self::EXAMPLES && !all.examples.contains(&e) {
+                    all.examples.push(e);
+                }
+            }
+        }
+        Ok(all)
+    }
+
     /// One phrase: how many records, from when to when in `tz`, which topics.
     pub fn describe(&self, tz: &TimeZone) -> String {
         if self.records == 0 {
@@ -317,8 +341,17 @@ impl ReplayPlan {
         ask: &ReplayAsk,
         tz: &TimeZone,
     ) -> Result<ReplayPlan, SelectionError> {
+        Self::for_journals(&[journal], ask, tz)
+    }
+
+    /// [`ReplayPlan::for_journal`] for several recordings replayed as one stream.
+    pub fn for_journals(
+        journals: &[impl AsRef<Path>],
+        ask: &ReplayAsk,
+        tz: &TimeZone,
+    ) -> Result<ReplayPlan, SelectionError> {
         let overview = if ask.selects() {
-            Some(JournalOverview::scan(journal)?)
+            Some(JournalOverview::scan_all(journals)?)
         } else {
             None
         };

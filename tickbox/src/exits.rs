@@ -70,7 +70,11 @@ const TABLE: &[Codes] = &[
     Codes {
         path: "record",
         error: None,
-        more: &[JOURNAL_HEADER, METRICS],
+        more: &[
+            JOURNAL_HEADER,
+            METRICS,
+            (DISK_FULL, "stopped on a full disk (journal closed, summary printed), or too little free space to start"),
+        ],
     },
     Codes {
         path: "replay",

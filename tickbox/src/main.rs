@@ -48,9 +48,12 @@ pub mod exit_code {
     /// The metrics endpoint could not bind its address (`--metrics`, `[metrics] bind`): taken by another
     /// process, or not this host's; nothing was started.
     pub const METRICS_BIND: u8 = 11;
+    /// `tickbox record` stopped because the journal's disk is full (the journal is closed, verifies and holds
+    /// every record before it; the summary is printed), or found too little free space to start.
+    pub const DISK_FULL: u8 = 12;
     /// Every code above and clap's usage error (2), in order.
     #[allow(dead_code)] // read by the tests of `exits`
-    pub const ALL: [u8; 12] = [
+    pub const ALL: [u8; 13] = [
         OK,
         ERROR,
         2,
@@ -63,6 +66,7 @@ pub mod exit_code {
         EMPTY_SELECTION,
         REGRESSION,
         METRICS_BIND,
+        DISK_FULL,
     ];
 }
 
@@ -291,7 +295,7 @@ fn report_error(err: &anyhow::Error) {
 
 /// `err` and its causes joined by `: `, leaving out a cause whose text the line already holds (libraries often
 /// repeat their source in their own message: `zmq: Invalid argument: Invalid argument`).
-fn error_line(err: &anyhow::Error) -> String {
+pub(crate) fn error_line(err: &anyhow::Error) -> String {
     let mut line = String::new();
     for cause in err.chain() {
         let text = cause.to_string();

@@ -102,6 +102,25 @@ enum Action {
         #[arg(long)]
         json: bool,
     },
+    /// The canonical day from the journals of recorders elected one after another (`record --elect`), read with
+    /// the leadership log beside each (JOURNAL.leadership.jsonl): every data record (publisher, session,
+    /// sequence) once, from the journal that led when it was recorded, else from the first journal holding it (a
+    /// leader's gap filled from the other); what no journal holds is listed, and written into the stitched
+    /// journal as gap records. Each publisher's records keep their sequence order.
+    Stitch {
+        /// The journals (or histories) of the elected recorders.
+        #[arg(required = true, num_args = 1..)]
+        journals: Vec<PathBuf>,
+        /// The stitched journal to create (an archive; must not exist).
+        #[arg(long)]
+        out: PathBuf,
+        /// Segment size of the stitched journal.
+        #[arg(long, default_value = "1GiB", value_parser = tickbox_units::parse_size)]
+        segment_size: u64,
+        /// Print the report as one JSON object on stdout.
+        #[arg(long)]
+        json: bool,
+    },
     /// Header, record count, sequence and capture-time range, and per publisher recorded / missing / overwritten
     /// (structure checked, checksums not).
     Info {
@@ -198,6 +217,12 @@ pub(crate) fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCod
             dry_run,
             json,
         } => prune(&journal.path(), retain, retain_size, dry_run, json),
+        Action::Stitch {
+            journals,
+            out,
+            segment_size,
+            json,
+        } => stitch(&journals, &out, segment_size, json),
         Action::Info { journal, json } => {
             let path = journal.path();
             if HistoryDir::is_history(&path) {
@@ -231,9 +256,14 @@ pub(crate) fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCod
                         c.reason
                     );
                 }
-                return Ok(ExitCode::from(exit_code::CORRUPT));
             }
-            Ok(ExitCode::SUCCESS)
+            // Damage (a broken structure, or records that do not verify, which the accounting's scan met and
+            // passed) is exit 5, like verify's: `info` says the journal is damaged, and how.
+            Ok(if acct.damaged(&s) {
+                ExitCode::from(exit_code::CORRUPT)
+            } else {
+                ExitCode::SUCCESS
+            })
         }
         Action::Verify {
             journal,
@@ -583,5 +613,92 @@ fn prune(
         report.journals_left,
         tickbox_units::format_size_approx(report.bytes_left)
     );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `journal stitch`.
+fn stitch(
+    journals: &[PathBuf],
+    out: &Path,
+    segment_size: u64,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let mut inputs = Vec::with_capacity(journals.len());
+    for path in journals {
+        let log = tickbox_coord::HandoverLog::beside(path)
+            .read()
+            .with_context(|| format!("reading the leadership log of {}", path.display()))?;
+        if log.is_empty() {
+            tracing::warn!(
+                journal = %path.display(),
+                "no leadership log beside it: it never led, its records only fill the leaders' gaps"
+            );
+        }
+        inputs.push(tickbox_recorder::StitchInput {
+            path: path.clone(),
+            spans: tickbox_fleet::leadership::leader_spans(&log),
+        });
+    }
+    anyhow::ensure!(
+        inputs.iter().any(|i| !i.spans.is_empty()),
+        "no journal has a leadership log with an election (record --elect writes JOURNAL.leadership.jsonl)"
+    );
+    let report = tickbox_recorder::stitch(&inputs, out, segment_size)?;
+    if json {
+        crate::out::json(&report)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    for i in &report.inputs {
+        let spans: Vec<String> = i
+            .spans
+            .iter()
+            .map(|s| match s.until {
+                Some(u) => format!("{} ..= {u}", s.from),
+                None => format!("{} .. end", s.from),
+            })
+            .collect();
+        println!(
+            "input         {}: led journal seqs [{}]; {} data records, {} taken as leader, {} filled a leader's gap, \
+             {} duplicates left{}",
+            i.path,
+            spans.join(", "),
+            i.data,
+            i.taken_as_leader,
+            i.filled,
+            i.duplicates,
+            if i.damaged_ranges > 0 {
+                format!(", {} damaged stretch(es) passed", i.damaged_ranges)
+            } else {
+                String::new()
+            }
+        );
+    }
+    println!(
+        "stitched      {}: {} data records, {} records written ({} cached values); {} heartbeats and {} recorded \
+         gap records left out; {} waited for a predecessor",
+        report.out,
+        report.data,
+        report.written,
+        report.cached,
+        report.heartbeats_left_out,
+        report.gap_records_left_out,
+        report.reordered
+    );
+    println!(
+        "neither has   {} publisher sequence(s) in {} hole(s){}",
+        report.missing,
+        report.hole_count,
+        if report.missing > 0 {
+            " (gap records in the stitched journal name them)"
+        } else {
+            ""
+        }
+    );
+    for h in &report.holes {
+        println!(
+            "  publisher {} session {}: {} ..= {}",
+            h.publisher, h.session, h.first, h.last
+        );
+    }
     Ok(ExitCode::SUCCESS)
 }

@@ -11,7 +11,7 @@ use std::time::Duration;
 use anyhow::Context;
 use tickbox_fleet::leadership::RecorderLeadership;
 use tickbox_recorder::{
-    DurabilityConfig, RecordObserver, RecordRequest, RecordSession, RecordStats,
+    DurabilityConfig, RecordObserver, RecordRequest, RecordSession, RecordStats, RecorderError,
 };
 
 use crate::config::TickboxConfig;
@@ -72,6 +72,11 @@ pub(crate) struct Args {
     /// care as --retain. Default from `[recorder] retain_size`.
     #[arg(long, value_parser = tickbox_units::parse_size, value_name = "SIZE")]
     retain_size: Option<u64>,
+    /// Compress each journal of the history once it is closed (a roll, or the end of the run), off the recording
+    /// thread: seekable zstd frames that every reader reads as it reads a plain journal. Also compresses closed
+    /// journals an earlier run left plain. Default `[recorder] compress`.
+    #[arg(long)]
+    compress: bool,
     /// Topic prefixes to record, comma-separated (default: everything).
     #[arg(long, value_delimiter = ',', value_name = "PREFIX[,PREFIX…]")]
     topics: Vec<String>,
@@ -150,6 +155,7 @@ impl Args {
             roll_tz: self.roll_tz.clone(),
             retain: self.retain,
             retain_size: self.retain_size,
+            compress: self.compress,
             elected: self.elect.is_some(),
             progress_every,
         }
@@ -185,7 +191,25 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     // The history service's ROUTER comes from the gate: its ZAP handler refuses strangers and reads the
     // socket's monitor, which would otherwise stall libzmq's I/O thread and with it the recording SUB.
     let gate = config.auth.gate(&ctx)?;
-    let session = RecordSession::open(&gate, settings)?;
+    let session = match RecordSession::open(&gate, settings) {
+        Ok(session) => session,
+        Err(RecorderError::NoRoom(line)) => {
+            eprintln!("error: {line}");
+            return Ok(ExitCode::from(crate::exit_code::DISK_FULL));
+        }
+        // No room for the journal's first reserve: nothing recorded, and the same exit as a disk that fills.
+        Err(e) if e.is_disk_full() => {
+            eprintln!("error: {}", crate::error_line(&anyhow::Error::new(e)));
+            return Ok(ExitCode::from(crate::exit_code::DISK_FULL));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    // Said as a log line: a warning when less than the reserve is free, so -q still shows it.
+    match session.disk_check() {
+        Some(check) if check.free < check.ahead_max => tracing::warn!("{}", check.line()),
+        Some(check) => tracing::info!("{}", check.line()),
+        None => {}
+    }
     if let Some(bound) = session.history_endpoint() {
         outln!("record history service endpoint {bound}");
     }
@@ -242,6 +266,9 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
                 outln!("{line}");
             }
         }
+    }
+    if outcome.stats.disk_full.is_some() {
+        return Ok(ExitCode::from(crate::exit_code::DISK_FULL));
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -35,9 +35,11 @@ use crate::status::StatusBoard;
     after_help = "Records go out under their original publisher id, session and sequence (send time re-stamped, REPLAY flag set, origin time kept); gap notices are re-published so a subscriber counts the journal's holes as recorded gaps, apart from its own loss; LVC cached values consume no sequence. Recorded heartbeats are dropped: the replay sends its own per original publisher while idle and once at the end."
 )]
 pub(crate) struct Args {
-    /// Journal to replay (ring file or archive directory).
-    #[arg(long, value_name = "PATH")]
-    journal: PathBuf,
+    /// Journal to replay: a ring file, an archive directory, or a history (a directory `record --roll` writes,
+    /// replayed as one journal). Several, comma-separated, are merged into one stream by capture time, each record
+    /// under its own publisher's identity and sequence (a window by sequence then needs one).
+    #[arg(long, value_delimiter = ',', required = true, value_name = "PATH[,PATH…]")]
+    journal: Vec<PathBuf>,
     /// Publisher shard endpoints to bind, comma-separated. Each original publisher is carried whole by shard
     /// `publisher_id % N` (with --restamp, symbols are spread over them by stable hash).
     #[arg(
@@ -173,7 +175,7 @@ impl Args {
     /// The request the recorder library plans and settles against `[recorder]`.
     fn request(&self, progress_every: Option<Duration>) -> ReplayRequest {
         ReplayRequest {
-            journal: self.journal.clone(),
+            journals: self.journal.clone(),
             bind: self.bind.clone(),
             speed: self.speed,
             from: self.from.clone(),
@@ -315,7 +317,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
             let (shared, runs, defaults) = session
                 .remote_control()
                 .context("the replay's remote control was already taken")?;
-            let journal = args.journal.clone();
+            let journals = args.journal.clone();
             Some(
                 ReplayControlService::spawn_secured(
                     &ctx,
@@ -323,7 +325,14 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
                     shared,
                     runs,
                     defaults,
-                    Box::new(move || first_capture_ns(&journal).map_err(|e| format!("{e:#}"))),
+                    Box::new(move || {
+                        journals
+                            .iter()
+                            .map(|j| first_capture_ns(j))
+                            .collect::<anyhow::Result<Vec<u64>>>()
+                            .map(|firsts| firsts.into_iter().min().unwrap_or(0))
+                            .map_err(|e| format!("{e:#}"))
+                    }),
                     Arc::clone(&stop),
                     config.auth.clone(),
                 )
@@ -332,28 +341,10 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         }
         None => None,
     };
-    let barrier = match (&args.start_barrier, args.parties) {
-        (Some(path), Some(parties)) => {
-            let coord = crate::zk::connect(args.zk.as_deref(), config, "--start-barrier")?;
-            let id = format!("replay pid {} {}", std::process::id(), endpoints.join(","));
-            eprintln!("replay: waiting at start barrier {path} for {parties} subscriber(s)");
-            match tickbox_coord::StartBarrier::enter(
-                &coord,
-                path,
-                parties,
-                &id,
-                config.coord.barrier_timeout.0,
-                &stop,
-            ) {
-                Ok(entered) => Some(entered),
-                Err(tickbox_coord::CoordError::Interrupted) => {
-                    eprintln!("replay: interrupted at the start barrier; nothing sent");
-                    return Ok(ExitCode::SUCCESS);
-                }
-                Err(e) => return Err(e).with_context(|| format!("--start-barrier {path}")),
-            }
-        }
-        _ => None,
+    // `None` from an interrupted wait at the barrier: nothing was sent.
+    let Some(barrier) = enter_barrier(&args, config, &endpoints, &stop)? else {
+        eprintln!("replay: interrupted at the start barrier; nothing sent");
+        return Ok(ExitCode::SUCCESS);
     };
     let metrics = std::sync::Arc::new(tickbox_recorder::ReplayMetrics::new(args.speed));
     let metrics_sources: Vec<std::sync::Arc<dyn tickbox_metrics::Source>> = vec![metrics.clone()];
@@ -392,4 +383,31 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         }
     }
     Ok(exit)
+}
+
+/// Enters `--start-barrier` when asked: `Some(None)` without one, `None` when interrupted while waiting.
+fn enter_barrier(
+    args: &Args,
+    config: &TickboxConfig,
+    endpoints: &[String],
+    stop: &Arc<std::sync::atomic::AtomicBool>,
+) -> anyhow::Result<Option<Option<tickbox_coord::StartBarrier>>> {
+    let (Some(path), Some(parties)) = (&args.start_barrier, args.parties) else {
+        return Ok(Some(None));
+    };
+    let coord = crate::zk::connect(args.zk.as_deref(), config, "--start-barrier")?;
+    let id = format!("replay pid {} {}", std::process::id(), endpoints.join(","));
+    eprintln!("replay: waiting at start barrier {path} for {parties} subscriber(s)");
+    match tickbox_coord::StartBarrier::enter(
+        &coord,
+        path,
+        parties,
+        &id,
+        config.coord.barrier_timeout.0,
+        stop,
+    ) {
+        Ok(entered) => Ok(Some(Some(entered))),
+        Err(tickbox_coord::CoordError::Interrupted) => Ok(None),
+        Err(e) => Err(e).with_context(|| format!("--start-barrier {path}")),
+    }
 }

@@ -2,7 +2,7 @@
 //! pool (`tickbox_subscriber::replay_local`), with no socket, as fast as the workers take it; the summary is
 //! `subscribe`'s plus records/s and the multiple of real time achieved.
 
-use std::path::Path;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 
@@ -17,12 +17,12 @@ use crate::out::{out, outln};
 /// Runs the whole journal through `[subscriber]` (snail, gap policy, dispatch) and `[workers]` (`workers`
 /// overrides the count) and prints the summary (`json`: one object).
 pub(crate) fn run(
-    journal: &Path,
+    journals: &[PathBuf],
     json: bool,
     workers: Option<usize>,
     config: &TickboxConfig,
 ) -> anyhow::Result<ExitCode> {
-    let mut feed = LocalFeed::open(journal)?;
+    let mut feed = LocalFeed::open_all(journals)?;
     let sub = config.subscriber.clone();
     let mut pool = config.workers.clone();
     if let Some(n) = workers {
@@ -41,7 +41,7 @@ pub(crate) fn run(
         |sink| read = feed.feed(|frame, capture_ns| sink.push(frame, capture_ns)),
     )
     .context("local replay")?;
-    let (lapped, read_error) = (read.lapped, read.read_error);
+    let (lapped, read_error) = (read.lapped, read.read_error.clone());
     let report = &out.report;
     let stopped_by = if report.fatal.is_some() {
         "fatal"
@@ -62,6 +62,10 @@ pub(crate) fn run(
         v["skipped_heartbeats"] = out.skipped_heartbeats.into();
         v["lapped"] = lapped.into();
         v["read_error"] = read_error.clone().into();
+        v["damaged_ranges"] = read.damaged_ranges.into();
+        v["corrupt_records"] = read.corrupt_records.into();
+        v["corrupt_bytes"] = read.corrupt_bytes.into();
+        v["damage_gap_notices"] = read.damage_gap_notices.into();
         crate::out::json(&v)?;
     } else {
         out!("{}", report.summary_table(None, stopped_by));
@@ -79,6 +83,14 @@ pub(crate) fn run(
             out.skipped_heartbeats
         );
     }
+    if read.damaged_ranges > 0 {
+        eprintln!(
+            "replay: the journal is damaged: {} record(s) ({} bytes) in {} damaged range(s) were skipped, {} gap \
+             notice(s) given the Black Box for them; every intact record was processed (tickbox journal verify \
+             lists the ranges)",
+            read.corrupt_records, read.corrupt_bytes, read.damaged_ranges, read.damage_gap_notices
+        );
+    }
     if !out.panicked.is_empty() {
         eprintln!(
             "error: worker thread(s) {:?} panicked: the run is incomplete",
@@ -89,6 +101,10 @@ pub(crate) fn run(
     let code = crate::outcome::finish(report);
     if report.fatal.is_none() && read_error.is_some() {
         return Ok(ExitCode::from(exit_code::ERROR));
+    }
+    // Damage skipped: exit 5 at the end, as the socket replay does.
+    if read.damaged_ranges > 0 && report.fatal.is_none() {
+        return Ok(ExitCode::from(exit_code::CORRUPT));
     }
     Ok(code)
 }
