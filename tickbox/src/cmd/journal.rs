@@ -25,7 +25,7 @@ use crate::outcome::first_capture_ns;
 
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Exit codes: 0 ok; 1 error (not a journal, unreadable); 5 corrupt record or header (verify, info); 6 `verify --strict` on an intact journal that is incomplete: it holds gap records (publisher sequences the recorder never received) or records overwritten by ring laps."
+    after_help = "Exit codes: 0 ok; 1 error (not a journal, unreadable, open for writing); 5 corrupt record or header (verify, info, compress); 6 `verify --strict` on an intact journal that is incomplete: it holds gap records (publisher sequences the recorder never received) or records overwritten by ring laps."
 )]
 pub(crate) struct Args {
     #[command(subcommand)]
@@ -93,6 +93,17 @@ enum Action {
         /// For `dbn`: which imported file (0-based, as `tickbox import` listed them); needed when there are several.
         #[arg(long)]
         source: Option<u32>,
+    },
+    /// Compress a closed journal in place (zstd frames with an index, same path); every command reads it as
+    /// before. Refused while a writer has it open; one that does not verify is left alone (exit 5).
+    Compress {
+        path: PathBuf,
+        /// zstd level: 1 (fastest) to 19.
+        #[arg(long, default_value_t = 3)]
+        level: i32,
+        /// Print what was done as one JSON object on stdout.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -168,7 +179,37 @@ pub(crate) fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCod
             out,
             source,
         } => export(&path, format, out.as_deref(), source),
+        Action::Compress { path, level, json } => compress(&path, level, json),
     }
+}
+
+fn compress(path: &Path, level: i32, json: bool) -> anyhow::Result<ExitCode> {
+    let options = tickbox_journal::CompressOptions {
+        level,
+        ..Default::default()
+    };
+    let r = match tickbox_journal::compress(path, &options) {
+        Ok(r) => r,
+        Err(e) if e.is_damaged_header() || matches!(e, JournalError::CorruptRecord { .. }) => {
+            eprintln!("error: {} not compressed: {e}", path.display());
+            return Ok(ExitCode::from(exit_code::CORRUPT));
+        }
+        Err(e) => return Err(e).with_context(|| format!("compressing {}", path.display())),
+    };
+    if json {
+        println!("{}", serde_json::to_string(&r)?);
+    } else {
+        println!(
+            "compressed {} files: {} records, {} bytes on disk -> {} ({:.1}x); {} already compressed",
+            r.files,
+            r.records,
+            r.bytes_before,
+            r.bytes_after,
+            r.bytes_before as f64 / r.bytes_after.max(1) as f64,
+            r.already_compressed
+        );
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn export(

@@ -23,6 +23,7 @@ mod freelance_bounds;
 mod hardening;
 mod import;
 mod journal;
+mod journal_compress;
 mod journal_export;
 mod journal_metadata;
 mod layout;
