@@ -20,6 +20,7 @@
 //! * Every figure is measured `repeats` times, tickbox and raw alternating ([`stats`]), and reported as the median
 //!   with its min–max; result files carry the machine's [`env::Environment`] and the run's [`env::Warning`]s.
 
+pub mod compress;
 pub mod demo;
 pub mod env;
 pub mod latency;

@@ -12,7 +12,7 @@
 //! * **tickbox-subscribe.** The Black Box as `tickbox subscribe --workers 1` runs it (a SUB shard per feed shard,
 //!   gap accounting, one worker that decodes every record), the figure the recorder is held against.
 //! * **raw-mmap.** One SUB connected to every shard, opted in to batch frames like the others, appending each
-//!   message it receives, unchanged behind a 4-byte length, to an mmap'd file preallocated like a journal segment
+//!   message it receives, unchanged behind a 4-byte length, to an mmap'd file whose blocks are reserved up front
 //!   (rolled to a new one when full) with `memcpy`: the least any recorder of these frames can do. It reads only
 //!   the record count of a batch frame's header (and the kind of a single frame) to know when it has everything.
 //! * Every clock runs from the feed's first send (its schedule start) to the arrival of the last data record (the
@@ -436,7 +436,8 @@ impl RawFile {
             .map_err(|e| BenchError::io(&path, e))?;
         file.set_len(capacity as u64)
             .map_err(|e| BenchError::io(&path, e))?;
-        // Blocks reserved up front, as the journal does, so both pay the same for the file system.
+        // Blocks reserved before anything is written there, as the journal's are (it reserves a step at a time
+        // ahead of its writer, off the recording thread), so neither pays for block allocation in a page fault.
         // SAFETY: a plain syscall on a file descriptor this function owns.
         let rc = unsafe {
             libc::posix_fallocate(

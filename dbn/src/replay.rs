@@ -43,7 +43,8 @@ pub struct ReplaySource {
     reasons: HashMap<(u8, u8), String>,
 }
 
-/// True when `path` is a journal: an archive directory, or a file that starts with the journal's magic.
+/// True when `path` is a journal: an archive directory, or a file that starts with a journal's magic (plain, or
+/// compressed by `tickbox journal compress`).
 fn is_journal(path: &Path) -> Result<bool, DbnError> {
     if path.is_dir() {
         return Ok(true);
@@ -52,7 +53,7 @@ fn is_journal(path: &Path) -> Result<bool, DbnError> {
         path: path.to_path_buf(),
         source: e,
     })?;
-    let mut magic = [0u8; 8];
+    let mut magic = [0u8; 16];
     let mut got = 0;
     while got < magic.len() {
         match file.read(&mut magic[got..]) {
@@ -67,7 +68,7 @@ fn is_journal(path: &Path) -> Result<bool, DbnError> {
             }
         }
     }
-    Ok(got == magic.len() && magic == tickbox_journal::MAGIC)
+    Ok(tickbox_journal::is_journal_file(&magic[..got]))
 }
 
 impl ReplaySource {

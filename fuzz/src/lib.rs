@@ -177,6 +177,36 @@ mod seeds {
         ];
         assert_eq!(tickbox_journal::summarize(&ring, true).unwrap().records, 20);
         corpus("journal_reader", seeds);
+        journal_packed(dir.path());
+    }
+
+    /// Compressed journals (`tickbox journal compress`): a ring of 3,000 records in three frames, with its
+    /// metadata, and an empty one.
+    fn journal_packed(dir: &std::path::Path) {
+        use tickbox_journal::{compress, CompressOptions, Writer, WriterOptions};
+        let ring = dir.join("p.tbj");
+        let mut w = Writer::open(&ring, &WriterOptions::ring(1 << 20)).unwrap();
+        for i in 0..3_000u64 {
+            w.append(1_000 + i, format!("Q.XNAS.S{}|{}", i % 7, i * 31).as_bytes())
+                .unwrap();
+        }
+        w.set_app_meta(b"ledger").unwrap();
+        drop(w);
+        let empty = dir.join("pe.tbj");
+        drop(Writer::open(&empty, &WriterOptions::ring(1 << 16)).unwrap());
+        let options = CompressOptions {
+            level: 1,
+            frame_bytes: 64 << 10,
+        };
+        for path in [&ring, &empty] {
+            compress(path, &options).unwrap();
+        }
+        assert_eq!(tickbox_journal::summarize(&ring, true).unwrap().records, 3_000);
+        let seeds = vec![
+            ("ring_3000_records", std::fs::read(&ring).unwrap()),
+            ("ring_empty", std::fs::read(&empty).unwrap()),
+        ];
+        corpus("journal_packed", seeds);
     }
 
     #[test]

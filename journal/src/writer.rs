@@ -547,9 +547,15 @@ impl Writer {
             )));
         }
         seg.lock_exclusive()?;
-        // What a writer killed while creating the ring left (a new ring is made under the same name, over it).
-        let temporary = crate::segment::temporary_path(path);
-        let temporaries_removed = u64::from(!created && std::fs::remove_file(&temporary).is_ok());
+        // What a writer killed while creating the ring left (a new ring is made under the same name, over it), or
+        // a compression killed midway (it holds this lock while it works).
+        let temporaries_removed = [
+            crate::segment::temporary_path(path),
+            path.with_extension(crate::packed::TEMP_EXT),
+        ]
+        .iter()
+        .filter(|t| !created && std::fs::remove_file(t).is_ok())
+        .count() as u64;
         if !created && seg.info.capacity != capacity {
             tracing::info!(
                 path = %path.display(),

@@ -121,6 +121,16 @@ const TABLE: &[Codes] = &[
         more: &[(CORRUPT, "a corrupt record or header")],
     },
     Codes {
+        path: "journal compress",
+        error: Some("error (not a journal, unreadable, open for writing)"),
+        more: &[(CORRUPT, "the journal does not verify: left as it was")],
+    },
+    Codes {
+        path: "journal stitch",
+        error: Some("error (no leadership log, an output that exists, unreadable input)"),
+        more: &[],
+    },
+    Codes {
         path: "import",
         error: None,
         more: &[],

@@ -166,6 +166,11 @@ fn dbn_and_its_import_read_as_the_same_messages_in_file_order() {
         from_journal, items,
         "the import replays exactly as its file"
     );
+    // Compressed (`tickbox journal compress`), its segment file is still told from a DBN file and reads the same.
+    tickbox_journal::compress(&journal, &tickbox_journal::CompressOptions::default()).unwrap();
+    let (form, compressed) = read_all(&tickbox_journal::segment_path(&journal, 0));
+    assert_eq!(form, ReplayForm::Journal);
+    assert_eq!(compressed, items);
 }
 
 #[test]

@@ -107,16 +107,7 @@ fn a_compressed_archive_reads_and_seeks_record_for_record_like_the_plain_one() {
     assert_eq!(report.record_bytes, before.disk.record_bytes);
     assert!(report.bytes_after * 3 < report.bytes_before, "{report:?}");
     // Same names, compressed content, nothing else left.
-    let names: Vec<String> = std::fs::read_dir(&path)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    assert!(
-        names
-            .iter()
-            .all(|n| n == "writer.lock" || n.ends_with(".tbj")),
-        "{names:?}"
-    );
+    crate::disk::assert_only_segments(&path);
     assert_eq!(list_segments(&path).unwrap().len() as u64, before.segments);
 
     assert_eq!(read_all(&path), read_all(&plain));

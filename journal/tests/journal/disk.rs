@@ -265,11 +265,16 @@ fn leftover_temporaries_are_removed_on_open() {
     let dir = tempfile::tempdir().unwrap();
     let ring = dir.path().join("ring.tbj");
     drop(Writer::open(&ring, &WriterOptions::ring(1 << 16)).unwrap());
-    let ring_tmp = dir.path().join("ring.creating");
-    std::fs::write(&ring_tmp, vec![0u8; 1 << 16]).unwrap();
+    let ring_tmps = [
+        dir.path().join("ring.creating"),
+        dir.path().join("ring.compressing"),
+    ];
+    for t in &ring_tmps {
+        std::fs::write(t, vec![0u8; 1 << 16]).unwrap();
+    }
     let w = Writer::open(&ring, &WriterOptions::ring(1 << 16)).unwrap();
-    assert_eq!(w.recovery().temporaries_removed, 1);
-    assert!(!ring_tmp.exists());
+    assert_eq!(w.recovery().temporaries_removed, 2);
+    assert!(ring_tmps.iter().all(|t| !t.exists()));
     drop(w);
     let arch = dir.path().join("arch");
     drop(Writer::open(&arch, &WriterOptions::archive(1 << 20)).unwrap());
@@ -278,7 +283,12 @@ fn leftover_temporaries_are_removed_on_open() {
     }
     let w = Writer::open(&arch, &WriterOptions::archive(1 << 20)).unwrap();
     assert_eq!(w.recovery().temporaries_removed, 2);
-    let names: Vec<String> = std::fs::read_dir(&arch)
+    assert_only_segments(&arch);
+}
+
+/// The archive at `dir` holds its segments and its lock file, nothing half-made.
+pub(crate) fn assert_only_segments(dir: &Path) {
+    let names: Vec<String> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();

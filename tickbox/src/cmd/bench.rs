@@ -9,6 +9,8 @@
 //! * `replay`: a generated journal replayed at `--speed max` into a Black Box, beside raw XPUB → SUB.
 //! * `record`: a batched lossless feed recorded into a journal, beside the Black Box (`subscribe --workers 1`) on
 //!   the same feed and a raw SUB copying the same messages into an mmap'd file.
+//! * `compress`: what `journal compress` gains on disk and costs a reader, on the synthetic feed and on journals
+//!   given (`--journal`, e.g. DBN files imported with `tickbox import`).
 //! * `compare`: deltas between two result files (medians of their repeats).
 //!
 //! Every figure is measured `--repeats` times (default 3), tickbox and raw alternating, and printed as the median
@@ -56,6 +58,10 @@ enum BenchCommand {
     /// Records/s of a batched lossless feed written by the recorder, beside the Black Box (one worker) on the same
     /// feed and a raw SUB copying the same messages into an mmap'd file.
     Record(RecordArgs),
+    /// What `journal compress` gains and costs: the compression ratio, the read rate (records/s) of the plain and
+    /// the compressed copy, alternating, and a seek to the last tenth of the capture times, on the synthetic feed's
+    /// records and on each --journal.
+    Compress(CompressArgs),
     /// Print the changes between two result files (written by `latency`, `throughput`, `replay` or `record`).
     Compare(CompareArgs),
     /// The raw publisher process of `latency --shape processes` (started by the bench, not by hand).
@@ -289,6 +295,25 @@ struct RecordArgs {
 }
 
 #[derive(Debug, clap::Args)]
+struct CompressArgs {
+    /// Records of the synthetic feed's market data to generate and measure (0: none).
+    #[arg(long, default_value_t = 1_000_000)]
+    records: u64,
+    /// A journal to measure too (repeatable): a recording, or a DBN file imported with `tickbox import`.
+    #[arg(long = "journal")]
+    journals: Vec<PathBuf>,
+    /// Rounds of reading, the plain and the compressed copy alternating; figures are medians (min–max).
+    #[arg(long, default_value = "3", value_parser = crate::bounds::repeat)]
+    repeat: usize,
+    /// zstd level, as `journal compress --level`.
+    #[arg(long, default_value_t = 3)]
+    level: i32,
+    /// Print the results as one JSON array on stdout instead of the table.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, clap::Args)]
 struct CompareArgs {
     /// The earlier result file.
     #[arg(value_name = "PATH")]
@@ -318,6 +343,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         BenchCommand::Throughput(a) => throughput(a),
         BenchCommand::Replay(a) => replay(a),
         BenchCommand::Record(a) => record(a, config),
+        BenchCommand::Compress(a) => compress(a),
         BenchCommand::Compare(a) => {
             let before = read_results(&a.before)?;
             let after = read_results(&a.after)?;
@@ -670,6 +696,43 @@ fn replay(a: ReplayArgs) -> anyhow::Result<ExitCode> {
         outcome.plot.display()
     );
     Ok(finish(&outcome.document.warnings, &stop))
+}
+
+fn compress(a: CompressArgs) -> anyhow::Result<ExitCode> {
+    use tickbox_bench::compress::{compress_table, run_compress_bench, CompressBenchConfig};
+    let config = CompressBenchConfig {
+        records: a.records,
+        journals: a
+            .journals
+            .iter()
+            .map(|p| {
+                (
+                    p.file_name().map_or_else(
+                        || p.display().to_string(),
+                        |n| n.to_string_lossy().into_owned(),
+                    ),
+                    p.clone(),
+                )
+            })
+            .collect(),
+        repeat: a.repeat,
+        options: tickbox_journal::CompressOptions {
+            level: a.level,
+            ..Default::default()
+        },
+        ..CompressBenchConfig::default()
+    };
+    let results = run_compress_bench(&config).context("compress benchmark failed")?;
+    if a.json {
+        println!("{}", serde_json::to_string(&results)?);
+    } else {
+        println!(
+            "each journal copied plain and compressed (zstd level {}, 1 MiB frames); ratio = record bytes ÷ compressed              du; reads through the journal Reader with checksums, plain and compressed alternating; seek = seek_time              to the last tenth of the capture times and read the record there",
+            a.level
+        );
+        print!("{}", compress_table(&results));
+    }
+    Ok(ExitCode::from(exit_code::OK))
 }
 
 fn record(a: RecordArgs, config: &TickboxConfig) -> anyhow::Result<ExitCode> {

@@ -193,6 +193,18 @@ enum Action {
         #[arg(long, value_name = "N")]
         source: Option<u32>,
     },
+    /// Compress a closed journal in place (zstd frames with an index, same path); every command reads it as
+    /// before. Refused while a writer has it open; one that does not verify is left alone (exit 5).
+    Compress {
+        #[command(flatten)]
+        journal: JournalArg,
+        /// zstd level: 1 (fastest) to 19.
+        #[arg(long, default_value_t = 3)]
+        level: i32,
+        /// Print what was done as one JSON object on stdout.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -313,7 +325,41 @@ pub(crate) fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCod
             out,
             source,
         } => export(&journal.path(), format, out.as_deref(), source),
+        Action::Compress {
+            journal,
+            level,
+            json,
+        } => compress(&journal.path(), level, json),
     }
+}
+
+fn compress(path: &Path, level: i32, json: bool) -> anyhow::Result<ExitCode> {
+    let options = tickbox_journal::CompressOptions {
+        level,
+        ..Default::default()
+    };
+    let r = match tickbox_journal::compress(path, &options) {
+        Ok(r) => r,
+        Err(e) if e.is_damaged_header() || matches!(e, JournalError::CorruptRecord { .. }) => {
+            eprintln!("error: {} not compressed: {e}", path.display());
+            return Ok(ExitCode::from(exit_code::CORRUPT));
+        }
+        Err(e) => return Err(e).with_context(|| format!("compressing {}", path.display())),
+    };
+    if json {
+        println!("{}", serde_json::to_string(&r)?);
+    } else {
+        println!(
+            "compressed {} files: {} records, {} bytes on disk -> {} ({:.1}x); {} already compressed",
+            r.files,
+            r.records,
+            r.bytes_before,
+            r.bytes_after,
+            r.bytes_before as f64 / r.bytes_after.max(1) as f64,
+            r.already_compressed
+        );
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn export(

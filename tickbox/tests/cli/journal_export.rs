@@ -22,7 +22,7 @@ const N: u64 = 3_000;
 
 /// An imported journal of `N` MBO records over instruments 7, 8, 9 (topics `V.XNAS.7` …), with `quotes` tickbox
 /// quotes appended after them.
-fn journal(dir: &TempDir, quotes: u64) -> PathBuf {
+pub(crate) fn journal(dir: &TempDir, quotes: u64) -> PathBuf {
     let m = meta(Schema::Mbo);
     let file = dir.path().join("mbo.dbn");
     let mut bytes = Vec::new();

@@ -26,6 +26,7 @@ mod hardening;
 mod history;
 mod import;
 mod journal;
+mod journal_compress;
 mod journal_export;
 mod journal_metadata;
 mod layout;
