@@ -37,6 +37,9 @@ pub mod exit_code {
     /// `tickbox replay` selected no record (`--topics`, `--from`/`--to`, `--from-seq`/`--to-seq`); the error
     /// says what the journal holds.
     pub const EMPTY_SELECTION: u8 = 9;
+    /// `tickbox journal export`: the object store could not be reached, refused the credentials, or failed a
+    /// request; nothing was left at the destination.
+    pub const STORE: u8 = 12;
 }
 
 /// Endpoint flags are validated before anything is bound, connected or created, so a typo such as

@@ -119,27 +119,11 @@ enum Action {
         #[arg(long)]
         no_fields: bool,
     },
-    /// Write the records: `dbn` rebuilds an imported DBN file byte for byte (metadata, then records); `json`
-    /// (one object per line) and `csv` give every record's decoded fields.
-    Export {
-        path: PathBuf,
-        /// Output format.
-        #[arg(long, value_enum)]
-        format: ExportFormat,
-        /// Output file (default: stdout). For `dbn`, a name ending in `.zst` is zstd-compressed.
-        #[arg(long)]
-        out: Option<PathBuf>,
-        /// For `dbn`: which imported file (0-based, as `tickbox import` listed them); needed when there are several.
-        #[arg(long)]
-        source: Option<u32>,
-    },
-}
-
-#[derive(Debug, Clone, Copy, clap::ValueEnum)]
-enum ExportFormat {
-    Dbn,
-    Json,
-    Csv,
+    /// Write the records as a Parquet dataset (partitioned by date and kind), CSV (one file per kind), JSON lines
+    /// or DBN, to a path or an object store (s3://bucket/prefix), with --kind, --topics and --from/--to. Exit 5
+    /// when a damaged range was passed over (every intact record is exported), 12 when the object store cannot
+    /// be reached or refuses; a failed export leaves nothing at the destination.
+    Export(crate::cmd::export::ExportArgs),
 }
 
 pub(crate) fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCode> {
@@ -218,44 +202,7 @@ pub(crate) fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCod
             };
             dump(&path, from_seq, from.as_deref(), limit, &filter)
         }
-        Action::Export {
-            path,
-            format,
-            out,
-            source,
-        } => export(&path, format, out.as_deref(), source),
-    }
-}
-
-fn export(
-    path: &Path,
-    format: ExportFormat,
-    out: Option<&Path>,
-    source: Option<u32>,
-) -> anyhow::Result<ExitCode> {
-    let sink: Box<dyn Write> = match out {
-        Some(p) => Box::new(std::io::BufWriter::new(
-            std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?,
-        )),
-        None => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
-    };
-    let result = match format {
-        ExportFormat::Dbn => {
-            let zstd = out.is_some_and(|p| p.extension().is_some_and(|e| e == "zst"));
-            tickbox_dbn::export_dbn(path, source, sink, zstd)
-        }
-        ExportFormat::Json => tickbox_dbn::export_text(path, tickbox_dbn::TextFormat::Json, sink),
-        ExportFormat::Csv => tickbox_dbn::export_text(path, tickbox_dbn::TextFormat::Csv, sink),
-    };
-    match result {
-        Ok(rep) => {
-            if out.is_some() {
-                println!("exported {} records ({} skipped)", rep.records, rep.skipped);
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        Err(e) if e.is_broken_pipe() => Ok(ExitCode::SUCCESS),
-        Err(e) => Err(e).with_context(|| format!("exporting {}", path.display())),
+        Action::Export(args) => crate::cmd::export::run(args),
     }
 }
 

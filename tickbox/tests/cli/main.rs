@@ -15,6 +15,7 @@ mod coord_roles;
 mod dbn_fixtures;
 mod demo;
 mod errors;
+mod export_formats;
 mod feed;
 mod feed_drain;
 mod feed_json;
