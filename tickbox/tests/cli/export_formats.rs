@@ -255,17 +255,26 @@ pub(crate) const READ_DATASET: &str = r#"
 import sys, json
 reader, root = sys.argv[1], sys.argv[2]
 out = {}
+s3 = root.startswith("s3://")
 if reader == "pyarrow":
-    import pyarrow.dataset as ds, pyarrow.compute as pc
-    d = ds.dataset(root, format="parquet", partitioning="hive")
+    import os, glob
+    import pyarrow.dataset as ds, pyarrow.compute as pc, pyarrow.fs as pafs
+    fs = None
+    if s3:
+        fs = pafs.S3FileSystem(access_key=os.environ["S3_KEY"], secret_key=os.environ["S3_SECRET"],
+            endpoint_override=os.environ["S3_ENDPOINT"], region="garage", scheme="http")
+        root = root[len("s3://"):]
+        files = [f.path for f in fs.get_file_info(pafs.FileSelector(root, recursive=True)) if f.is_file]
+    else:
+        files = glob.glob(root + "/**/*.parquet", recursive=True)
+    d = ds.dataset(root, format="parquet", partitioning="hive", filesystem=fs)
     t = d.to_table(columns=["kind", "capture_time"])
     kinds = t.column("kind").to_pylist()
     out["rows_by_kind"] = {k: kinds.count(k) for k in set(kinds)}
     ts = t.column("capture_time").cast("int64")
     out["min_ns"], out["max_ns"] = pc.min(ts).as_py(), pc.max(ts).as_py()
-    import glob
     # Kinds have their own columns: a dataset of the trade partitions' files.
-    tr = ds.dataset(sorted(glob.glob(root + "/*/kind=trade/*.parquet")), format="parquet").to_table(
+    tr = ds.dataset(sorted(f for f in files if "/kind=trade/" in f), format="parquet", filesystem=fs).to_table(
         columns=["size", "symbol", "price_e9", "journal_seq"])
     out["trade_size_sum"] = pc.sum(tr.column("size")).as_py()
     a = tr.filter(pc.equal(tr.column("symbol"), "AAPL")).sort_by("journal_seq")
@@ -273,6 +282,13 @@ if reader == "pyarrow":
     out["tz"] = str(d.schema.field("capture_time").type)
 elif reader == "duckdb":
     import duckdb
+    if s3:
+        import os, glob as g, duckdb_extension_httpfs
+        ext = g.glob(os.path.join(os.path.dirname(duckdb_extension_httpfs.__file__), "extensions", "*", "httpfs.duckdb_extension"))[0]
+        duckdb.sql(f"LOAD '{ext}'")
+        host = os.environ["S3_ENDPOINT"].split("://", 1)[1]
+        duckdb.sql(f"CREATE SECRET s3 (TYPE s3, KEY_ID '{os.environ['S3_KEY']}', SECRET '{os.environ['S3_SECRET']}', "
+                   f"ENDPOINT '{host}', URL_STYLE 'path', USE_SSL false, REGION 'garage')")
     glob = root + "/**/*.parquet"
     q = lambda s: duckdb.sql(s).fetchall()
     src = f"read_parquet('{glob}', hive_partitioning=true, union_by_name=true)"

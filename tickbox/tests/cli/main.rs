@@ -16,6 +16,7 @@ mod dbn_fixtures;
 mod demo;
 mod errors;
 mod export_formats;
+mod export_s3;
 mod feed;
 mod feed_drain;
 mod feed_json;
