@@ -7,7 +7,8 @@ use tickbox_wire::{encode_to_vec, Header, Kind, Payload, Quote, Side, Trade};
 
 fn main() {
     let mut args = std::env::args().skip(1);
-    let (Some(path), Some(n)) = (args.next(), args.next().and_then(|n| n.parse::<u64>().ok())) else {
+    let (Some(path), Some(n)) = (args.next(), args.next().and_then(|n| n.parse::<u64>().ok()))
+    else {
         eprintln!("usage: day_journal PATH RECORDS");
         std::process::exit(2);
     };

@@ -181,6 +181,17 @@ impl Output {
     /// uploaded now and its local copy removed.
     pub fn closed(&mut self, rel: &str, rows: u64) -> Result<(), ExportError> {
         if let (Target::Store(store), Shape::Dataset) = (&self.target, self.shape) {
+            // Never overwrite: a name taken in the store stops the export (and takes back what it uploaded).
+            match store.rt.block_on(store.store.head(&store.url.object(rel))) {
+                Err(object_store::Error::NotFound { .. }) => {}
+                Ok(_) => {
+                    return Err(ExportError::Refused(format!(
+                    "{} exists: export never overwrites (what this export uploaded was taken back)",
+                    store.url.url_of(rel)
+                )))
+                }
+                Err(e) => return Err(ExportError::store(&store.url.url_of(rel), e)),
+            }
             let local = self.stage(rel)?;
             let bytes = store.upload(&local, rel)?;
             self.uploaded.push(rel.to_owned());

@@ -16,19 +16,23 @@
 //! This crate is the only one that compiles arrow, parquet and the object store client: nothing on the data
 //! plane depends on it.
 
+pub mod archive;
 pub mod days;
 pub mod dbn_out;
 pub mod dest;
 mod error;
+pub mod mirror;
 pub mod parquet_out;
 mod run;
 pub mod store;
 mod text;
 pub mod vocab;
 
+pub use archive::{ArchiveAs, Archiver};
 pub use days::Days;
 pub use dest::{OutFile, Output, Shape};
 pub use error::ExportError;
+pub use mirror::Mirror;
 pub use parquet_out::{schema_of, ParquetOptions};
 pub use run::{export, Damage, Dest, ExportOptions, ExportSummary, Filter, Format, Progress};
 pub use store::{Location, Store, StoreUrl};

@@ -1,9 +1,11 @@
 //! The housekeeping behind `record` into a history, on its own thread so the recording never waits for it: each
 //! journal a roll closes gets its card cached (`journal ls` reads it), then retention runs (`--retain`,
-//! `--retain-size`). Retention also runs once when the recording starts.
+//! `--retain-size`). Retention also runs once when the recording starts. A hook the caller gives (`record
+//! --archive-to`: upload to an object store) runs on each closed journal before retention looks at it.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::mpsc;
+use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use serde::Serialize;
@@ -25,6 +27,24 @@ pub struct KeeperReport {
     pub kept: Option<(String, &'static str)>,
     /// Housekeeping steps that failed (each logged).
     pub errors: u64,
+    /// What the after-close hook did with each closed journal (`record --archive-to`: where it went).
+    pub archived: Vec<String>,
+    /// Closed journals the hook failed on (each logged; counted in `errors` too).
+    pub archive_failures: u64,
+}
+
+/// Work done on each journal a roll (or the end of the recording) closes, before retention runs: its `Ok` says
+/// what was done (for the summary), its `Err` why it failed (logged and counted; the recording goes on).
+#[derive(Clone)]
+pub struct AfterClose(pub Arc<AfterCloseFn>);
+
+/// The function an [`AfterClose`] runs.
+pub type AfterCloseFn = dyn Fn(&Path) -> Result<String, String> + Send + Sync;
+
+impl std::fmt::Debug for AfterClose {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AfterClose")
+    }
 }
 
 /// The housekeeping thread of a recording into a history.
@@ -35,8 +55,12 @@ pub struct Keeper {
 
 impl Keeper {
     /// Starts the thread for the history at `dir`, which runs `retention` at once and after every closed
-    /// journal it is sent.
-    pub fn start(dir: PathBuf, retention: Retention) -> Result<Keeper, RecorderError> {
+    /// journal it is sent (and `after_close` on that journal first).
+    pub fn start(
+        dir: PathBuf,
+        retention: Retention,
+        after_close: Option<AfterClose>,
+    ) -> Result<Keeper, RecorderError> {
         let (tx, rx) = mpsc::channel::<PathBuf>();
         let thread = std::thread::Builder::new()
             .name("tickbox-keeper".into())
@@ -67,6 +91,16 @@ impl Keeper {
                         Err(e) => {
                             report.errors += 1;
                             tracing::warn!(journal = %closed.display(), "cannot make the journal's card: {e}");
+                        }
+                    }
+                    if let Some(hook) = &after_close {
+                        match (hook.0)(&closed) {
+                            Ok(done) => report.archived.push(done),
+                            Err(e) => {
+                                report.errors += 1;
+                                report.archive_failures += 1;
+                                tracing::error!(journal = %closed.display(), "archiving failed: {e}");
+                            }
                         }
                     }
                     retain(&mut report);

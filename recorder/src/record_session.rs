@@ -15,7 +15,7 @@ use crate::config::{DurabilityConfig, JournalModeConfig, RecorderConfig};
 use crate::error::RecorderError;
 use crate::history_dir::{HistoryDir, HistoryWriter};
 use crate::history_server::{HistoryServer, HistoryServerOptions, HistoryServerReport};
-use crate::keeper::{Keeper, KeeperReport};
+use crate::keeper::{AfterClose, Keeper, KeeperReport};
 use crate::ledger::Ledger;
 use crate::record::{record_with, RecordOptions, RecordStats, Recorder};
 use crate::retention::Retention;
@@ -88,6 +88,8 @@ pub struct RecordSettings {
     pub history: bool,
     /// What of a history to keep.
     pub retention: Retention,
+    /// Run on each journal of a history once it is closed (`record --archive-to`); `None` after `settle`.
+    pub after_close: Option<AfterClose>,
 }
 
 impl RecordRequest {
@@ -165,6 +167,7 @@ impl RecordRequest {
             roll,
             history,
             retention,
+            after_close: None,
         })
     }
 
@@ -308,6 +311,20 @@ impl RecordOutcome {
                 j.current.display()
             ));
             let h = &j.housekeeping;
+            if !h.archived.is_empty() || h.archive_failures > 0 {
+                out.push_str(&format!(
+                    "archive       {} journal(s) archived{}{}\n",
+                    h.archived.len(),
+                    h.archived
+                        .last()
+                        .map_or(String::new(), |a| format!(", the last: {a}")),
+                    if h.archive_failures > 0 {
+                        format!("; {} FAILED (see the log)", h.archive_failures)
+                    } else {
+                        String::new()
+                    }
+                ));
+            }
             if !h.deleted.is_empty() || h.kept.is_some() || h.errors > 0 {
                 out.push_str(&format!(
                     "retention     deleted {} journal(s) ({}){}{}\n",
@@ -391,7 +408,11 @@ impl RecordSession {
                 &settings.writer,
                 tickbox_wire::now_ns(),
             )?;
-            let keeper = Keeper::start(settings.journal.clone(), settings.retention)?;
+            let keeper = Keeper::start(
+                settings.journal.clone(),
+                settings.retention,
+                settings.after_close.clone(),
+            )?;
             writer.on_closed(keeper.sender());
             Target::History {
                 writer,

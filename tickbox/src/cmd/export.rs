@@ -16,7 +16,8 @@ use crate::exit_code;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct ExportArgs {
-    /// A journal (ring file or archive directory, plain or compressed) or a history directory.
+    /// A journal (ring file or archive directory, plain or compressed) or a history directory; or one in an
+    /// object store (s3://bucket/prefix, as `record --archive-to` leaves it), fetched to a temporary directory first.
     path: PathBuf,
     /// Output format: `parquet` (a dataset partitioned by date and kind), `csv` (one file per kind), `json`
     /// (one object per line), `dbn` (an import given back, or a recording's trades or quotes).
@@ -80,7 +81,19 @@ fn parse_tz(s: &str) -> Result<TimeZone, String> {
     tickbox_recorder::parse_zone(s).map_err(|e| e.to_string())
 }
 
-pub(crate) fn run(args: ExportArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(mut args: ExportArgs) -> anyhow::Result<ExitCode> {
+    // A journal or history in an object store is read from a local copy (kept until the export is done).
+    let _mirror = match fetch(&args.path) {
+        Ok(m) => m,
+        Err(e @ ExportError::Store { .. }) => {
+            eprintln!("error: {e}");
+            return Ok(ExitCode::from(exit_code::STORE));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    if let Some(m) = &_mirror {
+        args.path = m.path().to_path_buf();
+    }
     let kinds = args
         .kind
         .iter()
@@ -183,6 +196,18 @@ pub(crate) fn run(args: ExportArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::from(exit_code::CORRUPT)
     })
+}
+
+/// The local copy of `path` when it names an object store location (`s3://…`).
+pub(crate) fn fetch(path: &std::path::Path) -> Result<Option<tickbox_export::Mirror>, ExportError> {
+    let s = path.to_string_lossy();
+    if !s.contains("://") {
+        return Ok(None);
+    }
+    match Location::parse(&s)? {
+        Location::Store(url) => tickbox_export::Mirror::fetch(&url).map(Some),
+        Location::Local(_) => Ok(None),
+    }
 }
 
 fn count(n: u64) -> String {

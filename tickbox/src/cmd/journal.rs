@@ -298,9 +298,18 @@ fn dump_to(
     Ok(ExitCode::SUCCESS)
 }
 
-/// `journal ls DIR`.
+/// `journal ls DIR` (or `s3://…`, fetched first).
 fn ls(path: &Path, verify: bool, tz: &str, json: bool) -> anyhow::Result<ExitCode> {
     let tz = tickbox_recorder::parse_zone(tz)?;
+    let mirror = match crate::cmd::export::fetch(path) {
+        Ok(m) => m,
+        Err(e @ tickbox_export::ExportError::Store { .. }) => {
+            eprintln!("error: {e}");
+            return Ok(ExitCode::from(exit_code::STORE));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let path = mirror.as_ref().map_or(path, |m| m.path());
     let mut catalog = Catalog::of(path)?;
     if verify {
         catalog.verify()?;

@@ -9,9 +9,9 @@ use crate::common;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::{KillOnDrop, TempDir, TICKBOX};
+use common::{TempDir, TICKBOX};
 use serde_json::Value;
 use tickbox_journal::{Writer, WriterOptions};
 use tickbox_wire::{
@@ -170,53 +170,18 @@ pub(crate) fn ns(rfc3339: &str) -> i64 {
 
 // ---- Python readers -------------------------------------------------------------------------------------------
 
-/// Runs `python3 -c code args…` for at most 60 s; its stdout, or the failure as the error.
+/// Runs `python3 -c code args…` (at most 60 s); its stdout, or its stderr as the error.
 pub(crate) fn python(code: &str, args: &[&str], env: &[(&str, &str)]) -> Result<String, String> {
     let mut cmd = Command::new("python3");
     cmd.arg("-c").arg(code).args(args);
     for (k, v) in env {
         cmd.env(k, v);
     }
-    let child = cmd
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("python3: {e}"))?;
-    let mut child = KillOnDrop(child);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while child.0.try_wait().unwrap().is_none() {
-        assert!(Instant::now() < deadline, "python ran past 60 s");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let out = child.0.wait_with_output_ref();
+    let out = common::output_within(cmd, Duration::from_secs(60));
     if out.status.success() {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     } else {
         Err(String::from_utf8_lossy(&out.stderr).into_owned())
-    }
-}
-
-trait WaitRef {
-    fn wait_with_output_ref(&mut self) -> Output;
-}
-
-impl WaitRef for std::process::Child {
-    fn wait_with_output_ref(&mut self) -> Output {
-        use std::io::Read;
-        let status = self.wait().unwrap();
-        let mut stdout = Vec::new();
-        let mut stderr = Vec::new();
-        if let Some(o) = self.stdout.as_mut() {
-            o.read_to_end(&mut stdout).unwrap();
-        }
-        if let Some(e) = self.stderr.as_mut() {
-            e.read_to_end(&mut stderr).unwrap();
-        }
-        Output {
-            status,
-            stdout,
-            stderr,
-        }
     }
 }
 

@@ -384,3 +384,168 @@ print(len(fs.get_file_info(pafs.FileSelector("research/refused", recursive=True,
         "nothing partial under the refused prefix"
     );
 }
+
+/// Records `n` quotes of one publisher with `tickbox record ARGS --connect EP` under `env`; the output.
+fn record_quotes(args: &[&str], n: u64, env: &[(&str, &str)]) -> Output {
+    let ctx = zmq::Context::new();
+    let publisher = ctx.socket(zmq::XPUB).unwrap();
+    publisher.set_linger(1000).unwrap();
+    publisher.set_sndhwm(0).unwrap();
+    let ep = tickbox_testkit::bind_loopback(&publisher);
+    let count = n.to_string();
+    let mut cmd = Command::new(TICKBOX);
+    cmd.args(["record", "--connect", &ep, "--max-messages", &count])
+        .args(args);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let recorder = KillOnDrop(
+        cmd.stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    publisher.set_rcvtimeo(10_000).unwrap();
+    assert_eq!(
+        publisher.recv_bytes(0).unwrap(),
+        b"\x01",
+        "the recorder subscribes"
+    );
+    for i in 1..=n {
+        let q = tickbox_wire::Quote {
+            instrument_id: 1,
+            bid_px: i as i64 * 1_000_000,
+            ..tickbox_wire::Quote::default()
+        };
+        let f = tickbox_wire::encode_to_vec(
+            "Q.XNAS.AAPL",
+            &tickbox_wire::Header::live(tickbox_wire::Kind::Quote, 7, i, tickbox_wire::now_ns()),
+            &q.into(),
+        )
+        .unwrap();
+        publisher.send(&f[..], 0).unwrap();
+    }
+    recorder.wait_output(Duration::from_secs(30))
+}
+
+#[test]
+fn record_archives_each_closed_journal_and_ls_and_export_read_the_history_back_from_the_store() {
+    let dir = TempDir::new("export-s3-archive");
+    let garage = match Garage::start(&dir.path().join("garage")) {
+        Ok(g) => g,
+        Err(why) => {
+            eprintln!("SKIPPED: {why}");
+            return;
+        }
+    };
+    let env_owned = garage.env();
+    let env: Vec<(&str, &str)> = env_owned.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let hist = dir.path().join("hist");
+    // 3,000 quotes of ~120 bytes stored: five or six journals of 64 KiB.
+    let o = record_quotes(
+        &[
+            "--journal",
+            hist.to_str().unwrap(),
+            "--roll",
+            "64KiB",
+            "--segment-size",
+            "1MiB",
+            "--archive-to",
+            "s3://research/hist",
+            "--archive-as",
+            "journal,parquet",
+        ],
+        3_000,
+        &env,
+    );
+    let out = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(o.status.success(), "{out}");
+    assert!(!out.contains(&garage.secret));
+    let local_ls = ok(&tickbox_cmd(
+        &["journal", "ls", hist.to_str().unwrap(), "--json"],
+        &[],
+    ));
+    let journals = serde_json::from_str::<Value>(&local_ls).unwrap()["journals"]
+        .as_array()
+        .unwrap()
+        .len();
+    assert!(journals >= 4, "{local_ls}");
+    assert!(
+        out.contains(&format!("archive       {journals} journal(s) archived")),
+        "{out}"
+    );
+    // journal ls of the store lists the same journals as of the directory.
+    let names = |text: &str| -> Vec<String> {
+        serde_json::from_str::<Value>(text).unwrap()["journals"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|j| j["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let remote_ls = ok(&tickbox_cmd(
+        &["journal", "ls", "s3://research/hist", "--json"],
+        &env,
+    ));
+    assert_eq!(names(&remote_ls), names(&local_ls));
+    // An export of the history from the store is the export of the directory, record for record.
+    let local = ok(&tickbox_cmd(
+        &[
+            "journal",
+            "export",
+            hist.to_str().unwrap(),
+            "--format",
+            "json",
+        ],
+        &[],
+    ));
+    let remote = ok(&tickbox_cmd(
+        &[
+            "journal",
+            "export",
+            "s3://research/hist",
+            "--format",
+            "json",
+        ],
+        &env,
+    ));
+    assert_eq!(local.lines().count(), 3_000);
+    assert!(
+        remote == local,
+        "the store's history exports as the directory does"
+    );
+    // The Parquet half: one dataset under PREFIX/parquet, every quote once.
+    if need_python_modules(&["pyarrow"], &["pyarrow"]).is_ok() {
+        let n = python(
+            r#"
+import os, pyarrow.fs as pafs, pyarrow.dataset as ds
+fs = pafs.S3FileSystem(access_key=os.environ["S3_KEY"], secret_key=os.environ["S3_SECRET"],
+    endpoint_override=os.environ["S3_ENDPOINT"], region="garage", scheme="http")
+t = ds.dataset("research/hist/parquet", filesystem=fs, format="parquet", partitioning="hive").to_table(columns=["sequence"])
+s = t.column("sequence").to_pylist()
+print(len(s), len(set(s)))
+"#,
+            &[],
+            &[
+                ("S3_ENDPOINT", garage.endpoint().as_str()),
+                ("S3_KEY", garage.key_id.as_str()),
+                ("S3_SECRET", garage.secret.as_str()),
+            ],
+        )
+        .unwrap();
+        assert_eq!(n.trim(), "3000 3000");
+    }
+}
+
+fn tickbox_cmd(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(TICKBOX);
+    cmd.args(args);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    common::output_within(cmd, Duration::from_secs(60))
+}
