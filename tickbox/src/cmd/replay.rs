@@ -35,7 +35,8 @@ use crate::status::StatusBoard;
     Exit codes: 0 done; 1 error, including: no subscriber within --wait-timeout, or a run that published messages while no subscriber was subscribed on any shard (`delivered to no subscriber`); 9 --topics/--from/--to (or --from-seq/--to-seq) selected no record (the error line says what the journal holds)."
 )]
 pub(crate) struct Args {
-    /// Journal to replay (ring file or archive directory).
+    /// Journal to replay (ring file or archive directory), a history directory, or one in an object store
+    /// (s3://bucket/prefix, as `record --archive-to` leaves it; fetched to a temporary directory first).
     #[arg(long)]
     journal: PathBuf,
     /// Publisher shard endpoints to bind, comma-separated. Each original publisher is carried whole by shard
@@ -256,7 +257,19 @@ impl ReplayObserver for Shown<'_> {
     }
 }
 
-pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(mut args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
+    // A journal or history in an object store (s3://…) is replayed from a local copy, kept for the run.
+    let mirror = match super::export::fetch(&args.journal) {
+        Ok(m) => m,
+        Err(e @ tickbox_export::ExportError::Store { .. }) => {
+            eprintln!("error: {e}");
+            return Ok(ExitCode::from(crate::exit_code::STORE));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    if let Some(m) = &mirror {
+        args.journal = m.path().to_path_buf();
+    }
     if args.local {
         return super::replay_local::run(&args.journal, args.json, args.workers, config);
     }

@@ -518,6 +518,19 @@ fn record_archives_each_closed_journal_and_ls_and_export_read_the_history_back_f
         remote == local,
         "the store's history exports as the directory does"
     );
+    // A backtest replays the history from the store: every record.
+    let local_replay = tickbox_cmd(
+        &[
+            "replay",
+            "--journal",
+            "s3://research/hist",
+            "--local",
+            "--json",
+        ],
+        &env,
+    );
+    let v: Value = serde_json::from_str(ok(&local_replay).trim()).unwrap_or(Value::Null);
+    assert_eq!(v["processed"], 3_000, "{v}");
     // The Parquet half: one dataset under PREFIX/parquet, every quote once.
     if need_python_modules(&["pyarrow"], &["pyarrow"]).is_ok() {
         let n = python(
