@@ -23,6 +23,9 @@
 //! while let Some(rec) = r.next()? {         // Ok(None) = caught up; call again later to tail
 //!     println!("{} {} {:?}", rec.seq, rec.capture_time_ns, rec.payload);
 //! }
+//! drop(w);
+//! // Closed: compress it in place (seekable zstd frames); readers read it as before.
+//! tickbox_journal::compress("/tmp/j.tbj", &tickbox_journal::CompressOptions::default())?;
 //! # Ok(()) }
 //! ```
 //!
@@ -127,6 +130,57 @@
 //! The `crc32` steps are emitted inline (`asm!`, behind the run-time SSE4.2 check), so the whole record path
 //! (room check, stores, checksum) inlines into the caller's loop, without a call per record.
 //!
+//! # Compressed files (compressed format version 1)
+//!
+//! [`compress`] rewrites a closed journal in place: the ring file, or each archive segment file, keeps its name
+//! and is replaced (write to `NAME.compressing`, read it back whole, fsync, rename over the plain file, fsync the
+//! directory) by a compressed file. [`Reader`], [`summarize`] and [`read_app_meta`] tell the two apart by their
+//! first bytes and read both through the same API; an archive may hold plain and compressed segments side by
+//! side. A compressed file is read-only: a writer refuses it ([`JournalError::Compressed`]). The whole file is a
+//! valid zstd stream (`zstd -d` gives the records, as the plain file stores them, back to back), made of:
+//!
+//! | part | content |
+//! |---|---|
+//! | header frame | zstd skippable frame, magic `0x184D2A5B`, then the header below |
+//! | record frames | zstd frames (content size and content checksum set), each the plain file's record frames (24-byte record header, payload, zero padding to 8), whole records only, about [`CompressOptions::frame_bytes`] (1 MiB) of them |
+//! | index frame | zstd skippable frame, magic `0x184D2A5C`: one 48-byte entry per record frame, then a 24-byte trailer, the file's last bytes |
+//!
+//! Header (after the skippable frame's magic and size; CRC32C over everything before the last 4 bytes):
+//!
+//! | offset | size | field |
+//! |---|---|---|
+//! | 0 | 8 | magic `TBXJPAK\0` |
+//! | 8 | 4 | compressed format version (1) |
+//! | 12 | 4 | header length, checksum included |
+//! | 16 | 4 | the plain file's format version |
+//! | 20 | 4 | mode: 1 ring, 2 archive segment |
+//! | 24, 32, 40, 48 | 8 each | the plain file's capacity, creation time, base sequence, segment index |
+//! | 56 | 8 | records held |
+//! | 64 | 8 | sequence of the first record (the base sequence when none) |
+//! | 72 | 8 | the sequence the plain file's writer would have given next |
+//! | 80 | 8 | bytes of the records as the plain file stored them |
+//! | 88, 96, 104 | 8 each | a ring's lap counters: records, bytes, laps overwritten |
+//! | 112 | 8 | when it was compressed, ns since the Unix epoch |
+//! | 120 | 4 | zstd level |
+//! | 124 | 4 + 256 | description length and bytes |
+//! | 384 | 4 | 1 if application metadata follows |
+//! | 388 | 4 + n | application-metadata length and bytes (the plain file's newest block) |
+//! | 392 + n | 4 | CRC32C |
+//!
+//! Index entry: file offset of the frame (8), compressed length (4), plain length (4), first sequence (8),
+//! records (4), zero (4), first and last capture time (8 each). Trailer: frame count (8), CRC32C over the entries
+//! and the count (4), compressed format version (4), magic `TBXJPIX\0` (8). Frames follow one another from the
+//! end of the header to the index, their sequences consecutive.
+//!
+//! A reader opens the header and the index (two reads), so a seek by sequence or capture time finds its frame
+//! in the index and inflates that one frame: starting anywhere costs one frame, not the file. A damaged header is
+//! header damage (an archive's readers pass the segment, as for a plain one). A damaged index (its checksum, or
+//! entries that do not describe the file) is rebuilt by reading the frames (reported by `summarize`). A frame
+//! that does not inflate (zstd's content checksum, its length), or holds a record whose checksum or sequence
+//! fails, is [`JournalError::CorruptRecord`] at the frame's file offset; [`Reader::skip_damage`] goes on at the
+//! next frame that reads, and `summarize` reports the frame as a damaged range. Nothing a file says makes a
+//! reader allocate more than a frame's plain length, at most 1 GiB.
+//!
 //! # Concurrency and crash safety
 //!
 //! One writer per journal (exclusive `flock`, dropped by the kernel when the process dies). Readers trust only
@@ -186,6 +240,7 @@
 //! bytes were discarded. Corrupt or truncated files produce typed [`JournalError`]s, never a panic.
 
 mod archive;
+mod compress;
 // Record checksums: the SSE4.2 `crc32` instruction behind a run-time CPU check.
 #[allow(unsafe_code)]
 mod crc;
@@ -207,10 +262,11 @@ mod verify;
 mod writer;
 
 pub use archive::{list_segments, segment_path, SEGMENT_EXT};
+pub use compress::{compress, CompressOptions, CompressReport};
 pub use discard::remove_journal;
 pub use disk::disk_free;
 pub use error::{JournalError, Result};
-pub use packed::PACKED_MAGIC;
+pub use packed::{is_journal_file, PACKED_MAGIC, PACKED_VERSION};
 pub use reader::{Reader, Record, Skipped};
 pub use segment::{
     HeaderInfo, Mode, APP_META_MAX, FORMAT_VERSION, HEADER_SIZE, MAGIC, MAX_DESCRIPTION,

@@ -5,6 +5,7 @@ use std::sync::atomic::Ordering;
 
 use crate::archive;
 use crate::error::{JournalError, Result};
+use crate::packed::{self, Inflater, Packed};
 use crate::segment::{Frame, HeaderInfo, Mode, Segment, HEADER_SIZE};
 
 /// The first record that failed validation.
@@ -103,6 +104,35 @@ pub struct DiskUse {
     pub compressed_files: u64,
 }
 
+/// One journal file opened for inspection, plain or compressed.
+enum Opened {
+    Plain(Segment),
+    Packed(Packed),
+}
+
+impl Opened {
+    fn open(path: &Path) -> Result<Opened> {
+        if packed::is_packed(path)? {
+            return Ok(Opened::Packed(Packed::open(path)?));
+        }
+        Ok(Opened::Plain(Segment::open_for_inspection(path)?))
+    }
+
+    fn path(&self) -> &Path {
+        match self {
+            Opened::Plain(seg) => &seg.path,
+            Opened::Packed(p) => &p.path,
+        }
+    }
+
+    fn info(&self) -> &HeaderInfo {
+        match self {
+            Opened::Plain(seg) => &seg.info,
+            Opened::Packed(p) => &p.header.info,
+        }
+    }
+}
+
 /// Walks every published record of the journal at `path`. With `check_checksums`, each record's CRC32C is
 /// verified; structure (lengths, sequence continuity) is always checked. A corrupt record ends the walk and is
 /// reported in `corruption` (not as an `Err`); errors are for journals that cannot be opened at all.
@@ -128,7 +158,7 @@ pub fn summarize(path: impl AsRef<Path>, check_checksums: bool) -> Result<Journa
     let mut first_seg = None;
     let mut first_error = None;
     for file in &files {
-        match Segment::open_for_inspection(file) {
+        match Opened::open(file) {
             Ok(seg) => {
                 first_seg = Some(seg);
                 break;
@@ -145,7 +175,7 @@ pub fn summarize(path: impl AsRef<Path>, check_checksums: bool) -> Result<Journa
             reason: "no segment opens".into(),
         }));
     };
-    let header = opened.info.clone();
+    let header = opened.info().clone();
     let mut first_seg = Some(opened);
     let mut s = JournalSummary {
         header,
@@ -171,9 +201,9 @@ pub fn summarize(path: impl AsRef<Path>, check_checksums: bool) -> Result<Journa
     };
     for file in &files {
         // Files before the first that opened are opened (and fail) again here, to be reported in order.
-        let seg = match first_seg.take_if(|seg| seg.path == *file) {
+        let seg = match first_seg.take_if(|seg| seg.path() == file) {
             Some(seg) => seg,
-            None => match Segment::open_for_inspection(file) {
+            None => match Opened::open(file) {
                 Ok(seg) => seg,
                 // A later archive segment whose header is damaged: reported, and the walk goes on after it.
                 Err(e) if e.is_damaged_header() => {
@@ -202,6 +232,13 @@ pub fn summarize(path: impl AsRef<Path>, check_checksums: bool) -> Result<Journa
                 }
                 Err(e) => return Err(e),
             },
+        };
+        let seg = match seg {
+            Opened::Plain(seg) => seg,
+            Opened::Packed(p) => {
+                walk_packed(&p, check_checksums, &mut s);
+                continue;
+            }
         };
         if seg.info.mode == Mode::Ring {
             let ((records, bytes, laps), note) = seg.overwritten_checked(seg.writer_live());
@@ -373,6 +410,111 @@ fn walk(seg: &Segment, check: bool, s: &mut JournalSummary) -> Result<()> {
     Ok(())
 }
 
+/// Walks a compressed file: every frame inflated (zstd checks its own checksum), every record in it checked for
+/// its structure and sequence, and with `check` its checksum. A frame that does not read, or holds a record that
+/// fails, is a damaged range at its offset (consecutive ones are one range); the walk goes on with the next frame.
+fn walk_packed(p: &Packed, check: bool, s: &mut JournalSummary) {
+    let (len, allocated) = p.disk_use();
+    s.disk.allocated_bytes += allocated;
+    s.disk.file_bytes += len;
+    s.disk.record_bytes += p.header.record_bytes;
+    s.disk.compressed_files += 1;
+    if p.header.info.mode == Mode::Ring {
+        let (records, bytes, laps) = p.header.overwritten;
+        s.overwritten = crate::OverwriteStats {
+            records,
+            bytes,
+            laps,
+        };
+    }
+    if let Some(meta) = &p.header.app_meta {
+        s.app_meta = Some(meta.clone());
+    }
+    if let Some(note) = &p.index_repair {
+        s.metadata_repairs
+            .push(format!("{}: {note}", p.path.display()));
+    }
+    let mut expected = match p.header.info.mode {
+        Mode::Ring => s.last_seq.map(|l| l + 1),
+        Mode::Archive => Some(p.header.info.base_seq),
+    };
+    if p.header.records > 0 {
+        expected = Some(p.header.first_seq);
+    }
+    let mut inflater = Inflater::new();
+    let mut plain = Vec::new();
+    // Whether the last frame was damaged: a damaged frame right after it extends its range.
+    let mut in_damage = false;
+    for (k, e) in p.frames.iter().enumerate() {
+        let failed = match p.load(k, &mut inflater, &mut plain) {
+            Err(why) => Some(why),
+            Ok(()) => walk_frame(&plain, check, &mut expected, s)
+                .err()
+                .map(|why| format!("compressed frame {k}: {why}")),
+        };
+        let Some(reason) = failed else {
+            in_damage = false;
+            continue;
+        };
+        s.corruption.get_or_insert_with(|| Corruption {
+            path: p.path.clone(),
+            offset: e.offset,
+            seq: (!e.damaged).then_some(e.first_seq),
+            reason: reason.clone(),
+        });
+        match s.damaged.last_mut().filter(|_| in_damage) {
+            Some(range) => range.bytes += e.stored,
+            None => s.damaged.push(DamagedRange {
+                path: p.path.clone(),
+                offset: e.offset,
+                bytes: e.stored,
+                reason,
+                intact_after: 0,
+            }),
+        }
+        in_damage = true;
+        // The next frame's first record says where the sequence goes on.
+        expected = p
+            .frames
+            .get(k + 1)
+            .filter(|n| !n.damaged)
+            .map(|n| n.first_seq);
+    }
+}
+
+/// Counts the records of one inflated frame into `s` (as `walk` does: the intact prefix, or after a damaged
+/// range its `intact_after`). `Err` names the first record that fails; the records before it are counted.
+fn walk_frame(
+    plain: &[u8],
+    check: bool,
+    expected: &mut Option<u64>,
+    s: &mut JournalSummary,
+) -> std::result::Result<(), String> {
+    let mut at = 0;
+    while at < plain.len() {
+        let r = packed::record_at(plain, at, check)?;
+        if let Some(e) = *expected {
+            if e != r.seq {
+                return Err(format!("sequence {} where {e} was expected", r.seq));
+            }
+        }
+        *expected = Some(r.seq + 1);
+        at += r.size;
+        if let Some(range) = s.damaged.last_mut() {
+            range.intact_after += 1;
+            s.records_after_damage += 1;
+            continue;
+        }
+        s.records += 1;
+        s.payload_bytes += r.payload.len() as u64;
+        s.first_seq.get_or_insert(r.seq);
+        s.first_time_ns.get_or_insert(r.capture_time_ns);
+        s.last_seq = Some(r.seq);
+        s.last_time_ns = Some(r.capture_time_ns);
+    }
+    Ok(())
+}
+
 /// Records the damaged stretch starting at `p` (the first one is also `corruption`) and finds the next record
 /// that verifies before `head`: its position and sequence, or `None` (the range then runs to `head`).
 fn damaged(
@@ -404,12 +546,18 @@ fn damaged(
 /// does is used.
 pub fn read_app_meta(path: impl AsRef<Path>) -> Result<Option<Vec<u8>>> {
     let path = path.as_ref();
+    let meta = |file: &Path| -> Result<Option<Vec<u8>>> {
+        Ok(match Opened::open(file)? {
+            Opened::Plain(seg) => seg.app_meta(),
+            Opened::Packed(p) => p.header.app_meta,
+        })
+    };
     if !path.is_dir() {
-        return Ok(Segment::open_for_inspection(path)?.app_meta());
+        return meta(path);
     }
     for (_, file) in archive::list_segments(path)?.into_iter().rev() {
-        if let Some(meta) = Segment::open_for_inspection(&file)?.app_meta() {
-            return Ok(Some(meta));
+        if let Some(m) = meta(&file)? {
+            return Ok(Some(m));
         }
     }
     Ok(None)
