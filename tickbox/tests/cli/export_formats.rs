@@ -903,3 +903,32 @@ print(json.dumps({"n": len(df), "sum": int(df["size"].sum()), "first": int(a["pr
     assert_eq!(v["last"], e9(&want.aapl_last_px));
     assert_eq!(v["schema"], "trades");
 }
+
+#[test]
+fn a_compressed_journal_exports_as_the_plain_one_did() {
+    let dir = TempDir::new("export-compressed");
+    let j = fixture(dir.path());
+    let json = |args: &[&str]| {
+        ok(&tickbox(
+            &[
+                &["journal", "export", j.to_str().unwrap(), "--format", "json"][..],
+                args,
+            ]
+            .concat(),
+        ))
+    };
+    let plain = json(&[]);
+    let plain_window = json(&["--from", "2026-01-03T00:00:00Z", "--kind", "trade"]);
+    let report =
+        tickbox_journal::compress(&j, &tickbox_journal::CompressOptions::default()).unwrap();
+    assert!(
+        tickbox_journal::Reader::open(&j).unwrap().compressed(),
+        "{report:?}"
+    );
+    assert_eq!(json(&[]), plain, "every record, byte for byte");
+    assert_eq!(
+        json(&["--from", "2026-01-03T00:00:00Z", "--kind", "trade"]),
+        plain_window,
+        "a seek into the compressed frames selects the same records"
+    );
+}
