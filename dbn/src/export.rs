@@ -1,13 +1,11 @@
-//! Journal → DBN (the imported file rebuilt: metadata then records, byte for byte), JSON lines and CSV.
+//! Journal → DBN: the imported file rebuilt (metadata then records, byte for byte). The other export formats, and
+//! DBN of a recording, are the `tickbox-export` crate's.
 
 use std::io::Write;
 use std::path::Path;
 
-use serde_json::{json, Value};
 use tickbox_recorder::HistoryReader;
-use tickbox_units::format_rfc3339;
 
-use crate::describe::{decode_frame, flatten};
 use crate::error::DbnError;
 use crate::frame::VendorFrame;
 use crate::manifest::{Manifest, Source};
@@ -19,15 +17,6 @@ pub struct ExportReport {
     pub records: u64,
     /// Journal records left out (other sources, tickbox frames in a DBN export, foreign records).
     pub skipped: u64,
-}
-
-/// Text formats of [`export_text`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TextFormat {
-    /// One JSON object per line.
-    Json,
-    /// A header line, then one row per record (every record must have the first record's fields).
-    Csv,
 }
 
 fn out_err(e: std::io::Error) -> DbnError {
@@ -97,90 +86,4 @@ pub fn export_dbn(
     w.finish()
         .map_err(|e| DbnError::Invalid(format!("finishing output: {e}")))?;
     Ok(rep)
-}
-
-/// Writes every journal record as JSON lines or CSV: journal sequence, capture time (RFC 3339), topic, kind,
-/// header fields, then the record's decoded fields (prices as decimals, times RFC 3339).
-pub fn export_text(
-    journal: &Path,
-    format: TextFormat,
-    mut out: impl Write,
-) -> Result<ExportReport, DbnError> {
-    let manifest = Manifest::read(journal)?;
-    let mut r = HistoryReader::open(journal)?;
-    let mut rep = ExportReport::default();
-    let mut columns: Option<Vec<String>> = None;
-    while let Some(rec) = r.next()? {
-        let Some(d) = decode_frame(rec.payload, manifest.as_ref()) else {
-            rep.skipped += 1;
-            continue;
-        };
-        let row = (format == TextFormat::Json).then(|| {
-            json!({
-                "journal_seq": rec.seq,
-                "capture_time": format_rfc3339(rec.capture_time_ns),
-                "topic": d.topic,
-                "kind": d.kind,
-                "publisher_id": d.publisher_id,
-                "sequence": d.sequence,
-                "origin_time": format_rfc3339(d.origin_time_ns),
-                "fields": d.fields,
-            })
-        });
-        match format {
-            TextFormat::Json => {
-                serde_json::to_writer(&mut out, &row).map_err(|e| out_err(e.into()))?;
-                out.write_all(b"\n").map_err(out_err)?;
-            }
-            TextFormat::Csv => {
-                // Header columns first (named apart from the record's own fields), then the record's fields.
-                let mut flat: Vec<(String, String)> = vec![
-                    ("journal_seq".into(), rec.seq.to_string()),
-                    ("capture_time".into(), format_rfc3339(rec.capture_time_ns)),
-                    ("topic".into(), d.topic.clone()),
-                    ("kind".into(), d.kind.to_owned()),
-                    ("publisher_id".into(), d.publisher_id.to_string()),
-                    ("pub_seq".into(), d.sequence.to_string()),
-                    ("origin_time".into(), format_rfc3339(d.origin_time_ns)),
-                ];
-                flat.extend(flatten(&d.fields));
-                let keys: Vec<String> = flat.iter().map(|(k, _)| k.clone()).collect();
-                match &columns {
-                    None => {
-                        writeln!(out, "{}", keys.iter().map(|k| csv_cell(k)).collect::<Vec<_>>().join(","))
-                            .map_err(out_err)?;
-                        columns = Some(keys);
-                    }
-                    Some(c) if *c != keys => {
-                        return Err(DbnError::Invalid(format!(
-                            "journal record {} has other fields than the first record ({} kind, {} fields): CSV \
-                             needs one layout; use --format json for mixed journals",
-                            rec.seq,
-                            d.kind,
-                            keys.len()
-                        )))
-                    }
-                    Some(_) => {}
-                }
-                let cells: Vec<String> = flat.iter().map(|(_, v)| csv_cell(v)).collect();
-                writeln!(out, "{}", cells.join(",")).map_err(out_err)?;
-            }
-        }
-        rep.records += 1;
-    }
-    out.flush().map_err(out_err)?;
-    Ok(rep)
-}
-
-fn csv_cell(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_owned()
-    }
-}
-
-/// The fields of a decoded row as JSON (for tests and tools).
-pub fn row_fields(row: &Value) -> Option<&Value> {
-    row.get("fields")
 }

@@ -14,8 +14,8 @@
 //! stored twice: [`derive_wire`] turns a vendor frame into the tickbox payload a publisher would send.
 //!
 //! **Export** ([`export_dbn`]) writes one imported file back: metadata bytes then records, so DBN → journal →
-//! DBN is byte-identical to the original's decompressed stream. [`export_text`] writes JSON lines or CSV with
-//! decoded fields.
+//! DBN is byte-identical to the original's decompressed stream. (JSON, CSV, Parquet, and DBN of a recording are
+//! the `tickbox-export` crate's.)
 //!
 //! **Damaged input** is refused with an error naming the file and the record, never a panic inside the `dbn`
 //! crate, which trusts what it reads in several places: a record whose rtype the crate's version-3 views cannot
@@ -48,7 +48,7 @@ pub use describe::{
     DumpFilter, DUMP_KINDS,
 };
 pub use error::{DbnError, FrameError};
-pub use export::{export_dbn, export_text, pick_source, row_fields, ExportReport, TextFormat};
+pub use export::{export_dbn, pick_source, ExportReport};
 pub use frame::{
     encode_vendor_frame, min_record_len, record_fits, VendorFrame, VendorHeader, PREFIX_LEN,
     VENDOR_DBN, VENDOR_KIND, VENDOR_TOPIC_LETTER,

@@ -1,10 +1,12 @@
 //! The housekeeping behind `record` into a history, on its own thread so the recording never waits for it: each
-//! journal a roll closes is compressed (`--compress`: seekable zstd frames, read transparently by every reader) and
-//! gets its card cached (`journal ls` reads it), then retention runs (`--retain`, `--retain-size`). When the
-//! recording starts, closed journals left plain by an earlier run are compressed and retention runs once.
+//! journal a roll closes is compressed (`--compress`: seekable zstd frames, read transparently by every reader),
+//! gets its card cached (`journal ls` reads it) and goes to the hook the caller gives (`record --archive-to`: an
+//! upload to an object store), then retention runs (`--retain`, `--retain-size`). When the recording starts, closed
+//! journals left plain by an earlier run are compressed and retention runs once.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::mpsc;
+use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use serde::Serialize;
@@ -33,6 +35,24 @@ pub struct KeeperReport {
     pub kept: Option<(String, &'static str)>,
     /// Housekeeping steps that failed (each logged).
     pub errors: u64,
+    /// What the after-close hook did with each closed journal (`record --archive-to`: where it went).
+    pub archived: Vec<String>,
+    /// Closed journals the hook failed on (each logged; counted in `errors` too).
+    pub archive_failures: u64,
+}
+
+/// Work done on each journal a roll (or the end of the recording) closes, before retention runs: its `Ok` says
+/// what was done (for the summary), its `Err` why it failed (logged and counted; the recording goes on).
+#[derive(Clone)]
+pub struct AfterClose(pub Arc<AfterCloseFn>);
+
+/// The function an [`AfterClose`] runs.
+pub type AfterCloseFn = dyn Fn(&Path) -> Result<String, String> + Send + Sync;
+
+impl std::fmt::Debug for AfterClose {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AfterClose")
+    }
 }
 
 /// The housekeeping thread of a recording into a history.
@@ -42,12 +62,13 @@ pub struct Keeper {
 }
 
 impl Keeper {
-    /// Starts the thread for the history at `dir`, which compresses closed journals when `compress`, and runs
-    /// `retention`, at once and after every closed journal it is sent.
+    /// Starts the thread for the history at `dir`, which compresses closed journals when `compress`, runs
+    /// `after_close` on each, and runs `retention`, at once and after every closed journal it is sent.
     pub fn start(
         dir: PathBuf,
         retention: Retention,
         compress: bool,
+        after_close: Option<AfterClose>,
     ) -> Result<Keeper, RecorderError> {
         let (tx, rx) = mpsc::channel::<Closed>();
         let thread = std::thread::Builder::new()
@@ -116,6 +137,16 @@ impl Keeper {
                         Err(e) => {
                             report.errors += 1;
                             tracing::warn!(journal = %closed.display(), "cannot make the journal's card: {e}");
+                        }
+                    }
+                    if let Some(hook) = &after_close {
+                        match (hook.0)(&closed) {
+                            Ok(done) => report.archived.push(done),
+                            Err(e) => {
+                                report.errors += 1;
+                                report.archive_failures += 1;
+                                tracing::error!(journal = %closed.display(), "archiving failed: {e}");
+                            }
                         }
                     }
                     retain(&mut report);

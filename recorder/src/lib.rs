@@ -34,8 +34,8 @@ mod keeper;
 mod lease;
 mod ledger;
 mod local_feed;
-mod metrics;
 mod merge;
+mod metrics;
 mod progress;
 mod record;
 mod record_session;
@@ -70,7 +70,7 @@ pub use inspect::{
     MAX_SCAN_PUBLISHERS,
 };
 pub use journal_ext::{overwritten, overwritten_at, read_app_meta, OverwriteStats, APP_META_MAX};
-pub use keeper::{Keeper, KeeperReport};
+pub use keeper::{AfterClose, AfterCloseFn, Keeper, KeeperReport};
 pub use lease::{lease_path, writer_holds, Lease, LEASE_SUFFIX};
 pub use ledger::{Ledger, LedgerError, LedgerOverflow, LedgerRow, MAX_LEDGER_PUBLISHERS};
 pub use local_feed::{LocalFeed, LocalFeedReport, PublisherPositions, LOOK_BACK};

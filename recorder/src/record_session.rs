@@ -15,7 +15,7 @@ use crate::config::{DurabilityConfig, JournalModeConfig, RecorderConfig};
 use crate::error::RecorderError;
 use crate::history_dir::{HistoryDir, HistoryWriter};
 use crate::history_server::{HistoryServer, HistoryServerOptions, HistoryServerReport};
-use crate::keeper::{Keeper, KeeperReport};
+use crate::keeper::{AfterClose, Keeper, KeeperReport};
 use crate::ledger::Ledger;
 use crate::record::{record_with, RecordOptions, RecordStats, Recorder};
 use crate::retention::Retention;
@@ -92,6 +92,8 @@ pub struct RecordSettings {
     pub retention: Retention,
     /// Compress a history's closed journals.
     pub compress: bool,
+    /// Run on each journal of a history once it is closed (`record --archive-to`); `None` after `settle`.
+    pub after_close: Option<AfterClose>,
 }
 
 impl RecordRequest {
@@ -170,6 +172,7 @@ impl RecordRequest {
             history,
             retention,
             compress: self.compress || cfg.compress,
+            after_close: None,
         })
     }
 
@@ -376,6 +379,20 @@ impl RecordOutcome {
                     tickbox_units::format_size_approx(h.compressed_to_bytes)
                 ));
             }
+            if !h.archived.is_empty() || h.archive_failures > 0 {
+                out.push_str(&format!(
+                    "archive       {} journal(s) archived{}{}\n",
+                    h.archived.len(),
+                    h.archived
+                        .last()
+                        .map_or(String::new(), |a| format!(", the last: {a}")),
+                    if h.archive_failures > 0 {
+                        format!("; {} FAILED (see the log)", h.archive_failures)
+                    } else {
+                        String::new()
+                    }
+                ));
+            }
             if !h.deleted.is_empty() || h.kept.is_some() || h.errors > 0 {
                 out.push_str(&format!(
                     "retention     deleted {} journal(s) ({}){}{}\n",
@@ -483,6 +500,7 @@ impl RecordSession {
                 settings.journal.clone(),
                 settings.retention,
                 settings.compress,
+                settings.after_close.clone(),
             )?;
             writer.on_closed(keeper.sender());
             Target::History {

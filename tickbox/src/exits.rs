@@ -85,12 +85,12 @@ const TABLE: &[Codes] = &[
             (SNAIL, "--local: Suicidal Snail fired"),
             (CORRUPT, "damaged records skipped (or met, with --stop-on-corruption), or a damaged header"),
             (WORKER_FAILED, "--local: a worker failed"),
-            (EMPTY_SELECTION, "the selection holds no record (the error says what the journal holds)"), METRICS],
+            (EMPTY_SELECTION, "the selection holds no record (the error says what the journal holds)"), METRICS, (STORE, "the object store (s3://) could not be reached or refused")],
     },
     Codes {
         path: "journal ls",
         error: Some("error (not a history directory, unreadable)"),
-        more: &[],
+        more: &[(STORE, "the object store (s3://) could not be reached or refused")],
     },
     Codes {
         path: "journal prune",
@@ -118,7 +118,7 @@ const TABLE: &[Codes] = &[
     Codes {
         path: "journal export",
         error: Some("error (not a journal, unreadable)"),
-        more: &[(CORRUPT, "a corrupt record or header")],
+        more: &[(CORRUPT, "damaged records passed over, or a damaged header"), (STORE, "the object store (s3://) could not be reached or refused")],
     },
     Codes {
         path: "journal compress",

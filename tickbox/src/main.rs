@@ -51,9 +51,12 @@ pub mod exit_code {
     /// `tickbox record` stopped because the journal's disk is full (the journal is closed, verifies and holds
     /// every record before it; the summary is printed), or found too little free space to start.
     pub const DISK_FULL: u8 = 12;
+    /// `tickbox journal export`: the object store could not be reached, refused the credentials, or failed a
+    /// request; nothing was left at the destination.
+    pub const STORE: u8 = 13;
     /// Every code above and clap's usage error (2), in order.
     #[allow(dead_code)] // read by the tests of `exits`
-    pub const ALL: [u8; 13] = [
+    pub const ALL: [u8; 14] = [
         OK,
         ERROR,
         2,
@@ -67,6 +70,7 @@ pub mod exit_code {
         REGRESSION,
         METRICS_BIND,
         DISK_FULL,
+        STORE,
     ];
 }
 

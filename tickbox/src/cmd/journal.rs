@@ -178,21 +178,11 @@ enum Action {
         #[arg(long)]
         json: bool,
     },
-    /// Write the records: `dbn` rebuilds an imported DBN file byte for byte (metadata, then records); `json`
-    /// (one object per line) and `csv` give every record's decoded fields.
-    Export {
-        #[command(flatten)]
-        journal: JournalArg,
-        /// Output format.
-        #[arg(long, value_enum)]
-        format: ExportFormat,
-        /// Output file (default: stdout). For `dbn`, a name ending in `.zst` is zstd-compressed.
-        #[arg(long, value_name = "PATH")]
-        out: Option<PathBuf>,
-        /// For `dbn`: which imported file (0-based, as `tickbox import` listed them); needed when there are several.
-        #[arg(long, value_name = "N")]
-        source: Option<u32>,
-    },
+    /// Write the records as a Parquet dataset (partitioned by date and kind), CSV (one file per kind), JSON lines
+    /// or DBN, to a path or an object store (s3://bucket/prefix), with --kind, --topics and --from/--to. Exit 5
+    /// when a damaged range was passed over (every intact record is exported), 13 when the object store cannot
+    /// be reached or refuses; a failed export leaves nothing at the destination.
+    Export(crate::cmd::export::ExportArgs),
     /// Compress a closed journal in place (zstd frames with an index, same path); every command reads it as
     /// before. Refused while a writer has it open; one that does not verify is left alone (exit 5).
     Compress {
@@ -205,13 +195,6 @@ enum Action {
         #[arg(long)]
         json: bool,
     },
-}
-
-#[derive(Debug, Clone, Copy, clap::ValueEnum)]
-enum ExportFormat {
-    Dbn,
-    Json,
-    Csv,
 }
 
 pub(crate) fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCode> {
@@ -319,12 +302,7 @@ pub(crate) fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCod
                 .transpose()?;
             dump(&path, from_seq, from, limit, &filter, json)
         }
-        Action::Export {
-            journal,
-            format,
-            out,
-            source,
-        } => export(&journal.path(), format, out.as_deref(), source),
+        Action::Export(args) => crate::cmd::export::run(args),
         Action::Compress {
             journal,
             level,
@@ -347,9 +325,9 @@ fn compress(path: &Path, level: i32, json: bool) -> anyhow::Result<ExitCode> {
         Err(e) => return Err(e).with_context(|| format!("compressing {}", path.display())),
     };
     if json {
-        println!("{}", serde_json::to_string(&r)?);
+        crate::out::json(&r)?;
     } else {
-        println!(
+        outln!(
             "compressed {} files: {} records, {} bytes on disk -> {} ({:.1}x); {} already compressed",
             r.files,
             r.records,
@@ -360,38 +338,6 @@ fn compress(path: &Path, level: i32, json: bool) -> anyhow::Result<ExitCode> {
         );
     }
     Ok(ExitCode::SUCCESS)
-}
-
-fn export(
-    path: &Path,
-    format: ExportFormat,
-    out: Option<&Path>,
-    source: Option<u32>,
-) -> anyhow::Result<ExitCode> {
-    let sink: Box<dyn Write> = match out {
-        Some(p) => Box::new(std::io::BufWriter::new(
-            std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?,
-        )),
-        None => Box::new(std::io::BufWriter::new(crate::out::stdout())),
-    };
-    let result = match format {
-        ExportFormat::Dbn => {
-            let zstd = out.is_some_and(|p| p.extension().is_some_and(|e| e == "zst"));
-            tickbox_dbn::export_dbn(path, source, sink, zstd)
-        }
-        ExportFormat::Json => tickbox_dbn::export_text(path, tickbox_dbn::TextFormat::Json, sink),
-        ExportFormat::Csv => tickbox_dbn::export_text(path, tickbox_dbn::TextFormat::Csv, sink),
-    };
-    match result {
-        Ok(rep) => {
-            if out.is_some() {
-                outln!("exported {} records ({} skipped)", rep.records, rep.skipped);
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        Err(e) if e.is_broken_pipe() => Ok(ExitCode::SUCCESS),
-        Err(e) => Err(e).with_context(|| format!("exporting {}", path.display())),
-    }
 }
 
 fn verify(path: &Path, strict: bool, json: bool) -> anyhow::Result<ExitCode> {
@@ -514,9 +460,18 @@ fn parse_tz(s: &str) -> Result<tickbox_units::TimeZone, String> {
     tickbox_units::parse_zone(s).map_err(|e| e.to_string())
 }
 
-/// `journal ls DIR`.
+/// `journal ls DIR` (or `s3://…`, fetched first).
 fn ls(path: &Path, verify: bool, tz: &str, json: bool) -> anyhow::Result<ExitCode> {
     let tz = tickbox_recorder::parse_zone(tz)?;
+    let mirror = match crate::cmd::export::fetch(path) {
+        Ok(m) => m,
+        Err(e @ tickbox_export::ExportError::Store { .. }) => {
+            eprintln!("error: {e}");
+            return Ok(ExitCode::from(exit_code::STORE));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let path = mirror.as_ref().map_or(path, |m| m.path());
     let mut catalog = Catalog::of(path)?;
     if verify {
         catalog.verify()?;

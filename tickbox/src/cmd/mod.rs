@@ -9,6 +9,7 @@ pub(crate) mod coord;
 pub(crate) mod ctl;
 pub(crate) mod demo;
 pub(crate) mod docs;
+pub(crate) mod export;
 pub(crate) mod feed;
 pub(crate) mod freelance_server;
 pub(crate) mod import;

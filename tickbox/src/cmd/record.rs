@@ -77,6 +77,20 @@ pub(crate) struct Args {
     /// journals an earlier run left plain. Default `[recorder] compress`.
     #[arg(long)]
     compress: bool,
+    /// Archive each journal of the history to this object store location once it closes (s3://bucket/prefix;
+    /// credentials and endpoint from the AWS_* environment), before retention may delete it: the prefix is laid
+    /// out as the history directory is, and `journal export`, `journal ls` read it back. Needs a history (--roll).
+    #[arg(long, value_name = "URL")]
+    archive_to: Option<String>,
+    /// What --archive-to keeps of each journal: `journal` (its files), `parquet` (an export into the dataset
+    /// under PREFIX/parquet/), or both, comma-separated.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "journal",
+        requires = "archive_to"
+    )]
+    archive_as: Vec<ArchiveAsArg>,
     /// Topic prefixes to record, comma-separated (default: everything).
     #[arg(long, value_delimiter = ',', value_name = "PREFIX[,PREFIX…]")]
     topics: Vec<String>,
@@ -120,6 +134,12 @@ pub(crate) struct Args {
     /// credit. Prints `record history service endpoint EP` once bound. Overrides `[recorder] serve`.
     #[arg(long, value_name = "EP")]
     serve: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum ArchiveAsArg {
+    Journal,
+    Parquet,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -185,6 +205,10 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         config.context.sockets.recorder.clone(),
         config.auth.clone(),
     )?;
+    let mut settings = settings;
+    if let Some(url) = &args.archive_to {
+        settings.after_close = Some(archiver(url, &args.archive_as, settings.history)?);
+    }
     let stop = crate::shutdown::flag();
     let ctx = tickbox_zmqx::context::build(&config.context)?;
     let status = StatusBoard::start(&ctx, args.broker.as_deref(), "record", config.auth.clone())?;
@@ -306,4 +330,29 @@ fn progress_line(s: &RecordStats, rate: f64) -> String {
         s.overwritten.records,
         s.invalid_frames
     )
+}
+
+/// The hook that archives each closed journal of the history to `url` (connected now: an unreachable store or a
+/// refused key stops `record` before it records anything).
+fn archiver(
+    url: &str,
+    what: &[ArchiveAsArg],
+    history: bool,
+) -> anyhow::Result<tickbox_recorder::AfterClose> {
+    if !history {
+        anyhow::bail!("--archive-to archives the journals of a history as they close: give --roll");
+    }
+    let tickbox_export::Location::Store(url) = tickbox_export::Location::parse(url)? else {
+        anyhow::bail!("--archive-to takes an object store URL (s3://bucket/prefix)");
+    };
+    let archiver = tickbox_export::Archiver::connect(
+        &url,
+        tickbox_export::ArchiveAs {
+            journal: what.contains(&ArchiveAsArg::Journal),
+            parquet: what.contains(&ArchiveAsArg::Parquet),
+        },
+    )?;
+    Ok(tickbox_recorder::AfterClose(std::sync::Arc::new(
+        move |journal: &std::path::Path| archiver.archive(journal).map_err(|e| e.to_string()),
+    )))
 }

@@ -35,10 +35,16 @@ use crate::status::StatusBoard;
     after_help = "Records go out under their original publisher id, session and sequence (send time re-stamped, REPLAY flag set, origin time kept); gap notices are re-published so a subscriber counts the journal's holes as recorded gaps, apart from its own loss; LVC cached values consume no sequence. Recorded heartbeats are dropped: the replay sends its own per original publisher while idle and once at the end."
 )]
 pub(crate) struct Args {
-    /// Journal to replay: a ring file, an archive directory, or a history (a directory `record --roll` writes,
-    /// replayed as one journal). Several, comma-separated, are merged into one stream by capture time, each record
-    /// under its own publisher's identity and sequence (a window by sequence then needs one).
-    #[arg(long, value_delimiter = ',', required = true, value_name = "PATH[,PATH…]")]
+    /// Journal to replay: a ring file, an archive directory, a history (a directory `record --roll` writes,
+    /// replayed as one journal), or one in an object store (s3://bucket/prefix, as `record --archive-to` leaves it;
+    /// fetched to a temporary directory first). Several, comma-separated, are merged into one stream by capture
+    /// time, each record under its own publisher's identity and sequence (a window by sequence then needs one).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        required = true,
+        value_name = "PATH[,PATH…]"
+    )]
     journal: Vec<PathBuf>,
     /// Publisher shard endpoints to bind, comma-separated. Each original publisher is carried whole by shard
     /// `publisher_id % N` (with --restamp, symbols are spread over them by stable hash).
@@ -276,7 +282,23 @@ impl ReplayObserver for Shown<'_> {
     }
 }
 
-pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(mut args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
+    // A journal or history in an object store (s3://…) is replayed from a local copy, kept for the run.
+    let mut mirrors = Vec::new();
+    for journal in &mut args.journal {
+        match super::export::fetch(journal) {
+            Ok(Some(m)) => {
+                *journal = m.path().to_path_buf();
+                mirrors.push(m);
+            }
+            Ok(None) => {}
+            Err(e @ tickbox_export::ExportError::Store { .. }) => {
+                eprintln!("error: {e}");
+                return Ok(ExitCode::from(crate::exit_code::STORE));
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
     if args.local {
         return super::replay_local::run(&args.journal, args.json, args.workers, config);
     }

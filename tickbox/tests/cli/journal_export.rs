@@ -81,8 +81,13 @@ fn rfc3339(ns: u64) -> String {
     tickbox_units::format_rfc3339(ns)
 }
 
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 #[test]
-fn json_export_has_one_object_per_record_with_decoded_fields() {
+fn json_export_has_one_object_per_record_in_the_export_vocabulary() {
+    use tickbox_dbn::dbn::Record as _;
     let dir = TempDir::new("export-json");
     let j = journal(&dir, 2);
     let text = ok_stdout(&run(&[
@@ -100,33 +105,29 @@ fn json_export_has_one_object_per_record_with_decoded_fields() {
     assert_eq!(rows.len() as u64, N + 2);
     for (i, row) in rows.iter().take(N as usize).enumerate() {
         let want = mbo(i as u64);
-        let f = &row["fields"];
         assert_eq!(row["kind"], "vendor");
-        assert_eq!(row["journal_seq"], i as u64 + 1);
+        assert_eq!(row["journal_seq"], i as u64 + 1, "numbers as numbers");
         assert_eq!(row["topic"], format!("V.XNAS.{}", want.hd.instrument_id));
+        assert_eq!(row["symbol"], want.hd.instrument_id.to_string());
         assert_eq!(row["capture_time"], rfc3339(want.ts_recv));
         assert_eq!(row["origin_time"], rfc3339(want.hd.ts_event));
+        assert_eq!(row["rtype"], want.hd.rtype);
         assert_eq!(
-            f["price"],
-            tickbox_dbn::format_price(want.price),
-            "price as a decimal"
+            row["record"],
+            hex(want.as_ref()),
+            "the DBN record as imported"
         );
-        assert_eq!(f["ts_recv"], rfc3339(want.ts_recv), "times as RFC 3339");
-        assert_eq!(f["hd"]["ts_event"], rfc3339(want.hd.ts_event));
-        assert_eq!(f["hd"]["instrument_id"], want.hd.instrument_id);
-        assert_eq!(f["size"], want.size);
-        assert_eq!(f["order_id"], want.order_id.to_string());
-        assert_eq!(f["side"], if i % 2 == 0 { "B" } else { "A" });
+        assert_eq!(want.record_size(), want.as_ref().len());
     }
     let q = &rows[N as usize];
     assert_eq!(q["kind"], "quote");
-    assert_eq!(q["fields"]["bid_px"], "189.250000000");
-    assert_eq!(q["fields"]["ask_px"], "189.260000000");
-    assert_eq!(q["fields"]["bid_size"], "300");
+    assert_eq!(q["bid_px_e9"], 189_250_000_000i64);
+    assert_eq!(q["ask_px_e9"], 189_260_000_000i64);
+    assert_eq!(q["bid_size"], 300);
 }
 
 #[test]
-fn csv_export_has_a_header_and_one_row_per_record() {
+fn csv_export_has_a_header_and_one_row_per_record_of_its_kind() {
     let dir = TempDir::new("export-csv");
     let j = journal(&dir, 0);
     let out = dir.path().join("x.csv");
@@ -137,10 +138,13 @@ fn csv_export_has_a_header_and_one_row_per_record() {
         j.to_str().unwrap(),
         "--format",
         "csv",
+        "--kind",
+        "vendor",
         "--out",
         out.to_str().unwrap(),
     ]);
-    assert!(ok_stdout(&o).contains(&format!("exported {N} records")));
+    assert_eq!(N, 3_000);
+    assert!(ok_stdout(&o).contains("exported      3,000 rows"));
     let text = std::fs::read_to_string(&out).unwrap();
     let mut lines = text.lines();
     let header: Vec<&str> = lines.next().unwrap().split(',').collect();
@@ -155,19 +159,19 @@ fn csv_export_has_a_header_and_one_row_per_record() {
     for (i, r) in rows.iter().enumerate() {
         let want = mbo(i as u64);
         assert_eq!(r.len(), header.len());
-        assert_eq!(r[col("price")], tickbox_dbn::format_price(want.price));
-        assert_eq!(r[col("ts_recv")], rfc3339(want.ts_recv));
+        assert_eq!(r[col("record")], hex(want.as_ref()));
         assert_eq!(r[col("capture_time")], rfc3339(want.ts_recv));
         assert_eq!(
-            r[col("hd.instrument_id")],
-            want.hd.instrument_id.to_string()
+            r[col("sequence")],
+            (i + 1).to_string(),
+            "the publisher's sequence"
         );
-        assert_eq!(r[col("sequence")], want.sequence.to_string());
         assert_eq!(r[col("journal_seq")], (i + 1).to_string());
     }
-    // A journal mixing layouts cannot be one CSV table: refused with a pointer to JSON.
+    // A journal of several kinds is one CSV file per kind; one file takes --kind, refused before writing.
     let dir2 = TempDir::new("export-csv-mixed");
     let j2 = journal(&dir2, 1);
+    let out2 = dir2.path().join("y.csv");
     let o = run(&[
         "journal",
         "export",
@@ -176,11 +180,36 @@ fn csv_export_has_a_header_and_one_row_per_record() {
         "--format",
         "csv",
         "--out",
-        out.to_str().unwrap(),
+        out2.to_str().unwrap(),
     ]);
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("--format json"), "{err}");
+    assert!(err.contains("--kind"), "{err}");
+    assert!(!out2.exists());
+    let per_kind = dir2.path().join("csv");
+    ok_stdout(&run(&[
+        "journal",
+        "export",
+        j2.to_str().unwrap(),
+        "--format",
+        "csv",
+        "--out",
+        per_kind.to_str().unwrap(),
+    ]));
+    assert_eq!(
+        std::fs::read_to_string(per_kind.join("quote.csv"))
+            .unwrap()
+            .lines()
+            .count(),
+        2
+    );
+    assert_eq!(
+        std::fs::read_to_string(per_kind.join("vendor.csv"))
+            .unwrap()
+            .lines()
+            .count() as u64,
+        N + 1
+    );
 }
 
 fn dump(j: &Path, extra: &[&str]) -> Vec<String> {

@@ -17,6 +17,8 @@ mod demo;
 mod errors;
 mod examples;
 mod exit_codes;
+mod export_formats;
+mod export_s3;
 mod feed;
 mod feed_drain;
 mod feed_json;
