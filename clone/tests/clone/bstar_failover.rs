@@ -3,7 +3,7 @@
 //! converges on the same map, and a restarted primary comes back passive (no failback, no dual actives).
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -113,15 +113,17 @@ fn primary_killed_under_load_backup_takes_over_nothing_acknowledged_lost_no_fail
         })
         .collect();
 
-    // Writers update at a steady rate and record what was acknowledged.
+    // Writers update at a steady rate and record what was acknowledged (and the last sequence acknowledged).
     let stop = Arc::new(AtomicBool::new(false));
     let acked: Arc<Mutex<BTreeMap<String, Vec<u8>>>> = Arc::default();
+    let last_acked = Arc::new(AtomicU64::new(0));
     let writers: Vec<_> = (0..2)
         .map(|w| {
             let ctx = ctx.clone();
             let servers = servers.clone();
             let stop = stop.clone();
             let acked = acked.clone();
+            let last_acked = last_acked.clone();
             std::thread::spawn(move || {
                 let c = CloneClient::connect(&ctx, &servers, "", client_config()).unwrap();
                 c.wait_synced(Duration::from_secs(5)).unwrap();
@@ -131,8 +133,9 @@ fn primary_killed_under_load_backup_takes_over_nothing_acknowledged_lost_no_fail
                     let key = format!("/w{w}/{i}");
                     let value = format!("{w}:{i}").into_bytes();
                     match c.set_with_timeout(&key, &value, None, Duration::from_secs(5)) {
-                        Ok(_) => {
+                        Ok(sequence) => {
                             acked.lock().unwrap().insert(key, value);
+                            last_acked.fetch_max(sequence, Ordering::Relaxed);
                         }
                         Err(_) => failures += 1,
                     }
@@ -195,8 +198,14 @@ fn primary_killed_under_load_backup_takes_over_nothing_acknowledged_lost_no_fail
         "neither server hit a dual-active abort"
     );
 
-    // Writers are stopped; let the backup's counters (published at the end of each loop turn) settle.
-    std::thread::sleep(Duration::from_millis(200));
+    // Writers are stopped; the backup's counters are published at the end of each loop turn, so wait until they
+    // show the last update acknowledged.
+    let last_acked = last_acked.load(Ordering::Relaxed);
+    wait_until(
+        "the backup's counters to settle",
+        Duration::from_secs(5),
+        || backup.stats().sequence.load(Ordering::Relaxed) >= last_acked,
+    );
     let final_seq = backup.stats().sequence.load(Ordering::Relaxed);
     let fresh = CloneClient::connect(&ctx, &servers, "", client_config()).unwrap();
     fresh.wait_synced(Duration::from_secs(5)).unwrap();
@@ -251,8 +260,18 @@ fn lone_primary_serves_only_after_peer_expiry_and_a_client_vote() {
         options(&pair, Role::Primary),
     )
     .unwrap();
-    // No backup and no client: it stays PRIMARY (never promotes itself on a timer).
-    std::thread::sleep(Duration::from_millis(500));
+    // No backup and no client: it stays PRIMARY (never promotes itself on a timer), however many heartbeats (and
+    // peer expiries, two heartbeats each) go by: five here.
+    let mut beats = 0;
+    assert!(tickbox_testkit::await_published(
+        &ctx,
+        &pair.primary_state,
+        Duration::from_secs(5),
+        |frame| {
+            beats += usize::from(frame == State::Primary.wire());
+            beats == 5
+        }
+    ));
     assert_eq!(primary.state(), State::Primary);
     let c = CloneClient::connect(
         &ctx,

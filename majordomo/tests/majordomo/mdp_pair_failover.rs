@@ -81,8 +81,14 @@ fn backup_takes_over_after_primary_dies_on_client_vote() {
         worker(&ctx, &backup_ep, "B", &wstop),
     ];
 
-    // The passive backup never serves while the primary is alive, even when asked directly.
-    std::thread::sleep(Duration::from_millis(300));
+    // The passive backup never serves while the primary is alive, even when asked directly: once it says it is
+    // passive.
+    assert!(
+        tickbox_testkit::await_published(&ctx, &p("b-state"), Duration::from_secs(5), |f| {
+            f == State::Passive.wire()
+        }),
+        "the backup never went passive"
+    );
     let mut direct = Client::new(
         &ctx,
         &backup_ep,
