@@ -1,33 +1,27 @@
 //! The subscriber that owns the shard threads and the worker pool: start-up, live status, shutdown.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use tickbox_workers::{
-    Dispatch, Inbox, InlineWorker, Meta, Parcel, Recycler, Worker, WorkerOutcome, WorkerPool,
-    WorkerPoolConfig, PARCEL_RECORDS,
+    Dispatch, InlineWorker, Meta, Worker, WorkerOutcome, WorkerPool, WorkerPoolConfig,
 };
 
 use crate::catch_up_phase::{CatchUpHandle, CatchUpPlan};
 use crate::clock::{ClockOffset, ClockTable};
-use crate::core::InlineSink;
+use crate::handoff::{handoff_plan, HandoffPlan, InlineSink};
 use crate::hook::SnailHook;
-use crate::nic::check_nic;
+use crate::nic::{check_nic, endpoint_via_nic};
 use crate::report::{lateness_histogram, Fatal, Report, SubscriberShardReport, WorkerReport};
-use crate::shard::{run_shard, HandoffPlan, LvcSnapshot, ShardSettings};
-use crate::shared::{LiveShard, LiveShardCounters, Shared};
+use crate::settings::ShardSettings;
+use crate::shard::{run_shard, LvcSnapshot};
+use crate::shared::{LiveShardCounters, Shared};
 use crate::snail::SharedThreshold;
 use crate::{Handoff, SnailMode, SubscriberConfig, SubscriberError};
 use tickbox_units::format_duration;
 use tickbox_wire::history::StartPoint;
-
-/// The NIC endpoint rewrite, with its error in this crate's terms.
-pub(crate) fn endpoint_via_nic(endpoint: &str, nic: &str) -> Result<String, SubscriberError> {
-    tickbox_zmqx::endpoint_via_nic(endpoint, nic)
-        .map_err(|e| SubscriberError::Config(e.to_string()))
-}
 
 /// A running Black Box subscriber.
 pub struct Subscriber<W: Worker> {
@@ -137,17 +131,7 @@ impl<W: Worker> Subscriber<W> {
         let clocks = Arc::new(ClockTable::new(
             u64::try_from(config.clock_skew_warn.0.as_nanos()).unwrap_or(u64::MAX),
         ));
-        let shared = Arc::new(Shared {
-            go: AtomicBool::new(false),
-            stop: AtomicBool::new(false),
-            release: AtomicBool::new(false),
-            tripped: AtomicBool::new(false),
-            fatal: Mutex::new(None),
-            live: (0..config.shards.len())
-                .map(|_| LiveShard::default())
-                .collect(),
-            shards_done: AtomicUsize::new(0),
-        });
+        let shared = Arc::new(Shared::new(config.shards.len(), false));
         let inline = config.handoff == Handoff::Inline;
         if inline && workers.count != config.shards.len() {
             return Err(SubscriberError::Config(format!(
@@ -201,11 +185,10 @@ impl<W: Worker> Subscriber<W> {
             }
         }
         let (ready_tx, ready_rx) = mpsc::channel();
-        for (index, shard) in config.shards.iter().enumerate() {
+        for ((index, shard), plan) in config.shards.iter().enumerate().zip(plans) {
             let settings = ShardSettings {
                 index,
                 shard: shard.clone(),
-                handoff: Some(plans.remove(0)),
                 topics: if everything {
                     Vec::new()
                 } else {
@@ -219,7 +202,7 @@ impl<W: Worker> Subscriber<W> {
                 dispatch: config.dispatch,
                 framing: config.framing,
                 workers: workers.count,
-                rcv_hwm: config.rcv_hwm,
+                receive_hwm: config.rcv_hwm,
                 profile: tickbox_zmqx::profile::with_io_thread(
                     &config.socket_profile,
                     shard.io_thread,
@@ -240,7 +223,7 @@ impl<W: Worker> Subscriber<W> {
             let ready = ready_tx.clone();
             let handle = std::thread::Builder::new()
                 .name(format!("tickbox-shard-{index}"))
-                .spawn(move || run_shard(ctx, settings, shared, ready, snapshot, catch_up))
+                .spawn(move || run_shard(ctx, settings, plan, shared, ready, snapshot, catch_up))
                 .map_err(SubscriberError::Spawn)?;
             subscriber.shards.push(handle);
         }
@@ -254,11 +237,10 @@ impl<W: Worker> Subscriber<W> {
         }
         if !inline {
             let failed = Arc::clone(&subscriber.workers_failed);
-            let pool =
-                WorkerPool::spawn_with_inboxes_flagged(ctx, inboxes, workers, failed, |i| {
-                    let hook = snail_hook(&threshold, config.snail_mode, &clocks, &shared);
-                    (make(i), hook)
-                })?;
+            let pool = WorkerPool::spawn(ctx, inboxes, workers, failed, |i| {
+                let hook = snail_hook(&threshold, config.snail_mode, &clocks, &shared);
+                (make(i), hook)
+            })?;
             subscriber.pool = Some(pool);
         }
         subscriber.started = Instant::now();
@@ -512,95 +494,6 @@ impl<W: Worker> Drop for Subscriber<W> {
         self.shared.release.store(true, Ordering::Release);
         for handle in self.shards.drain(..) {
             let _ = handle.join();
-        }
-    }
-}
-
-/// Tells apart the inproc endpoints of subscribers started in one process.
-static INSTANCE: AtomicUsize = AtomicUsize::new(0);
-
-/// The hand-off of every shard (in config order) and the inbox of every worker.
-///
-/// `ring`: both ends are in this process, so bounded channels carry parcels of decoded records (the received
-/// frames themselves, no copy; measured against inproc PUSH/PULL in benches/handoff.rs). `by_topic` gets one FIFO
-/// per worker that every shard feeds, `round_robin` one queue all workers take from. A channel holds
-/// `handoff_hwm / PARCEL_RECORDS` parcels (at least 4), so a loaded queue holds about `handoff_hwm` records.
-///
-/// `zmq`: each shard binds one inproc PUSH per worker (`by_topic`) or one the workers share (`round_robin`), each
-/// with `handoff_hwm` as its high-water mark, and the workers connect PULL sockets: the Guide's pattern, for
-/// comparison and for code that expects sockets.
-pub(crate) fn handoff_plan(
-    config: &SubscriberConfig,
-    workers: usize,
-) -> (Vec<HandoffPlan>, Vec<Inbox>) {
-    let shards = config.shards.len().max(1);
-    let hwm = usize::try_from(config.handoff_hwm).unwrap_or(0).max(1);
-    match config.handoff {
-        Handoff::Ring => {
-            let depth = (hwm / PARCEL_RECORDS).max(4);
-            let recycler = Recycler::new(depth * workers.max(1) + 4 * shards * workers.max(1));
-            let (senders, inboxes): (Vec<_>, Vec<_>) = match config.dispatch {
-                Dispatch::ByTopic => {
-                    let (tx, rx): (Vec<_>, Vec<_>) = (0..workers)
-                        .map(|_| crossbeam_channel::bounded::<Parcel>(depth))
-                        .unzip();
-                    let inboxes = rx
-                        .into_iter()
-                        .map(|rx| Inbox::Parcels {
-                            rx,
-                            recycler: recycler.clone(),
-                        })
-                        .collect();
-                    (tx, inboxes)
-                }
-                Dispatch::RoundRobin => {
-                    let (tx, rx) = crossbeam_channel::bounded::<Parcel>(depth * workers.max(1));
-                    let inboxes = (0..workers)
-                        .map(|_| Inbox::Parcels {
-                            rx: rx.clone(),
-                            recycler: recycler.clone(),
-                        })
-                        .collect();
-                    (vec![tx], inboxes)
-                }
-            };
-            // Only the shards hold senders: when they are all gone, the workers see the end.
-            let plans = (0..shards)
-                .map(|_| HandoffPlan::Ring {
-                    senders: senders.clone(),
-                    recycler: recycler.clone(),
-                })
-                .collect();
-            (plans, inboxes)
-        }
-        // Built by the subscriber, which owns the workers' type (see `Subscriber::start`).
-        Handoff::Inline => (Vec::new(), Vec::new()),
-        Handoff::Zmq => {
-            let tag = format!(
-                "{}-{}",
-                std::process::id(),
-                INSTANCE.fetch_add(1, Ordering::Relaxed)
-            );
-            let queues = match config.dispatch {
-                Dispatch::ByTopic => workers,
-                Dispatch::RoundRobin => 1,
-            };
-            let endpoint = |shard: usize, queue: usize| {
-                format!("inproc://tickbox-handoff-{tag}-{shard}-{queue}")
-            };
-            let plans = (0..shards)
-                .map(|shard| HandoffPlan::Zmq {
-                    endpoints: (0..queues).map(|q| endpoint(shard, q)).collect(),
-                    hwm: config.handoff_hwm.max(1),
-                })
-                .collect();
-            let inboxes = (0..workers)
-                .map(|w| {
-                    let queue = if queues == 1 { 0 } else { w };
-                    Inbox::Endpoints((0..shards).map(|shard| endpoint(shard, queue)).collect())
-                })
-                .collect();
-            (plans, inboxes)
         }
     }
 }

@@ -15,7 +15,7 @@
 //! the other shards, which release their held records only then; a worker's queue is first in, first out, so a
 //! symbol's history reaches its worker before its live records.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -30,10 +30,8 @@ use tickbox_wire::{
 use tickbox_workers::Record;
 
 use crate::catch_up::{CatchUp, CatchUpReport, CatchUpVerdict, PublisherSession, SeamPosition};
-use crate::core::ShardCore;
 use crate::history_client::{HistoryClient, HistoryOutcome};
 use crate::report::{CatchUpFatal, Fatal};
-use crate::shared::Shared;
 
 /// Sessions one catch-up judges at most (the table is fed from the network).
 const MAX_SESSIONS: usize = 4096;
@@ -234,8 +232,55 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// One shard's side of the catch-up (see the module docs).
+/// What the catch-up asks of its shard, one decision at a time (see [`CatchUpPhase::next_decision`]).
+#[derive(Debug)]
+pub(crate) enum Decision {
+    /// Judge `msg` and hand it to the workers as a message received at `now` (a held live message, re-stamped by
+    /// how long it was held, or a copy of history records).
+    Deliver { msg: zmq::Message, now: u64 },
+    /// The same for the batch frame that is the tail of `msg` from byte `frame_at` (a history message re-stamped
+    /// where it arrived, handed on with no copy).
+    DeliverTail {
+        msg: zmq::Message,
+        frame_at: usize,
+        now: u64,
+    },
+    /// Hand over what the workers' parcels hold: a history step or a release ends here.
+    EndBurst,
+    /// The catch-up failed: trip the subscriber with this; the shard stops.
+    Fail(Fatal),
+}
+
+/// Work the phase has taken on and not yet turned into decisions, in order. Each is carried out when the shard
+/// asks for its next decision, so nothing is judged, re-stamped or reported past a decision that stopped the
+/// shard, just as if the phase had handed each record over itself.
+#[derive(Debug)]
+enum Job {
+    /// A live message taken off the SUB at this time, to judge at the seam.
+    Live(zmq::Message, u64),
+    /// A history message, to re-stamp and deliver.
+    History(zmq::Message),
+    /// A history step's deliveries are over.
+    EndHistoryStep,
+    /// The history ended (after its last batches were delivered), with the client's totals.
+    HistoryEnded {
+        outcome: HistoryOutcome,
+        batches: u64,
+        undecodable: u64,
+    },
+    /// Up to this many more held records to hand over, then the release's burst ends.
+    Release(usize),
+    /// A release's burst has ended: with the backlog empty, the shard is live.
+    Released,
+    /// The catch-up failed for this reason.
+    Fail(String),
+}
+
+/// One shard's side of the catch-up (see the module docs): fed the SUB's live messages and its handshakes, and
+/// stepped between live bursts, it decides what goes to the shard's core and when ([`Decision`]); it never calls
+/// into the core itself.
 pub(crate) struct CatchUpPhase {
+    ctx: zmq::Context,
     handle: CatchUpHandle,
     index: usize,
     topics: Vec<String>,
@@ -255,15 +300,18 @@ pub(crate) struct CatchUpPhase {
     asked_at: Option<Instant>,
     /// Held records already judged at the seam, handed over a step at a time; live arrivals queue behind them
     /// until it is empty (order), and the shard reports itself live only then.
-    backlog: std::collections::VecDeque<CatchUpVerdict<(zmq::Message, u64)>>,
+    backlog: VecDeque<CatchUpVerdict<(zmq::Message, u64)>>,
     backlog_bytes: u64,
     /// After the seam: live records are still judged until this time, for copies the history also delivered
     /// that were still on their way to this socket.
     judge_until: Option<Instant>,
+    /// What was taken on and not yet decided (see [`Job`]); empty whenever the shard is not asking.
+    jobs: VecDeque<Job>,
 }
 
 impl CatchUpPhase {
     pub(crate) fn new(
+        ctx: &zmq::Context,
         handle: CatchUpHandle,
         index: usize,
         topics: Vec<String>,
@@ -272,6 +320,7 @@ impl CatchUpPhase {
         let budget = handle.state.plan.budget_bytes;
         let ask_by = Instant::now() + handle.state.plan.timeout;
         CatchUpPhase {
+            ctx: ctx.clone(),
             handle,
             index,
             topics,
@@ -285,9 +334,10 @@ impl CatchUpPhase {
             last_origin: HashMap::new(),
             copy: BatchBuilder::new(COPY_BATCH_BYTES, u16::MAX),
             asked_at: None,
-            backlog: std::collections::VecDeque::new(),
+            backlog: VecDeque::new(),
             backlog_bytes: 0,
             judge_until: None,
+            jobs: VecDeque::new(),
         }
     }
 
@@ -313,15 +363,91 @@ impl CatchUpPhase {
             || self.judge_until.is_some_and(|t| Instant::now() < t)
     }
 
-    /// One live message taken off the SUB at `now`: held, or (after the seam) handed to the core whole, in part
-    /// or not at all. Returns false when the shard must stop.
-    pub(crate) fn on_live(
-        &mut self,
-        msg: zmq::Message,
-        now: u64,
-        core: &mut ShardCore<'_>,
-        shared: &Shared,
-    ) -> bool {
+    /// One live message taken off the SUB at `now`: held, or (after the seam) handed on whole, in part or not at
+    /// all, as the next decisions say.
+    pub(crate) fn on_live(&mut self, msg: zmq::Message, now: u64) {
+        self.jobs.push_back(Job::Live(msg, now));
+    }
+
+    /// Advances the catch-up between live bursts: asks for the history once the handshakes are done, takes the
+    /// history's next batches, or hands over the next part of the backlog. What it means for the shard comes
+    /// out of [`CatchUpPhase::next_decision`].
+    pub(crate) fn step(&mut self) {
+        if self.seam.is_live() {
+            if !self.backlog.is_empty() {
+                self.jobs.push_back(Job::Release(RELEASE_PER_STEP));
+            } else if self.judge_until.is_some_and(|t| Instant::now() >= t) {
+                self.judge_until = None;
+            }
+            return;
+        }
+        if !self.asked {
+            if self.handshakes < self.handshakes_needed && Instant::now() < self.ask_by {
+                return;
+            }
+            self.asked = true;
+            if let Err(reason) = self.ask(self.handle.state.plan.start) {
+                self.jobs.push_back(Job::Fail(reason));
+                return;
+            }
+        }
+        if let Some(mut client) = self.client.take() {
+            let jobs = &mut self.jobs;
+            let polled = client.poll(HISTORY_BATCHES_PER_STEP, |msg| {
+                jobs.push_back(Job::History(msg));
+                true
+            });
+            self.jobs.push_back(Job::EndHistoryStep);
+            match polled {
+                Ok(None) => self.client = Some(client),
+                Ok(Some(outcome)) => self.jobs.push_back(Job::HistoryEnded {
+                    outcome,
+                    batches: client.batches(),
+                    undecodable: client.undecodable(),
+                }),
+                Err(error) => self.jobs.push_back(Job::Fail(format!("history: {error}"))),
+            }
+            return;
+        }
+        // Not the first shard: wait for the history's end.
+        let end = lock(&self.handle.state.history_end).clone();
+        if let Some(end) = end {
+            self.seam.apply_history_end(end);
+            self.go_live();
+        }
+    }
+
+    /// What the shard does next, or `None` once everything taken on is decided. The shard carries out each
+    /// decision before it asks again, and stops asking when one stops it.
+    pub(crate) fn next_decision(&mut self) -> Option<Decision> {
+        while let Some(job) = self.jobs.pop_front() {
+            let decision = match job {
+                Job::Live(msg, now) => self.judge_live(msg, now),
+                Job::History(msg) => self.deliver_history(msg),
+                Job::EndHistoryStep => Some(Decision::EndBurst),
+                Job::HistoryEnded {
+                    outcome,
+                    batches,
+                    undecodable,
+                } => self.history_ended(outcome, batches, undecodable),
+                Job::Release(left) => Some(self.release(left)),
+                Job::Released => {
+                    if self.backlog.is_empty() {
+                        self.went_live();
+                    }
+                    None
+                }
+                Job::Fail(reason) => Some(self.fail(reason)),
+            };
+            if decision.is_some() {
+                return decision;
+            }
+        }
+        None
+    }
+
+    /// Judges one live message at the seam.
+    fn judge_live(&mut self, msg: zmq::Message, now: u64) -> Option<Decision> {
         let span = if is_batch(&msg) {
             batch_span(&msg)
         } else {
@@ -337,16 +463,16 @@ impl CatchUpPhase {
         };
         let Some((session, first, last)) = span else {
             if is_batch(&msg) {
-                return self.split(msg, now, core, shared);
+                return self.split(msg, now);
             }
-            return core.on_message(msg, now);
+            return Some(Decision::Deliver { msg, now });
         };
         let bytes = msg.len() as u64;
         match self
             .seam
             .handle_live(session, first, last, bytes, (msg, now))
         {
-            Ok(CatchUpVerdict::Held) | Ok(CatchUpVerdict::Duplicate) => true,
+            Ok(CatchUpVerdict::Held) | Ok(CatchUpVerdict::Duplicate) => None,
             Ok(verdict) if !self.backlog.is_empty() => {
                 // The backlog is still draining: this arrival waits behind it, under the same budget.
                 let budget = self.handle.state.plan.budget_bytes;
@@ -356,43 +482,32 @@ impl CatchUpPhase {
                         held_records: self.backlog.len() as u64,
                         record_bytes: bytes,
                     };
-                    self.fail(shared, error.to_string());
-                    return false;
+                    return Some(self.fail(error.to_string()));
                 }
                 self.backlog_bytes += bytes;
                 self.backlog.push_back(verdict);
-                true
+                None
             }
-            Ok(verdict) => self.hand_over(verdict, core),
-            Err(error) => {
-                self.fail(shared, error.to_string());
-                false
-            }
+            Ok(verdict) => self.hand_over(verdict),
+            Err(error) => Some(self.fail(error.to_string())),
         }
     }
 
-    /// A live batch of several sessions (or with cached values): each record held on its own.
-    fn split(
-        &mut self,
-        msg: zmq::Message,
-        now: u64,
-        core: &mut ShardCore<'_>,
-        shared: &Shared,
-    ) -> bool {
+    /// A live batch of several sessions (or with cached values): each record judged on its own, in order, ahead
+    /// of anything taken on after it.
+    fn split(&mut self, msg: zmq::Message, now: u64) -> Option<Decision> {
         let Ok(records) = batch_records(&msg) else {
-            return core.on_message(msg, now);
+            return Some(Decision::Deliver { msg, now });
         };
         let singles: Vec<zmq::Message> = records
             .filter_map(Result::ok)
             .map(zmq::Message::from)
             .collect();
-        singles
-            .into_iter()
-            .all(|single| self.on_live(single, now, core, shared))
+        for single in singles.into_iter().rev() {
+            self.jobs.push_front(Job::Live(single, now));
+        }
+        None
     }
-
-    /// A copy of batch `msg` holding only its records with a sequence above `end`, each re-stamped `shift_ns`
-    /// later (`None`: none is above).
     fn after(&mut self, msg: &[u8], end: u64, shift_ns: u64) -> Option<zmq::Message> {
         self.copy.clear();
         for record in batch_records(msg).ok()?.filter_map(Result::ok) {
@@ -413,45 +528,8 @@ impl CatchUpPhase {
         (!self.copy.is_empty()).then(|| zmq::Message::from(self.copy.frame()))
     }
 
-    /// Advances the catch-up between live bursts; false when the shard must stop.
-    pub(crate) fn step(
-        &mut self,
-        ctx: &zmq::Context,
-        core: &mut ShardCore<'_>,
-        shared: &Shared,
-    ) -> bool {
-        if self.seam.is_live() {
-            if !self.backlog.is_empty() {
-                return self.release(core);
-            }
-            if self.judge_until.is_some_and(|t| Instant::now() >= t) {
-                self.judge_until = None;
-            }
-            return true;
-        }
-        if !self.asked {
-            if self.handshakes < self.handshakes_needed && Instant::now() < self.ask_by {
-                return true;
-            }
-            self.asked = true;
-            let start = self.handle.state.plan.start;
-            if !self.ask(ctx, start, shared) {
-                return false;
-            }
-        }
-        if self.client.is_some() {
-            return self.read_history(ctx, core, shared);
-        }
-        // Not the first shard: wait for the history's end.
-        let end = lock(&self.handle.state.history_end).clone();
-        if let Some(end) = end {
-            self.seam.apply_history_end(end);
-            return self.go_live(core);
-        }
-        true
-    }
-
-    fn ask(&mut self, ctx: &zmq::Context, start: StartPoint, shared: &Shared) -> bool {
+    /// Asks the history service for the history from `start`; the error says why it could not.
+    fn ask(&mut self, start: StartPoint) -> Result<(), String> {
         let plan = &self.handle.state.plan;
         let mut prefixes: Vec<Vec<u8>> =
             self.topics.iter().map(|t| t.as_bytes().to_vec()).collect();
@@ -464,70 +542,45 @@ impl CatchUpPhase {
             start,
             credit: WINDOW,
         };
-        match HistoryClient::start(ctx, &plan.security, &plan.endpoint, request, plan.timeout) {
+        match HistoryClient::start(
+            &self.ctx,
+            &plan.security,
+            &plan.endpoint,
+            request,
+            plan.timeout,
+        ) {
             Ok(client) => {
                 self.asked_at.get_or_insert_with(Instant::now);
                 tracing::info!(shard = self.index, endpoint = %plan.endpoint, ?start, "catch-up: asking for history");
                 self.client = Some(client);
-                true
+                Ok(())
             }
-            Err(error) => {
-                self.fail(
-                    shared,
-                    format!(
-                        "cannot ask the history service at {}: {error}",
-                        plan.endpoint
-                    ),
-                );
-                false
-            }
+            Err(error) => Err(format!(
+                "cannot ask the history service at {}: {error}",
+                plan.endpoint
+            )),
         }
     }
 
-    fn read_history(
+    /// The history ended, its batches delivered: a complete history is the seam (once any hole is asked for
+    /// again), anything else fails the catch-up.
+    fn history_ended(
         &mut self,
-        ctx: &zmq::Context,
-        core: &mut ShardCore<'_>,
-        shared: &Shared,
-    ) -> bool {
-        let Some(mut client) = self.client.take() else {
-            return true;
-        };
-        let mut going = true;
-        let polled = client.poll(HISTORY_BATCHES_PER_STEP, |msg| {
-            going = self.deliver_history(msg, core);
-            going
-        });
-        let going = going && core.end_burst();
-        if !going {
-            return false;
-        }
-        let outcome = match polled {
-            Ok(Some(outcome)) => outcome,
-            Ok(None) => {
-                self.client = Some(client);
-                return true;
-            }
-            Err(error) => {
-                self.fail(shared, format!("history: {error}"));
-                return false;
-            }
-        };
+        outcome: HistoryOutcome,
+        batches: u64,
+        undecodable: u64,
+    ) -> Option<Decision> {
         {
             let mut results = lock(&self.handle.state.results);
             results.outcome = Some(outcome.clone());
-            results.history_batches += client.batches();
-            results.undecodable_messages += client.undecodable();
+            results.history_batches += batches;
+            results.undecodable_messages += undecodable;
         }
         let HistoryOutcome::Complete { sessions } = outcome else {
-            self.fail(
-                shared,
-                format!(
-                    "the history service at {} ended the history: {outcome:?}",
-                    self.handle.state.plan.endpoint
-                ),
-            );
-            return false;
+            return Some(self.fail(format!(
+                "the history service at {} ended the history: {outcome:?}",
+                self.handle.state.plan.endpoint
+            )));
         };
         self.seam.apply_history_end(sessions.iter().map(|s| {
             (
@@ -555,7 +608,7 @@ impl CatchUpPhase {
                     holes = holes.len(),
                     "catch-up: the history ended before the live stream began; asking again"
                 );
-                return self.ask(ctx, StartPoint::Time(from), shared);
+                return self.ask(StartPoint::Time(from)).err().map(|r| self.fail(r));
             }
         }
         let end: Vec<(PublisherSession, u64)> = self
@@ -570,18 +623,24 @@ impl CatchUpPhase {
             lock(&self.handle.state.results).history_ns =
                 Some(u64::try_from(asked.elapsed().as_nanos()).unwrap_or(u64::MAX));
         }
-        self.go_live(core)
+        self.go_live();
+        None
     }
 
     /// One history batch into the shard's path, re-stamped by its capture times (see the module docs). The
     /// records are re-stamped where they arrived and the message itself goes to the workers; only a batch holding
     /// records an earlier answer already delivered (after a re-ask) is copied, without them.
-    fn deliver_history(&mut self, mut msg: zmq::Message, core: &mut ShardCore<'_>) -> bool {
+    fn deliver_history(&mut self, mut msg: zmq::Message) -> Option<Decision> {
         let now = now_ns();
         match self.restamp_history(&mut msg, now) {
-            HistoryDelivery::InPlace { frame_at } => core.on_batch_in(msg, frame_at, now),
-            HistoryDelivery::Copied => core.on_message(zmq::Message::from(self.copy.frame()), now),
-            HistoryDelivery::Nothing => true,
+            HistoryDelivery::InPlace { frame_at } => {
+                Some(Decision::DeliverTail { msg, frame_at, now })
+            }
+            HistoryDelivery::Copied => Some(Decision::Deliver {
+                msg: zmq::Message::from(self.copy.frame()),
+                now,
+            }),
+            HistoryDelivery::Nothing => None,
         }
     }
 
@@ -697,53 +756,45 @@ impl CatchUpPhase {
         }
     }
 
-    /// Crosses the seam: the held records the history lacks become the backlog, handed over a step at a time.
-    fn go_live(&mut self, core: &mut ShardCore<'_>) -> bool {
+    /// Crosses the seam: the held records the history lacks become the backlog, handed over a step at a time
+    /// (the first step at once).
+    fn go_live(&mut self) {
         self.backlog = self.seam.go_live().into();
         self.backlog_bytes = self.backlog.iter().map(held_bytes).sum();
         lock(&self.handle.state.per_shard)[self.index] = self.seam.report();
-        self.release(core)
+        self.jobs.push_front(Job::Release(RELEASE_PER_STEP));
     }
 
-    /// Hands over up to [`RELEASE_PER_STEP`] backlog records; once the backlog is empty the shard is live.
-    fn release(&mut self, core: &mut ShardCore<'_>) -> bool {
-        let mut going = true;
-        for _ in 0..RELEASE_PER_STEP {
+    /// Hands over the next backlog record (`left` more in this step), or ends the step's burst once the backlog
+    /// is empty or the step has handed over its share; once the backlog is empty the shard is live.
+    fn release(&mut self, mut left: usize) -> Decision {
+        while left > 0 {
             let Some(verdict) = self.backlog.pop_front() else {
                 break;
             };
+            left -= 1;
             self.backlog_bytes = self.backlog_bytes.saturating_sub(held_bytes(&verdict));
-            if !self.hand_over(verdict, core) {
-                going = false;
-                break;
+            if let Some(decision) = self.hand_over(verdict) {
+                self.jobs.push_front(Job::Release(left));
+                return decision;
             }
         }
-        let going = going && core.end_burst();
-        if going && self.backlog.is_empty() {
-            self.went_live();
-        }
-        going
+        self.jobs.push_front(Job::Released);
+        Decision::EndBurst
     }
 
-    /// One judged live message to the core, re-stamped by how long it was held.
-    fn hand_over(
-        &mut self,
-        verdict: CatchUpVerdict<(zmq::Message, u64)>,
-        core: &mut ShardCore<'_>,
-    ) -> bool {
+    /// One judged live message, re-stamped by how long it was held.
+    fn hand_over(&mut self, verdict: CatchUpVerdict<(zmq::Message, u64)>) -> Option<Decision> {
         let now = now_ns();
         match verdict {
             CatchUpVerdict::Deliver((mut msg, received)) => {
                 restamp_held(&mut msg, now.saturating_sub(received));
-                core.on_message(msg, now)
+                Some(Decision::Deliver { msg, now })
             }
-            CatchUpVerdict::DeliverAfter((msg, received), end) => {
-                match self.after(&msg, end, now.saturating_sub(received)) {
-                    Some(copy) => core.on_message(copy, now),
-                    None => true,
-                }
-            }
-            CatchUpVerdict::Held | CatchUpVerdict::Duplicate => true,
+            CatchUpVerdict::DeliverAfter((msg, received), end) => self
+                .after(&msg, end, now.saturating_sub(received))
+                .map(|msg| Decision::Deliver { msg, now }),
+            CatchUpVerdict::Held | CatchUpVerdict::Duplicate => None,
         }
     }
 
@@ -768,18 +819,24 @@ impl CatchUpPhase {
         }
     }
 
-    /// The shard's seam report, kept in the handle (called when the shard ends, so records judged after the
-    /// seam are counted too).
+    /// The shard is done: its seam report is kept in the handle (so records judged after the seam are counted
+    /// too), and a history still on its way is called off.
     pub(crate) fn finish(&mut self) {
+        if let Some(client) = self.client.as_mut() {
+            client.cancel();
+        }
         lock(&self.handle.state.per_shard)[self.index] = self.seam.report();
     }
 
-    fn fail(&mut self, shared: &Shared, reason: String) {
+    /// The catch-up failed: nothing taken on is decided any more, the seam report is kept, and the shard trips
+    /// the subscriber.
+    fn fail(&mut self, reason: String) -> Decision {
+        self.jobs.clear();
         lock(&self.handle.state.per_shard)[self.index] = self.seam.report();
-        shared.trip(Fatal::CatchUp(CatchUpFatal {
+        Decision::Fail(Fatal::CatchUp(CatchUpFatal {
             shard: self.index,
             reason,
-        }));
+        }))
     }
 }
 
@@ -904,7 +961,13 @@ mod tests {
             timeout: Duration::from_secs(1),
             security: tickbox_auth::Security::default(),
         };
-        CatchUpPhase::new(CatchUpHandle::new(plan, 1), 0, Vec::new(), 0)
+        CatchUpPhase::new(
+            &zmq::Context::new(),
+            CatchUpHandle::new(plan, 1),
+            0,
+            Vec::new(),
+            0,
+        )
     }
 
     /// A history message of publisher 1's quotes `sequences` (session 7), each sent at 1000 + sequence and
@@ -1008,6 +1071,77 @@ mod tests {
         let m = MessageRef::decode(&single).unwrap();
         assert_eq!(m.header().send_time_ns, 1250);
         assert!(m.header().flags.contains(Flags::REPLAY));
+    }
+
+    /// The decisions of a shard that is not the first: it holds live records until the first shard publishes the
+    /// history's end, then releases what the history lacks, re-stamped, ends the burst, and only then is live.
+    /// A shard that stops asking midway (its core stopped it) never counts itself live.
+    #[test]
+    fn another_shard_holds_then_decides_the_release_and_goes_live_only_when_asked_on() {
+        let session = PublisherSession {
+            publisher: 1,
+            session: 7,
+        };
+        let live = |sequence: u64| {
+            let header = Header::live(Kind::Quote, 1, sequence, 1000).with_session(7);
+            zmq::Message::from(
+                &encode_to_vec("Q.A", &header, &Quote::default().into()).unwrap()[..],
+            )
+        };
+        let sequence_of = |msg: &zmq::Message| MessageRef::decode(msg).unwrap().header().sequence;
+        for stop_after_first in [false, true] {
+            let plan = CatchUpPlan {
+                endpoint: "tcp://127.0.0.1:1".to_owned(),
+                start: StartPoint::Start,
+                budget_bytes: 1 << 20,
+                timeout: Duration::from_secs(1),
+                security: tickbox_auth::Security::default(),
+            };
+            let handle = CatchUpHandle::new(plan, 2);
+            let mut phase =
+                CatchUpPhase::new(&zmq::Context::new(), handle.clone(), 1, Vec::new(), 0);
+            for sequence in 1..=3 {
+                phase.on_live(live(sequence), 5_000 + sequence);
+                assert!(phase.next_decision().is_none(), "{sequence} is held");
+            }
+            phase.step();
+            assert!(
+                phase.next_decision().is_none(),
+                "no history end yet: nothing to do"
+            );
+            // The first shard's history ended at sequence 1.
+            *lock(&handle.state.history_end) = Some(vec![(session, 1)]);
+            phase.step();
+            let mut decided = Vec::new();
+            while let Some(decision) = phase.next_decision() {
+                decided.push(match decision {
+                    Decision::Deliver { msg, .. } => {
+                        let m = MessageRef::decode(&msg).unwrap();
+                        assert!(
+                            m.header().flags.contains(Flags::REPLAY),
+                            "re-stamped as held"
+                        );
+                        sequence_of(&msg).to_string()
+                    }
+                    Decision::EndBurst => "end of burst".to_owned(),
+                    other => panic!("{other:?}"),
+                });
+                if stop_after_first {
+                    break;
+                }
+            }
+            if stop_after_first {
+                assert_eq!(decided, ["2"]);
+                assert_eq!(handle.state.live_shards.load(Ordering::Acquire), 0);
+            } else {
+                assert_eq!(decided, ["2", "3", "end of burst"]);
+                assert_eq!(handle.state.live_shards.load(Ordering::Acquire), 1);
+                assert!(phase.judging(), "late copies are still judged for a while");
+            }
+            phase.finish();
+            let report = handle.summary().seam;
+            assert_eq!(report.duplicates_at_seam, 1, "the history delivered 1");
+        }
     }
 
     #[test]

@@ -9,7 +9,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::shard::RateLimited;
+use crate::logs::RateLimited;
 
 /// The first wait before connecting again to an endpoint that refused the handshake.
 const REDIAL_FIRST: Duration = Duration::from_secs(1);

@@ -19,8 +19,8 @@
 //!   the next one), whatever `handoff` says, and its parcels are four times as large as a live shard's (fewer
 //!   wake-ups of a worker that is faster than the shard; no latency to keep short).
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tickbox_wire::{is_batch, Kind};
@@ -28,18 +28,18 @@ use tickbox_workers::{
     Delivery, DequeueHook, Record, Worker, WorkerOutcome, WorkerPool, WorkerPoolConfig,
 };
 
-use crate::blackbox::handoff_plan;
 use crate::clock::ClockTable;
-use crate::core::{Out, ShardCore};
+use crate::handoff::{handoff_plan, HandoffPlan, Outlet, Ring};
 use crate::report::{lateness_histogram, Report, WorkerReport};
-use crate::shard::{empty_report, HandoffPlan, ShardSettings, BURST_RECORDS};
-use crate::shared::{LiveShard, Shared};
+use crate::settings::{ShardSettings, BURST_RECORDS};
+use crate::shard_core::ShardCore;
+use crate::shared::Shared;
 use crate::snail::SharedThreshold;
 use crate::{Handoff, SubscriberConfig, SubscriberError, SubscriberShardConfig};
 
 /// Records per parcel in a local replay: four times a live shard's, so a worker that drains its queue faster
-/// than the shard fills it (and so sleeps between parcels) is woken a quarter as often; see
-/// `ShardCore::parcel_records`. A full queue then holds up to four times `handoff_hwm` records.
+/// than the shard fills it (and so sleeps between parcels) is woken a quarter as often; see [`Ring::new`]. A full
+/// queue then holds up to four times `handoff_hwm` records.
 const LOCAL_PARCEL_RECORDS: usize = 4 * tickbox_workers::PARCEL_RECORDS;
 
 /// The worker-side hook of a local replay: no timing (see the module documentation), only the stop after a trip.
@@ -177,15 +177,7 @@ pub fn replay_local<W: Worker>(
             "local replay needs the ring hand-off".into(),
         ));
     };
-    let shared = Arc::new(Shared {
-        go: AtomicBool::new(true),
-        stop: AtomicBool::new(false),
-        release: AtomicBool::new(false),
-        tripped: AtomicBool::new(false),
-        fatal: Mutex::new(None),
-        live: vec![LiveShard::default()],
-        shards_done: AtomicUsize::new(0),
-    });
+    let shared = Arc::new(Shared::new(1, true));
     let clocks = Arc::new(ClockTable::new(
         u64::try_from(config.clock_skew_warn.0.as_nanos()).unwrap_or(u64::MAX),
     ));
@@ -193,7 +185,6 @@ pub fn replay_local<W: Worker>(
     let settings = ShardSettings {
         index: 0,
         shard: SubscriberShardConfig::default(),
-        handoff: None,
         topics: Vec::new(),
         gaps: true,
         gap_policy: config.gap_policy,
@@ -204,7 +195,7 @@ pub fn replay_local<W: Worker>(
         // A journal holds tickbox frames only.
         framing: crate::Framing::Tickbox,
         workers: workers.count,
-        rcv_hwm: config.rcv_hwm,
+        receive_hwm: config.rcv_hwm,
         profile: Default::default(),
         // In-process replay: no socket is opened, so nothing to secure.
         security: Default::default(),
@@ -212,28 +203,21 @@ pub fn replay_local<W: Worker>(
         workers_failed: Arc::clone(&workers_failed),
     };
     let mut make = make;
-    let pool = WorkerPool::spawn_with_inboxes_flagged(
-        ctx,
-        inboxes,
-        workers,
-        Arc::clone(&workers_failed),
-        |i| {
-            (
-                make(i),
-                LocalHook {
-                    shared: Arc::clone(&shared),
-                },
-            )
-        },
-    )?;
+    let pool = WorkerPool::spawn(ctx, inboxes, workers, Arc::clone(&workers_failed), |i| {
+        (
+            make(i),
+            LocalHook {
+                shared: Arc::clone(&shared),
+            },
+        )
+    })?;
     let started = Instant::now();
     let mut core = ShardCore::new(
         &settings,
         &shared,
-        empty_report(&settings),
-        Out::ring(senders, recycler),
-    )
-    .parcel_records(LOCAL_PARCEL_RECORDS);
+        settings.empty_report(),
+        Outlet::Ring(Ring::new(senders, recycler, LOCAL_PARCEL_RECORDS)),
+    );
     let (origin_span_ns, skipped_heartbeats) = {
         let mut sink = LocalSink {
             core: &mut core,
@@ -247,8 +231,8 @@ pub fn replay_local<W: Worker>(
         (sink.origin, sink.skipped_heartbeats)
     };
     // Handing over the last parcels and dropping the senders lets each worker end once it has drained its queue.
-    let (shard_report, out) = core.finish();
-    drop(out);
+    let (shard_report, outlet) = core.finish();
+    drop(outlet);
     if shared.tripped.load(Ordering::Acquire) {
         pool.abort();
     }

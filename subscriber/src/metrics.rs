@@ -11,64 +11,17 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tickbox_metrics::{label, Buckets, Scrape, Source};
-use tickbox_wire::{PublisherLedger, SequenceTotals, SequenceTracker};
+use tickbox_metrics::{label, Scrape, Source};
+use tickbox_wire::SequenceTotals;
 use tickbox_workers::PoolCounters;
 
 use crate::clock::ClockTable;
-use crate::report::SubscriberShardReport;
-use crate::shared::Shared;
+use crate::shared::{ShardSnapshot, Shared};
 use crate::{CatchUpHandle, SharedThreshold, SubscriberShardConfig};
 
 /// How long a scrape waits for the shards' answers before it reports their previous snapshot. A shard answers
 /// within one burst or one idle wait (`poll_interval`, at most 1 s).
 const ANSWER_WAIT: Duration = Duration::from_millis(1_500);
-
-/// A shard's counts as of its last answer.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct ShardSnapshot {
-    received: u64,
-    batches: u64,
-    batch_malformed: u64,
-    handoff_dropped: u64,
-    handshakes_refused: u64,
-    forwarded: u64,
-    malformed: u64,
-    guide: u64,
-    guide_malformed: u64,
-    guide_like: u64,
-    cached: u64,
-    gap_notices: u64,
-    late: u64,
-    gaps: u64,
-    sequence: SequenceTotals,
-    ledgers: Vec<PublisherLedger>,
-    lateness: Buckets,
-}
-
-impl ShardSnapshot {
-    pub(crate) fn of(r: &SubscriberShardReport, tracker: &SequenceTracker) -> ShardSnapshot {
-        ShardSnapshot {
-            received: r.received,
-            batches: r.batches,
-            batch_malformed: r.batch_malformed,
-            handoff_dropped: r.handoff_dropped,
-            handshakes_refused: r.handshakes_refused,
-            forwarded: r.forwarded,
-            malformed: r.malformed,
-            guide: r.guide,
-            guide_malformed: r.guide_malformed,
-            guide_like: r.guide_like,
-            cached: r.cached,
-            gap_notices: r.gap_notices,
-            late: r.late,
-            gaps: r.gaps,
-            sequence: tracker.totals(),
-            ledgers: tracker.ledgers().copied().collect(),
-            lateness: Buckets::from_hdr(&r.lateness),
-        }
-    }
-}
 
 /// The [`Source`] of a running [`Subscriber`](crate::Subscriber) (see [`crate::Subscriber::metrics`]).
 pub struct SubscriberMetrics {

@@ -1,5 +1,6 @@
-//! Start-up check of `--nic` names: a shard told to connect from an interface that does not exist (or has no
-//! address) would otherwise connect to nothing and wait forever, silently.
+//! Connecting from a network interface (`nic` of a shard, `--nic`): the endpoint rewrite, and the start-up check
+//! of the name, since a shard told to connect from an interface that does not exist (or has no address) would
+//! otherwise connect to nothing and wait forever, silently.
 
 use std::ffi::{CStr, CString};
 
@@ -66,6 +67,12 @@ pub fn check_nic(nic: &str) -> Result<(), SubscriberError> {
     } else {
         Err(nic_error(nic, "has no IPv4 address"))
     }
+}
+
+/// The NIC endpoint rewrite, with its error in this crate's terms.
+pub(crate) fn endpoint_via_nic(endpoint: &str, nic: &str) -> Result<String, SubscriberError> {
+    tickbox_zmqx::endpoint_via_nic(endpoint, nic)
+        .map_err(|e| SubscriberError::Config(e.to_string()))
 }
 
 #[cfg(test)]

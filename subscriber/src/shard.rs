@@ -13,67 +13,24 @@
 //! The dequeue check at the worker reads its own clock, so a backlog behind a slow worker is measured there in
 //! full.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tickbox_lvc::snapshot::{FetchStatus, SnapshotOutcome, SnapshotRequester};
 
-use tickbox_wire::{now_ns, SequenceEvent, SequenceTotals, BATCH_TOPIC};
-use tickbox_workers::{Dispatch, Parcel, Recycler};
+use tickbox_wire::{now_ns, BATCH_TOPIC};
 
-use crate::blackbox::endpoint_via_nic;
-use crate::catch_up_phase::{CatchUpHandle, CatchUpPhase};
-use crate::clock::ClockTable;
-use crate::core::{InlineSink, Out, ShardCore};
+use crate::catch_up_phase::{CatchUpHandle, CatchUpPhase, Decision};
+use crate::handoff::HandoffPlan;
 use crate::handshake::{self, HandshakeWatch};
+use crate::nic::endpoint_via_nic;
 use crate::receive_clock::ReceiveClock;
-use crate::report::{lateness_histogram, SubscriberShardReport};
+use crate::report::SubscriberShardReport;
+use crate::settings::{ShardSettings, BURST_RECORDS};
+use crate::shard_core::ShardCore;
 use crate::shared::Shared;
-use crate::snail::SharedThreshold;
-use crate::{Framing, GapPolicy, SnailMode, SubscriberError, SubscriberShardConfig};
-use tickbox_units::format_duration;
-
-/// Records taken off the socket before a burst ends (parcels handed over, counters published).
-pub(crate) const BURST_RECORDS: u64 = 256;
-
-/// How a shard reaches the workers (built by the owner; the zmq variant's sockets are bound by the shard).
-pub(crate) enum HandoffPlan {
-    /// Parcels over bounded channels.
-    Ring {
-        senders: Vec<crossbeam_channel::Sender<Parcel>>,
-        recycler: Recycler,
-    },
-    /// One PUSH bound at each endpoint, high-water mark `hwm`.
-    Zmq { endpoints: Vec<String>, hwm: i32 },
-    /// The shard's own worker, run on its thread.
-    Inline(Box<dyn InlineSink>),
-}
-
-pub(crate) struct ShardSettings {
-    pub(crate) index: usize,
-    pub(crate) shard: SubscriberShardConfig,
-    /// One queue per worker (by_topic) or one shared queue (round_robin).
-    pub(crate) handoff: Option<HandoffPlan>,
-    pub(crate) topics: Vec<String>,
-    pub(crate) gaps: bool,
-    pub(crate) gap_policy: GapPolicy,
-    pub(crate) threshold: SharedThreshold,
-    pub(crate) snail_mode: SnailMode,
-    pub(crate) clocks: Arc<ClockTable>,
-    pub(crate) dispatch: Dispatch,
-    /// How received messages are taken apart (tickbox frames, Guide `[topic][body]`, or per message).
-    pub(crate) framing: Framing,
-    pub(crate) workers: usize,
-    pub(crate) rcv_hwm: i32,
-    /// The subscriber's socket profile with this shard's `io_thread` folded in as its affinity.
-    pub(crate) profile: tickbox_zmqx::profile::SocketProfile,
-    /// `[security]`: applied to the SUB before it connects.
-    pub(crate) security: tickbox_auth::Security,
-    pub(crate) poll_ms: i64,
-    /// Set by the worker pool when a worker panics: its queue may never drain again, so the shard stops.
-    pub(crate) workers_failed: Arc<AtomicBool>,
-}
+use crate::{Framing, SubscriberError};
 
 /// An LVC snapshot requested by a subscriber: where from, and how it ended (shared with the owner).
 #[derive(Debug, Clone)]
@@ -272,7 +229,7 @@ fn open_shard_socket(ctx: &zmq::Context, s: &ShardSettings) -> Result<ShardSub, 
     };
     let sub = ctx.socket(zmq::SUB).map_err(zerr("create SUB"))?;
     sub.set_linger(0).map_err(zerr("set linger"))?;
-    sub.set_rcvhwm(s.rcv_hwm).map_err(zerr("set rcvhwm"))?;
+    sub.set_rcvhwm(s.receive_hwm).map_err(zerr("set rcvhwm"))?;
     tickbox_zmqx::profile::apply(&sub, &s.profile).map_err(zerr("apply socket profile"))?;
     s.security.client(&sub, "subscriber")?;
     if s.topics.is_empty() {
@@ -320,94 +277,13 @@ fn open_shard_socket(ctx: &zmq::Context, s: &ShardSettings) -> Result<ShardSub, 
     Ok(ShardSub { socket: sub, watch })
 }
 
-/// Binds the zmq hand-off's PUSH sockets (before the workers connect).
-fn open_pushes(
-    ctx: &zmq::Context,
-    index: usize,
-    endpoints: &[String],
-    hwm: i32,
-) -> Result<Vec<zmq::Socket>, SubscriberError> {
-    let zerr = |what| {
-        move |source| SubscriberError::Zmq {
-            shard: index,
-            what,
-            source,
-        }
-    };
-    let mut pushes = Vec::with_capacity(endpoints.len());
-    for endpoint in endpoints {
-        let push = ctx.socket(zmq::PUSH).map_err(zerr("create PUSH"))?;
-        // Closed only once the workers have taken everything (see `run_shard`), so nothing is left to linger.
-        push.set_linger(0).map_err(zerr("set linger"))?;
-        push.set_sndhwm(hwm).map_err(zerr("set sndhwm"))?;
-        push.bind(endpoint).map_err(zerr("bind hand-off"))?;
-        pushes.push(push);
-    }
-    Ok(pushes)
-}
-
-/// Logs at most once a second, counting what it held back.
-pub(crate) struct RateLimited {
-    next_ns: u64,
-    suppressed: u64,
-}
-
-impl RateLimited {
-    pub(crate) fn new() -> Self {
-        RateLimited {
-            next_ns: 0,
-            suppressed: 0,
-        }
-    }
-    /// `Some(suppressed since last time)` when a line may be written now.
-    pub(crate) fn allow(&mut self, now_ns: u64) -> Option<u64> {
-        if now_ns >= self.next_ns {
-            self.next_ns = now_ns + 1_000_000_000;
-            Some(std::mem::take(&mut self.suppressed))
-        } else {
-            self.suppressed += 1;
-            None
-        }
-    }
-}
-
-/// An empty report for shard `index` of `s`.
-pub(crate) fn empty_report(s: &ShardSettings) -> SubscriberShardReport {
-    SubscriberShardReport {
-        index: s.index,
-        endpoints: s.shard.connect.clone(),
-        nic: s.shard.nic.clone(),
-        core: None,
-        io_thread: s.shard.io_thread,
-        received: 0,
-        batches: 0,
-        batch_malformed: 0,
-        handoff_dropped: 0,
-        handshakes_refused: 0,
-        forwarded: 0,
-        malformed: 0,
-        guide: 0,
-        guide_malformed: 0,
-        guide_like: 0,
-        cached: 0,
-        gap_notices: 0,
-        late: 0,
-        gaps: 0,
-        missing: 0,
-        restarts: 0,
-        publishers: 0,
-        sequence: SequenceTotals::default(),
-        ledgers: Vec::new(),
-        forwarded_per_worker: vec![0; s.workers.max(1)],
-        lateness: lateness_histogram(),
-    }
-}
-
-/// Runs shard `s` until stopped; with `snapshot`, it also fetches that LVC snapshot once subscribed; with
-/// `catch_up`, it holds live records until the history is delivered (see [`crate::catch_up_phase`]).
+/// Runs shard `s` until stopped, handing what it admits over as `plan` says; with `snapshot`, it also fetches
+/// that LVC snapshot once subscribed; with `catch_up`, it holds live records until the history is delivered (see
+/// [`crate::catch_up_phase`]).
 pub(crate) fn run_shard(
     ctx: zmq::Context,
-    mut s: ShardSettings,
+    s: ShardSettings,
+    plan: HandoffPlan,
     shared: Arc<Shared>,
     ready: Ready,
     snapshot: Option<LvcSnapshot>,
@@ -418,20 +294,10 @@ pub(crate) fn run_shard(
     shared.live[index]
         .pinned_core
         .store(pinned.map_or(u64::MAX, |c| c as u64), Ordering::Relaxed);
-    let mut report = empty_report(&s);
+    let mut report = s.empty_report();
     report.core = pinned;
-    let opened = open_shard_socket(&ctx, &s).and_then(|sub| {
-        let out = match s.handoff.take() {
-            Some(HandoffPlan::Ring { senders, recycler }) => Out::ring(senders, recycler),
-            Some(HandoffPlan::Zmq { endpoints, hwm }) => Out::Zmq {
-                pushes: open_pushes(&ctx, index, &endpoints, hwm)?,
-            },
-            Some(HandoffPlan::Inline(sink)) => Out::Inline(sink),
-            None => return Err(SubscriberError::Config("shard without a hand-off".into())),
-        };
-        Ok((sub, out))
-    });
-    let (mut sub, out) = match opened {
+    let opened = open_shard_socket(&ctx, &s).and_then(|sub| Ok((sub, plan.open(&ctx, index)?)));
+    let (mut sub, outlet) = match opened {
         Ok(opened) => {
             let _ = ready.send(Ok(index));
             opened
@@ -458,9 +324,10 @@ pub(crate) fn run_shard(
         handshakes: 0,
         requester: None,
     });
-    let mut catch_up = catch_up
-        .map(|handle| CatchUpPhase::new(handle, index, s.topics.clone(), s.shard.connect.len()));
-    let mut core = ShardCore::new(&s, &shared, report, out);
+    let mut catch_up = catch_up.map(|handle| {
+        CatchUpPhase::new(&ctx, handle, index, s.topics.clone(), s.shard.connect.len())
+    });
+    let mut core = ShardCore::new(&s, &shared, report, outlet);
     receive_loop(
         &ctx,
         &s,
@@ -473,177 +340,20 @@ pub(crate) fn run_shard(
     if let Some(phase) = catch_up.as_mut() {
         phase.finish();
     }
-    let (report, out) = core.finish();
+    let (report, outlet) = core.finish();
     // An inline worker has taken everything already: its outcome goes to the subscriber before the shard counts
     // itself done.
-    let out = match out {
-        Out::Inline(sink) => {
-            sink.finish();
-            None
-        }
-        other => Some(other),
-    };
+    let outlet = outlet.finish();
     shared.shards_done.fetch_add(1, Ordering::AcqRel);
-    // Closing a PUSH with linger 0 would drop what the workers have not taken yet: wait for the release. (The
-    // ring's senders may go at once: their parcels stay queued for the workers.)
-    if matches!(out, Some(Out::Zmq { .. })) {
+    // What the workers have not taken yet would be dropped by a close now: wait for the release.
+    if outlet.as_ref().is_some_and(|o| o.holds_undelivered()) {
         while !shared.release.load(Ordering::Acquire) {
             std::thread::sleep(Duration::from_millis(1));
         }
     }
-    drop(out);
+    drop(outlet);
     drop(sub);
     report
-}
-
-/// Rate-limited logs of the sequence events that are counted, not fatal.
-pub(crate) struct SequenceLogs {
-    gap: RateLimited,
-    recorded: RateLimited,
-    restart: RateLimited,
-    duplicate: RateLimited,
-    reordered: RateLimited,
-    anomaly: RateLimited,
-    untracked: RateLimited,
-}
-
-impl SequenceLogs {
-    pub(crate) fn new() -> Self {
-        SequenceLogs {
-            gap: RateLimited::new(),
-            recorded: RateLimited::new(),
-            restart: RateLimited::new(),
-            duplicate: RateLimited::new(),
-            reordered: RateLimited::new(),
-            anomaly: RateLimited::new(),
-            untracked: RateLimited::new(),
-        }
-    }
-}
-
-/// Logs one non-fatal sequence event (at most one line per kind of event per second).
-pub(crate) fn log_sequence_event(
-    shard: usize,
-    event: &SequenceEvent,
-    logs: &mut SequenceLogs,
-    now: u64,
-) {
-    match *event {
-        SequenceEvent::InOrder | SequenceEvent::Exempt => {}
-        SequenceEvent::First {
-            publisher,
-            session,
-            sequence,
-        } => tracing::debug!(
-            shard,
-            publisher,
-            session,
-            sequence,
-            "first message from publisher"
-        ),
-        SequenceEvent::Gap {
-            publisher,
-            first_missing,
-            last_missing,
-            ..
-        } => {
-            if let Some(suppressed) = logs.gap.allow(now) {
-                tracing::warn!(
-                    shard,
-                    publisher,
-                    first_missing,
-                    last_missing,
-                    suppressed,
-                    "sequence gap: messages lost before this subscriber"
-                );
-            }
-        }
-        SequenceEvent::RecordedGap {
-            publisher,
-            first_missing,
-            last_missing,
-            ..
-        } => {
-            if let Some(suppressed) = logs.recorded.allow(now) {
-                tracing::info!(
-                    shard,
-                    publisher,
-                    first_missing,
-                    last_missing,
-                    suppressed,
-                    "recorded gap: the journal this stream is replayed from lacks these sequences"
-                );
-            }
-        }
-        SequenceEvent::Restart {
-            publisher,
-            previous_session,
-            previous,
-            session,
-            sequence,
-        } => {
-            if let Some(suppressed) = logs.restart.allow(now) {
-                tracing::info!(
-                    shard,
-                    publisher,
-                    previous_session,
-                    previous,
-                    session,
-                    sequence,
-                    suppressed,
-                    "publisher restarted; counting starts again"
-                );
-            }
-        }
-        SequenceEvent::Duplicate {
-            publisher,
-            sequence,
-        } => {
-            if let Some(suppressed) = logs.duplicate.allow(now) {
-                tracing::warn!(shard, publisher, sequence, suppressed, "duplicate sequence");
-            }
-        }
-        SequenceEvent::Reordered {
-            publisher,
-            sequence,
-        } => {
-            if let Some(suppressed) = logs.reordered.allow(now) {
-                tracing::info!(
-                    shard,
-                    publisher,
-                    sequence,
-                    suppressed,
-                    "late arrival inside an earlier gap: no longer missing"
-                );
-            }
-        }
-        SequenceEvent::Anomaly {
-            publisher,
-            last,
-            sequence,
-        } => {
-            if let Some(suppressed) = logs.anomaly.allow(now) {
-                tracing::warn!(
-                    shard,
-                    publisher,
-                    last,
-                    sequence,
-                    suppressed,
-                    "implausible sequence jump (forged or corrupt header): counted as an anomaly, ignored"
-                );
-            }
-        }
-        SequenceEvent::Untracked { publisher } => {
-            if let Some(suppressed) = logs.untracked.allow(now) {
-                tracing::warn!(
-                    shard,
-                    publisher,
-                    suppressed,
-                    "too many publishers: this one's sequences are not tracked"
-                );
-            }
-        }
-    }
 }
 
 fn receive_loop(
@@ -716,7 +426,8 @@ fn receive_loop(
         // The catch-up advances between live bursts too: the history never holds live frames on the socket for
         // more than one step, so each is judged on time when it is taken off.
         if let Some(phase) = catch_up.as_mut() {
-            if !phase.step(ctx, core, shared) {
+            phase.step();
+            if !apply(phase, core, shared) {
                 break;
             }
             if !phase.judging() {
@@ -781,7 +492,8 @@ fn receive_loop(
                 let (body, parts) = recv_guide_rest(sub, more, &mut spare);
                 core.on_guide(frame, body, parts, now)
             } else if let Some(phase) = catch_up.as_mut() {
-                phase.on_live(frame, now, core, shared)
+                phase.on_live(frame, now);
+                apply(phase, core, shared)
             } else {
                 core.on_message(frame, now)
             };
@@ -801,6 +513,26 @@ fn receive_loop(
             break;
         }
     }
+}
+
+/// Carries out what the catch-up decided, in order, asking for the next decision only while the shard goes on.
+/// Returns `false` when the shard must stop.
+fn apply(phase: &mut CatchUpPhase, core: &mut ShardCore<'_>, shared: &Shared) -> bool {
+    while let Some(decision) = phase.next_decision() {
+        let going = match decision {
+            Decision::Deliver { msg, now } => core.on_message(msg, now),
+            Decision::DeliverTail { msg, frame_at, now } => core.on_batch_in(msg, frame_at, now),
+            Decision::EndBurst => core.end_burst(),
+            Decision::Fail(fatal) => {
+                shared.trip(fatal);
+                false
+            }
+        };
+        if !going {
+            return false;
+        }
+    }
+    true
 }
 
 /// The rest of a message read as the Guide's `[topic][body]` whose first frame was just received (`more`: it
@@ -825,28 +557,4 @@ fn recv_guide_rest(
         more = spare.get_more();
     }
     (Some(body), parts)
-}
-
-/// A signed duration for logs: `+1.5s` (publisher behind) or `-10s` (ahead).
-pub(crate) fn format_signed(ns: i64) -> String {
-    let d = format_duration(Duration::from_nanos(ns.unsigned_abs()));
-    if ns < 0 {
-        format!("-{d}")
-    } else {
-        format!("+{d}")
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn rate_limited_log_counts_what_it_suppresses() {
-        let mut log = RateLimited::new();
-        assert_eq!(log.allow(5), Some(0));
-        assert_eq!(log.allow(6), None);
-        assert_eq!(log.allow(7), None);
-        assert_eq!(log.allow(1_000_000_005), Some(2));
-    }
 }

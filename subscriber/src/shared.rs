@@ -5,9 +5,11 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use serde::Serialize;
-
-use crate::report::{Fatal, Stage};
+use tickbox_metrics::Buckets;
 use tickbox_units::format_duration;
+use tickbox_wire::{PublisherLedger, SequenceTotals, SequenceTracker};
+
+use crate::report::{Fatal, Stage, SubscriberShardReport};
 
 /// One shard's live counters, written only by that shard (a relaxed store of its own running total) and read by
 /// the owner for status. One cache line per shard so shards never share a line.
@@ -29,7 +31,7 @@ pub(crate) struct LiveShard {
     /// counters into `metrics` (the lock is taken once per request, never per record) and counting the answer.
     pub(crate) metrics_wanted: AtomicBool,
     pub(crate) metrics_answers: AtomicU64,
-    pub(crate) metrics: Mutex<crate::metrics::ShardSnapshot>,
+    pub(crate) metrics: Mutex<ShardSnapshot>,
     /// The core the shard thread is pinned to (`u64::MAX`: not pinned).
     pub(crate) pinned_core: AtomicU64,
     /// The shard has handed in its final counts (its last snapshot is its report's).
@@ -53,6 +55,52 @@ impl Default for LiveShard {
             metrics: Mutex::new(Default::default()),
             pinned_core: AtomicU64::new(u64::MAX),
             finished: AtomicBool::new(false),
+        }
+    }
+}
+
+/// A shard's counts as of its last answer to a metrics scrape (see `crate::metrics`).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ShardSnapshot {
+    pub(crate) received: u64,
+    pub(crate) batches: u64,
+    pub(crate) batch_malformed: u64,
+    pub(crate) handoff_dropped: u64,
+    pub(crate) handshakes_refused: u64,
+    pub(crate) forwarded: u64,
+    pub(crate) malformed: u64,
+    pub(crate) guide: u64,
+    pub(crate) guide_malformed: u64,
+    pub(crate) guide_like: u64,
+    pub(crate) cached: u64,
+    pub(crate) gap_notices: u64,
+    pub(crate) late: u64,
+    pub(crate) gaps: u64,
+    pub(crate) sequence: SequenceTotals,
+    pub(crate) ledgers: Vec<PublisherLedger>,
+    pub(crate) lateness: Buckets,
+}
+
+impl ShardSnapshot {
+    pub(crate) fn of(r: &SubscriberShardReport, tracker: &SequenceTracker) -> ShardSnapshot {
+        ShardSnapshot {
+            received: r.received,
+            batches: r.batches,
+            batch_malformed: r.batch_malformed,
+            handoff_dropped: r.handoff_dropped,
+            handshakes_refused: r.handshakes_refused,
+            forwarded: r.forwarded,
+            malformed: r.malformed,
+            guide: r.guide,
+            guide_malformed: r.guide_malformed,
+            guide_like: r.guide_like,
+            cached: r.cached,
+            gap_notices: r.gap_notices,
+            late: r.late,
+            gaps: r.gaps,
+            sequence: tracker.totals(),
+            ledgers: tracker.ledgers().copied().collect(),
+            lateness: Buckets::from_hdr(&r.lateness),
         }
     }
 }
@@ -98,6 +146,19 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    /// The state of `shards` shards, none started; `go` already set where nothing waits for workers to connect.
+    pub(crate) fn new(shards: usize, go: bool) -> Shared {
+        Shared {
+            go: AtomicBool::new(go),
+            stop: AtomicBool::new(false),
+            release: AtomicBool::new(false),
+            tripped: AtomicBool::new(false),
+            fatal: Mutex::new(None),
+            live: (0..shards).map(|_| LiveShard::default()).collect(),
+            shards_done: AtomicUsize::new(0),
+        }
+    }
+
     /// Records the first fatal event and logs it once; later ones (other threads racing) are dropped.
     pub(crate) fn trip(&self, fatal: Fatal) {
         let mut slot = self.fatal.lock().unwrap_or_else(|p| p.into_inner());

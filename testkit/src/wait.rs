@@ -35,6 +35,39 @@ pub fn wait_for(what: &str, limit: Duration, cond: impl FnMut() -> bool) {
     );
 }
 
+/// Subscribes to the PUB at `endpoint` and hands each message it publishes (its first frame) to `until`, until
+/// that says `true` or `limit` has passed (`false`). A state a server announces, such as a Binary Star state
+/// frame, is then something a test waits for instead of a guessed time; messages published before the
+/// subscription took hold are not seen.
+pub fn await_published(
+    ctx: &zmq::Context,
+    endpoint: &str,
+    limit: Duration,
+    mut until: impl FnMut(&[u8]) -> bool,
+) -> bool {
+    let sub = ctx.socket(zmq::SUB).expect("SUB socket");
+    sub.set_linger(0).expect("linger");
+    sub.set_subscribe(b"").expect("subscribe");
+    sub.connect(endpoint).expect("connect");
+    let deadline = Instant::now() + limit;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero()
+            || sub
+                .poll(zmq::POLLIN, left.as_millis().max(1) as i64)
+                .unwrap_or(0)
+                == 0
+        {
+            return false;
+        }
+        while let Ok(frames) = sub.recv_multipart(zmq::DONTWAIT) {
+            if until(frames.first().map_or(&[][..], |f| f.as_slice())) {
+                return true;
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -50,6 +83,38 @@ mod tests {
         let started = Instant::now();
         assert!(!wait_until(Duration::from_millis(30), || false));
         assert!(started.elapsed() >= Duration::from_millis(30));
+    }
+
+    #[test]
+    fn await_published_sees_what_a_publisher_says_and_gives_up_past_the_limit() {
+        let ctx = zmq::Context::new();
+        let publisher = ctx.socket(zmq::PUB).unwrap();
+        publisher.set_linger(0).unwrap();
+        let endpoint = crate::bind_loopback(&publisher);
+        let sender = std::thread::spawn(move || {
+            for i in 0..500u32 {
+                publisher.send(&i.to_be_bytes()[..], 0).unwrap();
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        });
+        let mut seen = 0;
+        assert!(await_published(
+            &ctx,
+            &endpoint,
+            Duration::from_secs(5),
+            |m| {
+                seen += 1;
+                u32::from_be_bytes(m.try_into().unwrap()) >= 100
+            }
+        ));
+        assert!(seen >= 1);
+        sender.join().unwrap();
+        assert!(!await_published(
+            &ctx,
+            &endpoint,
+            Duration::from_millis(30),
+            |_| true
+        ));
     }
 
     #[test]

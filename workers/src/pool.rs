@@ -246,48 +246,13 @@ pub struct WorkerPool<W, H> {
 }
 
 impl<W: Worker, H: DequeueHook> WorkerPool<W, H> {
-    /// Starts `config.count` threads; each connects a PULL socket to every endpoint in `sources` (libzmq then
-    /// round-robins each PUSH over the workers). `make` builds thread `i`'s worker and hook. Returns once every
-    /// thread is connected, or with the first start-up error.
-    pub fn spawn(
-        ctx: &zmq::Context,
-        sources: &[String],
-        config: &WorkerPoolConfig,
-        make: impl FnMut(usize) -> (W, H),
-    ) -> Result<Self, WorkerError> {
-        let per_worker = vec![sources.to_vec(); config.count];
-        Self::spawn_routed(ctx, &per_worker, config, make)
-    }
-
-    /// Like [`spawn`](Self::spawn), but thread `i` connects only to the endpoints in `per_worker[i]`: for
-    /// producers that choose the worker themselves (one PUSH per worker). `per_worker` must have `config.count`
-    /// entries.
-    pub fn spawn_routed(
-        ctx: &zmq::Context,
-        per_worker: &[Vec<String>],
-        config: &WorkerPoolConfig,
-        make: impl FnMut(usize) -> (W, H),
-    ) -> Result<Self, WorkerError> {
-        let inboxes = per_worker.iter().cloned().map(Inbox::Endpoints).collect();
-        Self::spawn_with_inboxes(ctx, inboxes, config, make)
-    }
-
     /// Starts one thread per entry of `inboxes` (which must have `config.count` entries): thread `i` takes its
-    /// messages from `inboxes[i]`. Producers in the same process hand over [`Parcel`]s of decoded records (no
-    /// socket, no copy of a received frame, no second decode), others through endpoints.
-    pub fn spawn_with_inboxes(
-        ctx: &zmq::Context,
-        inboxes: Vec<Inbox>,
-        config: &WorkerPoolConfig,
-        make: impl FnMut(usize) -> (W, H),
-    ) -> Result<Self, WorkerError> {
-        let failed = Arc::new(AtomicBool::new(false));
-        Self::spawn_with_inboxes_flagged(ctx, inboxes, config, failed, make)
-    }
-
-    /// [`spawn_with_inboxes`](Self::spawn_with_inboxes), setting `failed` as soon as any thread panics: producers
-    /// that started before the pool (and may be blocked handing over to a dead worker) watch it to give up.
-    pub fn spawn_with_inboxes_flagged(
+    /// messages from `inboxes[i]`, and `make(i)` builds its worker and hook. Producers in the same process hand over
+    /// [`Parcel`]s of decoded records (no socket, no copy of a received frame, no second decode), others send to
+    /// endpoints the threads connect to ([`Inbox::everyone`]). `failed` is set as soon as any thread panics:
+    /// producers that started before the pool (and may be blocked handing over to a dead worker) watch it to give
+    /// up. Returns once every thread is connected, or with the first start-up error.
+    pub fn spawn(
         ctx: &zmq::Context,
         inboxes: Vec<Inbox>,
         config: &WorkerPoolConfig,
@@ -454,6 +419,16 @@ pub enum Inbox {
         /// Where emptied parcels go.
         recycler: Recycler,
     },
+}
+
+impl Inbox {
+    /// For `workers` threads that each connect a PULL socket to every endpoint in `sources` (libzmq then
+    /// round-robins each PUSH over the workers).
+    pub fn everyone(sources: &[String], workers: usize) -> Vec<Inbox> {
+        (0..workers)
+            .map(|_| Inbox::Endpoints(sources.to_vec()))
+            .collect()
+    }
 }
 
 enum Source {
@@ -849,9 +824,13 @@ mod tests {
             count: 3,
             ..WorkerPoolConfig::default()
         };
-        let pool = WorkerPool::spawn(&ctx, &["inproc://workers-test".to_owned()], &config, |_| {
-            (Stats::new(), NoHook)
-        })
+        let pool = WorkerPool::spawn(
+            &ctx,
+            Inbox::everyone(&["inproc://workers-test".to_owned()], config.count),
+            &config,
+            Arc::default(),
+            |_| (Stats::new(), NoHook),
+        )
         .unwrap();
         const N: u64 = 3_000;
         for seq in 1..=N {
@@ -895,10 +874,11 @@ mod tests {
             count: 1,
             ..WorkerPoolConfig::default()
         };
-        let pool = WorkerPool::spawn_with_inboxes(
+        let pool = WorkerPool::spawn(
             &ctx,
             parcel_inboxes(vec![rx], &recycler),
             &config,
+            Arc::default(),
             |_| (Stats::new(), NoHook),
         )
         .unwrap();
@@ -931,8 +911,9 @@ mod tests {
         push.bind("inproc://workers-guide-test").unwrap();
         let pool = WorkerPool::spawn(
             &ctx,
-            &["inproc://workers-guide-test".to_owned()],
+            Inbox::everyone(&["inproc://workers-guide-test".to_owned()], config.count),
             &config,
+            Arc::default(),
             |_| (Stats::new(), NoHook),
         )
         .unwrap();
@@ -967,11 +948,14 @@ mod tests {
             .map(|_| crossbeam_channel::bounded::<Parcel>(16))
             .unzip();
         let recycler = Recycler::new(8);
-        let pool =
-            WorkerPool::spawn_with_inboxes(&ctx, parcel_inboxes(rxs, &recycler), &config, |_| {
-                (Order::default(), NoHook)
-            })
-            .unwrap();
+        let pool = WorkerPool::spawn(
+            &ctx,
+            parcel_inboxes(rxs, &recycler),
+            &config,
+            Arc::default(),
+            |_| (Order::default(), NoHook),
+        )
+        .unwrap();
         const N: u64 = 1_000;
         let mut parcels = [recycler.take(), recycler.take()];
         for seq in 1..=N {
@@ -1021,7 +1005,7 @@ mod tests {
             .unzip();
         let recycler = Recycler::new(8);
         let failed = Arc::new(AtomicBool::new(false));
-        let pool = WorkerPool::spawn_with_inboxes_flagged(
+        let pool = WorkerPool::spawn(
             &ctx,
             parcel_inboxes(rxs, &recycler),
             &config,
@@ -1091,7 +1075,10 @@ mod tests {
             ..WorkerPoolConfig::default()
         };
         assert!(matches!(
-            WorkerPool::spawn(&ctx, &[], &config, |_| (Stats::new(), NoHook)),
+            WorkerPool::spawn(&ctx, Vec::new(), &config, Arc::default(), |_| (
+                Stats::new(),
+                NoHook
+            )),
             Err(WorkerError::NoWorkers)
         ));
     }

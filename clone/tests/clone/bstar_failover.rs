@@ -3,7 +3,7 @@
 //! converges on the same map, and a restarted primary comes back passive (no failback, no dual actives).
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -12,6 +12,7 @@ use tickbox_clone::{
     ClientConfig, CloneClient, CloneServer, HaOptions, KvMsg, ServerBind, ServerConfig,
     ServerEndpoints, ServerOptions,
 };
+use tickbox_testkit::sim::{Node, Outbox, Sim};
 
 fn eps(dir: &std::path::Path, name: &str) -> ServerEndpoints {
     let p = |s: &str| format!("ipc://{}/{name}-{s}", dir.display());
@@ -112,15 +113,17 @@ fn primary_killed_under_load_backup_takes_over_nothing_acknowledged_lost_no_fail
         })
         .collect();
 
-    // Writers update at a steady rate and record what was acknowledged.
+    // Writers update at a steady rate and record what was acknowledged (and the last sequence acknowledged).
     let stop = Arc::new(AtomicBool::new(false));
     let acked: Arc<Mutex<BTreeMap<String, Vec<u8>>>> = Arc::default();
+    let last_acked = Arc::new(AtomicU64::new(0));
     let writers: Vec<_> = (0..2)
         .map(|w| {
             let ctx = ctx.clone();
             let servers = servers.clone();
             let stop = stop.clone();
             let acked = acked.clone();
+            let last_acked = last_acked.clone();
             std::thread::spawn(move || {
                 let c = CloneClient::connect(&ctx, &servers, "", client_config()).unwrap();
                 c.wait_synced(Duration::from_secs(5)).unwrap();
@@ -130,8 +133,9 @@ fn primary_killed_under_load_backup_takes_over_nothing_acknowledged_lost_no_fail
                     let key = format!("/w{w}/{i}");
                     let value = format!("{w}:{i}").into_bytes();
                     match c.set_with_timeout(&key, &value, None, Duration::from_secs(5)) {
-                        Ok(_) => {
+                        Ok(sequence) => {
                             acked.lock().unwrap().insert(key, value);
+                            last_acked.fetch_max(sequence, Ordering::Relaxed);
                         }
                         Err(_) => failures += 1,
                     }
@@ -194,8 +198,14 @@ fn primary_killed_under_load_backup_takes_over_nothing_acknowledged_lost_no_fail
         "neither server hit a dual-active abort"
     );
 
-    // Writers are stopped; let the backup's counters (published at the end of each loop turn) settle.
-    std::thread::sleep(Duration::from_millis(200));
+    // Writers are stopped; the backup's counters are published at the end of each loop turn, so wait until they
+    // show the last update acknowledged.
+    let last_acked = last_acked.load(Ordering::Relaxed);
+    wait_until(
+        "the backup's counters to settle",
+        Duration::from_secs(5),
+        || backup.stats().sequence.load(Ordering::Relaxed) >= last_acked,
+    );
     let final_seq = backup.stats().sequence.load(Ordering::Relaxed);
     let fresh = CloneClient::connect(&ctx, &servers, "", client_config()).unwrap();
     fresh.wait_synced(Duration::from_secs(5)).unwrap();
@@ -250,8 +260,18 @@ fn lone_primary_serves_only_after_peer_expiry_and_a_client_vote() {
         options(&pair, Role::Primary),
     )
     .unwrap();
-    // No backup and no client: it stays PRIMARY (never promotes itself on a timer).
-    std::thread::sleep(Duration::from_millis(500));
+    // No backup and no client: it stays PRIMARY (never promotes itself on a timer), however many heartbeats (and
+    // peer expiries, two heartbeats each) go by: five here.
+    let mut beats = 0;
+    assert!(tickbox_testkit::await_published(
+        &ctx,
+        &pair.primary_state,
+        Duration::from_secs(5),
+        |frame| {
+            beats += usize::from(frame == State::Primary.wire());
+            beats == 5
+        }
+    ));
     assert_eq!(primary.state(), State::Primary);
     let c = CloneClient::connect(
         &ctx,
@@ -267,17 +287,45 @@ fn lone_primary_serves_only_after_peer_expiry_and_a_client_vote() {
     primary.stop().unwrap();
 }
 
+/// What passes between the simulated servers and client, as the sockets of `server_loop` and `CloneClient`
+/// carry it.
+#[derive(Debug)]
+enum Wire {
+    /// A Binary Star state frame (state PUB to the peer's SUB).
+    State(&'static [u8]),
+    /// An update from the client's update PUB, which every collector receives.
+    Kvset(KvMsg),
+    /// An update a server published (to its peer's mirror and to the clients subscribed to it).
+    Kvpub(KvMsg),
+    /// ICANHAZ for a subtree on a snapshot ROUTER: a client's snapshot request or vote, a passive's mirror sync.
+    Icanhaz(String),
+    /// The snapshot of a subtree (KTHXBAI last), in answer to an ICANHAZ a server served.
+    Snapshot(String, Vec<KvMsg>),
+}
+
+const PRIMARY: usize = 0;
+const BACKUP: usize = 1;
+const CLIENT: usize = 2;
+
 /// One server of the simulated pair: the Binary Star engine and the Clone engine, wired as `server_loop` wires
 /// them, with no sockets between them.
 struct SimServer {
+    me: usize,
     star: tickbox_bstar::BinaryStar,
     engine: tickbox_clone::engine::server::ServerEngine,
-    alive: bool,
+    /// The client's updates this server published (acknowledged), not yet taken by the test.
+    acked: Vec<KvMsg>,
 }
 
 impl SimServer {
-    fn start(role: Role, now: Instant) -> SimServer {
-        SimServer {
+    fn start(me: usize, now: Instant) -> Box<dyn Node<Wire>> {
+        let role = if me == PRIMARY {
+            Role::Primary
+        } else {
+            Role::Backup
+        };
+        Box::new(SimServer {
+            me,
             star: tickbox_bstar::BinaryStar::new(role, &sim_bstar(), now),
             engine: tickbox_clone::engine::server::ServerEngine::new(
                 ServerConfig {
@@ -288,41 +336,194 @@ impl SimServer {
                 false,
                 now,
             ),
-            alive: true,
-        }
+            acked: Vec::new(),
+        })
+    }
+
+    fn peer(&self) -> usize {
+        1 - self.me
     }
 
     /// What `server_loop` does on a Binary Star transition.
-    fn transition(&mut self, now: Instant, t: Transition, peer: Option<&SimServer>) {
+    fn transition(&mut self, now: Instant, t: Transition, out: &mut Outbox<Wire>) {
         match t {
             Transition::BecameActive => self.engine.become_active(now),
             Transition::BecamePassive => {
                 self.engine.become_passive();
                 // The mirror sync: ICANHAZ "" to the active peer, its snapshot back.
-                if let Some(peer) = peer.filter(|p| p.alive) {
-                    for m in peer.engine.snapshot("") {
-                        self.engine.handle_peer_snapshot(now, m.clone());
-                    }
-                    self.engine
-                        .handle_peer_snapshot(now, peer.engine.kthxbai(""));
-                }
+                out.send(self.peer(), Wire::Icanhaz(String::new()));
             }
             Transition::None => {}
         }
     }
 
-    /// An ICANHAZ on the snapshot ROUTER: the client's vote first, then (if served) the snapshot of `subtree`.
-    fn icanhaz(&mut self, now: Instant, subtree: &str) -> Option<Vec<KvMsg>> {
-        if !self.alive {
-            return None;
+    /// Sends what the engines have to say: state frames to the peer, publications to the peer and the client.
+    fn flush(&mut self, out: &mut Outbox<Wire>) {
+        while let Some(frame) = self.star.poll_output() {
+            out.send(self.peer(), Wire::State(frame));
         }
-        let (vote, t) = self.star.handle_client_request(now);
-        self.transition(now, t, None);
-        (vote == tickbox_bstar::Vote::Accept).then(|| {
-            let mut reply: Vec<KvMsg> = self.engine.snapshot(subtree).cloned().collect();
-            reply.push(self.engine.kthxbai(subtree));
-            reply
-        })
+        while let Some(m) = self.engine.poll_output() {
+            self.publish(m, out);
+        }
+    }
+
+    fn publish(&mut self, m: KvMsg, out: &mut Outbox<Wire>) {
+        if !m.is_delete() && m.key.starts_with("/w/") {
+            self.acked.push(m.clone());
+        }
+        out.send(self.peer(), Wire::Kvpub(m.clone()));
+        out.send(CLIENT, Wire::Kvpub(m));
+    }
+}
+
+impl Node<Wire> for SimServer {
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.star.poll_timeout().min(self.engine.poll_timeout())
+    }
+
+    fn handle_timeout(&mut self, now: Instant, out: &mut Outbox<Wire>) {
+        self.star.handle_timeout(now);
+        self.engine.handle_timeout(now);
+        self.flush(out);
+    }
+
+    fn handle_message(&mut self, now: Instant, from: usize, msg: Wire, out: &mut Outbox<Wire>) {
+        use tickbox_clone::engine::server::KvsetOutcome;
+        match msg {
+            Wire::State(frame) => {
+                let t = self
+                    .star
+                    .handle_peer_frame(now, frame)
+                    .expect("no dual active or dual passive");
+                self.transition(now, t, out);
+            }
+            Wire::Kvset(m) => {
+                if let KvsetOutcome::Published(m) = self.engine.handle_kvset(now, m) {
+                    self.publish(m, out);
+                }
+            }
+            Wire::Kvpub(m) => self.engine.handle_peer_kvpub(now, m),
+            // An ICANHAZ on the snapshot ROUTER: the asker's vote first, then (if served) the snapshot.
+            Wire::Icanhaz(subtree) => {
+                let (vote, t) = self.star.handle_client_request(now);
+                self.transition(now, t, out);
+                if vote == tickbox_bstar::Vote::Accept {
+                    let mut reply: Vec<KvMsg> = self.engine.snapshot(&subtree).cloned().collect();
+                    reply.push(self.engine.kthxbai(&subtree));
+                    out.send(from, Wire::Snapshot(subtree, reply));
+                }
+            }
+            Wire::Snapshot(_, reply) => {
+                for m in reply {
+                    self.engine.handle_peer_snapshot(now, m);
+                }
+            }
+        }
+        self.flush(out);
+    }
+}
+
+/// The client of the simulated pair: the Clone client engine, wired as `CloneClient` wires it, and a writer that
+/// sends one update through its update PUB every [`WRITE_EVERY`] while it writes.
+struct SimClient {
+    engine: tickbox_clone::engine::client::ClientEngine,
+    changes: Vec<tickbox_clone::Change>,
+    next_write: Instant,
+    writes_until: Instant,
+    written: u64,
+}
+
+/// The writer's period.
+const WRITE_EVERY: Duration = Duration::from_millis(10);
+
+impl SimClient {
+    fn do_actions(&mut self, out: &mut Outbox<Wire>) {
+        use tickbox_clone::engine::client::{ClientAction, VOTE_SUBTREE};
+        while let Some(action) = self.engine.poll_output() {
+            let server = self.engine.current_server();
+            match action {
+                ClientAction::Connect(_) => {}
+                ClientAction::Vote => out.send(server, Wire::Icanhaz(VOTE_SUBTREE.to_owned())),
+                ClientAction::SendIcanhaz => out.send(server, Wire::Icanhaz(String::new())),
+            }
+        }
+    }
+}
+
+impl Node<Wire> for SimClient {
+    fn poll_timeout(&self) -> Option<Instant> {
+        let write = (self.next_write <= self.writes_until).then_some(self.next_write);
+        self.engine.poll_timeout().into_iter().chain(write).min()
+    }
+
+    fn handle_timeout(&mut self, now: Instant, out: &mut Outbox<Wire>) {
+        if now >= self.next_write && self.next_write <= self.writes_until {
+            self.next_write += WRITE_EVERY;
+            self.written += 1;
+            let n = self.written;
+            let mut m = KvMsg::new(format!("/w/{n}"), 0, n.to_le_bytes().to_vec());
+            m.uuid = Some(u128::from(n).to_be_bytes());
+            out.send(PRIMARY, Wire::Kvset(m.clone()));
+            out.send(BACKUP, Wire::Kvset(m));
+        }
+        self.engine.handle_timeout(now);
+        self.do_actions(out);
+    }
+
+    fn handle_message(&mut self, now: Instant, from: usize, msg: Wire, out: &mut Outbox<Wire>) {
+        // The SUB and the snapshot DEALER are connected to the current server only; the reply to a vote is not a
+        // snapshot the client asked for, and it ignores it.
+        if from == self.engine.current_server() {
+            match msg {
+                Wire::Kvpub(m) => self.engine.handle_update(now, m, &mut self.changes),
+                Wire::Snapshot(subtree, reply) if subtree.is_empty() => {
+                    for m in reply {
+                        self.engine.handle_snapshot(now, m, &mut self.changes);
+                    }
+                }
+                _ => {}
+            }
+        }
+        self.do_actions(out);
+    }
+}
+
+/// What the simulated scenario watches after every event.
+#[derive(Default)]
+struct Watch {
+    /// Every client update a server published (acknowledged), by key.
+    acked: BTreeMap<String, Vec<u8>>,
+    /// When the backup first became active.
+    backup_active_at: Option<Instant>,
+    /// The primary was restarted: it must never be active again.
+    restarted: bool,
+}
+
+impl Watch {
+    /// Runs `sim` up to `until`, looking after every event.
+    fn run(&mut self, sim: &mut Sim<Wire>, until: Instant) {
+        while let Some(now) = sim.step(until) {
+            for i in [PRIMARY, BACKUP] {
+                if !sim.is_up(i) {
+                    continue;
+                }
+                for m in std::mem::take(&mut sim.node_mut::<SimServer>(i).acked) {
+                    self.acked.insert(m.key, m.value);
+                }
+            }
+            if self.backup_active_at.is_none()
+                && sim.node::<SimServer>(BACKUP).star.state() == State::Active
+            {
+                self.backup_active_at = Some(now);
+            }
+            if self.restarted {
+                assert_ne!(
+                    sim.node::<SimServer>(PRIMARY).star.state(),
+                    State::Active,
+                    "no failback"
+                );
+            }
+        }
     }
 }
 
@@ -334,141 +535,52 @@ fn sim_bstar() -> BstarConfig {
     }
 }
 
-/// One loop turn of every live engine at `now`, wired as the socket loops wire them; `write` is one update the
-/// client's update PUB sends to every collector. Returns the messages published, with the server that published.
-fn sim_turn(
-    servers: &mut [SimServer; 2],
-    client: &mut tickbox_clone::engine::client::ClientEngine,
-    changes: &mut Vec<tickbox_clone::Change>,
-    now: Instant,
-    write: Option<KvMsg>,
-) -> Vec<(usize, KvMsg)> {
-    use tickbox_clone::engine::client::{ClientAction, VOTE_SUBTREE};
-    use tickbox_clone::engine::server::KvsetOutcome;
-    let mut published = Vec::new();
-    // Binary Star heartbeats, delivered to the peer when both ends are alive.
-    for i in 0..2 {
-        if !servers[i].alive {
-            continue;
-        }
-        servers[i].star.handle_timeout(now);
-        while let Some(frame) = servers[i].star.poll_output() {
-            let j = 1 - i;
-            if !servers[j].alive {
-                continue;
-            }
-            let t = servers[j]
-                .star
-                .handle_peer_frame(now, frame)
-                .expect("no dual active or dual passive");
-            let (a, b) = servers.split_at_mut(1);
-            let (me, peer) = if j == 0 {
-                (&mut a[0], &b[0])
-            } else {
-                (&mut b[0], &a[0])
-            };
-            me.transition(now, t, Some(peer));
-        }
-    }
-    if let Some(msg) = write {
-        for (i, s) in servers.iter_mut().enumerate().filter(|(_, s)| s.alive) {
-            if let KvsetOutcome::Published(m) = s.engine.handle_kvset(now, msg.clone()) {
-                published.push((i, m));
-            }
-        }
-    }
-    for (i, s) in servers.iter_mut().enumerate().filter(|(_, s)| s.alive) {
-        s.engine.handle_timeout(now);
-        while let Some(m) = s.engine.poll_output() {
-            published.push((i, m));
-        }
-    }
-    // A server's publisher feeds its peer's mirror and the client's SUB (when the client listens to it).
-    for (from, m) in &published {
-        if servers[1 - from].alive {
-            servers[1 - from].engine.handle_peer_kvpub(now, m.clone());
-        }
-        if client.current_server() == *from {
-            client.handle_update(now, m.clone(), changes);
-        }
-    }
-    client.handle_timeout(now);
-    while let Some(action) = client.poll_output() {
-        let server = &mut servers[client.current_server()];
-        match action {
-            ClientAction::Connect(_) => {}
-            // The reply to a vote is not a snapshot the client asked for; it ignores it.
-            ClientAction::Vote => drop(server.icanhaz(now, VOTE_SUBTREE)),
-            ClientAction::SendIcanhaz => {
-                for m in server.icanhaz(now, "").unwrap_or_default() {
-                    client.handle_snapshot(now, m, changes);
-                }
-            }
-        }
-    }
-    published
-}
-
 /// The scenario of `primary_killed_under_load_backup_takes_over_nothing_acknowledged_lost_no_failback` with the
-/// engines alone on simulated time: Binary Star state frames, CHP updates and snapshots pass between the engines
-/// in memory while a synthetic clock moves in 10 ms steps, so the heartbeat expiry, the client's silence timeout,
-/// its vote and the takeover happen at instants this test can state exactly, and 20 simulated seconds take
-/// milliseconds of real time.
+/// engines alone on simulated time (the testkit's `Sim`): Binary Star state frames, CHP updates and snapshots
+/// pass between the engines in memory, and the clock jumps from one deadline or arrival to the next, so the
+/// heartbeat expiry, the client's silence timeout, its vote and the takeover happen at instants this test can
+/// state exactly, and 20 simulated seconds take milliseconds of real time.
 #[test]
 fn failover_on_simulated_time_engines_alone() {
-    const STEP: Duration = Duration::from_millis(10);
+    // The writer's period: the client last hears the primary within one of these before it dies.
+    const STEP: Duration = WRITE_EVERY;
     let t0 = Instant::now();
-    let mut now = t0;
-    let mut servers = [
-        SimServer::start(Role::Primary, now),
-        SimServer::start(Role::Backup, now),
-    ];
-    let mut client = tickbox_clone::engine::client::ClientEngine::new(client_config(), 2, "", now);
-    let mut changes = Vec::new();
-    let mut acked: BTreeMap<String, Vec<u8>> = BTreeMap::new();
-    let mut next_key = 0u64;
-    let mut killed_at = None;
-    let mut backup_active_at = None;
-    let mut restarted = false;
+    let client = SimClient {
+        engine: tickbox_clone::engine::client::ClientEngine::new(client_config(), 2, "", t0),
+        changes: Vec::new(),
+        // The writer updates from 1 s on, and stops 2 s before the end so the last updates settle.
+        next_write: t0 + Duration::from_secs(1),
+        writes_until: t0 + Duration::from_secs(18) - WRITE_EVERY,
+        written: 0,
+    };
+    let mut sim = Sim::new(
+        t0,
+        vec![
+            SimServer::start(PRIMARY, t0),
+            SimServer::start(BACKUP, t0),
+            Box::new(client),
+        ],
+    );
+    let mut watch = Watch::default();
+    watch.run(&mut sim, t0 + Duration::from_secs(5));
+    assert_eq!(sim.node::<SimServer>(PRIMARY).star.state(), State::Active);
+    assert_eq!(sim.node::<SimServer>(BACKUP).star.state(), State::Passive);
+    let client = &sim.node::<SimClient>(CLIENT).engine;
+    assert!(client.is_live() && client.current_server() == 0);
+    sim.kill(PRIMARY);
+    let killed_at = sim.now();
+    watch.run(&mut sim, t0 + Duration::from_secs(10));
+    // The primary comes back: it must go passive and mirror the backup, never fail back.
+    sim.restart(PRIMARY, SimServer::start(PRIMARY, sim.now()));
+    watch.restarted = true;
+    watch.run(&mut sim, t0 + Duration::from_secs(20));
+    let Watch {
+        acked,
+        backup_active_at,
+        ..
+    } = watch;
 
-    while now < t0 + Duration::from_secs(20) {
-        now += STEP;
-        let elapsed = now - t0;
-        // The writer updates every turn from 1 s on, and stops 2 s before the end so the last updates settle.
-        let write =
-            (elapsed >= Duration::from_secs(1) && elapsed < Duration::from_secs(18)).then(|| {
-                next_key += 1;
-                let mut m =
-                    KvMsg::new(format!("/w/{next_key}"), 0, next_key.to_le_bytes().to_vec());
-                m.uuid = Some(u128::from(next_key).to_be_bytes());
-                m
-            });
-        for (_, m) in sim_turn(&mut servers, &mut client, &mut changes, now, write) {
-            if !m.is_delete() && m.key.starts_with("/w/") {
-                acked.insert(m.key.clone(), m.value.clone());
-            }
-        }
-        if elapsed == Duration::from_secs(5) {
-            assert_eq!(servers[0].star.state(), State::Active);
-            assert_eq!(servers[1].star.state(), State::Passive);
-            assert!(client.is_live() && client.current_server() == 0);
-            servers[0].alive = false;
-            killed_at = Some(now);
-        }
-        if backup_active_at.is_none() && servers[1].star.state() == State::Active {
-            backup_active_at = Some(now);
-        }
-        if elapsed == Duration::from_secs(10) {
-            // The primary comes back: it must go passive and mirror the backup, never fail back.
-            servers[0] = SimServer::start(Role::Primary, now);
-            restarted = true;
-        }
-        if restarted {
-            assert_ne!(servers[0].star.state(), State::Active, "no failback");
-        }
-    }
-
-    let takeover = backup_active_at.expect("the backup took over") - killed_at.unwrap();
+    let takeover = backup_active_at.expect("the backup took over") - killed_at;
     // The client hears nothing for `server_ttl` (600 ms), fails over and votes 50 ms later; the backup's peer has
     // been silent far longer than its 200 ms expiry by then, so that vote is the takeover.
     let expected = Duration::from_millis(650);
@@ -476,6 +588,12 @@ fn failover_on_simulated_time_engines_alone() {
         takeover >= expected - STEP && takeover <= expected + 2 * STEP,
         "takeover after {takeover:?}, expected about {expected:?}"
     );
+    let servers = [
+        sim.node::<SimServer>(PRIMARY),
+        sim.node::<SimServer>(BACKUP),
+    ];
+    let client = sim.node::<SimClient>(CLIENT);
+    let (changes, client) = (&client.changes, &client.engine);
     assert_eq!(servers[0].star.state(), State::Passive);
     assert_eq!(servers[1].star.state(), State::Active);
     assert!(client.is_live());

@@ -239,7 +239,7 @@ fn ttl_expiry_deletes_on_every_client() {
 fn membership_lease_stays_while_refreshed_and_leaves_on_drop() {
     use tickbox_clone::recipes::{members, Membership};
     let ctx = zmq::Context::new();
-    let (_server, eps) = start(&ctx, server_config());
+    let (server, eps) = start(&ctx, server_config());
     let observer = client(&ctx, &eps, "");
     let member_client = client(&ctx, &eps, "");
     let m = Membership::join(
@@ -254,8 +254,18 @@ fn membership_lease_stays_while_refreshed_and_leaves_on_drop() {
     wait_until("member visible", Duration::from_secs(5), || {
         members(&observer, "subscribers").unwrap().len() == 1
     });
-    // Several TTLs later it is still there: the agent refreshes it.
-    std::thread::sleep(Duration::from_millis(1000));
+    // Several TTLs later it is still there: the agent refreshes it (every third of the TTL, each refresh a new
+    // sequence), nine times here.
+    let sequence = || {
+        server
+            .stats()
+            .sequence
+            .load(std::sync::atomic::Ordering::Relaxed)
+    };
+    let joined = sequence();
+    wait_until("nine refreshes", Duration::from_secs(10), || {
+        sequence() >= joined + 9
+    });
     let list = members(&observer, "subscribers").unwrap();
     assert_eq!(list.len(), 1);
     assert_eq!(

@@ -62,7 +62,9 @@ fn one_round() {
             }
         })
     };
-    std::thread::sleep(Duration::from_millis(150));
+    tickbox_testkit::wait_for("the stream to flow", Duration::from_secs(10), || {
+        server.stats().published.load(Ordering::Relaxed) >= 64
+    });
     // Everything goes down at once: the server on its thread, each watcher on its own.
     let handles: Vec<_> = watchers
         .into_iter()

@@ -131,7 +131,13 @@ fn broker_restart_workers_reregister_and_clients_recover() {
 
     stop1.store(true, Ordering::Relaxed);
     broker1.join().unwrap();
-    std::thread::sleep(Duration::from_millis(200));
+    // libzmq closes the old broker's listener in its I/O thread: the new one starts once nothing listens there.
+    let path = dir.path().join("broker.sock");
+    tickbox_testkit::wait_for(
+        "the old broker's listener to close",
+        Duration::from_secs(5),
+        || std::os::unix::net::UnixStream::connect(&path).is_err(),
+    );
     let (_, stop2, broker2) = start_broker(&ctx, &ep);
     let t0 = Instant::now();
     assert_eq!(

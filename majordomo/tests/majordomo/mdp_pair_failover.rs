@@ -10,6 +10,7 @@ use tickbox_bstar::{BstarConfig, BstarEndpoints, Role, State};
 use tickbox_majordomo::{
     run_broker_pair, BrokerConfig, Client, ClientConfig, MdpWorker, MdpWorkerConfig, PairOptions,
 };
+use tickbox_testkit::sim::{Node, Outbox, Sim};
 
 type Member = (Arc<AtomicBool>, JoinHandle<State>);
 
@@ -80,8 +81,14 @@ fn backup_takes_over_after_primary_dies_on_client_vote() {
         worker(&ctx, &backup_ep, "B", &wstop),
     ];
 
-    // The passive backup never serves while the primary is alive, even when asked directly.
-    std::thread::sleep(Duration::from_millis(300));
+    // The passive backup never serves while the primary is alive, even when asked directly: once it says it is
+    // passive.
+    assert!(
+        tickbox_testkit::await_published(&ctx, &p("b-state"), Duration::from_secs(5), |f| {
+            f == State::Passive.wire()
+        }),
+        "the backup never went passive"
+    );
     let mut direct = Client::new(
         &ctx,
         &backup_ep,
@@ -128,22 +135,42 @@ fn backup_takes_over_after_primary_dies_on_client_vote() {
     assert_eq!(backup.1.join().unwrap(), State::Active);
 }
 
+/// What passes between the simulated brokers and their client.
+#[derive(Debug)]
+enum Wire {
+    /// A Binary Star state frame (state PUB to the peer's SUB).
+    State(&'static [u8]),
+    /// A client's request body for the `echo` service, on the broker's ROUTER.
+    Request(Vec<u8>),
+    /// A reply to the client: `["", "MDPC01", "echo", tag, body]`.
+    Reply(Vec<Vec<u8>>),
+}
+
+const PRIMARY: usize = 0;
+const BACKUP: usize = 1;
+const CLIENT: usize = 2;
+
 /// One broker of the simulated pair: its Binary Star engine (the gate), the broker engine and the one worker
 /// registered with it, wired as `run_broker_pair` and `MdpWorker` wire them, with no sockets between them.
 struct SimBroker {
+    me: usize,
     star: tickbox_bstar::BinaryStar,
     broker: tickbox_majordomo::Broker,
     worker: tickbox_majordomo::engine::worker::WorkerEngine,
     tag: &'static [u8],
-    alive: bool,
 }
 
 /// The client's and the worker's identities on a broker's ROUTER.
-const CLIENT: &[u8] = b"C";
-const WORKER: &[u8] = b"W";
+const CLIENT_ID: &[u8] = b"C";
+const WORKER_ID: &[u8] = b"W";
 
 impl SimBroker {
-    fn start(role: Role, tag: &'static [u8], now: Instant) -> SimBroker {
+    fn start(me: usize, tag: &'static [u8], now: Instant) -> Box<dyn Node<Wire>> {
+        let role = if me == PRIMARY {
+            Role::Primary
+        } else {
+            Role::Backup
+        };
         let bstar = BstarConfig {
             heartbeat: Duration::from_millis(100).into(),
             expiry_heartbeats: 2,
@@ -159,47 +186,31 @@ impl SimBroker {
         };
         let mut worker = tickbox_majordomo::engine::worker::WorkerEngine::new(&wcfg, b"echo", now);
         worker.connected(now);
-        SimBroker {
+        Box::new(SimBroker {
+            me,
             star: tickbox_bstar::BinaryStar::new(role, &bstar, now),
             broker: tickbox_majordomo::Broker::new(cfg, now),
             worker,
             tag,
-            alive: true,
-        }
+        })
     }
 
-    /// A client request arrives on the ROUTER: the Binary Star vote gates it, as `BstarGate::allow` does.
-    fn request(&mut self, now: Instant, body: &[u8]) {
-        if !self.alive {
-            return;
-        }
-        let (vote, _) = self.star.handle_client_request(now);
-        if vote == tickbox_bstar::Vote::Accept {
-            let frames = [CLIENT, b"", b"MDPC01", b"echo", body];
-            self.broker
-                .handle_input(now, frames.iter().map(|f| f.to_vec()).collect());
-        }
-    }
-
-    /// Timers, then messages between the broker and its worker until both are quiet; returns the replies for
-    /// the client.
-    fn run(&mut self, now: Instant) -> Vec<Vec<Vec<u8>>> {
+    /// Messages between the broker and its worker until both are quiet; replies go to the client, state frames
+    /// to the peer.
+    fn run(&mut self, now: Instant, out: &mut Outbox<Wire>) {
         use tickbox_majordomo::engine::worker::WorkerAction;
-        let mut replies = Vec::new();
-        if !self.alive {
-            return replies;
+        while let Some(frame) = self.star.poll_output() {
+            out.send(1 - self.me, Wire::State(frame));
         }
-        self.broker.handle_timeout(now);
-        self.worker.handle_timeout(now);
         loop {
             let mut quiet = true;
             while let Some(mut frames) = self.broker.poll_output() {
                 quiet = false;
                 let to = frames.remove(0);
-                if to == CLIENT {
-                    replies.push(frames);
+                if to == CLIENT_ID {
+                    out.send(CLIENT, Wire::Reply(frames));
                 } else {
-                    assert_eq!(to, WORKER);
+                    assert_eq!(to, WORKER_ID);
                     self.worker.handle_input(now, frames);
                 }
             }
@@ -213,99 +224,145 @@ impl SimBroker {
                     }
                     WorkerAction::Reconnect { .. } => panic!("the worker lost a live broker"),
                 };
-                let mut routed = vec![WORKER.to_vec()];
+                let mut routed = vec![WORKER_ID.to_vec()];
                 routed.extend(frames);
                 self.broker.handle_input(now, routed);
             }
             if quiet {
-                return replies;
+                return;
             }
         }
     }
 }
 
-/// One turn of the pair at `now`: Binary Star heartbeats between live members, then each member's broker and
-/// worker. Returns the replies for the client.
-fn sim_turn(pair: &mut [SimBroker; 2], now: Instant) -> Vec<Vec<Vec<u8>>> {
-    for i in 0..2 {
-        if !pair[i].alive {
-            continue;
-        }
-        pair[i].star.handle_timeout(now);
-        while let Some(frame) = pair[i].star.poll_output() {
-            if pair[1 - i].alive {
-                pair[1 - i]
-                    .star
+impl Node<Wire> for SimBroker {
+    fn poll_timeout(&self) -> Option<Instant> {
+        [
+            self.star.poll_timeout(),
+            self.broker.poll_timeout(),
+            self.worker.poll_timeout(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    fn handle_timeout(&mut self, now: Instant, out: &mut Outbox<Wire>) {
+        self.star.handle_timeout(now);
+        self.broker.handle_timeout(now);
+        self.worker.handle_timeout(now);
+        self.run(now, out);
+    }
+
+    fn handle_message(&mut self, now: Instant, _from: usize, msg: Wire, out: &mut Outbox<Wire>) {
+        match msg {
+            Wire::State(frame) => {
+                self.star
                     .handle_peer_frame(now, frame)
                     .expect("no dual active or dual passive");
             }
+            // A client request arrives on the ROUTER: the Binary Star vote gates it, as `BstarGate::allow` does.
+            Wire::Request(body) => {
+                let (vote, _) = self.star.handle_client_request(now);
+                if vote == tickbox_bstar::Vote::Accept {
+                    let frames = [CLIENT_ID, b"", b"MDPC01", b"echo", &body];
+                    self.broker
+                        .handle_input(now, frames.iter().map(|f| f.to_vec()).collect());
+                }
+            }
+            Wire::Reply(_) => unreachable!("brokers get no replies"),
         }
+        self.run(now, out);
     }
-    let mut replies = pair[0].run(now);
-    replies.extend(pair[1].run(now));
-    replies
 }
 
-/// `backup_takes_over_after_primary_dies_on_client_vote` with the engines alone on simulated time: two Binary
-/// Star engines gating two broker engines, each with a worker engine, and a client that fails over after one
-/// 500 ms timeout, as `Client::with_failover` does. A synthetic clock moves in 10 ms steps, so the passive
-/// backup's refusal, the primary's death and the takeover on the first vote after the peer expiry happen at
-/// exact instants, and the run takes milliseconds of real time.
-#[test]
-fn backup_takes_over_on_simulated_time_engines_alone() {
-    const STEP: Duration = Duration::from_millis(10);
-    const TIMEOUT: Duration = Duration::from_millis(500);
-    let t0 = Instant::now();
-    let mut now = t0;
-    let mut pair = [
-        SimBroker::start(Role::Primary, b"P", now),
-        SimBroker::start(Role::Backup, b"B", now),
-    ];
-    // The client: which broker it asks, the request in flight and when it was sent, the replies and timeouts.
-    let mut current = 0usize;
-    let mut in_flight: Option<(Vec<u8>, Instant)> = None;
-    let mut replies: Vec<(Instant, Vec<Vec<u8>>)> = Vec::new();
-    let mut resends = 0;
-    let mut killed_at = None;
+/// The client of the simulated pair, as `Client::with_failover` behaves: a request waits [`TIMEOUT`] for its
+/// reply, then goes to the other broker.
+struct SimClient {
+    /// Which broker it asks.
+    current: usize,
+    /// The request in flight and when it was sent.
+    in_flight: Option<(Vec<u8>, Instant)>,
+    replies: Vec<(Instant, Vec<Vec<u8>>)>,
+    resends: u32,
+}
 
-    while now < t0 + Duration::from_secs(5) {
-        now += STEP;
-        let elapsed = now - t0;
-        if elapsed == Duration::from_secs(1) {
-            // The passive backup never serves while the primary is alive, even when asked directly.
-            assert_eq!(pair[0].star.state(), State::Active);
-            assert_eq!(pair[1].star.state(), State::Passive);
-            pair[1].request(now, b"x");
-        }
-        if elapsed == Duration::from_millis(1500) {
-            in_flight = Some((b"1".to_vec(), now));
-            pair[current].request(now, b"1");
-        }
-        if elapsed == Duration::from_secs(2) {
-            pair[0].alive = false;
-            killed_at = Some(now);
-            in_flight = Some((b"2".to_vec(), now));
-            pair[current].request(now, b"2");
-        }
-        for reply in sim_turn(&mut pair, now) {
-            in_flight = None;
-            replies.push((now, reply));
-        }
-        if let Some((body, sent)) = in_flight.clone() {
+const TIMEOUT: Duration = Duration::from_millis(500);
+
+impl SimClient {
+    fn request(&mut self, now: Instant, body: &[u8], out: &mut Outbox<Wire>) {
+        self.in_flight = Some((body.to_vec(), now));
+        out.send(self.current, Wire::Request(body.to_vec()));
+    }
+}
+
+impl Node<Wire> for SimClient {
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.in_flight.as_ref().map(|(_, sent)| *sent + TIMEOUT)
+    }
+
+    fn handle_timeout(&mut self, now: Instant, out: &mut Outbox<Wire>) {
+        if let Some((body, sent)) = self.in_flight.clone() {
             if now - sent >= TIMEOUT {
-                resends += 1;
-                current = (current + 1) % 2;
-                in_flight = Some((body.clone(), now));
-                pair[current].request(now, &body);
-                for reply in sim_turn(&mut pair, now) {
-                    in_flight = None;
-                    replies.push((now, reply));
-                }
+                self.resends += 1;
+                self.current = (self.current + 1) % 2;
+                self.request(now, &body, out);
             }
         }
     }
 
-    let killed_at = killed_at.unwrap();
+    fn handle_message(&mut self, now: Instant, _from: usize, msg: Wire, _out: &mut Outbox<Wire>) {
+        if let Wire::Reply(reply) = msg {
+            self.in_flight = None;
+            self.replies.push((now, reply));
+        }
+    }
+}
+
+/// `backup_takes_over_after_primary_dies_on_client_vote` with the engines alone on simulated time (the testkit's
+/// `Sim`): two Binary Star engines gating two broker engines, each with a worker engine, and a client that fails
+/// over after one 500 ms timeout, as `Client::with_failover` does. The clock jumps from one deadline or arrival to
+/// the next, so the passive backup's refusal, the primary's death and the takeover on the first vote after the
+/// peer expiry happen at exact instants, and the run takes milliseconds of real time.
+#[test]
+fn backup_takes_over_on_simulated_time_engines_alone() {
+    let t0 = Instant::now();
+    let client = SimClient {
+        current: PRIMARY,
+        in_flight: None,
+        replies: Vec::new(),
+        resends: 0,
+    };
+    let mut sim = Sim::new(
+        t0,
+        vec![
+            SimBroker::start(PRIMARY, b"P", t0),
+            SimBroker::start(BACKUP, b"B", t0),
+            Box::new(client),
+        ],
+    );
+
+    sim.run_until(t0 + Duration::from_secs(1));
+    // The passive backup never serves while the primary is alive, even when asked directly.
+    assert_eq!(sim.node::<SimBroker>(PRIMARY).star.state(), State::Active);
+    assert_eq!(sim.node::<SimBroker>(BACKUP).star.state(), State::Passive);
+    sim.send(CLIENT, BACKUP, Wire::Request(b"x".to_vec()));
+    sim.run_until(t0 + Duration::from_millis(1500));
+    sim.act(CLIENT, |c: &mut SimClient, now, out| {
+        c.request(now, b"1", out)
+    });
+    sim.run_until(t0 + Duration::from_secs(2));
+    sim.kill(PRIMARY);
+    let killed_at = sim.now();
+    sim.act(CLIENT, |c: &mut SimClient, now, out| {
+        c.request(now, b"2", out)
+    });
+    sim.run_until(t0 + Duration::from_secs(5));
+
+    let SimClient {
+        replies, resends, ..
+    } = sim.node::<SimClient>(CLIENT);
+    let resends = *resends;
     // A reply is ["", "MDPC01", "echo", tag, body].
     let served: Vec<_> = replies
         .iter()
@@ -325,6 +382,7 @@ fn backup_takes_over_on_simulated_time_engines_alone() {
         "the passive backup dropped \"x\"; the primary served \"1\"; the backup served \"2\""
     );
     assert_eq!(resends, 1, "exactly one timeout");
-    assert_eq!(pair[1].star.state(), State::Active);
-    assert_eq!(pair[1].broker.stats().replies, 1);
+    let backup = sim.node::<SimBroker>(BACKUP);
+    assert_eq!(backup.star.state(), State::Active);
+    assert_eq!(backup.broker.stats().replies, 1);
 }

@@ -82,7 +82,10 @@ fn one_way_messages_to_a_listener_that_starts_late_are_delivered_once() {
     for n in 0..20u8 {
         client.send_oneway(&endpoint, vec![vec![n]]).unwrap();
     }
-    std::thread::sleep(Duration::from_millis(100));
+    // Several rounds of retries went out to nobody.
+    tickbox_testkit::wait_for("three rounds of retries", Duration::from_secs(10), || {
+        client.counters().2 >= 3 * 20
+    });
     assert_eq!(
         client.pending(),
         20,

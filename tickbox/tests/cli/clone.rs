@@ -164,6 +164,17 @@ fn free_triple() -> u16 {
     panic!("no free port triple");
 }
 
+/// The keys a Clone server at metrics address `addr` holds, as its metrics say.
+fn backup_keys(addr: &str) -> Option<f64> {
+    let (code, body) =
+        tickbox_metrics::fetch(addr, "/metrics", Duration::from_secs(2), 1 << 20).ok()?;
+    (code == 200).then_some(())?;
+    tickbox_metrics::text::parse(&body)
+        .iter()
+        .find(|s| s.name == "tickbox_keys" && s.label("role") == Some("clone-server"))
+        .map(|s| s.value)
+}
+
 #[test]
 fn killing_the_primary_process_fails_over_to_the_backup() {
     // ipc endpoints for the state sockets: unique per run, removed at the end.
@@ -213,15 +224,38 @@ fn killing_the_primary_process_fails_over_to_the_backup() {
         &ps,
     ];
     bargs.extend_from_slice(&common);
+    // The backup serves its counters, so the test can see its mirror.
+    bargs.extend_from_slice(&["--metrics", "0"]);
     let (primary, _) = spawn_server(&pargs);
-    let (_backup, _) = spawn_server(&bargs);
+    let (_backup, backup_out, backup_err) =
+        common::spawn_piped(Command::new(TICKBOX).arg("clone-server").args(&bargs));
+    common::line_after(&backup_out, "clone-server port=");
+    let metrics = common::line_after(&backup_err, "metrics endpoint http://");
+    let metrics = metrics.trim_end_matches("/metrics");
     let both = format!("{primary_base},{backup_base}");
-    std::thread::sleep(Duration::from_millis(500));
+    // The pair has settled once each says so on its state socket.
+    let ctx = zmq::Context::new();
+    for (state_pub, state) in [
+        (&ps, tickbox_bstar::State::Active),
+        (&bs, tickbox_bstar::State::Passive),
+    ] {
+        assert!(
+            tickbox_testkit::await_published(&ctx, state_pub, Duration::from_secs(10), |f| {
+                f == state.wire()
+            }),
+            "{state_pub} never said {state:?}"
+        );
+    }
 
     let o = ctl(&both, &["set", "/ha/before", "1"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    // Give the passive backup a moment to mirror it.
-    std::thread::sleep(Duration::from_millis(300));
+    // Once the passive backup has mirrored it.
+    assert!(
+        tickbox_testkit::wait_until(Duration::from_secs(5), || {
+            backup_keys(metrics) == Some(1.0)
+        }),
+        "the backup never mirrored /ha/before"
+    );
     drop(primary); // SIGKILL
 
     let t = Instant::now();

@@ -143,9 +143,10 @@ fn the_service_units_pass_systemd_analyze_verify() {
         assert!(out.status.success(), "{}: {stderr}", unit.display());
     }
     // The stop signal really stops a command cleanly, summary printed.
-    let (_feed, out, _err) =
+    let (_feed, out, err) =
         spawn_piped(Command::new(TICKBOX).args(["feed", "--rate", "1k", "--json"]));
-    std::thread::sleep(Duration::from_millis(300)); // let it start sending (not a readiness wait: any time works)
+    // Once it runs: its shard says where it publishes.
+    common::line_after(&err, "feed shard 0");
     signal(_feed.0.id(), "TERM");
     let summary = last_json(&out, Duration::from_secs(10));
     assert!(summary["sent"].is_u64(), "{summary}");

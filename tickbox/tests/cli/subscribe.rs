@@ -46,6 +46,48 @@ fn all_row(stdout: &str, col: usize) -> u64 {
     line.split_whitespace().nth(col).unwrap().parse().unwrap()
 }
 
+/// `tickbox subscribe ARGS`, serving its metrics, with the address they are served at.
+fn subscribe(args: &[&str]) -> (Captured, String) {
+    let args: Vec<&str> = args.iter().copied().chain(["--metrics", "0"]).collect();
+    let proc = Captured::spawn(&args);
+    let addr = proc
+        .stderr_line("metrics endpoint http://", Duration::from_secs(10))
+        .expect("a metrics endpoint line");
+    (proc, addr.trim_end_matches("/metrics").to_owned())
+}
+
+/// Waits (bounded) until the subscriber's shards have received `frames` frames in all, as its metrics say.
+fn await_received(metrics: &str, frames: u64) {
+    let received = || -> Option<f64> {
+        let (code, body) =
+            tickbox_metrics::fetch(metrics, "/metrics", Duration::from_secs(2), 1 << 20).ok()?;
+        (code == 200).then_some(())?;
+        Some(
+            tickbox_metrics::text::parse(&body)
+                .iter()
+                .filter(|s| {
+                    s.name == "tickbox_received_total" && s.label("role") == Some("subscribe")
+                })
+                .map(|s| s.value)
+                .sum(),
+        )
+    };
+    tickbox_testkit::wait_for(
+        &format!("the subscriber to receive {frames} frames"),
+        Duration::from_secs(10),
+        || received() == Some(frames as f64),
+    );
+}
+
+/// Frames a feed sent: data and heartbeats.
+fn sent_frames(report: &FeedReport) -> u64 {
+    report
+        .shards
+        .iter()
+        .map(|s| s.counts.data() + s.counts.heartbeats)
+        .sum()
+}
+
 fn sent_data(report: &FeedReport) -> (u64, u64) {
     (
         report.shards.iter().map(|s| s.counts.quotes).sum(),
@@ -58,7 +100,7 @@ fn subscribe_to_two_feed_shards_then_ctrl_c_prints_the_summary() {
     let ctx = zmq::Context::new();
     let handle = Feed::start(&tickbox_auth::Gate::open(&ctx), feed(2, 5_000)).unwrap();
     let endpoints = handle.endpoints().join(",");
-    let proc = Captured::spawn(&[
+    let (proc, metrics) = subscribe(&[
         "subscribe",
         "--connect",
         &endpoints,
@@ -68,7 +110,7 @@ fn subscribe_to_two_feed_shards_then_ctrl_c_prints_the_summary() {
         "30s",
     ]);
     let report = handle.join().unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    await_received(&metrics, sent_frames(&report));
     proc.interrupt();
     let (status, stdout, stderr) = proc.wait(Duration::from_secs(10));
     assert_eq!(
@@ -105,7 +147,7 @@ fn topic_prefixes_filter_and_never_report_gaps() {
     let ctx = zmq::Context::new();
     let handle = Feed::start(&tickbox_auth::Gate::open(&ctx), feed(1, 5_000)).unwrap();
     let endpoint = handle.endpoints().join(",");
-    let proc = Captured::spawn(&[
+    let (proc, metrics) = subscribe(&[
         "subscribe",
         "--connect",
         &endpoint,
@@ -115,7 +157,9 @@ fn topic_prefixes_filter_and_never_report_gaps() {
         "30s",
     ]);
     let report = handle.join().unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    // Trades and, whatever the topics, heartbeats.
+    let heartbeats: u64 = report.shards.iter().map(|s| s.counts.heartbeats).sum();
+    await_received(&metrics, sent_data(&report).1 + heartbeats);
     proc.interrupt();
     let (status, stdout, stderr) = proc.wait(Duration::from_secs(10));
     assert_eq!(status.code(), Some(0), "{stderr}");
@@ -382,7 +426,7 @@ fn nic_connects_through_the_named_interface() {
     let ctx = zmq::Context::new();
     let handle = Feed::start(&tickbox_auth::Gate::open(&ctx), feed(1, 2_000)).unwrap();
     let endpoint = handle.endpoints().join(",");
-    let proc = Captured::spawn(&[
+    let (proc, metrics) = subscribe(&[
         "subscribe",
         "--connect",
         &endpoint,
@@ -392,7 +436,7 @@ fn nic_connects_through_the_named_interface() {
         "30s",
     ]);
     let report = handle.join().unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    await_received(&metrics, sent_frames(&report));
     proc.interrupt();
     let (status, stdout, stderr) = proc.wait(Duration::from_secs(10));
     assert_eq!(status.code(), Some(0), "{stderr}");

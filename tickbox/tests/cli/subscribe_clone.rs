@@ -3,10 +3,10 @@
 
 use crate::common;
 
-use std::io::Read;
+use std::io::BufRead;
 use std::process::{Command, Output, Stdio};
 use std::sync::mpsc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::{call_service, endpoint_in, eventually, spawn_and_pick, KillOnDrop, TICKBOX};
 
@@ -77,14 +77,19 @@ fn clone_membership_live_threshold_and_alert() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn subscribe");
-    let mut stderr = child.stderr.take().unwrap();
+    let stderr = child.stderr.take().unwrap();
     let mut sub = KillOnDrop(child);
     let (err_tx, err_rx) = mpsc::channel();
     std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = stderr.read_to_string(&mut text);
-        let _ = err_tx.send(text);
+        for line in std::io::BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            if err_tx.send(line).is_err() {
+                break;
+            }
+        }
     });
+    // Every stderr line read so far.
+    let mut said: Vec<String> = Vec::new();
 
     let member_key = format!("/members/subscribers/{id}");
     assert!(
@@ -102,7 +107,18 @@ fn clone_membership_live_threshold_and_alert() {
     )
     .status
     .success());
-    std::thread::sleep(Duration::from_millis(500));
+    // Once the subscriber has said it ignores the value.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !said
+        .iter()
+        .any(|l| l.contains("invalid max_lateness ignored"))
+    {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match err_rx.recv_timeout(left) {
+            Ok(line) => said.push(line),
+            Err(_) => panic!("the subscriber never said it ignored the value: {said:#?}"),
+        }
+    }
     assert!(
         sub.0.try_wait().unwrap().is_none(),
         "an invalid live value must not stop the subscriber"
@@ -123,7 +139,11 @@ fn clone_membership_live_threshold_and_alert() {
         "subscriber did not die after max_lateness=1us"
     );
     assert_eq!(code.unwrap(), Some(3), "the snail's exit code");
-    let stderr = err_rx.recv_timeout(Duration::from_secs(5)).unwrap();
+    // The subscriber has exited: the rest of its stderr comes until the pipe closes.
+    while let Ok(line) = err_rx.recv_timeout(Duration::from_secs(5)) {
+        said.push(line);
+    }
+    let stderr = said.join("\n");
     assert!(stderr.contains("SNAIL {"), "stderr: {stderr}");
 
     let alert = ctl(&server, &["get", &format!("/alerts/subscribers/{id}")]);

@@ -58,6 +58,7 @@ fn start_titanic(ep: &str, dir: &str, extra: &[&str]) -> (KillOnDrop, String) {
 /// The service: each job sleeps `job` and answers `done:<body>`; `started` counts executions.
 struct Service {
     started: Arc<AtomicU32>,
+    finished: Arc<AtomicU32>,
     stop: Arc<AtomicBool>,
     handle: Option<JoinHandle<u64>>,
 }
@@ -65,8 +66,10 @@ struct Service {
 impl Service {
     fn start(ep: &str, name: &'static str, job: Duration, dedupe: bool) -> Self {
         let started = Arc::new(AtomicU32::new(0));
+        let finished = Arc::new(AtomicU32::new(0));
         let stop = Arc::new(AtomicBool::new(false));
         let (e, n, s) = (ep.to_string(), Arc::clone(&started), Arc::clone(&stop));
+        let f = Arc::clone(&finished);
         let handle = Some(std::thread::spawn(move || {
             let ctx = zmq::Context::new();
             let cfg = MdpWorkerConfig {
@@ -81,6 +84,7 @@ impl Service {
             w.serve(&s, |b| {
                 n.fetch_add(1, Ordering::SeqCst);
                 std::thread::sleep(job);
+                f.fetch_add(1, Ordering::SeqCst);
                 vec![[b"done:".as_slice(), &b[0]].concat()]
             })
             .unwrap();
@@ -88,6 +92,7 @@ impl Service {
         }));
         Self {
             started,
+            finished,
             stop,
             handle,
         }
@@ -95,6 +100,11 @@ impl Service {
 
     fn started(&self) -> u32 {
         self.started.load(Ordering::SeqCst)
+    }
+
+    /// Jobs done (their reply handed to the worker).
+    fn finished(&self) -> u32 {
+        self.finished.load(Ordering::SeqCst)
     }
 
     /// Stops the worker and returns how many re-sent requests its dedupe cache answered.
@@ -223,7 +233,9 @@ fn reply_lost_while_titanic_was_down_is_reported_outcome_unknown_never_rerun() {
     });
     kill9(&mut titanic);
     // The job finishes while no Titanic exists: the broker drops the reply.
-    std::thread::sleep(Duration::from_millis(2000));
+    wait_until(Duration::from_secs(10), "the job to finish", || {
+        svc.finished() == 1
+    });
     // Default policy (redispatch = never): listen until the attempt's job_timeout, then report a final status a
     // client can act on (9/TSP's 500 would mean "try again later", forever): 400, outcome unknown.
     let (_titanic, _) = start_titanic(&ep, jdir, &["--job-timeout", "3000ms"]);
@@ -253,7 +265,10 @@ fn reply_lost_while_titanic_was_down_is_recovered_from_a_deduping_service() {
         svc.started() == 1
     });
     kill9(&mut titanic);
-    std::thread::sleep(Duration::from_millis(2000));
+    // The job finishes while no Titanic exists.
+    wait_until(Duration::from_secs(10), "the job to finish", || {
+        svc.finished() == 1
+    });
     // redispatch = after_timeout re-sends under the same request id; the service answers from its cache.
     let (_titanic, _) = start_titanic(
         &ep,

@@ -313,8 +313,9 @@ fn worker_pulls_carry_the_workers_profile() {
     };
     let pool = tickbox_workers::WorkerPool::spawn(
         &ctx,
-        &["inproc://profile-workers".to_owned()],
+        tickbox_workers::Inbox::everyone(&["inproc://profile-workers".to_owned()], config.count),
         &config,
+        Default::default(),
         |_| (tickbox_workers::Stats::new(), tickbox_workers::NoHook),
     )
     .unwrap();

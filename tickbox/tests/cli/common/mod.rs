@@ -27,26 +27,46 @@ pub(crate) fn readme_tour_turn() -> std::sync::MutexGuard<'static, ()> {
 /// under the names these tests have always used.
 pub(crate) use tickbox_testkit::{ChildGuard as KillOnDrop, TempDir};
 
-/// A `tickbox` process with stdout and stderr both captured, for tests that judge its final output.
+/// A `tickbox` process with stdout and stderr both captured, for tests that judge its final output. Stderr is read
+/// as it comes, so a test can wait for a line the process says ([`Captured::stderr_line`]).
 ///
 /// Killed on drop for the same reason as [`KillOnDrop`].
 #[allow(dead_code)]
 pub(crate) struct Captured {
     pub child: Child,
+    stderr: std::sync::Arc<StderrLines>,
 }
+
+/// Every stderr line of a [`Captured`] so far and whether the pipe has closed, with a signal for each change.
+type StderrLines = (std::sync::Mutex<(Vec<String>, bool)>, std::sync::Condvar);
 
 #[allow(dead_code)]
 impl Captured {
     /// Spawns `tickbox ARGS` with `RUST_LOG=info`, so the log lines tests look for on stderr are emitted.
     pub(crate) fn spawn(args: &[&str]) -> Self {
-        let child = Command::new(TICKBOX)
+        let mut child = Command::new(TICKBOX)
             .args(args)
             .env("RUST_LOG", "info")
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .expect("spawn tickbox");
-        Captured { child }
+        let stderr = std::sync::Arc::new((
+            std::sync::Mutex::new((Vec::new(), false)),
+            std::sync::Condvar::new(),
+        ));
+        let pipe = child.stderr.take().unwrap();
+        let lines = std::sync::Arc::clone(&stderr);
+        std::thread::spawn(move || {
+            let (said, more) = &*lines;
+            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                said.lock().unwrap().0.push(line);
+                more.notify_all();
+            }
+            said.lock().unwrap().1 = true;
+            more.notify_all();
+        });
+        Captured { child, stderr }
     }
 
     /// Sends SIGINT, as Ctrl-C in a terminal would, to exercise the graceful-shutdown path.
@@ -59,10 +79,27 @@ impl Captured {
         self.child.try_wait().unwrap()
     }
 
+    /// The first stderr line that starts with `prefix` (without it), waiting at most `limit` for it to be said.
+    pub(crate) fn stderr_line(&self, prefix: &str, limit: Duration) -> Option<String> {
+        let deadline = Instant::now() + limit;
+        let (said, more) = &*self.stderr;
+        let mut guard = said.lock().unwrap();
+        loop {
+            if let Some(rest) = guard.0.iter().find_map(|l| l.strip_prefix(prefix)) {
+                return Some(rest.to_owned());
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if guard.1 || left.is_zero() {
+                return None;
+            }
+            guard = more.wait_timeout(guard, left).unwrap().0;
+        }
+    }
+
     /// Waits at most `limit` for the process to exit (panicking past it, so a hung process fails the test
     /// instead of hanging it) and returns its status, stdout and stderr.
     ///
-    /// The pipes are read only after exit, so this suits commands whose output fits in a pipe buffer.
+    /// Stdout is read only after exit, so this suits commands whose output fits in a pipe buffer.
     pub(crate) fn wait(mut self, limit: Duration) -> (ExitStatus, String, String) {
         let deadline = Instant::now() + limit;
         let status = loop {
@@ -76,19 +113,22 @@ impl Captured {
             std::thread::sleep(Duration::from_millis(10));
         };
         let mut out = String::new();
-        let mut err = String::new();
         self.child
             .stdout
             .take()
             .unwrap()
             .read_to_string(&mut out)
             .unwrap();
-        self.child
-            .stderr
-            .take()
-            .unwrap()
-            .read_to_string(&mut err)
-            .unwrap();
+        // The pipe closes with the process; its last lines are read by then or soon after.
+        let closed_by = Instant::now() + Duration::from_secs(5);
+        let (said, more) = &*self.stderr;
+        let mut guard = said.lock().unwrap();
+        while !guard.1 {
+            let left = closed_by.saturating_duration_since(Instant::now());
+            assert!(!left.is_zero(), "stderr still open after exit");
+            guard = more.wait_timeout(guard, left).unwrap().0;
+        }
+        let err = guard.0.iter().map(|l| format!("{l}\n")).collect();
         (status, out, err)
     }
 }

@@ -1,6 +1,7 @@
 //! The shard's per-record logic, shared by the socket receive loop ([`crate::shard`]) and the in-process replay
 //! ([`crate::local`]) so the two cannot judge a record differently: decode the header once (no UTF-8 check: dispatch
-//! hashes bytes), the Suicidal Snail, sequence accounting, per-symbol dispatch, and the hand-off to the workers.
+//! hashes bytes), the Suicidal Snail, sequence accounting, per-symbol dispatch, and the hand-off to the workers
+//! through the shard's [`Outlet`].
 //!
 //! Batch frames (`#B`, [`tickbox_wire::batch_records`]) are unpacked here without copying: each record is judged,
 //! accounted and dispatched exactly as if it had arrived alone, in batch order, and the parcels of the workers that
@@ -12,84 +13,21 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
 
 use tickbox_wire::{
     batch_records, is_batch, key_words, shard_key_of_topic, DecodeError, Flags, Kind, Payload,
     SequenceEvent, SequenceTracker,
 };
-use tickbox_workers::{worker_for_key, Dispatch, Meta, Parcel, Record, Recycler, PARCEL_RECORDS};
+use tickbox_workers::{worker_for_key, Dispatch, Meta, Record};
 
 use crate::clock::delay_ns;
+use crate::handoff::{Bytes, Halt, Handed, Outlet};
+use crate::logs::{format_signed, log_sequence_event, RateLimited, SequenceLogs};
 use crate::report::{Fatal, GapFatal, SnailEvent, Stage, SubscriberShardReport};
-use crate::shard::{format_signed, log_sequence_event, RateLimited, SequenceLogs, ShardSettings};
-use crate::shared::Shared;
+use crate::settings::ShardSettings;
+use crate::shared::{ShardSnapshot, Shared};
 use crate::snail::{lateness_ns, SnailVerdict};
 use crate::{GapPolicy, SnailMode};
-
-/// How long a hand-off waits on a full queue before looking at the stop conditions again.
-pub(crate) const HANDOFF_CHECK: Duration = Duration::from_millis(50);
-
-/// Where a record's bytes come from, which decides how the hand-off carries them.
-pub(crate) enum Bytes<'a> {
-    /// A single frame received whole: moved to the worker.
-    Message(zmq::Message),
-    /// `len` bytes at `start` of a received batch frame: shared with the worker.
-    Shared {
-        frame: &'a Arc<zmq::Message>,
-        start: usize,
-        len: usize,
-    },
-    /// Bytes lent by a journal reader until the next record: copied.
-    Borrowed(&'a [u8]),
-}
-
-/// The shard → worker hand-off.
-pub(crate) enum Out {
-    /// In-process parcels over bounded crossbeam channels: one per worker (`by_topic`) or one shared.
-    Ring {
-        senders: Vec<crossbeam_channel::Sender<Parcel>>,
-        recycler: Recycler,
-        pending: Vec<Parcel>,
-    },
-    /// The Guide's PUSH/PULL: one PUSH per worker (`by_topic`) or one the workers share; the worker decodes.
-    Zmq { pushes: Vec<zmq::Socket> },
-    /// No hand-off: this shard's own worker, called on the shard's thread (`handoff = "inline"`).
-    Inline(Box<dyn InlineSink>),
-}
-
-/// A worker run on the shard's thread (`handoff = "inline"`), behind a trait object so the shard stays free of
-/// the worker's type; the subscriber collects its outcome once the shard is done with it.
-pub(crate) trait InlineSink: Send {
-    /// One admitted record (`frame`, header decoded as `meta`), received at `now`.
-    fn deliver(&mut self, frame: &[u8], meta: Meta, now: u64);
-    /// One Guide message.
-    fn deliver_guide(&mut self, topic: &[u8], body: &[u8], now: u64);
-    /// The socket ran dry (or a burst ended): the worker flushes.
-    fn idle(&mut self);
-    /// The shard is done: final flush, outcome handed to the subscriber.
-    fn finish(self: Box<Self>);
-}
-
-impl Out {
-    pub(crate) fn ring(senders: Vec<crossbeam_channel::Sender<Parcel>>, recycler: Recycler) -> Out {
-        let pending = senders.iter().map(|_| recycler.take()).collect();
-        Out::Ring {
-            senders,
-            recycler,
-            pending,
-        }
-    }
-
-    /// Queues (one per worker or one shared).
-    pub(crate) fn targets(&self) -> usize {
-        match self {
-            Out::Ring { senders, .. } => senders.len(),
-            Out::Zmq { pushes } => pushes.len(),
-            Out::Inline(_) => 1,
-        }
-    }
-}
 
 /// Entries in a [`WorkerCache`]: a power of two several times the symbols of a typical feed (a couple of
 /// thousand), so few of them share an entry, and small enough (96 KiB) to stay in a core's L2 cache.
@@ -172,9 +110,12 @@ pub(crate) struct ShardCore<'s> {
     /// Which worker owns a symbol, remembered (the dispatch rule's answers, see [`WorkerCache`]).
     worker_cache: WorkerCache,
     skew_tolerant: bool,
-    out: Out,
-    /// Records per parcel before it is handed over (see [`ShardCore::parcel_records`]).
-    parcel_records: usize,
+    outlet: Outlet,
+    /// What a hand-off waiting on a full queue watches.
+    halt: Halt<'s>,
+    /// The worker each queue feeds is this one (an inline shard's own worker, whose index is the shard's), not
+    /// the queue's.
+    inline_worker: Option<usize>,
     stopped: bool,
 }
 
@@ -183,7 +124,7 @@ impl<'s> ShardCore<'s> {
         s: &'s ShardSettings,
         shared: &'s Shared,
         report: SubscriberShardReport,
-        out: Out,
+        outlet: Outlet,
     ) -> Self {
         ShardCore {
             s,
@@ -194,21 +135,18 @@ impl<'s> ShardCore<'s> {
             malformed_log: RateLimited::new(),
             batch_log: RateLimited::new(),
             drop_log: RateLimited::new(),
-            by_topic: s.dispatch == Dispatch::ByTopic && out.targets() > 1,
-            worker_cache: WorkerCache::new(out.targets()),
+            by_topic: s.dispatch == Dispatch::ByTopic && outlet.targets() > 1,
+            worker_cache: WorkerCache::new(outlet.targets()),
             skew_tolerant: s.snail_mode == SnailMode::SkewTolerant,
-            out,
-            parcel_records: PARCEL_RECORDS,
+            inline_worker: outlet.is_inline().then_some(s.index),
+            outlet,
+            halt: Halt {
+                shard: s.index,
+                workers_failed: &s.workers_failed,
+                tripped: &shared.tripped,
+            },
             stopped: false,
         }
-    }
-
-    /// Hands parcels over once they hold `n` records (at least one) instead of [`PARCEL_RECORDS`]: a local replay
-    /// fills larger ones, since each hand-off to a worker that has gone to sleep costs a wake-up (a system call,
-    /// and on a virtual machine an interrupt between cores) and a backtest has no latency to keep short.
-    pub(crate) fn parcel_records(mut self, n: usize) -> Self {
-        self.parcel_records = n.max(1);
-        self
     }
 
     /// One received message: a single frame or a batch. Returns `false` when the shard must stop.
@@ -273,24 +211,8 @@ impl<'s> ShardCore<'s> {
         } else {
             0
         };
-        let full = match &mut self.out {
-            Out::Ring { pending, .. } => {
-                let parcel = &mut pending[target];
-                parcel.push_guide(topic, body);
-                parcel.len() >= self.parcel_records
-            }
-            Out::Zmq { .. } => {
-                if !self.push_guide(target, topic, body, now) {
-                    return false;
-                }
-                false
-            }
-            Out::Inline(sink) => {
-                sink.deliver_guide(&topic, &body, now);
-                false
-            }
-        };
-        self.forwarded(target, full)
+        let handed = self.outlet.guide(target, topic, body, now, self.halt);
+        self.handed(target, handed, now)
     }
 
     /// One frame lent by a reader (a journal record): a single frame or a batch, copied to the workers.
@@ -509,139 +431,29 @@ impl<'s> ShardCore<'s> {
     /// Hands one admitted record to queue `target`. Returns `false` when the shard must stop.
     #[inline]
     fn forward(&mut self, target: usize, bytes: Bytes<'_>, meta: Meta, now: u64) -> bool {
-        let full = match &mut self.out {
-            Out::Ring { pending, .. } => {
-                let parcel = &mut pending[target];
-                match bytes {
-                    Bytes::Message(msg) => parcel.push_message(msg, meta),
-                    Bytes::Shared { frame, start, len } => {
-                        parcel.push_shared(frame, start, len, meta)
-                    }
-                    Bytes::Borrowed(b) => parcel.push_copy(b, meta),
-                }
-                parcel.len() >= self.parcel_records
-            }
-            Out::Zmq { .. } => {
-                let msg = match bytes {
-                    Bytes::Message(msg) => msg,
-                    // A socket takes a message of its own: a batched or borrowed record is copied into one.
-                    Bytes::Shared { frame, start, len } => {
-                        zmq::Message::from(&frame[start..start + len])
-                    }
-                    Bytes::Borrowed(b) => zmq::Message::from(b),
-                };
-                if !self.push(target, msg, now) {
-                    return false;
-                }
-                false
-            }
-            Out::Inline(sink) => {
-                match bytes {
-                    Bytes::Message(msg) => sink.deliver(&msg, meta, now),
-                    Bytes::Shared { frame, start, len } => {
-                        sink.deliver(&frame[start..start + len], meta, now)
-                    }
-                    Bytes::Borrowed(b) => sink.deliver(b, meta, now),
-                }
-                false
-            }
-        };
-        self.forwarded(target, full)
+        let handed = self.outlet.record(target, bytes, meta, now, self.halt);
+        self.handed(target, handed, now)
     }
 
-    /// Counts one message handed to queue `target` and sends the parcel if it is `full`.
+    /// Counts what the hand-off did with one record for queue `target`. Returns `false` when the shard must stop.
     #[inline]
-    fn forwarded(&mut self, target: usize, full: bool) -> bool {
+    fn handed(&mut self, target: usize, handed: Handed, now: u64) -> bool {
+        match handed {
+            Handed::Stop => {
+                self.stopped = true;
+                return false;
+            }
+            Handed::Refused(err) => self.handoff_refused(err, now),
+            Handed::Taken | Handed::TakenLast => {}
+        }
         self.report.forwarded += 1;
-        // An inline shard's only queue is its own worker, whose index is the shard's.
-        let worker = match self.out {
-            Out::Inline(_) => self.s.index,
-            _ => target,
-        };
+        let worker = self.inline_worker.unwrap_or(target);
         if let Some(n) = self.report.forwarded_per_worker.get_mut(worker) {
             *n += 1;
         }
-        if full {
-            return self.send_parcel(target);
-        }
-        true
-    }
-
-    /// Sends queue `target`'s parcel, waiting while the queue is full (back-pressure), but only while its worker
-    /// can still drain it: workers that are gone, a panicked worker or a trip stop the shard instead.
-    fn send_parcel(&mut self, target: usize) -> bool {
-        let Out::Ring {
-            senders,
-            recycler,
-            pending,
-        } = &mut self.out
-        else {
-            return true;
-        };
-        let mut out = std::mem::replace(&mut pending[target], recycler.take());
-        // The common case first: room in the queue, no deadline computed (`send_timeout` reads the clock).
-        let handed = loop {
-            out = match senders[target].try_send(out) {
-                Ok(()) => break true,
-                Err(crossbeam_channel::TrySendError::Disconnected(_)) => break false,
-                Err(crossbeam_channel::TrySendError::Full(back)) => back,
-            };
-            match senders[target].send_timeout(out, HANDOFF_CHECK) {
-                Ok(()) => break true,
-                Err(crossbeam_channel::SendTimeoutError::Disconnected(_)) => break false,
-                Err(crossbeam_channel::SendTimeoutError::Timeout(back)) => {
-                    if self.s.workers_failed.load(Ordering::Acquire)
-                        || self.shared.tripped.load(Ordering::Acquire)
-                    {
-                        break false;
-                    }
-                    out = back;
-                }
-            }
-        };
-        if !handed {
-            self.gave_up();
-        }
-        handed
-    }
-
-    /// Sends one message on a PUSH, waiting (bounded, re-checking the stop conditions) while it is at its
-    /// high-water mark. A send that fails even so is counted in `handoff_dropped`.
-    fn push(&mut self, target: usize, msg: zmq::Message, now: u64) -> bool {
-        if !self.wait_for_room(target) {
+        if handed == Handed::TakenLast {
+            self.stopped = true;
             return false;
-        }
-        let Out::Zmq { pushes } = &self.out else {
-            return true;
-        };
-        let sent = pushes[target].send(msg, zmq::DONTWAIT);
-        if let Err(err) = sent {
-            self.handoff_refused(err, now);
-        }
-        true
-    }
-
-    /// [`push`](Self::push) for a Guide message: `[topic][body]` as one two-part message (libzmq takes a
-    /// multipart message whole or not at all), counted once in `handoff_dropped` if refused.
-    fn push_guide(
-        &mut self,
-        target: usize,
-        topic: zmq::Message,
-        body: zmq::Message,
-        now: u64,
-    ) -> bool {
-        if !self.wait_for_room(target) {
-            return false;
-        }
-        let Out::Zmq { pushes } = &self.out else {
-            return true;
-        };
-        let push = &pushes[target];
-        let sent = push
-            .send(topic, zmq::SNDMORE | zmq::DONTWAIT)
-            .and_then(|()| push.send(body, zmq::DONTWAIT));
-        if let Err(err) = sent {
-            self.handoff_refused(err, now);
         }
         true
     }
@@ -658,64 +470,14 @@ impl<'s> ShardCore<'s> {
         }
     }
 
-    /// Waits (bounded, re-checking the stop conditions) until PUSH `target` has room. `false`: the shard stops.
-    fn wait_for_room(&mut self, target: usize) -> bool {
-        let Out::Zmq { pushes } = &self.out else {
-            return true;
-        };
-        let push = &pushes[target];
-        // Wait for room first: a refused send would consume the message.
-        loop {
-            match push.get_events() {
-                Ok(ev) if ev.contains(zmq::POLLOUT) => break,
-                Ok(_) | Err(zmq::Error::EINTR) => {}
-                Err(err) => {
-                    tracing::error!(shard = self.s.index, "hand-off socket failed: {err}");
-                    self.stopped = true;
-                    return false;
-                }
-            }
-            let _ = push.poll(zmq::POLLOUT, HANDOFF_CHECK.as_millis() as i64);
-            if self.s.workers_failed.load(Ordering::Acquire)
-                || self.shared.tripped.load(Ordering::Acquire)
-            {
-                self.gave_up();
-                return false;
-            }
-        }
-        true
-    }
-
-    fn gave_up(&mut self) {
-        self.stopped = true;
-        if self.s.workers_failed.load(Ordering::Acquire) {
-            tracing::error!(shard = self.s.index, "a worker panicked, shard stops");
-        } else if !self.shared.tripped.load(Ordering::Acquire) {
-            tracing::error!(shard = self.s.index, "workers are gone, shard stops");
-        }
-    }
-
     /// Ends a burst: hands over every parcel that holds records and publishes the live counters (one store each
     /// per burst, not per record). Returns `false` when the shard must stop.
     pub(crate) fn end_burst(&mut self) -> bool {
-        let queues = match &mut self.out {
-            Out::Ring { pending, .. } => pending.len(),
-            Out::Zmq { .. } => 0,
-            Out::Inline(sink) => {
-                sink.idle();
-                0
-            }
-        };
-        let mut ok = true;
-        for target in 0..queues {
-            let has = matches!(&self.out, Out::Ring { pending, .. } if !pending[target].is_empty());
-            if has && !self.send_parcel(target) {
-                ok = false;
-                break;
-            }
+        if !self.outlet.flush(self.halt) {
+            self.stopped = true;
         }
         self.publish();
-        ok && !self.stopped
+        !self.stopped
     }
 
     /// Stores the running totals where the owner reads them.
@@ -749,14 +511,14 @@ impl<'s> ShardCore<'s> {
     /// reads them: asked for by a scrape (once per scrape, never per record), and once more at the end.
     fn answer_metrics(&self) {
         let live = &self.shared.live[self.s.index];
-        let snapshot = crate::metrics::ShardSnapshot::of(&self.report, &self.tracker);
+        let snapshot = ShardSnapshot::of(&self.report, &self.tracker);
         *live.metrics.lock().unwrap_or_else(|p| p.into_inner()) = snapshot;
         live.metrics_answers.fetch_add(1, Ordering::Release);
     }
 
-    /// Hands over what is pending and fills in the sequence figures; returns the report and the hand-off (whose
+    /// Hands over what is pending and fills in the sequence figures; returns the report and the outlet (whose
     /// sockets the caller keeps open until the workers are done).
-    pub(crate) fn finish(mut self) -> (SubscriberShardReport, Out) {
+    pub(crate) fn finish(mut self) -> (SubscriberShardReport, Outlet) {
         if !self.stopped {
             self.end_burst();
         } else {
@@ -772,7 +534,7 @@ impl<'s> ShardCore<'s> {
         report.missing = report.sequence.missing;
         report.restarts = report.sequence.restarts;
         report.publishers = self.tracker.publisher_count();
-        (report, self.out)
+        (report, self.outlet)
     }
 }
 

@@ -1,0 +1,504 @@
+//! The shard → worker hand-off, as one seam: a shard gives every admitted record to its [`Outlet`], which is one of
+//! the three ways `handoff` in `[subscriber]` names, each a struct of its own, matched once per call:
+//!
+//! - [`Ring`] (`ring`): bounded in-process channels of parcels of decoded records (the received frames themselves,
+//!   moved or shared; a record a reader only lends is copied), a parcel handed over when full and at each burst's
+//!   end;
+//! - [`Pushes`] (`zmq`): the Guide's inproc PUSH/PULL, a message per record (the worker decodes it again);
+//! - an [`InlineSink`] (`inline`): no hand-off, the shard's own worker called on the shard's thread.
+//!
+//! A full queue blocks the shard (back-pressure to its SUB, then the publishers): nothing is dropped, except a
+//! message a PUSH refuses although it had room (counted as `handoff_dropped`). A waiting hand-off looks at the stop
+//! conditions every [`HANDOFF_CHECK`] and gives up once a worker has panicked or the subscriber has tripped
+//! ([`Halt`]), so a shard never stays blocked on a queue nobody drains.
+//!
+//! [`handoff_plan`] builds what each shard is given ([`HandoffPlan`]) and what each worker reads ([`Inbox`]).
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tickbox_workers::{Dispatch, Inbox, Meta, Parcel, Recycler, PARCEL_RECORDS};
+
+use crate::{Handoff, SubscriberConfig, SubscriberError};
+
+/// How long a hand-off waits on a full queue before looking at the stop conditions again.
+pub(crate) const HANDOFF_CHECK: Duration = Duration::from_millis(50);
+
+/// Where a record's bytes come from, which decides how the hand-off carries them.
+pub(crate) enum Bytes<'a> {
+    /// A single frame received whole: moved to the worker.
+    Message(zmq::Message),
+    /// `len` bytes at `start` of a received batch frame: shared with the worker.
+    Shared {
+        frame: &'a Arc<zmq::Message>,
+        start: usize,
+        len: usize,
+    },
+    /// Bytes lent by a journal reader until the next record: copied.
+    Borrowed(&'a [u8]),
+}
+
+impl Bytes<'_> {
+    /// The record's bytes, wherever they are.
+    #[inline]
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            Bytes::Message(msg) => msg,
+            Bytes::Shared { frame, start, len } => &frame[*start..*start + *len],
+            Bytes::Borrowed(b) => b,
+        }
+    }
+}
+
+/// A worker run on the shard's thread (`handoff = "inline"`), behind a trait object so the shard stays free of
+/// the worker's type; the subscriber collects its outcome once the shard is done with it.
+pub(crate) trait InlineSink: Send {
+    /// One admitted record (`frame`, header decoded as `meta`), received at `now`.
+    fn deliver(&mut self, frame: &[u8], meta: Meta, now: u64);
+    /// One Guide message.
+    fn deliver_guide(&mut self, topic: &[u8], body: &[u8], now: u64);
+    /// The socket ran dry (or a burst ended): the worker flushes.
+    fn idle(&mut self);
+    /// The shard is done: final flush, outcome handed to the subscriber.
+    fn finish(self: Box<Self>);
+}
+
+/// What a waiting hand-off watches: it gives up once a worker has panicked (its queue may never drain again) or
+/// the subscriber has tripped.
+#[derive(Clone, Copy)]
+pub(crate) struct Halt<'a> {
+    /// The shard, for the logs.
+    pub(crate) shard: usize,
+    pub(crate) workers_failed: &'a AtomicBool,
+    pub(crate) tripped: &'a AtomicBool,
+}
+
+impl Halt<'_> {
+    fn due(self) -> bool {
+        self.workers_failed.load(Ordering::Acquire) || self.tripped.load(Ordering::Acquire)
+    }
+
+    /// Says why the shard stops (a trip was said where it happened).
+    fn gave_up(self) {
+        if self.workers_failed.load(Ordering::Acquire) {
+            tracing::error!(shard = self.shard, "a worker panicked, shard stops");
+        } else if !self.tripped.load(Ordering::Acquire) {
+            tracing::error!(shard = self.shard, "workers are gone, shard stops");
+        }
+    }
+}
+
+/// What became of one record at the hand-off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Handed {
+    /// Queued, sent, or delivered: the shard goes on.
+    Taken,
+    /// Refused by a PUSH that had room a moment before (counted as dropped); the shard goes on.
+    Refused(zmq::Error),
+    /// Taken, but its parcel could not be handed over (the queue's workers are gone or failed): the shard stops.
+    TakenLast,
+    /// Not taken: the shard stops.
+    Stop,
+}
+
+/// How a shard reaches the workers, as the owner builds it; the shard opens it on its own thread.
+pub(crate) enum HandoffPlan {
+    /// Parcels over bounded channels.
+    Ring {
+        senders: Vec<crossbeam_channel::Sender<Parcel>>,
+        recycler: Recycler,
+    },
+    /// One PUSH bound at each endpoint, high-water mark `hwm`.
+    Zmq { endpoints: Vec<String>, hwm: i32 },
+    /// The shard's own worker, run on its thread.
+    Inline(Box<dyn InlineSink>),
+}
+
+impl HandoffPlan {
+    /// The outlet of shard `shard`: PUSH sockets are bound here, before the workers connect to them.
+    pub(crate) fn open(self, ctx: &zmq::Context, shard: usize) -> Result<Outlet, SubscriberError> {
+        Ok(match self {
+            HandoffPlan::Ring { senders, recycler } => {
+                Outlet::Ring(Ring::new(senders, recycler, PARCEL_RECORDS))
+            }
+            HandoffPlan::Zmq { endpoints, hwm } => {
+                Outlet::Zmq(Pushes::bind(ctx, shard, &endpoints, hwm)?)
+            }
+            HandoffPlan::Inline(sink) => Outlet::Inline(sink),
+        })
+    }
+}
+
+/// A shard's way to its workers (see the module documentation).
+pub(crate) enum Outlet {
+    Ring(Ring),
+    Zmq(Pushes),
+    Inline(Box<dyn InlineSink>),
+}
+
+impl Outlet {
+    /// Queues: one per worker (`by_topic`), or one the workers share; an inline worker is the one queue.
+    pub(crate) fn targets(&self) -> usize {
+        match self {
+            Outlet::Ring(ring) => ring.senders.len(),
+            Outlet::Zmq(pushes) => pushes.sockets.len(),
+            Outlet::Inline(_) => 1,
+        }
+    }
+
+    /// Whether the one queue is the shard's own worker.
+    pub(crate) fn is_inline(&self) -> bool {
+        matches!(self, Outlet::Inline(_))
+    }
+
+    /// Hands one admitted record (header decoded as `meta`, received at `now`) to queue `target`.
+    #[inline]
+    pub(crate) fn record(
+        &mut self,
+        target: usize,
+        bytes: Bytes<'_>,
+        meta: Meta,
+        now: u64,
+        halt: Halt<'_>,
+    ) -> Handed {
+        match self {
+            Outlet::Ring(ring) => ring.record(target, bytes, meta, halt),
+            Outlet::Zmq(pushes) => pushes.record(target, bytes, halt),
+            Outlet::Inline(sink) => {
+                sink.deliver(bytes.as_slice(), meta, now);
+                Handed::Taken
+            }
+        }
+    }
+
+    /// Hands one Guide message `[topic][body]` to queue `target`.
+    #[inline]
+    pub(crate) fn guide(
+        &mut self,
+        target: usize,
+        topic: zmq::Message,
+        body: zmq::Message,
+        now: u64,
+        halt: Halt<'_>,
+    ) -> Handed {
+        match self {
+            Outlet::Ring(ring) => ring.guide(target, topic, body, halt),
+            Outlet::Zmq(pushes) => pushes.guide(target, topic, body, halt),
+            Outlet::Inline(sink) => {
+                sink.deliver_guide(&topic, &body, now);
+                Handed::Taken
+            }
+        }
+    }
+
+    /// A burst ended: every parcel that holds records goes (a ring), the worker flushes (inline). `false`: the
+    /// shard stops.
+    pub(crate) fn flush(&mut self, halt: Halt<'_>) -> bool {
+        match self {
+            Outlet::Ring(ring) => ring.flush(halt),
+            Outlet::Zmq(_) => true,
+            Outlet::Inline(sink) => {
+                sink.idle();
+                true
+            }
+        }
+    }
+
+    /// The shard is done with its outlet: an inline worker's final flush hands its outcome over (`None`); the
+    /// rest is returned, to be kept while the workers may still read from it.
+    pub(crate) fn finish(self) -> Option<Outlet> {
+        match self {
+            Outlet::Inline(sink) => {
+                sink.finish();
+                None
+            }
+            other => Some(other),
+        }
+    }
+
+    /// Whether closing now would drop what the workers have not taken yet (PUSH sockets close with linger 0;
+    /// a ring's parcels stay queued after its senders are gone).
+    pub(crate) fn holds_undelivered(&self) -> bool {
+        matches!(self, Outlet::Zmq(_))
+    }
+}
+
+/// Parcels over bounded crossbeam channels: one per worker (`by_topic`) or one the workers share.
+pub(crate) struct Ring {
+    senders: Vec<crossbeam_channel::Sender<Parcel>>,
+    recycler: Recycler,
+    /// The parcel being filled for each queue.
+    pending: Vec<Parcel>,
+    /// Records a parcel holds before it is handed over.
+    parcel_records: usize,
+}
+
+impl Ring {
+    /// Parcels of up to `parcel_records` records (at least one). A local replay fills larger ones than a live
+    /// shard's [`PARCEL_RECORDS`]: each hand-off to a worker that has gone to sleep costs a wake-up (a system
+    /// call, and on a virtual machine an interrupt between cores), and a backtest has no latency to keep short.
+    pub(crate) fn new(
+        senders: Vec<crossbeam_channel::Sender<Parcel>>,
+        recycler: Recycler,
+        parcel_records: usize,
+    ) -> Ring {
+        let pending = senders.iter().map(|_| recycler.take()).collect();
+        Ring {
+            senders,
+            recycler,
+            pending,
+            parcel_records: parcel_records.max(1),
+        }
+    }
+
+    #[inline]
+    fn record(&mut self, target: usize, bytes: Bytes<'_>, meta: Meta, halt: Halt<'_>) -> Handed {
+        let parcel = &mut self.pending[target];
+        match bytes {
+            Bytes::Message(msg) => parcel.push_message(msg, meta),
+            Bytes::Shared { frame, start, len } => parcel.push_shared(frame, start, len, meta),
+            Bytes::Borrowed(b) => parcel.push_copy(b, meta),
+        }
+        self.taken(target, halt)
+    }
+
+    #[inline]
+    fn guide(
+        &mut self,
+        target: usize,
+        topic: zmq::Message,
+        body: zmq::Message,
+        halt: Halt<'_>,
+    ) -> Handed {
+        self.pending[target].push_guide(topic, body);
+        self.taken(target, halt)
+    }
+
+    /// A record went into queue `target`'s parcel, which goes once it is full.
+    #[inline]
+    fn taken(&mut self, target: usize, halt: Halt<'_>) -> Handed {
+        if self.pending[target].len() < self.parcel_records || self.send(target, halt) {
+            Handed::Taken
+        } else {
+            Handed::TakenLast
+        }
+    }
+
+    fn flush(&mut self, halt: Halt<'_>) -> bool {
+        (0..self.pending.len())
+            .all(|target| self.pending[target].is_empty() || self.send(target, halt))
+    }
+
+    /// Sends queue `target`'s parcel, waiting while the queue is full (back-pressure), but only while its worker
+    /// can still drain it: workers that are gone, a panicked worker or a trip stop the shard instead.
+    fn send(&mut self, target: usize, halt: Halt<'_>) -> bool {
+        let mut out = std::mem::replace(&mut self.pending[target], self.recycler.take());
+        let sender = &self.senders[target];
+        // The common case first: room in the queue, no deadline computed (`send_timeout` reads the clock).
+        let handed = loop {
+            out = match sender.try_send(out) {
+                Ok(()) => break true,
+                Err(crossbeam_channel::TrySendError::Disconnected(_)) => break false,
+                Err(crossbeam_channel::TrySendError::Full(back)) => back,
+            };
+            match sender.send_timeout(out, HANDOFF_CHECK) {
+                Ok(()) => break true,
+                Err(crossbeam_channel::SendTimeoutError::Disconnected(_)) => break false,
+                Err(crossbeam_channel::SendTimeoutError::Timeout(back)) => {
+                    if halt.due() {
+                        break false;
+                    }
+                    out = back;
+                }
+            }
+        };
+        if !handed {
+            halt.gave_up();
+        }
+        handed
+    }
+}
+
+/// The Guide's PUSH/PULL: one PUSH per worker (`by_topic`) or one the workers share; the worker decodes.
+pub(crate) struct Pushes {
+    sockets: Vec<zmq::Socket>,
+}
+
+impl Pushes {
+    /// Binds a PUSH at each of `endpoints` (before the workers connect).
+    fn bind(
+        ctx: &zmq::Context,
+        shard: usize,
+        endpoints: &[String],
+        hwm: i32,
+    ) -> Result<Pushes, SubscriberError> {
+        let zerr = |what| {
+            move |source| SubscriberError::Zmq {
+                shard,
+                what,
+                source,
+            }
+        };
+        let mut sockets = Vec::with_capacity(endpoints.len());
+        for endpoint in endpoints {
+            let push = ctx.socket(zmq::PUSH).map_err(zerr("create PUSH"))?;
+            // Closed only once the workers have taken everything (see `Outlet::holds_undelivered`), so nothing
+            // is left to linger.
+            push.set_linger(0).map_err(zerr("set linger"))?;
+            push.set_sndhwm(hwm).map_err(zerr("set sndhwm"))?;
+            push.bind(endpoint).map_err(zerr("bind hand-off"))?;
+            sockets.push(push);
+        }
+        Ok(Pushes { sockets })
+    }
+
+    /// Sends one record as a message of its own (a batched or borrowed record is copied into one), once the
+    /// PUSH has room.
+    fn record(&mut self, target: usize, bytes: Bytes<'_>, halt: Halt<'_>) -> Handed {
+        if !self.wait_for_room(target, halt) {
+            return Handed::Stop;
+        }
+        let msg = match bytes {
+            Bytes::Message(msg) => msg,
+            other => zmq::Message::from(other.as_slice()),
+        };
+        match self.sockets[target].send(msg, zmq::DONTWAIT) {
+            Ok(()) => Handed::Taken,
+            Err(err) => Handed::Refused(err),
+        }
+    }
+
+    /// A Guide message as one two-part message (libzmq takes a multipart message whole or not at all), refused
+    /// at most once.
+    fn guide(
+        &mut self,
+        target: usize,
+        topic: zmq::Message,
+        body: zmq::Message,
+        halt: Halt<'_>,
+    ) -> Handed {
+        if !self.wait_for_room(target, halt) {
+            return Handed::Stop;
+        }
+        let push = &self.sockets[target];
+        let sent = push
+            .send(topic, zmq::SNDMORE | zmq::DONTWAIT)
+            .and_then(|()| push.send(body, zmq::DONTWAIT));
+        match sent {
+            Ok(()) => Handed::Taken,
+            Err(err) => Handed::Refused(err),
+        }
+    }
+
+    /// Waits (bounded, re-checking the stop conditions) until PUSH `target` has room; a refused send would
+    /// consume the message. `false`: the shard stops.
+    fn wait_for_room(&self, target: usize, halt: Halt<'_>) -> bool {
+        let push = &self.sockets[target];
+        loop {
+            match push.get_events() {
+                Ok(ev) if ev.contains(zmq::POLLOUT) => return true,
+                Ok(_) | Err(zmq::Error::EINTR) => {}
+                Err(err) => {
+                    tracing::error!(shard = halt.shard, "hand-off socket failed: {err}");
+                    return false;
+                }
+            }
+            let _ = push.poll(zmq::POLLOUT, HANDOFF_CHECK.as_millis() as i64);
+            if halt.due() {
+                halt.gave_up();
+                return false;
+            }
+        }
+    }
+}
+
+/// Tells apart the inproc endpoints of subscribers started in one process.
+static INSTANCE: AtomicUsize = AtomicUsize::new(0);
+
+/// The hand-off of every shard (in config order) and the inbox of every worker.
+///
+/// `ring`: both ends are in this process, so bounded channels carry parcels of decoded records (the received
+/// frames themselves, no copy; measured against inproc PUSH/PULL in benches/handoff.rs). `by_topic` gets one FIFO
+/// per worker that every shard feeds, `round_robin` one queue all workers take from. A channel holds
+/// `handoff_hwm / PARCEL_RECORDS` parcels (at least 4), so a loaded queue holds about `handoff_hwm` records.
+///
+/// `zmq`: each shard binds one inproc PUSH per worker (`by_topic`) or one the workers share (`round_robin`), each
+/// with `handoff_hwm` as its high-water mark, and the workers connect PULL sockets: the Guide's pattern, for
+/// comparison and for code that expects sockets.
+///
+/// `inline`: nothing here; the subscriber, which owns the workers' type, builds each shard's plan.
+pub(crate) fn handoff_plan(
+    config: &SubscriberConfig,
+    workers: usize,
+) -> (Vec<HandoffPlan>, Vec<Inbox>) {
+    let shards = config.shards.len().max(1);
+    let hwm = usize::try_from(config.handoff_hwm).unwrap_or(0).max(1);
+    match config.handoff {
+        Handoff::Ring => {
+            let depth = (hwm / PARCEL_RECORDS).max(4);
+            let recycler = Recycler::new(depth * workers.max(1) + 4 * shards * workers.max(1));
+            let (senders, inboxes): (Vec<_>, Vec<_>) = match config.dispatch {
+                Dispatch::ByTopic => {
+                    let (tx, rx): (Vec<_>, Vec<_>) = (0..workers)
+                        .map(|_| crossbeam_channel::bounded::<Parcel>(depth))
+                        .unzip();
+                    let inboxes = rx
+                        .into_iter()
+                        .map(|rx| Inbox::Parcels {
+                            rx,
+                            recycler: recycler.clone(),
+                        })
+                        .collect();
+                    (tx, inboxes)
+                }
+                Dispatch::RoundRobin => {
+                    let (tx, rx) = crossbeam_channel::bounded::<Parcel>(depth * workers.max(1));
+                    let inboxes = (0..workers)
+                        .map(|_| Inbox::Parcels {
+                            rx: rx.clone(),
+                            recycler: recycler.clone(),
+                        })
+                        .collect();
+                    (vec![tx], inboxes)
+                }
+            };
+            // Only the shards hold senders: when they are all gone, the workers see the end.
+            let plans = (0..shards)
+                .map(|_| HandoffPlan::Ring {
+                    senders: senders.clone(),
+                    recycler: recycler.clone(),
+                })
+                .collect();
+            (plans, inboxes)
+        }
+        Handoff::Inline => (Vec::new(), Vec::new()),
+        Handoff::Zmq => {
+            let tag = format!(
+                "{}-{}",
+                std::process::id(),
+                INSTANCE.fetch_add(1, Ordering::Relaxed)
+            );
+            let queues = match config.dispatch {
+                Dispatch::ByTopic => workers,
+                Dispatch::RoundRobin => 1,
+            };
+            let endpoint = |shard: usize, queue: usize| {
+                format!("inproc://tickbox-handoff-{tag}-{shard}-{queue}")
+            };
+            let plans = (0..shards)
+                .map(|shard| HandoffPlan::Zmq {
+                    endpoints: (0..queues).map(|q| endpoint(shard, q)).collect(),
+                    hwm: config.handoff_hwm.max(1),
+                })
+                .collect();
+            let inboxes = (0..workers)
+                .map(|w| {
+                    let queue = if queues == 1 { 0 } else { w };
+                    Inbox::Endpoints((0..shards).map(|shard| endpoint(shard, queue)).collect())
+                })
+                .collect();
+            (plans, inboxes)
+        }
+    }
+}
