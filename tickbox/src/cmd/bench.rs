@@ -309,7 +309,7 @@ struct CompressArgs {
     /// zstd level, as `journal compress --level`.
     #[arg(long, default_value_t = 3, value_name = "N")]
     level: i32,
-    /// Print the results as one JSON array on stdout instead of the table.
+    /// Print the results as one JSON object on stdout (`items`: one per journal) instead of the table.
     #[arg(long)]
     json: bool,
 }
@@ -725,13 +725,15 @@ fn compress(a: CompressArgs) -> anyhow::Result<ExitCode> {
     };
     let results = run_compress_bench(&config).context("compress benchmark failed")?;
     if a.json {
-        println!("{}", serde_json::to_string(&results)?);
+        crate::out::json(&results)?;
     } else {
-        println!(
-            "each journal copied plain and compressed (zstd level {}, 1 MiB frames); ratio = record bytes ÷ compressed              du; reads through the journal Reader with checksums, plain and compressed alternating; seek = seek_time              to the last tenth of the capture times and read the record there",
+        crate::out::outln!(
+            "each journal copied plain and compressed (zstd level {}, 1 MiB frames); ratio = record bytes ÷ compressed \
+             du; reads through the journal Reader with checksums, plain and compressed alternating; seek = seek_time \
+             to the last tenth of the capture times and read the record there",
             a.level
         );
-        print!("{}", compress_table(&results));
+        crate::out::out!("{}", compress_table(&results));
     }
     Ok(ExitCode::from(exit_code::OK))
 }
