@@ -270,7 +270,7 @@ fn say_unsubscribed(feed: &tickbox_feed::FeedHandle, connects: &[bool]) {
 
 /// How long the shards' close may wait (their drain at the end of a no-drop run; nothing otherwise).
 fn drain_timeout(config: &FeedConfig) -> Duration {
-    if config.no_drop {
+    if config.back_pressure.blocks() {
         config.drain_timeout.0
     } else {
         Duration::ZERO
@@ -457,7 +457,7 @@ fn apply(args: Args, mut config: FeedConfig) -> anyhow::Result<FeedConfig> {
     }
     if args.no_drop {
         tracing::warn!("--no-drop is deprecated: write --back-pressure block");
-        config.no_drop = true;
+        config.back_pressure = tickbox_zmqx::BackPressure::Block;
     }
     if let Some(back_pressure) = args.back_pressure {
         if !back_pressure.blocks() && config.pattern == Pattern::Pathological {
@@ -466,7 +466,7 @@ fn apply(args: Args, mut config: FeedConfig) -> anyhow::Result<FeedConfig> {
                  point; it waits for a subscriber and blocks); leave --back-pressure out"
             );
         }
-        config.no_drop = back_pressure.blocks();
+        config.back_pressure = back_pressure;
     }
     if let Some(d) = args.drain_timeout {
         config.drain_timeout = d;
@@ -478,8 +478,8 @@ fn apply(args: Args, mut config: FeedConfig) -> anyhow::Result<FeedConfig> {
         tracing::warn!("--sndhwm is deprecated: write --send-hwm");
     }
     if let Some(sndhwm) = args.send_hwm.or(args.sndhwm) {
-        config.sndhwm = sndhwm;
-        config.socket_profile.sndhwm = None; // the flag wins over [context.sockets.feed]
+        config.send_hwm = sndhwm;
+        config.socket_profile.send_hwm = None; // the flag wins over [context.sockets.feed]
     }
     if let Some(d) = args.heartbeat {
         config.heartbeat_interval = d;

@@ -289,9 +289,9 @@ fn apply(args: Args, mut config: LvcConfig) -> LvcConfig {
     }
     // A flag wins over [context.sockets.lvc] for the option it sets (see tickbox_zmqx::profile).
     let p = &mut config.socket_profile;
-    p.rcvhwm = p.rcvhwm.filter(|_| args.upstream_hwm.is_none());
-    p.sndhwm = p
-        .sndhwm
+    p.receive_hwm = p.receive_hwm.filter(|_| args.upstream_hwm.is_none());
+    p.send_hwm = p
+        .send_hwm
         .filter(|_| args.downstream_hwm.is_none() && args.tap_hwm.is_none());
     p.maxmsgsize = p
         .maxmsgsize
