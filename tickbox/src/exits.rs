@@ -156,6 +156,11 @@ const TABLE: &[Codes] = &[
         more: &[],
     },
     Codes {
+        path: "bench compress",
+        error: None,
+        more: &[],
+    },
+    Codes {
         path: "bench compare",
         error: None,
         more: &[(

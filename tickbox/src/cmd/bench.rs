@@ -297,16 +297,17 @@ struct RecordArgs {
 #[derive(Debug, clap::Args)]
 struct CompressArgs {
     /// Records of the synthetic feed's market data to generate and measure (0: none).
-    #[arg(long, default_value_t = 1_000_000)]
+    #[arg(long, default_value_t = 1_000_000, value_name = "N")]
     records: u64,
-    /// A journal to measure too (repeatable): a recording, or a DBN file imported with `tickbox import`.
-    #[arg(long = "journal")]
+    /// Journals to measure too (comma-separated or repeated): recordings, or DBN files imported with `tickbox
+    /// import`.
+    #[arg(long = "journal", value_delimiter = ',', value_name = "PATH[,PATH…]")]
     journals: Vec<PathBuf>,
     /// Rounds of reading, the plain and the compressed copy alternating; figures are medians (min–max).
-    #[arg(long, default_value = "3", value_parser = crate::bounds::repeat)]
+    #[arg(long = "repeats", alias = "repeat", default_value = "3", value_parser = crate::bounds::repeat, value_name = "N")]
     repeat: usize,
     /// zstd level, as `journal compress --level`.
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 3, value_name = "N")]
     level: i32,
     /// Print the results as one JSON array on stdout instead of the table.
     #[arg(long)]

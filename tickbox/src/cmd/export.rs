@@ -16,8 +16,13 @@ use crate::exit_code;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct ExportArgs {
-    /// A journal (ring file or archive directory, plain or compressed) or a history directory; or one in an
-    /// object store (s3://bucket/prefix, as `record --archive-to` leaves it), fetched to a temporary directory first.
+    /// The journal: a ring file or archive directory, plain or compressed, or a history directory; or one in an
+    /// object store (`--journal s3://bucket/prefix`, as `record --archive-to` leaves it), fetched to a temporary
+    /// directory first.
+    #[command(flatten)]
+    journal: super::journal::JournalArg,
+    /// What `journal` names, once read (a local copy's for a store).
+    #[arg(skip)]
     path: PathBuf,
     /// Output format: `parquet` (a dataset partitioned by date and kind), `csv` (one file per kind), `json`
     /// (one object per line), `dbn` (an import given back, or a recording's trades or quotes).
@@ -29,17 +34,17 @@ pub(crate) struct ExportArgs {
     #[arg(long, value_name = "PATH|URL")]
     out: Option<String>,
     /// Only these kinds (comma-separated: quote, trade, heartbeat, book_level, gap, vendor).
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', value_name = "KIND[,KIND…]")]
     kind: Vec<String>,
     /// Only records whose topic starts with one of these prefixes (comma-separated: `Q.XNAS.,T.XNAS.AAPL`).
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', value_name = "PREFIX[,PREFIX…]")]
     topics: Vec<String>,
     /// Only records captured at or after this: RFC 3339, a local date-time or time of day in --tz, ns since the
     /// epoch, or +DURATION after the first record (the replay's forms).
-    #[arg(long, value_parser = parse_when)]
+    #[arg(long, value_parser = parse_when, value_name = "TIME")]
     from: Option<When>,
     /// Only records captured before this (same forms as --from).
-    #[arg(long, value_parser = parse_when)]
+    #[arg(long, value_parser = parse_when, value_name = "TIME")]
     to: Option<When>,
     /// Time zone of local --from/--to times and of Parquet's date partitions: an IANA name.
     #[arg(long, default_value = "UTC", value_parser = parse_tz, value_name = "ZONE")]
@@ -52,7 +57,7 @@ pub(crate) struct ExportArgs {
     max_file_size: u64,
     /// DBN of an import: which imported file (0-based, as `tickbox import` listed them); needed when there are
     /// several.
-    #[arg(long)]
+    #[arg(long, value_name = "N")]
     source: Option<u32>,
     /// Print the summary as one JSON object (on stdout; on stderr when the data goes to stdout).
     #[arg(long)]
@@ -83,6 +88,7 @@ fn parse_tz(s: &str) -> Result<TimeZone, String> {
 
 pub(crate) fn run(mut args: ExportArgs) -> anyhow::Result<ExitCode> {
     // A journal or history in an object store is read from a local copy (kept until the export is done).
+    args.path = args.journal.path();
     let _mirror = match fetch(&args.path) {
         Ok(m) => m,
         Err(e @ ExportError::Store { .. }) => {

@@ -33,7 +33,7 @@ pub(crate) struct Args {
 /// The journal (or history directory) a subcommand reads: `--journal PATH`, as `record`, `replay` and `import`
 /// name it. The bare path of the old spelling is still taken for one release, and says so.
 #[derive(Debug, clap::Args)]
-struct JournalArg {
+pub(crate) struct JournalArg {
     /// A journal (ring file or archive directory) or a history directory (`record --roll`).
     #[arg(
         long = "journal",
@@ -48,8 +48,8 @@ struct JournalArg {
 }
 
 impl JournalArg {
-    fn path(self) -> PathBuf {
-        match (self.journal, self.path) {
+    pub(crate) fn path(&self) -> PathBuf {
+        match (self.journal.clone(), self.path.clone()) {
             (Some(journal), _) => journal,
             (None, Some(path)) => {
                 tracing::warn!(
@@ -109,13 +109,18 @@ enum Action {
     /// journal as gap records. Each publisher's records keep their sequence order.
     Stitch {
         /// The journals (or histories) of the elected recorders.
-        #[arg(required = true, num_args = 1..)]
+        #[arg(
+            long = "journal",
+            required = true,
+            value_delimiter = ',',
+            value_name = "PATH[,PATH…]"
+        )]
         journals: Vec<PathBuf>,
         /// The stitched journal to create (an archive; must not exist).
-        #[arg(long)]
+        #[arg(long, value_name = "PATH")]
         out: PathBuf,
         /// Segment size of the stitched journal.
-        #[arg(long, default_value = "1GiB", value_parser = tickbox_units::parse_size)]
+        #[arg(long, default_value = "1GiB", value_parser = tickbox_units::parse_size, value_name = "SIZE")]
         segment_size: u64,
         /// Print the report as one JSON object on stdout.
         #[arg(long)]
@@ -189,7 +194,7 @@ enum Action {
         #[command(flatten)]
         journal: JournalArg,
         /// zstd level: 1 (fastest) to 19.
-        #[arg(long, default_value_t = 3)]
+        #[arg(long, default_value_t = 3, value_name = "N")]
         level: i32,
         /// Print what was done as one JSON object on stdout.
         #[arg(long)]

@@ -387,8 +387,9 @@ fn record_elect_follower_takes_over_after_kill_9_and_records_the_handover() {
             "--out",
             day.to_str().unwrap(),
             "--json",
+            "--journal",
         ])
-        .args([&journal_a, &journal_b])
+        .arg(format!("{},{}", journal_a.display(), journal_b.display()))
         .output()
         .unwrap();
     assert!(stitch.status.success(), "{stitch:?}");

@@ -39,8 +39,32 @@ fn readings(j: &Path, dir: &TempDir, tag: &str) -> Vec<String> {
     let mut out = vec![
         ok_stdout(&run(&["journal", "dump", js, "--limit", "0"])),
         ok_stdout(&run(&["journal", "export", js, "--format", "json"])),
-        ok_stdout(&run(&["journal", "export", js, "--format", "csv"])),
     ];
+    // CSV is one file per kind: the directory's files, in name order.
+    let csv = dir.path().join(format!("{tag}-csv"));
+    ok_stdout(&run(&[
+        "journal",
+        "export",
+        "--journal",
+        js,
+        "--format",
+        "csv",
+        "--out",
+        csv.to_str().unwrap(),
+    ]));
+    let mut files: Vec<_> = std::fs::read_dir(&csv)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    assert!(!files.is_empty(), "no CSV file in {}", csv.display());
+    for f in files {
+        out.push(format!(
+            "{}: {}",
+            f.file_name().unwrap().to_string_lossy(),
+            std::fs::read_to_string(&f).unwrap()
+        ));
+    }
     let dbn = dir.path().join(format!("{tag}.dbn"));
     ok_stdout(&run(&[
         "journal",

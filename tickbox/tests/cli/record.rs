@@ -596,7 +596,8 @@ fn ctrl_c_stops_record_and_replay_cleanly() {
         Duration::from_secs(10),
         tx,
     );
-    assert_eq!(got.len(), 3);
+    // `receive` drains what is queued once it polls, so it may hold more than it waited for.
+    assert!(got.len() >= 3, "{} messages", got.len());
     common::send_signal(replay.0.id(), libc::SIGINT);
     let started = Instant::now();
     let out = replay.wait_output(Duration::from_secs(5));

@@ -78,6 +78,8 @@ fn a_tape_on_a_full_disk_is_counted_and_exits_1() {
         .and_then(|s| s.split(' ').next())
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no count in {}", errors[0]));
-    assert!(lost >= 5000, "{err}");
+    // A loaded machine may drop some at the feed's high-water mark: those are counted as missing, not handled.
+    let missing = summary["missing"].as_u64().unwrap_or(0);
+    assert!(lost + missing >= 5000, "{err}\n{summary}");
     assert!(err.contains("tape /dev/full: 0 records written"), "{err}");
 }
