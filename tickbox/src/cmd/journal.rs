@@ -654,57 +654,6 @@ fn stitch(
         crate::out::json(&report)?;
         return Ok(ExitCode::SUCCESS);
     }
-    for i in &report.inputs {
-        let spans: Vec<String> = i
-            .spans
-            .iter()
-            .map(|s| match s.until {
-                Some(u) => format!("{} ..= {u}", s.from),
-                None => format!("{} .. end", s.from),
-            })
-            .collect();
-        println!(
-            "input         {}: led journal seqs [{}]; {} data records, {} taken as leader, {} filled a leader's gap, \
-             {} duplicates left{}",
-            i.path,
-            spans.join(", "),
-            i.data,
-            i.taken_as_leader,
-            i.filled,
-            i.duplicates,
-            if i.damaged_ranges > 0 {
-                format!(", {} damaged stretch(es) passed", i.damaged_ranges)
-            } else {
-                String::new()
-            }
-        );
-    }
-    println!(
-        "stitched      {}: {} data records, {} records written ({} cached values); {} heartbeats and {} recorded \
-         gap records left out; {} waited for a predecessor",
-        report.out,
-        report.data,
-        report.written,
-        report.cached,
-        report.heartbeats_left_out,
-        report.gap_records_left_out,
-        report.reordered
-    );
-    println!(
-        "neither has   {} publisher sequence(s) in {} hole(s){}",
-        report.missing,
-        report.hole_count,
-        if report.missing > 0 {
-            " (gap records in the stitched journal name them)"
-        } else {
-            ""
-        }
-    );
-    for h in &report.holes {
-        println!(
-            "  publisher {} session {}: {} ..= {}",
-            h.publisher, h.session, h.first, h.last
-        );
-    }
+    print!("{report}");
     Ok(ExitCode::SUCCESS)
 }
