@@ -60,6 +60,7 @@ mod config;
 mod error;
 mod generator;
 mod metrics;
+mod overrides;
 mod pacer;
 mod publisher;
 mod runner;
@@ -73,6 +74,7 @@ pub use generator::{
     Universe, MAX_GENERATED_SYMBOLS,
 };
 pub use metrics::FeedMetrics;
+pub use overrides::FeedOverrides;
 pub use pacer::{paced_offset_ns, Pacing, SendPacer, Step};
 pub use publisher::{
     heartbeat_topic, open_publisher_socket, Publisher, PublisherCounts, INTERRUPT_GRACE, LINGER_MS,

@@ -5,8 +5,8 @@ use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use anyhow::{bail, Context};
-use tickbox_feed::{Feed, FeedConfig, PacingMode, Pattern, PublisherShardConfig, Rate};
+use anyhow::Context;
+use tickbox_feed::{Feed, FeedConfig, PacingMode, Pattern, Rate};
 
 use crate::config::TickboxConfig;
 use crate::live::{fmt_rate, LiveArgs, LiveView, Rate as LiveRate};
@@ -182,8 +182,9 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
 /// A running feed as the one loop of [`watch`] sees it: the synthetic market ([`Synthetic`]) or a recording
 /// (`--source`, [`Recording`]).
 trait Running {
-    /// The line printed for each shard at start, for scripts and tests to find its endpoint.
-    fn shard_lines(&self) -> Vec<String>;
+    fn shards(&self) -> &[tickbox_feed::ShardInfo];
+    /// What a shard's start line says it publishes (`symbols N`, `source dbn`).
+    fn publishes(&self, shard: &tickbox_feed::ShardInfo) -> String;
     fn is_finished(&self) -> bool;
     fn stop(&self);
     /// The object published as `tickbox.feed.status`.
@@ -204,8 +205,8 @@ struct Ending {
     delivered_to_nobody: Option<u64>,
 }
 
-/// Prints the shards' endpoints, then runs `feed` to its end or Ctrl-C with the status service and the live line,
-/// prints its summary and closes the context.
+/// Prints each shard's endpoint (for scripts and tests), then runs `feed` to its end or Ctrl-C with the status
+/// service and the live line, prints its summary and closes the context.
 #[allow(clippy::too_many_arguments)] // the pieces `run` set up, handed over once
 fn watch<F: Running>(
     mut feed: F,
@@ -225,8 +226,15 @@ fn watch<F: Running>(
         } else {
             Box::new(crate::out::stdout())
         };
-        for line in feed.shard_lines() {
-            writeln!(out, "{line}")?;
+        for shard in feed.shards() {
+            writeln!(
+                out,
+                "feed shard {} publisher {} {} endpoint {}",
+                shard.shard,
+                shard.publisher_id,
+                feed.publishes(shard),
+                shard.endpoint
+            )?;
         }
         out.flush()?;
     }
@@ -273,16 +281,12 @@ struct Synthetic {
 }
 
 impl Running for Synthetic {
-    fn shard_lines(&self) -> Vec<String> {
-        let shards = self.feed.shards().iter();
-        shards
-            .map(|shard| {
-                format!(
-                    "feed shard {} publisher {} symbols {} endpoint {}",
-                    shard.shard, shard.publisher_id, shard.symbols, shard.endpoint
-                )
-            })
-            .collect()
+    fn shards(&self) -> &[tickbox_feed::ShardInfo] {
+        self.feed.shards()
+    }
+
+    fn publishes(&self, shard: &tickbox_feed::ShardInfo) -> String {
+        format!("symbols {}", shard.symbols)
     }
 
     fn is_finished(&self) -> bool {
@@ -361,16 +365,12 @@ struct Recording {
 }
 
 impl Running for Recording {
-    fn shard_lines(&self) -> Vec<String> {
-        let shards = self.feed.shards().iter();
-        shards
-            .map(|shard| {
-                format!(
-                    "feed shard {} publisher {} source {} endpoint {}",
-                    shard.shard, shard.publisher_id, self.form, shard.endpoint
-                )
-            })
-            .collect()
+    fn shards(&self) -> &[tickbox_feed::ShardInfo] {
+        self.feed.shards()
+    }
+
+    fn publishes(&self, _shard: &tickbox_feed::ShardInfo) -> String {
+        format!("source {}", self.form)
     }
 
     fn is_finished(&self) -> bool {
@@ -472,100 +472,36 @@ fn close_counting_undelivered(
     }
 }
 
-/// CLI flags override the config file's `[feed]` section.
-fn apply(args: Args, mut config: FeedConfig) -> anyhow::Result<FeedConfig> {
-    let (endpoints, connect) = if !args.connect.is_empty() {
-        (args.connect, true)
-    } else {
-        (args.bind, false)
-    };
-    if !endpoints.is_empty() {
-        config.shards = endpoints
-            .into_iter()
-            .map(|endpoint| PublisherShardConfig {
-                endpoint: endpoint.trim().to_string(),
-                connect,
-                core: None,
-            })
-            .collect();
-    }
-    if !args.cores.is_empty() {
-        if args.cores.len() != config.shards.len() {
-            bail!(
-                "--cores lists {} cores for {} shards; give one core per shard",
-                args.cores.len(),
-                config.shards.len()
-            );
-        }
-        for (shard, core) in config.shards.iter_mut().zip(args.cores) {
-            shard.core = Some(core);
-        }
-    }
-    if let Some(rate) = args.rate {
-        config.rate = rate;
-        if rate == Rate::Max && args.mode.is_none() {
-            config.mode = PacingMode::FlatOut;
-        }
-    }
-    if let Some(mode) = args.mode {
-        config.mode = mode;
-    }
-    if let Some(burst_size) = args.burst_size {
-        config.burst_size = burst_size;
-    }
-    if let Some(symbols) = args.symbols {
-        config.symbols = symbols;
-        config.symbol_names.clear();
-    }
-    if let Some(venue) = args.venue {
-        config.venue = venue;
-    }
-    if let Some(duration) = args.duration {
-        config.duration = Some(duration.into());
-    }
-    if let Some(max) = args.max_messages {
-        config.max_messages_per_shard = Some(max);
-    }
-    if let Some(pattern) = args.pattern {
-        config.pattern = pattern;
-    }
-    if let Some(framing) = args.framing {
-        config.framing = framing;
-    }
+/// CLI flags override the config file's `[feed]` section ([`tickbox_feed::FeedOverrides`]); the deprecated
+/// spellings say so.
+fn apply(args: Args, config: FeedConfig) -> anyhow::Result<FeedConfig> {
     if args.no_drop {
         tracing::warn!("--no-drop is deprecated: write --back-pressure block");
-        config.back_pressure = tickbox_zmqx::BackPressure::Block;
-    }
-    if let Some(back_pressure) = args.back_pressure {
-        if !back_pressure.blocks() && config.pattern == Pattern::Pathological {
-            bail!(
-                "--back-pressure drop: the pathological pattern never drops (its one burst of every topic is the \
-                 point; it waits for a subscriber and blocks); leave --back-pressure out"
-            );
-        }
-        config.back_pressure = back_pressure;
-    }
-    if let Some(d) = args.drain_timeout {
-        config.drain_timeout = d;
-    }
-    if let Some(batch) = args.batch {
-        config.batch = batch;
     }
     if args.sndhwm.is_some() {
         tracing::warn!("--sndhwm is deprecated: write --send-hwm");
     }
-    if let Some(sndhwm) = args.send_hwm.or(args.sndhwm) {
-        config.send_hwm = sndhwm;
-        config.socket_profile.send_hwm = None; // the flag wins over [context.sockets.feed]
-    }
-    if let Some(d) = args.heartbeat {
-        config.heartbeat_interval = d;
-    }
-    if let Some(seed) = args.seed {
-        config.seed = seed;
-    }
-    if let Some(n) = args.wait_for_subscribers {
-        config.wait_for_subscribers = n;
-    }
-    Ok(config)
+    let block = args.no_drop.then_some(tickbox_zmqx::BackPressure::Block);
+    let overrides = tickbox_feed::FeedOverrides {
+        bind: args.bind,
+        connect: args.connect,
+        cores: args.cores,
+        rate: args.rate,
+        mode: args.mode,
+        burst_size: args.burst_size,
+        symbols: args.symbols,
+        venue: args.venue,
+        duration: args.duration,
+        max_messages: args.max_messages,
+        pattern: args.pattern,
+        framing: args.framing,
+        back_pressure: args.back_pressure.or(block),
+        drain_timeout: args.drain_timeout,
+        batch: args.batch,
+        send_hwm: args.send_hwm.or(args.sndhwm),
+        heartbeat: args.heartbeat,
+        seed: args.seed,
+        wait_for_subscribers: args.wait_for_subscribers,
+    };
+    Ok(overrides.apply(config)?)
 }
