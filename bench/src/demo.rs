@@ -13,6 +13,7 @@ use tickbox_subscriber::{
 };
 use tickbox_wire::{encode_to_vec, make_topic, now_ns, Header, Kind, Quote};
 use tickbox_workers::{WorkerError, WorkerPoolConfig};
+use tickbox_zmqx::BackPressure;
 
 use crate::{raw_throughput, BenchError, RawPattern, ThroughputConfig, Transport};
 
@@ -77,14 +78,14 @@ pub struct DemoOutcome {
     pub report: Report<StandardWorker>,
     /// The first worker that failed, if any.
     pub worker_failure: Option<WorkerError>,
-    /// Raw PUB->SUB msg/s: (no-drop, rate), lossy first.
-    pub baseline: Vec<(bool, f64)>,
+    /// Raw PUB->SUB msg/s: (back-pressure, rate), lossy (`Drop`) first.
+    pub baseline: Vec<(BackPressure, f64)>,
     /// The settings it ran with, for the summary.
     options: DemoOptions,
     /// The frame size of the baseline.
     frame_len: usize,
     /// The feed's send HWM (the baseline's too).
-    feed_sndhwm: i32,
+    feed_send_hwm: i32,
 }
 
 /// A quote frame of the size the feed sends, for the raw baseline.
@@ -117,7 +118,7 @@ fn feed_config(opts: &DemoOptions, instance: u32) -> FeedConfig {
         } else {
             PacingMode::Paced
         },
-        no_drop: !opts.lossy,
+        back_pressure: BackPressure::from_blocks(!opts.lossy),
         // The demo drains in-process itself (it lets the pipes settle before stopping its subscriber), and its
         // subscriber leaves only after the feed has ended: a drain wait would only run out.
         drain_timeout: Duration::ZERO.into(),
@@ -134,11 +135,11 @@ pub fn run_demo(
     opts: &DemoOptions,
     stop: &AtomicBool,
 ) -> Result<DemoOutcome, DemoError> {
-    let feed_sndhwm = FeedConfig::default().sndhwm;
+    let feed_send_hwm = FeedConfig::default().send_hwm;
     let frame = sample_frame();
     let mut baseline = Vec::new();
     if let Some(duration) = opts.baseline {
-        for no_drop in [false, true] {
+        for back_pressure in [BackPressure::Drop, BackPressure::Block] {
             if stop.load(Ordering::Relaxed) {
                 break;
             }
@@ -149,23 +150,22 @@ pub fn run_demo(
                 shards: opts.shards,
                 warmup: BASELINE_WARMUP,
                 duration,
-                hwm: feed_sndhwm,
+                hwm: feed_send_hwm,
                 security: Default::default(),
             };
-            let pattern = if no_drop {
-                RawPattern::PubSub
-            } else {
-                RawPattern::LossyPubSub
+            let pattern = match back_pressure {
+                BackPressure::Block => RawPattern::PubSub,
+                BackPressure::Drop => RawPattern::LossyPubSub,
             };
             let rate = raw_throughput(gate, pattern, &baseline_config)
                 .map_err(DemoError::Baseline)?
                 .msgs_per_s;
             tracing::info!(
-                no_drop,
+                no_drop = back_pressure.blocks(),
                 rate = format!("{rate:.0}"),
                 "raw PUB->SUB baseline"
             );
-            baseline.push((no_drop, rate));
+            baseline.push((back_pressure, rate));
         }
     }
     let feed =
@@ -229,7 +229,7 @@ pub fn run_demo(
         baseline,
         options,
         frame_len: frame.len(),
-        feed_sndhwm,
+        feed_send_hwm,
     })
 }
 
@@ -238,7 +238,7 @@ impl DemoOutcome {
     pub fn summary(&self, stopped_by: &str) -> String {
         let (opts, report, sent) = (&self.options, &self.report, &self.sent);
         let transport = opts.transport;
-        let feed_sndhwm = self.feed_sndhwm;
+        let feed_send_hwm = self.feed_send_hwm;
         let per_publisher: Vec<(u32, u64)> = sent
             .shards
             .iter()
@@ -257,7 +257,7 @@ impl DemoOutcome {
         let _ = writeln!(
             out,
             "\npipeline: feed ({} shards) -> subscriber ({} shards) -> {} workers ({} dispatch) over {}, {}, frame {} \
-             bytes, feed sndhwm {feed_sndhwm}, sub rcvhwm {}, hand-off hwm {} / worker hwm {}",
+             bytes, feed sndhwm {feed_send_hwm}, sub rcvhwm {}, hand-off hwm {} / worker hwm {}",
             opts.shards,
             opts.shards,
             opts.workers,
@@ -265,7 +265,7 @@ impl DemoOutcome {
             transport,
             mode,
             self.frame_len,
-            opts.subscriber.rcv_hwm,
+            opts.subscriber.receive_hwm,
             opts.subscriber.handoff_hwm,
             opts.pool.hwm,
         );
@@ -294,7 +294,7 @@ impl DemoOutcome {
             }
             let _ = writeln!(
                 out,
-                "raw libzmq baseline ({} PUB->SUB pairs over {}, same frame size, hwm {feed_sndhwm}, {} each):",
+                "raw libzmq baseline ({} PUB->SUB pairs over {}, same frame size, hwm {feed_send_hwm}, {} each):",
                 opts.shards,
                 transport,
                 tickbox_units::format_duration(each)
@@ -329,10 +329,10 @@ impl DemoOutcome {
                 "transport": opts.transport.to_string(),
                 "mode": if opts.lossy { "lossy_pub" } else { "xpub_nodrop" },
                 "frame_bytes": self.frame_len,
-                "feed_send_hwm": self.feed_sndhwm,
+                "feed_send_hwm": self.feed_send_hwm,
             },
-            "baseline": self.baseline.iter().map(|(no_drop, rate)| serde_json::json!({
-                "mode": if *no_drop { "xpub_nodrop" } else { "lossy_pub" },
+            "baseline": self.baseline.iter().map(|(back_pressure, rate)| serde_json::json!({
+                "mode": if back_pressure.blocks() { "xpub_nodrop" } else { "lossy_pub" },
                 "msgs_per_s": rate.round(),
             })).collect::<Vec<_>>(),
             "worker_failure": self.worker_failure.as_ref().map(|e| e.to_string()),
@@ -341,14 +341,23 @@ impl DemoOutcome {
 }
 
 /// One line per raw baseline mode; the pipeline's share of the same mode's rate when the feed ran flat out.
-fn baseline_lines(baseline: &[(bool, f64)], lossy: bool, flat_out: bool, pipeline: f64) -> String {
+fn baseline_lines(
+    baseline: &[(BackPressure, f64)],
+    lossy: bool,
+    flat_out: bool,
+    pipeline: f64,
+) -> String {
     let mut out = String::new();
-    for (no_drop, rate) in baseline {
-        let same_mode = *no_drop != lossy;
+    for (back_pressure, rate) in baseline {
+        let same_mode = back_pressure.blocks() != lossy;
         let _ = writeln!(
             out,
             "  {:<12} {:>12.0} msg/s{}",
-            if *no_drop { "XPUB_NODROP" } else { "lossy PUB" },
+            if back_pressure.blocks() {
+                "XPUB_NODROP"
+            } else {
+                "lossy PUB"
+            },
             rate,
             if same_mode && *rate > 0.0 && flat_out {
                 format!("   pipeline = {:.0} % of this", 100.0 * pipeline / rate)
@@ -366,7 +375,10 @@ mod tests {
 
     #[test]
     fn the_pipeline_is_compared_with_the_same_mode_only_when_flat_out() {
-        let baseline = [(false, 2_000_000.0), (true, 1_000_000.0)];
+        let baseline = [
+            (BackPressure::Drop, 2_000_000.0),
+            (BackPressure::Block, 1_000_000.0),
+        ];
         let lines = baseline_lines(&baseline, false, true, 500_000.0);
         let lines: Vec<&str> = lines.lines().collect();
         assert_eq!(
@@ -406,7 +418,7 @@ mod tests {
         };
         let feed = feed_config(&opts, 42);
         assert_eq!(feed.mode, PacingMode::FlatOut);
-        assert!(!feed.no_drop);
+        assert!(!feed.back_pressure.blocks());
         assert_eq!(feed.shards[1].endpoint, "inproc://tickbox-demo-42-1");
         let tcp = feed_config(
             &DemoOptions {

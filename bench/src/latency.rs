@@ -4,6 +4,8 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use tickbox_zmqx::BackPressure;
+
 use crate::measure::{LatencySamples, Percentiles};
 use crate::pace::{RunState, Stall};
 use crate::report::{self, LatencyResult};
@@ -58,8 +60,9 @@ pub struct LatencyConfig {
     pub size: usize,
     /// Send and receive high-water marks (messages).
     pub hwm: i32,
-    /// Raw baseline only: use XPUB with `ZMQ_XPUB_NODROP` so the publisher blocks instead of dropping at the HWM.
-    pub no_drop: bool,
+    /// Raw baseline only: `Block` uses XPUB with `ZMQ_XPUB_NODROP`, so the publisher blocks instead of dropping at
+    /// the HWM.
+    pub back_pressure: BackPressure,
     /// Optional injected consumer stall.
     pub stall: Option<Stall>,
     /// Length of each `.hlog` interval.
@@ -85,7 +88,7 @@ impl Default for LatencyConfig {
             duration: Duration::from_secs(5),
             size: 100,
             hwm: 100_000,
-            no_drop: false,
+            back_pressure: BackPressure::Drop,
             stall: None,
             log_interval: Duration::from_secs(1),
             drain: Duration::from_millis(500),
@@ -165,7 +168,7 @@ impl LatencyRun {
             corrected: Percentiles::of(&self.samples.corrected),
             uncorrected: Percentiles::of(&self.samples.uncorrected),
             send_hwm: self.config.hwm,
-            recv_hwm: self.config.hwm,
+            receive_hwm: self.config.hwm,
             files: self.file_label(),
             repeat: self.repeat,
         }

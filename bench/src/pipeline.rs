@@ -20,6 +20,7 @@ use tickbox_feed::{open_publisher_socket, FeedConfig, Publisher, PublisherShardC
 use tickbox_subscriber::{HumanDuration, Subscriber, SubscriberConfig, SubscriberShardConfig};
 use tickbox_wire::{Flags, Kind, MessageRef, Payload, Side, Trade, HEADER_LEN};
 use tickbox_workers::{Delivery, Worker, WorkerPoolConfig};
+use tickbox_zmqx::BackPressure;
 
 use crate::latency::{wait_connected, LatencyConfig, LatencyRun};
 use crate::measure::{LatencyRecorder, LatencySamples};
@@ -60,10 +61,10 @@ fn bench_trade(k: u64) -> Payload {
     })
 }
 
-fn feed_config(hwm: i32, no_drop: bool) -> FeedConfig {
+fn feed_config(hwm: i32, back_pressure: BackPressure) -> FeedConfig {
     FeedConfig {
-        sndhwm: hwm,
-        no_drop,
+        send_hwm: hwm,
+        back_pressure,
         ..FeedConfig::default()
     }
 }
@@ -83,7 +84,7 @@ fn subscriber_config(
             .collect(),
         // The bench measures lateness; it must not die of it.
         max_lateness: HumanDuration(Duration::ZERO),
-        rcv_hwm: hwm,
+        receive_hwm: hwm,
         handoff_hwm: hwm,
         poll_interval: HumanDuration(Duration::from_millis(20)),
         drain_timeout: HumanDuration(Duration::from_secs(2)),
@@ -294,7 +295,7 @@ fn publish_schedule(
     state: &RunState,
     ep_tx: mpsc::Sender<Result<String, BenchError>>,
 ) -> Result<(), BenchError> {
-    let mut feed = feed_config(config.hwm, config.no_drop);
+    let mut feed = feed_config(config.hwm, config.back_pressure);
     feed.security = config.security.clone();
     let shard = PublisherShardConfig {
         endpoint: config.transport.bind_endpoint("feed"),
@@ -466,7 +467,7 @@ fn throughput_run(
             "tickbox throughput run saw sequence gaps"
         );
     }
-    let mut result = throughput_result("tickbox", config, messages, elapsed, true);
+    let mut result = throughput_result("tickbox", config, messages, elapsed, BackPressure::Block);
     result.size = frame_size(config.size);
     result.mb_per_s = result.msgs_per_s * result.size as f64 / 1e6;
     Ok(result)
@@ -482,7 +483,7 @@ fn flat_out_publisher(
 ) -> Result<(), BenchError> {
     let feed = FeedConfig {
         security: config.security.clone(),
-        ..feed_config(config.hwm, true)
+        ..feed_config(config.hwm, BackPressure::Block)
     };
     let shard_config = PublisherShardConfig {
         endpoint: config.transport.bind_endpoint(&format!("feed{shard}")),

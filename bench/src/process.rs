@@ -290,7 +290,7 @@ pub fn raw_pub_process(
         .map_err(zerr("linger"))?;
     socket.set_sndhwm(config.hwm).map_err(zerr("sndhwm"))?;
     socket.set_rcvtimeo(50).map_err(zerr("rcvtimeo"))?;
-    tickbox_zmqx::set_xpub_nodrop(&mut socket, config.no_drop)
+    tickbox_zmqx::set_xpub_nodrop(&mut socket, config.back_pressure.blocks())
         .map_err(|e| BenchError::Setup(e.to_string()))?;
     let endpoint = tickbox_zmqx::bind_resolved(&socket, "tcp://127.0.0.1:*")
         .map_err(|e| BenchError::Setup(e.to_string()))?;
@@ -712,7 +712,7 @@ pub fn tickbox_processes_latency(
         &config.hwm.to_string(),
         "--json",
     ]);
-    if config.no_drop {
+    if config.back_pressure.blocks() {
         feed.args(["--back-pressure", "block"]);
     }
     let (mut feed, feed_ep) = ChildGuard::spawn("tickbox feed", feed, feed_endpoint)?;
@@ -793,7 +793,7 @@ pub fn raw_processes_latency(
             "--drain",
             &duration_arg(config.drain),
         ]);
-        if config.no_drop {
+        if config.back_pressure.blocks() {
             c.args(["--back-pressure", "block"]);
         }
     };

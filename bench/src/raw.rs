@@ -10,6 +10,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use tickbox_wire::now_ns;
+use tickbox_zmqx::BackPressure;
 
 use crate::latency::{wait_connected, LatencyConfig, LatencyRun};
 use crate::measure::{LatencyRecorder, LatencySamples};
@@ -77,13 +78,17 @@ fn raw_pub_loop(
 ) -> Result<(), BenchError> {
     let mut socket = gate
         .socket(
-            if config.no_drop { zmq::XPUB } else { zmq::PUB },
+            if config.back_pressure.blocks() {
+                zmq::XPUB
+            } else {
+                zmq::PUB
+            },
             "bench.raw",
         )
         .map_err(|e| BenchError::Setup(e.to_string()))?;
     socket.set_linger(0).map_err(zerr("linger"))?;
     socket.set_sndhwm(config.hwm).map_err(zerr("sndhwm"))?;
-    if config.no_drop {
+    if config.back_pressure.blocks() {
         tickbox_zmqx::set_xpub_nodrop(&mut socket, true)
             .map_err(|e| BenchError::Setup(e.to_string()))?;
     }
@@ -207,9 +212,13 @@ impl RawPattern {
         }
     }
 
-    /// Whether the sender waits at the HWM instead of dropping.
-    pub fn no_drop(self) -> bool {
-        self != RawPattern::LossyPubSub
+    /// Whether the sender waits at the HWM (`Block`) or drops.
+    pub fn back_pressure(self) -> BackPressure {
+        if self == RawPattern::LossyPubSub {
+            BackPressure::Drop
+        } else {
+            BackPressure::Block
+        }
     }
 
     fn is_pubsub(self) -> bool {
@@ -383,7 +392,7 @@ fn raw_throughput_packed(
         config,
         messages,
         elapsed,
-        pattern.no_drop(),
+        pattern.back_pressure(),
     ))
 }
 
@@ -392,7 +401,7 @@ pub(crate) fn throughput_result(
     config: &ThroughputConfig,
     messages: u64,
     elapsed: Duration,
-    no_drop: bool,
+    back_pressure: BackPressure,
 ) -> ThroughputResult {
     let secs = elapsed.as_secs_f64().max(1e-9);
     let rate = messages as f64 / secs;
@@ -406,8 +415,8 @@ pub(crate) fn throughput_result(
         msgs_per_s: rate,
         mb_per_s: rate * config.size as f64 / 1e6,
         send_hwm: config.hwm,
-        recv_hwm: config.hwm,
-        no_drop,
+        receive_hwm: config.hwm,
+        back_pressure,
         repeat: 1,
     }
 }
@@ -433,7 +442,7 @@ fn raw_sender(
     socket.set_sndhwm(config.hwm).map_err(zerr("sndhwm"))?;
     socket.set_sndtimeo(100).map_err(zerr("sndtimeo"))?;
     if pattern.is_pubsub() {
-        tickbox_zmqx::set_xpub_nodrop(&mut socket, pattern.no_drop())
+        tickbox_zmqx::set_xpub_nodrop(&mut socket, pattern.back_pressure().blocks())
             .map_err(|e| BenchError::Setup(e.to_string()))?;
         socket.set_rcvtimeo(100).map_err(zerr("rcvtimeo"))?;
     }
@@ -579,7 +588,7 @@ mod tests {
         let gate = tickbox_auth::Gate::open(&zmq::Context::new());
         let config = LatencyConfig {
             hwm: 10,
-            no_drop: true,
+            back_pressure: BackPressure::Block,
             stall: Some(Stall {
                 every: 1_000,
                 pause: Duration::from_millis(20),

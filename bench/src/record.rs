@@ -94,7 +94,7 @@ pub fn feed_config(config: &RecordBenchConfig) -> FeedConfig {
     FeedConfig {
         shards: vec![PublisherShardConfig::default(); config.shards.max(1)],
         rate: Rate::Max,
-        no_drop: true,
+        back_pressure: tickbox_zmqx::BackPressure::Block,
         batch: BatchMode::Auto,
         max_messages_per_shard: Some(config.per_shard()),
         wait_for_subscribers: 1,
@@ -185,7 +185,7 @@ struct Measured {
     /// When the last record arrived (0 if none did).
     end_ns: u64,
     workers: usize,
-    recv_hwm: i32,
+    receive_hwm: i32,
 }
 
 fn finish_result(
@@ -219,7 +219,7 @@ fn finish_result(
         },
         feed_rate,
         workers: measured.workers,
-        recv_hwm: measured.recv_hwm,
+        receive_hwm: measured.receive_hwm,
         repeat: 1,
     })
 }
@@ -253,7 +253,7 @@ pub fn tickbox_record(
     let options = RecordOptions {
         connect: feed.endpoints(),
         batch_max: cfg.batch_max,
-        rcvhwm: cfg.rcvhwm,
+        receive_hwm: cfg.receive_hwm,
         reader_cores: cfg.reader_cores.clone(),
         // The progress callback ends the run once every record is in: soon after the last.
         progress_every: Duration::from_millis(1),
@@ -290,7 +290,7 @@ pub fn tickbox_record(
         bytes_written: Some(stats.bytes),
         end_ns,
         workers: 0,
-        recv_hwm: options.rcvhwm,
+        receive_hwm: options.receive_hwm,
     };
     finish_result(RECORD, config, measured, feed)
 }
@@ -336,7 +336,7 @@ pub fn tickbox_subscribe(
         max_lateness: HumanDuration(Duration::ZERO),
         ..SubscriberConfig::default()
     };
-    let recv_hwm = sub_config.rcv_hwm;
+    let receive_hwm = sub_config.receive_hwm;
     let workers = WorkerPoolConfig {
         count: 1,
         ..WorkerPoolConfig::default()
@@ -371,7 +371,7 @@ pub fn tickbox_subscribe(
             .max()
             .unwrap_or(0),
         workers: 1,
-        recv_hwm,
+        receive_hwm,
     };
     finish_result(SUBSCRIBE, config, measured, feed)
 }
@@ -495,11 +495,11 @@ pub fn raw_record(
 ) -> Result<RecordResult, BenchError> {
     let dir = temp_dir("tickbox-bench-raw-")?;
     let mut file = RawFile::create(dir.path(), config.segment_size)?;
-    let recv_hwm = RecorderConfig::default().rcvhwm;
+    let receive_hwm = RecorderConfig::default().receive_hwm;
     let feed = RunFeed::start(gate, config)?;
     let sub = gate.context().socket(zmq::SUB).map_err(zerr("socket"))?;
     sub.set_linger(0).map_err(zerr("linger"))?;
-    sub.set_rcvhwm(recv_hwm).map_err(zerr("rcvhwm"))?;
+    sub.set_rcvhwm(receive_hwm).map_err(zerr("rcvhwm"))?;
     sub.set_rcvtimeo(20).map_err(zerr("rcvtimeo"))?;
     sub.set_subscribe(b"").map_err(zerr("subscribe"))?;
     // The batch opt-in, as the recorder and the Black Box send it: the feed batches only for readers that ask.
@@ -541,7 +541,7 @@ pub fn raw_record(
         bytes_written: Some(file.bytes),
         end_ns,
         workers: 0,
-        recv_hwm,
+        receive_hwm,
     };
     finish_result(RAW, config, measured, feed)
 }

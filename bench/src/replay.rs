@@ -48,7 +48,7 @@ pub struct ReplayBenchConfig {
     /// Generator seed (same journal for the same seed).
     pub seed: u64,
     /// Receive HWM of the Black Box's SUB and of the raw SUB, messages.
-    pub rcv_hwm: i32,
+    pub receive_hwm: i32,
     /// After the sender finishes, how long the receiving end may take to get the rest before the missing records
     /// count as lost.
     pub drain: Duration,
@@ -66,7 +66,7 @@ impl Default for ReplayBenchConfig {
             workers: 1,
             repeats: 3,
             seed: FeedConfig::default().seed,
-            rcv_hwm: SubscriberConfig::default().rcv_hwm,
+            receive_hwm: SubscriberConfig::default().receive_hwm,
             drain: Duration::from_secs(10),
             batch: None,
             security: tickbox_auth::Security::default(),
@@ -81,8 +81,8 @@ pub fn replay_options(bind: String, batch: Option<u16>) -> ReplayOptions {
     ReplayOptions {
         bind: vec![bind],
         speed: Speed::Max,
-        sndhwm: cfg.sndhwm,
-        lossless: cfg.lossless,
+        send_hwm: cfg.send_hwm,
+        back_pressure: cfg.back_pressure,
         window: cfg.pacing_window.0,
         heartbeat_interval: cfg.heartbeat_interval.0,
         max_subscription_bytes: cfg.max_subscription_bytes,
@@ -256,7 +256,7 @@ pub fn tickbox_replay(
         ..replay_options("tcp://127.0.0.1:*".into(), config.batch)
     };
     let batch = u64::from(options.batch_max_records.max(1));
-    let sndhwm = options.sndhwm;
+    let send_hwm = options.send_hwm;
     let rec_err = |e: tickbox_recorder::RecorderError| BenchError::Pipeline(format!("replay: {e}"));
     let mut replayer = Replayer::bind(gate, options).map_err(rec_err)?;
     let endpoint = replayer.endpoints()[0].clone();
@@ -267,7 +267,7 @@ pub fn tickbox_replay(
         }],
         // The bench measures lateness; it must not die of it.
         max_lateness: HumanDuration(Duration::ZERO),
-        rcv_hwm: config.rcv_hwm,
+        receive_hwm: config.receive_hwm,
         poll_interval: HumanDuration(Duration::from_millis(20)),
         security: config.security.clone(),
         ..SubscriberConfig::default()
@@ -343,8 +343,8 @@ pub fn tickbox_replay(
         latency_or_none(&report.receive_lateness()),
         latency_or_none(&report.dequeue_lateness()),
         workers.count,
-        sndhwm,
-        config.rcv_hwm,
+        send_hwm,
+        config.receive_hwm,
     );
     r.frames = Some(stats.frames_sent);
     Ok(r)
@@ -382,7 +382,7 @@ fn result(
     lateness_dequeue: Option<Percentiles>,
     workers: usize,
     send_hwm: i32,
-    recv_hwm: i32,
+    receive_hwm: i32,
 ) -> ReplayResult {
     let secs = (elapsed_ns as f64 / 1e9).max(1e-9);
     let rate = delivered as f64 / secs;
@@ -403,7 +403,7 @@ fn result(
         lateness_dequeue,
         workers,
         send_hwm,
-        recv_hwm,
+        receive_hwm,
         repeat: 1,
     }
 }
@@ -419,12 +419,12 @@ pub fn raw_replay(
     config: &ReplayBenchConfig,
     stop: &AtomicBool,
 ) -> Result<ReplayResult, BenchError> {
-    let sndhwm = replay_options(String::new(), None).sndhwm;
+    let send_hwm = replay_options(String::new(), None).send_hwm;
     let mut xpub = gate
         .socket(zmq::XPUB, "bench.raw")
         .map_err(|e| BenchError::Setup(e.to_string()))?;
     xpub.set_linger(100).map_err(zerr("linger"))?;
-    xpub.set_sndhwm(sndhwm).map_err(zerr("sndhwm"))?;
+    xpub.set_sndhwm(send_hwm).map_err(zerr("sndhwm"))?;
     xpub.set_sndtimeo(100).map_err(zerr("sndtimeo"))?;
     xpub.set_rcvtimeo(100).map_err(zerr("rcvtimeo"))?;
     tickbox_zmqx::set_xpub_nodrop(&mut xpub, true).map_err(|e| BenchError::Setup(e.to_string()))?;
@@ -437,7 +437,7 @@ pub fn raw_replay(
         let received = Arc::clone(&received);
         let sender_done = Arc::clone(&sender_done);
         let records = journal.records;
-        let rcv_hwm = config.rcv_hwm;
+        let receive_hwm = config.receive_hwm;
         let drain = config.drain;
         let security = config.security.clone();
         thread::Builder::new()
@@ -445,7 +445,7 @@ pub fn raw_replay(
             .spawn(move || -> Result<(u64, u64), BenchError> {
                 let sub = gate.context().socket(zmq::SUB).map_err(zerr("socket"))?;
                 sub.set_linger(0).map_err(zerr("linger"))?;
-                sub.set_rcvhwm(rcv_hwm).map_err(zerr("rcvhwm"))?;
+                sub.set_rcvhwm(receive_hwm).map_err(zerr("rcvhwm"))?;
                 sub.set_rcvtimeo(50).map_err(zerr("rcvtimeo"))?;
                 security
                     .client(&sub, "bench.raw")
@@ -547,8 +547,8 @@ pub fn raw_replay(
         None,
         None,
         0,
-        sndhwm,
-        config.rcv_hwm,
+        send_hwm,
+        config.receive_hwm,
     );
     r.frames = Some(sent);
     Ok(r)

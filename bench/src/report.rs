@@ -17,6 +17,7 @@ use hdrhistogram::serialization::interval_log::{
 use hdrhistogram::serialization::{Deserializer, V2DeflateSerializer};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
+use tickbox_zmqx::BackPressure;
 
 use crate::measure::{IntervalSample, Percentiles};
 use crate::BenchError;
@@ -305,8 +306,9 @@ pub struct LatencyResult {
     pub uncorrected: Percentiles,
     /// Send high-water mark, messages.
     pub send_hwm: i32,
-    /// Receive high-water mark, messages.
-    pub recv_hwm: i32,
+    /// Receive high-water mark, messages (`recv_hwm` in results files).
+    #[serde(rename = "recv_hwm")]
+    pub receive_hwm: i32,
     /// Base name of this configuration's `.hlog` / `.hgrm` files in the output directory.
     pub files: String,
     /// Which repeat of the configuration this is (1-based; 0 in files from before repeats).
@@ -336,10 +338,12 @@ pub struct ThroughputResult {
     pub mb_per_s: f64,
     /// Send high-water mark, messages.
     pub send_hwm: i32,
-    /// Receive high-water mark, messages.
-    pub recv_hwm: i32,
-    /// Whether senders block at the HWM (true) or a PUB drops (false).
-    pub no_drop: bool,
+    /// Receive high-water mark, messages (`recv_hwm` in results files).
+    #[serde(rename = "recv_hwm")]
+    pub receive_hwm: i32,
+    /// Whether senders block at the HWM or a PUB drops (`no_drop`, true or false, in results files).
+    #[serde(rename = "no_drop", with = "tickbox_zmqx::naming::as_no_drop")]
+    pub back_pressure: BackPressure,
     /// Which repeat of the configuration this is (1-based; 0 in files from before repeats).
     #[serde(default)]
     pub repeat: u32,
@@ -382,8 +386,9 @@ pub struct ReplayResult {
     pub workers: usize,
     /// Send high-water mark, messages.
     pub send_hwm: i32,
-    /// Receive high-water mark, messages.
-    pub recv_hwm: i32,
+    /// Receive high-water mark, messages (`recv_hwm` in results files).
+    #[serde(rename = "recv_hwm")]
+    pub receive_hwm: i32,
     /// Which repeat this is (1-based).
     pub repeat: u32,
 }
@@ -424,8 +429,9 @@ pub struct RecordResult {
     pub feed_rate: f64,
     /// Workers of the Black Box (0 for the others).
     pub workers: usize,
-    /// Receive high-water mark of the system's SUB socket(s), messages.
-    pub recv_hwm: i32,
+    /// Receive high-water mark of the system's SUB socket(s), messages (`recv_hwm` in results files).
+    #[serde(rename = "recv_hwm")]
+    pub receive_hwm: i32,
     /// Which repeat this is (1-based).
     pub repeat: u32,
 }
@@ -889,8 +895,8 @@ mod tests {
             msgs_per_s: 10.0,
             mb_per_s: 0.00064,
             send_hwm: 1000,
-            recv_hwm: 1000,
-            no_drop: true,
+            receive_hwm: 1000,
+            back_pressure: BackPressure::Block,
             repeat: 1,
         });
         append_jsonl(&path, std::slice::from_ref(&rec)).unwrap();
@@ -912,8 +918,8 @@ mod tests {
             msgs_per_s,
             mb_per_s: msgs_per_s * 100.0 / 1e6,
             send_hwm: 1000,
-            recv_hwm: 1000,
-            no_drop: true,
+            receive_hwm: 1000,
+            back_pressure: BackPressure::Block,
             repeat,
         })
     }

@@ -216,6 +216,9 @@ impl ReplaySource {
 /// typed error, named file and record included.
 impl RecordSource for ReplaySource {
     fn next_item(&mut self) -> Result<Option<SourceItem>, SourceError> {
-        ReplaySource::next_item(self).map_err(SourceError::from)
+        ReplaySource::next_item(self).map_err(|error| match error {
+            DbnError::Io { path, source } => SourceError::Io { path, source },
+            other => SourceError::reader(other),
+        })
     }
 }

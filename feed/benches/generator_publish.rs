@@ -83,7 +83,7 @@ fn feed(no_drop: bool, n: u64) -> (f64, u64) {
             shards: vec![PublisherShardConfig::default()],
             mode: PacingMode::FlatOut,
             max_messages_per_shard: Some(n),
-            no_drop,
+            back_pressure: tickbox_zmqx::BackPressure::from_blocks(no_drop),
             drain_timeout: Duration::ZERO.into(),
             wait_for_subscribers: 1,
             heartbeat_interval: Duration::from_millis(0).into(),

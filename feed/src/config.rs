@@ -8,6 +8,7 @@ use crate::pacer::Pacing;
 use tickbox_units::HumanDuration;
 pub use tickbox_units::Rate;
 use tickbox_wire::Framing;
+use tickbox_zmqx::BackPressure;
 
 /// Everything a feed needs; the `[feed]` section of the deployment TOML. Every field has a default, so
 /// `FeedConfig::default()` is a working feed: one shard on `tcp://127.0.0.1:*`, 1,000 symbols at 100k msg/s.
@@ -51,20 +52,16 @@ pub struct FeedConfig {
     /// Publisher id of shard 0; shard `i` is `publisher_id_base + i`.
     pub publisher_id_base: u32,
     /// `ZMQ_SNDHWM` of each publisher socket (messages per subscriber pipe).
-    #[serde(rename = "send_hwm", alias = "sndhwm")]
-    pub sndhwm: i32,
+    #[serde(alias = "sndhwm")]
+    pub send_hwm: i32,
     /// Longest subscription prefix a shard accepts, in bytes; a subscriber sending a longer one is disconnected
     /// by libzmq (`ZMQ_MAXMSGSIZE`) before the prefix reaches its subscription trie.
     pub max_subscription_bytes: usize,
-    /// `back_pressure = "block"`: an XPUB with `ZMQ_XPUB_NODROP`, a slow subscriber back-pressures the feed
-    /// instead of losing data; `"drop"` (the default): it loses what its queue cannot hold.
-    #[serde(
-        rename = "back_pressure",
-        alias = "no_drop",
-        with = "tickbox_zmqx::naming::blocks"
-    )]
-    pub no_drop: bool,
-    /// `no_drop` only: a run that ends by its duration or message limit waits this long for its subscribers to
+    /// `block`: an XPUB with `ZMQ_XPUB_NODROP`, a slow subscriber back-pressures the feed instead of losing data;
+    /// `drop` (the default): it loses what its queue cannot hold. The older `no_drop = true` still reads.
+    #[serde(alias = "no_drop")]
+    pub back_pressure: BackPressure,
+    /// `block` only: a run that ends by its duration or message limit waits this long for its subscribers to
     /// leave before closing (each shard; Ctrl-C skips it). libzmq's linger flushes the queues into the
     /// connection, but closing discards what the connection still buffers while the kernel's buffer is full, so a
     /// subscriber that is behind would lose its unread tail with nothing counting it; one that has left has read
@@ -92,8 +89,8 @@ pub struct FeedConfig {
     pub max_batch: usize,
     /// The pacer sleeps until this close to a deadline and spins the rest, trading CPU for accuracy.
     pub spin_us: u64,
-    /// A shard that falls this far behind schedule (e.g. blocked by `no_drop`) skips ahead instead of
-    /// flooding to catch up; the skipped time is reported.
+    /// A shard that falls this far behind schedule (e.g. blocked by `back_pressure = "block"`) skips ahead
+    /// instead of flooding to catch up; the skipped time is reported.
     pub max_catch_up: HumanDuration,
     /// `[context.sockets.feed]`, copied here by the binary; applied to every shard's socket (see `tickbox_zmqx::profile`).
     #[serde(skip)]
@@ -122,9 +119,9 @@ impl Default for FeedConfig {
             heartbeat_interval: HumanDuration(Duration::from_millis(100)),
             seed: seed_default(),
             publisher_id_base: 1,
-            sndhwm: 1_000,
+            send_hwm: 1_000,
             max_subscription_bytes: tickbox_zmqx::DEFAULT_MAX_SUBSCRIPTION_BYTES,
-            no_drop: false,
+            back_pressure: BackPressure::Drop,
             drain_timeout: HumanDuration(Duration::from_secs(5)),
             duration: None,
             max_messages_per_shard: None,
@@ -354,10 +351,10 @@ impl FeedConfig {
                 "`guide` is for the pathological pattern (pattern = \"pathological\")".into(),
             );
         }
-        if self.sndhwm < 0 {
+        if self.send_hwm < 0 {
             return bad(
                 "send_hwm",
-                format!("{} must be >= 0 (0 = unlimited)", self.sndhwm),
+                format!("{} must be >= 0 (0 = unlimited)", self.send_hwm),
             );
         }
         if self.max_batch == 0 {
@@ -380,7 +377,7 @@ impl FeedConfig {
     pub fn resolved(mut self) -> Self {
         if self.pattern == Pattern::Pathological {
             self.wait_for_subscribers = self.wait_for_subscribers.max(1);
-            self.no_drop = true;
+            self.back_pressure = BackPressure::Block;
         }
         self
     }
@@ -391,10 +388,11 @@ impl FeedConfig {
         (self.pattern != Pattern::Pathological).then_some(self.subscriber_wait.0)
     }
 
-    /// Whether shard sockets are XPUBs (which see subscriptions): for `no_drop`, `wait_for_subscribers`,
+    /// Whether shard sockets are XPUBs (which see subscriptions): for `back_pressure = "block"`,
+    /// `wait_for_subscribers`,
     /// `batch = "auto"`, and shards that connect (so a feed connected to nothing knows it delivered to no one).
     pub fn uses_xpub(&self) -> bool {
-        self.no_drop
+        self.back_pressure.blocks()
             || self.wait_for_subscribers > 0
             || self.batch == BatchMode::Auto
             || self.shards.iter().any(|s| s.connect)

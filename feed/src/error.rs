@@ -3,6 +3,9 @@ use tickbox_wire::EncodeError;
 /// Why the feed could not start or stopped early.
 #[derive(Debug, thiserror::Error)]
 pub enum FeedError {
+    /// A command-line override contradicts the config or another override; the message names the flag.
+    #[error("{0}")]
+    Override(String),
     /// A config value is out of range or inconsistent; the message names the field.
     #[error("invalid feed config: {field}: {reason}")]
     InvalidConfig {

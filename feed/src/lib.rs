@@ -26,10 +26,10 @@
 //! * [`FeedConfig`] (the `[feed]` TOML section, every field defaulted): shards (`endpoint`, `connect`, `core`),
 //!   `venue`, `symbols`/`symbol_names`, `rate` (`100000`, `"100k"`, `"max"`), `mode` (`paced`, `bursty`,
 //!   `flat_out`), `burst_size`, `quotes_per_trade`, `zipf_exponent`, `pattern` (`synthetic`, `pathological`),
-//!   `heartbeat_interval`, `seed`, `publisher_id_base`, `sndhwm`, `no_drop`, `duration` (`"5s"`),
+//!   `heartbeat_interval`, `seed`, `publisher_id_base`, `send_hwm`, `back_pressure`, `duration` (`"5s"`),
 //!   `max_messages_per_shard`, `wait_for_subscribers`, ...
 //! * [`Feed::start`]`(&gate, config) -> Result<`[`FeedHandle`]`, `[`FeedError`]`>`: one thread per shard, pinned
-//!   if a core is given, each with its own PUB socket (XPUB with `ZMQ_XPUB_NODROP` when `no_drop`), its own
+//!   if a core is given, each with its own PUB socket (XPUB with `ZMQ_XPUB_NODROP` when `back_pressure = "block"`), its own
 //!   publisher id (`publisher_id_base + shard`) and its own gap-free sequence starting at 1. Endpoints may be
 //!   any transport; `inproc://` ones are only reachable through the same context, so in-process users
 //!   (`tickbox demo`) pass their own context. `connect = true` connects instead of binding (e.g. into an LVC's
@@ -60,6 +60,7 @@ mod config;
 mod error;
 mod generator;
 mod metrics;
+mod overrides;
 mod pacer;
 mod publisher;
 mod runner;
@@ -73,6 +74,7 @@ pub use generator::{
     Universe, MAX_GENERATED_SYMBOLS,
 };
 pub use metrics::FeedMetrics;
+pub use overrides::FeedOverrides;
 pub use pacer::{paced_offset_ns, Pacing, SendPacer, Step};
 pub use publisher::{
     heartbeat_topic, open_publisher_socket, Publisher, PublisherCounts, INTERRUPT_GRACE, LINGER_MS,

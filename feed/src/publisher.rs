@@ -8,13 +8,13 @@ use tickbox_wire::{
     encode, encoded_len, now_ns, BatchCursor, Header, Heartbeat, Kind, Payload, SubscriptionTally,
 };
 
-use tickbox_zmqx::zero_copy::{Delivery, OutMessage, PoolBuf, WhenExhausted, ZeroCopySender};
+use tickbox_zmqx::zero_copy::{Delivery, OutMessage, PoolBuf, ZeroCopySender};
 
 use crate::config::{FeedConfig, PublisherShardConfig};
 use crate::error::FeedError;
 
 /// How long one blocking `send` may wait on a full no-drop pipe before the caller gets control back (to check
-/// for stop). PUB sockets never block, so this only matters with `no_drop`.
+/// for stop). PUB sockets never block, so this only matters with `back_pressure = "block"`.
 pub const SEND_TIMEOUT_MS: i32 = 100;
 
 /// Linger of publisher sockets: long enough to flush the tail of a short run, short enough not to hang exit.
@@ -139,7 +139,10 @@ pub(crate) fn settle_at_end(
 
 /// Whether [`drain_at_end`] waits for this run's subscribers (and [`settle_at_end`] as long again for its queue).
 pub(crate) fn drains(config: &FeedConfig, blocked: bool, stop: &AtomicBool) -> bool {
-    config.no_drop && !blocked && !config.drain_timeout.0.is_zero() && !stop.load(Ordering::Relaxed)
+    config.back_pressure.blocks()
+        && !blocked
+        && !config.drain_timeout.0.is_zero()
+        && !stop.load(Ordering::Relaxed)
 }
 
 /// The summary's line for subscribers still connected when the shards closed after their drain wait.
@@ -188,7 +191,7 @@ pub fn open_publisher_socket(
         gate.socket(kind, "feed")?
     };
     socket.set_linger(LINGER_MS).map_err(socket_err)?;
-    socket.set_sndhwm(config.sndhwm).map_err(socket_err)?;
+    socket.set_sndhwm(config.send_hwm).map_err(socket_err)?;
     socket.set_sndtimeo(SEND_TIMEOUT_MS).map_err(socket_err)?;
     tickbox_zmqx::limit_subscriptions(&socket, config.max_subscription_bytes)
         .map_err(|source| FeedError::SocketOption { shard, source })?;
@@ -201,7 +204,7 @@ pub fn open_publisher_socket(
         tickbox_zmqx::set_xpub_verboser(&mut socket, true)
             .map_err(|source| FeedError::SocketOption { shard, source })?;
     }
-    if config.no_drop {
+    if config.back_pressure.blocks() {
         tickbox_zmqx::set_xpub_nodrop(&mut socket, true)
             .map_err(|source| FeedError::SocketOption { shard, source })?;
     }
@@ -247,7 +250,7 @@ impl FeedBatch {
         let buffers = (BATCH_POOL_BYTES / max_bytes.max(1)).clamp(4, BATCH_BUFFERS);
         // Never wait for a buffer: on a plain PUB a slow subscriber's queue may hold them all, and a live feed
         // must not stall the others on it.
-        let mut sender = ZeroCopySender::new(buffers, max_bytes, WhenExhausted::Allocate);
+        let mut sender = ZeroCopySender::new(buffers, max_bytes);
         sender.track(delivery);
         FeedBatch {
             sender,
@@ -315,8 +318,7 @@ impl Publisher {
             batch: None,
             batching: false,
             singles: {
-                let mut singles =
-                    ZeroCopySender::new(SINGLE_BUFFERS, SINGLE_BUFFER_LEN, WhenExhausted::Allocate);
+                let mut singles = ZeroCopySender::new(SINGLE_BUFFERS, SINGLE_BUFFER_LEN);
                 singles.track(&delivery);
                 singles
             },
@@ -612,7 +614,8 @@ impl Publisher {
     }
 }
 
-/// [`ZeroCopySender::buffer`] never waits here ([`WhenExhausted::Allocate`]), so it is never stopped.
+/// [`ZeroCopySender::buffer`] never waits here (the feed's senders allocate when their pool is out), so it is
+/// never stopped.
 static NEVER_STOP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// The heartbeat topic of a publisher: `H.<publisher id>`.

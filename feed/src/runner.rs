@@ -173,7 +173,7 @@ pub struct ShardStats {
     pub counts: PublisherCounts,
     /// Sequence of the last data message sent (0 before the first).
     pub last_sequence: u64,
-    /// Net subscriptions seen (XPUB sockets only: `no_drop` or `wait_for_subscribers`).
+    /// Net subscriptions seen (XPUB sockets only: `back_pressure = "block"` or `wait_for_subscribers`).
     pub subscriptions: u64,
     /// The shard thread has ended (limit, duration, stop or error).
     pub finished: bool,
@@ -273,7 +273,7 @@ impl FeedHandle {
         self.live.iter().map(|c| c.snapshot()).collect()
     }
 
-    /// Asks every shard to stop; they do within ~20 ms (or one blocked send timeout with `no_drop`).
+    /// Asks every shard to stop; they do within ~20 ms (or one blocked send timeout with `block`).
     pub fn stop(&self) {
         self.stop.store(true, Ordering::SeqCst);
     }

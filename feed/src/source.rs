@@ -8,6 +8,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use tickbox_units::Speed;
@@ -39,8 +40,30 @@ pub enum SourceItem {
     Skipped(String),
 }
 
-/// Why a source could not be read on (a damaged or truncated file): the feed stops with this error.
-pub type SourceError = Box<dyn std::error::Error + Send + Sync>;
+/// Why a source could not be read on: the feed stops with this error.
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    /// The recording cannot be read where it lies (the file or the disk failed).
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The recording is damaged or truncated, or holds what its reader cannot take: the reader's own error,
+    /// which names the file and the record.
+    #[error(transparent)]
+    Reader(Box<dyn std::error::Error + Send + Sync>),
+}
+
+impl SourceError {
+    /// A reader's own error (see [`SourceError::Reader`]).
+    pub fn reader(error: impl std::error::Error + Send + Sync + 'static) -> Self {
+        SourceError::Reader(Box::new(error))
+    }
+}
 
 /// A recording read in order.
 pub trait RecordSource: Send {

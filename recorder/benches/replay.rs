@@ -87,7 +87,7 @@ fn replay_run(ctx: &zmq::Context, journal: &std::path::Path) -> Duration {
     let opts = ReplayOptions {
         bind: vec!["tcp://127.0.0.1:*".into()],
         speed: Speed::Max,
-        sndhwm: HWM,
+        send_hwm: HWM,
         ..ReplayOptions::default()
     };
     let mut r = Replayer::bind(&tickbox_auth::Gate::open(ctx), opts).unwrap();

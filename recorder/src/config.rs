@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use tickbox_units::{ByteSize, HumanDuration};
+use tickbox_zmqx::BackPressure;
 
 /// Durability policy of recorded journals.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -46,28 +47,24 @@ pub struct RecorderConfig {
     /// Most frames per journal batch.
     pub batch_max: usize,
     /// SUB receive high-water mark of the recorder.
-    #[serde(rename = "receive_hwm", alias = "rcvhwm")]
-    pub rcvhwm: i32,
+    #[serde(alias = "rcvhwm")]
+    pub receive_hwm: i32,
     /// `tickbox record` of several endpoints reads each on its own thread; reader `i` is pinned to
     /// `reader_cores[i]` (empty, the default: unpinned).
     pub reader_cores: Vec<usize>,
     /// Send high-water mark of each replay shard.
-    #[serde(rename = "send_hwm", alias = "sndhwm")]
-    pub sndhwm: i32,
+    #[serde(alias = "sndhwm")]
+    pub send_hwm: i32,
     /// With `replay --restamp`, shard `i` publishes as `publisher_id_base + i`.
     pub publisher_id_base: u32,
     /// Replay pacing burst window: records due within it are sent together.
     pub pacing_window: HumanDuration,
     /// Idle replay shards send a heartbeat this often (`0s` = never).
     pub heartbeat_interval: HumanDuration,
-    /// `back_pressure = "block"` (the default): replay blocks on slow subscribers instead of dropping
-    /// (XPUB_NODROP); `"drop"`: a slow subscriber loses what its queue cannot hold.
-    #[serde(
-        rename = "back_pressure",
-        alias = "lossless",
-        with = "tickbox_zmqx::naming::blocks"
-    )]
-    pub lossless: bool,
+    /// `block` (the default): replay blocks on slow subscribers instead of dropping (XPUB_NODROP); `drop`: a
+    /// slow subscriber loses what its queue cannot hold. The older `lossless = true` still reads.
+    #[serde(alias = "lossless")]
+    pub back_pressure: BackPressure,
     /// Replay waits for this many subscriptions per shard before sending (0 = start at once).
     pub wait_subscribers: u64,
     /// ... for at most this long; then it fails (exit 1).
@@ -109,13 +106,13 @@ impl Default for RecorderConfig {
             durability: DurabilityConfig::None,
             sync_interval: HumanDuration(Duration::from_millis(100)),
             batch_max: 1024,
-            rcvhwm: 1_000_000,
+            receive_hwm: 1_000_000,
             reader_cores: Vec::new(),
-            sndhwm: 100_000,
+            send_hwm: 100_000,
             publisher_id_base: 9000,
             pacing_window: HumanDuration(Duration::from_micros(200)),
             heartbeat_interval: HumanDuration(Duration::from_secs(1)),
-            lossless: true,
+            back_pressure: BackPressure::Block,
             wait_subscribers: 1,
             wait_timeout: HumanDuration(Duration::from_secs(60)),
             max_subscription_bytes: tickbox_zmqx::DEFAULT_MAX_SUBSCRIPTION_BYTES,

@@ -366,6 +366,47 @@ impl HistoryCheck {
         })
     }
 
+    /// `journal verify DIR` for people: the roll, a line per journal, the whole history's summary, accounting and
+    /// repairs, then the verdict (GAPPY naming a missing journal when the chain breaks).
+    pub fn verify_text(&self) -> String {
+        let mut out = format!(
+            "history       roll {}, {} journal(s)\n{}",
+            self.roll,
+            self.journals.len(),
+            self.journal_lines()
+        );
+        let Some(s) = &self.summary else {
+            out.push_str("verify        CORRUPT: no journal of the history could be read\n");
+            return out;
+        };
+        let (path, verdict) = (self.path.as_path(), self.verdict());
+        let _ = write!(
+            out,
+            "{}{}{}",
+            crate::inspect::format_summary(path, s),
+            self.accounting,
+            crate::inspect::format_metadata_repairs(s)
+        );
+        let line = match (verdict, self.breaks.is_empty()) {
+            (JournalVerdict::Gappy, false) => format!(
+                "verify        GAPPY: the journals are intact, but the history lacks the journal sequences above (a \
+                 journal is missing){}",
+                if self.accounting.gappy() {
+                    ", and publisher sequences its gap records name"
+                } else {
+                    ""
+                }
+            ),
+            _ => crate::inspect::format_verdict(s, &self.accounting, verdict).replacen(
+                " records,",
+                &format!(" records in {} journals,", self.journals.len()),
+                1,
+            ),
+        };
+        let _ = writeln!(out, "{line}");
+        out
+    }
+
     /// One line per journal: period, sequences, records, state.
     pub fn journal_lines(&self) -> String {
         let mut out = String::new();

@@ -19,7 +19,7 @@ use tickbox_journal::JournalError;
 use crate::history_reader::HistoryReader;
 use tickbox_wire::history::{batch_head_len, HistoryRequest, Refusal, ServiceMessage, StartPoint};
 use tickbox_wire::{BatchCursor, Kind, MessageRef};
-use tickbox_zmqx::zero_copy::{WhenExhausted, ZeroCopySender};
+use tickbox_zmqx::zero_copy::ZeroCopySender;
 
 use crate::history::{HistoryAction, HistoryService, HistoryServiceConfig, HistoryServiceReport};
 use crate::record::TAP_EVENT_MARKER;
@@ -109,7 +109,8 @@ impl HistoryServerReport {
     }
 }
 
-/// Never raised: a send buffer is taken without waiting ([`WhenExhausted::Allocate`]), so nothing waits to stop.
+/// Never raised: a send buffer is taken without waiting (the sender allocates when its pool is out), so nothing
+/// waits to stop.
 static NO_WAIT: AtomicBool = AtomicBool::new(false);
 
 struct Cursor {
@@ -183,7 +184,6 @@ impl HistoryServer {
             sender: ZeroCopySender::new(
                 usize::try_from(options.service.max_credit).unwrap_or(usize::MAX),
                 batch_head_len(usize::from(options.batch_records.max(1))) + BATCH_BYTES,
-                WhenExhausted::Allocate,
             ),
             batch_records: options.batch_records.max(1),
             runs: Vec::new(),

@@ -34,7 +34,7 @@ pub struct RecordOptions {
     pub batch_max: usize,
     /// Receive high-water mark of the SUB socket, in messages: how much libzmq buffers while the recorder is busy
     /// writing; beyond it the publisher drops.
-    pub rcvhwm: i32,
+    pub receive_hwm: i32,
     /// Stop after this many messages from the stream were appended (gap notices the recorder writes not counted;
     /// the records of the last batch frame are all appended, so it can be passed by up to a batch).
     pub max_messages: Option<u64>,
@@ -58,7 +58,7 @@ impl Default for RecordOptions {
             connect: Vec::new(),
             topics: Vec::new(),
             batch_max: 1024,
-            rcvhwm: 1_000_000,
+            receive_hwm: 1_000_000,
             max_messages: None,
             duration: None,
             progress_every: Duration::from_secs(1),
@@ -701,7 +701,7 @@ fn subscriber(
 ) -> Result<zmq::Socket, RecorderError> {
     let sub = ctx.socket(zmq::SUB)?;
     sub.set_linger(0)?;
-    sub.set_rcvhwm(opts.rcvhwm)?;
+    sub.set_rcvhwm(opts.receive_hwm)?;
     tickbox_zmqx::profile::apply(&sub, &opts.socket_profile)?;
     opts.security.client(&sub, "record")?;
     if opts.topics.is_empty() {

@@ -157,7 +157,7 @@ impl RecordRequest {
                 connect: self.connect.clone(),
                 topics: self.topics.clone(),
                 batch_max: cfg.batch_max,
-                rcvhwm: cfg.rcvhwm,
+                receive_hwm: cfg.receive_hwm,
                 max_messages: self.max_messages,
                 duration: self.duration,
                 // Leadership changes and progress reports ride on the progress callback: the successor's view

@@ -24,7 +24,8 @@ use tickbox_wire::{
     BatchCursor, Clock, Flags, Header, Heartbeat, Kind, MessageRef, SubscriptionTally,
     BATCH_HEADER_LEN, BATCH_RECORD_PREFIX,
 };
-use tickbox_zmqx::zero_copy::{Delivery, PoolBuf, WhenExhausted, ZeroCopySender};
+use tickbox_zmqx::zero_copy::{Delivery, PoolBuf, ZeroCopySender};
+use tickbox_zmqx::BackPressure;
 
 /// Bound on original publishers the replay keeps heartbeat state for (beyond it, they get no heartbeats).
 const MAX_OUT_PUBLISHERS: usize = tickbox_wire::sequence::DEFAULT_MAX_PUBLISHERS;
@@ -197,9 +198,9 @@ pub struct ReplayOptions {
     /// With [`Identity::Restamp`], shard `i` publishes as `publisher_id_base + i`.
     pub publisher_id_base: u32,
     /// Send high-water mark of each shard's XPUB, in messages per subscriber.
-    pub sndhwm: i32,
-    /// Block when a subscriber is slow (XPUB_NODROP) instead of dropping like a live PUB would.
-    pub lossless: bool,
+    pub send_hwm: i32,
+    /// `Block` when a subscriber is slow (XPUB_NODROP) instead of dropping like a live PUB would.
+    pub back_pressure: BackPressure,
     /// Pacing burst window.
     pub window: Duration,
     /// A publisher (shard, when restamping) idle this long gets a heartbeat, as a live publisher sends; one more
@@ -243,8 +244,8 @@ impl Default for ReplayOptions {
             to: None,
             identity: Identity::Preserve,
             publisher_id_base: 9000,
-            sndhwm: 100_000,
-            lossless: true,
+            send_hwm: 100_000,
+            back_pressure: BackPressure::Block,
             window: Duration::from_micros(200),
             heartbeat_interval: Duration::from_secs(1),
             follow: false,
@@ -414,20 +415,19 @@ struct ShardBatch {
 }
 
 impl ShardBatch {
-    fn new(max_bytes: usize, max_records: u16, lossless: bool) -> Self {
+    fn new(max_bytes: usize, max_records: u16, back_pressure: BackPressure) -> Self {
         let buffers = (BATCH_POOL_BYTES / max_bytes.max(1)).clamp(4, BATCH_BUFFERS);
         // Lossless: wait for a buffer (the pool bounds the queue, like the high-water mark). Lossy: a slow
         // subscriber's queue holds buffers it may never read; allocating keeps the others going. Measured on
         // 10 M records into `tickbox subscribe`: waiting was no slower end to end than allocating, used less
         // CPU, and kept the replay's memory and the subscriber's lateness far lower (the queue no longer grows
         // to the high-water mark).
-        let when = if lossless {
-            WhenExhausted::Wait(BATCH_BUFFER_WAIT)
-        } else {
-            WhenExhausted::Allocate
-        };
+        let sender = ZeroCopySender::new(buffers, max_bytes);
         ShardBatch {
-            sender: ZeroCopySender::new(buffers, max_bytes, when),
+            sender: match back_pressure {
+                BackPressure::Block => sender.wait_for_buffers(BATCH_BUFFER_WAIT),
+                BackPressure::Drop => sender,
+            },
             max_records,
             open: None,
         }
@@ -488,7 +488,7 @@ impl Replayer {
                 gate.socket(zmq::XPUB, opts.role)?
             };
             s.set_linger(100)?;
-            s.set_sndhwm(opts.sndhwm)?;
+            s.set_sndhwm(opts.send_hwm)?;
             // Verboser, not verbose: a subscriber that disconnects must be seen leaving, so the end of a replay can
             // wait for its readers (`wait_subscribers_gone`) and the batching decision never counts a ghost.
             tickbox_zmqx::set_xpub_verboser(&mut s, true)?;
@@ -496,7 +496,7 @@ impl Replayer {
             tickbox_zmqx::profile::apply(&s, &opts.socket_profile)?;
             // Bounded blocking so a stuck subscriber never stops Ctrl-C from being noticed.
             s.set_sndtimeo(100)?;
-            if opts.lossless {
+            if opts.back_pressure.blocks() {
                 tickbox_zmqx::set_xpub_nodrop(&mut s, true)?;
             }
             let endpoint_err = |source| RecorderError::Endpoint {
@@ -539,7 +539,7 @@ impl Replayer {
                     let mut b = ShardBatch::new(
                         opts.batch_max_bytes,
                         opts.batch_max_records.max(1),
-                        opts.lossless,
+                        opts.back_pressure,
                     );
                     b.sender.track(&delivery[shard]);
                     b

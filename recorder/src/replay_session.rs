@@ -279,10 +279,11 @@ impl ReplayRequest {
                 Identity::Preserve
             },
             publisher_id_base: self.publisher_id.unwrap_or(cfg.publisher_id_base),
-            sndhwm: cfg.sndhwm,
-            lossless: match self.back_pressure {
-                Some(back_pressure) => back_pressure.blocks(),
-                None => cfg.lossless && !self.allow_drop,
+            send_hwm: cfg.send_hwm,
+            back_pressure: match self.back_pressure {
+                Some(back_pressure) => back_pressure,
+                None if self.allow_drop => BackPressure::Drop,
+                None => cfg.back_pressure,
             },
             window: cfg.pacing_window.0,
             heartbeat_interval: cfg.heartbeat_interval.0,

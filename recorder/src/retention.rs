@@ -63,6 +63,37 @@ pub struct PruneReport {
     pub dry_run: bool,
 }
 
+/// The report for people: a line per journal deleted (or that would be), the one kept and why, then the totals.
+impl std::fmt::Display for PruneReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use tickbox_units::format_size_approx as size;
+        let verb = if self.dry_run {
+            "would delete"
+        } else {
+            "deleted"
+        };
+        for p in &self.deleted {
+            writeln!(f, "{verb}  {}  {}  ({})", p.name, size(p.bytes), p.why)?;
+        }
+        if let Some((name, why)) = &self.kept {
+            let why = match *why {
+                "open" => "a writer has it open",
+                "read" => "it is being read (a replay or the history service holds its lease)",
+                _ => "it is the newest journal",
+            };
+            writeln!(f, "kept     {name}: {why}; retention stops there")?;
+        }
+        writeln!(
+            f,
+            "prune         {} journal(s) {verb} ({}); {} left ({})",
+            self.deleted.len(),
+            size(self.freed_bytes),
+            self.journals_left,
+            size(self.bytes_left)
+        )
+    }
+}
+
 /// Applies `retention` to the history at `dir` at wall-clock time `now_ns` (with `dry_run`, only says what it
 /// would delete).
 pub fn prune(
@@ -270,5 +301,33 @@ mod tests {
         assert_eq!(report.deleted.len(), 1);
         assert!(report.bytes_left <= total - cards[0] - cards[1]);
         assert_eq!(names(&path), ["2026-11-26", "2026-11-27"]);
+    }
+
+    #[test]
+    fn the_report_for_people_names_each_journal_the_one_kept_and_the_totals() {
+        let report = PruneReport {
+            deleted: vec![Pruned {
+                name: "a.tbj".into(),
+                bytes: 2048,
+                last_capture_ns: None,
+                why: "age",
+            }],
+            freed_bytes: 2048,
+            kept: Some(("b.tbj".into(), "read")),
+            journals_left: 2,
+            bytes_left: 4096,
+            dry_run: true,
+        };
+        let text = report.to_string();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines,
+            [
+                "would delete  a.tbj  2.00 KiB  (age)",
+                "kept     b.tbj: it is being read (a replay or the history service holds its lease); retention stops \
+                 there",
+                "prune         1 journal(s) would delete (2.00 KiB); 2 left (4.00 KiB)",
+            ]
+        );
     }
 }

@@ -129,8 +129,8 @@ fn replay_options(config: &FeedConfig, speed: Speed) -> Result<ReplayOptions, Re
         speed,
         identity: Identity::Restamp,
         publisher_id_base: config.publisher_id_base,
-        sndhwm: config.sndhwm,
-        lossless: config.no_drop,
+        send_hwm: config.send_hwm,
+        back_pressure: config.back_pressure,
         // No burst window: a recording's records go out each at its own time, as the source spaced them.
         window: Duration::ZERO,
         heartbeat_interval: config.heartbeat_interval.0,
@@ -265,7 +265,7 @@ impl Run<'_> {
         self.live.published.store(stats.sent, Ordering::Relaxed);
         // As the synthetic feed's shards do: a lossless run waits for its subscribers to leave before closing; a
         // lossy one gives its queue the close's usual linger; an interrupted one only the grace.
-        let drain = if config.no_drop {
+        let drain = if config.back_pressure.blocks() {
             config.drain_timeout.0
         } else {
             Duration::ZERO

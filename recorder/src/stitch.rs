@@ -217,6 +217,70 @@ pub struct StitchReport {
     pub reordered: u64,
 }
 
+/// The report for people: a line per input, the stitched journal's totals, then the publisher sequences neither
+/// journal holds (each hole of the first ones on its own line).
+impl std::fmt::Display for StitchReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for i in &self.inputs {
+            let spans: Vec<String> = i
+                .spans
+                .iter()
+                .map(|s| match s.until {
+                    Some(u) => format!("{} ..= {u}", s.from),
+                    None => format!("{} .. end", s.from),
+                })
+                .collect();
+            writeln!(
+                f,
+                "input         {}: led journal seqs [{}]; {} data records, {} taken as leader, {} filled a leader's \
+                 gap, {} duplicates left{}",
+                i.path,
+                spans.join(", "),
+                i.data,
+                i.taken_as_leader,
+                i.filled,
+                i.duplicates,
+                if i.damaged_ranges > 0 {
+                    format!(", {} damaged stretch(es) passed", i.damaged_ranges)
+                } else {
+                    String::new()
+                }
+            )?;
+        }
+        writeln!(
+            f,
+            "stitched      {}: {} data records, {} records written ({} cached values); {} heartbeats and {} \
+             recorded gap records left out; {} waited for a predecessor",
+            self.out,
+            self.data,
+            self.written,
+            self.cached,
+            self.heartbeats_left_out,
+            self.gap_records_left_out,
+            self.reordered
+        )?;
+        writeln!(
+            f,
+            "neither has   {} publisher sequence(s) in {} hole(s){}",
+            self.missing,
+            self.hole_count,
+            if self.missing > 0 {
+                " (gap records in the stitched journal name them)"
+            } else {
+                ""
+            }
+        )?;
+        for h in &self.holes {
+            writeln!(
+                f,
+                "  publisher {} session {}: {} ..= {}",
+                h.publisher, h.session, h.first, h.last
+            )?;
+        }
+        Ok(())
+    }
+}
+
 /// A record as the stitch sees it.
 enum Class {
     Data(Key, u64),
@@ -706,5 +770,59 @@ mod tests {
         assert_eq!(report.data, 97);
         // Refuses to overwrite.
         assert!(stitch(&inputs, &out, 1 << 20).is_err());
+    }
+
+    #[test]
+    fn the_report_for_people_names_each_input_the_totals_and_each_hole() {
+        let report = StitchReport {
+            out: "out.tbj".into(),
+            inputs: vec![InputReport {
+                path: "a.tbj".into(),
+                spans: vec![
+                    LeaderSpan {
+                        from: 1,
+                        until: Some(9),
+                    },
+                    LeaderSpan {
+                        from: 20,
+                        until: None,
+                    },
+                ],
+                data: 12,
+                taken_as_leader: 10,
+                filled: 2,
+                duplicates: 3,
+                damaged_ranges: 1,
+                ..InputReport::default()
+            }],
+            data: 12,
+            written: 14,
+            missing: 2,
+            holes: vec![Hole {
+                publisher: 7,
+                session: 5,
+                first: 3,
+                last: 4,
+            }],
+            hole_count: 1,
+            heartbeats_left_out: 6,
+            gap_records_left_out: 1,
+            cached: 2,
+            reordered: 0,
+            ..StitchReport::default()
+        };
+        let text = report.to_string();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines,
+            [
+                "input         a.tbj: led journal seqs [1 ..= 9, 20 .. end]; 12 data records, 10 taken as leader, \
+                 2 filled a leader's gap, 3 duplicates left, 1 damaged stretch(es) passed",
+                "stitched      out.tbj: 12 data records, 14 records written (2 cached values); 6 heartbeats and 1 \
+                 recorded gap records left out; 0 waited for a predecessor",
+                "neither has   2 publisher sequence(s) in 1 hole(s) (gap records in the stitched journal name them)",
+                "  publisher 7 session 5: 3 ..= 4",
+            ]
+        );
     }
 }

@@ -202,7 +202,7 @@ impl<W: Worker> Subscriber<W> {
                 dispatch: config.dispatch,
                 framing: config.framing,
                 workers: workers.count,
-                receive_hwm: config.rcv_hwm,
+                receive_hwm: config.receive_hwm,
                 profile: tickbox_zmqx::profile::with_io_thread(
                     &config.socket_profile,
                     shard.io_thread,

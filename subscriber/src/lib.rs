@@ -235,8 +235,8 @@ pub struct SubscriberConfig {
     pub framing: Framing,
     /// Receive high-water mark of each SUB socket, in messages. Every buffered message adds 1/rate of
     /// lateness when the subscriber is the bottleneck, so deep buffers turn a busy subscriber into a snail.
-    #[serde(rename = "receive_hwm", alias = "rcv_hwm")]
-    pub rcv_hwm: i32,
+    #[serde(alias = "rcv_hwm")]
+    pub receive_hwm: i32,
     /// How shards hand records to workers: `ring` (in-process channels of parcels; default), `zmq` (inproc
     /// PUSH/PULL) or `inline` (each shard runs its own worker: as many workers as shards, no hand-off).
     pub handoff: Handoff,
@@ -297,7 +297,7 @@ impl Default for SubscriberConfig {
             gap_policy: GapPolicy::Warn,
             dispatch: Dispatch::ByTopic,
             framing: Framing::Tickbox,
-            rcv_hwm: 10_000,
+            receive_hwm: 10_000,
             handoff: Handoff::Ring,
             handoff_hwm: 1_000,
             poll_interval: HumanDuration(Duration::from_millis(50)),
@@ -396,7 +396,7 @@ mod tests {
         assert_eq!(config.max_lateness.0, Duration::from_micros(250));
         assert_eq!(config.gap_policy, GapPolicy::Die);
         assert_eq!(config.shards[0].nic.as_deref(), Some("eth1"));
-        assert_eq!(config.rcv_hwm, SubscriberConfig::default().rcv_hwm);
+        assert_eq!(config.receive_hwm, SubscriberConfig::default().receive_hwm);
         assert_eq!(config.clone.len(), 2);
         assert_eq!(config.member_ttl.0, Duration::from_secs(10));
         assert_eq!(config.member_id, None);

@@ -195,7 +195,7 @@ pub fn replay_local<W: Worker>(
         // A journal holds tickbox frames only.
         framing: crate::Framing::Tickbox,
         workers: workers.count,
-        receive_hwm: config.rcv_hwm,
+        receive_hwm: config.receive_hwm,
         profile: Default::default(),
         // In-process replay: no socket is opened, so nothing to secure.
         security: Default::default(),

@@ -470,8 +470,8 @@ mod tests {
         let socket = ctx.socket(zmq::SUB).unwrap();
         socket.set_linger(0).unwrap();
         let profile = SocketProfile {
-            sndhwm: Some(11),
-            rcvhwm: Some(12),
+            send_hwm: Some(11),
+            receive_hwm: Some(12),
             sndbuf: Some(65_536),
             rcvbuf: Some(131_072),
             tcp_keepalive: Some(true),

@@ -86,21 +86,22 @@ impl<'de> Deserialize<'de> for BackPressure {
     }
 }
 
-/// `#[serde(with = "tickbox_zmqx::naming::blocks")]` for a `bool` field meaning "block" that config spells
-/// as `back_pressure = "block" | "drop"` (the boolean still reads).
-pub mod blocks {
-    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+/// `#[serde(with = "tickbox_zmqx::naming::as_no_drop")]` for a [`BackPressure`] field that a file format stores
+/// as the older boolean (`no_drop`: `true` for block), so files written before still read and files written now
+/// still read elsewhere.
+pub mod as_no_drop {
+    use serde::{Deserialize, Deserializer, Serializer};
 
     use super::BackPressure;
 
-    /// Writes `true` as `"block"`, `false` as `"drop"`.
-    pub fn serialize<S: Serializer>(blocks: &bool, s: S) -> Result<S::Ok, S::Error> {
-        BackPressure::from_blocks(*blocks).serialize(s)
+    /// Writes `Block` as `true`, `Drop` as `false`.
+    pub fn serialize<S: Serializer>(back_pressure: &BackPressure, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_bool(back_pressure.blocks())
     }
 
-    /// Reads `"block"`/`"drop"`, or the older boolean.
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
-        BackPressure::deserialize(d).map(BackPressure::blocks)
+    /// Reads the boolean (or a `"block"`/`"drop"` spelling).
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<BackPressure, D::Error> {
+        BackPressure::deserialize(d)
     }
 }
 
@@ -220,6 +221,27 @@ mod tests {
         assert_eq!(written.trim(), "back_pressure = \"block\"");
         assert_eq!("BLOCK".parse::<BackPressure>(), Ok(BackPressure::Block));
         assert!(BackPressure::from_blocks(true).blocks() && !BackPressure::Drop.blocks());
+    }
+
+    #[derive(Debug, Deserialize, Serialize, PartialEq)]
+    struct Stored {
+        #[serde(rename = "no_drop", with = "super::as_no_drop")]
+        back_pressure: BackPressure,
+    }
+
+    #[test]
+    fn a_format_that_stores_the_boolean_keeps_it() {
+        for (back_pressure, text) in [
+            (BackPressure::Block, "no_drop = true"),
+            (BackPressure::Drop, "no_drop = false"),
+        ] {
+            let written = toml::to_string(&Stored { back_pressure }).unwrap();
+            assert_eq!(written.trim(), text);
+            assert_eq!(
+                toml::from_str::<Stored>(text).unwrap().back_pressure,
+                back_pressure
+            );
+        }
     }
 
     #[test]

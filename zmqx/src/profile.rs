@@ -28,25 +28,17 @@ use serde::{Deserialize, Serialize};
 ///
 /// A role applies its profile right after creating a socket, after its own section's settings and before any
 /// bind or connect (kernel buffers, keepalive and affinity only reach connections made afterwards), so a value
-/// here wins over, for example, `[subscriber] rcv_hwm`. A command-line flag for the same option wins over both:
+/// here wins over, for example, `[subscriber] receive_hwm`. A command-line flag for the same option wins over both:
 /// the command clears the profile's field (see [`crate::profile`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SocketProfile {
     /// `ZMQ_SNDHWM`, messages.
-    #[serde(
-        rename = "send_hwm",
-        alias = "sndhwm",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub sndhwm: Option<i32>,
+    #[serde(alias = "sndhwm", skip_serializing_if = "Option::is_none")]
+    pub send_hwm: Option<i32>,
     /// `ZMQ_RCVHWM`, messages.
-    #[serde(
-        rename = "receive_hwm",
-        alias = "rcvhwm",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub rcvhwm: Option<i32>,
+    #[serde(alias = "rcvhwm", skip_serializing_if = "Option::is_none")]
+    pub receive_hwm: Option<i32>,
     /// `ZMQ_SNDBUF`: kernel send buffer, bytes (capped by `net.core.wmem_max`; `tickbox tune check` says so).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sndbuf: Option<i32>,
@@ -86,10 +78,10 @@ impl SocketProfile {
     }
 
     pub(crate) fn apply_options(&self, socket: &zmq::Socket) -> Result<(), zmq::Error> {
-        if let Some(v) = self.sndhwm {
+        if let Some(v) = self.send_hwm {
             socket.set_sndhwm(v)?;
         }
-        if let Some(v) = self.rcvhwm {
+        if let Some(v) = self.receive_hwm {
             socket.set_rcvhwm(v)?;
         }
         if let Some(v) = self.sndbuf {
@@ -234,11 +226,11 @@ mod tests {
         assert_eq!(io_thread_affinity(64), None);
         let base = SocketProfile {
             affinity: Some(0b100),
-            rcvhwm: Some(7),
+            receive_hwm: Some(7),
             ..SocketProfile::default()
         };
         assert_eq!(with_io_thread(&base, Some(1)).affinity, Some(0b10));
-        assert_eq!(with_io_thread(&base, Some(1)).rcvhwm, Some(7));
+        assert_eq!(with_io_thread(&base, Some(1)).receive_hwm, Some(7));
         assert_eq!(with_io_thread(&base, None), base);
         assert_eq!(with_io_thread(&base, Some(64)), base);
     }
@@ -252,7 +244,7 @@ mod tests {
         apply(
             &socket,
             &SocketProfile {
-                sndhwm: Some(5),
+                send_hwm: Some(5),
                 ..SocketProfile::default()
             },
         )

@@ -27,19 +27,6 @@ use std::time::{Duration, Instant};
 
 use crate::ZmqxError;
 
-/// What [`ZeroCopySender::buffer`] does when every pooled buffer is in flight.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WhenExhausted {
-    /// Allocate a one-off buffer (counted in [`ZeroCopyStats::allocated`]), sent the same zero-copy way and
-    /// freed by libzmq's release. Right for a publisher that must never block on a slow subscriber (a PUB
-    /// that drops: a slow reader's queue holds its messages, and waiting for them would stall everyone).
-    Allocate,
-    /// Wait (sleeping in short slices) until libzmq releases a buffer, for at most this long, then allocate.
-    /// Right for a back-pressured (no-drop) sender: the pool then bounds what is queued, and the recycled
-    /// buffers stay warm in cache.
-    Wait(Duration),
-}
-
 /// Counters of a [`ZeroCopySender`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ZeroCopyStats {
@@ -51,7 +38,8 @@ pub struct ZeroCopyStats {
     pub pooled: u64,
     /// One-off buffers allocated because every pooled buffer was in flight.
     pub allocated: u64,
-    /// Times [`WhenExhausted::Wait`] had to wait for a buffer to come back.
+    /// Times a sender that waits for buffers ([`ZeroCopySender::wait_for_buffers`]) had to wait for one to come
+    /// back.
     pub waited: u64,
 }
 
@@ -432,7 +420,9 @@ pub struct ZeroCopySender {
     /// Free slots already taken off the returned stack (only this sender pops them).
     free: Vec<u32>,
     buffer_len: usize,
-    when_exhausted: WhenExhausted,
+    /// How long [`ZeroCopySender::buffer`] waits for a pooled buffer to come back before it allocates one;
+    /// `None`: it never waits.
+    buffer_wait: Option<Duration>,
     pending: Option<OutMessage>,
     stats: ZeroCopyStats,
 }
@@ -454,8 +444,12 @@ pub const MAX_POOL_BUFFERS: usize = 1 << 20;
 
 impl ZeroCopySender {
     /// A sender with `buffers` buffers of `buffer_len` bytes each, allocated now (at least one; at most
-    /// [`MAX_POOL_BUFFERS`]).
-    pub fn new(buffers: usize, buffer_len: usize, when_exhausted: WhenExhausted) -> Self {
+    /// [`MAX_POOL_BUFFERS`]). When every pooled buffer is in flight it allocates a one-off buffer (counted in
+    /// [`ZeroCopyStats::allocated`]), sent the same zero-copy way and freed by libzmq's release: right for a
+    /// publisher that must never block on a slow subscriber (a PUB that drops: a slow reader's queue holds its
+    /// messages, and waiting for them would stall everyone). A back-pressured sender waits instead
+    /// ([`Self::wait_for_buffers`]).
+    pub fn new(buffers: usize, buffer_len: usize) -> Self {
         let buffers = buffers.clamp(1, MAX_POOL_BUFFERS);
         let shared = Arc::new_cyclic(|weak| Shared {
             slots: (0..buffers)
@@ -478,10 +472,18 @@ impl ZeroCopySender {
             // Popped from the back: lowest index first.
             free: (0..buffers as u32).rev().collect(),
             buffer_len,
-            when_exhausted,
+            buffer_wait: None,
             pending: None,
             stats: ZeroCopyStats::default(),
         }
+    }
+
+    /// When every pooled buffer is in flight, waits (sleeping in short slices) until libzmq releases one, for at
+    /// most `limit`, before it allocates. Right for a back-pressured (`block`) sender: the pool then bounds what is
+    /// queued, and the recycled buffers stay warm in cache.
+    pub fn wait_for_buffers(mut self, limit: Duration) -> Self {
+        self.buffer_wait = Some(limit);
+        self
     }
 
     /// Reports every message this sender makes from now on to `delivery` (see [`Delivery`]). Once per sender;
@@ -545,13 +547,13 @@ impl ZeroCopySender {
         })
     }
 
-    /// A buffer to fill: pooled when one is free, otherwise as [`WhenExhausted`] says (a wait ends early when
-    /// `stop` is raised).
+    /// A buffer to fill: pooled when one is free, otherwise one-off, after a wait for a pooled one if the sender
+    /// waits for buffers (a wait ends early when `stop` is raised).
     pub fn buffer(&mut self, stop: &AtomicBool) -> PoolBuf {
         if let Some(buf) = self.try_buffer() {
             return buf;
         }
-        if let WhenExhausted::Wait(limit) = self.when_exhausted {
+        if let Some(limit) = self.buffer_wait {
             self.stats.waited += 1;
             let deadline = Instant::now() + limit;
             while Instant::now() < deadline && !stop.load(Ordering::Relaxed) {
@@ -688,7 +690,7 @@ mod tests {
         let ctx = zmq::Context::new();
         let (mut push, pull) = pair(&ctx);
         let delivery = Delivery::new();
-        let mut sender = ZeroCopySender::new(1, 64, WhenExhausted::Allocate);
+        let mut sender = ZeroCopySender::new(1, 64);
         sender.track(&delivery);
         let a = sender.buffer(&never());
         let b = sender.buffer(&never()); // the pool's one buffer is out: a one-off
@@ -733,7 +735,7 @@ mod tests {
     fn buffers_come_back_after_send_and_after_close() {
         let ctx = zmq::Context::new();
         let (mut push, pull) = pair(&ctx);
-        let mut sender = ZeroCopySender::new(2, 64, WhenExhausted::Allocate);
+        let mut sender = ZeroCopySender::new(2, 64);
         let stop = never();
         let mut a = sender.buffer(&stop);
         let b = sender.buffer(&stop);
@@ -780,7 +782,7 @@ mod tests {
         pull.set_linger(0).unwrap();
         pull.set_rcvtimeo(5000).unwrap();
         let ep = crate::bind_resolved(&pull, "tcp://127.0.0.1:*").unwrap();
-        let mut sender = ZeroCopySender::new(1, 32, WhenExhausted::Allocate);
+        let mut sender = ZeroCopySender::new(1, 32);
         let mut buf = sender.buffer(&never());
         buf[..7].copy_from_slice(b"payload");
         assert!(!sender.send(&mut push, buf, 0..7, zmq::DONTWAIT).unwrap());
@@ -810,7 +812,7 @@ mod tests {
     fn messages_in_flight_outlive_the_sender() {
         let ctx = zmq::Context::new();
         let (mut push, pull) = pair(&ctx);
-        let mut sender = ZeroCopySender::new(4, 16, WhenExhausted::Allocate);
+        let mut sender = ZeroCopySender::new(4, 16);
         let stop = never();
         for i in 0..4u8 {
             let mut buf = sender.buffer(&stop);
@@ -863,7 +865,7 @@ mod tests {
         });
         xpub.set_rcvtimeo(5000).unwrap();
         assert_eq!(xpub.recv_bytes(0).unwrap(), vec![1u8]);
-        let mut sender = ZeroCopySender::new(8, 4096, WhenExhausted::Wait(Duration::from_secs(5)));
+        let mut sender = ZeroCopySender::new(8, 4096).wait_for_buffers(Duration::from_secs(5));
         let stop = never();
         let started = Instant::now();
         for n in 0..BATCHES {

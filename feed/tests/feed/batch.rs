@@ -68,7 +68,7 @@ fn config(batch: BatchMode, limit: u64, subscriptions: usize) -> FeedConfig {
         shards: vec![PublisherShardConfig::default()],
         symbols: 50,
         rate: Rate::PerSecond(200_000),
-        no_drop: true,
+        back_pressure: tickbox_zmqx::BackPressure::Block,
         // The test stops its readers after the feed ends: no drain wait.
         drain_timeout: Duration::ZERO.into(),
         batch,

@@ -41,7 +41,7 @@ fn a_shard_subscriber_gets_gap_free_sequences_of_only_its_symbols() {
             shards: vec![PublisherShardConfig::default(); 3],
             symbols: 300,
             rate: Rate::PerSecond(30_000),
-            no_drop: true,
+            back_pressure: tickbox_zmqx::BackPressure::Block,
             // The test stops its readers after the feed ends: no drain wait.
             drain_timeout: Duration::ZERO.into(),
             wait_for_subscribers: 1,
@@ -350,9 +350,9 @@ fn no_drop_back_pressure_loses_nothing_to_a_slow_subscriber() {
         &tickbox_auth::Gate::open(&ctx),
         FeedConfig {
             mode: PacingMode::FlatOut,
-            no_drop: true,
+            back_pressure: tickbox_zmqx::BackPressure::Block,
             drain_timeout: Duration::ZERO.into(),
-            sndhwm: 100,
+            send_hwm: 100,
             wait_for_subscribers: 1,
             max_messages_per_shard: Some(n),
             heartbeat_interval: Duration::from_millis(0).into(),

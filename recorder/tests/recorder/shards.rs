@@ -81,7 +81,7 @@ fn a_three_shard_batched_feed_journals_every_publishers_sequence_once_in_order()
                 connect: endpoints,
                 max_messages: Some(total),
                 duration: Some(Duration::from_secs(15)),
-                rcvhwm: 1_000,
+                receive_hwm: 1_000,
                 // Pinning is best effort: a core the machine lacks is logged and the reader runs unpinned.
                 reader_cores: vec![0],
                 ..RecordOptions::default()

@@ -126,8 +126,8 @@ fn duration_ends_a_run_blocked_on_a_reader_that_never_reads() {
     sub.set_rcvbuf(4096).unwrap();
     sub.set_subscribe(b"").unwrap();
     let mut config = config("tcp://127.0.0.1:*".into(), false);
-    config.no_drop = true;
-    config.sndhwm = 10;
+    config.back_pressure = tickbox_zmqx::BackPressure::Block;
+    config.send_hwm = 10;
     // Small kernel buffers: the pipe is full after a few hundred quotes, however fast the machine.
     config.socket_profile.sndbuf = Some(4096);
     config.duration = Some(Duration::from_millis(300).into());

@@ -48,7 +48,7 @@ fn run(transport: &str, dispatch: Dispatch) -> (Report<Recorder>, u64) {
         symbols: SYMBOLS,
         rate: Rate::PerSecond(300_000),
         mode: PacingMode::Paced,
-        no_drop: true,
+        back_pressure: tickbox_zmqx::BackPressure::Block,
         // The test stops its subscriber after the feed ends: no drain wait.
         drain_timeout: Duration::ZERO.into(),
         wait_for_subscribers: 1,

@@ -30,7 +30,7 @@ fn feed_config(per_shard: u64) -> FeedConfig {
         symbols: 200,
         rate: Rate::PerSecond(200_000),
         mode: PacingMode::Paced,
-        no_drop: true,
+        back_pressure: tickbox_zmqx::BackPressure::Block,
         // The test stops its subscriber after the feed ends: no drain wait.
         drain_timeout: Duration::ZERO.into(),
         wait_for_subscribers: 1,

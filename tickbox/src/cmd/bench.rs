@@ -118,7 +118,7 @@ impl RawProcessArgs {
             duration: parse_duration(&self.duration)?,
             size: self.size,
             hwm: self.hwm,
-            no_drop: self.no_drop,
+            back_pressure: tickbox_zmqx::BackPressure::from_blocks(self.no_drop),
             drain: parse_duration(&self.drain)?,
             ..LatencyConfig::default()
         })
@@ -401,7 +401,11 @@ fn latency(a: LatencyArgs) -> anyhow::Result<ExitCode> {
     if a.no_drop {
         tracing::warn!("--no-drop is deprecated: write --back-pressure block");
     }
-    let no_drop = a.no_drop || a.back_pressure.is_some_and(|b| b.blocks());
+    let back_pressure = if a.no_drop {
+        tickbox_zmqx::BackPressure::Block
+    } else {
+        a.back_pressure.unwrap_or(tickbox_zmqx::BackPressure::Drop)
+    };
     let handoff = a
         .handoff
         .unwrap_or(tickbox_subscriber::SubscriberConfig::default().handoff);
@@ -449,7 +453,7 @@ fn latency(a: LatencyArgs) -> anyhow::Result<ExitCode> {
             duration,
             size: a.size,
             hwm: a.hwm,
-            no_drop,
+            back_pressure,
             stall,
             log_interval: parse_duration(&a.log_interval)?.max(Duration::from_millis(1)),
             via_lvc: a.via_lvc,
@@ -506,7 +510,7 @@ fn latency(a: LatencyArgs) -> anyhow::Result<ExitCode> {
         "one-way latency, open loop; corrected = from intended send time (coordinated omission), unc = from actual \
          send stamp; HWM {} {}; warm-up {} excluded",
         a.hwm,
-        if no_drop { "(--back-pressure block: publishers block)" } else { "(PUB drops at HWM: see lost)" },
+        if back_pressure.blocks() { "(--back-pressure block: publishers block)" } else { "(PUB drops at HWM: see lost)" },
         a.warmup
     );
     let default_handoff = tickbox_subscriber::SubscriberConfig::default().handoff;

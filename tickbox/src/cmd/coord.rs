@@ -108,144 +108,184 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
             return Ok(ExitCode::from(exit_code::TIMEOUT));
         }
     };
-    let mut out = crate::out::stdout();
     match args.op {
-        Op::Ls { path } => {
-            let children = coord
-                .children(&path)
-                .with_context(|| format!("listing {path}"))?;
-            if let Some(s) = recipe_at(&coord, &path)? {
-                writeln!(out, ".\t{}", s.details())?;
-            }
-            for c in children {
-                if path == "/" && c == "zookeeper" {
-                    writeln!(out, "{c}")?;
-                    continue;
-                }
-                match recipe_at(&coord, &tickbox_coord::logic::join(&path, &c))? {
-                    Some(s) => writeln!(out, "{c}\t{}", s.details())?,
-                    None => writeln!(out, "{c}")?,
-                }
-            }
-        }
-        Op::Get { path, stat } => match coord.get(&path)? {
-            None => {
-                eprintln!("error: {path}: no such node");
-                return Ok(ExitCode::from(exit_code::ERROR));
-            }
-            Some((data, st)) => {
-                out.write_all(&data)?;
-                if !data.ends_with(b"\n") && !data.is_empty() {
-                    writeln!(out)?;
-                }
-                if stat {
-                    eprintln!("{}", st.summary_line());
-                }
-            }
-        },
+        Op::Ls { path } => ls(&coord, &path),
+        Op::Get { path, stat } => get(&coord, &path, stat),
         Op::Watch {
             path,
             count,
             duration,
-        } => {
-            let stop = crate::shutdown::flag();
-            let until = duration.map(|d| Instant::now() + d);
-            let mut seen = 0u64;
-            let mut watch = coord
-                .watch_tree(&path)
-                .with_context(|| format!("watching {path}"))?;
-            while count.is_none_or(|c| seen < c)
-                && until.is_none_or(|u| Instant::now() < u)
-                && !stop.load(Ordering::SeqCst)
-                && !crate::out::closed()
-            {
-                // Wake at least every 200 ms to honour Ctrl-C and --for; the watch keeps events meanwhile.
-                if let Some(ev) = watch.next(Duration::from_millis(200)) {
-                    if ev.kind == "Session" {
-                        tracing::warn!("session event: {:?}", ev.session);
-                        if matches!(ev.session, SessionStatus::Expired | SessionStatus::Closed) {
-                            return Ok(ExitCode::from(exit_code::ERROR));
-                        }
-                        continue;
-                    }
-                    writeln!(out, "{}\t{}", ev.kind, ev.path)?;
-                    out.flush()?;
-                    seen += 1;
-                }
-            }
-            // On stderr: stdout carries only the events, for scripts.
-            eprintln!("coord watch {path}: {seen} event(s)");
-        }
-        Op::State { path, json } => {
-            let states = tickbox_coord::inspect(&coord, &path)?;
-            if json {
-                let arr: Vec<serde_json::Value> = states.iter().map(RecipeState::to_json).collect();
-                crate::out::json(&serde_json::json!({ "recipes": arr }))?;
-            } else {
-                for s in &states {
-                    writeln!(out, "{}", s.line())?;
-                }
-            }
-        }
+        } => watch(&coord, &path, count, duration),
+        Op::State { path, json } => state(&coord, &path, json),
         Op::Lock {
             path,
             hold,
             timeout,
-        } => {
-            let lock = Lock::new(&coord, &path)?;
-            let g = match lock.acquire(timeout) {
-                Ok(g) => g,
-                Err(tickbox_coord::CoordError::Timeout(t)) => {
-                    eprintln!(
-                        "error: {path}: not acquired within {}",
-                        tickbox_units::format_duration(t)
-                    );
-                    return Ok(ExitCode::from(exit_code::TIMEOUT));
-                }
-                Err(e) => return Err(e.into()),
-            };
-            writeln!(out, "HELD {}", g.token())?;
-            out.flush()?;
-            if hold {
-                let stop = crate::shutdown::flag();
-                let mut state = g.state();
-                while !stop.load(Ordering::SeqCst) {
-                    let now = g.wait_change(state, Duration::from_millis(200));
-                    if now != state {
-                        let said = now.script_line();
-                        writeln!(out, "{}", said.line)?;
-                        if said.ends {
-                            return Ok(ExitCode::from(exit_code::ERROR));
-                        }
-                        out.flush()?;
-                        state = now;
-                    }
-                }
+        } => lock(&coord, &path, hold, timeout),
+        Op::Elect { path, id } => elect(&coord, &path, id),
+    }
+}
+
+/// `coord ls`: the children of `path`, each recipe with its state.
+fn ls(coord: &Coord, path: &str) -> anyhow::Result<ExitCode> {
+    let mut out = crate::out::stdout();
+    let children = coord
+        .children(path)
+        .with_context(|| format!("listing {path}"))?;
+    if let Some(s) = recipe_at(coord, path)? {
+        writeln!(out, ".\t{}", s.details())?;
+    }
+    for c in children {
+        if path == "/" && c == "zookeeper" {
+            writeln!(out, "{c}")?;
+            continue;
+        }
+        match recipe_at(coord, &tickbox_coord::logic::join(path, &c))? {
+            Some(s) => writeln!(out, "{c}\t{}", s.details())?,
+            None => writeln!(out, "{c}")?,
+        }
+    }
+    Ok(ExitCode::from(exit_code::OK))
+}
+
+/// `coord get`: the data of `path` (exit 1 when absent), its metadata on stderr with `stat`.
+fn get(coord: &Coord, path: &str, stat: bool) -> anyhow::Result<ExitCode> {
+    let mut out = crate::out::stdout();
+    match coord.get(path)? {
+        None => {
+            eprintln!("error: {path}: no such node");
+            return Ok(ExitCode::from(exit_code::ERROR));
+        }
+        Some((data, st)) => {
+            out.write_all(&data)?;
+            if !data.ends_with(b"\n") && !data.is_empty() {
+                writeln!(out)?;
             }
-            let token = g.token();
-            g.release()?;
-            if hold {
-                eprintln!("coord lock {path}: released (token {token})");
+            if stat {
+                eprintln!("{}", st.summary_line());
             }
         }
-        Op::Elect { path, id } => {
-            let id = id.unwrap_or_else(|| format!("pid-{}", std::process::id()));
-            let cand = Election::new(&coord, &path)?.campaign(id.as_bytes())?;
-            let stop = crate::shutdown::flag();
-            while !stop.load(Ordering::SeqCst) {
-                let Ok(event) = cand.events().recv_timeout(Duration::from_millis(200)) else {
-                    continue;
-                };
-                let said = event.script_line();
+    }
+    Ok(ExitCode::from(exit_code::OK))
+}
+
+/// `coord watch`: every change under `path` until Ctrl-C, `count` events or `duration`.
+fn watch(
+    coord: &Coord,
+    path: &str,
+    count: Option<u64>,
+    duration: Option<Duration>,
+) -> anyhow::Result<ExitCode> {
+    let mut out = crate::out::stdout();
+    let stop = crate::shutdown::flag();
+    let until = duration.map(|d| Instant::now() + d);
+    let mut seen = 0u64;
+    let mut watch = coord
+        .watch_tree(path)
+        .with_context(|| format!("watching {path}"))?;
+    while count.is_none_or(|c| seen < c)
+        && until.is_none_or(|u| Instant::now() < u)
+        && !stop.load(Ordering::SeqCst)
+        && !crate::out::closed()
+    {
+        // Wake at least every 200 ms to honour Ctrl-C and --for; the watch keeps events meanwhile.
+        if let Some(ev) = watch.next(Duration::from_millis(200)) {
+            if ev.kind == "Session" {
+                tracing::warn!("session event: {:?}", ev.session);
+                if matches!(ev.session, SessionStatus::Expired | SessionStatus::Closed) {
+                    return Ok(ExitCode::from(exit_code::ERROR));
+                }
+                continue;
+            }
+            writeln!(out, "{}\t{}", ev.kind, ev.path)?;
+            out.flush()?;
+            seen += 1;
+        }
+    }
+    // On stderr: stdout carries only the events, for scripts.
+    eprintln!("coord watch {path}: {seen} event(s)");
+    Ok(ExitCode::from(exit_code::OK))
+}
+
+/// `coord state`: the recipes under `path`, as lines or one JSON object.
+fn state(coord: &Coord, path: &str, json: bool) -> anyhow::Result<ExitCode> {
+    let mut out = crate::out::stdout();
+    let states = tickbox_coord::inspect(coord, path)?;
+    if json {
+        let arr: Vec<serde_json::Value> = states.iter().map(RecipeState::to_json).collect();
+        crate::out::json(&serde_json::json!({ "recipes": arr }))?;
+    } else {
+        for s in &states {
+            writeln!(out, "{}", s.line())?;
+        }
+    }
+    Ok(ExitCode::from(exit_code::OK))
+}
+
+/// `coord lock`: takes the lock at `path`, prints `HELD <token>`, holds it until Ctrl-C or its loss with `hold`.
+fn lock(
+    coord: &Coord,
+    path: &str,
+    hold: bool,
+    timeout: Option<Duration>,
+) -> anyhow::Result<ExitCode> {
+    let mut out = crate::out::stdout();
+    let lock = Lock::new(coord, path)?;
+    let g = match lock.acquire(timeout) {
+        Ok(g) => g,
+        Err(tickbox_coord::CoordError::Timeout(t)) => {
+            eprintln!(
+                "error: {path}: not acquired within {}",
+                tickbox_units::format_duration(t)
+            );
+            return Ok(ExitCode::from(exit_code::TIMEOUT));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    writeln!(out, "HELD {}", g.token())?;
+    out.flush()?;
+    if hold {
+        let stop = crate::shutdown::flag();
+        let mut state = g.state();
+        while !stop.load(Ordering::SeqCst) {
+            let now = g.wait_change(state, Duration::from_millis(200));
+            if now != state {
+                let said = now.script_line();
                 writeln!(out, "{}", said.line)?;
                 if said.ends {
                     return Ok(ExitCode::from(exit_code::ERROR));
                 }
                 out.flush()?;
+                state = now;
             }
-            cand.resign()?;
-            eprintln!("coord elect {path}: resigned");
         }
     }
+    let token = g.token();
+    g.release()?;
+    if hold {
+        eprintln!("coord lock {path}: released (token {token})");
+    }
+    Ok(ExitCode::from(exit_code::OK))
+}
+
+/// `coord elect`: stands in the election at `path` and prints its leadership changes until Ctrl-C or loss.
+fn elect(coord: &Coord, path: &str, id: Option<String>) -> anyhow::Result<ExitCode> {
+    let mut out = crate::out::stdout();
+    let id = id.unwrap_or_else(|| format!("pid-{}", std::process::id()));
+    let cand = Election::new(coord, path)?.campaign(id.as_bytes())?;
+    let stop = crate::shutdown::flag();
+    while !stop.load(Ordering::SeqCst) {
+        let Ok(event) = cand.events().recv_timeout(Duration::from_millis(200)) else {
+            continue;
+        };
+        let said = event.script_line();
+        writeln!(out, "{}", said.line)?;
+        if said.ends {
+            return Ok(ExitCode::from(exit_code::ERROR));
+        }
+        out.flush()?;
+    }
+    cand.resign()?;
+    eprintln!("coord elect {path}: resigned");
     Ok(ExitCode::from(exit_code::OK))
 }

@@ -544,32 +544,7 @@ fn history_verify(path: &Path, strict: bool, json: bool) -> anyhow::Result<ExitC
         check.add_to_json(&mut v);
         crate::out::json(&v)?;
     } else {
-        outln!(
-            "history       roll {}, {} journal(s)",
-            check.roll,
-            check.journals.len()
-        );
-        out!("{}", check.journal_lines());
-        if let Some(s) = &check.summary {
-            out!(
-                "{}{}{}",
-                format_summary(path, s),
-                check.accounting,
-                format_metadata_repairs(s)
-            );
-            let line = match (verdict, check.breaks.is_empty()) {
-                (JournalVerdict::Gappy, false) => format!(
-                    "verify        GAPPY: the journals are intact, but the history lacks the journal sequences above \
-                     (a journal is missing){}",
-                    if check.accounting.gappy() { ", and publisher sequences its gap records name" } else { "" }
-                ),
-                _ => format_verdict(s, &check.accounting, verdict)
-                    .replacen(" records,", &format!(" records in {} journals,", check.journals.len()), 1),
-            };
-            outln!("{line}");
-        } else {
-            outln!("verify        CORRUPT: no journal of the history could be read");
-        }
+        out!("{}", check.verify_text());
     }
     Ok(match verdict {
         JournalVerdict::Corrupt => ExitCode::from(exit_code::CORRUPT),
@@ -595,30 +570,7 @@ fn prune(
         crate::out::json(&report)?;
         return Ok(ExitCode::SUCCESS);
     }
-    let verb = if dry_run { "would delete" } else { "deleted" };
-    for p in &report.deleted {
-        outln!(
-            "{verb}  {}  {}  ({})",
-            p.name,
-            tickbox_units::format_size_approx(p.bytes),
-            p.why
-        );
-    }
-    if let Some((name, why)) = &report.kept {
-        let why = match *why {
-            "open" => "a writer has it open",
-            "read" => "it is being read (a replay or the history service holds its lease)",
-            _ => "it is the newest journal",
-        };
-        outln!("kept     {name}: {why}; retention stops there");
-    }
-    outln!(
-        "prune         {} journal(s) {verb} ({}); {} left ({})",
-        report.deleted.len(),
-        tickbox_units::format_size_approx(report.freed_bytes),
-        report.journals_left,
-        tickbox_units::format_size_approx(report.bytes_left)
-    );
+    out!("{report}");
     Ok(ExitCode::SUCCESS)
 }
 
@@ -654,57 +606,6 @@ fn stitch(
         crate::out::json(&report)?;
         return Ok(ExitCode::SUCCESS);
     }
-    for i in &report.inputs {
-        let spans: Vec<String> = i
-            .spans
-            .iter()
-            .map(|s| match s.until {
-                Some(u) => format!("{} ..= {u}", s.from),
-                None => format!("{} .. end", s.from),
-            })
-            .collect();
-        println!(
-            "input         {}: led journal seqs [{}]; {} data records, {} taken as leader, {} filled a leader's gap, \
-             {} duplicates left{}",
-            i.path,
-            spans.join(", "),
-            i.data,
-            i.taken_as_leader,
-            i.filled,
-            i.duplicates,
-            if i.damaged_ranges > 0 {
-                format!(", {} damaged stretch(es) passed", i.damaged_ranges)
-            } else {
-                String::new()
-            }
-        );
-    }
-    println!(
-        "stitched      {}: {} data records, {} records written ({} cached values); {} heartbeats and {} recorded \
-         gap records left out; {} waited for a predecessor",
-        report.out,
-        report.data,
-        report.written,
-        report.cached,
-        report.heartbeats_left_out,
-        report.gap_records_left_out,
-        report.reordered
-    );
-    println!(
-        "neither has   {} publisher sequence(s) in {} hole(s){}",
-        report.missing,
-        report.hole_count,
-        if report.missing > 0 {
-            " (gap records in the stitched journal name them)"
-        } else {
-            ""
-        }
-    );
-    for h in &report.holes {
-        println!(
-            "  publisher {} session {}: {} ..= {}",
-            h.publisher, h.session, h.first, h.last
-        );
-    }
+    print!("{report}");
     Ok(ExitCode::SUCCESS)
 }

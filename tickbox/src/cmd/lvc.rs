@@ -156,27 +156,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     let lvc = tickbox_lvc::spawn(&gate, proxy_config).context("starting the LVC proxy")?;
     let _metrics = metrics.start(config, "lvc", vec![std::sync::Arc::new(lvc.metrics())])?;
     let status = StatusBoard::start(&ctx, broker.as_deref(), "lvc", config.auth.clone())?;
-    {
-        // Resolved endpoints go to stdout, flushed, so scripts and tests can use `tcp://…:*`; with `--json` stdout
-        // carries only the summary object, so they go to stderr.
-        let mut out: Box<dyn Write> = if json {
-            Box::new(std::io::stderr().lock())
-        } else {
-            Box::new(crate::out::stdout())
-        };
-        let endpoints = lvc.endpoints();
-        writeln!(out, "lvc subscribers {}", endpoints.downstream)?;
-        for ep in &endpoints.upstream {
-            writeln!(out, "lvc publishers {ep}")?;
-        }
-        if let Some(tap) = &endpoints.tap {
-            writeln!(out, "lvc tap {tap}")?;
-        }
-        if let Some(snapshot) = &endpoints.snapshot {
-            writeln!(out, "lvc snapshot {snapshot}")?;
-        }
-        out.flush()?;
-    }
+    print_endpoints(lvc.endpoints(), json)?;
     let started = Instant::now();
     let mut last_status: Option<Instant> = None;
     let mut view = LiveView::with_interval("lvc", Some(lvc_config.stats_interval.0), None);
@@ -196,27 +176,8 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
             ));
         }
         if view.due() {
-            let s = lvc.stats();
-            view.show(
-                &format!(
-                    "in {} ({}), out {} ({}), cache {} topics / {}, cached values sent {}, drops {}, malformed {}, \
-                     publishers {}, missing {}, missed before join {}{}",
-                    s.messages_in,
-                    fmt_rate(rate_in.per_sec(s.messages_in)),
-                    s.messages_out,
-                    fmt_rate(rate_out.per_sec(s.messages_out)),
-                    s.topics_cached,
-                    tickbox_units::format_size_approx(s.cache_bytes),
-                    s.cached_sent,
-                    s.drops(),
-                    s.malformed,
-                    s.sequences.publishers,
-                    s.sequences.missing,
-                    s.sequences.missed_before_join,
-                    security.live_suffix(),
-                ),
-                None,
-            );
+            let line = live_line(&lvc.stats(), &mut rate_in, &mut rate_out, &security);
+            view.show(&line, None);
         }
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -224,7 +185,72 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     view.finish();
     let publishers = lvc.publishers_handle();
     let stats = lvc.join().context("LVC proxy")?;
-    let accounts = publishers.publishers();
+    summarise(
+        &stats,
+        &publishers.publishers(),
+        &lvc_config,
+        &security,
+        json,
+    )?;
+    Ok(ExitCode::from(crate::exit_code::OK))
+}
+
+/// The resolved endpoints, flushed, so scripts and tests can use `tcp://…:*`: on stdout, or on stderr with
+/// `--json` (stdout then carries only the summary object).
+fn print_endpoints(endpoints: &tickbox_lvc::LvcEndpoints, json: bool) -> anyhow::Result<()> {
+    let mut out: Box<dyn Write> = if json {
+        Box::new(std::io::stderr().lock())
+    } else {
+        Box::new(crate::out::stdout())
+    };
+    writeln!(out, "lvc subscribers {}", endpoints.downstream)?;
+    for ep in &endpoints.upstream {
+        writeln!(out, "lvc publishers {ep}")?;
+    }
+    if let Some(tap) = &endpoints.tap {
+        writeln!(out, "lvc tap {tap}")?;
+    }
+    if let Some(snapshot) = &endpoints.snapshot {
+        writeln!(out, "lvc snapshot {snapshot}")?;
+    }
+    out.flush()?;
+    Ok(())
+}
+
+/// The live status line of the proxy's counters `s`.
+fn live_line(
+    s: &tickbox_lvc::LvcStats,
+    rate_in: &mut Rate,
+    rate_out: &mut Rate,
+    security: &tickbox_auth::Security,
+) -> String {
+    format!(
+        "in {} ({}), out {} ({}), cache {} topics / {}, cached values sent {}, drops {}, malformed {}, \
+         publishers {}, missing {}, missed before join {}{}",
+        s.messages_in,
+        fmt_rate(rate_in.per_sec(s.messages_in)),
+        s.messages_out,
+        fmt_rate(rate_out.per_sec(s.messages_out)),
+        s.topics_cached,
+        tickbox_units::format_size_approx(s.cache_bytes),
+        s.cached_sent,
+        s.drops(),
+        s.malformed,
+        s.sequences.publishers,
+        s.sequences.missing,
+        s.sequences.missed_before_join,
+        security.live_suffix(),
+    )
+}
+
+/// The summary (`--json` or tables), then a warning on stderr when the cache never heard some publisher messages.
+fn summarise(
+    stats: &tickbox_lvc::LvcStats,
+    accounts: &[tickbox_lvc::sequences::PublisherAccount],
+    lvc_config: &LvcConfig,
+    security: &tickbox_auth::Security,
+    json: bool,
+) -> anyhow::Result<()> {
     if json {
         let mut summary = serde_json::json!({
             "component": "lvc",
@@ -233,11 +259,11 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
             "publishers": accounts,
             "connections": security.connections(),
         });
-        crate::auth_report::add_to_json(&mut summary, &security);
+        crate::auth_report::add_to_json(&mut summary, security);
         crate::out::json(&summary)?;
     } else {
         out!("{}", stats.table(lvc_config.tap_drop));
-        out!("{}", tickbox_lvc::report::publishers_table(&accounts));
+        out!("{}", tickbox_lvc::report::publishers_table(accounts));
         for line in security
             .summary_line()
             .into_iter()
@@ -255,7 +281,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
             stats.sequences.missed_before_join
         );
     }
-    Ok(ExitCode::from(crate::exit_code::OK))
+    Ok(())
 }
 
 fn apply(args: Args, mut config: LvcConfig) -> LvcConfig {
@@ -289,9 +315,9 @@ fn apply(args: Args, mut config: LvcConfig) -> LvcConfig {
     }
     // A flag wins over [context.sockets.lvc] for the option it sets (see tickbox_zmqx::profile).
     let p = &mut config.socket_profile;
-    p.rcvhwm = p.rcvhwm.filter(|_| args.upstream_hwm.is_none());
-    p.sndhwm = p
-        .sndhwm
+    p.receive_hwm = p.receive_hwm.filter(|_| args.upstream_hwm.is_none());
+    p.send_hwm = p
+        .send_hwm
         .filter(|_| args.downstream_hwm.is_none() && args.tap_hwm.is_none());
     p.maxmsgsize = p
         .maxmsgsize

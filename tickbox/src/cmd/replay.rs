@@ -335,32 +335,14 @@ pub(crate) fn run(mut args: Args, config: &TickboxConfig) -> anyhow::Result<Exit
     let endpoints = session.endpoints().to_vec();
     let status = StatusBoard::start(&ctx, args.broker.as_deref(), "replay", config.auth.clone())?;
     let control = match &args.broker {
-        Some(broker) => {
-            let (shared, runs, defaults) = session
-                .remote_control()
-                .context("the replay's remote control was already taken")?;
-            let journals = args.journal.clone();
-            Some(
-                ReplayControlService::spawn_secured(
-                    &ctx,
-                    broker,
-                    shared,
-                    runs,
-                    defaults,
-                    Box::new(move || {
-                        journals
-                            .iter()
-                            .map(|j| first_capture_ns(j))
-                            .collect::<anyhow::Result<Vec<u64>>>()
-                            .map(|firsts| firsts.into_iter().min().unwrap_or(0))
-                            .map_err(|e| format!("{e:#}"))
-                    }),
-                    Arc::clone(&stop),
-                    config.auth.clone(),
-                )
-                .context("spawning the replay control thread")?,
-            )
-        }
+        Some(broker) => Some(spawn_control(
+            &ctx,
+            broker,
+            &mut session,
+            args.journal.clone(),
+            &stop,
+            config,
+        )?),
         None => None,
     };
     // `None` from an interrupted wait at the barrier: nothing was sent.
@@ -405,6 +387,39 @@ pub(crate) fn run(mut args: Args, config: &TickboxConfig) -> anyhow::Result<Exit
         }
     }
     Ok(exit)
+}
+
+/// The replay's remote control (`tickbox.replay.control` on `broker`): pause, resume, seek, speed. Its `first`
+/// answer is the earliest capture time of the `journals`.
+fn spawn_control(
+    ctx: &zmq::Context,
+    broker: &str,
+    session: &mut ReplaySession,
+    journals: Vec<std::path::PathBuf>,
+    stop: &Arc<std::sync::atomic::AtomicBool>,
+    config: &TickboxConfig,
+) -> anyhow::Result<ReplayControlService> {
+    let (shared, runs, defaults) = session
+        .remote_control()
+        .context("the replay's remote control was already taken")?;
+    ReplayControlService::spawn_secured(
+        ctx,
+        broker,
+        shared,
+        runs,
+        defaults,
+        Box::new(move || {
+            journals
+                .iter()
+                .map(|j| first_capture_ns(j))
+                .collect::<anyhow::Result<Vec<u64>>>()
+                .map(|firsts| firsts.into_iter().min().unwrap_or(0))
+                .map_err(|e| format!("{e:#}"))
+        }),
+        Arc::clone(stop),
+        config.auth.clone(),
+    )
+    .context("spawning the replay control thread")
 }
 
 /// Enters `--start-barrier` when asked: `Some(None)` without one, `None` when interrupted while waiting.

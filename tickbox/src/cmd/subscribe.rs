@@ -9,12 +9,12 @@ use tickbox_bench::process::{split_probes, LatencyProbe, SampleLog};
 use tickbox_fleet::group::{run_group, GroupOptions};
 use tickbox_fleet::member::MemberInfo;
 use tickbox_fleet::{check_member_id, default_member_id, SubscriberLive};
-use tickbox_subscriber::standard_worker_with_tape;
 use tickbox_subscriber::{
     check_nic, Dispatch, GapPolicy, Handoff, HumanDuration, RunEnd, RunLook, RunWatch,
     SharedThreshold, Silence, SilenceWatch, SnailMode, Subscriber, SubscriberConfig,
     SubscriberShardConfig, SILENCE_WARNING,
 };
+use tickbox_subscriber::{standard_worker_with_tape, StandardWorker};
 use tickbox_workers::{TapeSink, WorkerPoolConfig};
 
 use crate::config::TickboxConfig;
@@ -319,112 +319,37 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         crate::flags::check_connect("--broker", broker)?;
     }
     let (mut sub_config, workers_config) = resolve(&args, config)?;
-    if let Some(election) = sub_config
-        .catch_up
-        .as_deref()
-        .and_then(|ep| ep.strip_prefix("zk:"))
-    {
-        let election = election.to_owned();
-        let coord = crate::zk::connect(args.zk.as_deref(), config, "--catch-up zk:")?;
-        let endpoint = tickbox_fleet::leadership::elected_history_endpoint(&coord, &election)
-            .with_context(|| format!("--catch-up zk:{election}"))?;
-        tracing::info!(election = %election, endpoint, "catch-up: asking the elected recorder");
-        sub_config.catch_up = Some(endpoint);
-    }
+    resolve_elected_catch_up(&mut sub_config, &args, config)?;
     if let Some(group) = &args.group {
         return subscribe_group(&args, config, group, &sub_config, &workers_config);
     }
     let stop = crate::shutdown::flag();
     // Built (and its I/O threads placed) before any of our threads is pinned, so they never inherit a shard's core.
     let ctx = tickbox_zmqx::context::build(&config.context)?;
-    let delay = args.debug_worker_delay.map(|d| d.0);
     let base = sub_config.max_lateness.0;
     let id = sub_config
         .member_id
         .clone()
         .unwrap_or_else(default_member_id);
     check_member_id(&id).context("--member-id")?;
-    let live = if sub_config.clone.is_empty() {
-        None
-    } else {
-        Some(
-            SubscriberLive::connect(
-                &ctx,
-                &sub_config.clone,
-                id.clone(),
-                config.clone.client.clone(),
-            )
-            .context("--clone / [subscriber] clone")?,
-        )
-    };
-    // Apply the stored live values before the first message, not just after.
-    if let Some(live) = &live {
-        let initial = SharedThreshold::new(base);
-        live.drain(&initial, base);
-        sub_config.max_lateness = HumanDuration(initial.get());
-    }
+    let live = connect_live(&ctx, &mut sub_config, &id, config)?;
     let status = StatusBoard::start(
         &ctx,
         args.broker.as_deref(),
         "subscribe",
         config.auth.clone(),
     )?;
-    let tape = match &args.tape {
-        Some(path) => {
-            Some(TapeSink::create(path).with_context(|| format!("--tape {}", path.display()))?)
-        }
-        None => None,
-    };
-    let probe_capacity = args.latency_out.as_ref().map(|_| args.latency_capacity);
-    let subscriber = Subscriber::start(&ctx, &sub_config, &workers_config, |_| {
-        (
-            standard_worker_with_tape(delay, tape.as_ref()),
-            probe_capacity.map(LatencyProbe::new),
-        )
-    })
-    .context("starting the subscriber")?;
+    let tape = (args.tape.as_ref())
+        .map(|path| TapeSink::create(path).with_context(|| format!("--tape {}", path.display())))
+        .transpose()?;
+    let subscriber = start(&ctx, &args, &sub_config, &workers_config, tape.as_ref())?;
     let metrics = subscriber.metrics(&sub_config.shards);
     let _metrics = (args.metrics).start(config, "subscribe", vec![std::sync::Arc::new(metrics)])?;
     let threshold = subscriber.threshold();
     let lvc_snapshot = subscriber.lvc_snapshot();
     let catch_up = subscriber.catch_up();
-    let membership = match &live {
-        Some(live) => {
-            let info = MemberInfo::of(&sub_config, workers_config.count);
-            Some(
-                live.join(&info.to_bytes(), sub_config.member_ttl.0)
-                    .context("registering under /members/subscribers/")?,
-            )
-        }
-        None => None,
-    };
-    tracing::info!(
-        shards = sub_config.shards.len(),
-        workers = workers_config.count,
-        max_lateness = %sub_config.max_lateness,
-        member = membership.as_ref().map(|m| m.key()),
-        "subscriber running"
-    );
-    let barrier = match (&args.start_barrier, args.parties) {
-        (Some(path), Some(parties)) => {
-            let coord = crate::zk::connect(args.zk.as_deref(), config, "--start-barrier")?;
-            tracing::info!(barrier = %path, parties, "connected and subscribed; entering the start barrier");
-            match tickbox_coord::StartBarrier::enter(
-                &coord,
-                path,
-                parties,
-                &id,
-                config.coord.barrier_timeout.0,
-                &stop,
-            ) {
-                Ok(entered) => Some(entered),
-                // Ctrl-C while waiting: shut down below like any stop, with an empty summary.
-                Err(tickbox_coord::CoordError::Interrupted) => None,
-                Err(e) => return Err(e).with_context(|| format!("--start-barrier {path}")),
-            }
-        }
-        _ => None,
-    };
+    let membership = join_members(live.as_ref(), &sub_config, &workers_config)?;
+    let barrier = enter_barrier(&args, config, &id, &stop)?;
     let mut next_status = std::time::Instant::now();
     let mut view = LiveView::new("subscribe", &args.live_view, None);
     let mut view_rate = Rate::default();
@@ -463,35 +388,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
             status.publish(subscriber.status_json(&threshold, &id, tripped));
         }
         if view.due() {
-            // The shards' own counters (relaxed atomics they already keep), summed here, off the hot path.
-            let shards = subscriber.live_shards();
-            let sum = |f: fn(&tickbox_subscriber::LiveShardCounters) -> u64| {
-                shards.iter().map(f).sum::<u64>()
-            };
-            let received = sum(|s| s.received);
-            // Percentiles of the busiest shard (histograms are per shard; merging them is end-of-run work).
-            let busiest = shards.iter().max_by_key(|s| s.received).copied();
-            // Shown once a shard has answered (all zero before it has measured anything).
-            let busiest = busiest.filter(|s| s.lateness_max_ns > 0);
-            let lateness = busiest.map_or_else(String::new, |s| {
-                format!(
-                    ", lateness p50 {} p99 {} max {}",
-                    fmt_ns(s.lateness_p50_ns),
-                    fmt_ns(s.lateness_p99_ns),
-                    fmt_ns(s.lateness_max_ns)
-                )
-            });
-            view.show(
-                &format!(
-                    "received {received} ({}), to workers {}, gaps {}, late {} (past {}){lateness}",
-                    fmt_rate(view_rate.per_sec(received)),
-                    sum(|s| s.forwarded),
-                    sum(|s| s.gaps),
-                    sum(|s| s.late),
-                    tickbox_units::format_duration(threshold.get()),
-                ),
-                None,
-            );
+            view.show(&live_line(&subscriber, &threshold, &mut view_rate), None);
             subscriber.request_lateness();
         }
         if end.is_some() {
@@ -507,19 +404,218 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     }
     // The status line goes before the summary, never under it.
     view.finish();
+    let (report, worker_failure) = shut_down(subscriber, args.latency_out.as_deref())?;
+    let stopped_by = report.stopped_by(stop.load(Ordering::Relaxed));
+    let extras = (
+        lvc_snapshot.map(|s| s.report()),
+        catch_up.map(|c| c.summary()),
+    );
+    print_summary(&report, &sub_config, stopped_by, extras, args.json)?;
+    let tape_failed = tape.as_ref().is_some_and(|sink| report_tape(sink));
+    drop(membership);
+    if let Some(entered) = barrier {
+        leave_barrier(entered, config, &stop)?;
+    }
+    Ok(exit(&report, &sub_config, worker_failure, tape_failed))
+}
+
+/// Starts the subscriber: the standard worker (with `--tape`'s sink, `--debug-worker-delay`) beside a latency
+/// probe when `--latency-out` asks for its samples.
+fn start(
+    ctx: &zmq::Context,
+    args: &Args,
+    sub_config: &SubscriberConfig,
+    workers_config: &WorkerPoolConfig,
+    tape: Option<&std::sync::Arc<TapeSink>>,
+) -> anyhow::Result<Subscriber<(StandardWorker, Option<LatencyProbe>)>> {
+    let delay = args.debug_worker_delay.map(|d| d.0);
+    let probe_capacity = args.latency_out.as_ref().map(|_| args.latency_capacity);
+    Subscriber::start(ctx, sub_config, workers_config, |_| {
+        (
+            standard_worker_with_tape(delay, tape),
+            probe_capacity.map(LatencyProbe::new),
+        )
+    })
+    .context("starting the subscriber")
+}
+
+/// Stops the subscriber and takes its report (with the error of a worker that failed), writing the latency
+/// probes' samples to `latency_out` when asked.
+fn shut_down(
+    subscriber: Subscriber<(StandardWorker, Option<LatencyProbe>)>,
+    latency_out: Option<&std::path::Path>,
+) -> anyhow::Result<(
+    tickbox_subscriber::Report<StandardWorker>,
+    Option<tickbox_workers::WorkerError>,
+)> {
     let (report, worker_failure) = subscriber.shutdown_partial()?;
     let (mut report, probes) = split_probes(report);
-    if let Some(path) = &args.latency_out {
+    if let Some(path) = latency_out {
         SampleLog::merge(probes.into_iter().map(LatencyProbe::into_log))
             .write(path)
             .with_context(|| format!("--latency-out {}", path.display()))?;
     }
     report.finish_tapes();
-    let stopped_by = report.stopped_by(stop.load(Ordering::Relaxed));
-    let snapshot = lvc_snapshot.map(|s| s.report());
-    let catch_up = catch_up.map(|c| c.summary());
-    if args.json {
-        let mut summary = report.summary_json(&sub_config, stopped_by);
+    Ok((report, worker_failure))
+}
+
+/// `--catch-up zk:ELECTION`: the history endpoint of the recorder that election elected.
+fn resolve_elected_catch_up(
+    sub_config: &mut SubscriberConfig,
+    args: &Args,
+    config: &TickboxConfig,
+) -> anyhow::Result<()> {
+    let Some(election) = sub_config
+        .catch_up
+        .as_deref()
+        .and_then(|ep| ep.strip_prefix("zk:"))
+    else {
+        return Ok(());
+    };
+    let election = election.to_owned();
+    let coord = crate::zk::connect(args.zk.as_deref(), config, "--catch-up zk:")?;
+    let endpoint = tickbox_fleet::leadership::elected_history_endpoint(&coord, &election)
+        .with_context(|| format!("--catch-up zk:{election}"))?;
+    tracing::info!(election = %election, endpoint, "catch-up: asking the elected recorder");
+    sub_config.catch_up = Some(endpoint);
+    Ok(())
+}
+
+/// The Clone store's live values (`--clone`), applied to `sub_config` before the first message, not just after.
+fn connect_live(
+    ctx: &zmq::Context,
+    sub_config: &mut SubscriberConfig,
+    id: &str,
+    config: &TickboxConfig,
+) -> anyhow::Result<Option<SubscriberLive>> {
+    if sub_config.clone.is_empty() {
+        return Ok(None);
+    }
+    let live = SubscriberLive::connect(
+        ctx,
+        &sub_config.clone,
+        id.to_owned(),
+        config.clone.client.clone(),
+    )
+    .context("--clone / [subscriber] clone")?;
+    let base = sub_config.max_lateness.0;
+    let initial = SharedThreshold::new(base);
+    live.drain(&initial, base);
+    sub_config.max_lateness = HumanDuration(initial.get());
+    Ok(Some(live))
+}
+
+/// Registers under `/members/subscribers/` when the Clone store is used (`--clone`), and says the subscriber runs.
+fn join_members<'a>(
+    live: Option<&'a SubscriberLive>,
+    sub_config: &SubscriberConfig,
+    workers_config: &WorkerPoolConfig,
+) -> anyhow::Result<Option<tickbox_clone::recipes::Membership<'a>>> {
+    let membership = live
+        .map(|live| {
+            let info = MemberInfo::of(sub_config, workers_config.count);
+            live.join(&info.to_bytes(), sub_config.member_ttl.0)
+                .context("registering under /members/subscribers/")
+        })
+        .transpose()?;
+    tracing::info!(
+        shards = sub_config.shards.len(),
+        workers = workers_config.count,
+        max_lateness = %sub_config.max_lateness,
+        member = membership.as_ref().map(|m| m.key()),
+        "subscriber running"
+    );
+    Ok(membership)
+}
+
+/// Leaves `--start-barrier` after the summary, whether the others left too or this one stopped waiting (Ctrl-C).
+fn leave_barrier(
+    entered: tickbox_coord::StartBarrier,
+    config: &TickboxConfig,
+    stop: &std::sync::atomic::AtomicBool,
+) -> anyhow::Result<()> {
+    let _all_left = entered
+        .leave(config.coord.barrier_timeout.0, stop)
+        .context(
+        "leaving --start-barrier (another party did not leave in time: [coord] barrier_timeout)",
+    )?;
+    Ok(())
+}
+
+/// Enters `--start-barrier` when asked; `None` without one, or when Ctrl-C came while waiting (the run then shuts
+/// down like any stop, with an empty summary).
+fn enter_barrier(
+    args: &Args,
+    config: &TickboxConfig,
+    id: &str,
+    stop: &std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> anyhow::Result<Option<tickbox_coord::StartBarrier>> {
+    let (Some(path), Some(parties)) = (&args.start_barrier, args.parties) else {
+        return Ok(None);
+    };
+    let coord = crate::zk::connect(args.zk.as_deref(), config, "--start-barrier")?;
+    tracing::info!(barrier = %path, parties, "connected and subscribed; entering the start barrier");
+    match tickbox_coord::StartBarrier::enter(
+        &coord,
+        path,
+        parties,
+        id,
+        config.coord.barrier_timeout.0,
+        stop,
+    ) {
+        Ok(entered) => Ok(Some(entered)),
+        Err(tickbox_coord::CoordError::Interrupted) => Ok(None),
+        Err(e) => Err(e).with_context(|| format!("--start-barrier {path}")),
+    }
+}
+
+/// The live status line: the shards' own counters (relaxed atomics they already keep), summed here, off the hot
+/// path.
+fn live_line<W: tickbox_workers::Worker>(
+    subscriber: &Subscriber<W>,
+    threshold: &SharedThreshold,
+    rate: &mut Rate,
+) -> String {
+    let shards = subscriber.live_shards();
+    let sum =
+        |f: fn(&tickbox_subscriber::LiveShardCounters) -> u64| shards.iter().map(f).sum::<u64>();
+    let received = sum(|s| s.received);
+    // Percentiles of the busiest shard (histograms are per shard; merging them is end-of-run work).
+    let busiest = shards.iter().max_by_key(|s| s.received).copied();
+    // Shown once a shard has answered (all zero before it has measured anything).
+    let busiest = busiest.filter(|s| s.lateness_max_ns > 0);
+    let lateness = busiest.map_or_else(String::new, |s| {
+        format!(
+            ", lateness p50 {} p99 {} max {}",
+            fmt_ns(s.lateness_p50_ns),
+            fmt_ns(s.lateness_p99_ns),
+            fmt_ns(s.lateness_max_ns)
+        )
+    });
+    format!(
+        "received {received} ({}), to workers {}, gaps {}, late {} (past {}){lateness}",
+        fmt_rate(rate.per_sec(received)),
+        sum(|s| s.forwarded),
+        sum(|s| s.gaps),
+        sum(|s| s.late),
+        tickbox_units::format_duration(threshold.get()),
+    )
+}
+
+/// The summary on stdout: one JSON object with `json`, else the table and a line each for the LVC snapshot and
+/// the catch-up (when the run had them).
+fn print_summary(
+    report: &tickbox_subscriber::Report<StandardWorker>,
+    sub_config: &SubscriberConfig,
+    stopped_by: &str,
+    (snapshot, catch_up): (
+        Option<tickbox_subscriber::LvcSnapshotReport>,
+        Option<tickbox_subscriber::CatchUpSummary>,
+    ),
+    json: bool,
+) -> anyhow::Result<()> {
+    if json {
+        let mut summary = report.summary_json(sub_config, stopped_by);
         if let Some(snapshot) = &snapshot {
             summary["lvc_snapshot"] = snapshot.to_json();
         }
@@ -536,22 +632,25 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
             outln!("{}", catch_up.summary_line());
         }
     }
-    let tape_failed = tape.as_ref().is_some_and(|sink| report_tape(sink));
-    drop(membership);
-    if let Some(entered) = barrier {
-        // Whether the others left too or this one stopped waiting (Ctrl-C), the summary is already out.
-        let _all_left = entered
-            .leave(config.coord.barrier_timeout.0, &stop)
-            .context("leaving --start-barrier (another party did not leave in time: [coord] barrier_timeout)")?;
-    }
+    Ok(())
+}
+
+/// The exit code after the summary: a failed worker, a failed tape, nothing received (refused handshakes, or
+/// nothing at all), nothing usable; else the run's own outcome ([`crate::outcome::finish`]).
+fn exit<W>(
+    report: &tickbox_subscriber::Report<W>,
+    sub_config: &SubscriberConfig,
+    worker_failure: Option<tickbox_workers::WorkerError>,
+    tape_failed: bool,
+) -> ExitCode {
     if let Some(err) = worker_failure {
         // After the summary, so what the surviving workers did is still reported.
         tracing::error!("{err}: the run is incomplete");
         eprintln!("error: {err}");
-        return Ok(ExitCode::from(exit_code::WORKER_FAILED));
+        return ExitCode::from(exit_code::WORKER_FAILED);
     }
     if tape_failed && report.fatal.is_none() {
-        return Ok(ExitCode::from(exit_code::ERROR));
+        return ExitCode::from(exit_code::ERROR);
     }
     if report.fatal.is_none() && report.received() == 0 && report.handshakes_refused() > 0 {
         tracing::error!(
@@ -561,7 +660,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
             report.elapsed.as_secs_f64(),
             report.handshakes_refused()
         );
-        return Ok(ExitCode::from(exit_code::ERROR));
+        return ExitCode::from(exit_code::ERROR);
     }
     if report.fatal.is_none() && report.received() == 0 {
         tracing::error!(
@@ -570,16 +669,16 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
             sub_config.endpoint_list(),
             report.elapsed.as_secs_f64()
         );
-        return Ok(ExitCode::from(exit_code::ERROR));
+        return ExitCode::from(exit_code::ERROR);
     }
     if report.nothing_usable() {
         eprintln!(
             "error: {}",
             report.all_malformed_line(&sub_config.endpoint_list())
         );
-        return Ok(ExitCode::from(exit_code::ERROR));
+        return ExitCode::from(exit_code::ERROR);
     }
-    Ok(crate::outcome::finish(&report))
+    crate::outcome::finish(report)
 }
 
 /// One stderr line on what the tape holds; true when lines were lost to a write error (also an `error:` line).

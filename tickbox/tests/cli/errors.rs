@@ -89,7 +89,7 @@ fn book_exit_codes_are_the_programs() {
                 .ok()
         })
         .collect();
-    let main = std::fs::read_to_string(root.join("tickbox/src/main.rs")).unwrap();
+    let main = std::fs::read_to_string(root.join("tickbox/src/exit_code.rs")).unwrap();
     let mut defined: BTreeSet<u8> = main
         .lines()
         .filter_map(|l| {

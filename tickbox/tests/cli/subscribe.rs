@@ -14,7 +14,7 @@ fn feed(shards: usize, per_shard: u64) -> FeedConfig {
         symbols: 100,
         rate: Rate::PerSecond(100_000),
         mode: PacingMode::Paced,
-        no_drop: true,
+        back_pressure: tickbox_zmqx::BackPressure::Block,
         // The tests join the feed before they stop `tickbox subscribe`: no drain wait.
         drain_timeout: std::time::Duration::ZERO.into(),
         wait_for_subscribers: 1,

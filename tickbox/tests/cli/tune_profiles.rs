@@ -19,8 +19,8 @@ use tickbox_zmqx::profile::SocketProfile;
 struct Seen {
     thread: String,
     kind: zmq::SocketType,
-    sndhwm: i32,
-    rcvhwm: i32,
+    send_hwm: i32,
+    receive_hwm: i32,
     sndbuf: i32,
     rcvbuf: i32,
     keepalive: i32,
@@ -35,8 +35,8 @@ fn read(socket: &zmq::Socket) -> Seen {
     Seen {
         thread: std::thread::current().name().unwrap_or("").to_owned(),
         kind: socket.get_socket_type().unwrap(),
-        sndhwm: socket.get_sndhwm().unwrap(),
-        rcvhwm: socket.get_rcvhwm().unwrap(),
+        send_hwm: socket.get_sndhwm().unwrap(),
+        receive_hwm: socket.get_rcvhwm().unwrap(),
         sndbuf: socket.get_sndbuf().unwrap(),
         rcvbuf: socket.get_rcvbuf().unwrap(),
         keepalive: socket.get_tcp_keepalive().unwrap(),
@@ -83,8 +83,8 @@ impl Drop for Inspecting {
 /// Every option set, each to a value no role uses by default.
 fn full_profile(affinity: Option<u64>) -> SocketProfile {
     SocketProfile {
-        sndhwm: Some(4_321),
-        rcvhwm: Some(5_432),
+        send_hwm: Some(4_321),
+        receive_hwm: Some(5_432),
         sndbuf: Some(96 * 1024),
         rcvbuf: Some(112 * 1024),
         tcp_keepalive: Some(true),
@@ -100,8 +100,8 @@ fn assert_carries(seen: &Seen, p: &SocketProfile) {
     let want = Seen {
         thread: seen.thread.clone(),
         kind: seen.kind,
-        sndhwm: p.sndhwm.unwrap(),
-        rcvhwm: p.rcvhwm.unwrap(),
+        send_hwm: p.send_hwm.unwrap(),
+        receive_hwm: p.receive_hwm.unwrap(),
         sndbuf: p.sndbuf.unwrap(),
         rcvbuf: p.rcvbuf.unwrap(),
         keepalive: 1,
@@ -129,7 +129,7 @@ fn feed_publisher_sockets_carry_the_feed_profile_over_the_feed_section() {
     let p = full_profile(Some(0b10));
     let config = tickbox_feed::FeedConfig {
         // The section says 777; the profile wins for the socket (documented precedence).
-        sndhwm: 777,
+        send_hwm: 777,
         socket_profile: p.clone(),
         ..tickbox_feed::FeedConfig::default()
     };
@@ -150,7 +150,7 @@ fn feed_publisher_sockets_carry_the_feed_profile_over_the_feed_section() {
         1,
         &shard,
         &tickbox_feed::FeedConfig {
-            sndhwm: 777,
+            send_hwm: 777,
             ..tickbox_feed::FeedConfig::default()
         },
     )
@@ -180,7 +180,7 @@ fn subscriber_shards_carry_the_profile_and_their_io_thread_bit() {
                 ..tickbox_subscriber::SubscriberShardConfig::default()
             })
             .collect(),
-        rcv_hwm: 999,
+        receive_hwm: 999,
         socket_profile: p.clone(),
         ..tickbox_subscriber::SubscriberConfig::default()
     };
@@ -261,7 +261,7 @@ fn recorder_sub_carries_the_recorder_profile() {
     let p = full_profile(None);
     let opts = tickbox_recorder::RecordOptions {
         connect: vec![endpoint],
-        rcvhwm: 888,
+        receive_hwm: 888,
         duration: Some(Duration::from_millis(50)),
         socket_profile: p.clone(),
         ..tickbox_recorder::RecordOptions::default()
@@ -282,7 +282,7 @@ fn replay_xpubs_carry_the_replay_profile() {
         &tickbox_auth::Gate::open(&ctx),
         tickbox_recorder::ReplayOptions {
             bind: vec!["tcp://127.0.0.1:*".into(), "tcp://127.0.0.1:*".into()],
-            sndhwm: 321,
+            send_hwm: 321,
             socket_profile: p.clone(),
             ..tickbox_recorder::ReplayOptions::default()
         },

@@ -68,7 +68,7 @@ fn a_plan_winner_loads_into_the_crates_config_types() {
     assert_eq!(w.context.io_thread_cpus, point.io_cpus);
     assert_eq!(w.subscriber.dispatch, tickbox_workers::Dispatch::ByTopic);
     assert_eq!(
-        (w.subscriber.rcv_hwm, w.subscriber.handoff_hwm),
+        (w.subscriber.receive_hwm, w.subscriber.handoff_hwm),
         (5000, 5000)
     );
     let cores: Vec<Option<usize>> = w.subscriber.shards.iter().map(|s| s.core).collect();
