@@ -81,6 +81,20 @@ impl LvcStatus {
 }
 
 impl LvcStats {
+    /// The end-of-run warning when the cache never received some publisher messages (lost in gaps, or sent
+    /// before it first heard their publisher); `None` when it heard every one.
+    pub fn never_received_warning(&self) -> Option<String> {
+        let q = &self.sequences;
+        let never = q.missing + q.missed_before_join;
+        (never > 0).then(|| {
+            format!(
+                "warning: the cache never received {never} publisher messages ({} lost in gaps, {} sent before it \
+                 first heard their publisher): snapshots said so to clients that can be told",
+                q.missing, q.missed_before_join
+            )
+        })
+    }
+
     /// The end-of-run table: one counter a line. `tap dropped` reads `per-consumer` when the proxy cannot know
     /// it (a 0 there would claim no tap loss).
     pub fn table(&self, tap_drop: TapDrop) -> String {
@@ -214,5 +228,20 @@ mod tests {
         assert!(status.connections.is_none());
         assert_eq!(status.publishers, endpoints.upstream);
         assert_eq!(status.subscribers, endpoints.downstream);
+    }
+
+    #[test]
+    fn the_warning_counts_what_the_cache_never_received_and_is_absent_when_it_heard_all() {
+        let mut stats = LvcStats::default();
+        assert_eq!(stats.never_received_warning(), None);
+        stats.sequences.missing = 3;
+        stats.sequences.missed_before_join = 2;
+        assert_eq!(
+            stats.never_received_warning().as_deref(),
+            Some(
+                "warning: the cache never received 5 publisher messages (3 lost in gaps, 2 sent before it first \
+                 heard their publisher): snapshots said so to clients that can be told"
+            )
+        );
     }
 }

@@ -366,6 +366,31 @@ impl HistoryCheck {
         })
     }
 
+    /// `journal info DIR` for people: the roll, a line per journal, the whole history's summary and accounting,
+    /// the `handovers` lines given (the leadership log, which this crate does not read), then BROKEN when a
+    /// journal is damaged.
+    pub fn info_text(&self, handovers: &[String]) -> String {
+        let mut out = format!(
+            "history       roll {}, {} journal(s)\n{}",
+            self.roll,
+            self.journals.len(),
+            self.journal_lines()
+        );
+        if let Some(s) = &self.summary {
+            let summary = crate::inspect::format_summary(&self.path, s);
+            let _ = write!(out, "{summary}{}", self.accounting);
+        }
+        for line in handovers {
+            let _ = writeln!(out, "{line}");
+        }
+        if self.damaged() {
+            out.push_str(
+                "structure     BROKEN: a journal above is damaged (journal verify --journal DIR lists the damage)\n",
+            );
+        }
+        out
+    }
+
     /// `journal verify DIR` for people: the roll, a line per journal, the whole history's summary, accounting and
     /// repairs, then the verdict (GAPPY naming a missing journal when the chain breaks).
     pub fn verify_text(&self) -> String {

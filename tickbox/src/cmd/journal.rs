@@ -507,21 +507,10 @@ fn history_info(path: &Path, json: bool) -> anyhow::Result<ExitCode> {
         }
         crate::out::json(&v)?;
     } else {
-        outln!(
-            "history       roll {}, {} journal(s)",
-            check.roll,
-            check.journals.len()
-        );
-        out!("{}", check.journal_lines());
-        if let Some(s) = &check.summary {
-            out!("{}{}", format_summary(path, s), check.accounting);
-        }
-        for h in &handovers {
-            outln!("{}", tickbox_fleet::leadership::handover_line(h));
-        }
-        if check.damaged() {
-            outln!("structure     BROKEN: a journal above is damaged (journal verify --journal DIR lists the damage)");
-        }
+        let lines: Vec<String> = (handovers.iter())
+            .map(tickbox_fleet::leadership::handover_line)
+            .collect();
+        out!("{}", check.info_text(&lines));
     }
     Ok(if check.damaged() {
         ExitCode::from(exit_code::CORRUPT)

@@ -272,14 +272,8 @@ fn summarise(
             outln!("{line}");
         }
     }
-    if stats.sequences.missing + stats.sequences.missed_before_join > 0 {
-        eprintln!(
-            "warning: the cache never received {} publisher messages ({} lost in gaps, {} sent before it first \
-             heard their publisher): snapshots said so to clients that can be told",
-            stats.sequences.missing + stats.sequences.missed_before_join,
-            stats.sequences.missing,
-            stats.sequences.missed_before_join
-        );
+    if let Some(line) = stats.never_received_warning() {
+        eprintln!("{line}");
     }
     Ok(())
 }
