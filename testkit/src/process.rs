@@ -89,8 +89,6 @@ pub fn self_test_command(module_path: &str, test: &str) -> Command {
         "--exact",
         &self_test_name(module_path, test),
         "--test-threads=1",
-        // The child's panic message to its stderr, which the parent reads, rather than to libtest's capture.
-        "--nocapture",
     ]);
     cmd
 }

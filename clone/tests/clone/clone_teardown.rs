@@ -95,6 +95,8 @@ fn teardown_with_eight_watchers_mid_stream_never_aborts() {
                 module_path!(),
                 "teardown_with_eight_watchers_mid_stream_never_aborts",
             )
+            // Its panic message to the stderr read below, rather than to libtest's capture.
+            .arg("--nocapture")
             .env(CHILD_ENV, "1")
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::piped())
