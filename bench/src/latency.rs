@@ -76,6 +76,8 @@ pub struct LatencyConfig {
     /// Applied to every socket of both systems (`bench latency --security curve`, in-process shape); the sweep's
     /// gate is started from the same section.
     pub security: tickbox_auth::Security,
+    /// Busy threads run for the whole sweep, beside both systems (`--background-load`).
+    pub background: crate::load::LoadSpec,
 }
 
 impl Default for LatencyConfig {
@@ -95,6 +97,7 @@ impl Default for LatencyConfig {
             via_lvc: false,
             handoff: tickbox_subscriber::Handoff::default(),
             security: tickbox_auth::Security::default(),
+            background: crate::load::LoadSpec::default(),
         }
     }
 }
@@ -171,6 +174,7 @@ impl LatencyRun {
             receive_hwm: self.config.hwm,
             files: self.file_label(),
             repeat: self.repeat,
+            background: self.config.background,
         }
     }
 
@@ -235,12 +239,17 @@ fn latency_groups(results: &[LatencyResult]) -> Vec<LatencyGroup<'_>> {
             }
         };
         let name = format!(
-            "{} {} msg/s, {frames}{}{}",
+            "{} {} msg/s, {frames}{}{}{}",
             r.transport,
             rate_label(r.rate),
             if r.via_lvc { ", via LVC" } else { "" },
             r.handoff
-                .map_or(String::new(), |h| format!(", tickbox handoff {h}"))
+                .map_or(String::new(), |h| format!(", tickbox handoff {h}")),
+            if r.background.threads > 0 {
+                format!(", background load {}", r.background.describe())
+            } else {
+                String::new()
+            }
         );
         match groups.iter_mut().find(|g| g.0 == name) {
             Some(g) => g.1.push(r),

@@ -24,6 +24,7 @@ pub mod compress;
 pub mod demo;
 pub mod env;
 pub mod latency;
+pub mod load;
 pub mod measure;
 pub mod pace;
 pub mod pipeline;

@@ -95,6 +95,15 @@ fn subscriber_config(
     }
 }
 
+/// The hand-off the latency bench's subscriber (one shard, one worker) runs when asked for `handoff`: `auto`
+/// resolved as `tickbox subscribe --workers 1` resolves it, with the reason.
+pub fn latency_handoff(handoff: tickbox_subscriber::Handoff) -> tickbox_subscriber::HandoffChoice {
+    tickbox_subscriber::choose_handoff(
+        &subscriber_config(vec![String::new()], 1, handoff),
+        &workers_config(1, 1),
+    )
+}
+
 fn workers_config(count: usize, hwm: i32) -> WorkerPoolConfig {
     WorkerPoolConfig {
         count,

@@ -689,7 +689,7 @@ pub fn tickbox_processes_latency(
     std::fs::write(
         &toml,
         format!(
-            "[feed]\nmax_catch_up = \"0s\"\n\n[subscriber]\nrcv_hwm = {}\n",
+            "[feed]\nmax_catch_up = \"0s\"\n\n[subscriber]\nreceive_hwm = {}\n",
             config.hwm
         ),
     )

@@ -314,6 +314,9 @@ pub struct LatencyResult {
     /// Which repeat of the configuration this is (1-based; 0 in files from before repeats).
     #[serde(default)]
     pub repeat: u32,
+    /// The background load the whole sweep ran beside (`--background-load`; none in older files).
+    #[serde(default)]
+    pub background: crate::load::LoadSpec,
 }
 
 /// One throughput configuration's result.

@@ -82,6 +82,8 @@ pub fn run_latency_sweep(
     };
     std::fs::create_dir_all(out).map_err(|e| BenchError::io(out, e))?;
     let mut environment = Environment::capture();
+    // For the whole sweep, so tickbox and raw alternate under the same load.
+    let load = crate::load::BackgroundLoad::start(sweep.base.background)?;
     let repeats = sweep.repeats.max(1);
     let prefix = format!("{stamp}-");
     let mut runs: Vec<LatencyRun> = Vec::new();
@@ -144,10 +146,12 @@ pub fn run_latency_sweep(
             }
         }
     }
+    // The end's load average is read with the load still on: it ran through the whole sweep.
+    environment.finish();
+    drop(load);
     if runs.is_empty() {
         return Err(BenchError::NoSamples("latency sweep"));
     }
-    environment.finish();
     let results: Vec<LatencyResult> = runs.iter().map(|r| r.result_with_files(&prefix)).collect();
     let mut warnings = latency_warnings(&results);
     warnings.extend(environment.warnings());

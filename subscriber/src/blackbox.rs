@@ -11,7 +11,7 @@ use tickbox_workers::{
 
 use crate::catch_up_phase::{CatchUpHandle, CatchUpPlan};
 use crate::clock::{ClockOffset, ClockTable};
-use crate::handoff::{handoff_plan, HandoffPlan, InlineSink};
+use crate::handoff::{choose_handoff, handoff_plan, HandoffChoice, HandoffPlan, InlineSink};
 use crate::hook::SnailHook;
 use crate::nic::{check_nic, endpoint_via_nic};
 use crate::report::{lateness_histogram, Fatal, Report, SubscriberShardReport, WorkerReport};
@@ -31,6 +31,8 @@ pub struct Subscriber<W: Worker> {
     threshold: SharedThreshold,
     clocks: Arc<ClockTable>,
     dispatch: Dispatch,
+    /// The hand-off this run uses, and why (`handoff = "auto"` resolved).
+    handoff: HandoffChoice,
     snail_mode: SnailMode,
     drain_timeout: Duration,
     started: Instant,
@@ -132,7 +134,9 @@ impl<W: Worker> Subscriber<W> {
             u64::try_from(config.clock_skew_warn.0.as_nanos()).unwrap_or(u64::MAX),
         ));
         let shared = Arc::new(Shared::new(config.shards.len(), false));
-        let inline = config.handoff == Handoff::Inline;
+        let handoff = choose_handoff(config, workers);
+        tracing::info!(handoff = %handoff.handoff, reason = %handoff.reason, "hand-off");
+        let inline = handoff.handoff == Handoff::Inline;
         if inline && workers.count != config.shards.len() {
             return Err(SubscriberError::Config(format!(
                 "handoff = \"inline\" runs worker i on shard i: give as many workers as shards ({} shard(s), {} \
@@ -146,7 +150,7 @@ impl<W: Worker> Subscriber<W> {
                 "handoff = \"inline\": each worker runs on its shard's thread and core; [workers] cores is not used"
             );
         }
-        let (mut plans, inboxes) = handoff_plan(config, workers.count);
+        let (mut plans, inboxes) = handoff_plan(config, handoff.handoff, workers.count);
         let everything = config.topics.is_empty() || config.topics.iter().any(|t| t.is_empty());
         let mut subscriber = Subscriber {
             shared: Arc::clone(&shared),
@@ -155,6 +159,7 @@ impl<W: Worker> Subscriber<W> {
             threshold: threshold.clone(),
             clocks: Arc::clone(&clocks),
             dispatch: config.dispatch,
+            handoff,
             snail_mode: config.snail_mode,
             drain_timeout: config.drain_timeout.0,
             started: Instant::now(),
@@ -298,6 +303,11 @@ impl<W: Worker> Subscriber<W> {
     /// How shards hand messages to workers.
     pub fn dispatch(&self) -> Dispatch {
         self.dispatch
+    }
+
+    /// The hand-off this run uses, and why.
+    pub fn handoff(&self) -> &HandoffChoice {
+        &self.handoff
     }
 
     /// How lateness is measured in this run.
@@ -474,6 +484,7 @@ impl<W: Worker> Subscriber<W> {
             unprocessed: forwarded.saturating_sub(taken),
             elapsed: self.started.elapsed(),
             dispatch: self.dispatch,
+            handoff: self.handoff.clone(),
             snail_mode: self.snail_mode,
             clock_offsets: self.clocks.offsets(),
             clock_untracked: self.clocks.untracked(),

@@ -12,18 +12,77 @@
 //! conditions every [`HANDOFF_CHECK`] and gives up once a worker has panicked or the subscriber has tripped
 //! ([`Halt`]), so a shard never stays blocked on a queue nobody drains.
 //!
-//! [`handoff_plan`] builds what each shard is given ([`HandoffPlan`]) and what each worker reads ([`Inbox`]).
+//! [`choose_handoff`] resolves `handoff = "auto"` (the default) once, at start; [`handoff_plan`] builds what each
+//! shard is given ([`HandoffPlan`]) and what each worker reads ([`Inbox`]).
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tickbox_workers::{Dispatch, Inbox, Meta, Parcel, Recycler, PARCEL_RECORDS};
+use tickbox_workers::{Dispatch, Inbox, Meta, Parcel, Recycler, WorkerPoolConfig, PARCEL_RECORDS};
 
 use crate::{Handoff, SubscriberConfig, SubscriberError};
 
 /// How long a hand-off waits on a full queue before looking at the stop conditions again.
 pub(crate) const HANDOFF_CHECK: Duration = Duration::from_millis(50);
+
+/// The hand-off a run uses and why: what `handoff = "auto"` resolved to, or what was asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HandoffChoice {
+    /// `ring`, `zmq` or `inline`; never `auto`.
+    pub handoff: Handoff,
+    /// Why, in words: the shape that allowed or ruled out `inline`, or that it was asked for.
+    pub reason: String,
+}
+
+/// Resolves `config.handoff` for `workers`. An explicit `ring`, `zmq` or `inline` is kept (an `inline` that the
+/// shape cannot run is refused later, at start, as before). `auto` is `inline` whenever a worker of its own per
+/// shard gives every record the worker the ring would (so order per symbol and the per-symbol state a worker keeps
+/// are the same): one worker per shard, and either one shard (every symbol has the one worker) or `round_robin`
+/// (no symbol has a worker of its own); and no `[workers] cores` (they ask for workers on cores apart from the
+/// shards), and no catch-up through the first of several shards. Anything else is `ring`.
+pub fn choose_handoff(config: &SubscriberConfig, workers: &WorkerPoolConfig) -> HandoffChoice {
+    let asked = |handoff: Handoff| HandoffChoice {
+        handoff,
+        reason: format!("asked for (handoff = {handoff})"),
+    };
+    let ring = |reason: String| HandoffChoice {
+        handoff: Handoff::Ring,
+        reason,
+    };
+    if config.handoff != Handoff::Auto {
+        return asked(config.handoff);
+    }
+    let shards = config.shards.len();
+    if workers.count != shards {
+        return ring(format!(
+            "{} worker(s) for {shards} shard(s): inline needs one worker per shard",
+            workers.count
+        ));
+    }
+    if !workers.cores.is_empty() {
+        return ring("[workers] cores places the workers apart from the shards".to_owned());
+    }
+    if shards > 1 && config.dispatch == Dispatch::ByTopic {
+        return ring(
+            "by_topic over several shards: a symbol's one worker takes it from every shard"
+                .to_owned(),
+        );
+    }
+    if shards > 1 && config.catch_up.is_some() {
+        return ring(
+            "catch-up takes the history through the first shard to every worker".to_owned(),
+        );
+    }
+    HandoffChoice {
+        handoff: Handoff::Inline,
+        reason: if shards == 1 {
+            "one shard, one worker".to_owned()
+        } else {
+            "one worker per shard, round_robin".to_owned()
+        },
+    }
+}
 
 /// Where a record's bytes come from, which decides how the hand-off carries them.
 pub(crate) enum Bytes<'a> {
@@ -430,11 +489,12 @@ static INSTANCE: AtomicUsize = AtomicUsize::new(0);
 /// `inline`: nothing here; the subscriber, which owns the workers' type, builds each shard's plan.
 pub(crate) fn handoff_plan(
     config: &SubscriberConfig,
+    handoff: Handoff,
     workers: usize,
 ) -> (Vec<HandoffPlan>, Vec<Inbox>) {
     let shards = config.shards.len().max(1);
     let hwm = usize::try_from(config.handoff_hwm).unwrap_or(0).max(1);
-    match config.handoff {
+    match handoff {
         Handoff::Ring => {
             let depth = (hwm / PARCEL_RECORDS).max(4);
             let recycler = Recycler::new(depth * workers.max(1) + 4 * shards * workers.max(1));
@@ -472,7 +532,8 @@ pub(crate) fn handoff_plan(
                 .collect();
             (plans, inboxes)
         }
-        Handoff::Inline => (Vec::new(), Vec::new()),
+        // `auto` is resolved before (see `choose_handoff`); read as inline's nothing-here, never reached.
+        Handoff::Inline | Handoff::Auto => (Vec::new(), Vec::new()),
         Handoff::Zmq => {
             let tag = format!(
                 "{}-{}",
@@ -499,6 +560,78 @@ pub(crate) fn handoff_plan(
                 })
                 .collect();
             (plans, inboxes)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::SubscriberShardConfig;
+
+    fn shape(shards: usize, dispatch: Dispatch) -> SubscriberConfig {
+        SubscriberConfig {
+            shards: vec![SubscriberShardConfig::default(); shards],
+            dispatch,
+            ..SubscriberConfig::default()
+        }
+    }
+
+    fn workers(count: usize) -> WorkerPoolConfig {
+        WorkerPoolConfig {
+            count,
+            ..WorkerPoolConfig::default()
+        }
+    }
+
+    #[test]
+    fn auto_is_inline_where_a_worker_per_shard_gives_every_record_the_same_worker() {
+        let chosen = |config: &SubscriberConfig, pool: &WorkerPoolConfig| {
+            let c = choose_handoff(config, pool);
+            (c.handoff, c.reason)
+        };
+        let by_topic = Dispatch::ByTopic;
+        let round_robin = Dispatch::RoundRobin;
+        assert_eq!(
+            chosen(&shape(1, by_topic), &workers(1)),
+            (Handoff::Inline, "one shard, one worker".to_owned())
+        );
+        assert_eq!(
+            chosen(&shape(3, round_robin), &workers(3)),
+            (
+                Handoff::Inline,
+                "one worker per shard, round_robin".to_owned()
+            )
+        );
+        // Workers share a shard: only a queue can spread it.
+        assert_eq!(chosen(&shape(1, by_topic), &workers(2)).0, Handoff::Ring);
+        assert_eq!(chosen(&shape(2, round_robin), &workers(1)).0, Handoff::Ring);
+        // A symbol arriving on two shards must reach its one worker.
+        let (handoff, reason) = chosen(&shape(2, by_topic), &workers(2));
+        assert_eq!(handoff, Handoff::Ring);
+        assert!(reason.contains("by_topic"), "{reason}");
+        // Workers asked onto cores of their own.
+        let pinned = WorkerPoolConfig {
+            cores: vec![1],
+            ..workers(1)
+        };
+        assert_eq!(chosen(&shape(1, by_topic), &pinned).0, Handoff::Ring);
+        // A catch-up through the first of several shards.
+        let catching_up = SubscriberConfig {
+            catch_up: Some("tcp://127.0.0.1:1".to_owned()),
+            ..shape(2, round_robin)
+        };
+        assert_eq!(chosen(&catching_up, &workers(2)).0, Handoff::Ring);
+        // Asked for: kept, whatever the shape.
+        for asked in [Handoff::Ring, Handoff::Zmq, Handoff::Inline] {
+            let config = SubscriberConfig {
+                handoff: asked,
+                ..shape(1, by_topic)
+            };
+            assert_eq!(
+                chosen(&config, &workers(1)),
+                (asked, format!("asked for (handoff = {asked})"))
+            );
         }
     }
 }

@@ -57,6 +57,7 @@ pub use clock::{
     delay_ns, ClockOffset, ClockTable, SkewWarning, MAX_CLOCK_PUBLISHERS, MAX_PLAUSIBLE_OFFSET_NS,
 };
 /// Re-exported so users of [`Report`] need no direct hdrhistogram dependency.
+pub use handoff::{choose_handoff, HandoffChoice};
 pub use hdrhistogram::Histogram;
 pub use history_client::{HistoryClient, HistoryClientError, HistoryOutcome};
 pub use hook::SnailHook;
@@ -145,9 +146,13 @@ impl std::str::FromStr for SnailMode {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Handoff {
-    /// Bounded lock-free channels carrying parcels of decoded records, no copy and no second decode (both ends in
-    /// this process). Measured faster than `zmq` (benches/handoff.rs), so the default.
+    /// Chosen at start ([`choose_handoff`]): `inline` whenever its semantics are the ring's (one worker per shard,
+    /// and a symbol's records cannot arrive on two shards' workers: one shard, or `round_robin`), `ring` otherwise.
+    /// The run says which it chose and why ([`HandoffChoice`]).
     #[default]
+    Auto,
+    /// Bounded lock-free channels carrying parcels of decoded records, no copy and no second decode (both ends in
+    /// this process). Measured faster than `zmq` (benches/handoff.rs); what `auto` runs when workers share shards.
     Ring,
     /// One inproc PUSH per worker (or one shared, `round_robin`) and a PULL per worker, as in the ZeroMQ Guide;
     /// workers decode each frame again, and batched records are copied into messages of their own.
@@ -160,9 +165,10 @@ pub enum Handoff {
 }
 
 impl Handoff {
-    /// The config spelling (`ring`, `zmq`), which [`str::parse`] reads back.
+    /// The config spelling (`auto`, `ring`, `zmq`, `inline`), which [`str::parse`] reads back.
     pub fn as_str(self) -> &'static str {
         match self {
+            Handoff::Auto => "auto",
             Handoff::Ring => "ring",
             Handoff::Zmq => "zmq",
             Handoff::Inline => "inline",
@@ -180,11 +186,12 @@ impl std::str::FromStr for Handoff {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
         match s {
+            "auto" => Ok(Handoff::Auto),
             "ring" => Ok(Handoff::Ring),
             "zmq" => Ok(Handoff::Zmq),
             "inline" => Ok(Handoff::Inline),
             other => Err(format!(
-                "handoff must be ring, zmq or inline, not {other:?}"
+                "handoff must be auto, ring, zmq or inline, not {other:?}"
             )),
         }
     }
@@ -237,8 +244,10 @@ pub struct SubscriberConfig {
     /// lateness when the subscriber is the bottleneck, so deep buffers turn a busy subscriber into a snail.
     #[serde(alias = "rcv_hwm")]
     pub receive_hwm: i32,
-    /// How shards hand records to workers: `ring` (in-process channels of parcels; default), `zmq` (inproc
-    /// PUSH/PULL) or `inline` (each shard runs its own worker: as many workers as shards, no hand-off).
+    /// How shards hand records to workers: `auto` (default: `inline` when there is one worker per shard and either
+    /// one shard or `round_robin`, else `ring`; the summary says which and why), `ring` (in-process channels of
+    /// parcels), `zmq` (inproc PUSH/PULL) or `inline` (each shard runs its own worker: as many workers as shards,
+    /// no hand-off).
     pub handoff: Handoff,
     /// Capacity of each worker's hand-off queue, in records (`round_robin`: of the one shared queue, times the
     /// worker count); the ring holds it as `handoff_hwm / 64` parcels of up to 64 records (at least 4 parcels). A
@@ -298,7 +307,7 @@ impl Default for SubscriberConfig {
             dispatch: Dispatch::ByTopic,
             framing: Framing::Tickbox,
             receive_hwm: 10_000,
-            handoff: Handoff::Ring,
+            handoff: Handoff::Auto,
             handoff_hwm: 1_000,
             poll_interval: HumanDuration(Duration::from_millis(50)),
             drain_timeout: HumanDuration(Duration::from_secs(5)),

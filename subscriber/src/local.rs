@@ -29,7 +29,7 @@ use tickbox_workers::{
 };
 
 use crate::clock::ClockTable;
-use crate::handoff::{handoff_plan, HandoffPlan, Outlet, Ring};
+use crate::handoff::{handoff_plan, HandoffChoice, HandoffPlan, Outlet, Ring};
 use crate::report::{lateness_histogram, Report, WorkerReport};
 use crate::settings::{ShardSettings, BURST_RECORDS};
 use crate::shard_core::ShardCore;
@@ -171,7 +171,7 @@ pub fn replay_local<W: Worker>(
         handoff: Handoff::Ring,
         ..config.clone()
     };
-    let (mut plans, inboxes) = handoff_plan(&one_shard, workers.count);
+    let (mut plans, inboxes) = handoff_plan(&one_shard, Handoff::Ring, workers.count);
     let Some(HandoffPlan::Ring { senders, recycler }) = plans.pop() else {
         return Err(SubscriberError::Config(
             "local replay needs the ring hand-off".into(),
@@ -259,6 +259,10 @@ pub fn replay_local<W: Worker>(
         unprocessed: forwarded.saturating_sub(taken),
         elapsed,
         dispatch: config.dispatch,
+        handoff: HandoffChoice {
+            handoff: Handoff::Ring,
+            reason: "a local replay hands parcels to its workers".to_owned(),
+        },
         snail_mode: config.snail_mode,
         clock_offsets: clocks.offsets(),
         clock_untracked: clocks.untracked(),

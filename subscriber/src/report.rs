@@ -191,6 +191,8 @@ pub struct Report<W> {
     pub elapsed: Duration,
     /// How shards handed messages to workers in this run.
     pub dispatch: Dispatch,
+    /// The hand-off this run used, and why.
+    pub handoff: crate::HandoffChoice,
     /// How lateness was measured in this run.
     pub snail_mode: SnailMode,
     /// Estimated clock offset per publisher (minimum observed one-way delay), by publisher id.
@@ -222,6 +224,7 @@ impl<W> Report<W> {
             unprocessed: self.unprocessed,
             elapsed: self.elapsed,
             dispatch: self.dispatch,
+            handoff: self.handoff,
             snail_mode: self.snail_mode,
             clock_offsets: self.clock_offsets,
             clock_untracked: self.clock_untracked,

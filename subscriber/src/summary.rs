@@ -220,7 +220,8 @@ impl Report<StandardWorker> {
         // Set apart: one more field inside `json!` exceeds its macro recursion limit.
         summary["batches"] = report.batches().into();
         summary["batch_malformed"] = report.batch_malformed().into();
-        summary["handoff"] = config.handoff.as_str().into();
+        summary["handoff"] = report.handoff.handoff.as_str().into();
+        summary["handoff_reason"] = report.handoff.reason.as_str().into();
         summary["handoff_dropped"] = report.handoff_dropped().into();
         summary["handshakes_refused"] = report.handshakes_refused().into();
         summary["framing"] = config.framing.as_str().into();
@@ -390,6 +391,11 @@ impl Report<StandardWorker> {
             p50,
             p99,
             max
+        );
+        let _ = writeln!(
+            out,
+            "hand-off: {} ({})",
+            report.handoff.handoff, report.handoff.reason
         );
         let _ = writeln!(
             out,

@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use tickbox_subscriber::{
-    Fatal, GapPolicy, HumanDuration, Report, Stage, Subscriber, SubscriberConfig,
+    Fatal, GapPolicy, Handoff, HumanDuration, Report, Stage, Subscriber, SubscriberConfig,
     SubscriberShardConfig,
 };
 use tickbox_wire::{encode_to_vec, now_ns, Flags, Header, Heartbeat, Kind, MessageRef, Quote};
@@ -334,6 +334,9 @@ fn a_slow_worker_makes_the_snail_fire_at_dequeue() {
     let p = Publisher::new(&ctx, 6);
     let mut cfg = config(&[&p.endpoint]);
     cfg.max_lateness = "30ms".parse::<HumanDuration>().unwrap();
+    // A queue between shard and worker is what this is about (one worker on one shard would run inline, and its
+    // backlog would wait in the SUB socket, judged at the shard).
+    cfg.handoff = Handoff::Ring;
     let sub =
         Subscriber::start(&ctx, &cfg, &workers(1), |_| Delay(Duration::from_millis(5))).unwrap();
     p.await_subscriptions(1);
@@ -354,6 +357,29 @@ fn a_slow_worker_makes_the_snail_fire_at_dequeue() {
         other => panic!("expected a worker-stage snail, got {other:?}"),
     }
     assert!(report.shards[0].late == 0);
+}
+
+#[test]
+fn a_slow_inline_worker_makes_the_snail_fire_at_the_shard() {
+    let ctx = zmq::Context::new();
+    let p = Publisher::new(&ctx, 7);
+    let mut cfg = config(&[&p.endpoint]);
+    cfg.max_lateness = "30ms".parse::<HumanDuration>().unwrap();
+    // One worker on one shard: chosen inline, so the backlog behind the 5 ms worker waits in the SUB socket and
+    // the shard judges each frame late as it takes it off.
+    let sub =
+        Subscriber::start(&ctx, &cfg, &workers(1), |_| Delay(Duration::from_millis(5))).unwrap();
+    assert_eq!(sub.handoff().handoff, Handoff::Inline);
+    p.await_subscriptions(1);
+    for seq in 1..=100 {
+        p.quote("Q.XNAS.AAPL", seq);
+    }
+    wait_tripped(&sub);
+    let report = sub.shutdown().unwrap();
+    match report.fatal {
+        Some(Fatal::Snail(e)) => assert_eq!(e.stage, Stage::Shard),
+        other => panic!("expected a shard-stage snail, got {other:?}"),
+    }
 }
 
 #[test]

@@ -163,10 +163,11 @@ struct LatencyArgs {
     /// Route the tickbox path through the LVC proxy.
     #[arg(long)]
     via_lvc: bool,
-    /// How the tickbox subscriber's shard hands records to its one worker: ring (parcels to a worker thread), zmq,
-    /// or inline (the worker runs on the shard's thread). Default: the subscriber's own default, so the figures
-    /// are what `tickbox subscribe` gives; the output says which was measured.
-    #[arg(long, value_name = "ring|zmq|inline")]
+    /// How the tickbox subscriber's shard hands records to its one worker: auto (default: what `tickbox subscribe`
+    /// chooses for one shard and one worker, which is inline), ring (parcels to a worker thread, what subscribe
+    /// runs when workers share a shard), zmq, or inline (the worker runs on the shard's thread). The output says
+    /// which was measured and why.
+    #[arg(long, value_name = "auto|ring|zmq|inline")]
     handoff: Option<tickbox_subscriber::Handoff>,
     /// Inject a consumer stall every N messages (see --stall); shows what a slow worker does to the tail.
     #[arg(long, requires = "stall", value_name = "N")]
@@ -198,6 +199,13 @@ struct LatencyArgs {
     /// compare tickbox under CURVE with raw libzmq under CURVE (in-process shape, tcp or ipc).
     #[arg(long, value_enum, default_value_t = BenchSecurity::Null)]
     security: BenchSecurity,
+    /// Run N busy threads for the whole sweep (both systems alike), so a figure under load reproduces: the other
+    /// work of a shared machine, on purpose. 0 (default) adds none.
+    #[arg(long, default_value_t = 0, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=256))]
+    background_load: u32,
+    /// Share of every 10 ms each --background-load thread is busy (it sleeps the rest).
+    #[arg(long, default_value_t = 100, value_name = "PERCENT", value_parser = clap::value_parser!(u32).range(1..=100))]
+    background_duty: u32,
 }
 
 #[derive(Debug, clap::Args)]
@@ -406,9 +414,10 @@ fn latency(a: LatencyArgs) -> anyhow::Result<ExitCode> {
     } else {
         a.back_pressure.unwrap_or(tickbox_zmqx::BackPressure::Drop)
     };
-    let handoff = a
-        .handoff
-        .unwrap_or(tickbox_subscriber::SubscriberConfig::default().handoff);
+    // Resolved here as `subscribe` resolves it for the bench's one shard and one worker, so the figures and the
+    // line below name the hand-off that ran.
+    let handoff_choice = tickbox_bench::pipeline::latency_handoff(a.handoff.unwrap_or_default());
+    let handoff = handoff_choice.handoff;
     let rates = match (&a.rate, a.rates.is_empty()) {
         (Some(r), _) => vec![parse_rate(r)?],
         (None, false) => a
@@ -458,6 +467,10 @@ fn latency(a: LatencyArgs) -> anyhow::Result<ExitCode> {
             log_interval: parse_duration(&a.log_interval)?.max(Duration::from_millis(1)),
             via_lvc: a.via_lvc,
             handoff,
+            background: tickbox_bench::load::LoadSpec {
+                threads: a.background_load,
+                duty_percent: a.background_duty,
+            },
             ..LatencyConfig::default()
         },
         raw_baseline: !a.no_raw,
@@ -513,15 +526,24 @@ fn latency(a: LatencyArgs) -> anyhow::Result<ExitCode> {
         if back_pressure.blocks() { "(--back-pressure block: publishers block)" } else { "(PUB drops at HWM: see lost)" },
         a.warmup
     );
-    let default_handoff = tickbox_subscriber::SubscriberConfig::default().handoff;
     outln!(
-        "tickbox subscriber hand-off: {handoff}{}",
-        if handoff == default_handoff {
-            " (subscribe's default)".to_owned()
+        "tickbox subscriber hand-off: {handoff} ({}){}",
+        handoff_choice.reason,
+        if a.handoff
+            .is_none_or(|h| h == tickbox_subscriber::Handoff::Auto)
+        {
+            " as `subscribe --workers 1` chooses it; with more workers than shards subscribe runs ring: \
+             measure it with --handoff ring"
         } else {
-            format!(" (asked with --handoff; subscribe's default is {default_handoff})")
+            ""
         }
     );
+    if a.background_load > 0 {
+        outln!(
+            "background load: {} for the whole sweep, beside both systems",
+            sweep.base.background.describe()
+        );
+    }
     if shape == Shape::Processes {
         outln!(
             "shape: processes over tcp; tickbox = a `tickbox feed` process (one shard, paced, its synthetic market's \

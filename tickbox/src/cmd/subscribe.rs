@@ -77,10 +77,11 @@ pub(crate) struct Args {
     /// How shards hand messages to workers: by_topic (one worker per symbol, in order; default) or round_robin.
     #[arg(long, value_name = "by_topic|round_robin")]
     pub dispatch: Option<Dispatch>,
-    /// How shards hand records to workers: ring (in-process lock-free channels; default), zmq (inproc PUSH/PULL
-    /// per worker, as in the ZeroMQ Guide) or inline (each shard runs its own worker: as many workers as shards, no
-    /// hand-off, lowest latency). Overrides `[subscriber] handoff`.
-    #[arg(long, value_name = "ring|zmq|inline")]
+    /// How shards hand records to workers: auto (default: inline when there is one worker per shard and one shard
+    /// or round_robin, else ring; the summary says which it chose and why), ring (in-process lock-free channels),
+    /// zmq (inproc PUSH/PULL per worker, as in the ZeroMQ Guide) or inline (each shard runs its own worker: as many
+    /// workers as shards, no hand-off, lowest latency). Overrides `[subscriber] handoff`.
+    #[arg(long, value_name = "auto|ring|zmq|inline")]
     pub handoff: Option<Handoff>,
     /// How messages are read: `tickbox` frames (default), the ZeroMQ Guide's `guide` envelope ([topic][body], as
     /// plain ZeroMQ publishers send: each body goes to the worker owning its topic, with no snail or sequence

@@ -63,6 +63,7 @@ mod status;
 mod subscribe;
 mod subscribe_accounting;
 mod subscribe_clone;
+mod subscribe_handoff;
 mod subscribe_skew;
 mod subscribe_tape;
 mod tap;

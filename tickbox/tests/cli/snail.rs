@@ -70,6 +70,10 @@ fn a_slow_worker_makes_the_subscriber_die_with_the_snail_exit_code() {
         &publisher.endpoint,
         "--workers",
         "1",
+        // The backlog in a queue between shard and worker is what this is about (one worker on one shard runs
+        // inline otherwise, its backlog waiting in the SUB socket and judged at the shard).
+        "--handoff",
+        "ring",
         "--max-lateness",
         "400ms",
         "--debug-worker-delay",
