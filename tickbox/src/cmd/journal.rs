@@ -463,7 +463,7 @@ fn parse_tz(s: &str) -> Result<tickbox_units::TimeZone, String> {
 /// `journal ls DIR` (or `s3://…`, fetched first).
 fn ls(path: &Path, verify: bool, tz: &str, json: bool) -> anyhow::Result<ExitCode> {
     let tz = tickbox_recorder::parse_zone(tz)?;
-    let mirror = match crate::cmd::export::fetch(path) {
+    let mirror = match crate::cmd::export::fetch_for_ls(path, verify) {
         Ok(m) => m,
         Err(e @ tickbox_export::ExportError::Store { .. }) => {
             eprintln!("error: {e}");
