@@ -14,8 +14,8 @@
 //! - [`Mirror::fill_all`], everything.
 //!
 //! Adjacent frames are fetched in one ranged read. A plain (uncompressed) journal file has no index to read by, so
-//! it is fetched whole at [`Mirror::open`], as is a compressed file whose index is missing or damaged (its frames
-//! are found by a scan). A frame the copy lacks reads as zeros, which no frame checksum passes: a reader that went
+//! any fill fetches it whole (opening fetches its first bytes only), as it does a compressed file whose index is
+//! missing or damaged (its frames are found by a scan). A frame the copy lacks reads as zeros, which no frame checksum passes: a reader that went
 //! outside what was fetched would report damage, never read wrong records. Each journal's card, when the store
 //! holds one, is trusted (its stamp is set to the copy's): an archived journal is closed and never changes.
 //! Memory stays one chunk of a stream, whatever the sizes; the copy is removed when the [`Mirror`] is dropped.
@@ -177,8 +177,10 @@ impl Mirror {
         file.read_exact_at(&mut first, 0)
             .map_err(|e| ExportError::io(local.display(), e))?;
         let Some(head) = tickbox_journal::packed_header_len(&first).filter(|&h| h < len) else {
-            // Not a compressed journal (a plain journal file, or a file of another kind): all of it.
-            return self.fetch(rel, &file, local, HEAD..len);
+            // Not a compressed journal (a plain journal file, or a file of another kind): the rest of it, whole,
+            // when anything of it is read (its card, when there is one, answers `journal ls`).
+            self.whole(rel, local, HEAD, len);
+            return Ok(());
         };
         let head = head.max(HEAD);
         if head > HEAD {
@@ -201,9 +203,10 @@ impl Mirror {
         let Some(frames) = frames else {
             tracing::warn!(
                 object = %self.store.url.url_of(rel),
-                "the compressed file's index is missing or damaged: fetched whole"
+                "the compressed file's index is missing or damaged: read whole"
             );
-            return self.fetch(rel, &file, local, head..tail);
+            self.whole(rel, local, head, tail);
+            return Ok(());
         };
         self.sparse.push(Sparse {
             rel: rel.to_owned(),
@@ -214,6 +217,26 @@ impl Mirror {
             frames,
         });
         Ok(())
+    }
+
+    /// Notes a file whose bytes `from..to` are fetched in one read when any of it is wanted: one span of no
+    /// capture times that every fill picks.
+    fn whole(&mut self, rel: &str, local: &Path, from: u64, to: u64) {
+        self.sparse.push(Sparse {
+            rel: rel.to_owned(),
+            local: local.to_path_buf(),
+            head: from,
+            tail: to,
+            have: vec![false],
+            frames: vec![FrameSpan {
+                offset: from,
+                stored: to - from,
+                first_seq: 0,
+                records: 0,
+                first_time: 0,
+                last_time: u64::MAX,
+            }],
+        });
     }
 
     /// Fetches bytes `range` of object `rel` into `file` at the same offsets, streaming.
@@ -550,6 +573,53 @@ mod tests {
             first_time: first,
             last_time: last,
         }
+    }
+
+    #[test]
+    fn a_plain_journal_in_a_store_is_fetched_whole_only_when_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = journal_in_store(dir.path());
+        // A plain copy of the same records beside it, as `k/`.
+        let plain = dir.path().join("k");
+        let mut w = tickbox_journal::Writer::open(
+            &plain,
+            &tickbox_journal::WriterOptions::archive(16 << 20),
+        )
+        .unwrap();
+        let mut r = tickbox_journal::Reader::open(dir.path().join("j")).unwrap();
+        while let Some(rec) = r.next().unwrap() {
+            w.append(rec.capture_time_ns, rec.payload).unwrap();
+        }
+        w.close().unwrap();
+        for rel in crate::archive::files_under(&plain).unwrap() {
+            let bytes = std::fs::read(plain.join(&rel)).unwrap();
+            store
+                .rt
+                .block_on(
+                    store
+                        .store
+                        .put(&format!("k/{rel}").as_str().into(), bytes.into()),
+                )
+                .unwrap();
+        }
+        let Location::Store(url) = Location::parse("s3://bucket/k").unwrap() else {
+            unreachable!()
+        };
+        let mut m = Mirror::open_in(Store { url, ..store }).unwrap();
+        assert_eq!(m.bytes, HEAD, "its first bytes only: {}", m.fetched());
+        m.fill_window(Some(T0 + 200_000_000_000), Some(T0 + 210_000_000_000))
+            .unwrap();
+        assert_eq!(
+            m.bytes, m.bytes_total,
+            "a window of a plain file reads it whole"
+        );
+        let (rows, _) = json_export(
+            m.path(),
+            &dir.path().join("p.jsonl"),
+            Some(T0 + 200_000_000_000),
+            Some(T0 + 210_000_000_000),
+        );
+        assert_eq!(rows, 1_000);
     }
 
     #[test]
