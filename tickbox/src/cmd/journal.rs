@@ -471,11 +471,13 @@ fn ls(path: &Path, verify: bool, tz: &str, json: bool) -> anyhow::Result<ExitCod
         }
         Err(e) => return Err(e.into()),
     };
-    let path = mirror.as_ref().map_or(path, |m| m.path());
-    let mut catalog = Catalog::of(path)?;
+    let local = mirror.as_ref().map_or(path, |m| m.path());
+    let mut catalog = Catalog::of(local)?;
     if verify {
         catalog.verify()?;
     }
+    // Named as given (the store's URL), not as the temporary copy.
+    catalog.path = path.to_path_buf();
     if json {
         crate::out::json(&catalog.to_json())?;
     } else {
