@@ -65,6 +65,8 @@ pub struct Mirror {
     sparse: Vec<Sparse>,
     /// Cards from the store (their journal paths in the copy), re-stamped after each fill.
     cards: Vec<PathBuf>,
+    /// Bytes of the objects under each top-level name (a journal's, for its card).
+    sizes: std::collections::BTreeMap<String, u64>,
     /// Objects at the location.
     pub objects: u64,
     /// Bytes of those objects.
@@ -108,6 +110,7 @@ impl Mirror {
             root,
             sparse: Vec::new(),
             cards: Vec::new(),
+            sizes: std::collections::BTreeMap::new(),
             objects: 0,
             bytes_total: 0,
             bytes: 0,
@@ -144,6 +147,9 @@ impl Mirror {
             }
             m.objects += 1;
             m.bytes_total += len;
+            *m.sizes
+                .entry(rel.split('/').next().unwrap_or_default().to_owned())
+                .or_default() += len;
             m.copy_in(rel, &local, *len)?;
         }
         m.restamp();
@@ -357,7 +363,23 @@ impl Mirror {
             } else {
                 vec![false; frames.len()]
             }
-        })
+        })?;
+        // Card each of those journals now, with the bytes its objects take in the store (the copy's blocks are
+        // only what was fetched).
+        let mut made: Vec<&str> = Vec::new();
+        for (s, _) in self.sparse.iter().zip(&uncarded).filter(|(_, u)| **u) {
+            let name = s.rel.split('/').next().unwrap_or_default();
+            if name.is_empty() || made.contains(&name) {
+                continue;
+            }
+            made.push(name);
+            let journal = self.path.join(name);
+            if let Ok(mut card) = tickbox_recorder::JournalCard::of(&journal) {
+                card.bytes_on_disk = self.sizes.get(name).copied().unwrap_or(card.bytes_on_disk);
+                card.store(&journal);
+            }
+        }
+        Ok(())
     }
 
     /// Fetches the frames a reader of capture times `from_ns..to_ns` reads (see the module's docs), and the first
