@@ -17,13 +17,8 @@ use crate::exit_code;
 #[derive(Debug, clap::Args)]
 pub(crate) struct ExportArgs {
     /// A journal (ring file or archive directory, plain or compressed) or a history directory; or one in an
-    /// object store (s3://bucket/prefix, as `record --archive-to` leaves it), read by range through a temporary
-    /// local copy.
-    #[arg(required_unless_present = "journal", value_name = "PATH|URL")]
-    path: Option<PathBuf>,
-    /// The same, as every other journal command names it (`--journal PATH`).
-    #[arg(long, conflicts_with = "path", value_name = "PATH|URL")]
-    journal: Option<PathBuf>,
+    /// object store (s3://bucket/prefix, as `record --archive-to` leaves it), fetched to a temporary directory first.
+    path: PathBuf,
     /// Output format: `parquet` (a dataset partitioned by date and kind), `csv` (one file per kind), `json`
     /// (one object per line), `dbn` (an import given back, or a recording's trades or quotes).
     #[arg(long, value_enum)]
@@ -86,18 +81,11 @@ fn parse_tz(s: &str) -> Result<TimeZone, String> {
     tickbox_recorder::parse_zone(s).map_err(|e| e.to_string())
 }
 
-pub(crate) fn run(args: ExportArgs) -> anyhow::Result<ExitCode> {
-    let Some(path) = args.path.clone().or_else(|| args.journal.clone()) else {
-        anyhow::bail!("give the journal: PATH or --journal PATH");
-    };
-    run_on(path, args)
-}
-
-fn run_on(mut path: PathBuf, args: ExportArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(mut args: ExportArgs) -> anyhow::Result<ExitCode> {
     // A journal or history in an object store is read from a local copy (kept until the export is done) that
     // holds what the export reads: the ends of each compressed file first (a `+DURATION` counts from the first
     // record), then the frames of the window.
-    let mut mirror = match open_store(&path)
+    let mut mirror = match open_store(&args.path)
         .and_then(|m| m.map(|mut m| m.fill_ends().map(|()| m)).transpose())
     {
         Ok(m) => m,
@@ -108,7 +96,7 @@ fn run_on(mut path: PathBuf, args: ExportArgs) -> anyhow::Result<ExitCode> {
         Err(e) => return Err(e.into()),
     };
     if let Some(m) = &mirror {
-        path = m.path().to_path_buf();
+        args.path = m.path().to_path_buf();
     }
     let kinds = args
         .kind
@@ -122,7 +110,7 @@ fn run_on(mut path: PathBuf, args: ExportArgs) -> anyhow::Result<ExitCode> {
             })
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
-    let first = || crate::outcome::first_capture_ns(&path).ok();
+    let first = || crate::outcome::first_capture_ns(&args.path).ok();
     let resolve = |w: &Option<When>| -> anyhow::Result<Option<u64>> {
         w.as_ref()
             .map(|w| {
@@ -187,7 +175,7 @@ fn run_on(mut path: PathBuf, args: ExportArgs) -> anyhow::Result<ExitCode> {
         );
         bar
     });
-    let result = tickbox_export::export(&path, &dest, &opts, &mut |p| {
+    let result = tickbox_export::export(&args.path, &dest, &opts, &mut |p| {
         if let Some(bar) = &bar {
             bar.set_length(p.total.max(p.read));
             bar.set_position(p.read);
@@ -204,7 +192,7 @@ fn run_on(mut path: PathBuf, args: ExportArgs) -> anyhow::Result<ExitCode> {
             eprintln!("error: {e} (nothing was left at the destination)");
             return Ok(ExitCode::from(exit_code::STORE));
         }
-        Err(e) => return Err(e).with_context(|| format!("exporting {}", path.display())),
+        Err(e) => return Err(e).with_context(|| format!("exporting {}", args.path.display())),
     };
     if args.json {
         let mut v = serde_json::to_value(&summary)?;
