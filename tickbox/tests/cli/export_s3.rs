@@ -151,6 +151,7 @@ impl Garage {
                 .to_owned(),
         )?;
         let (rpc, s3, admin) = (free_port(), free_port(), free_port());
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let config = dir.join("garage.toml");
         std::fs::write(
             &config,
