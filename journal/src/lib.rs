@@ -266,7 +266,10 @@ pub use compress::{compress, CompressOptions, CompressReport};
 pub use discard::remove_journal;
 pub use disk::disk_free;
 pub use error::{JournalError, Result};
-pub use packed::{is_journal_file, PACKED_MAGIC, PACKED_VERSION};
+pub use packed::{
+    is_journal_file, packed_frames, packed_header_len, packed_index_len, FrameSpan, PACKED_MAGIC,
+    PACKED_VERSION,
+};
 pub use reader::{Reader, Record, Skipped};
 pub use segment::{
     HeaderInfo, Mode, APP_META_MAX, FORMAT_VERSION, HEADER_SIZE, MAGIC, MAX_DESCRIPTION,

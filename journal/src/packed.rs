@@ -79,6 +79,66 @@ pub(crate) fn refuse_compressed(path: &Path) -> Result<()> {
     Ok(())
 }
 
+/// A record frame of a compressed journal file as its index lists it: what a reader that fetches the file by
+/// byte range (from an object store) needs to fetch only the frames a time window reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FrameSpan {
+    /// File offset of the frame.
+    pub offset: u64,
+    /// Its compressed length.
+    pub stored: u64,
+    /// Sequence of its first record.
+    pub first_seq: u64,
+    /// Records it holds.
+    pub records: u64,
+    /// Capture time of its first record, ns since the epoch.
+    pub first_time: u64,
+    /// Capture time of its last record.
+    pub last_time: u64,
+}
+
+/// Bytes from the start of a compressed journal file to the end of its header frame, from the file's first 16
+/// bytes; `None` if they do not start a compressed journal.
+pub fn packed_header_len(first: &[u8]) -> Option<u64> {
+    sniff(first).then(|| SKIP_HEADER + u64::from(le_u32(first, 4)))
+}
+
+/// Bytes that the index frame takes at the end of a compressed journal file of `len` bytes, from the file's last
+/// 24 bytes (the index trailer); `None` if they are not one (the index is missing or damaged: a reader must read
+/// the whole file, whose frames a scan finds).
+pub fn packed_index_len(len: u64, trailer: &[u8]) -> Option<u64> {
+    if trailer.len() != TRAILER || trailer[16..24] != INDEX_MAGIC {
+        return None;
+    }
+    let total = le_u64(trailer, 0)
+        .checked_mul(ENTRY as u64)?
+        .checked_add(TRAILER as u64 + SKIP_HEADER)?;
+    (total <= len).then_some(total)
+}
+
+/// The frames of the compressed journal file at `path`, as its checked index lists them, reading only its header
+/// and its index: a local copy that holds those two and nothing else yet answers. `None` if the index is damaged
+/// or missing (then every byte of the file must be read).
+pub fn packed_frames(path: &Path) -> Result<Option<Vec<FrameSpan>>> {
+    let p = Packed::open_with(path, false)?;
+    if p.index_repair.is_some() {
+        return Ok(None);
+    }
+    Ok(Some(
+        p.frames
+            .iter()
+            .map(|e| FrameSpan {
+                offset: e.offset,
+                stored: e.stored,
+                first_seq: e.first_seq,
+                records: e.records,
+                first_time: e.first_time,
+                last_time: e.last_time,
+            })
+            .collect(),
+    ))
+}
+
 /// Reads into `buf` from `offset` until it is full or the file ends; returns the bytes read.
 fn read_at_most(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
     let mut got = 0;
@@ -458,6 +518,12 @@ impl Packed {
     /// error as for a plain file) and its index (rebuilt by scanning the frames if damaged or missing, and said
     /// so in `index_repair`).
     pub(crate) fn open(path: &Path) -> Result<Packed> {
+        Self::open_with(path, true)
+    }
+
+    /// [`Packed::open`]; with `scan` false, a damaged or missing index is only said in `index_repair` (no
+    /// frames), and nothing but the header and the index is read.
+    fn open_with(path: &Path, scan: bool) -> Result<Packed> {
         let file = File::open(path).map_err(|e| JournalError::io(path, e))?;
         let len = file
             .metadata()
@@ -506,6 +572,7 @@ impl Packed {
         };
         match packed.read_index() {
             Ok(frames) => packed.frames = frames,
+            Err((why, _)) if !scan => packed.index_repair = Some(why),
             Err((why, scan_end)) => {
                 let frames = packed.scan(scan_end)?;
                 packed.index_repair = Some(format!(
@@ -867,6 +934,39 @@ mod tests {
         let path = dir.path().join("0000000003.tbj");
         std::fs::write(&path, bytes).unwrap();
         (dir, path)
+    }
+
+    #[test]
+    fn a_copy_holding_only_the_header_and_the_index_lists_the_frames() {
+        let bytes = file_bytes();
+        let len = bytes.len() as u64;
+        let head = packed_header_len(&bytes[..16]).unwrap();
+        let tail = packed_index_len(len, &bytes[bytes.len() - TRAILER..]).unwrap();
+        // A copy of the file's length with only those ranges written (the frames left as a hole of zeros), as a
+        // reader fetching from an object store makes it.
+        let mut sparse = vec![0u8; bytes.len()];
+        sparse[..head as usize].copy_from_slice(&bytes[..head as usize]);
+        let from = (len - tail) as usize;
+        sparse[from..].copy_from_slice(&bytes[from..]);
+        let (_d, path) = write(&sparse);
+        let frames = packed_frames(&path).unwrap().unwrap();
+        assert_eq!(frames.len(), 1);
+        assert_eq!(
+            (frames[0].offset, frames[0].offset + frames[0].stored),
+            (head, len - tail),
+            "the one frame lies between the header and the index"
+        );
+        assert_eq!((frames[0].first_seq, frames[0].records), (1001, 2));
+        assert_eq!((frames[0].first_time, frames[0].last_time), (10010, 10020));
+        // Not a compressed file, or a trailer that is not one: no spans.
+        assert_eq!(packed_header_len(&[0u8; 16]), None);
+        assert_eq!(packed_index_len(len, &[0u8; TRAILER]), None);
+        // A damaged index: `None` (read the whole file), and nothing scanned.
+        let mut broken = sparse.clone();
+        let at = broken.len() - TRAILER - 4;
+        broken[at] ^= 0xff;
+        let (_d2, path) = write(&broken);
+        assert_eq!(packed_frames(&path).unwrap(), None);
     }
 
     #[test]

@@ -87,9 +87,13 @@ fn parse_tz(s: &str) -> Result<TimeZone, String> {
 }
 
 pub(crate) fn run(mut args: ExportArgs) -> anyhow::Result<ExitCode> {
-    // A journal or history in an object store is read from a local copy (kept until the export is done).
     args.path = args.journal.path();
-    let _mirror = match fetch(&args.path) {
+    // A journal or history in an object store is read from a local copy (kept until the export is done) that
+    // holds what the export reads: the ends of each compressed file first (a `+DURATION` counts from the first
+    // record), then the frames of the window.
+    let mut mirror = match open_store(&args.path)
+        .and_then(|m| m.map(|mut m| m.fill_ends().map(|()| m)).transpose())
+    {
         Ok(m) => m,
         Err(e @ ExportError::Store { .. }) => {
             eprintln!("error: {e}");
@@ -97,7 +101,7 @@ pub(crate) fn run(mut args: ExportArgs) -> anyhow::Result<ExitCode> {
         }
         Err(e) => return Err(e.into()),
     };
-    if let Some(m) = &_mirror {
+    if let Some(m) = &mirror {
         args.path = m.path().to_path_buf();
     }
     let kinds = args
@@ -127,6 +131,17 @@ pub(crate) fn run(mut args: ExportArgs) -> anyhow::Result<ExitCode> {
         from_ns: resolve(&args.from)?,
         to_ns: resolve(&args.to)?,
     };
+    if let Some(m) = mirror.as_mut() {
+        // DBN reads an import's records whole: everything.
+        let filled = match args.format {
+            ExportFormat::Dbn => m.fill_all(),
+            _ => m.fill_window(filter.from_ns, filter.to_ns),
+        };
+        if let Err(e) = filled {
+            eprintln!("error: {e}");
+            return Ok(ExitCode::from(exit_code::STORE));
+        }
+    }
     let format = match args.format {
         ExportFormat::Parquet => Format::Parquet,
         ExportFormat::Csv => Format::Csv,
@@ -186,16 +201,32 @@ pub(crate) fn run(mut args: ExportArgs) -> anyhow::Result<ExitCode> {
         Err(e) => return Err(e).with_context(|| format!("exporting {}", args.path.display())),
     };
     if args.json {
-        let v = serde_json::to_string(&summary)?;
+        let mut v = serde_json::to_value(&summary)?;
+        if let Some(m) = &mirror {
+            // How much of the store's objects the export read (by range): the window's frames, not whole files.
+            v["fetched"] = serde_json::json!({
+                "objects": m.objects,
+                "bytes_total": m.bytes_total,
+                "bytes": m.bytes,
+                "reads": m.reads,
+            });
+        }
+        let v = v.to_string();
         if to_stdout {
             eprintln!("{v}");
         } else {
             println!("{v}");
         }
-    } else if !to_stdout {
-        print!("{}", summary_text(&summary));
     } else {
-        eprint!("{}", summary_text(&summary));
+        let mut text = summary_text(&summary);
+        if let Some(m) = &mirror {
+            text.push_str(&format!("source        {}\n", m.fetched()));
+        }
+        if to_stdout {
+            eprint!("{text}");
+        } else {
+            print!("{text}");
+        }
     }
     Ok(if summary.damaged.is_empty() {
         ExitCode::SUCCESS
@@ -204,16 +235,42 @@ pub(crate) fn run(mut args: ExportArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// The local copy of `path` when it names an object store location (`s3://…`).
-pub(crate) fn fetch(path: &std::path::Path) -> Result<Option<tickbox_export::Mirror>, ExportError> {
+/// The local copy of `path` when it names an object store location (`s3://…`), holding its small files and its
+/// compressed files' headers and indexes (see `tickbox_export::Mirror`).
+fn open_store(path: &std::path::Path) -> Result<Option<tickbox_export::Mirror>, ExportError> {
     let s = path.to_string_lossy();
     if !s.contains("://") {
         return Ok(None);
     }
     match Location::parse(&s)? {
-        Location::Store(url) => tickbox_export::Mirror::fetch(&url).map(Some),
+        Location::Store(url) => tickbox_export::Mirror::open(&url).map(Some),
         Location::Local(_) => Ok(None),
     }
+}
+
+/// The local copy of `path` when it names an object store location, every byte of it fetched (replay).
+pub(crate) fn fetch(path: &std::path::Path) -> Result<Option<tickbox_export::Mirror>, ExportError> {
+    open_store(path)?
+        .map(|mut m| m.fill_all().map(|()| m))
+        .transpose()
+}
+
+/// The local copy `journal ls` reads: the cards the store holds, and the first and last frames of the journals it
+/// holds none of (everything, to `--verify`).
+pub(crate) fn fetch_for_ls(
+    path: &std::path::Path,
+    verify: bool,
+) -> Result<Option<tickbox_export::Mirror>, ExportError> {
+    open_store(path)?
+        .map(|mut m| {
+            if verify {
+                m.fill_all()
+            } else {
+                m.fill_for_cards()
+            }
+            .map(|()| m)
+        })
+        .transpose()
 }
 
 fn count(n: u64) -> String {

@@ -468,7 +468,7 @@ fn parse_tz(s: &str) -> Result<tickbox_units::TimeZone, String> {
 /// `journal ls DIR` (or `s3://…`, fetched first).
 fn ls(path: &Path, verify: bool, tz: &str, json: bool) -> anyhow::Result<ExitCode> {
     let tz = tickbox_recorder::parse_zone(tz)?;
-    let mirror = match crate::cmd::export::fetch(path) {
+    let mirror = match crate::cmd::export::fetch_for_ls(path, verify) {
         Ok(m) => m,
         Err(e @ tickbox_export::ExportError::Store { .. }) => {
             eprintln!("error: {e}");
@@ -476,11 +476,13 @@ fn ls(path: &Path, verify: bool, tz: &str, json: bool) -> anyhow::Result<ExitCod
         }
         Err(e) => return Err(e.into()),
     };
-    let path = mirror.as_ref().map_or(path, |m| m.path());
-    let mut catalog = Catalog::of(path)?;
+    let local = mirror.as_ref().map_or(path, |m| m.path());
+    let mut catalog = Catalog::of(local)?;
     if verify {
         catalog.verify()?;
     }
+    // Named as given (the store's URL), not as the temporary copy.
+    catalog.path = path.to_path_buf();
     if json {
         crate::out::json(&catalog.to_json())?;
     } else {
