@@ -414,13 +414,7 @@ impl ReplayInput for HistoryReader {
     }
 
     fn next_input(&mut self) -> Result<Input<'_>, RecorderError> {
-        match self.next() {
-            Ok(Some(rec)) => Ok(Input::Record(rec)),
-            Ok(None) => Ok(Input::End),
-            Err(JournalError::Lapped { wanted_seq }) => Ok(Input::Lapped { wanted_seq }),
-            Err(e @ JournalError::CorruptRecord { .. }) => Ok(Input::Damaged(e)),
-            Err(e) => Err(e.into()),
-        }
+        Input::of(self.next())
     }
 
     fn skip_damage(&mut self) -> Result<Skipped, RecorderError> {

@@ -101,6 +101,22 @@ pub enum Input<'a> {
     Damaged(JournalError),
 }
 
+impl<'a> Input<'a> {
+    /// A journal reader's next record as a replay step: a lap and a record that does not verify are steps the
+    /// replay handles, every other error ends it.
+    pub(crate) fn of(
+        next: Result<Option<Record<'a>>, JournalError>,
+    ) -> Result<Self, RecorderError> {
+        match next {
+            Ok(Some(rec)) => Ok(Input::Record(rec)),
+            Ok(None) => Ok(Input::End),
+            Err(JournalError::Lapped { wanted_seq }) => Ok(Input::Lapped { wanted_seq }),
+            Err(e @ JournalError::CorruptRecord { .. }) => Ok(Input::Damaged(e)),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
 impl ReplayInput for Reader {
     fn seek(&mut self, from: Option<Position>) -> Result<(), RecorderError> {
         match from {
@@ -112,13 +128,7 @@ impl ReplayInput for Reader {
     }
 
     fn next_input(&mut self) -> Result<Input<'_>, RecorderError> {
-        match self.next() {
-            Ok(Some(rec)) => Ok(Input::Record(rec)),
-            Ok(None) => Ok(Input::End),
-            Err(JournalError::Lapped { wanted_seq }) => Ok(Input::Lapped { wanted_seq }),
-            Err(e @ JournalError::CorruptRecord { .. }) => Ok(Input::Damaged(e)),
-            Err(e) => Err(e.into()),
-        }
+        Input::of(self.next())
     }
 
     fn skip_damage(&mut self) -> Result<Skipped, RecorderError> {

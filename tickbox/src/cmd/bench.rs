@@ -203,8 +203,8 @@ struct LatencyArgs {
     /// work of a shared machine, on purpose. 0 (default) adds none.
     #[arg(long, default_value_t = 0, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=256))]
     background_load: u32,
-    /// Share of every 10 ms each --background-load thread is busy (it sleeps the rest).
-    #[arg(long, default_value_t = 100, value_name = "PERCENT", value_parser = clap::value_parser!(u32).range(1..=100))]
+    /// Share of every 10 ms each --background-load thread is busy, in percent (1–100; it sleeps the rest).
+    #[arg(long, default_value_t = 100, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100))]
     background_duty: u32,
 }
 

@@ -125,15 +125,21 @@ fn readme_two_process_example_runs_clean_as_written() {
     );
     replace_flag(&mut sub_args, "--connect", endpoints.join(","));
     sub_args.push("--json".into());
-    let (mut sub, sub_lines, _sub_err) = spawn(&sub_args);
+    let (mut sub, sub_lines, mut sub_err) = spawn(&sub_args);
 
     // README's example runs until Ctrl-C; a few seconds is the scaled-down run. The subscriber must still be alive
     // (the snail did not fire) when we stop it.
     std::thread::sleep(Duration::from_secs(4));
-    assert!(
-        sub.0.try_wait().unwrap().is_none(),
-        "the subscriber died while running README's example"
-    );
+    if let Some(status) = sub.0.try_wait().unwrap() {
+        let mut err = String::new();
+        let _ = sub_err.read_to_string(&mut err);
+        let out: Vec<String> = sub_lines.try_iter().collect();
+        panic!(
+            "the subscriber died while running README's example ({status}): {:?}\nstderr:\n{err}\nstdout:\n{}",
+            sub_args,
+            out.join("\n")
+        );
+    }
     signal(sub.0.id(), "INT");
     let status = sub.wait_exit(Duration::from_secs(10), "subscriber did not stop on Ctrl-C");
     assert!(status.success(), "subscriber exited with {status:?}");
