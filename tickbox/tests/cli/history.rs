@@ -706,7 +706,7 @@ fn record_compress_compresses_each_closed_period_and_the_history_reads_the_same(
 }
 
 #[test]
-fn a_disk_that_fills_mid_run_stops_the_recorder_cleanly_with_its_summary_and_exit_10() {
+fn a_disk_that_fills_mid_run_stops_the_recorder_cleanly_with_its_summary_and_exit_12() {
     let dir = TempDir::new("cli-history-full");
     let journal = dir.0.join("full");
     let j = journal.to_str().unwrap();
