@@ -289,10 +289,8 @@ impl SecurityConfig {
         }
         // Key names stay names (they are looked up in `allow` first); only those that point at a file relative
         // to the config become absolute.
+        // A relative path that names a file is rebased even when it also reads as Z85 (40 characters can).
         let rebase_key = |spec: &mut String| {
-            if crate::z85::decode_key(spec).is_some() {
-                return;
-            }
             let path = Path::new(spec.as_str());
             if path.is_relative() && path.components().count() > 1 {
                 let joined = base.join(path);

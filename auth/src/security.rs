@@ -508,10 +508,10 @@ fn parse_ips(list: &[String], field: &str) -> Result<Vec<IpBlock>, AuthError> {
 
 /// A key named in the config: 40 characters of Z85, a certificate file name in the allow directory, or a path to
 /// a certificate file.
+///
+/// A file is looked for first: a path of exactly 40 characters is also valid Z85 (`/`, `-`, `.` and letters all
+/// are), and read as a key it would bind the grant to a key nobody holds.
 fn resolve_key(spec: &str, allow: Option<&Path>) -> Result<[u8; 32], AuthError> {
-    if let Some(key) = z85::decode_key(spec) {
-        return Ok(key);
-    }
     let candidates: Vec<PathBuf> = allow
         .map(|d| d.join(spec))
         .into_iter()
@@ -521,6 +521,9 @@ fn resolve_key(spec: &str, allow: Option<&Path>) -> Result<[u8; 32], AuthError> 
         if path.is_file() {
             return Ok(Certificate::load(path)?.public);
         }
+    }
+    if let Some(key) = z85::decode_key(spec) {
+        return Ok(key);
     }
     Err(AuthError::Config(format!(
         "key {spec:?} is neither 40 characters of Z85 nor a certificate (looked for {})",
@@ -715,4 +718,33 @@ impl Revocations {
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_certificate_path_of_forty_characters_is_read_as_a_certificate_not_as_a_key() {
+        let dir = std::env::temp_dir().join(format!("tb-key-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let prefix = format!("{}/", dir.display());
+        assert!(
+            prefix.len() < 39,
+            "the temp dir's path is too long for this test: {prefix}"
+        );
+        let path = PathBuf::from(format!("{prefix}{}", "k".repeat(40 - prefix.len())));
+        let spec = path.to_str().unwrap();
+        assert_eq!(spec.len(), 40);
+        assert!(
+            z85::decode_key(spec).is_some(),
+            "the path must also parse as Z85"
+        );
+        let pair = zmq::CurveKeyPair::new().unwrap();
+        let public = z85::encode(&pair.public_key).unwrap();
+        std::fs::write(&path, format!("curve\n    public-key = \"{public}\"\n")).unwrap();
+        let key = resolve_key(spec, None);
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(key.unwrap(), pair.public_key);
+    }
 }
