@@ -34,6 +34,10 @@ fn parse_line(line: &str) -> Option<Sample> {
     }
     let name_end = line.find(['{', ' '])?;
     let name = &line[..name_end];
+    // A sample without a name is not the format (`{a="b"} 1`): skipped like any line that does not read.
+    if name.is_empty() {
+        return None;
+    }
     let mut rest = &line[name_end..];
     let mut labels = Vec::new();
     if let Some(after) = rest.strip_prefix('{') {
@@ -103,5 +107,12 @@ mod tests {
         assert_eq!(s[1].label("le"), Some("+Inf"));
         assert_eq!(s[2].value, 1500.0);
         assert!(s[2].labels.is_empty());
+    }
+
+    #[test]
+    fn a_sample_without_a_name_is_skipped() {
+        // Found by the fuzz target (metrics_text): a line that starts with its labels.
+        assert!(parse("{a=\"b\"} 1\n 2\n").is_empty());
+        assert_eq!(parse("{a=\"b\"} 1\nok 2\n").len(), 1);
     }
 }
