@@ -1,9 +1,11 @@
 //! `tickbox`: the command-line edge of the pipeline, as a library so the binary is one call ([`run`]). Each
-//! subcommand lives in its own module under `cmd/` and wires library crates together; this file only parses
-//! arguments, sets up logging and maps errors to exit codes.
+//! subcommand has what it parses under `cli/` (its clap `Args`, flag value types and parsers) and its wiring
+//! under `cmd/` (library crates put together); this file sets up logging, dispatches and maps errors to exit
+//! codes.
 
 mod auth_report;
 mod bounds;
+mod cli;
 mod cmd;
 mod config;
 #[cfg(test)]
@@ -66,51 +68,51 @@ enum Command {
     /// Run sharded publishers fed by the synthetic market generator.
     Feed(cmd::feed::Args),
     /// Run the Black Box subscriber (SUB shards -> PUSH/PULL workers) with the Suicidal Snail guard.
-    Subscribe(cmd::subscribe::Args),
+    Subscribe(cli::subscribe::Args),
     /// Feed, subscriber and workers in one process for --duration, then a summary table.
-    Demo(cmd::demo::Args),
+    Demo(cli::demo::Args),
     /// Last Value Cache proxy (XSUB -> XPUB) with the Espresso tap.
-    Lvc(cmd::lvc::Args),
+    Lvc(cli::lvc::Args),
     /// Live inspector of an Espresso tap (or any tickbox PUB endpoint).
-    Tap(cmd::tap::Args),
+    Tap(cli::tap::Args),
     /// Record a stream into an mmap journal.
-    Record(cmd::record::Args),
+    Record(cli::record::Args),
     /// Replay a journal onto publisher shards at 1x, Nx or max speed.
     Replay(cmd::replay::Args),
     /// Inspect a journal: info, verify, dump.
-    Journal(cmd::journal::Args),
+    Journal(cli::journal::Args),
     /// Import DBN files (Databento Binary Encoding) into a new journal.
-    Import(cmd::import::Args),
+    Import(cli::import::Args),
     /// Latency and throughput benchmarks beside a raw-libzmq baseline.
-    Bench(cmd::bench::Args),
+    Bench(cli::bench::Args),
     /// Clone (CHP) key-value server, optionally as a Binary Star pair.
-    CloneServer(cmd::clone_server::Args),
+    CloneServer(cli::clone_server::Args),
     /// Client for the Clone key-value store: get, set, del, ls, watch.
-    Ctl(cmd::ctl::Args),
+    Ctl(cli::ctl::Args),
     /// ZooKeeper recipes: ls, get, watch, state (locks, leaders, barriers, queues), lock, elect.
-    Coord(cmd::coord::Args),
+    Coord(cli::coord::Args),
     /// Majordomo broker (MDP 0.1 + MMI), optionally as a Binary Star pair.
-    Broker(cmd::broker::Args),
+    Broker(cli::broker::Args),
     /// Titanic durable request-reply service on a Majordomo broker.
-    Titanic(cmd::titanic::Args),
+    Titanic(cli::titanic::Args),
     /// Freelance (FLP) server.
-    FreelanceServer(cmd::freelance_server::Args),
+    FreelanceServer(cli::freelance_server::Args),
     /// Send one request to a Majordomo service and print the reply frames.
-    Call(cmd::call::Args),
+    Call(cli::call::Args),
     /// Paranoid Pirate queue (6/PPP): Lazy Pirate clients to heartbeating workers, LRU.
-    Queue(cmd::queue::Args),
+    Queue(cli::queue::Args),
     /// Make a CURVE key pair: NAME (public) and NAME_secret (mode 0600), czmq's certificate format.
-    Keygen(cmd::keygen::Args),
+    Keygen(cli::keygen::Args),
     /// Print the effective configuration (defaults merged with --config) as TOML.
-    Config(cmd::config::Args),
+    Config(cli::config::Args),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
-    Completions(cmd::docs::CompletionsArgs),
+    Completions(cli::docs::CompletionsArgs),
     /// Print the man page (roff): `tickbox man > tickbox.1`.
-    Man(cmd::docs::ManArgs),
+    Man(cli::docs::ManArgs),
     /// See the host, check it, plan the pinning per NIC, and sweep to the best configuration.
-    Tune(cmd::tune::Args),
+    Tune(cli::tune::Args),
     /// The fleet in one terminal: several processes' --metrics, one live table per role (like AeronStat).
-    Top(cmd::top::Args),
+    Top(cli::top::Args),
 }
 
 /// How log lines are written.

@@ -3,11 +3,9 @@
 
 use std::process::ExitCode;
 
+use crate::cli::config::Args;
 use crate::config::TickboxConfig;
 use crate::out::out;
-
-#[derive(Debug, clap::Args)]
-pub(crate) struct Args {}
 
 pub(crate) fn run(_args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     out!("{}", config.to_toml()?);

@@ -7,13 +7,8 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 
+use crate::cli::docs::{CompletionsArgs, ManArgs};
 use crate::config::TickboxConfig;
-
-#[derive(Debug, clap::Args)]
-pub(crate) struct CompletionsArgs {
-    /// The shell to write a completion script for: `source <(tickbox completions bash)`.
-    shell: clap_complete::Shell,
-}
 
 pub(crate) fn completions(
     args: CompletionsArgs,
@@ -24,17 +19,6 @@ pub(crate) fn completions(
     clap_complete::generate(args.shell, &mut command, "tickbox", &mut script);
     crate::out::write(&String::from_utf8_lossy(&script))?;
     Ok(ExitCode::from(crate::exit_code::OK))
-}
-
-#[derive(Debug, clap::Args)]
-pub(crate) struct ManArgs {
-    /// The command whose page to print, as on the command line (`journal verify`); none: tickbox's own page.
-    #[arg(value_name = "COMMAND")]
-    command: Vec<String>,
-    /// Write every page (tickbox.1, tickbox-feed.1, tickbox-journal-verify.1, ...) into this directory instead,
-    /// and list them.
-    #[arg(long, value_name = "DIR", conflicts_with = "command")]
-    dir: Option<PathBuf>,
 }
 
 pub(crate) fn man(args: ManArgs, _config: &TickboxConfig) -> anyhow::Result<ExitCode> {

@@ -20,7 +20,7 @@ pub(crate) struct ExportArgs {
     /// object store (`--journal s3://bucket/prefix`, as `record --archive-to` leaves it), fetched to a temporary
     /// directory first.
     #[command(flatten)]
-    journal: super::journal::JournalArg,
+    journal: crate::cli::journal::JournalArg,
     /// What `journal` names, once read (a local copy's for a store).
     #[arg(skip)]
     path: PathBuf,

@@ -4,54 +4,13 @@
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
-use std::time::Duration;
 
 use anyhow::bail;
 use tickbox_lvc::inspect::{self, InspectOptions};
 use tickbox_lvc::tap;
 
+use crate::cli::tap::Args;
 use crate::config::TickboxConfig;
-
-#[derive(Debug, clap::Args)]
-pub(crate) struct Args {
-    /// The tap (or publisher) endpoint to connect to.
-    #[arg(long, value_name = "EP")]
-    connect: String,
-    /// Topic prefixes to subscribe to (e.g. `Q.XNAS,T.`); default everything. Without a filter the inspector
-    /// checks every publisher's sequence and prints `GAP` lines for what it lost; with one, gaps are expected
-    /// and not checked.
-    #[arg(long, value_delimiter = ',', value_name = "PREFIX[,PREFIX…]")]
-    topics: Vec<String>,
-    /// Show only these kinds: quote, trade, heartbeat, book_level.
-    #[arg(long, value_delimiter = ',', value_name = "KIND[,KIND…]")]
-    kinds: Vec<String>,
-    /// Show one message in N (of those passing the filters).
-    #[arg(long, default_value_t = 1, value_name = "N")]
-    sample: u64,
-    /// Instead of messages, print a table of rates per topic prefix once a second: redrawn in place on a
-    /// terminal, appended as plain tables otherwise.
-    #[arg(long)]
-    top: bool,
-    /// Topic parts that make a prefix in `--top` (2: `Q.XNAS`).
-    #[arg(long, default_value_t = 2, value_name = "N")]
-    depth: usize,
-    /// Do not show subscription events.
-    #[arg(long)]
-    no_events: bool,
-    /// How messages are framed: `tickbox` frames, the Guide's `guide` envelope ([topic][body…], as plain
-    /// ZeroMQ publishers send through the LVC), or `auto`: a multipart message not led by a tickbox frame is
-    /// a Guide envelope. A two-frame envelope whose value is a tickbox frame under its own topic (or a tap event
-    /// under the topic `\0`), as `tickbox lvc --tap-framing guide` emits, is shown as that frame.
-    #[arg(long, value_name = "tickbox|guide|auto", default_value = "auto")]
-    framing: tap::Framing,
-    /// Stop after this long (`10s`, `500ms`); default: until Ctrl-C.
-    #[arg(long, value_name = "DURATION", value_parser = tickbox_units::parse_duration)]
-    duration: Option<Duration>,
-    /// Print the closing summary (frames, shown, malformed, missed) as one JSON object on stdout, after the
-    /// messages; without it the summary is one line on stderr.
-    #[arg(long)]
-    json: bool,
-}
 
 pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     let mut kinds = Vec::new();

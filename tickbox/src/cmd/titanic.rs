@@ -1,67 +1,14 @@
 //! `tickbox titanic`: the durable request-reply service (9/TSP) on a Majordomo broker, storing requests and
 //! replies in a tickbox journal directory.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
 use tickbox_majordomo::titanic::{FsyncPolicy, Redispatch, Titanic};
 
+use crate::cli::titanic::{Args, Fsync, RedispatchArg};
 use crate::config::TickboxConfig;
 use crate::out::outln;
-
-#[derive(Debug, Clone, Copy, clap::ValueEnum)]
-enum Fsync {
-    PerRequest,
-    Periodic,
-    None,
-}
-
-#[derive(Debug, Clone, Copy, clap::ValueEnum)]
-enum RedispatchArg {
-    /// At most once: a request that reached a worker and got no reply within the job timeout is marked failed
-    /// (`titanic.reply` answers 400 "outcome unknown"); one the broker reports undelivered is sent again.
-    Never,
-    /// Re-send with the same request id after each job timeout (exactly once if the service dedupes).
-    AfterTimeout,
-}
-
-#[derive(Debug, clap::Args)]
-pub(crate) struct Args {
-    /// Majordomo broker endpoint to register with.
-    #[arg(long, value_name = "EP")]
-    broker: String,
-    /// Journal directory (created if missing; an existing one is recovered).
-    #[arg(long, value_name = "DIR")]
-    dir: PathBuf,
-    /// When to force the journal to disk (overrides `[titanic] fsync`).
-    #[arg(long, value_enum)]
-    fsync: Option<Fsync>,
-    /// Worker heartbeat interval, e.g. `2500ms` (must match the broker).
-    #[arg(long, value_name = "DURATION")]
-    heartbeat: Option<tickbox_units::HumanDuration>,
-    /// Dispatcher rescan interval, e.g. `1s`.
-    #[arg(long, value_name = "DURATION")]
-    scan: Option<tickbox_units::HumanDuration>,
-    /// After this long without a reply a dispatched request is logged as slow (never re-sent for it).
-    #[arg(long, value_name = "DURATION")]
-    dispatch_timeout: Option<tickbox_units::HumanDuration>,
-    /// How long one attempt may run before it counts as lost (overrides `[titanic] job_timeout`).
-    #[arg(long, value_name = "DURATION")]
-    job_timeout: Option<tickbox_units::HumanDuration>,
-    /// What a lost attempt leads to (overrides `[titanic] redispatch`).
-    #[arg(long, value_enum)]
-    redispatch: Option<RedispatchArg>,
-    /// Sends per request in all under `--redispatch after-timeout`.
-    #[arg(long, value_name = "N")]
-    max_attempts: Option<u32>,
-    #[command(flatten)]
-    metrics: crate::metrics::MetricsArgs,
-    /// Print the final counters (and, with `[security]`, the auth counts) as one JSON object on stdout instead of
-    /// the text lines.
-    #[arg(long)]
-    json: bool,
-}
 
 pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     crate::flags::check_connect("--broker", &args.broker)?;

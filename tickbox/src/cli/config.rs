@@ -1,0 +1,4 @@
+//! `tickbox config`: its command-line arguments (what it parses; `cmd::config` wires them).
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {}

@@ -1,0 +1,24 @@
+//! One module per subcommand holding what it parses: its `Args` (clap derive) and the value enums and
+//! subcommands of its flags. The wiring that runs them is in `cmd`, under the same name.
+
+pub(crate) mod bench;
+pub(crate) mod broker;
+pub(crate) mod call;
+pub(crate) mod clone_server;
+pub(crate) mod config;
+pub(crate) mod coord;
+pub(crate) mod ctl;
+pub(crate) mod demo;
+pub(crate) mod docs;
+pub(crate) mod freelance_server;
+pub(crate) mod import;
+pub(crate) mod journal;
+pub(crate) mod keygen;
+pub(crate) mod lvc;
+pub(crate) mod queue;
+pub(crate) mod record;
+pub(crate) mod subscribe;
+pub(crate) mod tap;
+pub(crate) mod titanic;
+pub(crate) mod top;
+pub(crate) mod tune;
