@@ -577,6 +577,27 @@ pub struct RecordOutcome {
     pub document: RunDocument,
 }
 
+impl RecordOutcome {
+    /// The bench as `tickbox bench record` prints it: the machine, what was measured, the summary, every run and
+    /// where the files are.
+    pub fn report(&self) -> String {
+        format!(
+            "{}\n{}\n{}{}files: {} (results), {} and .svg (plot)\n",
+            self.document.environment.summary_line(),
+            "a batched lossless feed (feed --batch auto --rate max --back-pressure block) read flat out over tcp \
+             loopback; tickbox-record = the recorder into an archive journal (the [recorder] defaults), \
+             tickbox-subscribe = a Black Box with one worker decoding every record, raw-mmap = one SUB appending \
+             each message to an mmap'd file with memcpy; records/s from the feed's first send to the last data \
+             record's arrival; lost = records not delivered, or what the system's own accounting (the recorder's \
+             ledger) says missing",
+            record_table(&self.document.summary),
+            record_runs_table(&self.results),
+            self.json.display(),
+            self.plot.display()
+        )
+    }
+}
+
 /// Runs every system `repeats` times in alternating order; writes `<out>/<stamp>-record.json` and
 /// `<out>/<stamp>-record.{png,svg}`. Stops between runs when `stop` is set.
 pub fn run_record_bench(

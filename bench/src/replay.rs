@@ -568,6 +568,24 @@ pub struct ReplayOutcome {
     pub mean_frame: f64,
 }
 
+impl ReplayOutcome {
+    /// The bench as `tickbox bench replay` prints it: the machine, what was measured, the summary and where the
+    /// files are.
+    pub fn report(&self) -> String {
+        format!(
+            "{}\n{}\n{}files: {} (results), {} and .svg (plot)\n",
+            self.document.environment.summary_line(),
+            "journal replayed flat out (--speed max, lossless XPUB_NODROP) over tcp loopback; tickbox = Replayer \
+             (batch frames as configured) → Black Box (gap accounting, workers decode every record), raw = the same \
+             frames one per message, XPUB_NODROP → SUB; lost is counted by the receiver (tickbox: the subscriber's \
+             accounting); lateness = receive − replay send stamp",
+            replay_table(&self.document.summary),
+            self.json.display(),
+            self.plot.display()
+        )
+    }
+}
+
 /// Generates the journal, then runs tickbox and raw `repeats` times each, alternating; writes
 /// `<out>/<stamp>-replay.json` and `<out>/<stamp>-replay.{png,svg}`. Stops between runs when `stop` is set.
 pub fn run_replay_bench(

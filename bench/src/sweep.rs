@@ -52,6 +52,74 @@ pub struct LatencyOutcome {
     pub document: RunDocument,
 }
 
+impl LatencyOutcome {
+    /// The sweep as `tickbox bench latency` prints it after its runs: the machine, how latency was measured and
+    /// under what load and hand-off, the table and where the files are. `asked` is the hand-off the user asked
+    /// for (`None`: the default); `choice` what it resolved to.
+    pub fn report(
+        &self,
+        sweep: &LatencySweep,
+        asked: Option<tickbox_subscriber::Handoff>,
+        choice: &tickbox_subscriber::HandoffChoice,
+        out: &Path,
+        stamp: &str,
+    ) -> String {
+        use std::fmt::Write as _;
+        let base = &sweep.base;
+        let mut text = format!("{}\n", self.document.environment.summary_line());
+        let _ = writeln!(
+            text,
+            "one-way latency, open loop; corrected = from intended send time (coordinated omission), unc = from \
+             actual send stamp; HWM {} {}; warm-up {} excluded",
+            base.hwm,
+            if base.back_pressure.blocks() {
+                "(--back-pressure block: publishers block)"
+            } else {
+                "(PUB drops at HWM: see lost)"
+            },
+            tickbox_units::format_duration(base.warmup)
+        );
+        let _ = writeln!(
+            text,
+            "tickbox subscriber hand-off: {} ({}){}",
+            choice.handoff,
+            choice.reason,
+            if asked.is_none_or(|h| h == tickbox_subscriber::Handoff::Auto) {
+                " as `subscribe --workers 1` chooses it; with more workers than shards subscribe runs ring: \
+                 measure it with --handoff ring"
+            } else {
+                ""
+            }
+        );
+        if base.background.threads > 0 {
+            let _ = writeln!(
+                text,
+                "background load: {} for the whole sweep, beside both systems",
+                base.background.describe()
+            );
+        }
+        if base.shape == Shape::Processes {
+            let _ = writeln!(
+                text,
+                "shape: processes over tcp; tickbox = a `tickbox feed` process (one shard, paced, its synthetic \
+                 market's quotes and trades) -> a `tickbox subscribe` process (one worker; receive = worker \
+                 dequeue), raw = a PUB process -> a SUB process sending --size frames; corrected figures charge \
+                 each message from the intended send time its publisher's paced schedule gave it (the publisher \
+                 reports the schedule's start)"
+            );
+        }
+        text.push_str(&crate::latency::latency_table(&self.results));
+        let _ = writeln!(
+            text,
+            "files: {} (results), {} and .png (plot), {}/{stamp}-*-r<repeat>.hlog|.hgrm",
+            self.json.display(),
+            self.plot.display(),
+            out.display()
+        );
+        text
+    }
+}
+
 /// Runs the sweep, writes `<out>/<stamp>-*-r<N>.{hlog,hgrm}` per repeat, `<out>/<stamp>-latency.{svg,png}` and
 /// the result document `<out>/<stamp>-latency.json`. Stops between runs when `stop` is set and reports what
 /// finished.
@@ -282,6 +350,30 @@ pub struct ThroughputOutcome {
     pub plot: PathBuf,
     /// The document's contents.
     pub document: RunDocument,
+}
+
+impl ThroughputOutcome {
+    /// The sweep as `tickbox bench throughput` prints it: the machine, what was measured, the table and where the
+    /// files are.
+    pub fn report(&self, sweep: &ThroughputSweep) -> String {
+        let base = &sweep.base;
+        format!(
+            "{}\nflat-out throughput over {}, {} measured per row; HWM {} send and receive on every socket; no \
+             drops: tickbox feed and raw PUB/SUB use XPUB_NODROP, PUSH/PULL blocks; tickbox = feed shards → Black \
+             Box shards → as many workers, `batched` rows (the headline) with batch frames as `feed --batch auto` \
+             sends them, plain rows one frame per message; raw = one sender/receiver thread pair per shard, \
+             `batched` rows against raw sending as many messages per ZeroMQ message as the feed packs (like with \
+             like), plain rows against raw one message per ZeroMQ message\n{}files: {} (results), {} and .svg \
+             (plot)\n",
+            self.document.environment.summary_line(),
+            base.transport,
+            tickbox_units::format_duration(base.duration),
+            base.hwm,
+            throughput_table(&self.results),
+            self.json.display(),
+            self.plot.display()
+        )
+    }
 }
 
 /// Runs the throughput sweep; writes the result document `<out>/<stamp>-throughput.json` and the plot

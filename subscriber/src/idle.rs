@@ -80,6 +80,46 @@ pub enum Silence {
     NothingSent,
 }
 
+impl Silence {
+    /// The warning a run prints: that nothing has arrived, what the shards know of why (naming each unconnected
+    /// shard's endpoints from `config`), and whether `idle_exit` will end the run.
+    pub fn warning(
+        &self,
+        config: &crate::SubscriberConfig,
+        idle_exit: Option<tickbox_units::HumanDuration>,
+    ) -> String {
+        let after = tickbox_units::HumanDuration(SILENCE_WARNING);
+        let ending = match idle_exit {
+            Some(limit) => format!(" (--idle-exit {limit} ends the run if nothing comes)"),
+            None => String::new(),
+        };
+        match self {
+            Silence::NotConnected(shards) => {
+                let names: Vec<String> = shards
+                    .iter()
+                    .map(|&i| {
+                        let endpoints = config
+                            .shards
+                            .get(i)
+                            .map(|s| s.connect.join(","))
+                            .unwrap_or_default();
+                        format!("shard {i} ({endpoints})")
+                    })
+                    .collect();
+                format!(
+                    "warning: nothing received in {after}: not connected: {}: is the publisher up, and the \
+                     endpoint right?{ending}",
+                    names.join(", ")
+                )
+            }
+            Silence::NothingSent => format!(
+                "warning: connected, but nothing received in {after}: the publisher sends nothing yet, or nothing \
+                 it sends matches --topics{ending}"
+            ),
+        }
+    }
+}
+
 /// Says once, [`SILENCE_WARNING`] into a run, that nothing has arrived, and why as far as the shards know.
 #[derive(Debug, Clone, Copy)]
 pub struct SilenceWatch {

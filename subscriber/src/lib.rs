@@ -39,6 +39,7 @@ mod logs;
 mod metrics;
 mod nic;
 mod outcome;
+mod overrides;
 mod receive_clock;
 mod report;
 mod settings;
@@ -65,6 +66,7 @@ pub use idle::{IdleClock, RunEnd, RunLook, RunWatch, Silence, SilenceWatch, SILE
 pub use local::{replay_local, LocalHook, LocalReplayReport, LocalSink};
 pub use metrics::SubscriberMetrics;
 pub use nic::check_nic;
+pub use overrides::SubscriberOverrides;
 pub use receive_clock::ReceiveClock;
 pub use report::{
     lateness_histogram, CatchUpFatal, Fatal, GapFatal, Report, SnailEvent, Stage,
@@ -330,6 +332,9 @@ impl Default for SubscriberConfig {
 /// errors: they are counted in the [`Report`] and, when fatal, returned as [`Fatal`].
 #[derive(Debug, thiserror::Error)]
 pub enum SubscriberError {
+    /// A command-line flag cannot apply over the config ([`SubscriberOverrides`]); the text names the flag.
+    #[error("{0}")]
+    Override(String),
     /// The config cannot run (no shards, a shard without endpoints, an endpoint a NIC cannot be applied to); the
     /// text says which setting.
     #[error("invalid subscriber config: {0}")]

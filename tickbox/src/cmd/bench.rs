@@ -24,9 +24,9 @@ use std::time::Duration;
 use anyhow::Context as _;
 use tickbox_bench::env::Warning;
 use tickbox_bench::process::{raw_pub_process, raw_sub_process, RAW_PUB_ENDPOINT_LINE};
-use tickbox_bench::record::{record_runs_table, record_table, run_record_bench, RecordBenchConfig};
-use tickbox_bench::replay::{replay_table, run_replay_bench, ReplayBenchConfig};
-use tickbox_bench::report::{compare, compare_verdict, read_results, unix_seconds, RunDocument};
+use tickbox_bench::record::{run_record_bench, RecordBenchConfig};
+use tickbox_bench::replay::{run_replay_bench, ReplayBenchConfig};
+use tickbox_bench::report::{compare, compare_verdict, read_results, unix_seconds};
 use tickbox_bench::sweep::{
     run_latency_sweep, run_throughput_sweep, throughput_table, LatencySweep, ThroughputSweep,
 };
@@ -230,46 +230,9 @@ fn latency(a: LatencyArgs) -> anyhow::Result<ExitCode> {
     }
     let outcome = run_latency_sweep(&gate, &sweep, &a.out, &stamp, &stop)
         .context("latency benchmark failed")?;
-    print_environment(&outcome.document);
-    outln!(
-        "one-way latency, open loop; corrected = from intended send time (coordinated omission), unc = from actual \
-         send stamp; HWM {} {}; warm-up {} excluded",
-        a.hwm,
-        if back_pressure.blocks() { "(--back-pressure block: publishers block)" } else { "(PUB drops at HWM: see lost)" },
-        a.warmup
-    );
-    outln!(
-        "tickbox subscriber hand-off: {handoff} ({}){}",
-        handoff_choice.reason,
-        if a.handoff
-            .is_none_or(|h| h == tickbox_subscriber::Handoff::Auto)
-        {
-            " as `subscribe --workers 1` chooses it; with more workers than shards subscribe runs ring: \
-             measure it with --handoff ring"
-        } else {
-            ""
-        }
-    );
-    if a.background_load > 0 {
-        outln!(
-            "background load: {} for the whole sweep, beside both systems",
-            sweep.base.background.describe()
-        );
-    }
-    if shape == Shape::Processes {
-        outln!(
-            "shape: processes over tcp; tickbox = a `tickbox feed` process (one shard, paced, its synthetic market's \
-             quotes and trades) -> a `tickbox subscribe` process (one worker; receive = worker dequeue), raw = a \
-             PUB process -> a SUB process sending --size frames; corrected figures charge each message from the \
-             intended send time its publisher's paced schedule gave it (the publisher reports the schedule's start)"
-        );
-    }
-    out!("{}", latency_table(&outcome.results));
-    outln!(
-        "files: {} (results), {} and .png (plot), {}/{stamp}-*-r<repeat>.hlog|.hgrm",
-        outcome.json.display(),
-        outcome.plot.display(),
-        a.out.display()
+    out!(
+        "{}",
+        outcome.report(&sweep, a.handoff, &handoff_choice, &a.out, &stamp)
     );
     Ok(finish(&outcome.document.warnings, &stop))
 }
@@ -360,22 +323,7 @@ fn throughput(a: ThroughputArgs) -> anyhow::Result<ExitCode> {
             tickbox_bench::sweep::curve_cost_table(&outcome.results, &curve.results)
         );
     }
-    print_environment(&outcome.document);
-    outln!(
-        "flat-out throughput over {}, {} measured per row; HWM {} send and receive on every socket; no drops: \
-         tickbox feed and raw PUB/SUB use XPUB_NODROP, PUSH/PULL blocks; tickbox = feed shards → Black Box shards \
-         → as many workers, `batched` rows (the headline) with batch frames as `feed --batch auto` sends them, \
-         plain rows one frame per message; raw = one sender/receiver thread pair per shard, `batched` rows against \
-         raw sending as many messages per ZeroMQ message as the feed packs (like with like), plain rows against raw \
-         one message per ZeroMQ message",
-        a.transport, a.duration, a.hwm
-    );
-    out!("{}", throughput_table(&outcome.results));
-    outln!(
-        "files: {} (results), {} and .svg (plot)",
-        outcome.json.display(),
-        outcome.plot.display()
-    );
+    out!("{}", outcome.report(&sweep));
     Ok(finish(&outcome.document.warnings, &stop))
 }
 
@@ -421,19 +369,7 @@ fn replay(a: ReplayArgs) -> anyhow::Result<ExitCode> {
             tickbox_bench::sweep::replay_curve_cost_table(&outcome.results, &curve.results)
         );
     }
-    print_environment(&outcome.document);
-    outln!(
-        "journal replayed flat out (--speed max, lossless XPUB_NODROP) over tcp loopback; tickbox = Replayer (batch \
-         frames as configured) → Black Box (gap accounting, workers decode every record), raw = the same frames one \
-         per message, XPUB_NODROP → SUB; lost is counted by the receiver (tickbox: the subscriber's accounting); lateness = receive − replay \
-         send stamp"
-    );
-    out!("{}", replay_table(&outcome.document.summary));
-    outln!(
-        "files: {} (results), {} and .svg (plot)",
-        outcome.json.display(),
-        outcome.plot.display()
-    );
+    out!("{}", outcome.report());
     Ok(finish(&outcome.document.warnings, &stop))
 }
 
@@ -492,26 +428,8 @@ fn record(a: RecordArgs, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     let stamp = unix_seconds().to_string();
     let outcome = run_record_bench(&gate, &bench, &a.out, &stamp, &stop)
         .context("record benchmark failed")?;
-    print_environment(&outcome.document);
-    outln!(
-        "a batched lossless feed (feed --batch auto --rate max --back-pressure block) read flat out over tcp loopback; \
-         tickbox-record = the recorder into an archive journal (the [recorder] defaults), tickbox-subscribe = a \
-         Black Box with one worker decoding every record, raw-mmap = one SUB appending each message to an mmap'd \
-         file with memcpy; records/s from the feed's first send to the last data record's arrival; lost = \
-         records not delivered, or what the system's own accounting (the recorder's ledger) says missing"
-    );
-    out!("{}", record_table(&outcome.document.summary));
-    out!("{}", record_runs_table(&outcome.results));
-    outln!(
-        "files: {} (results), {} and .svg (plot)",
-        outcome.json.display(),
-        outcome.plot.display()
-    );
+    out!("{}", outcome.report());
     Ok(finish(&outcome.document.warnings, &stop))
-}
-
-fn print_environment(document: &RunDocument) {
-    outln!("{}", document.environment.summary_line());
 }
 
 /// Prints the warnings to stderr (they are in the result file too) and gives the exit code: warnings never change

@@ -9,11 +9,11 @@ use tickbox_bench::process::{split_probes, LatencyProbe, SampleLog};
 use tickbox_fleet::group::{run_group, GroupOptions};
 use tickbox_fleet::member::MemberInfo;
 use tickbox_fleet::{check_member_id, default_member_id, SubscriberLive};
-use tickbox_subscriber::{
-    check_nic, HumanDuration, RunEnd, RunLook, RunWatch, SharedThreshold, Silence, SilenceWatch,
-    Subscriber, SubscriberConfig, SubscriberShardConfig, SILENCE_WARNING,
-};
 use tickbox_subscriber::{standard_worker_with_tape, StandardWorker};
+use tickbox_subscriber::{
+    HumanDuration, RunEnd, RunLook, RunWatch, SharedThreshold, SilenceWatch, Subscriber,
+    SubscriberConfig,
+};
 use tickbox_workers::{TapeSink, WorkerPoolConfig};
 
 use crate::cli::subscribe::Args;
@@ -23,39 +23,6 @@ use crate::live::{fmt_ns, fmt_rate, LiveView, Rate};
 use crate::out::{out, outln};
 use crate::status::StatusBoard;
 
-/// Says on stderr that nothing has arrived, and what the shards know of why.
-fn say_silence(why: &Silence, config: &SubscriberConfig, idle_exit: Option<HumanDuration>) {
-    let after = HumanDuration(SILENCE_WARNING);
-    let ending = match idle_exit {
-        Some(limit) => format!(" (--idle-exit {limit} ends the run if nothing comes)"),
-        None => String::new(),
-    };
-    match why {
-        Silence::NotConnected(shards) => {
-            let names: Vec<String> = shards
-                .iter()
-                .map(|&i| {
-                    let endpoints = config
-                        .shards
-                        .get(i)
-                        .map(|s| s.connect.join(","))
-                        .unwrap_or_default();
-                    format!("shard {i} ({endpoints})")
-                })
-                .collect();
-            eprintln!(
-                "warning: nothing received in {after}: not connected: {}: is the publisher up, and the endpoint \
-                 right?{ending}",
-                names.join(", ")
-            );
-        }
-        Silence::NothingSent => eprintln!(
-            "warning: connected, but nothing received in {after}: the publisher sends nothing yet, or nothing it \
-             sends matches --topics{ending}"
-        ),
-    }
-}
-
 /// How often the control loop refreshes the status snapshot.
 const STATUS_EVERY: Duration = Duration::from_millis(500);
 
@@ -64,99 +31,29 @@ fn resolve(
     args: &Args,
     config: &TickboxConfig,
 ) -> anyhow::Result<(SubscriberConfig, WorkerPoolConfig)> {
-    let mut sub = config.subscriber.clone();
-    let mut workers = config.workers.clone();
-    if !args.connect.is_empty() {
-        sub.shards = args
-            .connect
-            .iter()
-            .map(|endpoint| SubscriberShardConfig {
-                connect: vec![endpoint.clone()],
-                ..SubscriberShardConfig::default()
-            })
-            .collect();
-    }
-    if !args.nic.is_empty() {
-        let n = sub.shards.len();
-        if args.nic.len() != 1 && args.nic.len() != n {
-            anyhow::bail!(
-                "--nic has {} names for {n} shards: give one, or one per shard",
-                args.nic.len()
-            );
-        }
-        for (i, shard) in sub.shards.iter_mut().enumerate() {
-            shard.nic = Some(args.nic[if args.nic.len() == 1 { 0 } else { i }].clone());
-        }
-    }
-    if !args.cores.is_empty() {
-        let n = sub.shards.len();
-        for (shard, core) in sub.shards.iter_mut().zip(&args.cores) {
-            shard.core = Some(*core);
-        }
-        workers.cores = args.cores.iter().skip(n).copied().collect();
-    }
-    if let Some(n) = args.workers {
-        workers.count = n;
-    }
-    if let Some(d) = args.max_lateness {
-        sub.max_lateness = d;
-    }
-    if !args.topics.is_empty() {
-        sub.topics = args.topics.clone();
-    }
-    if let Some(policy) = args.gap_policy {
-        sub.gap_policy = policy;
-    }
-    if let Some(handoff) = args.handoff {
-        sub.handoff = handoff;
-    }
-    if let Some(dispatch) = args.dispatch {
-        sub.dispatch = dispatch;
-    }
-    if let Some(framing) = args.framing {
-        sub.framing = framing;
-    }
-    if let Some(mode) = args.snail_mode {
-        sub.snail_mode = mode;
-    }
-    if let Some(d) = args.clock_skew_warn {
-        sub.clock_skew_warn = d;
-    }
-    if !args.clone.is_empty() {
-        sub.clone = args.clone.clone();
-    }
-    if args.lvc_snapshot.is_some() {
-        sub.lvc_snapshot = args.lvc_snapshot.clone();
-    }
-    if let Some(d) = args.lvc_snapshot_timeout {
-        sub.lvc_snapshot_timeout = d;
-    }
-    if args.catch_up.is_some() {
-        sub.catch_up = args.catch_up.clone();
-    }
-    if let Some(from) = &args.catch_up_from {
-        sub.catch_up_from = from.clone();
-    }
-    if let Some(budget) = args.catch_up_budget {
-        sub.catch_up_budget = budget;
-    }
-    if args.member_id.is_some() {
-        sub.member_id = args.member_id.clone();
-    }
-    if let Some(ttl) = args.member_ttl {
-        sub.member_ttl = ttl;
-    }
-    if !sub.clone.is_empty() && sub.member_ttl.0.is_zero() {
-        anyhow::bail!("--member-ttl must be more than 0");
-    }
-    if sub.shards.is_empty() {
-        anyhow::bail!("nothing to subscribe to: give --connect EP[,EP...] or [[subscriber.shards]] in the config");
-    }
-    // Before any socket (Clone, status, data): a missing interface would otherwise receive nothing, silently.
-    for nic in sub.shards.iter().filter_map(|s| s.nic.as_deref()) {
-        check_nic(nic).map_err(|err| anyhow::anyhow!("--nic: {err}"))?;
-    }
-    Ok((sub, workers))
+    let overrides = tickbox_subscriber::SubscriberOverrides {
+        connect: args.connect.clone(),
+        nic: args.nic.clone(),
+        cores: args.cores.clone(),
+        workers: args.workers,
+        max_lateness: args.max_lateness,
+        topics: args.topics.clone(),
+        gap_policy: args.gap_policy,
+        handoff: args.handoff,
+        dispatch: args.dispatch,
+        framing: args.framing,
+        snail_mode: args.snail_mode,
+        clock_skew_warn: args.clock_skew_warn,
+        clone: args.clone.clone(),
+        lvc_snapshot: args.lvc_snapshot.clone(),
+        lvc_snapshot_timeout: args.lvc_snapshot_timeout,
+        catch_up: args.catch_up.clone(),
+        catch_up_from: args.catch_up_from.clone(),
+        catch_up_budget: args.catch_up_budget,
+        member_id: args.member_id.clone(),
+        member_ttl: args.member_ttl,
+    };
+    Ok(overrides.apply(config.subscriber.clone(), config.workers.clone())?)
 }
 
 pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
@@ -230,7 +127,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         );
         let counts: Vec<(u64, u64)> = shards.iter().map(|s| (s.received, s.handshakes)).collect();
         if let Some(why) = silence.check(&counts, now) {
-            say_silence(&why, &sub_config, args.idle_exit);
+            eprintln!("{}", why.warning(&sub_config, args.idle_exit));
         }
         if end == Some(RunEnd::Idle) {
             let limit = watch.idle_limit().unwrap_or_default();
