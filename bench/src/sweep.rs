@@ -879,3 +879,95 @@ mod curve_cost_tests {
         assert!(CurveCost::of(&null, &[]).is_none());
     }
 }
+
+/// A whole `tickbox tune sweep`: every point of `grid` (and the pipeline's defaults, always measured so the winner
+/// can be stated against them), `repeats` rounds of each, ranked by `objective`.
+#[derive(Debug, Clone)]
+pub struct GridSweep {
+    /// The dimensions to cross.
+    pub grid: tickbox_tuning::sweep::Grid,
+    /// What every measurement runs besides the point itself.
+    pub run: PointRun,
+    /// Rounds over every point (at least 1).
+    pub repeats: usize,
+    /// What "best" means.
+    pub objective: tickbox_tuning::sweep::Objective,
+    /// The most points the grid may have; a bigger grid is refused before anything runs.
+    pub max_points: usize,
+}
+
+/// What a [`GridSweep`] found.
+#[derive(Debug, Clone)]
+pub struct GridSweepOutcome {
+    /// Every point's figures, best first.
+    pub results: Vec<tickbox_tuning::sweep::PointResult>,
+    /// The pipeline's defaults, as measured among the points.
+    pub defaults: tickbox_tuning::SweepPoint,
+}
+
+/// Why a [`GridSweep`] did not finish.
+#[derive(Debug, thiserror::Error)]
+pub enum GridSweepError {
+    /// The grid is over its bound.
+    #[error("the grid has {points} points, over --max-points {max}: narrow a dimension or raise the bound")]
+    TooBig {
+        /// Points the grid crosses to.
+        points: usize,
+        /// The bound.
+        max: usize,
+    },
+    /// A point could not be measured.
+    #[error(transparent)]
+    Point(#[from] PointError),
+}
+
+impl GridSweep {
+    /// Measures every point, in rounds, logging each measurement and the grid's pinning problems (as warnings,
+    /// also on stderr: a plan that cannot be followed changes what the figures mean).
+    pub fn run(&self) -> Result<GridSweepOutcome, GridSweepError> {
+        if self.grid.size() > self.max_points {
+            return Err(GridSweepError::TooBig {
+                points: self.grid.size(),
+                max: self.max_points,
+            });
+        }
+        for problem in self.grid.plan_problems() {
+            tracing::warn!("sweep: {problem}");
+            eprintln!("sweep: {problem}");
+        }
+        let mut points = self.grid.points();
+        let defaults = pipeline_defaults();
+        if !points.contains(&defaults) {
+            points.push(defaults.clone());
+        }
+        let per_run = self.run.warmup + self.run.duration;
+        let runs = points.len() * self.repeats * if self.run.latency { 2 } else { 1 };
+        tracing::info!(
+            "sweep: {} points x {} repeats, about {:.0} s",
+            points.len(),
+            self.repeats,
+            runs as f64 * (per_run.as_secs_f64() + 0.25)
+        );
+        let results = tickbox_tuning::sweep::run(
+            &points,
+            self.repeats,
+            self.objective,
+            &defaults,
+            |point, round| {
+                let sample = measure_point(point, &self.run)?;
+                tracing::info!(
+                    "round {}/{}: {} -> {:.0} msg/s{}",
+                    round + 1,
+                    self.repeats,
+                    point.label(),
+                    sample.msgs_per_s,
+                    sample
+                        .p99_us
+                        .map_or(String::new(), |p| format!(", p99 {p:.1} us"))
+                );
+                Ok::<_, GridSweepError>(sample)
+            },
+        )?;
+        Ok(GridSweepOutcome { results, defaults })
+    }
+}

@@ -6,9 +6,9 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
-use tickbox_bench::sweep::PointRun;
+use tickbox_bench::sweep::{GridSweep, GridSweepOutcome, PointRun};
 use tickbox_bench::{parse_duration, parse_rate, Transport};
-use tickbox_tuning::sweep::{self, DispatchMode, Grid, Pinning, PlanBasis, Sample};
+use tickbox_tuning::sweep::{self, DispatchMode, Grid, Pinning, PlanBasis};
 use tickbox_tuning::{topology, CheckInput, PlanRequest, Severity};
 
 use crate::cli::tune::{Args, CheckArgs, PlanArgs, ShowArgs, SweepArgs, TuneCommand};
@@ -219,69 +219,31 @@ fn sweep_cmd(args: SweepArgs) -> anyhow::Result<ExitCode> {
     } else {
         None
     };
-    let grid = Grid {
-        shards: args.shards.clone(),
-        workers: args.workers.clone(),
-        hwms: args.hwm.clone(),
-        batches: args.batch.clone(),
-        dispatch,
-        io_threads: args.io_threads.clone(),
-        pinning,
-        cpus,
-        plan,
-    };
-    anyhow::ensure!(
-        grid.size() <= args.max_points,
-        "the grid has {} points, over --max-points {}: narrow a dimension or raise the bound",
-        grid.size(),
-        args.max_points
-    );
-    for problem in grid.plan_problems() {
-        tracing::warn!("sweep: {problem}");
-        eprintln!("sweep: {problem}");
-    }
-    let mut points = grid.points();
-    // The defaults are always measured, so the winner can be stated against them.
-    let defaults = tickbox_bench::sweep::pipeline_defaults();
-    if !points.contains(&defaults) {
-        points.push(defaults.clone());
-    }
-    let per_run = warmup + duration;
-    let runs = points.len() * args.repeats * if args.no_latency { 1 } else { 2 };
-    tracing::info!(
-        "sweep: {} points x {} repeats, about {:.0} s",
-        points.len(),
-        args.repeats,
-        runs as f64 * (per_run.as_secs_f64() + 0.25)
-    );
-    let run = PointRun {
-        transport,
-        size: args.size,
-        warmup,
-        duration,
-        rate,
-        latency: !args.no_latency,
-    };
-    let results = sweep::run(
-        &points,
-        args.repeats,
-        objective,
-        &defaults,
-        |point, round| {
-            let sample = tickbox_bench::sweep::measure_point(point, &run)?;
-            tracing::info!(
-                "round {}/{}: {} -> {:.0} msg/s{}",
-                round + 1,
-                args.repeats,
-                point.label(),
-                sample.msgs_per_s,
-                sample
-                    .p99_us
-                    .map_or(String::new(), |p| format!(", p99 {p:.1} us"))
-            );
-            Ok::<Sample, anyhow::Error>(sample)
+    let sweep = GridSweep {
+        grid: Grid {
+            shards: args.shards.clone(),
+            workers: args.workers.clone(),
+            hwms: args.hwm.clone(),
+            batches: args.batch.clone(),
+            dispatch,
+            io_threads: args.io_threads.clone(),
+            pinning,
+            cpus,
+            plan,
         },
-    )?;
+        run: PointRun {
+            transport,
+            size: args.size,
+            warmup,
+            duration,
+            rate,
+            latency: !args.no_latency,
+        },
+        repeats: args.repeats,
+        objective,
+        max_points: args.max_points,
+    };
+    let GridSweepOutcome { results, defaults } = sweep.run()?;
     let best = &results[0];
     let baseline = results.iter().find(|r| r.point == defaults);
     let text = sweep::winner_toml(best, baseline, args.repeats);
