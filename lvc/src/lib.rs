@@ -142,6 +142,7 @@ mod cache;
 mod engine;
 mod forgery;
 pub mod inspect;
+mod overrides;
 mod proxy;
 #[allow(unsafe_code)] // FFI to libzmq's zmq_msg_t; each block states its invariant.
 mod raw;
@@ -160,6 +161,7 @@ pub use engine::{
     mark_cached, supersedes, BatchReaders, BatchVerdict, DownstreamEvent, Forwarding, LvcEngine,
     LvcStats, Refusal,
 };
+pub use overrides::LvcOverrides;
 pub use proxy::{spawn, LvcEndpoints, LvcHandle, LvcMetrics};
 
 /// What happens to upstream messages that are neither valid wire frames nor plain `[topic][value...]` multipart

@@ -180,69 +180,36 @@ fn summarise(
     Ok(())
 }
 
-fn apply(args: Args, mut config: LvcConfig) -> LvcConfig {
-    if !args.upstream.is_empty() {
-        config.upstream = args.upstream;
-    }
-    if !args.upstream_bind.is_empty() {
-        config.upstream_bind = args.upstream_bind;
-    }
-    if let Some(bind) = args.bind {
-        config.bind = bind;
-    }
-    if args.tap.is_some() {
-        config.tap = args.tap;
-    }
-    if args.snapshot.is_some() {
-        config.snapshot = args.snapshot;
-    }
-    if let Some(late_joiners) = args.late_joiners {
-        config.late_joiners = late_joiners;
-    }
-    if let Some(prefixes) = args.cache_prefixes {
-        config.cache_prefixes = prefixes;
-    }
-    if let Some(max) = args.max_connections {
-        config.max_connections = max;
-    }
-    if let Some(back_pressure) = args.slow_subscriber {
+fn apply(args: Args, config: LvcConfig) -> LvcConfig {
+    if args.slow_subscriber.is_some() {
         tracing::warn!("--slow-subscriber is deprecated: write --back-pressure");
-        config.back_pressure = back_pressure;
     }
-    // A flag wins over [context.sockets.lvc] for the option it sets (see tickbox_zmqx::profile).
-    let p = &mut config.socket_profile;
-    p.receive_hwm = p.receive_hwm.filter(|_| args.upstream_hwm.is_none());
-    p.send_hwm = p
-        .send_hwm
-        .filter(|_| args.downstream_hwm.is_none() && args.tap_hwm.is_none());
-    p.maxmsgsize = p
-        .maxmsgsize
-        .filter(|_| args.max_subscription_bytes.is_none() && args.max_message_bytes.is_none());
-    macro_rules! set {
-        ($($field:ident),*) => { $(if let Some(v) = args.$field { config.$field = v; })* };
+    tickbox_lvc::LvcOverrides {
+        upstream: args.upstream,
+        upstream_bind: args.upstream_bind,
+        bind: args.bind,
+        tap: args.tap,
+        snapshot: args.snapshot,
+        late_joiners: args.late_joiners,
+        cache_prefixes: args.cache_prefixes,
+        max_connections: args.max_connections,
+        max_topics: args.max_topics,
+        max_bytes: args.max_bytes,
+        overflow: args.overflow,
+        back_pressure: args.back_pressure.or(args.slow_subscriber),
+        downstream_hwm: args.downstream_hwm,
+        upstream_hwm: args.upstream_hwm,
+        tap_hwm: args.tap_hwm,
+        tap_drop: args.tap_drop,
+        tap_framing: args.tap_framing,
+        max_subscription_bytes: args.max_subscription_bytes,
+        max_message_bytes: args.max_message_bytes,
+        max_downstream_prefixes: args.max_downstream_prefixes,
+        cached_per_second: args.cached_per_second,
+        stats_interval: args.stats_interval,
+        core: args.core,
     }
-    set!(
-        max_topics,
-        max_bytes,
-        overflow,
-        back_pressure,
-        downstream_hwm,
-        upstream_hwm,
-        tap_hwm,
-        tap_drop,
-        tap_framing,
-        max_subscription_bytes,
-        max_message_bytes,
-        max_downstream_prefixes,
-        cached_per_second
-    );
-    if let Some(every) = args.stats_interval {
-        config.stats_interval = HumanDuration(every);
-    }
-    if args.core.is_some() {
-        config.core = args.core;
-    }
-    config
+    .apply(config)
 }
 
 #[cfg(test)]
