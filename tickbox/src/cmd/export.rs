@@ -248,13 +248,6 @@ fn open_store(path: &std::path::Path) -> Result<Option<tickbox_export::Mirror>, 
     }
 }
 
-/// The local copy of `path` when it names an object store location, every byte of it fetched (replay).
-pub(crate) fn fetch(path: &std::path::Path) -> Result<Option<tickbox_export::Mirror>, ExportError> {
-    open_store(path)?
-        .map(|mut m| m.fill_all().map(|()| m))
-        .transpose()
-}
-
 /// The local copy `journal ls` reads: the cards the store holds, and the first and last frames of the journals it
 /// holds none of (everything, to `--verify`).
 pub(crate) fn fetch_for_ls(
