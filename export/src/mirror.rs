@@ -11,13 +11,20 @@
 //! - [`Mirror::fill_window`]: the frames a reader of a capture-time window reads: in each file, from the first
 //!   frame whose last record is at or after `from` through the first whose last record is at or after `to`, both
 //!   widened by [`SLACK_NS`] (an export reads on that far past `to`; a capture clock never steps back more);
-//! - [`Mirror::fill_all`], everything.
+//! - [`Mirror::fill_all`], everything;
+//! - [`Mirror::fill_replay`]: a replay's window (origin times): the capture-time window's frames, checked at both
+//!   ends against the records' origin times ([`replay_frames`]), or a sequence window's frames.
 //!
 //! Adjacent frames are fetched in one ranged read. A plain (uncompressed) journal file has no index to read by, so
-//! any fill fetches it whole (opening fetches its first bytes only), as it does a compressed file whose index is
-//! missing or damaged (its frames are found by a scan). A frame the copy lacks reads as zeros, which no frame checksum passes: a reader that went
-//! outside what was fetched would report damage, never read wrong records. Each journal's card, when the store
-//! holds one, is trusted (its stamp is set to the copy's): an archived journal is closed and never changes.
+//! a fill fetches it whole (opening fetches its first bytes only), as it does a compressed file whose index is
+//! missing or damaged (its frames are found by a scan). With [`Mirror::fetch_on_read`] (a replay's copy), the
+//! journal reader asks the copy for what it is about to read (see `tickbox_journal::FetchOnRead`): a compressed
+//! frame (with a read-ahead of those after it), or a plain file whole before its first record is read; so a
+//! reader never reads a hole, a replay without a window streams, and a plain journal's segments are fetched only
+//! when their records are read. Without it, a frame the copy lacks reads as zeros, which no frame checksum passes:
+//! a reader that went outside what was fetched would report damage, never read wrong records. Each journal's card,
+//! when the store holds one, is trusted (its stamp is set to the copy's): an archived journal is closed and never
+//! changes.
 //! Memory stays one chunk of a stream, whatever the sizes; the copy is removed when the [`Mirror`] is dropped.
 
 use std::fs::File;
@@ -601,11 +608,15 @@ impl Mirror {
         if !timed && w.from_seq.is_none() && w.to_seq.is_none() {
             return Ok(());
         }
-        // The capture-time window (or the sequence range) first, in bulk.
+        // The capture-time window (or the sequence range) first, in bulk. A file read whole (a plain one, or one
+        // whose index is damaged) is fetched when a reader opens its records, if one does.
         let from = w.from_ns.map(|f| f.saturating_sub(SLACK_NS));
         let to = w.to_ns.map(|t| t.saturating_add(SLACK_NS));
-        self.fill(&|_, frames| {
-            if timed {
+        let whole: Vec<bool> = lock(&self.core).sparse.iter().map(|s| s.whole).collect();
+        self.fill(&|i, frames| {
+            if whole[i] {
+                vec![false; frames.len()]
+            } else if timed {
                 window(frames, from, to)
             } else {
                 seq_window(frames, w.from_seq, w.to_seq)
@@ -1238,5 +1249,87 @@ mod tests {
             (reads as usize) * 4 < frames,
             "read-ahead: {reads} reads for {frames} frames"
         );
+    }
+
+    /// `journal` (a directory) put into `store` under `prefix`, and a store at that location.
+    fn put_dir(store: Store, journal: &Path, prefix: &str) -> Store {
+        for rel in crate::archive::files_under(journal).unwrap() {
+            let bytes = std::fs::read(journal.join(&rel)).unwrap();
+            store
+                .rt
+                .block_on(
+                    store
+                        .store
+                        .put(&format!("{prefix}/{rel}").as_str().into(), bytes.into()),
+                )
+                .unwrap();
+        }
+        let Location::Store(url) = Location::parse(&format!("s3://bucket/{prefix}")).unwrap()
+        else {
+            unreachable!()
+        };
+        Store { url, ..store }
+    }
+
+    #[test]
+    fn a_plain_journal_is_fetched_by_segment_as_a_replay_reads_it_and_a_damaged_index_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = journal_in_store(dir.path());
+        // The same records plain, in segments of 1 MiB.
+        let plain = dir.path().join("k");
+        let mut w = tickbox_journal::Writer::open(
+            &plain,
+            &tickbox_journal::WriterOptions::archive(1 << 20),
+        )
+        .unwrap();
+        let mut r = tickbox_journal::Reader::open(dir.path().join("j")).unwrap();
+        while let Some(rec) = r.next().unwrap() {
+            w.append(rec.capture_time_ns, rec.payload).unwrap();
+        }
+        w.close().unwrap();
+        let segments = tickbox_journal::list_segments(&plain).unwrap().len();
+        assert!(segments >= 5, "{segments} segments");
+        let store = put_dir(store, &plain, "k");
+        let (from, to) = (T0 + 200 * S, T0 + 260 * S);
+        let mut m = Mirror::open_in(store).unwrap();
+        let w = ReplayWindow {
+            from_ns: Some(from),
+            to_ns: Some(to),
+            ..ReplayWindow::default()
+        };
+        m.fill_replay(&w).unwrap();
+        let sent = replayed(m.path(), from, to);
+        assert_eq!(sent, replayed(&plain, from, to));
+        assert_eq!(sent.len(), 6_000);
+        let (bytes, _) = m.counts();
+        assert!(
+            bytes * 2 < m.bytes_total,
+            "the segments a minute of ten reads, whole: {bytes} of {}",
+            m.bytes_total
+        );
+        // A compressed journal whose index is damaged: read whole when it is opened, the same records.
+        let j = dir.path().join("j");
+        let seg = tickbox_journal::list_segments(&j).unwrap()[0].1.clone();
+        let mut bytes = std::fs::read(&seg).unwrap();
+        let n = bytes.len();
+        bytes[n - 30] ^= 0xff;
+        std::fs::write(&seg, bytes).unwrap();
+        let Location::Store(url) = Location::parse("s3://bucket/x").unwrap() else {
+            unreachable!()
+        };
+        let store = put_dir(
+            Store {
+                url,
+                store: Arc::new(InMemory::new()),
+                rt: runtime().unwrap(),
+            },
+            &j,
+            "d",
+        );
+        let mut m = Mirror::open_in(store).unwrap();
+        m.fill_replay(&w).unwrap();
+        assert_eq!(replayed(m.path(), from, to), replayed(&j, from, to));
+        let damaged = std::fs::metadata(&seg).unwrap().len();
+        assert!(m.counts().0 >= damaged, "the damaged file read whole");
     }
 }

@@ -577,6 +577,11 @@ impl Packed {
             Ok(frames) => packed.frames = frames,
             Err((why, _)) if !scan => packed.index_repair = Some(why),
             Err((why, scan_end)) => {
+                // A copy fetched by range: the scan reads every frame.
+                if let Some(f) = &packed.fetch {
+                    f.fetch(path, 0..len)
+                        .map_err(|e| JournalError::io(path, e))?;
+                }
                 let frames = packed.scan(scan_end)?;
                 packed.index_repair = Some(format!(
                     "the index of the compressed file is {why}: rebuilt by reading its {} frames",
