@@ -102,10 +102,6 @@ pub struct Mirror {
     pub objects: u64,
     /// Bytes of those objects.
     pub bytes_total: u64,
-    /// Bytes fetched so far (as of the last fill: [`Mirror::counts`] has those readers fetched since).
-    pub bytes: u64,
-    /// Ranged reads made so far (whole-object reads included).
-    pub reads: u64,
 }
 
 /// Fetches bytes `range` of object `rel` into `file` at the same offsets, streaming; the bytes fetched.
@@ -465,18 +461,9 @@ impl Mirror {
             sizes,
             objects: objects.len() as u64,
             bytes_total: objects.iter().map(|(_, len)| len).sum(),
-            bytes: 0,
-            reads: 0,
         };
         m.restamp();
-        tracing::info!(
-            store = %url.url,
-            "opened: {} object(s) of {} bytes; {} bytes fetched in {} read(s)",
-            m.objects,
-            m.bytes_total,
-            m.bytes,
-            m.reads
-        );
+        tracing::info!(store = %url.url, "opened: {} object(s); {}", m.objects, m.fetched());
         Ok(m)
     }
 
@@ -502,13 +489,21 @@ impl Mirror {
 
     /// Fetches, of each journal file, the frames `want` picks (by index into its frames) that are not there
     /// yet, adjacent ones in one read.
+    /// A file read whole (a plain one, or one whose index is damaged) is left to the reader that opens its
+    /// records when the copy fetches on read (see [`Mirror::fetch_on_read`]), if one does.
     fn fill(&mut self, want: &dyn Fn(usize, &[FrameSpan]) -> Vec<bool>) -> Result<(), ExportError> {
         let picks: Vec<Vec<bool>> = {
             let core = lock(&self.core);
             core.sparse
                 .iter()
                 .enumerate()
-                .map(|(i, s)| want(i, &s.frames))
+                .map(|(i, s)| {
+                    if s.whole && self.on_read {
+                        vec![false; s.frames.len()]
+                    } else {
+                        want(i, &s.frames)
+                    }
+                })
                 .collect()
         };
         self.fetch_picks(&picks)
@@ -522,18 +517,21 @@ impl Mirror {
             }
         }
         self.restamp();
+        let (bytes, reads) = self.counts();
         tracing::info!(
             store = %self.url.url,
-            "{} of {} bytes fetched in {} read(s)",
-            self.bytes,
+            "{bytes} of {} bytes fetched in {reads} read(s)",
             self.bytes_total,
-            self.reads
         );
         Ok(())
     }
 
     /// Fetches the first and last frame of each compressed file.
+    /// Turns on [`Mirror::fetch_on_read`].
     pub fn fill_ends(&mut self) -> Result<(), ExportError> {
+        if !self.on_read {
+            self.fetch_on_read();
+        }
         self.fill(&|_, frames| ends(frames.len()))
     }
 
@@ -585,6 +583,9 @@ impl Mirror {
         from_ns: Option<u64>,
         to_ns: Option<u64>,
     ) -> Result<(), ExportError> {
+        if !self.on_read {
+            self.fetch_on_read();
+        }
         let from = from_ns.map(|f| f.saturating_sub(SLACK_NS));
         let to = to_ns.map(|t| t.saturating_add(SLACK_NS));
         self.fill(&|_, frames| window(frames, from, to))
@@ -608,15 +609,11 @@ impl Mirror {
         if !timed && w.from_seq.is_none() && w.to_seq.is_none() {
             return Ok(());
         }
-        // The capture-time window (or the sequence range) first, in bulk. A file read whole (a plain one, or one
-        // whose index is damaged) is fetched when a reader opens its records, if one does.
+        // The capture-time window (or the sequence range) first, in bulk.
         let from = w.from_ns.map(|f| f.saturating_sub(SLACK_NS));
         let to = w.to_ns.map(|t| t.saturating_add(SLACK_NS));
-        let whole: Vec<bool> = lock(&self.core).sparse.iter().map(|s| s.whole).collect();
-        self.fill(&|i, frames| {
-            if whole[i] {
-                vec![false; frames.len()]
-            } else if timed {
+        self.fill(&|_, frames| {
+            if timed {
                 window(frames, from, to)
             } else {
                 seq_window(frames, w.from_seq, w.to_seq)
@@ -662,9 +659,6 @@ impl Mirror {
     /// Each card from the store describes its journal as archived (closed, never written again): its stamp is set
     /// to the copy's, so readers take it instead of reading the journal to make one.
     fn restamp(&mut self) {
-        let (bytes, reads) = self.counts();
-        self.bytes = bytes;
-        self.reads = reads;
         if self.cards.is_empty() {
             let Ok(entries) = std::fs::read_dir(&self.path) else {
                 return;
@@ -976,7 +970,7 @@ mod tests {
             !lock(&m.core).sparse.is_empty(),
             "the segments are read by range"
         );
-        let opened = m.bytes;
+        let opened = m.counts().0;
         assert!(
             opened * 5 < m.bytes_total,
             "opening fetches headers and indexes: {opened} of {}",
@@ -985,13 +979,17 @@ mod tests {
         // Ten seconds of the ten minutes: the frames of the window, widened by a minute each side.
         let (from, to) = (T0 + 200_000_000_000, T0 + 210_000_000_000);
         m.fill_window(Some(from), Some(to)).unwrap();
-        let windowed = m.bytes;
+        let windowed = m.counts().0;
         let (rows, window_json) =
             json_export(m.path(), &dir.path().join("w.jsonl"), Some(from), Some(to));
         assert_eq!(rows, 1_000);
         // Everything: the same records, read from a copy with every byte.
         m.fill_all().unwrap();
-        assert_eq!(m.bytes, m.bytes_total, "every byte once, nothing twice");
+        assert_eq!(
+            m.counts().0,
+            m.bytes_total,
+            "every byte once, nothing twice"
+        );
         let (_, all_json) =
             json_export(m.path(), &dir.path().join("a.jsonl"), Some(from), Some(to));
         assert_eq!(window_json, all_json);
@@ -1014,7 +1012,7 @@ mod tests {
     }
 
     #[test]
-    fn a_plain_journal_in_a_store_is_fetched_whole_only_when_read() {
+    fn a_plain_journal_in_a_store_is_fetched_whole_only_when_its_records_are_read() {
         let dir = tempfile::tempdir().unwrap();
         let store = journal_in_store(dir.path());
         // A plain copy of the same records beside it, as `k/`.
@@ -1044,13 +1042,10 @@ mod tests {
             unreachable!()
         };
         let mut m = Mirror::open_in(Store { url, ..store }).unwrap();
-        assert_eq!(m.bytes, HEAD, "its first bytes only: {}", m.fetched());
+        assert_eq!(m.counts().0, HEAD, "its first bytes only: {}", m.fetched());
         m.fill_window(Some(T0 + 200_000_000_000), Some(T0 + 210_000_000_000))
             .unwrap();
-        assert_eq!(
-            m.bytes, m.bytes_total,
-            "a window of a plain file reads it whole"
-        );
+        assert_eq!(m.counts().0, HEAD, "left to the reader: {}", m.fetched());
         let (rows, _) = json_export(
             m.path(),
             &dir.path().join("p.jsonl"),
@@ -1058,6 +1053,11 @@ mod tests {
             Some(T0 + 210_000_000_000),
         );
         assert_eq!(rows, 1_000);
+        assert_eq!(
+            m.counts().0,
+            m.bytes_total,
+            "a plain file (one segment) is fetched whole when its records are read"
+        );
     }
 
     #[test]

@@ -204,12 +204,7 @@ pub(crate) fn run(mut args: ExportArgs) -> anyhow::Result<ExitCode> {
         let mut v = serde_json::to_value(&summary)?;
         if let Some(m) = &mirror {
             // How much of the store's objects the export read (by range): the window's frames, not whole files.
-            v["fetched"] = serde_json::json!({
-                "objects": m.objects,
-                "bytes_total": m.bytes_total,
-                "bytes": m.bytes,
-                "reads": m.reads,
-            });
+            v["fetched"] = m.fetched_json();
         }
         let v = v.to_string();
         if to_stdout {
