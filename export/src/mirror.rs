@@ -386,6 +386,8 @@ impl Mirror {
                 .map_or(0, |d| d.subsec_nanos())
         ));
         std::fs::create_dir_all(&root).map_err(|e| ExportError::io(root.display(), e))?;
+        // Removed again if the copy cannot be made (the Mirror's drop removes it once there is one).
+        let mut made = RemoveOnDrop(Some(root.clone()));
         let name = url
             .key
             .rsplit('/')
@@ -451,6 +453,7 @@ impl Mirror {
                 .or_default() += len;
             core.copy_in(rel, &local, *len)?;
         }
+        made.0 = None;
         let mut m = Mirror {
             core: Arc::new(Mutex::new(core)),
             url: url.clone(),
@@ -859,6 +862,17 @@ pub fn replay_frames(
         }
     }
     pick
+}
+
+/// A directory removed when dropped.
+struct RemoveOnDrop(Option<PathBuf>);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        if let Some(dir) = self.0.take() {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
 }
 
 impl Drop for Mirror {
@@ -1331,5 +1345,45 @@ mod tests {
         assert_eq!(replayed(m.path(), from, to), replayed(&j, from, to));
         let damaged = std::fs::metadata(&seg).unwrap().len();
         assert!(m.counts().0 >= damaged, "the damaged file read whole");
+    }
+
+    #[test]
+    fn a_store_gone_during_a_read_is_said_and_never_read_as_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = journal_in_store(dir.path());
+        let (mem, rt) = (Arc::clone(&store.store), runtime().unwrap());
+        let mut m = Mirror::open_in(store).unwrap();
+        m.fill_replay(&ReplayWindow::default()).unwrap();
+        // The objects go away after the copy was opened.
+        let names: Vec<_> = rt
+            .block_on(async {
+                use futures_util::TryStreamExt;
+                mem.list(None).try_collect::<Vec<_>>().await
+            })
+            .unwrap();
+        for o in names {
+            rt.block_on(mem.delete(&o.location)).unwrap();
+        }
+        let mut r = tickbox_recorder::HistoryReader::open(m.path()).unwrap();
+        let mut records = 0;
+        let mut damaged = 0;
+        for _ in 0..1_000 {
+            match r.next() {
+                Ok(Some(_)) => records += 1,
+                Ok(None) => break,
+                Err(tickbox_journal::JournalError::CorruptRecord { reason, .. }) => {
+                    assert!(reason.contains("cannot be fetched"), "{reason}");
+                    damaged += 1;
+                    if r.skip_damage().is_err() {
+                        break;
+                    }
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+        assert_eq!(records, 0, "nothing read from a frame that was not fetched");
+        assert!(damaged > 0);
+        let why = m.failure().expect("the failure is kept for the exit code");
+        assert!(why.contains("s3://bucket/j"), "{why}");
     }
 }

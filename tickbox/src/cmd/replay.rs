@@ -310,6 +310,9 @@ pub(crate) fn run(mut args: Args, config: &TickboxConfig) -> anyhow::Result<Exit
     };
     if args.local {
         let exit = super::replay_local::run(&args.journal, args.json, args.workers, config)?;
+        for m in &mirrors {
+            eprintln!("source {}: {}", m.url(), m.fetched());
+        }
         return Ok(store_exit(&mirrors).unwrap_or(exit));
     }
     crate::flags::check_bind_all("--bind", &args.bind)?;
