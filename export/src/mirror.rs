@@ -933,21 +933,35 @@ mod tests {
             frame_bytes: 64 << 10,
         };
         tickbox_journal::compress(&path, &opts).unwrap();
-        let mem: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
-        let rt = runtime().unwrap();
-        for rel in crate::archive::files_under(&path).unwrap() {
-            let bytes = std::fs::read(path.join(&rel)).unwrap();
-            rt.block_on(mem.put(&format!("j/{rel}").as_str().into(), bytes.into()))
-                .unwrap();
-        }
-        let Location::Store(url) = Location::parse("s3://bucket/j").unwrap() else {
+        put_dir(empty_store(), &path, "j")
+    }
+
+    /// An empty in-memory store.
+    fn empty_store() -> Store {
+        let Location::Store(url) = Location::parse("s3://bucket/x").unwrap() else {
             unreachable!()
         };
         Store {
             url,
-            store: mem,
-            rt,
+            store: Arc::new(InMemory::new()),
+            rt: runtime().unwrap(),
         }
+    }
+
+    /// The records of the journal `j` in `dir` written again, plain, as `k` in segments of `segment` bytes.
+    fn plain_copy(dir: &Path, segment: u64) -> PathBuf {
+        let plain = dir.join("k");
+        let mut w = tickbox_journal::Writer::open(
+            &plain,
+            &tickbox_journal::WriterOptions::archive(segment),
+        )
+        .unwrap();
+        let mut r = tickbox_journal::Reader::open(dir.join("j")).unwrap();
+        while let Some(rec) = r.next().unwrap() {
+            w.append(rec.capture_time_ns, rec.payload).unwrap();
+        }
+        w.close().unwrap();
+        plain
     }
 
     fn json_export(input: &Path, out: &Path, from: Option<u64>, to: Option<u64>) -> (u64, String) {
@@ -1030,32 +1044,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = journal_in_store(dir.path());
         // A plain copy of the same records beside it, as `k/`.
-        let plain = dir.path().join("k");
-        let mut w = tickbox_journal::Writer::open(
-            &plain,
-            &tickbox_journal::WriterOptions::archive(16 << 20),
-        )
-        .unwrap();
-        let mut r = tickbox_journal::Reader::open(dir.path().join("j")).unwrap();
-        while let Some(rec) = r.next().unwrap() {
-            w.append(rec.capture_time_ns, rec.payload).unwrap();
-        }
-        w.close().unwrap();
-        for rel in crate::archive::files_under(&plain).unwrap() {
-            let bytes = std::fs::read(plain.join(&rel)).unwrap();
-            store
-                .rt
-                .block_on(
-                    store
-                        .store
-                        .put(&format!("k/{rel}").as_str().into(), bytes.into()),
-                )
-                .unwrap();
-        }
-        let Location::Store(url) = Location::parse("s3://bucket/k").unwrap() else {
-            unreachable!()
-        };
-        let mut m = Mirror::open_in(Store { url, ..store }).unwrap();
+        let plain = plain_copy(dir.path(), 16 << 20);
+        let mut m = Mirror::open_in(put_dir(store, &plain, "k")).unwrap();
         assert_eq!(m.counts().0, HEAD, "its first bytes only: {}", m.fetched());
         m.fill_window(Some(T0 + 200_000_000_000), Some(T0 + 210_000_000_000))
             .unwrap();
@@ -1290,17 +1280,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = journal_in_store(dir.path());
         // The same records plain, in segments of 1 MiB.
-        let plain = dir.path().join("k");
-        let mut w = tickbox_journal::Writer::open(
-            &plain,
-            &tickbox_journal::WriterOptions::archive(1 << 20),
-        )
-        .unwrap();
-        let mut r = tickbox_journal::Reader::open(dir.path().join("j")).unwrap();
-        while let Some(rec) = r.next().unwrap() {
-            w.append(rec.capture_time_ns, rec.payload).unwrap();
-        }
-        w.close().unwrap();
+        let plain = plain_copy(dir.path(), 1 << 20);
         let segments = tickbox_journal::list_segments(&plain).unwrap().len();
         assert!(segments >= 5, "{segments} segments");
         let store = put_dir(store, &plain, "k");
@@ -1328,18 +1308,7 @@ mod tests {
         let n = bytes.len();
         bytes[n - 30] ^= 0xff;
         std::fs::write(&seg, bytes).unwrap();
-        let Location::Store(url) = Location::parse("s3://bucket/x").unwrap() else {
-            unreachable!()
-        };
-        let store = put_dir(
-            Store {
-                url,
-                store: Arc::new(InMemory::new()),
-                rt: runtime().unwrap(),
-            },
-            &j,
-            "d",
-        );
+        let store = put_dir(empty_store(), &j, "d");
         let mut m = Mirror::open_in(store).unwrap();
         m.fill_replay(&w).unwrap();
         assert_eq!(replayed(m.path(), from, to), replayed(&j, from, to));
