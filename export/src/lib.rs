@@ -32,7 +32,7 @@ pub use archive::{ArchiveAs, Archiver};
 pub use days::Days;
 pub use dest::{OutFile, Output, Shape};
 pub use error::ExportError;
-pub use mirror::Mirror;
+pub use mirror::{replay_copies, Mirror, ReplayWindow};
 pub use parquet_out::{schema_of, ParquetOptions};
 pub use run::{export, Damage, Dest, ExportOptions, ExportSummary, Filter, Format, Progress};
 pub use store::{Location, Store, StoreUrl};

@@ -249,6 +249,7 @@ mod discard;
 #[allow(unsafe_code)]
 mod disk;
 mod error;
+mod fetch;
 // The SIGBUS guard: a signal handler and `mmap` over faulting pages.
 #[allow(unsafe_code)]
 mod guard;
@@ -266,6 +267,7 @@ pub use compress::{compress, CompressOptions, CompressReport};
 pub use discard::remove_journal;
 pub use disk::disk_free;
 pub use error::{JournalError, Result};
+pub use fetch::{register_fetcher, unregister_fetcher, FetchOnRead};
 pub use packed::{
     is_journal_file, packed_frames, packed_header_len, packed_index_len, FrameSpan, PACKED_MAGIC,
     PACKED_VERSION,

@@ -452,6 +452,8 @@ pub(crate) struct Packed {
     pub(crate) frames_start: u64,
     /// What was wrong with the index, when it had to be rebuilt by scanning the frames.
     pub(crate) index_repair: Option<String>,
+    /// The owner of a local copy fetched by range, asked for each frame before it is read.
+    fetch: Option<crate::fetch::Fetcher>,
 }
 
 /// Reusable buffers and the zstd context for reading frames.
@@ -569,11 +571,17 @@ impl Packed {
             len,
             frames_start,
             index_repair: None,
+            fetch: crate::fetch::fetcher_of(path),
         };
         match packed.read_index() {
             Ok(frames) => packed.frames = frames,
             Err((why, _)) if !scan => packed.index_repair = Some(why),
             Err((why, scan_end)) => {
+                // A copy fetched by range: the scan reads every frame.
+                if let Some(f) = &packed.fetch {
+                    f.fetch(path, 0..len)
+                        .map_err(|e| JournalError::io(path, e))?;
+                }
                 let frames = packed.scan(scan_end)?;
                 packed.index_repair = Some(format!(
                     "the index of the compressed file is {why}: rebuilt by reading its {} frames",
@@ -838,6 +846,10 @@ impl Packed {
                 "{} bytes that are not a readable compressed frame",
                 e.stored
             ));
+        }
+        if let Some(f) = &self.fetch {
+            f.fetch(&self.path, e.offset..e.offset + e.stored)
+                .map_err(|err| format!("compressed frame {k} cannot be fetched: {err}"))?;
         }
         let mut stored = std::mem::take(&mut inflater.stored);
         stored.resize(e.stored as usize, 0);

@@ -72,6 +72,9 @@ struct Plain {
     cached_head: u64,
     scratch: Vec<u8>,
     index: SparseIndex,
+    /// The owner of a local copy fetched by range: asked for the whole file before its records are first read
+    /// (a plain file has no index to find a record by without walking the records before it).
+    fetch: Option<crate::fetch::Fetcher>,
 }
 
 /// Where a reader stands in a compressed file.
@@ -607,6 +610,7 @@ impl Reader {
 impl Plain {
     fn new(seg: Segment) -> Plain {
         Plain {
+            fetch: crate::fetch::fetcher_of(&seg.path),
             seg,
             pos: 0,
             off: 0,
@@ -629,6 +633,7 @@ impl Plain {
     ) -> Result<Step> {
         loop {
             if self.pos >= self.cached_head {
+                self.fetch_records()?;
                 self.cached_head = self.seg.published_head();
                 if self.pos >= self.cached_head {
                     if archive_dir && self.seg.sealed() {
@@ -743,6 +748,15 @@ impl Plain {
         }
     }
 
+    /// Before the first read of a local copy's records: the whole file fetched (cold path: once per file).
+    fn fetch_records(&mut self) -> Result<()> {
+        if let Some(f) = self.fetch.take() {
+            f.fetch(&self.seg.path, 0..u64::MAX)
+                .map_err(|e| JournalError::io(&self.seg.path, e))?;
+        }
+        Ok(())
+    }
+
     /// Moves to absolute position `pos` (cold path: divides).
     fn set_pos(&mut self, pos: u64) {
         self.pos = pos;
@@ -775,6 +789,7 @@ impl Plain {
 
     /// Positions at the first record that satisfies `ge` in this file; returns its sequence (`None` at the end).
     fn seek(&mut self, ge: &dyn Fn(u64, u64) -> bool) -> Result<Option<u64>> {
+        self.fetch_records()?;
         for _ in 0..4 {
             self.extend_index()?;
             let tail = self.seg.tail().load(Ordering::Acquire);

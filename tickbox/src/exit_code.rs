@@ -29,8 +29,9 @@ pub const METRICS_BIND: u8 = 11;
 /// `tickbox record` stopped because the journal's disk is full (the journal is closed, verifies and holds
 /// every record before it; the summary is printed), or found too little free space to start.
 pub const DISK_FULL: u8 = 12;
-/// `tickbox journal export`: the object store could not be reached, refused the credentials, or failed a
-/// request; nothing was left at the destination.
+/// `tickbox journal export`, `journal ls`, `replay`: the object store could not be reached, refused the
+/// credentials, or failed a request (an export left nothing at the destination; a replay that lost the store
+/// midway ends with this code after its summary).
 pub const STORE: u8 = 13;
 /// Every code above and clap's usage error (2), in order.
 pub const ALL: [u8; 14] = [

@@ -204,12 +204,7 @@ pub(crate) fn run(mut args: ExportArgs) -> anyhow::Result<ExitCode> {
         let mut v = serde_json::to_value(&summary)?;
         if let Some(m) = &mirror {
             // How much of the store's objects the export read (by range): the window's frames, not whole files.
-            v["fetched"] = serde_json::json!({
-                "objects": m.objects,
-                "bytes_total": m.bytes_total,
-                "bytes": m.bytes,
-                "reads": m.reads,
-            });
+            v["fetched"] = m.fetched_json();
         }
         let v = v.to_string();
         if to_stdout {
@@ -246,13 +241,6 @@ fn open_store(path: &std::path::Path) -> Result<Option<tickbox_export::Mirror>, 
         Location::Store(url) => tickbox_export::Mirror::open(&url).map(Some),
         Location::Local(_) => Ok(None),
     }
-}
-
-/// The local copy of `path` when it names an object store location, every byte of it fetched (replay).
-pub(crate) fn fetch(path: &std::path::Path) -> Result<Option<tickbox_export::Mirror>, ExportError> {
-    open_store(path)?
-        .map(|mut m| m.fill_all().map(|()| m))
-        .transpose()
 }
 
 /// The local copy `journal ls` reads: the cards the store holds, and the first and last frames of the journals it

@@ -210,6 +210,8 @@ impl Args {
 
 /// What the replay session reports, shown: notices on stderr, status on the board, the live bar, summaries.
 struct Shown<'a> {
+    /// Copies of journals in an object store: what they fetched goes into the summary.
+    store: &'a [tickbox_export::Mirror],
     status: &'a StatusBoard,
     /// What `/metrics` reads (with `--metrics`).
     metrics: &'a tickbox_recorder::ReplayMetrics,
@@ -270,6 +272,9 @@ impl ReplayObserver for Shown<'_> {
         if self.json {
             let mut v = summary.to_json(undelivered);
             crate::auth_report::add_to_json(&mut v, &self.config.auth);
+            if !self.store.is_empty() {
+                v["fetched"] = self.store.iter().map(|m| m.fetched_json()).collect();
+            }
             if let Err(e) = crate::out::json(&v) {
                 eprintln!("error: {e:#}");
             }
@@ -278,29 +283,37 @@ impl ReplayObserver for Shown<'_> {
             if let Some(line) = crate::auth_report::line(&self.config.auth) {
                 outln!("{line}");
             }
+            for m in self.store {
+                outln!("source {}: {}", m.url(), m.fetched());
+            }
         }
     }
 }
 
 pub(crate) fn run(mut args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
-    // A journal or history in an object store (s3://…) is replayed from a local copy, kept for the run.
-    let mut mirrors = Vec::new();
-    for journal in &mut args.journal {
-        match super::export::fetch(journal) {
-            Ok(Some(m)) => {
-                *journal = m.path().to_path_buf();
-                mirrors.push(m);
-            }
-            Ok(None) => {}
-            Err(e @ tickbox_export::ExportError::Store { .. }) => {
-                eprintln!("error: {e}");
-                return Ok(ExitCode::from(crate::exit_code::STORE));
-            }
-            Err(e) => return Err(e.into()),
+    // A journal or history in an object store (s3://…) is replayed from a local copy, kept for the run, that
+    // fetches by range what the replay reads: its window's frames up front, anything else as it is read.
+    let ask = tickbox_recorder::ReplayAsk {
+        topics: args.topics.clone(),
+        from: args.from.clone(),
+        to: args.to.clone(),
+        from_seq: args.from_seq,
+        to_seq: args.to_seq,
+    };
+    let mirrors = match tickbox_export::replay_copies(&mut args.journal, &ask, &args.tz) {
+        Ok(mirrors) => mirrors,
+        Err(e @ tickbox_export::ExportError::Store { .. }) => {
+            eprintln!("error: {e}");
+            return Ok(ExitCode::from(crate::exit_code::STORE));
         }
-    }
+        Err(e) => return Err(e.into()),
+    };
     if args.local {
-        return super::replay_local::run(&args.journal, args.json, args.workers, config);
+        let exit = super::replay_local::run(&args.journal, args.json, args.workers, config)?;
+        for m in &mirrors {
+            eprintln!("source {}: {}", m.url(), m.fetched());
+        }
+        return Ok(store_exit(&mirrors).unwrap_or(exit));
     }
     crate::flags::check_bind_all("--bind", &args.bind)?;
     if args.allow_drop {
@@ -354,6 +367,7 @@ pub(crate) fn run(mut args: Args, config: &TickboxConfig) -> anyhow::Result<Exit
     let metrics_sources: Vec<std::sync::Arc<dyn tickbox_metrics::Source>> = vec![metrics.clone()];
     let _endpoint = args.metrics.start(config, "replay", metrics_sources)?;
     let mut shown = Shown {
+        store: &mirrors,
         status: &status,
         metrics: &metrics,
         live_args: &args.live,
@@ -376,6 +390,7 @@ pub(crate) fn run(mut args: Args, config: &TickboxConfig) -> anyhow::Result<Exit
         ReplayExit::Corrupt => ExitCode::from(crate::exit_code::CORRUPT),
         ReplayExit::EmptySelection => ExitCode::from(crate::exit_code::EMPTY_SELECTION),
     };
+    let exit = store_exit(&mirrors).unwrap_or(exit);
     if let Some(entered) = barrier {
         let all_left = entered
             .leave(config.coord.barrier_timeout.0, &stop)
@@ -387,6 +402,16 @@ pub(crate) fn run(mut args: Args, config: &TickboxConfig) -> anyhow::Result<Exit
         }
     }
     Ok(exit)
+}
+
+/// Exit 13 when a copy could not fetch what the replay read (the store went away during the run), said on
+/// stderr: what it could not read was counted as damage.
+fn store_exit(mirrors: &[tickbox_export::Mirror]) -> Option<ExitCode> {
+    let failed: Vec<String> = mirrors.iter().filter_map(|m| m.failure()).collect();
+    for why in &failed {
+        eprintln!("error: {why} (the records it held were not replayed)");
+    }
+    (!failed.is_empty()).then(|| ExitCode::from(crate::exit_code::STORE))
 }
 
 /// The replay's remote control (`tickbox.replay.control` on `broker`): pause, resume, seek, speed. Its `first`

@@ -181,11 +181,11 @@ impl Garage {
             secret: String::new(),
             bin,
         };
-        // The node answers its CLI once its RPC is up.
+        // The node answers its CLI's `status` once its RPC is up (`node id` answers from the key file before).
         let deadline = Instant::now() + Duration::from_secs(20);
         let id = loop {
             let o = g.cli(&["node", "id", "-q"]);
-            if o.status.success() {
+            if o.status.success() && g.cli(&["status"]).status.success() {
                 break String::from_utf8_lossy(&o.stdout).trim().to_owned();
             }
             assert!(
@@ -679,4 +679,228 @@ fn tickbox_cmd(args: &[&str], env: &[(&str, &str)]) -> Output {
         cmd.env(k, v);
     }
     common::output_within(cmd, Duration::from_secs(60))
+}
+
+/// 2026-11-24T00:00:00Z.
+const DAY0: u64 = 1_795_478_400_000_000_000;
+const HOUR: u64 = 3_600_000_000_000;
+/// Quotes of each hour of the history (one every 72 ms).
+const PER_HOUR: u64 = 50_000;
+
+/// A history of four hourly journals (`PER_HOUR` quotes each, origin times 1 ms before their capture times),
+/// each compressed as a closed period is (frames of 64 KiB).
+fn hourly_history(hist: &Path) -> u64 {
+    use tickbox_wire::{encode_to_vec, Header, Kind, Quote};
+    let roll = tickbox_recorder::Roll::parse("hourly", None, Some("UTC")).unwrap();
+    tickbox_recorder::HistoryDir::create_or_open(hist, Some(&roll)).unwrap();
+    let mut seq = 1;
+    for h in 0..4 {
+        let start = DAY0 + h * HOUR;
+        let path = hist.join(roll.period_of(start).name);
+        let opts = tickbox_journal::WriterOptions::archive(16 << 20).first_seq(seq);
+        let mut w = tickbox_journal::Writer::open(&path, &opts).unwrap();
+        for i in 0..PER_HOUR {
+            let t = start + i * (HOUR / PER_HOUR);
+            let f = encode_to_vec(
+                if i % 2 == 0 {
+                    "Q.XNAS.AAPL"
+                } else {
+                    "Q.XNYS.IBM"
+                },
+                &Header {
+                    origin_time_ns: t - 1_000_000,
+                    ..Header::live(Kind::Quote, 7, seq, t)
+                },
+                &Quote {
+                    instrument_id: 1 + (i % 2) as u32,
+                    bid_px: seq as i64 * 1_000,
+                    ..Quote::default()
+                }
+                .into(),
+            )
+            .unwrap();
+            w.append(t, &f).unwrap();
+            seq += 1;
+        }
+        w.close().unwrap();
+        let opts = tickbox_journal::CompressOptions {
+            level: 3,
+            frame_bytes: 64 << 10,
+        };
+        tickbox_journal::compress(&path, &opts).unwrap();
+    }
+    seq - 1
+}
+
+/// What a replay printed and what one subscriber received: (publisher sequence, origin time) of each quote.
+struct Replayed {
+    code: Option<i32>,
+    summary: Value,
+    stderr: String,
+    got: Vec<(u64, u64)>,
+}
+
+/// `tickbox replay --journal JOURNAL ARGS` at full speed into one subscriber, which leaves once `expect` quotes
+/// arrived (the replay's drain then ends at once), until the replay has exited.
+fn replay_into_sub(journal: &str, args: &[&str], env: &[(&str, &str)], expect: usize) -> Replayed {
+    let mut cmd = Command::new(TICKBOX);
+    cmd.args([
+        "replay",
+        "--journal",
+        journal,
+        "--bind",
+        "tcp://127.0.0.1:*",
+    ])
+    .args(["--speed", "max", "--json", "--wait-for-subscribers", "1"])
+    .args(["--wait-timeout", "10s"])
+    .args(args)
+    .env_remove("RUST_LOG")
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = KillOnDrop(cmd.spawn().unwrap());
+    let err_lines = common::forward_lines(child.0.stderr.take().unwrap());
+    let out_lines = common::forward_lines(child.0.stdout.take().unwrap());
+    let mut stderr = String::new();
+    let endpoint = loop {
+        let line = err_lines
+            .recv_timeout(Duration::from_secs(15))
+            .unwrap_or_else(|_| panic!("replay printed no endpoint: {stderr}"));
+        stderr.push_str(&line);
+        stderr.push('\n');
+        if let Some(ep) = common::endpoint_in(&line) {
+            break ep;
+        }
+    };
+    let ctx = zmq::Context::new();
+    let mut sub = Some(ctx.socket(zmq::SUB).unwrap());
+    if let Some(sub) = &sub {
+        sub.set_linger(0).unwrap();
+        sub.set_rcvhwm(0).unwrap();
+        sub.set_subscribe(b"Q.").unwrap();
+        sub.connect(&endpoint).unwrap();
+    }
+    let (mut got, mut code, mut summary) = (Vec::new(), None, None::<Value>);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        while let Some(Ok(frame)) = sub.as_ref().map(|s| s.recv_bytes(zmq::DONTWAIT)) {
+            let m = tickbox_wire::MessageRef::decode(&frame).unwrap();
+            got.push((m.header().sequence, m.header().origin_time_ns));
+        }
+        if got.len() >= expect {
+            sub = None;
+        }
+        if code.is_none() {
+            code = child.0.try_wait().unwrap().map(|s| s.code());
+        }
+        if summary.is_none() {
+            summary = out_lines
+                .try_recv()
+                .ok()
+                .and_then(|l| serde_json::from_str(&l).ok());
+        }
+        if code.is_some() && summary.is_some() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "replay {args:?}: exited {code:?}, summary {summary:?}, {} received; {stderr}",
+            got.len()
+        );
+        match &sub {
+            Some(sub) => {
+                let mut items = [sub.as_poll_item(zmq::POLLIN)];
+                zmq::poll(&mut items, 20).unwrap();
+            }
+            None => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+    while let Ok(line) = err_lines.recv_timeout(Duration::from_secs(1)) {
+        stderr.push_str(&line);
+        stderr.push('\n');
+    }
+    Replayed {
+        code: code.flatten(),
+        summary: summary.unwrap(),
+        stderr,
+        got,
+    }
+}
+
+#[test]
+fn a_replay_window_from_the_store_reads_its_frames_by_range_and_sends_what_the_directory_sends() {
+    let dir = TempDir::new("export-s3-replay");
+    let garage = match Garage::start(&dir.path().join("garage")) {
+        Ok(g) => g,
+        Err(why) => {
+            eprintln!("SKIPPED: {why}");
+            return;
+        }
+    };
+    if let Err(why) = need_python_modules(&["pyarrow"], &["pyarrow"]) {
+        eprintln!("SKIPPED: pyarrow (to put the history into the store) did not install: {why}");
+        return;
+    }
+    let env_owned = garage.env();
+    let env: Vec<(&str, &str)> = env_owned.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let hist = dir.path().join("hist");
+    let records = hourly_history(&hist);
+    assert_eq!(records, 4 * PER_HOUR);
+    // Into the store as `record --archive-to` leaves a history: its files under the prefix.
+    python(
+        r#"
+import os, sys, pyarrow.fs as pafs
+fs = pafs.S3FileSystem(access_key=os.environ["S3_KEY"], secret_key=os.environ["S3_SECRET"],
+    endpoint_override=os.environ["S3_ENDPOINT"], region="garage", scheme="http")
+pafs.copy_files(sys.argv[1], "research/hourly", destination_filesystem=fs)
+"#,
+        &[hist.to_str().unwrap()],
+        &[
+            ("S3_ENDPOINT", garage.endpoint().as_str()),
+            ("S3_KEY", garage.key_id.as_str()),
+            ("S3_SECRET", garage.secret.as_str()),
+        ],
+    )
+    .unwrap();
+    // Ten minutes of the fourth hour, by origin time.
+    let (from, to) = (
+        DAY0 + 3 * HOUR + 20 * 60_000_000_000,
+        DAY0 + 3 * HOUR + 30 * 60_000_000_000,
+    );
+    let window = ["--from", &from.to_string(), "--to", &to.to_string()].map(str::to_owned);
+    let window: Vec<&str> = window.iter().map(String::as_str).collect();
+    // Every quote of the window, as from the directory, and no damage reported.
+    let origin = |i: u64| DAY0 + 3 * HOUR + i * (HOUR / PER_HOUR) - 1_000_000;
+    let wanted = (0..PER_HOUR)
+        .filter(|&i| (from..to).contains(&origin(i)))
+        .count();
+    let local = replay_into_sub(hist.to_str().unwrap(), &window, &[], wanted);
+    assert_eq!(local.code, Some(0), "{}", local.stderr);
+    let remote = replay_into_sub("s3://research/hourly", &window, &env, wanted);
+    assert_eq!(remote.code, Some(0), "{}", remote.stderr);
+    assert_eq!(local.got.len(), wanted);
+    assert_eq!(local.summary["sent"], wanted);
+    assert!(local.got.iter().all(|(_, o)| (from..to).contains(o)));
+    assert!(
+        remote.got == local.got,
+        "the store's replay sends the directory's records"
+    );
+    assert_eq!(remote.summary["sent"], local.summary["sent"]);
+    assert_eq!(remote.summary["damaged_ranges"], 0, "{}", remote.summary);
+    // Read by range: the window's frames (and the first records, which the replay reads to resolve the times),
+    // not the history.
+    let fetched = &remote.summary["fetched"][0];
+    let (bytes, total) = (
+        fetched["bytes"].as_u64().unwrap(),
+        fetched["bytes_total"].as_u64().unwrap(),
+    );
+    assert!(fetched["reads"].as_u64().unwrap() > 0, "{fetched}");
+    assert!(
+        bytes * 10 < total * 8,
+        "a ten-minute window of four hours fetched {bytes} of {total} bytes"
+    );
+    let printed = format!("{}{}", remote.stderr, remote.summary);
+    assert!(!printed.contains(&garage.secret));
 }
