@@ -239,17 +239,21 @@ impl ReplayRequest {
     /// Plans the selection against the journal (bounded work: its start and end). A window wholly outside the
     /// journal is [`RecorderError::EmptySelection`], known before anything binds or waits.
     pub fn plan(&self) -> Result<ReplayPlan, RecorderError> {
-        let plan = ReplayPlan::for_journals(&self.journals, &self.ask(), &self.tz).map_err(
-            |e| match e {
-                SelectionError::Journal(_) => RecorderError::Read {
-                    path: self.journal_name(),
-                    source: Box::new(e),
-                },
-                e => RecorderError::Selection(Box::new(e)),
+        let read_error = |e| match e {
+            SelectionError::Journal(_) => RecorderError::Read {
+                path: self.journal_name(),
+                source: Box::new(e),
             },
-        )?;
-        if let Some(line) = plan.outside_journal(&self.tz) {
-            return Err(RecorderError::EmptySelection(line));
+            e => RecorderError::Selection(Box::new(e)),
+        };
+        let mut plan =
+            ReplayPlan::for_journals(&self.journals, &self.ask(), &self.tz).map_err(read_error)?;
+        if plan.outside_journal(&self.tz).is_some() {
+            // Said with the topics the journal holds, which planning did not read.
+            plan.sample_topics(&self.journals).map_err(read_error)?;
+            if let Some(line) = plan.outside_journal(&self.tz) {
+                return Err(RecorderError::EmptySelection(line));
+            }
         }
         Ok(plan)
     }
@@ -522,9 +526,10 @@ impl ReplaySession {
                 corrupt = true;
             }
             if !self.plan.asked.is_empty() && stats.sent == 0 && !interrupted && !await_start {
+                // Planning read only the journal's ends: the topics it holds are sampled now, to say so.
                 let o = match &self.plan.overview {
-                    Some(o) => o.clone(),
-                    None => JournalOverview::scan_all(&self.request.journals)
+                    Some(o) if o.sampled > 0 || o.records == 0 => o.clone(),
+                    _ => JournalOverview::scan_all(&self.request.journals)
                         .map_err(|e| RecorderError::Selection(Box::new(e)))?,
                 };
                 observer.notice(&empty_selection(&self.plan.asked, &o, &self.request.tz));

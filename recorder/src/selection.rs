@@ -184,13 +184,27 @@ impl JournalOverview {
     pub const SAMPLE: u64 = 100_000;
     const EXAMPLES: usize = 5;
 
-    /// Reads the start and the end of the journal at `path`.
+    /// Reads the start and the end of the journal at `path`, sampling the first [`SAMPLE`](Self::SAMPLE)
+    /// records for topic prefixes.
     pub fn scan(path: &Path) -> Result<JournalOverview, SelectionError> {
+        Self::read(path, Self::SAMPLE)
+    }
+
+    /// Only what a replay plans with: the record count and the first and last origin times. Reads from the start
+    /// only as far as the first data record (at most [`SAMPLE`](Self::SAMPLE) records), so a window of a long
+    /// history in an object store fetches its first and last frames, not its first hundred thousand records;
+    /// no topic is sampled ([`scan`](Self::scan) does that, for the message that says nothing matched).
+    pub fn ends(path: &Path) -> Result<JournalOverview, SelectionError> {
+        Self::read(path, 0)
+    }
+
+    fn read(path: &Path, sample: u64) -> Result<JournalOverview, SelectionError> {
         let mut reader = HistoryReader::open(path)?;
         let mut o = JournalOverview::default();
         reader.seek_oldest()?;
         let mut first_seq = None;
-        while o.sampled < Self::SAMPLE {
+        let mut read = 0;
+        while read < Self::SAMPLE && (read < sample || o.first_origin_ns.is_none()) {
             let rec = match reader.next() {
                 Ok(Some(rec)) => rec,
                 Ok(None) => break,
@@ -199,7 +213,11 @@ impl JournalOverview {
                 Err(e) => return Err(e.into()),
             };
             first_seq.get_or_insert(rec.seq);
-            o.sampled += 1;
+            read += 1;
+            let sampling = read <= sample;
+            if sampling {
+                o.sampled = read;
+            }
             let Ok(m) = MessageRef::decode(rec.payload) else {
                 continue;
             };
@@ -207,6 +225,9 @@ impl JournalOverview {
                 continue;
             }
             o.first_origin_ns.get_or_insert(m.header().origin_time_ns);
+            if !sampling {
+                continue;
+            }
             let topic = m.topic();
             let prefix = topic.find('.').map_or(topic, |i| &topic[..=i]);
             if let Some(n) = o.prefixes.get_mut(prefix) {
@@ -236,11 +257,23 @@ impl JournalOverview {
         Ok(o)
     }
 
-    /// What several recordings hold together (`replay --journal a,b`).
+    /// [`scan`](Self::scan) of several recordings, as they hold together (`replay --journal a,b`).
     pub fn scan_all(paths: &[impl AsRef<Path>]) -> Result<JournalOverview, SelectionError> {
+        Self::read_all(paths, Self::SAMPLE)
+    }
+
+    /// [`ends`](Self::ends) of several recordings, as they hold together.
+    pub fn ends_all(paths: &[impl AsRef<Path>]) -> Result<JournalOverview, SelectionError> {
+        Self::read_all(paths, 0)
+    }
+
+    fn read_all(
+        paths: &[impl AsRef<Path>],
+        sample: u64,
+    ) -> Result<JournalOverview, SelectionError> {
         let mut all = JournalOverview::default();
         for p in paths {
-            let o = Self::scan(p.as_ref())?;
+            let o = Self::read(p.as_ref(), sample)?;
             all.records += o.records;
             all.sampled += o.sampled;
             all.first_origin_ns = match (all.first_origin_ns, o.first_origin_ns) {
@@ -271,6 +304,14 @@ impl JournalOverview {
             .iter()
             .map(|(p, n)| format!("{p} ({n})"))
             .collect();
+        if self.sampled == 0 {
+            return format!(
+                "the journal holds {} records with origin times {} .. {}",
+                self.records,
+                when(self.first_origin_ns),
+                when(self.last_origin_ns)
+            );
+        }
         let sampled = if self.sampled < self.records {
             format!(" in its first {} records", self.sampled)
         } else {
@@ -335,7 +376,8 @@ pub struct ReplayPlan {
 }
 
 impl ReplayPlan {
-    /// Reads the journal's overview at `journal` when `ask` selects by topic or time (bounded work), then plans.
+    /// Reads the ends of the journal at `journal` ([`JournalOverview::ends`]) when `ask` selects by topic or time
+    /// (bounded work), then plans.
     pub fn for_journal(
         journal: &Path,
         ask: &ReplayAsk,
@@ -351,7 +393,7 @@ impl ReplayPlan {
         tz: &TimeZone,
     ) -> Result<ReplayPlan, SelectionError> {
         let overview = if ask.selects() {
-            Some(JournalOverview::scan_all(journals)?)
+            Some(JournalOverview::ends_all(journals)?)
         } else {
             None
         };
@@ -420,6 +462,19 @@ impl ReplayPlan {
         let before = matches!((to_ns, o.first_origin_ns), (Some(t), Some(f)) if t <= f.saturating_sub(slack));
         (o.records == 0 || after || before)
             .then(|| empty_selection(&self.selection.describe(tz), o, tz))
+    }
+
+    /// Samples the journals' topics into the overview ([`JournalOverview::scan_all`]), for a message that says
+    /// nothing matched: planning reads only the ends.
+    pub fn sample_topics(&mut self, journals: &[impl AsRef<Path>]) -> Result<(), SelectionError> {
+        if self
+            .overview
+            .as_ref()
+            .is_some_and(|o| o.sampled == 0 && o.records > 0)
+        {
+            self.overview = Some(JournalOverview::scan_all(journals)?);
+        }
+        Ok(())
     }
 }
 

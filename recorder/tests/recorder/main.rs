@@ -7,5 +7,6 @@ mod batch;
 mod batch_throughput;
 mod batched;
 mod live;
+mod overview;
 mod shards;
 mod source_replay;
