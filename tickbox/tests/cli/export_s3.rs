@@ -889,8 +889,8 @@ pafs.copy_files(sys.argv[1], "research/hourly", destination_filesystem=fs)
     );
     assert_eq!(remote.summary["sent"], local.summary["sent"]);
     assert_eq!(remote.summary["damaged_ranges"], 0, "{}", remote.summary);
-    // Read by range: the window's frames (and the first records, which the replay reads to resolve the times),
-    // not the history.
+    // Read by range: the window's frames (and the ends of the history, which the replay reads to resolve the
+    // times), not the history: 638,615 of 4,935,520 bytes when this was written.
     let fetched = &remote.summary["fetched"][0];
     let (bytes, total) = (
         fetched["bytes"].as_u64().unwrap(),
@@ -898,7 +898,7 @@ pafs.copy_files(sys.argv[1], "research/hourly", destination_filesystem=fs)
     );
     assert!(fetched["reads"].as_u64().unwrap() > 0, "{fetched}");
     assert!(
-        bytes * 10 < total * 8,
+        bytes * 4 < total,
         "a ten-minute window of four hours fetched {bytes} of {total} bytes"
     );
     let printed = format!("{}{}", remote.stderr, remote.summary);
