@@ -422,3 +422,95 @@ pub(crate) fn finish_summary(s: &mut ExportSummary, elapsed: Duration) {
     s.rows_per_second = s.rows as f64 / secs;
     s.mb_per_second = s.bytes_selected as f64 / 1e6 / secs;
 }
+
+/// `n` with thousands separated by commas.
+fn count(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+impl ExportSummary {
+    /// The summary as `journal export` prints it: rows per kind, files, bytes, compression ratio, speed, every
+    /// damaged range passed over and every file written.
+    pub fn text(&self) -> String {
+        let s = self;
+        use std::fmt::Write;
+        let mut t = String::new();
+        let kinds: Vec<String> = s
+            .rows_by_kind
+            .iter()
+            .map(|(k, n)| format!("{k} {}", count(*n)))
+            .collect();
+        let _ = writeln!(
+            t,
+            "exported      {} rows{} into {} file(s), {}",
+            count(s.rows),
+            if kinds.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", kinds.join(", "))
+            },
+            s.files.len(),
+            tickbox_units::format_size_approx(s.bytes_written)
+        );
+        let _ = writeln!(
+            t,
+            "read          {} records ({}); {} filtered out, {} undecodable",
+            count(s.records_read),
+            tickbox_units::format_size_approx(s.bytes_read),
+            count(s.filtered_out),
+            count(s.undecodable)
+        );
+        if s.bytes_written > 0 {
+            let _ = writeln!(
+                t,
+                "ratio         {:.2}x (bytes of the records exported per byte written)",
+                s.compression_ratio
+            );
+        }
+        let _ = writeln!(
+            t,
+            "speed         {:.2} s, {} rows/s, {:.1} MB/s",
+            s.seconds,
+            count(s.rows_per_second as u64),
+            s.mb_per_second
+        );
+        for d in &s.damaged {
+            let _ = writeln!(
+                t,
+                "damaged       {} at offset {}: {} bytes, {} records passed over{}",
+                d.path,
+                d.offset,
+                d.bytes,
+                d.records,
+                d.resumed_at
+                    .map_or(", nothing verifies after it".to_owned(), |r| format!(
+                        ", resumed at sequence {r}"
+                    ))
+            );
+        }
+        if !s.damaged.is_empty() {
+            let _ = writeln!(
+                t,
+                "export        every intact record was exported; the damaged ranges above were passed over (exit 5)"
+            );
+        }
+        for f in &s.files {
+            let _ = writeln!(
+                t,
+                "file          {}  {} rows  {}",
+                f.path,
+                count(f.rows),
+                f.bytes
+            );
+        }
+        t
+    }
+}

@@ -1,5 +1,6 @@
 //! `tickbox journal`: its command-line arguments (what it parses; `cmd::journal` wires them).
 
+use super::parse_tz;
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
@@ -148,7 +149,7 @@ pub(crate) enum Action {
     /// or DBN, to a path or an object store (s3://bucket/prefix), with --kind, --topics and --from/--to. Exit 5
     /// when a damaged range was passed over (every intact record is exported), 13 when the object store cannot
     /// be reached or refuses; a failed export leaves nothing at the destination.
-    Export(crate::cmd::export::ExportArgs),
+    Export(super::export::ExportArgs),
     /// Compress a closed journal in place (zstd frames with an index, same path); every command reads it as
     /// before. Refused while a writer has it open; one that does not verify is left alone (exit 5).
     Compress {
@@ -161,8 +162,4 @@ pub(crate) enum Action {
         #[arg(long)]
         json: bool,
     },
-}
-
-pub(crate) fn parse_tz(s: &str) -> Result<tickbox_units::TimeZone, String> {
-    tickbox_units::parse_zone(s).map_err(|e| e.to_string())
 }

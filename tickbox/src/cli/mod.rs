@@ -10,6 +10,7 @@ pub(crate) mod coord;
 pub(crate) mod ctl;
 pub(crate) mod demo;
 pub(crate) mod docs;
+pub(crate) mod export;
 pub(crate) mod freelance_server;
 pub(crate) mod import;
 pub(crate) mod journal;
@@ -22,3 +23,14 @@ pub(crate) mod tap;
 pub(crate) mod titanic;
 pub(crate) mod top;
 pub(crate) mod tune;
+
+/// `--tz ZONE`: an IANA time zone name (or `UTC`).
+pub(crate) fn parse_tz(s: &str) -> Result<tickbox_units::TimeZone, String> {
+    tickbox_units::parse_zone(s).map_err(|e| e.to_string())
+}
+
+/// `--from`/`--to TIME`: RFC 3339, a local date-time or time of day, ns since the epoch or +DURATION (the
+/// replay's time grammar).
+pub(crate) fn parse_when(s: &str) -> Result<tickbox_units::When, String> {
+    tickbox_units::When::parse(s).map_err(|e| e.to_string())
+}
