@@ -77,8 +77,8 @@ pub use metrics::FeedMetrics;
 pub use overrides::FeedOverrides;
 pub use pacer::{paced_offset_ns, Pacing, SendPacer, Step};
 pub use publisher::{
-    heartbeat_topic, open_publisher_socket, Publisher, PublisherCounts, INTERRUPT_GRACE, LINGER_MS,
-    SEND_TIMEOUT_MS,
+    open_publisher_socket, open_shard_socket, shard_recipe, Publisher, PublisherCounts,
+    ShardSocketError, INTERRUPT_GRACE, LINGER_MS, SEND_TIMEOUT_MS,
 };
 pub use runner::{
     Feed, FeedHandle, FeedReport, PublisherShardReport, ShardInfo, ShardStats, RATE_SHORTFALL_RATIO,

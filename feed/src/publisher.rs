@@ -5,9 +5,11 @@ use std::time::{Duration, Instant};
 
 use std::sync::Arc;
 use tickbox_wire::{
-    encode, encoded_len, now_ns, BatchCursor, Header, Heartbeat, Kind, Payload, SubscriptionTally,
+    encode, encoded_len, heartbeat_topic, now_ns, BatchCursor, Header, Heartbeat, Kind, Payload,
+    SubscriptionTally,
 };
 
+use tickbox_zmqx::publisher::{Linger, PublisherSocket, PublisherSocketError, Subscriptions};
 use tickbox_zmqx::zero_copy::{Delivery, OutMessage, PoolBuf, ZeroCopySender};
 
 use crate::config::{FeedConfig, PublisherShardConfig};
@@ -181,58 +183,102 @@ pub fn open_publisher_socket(
     shard_config: &PublisherShardConfig,
     config: &FeedConfig,
 ) -> Result<(zmq::Socket, String), FeedError> {
-    let xpub = config.uses_xpub();
-    let socket_err = |source| FeedError::Socket { shard, source };
-    let kind = if xpub { zmq::XPUB } else { zmq::PUB };
-    // A shard that binds is a server: its socket comes from the gate (CURVE, ZAP, monitor) before it binds.
-    let mut socket = if shard_config.connect {
-        gate.context().socket(kind).map_err(socket_err)?
-    } else {
-        gate.socket(kind, "feed")?
-    };
-    socket.set_linger(LINGER_MS).map_err(socket_err)?;
-    socket.set_sndhwm(config.send_hwm).map_err(socket_err)?;
-    socket.set_sndtimeo(SEND_TIMEOUT_MS).map_err(socket_err)?;
-    tickbox_zmqx::limit_subscriptions(&socket, config.max_subscription_bytes)
-        .map_err(|source| FeedError::SocketOption { shard, source })?;
-    tickbox_zmqx::profile::apply(&socket, &config.socket_profile).map_err(socket_err)?;
-    if xpub {
+    let recipe = shard_recipe(
         // Every subscription and every unsubscription must be seen, duplicates included, to count subscribers:
-        // whether all of them read batches, how many arrived (`wait_for_subscribers`), whether all have left (the
-        // drain at the end of a no-drop run). Plain XPUB passes only a prefix's first subscribe and last
-        // unsubscribe.
-        tickbox_zmqx::set_xpub_verboser(&mut socket, true)
-            .map_err(|source| FeedError::SocketOption { shard, source })?;
-    }
-    if config.back_pressure.blocks() {
-        tickbox_zmqx::set_xpub_nodrop(&mut socket, true)
-            .map_err(|source| FeedError::SocketOption { shard, source })?;
-    }
-    let endpoint = &shard_config.endpoint;
-    let resolved = if shard_config.connect {
-        config.security.client(&socket, "feed")?;
-        socket.connect(endpoint).map_err(|e| FeedError::Endpoint {
-            shard,
-            verb: "connect to",
-            endpoint: endpoint.clone(),
-            source: e.into(),
-        })?;
-        endpoint.clone()
-    } else {
-        tickbox_zmqx::bind_resolved(&socket, endpoint).map_err(|source| FeedError::Endpoint {
-            shard,
-            verb: "bind",
-            endpoint: endpoint.clone(),
+        // whether all of them read batches, how many arrived (`wait_for_subscribers`), whether all have left
+        // (the drain at the end of a no-drop run). A lossy feed that needs none of that stays a plain PUB.
+        if config.uses_xpub() {
+            Subscriptions::Verboser
+        } else {
+            Subscriptions::Hidden
+        },
+        config.send_hwm,
+        config.back_pressure,
+        config.max_subscription_bytes,
+        &config.socket_profile,
+    );
+    open_shard_socket(
+        gate,
+        &config.security,
+        "feed",
+        &recipe,
+        &shard_config.endpoint,
+        shard_config.connect,
+    )
+    .map_err(|e| match e {
+        ShardSocketError::Auth(e) => FeedError::Auth(e),
+        ShardSocketError::Socket(PublisherSocketError::Option { source, .. }) => {
+            FeedError::SocketOption { shard, source }
+        }
+        ShardSocketError::Socket(PublisherSocketError::Attach {
+            verb,
+            endpoint,
             source,
-        })?
-    };
-    Ok((socket, resolved))
+        }) => FeedError::Endpoint {
+            shard,
+            verb,
+            endpoint,
+            source,
+        },
+    })
 }
 
-/// Recycled buffers for batch frames (at most this many queued in libzmq before a batch allocates its own).
-const BATCH_BUFFERS: usize = 64;
-/// Memory bound of one publisher's batch buffers when `batch_max_bytes` is large: fewer buffers, at least 4.
-const BATCH_POOL_BYTES: usize = 4 << 20;
+/// The socket recipe of a publisher shard (the feed's, a replay's, `feed --source`'s): `subscriptions` as the
+/// shard needs them, [`LINGER_MS`], blocked sends bounded by [`SEND_TIMEOUT_MS`] so a stop is seen,
+/// subscriptions bounded to `max_subscription_bytes`, `ZMQ_XPUB_NODROP` when it blocks, the role's profile.
+pub fn shard_recipe(
+    subscriptions: Subscriptions,
+    send_hwm: i32,
+    back_pressure: tickbox_zmqx::BackPressure,
+    max_subscription_bytes: usize,
+    profile: &tickbox_zmqx::profile::SocketProfile,
+) -> PublisherSocket<'_> {
+    PublisherSocket {
+        subscriptions,
+        send_hwm,
+        linger: Linger::Ms(LINGER_MS),
+        send_timeout_ms: Some(SEND_TIMEOUT_MS),
+        max_inbound_bytes: tickbox_zmqx::subscription_limit(max_subscription_bytes),
+        back_pressure,
+        profile,
+    }
+}
+
+/// Why a shard's socket could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum ShardSocketError {
+    /// `[security]` could not be applied to it.
+    #[error(transparent)]
+    Auth(#[from] tickbox_auth::AuthError),
+    /// An option, the bind or the connect failed.
+    #[error(transparent)]
+    Socket(#[from] PublisherSocketError),
+}
+
+/// Opens a shard's socket by `recipe` for `role` (`feed`, `replay`): a socket that binds is a server and comes
+/// from the gate (CURVE, ZAP, monitor) before it binds; one that connects is a client of the role's server key.
+pub fn open_shard_socket(
+    gate: &tickbox_auth::Gate,
+    security: &tickbox_auth::Security,
+    role: &'static str,
+    recipe: &PublisherSocket<'_>,
+    endpoint: &str,
+    connect: bool,
+) -> Result<(zmq::Socket, String), ShardSocketError> {
+    let socket = if connect {
+        let socket = gate.context().socket(recipe.kind()).map_err(|source| {
+            tickbox_auth::AuthError::Socket {
+                role: role.to_string(),
+                source,
+            }
+        })?;
+        security.client(&socket, role)?;
+        socket
+    } else {
+        gate.socket(recipe.kind(), role)?
+    };
+    Ok(recipe.open(socket, endpoint, connect)?)
+}
 
 /// A publisher's batching: messages are encoded straight into a recycled buffer, which libzmq then sends as it
 /// is (no second copy); a send refused by a full pipe keeps that message for the next flush.
@@ -247,7 +293,7 @@ struct FeedBatch {
 
 impl FeedBatch {
     fn new(max_bytes: usize, max_records: u16, delivery: &Arc<Delivery>) -> Self {
-        let buffers = (BATCH_POOL_BYTES / max_bytes.max(1)).clamp(4, BATCH_BUFFERS);
+        let buffers = tickbox_zmqx::publisher::batch_buffers(max_bytes);
         // Never wait for a buffer: on a plain PUB a slow subscriber's queue may hold them all, and a live feed
         // must not stall the others on it.
         let mut sender = ZeroCopySender::new(buffers, max_bytes);
@@ -617,11 +663,6 @@ impl Publisher {
 /// [`ZeroCopySender::buffer`] never waits here (the feed's senders allocate when their pool is out), so it is
 /// never stopped.
 static NEVER_STOP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// The heartbeat topic of a publisher: `H.<publisher id>`.
-pub fn heartbeat_topic(publisher_id: u32) -> String {
-    format!("{}.{publisher_id}", Kind::Heartbeat.topic_letter())
-}
 
 #[cfg(test)]
 mod tests {

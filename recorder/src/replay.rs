@@ -18,14 +18,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tickbox_feed::PublisherCounts;
+use tickbox_feed::{PublisherCounts, ShardSocketError};
 use tickbox_journal::{JournalError, Reader, Record, Skipped};
 use tickbox_wire::{
-    BatchCursor, Clock, Flags, Header, Heartbeat, Kind, MessageRef, SubscriptionTally,
-    BATCH_HEADER_LEN, BATCH_RECORD_PREFIX,
+    heartbeat_topic, BatchCursor, Clock, Flags, Header, Heartbeat, Kind, MessageRef,
+    SubscriptionTally, BATCH_HEADER_LEN, BATCH_RECORD_PREFIX,
 };
+use tickbox_zmqx::publisher::{PublisherSocketError, Subscriptions};
 use tickbox_zmqx::zero_copy::{Delivery, PoolBuf, ZeroCopySender};
-use tickbox_zmqx::BackPressure;
+use tickbox_zmqx::{BackPressure, ZmqxError};
 
 /// Bound on original publishers the replay keeps heartbeat state for (beyond it, they get no heartbeats).
 const MAX_OUT_PUBLISHERS: usize = tickbox_wire::sequence::DEFAULT_MAX_PUBLISHERS;
@@ -35,11 +36,6 @@ pub(crate) const DEFAULT_BATCH_RECORDS: u16 = 64;
 /// Largest batch frame by default: 8 KiB, one allocation of libzmq's and still one TCP write at a time.
 pub(crate) const DEFAULT_BATCH_BYTES: usize = 8192;
 
-/// Batch buffers each shard recycles (see [`ShardBatch`]): what libzmq may hold queued for a shard before the
-/// replay waits for it. 64 × 8 KiB keeps the connection busy; more only queues more.
-const BATCH_BUFFERS: usize = 64;
-/// Memory bound of one shard's buffers when `batch_max_bytes` is large: fewer buffers, never fewer than 4.
-const BATCH_POOL_BYTES: usize = 4 << 20;
 /// Longest a shard waits for libzmq to hand back a batch buffer before allocating one (counted, see
 /// [`tickbox_zmqx::zero_copy::ZeroCopyStats`]); a lossless shard's subscribers are the hold-up, so the wait is
 /// the back-pressure a full pipe would apply anyway.
@@ -169,8 +165,9 @@ pub(crate) fn damage_notice(
         detected_ns: now,
         cause: tickbox_wire::GapCause::NotReceived,
     };
-    let frame = tickbox_wire::encode_to_vec(&format!("G.{publisher}"), &header, &notice.into())
-        .map_err(|e| RecorderError::InvalidOption(format!("gap notice: {e}")))?;
+    let frame =
+        tickbox_wire::encode_to_vec(&tickbox_wire::gap_topic(publisher), &header, &notice.into())
+            .map_err(|e| RecorderError::InvalidOption(format!("gap notice: {e}")))?;
     Ok((header, frame))
 }
 
@@ -426,7 +423,9 @@ struct ShardBatch {
 
 impl ShardBatch {
     fn new(max_bytes: usize, max_records: u16, back_pressure: BackPressure) -> Self {
-        let buffers = (BATCH_POOL_BYTES / max_bytes.max(1)).clamp(4, BATCH_BUFFERS);
+        // What libzmq may hold queued for a shard before the replay waits for it: 64 × 8 KiB keeps the
+        // connection busy; more only queues more.
+        let buffers = tickbox_zmqx::publisher::batch_buffers(max_bytes);
         // Lossless: wait for a buffer (the pool bounds the queue, like the high-water mark). Lossy: a slow
         // subscriber's queue holds buffers it may never read; allocating keeps the others going. Measured on
         // 10 M records into `tickbox subscribe`: waiting was no slower end to end than allocating, used less
@@ -489,43 +488,44 @@ impl Replayer {
             return Err(RecorderError::InvalidOption("no endpoint to bind".into()));
         }
         gate.check_serves(&opts.security)?;
+        // Verboser: a subscriber that disconnects must be seen leaving, so the end of a replay can wait for its
+        // readers (`wait_subscribers_gone`) and the batching decision never counts a ghost.
+        let recipe = tickbox_feed::shard_recipe(
+            Subscriptions::Verboser,
+            opts.send_hwm,
+            opts.back_pressure,
+            opts.max_subscription_bytes,
+            &opts.socket_profile,
+        );
         let mut sockets = Vec::new();
         let mut endpoints = Vec::new();
         for ep in &opts.bind {
-            let mut s = if opts.connect {
-                gate.context().socket(zmq::XPUB)?
-            } else {
-                gate.socket(zmq::XPUB, opts.role)?
-            };
-            s.set_linger(100)?;
-            s.set_sndhwm(opts.send_hwm)?;
-            // Verboser, not verbose: a subscriber that disconnects must be seen leaving, so the end of a replay can
-            // wait for its readers (`wait_subscribers_gone`) and the batching decision never counts a ghost.
-            tickbox_zmqx::set_xpub_verboser(&mut s, true)?;
-            tickbox_zmqx::limit_subscriptions(&s, opts.max_subscription_bytes)?;
-            tickbox_zmqx::profile::apply(&s, &opts.socket_profile)?;
-            // Bounded blocking so a stuck subscriber never stops Ctrl-C from being noticed.
-            s.set_sndtimeo(100)?;
-            if opts.back_pressure.blocks() {
-                tickbox_zmqx::set_xpub_nodrop(&mut s, true)?;
-            }
-            let endpoint_err = |source| RecorderError::Endpoint {
-                endpoint: ep.clone(),
-                source,
-            };
-            if opts.connect {
-                opts.security.client(&s, opts.role)?;
-                s.connect(ep).map_err(endpoint_err)?;
-                endpoints.push(ep.clone());
-            } else {
-                s.bind(ep).map_err(endpoint_err)?;
-                endpoints.push(tickbox_zmqx::last_endpoint(&s)?);
-            }
-            sockets.push(s);
+            let (socket, endpoint) = tickbox_feed::open_shard_socket(
+                gate,
+                &opts.security,
+                opts.role,
+                &recipe,
+                ep,
+                opts.connect,
+            )
+            .map_err(|e| match e {
+                ShardSocketError::Auth(e) => RecorderError::Auth(e),
+                ShardSocketError::Socket(PublisherSocketError::Attach {
+                    endpoint,
+                    source: ZmqxError::Zmq(source),
+                    ..
+                }) => RecorderError::Endpoint { endpoint, source },
+                ShardSocketError::Socket(
+                    PublisherSocketError::Attach { source, .. }
+                    | PublisherSocketError::Option { source, .. },
+                ) => RecorderError::Zmqx(source),
+            })?;
+            sockets.push(socket);
+            endpoints.push(endpoint);
         }
         let n = sockets.len();
         let hb_topics = (0..n)
-            .map(|i| format!("H.{}", opts.publisher_id_base + i as u32))
+            .map(|i| heartbeat_topic(opts.publisher_id_base + i as u32))
             .collect();
         let delivery: Vec<Arc<Delivery>> = (0..n).map(|_| Delivery::new()).collect();
         Ok(Replayer {
@@ -1248,7 +1248,7 @@ impl Replayer {
                         sent: 0,
                         active: true,
                         after_damage: false,
-                        hb_topic: format!("H.{}", h.publisher_id),
+                        hb_topic: heartbeat_topic(h.publisher_id),
                     });
                     self.out.len() - 1
                 }

@@ -43,4 +43,6 @@ pub use payload::{
     BookLevel, GapCause, GapNotice, Heartbeat, Payload, Quote, Side, Trade, PRICE_SCALE,
 };
 pub use sequence::{PublisherLedger, SequenceEvent, SequenceTotals, SequenceTracker};
-pub use topic::{key_words, make_topic, shard_for, shard_key_of_topic, stable_hash};
+pub use topic::{
+    gap_topic, heartbeat_topic, key_words, make_topic, shard_for, shard_key_of_topic, stable_hash,
+};
