@@ -56,6 +56,7 @@
 //! Send time in every header is `tickbox_wire::now_ns()` taken per message just before encoding, so
 //! feed-to-subscriber latency can be measured from it.
 
+mod batch;
 mod config;
 mod error;
 mod generator;
@@ -67,6 +68,7 @@ mod runner;
 mod source;
 mod summary;
 
+pub use batch::{Flushed, ShardBatch};
 pub use config::{BatchMode, FeedConfig, PacingMode, Pattern, PublisherShardConfig, Rate};
 pub use error::FeedError;
 pub use generator::{
@@ -77,7 +79,7 @@ pub use metrics::FeedMetrics;
 pub use overrides::FeedOverrides;
 pub use pacer::{paced_offset_ns, Pacing, SendPacer, Step};
 pub use publisher::{
-    open_publisher_socket, open_shard_socket, shard_recipe, Publisher, PublisherCounts,
+    open_publisher_socket, open_shard_socket, shard_recipe, Publisher, PublisherCounts, Sent,
     ShardSocketError, INTERRUPT_GRACE, LINGER_MS, SEND_TIMEOUT_MS,
 };
 pub use runner::{

@@ -5,13 +5,14 @@ use std::time::{Duration, Instant};
 
 use std::sync::Arc;
 use tickbox_wire::{
-    encode, encoded_len, heartbeat_topic, now_ns, BatchCursor, Header, Heartbeat, Kind, Payload,
+    encode, encoded_len, heartbeat_topic, now_ns, Header, Heartbeat, Kind, Payload,
     SubscriptionTally,
 };
 
 use tickbox_zmqx::publisher::{Linger, PublisherSocket, PublisherSocketError, Subscriptions};
-use tickbox_zmqx::zero_copy::{Delivery, OutMessage, PoolBuf, ZeroCopySender};
+use tickbox_zmqx::zero_copy::{Delivery, OutMessage, ZeroCopySender};
 
+use crate::batch::ShardBatch;
 use crate::config::{FeedConfig, PublisherShardConfig};
 use crate::error::FeedError;
 
@@ -45,6 +46,21 @@ pub struct PublisherCounts {
 }
 
 impl PublisherCounts {
+    /// What was counted since `earlier` (an earlier snapshot of the same publisher); the allocation count stays
+    /// the publisher's life's.
+    pub fn since(&self, earlier: &PublisherCounts) -> PublisherCounts {
+        PublisherCounts {
+            quotes: self.quotes - earlier.quotes,
+            trades: self.trades - earlier.trades,
+            book_levels: self.book_levels - earlier.book_levels,
+            heartbeats: self.heartbeats - earlier.heartbeats,
+            would_block: self.would_block - earlier.would_block,
+            frames: self.frames - earlier.frames,
+            batches: self.batches - earlier.batches,
+            batch_buffers_allocated: self.batch_buffers_allocated,
+        }
+    }
+
     /// Data messages (everything but heartbeats).
     pub fn data(&self) -> u64 {
         self.quotes + self.trades + self.book_levels
@@ -280,37 +296,6 @@ pub fn open_shard_socket(
     Ok(recipe.open(socket, endpoint, connect)?)
 }
 
-/// A publisher's batching: messages are encoded straight into a recycled buffer, which libzmq then sends as it
-/// is (no second copy); a send refused by a full pipe keeps that message for the next flush.
-struct FeedBatch {
-    sender: ZeroCopySender,
-    max_records: u16,
-    /// The batch being filled.
-    open: Option<(PoolBuf, BatchCursor)>,
-    /// Messages in the frame a full pipe refused (the sender's pending message), 0 when none.
-    pending_records: usize,
-}
-
-impl FeedBatch {
-    fn new(max_bytes: usize, max_records: u16, delivery: &Arc<Delivery>) -> Self {
-        let buffers = tickbox_zmqx::publisher::batch_buffers(max_bytes);
-        // Never wait for a buffer: on a plain PUB a slow subscriber's queue may hold them all, and a live feed
-        // must not stall the others on it.
-        let mut sender = ZeroCopySender::new(buffers, max_bytes);
-        sender.track(delivery);
-        FeedBatch {
-            sender,
-            max_records,
-            open: None,
-            pending_records: 0,
-        }
-    }
-
-    fn open_len(&self) -> usize {
-        self.open.as_ref().map_or(0, |(_, c)| c.len())
-    }
-}
-
 /// Stamps, encodes and sends messages for one publisher id. Messages are encoded into recycled buffers that
 /// libzmq sends as they are (libzmq allocates only its small descriptor per message), and every data message is
 /// tracked until libzmq lets it go, so the shard knows what its close would drop ([`Publisher::undelivered`]).
@@ -327,13 +312,24 @@ pub struct Publisher {
     /// Send the topic alone first (the Guide's envelope), see [`Publisher::set_guide_framing`].
     guide_framing: bool,
     /// Messages waiting to go out as one batch frame (see [`Publisher::set_batching`]); encoded in place.
-    batch: Option<FeedBatch>,
+    batch: Option<ShardBatch>,
     batching: bool,
     /// Recycled buffers single frames are encoded into and sent from (no copy), tracked by `delivery`.
     singles: ZeroCopySender,
     /// Data messages handed to libzmq (single frames, and batch frames by their records) until it releases
     /// them: what the shard's close would drop (see [`Publisher::undelivered`]).
     delivery: Arc<Delivery>,
+    /// Data messages handed to libzmq so far, and their bytes (see [`Publisher::sent`]).
+    sent: Sent,
+}
+
+/// What a publisher has handed to libzmq so far (batched messages count once their batch went).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Sent {
+    /// Data messages (and gap notices or cached values a replay sends), alone or in batches.
+    pub records: u64,
+    /// Their frames' bytes (without batch headers and length prefixes).
+    pub bytes: u64,
 }
 
 /// Recycled buffers for single frames: about one high-water mark's worth (the default 1,000) of a subscriber that
@@ -369,16 +365,31 @@ impl Publisher {
                 singles
             },
             delivery,
+            sent: Sent::default(),
         }
     }
 
     /// Gives the publisher a batch buffer (`max_records` messages, `max_bytes` per frame, allocated once), used
     /// while [`set_batching`](Self::set_batching) says so.
-    pub fn with_batch(mut self, max_bytes: usize, max_records: u16) -> Self {
-        self.batch = Some(FeedBatch::new(
+    pub fn with_batch(self, max_bytes: usize, max_records: u16) -> Self {
+        // Never wait for a buffer: on a plain PUB a slow subscriber's queue may hold them all, and a live feed
+        // must not stall the others on it.
+        self.with_batch_pool(max_bytes, max_records, None)
+    }
+
+    /// [`with_batch`](Self::with_batch) whose batches wait up to `wait_for_buffers` for a pooled buffer when all
+    /// are queued in libzmq, before allocating one (see [`ShardBatch::new`]).
+    pub fn with_batch_pool(
+        mut self,
+        max_bytes: usize,
+        max_records: u16,
+        wait_for_buffers: Option<Duration>,
+    ) -> Self {
+        self.batch = Some(ShardBatch::new(
             max_bytes,
-            max_records.max(1),
+            max_records,
             &self.delivery,
+            wait_for_buffers,
         ));
         self
     }
@@ -401,57 +412,38 @@ impl Publisher {
 
     /// Data messages batched and not sent yet (they have their sequences; [`flush`](Self::flush) sends them).
     pub fn pending(&self) -> usize {
-        self.batch
-            .as_ref()
-            .map_or(0, |b| b.pending_records + b.open_len())
+        self.batch.as_ref().map_or(0, ShardBatch::pending)
     }
 
     /// Sends the batched messages (one alone as a plain frame). False if the no-drop pipe stayed full for
     /// [`SEND_TIMEOUT_MS`]: the batch is kept, and calling again retries it.
     pub fn flush(&mut self) -> Result<bool, FeedError> {
+        self.flush_until(None)
+    }
+
+    /// [`flush`](Self::flush), retrying a refused frame until it goes or `stop` is raised; a frame still
+    /// refused then is dropped, its messages not counted as sent. False if stopped.
+    pub fn flush_or_stop(&mut self, stop: &AtomicBool) -> Result<bool, FeedError> {
+        let done = self.flush_until(Some(stop))?;
+        if !done {
+            if let Some(batch) = self.batch.as_mut() {
+                batch.discard_refused();
+            }
+        }
+        Ok(done)
+    }
+
+    fn flush_until(&mut self, retry_until: Option<&AtomicBool>) -> Result<bool, FeedError> {
         let Some(batch) = self.batch.as_mut() else {
             return Ok(true);
         };
         let shard = self.shard;
-        let send_err = |source| FeedError::BatchSend { shard, source };
-        // A frame refused earlier goes first: it is the very message libzmq refused, kept, not rebuilt.
-        if batch.pending_records > 0 {
-            if !batch
-                .sender
-                .send_pending(&mut self.socket, 0)
-                .map_err(send_err)?
-            {
-                self.counts.would_block += 1;
-                return Ok(false);
-            }
-            let n = std::mem::take(&mut batch.pending_records);
-            self.counts.frames += 1;
-            self.counts.batches += u64::from(n > 1);
-        }
-        let n = batch.open_len();
-        if n == 0 {
-            return Ok(true);
-        }
-        let Some((mut buf, cursor)) = batch.open.take() else {
-            return Ok(true);
-        };
-        // A lone message goes as a plain frame: the same buffer, past the batch header and length prefix.
-        let range = cursor.finish_message(&mut buf);
-        let allocated = batch.sender.stats().allocated;
-        self.counts.batch_buffers_allocated = allocated;
-        // The buffer itself is the message (no copy); a full pipe leaves it pending for the next flush.
-        if !batch
-            .sender
-            .send(&mut self.socket, buf, range, 0)
-            .map_err(send_err)?
-        {
-            batch.pending_records = n;
-            self.counts.would_block += 1;
-            return Ok(false);
-        }
-        self.counts.frames += 1;
-        self.counts.batches += u64::from(n > 1);
-        Ok(true)
+        let flushed = batch
+            .flush(&mut self.socket, &mut self.counts, retry_until)
+            .map_err(|source| FeedError::BatchSend { shard, source })?;
+        self.sent.records += flushed.records;
+        self.sent.bytes += flushed.bytes;
+        Ok(flushed.complete)
     }
 
     /// Sends every message as the Guide's two-frame envelope, `[topic][tickbox frame]`, so plain ZeroMQ proxies
@@ -483,6 +475,22 @@ impl Publisher {
     /// Sequence of the last data message sent (0 before the first; the first is 1).
     pub fn last_sequence(&self) -> u64 {
         self.sequence
+    }
+
+    /// One-off batch buffers allocated so far because every pooled one was queued in libzmq.
+    pub fn batch_buffers_allocated(&self) -> u64 {
+        self.batch.as_ref().map_or(0, ShardBatch::allocated)
+    }
+
+    /// Data messages and bytes handed to libzmq so far.
+    pub fn sent(&self) -> Sent {
+        self.sent
+    }
+
+    /// Waits up to `limit` (or until `stop`) for libzmq to hand what it holds to the subscribers' connections;
+    /// returns what it still holds then ([`undelivered`](Self::undelivered)).
+    pub fn wait_settled(&self, limit: Duration, stop: Option<&AtomicBool>) -> u64 {
+        self.delivery.wait_settled(limit, stop)
     }
 
     /// What has been sent so far, by kind.
@@ -533,7 +541,12 @@ impl Publisher {
         let mut header = Header::live(payload.kind(), self.publisher_id, sequence, send_time_ns)
             .with_session(self.session);
         header.origin_time_ns = origin_time_ns;
-        if !self.send(topic, &header, payload)? {
+        let message = Encoded {
+            topic,
+            header: &header,
+            payload,
+        };
+        if !self.send(&message, &NEVER_STOP)? {
             return Ok(None);
         }
         self.sequence = sequence;
@@ -560,7 +573,14 @@ impl Publisher {
             messages_sent: self.counts.data(),
         });
         let topic = std::mem::take(&mut self.heartbeat_topic);
-        let sent = self.send_single(&topic, &header, &payload, 0);
+        let sent = self.send_single(
+            &Encoded {
+                topic: &topic,
+                header: &header,
+                payload: &payload,
+            },
+            0,
+        );
         self.heartbeat_topic = topic;
         let sent = sent?;
         if sent {
@@ -569,30 +589,78 @@ impl Publisher {
         Ok(sent)
     }
 
-    /// Sends one data message: encoded straight into the batch while batching (sending the batch first when
+    /// Sends a ready frame (a journal's record, a gap notice) restamped with `out`'s send fields (flags,
+    /// publisher id, sequence, send time) where it lies: copied once, into the open batch or a single frame's
+    /// buffer, never decoded again. `header_at` is where its header starts (its topic length + 1). The caller
+    /// owns the identity: this publisher's own sequence does not move. False if a send found the no-drop pipe
+    /// full: the frame was not taken (call again; a batch waiting for a buffer stops waiting on `stop`).
+    #[inline]
+    pub fn send_frame(
+        &mut self,
+        frame: &[u8],
+        header_at: usize,
+        out: &Header,
+        stop: &AtomicBool,
+    ) -> Result<bool, FeedError> {
+        let message = Restamped {
+            frame,
+            header_at,
+            header: out,
+        };
+        if !self.send(&message, stop)? {
+            return Ok(false);
+        }
+        match out.kind {
+            Kind::Quote => self.counts.quotes += 1,
+            Kind::Trade => self.counts.trades += 1,
+            Kind::BookLevel => self.counts.book_levels += 1,
+            Kind::Heartbeat | Kind::Gap => {}
+        }
+        Ok(true)
+    }
+
+    /// Sends a heartbeat on behalf of another identity (a replay speaking for the publishers it replays):
+    /// `header` as given, after what is batched. False if the pipe was full.
+    pub fn heartbeat_as(
+        &mut self,
+        topic: &str,
+        header: &Header,
+        heartbeat: Heartbeat,
+    ) -> Result<bool, FeedError> {
+        if !self.flush()? {
+            return Ok(false);
+        }
+        let payload = Payload::Heartbeat(heartbeat);
+        let sent = self.send_single(
+            &Encoded {
+                topic,
+                header,
+                payload: &payload,
+            },
+            0,
+        )?;
+        if sent {
+            self.counts.heartbeats += 1;
+        }
+        Ok(sent)
+    }
+
+    /// Sends one data message: written straight into the batch while batching (sending the batch first when
     /// it is full), or alone. False if a send found the no-drop pipe full: the message was not taken.
     #[inline]
-    fn send(&mut self, topic: &str, header: &Header, payload: &Payload) -> Result<bool, FeedError> {
+    fn send(&mut self, message: &impl Outgoing, stop: &AtomicBool) -> Result<bool, FeedError> {
         if self.batching {
-            let needed = encoded_len(topic, header.kind);
+            let needed = message.len();
             for attempt in 0..2 {
                 let batch = self
                     .batch
                     .as_mut()
                     .expect("batching implies a batch buffer");
-                let (buf, cursor) = match &mut batch.open {
-                    Some(open) => open,
-                    open @ None => {
-                        let mut buf = batch.sender.buffer(&NEVER_STOP);
-                        let cursor = BatchCursor::start(&mut buf, batch.max_records);
-                        open.insert((buf, cursor))
-                    }
-                };
-                if let Some(slot) = cursor.push_with(buf, needed) {
-                    encode(slot, topic, header, payload)?;
+                if let Some(slot) = batch.slot(needed, stop) {
+                    message.write(slot)?;
                     return Ok(true);
                 }
-                if attempt == 1 || cursor.is_empty() {
+                if attempt == 1 || batch.open_len() == 0 {
                     break;
                 }
                 if !self.flush()? {
@@ -604,34 +672,28 @@ impl Publisher {
                 return Ok(false);
             }
         }
-        let sent = self.send_single(topic, header, payload, 1)?;
+        let sent = self.send_single(message, 1)?;
         if sent {
             self.counts.frames += 1;
         }
         Ok(sent)
     }
 
-    /// Sends one frame carrying `records` data messages (a heartbeat: 0), encoded straight into a recycled
+    /// Sends one frame carrying `records` data messages (a heartbeat: 0), written straight into a recycled
     /// buffer that libzmq then sends as it is, tracked until libzmq releases it.
     #[inline]
-    fn send_single(
-        &mut self,
-        topic: &str,
-        header: &Header,
-        payload: &Payload,
-        records: u64,
-    ) -> Result<bool, FeedError> {
-        let needed = encoded_len(topic, header.kind);
+    fn send_single(&mut self, message: &impl Outgoing, records: u64) -> Result<bool, FeedError> {
+        let needed = message.len();
         let mut buf = match self.singles.try_buffer() {
             Some(buf) if buf.len() >= needed => buf,
             // Every recycled buffer queued in libzmq (a subscriber that is behind), or a message too large.
             _ => self.delivery.buffer(needed),
         };
-        let n = encode(&mut buf, topic, header, payload)?;
+        let n = message.write(&mut buf)?;
         if self.guide_framing {
             // libzmq applies the high-water mark to a message's first frame and then takes the rest whole, so a
             // full pipe refuses the envelope here, before any of it is queued.
-            match self.socket.send(topic.as_bytes(), zmq::SNDMORE) {
+            match self.socket.send(message.topic(), zmq::SNDMORE) {
                 Ok(()) => {}
                 Err(zmq::Error::EAGAIN | zmq::Error::EINTR) => {
                     self.counts.would_block += 1;
@@ -651,6 +713,10 @@ impl Publisher {
         // A refused message is dropped here, which releases it (handed and released alike): the caller retries
         // with the same sequence.
         if msg.send(&mut self.socket, 0).map_err(send_err)? {
+            if records > 0 {
+                self.sent.records += records;
+                self.sent.bytes += n as u64;
+            }
             Ok(true)
         } else {
             // EINTR: a signal (Ctrl-C) cut the blocked send short; like a timeout, the caller retries or stops.
@@ -660,7 +726,67 @@ impl Publisher {
     }
 }
 
-/// [`ZeroCopySender::buffer`] never waits here (the feed's senders allocate when their pool is out), so it is
+/// A message a [`Publisher`] writes into its buffer: encoded from its parts, or a ready frame restamped.
+trait Outgoing {
+    /// Its length in bytes.
+    fn len(&self) -> usize;
+    /// Its topic (the first frame of the Guide's envelope).
+    fn topic(&self) -> &[u8];
+    /// Writes it at the start of `buf` (at least [`len`](Self::len) long); returns its length.
+    fn write(&self, buf: &mut [u8]) -> Result<usize, FeedError>;
+}
+
+/// A message encoded from a topic, a header and a payload.
+struct Encoded<'a> {
+    topic: &'a str,
+    header: &'a Header,
+    payload: &'a Payload,
+}
+
+impl Outgoing for Encoded<'_> {
+    #[inline]
+    fn len(&self) -> usize {
+        encoded_len(self.topic, self.header.kind)
+    }
+
+    fn topic(&self) -> &[u8] {
+        self.topic.as_bytes()
+    }
+
+    #[inline]
+    fn write(&self, buf: &mut [u8]) -> Result<usize, FeedError> {
+        Ok(encode(buf, self.topic, self.header, self.payload)?)
+    }
+}
+
+/// A ready frame, copied and given a re-publisher's send fields (see [`Publisher::send_frame`]).
+struct Restamped<'a> {
+    frame: &'a [u8],
+    header_at: usize,
+    header: &'a Header,
+}
+
+impl Outgoing for Restamped<'_> {
+    #[inline]
+    fn len(&self) -> usize {
+        self.frame.len()
+    }
+
+    fn topic(&self) -> &[u8] {
+        &self.frame[..self.header_at.saturating_sub(1).min(self.frame.len())]
+    }
+
+    #[inline]
+    fn write(&self, buf: &mut [u8]) -> Result<usize, FeedError> {
+        let n = self.frame.len();
+        let out = &mut buf[..n];
+        out.copy_from_slice(self.frame);
+        tickbox_wire::write_send_fields_at(out, self.header_at, self.header);
+        Ok(n)
+    }
+}
+
+/// [`ShardBatch::slot`] never waits here (the feed's senders allocate when their pool is out), so it is
 /// never stopped.
 static NEVER_STOP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
