@@ -2,9 +2,9 @@
 //! record-source trait and the totals of such a run. Reading the recording is the caller's: anything that
 //! implements [`RecordSource`] (the `tickbox-dbn` crate reads DBN files and journals) hands records over in order,
 //! each with the time it happened (which paces the replay) and its origin time (kept in the header's
-//! `origin_time_ns`). Publishing it is the one journal publisher's, `tickbox_recorder::SourceReplay` (the
-//! replayer in restamp mode): every record goes out under the shard's own publisher id, session and gap-free
-//! sequence, stamped with the send time, exactly like a synthetic message.
+//! `origin_time_ns`). Publishing it is [`crate::SourceFeed`]'s, on the one shard publisher: every record goes out
+//! under the shard's own publisher id, session and gap-free sequence, stamped with the send time, exactly like a
+//! synthetic message.
 
 use std::collections::BTreeMap;
 use std::fmt;

@@ -210,7 +210,7 @@ pub struct SourceShardSummary {
 }
 
 impl SourceSummary {
-    /// The summary of `report` (a report of `tickbox_recorder::SourceReplay`, `None` for a synthetic one), publishing
+    /// The summary of `report` (a report of [`crate::SourceFeed`], `None` for a synthetic one), publishing
     /// `source` (its path) of `form`.
     pub fn new(report: &FeedReport, source: &str, form: &str) -> Option<Self> {
         let totals: &SourceTotals = report.source.as_ref()?;

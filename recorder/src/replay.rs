@@ -15,13 +15,12 @@
 //! identities the restamped stream does not have) and cached values repeat the shard's last sequence.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use tickbox_feed::{Publisher, PublisherCounts, Sent, ShardSocketError};
+pub use tickbox_feed::Closing;
+use tickbox_feed::{Publisher, PublisherCounts, Sent, ShardSocketError, Shards};
 use tickbox_journal::{JournalError, Reader, Record, Skipped};
-use tickbox_wire::{
-    heartbeat_topic, Clock, Flags, Header, Heartbeat, Kind, MessageRef, SubscriptionTally,
-};
+use tickbox_wire::{heartbeat_topic, Clock, Flags, Header, Heartbeat, Kind, MessageRef};
 use tickbox_zmqx::publisher::{PublisherSocketError, Subscriptions};
 use tickbox_zmqx::{BackPressure, ZmqxError};
 
@@ -52,8 +51,7 @@ use crate::error::RecorderError;
 use crate::selection::ReplaySelection;
 use tickbox_units::{Pace, ReplayPacer, Speed};
 
-/// What a [`Replayer`] publishes: a journal ([`Reader`]), or a recording turned into frames as it is read
-/// ([`crate::SourceReplay`] for `feed --source`). One publisher, whatever feeds it.
+/// What a [`Replayer`] publishes: a journal ([`Reader`]), a history, any input that hands over recorded frames.
 pub trait ReplayInput {
     /// Moves to the first record at or past `from` (`None`: the oldest).
     fn seek(&mut self, from: Option<Position>) -> Result<(), RecorderError>;
@@ -346,36 +344,12 @@ impl ReplayStats {
     }
 }
 
-/// How the end of a replay went ([`Replayer::close_wait`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Closing {
-    /// Per shard, records libzmq still held when the wait ended: dropped at the close.
-    pub undelivered: Vec<u64>,
-    /// Per shard, subscribers still connected then.
-    pub subscribers_at_close: Vec<u64>,
-    /// The drain wait ran out with subscribers still connected.
-    pub subscribers_stayed: bool,
-    /// Ctrl-C or SIGTERM came before or during the wait.
-    pub interrupted: bool,
-}
-
-impl Closing {
-    /// Records dropped at the close, all shards.
-    pub fn undelivered(&self) -> u64 {
-        self.undelivered.iter().sum()
-    }
-}
-
 /// Publisher shards bound and ready; `run` replays a journal through them. Create, wait and run on one thread.
 pub struct Replayer {
-    /// One shard publisher per endpoint (the feed's: socket, batches, delivery tracking); the replay decides
-    /// whose identity each frame carries.
-    shards: Vec<Publisher>,
-    endpoints: Vec<String>,
+    /// One shard publisher per endpoint (the feed's: socket, batches, delivery tracking, subscriber tally and
+    /// drain); the replay decides whose identity each frame carries.
+    shards: Shards,
     opts: ReplayOptions,
-    subscriptions: Vec<u64>,
-    /// Most subscriptions any shard has had since the current run (or wait) began.
-    peak_subscriptions: u64,
     /// Restamp mode: each shard's last sequence.
     shard_seq: Vec<u64>,
     /// Restamp mode: the session every shard's frames and heartbeats carry (this replayer's start, ns). The
@@ -393,13 +367,6 @@ pub struct Replayer {
     first_recorded: std::collections::HashMap<(u32, u64), u64>,
     /// Damage was skipped while some publishers had not been seen yet.
     damage_before_seen: bool,
-    /// Bound shards: says when a key has left an allow directory, so their live sessions close (with the role
-    /// the shards are bound as).
-    revocations: Option<(tickbox_auth::Revocations, &'static str)>,
-    /// Per shard: its subscriptions by kind (XPUB verboser, so every subscription and unsubscription is seen).
-    /// A shard batches only while every empty-prefix subscriber also took the batch topic and nobody holds
-    /// another prefix.
-    tallies: Vec<SubscriptionTally>,
     /// Replay clock of the current pacer tick while batching: one clock read per batch, not per record.
     tick_ns: Option<u64>,
 }
@@ -490,21 +457,17 @@ impl Replayer {
         let hb_topics = (0..n)
             .map(|i| heartbeat_topic(opts.publisher_id_base + i as u32))
             .collect();
+        let revocations = (!opts.connect).then(|| (opts.security.revocations(), opts.role));
         Ok(Replayer {
-            shards: sockets,
-            endpoints,
-            subscriptions: vec![0; n],
-            peak_subscriptions: 0,
+            shards: Shards::new(sockets, endpoints, revocations),
             out: Vec::new(),
             out_last_hit: 0,
             shard_seq: vec![0; n],
             restamp_session: tickbox_wire::now_ns().max(1),
             last_send_ns: vec![0; n],
             hb_topics,
-            revocations: (!opts.connect).then(|| (opts.security.revocations(), opts.role)),
             first_recorded: std::collections::HashMap::new(),
             damage_before_seen: false,
-            tallies: vec![SubscriptionTally::default(); n],
             tick_ns: None,
             opts,
         })
@@ -512,7 +475,7 @@ impl Replayer {
 
     /// The endpoints actually bound (wildcard ports resolved), one per shard.
     pub fn endpoints(&self) -> &[String] {
-        &self.endpoints
+        self.shards.endpoints()
     }
 
     /// How long closing the shards may wait for what is still queued for subscribers (their ZMQ_LINGER). A
@@ -520,94 +483,28 @@ impl Replayer {
     /// in the pipes; closing with a short linger would drop them while the summary counted them as sent. The
     /// wait ends as soon as everything is handed to the kernel, so a reading subscriber costs nothing extra.
     pub fn set_drain_timeout(&self, drain: Duration) -> Result<(), RecorderError> {
-        let ms = i32::try_from(drain.as_millis()).unwrap_or(i32::MAX);
-        for p in &self.shards {
-            p.socket().set_linger(ms)?;
-        }
-        Ok(())
-    }
-
-    /// Waits until every subscriber has left every shard (their subscriptions withdrawn, which libzmq does when
-    /// a SUB disconnects). Returns false if `timeout` passed or `stop` was raised first.
-    ///
-    /// Why wait at all: libzmq's linger flushes a socket's queue into its connection, but on close it discards
-    /// what that connection still buffers while the kernel's socket buffer is full, so a subscriber that is
-    /// behind when the replay closes loses its unread tail without anyone counting it. A subscriber that has
-    /// left has read all it wanted.
-    fn wait_subscribers_gone(
-        &mut self,
-        timeout: Duration,
-        stop: &AtomicBool,
-    ) -> Result<bool, RecorderError> {
-        self.wait_on_subscriptions(Some(timeout), stop, |r| {
-            !r.tallies.iter().any(SubscriptionTally::any)
-        })
+        Ok(self.shards.set_linger(drain)?)
     }
 
     /// Records sent (counted in [`ReplayStats::sent`]) that libzmq still holds in the shards' queues: not yet
     /// written to every subscriber's connection. Closing now would drop them; this is the replay's `undelivered`.
-    /// What sits in the kernel's socket buffers counts as delivered (libzmq cannot see past them), and a record
-    /// queued for a subscriber that then disconnected counts as released when libzmq drops that queue.
     pub fn undelivered(&self) -> u64 {
-        self.shards.iter().map(Publisher::undelivered).sum()
+        self.shards.undelivered()
     }
 
-    /// Waits up to `limit` (or until `stop`) for libzmq to hand everything queued to the subscribers'
-    /// connections; returns what each shard still holds then ([`Self::undelivered`], shard by shard).
-    fn settle_per_shard(&self, limit: Duration, stop: Option<&AtomicBool>) -> Vec<u64> {
-        let deadline = Instant::now() + limit;
-        self.shards
-            .iter()
-            .map(|p| p.wait_settled(deadline.saturating_duration_since(Instant::now()), stop))
-            .collect()
-    }
-
-    /// The end of a replay (or of `feed --source`), before the shards close: the one drain rule. Interrupted
-    /// (`stop` raised), what is queued gets only `tickbox_feed::INTERRUPT_GRACE`. Otherwise, with a
-    /// `drain_timeout`, the replay waits up to that long for its subscribers to leave (a subscriber that has left
-    /// has read all it wanted; libzmq then drops its queue); without one, what is queued gets `linger`. What
-    /// libzmq still holds after that is undelivered: the shards then close without waiting on it again.
+    /// The end of a replay, before the shards close: the one drain rule, [`Shards::close_wait`].
     pub fn close_wait(
         &mut self,
         drain_timeout: Duration,
         linger: Duration,
         stop: &AtomicBool,
     ) -> Result<Closing, RecorderError> {
-        let grace = (tickbox_feed::INTERRUPT_GRACE, None);
-        let mut subscribers_stayed = false;
-        // How long what is queued may still take to leave, and whether a stop cuts that wait short.
-        let (limit, watch) = if stop.load(Ordering::Relaxed) {
-            grace
-        } else if drain_timeout.is_zero() {
-            (linger, Some(stop))
-        } else {
-            let gone = self.wait_subscribers_gone(drain_timeout, stop)?;
-            if stop.load(Ordering::Relaxed) {
-                grace
-            } else {
-                // Gone: libzmq dropped their queues, nothing is held. Still connected (a long-lived reader such
-                // as an LVC, or one that is behind): what it has not been sent by now is dropped at the close,
-                // and counted.
-                subscribers_stayed = !gone;
-                (Duration::ZERO, None)
-            }
-        };
-        let undelivered = self.settle_per_shard(limit, watch);
-        if undelivered.iter().any(|&n| n > 0) {
-            // Known undelivered: close without waiting on it again.
-            self.set_drain_timeout(Duration::ZERO)?;
-        }
-        Ok(Closing {
-            subscribers_at_close: self.poll_subscriptions()?.to_vec(),
-            subscribers_stayed,
-            undelivered,
-            interrupted: stop.load(Ordering::Relaxed),
-        })
+        Ok(self.shards.close_wait(drain_timeout, linger, stop)?)
     }
 
     /// Subscribers (subscriptions other than the batch opt-in) still present, summed over the shards.
     pub fn subscriptions_now(&self) -> u64 {
-        self.subscriptions.iter().sum()
+        self.shards.subscriptions_now()
     }
 
     /// Sets speed and range for the next [`Replayer::run`]: a remote-controlled replay is started again with
@@ -620,31 +517,7 @@ impl Replayer {
 
     /// Reads pending subscription messages; returns per-shard subscription counts.
     pub fn poll_subscriptions(&mut self) -> Result<&[u64], RecorderError> {
-        // Checked here, every few hundred records and while waiting: a key that left the allow directory loses
-        // its live session (every subscriber reconnects and handshakes again).
-        if let Some((r, role)) = self.revocations.as_mut() {
-            if r.due() {
-                for (p, endpoint) in self.shards.iter().zip(&self.endpoints) {
-                    r.reset_sessions(p.socket(), role, std::slice::from_ref(endpoint))?;
-                }
-            }
-        }
-        let mut msg = zmq::Message::new();
-        for (i, p) in self.shards.iter().enumerate() {
-            loop {
-                match p.socket().recv(&mut msg, zmq::DONTWAIT) {
-                    // A batch-aware reader's "#B" is an opt-in beside its "", not another subscriber: the
-                    // tally leaves it out of the count that --wait-for-subscribers, the start barrier and the
-                    // summary's `subscribers` read.
-                    Ok(()) => self.tallies[i].on_message(&msg),
-                    Err(zmq::Error::EAGAIN | zmq::Error::EINTR) => break,
-                    Err(e) => return Err(e.into()),
-                }
-            }
-            self.subscriptions[i] = self.tallies[i].subscribers();
-            self.peak_subscriptions = self.peak_subscriptions.max(self.subscriptions[i]);
-        }
-        Ok(&self.subscriptions)
+        Ok(self.shards.poll_subscriptions()?)
     }
 
     /// Waits until every shard has seen at least `n` subscriptions (a subscriber with several topic prefixes
@@ -655,37 +528,7 @@ impl Replayer {
         timeout: Option<Duration>,
         stop: &AtomicBool,
     ) -> Result<bool, RecorderError> {
-        self.wait_on_subscriptions(timeout, stop, |r| r.subscriptions.iter().all(|&c| c >= n))
-    }
-
-    /// Reads subscription messages as they come until `done` holds (true), or until `stop` is raised or
-    /// `timeout` passes (false). Polls the shards, so it wakes on a subscription, and at least every 50 ms to
-    /// look at `stop`.
-    fn wait_on_subscriptions(
-        &mut self,
-        timeout: Option<Duration>,
-        stop: &AtomicBool,
-        done: impl Fn(&Self) -> bool,
-    ) -> Result<bool, RecorderError> {
-        let started = Instant::now();
-        loop {
-            self.poll_subscriptions()?;
-            if done(self) {
-                return Ok(true);
-            }
-            if stop.load(Ordering::Relaxed) || timeout.is_some_and(|t| started.elapsed() >= t) {
-                return Ok(false);
-            }
-            let mut items: Vec<zmq::PollItem> = self
-                .shards
-                .iter()
-                .map(|p| p.socket().as_poll_item(zmq::POLLIN))
-                .collect();
-            match zmq::poll(&mut items, 50) {
-                Ok(_) | Err(zmq::Error::EINTR) => {}
-                Err(e) => return Err(e.into()),
-            }
-        }
+        Ok(self.shards.wait_subscribers(n, timeout, stop)?)
     }
 
     /// Replays `input` (a journal [`Reader`], or any [`ReplayInput`]) from `opts.from` to `opts.to` (or its
@@ -700,11 +543,15 @@ impl Replayer {
         input.seek(self.opts.from)?;
         let shards = self.shards.len();
         // Each shard's counters when this run began: the run's own are what it adds to them.
-        let base: Vec<(PublisherCounts, Sent)> =
-            self.shards.iter().map(|p| (p.counts(), p.sent())).collect();
+        let base: Vec<(PublisherCounts, Sent)> = self
+            .shards
+            .publishers()
+            .iter()
+            .map(|p| (p.counts(), p.sent()))
+            .collect();
         // Subscribers already connected (a wait before the run, or an earlier run) count for this run.
-        self.poll_subscriptions()?;
-        self.peak_subscriptions = self.subscriptions.iter().copied().max().unwrap_or(0);
+        self.shards.poll_subscriptions()?;
+        self.shards.reset_peak();
         let mut stats = ReplayStats {
             per_shard: vec![0; shards],
             per_shard_counts: vec![PublisherCounts::default(); shards],
@@ -749,8 +596,8 @@ impl Replayer {
                     stats.elapsed = Duration::from_nanos(now_ns.saturating_sub(start_ns));
                     self.account(&base, &mut stats);
                     stats.end_seq = input.end_seq();
-                    stats.subscriptions = self.subscriptions.clone();
-                    stats.subscribers = self.peak_subscriptions;
+                    stats.subscriptions = self.shards.subscriptions().to_vec();
+                    stats.subscribers = self.shards.peak();
                     progress(&stats);
                 }
             }
@@ -926,7 +773,7 @@ impl Replayer {
             );
         }
         stats.subscriptions = self.poll_subscriptions()?.to_vec();
-        stats.subscribers = self.peak_subscriptions;
+        stats.subscribers = self.shards.peak();
         stats.publishers = self.out.iter().filter(|p| p.active).count() as u64;
         Ok(stats)
     }
@@ -938,7 +785,7 @@ impl Replayer {
         stats.frames_sent = 0;
         stats.batches_sent = 0;
         stats.bytes = 0;
-        for (shard, (p, (counts, sent))) in self.shards.iter().zip(base).enumerate() {
+        for (shard, (p, (counts, sent))) in self.shards.publishers().iter().zip(base).enumerate() {
             let run = p.counts().since(counts);
             let records = p.sent().records - sent.records;
             stats.sent += records;
@@ -953,6 +800,7 @@ impl Replayer {
     /// One-off batch buffers allocated so far, all shards (this replayer's life).
     fn batch_buffers_allocated(&self) -> u64 {
         self.shards
+            .publishers()
             .iter()
             .map(Publisher::batch_buffers_allocated)
             .sum()
@@ -970,33 +818,22 @@ impl Replayer {
     /// Reads the replay clock for a new tick; while any shard batches, records reuse it until the next flush.
     fn tick(&mut self, clock: &dyn Clock) -> u64 {
         let now = clock.now_ns();
-        if self.shards.iter().any(Publisher::batching) {
+        if self.shards.batching() {
             self.tick_ns = Some(now);
         }
         now
     }
 
-    /// Decides per shard whether records go out in batches: only when batching is configured, every
-    /// subscription the shard has is the empty prefix (a batch's topic `#B` matches no other prefix, so a
-    /// prefix subscriber would receive nothing), and each of those subscribers said it reads batches by also
-    /// subscribing to [`tickbox_wire::BATCH_TOPIC`] (a reader that does not know batches would count them as invalid). A
-    /// shard leaving batch mode sends what it batched first, so order is kept. False if stopped while doing so.
+    /// Decides per shard whether records go out in batches ([`Shards::update_batching`]). False if stopped
+    /// while a shard leaving batch mode sent what it had batched.
     fn update_batching(&mut self, stop: &AtomicBool) -> Result<bool, RecorderError> {
-        // A shard without a batch pool (batching not configured) never batches.
-        for (p, tally) in self.shards.iter_mut().zip(&self.tallies) {
-            let want = tally.all_read_batches();
-            let frames = p.counts().frames;
-            // Leaving batch mode sends what is batched first (a full pipe retried until a stop).
-            while !p.set_batching(want)? {
-                if stop.load(Ordering::Relaxed) {
-                    return Ok(false);
-                }
-            }
-            if p.counts().frames != frames {
-                self.tick_ns = None;
-            }
+        match self.shards.update_batching(stop)? {
+            None => return Ok(false),
+            // A batch went out: the next record starts a new tick.
+            Some(true) => self.tick_ns = None,
+            Some(false) => {}
         }
-        if !self.shards.iter().any(Publisher::batching) {
+        if !self.shards.batching() {
             self.tick_ns = None;
         }
         Ok(true)
@@ -1014,7 +851,7 @@ impl Replayer {
         out: &Header,
         stop: &AtomicBool,
     ) -> Result<bool, RecorderError> {
-        let p = &mut self.shards[shard];
+        let p = self.shards.publisher(shard);
         let frames = p.counts().frames;
         // A full pipe (lossless mode) or a signal: give Ctrl-C its chance, then retry; a refused message is built
         // again from the journal's bytes.
@@ -1030,27 +867,13 @@ impl Replayer {
         Ok(true)
     }
 
-    /// Sends `shard`'s batch (a lone record as a plain frame) and empties it, retrying a full pipe. False if
-    /// stopped first; the records it held are then not counted as sent.
-    fn flush_shard(&mut self, shard: usize, stop: &AtomicBool) -> Result<bool, RecorderError> {
-        let p = &mut self.shards[shard];
-        if p.pending() == 0 {
-            // An open batch with nothing in it keeps its buffer for the next record.
-            return Ok(true);
-        }
-        // The next record starts a new tick: its send time is read afresh.
-        self.tick_ns = None;
-        Ok(p.flush_or_stop(stop)?)
-    }
-
-    /// Sends every shard's batch. False if stopped first.
+    /// Sends every shard's batch, retrying a full pipe. False if stopped first.
     fn flush_all(&mut self, stop: &AtomicBool) -> Result<bool, RecorderError> {
-        for shard in 0..self.shards.len() {
-            if !self.flush_shard(shard, stop)? {
-                return Ok(false);
-            }
+        if self.shards.publishers().iter().any(|p| p.pending() > 0) {
+            // The next record starts a new tick: its send time is read afresh.
+            self.tick_ns = None;
         }
-        Ok(true)
+        Ok(self.shards.flush_all(stop)?)
     }
 
     /// Identity mode: before the first record of a publisher after journal damage, a gap notice for the sequences
@@ -1230,7 +1053,13 @@ impl Replayer {
                         interval_ns,
                         messages_sent: p.sent,
                     };
-                    if send_heartbeat(&mut self.shards[p.shard], &p.hb_topic, &header, hb, stop)? {
+                    if send_heartbeat(
+                        self.shards.publisher(p.shard),
+                        &p.hb_topic,
+                        &header,
+                        hb,
+                        stop,
+                    )? {
                         stats.heartbeats_sent += 1;
                     }
                     self.out[i].last_send_ns = now;
@@ -1257,7 +1086,7 @@ impl Replayer {
                         messages_sent: stats.per_shard.get(shard).copied().unwrap_or(0),
                     };
                     let topic = &self.hb_topics[shard];
-                    if send_heartbeat(&mut self.shards[shard], topic, &header, hb, stop)? {
+                    if send_heartbeat(self.shards.publisher(shard), topic, &header, hb, stop)? {
                         stats.heartbeats_sent += 1;
                     }
                     self.last_send_ns[shard] = now;

@@ -8,4 +8,3 @@ mod batch_throughput;
 mod batched;
 mod live;
 mod shards;
-mod source_replay;

@@ -1,11 +1,12 @@
-//! `feed --source` through the one journal publisher (`SourceReplay` over `Replayer`): a recording handed over
+//! `feed --source` through the one shard publisher (`SourceFeed` over `Shards`): a recording handed over
 //! record by record reaches a reader as the feed's own publisher, and `duration` ends a run even while a
 //! subscriber that never reads holds it.
 
 use std::time::{Duration, Instant};
 
-use tickbox_feed::{FeedConfig, PublisherShardConfig, RecordSource, SourceItem, SourceRecord};
-use tickbox_recorder::SourceReplay;
+use tickbox_feed::{
+    FeedConfig, PublisherShardConfig, RecordSource, SourceFeed, SourceItem, SourceRecord,
+};
 use tickbox_testkit::bind_loopback;
 use tickbox_units::Speed;
 use tickbox_wire::{Flags, Kind, MessageRef, Payload, Quote};
@@ -66,7 +67,7 @@ fn a_connecting_shard_delivers_every_record_in_order_as_the_feed() {
     sub.set_rcvtimeo(5_000).unwrap();
     let endpoint = bind_loopback(&sub);
     let n = 500;
-    let run = SourceReplay::start(
+    let run = SourceFeed::start(
         &tickbox_auth::Gate::open(&ctx),
         config(endpoint, true),
         Box::new(Quotes {
@@ -132,7 +133,7 @@ fn duration_ends_a_run_blocked_on_a_reader_that_never_reads() {
     config.socket_profile.sndbuf = Some(4096);
     config.duration = Some(Duration::from_millis(300).into());
     config.drain_timeout = Duration::from_millis(100).into();
-    let run = SourceReplay::start(
+    let run = SourceFeed::start(
         &tickbox_auth::Gate::open(&ctx),
         config,
         Box::new(Quotes {
