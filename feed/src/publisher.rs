@@ -606,6 +606,7 @@ impl Publisher {
             frame,
             header_at,
             header: out,
+            whole_identity: false,
         };
         if !self.send(&message, stop)? {
             return Ok(false);
@@ -617,6 +618,41 @@ impl Publisher {
             Kind::Heartbeat | Kind::Gap => {}
         }
         Ok(true)
+    }
+
+    /// Sends a ready frame (a recording's record) as this publisher's own next data message: copied once, into
+    /// the open batch or a single frame's buffer, with this publisher's id, session and next sequence, `send_time_ns`
+    /// and no flags written where they lie; topic, kind, origin time and payload go out as they are. `header_at` is
+    /// where its header starts (its topic length + 1) and `kind` its kind. Returns the sequence, or `None` if a
+    /// no-drop pipe stayed full (nothing taken, the sequence not used: retrying keeps the stream gap-free).
+    #[inline]
+    pub fn publish_frame(
+        &mut self,
+        frame: &[u8],
+        header_at: usize,
+        kind: Kind,
+        send_time_ns: u64,
+    ) -> Result<Option<u64>, FeedError> {
+        let sequence = self.sequence + 1;
+        let header = Header::live(kind, self.publisher_id, sequence, send_time_ns)
+            .with_session(self.session);
+        let message = Restamped {
+            frame,
+            header_at,
+            header: &header,
+            whole_identity: true,
+        };
+        if !self.send(&message, &NEVER_STOP)? {
+            return Ok(None);
+        }
+        self.sequence = sequence;
+        match kind {
+            Kind::Quote => self.counts.quotes += 1,
+            Kind::Trade => self.counts.trades += 1,
+            Kind::BookLevel => self.counts.book_levels += 1,
+            Kind::Heartbeat | Kind::Gap => {}
+        }
+        Ok(Some(sequence))
     }
 
     /// Sends a heartbeat on behalf of another identity (a replay speaking for the publishers it replays):
@@ -759,11 +795,13 @@ impl Outgoing for Encoded<'_> {
     }
 }
 
-/// A ready frame, copied and given a re-publisher's send fields (see [`Publisher::send_frame`]).
+/// A ready frame, copied and given a re-publisher's send fields (see [`Publisher::send_frame`]), or a
+/// publisher's whole identity, session included ([`Publisher::publish_frame`]).
 struct Restamped<'a> {
     frame: &'a [u8],
     header_at: usize,
     header: &'a Header,
+    whole_identity: bool,
 }
 
 impl Outgoing for Restamped<'_> {
@@ -781,7 +819,11 @@ impl Outgoing for Restamped<'_> {
         let n = self.frame.len();
         let out = &mut buf[..n];
         out.copy_from_slice(self.frame);
-        tickbox_wire::write_send_fields_at(out, self.header_at, self.header);
+        if self.whole_identity {
+            tickbox_wire::write_identity_at(out, self.header_at, self.header);
+        } else {
+            tickbox_wire::write_send_fields_at(out, self.header_at, self.header);
+        }
         Ok(n)
     }
 }

@@ -432,11 +432,16 @@ impl Run<'_> {
                     record
                 }
             };
-            if let Some(reason) = unpublishable(&record) {
-                *read.skipped.entry(reason).or_insert(0) += 1;
-                self.live.skipped.fetch_add(1, Ordering::Relaxed);
-                continue;
-            }
+            // Borrowed, not decoded: the header is checked, the topic picks the shard, the identity is written
+            // where it lies.
+            let (header_at, kind, shard_key) = match publishable(record.frame) {
+                Ok(found) => found,
+                Err(reason) => {
+                    *read.skipped.entry(reason).or_insert(0) += 1;
+                    self.live.skipped.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                }
+            };
             let mut now = match tick {
                 Some(t) => t,
                 None => next_tick(shards, &mut tick),
@@ -458,15 +463,12 @@ impl Run<'_> {
             let shard = if n == 1 {
                 0
             } else {
-                tickbox_wire::shard_for(
-                    tickbox_wire::shard_key_of_topic(record.topic.as_bytes()),
-                    n,
-                )
+                tickbox_wire::shard_for(shard_key, n)
             };
             let p = shards.publisher(shard);
             let frames = p.counts().frames;
             loop {
-                match p.publish_origin(&record.topic, &record.payload, now, record.origin_time_ns) {
+                match p.publish_frame(record.frame, header_at, kind, now) {
                     Ok(Some(_)) => break,
                     // A full pipe (lossless mode) or a signal: give Ctrl-C and `duration` their chance, then
                     // retry with the same sequence.
@@ -508,22 +510,24 @@ impl Run<'_> {
     }
 }
 
-/// Why a record cannot go out as the feed's own data message, checked before it takes a sequence or a place in a
-/// batch: a topic the wire refuses, or a kind the feed sends itself (heartbeats) or that names another
-/// publisher's sequences (gap notices).
-fn unpublishable(record: &crate::source::SourceRecord) -> Option<String> {
-    let topic = record.topic.as_bytes();
-    if topic.is_empty() || topic[0] == b'#' || topic.contains(&0) {
-        return Some(format!(
-            "not publishable as a tickbox message: {}",
-            tickbox_wire::EncodeError::InvalidTopic
-        ));
-    }
-    match record.payload.kind() {
-        Kind::Quote | Kind::Trade | Kind::BookLevel => None,
-        Kind::Heartbeat | Kind::Gap => Some(format!(
+/// Where a record's header starts, its kind and shard key; or why it cannot go out as the feed's own data
+/// message, checked before it takes a sequence or a place in a batch: a frame that does not decode, or a kind
+/// the feed sends itself (heartbeats) or that names another publisher's sequences (gap notices).
+fn publishable(frame: &[u8]) -> Result<(usize, Kind, &[u8]), String> {
+    let msg = tickbox_wire::MessageRef::decode(frame)
+        .map_err(|err| format!("not publishable as a tickbox message: {err}"))?;
+    match msg.kind() {
+        kind @ (Kind::Quote | Kind::Trade | Kind::BookLevel) => {
+            let topic = msg.topic().as_bytes();
+            Ok((
+                topic.len() + 1,
+                kind,
+                tickbox_wire::shard_key_of_topic(topic),
+            ))
+        }
+        kind => Err(format!(
             "not publishable as the feed's data: a recorded {}",
-            record.payload.kind().name()
+            kind.name()
         )),
     }
 }

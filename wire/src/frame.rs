@@ -186,6 +186,25 @@ pub fn write_send_fields_at(frame: &mut [u8], header_at: usize, header: &Header)
     true
 }
 
+/// [`write_send_fields_at`] plus the session (a version 2 header; a version 1 header has none): what a publisher
+/// writes when it sends a ready frame as its own message (`feed --source` of a journal), so the frame carries its
+/// identity whole. False, writing nothing, when the frame is too short.
+#[inline]
+pub fn write_identity_at(frame: &mut [u8], header_at: usize, header: &Header) -> bool {
+    let v2 = frame.get(header_at) == Some(&crate::header::WIRE_VERSION);
+    if v2 && frame.len() < header_at + HEADER_LEN {
+        return false;
+    }
+    if !write_send_fields_at(frame, header_at, header) {
+        return false;
+    }
+    if v2 {
+        frame[header_at + 32..header_at + HEADER_LEN]
+            .copy_from_slice(&header.session.to_le_bytes());
+    }
+    true
+}
+
 /// Replaces a frame's flags in place (the LVC marks cached values with [`Flags::CACHED`]).
 pub fn set_flags_in_place(frame: &mut [u8], flags: Flags) -> Result<Header, DecodeError> {
     let (topic_len, header_len, mut header) = split_header(frame)?;
@@ -319,6 +338,42 @@ mod tests {
             &Header::live(Kind::Quote, 1, 1, 1)
         ));
         assert_eq!(short, [0u8; 20]);
+    }
+
+    #[test]
+    fn write_identity_at_writes_the_session_where_the_header_has_one() {
+        let v2 = trade_frame();
+        let topic_len = "T.XNAS.MSFT".len();
+        let mut v1 = v2[..topic_len + 1 + crate::HEADER_LEN_V1].to_vec();
+        v1[topic_len + 1] = 1;
+        v1.extend_from_slice(&v2[topic_len + 1 + HEADER_LEN..]);
+        for frame in [v2, v1] {
+            let msg = MessageRef::decode(&frame).unwrap();
+            let mut h = *msg.header();
+            h.publisher_id = 9001;
+            h.sequence = 5;
+            h.send_time_ns = 123;
+            h.session = 77;
+            let mut got = frame.clone();
+            assert!(write_identity_at(&mut got, topic_len + 1, &h));
+            let back = MessageRef::decode(&got).unwrap();
+            let v2 = frame[topic_len + 1] == crate::header::WIRE_VERSION;
+            assert_eq!(
+                *back.header(),
+                Header {
+                    session: if v2 { 77 } else { 0 },
+                    ..h
+                }
+            );
+            assert_eq!(back.payload().unwrap(), msg.payload().unwrap());
+        }
+        let mut short = [0u8; 30];
+        short[1] = crate::header::WIRE_VERSION;
+        assert!(!write_identity_at(
+            &mut short,
+            1,
+            &Header::live(Kind::Quote, 1, 1, 1)
+        ));
     }
 
     #[test]

@@ -16,10 +16,11 @@ struct Quotes {
     n: u64,
     at: u64,
     skip_next: bool,
+    frame: Vec<u8>,
 }
 
 impl RecordSource for Quotes {
-    fn next_item(&mut self) -> Result<Option<SourceItem>, tickbox_feed::SourceError> {
+    fn next_item(&mut self) -> Result<Option<SourceItem<'_>>, tickbox_feed::SourceError> {
         if std::mem::take(&mut self.skip_next) {
             return Ok(Some(SourceItem::Skipped("no tickbox form".into())));
         }
@@ -29,15 +30,18 @@ impl RecordSource for Quotes {
         self.at += 1;
         self.skip_next = self.at.is_multiple_of(10);
         let time_ns = 1_700_000_000_000_000_000 + self.at * 1_000;
-        Ok(Some(SourceItem::Record(SourceRecord {
+        let record = SourceRecord::encode(
+            &mut self.frame,
             time_ns,
-            origin_time_ns: time_ns,
-            topic: format!("Q.XNAS.S{}", self.at % 7),
-            payload: Payload::Quote(Quote {
+            time_ns,
+            &format!("Q.XNAS.S{}", self.at % 7),
+            &Payload::Quote(Quote {
                 instrument_id: self.at as u32,
                 ..Quote::default()
             }),
-        })))
+        )
+        .unwrap();
+        Ok(Some(SourceItem::Record(record)))
     }
 }
 
@@ -74,6 +78,7 @@ fn a_connecting_shard_delivers_every_record_in_order_as_the_feed() {
             n,
             at: 0,
             skip_next: false,
+            frame: Vec::new(),
         }),
         Speed::Max,
     )
@@ -140,6 +145,7 @@ fn duration_ends_a_run_blocked_on_a_reader_that_never_reads() {
             n: u64::MAX,
             at: 0,
             skip_next: false,
+            frame: Vec::new(),
         }),
         Speed::Max,
     )
