@@ -213,11 +213,22 @@ pub fn open_publisher_socket(
         config.max_subscription_bytes,
         &config.socket_profile,
     );
+    open_feed_shard(gate, config, &recipe, shard, shard_config)
+}
+
+/// Opens shard `shard` of a feed by `recipe`, in the feed's role with its `[security]`; errors name the shard.
+pub(crate) fn open_feed_shard(
+    gate: &tickbox_auth::Gate,
+    config: &FeedConfig,
+    recipe: &PublisherSocket<'_>,
+    shard: usize,
+    shard_config: &PublisherShardConfig,
+) -> Result<(zmq::Socket, String), FeedError> {
     open_shard_socket(
         gate,
         &config.security,
         "feed",
-        &recipe,
+        recipe,
         &shard_config.endpoint,
         shard_config.connect,
     )

@@ -21,7 +21,7 @@ use tickbox_zmqx::publisher::Subscriptions;
 
 use crate::config::{BatchMode, FeedConfig};
 use crate::error::FeedError;
-use crate::publisher::{open_shard_socket, shard_recipe, Publisher, ShardSocketError, LINGER_MS};
+use crate::publisher::{open_feed_shard, shard_recipe, Publisher, LINGER_MS};
 use crate::runner::{FeedReport, PublisherShardReport, ShardInfo};
 use crate::shards::Shards;
 use crate::source::{RecordSource, SourceItem, SourceStats, SourceTotals};
@@ -145,31 +145,7 @@ fn open(gate: &tickbox_auth::Gate, config: &FeedConfig) -> Result<Shards, FeedEr
     let mut endpoints = Vec::with_capacity(config.shards.len());
     let connect = config.shards.first().is_some_and(|s| s.connect);
     for (shard, shard_config) in config.shards.iter().enumerate() {
-        let (socket, endpoint) = open_shard_socket(
-            gate,
-            &config.security,
-            "feed",
-            &recipe,
-            &shard_config.endpoint,
-            shard_config.connect,
-        )
-        .map_err(|e| match e {
-            ShardSocketError::Auth(e) => FeedError::Auth(e),
-            ShardSocketError::Socket(tickbox_zmqx::publisher::PublisherSocketError::Option {
-                source,
-                ..
-            }) => FeedError::SocketOption { shard, source },
-            ShardSocketError::Socket(tickbox_zmqx::publisher::PublisherSocketError::Attach {
-                verb,
-                endpoint,
-                source,
-            }) => FeedError::Endpoint {
-                shard,
-                verb,
-                endpoint,
-                source,
-            },
-        })?;
+        let (socket, endpoint) = open_feed_shard(gate, config, &recipe, shard, shard_config)?;
         let publisher = Publisher::new(
             socket,
             shard,
