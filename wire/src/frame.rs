@@ -228,6 +228,16 @@ mod tests {
     use super::*;
     use crate::payload::{Quote, Side, Trade};
 
+    /// [`trade_frame`] as version 2 and as version 1 (the same frame without the 8 session bytes).
+    fn trade_frame_in_both_versions() -> [Vec<u8>; 2] {
+        let v2 = trade_frame();
+        let topic_len = "T.XNAS.MSFT".len();
+        let mut v1 = v2[..topic_len + 1 + crate::HEADER_LEN_V1].to_vec();
+        v1[topic_len + 1] = 1;
+        v1.extend_from_slice(&v2[topic_len + 1 + HEADER_LEN..]);
+        [v2, v1]
+    }
+
     fn trade_frame() -> Vec<u8> {
         let header = Header::live(Kind::Trade, 7, 42, 1_000);
         let trade = Trade {
@@ -312,12 +322,7 @@ mod tests {
 
     #[test]
     fn write_send_fields_at_matches_restamp_in_place_in_both_versions() {
-        let v2 = trade_frame();
-        let topic_len = "T.XNAS.MSFT".len();
-        let mut v1 = v2[..topic_len + 1 + crate::HEADER_LEN_V1].to_vec();
-        v1[topic_len + 1] = 1;
-        v1.extend_from_slice(&v2[topic_len + 1 + HEADER_LEN..]);
-        for frame in [v2, v1] {
+        for frame in trade_frame_in_both_versions() {
             let mut expected = frame.clone();
             let header = restamp_in_place(&mut expected, 77, 88, 99_000, Flags::REPLAY).unwrap();
             let mut got = frame.clone();
@@ -342,12 +347,8 @@ mod tests {
 
     #[test]
     fn write_identity_at_writes_the_session_where_the_header_has_one() {
-        let v2 = trade_frame();
         let topic_len = "T.XNAS.MSFT".len();
-        let mut v1 = v2[..topic_len + 1 + crate::HEADER_LEN_V1].to_vec();
-        v1[topic_len + 1] = 1;
-        v1.extend_from_slice(&v2[topic_len + 1 + HEADER_LEN..]);
-        for frame in [v2, v1] {
+        for frame in trade_frame_in_both_versions() {
             let msg = MessageRef::decode(&frame).unwrap();
             let mut h = *msg.header();
             h.publisher_id = 9001;
@@ -378,12 +379,7 @@ mod tests {
 
     #[test]
     fn version_1_frames_decode_and_restamp_in_their_own_layout() {
-        let v2 = trade_frame();
-        let topic_len = "T.XNAS.MSFT".len();
-        // A version 1 frame is the version 2 one without the 8 session bytes.
-        let mut v1 = v2[..topic_len + 1 + crate::HEADER_LEN_V1].to_vec();
-        v1[topic_len + 1] = 1;
-        v1.extend_from_slice(&v2[topic_len + 1 + HEADER_LEN..]);
+        let [v2, mut v1] = trade_frame_in_both_versions();
         let old = MessageRef::decode(&v1).unwrap();
         assert_eq!(old.header().session, 0);
         assert_eq!(old.header().sequence, 42);
