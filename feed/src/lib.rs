@@ -90,11 +90,11 @@ pub use publisher::{
 pub use runner::{
     Feed, FeedHandle, FeedReport, PublisherShardReport, ShardInfo, ShardStats, RATE_SHORTFALL_RATIO,
 };
-pub use shards::{Closing, Shards};
+pub use shards::{CloseLoss, Closing, Shards};
 pub use source::{RecordSource, SourceError, SourceItem, SourceRecord, SourceStats, SourceTotals};
 pub use source_feed::{SourceFeed, SourceFeedHandle};
 pub use summary::{
-    CloseLoss, FeedShardStatus, FeedShardSummary, FeedStatus, FeedSummary, SourceShardSummary,
-    SourceStatus, SourceSummary,
+    FeedShardStatus, FeedShardSummary, FeedStatus, FeedSummary, SourceShardSummary, SourceStatus,
+    SourceSummary,
 };
 pub use tickbox_wire::Framing;
