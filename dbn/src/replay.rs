@@ -41,6 +41,10 @@ pub struct ReplaySource {
     path: PathBuf,
     /// Skip reasons already built, so a file of skipped records does not format one string per record.
     reasons: HashMap<(u8, u8), String>,
+    /// The frame a DBN record (or a journal's vendor frame) is encoded into, reused record after record.
+    frame: Vec<u8>,
+    /// Its topic, reused likewise.
+    topic: String,
 }
 
 /// True when `path` is a journal: an archive directory, or a file that starts with a journal's magic (plain, or
@@ -93,6 +97,8 @@ impl ReplaySource {
             inner,
             path: path.to_path_buf(),
             reasons: HashMap::new(),
+            frame: Vec::new(),
+            topic: String::new(),
         })
     }
 
@@ -104,29 +110,12 @@ impl ReplaySource {
         }
     }
 
-    fn reason(&mut self, key: (u8, u8)) -> String {
-        self.reasons
-            .entry(key)
-            .or_insert_with(|| match key {
-                (0, rtype) => match RType::try_from(rtype) {
-                    Ok(r) => format!("DBN {}: no tickbox equivalent", r.as_str()),
-                    Err(_) => format!("DBN rtype {rtype:#04x}: no tickbox equivalent"),
-                },
-                (1, kind) if kind == Kind::Heartbeat as u8 => {
-                    "heartbeat: the feed sends its own".to_owned()
-                }
-                (1, kind) if kind == Kind::Gap as u8 => {
-                    "gap notice: a recorded loss, not data".to_owned()
-                }
-                (1, kind) => format!("kind {kind}: not a publishable tickbox message"),
-                _ => "frame that does not decode as a tickbox message".to_owned(),
-            })
-            .clone()
-    }
-
     /// The next item in file order; `Ok(None)` at the end. A damaged record (a truncated or corrupt file, a
     /// failed checksum) is an error naming the file and the record: a replay must not silently publish a prefix.
-    pub fn next_item(&mut self) -> Result<Option<SourceItem>, DbnError> {
+    /// A journal's tickbox frame is handed over as it lies in the journal; a DBN record (or a journal's vendor
+    /// frame) is encoded once into a frame this source reuses.
+    pub fn next_item(&mut self) -> Result<Option<SourceItem<'_>>, DbnError> {
+        let reasons = &mut self.reasons;
         match &mut self.inner {
             Inner::Dbn { source, topics } => {
                 let Some(rec) = source.next_record()? else {
@@ -147,20 +136,24 @@ impl ReplaySource {
                 // Straight from the decoded record (no vendor frame in between): the same payload an import
                 // followed by `derive_wire` gives.
                 let Some(payload) = derive_payload(rtype, &rec) else {
-                    return Ok(Some(SourceItem::Skipped(self.reason((0, rtype)))));
+                    return Ok(Some(SourceItem::Skipped(reason(reasons, (0, rtype)))));
                 };
                 let (time_ns, origin_time_ns) = (rec.raw_index_ts(), rec.raw_ts_event());
                 let vendor_topic = topics.topic(&rec);
                 let rest = vendor_topic
                     .split_once('.')
                     .map_or(vendor_topic, |(_, r)| r);
-                let topic = format!("{}.{rest}", payload.kind().topic_letter());
-                Ok(Some(SourceItem::Record(SourceRecord {
+                self.topic.clear();
+                self.topic.push(payload.kind().topic_letter());
+                self.topic.push('.');
+                self.topic.push_str(rest);
+                Ok(Some(encoded(
+                    &mut self.frame,
                     time_ns,
                     origin_time_ns,
-                    topic,
-                    payload,
-                })))
+                    &self.topic,
+                    &payload,
+                )))
             }
             Inner::Journal(reader) => {
                 let record = reader.next().map_err(|e| DbnError::Refused {
@@ -175,47 +168,79 @@ impl ReplaySource {
                 if let Ok(msg) = MessageRef::decode(frame) {
                     let kind = msg.kind();
                     return Ok(Some(match (kind, msg.payload()) {
-                        (Kind::Quote | Kind::Trade | Kind::BookLevel, Ok(payload)) => {
-                            SourceItem::Record(SourceRecord {
-                                time_ns,
-                                origin_time_ns: msg.header().origin_time_ns,
-                                topic: msg.topic().to_owned(),
-                                payload,
-                            })
+                        // Handed over as it lies: the feed writes its identity into its own copy.
+                        (Kind::Quote | Kind::Trade | Kind::BookLevel, Ok(_)) => {
+                            SourceItem::Record(SourceRecord { time_ns, frame })
                         }
                         (Kind::Quote | Kind::Trade | Kind::BookLevel, Err(_)) => {
-                            SourceItem::Skipped(self.reason((2, 0)))
+                            SourceItem::Skipped(reason(reasons, (2, 0)))
                         }
-                        (kind, _) => SourceItem::Skipped(self.reason((1, kind as u8))),
+                        (kind, _) => SourceItem::Skipped(reason(reasons, (1, kind as u8))),
                     }));
                 }
                 match VendorFrame::decode(frame) {
                     Ok(f) => match derive_wire(&f) {
-                        Some((topic, h, payload)) => Ok(Some(SourceItem::Record(SourceRecord {
+                        Some((topic, h, payload)) => Ok(Some(encoded(
+                            &mut self.frame,
                             time_ns,
-                            origin_time_ns: h.origin_time_ns,
-                            topic,
-                            payload,
-                        }))),
+                            h.origin_time_ns,
+                            &topic,
+                            &payload,
+                        ))),
                         None => {
                             let rtype = f.rtype;
-                            Ok(Some(SourceItem::Skipped(self.reason((0, rtype)))))
+                            Ok(Some(SourceItem::Skipped(reason(reasons, (0, rtype)))))
                         }
                     },
                     Err(crate::error::FrameError::OtherKind(kind)) if kind != VENDOR_KIND => {
-                        Ok(Some(SourceItem::Skipped(self.reason((1, kind)))))
+                        Ok(Some(SourceItem::Skipped(reason(reasons, (1, kind)))))
                     }
-                    Err(_) => Ok(Some(SourceItem::Skipped(self.reason((2, 0))))),
+                    Err(_) => Ok(Some(SourceItem::Skipped(reason(reasons, (2, 0))))),
                 }
             }
         }
     }
 }
 
+/// A record encoded once into `frame`, or the reason it cannot be (a topic the wire refuses).
+fn encoded<'a>(
+    frame: &'a mut Vec<u8>,
+    time_ns: u64,
+    origin_time_ns: u64,
+    topic: &str,
+    payload: &tickbox_wire::Payload,
+) -> SourceItem<'a> {
+    match SourceRecord::encode(frame, time_ns, origin_time_ns, topic, payload) {
+        Ok(record) => SourceItem::Record(record),
+        Err(err) => SourceItem::Skipped(format!("not publishable as a tickbox message: {err}")),
+    }
+}
+
+/// The text of a skip reason, built once per reason.
+fn reason(reasons: &mut HashMap<(u8, u8), String>, key: (u8, u8)) -> String {
+    reasons
+        .entry(key)
+        .or_insert_with(|| match key {
+            (0, rtype) => match RType::try_from(rtype) {
+                Ok(r) => format!("DBN {}: no tickbox equivalent", r.as_str()),
+                Err(_) => format!("DBN rtype {rtype:#04x}: no tickbox equivalent"),
+            },
+            (1, kind) if kind == Kind::Heartbeat as u8 => {
+                "heartbeat: the feed sends its own".to_owned()
+            }
+            (1, kind) if kind == Kind::Gap as u8 => {
+                "gap notice: a recorded loss, not data".to_owned()
+            }
+            (1, kind) => format!("kind {kind}: not a publishable tickbox message"),
+            _ => "frame that does not decode as a tickbox message".to_owned(),
+        })
+        .clone()
+}
+
 /// `tickbox feed --source` publishes a recording straight from here: a damaged record ends the feed with the
 /// typed error, named file and record included.
 impl RecordSource for ReplaySource {
-    fn next_item(&mut self) -> Result<Option<SourceItem>, SourceError> {
+    fn next_item(&mut self) -> Result<Option<SourceItem<'_>>, SourceError> {
         ReplaySource::next_item(self).map_err(|error| match error {
             DbnError::Io { path, source } => SourceError::Io { path, source },
             other => SourceError::reader(other),

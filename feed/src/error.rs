@@ -73,6 +73,9 @@ pub enum FeedError {
     /// The OS refused a new thread.
     #[error("cannot spawn shard thread: {0}")]
     Spawn(#[source] std::io::Error),
+    /// The recording given to `feed --source` could not be read on (damaged or truncated): the feed stops.
+    #[error("reading the source: {0}")]
+    Source(#[source] crate::source::SourceError),
     /// `[security]` could not be applied to a shard's socket.
     #[error(transparent)]
     Auth(#[from] tickbox_auth::AuthError),

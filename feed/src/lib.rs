@@ -43,11 +43,14 @@
 //!   [`shard_of_symbol`]); topics are `Q.V.S` and `T.V.S`. An idle shard heartbeats on `H.<publisher id>` with the
 //!   header sequence equal to its last data sequence.
 //! * Building blocks, usable alone: [`SendPacer`] (sans-IO schedule, fake-clock testable), [`Universe`] and
-//!   [`MarketGenerator`] (the synthetic market), [`Publisher`] (stamp + encode + send on one socket) and
-//!   [`open_publisher_socket`].
+//!   [`MarketGenerator`] (the synthetic market), and the one shard publisher every publishing component uses (the
+//!   feed, `feed --source`, `tickbox_recorder::Replayer`): [`Publisher`] (stamp + encode, or restamp a ready
+//!   frame in place, + send on one socket; its batches in a [`ShardBatch`]), opened by [`open_publisher_socket`]
+//!   or [`shard_recipe`] + [`open_shard_socket`], several driven from one thread as [`Shards`] (subscriber tally
+//!   and wait, batching decision, the drain at the end: [`Shards::close_wait`]).
 //!
-//! * [`RecordSource`]: a recording read in order (`tickbox-dbn` reads DBN files and journals); the one journal
-//!   publisher, `tickbox_recorder::SourceReplay`, publishes it on a feed's shards at a `tickbox_units::Speed`
+//! * [`RecordSource`]: a recording read in order (`tickbox-dbn` reads DBN files and journals); [`SourceFeed`]
+//!   publishes it on a feed's shards at a `tickbox_units::Speed`
 //!   (`1x`, `Nx`, `max`), each record under the shard's own identity and sequence with its event time as origin
 //!   time; its [`FeedReport`] carries [`SourceTotals`]: read, published and skipped (by reason).
 //! * [`FeedSummary`], [`SourceSummary`], [`FeedStatus`], [`SourceStatus`]: the `--json` summaries and status-board
@@ -56,6 +59,7 @@
 //! Send time in every header is `tickbox_wire::now_ns()` taken per message just before encoding, so
 //! feed-to-subscriber latency can be measured from it.
 
+mod batch;
 mod config;
 mod error;
 mod generator;
@@ -64,9 +68,12 @@ mod overrides;
 mod pacer;
 mod publisher;
 mod runner;
+mod shards;
 mod source;
+mod source_feed;
 mod summary;
 
+pub use batch::{Flushed, ShardBatch};
 pub use config::{BatchMode, FeedConfig, PacingMode, Pattern, PublisherShardConfig, Rate};
 pub use error::FeedError;
 pub use generator::{
@@ -77,15 +84,17 @@ pub use metrics::FeedMetrics;
 pub use overrides::FeedOverrides;
 pub use pacer::{paced_offset_ns, Pacing, SendPacer, Step};
 pub use publisher::{
-    heartbeat_topic, open_publisher_socket, Publisher, PublisherCounts, INTERRUPT_GRACE, LINGER_MS,
-    SEND_TIMEOUT_MS,
+    open_publisher_socket, open_shard_socket, shard_recipe, Publisher, PublisherCounts, Sent,
+    ShardSocketError, INTERRUPT_GRACE, LINGER_MS, SEND_TIMEOUT_MS,
 };
 pub use runner::{
     Feed, FeedHandle, FeedReport, PublisherShardReport, ShardInfo, ShardStats, RATE_SHORTFALL_RATIO,
 };
+pub use shards::{CloseLoss, Closing, Shards};
 pub use source::{RecordSource, SourceError, SourceItem, SourceRecord, SourceStats, SourceTotals};
+pub use source_feed::{SourceFeed, SourceFeedHandle};
 pub use summary::{
-    CloseLoss, FeedShardStatus, FeedShardSummary, FeedStatus, FeedSummary, SourceShardSummary,
-    SourceStatus, SourceSummary,
+    FeedShardStatus, FeedShardSummary, FeedStatus, FeedSummary, SourceShardSummary, SourceStatus,
+    SourceSummary,
 };
 pub use tickbox_wire::Framing;

@@ -5,11 +5,14 @@ use std::time::{Duration, Instant};
 
 use std::sync::Arc;
 use tickbox_wire::{
-    encode, encoded_len, now_ns, BatchCursor, Header, Heartbeat, Kind, Payload, SubscriptionTally,
+    encode, encoded_len, heartbeat_topic, now_ns, Header, Heartbeat, Kind, Payload,
+    SubscriptionTally,
 };
 
-use tickbox_zmqx::zero_copy::{Delivery, OutMessage, PoolBuf, ZeroCopySender};
+use tickbox_zmqx::publisher::{Linger, PublisherSocket, PublisherSocketError, Subscriptions};
+use tickbox_zmqx::zero_copy::{Delivery, OutMessage, ZeroCopySender};
 
+use crate::batch::ShardBatch;
 use crate::config::{FeedConfig, PublisherShardConfig};
 use crate::error::FeedError;
 
@@ -43,6 +46,21 @@ pub struct PublisherCounts {
 }
 
 impl PublisherCounts {
+    /// What was counted since `earlier` (an earlier snapshot of the same publisher); the allocation count stays
+    /// the publisher's life's.
+    pub fn since(&self, earlier: &PublisherCounts) -> PublisherCounts {
+        PublisherCounts {
+            quotes: self.quotes - earlier.quotes,
+            trades: self.trades - earlier.trades,
+            book_levels: self.book_levels - earlier.book_levels,
+            heartbeats: self.heartbeats - earlier.heartbeats,
+            would_block: self.would_block - earlier.would_block,
+            frames: self.frames - earlier.frames,
+            batches: self.batches - earlier.batches,
+            batch_buffers_allocated: self.batch_buffers_allocated,
+        }
+    }
+
     /// Data messages (everything but heartbeats).
     pub fn data(&self) -> u64 {
         self.quotes + self.trades + self.book_levels
@@ -181,88 +199,112 @@ pub fn open_publisher_socket(
     shard_config: &PublisherShardConfig,
     config: &FeedConfig,
 ) -> Result<(zmq::Socket, String), FeedError> {
-    let xpub = config.uses_xpub();
-    let socket_err = |source| FeedError::Socket { shard, source };
-    let kind = if xpub { zmq::XPUB } else { zmq::PUB };
-    // A shard that binds is a server: its socket comes from the gate (CURVE, ZAP, monitor) before it binds.
-    let mut socket = if shard_config.connect {
-        gate.context().socket(kind).map_err(socket_err)?
-    } else {
-        gate.socket(kind, "feed")?
-    };
-    socket.set_linger(LINGER_MS).map_err(socket_err)?;
-    socket.set_sndhwm(config.send_hwm).map_err(socket_err)?;
-    socket.set_sndtimeo(SEND_TIMEOUT_MS).map_err(socket_err)?;
-    tickbox_zmqx::limit_subscriptions(&socket, config.max_subscription_bytes)
-        .map_err(|source| FeedError::SocketOption { shard, source })?;
-    tickbox_zmqx::profile::apply(&socket, &config.socket_profile).map_err(socket_err)?;
-    if xpub {
+    let recipe = shard_recipe(
         // Every subscription and every unsubscription must be seen, duplicates included, to count subscribers:
-        // whether all of them read batches, how many arrived (`wait_for_subscribers`), whether all have left (the
-        // drain at the end of a no-drop run). Plain XPUB passes only a prefix's first subscribe and last
-        // unsubscribe.
-        tickbox_zmqx::set_xpub_verboser(&mut socket, true)
-            .map_err(|source| FeedError::SocketOption { shard, source })?;
-    }
-    if config.back_pressure.blocks() {
-        tickbox_zmqx::set_xpub_nodrop(&mut socket, true)
-            .map_err(|source| FeedError::SocketOption { shard, source })?;
-    }
-    let endpoint = &shard_config.endpoint;
-    let resolved = if shard_config.connect {
-        config.security.client(&socket, "feed")?;
-        socket.connect(endpoint).map_err(|e| FeedError::Endpoint {
-            shard,
-            verb: "connect to",
-            endpoint: endpoint.clone(),
-            source: e.into(),
-        })?;
-        endpoint.clone()
-    } else {
-        tickbox_zmqx::bind_resolved(&socket, endpoint).map_err(|source| FeedError::Endpoint {
-            shard,
-            verb: "bind",
-            endpoint: endpoint.clone(),
-            source,
-        })?
-    };
-    Ok((socket, resolved))
+        // whether all of them read batches, how many arrived (`wait_for_subscribers`), whether all have left
+        // (the drain at the end of a no-drop run). A lossy feed that needs none of that stays a plain PUB.
+        if config.uses_xpub() {
+            Subscriptions::Verboser
+        } else {
+            Subscriptions::Hidden
+        },
+        config.send_hwm,
+        config.back_pressure,
+        config.max_subscription_bytes,
+        &config.socket_profile,
+    );
+    open_feed_shard(gate, config, &recipe, shard, shard_config)
 }
 
-/// Recycled buffers for batch frames (at most this many queued in libzmq before a batch allocates its own).
-const BATCH_BUFFERS: usize = 64;
-/// Memory bound of one publisher's batch buffers when `batch_max_bytes` is large: fewer buffers, at least 4.
-const BATCH_POOL_BYTES: usize = 4 << 20;
-
-/// A publisher's batching: messages are encoded straight into a recycled buffer, which libzmq then sends as it
-/// is (no second copy); a send refused by a full pipe keeps that message for the next flush.
-struct FeedBatch {
-    sender: ZeroCopySender,
-    max_records: u16,
-    /// The batch being filled.
-    open: Option<(PoolBuf, BatchCursor)>,
-    /// Messages in the frame a full pipe refused (the sender's pending message), 0 when none.
-    pending_records: usize,
-}
-
-impl FeedBatch {
-    fn new(max_bytes: usize, max_records: u16, delivery: &Arc<Delivery>) -> Self {
-        let buffers = (BATCH_POOL_BYTES / max_bytes.max(1)).clamp(4, BATCH_BUFFERS);
-        // Never wait for a buffer: on a plain PUB a slow subscriber's queue may hold them all, and a live feed
-        // must not stall the others on it.
-        let mut sender = ZeroCopySender::new(buffers, max_bytes);
-        sender.track(delivery);
-        FeedBatch {
-            sender,
-            max_records,
-            open: None,
-            pending_records: 0,
+/// Opens shard `shard` of a feed by `recipe`, in the feed's role with its `[security]`; errors name the shard.
+pub(crate) fn open_feed_shard(
+    gate: &tickbox_auth::Gate,
+    config: &FeedConfig,
+    recipe: &PublisherSocket<'_>,
+    shard: usize,
+    shard_config: &PublisherShardConfig,
+) -> Result<(zmq::Socket, String), FeedError> {
+    open_shard_socket(
+        gate,
+        &config.security,
+        "feed",
+        recipe,
+        &shard_config.endpoint,
+        shard_config.connect,
+    )
+    .map_err(|e| match e {
+        ShardSocketError::Auth(e) => FeedError::Auth(e),
+        ShardSocketError::Socket(PublisherSocketError::Option { source, .. }) => {
+            FeedError::SocketOption { shard, source }
         }
-    }
+        ShardSocketError::Socket(PublisherSocketError::Attach {
+            verb,
+            endpoint,
+            source,
+        }) => FeedError::Endpoint {
+            shard,
+            verb,
+            endpoint,
+            source,
+        },
+    })
+}
 
-    fn open_len(&self) -> usize {
-        self.open.as_ref().map_or(0, |(_, c)| c.len())
+/// The socket recipe of a publisher shard (the feed's, a replay's, `feed --source`'s): `subscriptions` as the
+/// shard needs them, [`LINGER_MS`], blocked sends bounded by [`SEND_TIMEOUT_MS`] so a stop is seen,
+/// subscriptions bounded to `max_subscription_bytes`, `ZMQ_XPUB_NODROP` when it blocks, the role's profile.
+pub fn shard_recipe(
+    subscriptions: Subscriptions,
+    send_hwm: i32,
+    back_pressure: tickbox_zmqx::BackPressure,
+    max_subscription_bytes: usize,
+    profile: &tickbox_zmqx::profile::SocketProfile,
+) -> PublisherSocket<'_> {
+    PublisherSocket {
+        subscriptions,
+        send_hwm,
+        linger: Linger::Ms(LINGER_MS),
+        send_timeout_ms: Some(SEND_TIMEOUT_MS),
+        max_inbound_bytes: tickbox_zmqx::subscription_limit(max_subscription_bytes),
+        back_pressure,
+        profile,
     }
+}
+
+/// Why a shard's socket could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum ShardSocketError {
+    /// `[security]` could not be applied to it.
+    #[error(transparent)]
+    Auth(#[from] tickbox_auth::AuthError),
+    /// An option, the bind or the connect failed.
+    #[error(transparent)]
+    Socket(#[from] PublisherSocketError),
+}
+
+/// Opens a shard's socket by `recipe` for `role` (`feed`, `replay`): a socket that binds is a server and comes
+/// from the gate (CURVE, ZAP, monitor) before it binds; one that connects is a client of the role's server key.
+pub fn open_shard_socket(
+    gate: &tickbox_auth::Gate,
+    security: &tickbox_auth::Security,
+    role: &'static str,
+    recipe: &PublisherSocket<'_>,
+    endpoint: &str,
+    connect: bool,
+) -> Result<(zmq::Socket, String), ShardSocketError> {
+    let socket = if connect {
+        let socket = gate.context().socket(recipe.kind()).map_err(|source| {
+            tickbox_auth::AuthError::Socket {
+                role: role.to_string(),
+                source,
+            }
+        })?;
+        security.client(&socket, role)?;
+        socket
+    } else {
+        gate.socket(recipe.kind(), role)?
+    };
+    Ok(recipe.open(socket, endpoint, connect)?)
 }
 
 /// Stamps, encodes and sends messages for one publisher id. Messages are encoded into recycled buffers that
@@ -281,13 +323,24 @@ pub struct Publisher {
     /// Send the topic alone first (the Guide's envelope), see [`Publisher::set_guide_framing`].
     guide_framing: bool,
     /// Messages waiting to go out as one batch frame (see [`Publisher::set_batching`]); encoded in place.
-    batch: Option<FeedBatch>,
+    batch: Option<ShardBatch>,
     batching: bool,
     /// Recycled buffers single frames are encoded into and sent from (no copy), tracked by `delivery`.
     singles: ZeroCopySender,
     /// Data messages handed to libzmq (single frames, and batch frames by their records) until it releases
     /// them: what the shard's close would drop (see [`Publisher::undelivered`]).
     delivery: Arc<Delivery>,
+    /// Data messages handed to libzmq so far, and their bytes (see [`Publisher::sent`]).
+    sent: Sent,
+}
+
+/// What a publisher has handed to libzmq so far (batched messages count once their batch went).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Sent {
+    /// Data messages (and gap notices or cached values a replay sends), alone or in batches.
+    pub records: u64,
+    /// Their frames' bytes (without batch headers and length prefixes).
+    pub bytes: u64,
 }
 
 /// Recycled buffers for single frames: about one high-water mark's worth (the default 1,000) of a subscriber that
@@ -323,16 +376,31 @@ impl Publisher {
                 singles
             },
             delivery,
+            sent: Sent::default(),
         }
     }
 
     /// Gives the publisher a batch buffer (`max_records` messages, `max_bytes` per frame, allocated once), used
     /// while [`set_batching`](Self::set_batching) says so.
-    pub fn with_batch(mut self, max_bytes: usize, max_records: u16) -> Self {
-        self.batch = Some(FeedBatch::new(
+    pub fn with_batch(self, max_bytes: usize, max_records: u16) -> Self {
+        // Never wait for a buffer: on a plain PUB a slow subscriber's queue may hold them all, and a live feed
+        // must not stall the others on it.
+        self.with_batch_pool(max_bytes, max_records, None)
+    }
+
+    /// [`with_batch`](Self::with_batch) whose batches wait up to `wait_for_buffers` for a pooled buffer when all
+    /// are queued in libzmq, before allocating one (see [`ShardBatch::new`]).
+    pub fn with_batch_pool(
+        mut self,
+        max_bytes: usize,
+        max_records: u16,
+        wait_for_buffers: Option<Duration>,
+    ) -> Self {
+        self.batch = Some(ShardBatch::new(
             max_bytes,
-            max_records.max(1),
+            max_records,
             &self.delivery,
+            wait_for_buffers,
         ));
         self
     }
@@ -355,57 +423,38 @@ impl Publisher {
 
     /// Data messages batched and not sent yet (they have their sequences; [`flush`](Self::flush) sends them).
     pub fn pending(&self) -> usize {
-        self.batch
-            .as_ref()
-            .map_or(0, |b| b.pending_records + b.open_len())
+        self.batch.as_ref().map_or(0, ShardBatch::pending)
     }
 
     /// Sends the batched messages (one alone as a plain frame). False if the no-drop pipe stayed full for
     /// [`SEND_TIMEOUT_MS`]: the batch is kept, and calling again retries it.
     pub fn flush(&mut self) -> Result<bool, FeedError> {
+        self.flush_until(None)
+    }
+
+    /// [`flush`](Self::flush), retrying a refused frame until it goes or `stop` is raised; a frame still
+    /// refused then is dropped, its messages not counted as sent. False if stopped.
+    pub fn flush_or_stop(&mut self, stop: &AtomicBool) -> Result<bool, FeedError> {
+        let done = self.flush_until(Some(stop))?;
+        if !done {
+            if let Some(batch) = self.batch.as_mut() {
+                batch.discard_refused();
+            }
+        }
+        Ok(done)
+    }
+
+    fn flush_until(&mut self, retry_until: Option<&AtomicBool>) -> Result<bool, FeedError> {
         let Some(batch) = self.batch.as_mut() else {
             return Ok(true);
         };
         let shard = self.shard;
-        let send_err = |source| FeedError::BatchSend { shard, source };
-        // A frame refused earlier goes first: it is the very message libzmq refused, kept, not rebuilt.
-        if batch.pending_records > 0 {
-            if !batch
-                .sender
-                .send_pending(&mut self.socket, 0)
-                .map_err(send_err)?
-            {
-                self.counts.would_block += 1;
-                return Ok(false);
-            }
-            let n = std::mem::take(&mut batch.pending_records);
-            self.counts.frames += 1;
-            self.counts.batches += u64::from(n > 1);
-        }
-        let n = batch.open_len();
-        if n == 0 {
-            return Ok(true);
-        }
-        let Some((mut buf, cursor)) = batch.open.take() else {
-            return Ok(true);
-        };
-        // A lone message goes as a plain frame: the same buffer, past the batch header and length prefix.
-        let range = cursor.finish_message(&mut buf);
-        let allocated = batch.sender.stats().allocated;
-        self.counts.batch_buffers_allocated = allocated;
-        // The buffer itself is the message (no copy); a full pipe leaves it pending for the next flush.
-        if !batch
-            .sender
-            .send(&mut self.socket, buf, range, 0)
-            .map_err(send_err)?
-        {
-            batch.pending_records = n;
-            self.counts.would_block += 1;
-            return Ok(false);
-        }
-        self.counts.frames += 1;
-        self.counts.batches += u64::from(n > 1);
-        Ok(true)
+        let flushed = batch
+            .flush(&mut self.socket, &mut self.counts, retry_until)
+            .map_err(|source| FeedError::BatchSend { shard, source })?;
+        self.sent.records += flushed.records;
+        self.sent.bytes += flushed.bytes;
+        Ok(flushed.complete)
     }
 
     /// Sends every message as the Guide's two-frame envelope, `[topic][tickbox frame]`, so plain ZeroMQ proxies
@@ -437,6 +486,22 @@ impl Publisher {
     /// Sequence of the last data message sent (0 before the first; the first is 1).
     pub fn last_sequence(&self) -> u64 {
         self.sequence
+    }
+
+    /// One-off batch buffers allocated so far because every pooled one was queued in libzmq.
+    pub fn batch_buffers_allocated(&self) -> u64 {
+        self.batch.as_ref().map_or(0, ShardBatch::allocated)
+    }
+
+    /// Data messages and bytes handed to libzmq so far.
+    pub fn sent(&self) -> Sent {
+        self.sent
+    }
+
+    /// Waits up to `limit` (or until `stop`) for libzmq to hand what it holds to the subscribers' connections;
+    /// returns what it still holds then ([`undelivered`](Self::undelivered)).
+    pub fn wait_settled(&self, limit: Duration, stop: Option<&AtomicBool>) -> u64 {
+        self.delivery.wait_settled(limit, stop)
     }
 
     /// What has been sent so far, by kind.
@@ -487,7 +552,12 @@ impl Publisher {
         let mut header = Header::live(payload.kind(), self.publisher_id, sequence, send_time_ns)
             .with_session(self.session);
         header.origin_time_ns = origin_time_ns;
-        if !self.send(topic, &header, payload)? {
+        let message = Encoded {
+            topic,
+            header: &header,
+            payload,
+        };
+        if !self.send(&message, &NEVER_STOP)? {
             return Ok(None);
         }
         self.sequence = sequence;
@@ -514,7 +584,14 @@ impl Publisher {
             messages_sent: self.counts.data(),
         });
         let topic = std::mem::take(&mut self.heartbeat_topic);
-        let sent = self.send_single(&topic, &header, &payload, 0);
+        let sent = self.send_single(
+            &Encoded {
+                topic: &topic,
+                header: &header,
+                payload: &payload,
+            },
+            0,
+        );
         self.heartbeat_topic = topic;
         let sent = sent?;
         if sent {
@@ -523,30 +600,114 @@ impl Publisher {
         Ok(sent)
     }
 
-    /// Sends one data message: encoded straight into the batch while batching (sending the batch first when
+    /// Sends a ready frame (a journal's record, a gap notice) restamped with `out`'s send fields (flags,
+    /// publisher id, sequence, send time) where it lies: copied once, into the open batch or a single frame's
+    /// buffer, never decoded again. `header_at` is where its header starts (its topic length + 1). The caller
+    /// owns the identity: this publisher's own sequence does not move. False if a send found the no-drop pipe
+    /// full: the frame was not taken (call again; a batch waiting for a buffer stops waiting on `stop`).
+    #[inline]
+    pub fn send_frame(
+        &mut self,
+        frame: &[u8],
+        header_at: usize,
+        out: &Header,
+        stop: &AtomicBool,
+    ) -> Result<bool, FeedError> {
+        let message = Restamped {
+            frame,
+            header_at,
+            header: out,
+            whole_identity: false,
+        };
+        if !self.send(&message, stop)? {
+            return Ok(false);
+        }
+        match out.kind {
+            Kind::Quote => self.counts.quotes += 1,
+            Kind::Trade => self.counts.trades += 1,
+            Kind::BookLevel => self.counts.book_levels += 1,
+            Kind::Heartbeat | Kind::Gap => {}
+        }
+        Ok(true)
+    }
+
+    /// Sends a ready frame (a recording's record) as this publisher's own next data message: copied once, into
+    /// the open batch or a single frame's buffer, with this publisher's id, session and next sequence, `send_time_ns`
+    /// and no flags written where they lie; topic, kind, origin time and payload go out as they are. `header_at` is
+    /// where its header starts (its topic length + 1) and `kind` its kind. Returns the sequence, or `None` if a
+    /// no-drop pipe stayed full (nothing taken, the sequence not used: retrying keeps the stream gap-free).
+    #[inline]
+    pub fn publish_frame(
+        &mut self,
+        frame: &[u8],
+        header_at: usize,
+        kind: Kind,
+        send_time_ns: u64,
+    ) -> Result<Option<u64>, FeedError> {
+        let sequence = self.sequence + 1;
+        let header = Header::live(kind, self.publisher_id, sequence, send_time_ns)
+            .with_session(self.session);
+        let message = Restamped {
+            frame,
+            header_at,
+            header: &header,
+            whole_identity: true,
+        };
+        if !self.send(&message, &NEVER_STOP)? {
+            return Ok(None);
+        }
+        self.sequence = sequence;
+        match kind {
+            Kind::Quote => self.counts.quotes += 1,
+            Kind::Trade => self.counts.trades += 1,
+            Kind::BookLevel => self.counts.book_levels += 1,
+            Kind::Heartbeat | Kind::Gap => {}
+        }
+        Ok(Some(sequence))
+    }
+
+    /// Sends a heartbeat on behalf of another identity (a replay speaking for the publishers it replays):
+    /// `header` as given, after what is batched. False if the pipe was full.
+    pub fn heartbeat_as(
+        &mut self,
+        topic: &str,
+        header: &Header,
+        heartbeat: Heartbeat,
+    ) -> Result<bool, FeedError> {
+        if !self.flush()? {
+            return Ok(false);
+        }
+        let payload = Payload::Heartbeat(heartbeat);
+        let sent = self.send_single(
+            &Encoded {
+                topic,
+                header,
+                payload: &payload,
+            },
+            0,
+        )?;
+        if sent {
+            self.counts.heartbeats += 1;
+        }
+        Ok(sent)
+    }
+
+    /// Sends one data message: written straight into the batch while batching (sending the batch first when
     /// it is full), or alone. False if a send found the no-drop pipe full: the message was not taken.
     #[inline]
-    fn send(&mut self, topic: &str, header: &Header, payload: &Payload) -> Result<bool, FeedError> {
+    fn send(&mut self, message: &impl Outgoing, stop: &AtomicBool) -> Result<bool, FeedError> {
         if self.batching {
-            let needed = encoded_len(topic, header.kind);
+            let needed = message.len();
             for attempt in 0..2 {
                 let batch = self
                     .batch
                     .as_mut()
                     .expect("batching implies a batch buffer");
-                let (buf, cursor) = match &mut batch.open {
-                    Some(open) => open,
-                    open @ None => {
-                        let mut buf = batch.sender.buffer(&NEVER_STOP);
-                        let cursor = BatchCursor::start(&mut buf, batch.max_records);
-                        open.insert((buf, cursor))
-                    }
-                };
-                if let Some(slot) = cursor.push_with(buf, needed) {
-                    encode(slot, topic, header, payload)?;
+                if let Some(slot) = batch.slot(needed, stop) {
+                    message.write(slot)?;
                     return Ok(true);
                 }
-                if attempt == 1 || cursor.is_empty() {
+                if attempt == 1 || batch.open_len() == 0 {
                     break;
                 }
                 if !self.flush()? {
@@ -558,34 +719,28 @@ impl Publisher {
                 return Ok(false);
             }
         }
-        let sent = self.send_single(topic, header, payload, 1)?;
+        let sent = self.send_single(message, 1)?;
         if sent {
             self.counts.frames += 1;
         }
         Ok(sent)
     }
 
-    /// Sends one frame carrying `records` data messages (a heartbeat: 0), encoded straight into a recycled
+    /// Sends one frame carrying `records` data messages (a heartbeat: 0), written straight into a recycled
     /// buffer that libzmq then sends as it is, tracked until libzmq releases it.
     #[inline]
-    fn send_single(
-        &mut self,
-        topic: &str,
-        header: &Header,
-        payload: &Payload,
-        records: u64,
-    ) -> Result<bool, FeedError> {
-        let needed = encoded_len(topic, header.kind);
+    fn send_single(&mut self, message: &impl Outgoing, records: u64) -> Result<bool, FeedError> {
+        let needed = message.len();
         let mut buf = match self.singles.try_buffer() {
             Some(buf) if buf.len() >= needed => buf,
             // Every recycled buffer queued in libzmq (a subscriber that is behind), or a message too large.
             _ => self.delivery.buffer(needed),
         };
-        let n = encode(&mut buf, topic, header, payload)?;
+        let n = message.write(&mut buf)?;
         if self.guide_framing {
             // libzmq applies the high-water mark to a message's first frame and then takes the rest whole, so a
             // full pipe refuses the envelope here, before any of it is queued.
-            match self.socket.send(topic.as_bytes(), zmq::SNDMORE) {
+            match self.socket.send(message.topic(), zmq::SNDMORE) {
                 Ok(()) => {}
                 Err(zmq::Error::EAGAIN | zmq::Error::EINTR) => {
                     self.counts.would_block += 1;
@@ -605,6 +760,10 @@ impl Publisher {
         // A refused message is dropped here, which releases it (handed and released alike): the caller retries
         // with the same sequence.
         if msg.send(&mut self.socket, 0).map_err(send_err)? {
+            if records > 0 {
+                self.sent.records += records;
+                self.sent.bytes += n as u64;
+            }
             Ok(true)
         } else {
             // EINTR: a signal (Ctrl-C) cut the blocked send short; like a timeout, the caller retries or stops.
@@ -614,14 +773,75 @@ impl Publisher {
     }
 }
 
-/// [`ZeroCopySender::buffer`] never waits here (the feed's senders allocate when their pool is out), so it is
+/// A message a [`Publisher`] writes into its buffer: encoded from its parts, or a ready frame restamped.
+trait Outgoing {
+    /// Its length in bytes.
+    fn len(&self) -> usize;
+    /// Its topic (the first frame of the Guide's envelope).
+    fn topic(&self) -> &[u8];
+    /// Writes it at the start of `buf` (at least [`len`](Self::len) long); returns its length.
+    fn write(&self, buf: &mut [u8]) -> Result<usize, FeedError>;
+}
+
+/// A message encoded from a topic, a header and a payload.
+struct Encoded<'a> {
+    topic: &'a str,
+    header: &'a Header,
+    payload: &'a Payload,
+}
+
+impl Outgoing for Encoded<'_> {
+    #[inline]
+    fn len(&self) -> usize {
+        encoded_len(self.topic, self.header.kind)
+    }
+
+    fn topic(&self) -> &[u8] {
+        self.topic.as_bytes()
+    }
+
+    #[inline]
+    fn write(&self, buf: &mut [u8]) -> Result<usize, FeedError> {
+        Ok(encode(buf, self.topic, self.header, self.payload)?)
+    }
+}
+
+/// A ready frame, copied and given a re-publisher's send fields (see [`Publisher::send_frame`]), or a
+/// publisher's whole identity, session included ([`Publisher::publish_frame`]).
+struct Restamped<'a> {
+    frame: &'a [u8],
+    header_at: usize,
+    header: &'a Header,
+    whole_identity: bool,
+}
+
+impl Outgoing for Restamped<'_> {
+    #[inline]
+    fn len(&self) -> usize {
+        self.frame.len()
+    }
+
+    fn topic(&self) -> &[u8] {
+        &self.frame[..self.header_at.saturating_sub(1).min(self.frame.len())]
+    }
+
+    #[inline]
+    fn write(&self, buf: &mut [u8]) -> Result<usize, FeedError> {
+        let n = self.frame.len();
+        let out = &mut buf[..n];
+        out.copy_from_slice(self.frame);
+        if self.whole_identity {
+            tickbox_wire::write_identity_at(out, self.header_at, self.header);
+        } else {
+            tickbox_wire::write_send_fields_at(out, self.header_at, self.header);
+        }
+        Ok(n)
+    }
+}
+
+/// [`ShardBatch::slot`] never waits here (the feed's senders allocate when their pool is out), so it is
 /// never stopped.
 static NEVER_STOP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// The heartbeat topic of a publisher: `H.<publisher id>`.
-pub fn heartbeat_topic(publisher_id: u32) -> String {
-    format!("{}.{publisher_id}", Kind::Heartbeat.topic_letter())
-}
 
 #[cfg(test)]
 mod tests {

@@ -394,7 +394,7 @@ pub struct FeedReport {
     /// The data rate asked for over all shards (msg/s); `None` when there was none (`max`, pathological, a
     /// recording).
     pub target_rate: Option<u64>,
-    /// What was read from a recording, when the feed published one (`tickbox_recorder::SourceReplay`); `None` for the
+    /// What was read from a recording, when the feed published one ([`crate::SourceFeed`]); `None` for the
     /// synthetic market.
     pub source: Option<crate::source::SourceTotals>,
 }

@@ -210,7 +210,7 @@ pub struct SourceShardSummary {
 }
 
 impl SourceSummary {
-    /// The summary of `report` (a report of `tickbox_recorder::SourceReplay`, `None` for a synthetic one), publishing
+    /// The summary of `report` (a report of [`crate::SourceFeed`], `None` for a synthetic one), publishing
     /// `source` (its path) of `form`.
     pub fn new(report: &FeedReport, source: &str, form: &str) -> Option<Self> {
         let totals: &SourceTotals = report.source.as_ref()?;
@@ -342,113 +342,9 @@ impl SourceStatus {
     }
 }
 
-/// Why messages a publisher still held when it closed were dropped: the one rule `tickbox feed` and `tickbox
-/// replay` both apply after closing (the summary printed before counts those messages as sent).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CloseLoss {
-    /// Ctrl-C or SIGTERM: the drain wait was skipped, what was queued had only `grace` to leave.
-    Interrupted {
-        /// The grace an interrupted close gives queued messages.
-        grace: Duration,
-    },
-    /// No drain wait was asked (`--drain-timeout 0s`, or a feed without back-pressure): the close dropped what
-    /// a subscriber had not yet been sent.
-    NoDrainWait,
-    /// The drain wait ran out with a subscriber still behind.
-    DrainExpired {
-        /// The wait that ran out.
-        drain_timeout: Duration,
-    },
-}
-
-impl CloseLoss {
-    /// The cause, once `undelivered` messages were left at a close: `None` when nothing was.
-    pub fn after_close(
-        undelivered: u64,
-        interrupted: bool,
-        drain_timeout: Duration,
-        grace: Duration,
-    ) -> Option<CloseLoss> {
-        if undelivered == 0 {
-            None
-        } else if interrupted {
-            Some(CloseLoss::Interrupted { grace })
-        } else if drain_timeout.is_zero() {
-            Some(CloseLoss::NoDrainWait)
-        } else {
-            Some(CloseLoss::DrainExpired { drain_timeout })
-        }
-    }
-
-    /// The one-line explanation `who` (`feed`, `replay`) prints on stderr for `n` of `unit` (`message`,
-    /// `record`) left; `no_wait_hint` says how to get a drain wait (only shown for [`CloseLoss::NoDrainWait`]).
-    pub fn message(&self, who: &str, n: u64, unit: &str, no_wait_hint: &str) -> String {
-        const COUNTED: &str = "the summary's sent count includes them";
-        match self {
-            CloseLoss::Interrupted { grace } => format!(
-                "{who}: interrupted: {n} {unit}(s) still queued for a subscriber were not delivered (dropped at \
-                 close, {grace:?} after the interrupt); {COUNTED}"
-            ),
-            CloseLoss::NoDrainWait => format!(
-                "{who}: {n} {unit}(s) were still queued for a subscriber when the shards closed and were dropped \
-                 (a subscriber fell behind; {no_wait_hint}); {COUNTED}"
-            ),
-            CloseLoss::DrainExpired { drain_timeout } => format!(
-                "{who}: {n} {unit}(s) were still queued for a subscriber after --drain-timeout {drain_timeout:?} \
-                 and were dropped at the close (a subscriber stopped reading); {COUNTED}"
-            ),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const GRACE: Duration = Duration::from_millis(300);
-
-    #[test]
-    fn close_loss_names_the_cause_only_when_something_was_left() {
-        let drain = Duration::from_millis(500);
-        assert_eq!(CloseLoss::after_close(0, true, drain, GRACE), None);
-        assert_eq!(
-            CloseLoss::after_close(0, false, Duration::ZERO, GRACE),
-            None
-        );
-        assert_eq!(
-            CloseLoss::after_close(3, true, drain, GRACE),
-            Some(CloseLoss::Interrupted { grace: GRACE })
-        );
-        assert_eq!(
-            CloseLoss::after_close(3, false, Duration::ZERO, GRACE),
-            Some(CloseLoss::NoDrainWait)
-        );
-        assert_eq!(
-            CloseLoss::after_close(3, false, drain, GRACE),
-            Some(CloseLoss::DrainExpired {
-                drain_timeout: drain
-            })
-        );
-        let m = CloseLoss::DrainExpired {
-            drain_timeout: drain,
-        }
-        .message("replay", 7, "record", "");
-        assert!(
-            m.starts_with("replay: 7 record(s) were still queued for a subscriber after --drain-timeout 500ms and were dropped"),
-            "{m}"
-        );
-        let m = CloseLoss::Interrupted { grace: GRACE }.message("feed", 2, "message", "");
-        assert!(
-            m.contains("2 message(s) still queued for a subscriber were not delivered")
-                && m.contains("300ms after the interrupt"),
-            "{m}"
-        );
-        let m = CloseLoss::NoDrainWait.message("feed", 1, "message", "HINT");
-        assert!(
-            m.contains("when the shards closed") && m.contains("(a subscriber fell behind; HINT)"),
-            "{m}"
-        );
-    }
 
     fn shard(shard: usize, undelivered: u64) -> PublisherShardReport {
         PublisherShardReport {

@@ -14,6 +14,7 @@ use super::snapshot::{
 };
 use super::{BackPressure, LateJoiners, LvcConfig, LvcError, TapDrop};
 use tickbox_wire::tap;
+use tickbox_zmqx::publisher::{Linger, PublisherSocket, PublisherSocketError, Subscriptions};
 
 const DONTWAIT: c_int = zmq_sys::ZMQ_DONTWAIT as c_int;
 const SNDMORE: c_int = zmq_sys::ZMQ_SNDMORE as c_int;
@@ -284,62 +285,59 @@ impl Proxy {
                 .map_err(LvcError::zmq(format!("connecting upstream {ep}")))?;
         }
 
-        let mut xpub = gate.socket(zmq::XPUB, "lvc.downstream")?;
         // The XPUB, the tap and the snapshot ROUTER forward multipart messages (Guide values, replies) to peers
         // that may stall; ZMQ_TCP_MAXRT and a linger longer than it mean closing them cannot hit libzmq's
         // clean_pipes abort, and a stalled peer holds the context's termination for at most the bound
         // (`tickbox_zmqx::teardown`, docs/book/src/libzmq-traps.md).
-        tickbox_zmqx::prepare_multipart_sender(
-            &mut xpub,
-            config.stalled_peer_timeout.0.max(Duration::from_millis(1)),
-        )
-        .map_err(LvcError::zmq("XPUB teardown options"))?;
-        xpub.set_sndhwm(config.downstream_hwm)
-            .map_err(LvcError::zmq("XPUB sndhwm"))?;
-        xpub.set_xpub_verbose(true)
-            .map_err(LvcError::zmq("XPUB verbose"))?;
+        let linger =
+            Linger::StalledPeer(config.stalled_peer_timeout.0.max(Duration::from_millis(1)));
         // libzmq stores a subscription in the XPUB's trie before we see it, so the app-level refusal cannot
         // bound that memory; this does, and disconnects a peer sending anything much longer.
         let max_inbound = subscription_frame_limit(config.max_subscription_bytes);
-        xpub.set_maxmsgsize(max_inbound)
-            .map_err(LvcError::zmq("XPUB maxmsgsize"))?;
-        if config.back_pressure == BackPressure::Block {
-            tickbox_zmqx::set_xpub_nodrop(&mut xpub, true)
-                .map_err(|e| LvcError::Config(format!("XPUB nodrop: {e}")))?;
-            xpub.set_sndtimeo(POLL_MS as i32)
-                .map_err(LvcError::zmq("XPUB sndtimeo"))?;
-        }
-        tickbox_zmqx::profile::apply(&xpub, &config.socket_profile)
-            .map_err(LvcError::zmq("XPUB profile"))?;
-        let downstream = resolve(&xpub, &config.bind, "subscriber endpoint")?;
+        let block = config.back_pressure == BackPressure::Block;
+        let (xpub, downstream) = open_xpub(
+            gate,
+            "lvc.downstream",
+            &PublisherSocket {
+                subscriptions: Subscriptions::Verbose,
+                send_hwm: config.downstream_hwm,
+                linger,
+                send_timeout_ms: block.then_some(POLL_MS as i32),
+                max_inbound_bytes: max_inbound,
+                back_pressure: config.back_pressure,
+                profile: &config.socket_profile,
+            },
+            &config.bind,
+            "subscriber endpoint",
+        )?;
 
         let (tap, tap_endpoint) = match &config.tap {
             Some(ep) => {
-                let mut tap = gate.socket(zmq::XPUB, "lvc.tap")?;
-                tickbox_zmqx::prepare_multipart_sender(
-                    &mut tap,
-                    config.stalled_peer_timeout.0.max(Duration::from_millis(1)),
-                )
-                .map_err(LvcError::zmq("tap teardown options"))?;
-                tap.set_sndhwm(config.tap_hwm)
-                    .map_err(LvcError::zmq("tap sndhwm"))?;
-                // Verbose so every consumer's subscription is seen, not only the first per prefix: a recorder and
-                // an inspector both on `""` count as two attachments in `tap_subscriptions`.
-                tap.set_xpub_verbose(true)
-                    .map_err(LvcError::zmq("tap verbose"))?;
-                tap.set_maxmsgsize(max_inbound)
-                    .map_err(LvcError::zmq("tap maxmsgsize"))?;
-                // Every tap send is DONTWAIT, so the proxy never waits on the tap in either mode. Without NODROP
-                // libzmq drops per consumer pipe, so consumers are isolated from each other but the drops are
-                // silent. With NODROP a full pipe turns the whole send into EAGAIN, which we count, but then
-                // every matching consumer misses that copy.
-                if config.tap_drop == TapDrop::Counted {
-                    tickbox_zmqx::set_xpub_nodrop(&mut tap, true)
-                        .map_err(|e| LvcError::Config(format!("tap nodrop: {e}")))?;
-                }
-                tickbox_zmqx::profile::apply(&tap, &config.socket_profile)
-                    .map_err(LvcError::zmq("tap profile"))?;
-                let bound = resolve(&tap, ep, "tap endpoint")?;
+                // Verbose so every consumer's subscription is seen, not only the first per prefix: a recorder
+                // and an inspector both on `""` count as two attachments in `tap_subscriptions`. Every tap send
+                // is DONTWAIT, so the proxy never waits on the tap in either mode. Without NODROP libzmq drops
+                // per consumer pipe, so consumers are isolated from each other but the drops are silent. With
+                // NODROP a full pipe turns the whole send into EAGAIN, which we count, but then every matching
+                // consumer misses that copy.
+                let (tap, bound) = open_xpub(
+                    gate,
+                    "lvc.tap",
+                    &PublisherSocket {
+                        subscriptions: Subscriptions::Verbose,
+                        send_hwm: config.tap_hwm,
+                        linger,
+                        send_timeout_ms: None,
+                        max_inbound_bytes: max_inbound,
+                        back_pressure: if config.tap_drop == TapDrop::Counted {
+                            BackPressure::Block
+                        } else {
+                            BackPressure::Drop
+                        },
+                        profile: &config.socket_profile,
+                    },
+                    ep,
+                    "tap endpoint",
+                )?;
                 (Some(tap), Some(bound))
             }
             None => (None, None),
@@ -1267,6 +1265,29 @@ fn send_downstream(
             }
         }
     }
+}
+
+/// One of the proxy's XPUBs (downstream, tap), bound for `role` by the one publisher recipe.
+fn open_xpub(
+    gate: &tickbox_auth::Gate,
+    role: &str,
+    recipe: &PublisherSocket<'_>,
+    endpoint: &str,
+    what: &str,
+) -> Result<(zmq::Socket, String), LvcError> {
+    let socket = gate.socket(recipe.kind(), role)?;
+    recipe.open(socket, endpoint, false).map_err(|e| {
+        let (what, source) = match e {
+            PublisherSocketError::Option { option, source } => (format!("{role} {option}"), source),
+            PublisherSocketError::Attach { source, .. } => {
+                (format!("binding {what} {endpoint}"), source)
+            }
+        };
+        match source {
+            tickbox_zmqx::ZmqxError::Zmq(source) => LvcError::Zmq { what, source },
+            other => LvcError::Config(format!("{what}: {other}")),
+        }
+    })
 }
 
 fn resolve(socket: &zmq::Socket, endpoint: &str, what: &str) -> Result<String, LvcError> {

@@ -35,15 +35,8 @@ pub enum RecorderError {
     /// notice, a re-stamp, a heartbeat); the text says which.
     #[error("invalid option: {0}")]
     InvalidOption(String),
-    /// A recording given to `feed --source` ([`crate::SourceReplay`]) could not be read on (damaged or
-    /// truncated): the replay stops.
-    #[error("reading the source: {source}")]
-    Source {
-        /// The reader's error, naming the file and the record.
-        source: tickbox_feed::SourceError,
-    },
-    /// The feed's settings cannot be published by the replayer (the text says which).
-    #[error("feed --source: {0}")]
+    /// A shard publisher (the feed's, which a replay publishes through) failed: a socket call, a send.
+    #[error("{0}")]
     Feed(#[from] tickbox_feed::FeedError),
     /// The OS refused a new thread, or the replay's thread panicked (the text says which).
     #[error("replay thread: {0}")]

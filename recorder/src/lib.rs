@@ -13,9 +13,10 @@
 //!   heartbeats are dropped; the replay sends its own per original publisher while idle and at the end.
 //!   [`Identity::Restamp`] gives the old behaviour (per-shard publishers with fresh gap-free sequences).
 //!   `wait_subscribers` counts XPUB subscriptions before starting, so nobody misses the first messages. It reads
-//!   any [`ReplayInput`]: a journal [`tickbox_journal::Reader`], or a recording as [`SourceReplay`] hands it over.
-//! * [`SourceReplay`] — `feed --source`: any `tickbox_feed::RecordSource` (DBN files, journals) published by the
-//!   same [`Replayer`] on the feed's shards, restamped as the feed's own publishers.
+//!   any [`ReplayInput`] (a journal [`tickbox_journal::Reader`], a history) and publishes through the feed's
+//!   shard publishers (`tickbox_feed::Publisher`, `tickbox_feed::Shards`: batching, heartbeats, the subscriber
+//!   tally, the drain), keeping only the journal's semantics here. `feed --source` is the feed's
+//!   (`tickbox_feed::SourceFeed`).
 
 mod catalog;
 mod config;
@@ -44,7 +45,6 @@ mod replay_session;
 mod retention;
 mod roll;
 mod selection;
-mod source_replay;
 mod stitch;
 mod summary;
 
@@ -97,7 +97,6 @@ pub use selection::{
     empty_selection, format_in_zone, parse_zone, JournalOverview, ReplayAsk, ReplayPlan,
     ReplaySelection, SelectionError, TimeZone, When, CLOCK_SLACK,
 };
-pub use source_replay::{SourceReplay, SourceReplayHandle};
 pub use stitch::{
     stitch, Hole, InputReport, LeaderSpan, StitchInput, StitchReport, MAX_RANGES, MAX_WAITING,
 };

@@ -15,17 +15,14 @@
 //! identities the restamped stream does not have) and cached values repeat the shard's last sequence.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use tickbox_feed::PublisherCounts;
+pub use tickbox_feed::Closing;
+use tickbox_feed::{Publisher, PublisherCounts, Sent, ShardSocketError, Shards};
 use tickbox_journal::{JournalError, Reader, Record, Skipped};
-use tickbox_wire::{
-    BatchCursor, Clock, Flags, Header, Heartbeat, Kind, MessageRef, SubscriptionTally,
-    BATCH_HEADER_LEN, BATCH_RECORD_PREFIX,
-};
-use tickbox_zmqx::zero_copy::{Delivery, PoolBuf, ZeroCopySender};
-use tickbox_zmqx::BackPressure;
+use tickbox_wire::{heartbeat_topic, Clock, Flags, Header, Heartbeat, Kind, MessageRef};
+use tickbox_zmqx::publisher::{PublisherSocketError, Subscriptions};
+use tickbox_zmqx::{BackPressure, ZmqxError};
 
 /// Bound on original publishers the replay keeps heartbeat state for (beyond it, they get no heartbeats).
 const MAX_OUT_PUBLISHERS: usize = tickbox_wire::sequence::DEFAULT_MAX_PUBLISHERS;
@@ -35,11 +32,6 @@ pub(crate) const DEFAULT_BATCH_RECORDS: u16 = 64;
 /// Largest batch frame by default: 8 KiB, one allocation of libzmq's and still one TCP write at a time.
 pub(crate) const DEFAULT_BATCH_BYTES: usize = 8192;
 
-/// Batch buffers each shard recycles (see [`ShardBatch`]): what libzmq may hold queued for a shard before the
-/// replay waits for it. 64 × 8 KiB keeps the connection busy; more only queues more.
-const BATCH_BUFFERS: usize = 64;
-/// Memory bound of one shard's buffers when `batch_max_bytes` is large: fewer buffers, never fewer than 4.
-const BATCH_POOL_BYTES: usize = 4 << 20;
 /// Longest a shard waits for libzmq to hand back a batch buffer before allocating one (counted, see
 /// [`tickbox_zmqx::zero_copy::ZeroCopyStats`]); a lossless shard's subscribers are the hold-up, so the wait is
 /// the back-pressure a full pipe would apply anyway.
@@ -59,8 +51,7 @@ use crate::error::RecorderError;
 use crate::selection::ReplaySelection;
 use tickbox_units::{Pace, ReplayPacer, Speed};
 
-/// What a [`Replayer`] publishes: a journal ([`Reader`]), or a recording turned into frames as it is read
-/// ([`crate::SourceReplay`] for `feed --source`). One publisher, whatever feeds it.
+/// What a [`Replayer`] publishes: a journal ([`Reader`]), a history, any input that hands over recorded frames.
 pub trait ReplayInput {
     /// Moves to the first record at or past `from` (`None`: the oldest).
     fn seek(&mut self, from: Option<Position>) -> Result<(), RecorderError>;
@@ -169,8 +160,9 @@ pub(crate) fn damage_notice(
         detected_ns: now,
         cause: tickbox_wire::GapCause::NotReceived,
     };
-    let frame = tickbox_wire::encode_to_vec(&format!("G.{publisher}"), &header, &notice.into())
-        .map_err(|e| RecorderError::InvalidOption(format!("gap notice: {e}")))?;
+    let frame =
+        tickbox_wire::encode_to_vec(&tickbox_wire::gap_topic(publisher), &header, &notice.into())
+            .map_err(|e| RecorderError::InvalidOption(format!("gap notice: {e}")))?;
     Ok((header, frame))
 }
 
@@ -352,34 +344,12 @@ impl ReplayStats {
     }
 }
 
-/// How the end of a replay went ([`Replayer::close_wait`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Closing {
-    /// Per shard, records libzmq still held when the wait ended: dropped at the close.
-    pub undelivered: Vec<u64>,
-    /// Per shard, subscribers still connected then.
-    pub subscribers_at_close: Vec<u64>,
-    /// The drain wait ran out with subscribers still connected.
-    pub subscribers_stayed: bool,
-    /// Ctrl-C or SIGTERM came before or during the wait.
-    pub interrupted: bool,
-}
-
-impl Closing {
-    /// Records dropped at the close, all shards.
-    pub fn undelivered(&self) -> u64 {
-        self.undelivered.iter().sum()
-    }
-}
-
 /// Publisher shards bound and ready; `run` replays a journal through them. Create, wait and run on one thread.
 pub struct Replayer {
-    sockets: Vec<zmq::Socket>,
-    endpoints: Vec<String>,
+    /// One shard publisher per endpoint (the feed's: socket, batches, delivery tracking, subscriber tally and
+    /// drain); the replay decides whose identity each frame carries.
+    shards: Shards,
     opts: ReplayOptions,
-    subscriptions: Vec<u64>,
-    /// Most subscriptions any shard has had since the current run (or wait) began.
-    peak_subscriptions: u64,
     /// Restamp mode: each shard's last sequence.
     shard_seq: Vec<u64>,
     /// Restamp mode: the session every shard's frames and heartbeats carry (this replayer's start, ns). The
@@ -397,69 +367,8 @@ pub struct Replayer {
     first_recorded: std::collections::HashMap<(u32, u64), u64>,
     /// Damage was skipped while some publishers had not been seen yet.
     damage_before_seen: bool,
-    /// Bound shards: says when a key has left an allow directory, so their live sessions close (with the role
-    /// the shards are bound as).
-    revocations: Option<(tickbox_auth::Revocations, &'static str)>,
-    /// Per shard: its subscriptions by kind (XPUB verboser, so every subscription and unsubscription is seen).
-    /// A shard batches only while every empty-prefix subscriber also took the batch topic and nobody holds
-    /// another prefix.
-    tallies: Vec<SubscriptionTally>,
-    /// Per shard: whether records currently go out in batches.
-    batching: Vec<bool>,
-    /// Per shard: the batch being filled (records copied from the journal straight into a recycled buffer,
-    /// restamped there, and that buffer sent as it is).
-    batches: Vec<ShardBatch>,
     /// Replay clock of the current pacer tick while batching: one clock read per batch, not per record.
     tick_ns: Option<u64>,
-    /// Per shard: records sent (alone or in batches) that libzmq still holds, what a close now would leave
-    /// undelivered.
-    delivery: Vec<Arc<Delivery>>,
-}
-
-/// One shard's batching: a pool of recycled buffers handed to libzmq without a copy, and the batch being filled
-/// in one of them. A record is copied once, from the journal map into the buffer libzmq writes to the socket.
-struct ShardBatch {
-    sender: ZeroCopySender,
-    max_records: u16,
-    open: Option<(PoolBuf, BatchCursor)>,
-}
-
-impl ShardBatch {
-    fn new(max_bytes: usize, max_records: u16, back_pressure: BackPressure) -> Self {
-        let buffers = (BATCH_POOL_BYTES / max_bytes.max(1)).clamp(4, BATCH_BUFFERS);
-        // Lossless: wait for a buffer (the pool bounds the queue, like the high-water mark). Lossy: a slow
-        // subscriber's queue holds buffers it may never read; allocating keeps the others going. Measured on
-        // 10 M records into `tickbox subscribe`: waiting was no slower end to end than allocating, used less
-        // CPU, and kept the replay's memory and the subscriber's lateness far lower (the queue no longer grows
-        // to the high-water mark).
-        let sender = ZeroCopySender::new(buffers, max_bytes);
-        ShardBatch {
-            sender: match back_pressure {
-                BackPressure::Block => sender.wait_for_buffers(BATCH_BUFFER_WAIT),
-                BackPressure::Drop => sender,
-            },
-            max_records,
-            open: None,
-        }
-    }
-
-    /// Records in the batch being filled.
-    fn len(&self) -> usize {
-        self.open.as_ref().map_or(0, |(_, c)| c.len())
-    }
-
-    /// Room for one record of `len` bytes in the open batch (opening one on a fresh buffer if none is).
-    fn push_with(&mut self, len: usize, stop: &AtomicBool) -> Option<&mut [u8]> {
-        let (buf, cursor) = match &mut self.open {
-            Some(open) => open,
-            open @ None => {
-                let mut buf = self.sender.buffer(stop);
-                let cursor = BatchCursor::start(&mut buf, self.max_records);
-                open.insert((buf, cursor))
-            }
-        };
-        cursor.push_with(buf, len)
-    }
 }
 
 /// An original publisher as the replay has re-published it so far.
@@ -489,81 +398,84 @@ impl Replayer {
             return Err(RecorderError::InvalidOption("no endpoint to bind".into()));
         }
         gate.check_serves(&opts.security)?;
+        // Verboser: a subscriber that disconnects must be seen leaving, so the end of a replay can wait for its
+        // readers (`wait_subscribers_gone`) and the batching decision never counts a ghost.
+        let recipe = tickbox_feed::shard_recipe(
+            Subscriptions::Verboser,
+            opts.send_hwm,
+            opts.back_pressure,
+            opts.max_subscription_bytes,
+            &opts.socket_profile,
+        );
         let mut sockets = Vec::new();
         let mut endpoints = Vec::new();
         for ep in &opts.bind {
-            let mut s = if opts.connect {
-                gate.context().socket(zmq::XPUB)?
+            let (socket, endpoint) = tickbox_feed::open_shard_socket(
+                gate,
+                &opts.security,
+                opts.role,
+                &recipe,
+                ep,
+                opts.connect,
+            )
+            .map_err(|e| match e {
+                ShardSocketError::Auth(e) => RecorderError::Auth(e),
+                ShardSocketError::Socket(PublisherSocketError::Attach {
+                    endpoint,
+                    source: ZmqxError::Zmq(source),
+                    ..
+                }) => RecorderError::Endpoint { endpoint, source },
+                ShardSocketError::Socket(
+                    PublisherSocketError::Attach { source, .. }
+                    | PublisherSocketError::Option { source, .. },
+                ) => RecorderError::Zmqx(source),
+            })?;
+            let shard = sockets.len();
+            let publisher = Publisher::new(
+                socket,
+                shard,
+                opts.publisher_id_base.wrapping_add(shard as u32),
+                u64::try_from(opts.heartbeat_interval.as_nanos()).unwrap_or(u64::MAX),
+            );
+            // Lossless: wait for a buffer (the pool bounds the queue, like the high-water mark). Lossy: a slow
+            // subscriber's queue holds buffers it may never read; allocating keeps the others going. Measured on
+            // 10 M records into `tickbox subscribe`: waiting was no slower end to end than allocating, used less
+            // CPU, and kept the replay's memory and the subscriber's lateness far lower (the queue no longer
+            // grows to the high-water mark).
+            sockets.push(if opts.batch_max_records > 1 {
+                publisher.with_batch_pool(
+                    opts.batch_max_bytes,
+                    opts.batch_max_records,
+                    opts.back_pressure.blocks().then_some(BATCH_BUFFER_WAIT),
+                )
             } else {
-                gate.socket(zmq::XPUB, opts.role)?
-            };
-            s.set_linger(100)?;
-            s.set_sndhwm(opts.send_hwm)?;
-            // Verboser, not verbose: a subscriber that disconnects must be seen leaving, so the end of a replay can
-            // wait for its readers (`wait_subscribers_gone`) and the batching decision never counts a ghost.
-            tickbox_zmqx::set_xpub_verboser(&mut s, true)?;
-            tickbox_zmqx::limit_subscriptions(&s, opts.max_subscription_bytes)?;
-            tickbox_zmqx::profile::apply(&s, &opts.socket_profile)?;
-            // Bounded blocking so a stuck subscriber never stops Ctrl-C from being noticed.
-            s.set_sndtimeo(100)?;
-            if opts.back_pressure.blocks() {
-                tickbox_zmqx::set_xpub_nodrop(&mut s, true)?;
-            }
-            let endpoint_err = |source| RecorderError::Endpoint {
-                endpoint: ep.clone(),
-                source,
-            };
-            if opts.connect {
-                opts.security.client(&s, opts.role)?;
-                s.connect(ep).map_err(endpoint_err)?;
-                endpoints.push(ep.clone());
-            } else {
-                s.bind(ep).map_err(endpoint_err)?;
-                endpoints.push(tickbox_zmqx::last_endpoint(&s)?);
-            }
-            sockets.push(s);
+                publisher
+            });
+            endpoints.push(endpoint);
         }
         let n = sockets.len();
         let hb_topics = (0..n)
-            .map(|i| format!("H.{}", opts.publisher_id_base + i as u32))
+            .map(|i| heartbeat_topic(opts.publisher_id_base + i as u32))
             .collect();
-        let delivery: Vec<Arc<Delivery>> = (0..n).map(|_| Delivery::new()).collect();
+        let revocations = (!opts.connect).then(|| (opts.security.revocations(), opts.role));
         Ok(Replayer {
-            sockets,
-            endpoints,
-            subscriptions: vec![0; n],
-            peak_subscriptions: 0,
+            shards: Shards::new(sockets, endpoints, revocations),
             out: Vec::new(),
             out_last_hit: 0,
             shard_seq: vec![0; n],
             restamp_session: tickbox_wire::now_ns().max(1),
             last_send_ns: vec![0; n],
             hb_topics,
-            revocations: (!opts.connect).then(|| (opts.security.revocations(), opts.role)),
             first_recorded: std::collections::HashMap::new(),
             damage_before_seen: false,
-            tallies: vec![SubscriptionTally::default(); n],
-            batching: vec![false; n],
-            batches: (0..n)
-                .map(|shard| {
-                    let mut b = ShardBatch::new(
-                        opts.batch_max_bytes,
-                        opts.batch_max_records.max(1),
-                        opts.back_pressure,
-                    );
-                    b.sender.track(&delivery[shard]);
-                    b
-                })
-                .collect(),
             tick_ns: None,
-            delivery,
             opts,
         })
     }
 
     /// The endpoints actually bound (wildcard ports resolved), one per shard.
     pub fn endpoints(&self) -> &[String] {
-        &self.endpoints
+        self.shards.endpoints()
     }
 
     /// How long closing the shards may wait for what is still queued for subscribers (their ZMQ_LINGER). A
@@ -571,94 +483,28 @@ impl Replayer {
     /// in the pipes; closing with a short linger would drop them while the summary counted them as sent. The
     /// wait ends as soon as everything is handed to the kernel, so a reading subscriber costs nothing extra.
     pub fn set_drain_timeout(&self, drain: Duration) -> Result<(), RecorderError> {
-        let ms = i32::try_from(drain.as_millis()).unwrap_or(i32::MAX);
-        for s in &self.sockets {
-            s.set_linger(ms)?;
-        }
-        Ok(())
-    }
-
-    /// Waits until every subscriber has left every shard (their subscriptions withdrawn, which libzmq does when
-    /// a SUB disconnects). Returns false if `timeout` passed or `stop` was raised first.
-    ///
-    /// Why wait at all: libzmq's linger flushes a socket's queue into its connection, but on close it discards
-    /// what that connection still buffers while the kernel's socket buffer is full, so a subscriber that is
-    /// behind when the replay closes loses its unread tail without anyone counting it. A subscriber that has
-    /// left has read all it wanted.
-    fn wait_subscribers_gone(
-        &mut self,
-        timeout: Duration,
-        stop: &AtomicBool,
-    ) -> Result<bool, RecorderError> {
-        self.wait_on_subscriptions(Some(timeout), stop, |r| {
-            !r.tallies.iter().any(SubscriptionTally::any)
-        })
+        Ok(self.shards.set_linger(drain)?)
     }
 
     /// Records sent (counted in [`ReplayStats::sent`]) that libzmq still holds in the shards' queues: not yet
     /// written to every subscriber's connection. Closing now would drop them; this is the replay's `undelivered`.
-    /// What sits in the kernel's socket buffers counts as delivered (libzmq cannot see past them), and a record
-    /// queued for a subscriber that then disconnected counts as released when libzmq drops that queue.
     pub fn undelivered(&self) -> u64 {
-        self.delivery.iter().map(|d| d.outstanding()).sum()
+        self.shards.undelivered()
     }
 
-    /// Waits up to `limit` (or until `stop`) for libzmq to hand everything queued to the subscribers'
-    /// connections; returns what each shard still holds then ([`Self::undelivered`], shard by shard).
-    fn settle_per_shard(&self, limit: Duration, stop: Option<&AtomicBool>) -> Vec<u64> {
-        let deadline = Instant::now() + limit;
-        self.delivery
-            .iter()
-            .map(|d| d.wait_settled(deadline.saturating_duration_since(Instant::now()), stop))
-            .collect()
-    }
-
-    /// The end of a replay (or of `feed --source`), before the shards close: the one drain rule. Interrupted
-    /// (`stop` raised), what is queued gets only `tickbox_feed::INTERRUPT_GRACE`. Otherwise, with a
-    /// `drain_timeout`, the replay waits up to that long for its subscribers to leave (a subscriber that has left
-    /// has read all it wanted; libzmq then drops its queue); without one, what is queued gets `linger`. What
-    /// libzmq still holds after that is undelivered: the shards then close without waiting on it again.
+    /// The end of a replay, before the shards close: the one drain rule, [`Shards::close_wait`].
     pub fn close_wait(
         &mut self,
         drain_timeout: Duration,
         linger: Duration,
         stop: &AtomicBool,
     ) -> Result<Closing, RecorderError> {
-        let grace = (tickbox_feed::INTERRUPT_GRACE, None);
-        let mut subscribers_stayed = false;
-        // How long what is queued may still take to leave, and whether a stop cuts that wait short.
-        let (limit, watch) = if stop.load(Ordering::Relaxed) {
-            grace
-        } else if drain_timeout.is_zero() {
-            (linger, Some(stop))
-        } else {
-            let gone = self.wait_subscribers_gone(drain_timeout, stop)?;
-            if stop.load(Ordering::Relaxed) {
-                grace
-            } else {
-                // Gone: libzmq dropped their queues, nothing is held. Still connected (a long-lived reader such
-                // as an LVC, or one that is behind): what it has not been sent by now is dropped at the close,
-                // and counted.
-                subscribers_stayed = !gone;
-                (Duration::ZERO, None)
-            }
-        };
-        let undelivered = self.settle_per_shard(limit, watch);
-        if undelivered.iter().any(|&n| n > 0) {
-            // Known undelivered: close without waiting on it again.
-            self.set_drain_timeout(Duration::ZERO)?;
-        }
-        Ok(Closing {
-            subscribers_at_close: self.poll_subscriptions()?.to_vec(),
-            subscribers_stayed,
-            undelivered,
-            interrupted: stop.load(Ordering::Relaxed),
-        })
+        Ok(self.shards.close_wait(drain_timeout, linger, stop)?)
     }
 
     /// Subscribers (subscriptions other than the batch opt-in) still present, summed over the shards.
     pub fn subscriptions_now(&self) -> u64 {
-        self.subscriptions.iter().sum()
+        self.shards.subscriptions_now()
     }
 
     /// Sets speed and range for the next [`Replayer::run`]: a remote-controlled replay is started again with
@@ -671,31 +517,7 @@ impl Replayer {
 
     /// Reads pending subscription messages; returns per-shard subscription counts.
     pub fn poll_subscriptions(&mut self) -> Result<&[u64], RecorderError> {
-        // Checked here, every few hundred records and while waiting: a key that left the allow directory loses
-        // its live session (every subscriber reconnects and handshakes again).
-        if let Some((r, role)) = self.revocations.as_mut() {
-            if r.due() {
-                for (socket, endpoint) in self.sockets.iter().zip(&self.endpoints) {
-                    r.reset_sessions(socket, role, std::slice::from_ref(endpoint))?;
-                }
-            }
-        }
-        let mut msg = zmq::Message::new();
-        for (i, s) in self.sockets.iter().enumerate() {
-            loop {
-                match s.recv(&mut msg, zmq::DONTWAIT) {
-                    // A batch-aware reader's "#B" is an opt-in beside its "", not another subscriber: the
-                    // tally leaves it out of the count that --wait-for-subscribers, the start barrier and the
-                    // summary's `subscribers` read.
-                    Ok(()) => self.tallies[i].on_message(&msg),
-                    Err(zmq::Error::EAGAIN | zmq::Error::EINTR) => break,
-                    Err(e) => return Err(e.into()),
-                }
-            }
-            self.subscriptions[i] = self.tallies[i].subscribers();
-            self.peak_subscriptions = self.peak_subscriptions.max(self.subscriptions[i]);
-        }
-        Ok(&self.subscriptions)
+        Ok(self.shards.poll_subscriptions()?)
     }
 
     /// Waits until every shard has seen at least `n` subscriptions (a subscriber with several topic prefixes
@@ -706,37 +528,7 @@ impl Replayer {
         timeout: Option<Duration>,
         stop: &AtomicBool,
     ) -> Result<bool, RecorderError> {
-        self.wait_on_subscriptions(timeout, stop, |r| r.subscriptions.iter().all(|&c| c >= n))
-    }
-
-    /// Reads subscription messages as they come until `done` holds (true), or until `stop` is raised or
-    /// `timeout` passes (false). Polls the shards, so it wakes on a subscription, and at least every 50 ms to
-    /// look at `stop`.
-    fn wait_on_subscriptions(
-        &mut self,
-        timeout: Option<Duration>,
-        stop: &AtomicBool,
-        done: impl Fn(&Self) -> bool,
-    ) -> Result<bool, RecorderError> {
-        let started = Instant::now();
-        loop {
-            self.poll_subscriptions()?;
-            if done(self) {
-                return Ok(true);
-            }
-            if stop.load(Ordering::Relaxed) || timeout.is_some_and(|t| started.elapsed() >= t) {
-                return Ok(false);
-            }
-            let mut items: Vec<zmq::PollItem> = self
-                .sockets
-                .iter()
-                .map(|s| s.as_poll_item(zmq::POLLIN))
-                .collect();
-            match zmq::poll(&mut items, 50) {
-                Ok(_) | Err(zmq::Error::EINTR) => {}
-                Err(e) => return Err(e.into()),
-            }
-        }
+        Ok(self.shards.wait_subscribers(n, timeout, stop)?)
     }
 
     /// Replays `input` (a journal [`Reader`], or any [`ReplayInput`]) from `opts.from` to `opts.to` (or its
@@ -749,10 +541,17 @@ impl Replayer {
         mut progress: impl FnMut(&ReplayStats),
     ) -> Result<ReplayStats, RecorderError> {
         input.seek(self.opts.from)?;
-        let shards = self.sockets.len();
+        let shards = self.shards.len();
+        // Each shard's counters when this run began: the run's own are what it adds to them.
+        let base: Vec<(PublisherCounts, Sent)> = self
+            .shards
+            .publishers()
+            .iter()
+            .map(|p| (p.counts(), p.sent()))
+            .collect();
         // Subscribers already connected (a wait before the run, or an earlier run) count for this run.
-        self.poll_subscriptions()?;
-        self.peak_subscriptions = self.subscriptions.iter().copied().max().unwrap_or(0);
+        self.shards.poll_subscriptions()?;
+        self.shards.reset_peak();
         let mut stats = ReplayStats {
             per_shard: vec![0; shards],
             per_shard_counts: vec![PublisherCounts::default(); shards],
@@ -777,7 +576,7 @@ impl Replayer {
         let mut invalid_logged = 0;
         let mut since_check = 0u32;
         self.tick_ns = None;
-        self.update_batching(stop, &mut stats)?;
+        self.update_batching(stop)?;
         let allocated_before = self.batch_buffers_allocated();
         'records: loop {
             if stop.load(Ordering::Relaxed) {
@@ -788,16 +587,17 @@ impl Replayer {
                 since_check = 0;
                 // Cheap (one non-blocking recv per shard) and keeps the subscriber count honest.
                 self.poll_subscriptions()?;
-                if !self.update_batching(stop, &mut stats)? {
+                if !self.update_batching(stop)? {
                     break;
                 }
                 let now_ns = clock.now_ns();
                 if now_ns.saturating_sub(last_progress_ns) >= progress_every_ns {
                     last_progress_ns = now_ns;
                     stats.elapsed = Duration::from_nanos(now_ns.saturating_sub(start_ns));
+                    self.account(&base, &mut stats);
                     stats.end_seq = input.end_seq();
-                    stats.subscriptions = self.subscriptions.clone();
-                    stats.subscribers = self.peak_subscriptions;
+                    stats.subscriptions = self.shards.subscriptions().to_vec();
+                    stats.subscribers = self.shards.peak();
                     progress(&stats);
                 }
             }
@@ -929,7 +729,7 @@ impl Replayer {
             {
                 break;
             }
-            if !self.send_record(shard, frame, header_at, &out, stop, &mut stats)? {
+            if !self.send_record(shard, frame, header_at, &out, stop)? {
                 break;
             }
             match self.opts.identity {
@@ -942,14 +742,7 @@ impl Replayer {
                 Identity::Preserve if !cached => self.on_sent(&header, shard, now),
                 Identity::Preserve => {}
             }
-            // `sent`, `bytes` and `per_shard` are counted when the message carrying the record is sent.
-            let counts = &mut stats.per_shard_counts[shard];
-            match header.kind {
-                Kind::Quote => counts.quotes += 1,
-                Kind::Trade => counts.trades += 1,
-                Kind::BookLevel => counts.book_levels += 1,
-                Kind::Heartbeat | Kind::Gap => {}
-            }
+            // `sent`, `bytes`, `per_shard` and the counts by kind are the shard publishers' (see `account`).
             if cached {
                 stats.cached += 1;
             } else if header.kind == Kind::Gap {
@@ -961,7 +754,7 @@ impl Replayer {
             stats.last_capture_ns = Some(capture_ns);
         }
         // Batches still filling go out (a stop in the middle of one is counted by `flush_all` as not sent).
-        self.flush_all(stop, &mut stats)?;
+        self.flush_all(stop)?;
         if !stop.load(Ordering::Relaxed) {
             // One last heartbeat each: a subscriber that lost the final message learns it now.
             self.heartbeats(clock, stop, &mut stats, true)?;
@@ -971,11 +764,8 @@ impl Replayer {
         if self.opts.identity == Identity::Restamp {
             stats.shard_last_seq = self.shard_seq.clone();
         }
+        self.account(&base, &mut stats);
         stats.batch_buffers_allocated = self.batch_buffers_allocated() - allocated_before;
-        for (counts, batch) in stats.per_shard_counts.iter_mut().zip(&self.batches) {
-            // This replayer's life, per shard (the run's total is `batch_buffers_allocated`).
-            counts.batch_buffers_allocated = batch.sender.stats().allocated;
-        }
         if stats.batch_buffers_allocated > 0 {
             tracing::debug!(
                 allocated = stats.batch_buffers_allocated,
@@ -983,16 +773,36 @@ impl Replayer {
             );
         }
         stats.subscriptions = self.poll_subscriptions()?.to_vec();
-        stats.subscribers = self.peak_subscriptions;
+        stats.subscribers = self.shards.peak();
         stats.publishers = self.out.iter().filter(|p| p.active).count() as u64;
         Ok(stats)
     }
 
+    /// The run's sends as its shard publishers counted them since it began (`base`): records, frames, bytes,
+    /// per shard and by kind.
+    fn account(&self, base: &[(PublisherCounts, Sent)], stats: &mut ReplayStats) {
+        stats.sent = 0;
+        stats.frames_sent = 0;
+        stats.batches_sent = 0;
+        stats.bytes = 0;
+        for (shard, (p, (counts, sent))) in self.shards.publishers().iter().zip(base).enumerate() {
+            let run = p.counts().since(counts);
+            let records = p.sent().records - sent.records;
+            stats.sent += records;
+            stats.frames_sent += run.frames;
+            stats.batches_sent += run.batches;
+            stats.bytes += p.sent().bytes - sent.bytes;
+            stats.per_shard[shard] = records;
+            stats.per_shard_counts[shard] = run;
+        }
+    }
+
     /// One-off batch buffers allocated so far, all shards (this replayer's life).
     fn batch_buffers_allocated(&self) -> u64 {
-        self.batches
+        self.shards
+            .publishers()
             .iter()
-            .map(|b| b.sender.stats().allocated)
+            .map(Publisher::batch_buffers_allocated)
             .sum()
     }
 
@@ -1008,31 +818,22 @@ impl Replayer {
     /// Reads the replay clock for a new tick; while any shard batches, records reuse it until the next flush.
     fn tick(&mut self, clock: &dyn Clock) -> u64 {
         let now = clock.now_ns();
-        if self.batching.iter().any(|&b| b) {
+        if self.shards.batching() {
             self.tick_ns = Some(now);
         }
         now
     }
 
-    /// Decides per shard whether records go out in batches: only when batching is configured, every
-    /// subscription the shard has is the empty prefix (a batch's topic `#B` matches no other prefix, so a
-    /// prefix subscriber would receive nothing), and each of those subscribers said it reads batches by also
-    /// subscribing to [`tickbox_wire::BATCH_TOPIC`] (a reader that does not know batches would count them as invalid). A
-    /// shard leaving batch mode sends what it batched first, so order is kept. False if stopped while doing so.
-    fn update_batching(
-        &mut self,
-        stop: &AtomicBool,
-        stats: &mut ReplayStats,
-    ) -> Result<bool, RecorderError> {
-        let configured = self.opts.batch_max_records > 1;
-        for shard in 0..self.sockets.len() {
-            let want = configured && self.tallies[shard].all_read_batches();
-            if self.batching[shard] && !want && !self.flush_shard(shard, stop, stats)? {
-                return Ok(false);
-            }
-            self.batching[shard] = want;
+    /// Decides per shard whether records go out in batches ([`Shards::update_batching`]). False if stopped
+    /// while a shard leaving batch mode sent what it had batched.
+    fn update_batching(&mut self, stop: &AtomicBool) -> Result<bool, RecorderError> {
+        match self.shards.update_batching(stop)? {
+            None => return Ok(false),
+            // A batch went out: the next record starts a new tick.
+            Some(true) => self.tick_ns = None,
+            Some(false) => {}
         }
-        if !self.batching.iter().any(|&b| b) {
+        if !self.shards.batching() {
             self.tick_ns = None;
         }
         Ok(true)
@@ -1049,106 +850,30 @@ impl Replayer {
         header_at: usize,
         out: &Header,
         stop: &AtomicBool,
-        stats: &mut ReplayStats,
     ) -> Result<bool, RecorderError> {
-        if self.batching[shard] {
-            for attempt in 0..2 {
-                if let Some(slot) = self.batches[shard].push_with(frame.len(), stop) {
-                    slot.copy_from_slice(frame);
-                    tickbox_wire::write_send_fields_at(slot, header_at, out);
-                    return Ok(true);
-                }
-                if attempt == 1 || self.batches[shard].len() == 0 {
-                    // Too large even for an empty batch: it goes alone, after what is batched.
-                    break;
-                }
-                if !self.flush_shard(shard, stop, stats)? {
-                    return Ok(false);
-                }
-            }
-            if !self.flush_shard(shard, stop, stats)? {
-                return Ok(false);
-            }
-        }
-        if !send_single(
-            &mut self.sockets[shard],
-            &self.delivery[shard],
-            frame,
-            header_at,
-            out,
-            stop,
-            &mut stats.per_shard_counts[shard].would_block,
-        )? {
-            return Ok(false);
-        }
-        stats.sent += 1;
-        stats.frames_sent += 1;
-        stats.per_shard_counts[shard].frames += 1;
-        stats.per_shard[shard] += 1;
-        stats.bytes += frame.len() as u64;
-        Ok(true)
-    }
-
-    /// Sends `shard`'s batch (a lone record as a plain frame) and empties it. False if stopped first; the
-    /// records it held are then not counted as sent.
-    fn flush_shard(
-        &mut self,
-        shard: usize,
-        stop: &AtomicBool,
-        stats: &mut ReplayStats,
-    ) -> Result<bool, RecorderError> {
-        let batch = &mut self.batches[shard];
-        let n = batch.len();
-        if n == 0 {
-            // An open batch with nothing in it keeps its buffer for the next record.
-            return Ok(true);
-        }
-        let Some((mut buf, cursor)) = batch.open.take() else {
-            return Ok(true);
-        };
-        // The next record starts a new tick: its send time is read afresh.
-        self.tick_ns = None;
-        // A lone record goes as a plain frame: the same buffer, past the batch header and length prefix.
-        let range = cursor.finish_message(&mut buf);
-        let body = range.end - BATCH_HEADER_LEN - n * BATCH_RECORD_PREFIX;
-        // The buffer itself is the message: no second copy. A refused send keeps it and retries it.
-        let mut sent =
-            batch
-                .sender
-                .send_records(&mut self.sockets[shard], buf, range, n as u64, 0)?;
-        while !sent {
-            stats.per_shard_counts[shard].would_block += 1;
-            // High-water mark (lossless mode) or a signal: give Ctrl-C its chance, then retry.
+        let p = self.shards.publisher(shard);
+        let frames = p.counts().frames;
+        // A full pipe (lossless mode) or a signal: give Ctrl-C its chance, then retry; a refused message is built
+        // again from the journal's bytes.
+        while !p.send_frame(frame, header_at, out, stop)? {
             if stop.load(Ordering::Relaxed) {
-                batch.sender.discard_pending();
-                break;
-            }
-            sent = batch.sender.send_pending(&mut self.sockets[shard], 0)?;
-        }
-        if sent {
-            stats.sent += n as u64;
-            stats.frames_sent += 1;
-            stats.batches_sent += u64::from(n > 1);
-            stats.per_shard[shard] += n as u64;
-            stats.per_shard_counts[shard].frames += 1;
-            stats.per_shard_counts[shard].batches += u64::from(n > 1);
-            stats.bytes += body as u64;
-        }
-        Ok(sent)
-    }
-
-    /// Sends every shard's batch. False if stopped first.
-    fn flush_all(
-        &mut self,
-        stop: &AtomicBool,
-        stats: &mut ReplayStats,
-    ) -> Result<bool, RecorderError> {
-        for shard in 0..self.batches.len() {
-            if !self.flush_shard(shard, stop, stats)? {
                 return Ok(false);
             }
         }
+        if p.counts().frames != frames {
+            // A batch went out: the next record starts a new tick, its send time read afresh.
+            self.tick_ns = None;
+        }
         Ok(true)
+    }
+
+    /// Sends every shard's batch, retrying a full pipe. False if stopped first.
+    fn flush_all(&mut self, stop: &AtomicBool) -> Result<bool, RecorderError> {
+        if self.shards.publishers().iter().any(|p| p.pending() > 0) {
+            // The next record starts a new tick: its send time is read afresh.
+            self.tick_ns = None;
+        }
+        Ok(self.shards.flush_all(stop)?)
     }
 
     /// Identity mode: before the first record of a publisher after journal damage, a gap notice for the sequences
@@ -1190,7 +915,7 @@ impl Replayer {
             self.own_flags(),
         )?;
         let topic_len = frame.iter().position(|&b| b == 0).unwrap_or(0) + 1;
-        if !self.send_record(shard, &frame, topic_len, &header, stop, stats)? {
+        if !self.send_record(shard, &frame, topic_len, &header, stop)? {
             return Ok(false);
         }
         stats.gap_notices += 1;
@@ -1248,7 +973,7 @@ impl Replayer {
                         sent: 0,
                         active: true,
                         after_damage: false,
-                        hb_topic: format!("H.{}", h.publisher_id),
+                        hb_topic: heartbeat_topic(h.publisher_id),
                     });
                     self.out.len() - 1
                 }
@@ -1281,7 +1006,7 @@ impl Replayer {
         stats: &mut ReplayStats,
     ) -> Result<(), RecorderError> {
         // What the ending tick batched goes out before the sleep (and before any heartbeat naming it).
-        self.flush_all(stop, stats)?;
+        self.flush_all(stop)?;
         // Sleep short of the deadline; the pacer's window absorbs the remainder and the scheduler's overshoot.
         let slack = self.opts.window / 2;
         if wait > slack {
@@ -1328,17 +1053,20 @@ impl Replayer {
                         interval_ns,
                         messages_sent: p.sent,
                     };
-                    let frame = tickbox_wire::encode_to_vec(&p.hb_topic, &header, &hb.into())
-                        .map_err(|e| RecorderError::InvalidOption(format!("heartbeat: {e}")))?;
-                    if send_blocking(&self.sockets[p.shard], &frame, stop)? {
+                    if send_heartbeat(
+                        self.shards.publisher(p.shard),
+                        &p.hb_topic,
+                        &header,
+                        hb,
+                        stop,
+                    )? {
                         stats.heartbeats_sent += 1;
-                        stats.per_shard_counts[p.shard].heartbeats += 1;
                     }
                     self.out[i].last_send_ns = now;
                 }
             }
             Identity::Restamp => {
-                for shard in 0..self.sockets.len() {
+                for shard in 0..self.shards.len() {
                     let now = clock.now_ns();
                     if !due(self.last_send_ns[shard], now) || stop.load(Ordering::Relaxed) {
                         continue;
@@ -1357,12 +1085,9 @@ impl Replayer {
                         interval_ns,
                         messages_sent: stats.per_shard.get(shard).copied().unwrap_or(0),
                     };
-                    let frame =
-                        tickbox_wire::encode_to_vec(&self.hb_topics[shard], &header, &hb.into())
-                            .map_err(|e| RecorderError::InvalidOption(format!("heartbeat: {e}")))?;
-                    if send_blocking(&self.sockets[shard], &frame, stop)? {
+                    let topic = &self.hb_topics[shard];
+                    if send_heartbeat(self.shards.publisher(shard), topic, &header, hb, stop)? {
                         stats.heartbeats_sent += 1;
-                        stats.per_shard_counts[shard].heartbeats += 1;
                     }
                     self.last_send_ns[shard] = now;
                 }
@@ -1372,51 +1097,22 @@ impl Replayer {
     }
 }
 
-/// Sends one journal record alone: copied once, into a message of its exact size, and restamped there. A send
-/// refused at the high-water mark drops that message, so the retry builds it again from the journal's bytes.
-/// False if stopped meanwhile.
-fn send_single(
-    socket: &mut zmq::Socket,
-    delivery: &Arc<Delivery>,
-    frame: &[u8],
-    header_at: usize,
-    out: &Header,
+/// Sends a heartbeat on `shard` for the identity in `header`, retrying while the (lossless) socket is at its
+/// high-water mark. False if stopped meanwhile.
+fn send_heartbeat(
+    shard: &mut Publisher,
+    topic: &str,
+    header: &Header,
+    heartbeat: Heartbeat,
     stop: &AtomicBool,
-    would_block: &mut u64,
 ) -> Result<bool, RecorderError> {
-    // Counted as one record libzmq holds until it lets the message go (see `Replayer::undelivered`).
-    let mut buf = delivery.buffer(frame.len());
-    buf.copy_from_slice(frame);
-    tickbox_wire::write_send_fields_at(&mut buf, header_at, out);
-    let mut msg = tickbox_zmqx::zero_copy::OutMessage::counted(buf, 0..frame.len(), 1)?;
     loop {
-        if msg.send(socket, 0)? {
+        if shard.heartbeat_as(topic, header, heartbeat)? {
             return Ok(true);
         }
-        *would_block += 1;
-        // High-water mark (lossless mode) or a signal: give Ctrl-C its chance, then retry the same message.
+        // High-water mark (lossless mode) or a signal: give Ctrl-C its chance, then retry.
         if stop.load(Ordering::Relaxed) {
             return Ok(false);
-        }
-    }
-}
-
-/// Sends one frame, retrying while the (lossless) socket is at its high-water mark. False if stopped meanwhile.
-fn send_blocking(
-    socket: &zmq::Socket,
-    frame: &[u8],
-    stop: &AtomicBool,
-) -> Result<bool, RecorderError> {
-    loop {
-        match socket.send(frame, 0) {
-            Ok(()) => return Ok(true),
-            // High-water mark (lossless mode) or a signal: give Ctrl-C its chance, then retry.
-            Err(zmq::Error::EAGAIN | zmq::Error::EINTR) => {
-                if stop.load(Ordering::Relaxed) {
-                    return Ok(false);
-                }
-            }
-            Err(e) => return Err(e.into()),
         }
     }
 }

@@ -186,6 +186,25 @@ pub fn write_send_fields_at(frame: &mut [u8], header_at: usize, header: &Header)
     true
 }
 
+/// [`write_send_fields_at`] plus the session (a version 2 header; a version 1 header has none): what a publisher
+/// writes when it sends a ready frame as its own message (`feed --source` of a journal), so the frame carries its
+/// identity whole. False, writing nothing, when the frame is too short.
+#[inline]
+pub fn write_identity_at(frame: &mut [u8], header_at: usize, header: &Header) -> bool {
+    let v2 = frame.get(header_at) == Some(&crate::header::WIRE_VERSION);
+    if v2 && frame.len() < header_at + HEADER_LEN {
+        return false;
+    }
+    if !write_send_fields_at(frame, header_at, header) {
+        return false;
+    }
+    if v2 {
+        frame[header_at + 32..header_at + HEADER_LEN]
+            .copy_from_slice(&header.session.to_le_bytes());
+    }
+    true
+}
+
 /// Replaces a frame's flags in place (the LVC marks cached values with [`Flags::CACHED`]).
 pub fn set_flags_in_place(frame: &mut [u8], flags: Flags) -> Result<Header, DecodeError> {
     let (topic_len, header_len, mut header) = split_header(frame)?;
@@ -208,6 +227,16 @@ fn write_header_at(frame: &mut [u8], topic_len: usize, header_len: usize, header
 mod tests {
     use super::*;
     use crate::payload::{Quote, Side, Trade};
+
+    /// [`trade_frame`] as version 2 and as version 1 (the same frame without the 8 session bytes).
+    fn trade_frame_in_both_versions() -> [Vec<u8>; 2] {
+        let v2 = trade_frame();
+        let topic_len = "T.XNAS.MSFT".len();
+        let mut v1 = v2[..topic_len + 1 + crate::HEADER_LEN_V1].to_vec();
+        v1[topic_len + 1] = 1;
+        v1.extend_from_slice(&v2[topic_len + 1 + HEADER_LEN..]);
+        [v2, v1]
+    }
 
     fn trade_frame() -> Vec<u8> {
         let header = Header::live(Kind::Trade, 7, 42, 1_000);
@@ -293,12 +322,7 @@ mod tests {
 
     #[test]
     fn write_send_fields_at_matches_restamp_in_place_in_both_versions() {
-        let v2 = trade_frame();
-        let topic_len = "T.XNAS.MSFT".len();
-        let mut v1 = v2[..topic_len + 1 + crate::HEADER_LEN_V1].to_vec();
-        v1[topic_len + 1] = 1;
-        v1.extend_from_slice(&v2[topic_len + 1 + HEADER_LEN..]);
-        for frame in [v2, v1] {
+        for frame in trade_frame_in_both_versions() {
             let mut expected = frame.clone();
             let header = restamp_in_place(&mut expected, 77, 88, 99_000, Flags::REPLAY).unwrap();
             let mut got = frame.clone();
@@ -322,13 +346,40 @@ mod tests {
     }
 
     #[test]
-    fn version_1_frames_decode_and_restamp_in_their_own_layout() {
-        let v2 = trade_frame();
+    fn write_identity_at_writes_the_session_where_the_header_has_one() {
         let topic_len = "T.XNAS.MSFT".len();
-        // A version 1 frame is the version 2 one without the 8 session bytes.
-        let mut v1 = v2[..topic_len + 1 + crate::HEADER_LEN_V1].to_vec();
-        v1[topic_len + 1] = 1;
-        v1.extend_from_slice(&v2[topic_len + 1 + HEADER_LEN..]);
+        for frame in trade_frame_in_both_versions() {
+            let msg = MessageRef::decode(&frame).unwrap();
+            let mut h = *msg.header();
+            h.publisher_id = 9001;
+            h.sequence = 5;
+            h.send_time_ns = 123;
+            h.session = 77;
+            let mut got = frame.clone();
+            assert!(write_identity_at(&mut got, topic_len + 1, &h));
+            let back = MessageRef::decode(&got).unwrap();
+            let v2 = frame[topic_len + 1] == crate::header::WIRE_VERSION;
+            assert_eq!(
+                *back.header(),
+                Header {
+                    session: if v2 { 77 } else { 0 },
+                    ..h
+                }
+            );
+            assert_eq!(back.payload().unwrap(), msg.payload().unwrap());
+        }
+        let mut short = [0u8; 30];
+        short[1] = crate::header::WIRE_VERSION;
+        assert!(!write_identity_at(
+            &mut short,
+            1,
+            &Header::live(Kind::Quote, 1, 1, 1)
+        ));
+    }
+
+    #[test]
+    fn version_1_frames_decode_and_restamp_in_their_own_layout() {
+        let [v2, mut v1] = trade_frame_in_both_versions();
         let old = MessageRef::decode(&v1).unwrap();
         assert_eq!(old.header().session, 0);
         assert_eq!(old.header().sequence, 42);

@@ -35,7 +35,7 @@ pub use clock::{now_ns, Clock, ManualClock, SystemClock};
 pub use error::{DecodeError, EncodeError};
 pub use frame::{
     encode, encode_to_vec, encoded_len, restamp_in_place, set_flags_in_place,
-    stamp_send_time_in_place, write_send_fields_at, MessageRef,
+    stamp_send_time_in_place, write_identity_at, write_send_fields_at, MessageRef,
 };
 pub use framing::Framing;
 pub use header::{Flags, Header, Kind, HEADER_LEN, HEADER_LEN_V1, WIRE_VERSION};
@@ -43,4 +43,6 @@ pub use payload::{
     BookLevel, GapCause, GapNotice, Heartbeat, Payload, Quote, Side, Trade, PRICE_SCALE,
 };
 pub use sequence::{PublisherLedger, SequenceEvent, SequenceTotals, SequenceTracker};
-pub use topic::{key_words, make_topic, shard_for, shard_key_of_topic, stable_hash};
+pub use topic::{
+    gap_topic, heartbeat_topic, key_words, make_topic, shard_for, shard_key_of_topic, stable_hash,
+};

@@ -14,6 +14,16 @@ pub fn make_topic(kind: Kind, venue: &str, symbol: &str) -> String {
     topic
 }
 
+/// The heartbeat topic of a publisher, `H.<publisher id>`: every publisher's heartbeats go out on it.
+pub fn heartbeat_topic(publisher_id: u32) -> String {
+    format!("{}.{publisher_id}", Kind::Heartbeat.topic_letter())
+}
+
+/// The topic of a publisher's gap notices, `G.<publisher id>`.
+pub fn gap_topic(publisher_id: u32) -> String {
+    format!("{}.{publisher_id}", Kind::Gap.topic_letter())
+}
+
 /// The part of a topic that decides its shard: everything after the first `.` (the whole topic if none).
 pub fn shard_key_of_topic(topic: &[u8]) -> &[u8] {
     match topic.iter().position(|&b| b == b'.') {
@@ -65,6 +75,12 @@ pub fn shard_for(shard_key: &[u8], shards: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_publishers_own_topics_name_its_id() {
+        assert_eq!(heartbeat_topic(9001), "H.9001");
+        assert_eq!(gap_topic(7), "G.7");
+    }
 
     /// With its length, the two words give back every byte of a key of up to 16 bytes, so comparing them is
     /// comparing the keys.

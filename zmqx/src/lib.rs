@@ -6,6 +6,7 @@ pub mod context;
 pub mod endpoint;
 pub mod naming;
 pub mod profile;
+pub mod publisher;
 pub mod socket;
 pub mod teardown;
 pub mod zero_copy;
@@ -71,8 +72,14 @@ pub const DEFAULT_MAX_SUBSCRIPTION_BYTES: usize = 1024;
 /// prefix, so `ZMQ_MAXMSGSIZE` of `max_prefix + 1` makes libzmq drop a peer that sends a longer one before the
 /// prefix reaches any trie or buffer. The dropped peer may reconnect; it never gets the oversized subscription in.
 pub fn limit_subscriptions(socket: &zmq::Socket, max_prefix: usize) -> Result<(), ZmqxError> {
-    let bound = i64::try_from(max_prefix.saturating_add(1)).unwrap_or(i64::MAX);
-    socket.set_maxmsgsize(bound).map_err(ZmqxError::Zmq)
+    socket
+        .set_maxmsgsize(subscription_limit(max_prefix))
+        .map_err(ZmqxError::Zmq)
+}
+
+/// The `ZMQ_MAXMSGSIZE` [`limit_subscriptions`] sets for prefixes of at most `max_prefix` bytes.
+pub fn subscription_limit(max_prefix: usize) -> i64 {
+    i64::try_from(max_prefix.saturating_add(1)).unwrap_or(i64::MAX)
 }
 
 /// `ZMQ_XPUB_NODROP`: when a subscriber's pipe is full, `send` on an XPUB blocks (or returns `EAGAIN` with

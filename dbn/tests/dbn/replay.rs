@@ -9,8 +9,8 @@ use tickbox_dbn::dbn::{
     rtype, MboMsg, Mbp1Msg, Metadata, RecordHeader, RecordRef, SType, TradeMsg,
 };
 use tickbox_dbn::{import_files, ImportOptions, ReplayForm, ReplaySource};
-use tickbox_feed::{SourceItem, SourceRecord};
-use tickbox_wire::Payload;
+use tickbox_feed::SourceItem;
+use tickbox_wire::{MessageRef, Payload};
 
 const T0: u64 = 1_700_000_000_000_000_000;
 
@@ -84,12 +84,39 @@ fn write(path: &Path) -> Vec<u8> {
     out
 }
 
-fn read_all(path: &Path) -> (ReplayForm, Vec<SourceItem>) {
+/// A record as the feed will publish it, read back from its frame.
+#[derive(Debug, Clone, PartialEq)]
+struct SourceRecord {
+    time_ns: u64,
+    origin_time_ns: u64,
+    topic: String,
+    payload: Payload,
+}
+
+/// An item of a source, owned (the source lends its frames only until the next item).
+#[derive(Debug, Clone, PartialEq)]
+enum Item {
+    Record(SourceRecord),
+    Skipped(String),
+}
+
+fn read_all(path: &Path) -> (ReplayForm, Vec<Item>) {
     let mut src = ReplaySource::open(path).unwrap();
     let form = src.form();
     let mut items = Vec::new();
     while let Some(item) = src.next_item().unwrap() {
-        items.push(item);
+        items.push(match item {
+            SourceItem::Skipped(reason) => Item::Skipped(reason),
+            SourceItem::Record(r) => {
+                let m = MessageRef::decode(r.frame).unwrap();
+                Item::Record(SourceRecord {
+                    time_ns: r.time_ns,
+                    origin_time_ns: m.header().origin_time_ns,
+                    topic: m.topic().to_owned(),
+                    payload: m.payload().unwrap(),
+                })
+            }
+        });
     }
     (form, items)
 }
@@ -109,12 +136,12 @@ fn dbn_and_its_import_read_as_the_same_messages_in_file_order() {
     for (i, item) in items.iter().enumerate() {
         let i = i as u64;
         match (i % 5, item) {
-            (1, SourceItem::Skipped(reason)) => {
+            (1, Item::Skipped(reason)) => {
                 assert_eq!(reason, "DBN mbo: no tickbox equivalent")
             }
             (
                 3,
-                SourceItem::Record(SourceRecord {
+                Item::Record(SourceRecord {
                     time_ns,
                     origin_time_ns,
                     topic,
@@ -133,7 +160,7 @@ fn dbn_and_its_import_read_as_the_same_messages_in_file_order() {
             }
             (
                 0 | 2 | 4,
-                SourceItem::Record(SourceRecord {
+                Item::Record(SourceRecord {
                     time_ns,
                     origin_time_ns,
                     topic,

@@ -6,3 +6,4 @@ mod batch;
 mod generator;
 mod guide_framing;
 mod publisher;
+mod source;

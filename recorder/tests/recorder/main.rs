@@ -9,4 +9,3 @@ mod batched;
 mod live;
 mod overview;
 mod shards;
-mod source_replay;

@@ -167,9 +167,8 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     let ctx = tickbox_zmqx::context::build(&config.context)?;
     // Before any socket binds: the shards' sockets come from the gate, whose ZAP handler applies `[security]`.
     let gate = config.auth.gate(&ctx)?;
-    let feed =
-        tickbox_recorder::SourceReplay::start(&gate, feed_config, Box::new(recording), speed)
-            .context("starting the feed")?;
+    let feed = tickbox_feed::SourceFeed::start(&gate, feed_config, Box::new(recording), speed)
+        .context("starting the feed")?;
     let status = StatusBoard::start(&ctx, broker.as_deref(), "feed", config.auth.clone())?;
     let feed = Recording {
         feed,
@@ -357,7 +356,7 @@ impl Running for Synthetic {
 
 /// `feed --source`: a recording (DBN or journal) on the feed's shards.
 struct Recording {
-    feed: tickbox_recorder::SourceReplayHandle,
+    feed: tickbox_feed::SourceFeedHandle,
     /// The `--source` path as given, for the status and the summary.
     path: String,
     /// `dbn` or `journal`.

@@ -1,11 +1,12 @@
-//! `feed --source` through the one journal publisher (`SourceReplay` over `Replayer`): a recording handed over
+//! `feed --source` through the one shard publisher (`SourceFeed` over `Shards`): a recording handed over
 //! record by record reaches a reader as the feed's own publisher, and `duration` ends a run even while a
 //! subscriber that never reads holds it.
 
 use std::time::{Duration, Instant};
 
-use tickbox_feed::{FeedConfig, PublisherShardConfig, RecordSource, SourceItem, SourceRecord};
-use tickbox_recorder::SourceReplay;
+use tickbox_feed::{
+    FeedConfig, PublisherShardConfig, RecordSource, SourceFeed, SourceItem, SourceRecord,
+};
 use tickbox_testkit::bind_loopback;
 use tickbox_units::Speed;
 use tickbox_wire::{Flags, Kind, MessageRef, Payload, Quote};
@@ -15,10 +16,11 @@ struct Quotes {
     n: u64,
     at: u64,
     skip_next: bool,
+    frame: Vec<u8>,
 }
 
 impl RecordSource for Quotes {
-    fn next_item(&mut self) -> Result<Option<SourceItem>, tickbox_feed::SourceError> {
+    fn next_item(&mut self) -> Result<Option<SourceItem<'_>>, tickbox_feed::SourceError> {
         if std::mem::take(&mut self.skip_next) {
             return Ok(Some(SourceItem::Skipped("no tickbox form".into())));
         }
@@ -28,15 +30,18 @@ impl RecordSource for Quotes {
         self.at += 1;
         self.skip_next = self.at.is_multiple_of(10);
         let time_ns = 1_700_000_000_000_000_000 + self.at * 1_000;
-        Ok(Some(SourceItem::Record(SourceRecord {
+        let record = SourceRecord::encode(
+            &mut self.frame,
             time_ns,
-            origin_time_ns: time_ns,
-            topic: format!("Q.XNAS.S{}", self.at % 7),
-            payload: Payload::Quote(Quote {
+            time_ns,
+            &format!("Q.XNAS.S{}", self.at % 7),
+            &Payload::Quote(Quote {
                 instrument_id: self.at as u32,
                 ..Quote::default()
             }),
-        })))
+        )
+        .unwrap();
+        Ok(Some(SourceItem::Record(record)))
     }
 }
 
@@ -66,13 +71,14 @@ fn a_connecting_shard_delivers_every_record_in_order_as_the_feed() {
     sub.set_rcvtimeo(5_000).unwrap();
     let endpoint = bind_loopback(&sub);
     let n = 500;
-    let run = SourceReplay::start(
+    let run = SourceFeed::start(
         &tickbox_auth::Gate::open(&ctx),
         config(endpoint, true),
         Box::new(Quotes {
             n,
             at: 0,
             skip_next: false,
+            frame: Vec::new(),
         }),
         Speed::Max,
     )
@@ -132,13 +138,14 @@ fn duration_ends_a_run_blocked_on_a_reader_that_never_reads() {
     config.socket_profile.sndbuf = Some(4096);
     config.duration = Some(Duration::from_millis(300).into());
     config.drain_timeout = Duration::from_millis(100).into();
-    let run = SourceReplay::start(
+    let run = SourceFeed::start(
         &tickbox_auth::Gate::open(&ctx),
         config,
         Box::new(Quotes {
             n: u64::MAX,
             at: 0,
             skip_next: false,
+            frame: Vec::new(),
         }),
         Speed::Max,
     )
