@@ -66,7 +66,7 @@ pub(crate) struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run sharded publishers fed by the synthetic market generator.
-    Feed(cmd::feed::Args),
+    Feed(cli::feed::Args),
     /// Run the Black Box subscriber (SUB shards -> PUSH/PULL workers) with the Suicidal Snail guard.
     Subscribe(cli::subscribe::Args),
     /// Feed, subscriber and workers in one process for --duration, then a summary table.
@@ -78,7 +78,7 @@ enum Command {
     /// Record a stream into an mmap journal.
     Record(cli::record::Args),
     /// Replay a journal onto publisher shards at 1x, Nx or max speed.
-    Replay(cmd::replay::Args),
+    Replay(cli::replay::Args),
     /// Inspect a journal: info, verify, dump.
     Journal(cli::journal::Args),
     /// Import DBN files (Databento Binary Encoding) into a new journal.
