@@ -13,35 +13,7 @@ use crate::stats::FigureSummary;
 use crate::transport::Transport;
 use crate::BenchError;
 
-/// Where the measured systems run.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize,
-)]
-#[serde(rename_all = "kebab-case")]
-pub enum Shape {
-    /// Publisher and receivers are threads of the bench process (any transport).
-    #[default]
-    InProcess,
-    /// Separate processes over tcp: a real `tickbox feed` and `tickbox subscribe`, and a raw PUB and SUB child
-    /// ([`crate::process`]).
-    Processes,
-}
-
-impl Shape {
-    /// `in-process` or `processes`, as the flag spells it.
-    pub fn name(self) -> &'static str {
-        match self {
-            Shape::InProcess => "in-process",
-            Shape::Processes => "processes",
-        }
-    }
-}
-
-impl std::fmt::Display for Shape {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
+pub use crate::report::Shape;
 
 /// One latency configuration.
 #[derive(Debug, Clone)]
@@ -78,6 +50,18 @@ pub struct LatencyConfig {
     pub security: tickbox_auth::Security,
     /// Busy threads run for the whole sweep, beside both systems (`--background-load`).
     pub background: crate::load::LoadSpec,
+}
+
+impl LatencyConfig {
+    /// The schedule its publishers keep.
+    pub fn pace(&self) -> crate::pace::Pace {
+        crate::pace::Pace {
+            rate: self.rate,
+            warmup: self.warmup,
+            duration: self.duration,
+            drain: self.drain,
+        }
+    }
 }
 
 impl Default for LatencyConfig {

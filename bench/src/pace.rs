@@ -97,13 +97,27 @@ impl RunState {
     }
 }
 
+/// The open-loop schedule of one run: the offered rate, the unmeasured warm-up, the measured window, and how long
+/// the publisher keeps its socket open for the tail after its last send.
+#[derive(Debug, Clone, Copy)]
+pub struct Pace {
+    /// Offered rate, msg/s.
+    pub rate: u64,
+    /// Sent before measuring; not recorded.
+    pub warmup: Duration,
+    /// The measured window after the warm-up.
+    pub duration: Duration,
+    /// How long the tail may take to arrive after the last send.
+    pub drain: Duration,
+}
+
 /// Drives the open-loop schedule from a publisher thread: waits for each message's intended send time, sends
 /// every message that is due (back to back after a late wake-up, so a stall shows as delay, not as a lower
 /// rate), then records what was sent and keeps the socket open until the tail has arrived. `send(k)` sends
 /// message `k`; it returns `Ok(false)` to stop early (the run was aborted).
 pub fn drive_schedule(
     state: &RunState,
-    config: &crate::latency::LatencyConfig,
+    config: &Pace,
     mut send: impl FnMut(u64) -> Result<bool, crate::BenchError>,
 ) -> Result<(), crate::BenchError> {
     // A precise sleep lets the pacer sleep between messages at moderate rates instead of burning a core the

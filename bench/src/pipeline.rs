@@ -334,7 +334,7 @@ fn publish_schedule(
     wait_connected(state, Duration::ZERO)?;
 
     let topic = topic_for_size(config.size);
-    drive_schedule(state, config, |k| {
+    drive_schedule(state, &config.pace(), |k| {
         let payload = bench_trade(k);
         // `None`: a no-drop pipe stayed full for the send timeout; the sequence was not used, so retry.
         while publisher

@@ -304,7 +304,7 @@ pub fn raw_pub_process(
     let state = RunState::new();
     state.connected.store(true, Ordering::Release);
     let mut frame = vec![0u8; size];
-    drive_schedule(&state, config, |k| {
+    drive_schedule(&state, &config.pace(), |k| {
         if stop.load(Ordering::Relaxed) {
             return Ok(false);
         }

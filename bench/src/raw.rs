@@ -108,7 +108,7 @@ fn raw_pub_loop(
     }
     wait_connected(state, Duration::ZERO)?;
 
-    drive_schedule(state, config, |k| {
+    drive_schedule(state, &config.pace(), |k| {
         frame[..8].copy_from_slice(&k.to_le_bytes());
         frame[8..16].copy_from_slice(&now_ns().to_le_bytes());
         socket.send(&frame[..], 0).map_err(zerr("send"))?;

@@ -276,7 +276,7 @@ pub struct LatencyResult {
     pub system: String,
     /// Threads of the bench process, or separate processes (absent in files from before shapes: in-process).
     #[serde(default)]
-    pub shape: crate::latency::Shape,
+    pub shape: Shape,
     /// `tcp`, `ipc` or `inproc`.
     pub transport: String,
     /// The tickbox run went through the LVC proxy (always false for baselines).
@@ -462,7 +462,7 @@ impl BenchRecord {
                 r.system,
                 r.transport,
                 if r.via_lvc { "+lvc" } else { "" },
-                if r.shape == crate::latency::Shape::Processes {
+                if r.shape == Shape::Processes {
                     " processes"
                 } else {
                     ""
@@ -986,5 +986,35 @@ mod tests {
             "{first}"
         );
         assert!(parse_hgrm(&text).is_ok());
+    }
+}
+
+/// Where the measured systems run.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum Shape {
+    /// Publisher and receivers are threads of the bench process (any transport).
+    #[default]
+    InProcess,
+    /// Separate processes over tcp: a real `tickbox feed` and `tickbox subscribe`, and a raw PUB and SUB child
+    /// ([`crate::process`]).
+    Processes,
+}
+
+impl Shape {
+    /// `in-process` or `processes`, as the flag spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Shape::InProcess => "in-process",
+            Shape::Processes => "processes",
+        }
+    }
+}
+
+impl std::fmt::Display for Shape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
     }
 }

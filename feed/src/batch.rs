@@ -10,7 +10,7 @@ use tickbox_wire::{BatchCursor, BATCH_HEADER_LEN, BATCH_RECORD_PREFIX};
 use tickbox_zmqx::zero_copy::{Delivery, PoolBuf, ZeroCopySender};
 use tickbox_zmqx::ZmqxError;
 
-use crate::publisher::PublisherCounts;
+use crate::counts::PublisherCounts;
 
 /// One shard's batch pool and the batch being filled in it.
 pub struct ShardBatch {

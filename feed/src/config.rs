@@ -10,6 +10,9 @@ pub use tickbox_units::Rate;
 use tickbox_wire::Framing;
 use tickbox_zmqx::BackPressure;
 
+/// Generated tickers are four letters, so this many fit.
+pub const MAX_GENERATED_SYMBOLS: usize = 26 * 26 * 26 * 26;
+
 /// Everything a feed needs; the `[feed]` section of the deployment TOML. Every field has a default, so
 /// `FeedConfig::default()` is a working feed: one shard on `tcp://127.0.0.1:*`, 1,000 symbols at 100k msg/s.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -296,13 +299,10 @@ impl FeedConfig {
         if self.symbol_names.is_empty() && self.symbols == 0 {
             return bad("symbols", "the universe needs at least one symbol".into());
         }
-        if self.symbol_names.is_empty() && self.symbols > crate::generator::MAX_GENERATED_SYMBOLS {
+        if self.symbol_names.is_empty() && self.symbols > MAX_GENERATED_SYMBOLS {
             return bad(
                 "symbols",
-                format!(
-                    "at most {} generated symbols",
-                    crate::generator::MAX_GENERATED_SYMBOLS
-                ),
+                format!("at most {} generated symbols", MAX_GENERATED_SYMBOLS),
             );
         }
         let mut seen = std::collections::HashSet::new();

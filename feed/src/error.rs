@@ -1,3 +1,5 @@
+use std::path::PathBuf;
+
 use tickbox_wire::EncodeError;
 
 /// Why the feed could not start or stopped early.
@@ -75,8 +77,33 @@ pub enum FeedError {
     Spawn(#[source] std::io::Error),
     /// The recording given to `feed --source` could not be read on (damaged or truncated): the feed stops.
     #[error("reading the source: {0}")]
-    Source(#[source] crate::source::SourceError),
+    Source(#[source] SourceError),
     /// `[security]` could not be applied to a shard's socket.
     #[error(transparent)]
     Auth(#[from] tickbox_auth::AuthError),
+}
+
+/// Why a source could not be read on: the feed stops with this error.
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    /// The recording cannot be read where it lies (the file or the disk failed).
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The recording is damaged or truncated, or holds what its reader cannot take: the reader's own error,
+    /// which names the file and the record.
+    #[error(transparent)]
+    Reader(Box<dyn std::error::Error + Send + Sync>),
+}
+
+impl SourceError {
+    /// A reader's own error (see [`SourceError::Reader`]).
+    pub fn reader(error: impl std::error::Error + Send + Sync + 'static) -> Self {
+        SourceError::Reader(Box::new(error))
+    }
 }

@@ -8,10 +8,7 @@ use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, WeightedAliasIndex};
 use tickbox_wire::{make_topic, shard_for, Kind, Payload, Quote, Side, Trade, PRICE_SCALE};
 
-use crate::config::FeedConfig;
-
-/// Generated tickers are four letters, so this many fit.
-pub const MAX_GENERATED_SYMBOLS: usize = 26 * 26 * 26 * 26;
+use crate::config::{FeedConfig, MAX_GENERATED_SYMBOLS};
 
 /// A cent, in wire price units.
 const CENT: i64 = PRICE_SCALE / 100;

@@ -61,6 +61,7 @@
 
 mod batch;
 mod config;
+mod counts;
 mod error;
 mod generator;
 mod metrics;
@@ -74,24 +75,27 @@ mod source_feed;
 mod summary;
 
 pub use batch::{Flushed, ShardBatch};
-pub use config::{BatchMode, FeedConfig, PacingMode, Pattern, PublisherShardConfig, Rate};
-pub use error::FeedError;
+pub use config::{
+    BatchMode, FeedConfig, PacingMode, Pattern, PublisherShardConfig, Rate, MAX_GENERATED_SYMBOLS,
+};
+pub use counts::PublisherCounts;
+pub use error::{FeedError, SourceError};
 pub use generator::{
     generated_ticker, shard_of_symbol, Generated, GeneratorParams, MarketGenerator, SymbolSpec,
-    Universe, MAX_GENERATED_SYMBOLS,
+    Universe,
 };
 pub use metrics::FeedMetrics;
 pub use overrides::FeedOverrides;
 pub use pacer::{paced_offset_ns, Pacing, SendPacer, Step};
 pub use publisher::{
-    open_publisher_socket, open_shard_socket, shard_recipe, Publisher, PublisherCounts, Sent,
-    ShardSocketError, INTERRUPT_GRACE, LINGER_MS, SEND_TIMEOUT_MS,
+    open_publisher_socket, open_shard_socket, shard_recipe, Publisher, Sent, ShardSocketError,
+    INTERRUPT_GRACE, LINGER_MS, SEND_TIMEOUT_MS,
 };
 pub use runner::{
     Feed, FeedHandle, FeedReport, PublisherShardReport, ShardInfo, ShardStats, RATE_SHORTFALL_RATIO,
 };
 pub use shards::{CloseLoss, Closing, Shards};
-pub use source::{RecordSource, SourceError, SourceItem, SourceRecord, SourceStats, SourceTotals};
+pub use source::{RecordSource, SourceItem, SourceRecord, SourceStats, SourceTotals};
 pub use source_feed::{SourceFeed, SourceFeedHandle};
 pub use summary::{
     FeedShardStatus, FeedShardSummary, FeedStatus, FeedSummary, SourceShardSummary, SourceStatus,

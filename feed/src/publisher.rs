@@ -14,6 +14,7 @@ use tickbox_zmqx::zero_copy::{Delivery, OutMessage, ZeroCopySender};
 
 use crate::batch::ShardBatch;
 use crate::config::{FeedConfig, PublisherShardConfig};
+use crate::counts::PublisherCounts;
 use crate::error::FeedError;
 
 /// How long one blocking `send` may wait on a full no-drop pipe before the caller gets control back (to check
@@ -22,50 +23,6 @@ pub const SEND_TIMEOUT_MS: i32 = 100;
 
 /// Linger of publisher sockets: long enough to flush the tail of a short run, short enough not to hang exit.
 pub const LINGER_MS: i32 = 100;
-
-/// Messages sent by one publisher, by kind.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct PublisherCounts {
-    /// Quotes sent (`Q.` topics).
-    pub quotes: u64,
-    /// Trades sent (`T.` topics).
-    pub trades: u64,
-    /// Book-level updates sent.
-    pub book_levels: u64,
-    /// Heartbeats sent on `H.<publisher id>` (not data: they repeat the last sequence, never advance it).
-    pub heartbeats: u64,
-    /// Sends that found the pipe full (no-drop back-pressure) and had to be retried.
-    pub would_block: u64,
-    /// ZeroMQ messages that carried data: single frames plus batch frames (heartbeats not included).
-    pub frames: u64,
-    /// Of `frames`, batch frames (each carrying two or more data messages).
-    pub batches: u64,
-    /// Batch buffers allocated because every recycled one was still queued in libzmq (a slow subscriber's
-    /// queue holds them); the batch went out all the same.
-    pub batch_buffers_allocated: u64,
-}
-
-impl PublisherCounts {
-    /// What was counted since `earlier` (an earlier snapshot of the same publisher); the allocation count stays
-    /// the publisher's life's.
-    pub fn since(&self, earlier: &PublisherCounts) -> PublisherCounts {
-        PublisherCounts {
-            quotes: self.quotes - earlier.quotes,
-            trades: self.trades - earlier.trades,
-            book_levels: self.book_levels - earlier.book_levels,
-            heartbeats: self.heartbeats - earlier.heartbeats,
-            would_block: self.would_block - earlier.would_block,
-            frames: self.frames - earlier.frames,
-            batches: self.batches - earlier.batches,
-            batch_buffers_allocated: self.batch_buffers_allocated,
-        }
-    }
-
-    /// Data messages (everything but heartbeats).
-    pub fn data(&self) -> u64 {
-        self.quotes + self.trades + self.book_levels
-    }
-}
 
 /// The end of a shard's run: a no-drop run that ended by itself (its duration, message limit or source; not
 /// stopped, not `blocked` on a full pipe) waits until `deadline` for every subscriber to leave, reading the
@@ -161,34 +118,6 @@ pub(crate) fn drains(config: &FeedConfig, blocked: bool, stop: &AtomicBool) -> b
         && !blocked
         && !config.drain_timeout.0.is_zero()
         && !stop.load(Ordering::Relaxed)
-}
-
-/// The summary's line for subscribers still connected when the shards closed after their drain wait.
-pub(crate) fn write_staying(f: &mut std::fmt::Formatter<'_>, staying: u64) -> std::fmt::Result {
-    if staying == 0 {
-        return Ok(());
-    }
-    write!(
-        f,
-        "\nWARNING: {staying} subscriber(s) still connected when the shards closed after drain_timeout: one that \
-         had not read everything by then may have lost its unread tail (raise --drain-timeout, or let \
-         subscribers exit when the stream ends, e.g. subscribe --idle-exit)"
-    )
-}
-
-/// The summary's line for data messages still queued in libzmq when the shards closed.
-pub(crate) fn write_undelivered(
-    f: &mut std::fmt::Formatter<'_>,
-    undelivered: u64,
-) -> std::fmt::Result {
-    if undelivered == 0 {
-        return Ok(());
-    }
-    write!(
-        f,
-        "\nundelivered: {undelivered} messages sent but still queued for a subscriber when the shards closed, \
-         dropped at the close (a subscriber stopped reading, or the run was interrupted)"
-    )
 }
 
 /// Creates, configures and binds (or connects) the socket of shard `shard`; returns it with the endpoint

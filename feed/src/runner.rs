@@ -10,10 +10,11 @@ use std::time::{Duration, Instant};
 use tickbox_wire::{now_ns, Kind, SubscriptionTally};
 
 use crate::config::{saturating_nanos, BatchMode, FeedConfig, PacingMode, Pattern, Rate};
+use crate::counts::PublisherCounts;
 use crate::error::FeedError;
 use crate::generator::{GeneratorParams, MarketGenerator, Universe};
 use crate::pacer::{SendPacer, Step};
-use crate::publisher::{open_publisher_socket, Publisher, PublisherCounts};
+use crate::publisher::{open_publisher_socket, Publisher};
 
 /// How often an idle shard looks at the stop flag, at most.
 const STOP_CHECK_NS: u64 = 20_000_000;
@@ -446,7 +447,7 @@ impl FeedReport {
 impl fmt::Display for FeedReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if let Some(totals) = &self.source {
-            return crate::source::fmt_source(self, totals, f);
+            return fmt_source(self, totals, f);
         }
         writeln!(
             f,
@@ -498,8 +499,8 @@ impl fmt::Display for FeedReport {
                 "\nunsent: {unsent} messages abandoned on a full no-drop pipe when the run ended (a subscriber stopped reading)"
             )?;
         }
-        crate::publisher::write_staying(f, self.total_subscribers_at_close())?;
-        crate::publisher::write_undelivered(f, self.total_undelivered())?;
+        crate::counts::write_staying(f, self.total_subscribers_at_close())?;
+        crate::counts::write_undelivered(f, self.total_undelivered())?;
         if let Some((target, achieved)) = self.rate_shortfall() {
             write!(
                 f,
@@ -807,6 +808,53 @@ fn wait_until(mono: &impl Fn() -> u64, deadline: u64, spin_ns: u64) {
             std::hint::spin_loop();
         }
     }
+}
+
+/// The summary table of a replayed recording (`FeedReport`'s `Display` when it carries [`SourceTotals`]).
+fn fmt_source(
+    report: &FeedReport,
+    totals: &crate::source::SourceTotals,
+    f: &mut std::fmt::Formatter<'_>,
+) -> std::fmt::Result {
+    writeln!(
+        f,
+        "{:>5} {:>9} {:>12} {:>11} {:>11} {:>6} {:>12}  endpoint",
+        "shard", "publisher", "quotes", "trades", "book", "hb", "last_seq"
+    )?;
+    for s in &report.shards {
+        writeln!(
+            f,
+            "{:>5} {:>9} {:>12} {:>11} {:>11} {:>6} {:>12}  {}",
+            s.shard,
+            s.publisher_id,
+            s.counts.quotes,
+            s.counts.trades,
+            s.counts.book_levels,
+            s.counts.heartbeats,
+            s.last_sequence,
+            s.endpoint
+        )?;
+    }
+    write!(
+        f,
+        "source: {} read, {} published, {} skipped in {:.3} s at speed {}: {:.0} records/s{}",
+        totals.read,
+        totals.published,
+        totals.total_skipped(),
+        totals.elapsed.as_secs_f64(),
+        totals.speed,
+        totals.rate(),
+        if totals.complete {
+            ""
+        } else {
+            " (stopped before the end of the source)"
+        }
+    )?;
+    for (reason, n) in &totals.skipped {
+        write!(f, "\nskipped {n}: {reason}")?;
+    }
+    crate::counts::write_staying(f, report.total_subscribers_at_close())?;
+    crate::counts::write_undelivered(f, report.total_undelivered())
 }
 
 #[cfg(test)]

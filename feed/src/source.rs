@@ -7,14 +7,12 @@
 //! synthetic message.
 
 use std::collections::BTreeMap;
-use std::fmt;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use tickbox_units::Speed;
-use tickbox_wire::{encode, encoded_len, EncodeError, Header, Payload};
 
-use crate::runner::FeedReport;
+use crate::error::SourceError;
+use tickbox_wire::{encode, encoded_len, EncodeError, Header, Payload};
 
 /// One recorded message to publish: a ready tickbox frame, borrowed from the source (a journal's mapped record
 /// as it lies, or a frame the source encoded once into its own buffer). The feed copies it once, into the
@@ -62,31 +60,6 @@ pub enum SourceItem<'a> {
     Skipped(String),
 }
 
-/// Why a source could not be read on: the feed stops with this error.
-#[derive(Debug, thiserror::Error)]
-pub enum SourceError {
-    /// The recording cannot be read where it lies (the file or the disk failed).
-    #[error("{path}: {source}")]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// The error.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The recording is damaged or truncated, or holds what its reader cannot take: the reader's own error,
-    /// which names the file and the record.
-    #[error(transparent)]
-    Reader(Box<dyn std::error::Error + Send + Sync>),
-}
-
-impl SourceError {
-    /// A reader's own error (see [`SourceError::Reader`]).
-    pub fn reader(error: impl std::error::Error + Send + Sync + 'static) -> Self {
-        SourceError::Reader(Box::new(error))
-    }
-}
-
 /// A recording read in order.
 pub trait RecordSource: Send {
     /// The next item, `Ok(None)` at the end, `Err` when the recording is damaged and cannot be read on.
@@ -106,7 +79,7 @@ pub struct SourceStats {
     pub finished: bool,
 }
 
-/// What a replay of a recording did, beside its shards' reports (the [`FeedReport`] that carries it).
+/// What a replay of a recording did, beside its shards' reports (the `FeedReport` that carries it).
 #[derive(Debug, Clone, PartialEq)]
 pub struct SourceTotals {
     /// The speed asked for.
@@ -138,51 +111,4 @@ impl SourceTotals {
             0.0
         }
     }
-}
-
-/// The summary table of a replayed recording (`FeedReport`'s `Display` when it carries [`SourceTotals`]).
-pub(crate) fn fmt_source(
-    report: &FeedReport,
-    totals: &SourceTotals,
-    f: &mut fmt::Formatter<'_>,
-) -> fmt::Result {
-    writeln!(
-        f,
-        "{:>5} {:>9} {:>12} {:>11} {:>11} {:>6} {:>12}  endpoint",
-        "shard", "publisher", "quotes", "trades", "book", "hb", "last_seq"
-    )?;
-    for s in &report.shards {
-        writeln!(
-            f,
-            "{:>5} {:>9} {:>12} {:>11} {:>11} {:>6} {:>12}  {}",
-            s.shard,
-            s.publisher_id,
-            s.counts.quotes,
-            s.counts.trades,
-            s.counts.book_levels,
-            s.counts.heartbeats,
-            s.last_sequence,
-            s.endpoint
-        )?;
-    }
-    write!(
-        f,
-        "source: {} read, {} published, {} skipped in {:.3} s at speed {}: {:.0} records/s{}",
-        totals.read,
-        totals.published,
-        totals.total_skipped(),
-        totals.elapsed.as_secs_f64(),
-        totals.speed,
-        totals.rate(),
-        if totals.complete {
-            ""
-        } else {
-            " (stopped before the end of the source)"
-        }
-    )?;
-    for (reason, n) in &totals.skipped {
-        write!(f, "\nskipped {n}: {reason}")?;
-    }
-    crate::publisher::write_staying(f, report.total_subscribers_at_close())?;
-    crate::publisher::write_undelivered(f, report.total_undelivered())
 }

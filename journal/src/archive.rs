@@ -4,9 +4,8 @@ use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
 
 use crate::error::{JournalError, Result};
+use crate::names::{COMPRESSING_EXT, CREATING_EXT, SEGMENT_EXT};
 
-/// Extension of archive segment files.
-pub const SEGMENT_EXT: &str = "tbj";
 const LOCK_FILE: &str = "writer.lock";
 
 /// Path of segment `index` in `dir`: zero-padded so names sort in order.
@@ -43,7 +42,7 @@ pub(crate) fn remove_temporaries(dir: &Path) -> Result<u64> {
     for entry in std::fs::read_dir(dir).map_err(|e| JournalError::io(dir, e))? {
         let path = entry.map_err(|e| JournalError::io(dir, e))?.path();
         let ext = path.extension().and_then(|e| e.to_str());
-        if ext == Some(crate::segment::TEMP_EXT) || ext == Some(crate::packed::TEMP_EXT) {
+        if ext == Some(CREATING_EXT) || ext == Some(COMPRESSING_EXT) {
             std::fs::remove_file(&path).map_err(|e| JournalError::io(&path, e))?;
             tracing::info!(path = %path.display(), "removed a half-made file a killed writer left");
             removed += 1;

@@ -123,7 +123,7 @@ pub fn compress(path: impl AsRef<Path>, options: &CompressOptions) -> Result<Com
             )));
         }
         seg.lock_exclusive()?;
-        let temporary = path.with_extension(packed::TEMP_EXT);
+        let temporary = path.with_extension(crate::names::COMPRESSING_EXT);
         let _ = std::fs::remove_file(&temporary);
         settle(&seg, true, &mut report)?;
         compress_file(&seg, path, options, &mut report)?;
@@ -174,7 +174,7 @@ fn compress_file(
     options: &CompressOptions,
     report: &mut CompressReport,
 ) -> Result<()> {
-    let tmp = path.with_extension(packed::TEMP_EXT);
+    let tmp = path.with_extension(crate::names::COMPRESSING_EXT);
     let written = write_packed(seg, &tmp, options).and_then(|(header, frames)| {
         check_packed(&tmp, &header)?;
         Ok((header, frames))

@@ -253,6 +253,7 @@ mod fetch;
 // The SIGBUS guard: a signal handler and `mmap` over faulting pages.
 #[allow(unsafe_code)]
 mod guard;
+mod names;
 mod packed;
 mod reader;
 // The memory map itself: atomics and raw reads and writes at offsets into the mapped file.
@@ -262,12 +263,13 @@ mod unreadable;
 mod verify;
 mod writer;
 
-pub use archive::{list_segments, segment_path, SEGMENT_EXT};
+pub use archive::{list_segments, segment_path};
 pub use compress::{compress, CompressOptions, CompressReport};
 pub use discard::remove_journal;
 pub use disk::disk_free;
 pub use error::{JournalError, Result};
 pub use fetch::{register_fetcher, unregister_fetcher, FetchOnRead};
+pub use names::SEGMENT_EXT;
 pub use packed::{
     is_journal_file, packed_frames, packed_header_len, packed_index_len, FrameSpan, PACKED_MAGIC,
     PACKED_VERSION,

@@ -19,9 +19,6 @@ use crate::segment::{
 };
 use crate::RECORD_HEADER_SIZE;
 
-/// Extension of the temporary name a compressed file is written under before it replaces the plain one.
-pub(crate) const TEMP_EXT: &str = "compressing";
-
 /// zstd skippable-frame magic of a compressed journal's header frame (the first bytes of the file).
 pub(crate) const HEADER_FRAME: u32 = 0x184D_2A5B;
 /// zstd skippable-frame magic of the index frame (the last frame of the file).

@@ -204,13 +204,9 @@ pub(crate) struct Prefaulted {
     pub(crate) complete: bool,
 }
 
-/// Extension of the temporary name a file is made under before it is renamed into place (`0000000003.creating`
-/// beside `0000000003.tbj`). A writer that opens a journal removes any it finds: what a killed writer left.
-pub(crate) const TEMP_EXT: &str = "creating";
-
 /// The temporary name `path` is made under.
 pub(crate) fn temporary_path(path: &Path) -> PathBuf {
-    path.with_extension(TEMP_EXT)
+    path.with_extension(crate::names::CREATING_EXT)
 }
 
 /// Reserves the blocks of `len` bytes at `offset` of `file`, growing the file over them: a full file system is an
@@ -1801,13 +1797,13 @@ fn get_u64(buf: &[u8], off: usize) -> u64 {
 /// journal whose header was damaged (zeroed, overwritten), reported with its offset like any header damage;
 /// anything else is a file of another kind.
 fn bad_magic(path: &Path, found: [u8; 8]) -> JournalError {
-    if path.extension().and_then(|e| e.to_str()) == Some(crate::archive::SEGMENT_EXT) {
+    if path.extension().and_then(|e| e.to_str()) == Some(crate::names::SEGMENT_EXT) {
         JournalError::CorruptHeader {
             path: path.into(),
             offset: OFF_MAGIC as u64,
             reason: format!(
                 "magic {found:02x?}, expected {MAGIC:02x?} (a .{} file whose header is damaged)",
-                crate::archive::SEGMENT_EXT
+                crate::names::SEGMENT_EXT
             ),
         }
     } else {

@@ -551,7 +551,7 @@ impl Writer {
         // a compression killed midway (it holds this lock while it works).
         let temporaries_removed = [
             crate::segment::temporary_path(path),
-            path.with_extension(crate::packed::TEMP_EXT),
+            path.with_extension(crate::names::COMPRESSING_EXT),
         ]
         .iter()
         .filter(|t| !created && std::fs::remove_file(t).is_ok())

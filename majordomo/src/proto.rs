@@ -262,6 +262,15 @@ pub fn client_reply(version: Version, partial: bool, service: Vec<u8>, body: Fra
     out
 }
 
+/// The reply "service" of the broker's undelivered notice: `[""]["MDPC01"]["mmi.undelivered"][service][reason]`
+/// (0.2: `["MDPC02"][FINAL]["mmi.undelivered"][service][reason]`), where `reason` is `refused` (a queue bound)
+/// or `expired` (no worker within `request_expiry`). It tells the client that the request was dropped without
+/// ever reaching a worker, so sending it again cannot execute it twice. MDP/0.1 has no error reply, so it goes
+/// only to clients that opt in by their routing identity starting with [`NOTICE_PREFIX`](crate::engine::broker::NOTICE_PREFIX) (Titanic's
+/// dispatcher); every other client is left to its own timeout as the RFC says. `mmi.*` names are the broker's
+/// own (no worker may serve one), so a notice can never be mistaken for a service's reply.
+pub const UNDELIVERED: &[u8] = b"mmi.undelivered";
+
 #[cfg(test)]
 mod tests {
     use super::*;

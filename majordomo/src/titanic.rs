@@ -34,7 +34,7 @@
 //!   (heartbeat expiry is checked at dispatch), and puts a REQUEST whose worker's connection is gone back at
 //!   the head of its queue for the next worker. A request it drops without any worker having had it (refused
 //!   by a queue bound, or expired in its queue) is reported to the dispatcher with an `mmi.undelivered` notice
-//!   (`crate::engine::broker::UNDELIVERED`); Titanic journals UNDELIVERED for that attempt and sends the
+//!   (`crate::proto::UNDELIVERED`); Titanic journals UNDELIVERED for that attempt and sends the
 //!   request again at its next scan under every policy, since it cannot have run. Such attempts do not count
 //!   towards `max_attempts`.
 //! * **At most once** ([`Redispatch::Never`], the default): a request that reached a worker is sent at most
@@ -709,7 +709,7 @@ fn dispatcher(
                     let undelivered = reply.len() == 5
                         && reply[0].is_empty()
                         && reply[1] == crate::proto::MDPC01
-                        && reply[2] == crate::engine::broker::UNDELIVERED
+                        && reply[2] == crate::proto::UNDELIVERED
                         && reply[3] == f.service;
                     if undelivered {
                         tracing::info!(

@@ -252,14 +252,7 @@ pub struct Broker {
     next_unauthorised_log: Instant,
 }
 
-/// The reply "service" of the broker's undelivered notice: `[""]["MDPC01"]["mmi.undelivered"][service][reason]`
-/// (0.2: `["MDPC02"][FINAL]["mmi.undelivered"][service][reason]`), where `reason` is `refused` (a queue bound)
-/// or `expired` (no worker within `request_expiry`). It tells the client that the request was dropped without
-/// ever reaching a worker, so sending it again cannot execute it twice. MDP/0.1 has no error reply, so it goes
-/// only to clients that opt in by their routing identity starting with [`NOTICE_PREFIX`] (Titanic's
-/// dispatcher); every other client is left to its own timeout as the RFC says. `mmi.*` names are the broker's
-/// own (no worker may serve one), so a notice can never be mistaken for a service's reply.
-pub const UNDELIVERED: &[u8] = b"mmi.undelivered";
+pub use crate::proto::UNDELIVERED;
 
 /// Routing-identity prefix of the clients that take [`UNDELIVERED`] notices: Titanic's dispatch identities
 /// (`TSP:<uuid>:<attempt>`, see `crate::titanic`).

@@ -10,7 +10,7 @@ pub(crate) struct ExportArgs {
     /// object store (`--journal s3://bucket/prefix`, as `record --archive-to` leaves it), fetched to a temporary
     /// directory first.
     #[command(flatten)]
-    pub(crate) journal: crate::cli::journal::JournalArg,
+    pub(crate) journal: super::JournalArg,
     /// What `journal` names, once read (a local copy's for a store).
     #[arg(skip)]
     pub(crate) path: PathBuf,

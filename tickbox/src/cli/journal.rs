@@ -1,29 +1,12 @@
 //! `tickbox journal`: its command-line arguments (what it parses; `cmd::journal` wires them).
 
-use super::parse_tz;
+use super::{parse_tz, JournalArg};
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
     #[command(subcommand)]
     pub(crate) action: Action,
-}
-
-/// The journal (or history directory) a subcommand reads: `--journal PATH`, as `record`, `replay` and `import`
-/// name it. The bare path of the old spelling is still taken for one release, and says so.
-#[derive(Debug, clap::Args)]
-pub(crate) struct JournalArg {
-    /// A journal (ring file or archive directory) or a history directory (`record --roll`).
-    #[arg(
-        long = "journal",
-        value_name = "PATH",
-        required_unless_present = "path",
-        conflicts_with = "path"
-    )]
-    pub(crate) journal: Option<PathBuf>,
-    /// Deprecated spelling of `--journal PATH`.
-    #[arg(value_name = "PATH", hide = true)]
-    pub(crate) path: Option<PathBuf>,
 }
 
 #[derive(Debug, clap::Subcommand)]

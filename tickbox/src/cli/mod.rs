@@ -1,6 +1,8 @@
 //! One module per subcommand holding what it parses: its `Args` (clap derive) and the value enums and
 //! subcommands of its flags. The wiring that runs them is in `cmd`, under the same name.
 
+use std::path::PathBuf;
+
 pub(crate) mod bench;
 pub(crate) mod broker;
 pub(crate) mod call;
@@ -35,4 +37,38 @@ pub(crate) fn parse_tz(s: &str) -> Result<tickbox_units::TimeZone, String> {
 /// replay's time grammar).
 pub(crate) fn parse_when(s: &str) -> Result<tickbox_units::When, String> {
     tickbox_units::When::parse(s).map_err(|e| e.to_string())
+}
+
+/// The journal (or history directory) a subcommand reads: `--journal PATH`, as `record`, `replay` and `import`
+/// name it. The bare path of the old spelling is still taken for one release, and says so.
+#[derive(Debug, clap::Args)]
+pub(crate) struct JournalArg {
+    /// A journal (ring file or archive directory) or a history directory (`record --roll`).
+    #[arg(
+        long = "journal",
+        value_name = "PATH",
+        required_unless_present = "path",
+        conflicts_with = "path"
+    )]
+    pub(crate) journal: Option<PathBuf>,
+    /// Deprecated spelling of `--journal PATH`.
+    #[arg(value_name = "PATH", hide = true)]
+    pub(crate) path: Option<PathBuf>,
+}
+
+impl JournalArg {
+    pub(crate) fn path(&self) -> PathBuf {
+        match (self.journal.clone(), self.path.clone()) {
+            (Some(journal), _) => journal,
+            (None, Some(path)) => {
+                tracing::warn!(
+                    "a bare journal path is deprecated: write --journal {} (accepted until the next release)",
+                    path.display()
+                );
+                path
+            }
+            // clap requires one of the two.
+            (None, None) => PathBuf::new(),
+        }
+    }
 }

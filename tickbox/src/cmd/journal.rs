@@ -19,28 +19,11 @@ use tickbox_recorder::{
     HistoryDir, HistoryReader, JournalAccounting, JournalVerdict,
 };
 
-use crate::cli::journal::{Action, Args, JournalArg};
+use crate::cli::journal::{Action, Args};
 use crate::config::TickboxConfig;
 use crate::exit_code;
 use crate::out::{out, outln};
 use crate::outcome::first_capture_ns;
-
-impl JournalArg {
-    pub(crate) fn path(&self) -> PathBuf {
-        match (self.journal.clone(), self.path.clone()) {
-            (Some(journal), _) => journal,
-            (None, Some(path)) => {
-                tracing::warn!(
-                    "a bare journal path is deprecated: write --journal {} (accepted until the next release)",
-                    path.display()
-                );
-                path
-            }
-            // clap requires one of the two.
-            (None, None) => PathBuf::new(),
-        }
-    }
-}
 
 pub(crate) fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     match args.action {
