@@ -57,7 +57,10 @@ fn terminal_columns() -> Option<usize> {
 
 pub(crate) fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     let every = args.interval.0.max(Duration::from_millis(100));
-    let timeout = every.min(Duration::from_secs(2));
+    // A scrape waits at least a second: a live process on a busy host can take longer than a short refresh
+    // interval to answer, and calling it unreachable would be wrong. At most 2 s, so one hung process delays the
+    // view by that much only.
+    let timeout = every.clamp(Duration::from_secs(1), Duration::from_secs(2));
     let width = || args.width.unwrap_or_else(terminal_width);
     if args.once {
         let before = scrape_all(&args.addrs, timeout);
