@@ -32,9 +32,6 @@ const PROGRESS_EVERY: Duration = Duration::from_millis(100);
 const CHECK_EVERY: u32 = 256;
 /// Longest one idle sleep while pacing, so a stop and heartbeats are looked at in between.
 const MAX_IDLE: Duration = Duration::from_millis(50);
-/// Longest a back-pressured shard's batch waits for a pooled buffer before it allocates one (the same as a
-/// replay's: its subscribers are the hold-up, so the wait is the back-pressure a full pipe would apply anyway).
-const BATCH_BUFFER_WAIT: Duration = Duration::from_millis(100);
 
 /// Starts `feed --source` runs.
 pub struct SourceFeed;
@@ -153,10 +150,10 @@ fn open(gate: &tickbox_auth::Gate, config: &FeedConfig) -> Result<Shards, FeedEr
             interval_ns,
         );
         publishers.push(if batching {
-            publisher.with_batch_pool(
+            publisher.with_flat_out_batch_pool(
                 config.batch_max_bytes,
                 config.batch_max_records,
-                config.back_pressure.blocks().then_some(BATCH_BUFFER_WAIT),
+                config.back_pressure,
             )
         } else {
             publisher

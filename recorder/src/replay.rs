@@ -32,11 +32,6 @@ pub(crate) const DEFAULT_BATCH_RECORDS: u16 = 64;
 /// Largest batch frame by default: 8 KiB, one allocation of libzmq's and still one TCP write at a time.
 pub(crate) const DEFAULT_BATCH_BYTES: usize = 8192;
 
-/// Longest a shard waits for libzmq to hand back a batch buffer before allocating one (counted, see
-/// [`tickbox_zmqx::zero_copy::ZeroCopyStats`]); a lossless shard's subscribers are the hold-up, so the wait is
-/// the back-pressure a full pipe would apply anyway.
-const BATCH_BUFFER_WAIT: Duration = Duration::from_millis(100);
-
 /// Whose identity replayed frames carry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Identity {
@@ -437,16 +432,11 @@ impl Replayer {
                 opts.publisher_id_base.wrapping_add(shard as u32),
                 u64::try_from(opts.heartbeat_interval.as_nanos()).unwrap_or(u64::MAX),
             );
-            // Lossless: wait for a buffer (the pool bounds the queue, like the high-water mark). Lossy: a slow
-            // subscriber's queue holds buffers it may never read; allocating keeps the others going. Measured on
-            // 10 M records into `tickbox subscribe`: waiting was no slower end to end than allocating, used less
-            // CPU, and kept the replay's memory and the subscriber's lateness far lower (the queue no longer
-            // grows to the high-water mark).
             sockets.push(if opts.batch_max_records > 1 {
-                publisher.with_batch_pool(
+                publisher.with_flat_out_batch_pool(
                     opts.batch_max_bytes,
                     opts.batch_max_records,
-                    opts.back_pressure.blocks().then_some(BATCH_BUFFER_WAIT),
+                    opts.back_pressure,
                 )
             } else {
                 publisher

@@ -18,9 +18,7 @@ use crate::control::{ReplayController, ReplayShared, RunSpec};
 use crate::error::RecorderError;
 use crate::progress::{stop_seq_of, ReplayProgress};
 use crate::replay::{Identity, Position, ReplayOptions, ReplayStats, Replayer};
-use crate::selection::{
-    empty_selection, JournalOverview, ReplayAsk, ReplayPlan, SelectionError, TimeZone, When,
-};
+use crate::selection::{empty_selection, ReplayAsk, ReplayPlan, SelectionError, TimeZone, When};
 use tickbox_units::Speed;
 
 /// What `tickbox replay` was asked, flag by flag (`None`: not given, the `[recorder]` default applies).
@@ -526,12 +524,10 @@ impl ReplaySession {
                 corrupt = true;
             }
             if !self.plan.asked.is_empty() && stats.sent == 0 && !interrupted && !await_start {
-                // Planning read only the journal's ends: the topics it holds are sampled now, to say so.
-                let o = match &self.plan.overview {
-                    Some(o) if o.sampled > 0 || o.records == 0 => o.clone(),
-                    _ => JournalOverview::scan_all(&self.request.journals)
-                        .map_err(|e| RecorderError::Selection(Box::new(e)))?,
-                };
+                let o = self
+                    .plan
+                    .overview_with_topics(&self.request.journals)
+                    .map_err(|e| RecorderError::Selection(Box::new(e)))?;
                 observer.notice(&empty_selection(&self.plan.asked, &o, &self.request.tz));
                 exit = ReplayExit::EmptySelection;
             }

@@ -464,16 +464,22 @@ impl ReplayPlan {
             .then(|| empty_selection(&self.selection.describe(tz), o, tz))
     }
 
-    /// Samples the journals' topics into the overview ([`JournalOverview::scan_all`]), for a message that says
-    /// nothing matched: planning reads only the ends.
-    pub fn sample_topics(&mut self, journals: &[impl AsRef<Path>]) -> Result<(), SelectionError> {
-        if self
-            .overview
-            .as_ref()
-            .is_some_and(|o| o.sampled == 0 && o.records > 0)
-        {
-            self.overview = Some(JournalOverview::scan_all(journals)?);
+    /// What the journals hold with their topics sampled ([`JournalOverview::scan_all`]), for a message that says
+    /// nothing matched: planning reads only the ends, so the topics are read now unless they already were (or
+    /// there are none to read).
+    pub fn overview_with_topics(
+        &self,
+        journals: &[impl AsRef<Path>],
+    ) -> Result<JournalOverview, SelectionError> {
+        match &self.overview {
+            Some(o) if o.sampled > 0 || o.records == 0 => Ok(o.clone()),
+            _ => JournalOverview::scan_all(journals),
         }
+    }
+
+    /// [`overview_with_topics`](Self::overview_with_topics), kept as the plan's overview.
+    pub fn sample_topics(&mut self, journals: &[impl AsRef<Path>]) -> Result<(), SelectionError> {
+        self.overview = Some(self.overview_with_topics(journals)?);
         Ok(())
     }
 }
