@@ -132,6 +132,49 @@ impl Client {
     }
 }
 
+/// Waits, at most `within`, until the broker answers `mmi.service` 200 for every one of `services`; false when
+/// it has not by then. A worker's `connect` returns before the broker has seen its READY, so a process that
+/// announces itself ready before this holds sends its first callers an MMI 404 (seen with Titanic in CI).
+pub fn await_served(
+    ctx: &zmq::Context,
+    broker: &str,
+    security: &tickbox_auth::Security,
+    services: &[&str],
+    within: Duration,
+) -> Result<bool, MdpError> {
+    let deadline = Instant::now() + within;
+    let mut mmi = Client::new(
+        ctx,
+        broker,
+        ClientConfig {
+            timeout: HumanDuration(within.min(Duration::from_millis(500))),
+            attempts: 1,
+        },
+    )
+    .with_security(security.clone());
+    let mut waiting: Vec<&str> = services.to_vec();
+    while !waiting.is_empty() {
+        let service = waiting[0];
+        match mmi.request("mmi.service", &[service.as_bytes().to_vec()]) {
+            Ok(reply) if reply.first().map(Vec::as_slice) == Some(b"200".as_slice()) => {
+                waiting.remove(0);
+                continue;
+            }
+            Ok(reply) if reply.first().map(Vec::as_slice) == Some(b"404".as_slice()) => {}
+            Err(MdpError::Timeout { .. }) => {}
+            // A 403 (grants do not let this key ask MMI) will not change by asking again, and each one counts
+            // as a refusal at the broker.
+            Ok(_) => return Ok(false),
+            Err(e) => return Err(e),
+        }
+        if Instant::now() >= deadline {
+            return Ok(false);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(true)
+}
+
 /// One reply received by [`AsyncClient`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Reply {

@@ -384,9 +384,20 @@ pub struct Titanic {
     store: Arc<Mutex<TitanicStore>>,
     /// Live counters; clone the `Arc` to read them after [`Titanic::wait`] consumed the handle.
     pub counters: Arc<TitanicCounters>,
+    registration: Registration,
+}
+
+/// Where Titanic's workers register, kept to ask the broker whether it has seen them.
+struct Registration {
+    ctx: zmq::Context,
+    broker: String,
+    security: tickbox_auth::Security,
 }
 
 impl Titanic {
+    /// The services Titanic registers with its broker.
+    pub const SERVICES: [&'static str; 3] = ["titanic.request", "titanic.reply", "titanic.close"];
+
     /// Recover the store in `dir` and start serving through the broker at `broker`.
     pub fn start(
         ctx: &zmq::Context,
@@ -395,10 +406,15 @@ impl Titanic {
         cfg: TitanicConfig,
     ) -> Result<Self, TitanicError> {
         let store = Arc::new(Mutex::new(TitanicStore::open(dir, &cfg)?));
+        let registration = Registration {
+            ctx: ctx.clone(),
+            broker: broker.to_string(),
+            security: cfg.worker.security.clone(),
+        };
         let stop = Arc::new(AtomicBool::new(false));
         let counters = Arc::new(TitanicCounters::default());
         let mut threads = Vec::new();
-        for service in ["titanic.request", "titanic.reply", "titanic.close"] {
+        for service in Self::SERVICES {
             let (ctx, broker, store, stop, wcfg, cn) = (
                 ctx.clone(),
                 broker.to_string(),
@@ -452,7 +468,21 @@ impl Titanic {
             threads,
             store,
             counters,
+            registration,
         })
+    }
+
+    /// Waits, at most `within`, until the broker serves all of [`Self::SERVICES`]; false when it does not yet.
+    /// Announce readiness only after this, or the first callers may be told the services do not exist.
+    pub fn await_registered(&self, within: Duration) -> Result<bool, TitanicError> {
+        let r = &self.registration;
+        Ok(crate::client::await_served(
+            &r.ctx,
+            &r.broker,
+            &r.security,
+            &Self::SERVICES,
+            within,
+        )?)
     }
 
     /// Number of requests stored and not yet closed, and of those still waiting for a reply.

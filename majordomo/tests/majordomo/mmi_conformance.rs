@@ -102,3 +102,51 @@ fn mmi_answers_200_404_501_with_exact_frames() {
     let stats = broker.join().unwrap();
     assert!(stats.mmi >= 6);
 }
+
+#[test]
+fn await_served_says_no_until_the_broker_has_seen_the_workers_ready() {
+    let ctx = zmq::Context::new();
+    let stop = Arc::new(AtomicBool::new(false));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (c, s) = (ctx.clone(), Arc::clone(&stop));
+    let broker = std::thread::spawn(move || {
+        run_broker(
+            &tickbox_auth::Gate::open(&c),
+            "tcp://127.0.0.1:*",
+            BrokerConfig::default(),
+            &s,
+            Some(tx),
+        )
+        .unwrap()
+    });
+    let ep = rx.recv_timeout(Duration::from_secs(5)).unwrap();
+    let open = tickbox_auth::Security::default();
+    let await_served = |within| {
+        tickbox_majordomo::client::await_served(&ctx, &ep, &open, &["echo", "tick"], within)
+            .unwrap()
+    };
+    assert!(
+        !await_served(Duration::from_millis(200)),
+        "nobody serves echo yet"
+    );
+
+    let workers: Vec<zmq::Socket> = ["echo", "tick"]
+        .iter()
+        .map(|service| {
+            let w = ctx.socket(zmq::DEALER).unwrap();
+            w.set_linger(0).unwrap();
+            w.connect(&ep).unwrap();
+            w.send_multipart(f(&[b"", b"MDPW01", &[1], service.as_bytes()]), 0)
+                .unwrap();
+            w
+        })
+        .collect();
+    assert!(
+        await_served(Duration::from_secs(5)),
+        "both workers said READY"
+    );
+
+    drop(workers);
+    stop.store(true, Ordering::Relaxed);
+    broker.join().unwrap();
+}

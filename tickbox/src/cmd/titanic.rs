@@ -44,6 +44,17 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     let stop = crate::shutdown::flag();
     let ctx = zmq::Context::new();
     let titanic = Titanic::start(&ctx, &args.broker, &args.dir, cfg).context("starting titanic")?;
+    let within = std::time::Duration::from_secs(5);
+    if !titanic
+        .await_registered(within)
+        .context("asking the broker for titanic's services")?
+    {
+        eprintln!(
+            "warning: the broker at {} has not confirmed titanic's services within {within:?}; callers get MMI 404 \
+             until it does",
+            args.broker
+        );
+    }
     let rec = titanic.recovery();
     let ready = format!(
         "titanic ready: {} open requests ({} awaiting a reply) recovered from {}; {} of them were dispatched before the restart",
