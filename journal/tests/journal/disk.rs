@@ -174,16 +174,25 @@ fn killed_child_writer() {
         w.append(0, &payload_for(seq)).unwrap();
         seq += 1;
     }
-    // A quarter into segment 2, then the next one's window is made.
-    for _ in 0..2000 {
-        w.append(0, &payload_for(seq)).unwrap();
-        seq += 1;
-    }
-    assert!(tickbox_testkit::poll_until(
-        Duration::from_secs(10),
-        Duration::from_millis(2),
-        || w.next_segment_ready()
-    ));
+    // On into segment 2 until the preparer has made the next one's window. How far that takes depends on the
+    // pace (a slow writer on a loaded machine gets a window of one step), so write until it is ready, but stop
+    // within half a step of the end, where the window reaches into segment 3 at any pace, so that no roll comes.
+    let segment_end = 1 << 20;
+    let mut head = HEADER_SIZE;
+    let ready = tickbox_testkit::poll_until(Duration::from_secs(10), Duration::ZERO, || {
+        if w.next_segment_ready() {
+            return true;
+        }
+        if head + frame_bytes(seq) < segment_end - (32 << 10) {
+            w.append(0, &payload_for(seq)).unwrap();
+            head += frame_bytes(seq);
+            seq += 1;
+        } else {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        false
+    });
+    assert!(ready && w.header().segment_index == 2);
     std::fs::write(dir.join("ready"), format!("{}", seq - 1)).unwrap();
     loop {
         std::thread::park();
