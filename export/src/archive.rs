@@ -8,8 +8,9 @@ use std::path::Path;
 
 use crate::days::Days;
 use crate::error::ExportError;
+use crate::options::{Dest, ExportOptions, Filter, Format};
 use crate::parquet_out::ParquetOptions;
-use crate::run::{export, Dest, ExportOptions, Filter, Format};
+use crate::run::export;
 use crate::store::{Location, Store, StoreUrl};
 use crate::vocab::PriceType;
 

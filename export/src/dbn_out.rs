@@ -21,7 +21,8 @@ use tickbox_wire::{Payload, Side};
 
 use crate::dest::{Output, Shape};
 use crate::error::ExportError;
-use crate::run::{finish_summary, pass_damage, Dest, ExportOptions, ExportSummary};
+use crate::options::{Dest, ExportOptions};
+use crate::summary::{finish_summary, pass_damage, ExportSummary};
 use crate::vocab::{symbol_of, RecordKind, Row};
 
 fn dbn_err(e: impl std::fmt::Display) -> ExportError {

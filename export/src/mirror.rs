@@ -887,7 +887,8 @@ impl Drop for Mirror {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::{export, Dest, ExportOptions, Filter, Format};
+    use crate::options::{Dest, ExportOptions, Filter, Format};
+    use crate::run::export;
     use crate::store::{runtime, Location};
     use object_store::memory::InMemory;
     use object_store::ObjectStore;

@@ -1,164 +1,21 @@
 //! One export: read a journal or history (every intact record; a damaged range is skipped and reported), select
 //! by kind, topic and capture time, write the chosen format into an [`Output`], and report what was written.
 
-use std::collections::BTreeMap;
 use std::io::{BufWriter, Write};
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use tickbox_journal::JournalError;
 use tickbox_recorder::HistoryReader;
 
-use crate::days::Days;
-use crate::dest::{OutFile, Output, Shape};
+use crate::dest::{Output, Shape};
 use crate::error::ExportError;
-use crate::parquet_out::{ParquetOptions, ParquetSink};
+use crate::options::{Dest, ExportOptions, Filter, Format, READ_PAST_TO_NS};
+use crate::parquet_out::ParquetSink;
 use crate::store::Location;
+use crate::summary::{finish_summary, pass_damage, ExportSummary, Progress};
 use crate::text::{write_err, CsvFile, JsonLines};
-use crate::vocab::{PriceType, RecordKind, Row};
-
-/// Output formats.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
-    /// A hive-partitioned Parquet dataset.
-    Parquet,
-    /// CSV, one file per kind.
-    Csv,
-    /// JSON lines.
-    Json,
-    /// DBN (an imported file rebuilt, or trades / top of book of a recording).
-    Dbn,
-}
-
-impl Format {
-    /// Its `--format` name.
-    pub fn name(self) -> &'static str {
-        match self {
-            Format::Parquet => "parquet",
-            Format::Csv => "csv",
-            Format::Json => "json",
-            Format::Dbn => "dbn",
-        }
-    }
-}
-
-/// Which records an export takes. Times are capture times, `from` inclusive and `to` exclusive (as the replay's
-/// `--from`/`--to`).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Filter {
-    /// Kinds; empty: every kind.
-    pub kinds: Vec<RecordKind>,
-    /// Topic prefixes; empty: every topic.
-    pub topics: Vec<String>,
-    /// Records captured before this are left out.
-    pub from_ns: Option<u64>,
-    /// Records captured at or after this are left out.
-    pub to_ns: Option<u64>,
-}
-
-/// Reading stops this long (of capture time) past `--to`: a recorder's capture clock may step back a little
-/// (NTP), never by this much, and a history of weeks is not read to its end for an hour's export.
-const READ_PAST_TO_NS: u64 = 60_000_000_000;
-
-impl Filter {
-    /// Whether `row` is selected (its capture time was checked by the reader).
-    #[inline]
-    pub fn selects(&self, row: &Row<'_>) -> bool {
-        (self.kinds.is_empty() || self.kinds.contains(&row.kind))
-            && (self.topics.is_empty()
-                || self
-                    .topics
-                    .iter()
-                    .any(|p| row.topic.starts_with(p.as_str())))
-    }
-
-    #[inline]
-    fn in_window(&self, t: u64) -> bool {
-        self.from_ns.is_none_or(|f| t >= f) && self.to_ns.is_none_or(|e| t < e)
-    }
-}
-
-/// Everything an export needs besides its input and output.
-#[derive(Debug, Clone)]
-pub struct ExportOptions {
-    /// Format.
-    pub format: Format,
-    /// Selection.
-    pub filter: Filter,
-    /// Prices exact or float (Parquet, CSV, JSON).
-    pub price: PriceType,
-    /// Zone of the date partitions (Parquet).
-    pub days: Days,
-    /// Parquet's file size bound and compression.
-    pub parquet: ParquetOptions,
-    /// For a DBN export of an import: which imported file.
-    pub dbn_source: Option<u32>,
-    /// For a DBN export: zstd-compress.
-    pub dbn_zstd: bool,
-}
-
-/// A damaged range the export passed over.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct Damage {
-    /// The file where the damage starts.
-    pub path: String,
-    /// Its byte offset there.
-    pub offset: u64,
-    /// Bytes passed over.
-    pub bytes: u64,
-    /// Records passed over (0 when unknown).
-    pub records: u64,
-    /// First journal sequence not read, when known.
-    pub first_missing: Option<u64>,
-    /// Where reading resumed, if anything verified after it.
-    pub resumed_at: Option<u64>,
-}
-
-/// What an export did.
-#[derive(Debug, Clone, Default, serde::Serialize)]
-pub struct ExportSummary {
-    /// The format.
-    pub format: &'static str,
-    /// Rows written.
-    pub rows: u64,
-    /// Rows written per kind.
-    pub rows_by_kind: BTreeMap<&'static str, u64>,
-    /// Journal records read (selected or not).
-    pub records_read: u64,
-    /// Bytes of the records read (their payloads, as recorded).
-    pub bytes_read: u64,
-    /// Bytes of the selected records.
-    pub bytes_selected: u64,
-    /// Records the filter left out.
-    pub filtered_out: u64,
-    /// Records that are neither a tickbox frame nor an imported record (counted, not written).
-    pub undecodable: u64,
-    /// Damaged ranges passed over.
-    pub damaged: Vec<Damage>,
-    /// Files written.
-    pub files: Vec<OutFile>,
-    /// Bytes written (all files).
-    pub bytes_written: u64,
-    /// Selected record bytes per byte written.
-    pub compression_ratio: f64,
-    /// Wall time, seconds.
-    pub seconds: f64,
-    /// Rows per second.
-    pub rows_per_second: f64,
-    /// Selected record megabytes (10⁶) per second.
-    pub mb_per_second: f64,
-}
-
-/// Progress, for a bar: records read so far of about how many.
-#[derive(Debug, Clone, Copy)]
-pub struct Progress {
-    /// Journal records read.
-    pub read: u64,
-    /// Journal records the input holds from where reading began (an estimate for a growing journal).
-    pub total: u64,
-    /// Rows written.
-    pub rows: u64,
-}
+use crate::vocab::{RecordKind, Row};
 
 enum Sink {
     Parquet(ParquetSink),
@@ -166,15 +23,6 @@ enum Sink {
     CsvStdout(CsvFile<BufWriter<std::io::StdoutLock<'static>>>),
     Json(JsonLines<BufWriter<std::fs::File>>),
     JsonStdout(JsonLines<BufWriter<std::io::StdoutLock<'static>>>),
-}
-
-/// Where an export writes: a location, or stdout (CSV of one kind, JSON, DBN).
-#[derive(Debug, Clone)]
-pub enum Dest {
-    /// Standard output.
-    Stdout,
-    /// A path or URL.
-    At(Location),
 }
 
 fn shape_of(format: Format, dest: &Location, filter: &Filter) -> Result<Shape, ExportError> {
@@ -389,128 +237,4 @@ pub fn export(
     }
     finish_summary(&mut s, started.elapsed());
     Ok(s)
-}
-
-/// After the reader met a damaged range: passes it, notes it in the summary, and says whether anything verifies
-/// after it.
-pub(crate) fn pass_damage(
-    reader: &mut HistoryReader,
-    s: &mut ExportSummary,
-) -> Result<bool, JournalError> {
-    let sk = reader.skip_damage()?;
-    s.damaged.push(Damage {
-        path: sk.path.display().to_string(),
-        offset: sk.offset,
-        bytes: sk.bytes,
-        records: sk.records,
-        first_missing: sk.first_missing,
-        resumed_at: sk.resumed_at,
-    });
-    Ok(sk.resumed_at.is_some())
-}
-
-/// Fills the derived figures of a summary.
-pub(crate) fn finish_summary(s: &mut ExportSummary, elapsed: Duration) {
-    s.bytes_written = s.files.iter().map(|f| f.bytes).sum();
-    s.compression_ratio = if s.bytes_written > 0 {
-        s.bytes_selected as f64 / s.bytes_written as f64
-    } else {
-        0.0
-    };
-    s.seconds = elapsed.as_secs_f64();
-    let secs = s.seconds.max(1e-9);
-    s.rows_per_second = s.rows as f64 / secs;
-    s.mb_per_second = s.bytes_selected as f64 / 1e6 / secs;
-}
-
-/// `n` with thousands separated by commas.
-fn count(n: u64) -> String {
-    let s = n.to_string();
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
-
-impl ExportSummary {
-    /// The summary as `journal export` prints it: rows per kind, files, bytes, compression ratio, speed, every
-    /// damaged range passed over and every file written.
-    pub fn text(&self) -> String {
-        let s = self;
-        use std::fmt::Write;
-        let mut t = String::new();
-        let kinds: Vec<String> = s
-            .rows_by_kind
-            .iter()
-            .map(|(k, n)| format!("{k} {}", count(*n)))
-            .collect();
-        let _ = writeln!(
-            t,
-            "exported      {} rows{} into {} file(s), {}",
-            count(s.rows),
-            if kinds.is_empty() {
-                String::new()
-            } else {
-                format!(" ({})", kinds.join(", "))
-            },
-            s.files.len(),
-            tickbox_units::format_size_approx(s.bytes_written)
-        );
-        let _ = writeln!(
-            t,
-            "read          {} records ({}); {} filtered out, {} undecodable",
-            count(s.records_read),
-            tickbox_units::format_size_approx(s.bytes_read),
-            count(s.filtered_out),
-            count(s.undecodable)
-        );
-        if s.bytes_written > 0 {
-            let _ = writeln!(
-                t,
-                "ratio         {:.2}x (bytes of the records exported per byte written)",
-                s.compression_ratio
-            );
-        }
-        let _ = writeln!(
-            t,
-            "speed         {:.2} s, {} rows/s, {:.1} MB/s",
-            s.seconds,
-            count(s.rows_per_second as u64),
-            s.mb_per_second
-        );
-        for d in &s.damaged {
-            let _ = writeln!(
-                t,
-                "damaged       {} at offset {}: {} bytes, {} records passed over{}",
-                d.path,
-                d.offset,
-                d.bytes,
-                d.records,
-                d.resumed_at
-                    .map_or(", nothing verifies after it".to_owned(), |r| format!(
-                        ", resumed at sequence {r}"
-                    ))
-            );
-        }
-        if !s.damaged.is_empty() {
-            let _ = writeln!(
-                t,
-                "export        every intact record was exported; the damaged ranges above were passed over (exit 5)"
-            );
-        }
-        for f in &s.files {
-            let _ = writeln!(
-                t,
-                "file          {}  {} rows  {}",
-                f.path,
-                count(f.rows),
-                f.bytes
-            );
-        }
-        t
-    }
 }

@@ -1,4 +1,4 @@
-use crate::header::Kind;
+use crate::kind::Kind;
 
 /// Why a frame could not be decoded. Frames come from the network or disk, so every variant is an expected,
 /// countable event, not a bug.
@@ -111,4 +111,16 @@ pub enum EncodeError {
         /// The kind of the [`crate::Payload`] given.
         payload: Kind,
     },
+}
+
+impl TryFrom<u8> for Kind {
+    type Error = DecodeError;
+
+    /// The kind whose wire byte is `value`; [`DecodeError::UnknownKind`] for any other byte.
+    fn try_from(value: u8) -> Result<Self, DecodeError> {
+        Kind::ALL
+            .into_iter()
+            .find(|k| *k as u8 == value)
+            .ok_or(DecodeError::UnknownKind(value))
+    }
 }

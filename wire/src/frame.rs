@@ -1,5 +1,6 @@
 use crate::error::{DecodeError, EncodeError};
-use crate::header::{Flags, Header, Kind, HEADER_LEN};
+use crate::header::{Flags, Header, HEADER_LEN};
+use crate::kind::Kind;
 use crate::payload::Payload;
 
 /// Total frame size for a message of `kind` on `topic`.

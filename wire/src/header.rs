@@ -1,4 +1,5 @@
 use crate::error::DecodeError;
+use crate::kind::Kind;
 
 /// The wire version this build writes. Version 1 frames (no session field) are still read, with session 0.
 pub const WIRE_VERSION: u8 = 2;
@@ -8,67 +9,6 @@ pub const HEADER_LEN: usize = 40;
 
 /// Encoded size of a version 1 header: the version 2 layout without the trailing `session`.
 pub const HEADER_LEN_V1: usize = 32;
-
-/// What the payload is. The discriminant is the byte on the wire.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-#[repr(u8)]
-pub enum Kind {
-    /// Top of book: a [`crate::Quote`].
-    Quote = 1,
-    /// A print: a [`crate::Trade`].
-    Trade = 2,
-    /// Liveness from an idle publisher: a [`crate::Heartbeat`].
-    Heartbeat = 3,
-    /// One depth level: a [`crate::BookLevel`].
-    BookLevel = 4,
-    /// A journal's statement that it lacks a publisher's sequences (see [`crate::GapNotice`]).
-    Gap = 5,
-}
-
-impl Kind {
-    /// Every kind, in wire-byte order (for per-kind tables and exhaustive tests).
-    pub const ALL: [Kind; 5] = [
-        Kind::Quote,
-        Kind::Trade,
-        Kind::Heartbeat,
-        Kind::BookLevel,
-        Kind::Gap,
-    ];
-
-    /// The kind whose wire byte is `value`; [`DecodeError::UnknownKind`] for any other byte.
-    pub fn from_u8(value: u8) -> Result<Self, DecodeError> {
-        match value {
-            1 => Ok(Kind::Quote),
-            2 => Ok(Kind::Trade),
-            3 => Ok(Kind::Heartbeat),
-            4 => Ok(Kind::BookLevel),
-            5 => Ok(Kind::Gap),
-            other => Err(DecodeError::UnknownKind(other)),
-        }
-    }
-
-    /// The letter that starts topics of this kind (`Q.XNAS.AAPL`).
-    pub fn topic_letter(self) -> char {
-        match self {
-            Kind::Quote => 'Q',
-            Kind::Trade => 'T',
-            Kind::Heartbeat => 'H',
-            Kind::BookLevel => 'B',
-            Kind::Gap => 'G',
-        }
-    }
-
-    /// Lower-case `snake_case` name for human-readable output (journal dumps, `tickbox tap`).
-    pub fn name(self) -> &'static str {
-        match self {
-            Kind::Quote => "quote",
-            Kind::Trade => "trade",
-            Kind::Heartbeat => "heartbeat",
-            Kind::BookLevel => "book_level",
-            Kind::Gap => "gap",
-        }
-    }
-}
 
 /// Header flags. Unknown bits are preserved, not rejected, so a newer publisher's flags pass through proxies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -184,7 +124,7 @@ impl Header {
                 got: bytes.len(),
             });
         }
-        let kind = Kind::from_u8(bytes[1])?;
+        let kind = Kind::try_from(bytes[1])?;
         let u64_at = |at: usize| {
             let mut b = [0u8; 8];
             b.copy_from_slice(&bytes[at..at + 8]);

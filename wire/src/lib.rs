@@ -21,6 +21,7 @@ mod frame;
 mod framing;
 mod header;
 pub mod history;
+mod kind;
 mod payload;
 pub mod sequence;
 pub mod tap;
@@ -38,7 +39,8 @@ pub use frame::{
     stamp_send_time_in_place, write_identity_at, write_send_fields_at, MessageRef,
 };
 pub use framing::Framing;
-pub use header::{Flags, Header, Kind, HEADER_LEN, HEADER_LEN_V1, WIRE_VERSION};
+pub use header::{Flags, Header, HEADER_LEN, HEADER_LEN_V1, WIRE_VERSION};
+pub use kind::Kind;
 pub use payload::{
     BookLevel, GapCause, GapNotice, Heartbeat, Payload, Quote, Side, Trade, PRICE_SCALE,
 };

@@ -4,7 +4,7 @@ use bincode::error::{DecodeError as BincodeDecodeError, EncodeError as BincodeEn
 use bincode::{Decode, Encode};
 
 use crate::error::DecodeError;
-use crate::header::Kind;
+use crate::kind::Kind;
 
 /// Prices are `i64` counts of 1e-9: `PRICE_SCALE` units make one currency unit (as in DBN).
 pub const PRICE_SCALE: i64 = 1_000_000_000;

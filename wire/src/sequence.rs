@@ -25,7 +25,8 @@ use std::hash::{BuildHasher, Hasher};
 use serde::Serialize;
 
 use crate::frame::MessageRef;
-use crate::header::{Flags, Header, Kind};
+use crate::header::{Flags, Header};
+use crate::kind::Kind;
 use crate::payload::Payload;
 
 /// Default bound on a believable jump: about three hours of a 100k msg/s publisher lost at once.

@@ -1,7 +1,7 @@
 //! Topics and sharding. Quotes and trades of one symbol must land on the same shard so their relative order is
 //! kept, so the shard key is the topic without its kind letter (`XNAS.AAPL` for `Q.XNAS.AAPL`).
 
-use crate::header::Kind;
+use crate::kind::Kind;
 
 /// `K.VENUE.SYMBOL`, e.g. `Q.XNAS.AAPL`. Built once per symbol at start-up, not per message.
 pub fn make_topic(kind: Kind, venue: &str, symbol: &str) -> String {

@@ -87,7 +87,7 @@ impl<'a> Record<'a> {
             needed: header_len,
             got: rest.len(),
         })?;
-        let kind = Kind::from_u8(h[1])?;
+        let kind = Kind::try_from(h[1])?;
         let header = Header {
             kind,
             flags: Flags(u16::from_le_bytes([h[2], h[3]])),
