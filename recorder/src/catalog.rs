@@ -7,10 +7,14 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use tickbox_journal::{JournalError, Reader};
 
-use crate::history_dir::{HISTORY_FILE, SUMMARY_SUFFIX};
 use crate::ledger::Ledger;
 
 /// Suffixes of the files a history keeps beside its journals (never journals themselves).
+/// The file that makes a directory a history, holding its roll.
+pub const HISTORY_FILE: &str = "tickbox-history.json";
+/// Suffix of a journal's cached summary, beside it.
+pub const SUMMARY_SUFFIX: &str = ".summary.json";
+
 const SIDE_FILES: [&str; 4] = [SUMMARY_SUFFIX, ".readers", ".leadership.jsonl", ".tmp"];
 
 /// Whether `name`, an entry of a history directory, may be a journal (not the roll file, a summary, a lease, a

@@ -8,7 +8,7 @@ use std::sync::{mpsc, Mutex, MutexGuard};
 
 use tickbox_units::format_rfc3339;
 
-use crate::replay::Position;
+use crate::input::Position;
 use crate::selection::{TimeZone, When};
 use tickbox_units::Speed;
 

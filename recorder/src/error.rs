@@ -1,4 +1,8 @@
+use std::path::PathBuf;
+
 use tickbox_journal::JournalError;
+
+use crate::catalog::HISTORY_FILE;
 
 impl RecorderError {
     /// The journal's file system has no room (or a file size limit was reached): the recording stops cleanly.
@@ -68,18 +72,18 @@ pub enum RecorderError {
         path: std::path::PathBuf,
         /// Why.
         #[source]
-        source: Box<crate::selection::SelectionError>,
+        source: Box<SelectionError>,
     },
     /// A replay's selection cannot be planned (a time that does not parse in its zone, a window backwards).
     #[error(transparent)]
-    Selection(Box<crate::selection::SelectionError>),
+    Selection(Box<SelectionError>),
     /// A replay's selection cannot match any record of the journal: the line says what was asked and what the
     /// journal holds.
     #[error("{0}")]
     EmptySelection(String),
     /// A history directory could not be opened, created or rolled.
     #[error(transparent)]
-    History(#[from] crate::history_dir::HistoryError),
+    History(#[from] HistoryError),
     /// Not enough room on the journal's file system for what the recorder will reserve at the start: nothing was
     /// created.
     #[error("{0}")]
@@ -87,4 +91,85 @@ pub enum RecorderError {
     /// `[security]` could not be applied to a socket.
     #[error(transparent)]
     Auth(#[from] tickbox_auth::AuthError),
+}
+
+/// What can go wrong with a history directory.
+#[derive(Debug, thiserror::Error)]
+pub enum HistoryError {
+    /// A file of the history could not be read or written.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The directory is no history (no `tickbox-history.json`).
+    #[error("{} is not a history (no {HISTORY_FILE}): record into it with --roll to make one", path.display())]
+    NotAHistory {
+        /// The directory.
+        path: PathBuf,
+    },
+    /// The path holds a journal of its own: a history is a directory of journals.
+    #[error("{} is a journal, not a history: --roll records into a new directory (or an existing history)", path.display())]
+    IsAJournal {
+        /// The path.
+        path: PathBuf,
+    },
+    /// `tickbox-history.json` does not say how the history rolls.
+    #[error("{}: {reason}", path.display())]
+    BadHistoryFile {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A new history needs a roll.
+    #[error("{} does not exist yet: say how it rolls (--roll daily, hourly or a size)", path.display())]
+    NoRoll {
+        /// The directory.
+        path: PathBuf,
+    },
+    /// The roll does not parse.
+    #[error(transparent)]
+    Roll(#[from] crate::roll::RollError),
+    /// A journal of the history could not be opened.
+    #[error("{}: {source}", path.display())]
+    Journal {
+        /// The journal.
+        path: PathBuf,
+        /// Why.
+        source: JournalError,
+    },
+}
+
+/// What the time and selection flags can get wrong.
+#[derive(Debug, thiserror::Error)]
+pub enum SelectionError {
+    /// A time or a zone that does not parse or resolve (the message names the input and lists the forms).
+    #[error(transparent)]
+    Units(#[from] tickbox_units::UnitsError),
+    /// `from` is not before `to`.
+    #[error("empty range: --from {from} is not before --to {to}")]
+    EmptyRange {
+        /// `from`, in the chosen zone.
+        from: String,
+        /// `to`, in the chosen zone.
+        to: String,
+    },
+    /// An empty string among the topic prefixes (it would select everything, which is what leaving
+    /// `--topics` out does).
+    #[error("an empty topic prefix in --topics selects everything; leave --topics out for that")]
+    EmptyPrefix,
+    /// Reading the journal for its first day or its overview failed.
+    #[error("journal: {0}")]
+    Journal(#[from] JournalError),
+    /// A time flag (`--from`, `--to`) that does not resolve against the journal.
+    #[error("{flag}: {source}")]
+    Flag {
+        /// The flag.
+        flag: &'static str,
+        /// Why.
+        source: Box<SelectionError>,
+    },
 }

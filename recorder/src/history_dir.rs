@@ -19,65 +19,11 @@ use std::sync::mpsc;
 
 use tickbox_journal::{JournalError, Reader, Writer, WriterOptions};
 
-use crate::error::RecorderError;
+use crate::catalog::HISTORY_FILE;
+use crate::error::{HistoryError, RecorderError};
 use crate::ledger::Ledger;
 use crate::record::{Journals, Recorder, RollCheck};
-use crate::roll::{Period, Roll, RollError};
-
-/// The file that makes a directory a history, holding its roll.
-pub const HISTORY_FILE: &str = "tickbox-history.json";
-/// Suffix of a journal's cached summary, beside it.
-pub const SUMMARY_SUFFIX: &str = ".summary.json";
-
-/// What can go wrong with a history directory.
-#[derive(Debug, thiserror::Error)]
-pub enum HistoryError {
-    /// A file of the history could not be read or written.
-    #[error("{}: {source}", path.display())]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// The directory is no history (no `tickbox-history.json`).
-    #[error("{} is not a history (no {HISTORY_FILE}): record into it with --roll to make one", path.display())]
-    NotAHistory {
-        /// The directory.
-        path: PathBuf,
-    },
-    /// The path holds a journal of its own: a history is a directory of journals.
-    #[error("{} is a journal, not a history: --roll records into a new directory (or an existing history)", path.display())]
-    IsAJournal {
-        /// The path.
-        path: PathBuf,
-    },
-    /// `tickbox-history.json` does not say how the history rolls.
-    #[error("{}: {reason}", path.display())]
-    BadHistoryFile {
-        /// The file.
-        path: PathBuf,
-        /// What is wrong with it.
-        reason: String,
-    },
-    /// A new history needs a roll.
-    #[error("{} does not exist yet: say how it rolls (--roll daily, hourly or a size)", path.display())]
-    NoRoll {
-        /// The directory.
-        path: PathBuf,
-    },
-    /// The roll does not parse.
-    #[error(transparent)]
-    Roll(#[from] RollError),
-    /// A journal of the history could not be opened.
-    #[error("{}: {source}", path.display())]
-    Journal {
-        /// The journal.
-        path: PathBuf,
-        /// Why.
-        source: JournalError,
-    },
-}
+use crate::roll::{Period, Roll};
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> HistoryError + '_ {
     move |source| HistoryError::Io {

@@ -16,8 +16,8 @@ use tickbox_journal::{HeaderInfo, JournalError, Reader, Record, Skipped};
 
 use crate::error::RecorderError;
 use crate::history_dir::{HistoryDir, HistoryJournal};
+use crate::input::{Input, Position, ReplayInput};
 use crate::lease::Lease;
-use crate::replay::{Input, Position, ReplayInput};
 
 /// A journal or a history, read as one journal.
 pub struct HistoryReader {
@@ -90,10 +90,10 @@ enum HistoryErrorSource {
     Other(String),
 }
 
-impl From<crate::history_dir::HistoryError> for HistoryErrorSource {
-    fn from(e: crate::history_dir::HistoryError) -> Self {
+impl From<crate::error::HistoryError> for HistoryErrorSource {
+    fn from(e: crate::error::HistoryError) -> Self {
         match e {
-            crate::history_dir::HistoryError::Journal { source, .. } => {
+            crate::error::HistoryError::Journal { source, .. } => {
                 HistoryErrorSource::Journal(source)
             }
             other => HistoryErrorSource::Other(other.to_string()),
@@ -347,7 +347,7 @@ impl HistoryReader {
             .map(|c| c.first_capture_ns);
         let t = match cached {
             Some(t) => t,
-            None => crate::inspect::first_capture_ns(path)?,
+            None => first_capture_ns(path)?,
         };
         self.first_capture.insert(i, t);
         Ok(t)
@@ -433,11 +433,11 @@ impl ReplayInput for HistoryReader {
         &mut self,
         before: u64,
         window: u64,
-    ) -> Result<crate::local_feed::PublisherPositions, RecorderError> {
+    ) -> Result<crate::input::PublisherPositions, RecorderError> {
         // A reader of its own, so this one stays where the damage left it.
         let mut r = HistoryReader::open(&self.path)?;
         r.seek_seq(before.saturating_sub(window).max(1))?;
-        let mut p = crate::local_feed::PublisherPositions::default();
+        let mut p = crate::input::PublisherPositions::default();
         loop {
             match r.next() {
                 Ok(Some(rec)) if rec.seq < before => p.note(rec.payload),
@@ -448,6 +448,12 @@ impl ReplayInput for HistoryReader {
         }
         Ok(p)
     }
+}
+
+/// Capture time of a journal's oldest record (the origin of `+DURATION` times), or `None` for an empty journal.
+pub fn first_capture_ns(path: &Path) -> Result<Option<u64>, JournalError> {
+    let mut r = HistoryReader::open(path)?;
+    Ok(r.next()?.map(|rec| rec.capture_time_ns))
 }
 
 #[cfg(test)]

@@ -717,9 +717,3 @@ pub fn format_dump_line(rec: &Record<'_>) -> String {
         }
     }
 }
-
-/// Capture time of a journal's oldest record (the origin of `+DURATION` times), or `None` for an empty journal.
-pub fn first_capture_ns(path: &Path) -> Result<Option<u64>, JournalError> {
-    let mut r = crate::history_reader::HistoryReader::open(path)?;
-    Ok(r.next()?.map(|rec| rec.capture_time_ns))
-}

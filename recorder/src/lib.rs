@@ -27,6 +27,7 @@ mod history_check;
 mod history_dir;
 mod history_reader;
 mod history_server;
+mod input;
 mod inspect;
 mod journal_ext;
 mod keeper;
@@ -48,32 +49,33 @@ mod selection;
 mod stitch;
 mod summary;
 
-pub use catalog::{bytes_on_disk, card_path, is_compressed, stamp_of, JournalCard, Verified};
+pub use catalog::{
+    bytes_on_disk, card_path, is_compressed, stamp_of, JournalCard, Verified, HISTORY_FILE,
+    SUMMARY_SUFFIX,
+};
 pub use config::{DurabilityConfig, JournalModeConfig, RecorderConfig};
 pub use control::{
     fmt_position, parse_position, parse_start, Effect, ReplayController, ReplayShared, RunSpec,
     RunState,
 };
-pub use error::RecorderError;
+pub use error::{HistoryError, RecorderError, SelectionError};
 pub use history::{HistoryAction, HistoryService, HistoryServiceConfig, HistoryServiceReport};
 pub use history_check::{Catalog, ChainBreak, HistoryCheck, JournalCheck};
-pub use history_dir::{
-    Closed, HistoryDir, HistoryError, HistoryJournal, HistoryWriter, HISTORY_FILE, SUMMARY_SUFFIX,
-};
-pub use history_reader::HistoryReader;
+pub use history_dir::{Closed, HistoryDir, HistoryJournal, HistoryWriter};
+pub use history_reader::{first_capture_ns, HistoryReader};
 pub use history_server::{
     election_id, history_endpoint_in, HistoryServer, HistoryServerOptions, HistoryServerReport,
 };
+pub use input::{Input, Position, PublisherPositions, ReplayInput};
 pub use inspect::{
-    dump_header, first_capture_ns, format_dump_line, format_metadata_repairs, format_summary,
-    format_verdict, JournalAccounting, JournalVerdict, PublisherAccount, RecordScan, ScanRow,
-    MAX_SCAN_PUBLISHERS,
+    dump_header, format_dump_line, format_metadata_repairs, format_summary, format_verdict,
+    JournalAccounting, JournalVerdict, PublisherAccount, RecordScan, ScanRow, MAX_SCAN_PUBLISHERS,
 };
 pub use journal_ext::{overwritten, overwritten_at, read_app_meta, OverwriteStats, APP_META_MAX};
 pub use keeper::{AfterClose, AfterCloseFn, Keeper, KeeperReport};
 pub use lease::{lease_path, writer_holds, Lease, LEASE_SUFFIX};
 pub use ledger::{Ledger, LedgerError, LedgerOverflow, LedgerRow, MAX_LEDGER_PUBLISHERS};
-pub use local_feed::{LocalFeed, LocalFeedReport, PublisherPositions, LOOK_BACK};
+pub use local_feed::{LocalFeed, LocalFeedReport, LOOK_BACK};
 pub use merge::{open_input, MergedInput};
 pub use metrics::{RecordMetrics, ReplayMetrics};
 pub use progress::{stop_seq_of, ReplayProgress};
@@ -85,9 +87,7 @@ pub use record_session::{
     DiskCheck, HistoryRun, RecordObserver, RecordOutcome, RecordRequest, RecordSession,
     RecordSettings, ELECTED_PROGRESS_EVERY, PROGRESS_EVERY,
 };
-pub use replay::{
-    Closing, Identity, Input, Position, ReplayInput, ReplayOptions, ReplayStats, Replayer,
-};
+pub use replay::{Closing, Identity, ReplayOptions, ReplayStats, Replayer};
 pub use replay_session::{
     ReplayExit, ReplayObserver, ReplayOutcome, ReplayRequest, ReplaySession, RunSummary,
 };
@@ -95,7 +95,7 @@ pub use retention::{prune, PruneReport, Pruned, Retention};
 pub use roll::{Period, Roll, RollError, MIN_ROLL_SIZE};
 pub use selection::{
     empty_selection, format_in_zone, parse_zone, JournalOverview, ReplayAsk, ReplayPlan,
-    ReplaySelection, SelectionError, TimeZone, When, CLOCK_SLACK,
+    ReplaySelection, TimeZone, When, CLOCK_SLACK,
 };
 pub use stitch::{
     stitch, Hole, InputReport, LeaderSpan, StitchInput, StitchReport, MAX_RANGES, MAX_WAITING,

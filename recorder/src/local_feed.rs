@@ -17,10 +17,8 @@ use std::path::{Path, PathBuf};
 
 use crate::history_reader::HistoryReader;
 
-use tickbox_wire::{Flags, MessageRef};
-
 use crate::error::RecorderError;
-use crate::replay::{damage_notice, Input, ReplayInput};
+use crate::input::{Input, PublisherPositions, ReplayInput};
 
 /// What a [`LocalFeed`] read.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -43,96 +41,6 @@ pub struct LocalFeedReport {
 
 /// Records looked at on each side of a damaged stretch to name what it took from each publisher.
 pub const LOOK_BACK: u64 = 1 << 20;
-
-/// Where each publisher is, as far as a look at the records around some damage tells (see
-/// [`ReplayInput::recent_publishers`]).
-#[derive(Debug, Default)]
-pub struct PublisherPositions {
-    /// (publisher, session, last sequence, damage since: still owed a look at its next record).
-    rows: Vec<(u32, u64, u64, bool)>,
-    last_hit: usize,
-    /// Rows still owed a look.
-    pending: usize,
-}
-
-/// The header of a data or gap record (heartbeats and cached values move no publisher's sequence).
-fn sequenced(frame: &[u8]) -> Option<tickbox_wire::Header> {
-    let m = MessageRef::decode(frame).ok()?;
-    let h = *m.header();
-    (!h.flags.contains(Flags::CACHED) && h.kind != tickbox_wire::Kind::Heartbeat).then_some(h)
-}
-
-impl PublisherPositions {
-    /// Notes where `frame`'s publisher is (bounded to the sequence tracker's publishers).
-    pub fn note(&mut self, frame: &[u8]) {
-        let Some(h) = sequenced(frame) else {
-            return;
-        };
-        match self.find(h.publisher_id) {
-            Some(i) => self.rows[i] = (h.publisher_id, h.session, h.sequence, false),
-            None if self.rows.len() < tickbox_wire::sequence::DEFAULT_MAX_PUBLISHERS => {
-                self.rows
-                    .push((h.publisher_id, h.session, h.sequence, false));
-            }
-            None => {}
-        }
-    }
-
-    fn find(&mut self, publisher: u32) -> Option<usize> {
-        let i = match self.rows.get(self.last_hit) {
-            Some(r) if r.0 == publisher => self.last_hit,
-            _ => self.rows.iter().position(|r| r.0 == publisher)?,
-        };
-        self.last_hit = i;
-        Some(i)
-    }
-
-    /// Whether a publisher is still owed a look at its first record after the damage.
-    fn owed(&self) -> bool {
-        self.pending > 0
-    }
-
-    /// Looks at a record after the damage: the gap notice due before it, when the damage took sequences from its
-    /// publisher.
-    fn after_damage(&mut self, frame: &[u8], now: u64) -> Result<Option<Vec<u8>>, RecorderError> {
-        let Some(h) = sequenced(frame) else {
-            return Ok(None);
-        };
-        let Some(i) = self.find(h.publisher_id) else {
-            return Ok(None);
-        };
-        let row = &mut self.rows[i];
-        if !row.3 {
-            return Ok(None);
-        }
-        row.3 = false;
-        self.pending -= 1;
-        let notice = if row.1 == h.session && h.sequence > row.2 + 1 {
-            Some(
-                damage_notice(
-                    h.publisher_id,
-                    h.session,
-                    row.2 + 1,
-                    h.sequence - 1,
-                    now,
-                    Flags::REPLAY,
-                )?
-                .1,
-            )
-        } else {
-            None
-        };
-        Ok(notice)
-    }
-
-    /// Every publisher noted is owed a look at its first record after the damage.
-    fn damaged(&mut self) {
-        for r in &mut self.rows {
-            r.3 = true;
-        }
-        self.pending = self.rows.len();
-    }
-}
 
 /// A journal opened for a local replay.
 pub struct LocalFeed {
@@ -314,7 +222,7 @@ mod tests {
     use super::*;
     use std::os::unix::fs::FileExt;
     use tickbox_journal::{Writer, WriterOptions};
-    use tickbox_wire::{encode_to_vec, Header, Kind, Quote};
+    use tickbox_wire::{encode_to_vec, Header, Kind, MessageRef, Quote};
 
     /// A journal at `path` of publishers 1 and 2 alternating, sequences 1..=100 each, with a flipped byte in the
     /// 41st record (publisher 1, sequence 21).

@@ -13,7 +13,7 @@ use tickbox_journal::{JournalError, Record, Skipped};
 
 use crate::error::RecorderError;
 use crate::history_reader::HistoryReader;
-use crate::replay::{Input, Position, ReplayInput};
+use crate::input::{Input, Position, ReplayInput};
 
 /// The next record of one input, copied out of it.
 #[derive(Debug, Default)]
@@ -174,11 +174,11 @@ impl ReplayInput for MergedInput {
         &mut self,
         before: u64,
         window: u64,
-    ) -> Result<crate::local_feed::PublisherPositions, RecorderError> {
+    ) -> Result<crate::input::PublisherPositions, RecorderError> {
         // The sequence is the damaged recording's own: it looks back in that one.
         match self.skipped_in {
             Some(i) => ReplayInput::recent_publishers(&mut self.inputs[i], before, window),
-            None => Ok(crate::local_feed::PublisherPositions::default()),
+            None => Ok(crate::input::PublisherPositions::default()),
         }
     }
 

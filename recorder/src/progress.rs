@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use crate::history_reader::HistoryReader;
 
-use crate::replay::{Position, ReplayStats};
+use crate::input::Position;
+use crate::replay::ReplayStats;
 
 /// Where a run is, in journal records, and how fast it goes.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -695,7 +695,7 @@ impl RecordSession {
                 }
                 if made_dir {
                     let dir = &self.settings.journal;
-                    let _ = std::fs::remove_file(dir.join(crate::history_dir::HISTORY_FILE));
+                    let _ = std::fs::remove_file(dir.join(crate::catalog::HISTORY_FILE));
                     // Only an empty directory goes; anything else in it stays.
                     let _ = std::fs::remove_dir(dir);
                 }

@@ -19,7 +19,6 @@ use std::time::Duration;
 
 pub use tickbox_feed::Closing;
 use tickbox_feed::{Publisher, PublisherCounts, Sent, ShardSocketError, Shards};
-use tickbox_journal::{JournalError, Reader, Record, Skipped};
 use tickbox_wire::{heartbeat_topic, Clock, Flags, Header, Heartbeat, Kind, MessageRef};
 use tickbox_zmqx::publisher::{PublisherSocketError, Subscriptions};
 use tickbox_zmqx::{BackPressure, ZmqxError};
@@ -43,132 +42,9 @@ pub enum Identity {
 }
 
 use crate::error::RecorderError;
+use crate::input::{damage_notice, Input, Position, ReplayInput};
 use crate::selection::ReplaySelection;
 use tickbox_units::{Pace, ReplayPacer, Speed};
-
-/// What a [`Replayer`] publishes: a journal ([`Reader`]), a history, any input that hands over recorded frames.
-pub trait ReplayInput {
-    /// Moves to the first record at or past `from` (`None`: the oldest).
-    fn seek(&mut self, from: Option<Position>) -> Result<(), RecorderError>;
-    /// The next record, or why there is none now.
-    fn next_input(&mut self) -> Result<Input<'_>, RecorderError>;
-    /// After [`Input::Damaged`]: passes over the damage to the next record that verifies.
-    fn skip_damage(&mut self) -> Result<Skipped, RecorderError>;
-    /// The sequence the next record will get: the progress denominator (0 where unknown).
-    fn end_seq(&self) -> u64;
-    /// The sequence the next record read will have, when known (where a run's progress starts).
-    fn position_seq(&self) -> Option<u64> {
-        None
-    }
-    /// After [`ReplayInput::skip_damage`] passed damage starting at sequence `before`: where each publisher was
-    /// just before it, from a look back over at most `window` records (empty where the input cannot look back).
-    fn recent_publishers(
-        &mut self,
-        _before: u64,
-        _window: u64,
-    ) -> Result<crate::local_feed::PublisherPositions, RecorderError> {
-        Ok(crate::local_feed::PublisherPositions::default())
-    }
-}
-
-/// One step of a [`ReplayInput`].
-#[derive(Debug)]
-pub enum Input<'a> {
-    /// A record: its journal sequence, capture time (which paces it) and tickbox frame.
-    Record(Record<'a>),
-    /// Nothing more for now (the end, unless the input is still being written and the replay follows it).
-    End,
-    /// The writer overwrote records before they were read; reading goes on from the oldest still held.
-    Lapped {
-        /// The sequence that was wanted.
-        wanted_seq: u64,
-    },
-    /// A record that does not verify: [`ReplayInput::skip_damage`] passes over it, or the run ends with it.
-    Damaged(JournalError),
-}
-
-impl<'a> Input<'a> {
-    /// A journal reader's next record as a replay step: a lap and a record that does not verify are steps the
-    /// replay handles, every other error ends it.
-    pub(crate) fn of(
-        next: Result<Option<Record<'a>>, JournalError>,
-    ) -> Result<Self, RecorderError> {
-        match next {
-            Ok(Some(rec)) => Ok(Input::Record(rec)),
-            Ok(None) => Ok(Input::End),
-            Err(JournalError::Lapped { wanted_seq }) => Ok(Input::Lapped { wanted_seq }),
-            Err(e @ JournalError::CorruptRecord { .. }) => Ok(Input::Damaged(e)),
-            Err(e) => Err(e.into()),
-        }
-    }
-}
-
-impl ReplayInput for Reader {
-    fn seek(&mut self, from: Option<Position>) -> Result<(), RecorderError> {
-        match from {
-            Some(Position::Seq(s)) => self.seek_seq(s)?,
-            Some(Position::Time(t)) => self.seek_time(t)?,
-            None => self.seek_oldest(),
-        }
-        Ok(())
-    }
-
-    fn next_input(&mut self) -> Result<Input<'_>, RecorderError> {
-        Input::of(self.next())
-    }
-
-    fn skip_damage(&mut self) -> Result<Skipped, RecorderError> {
-        Ok(Reader::skip_damage(self)?)
-    }
-
-    fn end_seq(&self) -> u64 {
-        Reader::end_seq(self)
-    }
-
-    fn position_seq(&self) -> Option<u64> {
-        Reader::position_seq(self)
-    }
-}
-
-/// The gap notice a replay sends for `first..=last` of a publisher that journal damage took (topic
-/// `G.<publisher>`, its sequence the last one it accounts for, stamped `now`): its header and frame.
-pub(crate) fn damage_notice(
-    publisher: u32,
-    session: u64,
-    first: u64,
-    last: u64,
-    now: u64,
-    flags: Flags,
-) -> Result<(Header, Vec<u8>), RecorderError> {
-    let header = Header {
-        kind: Kind::Gap,
-        flags,
-        publisher_id: publisher,
-        sequence: last,
-        send_time_ns: now,
-        origin_time_ns: now,
-        session,
-    };
-    let notice = tickbox_wire::GapNotice {
-        first_missing: first,
-        last_missing: last,
-        detected_ns: now,
-        cause: tickbox_wire::GapCause::NotReceived,
-    };
-    let frame =
-        tickbox_wire::encode_to_vec(&tickbox_wire::gap_topic(publisher), &header, &notice.into())
-            .map_err(|e| RecorderError::InvalidOption(format!("gap notice: {e}")))?;
-    Ok((header, frame))
-}
-
-/// Where a replay starts or stops.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Position {
-    /// Journal sequence.
-    Seq(u64),
-    /// Capture time, ns since the Unix epoch.
-    Time(u64),
-}
 
 /// Replay settings.
 #[derive(Debug, Clone)]

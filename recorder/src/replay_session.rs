@@ -16,9 +16,11 @@ use tickbox_zmqx::BackPressure;
 use crate::config::RecorderConfig;
 use crate::control::{ReplayController, ReplayShared, RunSpec};
 use crate::error::RecorderError;
+use crate::error::SelectionError;
+use crate::input::Position;
 use crate::progress::{stop_seq_of, ReplayProgress};
-use crate::replay::{Identity, Position, ReplayOptions, ReplayStats, Replayer};
-use crate::selection::{empty_selection, ReplayAsk, ReplayPlan, SelectionError, TimeZone, When};
+use crate::replay::{Identity, ReplayOptions, ReplayStats, Replayer};
+use crate::selection::{empty_selection, ReplayAsk, ReplayPlan, TimeZone, When};
 use tickbox_units::Speed;
 
 /// What `tickbox replay` was asked, flag by flag (`None`: not given, the `[recorder]` default applies).
@@ -182,7 +184,7 @@ pub struct ReplayOutcome {
 pub struct ReplaySession {
     request: ReplayRequest,
     replayer: Replayer,
-    reader: Box<dyn crate::replay::ReplayInput>,
+    reader: Box<dyn crate::input::ReplayInput>,
     plan: ReplayPlan,
     defaults: RunSpec,
     wait_n: u64,

@@ -15,7 +15,7 @@ use std::fmt;
 use jiff::civil;
 use jiff::{Timestamp, ToSpan, Zoned};
 
-use crate::selection::{parse_zone, TimeZone};
+use tickbox_units::{parse_zone, TimeZone};
 
 /// How a history is cut into journals.
 #[derive(Debug, Clone, PartialEq)]

@@ -24,43 +24,13 @@ use tickbox_journal::JournalError;
 /// replay's selection uses it.
 pub use tickbox_units::{format_in_zone, parse_zone, TimeZone, When};
 
+use crate::error::SelectionError;
 use crate::history_reader::HistoryReader;
 use tickbox_wire::{Header, Kind, MessageRef};
 
 /// How far a record's origin time may lie ahead of its capture time (a publisher clock ahead of the recorder's)
 /// and still be found: the replay seeks this much before `from` by capture time and reads this much past `to`.
 pub const CLOCK_SLACK: Duration = Duration::from_secs(5);
-
-/// What the time and selection flags can get wrong.
-#[derive(Debug, thiserror::Error)]
-pub enum SelectionError {
-    /// A time or a zone that does not parse or resolve (the message names the input and lists the forms).
-    #[error(transparent)]
-    Units(#[from] tickbox_units::UnitsError),
-    /// `from` is not before `to`.
-    #[error("empty range: --from {from} is not before --to {to}")]
-    EmptyRange {
-        /// `from`, in the chosen zone.
-        from: String,
-        /// `to`, in the chosen zone.
-        to: String,
-    },
-    /// An empty string among the topic prefixes (it would select everything, which is what leaving
-    /// `--topics` out does).
-    #[error("an empty topic prefix in --topics selects everything; leave --topics out for that")]
-    EmptyPrefix,
-    /// Reading the journal for its first day or its overview failed.
-    #[error("journal: {0}")]
-    Journal(#[from] JournalError),
-    /// A time flag (`--from`, `--to`) that does not resolve against the journal.
-    #[error("{flag}: {source}")]
-    Flag {
-        /// The flag.
-        flag: &'static str,
-        /// Why.
-        source: Box<SelectionError>,
-    },
-}
 
 /// Which records a replay sends: by topic prefix and by origin time. Checked once per record, allocation-free.
 ///
