@@ -22,6 +22,9 @@ pub mod group;
 pub mod leadership;
 pub mod member;
 pub mod replay_control;
+mod subscriber_run;
+
+pub use subscriber_run::{catch_up_election, join_members, resolve_elected_catch_up};
 
 use std::time::Duration;
 

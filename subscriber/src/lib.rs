@@ -42,6 +42,7 @@ mod outcome;
 mod overrides;
 mod receive_clock;
 mod report;
+mod run_view;
 mod settings;
 mod shard;
 mod shard_core;
@@ -72,6 +73,7 @@ pub use report::{
     lateness_histogram, CatchUpFatal, Fatal, GapFatal, Report, SnailEvent, Stage,
     SubscriberShardReport, WorkerReport,
 };
+pub use run_view::{live_line, tape_lines, RunExtras, RunVerdict};
 pub use shard::{LvcSnapshot, LvcSnapshotReport};
 pub use shared::LiveShardCounters;
 pub use snail::{lateness_ns, SharedThreshold, Snail, SnailVerdict};
