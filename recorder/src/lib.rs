@@ -29,6 +29,7 @@ mod history_reader;
 mod history_server;
 mod inspect;
 mod journal_ext;
+mod journal_view;
 mod keeper;
 // `flock` on lease files: a libc call, each in its own block with its SAFETY.
 #[allow(unsafe_code)]
@@ -70,6 +71,7 @@ pub use inspect::{
     MAX_SCAN_PUBLISHERS,
 };
 pub use journal_ext::{overwritten, overwritten_at, read_app_meta, OverwriteStats, APP_META_MAX};
+pub use journal_view::{JournalView, ViewError};
 pub use keeper::{AfterClose, AfterCloseFn, Keeper, KeeperReport};
 pub use lease::{lease_path, writer_holds, Lease, LEASE_SUFFIX};
 pub use ledger::{Ledger, LedgerError, LedgerOverflow, LedgerRow, MAX_LEDGER_PUBLISHERS};

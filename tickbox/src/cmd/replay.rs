@@ -260,7 +260,7 @@ pub(crate) fn run(mut args: Args, config: &TickboxConfig) -> anyhow::Result<Exit
 /// Exit 13 when a copy could not fetch what the replay read (the store went away during the run), said on
 /// stderr: what it could not read was counted as damage.
 fn store_exit(mirrors: &[tickbox_export::Mirror]) -> Option<ExitCode> {
-    let failed: Vec<String> = mirrors.iter().filter_map(|m| m.failure()).collect();
+    let failed = tickbox_export::Mirror::failures(mirrors);
     for why in &failed {
         eprintln!("error: {why} (the records it held were not replayed)");
     }
