@@ -35,7 +35,9 @@ mod keeper;
 #[allow(unsafe_code)]
 mod lease;
 mod ledger;
+mod live_lines;
 mod local_feed;
+mod local_feed_view;
 mod merge;
 mod metrics;
 mod progress;
@@ -75,6 +77,7 @@ pub use journal_view::{JournalView, ViewError};
 pub use keeper::{AfterClose, AfterCloseFn, Keeper, KeeperReport};
 pub use lease::{lease_path, writer_holds, Lease, LEASE_SUFFIX};
 pub use ledger::{Ledger, LedgerError, LedgerOverflow, LedgerRow, MAX_LEDGER_PUBLISHERS};
+pub use live_lines::{record_line, replay_line};
 pub use local_feed::{LocalFeed, LocalFeedReport, PublisherPositions, LOOK_BACK};
 pub use merge::{open_input, MergedInput};
 pub use metrics::{RecordMetrics, ReplayMetrics};

@@ -160,7 +160,7 @@ impl<W> Report<W> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -222,7 +222,8 @@ mod tests {
         assert_eq!(lost, None, "nothing lost, no error line");
     }
 
-    fn empty_run(received: u64) -> Report<()> {
+    /// A run of one shard that received `received` records, nothing else happening.
+    pub(crate) fn empty_run(received: u64) -> Report<()> {
         let shard = crate::SubscriberShardReport {
             index: 0,
             endpoints: vec!["tcp://127.0.0.1:5556".into()],

@@ -295,7 +295,7 @@ pub(crate) fn progress_text(done: u64, total: u64) -> String {
     )
 }
 
-pub(crate) use tickbox_units::{format_rate as fmt_rate, RateMeter as Rate};
+pub(crate) use tickbox_units::RateMeter as Rate;
 
 #[cfg(test)]
 mod tests {
