@@ -134,8 +134,7 @@ impl LatencySweep {
                 "--security curve needs tcp or ipc: libzmq applies no mechanism to inproc",
             ));
         }
-        let security = tickbox_auth::Security::ephemeral_curve()?;
-        let gate = security.gate(ctx)?;
+        let (gate, security) = fresh_curve(ctx)?;
         let sweep = LatencySweep {
             base: LatencyConfig {
                 security,
@@ -153,8 +152,7 @@ impl crate::sweep::ThroughputSweep {
         &self,
         ctx: &zmq::Context,
     ) -> Result<(tickbox_auth::Gate, Self), RequestError> {
-        let security = tickbox_auth::Security::ephemeral_curve()?;
-        let gate = security.gate(ctx)?;
+        let (gate, security) = fresh_curve(ctx)?;
         let mut sweep = self.clone();
         sweep.base.security = security;
         Ok((gate, sweep))
@@ -167,8 +165,7 @@ impl crate::replay::ReplayBenchConfig {
         &self,
         ctx: &zmq::Context,
     ) -> Result<(tickbox_auth::Gate, Self), RequestError> {
-        let security = tickbox_auth::Security::ephemeral_curve()?;
-        let gate = security.gate(ctx)?;
+        let (gate, security) = fresh_curve(ctx)?;
         Ok((
             gate,
             Self {
@@ -177,6 +174,14 @@ impl crate::replay::ReplayBenchConfig {
             },
         ))
     }
+}
+
+/// Fresh CURVE keys for every socket of a run, and the gate that admits them in `ctx`.
+fn fresh_curve(
+    ctx: &zmq::Context,
+) -> Result<(tickbox_auth::Gate, tickbox_auth::Security), RequestError> {
+    let security = tickbox_auth::Security::ephemeral_curve()?;
+    Ok((security.gate(ctx)?, security))
 }
 
 /// `bench compress` of `records` synthetic records and of `journals` (each named by its file name), `repeat`

@@ -9,8 +9,8 @@ use tickbox_bench::process::{split_probes, LatencyProbe, SampleLog};
 use tickbox_fleet::group::{run_group, GroupOptions};
 use tickbox_fleet::{check_member_id, default_member_id, SubscriberLive};
 use tickbox_subscriber::{
-    live_line, tape_lines, HumanDuration, RunEnd, RunExtras, RunLook, RunVerdict, RunWatch,
-    SilenceWatch, Subscriber, SubscriberConfig,
+    live_line, tape_lines, CatchUpHandle, HumanDuration, LvcSnapshot, RunEnd, RunExtras, RunLook,
+    RunVerdict, RunWatch, SilenceWatch, Subscriber, SubscriberConfig,
 };
 use tickbox_subscriber::{standard_worker_with_tape, StandardWorker};
 use tickbox_workers::{TapeSink, WorkerPoolConfig};
@@ -52,7 +52,15 @@ fn resolve(
         member_id: args.member_id.clone(),
         member_ttl: args.member_ttl,
     };
-    Ok(overrides.apply(config.subscriber.clone(), config.workers.clone())?)
+    let (mut sub_config, workers) =
+        overrides.apply(config.subscriber.clone(), config.workers.clone())?;
+    // `--catch-up zk:ELECTION`: the history endpoint of the recorder that election elected.
+    if let Some(election) = tickbox_fleet::catch_up_election(&sub_config).map(str::to_owned) {
+        let coord = crate::zk::connect(args.zk.as_deref(), config, "--catch-up zk:")?;
+        tickbox_fleet::resolve_elected_catch_up(&coord, &mut sub_config)
+            .with_context(|| format!("--catch-up zk:{election}"))?;
+    }
+    Ok((sub_config, workers))
 }
 
 pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
@@ -68,11 +76,6 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         crate::flags::check_connect("--broker", broker)?;
     }
     let (mut sub_config, workers_config) = resolve(&args, config)?;
-    if let Some(election) = tickbox_fleet::catch_up_election(&sub_config).map(str::to_owned) {
-        let coord = crate::zk::connect(args.zk.as_deref(), config, "--catch-up zk:")?;
-        tickbox_fleet::resolve_elected_catch_up(&coord, &mut sub_config)
-            .with_context(|| format!("--catch-up zk:{election}"))?;
-    }
     if let Some(group) = &args.group {
         return subscribe_group(&args, config, group, &sub_config, &workers_config);
     }
@@ -162,28 +165,20 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     view.finish();
     let (report, worker_failure) = shut_down(subscriber, args.latency_out.as_deref())?;
     let stopped_by = report.stopped_by(stop.load(Ordering::Relaxed));
-    let extras = RunExtras {
-        lvc_snapshot: lvc_snapshot.map(|s| s.report()),
-        catch_up: catch_up.map(|c| c.summary()),
-    };
-    if args.json {
-        crate::out::json(&report.run_summary_json(&sub_config, stopped_by, &extras)?)?;
-    } else {
-        out!("{}", report.run_summary_text(stopped_by, &extras));
-    }
-    let tape_failed = tape.as_ref().is_some_and(|sink| {
-        let (written, lost) = tape_lines(sink);
-        eprintln!("{written}");
-        lost.inspect(|line| eprintln!("{line}")).is_some()
-    });
+    let extras = (lvc_snapshot, catch_up);
+    let tape_failed = summarise(
+        &report,
+        &sub_config,
+        stopped_by,
+        extras,
+        args.json,
+        tape.as_ref(),
+    )?;
     drop(membership);
     if let Some(entered) = barrier {
         leave_barrier(entered, config, &stop)?;
     }
-    Ok(exit(
-        &report,
-        report.verdict(&sub_config, worker_failure, tape_failed),
-    ))
+    Ok(exit(&report, &sub_config, worker_failure, tape_failed))
 }
 
 /// Starts the subscriber: the standard worker (with `--tape`'s sink, `--debug-worker-delay`) beside a latency
@@ -307,9 +302,40 @@ fn subscribe_group(
     Ok(exit)
 }
 
+/// The summary on stdout (one JSON object with `json`), then what `--tape` holds on stderr; true when the tape
+/// lost records.
+fn summarise(
+    report: &tickbox_subscriber::Report<StandardWorker>,
+    sub_config: &SubscriberConfig,
+    stopped_by: &str,
+    (lvc_snapshot, catch_up): (Option<LvcSnapshot>, Option<CatchUpHandle>),
+    json: bool,
+    tape: Option<&std::sync::Arc<TapeSink>>,
+) -> anyhow::Result<bool> {
+    let extras = &RunExtras {
+        lvc_snapshot: lvc_snapshot.map(|s| s.report()),
+        catch_up: catch_up.map(|c| c.summary()),
+    };
+    if json {
+        crate::out::json(&report.run_summary_json(sub_config, stopped_by, extras)?)?;
+    } else {
+        out!("{}", report.run_summary_text(stopped_by, extras));
+    }
+    Ok(tape.is_some_and(|sink| {
+        let (written, lost) = tape_lines(sink);
+        eprintln!("{written}");
+        lost.inspect(|line| eprintln!("{line}")).is_some()
+    }))
+}
+
 /// The exit code after the summary, from the run's verdict (the run's own outcome: [`crate::outcome::finish`]).
-fn exit<W>(report: &tickbox_subscriber::Report<W>, verdict: RunVerdict) -> ExitCode {
-    match verdict {
+fn exit<W>(
+    report: &tickbox_subscriber::Report<W>,
+    sub_config: &SubscriberConfig,
+    worker_failure: Option<tickbox_workers::WorkerError>,
+    tape_failed: bool,
+) -> ExitCode {
+    match report.verdict(sub_config, worker_failure, tape_failed) {
         RunVerdict::WorkerFailed(err) => {
             // After the summary, so what the surviving workers did is still reported.
             tracing::error!("{err}: the run is incomplete");
