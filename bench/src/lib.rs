@@ -34,6 +34,7 @@ pub mod raw;
 pub mod record;
 pub mod replay;
 pub mod report;
+pub mod request;
 pub mod scrape;
 pub mod stats;
 pub mod sweep;

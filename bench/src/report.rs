@@ -759,6 +759,30 @@ pub struct CompareVerdict {
     pub regressions: Vec<String>,
 }
 
+impl CompareVerdict {
+    /// The stderr lines of a `--fail-above RATIO` check that failed (each regression, then the error); `None`
+    /// when it passed. Files with no configuration in common fail: nothing was checked.
+    pub fn failure(&self, ratio: f64) -> Option<Vec<String>> {
+        if self.comparable == 0 {
+            return Some(vec![format!(
+                "error: --fail-above {ratio}: the two files have no configuration in common: nothing was checked"
+            )]);
+        }
+        if self.regressions.is_empty() {
+            return None;
+        }
+        let mut lines: Vec<String> = (self.regressions.iter())
+            .map(|line| format!("regression: {line}"))
+            .collect();
+        lines.push(format!(
+            "error: --fail-above {ratio}: {} figure(s) of {} configuration(s) got worse by more than the ratio",
+            self.regressions.len(),
+            self.comparable
+        ));
+        Some(lines)
+    }
+}
+
 /// Judges `after` against `before` at `ratio` (> 1: 1.1 allows 10 % worse).
 pub fn compare_verdict(
     before: &[BenchRecord],
@@ -826,6 +850,34 @@ pub fn unix_seconds() -> u64 {
 mod tests {
     use super::*;
     use crate::measure::new_histogram;
+
+    #[test]
+    fn a_failed_check_says_each_regression_then_why() {
+        let nothing = CompareVerdict {
+            comparable: 0,
+            regressions: Vec::new(),
+        };
+        let lines = nothing.failure(1.1).expect("nothing in common fails");
+        assert!(
+            lines[0].ends_with("no configuration in common: nothing was checked"),
+            "{lines:?}"
+        );
+        let fine = CompareVerdict {
+            comparable: 2,
+            regressions: Vec::new(),
+        };
+        assert_eq!(fine.failure(1.1), None);
+        let worse = CompareVerdict {
+            comparable: 2,
+            regressions: vec!["tcp 100k p99: 10.0 → 20.0 (×2.00)".into()],
+        };
+        let lines = worse.failure(1.1).unwrap();
+        assert_eq!(lines[0], "regression: tcp 100k p99: 10.0 → 20.0 (×2.00)");
+        assert_eq!(
+            lines[1],
+            "error: --fail-above 1.1: 1 figure(s) of 2 configuration(s) got worse by more than the ratio"
+        );
+    }
 
     fn sample_hist() -> Histogram<u64> {
         let mut h = new_histogram();

@@ -33,6 +33,7 @@ pub use dbn;
 
 mod derive;
 mod describe;
+mod dump;
 mod error;
 mod export;
 mod frame;
@@ -47,6 +48,7 @@ pub use describe::{
     decode_frame, flatten, format_dump_columns, format_fields, format_price, record_json, Decoded,
     DumpFilter, DUMP_KINDS,
 };
+pub use dump::{dump, DumpError, DumpRequest, Dumped};
 pub use error::{DbnError, FrameError};
 pub use export::{export_dbn, pick_source, ExportReport};
 pub use frame::{

@@ -55,6 +55,8 @@
 //!   time; its [`FeedReport`] carries [`SourceTotals`]: read, published and skipped (by reason).
 //! * [`FeedSummary`], [`SourceSummary`], [`FeedStatus`], [`SourceStatus`]: the `--json` summaries and status-board
 //!   objects (`Serialize`); [`CloseLoss`]: why messages left queued at a close were dropped.
+//! * [`RunningFeed`]: either kind of running feed behind one face for a control loop (start lines, status, live
+//!   line, warnings, [`FeedEnding`]).
 //!
 //! Send time in every header is `tickbox_wire::now_ns()` taken per message just before encoding, so
 //! feed-to-subscriber latency can be measured from it.
@@ -69,6 +71,7 @@ mod overrides;
 mod pacer;
 mod publisher;
 mod runner;
+mod running;
 mod shards;
 mod source;
 mod source_feed;
@@ -94,6 +97,7 @@ pub use publisher::{
 pub use runner::{
     Feed, FeedHandle, FeedReport, PublisherShardReport, ShardInfo, ShardStats, RATE_SHORTFALL_RATIO,
 };
+pub use running::{close_wait, FeedEnding, RunSummary, RunningFeed, RunningStatus};
 pub use shards::{CloseLoss, Closing, Shards};
 pub use source::{RecordSource, SourceItem, SourceRecord, SourceStats, SourceTotals};
 pub use source_feed::{SourceFeed, SourceFeedHandle};

@@ -21,7 +21,13 @@
 pub mod group;
 pub mod leadership;
 pub mod member;
+mod recorder_run;
 pub mod replay_control;
+mod subscriber_run;
+
+pub use recorder_run::ShownLeadership;
+
+pub use subscriber_run::{catch_up_election, join_members, resolve_elected_catch_up};
 
 use std::time::Duration;
 

@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 use tickbox_auth::{RoleConnectionCounts, Security};
+use tickbox_units::{format_rate, format_size_approx, RateMeter};
 
 use crate::tap::Framing;
 use crate::{BackPressure, LvcConfig, LvcEndpoints, LvcStats, TapDrop};
@@ -183,9 +184,131 @@ pub fn publishers_table(accounts: &[crate::sequences::PublisherAccount]) -> Stri
     out
 }
 
+impl LvcEndpoints {
+    /// The resolved endpoints, a line each, for scripts and tests to connect to `tcp://…:*`: `lvc subscribers EP`,
+    /// `lvc publishers EP` (each), `lvc tap EP`, `lvc snapshot EP`.
+    pub fn lines(&self) -> Vec<String> {
+        let mut lines = vec![format!("lvc subscribers {}", self.downstream)];
+        lines.extend(
+            self.upstream
+                .iter()
+                .map(|ep| format!("lvc publishers {ep}")),
+        );
+        lines.extend(self.tap.iter().map(|ep| format!("lvc tap {ep}")));
+        lines.extend(self.snapshot.iter().map(|ep| format!("lvc snapshot {ep}")));
+        lines
+    }
+}
+
+/// The live status line of the proxy's counters `s`, the rates in and out measured by `rate_in` and `rate_out`.
+pub fn live_line(
+    s: &LvcStats,
+    rate_in: &mut RateMeter,
+    rate_out: &mut RateMeter,
+    security: &Security,
+) -> String {
+    format!(
+        "in {} ({}), out {} ({}), cache {} topics / {}, cached values sent {}, drops {}, malformed {}, \
+         publishers {}, missing {}, missed before join {}{}",
+        s.messages_in,
+        format_rate(rate_in.per_sec(s.messages_in)),
+        s.messages_out,
+        format_rate(rate_out.per_sec(s.messages_out)),
+        s.topics_cached,
+        format_size_approx(s.cache_bytes),
+        s.cached_sent,
+        s.drops(),
+        s.malformed,
+        s.sequences.publishers,
+        s.sequences.missing,
+        s.sequences.missed_before_join,
+        security.live_suffix(),
+    )
+}
+
+/// The `--json` summary: the counters, the drops, what each publisher sent, the connections, and what the ZAP
+/// handler decided (when anything is checked).
+pub fn summary_json(
+    stats: &LvcStats,
+    accounts: &[crate::sequences::PublisherAccount],
+    security: &Security,
+) -> serde_json::Value {
+    let mut summary = serde_json::json!({
+        "component": "lvc",
+        "stats": stats,
+        "drops": stats.drops(),
+        "publishers": accounts,
+        "connections": security.connections(),
+    });
+    if let Some(auth) = security.summary() {
+        summary["auth"] = serde_json::to_value(auth).unwrap_or(serde_json::Value::Null);
+    }
+    summary
+}
+
+/// The summary as text: the counters, the publishers, and the security lines (with `[security]`).
+pub fn summary_text(
+    stats: &LvcStats,
+    accounts: &[crate::sequences::PublisherAccount],
+    tap_drop: TapDrop,
+    security: &Security,
+) -> String {
+    let mut text = stats.table(tap_drop) + &publishers_table(accounts);
+    for line in (security.summary_line().into_iter()).chain(security.connections_line()) {
+        let _ = writeln!(text, "{line}");
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_endpoint_lines_name_every_socket_bound() {
+        let endpoints = LvcEndpoints {
+            upstream: vec!["tcp://127.0.0.1:1".into(), "tcp://127.0.0.1:2".into()],
+            downstream: "tcp://127.0.0.1:3".into(),
+            tap: None,
+            snapshot: Some("tcp://127.0.0.1:4".into()),
+        };
+        assert_eq!(
+            endpoints.lines(),
+            [
+                "lvc subscribers tcp://127.0.0.1:3",
+                "lvc publishers tcp://127.0.0.1:1",
+                "lvc publishers tcp://127.0.0.1:2",
+                "lvc snapshot tcp://127.0.0.1:4",
+            ]
+        );
+    }
+
+    #[test]
+    fn the_summary_counts_drops_and_says_nothing_of_security_without_it() {
+        let stats = LvcStats {
+            messages_in: 12,
+            ..LvcStats::default()
+        };
+        let open = Security::default();
+        let json = summary_json(&stats, &[], &open);
+        assert_eq!(json["component"], "lvc");
+        assert_eq!(json["stats"]["messages_in"], 12);
+        assert_eq!(json["drops"], stats.drops());
+        assert!(json.get("auth").is_none(), "{json}");
+        let text = summary_text(&stats, &[], TapDrop::PerConsumer, &open);
+        assert_eq!(
+            text,
+            stats.table(TapDrop::PerConsumer),
+            "no publishers, no security lines"
+        );
+        let line = live_line(
+            &stats,
+            &mut RateMeter::default(),
+            &mut RateMeter::default(),
+            &open,
+        );
+        assert!(line.starts_with("in 12 ("), "{line}");
+    }
 
     #[test]
     fn the_table_shows_every_counter_and_no_false_zero_for_the_tap() {

@@ -30,12 +30,15 @@ mod history_server;
 mod input;
 mod inspect;
 mod journal_ext;
+mod journal_view;
 mod keeper;
 // `flock` on lease files: a libc call, each in its own block with its SAFETY.
 #[allow(unsafe_code)]
 mod lease;
 mod ledger;
+mod live_lines;
 mod local_feed;
+mod local_feed_view;
 mod merge;
 mod metrics;
 mod progress;
@@ -72,9 +75,11 @@ pub use inspect::{
     JournalAccounting, JournalVerdict, PublisherAccount, RecordScan, ScanRow, MAX_SCAN_PUBLISHERS,
 };
 pub use journal_ext::{overwritten, overwritten_at, read_app_meta, OverwriteStats, APP_META_MAX};
+pub use journal_view::{JournalView, ViewError};
 pub use keeper::{AfterClose, AfterCloseFn, Keeper, KeeperReport};
 pub use lease::{lease_path, writer_holds, Lease, LEASE_SUFFIX};
 pub use ledger::{Ledger, LedgerError, LedgerOverflow, LedgerRow, MAX_LEDGER_PUBLISHERS};
+pub use live_lines::{record_line, replay_line};
 pub use local_feed::{LocalFeed, LocalFeedReport, LOOK_BACK};
 pub use merge::{open_input, MergedInput};
 pub use metrics::{RecordMetrics, ReplayMetrics};

@@ -35,6 +35,7 @@ mod history_client;
 mod hook;
 mod idle;
 mod local;
+mod local_view;
 mod logs;
 mod metrics;
 mod nic;
@@ -42,6 +43,7 @@ mod outcome;
 mod overrides;
 mod receive_clock;
 mod report;
+mod run_view;
 mod settings;
 mod shard;
 mod shard_core;
@@ -64,6 +66,7 @@ pub use history_client::{HistoryClient, HistoryClientError, HistoryOutcome};
 pub use hook::SnailHook;
 pub use idle::{IdleClock, RunEnd, RunLook, RunWatch, Silence, SilenceWatch, SILENCE_WARNING};
 pub use local::{replay_local, LocalHook, LocalReplayReport, LocalSink};
+pub use local_view::LocalVerdict;
 pub use metrics::SubscriberMetrics;
 pub use nic::check_nic;
 pub use overrides::SubscriberOverrides;
@@ -72,6 +75,7 @@ pub use report::{
     lateness_histogram, CatchUpFatal, Fatal, GapFatal, Report, SnailEvent, Stage,
     SubscriberShardReport, WorkerReport,
 };
+pub use run_view::{live_line, tape_lines, RunExtras, RunVerdict};
 pub use shard::{LvcSnapshot, LvcSnapshotReport};
 pub use shared::LiveShardCounters;
 pub use snail::{lateness_ns, SharedThreshold, Snail, SnailVerdict};

@@ -295,67 +295,16 @@ pub(crate) fn progress_text(done: u64, total: u64) -> String {
     )
 }
 
-/// A per-second rate from a counter sampled at each report.
-#[derive(Debug)]
-pub(crate) struct Rate {
-    last: (Instant, u64),
-}
-
-impl Default for Rate {
-    /// Counting from zero now, so the first report is the rate since the start.
-    fn default() -> Self {
-        Rate {
-            last: (Instant::now(), 0),
-        }
-    }
-}
-
-impl Rate {
-    /// Counts per second since the previous call (since creation for the first).
-    pub(crate) fn per_sec(&mut self, count: u64) -> f64 {
-        let now = Instant::now();
-        let (t, c) = self.last;
-        self.last = (now, count);
-        count.saturating_sub(c) as f64 / now.duration_since(t).as_secs_f64().max(1e-9)
-    }
-}
-
-/// A rate as `12.3k/s`.
-pub(crate) fn fmt_rate(per_sec: f64) -> String {
-    if per_sec >= 1e6 {
-        format!("{:.2}M/s", per_sec / 1e6)
-    } else if per_sec >= 1e3 {
-        format!("{:.1}k/s", per_sec / 1e3)
-    } else {
-        format!("{per_sec:.0}/s")
-    }
-}
-
-/// A duration in ns as `850us`, `12.3ms`, `1.20s`.
-pub(crate) fn fmt_ns(ns: u64) -> String {
-    if ns >= 1_000_000_000 {
-        format!("{:.2}s", ns as f64 / 1e9)
-    } else if ns >= 1_000_000 {
-        format!("{:.1}ms", ns as f64 / 1e6)
-    } else {
-        format!("{}us", ns / 1_000)
-    }
-}
+pub(crate) use tickbox_units::RateMeter as Rate;
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn rates_and_progress_read_plainly() {
-        assert_eq!(fmt_rate(0.0), "0/s");
-        assert_eq!(fmt_rate(12_345.0), "12.3k/s");
-        assert_eq!(fmt_rate(2_500_000.0), "2.50M/s");
+    fn progress_reads_plainly() {
         assert_eq!(progress_text(25, 200), "25/200 (12.5%)");
         assert_eq!(progress_text(0, 0), "0/0 (0.0%)");
-        assert_eq!(fmt_ns(850_000), "850us");
-        assert_eq!(fmt_ns(12_345_678), "12.3ms");
-        assert_eq!(fmt_ns(1_200_000_000), "1.20s");
     }
 
     #[test]

@@ -15,12 +15,14 @@
 #![deny(missing_docs)]
 
 mod duration;
+mod live_text;
 mod pace;
 mod rate;
 mod size;
 mod time;
 
 pub use duration::{format_duration, parse_duration, HumanDuration};
+pub use live_text::{format_ns_short, format_rate, RateMeter};
 pub use pace::{Pace, ReplayPacer, Speed};
 pub use rate::Rate;
 pub use size::{format_size, format_size_approx, parse_size, ByteSize};

@@ -19,7 +19,6 @@
 
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
 use anyhow::Context as _;
 use tickbox_bench::env::Warning;
@@ -27,13 +26,13 @@ use tickbox_bench::process::{raw_pub_process, raw_sub_process, RAW_PUB_ENDPOINT_
 use tickbox_bench::record::{run_record_bench, RecordBenchConfig};
 use tickbox_bench::replay::{run_replay_bench, ReplayBenchConfig};
 use tickbox_bench::report::{compare, compare_verdict, read_results, unix_seconds};
+use tickbox_bench::request::{
+    compress_heading, compress_request, raw_process_config, LatencyRequest,
+};
 use tickbox_bench::sweep::{
     run_latency_sweep, run_throughput_sweep, throughput_table, LatencySweep, ThroughputSweep,
 };
-use tickbox_bench::{
-    latency_table, parse_duration, parse_rate, LatencyConfig, Shape, Stall, ThroughputConfig,
-    Transport,
-};
+use tickbox_bench::{latency_table, parse_duration, LatencyConfig, Shape, ThroughputConfig};
 
 use crate::cli::bench::{
     Args, BenchCommand, BenchSecurity, CompressArgs, LatencyArgs, RawProcessArgs, RecordArgs,
@@ -45,16 +44,17 @@ use crate::out::{out, outln};
 
 impl RawProcessArgs {
     fn config(&self) -> anyhow::Result<LatencyConfig> {
-        Ok(LatencyConfig {
-            rate: parse_rate(&self.rate)?,
-            warmup: parse_duration(&self.warmup)?,
-            duration: parse_duration(&self.duration)?,
-            size: self.size,
-            hwm: self.hwm,
-            back_pressure: tickbox_zmqx::BackPressure::from_blocks(self.no_drop),
-            drain: parse_duration(&self.drain)?,
-            ..LatencyConfig::default()
-        })
+        let (rate, warmup, duration, drain) =
+            (&self.rate, &self.warmup, &self.duration, &self.drain);
+        Ok(raw_process_config(
+            rate,
+            warmup,
+            duration,
+            self.size,
+            self.hwm,
+            self.no_drop,
+            drain,
+        )?)
     }
 }
 
@@ -72,25 +72,13 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
             let Some(ratio) = a.fail_above else {
                 return Ok(ExitCode::from(exit_code::OK));
             };
-            let verdict = compare_verdict(&before, &after, ratio);
-            if verdict.comparable == 0 {
-                eprintln!(
-                    "error: --fail-above {ratio}: the two files have no configuration in common: nothing was checked"
-                );
-                return Ok(ExitCode::from(exit_code::REGRESSION));
+            let Some(failure) = compare_verdict(&before, &after, ratio).failure(ratio) else {
+                return Ok(ExitCode::from(exit_code::OK));
+            };
+            for line in failure {
+                eprintln!("{line}");
             }
-            if !verdict.regressions.is_empty() {
-                for line in &verdict.regressions {
-                    eprintln!("regression: {line}");
-                }
-                eprintln!(
-                    "error: --fail-above {ratio}: {} figure(s) of {} configuration(s) got worse by more than the ratio",
-                    verdict.regressions.len(),
-                    verdict.comparable
-                );
-                return Ok(ExitCode::from(exit_code::REGRESSION));
-            }
-            Ok(ExitCode::from(exit_code::OK))
+            Ok(ExitCode::from(exit_code::REGRESSION))
         }
         BenchCommand::RawPub(a) => raw_pub(a),
         BenchCommand::RawSub(a) => raw_sub(a),
@@ -130,30 +118,6 @@ fn latency(a: LatencyArgs) -> anyhow::Result<ExitCode> {
     // line below name the hand-off that ran.
     let handoff_choice = tickbox_bench::pipeline::latency_handoff(a.handoff.unwrap_or_default());
     let handoff = handoff_choice.handoff;
-    let rates = match (&a.rate, a.rates.is_empty()) {
-        (Some(r), _) => vec![parse_rate(r)?],
-        (None, false) => a
-            .rates
-            .iter()
-            .map(|r| parse_rate(r))
-            .collect::<Result<_, _>>()?,
-        (None, true) => vec![100_000],
-    };
-    let transports = a
-        .transport
-        .iter()
-        .map(|t| t.parse::<Transport>())
-        .collect::<Result<Vec<_>, _>>()?;
-    let stall = match (a.stall_every, &a.stall) {
-        (Some(every), Some(pause)) if every > 0 => Some(Stall {
-            every,
-            pause: parse_duration(pause)?,
-        }),
-        (Some(0), _) => anyhow::bail!("--stall-every must be positive"),
-        _ => None,
-    };
-    let duration = parse_duration(&a.duration)?;
-    anyhow::ensure!(!duration.is_zero(), "--duration must be positive");
     let shape = match a.shape {
         ShapeArg::InProcess => Shape::InProcess,
         ShapeArg::Processes => Shape::Processes,
@@ -164,54 +128,35 @@ fn latency(a: LatencyArgs) -> anyhow::Result<ExitCode> {
             std::env::current_exe().context("--shape processes: finding the tickbox executable")?,
         ),
     };
-    let sweep = LatencySweep {
-        rates,
-        transports,
-        executable,
-        base: LatencyConfig {
-            shape,
-            warmup: parse_duration(&a.warmup)?,
-            duration,
-            size: a.size,
-            hwm: a.hwm,
-            back_pressure,
-            stall,
-            log_interval: parse_duration(&a.log_interval)?.max(Duration::from_millis(1)),
-            via_lvc: a.via_lvc,
-            handoff,
-            background: tickbox_bench::load::LoadSpec {
-                threads: a.background_load,
-                duty_percent: a.background_duty,
-            },
-            ..LatencyConfig::default()
-        },
+    let request = LatencyRequest {
+        rate: a.rate.clone(),
+        rates: a.rates.clone(),
+        transports: a.transport.clone(),
+        duration: a.duration.clone(),
+        warmup: a.warmup.clone(),
+        size: a.size,
+        hwm: a.hwm,
+        back_pressure,
+        via_lvc: a.via_lvc,
+        handoff,
+        stall_every: a.stall_every,
+        stall: a.stall.clone(),
+        log_interval: a.log_interval.clone(),
         raw_baseline: !a.no_raw,
         repeats: a.repeat,
+        shape,
+        executable,
+        background: tickbox_bench::load::LoadSpec {
+            threads: a.background_load,
+            duty_percent: a.background_duty,
+        },
     };
+    let sweep = request.sweep()?;
     let stop = crate::shutdown::flag();
     let ctx = zmq::Context::new();
     let (gate, sweep) = match a.security {
         BenchSecurity::Null => (tickbox_auth::Gate::open(&ctx), sweep),
-        BenchSecurity::Curve => {
-            anyhow::ensure!(
-                shape == Shape::InProcess,
-                "--security curve runs the in-process shape (--shape in-process)"
-            );
-            anyhow::ensure!(
-                !sweep.transports.contains(&Transport::Inproc),
-                "--security curve needs tcp or ipc: libzmq applies no mechanism to inproc"
-            );
-            let security = tickbox_auth::Security::ephemeral_curve()?;
-            let gate = security.gate(&ctx)?;
-            let sweep = LatencySweep {
-                base: LatencyConfig {
-                    security,
-                    ..sweep.base
-                },
-                ..sweep
-            };
-            (gate, sweep)
-        }
+        BenchSecurity::Curve => sweep.under_curve(&ctx)?,
     };
     if a.security == BenchSecurity::Curve {
         outln!("under CURVE: every socket of tickbox and of raw libzmq encrypts and authenticates");
@@ -297,15 +242,7 @@ fn throughput(a: ThroughputArgs) -> anyhow::Result<ExitCode> {
     let outcome = run_throughput_sweep(&open_gate, &sweep, &a.out, &stamp, &stop)
         .context("throughput benchmark failed")?;
     if a.security == BenchSecurity::Curve {
-        let security = tickbox_auth::Security::ephemeral_curve()?;
-        let gate = security.gate(&ctx)?;
-        let curve_sweep = ThroughputSweep {
-            base: ThroughputConfig {
-                security,
-                ..sweep.base.clone()
-            },
-            ..sweep.clone()
-        };
+        let (gate, curve_sweep) = sweep.under_curve(&ctx)?;
         let curve = run_throughput_sweep(
             &gate,
             &curve_sweep,
@@ -350,12 +287,7 @@ fn replay(a: ReplayArgs) -> anyhow::Result<ExitCode> {
     )
     .context("replay benchmark failed")?;
     if a.security == BenchSecurity::Curve {
-        let security = tickbox_auth::Security::ephemeral_curve()?;
-        let gate = security.gate(&ctx)?;
-        let curve_config = ReplayBenchConfig {
-            security,
-            ..config.clone()
-        };
+        let (gate, curve_config) = config.under_curve(&ctx)?;
         let curve = run_replay_bench(
             &gate,
             &curve_config,
@@ -374,39 +306,13 @@ fn replay(a: ReplayArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn compress(a: CompressArgs) -> anyhow::Result<ExitCode> {
-    use tickbox_bench::compress::{compress_table, run_compress_bench, CompressBenchConfig};
-    let config = CompressBenchConfig {
-        records: a.records,
-        journals: a
-            .journals
-            .iter()
-            .map(|p| {
-                (
-                    p.file_name().map_or_else(
-                        || p.display().to_string(),
-                        |n| n.to_string_lossy().into_owned(),
-                    ),
-                    p.clone(),
-                )
-            })
-            .collect(),
-        repeat: a.repeat,
-        options: tickbox_journal::CompressOptions {
-            level: a.level,
-            ..Default::default()
-        },
-        ..CompressBenchConfig::default()
-    };
+    use tickbox_bench::compress::{compress_table, run_compress_bench};
+    let config = compress_request(a.records, &a.journals, a.repeat, a.level);
     let results = run_compress_bench(&config).context("compress benchmark failed")?;
     if a.json {
         crate::out::json(&results)?;
     } else {
-        crate::out::outln!(
-            "each journal copied plain and compressed (zstd level {}, 1 MiB frames); ratio = record bytes ÷ compressed \
-             du; reads through the journal Reader with checksums, plain and compressed alternating; seek = seek_time \
-             to the last tenth of the capture times and read the record there",
-            a.level
-        );
+        outln!("{}", compress_heading(a.level));
         crate::out::out!("{}", compress_table(&results));
     }
     Ok(ExitCode::from(exit_code::OK))

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use tickbox_export::{
     Days, Dest, ExportError, ExportOptions, ExportSummary, Filter, Format, Location,
-    ParquetOptions, PriceType, RecordKind,
+    ParquetOptions, PriceType,
 };
 use tickbox_recorder::When;
 
@@ -19,7 +19,7 @@ pub(crate) fn run(mut args: ExportArgs) -> anyhow::Result<ExitCode> {
     // A journal or history in an object store is read from a local copy (kept until the export is done) that
     // holds what the export reads: the ends of each compressed file first (a `+DURATION` counts from the first
     // record), then the frames of the window.
-    let mut mirror = match open_store(&args.path)
+    let mut mirror = match tickbox_export::Mirror::of_path(&args.path)
         .and_then(|m| m.map(|mut m| m.fill_ends().map(|()| m)).transpose())
     {
         Ok(m) => m,
@@ -32,18 +32,7 @@ pub(crate) fn run(mut args: ExportArgs) -> anyhow::Result<ExitCode> {
     if let Some(m) = &mirror {
         args.path = m.path().to_path_buf();
     }
-    let kinds = args
-        .kind
-        .iter()
-        .map(|k| {
-            RecordKind::parse(k).ok_or_else(|| {
-                anyhow::anyhow!(
-                    "--kind {k}: not one of {}",
-                    RecordKind::ALL.map(RecordKind::name).join(", ")
-                )
-            })
-        })
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let kinds = tickbox_export::parse_kinds(&args.kind).map_err(anyhow::Error::msg)?;
     let first = || crate::outcome::first_capture_ns(&args.path).ok();
     let resolve = |w: &Option<When>| -> anyhow::Result<Option<u64>> {
         w.as_ref()
@@ -148,59 +137,15 @@ fn print_summary(
     json: bool,
     to_stdout: bool,
 ) -> anyhow::Result<()> {
-    if json {
-        let mut v = serde_json::to_value(summary)?;
-        if let Some(m) = mirror {
-            // How much of the store's objects the export read (by range): the window's frames, not whole files.
-            v["fetched"] = m.fetched_json();
-        }
-        let v = v.to_string();
-        if to_stdout {
-            eprintln!("{v}");
-        } else {
-            println!("{v}");
-        }
+    let text = if json {
+        format!("{}\n", summary.report_json(mirror)?)
     } else {
-        let mut text = summary.text();
-        if let Some(m) = mirror {
-            text.push_str(&format!("source        {}\n", m.fetched()));
-        }
-        if to_stdout {
-            eprint!("{text}");
-        } else {
-            print!("{text}");
-        }
+        summary.report_text(mirror)
+    };
+    if to_stdout {
+        eprint!("{text}");
+    } else {
+        print!("{text}");
     }
     Ok(())
-}
-
-/// The local copy of `path` when it names an object store location (`s3://…`), holding its small files and its
-/// compressed files' headers and indexes (see `tickbox_export::Mirror`).
-fn open_store(path: &std::path::Path) -> Result<Option<tickbox_export::Mirror>, ExportError> {
-    let s = path.to_string_lossy();
-    if !s.contains("://") {
-        return Ok(None);
-    }
-    match Location::parse(&s)? {
-        Location::Store(url) => tickbox_export::Mirror::open(&url).map(Some),
-        Location::Local(_) => Ok(None),
-    }
-}
-
-/// The local copy `journal ls` reads: the cards the store holds, and the first and last frames of the journals it
-/// holds none of (everything, to `--verify`).
-pub(crate) fn fetch_for_ls(
-    path: &std::path::Path,
-    verify: bool,
-) -> Result<Option<tickbox_export::Mirror>, ExportError> {
-    open_store(path)?
-        .map(|mut m| {
-            if verify {
-                m.fill_all()
-            } else {
-                m.fill_for_cards()
-            }
-            .map(|()| m)
-        })
-        .transpose()
 }

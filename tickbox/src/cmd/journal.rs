@@ -7,17 +7,13 @@
 //! a journal intact but with gap records or overwritten records is reported as GAPPY, and exits 6 under
 //! `--strict`.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
-use tickbox_dbn::DumpFilter;
-use tickbox_journal::{summarize, JournalError, Unreadable};
-use tickbox_recorder::{
-    dump_header, format_metadata_repairs, format_summary, format_verdict, Catalog, HistoryCheck,
-    HistoryDir, HistoryReader, JournalAccounting, JournalVerdict,
-};
+use tickbox_dbn::{DumpError, DumpFilter, DumpRequest};
+use tickbox_journal::JournalError;
+use tickbox_recorder::{Catalog, JournalVerdict, JournalView, ViewError};
 
 use crate::cli::journal::{Action, Args};
 use crate::config::TickboxConfig;
@@ -46,59 +42,19 @@ pub(crate) fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCod
             segment_size,
             json,
         } => stitch(&journals, &out, segment_size, json),
-        Action::Info { journal, json } => {
-            let path = journal.path();
-            if HistoryDir::is_history(&path) {
-                return history_info(&path, json);
-            }
-            let s =
-                summarize(&path, false).with_context(|| format!("reading {}", path.display()))?;
-            let acct = JournalAccounting::of(&path);
-            // Handovers of an elected recording (`record --elect`), kept beside the journal.
-            let handovers = tickbox_coord::HandoverLog::beside(&path)
-                .read()
-                .with_context(|| format!("reading the leadership log of {}", path.display()))?;
-            if json {
-                let mut v = acct.to_json(&path, &s, None);
-                if !handovers.is_empty() {
-                    v["leadership"] = handovers.into();
-                }
-                crate::out::json(&v)?;
-            } else {
-                out!("{}{acct}", format_summary(&path, &s));
-                for h in &handovers {
-                    outln!("{}", tickbox_fleet::leadership::handover_line(h));
-                }
-            }
-            if let Some(c) = &s.corruption {
-                if !json {
-                    outln!(
-                        "structure     BROKEN at offset {} of {}: {}",
-                        c.offset,
-                        c.path.display(),
-                        c.reason
-                    );
-                }
-            }
-            // Damage (a broken structure, or records that do not verify, which the accounting's scan met and
-            // passed) is exit 5, like verify's: `info` says the journal is damaged, and how.
-            Ok(if acct.damaged(&s) {
-                ExitCode::from(exit_code::CORRUPT)
-            } else {
-                ExitCode::SUCCESS
-            })
-        }
+        Action::Info { journal, json } => info(&journal.path(), json),
         Action::Verify {
             journal,
             strict,
             json,
         } => {
-            let path = journal.path();
-            if HistoryDir::is_history(&path) {
-                history_verify(&path, strict, json)
+            let view = view(JournalView::verify(&journal.path()))?;
+            if json {
+                crate::out::json(&view.verify_json())?;
             } else {
-                verify(&path, strict, json)
+                out!("{}", view.verify_text());
             }
+            Ok(verdict_exit(view.verdict(), strict))
         }
         Action::Dump {
             journal,
@@ -124,11 +80,18 @@ pub(crate) fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCod
                 fields: !no_fields,
                 ..DumpFilter::default()
             };
-            let from = from
+            let from_ns = from
                 .as_deref()
                 .map(|t| tickbox_units::parse_time_in(t, &tz, || first_capture_ns(&path)))
                 .transpose()?;
-            dump(&path, from_seq, from, limit, &filter, json)
+            let request = DumpRequest {
+                from_seq,
+                from_ns,
+                limit,
+                filter,
+                json,
+            };
+            dump(&path, &request)
         }
         Action::Export(args) => crate::cmd::export::run(args),
         Action::Compress {
@@ -168,126 +131,24 @@ fn compress(path: &Path, level: i32, json: bool) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn verify(path: &Path, strict: bool, json: bool) -> anyhow::Result<ExitCode> {
-    let s = match summarize(path, true) {
-        Ok(s) => s,
-        Err(e @ (JournalError::CorruptHeader { .. } | JournalError::Truncated { .. })) => {
-            if json {
-                crate::out::json(&Unreadable::new(path, &e))?;
-            } else {
-                outln!("CORRUPT: {e}");
-            }
-            return Ok(ExitCode::from(exit_code::CORRUPT));
-        }
-        Err(e) => return Err(e).with_context(|| format!("verifying {}", path.display())),
-    };
-    let acct = JournalAccounting::of(path);
-    let verdict = acct.verdict(&s);
-    if json {
-        crate::out::json(&acct.to_json(path, &s, Some(verdict)))?;
-    } else {
-        out!(
-            "{}{acct}{}",
-            format_summary(path, &s),
-            format_metadata_repairs(&s)
-        );
-        outln!("{}", format_verdict(&s, &acct, verdict));
-    }
-    Ok(match verdict {
-        JournalVerdict::Corrupt => ExitCode::from(exit_code::CORRUPT),
-        JournalVerdict::Gappy if strict => ExitCode::from(exit_code::GAPPY),
-        _ => ExitCode::SUCCESS,
-    })
-}
-
-fn dump(
-    path: &Path,
-    from_seq: Option<u64>,
-    from_ns: Option<u64>,
-    limit: u64,
-    filter: &DumpFilter,
-    json: bool,
-) -> anyhow::Result<ExitCode> {
-    match dump_to(path, from_seq, from_ns, limit, filter, json) {
+fn dump(path: &Path, request: &DumpRequest) -> anyhow::Result<ExitCode> {
+    let mut out = std::io::BufWriter::new(crate::out::stdout());
+    let stamp = |v: serde_json::Value| crate::out::versioned(&v).unwrap_or(v);
+    match tickbox_dbn::dump(path, request, &mut out, &stamp, &crate::out::closed) {
+        Ok(dumped) if dumped.corrupt.is_some() => Ok(ExitCode::from(exit_code::CORRUPT)),
+        Ok(_) => Ok(ExitCode::SUCCESS),
         // The reader of our output went away (`| head`): nothing more to say, and nothing went wrong.
-        Err(e)
-            if e.downcast_ref::<std::io::Error>()
-                .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe) =>
-        {
+        Err(DumpError::Write(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => {
             Ok(ExitCode::SUCCESS)
         }
-        other => other,
+        Err(e) => Err(e.into()),
     }
-}
-
-fn dump_to(
-    path: &Path,
-    from_seq: Option<u64>,
-    from_ns: Option<u64>,
-    limit: u64,
-    filter: &DumpFilter,
-    json: bool,
-) -> anyhow::Result<ExitCode> {
-    let mut filter = filter.clone();
-    let mut r = HistoryReader::open(path).with_context(|| format!("opening {}", path.display()))?;
-    if let Some(seq) = from_seq {
-        r.seek_seq(seq)?;
-    } else if let Some(t) = from_ns {
-        r.seek_time(t)?;
-        filter.from_ns = Some(t);
-    }
-    let manifest = tickbox_dbn::Manifest::read(path).unwrap_or(None);
-    let mut out = std::io::BufWriter::new(crate::out::stdout());
-    if !json {
-        writeln!(out, "{}", dump_header())?;
-    }
-    let mut n = 0;
-    let mut corrupt = None;
-    while (limit == 0 || n < limit) && !crate::out::closed() {
-        let rec = match r.next() {
-            Ok(Some(rec)) => rec,
-            Ok(None) => break,
-            Err(e @ JournalError::CorruptRecord { .. }) => {
-                corrupt = Some(e);
-                break;
-            }
-            Err(e) => return Err(e.into()),
-        };
-        if json {
-            let Some(row) = filter.json(&rec, manifest.as_ref()) else {
-                continue;
-            };
-            writeln!(out, "{}", crate::out::versioned(&row)?)?;
-        } else {
-            let Some(line) = filter.line(&rec, manifest.as_ref()) else {
-                continue;
-            };
-            writeln!(out, "{line}")?;
-        }
-        n += 1;
-    }
-    if json {
-        let summary = serde_json::json!({
-            "summary": {
-                "records": n,
-                "corrupt": corrupt.as_ref().map(|e| e.to_string()),
-            }
-        });
-        writeln!(out, "{}", crate::out::versioned(&summary)?)?;
-    } else if let Some(e) = &corrupt {
-        writeln!(out, "CORRUPT: {e}")?;
-    }
-    out.flush()?;
-    Ok(match corrupt {
-        Some(_) => ExitCode::from(exit_code::CORRUPT),
-        None => ExitCode::SUCCESS,
-    })
 }
 
 /// `journal ls DIR` (or `s3://…`, fetched first).
 fn ls(path: &Path, verify: bool, tz: &str, json: bool) -> anyhow::Result<ExitCode> {
     let tz = tickbox_recorder::parse_zone(tz)?;
-    let mirror = match crate::cmd::export::fetch_for_ls(path, verify) {
+    let mirror = match tickbox_export::Mirror::for_listing(path, verify) {
         Ok(m) => m,
         Err(e @ tickbox_export::ExportError::Store { .. }) => {
             eprintln!("error: {e}");
@@ -310,57 +171,45 @@ fn ls(path: &Path, verify: bool, tz: &str, json: bool) -> anyhow::Result<ExitCod
     Ok(ExitCode::SUCCESS)
 }
 
-/// `journal info DIR`: the history as one journal, each journal's line, the summed accounting, handovers.
-fn history_info(path: &Path, json: bool) -> anyhow::Result<ExitCode> {
-    let check = HistoryCheck::of(path, false)?;
+/// `journal info`: the journal or history, its accounting and the handovers of an elected recording (`record
+/// --elect`, kept beside it). Damage (a broken structure, or records that do not verify, which the accounting's
+/// scan met and passed) is exit 5, like verify's: `info` says the journal is damaged, and how.
+fn info(path: &Path, json: bool) -> anyhow::Result<ExitCode> {
+    let view = view(JournalView::info(path))?;
     let handovers = tickbox_coord::HandoverLog::beside(path)
         .read()
         .with_context(|| format!("reading the leadership log of {}", path.display()))?;
     if json {
-        let mut v = match &check.summary {
-            Some(s) => check.accounting.to_json(path, s, None),
-            None => serde_json::json!({ "path": path.display().to_string() }),
-        };
-        check.add_to_json(&mut v);
-        v["damaged_journals"] = check.damaged().into();
-        if !handovers.is_empty() {
-            v["leadership"] = handovers.into();
-        }
-        crate::out::json(&v)?;
+        crate::out::json(&view.info_json(handovers))?;
     } else {
         let lines: Vec<String> = (handovers.iter())
             .map(tickbox_fleet::leadership::handover_line)
             .collect();
-        out!("{}", check.info_text(&lines));
+        out!("{}", view.info_text(&lines));
     }
-    Ok(if check.damaged() {
+    Ok(if view.damaged() {
         ExitCode::from(exit_code::CORRUPT)
     } else {
         ExitCode::SUCCESS
     })
 }
 
-/// `journal verify DIR`: every journal verified, the chain between them checked, one verdict for the history.
-fn history_verify(path: &Path, strict: bool, json: bool) -> anyhow::Result<ExitCode> {
-    let check = HistoryCheck::of(path, true)?;
-    let verdict = check.verdict();
-    if json {
-        let mut v = match &check.summary {
-            Some(s) => check.accounting.to_json(path, s, Some(verdict)),
-            None => {
-                serde_json::json!({ "path": path.display().to_string(), "verdict": verdict.as_str() })
-            }
-        };
-        check.add_to_json(&mut v);
-        crate::out::json(&v)?;
-    } else {
-        out!("{}", check.verify_text());
-    }
-    Ok(match verdict {
+/// A view's error as the main's exit code reads it (a history's error as it is, so the journal error inside it
+/// stays in the chain).
+fn view(view: Result<JournalView, ViewError>) -> anyhow::Result<JournalView> {
+    view.map_err(|e| match e {
+        ViewError::History(e) => e.into(),
+        e => e.into(),
+    })
+}
+
+/// `verify`'s exit: 5 when corrupt, 6 when gappy under `--strict`.
+fn verdict_exit(verdict: JournalVerdict, strict: bool) -> ExitCode {
+    match verdict {
         JournalVerdict::Corrupt => ExitCode::from(exit_code::CORRUPT),
         JournalVerdict::Gappy if strict => ExitCode::from(exit_code::GAPPY),
         _ => ExitCode::SUCCESS,
-    })
+    }
 }
 
 /// `journal prune DIR`.

@@ -9,13 +9,13 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use tickbox_lvc::LvcConfig;
 
-use tickbox_lvc::report::LvcStatus;
+use tickbox_lvc::report::{self, LvcStatus};
 use tickbox_units::HumanDuration;
 
 use crate::cli::lvc::Args;
 use crate::config::TickboxConfig;
-use crate::live::{fmt_rate, LiveView, Rate};
-use crate::out::{out, outln};
+use crate::live::{LiveView, Rate};
+use crate::out::out;
 use crate::status::StatusBoard;
 
 pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
@@ -58,7 +58,19 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     let lvc = tickbox_lvc::spawn(&gate, proxy_config).context("starting the LVC proxy")?;
     let _metrics = metrics.start(config, "lvc", vec![std::sync::Arc::new(lvc.metrics())])?;
     let status = StatusBoard::start(&ctx, broker.as_deref(), "lvc", config.auth.clone())?;
-    print_endpoints(lvc.endpoints(), json)?;
+    {
+        // Flushed, so scripts and tests can use `tcp://…:*`: on stdout, or on stderr with `--json` (stdout then
+        // carries only the summary object).
+        let mut out: Box<dyn Write> = if json {
+            Box::new(std::io::stderr().lock())
+        } else {
+            Box::new(crate::out::stdout())
+        };
+        for line in lvc.endpoints().lines() {
+            writeln!(out, "{line}")?;
+        }
+        out.flush()?;
+    }
     let started = Instant::now();
     let mut last_status: Option<Instant> = None;
     let mut view = LiveView::with_interval("lvc", Some(lvc_config.stats_interval.0), None);
@@ -78,7 +90,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
             ));
         }
         if view.due() {
-            let line = live_line(&lvc.stats(), &mut rate_in, &mut rate_out, &security);
+            let line = report::live_line(&lvc.stats(), &mut rate_in, &mut rate_out, &security);
             view.show(&line, None);
         }
         std::thread::sleep(Duration::from_millis(50));
@@ -87,97 +99,19 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     view.finish();
     let publishers = lvc.publishers_handle();
     let stats = lvc.join().context("LVC proxy")?;
-    summarise(
-        &stats,
-        &publishers.publishers(),
-        &lvc_config,
-        &security,
-        json,
-    )?;
-    Ok(ExitCode::from(crate::exit_code::OK))
-}
-
-/// The resolved endpoints, flushed, so scripts and tests can use `tcp://…:*`: on stdout, or on stderr with
-/// `--json` (stdout then carries only the summary object).
-fn print_endpoints(endpoints: &tickbox_lvc::LvcEndpoints, json: bool) -> anyhow::Result<()> {
-    let mut out: Box<dyn Write> = if json {
-        Box::new(std::io::stderr().lock())
-    } else {
-        Box::new(crate::out::stdout())
-    };
-    writeln!(out, "lvc subscribers {}", endpoints.downstream)?;
-    for ep in &endpoints.upstream {
-        writeln!(out, "lvc publishers {ep}")?;
-    }
-    if let Some(tap) = &endpoints.tap {
-        writeln!(out, "lvc tap {tap}")?;
-    }
-    if let Some(snapshot) = &endpoints.snapshot {
-        writeln!(out, "lvc snapshot {snapshot}")?;
-    }
-    out.flush()?;
-    Ok(())
-}
-
-/// The live status line of the proxy's counters `s`.
-fn live_line(
-    s: &tickbox_lvc::LvcStats,
-    rate_in: &mut Rate,
-    rate_out: &mut Rate,
-    security: &tickbox_auth::Security,
-) -> String {
-    format!(
-        "in {} ({}), out {} ({}), cache {} topics / {}, cached values sent {}, drops {}, malformed {}, \
-         publishers {}, missing {}, missed before join {}{}",
-        s.messages_in,
-        fmt_rate(rate_in.per_sec(s.messages_in)),
-        s.messages_out,
-        fmt_rate(rate_out.per_sec(s.messages_out)),
-        s.topics_cached,
-        tickbox_units::format_size_approx(s.cache_bytes),
-        s.cached_sent,
-        s.drops(),
-        s.malformed,
-        s.sequences.publishers,
-        s.sequences.missing,
-        s.sequences.missed_before_join,
-        security.live_suffix(),
-    )
-}
-
-/// The summary (`--json` or tables), then a warning on stderr when the cache never heard some publisher messages.
-fn summarise(
-    stats: &tickbox_lvc::LvcStats,
-    accounts: &[tickbox_lvc::sequences::PublisherAccount],
-    lvc_config: &LvcConfig,
-    security: &tickbox_auth::Security,
-    json: bool,
-) -> anyhow::Result<()> {
+    let accounts = publishers.publishers();
     if json {
-        let mut summary = serde_json::json!({
-            "component": "lvc",
-            "stats": stats,
-            "drops": stats.drops(),
-            "publishers": accounts,
-            "connections": security.connections(),
-        });
-        crate::auth_report::add_to_json(&mut summary, security);
-        crate::out::json(&summary)?;
+        crate::out::json(&report::summary_json(&stats, &accounts, &security))?;
     } else {
-        out!("{}", stats.table(lvc_config.tap_drop));
-        out!("{}", tickbox_lvc::report::publishers_table(accounts));
-        for line in security
-            .summary_line()
-            .into_iter()
-            .chain(security.connections_line())
-        {
-            outln!("{line}");
-        }
+        out!(
+            "{}",
+            report::summary_text(&stats, &accounts, lvc_config.tap_drop, &security)
+        );
     }
     if let Some(line) = stats.never_received_warning() {
         eprintln!("{line}");
     }
-    Ok(())
+    Ok(ExitCode::from(crate::exit_code::OK))
 }
 
 fn apply(args: Args, config: LvcConfig) -> LvcConfig {

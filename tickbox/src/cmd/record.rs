@@ -9,16 +9,16 @@ use std::time::Duration;
 
 use anyhow::Context;
 use tickbox_fleet::leadership::RecorderLeadership;
+use tickbox_fleet::ShownLeadership;
 use tickbox_recorder::{
     DurabilityConfig, RecordObserver, RecordRequest, RecordSession, RecordStats, RecorderError,
 };
 
 use crate::cli::record::{ArchiveAsArg, Args, DurabilityArg};
 use crate::config::TickboxConfig;
-use crate::live::{fmt_rate, LiveView};
+use crate::live::LiveView;
 use crate::out::{out, outln};
 use crate::status::StatusBoard;
-use tickbox_units::format_size_approx as fmt_bytes;
 
 impl Args {
     /// The request the recorder library settles against `[recorder]`.
@@ -111,33 +111,21 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     let mut elected = match &args.elect {
         Some(path) => {
             let coord = crate::zk::connect(args.zk.as_deref(), config, "--elect")?;
-            // Late joiners find the leader's history service through its election id.
-            let id = tickbox_recorder::election_id(
-                &tickbox_fleet::default_member_id(),
-                &session.journal_name(),
-                session.history_endpoint(),
-            );
             Some(
-                RecorderLeadership::campaign(
-                    &coord,
-                    path,
-                    &id,
-                    &args.journal,
-                    session.recovery().next_seq,
-                )
-                .with_context(|| format!("--elect {path}"))?,
+                RecorderLeadership::for_session(&coord, path, &session, &args.journal)
+                    .with_context(|| format!("--elect {path}"))?,
             )
         }
         None => None,
     };
     let mut show = |s: &RecordStats, rate: f64| {
         if live.due() {
-            live.show(&progress_line(s, rate), None);
+            live.show(&tickbox_recorder::record_line(s, rate), None);
         }
     };
     let mut counts = |s: &RecordStats, _rate: f64| metrics.update(s);
     let mut observers: Vec<&mut dyn RecordObserver> = vec![&mut show, &mut counts];
-    let mut leading = elected.as_mut().map(|leadership| Leading {
+    let mut leading = elected.as_mut().map(|leadership| ShownLeadership {
         leadership,
         metrics: &metrics,
     });
@@ -170,38 +158,6 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
 
 /// How often a recorder serving metrics hands its counts over (a scrape reads them).
 const METRICS_EVERY: std::time::Duration = std::time::Duration::from_millis(250);
-
-/// The recorder's leadership, ticked with each progress report, its state shown as a metric.
-struct Leading<'a> {
-    leadership: &'a mut RecorderLeadership,
-    metrics: &'a tickbox_recorder::RecordMetrics,
-}
-
-impl RecordObserver for Leading<'_> {
-    fn progress(&mut self, stats: &RecordStats, rate: f64) {
-        self.leadership.progress(stats, rate);
-        self.metrics.set_leading(self.leadership.is_leading());
-    }
-
-    fn finished(&mut self, stats: &RecordStats) {
-        self.leadership.finished(stats);
-        self.metrics.update(stats);
-    }
-}
-
-/// The live view's line.
-fn progress_line(s: &RecordStats, rate: f64) -> String {
-    format!(
-        "{} msgs, {}, {}, missing {} in {} gap(s), overwritten {}, invalid {}",
-        s.messages,
-        fmt_bytes(s.bytes),
-        fmt_rate(rate),
-        s.missing,
-        s.gap_events,
-        s.overwritten.records,
-        s.invalid_frames
-    )
-}
 
 /// The hook that archives each closed journal of the history to `url` (connected now: an unreachable store or a
 /// refused key stops `record` before it records anything).

@@ -19,13 +19,13 @@ use std::time::Duration;
 use anyhow::Context;
 use tickbox_fleet::replay_control::ReplayControlService;
 use tickbox_recorder::{
-    format_in_zone, RecorderError, ReplayExit, ReplayObserver, ReplayProgress, ReplayRequest,
+    replay_line, RecorderError, ReplayExit, ReplayObserver, ReplayProgress, ReplayRequest,
     ReplaySession, ReplayStats, RunSummary, TimeZone,
 };
 
 use crate::cli::replay::Args;
 use crate::config::TickboxConfig;
-use crate::live::{fmt_rate, LiveArgs, LiveView};
+use crate::live::{LiveArgs, LiveView};
 use crate::out::{out, outln};
 use crate::outcome::first_capture_ns;
 use crate::status::StatusBoard;
@@ -97,21 +97,7 @@ impl ReplayObserver for Shown<'_> {
         if !live.due() {
             return;
         }
-        let eta = p
-            .eta
-            .map_or_else(|| "-".into(), |eta| format!("{:.1}s", eta.as_secs_f64()));
-        let line = format!(
-            "{}, {:.1}x real time, sent {}, not selected {}, max late {:.1}ms, at {}, ETA {eta}",
-            fmt_rate(rate),
-            p.multiple,
-            s.sent,
-            s.not_selected,
-            s.max_late_ns as f64 / 1e6,
-            s.last_capture_ns
-                .map(|t| format_in_zone(t, self.tz))
-                .unwrap_or_else(|| "-".into()),
-        );
-        live.show(&line, Some((p.done, p.total)));
+        live.show(&replay_line(s, rate, p, self.tz), Some((p.done, p.total)));
     }
 
     fn run_ended(&mut self) {
@@ -260,7 +246,7 @@ pub(crate) fn run(mut args: Args, config: &TickboxConfig) -> anyhow::Result<Exit
 /// Exit 13 when a copy could not fetch what the replay read (the store went away during the run), said on
 /// stderr: what it could not read was counted as damage.
 fn store_exit(mirrors: &[tickbox_export::Mirror]) -> Option<ExitCode> {
-    let failed: Vec<String> = mirrors.iter().filter_map(|m| m.failure()).collect();
+    let failed = tickbox_export::Mirror::failures(mirrors);
     for why in &failed {
         eprintln!("error: {why} (the records it held were not replayed)");
     }

@@ -8,11 +8,11 @@ use std::sync::atomic::Ordering;
 
 use anyhow::Context as _;
 use tickbox_recorder::{LocalFeed, LocalFeedReport};
-use tickbox_subscriber::{replay_local, standard_worker};
+use tickbox_subscriber::{replay_local, standard_worker, LocalVerdict};
 
 use crate::config::TickboxConfig;
 use crate::exit_code;
-use crate::out::{out, outln};
+use crate::out::out;
 
 /// Runs the whole journal through `[subscriber]` (snail, gap policy, dispatch) and `[workers]` (`workers`
 /// overrides the count) and prints the summary (`json`: one object).
@@ -41,70 +41,27 @@ pub(crate) fn run(
         |sink| read = feed.feed(|frame, capture_ns| sink.push(frame, capture_ns)),
     )
     .context("local replay")?;
-    let (lapped, read_error) = (read.lapped, read.read_error.clone());
-    let report = &out.report;
-    let stopped_by = if report.fatal.is_some() {
-        "fatal"
-    } else if stop.load(Ordering::Relaxed) {
-        "signal"
-    } else {
-        "end of journal"
-    };
-    let rate = out.records_per_sec();
-    let multiple = out.real_time_multiple();
+    let stopped_by = out.stopped_by_local(stop.load(Ordering::Relaxed));
     if json {
-        let mut v = report.summary_json(&sub, stopped_by);
-        v["component"] = "replay-local".into();
-        v["records_per_sec"] = (rate.round() as u64).into();
-        v["real_time_multiple"] = multiple.map(|m| (m * 100.0).round() / 100.0).into();
-        v["origin_first_ns"] = out.origin_span_ns.map(|s| s.0).into();
-        v["origin_last_ns"] = out.origin_span_ns.map(|s| s.1).into();
-        v["skipped_heartbeats"] = out.skipped_heartbeats.into();
-        v["lapped"] = lapped.into();
-        v["read_error"] = read_error.clone().into();
-        v["damaged_ranges"] = read.damaged_ranges.into();
-        v["corrupt_records"] = read.corrupt_records.into();
-        v["corrupt_bytes"] = read.corrupt_bytes.into();
-        v["damage_gap_notices"] = read.damage_gap_notices.into();
+        let mut v = out.local_summary_json(&sub, stopped_by);
+        read.add_to_json(&mut v);
         crate::out::json(&v)?;
     } else {
-        out!("{}", report.summary_table(None, stopped_by));
-        outln!(
-            "local replay: {} records in {:.3} s = {:.0} records/s, {} of market time ({}), {} recorded heartbeats skipped",
-            report.received(),
-            report.elapsed.as_secs_f64(),
-            rate,
-            out.origin_span_ns
-                .map(|(lo, hi)| format!("{:.3} s", (hi - lo) as f64 / 1e9))
-                .unwrap_or_else(|| "-".into()),
-            multiple
-                .map(|m| format!("{m:.1}x real time"))
-                .unwrap_or_else(|| "multiple unknown".into()),
-            out.skipped_heartbeats
-        );
+        out!("{}", out.local_summary_text(stopped_by));
     }
-    if read.damaged_ranges > 0 {
-        eprintln!(
-            "replay: the journal is damaged: {} record(s) ({} bytes) in {} damaged range(s) were skipped, {} gap \
-             notice(s) given the Black Box for them; every intact record was processed (tickbox journal verify \
-             lists the ranges)",
-            read.corrupt_records, read.corrupt_bytes, read.damaged_ranges, read.damage_gap_notices
-        );
+    if let Some(line) = read.damage_line() {
+        eprintln!("{line}");
     }
-    if !out.panicked.is_empty() {
-        eprintln!(
-            "error: worker thread(s) {:?} panicked: the run is incomplete",
-            out.panicked
-        );
-        return Ok(ExitCode::from(exit_code::WORKER_FAILED));
-    }
-    let code = crate::outcome::finish(report);
-    if report.fatal.is_none() && read_error.is_some() {
-        return Ok(ExitCode::from(exit_code::ERROR));
-    }
-    // Damage skipped: exit 5 at the end, as the socket replay does.
-    if read.damaged_ranges > 0 && report.fatal.is_none() {
-        return Ok(ExitCode::from(exit_code::CORRUPT));
-    }
-    Ok(code)
+    Ok(
+        match out.local_verdict(read.read_error.is_some(), read.damaged_ranges > 0) {
+            LocalVerdict::WorkersPanicked(panicked) => {
+                eprintln!("error: worker thread(s) {panicked:?} panicked: the run is incomplete");
+                ExitCode::from(exit_code::WORKER_FAILED)
+            }
+            LocalVerdict::Outcome => crate::outcome::finish(&out.report),
+            LocalVerdict::ReadError => ExitCode::from(exit_code::ERROR),
+            // Damage skipped: exit 5 at the end, as the socket replay does.
+            LocalVerdict::Damaged => ExitCode::from(exit_code::CORRUPT),
+        },
+    )
 }

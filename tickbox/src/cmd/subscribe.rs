@@ -7,20 +7,19 @@ use std::time::Duration;
 use anyhow::Context as _;
 use tickbox_bench::process::{split_probes, LatencyProbe, SampleLog};
 use tickbox_fleet::group::{run_group, GroupOptions};
-use tickbox_fleet::member::MemberInfo;
 use tickbox_fleet::{check_member_id, default_member_id, SubscriberLive};
-use tickbox_subscriber::{standard_worker_with_tape, StandardWorker};
 use tickbox_subscriber::{
-    HumanDuration, RunEnd, RunLook, RunWatch, SharedThreshold, SilenceWatch, Subscriber,
-    SubscriberConfig,
+    live_line, tape_lines, CatchUpHandle, HumanDuration, LvcSnapshot, RunEnd, RunExtras, RunLook,
+    RunVerdict, RunWatch, SilenceWatch, Subscriber, SubscriberConfig,
 };
+use tickbox_subscriber::{standard_worker_with_tape, StandardWorker};
 use tickbox_workers::{TapeSink, WorkerPoolConfig};
 
 use crate::cli::subscribe::Args;
 use crate::config::TickboxConfig;
 use crate::exit_code;
-use crate::live::{fmt_ns, fmt_rate, LiveView, Rate};
-use crate::out::{out, outln};
+use crate::live::{LiveView, Rate};
+use crate::out::out;
 use crate::status::StatusBoard;
 
 /// How often the control loop refreshes the status snapshot.
@@ -53,7 +52,15 @@ fn resolve(
         member_id: args.member_id.clone(),
         member_ttl: args.member_ttl,
     };
-    Ok(overrides.apply(config.subscriber.clone(), config.workers.clone())?)
+    let (mut sub_config, workers) =
+        overrides.apply(config.subscriber.clone(), config.workers.clone())?;
+    // `--catch-up zk:ELECTION`: the history endpoint of the recorder that election elected.
+    if let Some(election) = tickbox_fleet::catch_up_election(&sub_config).map(str::to_owned) {
+        let coord = crate::zk::connect(args.zk.as_deref(), config, "--catch-up zk:")?;
+        tickbox_fleet::resolve_elected_catch_up(&coord, &mut sub_config)
+            .with_context(|| format!("--catch-up zk:{election}"))?;
+    }
+    Ok((sub_config, workers))
 }
 
 pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
@@ -69,7 +76,6 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         crate::flags::check_connect("--broker", broker)?;
     }
     let (mut sub_config, workers_config) = resolve(&args, config)?;
-    resolve_elected_catch_up(&mut sub_config, &args, config)?;
     if let Some(group) = &args.group {
         return subscribe_group(&args, config, group, &sub_config, &workers_config);
     }
@@ -82,7 +88,8 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         .clone()
         .unwrap_or_else(default_member_id);
     check_member_id(&id).context("--member-id")?;
-    let live = connect_live(&ctx, &mut sub_config, &id, config)?;
+    let live = SubscriberLive::for_run(&ctx, &mut sub_config, &id, config.clone.client.clone())
+        .context("--clone / [subscriber] clone")?;
     let status = StatusBoard::start(
         &ctx,
         args.broker.as_deref(),
@@ -98,7 +105,8 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     let threshold = subscriber.threshold();
     let lvc_snapshot = subscriber.lvc_snapshot();
     let catch_up = subscriber.catch_up();
-    let membership = join_members(live.as_ref(), &sub_config, &workers_config)?;
+    let membership = tickbox_fleet::join_members(live.as_ref(), &sub_config, workers_config.count)
+        .context("registering under /members/subscribers/")?;
     let barrier = enter_barrier(&args, config, &id, &stop)?;
     let mut next_status = std::time::Instant::now();
     let mut view = LiveView::new("subscribe", &args.live_view, None);
@@ -138,7 +146,8 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
             status.publish(subscriber.status_json(&threshold, &id, tripped));
         }
         if view.due() {
-            view.show(&live_line(&subscriber, &threshold, &mut view_rate), None);
+            let line = live_line(&subscriber.live_shards(), threshold.get(), &mut view_rate);
+            view.show(&line, None);
             subscriber.request_lateness();
         }
         if end.is_some() {
@@ -156,12 +165,15 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     view.finish();
     let (report, worker_failure) = shut_down(subscriber, args.latency_out.as_deref())?;
     let stopped_by = report.stopped_by(stop.load(Ordering::Relaxed));
-    let extras = (
-        lvc_snapshot.map(|s| s.report()),
-        catch_up.map(|c| c.summary()),
-    );
-    print_summary(&report, &sub_config, stopped_by, extras, args.json)?;
-    let tape_failed = tape.as_ref().is_some_and(|sink| report_tape(sink));
+    let extras = (lvc_snapshot, catch_up);
+    let tape_failed = summarise(
+        &report,
+        &sub_config,
+        stopped_by,
+        extras,
+        args.json,
+        tape.as_ref(),
+    )?;
     drop(membership);
     if let Some(entered) = barrier {
         leave_barrier(entered, config, &stop)?;
@@ -209,75 +221,6 @@ fn shut_down(
     Ok((report, worker_failure))
 }
 
-/// `--catch-up zk:ELECTION`: the history endpoint of the recorder that election elected.
-fn resolve_elected_catch_up(
-    sub_config: &mut SubscriberConfig,
-    args: &Args,
-    config: &TickboxConfig,
-) -> anyhow::Result<()> {
-    let Some(election) = sub_config
-        .catch_up
-        .as_deref()
-        .and_then(|ep| ep.strip_prefix("zk:"))
-    else {
-        return Ok(());
-    };
-    let election = election.to_owned();
-    let coord = crate::zk::connect(args.zk.as_deref(), config, "--catch-up zk:")?;
-    let endpoint = tickbox_fleet::leadership::elected_history_endpoint(&coord, &election)
-        .with_context(|| format!("--catch-up zk:{election}"))?;
-    tracing::info!(election = %election, endpoint, "catch-up: asking the elected recorder");
-    sub_config.catch_up = Some(endpoint);
-    Ok(())
-}
-
-/// The Clone store's live values (`--clone`), applied to `sub_config` before the first message, not just after.
-fn connect_live(
-    ctx: &zmq::Context,
-    sub_config: &mut SubscriberConfig,
-    id: &str,
-    config: &TickboxConfig,
-) -> anyhow::Result<Option<SubscriberLive>> {
-    if sub_config.clone.is_empty() {
-        return Ok(None);
-    }
-    let live = SubscriberLive::connect(
-        ctx,
-        &sub_config.clone,
-        id.to_owned(),
-        config.clone.client.clone(),
-    )
-    .context("--clone / [subscriber] clone")?;
-    let base = sub_config.max_lateness.0;
-    let initial = SharedThreshold::new(base);
-    live.drain(&initial, base);
-    sub_config.max_lateness = HumanDuration(initial.get());
-    Ok(Some(live))
-}
-
-/// Registers under `/members/subscribers/` when the Clone store is used (`--clone`), and says the subscriber runs.
-fn join_members<'a>(
-    live: Option<&'a SubscriberLive>,
-    sub_config: &SubscriberConfig,
-    workers_config: &WorkerPoolConfig,
-) -> anyhow::Result<Option<tickbox_clone::recipes::Membership<'a>>> {
-    let membership = live
-        .map(|live| {
-            let info = MemberInfo::of(sub_config, workers_config.count);
-            live.join(&info.to_bytes(), sub_config.member_ttl.0)
-                .context("registering under /members/subscribers/")
-        })
-        .transpose()?;
-    tracing::info!(
-        shards = sub_config.shards.len(),
-        workers = workers_config.count,
-        max_lateness = %sub_config.max_lateness,
-        member = membership.as_ref().map(|m| m.key()),
-        "subscriber running"
-    );
-    Ok(membership)
-}
-
 /// Leaves `--start-barrier` after the summary, whether the others left too or this one stopped waiting (Ctrl-C).
 fn leave_barrier(
     entered: tickbox_coord::StartBarrier,
@@ -319,137 +262,6 @@ fn enter_barrier(
     }
 }
 
-/// The live status line: the shards' own counters (relaxed atomics they already keep), summed here, off the hot
-/// path.
-fn live_line<W: tickbox_workers::Worker>(
-    subscriber: &Subscriber<W>,
-    threshold: &SharedThreshold,
-    rate: &mut Rate,
-) -> String {
-    let shards = subscriber.live_shards();
-    let sum =
-        |f: fn(&tickbox_subscriber::LiveShardCounters) -> u64| shards.iter().map(f).sum::<u64>();
-    let received = sum(|s| s.received);
-    // Percentiles of the busiest shard (histograms are per shard; merging them is end-of-run work).
-    let busiest = shards.iter().max_by_key(|s| s.received).copied();
-    // Shown once a shard has answered (all zero before it has measured anything).
-    let busiest = busiest.filter(|s| s.lateness_max_ns > 0);
-    let lateness = busiest.map_or_else(String::new, |s| {
-        format!(
-            ", lateness p50 {} p99 {} max {}",
-            fmt_ns(s.lateness_p50_ns),
-            fmt_ns(s.lateness_p99_ns),
-            fmt_ns(s.lateness_max_ns)
-        )
-    });
-    format!(
-        "received {received} ({}), to workers {}, gaps {}, late {} (past {}){lateness}",
-        fmt_rate(rate.per_sec(received)),
-        sum(|s| s.forwarded),
-        sum(|s| s.gaps),
-        sum(|s| s.late),
-        tickbox_units::format_duration(threshold.get()),
-    )
-}
-
-/// The summary on stdout: one JSON object with `json`, else the table and a line each for the LVC snapshot and
-/// the catch-up (when the run had them).
-fn print_summary(
-    report: &tickbox_subscriber::Report<StandardWorker>,
-    sub_config: &SubscriberConfig,
-    stopped_by: &str,
-    (snapshot, catch_up): (
-        Option<tickbox_subscriber::LvcSnapshotReport>,
-        Option<tickbox_subscriber::CatchUpSummary>,
-    ),
-    json: bool,
-) -> anyhow::Result<()> {
-    if json {
-        let mut summary = report.summary_json(sub_config, stopped_by);
-        if let Some(snapshot) = &snapshot {
-            summary["lvc_snapshot"] = snapshot.to_json();
-        }
-        if let Some(catch_up) = &catch_up {
-            summary["catch_up"] = serde_json::to_value(catch_up)?;
-        }
-        crate::out::json(&summary)?;
-    } else {
-        out!("{}", report.summary_table(None, stopped_by));
-        if let Some(snapshot) = &snapshot {
-            outln!("{}", snapshot.summary_line());
-        }
-        if let Some(catch_up) = &catch_up {
-            outln!("{}", catch_up.summary_line());
-        }
-    }
-    Ok(())
-}
-
-/// The exit code after the summary: a failed worker, a failed tape, nothing received (refused handshakes, or
-/// nothing at all), nothing usable; else the run's own outcome ([`crate::outcome::finish`]).
-fn exit<W>(
-    report: &tickbox_subscriber::Report<W>,
-    sub_config: &SubscriberConfig,
-    worker_failure: Option<tickbox_workers::WorkerError>,
-    tape_failed: bool,
-) -> ExitCode {
-    if let Some(err) = worker_failure {
-        // After the summary, so what the surviving workers did is still reported.
-        tracing::error!("{err}: the run is incomplete");
-        eprintln!("error: {err}");
-        return ExitCode::from(exit_code::WORKER_FAILED);
-    }
-    if tape_failed && report.fatal.is_none() {
-        return ExitCode::from(exit_code::ERROR);
-    }
-    if report.fatal.is_none() && report.received() == 0 && report.handshakes_refused() > 0 {
-        tracing::error!(
-            "received nothing from {} in {:.1} s: the publisher refused every handshake ({} refused; the warnings \
-             above say why)",
-            sub_config.endpoint_list(),
-            report.elapsed.as_secs_f64(),
-            report.handshakes_refused()
-        );
-        return ExitCode::from(exit_code::ERROR);
-    }
-    if report.fatal.is_none() && report.received() == 0 {
-        tracing::error!(
-            "received nothing at all from {} in {:.1} s: check the endpoints, --nic and --topics, and that the \
-             publishers are running",
-            sub_config.endpoint_list(),
-            report.elapsed.as_secs_f64()
-        );
-        return ExitCode::from(exit_code::ERROR);
-    }
-    if report.nothing_usable() {
-        eprintln!(
-            "error: {}",
-            report.all_malformed_line(&sub_config.endpoint_list())
-        );
-        return ExitCode::from(exit_code::ERROR);
-    }
-    crate::outcome::finish(report)
-}
-
-/// One stderr line on what the tape holds; true when lines were lost to a write error (also an `error:` line).
-fn report_tape(sink: &TapeSink) -> bool {
-    eprintln!(
-        "tape {}: {} records written",
-        sink.path().display(),
-        sink.written()
-    );
-    if sink.lost() == 0 {
-        return false;
-    }
-    eprintln!(
-        "error: --tape {}: {} records not written ({}); the tape is incomplete",
-        sink.path().display(),
-        sink.lost(),
-        sink.error().unwrap_or_default()
-    );
-    true
-}
-
 /// `--group PATH`: this process joins the sharded group at PATH and consumes only the shards whose lock it holds
 /// (`tickbox_fleet::group`); one summary per shard it owned.
 fn subscribe_group(
@@ -478,13 +290,7 @@ fn subscribe_group(
     let signalled = stop.load(Ordering::Relaxed);
     let mut exit = ExitCode::from(exit_code::OK);
     for one in &outcome.shards {
-        let stopped_by = one.report.stopped_by(signalled);
-        if args.json {
-            outln!("{}", one.summary_json(stopped_by));
-        } else {
-            outln!("group shard {}:", one.shard);
-            out!("{}", one.report.summary_table(None, stopped_by));
-        }
+        out!("{}", one.printed(args.json, signalled));
         if one.report.fatal.is_some() {
             exit = crate::outcome::finish(&one.report);
         }
@@ -494,4 +300,57 @@ fn subscribe_group(
         return Ok(ExitCode::from(exit_code::WORKER_FAILED));
     }
     Ok(exit)
+}
+
+/// The summary on stdout (one JSON object with `json`), then what `--tape` holds on stderr; true when the tape
+/// lost records.
+fn summarise(
+    report: &tickbox_subscriber::Report<StandardWorker>,
+    sub_config: &SubscriberConfig,
+    stopped_by: &str,
+    (lvc_snapshot, catch_up): (Option<LvcSnapshot>, Option<CatchUpHandle>),
+    json: bool,
+    tape: Option<&std::sync::Arc<TapeSink>>,
+) -> anyhow::Result<bool> {
+    let extras = &RunExtras {
+        lvc_snapshot: lvc_snapshot.map(|s| s.report()),
+        catch_up: catch_up.map(|c| c.summary()),
+    };
+    if json {
+        crate::out::json(&report.run_summary_json(sub_config, stopped_by, extras)?)?;
+    } else {
+        out!("{}", report.run_summary_text(stopped_by, extras));
+    }
+    Ok(tape.is_some_and(|sink| {
+        let (written, lost) = tape_lines(sink);
+        eprintln!("{written}");
+        lost.inspect(|line| eprintln!("{line}")).is_some()
+    }))
+}
+
+/// The exit code after the summary, from the run's verdict (the run's own outcome: [`crate::outcome::finish`]).
+fn exit<W>(
+    report: &tickbox_subscriber::Report<W>,
+    sub_config: &SubscriberConfig,
+    worker_failure: Option<tickbox_workers::WorkerError>,
+    tape_failed: bool,
+) -> ExitCode {
+    match report.verdict(sub_config, worker_failure, tape_failed) {
+        RunVerdict::WorkerFailed(err) => {
+            // After the summary, so what the surviving workers did is still reported.
+            tracing::error!("{err}: the run is incomplete");
+            eprintln!("error: {err}");
+            ExitCode::from(exit_code::WORKER_FAILED)
+        }
+        RunVerdict::TapeIncomplete => ExitCode::from(exit_code::ERROR),
+        RunVerdict::ReceivedNothing(line) => {
+            tracing::error!("{line}");
+            ExitCode::from(exit_code::ERROR)
+        }
+        RunVerdict::NothingUsable(line) => {
+            eprintln!("error: {line}");
+            ExitCode::from(exit_code::ERROR)
+        }
+        RunVerdict::Outcome => crate::outcome::finish(report),
+    }
 }
