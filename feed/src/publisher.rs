@@ -1,12 +1,11 @@
 //! One publisher: a PUB (or no-drop XPUB) socket with its own publisher id and gap-free sequence.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
 
 use std::sync::Arc;
 use tickbox_wire::{
     encode, encoded_len, heartbeat_topic, now_ns, Header, Heartbeat, Kind, Payload,
-    SubscriptionTally,
 };
 
 use tickbox_zmqx::publisher::{Linger, PublisherSocket, PublisherSocketError, Subscriptions};
@@ -29,101 +28,9 @@ pub(crate) const BATCH_BUFFER_WAIT: Duration = Duration::from_millis(100);
 /// Linger of publisher sockets: long enough to flush the tail of a short run, short enough not to hang exit.
 pub const LINGER_MS: i32 = 100;
 
-/// The end of a shard's run: a no-drop run that ended by itself (its duration, message limit or source; not
-/// stopped, not `blocked` on a full pipe) waits until `deadline` for every subscriber to leave, reading the
-/// subscription messages into `tally` (which must have seen every one since the socket was bound); [`settle_at_end`]
-/// then gives what is still queued for a subscriber that stays as long again to go out (see
-/// [`FeedConfig::drain_timeout`]). Returns the subscribers still there, with a warning if any (0: all left, or
-/// nothing to wait for).
-pub(crate) fn drain_at_end(
-    publisher: &Publisher,
-    tally: &mut SubscriptionTally,
-    config: &FeedConfig,
-    deadline: Instant,
-    blocked: bool,
-    stop: &AtomicBool,
-) -> Result<u64, FeedError> {
-    let timeout = config.drain_timeout;
-    if !drains(config, blocked, stop) {
-        return Ok(0);
-    }
-    loop {
-        while let Ok(msg) = publisher.socket().recv_msg(zmq::DONTWAIT) {
-            tally.on_message(&msg);
-        }
-        if stop.load(Ordering::Relaxed) {
-            // Interrupted: the operator asked to stop now; the usual short linger stays.
-            return Ok(tally.subscribers());
-        }
-        if !tally.any() || Instant::now() >= deadline {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    let staying = tally.subscribers();
-    if staying > 0 {
-        tracing::warn!(
-            shard = publisher.shard(),
-            subscribers_at_close = staying,
-            "subscriber(s) still connected after drain_timeout {timeout}; closing: one that is behind loses its \
-             unread tail"
-        );
-    }
-    Ok(staying)
-}
-
 /// How long an interrupted shard still lets queued messages reach the network before it closes (Ctrl-C skips
 /// the drain wait, not this), as an interrupted replay does.
 pub const INTERRUPT_GRACE: Duration = Duration::from_millis(300);
-
-/// The last step before a shard's socket closes: waits for libzmq to hand what it still holds to the
-/// subscribers' connections, for [`INTERRUPT_GRACE`] after a stop, until `drained` (a no-drop run's drain wait
-/// plus `drain_timeout` again; shards that close together share it), otherwise the [`LINGER_MS`] the close would have given it anyway; returns the data messages
-/// still held then (the shard's `undelivered`, see [`Publisher::undelivered`]). When that is not 0 the socket's
-/// linger is set to 0: those messages are counted as dropped, so the close drops them now instead of
-/// delivering some after they were counted.
-pub(crate) fn settle_at_end(
-    publisher: &Publisher,
-    drained: Option<Instant>,
-    stop: &AtomicBool,
-) -> Result<u64, FeedError> {
-    let limit = match drained {
-        Some(deadline) => deadline.saturating_duration_since(Instant::now()),
-        None => Duration::from_millis(LINGER_MS as u64),
-    };
-    let mut left = if stop.load(Ordering::Relaxed) {
-        publisher.delivery.wait_settled(INTERRUPT_GRACE, None)
-    } else {
-        publisher.delivery.wait_settled(limit, Some(stop))
-    };
-    if left > 0 && stop.load(Ordering::Relaxed) {
-        // Interrupted during the wait: the grace, and no more.
-        left = publisher.delivery.wait_settled(INTERRUPT_GRACE, None);
-    }
-    if left > 0 {
-        publisher
-            .socket()
-            .set_linger(0)
-            .map_err(|source| FeedError::Socket {
-                shard: publisher.shard(),
-                source,
-            })?;
-        tracing::warn!(
-            shard = publisher.shard(),
-            undelivered = left,
-            "closing with messages still queued for a subscriber: they are dropped, counted as undelivered"
-        );
-    }
-    Ok(left)
-}
-
-/// Whether [`drain_at_end`] waits for this run's subscribers (and [`settle_at_end`] as long again for its queue).
-pub(crate) fn drains(config: &FeedConfig, blocked: bool, stop: &AtomicBool) -> bool {
-    config.back_pressure.blocks()
-        && !blocked
-        && !config.drain_timeout.0.is_zero()
-        && !stop.load(Ordering::Relaxed)
-}
 
 /// Creates, configures and binds (or connects) the socket of shard `shard`; returns it with the endpoint
 /// actually bound (a `tcp://…:*` endpoint resolved to its port). Call it on the thread that will use the socket.

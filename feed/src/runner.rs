@@ -15,6 +15,7 @@ use crate::error::FeedError;
 use crate::generator::{GeneratorParams, MarketGenerator, Universe};
 use crate::pacer::{SendPacer, Step};
 use crate::publisher::{open_publisher_socket, Publisher};
+use crate::shards::Shards;
 
 /// How often an idle shard looks at the stop flag, at most.
 const STOP_CHECK_NS: u64 = 20_000_000;
@@ -714,20 +715,13 @@ impl ShardRun<'_> {
             }
         }
         // A lossless run that ended by itself waits for its subscribers to leave before closing: closing under a
-        // subscriber that is behind would drop its unread tail.
-        let subscribers_at_close = crate::publisher::drain_at_end(
-            &publisher,
-            &mut tally,
-            config,
-            Instant::now() + config.drain_timeout.0,
-            unsent > 0,
-            self.stop,
-        )?;
-        // Taken here, before the socket closes with the publisher: what libzmq still holds is dropped there.
-        let drained = crate::publisher::drains(config, unsent > 0, self.stop)
-            .then(|| Instant::now() + config.drain_timeout.0);
-        let undelivered = crate::publisher::settle_at_end(&publisher, drained, self.stop)?;
-        self.live.publish(&publisher);
+        // subscriber that is behind would drop its unread tail. The rule is every feed's (`Shards::close_feed`).
+        let mut closing_shard = Shards::one(publisher, self.endpoint.clone(), tally, xpub);
+        let closing = closing_shard.close_feed(config, unsent > 0, self.stop)?;
+        let publisher = &closing_shard.publishers()[0];
+        let (subscribers_at_close, undelivered) =
+            (closing.subscribers_at_close[0], closing.undelivered[0]);
+        self.live.publish(publisher);
         Ok(PublisherShardReport {
             shard,
             publisher_id,

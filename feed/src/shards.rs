@@ -1,5 +1,6 @@
-//! A set of publisher shards driven from one thread (a replay's, `feed --source`'s): their subscriber tally, the
-//! wait for subscribers, the batching decision and the drain at the end, in one place. Who speaks on them (the
+//! A set of publisher shards driven from one thread (a replay's, `feed --source`'s, or one synthetic shard's):
+//! their subscriber tally, the wait for subscribers, the batching decision and the drain at the end, in one
+//! place. Who speaks on them (the
 //! shard's own identity, or the recorded publishers a replay speaks for) is the caller's.
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -7,8 +8,9 @@ use std::time::{Duration, Instant};
 
 use tickbox_wire::SubscriptionTally;
 
+use crate::config::FeedConfig;
 use crate::error::FeedError;
-use crate::publisher::{Publisher, INTERRUPT_GRACE};
+use crate::publisher::{Publisher, INTERRUPT_GRACE, LINGER_MS};
 
 /// Publisher shards bound (or connected) and their subscriptions as seen so far.
 pub struct Shards {
@@ -21,6 +23,9 @@ pub struct Shards {
     subscriptions: Vec<u64>,
     /// Most subscriptions any shard has had since [`Shards::reset_peak`].
     peak: u64,
+    /// The sockets are XPUBs, which hand over subscriptions (a lossy synthetic shard is a plain PUB: nothing to
+    /// read, and nobody to wait for).
+    xpub: bool,
     /// Bound shards: says when a key has left an allow directory, so their live sessions close (with the role
     /// the shards are bound as).
     revocations: Option<(tickbox_auth::Revocations, &'static str)>,
@@ -120,7 +125,28 @@ impl Shards {
             tallies: vec![SubscriptionTally::default(); n],
             subscriptions: vec![0; n],
             peak: 0,
+            xpub: true,
             revocations,
+        }
+    }
+
+    /// One shard whose subscriptions `tally` has read since its socket was bound, if it is an `xpub` (a synthetic
+    /// feed's shard, which runs on its own thread and hands its publisher over for the close).
+    pub(crate) fn one(
+        publisher: Publisher,
+        endpoint: String,
+        tally: SubscriptionTally,
+        xpub: bool,
+    ) -> Self {
+        let subscriptions = vec![tally.subscribers()];
+        Shards {
+            publishers: vec![publisher],
+            endpoints: vec![endpoint],
+            tallies: vec![tally],
+            peak: subscriptions[0],
+            subscriptions,
+            xpub,
+            revocations: None,
         }
     }
 
@@ -185,6 +211,9 @@ impl Shards {
 
     /// Reads pending subscription messages; returns per-shard subscription counts.
     pub fn poll_subscriptions(&mut self) -> Result<&[u64], FeedError> {
+        if !self.xpub {
+            return Ok(&self.subscriptions);
+        }
         // Checked here, every few hundred records and while waiting: a key that left the allow directory loses
         // its live session (every subscriber reconnects and handshakes again).
         if let Some((r, role)) = self.revocations.as_mut() {
@@ -366,6 +395,40 @@ impl Shards {
             undelivered,
             interrupted: stop.load(Ordering::Relaxed),
         })
+    }
+
+    /// The end of a feed's run ([`Shards::close_wait`] under the feed's settings, which every feed shares): a
+    /// lossless run waits up to `drain_timeout` for its subscribers to leave; a lossy one, or one that ended
+    /// `blocked` on a full pipe (whose subscriber stopped reading), gives its queue the close's usual linger. Logs
+    /// who stayed and what was dropped.
+    pub fn close_feed(
+        &mut self,
+        config: &FeedConfig,
+        blocked: bool,
+        stop: &AtomicBool,
+    ) -> Result<Closing, FeedError> {
+        let drain = if blocked {
+            Duration::ZERO
+        } else {
+            crate::close_wait(config)
+        };
+        let linger = Duration::from_millis(LINGER_MS as u64);
+        let closing = self.close_wait(drain, linger, stop)?;
+        if closing.subscribers_stayed {
+            tracing::warn!(
+                subscribers_at_close = self.subscriptions_now(),
+                "subscriber(s) still connected after drain_timeout {}; closing: one that is behind loses its \
+                 unread tail",
+                config.drain_timeout
+            );
+        }
+        if closing.undelivered() > 0 {
+            tracing::warn!(
+                undelivered = closing.undelivered(),
+                "closing with messages still queued for a subscriber: they are dropped, counted as undelivered"
+            );
+        }
+        Ok(closing)
     }
 }
 

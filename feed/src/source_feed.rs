@@ -21,7 +21,7 @@ use tickbox_zmqx::publisher::Subscriptions;
 
 use crate::config::{BatchMode, FeedConfig};
 use crate::error::FeedError;
-use crate::publisher::{open_feed_shard, shard_recipe, Publisher, LINGER_MS};
+use crate::publisher::{open_feed_shard, shard_recipe, Publisher};
 use crate::runner::{FeedReport, PublisherShardReport, ShardInfo};
 use crate::shards::Shards;
 use crate::source::{RecordSource, SourceItem, SourceStats, SourceTotals};
@@ -283,29 +283,7 @@ impl Run<'_> {
         let elapsed = result?;
         let published = published(&shards);
         self.live.published.store(published, Ordering::Relaxed);
-        // As the synthetic feed's shards do: a lossless run waits for its subscribers to leave before closing; a
-        // lossy one gives its queue the close's usual linger; an interrupted one only the grace.
-        let drain = if config.back_pressure.blocks() {
-            config.drain_timeout.0
-        } else {
-            Duration::ZERO
-        };
-        let linger = Duration::from_millis(LINGER_MS as u64);
-        let closing = shards.close_wait(drain, linger, self.interrupted)?;
-        if closing.subscribers_stayed {
-            tracing::warn!(
-                subscribers_at_close = shards.subscriptions_now(),
-                "subscriber(s) still connected after drain_timeout {}; closing: one that is behind loses its \
-                 unread tail",
-                config.drain_timeout
-            );
-        }
-        if closing.undelivered() > 0 {
-            tracing::warn!(
-                undelivered = closing.undelivered(),
-                "closing with messages still queued for a subscriber: they are dropped, counted as undelivered"
-            );
-        }
+        let closing = shards.close_feed(config, false, self.interrupted)?;
         let reports = shards
             .publishers()
             .iter()
