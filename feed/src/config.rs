@@ -251,6 +251,62 @@ impl FromStr for BatchMode {
     }
 }
 
+/// What `--batch` asks for, one spelling on `feed` and `replay`: `off` (one message each), `auto` (batch frames of
+/// the configured size, `[feed] batch_max_records` or `[recorder] replay_batch_records`), or a number `N` (batch
+/// frames of at most `N` records; 0 and 1 are `off`). Either way a shard batches only while every subscriber of
+/// it reads batches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Batching {
+    /// One record per ZeroMQ message.
+    Off,
+    /// Batch frames of the configured size.
+    Auto,
+    /// Batch frames of at most this many records.
+    Records(u16),
+}
+
+impl FromStr for Batching {
+    type Err = FeedError;
+    fn from_str(s: &str) -> Result<Self, FeedError> {
+        match s.to_ascii_lowercase().as_str() {
+            "off" => Ok(Batching::Off),
+            "auto" => Ok(Batching::Auto),
+            n => match n.parse::<u16>() {
+                Ok(0 | 1) => Ok(Batching::Off),
+                Ok(n) => Ok(Batching::Records(n)),
+                Err(_) => Err(FeedError::InvalidConfig {
+                    field: "batch",
+                    reason: format!(
+                        "{s:?} is not off, auto or a number of records (at most 65535)"
+                    ),
+                }),
+            },
+        }
+    }
+}
+
+impl Batching {
+    /// The most records per batch frame this asks for: `Some(1)` for off, `None` for the configured size.
+    pub fn max_records(self) -> Option<u16> {
+        match self {
+            Batching::Off => Some(1),
+            Batching::Auto => None,
+            Batching::Records(n) => Some(n),
+        }
+    }
+
+    /// Applied to a feed's settings: its [`BatchMode`], and for `N` its `batch_max_records`.
+    pub fn apply_to(self, config: &mut FeedConfig) {
+        config.batch = match self {
+            Batching::Off => BatchMode::Off,
+            Batching::Auto | Batching::Records(_) => BatchMode::Auto,
+        };
+        if let Batching::Records(n) = self {
+            config.batch_max_records = n;
+        }
+    }
+}
+
 /// `d` in nanoseconds, saturating at `u64::MAX` (about 584 years), as the pacer and publisher count time.
 pub(crate) fn saturating_nanos(d: HumanDuration) -> u64 {
     u64::try_from(d.0.as_nanos()).unwrap_or(u64::MAX)
@@ -426,6 +482,29 @@ impl FeedConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_batch_spelling_reads_off_auto_and_a_record_count() {
+        let parse = |s: &str| s.parse::<Batching>().unwrap();
+        assert_eq!(parse("off"), Batching::Off);
+        assert_eq!(parse("AUTO"), Batching::Auto);
+        assert_eq!((parse("0"), parse("1")), (Batching::Off, Batching::Off));
+        assert_eq!(parse("32"), Batching::Records(32));
+        assert!("sometimes".parse::<Batching>().is_err());
+        assert!("70000".parse::<Batching>().is_err());
+        assert_eq!(
+            [Batching::Off, Batching::Auto, Batching::Records(32)].map(Batching::max_records),
+            [Some(1), None, Some(32)]
+        );
+        let mut config = FeedConfig::default();
+        Batching::Records(32).apply_to(&mut config);
+        assert_eq!(
+            (config.batch, config.batch_max_records),
+            (BatchMode::Auto, 32)
+        );
+        Batching::Off.apply_to(&mut config);
+        assert_eq!(config.batch, BatchMode::Off);
+    }
 
     #[test]
     fn rates_parse() {

@@ -79,7 +79,8 @@ mod summary;
 
 pub use batch::{Flushed, ShardBatch};
 pub use config::{
-    BatchMode, FeedConfig, PacingMode, Pattern, PublisherShardConfig, Rate, MAX_GENERATED_SYMBOLS,
+    BatchMode, Batching, FeedConfig, PacingMode, Pattern, PublisherShardConfig, Rate,
+    MAX_GENERATED_SYMBOLS,
 };
 pub use counts::PublisherCounts;
 pub use error::{FeedError, SourceError};

@@ -5,7 +5,7 @@ use tickbox_units::HumanDuration;
 use tickbox_wire::Framing;
 use tickbox_zmqx::BackPressure;
 
-use crate::config::{BatchMode, FeedConfig, PacingMode, Pattern, PublisherShardConfig, Rate};
+use crate::config::{Batching, FeedConfig, PacingMode, Pattern, PublisherShardConfig, Rate};
 use crate::error::FeedError;
 
 /// What `tickbox feed`'s flags say; `None` (or an empty list) keeps the config file's value.
@@ -39,8 +39,8 @@ pub struct FeedOverrides {
     pub back_pressure: Option<BackPressure>,
     /// [`FeedConfig::drain_timeout`].
     pub drain_timeout: Option<HumanDuration>,
-    /// [`FeedConfig::batch`].
-    pub batch: Option<BatchMode>,
+    /// [`FeedConfig::batch`] (and for a number, [`FeedConfig::batch_max_records`]).
+    pub batch: Option<Batching>,
     /// Wins over `[context.sockets.feed] send_hwm` too.
     pub send_hwm: Option<i32>,
     /// [`FeedConfig::heartbeat_interval`].
@@ -126,7 +126,7 @@ impl FeedOverrides {
             config.drain_timeout = d;
         }
         if let Some(batch) = self.batch {
-            config.batch = batch;
+            batch.apply_to(&mut config);
         }
         if let Some(send_hwm) = self.send_hwm {
             config.send_hwm = send_hwm;

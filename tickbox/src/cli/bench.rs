@@ -212,10 +212,10 @@ pub(crate) struct ReplayArgs {
     /// After the sender finishes, how long the receiver may take for the rest before it counts as lost.
     #[arg(long, default_value = "10s", value_name = "DURATION")]
     pub(crate) drain: String,
-    /// Most records per replayed batch frame, as `replay --batch` (0 or 1: one record per message). Default from
-    /// the `[recorder]` config (`replay_batch_records`).
-    #[arg(long, value_name = "N")]
-    pub(crate) batch: Option<u16>,
+    /// Most records per replayed batch frame, as `replay --batch` (`off|auto|N`; `off`, 0 or 1: one record per
+    /// message). Default (`auto`) from the `[recorder]` config (`replay_batch_records`).
+    #[arg(long, value_name = "off|auto|N")]
+    pub(crate) batch: Option<tickbox_feed::Batching>,
     /// Directory for the .json result document and the .png/.svg plot.
     #[arg(long, default_value = "bench-results", value_name = "PATH")]
     pub(crate) out: PathBuf,

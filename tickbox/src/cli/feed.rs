@@ -74,11 +74,12 @@ pub(crate) struct Args {
     /// Deprecated spelling of `--back-pressure block`.
     #[arg(long, hide = true, conflicts_with = "back_pressure")]
     pub(crate) no_drop: bool,
-    /// `auto`: pack up to 64 messages per ZeroMQ message (a `#B` batch frame, docs/book/src/wire.md) while every
-    /// subscriber of a shard reads batches (subscribed to "" and "#B") and none holds another prefix; each
-    /// pacer step's batch goes out at its end. `off` (the default, or `[feed] batch`): one message each.
-    #[arg(long, value_name = "off|auto")]
-    pub(crate) batch: Option<tickbox_feed::BatchMode>,
+    /// `auto`: pack up to 64 messages (`[feed] batch_max_records`), or `N`, per ZeroMQ message (a `#B` batch
+    /// frame, docs/book/src/wire.md) while every subscriber of a shard reads batches (subscribed to "" and "#B")
+    /// and none holds another prefix; each pacer step's batch goes out at its end. `off` (the default, or
+    /// `[feed] batch`; also 0 or 1): one message each. The same spelling as `replay --batch`.
+    #[arg(long, value_name = "off|auto|N")]
+    pub(crate) batch: Option<tickbox_feed::Batching>,
     /// Send-side high-water mark per subscriber (`[feed] send_hwm`).
     #[arg(long, value_name = "N")]
     pub(crate) send_hwm: Option<i32>,

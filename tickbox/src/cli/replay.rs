@@ -59,10 +59,11 @@ pub(crate) struct Args {
     #[arg(long, value_name = "N")]
     pub(crate) to_seq: Option<u64>,
     /// Most records per batch frame (one ZeroMQ message carrying several records), used on a shard only while
-    /// every subscriber of it reads batches (subscribed to "" and to "#B"; see docs/book/src/wire.md); 0 or 1 sends one
-    /// record per message. Default from config (`replay_batch_records`, 64).
-    #[arg(long, value_name = "N")]
-    pub(crate) batch: Option<u16>,
+    /// every subscriber of it reads batches (subscribed to "" and to "#B"; see docs/book/src/wire.md): `N`, or
+    /// `auto` for the config's (`replay_batch_records`, 64; the default); `off`, 0 or 1 sends one record per
+    /// message. The same spelling as `feed --batch`.
+    #[arg(long, value_name = "off|auto|N")]
+    pub(crate) batch: Option<tickbox_feed::Batching>,
     /// Replay only records whose topic starts with one of these prefixes, comma-separated (`Q.XNAS.,T.`). Gap
     /// notices go out only if a prefix selects them (`G.`); recorded heartbeats never do (the replay sends its
     /// own). A topic subset has holes in each publisher's sequence: subscribe with the same --topics, or --restamp.

@@ -272,7 +272,7 @@ fn replay(a: ReplayArgs) -> anyhow::Result<ExitCode> {
         workers: a.workers,
         repeats: a.repeat,
         drain: parse_duration(&a.drain)?,
-        batch: a.batch,
+        batch: a.batch.and_then(tickbox_feed::Batching::max_records),
         ..ReplayBenchConfig::default()
     };
     let stop = crate::shutdown::flag();

@@ -41,7 +41,7 @@ impl Args {
             from_seq: self.from_seq,
             to: self.to.clone(),
             to_seq: self.to_seq,
-            batch: self.batch,
+            batch: self.batch.and_then(tickbox_feed::Batching::max_records),
             topics: self.topics.clone(),
             tz: self.tz.clone(),
             wait_subscribers: self.wait_subscribers,
