@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tickbox_majordomo::{run_broker, BrokerConfig};
+use tickbox_majordomo::{run_broker, BrokerConfig, BrokerStats};
 
 type Frames = Vec<Vec<u8>>;
 
@@ -18,16 +18,18 @@ fn recv(s: &zmq::Socket) -> Frames {
     s.recv_multipart(0).unwrap()
 }
 
-#[test]
-fn mmi_answers_200_404_501_with_exact_frames() {
-    let ctx = zmq::Context::new();
+/// A broker on a wildcard loopback port: its endpoint, its stop flag and its thread (which returns its stats).
+fn start_broker(
+    ctx: &zmq::Context,
+    cfg: BrokerConfig,
+) -> (
+    String,
+    Arc<AtomicBool>,
+    std::thread::JoinHandle<BrokerStats>,
+) {
     let stop = Arc::new(AtomicBool::new(false));
     let (tx, rx) = std::sync::mpsc::channel();
     let (c, s) = (ctx.clone(), Arc::clone(&stop));
-    let cfg = BrokerConfig {
-        heartbeat_interval: Duration::from_millis(100).into(),
-        ..Default::default()
-    };
     let broker = std::thread::spawn(move || {
         run_broker(
             &tickbox_auth::Gate::open(&c),
@@ -38,7 +40,21 @@ fn mmi_answers_200_404_501_with_exact_frames() {
         )
         .unwrap()
     });
-    let ep = rx.recv_timeout(Duration::from_secs(5)).unwrap();
+    (
+        rx.recv_timeout(Duration::from_secs(5)).unwrap(),
+        stop,
+        broker,
+    )
+}
+
+#[test]
+fn mmi_answers_200_404_501_with_exact_frames() {
+    let ctx = zmq::Context::new();
+    let cfg = BrokerConfig {
+        heartbeat_interval: Duration::from_millis(100).into(),
+        ..Default::default()
+    };
+    let (ep, stop, broker) = start_broker(&ctx, cfg);
 
     let req = ctx.socket(zmq::REQ).unwrap();
     req.set_linger(0).unwrap();
@@ -106,20 +122,7 @@ fn mmi_answers_200_404_501_with_exact_frames() {
 #[test]
 fn await_served_says_no_until_the_broker_has_seen_the_workers_ready() {
     let ctx = zmq::Context::new();
-    let stop = Arc::new(AtomicBool::new(false));
-    let (tx, rx) = std::sync::mpsc::channel();
-    let (c, s) = (ctx.clone(), Arc::clone(&stop));
-    let broker = std::thread::spawn(move || {
-        run_broker(
-            &tickbox_auth::Gate::open(&c),
-            "tcp://127.0.0.1:*",
-            BrokerConfig::default(),
-            &s,
-            Some(tx),
-        )
-        .unwrap()
-    });
-    let ep = rx.recv_timeout(Duration::from_secs(5)).unwrap();
+    let (ep, stop, broker) = start_broker(&ctx, BrokerConfig::default());
     let open = tickbox_auth::Security::default();
     let await_served = |within| {
         tickbox_majordomo::client::await_served(&ctx, &ep, &open, &["echo", "tick"], within)
