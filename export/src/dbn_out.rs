@@ -22,7 +22,8 @@ use tickbox_wire::{Payload, Side};
 use crate::dest::{Output, Shape};
 use crate::error::ExportError;
 use crate::options::{Dest, ExportOptions};
-use crate::summary::{finish_summary, pass_damage, ExportSummary};
+use crate::read_window::read_window;
+use crate::summary::{finish_summary, ExportSummary, Progress};
 use crate::vocab::{symbol_of, RecordKind, Row};
 
 fn dbn_err(e: impl std::fmt::Display) -> ExportError {
@@ -75,6 +76,7 @@ pub(crate) fn export_dbn(
     input: &Path,
     dest: &Dest,
     opts: &ExportOptions,
+    progress: &mut dyn FnMut(Progress),
 ) -> Result<ExportSummary, ExportError> {
     let started = Instant::now();
     let journal_err = |e: JournalError| ExportError::Journal {
@@ -111,9 +113,6 @@ pub(crate) fn export_dbn(
         Dest::Stdout => None,
         Dest::At(loc) => Some(Output::open(loc, Shape::File)?),
     };
-    if let Some(from) = filter.from_ns {
-        reader.seek_time(from).map_err(journal_err)?;
-    }
     let mut s = ExportSummary {
         format: "dbn",
         ..ExportSummary::default()
@@ -146,25 +145,8 @@ pub(crate) fn export_dbn(
     let mut seen: Seen = BTreeMap::new();
     let mut venue: Option<String> = None;
     let (mut first_ns, mut last_ns) = (u64::MAX, 0u64);
-    loop {
-        let rec = match reader.next() {
-            Ok(Some(rec)) => rec,
-            Ok(None) => break,
-            Err(JournalError::CorruptRecord { .. }) => {
-                if pass_damage(&mut reader, &mut s).map_err(journal_err)? {
-                    continue;
-                }
-                break;
-            }
-            Err(e) => return Err(journal_err(e)),
-        };
-        s.records_read += 1;
-        s.bytes_read += rec.payload.len() as u64;
+    read_window(input, &mut reader, filter, &mut s, progress, |rec, s| {
         let t = rec.capture_time_ns;
-        if filter.from_ns.is_some_and(|f| t < f) || filter.to_ns.is_some_and(|e| t >= e) {
-            s.filtered_out += 1;
-            continue;
-        }
         if let (Some(w), Some(index)) = (w.as_mut(), source) {
             match VendorFrame::decode(rec.payload) {
                 Ok(f)
@@ -182,15 +164,15 @@ pub(crate) fn export_dbn(
                 }
                 _ => s.filtered_out += 1,
             }
-            continue;
+            return Ok(());
         }
-        let Some(row) = Row::decode(&rec) else {
+        let Some(row) = Row::decode(rec) else {
             s.undecodable += 1;
-            continue;
+            return Ok(());
         };
         if !filter.selects(&row) {
             s.filtered_out += 1;
-            continue;
+            return Ok(());
         }
         let publisher = u16::try_from(row.publisher_id).unwrap_or(u16::MAX);
         let seq = row.sequence as u32;
@@ -258,7 +240,7 @@ pub(crate) fn export_dbn(
             }
             _ => {
                 s.filtered_out += 1;
-                continue;
+                return Ok(());
             }
         };
         if venue.is_none() {
@@ -272,7 +254,8 @@ pub(crate) fn export_dbn(
         s.rows += 1;
         s.bytes_selected += rec.payload.len() as u64;
         *s.rows_by_kind.entry(row.kind.name()).or_default() += 1;
-    }
+        Ok(())
+    })?;
     spool
         .flush()
         .map_err(|e| ExportError::io(spool_path.display(), e))?;

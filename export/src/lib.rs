@@ -25,6 +25,7 @@ mod from_store;
 pub mod mirror;
 mod options;
 pub mod parquet_out;
+mod read_window;
 mod run;
 pub mod store;
 mod summary;

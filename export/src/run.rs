@@ -10,10 +10,11 @@ use tickbox_recorder::HistoryReader;
 
 use crate::dest::{Output, Shape};
 use crate::error::ExportError;
-use crate::options::{Dest, ExportOptions, Filter, Format, READ_PAST_TO_NS};
+use crate::options::{Dest, ExportOptions, Filter, Format};
 use crate::parquet_out::ParquetSink;
+use crate::read_window::read_window;
 use crate::store::Location;
-use crate::summary::{finish_summary, pass_damage, ExportSummary, Progress};
+use crate::summary::{finish_summary, ExportSummary, Progress};
 use crate::text::{write_err, CsvFile, JsonLines};
 use crate::vocab::{RecordKind, Row};
 
@@ -58,7 +59,7 @@ pub fn export(
     progress: &mut dyn FnMut(Progress),
 ) -> Result<ExportSummary, ExportError> {
     if opts.format == Format::Dbn {
-        return crate::dbn_out::export_dbn(input, dest, opts);
+        return crate::dbn_out::export_dbn(input, dest, opts, progress);
     }
     let started = Instant::now();
     let journal_err = |e: JournalError| ExportError::Journal {
@@ -115,94 +116,64 @@ pub fn export(
             sink
         }
     };
-    if let Some(from) = opts.filter.from_ns {
-        reader.seek_time(from).map_err(journal_err)?;
-    }
-    let start_seq = reader.position_seq().unwrap_or(reader.header().base_seq);
-    let total = reader.end_seq().saturating_sub(start_seq);
     let mut s = ExportSummary {
         format: opts.format.name(),
         ..ExportSummary::default()
     };
     let mut by_kind = [0u64; 6];
-    let stop_at = opts.filter.to_ns.map(|t| t.saturating_add(READ_PAST_TO_NS));
-    loop {
-        let rec = match reader.next() {
-            Ok(Some(rec)) => rec,
-            Ok(None) => break,
-            Err(JournalError::CorruptRecord { .. }) => {
-                if pass_damage(&mut reader, &mut s).map_err(journal_err)? {
-                    continue;
-                }
-                break;
+    read_window(
+        input,
+        &mut reader,
+        &opts.filter,
+        &mut s,
+        progress,
+        |rec, s| {
+            let Some(row) = Row::decode(rec) else {
+                s.undecodable += 1;
+                return Ok(());
+            };
+            if !opts.filter.selects(&row) {
+                s.filtered_out += 1;
+                return Ok(());
             }
-            Err(e) => return Err(journal_err(e)),
-        };
-        s.records_read += 1;
-        s.bytes_read += rec.payload.len() as u64;
-        if s.records_read.is_multiple_of(65_536) {
-            progress(Progress {
-                read: s.records_read,
-                total,
-                rows: s.rows,
-            });
-        }
-        if !opts.filter.in_window(rec.capture_time_ns) {
-            s.filtered_out += 1;
-            if stop_at.is_some_and(|t| rec.capture_time_ns >= t) {
-                break;
-            }
-            continue;
-        }
-        let Some(row) = Row::decode(&rec) else {
-            s.undecodable += 1;
-            continue;
-        };
-        if !opts.filter.selects(&row) {
-            s.filtered_out += 1;
-            continue;
-        }
-        s.bytes_selected += rec.payload.len() as u64;
-        by_kind[row.kind.index()] += 1;
-        s.rows += 1;
-        match &mut sink {
-            Sink::Parquet(p) => {
-                if let Some(out) = output.as_mut() {
-                    p.push(&row, out)?;
-                }
-            }
-            Sink::Csv(files, shape) => {
-                let slot = &mut files[row.kind.index()];
-                if slot.is_none() {
-                    if let Some(out) = output.as_ref() {
-                        let path = out.stage(&format!("{}.csv", row.kind.name()))?;
-                        let file = std::fs::File::create(&path)
-                            .map_err(|e| ExportError::io(path.display(), e))?;
-                        *slot = Some(
-                            CsvFile::new(
-                                BufWriter::with_capacity(1 << 20, file),
-                                row.kind,
-                                opts.price,
-                            )
-                            .map_err(write_err(&path.display().to_string()))?,
-                        );
+            s.bytes_selected += rec.payload.len() as u64;
+            by_kind[row.kind.index()] += 1;
+            s.rows += 1;
+            match &mut sink {
+                Sink::Parquet(p) => {
+                    if let Some(out) = output.as_mut() {
+                        p.push(&row, out)?;
                     }
                 }
-                let _ = shape;
-                if let Some(f) = slot.as_mut() {
-                    f.push(&row).map_err(write_err("the CSV file"))?;
+                Sink::Csv(files, shape) => {
+                    let slot = &mut files[row.kind.index()];
+                    if slot.is_none() {
+                        if let Some(out) = output.as_ref() {
+                            let path = out.stage(&format!("{}.csv", row.kind.name()))?;
+                            let file = std::fs::File::create(&path)
+                                .map_err(|e| ExportError::io(path.display(), e))?;
+                            *slot = Some(
+                                CsvFile::new(
+                                    BufWriter::with_capacity(1 << 20, file),
+                                    row.kind,
+                                    opts.price,
+                                )
+                                .map_err(write_err(&path.display().to_string()))?,
+                            );
+                        }
+                    }
+                    let _ = shape;
+                    if let Some(f) = slot.as_mut() {
+                        f.push(&row).map_err(write_err("the CSV file"))?;
+                    }
                 }
+                Sink::CsvStdout(f) => f.push(&row).map_err(write_err("stdout"))?,
+                Sink::Json(j) => j.push(&row).map_err(write_err("the JSON file"))?,
+                Sink::JsonStdout(j) => j.push(&row).map_err(write_err("stdout"))?,
             }
-            Sink::CsvStdout(f) => f.push(&row).map_err(write_err("stdout"))?,
-            Sink::Json(j) => j.push(&row).map_err(write_err("the JSON file"))?,
-            Sink::JsonStdout(j) => j.push(&row).map_err(write_err("stdout"))?,
-        }
-    }
-    progress(Progress {
-        read: s.records_read,
-        total,
-        rows: s.rows,
-    });
+            Ok(())
+        },
+    )?;
     // Close every file, then make the output visible.
     match sink {
         Sink::Parquet(p) => {
