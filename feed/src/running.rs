@@ -64,8 +64,6 @@ pub struct FeedEnding {
     pub report: FeedReport,
     /// The `--json` summary; `None` when a recording's report lacks its source totals.
     pub summary: Option<RunSummary>,
-    /// Whether the summary carries what `[security]` decided (the synthetic market's does).
-    pub reports_auth: bool,
     /// Messages the shards still held when they closed (dropped and counted).
     pub undelivered: u64,
     /// Messages sent while no shard had a subscription all run long, when that is an error for this feed.
@@ -185,7 +183,6 @@ impl RunningFeed {
                 }
                 Ok(FeedEnding {
                     summary: Some(RunSummary::Synthetic(FeedSummary::new(&report))),
-                    reports_auth: true,
                     undelivered: report.total_undelivered(),
                     delivered_to_nobody: report.delivered_to_nobody(),
                     report,
@@ -195,7 +192,6 @@ impl RunningFeed {
                 let report = feed.join()?;
                 Ok(FeedEnding {
                     summary: SourceSummary::new(&report, &path, form).map(RunSummary::Recording),
-                    reports_auth: false,
                     undelivered: report.total_undelivered(),
                     delivered_to_nobody: None,
                     report,

@@ -124,20 +124,18 @@ fn watch(
     Ok(code)
 }
 
-/// The summary: one JSON object with `json`, else the report's table; with what `[security]` decided when the
-/// feed reports it.
+/// The summary: one JSON object with `json`, else the report's table; with what `[security]` decided (every
+/// feed, synthetic or `--source`: its shards refuse strangers alike).
 fn summarise(ending: &FeedEnding, json: bool, config: &TickboxConfig) -> anyhow::Result<()> {
     if json {
         let summary =
             (ending.summary.as_ref()).context("the feed's report lacks its source totals")?;
         let mut summary = serde_json::to_value(summary)?;
-        if ending.reports_auth {
-            crate::auth_report::add_to_json(&mut summary, &config.auth);
-        }
+        crate::auth_report::add_to_json(&mut summary, &config.auth);
         crate::out::json(&summary)?;
     } else {
         outln!("{}", ending.report);
-        if let Some(line) = crate::auth_report::line(&config.auth).filter(|_| ending.reports_auth) {
+        if let Some(line) = crate::auth_report::line(&config.auth) {
             outln!("{line}");
         }
     }

@@ -483,30 +483,68 @@ fn record_and_replay_run_over_curve_and_replay_refuses_a_stranger() {
         .spawn()
         .unwrap();
     let replay = KillOnDrop(replay);
-    // The stranger goes first, and the reader only once the replay has refused it (the stranger's own monitor
-    // sees the refusal), so the refusal is counted before the replay can finish.
-    let stranger = client(&ctx, zmq::SUB, keys, Some("stranger"), &replayer);
+    a_stranger_is_refused_and_counted_and_the_reader_gets_all(
+        &ctx, keys, &replayer, &replay_ep, replay, N, "replay",
+    );
+
+    // `feed --source` of the same journal under the same `[security]`: the same refusal, counted in its summary.
+    let feed_ep = format!("ipc://{}/feed.sock", keys.display());
+    let feed = Command::new(TICKBOX)
+        .arg("--config")
+        .arg(&replay_cfg)
+        .args(["feed", "--source"])
+        .arg(&journal)
+        .args([
+            "--bind",
+            &feed_ep,
+            "--speed",
+            "max",
+            "--wait-for-subscribers",
+            "1",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let feed = KillOnDrop(feed);
+    a_stranger_is_refused_and_counted_and_the_reader_gets_all(
+        &ctx, keys, &replayer, &feed_ep, feed, N, "feed",
+    );
+}
+
+/// Against a CURVE server (`server`, whose key is `server_cert`) bound at `ep` that publishes `n` quotes once a
+/// subscriber comes: a stranger's key is refused first (its own monitor sees the refusal, so the refusal is
+/// counted before the server can finish), then the listed reader gets every quote, the stranger none, and the
+/// server's summary has its auth line with the refusal counted.
+fn a_stranger_is_refused_and_counted_and_the_reader_gets_all(
+    ctx: &zmq::Context,
+    keys: &Path,
+    server_cert: &Certificate,
+    ep: &str,
+    server: KillOnDrop,
+    n: u64,
+    who: &str,
+) {
+    let stranger = client(ctx, zmq::SUB, keys, Some("stranger"), server_cert);
     stranger.set_subscribe(b"").unwrap();
+    let monitor_ep = format!("inproc://stranger-monitor-{who}");
     stranger
-        .monitor(
-            "inproc://stranger-monitor",
-            zmq::SocketEvent::HANDSHAKE_FAILED_AUTH as i32,
-        )
+        .monitor(&monitor_ep, zmq::SocketEvent::HANDSHAKE_FAILED_AUTH as i32)
         .unwrap();
     let monitor = ctx.socket(zmq::PAIR).unwrap();
     monitor.set_linger(0).unwrap();
-    monitor.connect("inproc://stranger-monitor").unwrap();
-    stranger.connect(&replay_ep).unwrap();
+    monitor.connect(&monitor_ep).unwrap();
+    stranger.connect(ep).unwrap();
     assert!(
         monitor.poll(zmq::POLLIN, 10_000).unwrap() > 0,
-        "the replay never refused the stranger's key"
+        "the {who} never refused the stranger's key"
     );
-    let reader = client(&ctx, zmq::SUB, keys, Some("reader"), &replayer);
+    let reader = client(ctx, zmq::SUB, keys, Some("reader"), server_cert);
     reader.set_subscribe(b"").unwrap();
-    reader.connect(&replay_ep).unwrap();
+    reader.connect(ep).unwrap();
     let mut got = 0;
     let deadline = Instant::now() + Duration::from_secs(15);
-    while got < N && Instant::now() < deadline {
+    while got < n && Instant::now() < deadline {
         if reader.poll(zmq::POLLIN, 50).unwrap() > 0 {
             while let Ok(frame) = reader.recv_bytes(zmq::DONTWAIT) {
                 if bid_of(&frame).is_some() {
@@ -516,21 +554,21 @@ fn record_and_replay_run_over_curve_and_replay_refuses_a_stranger() {
         }
     }
     assert_eq!(
-        got, N,
-        "the listed reader did not get every replayed record"
+        got, n,
+        "the listed reader did not get every record from the {who}"
     );
     assert!(
         stranger.recv_bytes(zmq::DONTWAIT).is_err(),
-        "a stranger read the replay"
+        "a stranger read the {who}"
     );
-    let out = replay.wait_output(Duration::from_secs(15));
+    let out = server.wait_output(Duration::from_secs(15));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         text.contains("auth: "),
-        "no auth line in the replay summary:\n{text}"
+        "no auth line in the {who} summary:\n{text}"
     );
     assert!(
         !text.contains(" 0 refused"),
-        "the stranger was not counted:\n{text}"
+        "the stranger was not counted by the {who}:\n{text}"
     );
 }
