@@ -1,7 +1,7 @@
 //! Proxy throughput: LVC (with and without a consumed Espresso tap) against a plain libzmq XSUB/XPUB proxy
 //! (`zmq_proxy`) and against no proxy at all, 100-byte wire frames over TCP loopback, same run, 3 rounds.
 //!
-//! `cargo bench -p tickbox-feed --bench proxy` (env `PROXY_BENCH_MESSAGES`, default 1,000,000 per measurement).
+//! `cargo bench -p tickbox-lvc --bench proxy` (env `PROXY_BENCH_MESSAGES`, default 1,000,000 per measurement).
 //!
 //! Every hop is lossless (XPUB_NODROP publisher, `back_pressure = block` LVC, NODROP on the plain proxy's XPUB),
 //! so each measurement delivers exactly N messages and the figure is N / (last receive - first receive).

@@ -94,7 +94,8 @@ pub(crate) enum Bytes<'a> {
         start: usize,
         len: usize,
     },
-    /// Bytes lent by a journal reader until the next record: copied.
+    /// Bytes lent until the next record (a journal reader's, or a received frame an inline worker reads where it
+    /// lies): copied by a queue.
     Borrowed(&'a [u8]),
 }
 

@@ -486,16 +486,17 @@ fn receive_loop(
         loop {
             // Read after this frame left the socket, never before (see the module documentation).
             let now = clock.now_ns();
-            let frame = std::mem::replace(&mut msg, zmq::Message::new());
-            let more = guide && frame.get_more();
-            let ok = if guide && s.framing.reads_as_guide(&frame, more) {
+            let more = guide && msg.get_more();
+            let ok = if guide && s.framing.reads_as_guide(&msg, more) {
+                let frame = std::mem::replace(&mut msg, zmq::Message::new());
                 let (body, parts) = recv_guide_rest(sub, more, &mut spare);
                 core.on_guide(frame, body, parts, now)
             } else if let Some(phase) = catch_up.as_mut() {
-                phase.on_live(frame, now);
+                phase.on_live(std::mem::replace(&mut msg, zmq::Message::new()), now);
                 apply(phase, core, shared)
             } else {
-                core.on_message(frame, now)
+                // Taken from `msg` only if the hand-off keeps it; otherwise the next receive reuses it.
+                core.on_received(&mut msg, now)
             };
             if !ok {
                 going = false;

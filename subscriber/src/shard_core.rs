@@ -151,26 +151,38 @@ impl<'s> ShardCore<'s> {
 
     /// One received message: a single frame or a batch. Returns `false` when the shard must stop.
     #[inline]
-    pub(crate) fn on_message(&mut self, msg: zmq::Message, now: u64) -> bool {
-        if is_batch(&msg) {
-            let frame = Arc::new(msg);
+    pub(crate) fn on_message(&mut self, mut msg: zmq::Message, now: u64) -> bool {
+        self.on_received(&mut msg, now)
+    }
+
+    /// [`Self::on_message`] for a message the caller receives into again: it is taken (left empty) only where
+    /// the hand-off keeps it (a queue, a batch shared with the workers); an inline worker reads it where it lies,
+    /// so the next receive reuses it, as a plain SUB loop does, instead of a fresh message per frame.
+    #[inline]
+    pub(crate) fn on_received(&mut self, msg: &mut zmq::Message, now: u64) -> bool {
+        if is_batch(msg) {
+            let frame = Arc::new(std::mem::replace(msg, zmq::Message::new()));
             return self.on_batch(&frame[..], now, Some(&frame));
         }
         self.report.received += 1;
-        let (target, meta) = match Record::decode(&msg) {
+        let (target, meta) = match Record::decode(msg) {
             Ok(rec) => match self.admit(&rec, now) {
                 Admit::Forward(t) => (t, rec.meta()),
                 Admit::Skip => return true,
                 Admit::Stop => return false,
             },
             Err(err) => {
-                if msg.get_more() || looks_like_text(&msg) {
+                if msg.get_more() || looks_like_text(msg) {
                     self.report.guide_like += 1;
                 }
                 self.malformed(&err, msg.len(), now);
                 return true;
             }
         };
+        if self.inline_worker.is_some() {
+            return self.forward(target, Bytes::Borrowed(msg), meta, now);
+        }
+        let msg = std::mem::replace(msg, zmq::Message::new());
         self.forward(target, Bytes::Message(msg), meta, now)
     }
 

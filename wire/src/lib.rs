@@ -35,7 +35,7 @@ pub use batch::{
 pub use clock::{now_ns, Clock, ManualClock, SystemClock};
 pub use error::{DecodeError, EncodeError};
 pub use frame::{
-    encode, encode_to_vec, encoded_len, restamp_in_place, set_flags_in_place,
+    encode, encode_to_vec, encoded_len, find_nul, restamp_in_place, set_flags_in_place,
     stamp_send_time_in_place, write_identity_at, write_send_fields_at, MessageRef,
 };
 pub use framing::Framing;
