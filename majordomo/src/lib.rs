@@ -18,6 +18,7 @@ pub mod broker;
 pub mod client;
 pub mod engine;
 pub mod metrics;
+pub mod overrides;
 pub mod pair;
 pub mod proto;
 pub mod status;

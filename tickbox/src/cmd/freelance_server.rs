@@ -4,11 +4,12 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use tickbox_pirates::freelance::{run_freelance_server_with, FreelanceServerConfig};
+use tickbox_pirates::summary::FreelanceSummary;
 use tickbox_units::ByteSize;
 
 use crate::cli::freelance_server::Args;
 use crate::config::TickboxConfig;
-use crate::out::outln;
+use crate::out::{out, outln};
 
 pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     crate::flags::check_bind("--bind", &args.bind)?;
@@ -53,27 +54,14 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         }
     })
     .context("freelance server")?;
-    let auth = config.auth.summary();
+    let summary = FreelanceSummary {
+        stats,
+        auth: config.auth.summary(),
+    };
     if args.json {
-        let mut json = serde_json::to_value(&stats)?;
-        // Only with `[security]`: without it the summary stays exactly as it was.
-        if let Some(auth) = &auth {
-            json["auth"] = serde_json::to_value(auth)?;
-        }
-        crate::out::json(&json)?;
+        crate::out::json(&summary)?;
     } else {
-        outln!(
-            "pings {}  requests {}  malformed {}  oversize {}  dropped_full {}  dropped_unroutable {}",
-            stats.pings,
-            stats.requests,
-            stats.malformed,
-            stats.oversize,
-            stats.dropped_full,
-            stats.dropped_unroutable
-        );
-        if let Some(auth) = &auth {
-            outln!("{}", auth.line());
-        }
+        out!("{}", summary.text());
     }
     Ok(ExitCode::SUCCESS)
 }
