@@ -21,6 +21,7 @@ pub mod metrics;
 pub mod overrides;
 pub mod pair;
 pub mod proto;
+pub mod reply_text;
 pub mod status;
 pub mod summary;
 pub mod titanic;
