@@ -3,9 +3,9 @@
 use std::process::ExitCode;
 
 use anyhow::Context;
-use tickbox_pirates::freelance::{run_freelance_server_with, FreelanceServerConfig};
+use tickbox_pirates::flags::FreelanceFlags;
+use tickbox_pirates::freelance::run_freelance_server_with;
 use tickbox_pirates::summary::FreelanceSummary;
-use tickbox_units::ByteSize;
 
 use crate::cli::freelance_server::Args;
 use crate::config::TickboxConfig;
@@ -14,20 +14,14 @@ use crate::out::{out, outln};
 pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     crate::flags::check_bind("--bind", &args.bind)?;
     let public = args.endpoint.clone().unwrap_or_else(|| args.bind.clone());
-    let mut limits = FreelanceServerConfig {
-        security: config.auth.clone(),
-        ..FreelanceServerConfig::default()
+    let flags = FreelanceFlags {
+        max_message_bytes: args.max_message_size,
+        max_queued_replies: args.max_queued_replies,
+        max_queued_bytes: args.max_queued_bytes,
     };
-    if let Some(v) = args.max_message_size {
-        anyhow::ensure!(v > 0, "--max-message-size must be above 0");
-        limits.max_message_size = ByteSize(v);
-    }
-    if let Some(v) = args.max_queued_replies {
-        limits.max_queued_replies = v;
-    }
-    if let Some(v) = args.max_queued_bytes {
-        limits.max_queued_bytes = ByteSize(v);
-    }
+    let mut limits = flags
+        .config(config.auth.clone())
+        .map_err(anyhow::Error::msg)?;
     let (live, metrics) = tickbox_pirates::metrics::freelance_metrics();
     limits.live = live;
     let _metrics = args.metrics.start(
