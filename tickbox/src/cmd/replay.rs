@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use tickbox_fleet::replay_control::ReplayControlService;
+use tickbox_fleet::replay_control::{first_capture_of, ReplayControlService};
 use tickbox_fleet::start_barrier::{Side, StartMeeting};
 use tickbox_recorder::{
     replay_line, RecorderError, ReplayExit, ReplayObserver, ReplayProgress, ReplayRequest,
@@ -28,7 +28,6 @@ use crate::cli::replay::Args;
 use crate::config::TickboxConfig;
 use crate::live::{LiveArgs, LiveView};
 use crate::out::{out, outln};
-use crate::outcome::first_capture_ns;
 use crate::status::StatusBoard;
 
 impl Args {
@@ -277,14 +276,7 @@ fn spawn_control(
         shared,
         runs,
         defaults,
-        Box::new(move || {
-            journals
-                .iter()
-                .map(|j| first_capture_ns(j))
-                .collect::<anyhow::Result<Vec<u64>>>()
-                .map(|firsts| firsts.into_iter().min().unwrap_or(0))
-                .map_err(|e| format!("{e:#}"))
-        }),
+        first_capture_of(journals),
         Arc::clone(stop),
         config.auth.clone(),
     )
