@@ -43,6 +43,7 @@ pub mod engine;
 pub mod io;
 pub mod metrics;
 pub mod msg;
+pub mod overrides;
 pub mod pair;
 pub mod recipes;
 pub mod request;

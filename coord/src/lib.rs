@@ -15,6 +15,7 @@
 mod barrier;
 mod client;
 mod election;
+pub mod follow;
 mod hold;
 mod inspect;
 pub mod listing;

@@ -3,6 +3,9 @@
 
 use std::path::Path;
 
+use tickbox_recorder::{TimeZone, When};
+use tickbox_units::UnitsError;
+
 use crate::{ExportError, ExportSummary, Location, Mirror, RecordKind};
 
 impl Mirror {
@@ -74,6 +77,27 @@ impl ExportSummary {
     }
 }
 
+/// `--from` and `--to` as ns since the epoch, local forms in `tz`. A `+DURATION` or a time of day counts from the
+/// first record of the journal (or history) at `path`, read only when one of them needs it; an unreadable or
+/// empty journal has none, which is that time's error.
+pub fn window_ns(
+    path: &Path,
+    from: Option<&When>,
+    to: Option<&When>,
+    tz: &TimeZone,
+) -> Result<(Option<u64>, Option<u64>), UnitsError> {
+    let resolve = |w: Option<&When>| {
+        w.map(|w| {
+            let first = w
+                .needs_first()
+                .then(|| tickbox_recorder::first_capture_ns(path).ok().flatten());
+            w.resolve(tz, first.flatten())
+        })
+        .transpose()
+    };
+    Ok((resolve(from)?, resolve(to)?))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -95,5 +119,38 @@ mod tests {
         assert_eq!(kinds, [RecordKind::Quote, RecordKind::Trade]);
         let err = parse_kinds(&["quote".into(), "tick".into()]).unwrap_err();
         assert!(err.starts_with("--kind tick: not one of quote, "), "{err}");
+    }
+
+    #[test]
+    fn a_window_counts_from_the_first_record_read_only_when_needed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("j");
+        let utc = tickbox_units::parse_zone("UTC").unwrap();
+        let at = When::parse("1000").unwrap();
+        let after = When::parse("+2s").unwrap();
+        // No journal yet: an absolute time needs none, a +DURATION says what it lacks.
+        assert_eq!(
+            window_ns(&path, Some(&at), None, &utc).unwrap(),
+            (Some(1000), None)
+        );
+        let err = window_ns(&path, None, Some(&after), &utc).unwrap_err();
+        assert!(
+            err.to_string().contains("needs the journal's first record"),
+            "{err}"
+        );
+        let t0 = 1_767_364_200_000_000_000u64;
+        let mut w =
+            tickbox_journal::Writer::open(&path, &tickbox_journal::WriterOptions::ring(1 << 20))
+                .unwrap();
+        let header = tickbox_wire::Header::live(tickbox_wire::Kind::Quote, 7, 1, t0);
+        let quote = tickbox_wire::Payload::Quote(tickbox_wire::Quote::default());
+        w.append(
+            t0,
+            &tickbox_wire::encode_to_vec("Q.X", &header, &quote).unwrap(),
+        )
+        .unwrap();
+        w.close().unwrap();
+        let (from, to) = window_ns(&path, Some(&at), Some(&after), &utc).unwrap();
+        assert_eq!((from, to), (Some(1000), Some(t0 + 2_000_000_000)));
     }
 }

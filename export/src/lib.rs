@@ -36,7 +36,7 @@ pub use archive::{ArchiveAs, Archiver};
 pub use days::Days;
 pub use dest::{OutFile, Output, Shape};
 pub use error::ExportError;
-pub use from_store::parse_kinds;
+pub use from_store::{parse_kinds, window_ns};
 pub use mirror::{replay_copies, Mirror, ReplayWindow};
 pub use options::{Dest, ExportOptions, Filter, Format};
 pub use parquet_out::{schema_of, ParquetOptions};

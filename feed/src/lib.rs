@@ -98,7 +98,7 @@ pub use publisher::{
 pub use runner::{
     Feed, FeedHandle, FeedReport, PublisherShardReport, ShardInfo, ShardStats, RATE_SHORTFALL_RATIO,
 };
-pub use running::{close_wait, FeedEnding, RunSummary, RunningFeed, RunningStatus};
+pub use running::{close_wait, EndingJson, FeedEnding, RunSummary, RunningFeed, RunningStatus};
 pub use shards::{CloseLoss, Closing, Shards};
 pub use source::{RecordSource, SourceItem, SourceRecord, SourceStats, SourceTotals};
 pub use source_feed::{SourceFeed, SourceFeedHandle};

@@ -9,8 +9,8 @@ use serde::Serialize;
 use tickbox_units::{format_rate, HumanDuration, RateMeter};
 
 use crate::{
-    FeedConfig, FeedError, FeedHandle, FeedReport, FeedStatus, FeedSummary, ShardInfo, ShardStats,
-    SourceFeedHandle, SourceStats, SourceStatus, SourceSummary,
+    CloseLoss, FeedConfig, FeedError, FeedHandle, FeedReport, FeedStatus, FeedSummary, ShardInfo,
+    ShardStats, SourceFeedHandle, SourceStats, SourceStatus, SourceSummary, INTERRUPT_GRACE,
 };
 
 /// A running feed: the synthetic market (or the pathological pattern), or a recording.
@@ -201,6 +201,48 @@ impl RunningFeed {
     }
 }
 
+/// The `--json` summary of a finished feed: its totals, and what `[security]` decided when anything was checked.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EndingJson<'a> {
+    /// The totals.
+    #[serde(flatten)]
+    pub summary: &'a RunSummary,
+    /// What the ZAP handler decided.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub auth: Option<tickbox_auth::AuthSummary>,
+}
+
+impl FeedEnding {
+    /// The `--json` summary, with `auth` (`[security]`'s decisions, `None` when nothing was checked: every feed,
+    /// synthetic or `--source`, reports them); `None` when a recording's report lacks its source totals.
+    pub fn summary_json(&self, auth: Option<tickbox_auth::AuthSummary>) -> Option<EndingJson<'_>> {
+        Some(EndingJson {
+            summary: self.summary.as_ref()?,
+            auth,
+        })
+    }
+
+    /// The text summary: the report's table, then `auth_line` (`[security]`'s, when anything was checked).
+    pub fn summary_text(&self, auth_line: Option<String>) -> String {
+        let mut text = format!("{}\n", self.report);
+        if let Some(line) = auth_line {
+            text.push_str(&line);
+            text.push('\n');
+        }
+        text
+    }
+
+    /// What the shards still held at their close (dropped there, and counted in the summary), said for stderr;
+    /// `None` when nothing was. The close waited at most `drain_timeout`, less when `interrupted`.
+    pub fn close_loss(&self, interrupted: bool, drain_timeout: Duration) -> Option<String> {
+        let n = self.undelivered;
+        CloseLoss::after_close(n, interrupted, drain_timeout, INTERRUPT_GRACE).map(|loss| {
+            let hint = "--back-pressure block with --drain-timeout waits for it";
+            loss.message("feed", n, "message", hint)
+        })
+    }
+}
+
 /// How long the shards' close may wait: their drain at the end of a run that blocks rather than drops; nothing
 /// otherwise.
 pub fn close_wait(config: &FeedConfig) -> Duration {
@@ -274,6 +316,62 @@ mod tests {
             endpoint: format!("tcp://127.0.0.1:{}", 5000 + n),
             symbols: 3,
         }
+    }
+
+    fn ending(undelivered: u64) -> FeedEnding {
+        let report = FeedReport {
+            shards: Vec::new(),
+            target_rate: None,
+            source: None,
+        };
+        FeedEnding {
+            summary: Some(RunSummary::Synthetic(FeedSummary::new(&report))),
+            report,
+            undelivered,
+            delivered_to_nobody: None,
+        }
+    }
+
+    #[test]
+    fn the_summary_carries_the_auth_decisions_when_anything_was_checked() {
+        let auth = || Some(tickbox_auth::AuthSummary::default());
+        let fed = ending(0);
+        let json = serde_json::to_value(fed.summary_json(auth()).unwrap()).unwrap();
+        assert!(json["auth"].is_object(), "{json}");
+        assert!(
+            json.get("sent").is_some() || json.as_object().unwrap().len() > 1,
+            "{json}"
+        );
+        let text = fed.summary_text(Some("auth: 1 refused".into()));
+        assert!(text.ends_with("\nauth: 1 refused\n"), "{text}");
+        assert!(text.starts_with(&fed.report.to_string()));
+        let json = serde_json::to_value(fed.summary_json(None).unwrap()).unwrap();
+        assert!(json.get("auth").is_none(), "{json}");
+        assert_eq!(fed.summary_text(None), format!("{}\n", fed.report));
+        let lacking = FeedEnding {
+            summary: None,
+            ..ending(0)
+        };
+        assert!(lacking.summary_json(None).is_none());
+    }
+
+    #[test]
+    fn messages_left_at_the_close_are_said_and_nothing_left_is_silent() {
+        assert_eq!(ending(0).close_loss(true, Duration::ZERO), None);
+        let line = ending(7).close_loss(false, Duration::ZERO).unwrap();
+        assert!(
+            line.starts_with("feed: 7 message(s) were still queued"),
+            "{line}"
+        );
+        assert!(
+            line.contains("--back-pressure block with --drain-timeout waits for it"),
+            "{line}"
+        );
+        let line = ending(7).close_loss(true, Duration::from_secs(1)).unwrap();
+        assert!(
+            line.starts_with("feed: interrupted: 7 message(s)"),
+            "{line}"
+        );
     }
 
     #[test]

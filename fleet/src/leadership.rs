@@ -5,7 +5,7 @@
 //!
 //! Both ends of the log live here so an entry is written and read by one module.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 use tickbox_coord::{Coord, CoordError, HandoverLog, LostReason, Standing, StandingEvent};
@@ -144,6 +144,63 @@ pub fn leader_spans(entries: &[Value]) -> Vec<tickbox_recorder::LeaderSpan> {
         spans.push(tickbox_recorder::LeaderSpan { from, until: None });
     }
     spans
+}
+
+/// A leadership log that could not be read (or has a line that is not JSON).
+#[derive(Debug, thiserror::Error)]
+#[error("reading the leadership log of {}", journal.display())]
+pub struct LogError {
+    /// The journal the log is beside.
+    pub journal: PathBuf,
+    /// Why.
+    source: std::io::Error,
+}
+
+/// The leadership log beside `journal`, oldest entry first; none when it has no log (it never stood).
+pub fn read_log(journal: &Path) -> Result<Vec<Value>, LogError> {
+    HandoverLog::beside(journal)
+        .read()
+        .map_err(|source| LogError {
+            journal: journal.to_path_buf(),
+            source,
+        })
+}
+
+/// Why `tickbox journal stitch` has nothing to stitch.
+#[derive(Debug, thiserror::Error)]
+pub enum StitchInputError {
+    /// A log could not be read.
+    #[error(transparent)]
+    Log(#[from] LogError),
+    /// No journal ever led.
+    #[error("no journal has a leadership log with an election (record --elect writes JOURNAL.leadership.jsonl)")]
+    NoElection,
+}
+
+/// What `tickbox journal stitch` takes from each journal: the spans it led, from its leadership log. A journal
+/// without a log never led (said in the log, not an error: its records only fill the leaders' gaps); when none
+/// ever led there is nothing to stitch.
+pub fn stitch_inputs(
+    journals: &[PathBuf],
+) -> Result<Vec<tickbox_recorder::StitchInput>, StitchInputError> {
+    let mut inputs = Vec::with_capacity(journals.len());
+    for path in journals {
+        let log = read_log(path)?;
+        if log.is_empty() {
+            tracing::warn!(
+                journal = %path.display(),
+                "no leadership log beside it: it never led, its records only fill the leaders' gaps"
+            );
+        }
+        inputs.push(tickbox_recorder::StitchInput {
+            path: path.clone(),
+            spans: leader_spans(&log),
+        });
+    }
+    if inputs.iter().all(|i| i.spans.is_empty()) {
+        return Err(StitchInputError::NoElection);
+    }
+    Ok(inputs)
 }
 
 impl RecorderLeadership {
@@ -341,6 +398,36 @@ mod tests {
             serde_json::json!({"event": "resigned", "until": {"last_journal_seq": null}}),
         ];
         assert!(leader_spans(&log).is_empty());
+    }
+
+    #[test]
+    fn stitching_takes_each_journals_spans_and_needs_one_that_led() {
+        let dir = tempfile::tempdir().unwrap();
+        let (led, never) = (dir.path().join("a.tbj"), dir.path().join("b.tbj"));
+        let elected = serde_json::json!({"event": "elected", "from": {"next_journal_seq": 5}});
+        HandoverLog::beside(&led).append(&elected).unwrap();
+        let inputs = stitch_inputs(&[led.clone(), never.clone()]).unwrap();
+        assert_eq!(inputs.len(), 2);
+        assert_eq!(
+            inputs[0].spans,
+            [tickbox_recorder::LeaderSpan {
+                from: 5,
+                until: None
+            }]
+        );
+        assert!(inputs[1].spans.is_empty(), "no log: it never led");
+        let none = stitch_inputs(std::slice::from_ref(&never)).unwrap_err();
+        assert!(matches!(none, StitchInputError::NoElection), "{none}");
+        std::fs::write(HandoverLog::beside(&never).path(), "not json\n").unwrap();
+        let bad = stitch_inputs(&[led, never.clone()]).unwrap_err();
+        assert_eq!(
+            bad.to_string(),
+            format!("reading the leadership log of {}", never.display())
+        );
+        assert!(
+            std::error::Error::source(&bad).is_some(),
+            "the parse error stays in the chain"
+        );
     }
 
     #[test]

@@ -23,6 +23,7 @@ pub mod leadership;
 pub mod member;
 mod recorder_run;
 pub mod replay_control;
+pub mod start_barrier;
 mod subscriber_run;
 
 pub use recorder_run::ShownLeadership;

@@ -16,6 +16,36 @@ pub use tickbox_recorder::ReplayShared;
 /// The journal's first capture time, for `+DURATION` positions (an `Err` explains, e.g. an empty journal).
 pub type FirstCapture = Box<dyn Fn() -> Result<u64, String> + Send>;
 
+/// The [`FirstCapture`] of a replay of `journals`: the earliest first capture time among them. A journal that
+/// cannot be read, or is empty, is the error (with its causes, as one line).
+pub fn first_capture_of(journals: Vec<std::path::PathBuf>) -> FirstCapture {
+    Box::new(move || {
+        let firsts = journals
+            .iter()
+            .map(|j| match tickbox_recorder::first_capture_ns(j) {
+                Ok(Some(first)) => Ok(first),
+                Ok(None) => Err(format!(
+                    "{} is empty: a +DURATION time needs a first record",
+                    j.display()
+                )),
+                Err(e) => {
+                    let mut why = e.to_string();
+                    let mut cause = std::error::Error::source(&e);
+                    while let Some(c) = cause {
+                        why = format!("{why}: {c}");
+                        cause = c.source();
+                    }
+                    Err(why)
+                }
+            });
+        Ok(firsts
+            .collect::<Result<Vec<u64>, String>>()?
+            .into_iter()
+            .min()
+            .unwrap_or(0))
+    })
+}
+
 /// The MDP workers for `tickbox.replay.start` and `tickbox.replay.stop`; stops (sending DISCONNECT) when dropped.
 pub struct ReplayControlService {
     quit: Arc<AtomicBool>,
@@ -147,6 +177,38 @@ mod tests {
             from: None,
             to: None,
         }
+    }
+
+    #[test]
+    fn the_first_capture_is_the_earliest_and_an_empty_journal_says_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let journal = |name: &str, first: Option<u64>| {
+            let path = dir.path().join(name);
+            let opts = tickbox_journal::WriterOptions::ring(1 << 20);
+            let mut w = tickbox_journal::Writer::open(&path, &opts).unwrap();
+            if let Some(t) = first {
+                let h = tickbox_wire::Header::live(tickbox_wire::Kind::Quote, 7, 1, t);
+                let q = tickbox_wire::Payload::Quote(tickbox_wire::Quote::default());
+                w.append(t, &tickbox_wire::encode_to_vec("Q.X", &h, &q).unwrap())
+                    .unwrap();
+            }
+            w.close().unwrap();
+            path
+        };
+        let (late, early) = (journal("a", Some(9_000)), journal("b", Some(4_000)));
+        assert_eq!(first_capture_of(vec![late.clone(), early])(), Ok(4_000));
+        assert_eq!(first_capture_of(Vec::new())(), Ok(0));
+        let empty = journal("c", None);
+        let err = first_capture_of(vec![late, empty.clone()])().unwrap_err();
+        assert_eq!(
+            err,
+            format!(
+                "{} is empty: a +DURATION time needs a first record",
+                empty.display()
+            )
+        );
+        let missing = first_capture_of(vec![dir.path().join("none")])().unwrap_err();
+        assert!(!missing.is_empty());
     }
 
     #[test]

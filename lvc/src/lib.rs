@@ -422,3 +422,24 @@ impl LvcError {
         move |source| LvcError::Zmq { what, source }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_section_parses_and_rejects_typos() {
+        let c: LvcConfig = toml::from_str(
+            "upstream = [\"tcp://a:1\"]\nmax_topics = 5\noverflow = \"reject_new\"\nslow_subscriber = \"block\"\n",
+        )
+        .unwrap();
+        assert_eq!(c.max_topics, 5);
+        assert_eq!(c.overflow, Overflow::RejectNew);
+        assert_eq!(c.back_pressure, BackPressure::Block);
+        assert_eq!(c.tap_drop, TapDrop::PerConsumer);
+        let c: LvcConfig = toml::from_str("tap_drop = \"counted\"\n").unwrap();
+        assert_eq!(c.tap_drop, TapDrop::Counted);
+        assert!(toml::from_str::<LvcConfig>("tap_drop = \"sometimes\"\n").is_err());
+        assert!(toml::from_str::<LvcConfig>("max_topic = 5\n").is_err());
+    }
+}

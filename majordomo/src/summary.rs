@@ -3,10 +3,45 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use serde::Serialize;
+use tickbox_auth::AuthSummary;
 use tickbox_bstar::Role;
 
-use crate::titanic::TitanicCounters;
+use crate::titanic::{StoreRecovery, TitanicCounters};
 use crate::BrokerStats;
+
+/// What a broker run reports: its counters, a pair's final Binary Star state, and the ZAP handler's decisions
+/// (only with `[security]`: without it the summary stays exactly as it was). Its `--json` object is the counters'
+/// fields beside `binary_star_state` and `auth`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BrokerSummary {
+    /// The counters.
+    #[serde(flatten)]
+    pub stats: BrokerStats,
+    /// The pair's state when the broker stopped (`None` for a broker alone).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub binary_star_state: Option<String>,
+    /// What the ZAP handler decided, when anything was checked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub auth: Option<AuthSummary>,
+}
+
+impl BrokerSummary {
+    /// The text summary: a pair's final state, the counters' line, then the auth line.
+    pub fn text(&self) -> String {
+        let mut text = String::new();
+        if let Some(state) = &self.binary_star_state {
+            text.push_str(&format!("final binary star state: {state}\n"));
+        }
+        text.push_str(&self.stats.summary_line());
+        text.push('\n');
+        if let Some(auth) = &self.auth {
+            text.push_str(&auth.line());
+            text.push('\n');
+        }
+        text
+    }
+}
 
 impl BrokerStats {
     /// One line of every counter a broker run reports.
@@ -78,6 +113,20 @@ impl TitanicCounters {
     }
 }
 
+impl StoreRecovery {
+    /// The line `tickbox titanic` says once it serves: what it recovered from the journal in `dir`.
+    pub fn ready_line(&self, dir: &std::path::Path) -> String {
+        format!(
+            "titanic ready: {} open requests ({} awaiting a reply) recovered from {}; {} of them were dispatched \
+             before the restart",
+            self.open_requests,
+            self.pending_requests,
+            dir.display(),
+            self.dispatched_requests
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -105,6 +154,57 @@ mod tests {
         let line = counters.summary_line();
         assert!(line.starts_with("dispatched 3  redispatched 0  "));
         assert!(line.ends_with("requests refused 1"));
+    }
+
+    #[test]
+    fn a_brokers_summary_shows_its_pair_state_first_and_its_auth_only_when_checked() {
+        let summary = BrokerSummary {
+            stats: BrokerStats {
+                requests: 5,
+                ..BrokerStats::default()
+            },
+            binary_star_state: Some("Active".into()),
+            auth: None,
+        };
+        let text = summary.text();
+        assert!(
+            text.starts_with("final binary star state: Active\nrequests 5  "),
+            "{text}"
+        );
+        assert_eq!(text.lines().count(), 2);
+        let json = serde_json::to_value(&summary).unwrap();
+        assert_eq!(json["requests"], 5);
+        assert_eq!(json["binary_star_state"], "Active");
+        assert!(json.get("auth").is_none());
+        let alone = BrokerSummary {
+            binary_star_state: None,
+            auth: Some(AuthSummary::default()),
+            ..summary
+        };
+        assert!(alone.text().starts_with("requests 5  "));
+        assert_eq!(
+            alone.text().lines().count(),
+            2,
+            "the counters and the auth line"
+        );
+        let json = serde_json::to_value(&alone).unwrap();
+        assert!(json.get("binary_star_state").is_none());
+        assert!(json["auth"].is_object());
+    }
+
+    #[test]
+    fn titanic_says_what_it_recovered() {
+        let rec = StoreRecovery {
+            open_requests: 4,
+            pending_requests: 3,
+            dispatched_requests: 1,
+            ..StoreRecovery::default()
+        };
+        assert_eq!(
+            rec.ready_line(std::path::Path::new("/var/titanic")),
+            "titanic ready: 4 open requests (3 awaiting a reply) recovered from /var/titanic; 1 of them were \
+             dispatched before the restart"
+        );
     }
 
     #[test]

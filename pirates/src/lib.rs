@@ -5,6 +5,7 @@
 //! Majordomo. May depend on `tickbox-reliable`, `tickbox-zmqx` and `zmq`; never on the data plane.
 
 pub mod engine;
+pub mod flags;
 pub mod freelance;
 pub mod lazy;
 pub mod metrics;

@@ -1,10 +1,40 @@
-//! The end-of-run summary of `tickbox queue` (the Paranoid Pirate queue): what it routed, refused and lost,
-//! derived from [`PppQueueStats`] so its `--json` form and its line cannot drift apart.
+//! The end-of-run summaries of `tickbox queue` (the Paranoid Pirate queue) and `tickbox freelance-server`: what
+//! each routed, refused and lost, derived from their counters so the `--json` form and the line cannot drift
+//! apart.
 
 use serde::Serialize;
 use tickbox_auth::AuthSummary;
 
+use crate::freelance::ServerStats;
 use crate::PppQueueStats;
+
+/// What a Freelance server did: its counters, and the ZAP handler's decisions only with `[security]` (without
+/// it the summary stays exactly as it was).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FreelanceSummary {
+    /// The counters.
+    #[serde(flatten)]
+    pub stats: ServerStats,
+    /// What the ZAP handler decided, when anything was checked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub auth: Option<AuthSummary>,
+}
+
+impl FreelanceSummary {
+    /// The text summary: the counters on one line, then the auth line when anything was checked.
+    pub fn text(&self) -> String {
+        let s = &self.stats;
+        let mut text = format!(
+            "pings {}  requests {}  malformed {}  oversize {}  dropped_full {}  dropped_unroutable {}\n",
+            s.pings, s.requests, s.malformed, s.oversize, s.dropped_full, s.dropped_unroutable
+        );
+        if let Some(auth) = &self.auth {
+            text.push_str(&auth.line());
+            text.push('\n');
+        }
+        text
+    }
+}
 
 /// What the queue did. Fields in name order, as the `--json` object has always listed them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -100,5 +130,34 @@ mod tests {
         assert_eq!(summary.text().lines().count(), 1);
         let with_auth = PppQueueSummary::new(&stats(), Some(AuthSummary::default()));
         assert_eq!(with_auth.text().lines().count(), 2);
+    }
+
+    #[test]
+    fn a_freelance_summary_names_every_counter_and_adds_auth_only_when_checked() {
+        let summary = FreelanceSummary {
+            stats: ServerStats {
+                pings: 4,
+                requests: 3,
+                dropped_full: 1,
+                ..ServerStats::default()
+            },
+            auth: None,
+        };
+        assert_eq!(
+            summary.text(),
+            "pings 4  requests 3  malformed 0  oversize 0  dropped_full 1  dropped_unroutable 0\n"
+        );
+        let json = serde_json::to_value(&summary).unwrap();
+        assert_eq!(
+            (json["pings"].as_u64(), json["dropped_full"].as_u64()),
+            (Some(4), Some(1))
+        );
+        assert!(json.get("auth").is_none());
+        let checked = FreelanceSummary {
+            auth: Some(AuthSummary::default()),
+            ..summary
+        };
+        assert_eq!(checked.text().lines().count(), 2);
+        assert!(serde_json::to_value(&checked).unwrap()["auth"].is_object());
     }
 }

@@ -1,12 +1,13 @@
 //! What `tickbox journal info` and `journal verify` say of a journal file or a history directory: one view read
 //! once, shown as text or as one JSON object, and the verdict that picks the exit code. `info` reads without
 //! checking checksums and adds the handovers of an elected recording (given as read from the leadership log);
-//! `verify` checks every checksum and calls a header it cannot read a view of its own (corrupt).
+//! `verify` checks every checksum and calls a header it cannot read a view of its own (corrupt). Also the line
+//! `journal compress` ends with.
 
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
-use tickbox_journal::{summarize, JournalError, JournalSummary, Unreadable};
+use tickbox_journal::{summarize, CompressReport, JournalError, JournalSummary, Unreadable};
 
 use crate::{
     format_metadata_repairs, format_summary, format_verdict, HistoryCheck, HistoryDir,
@@ -223,6 +224,19 @@ impl JournalView {
     }
 }
 
+/// `journal compress`'s summary line: what it compressed, and the ratio on disk.
+pub fn compress_line(r: &CompressReport) -> String {
+    format!(
+        "compressed {} files: {} records, {} bytes on disk -> {} ({:.1}x); {} already compressed",
+        r.files,
+        r.records,
+        r.bytes_before,
+        r.bytes_after,
+        r.bytes_before as f64 / r.bytes_after.max(1) as f64,
+        r.already_compressed
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -234,6 +248,24 @@ mod tests {
             w.append(1_000 + i, b"not a frame").unwrap();
         }
         w.close().unwrap();
+    }
+
+    #[test]
+    fn the_compress_line_gives_the_ratio_even_for_nothing_written() {
+        let r = CompressReport {
+            files: 2,
+            records: 10,
+            bytes_before: 3000,
+            bytes_after: 1000,
+            already_compressed: 1,
+            ..CompressReport::default()
+        };
+        assert_eq!(
+            compress_line(&r),
+            "compressed 2 files: 10 records, 3000 bytes on disk -> 1000 (3.0x); 1 already compressed"
+        );
+        let empty = compress_line(&CompressReport::default());
+        assert!(empty.contains("0 bytes on disk -> 0 (0.0x)"), "{empty}");
     }
 
     #[test]

@@ -75,7 +75,7 @@ pub use inspect::{
     JournalAccounting, JournalVerdict, PublisherAccount, RecordScan, ScanRow, MAX_SCAN_PUBLISHERS,
 };
 pub use journal_ext::{overwritten, overwritten_at, read_app_meta, OverwriteStats, APP_META_MAX};
-pub use journal_view::{JournalView, ViewError};
+pub use journal_view::{compress_line, JournalView, ViewError};
 pub use keeper::{AfterClose, AfterCloseFn, Keeper, KeeperReport};
 pub use lease::{lease_path, writer_holds, Lease, LEASE_SUFFIX};
 pub use ledger::{Ledger, LedgerError, LedgerOverflow, LedgerRow, MAX_LEDGER_PUBLISHERS};

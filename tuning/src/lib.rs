@@ -18,6 +18,7 @@ pub mod check;
 pub mod cpulist;
 pub mod plan;
 pub mod sweep;
+mod sweep_flags;
 pub mod topology;
 
 pub use check::{

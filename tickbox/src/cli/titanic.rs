@@ -18,6 +18,25 @@ pub(crate) enum RedispatchArg {
     AfterTimeout,
 }
 
+impl From<Fsync> for tickbox_majordomo::titanic::FsyncPolicy {
+    fn from(f: Fsync) -> Self {
+        match f {
+            Fsync::PerRequest => Self::PerRequest,
+            Fsync::Periodic => Self::Periodic,
+            Fsync::None => Self::None,
+        }
+    }
+}
+
+impl From<RedispatchArg> for tickbox_majordomo::titanic::Redispatch {
+    fn from(r: RedispatchArg) -> Self {
+        match r {
+            RedispatchArg::Never => Self::Never,
+            RedispatchArg::AfterTimeout => Self::AfterTimeout,
+        }
+    }
+}
+
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
     /// Majordomo broker endpoint to register with.

@@ -5,12 +5,12 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use tickbox_bstar::{BstarConfig, BstarEndpoints, Role};
-use tickbox_majordomo::summary::default_state_bind;
+use tickbox_majordomo::summary::{default_state_bind, BrokerSummary};
 use tickbox_majordomo::{run_broker, run_broker_pair, PairOptions};
 
 use crate::cli::broker::Args;
 use crate::config::TickboxConfig;
-use crate::out::outln;
+use crate::out::{out, outln};
 
 pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     crate::flags::check_bind("--bind", &args.bind)?;
@@ -71,27 +71,20 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
             };
             let (stats, state) = run_broker_pair(&gate, &args.bind, cfg, &pair, &stop, Some(tx))
                 .context("broker pair")?;
-            if !args.json {
-                outln!("final binary star state: {state:?}");
-            }
             pair_state = Some(format!("{state:?}"));
             stats
         }
     };
     let _ = printer.join();
+    let summary = BrokerSummary {
+        stats,
+        binary_star_state: pair_state,
+        auth: config.auth.summary(),
+    };
     if args.json {
-        let mut summary = serde_json::to_value(&stats)?;
-        if let (Some(state), Some(o)) = (pair_state, summary.as_object_mut()) {
-            o.insert("binary_star_state".into(), state.into());
-        }
-        crate::auth_report::add_to_json(&mut summary, &config.auth);
         crate::out::json(&summary)?;
-        return Ok(ExitCode::SUCCESS);
-    }
-    outln!("{}", stats.summary_line());
-    // Only with `[security]`: without it the summary stays exactly as it was.
-    if let Some(auth) = config.auth.summary_line() {
-        outln!("{auth}");
+    } else {
+        out!("{}", summary.text());
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -4,26 +4,12 @@
 use std::io::Write;
 use std::process::ExitCode;
 
+use tickbox_majordomo::reply_text::{frame_text, is_unauthorised, is_unknown_service};
 use tickbox_majordomo::{Client, ClientConfig, MdpError};
 
 use crate::cli::call::Args;
 use crate::config::TickboxConfig;
 use crate::exit_code;
-
-fn render(frame: &[u8]) -> String {
-    match std::str::from_utf8(frame) {
-        Ok(s) if !s.chars().any(|c| c.is_control() && c != '\t') => s.to_string(),
-        _ => {
-            let hex: String = frame.iter().map(|b| format!("{b:02x}")).collect();
-            format!("0x{hex}")
-        }
-    }
-}
-
-/// True for the broker's answer to a call the `[security]` grants refuse (docs/book/src/protocols.md §2.4).
-fn is_unauthorised(reply: &[Vec<u8>]) -> bool {
-    matches!(reply, [only] if only.starts_with(b"403 unauthorised: "))
-}
 
 pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     crate::flags::check_connect_all("--broker", &args.broker)?;
@@ -43,7 +29,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     // instead of every attempt's timeout: the broker queues a request for an unknown service until it expires.
     if !args.service.starts_with("mmi.") {
         match client.request("mmi.service", &[args.service.as_bytes().to_vec()]) {
-            Ok(reply) if matches!(reply.as_slice(), [code] if code.as_slice() == b"404") => {
+            Ok(reply) if is_unknown_service(&reply) => {
                 println!("404");
                 eprintln!(
                     "error: no worker has registered {} with the broker (MMI 404); see `tickbox call --help` for \
@@ -65,7 +51,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         Ok(reply) => {
             let mut out = crate::out::stdout();
             for frame in &reply {
-                writeln!(out, "{}", render(frame))?;
+                writeln!(out, "{}", frame_text(frame))?;
             }
             if is_unauthorised(&reply) {
                 return Ok(ExitCode::from(exit_code::REFUSED));

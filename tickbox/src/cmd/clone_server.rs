@@ -8,71 +8,36 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use tickbox_bstar::Role;
-use tickbox_clone::pair::state_endpoints;
+use tickbox_clone::overrides::ServerOverrides;
 use tickbox_clone::server_loop::run_blocking_with;
-use tickbox_clone::{HaOptions, ServerBind, ServerEndpoints, ServerOptions};
 
 use crate::cli::clone_server::Args;
 use crate::config::TickboxConfig;
 use crate::out::outln;
 
 pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
-    let mut server_config = config.clone.server.clone();
-    if let Some(d) = args.hugz {
-        server_config.hugz = d;
-    }
-    if let Some(v) = args.max_keys {
-        server_config.max_keys = v;
-    }
-    if let Some(v) = args.max_connections {
-        server_config.max_connections = v;
-    }
-    // The server's sockets are capped (docs/book/src/bounds.md); the handle also runs the ZAP handler that refuses.
-    let security = server_config
-        .security
-        .cap_connections(&["clone"], server_config.max_connections);
-    server_config.security = security.clone();
-    if let Some(v) = args.max_value {
-        server_config.max_value_len = v;
-    }
-    if let Some(v) = args.max_bytes {
-        server_config.max_bytes = tickbox_units::ByteSize(v);
-    }
-    let mut bstar = config.clone.bstar.clone();
-    if let Some(d) = args.heartbeat {
-        bstar.heartbeat = d;
-    }
-    let ha = if args.primary || args.backup {
-        let role = if args.primary {
+    let overrides = ServerOverrides {
+        interface: args.interface,
+        port: args.port,
+        role: (args.primary || args.backup).then_some(if args.primary {
             Role::Primary
         } else {
             Role::Backup
-        };
-        let peer_base = args
-            .peer
-            .as_deref()
-            .context("--peer is required with --primary/--backup")?;
-        let peer = ServerEndpoints::from_base(peer_base)?;
-        let state = state_endpoints(role, peer_base, args.state_bind, args.state_peer)
-            .context("bad --peer")?;
-        Some(HaOptions {
-            role,
-            state,
-            peer,
-            bstar,
-        })
-    } else {
-        None
-    };
-    let options = ServerOptions {
-        bind: ServerBind::Base {
-            interface: args.interface,
-            port: args.port,
-        },
-        ha,
-        config: server_config,
+        }),
+        peer: args.peer,
+        state_bind: args.state_bind,
+        state_peer: args.state_peer,
         data_dir: args.data_dir,
+        hugz: args.hugz,
+        heartbeat: args.heartbeat,
+        max_connections: args.max_connections,
+        max_keys: args.max_keys,
+        max_value_len: args.max_value,
+        max_bytes: args.max_bytes,
     };
+    let options = overrides.options(&config.clone)?;
+    // The server's sockets are capped (docs/book/src/bounds.md); the handle also runs the ZAP handler that refuses.
+    let security = options.config.security.clone();
     let ctx = zmq::Context::new();
     // Before any bind, and kept until the sockets are closed: without it libzmq lets every CURVE client in.
     let gate = security.gate(&ctx).context("starting the ZAP handler")?;

@@ -13,8 +13,9 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use tickbox_coord::follow::{self, WatchEnd};
 use tickbox_coord::listing::recipe_at;
-use tickbox_coord::{Coord, CoordOptions, Election, Lock, RecipeState, SessionStatus};
+use tickbox_coord::{Coord, CoordOptions, Election, Lock, RecipeState};
 
 use crate::cli::coord::{Args, Op};
 use crate::config::TickboxConfig;
@@ -114,35 +115,21 @@ fn watch(
     count: Option<u64>,
     duration: Option<Duration>,
 ) -> anyhow::Result<ExitCode> {
-    let mut out = crate::out::stdout();
     let stop = crate::shutdown::flag();
     let until = duration.map(|d| Instant::now() + d);
-    let mut seen = 0u64;
     let mut watch = coord
         .watch_tree(path)
         .with_context(|| format!("watching {path}"))?;
-    while count.is_none_or(|c| seen < c)
-        && until.is_none_or(|u| Instant::now() < u)
-        && !stop.load(Ordering::SeqCst)
-        && !crate::out::closed()
-    {
-        // Wake at least every 200 ms to honour Ctrl-C and --for; the watch keeps events meanwhile.
-        if let Some(ev) = watch.next(Duration::from_millis(200)) {
-            if ev.kind == "Session" {
-                tracing::warn!("session event: {:?}", ev.session);
-                if matches!(ev.session, SessionStatus::Expired | SessionStatus::Closed) {
-                    return Ok(ExitCode::from(exit_code::ERROR));
-                }
-                continue;
-            }
-            writeln!(out, "{}\t{}", ev.kind, ev.path)?;
-            out.flush()?;
-            seen += 1;
+    let go_on = || !stop.load(Ordering::SeqCst) && !crate::out::closed();
+    let out = &mut crate::out::stdout();
+    match follow::print_tree_events(|t| watch.next(t), out, count, until, go_on)? {
+        WatchEnd::SessionGone => Ok(ExitCode::from(exit_code::ERROR)),
+        WatchEnd::Stopped(seen) => {
+            // On stderr: stdout carries only the events, for scripts.
+            eprintln!("coord watch {path}: {seen} event(s)");
+            Ok(ExitCode::from(exit_code::OK))
         }
     }
-    // On stderr: stdout carries only the events, for scripts.
-    eprintln!("coord watch {path}: {seen} event(s)");
-    Ok(ExitCode::from(exit_code::OK))
 }
 
 /// `coord state`: the recipes under `path`, as lines or one JSON object.
@@ -185,17 +172,15 @@ fn lock(
     if hold {
         let stop = crate::shutdown::flag();
         let mut state = g.state();
-        while !stop.load(Ordering::SeqCst) {
-            let now = g.wait_change(state, Duration::from_millis(200));
-            if now != state {
-                let said = now.script_line();
-                writeln!(out, "{}", said.line)?;
-                if said.ends {
-                    return Ok(ExitCode::from(exit_code::ERROR));
-                }
-                out.flush()?;
+        let next = || {
+            let now = g.wait_change(state, follow::POLL);
+            (now != state).then(|| {
                 state = now;
-            }
+                now.script_line()
+            })
+        };
+        if !follow::print_script_lines(next, &mut out, || !stop.load(Ordering::SeqCst))? {
+            return Ok(ExitCode::from(exit_code::ERROR));
         }
     }
     let token = g.token();
@@ -212,16 +197,9 @@ fn elect(coord: &Coord, path: &str, id: Option<String>) -> anyhow::Result<ExitCo
     let id = id.unwrap_or_else(|| format!("pid-{}", std::process::id()));
     let cand = Election::new(coord, path)?.campaign(id.as_bytes())?;
     let stop = crate::shutdown::flag();
-    while !stop.load(Ordering::SeqCst) {
-        let Ok(event) = cand.events().recv_timeout(Duration::from_millis(200)) else {
-            continue;
-        };
-        let said = event.script_line();
-        writeln!(out, "{}", said.line)?;
-        if said.ends {
-            return Ok(ExitCode::from(exit_code::ERROR));
-        }
-        out.flush()?;
+    let next = || Some(cand.events().recv_timeout(follow::POLL).ok()?.script_line());
+    if !follow::print_script_lines(next, &mut out, || !stop.load(Ordering::SeqCst))? {
+        return Ok(ExitCode::from(exit_code::ERROR));
     }
     cand.resign()?;
     eprintln!("coord elect {path}: resigned");

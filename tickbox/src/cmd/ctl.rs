@@ -12,7 +12,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use tickbox_clone::request::{one_shot_config, parent_subtree};
+use tickbox_clone::request::{one_shot_config, parent_subtree, print_changes};
 use tickbox_clone::{CloneClient, CloneError, ServerEndpoints};
 
 use crate::config::TickboxConfig;
@@ -104,27 +104,10 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
             eprintln!("watching {prefix:?}");
             let stop = crate::shutdown::flag();
             let until = duration.map(|d| Instant::now() + d);
-            let mut seen = 0u64;
-            while !stop.load(Ordering::Relaxed)
-                && !matches!(count, Some(c) if seen >= c)
-                && !matches!(until, Some(u) if Instant::now() >= u)
-            {
-                let Ok(change) = rx.recv_timeout(Duration::from_millis(100)) else {
-                    continue;
-                };
-                seen += 1;
-                match &change.value {
-                    Some(v) => writeln!(
-                        out,
-                        "{}\t{}\t{}",
-                        change.seq,
-                        change.key,
-                        String::from_utf8_lossy(v)
-                    )?,
-                    None => writeln!(out, "{}\t{}\t-", change.seq, change.key)?,
-                }
-                out.flush()?;
-            }
+            let next = |t| rx.recv_timeout(t).ok();
+            print_changes(next, &mut out, count, until, || {
+                !stop.load(Ordering::Relaxed)
+            })?;
         }
     }
     out.flush()?;

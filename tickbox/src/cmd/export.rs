@@ -9,7 +9,6 @@ use tickbox_export::{
     Days, Dest, ExportError, ExportOptions, ExportSummary, Filter, Format, Location,
     ParquetOptions, PriceType,
 };
-use tickbox_recorder::When;
 
 use crate::cli::export::{ExportArgs, ExportFormat, PriceArg};
 use crate::exit_code;
@@ -33,20 +32,13 @@ pub(crate) fn run(mut args: ExportArgs) -> anyhow::Result<ExitCode> {
         args.path = m.path().to_path_buf();
     }
     let kinds = tickbox_export::parse_kinds(&args.kind).map_err(anyhow::Error::msg)?;
-    let first = || crate::outcome::first_capture_ns(&args.path).ok();
-    let resolve = |w: &Option<When>| -> anyhow::Result<Option<u64>> {
-        w.as_ref()
-            .map(|w| {
-                let first = if w.needs_first() { first() } else { None };
-                w.resolve(&args.tz, first).map_err(anyhow::Error::from)
-            })
-            .transpose()
-    };
+    let (from_ns, to_ns) =
+        tickbox_export::window_ns(&args.path, args.from.as_ref(), args.to.as_ref(), &args.tz)?;
     let filter = Filter {
         kinds,
         topics: args.topics.clone(),
-        from_ns: resolve(&args.from)?,
-        to_ns: resolve(&args.to)?,
+        from_ns,
+        to_ns,
     };
     if let Some(m) = mirror.as_mut() {
         // DBN reads an import's records whole: everything.

@@ -6,12 +6,12 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use anyhow::Context;
-use tickbox_feed::{Feed, FeedConfig, FeedEnding, RunningFeed};
+use tickbox_feed::{Feed, FeedConfig, RunningFeed};
 
 use crate::cli::feed::Args;
 use crate::config::TickboxConfig;
 use crate::live::{LiveView, Rate as LiveRate};
-use crate::out::outln;
+use crate::out::out;
 use crate::status::StatusBoard;
 
 pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
@@ -111,9 +111,20 @@ fn watch(
     view.finish();
     let context = feed.failure_context();
     let ending = feed.finish().context(context)?;
-    summarise(&ending, json, config)?;
+    if json {
+        let summary = ending.summary_json(config.auth.summary());
+        crate::out::json(&summary.context("the feed's report lacks its source totals")?)?;
+    } else {
+        out!("{}", ending.summary_text(config.auth.summary_line()));
+    }
     drop(status);
-    let code = close_counting_undelivered(ctx, ending.undelivered, drain_timeout, stop);
+    // The shards have closed their sockets (linger 0 where they left messages queued); what they still held was
+    // dropped there and counted in the summary above: said on stderr, exit 1.
+    drop(ctx);
+    let loss = ending.close_loss(stop.load(Ordering::Relaxed), drain_timeout);
+    if let Some(line) = &loss {
+        eprintln!("{line}");
+    }
     if let Some(sent) = ending.delivered_to_nobody {
         eprintln!(
             "error: feed: delivered to no subscriber: {sent} message(s) went nowhere (no subscription on any \
@@ -121,51 +132,11 @@ fn watch(
         );
         return Ok(ExitCode::from(crate::exit_code::ERROR));
     }
-    Ok(code)
-}
-
-/// The summary: one JSON object with `json`, else the report's table; with what `[security]` decided (every
-/// feed, synthetic or `--source`: its shards refuse strangers alike).
-fn summarise(ending: &FeedEnding, json: bool, config: &TickboxConfig) -> anyhow::Result<()> {
-    if json {
-        let summary =
-            (ending.summary.as_ref()).context("the feed's report lacks its source totals")?;
-        let mut summary = serde_json::to_value(summary)?;
-        crate::auth_report::add_to_json(&mut summary, &config.auth);
-        crate::out::json(&summary)?;
+    Ok(ExitCode::from(if loss.is_some() {
+        crate::exit_code::ERROR
     } else {
-        outln!("{}", ending.report);
-        if let Some(line) = crate::auth_report::line(&config.auth) {
-            outln!("{line}");
-        }
-    }
-    Ok(())
-}
-
-/// Terminates the context (the shards have closed their sockets, with linger 0 where they left messages
-/// queued). Messages a shard still held at its close were dropped there and counted (`undelivered`, in the
-/// summary printed before): said on stderr, exit 1.
-fn close_counting_undelivered(
-    ctx: zmq::Context,
-    undelivered: u64,
-    drain_timeout: Duration,
-    stop: &std::sync::atomic::AtomicBool,
-) -> ExitCode {
-    drop(ctx);
-    let interrupted = stop.load(Ordering::Relaxed);
-    match tickbox_feed::CloseLoss::after_close(
-        undelivered,
-        interrupted,
-        drain_timeout,
-        tickbox_feed::INTERRUPT_GRACE,
-    ) {
-        None => ExitCode::from(crate::exit_code::OK),
-        Some(loss) => {
-            let hint = "--back-pressure block with --drain-timeout waits for it";
-            eprintln!("{}", loss.message("feed", undelivered, "message", hint));
-            ExitCode::from(crate::exit_code::ERROR)
-        }
-    }
+        crate::exit_code::OK
+    }))
 }
 
 /// CLI flags override the config file's `[feed]` section ([`tickbox_feed::FeedOverrides`]); the deprecated

@@ -3,30 +3,25 @@
 use std::process::ExitCode;
 
 use anyhow::Context;
-use tickbox_pirates::freelance::{run_freelance_server_with, FreelanceServerConfig};
-use tickbox_units::ByteSize;
+use tickbox_pirates::flags::FreelanceFlags;
+use tickbox_pirates::freelance::run_freelance_server_with;
+use tickbox_pirates::summary::FreelanceSummary;
 
 use crate::cli::freelance_server::Args;
 use crate::config::TickboxConfig;
-use crate::out::outln;
+use crate::out::{out, outln};
 
 pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     crate::flags::check_bind("--bind", &args.bind)?;
     let public = args.endpoint.clone().unwrap_or_else(|| args.bind.clone());
-    let mut limits = FreelanceServerConfig {
-        security: config.auth.clone(),
-        ..FreelanceServerConfig::default()
+    let flags = FreelanceFlags {
+        max_message_bytes: args.max_message_size,
+        max_queued_replies: args.max_queued_replies,
+        max_queued_bytes: args.max_queued_bytes,
     };
-    if let Some(v) = args.max_message_size {
-        anyhow::ensure!(v > 0, "--max-message-size must be above 0");
-        limits.max_message_size = ByteSize(v);
-    }
-    if let Some(v) = args.max_queued_replies {
-        limits.max_queued_replies = v;
-    }
-    if let Some(v) = args.max_queued_bytes {
-        limits.max_queued_bytes = ByteSize(v);
-    }
+    let mut limits = flags
+        .config(config.auth.clone())
+        .map_err(anyhow::Error::msg)?;
     let (live, metrics) = tickbox_pirates::metrics::freelance_metrics();
     limits.live = live;
     let _metrics = args.metrics.start(
@@ -53,27 +48,14 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         }
     })
     .context("freelance server")?;
-    let auth = config.auth.summary();
+    let summary = FreelanceSummary {
+        stats,
+        auth: config.auth.summary(),
+    };
     if args.json {
-        let mut json = serde_json::to_value(&stats)?;
-        // Only with `[security]`: without it the summary stays exactly as it was.
-        if let Some(auth) = &auth {
-            json["auth"] = serde_json::to_value(auth)?;
-        }
-        crate::out::json(&json)?;
+        crate::out::json(&summary)?;
     } else {
-        outln!(
-            "pings {}  requests {}  malformed {}  oversize {}  dropped_full {}  dropped_unroutable {}",
-            stats.pings,
-            stats.requests,
-            stats.malformed,
-            stats.oversize,
-            stats.dropped_full,
-            stats.dropped_unroutable
-        );
-        if let Some(auth) = &auth {
-            outln!("{}", auth.line());
-        }
+        out!("{}", summary.text());
     }
     Ok(ExitCode::SUCCESS)
 }

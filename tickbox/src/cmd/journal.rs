@@ -118,15 +118,7 @@ fn compress(path: &Path, level: i32, json: bool) -> anyhow::Result<ExitCode> {
     if json {
         crate::out::json(&r)?;
     } else {
-        outln!(
-            "compressed {} files: {} records, {} bytes on disk -> {} ({:.1}x); {} already compressed",
-            r.files,
-            r.records,
-            r.bytes_before,
-            r.bytes_after,
-            r.bytes_before as f64 / r.bytes_after.max(1) as f64,
-            r.already_compressed
-        );
+        outln!("{}", tickbox_recorder::compress_line(&r));
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -176,9 +168,7 @@ fn ls(path: &Path, verify: bool, tz: &str, json: bool) -> anyhow::Result<ExitCod
 /// scan met and passed) is exit 5, like verify's: `info` says the journal is damaged, and how.
 fn info(path: &Path, json: bool) -> anyhow::Result<ExitCode> {
     let view = view(JournalView::info(path))?;
-    let handovers = tickbox_coord::HandoverLog::beside(path)
-        .read()
-        .with_context(|| format!("reading the leadership log of {}", path.display()))?;
+    let handovers = tickbox_fleet::leadership::read_log(path)?;
     if json {
         crate::out::json(&view.info_json(handovers))?;
     } else {
@@ -240,26 +230,7 @@ fn stitch(
     segment_size: u64,
     json: bool,
 ) -> anyhow::Result<ExitCode> {
-    let mut inputs = Vec::with_capacity(journals.len());
-    for path in journals {
-        let log = tickbox_coord::HandoverLog::beside(path)
-            .read()
-            .with_context(|| format!("reading the leadership log of {}", path.display()))?;
-        if log.is_empty() {
-            tracing::warn!(
-                journal = %path.display(),
-                "no leadership log beside it: it never led, its records only fill the leaders' gaps"
-            );
-        }
-        inputs.push(tickbox_recorder::StitchInput {
-            path: path.clone(),
-            spans: tickbox_fleet::leadership::leader_spans(&log),
-        });
-    }
-    anyhow::ensure!(
-        inputs.iter().any(|i| !i.spans.is_empty()),
-        "no journal has a leadership log with an election (record --elect writes JOURNAL.leadership.jsonl)"
-    );
+    let inputs = tickbox_fleet::leadership::stitch_inputs(journals)?;
     let report = tickbox_recorder::stitch(&inputs, out, segment_size)?;
     if json {
         crate::out::json(&report)?;

@@ -145,25 +145,3 @@ fn apply(args: Args, config: LvcConfig) -> LvcConfig {
     }
     .apply(config)
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use tickbox_lvc::{BackPressure, Overflow, TapDrop};
-
-    #[test]
-    fn config_section_parses_and_rejects_typos() {
-        let c: TickboxConfig = toml::from_str(
-            "[lvc]\nupstream = [\"tcp://a:1\"]\nmax_topics = 5\noverflow = \"reject_new\"\nslow_subscriber = \"block\"\n",
-        )
-        .unwrap();
-        assert_eq!(c.lvc.max_topics, 5);
-        assert_eq!(c.lvc.overflow, Overflow::RejectNew);
-        assert_eq!(c.lvc.back_pressure, BackPressure::Block);
-        assert_eq!(c.lvc.tap_drop, TapDrop::PerConsumer);
-        let c: TickboxConfig = toml::from_str("[lvc]\ntap_drop = \"counted\"\n").unwrap();
-        assert_eq!(c.lvc.tap_drop, TapDrop::Counted);
-        assert!(toml::from_str::<TickboxConfig>("[lvc]\ntap_drop = \"sometimes\"\n").is_err());
-        assert!(toml::from_str::<TickboxConfig>("[lvc]\nmax_topic = 5\n").is_err());
-    }
-}

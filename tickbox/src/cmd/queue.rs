@@ -4,9 +4,9 @@
 
 use std::process::ExitCode;
 use std::sync::mpsc;
-use std::time::Duration;
 
 use anyhow::Context;
+use tickbox_pirates::flags::QueueFlags;
 use tickbox_pirates::summary::PppQueueSummary;
 use tickbox_pirates::{run_ppp_queue, PppConfig};
 
@@ -17,26 +17,16 @@ use crate::out::{out, outln};
 pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     crate::flags::check_bind("--frontend", &args.frontend)?;
     crate::flags::check_bind("--backend", &args.backend)?;
-    anyhow::ensure!(args.liveness > 0, "--liveness must be at least 1");
-    anyhow::ensure!(args.max_queued > 0, "--max-queued must be at least 1");
-    anyhow::ensure!(args.max_workers > 0, "--max-workers must be at least 1");
-    anyhow::ensure!(
-        args.max_message_size > 0,
-        "--max-message-size must be above 0"
-    );
-    anyhow::ensure!(
-        args.heartbeat.0 >= Duration::from_millis(1),
-        "--heartbeat must be at least 1ms"
-    );
-    let cfg = PppConfig {
-        heartbeat_interval: args.heartbeat,
-        heartbeat_liveness: args.liveness,
+    let flags = QueueFlags {
+        heartbeat: args.heartbeat,
+        liveness: args.liveness,
         max_queued: args.max_queued,
         max_workers: args.max_workers,
         max_message_bytes: args.max_message_size,
-        security: config.auth.clone(),
-        ..PppConfig::default()
     };
+    let cfg = flags
+        .config(config.auth.clone())
+        .map_err(anyhow::Error::msg)?;
     let (live, metrics) = tickbox_pirates::metrics::queue_metrics();
     let cfg = PppConfig { live, ..cfg };
     let _metrics = args

@@ -17,7 +17,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use tickbox_fleet::replay_control::ReplayControlService;
+use tickbox_fleet::replay_control::{first_capture_of, ReplayControlService};
+use tickbox_fleet::start_barrier::{Side, StartMeeting};
 use tickbox_recorder::{
     replay_line, RecorderError, ReplayExit, ReplayObserver, ReplayProgress, ReplayRequest,
     ReplaySession, ReplayStats, RunSummary, TimeZone,
@@ -27,7 +28,6 @@ use crate::cli::replay::Args;
 use crate::config::TickboxConfig;
 use crate::live::{LiveArgs, LiveView};
 use crate::out::{out, outln};
-use crate::outcome::first_capture_ns;
 use crate::status::StatusBoard;
 
 impl Args {
@@ -197,10 +197,19 @@ pub(crate) fn run(mut args: Args, config: &TickboxConfig) -> anyhow::Result<Exit
         )?),
         None => None,
     };
-    // `None` from an interrupted wait at the barrier: nothing was sent.
-    let Some(barrier) = enter_barrier(&args, config, &endpoints, &stop)? else {
-        eprintln!("replay: interrupted at the start barrier; nothing sent");
-        return Ok(ExitCode::SUCCESS);
+    let meeting = StartMeeting::asked(args.start_barrier.as_deref(), args.parties, Side::Producer);
+    let barrier = match &meeting {
+        None => None,
+        Some(m) => {
+            let coord = crate::zk::connect(args.zk.as_deref(), config, "--start-barrier")?;
+            let id = format!("replay pid {} {}", std::process::id(), endpoints.join(","));
+            eprintln!("replay: {}", m.waiting_line());
+            let Some(entered) = m.enter(&coord, &id, config.coord.barrier_timeout.0, &stop)? else {
+                eprintln!("replay: interrupted at the start barrier; nothing sent");
+                return Ok(ExitCode::SUCCESS);
+            };
+            Some((m, entered))
+        }
     };
     let metrics = std::sync::Arc::new(tickbox_recorder::ReplayMetrics::new(args.speed));
     let metrics_sources: Vec<std::sync::Arc<dyn tickbox_metrics::Source>> = vec![metrics.clone()];
@@ -230,13 +239,8 @@ pub(crate) fn run(mut args: Args, config: &TickboxConfig) -> anyhow::Result<Exit
         ReplayExit::EmptySelection => ExitCode::from(crate::exit_code::EMPTY_SELECTION),
     };
     let exit = store_exit(&mirrors).unwrap_or(exit);
-    if let Some(entered) = barrier {
-        let all_left = entered
-            .leave(config.coord.barrier_timeout.0, &stop)
-            .context(
-            "leaving --start-barrier (a subscriber did not leave in time: [coord] barrier_timeout)",
-        )?;
-        if all_left {
+    if let Some((m, entered)) = barrier {
+        if m.leave(entered, config.coord.barrier_timeout.0, &stop)? {
             eprintln!("replay: every party left the start barrier");
         }
     }
@@ -272,43 +276,9 @@ fn spawn_control(
         shared,
         runs,
         defaults,
-        Box::new(move || {
-            journals
-                .iter()
-                .map(|j| first_capture_ns(j))
-                .collect::<anyhow::Result<Vec<u64>>>()
-                .map(|firsts| firsts.into_iter().min().unwrap_or(0))
-                .map_err(|e| format!("{e:#}"))
-        }),
+        first_capture_of(journals),
         Arc::clone(stop),
         config.auth.clone(),
     )
     .context("spawning the replay control thread")
-}
-
-/// Enters `--start-barrier` when asked: `Some(None)` without one, `None` when interrupted while waiting.
-fn enter_barrier(
-    args: &Args,
-    config: &TickboxConfig,
-    endpoints: &[String],
-    stop: &Arc<std::sync::atomic::AtomicBool>,
-) -> anyhow::Result<Option<Option<tickbox_coord::StartBarrier>>> {
-    let (Some(path), Some(parties)) = (&args.start_barrier, args.parties) else {
-        return Ok(Some(None));
-    };
-    let coord = crate::zk::connect(args.zk.as_deref(), config, "--start-barrier")?;
-    let id = format!("replay pid {} {}", std::process::id(), endpoints.join(","));
-    eprintln!("replay: waiting at start barrier {path} for {parties} subscriber(s)");
-    match tickbox_coord::StartBarrier::enter(
-        &coord,
-        path,
-        parties,
-        &id,
-        config.coord.barrier_timeout.0,
-        stop,
-    ) {
-        Ok(entered) => Ok(Some(Some(entered))),
-        Err(tickbox_coord::CoordError::Interrupted) => Ok(None),
-        Err(e) => Err(e).with_context(|| format!("--start-barrier {path}")),
-    }
 }

@@ -7,6 +7,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use tickbox_bench::process::{split_probes, LatencyProbe, SampleLog};
 use tickbox_fleet::group::{run_group, GroupOptions};
+use tickbox_fleet::start_barrier::{Side, StartMeeting};
 use tickbox_fleet::{check_member_id, default_member_id, SubscriberLive};
 use tickbox_subscriber::{
     live_line, tape_lines, CatchUpHandle, HumanDuration, LvcSnapshot, RunEnd, RunExtras, RunLook,
@@ -175,8 +176,8 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         tape.as_ref(),
     )?;
     drop(membership);
-    if let Some(entered) = barrier {
-        leave_barrier(entered, config, &stop)?;
+    if let Some((m, entered)) = barrier {
+        m.leave(entered, config.coord.barrier_timeout.0, &stop)?;
     }
     Ok(exit(&report, &sub_config, worker_failure, tape_failed))
 }
@@ -221,45 +222,22 @@ fn shut_down(
     Ok((report, worker_failure))
 }
 
-/// Leaves `--start-barrier` after the summary, whether the others left too or this one stopped waiting (Ctrl-C).
-fn leave_barrier(
-    entered: tickbox_coord::StartBarrier,
-    config: &TickboxConfig,
-    stop: &std::sync::atomic::AtomicBool,
-) -> anyhow::Result<()> {
-    let _all_left = entered
-        .leave(config.coord.barrier_timeout.0, stop)
-        .context(
-        "leaving --start-barrier (another party did not leave in time: [coord] barrier_timeout)",
-    )?;
-    Ok(())
-}
-
 /// Enters `--start-barrier` when asked; `None` without one, or when Ctrl-C came while waiting (the run then shuts
 /// down like any stop, with an empty summary).
 fn enter_barrier(
     args: &Args,
     config: &TickboxConfig,
     id: &str,
-    stop: &std::sync::Arc<std::sync::atomic::AtomicBool>,
-) -> anyhow::Result<Option<tickbox_coord::StartBarrier>> {
-    let (Some(path), Some(parties)) = (&args.start_barrier, args.parties) else {
+    stop: &std::sync::atomic::AtomicBool,
+) -> anyhow::Result<Option<(StartMeeting, tickbox_coord::StartBarrier)>> {
+    let Some(m) = StartMeeting::asked(args.start_barrier.as_deref(), args.parties, Side::Consumer)
+    else {
         return Ok(None);
     };
     let coord = crate::zk::connect(args.zk.as_deref(), config, "--start-barrier")?;
-    tracing::info!(barrier = %path, parties, "connected and subscribed; entering the start barrier");
-    match tickbox_coord::StartBarrier::enter(
-        &coord,
-        path,
-        parties,
-        id,
-        config.coord.barrier_timeout.0,
-        stop,
-    ) {
-        Ok(entered) => Ok(Some(entered)),
-        Err(tickbox_coord::CoordError::Interrupted) => Ok(None),
-        Err(e) => Err(e).with_context(|| format!("--start-barrier {path}")),
-    }
+    tracing::info!(barrier = %m.path, parties = m.parties, "connected and subscribed; entering the start barrier");
+    let entered = m.enter(&coord, id, config.coord.barrier_timeout.0, stop)?;
+    Ok(entered.map(|e| (m, e)))
 }
 
 /// `--group PATH`: this process joins the sharded group at PATH and consumes only the shards whose lock it holds

@@ -4,43 +4,25 @@
 use std::process::ExitCode;
 
 use anyhow::Context;
-use tickbox_majordomo::titanic::{FsyncPolicy, Redispatch, Titanic};
+use tickbox_majordomo::overrides::TitanicOverrides;
+use tickbox_majordomo::titanic::Titanic;
 
-use crate::cli::titanic::{Args, Fsync, RedispatchArg};
+use crate::cli::titanic::Args;
 use crate::config::TickboxConfig;
 use crate::out::outln;
 
 pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     crate::flags::check_connect("--broker", &args.broker)?;
-    let mut cfg = config.titanic.clone();
-    if let Some(f) = args.fsync {
-        cfg.fsync = match f {
-            Fsync::PerRequest => FsyncPolicy::PerRequest,
-            Fsync::Periodic => FsyncPolicy::Periodic,
-            Fsync::None => FsyncPolicy::None,
-        };
+    let cfg = TitanicOverrides {
+        fsync: args.fsync.map(Into::into),
+        heartbeat: args.heartbeat,
+        scan: args.scan,
+        dispatch_timeout: args.dispatch_timeout,
+        job_timeout: args.job_timeout,
+        redispatch: args.redispatch.map(Into::into),
+        max_attempts: args.max_attempts,
     }
-    if let Some(d) = args.heartbeat {
-        cfg.worker.heartbeat_interval = d;
-    }
-    if let Some(d) = args.scan {
-        cfg.scan = d;
-    }
-    if let Some(d) = args.dispatch_timeout {
-        cfg.dispatch_timeout = d;
-    }
-    if let Some(d) = args.job_timeout {
-        cfg.job_timeout = d;
-    }
-    if let Some(r) = args.redispatch {
-        cfg.redispatch = match r {
-            RedispatchArg::Never => Redispatch::Never,
-            RedispatchArg::AfterTimeout => Redispatch::AfterTimeout,
-        };
-    }
-    if let Some(n) = args.max_attempts {
-        cfg.max_attempts = n;
-    }
+    .apply(config.titanic.clone());
     let stop = crate::shutdown::flag();
     let ctx = zmq::Context::new();
     let titanic = Titanic::start(&ctx, &args.broker, &args.dir, cfg).context("starting titanic")?;
@@ -55,14 +37,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
             args.broker
         );
     }
-    let rec = titanic.recovery();
-    let ready = format!(
-        "titanic ready: {} open requests ({} awaiting a reply) recovered from {}; {} of them were dispatched before the restart",
-        rec.open_requests,
-        rec.pending_requests,
-        args.dir.display(),
-        rec.dispatched_requests
-    );
+    let ready = titanic.recovery().ready_line(&args.dir);
     // With --json, stdout carries only the summary object.
     if args.json {
         eprintln!("{ready}");

@@ -174,34 +174,10 @@ fn sweep_cmd(args: SweepArgs) -> anyhow::Result<ExitCode> {
     let duration = parse_duration(&args.duration)?;
     let warmup = parse_duration(&args.warmup)?;
     let rate = parse_rate(&args.rate)?;
-    let pinning = args
-        .pin
-        .iter()
-        .map(|p| {
-            Pinning::parse(p)
-                .ok_or_else(|| anyhow::anyhow!("--pin takes no, io and/or plan, not {p:?}"))
-        })
-        .collect::<anyhow::Result<Vec<Pinning>>>()?;
-    let objective = sweep::Objective::parse(&args.objective).ok_or_else(|| {
-        anyhow::anyhow!(
-            "--objective takes balanced, throughput or latency, not {:?}",
-            args.objective
-        )
-    })?;
-    let objective = if args.no_latency {
-        sweep::Objective::Throughput
-    } else {
-        objective
-    };
-    let dispatch = args
-        .dispatch
-        .iter()
-        .map(|d| {
-            DispatchMode::parse(d).ok_or_else(|| {
-                anyhow::anyhow!("--dispatch takes round_robin and/or by_topic, not {d:?}")
-            })
-        })
-        .collect::<anyhow::Result<Vec<DispatchMode>>>()?;
+    let pinning = Pinning::parse_flags(&args.pin).map_err(anyhow::Error::msg)?;
+    let objective = sweep::Objective::from_flags(&args.objective, args.no_latency)
+        .map_err(anyhow::Error::msg)?;
+    let dispatch = DispatchMode::parse_flags(&args.dispatch).map_err(anyhow::Error::msg)?;
     anyhow::ensure!(
         args.shards
             .iter()
