@@ -118,9 +118,14 @@ impl TryFrom<u8> for Kind {
 
     /// The kind whose wire byte is `value`; [`DecodeError::UnknownKind`] for any other byte.
     fn try_from(value: u8) -> Result<Self, DecodeError> {
-        Kind::ALL
-            .into_iter()
-            .find(|k| *k as u8 == value)
-            .ok_or(DecodeError::UnknownKind(value))
+        // A match, not a search of `Kind::ALL`: every frame's header is read through here.
+        match value {
+            1 => Ok(Kind::Quote),
+            2 => Ok(Kind::Trade),
+            3 => Ok(Kind::Heartbeat),
+            4 => Ok(Kind::BookLevel),
+            5 => Ok(Kind::Gap),
+            other => Err(DecodeError::UnknownKind(other)),
+        }
     }
 }

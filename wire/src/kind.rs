@@ -49,3 +49,19 @@ impl Kind {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::DecodeError;
+
+    #[test]
+    fn every_kind_reads_back_from_its_wire_byte_and_no_other_byte_reads() {
+        for kind in Kind::ALL {
+            assert_eq!(Kind::try_from(kind as u8), Ok(kind));
+        }
+        for byte in [0, 6, 255] {
+            assert_eq!(Kind::try_from(byte), Err(DecodeError::UnknownKind(byte)));
+        }
+    }
+}
