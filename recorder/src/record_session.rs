@@ -470,17 +470,18 @@ impl RecordSession {
     ) -> Result<Self, RecorderError> {
         gate.check_serves(&settings.record.security)?;
         let existed = settings.journal.exists();
-        // Free space against what the journal will reserve, before anything is created.
+        // Free space against what the journal will reserve, before anything is created. A ring that exists
+        // already holds its whole file: reopening it (a recorder restarted after a crash) takes nothing new, so
+        // it is not checked (a restart on a nearly full disk was refused for the default capacity's room).
+        let reserves = settings.writer.disk_reservation();
         let disk = tickbox_journal::disk_free(&settings.journal)
             .ok()
-            .map(|free| {
-                let r = settings.writer.disk_reservation();
-                DiskCheck {
-                    free,
-                    at_open: r.at_open,
-                    ahead_max: r.ahead_max,
-                    bounded: r.bounded,
-                }
+            .filter(|_| !(existed && reserves.bounded))
+            .map(|free| DiskCheck {
+                free,
+                at_open: reserves.at_open,
+                ahead_max: reserves.ahead_max,
+                bounded: reserves.bounded,
             });
         if let Some(check) = disk.filter(|c| !c.enough_to_open()) {
             return Err(RecorderError::NoRoom(format!(

@@ -611,3 +611,47 @@ fn ctrl_c_stops_record_and_replay_cleanly() {
         "{out:?}"
     );
 }
+
+/// A ring that exists already holds its whole file: a recorder restarted on it takes no new space, so it starts
+/// however little the disk has free (a `--capacity` far beyond the disk stands in for a nearly full one: the
+/// ring keeps its own capacity).
+#[test]
+fn a_recorder_restarted_on_an_existing_ring_needs_no_new_room() {
+    let dir = TempDir::new("cli-record-ring-room");
+    let journal = dir.0.join("ring.tbj");
+    let journal = journal.to_str().unwrap();
+    let ctx = zmq::Context::new();
+    for (run, capacity) in [(0u64, "1MiB"), (1, "100TiB")] {
+        let publisher = ctx.socket(zmq::XPUB).unwrap();
+        publisher.set_linger(100).unwrap();
+        publisher.set_rcvtimeo(10_000).unwrap();
+        let ep = tickbox_testkit::bind_loopback(&publisher);
+        let recorder = spawn(&[
+            "record",
+            "--connect",
+            &ep,
+            "--ring",
+            "--journal",
+            journal,
+            "--capacity",
+            capacity,
+            "--max-messages",
+            "5",
+            "--quiet",
+        ]);
+        assert_eq!(
+            publisher.recv_bytes(0).unwrap(),
+            b"\x01",
+            "run {run} ({capacity}) never subscribed"
+        );
+        for i in 1..=5 {
+            publisher.send(original(5 * run + i, 0), 0).unwrap();
+        }
+        let out = recorder.wait_output(Duration::from_secs(10));
+        assert!(out.status.success(), "run {run} ({capacity}): {out:?}");
+    }
+    assert!(
+        std::fs::metadata(journal).unwrap().len() < 2 << 20,
+        "the ring kept its 1 MiB"
+    );
+}
