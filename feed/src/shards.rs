@@ -400,7 +400,8 @@ impl Shards {
     /// The end of a feed's run ([`Shards::close_wait`] under the feed's settings, which every feed shares): a
     /// lossless run waits up to `drain_timeout` for its subscribers to leave; a lossy one, or one that ended
     /// `blocked` on a full pipe (whose subscriber stopped reading), gives its queue the close's usual linger. Logs
-    /// who stayed and what was dropped.
+    /// who stayed and what was dropped; `subscribers_at_close` counts only subscribers that stayed through the
+    /// wait.
     pub fn close_feed(
         &mut self,
         config: &FeedConfig,
@@ -413,7 +414,12 @@ impl Shards {
             crate::close_wait(config)
         };
         let linger = Duration::from_millis(LINGER_MS as u64);
-        let closing = self.close_wait(drain, linger, stop)?;
+        let mut closing = self.close_wait(drain, linger, stop)?;
+        if !closing.subscribers_stayed {
+            // A feed reports (and warns of) subscribers that stayed through its drain wait; a run that did not
+            // wait (lossy, blocked, interrupted) has nobody it waited for.
+            closing.subscribers_at_close.fill(0);
+        }
         if closing.subscribers_stayed {
             tracing::warn!(
                 subscribers_at_close = self.subscriptions_now(),

@@ -380,3 +380,26 @@ fn no_drop_back_pressure_loses_nothing_to_a_slow_subscriber() {
     let report = feed.join().unwrap();
     assert_eq!(report.shards[0].last_sequence, n);
 }
+
+/// A lossy feed does not wait for its subscribers at the end, so one still connected is nobody it waited for:
+/// not counted as staying, and the summary has no warning about it.
+#[test]
+fn a_lossy_feed_counts_no_subscriber_as_staying_after_a_wait_it_did_not_make() {
+    let ctx = zmq::Context::new();
+    let feed = Feed::start(
+        &tickbox_auth::Gate::open(&ctx),
+        FeedConfig {
+            mode: PacingMode::FlatOut,
+            wait_for_subscribers: 1,
+            max_messages_per_shard: Some(1_000),
+            ..FeedConfig::default()
+        },
+    )
+    .unwrap();
+    // Connected for the whole run and after it.
+    let sub = sub(&ctx, &feed.endpoints()[0], b"");
+    let report = feed.join().unwrap();
+    assert_eq!(report.shards[0].subscribers_at_close, 0, "{report:?}");
+    assert!(!report.to_string().contains("WARNING"), "{report}");
+    drop(sub);
+}
