@@ -415,11 +415,6 @@ impl Shards {
         };
         let linger = Duration::from_millis(LINGER_MS as u64);
         let mut closing = self.close_wait(drain, linger, stop)?;
-        if !closing.subscribers_stayed {
-            // A feed reports (and warns of) subscribers that stayed through its drain wait; a run that did not
-            // wait (lossy, blocked, interrupted) has nobody it waited for.
-            closing.subscribers_at_close.fill(0);
-        }
         if closing.subscribers_stayed {
             tracing::warn!(
                 subscribers_at_close = self.subscriptions_now(),
@@ -427,6 +422,10 @@ impl Shards {
                  unread tail",
                 config.drain_timeout
             );
+        } else {
+            // A feed reports (and warns of) subscribers that stayed through its drain wait; a run that did not
+            // wait (lossy, blocked, interrupted) has nobody it waited for.
+            closing.subscribers_at_close.fill(0);
         }
         if closing.undelivered() > 0 {
             tracing::warn!(
