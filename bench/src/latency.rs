@@ -45,6 +45,9 @@ pub struct LatencyConfig {
     pub via_lvc: bool,
     /// How the tickbox subscriber's shard hands records to its worker (`inline` needs one worker per shard).
     pub handoff: tickbox_subscriber::Handoff,
+    /// `[workers] idle_spin` of the tickbox subscriber (`--idle-spin`): what a ring hand-off's worker does when
+    /// its queue runs dry.
+    pub idle_spin: Duration,
     /// Applied to every socket of both systems (`bench latency --security curve`, in-process shape); the sweep's
     /// gate is started from the same section.
     pub security: tickbox_auth::Security,
@@ -80,6 +83,7 @@ impl Default for LatencyConfig {
             drain: Duration::from_millis(500),
             via_lvc: false,
             handoff: tickbox_subscriber::Handoff::default(),
+            idle_spin: tickbox_workers::WorkerPoolConfig::default().idle_spin.0,
             security: tickbox_auth::Security::default(),
             background: crate::load::LoadSpec::default(),
         }
@@ -144,6 +148,9 @@ impl LatencyRun {
             transport: self.config.transport.to_string(),
             via_lvc: self.config.via_lvc && self.system == "tickbox",
             handoff: (self.system == "tickbox").then_some(self.config.handoff),
+            idle_spin: (self.system == "tickbox"
+                && self.config.handoff == tickbox_subscriber::Handoff::Ring)
+                .then_some(tickbox_units::HumanDuration(self.config.idle_spin)),
             rate: self.config.rate,
             size: self.size,
             duration_s: secs,
@@ -223,12 +230,14 @@ fn latency_groups(results: &[LatencyResult]) -> Vec<LatencyGroup<'_>> {
             }
         };
         let name = format!(
-            "{} {} msg/s, {frames}{}{}{}",
+            "{} {} msg/s, {frames}{}{}{}{}",
             r.transport,
             rate_label(r.rate),
             if r.via_lvc { ", via LVC" } else { "" },
             r.handoff
                 .map_or(String::new(), |h| format!(", tickbox handoff {h}")),
+            r.idle_spin
+                .map_or(String::new(), |d| format!(" (idle spin {d})")),
             if r.background.threads > 0 {
                 format!(", background load {}", r.background.describe())
             } else {

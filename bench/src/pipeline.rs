@@ -263,7 +263,10 @@ fn measure_pipeline(
     };
     let (mut sub_config, mut pool) = (
         subscriber_config(vec![sub_endpoint], config.hwm, config.handoff),
-        workers_config(1, config.hwm),
+        WorkerPoolConfig {
+            idle_spin: tickbox_units::HumanDuration(config.idle_spin),
+            ..workers_config(1, config.hwm)
+        },
     );
     sub_config.security = config.security.clone();
     tune(&mut sub_config, &mut pool);

@@ -689,8 +689,9 @@ pub fn tickbox_processes_latency(
     std::fs::write(
         &toml,
         format!(
-            "[feed]\nmax_catch_up = \"0s\"\n\n[subscriber]\nreceive_hwm = {}\n",
-            config.hwm
+            "[feed]\nmax_catch_up = \"0s\"\n\n[subscriber]\nreceive_hwm = {}\n\n[workers]\nidle_spin = \"{}\"\n",
+            config.hwm,
+            tickbox_units::format_duration(config.idle_spin)
         ),
     )
     .map_err(|e| BenchError::io(&toml, e))?;

@@ -284,6 +284,10 @@ pub struct LatencyResult {
     /// The tickbox subscriber's hand-off (`ring`, `zmq`, `inline`); none for baselines and older files.
     #[serde(default)]
     pub handoff: Option<tickbox_subscriber::Handoff>,
+    /// How long the tickbox worker looked for its next parcel before sleeping (`--idle-spin`; a ring only); none
+    /// for other hand-offs, baselines and older files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_spin: Option<tickbox_units::HumanDuration>,
     /// Offered rate, msg/s.
     pub rate: u64,
     /// Bytes per message on the wire (ZeroMQ frame body).

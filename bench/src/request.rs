@@ -48,6 +48,8 @@ pub struct LatencyRequest {
     pub via_lvc: bool,
     /// The hand-off the subscriber's one shard uses (resolved).
     pub handoff: tickbox_subscriber::Handoff,
+    /// `[workers] idle_spin` of the tickbox subscriber; `None`: its default.
+    pub idle_spin: Option<Duration>,
     /// Stall the worker every this many messages (`--stall-every`) ...
     pub stall_every: Option<u64>,
     /// ... for this long (`--stall`).
@@ -108,6 +110,9 @@ impl LatencyRequest {
                 log_interval: parse_duration(&self.log_interval)?.max(Duration::from_millis(1)),
                 via_lvc: self.via_lvc,
                 handoff: self.handoff,
+                idle_spin: self
+                    .idle_spin
+                    .unwrap_or(tickbox_workers::WorkerPoolConfig::default().idle_spin.0),
                 background: self.background,
                 ..LatencyConfig::default()
             },
@@ -262,6 +267,7 @@ mod tests {
             back_pressure: BackPressure::Drop,
             via_lvc: false,
             handoff: tickbox_subscriber::Handoff::Ring,
+            idle_spin: None,
             stall_every: None,
             stall: None,
             log_interval: "0s".into(),

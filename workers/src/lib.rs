@@ -12,6 +12,7 @@
 
 mod builtin;
 mod dispatch;
+mod idle_spin;
 mod parcel;
 mod pool;
 mod record;

@@ -10,9 +10,16 @@ use serde::{Deserialize, Serialize};
 use tickbox_units::HumanDuration;
 use tickbox_wire::now_ns;
 
+use crate::idle_spin::{IdleSpin, Look};
 use crate::parcel::{Item, Parcel, Recycler};
 use crate::record::{Meta, Record};
 use crate::{Delivery, Worker};
+
+/// `idle_spin`'s default, chosen by `bench latency --handoff ring` on a 2-core machine, quiet and with
+/// `--background-load 1` (the book's performance chapter has the figures).
+const DEFAULT_IDLE_SPIN: Duration = Duration::from_micros(200);
+/// The longest `idle_spin` honoured: past it a sleeping worker's wake-up is no longer the cost that matters.
+const MAX_IDLE_SPIN: Duration = Duration::from_millis(10);
 
 /// The `[workers]` section of the deployment config.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -29,6 +36,11 @@ pub struct WorkerPoolConfig {
     pub hwm: i32,
     /// How often an idle worker checks for shutdown (clamped to 1 ms ..= 1 s).
     pub poll_interval: HumanDuration,
+    /// How long a worker fed through a ring (`[subscriber] handoff = "ring"`) keeps looking for the next parcel
+    /// before it sleeps until woken (at most 10 ms; `0s` sleeps at once). While records arrive closer together
+    /// than this, and the worker has a core to itself, it never sleeps, so a record does not wait for a sleeping
+    /// thread to be woken; a worker taken off its core while it looks sleeps at once for the next 20 ms.
+    pub idle_spin: HumanDuration,
     /// `[context.sockets.workers]`, copied here by the binary; applied to each worker's PULL socket (pools fed
     /// through endpoints) before it connects, `hwm` above winning over the profile's `rcvhwm` only when the
     /// profile leaves it unset (see `tickbox_zmqx::profile`).
@@ -44,6 +56,7 @@ impl Default for WorkerPoolConfig {
             batch: 256,
             hwm: 1_000,
             poll_interval: HumanDuration(Duration::from_millis(50)),
+            idle_spin: HumanDuration(DEFAULT_IDLE_SPIN),
             socket_profile: tickbox_zmqx::profile::SocketProfile::default(),
         }
     }
@@ -291,6 +304,7 @@ impl<W: Worker, H: DequeueHook> WorkerPool<W, H> {
                 batch: config.batch.max(1),
                 hwm: config.hwm,
                 poll_ms: config.poll_interval.0.as_millis().clamp(1, 1_000) as i64,
+                idle_spin: config.idle_spin.0.min(MAX_IDLE_SPIN),
                 profile: config.socket_profile.clone(),
             };
             let handle = std::thread::Builder::new()
@@ -403,6 +417,7 @@ struct ThreadSettings {
     batch: usize,
     hwm: i32,
     poll_ms: i64,
+    idle_spin: Duration,
     profile: tickbox_zmqx::profile::SocketProfile,
 }
 
@@ -465,6 +480,20 @@ impl Source {
                 Err(crossbeam_channel::TryRecvError::Disconnected) => Next::Closed,
             },
         }
+    }
+
+    /// Looks for a parcel while `spin` allows before the caller goes to sleep (a ring only: a socket is waited on
+    /// in `poll`).
+    fn spin(&self, spin: &mut IdleSpin) -> Next {
+        let Source::Parcels { rx, .. } = self else {
+            return Next::Empty;
+        };
+        spin.spin(|| match rx.try_recv() {
+            Ok(p) => Look::Found(Next::Parcel(p)),
+            Err(crossbeam_channel::TryRecvError::Disconnected) => Look::Found(Next::Closed),
+            Err(crossbeam_channel::TryRecvError::Empty) => Look::Nothing,
+        })
+        .unwrap_or(Next::Empty)
     }
 
     /// Waits up to `poll_ms` for something; the socket only waits, the channel hands the parcel over at once.
@@ -653,6 +682,7 @@ fn run_thread<W: Worker, H: DequeueHook>(
         in_batch: 0,
         batch: settings.batch,
     };
+    let mut idle_spin = IdleSpin::new(settings.idle_spin);
     let mut msg = zmq::Message::new();
     // The other parts of a multipart message (a Guide message off a PULL socket).
     let (mut body, mut spare) = (zmq::Message::new(), zmq::Message::new());
@@ -663,7 +693,10 @@ fn run_thread<W: Worker, H: DequeueHook>(
                 if shared.stop.load(Ordering::Acquire) || shared.abort.load(Ordering::Acquire) {
                     break;
                 }
-                source.wait(settings.poll_ms)
+                match source.spin(&mut idle_spin) {
+                    Next::Empty => source.wait(settings.poll_ms),
+                    other => other,
+                }
             }
             other => other,
         };

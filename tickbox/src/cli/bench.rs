@@ -117,6 +117,11 @@ pub(crate) struct LatencyArgs {
     /// which was measured and why.
     #[arg(long, value_name = "auto|ring|zmq|inline")]
     pub(crate) handoff: Option<tickbox_subscriber::Handoff>,
+    /// With `--handoff ring`: how long the worker keeps looking for its next parcel before it sleeps until woken
+    /// (`[workers] idle_spin`; default its default, `0s` sleeps at once), so the choice of that default
+    /// reproduces.
+    #[arg(long, value_name = "DURATION", value_parser = tickbox_units::parse_duration)]
+    pub(crate) idle_spin: Option<Duration>,
     /// Inject a consumer stall every N messages (see --stall); shows what a slow worker does to the tail.
     #[arg(long, requires = "stall", value_name = "N")]
     pub(crate) stall_every: Option<u64>,

@@ -139,6 +139,7 @@ fn latency(a: LatencyArgs) -> anyhow::Result<ExitCode> {
         back_pressure,
         via_lvc: a.via_lvc,
         handoff,
+        idle_spin: a.idle_spin,
         stall_every: a.stall_every,
         stall: a.stall.clone(),
         log_interval: a.log_interval.clone(),
