@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use tickbox_bstar::Role;
-use tickbox_units::{ByteSize, HumanDuration};
+use tickbox_units::{override_with, ByteSize, HumanDuration};
 
 use crate::pair::state_endpoints;
 use crate::{CloneConfig, CloneError, HaOptions, ServerBind, ServerEndpoints, ServerOptions};
@@ -46,14 +46,14 @@ impl ServerOverrides {
     /// `tcp://HOST:PORT`.
     pub fn options(self, config: &CloneConfig) -> Result<ServerOptions, CloneError> {
         let mut server = config.server.clone();
-        set(&mut server.hugz, self.hugz);
-        set(&mut server.max_keys, self.max_keys);
-        set(&mut server.max_connections, self.max_connections);
+        override_with(&mut server.hugz, self.hugz);
+        override_with(&mut server.max_keys, self.max_keys);
+        override_with(&mut server.max_connections, self.max_connections);
         server.security = (server.security).cap_connections(&["clone"], server.max_connections);
-        set(&mut server.max_value_len, self.max_value_len);
-        set(&mut server.max_bytes, self.max_bytes.map(ByteSize));
+        override_with(&mut server.max_value_len, self.max_value_len);
+        override_with(&mut server.max_bytes, self.max_bytes.map(ByteSize));
         let mut bstar = config.bstar.clone();
-        set(&mut bstar.heartbeat, self.heartbeat);
+        override_with(&mut bstar.heartbeat, self.heartbeat);
         let ha = match self.role {
             None => None,
             Some(role) => {
@@ -78,12 +78,6 @@ impl ServerOverrides {
             config: server,
             data_dir: self.data_dir,
         })
-    }
-}
-
-fn set<T>(field: &mut T, flag: Option<T>) {
-    if let Some(v) = flag {
-        *field = v;
     }
 }
 

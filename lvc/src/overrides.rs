@@ -1,6 +1,6 @@
 //! What `tickbox lvc`'s flags change in the config file's `[lvc]` section.
 
-use tickbox_units::HumanDuration;
+use tickbox_units::{override_with, HumanDuration};
 
 use crate::{BackPressure, LateJoiners, LvcConfig, Overflow, TapDrop};
 
@@ -65,7 +65,7 @@ impl LvcOverrides {
         if !self.upstream_bind.is_empty() {
             config.upstream_bind = self.upstream_bind;
         }
-        set(&mut config.bind, self.bind);
+        override_with(&mut config.bind, self.bind);
         if self.tap.is_some() {
             config.tap = self.tap;
         }
@@ -83,39 +83,33 @@ impl LvcOverrides {
         p.maxmsgsize = p
             .maxmsgsize
             .filter(|_| self.max_subscription_bytes.is_none() && self.max_message_bytes.is_none());
-        set(&mut config.late_joiners, self.late_joiners);
-        set(&mut config.cache_prefixes, self.cache_prefixes);
-        set(&mut config.max_connections, self.max_connections);
-        set(&mut config.max_topics, self.max_topics);
-        set(&mut config.max_bytes, self.max_bytes);
-        set(&mut config.overflow, self.overflow);
-        set(&mut config.back_pressure, self.back_pressure);
-        set(&mut config.downstream_hwm, self.downstream_hwm);
-        set(&mut config.upstream_hwm, self.upstream_hwm);
-        set(&mut config.tap_hwm, self.tap_hwm);
-        set(&mut config.tap_drop, self.tap_drop);
-        set(&mut config.tap_framing, self.tap_framing);
-        set(
+        override_with(&mut config.late_joiners, self.late_joiners);
+        override_with(&mut config.cache_prefixes, self.cache_prefixes);
+        override_with(&mut config.max_connections, self.max_connections);
+        override_with(&mut config.max_topics, self.max_topics);
+        override_with(&mut config.max_bytes, self.max_bytes);
+        override_with(&mut config.overflow, self.overflow);
+        override_with(&mut config.back_pressure, self.back_pressure);
+        override_with(&mut config.downstream_hwm, self.downstream_hwm);
+        override_with(&mut config.upstream_hwm, self.upstream_hwm);
+        override_with(&mut config.tap_hwm, self.tap_hwm);
+        override_with(&mut config.tap_drop, self.tap_drop);
+        override_with(&mut config.tap_framing, self.tap_framing);
+        override_with(
             &mut config.max_subscription_bytes,
             self.max_subscription_bytes,
         );
-        set(&mut config.max_message_bytes, self.max_message_bytes);
-        set(
+        override_with(&mut config.max_message_bytes, self.max_message_bytes);
+        override_with(
             &mut config.max_downstream_prefixes,
             self.max_downstream_prefixes,
         );
-        set(&mut config.cached_per_second, self.cached_per_second);
-        set(
+        override_with(&mut config.cached_per_second, self.cached_per_second);
+        override_with(
             &mut config.stats_interval,
             self.stats_interval.map(HumanDuration),
         );
         config
-    }
-}
-
-fn set<T>(field: &mut T, flag: Option<T>) {
-    if let Some(value) = flag {
-        *field = value;
     }
 }
 

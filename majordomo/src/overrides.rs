@@ -1,6 +1,6 @@
 //! What `tickbox titanic`'s flags say, merged over the `[titanic]` section: the flags win.
 
-use tickbox_units::HumanDuration;
+use tickbox_units::{override_with, HumanDuration};
 
 use crate::titanic::{FsyncPolicy, Redispatch, TitanicConfig};
 
@@ -26,20 +26,14 @@ pub struct TitanicOverrides {
 impl TitanicOverrides {
     /// These flags over `config`.
     pub fn apply(self, mut config: TitanicConfig) -> TitanicConfig {
-        set(&mut config.fsync, self.fsync);
-        set(&mut config.worker.heartbeat_interval, self.heartbeat);
-        set(&mut config.scan, self.scan);
-        set(&mut config.dispatch_timeout, self.dispatch_timeout);
-        set(&mut config.job_timeout, self.job_timeout);
-        set(&mut config.redispatch, self.redispatch);
-        set(&mut config.max_attempts, self.max_attempts);
+        override_with(&mut config.fsync, self.fsync);
+        override_with(&mut config.worker.heartbeat_interval, self.heartbeat);
+        override_with(&mut config.scan, self.scan);
+        override_with(&mut config.dispatch_timeout, self.dispatch_timeout);
+        override_with(&mut config.job_timeout, self.job_timeout);
+        override_with(&mut config.redispatch, self.redispatch);
+        override_with(&mut config.max_attempts, self.max_attempts);
         config
-    }
-}
-
-fn set<T>(field: &mut T, flag: Option<T>) {
-    if let Some(v) = flag {
-        *field = v;
     }
 }
 

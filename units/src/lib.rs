@@ -31,6 +31,16 @@ pub use time::{
     parse_zone, TimeZone, When, TIME_FORMS,
 };
 
+/// A flag given on the command line wins over its config key: `field` takes `flag`'s value when there is one and
+/// keeps the config's otherwise. Every component's flags-over-config step uses it, so "given" means the same
+/// everywhere.
+#[inline]
+pub fn override_with<T>(field: &mut T, flag: Option<T>) {
+    if let Some(value) = flag {
+        *field = value;
+    }
+}
+
 /// Why a quantity was rejected. Each message names the input and shows what would have been accepted.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum UnitsError {
