@@ -82,19 +82,15 @@ pub fn resolve_elected_catch_up(
 }
 
 impl GroupShard {
-    /// What a group member prints of this shard: its JSON summary on one line (`json`), else a heading and the
-    /// summary table; `signalled` when a signal stopped the member.
-    pub fn printed(&self, json: bool, signalled: bool) -> String {
-        let stopped_by = self.report.stopped_by(signalled);
-        if json {
-            format!("{}\n", self.summary_json(stopped_by))
-        } else {
-            format!(
-                "group shard {}:\n{}",
-                self.shard,
-                self.report.summary_table(None, stopped_by)
-            )
-        }
+    /// What a group member prints of this shard without `--json`: a heading and the summary table; `signalled`
+    /// when a signal stopped the member. (With `--json` it prints [`GroupShard::summary_json`].)
+    pub fn summary_text(&self, signalled: bool) -> String {
+        format!(
+            "group shard {}:\n{}",
+            self.shard,
+            self.report
+                .summary_table(None, self.report.stopped_by(signalled))
+        )
     }
 }
 

@@ -130,7 +130,10 @@ fn print_summary(
     to_stdout: bool,
 ) -> anyhow::Result<()> {
     let text = if json {
-        format!("{}\n", summary.report_json(mirror)?)
+        format!(
+            "{}\n",
+            crate::out::versioned(&summary.report_json(mirror)?)?
+        )
     } else {
         summary.report_text(mirror)
     };

@@ -268,7 +268,11 @@ fn subscribe_group(
     let signalled = stop.load(Ordering::Relaxed);
     let mut exit = ExitCode::from(exit_code::OK);
     for one in &outcome.shards {
-        out!("{}", one.printed(args.json, signalled));
+        if args.json {
+            crate::out::json(&one.summary_json(one.report.stopped_by(signalled)))?;
+        } else {
+            out!("{}", one.summary_text(signalled));
+        }
         if one.report.fatal.is_some() {
             exit = crate::outcome::finish(&one.report);
         }

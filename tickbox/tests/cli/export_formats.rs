@@ -364,6 +364,8 @@ fn parquet_dataset_reads_the_same_in_pyarrow_duckdb_and_polars_as_journal_dump()
         "--json",
     ]);
     let summary: Value = serde_json::from_str(ok(&o).trim()).unwrap();
+    // Versioned like every other `--json` object, so a script can check what it parses.
+    assert_eq!(summary["schema_version"], 1, "{summary}");
     assert_eq!(summary["rows"], RECORDS);
     assert_eq!(summary["records_read"], RECORDS);
     assert!(
