@@ -157,6 +157,41 @@ pub struct SubscriberShardReport {
     pub lateness: Histogram<u64>,
 }
 
+impl SubscriberShardReport {
+    /// Shard `index`'s report before anything was received: every count zero, one per-worker slot for each of
+    /// `workers` (at least one).
+    pub fn before_receiving(index: usize, endpoints: Vec<String>, workers: usize) -> Self {
+        SubscriberShardReport {
+            index,
+            endpoints,
+            nic: None,
+            core: None,
+            io_thread: None,
+            received: 0,
+            batches: 0,
+            batch_malformed: 0,
+            handoff_dropped: 0,
+            handshakes_refused: 0,
+            forwarded: 0,
+            malformed: 0,
+            guide: 0,
+            guide_malformed: 0,
+            guide_like: 0,
+            cached: 0,
+            gap_notices: 0,
+            late: 0,
+            gaps: 0,
+            missing: 0,
+            restarts: 0,
+            publishers: 0,
+            sequence: SequenceTotals::default(),
+            ledgers: Vec::new(),
+            forwarded_per_worker: vec![0; workers.max(1)],
+            lateness: lateness_histogram(),
+        }
+    }
+}
+
 /// What one worker thread did, with its worker handed back for inspection.
 #[derive(Debug)]
 pub struct WorkerReport<W> {

@@ -225,32 +225,15 @@ pub(crate) mod tests {
     /// A run of one shard that received `received` records, nothing else happening.
     pub(crate) fn empty_run(received: u64) -> Report<()> {
         let shard = crate::SubscriberShardReport {
-            index: 0,
-            endpoints: vec!["tcp://127.0.0.1:5556".into()],
-            nic: None,
-            core: None,
-            io_thread: None,
             received,
-            batches: 0,
-            batch_malformed: 0,
-            handoff_dropped: 0,
-            handshakes_refused: 0,
             forwarded: received,
-            malformed: 0,
-            guide: 0,
-            guide_malformed: 0,
-            guide_like: 0,
-            cached: 0,
-            gap_notices: 0,
-            late: 0,
-            gaps: 0,
-            missing: 0,
-            restarts: 0,
             publishers: 1,
-            sequence: Default::default(),
-            ledgers: Vec::new(),
             forwarded_per_worker: Vec::new(),
-            lateness: crate::lateness_histogram(),
+            ..crate::SubscriberShardReport::before_receiving(
+                0,
+                vec!["tcp://127.0.0.1:5556".into()],
+                1,
+            )
         };
         Report {
             shards: vec![shard],

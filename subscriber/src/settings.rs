@@ -5,11 +5,10 @@
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use tickbox_wire::SequenceTotals;
 use tickbox_workers::Dispatch;
 
 use crate::clock::ClockTable;
-use crate::report::{lateness_histogram, SubscriberShardReport};
+use crate::report::SubscriberShardReport;
 use crate::snail::SharedThreshold;
 use crate::{Framing, GapPolicy, SnailMode, SubscriberShardConfig};
 
@@ -44,32 +43,13 @@ impl ShardSettings {
     /// This shard's report before anything was received.
     pub(crate) fn empty_report(&self) -> SubscriberShardReport {
         SubscriberShardReport {
-            index: self.index,
-            endpoints: self.shard.connect.clone(),
             nic: self.shard.nic.clone(),
-            core: None,
             io_thread: self.shard.io_thread,
-            received: 0,
-            batches: 0,
-            batch_malformed: 0,
-            handoff_dropped: 0,
-            handshakes_refused: 0,
-            forwarded: 0,
-            malformed: 0,
-            guide: 0,
-            guide_malformed: 0,
-            guide_like: 0,
-            cached: 0,
-            gap_notices: 0,
-            late: 0,
-            gaps: 0,
-            missing: 0,
-            restarts: 0,
-            publishers: 0,
-            sequence: SequenceTotals::default(),
-            ledgers: Vec::new(),
-            forwarded_per_worker: vec![0; self.workers.max(1)],
-            lateness: lateness_histogram(),
+            ..SubscriberShardReport::before_receiving(
+                self.index,
+                self.shard.connect.clone(),
+                self.workers,
+            )
         }
     }
 }
