@@ -184,14 +184,33 @@ pub struct Sent {
     pub bytes: u64,
 }
 
-/// Recycled buffers for single frames: about one high-water mark's worth (the default 1,000) of a subscriber that
-/// is behind; past it a frame gets a one-off buffer, tracked the same way.
+/// Recycled buffers for single frames allocated up front: one default high-water mark's worth (1,000).
 const SINGLE_BUFFERS: usize = 1024;
+/// Buffers the single-frame pool grows by beyond the socket's send high-water mark: what libzmq's connections
+/// may hold while they write (a small frame is copied into the connection's batch and released at once).
+const SINGLE_BUFFERS_SLACK: usize = 64;
+/// Most single-frame buffers a publisher keeps (16 MiB), and the pool of a socket without a high-water mark.
+const SINGLE_BUFFERS_MAX: usize = 65_536;
 /// Size of each single-frame buffer: every generated message fits (a larger one gets a one-off buffer).
 const SINGLE_BUFFER_LEN: usize = 256;
 
+/// How many single-frame buffers a socket with send high-water mark `send_hwm` (0: none) may need: at full speed
+/// its queue fills to the mark, and every queued frame holds its buffer until libzmq writes it out. A pool smaller
+/// than that is always empty at full speed, and each frame then allocates its own buffer (measured: about a
+/// third of the sending thread's time went to `malloc` with a high-water mark of 10,000 and 1,024 buffers).
+fn single_buffers(send_hwm: i32) -> usize {
+    match usize::try_from(send_hwm) {
+        Ok(hwm) if hwm > 0 => hwm
+            .saturating_add(SINGLE_BUFFERS_SLACK)
+            .clamp(SINGLE_BUFFERS, SINGLE_BUFFERS_MAX),
+        _ => SINGLE_BUFFERS_MAX,
+    }
+}
+
 impl Publisher {
-    /// Wraps a configured socket. `heartbeat_interval_ns` is advertised in heartbeats.
+    /// Wraps a configured socket. `heartbeat_interval_ns` is advertised in heartbeats. Single frames are written
+    /// into a pool of recycled buffers that grows on demand to cover the socket's send high-water mark (as set
+    /// when this is called), so a full queue does not make every frame allocate.
     pub fn new(
         socket: zmq::Socket,
         shard: usize,
@@ -199,6 +218,8 @@ impl Publisher {
         heartbeat_interval_ns: u64,
     ) -> Self {
         let delivery = Delivery::new();
+        // A socket whose high-water mark cannot be read gets the pool of one without a mark.
+        let single_capacity = single_buffers(socket.get_sndhwm().unwrap_or(0));
         Publisher {
             socket,
             shard,
@@ -212,7 +233,8 @@ impl Publisher {
             batch: None,
             batching: false,
             singles: {
-                let mut singles = ZeroCopySender::new(SINGLE_BUFFERS, SINGLE_BUFFER_LEN);
+                let mut singles =
+                    ZeroCopySender::growing(SINGLE_BUFFERS, single_capacity, SINGLE_BUFFER_LEN);
                 singles.track(&delivery);
                 singles
             },
@@ -710,6 +732,62 @@ mod tests {
     use tickbox_wire::{batch_records, is_batch, Kind, MessageRef, Quote, BATCH_TOPIC};
 
     use super::*;
+
+    /// A socket whose high-water mark is far above the pool's first 1,024 buffers, and a reader that reads
+    /// nothing at first: thousands of single frames wait in libzmq at once, each in its own buffer (the pool grows
+    /// to hold them). Every one is counted as undelivered while libzmq holds it, none is overwritten while it
+    /// waits, and once the reader has them all the count is back to zero.
+    #[test]
+    fn single_frames_queued_past_the_first_buffers_stay_intact_and_counted() {
+        const N: u64 = 6_000;
+        let ctx = zmq::Context::new();
+        let mut xpub = ctx.socket(zmq::XPUB).unwrap();
+        xpub.set_linger(2000).unwrap();
+        xpub.set_sndhwm(20_000).unwrap();
+        xpub.set_sndbuf(4096).unwrap();
+        xpub.set_sndtimeo(5).unwrap();
+        tickbox_zmqx::set_xpub_nodrop(&mut xpub, true).unwrap();
+        let ep = tickbox_zmqx::bind_resolved(&xpub, "tcp://127.0.0.1:*").unwrap();
+        let sub = ctx.socket(zmq::SUB).unwrap();
+        sub.set_linger(0).unwrap();
+        sub.set_rcvhwm(1).unwrap();
+        sub.set_rcvbuf(4096).unwrap();
+        sub.connect(&ep).unwrap();
+        sub.set_subscribe(b"").unwrap();
+        xpub.set_rcvtimeo(5000).unwrap();
+        xpub.recv_bytes(0).unwrap();
+        let mut publisher = Publisher::new(xpub, 0, 7, 0);
+        let started = Instant::now();
+        for k in 0..N {
+            let payload = Payload::Quote(Quote {
+                instrument_id: k as u32,
+                ..Quote::default()
+            });
+            while publisher
+                .publish("Q.XNAS.AAPL", &payload)
+                .unwrap()
+                .is_none()
+            {
+                assert!(started.elapsed() < Duration::from_secs(15), "stuck");
+            }
+        }
+        // The kernel's buffers hold a few dozen frames at most: far more than the first 1,024 wait in libzmq.
+        let held = publisher.wait_settled(Duration::from_millis(50), None);
+        assert!(held > 2 * SINGLE_BUFFERS as u64 && held <= N, "{held}");
+        sub.set_rcvtimeo(5000).unwrap();
+        for k in 0..N {
+            let frame = sub.recv_bytes(0).unwrap();
+            let m = MessageRef::decode(&frame).unwrap();
+            assert_eq!(m.header().sequence, k + 1);
+            // A buffer reused while its frame still waited would carry a later message here.
+            match m.payload().unwrap() {
+                Payload::Quote(q) => assert_eq!(q.instrument_id, k as u32),
+                other => panic!("not a quote: {other:?}"),
+            }
+        }
+        assert_eq!(publisher.wait_settled(Duration::from_secs(5), None), 0);
+        assert_eq!(publisher.sent().records, N);
+    }
 
     /// A no-drop publisher with tiny queues and a reader that keeps stopping: batches are refused at the
     /// high-water mark again and again, and every message still arrives once, in sequence order.
