@@ -54,7 +54,8 @@ pub struct FeedConfig {
     pub seed: u64,
     /// Publisher id of shard 0; shard `i` is `publisher_id_base + i`.
     pub publisher_id_base: u32,
-    /// `ZMQ_SNDHWM` of each publisher socket (messages per subscriber pipe).
+    /// `ZMQ_SNDHWM` of each publisher socket (messages per subscriber pipe); a shard's pool of single-frame
+    /// buffers grows on demand to cover it.
     #[serde(alias = "sndhwm")]
     pub send_hwm: i32,
     /// Longest subscription prefix a shard accepts, in bytes; a subscriber sending a longer one is disconnected
@@ -88,7 +89,8 @@ pub struct FeedConfig {
     pub batch_max_records: u16,
     /// Largest batch frame with `batch = "auto"`, in bytes.
     pub batch_max_bytes: usize,
-    /// Most messages sent per pacer step: bounds how long a shard goes without checking for stop.
+    /// Most messages sent per pacer step: bounds how long a shard goes without checking for stop. Within a step
+    /// the wall clock is read once per 32 messages: a stamp is read before its message is sent, never after.
     pub max_batch: usize,
     /// The pacer sleeps until this close to a deadline and spins the rest, trading CPU for accuracy.
     pub spin_us: u64,
