@@ -54,8 +54,7 @@ pub struct FeedConfig {
     pub seed: u64,
     /// Publisher id of shard 0; shard `i` is `publisher_id_base + i`.
     pub publisher_id_base: u32,
-    /// `ZMQ_SNDHWM` of each publisher socket (messages per subscriber pipe); a shard's pool of single-frame
-    /// buffers grows on demand to cover it.
+    /// `ZMQ_SNDHWM` of each publisher socket (messages per subscriber pipe).
     #[serde(alias = "sndhwm")]
     pub send_hwm: i32,
     /// Longest subscription prefix a shard accepts, in bytes; a subscriber sending a longer one is disconnected

@@ -184,33 +184,14 @@ pub struct Sent {
     pub bytes: u64,
 }
 
-/// Recycled buffers for single frames allocated up front: one default high-water mark's worth (1,000).
+/// Recycled buffers for single frames: about one high-water mark's worth (the default 1,000) of a subscriber that
+/// is behind; past it a frame gets a one-off buffer, tracked the same way.
 const SINGLE_BUFFERS: usize = 1024;
-/// Buffers the single-frame pool grows by beyond the socket's send high-water mark: what libzmq's connections
-/// may hold while they write (a small frame is copied into the connection's batch and released at once).
-const SINGLE_BUFFERS_SLACK: usize = 64;
-/// Most single-frame buffers a publisher keeps (16 MiB), and the pool of a socket without a high-water mark.
-const SINGLE_BUFFERS_MAX: usize = 65_536;
 /// Size of each single-frame buffer: every generated message fits (a larger one gets a one-off buffer).
 const SINGLE_BUFFER_LEN: usize = 256;
 
-/// How many single-frame buffers a socket with send high-water mark `send_hwm` (0: none) may need: at full speed
-/// its queue fills to the mark, and every queued frame holds its buffer until libzmq writes it out. A pool smaller
-/// than that is always empty at full speed, and each frame then allocates its own buffer (measured: about a
-/// third of the sending thread's time went to `malloc` with a high-water mark of 10,000 and 1,024 buffers).
-fn single_buffers(send_hwm: i32) -> usize {
-    match usize::try_from(send_hwm) {
-        Ok(hwm) if hwm > 0 => hwm
-            .saturating_add(SINGLE_BUFFERS_SLACK)
-            .clamp(SINGLE_BUFFERS, SINGLE_BUFFERS_MAX),
-        _ => SINGLE_BUFFERS_MAX,
-    }
-}
-
 impl Publisher {
-    /// Wraps a configured socket. `heartbeat_interval_ns` is advertised in heartbeats. Single frames are written
-    /// into a pool of recycled buffers that grows on demand to cover the socket's send high-water mark (as set
-    /// when this is called), so a full queue does not make every frame allocate.
+    /// Wraps a configured socket. `heartbeat_interval_ns` is advertised in heartbeats.
     pub fn new(
         socket: zmq::Socket,
         shard: usize,
@@ -218,8 +199,6 @@ impl Publisher {
         heartbeat_interval_ns: u64,
     ) -> Self {
         let delivery = Delivery::new();
-        // A socket whose high-water mark cannot be read gets the pool of one without a mark.
-        let single_capacity = single_buffers(socket.get_sndhwm().unwrap_or(0));
         Publisher {
             socket,
             shard,
@@ -233,8 +212,7 @@ impl Publisher {
             batch: None,
             batching: false,
             singles: {
-                let mut singles =
-                    ZeroCopySender::growing(SINGLE_BUFFERS, single_capacity, SINGLE_BUFFER_LEN);
+                let mut singles = ZeroCopySender::new(SINGLE_BUFFERS, SINGLE_BUFFER_LEN);
                 singles.track(&delivery);
                 singles
             },
@@ -733,10 +711,10 @@ mod tests {
 
     use super::*;
 
-    /// A socket whose high-water mark is far above the pool's first 1,024 buffers, and a reader that reads
-    /// nothing at first: thousands of single frames wait in libzmq at once, each in its own buffer (the pool grows
-    /// to hold them). Every one is counted as undelivered while libzmq holds it, none is overwritten while it
-    /// waits, and once the reader has them all the count is back to zero.
+    /// A socket whose high-water mark is far above the pool's 1,024 buffers, and a reader that reads nothing at
+    /// first: thousands of single frames wait in libzmq at once, most in one-off buffers. Every one is counted as
+    /// undelivered while libzmq holds it, none is overwritten while it waits, and once the reader has them all the
+    /// count is back to zero.
     #[test]
     fn single_frames_queued_past_the_first_buffers_stay_intact_and_counted() {
         const N: u64 = 6_000;
@@ -771,7 +749,7 @@ mod tests {
                 assert!(started.elapsed() < Duration::from_secs(15), "stuck");
             }
         }
-        // The kernel's buffers hold a few dozen frames at most: far more than the first 1,024 wait in libzmq.
+        // The kernel's buffers hold a few dozen frames at most: far more than the pool's 1,024 wait in libzmq.
         let held = publisher.wait_settled(Duration::from_millis(50), None);
         assert!(held > 2 * SINGLE_BUFFERS as u64 && held <= N, "{held}");
         sub.set_rcvtimeo(5000).unwrap();

@@ -41,9 +41,6 @@ pub struct ZeroCopyStats {
     /// Times a sender that waits for buffers ([`ZeroCopySender::wait_for_buffers`]) had to wait for one to come
     /// back.
     pub waited: u64,
-    /// Buffers added to a growing pool ([`ZeroCopySender::growing`]) because every one it had was in flight:
-    /// allocated once, recycled from then on.
-    pub grown: u64,
 }
 
 /// What libzmq still holds of what a sender handed it, in the sender's own unit (records, not messages): every
@@ -133,7 +130,6 @@ struct Slot {
     /// Records the message in flight from this slot carries (for [`Delivery`]); written by its owner before the
     /// send, read by the release callback.
     records: AtomicU64,
-    /// Empty until a growing pool first needs this slot (see [`ZeroCopySender::growing`]).
     bytes: UnsafeCell<Box<[u8]>>,
 }
 
@@ -423,8 +419,6 @@ pub struct ZeroCopySender {
     shared: Arc<Shared>,
     /// Free slots already taken off the returned stack (only this sender pops them).
     free: Vec<u32>,
-    /// Slots that have their buffer (the first `grown`); the rest get one when every buffer is in flight.
-    grown: usize,
     buffer_len: usize,
     /// How long [`ZeroCopySender::buffer`] waits for a pooled buffer to come back before it allocates one;
     /// `None`: it never waits.
@@ -456,20 +450,9 @@ impl ZeroCopySender {
     /// messages, and waiting for them would stall everyone). A back-pressured sender waits instead
     /// ([`Self::wait_for_buffers`]).
     pub fn new(buffers: usize, buffer_len: usize) -> Self {
-        ZeroCopySender::growing(buffers, buffers, buffer_len)
-    }
-
-    /// A sender like [`Self::new`] with `initial` buffers allocated now that grows, one buffer at a time, up to
-    /// `capacity` when every buffer it has is in flight (counted in [`ZeroCopyStats::grown`]); past `capacity` it
-    /// allocates one-off buffers as [`Self::new`]'s does. For a socket whose queue may hold many more messages
-    /// than usually wait in it (a high-water mark of 10,000 small frames at full speed): the pool follows what
-    /// libzmq actually queues, up to the bound the high-water mark sets, and allocates nothing per message once
-    /// it has grown, while an idle or lightly loaded socket keeps only `initial` buffers.
-    pub fn growing(initial: usize, capacity: usize, buffer_len: usize) -> Self {
-        let capacity = capacity.clamp(1, MAX_POOL_BUFFERS);
-        let initial = initial.clamp(1, capacity);
+        let buffers = buffers.clamp(1, MAX_POOL_BUFFERS);
         let shared = Arc::new_cyclic(|weak| Shared {
-            slots: (0..capacity)
+            slots: (0..buffers)
                 .map(|i| Slot {
                     // The block's address, valid once `new_cyclic` returns; only used by messages, which
                     // exist after that.
@@ -477,11 +460,7 @@ impl ZeroCopySender {
                     index: i as u32,
                     next: AtomicU32::new(0),
                     records: AtomicU64::new(0),
-                    bytes: UnsafeCell::new(if i < initial {
-                        vec![0u8; buffer_len].into_boxed_slice()
-                    } else {
-                        Box::default()
-                    }),
+                    bytes: UnsafeCell::new(vec![0u8; buffer_len].into_boxed_slice()),
                 })
                 .collect(),
             returned: AtomicU32::new(0),
@@ -491,8 +470,7 @@ impl ZeroCopySender {
         ZeroCopySender {
             shared,
             // Popped from the back: lowest index first.
-            free: (0..initial as u32).rev().collect(),
-            grown: initial,
+            free: (0..buffers as u32).rev().collect(),
             buffer_len,
             buffer_wait: None,
             pending: None,
@@ -519,7 +497,7 @@ impl ZeroCopySender {
         self.buffer_len
     }
 
-    /// Most buffers the pool holds (a growing pool holds them once it has grown to it).
+    /// Buffers in the pool.
     pub fn capacity(&self) -> usize {
         self.shared.slots.len()
     }
@@ -554,15 +532,12 @@ impl ZeroCopySender {
         }
     }
 
-    /// A pooled buffer if one is free right now (in a growing pool, a new one while it is below its capacity).
+    /// A pooled buffer if one is free right now.
     pub fn try_buffer(&mut self) -> Option<PoolBuf> {
         if self.free.is_empty() {
             self.take_returned();
         }
-        let index = match self.free.pop() {
-            Some(index) => index,
-            None => self.grow()?,
-        };
+        let index = self.free.pop()?;
         self.stats.pooled += 1;
         Some(PoolBuf {
             inner: BufInner::Pooled {
@@ -597,18 +572,6 @@ impl ZeroCopySender {
                 self.shared.delivery.get().cloned(),
             ),
         }
-    }
-
-    /// Gives the next slot without a buffer its buffer, if the pool is below its capacity.
-    #[cold]
-    fn grow(&mut self) -> Option<u32> {
-        let slot = self.shared.slots.get(self.grown)?;
-        // SAFETY: slots from `grown` on have never been handed out: neither a `PoolBuf` nor libzmq nor the
-        // returned stack knows them, so this sender is the only party that can reach this slot's bytes.
-        unsafe { *slot.bytes.get() = vec![0u8; self.buffer_len].into_boxed_slice() };
-        self.grown += 1;
-        self.stats.grown += 1;
-        Some(slot.index)
     }
 
     /// True while a message refused by a full pipe waits for [`Self::send_pending`].
@@ -807,40 +770,6 @@ mod tests {
         z[..3].copy_from_slice(b"abc");
         assert!(sender.send(&mut push, z, 0..3, 0).unwrap());
         assert_eq!(pull.recv_bytes(0).unwrap(), b"abc");
-    }
-
-    #[test]
-    fn a_growing_pool_grows_to_its_capacity_then_recycles() {
-        let ctx = zmq::Context::new();
-        let (mut push, pull) = pair(&ctx);
-        let mut sender = ZeroCopySender::growing(2, 5, 32);
-        assert_eq!((sender.capacity(), sender.available()), (5, 2));
-        let stop = never();
-        // Everything held at once: the first two are the initial buffers, three more are grown, the sixth is
-        // a one-off.
-        let held: Vec<PoolBuf> = (0..6).map(|_| sender.buffer(&stop)).collect();
-        assert_eq!(held.iter().filter(|b| b.is_pooled()).count(), 5);
-        assert!(held.iter().all(|b| b.len() == 32));
-        let stats = sender.stats();
-        assert_eq!((stats.grown, stats.allocated), (3, 1));
-        for (i, mut buf) in held.into_iter().enumerate() {
-            buf[0] = i as u8;
-            assert!(sender.send(&mut push, buf, 0..1, 0).unwrap());
-        }
-        for i in 0..6u8 {
-            assert_eq!(pull.recv_bytes(0).unwrap(), vec![i]);
-        }
-        // All five come back and are reused: nothing more grows or is allocated.
-        assert!(
-            wait_available(&mut sender, 5),
-            "grown buffers never returned"
-        );
-        for _ in 0..3 {
-            let held: Vec<PoolBuf> = (0..5).map(|_| sender.buffer(&stop)).collect();
-            assert!(held.iter().all(PoolBuf::is_pooled));
-        }
-        let stats = sender.stats();
-        assert_eq!((stats.grown, stats.allocated), (3, 1));
     }
 
     #[test]
