@@ -31,28 +31,11 @@ fn cpu_ns(who: libc::c_int) -> u64 {
     ns(usage.ru_utime) + ns(usage.ru_stime)
 }
 
-/// Counts data frames (not heartbeats) until `expect` arrived or the stream went quiet.
+mod common;
+
+/// Counts data frames until `expect` arrived (or nothing came for 5 s: a stall that long is a failed run).
 fn counting_sub(endpoint: String, expect: u64) -> JoinHandle<u64> {
-    std::thread::spawn(move || {
-        let ctx = zmq::Context::new();
-        let sub = ctx.socket(zmq::SUB).unwrap();
-        sub.set_linger(0).unwrap();
-        sub.set_rcvhwm(HWM).unwrap();
-        sub.set_rcvtimeo(5_000).unwrap();
-        sub.connect(&endpoint).unwrap();
-        sub.set_subscribe(b"").unwrap();
-        let mut msg = zmq::Message::new();
-        let mut count = 0u64;
-        while count < expect {
-            if sub.recv(&mut msg, 0).is_err() {
-                break;
-            }
-            if msg.first() != Some(&b'H') {
-                count += 1;
-            }
-        }
-        count
-    })
+    common::counting_sub(endpoint, expect, Some(HWM), 5_000)
 }
 
 /// A no-drop XPUB as the throughput bench's feed and raw sender use, with its reader subscribed.
