@@ -12,30 +12,11 @@ use std::time::{Duration, Instant};
 use tickbox_feed::{Feed, FeedConfig, PacingMode, PublisherShardConfig};
 use tickbox_wire::{encode_to_vec, Header, Kind, Quote};
 
-/// Counts frames until `expect` arrived or the stream went quiet.
+mod common;
+
+/// Counts frames until `expect` arrived or the stream went quiet for half a second.
 fn counting_sub(endpoint: String, expect: u64) -> JoinHandle<u64> {
-    std::thread::spawn(move || {
-        let ctx = zmq::Context::new();
-        let sub = ctx.socket(zmq::SUB).unwrap();
-        sub.set_linger(0).unwrap();
-        sub.set_rcvtimeo(5_000).unwrap();
-        sub.connect(&endpoint).unwrap();
-        sub.set_subscribe(b"").unwrap();
-        let mut msg = zmq::Message::new();
-        let mut count = 0u64;
-        while count < expect {
-            if sub.recv(&mut msg, 0).is_err() {
-                break;
-            }
-            if msg.first() != Some(&b'H') {
-                count += 1;
-            }
-            if count == 1 {
-                sub.set_rcvtimeo(500).unwrap();
-            }
-        }
-        count
-    })
+    common::counting_sub(endpoint, expect, None, 500)
 }
 
 enum RawPath {

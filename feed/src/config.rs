@@ -88,7 +88,8 @@ pub struct FeedConfig {
     pub batch_max_records: u16,
     /// Largest batch frame with `batch = "auto"`, in bytes.
     pub batch_max_bytes: usize,
-    /// Most messages sent per pacer step: bounds how long a shard goes without checking for stop.
+    /// Most messages sent per pacer step: bounds how long a shard goes without checking for stop. Within a step
+    /// the wall clock is read once per 32 messages: a stamp is read before its message is sent, never after.
     pub max_batch: usize,
     /// The pacer sleeps until this close to a deadline and spins the rest, trading CPU for accuracy.
     pub spin_us: u64,

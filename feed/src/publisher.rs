@@ -711,6 +711,62 @@ mod tests {
 
     use super::*;
 
+    /// A socket whose high-water mark is far above the pool's 1,024 buffers, and a reader that reads nothing at
+    /// first: thousands of single frames wait in libzmq at once, most in one-off buffers. Every one is counted as
+    /// undelivered while libzmq holds it, none is overwritten while it waits, and once the reader has them all the
+    /// count is back to zero.
+    #[test]
+    fn single_frames_queued_past_the_first_buffers_stay_intact_and_counted() {
+        const N: u64 = 6_000;
+        let ctx = zmq::Context::new();
+        let mut xpub = ctx.socket(zmq::XPUB).unwrap();
+        xpub.set_linger(2000).unwrap();
+        xpub.set_sndhwm(20_000).unwrap();
+        xpub.set_sndbuf(4096).unwrap();
+        xpub.set_sndtimeo(5).unwrap();
+        tickbox_zmqx::set_xpub_nodrop(&mut xpub, true).unwrap();
+        let ep = tickbox_zmqx::bind_resolved(&xpub, "tcp://127.0.0.1:*").unwrap();
+        let sub = ctx.socket(zmq::SUB).unwrap();
+        sub.set_linger(0).unwrap();
+        sub.set_rcvhwm(1).unwrap();
+        sub.set_rcvbuf(4096).unwrap();
+        sub.connect(&ep).unwrap();
+        sub.set_subscribe(b"").unwrap();
+        xpub.set_rcvtimeo(5000).unwrap();
+        xpub.recv_bytes(0).unwrap();
+        let mut publisher = Publisher::new(xpub, 0, 7, 0);
+        let started = Instant::now();
+        for k in 0..N {
+            let payload = Payload::Quote(Quote {
+                instrument_id: k as u32,
+                ..Quote::default()
+            });
+            while publisher
+                .publish("Q.XNAS.AAPL", &payload)
+                .unwrap()
+                .is_none()
+            {
+                assert!(started.elapsed() < Duration::from_secs(15), "stuck");
+            }
+        }
+        // The kernel's buffers hold a few dozen frames at most: far more than the pool's 1,024 wait in libzmq.
+        let held = publisher.wait_settled(Duration::from_millis(50), None);
+        assert!(held > 2 * SINGLE_BUFFERS as u64 && held <= N, "{held}");
+        sub.set_rcvtimeo(5000).unwrap();
+        for k in 0..N {
+            let frame = sub.recv_bytes(0).unwrap();
+            let m = MessageRef::decode(&frame).unwrap();
+            assert_eq!(m.header().sequence, k + 1);
+            // A buffer reused while its frame still waited would carry a later message here.
+            match m.payload().unwrap() {
+                Payload::Quote(q) => assert_eq!(q.instrument_id, k as u32),
+                other => panic!("not a quote: {other:?}"),
+            }
+        }
+        assert_eq!(publisher.wait_settled(Duration::from_secs(5), None), 0);
+        assert_eq!(publisher.sent().records, N);
+    }
+
     /// A no-drop publisher with tiny queues and a reader that keeps stopping: batches are refused at the
     /// high-water mark again and again, and every message still arrives once, in sequence order.
     #[test]

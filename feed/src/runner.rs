@@ -20,6 +20,10 @@ use crate::shards::Shards;
 /// How often an idle shard looks at the stop flag, at most.
 const STOP_CHECK_NS: u64 = 20_000_000;
 
+/// Messages of one pacer step stamped with one read of the wall clock (see `ShardRun::run`): at full speed about
+/// ten microseconds of sending, the most a stamp can precede its message's send.
+const CLOCK_EVERY: u64 = 32;
+
 /// Starts feeds.
 pub struct Feed;
 
@@ -621,8 +625,16 @@ impl ShardRun<'_> {
             match step {
                 Step::Send(n) => {
                     let n = (n as u64).min(limit - sent);
+                    let mut venue_time = 0;
                     for i in 0..n {
-                        let venue_time = now_ns();
+                        // The wall clock is read for the first message of the step and again every
+                        // CLOCK_EVERY messages, not for each (at full speed that read was a tenth of the sending
+                        // thread's time). Each stamp is still honest: read within this step, before the message
+                        // it stamps is sent, so a stamp is never later than its send and a latency measured from
+                        // it can only come out longer, by at most CLOCK_EVERY messages' sending time.
+                        if i % CLOCK_EVERY == 0 {
+                            venue_time = now_ns();
+                        }
                         let generated =
                             if config.pattern == Pattern::Pathological && cursor < initial_topics {
                                 let kind = if cursor & 1 == 0 {
