@@ -534,9 +534,14 @@ fn flat_out_publisher(
     };
     let topic = topic_for_size(config.size);
     let mut k = 0u64;
+    let mut send_time = 0;
     while phase.load(Ordering::Relaxed) != crate::raw::PHASE_STOP {
+        // Stamped as the feed's shard stamps at full speed: one clock read per CLOCK_EVERY messages.
+        if k.is_multiple_of(tickbox_feed::CLOCK_EVERY) {
+            send_time = tickbox_wire::now_ns();
+        }
         publisher
-            .publish(&topic, &bench_trade(k))
+            .publish_at(&topic, &bench_trade(k), send_time)
             .map_err(pub_err)?;
         k += 1;
         // The feed sends what it has batched at the end of every pacer step; at `--rate max` a step is

@@ -96,7 +96,8 @@ pub use publisher::{
     INTERRUPT_GRACE, LINGER_MS, SEND_TIMEOUT_MS,
 };
 pub use runner::{
-    Feed, FeedHandle, FeedReport, PublisherShardReport, ShardInfo, ShardStats, RATE_SHORTFALL_RATIO,
+    Feed, FeedHandle, FeedReport, PublisherShardReport, ShardInfo, ShardStats, CLOCK_EVERY,
+    RATE_SHORTFALL_RATIO,
 };
 pub use running::{close_wait, EndingJson, FeedEnding, RunSummary, RunningFeed, RunningStatus};
 pub use shards::{CloseLoss, Closing, Shards};
