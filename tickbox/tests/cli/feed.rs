@@ -6,7 +6,7 @@ use std::process::Command;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use common::{signal, spawn_with_lines, KillOnDrop, TICKBOX};
+use common::{remaining_lines, signal, spawn_with_lines, KillOnDrop, TICKBOX};
 use tickbox_wire::{Kind, MessageRef};
 
 fn spawn_feed(args: &[&str]) -> (KillOnDrop, mpsc::Receiver<String>) {
@@ -68,7 +68,7 @@ fn feed_prints_endpoints_publishes_and_summarises() {
     }
     let status = child.wait_exit(Duration::from_secs(10), "feed did not exit in time");
     assert!(status.success(), "{status}");
-    let rest: Vec<String> = lines.try_iter().collect();
+    let rest = remaining_lines(&lines);
     let summary = rest.join("\n");
     assert!(summary.contains("shard"), "{summary}");
     assert!(summary.contains("total: "), "{summary}");
@@ -126,7 +126,7 @@ fn pathological_pattern_sends_every_topic_once_then_trickles() {
     signal(child.0.id(), "TERM");
     let status = child.wait_exit(Duration::from_secs(5), "feed did not exit in time");
     assert!(status.success(), "{status}");
-    let summary: Vec<String> = lines.try_iter().collect();
+    let summary = remaining_lines(&lines);
     assert!(
         summary.iter().any(|l| l.starts_with("total: ")),
         "{summary:?}"

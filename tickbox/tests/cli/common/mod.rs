@@ -167,6 +167,22 @@ pub(crate) fn forward_lines(out: impl Read + Send + 'static) -> mpsc::Receiver<S
     rx
 }
 
+/// Every line still to come from a [`forward_lines`] reader of a process that has exited: read until the reader
+/// reaches the end of the stream (bounded by 5 s). `try_iter` right after the exit races the reader thread, which
+/// may not have forwarded the last lines yet.
+#[allow(dead_code)]
+pub(crate) fn remaining_lines(lines: &mpsc::Receiver<String>) -> Vec<String> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let mut rest = Vec::new();
+    while let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) {
+        match lines.recv_timeout(left) {
+            Ok(line) => rest.push(line),
+            Err(_) => break,
+        }
+    }
+    rest
+}
+
 /// Spawns `cmd` with stdout and stderr piped and returns it with the lines of each, read as they come, so the
 /// child never blocks on a full pipe.
 #[allow(dead_code)]
