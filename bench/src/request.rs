@@ -95,27 +95,27 @@ impl LatencyRequest {
         if duration.is_zero() {
             return Err(invalid("--duration must be positive"));
         }
+        let mut base = LatencyConfig {
+            shape: self.shape,
+            warmup: parse_duration(&self.warmup)?,
+            duration,
+            size: self.size,
+            hwm: self.hwm,
+            back_pressure: self.back_pressure,
+            stall,
+            log_interval: parse_duration(&self.log_interval)?.max(Duration::from_millis(1)),
+            via_lvc: self.via_lvc,
+            handoff: self.handoff,
+            background: self.background,
+            ..LatencyConfig::default()
+        };
+        // Unset: the worker pool's own default, which `LatencyConfig::default` carries.
+        tickbox_units::override_with(&mut base.idle_spin, self.idle_spin);
         Ok(LatencySweep {
             rates,
             transports,
             executable: self.executable.clone(),
-            base: LatencyConfig {
-                shape: self.shape,
-                warmup: parse_duration(&self.warmup)?,
-                duration,
-                size: self.size,
-                hwm: self.hwm,
-                back_pressure: self.back_pressure,
-                stall,
-                log_interval: parse_duration(&self.log_interval)?.max(Duration::from_millis(1)),
-                via_lvc: self.via_lvc,
-                handoff: self.handoff,
-                idle_spin: self
-                    .idle_spin
-                    .unwrap_or(tickbox_workers::WorkerPoolConfig::default().idle_spin.0),
-                background: self.background,
-                ..LatencyConfig::default()
-            },
+            base,
             raw_baseline: self.raw_baseline,
             repeats: self.repeats,
         })
@@ -304,6 +304,20 @@ mod tests {
             sweep.base.stall.map(|s| (s.every, s.pause)),
             Some((1000, Duration::from_millis(5)))
         );
+    }
+
+    #[test]
+    fn idle_spin_is_the_pools_default_unless_asked() {
+        let default = request().sweep().unwrap().base.idle_spin;
+        assert_eq!(
+            default,
+            tickbox_workers::WorkerPoolConfig::default().idle_spin.0
+        );
+        let asked = LatencyRequest {
+            idle_spin: Some(Duration::ZERO),
+            ..request()
+        };
+        assert_eq!(asked.sweep().unwrap().base.idle_spin, Duration::ZERO);
     }
 
     #[test]
