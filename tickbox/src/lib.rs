@@ -3,6 +3,9 @@
 //! under `cmd/` (library crates put together); this file sets up logging, dispatches and maps errors to exit
 //! codes.
 
+// Diagnostics go through `out::errln!`, which survives a closed stderr.
+#![warn(clippy::print_stderr)]
+
 mod auth_report;
 mod bounds;
 mod cli;
@@ -22,6 +25,7 @@ mod spelling;
 mod status;
 mod zk;
 
+use crate::out::errln;
 use std::process::ExitCode;
 
 use clap::{FromArgMatches, Parser, Subcommand};
@@ -220,7 +224,7 @@ pub fn run() -> ExitCode {
 
 /// Prints a failure once, as one line: what went wrong, then each underlying cause that adds something.
 fn report_error(err: &anyhow::Error) {
-    eprintln!("error: {}", error_line(err));
+    errln!("error: {}", error_line(err));
 }
 
 /// `err` and its causes joined by `: `, leaving out a cause whose text the line already holds (libraries often
@@ -256,6 +260,8 @@ fn init_logging(quiet: bool, verbose: u8, format: LogFormat) {
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        // Its complaint about a failed write is an `eprintln!`, which panics when stderr is closed.
+        .log_internal_errors(false)
         .with_target(false);
     match format {
         LogFormat::Json => builder.json().init(),

@@ -11,6 +11,7 @@
 //! stdout and stdin is a terminal, then `COLUMNS`; libraries that fall back to 80 columns when stderr's size is
 //! unknown cut the lateness and the ETA off).
 
+use crate::out::errln;
 use std::io::{IsTerminal, Write};
 use std::time::{Duration, Instant};
 
@@ -259,7 +260,7 @@ impl LiveView {
                 let done = progress
                     .map(|(done, total)| format!("{}, ", progress_text(done, total)))
                     .unwrap_or_default();
-                eprintln!("{}: {done}{line}", self.label);
+                errln!("{}: {done}{line}", self.label);
             }
             Draw::Terminal { bar, prefix } => {
                 if let Some((done, total)) = progress {

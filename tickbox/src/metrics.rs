@@ -1,6 +1,7 @@
 //! `--metrics ADDR` of the long-running commands: one flag, one call that starts the endpoint with the sources
 //! the command's libraries hand over (`tickbox_metrics` serves them; each library reads its own counters).
 
+use crate::out::errln;
 use std::sync::Arc;
 
 use anyhow::Context as _;
@@ -45,7 +46,7 @@ impl MetricsArgs {
                  scrape through a proxy, or fence it off (`tune check` says so too)"
             );
         }
-        eprintln!("metrics endpoint {}", endpoint.url());
+        errln!("metrics endpoint {}", endpoint.url());
         Ok(Some(endpoint))
     }
 }

@@ -6,6 +6,8 @@
 //!   Commands that stream (`journal dump`, `coord watch`) ask [`closed`] to stop early. The process keeps
 //!   ignoring SIGPIPE (Rust's default): libzmq writes to TCP peers without `MSG_NOSIGNAL`, so the default action
 //!   would kill a server whenever a peer vanished.
+//! * **A closed stderr is not fatal either**: diagnostics go through [`errln!`], which drops what it cannot
+//!   write, and the log writer is told not to complain about its own failed writes.
 //! * **Every `--json` object carries `schema_version`** ([`SCHEMA_VERSION`]): a consumer checks it before it
 //!   reads the fields, and the number changes when a field changes meaning or goes away (new fields do not
 //!   change it).
@@ -95,6 +97,21 @@ macro_rules! outln {
 }
 pub(crate) use outln;
 
+/// `eprintln!` that survives a closed stderr: a diagnostic nobody is left to read is dropped. `eprintln!` panics
+/// on the write error, so a supervisor that closed a recorder's stderr would kill it (exit 101) at its next
+/// status line; clippy's `print_stderr` keeps `eprintln!` out of this crate.
+macro_rules! errln {
+    ($($arg:tt)*) => {
+        $crate::out::err_line(format_args!($($arg)*))
+    };
+}
+pub(crate) use errln;
+
+/// One line on stderr, ignoring a failure to write it (the body of [`errln!`]).
+pub(crate) fn err_line(args: std::fmt::Arguments<'_>) {
+    let _ = writeln!(std::io::stderr().lock(), "{args}");
+}
+
 /// `print!` that survives a closed pipe.
 macro_rules! out {
     ($($arg:tt)*) => {
@@ -108,14 +125,14 @@ pub(crate) fn line(args: std::fmt::Arguments<'_>) {
     let mut text = args.to_string();
     text.push('\n');
     if let Err(e) = write(&text) {
-        eprintln!("error: {e:#}");
+        errln!("error: {e:#}");
     }
 }
 
 /// Text as it is (the body of [`out!`]).
 pub(crate) fn text(args: std::fmt::Arguments<'_>) {
     if let Err(e) = write(&args.to_string()) {
-        eprintln!("error: {e:#}");
+        errln!("error: {e:#}");
     }
 }
 

@@ -1,6 +1,7 @@
 //! Exit codes of runs that several commands share (a subscriber's fatal event), and journal time arguments.
 //! Wiring only: the judgements live in the libraries.
 
+use crate::out::errln;
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -11,11 +12,11 @@ pub(crate) fn finish<W>(report: &tickbox_subscriber::Report<W>) -> ExitCode {
     match &report.fatal {
         // Not the snail: the subscriber could not join history and live without a gap, and says why.
         Some(tickbox_subscriber::Fatal::CatchUp(failed)) => {
-            eprintln!("error: catch-up: {}", failed.reason);
+            errln!("error: catch-up: {}", failed.reason);
             ExitCode::from(exit_code::ERROR)
         }
         Some(fatal) => {
-            eprintln!("SNAIL {}", fatal.to_json());
+            errln!("SNAIL {}", fatal.to_json());
             ExitCode::from(exit_code::SNAIL)
         }
         None => ExitCode::from(exit_code::OK),

@@ -40,7 +40,7 @@ use crate::cli::bench::{
 };
 use crate::config::TickboxConfig;
 use crate::exit_code;
-use crate::out::{out, outln};
+use crate::out::{errln, out, outln};
 
 impl RawProcessArgs {
     fn config(&self) -> anyhow::Result<LatencyConfig> {
@@ -76,7 +76,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
                 return Ok(ExitCode::from(exit_code::OK));
             };
             for line in failure {
-                eprintln!("{line}");
+                errln!("{line}");
             }
             Ok(ExitCode::from(exit_code::REGRESSION))
         }
@@ -89,7 +89,7 @@ fn raw_pub(a: RawProcessArgs) -> anyhow::Result<ExitCode> {
     let stop = crate::shutdown::flag();
     let summary = raw_pub_process(&a.config()?, &stop, |endpoint| {
         // The parent reads this line for the endpoint; stdout carries only the summary.
-        eprintln!("{RAW_PUB_ENDPOINT_LINE}{endpoint}");
+        errln!("{RAW_PUB_ENDPOINT_LINE}{endpoint}");
     })?;
     crate::out::json(&summary)?;
     Ok(ExitCode::from(exit_code::OK))
@@ -343,7 +343,7 @@ fn record(a: RecordArgs, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
 /// it, an interrupted run does.
 fn finish(warnings: &[Warning], stop: &AtomicBool) -> ExitCode {
     for w in warnings {
-        eprintln!("warning: {w}");
+        errln!("warning: {w}");
     }
     if stop.load(Ordering::Relaxed) {
         ExitCode::from(exit_code::ERROR)

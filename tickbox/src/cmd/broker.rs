@@ -10,7 +10,7 @@ use tickbox_majordomo::{run_broker, run_broker_pair, PairOptions};
 
 use crate::cli::broker::Args;
 use crate::config::TickboxConfig;
-use crate::out::{out, outln};
+use crate::out::{errln, out, outln};
 
 pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     crate::flags::check_bind("--bind", &args.bind)?;
@@ -40,7 +40,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         if let Ok(ep) = rx.recv() {
             // With --json, stdout carries only the summary object.
             if json {
-                eprintln!("broker listening on {ep}");
+                errln!("broker listening on {ep}");
             } else {
                 outln!("broker listening on {ep}");
             }

@@ -1,6 +1,7 @@
 //! `tickbox call`: send one request to a Majordomo service and print the reply frames, one per line (UTF-8 as
 //! text, anything else as `0x…` hex). Several `--broker` endpoints form a fail-over list (Binary Star pair).
 
+use crate::out::errln;
 use std::io::Write;
 use std::process::ExitCode;
 
@@ -31,7 +32,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         match client.request("mmi.service", &[args.service.as_bytes().to_vec()]) {
             Ok(reply) if is_unknown_service(&reply) => {
                 println!("404");
-                eprintln!(
+                errln!(
                     "error: no worker has registered {} with the broker (MMI 404); see `tickbox call --help` for \
                      the status services and which command serves each",
                     args.service
@@ -41,7 +42,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
             // 200 (served), a grant refusal or anything else: the request itself says what happens.
             Ok(_) => {}
             Err(e @ MdpError::Timeout { .. }) => {
-                eprintln!("error: {e}");
+                errln!("error: {e}");
                 return Ok(ExitCode::from(exit_code::TIMEOUT));
             }
             Err(e) => return Err(e.into()),
@@ -59,11 +60,11 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
             Ok(ExitCode::SUCCESS)
         }
         Err(e @ MdpError::Timeout { .. }) => {
-            eprintln!("error: {e}");
+            errln!("error: {e}");
             // A CURVE refusal reaches a client as silence (libzmq closes the connection and never retries):
             // name the key the broker's log will name, so the two can be matched.
             if let Some(key) = config.auth.public_key() {
-                eprintln!(
+                errln!(
                     "hint: under CURVE a refused handshake looks like no reply: if the broker's log says it refused \
                      public key {key}, this key is not in its allow directory; check server_key too"
                 );

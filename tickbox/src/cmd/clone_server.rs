@@ -13,7 +13,7 @@ use tickbox_clone::server_loop::run_blocking_with;
 
 use crate::cli::clone_server::Args;
 use crate::config::TickboxConfig;
-use crate::out::outln;
+use crate::out::{errln, outln};
 
 pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     let overrides = ServerOverrides {
@@ -67,7 +67,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         );
         // With --json, stdout carries only the summary object.
         if json {
-            eprintln!("{line}");
+            errln!("{line}");
         } else {
             let mut out = crate::out::stdout();
             let _ = writeln!(out, "{line}");

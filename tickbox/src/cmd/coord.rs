@@ -7,6 +7,7 @@
 //!
 //! Output lines meant for scripts: `HELD <token>`, `LEADER <token>`, `SUSPENDED`, `RESUMED`, `LOST <reason>`.
 
+use crate::out::errln;
 use std::io::Write;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
@@ -43,7 +44,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
                 }
                 other => other.to_string(),
             };
-            eprintln!("error: no ZooKeeper session with {zk}: {why} (is the ensemble up? --zk)");
+            errln!("error: no ZooKeeper session with {zk}: {why} (is the ensemble up? --zk)");
             return Ok(ExitCode::from(exit_code::TIMEOUT));
         }
     };
@@ -92,7 +93,7 @@ fn get(coord: &Coord, path: &str, stat: bool) -> anyhow::Result<ExitCode> {
     let mut out = crate::out::stdout();
     match coord.get(path)? {
         None => {
-            eprintln!("error: {path}: no such node");
+            errln!("error: {path}: no such node");
             return Ok(ExitCode::from(exit_code::ERROR));
         }
         Some((data, st)) => {
@@ -101,7 +102,7 @@ fn get(coord: &Coord, path: &str, stat: bool) -> anyhow::Result<ExitCode> {
                 writeln!(out)?;
             }
             if stat {
-                eprintln!("{}", st.summary_line());
+                errln!("{}", st.summary_line());
             }
         }
     }
@@ -126,7 +127,7 @@ fn watch(
         WatchEnd::SessionGone => Ok(ExitCode::from(exit_code::ERROR)),
         WatchEnd::Stopped(seen) => {
             // On stderr: stdout carries only the events, for scripts.
-            eprintln!("coord watch {path}: {seen} event(s)");
+            errln!("coord watch {path}: {seen} event(s)");
             Ok(ExitCode::from(exit_code::OK))
         }
     }
@@ -159,7 +160,7 @@ fn lock(
     let g = match lock.acquire(timeout) {
         Ok(g) => g,
         Err(tickbox_coord::CoordError::Timeout(t)) => {
-            eprintln!(
+            errln!(
                 "error: {path}: not acquired within {}",
                 tickbox_units::format_duration(t)
             );
@@ -186,7 +187,7 @@ fn lock(
     let token = g.token();
     g.release()?;
     if hold {
-        eprintln!("coord lock {path}: released (token {token})");
+        errln!("coord lock {path}: released (token {token})");
     }
     Ok(ExitCode::from(exit_code::OK))
 }
@@ -202,6 +203,6 @@ fn elect(coord: &Coord, path: &str, id: Option<String>) -> anyhow::Result<ExitCo
         return Ok(ExitCode::from(exit_code::ERROR));
     }
     cand.resign()?;
-    eprintln!("coord elect {path}: resigned");
+    errln!("coord elect {path}: resigned");
     Ok(ExitCode::from(exit_code::OK))
 }

@@ -6,6 +6,7 @@
 //! key or value too long, key or byte budget full, reserved key) the reason is printed and the exit code is 7
 //! (`exit_code::REFUSED`).
 
+use crate::out::errln;
 use std::io::Write;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
@@ -24,11 +25,11 @@ use crate::exit_code::REFUSED;
 fn timeout_exit(err: CloneError, what: &str) -> anyhow::Result<ExitCode> {
     match err {
         CloneError::Timeout => {
-            eprintln!("error: {what}: no server answered in time");
+            errln!("error: {what}: no server answered in time");
             Ok(ExitCode::from(exit_code::TIMEOUT))
         }
         CloneError::Refused(reason) => {
-            eprintln!("error: {what}: refused by the server: {reason}");
+            errln!("error: {what}: refused by the server: {reason}");
             Ok(ExitCode::from(REFUSED))
         }
         other => Err(other).context(what.to_owned()),
@@ -72,7 +73,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
                 writeln!(out)?;
             }
             None => {
-                eprintln!("{key}: not found");
+                errln!("{key}: not found");
                 return Ok(ExitCode::from(exit_code::ERROR));
             }
         },
@@ -101,7 +102,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
             let rx = client.watch(&prefix, existing)?;
             // Synced and subscribed: every change from now on is printed. Said on stderr, so a script (or a test)
             // can wait for it instead of guessing how long a start takes.
-            eprintln!("watching {prefix:?}");
+            errln!("watching {prefix:?}");
             let stop = crate::shutdown::flag();
             let until = duration.map(|d| Instant::now() + d);
             let next = |t| rx.recv_timeout(t).ok();

@@ -8,7 +8,7 @@ use tickbox_bench::demo::{run_demo, DemoOptions};
 
 use crate::cli::demo::{Args, Transport};
 use crate::config::TickboxConfig;
-use crate::out::out;
+use crate::out::{errln, out};
 use crate::outcome::finish;
 
 pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
@@ -53,7 +53,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     }
     if let Some(err) = outcome.worker_failure {
         // After the summary, so what the surviving workers did is still shown.
-        eprintln!("error: {err}: the run is incomplete");
+        errln!("error: {err}: the run is incomplete");
         return Ok(ExitCode::from(crate::exit_code::WORKER_FAILED));
     }
     Ok(finish(&outcome.report))

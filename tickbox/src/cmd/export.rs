@@ -1,6 +1,7 @@
 //! `tickbox journal export`: arguments, the progress bar and the summary; the export itself is
 //! `tickbox_export::export`.
 
+use crate::out::errln;
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
@@ -23,7 +24,7 @@ pub(crate) fn run(mut args: ExportArgs) -> anyhow::Result<ExitCode> {
     {
         Ok(m) => m,
         Err(e @ ExportError::Store { .. }) => {
-            eprintln!("error: {e}");
+            errln!("error: {e}");
             return Ok(ExitCode::from(exit_code::STORE));
         }
         Err(e) => return Err(e.into()),
@@ -47,7 +48,7 @@ pub(crate) fn run(mut args: ExportArgs) -> anyhow::Result<ExitCode> {
             _ => m.fill_window(filter.from_ns, filter.to_ns),
         };
         if let Err(e) = filled {
-            eprintln!("error: {e}");
+            errln!("error: {e}");
             return Ok(ExitCode::from(exit_code::STORE));
         }
     }
@@ -94,7 +95,7 @@ pub(crate) fn run(mut args: ExportArgs) -> anyhow::Result<ExitCode> {
         Ok(s) => s,
         Err(e) if e.is_broken_pipe() => return Ok(ExitCode::SUCCESS),
         Err(e @ ExportError::Store { .. }) => {
-            eprintln!("error: {e} (nothing was left at the destination)");
+            errln!("error: {e} (nothing was left at the destination)");
             return Ok(ExitCode::from(exit_code::STORE));
         }
         Err(e) => return Err(e).with_context(|| format!("exporting {}", args.path.display())),
@@ -137,10 +138,11 @@ fn print_summary(
     } else {
         summary.report_text(mirror)
     };
+    // The data has stdout: the report goes to stderr.
     if to_stdout {
-        eprint!("{text}");
+        errln!("{}", text.trim_end_matches('\n'));
     } else {
-        print!("{text}");
+        crate::out::text(format_args!("{text}"));
     }
     Ok(())
 }

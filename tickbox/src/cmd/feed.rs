@@ -11,7 +11,7 @@ use tickbox_feed::{Feed, FeedConfig, RunningFeed};
 use crate::cli::feed::Args;
 use crate::config::TickboxConfig;
 use crate::live::{LiveView, Rate as LiveRate};
-use crate::out::out;
+use crate::out::{errln, out};
 use crate::status::StatusBoard;
 
 pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
@@ -95,7 +95,7 @@ fn watch(
             status.publish(serde_json::to_value(feed.status())?);
         }
         for line in feed.warnings(std::time::Instant::now()) {
-            eprintln!("{line}");
+            errln!("{line}");
         }
         if view.due() {
             view.show(&feed.live_line(&mut view_rate), None);
@@ -123,10 +123,10 @@ fn watch(
     drop(ctx);
     let loss = ending.close_loss(stop.load(Ordering::Relaxed), drain_timeout);
     if let Some(line) = &loss {
-        eprintln!("{line}");
+        errln!("{line}");
     }
     if let Some(sent) = ending.delivered_to_nobody {
-        eprintln!(
+        errln!(
             "error: feed: delivered to no subscriber: {sent} message(s) went nowhere (no subscription on any \
              shard during the run; is anything bound at the --connect endpoint?)"
         );

@@ -18,7 +18,7 @@ use tickbox_recorder::{Catalog, JournalVerdict, JournalView, ViewError};
 use crate::cli::journal::{Action, Args};
 use crate::config::TickboxConfig;
 use crate::exit_code;
-use crate::out::{out, outln};
+use crate::out::{errln, out, outln};
 use crate::outcome::first_capture_ns;
 
 pub(crate) fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCode> {
@@ -110,7 +110,7 @@ fn compress(path: &Path, level: i32, json: bool) -> anyhow::Result<ExitCode> {
     let r = match tickbox_journal::compress(path, &options) {
         Ok(r) => r,
         Err(e) if e.is_damaged_header() || matches!(e, JournalError::CorruptRecord { .. }) => {
-            eprintln!("error: {} not compressed: {e}", path.display());
+            errln!("error: {} not compressed: {e}", path.display());
             return Ok(ExitCode::from(exit_code::CORRUPT));
         }
         Err(e) => return Err(e).with_context(|| format!("compressing {}", path.display())),
@@ -143,7 +143,7 @@ fn ls(path: &Path, verify: bool, tz: &str, json: bool) -> anyhow::Result<ExitCod
     let mirror = match tickbox_export::Mirror::for_listing(path, verify) {
         Ok(m) => m,
         Err(e @ tickbox_export::ExportError::Store { .. }) => {
-            eprintln!("error: {e}");
+            errln!("error: {e}");
             return Ok(ExitCode::from(exit_code::STORE));
         }
         Err(e) => return Err(e.into()),

@@ -15,7 +15,7 @@ use tickbox_units::HumanDuration;
 use crate::cli::lvc::Args;
 use crate::config::TickboxConfig;
 use crate::live::{LiveView, Rate};
-use crate::out::out;
+use crate::out::{errln, out};
 use crate::status::StatusBoard;
 
 pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
@@ -109,7 +109,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         );
     }
     if let Some(line) = stats.never_received_warning() {
-        eprintln!("{line}");
+        errln!("{line}");
     }
     Ok(ExitCode::from(crate::exit_code::OK))
 }

@@ -12,7 +12,7 @@ use tickbox_pirates::{run_ppp_queue, PppConfig};
 
 use crate::cli::queue::Args;
 use crate::config::TickboxConfig;
-use crate::out::{out, outln};
+use crate::out::{errln, out, outln};
 
 pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     crate::flags::check_bind("--frontend", &args.frontend)?;
@@ -53,7 +53,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
             args.heartbeat, args.liveness
         );
         if args.json {
-            eprintln!("{line}");
+            errln!("{line}");
         } else {
             outln!("{line}");
         }

@@ -17,7 +17,7 @@ use tickbox_recorder::{
 use crate::cli::record::{ArchiveAsArg, Args, DurabilityArg};
 use crate::config::TickboxConfig;
 use crate::live::LiveView;
-use crate::out::{out, outln};
+use crate::out::{errln, out, outln};
 use crate::status::StatusBoard;
 
 impl Args {
@@ -89,12 +89,12 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     let session = match RecordSession::open(&gate, settings) {
         Ok(session) => session,
         Err(RecorderError::NoRoom(line)) => {
-            eprintln!("error: {line}");
+            errln!("error: {line}");
             return Ok(ExitCode::from(crate::exit_code::DISK_FULL));
         }
         // No room for the journal's first reserve: nothing recorded, and the same exit as a disk that fills.
         Err(e) if e.is_disk_full() => {
-            eprintln!("error: {}", crate::error_line(&anyhow::Error::new(e)));
+            errln!("error: {}", crate::error_line(&anyhow::Error::new(e)));
             return Ok(ExitCode::from(crate::exit_code::DISK_FULL));
         }
         Err(e) => return Err(e.into()),

@@ -27,7 +27,7 @@ use tickbox_recorder::{
 use crate::cli::replay::Args;
 use crate::config::TickboxConfig;
 use crate::live::{LiveArgs, LiveView};
-use crate::out::{out, outln};
+use crate::out::{errln, out, outln};
 use crate::status::StatusBoard;
 
 impl Args {
@@ -77,7 +77,7 @@ struct Shown<'a> {
 
 impl ReplayObserver for Shown<'_> {
     fn notice(&mut self, line: &str) {
-        eprintln!("{line}");
+        errln!("{line}");
     }
 
     fn status(&mut self, snapshot: serde_json::Value) {
@@ -115,7 +115,7 @@ impl ReplayObserver for Shown<'_> {
                 v["fetched"] = self.store.iter().map(|m| m.fetched_json()).collect();
             }
             if let Err(e) = crate::out::json(&v) {
-                eprintln!("error: {e:#}");
+                errln!("error: {e:#}");
             }
         } else {
             out!("{}", summary.table(undelivered));
@@ -142,7 +142,7 @@ pub(crate) fn run(mut args: Args, config: &TickboxConfig) -> anyhow::Result<Exit
     let mirrors = match tickbox_export::replay_copies(&mut args.journal, &ask, &args.tz) {
         Ok(mirrors) => mirrors,
         Err(e @ tickbox_export::ExportError::Store { .. }) => {
-            eprintln!("error: {e}");
+            errln!("error: {e}");
             return Ok(ExitCode::from(crate::exit_code::STORE));
         }
         Err(e) => return Err(e.into()),
@@ -150,7 +150,7 @@ pub(crate) fn run(mut args: Args, config: &TickboxConfig) -> anyhow::Result<Exit
     if args.local {
         let exit = super::replay_local::run(&args.journal, args.json, args.workers, config)?;
         for m in &mirrors {
-            eprintln!("source {}: {}", m.url(), m.fetched());
+            errln!("source {}: {}", m.url(), m.fetched());
         }
         return Ok(store_exit(&mirrors).unwrap_or(exit));
     }
@@ -176,13 +176,13 @@ pub(crate) fn run(mut args: Args, config: &TickboxConfig) -> anyhow::Result<Exit
         Ok(session) => session,
         // A window wholly outside the journal is known before binding or waiting for subscribers.
         Err(RecorderError::EmptySelection(line)) => {
-            eprintln!("{line}");
+            errln!("{line}");
             return Ok(ExitCode::from(crate::exit_code::EMPTY_SELECTION));
         }
         Err(e) => return Err(e.into()),
     };
     for (i, ep) in session.endpoints().iter().enumerate() {
-        eprintln!("replay: shard {i} publishing on {ep}");
+        errln!("replay: shard {i} publishing on {ep}");
     }
     let endpoints = session.endpoints().to_vec();
     let status = StatusBoard::start(&ctx, args.broker.as_deref(), "replay", config.auth.clone())?;
@@ -203,9 +203,9 @@ pub(crate) fn run(mut args: Args, config: &TickboxConfig) -> anyhow::Result<Exit
         Some(m) => {
             let coord = crate::zk::connect(args.zk.as_deref(), config, "--start-barrier")?;
             let id = format!("replay pid {} {}", std::process::id(), endpoints.join(","));
-            eprintln!("replay: {}", m.waiting_line());
+            errln!("replay: {}", m.waiting_line());
             let Some(entered) = m.enter(&coord, &id, config.coord.barrier_timeout.0, &stop)? else {
-                eprintln!("replay: interrupted at the start barrier; nothing sent");
+                errln!("replay: interrupted at the start barrier; nothing sent");
                 return Ok(ExitCode::SUCCESS);
             };
             Some((m, entered))
@@ -230,7 +230,7 @@ pub(crate) fn run(mut args: Args, config: &TickboxConfig) -> anyhow::Result<Exit
     drop(status);
     drop(ctx);
     if let Some(line) = &outcome.close_loss {
-        eprintln!("{line}");
+        errln!("{line}");
     }
     let exit = match outcome.exit {
         ReplayExit::Ok => ExitCode::SUCCESS,
@@ -241,7 +241,7 @@ pub(crate) fn run(mut args: Args, config: &TickboxConfig) -> anyhow::Result<Exit
     let exit = store_exit(&mirrors).unwrap_or(exit);
     if let Some((m, entered)) = barrier {
         if m.leave(entered, config.coord.barrier_timeout.0, &stop)? {
-            eprintln!("replay: every party left the start barrier");
+            errln!("replay: every party left the start barrier");
         }
     }
     Ok(exit)
@@ -252,7 +252,7 @@ pub(crate) fn run(mut args: Args, config: &TickboxConfig) -> anyhow::Result<Exit
 fn store_exit(mirrors: &[tickbox_export::Mirror]) -> Option<ExitCode> {
     let failed = tickbox_export::Mirror::failures(mirrors);
     for why in &failed {
-        eprintln!("error: {why} (the records it held were not replayed)");
+        errln!("error: {why} (the records it held were not replayed)");
     }
     (!failed.is_empty()).then(|| ExitCode::from(crate::exit_code::STORE))
 }

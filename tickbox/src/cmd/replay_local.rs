@@ -12,7 +12,7 @@ use tickbox_subscriber::{replay_local, standard_worker, LocalVerdict};
 
 use crate::config::TickboxConfig;
 use crate::exit_code;
-use crate::out::out;
+use crate::out::{errln, out};
 
 /// Runs the whole journal through `[subscriber]` (snail, gap policy, dispatch) and `[workers]` (`workers`
 /// overrides the count) and prints the summary (`json`: one object).
@@ -50,12 +50,12 @@ pub(crate) fn run(
         out!("{}", out.local_summary_text(stopped_by));
     }
     if let Some(line) = read.damage_line() {
-        eprintln!("{line}");
+        errln!("{line}");
     }
     Ok(
         match out.local_verdict(read.read_error.is_some(), read.damaged_ranges > 0) {
             LocalVerdict::WorkersPanicked(panicked) => {
-                eprintln!("error: worker thread(s) {panicked:?} panicked: the run is incomplete");
+                errln!("error: worker thread(s) {panicked:?} panicked: the run is incomplete");
                 ExitCode::from(exit_code::WORKER_FAILED)
             }
             LocalVerdict::Outcome => crate::outcome::finish(&out.report),

@@ -20,7 +20,7 @@ use crate::cli::subscribe::Args;
 use crate::config::TickboxConfig;
 use crate::exit_code;
 use crate::live::{LiveView, Rate};
-use crate::out::out;
+use crate::out::{errln, out};
 use crate::status::StatusBoard;
 
 /// How often the control loop refreshes the status snapshot.
@@ -136,7 +136,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         );
         let counts: Vec<(u64, u64)> = shards.iter().map(|s| (s.received, s.handshakes)).collect();
         if let Some(why) = silence.check(&counts, now) {
-            eprintln!("{}", why.warning(&sub_config, args.idle_exit));
+            errln!("{}", why.warning(&sub_config, args.idle_exit));
         }
         if end == Some(RunEnd::Idle) {
             let limit = watch.idle_limit().unwrap_or_default();
@@ -278,7 +278,7 @@ fn subscribe_group(
         }
     }
     if let Some(err) = outcome.worker_failure {
-        eprintln!("error: {err}");
+        errln!("error: {err}");
         return Ok(ExitCode::from(exit_code::WORKER_FAILED));
     }
     Ok(exit)
@@ -305,8 +305,8 @@ fn summarise(
     }
     Ok(tape.is_some_and(|sink| {
         let (written, lost) = tape_lines(sink);
-        eprintln!("{written}");
-        lost.inspect(|line| eprintln!("{line}")).is_some()
+        errln!("{written}");
+        lost.inspect(|line| errln!("{line}")).is_some()
     }))
 }
 
@@ -321,7 +321,7 @@ fn exit<W>(
         RunVerdict::WorkerFailed(err) => {
             // After the summary, so what the surviving workers did is still reported.
             tracing::error!("{err}: the run is incomplete");
-            eprintln!("error: {err}");
+            errln!("error: {err}");
             ExitCode::from(exit_code::WORKER_FAILED)
         }
         RunVerdict::TapeIncomplete => ExitCode::from(exit_code::ERROR),
@@ -330,7 +330,7 @@ fn exit<W>(
             ExitCode::from(exit_code::ERROR)
         }
         RunVerdict::NothingUsable(line) => {
-            eprintln!("error: {line}");
+            errln!("error: {line}");
             ExitCode::from(exit_code::ERROR)
         }
         RunVerdict::Outcome => crate::outcome::finish(report),

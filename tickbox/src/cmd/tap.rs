@@ -2,6 +2,7 @@
 //! decoded messages, filtered and sampled, or a once-a-second table of rates per topic prefix (`--top`, redrawn
 //! in place on a terminal).
 
+use crate::out::errln;
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
@@ -57,13 +58,16 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
             &serde_json::json!({ "component": "tap", "connect": connect, "stats": s }),
         )?;
     } else {
-        eprintln!(
+        errln!(
             "tap: {} frames, {} shown, {} malformed, {} publisher sequences missed",
-            s.frames, s.shown, s.malformed, s.missed
+            s.frames,
+            s.shown,
+            s.malformed,
+            s.missed
         );
     }
     if s.frames == 0 {
-        eprintln!(
+        errln!(
             "error: tap received nothing from {connect}: check the endpoint (an LVC's --tap, or a publisher) and \
              --topics"
         );

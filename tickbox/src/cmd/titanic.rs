@@ -9,7 +9,7 @@ use tickbox_majordomo::titanic::Titanic;
 
 use crate::cli::titanic::Args;
 use crate::config::TickboxConfig;
-use crate::out::outln;
+use crate::out::{errln, outln};
 
 pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     crate::flags::check_connect("--broker", &args.broker)?;
@@ -31,7 +31,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
         .await_registered(within)
         .context("asking the broker for titanic's services")?
     {
-        eprintln!(
+        errln!(
             "warning: the broker at {} has not confirmed titanic's services within {within:?}; callers get MMI 404 \
              until it does",
             args.broker
@@ -40,7 +40,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     let ready = titanic.recovery().ready_line(&args.dir);
     // With --json, stdout carries only the summary object.
     if args.json {
-        eprintln!("{ready}");
+        errln!("{ready}");
     } else {
         outln!("{ready}");
     }

@@ -14,7 +14,7 @@ use tickbox_tuning::{topology, CheckInput, PlanRequest, Severity};
 use crate::cli::tune::{Args, CheckArgs, PlanArgs, ShowArgs, SweepArgs, TuneCommand};
 use crate::config::TickboxConfig;
 use crate::exit_code;
-use crate::out::out;
+use crate::out::{errln, out};
 
 pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     match args.command {
@@ -127,7 +127,7 @@ fn check(args: CheckArgs, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
         .filter(|f| f.severity == Severity::Warning)
         .count();
     if args.strict && warnings > 0 {
-        eprintln!("tune check --strict: {warnings} warning(s) stand");
+        errln!("tune check --strict: {warnings} warning(s) stand");
         return Ok(ExitCode::from(exit_code::ERROR));
     }
     Ok(ExitCode::SUCCESS)
@@ -150,7 +150,7 @@ fn plan(args: PlanArgs) -> anyhow::Result<ExitCode> {
     match &args.out {
         Some(path) => {
             std::fs::write(path, &text).with_context(|| format!("writing {}", path.display()))?;
-            eprintln!("plan written to {}", path.display());
+            errln!("plan written to {}", path.display());
         }
         None if !args.json => out!("{text}"),
         None => {}
@@ -230,7 +230,7 @@ fn sweep_cmd(args: SweepArgs) -> anyhow::Result<ExitCode> {
         ))?;
     } else {
         out!("{}", sweep::table(&results, &defaults, objective));
-        eprintln!("winning config written to {}", args.out.display());
+        errln!("winning config written to {}", args.out.display());
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -3,6 +3,7 @@
 
 use crate::common;
 
+use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -87,4 +88,52 @@ fn man_writes_a_page_per_command_and_prints_one_on_request() {
         .unwrap();
     assert_eq!(missing.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&missing.stderr).contains("has no command `nosuch`"));
+}
+
+/// A supervisor that closes a subscriber's stderr (its log reader went away) must not kill it: the status lines and
+/// logs it writes afterwards are dropped, and the run ends as it would have, with its summary on stdout.
+#[test]
+fn a_subscriber_whose_stderr_closes_keeps_running_to_its_summary() {
+    let (_feed, endpoints) =
+        common::spawn_feed_with_endpoints(&["--rate", "1k", "--duration", "20s", "--json"], 1);
+    let mut sub = common::KillOnDrop(
+        Command::new(TICKBOX)
+            .args([
+                "subscribe",
+                "--connect",
+                &endpoints[0],
+                "--duration",
+                "2s",
+                "--stats-interval",
+                "100ms",
+                "--json",
+            ])
+            .env("RUST_LOG", "debug")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn tickbox subscribe"),
+    );
+    // Read here, not by a background reader, so that dropping it closes the pipe: the subscriber's next write
+    // meets EPIPE.
+    let mut stderr = BufReader::new(sub.0.stderr.take().unwrap()).lines();
+    let status_line = stderr.find(|line| {
+        line.as_ref()
+            .is_ok_and(|line| line.starts_with("subscribe: received"))
+    });
+    assert!(status_line.is_some(), "no status line on stderr");
+    drop(stderr);
+    let stdout = common::forward_lines(sub.0.stdout.take().unwrap());
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let status = loop {
+        if let Some(status) = sub.0.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "the subscriber did not end");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let summary = common::remaining_lines(&stdout).join("\n");
+    assert_eq!(status.code(), Some(0), "{summary}");
+    let summary: serde_json::Value = serde_json::from_str(&summary).expect("the --json summary");
+    assert!(summary["received"].as_u64() > Some(0), "{summary}");
 }
