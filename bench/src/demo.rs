@@ -181,7 +181,7 @@ pub fn run_demo(
         .collect();
     sub_config.topics.clear();
     let mut pool = opts.pool.clone();
-    pool.count = opts.workers;
+    pool.count = Some(opts.workers);
     let subscriber = Subscriber::start(gate.context(), &sub_config, &pool, |_| {
         standard_worker(None)
     })

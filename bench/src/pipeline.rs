@@ -106,7 +106,7 @@ pub fn latency_handoff(handoff: tickbox_subscriber::Handoff) -> tickbox_subscrib
 
 fn workers_config(count: usize, hwm: i32) -> WorkerPoolConfig {
     WorkerPoolConfig {
-        count,
+        count: Some(count),
         hwm,
         poll_interval: HumanDuration(Duration::from_millis(20)),
         ..WorkerPoolConfig::default()

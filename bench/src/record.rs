@@ -338,7 +338,7 @@ pub fn tickbox_subscribe(
     };
     let receive_hwm = sub_config.receive_hwm;
     let workers = WorkerPoolConfig {
-        count: 1,
+        count: Some(1),
         ..WorkerPoolConfig::default()
     };
     let delivered = Arc::new(AtomicU64::new(0));

@@ -272,14 +272,13 @@ pub fn tickbox_replay(
         security: config.security.clone(),
         ..SubscriberConfig::default()
     };
+    let count = config.workers.max(1);
     let workers = WorkerPoolConfig {
-        count: config.workers.max(1),
+        count: Some(count),
         poll_interval: HumanDuration(Duration::from_millis(20)),
         ..WorkerPoolConfig::default()
     };
-    let counters: Vec<Arc<AtomicU64>> = (0..workers.count)
-        .map(|_| Arc::new(AtomicU64::new(0)))
-        .collect();
+    let counters: Vec<Arc<AtomicU64>> = (0..count).map(|_| Arc::new(AtomicU64::new(0))).collect();
     let subscriber = Subscriber::start(gate.context(), &sub_config, &workers, |i| {
         TouchWorker::new(Arc::clone(&counters[i]))
     })
@@ -342,7 +341,7 @@ pub fn tickbox_replay(
         end_ns.saturating_sub(start_ns),
         latency_or_none(&report.receive_lateness()),
         latency_or_none(&report.dequeue_lateness()),
-        workers.count,
+        count,
         send_hwm,
         config.receive_hwm,
     );

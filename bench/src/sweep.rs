@@ -689,7 +689,7 @@ fn tune_for(
     sub: &mut tickbox_subscriber::SubscriberConfig,
     pool: &mut tickbox_workers::WorkerPoolConfig,
 ) {
-    pool.count = point.workers.max(1);
+    pool.count = Some(point.workers.max(1));
     pool.batch = point.batch.max(1);
     pool.cores.clone_from(&point.worker_cores);
     sub.dispatch = match point.dispatch {

@@ -118,7 +118,7 @@ fn round(ctx: &zmq::Context, frames: &Frames, workers: usize) -> (f64, f64, f64,
     let shard0 = thread_cpu_seconds();
     let stop = AtomicBool::new(false);
     let pool = WorkerPoolConfig {
-        count: workers,
+        count: Some(workers),
         ..WorkerPoolConfig::default()
     };
     let out = replay_local(

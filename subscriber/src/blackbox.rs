@@ -124,7 +124,8 @@ impl<W: Worker> Subscriber<W> {
         mut make: impl FnMut(usize) -> W,
     ) -> Result<Self, SubscriberError> {
         validate(config)?;
-        if workers.count == 0 {
+        let count = workers.count_for(config.shards.len());
+        if count == 0 {
             return Err(SubscriberError::Workers(
                 tickbox_workers::WorkerError::NoWorkers,
             ));
@@ -137,12 +138,12 @@ impl<W: Worker> Subscriber<W> {
         let handoff = choose_handoff(config, workers);
         tracing::info!(handoff = %handoff.handoff, reason = %handoff.reason, "hand-off");
         let inline = handoff.handoff == Handoff::Inline;
-        if inline && workers.count != config.shards.len() {
+        if inline && count != config.shards.len() {
             return Err(SubscriberError::Config(format!(
                 "handoff = \"inline\" runs worker i on shard i: give as many workers as shards ({} shard(s), {} \
                  worker(s))",
                 config.shards.len(),
-                workers.count
+                count
             )));
         }
         if inline && !workers.cores.is_empty() {
@@ -150,7 +151,7 @@ impl<W: Worker> Subscriber<W> {
                 "handoff = \"inline\": each worker runs on its shard's thread and core; [workers] cores is not used"
             );
         }
-        let (mut plans, inboxes) = handoff_plan(config, handoff.handoff, workers.count);
+        let (mut plans, inboxes) = handoff_plan(config, handoff.handoff, count);
         let everything = config.topics.is_empty() || config.topics.iter().any(|t| t.is_empty());
         let mut subscriber = Subscriber {
             shared: Arc::clone(&shared),
@@ -206,7 +207,7 @@ impl<W: Worker> Subscriber<W> {
                 clocks: Arc::clone(&clocks),
                 dispatch: config.dispatch,
                 framing: config.framing,
-                workers: workers.count,
+                workers: count,
                 receive_hwm: config.receive_hwm,
                 profile: tickbox_zmqx::profile::with_io_thread(
                     &config.socket_profile,

@@ -54,10 +54,10 @@ pub fn choose_handoff(config: &SubscriberConfig, workers: &WorkerPoolConfig) -> 
         return asked(config.handoff);
     }
     let shards = config.shards.len();
-    if workers.count != shards {
+    let count = workers.count_for(shards);
+    if count != shards {
         return ring(format!(
-            "{} worker(s) for {shards} shard(s): inline needs one worker per shard",
-            workers.count
+            "{count} worker(s) for {shards} shard(s): inline needs one worker per shard"
         ));
     }
     if !workers.cores.is_empty() {
@@ -580,7 +580,7 @@ mod tests {
 
     fn workers(count: usize) -> WorkerPoolConfig {
         WorkerPoolConfig {
-            count,
+            count: Some(count),
             ..WorkerPoolConfig::default()
         }
     }
@@ -634,5 +634,26 @@ mod tests {
                 (asked, format!("asked for (handoff = {asked})"))
             );
         }
+    }
+
+    #[test]
+    fn the_default_worker_count_is_one_per_shard_so_one_shard_runs_inline() {
+        let default = WorkerPoolConfig::default();
+        assert_eq!(default.count, None);
+        assert_eq!(
+            choose_handoff(&shape(1, Dispatch::ByTopic), &default).handoff,
+            Handoff::Inline
+        );
+        assert_eq!(
+            choose_handoff(&shape(3, Dispatch::RoundRobin), &default).handoff,
+            Handoff::Inline
+        );
+        // by_topic over several shards still needs the ring; the pool is one worker per shard all the same.
+        assert_eq!(
+            choose_handoff(&shape(3, Dispatch::ByTopic), &default).handoff,
+            Handoff::Ring
+        );
+        assert_eq!(default.count_for(3), 3);
+        assert_eq!(workers(2).count_for(3), 2);
     }
 }

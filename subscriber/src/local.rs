@@ -147,8 +147,8 @@ impl<W> LocalReplayReport<W> {
     }
 }
 
-/// Runs a local replay: starts `workers.count` workers built by `make`, calls `feed` with a [`LocalSink`] to push
-/// every frame through the shard logic, waits until the workers have processed everything, and reports.
+/// Runs a local replay: starts `workers.count` workers (one where unset: the replay is one shard) built by
+/// `make`, calls `feed` with a [`LocalSink`] to push every frame through the shard logic, waits until the workers have processed everything, and reports.
 ///
 /// From `config` it uses the snail (`max_lateness`, `snail_mode`, `clock_skew_warn`), `gap_policy`, `dispatch`
 /// and `handoff_hwm`; shards, topics and `handoff` do not apply (see the module documentation). `stop` ends the
@@ -161,7 +161,8 @@ pub fn replay_local<W: Worker>(
     stop: &AtomicBool,
     feed: impl FnOnce(&mut LocalSink<'_, '_>),
 ) -> Result<LocalReplayReport<W>, SubscriberError> {
-    if workers.count == 0 {
+    let count = workers.count_for(1);
+    if count == 0 {
         return Err(SubscriberError::Workers(
             tickbox_workers::WorkerError::NoWorkers,
         ));
@@ -171,7 +172,7 @@ pub fn replay_local<W: Worker>(
         handoff: Handoff::Ring,
         ..config.clone()
     };
-    let (mut plans, inboxes) = handoff_plan(&one_shard, Handoff::Ring, workers.count);
+    let (mut plans, inboxes) = handoff_plan(&one_shard, Handoff::Ring, count);
     let Some(HandoffPlan::Ring { senders, recycler }) = plans.pop() else {
         return Err(SubscriberError::Config(
             "local replay needs the ring hand-off".into(),
@@ -194,7 +195,7 @@ pub fn replay_local<W: Worker>(
         dispatch: config.dispatch,
         // A journal holds tickbox frames only.
         framing: crate::Framing::Tickbox,
-        workers: workers.count,
+        workers: count,
         receive_hwm: config.receive_hwm,
         profile: Default::default(),
         // In-process replay: no socket is opened, so nothing to secure.
@@ -325,7 +326,7 @@ mod tests {
             })
             .collect();
         let pool = WorkerPoolConfig {
-            count: 2,
+            count: Some(2),
             ..WorkerPoolConfig::default()
         };
         let stop = AtomicBool::new(false);

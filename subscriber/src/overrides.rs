@@ -95,7 +95,9 @@ impl SubscriberOverrides {
             }
             workers.cores = self.cores.iter().skip(n).copied().collect();
         }
-        replace(&mut workers.count, self.workers);
+        if self.workers.is_some() {
+            workers.count = self.workers;
+        }
         replace(&mut sub.max_lateness, self.max_lateness);
         if !self.topics.is_empty() {
             sub.topics = self.topics;
@@ -185,7 +187,7 @@ mod tests {
         assert_eq!(sub.shards[1].connect, vec!["tcp://b:2".to_string()]);
         assert_eq!((sub.shards[0].core, sub.shards[1].core), (Some(3), Some(4)));
         assert_eq!(workers.cores, vec![5, 6]);
-        assert_eq!(workers.count, 2);
+        assert_eq!(workers.count, Some(2));
     }
 
     #[test]

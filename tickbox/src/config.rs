@@ -88,12 +88,13 @@ impl TickboxConfig {
         self.subscriber.socket_profile = sockets.subscriber.clone();
         self.workers.socket_profile = sockets.workers.clone();
         // The same maxima as the command-line flags (docs/book/src/bounds.md).
-        anyhow::ensure!(
-            (1..=crate::bounds::MAX_WORKERS).contains(&self.workers.count),
-            "[workers] count = {}: 1 to {} worker threads (docs/book/src/bounds.md)",
-            self.workers.count,
-            crate::bounds::MAX_WORKERS
-        );
+        if let Some(count) = self.workers.count {
+            anyhow::ensure!(
+                (1..=crate::bounds::MAX_WORKERS).contains(&count),
+                "[workers] count = {count}: 1 to {} worker threads (docs/book/src/bounds.md)",
+                crate::bounds::MAX_WORKERS
+            );
+        }
         anyhow::ensure!(
             self.subscriber.shards.len() <= crate::bounds::MAX_SHARDS,
             "[[subscriber.shards]]: {} shards, at most {} (docs/book/src/bounds.md)",

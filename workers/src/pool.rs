@@ -25,8 +25,11 @@ const MAX_IDLE_SPIN: Duration = Duration::from_millis(10);
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct WorkerPoolConfig {
-    /// Worker threads; every shard feeds them (which messages each gets: `dispatch` in `[subscriber]`).
-    pub count: usize,
+    /// Worker threads; every shard feeds them (which messages each gets: `dispatch` in `[subscriber]`). Unset: one
+    /// per shard ([`WorkerPoolConfig::count_for`]), which lets a subscriber run each worker on its shard's thread
+    /// (the inline hand-off) where the dispatch allows it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub count: Option<usize>,
     /// OS CPU ids for the worker threads in order; threads beyond the list run unpinned.
     pub cores: Vec<usize>,
     /// Messages handled before `Worker::flush` is forced even if more are queued.
@@ -51,7 +54,7 @@ pub struct WorkerPoolConfig {
 impl Default for WorkerPoolConfig {
     fn default() -> Self {
         Self {
-            count: 2,
+            count: None,
             cores: Vec::new(),
             batch: 256,
             hwm: 1_000,
@@ -59,6 +62,13 @@ impl Default for WorkerPoolConfig {
             idle_spin: HumanDuration(DEFAULT_IDLE_SPIN),
             socket_profile: tickbox_zmqx::profile::SocketProfile::default(),
         }
+    }
+}
+
+impl WorkerPoolConfig {
+    /// The worker threads for `shards` sources: `count` where set, else one per shard (at least one).
+    pub fn count_for(&self, shards: usize) -> usize {
+        self.count.unwrap_or(shards.max(1))
     }
 }
 
@@ -259,7 +269,7 @@ pub struct WorkerPool<W, H> {
 }
 
 impl<W: Worker, H: DequeueHook> WorkerPool<W, H> {
-    /// Starts one thread per entry of `inboxes` (which must have `config.count` entries): thread `i` takes its
+    /// Starts one thread per entry of `inboxes` (which must have `config.count` entries where that is set): thread `i` takes its
     /// messages from `inboxes[i]`, and `make(i)` builds its worker and hook. Producers in the same process hand over
     /// [`Parcel`]s of decoded records (no socket, no copy of a received frame, no second decode), others send to
     /// endpoints the threads connect to ([`Inbox::everyone`]). `failed` is set as soon as any thread panics:
@@ -272,25 +282,26 @@ impl<W: Worker, H: DequeueHook> WorkerPool<W, H> {
         failed: Arc<AtomicBool>,
         mut make: impl FnMut(usize) -> (W, H),
     ) -> Result<Self, WorkerError> {
-        if config.count == 0 {
+        let count = inboxes.len();
+        if count == 0 || config.count == Some(0) {
             return Err(WorkerError::NoWorkers);
         }
-        if inboxes.len() != config.count {
+        if let Some(workers) = config.count.filter(|&workers| workers != count) {
             return Err(WorkerError::Sources {
-                workers: config.count,
-                lists: inboxes.len(),
+                workers,
+                lists: count,
             });
         }
         let shared = Arc::new(Shared {
             stop: AtomicBool::new(false),
             abort: AtomicBool::new(false),
-            taken: (0..config.count).map(|_| Padded::default()).collect(),
-            panicked: (0..config.count).map(|_| AtomicBool::new(false)).collect(),
+            taken: (0..count).map(|_| Padded::default()).collect(),
+            panicked: (0..count).map(|_| AtomicBool::new(false)).collect(),
             failed,
         });
         let mut pool = WorkerPool {
             shared: Arc::clone(&shared),
-            handles: Vec::with_capacity(config.count),
+            handles: Vec::with_capacity(count),
         };
         let (ready_tx, ready_rx) = mpsc::channel();
         for (index, sources) in inboxes.into_iter().enumerate() {
@@ -314,7 +325,7 @@ impl<W: Worker, H: DequeueHook> WorkerPool<W, H> {
             pool.handles.push(Some(handle));
         }
         drop(ready_tx);
-        for _ in 0..config.count {
+        for _ in 0..count {
             match ready_rx.recv_timeout(Duration::from_secs(10)) {
                 Ok(Ok(())) => {}
                 Ok(Err(err)) => return Err(err),
@@ -854,12 +865,12 @@ mod tests {
         push.set_linger(0).unwrap();
         push.bind("inproc://workers-test").unwrap();
         let config = WorkerPoolConfig {
-            count: 3,
+            count: Some(3),
             ..WorkerPoolConfig::default()
         };
         let pool = WorkerPool::spawn(
             &ctx,
-            Inbox::everyone(&["inproc://workers-test".to_owned()], config.count),
+            Inbox::everyone(&["inproc://workers-test".to_owned()], 3),
             &config,
             Arc::default(),
             |_| (Stats::new(), NoHook),
@@ -904,7 +915,7 @@ mod tests {
         let (tx, rx) = crossbeam_channel::bounded::<Parcel>(4);
         let recycler = Recycler::new(4);
         let config = WorkerPoolConfig {
-            count: 1,
+            count: Some(1),
             ..WorkerPoolConfig::default()
         };
         let pool = WorkerPool::spawn(
@@ -944,7 +955,7 @@ mod tests {
         push.bind("inproc://workers-guide-test").unwrap();
         let pool = WorkerPool::spawn(
             &ctx,
-            Inbox::everyone(&["inproc://workers-guide-test".to_owned()], config.count),
+            Inbox::everyone(&["inproc://workers-guide-test".to_owned()], 1),
             &config,
             Arc::default(),
             |_| (Stats::new(), NoHook),
@@ -974,7 +985,7 @@ mod tests {
     fn channel_inboxes_keep_each_producers_order_and_end_when_producers_are_gone() {
         let ctx = zmq::Context::new();
         let config = WorkerPoolConfig {
-            count: 2,
+            count: Some(2),
             ..WorkerPoolConfig::default()
         };
         let (txs, rxs): (Vec<_>, Vec<_>) = (0..2)
@@ -1030,7 +1041,7 @@ mod tests {
     fn a_panicked_thread_is_flagged_before_its_inbox_closes_and_join_partial_keeps_the_rest() {
         let ctx = zmq::Context::new();
         let config = WorkerPoolConfig {
-            count: 2,
+            count: Some(2),
             ..WorkerPoolConfig::default()
         };
         let (txs, rxs): (Vec<_>, Vec<_>) = (0..2)
@@ -1104,7 +1115,7 @@ mod tests {
     fn zero_workers_is_an_error() {
         let ctx = zmq::Context::new();
         let config = WorkerPoolConfig {
-            count: 0,
+            count: Some(0),
             ..WorkerPoolConfig::default()
         };
         assert!(matches!(

@@ -78,7 +78,7 @@ fn config(endpoint: String, handoff: Handoff) -> SubscriberConfig {
 
 fn pool() -> WorkerPoolConfig {
     WorkerPoolConfig {
-        count: WORKERS,
+        count: Some(WORKERS),
         ..WorkerPoolConfig::default()
     }
 }

@@ -81,7 +81,7 @@ fn config(endpoints: &[&str]) -> SubscriberConfig {
 
 fn workers(n: usize) -> WorkerPoolConfig {
     WorkerPoolConfig {
-        count: n,
+        count: Some(n),
         ..WorkerPoolConfig::default()
     }
 }

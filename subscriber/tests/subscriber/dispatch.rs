@@ -69,7 +69,7 @@ fn run(transport: &str, dispatch: Dispatch) -> (Report<Recorder>, u64) {
         ..SubscriberConfig::default()
     };
     let workers = WorkerPoolConfig {
-        count: WORKERS,
+        count: Some(WORKERS),
         ..WorkerPoolConfig::default()
     };
     let sub = Subscriber::start(&ctx, &config, &workers, |_| Recorder::default()).unwrap();

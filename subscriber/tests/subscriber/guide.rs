@@ -54,7 +54,7 @@ fn start(endpoint: &str, framing: Framing, handoff: Handoff) -> Subscriber<Recor
         ..SubscriberConfig::default()
     };
     let workers = WorkerPoolConfig {
-        count: 3,
+        count: Some(3),
         ..WorkerPoolConfig::default()
     };
     Subscriber::start(&zmq::Context::new(), &config, &workers, |_| {

@@ -80,7 +80,7 @@ fn rig(ctx: &zmq::Context, name: &str, mode: SnailMode, max_lateness: Duration) 
         ..SubscriberConfig::default()
     };
     let pool = WorkerPoolConfig {
-        count: 1,
+        count: Some(1),
         ..WorkerPoolConfig::default()
     };
     let (stalled_tx, stalled) = mpsc::channel();
@@ -281,14 +281,14 @@ fn inline_handoff_gives_every_record_to_the_shards_own_worker_once_in_order() {
         ..WorkerPoolConfig::default()
     };
     // One worker per shard, or a clear error.
-    match Subscriber::start(&ctx, &config, &pool(3), |_| Tally::default()) {
+    match Subscriber::start(&ctx, &config, &pool(Some(3)), |_| Tally::default()) {
         Err(SubscriberError::Config(msg)) => {
             assert!(msg.contains("as many workers as shards"), "{msg}")
         }
         Err(other) => panic!("expected a config error, got {other}"),
         Ok(_) => panic!("3 workers for 2 inline shards was accepted"),
     }
-    let sub = Subscriber::start(&ctx, &config, &pool(2), |_| Tally::default()).unwrap();
+    let sub = Subscriber::start(&ctx, &config, &pool(Some(2)), |_| Tally::default()).unwrap();
     for x in &xpubs {
         loop {
             let event = x.recv_bytes(0).expect("subscription");

@@ -63,7 +63,7 @@ fn start(p: &Publisher) -> Subscriber<Kinds> {
         ..SubscriberConfig::default()
     };
     let workers = WorkerPoolConfig {
-        count: 2,
+        count: Some(2),
         ..WorkerPoolConfig::default()
     };
     Subscriber::start(&zmq::Context::new(), &config, &workers, |_| {

@@ -65,7 +65,7 @@ fn lowering_the_threshold_while_running_trips_the_snail() {
         ..SubscriberConfig::default()
     };
     let workers = WorkerPoolConfig {
-        count: 1,
+        count: Some(1),
         ..WorkerPoolConfig::default()
     };
     let sub = Subscriber::start(&ctx, &config, &workers, |_| Count(0)).unwrap();

@@ -61,7 +61,7 @@ fn two_feed_shards_to_two_subscriber_shards_and_three_workers_exactly_once() {
         tickbox_feed::Feed::start(&tickbox_auth::Gate::open(&ctx), feed_config(PER_SHARD)).unwrap();
     let endpoints = feed.endpoints();
     let workers = WorkerPoolConfig {
-        count: 3,
+        count: Some(3),
         ..WorkerPoolConfig::default()
     };
     let sub = Subscriber::start(
@@ -113,7 +113,7 @@ fn prefix_subscription_on_a_real_feed_only_matching_topics_and_no_gaps() {
         tickbox_feed::Feed::start(&tickbox_auth::Gate::open(&ctx), feed_config(10_000)).unwrap();
     let endpoints = feed.endpoints();
     let workers = WorkerPoolConfig {
-        count: 2,
+        count: Some(2),
         ..WorkerPoolConfig::default()
     };
     let sub = Subscriber::start(

@@ -57,7 +57,7 @@ fn start(
         ..SubscriberConfig::default()
     };
     let pool = WorkerPoolConfig {
-        count: workers,
+        count: Some(workers),
         ..WorkerPoolConfig::default()
     };
     Subscriber::start(ctx, &config, &pool, |i| Fragile {

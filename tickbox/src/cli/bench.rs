@@ -111,8 +111,8 @@ pub(crate) struct LatencyArgs {
     /// Route the tickbox path through the LVC proxy.
     #[arg(long)]
     pub(crate) via_lvc: bool,
-    /// How the tickbox subscriber's shard hands records to its one worker: auto (default: what `tickbox subscribe`
-    /// chooses for one shard and one worker, which is inline), ring (parcels to a worker thread, what subscribe
+    /// How the tickbox subscriber's shard hands records to its one worker: auto (default: what a plain `tickbox
+    /// subscribe` runs, one shard and its one worker, which is inline), ring (parcels to a worker thread, what subscribe
     /// runs when workers share a shard), zmq, or inline (the worker runs on the shard's thread). The output says
     /// which was measured and why.
     #[arg(long, value_name = "auto|ring|zmq|inline")]

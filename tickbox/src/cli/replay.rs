@@ -37,7 +37,7 @@ pub(crate) struct Args {
     /// journal is replayed; the receive time of each record is its capture time.
     #[arg(long, conflicts_with_all = ["bind", "broker", "await_start"])]
     pub(crate) local: bool,
-    /// With --local: worker threads (default `[workers] count`); at most 256.
+    /// With --local: worker threads (default `[workers] count`, one where that is unset); at most 256.
     #[arg(long, value_name = "N", requires = "local", value_parser = crate::bounds::workers)]
     pub(crate) workers: Option<usize>,
     /// 1 = original pacing, N = N times faster (0.5 = half speed), max = as fast as subscribers take it.

@@ -31,7 +31,8 @@ pub(crate) struct Args {
     /// interface that does not exist or has no IPv4 address is an error at start.
     #[arg(long, value_delimiter = ',', value_name = "IFACE[,IFACE…]")]
     pub(crate) nic: Vec<String>,
-    /// Worker threads (each pulls from every shard); at most 256.
+    /// Worker threads (each pulls from every shard); at most 256. Default: one per shard (`[workers] count`), which
+    /// lets one shard hand off inline.
     #[arg(long, value_name = "N", value_parser = crate::bounds::workers)]
     pub(crate) workers: Option<usize>,
     /// Stop after this long (250ms, 10s, 5m); runs until Ctrl-C otherwise.

@@ -26,7 +26,7 @@ pub(crate) fn run(
     let sub = config.subscriber.clone();
     let mut pool = config.workers.clone();
     if let Some(n) = workers {
-        pool.count = n;
+        pool.count = Some(n);
     }
     let stop = crate::shutdown::flag();
     // Workers take parcels from channels; the context is only what the pool's API asks for.

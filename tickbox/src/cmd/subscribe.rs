@@ -106,8 +106,12 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     let threshold = subscriber.threshold();
     let lvc_snapshot = subscriber.lvc_snapshot();
     let catch_up = subscriber.catch_up();
-    let membership = tickbox_fleet::join_members(live.as_ref(), &sub_config, workers_config.count)
-        .context("registering under /members/subscribers/")?;
+    let membership = tickbox_fleet::join_members(
+        live.as_ref(),
+        &sub_config,
+        workers_config.count_for(sub_config.shards.len()),
+    )
+    .context("registering under /members/subscribers/")?;
     let barrier = enter_barrier(&args, config, &id, &stop)?;
     let mut next_status = std::time::Instant::now();
     let mut view = LiveView::new("subscribe", &args.live_view, None);

@@ -1,5 +1,5 @@
-//! `tickbox subscribe` chooses its hand-off: inline when there is one worker per shard, the ring when workers share
-//! a shard, what was asked for when `--handoff` is given; the summary says which and why, and whichever it chose,
+//! `tickbox subscribe` chooses its hand-off: inline when there is one worker per shard (as there is by default), the
+//! ring when workers share a shard, what was asked for when `--handoff` is given; the summary says which and why, and whichever it chose,
 //! every record reaches a worker and each symbol's records reach their worker in sequence order.
 
 use crate::common;
@@ -44,15 +44,10 @@ fn read_tape(path: &Path) -> (Sequences, u64) {
 #[test]
 fn subscribe_chooses_inline_for_one_worker_a_shard_and_says_why() {
     let dir = TempDir::new("subscribe-handoff");
-    // Three subscribers at once on one feed, which waits for all three: one worker (auto: inline), two workers
-    // (auto: the ring) and one worker with the ring asked for.
+    // Three subscribers at once on one feed, which waits for all three: the default (one worker for its one
+    // shard, auto: inline), two workers (auto: the ring) and one worker with the ring asked for.
     let shapes: [(&str, &[&str], &str, &str); 3] = [
-        (
-            "one",
-            &["--workers", "1"],
-            "inline",
-            "one shard, one worker",
-        ),
+        ("default", &[], "inline", "one shard, one worker"),
         (
             "two",
             &["--workers", "2"],

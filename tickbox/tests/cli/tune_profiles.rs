@@ -185,7 +185,7 @@ fn subscriber_shards_carry_the_profile_and_their_io_thread_bit() {
         ..tickbox_subscriber::SubscriberConfig::default()
     };
     let workers = tickbox_workers::WorkerPoolConfig {
-        count: 1,
+        count: Some(1),
         ..tickbox_workers::WorkerPoolConfig::default()
     };
     let sub = tickbox_subscriber::Subscriber::start(&ctx, &config, &workers, |_| {
@@ -307,13 +307,13 @@ fn worker_pulls_carry_the_workers_profile() {
     push.bind("inproc://profile-workers").unwrap();
     let p = full_profile(None);
     let config = tickbox_workers::WorkerPoolConfig {
-        count: 2,
+        count: Some(2),
         socket_profile: p.clone(),
         ..tickbox_workers::WorkerPoolConfig::default()
     };
     let pool = tickbox_workers::WorkerPool::spawn(
         &ctx,
-        tickbox_workers::Inbox::everyone(&["inproc://profile-workers".to_owned()], config.count),
+        tickbox_workers::Inbox::everyone(&["inproc://profile-workers".to_owned()], 2),
         &config,
         Default::default(),
         |_| (tickbox_workers::Stats::new(), tickbox_workers::NoHook),

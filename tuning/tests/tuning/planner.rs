@@ -127,7 +127,7 @@ fn the_plan_file_loads_into_the_crates_config_types() {
         parsed.subscriber.shards[2].core,
         Some(p.of(Role::Shard)[2].cpu)
     );
-    assert_eq!(parsed.workers.count, 2);
+    assert_eq!(parsed.workers.count, Some(2));
     // Every value line has a comment explaining it somewhere above it in its section.
     assert!(
         text.lines().filter(|l| l.starts_with("# shard ")).count() == 4,

@@ -84,7 +84,7 @@ fn a_plan_winner_loads_into_the_crates_config_types() {
     assert!(w.subscriber.shards.iter().all(|s| s.io_thread == Some(0)));
     assert_eq!(
         (w.workers.count, w.workers.batch, w.workers.hwm),
-        (2, 64, 5000)
+        (Some(2), 64, 5000)
     );
     assert_eq!(w.workers.cores, point.worker_cores);
 }
