@@ -85,8 +85,8 @@ impl LatencyOutcome {
             choice.handoff,
             choice.reason,
             if asked.is_none_or(|h| h == tickbox_subscriber::Handoff::Auto) {
-                " as `subscribe --workers 1` chooses it; with more workers than shards subscribe runs ring: \
-                 measure it with --handoff ring"
+                " as a plain `subscribe` chooses it (one worker per shard); with more workers than shards \
+                 subscribe runs ring: measure it with --handoff ring"
             } else {
                 ""
             }
