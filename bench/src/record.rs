@@ -95,7 +95,7 @@ pub fn feed_config(config: &RecordBenchConfig) -> FeedConfig {
         shards: vec![PublisherShardConfig::default(); config.shards.max(1)],
         rate: Rate::Max,
         back_pressure: tickbox_zmqx::BackPressure::Block,
-        batch: BatchMode::Auto,
+        batch: Some(BatchMode::Auto),
         max_messages_per_shard: Some(config.per_shard()),
         wait_for_subscribers: 1,
         seed: config.seed,

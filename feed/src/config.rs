@@ -81,9 +81,12 @@ pub struct FeedConfig {
     pub subscriber_wait: HumanDuration,
     /// `auto`: a shard packs up to `batch_max_records` messages into one batch frame (`#B`, docs/book/src/wire.md) while
     /// every subscriber of it reads batches (subscribed to "" and to "#B") and none holds another prefix; a
-    /// batch is sent at the end of each pacer step, so no message waits longer than one step. `off` (default):
-    /// one message per ZeroMQ message. `auto` makes the shard's socket a verbose XPUB, to see subscriptions.
-    pub batch: BatchMode,
+    /// batch is sent at the end of each pacer step, so no message waits longer than one step. `off`: one message
+    /// per ZeroMQ message. Unset ([`FeedConfig::batch_mode`]): `auto` for a recorded source (`feed --source`), as
+    /// `replay` sends the same records, and `off` for the synthetic market. `auto` makes the shard's socket a
+    /// verbose XPUB, to see subscriptions.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub batch: Option<BatchMode>,
     /// Most messages per batch frame with `batch = "auto"`.
     pub batch_max_records: u16,
     /// Largest batch frame with `batch = "auto"`, in bytes.
@@ -131,7 +134,7 @@ impl Default for FeedConfig {
             max_messages_per_shard: None,
             wait_for_subscribers: 0,
             subscriber_wait: HumanDuration(Duration::from_millis(5_000)),
-            batch: BatchMode::Off,
+            batch: None,
             batch_max_records: 64,
             batch_max_bytes: 8192,
             max_batch: 256,
@@ -298,10 +301,10 @@ impl Batching {
 
     /// Applied to a feed's settings: its [`BatchMode`], and for `N` its `batch_max_records`.
     pub fn apply_to(self, config: &mut FeedConfig) {
-        config.batch = match self {
+        config.batch = Some(match self {
             Batching::Off => BatchMode::Off,
             Batching::Auto | Batching::Records(_) => BatchMode::Auto,
-        };
+        });
         if let Batching::Records(n) = self {
             config.batch_max_records = n;
         }
@@ -445,13 +448,24 @@ impl FeedConfig {
         (self.pattern != Pattern::Pathological).then_some(self.subscriber_wait.0)
     }
 
-    /// Whether shard sockets are XPUBs (which see subscriptions): for `back_pressure = "block"`,
+    /// Whether the shards batch: `batch` where set; unset, a recorded source (`recorded`) batches, as `replay`
+    /// sends the same records, and the synthetic market sends one message each (a paced feed's latency figures
+    /// are taken on single frames).
+    pub fn batch_mode(&self, recorded: bool) -> BatchMode {
+        self.batch.unwrap_or(if recorded {
+            BatchMode::Auto
+        } else {
+            BatchMode::Off
+        })
+    }
+
+    /// Whether the synthetic feed's shard sockets are XPUBs (which see subscriptions): for `back_pressure = "block"`,
     /// `wait_for_subscribers`,
     /// `batch = "auto"`, and shards that connect (so a feed connected to nothing knows it delivered to no one).
     pub fn uses_xpub(&self) -> bool {
         self.back_pressure.blocks()
             || self.wait_for_subscribers > 0
-            || self.batch == BatchMode::Auto
+            || self.batch_mode(false) == BatchMode::Auto
             || self.shards.iter().any(|s| s.connect)
     }
 
@@ -501,10 +515,16 @@ mod tests {
         Batching::Records(32).apply_to(&mut config);
         assert_eq!(
             (config.batch, config.batch_max_records),
-            (BatchMode::Auto, 32)
+            (Some(BatchMode::Auto), 32)
         );
         Batching::Off.apply_to(&mut config);
-        assert_eq!(config.batch, BatchMode::Off);
+        assert_eq!(config.batch, Some(BatchMode::Off));
+        assert_eq!(config.batch_mode(true), BatchMode::Off, "asked for: kept");
+        let unset = FeedConfig::default();
+        assert_eq!(
+            (unset.batch_mode(false), unset.batch_mode(true)),
+            (BatchMode::Off, BatchMode::Auto)
+        );
     }
 
     #[test]

@@ -548,7 +548,7 @@ impl ShardRun<'_> {
             config.shard_pacing(self.universe.shard_share(shard), 2 * generator.len() as u64);
         let heartbeat_ns = saturating_nanos(config.heartbeat_interval);
         let xpub = config.uses_xpub();
-        let auto_batch = config.batch == BatchMode::Auto;
+        let auto_batch = config.batch_mode(false) == BatchMode::Auto;
         let mut publisher = Publisher::new(socket, shard, publisher_id, heartbeat_ns);
         publisher.set_guide_framing(config.framing == tickbox_wire::Framing::Guide);
         if auto_batch {

@@ -137,7 +137,7 @@ fn open(gate: &tickbox_auth::Gate, config: &FeedConfig) -> Result<Shards, FeedEr
         &config.socket_profile,
     );
     let interval_ns = u64::try_from(config.heartbeat_interval.0.as_nanos()).unwrap_or(u64::MAX);
-    let batching = config.batch == BatchMode::Auto && config.batch_max_records > 1;
+    let batching = config.batch_mode(true) == BatchMode::Auto && config.batch_max_records > 1;
     let mut publishers = Vec::with_capacity(config.shards.len());
     let mut endpoints = Vec::with_capacity(config.shards.len());
     let connect = config.shards.first().is_some_and(|s| s.connect);

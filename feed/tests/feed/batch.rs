@@ -71,7 +71,7 @@ fn config(batch: BatchMode, limit: u64, subscriptions: usize) -> FeedConfig {
         back_pressure: tickbox_zmqx::BackPressure::Block,
         // The test stops its readers after the feed ends: no drain wait.
         drain_timeout: Duration::ZERO.into(),
-        batch,
+        batch: Some(batch),
         wait_for_subscribers: subscriptions,
         subscriber_wait: Duration::from_secs(10).into(),
         max_messages_per_shard: Some(limit),

@@ -76,8 +76,9 @@ pub(crate) struct Args {
     pub(crate) no_drop: bool,
     /// `auto`: pack up to 64 messages (`[feed] batch_max_records`), or `N`, per ZeroMQ message (a `#B` batch
     /// frame, docs/book/src/wire.md) while every subscriber of a shard reads batches (subscribed to "" and "#B")
-    /// and none holds another prefix; each pacer step's batch goes out at its end. `off` (the default, or
-    /// `[feed] batch`; also 0 or 1): one message each. The same spelling as `replay --batch`.
+    /// and none holds another prefix; each pacer step's batch goes out at its end. `off` (also 0 or 1): one
+    /// message each. Default `[feed] batch`, else `auto` with `--source` (as `replay` sends the same records) and
+    /// `off` for the synthetic market. The same spelling as `replay --batch`.
     #[arg(long, value_name = "off|auto|N")]
     pub(crate) batch: Option<tickbox_feed::Batching>,
     /// Send-side high-water mark per subscriber (`[feed] send_hwm`).

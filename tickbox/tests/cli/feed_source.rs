@@ -330,21 +330,26 @@ fn a_dbn_file_arrives_whole_in_order_per_symbol_with_origin_times() {
 /// The real `tickbox feed --source FILE.dbn` into the real `tickbox subscribe --tape`: the tape, the subscriber's
 /// own record of what its workers handled, holds every publishable record the `dbn` crate decodes from the same
 /// file, per symbol in file order, with its event time as origin time, under gap-free per-publisher sequences.
+///
+/// By default a recorded source batches, as `replay` does: `subscribe` opts in to batch frames, so the recording
+/// reaches it in batches.
 #[test]
 fn a_dbn_file_fed_into_subscribe_reaches_its_workers_whole_in_order_with_origin_times() {
     let feed = dbn_into_subscribe(&[]);
-    assert_eq!(feed["shards"][0]["batches"], 0, "{feed}");
-}
-
-/// The same with `--batch auto`: `subscribe` opts in to batch frames, so the recording reaches it in batches
-/// (the one journal publisher's, as `replay` sends them), and the tape is the same record for record.
-#[test]
-fn a_dbn_file_fed_in_batches_reaches_the_workers_the_same() {
-    let feed = dbn_into_subscribe(&["--batch", "auto"]);
     let batches: u64 = (0..2)
         .map(|i| feed["shards"][i]["batches"].as_u64().unwrap())
         .sum();
     assert!(batches > 0, "{feed}");
+}
+
+/// The same with `--batch off`: one record per message, and the tape is the same record for record.
+#[test]
+fn a_dbn_file_fed_one_record_a_message_reaches_the_workers_the_same() {
+    let feed = dbn_into_subscribe(&["--batch", "off"]);
+    let batches: u64 = (0..2)
+        .map(|i| feed["shards"][i]["batches"].as_u64().unwrap())
+        .sum();
+    assert_eq!(batches, 0, "{feed}");
 }
 
 /// Feeds a DBN fixture with `feed --source … extra` into `subscribe --tape`, checks the tape holds every record
