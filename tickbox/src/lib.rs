@@ -3,8 +3,8 @@
 //! under `cmd/` (library crates put together); this file sets up logging, dispatches and maps errors to exit
 //! codes.
 
-// Diagnostics go through `out::errln!`, which survives a closed stderr.
-#![warn(clippy::print_stderr)]
+// Output goes through `out::{out, outln, errln}`, which survive a closed pipe: `print!` and `eprint!` panic there.
+#![warn(clippy::print_stdout, clippy::print_stderr)]
 
 mod auth_report;
 mod bounds;

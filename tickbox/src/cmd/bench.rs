@@ -164,11 +164,11 @@ fn latency(a: LatencyArgs) -> anyhow::Result<ExitCode> {
     }
     let stamp = unix_seconds().to_string();
     if let Some(every) = a.metrics_scrape {
-        print!(
+        out!(
             "{}",
             metrics_off_table(&gate, &sweep, &a.out, &stamp, &stop)?
         );
-        println!(
+        outln!(
             "metrics on (served, scraped every {}):",
             tickbox_units::format_duration(every)
         );
@@ -232,9 +232,9 @@ fn throughput(a: ThroughputArgs) -> anyhow::Result<ExitCode> {
             &stop,
         )
         .context("throughput benchmark (metrics off) failed")?;
-        println!("metrics off:");
-        print!("{}", throughput_table(&off.results));
-        println!(
+        outln!("metrics off:");
+        out!("{}", throughput_table(&off.results));
+        outln!(
             "metrics on (served, scraped every {}):",
             tickbox_units::format_duration(every)
         );

@@ -1,7 +1,7 @@
 //! `tickbox call`: send one request to a Majordomo service and print the reply frames, one per line (UTF-8 as
 //! text, anything else as `0x…` hex). Several `--broker` endpoints form a fail-over list (Binary Star pair).
 
-use crate::out::errln;
+use crate::out::{errln, outln};
 use std::io::Write;
 use std::process::ExitCode;
 
@@ -31,7 +31,7 @@ pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode
     if !args.service.starts_with("mmi.") {
         match client.request("mmi.service", &[args.service.as_bytes().to_vec()]) {
             Ok(reply) if is_unknown_service(&reply) => {
-                println!("404");
+                outln!("404");
                 errln!(
                     "error: no worker has registered {} with the broker (MMI 404); see `tickbox call --help` for \
                      the status services and which command serves each",

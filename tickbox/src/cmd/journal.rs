@@ -236,6 +236,6 @@ fn stitch(
         crate::out::json(&report)?;
         return Ok(ExitCode::SUCCESS);
     }
-    print!("{report}");
+    out!("{report}");
     Ok(ExitCode::SUCCESS)
 }

@@ -2,6 +2,7 @@
 //! one table per role, redrawn in place every `--interval`; `--once` prints one snapshot for scripts. The tables
 //! are built by `tickbox_metrics::top`; this module scrapes, sizes and draws.
 
+use crate::out::out;
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
@@ -66,7 +67,7 @@ pub(crate) fn run(args: Args, _config: &TickboxConfig) -> anyhow::Result<ExitCod
         let before = scrape_all(&args.addrs, timeout);
         std::thread::sleep(every);
         let now = scrape_all(&args.addrs, timeout);
-        print!("{}", render(&now, &before, width()));
+        out!("{}", render(&now, &before, width()));
         let all_up = now.iter().all(|p| p.error.is_none());
         return Ok(ExitCode::from(if all_up {
             crate::exit_code::OK

@@ -51,6 +51,15 @@ fn a_closed_pipe_is_no_error_anywhere() {
     }
 }
 
+/// A command whose own outcome is a failure keeps that exit code when its reader has gone: `top --once` with a
+/// process it cannot reach exits 1, not 101 from a panicking `print!`.
+#[test]
+fn a_closed_pipe_keeps_a_failing_commands_own_exit_code() {
+    let (code, err) = with_closed_stdout(&["top", "--once", "--interval", "100ms", "127.0.0.1:1"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
 #[test]
 fn man_writes_a_page_per_command_and_prints_one_on_request() {
     let dir = TempDir::new("cli-man");
