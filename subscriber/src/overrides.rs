@@ -2,7 +2,7 @@
 //! merge, with the checks that must pass before any socket is made.
 
 use tickbox_lvc::tap::Framing;
-use tickbox_units::{ByteSize, HumanDuration};
+use tickbox_units::{override_with, ByteSize, HumanDuration};
 use tickbox_workers::{Dispatch, WorkerPoolConfig};
 
 use crate::{
@@ -98,32 +98,32 @@ impl SubscriberOverrides {
         if self.workers.is_some() {
             workers.count = self.workers;
         }
-        replace(&mut sub.max_lateness, self.max_lateness);
+        override_with(&mut sub.max_lateness, self.max_lateness);
         if !self.topics.is_empty() {
             sub.topics = self.topics;
         }
-        replace(&mut sub.gap_policy, self.gap_policy);
-        replace(&mut sub.handoff, self.handoff);
-        replace(&mut sub.dispatch, self.dispatch);
-        replace(&mut sub.framing, self.framing);
-        replace(&mut sub.snail_mode, self.snail_mode);
-        replace(&mut sub.clock_skew_warn, self.clock_skew_warn);
+        override_with(&mut sub.gap_policy, self.gap_policy);
+        override_with(&mut sub.handoff, self.handoff);
+        override_with(&mut sub.dispatch, self.dispatch);
+        override_with(&mut sub.framing, self.framing);
+        override_with(&mut sub.snail_mode, self.snail_mode);
+        override_with(&mut sub.clock_skew_warn, self.clock_skew_warn);
         if !self.clone.is_empty() {
             sub.clone = self.clone;
         }
         if self.lvc_snapshot.is_some() {
             sub.lvc_snapshot = self.lvc_snapshot;
         }
-        replace(&mut sub.lvc_snapshot_timeout, self.lvc_snapshot_timeout);
+        override_with(&mut sub.lvc_snapshot_timeout, self.lvc_snapshot_timeout);
         if self.catch_up.is_some() {
             sub.catch_up = self.catch_up;
         }
-        replace(&mut sub.catch_up_from, self.catch_up_from);
-        replace(&mut sub.catch_up_budget, self.catch_up_budget);
+        override_with(&mut sub.catch_up_from, self.catch_up_from);
+        override_with(&mut sub.catch_up_budget, self.catch_up_budget);
         if self.member_id.is_some() {
             sub.member_id = self.member_id;
         }
-        replace(&mut sub.member_ttl, self.member_ttl);
+        override_with(&mut sub.member_ttl, self.member_ttl);
         if !sub.clone.is_empty() && sub.member_ttl.0.is_zero() {
             return Err(refuse("--member-ttl must be more than 0".into()));
         }
@@ -137,12 +137,6 @@ impl SubscriberOverrides {
             check_nic(nic).map_err(|err| refuse(format!("--nic: {err}")))?;
         }
         Ok((sub, workers))
-    }
-}
-
-fn replace<T>(field: &mut T, flag: Option<T>) {
-    if let Some(value) = flag {
-        *field = value;
     }
 }
 
