@@ -1,7 +1,7 @@
 //! A command line's overrides of the `[feed]` config section, merged here rather than in the binary so the rules
 //! (which flag wins, what a flag implies, which combinations are refused) are unit-tested.
 
-use tickbox_units::HumanDuration;
+use tickbox_units::{override_with, HumanDuration};
 use tickbox_wire::Framing;
 use tickbox_zmqx::BackPressure;
 
@@ -87,31 +87,21 @@ impl FeedOverrides {
                 config.mode = PacingMode::FlatOut;
             }
         }
-        if let Some(mode) = self.mode {
-            config.mode = mode;
-        }
-        if let Some(burst_size) = self.burst_size {
-            config.burst_size = burst_size;
-        }
+        override_with(&mut config.mode, self.mode);
+        override_with(&mut config.burst_size, self.burst_size);
         if let Some(symbols) = self.symbols {
             config.symbols = symbols;
             config.symbol_names.clear();
         }
-        if let Some(venue) = self.venue {
-            config.venue = venue;
-        }
+        override_with(&mut config.venue, self.venue);
         if let Some(duration) = self.duration {
             config.duration = Some(duration.into());
         }
         if let Some(max) = self.max_messages {
             config.max_messages_per_shard = Some(max);
         }
-        if let Some(pattern) = self.pattern {
-            config.pattern = pattern;
-        }
-        if let Some(framing) = self.framing {
-            config.framing = framing;
-        }
+        override_with(&mut config.pattern, self.pattern);
+        override_with(&mut config.framing, self.framing);
         if let Some(back_pressure) = self.back_pressure {
             if !back_pressure.blocks() && config.pattern == Pattern::Pathological {
                 return Err(FeedError::Override(
@@ -122,9 +112,7 @@ impl FeedOverrides {
             }
             config.back_pressure = back_pressure;
         }
-        if let Some(d) = self.drain_timeout {
-            config.drain_timeout = d;
-        }
+        override_with(&mut config.drain_timeout, self.drain_timeout);
         if let Some(batch) = self.batch {
             batch.apply_to(&mut config);
         }
@@ -132,15 +120,9 @@ impl FeedOverrides {
             config.send_hwm = send_hwm;
             config.socket_profile.send_hwm = None; // the flag wins over [context.sockets.feed]
         }
-        if let Some(d) = self.heartbeat {
-            config.heartbeat_interval = d;
-        }
-        if let Some(seed) = self.seed {
-            config.seed = seed;
-        }
-        if let Some(n) = self.wait_for_subscribers {
-            config.wait_for_subscribers = n;
-        }
+        override_with(&mut config.heartbeat_interval, self.heartbeat);
+        override_with(&mut config.seed, self.seed);
+        override_with(&mut config.wait_for_subscribers, self.wait_for_subscribers);
         Ok(config)
     }
 }
