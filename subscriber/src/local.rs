@@ -147,8 +147,9 @@ impl<W> LocalReplayReport<W> {
     }
 }
 
-/// Runs a local replay: starts `workers.count` workers (one where unset: the replay is one shard) built by
-/// `make`, calls `feed` with a [`LocalSink`] to push every frame through the shard logic, waits until the workers have processed everything, and reports.
+/// Runs a local replay: starts `workers.count` workers (one where unset: the replay is one shard) built by `make`,
+/// calls `feed` with a [`LocalSink`] to push every frame through the shard logic, waits until the workers have
+/// processed everything, and reports.
 ///
 /// From `config` it uses the snail (`max_lateness`, `snail_mode`, `clock_skew_warn`), `gap_policy`, `dispatch`
 /// and `handoff_hwm`; shards, topics and `handoff` do not apply (see the module documentation). `stop` ends the

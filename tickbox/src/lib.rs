@@ -25,10 +25,11 @@ mod spelling;
 mod status;
 mod zk;
 
-use crate::out::errln;
 use std::process::ExitCode;
 
 use clap::{FromArgMatches, Parser, Subcommand};
+
+use crate::out::errln;
 
 /// The help heading of the options every command takes, apart from each command's own.
 const GLOBAL: &str = "Global options";

@@ -11,11 +11,12 @@
 //! stdout and stdin is a terminal, then `COLUMNS`; libraries that fall back to 80 columns when stderr's size is
 //! unknown cut the lateness and the ETA off).
 
-use crate::out::errln;
 use std::io::{IsTerminal, Write};
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle, TermLike};
+
+use crate::out::errln;
 
 /// Default period on a terminal, where a person watches it.
 const TERMINAL_EVERY: Duration = Duration::from_secs(1);

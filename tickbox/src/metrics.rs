@@ -1,13 +1,13 @@
 //! `--metrics ADDR` of the long-running commands: one flag, one call that starts the endpoint with the sources
 //! the command's libraries hand over (`tickbox_metrics` serves them; each library reads its own counters).
 
-use crate::out::errln;
 use std::sync::Arc;
 
 use anyhow::Context as _;
 use tickbox_metrics::{Endpoint, Scrape, Source};
 
 use crate::config::TickboxConfig;
+use crate::out::errln;
 
 /// The `--metrics` flag, flattened into every long-running command.
 #[derive(Debug, Clone, Default, clap::Args)]

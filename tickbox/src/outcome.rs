@@ -1,11 +1,11 @@
 //! Exit codes of runs that several commands share (a subscriber's fatal event), and journal time arguments.
 //! Wiring only: the judgements live in the libraries.
 
-use crate::out::errln;
 use std::path::Path;
 use std::process::ExitCode;
 
 use crate::exit_code;
+use crate::out::errln;
 
 /// Maps a subscriber run's outcome to the exit code, printing the machine-readable line for a fatal event.
 pub(crate) fn finish<W>(report: &tickbox_subscriber::Report<W>) -> ExitCode {

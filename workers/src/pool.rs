@@ -269,12 +269,12 @@ pub struct WorkerPool<W, H> {
 }
 
 impl<W: Worker, H: DequeueHook> WorkerPool<W, H> {
-    /// Starts one thread per entry of `inboxes` (which must have `config.count` entries where that is set): thread `i` takes its
-    /// messages from `inboxes[i]`, and `make(i)` builds its worker and hook. Producers in the same process hand over
-    /// [`Parcel`]s of decoded records (no socket, no copy of a received frame, no second decode), others send to
-    /// endpoints the threads connect to ([`Inbox::everyone`]). `failed` is set as soon as any thread panics:
-    /// producers that started before the pool (and may be blocked handing over to a dead worker) watch it to give
-    /// up. Returns once every thread is connected, or with the first start-up error.
+    /// Starts one thread per entry of `inboxes` (which must have `config.count` entries where that is set): thread `i`
+    /// takes its messages from `inboxes[i]`, and `make(i)` builds its worker and hook. Producers in the same process
+    /// hand over [`Parcel`]s of decoded records (no socket, no copy of a received frame, no second decode), others send
+    /// to endpoints the threads connect to ([`Inbox::everyone`]). `failed` is set as soon as any thread panics:
+    /// producers that started before the pool (and may be blocked handing over to a dead worker) watch it to give up.
+    /// Returns once every thread is connected, or with the first start-up error.
     pub fn spawn(
         ctx: &zmq::Context,
         inboxes: Vec<Inbox>,

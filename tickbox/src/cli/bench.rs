@@ -112,9 +112,9 @@ pub(crate) struct LatencyArgs {
     #[arg(long)]
     pub(crate) via_lvc: bool,
     /// How the tickbox subscriber's shard hands records to its one worker: auto (default: what a plain `tickbox
-    /// subscribe` runs, one shard and its one worker, which is inline), ring (parcels to a worker thread, what subscribe
-    /// runs when workers share a shard), zmq, or inline (the worker runs on the shard's thread). The output says
-    /// which was measured and why.
+    /// subscribe` runs, one shard and its one worker, which is inline), ring (parcels to a worker thread, what
+    /// subscribe runs when workers share a shard), zmq, or inline (the worker runs on the shard's thread). The output
+    /// says which was measured and why.
     #[arg(long, value_name = "auto|ring|zmq|inline")]
     pub(crate) handoff: Option<tickbox_subscriber::Handoff>,
     /// With `--handoff ring`: how long the worker keeps looking for its next parcel before it sleeps until woken

@@ -1,7 +1,6 @@
 //! `tickbox call`: send one request to a Majordomo service and print the reply frames, one per line (UTF-8 as
 //! text, anything else as `0x…` hex). Several `--broker` endpoints form a fail-over list (Binary Star pair).
 
-use crate::out::{errln, outln};
 use std::io::Write;
 use std::process::ExitCode;
 
@@ -11,6 +10,7 @@ use tickbox_majordomo::{Client, ClientConfig, MdpError};
 use crate::cli::call::Args;
 use crate::config::TickboxConfig;
 use crate::exit_code;
+use crate::out::{errln, outln};
 
 pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     crate::flags::check_connect_all("--broker", &args.broker)?;

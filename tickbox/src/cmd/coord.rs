@@ -7,7 +7,6 @@
 //!
 //! Output lines meant for scripts: `HELD <token>`, `LEADER <token>`, `SUSPENDED`, `RESUMED`, `LOST <reason>`.
 
-use crate::out::errln;
 use std::io::Write;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
@@ -21,6 +20,7 @@ use tickbox_coord::{Coord, CoordOptions, Election, Lock, RecipeState};
 use crate::cli::coord::{Args, Op};
 use crate::config::TickboxConfig;
 use crate::exit_code;
+use crate::out::errln;
 
 pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     let opts = CoordOptions {

@@ -6,7 +6,6 @@
 //! key or value too long, key or byte budget full, reserved key) the reason is printed and the exit code is 7
 //! (`exit_code::REFUSED`).
 
-use crate::out::errln;
 use std::io::Write;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
@@ -21,6 +20,7 @@ use crate::exit_code;
 
 use crate::cli::ctl::{Args, Op};
 use crate::exit_code::REFUSED;
+use crate::out::errln;
 
 fn timeout_exit(err: CloneError, what: &str) -> anyhow::Result<ExitCode> {
     match err {

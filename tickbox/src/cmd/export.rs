@@ -1,7 +1,6 @@
 //! `tickbox journal export`: arguments, the progress bar and the summary; the export itself is
 //! `tickbox_export::export`.
 
-use crate::out::errln;
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
@@ -13,6 +12,7 @@ use tickbox_export::{
 
 use crate::cli::export::{ExportArgs, ExportFormat, PriceArg};
 use crate::exit_code;
+use crate::out::errln;
 
 pub(crate) fn run(mut args: ExportArgs) -> anyhow::Result<ExitCode> {
     args.path = args.journal.path();

@@ -2,7 +2,6 @@
 //! decoded messages, filtered and sampled, or a once-a-second table of rates per topic prefix (`--top`, redrawn
 //! in place on a terminal).
 
-use crate::out::errln;
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
@@ -12,6 +11,7 @@ use tickbox_lvc::tap;
 
 use crate::cli::tap::Args;
 use crate::config::TickboxConfig;
+use crate::out::errln;
 
 pub(crate) fn run(args: Args, config: &TickboxConfig) -> anyhow::Result<ExitCode> {
     let mut kinds = Vec::new();

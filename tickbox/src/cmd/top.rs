@@ -2,7 +2,6 @@
 //! one table per role, redrawn in place every `--interval`; `--once` prints one snapshot for scripts. The tables
 //! are built by `tickbox_metrics::top`; this module scrapes, sizes and draws.
 
-use crate::out::out;
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
@@ -12,6 +11,7 @@ use tickbox_metrics::top::{render, Process};
 
 use crate::cli::top::Args;
 use crate::config::TickboxConfig;
+use crate::out::out;
 
 /// Scrapes every address at once (one thread each), so one slow process delays the view by its timeout only.
 fn scrape_all(addrs: &[String], timeout: Duration) -> Vec<Process> {

@@ -1,6 +1,6 @@
 //! `tickbox subscribe` chooses its hand-off: inline when there is one worker per shard (as there is by default), the
-//! ring when workers share a shard, what was asked for when `--handoff` is given; the summary says which and why, and whichever it chose,
-//! every record reaches a worker and each symbol's records reach their worker in sequence order.
+//! ring when workers share a shard, what was asked for when `--handoff` is given; the summary says which and why, and
+//! whichever it chose, every record reaches a worker and each symbol's records reach their worker in sequence order.
 
 use crate::common;
 
