@@ -589,20 +589,25 @@ impl Topics {
             rec.header().instrument_id,
             rec.raw_index_ts() / 86_400_000_000_000,
         );
-        if !self.cache.contains_key(&key) {
-            let mut t = format!("{VENDOR_TOPIC_LETTER}.{}.", self.venue);
-            match self.symbols.get_for_rec(rec) {
+        let Topics {
+            symbols,
+            venue,
+            cache,
+        } = self;
+        if cache.len() >= MAX_CACHED_TOPICS && !cache.contains_key(&key) {
+            cache.clear();
+        }
+        // One lookup for a topic already built (every record but a topic's first).
+        cache.entry(key).or_insert_with(|| {
+            let mut t = format!("{VENDOR_TOPIC_LETTER}.{venue}.");
+            match symbols.get_for_rec(rec) {
                 Some(s) if !s.is_empty() => t.extend(s.chars().filter(|c| *c != '\0')),
                 _ => {
                     let _ = write!(t, "{}", rec.instrument_id());
                 }
             }
-            if self.cache.len() >= MAX_CACHED_TOPICS {
-                self.cache.clear();
-            }
-            self.cache.insert(key, t);
-        }
-        self.cache.get(&key).map_or("", String::as_str)
+            t
+        })
     }
 }
 
