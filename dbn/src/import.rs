@@ -765,3 +765,53 @@ mod summary_tests {
         assert_eq!(json["manifest"]["sources"][0]["records"], 400);
     }
 }
+
+#[cfg(test)]
+mod topic_tests {
+    use super::*;
+    use dbn::{rtype, RecordHeader, TradeMsg};
+
+    fn trade(instrument_id: u32, day: u64) -> TradeMsg {
+        let ts = day * 86_400_000_000_000 + 1;
+        TradeMsg {
+            hd: RecordHeader::new::<TradeMsg>(rtype::MBP_0, 1, instrument_id, ts),
+            price: 1,
+            size: 1,
+            action: b'T' as _,
+            side: b'A' as _,
+            flags: Default::default(),
+            depth: 0,
+            ts_recv: ts,
+            ts_in_delta: 0,
+            sequence: 1,
+        }
+    }
+
+    /// Without symbology a record's topic is its instrument id, built once per (instrument, day); a file with more
+    /// instruments than the bound keeps the cache at the bound (it starts afresh) and every topic right.
+    #[test]
+    fn topics_are_built_once_per_instrument_and_day_and_the_cache_stays_bounded() {
+        let mut topics = Topics::new(None);
+        let max = MAX_CACHED_TOPICS as u32;
+        for id in 0..max + 10 {
+            let t = trade(id, 3);
+            assert_eq!(topics.topic(&RecordRef::from(&t)), format!("V.DBN.{id}"));
+            assert!(topics.cache.len() <= MAX_CACHED_TOPICS);
+        }
+        assert_eq!(topics.cache.len(), 10, "cleared once, at the bound");
+        // Known: found without a new entry.
+        let again = trade(max + 3, 3);
+        assert_eq!(
+            topics.topic(&RecordRef::from(&again)),
+            format!("V.DBN.{}", max + 3)
+        );
+        assert_eq!(topics.cache.len(), 10);
+        // The same instrument on another day is a key of its own.
+        let next_day = trade(max + 3, 4);
+        assert_eq!(
+            topics.topic(&RecordRef::from(&next_day)),
+            format!("V.DBN.{}", max + 3)
+        );
+        assert_eq!(topics.cache.len(), 11);
+    }
+}
