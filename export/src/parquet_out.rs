@@ -296,22 +296,17 @@ impl ParquetSink {
             }
             self.latest_day = day_start;
         }
-        let key = (day_start, row.kind);
-        if !self.parts.contains_key(&key) {
-            let day = self.days.label(row.capture_ns);
-            self.parts.insert(
-                key,
-                Partition {
-                    day,
-                    kind: row.kind,
-                    batch: KindBatch::new(row.kind, self.opts.price),
-                    file: None,
-                },
-            );
-        }
-        let Some(part) = self.parts.get_mut(&key) else {
-            return Ok(());
-        };
+        // One lookup per row; the partition is made on its day and kind's first row.
+        let (days, price) = (&mut self.days, self.opts.price);
+        let part = self
+            .parts
+            .entry((day_start, row.kind))
+            .or_insert_with(|| Partition {
+                day: days.label(row.capture_ns),
+                kind: row.kind,
+                batch: KindBatch::new(row.kind, price),
+                file: None,
+            });
         if part.file.is_none() {
             let rel = format!(
                 "date={}/kind={}/part-{:012}.parquet",
