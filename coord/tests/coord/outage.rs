@@ -198,15 +198,23 @@ fn roles_recover_after_whole_ensemble_outage() {
         )),
         "{events:?}"
     );
+    // A member takes a shard back only once the server has removed its expired session's nodes, which takes up
+    // to a session timeout after the quorum returns and longer while three JVMs share two busy cores: under the
+    // full suite's load the old bound of a session timeout + 2 s was missed once with 2 of 4 shards owned.
+    let recovering = Instant::now();
     assert!(
         owned_all(
             &[&members[0], &members[1]],
             4,
-            SESSION + Duration::from_secs(2)
+            SESSION * 2 + Duration::from_secs(5)
         ),
         "shards owned after the outage: {} + {}",
         members[0].owned(),
         members[1].owned()
+    );
+    eprintln!(
+        "every shard owned again {:?} after the leader",
+        recovering.elapsed()
     );
     let owners = Shards::new(&sessions[0], "/test/outage-shards", 4)
         .unwrap()
