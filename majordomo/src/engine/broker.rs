@@ -59,7 +59,9 @@ pub struct BrokerConfig {
     /// message is disconnected by the socket library before the message is buffered.
     pub max_message_size: ByteSize,
     /// `ZMQ_RCVHWM` of the broker ROUTER, in messages per peer (default 1000; 0 = unlimited): a flooding
-    /// peer is throttled by TCP back-pressure instead of growing the socket library's receive pipe.
+    /// peer is throttled by TCP back-pressure instead of growing the socket library's receive pipe. The pipe is
+    /// bounded in messages, not bytes: besides `max_queued_bytes` the broker can hold up to this many of each fast
+    /// peer's messages (at most `max_message_size` each).
     pub receive_hwm: i32,
     /// The peer-facing ROUTER sends multipart messages; it closes with a linger of twice this plus 1 s and
     /// `ZMQ_TCP_MAXRT` set to this (the teardown rule in the book's chapter on known traps), so a stop can never hit the ZeroMQ library's `clean_pipes`
