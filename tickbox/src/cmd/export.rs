@@ -12,7 +12,7 @@ use tickbox_export::{
 
 use crate::cli::export::{ExportArgs, ExportFormat, PriceArg};
 use crate::exit_code;
-use crate::out::errln;
+use crate::out::{errln, out};
 
 pub(crate) fn run(mut args: ExportArgs) -> anyhow::Result<ExitCode> {
     args.path = args.journal.path();
@@ -142,7 +142,7 @@ fn print_summary(
     if to_stdout {
         errln!("{}", text.trim_end_matches('\n'));
     } else {
-        crate::out::text(format_args!("{text}"));
+        out!("{text}");
     }
     Ok(())
 }
