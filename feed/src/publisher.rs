@@ -711,6 +711,19 @@ mod tests {
 
     use super::*;
 
+    /// A no-drop XPUB on loopback with a kernel send buffer of a few KiB and `sndhwm` messages of queue, so a
+    /// reader that stops makes the publisher wait (or be refused) at once; returns it with its endpoint.
+    fn small_no_drop_xpub(ctx: &zmq::Context, sndhwm: i32) -> (zmq::Socket, String) {
+        let mut xpub = ctx.socket(zmq::XPUB).unwrap();
+        xpub.set_linger(2000).unwrap();
+        xpub.set_sndhwm(sndhwm).unwrap();
+        xpub.set_sndbuf(4096).unwrap();
+        xpub.set_sndtimeo(5).unwrap();
+        tickbox_zmqx::set_xpub_nodrop(&mut xpub, true).unwrap();
+        let ep = tickbox_zmqx::bind_resolved(&xpub, "tcp://127.0.0.1:*").unwrap();
+        (xpub, ep)
+    }
+
     /// A socket whose high-water mark is far above the pool's 1,024 buffers, and a reader that reads nothing at
     /// first: thousands of single frames wait in libzmq at once, most in one-off buffers. Every one is counted as
     /// undelivered while libzmq holds it, none is overwritten while it waits, and once the reader has them all the
@@ -719,13 +732,7 @@ mod tests {
     fn single_frames_queued_past_the_first_buffers_stay_intact_and_counted() {
         const N: u64 = 6_000;
         let ctx = zmq::Context::new();
-        let mut xpub = ctx.socket(zmq::XPUB).unwrap();
-        xpub.set_linger(2000).unwrap();
-        xpub.set_sndhwm(20_000).unwrap();
-        xpub.set_sndbuf(4096).unwrap();
-        xpub.set_sndtimeo(5).unwrap();
-        tickbox_zmqx::set_xpub_nodrop(&mut xpub, true).unwrap();
-        let ep = tickbox_zmqx::bind_resolved(&xpub, "tcp://127.0.0.1:*").unwrap();
+        let (xpub, ep) = small_no_drop_xpub(&ctx, 20_000);
         let sub = ctx.socket(zmq::SUB).unwrap();
         sub.set_linger(0).unwrap();
         sub.set_rcvhwm(1).unwrap();
@@ -773,13 +780,7 @@ mod tests {
     fn refused_batches_are_retried_not_lost_or_repeated() {
         const N: u64 = 30_000;
         let ctx = zmq::Context::new();
-        let mut xpub = ctx.socket(zmq::XPUB).unwrap();
-        xpub.set_linger(2000).unwrap();
-        xpub.set_sndhwm(2).unwrap();
-        xpub.set_sndbuf(4096).unwrap();
-        xpub.set_sndtimeo(5).unwrap();
-        tickbox_zmqx::set_xpub_nodrop(&mut xpub, true).unwrap();
-        let ep = tickbox_zmqx::bind_resolved(&xpub, "tcp://127.0.0.1:*").unwrap();
+        let (xpub, ep) = small_no_drop_xpub(&ctx, 2);
         let reader_ctx = ctx.clone();
         let reader = std::thread::spawn(move || {
             let sub = reader_ctx.socket(zmq::SUB).unwrap();
