@@ -30,10 +30,7 @@ fn raw(no_drop: bool, n: u64, frame: &[u8], path: RawPath) -> (f64, u64) {
     xpub.set_linger(100).unwrap();
     xpub.set_sndtimeo(100).unwrap();
     tickbox_zmqx::set_xpub_nodrop(&mut xpub, no_drop).unwrap();
-    let endpoint = tickbox_zmqx::bind_resolved(&xpub, "tcp://127.0.0.1:*").unwrap();
-    let sub = counting_sub(endpoint, n);
-    xpub.set_rcvtimeo(5_000).unwrap();
-    xpub.recv_bytes(0).expect("subscription");
+    let sub = common::attach_reader(&xpub, |endpoint| counting_sub(endpoint, n));
     let start = Instant::now();
     for _ in 0..n {
         loop {

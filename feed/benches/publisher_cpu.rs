@@ -45,10 +45,7 @@ fn socket(ctx: &zmq::Context, n: u64) -> (zmq::Socket, JoinHandle<u64>) {
     xpub.set_sndhwm(HWM).unwrap();
     xpub.set_sndtimeo(100).unwrap();
     tickbox_zmqx::set_xpub_nodrop(&mut xpub, true).unwrap();
-    let endpoint = tickbox_zmqx::bind_resolved(&xpub, "tcp://127.0.0.1:*").unwrap();
-    let sub = counting_sub(endpoint, n);
-    xpub.set_rcvtimeo(5_000).unwrap();
-    xpub.recv_bytes(0).expect("subscription");
+    let sub = common::attach_reader(&xpub, |endpoint| counting_sub(endpoint, n));
     (xpub, sub)
 }
 

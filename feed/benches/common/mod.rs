@@ -37,3 +37,16 @@ pub(crate) fn counting_sub(
         count
     })
 }
+
+/// Binds `xpub` to a loopback port, starts `reader` on that endpoint, and returns the reader once its
+/// subscription has reached the XPUB (timing starts only when someone is listening).
+pub(crate) fn attach_reader(
+    xpub: &zmq::Socket,
+    reader: impl FnOnce(String) -> JoinHandle<u64>,
+) -> JoinHandle<u64> {
+    let endpoint = tickbox_zmqx::bind_resolved(xpub, "tcp://127.0.0.1:*").unwrap();
+    let sub = reader(endpoint);
+    xpub.set_rcvtimeo(5_000).unwrap();
+    xpub.recv_bytes(0).expect("subscription");
+    sub
+}
