@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use tickbox_reliable::ms;
 use tickbox_units::{ByteSize, HumanDuration};
-use tickbox_zmqx::socket::poll_ms;
+use tickbox_zmqx::socket::{poll_ms, send_multipart_now};
 
 pub use crate::engine::freelance::{
     server_reply, AgentAction, AgentConfig, Frames, FreelanceAgent, RequestRefused, ServerDrop,
@@ -172,7 +172,8 @@ pub fn run_freelance_server_with(
     s.set_sndhwm(hwm)?;
     s.set_rcvhwm(hwm)?;
     // Mandatory routing turns a full peer queue into EAGAIN (with DONTWAIT) instead of a silent drop, so drops are
-    // counted; DONTWAIT keeps one slow peer from blocking everyone else.
+    // counted; DONTWAIT keeps one slow peer from blocking everyone else. The queue is small (a few replies), so a
+    // reply is counted as dropped only once the socket has seen the peer's latest reads (`send_multipart_now`).
     s.set_router_mandatory(true)?;
     s.bind(bind)?;
     tracing::info!(
@@ -225,7 +226,7 @@ pub fn run_freelance_server_with(
                         stats.requests += 1;
                     }
                     frames.extend(reply);
-                    match s.send_multipart(frames, zmq::DONTWAIT) {
+                    match send_multipart_now(&s, &frames) {
                         Ok(()) => {}
                         Err(zmq::Error::EAGAIN) => stats.dropped_full += 1,
                         Err(zmq::Error::EHOSTUNREACH) => stats.dropped_unroutable += 1,

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use tickbox_auth::Gate;
 use tickbox_journal::JournalError;
+use tickbox_zmqx::socket::unless_stale_full;
 
 use crate::history_reader::HistoryReader;
 use tickbox_wire::history::{batch_head_len, HistoryRequest, Refusal, ServiceMessage, StartPoint};
@@ -447,7 +448,8 @@ impl HistoryServer {
         buf: tickbox_zmqx::zero_copy::PoolBuf,
         range: std::ops::Range<usize>,
     ) -> Result<bool, RecorderError> {
-        match self.router.send(asker, zmq::SNDMORE | zmq::DONTWAIT) {
+        let router = &self.router;
+        match unless_stale_full(router, || router.send(asker, zmq::SNDMORE | zmq::DONTWAIT)) {
             Ok(()) => {}
             Err(zmq::Error::EHOSTUNREACH) | Err(zmq::Error::EAGAIN) => {
                 self.unreachable(asker);
@@ -486,10 +488,9 @@ impl HistoryServer {
 
     /// Sends one message to `asker`; false (and the asker forgotten, counted) when it is gone.
     fn send(&mut self, asker: &[u8], message: &[u8]) -> Result<bool, RecorderError> {
-        let sent = self
-            .router
-            .send(asker, zmq::SNDMORE | zmq::DONTWAIT)
-            .and_then(|()| self.router.send(message, zmq::DONTWAIT));
+        let router = &self.router;
+        let sent = unless_stale_full(router, || router.send(asker, zmq::SNDMORE | zmq::DONTWAIT))
+            .and_then(|()| router.send(message, zmq::DONTWAIT));
         match sent {
             Ok(()) => Ok(true),
             // Gone (EHOSTUNREACH), or its queue is full although credit said it had room (EAGAIN): either way

@@ -1,6 +1,7 @@
 //! Small helpers every socket loop needs, kept here so the protocol crates do not each carry a copy: the
 //! endpoint a socket actually bound (resolves `tcp://127.0.0.1:*` to the chosen port), the conversion of a
-//! wait into the millisecond timeout `zmq::poll` takes, and the reading of a socket monitor's event.
+//! wait into the millisecond timeout `zmq::poll` takes, the reading of a socket monitor's event, and a send
+//! without waiting that calls a queue full only when it is.
 
 use std::time::{Duration, Instant};
 
@@ -36,6 +37,34 @@ pub fn monitor_event(frames: &[Vec<u8>]) -> Option<(zmq::SocketEvent, u32)> {
     Some((zmq::SocketEvent::from_raw(id), value))
 }
 
+/// Runs `send`, a send without waiting, and calls the peer's queue full (`Err(EAGAIN)`) only when it is full by
+/// the peer's latest reads.
+///
+/// libzmq tells a socket how far its peer has read through commands, and a send applies pending commands at most
+/// about once a millisecond. So a queue whose reader has caught up can still look full to a socket that keeps
+/// sending, and with a small high-water mark a message that fits is refused (a 4-reply Freelance queue dropped a
+/// well-behaved client's reply under load). On `EAGAIN` this applies every pending command, as `ZMQ_EVENTS`
+/// does, and runs `send` once more. libzmq refuses a message only at its first frame, so `send` must be a whole
+/// message or its first frame, which a refusal leaves unsent.
+pub fn unless_stale_full<T>(
+    socket: &zmq::Socket,
+    mut send: impl FnMut() -> zmq::Result<T>,
+) -> zmq::Result<T> {
+    match send() {
+        Err(zmq::Error::EAGAIN) => {
+            socket.get_events()?;
+            send()
+        }
+        other => other,
+    }
+}
+
+/// `frames` as one message, without waiting; `Err(EAGAIN)` only when the peer's queue is really full
+/// ([`unless_stale_full`]).
+pub fn send_multipart_now(socket: &zmq::Socket, frames: &[Vec<u8>]) -> zmq::Result<()> {
+    unless_stale_full(socket, || socket.send_multipart(frames, zmq::DONTWAIT))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -66,6 +95,45 @@ mod tests {
         assert_eq!(monitor_event(&bare), Some((zmq::SocketEvent::ACCEPTED, 0)));
         assert_eq!(monitor_event(&[vec![1]]), None);
         assert_eq!(monitor_event(&[]), None);
+    }
+
+    #[test]
+    fn a_queue_its_reader_has_drained_is_never_called_full() {
+        const HWM: i32 = 4;
+        let ctx = zmq::Context::new();
+        let router = ctx.socket(zmq::ROUTER).unwrap();
+        router.set_linger(0).unwrap();
+        router.set_router_mandatory(true).unwrap();
+        router.set_sndhwm(HWM).unwrap();
+        router.bind("tcp://127.0.0.1:*").unwrap();
+        let peer = ctx.socket(zmq::DEALER).unwrap();
+        peer.set_linger(0).unwrap();
+        peer.set_identity(b"peer").unwrap();
+        peer.connect(&last_endpoint(&router).unwrap()).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while router.send_multipart([&b"peer"[..], b"hello"], 0).is_err() {
+            assert!(Instant::now() < deadline, "the peer never connected");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        // The reader reports its progress every HWM / 2 messages, so the probe is made a pair.
+        router.send_multipart([&b"peer"[..], b"hello"], 0).unwrap();
+        for _ in 0..2 {
+            assert!(peer.poll(zmq::POLLIN, 5_000).unwrap() > 0);
+            peer.recv_bytes(0).unwrap();
+        }
+        // Each round fills the queue, lets the peer read all of it, and refills it at once: before the fix the
+        // refill's first send still saw the queue full whenever it came within a millisecond of the last one.
+        let frames = [b"peer".to_vec(), b"x".to_vec()];
+        for round in 0..200 {
+            for i in 0..HWM {
+                send_multipart_now(&router, &frames)
+                    .unwrap_or_else(|e| panic!("round {round}, reply {i} refused: {e}"));
+            }
+            for _ in 0..HWM {
+                assert!(peer.poll(zmq::POLLIN, 5_000).unwrap() > 0);
+                peer.recv_bytes(0).unwrap();
+            }
+        }
     }
 
     #[test]
