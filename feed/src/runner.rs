@@ -573,9 +573,12 @@ impl ShardRun<'_> {
             publisher.set_batching(tally.all_read_batches())?;
         }
 
-        let clock = Instant::now();
-        // The same instant on the wall clock the headers are stamped with, so a reader can place the schedule.
+        // The schedule's start on the wall clock the headers are stamped with, so a reader can place the schedule,
+        // read before the pacer's monotonic origin: a message is then stamped no earlier than its place in the
+        // schedule (start + offset). Read the other way round, a preemption between the two reads made every stamp
+        // precede its intended send time by the preemption's length.
         let schedule_start_ns = now_ns();
+        let clock = Instant::now();
         let mono = || clock.elapsed().as_nanos() as u64;
         let mut pacer = SendPacer::new(
             pacing,
