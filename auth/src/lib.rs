@@ -11,6 +11,7 @@ pub mod cap;
 pub mod cert;
 pub mod config;
 pub mod grants;
+pub mod handshake;
 pub mod metrics;
 pub mod policy;
 pub mod report;

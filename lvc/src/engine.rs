@@ -151,6 +151,10 @@ pub struct LvcStats {
     /// Snapshot replies that ended while the cache knew it lacked values (`missed` or `dropped` in a version 2
     /// end marker; a version 1 client cannot be told, so these are also logged).
     pub snapshot_lacking: u64,
+    /// Handshakes a publisher refused (ZAP) or that failed, on upstream connections the proxy makes
+    /// (`upstream`); libzmq never tries those again, so the proxy connects again itself, after 1 s and then
+    /// twice as long each time, up to 30 s.
+    pub handshakes_refused: u64,
 }
 
 impl LvcStats {

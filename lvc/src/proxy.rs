@@ -13,6 +13,7 @@ use super::snapshot::{
     ReplyItem, RequestParser, SendOutcome, ServerLimits, SnapshotServer, REQUEST_HEAD_LEN,
 };
 use super::{BackPressure, LateJoiners, LvcConfig, LvcError, TapDrop};
+use tickbox_auth::handshake::HandshakeWatch;
 use tickbox_wire::tap;
 use tickbox_zmqx::publisher::{Linger, PublisherSocket, PublisherSocketError, Subscriptions};
 
@@ -207,6 +208,11 @@ struct Proxy {
     revocations: tickbox_auth::Revocations,
     /// The endpoints the sockets are bound to, to bind again after such a reset.
     bound: LvcEndpoints,
+    /// The upstream XSUB's handshakes, when it connects to publishers: a publisher that refuses one is counted
+    /// and connected to again (libzmq never would).
+    upstream_watch: Option<HandshakeWatch>,
+    /// Upstream handshakes refused so far.
+    handshakes_refused: u64,
 }
 
 /// Most parts of one upstream multipart message the forgery check holds; a longer message from a publisher key
@@ -280,6 +286,15 @@ impl Proxy {
             })?;
             upstream.push(bound);
         }
+        // Before connecting, so no handshake is missed.
+        let upstream_watch = if config.upstream.is_empty() {
+            None
+        } else {
+            Some(
+                HandshakeWatch::start(ctx, &xsub, security.public_key(), "LVC upstream")
+                    .map_err(LvcError::zmq("upstream handshake monitor"))?,
+            )
+        };
         for ep in &config.upstream {
             xsub.connect(ep)
                 .map_err(LvcError::zmq(format!("connecting upstream {ep}")))?;
@@ -456,6 +471,8 @@ impl Proxy {
                 held: std::collections::VecDeque::new(),
                 revocations: config.security.revocations(),
                 bound: endpoints.clone(),
+                upstream_watch,
+                handshakes_refused: 0,
                 publishers: config
                     .security
                     .grants()
@@ -476,7 +493,16 @@ impl Proxy {
         if let Some(side) = &self.snapshot {
             stats.merge_snapshot(&side.server.counters());
         }
+        stats.handshakes_refused = self.handshakes_refused;
         stats
+    }
+
+    /// Counts refused upstream handshakes and connects again where a redial is due.
+    fn look_upstream(&mut self, now: Instant) {
+        if let Some(watch) = &mut self.upstream_watch {
+            self.handshakes_refused += watch.read(now, tickbox_wire::now_ns()).refused;
+            watch.redial(&self.xsub, now);
+        }
     }
 
     fn run(
@@ -487,6 +513,7 @@ impl Proxy {
     ) -> Result<(), LvcError> {
         let mut last_publish = Instant::now();
         let mut last_log = Instant::now();
+        let mut next_look = Instant::now();
         while !stop.load(Ordering::Relaxed) {
             if self.revocations.due() {
                 self.reset_sessions()?;
@@ -546,6 +573,11 @@ impl Proxy {
             }
             self.serve_snapshots();
             let now = Instant::now();
+            // The loop wakes at least every `POLL_MS`, so a refusal is seen and a redial made within that of it.
+            if now >= next_look {
+                next_look = now + Duration::from_millis(POLL_MS as u64);
+                self.look_upstream(now);
+            }
             if now.duration_since(last_publish) >= PUBLISH_EVERY {
                 *shared.lock().unwrap_or_else(|e| e.into_inner()) = self.stats();
                 accounts.publish(self.engine.sequences());

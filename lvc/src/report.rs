@@ -130,6 +130,7 @@ impl LvcStats {
             ("snapshot malformed", s.snapshot_malformed),
             ("snapshot lacking", s.snapshot_lacking),
             ("forged refused", s.forged_refused),
+            ("handshakes refused", s.handshakes_refused),
             ("publishers", s.sequences.publishers),
             ("publisher messages", s.sequences.received),
             ("missing (gaps)", s.sequences.missing),
@@ -316,14 +317,16 @@ mod tests {
             messages_in: 12,
             tap_dropped: 0,
             forged_refused: 3,
+            handshakes_refused: 2,
             ..LvcStats::default()
         };
         let table = stats.table(TapDrop::PerConsumer);
-        assert_eq!(table.lines().count(), 38);
+        assert_eq!(table.lines().count(), 39);
         assert!(table.starts_with(&format!("{:<22} {:>14}\n", "lvc", "count")));
         assert!(table.contains(&format!("{:<22} {:>14}\n", "messages in", 12)));
         assert!(table.contains(&format!("{:<22} {:>14}\n", "tap dropped", "per-consumer")));
         assert!(table.contains(&format!("{:<22} {:>14}\n", "forged refused", 3)));
+        assert!(table.contains(&format!("{:<22} {:>14}\n", "handshakes refused", 2)));
         assert!(table.ends_with(&format!("{:<22} {:>14}\n", "untracked", 0)));
         let counted = stats.table(TapDrop::Counted);
         assert!(counted.contains(&format!("{:<22} {:>14}\n", "tap dropped", 0)));

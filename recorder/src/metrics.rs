@@ -95,6 +95,11 @@ impl Source for RecordMetrics {
                     s.multipart_messages,
                 ),
                 (
+                    "tickbox_handshakes_refused",
+                    "Handshakes a publisher refused or that failed; the recorder connects again by itself.",
+                    s.handshakes_refused,
+                ),
+                (
                     "tickbox_duplicates",
                     "Sequences received twice (not recorded again).",
                     s.duplicates,

@@ -7,9 +7,10 @@
 //! what it lacks, in stream order. The per-publisher [`Ledger`] (recorded, missing, overwritten) is persisted in the
 //! journal's application metadata at every batch commit. [`record`] is the thin loop that owns the SUB socket.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use tickbox_auth::handshake::HandshakeWatch;
 use tickbox_journal::{Batch, Writer};
 use tickbox_wire::{
     Flags, GapCause, GapNotice, Header, Kind, MessageRef, Payload, SequenceEvent, SequenceTracker,
@@ -127,6 +128,10 @@ pub struct RecordStats {
     /// The journal's disk filled: the recording stopped there (the journal's error, naming the file). Every
     /// record appended before it is in the journal, which is closed cleanly.
     pub disk_full: Option<String>,
+    /// Handshakes a publisher refused (ZAP: a key it does not list, an address it denies, a full connection cap)
+    /// or that failed. libzmq never tries such an endpoint again; the recorder connects again itself, after 1 s
+    /// and then twice as long each time, up to 30 s.
+    pub handshakes_refused: u64,
 }
 
 impl RecordStats {
@@ -682,8 +687,8 @@ pub fn record_with<J: Journals>(
         rec.set_sequence_tracking(false);
     }
     if opts.connect.len() == 1 {
-        let sub = subscriber(ctx, opts, &opts.connect)?;
-        return record_inline(&sub, rec, journals, opts, stop, progress);
+        let (sub, watch) = subscriber(ctx, opts, &opts.connect)?;
+        return record_inline(&sub, watch, rec, journals, opts, stop, progress);
     }
     let subs = opts
         .connect
@@ -693,12 +698,15 @@ pub fn record_with<J: Journals>(
     record_sharded(subs, rec, journals, opts, stop, progress)
 }
 
-/// A SUB socket set up for recording and connected to `endpoints`.
+/// How often a reader looks at its socket's handshakes (refusals to count, redials due).
+const LOOK_EVERY: Duration = Duration::from_millis(100);
+
+/// A SUB socket set up for recording and connected to `endpoints`, and the watch on its handshakes.
 fn subscriber(
     ctx: &zmq::Context,
     opts: &RecordOptions,
     endpoints: &[String],
-) -> Result<zmq::Socket, RecorderError> {
+) -> Result<(zmq::Socket, HandshakeWatch), RecorderError> {
     let sub = ctx.socket(zmq::SUB)?;
     sub.set_linger(0)?;
     sub.set_rcvhwm(opts.receive_hwm)?;
@@ -714,13 +722,33 @@ fn subscriber(
             sub.set_subscribe(t.as_bytes())?;
         }
     }
+    // Before connecting, so no handshake is missed: a refused one is counted and connected again.
+    let watch = HandshakeWatch::start(ctx, &sub, opts.security.public_key(), "recorder")?;
     for ep in endpoints {
         sub.connect(ep).map_err(|source| RecorderError::Endpoint {
             endpoint: ep.clone(),
             source,
         })?;
     }
-    Ok(sub)
+    Ok((sub, watch))
+}
+
+/// Reads `watch` when `LOOK_EVERY` has passed since `next_look`: counts refusals into `refused` and connects
+/// again where a redial is due.
+fn look(
+    sub: &zmq::Socket,
+    watch: &mut HandshakeWatch,
+    next_look: &mut Instant,
+    refused: &AtomicU64,
+) {
+    let now = Instant::now();
+    if now < *next_look {
+        return;
+    }
+    *next_look = now + LOOK_EVERY;
+    let found = watch.read(now, tickbox_wire::now_ns());
+    refused.fetch_add(found.refused, Ordering::Relaxed);
+    watch.redial(sub, now);
 }
 
 /// Whether the run is over: asked to stop, out of time, or `max_messages` appended.
@@ -874,6 +902,7 @@ impl Recorder {
 /// One socket, read and appended on this thread.
 fn record_inline<J: Journals>(
     sub: &zmq::Socket,
+    mut watch: HandshakeWatch,
     rec: &mut Recorder,
     journals: &mut J,
     opts: &RecordOptions,
@@ -885,11 +914,15 @@ fn record_inline<J: Journals>(
     let mut last_progress = started;
     // A record taken off the socket that starts the next journal: appended first, after the roll.
     let mut carried: Option<Received> = None;
+    let refused = AtomicU64::new(0);
+    let mut next_look = started;
     loop {
         rec.on_elapsed(started.elapsed());
         if finished(rec, opts, stop) {
             break;
         }
+        look(sub, &mut watch, &mut next_look, &refused);
+        rec.stats.handshakes_refused = refused.load(Ordering::Relaxed);
         if last_progress.elapsed() >= opts.progress_every {
             last_progress = Instant::now();
             progress(&rec.stats());
@@ -948,13 +981,23 @@ struct ReaderLink {
     spare: crossbeam_channel::Receiver<Vec<Received>>,
 }
 
+/// The writer's half of the readers' queues: bursts in (one queue per reader), emptied vectors back.
+struct WriterLinks {
+    bursts: Vec<crossbeam_channel::Receiver<Vec<Received>>>,
+    spares: Vec<crossbeam_channel::Sender<Vec<Received>>>,
+}
+
 /// Reads `sub` in bursts until `done` is set or the writer is gone.
 fn read_shard(
     sub: &zmq::Socket,
+    mut watch: HandshakeWatch,
     link: &ReaderLink,
     done: &AtomicBool,
+    refused: &AtomicU64,
 ) -> Result<(), RecorderError> {
+    let mut next_look = Instant::now();
     while !done.load(Ordering::Relaxed) {
+        look(sub, &mut watch, &mut next_look, refused);
         match sub.poll(zmq::POLLIN, WAIT_SLICE.as_millis() as i64) {
             Ok(0) => continue,
             Ok(_) => {}
@@ -993,7 +1036,7 @@ fn read_shard(
 
 /// One reader thread per socket, this thread appending what they hand over.
 fn record_sharded<J: Journals>(
-    subs: Vec<zmq::Socket>,
+    subs: Vec<(zmq::Socket, HandshakeWatch)>,
     rec: &mut Recorder,
     journals: &mut J,
     opts: &RecordOptions,
@@ -1001,14 +1044,17 @@ fn record_sharded<J: Journals>(
     mut progress: impl FnMut(&RecordStats),
 ) -> Result<RecordStats, RecorderError> {
     let done = AtomicBool::new(false);
-    let mut bursts = Vec::with_capacity(subs.len());
-    let mut spares = Vec::with_capacity(subs.len());
+    let refused = AtomicU64::new(0);
+    let mut from_readers = WriterLinks {
+        bursts: Vec::with_capacity(subs.len()),
+        spares: Vec::with_capacity(subs.len()),
+    };
     let mut links = Vec::with_capacity(subs.len());
     for _ in &subs {
         let (btx, brx) = crossbeam_channel::bounded(READ_QUEUE);
         let (stx, srx) = crossbeam_channel::bounded(READ_QUEUE);
-        bursts.push(brx);
-        spares.push(stx);
+        from_readers.bursts.push(brx);
+        from_readers.spares.push(stx);
         links.push(ReaderLink {
             bursts: btx,
             spare: srx,
@@ -1016,17 +1062,18 @@ fn record_sharded<J: Journals>(
     }
     std::thread::scope(|scope| {
         let done = &done;
+        let refused = &refused;
         let readers: Vec<_> = subs
             .into_iter()
             .zip(links)
             .enumerate()
-            .map(|(i, (sub, link))| {
+            .map(|(i, ((sub, watch), link))| {
                 let core = opts.reader_cores.get(i).copied();
                 std::thread::Builder::new()
                     .name(format!("record-rd{i}"))
                     .spawn_scoped(scope, move || {
                         tickbox_zmqx::pin_if_configured(core, &format!("record reader {i}"));
-                        read_shard(&sub, &link, done)
+                        read_shard(&sub, watch, &link, done, refused)
                     })
             })
             .collect::<Result<_, _>>()
@@ -1034,9 +1081,17 @@ fn record_sharded<J: Journals>(
                 done.store(true, Ordering::Relaxed);
                 RecorderError::InvalidOption(format!("cannot start a reader thread: {e}"))
             })?;
-        let written = write_bursts(&bursts, &spares, rec, journals, opts, stop, &mut progress);
+        let written = write_bursts(
+            &from_readers,
+            refused,
+            rec,
+            journals,
+            opts,
+            stop,
+            &mut progress,
+        );
         done.store(true, Ordering::Relaxed);
-        drop(bursts);
+        drop(from_readers);
         let mut failed = None;
         for (i, r) in readers.into_iter().enumerate() {
             let outcome = r.join().unwrap_or_else(|_| {
@@ -1053,7 +1108,11 @@ fn record_sharded<J: Journals>(
         // A reader's own error says more than the writer's "the reader stopped".
         match failed {
             Some(e) => Err(e),
-            None => written,
+            // Refusals the readers saw after the writer's last look count too.
+            None => written.map(|mut stats| {
+                stats.handshakes_refused = refused.load(Ordering::Relaxed);
+                stats
+            }),
         }
     })
 }
@@ -1061,14 +1120,15 @@ fn record_sharded<J: Journals>(
 /// The writer's side of [`record_sharded`]: waits for any reader, then appends what every reader has queued, one
 /// burst from each in turn, so a busy shard cannot starve the others.
 fn write_bursts<J: Journals>(
-    bursts: &[crossbeam_channel::Receiver<Vec<Received>>],
-    spares: &[crossbeam_channel::Sender<Vec<Received>>],
+    from_readers: &WriterLinks,
+    refused: &AtomicU64,
     rec: &mut Recorder,
     journals: &mut J,
     opts: &RecordOptions,
     stop: &AtomicBool,
     progress: &mut impl FnMut(&RecordStats),
 ) -> Result<RecordStats, RecorderError> {
+    let WriterLinks { bursts, spares } = from_readers;
     let batch_max = opts.batch_max.max(1);
     let started = Instant::now();
     let mut last_progress = started;
@@ -1084,6 +1144,7 @@ fn write_bursts<J: Journals>(
         if finished(rec, opts, stop) {
             break;
         }
+        rec.stats.handshakes_refused = refused.load(Ordering::Relaxed);
         if last_progress.elapsed() >= opts.progress_every {
             last_progress = Instant::now();
             progress(&rec.stats());

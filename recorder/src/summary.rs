@@ -58,6 +58,7 @@ impl RecordStats {
             "cached": s.cached,
             "heartbeats": s.heartbeats,
             "multipart": s.multipart_messages,
+            "handshakes_refused": s.handshakes_refused,
             "messages": s.messages,
             "bytes": s.bytes,
             "batches": s.batches,
@@ -104,6 +105,7 @@ impl RecordStats {
             "last_seq": s.last_seq,
             "invalid_frames": s.invalid_frames,
             "multipart_messages": s.multipart_messages,
+            "handshakes_refused": s.handshakes_refused,
             "elapsed_s": s.elapsed.as_secs_f64(),
         })
     }
@@ -176,6 +178,16 @@ impl RecordStats {
         );
         let _ = writeln!(out, "invalid       {}", s.invalid_frames);
         let _ = writeln!(out, "multipart     {}", s.multipart_messages);
+        let _ = writeln!(
+            out,
+            "handshakes    {} refused{}",
+            s.handshakes_refused,
+            if s.handshakes_refused > 0 {
+                " (the publisher's key list, address rules or connection cap; the recorder connects again by itself)"
+            } else {
+                ""
+            }
+        );
         if !s.publishers.is_empty() {
             let _ = writeln!(
                 out,

@@ -30,7 +30,6 @@ mod catch_up;
 mod catch_up_phase;
 mod clock;
 mod handoff;
-mod handshake;
 mod history_client;
 mod hook;
 mod idle;

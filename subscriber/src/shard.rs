@@ -13,7 +13,7 @@
 //! The dequeue check at the worker reads its own clock, so a backlog behind a slow worker is measured there in
 //! full.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -23,7 +23,6 @@ use tickbox_wire::{now_ns, BATCH_TOPIC};
 
 use crate::catch_up_phase::{CatchUpHandle, CatchUpPhase, Decision};
 use crate::handoff::HandoffPlan;
-use crate::handshake::{self, HandshakeWatch};
 use crate::nic::endpoint_via_nic;
 use crate::receive_clock::ReceiveClock;
 use crate::report::SubscriberShardReport;
@@ -31,6 +30,7 @@ use crate::settings::{ShardSettings, BURST_RECORDS};
 use crate::shard_core::ShardCore;
 use crate::shared::Shared;
 use crate::{Framing, SubscriberError};
+use tickbox_auth::handshake::HandshakeWatch;
 
 /// An LVC snapshot requested by a subscriber: where from, and how it ended (shared with the owner).
 #[derive(Debug, Clone)]
@@ -95,9 +95,6 @@ struct SnapshotPhase {
 
 /// How often a shard whose SUB runs dry reads its handshake monitor (refusals, redials due).
 const LOOK_EVERY: Duration = Duration::from_millis(100);
-
-/// Distinct monitor addresses for several subscribers in one process.
-static MONITORS: AtomicU64 = AtomicU64::new(0);
 
 impl SnapshotPhase {
     /// The socket to poll beside the SUB.
@@ -250,18 +247,9 @@ fn open_shard_socket(ctx: &zmq::Context, s: &ShardSettings) -> Result<ShardSub, 
         }
     }
     // Watched before connecting, so no handshake is missed: the snapshot and the catch-up are asked for once they
-    // are done, and a refused one is counted and connected again (see `handshake`).
-    let addr = format!(
-        "inproc://tickbox-shard-handshakes-{}-{}",
-        std::process::id(),
-        MONITORS.fetch_add(1, Ordering::Relaxed)
-    );
-    sub.monitor(&addr, handshake::EVENTS)
+    // are done, and a refused one is counted and connected again (`tickbox_auth::handshake`).
+    let watch = HandshakeWatch::start(ctx, &sub, s.security.public_key(), format!("shard {shard}"))
         .map_err(zerr("monitor"))?;
-    let monitor = ctx.socket(zmq::PAIR).map_err(zerr("monitor socket"))?;
-    monitor.set_linger(0).map_err(zerr("set linger"))?;
-    monitor.connect(&addr).map_err(zerr("monitor connect"))?;
-    let watch = HandshakeWatch::new(monitor, s.security.public_key());
     for endpoint in &s.shard.connect {
         let target = match &s.shard.nic {
             Some(nic) => endpoint_via_nic(endpoint, nic)?,
@@ -375,7 +363,7 @@ fn receive_loop(
                 snapshot: &mut Option<SnapshotPhase>,
                 catch_up: &mut Option<CatchUpPhase>| {
         let now = Instant::now();
-        let found = watch.read(index, now, now_ns());
+        let found = watch.read(now, now_ns());
         core.report.handshakes_refused += found.refused;
         if found.succeeded > 0 {
             shared.live[index]
@@ -388,7 +376,7 @@ fn receive_loop(
                 phase.on_handshakes(found.succeeded);
             }
         }
-        watch.redial(sub, index, now);
+        watch.redial(sub, now);
     };
     let mut msg = zmq::Message::new();
     // Parts past a Guide message's second, received and dropped (overwritten each time: nothing allocated).

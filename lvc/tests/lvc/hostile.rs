@@ -435,3 +435,81 @@ fn a_32_kib_tap_subscription_is_cut_off_and_the_tap_keeps_serving() {
     assert_eq!(got.len(), 1, "the tap must keep serving");
     lvc.join().unwrap();
 }
+
+/// A publisher that refuses the proxy's first upstream handshake (ZAP status 400, as a key list or a full
+/// connection cap does): libzmq alone would never try that publisher again, and the proxy would cache nothing,
+/// silently. The proxy counts the refusal, connects again, and then caches and forwards the publisher's values.
+#[test]
+fn a_publisher_that_refused_the_upstream_handshake_is_connected_to_again_and_counted() {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::Arc;
+
+    // The publisher in a context of its own, with a ZAP handler that refuses the first handshake only.
+    let pub_ctx = zmq::Context::new();
+    let zap = pub_ctx.socket(zmq::REP).unwrap();
+    zap.set_linger(0).unwrap();
+    zap.bind("inproc://zeromq.zap.01").unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let asked = Arc::new(AtomicU64::new(0));
+    let handler = {
+        let (stop, asked) = (stop.clone(), asked.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                if zap.poll(zmq::POLLIN, 20).unwrap_or(0) == 0 {
+                    continue;
+                }
+                let request = zap.recv_multipart(0).unwrap();
+                let status: &[u8] = if asked.fetch_add(1, Ordering::Relaxed) == 0 {
+                    b"400"
+                } else {
+                    b"200"
+                };
+                let reply: [&[u8]; 6] = [b"1.0", &request[1], status, b"", b"", b""];
+                zap.send_multipart(reply, 0).unwrap();
+            }
+        })
+    };
+    let publisher = pub_ctx.socket(zmq::XPUB).unwrap();
+    publisher.set_linger(0).unwrap();
+    publisher.set_zap_domain("test").unwrap();
+    let upstream = tickbox_zmqx::bind_resolved(&publisher, "tcp://127.0.0.1:*").unwrap();
+
+    let ctx = zmq::Context::new();
+    let lvc = tickbox_lvc::spawn(&tickbox_auth::Gate::open(&ctx), lvc_config(&upstream)).unwrap();
+    // Refused first: no subscription reaches the publisher until the proxy has connected again (after 1 s).
+    publisher.set_rcvtimeo(10_000).unwrap();
+    assert_eq!(
+        publisher
+            .recv_bytes(0)
+            .expect("the proxy never subscribed upstream")[0],
+        1
+    );
+    assert!(
+        asked.load(Ordering::Relaxed) >= 2,
+        "the first handshake was refused"
+    );
+    assert!(
+        wait_until(Duration::from_secs(5), || lvc.stats().handshakes_refused
+            >= 1),
+        "the refusal is counted: {:?}",
+        lvc.stats()
+    );
+
+    let frame = quote_frame("Q.XNAS.ZAP", 7, 1, 1, 42);
+    publisher.send(&frame[..], 0).unwrap();
+    assert!(
+        wait_until(Duration::from_secs(5), || lvc.stats().topics_cached == 1),
+        "the value reached the proxy after the redial: {:?}",
+        lvc.stats()
+    );
+    let sub = subscriber(&ctx, &lvc.endpoints().downstream, &[b""]);
+    let got = recv_until(&sub, Duration::from_secs(5), |got| !got.is_empty());
+    assert!(
+        got.first().is_some_and(|f| is_cached(f) && bid(f) == 42),
+        "a late joiner gets the value cached after the redial: {got:?}"
+    );
+    let stats = lvc.join().unwrap();
+    assert_eq!(stats.handshakes_refused, 1, "{stats:?}");
+    stop.store(true, Ordering::Relaxed);
+    handler.join().unwrap();
+}

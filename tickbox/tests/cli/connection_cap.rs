@@ -364,3 +364,80 @@ fn a_subscriber_refused_at_the_cap_counts_it_and_gets_in_once_a_slot_frees() {
         "it said why it connects again: {stderr:#?}"
     );
 }
+
+/// A `tickbox record` that arrives while the LVC's cap is full is refused at its handshake, which libzmq would
+/// never try again: the recorder counts the refusal, says so, connects again on its own, and records the live
+/// stream once a slot is free, instead of sitting connected to nothing with an empty journal.
+#[test]
+fn a_recorder_refused_at_the_cap_counts_it_and_records_once_a_slot_frees() {
+    const WANT: u64 = 50;
+    let ctx = zmq::Context::new();
+    let CappedLvc {
+        child: _lvc,
+        log,
+        publisher,
+        downstream,
+        ..
+    } = CappedLvc::start(&ctx, 1);
+    let hog = sub(&ctx, &downstream, true);
+    let mut seq = publish_until(&publisher, &[&hog], 1, "the first subscriber admitted");
+
+    let dir = common::TempDir::new("cli-cap-record");
+    let journal = dir.path().join("capped.tbj");
+    let (mut recorder, out, err) = spawn_piped(Command::new(common::TICKBOX).args([
+        "record",
+        "--connect",
+        &downstream,
+        "--journal",
+        journal.to_str().unwrap(),
+        "--max-messages",
+        &WANT.to_string(),
+        "--duration",
+        "20s",
+        "--json",
+    ]));
+    // The LVC refuses it (and says so), then the slot frees.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let line = log
+            .recv_timeout(left)
+            .expect("the LVC never refused the recorder");
+        if line.contains("too many connections") {
+            break;
+        }
+    }
+    drop(hog);
+    await_open_after_close(&log, "lvc.downstream", 0);
+    // The recorder connects again after a second; it records what is published from then on and stops at WANT.
+    let until = Instant::now() + Duration::from_secs(12);
+    while recorder.0.try_wait().unwrap().is_none() {
+        assert!(
+            Instant::now() < until,
+            "the recorder never got in: {:#?}",
+            err.try_iter().collect::<Vec<_>>()
+        );
+        publisher.send(quote(seq), 0).unwrap();
+        seq += 1;
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let status = recorder.wait_exit(Duration::from_secs(5), "the recorder did not leave");
+    let stderr: Vec<String> = err.try_iter().collect();
+    assert!(status.success(), "{status:?}: {stderr:#?}");
+    let summary: serde_json::Value =
+        serde_json::from_str(&out.try_iter().collect::<Vec<_>>().join("\n"))
+            .expect("one JSON summary");
+    assert!(
+        summary["handshakes_refused"].as_u64().unwrap() >= 1,
+        "the refusal is counted: {summary}"
+    );
+    assert_eq!(
+        summary["messages"].as_u64().unwrap(),
+        WANT,
+        "it got in once a slot was free: {summary}"
+    );
+    assert!(
+        stderr.iter().any(|l| l.contains("recorder connects again")),
+        "it said why it connects again: {stderr:#?}"
+    );
+}

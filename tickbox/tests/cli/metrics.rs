@@ -260,6 +260,7 @@ const RECORD_FIELDS: &[(&str, &str)] = &[
     ("tap_events", "tickbox_tap_events_total"),
     ("batch_frames", "tickbox_batch_frames_total"),
     ("multipart", "tickbox_multipart_total"),
+    ("handshakes_refused", "tickbox_handshakes_refused_total"),
     ("duplicates", "tickbox_duplicates_total"),
     ("reordered", "tickbox_reordered_total"),
     ("restarts", "tickbox_restarts_total"),
