@@ -46,7 +46,7 @@ pub struct HandshakeWatch {
     suppressed: u64,
     /// This process's public key under CURVE, named in refusals (it is what the publisher's allow list needs).
     public_key: Option<String>,
-    /// What the socket is, in log lines (`shard 2`, `recorder`).
+    /// What the socket is, in log lines (`subscriber shard 2`, `recorder`, `LVC upstream`).
     who: String,
 }
 

@@ -248,8 +248,13 @@ fn open_shard_socket(ctx: &zmq::Context, s: &ShardSettings) -> Result<ShardSub, 
     }
     // Watched before connecting, so no handshake is missed: the snapshot and the catch-up are asked for once they
     // are done, and a refused one is counted and connected again (`tickbox_auth::handshake`).
-    let watch = HandshakeWatch::start(ctx, &sub, s.security.public_key(), format!("shard {shard}"))
-        .map_err(zerr("monitor"))?;
+    let watch = HandshakeWatch::start(
+        ctx,
+        &sub,
+        s.security.public_key(),
+        format!("subscriber shard {shard}"),
+    )
+    .map_err(zerr("monitor"))?;
     for endpoint in &s.shard.connect {
         let target = match &s.shard.nic {
             Some(nic) => endpoint_via_nic(endpoint, nic)?,
