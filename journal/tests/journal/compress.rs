@@ -12,6 +12,24 @@ use tickbox_journal::{
     Writer, WriterOptions, HEADER_SIZE,
 };
 
+/// `compress` of a journal whose writer this thread has closed. A process another test is starting holds a copy
+/// of every descriptor of this process from its fork to its exec, so for that moment the closed writer's `flock`
+/// is still held (seen once in seven full-suite runs, beside two busy loops): a `Locked` is waited out, bounded.
+fn compress_closed(
+    path: &Path,
+    options: &CompressOptions,
+) -> Result<tickbox_journal::CompressReport, JournalError> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        match compress(path, options) {
+            Err(JournalError::Locked { .. }) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(10))
+            }
+            other => return other,
+        }
+    }
+}
+
 /// Payloads of several sizes with some repetition (as market data has), so they compress.
 fn payload_for(seq: u64) -> Vec<u8> {
     let len = 20 + (seq * 37 % 180) as usize;
@@ -99,7 +117,7 @@ fn a_compressed_archive_reads_and_seeks_record_for_record_like_the_plain_one() {
     copy_journal(&path, &plain);
     let before = summarize(&path, true).unwrap();
     assert!(before.segments >= 3, "{}", before.segments);
-    let report = compress(&path, &CompressOptions::default()).unwrap();
+    let report = compress_closed(&path, &CompressOptions::default()).unwrap();
     eprintln!("{report:?}");
     assert_eq!(report.files, before.segments);
     assert_eq!((report.already_compressed, report.recovered), (0, 0));
@@ -157,7 +175,7 @@ fn a_compressed_archive_reads_and_seeks_record_for_record_like_the_plain_one() {
     assert_eq!((fast.records, fast.corruption), (30_000, None));
 
     // Compressing again changes nothing; a writer cannot append to it.
-    let again = compress(&path, &CompressOptions::default()).unwrap();
+    let again = compress_closed(&path, &CompressOptions::default()).unwrap();
     assert_eq!(
         (again.files, again.already_compressed),
         (0, before.segments)
@@ -292,7 +310,7 @@ fn a_journal_a_killed_writer_left_is_recovered_then_compressed() {
     let _ = child.0.kill();
     child.0.wait().unwrap();
     assert!(summarize(&path, false).unwrap().writer_active);
-    let report = compress(&path, &CompressOptions::default()).unwrap();
+    let report = compress_closed(&path, &CompressOptions::default()).unwrap();
     assert_eq!(
         (report.recovered, report.records),
         (1, 20_000),
@@ -458,7 +476,7 @@ fn an_archive_half_compressed_reads_as_one_and_a_writer_goes_on_with_it() {
     write_archive(&packed, 25_000, 1 << 20);
     write_archive(&mixed, 25_000, 1 << 20);
     let plain_records = read_all(&mixed);
-    compress(&packed, &CompressOptions::default()).unwrap();
+    compress_closed(&packed, &CompressOptions::default()).unwrap();
     let segments = list_segments(&mixed).unwrap();
     assert!(segments.len() >= 3);
     for (i, p) in &segments[..segments.len() - 1] {
@@ -475,7 +493,7 @@ fn an_archive_half_compressed_reads_as_one_and_a_writer_goes_on_with_it() {
     w.append(time_for(25_001), &payload_for(25_001)).unwrap();
     drop(w);
     assert_eq!(read_all(&mixed).len(), 25_001);
-    let report = compress(&mixed, &CompressOptions::default()).unwrap();
+    let report = compress_closed(&mixed, &CompressOptions::default()).unwrap();
     assert_eq!(
         (report.files, report.already_compressed),
         (1, segments.len() as u64 - 1)
@@ -494,7 +512,7 @@ fn a_damaged_journal_is_not_compressed() {
     drop(w);
     tickbox_testkit::damage::invert_byte(&path, HEADER_SIZE + 50_000);
     let before = std::fs::read(&path).unwrap();
-    let err = compress(&path, &CompressOptions::default()).unwrap_err();
+    let err = compress_closed(&path, &CompressOptions::default()).unwrap_err();
     assert!(matches!(err, JournalError::CorruptRecord { .. }), "{err}");
     assert!(err.to_string().contains("not compressed"), "{err}");
     assert_eq!(std::fs::read(&path).unwrap(), before);
@@ -524,7 +542,7 @@ proptest! {
         }
         drop(w);
         copy_journal(&path, &plain);
-        compress(&path, &CompressOptions { level: 1, frame_bytes: frame_kib << 10 }).unwrap();
+        compress_closed(&path, &CompressOptions { level: 1, frame_bytes: frame_kib << 10 }).unwrap();
         prop_assert_eq!(read_all(&path), read_all(&plain));
         let mut a = Reader::open(&path).unwrap();
         let mut b = Reader::open(&plain).unwrap();
