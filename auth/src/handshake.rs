@@ -187,24 +187,8 @@ mod tests {
     #[test]
     fn a_refused_handshake_is_counted_and_tried_again() {
         let ctx = zmq::Context::new();
-        // A ZAP handler that refuses every request (status 400).
-        let zap = ctx.socket(zmq::REP).unwrap();
-        zap.set_linger(0).unwrap();
-        zap.bind("inproc://zeromq.zap.01").unwrap();
-        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let handler = {
-            let stop = stop.clone();
-            std::thread::spawn(move || {
-                while !stop.load(Ordering::Relaxed) {
-                    if zap.poll(zmq::POLLIN, 20).unwrap_or(0) == 0 {
-                        continue;
-                    }
-                    let request = zap.recv_multipart(0).unwrap();
-                    let reply: [&[u8]; 6] = [b"1.0", &request[1], b"400", b"denied", b"", b""];
-                    zap.send_multipart(reply, 0).unwrap();
-                }
-            })
-        };
+        // A ZAP handler that refuses every request.
+        let _zap = tickbox_testkit::ScriptedZap::start(&ctx, |_| 400);
         let publisher = ctx.socket(zmq::XPUB).unwrap();
         publisher.set_linger(0).unwrap();
         publisher.set_zap_domain("test").unwrap();
@@ -236,7 +220,5 @@ mod tests {
         assert_eq!(watch.next_due(), None);
         refusals(&mut watch, due);
         assert_eq!(watch.next_due(), Some(due + 2 * REDIAL_FIRST));
-        stop.store(true, Ordering::Relaxed);
-        handler.join().unwrap();
     }
 }

@@ -2,7 +2,8 @@
 //! ([`FakePublisher`]), frame builders ([`quote`]), a child-process guard that kills and reaps on every path
 //! ([`ChildGuard`]), re-running one test of the current binary in a child process ([`self_test_command`]),
 //! private scratch directories ([`TempDir`]), the sans-IO check of a crate's engine files ([`sans_io`]), bounded waits on a condition ([`wait_until`], [`wait_for`]),
-//! deliberate damage to files ([`damage`]) and simulated time for sans-IO engines ([`sim`]).
+//! deliberate damage to files ([`damage`]), simulated time for sans-IO engines ([`sim`]) and a ZAP handler whose
+//! answers a test scripts ([`ScriptedZap`]).
 //!
 //! A dev-dependency only: the workspace test in this crate fails if any crate names it under `[dependencies]`.
 
@@ -14,12 +15,14 @@ pub mod sans_io;
 pub mod sim;
 mod temp;
 mod wait;
+mod zap;
 
 pub use frames::{quote, QuoteFrame};
 pub use process::{self_test_command, self_test_name, ChildGuard};
 pub use publisher::FakePublisher;
 pub use temp::TempDir;
 pub use wait::{await_published, poll_until, wait_for, wait_until};
+pub use zap::ScriptedZap;
 
 /// Binds `socket` to a free loopback TCP port and returns the endpoint it got (never a fixed port).
 pub fn bind_loopback(socket: &zmq::Socket) -> String {

@@ -441,34 +441,9 @@ fn a_32_kib_tap_subscription_is_cut_off_and_the_tap_keeps_serving() {
 /// silently. The proxy counts the refusal, connects again, and then caches and forwards the publisher's values.
 #[test]
 fn a_publisher_that_refused_the_upstream_handshake_is_connected_to_again_and_counted() {
-    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-    use std::sync::Arc;
-
     // The publisher in a context of its own, with a ZAP handler that refuses the first handshake only.
     let pub_ctx = zmq::Context::new();
-    let zap = pub_ctx.socket(zmq::REP).unwrap();
-    zap.set_linger(0).unwrap();
-    zap.bind("inproc://zeromq.zap.01").unwrap();
-    let stop = Arc::new(AtomicBool::new(false));
-    let asked = Arc::new(AtomicU64::new(0));
-    let handler = {
-        let (stop, asked) = (stop.clone(), asked.clone());
-        std::thread::spawn(move || {
-            while !stop.load(Ordering::Relaxed) {
-                if zap.poll(zmq::POLLIN, 20).unwrap_or(0) == 0 {
-                    continue;
-                }
-                let request = zap.recv_multipart(0).unwrap();
-                let status: &[u8] = if asked.fetch_add(1, Ordering::Relaxed) == 0 {
-                    b"400"
-                } else {
-                    b"200"
-                };
-                let reply: [&[u8]; 6] = [b"1.0", &request[1], status, b"", b"", b""];
-                zap.send_multipart(reply, 0).unwrap();
-            }
-        })
-    };
+    let zap = tickbox_testkit::ScriptedZap::start(&pub_ctx, |n| if n == 0 { 400 } else { 200 });
     let publisher = pub_ctx.socket(zmq::XPUB).unwrap();
     publisher.set_linger(0).unwrap();
     publisher.set_zap_domain("test").unwrap();
@@ -484,10 +459,7 @@ fn a_publisher_that_refused_the_upstream_handshake_is_connected_to_again_and_cou
             .expect("the proxy never subscribed upstream")[0],
         1
     );
-    assert!(
-        asked.load(Ordering::Relaxed) >= 2,
-        "the first handshake was refused"
-    );
+    assert!(zap.asked() >= 2, "the first handshake was refused");
     assert!(
         wait_until(Duration::from_secs(5), || lvc.stats().handshakes_refused
             >= 1),
@@ -510,6 +482,4 @@ fn a_publisher_that_refused_the_upstream_handshake_is_connected_to_again_and_cou
     );
     let stats = lvc.join().unwrap();
     assert_eq!(stats.handshakes_refused, 1, "{stats:?}");
-    stop.store(true, Ordering::Relaxed);
-    handler.join().unwrap();
 }
