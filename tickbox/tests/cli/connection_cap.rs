@@ -180,6 +180,23 @@ fn spawn_counting(args: &[&str]) -> (KillOnDrop, mpsc::Receiver<String>, mpsc::R
     )
 }
 
+/// Waits (bounded) until the capped LVC logs that it refused a connection (the `who` the test started), then
+/// closes `hog`, the subscriber holding the only slot, and waits until the LVC has seen it go.
+fn refused_then_freed(log: &mpsc::Receiver<String>, hog: zmq::Socket, who: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let line = log
+            .recv_timeout(left)
+            .unwrap_or_else(|_| panic!("the LVC never refused the {who}"));
+        if line.contains("too many connections") {
+            break;
+        }
+    }
+    drop(hog);
+    await_open_after_close(log, "lvc.downstream", 0);
+}
+
 /// Waits (bounded) for the first close of a `role` connection after which `open` are left. The tests call it when
 /// every close so far left more than `open`, so that line is the departure they caused.
 fn await_open_after_close(log: &mpsc::Receiver<String>, role: &str, open: usize) {
@@ -325,18 +342,7 @@ fn a_subscriber_refused_at_the_cap_counts_it_and_gets_in_once_a_slot_frees() {
         "--json",
     ]));
     // The LVC refuses it (and says so), then the slot frees.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let line = log
-            .recv_timeout(left)
-            .expect("the LVC never refused the subscriber");
-        if line.contains("too many connections") {
-            break;
-        }
-    }
-    drop(hog);
-    await_open_after_close(&log, "lvc.downstream", 0);
+    refused_then_freed(&log, hog, "subscriber");
     // The subscriber connects again after a second; it gets what is published from then on. Publishing stops after
     // 4 s, and the subscriber leaves 6 s after its last message.
     let until = Instant::now() + Duration::from_secs(4);
@@ -397,18 +403,7 @@ fn a_recorder_refused_at_the_cap_counts_it_and_records_once_a_slot_frees() {
         "--json",
     ]));
     // The LVC refuses it (and says so), then the slot frees.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let line = log
-            .recv_timeout(left)
-            .expect("the LVC never refused the recorder");
-        if line.contains("too many connections") {
-            break;
-        }
-    }
-    drop(hog);
-    await_open_after_close(&log, "lvc.downstream", 0);
+    refused_then_freed(&log, hog, "recorder");
     // The recorder connects again after a second; it records what is published from then on and stops at WANT.
     let until = Instant::now() + Duration::from_secs(12);
     while recorder.0.try_wait().unwrap().is_none() {
