@@ -42,7 +42,7 @@ pub struct HandshakeWatch {
     /// At most one entry per endpoint of the socket (the monitor names no other).
     refused: Vec<Refused>,
     /// The next moment a refusal may be logged, and how many were not logged since the last line.
-    next_log_ns: u64,
+    next_log: Option<Instant>,
     suppressed: u64,
     /// This process's public key under CURVE, named in refusals (it is what the publisher's allow list needs).
     public_key: Option<String>,
@@ -80,16 +80,24 @@ impl HandshakeWatch {
         Ok(HandshakeWatch {
             monitor,
             refused: Vec::new(),
-            next_log_ns: 0,
+            next_log: None,
             suppressed: 0,
             public_key,
             who: who.into(),
         })
     }
 
+    /// Reads what the monitor reported ([`Self::read`]) and connects `socket` again where a wait is over
+    /// ([`Self::redial`]): what a socket loop calls whenever it looks.
+    pub fn look(&mut self, socket: &zmq::Socket, now: Instant) -> Handshakes {
+        let found = self.read(now);
+        self.redial(socket, now);
+        found
+    }
+
     /// Reads what the monitor reported (without waiting): handshakes done, and refusals, each logged (at most once
     /// a second) and scheduled for a new connection.
-    pub fn read(&mut self, now: Instant, now_ns: u64) -> Handshakes {
+    pub fn read(&mut self, now: Instant) -> Handshakes {
         let mut found = Handshakes::default();
         while let Ok(frames) = self.monitor.recv_multipart(zmq::DONTWAIT) {
             let Some((event, value)) = tickbox_zmqx::socket::monitor_event(&frames) else {
@@ -124,11 +132,11 @@ impl HandshakeWatch {
                     REDIAL_FIRST
                 }
             };
-            if now_ns < self.next_log_ns {
+            if self.next_log.is_some_and(|next| now < next) {
                 self.suppressed += 1;
                 continue;
             }
-            self.next_log_ns = now_ns.saturating_add(1_000_000_000);
+            self.next_log = Some(now + Duration::from_secs(1));
             let suppressed = std::mem::take(&mut self.suppressed);
             // The ZAP status code (RFC 27) or the protocol error, worded as what it is: a refusal.
             let reason = client_refusal(
@@ -204,7 +212,7 @@ mod tests {
             let mut found = Handshakes::default();
             while found.refused == 0 {
                 assert!(Instant::now() < deadline, "no refusal seen");
-                found = watch.read(at, 0);
+                found = watch.read(at);
                 std::thread::sleep(Duration::from_millis(5));
             }
             found

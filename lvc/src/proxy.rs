@@ -500,8 +500,7 @@ impl Proxy {
     /// Counts refused upstream handshakes and connects again where a redial is due.
     fn look_upstream(&mut self, now: Instant) {
         if let Some(watch) = &mut self.upstream_watch {
-            self.handshakes_refused += watch.read(now, tickbox_wire::now_ns()).refused;
-            watch.redial(&self.xsub, now);
+            self.handshakes_refused += watch.look(&self.xsub, now).refused;
         }
     }
 

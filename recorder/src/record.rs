@@ -746,9 +746,7 @@ fn look(
         return;
     }
     *next_look = now + LOOK_EVERY;
-    let found = watch.read(now, tickbox_wire::now_ns());
-    refused.fetch_add(found.refused, Ordering::Relaxed);
-    watch.redial(sub, now);
+    refused.fetch_add(watch.look(sub, now).refused, Ordering::Relaxed);
 }
 
 /// Whether the run is over: asked to stop, out of time, or `max_messages` appended.

@@ -361,14 +361,14 @@ fn receive_loop(
     let index = s.index;
     let sub = &shard_sub.socket;
     let watch = &mut shard_sub.watch;
-    // Reads the SUB's monitor: handshakes done go to a phase that waits for them, refusals are counted and
-    // connected again once their wait is over.
+    // Reads the SUB's monitor and connects again where a refusal's wait is over: handshakes done go to a phase
+    // that waits for them, refusals are counted.
     let look = |watch: &mut HandshakeWatch,
                 core: &mut ShardCore<'_>,
                 snapshot: &mut Option<SnapshotPhase>,
                 catch_up: &mut Option<CatchUpPhase>| {
         let now = Instant::now();
-        let found = watch.read(now, now_ns());
+        let found = watch.look(sub, now);
         core.report.handshakes_refused += found.refused;
         if found.succeeded > 0 {
             shared.live[index]
@@ -381,7 +381,6 @@ fn receive_loop(
                 phase.on_handshakes(found.succeeded);
             }
         }
-        watch.redial(sub, now);
     };
     let mut msg = zmq::Message::new();
     // Parts past a Guide message's second, received and dropped (overwritten each time: nothing allocated).
