@@ -9,7 +9,7 @@ use std::process::Command;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use common::{line_after, signal, spawn_piped, KillOnDrop};
+use common::{line_after, remaining_lines, signal, spawn_piped, KillOnDrop};
 
 const CAP: usize = 3;
 const OVER: usize = 2;
@@ -352,11 +352,11 @@ fn a_subscriber_refused_at_the_cap_counts_it_and_gets_in_once_a_slot_frees() {
         std::thread::sleep(Duration::from_millis(5));
     }
     let status = subscriber.wait_exit(Duration::from_secs(15), "the subscriber did not leave");
-    let stderr: Vec<String> = err.try_iter().collect();
+    // Read to the end of each stream: right after the exit, the reader threads may still hold the last lines.
+    let stderr = remaining_lines(&err);
     assert!(status.success(), "{status:?}: {stderr:#?}");
     let summary: serde_json::Value =
-        serde_json::from_str(&out.try_iter().collect::<Vec<_>>().join("\n"))
-            .expect("one JSON summary");
+        serde_json::from_str(&remaining_lines(&out).join("\n")).expect("one JSON summary");
     assert!(
         summary["handshakes_refused"].as_u64().unwrap() >= 1,
         "the refusal is counted: {summary}"
@@ -417,11 +417,11 @@ fn a_recorder_refused_at_the_cap_counts_it_and_records_once_a_slot_frees() {
         std::thread::sleep(Duration::from_millis(5));
     }
     let status = recorder.wait_exit(Duration::from_secs(5), "the recorder did not leave");
-    let stderr: Vec<String> = err.try_iter().collect();
+    // Read to the end of each stream: right after the exit, the reader threads may still hold the last lines.
+    let stderr = remaining_lines(&err);
     assert!(status.success(), "{status:?}: {stderr:#?}");
     let summary: serde_json::Value =
-        serde_json::from_str(&out.try_iter().collect::<Vec<_>>().join("\n"))
-            .expect("one JSON summary");
+        serde_json::from_str(&remaining_lines(&out).join("\n")).expect("one JSON summary");
     assert!(
         summary["handshakes_refused"].as_u64().unwrap() >= 1,
         "the refusal is counted: {summary}"
