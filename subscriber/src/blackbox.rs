@@ -151,7 +151,8 @@ impl<W: Worker> Subscriber<W> {
                 "handoff = \"inline\": each worker runs on its shard's thread and core; [workers] cores is not used"
             );
         }
-        let (mut plans, inboxes) = handoff_plan(config, handoff.handoff, count);
+        let (mut plans, inboxes) =
+            handoff_plan(config, handoff.handoff, count, workers.shard_runs_asleep);
         let everything = config.topics.is_empty() || config.topics.iter().any(|t| t.is_empty());
         let mut subscriber = Subscriber {
             shared: Arc::clone(&shared),

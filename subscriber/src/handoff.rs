@@ -19,7 +19,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tickbox_workers::{Dispatch, Inbox, Meta, Parcel, Recycler, WorkerPoolConfig, PARCEL_RECORDS};
+use tickbox_workers::{
+    Desk, Dispatch, Inbox, Meta, Parcel, Recycler, WorkerPoolConfig, PARCEL_RECORDS,
+};
 
 use crate::{Handoff, SubscriberConfig, SubscriberError};
 
@@ -168,6 +170,8 @@ pub(crate) enum HandoffPlan {
     Ring {
         senders: Vec<crossbeam_channel::Sender<Parcel>>,
         recycler: Recycler,
+        /// Per queue, the desks of the workers that take from it (see [`Desk`]).
+        desks: Vec<Vec<Arc<Desk>>>,
     },
     /// One PUSH bound at each endpoint, high-water mark `hwm`.
     Zmq { endpoints: Vec<String>, hwm: i32 },
@@ -179,9 +183,11 @@ impl HandoffPlan {
     /// The outlet of shard `shard`: PUSH sockets are bound here, before the workers connect to them.
     pub(crate) fn open(self, ctx: &zmq::Context, shard: usize) -> Result<Outlet, SubscriberError> {
         Ok(match self {
-            HandoffPlan::Ring { senders, recycler } => {
-                Outlet::Ring(Ring::new(senders, recycler, PARCEL_RECORDS))
-            }
+            HandoffPlan::Ring {
+                senders,
+                recycler,
+                desks,
+            } => Outlet::Ring(Ring::new(senders, recycler, desks, PARCEL_RECORDS)),
             HandoffPlan::Zmq { endpoints, hwm } => {
                 Outlet::Zmq(Pushes::bind(ctx, shard, &endpoints, hwm)?)
             }
@@ -290,6 +296,9 @@ pub(crate) struct Ring {
     recycler: Recycler,
     /// The parcel being filled for each queue.
     pending: Vec<Parcel>,
+    /// Per queue, the desks of the workers that take from it: one (`by_topic`), all (`round_robin`'s one queue),
+    /// or none (the workers sleep on their queues).
+    desks: Vec<Vec<Arc<Desk>>>,
     /// Records a parcel holds before it is handed over.
     parcel_records: usize,
 }
@@ -298,16 +307,20 @@ impl Ring {
     /// Parcels of up to `parcel_records` records (at least one). A local replay fills larger ones than a live
     /// shard's [`PARCEL_RECORDS`]: each hand-off to a worker that has gone to sleep costs a wake-up (a system
     /// call, and on a virtual machine an interrupt between cores), and a backtest has no latency to keep short.
+    /// `desks`: per queue, the desks of the workers that take from it (empty: none).
     pub(crate) fn new(
         senders: Vec<crossbeam_channel::Sender<Parcel>>,
         recycler: Recycler,
+        desks: Vec<Vec<Arc<Desk>>>,
         parcel_records: usize,
     ) -> Ring {
+        debug_assert!(desks.is_empty() || desks.len() == senders.len());
         let pending = senders.iter().map(|_| recycler.take()).collect();
         Ring {
             senders,
             recycler,
             pending,
+            desks,
             parcel_records: parcel_records.max(1),
         }
     }
@@ -345,9 +358,25 @@ impl Ring {
         }
     }
 
+    /// The end of a burst: each queue's parcel is run here if its worker sleeps with nothing queued (see
+    /// [`Desk`]: no wake-up, so no free core, is needed), else sent.
     fn flush(&mut self, halt: Halt<'_>) -> bool {
-        (0..self.pending.len())
-            .all(|target| self.pending[target].is_empty() || self.send(target, halt))
+        (0..self.pending.len()).all(|target| {
+            self.pending[target].is_empty() || self.run_here(target) || self.send(target, halt)
+        })
+    }
+
+    /// Runs queue `target`'s parcel on a worker of that queue that sleeps at its desk with nothing queued.
+    fn run_here(&mut self, target: usize) -> bool {
+        let Some(desks) = self.desks.get(target) else {
+            return false;
+        };
+        let (parcel, queue) = (&self.pending[target], &self.senders[target]);
+        if !desks.iter().any(|desk| desk.try_run(parcel, queue)) {
+            return false;
+        }
+        self.pending[target].clear();
+        true
     }
 
     /// Sends queue `target`'s parcel, waiting while the queue is full (back-pressure), but only while its worker
@@ -375,8 +404,22 @@ impl Ring {
         };
         if !handed {
             halt.gave_up();
+        } else if let Some(desks) = self.desks.get(target) {
+            // One parcel: one sleeping worker to wake.
+            let _ = desks.iter().any(|desk| desk.ring());
         }
         handed
+    }
+}
+
+impl Drop for Ring {
+    /// The senders go first, then each sleeping worker is woken to find its queue closed (or still fed by other
+    /// shards) rather than at its next poll.
+    fn drop(&mut self) {
+        self.senders.clear();
+        for desk in self.desks.iter().flatten() {
+            desk.ring();
+        }
     }
 }
 
@@ -492,6 +535,7 @@ pub(crate) fn handoff_plan(
     config: &SubscriberConfig,
     handoff: Handoff,
     workers: usize,
+    shard_runs_asleep: bool,
 ) -> (Vec<HandoffPlan>, Vec<Inbox>) {
     let shards = config.shards.len().max(1);
     let hwm = usize::try_from(config.handoff_hwm).unwrap_or(0).max(1);
@@ -499,36 +543,56 @@ pub(crate) fn handoff_plan(
         Handoff::Ring => {
             let depth = (hwm / PARCEL_RECORDS).max(4);
             let recycler = Recycler::new(depth * workers.max(1) + 4 * shards * workers.max(1));
-            let (senders, inboxes): (Vec<_>, Vec<_>) = match config.dispatch {
-                Dispatch::ByTopic => {
-                    let (tx, rx): (Vec<_>, Vec<_>) = (0..workers)
-                        .map(|_| crossbeam_channel::bounded::<Parcel>(depth))
-                        .unzip();
-                    let inboxes = rx
-                        .into_iter()
-                        .map(|rx| Inbox::Parcels {
-                            rx,
-                            recycler: recycler.clone(),
-                        })
-                        .collect();
-                    (tx, inboxes)
-                }
-                Dispatch::RoundRobin => {
-                    let (tx, rx) = crossbeam_channel::bounded::<Parcel>(depth * workers.max(1));
-                    let inboxes = (0..workers)
-                        .map(|_| Inbox::Parcels {
-                            rx: rx.clone(),
-                            recycler: recycler.clone(),
-                        })
-                        .collect();
-                    (vec![tx], inboxes)
-                }
-            };
+            let desk_of: Vec<Option<Arc<Desk>>> = (0..workers)
+                .map(|_| shard_runs_asleep.then(|| Arc::new(Desk::new())))
+                .collect();
+            let all_desks: Vec<Arc<Desk>> = desk_of.iter().flatten().cloned().collect();
+            let (senders, inboxes, desks): (Vec<_>, Vec<_>, Vec<Vec<Arc<Desk>>>) =
+                match config.dispatch {
+                    Dispatch::ByTopic => {
+                        let (tx, rx): (Vec<_>, Vec<_>) = (0..workers)
+                            .map(|_| crossbeam_channel::bounded::<Parcel>(depth))
+                            .unzip();
+                        let inboxes = rx
+                            .into_iter()
+                            .zip(&desk_of)
+                            .map(|(rx, desk)| Inbox::Parcels {
+                                rx,
+                                recycler: recycler.clone(),
+                                desk: desk.clone(),
+                            })
+                            .collect();
+                        let desks = if all_desks.is_empty() {
+                            Vec::new()
+                        } else {
+                            all_desks.iter().map(|d| vec![Arc::clone(d)]).collect()
+                        };
+                        (tx, inboxes, desks)
+                    }
+                    Dispatch::RoundRobin => {
+                        let (tx, rx) = crossbeam_channel::bounded::<Parcel>(depth * workers.max(1));
+                        let inboxes = desk_of
+                            .iter()
+                            .map(|desk| Inbox::Parcels {
+                                rx: rx.clone(),
+                                recycler: recycler.clone(),
+                                desk: desk.clone(),
+                            })
+                            .collect();
+                        let desks = if all_desks.is_empty() {
+                            Vec::new()
+                        } else {
+                            vec![all_desks]
+                        };
+                        (vec![tx], inboxes, desks)
+                    }
+                };
             // Only the shards hold senders: when they are all gone, the workers see the end.
             let plans = (0..shards)
                 .map(|_| HandoffPlan::Ring {
                     senders: senders.clone(),
                     recycler: recycler.clone(),
+                    desks: desks.clone(),
                 })
                 .collect();
             (plans, inboxes)

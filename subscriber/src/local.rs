@@ -173,8 +173,14 @@ pub fn replay_local<W: Worker>(
         handoff: Handoff::Ring,
         ..config.clone()
     };
-    let (mut plans, inboxes) = handoff_plan(&one_shard, Handoff::Ring, count);
-    let Some(HandoffPlan::Ring { senders, recycler }) = plans.pop() else {
+    let (mut plans, inboxes) =
+        handoff_plan(&one_shard, Handoff::Ring, count, workers.shard_runs_asleep);
+    let Some(HandoffPlan::Ring {
+        senders,
+        recycler,
+        desks,
+    }) = plans.pop()
+    else {
         return Err(SubscriberError::Config(
             "local replay needs the ring hand-off".into(),
         ));
@@ -218,7 +224,7 @@ pub fn replay_local<W: Worker>(
         &settings,
         &shared,
         settings.empty_report(),
-        Outlet::Ring(Ring::new(senders, recycler, LOCAL_PARCEL_RECORDS)),
+        Outlet::Ring(Ring::new(senders, recycler, desks, LOCAL_PARCEL_RECORDS)),
     );
     let (origin_span_ns, skipped_heartbeats) = {
         let mut sink = LocalSink {

@@ -11,6 +11,7 @@
 //! owner can wait until the workers have taken everything the shards forwarded before telling them to stop.
 
 mod builtin;
+mod desk;
 mod dispatch;
 mod idle_spin;
 mod parcel;
@@ -22,6 +23,7 @@ pub use builtin::{
     BookEntry, Delay, GuideTopics, LastValueBook, Stats, StatsReport, Topics, GUIDE_TOPICS_MAX,
     GUIDE_TOPIC_BYTES_MAX,
 };
+pub use desk::Desk;
 pub use dispatch::{worker_for_key, worker_for_topic, Dispatch};
 pub use parcel::{Item, Parcel, Recycler, PARCEL_RECORDS};
 pub use pool::{
@@ -67,8 +69,11 @@ pub struct Delivery {
 /// for an even load, and **none of the ordering guarantees above hold**: two updates of one symbol can reach two
 /// workers and be processed in either order.
 pub trait Worker: Send + 'static {
-    /// Handles one message. `msg` borrows the received frame and is gone when this returns; it is called on the
-    /// worker's own thread, so it may block, at the cost of the messages queued behind it.
+    /// Handles one message. `msg` borrows the received frame and is gone when this returns. It is called on the
+    /// worker's own thread, except for the last records of a burst that reach a sleeping `by_topic` worker with
+    /// nothing queued, which the shard runs on the worker itself (one call at a time, in order: see [`Desk`]), and
+    /// except under `handoff = "inline"`, where every call is on the shard's thread. It may block, at the cost of
+    /// the messages queued behind it (and, when run by the shard, of the shard's receiving).
     fn on_message(&mut self, msg: &MessageRef<'_>, delivery: &Delivery);
 
     /// Handles one record as the pool delivers it: header decoded, topic not yet checked for UTF-8. The default

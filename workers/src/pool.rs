@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use tickbox_units::HumanDuration;
 use tickbox_wire::now_ns;
 
+use crate::desk::{Desk, Desked, Woken};
 use crate::idle_spin::{IdleSpin, Look};
 use crate::parcel::{Item, Parcel, Recycler};
 use crate::record::{Meta, Record};
@@ -44,6 +45,11 @@ pub struct WorkerPoolConfig {
     /// than this, and the worker has a core to itself, it never sleeps, so a record does not wait for a sleeping
     /// thread to be woken; a worker taken off its core while it looks sleeps at once for the next 20 ms.
     pub idle_spin: HumanDuration,
+    /// Whether a shard that ends a burst runs its last records on their worker itself when that worker sleeps
+    /// with nothing queued (ring hand-off), instead of waking it: no wake-up, and so no free core, stands
+    /// between receipt and the worker for them ([`Desk`]). `false`: every record runs on its worker's own
+    /// thread, which is woken for it.
+    pub shard_runs_asleep: bool,
     /// `[context.sockets.workers]`, copied here by the binary; applied to each worker's PULL socket (pools fed
     /// through endpoints) before it connects, `hwm` above winning over the profile's `rcvhwm` only when the
     /// profile leaves it unset (see `tickbox_zmqx::profile`).
@@ -60,6 +66,7 @@ impl Default for WorkerPoolConfig {
             hwm: 1_000,
             poll_interval: HumanDuration(Duration::from_millis(50)),
             idle_spin: HumanDuration(DEFAULT_IDLE_SPIN),
+            shard_runs_asleep: true,
             socket_profile: tickbox_zmqx::profile::SocketProfile::default(),
         }
     }
@@ -444,6 +451,9 @@ pub enum Inbox {
         rx: crossbeam_channel::Receiver<Parcel>,
         /// Where emptied parcels go.
         recycler: Recycler,
+        /// Where the worker sleeps when the queue is its own (`by_topic`): its producers then run the last
+        /// records of a burst on it instead of waking it ([`Desk`]). `None`: it sleeps on the queue.
+        desk: Option<Arc<Desk>>,
     },
 }
 
@@ -462,6 +472,7 @@ enum Source {
     Parcels {
         rx: crossbeam_channel::Receiver<Parcel>,
         recycler: Recycler,
+        desk: Option<Arc<Desk>>,
     },
 }
 
@@ -667,7 +678,7 @@ fn run_thread<W: Worker, H: DequeueHook>(
     tickbox_zmqx::pin_if_configured(settings.core, &format!("worker {index}"));
     let opened = match sources {
         Inbox::Endpoints(endpoints) => open_pull(&ctx, &endpoints, &settings).map(Source::Pull),
-        Inbox::Parcels { rx, recycler } => Ok(Source::Parcels { rx, recycler }),
+        Inbox::Parcels { rx, recycler, desk } => Ok(Source::Parcels { rx, recycler, desk }),
     };
     let source = match opened {
         Ok(source) => {
@@ -685,14 +696,19 @@ fn run_thread<W: Worker, H: DequeueHook>(
         shared: &shared,
     };
     let taken_counter = &shared.taken[index];
-    let mut d = Deliverer {
-        worker,
-        hook,
-        counts: Counts::default(),
-        discarding: false,
-        in_batch: 0,
-        batch: settings.batch,
-    };
+    // Boxed so that sleeping at a desk moves a pointer, not the worker.
+    let mut seat = Box::new(Seat {
+        d: Deliverer {
+            worker,
+            hook,
+            counts: Counts::default(),
+            discarding: false,
+            in_batch: 0,
+            batch: settings.batch,
+        },
+        index,
+        shared: Arc::clone(&shared),
+    });
     let mut idle_spin = IdleSpin::new(settings.idle_spin);
     let mut msg = zmq::Message::new();
     // The other parts of a multipart message (a Guide message off a PULL socket).
@@ -700,17 +716,34 @@ fn run_thread<W: Worker, H: DequeueHook>(
     loop {
         let next = match source.try_next(&mut msg) {
             Next::Empty => {
-                d.idle();
+                seat.d.idle();
                 if shared.stop.load(Ordering::Acquire) || shared.abort.load(Ordering::Acquire) {
                     break;
                 }
                 match source.spin(&mut idle_spin) {
-                    Next::Empty => source.wait(settings.poll_ms),
+                    Next::Empty => match &source {
+                        Source::Parcels {
+                            rx,
+                            desk: Some(desk),
+                            ..
+                        } => {
+                            let wait = Duration::from_millis(settings.poll_ms.max(1) as u64);
+                            match desk.sleep(seat, rx, wait) {
+                                Woken::Back(back) => seat = back,
+                                Woken::Lost => panic!(
+                                    "worker {index} panicked on a record its shard ran on it while it slept"
+                                ),
+                            }
+                            Next::Empty
+                        }
+                        _ => source.wait(settings.poll_ms),
+                    },
                     other => other,
                 }
             }
             other => other,
         };
+        let d = &mut seat.d;
         match next {
             Next::Frame => {
                 d.counts.taken += 1;
@@ -747,26 +780,10 @@ fn run_thread<W: Worker, H: DequeueHook>(
                 taken_counter.publish(&d.counts);
             }
             Next::Parcel(parcel) => {
-                // One clock read and one counter store per parcel: every record in it reached the worker at the
-                // same moment, and the owner only needs the count to be exact once the parcel is done.
-                let abort = shared.abort.load(Ordering::Relaxed);
-                let delivery = Delivery {
-                    worker: index,
-                    dequeued_ns: now_ns(),
-                };
-                for item in parcel.items() {
-                    match item {
-                        Item::Record(rec) => d.deliver(&rec, &delivery, abort),
-                        Item::Guide { topic, body } => {
-                            d.deliver_guide(topic, body, &delivery, abort)
-                        }
-                    }
-                }
-                d.counts.taken += parcel.len() as u64;
+                seat.deliver_parcel(&parcel);
                 if let Source::Parcels { recycler, .. } = &source {
                     recycler.give(parcel);
                 }
-                taken_counter.publish(&d.counts);
             }
             Next::Empty => continue,
             Next::Closed => break,
@@ -776,10 +793,50 @@ fn run_thread<W: Worker, H: DequeueHook>(
             }
         }
     }
+    let Seat { mut d, .. } = *seat;
     d.worker.flush();
     taken_counter.publish(&d.counts);
     drop(source);
     finish(index, d.worker, d.hook, d.counts)
+}
+
+/// A pool thread's worker with what it needs to take a parcel: on its own thread, or on a shard's while it sleeps
+/// at its [`Desk`].
+struct Seat<W, H> {
+    d: Deliverer<W, H>,
+    index: usize,
+    shared: Arc<Shared>,
+}
+
+impl<W: Worker, H: DequeueHook> Seat<W, H> {
+    /// Every item of `parcel`, counted taken. One clock read and one counter store per parcel: every record in it
+    /// reached the worker at the same moment, and the owner only needs the count to be exact once the parcel is
+    /// done.
+    #[inline]
+    fn deliver_parcel(&mut self, parcel: &Parcel) {
+        let abort = self.shared.abort.load(Ordering::Relaxed);
+        let delivery = Delivery {
+            worker: self.index,
+            dequeued_ns: now_ns(),
+        };
+        let d = &mut self.d;
+        for item in parcel.items() {
+            match item {
+                Item::Record(rec) => d.deliver(&rec, &delivery, abort),
+                Item::Guide { topic, body } => d.deliver_guide(topic, body, &delivery, abort),
+            }
+        }
+        d.counts.taken += parcel.len() as u64;
+        self.shared.taken[self.index].publish(&d.counts);
+    }
+}
+
+impl<W: Worker, H: DequeueHook> Desked for Seat<W, H> {
+    fn take_parcel(&mut self, parcel: &Parcel) {
+        self.deliver_parcel(parcel);
+        // The shard runs a parcel at the end of a burst: the worker is idle again, as its own loop would find.
+        self.d.idle();
+    }
 }
 
 /// Receives the parts after the first of a multipart message into `body` (the second) and `spare` (any further
@@ -1098,6 +1155,7 @@ mod tests {
             .map(|rx| Inbox::Parcels {
                 rx,
                 recycler: recycler.clone(),
+                desk: None,
             })
             .collect()
     }
@@ -1125,5 +1183,138 @@ mod tests {
             )),
             Err(WorkerError::NoWorkers)
         ));
+    }
+
+    /// Which thread took each record, by sequence.
+    #[derive(Default)]
+    struct Threads(Vec<(u64, Option<String>)>);
+
+    impl Worker for Threads {
+        fn on_message(&mut self, msg: &MessageRef<'_>, _d: &Delivery) {
+            let seq = msg.header().sequence;
+            assert_ne!(seq, 13, "record 13 is poison");
+            self.0
+                .push((seq, std::thread::current().name().map(str::to_owned)));
+        }
+    }
+
+    fn parcel_of(recycler: &Recycler, seqs: std::ops::RangeInclusive<u64>) -> Parcel {
+        let mut p = recycler.take();
+        for seq in seqs {
+            let frame = quote_frame(seq);
+            let meta = Record::decode(&frame).unwrap().meta();
+            p.push_message(zmq::Message::from(&frame[..]), meta);
+        }
+        p
+    }
+
+    fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while !done() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "timed out waiting for {what}"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    /// One worker at a desk, sleeping at once when its queue runs dry, waking only when rung (a 10 s poll).
+    fn desk_pool(
+        desk: &Arc<Desk>,
+    ) -> (
+        WorkerPool<Threads, NoHook>,
+        crossbeam_channel::Sender<Parcel>,
+        Recycler,
+    ) {
+        let (tx, rx) = crossbeam_channel::bounded::<Parcel>(4);
+        let recycler = Recycler::new(8);
+        let config = WorkerPoolConfig {
+            count: Some(1),
+            idle_spin: HumanDuration(Duration::ZERO),
+            poll_interval: HumanDuration(Duration::from_secs(10)),
+            ..WorkerPoolConfig::default()
+        };
+        let inbox = Inbox::Parcels {
+            rx,
+            recycler: recycler.clone(),
+            desk: Some(Arc::clone(desk)),
+        };
+        let pool = WorkerPool::spawn(
+            &zmq::Context::new(),
+            vec![inbox],
+            &config,
+            Arc::default(),
+            |_| (Threads::default(), NoHook),
+        )
+        .unwrap();
+        (pool, tx, recycler)
+    }
+
+    /// The desk's promise: a producer runs a sleeping worker's parcel on its own thread, counted at once; it
+    /// refuses while anything is queued (which would then be overtaken) and the worker's own thread takes that;
+    /// every record arrives once, in order.
+    #[test]
+    fn a_producer_runs_a_sleeping_workers_parcel_itself_but_never_ahead_of_a_queued_one() {
+        let desk = Arc::new(Desk::new());
+        let (pool, tx, recycler) = desk_pool(&desk);
+        wait_until("the worker to sleep", || desk.is_asleep());
+        let here = parcel_of(&recycler, 1..=3);
+        assert!(
+            desk.try_run(&here, &tx),
+            "a sleeping worker with nothing queued is run here"
+        );
+        assert_eq!(pool.taken(), 3, "what ran here is counted taken at once");
+
+        // Queued without ringing: the worker sleeps on, and the producer must not overtake the queued parcel.
+        tx.try_send(parcel_of(&recycler, 4..=6)).unwrap();
+        let behind = parcel_of(&recycler, 7..=9);
+        assert!(desk.is_asleep());
+        assert!(
+            !desk.try_run(&behind, &tx),
+            "a parcel is queued: it goes first"
+        );
+        tx.send(behind).unwrap();
+        desk.ring();
+        wait_until("the worker to take both queued parcels", || {
+            pool.taken() == 9
+        });
+
+        wait_until("the worker to sleep again", || desk.is_asleep());
+        assert!(desk.try_run(&parcel_of(&recycler, 10..=12), &tx));
+        drop(tx);
+        desk.ring();
+        let outcome = pool.join().unwrap().remove(0);
+        assert_eq!((outcome.taken, outcome.processed), (12, 12));
+        let seqs: Vec<u64> = outcome.worker.0.iter().map(|(s, _)| *s).collect();
+        assert_eq!(seqs, (1..=12).collect::<Vec<_>>());
+        let worker_thread = Some("tickbox-worker-0".to_owned());
+        for (seq, thread) in &outcome.worker.0 {
+            let on_worker = (4..=9).contains(seq);
+            assert_eq!(
+                *thread == worker_thread,
+                on_worker,
+                "record {seq} ran on {thread:?}"
+            );
+        }
+    }
+
+    /// A worker that panics on a record its producer ran fails as it would on its own thread: the producer goes
+    /// on, the pool's failure flag is set and the thread is reported panicked.
+    #[test]
+    fn a_worker_that_panics_on_a_record_run_by_its_producer_fails_its_own_thread() {
+        let desk = Arc::new(Desk::new());
+        let (pool, tx, recycler) = desk_pool(&desk);
+        wait_until("the worker to sleep", || desk.is_asleep());
+        assert!(desk.try_run(&parcel_of(&recycler, 12..=13), &tx));
+        wait_until("the pool to fail", || {
+            pool.shared.failed.load(Ordering::Acquire)
+        });
+        assert!(
+            !desk.try_run(&parcel_of(&recycler, 14..=14), &tx),
+            "nothing is left to run"
+        );
+        drop(tx);
+        assert!(matches!(pool.join(), Err(WorkerError::Panicked(0))));
     }
 }
