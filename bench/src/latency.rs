@@ -48,6 +48,9 @@ pub struct LatencyConfig {
     /// `[workers] idle_spin` of the tickbox subscriber (`--idle-spin`): what a ring hand-off's worker does when
     /// its queue runs dry.
     pub idle_spin: Duration,
+    /// `[workers] shard_runs_asleep` of the tickbox subscriber (`--shard-runs-asleep`): whether a ring hand-off's
+    /// shard runs the end of a burst on its sleeping worker instead of waking it.
+    pub shard_runs_asleep: bool,
     /// Applied to every socket of both systems (`bench latency --security curve`, in-process shape); the sweep's
     /// gate is started from the same section.
     pub security: tickbox_auth::Security,
@@ -84,6 +87,7 @@ impl Default for LatencyConfig {
             via_lvc: false,
             handoff: tickbox_subscriber::Handoff::default(),
             idle_spin: tickbox_workers::WorkerPoolConfig::default().idle_spin.0,
+            shard_runs_asleep: tickbox_workers::WorkerPoolConfig::default().shard_runs_asleep,
             security: tickbox_auth::Security::default(),
             background: crate::load::LoadSpec::default(),
         }
@@ -151,6 +155,9 @@ impl LatencyRun {
             idle_spin: (self.system == "tickbox"
                 && self.config.handoff == tickbox_subscriber::Handoff::Ring)
                 .then_some(tickbox_units::HumanDuration(self.config.idle_spin)),
+            shard_runs_asleep: (self.system == "tickbox"
+                && self.config.handoff == tickbox_subscriber::Handoff::Ring)
+                .then_some(self.config.shard_runs_asleep),
             rate: self.config.rate,
             size: self.size,
             duration_s: secs,
@@ -236,8 +243,11 @@ fn latency_groups(results: &[LatencyResult]) -> Vec<LatencyGroup<'_>> {
             if r.via_lvc { ", via LVC" } else { "" },
             r.handoff
                 .map_or(String::new(), |h| format!(", tickbox handoff {h}")),
-            r.idle_spin
-                .map_or(String::new(), |d| format!(" (idle spin {d})")),
+            match (r.idle_spin, r.shard_runs_asleep) {
+                (Some(d), Some(false)) => format!(" (idle spin {d}, always woken)"),
+                (Some(d), _) => format!(" (idle spin {d})"),
+                (None, _) => String::new(),
+            },
             if r.background.threads > 0 {
                 format!(", background load {}", r.background.describe())
             } else {

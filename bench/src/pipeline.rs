@@ -265,6 +265,7 @@ fn measure_pipeline(
         subscriber_config(vec![sub_endpoint], config.hwm, config.handoff),
         WorkerPoolConfig {
             idle_spin: tickbox_units::HumanDuration(config.idle_spin),
+            shard_runs_asleep: config.shard_runs_asleep,
             ..workers_config(1, config.hwm)
         },
     );

@@ -689,9 +689,10 @@ pub fn tickbox_processes_latency(
     std::fs::write(
         &toml,
         format!(
-            "[feed]\nmax_catch_up = \"0s\"\n\n[subscriber]\nreceive_hwm = {}\n\n[workers]\nidle_spin = \"{}\"\n",
+            "[feed]\nmax_catch_up = \"0s\"\n\n[subscriber]\nreceive_hwm = {}\n\n[workers]\nidle_spin = \"{}\"\nshard_runs_asleep = {}\n",
             config.hwm,
-            tickbox_units::format_duration(config.idle_spin)
+            tickbox_units::format_duration(config.idle_spin),
+            config.shard_runs_asleep
         ),
     )
     .map_err(|e| BenchError::io(&toml, e))?;

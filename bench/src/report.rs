@@ -288,6 +288,10 @@ pub struct LatencyResult {
     /// for other hand-offs, baselines and older files.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idle_spin: Option<tickbox_units::HumanDuration>,
+    /// Whether the tickbox shard ran the end of a burst on its sleeping worker (`--shard-runs-asleep`; a ring
+    /// only); none for other hand-offs, baselines and older files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard_runs_asleep: Option<bool>,
     /// Offered rate, msg/s.
     pub rate: u64,
     /// Bytes per message on the wire (ZeroMQ frame body).

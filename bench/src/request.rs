@@ -50,6 +50,8 @@ pub struct LatencyRequest {
     pub handoff: tickbox_subscriber::Handoff,
     /// `[workers] idle_spin` of the tickbox subscriber; `None`: its default.
     pub idle_spin: Option<Duration>,
+    /// `[workers] shard_runs_asleep` of the tickbox subscriber; `None`: its default.
+    pub shard_runs_asleep: Option<bool>,
     /// Stall the worker every this many messages (`--stall-every`) ...
     pub stall_every: Option<u64>,
     /// ... for this long (`--stall`).
@@ -111,6 +113,7 @@ impl LatencyRequest {
         };
         // Unset: the worker pool's own default, which `LatencyConfig::default` carries.
         tickbox_units::override_with(&mut base.idle_spin, self.idle_spin);
+        tickbox_units::override_with(&mut base.shard_runs_asleep, self.shard_runs_asleep);
         Ok(LatencySweep {
             rates,
             transports,
@@ -268,6 +271,7 @@ mod tests {
             via_lvc: false,
             handoff: tickbox_subscriber::Handoff::Ring,
             idle_spin: None,
+            shard_runs_asleep: None,
             stall_every: None,
             stall: None,
             log_interval: "0s".into(),

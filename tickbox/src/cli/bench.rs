@@ -122,6 +122,10 @@ pub(crate) struct LatencyArgs {
     /// reproduces.
     #[arg(long, value_name = "DURATION", value_parser = tickbox_units::parse_duration)]
     pub(crate) idle_spin: Option<Duration>,
+    /// With `--handoff ring`: whether the shard runs the last records of a burst on its worker when the worker
+    /// sleeps with nothing queued (`[workers] shard_runs_asleep`; default its default), so that choice reproduces.
+    #[arg(long, value_name = "true|false")]
+    pub(crate) shard_runs_asleep: Option<bool>,
     /// Inject a consumer stall every N messages (see --stall); shows what a slow worker does to the tail.
     #[arg(long, requires = "stall", value_name = "N")]
     pub(crate) stall_every: Option<u64>,

@@ -140,6 +140,7 @@ fn latency(a: LatencyArgs) -> anyhow::Result<ExitCode> {
         via_lvc: a.via_lvc,
         handoff,
         idle_spin: a.idle_spin,
+        shard_runs_asleep: a.shard_runs_asleep,
         stall_every: a.stall_every,
         stall: a.stall.clone(),
         log_interval: a.log_interval.clone(),
