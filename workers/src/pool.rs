@@ -518,22 +518,41 @@ impl Source {
         .unwrap_or(Next::Empty)
     }
 
-    /// Waits up to `poll_ms` for something; the socket only waits, the channel hands the parcel over at once.
-    fn wait(&self, poll_ms: i64) -> Next {
-        match self {
+    /// Waits up to `poll_ms` for something: at the worker's desk, leaving `seat` there for its producers (see
+    /// [`Desk`]), else on the socket (which only waits) or the channel (which hands the parcel over at once).
+    /// Gives the seat back with what the wait found.
+    fn wait<W: Worker, H: DequeueHook>(
+        &self,
+        seat: Box<Seat<W, H>>,
+        poll_ms: i64,
+    ) -> (Box<Seat<W, H>>, Next) {
+        let timeout = Duration::from_millis(poll_ms.max(1) as u64);
+        let next = match self {
             Source::Pull(pull) => {
                 // A failed poll (EINTR on a signal) just means "look again".
                 let _ = pull.poll(zmq::POLLIN, poll_ms);
                 Next::Empty
             }
-            Source::Parcels { rx, .. } => {
-                match rx.recv_timeout(Duration::from_millis(poll_ms.max(1) as u64)) {
-                    Ok(p) => Next::Parcel(p),
-                    Err(crossbeam_channel::RecvTimeoutError::Timeout) => Next::Empty,
-                    Err(crossbeam_channel::RecvTimeoutError::Disconnected) => Next::Closed,
-                }
+            Source::Parcels {
+                rx,
+                desk: Some(desk),
+                ..
+            } => {
+                let index = seat.index;
+                return match desk.sleep(seat, rx, timeout) {
+                    Woken::Back(seat) => (seat, Next::Empty),
+                    Woken::Lost => {
+                        panic!("worker {index} panicked on a record its shard ran on it while it slept")
+                    }
+                };
             }
-        }
+            Source::Parcels { rx, .. } => match rx.recv_timeout(timeout) {
+                Ok(p) => Next::Parcel(p),
+                Err(crossbeam_channel::RecvTimeoutError::Timeout) => Next::Empty,
+                Err(crossbeam_channel::RecvTimeoutError::Disconnected) => Next::Closed,
+            },
+        };
+        (seat, next)
     }
 }
 
@@ -549,6 +568,18 @@ struct Deliverer<W, H> {
 }
 
 impl<W: Worker, H: DequeueHook> Deliverer<W, H> {
+    /// Nothing delivered yet; the worker flushes every `batch` records (at least one).
+    fn new(worker: W, hook: H, batch: usize) -> Self {
+        Deliverer {
+            worker,
+            hook,
+            counts: Counts::default(),
+            discarding: false,
+            in_batch: 0,
+            batch: batch.max(1),
+        }
+    }
+
     #[inline]
     fn deliver(&mut self, rec: &Record<'_>, delivery: &Delivery, abort: bool) {
         if self.discarding || abort {
@@ -618,14 +649,7 @@ impl<W: Worker, H: DequeueHook> InlineWorker<W, H> {
     pub fn new(index: usize, worker: W, hook: H, batch: usize) -> Self {
         InlineWorker {
             index,
-            d: Deliverer {
-                worker,
-                hook,
-                counts: Counts::default(),
-                discarding: false,
-                in_batch: 0,
-                batch: batch.max(1),
-            },
+            d: Deliverer::new(worker, hook, batch),
         }
     }
 
@@ -698,14 +722,7 @@ fn run_thread<W: Worker, H: DequeueHook>(
     let taken_counter = &shared.taken[index];
     // Boxed so that sleeping at a desk moves a pointer, not the worker.
     let mut seat = Box::new(Seat {
-        d: Deliverer {
-            worker,
-            hook,
-            counts: Counts::default(),
-            discarding: false,
-            in_batch: 0,
-            batch: settings.batch,
-        },
+        d: Deliverer::new(worker, hook, settings.batch),
         index,
         shared: Arc::clone(&shared),
     });
@@ -721,23 +738,11 @@ fn run_thread<W: Worker, H: DequeueHook>(
                     break;
                 }
                 match source.spin(&mut idle_spin) {
-                    Next::Empty => match &source {
-                        Source::Parcels {
-                            rx,
-                            desk: Some(desk),
-                            ..
-                        } => {
-                            let wait = Duration::from_millis(settings.poll_ms.max(1) as u64);
-                            match desk.sleep(seat, rx, wait) {
-                                Woken::Back(back) => seat = back,
-                                Woken::Lost => panic!(
-                                    "worker {index} panicked on a record its shard ran on it while it slept"
-                                ),
-                            }
-                            Next::Empty
-                        }
-                        _ => source.wait(settings.poll_ms),
-                    },
+                    Next::Empty => {
+                        let (back, next) = source.wait(seat, settings.poll_ms);
+                        seat = back;
+                        next
+                    }
                     other => other,
                 }
             }
