@@ -543,56 +543,46 @@ pub(crate) fn handoff_plan(
         Handoff::Ring => {
             let depth = (hwm / PARCEL_RECORDS).max(4);
             let recycler = Recycler::new(depth * workers.max(1) + 4 * shards * workers.max(1));
-            let desk_of: Vec<Option<Arc<Desk>>> = (0..workers)
-                .map(|_| shard_runs_asleep.then(|| Arc::new(Desk::new())))
-                .collect();
-            let all_desks: Vec<Arc<Desk>> = desk_of.iter().flatten().cloned().collect();
-            let (senders, inboxes, desks): (Vec<_>, Vec<_>, Vec<Vec<Arc<Desk>>>) =
+            // One desk per worker, or none when every worker is to be woken.
+            let desks: Vec<Arc<Desk>> = if shard_runs_asleep {
+                (0..workers).map(|_| Arc::new(Desk::new())).collect()
+            } else {
+                Vec::new()
+            };
+            // Each worker's queue, and per queue the desks of the workers that take from it.
+            let (senders, receivers, queue_desks): (Vec<_>, Vec<_>, Vec<Vec<Arc<Desk>>>) =
                 match config.dispatch {
                     Dispatch::ByTopic => {
-                        let (tx, rx): (Vec<_>, Vec<_>) = (0..workers)
+                        let (tx, rx) = (0..workers)
                             .map(|_| crossbeam_channel::bounded::<Parcel>(depth))
                             .unzip();
-                        let inboxes = rx
-                            .into_iter()
-                            .zip(&desk_of)
-                            .map(|(rx, desk)| Inbox::Parcels {
-                                rx,
-                                recycler: recycler.clone(),
-                                desk: desk.clone(),
-                            })
-                            .collect();
-                        let desks = if all_desks.is_empty() {
-                            Vec::new()
-                        } else {
-                            all_desks.iter().map(|d| vec![Arc::clone(d)]).collect()
-                        };
-                        (tx, inboxes, desks)
+                        (tx, rx, desks.iter().map(|d| vec![Arc::clone(d)]).collect())
                     }
                     Dispatch::RoundRobin => {
                         let (tx, rx) = crossbeam_channel::bounded::<Parcel>(depth * workers.max(1));
-                        let inboxes = desk_of
-                            .iter()
-                            .map(|desk| Inbox::Parcels {
-                                rx: rx.clone(),
-                                recycler: recycler.clone(),
-                                desk: desk.clone(),
-                            })
-                            .collect();
-                        let desks = if all_desks.is_empty() {
+                        let shared = if desks.is_empty() {
                             Vec::new()
                         } else {
-                            vec![all_desks]
+                            vec![desks.clone()]
                         };
-                        (vec![tx], inboxes, desks)
+                        (vec![tx], vec![rx; workers], shared)
                     }
                 };
+            let inboxes = receivers
+                .into_iter()
+                .enumerate()
+                .map(|(w, rx)| Inbox::Parcels {
+                    rx,
+                    recycler: recycler.clone(),
+                    desk: desks.get(w).cloned(),
+                })
+                .collect();
             // Only the shards hold senders: when they are all gone, the workers see the end.
             let plans = (0..shards)
                 .map(|_| HandoffPlan::Ring {
                     senders: senders.clone(),
                     recycler: recycler.clone(),
-                    desks: desks.clone(),
+                    desks: queue_desks.clone(),
                 })
                 .collect();
             (plans, inboxes)
