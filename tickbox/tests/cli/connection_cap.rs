@@ -9,7 +9,7 @@ use std::process::Command;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use common::{line_after, remaining_lines, signal, spawn_piped, KillOnDrop};
+use common::{first_line_where, line_after, remaining_lines, signal, spawn_piped, KillOnDrop};
 
 const CAP: usize = 3;
 const OVER: usize = 2;
@@ -183,18 +183,36 @@ fn spawn_counting(args: &[&str]) -> (KillOnDrop, mpsc::Receiver<String>, mpsc::R
 /// Waits (bounded) until the capped LVC logs that it refused a connection (the `who` the test started), then
 /// closes `hog`, the subscriber holding the only slot, and waits until the LVC has seen it go.
 fn refused_then_freed(log: &mpsc::Receiver<String>, hog: zmq::Socket, who: &str) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let line = log
-            .recv_timeout(left)
-            .unwrap_or_else(|_| panic!("the LVC never refused the {who}"));
-        if line.contains("too many connections") {
-            break;
-        }
-    }
+    first_line_where(
+        log,
+        Duration::from_secs(10),
+        &format!("the LVC never refused the {who}"),
+        |line| line.contains("too many connections").then_some(()),
+    );
     drop(hog);
     await_open_after_close(log, "lvc.downstream", 0);
+}
+
+/// Waits (bounded by `within`) for the `who` the test started to leave, checks that it succeeded and that its JSON
+/// summary counts the refused handshake, and returns that summary with its stderr. Each stream is read to its
+/// end: right after the exit, the reader threads may still hold the last lines.
+fn summary_after_refusal(
+    child: &mut KillOnDrop,
+    out: &mpsc::Receiver<String>,
+    err: &mpsc::Receiver<String>,
+    within: Duration,
+    who: &str,
+) -> (serde_json::Value, Vec<String>) {
+    let status = child.wait_exit(within, &format!("the {who} did not leave"));
+    let stderr = remaining_lines(err);
+    assert!(status.success(), "{status:?}: {stderr:#?}");
+    let summary: serde_json::Value =
+        serde_json::from_str(&remaining_lines(out).join("\n")).expect("one JSON summary");
+    assert!(
+        summary["handshakes_refused"].as_u64().unwrap() >= 1,
+        "the refusal is counted: {summary}"
+    );
+    (summary, stderr)
 }
 
 /// Waits (bounded) for the first close of a `role` connection after which `open` are left. The tests call it when
@@ -351,15 +369,12 @@ fn a_subscriber_refused_at_the_cap_counts_it_and_gets_in_once_a_slot_frees() {
         seq += 1;
         std::thread::sleep(Duration::from_millis(5));
     }
-    let status = subscriber.wait_exit(Duration::from_secs(15), "the subscriber did not leave");
-    // Read to the end of each stream: right after the exit, the reader threads may still hold the last lines.
-    let stderr = remaining_lines(&err);
-    assert!(status.success(), "{status:?}: {stderr:#?}");
-    let summary: serde_json::Value =
-        serde_json::from_str(&remaining_lines(&out).join("\n")).expect("one JSON summary");
-    assert!(
-        summary["handshakes_refused"].as_u64().unwrap() >= 1,
-        "the refusal is counted: {summary}"
+    let (summary, stderr) = summary_after_refusal(
+        &mut subscriber,
+        &out,
+        &err,
+        Duration::from_secs(15),
+        "subscriber",
     );
     assert!(
         summary["data_received"].as_u64().unwrap() > 0,
@@ -416,15 +431,12 @@ fn a_recorder_refused_at_the_cap_counts_it_and_records_once_a_slot_frees() {
         seq += 1;
         std::thread::sleep(Duration::from_millis(5));
     }
-    let status = recorder.wait_exit(Duration::from_secs(5), "the recorder did not leave");
-    // Read to the end of each stream: right after the exit, the reader threads may still hold the last lines.
-    let stderr = remaining_lines(&err);
-    assert!(status.success(), "{status:?}: {stderr:#?}");
-    let summary: serde_json::Value =
-        serde_json::from_str(&remaining_lines(&out).join("\n")).expect("one JSON summary");
-    assert!(
-        summary["handshakes_refused"].as_u64().unwrap() >= 1,
-        "the refusal is counted: {summary}"
+    let (summary, stderr) = summary_after_refusal(
+        &mut recorder,
+        &out,
+        &err,
+        Duration::from_secs(5),
+        "recorder",
     );
     assert_eq!(
         summary["messages"].as_u64().unwrap(),

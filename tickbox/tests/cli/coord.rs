@@ -39,16 +39,12 @@ fn run_ok(zk: &ZkServer, args: &[&str]) -> String {
 
 /// The first line on `rx` with `prefix`, parsed as the token after it (at most 15 s).
 fn token_after(rx: &mpsc::Receiver<String>, prefix: &str) -> u64 {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let line = rx
-            .recv_timeout(left)
-            .unwrap_or_else(|_| panic!("no {prefix} line"));
-        if let Some(t) = line.strip_prefix(prefix) {
-            return t.trim().parse().unwrap();
-        }
-    }
+    common::first_line_where(
+        rx,
+        Duration::from_secs(15),
+        &format!("no {prefix} line"),
+        |line| line.strip_prefix(prefix).map(|t| t.trim().parse().unwrap()),
+    )
 }
 
 #[test]

@@ -444,14 +444,31 @@ pub(crate) fn recv_for(sock: &zmq::Socket, timeout: Duration, want: usize) -> Ve
 /// The rest of the first line starting with `prefix` (trimmed); panics after 10 s without one.
 #[allow(dead_code)]
 pub(crate) fn line_after(lines: &mpsc::Receiver<String>, prefix: &str) -> String {
-    let deadline = Instant::now() + Duration::from_secs(10);
+    first_line_where(
+        lines,
+        Duration::from_secs(10),
+        &format!("no `{prefix}` line"),
+        |line| line.strip_prefix(prefix).map(|rest| rest.trim().to_owned()),
+    )
+}
+
+/// What `pick` makes of the first line on `lines` it accepts (returns `Some` for), reading for at most `within`;
+/// panics with `missing` without one.
+#[allow(dead_code)]
+pub(crate) fn first_line_where<T>(
+    lines: &mpsc::Receiver<String>,
+    within: Duration,
+    missing: &str,
+    mut pick: impl FnMut(&str) -> Option<T>,
+) -> T {
+    let deadline = Instant::now() + within;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         let line = lines
             .recv_timeout(left)
-            .unwrap_or_else(|_| panic!("no `{prefix}` line"));
-        if let Some(rest) = line.strip_prefix(prefix) {
-            return rest.trim().to_owned();
+            .unwrap_or_else(|_| panic!("{missing}"));
+        if let Some(picked) = pick(&line) {
+            return picked;
         }
     }
 }
