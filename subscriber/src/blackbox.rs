@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use tickbox_workers::{
     Dispatch, InlineWorker, Meta, Worker, WorkerOutcome, WorkerPool, WorkerPoolConfig,
+    PARCEL_RECORDS,
 };
 
 use crate::catch_up_phase::{CatchUpHandle, CatchUpPlan};
@@ -151,8 +152,13 @@ impl<W: Worker> Subscriber<W> {
                 "handoff = \"inline\": each worker runs on its shard's thread and core; [workers] cores is not used"
             );
         }
-        let (mut plans, inboxes) =
-            handoff_plan(config, handoff.handoff, count, workers.shard_runs_asleep);
+        let (mut plans, inboxes) = handoff_plan(
+            config,
+            handoff.handoff,
+            count,
+            workers.shard_runs_asleep,
+            PARCEL_RECORDS,
+        );
         let everything = config.topics.is_empty() || config.topics.iter().any(|t| t.is_empty());
         let mut subscriber = Subscriber {
             shared: Arc::clone(&shared),

@@ -19,9 +19,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tickbox_workers::{
-    Desk, Dispatch, Inbox, Meta, Parcel, Recycler, WorkerPoolConfig, PARCEL_RECORDS,
-};
+use tickbox_workers::{Desk, Dispatch, Inbox, Meta, Parcel, Recycler, WorkerPoolConfig};
 
 use crate::{Handoff, SubscriberConfig, SubscriberError};
 
@@ -172,6 +170,8 @@ pub(crate) enum HandoffPlan {
         recycler: Recycler,
         /// Per queue, the desks of the workers that take from it (see [`Desk`]).
         desks: Vec<Vec<Arc<Desk>>>,
+        /// Records a parcel holds before it is handed over.
+        parcel_records: usize,
     },
     /// One PUSH bound at each endpoint, high-water mark `hwm`.
     Zmq { endpoints: Vec<String>, hwm: i32 },
@@ -187,7 +187,8 @@ impl HandoffPlan {
                 senders,
                 recycler,
                 desks,
-            } => Outlet::Ring(Ring::new(senders, recycler, desks, PARCEL_RECORDS)),
+                parcel_records,
+            } => Outlet::Ring(Ring::new(senders, recycler, desks, parcel_records)),
             HandoffPlan::Zmq { endpoints, hwm } => {
                 Outlet::Zmq(Pushes::bind(ctx, shard, &endpoints, hwm)?)
             }
@@ -305,8 +306,9 @@ pub(crate) struct Ring {
 
 impl Ring {
     /// Parcels of up to `parcel_records` records (at least one). A local replay fills larger ones than a live
-    /// shard's [`PARCEL_RECORDS`]: each hand-off to a worker that has gone to sleep costs a wake-up (a system
-    /// call, and on a virtual machine an interrupt between cores), and a backtest has no latency to keep short.
+    /// shard's [`tickbox_workers::PARCEL_RECORDS`]: each hand-off to a worker that has gone to sleep costs a
+    /// wake-up (a system call, and on a virtual machine an interrupt between cores), and a backtest has no latency
+    /// to keep short.
     /// `desks`: per queue, the desks of the workers that take from it (empty: none).
     pub(crate) fn new(
         senders: Vec<crossbeam_channel::Sender<Parcel>>,
@@ -523,8 +525,10 @@ static INSTANCE: AtomicUsize = AtomicUsize::new(0);
 ///
 /// `ring`: both ends are in this process, so bounded channels carry parcels of decoded records (the received
 /// frames themselves, no copy; measured against inproc PUSH/PULL in benches/handoff.rs). `by_topic` gets one FIFO
-/// per worker that every shard feeds, `round_robin` one queue all workers take from. A channel holds
-/// `handoff_hwm / PARCEL_RECORDS` parcels (at least 4), so a loaded queue holds about `handoff_hwm` records.
+/// per worker that every shard feeds, `round_robin` one queue all workers take from. Parcels go when they hold
+/// `parcel_records` records ([`tickbox_workers::PARCEL_RECORDS`] for a live shard) and a channel holds
+/// `handoff_hwm / parcel_records` of them (at least 4), so a loaded queue holds about `handoff_hwm` records, or
+/// four parcels where those are more.
 ///
 /// `zmq`: each shard binds one inproc PUSH per worker (`by_topic`) or one the workers share (`round_robin`), each
 /// with `handoff_hwm` as its high-water mark, and the workers connect PULL sockets: the Guide's pattern, for
@@ -536,12 +540,14 @@ pub(crate) fn handoff_plan(
     handoff: Handoff,
     workers: usize,
     shard_runs_asleep: bool,
+    parcel_records: usize,
 ) -> (Vec<HandoffPlan>, Vec<Inbox>) {
     let shards = config.shards.len().max(1);
     let hwm = usize::try_from(config.handoff_hwm).unwrap_or(0).max(1);
     match handoff {
         Handoff::Ring => {
-            let depth = (hwm / PARCEL_RECORDS).max(4);
+            let parcel_records = parcel_records.max(1);
+            let depth = (hwm / parcel_records).max(4);
             let recycler = Recycler::new(depth * workers.max(1) + 4 * shards * workers.max(1));
             // One desk per worker, or none when every worker is to be woken.
             let desks: Vec<Arc<Desk>> = if shard_runs_asleep {
@@ -583,6 +589,7 @@ pub(crate) fn handoff_plan(
                     senders: senders.clone(),
                     recycler: recycler.clone(),
                     desks: queue_desks.clone(),
+                    parcel_records,
                 })
                 .collect();
             (plans, inboxes)

@@ -211,7 +211,7 @@ pub struct WorkerReport<W> {
     pub lateness: Histogram<u64>,
 }
 
-/// Everything a subscriber did, returned by [`Subscriber::shutdown`].
+/// Everything a subscriber did, returned by [`crate::Subscriber::shutdown`].
 #[derive(Debug)]
 pub struct Report<W> {
     /// One report per shard, in config order.

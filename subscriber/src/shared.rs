@@ -105,7 +105,7 @@ impl ShardSnapshot {
     }
 }
 
-/// A shard's counters while the subscriber runs (see [`Subscriber::live_shards`]).
+/// A shard's counters while the subscriber runs (see [`crate::Subscriber::live_shards`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct LiveShardCounters {
     /// Index of the shard in `SubscriberConfig::shards`.
