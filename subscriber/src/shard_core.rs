@@ -15,8 +15,8 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use tickbox_wire::{
-    batch_records, is_batch, key_words, shard_key_of_topic, DecodeError, Flags, Kind, Payload,
-    SequenceEvent, SequenceTracker,
+    batch_records, is_batch, shard_key_of_topic, DecodeError, Flags, Kind, Payload, SequenceEvent,
+    SequenceTracker, ShortKeyCache,
 };
 use tickbox_workers::{worker_for_key, Dispatch, Meta, Record};
 
@@ -33,32 +33,19 @@ use crate::{GapPolicy, SnailMode};
 /// thousand), so few of them share an entry, and small enough (96 KiB) to stay in a core's L2 cache.
 const WORKER_CACHE_ENTRIES: usize = 4096;
 
-/// A direct-mapped cache of which worker owns a symbol, in front of [`worker_for_key`]: that rule hashes the key a
-/// byte at a time (FNV-1a, then a finaliser; 17-20 ns a record in a shard's profile) and must not change, since
-/// it decides which worker a symbol goes to. An entry holds a key of up to 16 bytes exactly (its length and two
-/// words that determine it), so a hit gives the rule's own answer for that key; longer keys always ask the rule.
+/// Which worker owns a symbol, remembered in front of [`worker_for_key`]: that rule hashes the key a byte at a
+/// time (FNV-1a, then a finaliser; 17-20 ns a record in a shard's profile) and must not change, since it decides
+/// which worker a symbol goes to. A hit is the rule's own answer for that exact key; keys longer than
+/// [`ShortKeyCache::MAX_KEY`] always ask the rule.
 pub(crate) struct WorkerCache {
-    entries: Box<[CacheEntry]>,
+    cache: ShortKeyCache<u32>,
     workers: usize,
-}
-
-#[derive(Clone, Copy)]
-struct CacheEntry {
-    words: (u64, u64),
-    /// The key's length; `u32::MAX` for an empty entry (no key is that long and cached).
-    len: u32,
-    worker: u32,
 }
 
 impl WorkerCache {
     pub(crate) fn new(workers: usize) -> Self {
-        let empty = CacheEntry {
-            words: (0, 0),
-            len: u32::MAX,
-            worker: 0,
-        };
         WorkerCache {
-            entries: vec![empty; WORKER_CACHE_ENTRIES].into_boxed_slice(),
+            cache: ShortKeyCache::new(WORKER_CACHE_ENTRIES),
             workers,
         }
     }
@@ -67,24 +54,11 @@ impl WorkerCache {
     #[inline]
     pub(crate) fn worker_for_topic(&mut self, topic: &[u8]) -> usize {
         let key = shard_key_of_topic(topic);
-        if key.len() > 16 {
-            return worker_for_key(key, self.workers);
-        }
-        let words = key_words(key);
-        let len = key.len() as u32;
-        let h = (words.0 ^ words.1.rotate_left(32) ^ u64::from(len))
-            .wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        let at = (h >> (64 - WORKER_CACHE_ENTRIES.trailing_zeros())) as usize;
-        let entry = &mut self.entries[at];
-        if entry.len == len && entry.words == words {
-            return entry.worker as usize;
+        if let Some(worker) = self.cache.get(key) {
+            return worker as usize;
         }
         let worker = worker_for_key(key, self.workers);
-        *entry = CacheEntry {
-            words,
-            len,
-            worker: worker as u32,
-        };
+        self.cache.insert(key, worker as u32);
         worker
     }
 }

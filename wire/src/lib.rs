@@ -24,6 +24,7 @@ pub mod history;
 mod kind;
 mod payload;
 pub mod sequence;
+mod short_keys;
 pub mod tap;
 mod topic;
 
@@ -45,6 +46,7 @@ pub use payload::{
     BookLevel, GapCause, GapNotice, Heartbeat, Payload, Quote, Side, Trade, PRICE_SCALE,
 };
 pub use sequence::{PublisherLedger, SequenceEvent, SequenceTotals, SequenceTracker};
+pub use short_keys::ShortKeyCache;
 pub use topic::{
     gap_topic, heartbeat_topic, key_words, make_topic, shard_for, shard_key_of_topic, stable_hash,
 };
