@@ -168,6 +168,8 @@ pub struct Publisher {
     batching: bool,
     /// Recycled buffers single frames are encoded into and sent from (no copy), tracked by `delivery`.
     singles: ZeroCopySender,
+    /// Single frames sent from one-off buffers because every recycled one was queued in libzmq.
+    singles_allocated: u64,
     /// Data messages handed to libzmq (single frames, and batch frames by their records) until it releases
     /// them: what the shard's close would drop (see [`Publisher::undelivered`]).
     delivery: Arc<Delivery>,
@@ -184,9 +186,22 @@ pub struct Sent {
     pub bytes: u64,
 }
 
-/// Recycled buffers for single frames: about one high-water mark's worth (the default 1,000) of a subscriber that
-/// is behind; past it a frame gets a one-off buffer, tracked the same way.
+/// Recycled buffers for single frames: at least this many, and otherwise one send high-water mark's worth (see
+/// [`single_buffers`]); past them a frame gets a one-off buffer, tracked the same way.
 const SINGLE_BUFFERS: usize = 1024;
+/// The most recycled single-frame buffers a publisher keeps (16 MiB of them).
+const MAX_SINGLE_BUFFERS: usize = 65_536;
+
+/// Recycled single-frame buffers for a socket whose send high-water mark is `sndhwm` messages: enough for what
+/// libzmq can hold for a subscriber that is behind, so a flat-out feed never falls back to one-off buffers,
+/// which cost three allocations a frame (the buffer, its release record, libzmq's descriptor) against one: at
+/// the bench's 10,000, frames past the first 1,024 all did. `0` (no limit) keeps the minimum.
+fn single_buffers(sndhwm: i32) -> usize {
+    match usize::try_from(sndhwm) {
+        Ok(hwm) if hwm > 0 => (hwm + hwm / 16).clamp(SINGLE_BUFFERS, MAX_SINGLE_BUFFERS),
+        _ => SINGLE_BUFFERS,
+    }
+}
 /// Size of each single-frame buffer: every generated message fits (a larger one gets a one-off buffer).
 const SINGLE_BUFFER_LEN: usize = 256;
 
@@ -199,6 +214,7 @@ impl Publisher {
         heartbeat_interval_ns: u64,
     ) -> Self {
         let delivery = Delivery::new();
+        let single_buffers = single_buffers(socket.get_sndhwm().unwrap_or(0));
         Publisher {
             socket,
             shard,
@@ -212,10 +228,11 @@ impl Publisher {
             batch: None,
             batching: false,
             singles: {
-                let mut singles = ZeroCopySender::new(SINGLE_BUFFERS, SINGLE_BUFFER_LEN);
+                let mut singles = ZeroCopySender::new(single_buffers, SINGLE_BUFFER_LEN);
                 singles.track(&delivery);
                 singles
             },
+            singles_allocated: 0,
             delivery,
             sent: Sent::default(),
         }
@@ -351,6 +368,11 @@ impl Publisher {
     /// One-off batch buffers allocated so far because every pooled one was queued in libzmq.
     pub fn batch_buffers_allocated(&self) -> u64 {
         self.batch.as_ref().map_or(0, ShardBatch::allocated)
+    }
+
+    /// One-off single-frame buffers allocated so far because every recycled one was queued in libzmq.
+    pub fn single_buffers_allocated(&self) -> u64 {
+        self.singles_allocated
     }
 
     /// Data messages and bytes handed to libzmq so far.
@@ -594,7 +616,10 @@ impl Publisher {
         let mut buf = match self.singles.try_buffer() {
             Some(buf) if buf.len() >= needed => buf,
             // Every recycled buffer queued in libzmq (a subscriber that is behind), or a message too large.
-            _ => self.delivery.buffer(needed),
+            _ => {
+                self.singles_allocated += 1;
+                self.delivery.buffer(needed)
+            }
         };
         let n = message.write(&mut buf)?;
         if self.guide_framing {
@@ -724,15 +749,51 @@ mod tests {
         (xpub, ep)
     }
 
-    /// A socket whose high-water mark is far above the pool's 1,024 buffers, and a reader that reads nothing at
-    /// first: thousands of single frames wait in libzmq at once, most in one-off buffers. Every one is counted as
+    /// A reader that reads nothing while the publisher sends a whole high-water mark's worth of single frames:
+    /// every frame libzmq holds for it waits in a recycled buffer, none in a one-off allocation.
+    #[test]
+    fn single_frames_up_to_the_high_water_mark_need_no_one_off_buffers() {
+        const HWM: i32 = 5_000;
+        let ctx = zmq::Context::new();
+        let (xpub, ep) = small_no_drop_xpub(&ctx, HWM);
+        let sub = ctx.socket(zmq::SUB).unwrap();
+        sub.set_linger(0).unwrap();
+        sub.set_rcvhwm(1).unwrap();
+        sub.set_rcvbuf(4096).unwrap();
+        sub.connect(&ep).unwrap();
+        sub.set_subscribe(b"").unwrap();
+        xpub.set_rcvtimeo(5000).unwrap();
+        xpub.recv_bytes(0).unwrap();
+        let mut publisher = Publisher::new(xpub, 0, 7, 0);
+        let started = Instant::now();
+        for _ in 0..HWM {
+            while publisher
+                .publish("Q.XNAS.AAPL", &Payload::Quote(Quote::default()))
+                .unwrap()
+                .is_none()
+            {
+                assert!(started.elapsed() < Duration::from_secs(15), "stuck");
+            }
+        }
+        let held = publisher.wait_settled(Duration::from_millis(50), None);
+        assert!(held > 2 * SINGLE_BUFFERS as u64, "{held}");
+        assert_eq!(publisher.single_buffers_allocated(), 0);
+        sub.set_rcvtimeo(5000).unwrap();
+        for _ in 0..HWM {
+            sub.recv_bytes(0).unwrap();
+        }
+        assert_eq!(publisher.wait_settled(Duration::from_secs(5), None), 0);
+    }
+
+    /// A socket with no high-water mark (so the pool has its least, 1,024 buffers), and a reader that reads
+    /// nothing at first: thousands of single frames wait in libzmq at once, most in one-off buffers. Every one is counted as
     /// undelivered while libzmq holds it, none is overwritten while it waits, and once the reader has them all the
     /// count is back to zero.
     #[test]
     fn single_frames_queued_past_the_first_buffers_stay_intact_and_counted() {
         const N: u64 = 6_000;
         let ctx = zmq::Context::new();
-        let (xpub, ep) = small_no_drop_xpub(&ctx, 20_000);
+        let (xpub, ep) = small_no_drop_xpub(&ctx, 0);
         let sub = ctx.socket(zmq::SUB).unwrap();
         sub.set_linger(0).unwrap();
         sub.set_rcvhwm(1).unwrap();
@@ -759,6 +820,7 @@ mod tests {
         // The kernel's buffers hold a few dozen frames at most: far more than the pool's 1,024 wait in libzmq.
         let held = publisher.wait_settled(Duration::from_millis(50), None);
         assert!(held > 2 * SINGLE_BUFFERS as u64 && held <= N, "{held}");
+        assert!(publisher.single_buffers_allocated() > 0);
         sub.set_rcvtimeo(5000).unwrap();
         for k in 0..N {
             let frame = sub.recv_bytes(0).unwrap();
