@@ -12,6 +12,8 @@
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, OnceLock};
 
 use crate::error::{JournalError, Result};
 use crate::segment::{
@@ -433,6 +435,125 @@ pub(crate) fn record_at(
         payload: &plain[at + RECORD_HEADER_SIZE as usize..at + frame_len as usize],
         size,
     })
+}
+
+/// Inflates the frame after the one a reader is reading on a thread of its own, while the reader reads its
+/// records: a reader streaming through a compressed file then waits for zstd only when it outruns the thread.
+/// Started once a reader loads two frames in a row (a seek, or a reader that stops after a frame, never starts
+/// one); one frame in flight at a time; the thread ends with the reader. At most one such thread per core runs
+/// in the process ([`InflateSlot`]): a history service with many readers does not start a thread for each, and
+/// a reader that finds no slot inflates every frame itself, as it always could.
+pub(crate) struct ReadAhead {
+    requests: Option<mpsc::Sender<(usize, Vec<u8>)>>,
+    results: mpsc::Receiver<Inflated>,
+    /// The frame asked for and not yet taken.
+    pending: Option<usize>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    /// Held until the thread has ended.
+    _slot: InflateSlot,
+}
+
+/// Read-ahead threads running in this process (see [`InflateSlot`]).
+static INFLATE_THREADS: AtomicUsize = AtomicUsize::new(0);
+
+/// One of the process's read-ahead threads, counted in `count` while it lives.
+#[derive(Debug)]
+struct InflateSlot {
+    count: &'static AtomicUsize,
+}
+
+impl InflateSlot {
+    /// The most read-ahead threads at once: the machine's cores.
+    fn limit() -> usize {
+        static LIMIT: OnceLock<usize> = OnceLock::new();
+        *LIMIT.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+    }
+
+    /// A slot of `count`, if fewer than `limit` are taken.
+    fn take(count: &'static AtomicUsize, limit: usize) -> Option<InflateSlot> {
+        count
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < limit).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| InflateSlot { count })
+    }
+}
+
+impl Drop for InflateSlot {
+    fn drop(&mut self) {
+        self.count.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// A frame the read-ahead thread inflated: its index, the outcome, and the buffer it holds.
+type Inflated = (usize, std::result::Result<(), String>, Vec<u8>);
+
+impl std::fmt::Debug for ReadAhead {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReadAhead")
+            .field("pending", &self.pending)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ReadAhead {
+    /// Starts the thread for `file`; `None` if every slot is taken or the OS refuses a thread (the reader inflates
+    /// every frame itself, as it can).
+    pub(crate) fn start(file: Arc<Packed>) -> Option<ReadAhead> {
+        let slot = InflateSlot::take(&INFLATE_THREADS, InflateSlot::limit())?;
+        let (requests, asked) = mpsc::channel::<(usize, Vec<u8>)>();
+        let (done, results) = mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name("journal-inflate".into())
+            .spawn(move || {
+                let mut inflater = Inflater::new();
+                while let Ok((k, mut buf)) = asked.recv() {
+                    let outcome = file.load(k, &mut inflater, &mut buf);
+                    if done.send((k, outcome, buf)).is_err() {
+                        break;
+                    }
+                }
+            })
+            .ok()?;
+        Some(ReadAhead {
+            requests: Some(requests),
+            results,
+            pending: None,
+            thread: Some(thread),
+            _slot: slot,
+        })
+    }
+
+    /// Asks for frame `k`, to be inflated into `buf` (a spare buffer, reused), unless a frame is in flight.
+    pub(crate) fn request(&mut self, k: usize, buf: Vec<u8>) {
+        if self.pending.is_some() {
+            return;
+        }
+        if let Some(requests) = &self.requests {
+            if requests.send((k, buf)).is_ok() {
+                self.pending = Some(k);
+            }
+        }
+    }
+
+    /// Frame `k` (the outcome and the buffer holding it) if it is the one asked for, waiting for it; `None`
+    /// otherwise (a frame asked for and no longer wanted is taken and dropped).
+    pub(crate) fn take(&mut self, k: usize) -> Option<(std::result::Result<(), String>, Vec<u8>)> {
+        self.pending.take()?;
+        let (got, outcome, buf) = self.results.recv().ok()?;
+        (got == k).then_some((outcome, buf))
+    }
+}
+
+impl Drop for ReadAhead {
+    fn drop(&mut self) {
+        // Closing the channel ends the thread once it has finished the frame in hand.
+        self.requests = None;
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
 }
 
 /// An open compressed file: its header and index, read and checked; frames are read and inflated on demand.
@@ -878,6 +999,19 @@ impl Packed {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn inflate_slots_are_bounded_and_given_back() {
+        use super::InflateSlot;
+        // A count of its own: readers in other tests take the process's slots.
+        static COUNT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let held: Vec<_> = (0..3).map_while(|_| InflateSlot::take(&COUNT, 3)).collect();
+        assert_eq!(held.len(), 3);
+        assert!(InflateSlot::take(&COUNT, 3).is_none());
+        drop(held);
+        assert!(InflateSlot::take(&COUNT, 3).is_some());
+        assert_eq!(COUNT.load(std::sync::atomic::Ordering::Acquire), 0);
+    }
+
     use super::*;
     use proptest::prelude::*;
 

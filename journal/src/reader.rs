@@ -5,10 +5,11 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{fence, Ordering};
+use std::sync::Arc;
 
 use crate::archive;
 use crate::error::{JournalError, Result};
-use crate::packed::{self, Inflater, Packed};
+use crate::packed::{self, Inflater, Packed, ReadAhead};
 use crate::segment::{align8, frame_crc, Frame, HeaderInfo, Mode, Segment, RECORD_HEADER_SIZE};
 
 /// One record as read back.
@@ -80,7 +81,7 @@ struct Plain {
 /// Where a reader stands in a compressed file.
 #[derive(Debug)]
 struct PackedPos {
-    file: Packed,
+    file: Arc<Packed>,
     /// The frame whose records are in `plain` (when `loaded`), else the next one to load.
     frame: usize,
     loaded: bool,
@@ -90,6 +91,12 @@ struct PackedPos {
     inflater: Inflater,
     /// The frame the last error was in (`skip_damage` goes on after it).
     failed: Option<usize>,
+    /// The frame loaded last: loading the one after it means the reader streams, and the read-ahead starts.
+    last_loaded: Option<usize>,
+    /// Inflates the next frame while this one is read (once the reader streams).
+    ahead: Option<ReadAhead>,
+    /// A buffer for the read-ahead to inflate into.
+    spare: Vec<u8>,
 }
 
 /// The file a reader is reading. One per reader; the plain one is read on the hot path, so it stays inline.
@@ -119,6 +126,13 @@ enum Step {
     /// The end of an archive segment nothing will add to: the next one follows.
     SegmentEnd,
 }
+
+// A reader moves between threads (a replay's, a history service's): checked here so a field that cannot fails to
+// compile.
+const _: fn() = || {
+    fn send<T: Send>() {}
+    send::<Reader>();
+};
 
 /// Opens one journal file, plain or compressed.
 fn open_file(path: &Path) -> Result<Current> {
@@ -885,13 +899,16 @@ impl Plain {
 impl PackedPos {
     fn new(file: Packed) -> PackedPos {
         PackedPos {
-            file,
+            file: Arc::new(file),
             frame: 0,
             loaded: false,
             plain: Vec::new(),
             at: 0,
             inflater: Inflater::new(),
             failed: None,
+            last_loaded: None,
+            ahead: None,
+            spare: Vec::new(),
         }
     }
 
@@ -906,7 +923,24 @@ impl PackedPos {
     /// Inflates frame `k` and stands at its start; `Err` says why it does not read.
     fn load(&mut self, k: usize) -> std::result::Result<(), String> {
         self.rewind(k);
-        self.file.load(k, &mut self.inflater, &mut self.plain)?;
+        let streaming = self.last_loaded.is_some_and(|last| last + 1 == k);
+        self.last_loaded = Some(k);
+        let outcome = match self.ahead.as_mut().and_then(|a| a.take(k)) {
+            Some((outcome, buf)) => {
+                self.spare = std::mem::replace(&mut self.plain, buf);
+                outcome
+            }
+            None => self.file.load(k, &mut self.inflater, &mut self.plain),
+        };
+        if streaming && k + 1 < self.file.frames.len() {
+            if self.ahead.is_none() {
+                self.ahead = ReadAhead::start(Arc::clone(&self.file));
+            }
+            if let Some(ahead) = &mut self.ahead {
+                ahead.request(k + 1, std::mem::take(&mut self.spare));
+            }
+        }
+        outcome?;
         self.loaded = true;
         Ok(())
     }
