@@ -187,7 +187,7 @@ impl Security {
     /// Caps each socket of `role` (and of its sub-roles, e.g. `lvc` for `lvc.downstream`) at `max` concurrent
     /// connections: a handshake past the cap is refused through ZAP (libzmq then closes that connection) and
     /// counted ([`Security::connections`]). 0 leaves the role uncapped. Without `[security]` this makes a handle
-    /// that checks nothing else; use the returned handle for the sockets and for [`Security::start_zap`].
+    /// that checks nothing else; use the returned handle for the sockets and for [`Security::gate`].
     pub fn cap_connections(&self, roles: &[&str], max: u64) -> Security {
         if max == 0 {
             return self.clone();

@@ -5,7 +5,7 @@
 //!   *intended* send time ([`measure`]), so a stall anywhere cannot hide its delay (coordinated omission).
 //!   Both the corrected and the uncorrected (from the publisher's actual stamp) distributions are kept.
 //! * One-way latency is the receive time at the worker minus the publisher's send time, both on the
-//!   [`tickbox_wire::now_ns`] clock, through the real pipeline (feed shard → [LVC] → Black Box shard → worker).
+//!   [`tickbox_wire::now_ns`] clock, through the real pipeline (feed shard → LVC → Black Box shard → worker).
 //! * Reports: a stdout table, an HdrHistogram interval log (`.hlog`) and percentile distribution (`.hgrm`) per
 //!   configuration, a percentile plot (SVG), and JSON-lines results that `compare` diffs.
 //! * Throughput is flat-out with back-pressure (no silent drops), per message size and shard count, beside raw

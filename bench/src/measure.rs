@@ -22,7 +22,7 @@ use hdrhistogram::Histogram;
 use crate::BenchError;
 
 /// Largest latency a histogram holds; larger values are clamped to it and counted in
-/// [`LatencyRecorder::clamped`] so a pathological stall is visible rather than a panic or a silent drop.
+/// `LatencyRecorder::clamped` so a pathological stall is visible rather than a panic or a silent drop.
 pub const MAX_TRACKABLE_NS: u64 = 60_000_000_000;
 /// Three significant digits: 0.1 % value resolution at every magnitude.
 pub const SIGNIFICANT_DIGITS: u8 = 3;

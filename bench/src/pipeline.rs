@@ -178,7 +178,7 @@ impl Worker for LatencyWorker {
     }
 }
 
-/// One-way latency through feed shard → [LVC] → Black Box shard → worker at the configured open-loop rate.
+/// One-way latency through feed shard → LVC → Black Box shard → worker at the configured open-loop rate.
 pub fn tickbox_latency(
     gate: &tickbox_auth::Gate,
     config: &LatencyConfig,

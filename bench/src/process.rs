@@ -13,7 +13,7 @@
 //! runs use: corrected and uncorrected figures, one report format. Nothing is recorded on the hot path but a
 //! store into preallocated memory; the file is written after the run.
 //!
-//! Every child is killed and reaped when the run ends, fails or is interrupted ([`ChildGuard`]).
+//! Every child is killed and reaped when the run ends, fails or is interrupted (`ChildGuard`).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};

@@ -82,7 +82,7 @@ impl Spread {
 pub struct Ratio {
     /// Median of tickbox's repeats over median of raw's.
     pub of_medians: f64,
-    /// Spread of tickbox[i] / raw[i] over the repeats `i` where both were measured and raw is non-zero.
+    /// Spread of `tickbox[i] / raw[i]` over the repeats `i` where both were measured and raw is non-zero.
     pub per_repeat: Spread,
 }
 

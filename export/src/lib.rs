@@ -4,7 +4,7 @@
 //! - a **Parquet** dataset partitioned by date and record kind (`date=2026-01-02/kind=quote/part-….parquet`,
 //!   hive style), with typed columns, zstd, row groups bounded in rows and bytes, statistics and a bloom filter
 //!   on the symbol ([`parquet_out`]);
-//! - **CSV**, one file per kind, or **JSON lines**, with numbers as numbers ([`text`]);
+//! - **CSV**, one file per kind, or **JSON lines**, with numbers as numbers (`text`);
 //! - **DBN**: an imported file given back, or a recording's trades (`trades`) or quotes (`mbp-1`) with a symbol
 //!   map ([`dbn_out`]);
 //!

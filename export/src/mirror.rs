@@ -817,7 +817,7 @@ fn seq_window(frames: &[FrameSpan], from: Option<u64>, to: Option<u64>) -> Vec<b
 }
 
 /// Which frames of one file a replay of origin times `from..to` reads, checked: the frames of the capture-time
-/// window widened by [`SLACK_NS`] ([`window`]), then, while the first record of the first frame picked has an
+/// window widened by [`SLACK_NS`] (`window`), then, while the first record of the first frame picked has an
 /// origin time at or after `from` (an earlier frame may hold records the window wants: a publisher clock ahead
 /// of the recorder's), the frame before it too, up to the file's start; and likewise while the last record of
 /// the last frame picked is before `to`, the frame after it. `first_origin(k)` and `last_origin(k)` are the

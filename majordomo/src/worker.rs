@@ -1,4 +1,4 @@
-//! The Majordomo worker API: [`Worker`], the thin socket layer over the sans-IO
+//! The Majordomo worker API: [`MdpWorker`], the thin socket layer over the sans-IO
 //! [`WorkerEngine`].
 
 use std::collections::VecDeque;

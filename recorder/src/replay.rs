@@ -397,7 +397,7 @@ impl Replayer {
         Ok(self.shards.wait_subscribers(n, timeout, stop)?)
     }
 
-    /// Replays `input` (a journal [`Reader`], or any [`ReplayInput`]) from `opts.from` to `opts.to` (or its
+    /// Replays `input` (a journal [`tickbox_journal::Reader`], or any [`ReplayInput`]) from `opts.from` to `opts.to` (or its
     /// end). `clock` stamps send times and drives pacing.
     pub fn run(
         &mut self,

@@ -37,7 +37,7 @@ impl Backoff {
     }
 }
 
-/// What [`Liveness::poll`] says is due.
+/// What [`Liveness::handle_timeout`] says is due.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LivenessEvent {
     /// Nothing is due.

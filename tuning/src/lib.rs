@@ -3,9 +3,9 @@
 //! * [`topology`] reads CPUs, cores, SMT siblings, NUMA nodes, caches, isolation, governors, transparent huge
 //!   pages, NICs (driver, speed, node, local CPUs, queues and their IRQs) and network sysctls from sysfs and
 //!   procfs **under a root path**, so tests run on fixture trees and the real machine is read with root `/`.
-//! * [`check`] is a pure function from a topology and the planned placement to findings, each with a severity and
+//! * [`check()`] is a pure function from a topology and the planned placement to findings, each with a severity and
 //!   the exact command that fixes it.
-//! * [`plan`] is a pure function from a topology and a request (NICs, shards per NIC, workers per NIC) to a
+//! * [`plan()`] is a pure function from a topology and a request (NICs, shards per NIC, workers per NIC) to a
 //!   placement of every hot thread with the reason for each choice and the compromises a small host forced, and
 //!   renders it as a tickbox TOML configuration.
 //! * [`sweep`] is the sans-IO part of `tickbox tune sweep`: the grid, repeats, median and spread, ranking, and the

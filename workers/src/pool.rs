@@ -636,7 +636,7 @@ impl<W: Worker, H: DequeueHook> Deliverer<W, H> {
 
 /// A worker run on its producer's own thread (`handoff = "inline"`): the producer calls it with each record it
 /// admits, so no queue, no parcel and no wake-up of another thread stand between receipt and the worker. The
-/// same [`Deliverer`] as a pool thread runs it (hook first, the worker, the flush rhythm, the counts), so an
+/// same `Deliverer` as a pool thread runs it (hook first, the worker, the flush rhythm, the counts), so an
 /// inline worker cannot treat a record differently; every record it is given counts as taken at once.
 pub struct InlineWorker<W, H> {
     index: usize,

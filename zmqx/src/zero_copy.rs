@@ -4,7 +4,7 @@
 //! hands the buffer back to the pool, so a steady stream allocates nothing per message on our side (libzmq
 //! still allocates its small reference-counted descriptor per message).
 //!
-//! Ownership: the buffers live in a reference-counted [`Shared`] block. Every message in flight holds one
+//! Ownership: the buffers live in a reference-counted `Shared` block. Every message in flight holds one
 //! strong count of it, passed to libzmq through the callback's hint and given back by the callback, so the
 //! buffers outlive the [`ZeroCopySender`], the socket and even the context for as long as libzmq can read them.
 //! The callback runs on whichever thread releases the message (libzmq's I/O thread, or ours when a send drops
