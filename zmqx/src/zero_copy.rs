@@ -52,9 +52,10 @@ pub struct ZeroCopyStats {
 /// what a close now would drop undelivered.
 #[derive(Debug, Default)]
 pub struct Delivery {
-    /// Written by the sender per message, `released` by libzmq's I/O thread per message: each on a line of its
-    /// own, or every message would move one line between the two cores twice.
+    /// Added to by the sender per message. On lines of its own, apart from `released`, or every message would
+    /// move one line between the sender's core and libzmq's I/O thread's twice.
     handed: OwnLine<AtomicU64>,
+    /// Added to by libzmq's release, on whichever thread lets a message go (its I/O thread, mostly).
     released: OwnLine<AtomicU64>,
 }
 
