@@ -749,13 +749,10 @@ mod tests {
         (xpub, ep)
     }
 
-    /// A reader that reads nothing while the publisher sends a whole high-water mark's worth of single frames:
-    /// every frame libzmq holds for it waits in a recycled buffer, none in a one-off allocation.
-    #[test]
-    fn single_frames_up_to_the_high_water_mark_need_no_one_off_buffers() {
-        const HWM: i32 = 5_000;
-        let ctx = zmq::Context::new();
-        let (xpub, ep) = small_no_drop_xpub(&ctx, HWM);
+    /// A publisher on [`small_no_drop_xpub`] (`sndhwm`) and a subscriber that has subscribed to everything but
+    /// holds one message and a few KiB of kernel buffer, so frames pile up in libzmq until it reads.
+    fn publisher_to_a_stalled_reader(ctx: &zmq::Context, sndhwm: i32) -> (Publisher, zmq::Socket) {
+        let (xpub, ep) = small_no_drop_xpub(ctx, sndhwm);
         let sub = ctx.socket(zmq::SUB).unwrap();
         sub.set_linger(0).unwrap();
         sub.set_rcvhwm(1).unwrap();
@@ -764,7 +761,16 @@ mod tests {
         sub.set_subscribe(b"").unwrap();
         xpub.set_rcvtimeo(5000).unwrap();
         xpub.recv_bytes(0).unwrap();
-        let mut publisher = Publisher::new(xpub, 0, 7, 0);
+        (Publisher::new(xpub, 0, 7, 0), sub)
+    }
+
+    /// A reader that reads nothing while the publisher sends a whole high-water mark's worth of single frames:
+    /// every frame libzmq holds for it waits in a recycled buffer, none in a one-off allocation.
+    #[test]
+    fn single_frames_up_to_the_high_water_mark_need_no_one_off_buffers() {
+        const HWM: i32 = 5_000;
+        let ctx = zmq::Context::new();
+        let (mut publisher, sub) = publisher_to_a_stalled_reader(&ctx, HWM);
         let started = Instant::now();
         for _ in 0..HWM {
             while publisher
@@ -786,23 +792,14 @@ mod tests {
     }
 
     /// A socket with no high-water mark (so the pool has its least, 1,024 buffers), and a reader that reads
-    /// nothing at first: thousands of single frames wait in libzmq at once, most in one-off buffers. Every one is counted as
-    /// undelivered while libzmq holds it, none is overwritten while it waits, and once the reader has them all the
-    /// count is back to zero.
+    /// nothing at first: thousands of single frames wait in libzmq at once, most in one-off buffers. Every one is
+    /// counted as undelivered while libzmq holds it, none is overwritten while it waits, and once the reader has
+    /// them all the count is back to zero.
     #[test]
     fn single_frames_queued_past_the_first_buffers_stay_intact_and_counted() {
         const N: u64 = 6_000;
         let ctx = zmq::Context::new();
-        let (xpub, ep) = small_no_drop_xpub(&ctx, 0);
-        let sub = ctx.socket(zmq::SUB).unwrap();
-        sub.set_linger(0).unwrap();
-        sub.set_rcvhwm(1).unwrap();
-        sub.set_rcvbuf(4096).unwrap();
-        sub.connect(&ep).unwrap();
-        sub.set_subscribe(b"").unwrap();
-        xpub.set_rcvtimeo(5000).unwrap();
-        xpub.recv_bytes(0).unwrap();
-        let mut publisher = Publisher::new(xpub, 0, 7, 0);
+        let (mut publisher, sub) = publisher_to_a_stalled_reader(&ctx, 0);
         let started = Instant::now();
         for k in 0..N {
             let payload = Payload::Quote(Quote {
