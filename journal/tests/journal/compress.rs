@@ -53,6 +53,15 @@ fn read_all(path: &Path) -> Vec<Rec> {
     out
 }
 
+/// A ring journal of `capacity` bytes at `path` holding records 1..=`records` (the oldest overwritten once it
+/// laps), closed.
+fn write_ring(path: &Path, capacity: u64, records: u64) {
+    let mut w = Writer::open(path, &WriterOptions::ring(capacity)).unwrap();
+    for seq in 1..=records {
+        w.append(time_for(seq), &payload_for(seq)).unwrap();
+    }
+}
+
 fn write_archive(path: &Path, records: u64, segment: u64) {
     let mut w = Writer::open(
         path,
@@ -191,11 +200,7 @@ fn a_compressed_lapped_ring_keeps_its_records_and_its_lap_counts() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("ring.tbj");
     let plain = dir.path().join("plain.tbj");
-    let mut w = Writer::open(&path, &WriterOptions::ring(256 << 10)).unwrap();
-    for seq in 1..=20_000 {
-        w.append(time_for(seq), &payload_for(seq)).unwrap();
-    }
-    drop(w);
+    write_ring(&path, 256 << 10, 20_000);
     copy_journal(&path, &plain);
     let before = summarize(&path, true).unwrap();
     assert!(before.overwritten.laps > 3, "{:?}", before.overwritten);
@@ -345,11 +350,7 @@ fn frame_offsets(file: &Path) -> Vec<(u64, u64)> {
 /// A compressed ring of 10,000 records in frames of about 64 KiB; returns its path and its records.
 fn compressed_ring(dir: &Path, name: &str) -> (PathBuf, Vec<Rec>) {
     let path = dir.join(name);
-    let mut w = Writer::open(&path, &WriterOptions::ring(4 << 20)).unwrap();
-    for seq in 1..=10_000 {
-        w.append(time_for(seq), &payload_for(seq)).unwrap();
-    }
-    drop(w);
+    write_ring(&path, 4 << 20, 10_000);
     let records = read_all(&path);
     compress(
         &path,
@@ -505,11 +506,7 @@ fn an_archive_half_compressed_reads_as_one_and_a_writer_goes_on_with_it() {
 fn a_damaged_journal_is_not_compressed() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("ring.tbj");
-    let mut w = Writer::open(&path, &WriterOptions::ring(1 << 20)).unwrap();
-    for seq in 1..=2_000 {
-        w.append(time_for(seq), &payload_for(seq)).unwrap();
-    }
-    drop(w);
+    write_ring(&path, 1 << 20, 2_000);
     tickbox_testkit::damage::invert_byte(&path, HEADER_SIZE + 50_000);
     let before = std::fs::read(&path).unwrap();
     let err = compress_closed(&path, &CompressOptions::default()).unwrap_err();
@@ -566,11 +563,7 @@ fn a_streaming_reader_that_seeks_back_and_forth_reads_like_the_plain_one() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("ring.tbj");
     let plain = dir.path().join("plain.tbj");
-    let mut w = Writer::open(&path, &WriterOptions::ring(8 << 20)).unwrap();
-    for seq in 1..=40_000 {
-        w.append(time_for(seq), &payload_for(seq)).unwrap();
-    }
-    drop(w);
+    write_ring(&path, 8 << 20, 40_000);
     copy_journal(&path, &plain);
     compress(
         &path,
