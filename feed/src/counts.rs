@@ -20,10 +20,13 @@ pub struct PublisherCounts {
     /// Batch buffers allocated because every recycled one was still queued in libzmq (a slow subscriber's
     /// queue holds them); the batch went out all the same.
     pub batch_buffers_allocated: u64,
+    /// Single frames sent from a one-off buffer because every recycled one was still queued in libzmq (as
+    /// many as the send high-water mark are recycled); the frame went out all the same.
+    pub single_buffers_allocated: u64,
 }
 
 impl PublisherCounts {
-    /// What was counted since `earlier` (an earlier snapshot of the same publisher); the allocation count stays
+    /// What was counted since `earlier` (an earlier snapshot of the same publisher); the allocation counts stay
     /// the publisher's life's.
     pub fn since(&self, earlier: &PublisherCounts) -> PublisherCounts {
         PublisherCounts {
@@ -35,6 +38,7 @@ impl PublisherCounts {
             frames: self.frames - earlier.frames,
             batches: self.batches - earlier.batches,
             batch_buffers_allocated: self.batch_buffers_allocated,
+            single_buffers_allocated: self.single_buffers_allocated,
         }
     }
 

@@ -57,6 +57,11 @@ impl Source for FeedMetrics {
                         "Batch buffers allocated because none was free.",
                         c.batch_buffers_allocated,
                     ),
+                    (
+                        "tickbox_single_buffers_allocated",
+                        "Single frames sent from a one-off buffer because no recycled one was free.",
+                        c.single_buffers_allocated,
+                    ),
                 ],
             );
             out.gauge(

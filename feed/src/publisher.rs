@@ -168,8 +168,6 @@ pub struct Publisher {
     batching: bool,
     /// Recycled buffers single frames are encoded into and sent from (no copy), tracked by `delivery`.
     singles: ZeroCopySender,
-    /// Single frames sent from one-off buffers because every recycled one was queued in libzmq.
-    singles_allocated: u64,
     /// Data messages handed to libzmq (single frames, and batch frames by their records) until it releases
     /// them: what the shard's close would drop (see [`Publisher::undelivered`]).
     delivery: Arc<Delivery>,
@@ -232,7 +230,6 @@ impl Publisher {
                 singles.track(&delivery);
                 singles
             },
-            singles_allocated: 0,
             delivery,
             sent: Sent::default(),
         }
@@ -372,7 +369,7 @@ impl Publisher {
 
     /// One-off single-frame buffers allocated so far because every recycled one was queued in libzmq.
     pub fn single_buffers_allocated(&self) -> u64 {
-        self.singles_allocated
+        self.counts.single_buffers_allocated
     }
 
     /// Data messages and bytes handed to libzmq so far.
@@ -617,7 +614,7 @@ impl Publisher {
             Some(buf) if buf.len() >= needed => buf,
             // Every recycled buffer queued in libzmq (a subscriber that is behind), or a message too large.
             _ => {
-                self.singles_allocated += 1;
+                self.counts.single_buffers_allocated += 1;
                 self.delivery.buffer(needed)
             }
         };

@@ -196,6 +196,7 @@ pub(crate) struct LiveCounters {
     frames: AtomicU64,
     batches: AtomicU64,
     batch_buffers_allocated: AtomicU64,
+    single_buffers_allocated: AtomicU64,
     last_sequence: AtomicU64,
     subscriptions: AtomicU64,
     /// The most subscriptions seen at once (0: nobody ever subscribed).
@@ -218,6 +219,8 @@ impl LiveCounters {
         self.batches.store(c.batches, Ordering::Relaxed);
         self.batch_buffers_allocated
             .store(c.batch_buffers_allocated, Ordering::Relaxed);
+        self.single_buffers_allocated
+            .store(c.single_buffers_allocated, Ordering::Relaxed);
         self.last_sequence
             .store(publisher.last_sequence(), Ordering::Release);
     }
@@ -233,6 +236,7 @@ impl LiveCounters {
                 frames: self.frames.load(Ordering::Relaxed),
                 batches: self.batches.load(Ordering::Relaxed),
                 batch_buffers_allocated: self.batch_buffers_allocated.load(Ordering::Relaxed),
+                single_buffers_allocated: self.single_buffers_allocated.load(Ordering::Relaxed),
             },
             last_sequence: self.last_sequence.load(Ordering::Acquire),
             subscriptions: self.subscriptions.load(Ordering::Relaxed),

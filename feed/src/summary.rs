@@ -36,6 +36,8 @@ pub struct FeedSummary {
     pub batches_sent: u64,
     /// Batch buffers allocated because none was free.
     pub batch_buffers_allocated: u64,
+    /// Single frames sent from a one-off buffer because none of the recycled ones was free.
+    pub single_buffers_allocated: u64,
     /// Messages abandoned on full no-drop pipes at the end.
     pub unsent: u64,
     /// Subscribers still connected when their shard closed.
@@ -78,6 +80,8 @@ pub struct FeedShardSummary {
     pub batches_sent: u64,
     /// Batch buffers allocated because none was free.
     pub batch_buffers_allocated: u64,
+    /// Single frames sent from a one-off buffer because none of the recycled ones was free.
+    pub single_buffers_allocated: u64,
     /// Last data sequence.
     pub last_sequence: u64,
     /// Time it ran, ns.
@@ -110,6 +114,7 @@ impl FeedSummary {
             frames_sent: sum(|s| s.counts.frames),
             batches_sent: sum(|s| s.counts.batches),
             batch_buffers_allocated: sum(|s| s.counts.batch_buffers_allocated),
+            single_buffers_allocated: sum(|s| s.counts.single_buffers_allocated),
             unsent: report.total_unsent(),
             subscribers_at_close: report.total_subscribers_at_close(),
             undelivered: report.total_undelivered(),
@@ -131,6 +136,7 @@ impl FeedSummary {
                     frames_sent: s.counts.frames,
                     batches_sent: s.counts.batches,
                     batch_buffers_allocated: s.counts.batch_buffers_allocated,
+                    single_buffers_allocated: s.counts.single_buffers_allocated,
                     last_sequence: s.last_sequence,
                     duration_ns: nanos(s.duration),
                     skipped_ns: nanos(s.skipped),

@@ -148,6 +148,9 @@ pub struct ReplayStats {
     /// Batch buffers allocated because every recycled one was still queued in libzmq (a lossless shard waits
     /// up to 100 ms for one first). Not a loss: the batch went out all the same, only not from the pool.
     pub batch_buffers_allocated: u64,
+    /// Single frames sent from a one-off buffer because every recycled one was still queued in libzmq. Not a
+    /// loss either.
+    pub single_buffers_allocated: u64,
     /// Gap notices re-published (sequences the journal lacks, for the subscriber to count as recorded gaps).
     pub gap_notices: u64,
     /// LVC cached values re-published (no sequence consumed).
@@ -443,7 +446,7 @@ impl Replayer {
         let mut since_check = 0u32;
         self.tick_ns = None;
         self.update_batching(stop)?;
-        let allocated_before = self.batch_buffers_allocated();
+        let allocated_before = self.buffers_allocated();
         'records: loop {
             if stop.load(Ordering::Relaxed) {
                 break;
@@ -631,11 +634,14 @@ impl Replayer {
             stats.shard_last_seq = self.shard_seq.clone();
         }
         self.account(&base, &mut stats);
-        stats.batch_buffers_allocated = self.batch_buffers_allocated() - allocated_before;
-        if stats.batch_buffers_allocated > 0 {
+        let allocated = self.buffers_allocated();
+        stats.batch_buffers_allocated = allocated.0 - allocated_before.0;
+        stats.single_buffers_allocated = allocated.1 - allocated_before.1;
+        if stats.batch_buffers_allocated + stats.single_buffers_allocated > 0 {
             tracing::debug!(
-                allocated = stats.batch_buffers_allocated,
-                "batch buffers allocated while every recycled one was queued"
+                batches = stats.batch_buffers_allocated,
+                single_frames = stats.single_buffers_allocated,
+                "buffers allocated while every recycled one was queued"
             );
         }
         stats.subscriptions = self.poll_subscriptions()?.to_vec();
@@ -663,13 +669,17 @@ impl Replayer {
         }
     }
 
-    /// One-off batch buffers allocated so far, all shards (this replayer's life).
-    fn batch_buffers_allocated(&self) -> u64 {
+    /// One-off buffers allocated so far, all shards (this replayer's life): for batches, for single frames.
+    fn buffers_allocated(&self) -> (u64, u64) {
         self.shards
             .publishers()
             .iter()
-            .map(Publisher::batch_buffers_allocated)
-            .sum()
+            .fold((0, 0), |(batches, singles), p| {
+                (
+                    batches + p.batch_buffers_allocated(),
+                    singles + p.single_buffers_allocated(),
+                )
+            })
     }
 
     /// The flags of what the replay says itself (heartbeats, gap notices for damage).

@@ -273,6 +273,7 @@ impl ReplayStats {
             "frames_sent": s.frames_sent,
             "batches_sent": s.batches_sent,
             "batch_buffers_allocated": s.batch_buffers_allocated,
+            "single_buffers_allocated": s.single_buffers_allocated,
             "subscribers": s.subscribers,
             "delivered": s.subscribers > 0 || s.sent == 0,
             "rate": s.rate().round() as u64,
