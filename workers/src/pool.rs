@@ -918,6 +918,7 @@ fn open_pull(
 mod tests {
     use super::*;
     use crate::Stats;
+    use tickbox_testkit::wait_for;
     use tickbox_wire::{encode_to_vec, Header, Kind, MessageRef, Quote};
 
     #[test]
@@ -949,10 +950,8 @@ mod tests {
             push.send(frame, 0).unwrap();
         }
         push.send(&b"garbage"[..], 0).unwrap();
-        let deadline = std::time::Instant::now() + Duration::from_secs(5);
-        while pool.taken() < N + 1 && std::time::Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        // Bounded; what was taken is checked below.
+        tickbox_testkit::wait_until(Duration::from_secs(5), || pool.taken() > N);
         pool.stop();
         let outcomes = pool.join().unwrap();
         assert_eq!(outcomes.len(), 3);
@@ -1030,10 +1029,8 @@ mod tests {
             push.send_multipart([&b"t"[..], &i.to_le_bytes()[..]], 0)
                 .unwrap();
         }
-        let deadline = std::time::Instant::now() + Duration::from_secs(5);
-        while pool.taken() < 7 && std::time::Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        // Bounded; what was taken is checked below.
+        tickbox_testkit::wait_until(Duration::from_secs(5), || pool.taken() >= 7);
         pool.stop();
         let outcome = pool.join().unwrap().remove(0);
         assert_eq!(
@@ -1127,11 +1124,11 @@ mod tests {
         };
         txs[1].send(parcel()).unwrap();
         // The dead worker's inbox disconnects; a producer then finds the flag already set.
-        let deadline = std::time::Instant::now() + Duration::from_secs(5);
-        while txs[1].send(parcel()).is_ok() {
-            assert!(std::time::Instant::now() < deadline, "inbox never closed");
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        wait_for(
+            "the dead worker's inbox to close",
+            Duration::from_secs(5),
+            || txs[1].send(parcel()).is_err(),
+        );
         assert!(failed.load(Ordering::Acquire));
         assert!(pool.failed());
         assert_eq!(pool.panicked(), vec![1]);
@@ -1213,17 +1210,6 @@ mod tests {
         p
     }
 
-    fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
-        let deadline = std::time::Instant::now() + Duration::from_secs(5);
-        while !done() {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "timed out waiting for {what}"
-            );
-            std::thread::sleep(Duration::from_millis(1));
-        }
-    }
-
     /// One worker at a desk, sleeping at once when its queue runs dry, waking only when rung (a 10 s poll).
     fn desk_pool(
         desk: &Arc<Desk>,
@@ -1263,7 +1249,9 @@ mod tests {
     fn a_producer_runs_a_sleeping_workers_parcel_itself_but_never_ahead_of_a_queued_one() {
         let desk = Arc::new(Desk::new());
         let (pool, tx, recycler) = desk_pool(&desk);
-        wait_until("the worker to sleep", || desk.is_asleep());
+        wait_for("the worker to sleep", Duration::from_secs(5), || {
+            desk.is_asleep()
+        });
         let here = parcel_of(&recycler, 1..=3);
         assert!(
             desk.try_run(&here, &tx),
@@ -1281,11 +1269,15 @@ mod tests {
         );
         tx.send(behind).unwrap();
         desk.ring();
-        wait_until("the worker to take both queued parcels", || {
-            pool.taken() == 9
-        });
+        wait_for(
+            "the worker to take both queued parcels",
+            Duration::from_secs(5),
+            || pool.taken() == 9,
+        );
 
-        wait_until("the worker to sleep again", || desk.is_asleep());
+        wait_for("the worker to sleep again", Duration::from_secs(5), || {
+            desk.is_asleep()
+        });
         assert!(desk.try_run(&parcel_of(&recycler, 10..=12), &tx));
         drop(tx);
         desk.ring();
@@ -1310,9 +1302,11 @@ mod tests {
     fn a_worker_that_panics_on_a_record_run_by_its_producer_fails_its_own_thread() {
         let desk = Arc::new(Desk::new());
         let (pool, tx, recycler) = desk_pool(&desk);
-        wait_until("the worker to sleep", || desk.is_asleep());
+        wait_for("the worker to sleep", Duration::from_secs(5), || {
+            desk.is_asleep()
+        });
         assert!(desk.try_run(&parcel_of(&recycler, 12..=13), &tx));
-        wait_until("the pool to fail", || {
+        wait_for("the pool to fail", Duration::from_secs(5), || {
             pool.shared.failed.load(Ordering::Acquire)
         });
         assert!(
