@@ -29,7 +29,7 @@ use tickbox_workers::{
 };
 
 use crate::clock::ClockTable;
-use crate::handoff::{handoff_plan, HandoffChoice, HandoffPlan, Outlet, Ring};
+use crate::handoff::{handoff_plan, HandoffChoice, HandoffPlan};
 use crate::report::{lateness_histogram, Report, WorkerReport};
 use crate::settings::{ShardSettings, BURST_RECORDS};
 use crate::shard_core::ShardCore;
@@ -39,7 +39,7 @@ use crate::{Handoff, SubscriberConfig, SubscriberError, SubscriberShardConfig};
 
 /// Records per parcel in a local replay: 64 times a live shard's. A worker that drains its queue faster than the
 /// reader fills it sleeps between parcels, and each parcel then costs the reader a wake-up (a system call, and on
-/// a virtual machine an interrupt between cores; see [`Ring::new`]). Several workers each take a share of the
+/// a virtual machine an interrupt between cores; see [`crate::handoff::Ring::new`]). Several workers each take a share of the
 /// records, so each one sleeps between its parcels even where one worker taking them all never would: at 256
 /// records a parcel, 4 workers on 2 cores cost the reader 16 ns a record in wake-ups (9 % of its time) and
 /// replayed at 0.7–0.8 times 1 worker's rate. A queue holds at least four parcels (see [`handoff_plan`]), so
@@ -184,13 +184,7 @@ pub fn replay_local<W: Worker>(
         workers.shard_runs_asleep,
         LOCAL_PARCEL_RECORDS,
     );
-    let Some(HandoffPlan::Ring {
-        senders,
-        recycler,
-        desks,
-        parcel_records,
-    }) = plans.pop()
-    else {
+    let Some(plan @ HandoffPlan::Ring { .. }) = plans.pop() else {
         return Err(SubscriberError::Config(
             "local replay needs the ring hand-off".into(),
         ));
@@ -230,12 +224,9 @@ pub fn replay_local<W: Worker>(
         )
     })?;
     let started = Instant::now();
-    let mut core = ShardCore::new(
-        &settings,
-        &shared,
-        settings.empty_report(),
-        Outlet::Ring(Ring::new(senders, recycler, desks, parcel_records)),
-    );
+    // A ring opens no socket: this only builds the shard's side of the queues.
+    let outlet = plan.open(ctx, 0)?;
+    let mut core = ShardCore::new(&settings, &shared, settings.empty_report(), outlet);
     let (origin_span_ns, skipped_heartbeats) = {
         let mut sink = LocalSink {
             core: &mut core,
