@@ -146,18 +146,17 @@ impl LatencyRun {
     pub fn result(&self) -> LatencyResult {
         let scheduled = self.samples.schedule.measured_messages();
         let secs = self.samples.schedule.measured_duration().as_secs_f64();
+        // The ring's own settings are reported only for a tickbox run through a ring.
+        let ring =
+            self.system == "tickbox" && self.config.handoff == tickbox_subscriber::Handoff::Ring;
         LatencyResult {
             system: self.system.clone(),
             shape: self.config.shape,
             transport: self.config.transport.to_string(),
             via_lvc: self.config.via_lvc && self.system == "tickbox",
             handoff: (self.system == "tickbox").then_some(self.config.handoff),
-            idle_spin: (self.system == "tickbox"
-                && self.config.handoff == tickbox_subscriber::Handoff::Ring)
-                .then_some(tickbox_units::HumanDuration(self.config.idle_spin)),
-            shard_runs_asleep: (self.system == "tickbox"
-                && self.config.handoff == tickbox_subscriber::Handoff::Ring)
-                .then_some(self.config.shard_runs_asleep),
+            idle_spin: ring.then_some(tickbox_units::HumanDuration(self.config.idle_spin)),
+            shard_runs_asleep: ring.then_some(self.config.shard_runs_asleep),
             rate: self.config.rate,
             size: self.size,
             duration_s: secs,

@@ -999,21 +999,20 @@ impl Packed {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
     #[test]
     fn inflate_slots_are_bounded_and_given_back() {
-        use super::InflateSlot;
         // A count of its own: readers in other tests take the process's slots.
-        static COUNT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        static COUNT: AtomicUsize = AtomicUsize::new(0);
         let held: Vec<_> = (0..3).map_while(|_| InflateSlot::take(&COUNT, 3)).collect();
         assert_eq!(held.len(), 3);
         assert!(InflateSlot::take(&COUNT, 3).is_none());
         drop(held);
         assert!(InflateSlot::take(&COUNT, 3).is_some());
-        assert_eq!(COUNT.load(std::sync::atomic::Ordering::Acquire), 0);
+        assert_eq!(COUNT.load(Ordering::Acquire), 0);
     }
-
-    use super::*;
-    use proptest::prelude::*;
 
     fn header() -> PackedHeader {
         PackedHeader {

@@ -70,8 +70,8 @@ pub struct Delivery {
 /// workers and be processed in either order.
 pub trait Worker: Send + 'static {
     /// Handles one message. `msg` borrows the received frame and is gone when this returns. It is called on the
-    /// worker's own thread, except for the last records of a burst that reach a sleeping `by_topic` worker with
-    /// nothing queued, which the shard runs on the worker itself (one call at a time, in order: see [`Desk`]), and
+    /// worker's own thread, except for the last records of a burst that reach a sleeping worker with nothing
+    /// queued, which the shard runs on the worker itself (one call at a time, in order: see [`Desk`]), and
     /// except under `handoff = "inline"`, where every call is on the shard's thread. It may block, at the cost of
     /// the messages queued behind it (and, when run by the shard, of the shard's receiving).
     fn on_message(&mut self, msg: &MessageRef<'_>, delivery: &Delivery);

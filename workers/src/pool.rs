@@ -451,8 +451,9 @@ pub enum Inbox {
         rx: crossbeam_channel::Receiver<Parcel>,
         /// Where emptied parcels go.
         recycler: Recycler,
-        /// Where the worker sleeps when the queue is its own (`by_topic`): its producers then run the last
-        /// records of a burst on it instead of waking it ([`Desk`]). `None`: it sleeps on the queue.
+        /// Where the worker sleeps, its producers then running the last records of a burst on it instead of
+        /// waking it ([`Desk`]): with a queue of its own (`by_topic`) or one the workers share (`round_robin`,
+        /// where any sleeping worker of the queue may take the parcel). `None`: it sleeps on the queue.
         desk: Option<Arc<Desk>>,
     },
 }
