@@ -200,6 +200,7 @@ fn single_buffers(sndhwm: i32) -> usize {
         _ => SINGLE_BUFFERS,
     }
 }
+
 /// Size of each single-frame buffer: every generated message fits (a larger one gets a one-off buffer).
 const SINGLE_BUFFER_LEN: usize = 256;
 
@@ -365,11 +366,6 @@ impl Publisher {
     /// One-off batch buffers allocated so far because every pooled one was queued in libzmq.
     pub fn batch_buffers_allocated(&self) -> u64 {
         self.batch.as_ref().map_or(0, ShardBatch::allocated)
-    }
-
-    /// One-off single-frame buffers allocated so far because every recycled one was queued in libzmq.
-    pub fn single_buffers_allocated(&self) -> u64 {
-        self.counts.single_buffers_allocated
     }
 
     /// Data messages and bytes handed to libzmq so far.
@@ -780,7 +776,7 @@ mod tests {
         }
         let held = publisher.wait_settled(Duration::from_millis(50), None);
         assert!(held > 2 * SINGLE_BUFFERS as u64, "{held}");
-        assert_eq!(publisher.single_buffers_allocated(), 0);
+        assert_eq!(publisher.counts().single_buffers_allocated, 0);
         sub.set_rcvtimeo(5000).unwrap();
         for _ in 0..HWM {
             sub.recv_bytes(0).unwrap();
@@ -814,7 +810,7 @@ mod tests {
         // The kernel's buffers hold a few dozen frames at most: far more than the pool's 1,024 wait in libzmq.
         let held = publisher.wait_settled(Duration::from_millis(50), None);
         assert!(held > 2 * SINGLE_BUFFERS as u64 && held <= N, "{held}");
-        assert!(publisher.single_buffers_allocated() > 0);
+        assert!(publisher.counts().single_buffers_allocated > 0);
         sub.set_rcvtimeo(5000).unwrap();
         for k in 0..N {
             let frame = sub.recv_bytes(0).unwrap();

@@ -677,7 +677,7 @@ impl Replayer {
             .fold((0, 0), |(batches, singles), p| {
                 (
                     batches + p.batch_buffers_allocated(),
-                    singles + p.single_buffers_allocated(),
+                    singles + p.counts().single_buffers_allocated,
                 )
             })
     }
