@@ -62,9 +62,9 @@ type KeyHashBuild = RandomState;
 
 /// Places in the cache's front index: short keys' slots, found by two words and a multiply instead of `by_key`'s
 /// keyed SipHash and `memcmp`, which were 30 % of the engine's time per message (the engine bench, 1,000 topics
-/// of 15 bytes; 77-89 ns a message before it, 64-70 after). Its hash is not keyed, so topics crafted to share a
-/// place can push each other out of it: each of their messages then costs the `by_key` lookup it cost before,
-/// plus a probe and a write of one entry, never a scan.
+/// of 15 bytes; 76.5-102.8 ns a message before it, 63.5-71.8 after). Its hash is not keyed, so topics crafted to
+/// share a place can push each other out of it: each of their messages then costs the `by_key` lookup it cost
+/// before, plus a probe and a write of one entry, never a scan.
 const FRONT_ENTRIES: usize = 4096;
 
 /// Bytes a multipart value's part boundary is charged (its offset), so a value of many empty parts still costs.
