@@ -1211,14 +1211,15 @@ mod tests {
         p
     }
 
-    /// One worker at a desk, sleeping at once when its queue runs dry, waking only when rung (a 10 s poll).
-    fn desk_pool(
-        desk: &Arc<Desk>,
-    ) -> (
+    /// One worker at a desk, sleeping at once when its queue runs dry, waking only when rung (a 10 s poll);
+    /// returned once it sleeps there.
+    fn desk_pool() -> (
+        Arc<Desk>,
         WorkerPool<Threads, NoHook>,
         crossbeam_channel::Sender<Parcel>,
         Recycler,
     ) {
+        let desk = Arc::new(Desk::new());
         let (tx, rx) = crossbeam_channel::bounded::<Parcel>(4);
         let recycler = Recycler::new(8);
         let config = WorkerPoolConfig {
@@ -1230,7 +1231,7 @@ mod tests {
         let inbox = Inbox::Parcels {
             rx,
             recycler: recycler.clone(),
-            desk: Some(Arc::clone(desk)),
+            desk: Some(Arc::clone(&desk)),
         };
         let pool = WorkerPool::spawn(
             &zmq::Context::new(),
@@ -1240,7 +1241,10 @@ mod tests {
             |_| (Threads::default(), NoHook),
         )
         .unwrap();
-        (pool, tx, recycler)
+        wait_for("the worker to sleep", Duration::from_secs(5), || {
+            desk.is_asleep()
+        });
+        (desk, pool, tx, recycler)
     }
 
     /// The desk's promise: a producer runs a sleeping worker's parcel on its own thread, counted at once; it
@@ -1248,11 +1252,7 @@ mod tests {
     /// every record arrives once, in order.
     #[test]
     fn a_producer_runs_a_sleeping_workers_parcel_itself_but_never_ahead_of_a_queued_one() {
-        let desk = Arc::new(Desk::new());
-        let (pool, tx, recycler) = desk_pool(&desk);
-        wait_for("the worker to sleep", Duration::from_secs(5), || {
-            desk.is_asleep()
-        });
+        let (desk, pool, tx, recycler) = desk_pool();
         let here = parcel_of(&recycler, 1..=3);
         assert!(
             desk.try_run(&here, &tx),
@@ -1301,11 +1301,7 @@ mod tests {
     /// on, the pool's failure flag is set and the thread is reported panicked.
     #[test]
     fn a_worker_that_panics_on_a_record_run_by_its_producer_fails_its_own_thread() {
-        let desk = Arc::new(Desk::new());
-        let (pool, tx, recycler) = desk_pool(&desk);
-        wait_for("the worker to sleep", Duration::from_secs(5), || {
-            desk.is_asleep()
-        });
+        let (desk, pool, tx, recycler) = desk_pool();
         assert!(desk.try_run(&parcel_of(&recycler, 12..=13), &tx));
         wait_for("the pool to fail", Duration::from_secs(5), || {
             pool.shared.failed.load(Ordering::Acquire)
