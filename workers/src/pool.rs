@@ -16,9 +16,13 @@ use crate::parcel::{Item, Parcel, Recycler};
 use crate::record::{Meta, Record};
 use crate::{Delivery, Worker};
 
-/// `idle_spin`'s default, chosen by `bench latency --handoff ring` on a 2-core machine, quiet and with
-/// `--background-load 1` (the book's performance chapter has the figures).
-const DEFAULT_IDLE_SPIN: Duration = Duration::from_micros(200);
+/// `idle_spin`'s default: sleep at once. Chosen by `bench latency --handoff ring` on a 2-core machine, quiet and
+/// with `--background-load 1`, beside 200 µs of looking (the book's performance chapter has the figures): a worker
+/// that looks holds the core that libzmq's I/O thread and the shard need until the scheduler takes it off, which
+/// put the ring's p99 at 1.5-3.5 times raw where sleeping kept it near 1, and cost two ring workers 10-40 % of
+/// their throughput. Since the shard runs a sleeping worker's last records of a burst itself
+/// (`shard_runs_asleep`), sleeping no longer costs those records a wake-up.
+const DEFAULT_IDLE_SPIN: Duration = Duration::ZERO;
 /// The longest `idle_spin` honoured: past it a sleeping worker's wake-up is no longer the cost that matters.
 const MAX_IDLE_SPIN: Duration = Duration::from_millis(10);
 
@@ -41,9 +45,10 @@ pub struct WorkerPoolConfig {
     /// How often an idle worker checks for shutdown (clamped to 1 ms ..= 1 s).
     pub poll_interval: HumanDuration,
     /// How long a worker fed through a ring (`[subscriber] handoff = "ring"`) keeps looking for the next parcel
-    /// before it sleeps until woken (at most 10 ms; `0s` sleeps at once). While records arrive closer together
-    /// than this, and the worker has a core to itself, it never sleeps, so a record does not wait for a sleeping
-    /// thread to be woken; a worker taken off its core while it looks sleeps at once for the next 20 ms.
+    /// before it sleeps until woken (at most 10 ms; `0s`, the default, sleeps at once). While records arrive
+    /// closer together than this, and the worker has a core to itself, it never sleeps, so a record does not wait
+    /// for a sleeping thread to be woken; a worker taken off its core while it looks sleeps at once for the next
+    /// 20 ms. Worth setting only where every worker has a core no other busy thread wants.
     pub idle_spin: HumanDuration,
     /// Whether a shard that ends a burst runs its last records on their worker itself when that worker sleeps
     /// with nothing queued (ring hand-off), instead of waking it: no wake-up, and so no free core, stands
