@@ -1302,6 +1302,70 @@ mod tests {
         }
     }
 
+    /// With `idle_spin` set (it is off by default), a worker looks for its next parcel before it sleeps: it takes
+    /// every record once and in order, on its own thread, whether a parcel came while it looked or after, still
+    /// goes to sleep once nothing comes for the window, and ends when its producer is gone.
+    #[test]
+    fn a_worker_that_looks_before_it_sleeps_takes_every_record_once_in_order_then_sleeps() {
+        let desk = Arc::new(Desk::new());
+        let (tx, rx) = crossbeam_channel::bounded::<Parcel>(4);
+        let recycler = Recycler::new(8);
+        let config = WorkerPoolConfig {
+            count: Some(1),
+            idle_spin: HumanDuration(MAX_IDLE_SPIN),
+            poll_interval: HumanDuration(Duration::from_secs(10)),
+            ..WorkerPoolConfig::default()
+        };
+        let inbox = Inbox::Parcels {
+            rx,
+            recycler: recycler.clone(),
+            desk: Some(Arc::clone(&desk)),
+        };
+        let pool = WorkerPool::spawn(
+            &zmq::Context::new(),
+            vec![inbox],
+            &config,
+            Arc::default(),
+            |_| (Threads::default(), NoHook),
+        )
+        .unwrap();
+        // Past record 13, which `Threads` takes for poison.
+        let first = 100;
+        let mut next = first;
+        let mut send = |tx: &crossbeam_channel::Sender<Parcel>| {
+            tx.send(parcel_of(&recycler, next..=next + 2)).unwrap();
+            next += 3;
+            // As a shard does after a hand-off: a worker that is looking takes the parcel anyway, a sleeping one
+            // is woken for it.
+            desk.ring();
+            next - 1
+        };
+        let mut sent = 0;
+        for _ in 0..20 {
+            sent = send(&tx);
+        }
+        wait_for(
+            "the worker to take every parcel",
+            Duration::from_secs(5),
+            || pool.taken() == sent - first + 1,
+        );
+        wait_for(
+            "the worker to sleep once its look finds nothing",
+            Duration::from_secs(5),
+            || desk.is_asleep(),
+        );
+        sent = send(&tx);
+        drop(tx);
+        desk.ring();
+        let outcome = pool.join().unwrap().remove(0);
+        let records = sent - first + 1;
+        assert_eq!((outcome.taken, outcome.processed), (records, records));
+        let seqs: Vec<u64> = outcome.worker.0.iter().map(|(s, _)| *s).collect();
+        assert_eq!(seqs, (first..=sent).collect::<Vec<_>>());
+        let worker_thread = Some("tickbox-worker-0".to_owned());
+        assert!(outcome.worker.0.iter().all(|(_, t)| *t == worker_thread));
+    }
+
     /// A worker that panics on a record its producer ran fails as it would on its own thread: the producer goes
     /// on, the pool's failure flag is set and the thread is reported panicked.
     #[test]
