@@ -1224,12 +1224,24 @@ mod tests {
         crossbeam_channel::Sender<Parcel>,
         Recycler,
     ) {
+        desk_pool_looking(Duration::ZERO)
+    }
+
+    /// [`desk_pool`] whose worker looks for its next parcel for `idle_spin` before it sleeps.
+    fn desk_pool_looking(
+        idle_spin: Duration,
+    ) -> (
+        Arc<Desk>,
+        WorkerPool<Threads, NoHook>,
+        crossbeam_channel::Sender<Parcel>,
+        Recycler,
+    ) {
         let desk = Arc::new(Desk::new());
         let (tx, rx) = crossbeam_channel::bounded::<Parcel>(4);
         let recycler = Recycler::new(8);
         let config = WorkerPoolConfig {
             count: Some(1),
-            idle_spin: HumanDuration(Duration::ZERO),
+            idle_spin: HumanDuration(idle_spin),
             poll_interval: HumanDuration(Duration::from_secs(10)),
             ..WorkerPoolConfig::default()
         };
@@ -1307,28 +1319,7 @@ mod tests {
     /// goes to sleep once nothing comes for the window, and ends when its producer is gone.
     #[test]
     fn a_worker_that_looks_before_it_sleeps_takes_every_record_once_in_order_then_sleeps() {
-        let desk = Arc::new(Desk::new());
-        let (tx, rx) = crossbeam_channel::bounded::<Parcel>(4);
-        let recycler = Recycler::new(8);
-        let config = WorkerPoolConfig {
-            count: Some(1),
-            idle_spin: HumanDuration(MAX_IDLE_SPIN),
-            poll_interval: HumanDuration(Duration::from_secs(10)),
-            ..WorkerPoolConfig::default()
-        };
-        let inbox = Inbox::Parcels {
-            rx,
-            recycler: recycler.clone(),
-            desk: Some(Arc::clone(&desk)),
-        };
-        let pool = WorkerPool::spawn(
-            &zmq::Context::new(),
-            vec![inbox],
-            &config,
-            Arc::default(),
-            |_| (Threads::default(), NoHook),
-        )
-        .unwrap();
+        let (desk, pool, tx, recycler) = desk_pool_looking(MAX_IDLE_SPIN);
         // Past record 13, which `Threads` takes for poison.
         let first = 100;
         let mut next = first;
