@@ -763,11 +763,15 @@ impl Segment {
         }
     }
 
-    /// Whether the stored tail starts a checksummed record (or the journal is empty there).
+    /// Whether the stored tail can be trusted: it starts a checksummed record, or the journal is empty there, or
+    /// it is an archive segment's tail of 0. Every archive segment's records start at 0, so a first record there
+    /// that fails its checksum is damage to that record, which a reader reports and passes; taken for a damaged
+    /// tail, it made the rescan start the segment at the next intact run, and a reader lost the intact record
+    /// after the damaged one as well.
     fn tail_is_a_record(&self) -> bool {
         let tail = self.tail().load(Ordering::Acquire);
         let head = self.head().load(Ordering::Acquire);
-        if tail >= head {
+        if tail >= head || (self.info.mode == Mode::Archive && tail == 0) {
             return true;
         }
         match self.frame_at(tail) {

@@ -583,6 +583,88 @@ fn damaged_archive_segments_are_skipped_and_reported() {
     assert!(!seen.contains(&10));
 }
 
+/// Records of a sealed archive segment are checked several at a time: whichever place a damaged record holds
+/// among the records checked with it, and whether its neighbour is damaged too, exactly the damaged records are
+/// reported (each once, at its own offset) and every other record is read intact, up to the segment's last.
+#[test]
+fn damaged_records_of_a_sealed_segment_are_each_reported_whatever_their_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let pristine = dir.path().join("pristine");
+    let mut w = Writer::open(&pristine, &WriterOptions::archive(MIN_CAPACITY)).unwrap();
+    write_n(&mut w, 2_000);
+    drop(w);
+    let segments = tickbox_journal::list_segments(&pristine).unwrap();
+    assert!(segments.len() >= 2, "{segments:?}");
+    let in_first = read_all(&mut Reader::open(&segments[0].1).unwrap()).len() as u64;
+    let cases: Vec<Vec<u64>> = (1..=9)
+        .map(|k| vec![k])
+        .chain([
+            vec![2, 3],
+            vec![5, 6, 7, 8],
+            vec![in_first - 1],
+            vec![in_first],
+        ])
+        .collect();
+    for (n, damaged) in cases.into_iter().enumerate() {
+        let root = dir.path().join(format!("case{n}"));
+        std::fs::create_dir(&root).unwrap();
+        for (_, seg) in &segments {
+            std::fs::copy(seg, root.join(seg.file_name().unwrap())).unwrap();
+        }
+        let first = root.join(segments[0].1.file_name().unwrap());
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&first)
+            .unwrap();
+        let mut offsets = Vec::new();
+        let mut off = HEADER_SIZE;
+        for seq in 1..=in_first {
+            let mut len = [0u8; 4];
+            f.read_exact_at(&mut len, off).unwrap();
+            if damaged.contains(&seq) {
+                assert!(
+                    !payload_for(seq).is_empty(),
+                    "seq {seq} has a payload to damage"
+                );
+                let at = off + RECORD_HEADER_SIZE;
+                let mut b = [0u8; 1];
+                f.read_exact_at(&mut b, at).unwrap();
+                f.write_all_at(&[!b[0]], at).unwrap();
+                offsets.push(off);
+            }
+            off += (u32::from_le_bytes(len) as u64).div_ceil(8) * 8;
+        }
+        let mut r = Reader::open(&root).unwrap();
+        let (mut seen, mut reported) = (Vec::new(), Vec::new());
+        loop {
+            match r.next() {
+                Ok(Some(rec)) => {
+                    assert_eq!(rec.payload, &payload_for(rec.seq)[..], "seq {}", rec.seq);
+                    seen.push(rec.seq);
+                }
+                Ok(None) => break,
+                Err(JournalError::CorruptRecord { offset, .. }) => {
+                    let skipped = r.skip_damage().unwrap();
+                    reported.push((offset, skipped.first_missing, skipped.records));
+                }
+                Err(e) => panic!("damaged {damaged:?}: {e}"),
+            }
+        }
+        let expected: Vec<u64> = (1..=2_000).filter(|s| !damaged.contains(s)).collect();
+        assert_eq!(seen, expected, "damaged {damaged:?}, reported {reported:?}");
+        let mut want = Vec::new();
+        for (seq, off) in damaged.iter().zip(&offsets) {
+            // Adjacent damaged records are one damaged range, passed over at once.
+            match want.last_mut() {
+                Some((_, Some(first), records)) if *first + *records == *seq => *records += 1,
+                _ => want.push((*off, Some(*seq), 1)),
+            }
+        }
+        assert_eq!(reported, want, "damaged {damaged:?}");
+    }
+}
+
 #[test]
 fn bad_and_truncated_files_are_rejected_clearly() {
     let dir = tempfile::tempdir().unwrap();
