@@ -468,6 +468,7 @@ fn throughput_run(
     let joined = crate::raw::join_all(publishers, "bench-feed");
     let report = subscriber.shutdown().map_err(sub_err)?;
     joined?;
+    let elapsed = elapsed?;
     let messages: u64 = report
         .workers
         .iter()

@@ -258,10 +258,17 @@ pub fn records_per_batch(size: usize) -> usize {
     n
 }
 
-/// Phases a throughput run's threads follow; the coordinator moves them along.
+/// Phases a throughput run's threads follow. The coordinator moves them along, except to `PHASE_FLOWING`, which the
+/// first receiver to take a message sets during the warm-up: the measured window opens only once messages flow,
+/// so a subscriber that joins late on a loaded machine delays the window instead of leaving it empty (a tuning
+/// sweep once ranked a point on a throughput of 0 for that).
 pub(crate) const PHASE_WARMUP: u8 = 0;
-pub(crate) const PHASE_MEASURE: u8 = 1;
-pub(crate) const PHASE_STOP: u8 = 2;
+pub(crate) const PHASE_FLOWING: u8 = 1;
+pub(crate) const PHASE_MEASURE: u8 = 2;
+pub(crate) const PHASE_STOP: u8 = 3;
+
+/// How long a run waits past its warm-up for the first message before it gives up on the path.
+const FLOW_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Counts messages a receiver got during the measured phase. The hot loop only bumps a local counter and reads
 /// the phase (a relaxed load); the counter is published at phase changes.
@@ -286,6 +293,16 @@ impl PhaseCounter {
         if !self.observe(phase) {
             return false;
         }
+        if self.phase == PHASE_WARMUP {
+            // This receiver's first message; once one has come, the coordinator may open the measured window.
+            let _ = phase.compare_exchange(
+                PHASE_WARMUP,
+                PHASE_FLOWING,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            );
+            self.phase = PHASE_FLOWING;
+        }
         self.count += n;
         true
     }
@@ -295,7 +312,7 @@ impl PhaseCounter {
     pub(crate) fn observe(&mut self, phase: &AtomicU8) -> bool {
         let now = phase.load(Ordering::Relaxed);
         if now != self.phase {
-            if self.phase == PHASE_WARMUP && now >= PHASE_MEASURE {
+            if self.phase < PHASE_MEASURE && now >= PHASE_MEASURE {
                 self.at_start = self.count;
             }
             self.phase = now;
@@ -309,13 +326,34 @@ impl PhaseCounter {
 }
 
 /// Drives the phases: warm-up, measure, stop. Returns the measured wall time.
-pub(crate) fn run_phases(phase: &AtomicU8, warmup: Duration, duration: Duration) -> Duration {
+pub(crate) fn run_phases(
+    phase: &AtomicU8,
+    warmup: Duration,
+    duration: Duration,
+) -> Result<Duration, BenchError> {
+    run_phases_within(phase, warmup, duration, FLOW_TIMEOUT)
+}
+
+fn run_phases_within(
+    phase: &AtomicU8,
+    warmup: Duration,
+    duration: Duration,
+    flow_timeout: Duration,
+) -> Result<Duration, BenchError> {
     thread::sleep(warmup);
+    let deadline = Instant::now() + flow_timeout;
+    while phase.load(Ordering::Relaxed) == PHASE_WARMUP {
+        if Instant::now() >= deadline {
+            phase.store(PHASE_STOP, Ordering::Relaxed);
+            return Err(BenchError::NotConnected(warmup + flow_timeout));
+        }
+        thread::sleep(Duration::from_millis(1));
+    }
     let start = Instant::now();
     phase.store(PHASE_MEASURE, Ordering::Relaxed);
     thread::sleep(duration);
     phase.store(PHASE_STOP, Ordering::Relaxed);
-    start.elapsed()
+    Ok(start.elapsed())
 }
 
 /// Flat-out raw throughput: `shards` independent sender→receiver pairs, each a thread per end, one message per
@@ -386,6 +424,7 @@ fn raw_throughput_packed(
     }
     let elapsed = run_phases(&phase, config.warmup, config.duration);
     join_all(handles, "raw throughput")?;
+    let elapsed = elapsed?;
     let messages = total.load(Ordering::Acquire);
     Ok(throughput_result(
         pattern.system(),
@@ -551,6 +590,51 @@ pub(crate) fn join_all(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_receiver_that_joins_after_the_warm_up_still_gets_a_measured_window() {
+        let phase = Arc::new(AtomicU8::new(PHASE_WARMUP));
+        let p = Arc::clone(&phase);
+        let receiver = thread::spawn(move || {
+            // Its first message comes after the warm-up and the window it would have had, as a subscriber joining late
+            // on a loaded machine sees it.
+            thread::sleep(Duration::from_millis(150));
+            let mut counter = PhaseCounter::new();
+            while counter.tick(1, &p) {
+                thread::sleep(Duration::from_micros(200));
+            }
+            counter.measured()
+        });
+        let window = Duration::from_millis(100);
+        let elapsed = run_phases_within(
+            &phase,
+            Duration::from_millis(10),
+            window,
+            Duration::from_secs(10),
+        )
+        .unwrap();
+        let measured = receiver.join().unwrap();
+        assert!(measured > 0, "the window opened before anything flowed");
+        assert!(elapsed >= window);
+    }
+
+    #[test]
+    fn a_path_nothing_crosses_is_an_error_not_a_rate_of_zero() {
+        let phase = AtomicU8::new(PHASE_WARMUP);
+        let err = run_phases_within(
+            &phase,
+            Duration::from_millis(5),
+            Duration::from_millis(5),
+            Duration::from_millis(50),
+        )
+        .unwrap_err();
+        assert!(matches!(err, BenchError::NotConnected(_)), "{err}");
+        assert_eq!(
+            phase.load(Ordering::Relaxed),
+            PHASE_STOP,
+            "the threads are told to stop"
+        );
+    }
     use crate::pace::Stall;
 
     fn quick(transport: Transport, rate: u64) -> LatencyConfig {
