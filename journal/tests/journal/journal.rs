@@ -25,6 +25,41 @@ fn write_n(w: &mut Writer, n: u64) {
     }
 }
 
+/// File offsets of the first `n` records of a ring or archive segment file, found by walking their lengths.
+fn record_offsets(path: &Path, n: u64) -> Vec<u64> {
+    let f = std::fs::File::open(path).unwrap();
+    let mut off = HEADER_SIZE;
+    (0..n)
+        .map(|_| {
+            let at = off;
+            let mut len = [0u8; 4];
+            f.read_exact_at(&mut len, at).unwrap();
+            off += (u32::from_le_bytes(len) as u64).div_ceil(8) * 8;
+            at
+        })
+        .collect()
+}
+
+/// Reads everything, passing damage: the records read (each checked against its generator), and for each damaged
+/// range the offset `next` reported and what `skip_damage` then passed.
+fn read_passing_damage(r: &mut Reader) -> (Vec<u64>, Vec<(u64, tickbox_journal::Skipped)>) {
+    let (mut seen, mut passed) = (Vec::new(), Vec::new());
+    loop {
+        match r.next() {
+            Ok(Some(rec)) => {
+                assert_eq!(rec.payload, &payload_for(rec.seq)[..], "seq {}", rec.seq);
+                seen.push(rec.seq);
+            }
+            Ok(None) => break,
+            Err(JournalError::CorruptRecord { offset, .. }) => {
+                passed.push((offset, r.skip_damage().unwrap()));
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+    (seen, passed)
+}
+
 /// Reads everything available, checking each record against its generator.
 fn read_all(r: &mut Reader) -> Vec<u64> {
     let mut seqs = Vec::new();
@@ -457,18 +492,12 @@ fn flipped_byte_is_found_by_verify_and_reader() {
     write_n(&mut w, 50);
     drop(w);
     assert_eq!(summarize(&path, true).unwrap().corruption, None);
-    // Find record 20's frame offset by walking the lengths.
+    let off = record_offsets(&path, 20)[19];
     let f = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
         .open(&path)
         .unwrap();
-    let mut off = HEADER_SIZE;
-    for _ in 1..20 {
-        let mut len = [0u8; 4];
-        f.read_exact_at(&mut len, off).unwrap();
-        off += (u32::from_le_bytes(len) as u64).div_ceil(8) * 8;
-    }
     let target = off + 24 + 3; // a payload byte of record 20 (payload_for(20) is 140 bytes)
     let mut b = [0u8; 1];
     f.read_exact_at(&mut b, target).unwrap();
@@ -530,20 +559,8 @@ fn damaged_archive_segments_are_skipped_and_reported() {
     f.write_all_at(&[0u8; 64], 0).unwrap();
     // A payload byte of record 10 in the first segment.
     let first = &segments[0].1;
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(first)
-        .unwrap();
-    let mut off = HEADER_SIZE;
-    for _ in 1..10 {
-        let mut len = [0u8; 4];
-        f.read_exact_at(&mut len, off).unwrap();
-        off += (u32::from_le_bytes(len) as u64).div_ceil(8) * 8;
-    }
-    let mut b = [0u8; 1];
-    f.read_exact_at(&mut b, off + 30).unwrap();
-    f.write_all_at(&[!b[0]], off + 30).unwrap();
+    let off = record_offsets(first, 10)[9];
+    tickbox_testkit::damage::invert_byte(first, off + 30);
     let s = summarize(&root, true).unwrap();
     assert_eq!(s.damaged.len(), 2, "{:?}", s.damaged);
     assert_eq!((&s.damaged[0].path, s.damaged[0].offset), (first, off));
@@ -553,20 +570,8 @@ fn damaged_archive_segments_are_skipped_and_reported() {
         "{}",
         s.damaged[1].reason
     );
-    let mut r = Reader::open(&root).unwrap();
-    let mut seen = Vec::new();
-    let mut passed = Vec::new();
-    loop {
-        match r.next() {
-            Ok(Some(rec)) => {
-                assert_eq!(rec.payload, &payload_for(rec.seq)[..], "seq {}", rec.seq);
-                seen.push(rec.seq);
-            }
-            Ok(None) => break,
-            Err(JournalError::CorruptRecord { .. }) => passed.push(r.skip_damage().unwrap()),
-            Err(e) => panic!("{e}"),
-        }
-    }
+    let (seen, passed) = read_passing_damage(&mut Reader::open(&root).unwrap());
+    let passed: Vec<_> = passed.into_iter().map(|(_, skipped)| skipped).collect();
     assert_eq!(passed.len(), 2, "{passed:?}");
     assert_eq!(
         (passed[0].first_missing, passed[0].resumed_at),
@@ -612,45 +617,22 @@ fn damaged_records_of_a_sealed_segment_are_each_reported_whatever_their_place() 
             std::fs::copy(seg, root.join(seg.file_name().unwrap())).unwrap();
         }
         let first = root.join(segments[0].1.file_name().unwrap());
-        let f = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(&first)
-            .unwrap();
+        let all = record_offsets(&first, in_first);
         let mut offsets = Vec::new();
-        let mut off = HEADER_SIZE;
-        for seq in 1..=in_first {
-            let mut len = [0u8; 4];
-            f.read_exact_at(&mut len, off).unwrap();
-            if damaged.contains(&seq) {
-                assert!(
-                    !payload_for(seq).is_empty(),
-                    "seq {seq} has a payload to damage"
-                );
-                let at = off + RECORD_HEADER_SIZE;
-                let mut b = [0u8; 1];
-                f.read_exact_at(&mut b, at).unwrap();
-                f.write_all_at(&[!b[0]], at).unwrap();
-                offsets.push(off);
-            }
-            off += (u32::from_le_bytes(len) as u64).div_ceil(8) * 8;
+        for &seq in &damaged {
+            assert!(
+                !payload_for(seq).is_empty(),
+                "seq {seq} has a payload to damage"
+            );
+            let off = all[seq as usize - 1];
+            tickbox_testkit::damage::invert_byte(&first, off + RECORD_HEADER_SIZE);
+            offsets.push(off);
         }
-        let mut r = Reader::open(&root).unwrap();
-        let (mut seen, mut reported) = (Vec::new(), Vec::new());
-        loop {
-            match r.next() {
-                Ok(Some(rec)) => {
-                    assert_eq!(rec.payload, &payload_for(rec.seq)[..], "seq {}", rec.seq);
-                    seen.push(rec.seq);
-                }
-                Ok(None) => break,
-                Err(JournalError::CorruptRecord { offset, .. }) => {
-                    let skipped = r.skip_damage().unwrap();
-                    reported.push((offset, skipped.first_missing, skipped.records));
-                }
-                Err(e) => panic!("damaged {damaged:?}: {e}"),
-            }
-        }
+        let (seen, passed) = read_passing_damage(&mut Reader::open(&root).unwrap());
+        let reported: Vec<_> = passed
+            .iter()
+            .map(|(offset, skipped)| (*offset, skipped.first_missing, skipped.records))
+            .collect();
         let expected: Vec<u64> = (1..=2_000).filter(|s| !damaged.contains(s)).collect();
         assert_eq!(seen, expected, "damaged {damaged:?}, reported {reported:?}");
         let mut want = Vec::new();
