@@ -25,6 +25,21 @@ fn write_n(w: &mut Writer, n: u64) {
     }
 }
 
+/// An archive of `n` generated records in segments of the smallest capacity, at `dir/name`: its path and its
+/// segments.
+fn small_archive(
+    dir: &Path,
+    name: &str,
+    n: u64,
+) -> (std::path::PathBuf, Vec<(u64, std::path::PathBuf)>) {
+    let root = dir.join(name);
+    let mut w = Writer::open(&root, &WriterOptions::archive(MIN_CAPACITY)).unwrap();
+    write_n(&mut w, n);
+    drop(w);
+    let segments = tickbox_journal::list_segments(&root).unwrap();
+    (root, segments)
+}
+
 /// File offsets of the first `n` records of a ring or archive segment file, found by walking their lengths.
 fn record_offsets(path: &Path, n: u64) -> Vec<u64> {
     let f = std::fs::File::open(path).unwrap();
@@ -545,11 +560,7 @@ fn flipped_byte_is_found_by_verify_and_reader() {
 #[test]
 fn damaged_archive_segments_are_skipped_and_reported() {
     let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("arch");
-    let mut w = Writer::open(&root, &WriterOptions::archive(MIN_CAPACITY)).unwrap();
-    write_n(&mut w, 2_000);
-    drop(w);
-    let segments = tickbox_journal::list_segments(&root).unwrap();
+    let (root, segments) = small_archive(dir.path(), "arch", 2_000);
     assert!(segments.len() >= 3, "{segments:?}");
     let middle = &segments[1].1;
     let f = std::fs::OpenOptions::new()
@@ -594,11 +605,7 @@ fn damaged_archive_segments_are_skipped_and_reported() {
 #[test]
 fn damaged_records_of_a_sealed_segment_are_each_reported_whatever_their_place() {
     let dir = tempfile::tempdir().unwrap();
-    let pristine = dir.path().join("pristine");
-    let mut w = Writer::open(&pristine, &WriterOptions::archive(MIN_CAPACITY)).unwrap();
-    write_n(&mut w, 2_000);
-    drop(w);
-    let segments = tickbox_journal::list_segments(&pristine).unwrap();
+    let (_, segments) = small_archive(dir.path(), "pristine", 2_000);
     assert!(segments.len() >= 2, "{segments:?}");
     let in_first = read_all(&mut Reader::open(&segments[0].1).unwrap()).len() as u64;
     let cases: Vec<Vec<u64>> = (1..=9)
