@@ -590,6 +590,7 @@ pub(crate) fn join_all(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pace::Stall;
 
     #[test]
     fn a_receiver_that_joins_after_the_warm_up_still_gets_a_measured_window() {
@@ -635,7 +636,6 @@ mod tests {
             "the threads are told to stop"
         );
     }
-    use crate::pace::Stall;
 
     fn quick(transport: Transport, rate: u64) -> LatencyConfig {
         LatencyConfig {
