@@ -300,6 +300,11 @@ pub(crate) struct Ring {
     /// Per queue, the desks of the workers that take from it: one (`by_topic`), all (`round_robin`'s one queue),
     /// or none (the workers sleep on their queues).
     desks: Vec<Vec<Arc<Desk>>>,
+    /// Where the next look for a sleeping worker starts among a queue's desks. `round_robin`'s workers share one
+    /// queue: looked at from the first each time, the first worker asleep took every burst's end and every
+    /// wake-up, and on a machine busy enough that all of them slept between bursts one worker took everything.
+    /// Turn about instead.
+    next_desk: usize,
     /// Records a parcel holds before it is handed over.
     parcel_records: usize,
 }
@@ -323,8 +328,16 @@ impl Ring {
             recycler,
             pending,
             desks,
+            next_desk: 0,
             parcel_records: parcel_records.max(1),
         }
+    }
+
+    /// Whether `act` holds for one of `desks`, tried in turn from [`Ring::next_desk`], which moves on a place.
+    fn any_desk(next_desk: &mut usize, desks: &[Arc<Desk>], act: impl Fn(&Desk) -> bool) -> bool {
+        let start = *next_desk;
+        *next_desk = next_desk.wrapping_add(1);
+        (0..desks.len()).any(|i| act(&desks[start.wrapping_add(i) % desks.len()]))
     }
 
     #[inline]
@@ -374,7 +387,9 @@ impl Ring {
             return false;
         };
         let (parcel, queue) = (&self.pending[target], &self.senders[target]);
-        if !desks.iter().any(|desk| desk.try_run(parcel, queue)) {
+        if !Self::any_desk(&mut self.next_desk, desks, |desk| {
+            desk.try_run(parcel, queue)
+        }) {
             return false;
         }
         self.pending[target].clear();
@@ -408,7 +423,7 @@ impl Ring {
             halt.gave_up();
         } else if let Some(desks) = self.desks.get(target) {
             // One parcel: one sleeping worker to wake.
-            let _ = desks.iter().any(|desk| desk.ring());
+            let _ = Self::any_desk(&mut self.next_desk, desks, Desk::ring);
         }
         handed
     }

@@ -175,4 +175,9 @@ fn round_robin_delivers_everything_once_and_spreads_symbols() {
         }
     }
     assert!(owners.values().any(|ws| ws.len() > 1));
+    // And every worker takes a share, even where all of them sleep between bursts (the shard runs a burst's end
+    // on a sleeping worker, a different one each time).
+    for w in &report.workers {
+        assert!(w.processed > 0, "worker {} took nothing", w.index);
+    }
 }
