@@ -364,13 +364,24 @@ impl HistoryReader {
         // A later journal is only made once every record of this one is committed: looked at before reading,
         // an end of this one found after that is its real end.
         let later = self.index + 1 < self.journals.len();
-        if !later {
-            // The last (or only) journal's answer is the history's, returned as it comes: matched and moved on
-            // below, the record was copied out of the slot the journal reader had just stored it into, and that
-            // copy's loads waited for the stores (a tenth of `replay --local`'s time). Earlier journals go below,
-            // where an end means the next journal.
+        // The journal's answer is the history's, returned as it comes, in the last (or only) journal and wherever
+        // an earlier one certainly holds more: matched and moved on below, the record was copied out of the slot
+        // the journal reader had just stored it into, and that copy's loads waited for the stores (a tenth of
+        // `replay --local`'s time). An earlier journal is closed (a later one is only made once all its records
+        // are committed), so below the end of the part being read it answers a record or an error, never "caught
+        // up". At that end, the match below goes on to the next part or journal.
+        let holds_more = || {
+            self.reader
+                .position_seq()
+                .is_some_and(|at| at < self.reader.end_seq())
+        };
+        if !later || holds_more() {
             let next = self.reader.next();
             self.at_end = matches!(next, Ok(None));
+            debug_assert!(
+                !(later && self.at_end),
+                "an earlier journal caught up short of its end"
+            );
             return next;
         }
         match self.reader.next() {
