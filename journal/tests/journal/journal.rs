@@ -508,15 +508,8 @@ fn flipped_byte_is_found_by_verify_and_reader() {
     drop(w);
     assert_eq!(summarize(&path, true).unwrap().corruption, None);
     let off = record_offsets(&path, 20)[19];
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(&path)
-        .unwrap();
-    let target = off + 24 + 3; // a payload byte of record 20 (payload_for(20) is 140 bytes)
-    let mut b = [0u8; 1];
-    f.read_exact_at(&mut b, target).unwrap();
-    f.write_all_at(&[b[0] ^ 0x10], target).unwrap();
+    // Bit 4 of a payload byte of record 20 (payload_for(20) is 140 bytes).
+    tickbox_testkit::damage::flip_bit(&path, off + 24 + 3, 4);
     let s = summarize(&path, true).unwrap();
     let c = s.corruption.expect("corruption reported");
     assert_eq!((c.offset, c.seq), (off, Some(20)));
