@@ -88,7 +88,9 @@ impl LocalSink<'_, '_> {
         let going = if is_batch(frame) {
             self.core.on_bytes(frame, received_ns)
         } else {
-            match Record::decode(frame) {
+            // Matched where it lies rather than moved out (see `ShardCore::admit` on copying a header just
+            // written field by field).
+            match &Record::decode(frame) {
                 Ok(rec) => {
                     let header = rec.header();
                     if header.kind == Kind::Heartbeat {
@@ -100,7 +102,7 @@ impl LocalSink<'_, '_> {
                         None => (origin, origin),
                         Some((lo, hi)) => (lo.min(origin), hi.max(origin)),
                     });
-                    self.core.on_decoded(&rec, received_ns)
+                    self.core.on_decoded(rec, received_ns)
                 }
                 // The shard counts it.
                 Err(_) => self.core.on_bytes(frame, received_ns),
