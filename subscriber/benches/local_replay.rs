@@ -1,11 +1,17 @@
-//! Records per second of a local replay (`tickbox_subscriber::replay_local`) into one worker that touches every
-//! record (its sequence and the last byte of its payload), and into two: the shard logic (decode, snail, sequence
-//! accounting, per-symbol dispatch) and the ring hand-off, without sockets. Frames come from memory, as a journal's
-//! mapping would lend them.
+//! Records per second of a local replay (`tickbox_subscriber::replay_local`) into 1 worker and into 4, alternating
+//! within each round: the shard logic (decode, snail, sequence accounting, per-symbol dispatch) and the ring
+//! hand-off, without sockets. Frames come from memory, as a journal's mapping would lend them.
 //!
-//! `cargo bench -p tickbox-subscriber --bench local_replay` prints five rounds of each, then the medians, with the
-//! CPU time the process spent per record (all threads together) and the shard thread's alone: on a shared machine
-//! those are the stable figures, and the shard thread's bounds the rate when it has a core of its own.
+//! Two kinds of worker: one that only touches each record (its sequence and the last byte of its payload), where
+//! the one shard thread sets the pace whatever the workers; and one that also does a set amount of work per record
+//! (`WORK_ROUNDS` dependent multiply steps, the same instructions on any machine, as a book builder or a strategy
+//! spends CPU per record), which is what more workers are for. With that work, 4 workers can go faster than 1 as
+//! long as cores are free: on 2 cores, at most 2 (shard + work) ÷ (shard + work ÷ 1) with the shard on one core.
+//!
+//! `cargo bench -p tickbox-subscriber --bench local_replay` prints five rounds of each, then the medians and the
+//! 4 ÷ 1 ratio of each round, with the CPU time the process spent per record (all threads together) and the shard
+//! thread's alone: on a shared machine those are the stable figures, and the shard thread's bounds the rate when it
+//! has a core of its own.
 
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
@@ -17,9 +23,12 @@ use tickbox_workers::{Delivery, Record, Worker, WorkerPoolConfig};
 const RECORDS: u64 = 4_000_000;
 const SYMBOLS: u64 = 2_000;
 
-/// Touches each record: reads its header and its payload's last byte.
-#[derive(Default)]
-struct Touch(u64);
+/// Rounds of work per record for the busy worker: about 200 ns on the 2-core development machine.
+const WORK_ROUNDS: u32 = 128;
+
+/// Touches each record: reads its header and its payload's last byte, then does `.1` dependent multiply steps
+/// seeded from them (none for the worker that only touches).
+struct Touch(u64, u32);
 
 impl Worker for Touch {
     fn on_message(&mut self, msg: &tickbox_wire::MessageRef<'_>, _d: &Delivery) {
@@ -33,7 +42,11 @@ impl Worker for Touch {
         _d: &Delivery,
     ) -> Result<(), tickbox_wire::DecodeError> {
         let last = rec.payload_bytes().last().copied().unwrap_or(0);
-        self.0 = self.0.wrapping_add(rec.header().sequence ^ u64::from(last));
+        let mut x = rec.header().sequence ^ u64::from(last);
+        for _ in 0..self.1 {
+            x = (x ^ (x >> 29)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        }
+        self.0 = self.0.wrapping_add(x);
         Ok(())
     }
 }
@@ -113,7 +126,12 @@ fn cpu_clock(clock: libc::clockid_t) -> f64 {
     ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
 }
 
-fn round(ctx: &zmq::Context, frames: &Frames, workers: usize) -> (f64, f64, f64, f64) {
+fn round(
+    ctx: &zmq::Context,
+    frames: &Frames,
+    workers: usize,
+    work_rounds: u32,
+) -> (f64, f64, f64, f64) {
     let cpu0 = cpu_seconds();
     let shard0 = thread_cpu_seconds();
     let stop = AtomicBool::new(false);
@@ -125,7 +143,7 @@ fn round(ctx: &zmq::Context, frames: &Frames, workers: usize) -> (f64, f64, f64,
         ctx,
         &SubscriberConfig::default(),
         &pool,
-        |_| Touch::default(),
+        |_| Touch(0, work_rounds),
         &stop,
         |sink| {
             let t0 = 1_700_000_000_000_000_000u64;
@@ -148,30 +166,59 @@ fn round(ctx: &zmq::Context, frames: &Frames, workers: usize) -> (f64, f64, f64,
     )
 }
 
+/// The median, the least and the greatest.
+fn spread(mut values: Vec<f64>) -> (f64, f64, f64) {
+    values.sort_by(f64::total_cmp);
+    (
+        values[values.len() / 2],
+        values[0],
+        values[values.len() - 1],
+    )
+}
+
 fn main() {
     let frames = frames();
     let ctx = zmq::Context::new();
-    for workers in [1, 2] {
-        let mut rates = Vec::new();
-        let mut shards = Vec::new();
+    for (kind, work_rounds) in [("touch", 0), ("busy", WORK_ROUNDS)] {
+        let mut rates = [Vec::new(), Vec::new()];
+        let mut shards = [Vec::new(), Vec::new()];
+        let mut ratios = Vec::new();
         for r in 0..5 {
-            let (rate, multiple, cpu, shard) = round(&ctx, &frames, workers);
-            println!(
-                "workers {workers} round {r}: {:>12.0} records/s  ({multiple:.0}x real time)  CPU {cpu:.1} ns/record \
-                 (all threads), shard thread {shard:.1} ns/record (bound with its own core: {:.1} M records/s)",
-                rate,
-                1e3 / shard.max(1e-3)
-            );
-            rates.push(rate);
-            shards.push(shard);
-            std::thread::sleep(Duration::from_millis(100));
+            let mut this_round = [0.0; 2];
+            for (i, workers) in [1, 4].into_iter().enumerate() {
+                let (rate, multiple, cpu, shard) = round(&ctx, &frames, workers, work_rounds);
+                println!(
+                    "{kind} workers {workers} round {r}: {:>12.0} records/s  ({multiple:.0}x real time)  CPU {cpu:.1} \
+                     ns/record (all threads), shard thread {shard:.1} ns/record (bound with its own core: {:.1} M \
+                     records/s)",
+                    rate,
+                    1e3 / shard.max(1e-3)
+                );
+                this_round[i] = rate;
+                rates[i].push(rate);
+                shards[i].push(shard);
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            ratios.push(this_round[1] / this_round[0]);
         }
-        rates.sort_by(f64::total_cmp);
-        shards.sort_by(f64::total_cmp);
+        for (i, workers) in [1, 4].into_iter().enumerate() {
+            let (rate, lo, hi) = spread(rates[i].clone());
+            let (shard, shard_lo, shard_hi) = spread(shards[i].clone());
+            println!(
+                "{kind} workers {workers}: median {rate:.0} records/s, range {lo:.0} .. {hi:.0}; shard thread median \
+                 {shard:.1} ns/record, range {shard_lo:.1} .. {shard_hi:.1}"
+            );
+        }
+        let mut sorted = ratios.clone();
+        sorted.sort_by(f64::total_cmp);
         println!(
-            "workers {workers}: median {:.0} records/s, range {:.0} .. {:.0}; shard thread median {:.1} ns/record, \
-             range {:.1} .. {:.1}",
-            rates[2], rates[0], rates[4], shards[2], shards[0], shards[4]
+            "{kind} 4 workers / 1 worker, same round: {} (median {:.2})",
+            sorted
+                .iter()
+                .map(|r| format!("{r:.2}"))
+                .collect::<Vec<_>>()
+                .join(" "),
+            sorted[sorted.len() / 2]
         );
     }
 }
