@@ -161,19 +161,27 @@ impl RunHere {
         self.paused_until.is_none_or(|until| now >= until)
     }
 
-    /// A run that started at `started` ended at `now`.
-    pub(crate) fn ran(&mut self, started: Instant, now: Instant) {
+    /// A run that started at `started` ended at `now`; returns whether it earned a pause.
+    pub(crate) fn ran(&mut self, started: Instant, now: Instant) -> bool {
         if now.saturating_duration_since(started) <= RUN_HERE_BUDGET {
             self.paused_until = None;
             self.pause = RUN_HERE_FIRST_PAUSE;
-            return;
+            return false;
         }
         if self.paused_until.is_some() {
             // Over budget again after a pause: the worker is still slow.
             self.pause = (self.pause * 2).min(RUN_HERE_MAX_PAUSE);
         }
         self.paused_until = Some(now + self.pause);
+        true
     }
+}
+
+/// What a shard's ring ran on sleeping workers itself: records, and the pauses after runs over budget.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct RunCounts {
+    pub(crate) records: u64,
+    pub(crate) pauses: u64,
 }
 
 /// What a waiting hand-off watches: it gives up once a worker has panicked (its queue may never drain again) or
@@ -266,6 +274,14 @@ impl Outlet {
         }
     }
 
+    /// What the shard ran on sleeping workers itself so far (a ring's; nothing for the others).
+    pub(crate) fn run_counts(&self) -> RunCounts {
+        match self {
+            Outlet::Ring(ring) => ring.run_counts,
+            Outlet::Zmq(_) | Outlet::Inline(_) => RunCounts::default(),
+        }
+    }
+
     /// Whether the one queue is the shard's own worker.
     pub(crate) fn is_inline(&self) -> bool {
         matches!(self, Outlet::Inline(_))
@@ -354,6 +370,8 @@ pub(crate) struct Ring {
     desks: Vec<Vec<Arc<Desk>>>,
     /// Per queue, whether the shard may run its records on a sleeping worker now.
     run_here: Vec<RunHere>,
+    /// Records run on sleeping workers here, and the pauses in that (see [`RunHere`]).
+    run_counts: RunCounts,
     /// Where the next look for a sleeping worker starts among a queue's desks. `round_robin`'s workers share one
     /// queue: looked at from the first each time, the first worker asleep took every burst's end and every
     /// wake-up, and on a machine busy enough that all of them slept between bursts one worker took everything.
@@ -379,6 +397,7 @@ impl Ring {
         let pending = senders.iter().map(|_| recycler.take()).collect();
         Ring {
             run_here: vec![RunHere::new(); senders.len()],
+            run_counts: RunCounts::default(),
             senders,
             recycler,
             pending,
@@ -456,7 +475,10 @@ impl Ring {
         }) {
             return false;
         }
-        self.run_here[target].ran(started, Instant::now());
+        self.run_counts.records += self.pending[target].len() as u64;
+        if self.run_here[target].ran(started, Instant::now()) {
+            self.run_counts.pauses += 1;
+        }
         self.pending[target].clear();
         true
     }
@@ -784,32 +806,32 @@ mod tests {
         let mut run_here = RunHere::new();
         assert!(run_here.allowed(t0));
         // Quick runs never pause.
-        run_here.ran(t0, t0 + RUN_HERE_BUDGET);
+        assert!(!run_here.ran(t0, t0 + RUN_HERE_BUDGET));
         assert!(run_here.allowed(t0 + RUN_HERE_BUDGET));
         // A run of 5 ms: 10 ms without runs from its end.
-        run_here.ran(ms(0), ms(5));
+        assert!(run_here.ran(ms(0), ms(5)));
         assert!(!run_here.allowed(ms(6)));
         assert!(!run_here.allowed(ms(14)));
         assert!(run_here.allowed(ms(15)));
         // Still slow after the pause: 20 ms, then 40 ms.
-        run_here.ran(ms(15), ms(20));
+        assert!(run_here.ran(ms(15), ms(20)));
         assert!(!run_here.allowed(ms(39)));
         assert!(run_here.allowed(ms(40)));
-        run_here.ran(ms(40), ms(45));
+        assert!(run_here.ran(ms(40), ms(45)));
         assert!(!run_here.allowed(ms(84)));
         assert!(run_here.allowed(ms(85)));
         // The pause stops doubling at its cap.
         let mut at = 85;
         for _ in 0..12 {
-            run_here.ran(ms(at), ms(at + 5));
+            assert!(run_here.ran(ms(at), ms(at + 5)));
             at += 5 + RUN_HERE_MAX_PAUSE.as_millis() as u64;
         }
         assert!(!run_here.allowed(ms(at - 1)));
         assert!(run_here.allowed(ms(at)));
         // A quick run ends the pauses: the next slow one pauses 10 ms again.
-        run_here.ran(ms(at), ms(at));
+        assert!(!run_here.ran(ms(at), ms(at)));
         assert!(run_here.allowed(ms(at)));
-        run_here.ran(ms(at), ms(at + 5));
+        assert!(run_here.ran(ms(at), ms(at + 5)));
         assert!(!run_here.allowed(ms(at + 14)));
         assert!(run_here.allowed(ms(at + 15)));
     }

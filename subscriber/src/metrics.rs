@@ -71,7 +71,7 @@ impl SubscriberMetrics {
 }
 
 /// `(name, help, value)` of the per-shard counters, the `shards[]` fields of `subscribe --json`.
-fn shard_counters(s: &ShardSnapshot) -> [(&'static str, &'static str, u64); 15] {
+fn shard_counters(s: &ShardSnapshot) -> [(&'static str, &'static str, u64); 17] {
     [
         (
             "tickbox_received",
@@ -113,6 +113,16 @@ fn shard_counters(s: &ShardSnapshot) -> [(&'static str, &'static str, u64); 15] 
             "tickbox_handoff_dropped",
             "Messages a full handoff=zmq socket did not take.",
             s.handoff_dropped,
+        ),
+        (
+            "tickbox_run_by_shard",
+            "Records a shard ran on a sleeping worker itself instead of waking it (ring hand-off).",
+            s.run_by_shard,
+        ),
+        (
+            "tickbox_run_by_shard_pauses",
+            "Pauses in a shard's running of sleeping workers' records after a run longer than a wake-up costs.",
+            s.run_by_shard_pauses,
         ),
         (
             "tickbox_handshakes_refused",

@@ -115,6 +115,12 @@ pub struct SubscriberShardReport {
     pub batch_malformed: u64,
     /// Messages a full-then-refusing `handoff = "zmq"` socket did not take (the ring never drops: it waits).
     pub handoff_dropped: u64,
+    /// Records this shard ran on a sleeping worker's state itself at the end of a burst (ring hand-off,
+    /// `[workers] shard_runs_asleep`) instead of waking the worker.
+    pub run_by_shard: u64,
+    /// Times this shard stopped doing so for a while because a run took longer than a wake-up costs (a slow
+    /// worker; see the Black Box chapter).
+    pub run_by_shard_pauses: u64,
     /// Handshakes a publisher refused (ZAP: a key it does not list, a full connection cap) or that failed; each
     /// endpoint is connected again after a wait, since libzmq does not try again on its own.
     pub handshakes_refused: u64,
@@ -171,6 +177,8 @@ impl SubscriberShardReport {
             batches: 0,
             batch_malformed: 0,
             handoff_dropped: 0,
+            run_by_shard: 0,
+            run_by_shard_pauses: 0,
             handshakes_refused: 0,
             forwarded: 0,
             malformed: 0,
@@ -301,6 +309,14 @@ impl<W> Report<W> {
     /// Messages the zmq hand-off refused over all shards.
     pub fn handoff_dropped(&self) -> u64 {
         self.shards.iter().map(|s| s.handoff_dropped).sum()
+    }
+    /// Records the shards ran on sleeping workers themselves, over all shards.
+    pub fn run_by_shard(&self) -> u64 {
+        self.shards.iter().map(|s| s.run_by_shard).sum()
+    }
+    /// Pauses in the shards' running of sleeping workers' records, over all shards.
+    pub fn run_by_shard_pauses(&self) -> u64 {
+        self.shards.iter().map(|s| s.run_by_shard_pauses).sum()
     }
     /// Handshakes refused or failed over all shards.
     pub fn handshakes_refused(&self) -> u64 {

@@ -465,8 +465,16 @@ impl<'s> ShardCore<'s> {
         if !self.outlet.flush(self.halt) {
             self.stopped = true;
         }
+        self.note_run_counts();
         self.publish();
         !self.stopped
+    }
+
+    /// Copies what the hand-off has run on sleeping workers into the report.
+    fn note_run_counts(&mut self) {
+        let ran = self.outlet.run_counts();
+        self.report.run_by_shard = ran.records;
+        self.report.run_by_shard_pauses = ran.pauses;
     }
 
     /// Stores the running totals where the owner reads them.
@@ -513,6 +521,7 @@ impl<'s> ShardCore<'s> {
         } else {
             self.publish();
         }
+        self.note_run_counts();
         self.answer_metrics();
         self.shared.live[self.s.index]
             .finished

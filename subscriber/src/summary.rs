@@ -12,7 +12,7 @@ use tickbox_workers::{
     Delay, Dispatch, LastValueBook, Stats, StatsReport, Tape, TapeSink, Worker, GUIDE_TOPICS_MAX,
 };
 
-use crate::{Fatal, Report, SharedThreshold, Subscriber, SubscriberConfig};
+use crate::{Fatal, Handoff, Report, SharedThreshold, Subscriber, SubscriberConfig};
 
 /// The worker `tickbox subscribe` and `tickbox demo` run on every pool thread: per-kind and per-topic statistics,
 /// the last-value book, an optional artificial per-message delay (to exercise the snail), and an optional
@@ -164,6 +164,8 @@ impl Report<StandardWorker> {
                     "guide": s.guide,
                     "guide_malformed": s.guide_malformed,
                     "handoff_dropped": s.handoff_dropped,
+                    "run_by_shard": s.run_by_shard,
+                    "run_by_shard_pauses": s.run_by_shard_pauses,
                     "handshakes_refused": s.handshakes_refused,
                     "cached": s.cached,
                     "gap_notices": s.gap_notices,
@@ -223,6 +225,8 @@ impl Report<StandardWorker> {
         summary["handoff"] = report.handoff.handoff.as_str().into();
         summary["handoff_reason"] = report.handoff.reason.as_str().into();
         summary["handoff_dropped"] = report.handoff_dropped().into();
+        summary["run_by_shard"] = report.run_by_shard().into();
+        summary["run_by_shard_pauses"] = report.run_by_shard_pauses().into();
         summary["handshakes_refused"] = report.handshakes_refused().into();
         summary["framing"] = config.framing.as_str().into();
         summary["malformed_guide_like"] = report.guide_like().into();
@@ -392,11 +396,20 @@ impl Report<StandardWorker> {
             p99,
             max
         );
-        let _ = writeln!(
+        let _ = write!(
             out,
             "hand-off: {} ({})",
             report.handoff.handoff, report.handoff.reason
         );
+        if report.handoff.handoff == Handoff::Ring {
+            let _ = write!(
+                out,
+                "   run by the shard: {} records, {} pauses",
+                report.run_by_shard(),
+                report.run_by_shard_pauses()
+            );
+        }
+        let _ = writeln!(out);
         let _ = writeln!(
             out,
             "batch frames: {}   malformed batches/batched records: {}   hand-off dropped: {}   handshakes refused: {}",

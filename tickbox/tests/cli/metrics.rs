@@ -241,6 +241,8 @@ const SUBSCRIBE_FIELDS: &[(&str, &str)] = &[
     ("batches", "tickbox_batches_total"),
     ("batch_malformed", "tickbox_batch_malformed_total"),
     ("handoff_dropped", "tickbox_handoff_dropped_total"),
+    ("run_by_shard", "tickbox_run_by_shard_total"),
+    ("run_by_shard_pauses", "tickbox_run_by_shard_pauses_total"),
     ("handshakes_refused", "tickbox_handshakes_refused_total"),
     ("cached", "tickbox_cached_total"),
 ];

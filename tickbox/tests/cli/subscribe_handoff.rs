@@ -133,3 +133,82 @@ fn subscribe_chooses_inline_for_one_worker_a_shard_and_says_why() {
         }
     }
 }
+
+/// Two ring workers, fed a record every 10 ms, so each record finds its worker asleep: the shard runs those
+/// records on the sleeping worker itself and counts them (`run_by_shard`). A worker that takes 5 ms a record makes
+/// such a run longer than a wake-up costs, and the shard pauses running them (`run_by_shard_pauses`); either
+/// way every record is handled, by its worker's state, exactly once.
+#[test]
+fn the_summary_counts_what_the_shard_ran_on_sleeping_workers_and_its_pauses_for_a_slow_one() {
+    let ctx = zmq::Context::new();
+    let tickbox_testkit::FakePublisher {
+        socket: publisher,
+        endpoint,
+    } = tickbox_testkit::FakePublisher::bind(&ctx);
+    // Every subscription passed on, so both subscribers' are seen (a plain XPUB passes on only the first).
+    publisher.set_xpub_verbose(true).unwrap();
+    let shapes: [(&str, &[&str]); 2] = [("quick", &[]), ("slow", &["--debug-worker-delay", "5ms"])];
+    let mut runs: Vec<Background> = shapes
+        .iter()
+        .map(|(_, args)| {
+            let mut cmd = Command::new(TICKBOX);
+            cmd.args(["subscribe", "--connect", &endpoint])
+                .args(["--workers", "2", "--handoff", "ring"])
+                .args(*args)
+                .args([
+                    "--idle-exit",
+                    "1s",
+                    "--duration",
+                    "15s",
+                    "--max-lateness",
+                    "0",
+                    "--json",
+                ]);
+            Background::spawn(cmd)
+        })
+        .collect();
+    // Until both subscribers have subscribed to everything (the publisher passes on every subscription).
+    let mut subscribed = 0;
+    while subscribed < runs.len() {
+        // Watched through the next subscriber due, so one that exits at start fails here with its output.
+        if runs[subscribed].await_subscription(&publisher, Duration::from_secs(10)) == [1] {
+            subscribed += 1;
+        }
+    }
+    const SENT: u64 = 60;
+    for seq in 1..=SENT {
+        let header =
+            tickbox_wire::Header::live(tickbox_wire::Kind::Quote, 1, seq, tickbox_wire::now_ns());
+        let topic = format!("Q.XNAS.S{}", seq % 4);
+        let frame =
+            tickbox_wire::encode_to_vec(&topic, &header, &tickbox_wire::Quote::default().into())
+                .unwrap();
+        publisher.send(frame, 0).unwrap();
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    for ((name, _), run) in shapes.iter().zip(runs) {
+        let out = run.finish(Duration::from_secs(15));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{name}: {stderr}");
+        let summary: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{name}: {e}: {}", String::from_utf8_lossy(&out.stdout)));
+        assert_eq!(summary["processed"], SENT, "{name}: {summary}");
+        assert_eq!(summary["missing"], 0, "{name}: {summary}");
+        let ran = summary["run_by_shard"].as_u64().unwrap();
+        let pauses = summary["run_by_shard_pauses"].as_u64().unwrap();
+        assert!((1..=SENT).contains(&ran), "{name}: {summary}");
+        assert_eq!(
+            summary["shards"][0]["run_by_shard"], ran,
+            "{name}: {summary}"
+        );
+        assert_eq!(
+            summary["shards"][0]["run_by_shard_pauses"], pauses,
+            "{name}: {summary}"
+        );
+        if *name == "slow" {
+            // Each run takes at least 5 ms: the first one the shard makes earns a pause, and a pause is earned
+            // by a run, so there are never more pauses than records run.
+            assert!((1..=ran).contains(&pauses), "{name}: {summary}");
+        }
+    }
+}
