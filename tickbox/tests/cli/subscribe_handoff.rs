@@ -14,6 +14,18 @@ use common::{Background, TempDir, TICKBOX};
 /// Data records the feed sends.
 const RECORDS: u64 = 4_000;
 
+/// A subscriber run that ends a second after its last record (at most 15 s), never trips the snail, and prints its
+/// summary as JSON.
+const UNTIL_IDLE: [&str; 7] = [
+    "--idle-exit",
+    "1s",
+    "--duration",
+    "15s",
+    "--max-lateness",
+    "0",
+    "--json",
+];
+
 /// Each (worker, publisher, topic)'s sequences, in handling order.
 type Sequences = BTreeMap<(u64, u64, String), Vec<u64>>;
 
@@ -88,16 +100,8 @@ fn subscribe_chooses_inline_for_one_worker_a_shard_and_says_why() {
             let mut cmd = Command::new(TICKBOX);
             cmd.args(["subscribe", "--connect", &endpoints[0]])
                 .args(*args)
-                .args([
-                    "--idle-exit",
-                    "1s",
-                    "--duration",
-                    "15s",
-                    "--max-lateness",
-                    "0",
-                    "--json",
-                    "--tape",
-                ])
+                .args(UNTIL_IDLE)
+                .arg("--tape")
                 .arg(&tape);
             (Background::spawn(cmd), tape)
         })
@@ -155,15 +159,7 @@ fn the_summary_counts_what_the_shard_ran_on_sleeping_workers_and_its_pauses_for_
             cmd.args(["subscribe", "--connect", &endpoint])
                 .args(["--workers", "2", "--handoff", "ring"])
                 .args(*args)
-                .args([
-                    "--idle-exit",
-                    "1s",
-                    "--duration",
-                    "15s",
-                    "--max-lateness",
-                    "0",
-                    "--json",
-                ]);
+                .args(UNTIL_IDLE);
             Background::spawn(cmd)
         })
         .collect();
