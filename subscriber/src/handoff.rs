@@ -134,18 +134,22 @@ pub(crate) trait InlineSink: Send {
 /// --stall 1ms`) paused the runs often enough that the wake-ups put its p99 at 40k msg/s at 2.5-2.6 ms against
 /// 0.9 ms without the pauses.
 const RUN_HERE_BUDGET: Duration = Duration::from_millis(2);
-/// The pause after a run over [`RUN_HERE_BUDGET`]; it doubles while runs after a pause are still over budget, up
-/// to [`RUN_HERE_MAX_PAUSE`], and a run within budget ends the doubling.
+/// The pause after a second run in a row over [`RUN_HERE_BUDGET`]; it doubles while runs after a pause are still
+/// over budget, up to [`RUN_HERE_MAX_PAUSE`], and a run within budget ends the doubling.
 const RUN_HERE_FIRST_PAUSE: Duration = Duration::from_millis(10);
 const RUN_HERE_MAX_PAUSE: Duration = Duration::from_secs(1);
 
 /// Whether a shard may run a queue's last records of a burst on its sleeping worker itself now (see [`Desk`]): yes,
-/// unless a run took longer than [`RUN_HERE_BUDGET`] and the pause that earned has not passed, so a slow worker's
-/// records go to its own thread and the shard goes back to its socket. The caller reads the clock.
+/// unless runs took longer than [`RUN_HERE_BUDGET`] and the pause that earned has not passed, so a slow worker's
+/// records go to its own thread and the shard goes back to its socket. One slow run alone earns nothing: a shard
+/// taken off its core in the middle of a quick run looks just as slow, and on a busy 2-core machine that happened
+/// 8-29 times in a 10 s `tickbox demo`; a slow worker is slow every time. The caller reads the clock.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct RunHere {
     paused_until: Option<Instant>,
     pause: Duration,
+    /// The last run was over budget (and earned no pause).
+    slow_once: bool,
 }
 
 impl RunHere {
@@ -153,6 +157,7 @@ impl RunHere {
         RunHere {
             paused_until: None,
             pause: RUN_HERE_FIRST_PAUSE,
+            slow_once: false,
         }
     }
 
@@ -163,15 +168,25 @@ impl RunHere {
 
     /// A run that started at `started` ended at `now`; returns whether it earned a pause.
     pub(crate) fn ran(&mut self, started: Instant, now: Instant) -> bool {
+        if self
+            .paused_until
+            .is_some_and(|until| started.saturating_duration_since(until) > self.pause)
+        {
+            // The last pause ended long before this run: it says nothing about the worker now.
+            *self = RunHere::new();
+        }
         if now.saturating_duration_since(started) <= RUN_HERE_BUDGET {
-            self.paused_until = None;
-            self.pause = RUN_HERE_FIRST_PAUSE;
+            *self = RunHere::new();
             return false;
         }
         if self.paused_until.is_some() {
             // Over budget again after a pause: the worker is still slow.
             self.pause = (self.pause * 2).min(RUN_HERE_MAX_PAUSE);
+        } else if !self.slow_once {
+            self.slow_once = true;
+            return false;
         }
+        self.slow_once = false;
         self.paused_until = Some(now + self.pause);
         true
     }
@@ -805,35 +820,45 @@ mod tests {
         let ms = |n: u64| t0 + Duration::from_millis(n);
         let mut run_here = RunHere::new();
         assert!(run_here.allowed(t0));
-        // Quick runs never pause.
+        // Quick runs never pause, and one slow run among quick ones neither (a shard taken off its core).
         assert!(!run_here.ran(t0, t0 + RUN_HERE_BUDGET));
-        assert!(run_here.allowed(t0 + RUN_HERE_BUDGET));
-        // A run of 5 ms: 10 ms without runs from its end.
-        assert!(run_here.ran(ms(0), ms(5)));
-        assert!(!run_here.allowed(ms(6)));
-        assert!(!run_here.allowed(ms(14)));
-        assert!(run_here.allowed(ms(15)));
-        // Still slow after the pause: 20 ms, then 40 ms.
-        assert!(run_here.ran(ms(15), ms(20)));
-        assert!(!run_here.allowed(ms(39)));
-        assert!(run_here.allowed(ms(40)));
-        assert!(run_here.ran(ms(40), ms(45)));
-        assert!(!run_here.allowed(ms(84)));
-        assert!(run_here.allowed(ms(85)));
-        // The pause stops doubling at its cap.
-        let mut at = 85;
+        assert!(!run_here.ran(ms(0), ms(5)));
+        assert!(!run_here.ran(ms(5), ms(5)));
+        assert!(!run_here.ran(ms(5), ms(10)));
+        assert!(run_here.allowed(ms(10)));
+        // Two slow runs in a row (5 ms each): 10 ms without runs from the second's end.
+        assert!(run_here.ran(ms(10), ms(15)));
+        assert!(!run_here.allowed(ms(16)));
+        assert!(!run_here.allowed(ms(24)));
+        assert!(run_here.allowed(ms(25)));
+        // Still slow after the pause: 20 ms at once, then 40 ms.
+        assert!(run_here.ran(ms(25), ms(30)));
+        assert!(!run_here.allowed(ms(49)));
+        assert!(run_here.allowed(ms(50)));
+        assert!(run_here.ran(ms(50), ms(55)));
+        assert!(!run_here.allowed(ms(94)));
+        assert!(run_here.allowed(ms(95)));
+        // Each slow run at a pause's end doubles it, up to its cap.
+        let (mut at, mut pause) = (95, 80);
         for _ in 0..12 {
             assert!(run_here.ran(ms(at), ms(at + 5)));
-            at += 5 + RUN_HERE_MAX_PAUSE.as_millis() as u64;
+            at += 5 + pause;
+            assert!(!run_here.allowed(ms(at - 1)), "{pause} ms");
+            assert!(run_here.allowed(ms(at)), "{pause} ms");
+            pause = (pause * 2).min(RUN_HERE_MAX_PAUSE.as_millis() as u64);
         }
-        assert!(!run_here.allowed(ms(at - 1)));
-        assert!(run_here.allowed(ms(at)));
-        // A quick run ends the pauses: the next slow one pauses 10 ms again.
+        assert_eq!(pause, 1_000);
+        // A quick run ends the pauses: it takes two slow runs again, then the pause is 10 ms again.
         assert!(!run_here.ran(ms(at), ms(at)));
         assert!(run_here.allowed(ms(at)));
-        assert!(run_here.ran(ms(at), ms(at + 5)));
-        assert!(!run_here.allowed(ms(at + 14)));
-        assert!(run_here.allowed(ms(at + 15)));
+        assert!(!run_here.ran(ms(at), ms(at + 5)));
+        assert!(run_here.ran(ms(at + 5), ms(at + 10)));
+        assert!(!run_here.allowed(ms(at + 19)));
+        assert!(run_here.allowed(ms(at + 20)));
+        // A slow run long after the last pause ended (no run in between) is a first slow run again, not a sign
+        // that the worker is still slow.
+        assert!(!run_here.ran(ms(at + 1_000), ms(at + 1_005)));
+        assert!(run_here.allowed(ms(at + 1_005)));
     }
 
     #[test]

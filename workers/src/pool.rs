@@ -52,9 +52,9 @@ pub struct WorkerPoolConfig {
     pub idle_spin: HumanDuration,
     /// Whether a shard that ends a burst runs its last records on their worker itself when that worker sleeps
     /// with nothing queued (ring hand-off), instead of waking it: no wake-up, and so no free core, stands
-    /// between receipt and the worker for them ([`Desk`]). The shard stops doing so for a while after a run that
-    /// took longer than a wake-up costs on a busy machine (2 ms), so a slow worker does not hold it back from its
-    /// socket. `false`: every record runs on its worker's own thread, which is woken for it.
+    /// between receipt and the worker for them ([`Desk`]). The shard stops doing so for a while after two runs in
+    /// a row that took longer than a wake-up costs on a busy machine (2 ms), so a slow worker does not hold it
+    /// back from its socket. `false`: every record runs on its worker's own thread, which is woken for it.
     pub shard_runs_asleep: bool,
     /// `[context.sockets.workers]`, copied here by the binary; applied to each worker's PULL socket (pools fed
     /// through endpoints) before it connects, `hwm` above winning over the profile's `rcvhwm` only when the
