@@ -143,7 +143,7 @@ const RUN_HERE_MAX_PAUSE: Duration = Duration::from_secs(1);
 /// unless runs took longer than [`RUN_HERE_BUDGET`] and the pause that earned has not passed, so a slow worker's
 /// records go to its own thread and the shard goes back to its socket. One slow run alone earns nothing: a shard
 /// taken off its core in the middle of a quick run looks just as slow, and on a busy 2-core machine that happened
-/// 8-29 times in a 10 s `tickbox demo`; a slow worker is slow every time. The caller reads the clock.
+/// 7-29 times in a 10 s `tickbox demo`; a slow worker is slow every time. The caller reads the clock.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct RunHere {
     paused_until: Option<Instant>,
