@@ -483,9 +483,13 @@ pub(crate) async fn ensure_path(client: &zk::Client, path: &str) -> Result<()> {
         return Ok(());
     }
     let opts = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
-    match client.mkdir(path, &opts).await {
-        Ok(()) | Err(zk::Error::NodeExists) => Ok(()),
-        Err(e) => Err(e.into()),
+    // Idempotent (an existing node is success), so it is simply tried again after a connection loss.
+    loop {
+        match client.mkdir(path, &opts).await {
+            Ok(()) | Err(zk::Error::NodeExists) => return Ok(()),
+            Err(e) if transient(&e) => await_connected(client).await?,
+            Err(e) => return Err(e.into()),
+        }
     }
 }
 
@@ -520,7 +524,9 @@ pub(crate) async fn create_guid_node(
     let mut retried = false;
     loop {
         if retried {
-            let children = client.list_children(dir).await?;
+            // The connection can drop again right after it came back (an ensemble stopping one server after
+            // another): a listing lost that way is read again, not taken for the end of the session.
+            let children = retry_read(client, || client.list_children(dir)).await?;
             if let Some(own) = logic::find_own(&logic::sorted_nodes(&children, &[kind]), guid) {
                 tracing::debug!(node = %own.name, "adopted a node created before a connection loss");
                 return Ok(own.name.clone());

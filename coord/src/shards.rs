@@ -377,7 +377,13 @@ async fn own_shard(
                 continue;
             }
             Err(CoordError::NodeVanished(_)) => continue,
-            Err(_) => return,
+            Err(CoordError::Closed) => return,
+            Err(e) => {
+                // Not a lost connection or session (both are retried above): this member stops contending
+                // for the shard, which its owner must hear about.
+                tracing::error!(shard, error = %e, "no longer queuing for the shard");
+                return;
+            }
         };
         let path = logic::join(&dir, &own);
         shared.owned.fetch_add(1, Ordering::SeqCst);
