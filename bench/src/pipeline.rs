@@ -25,7 +25,7 @@ use tickbox_zmqx::BackPressure;
 use crate::latency::{wait_connected, LatencyConfig, LatencyRun};
 use crate::measure::{LatencyRecorder, LatencySamples};
 use crate::pace::{drive_schedule, RunState, Stall};
-use crate::raw::{run_phases, throughput_result, PhaseCounter, ThroughputConfig};
+use crate::raw::{run_phases, throughput_result, PhaseCounter, ThroughputConfig, Turnout};
 use crate::report::ThroughputResult;
 use crate::BenchError;
 
@@ -414,6 +414,7 @@ fn throughput_run(
 ) -> Result<ThroughputResult, BenchError> {
     let shards = config.shards.max(1);
     let phase = Arc::new(AtomicU8::new(crate::raw::PHASE_WARMUP));
+    let turnout = Arc::new(Turnout::default());
     let mut publishers = Vec::new();
     let mut endpoints = Vec::new();
     for shard in 0..shards {
@@ -453,7 +454,7 @@ fn throughput_run(
     tune(&mut sub_config, &mut pool);
     let subscriber = Subscriber::start(gate.context(), &sub_config, &pool, |_| CountingWorker {
         phase: Arc::clone(&phase),
-        counter: PhaseCounter::new(),
+        counter: PhaseCounter::new(Arc::clone(&turnout)),
     });
     let subscriber = match subscriber {
         Ok(s) => s,
@@ -463,7 +464,7 @@ fn throughput_run(
         }
     };
     let scraping = crate::scrape::scrape_subscriber(&subscriber, &sub_config.shards);
-    let elapsed = run_phases(&phase, config.warmup, config.duration);
+    let elapsed = run_phases(&phase, &turnout, config.warmup, config.duration);
     drop(scraping);
     let joined = crate::raw::join_all(publishers, "bench-feed");
     let report = subscriber.shutdown().map_err(sub_err)?;

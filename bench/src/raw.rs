@@ -3,7 +3,7 @@
 //!
 //! Raw latency frames are `index u64 LE | send_time_ns u64 LE | padding` up to the configured size.
 
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::thread;
@@ -270,20 +270,40 @@ pub(crate) const PHASE_STOP: u8 = 3;
 /// How long a run waits past its warm-up for the first message before it gives up on the path.
 const FLOW_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Which receivers have taken a message, and which of them have seen the measured window: the window closes only
+/// once every receiver that takes messages has seen it. A receiver the machine starves through the whole window
+/// (a loaded 2-core box running a debug build) would otherwise count nothing in it, and a tuning sweep ranked a
+/// point on a throughput of 0 for that.
+///
+/// Receivers that report no count of their own elsewhere (the raw ones) add what they counted to `measured`.
+#[derive(Debug, Default)]
+pub(crate) struct Turnout {
+    flowing: AtomicUsize,
+    measuring: AtomicUsize,
+    measured: AtomicU64,
+}
+
 /// Counts messages a receiver got during the measured phase. The hot loop only bumps a local counter and reads
-/// the phase (a relaxed load); the counter is published at phase changes.
+/// the phase (a relaxed load); the shared [`Turnout`] is touched at this receiver's first message and when it
+/// first sees the window, nowhere else.
 pub(crate) struct PhaseCounter {
     phase: u8,
     count: u64,
     at_start: u64,
+    flowed: bool,
+    in_window: bool,
+    turnout: Arc<Turnout>,
 }
 
 impl PhaseCounter {
-    pub(crate) fn new() -> Self {
+    pub(crate) fn new(turnout: Arc<Turnout>) -> Self {
         PhaseCounter {
             phase: PHASE_WARMUP,
             count: 0,
             at_start: 0,
+            flowed: false,
+            in_window: false,
+            turnout,
         }
     }
 
@@ -292,6 +312,10 @@ impl PhaseCounter {
     pub(crate) fn tick(&mut self, n: u64, phase: &AtomicU8) -> bool {
         if !self.observe(phase) {
             return false;
+        }
+        if !self.flowed {
+            self.flowed = true;
+            self.turnout.flowing.fetch_add(1, Ordering::AcqRel);
         }
         if self.phase == PHASE_WARMUP {
             // This receiver's first message; once one has come, the coordinator may open the measured window.
@@ -312,30 +336,47 @@ impl PhaseCounter {
     pub(crate) fn observe(&mut self, phase: &AtomicU8) -> bool {
         let now = phase.load(Ordering::Relaxed);
         if now != self.phase {
-            if self.phase < PHASE_MEASURE && now >= PHASE_MEASURE {
+            if self.phase < PHASE_MEASURE && now == PHASE_MEASURE {
                 self.at_start = self.count;
+                self.in_window = true;
+                self.turnout.measuring.fetch_add(1, Ordering::AcqRel);
             }
             self.phase = now;
         }
         self.phase != PHASE_STOP
     }
 
+    /// Adds what it counted in the window to the run's total.
+    pub(crate) fn report(&self) {
+        self.turnout
+            .measured
+            .fetch_add(self.measured(), Ordering::AcqRel);
+    }
+
+    /// What it counted in the measured window: nothing when it never saw the window.
     pub(crate) fn measured(&self) -> u64 {
-        self.count - self.at_start
+        if self.in_window {
+            self.count - self.at_start
+        } else {
+            0
+        }
     }
 }
 
-/// Drives the phases: warm-up, measure, stop. Returns the measured wall time.
+/// Drives the phases: warm-up, measure, stop. Returns the measured wall time, which runs past `duration` while a
+/// receiver that has taken messages has not yet seen the window.
 pub(crate) fn run_phases(
     phase: &AtomicU8,
+    turnout: &Turnout,
     warmup: Duration,
     duration: Duration,
 ) -> Result<Duration, BenchError> {
-    run_phases_within(phase, warmup, duration, FLOW_TIMEOUT)
+    run_phases_within(phase, turnout, warmup, duration, FLOW_TIMEOUT)
 }
 
 fn run_phases_within(
     phase: &AtomicU8,
+    turnout: &Turnout,
     warmup: Duration,
     duration: Duration,
     flow_timeout: Duration,
@@ -352,6 +393,12 @@ fn run_phases_within(
     let start = Instant::now();
     phase.store(PHASE_MEASURE, Ordering::Relaxed);
     thread::sleep(duration);
+    let deadline = Instant::now() + flow_timeout;
+    while turnout.measuring.load(Ordering::Acquire) < turnout.flowing.load(Ordering::Acquire)
+        && Instant::now() < deadline
+    {
+        thread::sleep(Duration::from_millis(1));
+    }
     phase.store(PHASE_STOP, Ordering::Relaxed);
     Ok(start.elapsed())
 }
@@ -386,7 +433,7 @@ fn raw_throughput_packed(
     per_message: usize,
 ) -> Result<ThroughputResult, BenchError> {
     let phase = Arc::new(AtomicU8::new(PHASE_WARMUP));
-    let total = Arc::new(AtomicU64::new(0));
+    let turnout = Arc::new(Turnout::default());
     let mut handles = Vec::new();
     for shard in 0..config.shards.max(1) {
         let (ep_tx, ep_rx) = mpsc::channel::<String>();
@@ -403,7 +450,7 @@ fn raw_throughput_packed(
         );
         let recv_gate = gate.clone();
         let recv_phase = Arc::clone(&phase);
-        let recv_total = Arc::clone(&total);
+        let recv_turnout = Arc::clone(&turnout);
         let cfg = config.clone();
         handles.push(
             thread::Builder::new()
@@ -415,17 +462,17 @@ fn raw_throughput_packed(
                         &cfg,
                         per_message as u64,
                         &recv_phase,
-                        &recv_total,
+                        recv_turnout,
                         ep_rx,
                     )
                 })
                 .map_err(BenchError::Thread)?,
         );
     }
-    let elapsed = run_phases(&phase, config.warmup, config.duration);
+    let elapsed = run_phases(&phase, &turnout, config.warmup, config.duration);
     join_all(handles, "raw throughput")?;
     let elapsed = elapsed?;
-    let messages = total.load(Ordering::Acquire);
+    let messages = turnout.measured.load(Ordering::Acquire);
     Ok(throughput_result(
         pattern.system(),
         config,
@@ -517,7 +564,7 @@ fn raw_receiver(
     config: &ThroughputConfig,
     per_message: u64,
     phase: &AtomicU8,
-    total: &AtomicU64,
+    turnout: Arc<Turnout>,
     ep_rx: mpsc::Receiver<String>,
 ) -> Result<(), BenchError> {
     let endpoint = ep_rx
@@ -542,7 +589,7 @@ fn raw_receiver(
         socket.set_subscribe(b"").map_err(zerr("subscribe"))?;
     }
     let mut msg = zmq::Message::new();
-    let mut counter = PhaseCounter::new();
+    let mut counter = PhaseCounter::new(turnout);
     loop {
         match socket.recv(&mut msg, 0) {
             Ok(()) => {
@@ -563,7 +610,7 @@ fn raw_receiver(
             }
         }
     }
-    total.fetch_add(counter.measured(), Ordering::AcqRel);
+    counter.report();
     Ok(())
 }
 
@@ -595,12 +642,13 @@ mod tests {
     #[test]
     fn a_receiver_that_joins_after_the_warm_up_still_gets_a_measured_window() {
         let phase = Arc::new(AtomicU8::new(PHASE_WARMUP));
-        let p = Arc::clone(&phase);
+        let turnout = Arc::new(Turnout::default());
+        let (p, t) = (Arc::clone(&phase), Arc::clone(&turnout));
         let receiver = thread::spawn(move || {
             // Its first message comes after the warm-up and the window it would have had, as a subscriber joining late
             // on a loaded machine sees it.
             thread::sleep(Duration::from_millis(150));
-            let mut counter = PhaseCounter::new();
+            let mut counter = PhaseCounter::new(t);
             while counter.tick(1, &p) {
                 thread::sleep(Duration::from_micros(200));
             }
@@ -609,6 +657,7 @@ mod tests {
         let window = Duration::from_millis(100);
         let elapsed = run_phases_within(
             &phase,
+            &turnout,
             Duration::from_millis(10),
             window,
             Duration::from_secs(10),
@@ -619,11 +668,59 @@ mod tests {
         assert!(elapsed >= window);
     }
 
+    /// A receiver that took messages in the warm-up and then got no time at all until after the window would have
+    /// ended (as a starved shard thread on a loaded machine): the window stays open until it has seen it, so it
+    /// counts what it takes in the window instead of 0, and none of its warm-up.
+    #[test]
+    fn a_receiver_starved_through_the_window_still_counts_in_it() {
+        let phase = Arc::new(AtomicU8::new(PHASE_WARMUP));
+        let turnout = Arc::new(Turnout::default());
+        let (p, t) = (Arc::clone(&phase), Arc::clone(&turnout));
+        let receiver = thread::spawn(move || {
+            let mut counter = PhaseCounter::new(t);
+            assert!(counter.tick(1_000, &p), "the warm-up's messages");
+            while p.load(Ordering::Relaxed) == PHASE_FLOWING {
+                thread::sleep(Duration::from_millis(1));
+            }
+            thread::sleep(Duration::from_millis(150));
+            let mut ticks = 0;
+            while counter.tick(1, &p) {
+                ticks += 1;
+                thread::sleep(Duration::from_micros(200));
+            }
+            (counter.measured(), ticks)
+        });
+        let window = Duration::from_millis(50);
+        let elapsed = run_phases_within(
+            &phase,
+            &turnout,
+            Duration::from_millis(10),
+            window,
+            Duration::from_secs(10),
+        )
+        .unwrap();
+        let (measured, ticks) = receiver.join().unwrap();
+        assert!(measured > 0, "the window closed before the receiver saw it");
+        assert_eq!(measured, ticks, "only what it took in the window");
+        assert!(elapsed >= Duration::from_millis(150), "{elapsed:?}");
+    }
+
+    #[test]
+    fn a_receiver_that_never_sees_the_window_counts_nothing_not_its_warm_up() {
+        let phase = AtomicU8::new(PHASE_WARMUP);
+        let mut counter = PhaseCounter::new(Arc::default());
+        assert!(counter.tick(500, &phase));
+        phase.store(PHASE_STOP, Ordering::Relaxed);
+        assert!(!counter.tick(1, &phase));
+        assert_eq!(counter.measured(), 0);
+    }
+
     #[test]
     fn a_path_nothing_crosses_is_an_error_not_a_rate_of_zero() {
         let phase = AtomicU8::new(PHASE_WARMUP);
         let err = run_phases_within(
             &phase,
+            &Turnout::default(),
             Duration::from_millis(5),
             Duration::from_millis(5),
             Duration::from_millis(50),
