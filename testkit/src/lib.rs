@@ -21,7 +21,7 @@ pub use frames::{quote, QuoteFrame};
 pub use process::{self_test_command, self_test_name, ChildGuard};
 pub use publisher::FakePublisher;
 pub use temp::TempDir;
-pub use wait::{await_published, poll_until, wait_for, wait_until};
+pub use wait::{await_published, poll_until, retry_while, wait_for, wait_until};
 pub use zap::ScriptedZap;
 
 /// Binds `socket` to a free loopback TCP port and returns the endpoint it got (never a fixed port).

@@ -35,6 +35,21 @@ pub fn wait_for(what: &str, limit: Duration, cond: impl FnMut() -> bool) {
     );
 }
 
+/// Runs `op` again every 10 ms while `busy` calls its result a passing refusal, for up to `limit`; returns the first
+/// result `busy` accepts, or the last one. Made for a lock this process has just released: a process another
+/// thread is starting holds a copy of every descriptor from its fork to its exec (close-on-exec closes it only
+/// then), so for that moment a released `flock` still reads as held; loaded 2-core machines have shown it.
+pub fn retry_while<T>(limit: Duration, mut op: impl FnMut() -> T, busy: impl Fn(&T) -> bool) -> T {
+    let deadline = Instant::now() + limit;
+    loop {
+        let result = op();
+        if !busy(&result) || Instant::now() >= deadline {
+            return result;
+        }
+        std::thread::sleep(EVERY);
+    }
+}
+
 /// Subscribes to the PUB at `endpoint` and hands each message it publishes (its first frame) to `until`, until
 /// that says `true` or `limit` has passed (`false`). A state a server announces, such as a Binary Star state
 /// frame, is then something a test waits for instead of a guessed time; messages published before the

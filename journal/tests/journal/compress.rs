@@ -12,22 +12,18 @@ use tickbox_journal::{
     Writer, WriterOptions, HEADER_SIZE,
 };
 
-/// `compress` of a journal whose writer this thread has closed. A process another test is starting holds a copy
-/// of every descriptor of this process from its fork to its exec, so for that moment the closed writer's `flock`
-/// is still held (seen once in seven full-suite runs, beside two busy loops): a `Locked` is waited out, bounded.
+/// `compress` of a journal whose writer this thread has closed, a `Locked` waited out (bounded): a process another
+/// test is starting may hold the closed writer's lock for a moment ([`tickbox_testkit::retry_while`]; seen once
+/// in seven full-suite runs, beside two busy loops).
 fn compress_closed(
     path: &Path,
     options: &CompressOptions,
 ) -> Result<tickbox_journal::CompressReport, JournalError> {
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    loop {
-        match compress(path, options) {
-            Err(JournalError::Locked { .. }) if std::time::Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(10))
-            }
-            other => return other,
-        }
-    }
+    tickbox_testkit::retry_while(
+        Duration::from_secs(5),
+        || compress(path, options),
+        |r| matches!(r, Err(JournalError::Locked { .. })),
+    )
 }
 
 /// Payloads of several sizes with some repetition (as market data has), so they compress.

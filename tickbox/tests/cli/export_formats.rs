@@ -921,8 +921,7 @@ fn a_compressed_journal_exports_as_the_plain_one_did() {
     };
     let plain = json(&[]);
     let plain_window = json(&["--from", "2026-01-03T00:00:00Z", "--kind", "trade"]);
-    let report =
-        tickbox_journal::compress(&j, &tickbox_journal::CompressOptions::default()).unwrap();
+    let report = common::compress_closed(&j, &tickbox_journal::CompressOptions::default());
     assert!(
         tickbox_journal::Reader::open(&j).unwrap().compressed(),
         "{report:?}"

@@ -727,7 +727,7 @@ fn hourly_history(hist: &Path) -> u64 {
             level: 3,
             frame_bytes: 64 << 10,
         };
-        tickbox_journal::compress(&path, &opts).unwrap();
+        common::compress_closed(&path, &opts);
     }
     seq - 1
 }

@@ -12,6 +12,22 @@ use std::time::{Duration, Instant};
 #[allow(dead_code)]
 pub(crate) const TICKBOX: &str = env!("CARGO_BIN_EXE_tickbox");
 
+/// `tickbox_journal::compress` of a journal whose writer this process has just closed, a `Locked` waited out
+/// (bounded): a `tickbox` another test is starting holds the closed writer's lock until it execs
+/// ([`tickbox_testkit::retry_while`]).
+#[allow(dead_code)]
+pub(crate) fn compress_closed(
+    journal: &std::path::Path,
+    options: &tickbox_journal::CompressOptions,
+) -> tickbox_journal::CompressReport {
+    tickbox_testkit::retry_while(
+        Duration::from_secs(5),
+        || tickbox_journal::compress(journal, options),
+        |r| matches!(r, Err(tickbox_journal::JournalError::Locked { .. })),
+    )
+    .unwrap_or_else(|e| panic!("compressing {}: {e}", journal.display()))
+}
+
 /// Held by each test that runs README's tour at README's rates (50k msg/s feeds, a subscriber that dies if a message
 /// is 100 ms late): on a 2-core machine two of them at once would each make the other miss what README promises.
 #[allow(dead_code)]
