@@ -197,12 +197,16 @@ fn shared_lock_readers_writers_and_revocation() {
 
 /// The lock holder is told when its session expires (here: the server is stopped for longer than the session
 /// timeout) and never keeps believing it holds: `Suspended` as soon as the connection drops, `Lost` after.
+///
+/// The state is a latest-value channel, so the test must look while `Suspended` lasts: with a 1 s session, beside
+/// two busy loops, the session had already expired on the client (its 1.4 s) when the test first looked, and it saw
+/// `Lost` alone. The longest session the server allows leaves `Suspended` 7 s.
 #[test]
 fn holder_told_suspended_then_lost_on_expiry() {
     let Some(mut zk) = server("holder_told_on_expiry") else {
         return;
     };
-    let c = common::connect_timeout(&zk, Duration::from_secs(1));
+    let c = common::connect_timeout(&zk, common::LONG_SESSION);
     let g = Lock::new(&c, "/test/expiry")
         .unwrap()
         .acquire(None)
@@ -211,7 +215,7 @@ fn holder_told_suspended_then_lost_on_expiry() {
     zk.stop();
     let s = g.wait_change(HoldState::Held, Duration::from_secs(5));
     assert_eq!(s, HoldState::Suspended);
-    let s = g.wait_change(HoldState::Suspended, Duration::from_secs(10));
+    let s = g.wait_change(HoldState::Suspended, Duration::from_secs(15));
     assert!(matches!(s, HoldState::Lost(_)), "{s:?}");
     assert!(!g.is_held());
 }
