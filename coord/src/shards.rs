@@ -379,8 +379,8 @@ async fn own_shard(
             Err(CoordError::NodeVanished(_)) => continue,
             Err(CoordError::Closed) => return,
             Err(e) => {
-                // Not a lost connection or session (both are retried above): this member stops contending
-                // for the shard, which its owner must hear about.
+                // Not a lost connection or session (both are retried): this member stops contending for the
+                // shard, which whoever runs it must hear about.
                 tracing::error!(shard, error = %e, "no longer queuing for the shard");
                 return;
             }
