@@ -639,6 +639,18 @@ mod tests {
     use super::*;
     use crate::pace::Stall;
 
+    /// The coordinator's side of a run: a 10 ms warm-up, then a window of `window`, with the usual 10 s bounds.
+    fn coordinate(phase: &AtomicU8, turnout: &Turnout, window: Duration) -> Duration {
+        run_phases_within(
+            phase,
+            turnout,
+            Duration::from_millis(10),
+            window,
+            Duration::from_secs(10),
+        )
+        .unwrap()
+    }
+
     #[test]
     fn a_receiver_that_joins_after_the_warm_up_still_gets_a_measured_window() {
         let phase = Arc::new(AtomicU8::new(PHASE_WARMUP));
@@ -655,14 +667,7 @@ mod tests {
             counter.measured()
         });
         let window = Duration::from_millis(100);
-        let elapsed = run_phases_within(
-            &phase,
-            &turnout,
-            Duration::from_millis(10),
-            window,
-            Duration::from_secs(10),
-        )
-        .unwrap();
+        let elapsed = coordinate(&phase, &turnout, window);
         let measured = receiver.join().unwrap();
         assert!(measured > 0, "the window opened before anything flowed");
         assert!(elapsed >= window);
@@ -690,15 +695,7 @@ mod tests {
             }
             (counter.measured(), ticks)
         });
-        let window = Duration::from_millis(50);
-        let elapsed = run_phases_within(
-            &phase,
-            &turnout,
-            Duration::from_millis(10),
-            window,
-            Duration::from_secs(10),
-        )
-        .unwrap();
+        let elapsed = coordinate(&phase, &turnout, Duration::from_millis(50));
         let (measured, ticks) = receiver.join().unwrap();
         assert!(measured > 0, "the window closed before the receiver saw it");
         assert_eq!(measured, ticks, "only what it took in the window");
