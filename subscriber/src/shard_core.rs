@@ -522,9 +522,9 @@ impl<'s> ShardCore<'s> {
         if !self.stopped {
             self.end_burst();
         } else {
+            self.note_run_counts();
             self.publish();
         }
-        self.note_run_counts();
         self.answer_metrics();
         self.shared.live[self.s.index]
             .finished
