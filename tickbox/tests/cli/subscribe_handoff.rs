@@ -202,8 +202,8 @@ fn the_summary_counts_what_the_shard_ran_on_sleeping_workers_and_its_pauses_for_
             "{name}: {summary}"
         );
         if *name == "slow" {
-            // Each run takes at least 5 ms: the first one the shard makes earns a pause, and a pause is earned
-            // by a run, so there are never more pauses than records run.
+            // Each run takes at least 5 ms: the second in a row earns a pause, and a pause is earned by a run,
+            // so there are never more pauses than records run.
             assert!((1..=ran).contains(&pauses), "{name}: {summary}");
         }
     }
