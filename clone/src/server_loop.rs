@@ -609,30 +609,59 @@ impl NoticeBudget {
     }
 }
 
-fn drain<F: FnMut(Vec<Vec<u8>>)>(
-    socket: &zmq::Socket,
-    max: usize,
-    mut f: F,
-) -> Result<(), CloneError> {
-    for _ in 0..max {
+/// What one pass of the loop takes from one socket: at most `messages`, and no more once it holds `bytes`. The
+/// bytes bound is what keeps a pass short: values go up to `max_value_len` (1 MiB by default), so 4,096 of them
+/// would be up to 4 GiB held in one pass before any is published, and seconds without HUGZ, snapshot steps or
+/// the Binary Star heartbeat. A backlog is worked off over many short passes instead, each publishing what it
+/// took.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct PassBudget {
+    messages: usize,
+    bytes: usize,
+}
+
+impl PassBudget {
+    /// Each socket's share of one pass: small updates stop at the count, large ones at 4 MiB.
+    const PER_SOCKET: PassBudget = PassBudget {
+        messages: 4096,
+        bytes: 4 << 20,
+    };
+
+    /// Counts a message of `len` bytes as taken; `false` once the pass has taken its share.
+    fn take(&mut self, len: usize) -> bool {
+        self.messages = self.messages.saturating_sub(1);
+        self.bytes = self.bytes.saturating_sub(len);
+        self.messages > 0 && self.bytes > 0
+    }
+}
+
+/// Hands `f` each message `socket` holds, up to one pass's [`PassBudget`].
+fn drain<F: FnMut(Vec<Vec<u8>>)>(socket: &zmq::Socket, mut f: F) -> Result<(), CloneError> {
+    let mut budget = PassBudget::PER_SOCKET;
+    loop {
         match socket.recv_multipart(zmq::DONTWAIT) {
-            Ok(parts) => f(parts),
-            Err(zmq::Error::EAGAIN) => break,
+            Ok(parts) => {
+                let more = budget.take(parts.iter().map(Vec::len).sum());
+                f(parts);
+                if !more {
+                    return Ok(());
+                }
+            }
+            Err(zmq::Error::EAGAIN) => return Ok(()),
             Err(err) => return Err(err.into()),
         }
     }
-    Ok(())
 }
 
 /// [`drain`] for the collector: each update with its writer's ZAP user id (the `User-Id` property, the Z85
 /// public key under CURVE), which the engine checks against the `/config/` writers.
 fn drain_from<F: FnMut(Vec<Vec<u8>>, Option<&str>)>(
     socket: &zmq::Socket,
-    max: usize,
     mut f: F,
 ) -> Result<(), CloneError> {
+    let mut budget = PassBudget::PER_SOCKET;
     let mut msg = zmq::Message::new();
-    for _ in 0..max {
+    loop {
         let mut parts = Vec::new();
         let mut user: Option<String> = None;
         loop {
@@ -650,12 +679,13 @@ fn drain_from<F: FnMut(Vec<Vec<u8>>, Option<&str>)>(
                 break;
             }
         }
+        let more = budget.take(parts.iter().map(Vec::len).sum());
         f(parts, user.as_deref());
+        if !more {
+            return Ok(());
+        }
     }
-    Ok(())
 }
-
-const BATCH: usize = 4096;
 
 struct PeerSync {
     dealer: Option<zmq::Socket>,
@@ -751,7 +781,7 @@ fn run(
         ..
     } = bound;
     let hugz = options.config.hugz();
-    let mut out: Vec<KvMsg> = Vec::with_capacity(BATCH);
+    let mut out: Vec<KvMsg> = Vec::with_capacity(PassBudget::PER_SOCKET.messages);
     let mut peer_sync: Option<PeerSync> = None;
     let mut peer_seen = false;
     let config = &options.config;
@@ -860,7 +890,7 @@ fn run(
 
         if r_router {
             let mut requests = Vec::new();
-            if let Err(err) = drain(&router, BATCH, |parts| requests.push(parts)) {
+            if let Err(err) = drain(&router, |parts| requests.push(parts)) {
                 break Err(err);
             }
             for parts in requests {
@@ -986,7 +1016,7 @@ fn run(
         }
 
         if r_collector {
-            let res = drain_from(&collector, BATCH, |parts, user| {
+            let res = drain_from(&collector, |parts, user| {
                 // A writer whose key has left the allow directory since its handshake is refused from its next
                 // update on (the allow set as the ZAP loop last read it, at most a second old).
                 if !config.security.is_listed("clone.collector", user) {
@@ -1045,7 +1075,7 @@ fn run(
         if r_peer {
             if let Some((_, peer_sub, _)) = &ha {
                 peer_seen = true;
-                let res = drain(peer_sub, BATCH, |parts| match KvMsg::decode(&parts) {
+                let res = drain(peer_sub, |parts| match KvMsg::decode(&parts) {
                     Ok(msg) => engine.handle_peer_kvpub(now, msg),
                     Err(err) => {
                         malformed += 1;
@@ -1070,7 +1100,7 @@ fn run(
                 ..
             }) = &peer_sync
             {
-                let res = drain(dealer, BATCH, |parts| match KvMsg::decode(&parts) {
+                let res = drain(dealer, |parts| match KvMsg::decode(&parts) {
                     Ok(msg) => {
                         done |= msg.key == KTHXBAI;
                         engine.handle_peer_snapshot(now, msg);
@@ -1195,4 +1225,36 @@ fn run(
         "clone server stopped"
     );
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::PassBudget;
+
+    /// How many messages of `len` bytes one pass takes from a socket that has more than enough queued.
+    fn taken_in_one_pass(len: usize) -> usize {
+        let mut budget = PassBudget::PER_SOCKET;
+        let mut taken = 1;
+        while budget.take(len) {
+            taken += 1;
+        }
+        taken
+    }
+
+    #[test]
+    fn a_pass_stops_at_its_bytes_for_large_updates_and_at_its_count_for_small_ones() {
+        assert_eq!(taken_in_one_pass(256 << 10), 16, "4 MiB of 256 KiB values");
+        assert_eq!(
+            taken_in_one_pass(1 << 20),
+            4,
+            "4 MiB of the largest default values"
+        );
+        assert_eq!(
+            taken_in_one_pass(100),
+            4096,
+            "small updates stop at the count"
+        );
+        // An update larger than a pass's bytes is still taken, alone: a pass always makes progress.
+        assert_eq!(taken_in_one_pass(8 << 20), 1);
+    }
 }
