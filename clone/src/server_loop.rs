@@ -691,8 +691,26 @@ struct PeerSync {
     dealer: Option<zmq::Socket>,
     /// When we decided we need the peer's snapshot.
     since: Instant,
-    /// When ICANHAZ was sent on `dealer`.
-    sent: Option<Instant>,
+    /// `None` until ICANHAZ is sent on `dealer`; then when the snapshot last moved (the request sent, or a message
+    /// of the snapshot received).
+    moved: Option<Instant>,
+}
+
+impl PeerSync {
+    /// Whether the snapshot asked for has stopped moving for `retry_after`. Counted from its last message, not from
+    /// the request: a store's snapshot can take longer than that to arrive whole (256 MiB, the default
+    /// `max_bytes`, over a 100 Mbit/s link takes about 21 s), and a mirror that restarted it on a clock from the
+    /// request would restart it for ever.
+    fn stalled(&self, now: Instant, retry_after: Duration) -> bool {
+        self.moved.is_some_and(|t| now >= t + retry_after)
+    }
+
+    /// Notes that the snapshot moved at `now` (nothing while none has been asked for).
+    fn moving(&mut self, now: Instant) {
+        if self.moved.is_some() {
+            self.moved = Some(now);
+        }
+    }
 }
 
 fn publish(
@@ -871,7 +889,7 @@ fn run(
                         peer_sync = Some(PeerSync {
                             dealer: None,
                             since: now,
-                            sent: None,
+                            moved: None,
                         });
                     }
                     Ok(Transition::None) => {}
@@ -1095,6 +1113,7 @@ fn run(
 
         if r_dealer {
             let mut done = false;
+            let mut received = false;
             if let Some(PeerSync {
                 dealer: Some(dealer),
                 ..
@@ -1102,6 +1121,7 @@ fn run(
             {
                 let res = drain(dealer, |parts| match KvMsg::decode(&parts) {
                     Ok(msg) => {
+                        received = true;
                         done |= msg.key == KTHXBAI;
                         engine.handle_peer_snapshot(now, msg);
                     }
@@ -1119,6 +1139,11 @@ fn run(
                     break Err(err);
                 }
             }
+            if received {
+                if let Some(sync) = &mut peer_sync {
+                    sync.moving(now);
+                }
+            }
             if done && !engine.is_mirror_syncing() {
                 peer_sync = None;
             }
@@ -1127,15 +1152,14 @@ fn run(
         // Passive mirror: ask the active peer for its snapshot once our SUB to it is known to be live.
         if let (Some(sync), Some((_, _, peer_snapshot))) = (&mut peer_sync, &ha) {
             let retry_after = (hugz * 5).max(Duration::from_secs(2));
-            let stale = sync.sent.is_some_and(|t| now >= t + retry_after);
-            if stale {
-                tracing::warn!("peer snapshot timed out; retrying");
+            if sync.stalled(now, retry_after) {
+                tracing::warn!("peer snapshot stalled for {retry_after:?}; retrying");
                 engine.restart_mirror_sync();
                 sync.dealer = None;
-                sync.sent = None;
+                sync.moved = None;
                 sync.since = now;
             }
-            if sync.sent.is_none() && (peer_seen || now >= sync.since + hugz) {
+            if sync.moved.is_none() && (peer_seen || now >= sync.since + hugz) {
                 let dealer = match socket(ctx, zmq::DEALER, config).and_then(|d| {
                     d.set_rcvhwm(0)?;
                     config.security.client(&d, "clone.peer")?;
@@ -1151,7 +1175,7 @@ fn run(
                     Err(err) => break Err(err),
                 };
                 sync.dealer = Some(dealer);
-                sync.sent = Some(now);
+                sync.moved = Some(now);
             }
         }
 
@@ -1229,7 +1253,39 @@ fn run(
 
 #[cfg(test)]
 mod tests {
-    use super::PassBudget;
+    use std::time::{Duration, Instant};
+
+    use super::{PassBudget, PeerSync};
+
+    #[test]
+    fn a_peer_snapshot_is_retried_only_once_it_stops_moving() {
+        let retry_after = Duration::from_secs(2);
+        let t0 = Instant::now();
+        let mut sync = PeerSync {
+            dealer: None,
+            since: t0,
+            moved: None,
+        };
+        assert!(
+            !sync.stalled(t0 + retry_after * 10, retry_after),
+            "nothing asked for yet"
+        );
+        sync.moving(t0 + retry_after);
+        assert_eq!(sync.moved, None, "no snapshot moves before it is asked for");
+        sync.moved = Some(t0);
+        // A large snapshot arriving a message a second for ten times the retry time is never given up on.
+        for s in 1..=20 {
+            let now = t0 + Duration::from_secs(s);
+            assert!(!sync.stalled(now, retry_after), "moving at {s} s");
+            sync.moving(now);
+        }
+        let last = t0 + Duration::from_secs(20);
+        assert!(!sync.stalled(last + retry_after - Duration::from_millis(1), retry_after));
+        assert!(
+            sync.stalled(last + retry_after, retry_after),
+            "silent since its last message"
+        );
+    }
 
     /// How many messages of `len` bytes one pass takes from a socket that has more than enough queued.
     fn taken_in_one_pass(len: usize) -> usize {
