@@ -61,6 +61,31 @@ impl CloneClient {
         subtree: &str,
         config: ClientConfig,
     ) -> Result<Self, CloneError> {
+        Self::start(ctx, servers, subtree, config, WatchSlot::default())
+    }
+
+    /// [`Self::connect`] with a watch of `prefix` in place before the agent starts, so it sees the first
+    /// snapshot's entries (`from_snapshot`) and then every change: a [`Self::watch`] made after `connect` sees the
+    /// snapshot only if it is registered before the snapshot arrives, which on a busy machine it may not be.
+    pub fn connect_watching(
+        ctx: &zmq::Context,
+        servers: &[ServerEndpoints],
+        subtree: &str,
+        config: ClientConfig,
+        prefix: &str,
+    ) -> Result<(Self, Receiver<Change>), CloneError> {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let slot: WatchSlot = Arc::new(Mutex::new(vec![(0, prefix.to_owned(), false, tx)]));
+        Ok((Self::start(ctx, servers, subtree, config, slot)?, rx))
+    }
+
+    fn start(
+        ctx: &zmq::Context,
+        servers: &[ServerEndpoints],
+        subtree: &str,
+        config: ClientConfig,
+        watch_slot: WatchSlot,
+    ) -> Result<Self, CloneError> {
         if servers.is_empty() {
             return Err(CloneError::BadEndpoint("no server given".into()));
         }
@@ -76,7 +101,6 @@ impl CloneClient {
         let pipe = ctx.socket(zmq::PAIR)?;
         pipe.set_linger(0)?;
         pipe.bind(&addr)?;
-        let watch_slot: WatchSlot = Arc::default();
         let thread = {
             let ctx = ctx.clone();
             let servers = servers.to_vec();
@@ -660,6 +684,11 @@ fn agent(
         leases: HashMap::new(),
         malformed: 0,
     };
+    // Watches made with the client (`connect_watching`): in place before anything arrives.
+    if let Ok(mut ready) = slot.lock() {
+        a.watchers
+            .extend(ready.drain(..).map(|(_, prefix, _, tx)| (prefix, tx)));
+    }
     let mut changes = Vec::new();
     loop {
         while let Some(action) = a.engine.poll_output() {

@@ -95,11 +95,16 @@ fn late_joiner(subtree: &str) {
         };
         writer.set_nowait(&key, &value, None).unwrap();
         if i == total / 3 {
-            // The late joiner connects while updates flow; its watch is registered before its snapshot arrives.
-            let c =
-                CloneClient::connect(&ctx, std::slice::from_ref(&eps), subtree, client_config())
-                    .unwrap();
-            joiner_rx = Some(c.watch("", false).unwrap());
+            // The late joiner connects while updates flow, its watch in place before its snapshot can arrive.
+            let (c, rx) = CloneClient::connect_watching(
+                &ctx,
+                std::slice::from_ref(&eps),
+                subtree,
+                client_config(),
+                "",
+            )
+            .unwrap();
+            joiner_rx = Some(rx);
             joiner = Some(c);
         }
     }
