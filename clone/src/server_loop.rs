@@ -34,7 +34,7 @@ use crate::msg::{decode_icanhaz, KvMsg, KTHXBAI};
 use crate::msg::{HUGZ, NOPE};
 use crate::store::Store;
 use crate::CloneError;
-use tickbox_zmqx::socket::{last_endpoint, poll_ms_until};
+use tickbox_zmqx::socket::{last_endpoint, poll_ms_until, PassBudget};
 
 /// The three server endpoints. For a server these are bind addresses, for a client connect addresses.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -609,48 +609,21 @@ impl NoticeBudget {
     }
 }
 
-/// What one pass of the loop takes from one socket: at most `messages`, and no more once it holds `bytes`. The
-/// bytes bound is what keeps a pass short: values go up to `max_value_len` (1 MiB by default), so 4,096 of them
-/// would be up to 4 GiB held in one pass before any is published, and seconds without HUGZ, snapshot steps or
-/// the Binary Star heartbeat. A backlog is worked off over many short passes instead, each publishing what it
-/// took.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct PassBudget {
-    messages: usize,
-    bytes: usize,
-}
-
-impl PassBudget {
-    /// Each socket's share of one pass: small updates stop at the count, large ones at 4 MiB.
-    const PER_SOCKET: PassBudget = PassBudget {
-        messages: 4096,
-        bytes: 4 << 20,
-    };
-
-    /// Counts a message of `len` bytes as taken; `false` once the pass has taken its share.
-    fn take(&mut self, len: usize) -> bool {
-        self.messages = self.messages.saturating_sub(1);
-        self.bytes = self.bytes.saturating_sub(len);
-        self.messages > 0 && self.bytes > 0
-    }
-}
-
-/// Hands `f` each message `socket` holds, up to one pass's [`PassBudget`].
+/// Hands `f` each message `socket` holds, up to one pass's share ([`PassBudget`]): values go up to
+/// `max_value_len` (1 MiB by default), so a pass of 4,096 of them would hold up to 4 GiB before any is published.
 fn drain<F: FnMut(Vec<Vec<u8>>)>(socket: &zmq::Socket, mut f: F) -> Result<(), CloneError> {
-    let mut budget = PassBudget::PER_SOCKET;
-    loop {
+    let mut budget = PassBudget::per_socket();
+    while budget.has_room() {
         match socket.recv_multipart(zmq::DONTWAIT) {
             Ok(parts) => {
-                let more = budget.take(parts.iter().map(Vec::len).sum());
+                budget.take_frames(&parts);
                 f(parts);
-                if !more {
-                    return Ok(());
-                }
             }
             Err(zmq::Error::EAGAIN) => return Ok(()),
             Err(err) => return Err(err.into()),
         }
     }
+    Ok(())
 }
 
 /// [`drain`] for the collector: each update with its writer's ZAP user id (the `User-Id` property, the Z85
@@ -659,9 +632,9 @@ fn drain_from<F: FnMut(Vec<Vec<u8>>, Option<&str>)>(
     socket: &zmq::Socket,
     mut f: F,
 ) -> Result<(), CloneError> {
-    let mut budget = PassBudget::PER_SOCKET;
+    let mut budget = PassBudget::per_socket();
     let mut msg = zmq::Message::new();
-    loop {
+    while budget.has_room() {
         let mut parts = Vec::new();
         let mut user: Option<String> = None;
         loop {
@@ -679,12 +652,10 @@ fn drain_from<F: FnMut(Vec<Vec<u8>>, Option<&str>)>(
                 break;
             }
         }
-        let more = budget.take(parts.iter().map(Vec::len).sum());
+        budget.take_frames(&parts);
         f(parts, user.as_deref());
-        if !more {
-            return Ok(());
-        }
     }
+    Ok(())
 }
 
 struct PeerSync {
@@ -799,7 +770,7 @@ fn run(
         ..
     } = bound;
     let hugz = options.config.hugz();
-    let mut out: Vec<KvMsg> = Vec::with_capacity(PassBudget::PER_SOCKET.messages);
+    let mut out: Vec<KvMsg> = Vec::new();
     let mut peer_sync: Option<PeerSync> = None;
     let mut peer_seen = false;
     let config = &options.config;
@@ -1255,7 +1226,7 @@ fn run(
 mod tests {
     use std::time::{Duration, Instant};
 
-    use super::{PassBudget, PeerSync};
+    use super::PeerSync;
 
     #[test]
     fn a_peer_snapshot_is_retried_only_once_it_stops_moving() {
@@ -1285,32 +1256,5 @@ mod tests {
             sync.stalled(last + retry_after, retry_after),
             "silent since its last message"
         );
-    }
-
-    /// How many messages of `len` bytes one pass takes from a socket that has more than enough queued.
-    fn taken_in_one_pass(len: usize) -> usize {
-        let mut budget = PassBudget::PER_SOCKET;
-        let mut taken = 1;
-        while budget.take(len) {
-            taken += 1;
-        }
-        taken
-    }
-
-    #[test]
-    fn a_pass_stops_at_its_bytes_for_large_updates_and_at_its_count_for_small_ones() {
-        assert_eq!(taken_in_one_pass(256 << 10), 16, "4 MiB of 256 KiB values");
-        assert_eq!(
-            taken_in_one_pass(1 << 20),
-            4,
-            "4 MiB of the largest default values"
-        );
-        assert_eq!(
-            taken_in_one_pass(100),
-            4096,
-            "small updates stop at the count"
-        );
-        // An update larger than a pass's bytes is still taken, alone: a pass always makes progress.
-        assert_eq!(taken_in_one_pass(8 << 20), 1);
     }
 }

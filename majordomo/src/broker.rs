@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use crate::engine::broker::{Broker, BrokerConfig, BrokerStats, OpenGate, RequestGate};
 use crate::proto::Frames;
 use crate::MdpError;
-use tickbox_zmqx::socket::{last_endpoint, poll_ms_until};
+use tickbox_zmqx::socket::{last_endpoint, poll_ms_until, PassBudget};
 
 /// Bind a ROUTER on `endpoint` and run the broker until `stop` is set. Returns the final statistics.
 /// `bound` receives the resolved endpoint (useful with `tcp://127.0.0.1:*`).
@@ -110,10 +110,13 @@ pub fn run_broker_gated(
             other => other?,
         };
         if ready > 0 {
-            // Drain everything queued so one wake-up handles a burst.
-            loop {
+            // A burst is handled in one wake-up, up to a pass's share ([`PassBudget`]): under a flood the
+            // heartbeats, expiries and the gate still run every pass.
+            let mut budget = PassBudget::per_socket();
+            while budget.has_room() {
                 match tickbox_auth::recv_with_user(&socket, zmq::DONTWAIT) {
                     Ok((frames, user)) => {
+                        budget.take_frames(&frames);
                         let now = Instant::now();
                         if is_client_request(&frames) && !gate.allow(now) {
                             dropped_by_gate += 1;

@@ -8,7 +8,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use rand::{Rng, SeedableRng};
-use tickbox_zmqx::socket::{last_endpoint, poll_ms};
+use tickbox_zmqx::socket::{last_endpoint, poll_ms, PassBudget};
 
 use crate::engine::{Frames, MessengerConfig, MessengerEngine, MessengerStats, MsgAction, Route};
 use crate::MessengerError;
@@ -345,7 +345,14 @@ fn io_thread(
             if !ready[1 + i] {
                 continue;
             }
-            while let Ok(mut frames) = s.recv_multipart(zmq::DONTWAIT) {
+            // Each socket gives a pass its share only ([`PassBudget`]): what the engine owes for what it took
+            // goes out, and its timers run, before it takes more.
+            let mut budget = PassBudget::per_socket();
+            while budget.has_room() {
+                let Ok(mut frames) = s.recv_multipart(zmq::DONTWAIT) else {
+                    break;
+                };
+                budget.take_frames(&frames);
                 if frames.is_empty() {
                     continue;
                 }
@@ -363,7 +370,12 @@ fn io_thread(
             if !ready[1 + listeners.len() + i] {
                 continue;
             }
-            while let Ok(frames) = s.recv_multipart(zmq::DONTWAIT) {
+            let mut budget = PassBudget::per_socket();
+            while budget.has_room() {
+                let Ok(frames) = s.recv_multipart(zmq::DONTWAIT) else {
+                    break;
+                };
+                budget.take_frames(&frames);
                 engine.handle_input(Route::Dest(ep.clone()), frames);
             }
         }

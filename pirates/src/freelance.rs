@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use tickbox_reliable::ms;
 use tickbox_units::{ByteSize, HumanDuration};
-use tickbox_zmqx::socket::{poll_ms, send_multipart_now};
+use tickbox_zmqx::socket::{poll_ms, send_multipart_now, PassBudget};
 
 pub use crate::engine::freelance::{
     server_reply, AgentAction, AgentConfig, Frames, FreelanceAgent, RequestRefused, ServerDrop,
@@ -203,7 +203,13 @@ pub fn run_freelance_server_with(
             Ok(0) | Err(zmq::Error::EINTR) => continue,
             other => other?,
         };
-        while let Ok(mut frames) = s.recv_multipart(zmq::DONTWAIT) {
+        // A pass takes its share only ([`PassBudget`]), so a flood of requests cannot hold off the stop flag.
+        let mut budget = PassBudget::per_socket();
+        while budget.has_room() {
+            let Ok(mut frames) = s.recv_multipart(zmq::DONTWAIT) else {
+                break;
+            };
+            budget.take_frames(&frames);
             if frames.len() < 2 {
                 stats.malformed += 1;
                 continue;
@@ -346,7 +352,12 @@ fn agent_thread(ctx: &zmq::Context, addr: &str, cfg: AgentConfig) -> Result<(), 
             }
         }
         if net_ready {
-            while let Ok(frames) = router.recv_multipart(zmq::DONTWAIT) {
+            let mut budget = PassBudget::per_socket();
+            while budget.has_room() {
+                let Ok(frames) = router.recv_multipart(zmq::DONTWAIT) else {
+                    break;
+                };
+                budget.take_frames(&frames);
                 agent.handle_input(Instant::now(), frames);
             }
         }

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use tickbox_reliable::ms;
-use tickbox_zmqx::socket::{last_endpoint, poll_ms};
+use tickbox_zmqx::socket::{last_endpoint, poll_ms, PassBudget};
 
 use crate::engine::ppp::{
     PppConfig, PppQueue, PppQueueStats, PppWorkerAction, PppWorkerEngine, QueueOut, PPP_READY,
@@ -61,8 +61,15 @@ pub fn run_ppp_queue(
         let mut items = [fe.as_poll_item(zmq::POLLIN), be.as_poll_item(zmq::POLLIN)];
         zmq::poll(&mut items, timeout)?;
         let (fe_ready, be_ready) = (items[0].is_readable(), items[1].is_readable());
+        // Each socket gives a pass its share only, so a flood on one side cannot hold up the other side, the
+        // heartbeats and the expiries below, nor pile up what the pass owes in memory ([`PassBudget`]).
         if be_ready {
-            while let Ok((frames, user)) = tickbox_auth::recv_with_user(&be, zmq::DONTWAIT) {
+            let mut budget = PassBudget::per_socket();
+            while budget.has_room() {
+                let Ok((frames, user)) = tickbox_auth::recv_with_user(&be, zmq::DONTWAIT) else {
+                    break;
+                };
+                budget.take_frames(&frames);
                 // Who may be a worker is a grant of its own (`[security.services.queue] serve`): a client's key
                 // on the back-end would otherwise be handed other clients' requests. A key that has left the
                 // allow directory is refused from its next message on.
@@ -86,9 +93,17 @@ pub fn run_ppp_queue(
                 }
                 q.handle_backend(Instant::now(), frames);
             }
+            // Replies go to their clients, and the workers they freed get their next requests, before the
+            // front-end's share is read: under a flood of requests that share takes a millisecond or two.
+            send_owed(&mut q, &fe, &be)?;
         }
         if fe_ready {
-            while let Ok((frames, user)) = tickbox_auth::recv_with_user(&fe, zmq::DONTWAIT) {
+            let mut budget = PassBudget::per_socket();
+            while budget.has_room() {
+                let Ok((frames, user)) = tickbox_auth::recv_with_user(&fe, zmq::DONTWAIT) else {
+                    break;
+                };
+                budget.take_frames(&frames);
                 let user = user.as_deref();
                 if !security.is_listed("queue.frontend", user) {
                     security.stats().record_revoked();
@@ -104,16 +119,22 @@ pub fn run_ppp_queue(
             }
         }
         q.handle_timeout(Instant::now());
-        while let Some(out) = q.poll_output() {
-            match out {
-                QueueOut::Frontend(f) => fe.send_multipart(f, 0)?,
-                QueueOut::Backend(f) => be.send_multipart(f, 0)?,
-            }
-        }
+        send_owed(&mut q, &fe, &be)?;
         live.publish(Instant::now(), q.stats());
     }
     live.publish_now(q.stats());
     Ok(q.stats().clone())
+}
+
+/// Sends what the queue owes its clients and workers.
+fn send_owed(q: &mut PppQueue, fe: &zmq::Socket, be: &zmq::Socket) -> Result<(), PirateError> {
+    while let Some(out) = q.poll_output() {
+        match out {
+            QueueOut::Frontend(f) => fe.send_multipart(f, 0)?,
+            QueueOut::Backend(f) => be.send_multipart(f, 0)?,
+        }
+    }
+    Ok(())
 }
 
 /// The service name a queue's grants use (`[security.services.queue]`): `call` for its clients, `serve` for its
@@ -246,7 +267,12 @@ impl PppWorker {
             match &self.socket {
                 Some(s) => {
                     if s.poll(zmq::POLLIN, poll_ms(wait))? > 0 {
-                        while let Ok(f) = s.recv_multipart(zmq::DONTWAIT) {
+                        let mut budget = PassBudget::per_socket();
+                        while budget.has_room() {
+                            let Ok(f) = s.recv_multipart(zmq::DONTWAIT) else {
+                                break;
+                            };
+                            budget.take_frames(&f);
                             self.engine.handle_input(Instant::now(), f);
                         }
                     }

@@ -1,7 +1,7 @@
 //! Small helpers every socket loop needs, kept here so the protocol crates do not each carry a copy: the
 //! endpoint a socket actually bound (resolves `tcp://127.0.0.1:*` to the chosen port), the conversion of a
-//! wait into the millisecond timeout `zmq::poll` takes, the reading of a socket monitor's event, and a send
-//! without waiting that calls a queue full only when it is.
+//! wait into the millisecond timeout `zmq::poll` takes, the reading of a socket monitor's event, a send without
+//! waiting that calls a queue full only when it is, and the share of a socket one pass of a loop takes.
 
 use std::time::{Duration, Instant};
 
@@ -65,9 +65,98 @@ pub fn send_multipart_now(socket: &zmq::Socket, frames: &[Vec<u8>]) -> zmq::Resu
     unless_stale_full(socket, || socket.send_multipart(frames, zmq::DONTWAIT))
 }
 
+/// What one pass of a socket loop takes from one socket before it runs its timers and sends what it owes: at
+/// most 4,096 messages, and no more once it has taken 4 MiB. It always takes at least one.
+///
+/// A loop that reads a socket until it runs dry does nothing else while a peer sends faster than the loop reads:
+/// its heartbeats, expiries, replies, counters and stop flag all wait, and whatever it owes others piles up in
+/// memory. A Paranoid Pirate queue under a flood of requests from three clients declared its one live worker dead
+/// (its heartbeats went unread for the 300 ms of its liveness) and lost the request that worker held; a Clone
+/// server once held 4,096 updates of up to 1 MiB in one pass, seconds without HUGZ. Bounded passes work a backlog
+/// off over many short passes, each of which does everything a pass does. The bytes bound keeps a pass of large
+/// messages short; the count bound, one of small ones (4,096 takes a millisecond or two).
+///
+/// ```
+/// # use tickbox_zmqx::socket::PassBudget;
+/// let mut budget = PassBudget::per_socket();
+/// let mut taken = 0;
+/// while budget.has_room() {
+///     // A socket that always has a 256 KiB message queued.
+///     budget.take(256 << 10);
+///     taken += 1;
+/// }
+/// assert_eq!(taken, 16);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PassBudget {
+    messages: usize,
+    bytes: usize,
+}
+
+impl PassBudget {
+    /// One socket's share of one pass.
+    pub fn per_socket() -> Self {
+        PassBudget {
+            messages: 4096,
+            bytes: 4 << 20,
+        }
+    }
+
+    /// Whether the pass may take another message from the socket.
+    #[inline]
+    pub fn has_room(&self) -> bool {
+        self.messages > 0 && self.bytes > 0
+    }
+
+    /// Counts a message of `len` bytes as taken.
+    #[inline]
+    pub fn take(&mut self, len: usize) {
+        self.messages = self.messages.saturating_sub(1);
+        self.bytes = self.bytes.saturating_sub(len);
+    }
+
+    /// Counts a message of these frames as taken.
+    #[inline]
+    pub fn take_frames(&mut self, frames: &[Vec<u8>]) {
+        self.take(frames.iter().map(Vec::len).sum());
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// How many messages of `len` bytes one pass takes from a socket that has more than enough queued.
+    fn taken_in_one_pass(len: usize) -> usize {
+        let mut budget = PassBudget::per_socket();
+        let mut taken = 0;
+        while budget.has_room() {
+            budget.take(len);
+            taken += 1;
+        }
+        taken
+    }
+
+    #[test]
+    fn a_pass_stops_at_its_bytes_for_large_messages_and_at_its_count_for_small_ones() {
+        assert_eq!(
+            taken_in_one_pass(256 << 10),
+            16,
+            "4 MiB of 256 KiB messages"
+        );
+        assert_eq!(taken_in_one_pass(1 << 20), 4, "4 MiB of 1 MiB messages");
+        assert_eq!(
+            taken_in_one_pass(100),
+            4096,
+            "small messages stop at the count"
+        );
+        assert_eq!(taken_in_one_pass(0), 4096, "empty messages too");
+        // A message larger than a pass's bytes is still taken, alone: a pass always makes progress.
+        assert_eq!(taken_in_one_pass(8 << 20), 1);
+        let mut budget = PassBudget::per_socket();
+        budget.take_frames(&[vec![0; 3 << 20], vec![0; 1 << 20]]);
+        assert!(!budget.has_room(), "a message's frames count together");
+    }
 
     #[test]
     fn poll_timeouts_saturate_and_never_go_negative() {

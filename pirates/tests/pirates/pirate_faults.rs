@@ -212,3 +212,90 @@ fn ppp_worker_conformance_against_raw_queue() {
     stop.store(true, Ordering::Relaxed);
     assert!(t.join().unwrap() >= 1);
 }
+
+/// Three clients flood the queue with far more requests than its one worker serves or it holds: the queue
+/// refuses what it cannot hold and keeps reading its worker meanwhile. When a pass of its loop read the front-end
+/// until it ran dry, the back-end went unread for longer than this config's liveness (300 ms): in 2 of 3
+/// five-second floods the queue declared its live worker dead and lost the request that worker held.
+#[test]
+fn a_request_flood_never_makes_the_queue_give_up_on_a_live_worker() {
+    const FLOODERS: usize = 3;
+    const FLOOD: Duration = Duration::from_secs(3);
+    let ctx = zmq::Context::new();
+    let stop = Arc::new(AtomicBool::new(false));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (c, s) = (ctx.clone(), Arc::clone(&stop));
+    let queue = std::thread::spawn(move || {
+        run_ppp_queue(
+            &tickbox_auth::Gate::open(&c),
+            "tcp://127.0.0.1:*",
+            "tcp://127.0.0.1:*",
+            cfg(),
+            &s,
+            Some(tx),
+        )
+        .unwrap()
+    });
+    let (fe, be) = rx.recv_timeout(Duration::from_secs(5)).unwrap();
+    let worker_stop = Arc::new(AtomicBool::new(false));
+    let (c, e, s) = (ctx.clone(), be.clone(), Arc::clone(&worker_stop));
+    let worker = std::thread::spawn(move || {
+        let mut w = PppWorker::connect(&c, &e, cfg()).unwrap();
+        w.serve(&s, |b| b.clone()).unwrap();
+        w.reconnects()
+    });
+    // The worker is registered once a request has been served.
+    let mut client = LazyPirate::new(
+        &ctx,
+        &fe,
+        LazyPirateConfig {
+            timeout: Duration::from_millis(1000).into(),
+            attempts: 5,
+            ..LazyPirateConfig::default()
+        },
+    );
+    assert_eq!(
+        client.request(&[b"hello".to_vec()]).unwrap(),
+        vec![b"hello".to_vec()]
+    );
+    let flood_end = Instant::now() + FLOOD;
+    let flooders: Vec<_> = (0..FLOODERS)
+        .map(|_| {
+            let (c, fe) = (ctx.clone(), fe.clone());
+            std::thread::spawn(move || {
+                let s = c.socket(zmq::DEALER).unwrap();
+                s.set_linger(0).unwrap();
+                s.set_sndtimeo(100).unwrap();
+                s.connect(&fe).unwrap();
+                while Instant::now() < flood_end {
+                    for _ in 0..256 {
+                        let _ = s.send_multipart([b"".as_slice(), b"flood"], 0);
+                    }
+                    while s.recv_multipart(zmq::DONTWAIT).is_ok() {}
+                }
+            })
+        })
+        .collect();
+    for f in flooders {
+        f.join().unwrap();
+    }
+    worker_stop.store(true, Ordering::Relaxed);
+    let reconnects = worker.join().unwrap();
+    stop.store(true, Ordering::Relaxed);
+    let stats = queue.join().unwrap();
+    println!("{stats:?}; worker reconnects {reconnects}");
+    assert!(
+        stats.dropped > 0,
+        "the flood never filled the queue, so it tested nothing: {stats:?}"
+    );
+    assert_eq!(
+        (stats.workers_expired, stats.lost_with_worker),
+        (0, 0),
+        "a live worker was given up on: {stats:?}"
+    );
+    assert_eq!(reconnects, 0, "the worker gave up on the queue");
+    assert!(
+        stats.routed > 1,
+        "the worker served nothing during the flood: {stats:?}"
+    );
+}
