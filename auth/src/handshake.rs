@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::policy::client_refusal;
+use tickbox_zmqx::socket::WarnGate;
 
 /// The first wait before connecting again to an endpoint that refused the handshake.
 pub const REDIAL_FIRST: Duration = Duration::from_secs(1);
@@ -41,9 +42,8 @@ pub struct HandshakeWatch {
     monitor: zmq::Socket,
     /// At most one entry per endpoint of the socket (the monitor names no other).
     refused: Vec<Refused>,
-    /// The next moment a refusal may be logged, and how many were not logged since the last line.
-    next_log: Option<Instant>,
-    suppressed: u64,
+    /// Refusals are logged at most once a second: a publisher decides how many come.
+    refusal_log: WarnGate,
     /// This process's public key under CURVE, named in refusals (it is what the publisher's allow list needs).
     public_key: Option<String>,
     /// What the socket is, in log lines (`subscriber shard 2`, `recorder`, `LVC upstream`).
@@ -80,8 +80,7 @@ impl HandshakeWatch {
         Ok(HandshakeWatch {
             monitor,
             refused: Vec::new(),
-            next_log: None,
-            suppressed: 0,
+            refusal_log: WarnGate::new(),
             public_key,
             who: who.into(),
         })
@@ -132,12 +131,9 @@ impl HandshakeWatch {
                     REDIAL_FIRST
                 }
             };
-            if self.next_log.is_some_and(|next| now < next) {
-                self.suppressed += 1;
+            let Some(suppressed) = self.refusal_log.allow(now) else {
                 continue;
-            }
-            self.next_log = Some(now + Duration::from_secs(1));
-            let suppressed = std::mem::take(&mut self.suppressed);
+            };
             // The ZAP status code (RFC 27) or the protocol error, worded as what it is: a refusal.
             let reason = client_refusal(
                 (event == zmq::SocketEvent::HANDSHAKE_FAILED_AUTH).then_some(value),

@@ -16,6 +16,7 @@ use crate::config::Allow;
 use crate::policy::{parse_request, reply_frames, Gatekeeper, KeySet, Refusal, Verdict};
 use crate::stats::AuthStats;
 use crate::AuthError;
+use tickbox_zmqx::socket::WarnGate;
 
 /// Where libzmq looks for the ZAP handler (RFC 27).
 pub const ZAP_ENDPOINT: &str = "inproc://zeromq.zap.01";
@@ -472,10 +473,7 @@ pub fn load_allow_dir(dir: &Path) -> KeySet {
 
 /// Refusals are logged at most once a second with the running total, since any stranger can cause them.
 #[derive(Default)]
-struct LogLimit {
-    last: Option<Instant>,
-    suppressed: u64,
-}
+struct LogLimit(WarnGate);
 
 impl LogLimit {
     fn refused(
@@ -486,14 +484,9 @@ impl LogLimit {
         reason: Refusal,
         stats: &AuthStats,
     ) {
-        let now = Instant::now();
-        if self
-            .last
-            .is_some_and(|t| now.duration_since(t) < Duration::from_secs(1))
-        {
-            self.suppressed += 1;
+        let Some(suppressed) = self.0.allow(Instant::now()) else {
             return;
-        }
+        };
         let total = stats.summary().auth_refused;
         let peer = if address.is_empty() {
             "a local peer"
@@ -509,11 +502,9 @@ impl LogLimit {
             peer,
             key,
             total_refused = total,
-            suppressed = self.suppressed,
+            suppressed,
             "refused a handshake from {peer}{key_text} on {role}: {}",
             reason.as_str()
         );
-        self.last = Some(now);
-        self.suppressed = 0;
     }
 }

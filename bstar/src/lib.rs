@@ -12,6 +12,8 @@
 
 use std::time::Instant;
 
+use tickbox_zmqx::socket::{PassBudget, WarnGate};
+
 pub use tickbox_reliable::bstar::{
     BinaryStar, BstarConfig, BstarEndpoints, BstarError, Event, Role, State, Transition, Vote,
 };
@@ -42,6 +44,8 @@ pub struct BstarNode {
     publisher: zmq::Socket,
     subscriber: zmq::Socket,
     bad_frames: u64,
+    /// The peer (or, without `[security]`, anyone who reaches the state port) decides how many bad frames come.
+    bad_frame_log: WarnGate,
 }
 
 impl BstarNode {
@@ -70,6 +74,7 @@ impl BstarNode {
             publisher,
             subscriber,
             bad_frames: 0,
+            bad_frame_log: WarnGate::new(),
         })
     }
 
@@ -98,22 +103,30 @@ impl BstarNode {
         &self.subscriber
     }
 
-    /// Drain the state SUB. Malformed frames are counted, logged and dropped. Returns the last transition seen
-    /// (a burst of state messages yields at most one real change in practice), or the dual-active/passive error.
+    /// Reads the state SUB, up to a pass's share ([`PassBudget`]: a flood of state messages cannot hold up the
+    /// server's loop). Malformed frames are counted, logged at most once a second and dropped. Returns the last
+    /// transition seen (a burst of state messages yields at most one real change in practice), or the
+    /// dual-active/passive error.
     pub fn on_readable(&mut self, now: Instant) -> Result<Transition, BstarNodeError> {
         let mut result = Transition::None;
-        loop {
+        let mut budget = PassBudget::per_socket();
+        while budget.has_room() {
             let parts = match self.subscriber.recv_multipart(zmq::DONTWAIT) {
                 Ok(parts) => parts,
                 Err(zmq::Error::EAGAIN) => break,
                 Err(err) => return Err(err.into()),
             };
+            budget.take_frames(&parts);
             if parts.len() != 1 {
                 self.bad_frames += 1;
-                tracing::warn!(
-                    frames = parts.len(),
-                    "binary star: dropped state message with wrong frame count"
-                );
+                if let Some(held_back) = self.bad_frame_log.allow(now) {
+                    tracing::warn!(
+                        frames = parts.len(),
+                        bad_frames = self.bad_frames,
+                        held_back,
+                        "binary star: dropped state message with wrong frame count"
+                    );
+                }
                 continue;
             }
             match self.engine.handle_peer_frame(now, &parts[0]) {
@@ -121,7 +134,14 @@ impl BstarNode {
                 Ok(t) => result = t,
                 Err(BstarError::BadStateFrame(text)) => {
                     self.bad_frames += 1;
-                    tracing::warn!(frame = %text, "binary star: dropped malformed state frame");
+                    if let Some(held_back) = self.bad_frame_log.allow(now) {
+                        tracing::warn!(
+                            frame = %text,
+                            bad_frames = self.bad_frames,
+                            held_back,
+                            "binary star: dropped malformed state frame"
+                        );
+                    }
                 }
                 Err(err) => return Err(err.into()),
             }

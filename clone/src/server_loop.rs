@@ -34,7 +34,7 @@ use crate::msg::{decode_icanhaz, KvMsg, KTHXBAI};
 use crate::msg::{HUGZ, NOPE};
 use crate::store::Store;
 use crate::CloneError;
-use tickbox_zmqx::socket::{last_endpoint, poll_ms_until, PassBudget};
+use tickbox_zmqx::socket::{last_endpoint, poll_ms_until, PassBudget, WarnGate};
 
 /// The three server endpoints. For a server these are bind addresses, for a client connect addresses.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -458,52 +458,25 @@ fn bind(
     }
 }
 
-/// A warning a peer can trigger at will: at most one line per second, the next line says how many were skipped.
-#[derive(Debug)]
-struct RateLog {
-    next: Option<Instant>,
-    suppressed: u64,
-}
-
-impl RateLog {
-    const fn new() -> Self {
-        RateLog {
-            next: None,
-            suppressed: 0,
-        }
-    }
-
-    /// `Some(skipped since the last line)` when a line may be logged now; counts it in `total` otherwise.
-    fn allow(&mut self, now: Instant, total: &mut u64) -> Option<u64> {
-        if self.next.is_some_and(|n| now < n) {
-            self.suppressed += 1;
-            *total += 1;
-            return None;
-        }
-        self.next = Some(now + Duration::from_secs(1));
-        Some(std::mem::take(&mut self.suppressed))
-    }
-}
-
 /// The rate-limited warnings of the loop, and their common suppressed count.
 #[derive(Debug)]
 struct Logs {
-    malformed_request: RateLog,
-    malformed_kvset: RateLog,
-    malformed_peer: RateLog,
-    snapshot: RateLog,
-    refused: RateLog,
+    malformed_request: WarnGate,
+    malformed_kvset: WarnGate,
+    malformed_peer: WarnGate,
+    snapshot: WarnGate,
+    refused: WarnGate,
     suppressed: u64,
 }
 
 impl Logs {
     fn new() -> Self {
         Logs {
-            malformed_request: RateLog::new(),
-            malformed_kvset: RateLog::new(),
-            malformed_peer: RateLog::new(),
-            snapshot: RateLog::new(),
-            refused: RateLog::new(),
+            malformed_request: WarnGate::new(),
+            malformed_kvset: WarnGate::new(),
+            malformed_peer: WarnGate::new(),
+            snapshot: WarnGate::new(),
+            refused: WarnGate::new(),
             suppressed: 0,
         }
     }
@@ -512,8 +485,9 @@ impl Logs {
 macro_rules! warn_limited {
     ($logs:expr, $which:ident, $now:expr, $($arg:tt)+) => {{
         let logs: &mut Logs = $logs;
-        if let Some(skipped) = logs.$which.allow($now, &mut logs.suppressed) {
-            tracing::warn!(suppressed_since_last = skipped, $($arg)+);
+        match logs.$which.allow($now) {
+            Some(skipped) => tracing::warn!(suppressed_since_last = skipped, $($arg)+),
+            None => logs.suppressed += 1,
         }
     }};
 }

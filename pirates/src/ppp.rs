@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use tickbox_reliable::ms;
-use tickbox_zmqx::socket::{last_endpoint, poll_ms, PassBudget};
+use tickbox_zmqx::socket::{last_endpoint, poll_ms, PassBudget, WarnGate};
 
 use crate::engine::ppp::{
     PppConfig, PppQueue, PppQueueStats, PppWorkerAction, PppWorkerEngine, QueueOut, PPP_READY,
@@ -143,28 +143,17 @@ pub const QUEUE_SERVICE: &str = "queue";
 
 /// Refusals are logged at most once a second, with how many since the last line: any listed key can send them.
 #[derive(Default)]
-struct RefusalLog {
-    last: Option<Instant>,
-    suppressed: u64,
-}
+struct RefusalLog(WarnGate);
 
 impl RefusalLog {
     fn refused(&mut self, what: &str, user: Option<&str>) {
-        let now = Instant::now();
-        if self
-            .last
-            .is_some_and(|t| now.duration_since(t) < std::time::Duration::from_secs(1))
-        {
-            self.suppressed += 1;
-            return;
+        if let Some(suppressed) = self.0.allow(Instant::now()) {
+            tracing::warn!(
+                user = user.unwrap_or("(unauthenticated)"),
+                suppressed,
+                "queue: refused a {what}: the key is not granted `{QUEUE_SERVICE}` (or has left the allow directory)"
+            );
         }
-        tracing::warn!(
-            user = user.unwrap_or("(unauthenticated)"),
-            suppressed = self.suppressed,
-            "queue: refused a {what}: the key is not granted `{QUEUE_SERVICE}` (or has left the allow directory)"
-        );
-        self.last = Some(now);
-        self.suppressed = 0;
     }
 }
 

@@ -1,7 +1,8 @@
 //! Small helpers every socket loop needs, kept here so the protocol crates do not each carry a copy: the
 //! endpoint a socket actually bound (resolves `tcp://127.0.0.1:*` to the chosen port), the conversion of a
 //! wait into the millisecond timeout `zmq::poll` takes, the reading of a socket monitor's event, a send without
-//! waiting that calls a queue full only when it is, and the share of a socket one pass of a loop takes.
+//! waiting that calls a queue full only when it is, the share of a socket one pass of a loop takes, and the gate
+//! of a warning a peer can trigger at will.
 
 use std::time::{Duration, Instant};
 
@@ -122,9 +123,60 @@ impl PassBudget {
     }
 }
 
+/// The gate of a warning a peer can trigger at will (a malformed frame, a refused request): at most one line a
+/// second, and each line says how many were held back since the last. What is held back is still counted where
+/// the summary and `--json` read it; the gate only spares the log. It reads no clock, so sans-IO engines use it
+/// with the time they are given.
+#[derive(Debug, Clone, Default)]
+pub struct WarnGate {
+    next: Option<Instant>,
+    held_back: u64,
+}
+
+impl WarnGate {
+    /// How long after a line the next one may be written.
+    pub const EVERY: Duration = Duration::from_secs(1);
+
+    /// A gate that lets the first line through.
+    pub const fn new() -> Self {
+        WarnGate {
+            next: None,
+            held_back: 0,
+        }
+    }
+
+    /// `Some(lines held back since the last one)` when a line may be written at `now`; `None` (and one more held
+    /// back) when not.
+    pub fn allow(&mut self, now: Instant) -> Option<u64> {
+        if self.next.is_some_and(|next| now < next) {
+            self.held_back += 1;
+            return None;
+        }
+        self.next = Some(now + Self::EVERY);
+        Some(std::mem::take(&mut self.held_back))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_warning_gate_lets_one_line_a_second_through_and_counts_the_rest() {
+        let t0 = Instant::now();
+        let mut gate = WarnGate::new();
+        assert_eq!(gate.allow(t0), Some(0), "the first line goes");
+        for ms in [1, 500, 999] {
+            assert_eq!(gate.allow(t0 + Duration::from_millis(ms)), None);
+        }
+        assert_eq!(
+            gate.allow(t0 + Duration::from_secs(1)),
+            Some(3),
+            "the next line says how many were held back"
+        );
+        assert_eq!(gate.allow(t0 + Duration::from_millis(1500)), None);
+        assert_eq!(gate.allow(t0 + Duration::from_secs(5)), Some(1));
+    }
 
     /// How many messages of `len` bytes one pass takes from a socket that has more than enough queued.
     fn taken_in_one_pass(len: usize) -> usize {
