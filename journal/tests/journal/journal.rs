@@ -1457,6 +1457,33 @@ fn fill_a_quarter(w: &mut Writer, segment: u64, mut written: u64) -> u64 {
     written
 }
 
+/// `rolls` times: fills a quarter of the current segment (so the next one is due at once), waits until the
+/// preparer has made the next one, and fills on until the writer rolls into it; `after_roll` sees the writer and
+/// the roll's number (from 1) each time.
+fn roll_when_prepared(
+    w: &mut Writer,
+    segment: u64,
+    rolls: u64,
+    mut after_roll: impl FnMut(&Writer, u64),
+) {
+    let mut written = 0;
+    for index in 1..=rolls {
+        fill_a_quarter(w, segment, written);
+        assert!(
+            tickbox_testkit::poll_until(
+                std::time::Duration::from_secs(10),
+                std::time::Duration::from_millis(2),
+                || w.next_segment_ready(),
+            ),
+            "segment {index} never prepared"
+        );
+        fill_until_segment(w, index);
+        // The record that rolled is in the new segment.
+        written = (RECORD_HEADER_SIZE + payload_for(w.next_seq() - 1).len() as u64).div_ceil(8) * 8;
+        after_roll(w, index);
+    }
+}
+
 /// The preparer faults the next segment in before the roll, once the current one fills fast enough to need it: a
 /// writer that waits for it rolls into a segment that is complete, counted as such, and its records read back as
 /// they would from a segment faulted in on first write. A writer that has written nothing makes it wait: a
@@ -1480,20 +1507,7 @@ fn archive_rolls_into_a_prefaulted_segment() {
         );
     }
     let mut w = Writer::open(&path, &WriterOptions::archive(segment).prefault(true)).unwrap();
-    let mut written = 0;
-    for index in 1..=2 {
-        fill_a_quarter(&mut w, segment, written);
-        assert!(
-            tickbox_testkit::poll_until(
-                std::time::Duration::from_secs(10),
-                std::time::Duration::from_millis(2),
-                || w.next_segment_ready(),
-            ),
-            "segment {index} never prepared"
-        );
-        fill_until_segment(&mut w, index);
-        // The record that rolled is in the new segment.
-        written = (RECORD_HEADER_SIZE + payload_for(w.next_seq() - 1).len() as u64).div_ceil(8) * 8;
+    roll_when_prepared(&mut w, segment, 2, |w, index| {
         // At this pace the window reaches across the whole next segment: it was all faulted in before the roll
         // (and so was the window ahead of the writer in the current one: counted in the bytes too).
         let s = w.prefault_stats();
@@ -1502,7 +1516,7 @@ fn archive_rolls_into_a_prefaulted_segment() {
             s.bytes >= index * (HEADER_SIZE + segment),
             "roll {index}: {s:?}"
         );
-    }
+    });
     let last = w.next_seq() - 1;
     drop(w);
     let mut r = Reader::open(&path).unwrap();
@@ -1526,20 +1540,7 @@ fn archive_without_prefault_still_prepares_the_next_segment_and_reads_back() {
     let path = dir.path().join("arch");
     let segment = 1 << 20;
     let mut w = Writer::open(&path, &WriterOptions::archive(segment).prefault(false)).unwrap();
-    let mut written = 0;
-    for index in 1..=2 {
-        fill_a_quarter(&mut w, segment, written);
-        assert!(
-            tickbox_testkit::poll_until(
-                std::time::Duration::from_secs(10),
-                std::time::Duration::from_millis(2),
-                || w.next_segment_ready(),
-            ),
-            "segment {index} never prepared"
-        );
-        fill_until_segment(&mut w, index);
-        written = (RECORD_HEADER_SIZE + payload_for(w.next_seq() - 1).len() as u64).div_ceil(8) * 8;
-    }
+    roll_when_prepared(&mut w, segment, 2, |_, _| {});
     let s = w.prefault_stats();
     assert_eq!((s.complete, s.partial, s.bytes), (0, 0, 0), "{s:?}");
     let last = w.next_seq() - 1;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tickbox_pirates::{
-    run_ppp_queue, LazyPirate, LazyPirateConfig, PirateError, PppConfig, PppWorker,
+    run_ppp_queue, LazyPirate, LazyPirateConfig, PirateError, PppConfig, PppQueueStats, PppWorker,
 };
 
 type Frames = Vec<Vec<u8>>;
@@ -59,7 +59,12 @@ fn lazy_pirate_resends_on_a_new_socket_and_gives_up_after_n() {
 fn start_queue(
     ctx: &zmq::Context,
     cfg: PppConfig,
-) -> (String, String, Arc<AtomicBool>, std::thread::JoinHandle<()>) {
+) -> (
+    String,
+    String,
+    Arc<AtomicBool>,
+    std::thread::JoinHandle<PppQueueStats>,
+) {
     let stop = Arc::new(AtomicBool::new(false));
     let (tx, rx) = std::sync::mpsc::channel();
     let (c, s) = (ctx.clone(), Arc::clone(&stop));
@@ -72,10 +77,25 @@ fn start_queue(
             &s,
             Some(tx),
         )
-        .unwrap();
+        .unwrap()
     });
     let (fe, be) = rx.recv_timeout(Duration::from_secs(5)).unwrap();
     (fe, be, stop, h)
+}
+
+/// A PPP worker on its own thread until `stop`, answering with `reply`; the thread returns its reconnects.
+fn spawn_worker(
+    ctx: &zmq::Context,
+    backend: &str,
+    stop: &Arc<AtomicBool>,
+    reply: fn(&Frames) -> Frames,
+) -> std::thread::JoinHandle<u64> {
+    let (c, e, s) = (ctx.clone(), backend.to_owned(), Arc::clone(stop));
+    std::thread::spawn(move || {
+        let mut w = PppWorker::connect(&c, &e, cfg()).unwrap();
+        w.serve(&s, reply).unwrap();
+        w.reconnects()
+    })
 }
 
 fn cfg() -> PppConfig {
@@ -127,16 +147,13 @@ fn ppp_workers_survive_queue_restart_and_clients_retry_through_crashes() {
     let ctx = zmq::Context::new();
     let (fe, be, stop, q) = start_queue(&ctx, cfg());
     let wstop = Arc::new(AtomicBool::new(false));
-    let mut workers = Vec::new();
-    for _ in 0..2 {
-        let (c, e, s) = (ctx.clone(), be.clone(), Arc::clone(&wstop));
-        workers.push(std::thread::spawn(move || {
-            let mut w = PppWorker::connect(&c, &e, cfg()).unwrap();
-            w.serve(&s, |b| vec![[b"ok:".as_slice(), &b[0]].concat()])
-                .unwrap();
-            w.reconnects()
-        }));
-    }
+    let workers: Vec<_> = (0..2)
+        .map(|_| {
+            spawn_worker(&ctx, &be, &wstop, |b| {
+                vec![[b"ok:".as_slice(), &b[0]].concat()]
+            })
+        })
+        .collect();
     let mut client = LazyPirate::new(
         &ctx,
         &fe,
@@ -222,28 +239,9 @@ fn a_request_flood_never_makes_the_queue_give_up_on_a_live_worker() {
     const FLOODERS: usize = 3;
     const FLOOD: Duration = Duration::from_secs(3);
     let ctx = zmq::Context::new();
-    let stop = Arc::new(AtomicBool::new(false));
-    let (tx, rx) = std::sync::mpsc::channel();
-    let (c, s) = (ctx.clone(), Arc::clone(&stop));
-    let queue = std::thread::spawn(move || {
-        run_ppp_queue(
-            &tickbox_auth::Gate::open(&c),
-            "tcp://127.0.0.1:*",
-            "tcp://127.0.0.1:*",
-            cfg(),
-            &s,
-            Some(tx),
-        )
-        .unwrap()
-    });
-    let (fe, be) = rx.recv_timeout(Duration::from_secs(5)).unwrap();
+    let (fe, be, stop, queue) = start_queue(&ctx, cfg());
     let worker_stop = Arc::new(AtomicBool::new(false));
-    let (c, e, s) = (ctx.clone(), be.clone(), Arc::clone(&worker_stop));
-    let worker = std::thread::spawn(move || {
-        let mut w = PppWorker::connect(&c, &e, cfg()).unwrap();
-        w.serve(&s, |b| b.clone()).unwrap();
-        w.reconnects()
-    });
+    let worker = spawn_worker(&ctx, &be, &worker_stop, |b| b.clone());
     // The worker is registered once a request has been served.
     let mut client = LazyPirate::new(
         &ctx,
