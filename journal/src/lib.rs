@@ -221,9 +221,8 @@
 //! name, then renamed into place): it is a bounded buffer by design, and [`WriterOptions::disk_reservation`] and
 //! [`JournalSummary::disk`] say what it reserves. An archive segment is not: its file (format version 2) holds its
 //! header, its records and the space reserved ahead of them, and grows by allocation steps ([`ALLOCATION_STEP`],
-//! 4 MiB unless set) that a preparer thread reserves (`posix_fallocate`, which grows the file) and, where the
-//! machine has a core to spare ([`prefault_by_default`]), faults in off the recording thread, a window ahead of
-//! the published head: one step for a recorder's pace, up to 256 MiB
+//! 4 MiB unless set) that a preparer thread reserves (`posix_fallocate`, which grows the file) and faults in off
+//! the recording thread, a window ahead of the published head: one step for a recorder's pace, up to 256 MiB
 //! for a writer at memory speed (200 ms of writing at its recent pace). The writer only ever stores below what is
 //! reserved, so a full disk (or a file size limit) is [`JournalError::DiskFull`] from `append` when the writer
 //! reaches the end of the reservation and cannot reserve more itself, never a SIGBUS; every record appended
@@ -283,6 +282,6 @@ pub use segment::{
 pub use unreadable::Unreadable;
 pub use verify::{read_app_meta, summarize, Corruption, DamagedRange, DiskUse, JournalSummary};
 pub use writer::{
-    prefault_by_default, Batch, DiskReservation, Durability, Layout, OverwriteSink, OverwriteStats,
-    OverwrittenRecord, PrefaultStats, RecoveryReport, Writer, WriterOptions, ALLOCATION_STEP,
+    Batch, DiskReservation, Durability, Layout, OverwriteSink, OverwriteStats, OverwrittenRecord,
+    PrefaultStats, RecoveryReport, Writer, WriterOptions, ALLOCATION_STEP,
 };

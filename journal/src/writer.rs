@@ -60,25 +60,6 @@ pub struct WriterOptions {
     /// The sequence of a new archive's first record (1 unless set): a journal that continues another (the next
     /// period of a history) continues its sequence. An existing journal keeps its own.
     pub first_seq: u64,
-    /// Archive: whether the preparer also faults in the pages it reserves ahead of the writer, so the recording
-    /// thread does not take them ([`prefault_by_default`] unless set). Off, it still reserves the blocks ahead
-    /// (a full disk is found there, not in a page fault) and the writer faults each fresh page in as it writes.
-    pub prefault: bool,
-}
-
-/// Whether an archive writer's preparer faults pages in ahead of it unless told ([`WriterOptions::prefault`]):
-/// where this process may run on 4 CPUs or more, so that the preparer has a core of its own beside the recording
-/// thread and the ZeroMQ I/O thread that feeds it.
-///
-/// Pre-faulting moves work to another thread; it pays only where that thread finds an idle core. Where it does
-/// not, the preparer competes for the cores of the threads it was meant to relieve, and the window it keeps
-/// ahead (200 ms of writing) is zeroed whether or not the writer reaches it. On the 2-core development machine,
-/// `tickbox bench record --records 1000000 --repeats 5` (the recorder, the feed and the baselines on the same two
-/// cores), alternating, gave record ÷ `subscribe` of 0.62-0.93 (median of 10 invocations 0.68) with the
-/// pre-fault and 0.76-1.00 (0.87) without it; at 10 M records, where the window is a small part of the run, a
-/// wash (0.70-0.82 and 0.70-1.02 over 5 invocations each).
-pub fn prefault_by_default() -> bool {
-    std::thread::available_parallelism().is_ok_and(|n| n.get() >= 4)
 }
 
 /// How much an archive segment grows by on disk at a time, unless [`WriterOptions::allocation_step`] says: 4 MiB.
@@ -122,7 +103,6 @@ impl WriterOptions {
             description: String::new(),
             allocation_step: ALLOCATION_STEP,
             first_seq: 1,
-            prefault: prefault_by_default(),
         }
     }
 
@@ -134,19 +114,12 @@ impl WriterOptions {
             description: String::new(),
             allocation_step: ALLOCATION_STEP,
             first_seq: 1,
-            prefault: prefault_by_default(),
         }
     }
 
     /// Sets how much an archive segment grows by on disk at a time (see [`ALLOCATION_STEP`]).
     pub fn allocation_step(mut self, bytes: u64) -> Self {
         self.allocation_step = bytes;
-        self
-    }
-
-    /// Sets whether the preparer faults pages in ahead of an archive writer (see [`WriterOptions::prefault`]).
-    pub fn prefault(mut self, on: bool) -> Self {
-        self.prefault = on;
         self
     }
 
@@ -354,8 +327,6 @@ pub struct Writer {
     preparing: Option<Preparing>,
     /// Archive: what the preparer's pre-faulting achieved, and how often the writer had to reserve itself.
     prefault: PrefaultStats,
-    /// Archive: whether the preparer faults pages in ([`WriterOptions::prefault`]).
-    prefaults: bool,
     /// Archive: bytes the preparer has faulted in so far (its threads add to it).
     faulted: Arc<AtomicU64>,
     /// Archive: bytes a segment grows by on disk at a time.
@@ -451,8 +422,7 @@ impl Preparing {
 }
 
 /// How much of the archive segments a writer rolled into were already faulted in by the preparer, off the
-/// recording thread (the rest faulted on first write, on the recording thread). Rolls are not counted, and no
-/// bytes, where the writer does not pre-fault ([`WriterOptions::prefault`]).
+/// recording thread (the rest faulted on first write, on the recording thread).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PrefaultStats {
     /// Rolls into a prepared segment whose reserved pages were all faulted in.
@@ -764,7 +734,6 @@ impl Writer {
             padding: 0,
             preparing: None,
             prefault: PrefaultStats::default(),
-            prefaults: options.prefault,
             faulted: Arc::new(AtomicU64::new(0)),
             step: effective_step(options.allocation_step, segment_size),
             rate: Arc::new(AtomicU64::new(0)),
@@ -1251,9 +1220,7 @@ impl Writer {
         if self.durability != Durability::None {
             self.seg.sync_range(self.head, self.head)?;
         }
-        if !self.prefaults {
-            // Nothing to count: the writer faults its pages in itself.
-        } else if faulted.complete {
+        if faulted.complete {
             self.prefault.complete += 1;
         } else {
             self.prefault.partial += 1;
@@ -1291,7 +1258,6 @@ impl Writer {
             next_path: archive::segment_path(&self.root, index),
             segment_size: self.segment_size,
             step: self.step,
-            prefault: self.prefaults,
             cancel: Arc::clone(&cancel),
             ready: Arc::clone(&ready),
             faulted: Arc::clone(&self.faulted),
@@ -1326,8 +1292,6 @@ struct Ahead {
     next_path: PathBuf,
     segment_size: u64,
     step: u64,
-    /// Whether to fault pages in, or only reserve them ([`WriterOptions::prefault`]).
-    prefault: bool,
     cancel: Arc<AtomicBool>,
     /// Set once the next segment is made and faulted in as far as the window reaches into it.
     ready: Arc<AtomicBool>,
@@ -1338,7 +1302,7 @@ struct Ahead {
 }
 
 /// The preparer's loop, until the roll or the close cancels it: keeps the writer's current segment reserved on
-/// disk and (where [`WriterOptions::prefault`]) faulted in [`reserve_window`] ahead of its published head, one allocation step at a time, and once
+/// disk and faulted in [`reserve_window`] ahead of its published head, one allocation step at a time, and once
 /// the window reaches past the segment's end makes the next segment's file (under its temporary name) and
 /// reserves and faults in the part of the window that falls in it. Returns that file, for the roll to name.
 ///
@@ -1397,7 +1361,7 @@ fn keep_ahead(a: Ahead) -> (Option<Prepared>, Prefaulted) {
         // what the writer has already written (a writer faster than the faults takes them itself: faulting
         // behind it would only delay the rest).
         populated = populated.max(head & !4095);
-        let fault_to = if a.prefault { avail.min(want) } else { 0 };
+        let fault_to = avail.min(want);
         if populated < fault_to {
             let to = (populated + a.step).min(fault_to);
             let done = cur.populate(populated, to, &a.cancel);
@@ -1415,11 +1379,7 @@ fn keep_ahead(a: Ahead) -> (Option<Prepared>, Prefaulted) {
                 retry_at = p.extend(to).err().and_then(|e| fail(&mut warned, e));
                 continue;
             }
-            let f = if a.prefault {
-                p.populate(&a.cancel)
-            } else {
-                Prefaulted::default()
-            };
+            let f = p.populate(&a.cancel);
             a.faulted.fetch_add(f.bytes, Ordering::Relaxed);
             next_faulted = Prefaulted {
                 bytes: next_faulted.bytes + f.bytes,
@@ -1438,8 +1398,8 @@ fn keep_ahead(a: Ahead) -> (Option<Prepared>, Prefaulted) {
         // it to wake up (tens of milliseconds on a loaded machine).
         let next_done = next
             .as_ref()
-            .is_some_and(|p| p.reserved() >= next_want && (!a.prefault || p.faulted_all()));
-        if avail == cap && (!a.prefault || populated >= cap) && next_done {
+            .is_some_and(|p| p.reserved() >= next_want && p.faulted_all());
+        if avail == cap && populated >= cap && next_done {
             break;
         }
         let poll = if head == last_head {

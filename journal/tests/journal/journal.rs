@@ -1457,33 +1457,6 @@ fn fill_a_quarter(w: &mut Writer, segment: u64, mut written: u64) -> u64 {
     written
 }
 
-/// `rolls` times: fills a quarter of the current segment (so the next one is due at once), waits until the
-/// preparer has made the next one, and fills on until the writer rolls into it; `after_roll` sees the writer and
-/// the roll's number (from 1) each time.
-fn roll_when_prepared(
-    w: &mut Writer,
-    segment: u64,
-    rolls: u64,
-    mut after_roll: impl FnMut(&Writer, u64),
-) {
-    let mut written = 0;
-    for index in 1..=rolls {
-        fill_a_quarter(w, segment, written);
-        assert!(
-            tickbox_testkit::poll_until(
-                std::time::Duration::from_secs(10),
-                std::time::Duration::from_millis(2),
-                || w.next_segment_ready(),
-            ),
-            "segment {index} never prepared"
-        );
-        fill_until_segment(w, index);
-        // The record that rolled is in the new segment.
-        written = (RECORD_HEADER_SIZE + payload_for(w.next_seq() - 1).len() as u64).div_ceil(8) * 8;
-        after_roll(w, index);
-    }
-}
-
 /// The preparer faults the next segment in before the roll, once the current one fills fast enough to need it: a
 /// writer that waits for it rolls into a segment that is complete, counted as such, and its records read back as
 /// they would from a segment faulted in on first write. A writer that has written nothing makes it wait: a
@@ -1495,19 +1468,28 @@ fn archive_rolls_into_a_prefaulted_segment() {
     let segment = 1 << 20;
     {
         // With nothing written the preparer does not finish (it waits to pre-fault); 50 ms is many of its polls.
-        let idle = Writer::open(
-            dir.path().join("idle"),
-            &WriterOptions::archive(segment).prefault(true),
-        )
-        .unwrap();
+        let idle = Writer::open(dir.path().join("idle"), &WriterOptions::archive(segment)).unwrap();
         std::thread::sleep(std::time::Duration::from_millis(50));
         assert!(
             !idle.next_segment_ready(),
             "pre-faulted with nothing written"
         );
     }
-    let mut w = Writer::open(&path, &WriterOptions::archive(segment).prefault(true)).unwrap();
-    roll_when_prepared(&mut w, segment, 2, |w, index| {
+    let mut w = Writer::open(&path, &WriterOptions::archive(segment)).unwrap();
+    let mut written = 0;
+    for index in 1..=2 {
+        fill_a_quarter(&mut w, segment, written);
+        assert!(
+            tickbox_testkit::poll_until(
+                std::time::Duration::from_secs(10),
+                std::time::Duration::from_millis(2),
+                || w.next_segment_ready(),
+            ),
+            "segment {index} never prepared"
+        );
+        fill_until_segment(&mut w, index);
+        // The record that rolled is in the new segment.
+        written = (RECORD_HEADER_SIZE + payload_for(w.next_seq() - 1).len() as u64).div_ceil(8) * 8;
         // At this pace the window reaches across the whole next segment: it was all faulted in before the roll
         // (and so was the window ahead of the writer in the current one: counted in the bytes too).
         let s = w.prefault_stats();
@@ -1516,7 +1498,7 @@ fn archive_rolls_into_a_prefaulted_segment() {
             s.bytes >= index * (HEADER_SIZE + segment),
             "roll {index}: {s:?}"
         );
-    });
+    }
     let last = w.next_seq() - 1;
     drop(w);
     let mut r = Reader::open(&path).unwrap();
@@ -1531,25 +1513,6 @@ fn archive_rolls_into_a_prefaulted_segment() {
     assert_eq!(names.len(), 3, "{names:?}");
 }
 
-/// Without the pre-fault (the default on a machine with fewer than 4 CPUs) the preparer still makes and reserves
-/// the next segment ahead of the roll, and the writer faults its pages in as it writes: every record reads back,
-/// and nothing is counted as pre-faulted.
-#[test]
-fn archive_without_prefault_still_prepares_the_next_segment_and_reads_back() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("arch");
-    let segment = 1 << 20;
-    let mut w = Writer::open(&path, &WriterOptions::archive(segment).prefault(false)).unwrap();
-    roll_when_prepared(&mut w, segment, 2, |_, _| {});
-    let s = w.prefault_stats();
-    assert_eq!((s.complete, s.partial, s.bytes), (0, 0, 0), "{s:?}");
-    let last = w.next_seq() - 1;
-    drop(w);
-    let mut r = Reader::open(&path).unwrap();
-    assert_eq!(read_all(&mut r), (1..=last).collect::<Vec<_>>());
-    assert_eq!(summarize(&path, true).unwrap().corruption, None);
-}
-
 #[test]
 fn prefault_crash_child_writer() {
     // Child half of `killed_writer_leaves_a_prefaulted_segment_empty`: rolls into a pre-faulted segment, waits
@@ -1558,11 +1521,7 @@ fn prefault_crash_child_writer() {
         return;
     };
     let path = Path::new(&path);
-    let mut w = Writer::open(
-        path.join("arch"),
-        &WriterOptions::archive(MIN_CAPACITY).prefault(true),
-    )
-    .unwrap();
+    let mut w = Writer::open(path.join("arch"), &WriterOptions::archive(MIN_CAPACITY)).unwrap();
     let ready = |w: &Writer| {
         tickbox_testkit::poll_until(
             std::time::Duration::from_secs(10),
