@@ -460,6 +460,29 @@ impl Agent<'_> {
             });
     }
 
+    /// Starts the watches waiting in `slot`, each with the current entries under its prefix first when it asked
+    /// for them.
+    fn take_watches(&mut self, slot: &WatchSlot) {
+        let taken: Vec<_> = slot
+            .lock()
+            .map(|mut v| v.drain(..).collect())
+            .unwrap_or_default();
+        for (_, prefix, existing, tx) in taken {
+            if existing {
+                for (k, e) in self.engine.range(&prefix) {
+                    let _ = tx.send(Change {
+                        key: k.clone(),
+                        value: Some(e.value.clone()),
+                        seq: e.seq,
+                        uuid: e.uuid,
+                        from_snapshot: true,
+                    });
+                }
+            }
+            self.watchers.push((prefix, tx));
+        }
+    }
+
     fn command(
         &mut self,
         parts: Vec<Vec<u8>>,
@@ -531,24 +554,7 @@ impl Agent<'_> {
                 reply(frames);
             }
             b"WATCH" => {
-                let taken: Vec<_> = slot
-                    .lock()
-                    .map(|mut v| v.drain(..).collect())
-                    .unwrap_or_default();
-                for (_, prefix, existing, tx) in taken {
-                    if existing {
-                        for (k, e) in self.engine.range(&prefix) {
-                            let _ = tx.send(Change {
-                                key: k.clone(),
-                                value: Some(e.value.clone()),
-                                seq: e.seq,
-                                uuid: e.uuid,
-                                from_snapshot: true,
-                            });
-                        }
-                    }
-                    self.watchers.push((prefix, tx));
-                }
+                self.take_watches(slot);
                 reply(vec![b"OK", &id]);
             }
             b"LEASE" => {
@@ -685,10 +691,7 @@ fn agent(
         malformed: 0,
     };
     // Watches made with the client (`connect_watching`): in place before anything arrives.
-    if let Ok(mut ready) = slot.lock() {
-        a.watchers
-            .extend(ready.drain(..).map(|(_, prefix, _, tx)| (prefix, tx)));
-    }
+    a.take_watches(&slot);
     let mut changes = Vec::new();
     loop {
         while let Some(action) = a.engine.poll_output() {
