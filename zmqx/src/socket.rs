@@ -125,7 +125,7 @@ impl PassBudget {
 
 /// The gate of a warning a peer can trigger at will (a malformed frame, a refused request): at most one line a
 /// second, and each line says how many were held back since the last. What is held back is still counted where
-/// the summary and `--json` read it; the gate only spares the log. It reads no clock, so sans-IO engines use it
+/// the summary and `--json` read it; the gate only spares the log. It reads no clock, so a sans-IO engine can use it
 /// with the time they are given.
 #[derive(Debug, Clone, Default)]
 pub struct WarnGate {
