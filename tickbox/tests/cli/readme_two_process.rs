@@ -1,6 +1,10 @@
 //! README's "Two processes" example, run as written (the two commands are read from README itself), scaled down
 //! in time: the feed's fixed ports are swapped for free ones read back, `--json` is added to both so the test
 //! reads counts rather than tables, and both are stopped with Ctrl-C after a few seconds.
+//!
+//! README promises a rate and a lateness bound on a 2-core machine running these two commands. The suite runs other
+//! tests beside this one, so a run that misses either while other work took a real share of the CPU (read from
+//! `/proc`) is run again, at most [`ATTEMPTS`] times in all; a miss on a machine doing little else fails at once.
 
 use crate::common;
 
@@ -73,15 +77,116 @@ fn json_summary(lines: &Receiver<String>, limit: Duration) -> serde_json::Value 
     last.expect("a JSON summary on stdout")
 }
 
+/// Runs of README's example before a miss on a busy machine fails the test.
+const ATTEMPTS: usize = 3;
+
+/// The share of this machine's CPU time, while the subscriber runs, taken by anything but README's two processes
+/// (the hypervisor's steal included), above which a missed rate or lateness says more about what runs beside the
+/// example than about README's commands. Beside an idle 2-core machine it reads 0 (the two processes' own CPU time
+/// is counted more finely than the machine's, so a small share reads as none); beside one busy loop, about 30 %.
+const BUSY_BESIDE: f64 = 0.15;
+
+/// This machine's CPU time so far as (busy, all), in clock ticks, from the first line of `/proc/stat`.
+fn machine_ticks() -> Option<(u64, u64)> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let ticks: Vec<u64> = stat
+        .lines()
+        .next()?
+        .strip_prefix("cpu ")?
+        .split_whitespace()
+        .take(8) // user nice system idle iowait irq softirq steal (guest time is inside user)
+        .map(|t| t.parse().ok())
+        .collect::<Option<_>>()?;
+    let all: u64 = ticks.iter().sum();
+    Some((all - ticks.get(3)? - ticks.get(4)?, all))
+}
+
+/// The CPU time process `pid` has used (user and system), in clock ticks; a process that exited but was not yet
+/// reaped still has its entry.
+fn process_ticks(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name, which may hold spaces, start at the state (field 3); utime is field 14.
+    let mut after_name = stat.rsplit_once(')')?.1.split_whitespace().skip(11);
+    Some(after_name.next()?.parse::<u64>().ok()? + after_name.next()?.parse::<u64>().ok()?)
+}
+
+/// A stretch of the run over which [`CpuBeside::share`] says how busy the machine was with other work.
+struct CpuBeside {
+    pids: [u32; 2],
+    start: Option<((u64, u64), u64)>,
+}
+
+impl CpuBeside {
+    fn start(pids: [u32; 2]) -> Self {
+        CpuBeside {
+            pids,
+            start: Self::now(pids),
+        }
+    }
+
+    fn now(pids: [u32; 2]) -> Option<((u64, u64), u64)> {
+        Some((
+            machine_ticks()?,
+            process_ticks(pids[0])? + process_ticks(pids[1])?,
+        ))
+    }
+
+    /// The share of the machine's CPU time since [`CpuBeside::start`] that went to other processes; `None` where
+    /// `/proc` does not say.
+    fn share(&self) -> Option<f64> {
+        let ((busy0, all0), ours0) = self.start?;
+        let ((busy1, all1), ours1) = Self::now(self.pids)?;
+        let beside = (busy1 - busy0).saturating_sub(ours1 - ours0);
+        Some(beside as f64 / (all1 - all0).max(1) as f64)
+    }
+}
+
+/// Where README's example fell short of README's promise (a functional failure panics instead), and how busy the
+/// machine was with other work meanwhile.
+struct TimingMiss {
+    what: String,
+    busy_beside: Option<f64>,
+}
+
 #[test]
 fn readme_two_process_example_runs_clean_as_written() {
     let _turn = common::readme_tour_turn();
     let commands = readme_commands();
     assert_eq!(commands.len(), 2, "README shows a feed and a subscriber");
-    let (mut feed_args, mut sub_args) = (commands[0].clone(), commands[1].clone());
+    let (feed_args, sub_args) = (&commands[0], &commands[1]);
     assert_eq!(feed_args[0], "feed");
     assert_eq!(sub_args[0], "subscribe");
 
+    let mut misses = Vec::new();
+    for attempt in 1..=ATTEMPTS {
+        let Err(miss) = run_example(feed_args, sub_args) else {
+            return;
+        };
+        let beside = miss
+            .busy_beside
+            .map_or("not known".to_owned(), |b| format!("{:.0} %", b * 100.0));
+        misses.push(format!(
+            "attempt {attempt} (other work took {beside} of the CPU): {}",
+            miss.what
+        ));
+        // Where /proc does not say, a miss is given the benefit of the doubt, as on a busy machine.
+        if miss.busy_beside.is_some_and(|b| b < BUSY_BESIDE) {
+            panic!(
+                "README's example missed its promise on a machine doing little else:\n{}",
+                misses.join("\n")
+            );
+        }
+    }
+    panic!(
+        "README's example missed its promise {ATTEMPTS} times running:\n{}",
+        misses.join("\n")
+    );
+}
+
+/// One scaled-down run of README's two commands. Panics on what does not depend on the machine's load; returns the
+/// missed rate or lateness bound otherwise.
+fn run_example(feed_args: &[String], sub_args: &[String]) -> Result<(), TimingMiss> {
+    let (mut feed_args, mut sub_args) = (feed_args.to_vec(), sub_args.to_vec());
     // Same shard count as README, on free ports.
     let shards = flag_value(&feed_args, "--bind").split(',').count();
     replace_flag(
@@ -129,20 +234,26 @@ fn readme_two_process_example_runs_clean_as_written() {
 
     // README's example runs until Ctrl-C; a few seconds is the scaled-down run. The subscriber must still be alive
     // (the snail did not fire) when we stop it.
+    let cpu = CpuBeside::start([feed.0.id(), sub.0.id()]);
     std::thread::sleep(Duration::from_secs(4));
-    if let Some(status) = sub.0.try_wait().unwrap() {
+    let busy_beside = cpu.share();
+    if sub.0.try_wait().unwrap().is_none() {
+        signal(sub.0.id(), "INT");
+    }
+    let status = sub.wait_exit(Duration::from_secs(10), "subscriber did not stop on Ctrl-C");
+    if !status.success() {
         let mut err = String::new();
         let _ = sub_err.read_to_string(&mut err);
         let out: Vec<String> = sub_lines.try_iter().collect();
-        panic!(
-            "the subscriber died while running README's example ({status}): {:?}\nstderr:\n{err}\nstdout:\n{}",
-            sub_args,
-            out.join("\n")
-        );
+        let said = format!("{sub_args:?}\nstderr:\n{err}\nstdout:\n{}", out.join("\n"));
+        if status.code() == Some(i32::from(tickbox::exit_code::SNAIL)) {
+            return Err(TimingMiss {
+                what: format!("the subscriber's snail fired: {said}"),
+                busy_beside,
+            });
+        }
+        panic!("the subscriber exited with {status} running README's example: {said}");
     }
-    signal(sub.0.id(), "INT");
-    let status = sub.wait_exit(Duration::from_secs(10), "subscriber did not stop on Ctrl-C");
-    assert!(status.success(), "subscriber exited with {status:?}");
     let summary = json_summary(&sub_lines, Duration::from_secs(5));
     let received = summary["data_received"].as_u64().expect("data_received");
     assert!(
@@ -154,9 +265,12 @@ fn readme_two_process_example_runs_clean_as_written() {
     let status = feed.wait_exit(Duration::from_secs(10), "feed did not stop on Ctrl-C");
     assert!(status.success(), "feed exited with {status:?}");
     let report = json_summary(&feed_lines, Duration::from_secs(5));
-    assert_eq!(
-        report["rate_shortfall"], false,
-        "README's rate must hold on this machine: {report}"
-    );
     assert!(report["sent"].as_u64().unwrap() >= received);
+    if report["rate_shortfall"] != false {
+        return Err(TimingMiss {
+            what: format!("the feed fell short of README's rate: {report}"),
+            busy_beside,
+        });
+    }
+    Ok(())
 }
