@@ -318,6 +318,14 @@ impl<'s> ShardCore<'s> {
     fn admit(&mut self, rec: &Record<'_>, now: u64) -> Admit {
         let s = self.s;
         let index = s.index;
+        // Asked first, though only a forwarded record needs it: the worker cache is larger than a core's L2 cache,
+        // and records streaming through that cache push its entries out, so most lookups wait for memory. Asked
+        // here, that wait overlaps the clock, snail and sequence checks below instead of following them.
+        let target = if self.by_topic {
+            self.worker_cache.worker_for_topic(rec.topic_bytes())
+        } else {
+            0
+        };
         // Read in place, a field at a time: the caller has just written this header field by field, and copying
         // it whole loads words that span several of those stores, which the core cannot forward, so each copy
         // waited for the stores to reach the cache (3-4 % of a local replay's samples sat on that load).
@@ -413,11 +421,7 @@ impl<'s> ShardCore<'s> {
             // Accounted for above; workers get market data only (see `tickbox_workers::Worker`).
             return Admit::Skip;
         }
-        Admit::Forward(if self.by_topic {
-            self.worker_cache.worker_for_topic(rec.topic_bytes())
-        } else {
-            0
-        })
+        Admit::Forward(target)
     }
 
     /// Hands one admitted record to queue `target`. Returns `false` when the shard must stop.
