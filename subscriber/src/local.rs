@@ -42,8 +42,11 @@ use crate::{Handoff, SubscriberConfig, SubscriberError, SubscriberShardConfig};
 /// a virtual machine an interrupt between cores; see [`crate::handoff::Ring::new`]). Several workers each take a share of the
 /// records, so each one sleeps between its parcels even where one worker taking them all never would: at 256
 /// records a parcel, 4 workers on 2 cores cost the reader 16 ns a record in wake-ups (9 % of its time) and
-/// replayed at 0.7–0.8 times 1 worker's rate. A queue holds at least four parcels (see [`handoff_plan`]), so
-/// up to 16,384 records (about 2 MB of 120-byte records) wait per worker.
+/// replayed at 0.7–0.8 times 1 worker's rate. Other sizes, 4 workers over 1 on 2 cores (medians of 12 alternating
+/// rounds on a 2 M-record journal): 4 times a live parcel 0.85, 16 times 0.95, 64 times 1.08; 256 times, against 64 on
+/// a 10 M-record journal, ran 4 workers at 16.7–18.0 M records/s against 18.4–19.7 (8 pairs), likely because larger
+/// parcels no longer fit the caches between reader and workers. A queue holds at least four parcels (see
+/// [`handoff_plan`]), so up to 16,384 records (about 2 MB of 120-byte records) wait per worker.
 const LOCAL_PARCEL_RECORDS: usize = 64 * tickbox_workers::PARCEL_RECORDS;
 
 /// The worker-side hook of a local replay: no timing (see the module documentation), only the stop after a trip.
