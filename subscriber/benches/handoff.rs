@@ -55,7 +55,7 @@ fn parcels(frames: &[(usize, Vec<u8>)]) -> f64 {
     for i in 0..MESSAGES {
         let (w, frame) = &frames[i as usize % frames.len()];
         let msg = zmq::Message::from(&frame[..]);
-        let meta = Record::decode(&msg).unwrap().meta();
+        let meta = *Record::decode(&msg).unwrap().meta();
         pending[*w].push_message(msg, meta);
         if pending[*w].is_full() {
             let full = std::mem::replace(&mut pending[*w], recycler.take());

@@ -308,7 +308,7 @@ impl Outlet {
         &mut self,
         target: usize,
         bytes: Bytes<'_>,
-        meta: Meta,
+        meta: &Meta,
         now: u64,
         halt: Halt<'_>,
     ) -> Handed {
@@ -316,7 +316,7 @@ impl Outlet {
             Outlet::Ring(ring) => ring.record(target, bytes, meta, halt),
             Outlet::Zmq(pushes) => pushes.record(target, bytes, halt),
             Outlet::Inline(sink) => {
-                sink.deliver(bytes.as_slice(), meta, now);
+                sink.deliver(bytes.as_slice(), *meta, now);
                 Handed::Taken
             }
         }
@@ -430,11 +430,11 @@ impl Ring {
     }
 
     #[inline]
-    fn record(&mut self, target: usize, bytes: Bytes<'_>, meta: Meta, halt: Halt<'_>) -> Handed {
+    fn record(&mut self, target: usize, bytes: Bytes<'_>, meta: &Meta, halt: Halt<'_>) -> Handed {
         let parcel = &mut self.pending[target];
         match bytes {
-            Bytes::Message(msg) => parcel.push_message(msg, meta),
-            Bytes::Shared { frame, start, len } => parcel.push_shared(frame, start, len, meta),
+            Bytes::Message(msg) => parcel.push_message(msg, *meta),
+            Bytes::Shared { frame, start, len } => parcel.push_shared(frame, start, len, *meta),
             Bytes::Borrowed(b) => parcel.push_copy(b, meta),
         }
         self.taken(target, halt)

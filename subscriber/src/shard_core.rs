@@ -144,7 +144,7 @@ impl<'s> ShardCore<'s> {
         self.report.received += 1;
         let (target, meta) = match Record::decode(msg) {
             Ok(rec) => match self.admit(&rec, now) {
-                Admit::Forward(t) => (t, rec.meta()),
+                Admit::Forward(t) => (t, *rec.meta()),
                 Admit::Skip => return true,
                 Admit::Stop => return false,
             },
@@ -157,10 +157,10 @@ impl<'s> ShardCore<'s> {
             }
         };
         if self.inline_worker.is_some() {
-            return self.forward(target, Bytes::Borrowed(msg), meta, now);
+            return self.forward(target, Bytes::Borrowed(msg), &meta, now);
         }
         let msg = std::mem::replace(msg, zmq::Message::new());
-        self.forward(target, Bytes::Message(msg), meta, now)
+        self.forward(target, Bytes::Message(msg), &meta, now)
     }
 
     /// One message read as the Guide's `[topic][body]` (see [`crate::Framing`]): `parts` frames arrived, of which
@@ -426,7 +426,7 @@ impl<'s> ShardCore<'s> {
 
     /// Hands one admitted record to queue `target`. Returns `false` when the shard must stop.
     #[inline]
-    fn forward(&mut self, target: usize, bytes: Bytes<'_>, meta: Meta, now: u64) -> bool {
+    fn forward(&mut self, target: usize, bytes: Bytes<'_>, meta: &Meta, now: u64) -> bool {
         let handed = self.outlet.record(target, bytes, meta, now, self.halt);
         self.handed(target, handed, now)
     }

@@ -140,14 +140,14 @@ impl Parcel {
 
     /// Adds a copy of `frame` (a record lent by a journal reader). `meta` must have been decoded from it.
     #[inline]
-    pub fn push_copy(&mut self, frame: &[u8], meta: Meta) {
+    pub fn push_copy(&mut self, frame: &[u8], meta: &Meta) {
         let start = self.arena.len() as u32;
         self.arena.extend_from_slice(frame);
         self.slots.push(Slot {
             owner: ARENA,
             start,
             len: frame.len() as u32,
-            meta: Some(meta),
+            meta: Some(*meta),
         });
     }
 
@@ -251,14 +251,14 @@ mod tests {
         let mut p = Parcel::new();
         p.push_message(
             zmq::Message::from(&a[..]),
-            Record::decode(&a).unwrap().meta(),
+            *Record::decode(&a).unwrap().meta(),
         );
-        p.push_shared(&shared, 0, b.len(), Record::decode(&b).unwrap().meta());
+        p.push_shared(&shared, 0, b.len(), *Record::decode(&b).unwrap().meta());
         p.push_shared(
             &shared,
             b.len(),
             c.len(),
-            Record::decode(&c).unwrap().meta(),
+            *Record::decode(&c).unwrap().meta(),
         );
         p.push_copy(&a, Record::decode(&a).unwrap().meta());
         assert_eq!(p.len(), 4);

@@ -999,7 +999,7 @@ mod tests {
             let frame = quote_frame(seq);
             p.push_message(
                 zmq::Message::from(&frame[..]),
-                Record::decode(&frame).unwrap().meta(),
+                *Record::decode(&frame).unwrap().meta(),
             );
             let topic = if seq % 2 == 0 { "even" } else { "odd" };
             p.push_guide(zmq::Message::from(topic), zmq::Message::from(&b"body"[..]));
@@ -1073,7 +1073,7 @@ mod tests {
             let w = (seq % 2) as usize;
             parcels[w].push_message(
                 zmq::Message::from(&frame[..]),
-                Record::decode(&frame).unwrap().meta(),
+                *Record::decode(&frame).unwrap().meta(),
             );
             // Parcels of varying size, some full, some not.
             if parcels[w].is_full() || seq % 7 == 0 {
@@ -1211,7 +1211,7 @@ mod tests {
         let mut p = recycler.take();
         for seq in seqs {
             let frame = quote_frame(seq);
-            let meta = Record::decode(&frame).unwrap().meta();
+            let meta = *Record::decode(&frame).unwrap().meta();
             p.push_message(zmq::Message::from(&frame[..]), meta);
         }
         p
