@@ -10,6 +10,9 @@
 //! both cores with the shard (two records per `shard + work`), so at most `2 × work / (shard + work)` times as
 //! fast: about 1.6 on the development machine (work 137 ns, shard 37 ns a record with 4 workers).
 //!
+//! A third kind feeds the touching workers the same records packed 64 to a batch frame (`#B`), as `feed --batch
+//! auto` and `replay --batch` send them: the shard's batch path, which can look one record ahead.
+//!
 //! `cargo bench -p tickbox-subscriber --bench local_replay` prints five rounds of each, then the medians and the
 //! 4 ÷ 1 ratio of each round, with the CPU time the process spent per record (all threads together) and the shard
 //! thread's alone: on a shared machine those are the stable figures, and the shard thread's bounds the rate when it
@@ -19,7 +22,7 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use tickbox_subscriber::{replay_local, SubscriberConfig};
-use tickbox_wire::{encode_to_vec, Header, Kind, Quote, Trade};
+use tickbox_wire::{encode_to_vec, BatchBuilder, Header, Kind, Quote, Trade};
 use tickbox_workers::{Delivery, Record, Worker, WorkerPoolConfig};
 
 const RECORDS: u64 = 4_000_000;
@@ -54,29 +57,53 @@ impl Worker for Touch {
 }
 
 /// Every frame back to back in one buffer, as a journal's mapping holds them (so the input streams through the
-/// caches as a journal's would), and where each one ends.
+/// caches as a journal's would), where each one ends, and the sequence of its last record.
 struct Frames {
     bytes: Vec<u8>,
     ends: Vec<usize>,
+    last_seqs: Vec<u64>,
 }
 
 impl Frames {
-    fn iter(&self) -> impl Iterator<Item = &[u8]> + '_ {
+    fn iter(&self) -> impl Iterator<Item = (&[u8], u64)> + '_ {
         let starts = std::iter::once(0).chain(self.ends.iter().copied());
         starts
             .zip(self.ends.iter())
-            .map(|(a, &b)| &self.bytes[a..b])
+            .zip(self.last_seqs.iter())
+            .map(|((a, &b), &seq)| (&self.bytes[a..b], seq))
+    }
+
+    fn push(&mut self, frame: &[u8], last_seq: u64) {
+        self.bytes.extend_from_slice(frame);
+        self.ends.push(self.bytes.len());
+        self.last_seqs.push(last_seq);
     }
 }
 
-fn frames() -> Frames {
+/// Records per batch frame in the batched kind, as `feed --batch auto` fills them at most.
+const BATCH_RECORDS: u16 = 64;
+
+/// Every record as a single frame, or (`batched`) packed [`BATCH_RECORDS`] to a batch frame.
+fn frames(batched: bool) -> Frames {
     let mut all = Frames {
         bytes: Vec::new(),
         ends: Vec::with_capacity(RECORDS as usize),
+        last_seqs: Vec::with_capacity(RECORDS as usize),
     };
-    for frame in each_frame() {
-        all.bytes.extend_from_slice(&frame);
-        all.ends.push(all.bytes.len());
+    let mut batch = BatchBuilder::new(64 << 10, BATCH_RECORDS);
+    for (seq, frame) in (1..).zip(each_frame()) {
+        if !batched {
+            all.push(&frame, seq);
+            continue;
+        }
+        if !batch.try_push(&frame) {
+            all.push(batch.frame(), seq - 1);
+            batch.clear();
+            assert!(batch.try_push(&frame), "a record fits an empty batch");
+        }
+    }
+    if !batch.is_empty() {
+        all.push(batch.frame(), RECORDS);
     }
     all
 }
@@ -149,9 +176,9 @@ fn round(
         &stop,
         |sink| {
             let t0 = 1_700_000_000_000_000_000u64;
-            for (i, f) in frames.iter().enumerate() {
-                // Received as recorded: one microsecond after it was sent.
-                sink.push(f, t0 + (i as u64 + 1) * 1_000 + 1_000);
+            for (f, last_seq) in frames.iter() {
+                // Received as recorded: one microsecond after its last record was sent.
+                sink.push(f, t0 + last_seq * 1_000 + 1_000);
             }
         },
     )
@@ -179,16 +206,21 @@ fn spread(mut values: Vec<f64>) -> (f64, f64, f64) {
 }
 
 fn main() {
-    let frames = frames();
+    let singles = frames(false);
+    let batches = frames(true);
     let ctx = zmq::Context::new();
-    for (kind, work_rounds) in [("touch", 0), ("busy", WORK_ROUNDS)] {
+    for (kind, frames, work_rounds) in [
+        ("touch", &singles, 0),
+        ("busy", &singles, WORK_ROUNDS),
+        ("touch, batched", &batches, 0),
+    ] {
         let mut rates = [Vec::new(), Vec::new()];
         let mut shards = [Vec::new(), Vec::new()];
         let mut ratios = Vec::new();
         for r in 0..5 {
             let mut this_round = [0.0; 2];
             for (i, workers) in [1, 4].into_iter().enumerate() {
-                let (rate, multiple, cpu, shard) = round(&ctx, &frames, workers, work_rounds);
+                let (rate, multiple, cpu, shard) = round(&ctx, frames, workers, work_rounds);
                 println!(
                     "{kind} workers {workers} round {r}: {:>12.0} records/s  ({multiple:.0}x real time)  CPU {cpu:.1} \
                      ns/record (all threads), shard thread {shard:.1} ns/record (bound with its own core: {:.1} M \
