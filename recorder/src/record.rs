@@ -412,10 +412,14 @@ impl Recorder {
             self.stats.tap_events += 1;
             return Ok(());
         }
-        let msg = match MessageRef::decode(frame) {
+        // Matched where it lies, and its header read in place: moving the decoded message out and copying its
+        // header loaded wide words over the decoder's narrower stores, which waited for them (28 % of this
+        // function's samples in a `bench record` profile).
+        let decoded = MessageRef::decode(frame);
+        let msg = match &decoded {
             Ok(m) => m,
             Err(err) => {
-                self.invalid(frame.len(), &err);
+                self.invalid(frame.len(), err);
                 return Ok(());
             }
         };
@@ -428,9 +432,9 @@ impl Recorder {
             );
             return Ok(());
         }
-        let h = *msg.header();
+        let h = msg.header();
         let event = if self.track {
-            self.tracker.on_message(&msg)
+            self.tracker.on_message(msg)
         } else {
             SequenceEvent::InOrder
         };
