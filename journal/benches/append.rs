@@ -30,19 +30,12 @@ use tickbox_journal::{Durability, OverwrittenRecord, Writer, WriterOptions, HEAD
 const CAPACITY: u64 = 256 << 20;
 
 /// The clock the measurements use: this thread's CPU time, or wall time if `TICKBOX_BENCH_WALL` is set.
-#[allow(unsafe_code)] // clock_gettime: std has no per-thread CPU clock.
 fn now() -> Duration {
     if std::env::var_os("TICKBOX_BENCH_WALL").is_some() {
         static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
         return START.get_or_init(std::time::Instant::now).elapsed();
     }
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one `timespec` through the pointer, which is a live local.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+    tickbox_testkit::cpu::thread_cpu()
 }
 const RECORD: usize = 100;
 /// Bytes a 100-byte record takes in the journal: 24-byte header + payload, 8-aligned.

@@ -56,28 +56,13 @@ fn frames() -> Vec<Vec<u8>> {
 
 /// CPU time used by the whole process (all threads, user + system), in seconds. Unlike wall time it does not
 /// count time spent waiting for a core, so it stays meaningful on a machine shared with other work.
-#[allow(unsafe_code)] // libc's getrusage has no safe wrapper in our dependencies.
 fn process_cpu_seconds() -> f64 {
-    // SAFETY: getrusage writes one rusage struct we own.
-    let usage = unsafe {
-        let mut usage: libc::rusage = std::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
-        usage
-    };
-    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    tv(usage.ru_utime) + tv(usage.ru_stime)
+    tickbox_testkit::cpu::process_cpu().as_secs_f64()
 }
 
 /// Thread CPU time of the calling thread, in seconds.
-#[allow(unsafe_code)] // as above, for clock_gettime.
 fn thread_cpu_seconds() -> f64 {
-    // SAFETY: clock_gettime writes one timespec we own.
-    let ts = unsafe {
-        let mut ts: libc::timespec = std::mem::zeroed();
-        libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts);
-        ts
-    };
-    ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
+    tickbox_testkit::cpu::thread_cpu().as_secs_f64()
 }
 
 fn xpub_nodrop(ctx: &zmq::Context) -> zmq::Socket {

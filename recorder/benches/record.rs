@@ -54,16 +54,9 @@ fn batch_frames() -> Vec<Vec<u8>> {
     frames
 }
 
-/// CPU time of the calling thread, to the nanosecond.
-#[allow(unsafe_code)] // clock_gettime: std has no per-thread CPU clock.
+/// CPU time of the calling thread, in seconds.
 fn thread_cpu_seconds() -> f64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one `timespec` through the pointer, which is a live local.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
+    tickbox_testkit::cpu::thread_cpu().as_secs_f64()
 }
 
 /// A fresh archive journal in its own temporary directory.

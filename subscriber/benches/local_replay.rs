@@ -135,24 +135,12 @@ fn each_frame() -> impl Iterator<Item = Vec<u8>> {
 /// CPU time this process has used (all threads): the machine these run on is shared, so wall-clock rates swing
 /// with the load while CPU per record does not.
 fn cpu_seconds() -> f64 {
-    cpu_clock(libc::CLOCK_PROCESS_CPUTIME_ID)
+    tickbox_testkit::cpu::process_cpu().as_secs_f64()
 }
 
 /// CPU time of the calling thread: the shard side of `replay_local`, which runs the feed on its caller's thread.
 fn thread_cpu_seconds() -> f64 {
-    cpu_clock(libc::CLOCK_THREAD_CPUTIME_ID)
-}
-
-/// Reads a CPU-time clock to the nanosecond (`/proc`'s figures come in 10 ms ticks, too coarse for a round).
-#[allow(unsafe_code)] // clock_gettime: std has no CPU-time clock.
-fn cpu_clock(clock: libc::clockid_t) -> f64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one `timespec` through the pointer, which is a live local.
-    unsafe { libc::clock_gettime(clock, &mut ts) };
-    ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
+    tickbox_testkit::cpu::thread_cpu().as_secs_f64()
 }
 
 fn round(

@@ -7,6 +7,7 @@
 //!
 //! A dev-dependency only: the workspace test in this crate fails if any crate names it under `[dependencies]`.
 
+pub mod cpu;
 pub mod damage;
 mod frames;
 mod process;
