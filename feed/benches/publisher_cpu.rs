@@ -5,7 +5,7 @@
 //! message moves far less, so this is the figure to compare a change of the send path by. Each case publishes
 //! `messages` frames of `bytes` (default 100, as `tickbox bench throughput --sizes 100`) on a no-drop XPUB with a
 //! high-water mark of 10,000 (the throughput bench's) to one SUB in its own context (as a separate process would
-//! have), and reports the sending thread's CPU (`RUSAGE_THREAD`) and the whole process's (both contexts' I/O
+//! have), and reports the sending thread's CPU time and the whole process's (both contexts' I/O
 //! threads and the reader included) per message, with the wall-clock rate. Medians of `runs`, the cases
 //! alternating: `raw`; `tickbox`, [`Publisher::publish`] reading the clock for every message (as `tickbox bench
 //! throughput`'s feed does); `step`, [`Publisher::publish_at`] with the clock read once per 32 messages (as a
@@ -15,21 +15,10 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use tickbox_feed::Publisher;
+use tickbox_testkit::cpu::{process_cpu, thread_cpu};
 use tickbox_wire::{encode_to_vec, encoded_len, Header, Kind, Payload, Side, Trade};
 
 const HWM: i32 = 10_000;
-
-/// CPU time (user + system) of the calling thread, or of the whole process, in ns.
-#[allow(unsafe_code)] // getrusage: std has no per-thread CPU clock.
-fn cpu_ns(who: libc::c_int) -> u64 {
-    // SAFETY: an all-zero `rusage` is a valid value for getrusage to overwrite.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: `usage` is a valid, writable rusage; `who` is RUSAGE_THREAD or RUSAGE_SELF.
-    let rc = unsafe { libc::getrusage(who, &mut usage) };
-    assert_eq!(rc, 0, "getrusage");
-    let ns = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1_000;
-    ns(usage.ru_utime) + ns(usage.ru_stime)
-}
 
 mod common;
 
@@ -57,18 +46,14 @@ struct Figures {
 
 /// Times `send` called `n` times on the calling thread; the process figure runs until the reader has them all.
 fn measure(n: u64, sub: JoinHandle<u64>, mut send: impl FnMut(u64)) -> Figures {
-    let (thread0, process0, start) = (
-        cpu_ns(libc::RUSAGE_THREAD),
-        cpu_ns(libc::RUSAGE_SELF),
-        Instant::now(),
-    );
+    let (thread0, process0, start) = (thread_cpu(), process_cpu(), Instant::now());
     for k in 0..n {
         send(k);
     }
-    let thread = cpu_ns(libc::RUSAGE_THREAD) - thread0;
+    let thread = (thread_cpu() - thread0).as_nanos();
     let received = sub.join().unwrap();
     let elapsed = start.elapsed();
-    let process = cpu_ns(libc::RUSAGE_SELF) - process0;
+    let process = (process_cpu() - process0).as_nanos();
     assert_eq!(received, n, "the reader missed messages");
     Figures {
         rate: n as f64 / elapsed.as_secs_f64(),
