@@ -9,49 +9,41 @@
 
 use tickbox_journal::{Writer, WriterOptions};
 use tickbox_recorder::{Recorder, RecorderConfig};
-use tickbox_wire::{batch_records, encode_to_vec, BatchBuilder, Header, Kind, Quote, Trade};
+use tickbox_wire::{batch_records, encode_to_vec, Header, Kind, Quote, Trade};
 
 const RECORDS: u64 = 2_000_000;
 const SYMBOLS: u64 = 2_000;
 const PUBLISHERS: u64 = 4;
 const ROUNDS: usize = 5;
-const BATCH_RECORDS: u16 = 64;
+const BATCH_RECORDS: usize = 64;
 
-/// The records as batch frames of up to [`BATCH_RECORDS`], each publisher's sequences gap-free.
+/// The records as batch frames of [`BATCH_RECORDS`], each publisher's sequences gap-free.
 fn batch_frames() -> Vec<Vec<u8>> {
     let t0 = 1_700_000_000_000_000_000u64;
-    let mut frames = Vec::new();
-    let mut batch = BatchBuilder::new(64 << 10, BATCH_RECORDS);
-    for i in 0..RECORDS {
-        let publisher = (i % PUBLISHERS) as u32 + 1;
-        let h = |kind| {
-            Header::live(kind, publisher, i / PUBLISHERS + 1, t0 + i * 1_000).with_session(1)
-        };
-        let sym = i % SYMBOLS;
-        let frame = if i % 8 == 0 {
-            encode_to_vec(
-                &format!("T.XNAS.S{sym}"),
-                &h(Kind::Trade),
-                &Trade::default().into(),
-            )
-        } else {
-            encode_to_vec(
-                &format!("Q.XNAS.S{sym}"),
-                &h(Kind::Quote),
-                &Quote::default().into(),
-            )
-        }
-        .unwrap();
-        if !batch.try_push(&frame) {
-            frames.push(batch.frame().to_vec());
-            batch.clear();
-            assert!(batch.try_push(&frame), "a record fits an empty batch");
-        }
-    }
-    if !batch.is_empty() {
-        frames.push(batch.frame().to_vec());
-    }
-    frames
+    let frames: Vec<Vec<u8>> = (0..RECORDS)
+        .map(|i| {
+            let publisher = (i % PUBLISHERS) as u32 + 1;
+            let h = |kind| {
+                Header::live(kind, publisher, i / PUBLISHERS + 1, t0 + i * 1_000).with_session(1)
+            };
+            let sym = i % SYMBOLS;
+            if i % 8 == 0 {
+                encode_to_vec(
+                    &format!("T.XNAS.S{sym}"),
+                    &h(Kind::Trade),
+                    &Trade::default().into(),
+                )
+            } else {
+                encode_to_vec(
+                    &format!("Q.XNAS.S{sym}"),
+                    &h(Kind::Quote),
+                    &Quote::default().into(),
+                )
+            }
+            .unwrap()
+        })
+        .collect();
+    tickbox_testkit::batches(&frames, BATCH_RECORDS)
 }
 
 /// CPU time of the calling thread, in seconds.

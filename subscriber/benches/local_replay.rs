@@ -22,7 +22,7 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use tickbox_subscriber::{replay_local, SubscriberConfig};
-use tickbox_wire::{encode_to_vec, BatchBuilder, Header, Kind, Quote, Trade};
+use tickbox_wire::{encode_to_vec, Header, Kind, Quote, Trade};
 use tickbox_workers::{Delivery, Record, Worker, WorkerPoolConfig};
 
 const RECORDS: u64 = 4_000_000;
@@ -81,7 +81,7 @@ impl Frames {
 }
 
 /// Records per batch frame in the batched kind, as `feed --batch auto` fills them at most.
-const BATCH_RECORDS: u16 = 64;
+const BATCH_RECORDS: usize = 64;
 
 /// Every record as a single frame, or (`batched`) packed [`BATCH_RECORDS`] to a batch frame.
 fn frames(batched: bool) -> Frames {
@@ -90,20 +90,15 @@ fn frames(batched: bool) -> Frames {
         ends: Vec::with_capacity(RECORDS as usize),
         last_seqs: Vec::with_capacity(RECORDS as usize),
     };
-    let mut batch = BatchBuilder::new(64 << 10, BATCH_RECORDS);
-    for (seq, frame) in (1..).zip(each_frame()) {
-        if !batched {
-            all.push(&frame, seq);
-            continue;
+    let singles: Vec<Vec<u8>> = each_frame().collect();
+    if !batched {
+        for (seq, frame) in (1..).zip(&singles) {
+            all.push(frame, seq);
         }
-        if !batch.try_push(&frame) {
-            all.push(batch.frame(), seq - 1);
-            batch.clear();
-            assert!(batch.try_push(&frame), "a record fits an empty batch");
-        }
+        return all;
     }
-    if !batch.is_empty() {
-        all.push(batch.frame(), RECORDS);
+    for (i, batch) in (1..).zip(tickbox_testkit::batches(&singles, BATCH_RECORDS)) {
+        all.push(&batch, (i * BATCH_RECORDS as u64).min(RECORDS));
     }
     all
 }

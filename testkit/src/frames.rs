@@ -1,6 +1,6 @@
 //! Wire frames as tests write them: one builder instead of a `fn quote(` per test file.
 
-use tickbox_wire::{encode_to_vec, Header, Kind, Quote};
+use tickbox_wire::{encode_to_vec, BatchBuilder, Header, Kind, Quote};
 
 /// A quote frame being built; [`QuoteFrame::frame`] encodes it.
 #[derive(Debug, Clone)]
@@ -59,10 +59,45 @@ impl QuoteFrame {
     }
 }
 
+/// `frames` packed in order into batch frames (`#B`) of `per_batch` records each, the last holding the rest, as
+/// `feed --batch` and `replay --batch` send them. Panics where `per_batch` records do not fit one 64 KiB frame.
+pub fn batches<F: AsRef<[u8]>>(frames: &[F], per_batch: usize) -> Vec<Vec<u8>> {
+    let max_records = u16::try_from(per_batch).expect("a batch holds at most 65,535 records");
+    frames
+        .chunks(per_batch)
+        .map(|chunk| {
+            let mut batch = BatchBuilder::new(64 << 10, max_records);
+            for frame in chunk {
+                assert!(
+                    batch.try_push(frame.as_ref()),
+                    "{per_batch} records fit a 64 KiB batch frame"
+                );
+            }
+            batch.frame().to_vec()
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use tickbox_wire::{MessageRef, Payload};
+
+    #[test]
+    fn batches_hold_every_frame_in_order_and_the_last_one_the_rest() {
+        let frames: Vec<Vec<u8>> = (1..=10).map(|seq| quote("Q.A", 1, seq).frame()).collect();
+        let packed = batches(&frames, 4);
+        let counts: Vec<usize> = packed
+            .iter()
+            .map(|b| tickbox_wire::batch_records(b).unwrap().count())
+            .collect();
+        assert_eq!(counts, [4, 4, 2]);
+        let back: Vec<&[u8]> = packed
+            .iter()
+            .flat_map(|b| tickbox_wire::batch_records(b).unwrap().map(Result::unwrap))
+            .collect();
+        assert_eq!(back, frames.iter().map(Vec::as_slice).collect::<Vec<_>>());
+    }
 
     #[test]
     fn the_frame_decodes_to_what_was_built() {

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use tickbox_journal::{Reader, Writer, WriterOptions};
 use tickbox_recorder::{record, RecordOptions, RecordStats, Recorder};
-use tickbox_wire::{BatchBuilder, Kind, MessageRef, Payload};
+use tickbox_wire::{Kind, MessageRef, Payload};
 
 const SESSION: u64 = 1_767_000_000_000_000_000;
 
@@ -18,16 +18,7 @@ fn quote(publisher: u32, seq: u64) -> Vec<u8> {
 
 /// Batch frames of up to 7 records each over `frames`.
 fn batches(frames: &[Vec<u8>]) -> Vec<Vec<u8>> {
-    frames
-        .chunks(7)
-        .map(|chunk| {
-            let mut b = BatchBuilder::new(4096, 64);
-            for f in chunk {
-                assert!(b.try_push(f));
-            }
-            b.frame().to_vec()
-        })
-        .collect()
+    tickbox_testkit::batches(frames, 7)
 }
 
 /// (kind, publisher, sequence, gap range) of a record.

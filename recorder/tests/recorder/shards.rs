@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use tickbox_journal::{Reader, Writer, WriterOptions};
 use tickbox_recorder::{record, RecordOptions};
-use tickbox_wire::{BatchBuilder, Kind, MessageRef};
+use tickbox_wire::{Kind, MessageRef};
 
 const SESSION: u64 = 1_767_000_000_000_000_000;
 const SHARDS: u32 = 3;
@@ -28,16 +28,7 @@ fn shard_batches(shard: u32, per_batch: usize) -> Vec<Vec<u8>> {
             frames.push(quote(shard * 10 + p + 1, seq));
         }
     }
-    frames
-        .chunks(per_batch)
-        .map(|chunk| {
-            let mut b = BatchBuilder::new(16 * 1024, 256);
-            for f in chunk {
-                assert!(b.try_push(f));
-            }
-            b.frame().to_vec()
-        })
-        .collect()
+    tickbox_testkit::batches(&frames, per_batch)
 }
 
 /// Waits (bounded) until `publisher` has seen both the recorder's subscriptions (everything and batches).
