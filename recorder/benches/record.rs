@@ -9,7 +9,7 @@
 
 use tickbox_journal::{Writer, WriterOptions};
 use tickbox_recorder::{Recorder, RecorderConfig};
-use tickbox_wire::{batch_records, encode_to_vec, Header, Kind, Quote, Trade};
+use tickbox_wire::{batch_records, Header, Kind};
 
 const RECORDS: u64 = 2_000_000;
 const SYMBOLS: u64 = 2_000;
@@ -23,24 +23,8 @@ fn batch_frames() -> Vec<Vec<u8>> {
     let frames: Vec<Vec<u8>> = (0..RECORDS)
         .map(|i| {
             let publisher = (i % PUBLISHERS) as u32 + 1;
-            let h = |kind| {
-                Header::live(kind, publisher, i / PUBLISHERS + 1, t0 + i * 1_000).with_session(1)
-            };
-            let sym = i % SYMBOLS;
-            if i % 8 == 0 {
-                encode_to_vec(
-                    &format!("T.XNAS.S{sym}"),
-                    &h(Kind::Trade),
-                    &Trade::default().into(),
-                )
-            } else {
-                encode_to_vec(
-                    &format!("Q.XNAS.S{sym}"),
-                    &h(Kind::Quote),
-                    &Quote::default().into(),
-                )
-            }
-            .unwrap()
+            let header = Header::live(Kind::Quote, publisher, i / PUBLISHERS + 1, t0 + i * 1_000);
+            tickbox_testkit::market_frame(i, SYMBOLS, header.with_session(1))
         })
         .collect();
     tickbox_testkit::batches(&frames, BATCH_RECORDS)

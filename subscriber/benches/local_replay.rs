@@ -22,7 +22,7 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use tickbox_subscriber::{replay_local, SubscriberConfig};
-use tickbox_wire::{encode_to_vec, Header, Kind, Quote, Trade};
+use tickbox_wire::{Header, Kind};
 use tickbox_workers::{Delivery, Record, Worker, WorkerPoolConfig};
 
 const RECORDS: u64 = 4_000_000;
@@ -105,25 +105,10 @@ fn frames(batched: bool) -> Frames {
 
 fn each_frame() -> impl Iterator<Item = Vec<u8>> {
     let t0 = 1_700_000_000_000_000_000u64;
+    // One record per microsecond of market time.
     (1..=RECORDS).map(move |seq| {
-        let sym = seq % SYMBOLS;
-        // One record per microsecond of market time.
-        let h = |kind| Header::live(kind, 1, seq, t0 + seq * 1_000).with_session(1);
-        if seq % 8 == 0 {
-            encode_to_vec(
-                &format!("T.XNAS.S{sym}"),
-                &h(Kind::Trade),
-                &Trade::default().into(),
-            )
-            .unwrap()
-        } else {
-            encode_to_vec(
-                &format!("Q.XNAS.S{sym}"),
-                &h(Kind::Quote),
-                &Quote::default().into(),
-            )
-            .unwrap()
-        }
+        let header = Header::live(Kind::Quote, 1, seq, t0 + seq * 1_000).with_session(1);
+        tickbox_testkit::market_frame(seq, SYMBOLS, header)
     })
 }
 

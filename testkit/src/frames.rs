@@ -1,6 +1,6 @@
 //! Wire frames as tests write them: one builder instead of a `fn quote(` per test file.
 
-use tickbox_wire::{encode_to_vec, BatchBuilder, Header, Kind, Quote};
+use tickbox_wire::{encode_to_vec, BatchBuilder, Header, Kind, Quote, Trade};
 
 /// A quote frame being built; [`QuoteFrame::frame`] encodes it.
 #[derive(Debug, Clone)]
@@ -59,6 +59,26 @@ impl QuoteFrame {
     }
 }
 
+/// Record `index` of the benches' synthetic market of `symbols` symbols: a trade on every 8th record and quotes
+/// otherwise (`T.XNAS.S<n>` or `Q.XNAS.S<n>`, n = `index % symbols`), with `header` (its kind set to match).
+pub fn market_frame(index: u64, symbols: u64, header: Header) -> Vec<u8> {
+    let sym = index % symbols;
+    let encoded = if index.is_multiple_of(8) {
+        let header = Header {
+            kind: Kind::Trade,
+            ..header
+        };
+        encode_to_vec(&format!("T.XNAS.S{sym}"), &header, &Trade::default().into())
+    } else {
+        let header = Header {
+            kind: Kind::Quote,
+            ..header
+        };
+        encode_to_vec(&format!("Q.XNAS.S{sym}"), &header, &Quote::default().into())
+    };
+    encoded.expect("a default quote or trade always encodes")
+}
+
 /// `frames` packed in order into batch frames (`#B`) of `per_batch` records each, the last holding the rest, as
 /// `feed --batch` and `replay --batch` send them. Panics where `per_batch` records do not fit one 64 KiB frame.
 pub fn batches<F: AsRef<[u8]>>(frames: &[F], per_batch: usize) -> Vec<Vec<u8>> {
@@ -82,6 +102,17 @@ pub fn batches<F: AsRef<[u8]>>(frames: &[F], per_batch: usize) -> Vec<Vec<u8>> {
 mod tests {
     use super::*;
     use tickbox_wire::{MessageRef, Payload};
+
+    #[test]
+    fn the_market_trades_every_eighth_record_and_quotes_the_rest_over_its_symbols() {
+        let header = Header::live(Kind::Heartbeat, 3, 9, 5);
+        for (index, kind, topic) in [(8, Kind::Trade, "T.XNAS.S3"), (9, Kind::Quote, "Q.XNAS.S4")] {
+            let frame = market_frame(index, 5, header);
+            let m = MessageRef::decode(&frame).unwrap();
+            assert_eq!((m.topic(), m.header().kind), (topic, kind));
+            assert_eq!((m.header().publisher_id, m.header().sequence), (3, 9));
+        }
+    }
 
     #[test]
     fn batches_hold_every_frame_in_order_and_the_last_one_the_rest() {

@@ -18,7 +18,7 @@ mod temp;
 mod wait;
 mod zap;
 
-pub use frames::{batches, quote, QuoteFrame};
+pub use frames::{batches, market_frame, quote, QuoteFrame};
 pub use process::{self_test_command, self_test_name, ChildGuard};
 pub use publisher::FakePublisher;
 pub use temp::TempDir;
