@@ -1,5 +1,5 @@
 //! The harness measures something real: a worker that sleeps 1 ms on every 100th message must move the reported
-//! p99.9 by about 1 ms and leave the median alone. Alone in its own test binary so no other test competes for
+//! tail (p99) by about 1 ms and leave the median alone. Alone in its own test binary so no other test competes for
 //! this 2-core machine's CPUs while it measures.
 
 use std::time::Duration;
@@ -25,17 +25,21 @@ fn run(ctx: &zmq::Context, stall: Option<Stall>) -> Percentiles {
     result.corrected
 }
 
-/// Baseline p99.9 below which the machine counts as quiet enough to read the shift.
-const QUIET_BASELINE_P999_NS: u64 = 350_000;
+/// Baseline p99 below which the machine counts as quiet enough to read the shift.
+const QUIET_BASELINE_P99_NS: u64 = 350_000;
 
 /// At 10k msg/s a 1 ms sleep every 100 messages delays the next ~9 messages by 0.9, 0.8, … 0.1 ms: 1 % of
-/// messages wait ≥ 0.9 ms, so p99.9 rises to ~1 ms while p50 stays at the pipeline's normal latency.
+/// messages wait ≥ 0.9 ms, so the tail from p99 up rises to ~1 ms while p50 stays at the pipeline's normal
+/// latency.
 ///
 /// The lower bound holds on any machine: the message after each sleep is recorded at least 0.9 ms after its
 /// intended send time, and those are 1 % of the samples, so a p99.9 under 0.9 ms means the harness lost the
-/// delay. "Roughly 1 ms, median unmoved" needs a quiet machine: when another process steals the CPUs the
-/// baseline's own p99.9 is milliseconds and the shift cannot be read. So: up to three attempts; pass on the first
-/// attempt with a quiet baseline (p99.9 < 0.35 ms) that shows the expected shift; fail if a quiet attempt never
+/// delay. "Roughly 1 ms, median unmoved" needs a quiet machine, and is read at p99: p99.9 is the first place a
+/// busy spell of a few milliseconds shows, in the stalled run as much as in a baseline (seen in CI: a quiet
+/// baseline, then a stalled p99.9 3.5 ms above it), while the stalled run's p99 sat at 0.97–1.01 ms in every run
+/// on the development machine, busy spells included. Each stalled run is bracketed by a baseline before and
+/// after it (one run's after is the next one's before) and counts as quiet only when both are (p99 < 0.35 ms).
+/// Up to four stalled runs; pass on the first quiet one that shows the expected shift; fail if a quiet one never
 /// shows it, or if the lower bound ever fails.
 #[test]
 fn injected_worker_delay_moves_the_tail_not_the_median() {
@@ -45,11 +49,13 @@ fn injected_worker_delay_moves_the_tail_not_the_median() {
         pause: Duration::from_millis(1),
     };
     let mut quiet_attempts = 0;
-    let mut log = String::new();
-    for attempt in 1..=3 {
-        let base = run(&ctx, None);
+    let mut before = run(&ctx, None);
+    let mut log = format!("base    {before:?}\n");
+    eprint!("{log}");
+    for attempt in 1..=4 {
         let stalled = run(&ctx, Some(stall));
-        let line = format!("attempt {attempt}\n  base    {base:?}\n  stalled {stalled:?}\n");
+        let after = run(&ctx, None);
+        let line = format!("attempt {attempt}\n  stalled {stalled:?}\n  base    {after:?}\n");
         eprint!("{line}");
         log.push_str(&line);
         assert!(
@@ -60,17 +66,17 @@ fn injected_worker_delay_moves_the_tail_not_the_median() {
             stalled.p99 >= 100_000,
             "the harness lost the injected delay:\n{log}"
         );
-        // Quiet means the baseline tail leaves room to read a 1 ms stall as a >= 0.6 ms shift: a baseline p99.9
-        // above 0.4 ms cannot show it even when the stall is measured exactly (seen: base 451 µs, stalled 1,023 µs).
-        if base.p999 >= QUIET_BASELINE_P999_NS {
+        let base = std::mem::replace(&mut before, after);
+        let noisiest = base.p99.max(after.p99);
+        if noisiest >= QUIET_BASELINE_P99_NS {
             eprintln!(
-                "  baseline p99.9 {} µs: machine too busy to read the shift",
-                base.p999 / 1_000
+                "  a baseline's p99 {} µs: machine too busy to read the shift",
+                noisiest / 1_000
             );
             continue;
         }
         quiet_attempts += 1;
-        let shift = stalled.p999 as i64 - base.p999 as i64;
+        let shift = stalled.p99 as i64 - base.p99 as i64;
         let p50_shift = stalled.p50.abs_diff(base.p50);
         if (600_000..=3_000_000).contains(&shift) && p50_shift < 200_000 {
             return;
@@ -78,7 +84,7 @@ fn injected_worker_delay_moves_the_tail_not_the_median() {
     }
     assert_eq!(
         quiet_attempts, 0,
-        "with a quiet baseline the 1 ms stall should move p99.9 by ~1 ms and p50 by < 0.2 ms:\n{log}"
+        "with quiet baselines around it the 1 ms stall should move p99 by ~1 ms and p50 by < 0.2 ms:\n{log}"
     );
     eprintln!("machine too busy in every attempt; only the lower bound was checked");
 }
