@@ -261,12 +261,5 @@ fn rules_naming_keys_without_curve_are_a_config_error() {
 
 /// This process's resident set size, KiB (Linux).
 fn rss_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("VmRSS:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        })
-        .unwrap_or(0)
+    tickbox_testkit::memory::resident_kib(tickbox_testkit::memory::Process::This).unwrap_or(0)
 }

@@ -46,12 +46,7 @@ fn snapshot(
 }
 
 fn vm_rss_kib() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
+    tickbox_testkit::memory::resident_kib(tickbox_testkit::memory::Process::This)
         .expect("VmRSS in /proc/self/status")
 }
 

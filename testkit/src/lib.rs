@@ -1,15 +1,17 @@
 //! What tickbox's integration tests share, in one place instead of a copy per test file: a fake publisher
 //! ([`FakePublisher`]), frame builders ([`quote`]), a child-process guard that kills and reaps on every path
 //! ([`ChildGuard`]), re-running one test of the current binary in a child process ([`self_test_command`]),
-//! private scratch directories ([`TempDir`]), the sans-IO check of a crate's engine files ([`sans_io`]), bounded waits on a condition ([`wait_until`], [`wait_for`]),
-//! deliberate damage to files ([`damage`]), simulated time for sans-IO engines ([`sim`]) and a ZAP handler whose
-//! answers a test scripts ([`ScriptedZap`]).
+//! private scratch directories ([`TempDir`]), the sans-IO check of a crate's engine files ([`sans_io`]), bounded
+//! waits on a condition ([`wait_until`], [`wait_for`]), deliberate damage to files ([`damage`]), the memory a
+//! process holds ([`memory`]) and the CPU time it spends ([`cpu`]), simulated time for sans-IO engines ([`sim`])
+//! and a ZAP handler whose answers a test scripts ([`ScriptedZap`]).
 //!
 //! A dev-dependency only: the workspace test in this crate fails if any crate names it under `[dependencies]`.
 
 pub mod cpu;
 pub mod damage;
 mod frames;
+pub mod memory;
 mod process;
 mod publisher;
 pub mod sans_io;

@@ -3,6 +3,7 @@
 
 use proptest::prelude::*;
 use tickbox_dbn::{decode_frame, encode_vendor_frame, record_json, VendorFrame, VendorHeader};
+use tickbox_testkit::memory;
 
 fn valid_frame(record_words: u8, rtype: u8, fill: u8) -> Vec<u8> {
     let len = usize::from(record_words.max(4)) * 4;
@@ -219,12 +220,7 @@ fn a_record_length_off_the_8_byte_grid_is_refused_after_the_good_records() {
 
 /// Peak resident memory of this process, in KiB.
 fn peak_rss_kib() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
+    memory::peak_resident_kib(memory::Process::This).unwrap_or(0)
 }
 
 /// A 16-byte file whose DBN header states almost a gigabyte of metadata is refused as truncated without the

@@ -67,14 +67,11 @@ fn child_broker() {
     );
 }
 
+use tickbox_testkit::memory;
 use tickbox_testkit::ChildGuard as Kill;
 
-fn status_kb(pid: u32, field: &str) -> u64 {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    s.lines()
-        .find_map(|l| l.strip_prefix(field))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
+fn rss_kb(pid: u32) -> u64 {
+    memory::resident_kib(memory::Process::Pid(pid)).expect("the broker's VmRSS")
 }
 
 #[test]
@@ -119,7 +116,7 @@ fn flood_for_absent_service_stays_within_queue_bound_and_real_service_answers() 
     };
     let bound_ep = wait_line("BOUND ");
     assert_eq!(bound_ep, ep);
-    let baseline_kb = status_kb(pid, "VmRSS:");
+    let baseline_kb = rss_kb(pid);
 
     let ctx = zmq::Context::new();
     let flood = ctx.socket(zmq::DEALER).unwrap();
@@ -169,10 +166,10 @@ fn flood_for_absent_service_stays_within_queue_bound_and_real_service_answers() 
     let r = flood.recv_multipart(0).unwrap();
     assert_eq!(r.last().unwrap(), b"marker");
     let flood_secs = t0.elapsed().as_secs_f64();
-    let during_kb = status_kb(pid, "VmRSS:");
+    let during_kb = rss_kb(pid);
     // Past request_expiry every queued request is gone; give the broker a few ticks beyond it.
     std::thread::sleep(Duration::from_millis(2500));
-    let after_kb = status_kb(pid, "VmRSS:");
+    let after_kb = rss_kb(pid);
     // A second flood after the expiry: what expiry released is reused, so the peak does not move up.
     for _ in 0..n {
         flood
@@ -186,8 +183,8 @@ fn flood_for_absent_service_stays_within_queue_bound_and_real_service_answers() 
     assert_eq!(flood.recv_multipart(0).unwrap().last().unwrap(), b"marker2");
     std::thread::sleep(Duration::from_millis(2500));
     // VmHWM is the peak over the broker's whole life, both floods and expiries included.
-    let peak_kb = status_kb(pid, "VmHWM:");
-    let final_kb = status_kb(pid, "VmRSS:");
+    let peak_kb = memory::peak_resident_kib(memory::Process::Pid(pid)).expect("the broker's VmHWM");
+    let final_kb = rss_kb(pid);
     let slack_kb = 32 << 10;
     println!(
         "flood {} MiB in {flood_secs:.2} s; bound {} MiB; broker RSS baseline {} KiB, after flood {} KiB, after expiry {} KiB, after a second flood and expiry {} KiB, peak (VmHWM) {} KiB",

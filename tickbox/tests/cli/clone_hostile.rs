@@ -49,12 +49,8 @@ fn ctl(port: u16, args: &[&str]) -> Output {
 }
 
 fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("server alive");
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS")
+    tickbox_testkit::memory::resident_kib(tickbox_testkit::memory::Process::Pid(pid))
+        .expect("server alive")
 }
 
 fn raw(ctx: &zmq::Context, kind: zmq::SocketType, ep: String) -> zmq::Socket {

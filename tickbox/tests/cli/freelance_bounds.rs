@@ -7,18 +7,15 @@ use crate::common;
 use std::time::Duration;
 
 use common::{signal, spawn_with_lines, TempDir};
+use tickbox_testkit::memory::{peak_resident_kib, resident_kib, Process::Pid};
 
 const BODY: usize = 1_500_000;
 const HOG_REQUESTS: usize = 100;
 const GOOD_REQUESTS: usize = 10;
 
-/// A field of `/proc/<pid>/status` in KiB (VmRSS: resident now, VmHWM: peak resident).
-fn status_kib(pid: u32, field: &str) -> u64 {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    text.lines()
-        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
+/// The server's resident memory now, KiB.
+fn rss_kib(pid: u32) -> u64 {
+    resident_kib(Pid(pid)).expect("the server's VmRSS")
 }
 
 /// One request-reply on the well-behaved ROUTER client, within 5 s.
@@ -63,7 +60,7 @@ fn unread_large_replies_stay_within_the_byte_bound_and_others_are_served() {
     );
     assert!(good.poll(zmq::POLLIN, 5_000).unwrap() > 0);
     assert_eq!(good.recv_multipart(0).unwrap()[1], b"PONG");
-    let baseline = status_kib(pid, "VmRSS");
+    let baseline = rss_kib(pid);
 
     // The hog: a DEALER that never reads, with tiny receive queues so the server's side fills up; its own
     // send queue is short too, so each send waits for the server to take the previous requests.
@@ -80,7 +77,7 @@ fn unread_large_replies_stay_within_the_byte_bound_and_others_are_served() {
         let seq = (i as u32).to_be_bytes();
         hog.send_multipart([&seq[..], &body[..]], 0)
             .unwrap_or_else(|e| panic!("hog request {i} not taken by the server within 10 s: {e}"));
-        peak_rss = peak_rss.max(status_kib(pid, "VmRSS"));
+        peak_rss = peak_rss.max(rss_kib(pid));
     }
 
     // Fair queuing: while these are answered, the few hog requests still in flight are read too.
@@ -91,9 +88,9 @@ fn unread_large_replies_stay_within_the_byte_bound_and_others_are_served() {
             reply,
             vec![ep.as_bytes().to_vec(), seq.into_bytes(), b"hello".to_vec()]
         );
-        peak_rss = peak_rss.max(status_kib(pid, "VmRSS"));
+        peak_rss = peak_rss.max(rss_kib(pid));
     }
-    let peak_hwm = status_kib(pid, "VmHWM");
+    let peak_hwm = peak_resident_kib(Pid(pid)).expect("the server's VmHWM");
     // The kernel's per-process counters are updated lazily: take whichever reading is higher.
     let peak = peak_rss.max(peak_hwm);
 

@@ -9,6 +9,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use common::{line_after, recv_for, signal, spawn_with_lines, KillOnDrop, TICKBOX};
+use tickbox_testkit::memory::{peak_resident_kib, resident_kib, Process::Pid};
 use tickbox_wire::{Flags, MessageRef};
 
 fn quote(topic: &str, seq: u64) -> Vec<u8> {
@@ -225,16 +226,6 @@ fn lvc_serves_its_counters_as_tickbox_lvc_status() {
     }
 }
 
-/// A kernel-reported figure (`VmRSS`, `VmHWM`) of process `pid`, in KiB.
-fn proc_kib(pid: u32, field: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or_else(|| panic!("no {field} for {pid}"))
-}
-
 /// A hostile ZMTP 3.0 peer that speaks just enough of the protocol to send one subscription frame of
 /// `prefix_len` bytes, without keeping the prefix in a trie of its own as a real SUB would (1 MiB prefixes would
 /// cost the test gigabytes). Returns whether the proxy closed the connection within `timeout`.
@@ -313,7 +304,7 @@ fn hostile_subscriptions_neither_kill_nor_bloat_the_lvc_process() {
     publisher.set_rcvtimeo(15_000).unwrap();
     assert_eq!(publisher.recv_bytes(0).unwrap(), b"\x01Q.");
     publisher.send(quote("Q.XNAS.AAPL", 1), 0).unwrap();
-    let baseline = proc_kib(pid, "VmRSS");
+    let baseline = resident_kib(Pid(pid)).expect("the proxy's VmRSS");
     // Just over the 1 KiB bound: reaches the proxy, which refuses and counts it (checked in the final counters,
     // long after the attacks below have given it time to arrive).
     let long = ctx.socket(zmq::SUB).unwrap();
@@ -389,7 +380,10 @@ fn hostile_subscriptions_neither_kill_nor_bloat_the_lvc_process() {
         .flags
         .contains(Flags::CACHED));
 
-    let (rss, peak) = (proc_kib(pid, "VmRSS"), proc_kib(pid, "VmHWM"));
+    let (rss, peak) = (
+        resident_kib(Pid(pid)).expect("the proxy's VmRSS"),
+        peak_resident_kib(Pid(pid)).expect("the proxy's VmHWM"),
+    );
     println!(
         "lvc RSS {baseline} KiB before the attack, {rss} KiB after, peak {peak} KiB; 50 x 1 MiB cut off in {attack_time:?}"
     );
