@@ -1253,7 +1253,7 @@ impl Writer {
             f.set_segment(Arc::clone(&next));
         }
         let sealed = std::mem::replace(&mut self.seg, next);
-        self.written_earlier += self.head - self.began_at;
+        self.written_earlier += self.head.saturating_sub(self.began_at);
         self.cap = self.seg.cap;
         self.room_end = self.seg.avail().min(self.cap);
         self.head = self.seg.head().load(Ordering::Acquire);
