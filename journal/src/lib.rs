@@ -224,9 +224,9 @@
 //! 4 MiB unless set) that a preparer thread reserves (`posix_fallocate`, which grows the file) and faults in off
 //! the recording thread, a window ahead of the published head: one step for a recorder's pace, up to 256 MiB
 //! for a writer at memory speed (200 ms of writing at its recent pace, and at most an eighth of what it has written
-//! since it opened). The writer only ever stores below what is
-//! reserved, so a full disk (or a file size limit) is [`JournalError::DiskFull`] from `append` when the writer
-//! reaches the end of the reservation and cannot reserve more itself, never a SIGBUS; every record appended
+//! since it opened). The writer only ever stores below what is reserved, so a full disk (or a file size limit) is
+//! [`JournalError::DiskFull`] from `append` when the writer reaches the end of the reservation and cannot reserve
+//! more itself, never a SIGBUS; every record appended
 //! before it is published and kept, and the writer closes cleanly. When a segment is sealed (by its preparer,
 //! off the recording thread) or the writer closes, the file is cut to its records (the header, the records, and
 //! the rest of the page that holds a record header after the last one, so that a reader that mapped the segment

@@ -82,11 +82,11 @@ const RESERVE_LEAD: Duration = Duration::from_millis(200);
 /// grows as it shows it keeps writing: one that stops a fraction of a second after it starts is not charged for
 /// faulting a [`RESERVE_LEAD`] it never reaches. That lead is the whole of such a run: a 1 M-record
 /// `bench record` run wrote 119 MB while the preparer faulted 194-253 MB, a quarter of the run's samples on the
-/// 2-core VM, where a page the host has not backed yet costs up to 10 × more to fault in. With an eighth (`bench record --records 1000000 --repeats 5`, 8
-/// invocations alternating with the build before): record ÷ raw mmap medians 0.635 → 0.71, ahead in 7 of 8 and
-/// level in one; ÷ subscribe 0.665 → 0.69. A recorder fed 6 M records in its own process (about 1.5 s a run, 5
-/// rounds): 4.07-4.18 M records/s against 3.11-4.26 M, so a long recording loses nothing: at those rates (about
-/// 500 MB/s) it reaches the full lead within its first gigabyte.
+/// 2-core VM, where a page the host has not backed yet costs up to 10 × more to fault in. With an eighth
+/// (`bench record --records 1000000 --repeats 5`, 8 invocations alternating with the build before): record ÷ raw
+/// mmap medians 0.635 → 0.71, ahead in 7 of 8 and level in one; ÷ subscribe 0.665 → 0.69. A recorder fed 6 M
+/// records in its own process (about 1.5 s a run, 5 rounds): 4.07-4.18 M records/s against 3.11-4.26 M, so a long
+/// recording loses nothing: at those rates (about 500 MB/s) it reaches the full lead within its first gigabyte.
 const LEAD_PER_WRITTEN: u64 = 8;
 
 /// What a writer holds on disk ahead of its records ([`WriterOptions::disk_reservation`]): what a recorder checks
