@@ -135,6 +135,16 @@ impl Source for RecordMetrics {
                     "Ring laps (journal-wide).",
                     s.overwritten.laps,
                 ),
+                (
+                    "tickbox_prefaulted_bytes",
+                    "Archive pages the journal's preparer faulted in off the recording thread, bytes.",
+                    s.prefault.bytes,
+                ),
+                (
+                    "tickbox_reserve_stalls",
+                    "Times the recording thread reached the end of the reserved disk and reserved more itself.",
+                    s.prefault.stalls,
+                ),
             ],
         );
         let seq = |v: Option<u64>| v.map_or(-1, |v| i64::try_from(v).unwrap_or(i64::MAX));

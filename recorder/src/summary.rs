@@ -45,6 +45,8 @@ impl RecordStats {
             "overwritten": s.overwritten.records,
             "overwritten_bytes": s.overwritten.bytes,
             "laps": s.overwritten.laps,
+            "prefaulted_bytes": s.prefault.bytes,
+            "reserve_stalls": s.prefault.stalls,
             "gap_events": s.gap_events,
             "upstream_gap_notices": s.upstream_gap_notices,
             "invalid": s.invalid_frames,
@@ -157,6 +159,14 @@ impl RecordStats {
                 } else {
                     ""
                 }
+            );
+        }
+        if mode == "archive" {
+            let _ = writeln!(
+                out,
+                "pre-faulted   {} off the recording thread, which reserved disk itself {} time(s)",
+                format_size_approx(s.prefault.bytes),
+                s.prefault.stalls
             );
         }
         if s.sequences_checked {
@@ -401,6 +411,29 @@ mod tests {
         assert_eq!(json["mode"], "ring");
         assert_eq!(json["interrupted"], true);
         assert_eq!(json["publishers"], serde_json::json!([]));
+        assert!(!table.contains("pre-faulted"), "a ring has no preparer");
+    }
+
+    #[test]
+    fn an_archive_says_what_its_preparer_took_off_the_recording_thread() {
+        let s = RecordStats {
+            prefault: tickbox_journal::PrefaultStats {
+                bytes: 96 << 20,
+                stalls: 2,
+                ..Default::default()
+            },
+            ..RecordStats::default()
+        };
+        let table = s.summary_table(Path::new("j"), "archive", 1, false);
+        assert!(
+            table.contains(
+                "\npre-faulted   96.00 MiB off the recording thread, which reserved disk itself 2 time(s)\n"
+            ),
+            "{table}"
+        );
+        let json = s.summary_json(Path::new("j"), "archive", false);
+        assert_eq!(json["prefaulted_bytes"], 96 << 20);
+        assert_eq!(json["reserve_stalls"], 2);
     }
 
     #[test]
