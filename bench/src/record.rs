@@ -186,6 +186,9 @@ struct Measured {
     end_ns: u64,
     workers: usize,
     receive_hwm: i32,
+    /// The recorder's preparer: bytes faulted in off the recording thread, and the recording thread's own
+    /// reservations.
+    prefault: Option<(u64, u64)>,
 }
 
 fn finish_result(
@@ -221,6 +224,8 @@ fn finish_result(
         workers: measured.workers,
         receive_hwm: measured.receive_hwm,
         repeat: 1,
+        prefaulted_bytes: measured.prefault.map(|(bytes, _)| bytes),
+        reserve_stalls: measured.prefault.map(|(_, stalls)| stalls),
     })
 }
 
@@ -291,6 +296,7 @@ pub fn tickbox_record(
         end_ns,
         workers: 0,
         receive_hwm: options.receive_hwm,
+        prefault: Some((stats.prefault.bytes, stats.prefault.stalls)),
     };
     finish_result(RECORD, config, measured, feed)
 }
@@ -372,6 +378,7 @@ pub fn tickbox_subscribe(
             .unwrap_or(0),
         workers: 1,
         receive_hwm,
+        prefault: None,
     };
     finish_result(SUBSCRIBE, config, measured, feed)
 }
@@ -542,6 +549,7 @@ pub fn raw_record(
         end_ns,
         workers: 0,
         receive_hwm,
+        prefault: None,
     };
     finish_result(RAW, config, measured, feed)
 }
@@ -796,13 +804,21 @@ pub fn record_runs_table(results: &[RecordResult]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "  {:<18} {:>6} {:>12} {:>10} {:>8} {:>10} {:>12} {:>12}",
-        "run", "repeat", "records/s", "delivered", "lost", "missing", "batch frames", "feed msg/s"
+        "  {:<18} {:>6} {:>12} {:>10} {:>8} {:>10} {:>12} {:>12} {:>12}",
+        "run",
+        "repeat",
+        "records/s",
+        "delivered",
+        "lost",
+        "missing",
+        "batch frames",
+        "feed msg/s",
+        "pre-faulted"
     );
     for r in results {
         let _ = writeln!(
             out,
-            "  {:<18} {:>6} {:>12} {:>10} {:>8} {:>10} {:>12} {:>12}",
+            "  {:<18} {:>6} {:>12} {:>10} {:>8} {:>10} {:>12} {:>12} {:>12}",
             r.system,
             r.repeat,
             fmt_sig(r.records_per_s),
@@ -811,7 +827,9 @@ pub fn record_runs_table(results: &[RecordResult]) -> String {
             r.accounted_missing
                 .map_or_else(|| "-".to_string(), |m| m.to_string()),
             r.batch_frames,
-            fmt_sig(r.feed_rate)
+            fmt_sig(r.feed_rate),
+            r.prefaulted_bytes
+                .map_or_else(|| "-".to_string(), tickbox_units::format_size_approx)
         );
     }
     out

@@ -445,6 +445,13 @@ pub struct RecordResult {
     pub receive_hwm: i32,
     /// Which repeat this is (1-based).
     pub repeat: u32,
+    /// The recorder: bytes its journal's preparer faulted in off the recording thread (none for the others, and
+    /// in results files written before it was measured).
+    #[serde(default)]
+    pub prefaulted_bytes: Option<u64>,
+    /// The recorder: times its recording thread reached the end of the reserved disk and reserved more itself.
+    #[serde(default)]
+    pub reserve_stalls: Option<u64>,
 }
 
 /// One line of a results file.
