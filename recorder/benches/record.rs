@@ -96,11 +96,6 @@ fn appended(frames: &[Vec<u8>], batch_max: usize) -> f64 {
     (thread_cpu_seconds() - cpu0) * 1e9 / RECORDS as f64
 }
 
-fn spread(mut v: Vec<f64>) -> (f64, f64, f64) {
-    v.sort_by(f64::total_cmp);
-    (v[v.len() / 2], v[0], v[v.len() - 1])
-}
-
 fn main() {
     let frames = batch_frames();
     let batch_max = RecorderConfig::default().batch_max;
@@ -118,8 +113,8 @@ fn main() {
         rec.push(r);
         app.push(a);
     }
-    for (what, v) in [("recorder", rec), ("bare append", app)] {
-        let (m, lo, hi) = spread(v);
+    for (what, mut v) in [("recorder", rec), ("bare append", app)] {
+        let (m, lo, hi) = tickbox_tuning::median_min_max(&mut v).expect("ROUNDS > 0");
         println!("{what}: median {m:.1} ns/record of the recording thread's CPU, range {lo:.1} .. {hi:.1}");
     }
 }

@@ -163,16 +163,6 @@ fn round(
     )
 }
 
-/// The median, the least and the greatest.
-fn spread(mut values: Vec<f64>) -> (f64, f64, f64) {
-    values.sort_by(f64::total_cmp);
-    (
-        values[values.len() / 2],
-        values[0],
-        values[values.len() - 1],
-    )
-}
-
 fn main() {
     let singles = frames(false);
     let batches = frames(true);
@@ -204,8 +194,9 @@ fn main() {
             ratios.push(this_round[1] / this_round[0]);
         }
         for (i, workers) in [1, 4].into_iter().enumerate() {
-            let (rate, lo, hi) = spread(rates[i].clone());
-            let (shard, shard_lo, shard_hi) = spread(shards[i].clone());
+            let (rate, lo, hi) = tickbox_tuning::median_min_max(&mut rates[i]).expect("5 rounds");
+            let (shard, shard_lo, shard_hi) =
+                tickbox_tuning::median_min_max(&mut shards[i]).expect("5 rounds");
             println!(
                 "{kind} workers {workers}: median {rate:.0} records/s, range {lo:.0} .. {hi:.0}; shard thread median \
                  {shard:.1} ns/record, range {shard_lo:.1} .. {shard_hi:.1}"
