@@ -25,7 +25,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tickbox_feed::{BatchMode, Feed, FeedConfig, FeedHandle, PublisherShardConfig, Rate};
-use tickbox_journal::{Writer, WriterOptions};
+use tickbox_journal::{PrefaultStats, Writer, WriterOptions};
 use tickbox_recorder::{record, RecordOptions, RecordStats, RecorderConfig};
 use tickbox_subscriber::{HumanDuration, Subscriber, SubscriberConfig, SubscriberShardConfig};
 use tickbox_wire::{now_ns, Kind, MessageRef};
@@ -186,9 +186,8 @@ struct Measured {
     end_ns: u64,
     workers: usize,
     receive_hwm: i32,
-    /// The recorder's preparer: bytes faulted in off the recording thread, and the recording thread's own
-    /// reservations.
-    prefault: Option<(u64, u64)>,
+    /// What the recorder's journal preparer did (none for the others).
+    prefault: Option<PrefaultStats>,
 }
 
 fn finish_result(
@@ -224,8 +223,8 @@ fn finish_result(
         workers: measured.workers,
         receive_hwm: measured.receive_hwm,
         repeat: 1,
-        prefaulted_bytes: measured.prefault.map(|(bytes, _)| bytes),
-        reserve_stalls: measured.prefault.map(|(_, stalls)| stalls),
+        prefaulted_bytes: measured.prefault.map(|p| p.bytes),
+        reserve_stalls: measured.prefault.map(|p| p.stalls),
     })
 }
 
@@ -296,7 +295,7 @@ pub fn tickbox_record(
         end_ns,
         workers: 0,
         receive_hwm: options.receive_hwm,
-        prefault: Some((stats.prefault.bytes, stats.prefault.stalls)),
+        prefault: Some(stats.prefault),
     };
     finish_result(RECORD, config, measured, feed)
 }
