@@ -12,8 +12,11 @@ use std::time::{Duration, Instant};
 
 /// Where the Debian package puts the server jar.
 pub const ZOOKEEPER_JAR: &str = "/usr/share/java/zookeeper.jar";
-/// The classpath the Debian package's scripts use (the jars and the configuration directory).
-pub const CLASSPATH: &str = "/usr/share/java/*:/etc/zookeeper/conf";
+/// The classpath the Debian package's scripts use (the jars and the configuration directory), with
+/// `slf4j-simple` named first: the jar directory holds several SLF4J bindings and the one SLF4J picked from it was
+/// the no-op one, so a server that failed to start (a port already in use) left no reason in its log.
+pub const CLASSPATH: &str =
+    "/usr/share/java/slf4j-simple.jar:/usr/share/java/*:/etc/zookeeper/conf";
 /// Server tick (ms): sessions may be negotiated between 2 and 20 ticks (0.5 s to 5 s), short enough for
 /// session-expiry tests to finish quickly.
 pub const TICK_MS: u64 = 250;
@@ -51,7 +54,7 @@ impl ZkServer {
     pub fn start() -> std::io::Result<ZkServer> {
         let dir = tempfile::Builder::new().prefix("tickbox-zk-").tempdir()?;
         std::fs::create_dir_all(dir.path().join("data"))?;
-        let port = free_port()?;
+        let port = free_ports(1)?[0];
         let mut s = ZkServer {
             port,
             dir,
@@ -101,7 +104,7 @@ impl ZkServer {
             if let Some(child) = self.child.as_mut() {
                 if let Some(status) = child.try_wait()? {
                     let log = std::fs::read_to_string(self.log_path()).unwrap_or_default();
-                    let tail: String = log.lines().rev().take(20).collect::<Vec<_>>().join("\n");
+                    let tail = log_tail(&log);
                     return Err(std::io::Error::other(format!(
                         "server exited ({status}); log tail:\n{tail}"
                     )));
@@ -164,9 +167,63 @@ pub fn force_sync() -> &'static str {
     }
 }
 
-fn free_port() -> std::io::Result<u16> {
-    let l = TcpListener::bind("127.0.0.1:0")?;
-    Ok(l.local_addr()?.port())
+/// `n` distinct free loopback ports for servers that are stopped and started again on the same port.
+///
+/// They come from below the kernel's ephemeral range, never from `127.0.0.1:0`: while a server is down its
+/// port is just a free port, and one from the ephemeral range can be taken as the local end of any outgoing
+/// connection (a client reconnecting, a peer, another test). The restarted server then fails to bind and exits,
+/// which is how a whole-ensemble outage test once failed. Below the range only an explicit bind takes a port; a
+/// process-wide cursor (starting at a place set by the process id) keeps this process's tests apart.
+fn free_ports(n: usize) -> std::io::Result<Vec<u16>> {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    const LOWEST: u16 = 10_000;
+    static CURSOR: AtomicU32 = AtomicU32::new(u32::MAX);
+    let ephemeral_from = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32_768);
+    let span = u32::from(ephemeral_from.saturating_sub(LOWEST));
+    if span < 1_000 {
+        // An unusual kernel setting leaves no room below the range: take what the kernel gives.
+        return (0..n)
+            .map(|_| TcpListener::bind("127.0.0.1:0"))
+            .collect::<std::io::Result<Vec<_>>>()?
+            .iter()
+            .map(|l| l.local_addr().map(|a| a.port()))
+            .collect();
+    }
+    let _ = CURSOR.compare_exchange(
+        u32::MAX,
+        std::process::id().wrapping_mul(7_919) % span,
+        Ordering::Relaxed,
+        Ordering::Relaxed,
+    );
+    // Every listener is held until all `n` are found, so that no two are the same; the caller's servers bind
+    // them just after.
+    let mut held = Vec::with_capacity(n);
+    for _ in 0..span {
+        if held.len() == n {
+            break;
+        }
+        let port = LOWEST + (CURSOR.fetch_add(1, Ordering::Relaxed) % span) as u16;
+        if let Ok(l) = TcpListener::bind(("127.0.0.1", port)) {
+            held.push(l);
+        }
+    }
+    if held.len() < n {
+        return Err(std::io::Error::other(format!(
+            "fewer than {n} free ports between {LOWEST} and {ephemeral_from}"
+        )));
+    }
+    held.iter()
+        .map(|l| l.local_addr().map(|a| a.port()))
+        .collect()
+}
+
+/// The last 20 lines of a server's log, in order.
+fn log_tail(log: &str) -> String {
+    let lines: Vec<&str> = log.lines().collect();
+    lines[lines.len().saturating_sub(20)..].join("\n")
 }
 
 /// One `java` command line for a ZooKeeper server (`main` class, its arguments), output to `log`.
@@ -176,6 +233,7 @@ fn java(main: &str, args: &[String], log: &Path) -> std::io::Result<Child> {
         .args([
             "-Xmx256m",
             "-XX:+UseSerialGC",
+            "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
             "-XX:TieredStopAtLevel=1",
             "-Dzookeeper.admin.enableServer=false",
             "-Dzookeeper.4lw.commands.whitelist=ruok,srvr,mntr,cons",
@@ -228,15 +286,8 @@ impl ZkEnsemble {
         let dir = tempfile::Builder::new()
             .prefix("tickbox-zk-ensemble-")
             .tempdir()?;
-        // Every port at once, so that no two are the same; released just before the servers bind them.
-        let listeners = (0..Self::SIZE * 3)
-            .map(|_| TcpListener::bind("127.0.0.1:0"))
-            .collect::<std::io::Result<Vec<_>>>()?;
-        let ports = listeners
-            .iter()
-            .map(|l| l.local_addr().map(|a| a.port()))
-            .collect::<std::io::Result<Vec<_>>>()?;
-        drop(listeners);
+        // Client, quorum and election port of every node.
+        let ports = free_ports(Self::SIZE * 3)?;
         let servers: String = (0..Self::SIZE)
             .map(|i| {
                 format!(
@@ -365,8 +416,7 @@ impl ZkEnsemble {
                     if let Some(status) = child.try_wait()? {
                         let log = node.dir.join(format!("server-{}.log", node.starts));
                         let log = std::fs::read_to_string(log).unwrap_or_default();
-                        let tail: String =
-                            log.lines().rev().take(20).collect::<Vec<_>>().join("\n");
+                        let tail = log_tail(&log);
                         return Err(std::io::Error::other(format!(
                             "node {} exited ({status}); log tail:\n{tail}",
                             i + 1
@@ -390,5 +440,39 @@ impl ZkEnsemble {
 impl Drop for ZkEnsemble {
     fn drop(&mut self) {
         self.stop_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The ports a restarted server gets back must be ones no outgoing connection can take meanwhile: distinct,
+    /// below the kernel's ephemeral range, and free.
+    #[test]
+    fn free_ports_are_distinct_free_and_below_the_ephemeral_range() {
+        let ephemeral_from: u16 = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+            .unwrap()
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        let ports = free_ports(9).unwrap();
+        let mut distinct = ports.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        assert_eq!(distinct.len(), 9, "{ports:?}");
+        if ephemeral_from >= 11_000 {
+            assert!(ports.iter().all(|&p| p < ephemeral_from), "{ports:?}");
+        }
+        let held: Vec<_> = ports
+            .iter()
+            .map(|&p| TcpListener::bind(("127.0.0.1", p)))
+            .collect();
+        assert!(held.iter().all(Result::is_ok), "{held:?}");
+        // A second call in the same process hands out none of the first call's ports.
+        let again = free_ports(9).unwrap();
+        assert!(again.iter().all(|p| !ports.contains(p)), "{again:?}");
     }
 }
