@@ -662,7 +662,7 @@ impl Writer {
             recovery.segments_trimmed += u64::from(t.cut);
             recovery.bytes_released += t.released;
             let head = seg.head().load(Ordering::Acquire);
-            seg.reserve_to(head + step)?;
+            seg.reserve_to(head + step, None)?;
         }
         let mut w = Self::from_segment(
             dir,
@@ -1031,10 +1031,10 @@ impl Writer {
     fn reserve_here(&mut self, end: u64) -> Result<()> {
         self.prefault.stalls += 1;
         let step_end = end.next_multiple_of(self.step).min(self.cap);
-        match self.seg.reserve_to(step_end) {
+        match self.seg.reserve_to(step_end, None) {
             Err(e) if e.is_disk_full() => {
                 let tight = end.next_multiple_of(4096).min(self.cap);
-                if tight < step_end && self.seg.reserve_to(tight).is_ok() {
+                if tight < step_end && self.seg.reserve_to(tight, None).is_ok() {
                     return Ok(());
                 }
                 Err(e)
@@ -1335,9 +1335,10 @@ struct Ahead {
 /// the window reaches past the segment's end makes the next segment's file (under its temporary name) and
 /// reserves and faults in the part of the window that falls in it. Returns that file, for the roll to name.
 ///
-/// Nothing here is on the recording thread: block allocation (a system call and the file system's bookkeeping)
-/// and the page faults that zero each fresh page (about a second of a core per GiB on the 2-core development
-/// machine) happen here, ahead of need, and only as far ahead as the writer's pace asks, so a slow recorder
+/// Nothing here is on the recording thread: block allocation (a system call and the file system's bookkeeping),
+/// the zeros written over what is reserved (`Segment::reserve_to`, `Prepared::extend`: about 0.1 s of a core per
+/// GiB on the 2-core development machine, where faulting fresh pages in cost 0.2 to 1.9 s) and the page faults
+/// that map those pages happen here, ahead of need, and only as far ahead as the writer's pace asks, so a slow recorder
 /// holds one step ahead on disk, not a segment. A reservation that fails (a full disk) is tried again after
 /// [`RESERVE_RETRY`]; the writer, reaching the end of what is reserved, tries itself and reports it.
 fn keep_ahead(a: Ahead) -> (Option<Prepared>, Prefaulted) {
@@ -1377,11 +1378,24 @@ fn keep_ahead(a: Ahead) -> (Option<Prepared>, Prefaulted) {
         // then the next one's file made with a step reserved once the window reaches into it.
         if !retry && avail < want.min(cap) {
             let to = (avail + 1).next_multiple_of(a.step).min(cap);
-            retry_at = cur.reserve_to(to).err().and_then(|e| fail(&mut warned, e));
+            retry_at = cur
+                .reserve_to(to, Some(&a.cancel))
+                .err()
+                .and_then(|e| fail(&mut warned, e));
             continue;
         }
         if !retry && next_want > 0 && next.is_none() {
-            match Segment::prepare(&a.next_path, a.segment_size, a.step.min(next_want)) {
+            // The header page only, then the first step like every later one (`Prepared::extend` writes its zeros).
+            let made = Segment::prepare(&a.next_path, a.segment_size, 0).and_then(|mut p| match p
+                .extend(a.step.min(next_want), &a.cancel)
+            {
+                Ok(()) => Ok(p),
+                Err(e) => {
+                    p.discard();
+                    Err(e)
+                }
+            });
+            match made {
                 Ok(p) => next = Some(p),
                 Err(e) => retry_at = fail(&mut warned, e),
             }
@@ -1406,7 +1420,10 @@ fn keep_ahead(a: Ahead) -> (Option<Prepared>, Prefaulted) {
         if let Some(p) = next.as_mut().filter(|_| next_want > 0) {
             if !retry && p.reserved() < next_want {
                 let to = (p.reserved() + 1).next_multiple_of(a.step);
-                retry_at = p.extend(to).err().and_then(|e| fail(&mut warned, e));
+                retry_at = p
+                    .extend(to, &a.cancel)
+                    .err()
+                    .and_then(|e| fail(&mut warned, e));
                 continue;
             }
             let f = p.populate(&a.cancel);

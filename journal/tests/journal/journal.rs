@@ -1457,6 +1457,31 @@ fn fill_a_quarter(w: &mut Writer, segment: u64, mut written: u64) -> u64 {
     written
 }
 
+/// The preparer writes zeros into what it reserves ahead of the writer (cheaper than faulting fresh pages in),
+/// and a writer flat out catches it up and reserves for itself: every record the writer stored, on either side of
+/// that race, reads back whole. Small steps make the two meet often.
+#[test]
+fn a_writer_racing_its_preparer_keeps_every_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("arch");
+    let opts = WriterOptions::archive(4 << 20).allocation_step(64 << 10);
+    let mut w = Writer::open(&path, &opts).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let mut seq = 0;
+    // Three segments and a bit, bounded in time on a slow machine.
+    while w.header().segment_index < 3 && std::time::Instant::now() < deadline {
+        seq = w
+            .append(time_for(w.next_seq()), &payload_for(w.next_seq()))
+            .unwrap();
+    }
+    let stats = w.prefault_stats();
+    eprintln!("{seq} records, {stats:?}");
+    drop(w);
+    let mut r = Reader::open(&path).unwrap();
+    assert_eq!(read_all(&mut r), (1..=seq).collect::<Vec<_>>());
+    assert_eq!(summarize(&path, true).unwrap().corruption, None);
+}
+
 /// The preparer faults the next segment in before the roll, once the current one fills fast enough to need it: a
 /// writer that waits for it rolls into a segment that is complete, counted as such, and its records read back as
 /// they would from a segment faulted in on first write. A writer that has written nothing makes it wait: a
