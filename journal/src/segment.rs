@@ -255,8 +255,8 @@ const ZERO_FILL_CHUNK: usize = 256 << 10;
 /// Writes zeros over `len` bytes at `offset` of `file`, bytes just reserved that nothing has written yet, so that
 /// their pages enter the page cache through `write`: the first write fault of a page of a shared file mapping takes
 /// the file system's read path (which fills it with zeros) and its block bookkeeping one page at a time, while
-/// `write` takes whole large folios. On the 2-core development machine 256 MiB cost 24 ms written this way, and
-/// 51 to 470 ms faulted in with MADV_POPULATE_WRITE, the same again on every run, whatever was run before. The
+/// `write` takes whole large folios. On the 2-core development machine 256 MiB cost 24 ms written this way, in
+/// every run whatever was run before, and 51 to 470 ms faulted in with MADV_POPULATE_WRITE. The
 /// contents do not change (reserved bytes read as zeros already), so a failure only costs the speed-up and is
 /// not an error: what is not written faults in as before. Stops between chunks once `cancel` is set (a roll
 /// wants the preparer's file now).
@@ -350,7 +350,8 @@ impl Prepared {
         self.faulted >= self.file_len
     }
 
-    /// Reserves the data region up to data offset `end` (at most the capacity).
+    /// Reserves the data region up to data offset `end` (at most the capacity) and writes zeros over it
+    /// ([`zero_fill`]; no writer stores here before the roll), until `cancel` is set.
     pub(crate) fn extend(&mut self, end: u64, cancel: &AtomicBool) -> Result<()> {
         let want = HEADER_SIZE + end.min(self.capacity);
         if want > self.file_len {
@@ -1992,11 +1993,12 @@ mod tests {
                     }
                 }
             });
-            for k in 1..=64 {
-                seg.reserve_to(k * 4 * CHUNK, Some(&never)).unwrap();
-            }
+            // `done` is set whatever happens, so the marker's loop ends before an error is raised.
+            let reserved = (1..=64).try_for_each(|k| seg.reserve_to(k * 4 * CHUNK, Some(&never)));
             done.store(true, Ordering::Release);
-            marker.join().unwrap()
+            let marks = marker.join().unwrap();
+            reserved.unwrap();
+            marks
         });
         assert_eq!(seg.avail(), 256 * CHUNK);
         assert!(!marks.is_empty());
