@@ -223,9 +223,9 @@
 //! header, its records and the space reserved ahead of them, and grows by allocation steps ([`ALLOCATION_STEP`],
 //! 4 MiB unless set) that a preparer thread reserves (`posix_fallocate`, which grows the file), writes zeros
 //! over (so that the pages enter the page cache through `write`, far cheaper than a first write fault each) and
-//! faults in off the recording thread, a window ahead of the published head: one step for a recorder's pace, up
-//! to 256 MiB for a writer at memory speed (200 ms of writing at its recent pace, and at most an eighth of what it
-//! has written since it opened). The preparer moves the reserved end on only once a chunk's zeros are written,
+//! faults in off the recording thread, a window ahead of the published head: 20 ms of writing at its recent pace
+//! (short, so that write-back seldom finds zeros the writer has not yet stored over), at least one step (all a
+//! recorder's pace needs), at most 256 MiB, and at most an eighth of what it has written since it opened. The preparer moves the reserved end on only once a chunk's zeros are written,
 //! and one reservation runs at a time, so no zero ever lands where the writer has stored. The writer only ever
 //! stores below what is reserved, so a full disk (or a file size limit) is
 //! [`JournalError::DiskFull`] from `append` when the writer reaches the end of the reservation and cannot reserve

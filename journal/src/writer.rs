@@ -74,9 +74,17 @@ const STEP_GRAIN: u64 = 64 << 10;
 /// The most an archive writer reserves ahead of its records, however fast it writes (see [`reserve_window`]).
 const MAX_AHEAD: u64 = 256 << 20;
 
-/// How far ahead of the writer, in time at its recent pace, the preparer reserves and faults in: enough for the
-/// preparer to poll ([`RESERVE_POLL`]) and fault a window in, with room for a loaded machine's scheduling delays.
-const RESERVE_LEAD: Duration = Duration::from_millis(200);
+/// How far ahead of the writer, in time at its recent pace, the preparer reserves and faults in: a few of its polls
+/// ([`RESERVE_POLL`]), with room for a loaded machine's scheduling delays, and no more, because what it reserves
+/// it writes with zeros, and zeros that write-back reaches before the writer stores over them go to disk twice.
+/// With write-back forced to run all the time (`vm.dirty_background_bytes` at 64 MiB), 20 M records (2.4 GB) put
+/// 1.96-2.04 × the bytes stored on disk with a 200 ms lead, 1.30-1.43 × with 20 ms and 1.10-1.11 × with 5 ms
+/// (1.24-1.31 × before the zeros), at 3.7-4.2, 3.9-4.9 and 4.5-5.4 M records/s. A recorder that runs for hours is
+/// under that pressure all the time (write-back starts once a tenth of memory is dirty, and writes what was
+/// dirtied 30 s before). Without it, on 2 cores: 1 M-record `bench record` runs paired 1.075 × (20 ms against
+/// 200 ms, 7 of 8 invocations ahead), while 6 M-record recordings in their own process ran at 3.40-4.61 against
+/// 3.41-4.70 M records/s, lower in 9 of 10 pairs (median 3.65 against 4.21 M): the price of the shorter lead.
+const RESERVE_LEAD: Duration = Duration::from_millis(20);
 
 /// A writer is held ahead of by at most this fraction (1/n) of what it has written since it opened, so the lead
 /// grows as it shows it keeps writing: one that stops a fraction of a second after it starts is not charged for
@@ -1749,22 +1757,23 @@ mod tests {
         // Idle, or a recorder at 12 MB/s (2.4 MB in the lead): one step.
         assert_eq!(reserve_window(0.0, long, STEP), STEP);
         assert_eq!(reserve_window(12e6, long, STEP), STEP);
-        // 100 MB/s: 20 MB in the lead, rounded up to whole steps (20 MiB).
-        assert_eq!(reserve_window(100e6, long, STEP), 20 * MIB);
-        // Memory speed, or no measure at all: the cap.
-        assert_eq!(reserve_window(5e9, long, STEP), MAX_AHEAD);
+        // 1 GB/s: 20 MB in the lead, rounded up to whole steps (20 MiB).
+        assert_eq!(reserve_window(1e9, long, STEP), 20 * MIB);
+        // Faster than any writer, or no measure at all: the cap.
+        assert_eq!(reserve_window(50e9, long, STEP), MAX_AHEAD);
         assert_eq!(reserve_window(f64::INFINITY, long, STEP), MAX_AHEAD);
-        // A step that does not divide the cap: still whole steps.
+        // A step that does not divide the lead or the cap: still whole steps.
+        assert_eq!(reserve_window(1e9, long, 3 * MIB), 7 * 3 * MIB);
         assert_eq!(
-            reserve_window(5e9, long, 3 * MIB),
+            reserve_window(f64::INFINITY, long, 3 * MIB),
             (MAX_AHEAD / (3 * MIB) + 1) * 3 * MIB
         );
         // A writer that has only just started is held ahead of by an eighth of what it wrote, at least a step:
-        // at 500 MB/s (100 MB in the lead) it gets the whole lead once it has written 800 MB.
-        assert_eq!(reserve_window(500e6, 0, STEP), STEP);
-        assert_eq!(reserve_window(500e6, 80 * MIB, STEP), 12 * MIB);
-        assert_eq!(reserve_window(500e6, 800 * MIB, STEP), 96 * MIB);
-        assert_eq!(reserve_window(500e6, 800_000_000, STEP), 96 * MIB);
+        // at 1 GB/s (20 MB in the lead) it gets the whole lead once it has written 160 MiB.
+        assert_eq!(reserve_window(1e9, 0, STEP), STEP);
+        assert_eq!(reserve_window(1e9, 80 * MIB, STEP), 12 * MIB);
+        assert_eq!(reserve_window(1e9, 160 * MIB, STEP), 20 * MIB);
+        assert_eq!(reserve_window(1e9, 1 << 40, STEP), 20 * MIB);
         // Steps are rounded up to 64 KiB and at most the segment.
         assert_eq!(effective_step(1, MIB), 64 << 10);
         assert_eq!(effective_step(100 << 10, MIB), 128 << 10);

@@ -80,7 +80,7 @@ fn a_recording_takes_on_disk_what_it_holds() {
     );
     let (mut data, mut next) = (0, 1);
     // 32 KiB every 10 ms (3.2 MB/s; a preparer that looks over 20 ms sees at most three batches, 4.9 MB/s): a
-    // recorder's pace, whose reserve window is one step (a window is 200 ms at the writer's pace, 1 MB here).
+    // recorder's pace, whose reserve window is one step (a window is 20 ms at the writer's pace, 0.1 MB here).
     for _ in 0..150 {
         let mut batch = w.batch();
         let mut chunk = 0;
