@@ -78,12 +78,13 @@ const MAX_AHEAD: u64 = 256 << 20;
 /// ([`RESERVE_POLL`]), with room for a loaded machine's scheduling delays, and no more, because what it reserves
 /// it writes with zeros, and zeros that write-back reaches before the writer stores over them go to disk twice.
 /// With write-back forced to run all the time (`vm.dirty_background_bytes` at 64 MiB), 20 M records (2.4 GB) put
-/// 1.96-2.04 × the bytes stored on disk with a 200 ms lead, 1.30-1.43 × with 20 ms and 1.10-1.11 × with 5 ms
-/// (1.24-1.31 × before the zeros), at 3.7-4.2, 3.9-4.9 and 4.5-5.4 M records/s. A recorder that runs for hours is
-/// under that pressure all the time (write-back starts once a tenth of memory is dirty, and writes what was
-/// dirtied 30 s before). Without it, on 2 cores: 1 M-record `bench record` runs paired 1.075 × (20 ms against
-/// 200 ms, 7 of 8 invocations ahead), while 6 M-record recordings in their own process ran at 3.40-4.61 against
-/// 3.41-4.70 M records/s, lower in 9 of 10 pairs (median 3.65 against 4.21 M): the price of the shorter lead.
+/// 1.96-2.15 × the bytes stored on disk with a 200 ms lead (6 of 7 runs; 1.37 × in the seventh), 1.17-1.43 ×
+/// with 20 ms and 1.10-1.11 × with 5 ms (1.24-1.31 × before the zeros), at 2.8-4.2, 3.9-4.9 and 4.5-5.4 M
+/// records/s. A recorder that runs for hours is under that pressure all the time (write-back starts once a tenth
+/// of memory is dirty, and writes what was dirtied 30 s before). Without it, on 2 cores: 1 M-record
+/// `bench record` runs paired 1.075 × (20 ms against 200 ms, 7 of 8 invocations ahead), while 6 M-record
+/// recordings in their own process ran at 3.40-4.61 against 3.41-4.70 M records/s, lower in 9 of 10 pairs
+/// (median 3.65 against 4.21 M): the price of the shorter lead.
 const RESERVE_LEAD: Duration = Duration::from_millis(20);
 
 /// A writer is held ahead of by at most this fraction (1/n) of what it has written since it opened, so the lead
