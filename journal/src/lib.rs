@@ -225,9 +225,10 @@
 //! over (so that the pages enter the page cache through `write`, far cheaper than a first write fault each) and
 //! faults in off the recording thread, a window ahead of the published head: 20 ms of writing at its recent pace
 //! (short, so that write-back seldom finds zeros the writer has not yet stored over), at least one step (all a
-//! recorder's pace needs), at most 256 MiB, and at most an eighth of what it has written since it opened. The preparer moves the reserved end on only once a chunk's zeros are written,
-//! and one reservation runs at a time, so no zero ever lands where the writer has stored. The writer only ever
-//! stores below what is reserved, so a full disk (or a file size limit) is
+//! recorder's pace needs), at most 256 MiB, and at most an eighth of what it has written since it opened. The
+//! preparer moves the reserved end on only once a chunk's zeros are written, and one reservation runs at a time,
+//! so no zero ever lands where the writer has stored. The writer only ever stores below what is reserved, so a
+//! full disk (or a file size limit) is
 //! [`JournalError::DiskFull`] from `append` when the writer reaches the end of the reservation and cannot reserve
 //! more itself, never a SIGBUS; every record appended
 //! before it is published and kept, and the writer closes cleanly. When a segment is sealed (by its preparer,

@@ -1755,7 +1755,7 @@ mod tests {
     #[test]
     fn the_reserve_window_follows_the_pace_in_whole_steps_between_one_step_and_the_cap() {
         let long = u64::MAX;
-        // Idle, or a recorder at 12 MB/s (2.4 MB in the lead): one step.
+        // Idle, or a recorder at 12 MB/s (0.24 MB in the lead): one step.
         assert_eq!(reserve_window(0.0, long, STEP), STEP);
         assert_eq!(reserve_window(12e6, long, STEP), STEP);
         // 1 GB/s: 20 MB in the lead, rounded up to whole steps (20 MiB).
