@@ -84,7 +84,8 @@ const MAX_AHEAD: u64 = 256 << 20;
 /// of memory is dirty, and writes what was dirtied 30 s before). Without it, on 2 cores: 1 M-record
 /// `bench record` runs paired 1.075 × (20 ms against 200 ms, 7 of 8 invocations ahead), while 6 M-record
 /// recordings in their own process ran at 3.40-4.61 against 3.41-4.70 M records/s, lower in 9 of 10 pairs
-/// (median 3.65 against 4.21 M): the price of the shorter lead.
+/// (median 3.65 against 4.21 M), but in 6 later rounds on one build with a switch at 4.06 against 3.88 M (and
+/// 4.12 M with 10 ms): no price that shows through this machine's noise.
 const RESERVE_LEAD: Duration = Duration::from_millis(20);
 
 /// A writer is held ahead of by at most this fraction (1/n) of what it has written since it opened, so the lead
