@@ -306,6 +306,17 @@ fn a_listed_publisher_cannot_forge_another_id_inside_a_multipart_message() {
     // The last message is the marker that everything before it was handled.
     let marker = tickbox_testkit::quote("Q.XNAS.ZZZZ", 12, 3).bid(1).frame();
     publisher.send(marker.as_slice(), 0).unwrap();
+    // The late joiner comes only once the proxy has handled all of it (on a loaded machine it may still be
+    // forwarding, and a value passed on live is not CACHED): a watcher of the marker's topic gets the marker, from
+    // the cache or live, only after everything sent before it.
+    let watcher = d.curve_client(&ctx, zmq::SUB, "reader", &d.server);
+    watcher.set_subscribe(b"Q.XNAS.ZZZZ").unwrap();
+    watcher.set_rcvtimeo(10_000).unwrap();
+    watcher.connect(&downstream).unwrap();
+    assert!(
+        watcher.recv_multipart(0).is_ok(),
+        "the proxy never handled the marker"
+    );
 
     // A late joiner: every value it gets is publisher 12's and marked CACHED.
     let reader = d.curve_client(&ctx, zmq::SUB, "reader", &d.server);
