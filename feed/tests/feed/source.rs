@@ -136,7 +136,10 @@ fn duration_ends_a_run_blocked_on_a_reader_that_never_reads() {
     config.send_hwm = 10;
     // Small kernel buffers: the pipe is full after a few hundred quotes, however fast the machine.
     config.socket_profile.sndbuf = Some(4096);
-    config.duration = Some(Duration::from_millis(300).into());
+    // Long enough that a publisher starved by a loaded machine still fills the pipe before the end: it holds
+    // 130-160 quotes here (with 7-10 left in libzmq at the close), and a run of 300 ms on a loaded machine once
+    // published only 106, all of which the drain then let go (nothing undelivered to count).
+    config.duration = Some(Duration::from_secs(1).into());
     config.drain_timeout = Duration::from_millis(100).into();
     let run = SourceFeed::start(
         &tickbox_auth::Gate::open(&ctx),
