@@ -183,31 +183,29 @@ fn free_ports(n: usize) -> std::io::Result<Vec<u16>> {
         .and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok())
         .unwrap_or(32_768);
     let span = u32::from(ephemeral_from.saturating_sub(LOWEST));
-    if span < 1_000 {
-        // An unusual kernel setting leaves no room below the range: take what the kernel gives.
-        return (0..n)
-            .map(|_| TcpListener::bind("127.0.0.1:0"))
-            .collect::<std::io::Result<Vec<_>>>()?
-            .iter()
-            .map(|l| l.local_addr().map(|a| a.port()))
-            .collect();
-    }
-    let _ = CURSOR.compare_exchange(
-        u32::MAX,
-        std::process::id().wrapping_mul(7_919) % span,
-        Ordering::Relaxed,
-        Ordering::Relaxed,
-    );
     // Every listener is held until all `n` are found, so that no two are the same; the caller's servers bind
     // them just after.
     let mut held = Vec::with_capacity(n);
-    for _ in 0..span {
-        if held.len() == n {
-            break;
+    if span < 1_000 {
+        // An unusual kernel setting leaves no room below the range: take what the kernel gives.
+        for _ in 0..n {
+            held.push(TcpListener::bind("127.0.0.1:0")?);
         }
-        let port = LOWEST + (CURSOR.fetch_add(1, Ordering::Relaxed) % span) as u16;
-        if let Ok(l) = TcpListener::bind(("127.0.0.1", port)) {
-            held.push(l);
+    } else {
+        let _ = CURSOR.compare_exchange(
+            u32::MAX,
+            std::process::id().wrapping_mul(7_919) % span,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        );
+        for _ in 0..span {
+            if held.len() == n {
+                break;
+            }
+            let port = LOWEST + (CURSOR.fetch_add(1, Ordering::Relaxed) % span) as u16;
+            if let Ok(l) = TcpListener::bind(("127.0.0.1", port)) {
+                held.push(l);
+            }
         }
     }
     if held.len() < n {

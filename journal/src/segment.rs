@@ -1300,7 +1300,7 @@ impl Segment {
         }
         // Blocks are allocated for the whole stretch at once (one system call, one extent where the file system
         // can), then zeros are written a chunk at a time.
-        let mut allocated = 0;
+        let mut allocated = false;
         loop {
             // One reservation at a time, held for one chunk: zeros are written only past `avail`, which nothing
             // has stored into, and a second reserver that read the same `avail` could move it on and let its
@@ -1311,10 +1311,10 @@ impl Segment {
             if end <= have {
                 return Ok(());
             }
-            if allocated < end {
+            if !allocated {
                 allocate(&self.file, HEADER_SIZE + have, end - have)
                     .map_err(|e| JournalError::io(&self.path, e))?;
-                allocated = end;
+                allocated = true;
             }
             let to = if zero_until.is_some_and(|cancel| !cancel.load(Ordering::Relaxed)) {
                 let to = (have + ZERO_FILL_CHUNK as u64).min(end);

@@ -1395,17 +1395,9 @@ fn keep_ahead(a: Ahead) -> (Option<Prepared>, Prefaulted) {
             continue;
         }
         if !retry && next_want > 0 && next.is_none() {
-            // The header page only, then the first step like every later one (`Prepared::extend` writes its zeros).
-            let made = Segment::prepare(&a.next_path, a.segment_size, 0).and_then(|mut p| match p
-                .extend(a.step.min(next_want), &a.cancel)
-            {
-                Ok(()) => Ok(p),
-                Err(e) => {
-                    p.discard();
-                    Err(e)
-                }
-            });
-            match made {
+            // The header page only: its first step is reserved below like every later one (`Prepared::extend`,
+            // which writes its zeros).
+            match Segment::prepare(&a.next_path, a.segment_size, 0) {
                 Ok(p) => next = Some(p),
                 Err(e) => retry_at = fail(&mut warned, e),
             }
