@@ -37,7 +37,7 @@ pub use clock::{now_ns, Clock, ManualClock, SystemClock};
 pub use error::{DecodeError, EncodeError};
 pub use frame::{
     encode, encode_to_vec, encoded_len, find_nul, restamp_in_place, set_flags_in_place,
-    stamp_send_time_in_place, write_identity_at, write_send_fields_at, MessageRef,
+    stamp_send_time_in_place, topic_str, write_identity_at, write_send_fields_at, MessageRef,
 };
 pub use framing::Framing;
 pub use header::{Flags, Header, HEADER_LEN, HEADER_LEN_V1, WIRE_VERSION};

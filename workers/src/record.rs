@@ -131,7 +131,7 @@ impl<'a> Record<'a> {
     /// The topic as a string; fails (as the wire spec requires) when it is not UTF-8.
     #[inline]
     pub fn topic(&self) -> Result<&'a str, DecodeError> {
-        std::str::from_utf8(self.topic_bytes()).map_err(|_| DecodeError::TopicNotUtf8)
+        tickbox_wire::topic_str(self.topic_bytes())
     }
 
     /// The decoded header.
