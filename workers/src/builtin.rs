@@ -182,9 +182,7 @@ impl<V> NameTable<V> {
         miss: Miss,
         make: impl FnOnce() -> V,
     ) -> Result<&mut V, DecodeError> {
-        let name: Box<str> = std::str::from_utf8(bytes)
-            .map_err(|_| DecodeError::TopicNotUtf8)?
-            .into();
+        let name: Box<str> = tickbox_wire::topic_str(bytes)?.into();
         if (self.slots.len() + 1) * 2 > self.index.len() {
             self.grow();
         }
@@ -588,13 +586,11 @@ impl LastValueBook {
         }
         let key = shard_key_of_topic(topic);
         let head = &topic[..topic.len() - key.len()];
-        if !head.is_ascii() && std::str::from_utf8(head).is_err() {
-            return Err(DecodeError::TopicNotUtf8);
-        }
+        tickbox_wire::topic_str(head)?;
         // A new instrument's name is checked before the payload, so a non-UTF-8 topic is refused as such.
         let known = self.entries.find(key);
-        if known.is_err() && std::str::from_utf8(key).is_err() {
-            return Err(DecodeError::TopicNotUtf8);
+        if known.is_err() {
+            tickbox_wire::topic_str(key)?;
         }
         let payload = match payload {
             Ok(p) => p,
