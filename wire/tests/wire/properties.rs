@@ -3,8 +3,8 @@
 
 use proptest::prelude::*;
 use tickbox_wire::{
-    encode, encode_to_vec, encoded_len, BookLevel, Flags, GapCause, GapNotice, Header, Heartbeat,
-    Kind, MessageRef, Payload, Quote, Side, Trade,
+    encode, encode_to_vec, encoded_len, topic_str, BookLevel, Flags, GapCause, GapNotice, Header,
+    Heartbeat, Kind, MessageRef, Payload, Quote, Side, Trade,
 };
 
 fn side() -> impl Strategy<Value = Side> {
@@ -136,6 +136,16 @@ proptest! {
             let fresh = encode_to_vec(&topic, &header, &payload).unwrap();
             prop_assert_eq!(&buf[..n], fresh.as_slice());
         }
+    }
+
+    #[test]
+    fn a_topic_is_text_exactly_when_the_full_utf8_check_says_so(
+        // Mostly ASCII, as topics are, with a byte of any value now and then: the fast path and the full check
+        // both get their turn, on every length a word-at-a-time check splits differently.
+        bytes in proptest::collection::vec(prop_oneof![4 => 0u8..0x80, 1 => any::<u8>()], 0..40),
+    ) {
+        let full = std::str::from_utf8(&bytes).ok();
+        prop_assert_eq!(topic_str(&bytes).ok(), full);
     }
 
     #[test]
