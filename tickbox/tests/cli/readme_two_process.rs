@@ -3,8 +3,8 @@
 //! reads counts rather than tables, and both are stopped with Ctrl-C after a few seconds.
 //!
 //! README promises a rate and a lateness bound on a 2-core machine running these two commands. The suite runs other
-//! tests beside this one, so a run that misses either while other work took a real share of the CPU (read from
-//! `/proc`) is run again, at most [`ATTEMPTS`] times in all; a miss on a machine doing little else fails at once.
+//! tests beside this one, so a run that misses either is run again, at most [`ATTEMPTS`] times in all; each miss is
+//! reported with the share of the CPU other work took meanwhile (read from `/proc`).
 
 use crate::common;
 
@@ -80,12 +80,6 @@ fn json_summary(lines: &Receiver<String>, limit: Duration) -> serde_json::Value 
 /// Runs of README's example before a miss on a busy machine fails the test.
 const ATTEMPTS: usize = 3;
 
-/// The share of this machine's CPU time, while the subscriber runs, taken by anything but README's two processes
-/// (the hypervisor's steal included), above which a missed rate or lateness says more about what runs beside the
-/// example than about README's commands. Beside an idle 2-core machine it reads 0 (the two processes' own CPU time
-/// is counted more finely than the machine's, so a small share reads as none); beside one busy loop, about 30 %.
-const BUSY_BESIDE: f64 = 0.15;
-
 /// This machine's CPU time so far as (busy, all), in clock ticks, from the first line of `/proc/stat`.
 fn machine_ticks() -> Option<(u64, u64)> {
     let stat = std::fs::read_to_string("/proc/stat").ok()?;
@@ -144,7 +138,10 @@ impl CpuBeside {
 /// Where README's example fell short of README's promise (a functional failure panics instead), and how busy the
 /// machine was with other work meanwhile.
 struct TimingMiss {
+    /// One line: what was missed and by how much.
     what: String,
+    /// What the process that missed said, for the reader of a failure.
+    said: String,
     busy_beside: Option<f64>,
 }
 
@@ -157,6 +154,9 @@ fn readme_two_process_example_runs_clean_as_written() {
     assert_eq!(feed_args[0], "feed");
     assert_eq!(sub_args[0], "subscribe");
 
+    // A burst of other work too short to show in the run's CPU share can still make one message late (a timed
+    // neighbour in the suite once did on a machine that read 0 % busy), so every miss gets another run; a README
+    // that no longer holds misses them all.
     let mut misses = Vec::new();
     for attempt in 1..=ATTEMPTS {
         let Err(miss) = run_example(feed_args, sub_args) else {
@@ -165,22 +165,38 @@ fn readme_two_process_example_runs_clean_as_written() {
         let beside = miss
             .busy_beside
             .map_or("not known".to_owned(), |b| format!("{:.0} %", b * 100.0));
-        misses.push(format!(
-            "attempt {attempt} (other work took {beside} of the CPU): {}",
-            miss.what
-        ));
-        // Where /proc does not say, a miss is given the benefit of the doubt, as on a busy machine.
-        if miss.busy_beside.is_some_and(|b| b < BUSY_BESIDE) {
-            panic!(
-                "README's example missed its promise on a machine doing little else:\n{}",
-                misses.join("\n")
-            );
-        }
+        misses.push((attempt, beside, miss));
     }
+    // The details first and one short line per run last, so that the end of a failure (all a CI log may keep)
+    // says what was missed.
+    let details: Vec<String> = misses
+        .iter()
+        .map(|(attempt, _, miss)| format!("attempt {attempt}: {}", miss.said))
+        .collect();
+    let lines: Vec<String> = misses
+        .iter()
+        .map(|(attempt, beside, miss)| {
+            format!(
+                "attempt {attempt} (other work took {beside} of the CPU): {}",
+                miss.what
+            )
+        })
+        .collect();
     panic!(
-        "README's example missed its promise {ATTEMPTS} times running:\n{}",
-        misses.join("\n")
+        "{}\nREADME's example missed its promise {ATTEMPTS} times running:\n{}",
+        details.join("\n"),
+        lines.join("\n")
     );
+}
+
+/// The last line of `text` that is not blank, at most 200 characters.
+fn last_line(text: &str) -> String {
+    let line = text
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("");
+    line.chars().take(200).collect()
 }
 
 /// One scaled-down run of README's two commands. Panics on what does not depend on the machine's load; returns the
@@ -248,7 +264,8 @@ fn run_example(feed_args: &[String], sub_args: &[String]) -> Result<(), TimingMi
         let said = format!("{sub_args:?}\nstderr:\n{err}\nstdout:\n{}", out.join("\n"));
         if status.code() == Some(i32::from(tickbox::exit_code::SNAIL)) {
             return Err(TimingMiss {
-                what: format!("the subscriber's snail fired: {said}"),
+                what: format!("the subscriber's snail fired: {}", last_line(&err)),
+                said,
                 busy_beside,
             });
         }
@@ -268,7 +285,11 @@ fn run_example(feed_args: &[String], sub_args: &[String]) -> Result<(), TimingMi
     assert!(report["sent"].as_u64().unwrap() >= received);
     if report["rate_shortfall"] != false {
         return Err(TimingMiss {
-            what: format!("the feed fell short of README's rate: {report}"),
+            what: format!(
+                "the feed fell short of README's rate: target {} msg/s, achieved {} msg/s",
+                report["target_rate"], report["achieved_rate"]
+            ),
+            said: report.to_string(),
             busy_beside,
         });
     }
