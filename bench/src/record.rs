@@ -25,7 +25,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tickbox_feed::{BatchMode, Feed, FeedConfig, FeedHandle, PublisherShardConfig, Rate};
-use tickbox_journal::{PrefaultStats, Writer, WriterOptions};
+use tickbox_journal::{Writer, WriterOptions};
 use tickbox_recorder::{record, RecordOptions, RecordStats, RecorderConfig};
 use tickbox_subscriber::{HumanDuration, Subscriber, SubscriberConfig, SubscriberShardConfig};
 use tickbox_wire::{now_ns, Kind, MessageRef};
@@ -186,8 +186,8 @@ struct Measured {
     end_ns: u64,
     workers: usize,
     receive_hwm: i32,
-    /// What the recorder's journal preparer did (none for the others).
-    prefault: Option<PrefaultStats>,
+    /// Times the recorder's recording thread reserved disk itself (none for the others).
+    reserve_stalls: Option<u64>,
 }
 
 fn finish_result(
@@ -223,8 +223,8 @@ fn finish_result(
         workers: measured.workers,
         receive_hwm: measured.receive_hwm,
         repeat: 1,
-        prefaulted_bytes: measured.prefault.map(|p| p.bytes),
-        reserve_stalls: measured.prefault.map(|p| p.stalls),
+        reserve_stalls: measured.reserve_stalls,
+        prefaulted_bytes_before_staging: None,
     })
 }
 
@@ -295,7 +295,7 @@ pub fn tickbox_record(
         end_ns,
         workers: 0,
         receive_hwm: options.receive_hwm,
-        prefault: Some(stats.prefault),
+        reserve_stalls: Some(stats.reserve_stalls),
     };
     finish_result(RECORD, config, measured, feed)
 }
@@ -377,7 +377,7 @@ pub fn tickbox_subscribe(
             .unwrap_or(0),
         workers: 1,
         receive_hwm,
-        prefault: None,
+        reserve_stalls: None,
     };
     finish_result(SUBSCRIBE, config, measured, feed)
 }
@@ -548,7 +548,7 @@ pub fn raw_record(
         end_ns,
         workers: 0,
         receive_hwm,
-        prefault: None,
+        reserve_stalls: None,
     };
     finish_result(RAW, config, measured, feed)
 }
@@ -812,7 +812,7 @@ pub fn record_runs_table(results: &[RecordResult]) -> String {
         "missing",
         "batch frames",
         "feed msg/s",
-        "pre-faulted"
+        "reserve stalls"
     );
     for r in results {
         let _ = writeln!(
@@ -827,8 +827,8 @@ pub fn record_runs_table(results: &[RecordResult]) -> String {
                 .map_or_else(|| "-".to_string(), |m| m.to_string()),
             r.batch_frames,
             fmt_sig(r.feed_rate),
-            r.prefaulted_bytes
-                .map_or_else(|| "-".to_string(), tickbox_units::format_size_approx)
+            r.reserve_stalls
+                .map_or_else(|| "-".to_string(), |s| s.to_string())
         );
     }
     out

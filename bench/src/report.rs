@@ -445,13 +445,14 @@ pub struct RecordResult {
     pub receive_hwm: i32,
     /// Which repeat this is (1-based).
     pub repeat: u32,
-    /// The recorder: bytes its journal's preparer faulted in off the recording thread (none for the others, and
-    /// in results files written before it was measured).
-    #[serde(default)]
-    pub prefaulted_bytes: Option<u64>,
-    /// The recorder: times its recording thread reached the end of the reserved disk and reserved more itself.
+    /// The recorder: times its recording thread reserved disk itself because its journal's preparer had not (none
+    /// for the others, and in results files written before it was measured).
     #[serde(default)]
     pub reserve_stalls: Option<u64>,
+    /// Bytes the preparer faulted in, in results files written while archive records were stored through the
+    /// mapping: read so that those files still load, never written.
+    #[serde(default, rename = "prefaulted_bytes", skip_serializing)]
+    pub prefaulted_bytes_before_staging: Option<serde::de::IgnoredAny>,
 }
 
 /// One line of a results file.

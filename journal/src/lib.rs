@@ -221,14 +221,14 @@
 //! name, then renamed into place): it is a bounded buffer by design, and [`WriterOptions::disk_reservation`] and
 //! [`JournalSummary::disk`] say what it reserves. An archive segment is not: its file (format version 2) holds its
 //! header, its records and the space reserved ahead of them, and grows by allocation steps ([`ALLOCATION_STEP`],
-//! 4 MiB unless set) that a preparer thread reserves (`posix_fallocate`, which grows the file), writes zeros
-//! over (so that the pages enter the page cache through `write`, far cheaper than a first write fault each) and
-//! faults in off the recording thread, a window ahead of the published head: 20 ms of writing at its recent pace
-//! (short, so that write-back seldom finds zeros the writer has not yet stored over), at least one step (all a
-//! recorder's pace needs), at most 256 MiB, and at most an eighth of what it has written since it opened. The
-//! preparer moves the reserved end on only once a chunk's zeros are written, and one reservation runs at a time,
-//! so no zero ever lands where the writer has stored. The writer only ever stores below what is reserved, so a
-//! full disk (or a file size limit) is
+//! 4 MiB unless set) that a preparer thread reserves (`posix_fallocate`, which grows the file) off the recording
+//! thread, a window ahead of the published head: 20 ms of writing at its recent pace, at least one step (all a
+//! recorder's pace needs), at most 256 MiB, and at most an eighth of what it has written since it opened. An
+//! archive writer does not store its records through the mapping: it stages them in a private buffer and writes
+//! them to the file (`pwrite`) when it commits, before it publishes the head, so that fresh pages enter the page
+//! cache whole through `write` instead of one write fault each (readers see them through their mappings as
+//! before; a record larger than the buffer, 512 KiB, is stored through the mapping). The writer only ever
+//! stores below what is reserved, so a full disk (or a file size limit) is
 //! [`JournalError::DiskFull`] from `append` when the writer reaches the end of the reservation and cannot reserve
 //! more itself, never a SIGBUS; every record appended
 //! before it is published and kept, and the writer closes cleanly. When a segment is sealed (by its preparer,
@@ -264,6 +264,7 @@ mod reader;
 // The memory map itself: atomics and raw reads and writes at offsets into the mapped file.
 #[allow(unsafe_code)]
 mod segment;
+mod stage;
 mod unreadable;
 mod verify;
 mod writer;
@@ -288,5 +289,5 @@ pub use unreadable::Unreadable;
 pub use verify::{read_app_meta, summarize, Corruption, DamagedRange, DiskUse, JournalSummary};
 pub use writer::{
     Batch, DiskReservation, Durability, Layout, OverwriteSink, OverwriteStats, OverwrittenRecord,
-    PrefaultStats, RecoveryReport, Writer, WriterOptions, ALLOCATION_STEP,
+    RecoveryReport, Writer, WriterOptions, ALLOCATION_STEP,
 };

@@ -3,7 +3,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use memmap2::{MmapOptions, MmapRaw};
 
@@ -174,8 +174,8 @@ impl Frame {
 }
 
 /// A segment file made but not yet named ([`Segment::prepare`]): its header page and the first data bytes reserved
-/// on disk, no header written yet. It grows ([`Prepared::extend`]) and its pages are faulted in
-/// ([`Prepared::populate`]) off the recording thread until the roll that names it.
+/// on disk, no header written yet. It grows ([`Prepared::extend`]) off the recording thread until the roll that
+/// names it.
 #[derive(Debug)]
 pub(crate) struct Prepared {
     tmp: PathBuf,
@@ -183,30 +183,6 @@ pub(crate) struct Prepared {
     capacity: u64,
     /// Bytes of the file, all reserved: the header page and the data bytes reserved so far.
     file_len: u64,
-    /// Bytes of the file, from its start, whose pages [`Prepared::populate`] faulted in.
-    faulted: u64,
-    /// The whole capacity mapped writable (past the end of the file too: nothing touches those pages before the
-    /// file has grown over them), its pages faulted in as far as [`Prepared::populate`] got; the segment keeps
-    /// this mapping, so the page tables it filled are the ones the recording thread writes through.
-    map: Option<MmapRaw>,
-}
-
-/// Bytes populated between two looks at the cancel flag: a roll that arrives meanwhile waits for at most one such
-/// step (256 KiB, 64 pages: tens of microseconds of faults on pages just freed, about half a millisecond on a
-/// 2-core VM's pages its host has not backed yet). With 2 MiB steps the rolls of a writer whose preparer was
-/// still faulting close ahead of it (one that has not yet written enough for the full lead) took 0.45-0.65 ms
-/// at the median against 0.15-0.44 ms before that lead was bounded, and 0.29-0.41 ms with these steps
-/// (`cargo bench -p tickbox-journal --bench append`, 3 runs each alternating); a system call per 64 pages costs
-/// nothing next to the faults.
-const PREFAULT_STEP: u64 = 256 << 10;
-
-/// What a pre-fault did, for the writer's counters.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Prefaulted {
-    /// Bytes whose pages are now present and writable in the segment's mapping.
-    pub(crate) bytes: u64,
-    /// Everything reserved was done (false: cancelled by a roll, stopped by an error, or nothing reserved).
-    pub(crate) complete: bool,
 }
 
 /// The temporary name `path` is made under.
@@ -249,91 +225,6 @@ pub(crate) fn allocate(file: &File, offset: u64, len: u64) -> std::io::Result<()
     Ok(())
 }
 
-/// Bytes of zeros written at a time by [`zero_fill`].
-const ZERO_FILL_CHUNK: usize = 256 << 10;
-
-/// Writes zeros over `len` bytes at `offset` of `file`, bytes just reserved that nothing has written yet, so that
-/// their pages enter the page cache through `write`: the first write fault of a page of a shared file mapping takes
-/// the file system's read path (which fills it with zeros) and its block bookkeeping one page at a time, while
-/// `write` takes whole large folios. On the 2-core development machine 256 MiB cost 24 ms written this way, in
-/// every run whatever was run before, and 51 to 470 ms faulted in with MADV_POPULATE_WRITE. The
-/// contents do not change (reserved bytes read as zeros already), so a failure only costs the speed-up and is
-/// not an error: what is not written faults in as before. Stops between chunks once `cancel` is set (a roll
-/// wants the preparer's file now).
-pub(crate) fn zero_fill(
-    file: &File,
-    offset: u64,
-    len: u64,
-    cancel: Option<&AtomicBool>,
-    path: &Path,
-) {
-    static ZEROS: [u8; ZERO_FILL_CHUNK] = [0; ZERO_FILL_CHUNK];
-    let mut at = offset;
-    let end = offset + len;
-    while at < end && !cancel.is_some_and(|c| c.load(Ordering::Relaxed)) {
-        let n = (end - at).min(ZERO_FILL_CHUNK as u64) as usize;
-        if let Err(err) = std::os::unix::fs::FileExt::write_all_at(file, &ZEROS[..n], at) {
-            tracing::debug!(path = %path.display(), "zero fill stopped: {err}");
-            return;
-        }
-        at += n as u64;
-    }
-}
-
-/// Faults the pages of `map` from byte `from` to byte `to` (page aligned, inside the mapping and the file) in for
-/// writing, [`PREFAULT_STEP`] at a time, until `cancel` is set; returns the bytes done. Contents do not change.
-/// MADV_POPULATE_WRITE (Linux 5.14) takes the faults in one call per step; older kernels refuse it with EINVAL and
-/// get an atomic `or` of zero on one word per page instead. Stops at the first other error (memory pressure,
-/// I/O), leaving the rest to fault on first use.
-// madvise and the per-page atomic through the mapping's raw pointer.
-#[allow(unsafe_code)]
-fn populate_range(map: &MmapRaw, from: u64, to: u64, cancel: &AtomicBool, path: &Path) -> u64 {
-    debug_assert!(to as usize <= map.len() && from.is_multiple_of(4096));
-    let base = map.as_mut_ptr();
-    let mut done = from;
-    let mut madvise = true;
-    while done < to {
-        if cancel.load(Ordering::Relaxed) {
-            break;
-        }
-        let len = PREFAULT_STEP.min(to - done);
-        if madvise {
-            // SAFETY: `base + done .. + len` lies inside the mapping (`to <= map.len()`) and is page aligned (the
-            // mapping is, `done` is a multiple of the step or of the page); madvise only faults the pages in and
-            // changes no byte.
-            let rc = unsafe {
-                libc::madvise(
-                    base.add(done as usize).cast(),
-                    len as usize,
-                    libc::MADV_POPULATE_WRITE,
-                )
-            };
-            if rc != 0 {
-                let err = std::io::Error::last_os_error();
-                if err.raw_os_error() != Some(libc::EINVAL) {
-                    tracing::debug!(path = %path.display(), "pre-fault stopped: {err}");
-                    break;
-                }
-                madvise = false;
-            }
-        }
-        if !madvise {
-            let mut page = done;
-            while page < done + len {
-                // SAFETY: `page` is page aligned and below `to`, inside the mapping and the file, so the word is
-                // mapped, backed and aligned. Every access to mapped journal bytes is an 8-byte atomic (see
-                // `Segment::word_at`), and an atomic `or` of zero stores back what it read in one indivisible
-                // step: a writer storing to the same word meanwhile loses nothing.
-                unsafe { AtomicU64::from_ptr(base.add(page as usize) as *mut u64) }
-                    .fetch_or(0, Ordering::Relaxed);
-                page += 4096;
-            }
-        }
-        done += len;
-    }
-    done - from
-}
-
 impl Prepared {
     /// Removes the file (a writer closing with a prepared segment it never used).
     pub(crate) fn discard(self) {
@@ -345,61 +236,15 @@ impl Prepared {
         self.file_len - HEADER_SIZE
     }
 
-    /// Whether every reserved page has been faulted in.
-    pub(crate) fn faulted_all(&self) -> bool {
-        self.faulted >= self.file_len
-    }
-
-    /// Reserves the data region up to data offset `end` (at most the capacity) and writes zeros over it
-    /// ([`zero_fill`]; no writer stores here before the roll), until `cancel` is set.
-    pub(crate) fn extend(&mut self, end: u64, cancel: &AtomicBool) -> Result<()> {
+    /// Reserves the data region up to data offset `end` (at most the capacity).
+    pub(crate) fn extend(&mut self, end: u64) -> Result<()> {
         let want = HEADER_SIZE + end.min(self.capacity);
         if want > self.file_len {
             allocate(&self.file, self.file_len, want - self.file_len)
                 .map_err(|e| JournalError::io(&self.tmp, e))?;
-            zero_fill(
-                &self.file,
-                self.file_len,
-                want - self.file_len,
-                Some(cancel),
-                &self.tmp,
-            );
             self.file_len = want;
         }
         Ok(())
-    }
-
-    /// Maps the file and faults every reserved page not yet faulted in for writing, so the writer's first store to
-    /// each page finds it present: without this every fresh 4 KiB page cost the recording thread a page fault,
-    /// the file system's block bookkeeping and zeroing (the append bench: archive batches at 0.063x memcpy against
-    /// the ring's 0.64x into resident pages). Contents do not change: the data region stays zeros, so an unused
-    /// stretch is still read as empty. Stops early, leaving the remaining pages to fault on first use, once
-    /// `cancel` is set (a roll wants the segment now) or if the kernel refuses (memory pressure, I/O error).
-    /// Memory: the pages of the reserved stretch, which its records would occupy anyway.
-    pub(crate) fn populate(&mut self, cancel: &AtomicBool) -> Prefaulted {
-        if self.map.is_none() {
-            match MmapOptions::new()
-                .len((HEADER_SIZE + self.capacity) as usize)
-                .map_raw(&self.file)
-            {
-                Ok(m) => self.map = Some(m),
-                Err(err) => {
-                    tracing::debug!(path = %self.tmp.display(), "no pre-fault, mapping failed: {err}");
-                    return Prefaulted::default();
-                }
-            }
-        }
-        let Some(map) = self.map.as_ref() else {
-            return Prefaulted::default();
-        };
-        // The file is under its temporary name, which no reader opens, and only this thread touches it until the
-        // roll takes it over.
-        let bytes = populate_range(map, self.faulted, self.file_len, cancel, &self.tmp);
-        self.faulted += bytes;
-        Prefaulted {
-            bytes,
-            complete: self.faulted == self.file_len,
-        }
     }
 }
 
@@ -465,7 +310,7 @@ pub(crate) struct Segment {
     /// raises it as it reserves more, readers re-read the file's length when the head passes it).
     avail: AtomicU64,
     /// Held while a growable segment is reserved further ([`Segment::reserve_to`]): the preparer and the writer
-    /// both reserve, and the preparer writes zeros into the stretch past `avail` before it moves `avail` on.
+    /// both reserve.
     reserving: std::sync::Mutex<()>,
     /// An archive segment of version 2: the file grows with its data and is cut to it when closed, so it may be
     /// shorter than the capacity. The whole capacity is mapped all the same; no access goes past `avail`.
@@ -540,8 +385,6 @@ impl Segment {
             file,
             capacity,
             file_len: 0,
-            faulted: 0,
-            map: None,
         };
         // Reserve the blocks now so a full disk is an error here, not a SIGBUS in the middle of a recording.
         // Nothing half-made is left under the temporary name either: a failed creation (a full disk, a file size
@@ -571,7 +414,6 @@ impl Segment {
             tmp,
             file,
             capacity,
-            map,
             ..
         } = prepared;
         let fail = |e: std::io::Error| {
@@ -615,9 +457,8 @@ impl Segment {
                 let _ = d.sync_all();
             }
         }
-        // The renamed file is the same inode: open it through the descriptor and mapping already held, so the
-        // pages `Prepared::populate` faulted in stay mapped for the writer.
-        Self::open_file(path, file, map, true, false)
+        // The renamed file is the same inode: open it through the descriptor already held.
+        Self::open_file(path, file, true, false)
     }
 
     /// Opens and validates an existing journal file. Never maps bytes the file does not have.
@@ -637,15 +478,13 @@ impl Segment {
             .write(writable)
             .open(path)
             .map_err(|e| JournalError::io(path, e))?;
-        Self::open_file(path, file, None, writable, allow_truncated)
+        Self::open_file(path, file, writable, allow_truncated)
     }
 
-    /// [`Segment::open_with`] on a file already open at its start, with `premapped` (a writable mapping of the
-    /// whole file) used instead of a new mapping when it has exactly the length the header asks for.
+    /// [`Segment::open_with`] on a file already open at its start.
     fn open_file(
         path: &Path,
         file: File,
-        premapped: Option<MmapRaw>,
         writable: bool,
         allow_truncated: bool,
     ) -> Result<Segment> {
@@ -693,15 +532,12 @@ impl Segment {
         let mapped = if growable { total } else { total.min(len) };
         let mut opts = MmapOptions::new();
         opts.len(mapped as usize);
-        let map = match premapped {
-            Some(m) if writable && m.len() as u64 == mapped => m,
-            _ => if writable {
-                opts.map_raw(&file)
-            } else {
-                opts.map_raw_read_only(&file)
-            }
-            .map_err(|e| JournalError::io(path, e))?,
-        };
+        let map = if writable {
+            opts.map_raw(&file)
+        } else {
+            opts.map_raw_read_only(&file)
+        }
+        .map_err(|e| JournalError::io(path, e))?;
         let cap = info.capacity;
         let guard = Guard::register(map.as_ptr(), map.len());
         let mut seg = Segment {
@@ -1288,61 +1124,32 @@ impl Segment {
     }
 
     /// A growable segment: reserves the data region up to data offset `end` (at most the capacity) on disk,
-    /// growing the file over it, so the writer may store there. Writer side only: the preparer thread, which
-    /// passes its `cancel` flag and has the stretch written with zeros ([`zero_fill`]) a chunk at a time before
-    /// each chunk is the writer's, or the writer itself (`None`) when it has caught up with the preparer, which
-    /// only reserves, so that its wait is one system call. A full disk is [`JournalError::DiskFull`], and nothing
-    /// more is reserved.
-    pub(crate) fn reserve_to(&self, end: u64, zero_until: Option<&AtomicBool>) -> Result<()> {
+    /// growing the file over it, so the writer may store there. Writer side only: the preparer thread, or the
+    /// writer itself when it has caught up with the preparer. A full disk is [`JournalError::DiskFull`], and
+    /// nothing more is reserved.
+    pub(crate) fn reserve_to(&self, end: u64) -> Result<()> {
         let end = end.min(self.cap);
         if !self.growable {
             return Ok(());
         }
-        // Blocks are allocated for the whole stretch at once (one system call, one extent where the file system
-        // can), then zeros are written a chunk at a time.
-        let mut allocated = false;
-        loop {
-            // One reservation at a time, held for one chunk: zeros are written only past `avail`, which nothing
-            // has stored into, and a second reserver that read the same `avail` could move it on and let its
-            // writer store where the first one's zeros are still to land. A writer that catches the preparer
-            // waits for one chunk at most.
-            let _one = self.reserving.lock().unwrap_or_else(|e| e.into_inner());
-            let have = self.avail();
-            if end <= have {
-                return Ok(());
-            }
-            if !allocated {
-                allocate(&self.file, HEADER_SIZE + have, end - have)
-                    .map_err(|e| JournalError::io(&self.path, e))?;
-                allocated = true;
-            }
-            let to = if zero_until.is_some_and(|cancel| !cancel.load(Ordering::Relaxed)) {
-                let to = (have + ZERO_FILL_CHUNK as u64).min(end);
-                zero_fill(&self.file, HEADER_SIZE + have, to - have, None, &self.path);
-                to
-            } else {
-                end
-            };
-            self.avail.fetch_max(to, Ordering::AcqRel);
+        // One reservation at a time: where the file system has no fallocate, `allocate` writes zero bytes past
+        // `avail`, and a second reserver that read the same `avail` could move it on and let its writer store where
+        // the first one's zeros are still to land.
+        let _one = self.reserving.lock().unwrap_or_else(|e| e.into_inner());
+        let have = self.avail();
+        if end > have {
+            allocate(&self.file, HEADER_SIZE + have, end - have)
+                .map_err(|e| JournalError::io(&self.path, e))?;
+            self.avail.fetch_max(end, Ordering::AcqRel);
         }
+        Ok(())
     }
 
-    /// Faults the writer's pages of the data region from `from` to `to` (data offsets, page aligned, within what
-    /// is reserved) in for writing, off the recording thread, until `cancel` is set; returns the bytes done. The
-    /// writer may be storing into the same pages meanwhile: nothing changes their contents (see
-    /// `populate_range`).
-    pub(crate) fn populate(&self, from: u64, to: u64, cancel: &AtomicBool) -> u64 {
-        let to = to.min(self.avail());
-        if !self.writable || from >= to {
-            return 0;
-        }
-        populate_range(
-            &self.map,
-            HEADER_SIZE + from,
-            HEADER_SIZE + to,
-            cancel,
-            &self.path,
-        )
+    /// Writes `bytes` to the file at data offset `off` (the writer's staged records), inside what is reserved.
+    pub(crate) fn write_data(&self, off: u64, bytes: &[u8]) -> Result<()> {
+        debug_assert!(off + bytes.len() as u64 <= self.avail());
+        std::os::unix::fs::FileExt::write_all_at(&self.file, bytes, HEADER_SIZE + off)
+            .map_err(|e| JournalError::io(&self.path, e))
     }
 
     /// An archive segment whose records are all published (sealed, closed, or recovered by a writer that opens
@@ -1947,71 +1754,4 @@ pub(crate) fn parse_header(path: &Path, header: &[u8]) -> Result<HeaderInfo> {
         segment_index: get_u64(header, OFF_SEGMENT),
         description,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use std::os::unix::fs::FileExt;
-
-    use super::*;
-
-    /// What `avail` lets the writer store into is final: the preparer's zeros land before it moves `avail` on,
-    /// never after, so a store made the moment `avail` moves is never overwritten. One thread reserves with zeros
-    /// while another stores a mark at the end of each newly available stretch as soon as it sees it (the last
-    /// bytes a chunk's zeros would reach).
-    #[test]
-    fn zeros_land_before_avail_moves_on() {
-        const CHUNK: u64 = ZERO_FILL_CHUNK as u64;
-        let dir = tempfile::tempdir().unwrap();
-        let seg = Segment::create(
-            &dir.path().join("s.tbj"),
-            Mode::Archive,
-            64 << 20,
-            1,
-            1,
-            "",
-            0,
-        )
-        .unwrap();
-        assert!(seg.growable);
-        let (never, done) = (AtomicBool::new(false), AtomicBool::new(false));
-        let marks = std::thread::scope(|s| {
-            let marker = s.spawn(|| {
-                let mut seen = seg.avail();
-                let mut marks = Vec::new();
-                loop {
-                    let finished = done.load(Ordering::Acquire);
-                    let now = seg.avail();
-                    if now > seen {
-                        seg.file
-                            .write_all_at(&now.to_le_bytes(), HEADER_SIZE + now - 8)
-                            .unwrap();
-                        marks.push(now);
-                        seen = now;
-                    } else if finished {
-                        return marks;
-                    }
-                }
-            });
-            // `done` is set whatever happens, so the marker's loop ends before an error is raised.
-            let reserved = (1..=64).try_for_each(|k| seg.reserve_to(k * 4 * CHUNK, Some(&never)));
-            done.store(true, Ordering::Release);
-            let marks = marker.join().unwrap();
-            reserved.unwrap();
-            marks
-        });
-        assert_eq!(seg.avail(), 256 * CHUNK);
-        assert!(!marks.is_empty());
-        let mut word = [0u8; 8];
-        for m in marks {
-            seg.file
-                .read_exact_at(&mut word, HEADER_SIZE + m - 8)
-                .unwrap();
-            assert_eq!(
-                u64::from_le_bytes(word),
-                m,
-                "the mark before {m} was overwritten"
-            );
-        }
-    }
 }

@@ -13,9 +13,10 @@ use crate::archive;
 use crate::crc;
 use crate::error::{JournalError, Result};
 use crate::segment::{
-    align8, Frame, HeaderInfo, Mode, Prefaulted, Prepared, Segment, HEADER_SIZE, PAD_FLAG,
-    RECORD_HEADER_SIZE, STATE_SEALED, STATE_WRITER_OPEN,
+    align8, Frame, HeaderInfo, Mode, Prepared, Segment, HEADER_SIZE, PAD_FLAG, RECORD_HEADER_SIZE,
+    STATE_SEALED, STATE_WRITER_OPEN,
 };
+use crate::stage::{Stage, STAGE_WORDS};
 
 /// Where records live.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,29 +75,17 @@ const STEP_GRAIN: u64 = 64 << 10;
 /// The most an archive writer reserves ahead of its records, however fast it writes (see [`reserve_window`]).
 const MAX_AHEAD: u64 = 256 << 20;
 
-/// How far ahead of the writer, in time at its recent pace, the preparer reserves and faults in: a few of its polls
-/// ([`RESERVE_POLL`]), with room for a loaded machine's scheduling delays, and no more, because what it reserves
-/// it writes with zeros, and zeros that write-back reaches before the writer stores over them go to disk twice.
-/// With write-back forced to run all the time (`vm.dirty_background_bytes` at 64 MiB), 20 M records (2.4 GB) put
-/// 1.96-2.15 × the bytes stored on disk with a 200 ms lead (6 of 7 runs; 1.37 × in the seventh), 1.17-1.43 ×
-/// with 20 ms and 1.10-1.11 × with 5 ms (1.24-1.31 × before the zeros), at 2.8-4.2, 3.9-4.9 and 4.5-5.4 M
-/// records/s. A recorder that runs for hours is under that pressure all the time (write-back starts once a tenth
-/// of memory is dirty, and writes what was dirtied 30 s before). Without it, on 2 cores: 1 M-record
-/// `bench record` runs paired 1.075 × (20 ms against 200 ms, 7 of 8 invocations ahead), while 6 M-record
-/// recordings in their own process ran at 3.40-4.61 against 3.41-4.70 M records/s, lower in 9 of 10 pairs
-/// (median 3.65 against 4.21 M), but in 6 later rounds on one build with a switch at 4.06 against 3.88 M (and
-/// 4.12 M with 10 ms): no price that shows through this machine's noise.
+/// How far ahead of the writer, in time at its recent pace, the preparer reserves: a few of its polls
+/// ([`RESERVE_POLL`]), with room for a loaded machine's scheduling delays. Reserving is one `posix_fallocate` a
+/// step, so a longer lead would only hold more disk. (It was set at 20 ms when the preparer also wrote zeros over
+/// what it reserved, which write-back could reach before the writer's records did: 1.17-1.43 × the bytes stored
+/// went to disk with 20 ms against 1.96-2.15 × with 200 ms, under constant write-back.)
 const RESERVE_LEAD: Duration = Duration::from_millis(20);
 
 /// A writer is held ahead of by at most this fraction (1/n) of what it has written since it opened, so the lead
-/// grows as it shows it keeps writing: one that stops a fraction of a second after it starts is not charged for
-/// faulting a [`RESERVE_LEAD`] it never reaches. That lead is the whole of such a run: a 1 M-record
-/// `bench record` run wrote 119 MB while the preparer faulted 194-253 MB, a quarter of the run's samples on the
-/// 2-core VM, where a page the host has not backed yet costs up to 10 × more to fault in. With an eighth
-/// (`bench record --records 1000000 --repeats 5`, 8 invocations alternating with the build before): record ÷ raw
-/// mmap medians 0.635 → 0.71, ahead in 7 of 8 and level in one; ÷ subscribe 0.665 → 0.69. A recorder fed 6 M
-/// records in its own process (about 1.5 s a run, 5 rounds): 4.07-4.18 M records/s against 3.11-4.26 M, so a long
-/// recording loses nothing: at those rates (about 500 MB/s) it reaches the full lead within its first gigabyte.
+/// grows as it shows it keeps writing: one that stops a fraction of a second after it starts holds little disk it
+/// never reaches. (Set when the preparer faulted pages in over its lead: a 1 M-record `bench record` run wrote
+/// 119 MB while the preparer faulted 194-253 MB before this bound.)
 const LEAD_PER_WRITTEN: u64 = 8;
 
 /// What a writer holds on disk ahead of its records ([`WriterOptions::disk_reservation`]): what a recorder checks
@@ -342,14 +331,17 @@ pub struct Writer {
     last_record_off: u64,
     /// Bytes of padding this writer has left at the ends of ring laps (frames and short remainders alike).
     padding: u64,
-    /// Archive: the preparer, a thread that keeps disk reserved and pages faulted in ahead of the writer in the
-    /// current segment and, near its end, makes the next segment's file ([`keep_ahead`]), so that the recording
-    /// thread neither allocates blocks nor faults fresh pages in, and a roll only writes a header and renames.
+    /// Archive: the preparer, a thread that keeps disk reserved ahead of the writer in the current segment and,
+    /// near its end, makes the next segment's file ([`keep_ahead`]), so that the recording thread does not
+    /// allocate blocks, and a roll only writes a header and renames.
     preparing: Option<Preparing>,
-    /// Archive: what the preparer's pre-faulting achieved, and how often the writer had to reserve itself.
-    prefault: PrefaultStats,
-    /// Archive: bytes the preparer has faulted in so far (its threads add to it).
-    faulted: Arc<AtomicU64>,
+    /// Archive: times the recording thread reserved disk itself (see [`Writer::reserve_stalls`]).
+    reserve_stalls: u64,
+    /// Archive: the records written since the last commit, which it writes to the file (see [`crate::stage`]);
+    /// empty for a ring.
+    stage: Stage,
+    /// Archive: a write of staged records has failed (and was logged).
+    write_refused: bool,
     /// Archive: bytes a segment grows by on disk at a time.
     step: u64,
     /// Archive: the writer's pace as the preparer measured it (`f64` bits of bytes a second).
@@ -369,12 +361,12 @@ fn effective_step(requested: u64, segment_size: u64) -> u64 {
         .min(segment_size)
 }
 
-/// How far ahead of its records the preparer keeps an archive writer reserved and faulted in, for a writer
+/// How far ahead of its records the preparer keeps an archive writer reserved, for a writer
 /// that has recently written `rate` bytes a second: [`RESERVE_LEAD`] of writing at that pace, at least one `step`
 /// (what an idle or slow writer holds ahead: a recorder at 12 MB/s holds one 4 MiB step), at most [`MAX_AHEAD`],
 /// in whole steps, and at most an eighth of the `written` bytes the writer has written since it opened
-/// ([`LEAD_PER_WRITTEN`]). A writer at memory speed runs ahead of any pre-fault; it gets the widest window, and
-/// what it reaches before the preparer does it reserves itself (counted in [`PrefaultStats::stalls`]).
+/// ([`LEAD_PER_WRITTEN`]). A writer at memory speed gets the widest window, and what it reaches before the
+/// preparer does it reserves itself (counted in [`Writer::reserve_stalls`]).
 fn reserve_window(rate: f64, written: u64, step: u64) -> u64 {
     let lead = rate * RESERVE_LEAD.as_secs_f64();
     let bytes = if lead.is_finite() {
@@ -435,38 +427,19 @@ struct Preparing {
     index: u64,
     /// Set by a roll (or the close) that needs what the thread has now: it stops and hands it over.
     cancel: Arc<AtomicBool>,
-    /// The next segment is made, reserved and faulted in as far as the window reaches into it.
+    /// The next segment is made and reserved as far as the window reaches into it.
     ready: Arc<AtomicBool>,
-    handle: std::thread::JoinHandle<(Option<Prepared>, Prefaulted)>,
+    handle: std::thread::JoinHandle<Option<Prepared>>,
 }
 
 impl Preparing {
-    /// Stops the thread (within one pre-fault step) and takes the next segment as far as it got.
-    fn finish(self) -> Option<(Prepared, Prefaulted)> {
+    /// Stops the thread (within one system call) and takes the next segment as far as it got.
+    fn finish(self) -> Option<Prepared> {
         self.cancel.store(true, Ordering::Relaxed);
         // Cut a wait for the next look short (on a loaded machine a sleeping thread wakes late).
         self.handle.thread().unpark();
-        let (prepared, faulted) = self.handle.join().ok()?;
-        prepared.map(|p| (p, faulted))
+        self.handle.join().ok().flatten()
     }
-}
-
-/// How much of the archive segments a writer rolled into were already faulted in by the preparer, off the
-/// recording thread (the rest faulted on first write, on the recording thread).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct PrefaultStats {
-    /// Rolls into a prepared segment whose reserved pages were all faulted in.
-    pub complete: u64,
-    /// Rolls into a segment that was only partly faulted in (the roll came first, or the kernel refused), or not
-    /// prepared at all.
-    pub partial: u64,
-    /// Bytes the preparer faulted in off the recording thread, in the current segment ahead of the writer and in
-    /// the next one.
-    pub bytes: u64,
-    /// Times the writer reached the end of what was reserved before the preparer had reserved more, and reserved
-    /// an allocation step itself, on the recording thread (a system call; the pages it then writes fault in on
-    /// that thread too).
-    pub stalls: u64,
 }
 
 /// `last_record_off` before this writer has written a record.
@@ -672,7 +645,7 @@ impl Writer {
             recovery.segments_trimmed += u64::from(t.cut);
             recovery.bytes_released += t.released;
             let head = seg.head().load(Ordering::Acquire);
-            seg.reserve_to(head + step, None)?;
+            seg.reserve_to(head + step)?;
         }
         let mut w = Self::from_segment(
             dir,
@@ -763,8 +736,12 @@ impl Writer {
             last_record_off: NO_FRAME,
             padding: 0,
             preparing: None,
-            prefault: PrefaultStats::default(),
-            faulted: Arc::new(AtomicU64::new(0)),
+            reserve_stalls: 0,
+            stage: Stage::new(match mode {
+                Mode::Ring => 0,
+                Mode::Archive => STAGE_WORDS,
+            }),
+            write_refused: false,
             step: effective_step(options.allocation_step, segment_size),
             rate: Arc::new(AtomicU64::new(0)),
             written_earlier: 0,
@@ -796,17 +773,16 @@ impl Writer {
         self.seg.write_app_meta(data)
     }
 
-    /// Archive: how much of each segment rolled into was faulted in off the recording thread (all zero for a
-    /// ring).
-    pub fn prefault_stats(&self) -> PrefaultStats {
-        PrefaultStats {
-            bytes: self.faulted.load(Ordering::Relaxed),
-            ..self.prefault
-        }
+    /// Archive: times the recording thread reserved disk itself because its preparer had not (zero for a ring):
+    /// an allocation step when it reached the end of what was reserved (it writes faster than the preparer keeps
+    /// up, or the disk is full), or the next segment's file when it rolled before the preparer had made it. Each
+    /// is a system call or a few on the recording thread.
+    pub fn reserve_stalls(&self) -> u64 {
+        self.reserve_stalls
     }
 
-    /// Archive: whether the next segment is made, reserved and faulted in as far as the reserve window reaches
-    /// into it, waiting for the roll (false for a ring, until the writer comes within a window of its segment's
+    /// Archive: whether the next segment is made and reserved as far as the reserve window reaches into it,
+    /// waiting for the roll (false for a ring, until the writer comes within a window of its segment's
     /// end, and when the preparer could not start).
     pub fn next_segment_ready(&self) -> bool {
         self.preparing
@@ -900,8 +876,8 @@ impl Writer {
     }
 
     fn shutdown(&mut self) -> Result<()> {
-        // The preparer first: it may be faulting in pages of the current segment, which the trim below cuts off.
-        if let Some((p, _)) = self.preparing.take().and_then(Preparing::finish) {
+        // The preparer first: it may be reserving more of the current segment, which the trim below cuts off.
+        if let Some(p) = self.preparing.take().and_then(Preparing::finish) {
             p.discard();
         }
         self.publish();
@@ -922,7 +898,9 @@ impl Writer {
         Ok(())
     }
 
+    /// Makes everything written so far visible to readers: an archive's staged records go to the file first.
     fn publish(&mut self) {
+        self.write_staged();
         if self.counters_dirty {
             self.counters_dirty = false;
             let o = self.overwritten;
@@ -930,6 +908,33 @@ impl Writer {
         }
         self.seg.head_seq().store(self.next_seq, Ordering::Relaxed);
         self.seg.head().store(self.head, Ordering::Release);
+    }
+
+    /// Archive: writes the staged records to the segment's file. `reserve` covers them first, so that a crash in
+    /// the middle of the write leaves a torn write that recovery reports, as a store through the mapping would.
+    fn write_staged(&mut self) {
+        let Some((at, bytes)) = self.stage.staged() else {
+            return;
+        };
+        self.seg
+            .reserve()
+            .store(at + bytes.len() as u64, Ordering::Relaxed);
+        if let Err(err) = self.seg.write_data(at, bytes) {
+            // The file refused the write (a file size limit, an I/O error), but the records lie in reserved
+            // blocks, which the mapping stores into without asking: stored there, as a ring's are, they are kept,
+            // and a disk that cannot take more says so where it always did, when a reservation fails.
+            if !std::mem::replace(&mut self.write_refused, true) {
+                tracing::warn!(
+                    path = %self.seg.path.display(),
+                    "writing records failed ({err}); storing them through the mapping instead"
+                );
+            }
+            let words = self.stage.words();
+            for (to, from) in self.seg.data_words(at, words.len()).iter().zip(words) {
+                to.store(from.load(Ordering::Relaxed), Ordering::Relaxed);
+            }
+        }
+        self.stage.clear();
     }
 
     fn commit(&mut self) -> Result<()> {
@@ -977,17 +982,27 @@ impl Writer {
             (self.head_off, 0)
         };
         let end = self.head + pad + size;
+        let n = (size / 8) as usize;
+        // An archive's records go to its stage (a record too large for it, through the mapping like a ring's).
+        let staged =
+            self.mode == Mode::Archive && (self.stage.fits(start_off, n) || self.stage_room_for(n));
         let seg = &*self.seg;
-        // Recovery reports bytes past the last intact record up to `reserve` as a torn write: it covers the frame
-        // before any of its bytes is stored.
-        seg.reserve().store(end, Ordering::Relaxed);
+        if !staged {
+            // Recovery reports bytes past the last intact record up to `reserve` as a torn write: it covers the
+            // frame before any of its bytes is stored.
+            seg.reserve().store(end, Ordering::Relaxed);
+        }
         let seq = self.next_seq;
         // Every store is an 8-byte atomic at an 8-aligned offset, the same size and alignment readers load with:
         // a lapped ring reader may be copying these bytes right now, and the seqlock protocol (`tail` moved before
         // this write, re-checked by the reader after its copy) only makes that safe if neither side's access is a
         // data race. `room_end` (or `make_room`) leaves `start_off + size <= cap`, so the frame's words lie in
         // the writer's full-length mapping (`data_words` checks it once per frame).
-        let words = seg.data_words(start_off, (size / 8) as usize);
+        let words = if staged {
+            self.stage.take(start_off, n)
+        } else {
+            seg.data_words(start_off, n)
+        };
         let crc = body.store_body(words, frame_len, seq, capture_time_ns, payload);
         // Length and checksum share the frame's first word, published last (release).
         words[0].store(
@@ -1002,6 +1017,14 @@ impl Writer {
         }
         self.next_seq = seq + 1;
         Ok(seq)
+    }
+
+    /// Archive: a frame of `n` words does not go in behind what is staged (the stage is full): writes the stage
+    /// out, and says whether the frame can be staged at all.
+    #[cold]
+    fn stage_room_for(&mut self, n: usize) -> bool {
+        self.write_staged();
+        self.stage.holds(n)
     }
 
     #[cold]
@@ -1039,12 +1062,12 @@ impl Writer {
     /// if not even that, [`JournalError::DiskFull`], with nothing written.
     #[cold]
     fn reserve_here(&mut self, end: u64) -> Result<()> {
-        self.prefault.stalls += 1;
+        self.reserve_stalls += 1;
         let step_end = end.next_multiple_of(self.step).min(self.cap);
-        match self.seg.reserve_to(step_end, None) {
+        match self.seg.reserve_to(step_end) {
             Err(e) if e.is_disk_full() => {
                 let tight = end.next_multiple_of(4096).min(self.cap);
-                if tight < step_end && self.seg.reserve_to(tight, None).is_ok() {
+                if tight < step_end && self.seg.reserve_to(tight).is_ok() {
                     return Ok(());
                 }
                 Err(e)
@@ -1208,15 +1231,13 @@ impl Writer {
             // A preparation that failed (a full disk) is tried again below, where its error stops the roll.
             Some(p) if p.index == next_index => p.finish(),
             Some(p) => {
-                if let Some((p, _)) = p.finish() {
+                if let Some(p) = p.finish() {
                     p.discard();
                 }
                 None
             }
             None => None,
         };
-        let faulted = prepared.as_ref().map(|p| p.1).unwrap_or_default();
-        let prepared = prepared.map(|p| p.0);
         let next = if path.exists() {
             // Left by a writer that died right after creating it; it is empty or was recovered as the last one.
             if let Some(p) = prepared {
@@ -1236,6 +1257,7 @@ impl Writer {
         } else {
             // Not prepared (the writer outran its preparer, or it could not start): made here, synced only
             // under a durability that asks for it, as a prepared one is.
+            self.reserve_stalls += 1;
             Segment::finish(
                 Segment::prepare(&path, self.segment_size, self.step)?,
                 &path,
@@ -1251,11 +1273,6 @@ impl Writer {
         self.seg.state().store(STATE_SEALED, Ordering::Release);
         if self.durability != Durability::None {
             self.seg.sync_range(self.head, self.head)?;
-        }
-        if faulted.complete {
-            self.prefault.complete += 1;
-        } else {
-            self.prefault.partial += 1;
         }
         let next = Arc::new(next);
         if let Some(f) = &self.flusher {
@@ -1294,7 +1311,6 @@ impl Writer {
             step: self.step,
             cancel: Arc::clone(&cancel),
             ready: Arc::clone(&ready),
-            faulted: Arc::clone(&self.faulted),
             rate: Arc::clone(&self.rate),
             written_earlier: self.written_earlier,
             began_at: self.began_at,
@@ -1329,10 +1345,8 @@ struct Ahead {
     segment_size: u64,
     step: u64,
     cancel: Arc<AtomicBool>,
-    /// Set once the next segment is made and faulted in as far as the window reaches into it.
+    /// Set once the next segment is made and reserved as far as the window reaches into it.
     ready: Arc<AtomicBool>,
-    /// The writer's count of bytes faulted in off its thread.
-    faulted: Arc<AtomicU64>,
     /// The writer's pace as last measured (`f64` bits), carried from one segment's preparer to the next.
     rate: Arc<AtomicU64>,
     /// What the writer wrote before the current segment, and the head it began this one at.
@@ -1341,17 +1355,15 @@ struct Ahead {
 }
 
 /// The preparer's loop, until the roll or the close cancels it: keeps the writer's current segment reserved on
-/// disk and faulted in [`reserve_window`] ahead of its published head, one allocation step at a time, and once
-/// the window reaches past the segment's end makes the next segment's file (under its temporary name) and
-/// reserves and faults in the part of the window that falls in it. Returns that file, for the roll to name.
+/// disk [`reserve_window`] ahead of its published head, one allocation step at a time, and once the window
+/// reaches past the segment's end makes the next segment's file (under its temporary name) and reserves the part
+/// of the window that falls in it. Returns that file, for the roll to name.
 ///
-/// Nothing here is on the recording thread: block allocation (a system call and the file system's bookkeeping),
-/// the zeros written over what is reserved (`Segment::reserve_to`, `Prepared::extend`: about 0.1 s of a core per
-/// GiB on the 2-core development machine, where faulting fresh pages in cost 0.2 to 1.9 s) and the page faults
-/// that map those pages happen here, ahead of need, and only as far ahead as the writer's pace asks, so a slow recorder
-/// holds one step ahead on disk, not a segment. A reservation that fails (a full disk) is tried again after
-/// [`RESERVE_RETRY`]; the writer, reaching the end of what is reserved, tries itself and reports it.
-fn keep_ahead(a: Ahead) -> (Option<Prepared>, Prefaulted) {
+/// Nothing here is on the recording thread: block allocation (a system call and the file system's bookkeeping)
+/// happens here, ahead of need, and only as far ahead as the writer's pace asks, so a slow recorder holds one step
+/// ahead on disk, not a segment. A reservation that fails (a full disk) is tried again after [`RESERVE_RETRY`];
+/// the writer, reaching the end of what is reserved, tries itself and reports it.
+fn keep_ahead(a: Ahead) -> Option<Prepared> {
     let cur = &*a.current;
     let cap = cur.cap;
     let mut pace = Pace::new(
@@ -1359,10 +1371,7 @@ fn keep_ahead(a: Ahead) -> (Option<Prepared>, Prefaulted) {
         Instant::now(),
         f64::from_bits(a.rate.load(Ordering::Relaxed)),
     );
-    // Pages below the head have been written: faulting starts at the page that holds it.
-    let mut populated = cur.head().load(Ordering::Relaxed) & !4095;
     let mut next: Option<Prepared> = None;
-    let mut next_faulted = Prefaulted::default();
     let mut retry_at: Option<Instant> = None;
     let mut warned = false;
     let mut last_head = u64::MAX;
@@ -1377,78 +1386,41 @@ fn keep_ahead(a: Ahead) -> (Option<Prepared>, Prefaulted) {
         let head = cur.head().load(Ordering::Relaxed);
         let rate = pace.update(head, now);
         a.rate.store(rate.to_bits(), Ordering::Relaxed);
-        // Page aligned: faults are taken (and steps reserved) a page at a time.
+        // Page aligned: steps are reserved a page at a time.
         let written = a.written_earlier + head.saturating_sub(a.began_at);
         let want = (head + reserve_window(rate, written, a.step)).next_multiple_of(4096);
         let avail = cur.avail();
         let retry = retry_at.is_some_and(|t| now < t);
         let next_want = want.saturating_sub(cap).min(a.segment_size);
-        // The cheap steps first (a system call each), so that a writer faster than the page faults never waits
-        // for a reservation and rolls into a file that exists: the current segment reserved up to the window,
-        // then the next one's file made with a step reserved once the window reaches into it.
+        // The current segment reserved up to the window, then the next one's file made once the window reaches
+        // into it, and reserved as far as it reaches.
         if !retry && avail < want.min(cap) {
             let to = (avail + 1).next_multiple_of(a.step).min(cap);
-            retry_at = cur
-                .reserve_to(to, Some(&a.cancel))
-                .err()
-                .and_then(|e| fail(&mut warned, e));
+            retry_at = cur.reserve_to(to).err().and_then(|e| fail(&mut warned, e));
             continue;
         }
         if !retry && next_want > 0 && next.is_none() {
-            // The header page only: its first step is reserved below like every later one (`Prepared::extend`,
-            // which writes its zeros).
+            // The header page only: its first step is reserved below like every later one.
             match Segment::prepare(&a.next_path, a.segment_size, 0) {
                 Ok(p) => next = Some(p),
                 Err(e) => retry_at = fail(&mut warned, e),
             }
             continue;
         }
-        // Then the faults: what is reserved up to the window (by the writer too, when it had caught up), never
-        // what the writer has already written (a writer faster than the faults takes them itself: faulting
-        // behind it would only delay the rest).
-        populated = populated.max(head & !4095);
-        let fault_to = avail.min(want);
-        if populated < fault_to {
-            let to = (populated + a.step).min(fault_to);
-            let done = cur.populate(populated, to, &a.cancel);
-            a.faulted.fetch_add(done, Ordering::Relaxed);
-            populated += done;
-            if populated < to && !a.cancel.load(Ordering::Relaxed) {
-                // The kernel refused (memory pressure): the writer faults the rest in itself.
-                populated = cap;
-            }
-            continue;
-        }
         if let Some(p) = next.as_mut().filter(|_| next_want > 0) {
             if !retry && p.reserved() < next_want {
                 let to = (p.reserved() + 1).next_multiple_of(a.step);
-                retry_at = p
-                    .extend(to, &a.cancel)
-                    .err()
-                    .and_then(|e| fail(&mut warned, e));
+                retry_at = p.extend(to).err().and_then(|e| fail(&mut warned, e));
                 continue;
             }
-            let f = p.populate(&a.cancel);
-            a.faulted.fetch_add(f.bytes, Ordering::Relaxed);
-            next_faulted = Prefaulted {
-                bytes: next_faulted.bytes + f.bytes,
-                complete: f.complete,
-            };
-            if a.cancel.load(Ordering::Relaxed) {
-                break;
-            }
             if p.reserved() >= next_want {
-                // Made and reserved, and faulted in as far as the kernel let it.
                 a.ready.store(true, Ordering::Release);
             }
         }
-        // All this segment will need is done once it is reserved and faulted in to its end and the next one as
-        // far as the window reaches: the thread ends, so that the roll finds it finished instead of waiting for
-        // it to wake up (tens of milliseconds on a loaded machine).
-        let next_done = next
-            .as_ref()
-            .is_some_and(|p| p.reserved() >= next_want && p.faulted_all());
-        if avail == cap && populated >= cap && next_done {
+        // All this segment will need is done once it is reserved to its end and the next one as far as the window
+        // reaches: the thread ends, so that the roll finds it finished instead of waiting for it to wake up (tens
+        // of milliseconds on a loaded machine).
+        if avail == cap && next.as_ref().is_some_and(|p| p.reserved() >= next_want) {
             break;
         }
         let poll = if head == last_head {
@@ -1459,7 +1431,7 @@ fn keep_ahead(a: Ahead) -> (Option<Prepared>, Prefaulted) {
         last_head = head;
         std::thread::park_timeout(poll);
     }
-    (next, next_faulted)
+    next
 }
 
 impl Drop for Writer {

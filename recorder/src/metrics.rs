@@ -136,14 +136,9 @@ impl Source for RecordMetrics {
                     s.overwritten.laps,
                 ),
                 (
-                    "tickbox_prefaulted_bytes",
-                    "Archive pages the journal's preparer faulted in off the recording thread, bytes.",
-                    s.prefault.bytes,
-                ),
-                (
                     "tickbox_reserve_stalls",
-                    "Times the recording thread reached the end of the reserved disk and reserved more itself.",
-                    s.prefault.stalls,
+                    "Times the recording thread reserved an archive's disk itself because the preparer had not.",
+                    s.reserve_stalls,
                 ),
             ],
         );

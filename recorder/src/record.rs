@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use tickbox_auth::handshake::HandshakeWatch;
-use tickbox_journal::{Batch, PrefaultStats, Writer};
+use tickbox_journal::{Batch, Writer};
 use tickbox_wire::{
     Flags, GapCause, GapNotice, Header, Kind, MessageRef, Payload, SequenceEvent, SequenceTracker,
 };
@@ -113,10 +113,10 @@ pub struct RecordStats {
     pub untracked: u64,
     /// What ring laps overwrote (journal-wide, since the journal was created).
     pub overwritten: OverwriteStats,
-    /// An archive's page faults and disk reservations taken off the recording thread by the journal's preparer,
-    /// and the times the recording thread had to reserve disk itself (this run, every journal of a history
-    /// summed, as of each journal's last commit of records). All zero for a ring, which is allocated whole.
-    pub prefault: PrefaultStats,
+    /// Times the recording thread reserved an archive's disk itself because the journal's preparer had not
+    /// (`Writer::reserve_stalls`; this run, every journal of a history summed, as of each journal's last commit
+    /// of records). Zero for a ring, which is allocated whole.
+    pub reserve_stalls: u64,
     /// Publisher sequences were checked (false when recording a topic subset).
     pub sequences_checked: bool,
     /// Per publisher, this run: recorded, missing, gap events, overwritten; plus the overflow row.
@@ -248,8 +248,9 @@ pub struct Recorder {
     max_payload: usize,
     scratch: Vec<u8>,
     last_overwrite: OverwriteStats,
-    /// What the preparers of the journals this run finished did ([`RecordStats::prefault`] adds the current one).
-    prefault_earlier: PrefaultStats,
+    /// The reserve stalls of the journals this run finished ([`RecordStats::reserve_stalls`] adds the current
+    /// one's).
+    reserve_stalls_earlier: u64,
     ring_capacity: Option<u64>,
     /// Bytes of records appended to the current journal of a history since it was started by this run (what a
     /// size roll measures).
@@ -321,7 +322,7 @@ impl Recorder {
             max_payload: writer.max_payload(),
             scratch: Vec::with_capacity(256),
             last_overwrite,
-            prefault_earlier: PrefaultStats::default(),
+            reserve_stalls_earlier: 0,
             ring_capacity,
             journal_bytes: 0,
         };
@@ -335,8 +336,8 @@ impl Recorder {
     pub fn continue_into(&mut self, next: &mut Writer) -> Result<(), RecorderError> {
         self.journal = self.journal.carried();
         self.journal.runs = 1;
-        // As of the previous journal's last commit (its preparer's pre-faults past its records never mattered).
-        self.prefault_earlier = self.stats.prefault;
+        // As of the previous journal's last commit.
+        self.reserve_stalls_earlier = self.stats.reserve_stalls;
         journal_ext::on_overwrite(next, Tally::default());
         self.last_overwrite = journal_ext::overwritten(next);
         self.ring_capacity =
@@ -607,18 +608,10 @@ impl Recorder {
         self.persist(writer)
     }
 
-    /// After a commit of records: what the journal's preparer has done so far. Read here only, so the counts
-    /// stand still between commits (the preparer goes on faulting ahead of an idle writer), and the end-of-run
-    /// summary and the last metrics scrape agree.
-    fn note_prefault(&mut self, writer: &Writer) {
-        let now = writer.prefault_stats();
-        let earlier = self.prefault_earlier;
-        self.stats.prefault = PrefaultStats {
-            complete: earlier.complete + now.complete,
-            partial: earlier.partial + now.partial,
-            bytes: earlier.bytes + now.bytes,
-            stalls: earlier.stalls + now.stalls,
-        };
+    /// After a commit of records: the times the recording thread reserved disk itself so far. Read here only,
+    /// so that the end-of-run summary and the last metrics scrape agree.
+    fn note_reserve_stalls(&mut self, writer: &Writer) {
+        self.stats.reserve_stalls = self.reserve_stalls_earlier + writer.reserve_stalls();
     }
 
     fn persist(&mut self, writer: &mut Writer) -> Result<(), RecorderError> {
@@ -893,7 +886,7 @@ impl Recorder {
             self.stats.batches += 1;
             let persisted = self.after_commit(journals.writer());
             self.stop_if_full(persisted)?;
-            self.note_prefault(journals.writer());
+            self.note_reserve_stalls(journals.writer());
         }
         if let (Some(t), None) = (next.and_then(Received::capture_ns), &self.stats.disk_full) {
             let rolled = journals.roll(self, t);

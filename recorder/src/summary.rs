@@ -45,8 +45,7 @@ impl RecordStats {
             "overwritten": s.overwritten.records,
             "overwritten_bytes": s.overwritten.bytes,
             "laps": s.overwritten.laps,
-            "prefaulted_bytes": s.prefault.bytes,
-            "reserve_stalls": s.prefault.stalls,
+            "reserve_stalls": s.reserve_stalls,
             "gap_events": s.gap_events,
             "upstream_gap_notices": s.upstream_gap_notices,
             "invalid": s.invalid_frames,
@@ -164,9 +163,9 @@ impl RecordStats {
         if mode == "archive" {
             let _ = writeln!(
                 out,
-                "pre-faulted   {} off the recording thread, which reserved disk itself {} time(s)",
-                format_size_approx(s.prefault.bytes),
-                s.prefault.stalls
+                "disk          reserved ahead by the journal's preparer; the recording thread reserved it itself {} \
+                 time(s)",
+                s.reserve_stalls
             );
         }
         if s.sequences_checked {
@@ -411,28 +410,24 @@ mod tests {
         assert_eq!(json["mode"], "ring");
         assert_eq!(json["interrupted"], true);
         assert_eq!(json["publishers"], serde_json::json!([]));
-        assert!(!table.contains("pre-faulted"), "a ring has no preparer");
+        assert!(!table.contains("reserved ahead"), "a ring has no preparer");
     }
 
     #[test]
-    fn an_archive_says_what_its_preparer_took_off_the_recording_thread() {
+    fn an_archive_says_how_often_the_recording_thread_reserved_disk_itself() {
         let s = RecordStats {
-            prefault: tickbox_journal::PrefaultStats {
-                bytes: 96 << 20,
-                stalls: 2,
-                ..Default::default()
-            },
+            reserve_stalls: 2,
             ..RecordStats::default()
         };
         let table = s.summary_table(Path::new("j"), "archive", 1, false);
         assert!(
             table.contains(
-                "\npre-faulted   96.00 MiB off the recording thread, which reserved disk itself 2 time(s)\n"
+                "\ndisk          reserved ahead by the journal's preparer; the recording thread reserved it itself 2 \
+                 time(s)\n"
             ),
             "{table}"
         );
         let json = s.summary_json(Path::new("j"), "archive", false);
-        assert_eq!(json["prefaulted_bytes"], 96 << 20);
         assert_eq!(json["reserve_stalls"], 2);
     }
 

@@ -513,15 +513,12 @@ fn record_counts_every_record_beside_the_black_box_and_raw() {
         recorder["bytes_written"].as_u64().unwrap() > 30_002 * 60,
         "{recorder}"
     );
-    // What its preparer took off the recording thread (how much depends on the machine's timing); only the
-    // recorder has one.
-    assert!(
-        recorder["prefaulted_bytes"].is_u64() && recorder["reserve_stalls"].is_u64(),
-        "{recorder}"
-    );
+    // How often its recording thread reserved disk itself (how often depends on the machine's timing); only the
+    // recorder has a preparer.
+    assert!(recorder["reserve_stalls"].is_u64(), "{recorder}");
     let raw = records.iter().find(|r| r["system"] == "raw-mmap").unwrap();
     assert!(raw["accounted_missing"].is_null(), "{raw}");
-    assert!(raw["prefaulted_bytes"].is_null(), "{raw}");
+    assert!(raw["reserve_stalls"].is_null(), "{raw}");
     let summary = doc["summary"].as_array().unwrap();
     for figure in ["records/s ×raw", "records/s ×subscribe"] {
         let rate = summary

@@ -271,7 +271,6 @@ const RECORD_FIELDS: &[(&str, &str)] = &[
     ("overwritten", "tickbox_overwritten_total"),
     ("overwritten_bytes", "tickbox_overwritten_bytes_total"),
     ("laps", "tickbox_laps_total"),
-    ("prefaulted_bytes", "tickbox_prefaulted_bytes_total"),
     ("reserve_stalls", "tickbox_reserve_stalls_total"),
     ("last_seq", "tickbox_last_seq"),
 ];

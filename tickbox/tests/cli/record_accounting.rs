@@ -134,12 +134,9 @@ fn record_counts_gaps_per_publisher_and_journal_info_verify_agree() {
         assert_eq!(v[key].as_u64(), Some(want), "{key}: {v}");
     }
     assert_eq!(v["mode"], "archive", "{v}");
-    // What the archive's preparer did off the recording thread is reported; how much depends on the machine's
-    // timing, so only that it is there.
-    assert!(
-        v["prefaulted_bytes"].is_u64() && v["reserve_stalls"].is_u64(),
-        "{v}"
-    );
+    // How often the recording thread reserved the archive's disk itself is reported; how often depends on the
+    // machine's timing, so only that it is there.
+    assert!(v["reserve_stalls"].is_u64(), "{v}");
     let rows = v["publishers"].as_array().unwrap();
     let row = |p: u64| rows.iter().find(|r| r["publisher"] == p).unwrap().clone();
     assert_eq!(
@@ -262,12 +259,8 @@ fn a_lapped_ring_counts_what_it_overwrote_and_replay_starts_at_the_oldest_kept()
     let overwritten = v["overwritten"].as_u64().unwrap();
     assert_eq!(v["recorded"], N, "{v}");
     assert_eq!(v["mode"], "ring", "{v}");
-    // A ring is allocated whole: nothing to pre-fault or reserve while recording.
-    assert_eq!(
-        (v["prefaulted_bytes"].as_u64(), v["reserve_stalls"].as_u64()),
-        (Some(0), Some(0)),
-        "{v}"
-    );
+    // A ring is allocated whole: nothing to reserve while recording.
+    assert_eq!(v["reserve_stalls"].as_u64(), Some(0), "{v}");
     assert!(overwritten > N / 2, "{v}");
     assert!(v["laps"].as_u64().unwrap() >= 1, "{v}");
     let err = String::from_utf8_lossy(&out.stderr);
