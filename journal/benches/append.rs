@@ -319,12 +319,13 @@ fn bench_roll() {
     let worst_other = rest.iter().copied().fold(0.0, f64::max);
     println!(
         "archive roll ({ROLLS} rolls of {} MiB segments, wall clock): roll median {:.1} us, worst {:.1} us; \
-         other appends median {:.0} ns, worst {:.1} us",
+         other appends median {:.0} ns, worst {:.1} us; the writer reserved disk itself {} time(s)",
         SEGMENT >> 20,
         median(&mut rolls) / 1000.0,
         worst_roll / 1000.0,
         median(&mut rest),
-        worst_other / 1000.0
+        worst_other / 1000.0,
+        w.reserve_stalls()
     );
 }
 
