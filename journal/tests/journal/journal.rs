@@ -299,6 +299,52 @@ fn concurrent_tailing_reader_never_sees_garbage() {
     eprintln!("reader: {records} records, {laps} laps");
 }
 
+/// A reader tailing an archive while its writer commits batches of 1 to 40 or 3,000 records (a few stored through
+/// the mapping, more written from the stage) and rolls through segments gets every record, whole and in order: the
+/// head moves only once a commit's records are in the file.
+#[test]
+fn a_reader_tailing_an_archive_gets_every_record_of_every_commit_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("arch");
+    let mut w = Writer::open(&path, &WriterOptions::archive(1 << 20)).unwrap();
+    let total = 100_000u64;
+    let rpath = path.clone();
+    let reader = std::thread::spawn(move || {
+        let mut r = Reader::open(&rpath).unwrap();
+        let mut last = 0u64;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+        while last < total && std::time::Instant::now() < deadline {
+            match r.next().unwrap() {
+                Some(rec) => {
+                    assert_eq!(rec.seq, last + 1, "a record missing or repeated");
+                    assert_eq!(rec.payload, &payload_for(rec.seq)[..], "seq {}", rec.seq);
+                    assert_eq!(rec.capture_time_ns, time_for(rec.seq));
+                    last = rec.seq;
+                }
+                None => std::hint::spin_loop(),
+            }
+        }
+        last
+    });
+    let mut b = 0u64;
+    while w.next_seq() <= total {
+        // Every eighth batch is large (about 300 KB written at once: a long write for a reader to overtake).
+        let n = if b % 8 == 7 { 3000 } else { b * 7 % 40 + 1 };
+        let n = n.min(total + 1 - w.next_seq());
+        let first = w.next_seq();
+        let recs: Vec<Vec<u8>> = (first..first + n).map(payload_for).collect();
+        w.append_batch(
+            recs.iter()
+                .enumerate()
+                .map(|(i, p)| (time_for(first + i as u64), &p[..])),
+        )
+        .unwrap();
+        b += 1;
+    }
+    assert!(w.header().segment_index > 5, "the writer rolled");
+    assert_eq!(reader.join().unwrap(), total);
+}
+
 /// The writer moves a lapped ring's tail a step ahead of what each frame needs and checks room once per step; a
 /// reader tailing batches of 64 (the recorder's path) across many laps, with sizes that put pads and steps at
 /// every alignment, still gets only whole records, each with its own payload and time, in order and with no gap
