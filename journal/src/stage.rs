@@ -68,8 +68,9 @@ impl Stage {
             return None;
         }
         // SAFETY: `AtomicU64` has the size, alignment and bit validity of `u64`, so `len` of them are `8 * len`
-        // initialised bytes; only the writer's thread touches the stage (it is a private field of the writer, which
-        // is not `Sync`-shared), and the returned borrow of `self` keeps it from storing meanwhile.
+        // initialised bytes. Reading them non-atomically races with nothing: the stage is owned by its writer and
+        // never shared with another thread, and every store into it goes through `take`, which needs `&mut self`,
+        // so none can happen while the returned borrow of `self` lives.
         let bytes =
             unsafe { std::slice::from_raw_parts(self.words.as_ptr().cast::<u8>(), 8 * self.len) };
         Some((self.at, bytes))
