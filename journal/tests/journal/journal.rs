@@ -25,6 +25,18 @@ fn write_n(w: &mut Writer, n: u64) {
     }
 }
 
+/// Appends the next `n` generated records ([`payload_for`], [`time_for`]) as one batch.
+fn append_generated_batch(w: &mut Writer, n: u64) {
+    let first = w.next_seq();
+    let recs: Vec<Vec<u8>> = (first..first + n).map(payload_for).collect();
+    w.append_batch(
+        recs.iter()
+            .enumerate()
+            .map(|(i, p)| (time_for(first + i as u64), &p[..])),
+    )
+    .unwrap();
+}
+
 /// An archive of `n` generated records in segments of the smallest capacity, at `dir/name`: its path and its
 /// segments.
 fn small_archive(
@@ -331,14 +343,7 @@ fn a_reader_tailing_an_archive_gets_every_record_of_every_commit_whole() {
         // Every eighth batch is large (about 300 KB written at once: a long write for a reader to overtake).
         let n = if b % 8 == 7 { 3000 } else { b * 7 % 40 + 1 };
         let n = n.min(total + 1 - w.next_seq());
-        let first = w.next_seq();
-        let recs: Vec<Vec<u8>> = (first..first + n).map(payload_for).collect();
-        w.append_batch(
-            recs.iter()
-                .enumerate()
-                .map(|(i, p)| (time_for(first + i as u64), &p[..])),
-        )
-        .unwrap();
+        append_generated_batch(&mut w, n);
         b += 1;
     }
     assert!(w.header().segment_index > 5, "the writer rolled");
@@ -807,15 +812,7 @@ fn crash_child_writer() {
     let mut w = Writer::open(&path, &crash_options(archive)).unwrap();
     let mut i = 0u64;
     loop {
-        let n = i % 13 + 1;
-        let start = w.next_seq();
-        let recs: Vec<Vec<u8>> = (start..start + n).map(payload_for).collect();
-        w.append_batch(
-            recs.iter()
-                .enumerate()
-                .map(|(k, p)| (time_for(start + k as u64), &p[..])),
-        )
-        .unwrap();
+        append_generated_batch(&mut w, i % 13 + 1);
         i += 1;
     }
 }
