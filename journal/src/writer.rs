@@ -932,33 +932,30 @@ impl Writer {
         let Some((at, bytes)) = self.stage.staged() else {
             return;
         };
-        self.seg
-            .reserve()
-            .store(at + bytes.len() as u64, Ordering::Relaxed);
         let end = at + bytes.len() as u64;
+        self.seg.reserve().store(end, Ordering::Relaxed);
         // A few records into pages already in the page cache are cheaper stored through the mapping; anything
         // larger, or reaching a page not yet there, is written (a store would fault that page in).
-        let written = if bytes.len() < WRITE_FROM && end <= self.cached_to {
-            Ok(false)
+        let write = bytes.len() >= WRITE_FROM || end > self.cached_to;
+        let refused = if write {
+            self.seg.write_data(at, bytes).err()
         } else {
-            self.seg.write_data(at, bytes).map(|()| true)
+            None
         };
         self.cached_to = self.cached_to.max(end.next_multiple_of(4096));
-        match written {
-            Ok(true) => {}
-            Ok(false) => self.store_staged_through_the_mapping(at),
-            Err(err) => {
-                // The file refused the write (a file size limit, an I/O error), but the records lie in reserved
-                // blocks, which the mapping stores into without asking: stored there, as a ring's are, they are
-                // kept, and a disk that cannot take more says so where it always did, when a reservation fails.
-                if !std::mem::replace(&mut self.write_refused, true) {
-                    tracing::warn!(
-                        path = %self.seg.path.display(),
-                        "writing records failed ({err}); storing them through the mapping instead"
-                    );
-                }
-                self.store_staged_through_the_mapping(at);
+        if let Some(err) = &refused {
+            // The file refused the write (a file size limit, an I/O error), but the records lie in reserved
+            // blocks, which the mapping stores into without asking: stored there, as a ring's are, they are
+            // kept, and a disk that cannot take more says so where it always did, when a reservation fails.
+            if !std::mem::replace(&mut self.write_refused, true) {
+                tracing::warn!(
+                    path = %self.seg.path.display(),
+                    "writing records failed ({err}); storing them through the mapping instead"
+                );
             }
+        }
+        if !write || refused.is_some() {
+            self.store_staged_through_the_mapping(at);
         }
         self.stage.clear();
     }
